@@ -1,0 +1,8 @@
+"""tilebc: an open toolchain for CUDA Tile IR bytecode (versions 13.1–13.5)."""
+from .binary import dump, load  # noqa: F401
+from .errors import (DecodeError, EncodeError, TextSyntaxError, TilebcError,  # noqa: F401
+                     VerificationError, VersionError)
+from .ir import Module  # noqa: F401
+from .version import ALL_VERSIONS, MAX_VERSION, MIN_VERSION, Version  # noqa: F401
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+"""The binary layer: container schemas (construct), the table-driven op codec, load and dump."""
+from .reader import load  # noqa: F401
+from .writer import dump  # noqa: F401

@@ -1,0 +1,827 @@
+"""Bytes → Module. Frames all sections in one pass, then decodes them in dependency order."""
+from __future__ import annotations
+
+import io
+import os
+import struct
+from typing import Dict, List, Optional, Tuple, Union
+
+import construct as cs
+
+from ..errors import DecodeError, TilebcError
+from ..ir import attrs as A
+from ..ir import location as L
+from ..ir import types as T
+from ..ir.module import Block, Function, Global, Module, Op, Region, Value
+from ..numerics import dense_size_ok
+from ..ops.enums import PaddingValue, PtrAttr, SymbolVisibility
+from ..ops.spec import Arity, AttrKind
+from ..ops.table import OPS_BY_OPCODE, max_public_opcode
+from ..version import (ARCH_INDEPENDENT_HINTS, DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS,
+                       GLOBAL_VISIBILITY_AND_CONSTANT, MAX_VERSION, MIN_VERSION, POINTER_ATTR,
+                       PREVIEW_TAG, UNIFIED_OPTIONAL_BITFIELD, Version)
+from .container import (MAGIC, PREVIEW_TAG_BIT, REQUIRED_SECTIONS, SECTION_ALIGNMENT, ConstantTable,
+                        Header, Section, SectionId, StringTable, TypeTable, parse_construct,
+                        split_blobs)
+from .primitives import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reader
+
+MAX_NESTING = 200  # regions and attributes nested deeper than this are rejected, not recursed into
+_DYNAMIC = INT64_MIN
+
+# Type tags of composite types (element types carry their own tags in ir.types).
+TAG_POINTER, TAG_TILE, TAG_TENSOR_VIEW, TAG_PARTITION_VIEW, TAG_FUNCTION, TAG_TOKEN = 12, 13, 14, 15, 16, 17
+TAG_GATHER_SCATTER_VIEW, TAG_STRIDED_VIEW = 20, 21
+COMPOSITE_TAG_SINCE = {TAG_POINTER: MIN_VERSION, TAG_TILE: MIN_VERSION, TAG_TENSOR_VIEW: MIN_VERSION,
+                       TAG_PARTITION_VIEW: MIN_VERSION, TAG_FUNCTION: MIN_VERSION,
+                       TAG_TOKEN: MIN_VERSION, TAG_GATHER_SCATTER_VIEW: Version(13, 3),
+                       TAG_STRIDED_VIEW: Version(13, 3)}
+
+# Tagged attribute kinds.
+ATTR_INTEGER, ATTR_FLOAT, ATTR_BOOL, ATTR_TYPE, ATTR_STRING, ATTR_ARRAY = 1, 2, 3, 4, 5, 6
+ATTR_DENSE, ATTR_DIV_BY, ATTR_SAME_ELEMENTS, ATTR_DICTIONARY, ATTR_HINTS, ATTR_BOUNDED = 7, 8, 9, 10, 11, 12
+
+# Debug attribute tags.
+DEBUG_UNKNOWN, DEBUG_COMPILE_UNIT, DEBUG_FILE, DEBUG_LEXICAL_BLOCK = 0, 1, 2, 3
+DEBUG_LOC, DEBUG_SUBPROGRAM, DEBUG_CALL_SITE = 4, 5, 6
+
+FUNCTION_FLAG_KERNEL = 0x02
+FUNCTION_FLAG_HINTS = 0x04
+
+
+def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
+         verify: bool = False) -> Module:
+    """Decode a Tile IR bytecode file (bytes or a path) into a Module.
+
+    Raises DecodeError (with the byte offset) on malformed input and VersionError-compatible
+    DecodeError for versions outside 13.1–13.5.
+    """
+    file = None
+    if isinstance(source, (str, os.PathLike)):
+        file = os.fspath(source)
+        try:
+            with open(file, "rb") as handle:
+                data = handle.read()
+        except OSError as error:
+            raise TilebcError(f"cannot read bytecode: {error.strerror}", file=file) from None
+    else:
+        data = bytes(source)
+    module = ModuleReader(data, file).read()
+    if verify:
+        from ..verify import verify_module
+        verify_module(module)
+    return module
+
+
+class ModuleReader:
+    def __init__(self, data: bytes, file: Optional[str] = None):
+        self.data = data
+        self.file = file
+        self.version = MIN_VERSION
+        self.strings: List[bytes] = []
+        self._string_cache: Dict[int, str] = {}
+        self.type_blobs: List[Tuple[int, bytes]] = []
+        self._types: Dict[int, T.Type] = {}
+        self._types_in_progress: set = set()
+        self.constant_blobs: List[Tuple[int, bytes]] = []
+        self._constants: Dict[int, bytes] = {}
+        self.debug_blobs: List[Tuple[int, bytes]] = []
+        self._debug_attrs: Dict[int, object] = {}
+        self._debug_in_progress: set = set()
+        self.debug_function_indices: List[List[int]] = []
+        self.preview = False
+
+    def error(self, message: str, offset: int) -> DecodeError:
+        return DecodeError(message, file=self.file, offset=offset)
+
+    # ---- container -------------------------------------------------------------------------------
+
+    def read(self) -> Module:
+        try:
+            return self._read()
+        except TilebcError:
+            raise
+        except RecursionError:
+            raise self.error("nesting too deep", 0) from None
+
+    def _read(self) -> Module:
+        data = self.data
+        if len(data) < 8 or data[:8] != MAGIC:
+            raise self.error("input does not start with the Tile IR magic 7f 54 69 6c 65 49 52 00", 0)
+        header = parse_construct(Header, data[:12], base=0, what="header", file=self.file)
+        version = Version(header.major, header.minor)
+        if not (MIN_VERSION <= version <= MAX_VERSION):
+            raise self.error(f"unsupported bytecode version {version}; tilebc reads "
+                             f"[{MIN_VERSION} - {MAX_VERSION}]", 8)
+        self.version = version
+        if header.tag & ~PREVIEW_TAG_BIT:
+            raise self.error(f"header has unrecognized version tag bits 0x{header.tag:04x}", 10)
+        if header.tag & PREVIEW_TAG_BIT:
+            if version < PREVIEW_TAG:
+                raise self.error(f"public-preview tag bit set in a {version} file; preview "
+                                 f"bytecode needs version {PREVIEW_TAG}", 10)
+            self.preview = True
+        sections = self._frame_sections()
+        for required in REQUIRED_SECTIONS:
+            if required not in sections:
+                raise self.error(f"{required.name.lower()} section is mandatory but missing",
+                                 len(data))
+
+        self._read_strings(*sections[SectionId.STRING])
+        producer = None
+        if SectionId.PRODUCER in sections:
+            offset, payload = sections[SectionId.PRODUCER]
+            reader = Reader(payload, base=offset, file=self.file)
+            producer = self.string(reader.varint("producer string index"), offset)
+        if SectionId.TYPE in sections:
+            self.type_blobs = self._read_table(TypeTable, 4, *sections[SectionId.TYPE], "type table")
+        if SectionId.CONSTANT in sections:
+            self.constant_blobs = self._read_table(ConstantTable, 8, *sections[SectionId.CONSTANT],
+                                                   "constant table")
+        if SectionId.DEBUG in sections:
+            self._read_debug(*sections[SectionId.DEBUG])
+        module = Module(version=version, producer=producer, preview=self.preview, source=self.file)
+        if SectionId.GLOBAL in sections:
+            module.globals = self._read_globals(*sections[SectionId.GLOBAL])
+        module.functions = self._read_functions(*sections[SectionId.FUNC])
+        return module
+
+    def _frame_sections(self) -> Dict[SectionId, Tuple[int, bytes]]:
+        stream = io.BytesIO(self.data)
+        stream.seek(12)
+        sections: Dict[SectionId, Tuple[int, bytes]] = {}
+        while True:
+            start = stream.tell()
+            if start >= len(self.data):
+                raise self.error("truncated input: missing end-of-bytecode section", start)
+            try:
+                section = Section.parse_stream(stream)
+            except cs.ConstructError as error:
+                detail = str(error).split("\n")[-1]
+                raise self.error(f"malformed section header: {detail}", stream.tell()) from None
+            section_id = section.header.id
+            if section_id == SectionId.END:
+                if section.header.aligned:
+                    raise self.error("end section must not have the alignment flag set", start)
+                if stream.tell() != len(self.data):
+                    raise self.error(f"{len(self.data) - stream.tell()} bytes follow the "
+                                     "end-of-bytecode section", stream.tell())
+                return sections
+            if section_id not in SectionId.__members__.values():
+                raise self.error(f"unknown section id {section_id}", start)
+            section_id = SectionId(section_id)
+            required = SECTION_ALIGNMENT[section_id]
+            if required is not None:
+                if not section.header.aligned or section.alignment % required:
+                    raise self.error(f"{section_id.name.lower()} section must be aligned to a "
+                                     f"multiple of {required}", start)
+            if section_id in sections:
+                raise self.error(f"duplicate {section_id.name.lower()} section", start)
+            sections[section_id] = (stream.tell() - section.length, section.payload)
+
+    def _read_table(self, schema, offset_width: int, base: int, payload: bytes, what: str):
+        table = parse_construct(schema, payload, base=base, what=what, file=self.file)
+        fmt = "<%d%s" % (table.count, "I" if offset_width == 4 else "Q")
+        offsets = list(struct.unpack(fmt, table.offsets))
+        data_base = base + len(payload) - len(table.data)
+        blobs = split_blobs(offsets, table.data, what=what, base=data_base, file=self.file)
+        return [(data_base + start, blob) for start, blob in zip(offsets, blobs)]
+
+    def _read_strings(self, base: int, payload: bytes) -> None:
+        self.strings = [blob for _, blob in self._read_table(StringTable, 4, base, payload,
+                                                              "string table")]
+
+    def string(self, index: int, offset: int) -> str:
+        cached = self._string_cache.get(index)
+        if cached is not None:
+            return cached
+        if index >= len(self.strings):
+            raise self.error(f"string index {index} out of range (table has {len(self.strings)})",
+                             offset)
+        try:
+            text = self.strings[index].decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.error(f"string {index} is not valid UTF-8", offset) from None
+        self._string_cache[index] = text
+        return text
+
+    # ---- types -----------------------------------------------------------------------------------
+
+    def type(self, index: int, offset: int) -> T.Type:
+        cached = self._types.get(index)
+        if cached is not None:
+            return cached
+        if index >= len(self.type_blobs):
+            raise self.error(f"type index {index} out of range (table has {len(self.type_blobs)})",
+                             offset)
+        if index in self._types_in_progress:
+            raise self.error(f"type {index} refers to itself", offset)
+        self._types_in_progress.add(index)
+        blob_offset, blob = self.type_blobs[index]
+        reader = Reader(blob, base=blob_offset, file=self.file)
+        result = self._decode_type(reader)
+        if not reader.at_end():
+            raise reader.error(f"{reader.remaining} unexpected bytes after type {index}")
+        self._types_in_progress.discard(index)
+        self._types[index] = result
+        return result
+
+    def _type_ref(self, reader: Reader, what: str) -> T.Type:
+        offset = reader.offset
+        return self.type(reader.varint(what), offset)
+
+    def _element(self, reader: Reader, what: str, allow_pointer: bool = False):
+        offset = reader.offset
+        result = self._type_ref(reader, what)
+        if isinstance(result, T.ElementType) or (allow_pointer and isinstance(result, T.PointerType)):
+            return result
+        raise self.error(f"{what} must be an element type{' or pointer' if allow_pointer else ''}, "
+                         f"got {result}", offset)
+
+    def _enum(self, reader: Reader, enum, what: str):
+        offset = reader.offset
+        value = reader.varint(what)
+        try:
+            member = enum(value)
+        except ValueError:
+            raise self.error(f"invalid {what} value {value}", offset) from None
+        if member.since > self.version:
+            raise self.error(f"enum value {value} of {enum.__name__} is not available in bytecode "
+                             f"version {self.version} (needs {member.since})", offset)
+        return member
+
+    def _dims(self, reader: Reader, what: str):
+        return tuple(None if v == _DYNAMIC else v for v in reader.int_array(8, what))
+
+    def _decode_type(self, reader: Reader) -> T.Type:
+        tag_offset = reader.offset
+        tag = reader.varint("type tag")
+        element = T.ELEMENT_TYPES_BY_TAG.get(tag)
+        if element is not None:
+            if element.since > self.version:
+                raise self.error(f"type '{element.name}' requires bytecode version {element.since}+, "
+                                 f"file version is {self.version}", tag_offset)
+            return element
+        since = COMPOSITE_TAG_SINCE.get(tag)
+        if since is None:
+            raise self.error(f"unknown type tag {tag}", tag_offset)
+        if since > self.version:
+            raise self.error(f"type tag {tag} requires bytecode version {since}+, file version is "
+                             f"{self.version}", tag_offset)
+        version = self.version
+        if tag == TAG_TOKEN:
+            return T.token
+        if tag == TAG_POINTER:
+            flags = reader.varint("pointer flags") if version >= POINTER_ATTR else 0
+            pointee = self._element(reader, "pointee type")
+            ptr_attr = self._enum(reader, PtrAttr, "ptr_attr") if flags & 1 else PtrAttr.NONE
+            self._check_flags(flags, 1, "pointer", tag_offset)
+            return T.PointerType(pointee, ptr_attr)
+        if tag == TAG_TILE:
+            element = self._element(reader, "tile element type", allow_pointer=True)
+            shape = reader.int_array(8, "tile shape")
+            if any(d <= 0 for d in shape):
+                raise self.error(f"tile shape {shape} has a non-positive dimension", tag_offset)
+            return T.TileType(tuple(shape), element)
+        if tag == TAG_TENSOR_VIEW:
+            flags = reader.varint("tensor_view flags") if version >= POINTER_ATTR else 0
+            element = self._element(reader, "tensor_view element type")
+            shape = self._dims(reader, "tensor_view shape")
+            strides = self._dims(reader, "tensor_view strides")
+            if len(shape) != len(strides):
+                raise self.error(f"tensor_view has {len(shape)} dims but {len(strides)} strides",
+                                 tag_offset)
+            ptr_attr = self._enum(reader, PtrAttr, "ptr_attr") if flags & 1 else PtrAttr.NONE
+            self._check_flags(flags, 1, "tensor_view", tag_offset)
+            return T.TensorViewType(element, shape, strides, ptr_attr)
+        if tag == TAG_PARTITION_VIEW:
+            unified = version >= UNIFIED_OPTIONAL_BITFIELD
+            flags = reader.varint("partition_view flags") if unified else 0
+            tile_shape = tuple(reader.int_array(4, "partition_view tile shape"))
+            tensor_view = self._tensor_view(reader)
+            dim_map = tuple(reader.int_array(4, "partition_view dim_map"))
+            if not unified:
+                flags = reader.u8("partition_view padding presence byte")
+            padding = self._enum(reader, PaddingValue, "padding_value") if flags & 1 else None
+            self._check_flags(flags, 1, "partition_view", tag_offset)
+            return T.PartitionViewType(tile_shape, tensor_view, dim_map, padding)
+        if tag == TAG_GATHER_SCATTER_VIEW:
+            flags = reader.varint("gather_scatter_view flags")
+            tile_shape = tuple(reader.int_array(4, "gather_scatter_view tile shape"))
+            tensor_view = self._tensor_view(reader)
+            sparse_dim = reader.varint("sparse_dim")
+            padding = self._enum(reader, PaddingValue, "padding_value") if flags & 1 else None
+            self._check_flags(flags, 1, "gather_scatter_view", tag_offset)
+            return T.GatherScatterViewType(tile_shape, tensor_view, sparse_dim, padding)
+        if tag == TAG_STRIDED_VIEW:
+            flags = reader.varint("strided_view flags")
+            tile_shape = tuple(reader.int_array(4, "strided_view tile shape"))
+            strides = tuple(reader.int_array(4, "strided_view traversal strides"))
+            tensor_view = self._tensor_view(reader)
+            dim_map = tuple(reader.int_array(4, "strided_view dim_map"))
+            padding = self._enum(reader, PaddingValue, "padding_value") if flags & 1 else None
+            self._check_flags(flags, 1, "strided_view", tag_offset)
+            return T.StridedViewType(tile_shape, strides, tensor_view, dim_map, padding)
+        # TAG_FUNCTION
+        inputs = [self._type_ref(reader, "function input type")
+                  for _ in range(reader.count("function input count"))]
+        results = [self._type_ref(reader, "function result type")
+                   for _ in range(reader.count("function result count"))]
+        return T.FunctionType(tuple(inputs), tuple(results))
+
+    def _tensor_view(self, reader: Reader) -> T.TensorViewType:
+        offset = reader.offset
+        result = self._type_ref(reader, "tensor_view type")
+        if not isinstance(result, T.TensorViewType):
+            raise self.error(f"expected a tensor_view type, got {result}", offset)
+        return result
+
+    def _check_flags(self, flags: int, known: int, what: str, offset: int) -> None:
+        if flags & ~known:
+            raise self.error(f"{what} has unknown optional-parameter flags 0x{flags:x}", offset)
+
+    # ---- constants -------------------------------------------------------------------------------
+
+    def constant(self, index: int, offset: int) -> bytes:
+        cached = self._constants.get(index)
+        if cached is not None:
+            return cached
+        if index >= len(self.constant_blobs):
+            raise self.error(f"constant index {index} out of range (pool has "
+                             f"{len(self.constant_blobs)})", offset)
+        blob_offset, blob = self.constant_blobs[index]
+        reader = Reader(blob, base=blob_offset, file=self.file)
+        length = reader.count("constant byte length")
+        value = reader.raw(length, "constant bytes")
+        self._constants[index] = value
+        return value
+
+    def dense(self, tile_type: T.Type, index: int, offset: int) -> A.DenseElementsAttr:
+        if not isinstance(tile_type, T.TileType):
+            raise self.error(f"dense constant needs a tile type, got {tile_type}", offset)
+        data = self.constant(index, offset)
+        if not dense_size_ok(tile_type, data):
+            raise self.error(f"constant {index} has {len(data)} bytes, which is neither a splat "
+                             f"nor a full buffer for {tile_type}", offset)
+        return A.DenseElementsAttr(tile_type, data)
+
+    # ---- attributes ------------------------------------------------------------------------------
+
+    def tagged_attr(self, reader: Reader, depth: int = 0) -> A.Attribute:
+        if depth > MAX_NESTING:
+            raise reader.error("attributes nested too deeply")
+        offset = reader.offset
+        tag = reader.varint("attribute tag")
+        if tag == ATTR_INTEGER:
+            element = self._element(reader, "integer attribute type")
+            return A.IntegerAttr(element, self._int_value(reader, element.bits, "integer attribute"))
+        if tag == ATTR_FLOAT:
+            element = self._element(reader, "float attribute type")
+            if element.bits <= 8:
+                bits = reader.u8("float attribute byte")
+            else:
+                bits = reader.zigzag("float attribute bits") & ((1 << 64) - 1)
+                if bits >> element.bits:
+                    raise self.error(f"float attribute bits 0x{bits:x} do not fit {element}", offset)
+            return A.FloatAttr(element, bits)
+        if tag == ATTR_BOOL:
+            return A.BoolAttr(self._bool(reader, "bool attribute"))
+        if tag == ATTR_TYPE:
+            return A.TypeAttr(self._type_ref(reader, "type attribute"))
+        if tag == ATTR_STRING:
+            return A.StringAttr(self.string(reader.varint("string index"), offset))
+        if tag == ATTR_ARRAY:
+            count = reader.count("array attribute length")
+            return A.ArrayAttr(tuple(self.tagged_attr(reader, depth + 1) for _ in range(count)))
+        if tag == ATTR_DENSE:
+            type_offset = reader.offset
+            tile_type = self._type_ref(reader, "dense attribute type")
+            return self.dense(tile_type, reader.varint("constant index"), type_offset)
+        if tag == ATTR_DIV_BY:
+            divisor = reader.varint("div_by divisor")
+            flags = reader.u8("div_by flags")
+            if flags & ~3:
+                raise self.error(f"div_by has unknown flags 0x{flags:x}", offset)
+            every = reader.zigzag("div_by every") if flags & 1 else None
+            along = reader.zigzag("div_by along") if flags & 2 else None
+            return A.DivByAttr(divisor, every, along)
+        if tag == ATTR_SAME_ELEMENTS:
+            return A.SameElementsAttr(tuple(reader.int_array(8, "same_elements values")))
+        if tag == ATTR_DICTIONARY:
+            return A.DictionaryAttr(self._dictionary_body(reader, depth))
+        if tag == ATTR_HINTS:
+            return self._hints_body(reader, depth)
+        if tag == ATTR_BOUNDED:
+            flags = reader.u8("bounded flags")
+            if flags & ~3:
+                raise self.error(f"bounded has unknown flags 0x{flags:x}", offset)
+            lower = reader.zigzag("bounded lower bound") if flags & 1 else None
+            upper = reader.zigzag("bounded upper bound") if flags & 2 else None
+            return A.BoundedAttr(lower, upper)
+        raise self.error(f"unknown attribute tag {tag}", offset)
+
+    def _int_value(self, reader: Reader, width: int, what: str) -> int:
+        offset = reader.offset
+        raw = reader.varint(what)
+        if raw >> width:
+            raise self.error(f"{what} value {raw} does not fit in {width} bits", offset)
+        return raw - (1 << width) if width > 1 and raw >> (width - 1) else raw
+
+    def _bool(self, reader: Reader, what: str) -> bool:
+        offset = reader.offset
+        value = reader.u8(what)
+        if value > 1:
+            raise self.error(f"{what} byte is {value}, expected 0 or 1", offset)
+        return bool(value)
+
+    def _dictionary_body(self, reader: Reader, depth: int):
+        count = reader.count("dictionary length", 2)
+        entries = []
+        seen = set()
+        for index in range(count):
+            offset = reader.offset
+            key = self.string(reader.varint("dictionary key"), offset)
+            if not key:
+                raise self.error(f"invalid empty attribute name for dictionary element {index}", offset)
+            if key in seen:
+                raise self.error(f"duplicate dictionary key {key!r}", offset)
+            seen.add(key)
+            entries.append((key, self.tagged_attr(reader, depth + 1)))
+        return tuple(entries)
+
+    def _hints_body(self, reader: Reader, depth: int = 0) -> A.OptimizationHintsAttr:
+        entries = []
+        for key, value in self._dictionary_body(reader, depth):
+            if not isinstance(value, A.DictionaryAttr):
+                raise reader.error(f"optimization hints for {key!r} must be a dictionary")
+            entries.append((key, value))
+        return A.OptimizationHintsAttr(tuple(entries))
+
+    # ---- debug info ------------------------------------------------------------------------------
+
+    def _read_debug(self, base: int, payload: bytes) -> None:
+        # The section start is 8-aligned, so absolute alignment equals payload-relative alignment.
+        reader = Reader(payload, base=base, file=self.file)
+        num_functions = reader.count("debug function count", 4)
+        reader.align(4, "debug function offsets")
+        firsts = [reader.fixed(4, "debug function offset") for _ in range(num_functions)]
+        num_indices = reader.count("debug index count", 8)
+        reader.align(8, "debug indices")
+        raw = reader.raw(8 * num_indices, "debug indices")
+        indices = list(struct.unpack(f"<{num_indices}Q", raw))
+        num_attrs = reader.count("debug attribute count", 4)
+        reader.align(4, "debug attribute offsets")
+        offsets = [reader.fixed(4, "debug attribute offset") for _ in range(num_attrs)]
+        data_start = reader.pos
+        blobs = split_blobs(offsets, payload[data_start:], what="debug attribute table",
+                            base=base + data_start, file=self.file)
+        self.debug_blobs = [(base + data_start + start, blob) for start, blob in zip(offsets, blobs)]
+        for position, first in enumerate(firsts):
+            stop = firsts[position + 1] if position + 1 < num_functions else num_indices
+            if not first <= stop <= num_indices:
+                raise self.error(f"debug function {position} index range {first}..{stop} is "
+                                 f"outside 0..{num_indices}", base)
+            self.debug_function_indices.append(indices[first:stop])
+
+    def debug_attr(self, index: int, offset: int):
+        """Debug attribute by 1-based index; 0 is `unknown` (None)."""
+        if index == 0:
+            return None
+        cached = self._debug_attrs.get(index)
+        if cached is not None:
+            return cached
+        if index > len(self.debug_blobs):
+            raise self.error(f"debug attribute index {index} out of range (table has "
+                             f"{len(self.debug_blobs)})", offset)
+        if index in self._debug_in_progress:
+            raise self.error(f"debug attribute {index} refers to itself", offset)
+        self._debug_in_progress.add(index)
+        blob_offset, blob = self.debug_blobs[index - 1]
+        reader = Reader(blob, base=blob_offset, file=self.file)
+        result = self._decode_debug(reader)
+        self._debug_in_progress.discard(index)
+        self._debug_attrs[index] = result
+        return result
+
+    def _debug_ref(self, reader: Reader, kind, what: str):
+        offset = reader.offset
+        value = self.debug_attr(reader.varint(what), offset)
+        if not isinstance(value, kind):
+            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            raise self.error(f"{what} must be {names}, got {type(value).__name__}", offset)
+        return value
+
+    def _decode_debug(self, reader: Reader):
+        offset = reader.offset
+        tag = reader.varint("debug attribute tag")
+        string = lambda what: self.string(reader.varint(what), reader.offset)  # noqa: E731
+        if tag == DEBUG_UNKNOWN:
+            return L.UnknownDebugAttr()
+        if tag == DEBUG_COMPILE_UNIT:
+            return L.DICompileUnit(self._debug_ref(reader, L.DIFile, "compile unit file"))
+        if tag == DEBUG_FILE:
+            return L.DIFile(string("file name"), string("file directory"))
+        if tag == DEBUG_LEXICAL_BLOCK:
+            scope = self._debug_ref(reader, (L.DISubprogram, L.DILexicalBlock), "lexical block scope")
+            file = self._debug_ref(reader, L.DIFile, "lexical block file")
+            return L.DILexicalBlock(scope, file, reader.varint("line"), reader.varint("column"))
+        if tag == DEBUG_LOC:
+            scope = self._debug_ref(reader, (L.DISubprogram, L.DILexicalBlock), "location scope")
+            return L.DILoc(scope, string("location file name"), reader.varint("line"),
+                           reader.varint("column"))
+        if tag == DEBUG_SUBPROGRAM:
+            file = self._debug_ref(reader, L.DIFile, "subprogram file")
+            line = reader.varint("line")
+            name = string("subprogram name")
+            linkage = string("subprogram linkage name")
+            unit = self._debug_ref(reader, L.DICompileUnit, "subprogram compile unit")
+            scope_line = reader.varint("scope line")
+            flags = reader.varint("subprogram flags") if self.version >= DISUBPROGRAM_FLAGS else 0
+            return L.DISubprogram(file, line, name, linkage, unit, scope_line, flags)
+        if tag == DEBUG_CALL_SITE:
+            callee = self._debug_ref(reader, (L.DILoc, L.CallSiteLoc), "call site callee")
+            caller = self._debug_ref(reader, (L.DILoc, L.CallSiteLoc), "call site caller")
+            return L.CallSiteLoc(callee, caller)
+        raise self.error(f"unknown debug attribute tag {tag}", offset)
+
+    def location(self, index: int, offset: int):
+        value = self.debug_attr(index, offset)
+        if value is None or isinstance(value, L.UnknownDebugAttr):
+            return None
+        if not isinstance(value, (L.DILoc, L.CallSiteLoc)):
+            raise self.error(f"debug attribute {index} is a {type(value).__name__}, not a location",
+                             offset)
+        return value
+
+    # ---- globals ---------------------------------------------------------------------------------
+
+    def _read_globals(self, base: int, payload: bytes) -> List[Global]:
+        reader = Reader(payload, base=base, file=self.file)
+        result = []
+        for _ in range(reader.count("global count", 4)):
+            offset = reader.offset
+            name = self.string(reader.varint("global name"), offset)
+            type_offset = reader.offset
+            value_type = self._type_ref(reader, "global type")
+            value = self.dense(value_type, reader.varint("global value"), type_offset)
+            alignment = reader.varint("global alignment")
+            visibility, constant = SymbolVisibility.PUBLIC, False
+            if self.version >= GLOBAL_VISIBILITY_AND_CONSTANT:
+                visibility = self._enum(reader, SymbolVisibility, "global visibility")
+                constant = self._bool(reader, "global constant flag")
+            result.append(Global(name, value, alignment, visibility, constant))
+        if not reader.at_end():
+            raise reader.error(f"{reader.remaining} unexpected bytes after the globals")
+        return result
+
+    # ---- functions and ops -----------------------------------------------------------------------
+
+    def _read_functions(self, base: int, payload: bytes) -> List[Function]:
+        reader = Reader(payload, base=base, file=self.file)
+        functions = []
+        for _ in range(reader.count("function count", 5)):
+            functions.append(self._read_function(reader))
+        # Writers may pad the end of the section; anything else there is ignored by NVIDIA's reader.
+        return functions
+
+    def _read_function(self, reader: Reader) -> Function:
+        offset = reader.offset
+        name = self.string(reader.varint("function name"), offset)
+        if not name:
+            raise self.error("function name is empty", offset)
+        sig_offset = reader.offset
+        signature = self._type_ref(reader, "function signature")
+        if not isinstance(signature, T.FunctionType):
+            raise self.error(f"function signature must be a function type, got {signature}",
+                             sig_offset)
+        flags_offset = reader.offset
+        flags = reader.u8("function flags")
+        if not flags & FUNCTION_FLAG_KERNEL:
+            raise self.error(f"function {name!r} is not marked as a kernel entry (flags "
+                             f"0x{flags:02x})", flags_offset)
+        if flags & ~(FUNCTION_FLAG_KERNEL | FUNCTION_FLAG_HINTS):
+            raise self.error(f"function {name!r} has unknown flags 0x{flags:02x}", flags_offset)
+        loc_offset = reader.offset
+        loc_index = reader.varint("function location")
+        hints = None
+        arg_attrs = None
+        if self.version >= ENTRY_ARG_ATTRS or flags & FUNCTION_FLAG_HINTS:
+            hints_offset = reader.offset
+            hints = self.tagged_attr(reader)
+            if not isinstance(hints, A.OptimizationHintsAttr):
+                raise self.error("function hints must be an optimization_hints attribute",
+                                 hints_offset)
+        if self.version >= ENTRY_ARG_ATTRS:
+            attrs_offset = reader.offset
+            arg_attrs = self.tagged_attr(reader)
+            if not isinstance(arg_attrs, A.ArrayAttr):
+                raise self.error("function argument attributes must be an array", attrs_offset)
+        body_length = reader.varint("function body length")
+        body_reader = reader.sub(body_length, "function body")
+
+        args = [Value(t, None, i) for i, t in enumerate(signature.inputs)]
+        block = Block(args)
+        for arg in args:
+            arg.owner = block
+        values: List[Value] = list(args)
+        ops = block.ops
+        while not body_reader.at_end():
+            ops.append(self._read_op(body_reader, values, 0))
+        function = Function(name, signature, block, hints, arg_attrs, offset=offset)
+        if loc_index:
+            self._attach_locations(function, loc_index, loc_offset)
+        return function
+
+    def _attach_locations(self, function: Function, loc_index: int, offset: int) -> None:
+        if loc_index > len(self.debug_function_indices):
+            raise self.error(f"failed to read function location: debug function index {loc_index} "
+                             f"out of range ({len(self.debug_function_indices)})", offset)
+        indices = self.debug_function_indices[loc_index - 1]
+        ops = list(function.walk())
+        if len(indices) < len(ops) + 1:
+            raise self.error(f"debug info for function {function.name!r} has {len(indices)} "
+                             f"locations, expected {len(ops) + 1}", offset)
+        function.loc = self.location(indices[0], offset)
+        for op, index in zip(ops, indices[1:]):
+            op.loc = self.location(index, offset)
+
+    def _value(self, reader: Reader, values: List[Value]) -> Value:
+        offset = reader.offset
+        index = reader.varint("value index")
+        if index >= len(values):
+            raise self.error(f"value index {index} out of range ({len(values)} values defined)",
+                             offset)
+        return values[index]
+
+    def _read_op(self, reader: Reader, values: List[Value], depth: int) -> Op:
+        if depth > MAX_NESTING:
+            raise reader.error("regions nested too deeply")
+        offset = reader.offset
+        opcode = reader.varint("opcode")
+        spec = OPS_BY_OPCODE.get(opcode)
+        version = self.version
+        if spec is None or spec.structural:
+            raise self.error(f"unknown or unimplemented opcode {opcode} (0x{opcode:x})", offset)
+        if spec.preview:
+            if not self.preview:
+                raise self.error(f"preview opcode 0x{opcode:x} ({spec.mnemonic}) in a file without "
+                                 "the public-preview tag", offset)
+        elif opcode > max_public_opcode(version) or spec.since > version:
+            raise self.error(f"unsupported opcode {opcode} ({spec.mnemonic}, needs {spec.since}) for "
+                             f"bytecode version {version}", offset)
+
+        # Result types.
+        serialized = [r for r in spec.results if r.since <= version]
+        if spec.counted_results:
+            count_offset = reader.offset
+            count = reader.count("result count")
+            has_variadic = any(r.variadic for r in spec.results)
+            if not has_variadic and count != len(serialized):
+                raise self.error(f"{spec.mnemonic} has {count} results, expected {len(serialized)}",
+                                 count_offset)
+        else:
+            count = len(serialized)
+        result_types = [self._type_ref(reader, "result type") for _ in range(count)]
+        synthesized = [T.token if r.default_type == "token" else r.default_type
+                       for r in spec.results if r.since > version]
+
+        # Flags.
+        flags = 0
+        flags_since = spec.flags_since
+        if flags_since is not None and version >= flags_since:
+            flags_offset = reader.offset
+            flags = reader.varint("op flags")
+            known = sum(1 << b.bit for b in spec.flag_bits if b.since <= version)
+            if flags & ~known:
+                raise self.error(f"{spec.mnemonic} has unknown flag bits 0x{flags & ~known:x}",
+                                 flags_offset)
+
+        # Attributes.
+        attrs = {}
+        pending_defaults = []
+        for attr in spec.attrs:
+            if attr.since > version:
+                if attr.optional:
+                    attrs[attr.name] = None
+                else:
+                    pending_defaults.append(attr)
+                continue
+            if attr.in_flags:
+                present = bool(flags >> spec.flag_bit(attr.name).bit & 1)
+                if attr.kind is AttrKind.UNIT:
+                    attrs[attr.name] = present
+                    continue
+                if not present:
+                    attrs[attr.name] = None
+                    continue
+            attrs[attr.name] = self._op_attr(reader, attr, result_types)
+
+        # Operands.
+        operands = {}
+        operand_specs = spec.operands
+        if spec.segmented:
+            for operand in operand_specs:
+                if operand.arity is Arity.ONE:
+                    operands[operand.name] = self._value(reader, values)
+                elif operand.arity is Arity.OPTIONAL:
+                    bit = spec.flag_bit(operand.name)
+                    if operand.since <= version and flags >> bit.bit & 1:
+                        operands[operand.name] = self._value(reader, values)
+                    else:
+                        operands[operand.name] = None
+                else:
+                    count = reader.count(f"{operand.name} count")
+                    operands[operand.name] = tuple(self._value(reader, values) for _ in range(count))
+        elif spec.has_variadic and any(o.arity is Arity.VARIADIC for o in operand_specs):
+            count_offset = reader.offset
+            total = reader.count("operand count")
+            fixed = sum(1 for o in operand_specs if o.arity is Arity.ONE)
+            if total < fixed:
+                raise self.error(f"{spec.mnemonic} has {total} operands, expected at least {fixed}",
+                                 count_offset)
+            for operand in operand_specs:
+                if operand.arity is Arity.ONE:
+                    operands[operand.name] = self._value(reader, values)
+                else:
+                    operands[operand.name] = tuple(self._value(reader, values)
+                                                   for _ in range(total - fixed))
+        else:
+            for operand in operand_specs:
+                operands[operand.name] = self._value(reader, values)
+        for attr in pending_defaults:
+            attrs[attr.name] = attr.default_for(operands)
+
+        # Regions.
+        regions = []
+        if spec.regions:
+            count_offset = reader.offset
+            count = reader.varint("region count")
+            if count != spec.regions:
+                raise self.error(f"{spec.mnemonic} has {count} regions, expected {spec.regions}",
+                                 count_offset)
+            for _ in range(count):
+                regions.append(self._read_region(reader, values, depth + 1))
+
+        op = Op(spec, operands, attrs, result_types + synthesized, regions, offset=offset)
+        values.extend(op.results[:len(result_types)])
+        return op
+
+    def _read_region(self, reader: Reader, values: List[Value], depth: int) -> Region:
+        region = Region()
+        for _ in range(reader.count("block count")):
+            mark = len(values)
+            arg_types = [self._type_ref(reader, "block argument type")
+                         for _ in range(reader.count("block argument count"))]
+            block = Block()
+            block.args = [Value(t, block, i) for i, t in enumerate(arg_types)]
+            values.extend(block.args)
+            count_offset = reader.offset
+            num_ops = reader.count("block op count")
+            if num_ops == 0:
+                raise self.error("block has no operations (it needs a terminator)", count_offset)
+            block.ops = [self._read_op(reader, values, depth) for _ in range(num_ops)]
+            if not block.ops[-1].spec.terminator:
+                raise self.error(f"block ends with {block.ops[-1].name}, not a terminator",
+                                 block.ops[-1].offset)
+            del values[mark:]
+            region.blocks.append(block)
+        return region
+
+    def _op_attr(self, reader: Reader, attr, result_types):
+        kind = attr.kind
+        offset = reader.offset
+        if kind is AttrKind.ENUM:
+            return self._enum(reader, attr.enum, attr.name)
+        if kind is AttrKind.INT:
+            return self._int_value(reader, attr.width, attr.name)
+        if kind is AttrKind.BOOL:
+            return self._bool(reader, attr.name)
+        if kind is AttrKind.STRING or kind is AttrKind.SYMBOL:
+            text = self.string(reader.varint(attr.name), offset)
+            if kind is AttrKind.SYMBOL and not text:
+                raise self.error(f"{attr.name} symbol reference is empty", offset)
+            return text
+        if kind is AttrKind.TYPE:
+            return self._type_ref(reader, attr.name)
+        if kind is AttrKind.DENSE:
+            if not result_types:
+                raise self.error(f"{attr.name} needs a result type", offset)
+            return self.dense(result_types[0], reader.varint("constant index"), offset)
+        if kind is AttrKind.I32_ARRAY or kind is AttrKind.I64_ARRAY:
+            width = 4 if kind is AttrKind.I32_ARRAY else 8
+            values = reader.int_array(width, attr.name)
+            low, high = (INT32_MIN, INT32_MAX) if width == 4 else (INT64_MIN, INT64_MAX)
+            for value in values:
+                if value in (low, high):
+                    raise self.error(f"{attr.name} array contains unsupported value {value}", offset)
+            return tuple(values)
+        if kind is AttrKind.BOOL_ARRAY:
+            count = reader.count(f"{attr.name} length")
+            return tuple(self._bool(reader, attr.name) for _ in range(count))
+        if kind is AttrKind.ATTR_ARRAY:
+            count = reader.count(f"{attr.name} length")
+            return tuple(self.tagged_attr(reader) for _ in range(count))
+        if kind is AttrKind.TAGGED:
+            return self.tagged_attr(reader)
+        if kind is AttrKind.HINTS:
+            return self._hints_body(reader)
+        raise self.error(f"attribute kind {kind} cannot appear in an op", offset)

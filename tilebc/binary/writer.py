@@ -1,0 +1,630 @@
+"""Module → bytes for any supported version. Refuses, with the op/field and the version it needs,
+anything the target version cannot represent; never drops information silently."""
+from __future__ import annotations
+
+import struct
+from typing import Dict, List, Optional
+
+from ..errors import EncodeError
+from ..ir import attrs as A
+from ..ir import location as L
+from ..ir import types as T
+from ..ir.module import Block, Function, Module, Op, Value
+from ..numerics import dense_size_ok
+from ..ops.enums import PtrAttr, SymbolVisibility, WireEnum
+from ..ops.spec import Arity, AttrKind
+from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS, GLOBAL_VISIBILITY_AND_CONSTANT,
+                       POINTER_ATTR, PREVIEW_TAG, PRODUCER_SECTION, UNIFIED_OPTIONAL_BITFIELD,
+                       Version, VersionLike, check_supported)
+from .container import MAGIC, PREVIEW_TAG_BIT, SECTION_ALIGNMENT, SectionId
+from .primitives import INT64_MIN, Writer
+from .reader import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTIONARY, ATTR_DIV_BY,
+                     ATTR_FLOAT, ATTR_HINTS, ATTR_INTEGER, ATTR_SAME_ELEMENTS, ATTR_STRING,
+                     ATTR_TYPE, COMPOSITE_TAG_SINCE, DEBUG_CALL_SITE, DEBUG_COMPILE_UNIT, DEBUG_FILE,
+                     DEBUG_LEXICAL_BLOCK, DEBUG_LOC, DEBUG_SUBPROGRAM, DEBUG_UNKNOWN,
+                     FUNCTION_FLAG_HINTS, FUNCTION_FLAG_KERNEL, TAG_FUNCTION,
+                     TAG_GATHER_SCATTER_VIEW, TAG_PARTITION_VIEW, TAG_POINTER, TAG_STRIDED_VIEW,
+                     TAG_TENSOR_VIEW, TAG_TILE, TAG_TOKEN)
+
+
+def dump(module: Module, version: Optional[VersionLike] = None) -> bytes:
+    """Encode `module` as Tile IR bytecode for `version` (default: the module's own version)."""
+    target = check_supported(Version.parse(version if version is not None else module.version))
+    return ModuleWriter(module, target).write()
+
+
+class _Interner:
+    """Assigns table indices in first-use order; equal keys share one index."""
+
+    def __init__(self, first_index: int = 0):
+        self.index: Dict[object, int] = {}
+        self.blobs: List[bytes] = []
+        self.first = first_index
+
+    def add(self, key, blob: bytes) -> int:
+        found = self.index.get(key)
+        if found is None:
+            found = self.index[key] = len(self.blobs) + self.first
+            self.blobs.append(blob)
+        return found
+
+
+class ModuleWriter:
+    def __init__(self, module: Module, version: Version):
+        self.module = module
+        self.version = version
+        self.strings = _Interner()
+        self.types = _Interner()
+        self.type_index: Dict[T.Type, int] = {}
+        self.constants = _Interner()
+        self.debug = _Interner(first_index=1)
+        self.debug_index: Dict[object, int] = {}
+
+    def fail(self, message: str, op: Optional[Op] = None) -> EncodeError:
+        where = f"{op.name}: " if op is not None else ""
+        return EncodeError(f"{where}{message} (target version {self.version})")
+
+    def need(self, since: Version, what: str, op: Optional[Op] = None) -> None:
+        if since > self.version:
+            raise self.fail(f"{what} needs bytecode version {since} or newer", op)
+
+    # ---- tables ----------------------------------------------------------------------------------
+
+    def string(self, text: str) -> int:
+        data = text.encode("utf-8")
+        return self.strings.add(data, data)
+
+    def type(self, value: T.Type) -> int:
+        found = self.type_index.get(value)
+        if found is not None:
+            return found
+        writer = Writer()
+        self._encode_type(value, writer)
+        blob = bytes(writer.buf)
+        found = self.type_index[value] = self.types.add(blob, blob)
+        return found
+
+    def _encode_type(self, value: T.Type, out: Writer) -> None:
+        version = self.version
+        if isinstance(value, T.ElementType):
+            self.need(value.since, f"element type {value.name}")
+            out.varint(value.type_tag)
+            return
+        kind_since = T.TYPE_KIND_SINCE.get(type(value))
+        if kind_since is None:
+            raise self.fail(f"cannot encode type {value!r}")
+        self.need(kind_since, f"type {type(value).__name__}")
+        if isinstance(value, T.TokenType):
+            out.varint(TAG_TOKEN)
+        elif isinstance(value, (T.PointerType, T.TensorViewType)):
+            if value.ptr_attr != PtrAttr.NONE:
+                self.need(POINTER_ATTR, f"ptr_attr {value.ptr_attr.keyword} on {value}")
+            element = self.type(value.pointee if isinstance(value, T.PointerType) else value.element)
+            out.varint(TAG_POINTER if isinstance(value, T.PointerType) else TAG_TENSOR_VIEW)
+            if version >= POINTER_ATTR:
+                out.varint(1 if value.ptr_attr != PtrAttr.NONE else 0)
+            out.varint(element)
+            if isinstance(value, T.TensorViewType):
+                out.int_array([INT64_MIN if d is None else d for d in value.shape], 8)
+                out.int_array([INT64_MIN if d is None else d for d in value.strides], 8)
+            if value.ptr_attr != PtrAttr.NONE:
+                out.varint(int(value.ptr_attr))
+        elif isinstance(value, T.TileType):
+            element = self.type(value.element)
+            out.varint(TAG_TILE)
+            out.varint(element)
+            out.int_array(list(value.shape), 8)
+        elif isinstance(value, T.PartitionViewType):
+            view = self.type(value.tensor_view)
+            has_padding = value.padding_value is not None
+            out.varint(TAG_PARTITION_VIEW)
+            unified = version >= UNIFIED_OPTIONAL_BITFIELD
+            if unified:
+                out.varint(int(has_padding))
+            out.int_array(list(value.tile_shape), 4)
+            out.varint(view)
+            out.int_array(list(value.dim_map), 4)
+            if not unified:
+                out.u8(int(has_padding))
+            if has_padding:
+                out.varint(int(value.padding_value))
+        elif isinstance(value, T.GatherScatterViewType):
+            view = self.type(value.tensor_view)
+            out.varint(TAG_GATHER_SCATTER_VIEW)
+            out.varint(int(value.padding_value is not None))
+            out.int_array(list(value.tile_shape), 4)
+            out.varint(view)
+            out.varint(value.sparse_dim)
+            if value.padding_value is not None:
+                out.varint(int(value.padding_value))
+        elif isinstance(value, T.StridedViewType):
+            view = self.type(value.tensor_view)
+            out.varint(TAG_STRIDED_VIEW)
+            out.varint(int(value.padding_value is not None))
+            out.int_array(list(value.tile_shape), 4)
+            out.int_array(list(value.traversal_strides), 4)
+            out.varint(view)
+            out.int_array(list(value.dim_map), 4)
+            if value.padding_value is not None:
+                out.varint(int(value.padding_value))
+        elif isinstance(value, T.FunctionType):
+            inputs = [self.type(t) for t in value.inputs]
+            results = [self.type(t) for t in value.results]
+            out.varint(TAG_FUNCTION)
+            out.varint(len(inputs))
+            for index in inputs:
+                out.varint(index)
+            out.varint(len(results))
+            for index in results:
+                out.varint(index)
+        else:
+            raise self.fail(f"cannot encode type {value!r}")
+
+    def constant(self, dense: A.DenseElementsAttr) -> int:
+        if not dense_size_ok(dense.type, dense.data):
+            raise self.fail(f"dense value of {len(dense.data)} bytes does not fit {dense.type}")
+        self.type(dense.type)
+        writer = Writer()
+        writer.varint(len(dense.data))
+        writer.raw(dense.data)
+        blob = bytes(writer.buf)
+        return self.constants.add(blob, blob)
+
+    def enum(self, value: WireEnum, what: str, op: Optional[Op], out: Writer) -> None:
+        if not isinstance(value, WireEnum):
+            raise self.fail(f"{what} must be an enum member, got {value!r}", op)
+        self.need(value.since, f"{what} value {value.keyword}", op)
+        out.varint(int(value))
+
+    # ---- attributes ------------------------------------------------------------------------------
+
+    def tagged_attr(self, value: A.Attribute, out: Writer, op: Optional[Op] = None) -> None:
+        if isinstance(value, A.IntegerAttr):
+            element = self.type(value.type)
+            out.varint(ATTR_INTEGER)
+            out.varint(element)
+            out.varint(self._int_bits(value.value, value.type.bits, "integer attribute", op))
+        elif isinstance(value, A.FloatAttr):
+            element = self.type(value.type)
+            out.varint(ATTR_FLOAT)
+            out.varint(element)
+            if value.bits >> value.type.bits or value.bits < 0:
+                raise self.fail(f"float bits 0x{value.bits:x} do not fit {value.type}", op)
+            if value.type.bits <= 8:
+                out.u8(value.bits)
+            else:
+                signed = value.bits - (1 << 64) if value.bits >> 63 else value.bits
+                out.zigzag(signed)
+        elif isinstance(value, A.BoolAttr):
+            out.varint(ATTR_BOOL)
+            out.u8(int(bool(value.value)))
+        elif isinstance(value, A.TypeAttr):
+            index = self.type(value.value)
+            out.varint(ATTR_TYPE)
+            out.varint(index)
+        elif isinstance(value, A.StringAttr):
+            out.varint(ATTR_STRING)
+            out.varint(self.string(value.value))
+        elif isinstance(value, A.ArrayAttr):
+            out.varint(ATTR_ARRAY)
+            out.varint(len(value.elements))
+            for element in value.elements:
+                self.tagged_attr(element, out, op)
+        elif isinstance(value, A.DenseElementsAttr):
+            index = self.type(value.type)
+            out.varint(ATTR_DENSE)
+            out.varint(index)
+            out.varint(self.constant(value))
+        elif isinstance(value, A.DivByAttr):
+            out.varint(ATTR_DIV_BY)
+            out.varint(value.divisor)
+            out.u8((value.every is not None) | (value.along is not None) << 1)
+            if value.every is not None:
+                out.zigzag(value.every)
+            if value.along is not None:
+                out.zigzag(value.along)
+        elif isinstance(value, A.SameElementsAttr):
+            out.varint(ATTR_SAME_ELEMENTS)
+            out.int_array(list(value.values), 8)
+        elif isinstance(value, A.DictionaryAttr):
+            out.varint(ATTR_DICTIONARY)
+            self._dictionary_body(value.entries, out, op)
+        elif isinstance(value, A.OptimizationHintsAttr):
+            out.varint(ATTR_HINTS)
+            self._dictionary_body(value.entries, out, op)
+        elif isinstance(value, A.BoundedAttr):
+            out.varint(ATTR_BOUNDED)
+            out.u8((value.lower is not None) | (value.upper is not None) << 1)
+            if value.lower is not None:
+                out.zigzag(value.lower)
+            if value.upper is not None:
+                out.zigzag(value.upper)
+        else:
+            raise self.fail(f"cannot encode attribute {value!r}", op)
+
+    def _dictionary_body(self, entries, out: Writer, op) -> None:
+        out.varint(len(entries))
+        for key, item in entries:
+            if not key:
+                raise self.fail("dictionary key is empty", op)
+            out.varint(self.string(key))
+            self.tagged_attr(item, out, op)
+
+    def _int_bits(self, value: int, width: int, what: str, op) -> int:
+        low = -(1 << (width - 1)) if width > 1 else 0
+        if not low <= value < (1 << width):
+            raise self.fail(f"{what} value {value} does not fit in {width} bits", op)
+        return value & ((1 << width) - 1)
+
+    # ---- ops -------------------------------------------------------------------------------------
+
+    def op(self, op: Op, out: Writer, numbering: Dict[int, int], locs: List) -> None:
+        spec = op.spec
+        version = self.version
+        locs.append(op.loc)
+        if spec.structural:
+            raise self.fail("structural op cannot appear in a function body", op)
+        if spec.preview and not self.module.preview:
+            raise self.fail("preview op needs a module marked preview", op)
+        self.need(spec.since, f"op {spec.mnemonic}", op)
+        out.varint(spec.opcode)
+
+        # Results: those newer than the target are omitted (and must be unused).
+        serialized = [value for value, result in zip(op.results, self._result_specs(op))
+                      if result.since <= version]
+        if spec.counted_results:
+            out.varint(len(serialized))
+        for value in serialized:
+            out.varint(self.type(value.type))
+
+        # Flags.
+        flags = 0
+        for bit in spec.flag_bits:
+            if bit.is_operand:
+                present = op.operands.get(bit.name) is not None
+            else:
+                attr_value = op.attrs.get(bit.name)
+                present = bool(attr_value) if spec.attr(bit.name).kind is AttrKind.UNIT \
+                    else attr_value is not None
+            if present:
+                self.need(max(bit.since, spec.since), f"{bit.name}", op)
+                flags |= 1 << bit.bit
+        flags_since = spec.flags_since
+        if flags_since is not None and version >= flags_since:
+            out.varint(flags)
+
+        # Attributes.
+        for attr in spec.attrs:
+            value = op.attrs.get(attr.name)
+            if attr.kind is AttrKind.UNIT:
+                continue
+            if attr.optional and value is None:
+                continue
+            if attr.since > version:
+                default = attr.default_for(op.operands)
+                if value is not None and value != default and not (
+                        attr.kind is AttrKind.BOOL_ARRAY and not any(value)):
+                    raise self.fail(f"attribute {attr.name}={_show(value)} needs bytecode version "
+                                    f"{attr.since} or newer", op)
+                continue
+            if value is None:
+                value = attr.default_for(op.operands)
+                if value is None:
+                    raise self.fail(f"required attribute {attr.name} is missing", op)
+            self._op_attr(op, attr, value, out)
+
+        # Operands.
+        def ref(value: Value) -> None:
+            index = numbering.get(id(value))
+            if index is None:
+                raise self.fail(f"operand {value!r} is not defined before its use in this region "
+                                "(or is a result the target version cannot express)", op)
+            out.varint(index)
+
+        groups = [(o, op.operands.get(o.name)) for o in spec.operands]
+        if spec.segmented:
+            for operand, group in groups:
+                if operand.arity is Arity.ONE:
+                    self._required(group, operand, op)
+                    ref(group)
+                elif operand.arity is Arity.OPTIONAL:
+                    if group is not None:
+                        ref(group)
+                else:
+                    group = group or ()
+                    out.varint(len(group))
+                    for value in group:
+                        ref(value)
+        elif any(o.arity is Arity.VARIADIC for o in spec.operands):
+            flat = []
+            for operand, group in groups:
+                if operand.arity is Arity.VARIADIC:
+                    flat.extend(group or ())
+                else:
+                    self._required(group, operand, op)
+                    flat.append(group)
+            out.varint(len(flat))
+            for value in flat:
+                ref(value)
+        else:
+            for operand, group in groups:
+                self._required(group, operand, op)
+                ref(group)
+
+        # Regions: block arguments take the indices the op's results get afterwards.
+        if spec.regions:
+            if len(op.regions) != spec.regions:
+                raise self.fail(f"has {len(op.regions)} regions, expected {spec.regions}", op)
+            out.varint(len(op.regions))
+            for region in op.regions:
+                out.varint(len(region.blocks))
+                for block in region.blocks:
+                    self.block(block, out, numbering, locs)
+
+        for value in serialized:
+            numbering[id(value)] = len(numbering)
+
+    def _result_specs(self, op: Op):
+        specs = []
+        for result in op.spec.results:
+            if result.variadic:
+                specs.extend([result] * (len(op.results) - len(op.spec.results) + 1))
+            else:
+                specs.append(result)
+        return specs
+
+    def _required(self, group, operand, op) -> None:
+        if not isinstance(group, Value):
+            raise self.fail(f"operand {operand.name} is missing", op)
+
+    def block(self, block: Block, out: Writer, numbering: Dict[int, int], locs: List) -> None:
+        out.varint(len(block.args))
+        for arg in block.args:
+            out.varint(self.type(arg.type))
+        added = []
+        for arg in block.args:
+            numbering[id(arg)] = len(numbering)
+            added.append(id(arg))
+        before = set(numbering)
+        out.varint(len(block.ops))
+        if not block.ops:
+            raise self.fail("a block needs at least one op (its terminator)")
+        for op in block.ops:
+            self.op(op, out, numbering, locs)
+        for key in [k for k in numbering if k not in before] + added:
+            del numbering[key]
+
+    def _op_attr(self, op: Op, attr, value, out: Writer) -> None:
+        kind = attr.kind
+        if kind is AttrKind.ENUM:
+            if not isinstance(value, attr.enum):
+                raise self.fail(f"attribute {attr.name} must be a {attr.enum.__name__}", op)
+            self.enum(value, attr.name, op, out)
+        elif kind is AttrKind.INT:
+            out.varint(self._int_bits(int(value), attr.width, attr.name, op))
+        elif kind is AttrKind.BOOL:
+            out.u8(int(bool(value)))
+        elif kind in (AttrKind.STRING, AttrKind.SYMBOL):
+            if kind is AttrKind.SYMBOL and not value:
+                raise self.fail(f"{attr.name} symbol is empty", op)
+            out.varint(self.string(value))
+        elif kind is AttrKind.TYPE:
+            out.varint(self.type(value))
+        elif kind is AttrKind.DENSE:
+            out.varint(self.constant(value))
+        elif kind is AttrKind.I32_ARRAY:
+            out.int_array(list(value), 4)
+        elif kind is AttrKind.I64_ARRAY:
+            out.int_array(list(value), 8)
+        elif kind is AttrKind.BOOL_ARRAY:
+            out.varint(len(value))
+            for item in value:
+                out.u8(int(bool(item)))
+        elif kind is AttrKind.ATTR_ARRAY:
+            out.varint(len(value))
+            for item in value:
+                self.tagged_attr(item, out, op)
+        elif kind is AttrKind.TAGGED:
+            self.tagged_attr(value, out, op)
+        elif kind is AttrKind.HINTS:
+            self._dictionary_body(value.entries, out, op)
+        else:
+            raise self.fail(f"attribute kind {kind} cannot be encoded in an op", op)
+
+    # ---- debug info ------------------------------------------------------------------------------
+
+    def debug_attr(self, value) -> int:
+        found = self.debug_index.get(value)
+        if found is not None:
+            return found
+        out = Writer()
+        if isinstance(value, L.UnknownDebugAttr):
+            out.varint(DEBUG_UNKNOWN)
+        elif isinstance(value, L.DIFile):
+            out.varint(DEBUG_FILE)
+            out.varint(self.string(value.name))
+            out.varint(self.string(value.directory))
+        elif isinstance(value, L.DICompileUnit):
+            file = self.debug_attr(value.file)
+            out.varint(DEBUG_COMPILE_UNIT)
+            out.varint(file)
+        elif isinstance(value, L.DILexicalBlock):
+            scope, file = self.debug_attr(value.scope), self.debug_attr(value.file)
+            out.varint(DEBUG_LEXICAL_BLOCK)
+            for item in (scope, file, value.line, value.column):
+                out.varint(item)
+        elif isinstance(value, L.DILoc):
+            scope = self.debug_attr(value.scope)
+            out.varint(DEBUG_LOC)
+            out.varint(scope)
+            out.varint(self.string(value.filename))
+            out.varint(value.line)
+            out.varint(value.column)
+        elif isinstance(value, L.DISubprogram):
+            file, unit = self.debug_attr(value.file), self.debug_attr(value.compile_unit)
+            out.varint(DEBUG_SUBPROGRAM)
+            out.varint(file)
+            out.varint(value.line)
+            out.varint(self.string(value.name))
+            out.varint(self.string(value.linkage_name))
+            out.varint(unit)
+            out.varint(value.scope_line)
+            if self.version >= DISUBPROGRAM_FLAGS:
+                out.varint(value.flags)
+            elif value.flags:
+                self.need(DISUBPROGRAM_FLAGS, f"DISubprogram flags {value.flags}")
+        elif isinstance(value, L.CallSiteLoc):
+            callee, caller = self.debug_attr(value.callee), self.debug_attr(value.caller)
+            out.varint(DEBUG_CALL_SITE)
+            out.varint(callee)
+            out.varint(caller)
+        else:
+            raise self.fail(f"cannot encode debug attribute {value!r}")
+        blob = bytes(out.buf)
+        found = self.debug_index[value] = self.debug.add(blob, blob)
+        return found
+
+    # ---- module ----------------------------------------------------------------------------------
+
+    def write(self) -> bytes:
+        module = self.module
+        version = self.version
+        if module.preview:
+            self.need(PREVIEW_TAG, "public-preview bytecode")
+
+        func_section = Writer()
+        func_section.varint(len(module.functions))
+        debug_functions: List[List[int]] = []
+        for function in module.functions:
+            self._function(function, func_section, debug_functions)
+
+        global_section = None
+        if module.globals:
+            global_section = Writer()
+            global_section.varint(len(module.globals))
+            for item in module.globals:
+                if item.visibility != SymbolVisibility.PUBLIC or item.constant:
+                    self.need(GLOBAL_VISIBILITY_AND_CONSTANT,
+                              f"global @{item.name} with private visibility or constant flag")
+                if not item.name:
+                    raise self.fail("global name is empty")
+                global_section.varint(self.string(item.name))
+                global_section.varint(self.type(item.value.type))
+                global_section.varint(self.constant(item.value))
+                global_section.varint(item.alignment)
+                if version >= GLOBAL_VISIBILITY_AND_CONSTANT:
+                    global_section.varint(int(item.visibility))
+                    global_section.varint(int(item.constant))
+
+        producer_section = None
+        if module.producer is not None:
+            self.need(PRODUCER_SECTION, "the producer section")
+            producer_section = Writer()
+            producer_section.varint(self.string(module.producer))
+
+        sections = [(SectionId.FUNC, func_section.buf)]
+        if global_section is not None:
+            sections.append((SectionId.GLOBAL, global_section.buf))
+        if self.constants.blobs:
+            sections.append((SectionId.CONSTANT, _table(self.constants.blobs, 8, 8)))
+        if debug_functions:
+            sections.append((SectionId.DEBUG, self._debug_section(debug_functions)))
+        sections.append((SectionId.TYPE, _table(self.types.blobs, 4, 4)))
+        if producer_section is not None:
+            sections.append((SectionId.PRODUCER, producer_section.buf))
+        sections.append((SectionId.STRING, _table(self.strings.blobs, 4, 4)))
+
+        out = Writer()
+        out.raw(MAGIC)
+        out.u8(version.major)
+        out.u8(version.minor)
+        out.fixed(PREVIEW_TAG_BIT if module.preview else 0, 2)
+        for section_id, payload in sections:
+            alignment = SECTION_ALIGNMENT[section_id]
+            out.u8(int(section_id) | (0x80 if alignment else 0))
+            out.varint(len(payload))
+            if alignment:
+                out.varint(alignment)
+                out.align(alignment)
+            out.raw(bytes(payload))
+        out.u8(SectionId.END)
+        return bytes(out.buf)
+
+    def _function(self, function: Function, out: Writer, debug_functions: List[List[int]]) -> None:
+        version = self.version
+        body = Writer()
+        numbering: Dict[int, int] = {}
+        for arg in function.args:
+            numbering[id(arg)] = len(numbering)
+        if list(function.type.inputs) != [arg.type for arg in function.args]:
+            raise self.fail(f"entry @{function.name}: argument types do not match its signature")
+        locs: List = []
+        for op in function.body.ops:
+            self.op(op, body, numbering, locs)
+
+        out.varint(self.string(function.name))
+        out.varint(self.type(function.type))
+        hints = function.optimization_hints
+        arg_attrs = function.arg_attrs
+        if version >= ENTRY_ARG_ATTRS:
+            out.u8(FUNCTION_FLAG_KERNEL)
+        else:
+            out.u8(FUNCTION_FLAG_KERNEL | (FUNCTION_FLAG_HINTS if hints is not None else 0))
+            if arg_attrs is not None and arg_attrs.elements:
+                self.need(ENTRY_ARG_ATTRS, f"argument attributes on entry @{function.name}")
+        if function.loc is not None or any(loc is not None for loc in locs):
+            indices = [self._loc_index(function.loc)] + [self._loc_index(loc) for loc in locs]
+            debug_functions.append(indices)
+            out.varint(len(debug_functions))
+        else:
+            out.varint(0)
+        if version >= ENTRY_ARG_ATTRS:
+            self.tagged_attr(hints or A.OptimizationHintsAttr(()), out)
+            self.tagged_attr(arg_attrs or A.ArrayAttr(()), out)
+        elif hints is not None:
+            self.tagged_attr(hints, out)
+        out.varint(len(body.buf))
+        out.raw(bytes(body.buf))
+
+    def _loc_index(self, loc) -> int:
+        return 0 if loc is None else self.debug_attr(loc)
+
+    def _debug_section(self, debug_functions: List[List[int]]) -> bytearray:
+        out = Writer()
+        out.varint(len(debug_functions))
+        out.align(4)
+        first = 0
+        for indices in debug_functions:
+            out.fixed(first, 4)
+            first += len(indices)
+        out.varint(first)
+        out.align(8)
+        for indices in debug_functions:
+            out.raw(struct.pack(f"<{len(indices)}Q", *indices))
+        blobs = self.debug.blobs
+        out.varint(len(blobs))
+        out.align(4)
+        position = 0
+        for blob in blobs:
+            out.fixed(position, 4)
+            position += len(blob)
+        for blob in blobs:
+            out.raw(blob)
+        return out.buf
+
+
+def _table(blobs: List[bytes], offset_width: int, alignment: int) -> bytearray:
+    out = Writer()
+    out.varint(len(blobs))
+    out.align(alignment)
+    position = 0
+    for blob in blobs:
+        out.fixed(position, offset_width)
+        position += len(blob)
+    for blob in blobs:
+        out.raw(blob)
+    return out.buf
+
+
+def _show(value) -> str:
+    return value.keyword if isinstance(value, WireEnum) else repr(value)

@@ -1,0 +1,224 @@
+"""Tile IR types. All types are frozen dataclasses, so equality is structural, as the spec requires."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Tuple, Union
+
+from ..ops.enums import PaddingValue, PtrAttr
+from ..version import V13_1, V13_2, V13_3, V13_4, Version
+
+
+class Type:
+    """Base of every Tile IR type."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class ElementType(Type):
+    """A scalar element type (`i32`, `f16`, `f8E4M3FN`, …). Use the module-level singletons."""
+
+    name: str
+    bits: int = field(compare=False)
+    kind: str = field(compare=False)  # "int" | "float"
+    type_tag: int = field(compare=False, repr=False)
+    since: Version = field(compare=False, repr=False, default=V13_1)
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_integer(self) -> bool:
+        return self.kind == "int"
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+
+# name, storage bits, kind, wire type tag, first version
+_ELEMENT_TABLE = (
+    ("i1", 1, "int", 0, V13_1),
+    ("i8", 8, "int", 1, V13_1),
+    ("i16", 16, "int", 2, V13_1),
+    ("i32", 32, "int", 3, V13_1),
+    ("i64", 64, "int", 4, V13_1),
+    ("f16", 16, "float", 5, V13_1),
+    ("bf16", 16, "float", 6, V13_1),
+    ("f32", 32, "float", 7, V13_1),
+    ("tf32", 19, "float", 8, V13_1),
+    ("f64", 64, "float", 9, V13_1),
+    ("f8E4M3FN", 8, "float", 10, V13_1),
+    ("f8E5M2", 8, "float", 11, V13_1),
+    ("f8E8M0FNU", 8, "float", 18, V13_2),
+    ("f4E2M1FN", 4, "float", 19, V13_3),
+    ("i4", 4, "int", 22, V13_3),
+    ("fnv8E5M3FNU", 8, "float", 130, V13_4),
+)
+
+ELEMENT_TYPES = {name: ElementType(name, bits, kind, tag, since)
+                 for name, bits, kind, tag, since in _ELEMENT_TABLE}
+ELEMENT_TYPES_BY_TAG = {t.type_tag: t for t in ELEMENT_TYPES.values()}
+
+i1 = ELEMENT_TYPES["i1"]
+i4 = ELEMENT_TYPES["i4"]
+i8 = ELEMENT_TYPES["i8"]
+i16 = ELEMENT_TYPES["i16"]
+i32 = ELEMENT_TYPES["i32"]
+i64 = ELEMENT_TYPES["i64"]
+f16 = ELEMENT_TYPES["f16"]
+bf16 = ELEMENT_TYPES["bf16"]
+f32 = ELEMENT_TYPES["f32"]
+tf32 = ELEMENT_TYPES["tf32"]
+f64 = ELEMENT_TYPES["f64"]
+f8E4M3FN = ELEMENT_TYPES["f8E4M3FN"]
+f8E5M2 = ELEMENT_TYPES["f8E5M2"]
+f8E8M0FNU = ELEMENT_TYPES["f8E8M0FNU"]
+f4E2M1FN = ELEMENT_TYPES["f4E2M1FN"]
+fnv8E5M3FNU = ELEMENT_TYPES["fnv8E5M3FNU"]
+
+# Dynamic dims and strides are `?` in text and INT64_MIN in bytes; in the IR they are None.
+Dim = Optional[int]
+
+
+@dataclass(frozen=True)
+class PointerType(Type):
+    pointee: ElementType
+    ptr_attr: PtrAttr = PtrAttr.NONE
+
+    def __str__(self) -> str:
+        if self.ptr_attr != PtrAttr.NONE:
+            return f"ptr<{self.pointee}, <{self.ptr_attr.keyword}>>"
+        return f"ptr<{self.pointee}>"
+
+
+@dataclass(frozen=True)
+class TileType(Type):
+    shape: Tuple[int, ...]
+    element: Union[ElementType, PointerType]
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def num_elements(self) -> int:
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        return count
+
+    def __str__(self) -> str:
+        dims = "".join(f"{d}x" for d in self.shape)
+        return f"tile<{dims}{self.element}>"
+
+
+def _dims(values: Tuple[Dim, ...], sep: str) -> str:
+    return sep.join("?" if v is None else str(v) for v in values)
+
+
+@dataclass(frozen=True)
+class TensorViewType(Type):
+    element: ElementType
+    shape: Tuple[Dim, ...]
+    strides: Tuple[Dim, ...]
+    ptr_attr: PtrAttr = PtrAttr.NONE
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def __str__(self) -> str:
+        dims = "".join(f"{'?' if d is None else d}x" for d in self.shape)
+        text = f"tensor_view<{dims}{self.element}, strides=[{_dims(self.strides, ',')}]"
+        if self.ptr_attr != PtrAttr.NONE:
+            text += f", #cuda_tile.ptr_attr<{self.ptr_attr.keyword}>"
+        return text + ">"
+
+
+@dataclass(frozen=True)
+class PartitionViewType(Type):
+    tile_shape: Tuple[int, ...]
+    tensor_view: TensorViewType
+    dim_map: Tuple[int, ...]
+    padding_value: Optional[PaddingValue] = None
+
+    def __str__(self) -> str:
+        text = f"partition_view<tile=({_dims(self.tile_shape, 'x')})"
+        if self.padding_value is not None:
+            text += f", padding_value = {self.padding_value.keyword}"
+        text += f", {self.tensor_view}"
+        if tuple(self.dim_map) != tuple(range(len(self.dim_map))):
+            text += f", dim_map=[{', '.join(map(str, self.dim_map))}]"
+        return text + ">"
+
+
+@dataclass(frozen=True)
+class StridedViewType(Type):
+    tile_shape: Tuple[int, ...]
+    traversal_strides: Tuple[int, ...]
+    tensor_view: TensorViewType
+    dim_map: Tuple[int, ...]
+    padding_value: Optional[PaddingValue] = None
+
+    def __str__(self) -> str:
+        text = (f"strided_view<tile=({_dims(self.tile_shape, 'x')}), "
+                f"traversal_strides=[{','.join(map(str, self.traversal_strides))}]")
+        if self.padding_value is not None:
+            text += f", padding_value = {self.padding_value.keyword}"
+        text += f", {self.tensor_view}"
+        if tuple(self.dim_map) != tuple(range(len(self.dim_map))):
+            text += f", dim_map=[{', '.join(map(str, self.dim_map))}]"
+        return text + ">"
+
+
+@dataclass(frozen=True)
+class GatherScatterViewType(Type):
+    tile_shape: Tuple[int, ...]
+    tensor_view: TensorViewType
+    sparse_dim: int
+    padding_value: Optional[PaddingValue] = None
+
+    def __str__(self) -> str:
+        text = f"gather_scatter_view<tile=({_dims(self.tile_shape, 'x')})"
+        if self.padding_value is not None:
+            text += f", padding_value = {self.padding_value.keyword}"
+        return text + f", {self.tensor_view}, sparse_dim={self.sparse_dim}>"
+
+
+@dataclass(frozen=True)
+class TokenType(Type):
+    def __str__(self) -> str:
+        return "token"
+
+
+@dataclass(frozen=True)
+class FunctionType(Type):
+    inputs: Tuple[Type, ...]
+    results: Tuple[Type, ...] = ()
+
+    def __str__(self) -> str:
+        return f"({', '.join(map(str, self.inputs))}) -> ({', '.join(map(str, self.results))})"
+
+
+token = TokenType()
+
+ViewType = (PartitionViewType, StridedViewType, GatherScatterViewType)
+
+
+def tile(shape, element) -> TileType:
+    """Convenience constructor: tile((16, 8), f32)."""
+    return TileType(tuple(int(d) for d in shape), element)
+
+
+def scalar(element) -> TileType:
+    """A 0-d tile: the spec's scalars."""
+    return TileType((), element)
+
+
+# Versions in which composite type kinds and optional parameters appeared.
+TYPE_KIND_SINCE = {
+    PointerType: V13_1, TileType: V13_1, TensorViewType: V13_1, PartitionViewType: V13_1,
+    FunctionType: V13_1, TokenType: V13_1, GatherScatterViewType: V13_3, StridedViewType: V13_3,
+}
+PTR_ATTR_SINCE = V13_4

@@ -1,0 +1,5 @@
+"""The declarative op table and the enums it uses."""
+from .enums import *  # noqa: F401,F403
+from .spec import Arity, AttrKind, AttrSpec, FlagBit, OperandSpec, OpSpec, ResultSpec  # noqa: F401
+from .table import (BODY_OPS, MNEMONIC_ALIASES, OPS, OPS_BY_MNEMONIC, OPS_BY_OPCODE,  # noqa: F401
+                    PUBLIC_OPS, max_public_opcode)

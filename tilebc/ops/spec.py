@@ -1,0 +1,149 @@
+"""The vocabulary of the op table: what an op declares about its operands, results, attributes and regions.
+
+Everything the encoder, decoder, printer, parser, verifier, interpreter and lowering need to know about an
+op's shape is derived from these declarations (see `table.py`); nothing else lists opcodes.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Tuple, Type as PyType
+
+from ..version import V13_1, Version
+
+
+class Arity(enum.Enum):
+    ONE = "one"
+    OPTIONAL = "optional"
+    VARIADIC = "variadic"
+
+
+class AttrKind(enum.Enum):
+    """How an op attribute is stored inline (no tag: the kind is implied by the op)."""
+
+    ENUM = "enum"            # varint of the enum value
+    UNIT = "unit"            # no bytes; presence is a bit of the op's flags varint
+    BOOL = "bool"            # one byte 0/1
+    INT = "int"              # varint of the value zero-extended to `width` bits
+    STRING = "string"        # string-table index
+    SYMBOL = "symbol"        # string-table index of a (non-empty) symbol name
+    TYPE = "type"            # type-table index
+    DENSE = "dense"          # constant-pool index; shape and element type from the result type
+    I32_ARRAY = "i32_array"  # varint count + 4-byte LE signed each
+    I64_ARRAY = "i64_array"  # varint count + 8-byte LE signed each
+    BOOL_ARRAY = "bool_array"  # varint count + one byte per element
+    ATTR_ARRAY = "attr_array"  # varint count + tagged attributes
+    TAGGED = "tagged"        # one tagged attribute
+    HINTS = "hints"          # untagged optimization-hints dictionary body
+
+
+@dataclass(frozen=True)
+class OperandSpec:
+    name: str
+    arity: Arity = Arity.ONE
+    since: Version = V13_1
+
+
+@dataclass(frozen=True)
+class ResultSpec:
+    name: str
+    variadic: bool = False
+    since: Version = V13_1
+    default_type: Any = None  # type the reader synthesizes when the file predates the result
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    name: str
+    kind: AttrKind
+    enum: Optional[PyType] = None
+    optional: bool = False
+    since: Version = V13_1
+    # Value implied when absent (files older than `since`, or elided in text). A callable gets the
+    # op's operand groups, for defaults that depend on them (view `inbounds`).
+    default: Any = None
+    width: int = 64  # INT attributes: the integer width the value must fit in
+
+    def default_for(self, operands) -> Any:
+        return self.default(operands) if callable(self.default) else self.default
+
+    @property
+    def in_flags(self) -> bool:
+        """Unit and optional attributes take a bit of the op's flags varint."""
+        return self.optional or self.kind is AttrKind.UNIT
+
+
+@dataclass(frozen=True)
+class FlagBit:
+    bit: int
+    name: str
+    is_operand: bool
+    since: Version
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    mnemonic: str
+    opcode: int
+    since: Version = V13_1
+    operands: Tuple[OperandSpec, ...] = ()
+    results: Tuple[ResultSpec, ...] = ()
+    attrs: Tuple[AttrSpec, ...] = ()
+    regions: int = 0
+    # AttrSizedOperandSegments: each operand group is encoded on its own (variadic: count + ids,
+    # optional: id only when its flag bit is set). Otherwise variadic operands share one total count.
+    segmented: bool = False
+    terminator: bool = False
+    structural: bool = False  # entry / global / module: never inside a function body
+    preview: bool = False     # opcode in the preview range, readable only from preview-tagged files
+    summary: str = ""
+    flag_bits: Tuple[FlagBit, ...] = field(init=False)
+
+    def __post_init__(self):
+        # Flag bits are numbered in version order: the optional fields of the op's first version
+        # (attributes in declaration order, then optional operands), then the next version's, and so on.
+        candidates = [(a.since, 0, i, a.name, False) for i, a in enumerate(self.attrs) if a.in_flags]
+        candidates += [(o.since, 1, i, o.name, True) for i, o in enumerate(self.operands)
+                       if o.arity is Arity.OPTIONAL]
+        candidates.sort(key=lambda c: (c[0], c[1], c[2]))
+        bits = tuple(FlagBit(bit, name, is_operand, since)
+                     for bit, (since, _, _, name, is_operand) in enumerate(candidates))
+        object.__setattr__(self, "flag_bits", bits)
+
+    @property
+    def has_variadic(self) -> bool:
+        return (any(o.arity is Arity.VARIADIC for o in self.operands)
+                or any(r.variadic for r in self.results))
+
+    @property
+    def counted_results(self) -> bool:
+        """Result types are preceded by a count when the op has any variadic operand or result."""
+        return self.has_variadic
+
+    @property
+    def flags_since(self) -> Optional[Version]:
+        """First version whose files carry this op's flags varint (None: the op has no flags)."""
+        if not self.flag_bits:
+            return None
+        return min(max(b.since, self.since) for b in self.flag_bits)
+
+    def flag_bit(self, name: str) -> Optional[FlagBit]:
+        for bit in self.flag_bits:
+            if bit.name == name:
+                return bit
+        return None
+
+    def attr(self, name: str) -> AttrSpec:
+        for spec in self.attrs:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"{self.mnemonic} has no attribute {name!r}")
+
+    def operand(self, name: str) -> OperandSpec:
+        for spec in self.operands:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"{self.mnemonic} has no operand {name!r}")
+
+
+OpHook = Callable[..., Any]

@@ -46,7 +46,6 @@ ALL_VERSIONS = (V13_1, V13_2, V13_3, V13_4, V13_5)
 UNIFIED_OPTIONAL_BITFIELD = V13_3  # types with optional params lead with an optFlags varint
 GLOBAL_VISIBILITY_AND_CONSTANT = V13_3  # global records gain visibility + constant varints
 PRODUCER_SECTION = V13_3
-ARCH_INDEPENDENT_HINTS = V13_3  # the "default" hints key; older files need an sm_XX key
 POINTER_ATTR = V13_4  # ptr / tensor_view gain optFlags + optional ptr_attr
 ENTRY_ARG_ATTRS = V13_5  # function entries always carry hints and a tagged arg-attrs array
 DISUBPROGRAM_FLAGS = V13_5  # DISubprogram gains a trailing flags varint

@@ -17,7 +17,7 @@ from ..numerics import dense_size_ok
 from ..ops.enums import PaddingValue, PtrAttr, SymbolVisibility
 from ..ops.spec import Arity, AttrKind
 from ..ops.table import OPS_BY_OPCODE, max_public_opcode
-from ..version import (ARCH_INDEPENDENT_HINTS, DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS,
+from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS,
                        GLOBAL_VISIBILITY_AND_CONSTANT, MAX_VERSION, MIN_VERSION, POINTER_ATTR,
                        PREVIEW_TAG, UNIFIED_OPTIONAL_BITFIELD, Version)
 from .container import (MAGIC, PREVIEW_TAG_BIT, REQUIRED_SECTIONS, SECTION_ALIGNMENT, ConstantTable,
@@ -132,6 +132,8 @@ class ModuleReader:
             offset, payload = sections[SectionId.PRODUCER]
             reader = Reader(payload, base=offset, file=self.file)
             producer = self.string(reader.varint("producer string index"), offset)
+            if not reader.at_end():
+                raise reader.error(f"{reader.remaining} unexpected bytes after the producer")
         if SectionId.TYPE in sections:
             self.type_blobs = self._read_table(TypeTable, 4, *sections[SectionId.TYPE], "type table")
         if SectionId.CONSTANT in sections:
@@ -153,6 +155,11 @@ class ModuleReader:
             start = stream.tell()
             if start >= len(self.data):
                 raise self.error("truncated input: missing end-of-bytecode section", start)
+            id_byte = self.data[start]
+            if id_byte == 0x80:
+                raise self.error("end section must not have the alignment flag set", start)
+            if (id_byte & 0x7F) not in SectionId.__members__.values():
+                raise self.error(f"unknown section id {id_byte & 0x7F}", start)
             try:
                 section = Section.parse_stream(stream)
             except cs.ConstructError as error:
@@ -166,8 +173,6 @@ class ModuleReader:
                     raise self.error(f"{len(self.data) - stream.tell()} bytes follow the "
                                      "end-of-bytecode section", stream.tell())
                 return sections
-            if section_id not in SectionId.__members__.values():
-                raise self.error(f"unknown section id {section_id}", start)
             section_id = SectionId(section_id)
             required = SECTION_ALIGNMENT[section_id]
             if required is not None:
@@ -352,6 +357,8 @@ class ModuleReader:
         reader = Reader(blob, base=blob_offset, file=self.file)
         length = reader.count("constant byte length")
         value = reader.raw(length, "constant bytes")
+        if not reader.at_end():
+            raise reader.error(f"{reader.remaining} unexpected bytes after constant {index}")
         self._constants[index] = value
         return value
 
@@ -498,6 +505,8 @@ class ModuleReader:
         blob_offset, blob = self.debug_blobs[index - 1]
         reader = Reader(blob, base=blob_offset, file=self.file)
         result = self._decode_debug(reader)
+        if not reader.at_end():
+            raise reader.error(f"{reader.remaining} unexpected bytes after debug attribute {index}")
         self._debug_in_progress.discard(index)
         self._debug_attrs[index] = result
         return result

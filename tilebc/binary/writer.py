@@ -317,8 +317,14 @@ class ModuleWriter:
         def ref(value: Value) -> None:
             index = numbering.get(id(value))
             if index is None:
-                raise self.fail(f"operand {value!r} is not defined before its use in this region "
-                                "(or is a result the target version cannot express)", op)
+                owner = value.owner
+                if isinstance(owner, Op) and value in owner.results:
+                    result = self._result_specs(owner)[owner.results.index(value)]
+                    if result.since > version:
+                        raise self.fail(f"uses {owner.name}'s {result.name}, which needs bytecode "
+                                        f"version {result.since} or newer", op)
+                raise self.fail(f"operand {value!r} is not defined before its use in this region",
+                                op)
             out.varint(index)
 
         groups = [(o, op.operands.get(o.name)) for o in spec.operands]

@@ -102,9 +102,12 @@ class OpSpec:
     def __post_init__(self):
         # Flag bits are numbered in version order: the optional fields of the op's first version
         # (attributes in declaration order, then optional operands), then the next version's, and so on.
-        candidates = [(a.since, 0, i, a.name, False) for i, a in enumerate(self.attrs) if a.in_flags]
-        candidates += [(o.since, 1, i, o.name, True) for i, o in enumerate(self.operands)
-                       if o.arity is Arity.OPTIONAL]
+        def effective(since: Version) -> Version:
+            return max(since, self.since)
+        candidates = [(effective(a.since), 0, i, a.name, False)
+                      for i, a in enumerate(self.attrs) if a.in_flags]
+        candidates += [(effective(o.since), 1, i, o.name, True)
+                       for i, o in enumerate(self.operands) if o.arity is Arity.OPTIONAL]
         candidates.sort(key=lambda c: (c[0], c[1], c[2]))
         bits = tuple(FlagBit(bit, name, is_operand, since)
                      for bit, (since, _, _, name, is_operand) in enumerate(candidates))
@@ -125,7 +128,7 @@ class OpSpec:
         """First version whose files carry this op's flags varint (None: the op has no flags)."""
         if not self.flag_bits:
             return None
-        return min(max(b.since, self.since) for b in self.flag_bits)
+        return min(b.since for b in self.flag_bits)
 
     def flag_bit(self, name: str) -> Optional[FlagBit]:
         for bit in self.flag_bits:

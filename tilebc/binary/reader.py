@@ -1,6 +1,7 @@
 """Bytes → Module. Frames all sections in one pass, then decodes them in dependency order."""
 from __future__ import annotations
 
+import gc
 import io
 import os
 import struct
@@ -65,7 +66,13 @@ def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
             raise TilebcError(f"cannot read bytecode: {error.strerror}", file=file) from None
     else:
         data = bytes(source)
-    module = ModuleReader(data, file).read()
+    collecting = gc.isenabled()
+    gc.disable()  # a module is many small objects; collections during decoding only cost time
+    try:
+        module = ModuleReader(data, file).read()
+    finally:
+        if collecting:
+            gc.enable()
     if verify:
         from ..verify import verify_module
         verify_module(module)
@@ -89,6 +96,9 @@ class ModuleReader:
         self._debug_in_progress: set = set()
         self.debug_function_indices: List[List[int]] = []
         self.preview = False
+        self.max_opcode = 0
+        self._plans: Dict[int, "_OpPlan"] = {}
+        self._locations: Dict[int, object] = {0: None}
 
     def error(self, message: str, offset: int) -> DecodeError:
         return DecodeError(message, file=self.file, offset=offset)
@@ -113,6 +123,7 @@ class ModuleReader:
             raise self.error(f"unsupported bytecode version {version}; tilebc reads "
                              f"[{MIN_VERSION} - {MAX_VERSION}]", 8)
         self.version = version
+        self.max_opcode = max_public_opcode(version)
         if header.tag & ~PREVIEW_TAG_BIT:
             raise self.error(f"header has unrecognized version tag bits 0x{header.tag:04x}", 10)
         if header.tag & PREVIEW_TAG_BIT:
@@ -160,6 +171,12 @@ class ModuleReader:
                 raise self.error("end section must not have the alignment flag set", start)
             if (id_byte & 0x7F) not in SectionId.__members__.values():
                 raise self.error(f"unknown section id {id_byte & 0x7F}", start)
+            if id_byte & 0x7F:
+                # construct's VarInt accepts any length; like NVIDIA, refuse varints over 10 bytes.
+                header = Reader(self.data, start + 1, file=self.file)
+                header.varint("section length")
+                if id_byte & 0x80:
+                    header.varint("section alignment")
             try:
                 section = Section.parse_stream(stream)
             except cs.ConstructError as error:
@@ -184,6 +201,7 @@ class ModuleReader:
             sections[section_id] = (stream.tell() - section.length, section.payload)
 
     def _read_table(self, schema, offset_width: int, base: int, payload: bytes, what: str):
+        Reader(payload, base=base, file=self.file).varint(f"{what} count")  # at most 10 bytes
         table = parse_construct(schema, payload, base=base, what=what, file=self.file)
         fmt = "<%d%s" % (table.count, "I" if offset_width == 4 else "Q")
         offsets = list(struct.unpack(fmt, table.offsets))
@@ -231,6 +249,12 @@ class ModuleReader:
         return result
 
     def _type_ref(self, reader: Reader, what: str) -> T.Type:
+        data, pos = reader.data, reader.pos
+        if pos < reader.end and data[pos] < 0x80:  # one-byte index of an already decoded type
+            cached = self._types.get(data[pos])
+            if cached is not None:
+                reader.pos = pos + 1
+                return cached
         offset = reader.offset
         return self.type(reader.varint(what), offset)
 
@@ -553,12 +577,16 @@ class ModuleReader:
         raise self.error(f"unknown debug attribute tag {tag}", offset)
 
     def location(self, index: int, offset: int):
+        cached = self._locations.get(index, _MISSING)
+        if cached is not _MISSING:
+            return cached
         value = self.debug_attr(index, offset)
         if value is None or isinstance(value, L.UnknownDebugAttr):
             return None
         if not isinstance(value, (L.DILoc, L.CallSiteLoc)):
             raise self.error(f"debug attribute {index} is a {type(value).__name__}, not a location",
                              offset)
+        self._locations[index] = value
         return value
 
     # ---- globals ---------------------------------------------------------------------------------
@@ -649,114 +677,116 @@ class ModuleReader:
         if len(indices) < len(ops) + 1:
             raise self.error(f"debug info for function {function.name!r} has {len(indices)} "
                              f"locations, expected {len(ops) + 1}", offset)
-        function.loc = self.location(indices[0], offset)
+        location = self.location
+        function.loc = location(indices[0], offset)
         for op, index in zip(ops, indices[1:]):
-            op.loc = self.location(index, offset)
+            op.loc = location(index, offset)
 
     def _value(self, reader: Reader, values: List[Value]) -> Value:
-        offset = reader.offset
-        index = reader.varint("value index")
+        data, pos = reader.data, reader.pos
+        if pos < reader.end and data[pos] < 0x80:  # one-byte index: the common case
+            index = data[pos]
+            reader.pos = pos + 1
+        else:
+            index = reader.varint("value index")
         if index >= len(values):
             raise self.error(f"value index {index} out of range ({len(values)} values defined)",
-                             offset)
+                             reader.offset - 1)
         return values[index]
+
+    def _plan(self, spec) -> "_OpPlan":
+        """Everything about decoding `spec` that depends only on the file's version, computed once."""
+        plan = self._plans.get(spec.opcode)
+        if plan is None:
+            plan = self._plans[spec.opcode] = _OpPlan(spec, self.version)
+        return plan
 
     def _read_op(self, reader: Reader, values: List[Value], depth: int) -> Op:
         if depth > MAX_NESTING:
             raise reader.error("regions nested too deeply")
-        offset = reader.offset
-        opcode = reader.varint("opcode")
-        spec = OPS_BY_OPCODE.get(opcode)
-        version = self.version
-        if spec is None or spec.structural:
-            raise self.error(f"unknown or unimplemented opcode {opcode} (0x{opcode:x})", offset)
-        if spec.preview:
-            if not self.preview:
-                raise self.error(f"preview opcode 0x{opcode:x} ({spec.mnemonic}) in a file without "
-                                 "the public-preview tag", offset)
-        elif opcode > max_public_opcode(version) or spec.since > version:
-            raise self.error(f"unsupported opcode {opcode} ({spec.mnemonic}, needs {spec.since}) for "
-                             f"bytecode version {version}", offset)
+        data, pos = reader.data, reader.pos
+        offset = reader.base + pos
+        if pos < reader.end and data[pos] < 0x80:
+            opcode = data[pos]
+            reader.pos = pos + 1
+        else:
+            opcode = reader.varint("opcode")
+        plan = self._plans.get(opcode)
+        if plan is None:
+            spec = OPS_BY_OPCODE.get(opcode)
+            if spec is None or spec.structural:
+                raise self.error(f"unknown or unimplemented opcode {opcode} (0x{opcode:x})", offset)
+            if spec.preview:
+                if not self.preview:
+                    raise self.error(f"preview opcode 0x{opcode:x} ({spec.mnemonic}) in a file "
+                                     "without the public-preview tag", offset)
+            elif opcode > self.max_opcode or spec.since > self.version:
+                raise self.error(f"unsupported opcode {opcode} ({spec.mnemonic}, needs {spec.since}) "
+                                 f"for bytecode version {self.version}", offset)
+            plan = self._plan(spec)
+        spec = plan.spec
+        type_ref = self._type_ref
 
         # Result types.
-        serialized = [r for r in spec.results if r.since <= version]
-        if spec.counted_results:
+        if plan.counted_results:
             count_offset = reader.offset
             count = reader.count("result count")
-            has_variadic = any(r.variadic for r in spec.results)
-            if not has_variadic and count != len(serialized):
-                raise self.error(f"{spec.mnemonic} has {count} results, expected {len(serialized)}",
-                                 count_offset)
+            if not plan.variadic_results and count != plan.num_serialized:
+                raise self.error(f"{spec.mnemonic} has {count} results, expected "
+                                 f"{plan.num_serialized}", count_offset)
         else:
-            count = len(serialized)
-        result_types = [self._type_ref(reader, "result type") for _ in range(count)]
-        synthesized = [T.token if r.default_type == "token" else r.default_type
-                       for r in spec.results if r.since > version]
+            count = plan.num_serialized
+        result_types = [type_ref(reader, "result type") for _ in range(count)]
 
         # Flags.
         flags = 0
-        flags_since = spec.flags_since
-        if flags_since is not None and version >= flags_since:
+        if plan.has_flags:
             flags_offset = reader.offset
             flags = reader.varint("op flags")
-            known = sum(1 << b.bit for b in spec.flag_bits if b.since <= version)
-            if flags & ~known:
-                raise self.error(f"{spec.mnemonic} has unknown flag bits 0x{flags & ~known:x}",
-                                 flags_offset)
+            if flags & ~plan.known_flags:
+                raise self.error(f"{spec.mnemonic} has unknown flag bits "
+                                 f"0x{flags & ~plan.known_flags:x}", flags_offset)
 
         # Attributes.
         attrs = {}
-        pending_defaults = []
-        for attr in spec.attrs:
-            if attr.since > version:
-                if attr.optional:
-                    attrs[attr.name] = None
-                else:
-                    pending_defaults.append(attr)
-                continue
-            if attr.in_flags:
-                present = bool(flags >> spec.flag_bit(attr.name).bit & 1)
-                if attr.kind is AttrKind.UNIT:
-                    attrs[attr.name] = present
-                    continue
-                if not present:
-                    attrs[attr.name] = None
-                    continue
-            attrs[attr.name] = self._op_attr(reader, attr, result_types)
+        for name, action, bit, attr in plan.attr_steps:
+            if action is _READ:
+                attrs[name] = self._op_attr(reader, attr, result_types)
+            elif action is _UNIT:
+                attrs[name] = bool(flags >> bit & 1)
+            elif action is _OPTIONAL:
+                attrs[name] = self._op_attr(reader, attr, result_types) if flags >> bit & 1 else None
+            elif action is _ABSENT:
+                attrs[name] = None
 
         # Operands.
         operands = {}
-        operand_specs = spec.operands
-        if spec.segmented:
-            for operand in operand_specs:
-                if operand.arity is Arity.ONE:
-                    operands[operand.name] = self._value(reader, values)
-                elif operand.arity is Arity.OPTIONAL:
-                    bit = spec.flag_bit(operand.name)
-                    if operand.since <= version and flags >> bit.bit & 1:
-                        operands[operand.name] = self._value(reader, values)
-                    else:
-                        operands[operand.name] = None
+        value = self._value
+        if plan.operand_mode is _SEGMENTED:
+            for name, arity, bit in plan.operand_steps:
+                if arity is Arity.ONE:
+                    operands[name] = value(reader, values)
+                elif arity is Arity.OPTIONAL:
+                    operands[name] = value(reader, values) if bit >= 0 and flags >> bit & 1 else None
                 else:
-                    count = reader.count(f"{operand.name} count")
-                    operands[operand.name] = tuple(self._value(reader, values) for _ in range(count))
-        elif spec.has_variadic and any(o.arity is Arity.VARIADIC for o in operand_specs):
+                    count = reader.count(f"{name} count")
+                    operands[name] = tuple(value(reader, values) for _ in range(count))
+        elif plan.operand_mode is _FLAT:
             count_offset = reader.offset
             total = reader.count("operand count")
-            fixed = sum(1 for o in operand_specs if o.arity is Arity.ONE)
+            fixed = plan.num_fixed_operands
             if total < fixed:
                 raise self.error(f"{spec.mnemonic} has {total} operands, expected at least {fixed}",
                                  count_offset)
-            for operand in operand_specs:
-                if operand.arity is Arity.ONE:
-                    operands[operand.name] = self._value(reader, values)
+            for name, arity, _ in plan.operand_steps:
+                if arity is Arity.ONE:
+                    operands[name] = value(reader, values)
                 else:
-                    operands[operand.name] = tuple(self._value(reader, values)
-                                                   for _ in range(total - fixed))
+                    operands[name] = tuple(value(reader, values) for _ in range(total - fixed))
         else:
-            for operand in operand_specs:
-                operands[operand.name] = self._value(reader, values)
-        for attr in pending_defaults:
+            for name, _, _ in plan.operand_steps:
+                operands[name] = value(reader, values)
+        for attr in plan.pending_defaults:
             attrs[attr.name] = attr.default_for(operands)
 
         # Regions.
@@ -770,8 +800,12 @@ class ModuleReader:
             for _ in range(count):
                 regions.append(self._read_region(reader, values, depth + 1))
 
-        op = Op(spec, operands, attrs, result_types + synthesized, regions, offset=offset)
-        values.extend(op.results[:len(result_types)])
+        if plan.synthesized:
+            op = Op(spec, operands, attrs, result_types + plan.synthesized, regions, offset=offset)
+            values.extend(op.results[:len(result_types)])
+        else:
+            op = Op(spec, operands, attrs, result_types, regions, offset=offset)
+            values.extend(op.results)
         return op
 
     def _read_region(self, reader: Reader, values: List[Value], depth: int) -> Region:
@@ -834,3 +868,59 @@ class ModuleReader:
         if kind is AttrKind.HINTS:
             return self._hints_body(reader)
         raise self.error(f"attribute kind {kind} cannot appear in an op", offset)
+
+
+_READ, _UNIT, _OPTIONAL, _ABSENT = "read", "unit", "optional", "absent"
+_MISSING = object()
+_SEGMENTED, _FLAT, _FIXED = "segmented", "flat", "fixed"
+
+
+class _OpPlan:
+    """The op table's declaration of one op, specialised to one file version."""
+
+    __slots__ = ("spec", "counted_results", "variadic_results", "num_serialized", "synthesized",
+                 "has_flags", "known_flags", "attr_steps", "pending_defaults", "operand_mode",
+                 "operand_steps", "num_fixed_operands")
+
+    def __init__(self, spec, version: Version):
+        self.spec = spec
+        self.counted_results = spec.counted_results
+        self.variadic_results = any(r.variadic for r in spec.results)
+        self.num_serialized = sum(1 for r in spec.results if r.since <= version)
+        # Results newer than the file: the reader supplies them with their default type.
+        self.synthesized = [T.token if r.default_type == "token" else r.default_type
+                            for r in spec.results if r.since > version]
+        self.has_flags = spec.flags_since is not None and version >= spec.flags_since
+        self.known_flags = sum(1 << b.bit for b in spec.flag_bits if b.since <= version)
+        steps, pending = [], []
+        for attr in spec.attrs:
+            bit = spec.flag_bit(attr.name)
+            if max(attr.since, spec.since) > version:
+                if attr.optional or attr.kind is AttrKind.UNIT:
+                    steps.append((attr.name, _ABSENT if attr.optional else _UNIT, 63, attr))
+                else:
+                    pending.append(attr)
+            elif attr.kind is AttrKind.UNIT:
+                steps.append((attr.name, _UNIT, bit.bit, attr))
+            elif attr.optional:
+                steps.append((attr.name, _OPTIONAL, bit.bit, attr))
+            else:
+                steps.append((attr.name, _READ, -1, attr))
+        self.attr_steps = tuple(steps)
+        self.pending_defaults = tuple(pending)
+        operand_steps = []
+        for operand in spec.operands:
+            bit = -1
+            if operand.arity is Arity.OPTIONAL:
+                flag = spec.flag_bit(operand.name)
+                if flag.since <= version:
+                    bit = flag.bit
+            operand_steps.append((operand.name, operand.arity, bit))
+        self.operand_steps = tuple(operand_steps)
+        self.num_fixed_operands = sum(1 for o in spec.operands if o.arity is Arity.ONE)
+        if spec.segmented:
+            self.operand_mode = _SEGMENTED
+        elif any(o.arity is Arity.VARIADIC for o in spec.operands):
+            self.operand_mode = _FLAT
+        else:
+            self.operand_mode = _FIXED

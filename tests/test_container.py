@@ -6,6 +6,7 @@ from hypothesis import given, settings, strategies as st
 import tilebc
 from tilebc.binary import container as C
 from tilebc.binary.primitives import Reader, Writer, zigzag_decode, zigzag_encode
+from tilebc.binary.writer import encode_offset_table
 
 from conftest import fixture_files
 
@@ -46,17 +47,12 @@ def test_section_round_trip(section_id, payload, offset, alignment):
 @settings(max_examples=100)
 @given(st.lists(st.binary(max_size=12), max_size=20))
 def test_string_table_round_trip(strings):
-    writer = Writer()
-    writer.varint(len(strings))
-    writer.align(4)
-    position = 0
-    for item in strings:
-        writer.fixed(position, 4)
-        position += len(item)
-    for item in strings:
-        writer.raw(item)
-    data = bytes(writer.buf)
+    data = bytes(encode_offset_table(strings, 4, 4))
     parsed = C.StringTable.parse(data)
+    assert [bytes(parsed.data[a:b]) for a, b in zip(
+        [int.from_bytes(parsed.offsets[i:i + 4], "little") for i in range(0, len(parsed.offsets), 4)],
+        [int.from_bytes(parsed.offsets[i:i + 4], "little") for i in range(4, len(parsed.offsets), 4)]
+        + [len(parsed.data)])] == strings
     assert C.StringTable.build(parsed) == data
 
 

@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 
 import tilebc
 from tilebc.binary.primitives import Writer
+from tilebc.binary.writer import encode_offset_table
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "bytecode"
@@ -155,16 +156,7 @@ def make_file(version: Tuple[int, int], sections: Sequence[S], *, end: bytes = b
 
 def table(blobs: Sequence[bytes], width: int, align: int) -> bytes:
     """String/type/constant table: count, pad to `align`, offsets (u32/u64), concatenated blobs."""
-    w = Writer()
-    w.varint(len(blobs))
-    w.align(align)
-    offset = 0
-    for blob in blobs:
-        w.fixed(offset, width)
-        offset += len(blob)
-    for blob in blobs:
-        w.raw(blob)
-    return bytes(w.buf)
+    return bytes(encode_offset_table(list(blobs), width, align))
 
 
 RETURN = b"\x5c\x00\x00"                       # return: 0 result types, 0 operands
@@ -219,14 +211,7 @@ def debug_section(indices: Sequence[int], attrs: Sequence[bytes] = ()) -> bytes:
     w.align(8)
     for index in indices:
         w.fixed(index, 8)
-    w.varint(len(attrs))
-    w.align(4)
-    offset = 0
-    for attr in attrs:
-        w.fixed(offset, 4)
-        offset += len(attr)
-    for attr in attrs:
-        w.raw(attr)
+    w.raw(bytes(encode_offset_table(list(attrs), 4, 4, base=len(w.buf))))
     return bytes(w.buf)
 
 

@@ -532,13 +532,13 @@ class ModuleWriter:
         if global_section is not None:
             sections.append((SectionId.GLOBAL, global_section.buf))
         if self.constants.blobs:
-            sections.append((SectionId.CONSTANT, _table(self.constants.blobs, 8, 8)))
+            sections.append((SectionId.CONSTANT, encode_offset_table(self.constants.blobs, 8, 8)))
         if debug_functions:
             sections.append((SectionId.DEBUG, self._debug_section(debug_functions)))
-        sections.append((SectionId.TYPE, _table(self.types.blobs, 4, 4)))
+        sections.append((SectionId.TYPE, encode_offset_table(self.types.blobs, 4, 4)))
         if producer_section is not None:
             sections.append((SectionId.PRODUCER, producer_section.buf))
-        sections.append((SectionId.STRING, _table(self.strings.blobs, 4, 4)))
+        sections.append((SectionId.STRING, encode_offset_table(self.strings.blobs, 4, 4)))
 
         out = Writer()
         out.raw(MAGIC)
@@ -607,22 +607,17 @@ class ModuleWriter:
         out.align(8)
         for indices in debug_functions:
             out.raw(struct.pack(f"<{len(indices)}Q", *indices))
-        blobs = self.debug.blobs
-        out.varint(len(blobs))
-        out.align(4)
-        position = 0
-        for blob in blobs:
-            out.fixed(position, 4)
-            position += len(blob)
-        for blob in blobs:
-            out.raw(blob)
+        out.raw(bytes(encode_offset_table(self.debug.blobs, 4, 4, base=len(out.buf))))
         return out.buf
 
 
-def _table(blobs: List[bytes], offset_width: int, alignment: int) -> bytearray:
+def encode_offset_table(blobs: List[bytes], offset_width: int, alignment: int,
+                        base: int = 0) -> bytearray:
+    """count, padding to `alignment` (measured from `base`), offsets, then the concatenated blobs:
+    the layout of the string, type and constant tables and of the debug attribute table."""
     out = Writer()
     out.varint(len(blobs))
-    out.align(alignment)
+    out.align(alignment, base)
     position = 0
     for blob in blobs:
         out.fixed(position, offset_width)

@@ -87,3 +87,11 @@ def test_version_argument_forms():
     for bad in ("13.0", "13.6", "14.1", "latest"):
         with pytest.raises(tilebc.VersionError):
             tilebc.dump(module, bad)
+
+
+def test_invalid_ir_raises_encode_error():
+    module = _kernel([], lambda b: None)
+    one = DenseElementsAttr(tile((1,), i32), b"\x01\x00\x00\x00")
+    module.globals.append(Global("g", one, alignment=-4))
+    with pytest.raises(tilebc.EncodeError, match="cannot encode module"):
+        tilebc.dump(module)

@@ -49,12 +49,11 @@ FUNCTION_FLAG_KERNEL = 0x02
 FUNCTION_FLAG_HINTS = 0x04
 
 
-def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
-         verify: bool = False) -> Module:
+def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike]) -> Module:
     """Decode a Tile IR bytecode file (bytes or a path) into a Module.
 
-    Raises DecodeError (with the byte offset) on malformed input and VersionError-compatible
-    DecodeError for versions outside 13.1–13.5.
+    Raises DecodeError (file, byte offset, what was expected) on malformed input, including
+    versions outside 13.1–13.5. Any other exception escaping from here is a tilebc bug.
     """
     file = None
     if isinstance(source, (str, os.PathLike)):
@@ -73,9 +72,6 @@ def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
     finally:
         if collecting:
             gc.enable()
-    if verify:
-        from ..verify import verify_module
-        verify_module(module)
     return module
 
 

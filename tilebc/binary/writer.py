@@ -30,7 +30,11 @@ from .reader import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTI
 def dump(module: Module, version: Optional[VersionLike] = None) -> bytes:
     """Encode `module` as Tile IR bytecode for `version` (default: the module's own version)."""
     target = check_supported(Version.parse(version if version is not None else module.version))
-    return ModuleWriter(module, target).write()
+    try:
+        return ModuleWriter(module, target).write()
+    except (ValueError, TypeError, OverflowError, struct.error) as error:
+        # Malformed IR handed in by a caller (a negative count, a non-integer shape, …).
+        raise EncodeError(f"cannot encode module: {error} (target version {target})") from error
 
 
 class _Interner:

@@ -32,10 +32,12 @@ _DYNAMIC = INT64_MIN
 # Type tags of composite types (element types carry their own tags in ir.types).
 TAG_POINTER, TAG_TILE, TAG_TENSOR_VIEW, TAG_PARTITION_VIEW, TAG_FUNCTION, TAG_TOKEN = 12, 13, 14, 15, 16, 17
 TAG_GATHER_SCATTER_VIEW, TAG_STRIDED_VIEW = 20, 21
-COMPOSITE_TAG_SINCE = {TAG_POINTER: MIN_VERSION, TAG_TILE: MIN_VERSION, TAG_TENSOR_VIEW: MIN_VERSION,
-                       TAG_PARTITION_VIEW: MIN_VERSION, TAG_FUNCTION: MIN_VERSION,
-                       TAG_TOKEN: MIN_VERSION, TAG_GATHER_SCATTER_VIEW: Version(13, 3),
-                       TAG_STRIDED_VIEW: Version(13, 3)}
+COMPOSITE_TAG_CLASS = {TAG_POINTER: T.PointerType, TAG_TILE: T.TileType,
+                       TAG_TENSOR_VIEW: T.TensorViewType, TAG_PARTITION_VIEW: T.PartitionViewType,
+                       TAG_FUNCTION: T.FunctionType, TAG_TOKEN: T.TokenType,
+                       TAG_GATHER_SCATTER_VIEW: T.GatherScatterViewType,
+                       TAG_STRIDED_VIEW: T.StridedViewType}
+COMPOSITE_TAG_SINCE = {tag: T.TYPE_KIND_SINCE[cls] for tag, cls in COMPOSITE_TAG_CLASS.items()}
 
 # Tagged attribute kinds.
 ATTR_INTEGER, ATTR_FLOAT, ATTR_BOOL, ATTR_TYPE, ATTR_STRING, ATTR_ARRAY = 1, 2, 3, 4, 5, 6

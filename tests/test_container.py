@@ -1,5 +1,6 @@
 """Every construct schema both parses and builds: build(parse(b)) == b."""
 import io
+import struct
 
 from hypothesis import given, settings, strategies as st
 
@@ -49,10 +50,8 @@ def test_section_round_trip(section_id, payload, offset, alignment):
 def test_string_table_round_trip(strings):
     data = bytes(encode_offset_table(strings, 4, 4))
     parsed = C.StringTable.parse(data)
-    assert [bytes(parsed.data[a:b]) for a, b in zip(
-        [int.from_bytes(parsed.offsets[i:i + 4], "little") for i in range(0, len(parsed.offsets), 4)],
-        [int.from_bytes(parsed.offsets[i:i + 4], "little") for i in range(4, len(parsed.offsets), 4)]
-        + [len(parsed.data)])] == strings
+    offsets = list(struct.unpack(f"<{parsed.count}I", parsed.offsets))
+    assert C.split_blobs(offsets, parsed.data, what="strings", base=0, file=None) == strings
     assert C.StringTable.build(parsed) == data
 
 

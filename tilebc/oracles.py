@@ -5,6 +5,7 @@ These are test, demo and benchmark oracles only; nothing in tilebc's library pat
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,3 +68,9 @@ def tileiras(data: bytes, gpu_name: str = "sm_90") -> ToolResult:
     """Compile bytecode to a cubin with NVIDIA's tileiras (the cubin is discarded)."""
     args = [require_tool("tileiras"), f"--gpu-name={gpu_name}", "-o", "{dir}/out.cubin", "{input}"]
     return _run_on_bytes(args, data, timeout=300)
+
+
+def without_hint_keys(listing: str) -> str:
+    """Disassembly with optimization hints blanked: cuTile keys them `sm_XX` in 13.1/13.2 files and
+    `default` from 13.3 on, so the same kernel prints them differently per version."""
+    return re.sub(r"optimization_hints=<[^>]*>", "optimization_hints=<…>", listing)

@@ -391,18 +391,18 @@ class ModuleWriter:
         out.varint(len(block.args))
         for arg in block.args:
             out.varint(self.type(arg.type))
-        added = []
+        # Values are numbered like a stack: a block's arguments and everything defined inside it
+        # are popped at its end (dicts keep insertion order, so popitem() removes the newest).
+        mark = len(numbering)
         for arg in block.args:
             numbering[id(arg)] = len(numbering)
-            added.append(id(arg))
-        before = set(numbering)
         out.varint(len(block.ops))
         if not block.ops:
             raise self.fail("a block needs at least one op (its terminator)")
         for op in block.ops:
             self.op(op, out, numbering, locs)
-        for key in [k for k in numbering if k not in before] + added:
-            del numbering[key]
+        while len(numbering) > mark:
+            numbering.popitem()
 
     def _op_attr(self, op: Op, attr, value, out: Writer) -> None:
         kind = attr.kind

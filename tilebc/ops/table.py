@@ -284,8 +284,8 @@ def max_public_opcode(version: Version) -> int:
 
 
 def _check_table() -> None:
-    assert len(OPS_BY_OPCODE) == len(OPS), "duplicate opcode in the op table"
-    assert len(OPS_BY_MNEMONIC) == len(OPS), "duplicate mnemonic in the op table"
+    if len(OPS_BY_OPCODE) != len(OPS) or len(OPS_BY_MNEMONIC) != len(OPS):
+        raise RuntimeError("the op table has a duplicate opcode or mnemonic")
 
 
 _check_table()

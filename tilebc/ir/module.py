@@ -34,7 +34,7 @@ class Op:
     """One operation. `operands` maps each declared operand group to a Value, None (absent optional)
     or a tuple (variadic); `attrs` maps attribute names to values (None: absent optional)."""
 
-    __slots__ = ("spec", "operands", "attrs", "results", "regions", "loc", "offset")
+    __slots__ = ("spec", "operands", "attrs", "results", "regions", "loc", "offset", "text_pos")
 
     def __init__(self, spec: OpSpec, operands: Dict[str, OperandGroup], attrs: Dict[str, object],
                  result_types: List[Type], regions: Optional[List["Region"]] = None,
@@ -46,6 +46,7 @@ class Op:
         self.regions = regions or []
         self.loc = loc
         self.offset = offset  # byte offset in the file it was read from, for diagnostics
+        self.text_pos: Optional[Tuple[int, int]] = None  # (line, column) when parsed from text
 
     @property
     def name(self) -> str:
@@ -99,6 +100,7 @@ class Function:
     arg_attrs: Optional[ArrayAttr] = None
     loc: Location = None
     offset: Optional[int] = None
+    text_pos: Optional[Tuple[int, int]] = None  # (line, column) when parsed from text
 
     @property
     def args(self) -> List[Value]:

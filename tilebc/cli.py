@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import io
 import os
 import sys
 import tempfile
 from importlib import resources
-from typing import List, Optional
+from typing import List, Optional, Union
 
 from . import dump, load
 from .errors import TilebcError
@@ -28,6 +29,13 @@ def _write_atomically(path: str, data: bytes) -> None:
         raise
 
 
+MAGIC = b"\x7fTileIR\x00"
+
+
+class UsageError(Exception):
+    """Bad command-line use (exit status 2), e.g. binary output to a terminal."""
+
+
 def _read_input(path: str) -> bytes:
     if path == "-":
         return sys.stdin.buffer.read()
@@ -35,27 +43,199 @@ def _read_input(path: str) -> bytes:
         return stream.read()
 
 
+def _display_name(path: str) -> str:
+    return "<stdin>" if path == "-" else path
+
+
+def _decode(path: str, verify: bool = True):
+    """Read bytecode from a path or stdin; errors name the file."""
+    from .binary import load as load_bytes
+    data = _read_input(path)
+    try:
+        module = load_bytes(data)
+    except TilebcError as error:
+        error.file = error.file or _display_name(path)
+        raise
+    module.source = _display_name(path)
+    if verify:
+        _verify(module)
+    return module
+
+
+def _parse_text(path: str, verify: bool = True):
+    from .text import parse_module
+    data = _read_input(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TilebcError(f"input is not UTF-8 text (byte 0x{data[error.start]:02x})",
+                          file=_display_name(path), offset=error.start) from None
+    module = parse_module(text, filename=_display_name(path))
+    if verify:
+        _verify(module)
+    return module
+
+
+def _load_any(path: str, verify: bool = True):
+    """Bytecode (by its magic) or text."""
+    if path != "-":
+        with open(path, "rb") as stream:
+            is_bytecode = stream.read(len(MAGIC)) == MAGIC
+        return _decode(path, verify) if is_bytecode else _parse_text(path, verify)
+    data = sys.stdin.buffer.read()
+    sys.stdin = _BytesStdin(data)
+    return _decode(path, verify) if data.startswith(MAGIC) else _parse_text(path, verify)
+
+
+class _BytesStdin:
+    """Stdin already read once (to sniff the magic), offered again to `_read_input`."""
+
+    def __init__(self, data: bytes):
+        self.buffer = io.BytesIO(data)
+
+
+def _verify(module) -> None:
+    from .verify import verify
+    verify(module)
+
+
+def _write_output(path: Optional[str], data: Union[bytes, str], *, binary: bool,
+                  force: bool = False) -> None:
+    """`None`/`-`: stdout (binary refused to a terminal unless forced); else an atomic file write."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    if path in (None, "-"):
+        if binary and sys.stdout.isatty() and not force:
+            raise UsageError("refusing to write binary bytecode to a terminal; "
+                             "use -o FILE, redirect, or -f to force")
+        sys.stdout.buffer.write(payload)
+        sys.stdout.buffer.flush()
+        return
+    _write_atomically(path, payload)
+
+
+def _default_bytecode_output(path: str) -> str:
+    if path == "-":
+        return "-"
+    root, _ = os.path.splitext(path)
+    return root + ".tilebc"
+
+
+def cmd_dis(args) -> int:
+    from .text import print_module
+    module = _decode(args.input, verify=not args.no_verify)
+    _write_output(args.output, print_module(module, debug=args.debug), binary=False)
+    return 0
+
+
+def cmd_asm(args) -> int:
+    module = _parse_text(args.input, verify=not args.no_verify)
+    data = dump(module, args.target_version or module.version)
+    _write_output(args.output or _default_bytecode_output(args.input), data, binary=True,
+                  force=args.force)
+    return 0
+
+
+def cmd_verify(args) -> int:
+    module = _load_any(args.input, verify=False)
+    _verify(module)
+    if not args.quiet:
+        print(f"{_display_name(args.input)}: ok ({module.version}, "
+              f"{len(module.functions)} entries, {len(module.globals)} globals)", file=sys.stderr)
+    return 0
+
+
+def section_sizes(data: bytes):
+    """(name, payload offset, payload size) for each section of a file that already loaded."""
+    from .binary.container import Section, SectionId
+    stream = io.BytesIO(data)
+    stream.seek(12)
+    sections = []
+    while True:
+        section = Section.parse_stream(stream)
+        if section.header.id == SectionId.END:
+            return sections
+        size = section.length
+        sections.append((SectionId(section.header.id).name.lower(), stream.tell() - size, size))
+
+
+def _format_hints(hints) -> str:
+    if hints is None:
+        return "none"
+    parts = []
+    for arch, dictionary in hints.entries:
+        body = ", ".join(f"{key} = {_attr_text(value)}" for key, value in dictionary.entries)
+        parts.append(f"{arch}: {{{body}}}")
+    return "; ".join(parts) or "none"
+
+
+def _attr_text(value) -> str:
+    for field in ("value", "values"):
+        if hasattr(value, field):
+            return str(getattr(value, field))
+    return str(value)
+
+
 def cmd_info(args) -> int:
-    module = load(args.input)
-    print(f"{args.input}: Tile IR bytecode {module.version}"
-          + (" (public preview)" if module.preview else ""))
-    if module.producer:
-        print(f"producer: {module.producer}")
+    data = _read_input(args.input)
+    try:
+        module = load(data)
+    except TilebcError as error:
+        error.file = error.file or _display_name(args.input)
+        raise
+    name = _display_name(args.input)
+    print(f"{name}: Tile IR bytecode {module.version}"
+          + (" (public preview)" if module.preview else "") + f", {len(data)} bytes")
+    print(f"producer: {module.producer or '(none recorded)'}")
+    print("sections:")
+    for section, offset, size in section_sizes(data):
+        print(f"  {section:<9} {size:>9} bytes at 0x{offset:x}")
+    print(f"globals: {len(module.globals)}")
     for item in module.globals:
-        print(f"global @{item.name}: {item.type}")
+        flags = [item.visibility.name.lower()] + (["constant"] if item.constant else [])
+        print(f"  @{item.name}: {item.type} ({', '.join(flags)}"
+              + (f", align {item.alignment}" if item.alignment else "") + ")")
+    print(f"entries: {len(module.functions)}")
     for function in module.functions:
-        ops = list(function.walk())
-        print(f"entry @{function.name}")
-        print(f"  signature: {function.type}")
-        print(f"  ops: {len(ops)}")
+        ops = sum(1 for _ in function.walk())
+        params = ", ".join(str(t) for t in function.type.inputs)
+        print(f"  @{function.name}({params})")
+        print(f"    ops: {ops}; optimization hints: {_format_hints(function.optimization_hints)}")
     return 0
 
 
 def cmd_convert(args) -> int:
-    module = load(args.input)
-    data = dump(module, args.to or module.version)
-    _write_atomically(args.output, data)
-    print(f"wrote {args.output}: {len(data)} bytes, version {args.to or module.version}")
+    module = _decode(args.input, verify=False)
+    version = args.target_version or module.version
+    data = dump(module, version)
+    _write_output(args.output, data, binary=True, force=args.force)
+    if args.output not in (None, "-"):
+        print(f"wrote {args.output}: {len(data)} bytes, version {version}", file=sys.stderr)
+    return 0
+
+
+def cmd_translate(args) -> int:
+    """cuda-tile-translate's spellings, so tests written for NVIDIA's tool run against ours."""
+    if args.list_versions:
+        print("\n".join(str(v) for v in ALL_VERSIONS))
+        return 0
+    if args.input is None:
+        raise UsageError("an input file is required")
+    modes = [args.cudatilebc_to_mlir, args.mlir_to_cudatilebc, args.roundtrip]
+    if sum(modes) != 1:
+        raise UsageError("choose exactly one of -cudatilebc-to-mlir, -mlir-to-cudatilebc, "
+                         "-test-cudatile-roundtrip")
+    from .text import print_module
+    if args.cudatilebc_to_mlir:
+        module = _decode(args.input, verify=not args.no_verify)
+        _write_output(args.output, print_module(module, debug=args.debug), binary=False)
+        return 0
+    module = _parse_text(args.input, verify=not args.no_verify)
+    data = dump(module, args.bytecode_version or module.version)
+    if args.mlir_to_cudatilebc:
+        _write_output(args.output, data, binary=True, force=args.force)
+        return 0
+    again = load(data)
+    _write_output(args.output, print_module(again, debug=args.debug), binary=False)
     return 0
 
 
@@ -106,20 +286,79 @@ def cmd_demo(args) -> int:
     return 1 if failures else 0
 
 
+def _version(text: str) -> Version:
+    try:
+        version = Version.parse(text)
+    except Exception:
+        raise argparse.ArgumentTypeError(f"invalid version {text!r} (expected 13.1-13.5)") from None
+    if version not in ALL_VERSIONS:
+        raise argparse.ArgumentTypeError(
+            f"unsupported version {text} (supported: {', '.join(map(str, ALL_VERSIONS))})")
+    return version
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tilebc", description="CUDA Tile IR bytecode toolchain")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="tilebc", description="CUDA Tile IR bytecode toolchain. FILE may be - for stdin; "
+        "exit status 0 ok, 1 bad input, 2 usage error.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    info = commands.add_parser("info", help="show version, globals, entries and signatures")
-    info.add_argument("input")
-    info.set_defaults(run=cmd_info)
+    def add(name, run, help, output=True, force=False):
+        command = commands.add_parser(name, help=help, description=help)
+        command.add_argument("input", metavar="FILE")
+        if output:
+            command.add_argument("-o", "--output", metavar="OUT", help="output file (- for stdout)")
+        if force:
+            command.add_argument("-f", "--force", action="store_true",
+                                 help="write binary output even to a terminal")
+        command.set_defaults(run=run)
+        return command
 
-    convert = commands.add_parser("convert", help="re-encode bytecode for another version")
-    convert.add_argument("input")
-    convert.add_argument("-o", "--output", required=True)
-    convert.add_argument("--to", type=Version.parse, choices=ALL_VERSIONS, metavar="VERSION",
-                         help="target version, 13.1-13.5 (default: the input's)")
-    convert.set_defaults(run=cmd_convert)
+    dis = add("dis", cmd_dis, "bytecode -> text, as NVIDIA's tileirdisasm prints it")
+    dis.add_argument("-g", "--debug", action="store_true", help="print debug info (locations)")
+    dis.add_argument("--no-verify", action="store_true", help="skip the verifier")
+
+    asm = add("asm", cmd_asm, "text -> bytecode (default output: FILE with .tilebc suffix)",
+              force=True)
+    asm.add_argument("--target-version", type=_version, metavar="13.x",
+                     help="bytecode version to write (default: 13.5 / the text's own)")
+    asm.add_argument("--no-verify", action="store_true", help="skip the verifier")
+
+    check = add("verify", cmd_verify, "check a bytecode or text file against the typing and "
+                "well-formedness rules", output=False)
+    check.add_argument("-q", "--quiet", action="store_true")
+
+    add("info", cmd_info, "version, producer, sections, globals, entries, signatures, hints",
+        output=False)
+
+    convert = add("convert", cmd_convert, "re-encode bytecode for another version", force=True)
+    convert.add_argument("--target-version", "--to", dest="target_version", type=_version,
+                         metavar="13.x", help="target version (default: the input's)")
+
+    translate = commands.add_parser(
+        "translate", help="cuda-tile-translate compatible entry point",
+        description="Accepts cuda-tile-translate's options: -cudatilebc-to-mlir, "
+        "-mlir-to-cudatilebc, -test-cudatile-roundtrip, -bytecode-version=13.x, "
+        "-no-implicit-module, --list-versions, -o OUT.")
+    translate.add_argument("input", nargs="?", metavar="FILE")
+    translate.add_argument("-cudatilebc-to-mlir", "--cudatilebc-to-mlir",
+                           dest="cudatilebc_to_mlir", action="store_true")
+    translate.add_argument("-mlir-to-cudatilebc", "--mlir-to-cudatilebc",
+                           dest="mlir_to_cudatilebc", action="store_true")
+    translate.add_argument("-test-cudatile-roundtrip", "--test-cudatile-roundtrip",
+                           dest="roundtrip", action="store_true")
+    translate.add_argument("-bytecode-version", "--bytecode-version", dest="bytecode_version",
+                           type=_version, metavar="13.x")
+    translate.add_argument("-no-implicit-module", "--no-implicit-module", action="store_true",
+                           help="accepted for compatibility (modules are always explicit)")
+    translate.add_argument("-mlir-print-debuginfo", "--mlir-print-debuginfo", dest="debug",
+                           action="store_true")
+    translate.add_argument("-list-versions", "--list-versions", dest="list_versions",
+                           action="store_true")
+    translate.add_argument("-o", dest="output", metavar="OUT")
+    translate.add_argument("-f", "--force", action="store_true")
+    translate.add_argument("--no-verify", action="store_true")
+    translate.set_defaults(run=cmd_translate)
 
     demo = commands.add_parser("demo", help="run the end-to-end demo on the embedded kernel")
     demo.add_argument("input", nargs="?")
@@ -131,11 +370,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
+    except UsageError as error:
+        print(f"tilebc {args.command}: error: {error}", file=sys.stderr)
+        return 2
     except TilebcError as error:
-        print(f"tilebc: error: {error}", file=sys.stderr)
+        print(f"tilebc {args.command}: error: {error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # Output piped into a reader that stopped early (`| head`): not an error of ours.
+        sys.stderr.close()
+        return 0
     except OSError as error:
-        print(f"tilebc: error: {error.filename or ''}: {error.strerror}", file=sys.stderr)
+        print(f"tilebc {args.command}: error: {error.filename or ''}: {error.strerror}",
+              file=sys.stderr)
         return 1
 
 

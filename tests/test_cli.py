@@ -1,0 +1,119 @@
+"""The `tilebc` command line, run as a subprocess: stdin/stdout, -o, exit codes, messages."""
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+
+import tilebc
+from tilebc import oracles
+
+from conftest import FIXTURE_DIR, ROOT
+
+SAMPLE = FIXTURE_DIR / "elementwise_f32" / "elementwise_f32-13.3.tilebc"
+SAMPLE_13_5 = FIXTURE_DIR / "atan2_f32" / "atan2_f32-13.5.tilebc"  # atan2 needs 13.2
+
+
+def tilebc_cli(*args, stdin=None, stdout=subprocess.PIPE, cwd=None):
+    return subprocess.run([sys.executable, "-m", "tilebc.cli", *map(str, args)], input=stdin,
+                          stdout=stdout, stderr=subprocess.PIPE, cwd=cwd or ROOT, timeout=120)
+
+
+def test_info_lists_sections_entries_and_hints():
+    result = tilebc_cli("info", SAMPLE)
+    assert result.returncode == 0, result.stderr
+    text = result.stdout.decode()
+    assert "Tile IR bytecode 13.3" in text
+    for section in ("func", "type", "string", "constant"):
+        assert f"  {section} " in text
+    module = tilebc.load(SAMPLE)
+    assert f"@{module.functions[0].name}(" in text
+    assert "optimization hints:" in text
+
+
+def test_info_reads_stdin_and_names_it_in_errors():
+    result = tilebc_cli("info", "-", stdin=SAMPLE.read_bytes())
+    assert result.returncode == 0
+    assert result.stdout.decode().startswith("<stdin>: Tile IR bytecode 13.3")
+    bad = tilebc_cli("info", "-", stdin=SAMPLE.read_bytes()[:40])
+    assert bad.returncode == 1
+    assert bad.stderr.decode().startswith("tilebc info: error: <stdin>: offset 0x")
+
+
+def test_bad_file_exits_1_with_offset_and_no_traceback(tmp_path):
+    junk = tmp_path / "junk.tilebc"
+    junk.write_bytes(b"not bytecode at all")
+    result = tilebc_cli("info", junk)
+    assert result.returncode == 1
+    message = result.stderr.decode()
+    assert f"{junk}: offset 0x0: input does not start with the Tile IR magic" in message
+    assert "Traceback" not in message
+
+
+def test_missing_file_exits_1():
+    result = tilebc_cli("info", "no/such/file.tilebc")
+    assert result.returncode == 1
+    assert "no/such/file.tilebc" in result.stderr.decode()
+
+
+@pytest.mark.parametrize("argv", [[], ["frobnicate"], ["convert", str(SAMPLE), "--to", "14.0"],
+                                  ["convert", str(SAMPLE), "--to", "banana"], ["info"]])
+def test_usage_errors_exit_2(argv):
+    result = tilebc_cli(*argv)
+    assert result.returncode == 2
+    assert b"usage:" in result.stderr
+
+
+def test_convert_to_file_is_atomic_and_readable_by_nvidia(tmp_path):
+    out = tmp_path / "out.tilebc"
+    result = tilebc_cli("convert", SAMPLE, "--target-version", "13.1", "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert tilebc.load(out).version == tilebc.Version(13, 1)
+    assert [p.name for p in tmp_path.iterdir()] == ["out.tilebc"]  # no temp file left behind
+    if oracles.tool_path("tileirdisasm"):
+        ours = oracles.tileirdisasm(out.read_bytes())
+        assert ours.ok, ours.stderr
+
+
+def test_convert_refusal_leaves_no_file(tmp_path):
+    out = tmp_path / "out.tilebc"
+    with pytest.raises(tilebc.EncodeError) as refusal:
+        tilebc.dump(tilebc.load(SAMPLE_13_5), "13.1")
+    expected = refusal.value.message
+    assert "atan2 needs bytecode version 13.2" in expected
+    result = tilebc_cli("convert", SAMPLE_13_5, "--to", "13.1", "-o", out)
+    assert result.returncode == 1
+    assert expected in result.stderr.decode()
+    assert not out.exists()
+
+
+def test_convert_to_stdout_pipe():
+    result = tilebc_cli("convert", SAMPLE, "--to", "13.2", "-o", "-")
+    assert result.returncode == 0
+    assert tilebc.load(result.stdout).version == tilebc.Version(13, 2)
+
+
+def test_binary_output_to_terminal_is_refused_unless_forced():
+    main, secondary = pty.openpty()
+    try:
+        refused = tilebc_cli("convert", SAMPLE, "-o", "-", stdout=secondary)
+        forced = tilebc_cli("convert", SAMPLE, "-o", "-", "-f", stdout=secondary)
+    finally:
+        os.close(secondary)
+        os.close(main)
+    assert refused.returncode == 2
+    assert b"refusing to write binary bytecode to a terminal" in refused.stderr
+    assert forced.returncode == 0
+
+
+def test_translate_lists_versions():
+    result = tilebc_cli("translate", "--list-versions")
+    assert result.returncode == 0
+    assert result.stdout.decode().split() == [str(v) for v in tilebc.ALL_VERSIONS]
+
+
+def test_translate_needs_exactly_one_mode():
+    result = tilebc_cli("translate", SAMPLE)
+    assert result.returncode == 2
+    assert b"choose exactly one of" in result.stderr

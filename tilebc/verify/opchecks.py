@@ -9,7 +9,8 @@ from ..ir.attrs import BoundedAttr, DenseElementsAttr, DivByAttr, SameElementsAt
 from ..ir.types import (ELEMENT_TYPES, GatherScatterViewType, PartitionViewType, PointerType,
                         StridedViewType, TensorViewType, TileType, scalar)
 from ..ops.enums import (AtomicRMWMode, MemoryOrderingSemantics as Order, MemoryScope,
-                         MultimemReductionKind, PtrAttr, Signedness)
+                         MultimemReductionKind, PtrAttr, RoundingMode as RM,
+                         Signedness)
 from .constraints import BASE_FLOAT, INT, element_bits, role, shape_text, value, values
 
 i8, i32, i64 = ELEMENT_TYPES["i8"], ELEMENT_TYPES["i32"], ELEMENT_TYPES["i64"]
@@ -145,9 +146,39 @@ def bitcast(ctx, op) -> bool:
     return True
 
 
+# (exponent bits, mantissa bits) of each float type, to tell exact (widening) conversions
+_FLOAT_FORMAT = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "tf32": (8, 10), "f64": (11, 52),
+                 "f8E4M3FN": (4, 3), "f8E5M2": (5, 2), "f8E8M0FNU": (8, 0), "f4E2M1FN": (2, 1),
+                 "fnv8E5M3FNU": (5, 3)}
+_IEEE = (RM.NEAREST_EVEN, RM.ZERO, RM.NEGATIVE_INF, RM.POSITIVE_INF)
+_STANDARD = ("f16", "bf16", "f32", "f64")
+
+
+def ftof_rounding_modes(source, target) -> tuple:
+    """Rounding modes NVIDIA's tileiras 13.5 accepts for ftof (probed; the public cuda-tile
+    verifier allows only nearest_even, and zero/positive_inf into f8E8M0FNU)."""
+    if target.name == "f8E8M0FNU":
+        return (RM.ZERO, RM.POSITIVE_INF)
+    if target.name == "tf32":
+        return (RM.NEAREST_EVEN, RM.ZERO, RM.NEAREST_AWAY)
+    src, dst = _FLOAT_FORMAT.get(source.name), _FLOAT_FORMAT.get(target.name)
+    if src and dst and dst[0] >= src[0] and dst[1] >= src[1]:
+        return _IEEE + (RM.NEAREST_AWAY,)  # exact: the mode cannot matter
+    if target.name in _STANDARD:
+        return (RM.NEAREST_EVEN, RM.ZERO)
+    return (RM.NEAREST_EVEN,)
+
+
 def ftof(ctx, op) -> bool:
-    if op.operands["from"].type == op.results[0].type:
-        return ctx.report("type.noop", op, f"converting {op.results[0].type} to itself")
+    source, target = op.operands["from"].type, op.results[0].type
+    if source == target:
+        return ctx.report("type.noop", op, f"converting {target} to itself")
+    allowed = ftof_rounding_modes(source.element, target.element)
+    mode = op.attrs["rounding_mode"]
+    if mode not in allowed:
+        return ctx.report("attr.rounding", op, f"rounding_mode {mode.keyword} is not allowed for "
+                          f"{source.element} to {target.element}; expected one of "
+                          f"{', '.join(m.keyword for m in allowed)}")
     return True
 
 
@@ -455,18 +486,25 @@ def cas_element(ctx, op) -> bool:
     return True
 
 
-FLOAT_MULTIMEM = (MultimemReductionKind.ADD, MultimemReductionKind.MIN, MultimemReductionKind.MAX)
-INT_MULTIMEM = tuple(MultimemReductionKind)
+FLOAT_MIN_MAX = (MultimemReductionKind.MIN, MultimemReductionKind.MAX)
 
 
-def multimem_reduction(tile_name: str):
-    """Float multimem reductions: add, min, max; the bitwise and unsigned kinds need integers."""
+def multimem_reduction(tile_name: str, *, in_memory: bool):
+    """Float multimem reductions (as NVIDIA's tileiras 13.5 checks them): reducing into memory
+    takes only add; load-reduce also takes min/max, but for f16 and bf16 only. Integers take every
+    kind."""
     def check(ctx, op) -> bool:
         kind = op.attrs["reduction"]
         element = value(op, tile_name).type.element
-        if element.is_float and kind not in FLOAT_MULTIMEM:
-            return ctx.report("multimem.reduction", op, f"reduction {kind.keyword} is not defined "
-                              f"for {element}; floats take add, min or max")
+        if not element.is_float or kind == MultimemReductionKind.ADD:
+            return True
+        if in_memory:
+            return ctx.report("multimem.reduction", op, f"reduction {kind.keyword} is not "
+                              f"supported for {element}; float reductions into memory take add")
+        if kind not in FLOAT_MIN_MAX or element not in (f16, bf16):
+            return ctx.report("multimem.reduction", op, f"reduction {kind.keyword} is not "
+                              f"supported for {element}; floats take add, and min/max on f16 "
+                              f"or bf16 only")
         return True
     return check
 

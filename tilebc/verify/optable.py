@@ -111,15 +111,17 @@ OP_CONSTRAINTS: Dict[str, Tuple[Constraint, ...]] = {
     "maxi": int_binary(),
     "mini": int_binary(),
     "remi": int_binary(),
-    # unsigned `//` (floor division) is what cuTile writes as rounding<negative_inf>; the spec's
-    # verifier rejects that pair, tileiras compiles it (floor and truncation agree when unsigned).
+    # Unsigned floor division must be written rounding<zero> (the same result): NVIDIA's verifier,
+    # run by tileiras on load, rejects unsigned rounding<negative_inf>.
     "divi": int_binary(
         attr_in("rounding", (RM.ZERO, RM.NEGATIVE_INF, RM.POSITIVE_INF), rule="attr.rounding"),
         attr_in("rounding", (RM.ZERO, RM.POSITIVE_INF), rule="divi.unsigned_floor",
-                when=oc.signedness_unsigned, severity="warning")),
+                when=oc.signedness_unsigned)),
     "negi": (tile_of("source", "result", elements=INT), same_type("source", "result"),
-             attr_in("overflow", (IntegerOverflow.NONE, IntegerOverflow.NO_SIGNED_WRAP),
-                     rule="attr.overflow")),
+             # negation has signed semantics: no_unsigned_wrap alone is meaningless (tileiras
+             # rejects it; it accepts none, no_signed_wrap and no_wrap)
+             attr_in("overflow", (IntegerOverflow.NONE, IntegerOverflow.NO_SIGNED_WRAP,
+                                  IntegerOverflow.NO_WRAP), rule="attr.overflow")),
     "cmpi": (tile_of("lhs", "rhs", elements=INT), same_type("lhs", "rhs"),
              i1_like("result", "lhs")),
     # ---- conversions
@@ -129,11 +131,7 @@ OP_CONSTRAINTS: Dict[str, Tuple[Constraint, ...]] = {
              oc.int_width(grow=True)),
     "trunci": (tile_of("from", "to", elements=INT_OR_I4), same_shape("from", "to"),
                oc.int_width(grow=False)),
-    "ftof": (tile_of("from", "to", elements=FLOAT), same_shape("from", "to"), oc.ftof,
-             attr_in("rounding_mode", (RM.NEAREST_EVEN,), rule="attr.rounding",
-                     when=lambda op: op.results[0].type.element != f8e8m0),
-             attr_in("rounding_mode", (RM.ZERO, RM.POSITIVE_INF), rule="attr.rounding",
-                     when=lambda op: op.results[0].type.element == f8e8m0)),
+    "ftof": (tile_of("from", "to", elements=FLOAT), same_shape("from", "to"), oc.ftof),
     "ftoi": (tile_of("from", elements=FLOAT), tile_of("to", elements=INT), same_shape("from", "to"),
              attr_in("rounding_mode", (RM.NEAREST_INT_TO_ZERO,), rule="attr.rounding")),
     "itof": (tile_of("from", elements=INT), tile_of("to", elements=FLOAT), same_shape("from", "to"),
@@ -143,6 +141,8 @@ OP_CONSTRAINTS: Dict[str, Tuple[Constraint, ...]] = {
     "ptr_to_int": (pointer_tile("source"), tile_of("result", elements=I64),
                    oc.pointer_cast("source", "result")),
     "ptr_to_ptr": (pointer_tile("source", "result"), oc.pointer_cast("source", "result")),
+    "offset": (pointer_tile("ptr", "result"), tile_of("offset", elements=INT),
+               same_type("ptr", "result"), same_shape("ptr", "offset")),
     # ---- tile construction and shape
     "constant": (tile_of("result", elements=NUMBER), oc.constant),
     "iota": (tile_of("result", elements=INT, rank=1), oc.iota),
@@ -206,10 +206,10 @@ OP_CONSTRAINTS: Dict[str, Tuple[Constraint, ...]] = {
     "multimem_load_reduce_view_tko": (tile_view("view"), tile_of("reduced_values"),
                                       token("token", "result_token"), oc.multicast_view,
                                       oc.view_access("reduced_values"),
-                                      oc.multimem_reduction("reduced_values"), LOAD_ORDER),
+                                      oc.multimem_reduction("reduced_values", in_memory=False), LOAD_ORDER),
     "multimem_reduce_view_tko": (tile_view("view"), tile_of("tile"), token("token", "result_token"),
                                  oc.multicast_view, oc.view_access("tile"),
-                                 oc.multimem_reduction("tile"),
+                                 oc.multimem_reduction("tile", in_memory=True),
                                  oc.ordering(oc.ATOMIC_ORDERS, scoped_optional=False)),
     "multimem_store_view_tko": (tile_view("view"), tile_of("tile"), token("token", "result_token"),
                                 oc.multicast_view, oc.view_access("tile"), STORE_ORDER),

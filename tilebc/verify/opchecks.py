@@ -11,7 +11,7 @@ from ..ir.types import (ELEMENT_TYPES, GatherScatterViewType, PartitionViewType,
 from ..ops.enums import (AtomicRMWMode, MemoryOrderingSemantics as Order, MemoryScope,
                          MultimemReductionKind, PtrAttr, RoundingMode as RM,
                          Signedness)
-from .constraints import BASE_FLOAT, INT, element_bits, role, shape_text, value, values
+from .constraints import INT, element_bits, role, shape_text, value
 
 i8, i32, i64 = ELEMENT_TYPES["i8"], ELEMENT_TYPES["i32"], ELEMENT_TYPES["i64"]
 f16, bf16, f32, f64 = (ELEMENT_TYPES[n] for n in ("f16", "bf16", "f32", "f64"))
@@ -87,7 +87,25 @@ def _tile_indices(ctx, op, big, small, indices, what: str) -> bool:
         if index.type != scalar(i32):
             return ctx.report("type.operand", op, f"index {position} must be tile<i32>, got "
                                                   f"{index.type}")
+        known = _constant_i32(index)
+        last = big.shape[position] // small.shape[position] - 1
+        if known is not None and not 0 <= known <= last:
+            # undefined behaviour at run time, but NVIDIA's verifier only warns
+            ctx.report("index.bounds", op, f"index {position} is {known}, outside the "
+                                           f"{last + 1} sub-tiles along dimension {position}",
+                       "warning")
     return True
+
+
+def _constant_i32(value_):
+    """The value of a scalar i32 defined by `constant`, else None."""
+    owner = value_.owner
+    if getattr(owner, "spec", None) is None or owner.spec.mnemonic != "constant":
+        return None
+    dense = owner.attrs.get("value")
+    if not isinstance(dense, DenseElementsAttr) or len(dense.data) != 4:
+        return None
+    return int.from_bytes(dense.data, "little", signed=True)
 
 
 def extract(ctx, op) -> bool:

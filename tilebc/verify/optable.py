@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
-from ..ir.types import ELEMENT_TYPES, TileType, i1
+from ..ir.types import ELEMENT_TYPES, i1
 from ..ops.enums import (IntegerOverflow, MemoryOrderingSemantics as Order, RoundingMode as RM)
 from . import opchecks as oc
 from .constraints import (BASE_FLOAT, FLOAT, INT, INT_OR_I4, NUMBER, Constraint, attr_in,

@@ -48,10 +48,6 @@ class _SpecFacts:
 _FACTS = {spec.mnemonic: _SpecFacts(spec) for spec in OPS_BY_MNEMONIC.values()}
 
 
-def _types(values) -> str:
-    return "(" + ", ".join(str(v.type) for v in values) + ")"
-
-
 def _type_list(types) -> str:
     return "(" + ", ".join(map(str, types)) + ")"
 

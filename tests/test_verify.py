@@ -1,0 +1,54 @@
+"""The verifier accepts every real kernel, covers every op, and stays cheaper than decoding."""
+import time
+
+import pytest
+
+import tilebc
+from tilebc.ops import BODY_OPS
+from tilebc.verify import OP_CONSTRAINTS, diagnostics, verify
+
+from conftest import fixture_files, fixture_id
+from handbuilt import KERNELS
+
+
+@pytest.mark.parametrize("path", fixture_files(), ids=fixture_id)
+def test_fixture_verifies_clean(path):
+    module = tilebc.load(path)
+    assert diagnostics(module) == []
+    verify(module)
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_handbuilt_verifies_clean(name):
+    module, _ = KERNELS[name]()
+    assert diagnostics(module) == []
+    assert diagnostics(tilebc.load(tilebc.dump(module))) == []
+
+
+def test_every_body_op_has_a_constraint_entry():
+    missing = sorted(spec.mnemonic for spec in BODY_OPS if spec.mnemonic not in OP_CONSTRAINTS)
+    assert missing == [], f"ops without typing constraints in tilebc/verify/optable.py: {missing}"
+    public = {spec.mnemonic for spec in BODY_OPS}
+    stray = sorted(set(OP_CONSTRAINTS) - public)
+    assert stray == [], f"constraint entries for ops the op table does not have: {stray}"
+
+
+def test_every_constraint_entry_checks_or_says_why_not():
+    for mnemonic, constraints in OP_CONSTRAINTS.items():
+        assert constraints, f"{mnemonic}: empty entry; use no_extra(reason) to say why"
+        for constraint in constraints:
+            assert callable(constraint), mnemonic
+            if hasattr(constraint, "reason"):
+                assert constraint.reason.strip(), mnemonic
+
+
+def test_verifying_costs_less_than_decoding():
+    blobs = [path.read_bytes() for path in fixture_files()]
+    start = time.perf_counter()
+    modules = [tilebc.load(blob) for blob in blobs]
+    decoding = time.perf_counter() - start
+    start = time.perf_counter()
+    for module in modules:
+        verify(module)
+    verifying = time.perf_counter() - start
+    assert verifying < decoding, (verifying, decoding)

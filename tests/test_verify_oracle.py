@@ -1,0 +1,114 @@
+"""The verifier against NVIDIA's tileiras (which runs NVIDIA's own verifier when it loads bytecode):
+every invalid case our writer can encode is refused by tileiras, and for attribute values the spec
+leaves to the compiler (rounding modes, overflow flags, reduction kinds) our verdict matches it."""
+import pytest
+
+import tilebc
+from tilebc import oracles
+from tilebc.errors import EncodeError
+from tilebc.ir import (Module, PartitionViewType, PointerType, TensorViewType, bf16, f16, f32,
+                       f8E4M3FN, f8E8M0FNU, i32, scalar, tf32, tile, token)
+from tilebc.ir.builder import new_function
+from tilebc.ops import (IntegerOverflow, MemoryOrderingSemantics as Order, MemoryScope,
+                        MultimemReductionKind, PtrAttr, RoundingMode, Signedness)
+from tilebc.verify import diagnostics
+
+from test_verify_invalid import CASES, zero_i32
+
+pytestmark = pytest.mark.skipif(oracles.tool_path("tileiras") is None,
+                                reason="NVIDIA tileiras is not installed")
+
+# Rules where tileiras is more lenient than the spec; the test pins tileiras' behaviour.
+TILEIRAS_ACCEPTS = {
+    "empty module": "spec 6.2.5 requires at least one item; tileiras compiles an empty module",
+}
+
+
+def _encodable(case):
+    module = case.make()
+    try:
+        return tilebc.dump(module, module.version)
+    except (EncodeError, tilebc.VersionError):
+        return None
+
+
+# Cases our writer refuses (no bytes can carry them) have nothing to show tileiras.
+ENCODABLE = [c for c in CASES if c.reload and _encodable(c) is not None]
+
+
+@pytest.mark.parametrize("case", ENCODABLE, ids=lambda c: c.id)
+def test_tileiras_refuses_what_the_verifier_refuses(case):
+    data = _encodable(case)
+    compiled = oracles.tileiras(data, "sm_100")
+    if case.id in TILEIRAS_ACCEPTS or case.severity == "warning":
+        assert compiled.ok, compiled.stderr
+    else:
+        assert not compiled.ok, f"tileiras accepted IR the verifier rejects ({case.rule})"
+
+
+def _kernel(params, body) -> Module:
+    module = Module(version=tilebc.Version(13, 5))
+    builder = new_function(module, "k", params)
+    body(builder, *builder.block.args)
+    builder.op("return", [[]])
+    return module
+
+
+def _ftof(source, target, mode):
+    return _kernel([scalar(source)], lambda b, x: b.op(
+        "ftof", [x], [scalar(target)], {"rounding_mode": mode}))
+
+
+def _itof(mode):
+    return _kernel([scalar(i32)], lambda b, x: b.op(
+        "itof", [x], [scalar(f32)], {"signedness": Signedness.SIGNED, "rounding_mode": mode}))
+
+
+def _divi(signedness, mode):
+    return _kernel([scalar(i32), scalar(i32)], lambda b, x, y: b.op(
+        "divi", [x, y], [scalar(i32)], {"signedness": signedness, "rounding": mode}))
+
+
+def _negi(overflow):
+    return _kernel([scalar(i32)], lambda b, x: b.op("negi", [x], [scalar(i32)],
+                                                    {"overflow": overflow}))
+
+
+def _multimem(element, kind):
+    def body(b, pointer):
+        view_type = TensorViewType(element, (64,), (1,), PtrAttr.MULTICAST)
+        view = b.op("make_tensor_view", [pointer, [], []], [view_type])
+        parts = b.op("make_partition_view", [view], [PartitionViewType((16,), view_type, (0,))])
+        values, loaded = b.op("multimem_load_reduce_view_tko", [parts, [zero_i32(b)], None],
+                              [tile((16,), element), token],
+                              {"memory_ordering_semantics": Order.WEAK, "reduction": kind})
+        b.op("multimem_reduce_view_tko", [parts, values, [zero_i32(b)], loaded], [token],
+             {"memory_ordering_semantics": Order.RELAXED, "memory_scope": MemoryScope.DEVICE,
+              "reduction": kind})
+    return _kernel([scalar(PointerType(element, PtrAttr.MULTICAST))], body)
+
+
+MODES = (RoundingMode.NEAREST_EVEN, RoundingMode.ZERO, RoundingMode.POSITIVE_INF,
+         RoundingMode.NEAREST_AWAY, RoundingMode.APPROX)
+VARIANTS = (
+    [(f"ftof {s}->{t} {m.keyword}", lambda s=s, t=t, m=m: _ftof(s, t, m))
+     for s, t in ((f32, f16), (f16, f32), (f32, tf32), (f32, f8E8M0FNU), (f32, f8E4M3FN),
+                  (f16, bf16)) for m in MODES]
+    + [(f"itof {m.keyword}", lambda m=m: _itof(m)) for m in MODES]
+    + [(f"divi {s.keyword} {m.keyword}", lambda s=s, m=m: _divi(s, m)) for s in Signedness
+       for m in (RoundingMode.ZERO, RoundingMode.NEGATIVE_INF, RoundingMode.POSITIVE_INF,
+                 RoundingMode.NEAREST_EVEN)]
+    + [(f"negi {o.keyword}", lambda o=o: _negi(o)) for o in IntegerOverflow]
+    + [(f"multimem {e} {k.keyword}", lambda e=e, k=k: _multimem(e, k))
+       for e, kinds in ((f32, MultimemReductionKind), (f16, (MultimemReductionKind.MIN,)),
+                        (i32, (MultimemReductionKind.UMIN, MultimemReductionKind.XOR)))
+       for k in kinds]
+)
+
+
+@pytest.mark.parametrize("make", [v[1] for v in VARIANTS], ids=[v[0] for v in VARIANTS])
+def test_attribute_values_agree_with_tileiras(make):
+    module = make()
+    errors = [str(d) for d in diagnostics(module) if d.severity == "error"]
+    compiled = oracles.tileiras(tilebc.dump(module), "sm_100")
+    assert compiled.ok == (not errors), (errors, compiled.stderr[:300])

@@ -1,0 +1,36 @@
+"""The verifier: decoded or parsed IR that breaks a typing or well-formedness rule.
+
+`verify(module)` raises VerificationError for the first error; `diagnostics(module)` lists every
+problem found (one per op at most), each with its rule id, op, location and message.
+"""
+from __future__ import annotations
+
+from typing import List
+
+from ..ir.module import Module
+from .diagnostics import ERROR, WARNING, Collector, Diagnostic, StopChecking
+from .optable import OP_CONSTRAINTS
+from .structure import Verifier
+
+__all__ = ["verify", "diagnostics", "Diagnostic", "OP_CONSTRAINTS", "ERROR", "WARNING"]
+
+
+def diagnostics(module: Module, *, warnings: bool = True) -> List[Diagnostic]:
+    """Every problem in `module`, in walk order. Warnings mark IR NVIDIA's compiler accepts although
+    the spec does not allow it; leave them out with `warnings=False`."""
+    collector = Collector(module.source, fail_fast=False)
+    Verifier(module, collector).run()
+    found = collector.diagnostics
+    return found if warnings else [d for d in found if d.severity == ERROR]
+
+
+def verify(module: Module) -> None:
+    """Raise VerificationError (with .rule and .diagnostic) for the first error in `module`."""
+    collector = Collector(module.source, fail_fast=True)
+    try:
+        Verifier(module, collector).run()
+    except StopChecking:
+        pass
+    for found in collector.diagnostics:
+        if found.severity == ERROR:
+            raise found.to_error()

@@ -1,0 +1,253 @@
+"""Building blocks for per-op typing constraints.
+
+A constraint is a function `(ctx, op) -> bool`: it reports through `ctx.report(...)` and returns
+False once the op is known to be ill-typed, so later constraints of the same op can assume what the
+earlier ones checked (kinds first, then shapes, then attribute values).
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional
+
+from ..ir.types import (ELEMENT_TYPES, ElementType, GatherScatterViewType, PartitionViewType,
+                        PointerType, StridedViewType, TensorViewType, TileType, TokenType, i1)
+from ..ops.table import OPS
+
+Constraint = Callable[["object", "object"], bool]
+
+# Element-type families, named as in NVIDIA's op definitions.
+INT = frozenset(ELEMENT_TYPES[n] for n in ("i1", "i8", "i16", "i32", "i64"))
+INT_OR_I4 = INT | {ELEMENT_TYPES["i4"]}  # only conversions and pack/unpack accept i4
+BASE_FLOAT = frozenset(ELEMENT_TYPES[n] for n in ("f16", "bf16", "f32", "f64"))
+FLOAT = frozenset(t for t in ELEMENT_TYPES.values() if t.is_float)
+NUMBER = INT | FLOAT
+ANY_ELEMENT = frozenset(ELEMENT_TYPES.values())
+F32 = ELEMENT_TYPES["f32"]
+
+_FAMILY_NAMES = {INT: "integer", INT_OR_I4: "integer", BASE_FLOAT: "f16, bf16, f32 or f64",
+                 FLOAT: "float", NUMBER: "number", ANY_ELEMENT: "element"}
+
+# Where each declared result sits in `op.results`, per op (variadic results come last).
+_RESULT_SLOTS: Dict[str, Dict[str, int]] = {
+    spec.mnemonic: {r.name: i for i, r in enumerate(spec.results)} for spec in OPS}
+
+
+def family_name(elements: FrozenSet) -> str:
+    if elements in _FAMILY_NAMES:
+        return _FAMILY_NAMES[elements]
+    return ", ".join(sorted(str(e) for e in elements))
+
+
+def values(op, name: str) -> List:
+    """The values an operand group or a result name stands for (empty when absent)."""
+    if name in op.operands:
+        group = op.operands[name]
+        if group is None:
+            return []
+        return list(group) if isinstance(group, tuple) else [group]
+    slot = _RESULT_SLOTS[op.spec.mnemonic].get(name)
+    if slot is None:
+        raise KeyError(f"{op.spec.mnemonic} has no operand or result {name!r}")
+    if op.spec.results[slot].variadic:
+        return op.results[slot:]
+    return op.results[slot:slot + 1]
+
+
+def value(op, name: str):
+    found = values(op, name)
+    return found[0] if found else None
+
+
+def role(op, name: str) -> str:
+    kind = "operand" if name in op.operands else "result"
+    return f"{kind} '{name}'"
+
+
+def tile_desc(elements: Optional[FrozenSet], rank: Optional[int]) -> str:
+    shape = "a scalar tile" if rank == 0 else f"a rank-{rank} tile" if rank else "a tile"
+    return f"{shape} of {family_name(elements)}" if elements else shape
+
+
+# ---- kinds -----------------------------------------------------------------------------------
+
+def tile_of(*names: str, elements: Optional[FrozenSet] = None, rank: Optional[int] = None,
+            rule: str = "type.operand") -> Constraint:
+    """Each named operand/result is a tile (of the given element family and rank)."""
+    wanted = tile_desc(elements, rank)
+
+    def check(ctx, op) -> bool:
+        for name in names:
+            for v in values(op, name):
+                t = v.type
+                if (not isinstance(t, TileType) or (elements is not None and t.element not in elements)
+                        or (rank is not None and t.rank != rank)):
+                    return ctx.report(rule, op, f"{role(op, name)} must be {wanted}, got {t}")
+        return True
+    return check
+
+
+def pointer_tile(*names: str, rank: Optional[int] = None) -> Constraint:
+    wanted = "a scalar tile of pointers" if rank == 0 else "a tile of pointers"
+
+    def check(ctx, op) -> bool:
+        for name in names:
+            for v in values(op, name):
+                t = v.type
+                if (not isinstance(t, TileType) or not isinstance(t.element, PointerType)
+                        or (rank is not None and t.rank != rank)):
+                    return ctx.report("type.operand", op, f"{role(op, name)} must be {wanted}, "
+                                                          f"got {t}")
+        return True
+    return check
+
+
+def of_kind(*names: str, kind, what: str) -> Constraint:
+    def check(ctx, op) -> bool:
+        for name in names:
+            for v in values(op, name):
+                if not isinstance(v.type, kind):
+                    return ctx.report("type.operand", op, f"{role(op, name)} must be {what}, "
+                                                          f"got {v.type}")
+        return True
+    return check
+
+
+def token(*names: str) -> Constraint:
+    return of_kind(*names, kind=TokenType, what="a token")
+
+
+def tensor_view(*names: str) -> Constraint:
+    return of_kind(*names, kind=TensorViewType, what="a tensor_view")
+
+
+VIEW_KINDS = (PartitionViewType, StridedViewType, GatherScatterViewType)
+
+
+def tile_view(*names: str) -> Constraint:
+    return of_kind(*names, kind=VIEW_KINDS,
+                   what="a partition_view, strided_view or gather_scatter_view")
+
+
+# ---- agreement between values ------------------------------------------------------------------
+
+def same_type(*names: str) -> Constraint:
+    def check(ctx, op) -> bool:
+        first = value(op, names[0])
+        for name in names[1:]:
+            for v in values(op, name):
+                if v.type != first.type:
+                    return ctx.report("type.mismatch", op, f"{role(op, name)} type {v.type} does "
+                                      f"not match {role(op, names[0])} type {first.type}")
+        return True
+    return check
+
+
+def same_shape(*names: str) -> Constraint:
+    def check(ctx, op) -> bool:
+        first = value(op, names[0])
+        for name in names[1:]:
+            for v in values(op, name):
+                if v.type.shape != first.type.shape:
+                    return ctx.report("shape.mismatch", op, f"{role(op, name)} shape "
+                                      f"{_shape(v.type)} does not match {role(op, names[0])} "
+                                      f"shape {_shape(first.type)}")
+        return True
+    return check
+
+
+def same_element(*names: str) -> Constraint:
+    def check(ctx, op) -> bool:
+        first = value(op, names[0])
+        for name in names[1:]:
+            for v in values(op, name):
+                if v.type.element != first.type.element:
+                    return ctx.report("type.element_mismatch", op, f"{role(op, name)} element "
+                                      f"type {v.type.element} does not match {role(op, names[0])} "
+                                      f"element type {first.type.element}")
+        return True
+    return check
+
+
+def same_rank(*names: str) -> Constraint:
+    def check(ctx, op) -> bool:
+        first = value(op, names[0])
+        for name in names[1:]:
+            for v in values(op, name):
+                if v.type.rank != first.type.rank:
+                    return ctx.report("shape.rank", op, f"{role(op, name)} rank {v.type.rank} "
+                                      f"does not match {role(op, names[0])} rank {first.type.rank}")
+        return True
+    return check
+
+
+def i1_like(result: str, operand: str) -> Constraint:
+    """`result` is an i1 tile of `operand`'s shape (comparisons)."""
+    def check(ctx, op) -> bool:
+        expected = TileType(value(op, operand).type.shape, i1)
+        got = value(op, result).type
+        if got != expected:
+            return ctx.report("type.mismatch", op, f"{role(op, result)} must be {expected}, "
+                                                   f"got {got}")
+        return True
+    return check
+
+
+def _shape(t) -> str:
+    return "x".join(map(str, t.shape)) if t.shape else "scalar"
+
+
+def shape_text(t) -> str:
+    return _shape(t)
+
+
+# ---- attribute values --------------------------------------------------------------------------
+
+def attr_in(name: str, allowed: Iterable, *, rule: str = "attr.value",
+            when: Optional[Callable] = None, severity: str = "error") -> Constraint:
+    """Attribute `name` is one of `allowed` (enum members). `when(op)` limits the check."""
+    allowed = tuple(allowed)
+    listing = ", ".join(a.keyword for a in allowed)
+
+    def check(ctx, op) -> bool:
+        got = op.attrs.get(name)
+        if got is None or got in allowed or (when is not None and not when(op)):
+            return True
+        ctx.report(rule, op, f"{name} {got.keyword} is not allowed here; expected one of "
+                             f"{listing}", severity)
+        return severity != "error"
+    return check
+
+
+def flag_needs_f32(flag: str, *, result: str = "result") -> Constraint:
+    """A unit attribute (flush_to_zero) that only f32 supports."""
+    def check(ctx, op) -> bool:
+        if op.attrs.get(flag) and value(op, result).type.element != F32:
+            return ctx.report("attr.f32_only", op, f"{flag} is only supported for f32, got "
+                                                   f"{value(op, result).type.element}")
+        return True
+    return check
+
+
+def mode_needs_f32(name: str, modes: Iterable, *, result: str = "result") -> Constraint:
+    """Rounding modes (approx, full) that only f32 supports."""
+    modes = tuple(modes)
+
+    def check(ctx, op) -> bool:
+        got = op.attrs.get(name)
+        element = value(op, result).type.element
+        if got in modes and element != F32:
+            return ctx.report("attr.f32_only", op, f"{name} {got.keyword} is only supported for "
+                                                   f"f32, got {element}")
+        return True
+    return check
+
+
+def no_extra(reason: str) -> Constraint:
+    """Explicit 'nothing more to check here' entry, with the reason it is enough."""
+    def check(ctx, op) -> bool:
+        return True
+    check.reason = reason
+    return check
+
+
+def element_bits(element: ElementType) -> int:
+    return 32 if element.name == "tf32" else element.bits

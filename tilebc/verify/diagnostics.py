@@ -1,0 +1,72 @@
+"""What the verifier reports: one Diagnostic per problem, with the place it was found."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+from ..errors import VerificationError
+
+ERROR = "error"
+WARNING = "warning"  # accepted by NVIDIA's tileiras, but outside what the spec allows
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    rule: str               # stable rule id, e.g. "ssa.dominance"
+    op: str                 # op mnemonic, or "entry" / "global" / "module"
+    message: str            # lower-case, says what was expected
+    file: Optional[str] = None
+    offset: Optional[int] = None
+    line: Optional[int] = None
+    column: Optional[int] = None
+    severity: str = ERROR
+
+    def where(self) -> str:
+        return self.to_error().where()
+
+    def to_error(self) -> VerificationError:
+        error = VerificationError(f"{self.op}: {self.message}", file=self.file, offset=self.offset,
+                                  line=self.line, column=self.column)
+        error.rule = self.rule
+        error.diagnostic = self
+        return error
+
+    def __str__(self) -> str:
+        return f"{self.to_error()} [{self.rule}]"
+
+
+class StopChecking(Exception):
+    """Raised by the collector in fail-fast mode once the first error is recorded."""
+
+
+class Collector:
+    """Collects diagnostics while the verifier walks a module."""
+
+    def __init__(self, file: Optional[str], fail_fast: bool):
+        self.file = file
+        self.fail_fast = fail_fast
+        self.diagnostics: List[Diagnostic] = []
+
+    def report(self, rule: str, node, message: str, severity: str = ERROR) -> bool:
+        """Record a problem at `node` (an Op, Function, Global, or None for the module). Returns
+        False, so a check can `return ctx.report(...)` to stop checking the op it looks at."""
+        offset = getattr(node, "offset", None)
+        position = getattr(node, "text_pos", None)
+        line, column = position if position else (None, None)
+        diagnostic = Diagnostic(rule, node_name(node), message, self.file, offset, line, column,
+                                severity)
+        self.diagnostics.append(diagnostic)
+        if self.fail_fast and severity == ERROR:
+            raise StopChecking()
+        return False
+
+
+def node_name(node) -> str:
+    spec = getattr(node, "spec", None)
+    if spec is not None:
+        return spec.mnemonic
+    if node is None:
+        return "module"
+    if hasattr(node, "body"):
+        return f"entry @{node.name}"
+    return f"global @{node.name}"

@@ -1,0 +1,348 @@
+"""Module well-formedness (spec 6.2.5): items, symbols, SSA scoping, regions, terminators, entries,
+plus the per-op checks every op shares (arity, attribute values, version availability). Per-op
+typing rules come from `optable.OP_CONSTRAINTS`."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from ..ir.attrs import DenseElementsAttr
+from ..ir.module import Block, Function, Module, Op, Value
+from ..ir.types import ElementType, PointerType, TileType, Type, scalar
+from ..ops.spec import Arity, AttrKind, OpSpec
+from ..ops.table import OPS_BY_MNEMONIC
+from ..version import ALL_VERSIONS, Version
+from .diagnostics import Collector
+from .optable import OP_CONSTRAINTS
+from .typesys import type_problems, type_since
+
+# Which terminators may end a region of each parent ("entry" is a kernel body).
+TERMINATORS: Dict[str, Tuple[str, ...]] = {
+    "entry": ("return",),
+    "if": ("yield", "return", "continue", "break"),
+    "for": ("continue",),
+    "loop": ("continue", "break"),
+    "reduce": ("yield",),
+    "scan": ("yield",),
+}
+# Early exits look through enclosing `if`s for the op they leave.
+EXIT_TARGETS = {"return": ("entry",), "continue": ("for", "loop"), "break": ("loop",)}
+
+
+class _SpecFacts:
+    """What the shared checks need of one op spec, computed once."""
+
+    __slots__ = ("enum_attrs", "required_attrs", "newer_attrs", "newer_operands", "fixed_results",
+                 "constraints")
+
+    def __init__(self, spec: OpSpec):
+        self.enum_attrs = tuple(a for a in spec.attrs if a.kind is AttrKind.ENUM)
+        self.required_attrs = tuple(a.name for a in spec.attrs
+                                    if not a.optional and a.kind is not AttrKind.UNIT)
+        self.newer_attrs = tuple(a for a in spec.attrs if a.since > spec.since)
+        self.newer_operands = tuple(o for o in spec.operands if o.since > spec.since)
+        self.fixed_results = (None if any(r.variadic for r in spec.results)
+                              else len(spec.results))
+        self.constraints = OP_CONSTRAINTS.get(spec.mnemonic, ())
+
+
+_FACTS = {spec.mnemonic: _SpecFacts(spec) for spec in OPS_BY_MNEMONIC.values()}
+
+
+def _type_list(types) -> str:
+    return "(" + ", ".join(map(str, types)) + ")"
+
+
+class Verifier:
+    """One pass over a module; `ctx` collects what it finds."""
+
+    def __init__(self, module: Module, ctx: Collector):
+        self.module = module
+        self.version: Version = module.version
+        self.ctx = ctx
+        self.globals = {}
+        self.visible = set()      # values in scope at the current point
+        self.defined = set()      # every value defined so far (single assignment)
+        self.parents: List[Op] = []  # ops whose regions enclose the current point
+        self.function: Optional[Function] = None
+
+    # ---- module level --------------------------------------------------------------------------
+
+    def run(self) -> None:
+        module, ctx = self.module, self.ctx
+        if self.version not in ALL_VERSIONS:
+            ctx.report("version.module", None, f"bytecode version {self.version} is outside the "
+                                               f"supported {ALL_VERSIONS[0]}-{ALL_VERSIONS[-1]}")
+        if not module.functions and not module.globals:
+            ctx.report("module.empty", None, "module has no items; expected at least one entry "
+                                             "or global")
+        seen = {}
+        for item in list(module.globals) + list(module.functions):
+            if not item.name:
+                ctx.report("symbol.name", item, "symbol name must not be empty")
+            elif item.name in seen:
+                ctx.report("symbol.duplicate", item, f"symbol @{item.name} is already defined")
+            else:
+                seen[item.name] = item
+        self.globals = {g.name: g for g in module.globals}
+        for item in module.globals:
+            self.global_(item)
+        for function in module.functions:
+            self.entry(function)
+
+    def global_(self, item) -> None:
+        value = item.value
+        if not isinstance(value, DenseElementsAttr) or not isinstance(value.type, TileType):
+            self.ctx.report("global.type", item, "global value must be a dense tile constant")
+            return
+        if value.type.rank != 1 or isinstance(value.type.element, PointerType):
+            self.ctx.report("global.type", item, f"global value must be a rank-1 tile of numbers, "
+                                                 f"got {value.type}")
+        self.type_ok(item, value.type, "global value")
+
+    def entry(self, function: Function) -> None:
+        ctx = self.ctx
+        self.function = function
+        if function.type.results:
+            ctx.report("entry.results", function, f"an entry returns nothing, but its type "
+                                                  f"declares results {_type_list(function.type.results)}")
+        arg_types = [a.type for a in function.body.args]
+        if list(function.type.inputs) != arg_types:
+            ctx.report("entry.signature", function, f"body arguments {_type_list(arg_types)} do "
+                       f"not match the declared parameters {_type_list(function.type.inputs)}")
+        for index, param in enumerate(function.type.inputs):
+            if not (isinstance(param, TileType) and param.rank == 0
+                    and isinstance(param.element, (ElementType, PointerType))):
+                ctx.report("entry.params", function, f"parameter {index} must be a scalar tile "
+                           f"(tile<E> or tile<ptr<E>>), got {param}")
+            else:
+                self.type_ok(function, param, f"parameter {index}")
+        self.visible = set()
+        self.parents = []
+        self.block(function.body, None)
+
+    # ---- blocks and ops ------------------------------------------------------------------------
+
+    def define(self, node, value: Value) -> None:
+        if value in self.defined:
+            self.ctx.report("ssa.redefined", node, f"value {value!r} is assigned more than once")
+        self.defined.add(value)
+        self.visible.add(value)
+
+    def block(self, block: Block, parent: Optional[Op]) -> None:
+        added = []
+        owner = parent if parent is not None else self.function
+        for arg in block.args:
+            self.define(owner, arg)
+            self.type_ok(owner, arg.type, "block argument")
+            added.append(arg)
+        last = len(block.ops) - 1
+        for position, op in enumerate(block.ops):
+            self.op(op)
+            if op.spec.terminator and position != last:
+                self.ctx.report("terminator.position", op, f"{op.name} must be the last op of its "
+                                                           f"block")
+            added.extend(op.results)
+        self.block_end(block, parent)
+        self.visible.difference_update(added)
+
+    def block_end(self, block: Block, parent: Optional[Op]) -> None:
+        where = parent.name if parent is not None else "entry"
+        allowed = TERMINATORS.get(where)
+        if allowed is None:
+            return
+        last = block.ops[-1] if block.ops else None
+        if last is None or not last.spec.terminator:
+            self.ctx.report("terminator.missing", parent if parent is not None else self.function,
+                            f"{where} region must end with {' or '.join(allowed)}")
+        elif last.name not in allowed:
+            self.ctx.report("terminator.parent", last, f"{last.name} cannot end a {where} region; "
+                                                       f"expected {' or '.join(allowed)}")
+
+    def op(self, op: Op) -> None:
+        ctx = self.ctx
+        spec = op.spec
+        facts = _FACTS.get(spec.mnemonic)
+        if facts is None or spec.structural or OPS_BY_MNEMONIC.get(spec.mnemonic) is not spec:
+            ctx.report("op.unknown", op, f"{spec.mnemonic} cannot appear in a function body")
+            return
+        shaped = self.arity(op, spec, facts)
+        for value in op.operand_values if shaped else ():
+            if value not in self.visible:
+                ctx.report("ssa.dominance", op, self.dominance_message(value))
+        self.availability(op, spec, facts)
+        for result in op.results:
+            self.type_ok(op, result.type, "result")
+        if shaped and self.attributes(op, facts):
+            for constraint in facts.constraints:
+                if not constraint(ctx, op):
+                    break
+            if spec.terminator:
+                self.terminator(op)
+            if spec.mnemonic == "get_global":
+                self.get_global(op)
+        self.regions(op, spec)
+        for result in op.results:
+            if result in self.defined:
+                ctx.report("ssa.redefined", op, f"value {result!r} is assigned more than once")
+            self.defined.add(result)
+            self.visible.add(result)
+
+    def regions(self, op: Op, spec: OpSpec) -> None:
+        if len(op.regions) != spec.regions:
+            self.ctx.report("region.count", op, f"{op.name} has {len(op.regions)} regions, "
+                                                f"expected {spec.regions}")
+            return
+        self.parents.append(op)
+        for index, region in enumerate(op.regions):
+            if not region.blocks and op.name == "if" and index == 1 and not op.results:
+                continue  # an `if` without results may omit its else branch
+            if len(region.blocks) != 1:
+                self.ctx.report("region.blocks", op, f"region {index} has {len(region.blocks)} "
+                                                     f"blocks, expected exactly one")
+                continue
+            if op.name == "if" and region.blocks[0].args:
+                self.ctx.report("region.args", op, f"if region {index} takes no arguments")
+            self.block(region.blocks[0], op)
+        self.parents.pop()
+
+    def dominance_message(self, value) -> str:
+        if not isinstance(value, Value):
+            return f"operand {value!r} is not a value"
+        owner = value.owner
+        if isinstance(owner, Op):
+            where = (f" (defined by {owner.name} at offset 0x{owner.offset:x})"
+                     if owner.offset is not None else f" (defined by {owner.name})")
+        else:
+            where = " (a block argument)"
+        if value in self.defined:
+            return (f"operand {value!r}{where} is not visible here; a value is only visible after "
+                    f"its definition and inside that definition's region")
+        return f"operand {value!r}{where} is used before it is defined"
+
+    # ---- shared per-op checks ------------------------------------------------------------------
+
+    def arity(self, op: Op, spec: OpSpec, facts: _SpecFacts) -> bool:
+        for operand in spec.operands:
+            group = op.operands.get(operand.name, None)
+            if operand.arity is Arity.VARIADIC:
+                good = isinstance(group, tuple) and all(isinstance(v, Value) for v in group)
+            elif operand.arity is Arity.OPTIONAL:
+                good = group is None or isinstance(group, Value)
+            else:
+                good = isinstance(group, Value)
+            if not good:
+                return self.ctx.report("op.arity", op, f"operand group '{operand.name}' must be "
+                                                       f"{operand.arity.value} value(s), got {group!r}")
+        if facts.fixed_results is not None and len(op.results) != facts.fixed_results:
+            return self.ctx.report("op.arity", op, f"{op.name} has {len(op.results)} results, "
+                                                   f"expected {facts.fixed_results}")
+        for result in op.results:
+            if not isinstance(result.type, Type):
+                return self.ctx.report("op.arity", op, f"result type {result.type!r} is not a type")
+        return True
+
+    def attributes(self, op: Op, facts: _SpecFacts) -> bool:
+        attrs = op.attrs
+        for name in facts.required_attrs:
+            if attrs.get(name) is None:
+                return self.ctx.report("attr.missing", op, f"attribute {name} is required")
+        for attr in facts.enum_attrs:
+            got = attrs.get(attr.name)
+            if got is not None and not isinstance(got, attr.enum):
+                return self.ctx.report("attr.enum", op, f"attribute {attr.name} must be a "
+                                                        f"{attr.enum.__name__}, got {got!r}")
+        return True
+
+    def availability(self, op: Op, spec: OpSpec, facts: _SpecFacts) -> None:
+        """Version checks: the op, its newer operands/attributes, and enum values."""
+        version, ctx = self.version, self.ctx
+        if spec.since > version:
+            ctx.report("version.op", op, f"{op.name} needs bytecode {spec.since}, module is "
+                                         f"{version}")
+            return
+        if spec.preview and not self.module.preview:
+            ctx.report("version.op", op, f"{op.name} is a preview op; the module is not marked "
+                                         f"preview")
+        for attr in facts.newer_attrs:
+            if attr.since > version:
+                got = op.attrs.get(attr.name)
+                if got is not None and got != attr.default_for(op.operands) and got is not False:
+                    ctx.report("version.attr", op, f"attribute {attr.name} needs bytecode "
+                                                   f"{attr.since}, module is {version}")
+        for operand in facts.newer_operands:
+            if operand.since > version and op.operands.get(operand.name) not in (None, ()):
+                ctx.report("version.operand", op, f"operand {operand.name} needs bytecode "
+                                                  f"{operand.since}, module is {version}")
+        for attr in facts.enum_attrs:
+            got = op.attrs.get(attr.name)
+            if got is not None and isinstance(got, attr.enum) and got.since > version:
+                ctx.report("version.enum", op, f"{attr.name} {got.keyword} needs bytecode "
+                                               f"{got.since}, module is {version}")
+
+    def type_ok(self, node, type_, what: str) -> bool:
+        ok = True
+        if not isinstance(type_, Type):
+            return self.ctx.report("type.unknown", node, f"{what} type {type_!r} is not a type")
+        for rule, message in type_problems(type_):
+            ok = self.ctx.report(rule, node, f"{what} type {type_}: {message}")
+        need, why = type_since(type_)
+        if need > self.version:
+            ok = self.ctx.report("version.type", node, f"{what} type {type_} uses {why}, which "
+                                                       f"needs bytecode {need}; module is "
+                                                       f"{self.version}")
+        return ok
+
+    # ---- symbols and terminators ---------------------------------------------------------------
+
+    def get_global(self, op: Op) -> None:
+        name = op.attrs.get("name")
+        target = self.globals.get(name)
+        if target is None:
+            self.ctx.report("symbol.undefined", op, f"@{name} does not name a global of this module")
+            return
+        pointee = op.results[0].type.element.pointee
+        if isinstance(target.value, DenseElementsAttr) and pointee != target.value.type.element:
+            self.ctx.report("type.pointee", op, f"result points to {pointee} but global @{name} "
+                                                f"holds {target.value.type.element}")
+
+    def terminator(self, op: Op) -> None:
+        ctx = self.ctx
+        operands = list(op.operands["operands"])
+        name = op.name
+        if name == "yield":
+            parent = self.parents[-1] if self.parents else None
+            if parent is None or parent.name not in ("if", "reduce", "scan"):
+                where = parent.name if parent is not None else "entry"
+                ctx.report("terminator.parent", op, f"yield cannot end a {where} region; it ends "
+                                                    f"if, reduce and scan regions")
+                return
+            if parent.name == "if":
+                expected = [r.type for r in parent.results]
+            else:
+                expected = [scalar(v.type.element) for v in parent.operands["operands"]
+                            if isinstance(v.type, TileType)]
+            self.check_operands(op, operands, expected, parent.name)
+            return
+        target = None
+        for parent in reversed(self.parents):
+            if parent.name != "if":
+                target = parent
+                break
+        target_name = target.name if target is not None else "entry"
+        if target_name not in EXIT_TARGETS[name]:
+            ctx.report("terminator.parent", op, f"{name} must be nested (through if only) in "
+                       f"{' or '.join(EXIT_TARGETS[name])}, not in {target_name}")
+            return
+        if name == "return":
+            expected = list(self.function.type.results) if self.function is not None else []
+        elif name == "continue" and target_name == "loop":
+            expected = [v.type for v in target.operands["initValues"]]
+        else:
+            expected = [r.type for r in target.results]
+        self.check_operands(op, operands, expected, target_name)
+
+    def check_operands(self, op: Op, operands, expected, target: str) -> None:
+        got = [v.type for v in operands]
+        if got != list(expected):
+            self.ctx.report("terminator.types", op, f"{op.name} operands {_type_list(got)} do not "
+                            f"match what {target} expects {_type_list(expected)}")

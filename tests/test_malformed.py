@@ -805,5 +805,7 @@ def test_random_corruption(version, edits):
         module = tilebc.load(data)
     except tilebc.DecodeError as error:
         assert type(error.offset) is int and 0 <= error.offset <= len(data), error
+    except tilebc.VerificationError as error:  # decodes, but invalid IR
+        assert error.offset is None or 0 <= error.offset <= len(data), error
     else:
         assert isinstance(module, tilebc.Module)

@@ -49,10 +49,9 @@ def _display_name(path: str) -> str:
 
 def _decode(path: str, verify: bool = True):
     """Read bytecode from a path or stdin; errors name the file."""
-    from .binary import load as load_bytes
     data = _read_input(path)
     try:
-        module = load_bytes(data)
+        module = load(data, verify=False)
     except TilebcError as error:
         error.file = error.file or _display_name(path)
         raise
@@ -96,7 +95,11 @@ class _BytesStdin:
 
 def _verify(module) -> None:
     from .verify import verify
-    verify(module)
+    try:
+        verify(module)
+    except TilebcError as error:
+        error.file = error.file or module.source
+        raise
 
 
 def _write_output(path: Optional[str], data: Union[bytes, str], *, binary: bool,

@@ -360,21 +360,21 @@ OPS: Tuple[OpSpec, ...] = (
     _op("multimem_load_reduce_view_tko", 0x7B, ("view", "index*", "token?"),
         ("reduced_values", RESULT_TOKEN),
         (ORDERING, OPT_SCOPE,
-         enum_attr("reduction", MultimemReductionKind, MultimemReductionKind.ADD),
+         enum_attr("reduction", MultimemReductionKind),
          attr("inbounds", AttrKind.BOOL_ARRAY, default=_all_false)),
         since=V13_5, segmented=True,
         syntax="$memory_ordering_semantics ($memory_scope^)? $view `[` $index `]` "
-               f"{TOKEN_SPACED} custom<Inbounds>($inbounds) attr-dict-with-keyword($reduction) `:` "
+               f"{TOKEN_SPACED} custom<Inbounds>($inbounds) attr-dict-with-keyword($reduction=add) `:` "
                "type($view) `` custom<IndexTypes>($index) (`,` type($token)^)? `->` "
                "type($reduced_values) `,` type($result_token)",
         summary="load-reduce across a multicast view"),
     _op("multimem_reduce_view_tko", 0x7C, ("view", "tile", "index*", "token?"), (RESULT_TOKEN,),
         (ORDERING, SCOPE,
-         enum_attr("reduction", MultimemReductionKind, MultimemReductionKind.ADD),
+         enum_attr("reduction", MultimemReductionKind),
          attr("inbounds", AttrKind.BOOL_ARRAY, default=_all_false)),
         since=V13_5, segmented=True,
         syntax="$memory_ordering_semantics ($memory_scope^)? $view `,` $tile `[` $index `]` "
-               f"{TOKEN_SPACED} custom<Inbounds>($inbounds) attr-dict-with-keyword($reduction) `:` "
+               f"{TOKEN_SPACED} custom<Inbounds>($inbounds) attr-dict-with-keyword($reduction=add) `:` "
                "type($view) `,` type($tile) `` custom<IndexTypes>($index) (`,` type($token)^)? "
                "`->` type($result_token)", summary="reduce a tile into a multicast view"),
     _op("multimem_store_view_tko", 0x7D, ("view", "tile", "index*", "token?"), (RESULT_TOKEN,),

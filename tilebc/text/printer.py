@@ -247,8 +247,8 @@ def _walk(elements, op: Op, ctx: _Context, out: _Out, emit: bool, skip=None) -> 
             _walk(element.elements, op, ctx, out, shown, element.anchor if unit_anchor else None)
         elif isinstance(element, AttrDict):
             if emit:
-                extra = [(a.name, op.attrs[a.name]) for a in element.keyword_attrs
-                         if _attr_present(op, a.spec)]
+                extra = [(a.name, op.attrs[a.name]) for a, elided in element.keyword_attrs
+                         if op.attrs[a.name].keyword != elided]
                 if extra:
                     out.parts.append(" attributes {" + ", ".join(
                         f"{name} = #cuda_tile.{enum_attr_mnemonic(type(value))}<{value.keyword}>"

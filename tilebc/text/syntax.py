@@ -11,8 +11,8 @@ the compiled elements, so one declaration fixes both directions.
                     bare words
     (...)?          optional group; the element marked `^` decides whether it is present
     attr-dict       where MLIR prints discardable attributes (spacing only: tilebc keeps none)
-    attr-dict-with-keyword($a, ...)  prints `attributes {a = …}` for listed attributes that differ
-                    from their default
+    attr-dict-with-keyword($a=v, ...)  prints `attributes {a = …}` for listed attributes whose
+                    value is not the keyword v (MLIR prints these generically)
 
 Spacing follows MLIR's generated printers: before a non-literal element a space is emitted unless
 the previous element suppressed it; punctuation decides its own spacing (`shouldEmitSpaceBefore`).
@@ -66,7 +66,8 @@ class Custom:
 
 @dataclass(frozen=True)
 class AttrDict:
-    keyword_attrs: Tuple[AttrRef, ...] = ()
+    # (attribute, text of the value elided in print) for attr-dict-with-keyword
+    keyword_attrs: Tuple[Tuple[AttrRef, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -152,8 +153,11 @@ def compile_syntax(spec: OpSpec) -> Tuple[Element, ...]:
             args = tuple(_custom_arg(spec, a) for a in match.group("cargs").split(",") if a.strip())
             element = Custom(match.group("cname"), args)
         elif match.group("attrkw"):
-            names = [a.strip()[1:] for a in match.group("kwargs").split(",") if a.strip()]
-            element = AttrDict(tuple(_resolve(spec, n) for n in names))
+            entries = []
+            for item in match.group("kwargs").split(","):
+                name, _, elided = item.strip()[1:].partition("=")
+                entries.append((_resolve(spec, name), elided))
+            element = AttrDict(tuple(entries))
         elif match.group("attrdict"):
             element = AttrDict()
         elif match.group("var"):

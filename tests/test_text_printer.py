@@ -88,7 +88,8 @@ def _view_variants():
                           "inbounds": (True,)})
     reduced = b.op("multimem_reduce_view_tko", [mc_parts, loaded, [zero], None], [token],
                    {"memory_ordering_semantics": MemoryOrderingSemantics.RELAXED,
-                    "memory_scope": MemoryScope.DEVICE, "inbounds": (True,)})
+                    "memory_scope": MemoryScope.DEVICE, "inbounds": (True,),
+                    "reduction": MultimemReductionKind.ADD})
     b.op("multimem_store_view_tko", [mc_parts, loaded, [zero], reduced], [token],
          {"memory_ordering_semantics": MemoryOrderingSemantics.RELAXED,
           "memory_scope": MemoryScope.SYS})

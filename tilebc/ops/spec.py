@@ -108,6 +108,9 @@ class OpSpec:
     # Names of region entry-block arguments in text: "" (argN), "for" (loopIdx, iterArgN),
     # "reduce" (reduce_lhs/reduce_rhs pairs).
     asm_block_args: str = ""
+    # Operand whose type the first result has when the syntax prints no result type
+    # (MLIR's AllTypesMatch / TypesMatchWith), for the parser.
+    result_like: str = ""
     flag_bits: Tuple[FlagBit, ...] = field(init=False)
 
     def __post_init__(self):

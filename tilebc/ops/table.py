@@ -111,7 +111,7 @@ OPS: Tuple[OpSpec, ...] = (
         syntax="$condition `,` $message attr-dict `:` type($condition)", summary="abort when any element of an i1 tile is false"),
     _op("assume", 0x06, ("value",), attrs=(attr("predicate", AttrKind.TAGGED),),
         syntax="custom<AssumePredicate>($predicate) `,` $value attr-dict `:` type($value)",
-        asm_name="@assume", summary="attach a div_by / same_elements / bounded fact to a value"),
+        asm_name="@assume", result_like="value", summary="attach a div_by / same_elements / bounded fact to a value"),
     _op("atomic_cas_tko", 0x07, ("pointers", "cmp", "val", "mask?", "token?"),
         ("result", RESULT_TOKEN), (ORDERING, SCOPE), segmented=True,
         syntax="$memory_ordering_semantics $memory_scope $pointers `,` $cmp `,` $val (`,` $mask^)? "
@@ -175,7 +175,7 @@ OPS: Tuple[OpSpec, ...] = (
                "$upperBound `,` `step` $step `)` `:` type($lowerBound) (`iter_values` `(` "
                "custom<IterValues>(0, 1, $initValues) `)` `->` `(` type($initValues)^ `)`)? "
                "custom<Region>(0, continue) attr-dict",
-        asm_name="for", asm_block_args="for", summary="counted loop with carried values"),
+        asm_name="for", asm_block_args="for", result_like="initValues", summary="counted loop with carried values"),
     _op("ftof", 0x2A, ("from",), ("to",), (ROUNDING,),
         syntax=f"$from {ROUND} attr-dict `:` type($from) `->` type($to)",
         summary="float to float conversion"),
@@ -242,11 +242,11 @@ OPS: Tuple[OpSpec, ...] = (
     _binary("mini", 0x48, "integer minimum", (SIGNEDNESS,), middle="$signedness"),
     _op("mmaf", 0x49, ("lhs", "rhs", "acc"), attrs=(unit("fast_acc", since=V13_3),),
         syntax="$lhs `,` $rhs `,` $acc (`fast_acc` $fast_acc^)? attr-dict `:` type($lhs) `,` "
-               "type($rhs) `,` type($acc)", summary="float matrix multiply-accumulate"),
+               "type($rhs) `,` type($acc)", result_like="acc", summary="float matrix multiply-accumulate"),
     _op("mmai", 0x4A, ("lhs", "rhs", "acc"),
         attrs=(enum_attr("signedness_lhs", Signedness), enum_attr("signedness_rhs", Signedness)),
         syntax="$lhs `,` $rhs `,` $acc $signedness_lhs $signedness_rhs attr-dict `:` type($lhs) "
-               "`,` type($rhs) `,` type($acc)", summary="integer matrix multiply-accumulate"),
+               "`,` type($rhs) `,` type($acc)", result_like="acc", summary="integer matrix multiply-accumulate"),
     OpSpec("module", 0x4B, structural=True, regions=1, summary="the whole file",
            attrs=(attr("sym_name", AttrKind.SYMBOL),
                   attr("producer", AttrKind.STRING, optional=True, since=V13_3))),
@@ -332,7 +332,8 @@ OPS: Tuple[OpSpec, ...] = (
                "attr-dict `:` type($result)", summary="scratch memory for the tile block"),
     _op("mmaf_scaled", 0x72, ("lhs", "rhs", "acc", "lhs_scale", "rhs_scale"), since=V13_3,
         syntax="$lhs `,` $rhs `,` $acc `,` $lhs_scale `,` $rhs_scale attr-dict `:` type($lhs) `,` "
-               "type($rhs) `,` type($acc) `,` type($lhs_scale) `,` type($rhs_scale)", summary="block-scaled float matrix multiply-accumulate"),
+               "type($rhs) `,` type($acc) `,` type($lhs_scale) `,` type($rhs_scale)", result_like="acc",
+        summary="block-scaled float matrix multiply-accumulate"),
     _op("make_gather_scatter_view", 0x73, ("tensor_view",), since=V13_3,
         syntax="$tensor_view attr-dict `:` type($result)", asm_name="gsview", summary="view that gathers/scatters along one sparse dimension"),
     _op("make_strided_view", 0x74, ("tensor_view",), since=V13_3,
@@ -347,13 +348,14 @@ OPS: Tuple[OpSpec, ...] = (
         summary="atomic reduction of a tile into a view"),
     _op("insert", 0x76, ("source", "destination", "indices*"), since=V13_4,
         syntax="$source `,` $destination `[` $indices `]` attr-dict `:` type($source) `,` "
-               "type($destination)", summary="insert a sub-tile at tile-sized indices"),
+               "type($destination)", result_like="destination", summary="insert a sub-tile at tile-sized indices"),
     _op("gdc_launch_dependents_tko", 0x77, ("token?",), (RESULT_TOKEN,), since=V13_4,
         segmented=True, syntax=f"{TOKEN_SPACED} attr-dict `->` type($result_token)", summary="let dependent grids launch (grid dependency control)"),
     _op("gdc_wait_tko", 0x78, ("token?",), (RESULT_TOKEN,), since=V13_4, segmented=True,
         syntax=f"{TOKEN_SPACED} attr-dict `->` type($result_token)", summary="wait for prerequisite grids (grid dependency control)"),
     _op("fpowi", 0x79, ("source", "exponent"), since=V13_4,
         syntax="$source `,` $exponent attr-dict `:` type($source) `,` type($exponent)",
+        result_like="source",
         summary="float power with an integer exponent"),
     _op("memory_fence_alias_tko", 0x7A, ("token",), (RESULT_TOKEN,), since=V13_4,
         syntax="$token attr-dict", summary="order memory operations through aliasing views"),

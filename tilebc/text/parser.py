@@ -431,6 +431,13 @@ class _Parser:
 
     def _build(self, state: _OpState, name_token: Token) -> Op:
         spec = state.spec
+        # `load_ptr_tko %p, %x`: the text alone cannot tell a mask from a padding value (both
+        # optional, both after a comma); a mask is always a tile of i1.
+        mask = state.operands.get("mask")
+        if "paddingValue" in {o.name for o in spec.operands} and mask is not None \
+                and state.operands.get("paddingValue") is None \
+                and getattr(getattr(mask.type, "element", None), "name", "") != "i1":
+            state.operands["paddingValue"], state.operands["mask"] = mask, None
         operands = {}
         for operand in spec.operands:
             value = state.operands.get(operand.name)
@@ -570,16 +577,17 @@ class _Parser:
         if element.operand is not None:
             group = state.operands.get(element.name)
             count = len(group) if isinstance(group, tuple) else (0 if group is None else 1)
-            types = []
+            types, positions = [], []
             for i in range(count):
                 if i:
                     c.expect(",")
+                positions.append(c.peek().pos)
                 types.append(self.types.type())
             values = group if isinstance(group, tuple) else ((group,) if group is not None else ())
-            for value, found in zip(values, types):
+            for value, found, pos in zip(values, types, positions):
                 if value.type != found:
                     raise c.error(f"{state.spec.mnemonic}: operand {element.name} has type "
-                                  f"{value.type}, but the text says {found}")
+                                  f"{value.type}, but the text says {found}", pos)
             state.operand_types[element.name] = types
             return
         types = [self.types.type()]

@@ -262,14 +262,12 @@ class _Parser:
                 raise c.error(f"expected 'entry', 'global' or 'module', found '{token.text}'")
 
     def _skip_alias_definition(self) -> None:
-        start = self.c.next()
-        line = self.c.line_col(start.pos)[0]
+        self.c.next()
         self.c.expect("=", "in an alias definition")
         # The definition runs to the end of its line.
         end = self.c.text.find("\n", self.c.pos)
         self.c.pos = len(self.c.text) if end < 0 else end
         self.c._peeked = None
-        del line
 
     def _skip_balanced(self, opening: str, closing: str) -> None:
         self.c.expect(opening)

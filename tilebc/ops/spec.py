@@ -97,6 +97,20 @@ class OpSpec:
     structural: bool = False  # entry / global / module: never inside a function body
     preview: bool = False     # opcode in the preview range, readable only from preview-tagged files
     summary: str = ""
+    # Text form: an MLIR-assembly-format-like declaration read by both the printer and the parser
+    # (grammar in tilebc/text/syntax.py).
+    syntax: str = ""
+    # Default SSA result names in text: None (op offers none), "" (op takes part in naming but
+    # names nothing), a base name for result 0 ("tview"), or "@constant" / "@assume" for names
+    # computed from the op's value / operand. Ops with two or more fixed results name each result
+    # after its declaration.
+    asm_name: Optional[str] = None
+    # Names of region entry-block arguments in text: "" (argN), "for" (loopIdx, iterArgN),
+    # "reduce" (reduce_lhs/reduce_rhs pairs).
+    asm_block_args: str = ""
+    # Operand whose type the first result has when the syntax prints no result type
+    # (MLIR's AllTypesMatch / TypesMatchWith), for the parser.
+    result_like: str = ""
     flag_bits: Tuple[FlagBit, ...] = field(init=False)
 
     def __post_init__(self):

@@ -69,200 +69,323 @@ def _op(mnemonic, opcode, operands=(), results=("result",), attrs=(), *, since=V
                   **extra)
 
 
-def _unary(mnemonic, opcode, summary, attrs=(), since=V13_1) -> OpSpec:
-    return _op(mnemonic, opcode, ("source",), attrs=attrs, since=since, summary=summary)
+# Text syntax building blocks (grammar: tilebc/text/syntax.py). Spacing follows MLIR's declarative
+# assembly format, which is how NVIDIA's tileirdisasm prints: an element that prints nothing still
+# leaves its leading space (hence `addf %a, %b  : …` where the default rounding mode is elided).
+ROUND = "custom<Rounding>($rounding_mode)"
+FTZ_KW = "(`flush_to_zero` $flush_to_zero^)?"
+OVERFLOW_KW = "(`overflow` `` `<` $overflow^ `>`)?"
+TOKEN_EQ = "(`token` `` `=` `` $token^)?"
+TOKEN_SPACED = "(`token` `=` $token^)?"
+HINTS_EQ = "(`optimization_hints` `=` $optimization_hints^)?"
+INBOUNDS = "(`inbounds` `=` $inbounds^)?"
+UNARY = "$source attr-dict `:` type($result)"
+CAST = "$source attr-dict `:` type($source) `->` type($result)"
+VALUES = "attr-dict ($operands^ `:` type($operands))?"
 
 
-def _binary(mnemonic, opcode, summary, attrs=(), names=("lhs", "rhs"), since=V13_1) -> OpSpec:
-    return _op(mnemonic, opcode, names, attrs=attrs, since=since, summary=summary)
+def _unary(mnemonic, opcode, summary, attrs=(), since=V13_1, syntax=UNARY, **extra) -> OpSpec:
+    return _op(mnemonic, opcode, ("source",), attrs=attrs, since=since, summary=summary,
+               syntax=syntax, **extra)
+
+
+def _binary(mnemonic, opcode, summary, attrs=(), names=("lhs", "rhs"), since=V13_1,
+            middle="") -> OpSpec:
+    """`$lhs, $rhs <middle> : type`: the shape of every element-wise binary op."""
+    syntax = f"${names[0]} `,` ${names[1]} {middle} attr-dict `:` type($result)"
+    return _op(mnemonic, opcode, names, attrs=attrs, since=since, summary=summary, syntax=syntax)
 
 
 def _terminator(mnemonic, opcode, summary) -> OpSpec:
-    return _op(mnemonic, opcode, ("operands*",), (), terminator=True, summary=summary)
+    return _op(mnemonic, opcode, ("operands*",), (), terminator=True, summary=summary,
+               syntax=VALUES)
 
 
 OPS: Tuple[OpSpec, ...] = (
     _unary("absf", 0x00, "float absolute value"),
     _unary("absi", 0x01, "integer absolute value"),
-    _binary("addf", 0x02, "float addition", (ROUNDING, FTZ)),
-    _binary("addi", 0x03, "integer addition", (OVERFLOW,)),
+    _binary("addf", 0x02, "float addition", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
+    _binary("addi", 0x03, "integer addition", (OVERFLOW,), middle=OVERFLOW_KW),
     _binary("andi", 0x04, "bitwise and"),
     _op("assert", 0x05, ("condition",), (), (attr("message", AttrKind.STRING),),
-        summary="abort when any element of an i1 tile is false"),
+        syntax="$condition `,` $message attr-dict `:` type($condition)", summary="abort when any element of an i1 tile is false"),
     _op("assume", 0x06, ("value",), attrs=(attr("predicate", AttrKind.TAGGED),),
-        summary="attach a div_by / same_elements / bounded fact to a value"),
+        syntax="custom<AssumePredicate>($predicate) `,` $value attr-dict `:` type($value)",
+        asm_name="@assume", result_like="value", summary="attach a div_by / same_elements / bounded fact to a value"),
     _op("atomic_cas_tko", 0x07, ("pointers", "cmp", "val", "mask?", "token?"),
         ("result", RESULT_TOKEN), (ORDERING, SCOPE), segmented=True,
+        syntax="$memory_ordering_semantics $memory_scope $pointers `,` $cmp `,` $val (`,` $mask^)? "
+               f"{TOKEN_EQ} attr-dict `:` type($pointers) `,` type($val) (`,` type($mask)^)? "
+               "`->` type($result) `,` type($result_token)",
         summary="atomic compare-and-swap through a pointer tile"),
     _op("atomic_rmw_tko", 0x08, ("pointers", "arg", "mask?", "token?"), ("result", RESULT_TOKEN),
         (ORDERING, SCOPE, enum_attr("mode", AtomicRMWMode)), segmented=True,
+        syntax="$memory_ordering_semantics $memory_scope $pointers `,` $mode `,` $arg (`,` $mask^)? "
+               f"{TOKEN_EQ} attr-dict `:` type($pointers) `,` type($arg) (`,` type($mask)^)? "
+               "`->` type($result) `,` type($result_token)",
         summary="atomic read-modify-write through a pointer tile"),
-    _unary("bitcast", 0x09, "reinterpret bits as another type of the same width"),
+    _unary("bitcast", 0x09, "reinterpret bits as another type of the same width", syntax=CAST),
     _terminator("break", 0x0A, "leave a loop with its result values"),
-    _unary("broadcast", 0x0B, "broadcast size-1 dimensions"),
-    _binary("cat", 0x0C, "concatenate two tiles along a dimension",
-            (attr("dim", AttrKind.INT, width=64),)),
+    _unary("broadcast", 0x0B, "broadcast size-1 dimensions", syntax=CAST, asm_name="bcast"),
+    _op("cat", 0x0C, ("lhs", "rhs"), attrs=(attr("dim", AttrKind.INT, width=64),),
+        syntax="$lhs `,` $rhs `dim` `=` $dim attr-dict `:` type($lhs) `,` type($rhs) `->` "
+               "type($result)", summary="concatenate two tiles along a dimension"),
     _unary("ceil", 0x0D, "round up to an integral value"),
-    _binary("cmpf", 0x0E, "float comparison",
-            (enum_attr("comparison_predicate", ComparisonPredicate),
-             enum_attr("comparison_ordering", ComparisonOrdering))),
-    _binary("cmpi", 0x0F, "integer comparison",
-            (enum_attr("comparison_predicate", ComparisonPredicate), SIGNEDNESS)),
-    _op("constant", 0x10, (), attrs=(attr("value", AttrKind.DENSE),), summary="dense constant tile"),
+    _op("cmpf", 0x0E, ("lhs", "rhs"),
+        attrs=(enum_attr("comparison_predicate", ComparisonPredicate),
+               enum_attr("comparison_ordering", ComparisonOrdering)),
+        syntax="$comparison_predicate $comparison_ordering $lhs `,` $rhs attr-dict `:` type($lhs) "
+               "`->` type($result)", summary="float comparison"),
+    _op("cmpi", 0x0F, ("lhs", "rhs"),
+        attrs=(enum_attr("comparison_predicate", ComparisonPredicate), SIGNEDNESS),
+        syntax="$comparison_predicate $lhs `,` $rhs `,` $signedness attr-dict `:` type($lhs) "
+               "`->` type($result)", summary="integer comparison"),
+    _op("constant", 0x10, (), attrs=(attr("value", AttrKind.DENSE),),
+        syntax="custom<DenseConstant>($value) attr-dict", asm_name="@constant",
+        summary="dense constant tile"),
     _terminator("continue", 0x11, "next loop iteration with new carried values"),
     _unary("cos", 0x12, "cosine"),
     _unary("cosh", 0x13, "hyperbolic cosine"),
-    _binary("divf", 0x14, "float division", (ROUNDING, FTZ)),
+    _binary("divf", 0x14, "float division", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
     _binary("divi", 0x15, "integer division",
-            (SIGNEDNESS, enum_attr("rounding", RoundingMode, RoundingMode.ZERO))),
+            (SIGNEDNESS, enum_attr("rounding", RoundingMode, RoundingMode.ZERO)),
+            middle="$signedness (`rounding` `` `<` $rounding^ `>`)?"),
     OpSpec("entry", 0x16, structural=True, regions=1, summary="kernel entry (function table record)",
            attrs=(attr("sym_name", AttrKind.SYMBOL), attr("function_type", AttrKind.TYPE),
                   attr("arg_attrs", AttrKind.ATTR_ARRAY, optional=True),
                   attr("res_attrs", AttrKind.ATTR_ARRAY, optional=True),
                   attr("optimization_hints", AttrKind.HINTS, optional=True))),
     _unary("exp", 0x17, "base-e exponential",
-           (enum_attr("rounding_mode", RoundingMode, RoundingMode.FULL, since=V13_3),)),
-    _unary("exp2", 0x18, "base-2 exponential", (FTZ,)),
-    _op("exti", 0x25, ("from",), ("to",), (SIGNEDNESS,), summary="integer extension"),
-    _op("extract", 0x26, ("source", "indices*"), summary="extract a sub-tile at tile-sized indices"),
+           (enum_attr("rounding_mode", RoundingMode, RoundingMode.FULL, since=V13_3),),
+           syntax=f"$source {ROUND} attr-dict `:` type($result)"),
+    _unary("exp2", 0x18, "base-2 exponential", (FTZ,),
+           syntax=f"$source {FTZ_KW} attr-dict `:` type($result)"),
+    _op("exti", 0x25, ("from",), ("to",), (SIGNEDNESS,),
+        syntax="$from $signedness attr-dict `:` type($from) `->` type($to)",
+        summary="integer extension"),
+    _op("extract", 0x26, ("source", "indices*"),
+        syntax="$source `[` $indices `]` attr-dict `:` type($source) `->` type($result)", summary="extract a sub-tile at tile-sized indices"),
     _unary("floor", 0x27, "round down to an integral value"),
-    _op("fma", 0x28, ("lhs", "rhs", "acc"), attrs=(ROUNDING, FTZ), summary="fused multiply-add"),
+    _op("fma", 0x28, ("lhs", "rhs", "acc"), attrs=(ROUNDING, FTZ),
+        syntax=f"$lhs `,` $rhs `,` $acc {ROUND} {FTZ_KW} attr-dict `:` type($result)",
+        summary="fused multiply-add"),
     _op("for", 0x29, ("lowerBound", "upperBound", "step", "initValues*"), ("results*",),
-        (unit("unsignedCmp", since=V13_2),), regions=1, summary="counted loop with carried values"),
-    _op("ftof", 0x2A, ("from",), ("to",), (ROUNDING,), summary="float to float conversion"),
+        (unit("unsignedCmp", since=V13_2),), regions=1,
+        syntax="(`unsigned` $unsignedCmp^)? custom<BlockArg>(0, 0) `in` ` ` `(` $lowerBound `to` "
+               "$upperBound `,` `step` $step `)` `:` type($lowerBound) (`iter_values` `(` "
+               "custom<IterValues>(0, 1, $initValues) `)` `->` `(` type($initValues)^ `)`)? "
+               "custom<Region>(0, continue) attr-dict",
+        asm_name="for", asm_block_args="for", result_like="initValues", summary="counted loop with carried values"),
+    _op("ftof", 0x2A, ("from",), ("to",), (ROUNDING,),
+        syntax=f"$from {ROUND} attr-dict `:` type($from) `->` type($to)",
+        summary="float to float conversion"),
     _op("ftoi", 0x2B, ("from",), ("to",),
         (SIGNEDNESS, enum_attr("rounding_mode", RoundingMode, RoundingMode.NEAREST_INT_TO_ZERO),
-         unit("saturating", since=V13_4)), summary="float to integer conversion"),
+         unit("saturating", since=V13_4)),
+        syntax=f"$from $signedness {ROUND} (`saturating` $saturating^)? attr-dict `:` type($from) "
+               "`->` type($to)", summary="float to integer conversion"),
     _op("get_global", 0x2C, (), attrs=(attr("name", AttrKind.SYMBOL),),
-        summary="pointer to a module global"),
+        syntax="$name attr-dict `:` type($result)", summary="pointer to a module global"),
     _op("get_index_space_shape", 0x2D, ("src",), ("results*",),
-        summary="number of tiles of a view along each dimension"),
+        syntax="$src `:` type($src) `->` custom<FirstType>($results)", summary="number of tiles of a view along each dimension"),
     _op("get_num_tile_blocks", 0x2E, (), ("gridSize_x", "gridSize_y", "gridSize_z"),
-        summary="grid size"),
-    _op("get_tensor_shape", 0x2F, ("src",), ("results*",), summary="dimensions of a tensor view"),
+        syntax="attr-dict `:` type($gridSize_x)", summary="grid size"),
+    _op("get_tensor_shape", 0x2F, ("src",), ("results*",),
+        syntax="$src `:` type($src) `->` custom<FirstType>($results)", summary="dimensions of a tensor view"),
     _op("get_tile_block_id", 0x30, (), ("blockId_x", "blockId_y", "blockId_z"),
-        summary="coordinates of the running tile block"),
+        syntax="attr-dict `:` type($blockId_x)", summary="coordinates of the running tile block"),
     OpSpec("global", 0x31, structural=True, summary="module global (global section record)",
            attrs=(attr("sym_name", AttrKind.SYMBOL), attr("value", AttrKind.DENSE),
                   attr("alignment", AttrKind.INT, default=0),
                   enum_attr("sym_visibility", SymbolVisibility, SymbolVisibility.PUBLIC, since=V13_3),
                   unit("constant", since=V13_3))),
-    _op("if", 0x32, ("condition",), ("results*",), regions=2, summary="two-way branch with results"),
-    _unary("int_to_ptr", 0x33, "integers to pointers"),
-    _op("iota", 0x3A, (), summary="0, 1, 2, … along a 1-d tile"),
-    _op("itof", 0x3B, ("from",), ("to",), (SIGNEDNESS, ROUNDING), summary="integer to float conversion"),
-    _op("join_tokens", 0x3C, ("tokens*",), summary="token that orders after all given tokens"),
+    _op("if", 0x32, ("condition",), ("results*",), regions=2,
+        syntax="$condition (`->` `(` type($results)^ `)`)? custom<Region>(0, yield) "
+               "(`else` custom<Region>(1, yield)^)? attr-dict", asm_name="", summary="two-way branch with results"),
+    _unary("int_to_ptr", 0x33, "integers to pointers", syntax=CAST),
+    _op("iota", 0x3A, (), syntax="attr-dict `:` type($result)", summary="0, 1, 2, … along a 1-d tile"),
+    _op("itof", 0x3B, ("from",), ("to",), (SIGNEDNESS, ROUNDING),
+        syntax=f"$from $signedness {ROUND} attr-dict `:` type($from) `->` type($to)", summary="integer to float conversion"),
+    _op("join_tokens", 0x3C, ("tokens*",), syntax="$tokens attr-dict `:` type($result)", summary="token that orders after all given tokens"),
     _op("load_ptr_tko", 0x3D, ("source", "mask?", "paddingValue?", "token?"), ("result", RESULT_TOKEN),
-        (ORDERING, OPT_SCOPE, OPT_HINTS), segmented=True, summary="gather load through a pointer tile"),
+        (ORDERING, OPT_SCOPE, OPT_HINTS), segmented=True,
+        syntax="$memory_ordering_semantics ($memory_scope^)? $source (`,` $mask^)? "
+               f"(`,` $paddingValue^)? {TOKEN_EQ} {HINTS_EQ} attr-dict `:` type($source) "
+               "(`,` type($mask)^)? (`,` type($paddingValue)^)? `->` type($result) `,` "
+               "type($result_token)", summary="gather load through a pointer tile"),
     _op("load_view_tko", 0x3E, ("view", "index*", "token?"), ("tile", RESULT_TOKEN),
         (ORDERING, OPT_SCOPE, OPT_HINTS,
          attr("inbounds", AttrKind.BOOL_ARRAY, since=V13_4, default=_all_false)),
-        segmented=True, summary="load one tile of a view"),
+        segmented=True,
+        syntax="$memory_ordering_semantics ($memory_scope^)? $view `[` $index `]` "
+               f"{TOKEN_SPACED} {HINTS_EQ} {INBOUNDS} attr-dict `:` type($view) `` "
+               "custom<IndexTypes>($index) `->` type($tile) `,` type($result_token)",
+        summary="load one tile of a view"),
     _unary("log", 0x3F, "natural logarithm"),
     _unary("log2", 0x40, "base-2 logarithm"),
     _op("loop", 0x41, ("initValues*",), ("results*",), regions=1,
-        summary="unbounded loop left by break"),
-    _op("make_partition_view", 0x42, ("tensor_view",), summary="tile a tensor view into a partition view"),
+        syntax="custom<LoopSignature>(0, $initValues, $results) custom<Region>(0, continue) "
+               "attr-dict", asm_name="", summary="unbounded loop left by break"),
+    _op("make_partition_view", 0x42, ("tensor_view",),
+        syntax="$tensor_view attr-dict `:` type($result)", asm_name="pview", summary="tile a tensor view into a partition view"),
     _op("make_tensor_view", 0x43, ("base", "dynamicShape*", "dynamicStrides*"), segmented=True,
-        summary="tensor view over global memory"),
-    _op("make_token", 0x44, (), summary="fresh memory-ordering token"),
-    _binary("maxf", 0x45, "float maximum", (unit("propagate_nan"), FTZ)),
-    _binary("maxi", 0x46, "integer maximum", (SIGNEDNESS,)),
-    _binary("minf", 0x47, "float minimum", (unit("propagate_nan"), FTZ)),
-    _binary("mini", 0x48, "integer minimum", (SIGNEDNESS,)),
+        syntax="$base `,` `shape` `=` `[` custom<MixedDims>($dynamicShape, shape) `]` `,` `strides` "
+               "`=` `[` custom<MixedDims>($dynamicStrides, strides) `]` attr-dict `:` "
+               "custom<TensorViewTypes>($base, $dynamicShape, $dynamicStrides)",
+        asm_name="tview", summary="tensor view over global memory"),
+    _op("make_token", 0x44, (), syntax="attr-dict `:` type($result)", summary="fresh memory-ordering token"),
+    _binary("maxf", 0x45, "float maximum", (unit("propagate_nan"), FTZ),
+            middle=f"{FTZ_KW} (`propagate_nan` $propagate_nan^)?"),
+    _binary("maxi", 0x46, "integer maximum", (SIGNEDNESS,), middle="$signedness"),
+    _binary("minf", 0x47, "float minimum", (unit("propagate_nan"), FTZ),
+            middle=f"{FTZ_KW} (`propagate_nan` $propagate_nan^)?"),
+    _binary("mini", 0x48, "integer minimum", (SIGNEDNESS,), middle="$signedness"),
     _op("mmaf", 0x49, ("lhs", "rhs", "acc"), attrs=(unit("fast_acc", since=V13_3),),
-        summary="float matrix multiply-accumulate"),
+        syntax="$lhs `,` $rhs `,` $acc (`fast_acc` $fast_acc^)? attr-dict `:` type($lhs) `,` "
+               "type($rhs) `,` type($acc)", result_like="acc", summary="float matrix multiply-accumulate"),
     _op("mmai", 0x4A, ("lhs", "rhs", "acc"),
         attrs=(enum_attr("signedness_lhs", Signedness), enum_attr("signedness_rhs", Signedness)),
-        summary="integer matrix multiply-accumulate"),
+        syntax="$lhs `,` $rhs `,` $acc $signedness_lhs $signedness_rhs attr-dict `:` type($lhs) "
+               "`,` type($rhs) `,` type($acc)", result_like="acc", summary="integer matrix multiply-accumulate"),
     OpSpec("module", 0x4B, structural=True, regions=1, summary="the whole file",
            attrs=(attr("sym_name", AttrKind.SYMBOL),
                   attr("producer", AttrKind.STRING, optional=True, since=V13_3))),
-    _binary("mulf", 0x4C, "float multiplication", (ROUNDING, FTZ)),
+    _binary("mulf", 0x4C, "float multiplication", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
     _binary("mulhii", 0x4D, "high half of an integer product", names=("x", "y")),
-    _binary("muli", 0x4E, "integer multiplication", (OVERFLOW,)),
+    _binary("muli", 0x4E, "integer multiplication", (OVERFLOW,), middle=OVERFLOW_KW),
     _unary("negf", 0x4F, "float negation"),
     _unary("negi", 0x50, "integer negation",
-           (enum_attr("overflow", IntegerOverflow, IntegerOverflow.NONE, since=V13_2),)),
-    _binary("offset", 0x51, "advance pointers by element offsets", names=("ptr", "offset")),
+           (enum_attr("overflow", IntegerOverflow, IntegerOverflow.NONE, since=V13_2),),
+           syntax=f"$source {OVERFLOW_KW} attr-dict `:` type($result)"),
+    _op("offset", 0x51, ("ptr", "offset"),
+        syntax="$ptr `,` $offset attr-dict `:` type($ptr) `,` type($offset) `->` type($result)",
+        summary="advance pointers by element offsets"),
     _binary("ori", 0x52, "bitwise or"),
-    _unary("permute", 0x53, "permute tile dimensions", (attr("permutation", AttrKind.I32_ARRAY),)),
+    _unary("permute", 0x53, "permute tile dimensions", (attr("permutation", AttrKind.I32_ARRAY),),
+           syntax="$source $permutation attr-dict `:` type($source) `->` type($result)"),
     _binary("fpowf", 0x54, "float power with a float exponent", names=("source", "exponent")),
     _op("print_tko", 0x55, ("args*", OperandSpec("token", Arity.OPTIONAL, V13_2)),
         (ResultSpec("result_token", since=V13_2, default_type="token"),),
-        (attr("str", AttrKind.STRING),), segmented=True, summary="formatted print (13.1: print)"),
-    _unary("ptr_to_int", 0x56, "pointers to i64"),
-    _unary("ptr_to_ptr", 0x57, "pointer cast"),
+        (attr("str", AttrKind.STRING),), segmented=True,
+        syntax=f"$str (`,` $args^)? {TOKEN_EQ} attr-dict (`:` type($args)^)? `->` "
+               "type($result_token)", summary="formatted print (13.1: print)"),
+    _unary("ptr_to_int", 0x56, "pointers to i64", syntax=CAST),
+    _unary("ptr_to_ptr", 0x57, "pointer cast", syntax=CAST),
     _op("reduce", 0x58, ("operands*",), ("results*",),
         (attr("dim", AttrKind.INT, width=32), attr("identities", AttrKind.ATTR_ARRAY)), regions=1,
-        summary="reduce tiles along a dimension with a combiner region"),
+        syntax="$operands attr-dict ` ` `dim` `` `=` `` $dim `identities` `` `=` `` $identities "
+               "`:` type($operands) `->` type($results) custom<ArgumentRegion>(0)",
+        asm_name="reduce", asm_block_args="reduce", summary="reduce tiles along a dimension with a combiner region"),
     _binary("remf", 0x59, "float remainder"),
-    _binary("remi", 0x5A, "integer remainder", (SIGNEDNESS,)),
-    _unary("reshape", 0x5B, "reshape keeping element order"),
+    _binary("remi", 0x5A, "integer remainder", (SIGNEDNESS,), middle="$signedness"),
+    _unary("reshape", 0x5B, "reshape keeping element order", syntax=CAST, asm_name="reshape"),
     _terminator("return", 0x5C, "leave the entry"),
-    _unary("rsqrt", 0x5D, "reciprocal square root", (FTZ,)),
+    _unary("rsqrt", 0x5D, "reciprocal square root", (FTZ,),
+           syntax=f"$source {FTZ_KW} attr-dict `:` type($result)"),
     _op("scan", 0x5E, ("operands*",), ("results*",),
         (attr("dim", AttrKind.INT, width=32), attr("reverse", AttrKind.BOOL, default=False),
          attr("identities", AttrKind.ATTR_ARRAY)), regions=1,
-        summary="inclusive scan along a dimension with a combiner region"),
-    _op("select", 0x5F, ("cond", "val_if_true", "val_if_false"), summary="element-wise choice"),
-    _binary("shli", 0x60, "shift left", (OVERFLOW,)),
-    _binary("shri", 0x61, "shift right", (SIGNEDNESS,)),
+        syntax="$operands attr-dict ` ` `dim` `` `=` `` $dim `reverse` `` `=` `` $reverse "
+               "`identities` `` `=` `` $identities `:` type($operands) `->` type($results) "
+               "custom<ArgumentRegion>(0)", asm_name="", summary="inclusive scan along a dimension with a combiner region"),
+    _op("select", 0x5F, ("cond", "val_if_true", "val_if_false"),
+        syntax="$cond `,` $val_if_true `,` $val_if_false attr-dict `:` type($cond) `,` "
+               "type($result)", summary="element-wise choice"),
+    _binary("shli", 0x60, "shift left", (OVERFLOW,), middle=OVERFLOW_KW),
+    _binary("shri", 0x61, "shift right", (SIGNEDNESS,), middle="$signedness"),
     _unary("sin", 0x62, "sine"),
     _unary("sinh", 0x63, "hyperbolic sine"),
-    _unary("sqrt", 0x64, "square root", (ROUNDING, FTZ)),
+    _unary("sqrt", 0x64, "square root", (ROUNDING, FTZ),
+           syntax=f"$source {ROUND} {FTZ_KW} attr-dict `:` type($result)"),
     _op("store_ptr_tko", 0x65, ("destination", "value", "mask?", "token?"), (RESULT_TOKEN,),
-        (ORDERING, OPT_SCOPE, OPT_HINTS), segmented=True, summary="scatter store through a pointer tile"),
+        (ORDERING, OPT_SCOPE, OPT_HINTS), segmented=True,
+        syntax="$memory_ordering_semantics ($memory_scope^)? $destination `,` $value (`,` $mask^)? "
+               f"{TOKEN_EQ} {HINTS_EQ} attr-dict `:` type($destination) `,` type($value) "
+               "(`,` type($mask)^)? `->` type($result_token)",
+        summary="scatter store through a pointer tile"),
     _op("store_view_tko", 0x66, ("tile", "view", "index*", "token?"), (RESULT_TOKEN,),
         (ORDERING, OPT_SCOPE, OPT_HINTS,
          attr("inbounds", AttrKind.BOOL_ARRAY, since=V13_4, default=_all_false)),
-        segmented=True, summary="store one tile of a view"),
-    _binary("subf", 0x67, "float subtraction", (ROUNDING, FTZ)),
-    _binary("subi", 0x68, "integer subtraction", (OVERFLOW,)),
+        segmented=True,
+        syntax="$memory_ordering_semantics ($memory_scope^)? $tile `,` $view `[` $index `]` "
+               f"{TOKEN_SPACED} {HINTS_EQ} {INBOUNDS} attr-dict `:` type($tile) `,` type($view) `` "
+               "custom<IndexTypes>($index) `->` type($result_token)",
+        summary="store one tile of a view"),
+    _binary("subf", 0x67, "float subtraction", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
+    _binary("subi", 0x68, "integer subtraction", (OVERFLOW,), middle=OVERFLOW_KW),
     _unary("tan", 0x69, "tangent"),
     _unary("tanh", 0x6A, "hyperbolic tangent",
-           (enum_attr("rounding_mode", RoundingMode, RoundingMode.FULL, since=V13_2),)),
-    _op("trunci", 0x6B, ("from",), ("to",), (OVERFLOW,), summary="integer truncation"),
+           (enum_attr("rounding_mode", RoundingMode, RoundingMode.FULL, since=V13_2),),
+           syntax=f"$source {ROUND} attr-dict `:` type($result)"),
+    _op("trunci", 0x6B, ("from",), ("to",), (OVERFLOW,),
+        syntax=f"$from {OVERFLOW_KW} attr-dict `:` type($from) `->` type($to)",
+        summary="integer truncation"),
     _binary("xori", 0x6C, "bitwise xor"),
     _terminator("yield", 0x6D, "end an if branch or combiner region with values"),
     _binary("atan2", 0x6E, "two-argument arctangent", names=("x", "y"), since=V13_2),
-    _unary("pack", 0x6F, "pack a rank-1 tile into i8 bytes", since=V13_3),
-    _unary("unpack", 0x70, "unpack i8 bytes into a rank-1 tile", since=V13_3),
+    _unary("pack", 0x6F, "pack a rank-1 tile into i8 bytes", since=V13_3, syntax=CAST),
+    _unary("unpack", 0x70, "unpack i8 bytes into a rank-1 tile", since=V13_3, syntax=CAST),
     _op("alloca", 0x71, (), attrs=(unit("global"), attr("num_elem", AttrKind.INT, width=64),
                                    attr("alignment", AttrKind.INT, width=64)),
-        since=V13_3, summary="scratch memory for the tile block"),
+        since=V13_3,
+        syntax="`num_elem` `=` $num_elem `,` `alignment` `=` $alignment (`global` $global^)? "
+               "attr-dict `:` type($result)", summary="scratch memory for the tile block"),
     _op("mmaf_scaled", 0x72, ("lhs", "rhs", "acc", "lhs_scale", "rhs_scale"), since=V13_3,
+        syntax="$lhs `,` $rhs `,` $acc `,` $lhs_scale `,` $rhs_scale attr-dict `:` type($lhs) `,` "
+               "type($rhs) `,` type($acc) `,` type($lhs_scale) `,` type($rhs_scale)", result_like="acc",
         summary="block-scaled float matrix multiply-accumulate"),
     _op("make_gather_scatter_view", 0x73, ("tensor_view",), since=V13_3,
-        summary="view that gathers/scatters along one sparse dimension"),
+        syntax="$tensor_view attr-dict `:` type($result)", asm_name="gsview", summary="view that gathers/scatters along one sparse dimension"),
     _op("make_strided_view", 0x74, ("tensor_view",), since=V13_3,
-        summary="view that steps tiles by traversal strides"),
+        syntax="$tensor_view attr-dict `:` type($result)", asm_name="sview", summary="view that steps tiles by traversal strides"),
     _op("atomic_red_view_tko", 0x75, ("view", "index*", "value", "token?"), (RESULT_TOKEN,),
         (ORDERING, SCOPE, enum_attr("mode", AtomicRMWMode),
          attr("inbounds", AttrKind.BOOL_ARRAY, since=V13_5, default=_all_false)),
-        since=V13_3, segmented=True, summary="atomic reduction of a tile into a view"),
+        since=V13_3, segmented=True,
+        syntax="$memory_ordering_semantics ($memory_scope^)? $view `[` $index `]` `,` $mode `,` "
+               f"$value {TOKEN_SPACED} {INBOUNDS} attr-dict `:` type($value) `,` type($view) `` "
+               "custom<IndexTypes>($index) `->` type($result_token)",
+        summary="atomic reduction of a tile into a view"),
     _op("insert", 0x76, ("source", "destination", "indices*"), since=V13_4,
-        summary="insert a sub-tile at tile-sized indices"),
+        syntax="$source `,` $destination `[` $indices `]` attr-dict `:` type($source) `,` "
+               "type($destination)", result_like="destination", summary="insert a sub-tile at tile-sized indices"),
     _op("gdc_launch_dependents_tko", 0x77, ("token?",), (RESULT_TOKEN,), since=V13_4,
-        segmented=True, summary="let dependent grids launch (grid dependency control)"),
+        segmented=True, syntax=f"{TOKEN_SPACED} attr-dict `->` type($result_token)", summary="let dependent grids launch (grid dependency control)"),
     _op("gdc_wait_tko", 0x78, ("token?",), (RESULT_TOKEN,), since=V13_4, segmented=True,
-        summary="wait for prerequisite grids (grid dependency control)"),
-    _binary("fpowi", 0x79, "float power with an integer exponent", names=("source", "exponent"),
-            since=V13_4),
+        syntax=f"{TOKEN_SPACED} attr-dict `->` type($result_token)", summary="wait for prerequisite grids (grid dependency control)"),
+    _op("fpowi", 0x79, ("source", "exponent"), since=V13_4,
+        syntax="$source `,` $exponent attr-dict `:` type($source) `,` type($exponent)",
+        result_like="source",
+        summary="float power with an integer exponent"),
     _op("memory_fence_alias_tko", 0x7A, ("token",), (RESULT_TOKEN,), since=V13_4,
-        summary="order memory operations through aliasing views"),
+        syntax="$token attr-dict", summary="order memory operations through aliasing views"),
     _op("multimem_load_reduce_view_tko", 0x7B, ("view", "index*", "token?"),
         ("reduced_values", RESULT_TOKEN),
-        (ORDERING, OPT_SCOPE, enum_attr("reduction", MultimemReductionKind),
+        (ORDERING, OPT_SCOPE,
+         enum_attr("reduction", MultimemReductionKind),
          attr("inbounds", AttrKind.BOOL_ARRAY, default=_all_false)),
-        since=V13_5, segmented=True, summary="load-reduce across a multicast view"),
+        since=V13_5, segmented=True,
+        syntax="$memory_ordering_semantics ($memory_scope^)? $view `[` $index `]` "
+               f"{TOKEN_SPACED} custom<Inbounds>($inbounds) attr-dict-with-keyword($reduction=add) `:` "
+               "type($view) `` custom<IndexTypes>($index) (`,` type($token)^)? `->` "
+               "type($reduced_values) `,` type($result_token)",
+        summary="load-reduce across a multicast view"),
     _op("multimem_reduce_view_tko", 0x7C, ("view", "tile", "index*", "token?"), (RESULT_TOKEN,),
-        (ORDERING, SCOPE, enum_attr("reduction", MultimemReductionKind),
+        (ORDERING, SCOPE,
+         enum_attr("reduction", MultimemReductionKind),
          attr("inbounds", AttrKind.BOOL_ARRAY, default=_all_false)),
-        since=V13_5, segmented=True, summary="reduce a tile into a multicast view"),
+        since=V13_5, segmented=True,
+        syntax="$memory_ordering_semantics ($memory_scope^)? $view `,` $tile `[` $index `]` "
+               f"{TOKEN_SPACED} custom<Inbounds>($inbounds) attr-dict-with-keyword($reduction=add) `:` "
+               "type($view) `,` type($tile) `` custom<IndexTypes>($index) (`,` type($token)^)? "
+               "`->` type($result_token)", summary="reduce a tile into a multicast view"),
     _op("multimem_store_view_tko", 0x7D, ("view", "tile", "index*", "token?"), (RESULT_TOKEN,),
         (ORDERING, OPT_SCOPE, attr("inbounds", AttrKind.BOOL_ARRAY, default=_all_false)),
-        since=V13_5, segmented=True, summary="store a tile to a multicast view"),
+        since=V13_5, segmented=True,
+        syntax="$memory_ordering_semantics ($memory_scope^)? $view `,` $tile `[` $index `]` "
+               f"{TOKEN_SPACED} custom<Inbounds>($inbounds) attr-dict `:` type($view) `,` "
+               "type($tile) `` custom<IndexTypes>($index) (`,` type($token)^)? `->` "
+               "type($result_token)", summary="store a tile to a multicast view"),
     _op("preview$call", 0x4002, ("operands*",), ("results*",),
         (attr("callee", AttrKind.STRING), attr("const_args", AttrKind.ATTR_ARRAY),
          attr("arg_attrs", AttrKind.ATTR_ARRAY, optional=True),

@@ -1,0 +1,100 @@
+"""The parser/assembler: NVIDIA's disassembly parses back to bytecode tileirdisasm prints the same,
+our own cuda_tile.-prefixed corpus assembles, and malformed text fails at an exact line:col."""
+from pathlib import Path
+
+import pytest
+
+import tilebc
+from tilebc.errors import TextSyntaxError
+from tilebc.oracles import tileiras, tileirdisasm, tool_path
+from tilebc.text import assemble, parse_module, print_module
+
+from conftest import fixture_files, fixture_id
+
+FILES = fixture_files()
+CORPUS = sorted((Path(__file__).parent / "text_corpus").glob("*.mlir"))
+needs_disasm = pytest.mark.skipif(tool_path("tileirdisasm") is None, reason="needs tileirdisasm")
+
+
+def _version(path: Path) -> str:
+    return path.stem.rsplit("-", 1)[1]
+
+
+@needs_disasm
+@pytest.mark.parametrize("path", FILES, ids=fixture_id)
+def test_disassembly_reassembles(path):
+    text = path.with_suffix(".dis").read_text()
+    data = assemble(text, _version(path), str(path))
+    result = tileirdisasm(data)
+    assert result.ok, result.stderr
+    assert result.stdout == text
+
+
+@pytest.mark.parametrize("path", FILES[::7], ids=fixture_id)
+def test_debug_listing_parses_like_plain(path):
+    """`-g` output (locations, alias definitions) parses to the same ops as the plain listing."""
+    module = parse_module(path.with_suffix(".dis-g").read_text(), str(path))
+    assert print_module(module) == path.with_suffix(".dis").read_text()
+
+
+@pytest.mark.skipif(tool_path("tileiras") is None, reason="needs tileiras")
+@pytest.mark.parametrize("path", [p for p in FILES if _version(p) == "13.3"][::10], ids=fixture_id)
+def test_tileiras_compiles_reassembled(path):
+    data = assemble(path.with_suffix(".dis").read_text(), "13.3", str(path))
+    result = tileiras(data, "sm_90")
+    assert result.ok, result.stderr
+
+
+def test_text_positions_are_recorded():
+    path = FILES[0]
+    module = parse_module(path.with_suffix(".dis").read_text())
+    assert module.functions[0].text_pos == (1, 1)
+    assert module.functions[0].body.ops[0].text_pos == (2, 3)
+
+
+@needs_disasm
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_corpus_assembles_and_disassembles(path):
+    data = assemble(path.read_text(), "13.5", str(path))
+    result = tileirdisasm(data)
+    assert result.ok, result.stderr
+    # Our printer and NVIDIA's agree on what was assembled.
+    assert print_module(tilebc.load(data)) == result.stdout
+
+
+HEADER = "entry @k(%arg0: tile<i32>) {\n"
+MALFORMED = [
+    # (text, line, column, message prefix)
+    (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32>\n  return", 3, 9, "expected '}' to close"),
+    (HEADER + "  %0 = frobnicate %arg0 : tile<i32>\n  return\n}\n", 2, 8, "unknown operation 'frobnicate'"),
+    (HEADER + "  %0 = addi %arg0, %nope : tile<i32>\n  return\n}\n", 2, 20, "use of undefined value %nope"),
+    (HEADER + "  %0 = addi %arg0 %arg0 : tile<i32>\n  return\n}\n", 2, 19, "expected ','"),
+    (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32\n  return\n}\n", 3, 3, "expected '>' in type"),
+    (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32>\n  %0 = addi %arg0, %arg0 : tile<i32>\n"
+     "  return\n}\n", 3, 3, "redefinition of SSA value %0"),
+    (HEADER + "  %0 = cmpi bigger %arg0, %arg0, signed : tile<i32> -> tile<i1>\n  return\n}\n",
+     2, 13, "expected comparison_predicate, one of"),
+    (HEADER + "  %0 = constant <i8: 300> : tile<i8>\n  return\n}\n", 2, 22, "integer 300 does not fit"),
+    (HEADER + "  %0 = exti %arg0 sideways : tile<i32> -> tile<i64>\n  return\n}\n", 2, 19,
+     "expected signedness, one of"),
+    (HEADER + "  return %arg0 : tile<f32>\n}\n", 2, 18,
+     "return: operand operands has type tile<i32>, but the text says tile<f32>"),
+    (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32> ~\n}\n", 2, 38, "unexpected character '~'"),
+    ("func @k() {\n}\n", 1, 1, "expected 'entry', 'global' or 'module'"),
+    (HEADER + "  %a:2 = addi %arg0, %arg0 : tile<i32>\n  return\n}\n", 2, 3,
+     "addi defines 1 results but 2 names were given"),
+]
+
+
+@pytest.mark.parametrize("text, line, column, prefix", MALFORMED,
+                         ids=[m[3].split()[0] + str(i) for i, m in enumerate(MALFORMED)])
+def test_malformed_text(text, line, column, prefix):
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_module(text, "bad.mlir")
+    error = caught.value
+    assert (error.file, error.line, error.column) == ("bad.mlir", line, column), str(error)
+    assert error.message.startswith(prefix), error.message
+    # The message shows the offending line with a caret under the column.
+    source_line, caret = error.message.splitlines()[1:3]
+    assert caret.index("^") - 2 == column - 1
+    assert source_line[2:] == text.splitlines()[line - 1]

@@ -1,0 +1,135 @@
+"""The printer against NVIDIA's tileirdisasm: stored disassembly of every fixture, and live runs of
+the disassembler on hand-built modules for ops and values cuTile never emits."""
+import struct
+
+import pytest
+
+import tilebc
+from tilebc.ir import (BoundedAttr, DenseElementsAttr, DictionaryAttr, DivByAttr, IntegerAttr,
+                       Module, OptimizationHintsAttr, PartitionViewType, PointerType, TensorViewType,
+                       bf16, f16, f32, f64, i1, i32, scalar, tile, token)
+from tilebc.ir.builder import new_function
+from tilebc.ops import (AtomicRMWMode, ComparisonPredicate, MemoryOrderingSemantics, MemoryScope,
+                        MultimemReductionKind, PtrAttr)
+from tilebc.oracles import tileirdisasm, tool_path
+from tilebc.text import print_module
+from tilebc.text.floats import format_float
+
+from conftest import fixture_files, fixture_id
+from handbuilt import KERNELS, i32_constant
+
+FILES = fixture_files()
+
+
+@pytest.mark.parametrize("path", FILES, ids=fixture_id)
+def test_fixture_matches_tileirdisasm(path):
+    module = tilebc.load(path)
+    assert print_module(module) == path.with_suffix(".dis").read_text()
+
+
+@pytest.mark.parametrize("path", FILES, ids=fixture_id)
+def test_fixture_debug_matches_tileirdisasm_g(path):
+    module = tilebc.load(path)
+    assert print_module(module, debug=True) == path.with_suffix(".dis-g").read_text()
+
+
+def _constants_and_names():
+    """Float formatting (6-digit, natural-precision and hex forms), non-splat and i1 constants,
+    and `assume_…` names derived from the producer."""
+    module = Module(version=tilebc.Version(13, 5))
+    b = new_function(module, "names", [scalar(i32), scalar(PointerType(f32))])
+    x, pointer = b.block.args
+    bounded = BoundedAttr(0, None)
+    five = i32_constant(b, 5)
+    b.op("assume", [five], [scalar(i32)], {"predicate": bounded})
+    block_id = b.op("get_tile_block_id", [], [scalar(i32)] * 3)
+    b.op("assume", [block_id[1]], [scalar(i32)], {"predicate": bounded})
+    total = b.op("addi", [x, x], [scalar(i32)])
+    b.op("assume", [total], [scalar(i32)], {"predicate": bounded})
+    cond = b.op("cmpi", [x, x], [scalar(i1)], {"comparison_predicate": ComparisonPredicate.EQUAL})
+    then, then_b = b.region([])
+    then_b.op("yield", [[x]])
+    other, other_b = b.region([])
+    other_b.op("yield", [[five]])
+    chosen = b.op("if", [cond], [scalar(i32)], regions=[then, other])
+    b.op("assume", [chosen], [scalar(i32)], {"predicate": bounded})
+    shaped = b.op("reshape", [pointer], [tile((1,), PointerType(f32))])
+    b.op("assume", [shaped], [tile((1,), PointerType(f32))], {"predicate": DivByAttr(16, 1, 0)})
+    data = b"".join(v.to_bytes(4, "little", signed=True) for v in range(-3, 5))
+    b.op("constant", [], [tile((2, 4), i32)], {"value": DenseElementsAttr(tile((2, 4), i32), data)})
+    for value in (3.14159274, 0.1, 1e-8, 16777216.0, -0.0, float("inf"), float("nan"), 2.5e-45):
+        b.op("constant", [], [scalar(f32)],
+             {"value": DenseElementsAttr(scalar(f32), struct.pack("<f", value))})
+    for value in (3.14159274, 1e16, 123456789012.0):
+        b.op("constant", [], [scalar(f64)],
+             {"value": DenseElementsAttr(scalar(f64), struct.pack("<d", value))})
+    for bits in (0x3555, 0x0001, 0x7BFF):
+        b.op("constant", [], [scalar(f16)], {"value": DenseElementsAttr(scalar(f16), struct.pack("<H", bits))})
+    b.op("constant", [], [scalar(bf16)], {"value": DenseElementsAttr(scalar(bf16), b"\x81\x3f")})
+    b.op("constant", [], [tile((16,), i1)], {"value": DenseElementsAttr(tile((16,), i1), b"\x05\x02")})
+    b.op("return", [[]])
+    return module
+
+
+def _view_variants():
+    """Scopes, inbounds, hints and non-default reductions on view ops (13.5)."""
+    module = Module(version=tilebc.Version(13, 5))
+    b = new_function(module, "views", [scalar(PointerType(f16, PtrAttr.MULTICAST)),
+                                       scalar(PointerType(f16))])
+    multicast, plain = b.block.args
+    mc_type = TensorViewType(f16, (64,), (1,), PtrAttr.MULTICAST)
+    mc_view = b.op("make_tensor_view", [multicast, [], []], [mc_type])
+    mc_parts = b.op("make_partition_view", [mc_view], [PartitionViewType((16,), mc_type, (0,))])
+    zero = i32_constant(b, 0)
+    loaded, ready = b.op("multimem_load_reduce_view_tko", [mc_parts, [zero], None],
+                         [tile((16,), f16), token],
+                         {"memory_ordering_semantics": MemoryOrderingSemantics.RELAXED,
+                          "memory_scope": MemoryScope.SYS, "reduction": MultimemReductionKind.MAX,
+                          "inbounds": (True,)})
+    reduced = b.op("multimem_reduce_view_tko", [mc_parts, loaded, [zero], None], [token],
+                   {"memory_ordering_semantics": MemoryOrderingSemantics.RELAXED,
+                    "memory_scope": MemoryScope.DEVICE, "inbounds": (True,),
+                    "reduction": MultimemReductionKind.ADD})
+    b.op("multimem_store_view_tko", [mc_parts, loaded, [zero], reduced], [token],
+         {"memory_ordering_semantics": MemoryOrderingSemantics.RELAXED,
+          "memory_scope": MemoryScope.SYS})
+    view_type = TensorViewType(f16, (64,), (1,))
+    view = b.op("make_tensor_view", [plain, [], []], [view_type])
+    parts = b.op("make_partition_view", [view], [PartitionViewType((16,), view_type, (0,))])
+    latency = OptimizationHintsAttr((("sm_100", DictionaryAttr((("latency", IntegerAttr(i32, 3)),))),))
+    value, _ = b.op("load_view_tko", [parts, [zero], reduced], [tile((16,), f16), token],
+                    {"memory_ordering_semantics": MemoryOrderingSemantics.WEAK,
+                     "inbounds": (True,), "optimization_hints": latency})
+    b.op("store_view_tko", [value, parts, [zero], None], [token],
+         {"memory_ordering_semantics": MemoryOrderingSemantics.WEAK, "optimization_hints": latency})
+    b.op("atomic_red_view_tko", [parts, [zero], value, None], [token],
+         {"memory_ordering_semantics": MemoryOrderingSemantics.RELAXED,
+          "memory_scope": MemoryScope.DEVICE, "mode": AtomicRMWMode.ADDF, "inbounds": (True,)})
+    b.op("return", [[]])
+    return module
+
+
+HANDBUILT = {**{name: (lambda f=f: f()[0]) for name, f in KERNELS.items()},
+             "constants_and_names": _constants_and_names, "view_variants": _view_variants}
+
+
+@pytest.mark.skipif(tool_path("tileirdisasm") is None, reason="needs NVIDIA's tileirdisasm")
+@pytest.mark.parametrize("name", sorted(HANDBUILT))
+def test_handbuilt_matches_live_tileirdisasm(name):
+    module = HANDBUILT[name]()
+    data = tilebc.dump(module, module.version)
+    expected = tileirdisasm(data)
+    assert expected.ok, expected.stderr
+    assert print_module(tilebc.load(data)) == expected.stdout
+
+
+@pytest.mark.parametrize("bits, element, text", [
+    (0x3FC00000, f32, "1.500000e+00"),      # six significant digits, padded
+    (0x40490FDB, f32, "3.14159274"),        # not exact in six digits: natural precision
+    (0x4B800000, f32, "0x4B800000"),        # natural form has no '.': raw bits
+    (0x7FC00000, f32, "0x7FC00000"),
+    (0x80000000, f32, "-0.000000e+00"),
+    (0x3F81, bf16, "1.007810e+00"),         # rounded to six digits, seventh is padding
+])
+def test_float_literals(bits, element, text):
+    assert format_float(bits, element) == text

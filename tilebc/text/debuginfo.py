@@ -1,0 +1,119 @@
+"""Location aliases (`#loc3 = …`) for `-g` output, numbered the way MLIR's AliasInitializer does.
+
+Locations and debug-info attributes are collected in print order (an op's location before the ops
+nested in it; an attribute before the attributes it refers to), then stably sorted by alias depth
+(0 for attributes that refer to no aliased attribute, else one more than the deepest they refer to)
+and by alias name; each name is numbered in that order (`#loc`, `#loc1`, …).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from ..ir import location as L
+from .values import escape_string
+
+UNKNOWN = ("unknown",)
+
+
+def _file_loc(loc: L.DILoc):
+    return ("file", loc.filename, loc.line, loc.column)
+
+
+def _children(node) -> List[object]:
+    if isinstance(node, L.DILoc):
+        return [_file_loc(node), node.scope]
+    if isinstance(node, L.CallSiteLoc):
+        return [_normal(node.callee), _normal(node.caller)]
+    if isinstance(node, L.DISubprogram):
+        return [node.file, node.compile_unit]
+    if isinstance(node, L.DICompileUnit):
+        return [node.file]
+    if isinstance(node, L.DILexicalBlock):
+        return [node.scope, node.file]
+    return []
+
+
+def _normal(loc):
+    if loc is None or isinstance(loc, L.UnknownDebugAttr):
+        return UNKNOWN
+    return loc
+
+
+def _alias_name(node) -> str:
+    if isinstance(node, L.DIFile):
+        return "di_file"
+    if isinstance(node, L.DICompileUnit):
+        return "di_compile_unit"
+    if isinstance(node, L.DISubprogram):
+        return "di_subprogram"
+    if isinstance(node, L.DILexicalBlock):
+        return "di_lexical_block"
+    return "loc"
+
+
+class LocationAliases:
+    """Collects locations with `visit`, then names them (`finish`) and prints definitions."""
+
+    def __init__(self):
+        self._order: Dict[object, int] = {}
+        self._depth: Dict[object, int] = {}
+        self.names: Dict[object, str] = {}
+
+    def visit(self, loc) -> None:
+        node = _normal(loc)
+        if node in self._order:
+            return
+        self._order[node] = len(self._order)
+        depth = 0
+        for child in _children(node):
+            self.visit(child)
+            depth = max(depth, self._depth[child] + 1)
+        self._depth[node] = depth
+
+    def finish(self) -> None:
+        ordered = sorted(self._order, key=lambda n: (self._depth[n], _alias_name(n), self._order[n]))
+        counts: Dict[str, int] = {}
+        for node in ordered:
+            base = _alias_name(node)
+            count = counts.get(base, 0)
+            counts[base] = count + 1
+            self.names[node] = "#" + base + (str(count) if count else "")
+        self._sorted = ordered
+
+    def ref(self, loc) -> str:
+        return f"loc({self.names[_normal(loc)]})"
+
+    def definitions(self) -> List[str]:
+        return [f"{self.names[node]} = {self._define(node)}" for node in self._sorted]
+
+    def _define(self, node) -> str:
+        name = self.names.get
+        if node == UNKNOWN:
+            return "loc(unknown)"
+        if isinstance(node, tuple):
+            _, filename, line, column = node
+            return f"loc({escape_string(filename)}:{line}:{column})"
+        if isinstance(node, L.DIFile):
+            return f"#cuda_tile.di_file<{escape_string(node.name)} in {escape_string(node.directory)}>"
+        if isinstance(node, L.DICompileUnit):
+            return f"#cuda_tile.di_compile_unit<file = {name(node.file)}>"
+        if isinstance(node, L.DISubprogram):
+            text = (f"#cuda_tile.di_subprogram<file = {name(node.file)}, line = {node.line}, "
+                    f"name = {escape_string(node.name)}, "
+                    f"linkageName = {escape_string(node.linkage_name)}, "
+                    f"compileUnit = {name(node.compile_unit)}")
+            if node.scope_line:
+                text += f", scopeLine = {node.scope_line}"
+            return text + ">"
+        if isinstance(node, L.DILexicalBlock):
+            text = (f"#cuda_tile.di_lexical_block<scope = {name(node.scope)}, "
+                    f"file = {name(node.file)}, line = {node.line}")
+            if node.column:
+                text += f", column = {node.column}"
+            return text + ">"
+        if isinstance(node, L.DILoc):
+            return f"#cuda_tile.di_loc<{name(_file_loc(node))} in {name(node.scope)}>"
+        if isinstance(node, L.CallSiteLoc):
+            return (f"loc(callsite({name(_normal(node.callee))} at "
+                    f"{name(_normal(node.caller))}))")
+        raise TypeError(f"cannot print debug attribute {node!r}")

@@ -1,0 +1,1003 @@
+"""Text → Module. Reads tileirdisasm output and the `cuda_tile.`-prefixed MLIR form.
+
+Per-op syntax is the op table's `syntax` declaration (the same elements the printer walks), so
+every op the printer can print is parsed the same way back. Debug locations (`loc(...)`) and
+alias definitions are accepted and skipped.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ..errors import TextSyntaxError
+from ..ir import attrs as A
+from ..ir import types as T
+from ..ir.module import Block, Function, Global, Module, Op, Region, Value
+from ..numerics import float_to_bits, storage_bytes
+from ..ops.enums import PaddingValue, PtrAttr, SymbolVisibility
+from ..ops.spec import Arity, AttrKind
+from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC
+from ..version import MAX_VERSION
+from .lexer import Cursor, Token, unescape
+from .names import block_arg_names
+from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
+                     compile_syntax)
+
+PREFIX = "cuda_tile."
+
+
+def parse_module(text: str, filename: str = "<text>") -> Module:
+    """Parse Tile IR text into a Module; raises TextSyntaxError with line:col on bad input."""
+    return _Parser(text, filename).module()
+
+
+# ---- types ---------------------------------------------------------------------------------------
+
+_ELEMENT_NAMES = sorted(T.ELEMENT_TYPES, key=len, reverse=True)
+_ELEMENT = re.compile(r"(?:!cuda_tile\.)?(" + "|".join(map(re.escape, _ELEMENT_NAMES)) + r")(?![A-Za-z0-9_])")
+_KIND = re.compile(r"(?:!cuda_tile\.)?(tile|ptr|tensor_view|partition_view|strided_view|"
+                   r"gather_scatter_view|token)(?![A-Za-z0-9_])")
+_DIM = re.compile(r"(\?|[0-9]+)x")
+_INT = re.compile(r"-?[0-9]+")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class _TypeParser:
+    def __init__(self, cursor: Cursor):
+        self.c = cursor
+
+    def fail(self, what: str):
+        return self.c.error(f"expected {what}", self._pos())
+
+    def _pos(self):
+        self.c.skip_space()
+        return self.c.pos
+
+    def lit(self, text: str) -> None:
+        if not self.c.match_raw(re.compile(re.escape(text))):
+            raise self.fail(f"'{text}' in type")
+
+    def opt(self, text: str) -> bool:
+        return bool(self.c.match_raw(re.compile(re.escape(text))))
+
+    def ints(self, sep: str, allow_dynamic=False) -> Tuple:
+        values = []
+        pattern = re.compile(r"\?|-?[0-9]+" if allow_dynamic else r"-?[0-9]+")
+        first = True
+        while True:
+            if not first and not self.opt(sep):
+                break
+            match = self.c.match_raw(pattern)
+            if not match:
+                if first:
+                    break
+                raise self.fail("an integer")
+            values.append(None if match.group() == "?" else int(match.group()))
+            first = False
+        return tuple(values)
+
+    def element(self):
+        match = self.c.match_raw(_ELEMENT)
+        if match:
+            return T.ELEMENT_TYPES[match.group(1)]
+        start = self._pos()
+        kind = self.c.match_raw(_KIND)
+        if kind and kind.group(1) == "ptr":
+            return self._ptr()
+        self.c.pos = start
+        raise self.fail("an element type")
+
+    def _ptr(self):
+        self.lit("<")
+        pointee = self.element()
+        attr = PtrAttr.NONE
+        if self.opt(","):
+            self.opt("#cuda_tile.ptr_attr")
+            self.lit("<")
+            attr = self._enum(PtrAttr)
+            self.lit(">")
+        self.lit(">")
+        return T.PointerType(pointee, attr)
+
+    def _enum(self, enum):
+        match = self.c.match_raw(_WORD)
+        try:
+            return enum.from_keyword(match.group() if match else "")
+        except KeyError:
+            raise self.fail(f"one of {', '.join(m.keyword for m in enum)}") from None
+
+    def type(self):
+        start = self._pos()
+        match = self.c.match_raw(_ELEMENT)
+        if match:  # a bare element type stands for a 0-d tile only where MLIR allows it
+            return T.ELEMENT_TYPES[match.group(1)]
+        kind = self.c.match_raw(_KIND)
+        if not kind:
+            self.c.pos = start
+            raise self.fail("a type")
+        name = kind.group(1)
+        if name == "token":
+            return T.token
+        if name == "ptr":
+            return self._ptr()
+        self.lit("<")
+        if name == "tile":
+            shape = []
+            while True:
+                dim = self.c.match_raw(_DIM)
+                if not dim:
+                    break
+                shape.append(int(dim.group(1)))
+            element = self.element()
+            self.lit(">")
+            return T.TileType(tuple(shape), element)
+        if name == "tensor_view":
+            return self._tensor_view_body()
+        self.lit("tile")
+        self.lit("=")
+        self.lit("(")
+        tile_shape = self.ints("x")
+        self.lit(")")
+        strides = None
+        if name == "strided_view":
+            self.lit(",")
+            self.lit("traversal_strides")
+            self.lit("=")
+            self.lit("[")
+            strides = self.ints(",")
+            self.lit("]")
+        self.lit(",")
+        padding = None
+        if self.opt("padding_value"):
+            self.lit("=")
+            padding = self._enum(PaddingValue)
+            self.lit(",")
+        self.opt("!cuda_tile.")
+        self.lit("tensor_view")
+        self.lit("<")
+        view = self._tensor_view_body()
+        if name == "gather_scatter_view":
+            self.lit(",")
+            self.lit("sparse_dim")
+            self.lit("=")
+            sparse = int(self.c.match_raw(_INT).group())
+            self.lit(">")
+            return T.GatherScatterViewType(tile_shape, view, sparse, padding)
+        dim_map = tuple(range(len(view.shape)))
+        if self.opt(","):
+            self.lit("dim_map")
+            self.lit("=")
+            self.lit("[")
+            dim_map = self.ints(",")
+            self.lit("]")
+        self.lit(">")
+        if name == "strided_view":
+            return T.StridedViewType(tile_shape, strides, view, dim_map, padding)
+        return T.PartitionViewType(tile_shape, view, dim_map, padding)
+
+    def _tensor_view_body(self):
+        shape = []
+        while True:
+            dim = self.c.match_raw(_DIM)
+            if not dim:
+                break
+            shape.append(None if dim.group(1) == "?" else int(dim.group(1)))
+        element = self.element()
+        self.lit(",")
+        self.lit("strides")
+        self.lit("=")
+        self.lit("[")
+        strides = self.ints(",", allow_dynamic=True)
+        self.lit("]")
+        attr = PtrAttr.NONE
+        if self.opt(","):
+            self.lit("#cuda_tile.ptr_attr")
+            self.lit("<")
+            attr = self._enum(PtrAttr)
+            self.lit(">")
+        self.lit(">")
+        if len(strides) != len(shape):
+            raise self.c.error(f"tensor_view has {len(shape)} dimensions but {len(strides)} strides")
+        return T.TensorViewType(element, tuple(shape), tuple(strides), attr)
+
+
+# ---- ops -----------------------------------------------------------------------------------------
+
+class _OpState:
+    """What parsing one op has collected so far."""
+
+    def __init__(self, spec, pos: int):
+        self.spec = spec
+        self.pos = pos
+        self.operands: Dict[str, object] = {}
+        self.attrs: Dict[str, object] = {}
+        self.operand_types: Dict[str, List] = {}
+        self.result_types: Dict[int, List] = {}   # spec result index -> types
+        self.regions: Dict[int, Region] = {}
+        self.block_args: Dict[int, List[Tuple[str, Callable]]] = {}  # region -> (name, type thunk)
+        self.result_count: Optional[int] = None
+
+
+class _Parser:
+    def __init__(self, text: str, filename: str):
+        self.c = Cursor(text, filename)
+        self.types = _TypeParser(self.c)
+        self.scopes: List[Dict[str, Value]] = []
+
+    # ---- module ----------------------------------------------------------------------------------
+
+    def module(self) -> Module:
+        module = Module(version=MAX_VERSION, source=self.c.filename)
+        self._items(module, closing=None)
+        return module
+
+    def _items(self, module: Module, closing: Optional[str]) -> None:
+        c = self.c
+        while True:
+            token = c.peek()
+            if token.kind == "eof":
+                if closing:
+                    raise c.error(f"expected '{closing}' to close the module")
+                return
+            if closing and token.text == closing:
+                c.next()
+                self._skip_loc()
+                return
+            word = token.text[len(PREFIX):] if token.text.startswith(PREFIX) else token.text
+            if token.kind == "hash":
+                self._skip_alias_definition()
+            elif word == "module" or token.text == "module":
+                c.next()
+                if c.peek().kind == "symbol":
+                    module.name = self._symbol_name(c.next())
+                if c.accept("attributes"):
+                    self._skip_balanced("{", "}")
+                c.expect("{", "to open the module body")
+                self._items(module, closing="}")
+            elif word == "entry":
+                module.functions.append(self._entry())
+            elif word == "global":
+                module.globals.append(self._global())
+            else:
+                raise c.error(f"expected 'entry', 'global' or 'module', found '{token.text}'")
+
+    def _skip_alias_definition(self) -> None:
+        self.c.next()
+        self.c.expect("=", "in an alias definition")
+        # The definition runs to the end of its line.
+        end = self.c.text.find("\n", self.c.pos)
+        self.c.pos = len(self.c.text) if end < 0 else end
+        self.c._peeked = None
+
+    def _skip_balanced(self, opening: str, closing: str) -> None:
+        self.c.expect(opening)
+        depth = 1
+        while depth:
+            token = self.c.next()
+            if token.kind == "eof":
+                raise self.c.error(f"unbalanced '{opening}'")
+            if token.text == opening:
+                depth += 1
+            elif token.text == closing:
+                depth -= 1
+
+    def _skip_loc(self) -> None:
+        if self.c.at("loc"):
+            self.c.next()
+            self._skip_balanced("(", ")")
+
+    def _symbol_name(self, token: Token) -> str:
+        body = token.text[1:]
+        return unescape(body) if body.startswith('"') else body
+
+    def _global(self) -> Global:
+        c = self.c
+        c.next()
+        visibility = SymbolVisibility.PUBLIC
+        if c.at("private") or c.at("public"):
+            visibility = SymbolVisibility.from_keyword(c.next().text)
+        constant = c.accept("constant")
+        name = self._symbol_name(c.expect_kind("symbol", "a global name (@name)"))
+        alignment = 0
+        if c.accept("alignment"):
+            c.expect("=")
+            alignment = self._int()
+        dense = self._dense_constant()
+        self._skip_loc()
+        return Global(name, dense, alignment, visibility, constant)
+
+    def _entry(self) -> Function:
+        c = self.c
+        start = c.next()
+        name = self._symbol_name(c.expect_kind("symbol", "an entry name (@name)"))
+        c.expect("(", "to open the argument list")
+        block = Block()
+        scope: Dict[str, Value] = {}
+        while not c.at(")"):
+            if block.args:
+                c.expect(",")
+            token = c.expect_kind("value", "an argument name (%name)")
+            c.expect(":")
+            arg = Value(self.types.type(), block, len(block.args))
+            self._define(scope, token, arg)
+            block.args.append(arg)
+            self._skip_loc()
+        c.expect(")")
+        results = []
+        if c.accept("->"):
+            if c.accept("("):
+                while not c.accept(")"):
+                    if results:
+                        c.expect(",")
+                    results.append(self.types.type())
+            else:
+                results.append(self.types.type())
+        hints = None
+        if c.accept("optimization_hints"):
+            c.expect("=")
+            hints = self._hints()
+        if c.accept("attributes"):
+            self._skip_balanced("{", "}")
+        self.scopes = [scope]
+        self._block_ops(block)
+        self.scopes = []
+        function = Function(name, T.FunctionType(tuple(a.type for a in block.args), tuple(results)),
+                            block, hints)
+        function.text_pos = c.line_col(start.pos)
+        self._skip_loc()
+        return function
+
+    # ---- values ----------------------------------------------------------------------------------
+
+    def _define(self, scope: Dict[str, Value], token: Token, value: Value) -> None:
+        if token.text in scope:
+            raise self.c.error(f"redefinition of SSA value {token.text}", token.pos)
+        scope[token.text] = value
+
+    def _use(self) -> Value:
+        token = self.c.expect_kind("value", "an SSA value (%name)")
+        name, _, index = token.text.partition("#")
+        for scope in reversed(self.scopes):
+            if name in scope:
+                value = scope[name]
+                break
+        else:
+            raise self.c.error(f"use of undefined value {name}", token.pos)
+        if isinstance(value, list):  # a result group
+            position = int(index) if index.isdigit() else -1
+            if not 0 <= position < len(value):
+                raise self.c.error(f"{name} has {len(value)} results; use {name}#0 … "
+                                   f"{name}#{len(value) - 1}", token.pos)
+            return value[position]
+        if index:
+            raise self.c.error(f"{name} is a single value and takes no #index", token.pos)
+        return value
+
+    # ---- blocks and ops --------------------------------------------------------------------------
+
+    def _block_ops(self, block: Block, implicit: Optional[str] = None) -> None:
+        c = self.c
+        c.expect("{", "to open a region")
+        while not c.accept("}"):
+            if c.peek().kind == "eof":
+                raise c.error("expected '}' to close the region")
+            block.ops.append(self._op())
+        if implicit and (not block.ops or not block.ops[-1].spec.terminator):
+            block.ops.append(Op(OPS_BY_MNEMONIC[implicit], {"operands": ()}, {}, []))
+
+    def _op(self) -> Op:
+        c = self.c
+        start = c.peek()
+        names: List[Tuple[Token, int]] = []
+        if start.kind == "value":
+            while True:
+                token = c.expect_kind("value", "a result name (%name)")
+                count = 1
+                if c.accept(":"):
+                    count = self._int()
+                names.append((token, count))
+                if not c.accept(","):
+                    break
+            c.expect("=", "after the result names")
+        name_token = c.peek()
+        if name_token.kind != "ident":
+            raise c.error(f"expected an operation name, found '{name_token.text or 'end of input'}'")
+        c.next()
+        mnemonic = name_token.text[len(PREFIX):] if name_token.text.startswith(PREFIX) \
+            else name_token.text
+        spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic))
+        if spec is None or spec.structural or not spec.syntax:
+            raise c.error(f"unknown operation '{name_token.text}'", name_token.pos)
+        state = _OpState(spec, name_token.pos)
+        state.result_count = sum(count for _, count in names) if names else 0
+        self._elements(compile_syntax(spec), state)
+        op = self._build(state, name_token)
+        op.text_pos = c.line_col(start.pos)
+        self._skip_loc()
+        # Bind result names.
+        if names:
+            if state.result_count != len(op.results):
+                raise c.error(f"{spec.mnemonic} defines {len(op.results)} results but "
+                              f"{state.result_count} names were given", start.pos)
+            scope = self.scopes[-1]
+            index = 0
+            for token, count in names:
+                group = op.results[index:index + count]
+                self._define(scope, token, group[0] if count == 1 else list(group))
+                index += count
+        return op
+
+    def _build(self, state: _OpState, name_token: Token) -> Op:
+        spec = state.spec
+        # `load_ptr_tko %p, %x`: the text alone cannot tell a mask from a padding value (both
+        # optional, both after a comma); a mask is always a tile of i1.
+        mask = state.operands.get("mask")
+        if "paddingValue" in {o.name for o in spec.operands} and mask is not None \
+                and state.operands.get("paddingValue") is None \
+                and getattr(getattr(mask.type, "element", None), "name", "") != "i1":
+            state.operands["paddingValue"], state.operands["mask"] = mask, None
+        operands = {}
+        for operand in spec.operands:
+            value = state.operands.get(operand.name)
+            if operand.arity is Arity.VARIADIC:
+                value = tuple(value or ())
+            elif operand.arity is Arity.ONE and value is None:
+                raise self.c.error(f"{spec.mnemonic} needs operand '{operand.name}'", name_token.pos)
+            operands[operand.name] = value
+        attrs = {}
+        for attr in spec.attrs:
+            if attr.name in state.attrs:
+                attrs[attr.name] = state.attrs[attr.name]
+            elif attr.kind is AttrKind.UNIT:
+                attrs[attr.name] = False
+            elif attr.optional:
+                attrs[attr.name] = None
+            else:
+                default = attr.default_for(operands)
+                if default is None:
+                    raise self.c.error(f"{spec.mnemonic} needs attribute '{attr.name}'",
+                                       name_token.pos)
+                attrs[attr.name] = default
+        result_types = self._result_types(state, operands, name_token)
+        regions = [state.regions[i] for i in range(spec.regions) if i in state.regions]
+        if len(regions) != spec.regions:
+            if spec.mnemonic == "if" and len(regions) == 1:
+                regions.append(Region())
+            else:
+                raise self.c.error(f"{spec.mnemonic} needs {spec.regions} region(s)", name_token.pos)
+        return Op(spec, operands, attrs, result_types, regions)
+
+    def _result_types(self, state: _OpState, operands, name_token) -> List:
+        spec = state.spec
+        types: List = []
+        first = None
+        for index, result in enumerate(spec.results):
+            given = state.result_types.get(index)
+            if result.variadic:
+                if given is None and spec.result_like:
+                    given = [v.type for v in operands[spec.result_like]]
+                if given is None:
+                    count = state.result_count - (len(spec.results) - 1)
+                    given = [first] * max(count, 0) if first is not None else []
+                    if count > 0 and first is None:
+                        raise self.c.error(f"{spec.mnemonic}: result types missing", name_token.pos)
+                elif len(given) == 1 and state.result_count > 1 and len(spec.results) == 1:
+                    given = given * state.result_count  # one type printed for all results
+                types.extend(given)
+                first = first or (given[0] if given else None)
+                continue
+            if given is None:
+                if result.name == "result_token":
+                    given = [T.token]
+                elif index == 0 and spec.result_like:
+                    source = operands[spec.result_like]
+                    given = [source.type]
+                elif first is not None:
+                    given = [first]
+                else:
+                    raise self.c.error(f"{spec.mnemonic}: cannot tell the type of result "
+                                       f"'{result.name}'", name_token.pos)
+            types.append(given[0])
+            first = first or given[0]
+        return types
+
+    # ---- syntax elements -------------------------------------------------------------------------
+
+    def _elements(self, elements, state: _OpState) -> None:
+        for element in elements:
+            self._element(element, state)
+
+    def _element(self, element, state: _OpState) -> None:
+        c = self.c
+        if isinstance(element, Literal):
+            c.expect(element.text, f"in {state.spec.mnemonic}")
+        elif isinstance(element, Space):
+            return
+        elif isinstance(element, OptionalGroup):
+            if self._group_present(element, state):
+                unit = isinstance(element.anchor, AttrRef) and element.anchor.spec.kind is AttrKind.UNIT
+                if unit:
+                    state.attrs[element.anchor.name] = True
+                for child in element.elements:
+                    if child is element.anchor and unit:
+                        continue
+                    self._element(child, state)
+        elif isinstance(element, OperandRef):
+            if element.arity is Arity.VARIADIC:
+                values = []
+                if c.peek().kind == "value":
+                    values.append(self._use())
+                    while c.at(",") and self._next_is_value():
+                        c.next()
+                        values.append(self._use())
+                state.operands[element.name] = tuple(values)
+            else:
+                state.operands[element.name] = self._use()
+        elif isinstance(element, AttrRef):
+            state.attrs[element.name] = self._attr_value(element.spec, state)
+        elif isinstance(element, TypeRef):
+            self._type_element(element, state)
+        elif isinstance(element, AttrDict):
+            self._attr_dict(element, state)
+        elif isinstance(element, Custom):
+            handler = getattr(self, "_custom_" + element.name, None)
+            if handler is None:
+                raise c.error(f"no parser for directive {element.name}")
+            handler(state, *element.args)
+
+    def _next_is_value(self) -> bool:
+        saved_pos, saved_peek = self.c.pos, self.c._peeked
+        self.c.next()
+        result = self.c.peek().kind == "value"
+        self.c.pos, self.c._peeked = saved_pos, saved_peek
+        return result
+
+    def _group_present(self, group: OptionalGroup, state: _OpState) -> bool:
+        anchor = group.anchor
+        # Presence already settled by an earlier element (types of an operand parsed before).
+        if isinstance(anchor, TypeRef) and anchor.operand is not None and anchor.name in state.operands:
+            value = state.operands[anchor.name]
+            return bool(value) if isinstance(value, tuple) else value is not None
+        first = group.elements[0]
+        token = self.c.peek()
+        if isinstance(first, Literal):
+            return token.text == first.text
+        if isinstance(first, OperandRef):
+            return token.kind == "value"
+        if isinstance(first, AttrRef) and first.spec.kind is AttrKind.ENUM:
+            return token.text in {m.keyword for m in first.spec.enum}
+        if isinstance(first, TypeRef):
+            return token.kind in ("ident", "bang")
+        raise self.c.error(f"cannot decide optional group starting with {first!r}")
+
+    def _type_element(self, element: TypeRef, state: _OpState) -> None:
+        c = self.c
+        if element.operand is not None:
+            group = state.operands.get(element.name)
+            count = len(group) if isinstance(group, tuple) else (0 if group is None else 1)
+            types, positions = [], []
+            for i in range(count):
+                if i:
+                    c.expect(",")
+                positions.append(c.peek().pos)
+                types.append(self.types.type())
+            values = group if isinstance(group, tuple) else ((group,) if group is not None else ())
+            for value, found, pos in zip(values, types, positions):
+                if value.type != found:
+                    raise c.error(f"{state.spec.mnemonic}: operand {element.name} has type "
+                                  f"{value.type}, but the text says {found}", pos)
+            state.operand_types[element.name] = types
+            return
+        types = [self.types.type()]
+        if element.variadic:
+            while c.at(",") and not self._next_is_value():
+                c.next()
+                types.append(self.types.type())
+        state.result_types[element.result] = types
+
+    # ---- attributes ------------------------------------------------------------------------------
+
+    def _int(self) -> int:
+        token = self.c.expect_kind("number", "an integer")
+        try:
+            return int(token.text, 0)
+        except ValueError:
+            raise self.c.error(f"expected an integer, found '{token.text}'", token.pos) from None
+
+    def _bool(self) -> bool:
+        token = self.c.next()
+        if token.text not in ("true", "false"):
+            raise self.c.error(f"expected true or false, found '{token.text}'", token.pos)
+        return token.text == "true"
+
+    def _enum_keyword(self, enum, what: str):
+        token = self.c.peek()
+        try:
+            member = enum.from_keyword(token.text)
+        except KeyError:
+            raise self.c.error(f"expected {what}, one of: "
+                               f"{', '.join(m.keyword for m in enum)}; found '{token.text}'") from None
+        self.c.next()
+        return member
+
+    def _bracketed(self, parse_item) -> tuple:
+        c = self.c
+        c.expect("[")
+        items = []
+        while not c.accept("]"):
+            if items:
+                c.expect(",")
+            items.append(parse_item())
+        return tuple(items)
+
+    def _attr_value(self, attr, state: _OpState):
+        c = self.c
+        kind = attr.kind
+        if kind is AttrKind.ENUM:
+            return self._enum_keyword(attr.enum, attr.name)
+        if kind is AttrKind.BOOL:
+            return self._bool()
+        if kind is AttrKind.INT:
+            return self._int()
+        if kind is AttrKind.STRING:
+            return self._string()
+        if kind is AttrKind.SYMBOL:
+            return self._symbol_name(c.expect_kind("symbol", "a symbol (@name)"))
+        if kind in (AttrKind.I32_ARRAY, AttrKind.I64_ARRAY):
+            if c.accept("array"):  # generic form: array<i32: 1, 0>
+                c.expect("<")
+                self.types.type()
+                items = []
+                if c.accept(":"):
+                    items.append(self._int())
+                    while c.accept(","):
+                        items.append(self._int())
+                c.expect(">")
+                return tuple(items)
+            return self._bracketed(self._int)
+        if kind is AttrKind.BOOL_ARRAY:
+            return self._bracketed(self._bool)
+        if kind is AttrKind.ATTR_ARRAY:
+            return self._bracketed(self._typed_attr)
+        if kind is AttrKind.TAGGED:
+            return self._typed_attr()
+        if kind is AttrKind.HINTS:
+            return self._hints()
+        if kind is AttrKind.TYPE:
+            return self.types.type()
+        raise c.error(f"attribute {attr.name} has no text form")
+
+    def _string(self) -> str:
+        token = self.c.expect_kind("string", "a string")
+        try:
+            return unescape(token.text)
+        except (ValueError, IndexError, UnicodeDecodeError):
+            raise self.c.error("malformed escape in string", token.pos) from None
+
+    def _number_for(self, element, token: Token) -> int:
+        """Raw bits of a literal for `element` (ints masked to width, floats rounded)."""
+        text = token.text
+        if isinstance(element, T.ElementType) and element.is_float:
+            if text.lower().startswith("0x"):
+                return int(text, 16)
+            return float_to_bits(float(text), element)
+        if text in ("true", "false"):
+            return 1 if text == "true" else 0
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise self.c.error(f"expected an integer for {element}, found '{text}'",
+                               token.pos) from None
+        bits = 64 if isinstance(element, T.PointerType) else element.bits
+        if not -(1 << bits) <= value < (1 << bits):
+            raise self.c.error(f"integer {text} does not fit in {element}", token.pos)
+        return value & ((1 << bits) - 1)
+
+    def _typed_attr(self):
+        c = self.c
+        token = c.peek()
+        if token.kind == "string":
+            return A.StringAttr(self._string())
+        if token.text == "[":
+            return A.ArrayAttr(self._bracketed(self._typed_attr))
+        if token.text in ("true", "false"):
+            c.next()
+            return A.BoolAttr(token.text == "true") if not c.at(":") else self._typed_number(token)
+        if token.kind == "number":
+            c.next()
+            return self._typed_number(token)
+        if token.kind in ("ident", "hash") and token.text.split(".")[-1] in ("div_by", "same_elements",
+                                                                             "bounded"):
+            return self._predicate()
+        raise c.error(f"expected an attribute value, found '{token.text or 'end of input'}'")
+
+    def _typed_number(self, token: Token):
+        c = self.c
+        if not c.accept(":"):
+            value = int(token.text, 0) if token.kind == "number" else int(token.text == "true")
+            return A.IntegerAttr(T.i64, value)
+        element = self.types.element()
+        bits = self._number_for(element, token)
+        if element.is_float:
+            return A.FloatAttr(element, bits)
+        width = element.bits
+        signed = bits - (1 << width) if width > 1 and bits >> (width - 1) else bits
+        return A.IntegerAttr(element, signed)
+
+    def _predicate(self):
+        c = self.c
+        word = c.next().text.split(".")[-1]
+        c.expect("<")
+        if word == "div_by":
+            divisor = self._int()
+            every = along = None
+            if c.accept(","):
+                c.expect("every")
+                every = self._int()
+                c.expect("along")
+                along = self._int()
+            c.expect(">")
+            return A.DivByAttr(divisor, every, along)
+        if word == "same_elements":
+            values = self._bracketed(self._int)
+            c.expect(">")
+            return A.SameElementsAttr(values)
+        bounds = []
+        for index in range(2):
+            if index:
+                c.expect(",")
+            bounds.append(None if c.accept("?") else self._int())
+        c.expect(">")
+        return A.BoundedAttr(*bounds)
+
+    def _hints(self) -> A.OptimizationHintsAttr:
+        c = self.c
+        c.accept("#cuda_tile.optimization_hints")
+        c.expect("<")
+        entries = []
+        while not c.accept(">"):
+            if entries:
+                c.expect(",")
+            arch = c.next()
+            if arch.kind not in ("ident", "string"):
+                raise c.error(f"expected an architecture name, found '{arch.text}'", arch.pos)
+            c.expect("=")
+            entries.append((arch.text if arch.kind == "ident" else unescape(arch.text),
+                            A.DictionaryAttr(self._dictionary(hint=True))))
+        return A.OptimizationHintsAttr(tuple(entries))
+
+    def _dictionary(self, hint: bool = False):
+        c = self.c
+        c.expect("{")
+        entries = []
+        while not c.accept("}"):
+            if entries:
+                c.expect(",")
+            key = c.next()
+            if key.kind not in ("ident", "string"):
+                raise c.error(f"expected a dictionary key, found '{key.text}'", key.pos)
+            c.expect("=")
+            token = c.peek()
+            if hint and token.kind == "number" and not self._number_has_type():
+                value = A.IntegerAttr(T.i32, self._int())
+            else:
+                value = self._typed_attr()
+            entries.append((key.text if key.kind == "ident" else unescape(key.text), value))
+        return tuple(entries)
+
+    def _number_has_type(self) -> bool:
+        saved_pos, saved_peek = self.c.pos, self.c._peeked
+        self.c.next()
+        result = self.c.at(":")
+        self.c.pos, self.c._peeked = saved_pos, saved_peek
+        return result
+
+    def _attr_dict(self, element: AttrDict, state: _OpState) -> None:
+        c = self.c
+        keyword = c.accept("attributes")
+        if not (keyword or c.at("{")):
+            return
+        c.expect("{")
+        allowed = {ref.name: ref for ref, _ in element.keyword_attrs}
+        first = True
+        while not c.accept("}"):
+            if not first:
+                c.expect(",")
+            first = False
+            key = c.expect_kind("ident", "an attribute name")
+            ref = allowed.get(key.text)
+            if ref is None:
+                raise c.error(f"{state.spec.mnemonic} has no attribute '{key.text}' to set here",
+                              key.pos)
+            c.expect("=")
+            c.expect_kind("hash", "an enum attribute (#cuda_tile.kind<value>)")
+            c.expect("<")
+            state.attrs[ref.name] = self._enum_keyword(ref.spec.enum, ref.name)
+            c.expect(">")
+
+    def _dense_constant(self) -> A.DenseElementsAttr:
+        c = self.c
+        c.expect("<", "to open a dense constant")
+        element = self.types.element()
+        c.expect(":")
+        values: List[Tuple[int, int]] = []  # (raw bits, depth)
+
+        def parse_value(depth: int, shape_out: List[int]):
+            if c.at("["):
+                c.next()
+                count = 0
+                while not c.accept("]"):
+                    if count:
+                        c.expect(",")
+                    parse_value(depth + 1, shape_out)
+                    count += 1
+                while len(shape_out) <= depth:
+                    shape_out.append(count)
+                return
+            token = c.next()
+            if token.kind not in ("number", "ident"):
+                raise c.error(f"expected a {element} value, found '{token.text}'", token.pos)
+            values.append(self._number_for(element, token))
+
+        nested: List[int] = []
+        parse_value(0, nested)
+        c.expect(">")
+        c.expect(":")
+        tile_type = self.types.type()
+        if not isinstance(tile_type, T.TileType):
+            raise c.error(f"a dense constant needs a tile type, got {tile_type}")
+        if tile_type.element != element:
+            raise c.error(f"constant element type {element} does not match {tile_type}")
+        count = tile_type.num_elements
+        if len(values) not in (1, count):
+            raise c.error(f"constant has {len(values)} values for {tile_type} ({count} elements)")
+        if element.name == "i1":
+            if len(values) == 1:
+                data = b"\xff" if values[0] else b"\x00"
+            else:
+                packed = bytearray((count + 7) // 8)
+                for i, bit in enumerate(values):
+                    packed[i // 8] |= bit << (i % 8)
+                data = bytes(packed)
+        else:
+            width = storage_bytes(element)
+            data = b"".join(v.to_bytes(width, "little") for v in values)
+        return A.DenseElementsAttr(tile_type, data)
+
+    # ---- custom directives -----------------------------------------------------------------------
+
+    def _custom_Rounding(self, state, attr):
+        c = self.c
+        if c.accept("rounding"):
+            c.expect("<")
+            state.attrs[attr.name] = self._enum_keyword(attr.spec.enum, "rounding mode")
+            c.expect(">")
+
+    def _custom_DenseConstant(self, state, attr):
+        dense = self._dense_constant()
+        state.attrs[attr.name] = dense
+        state.result_types[0] = [dense.type]
+
+    def _custom_AssumePredicate(self, state, attr):
+        state.attrs[attr.name] = self._predicate()
+
+    def _custom_Inbounds(self, state, attr):
+        if self.c.accept("inbounds"):
+            self.c.expect("=")
+            state.attrs[attr.name] = self._bracketed(self._bool)
+
+    def _custom_IndexTypes(self, state, index):
+        values = state.operands.get(index.name) or ()
+        c = self.c
+        if not values:
+            return
+        types = []
+        while c.at(",") and not self._next_is_value():
+            saved_pos, saved_peek = c.pos, c._peeked
+            c.next()
+            if c.peek().text == "token":  # the token operand's type follows the index types
+                c.pos, c._peeked = saved_pos, saved_peek
+                break
+            types.append(self.types.type())
+            if len(types) == len(values):
+                break
+        if len(types) == 1:
+            types = types * len(values)
+        if len(types) != len(values):
+            raise c.error(f"expected {len(values)} index types, got {len(types)}")
+
+    def _custom_FirstType(self, state, results):
+        state.result_types[results.result] = [self.types.type()]
+
+    def _custom_MixedDims(self, state, dynamic, which):
+        c = self.c
+        dims, values = [], []
+        while not c.at("]"):
+            if dims:
+                c.expect(",")
+            if c.peek().kind == "value":
+                values.append(self._use())
+                dims.append(None)
+            else:
+                dims.append(self._int())
+        state.operands[dynamic.name] = tuple(values)
+        state.attrs.setdefault("__dims", {})[which] = tuple(dims)
+
+    def _custom_TensorViewTypes(self, state, base, shape, strides):
+        first = self.types.type()
+        if self.c.accept("->"):
+            first = self.types.type()
+        if not isinstance(first, T.TensorViewType):
+            raise self.c.error(f"make_tensor_view must produce a tensor_view, got {first}")
+        dims = state.attrs.pop("__dims", {})
+        if dims.get("shape", first.shape) != first.shape or \
+                dims.get("strides", first.strides) != first.strides:
+            raise self.c.error("shape/strides operands do not match the tensor_view type")
+        state.result_types[0] = [first]
+
+    def _custom_BlockArg(self, state, region, index):
+        token = self.c.expect_kind("value", "a block argument name")
+        lower = state.spec.operands[0].name
+        state.block_args.setdefault(region, []).append(
+            (token, lambda: state.operands[lower].type))
+
+    def _custom_IterValues(self, state, region, first, init):
+        c = self.c
+        values = []
+        while c.peek().kind == "value":
+            token = c.next()
+            c.expect("=")
+            value = self._use()
+            values.append(value)
+            state.block_args.setdefault(region, []).append((token, lambda v=value: v.type))
+            if not c.accept(","):
+                break
+        state.operands[init.name] = tuple(values)
+
+    def _custom_LoopSignature(self, state, region, init, results):
+        c = self.c
+        state.operands[init.name] = ()
+        if c.accept("iter_values"):
+            c.expect("(")
+            self._custom_IterValues(state, region, 0, init)
+            c.expect(")")
+            c.expect(":")
+            for i in range(len(state.operands[init.name])):
+                if i:
+                    c.expect(",")
+                self.types.type()
+            if c.accept("->"):
+                self._result_list(state, results)
+        elif c.accept(":"):
+            self._result_list(state, results)
+
+    def _result_list(self, state, results):
+        types = [self.types.type()]
+        while self.c.accept(","):
+            types.append(self.types.type())
+        state.result_types[results.result] = types
+
+    def _custom_Region(self, state, index, implicit=None):
+        block = Block()
+        scope: Dict[str, Value] = {}
+        for position, (token, type_of) in enumerate(state.block_args.get(index, [])):
+            arg = Value(type_of(), block, position)
+            block.args.append(arg)
+            self._define(scope, token, arg)
+        self.scopes.append(scope)
+        self._block_ops(block, implicit)
+        self.scopes.pop()
+        state.regions[index] = Region([block])
+
+    def _custom_ArgumentRegion(self, state, index):
+        c = self.c
+        c.expect("(", "to open the region arguments")
+        tokens = []
+        while not c.accept(")"):
+            if tokens:
+                c.expect(",")
+            token = c.expect_kind("value", "a region argument name")
+            c.expect(":")
+            tokens.append((token, self.types.type()))
+        state.block_args[index] = [(t, lambda ty=ty: ty) for t, ty in tokens]
+        self._custom_Region(state, index)

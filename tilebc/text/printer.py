@@ -1,0 +1,364 @@
+"""Module → text, byte-identical to NVIDIA's `tileirdisasm` (and `tileirdisasm -g` with debug=True).
+
+Per-op syntax comes from the op table (`OpSpec.syntax`, compiled by tilebc/text/syntax.py); this
+module walks those elements with MLIR's spacing rules. Only the module structure (globals, entry
+signatures) and the `custom<…>` directives are written out here.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Dict, List, Optional
+
+from ..errors import TilebcError
+from ..ir.module import Block, Function, Global, Module, Op, Region
+from ..ops.spec import Arity, AttrKind
+from . import values as V
+from .debuginfo import LocationAliases
+from .names import FunctionNames, block_arg_names
+from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
+                     after_literal, compile_syntax, space_before_literal)
+
+INDENT = "  "
+
+
+def print_module(module: Module, debug: bool = False) -> str:
+    """Text of `module` exactly as `tileirdisasm` prints it (`-g` output when `debug`)."""
+    return _ModulePrinter(module, debug).run()
+
+
+def enum_attr_mnemonic(enum_class) -> str:
+    """`MultimemReductionKind` → `multimem_reduction_kind` (the attribute's text mnemonic)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", enum_class.__name__).lower()
+
+
+# ---- anchors and plain elements ------------------------------------------------------------------
+
+def _operand_group(op: Op, ref: OperandRef):
+    return op.operands.get(ref.name)
+
+
+def _attr_present(op: Op, attr) -> bool:
+    value = op.attrs.get(attr.name)
+    if attr.kind is AttrKind.UNIT:
+        return bool(value)
+    if attr.optional:
+        return value is not None
+    default = attr.default_for(op.operands)
+    if default is not None:
+        return value != default
+    return True
+
+
+def _types_of(op: Op, ref: TypeRef) -> List:
+    if ref.operand is not None:
+        group = op.operands.get(ref.name)
+        if group is None:
+            return []
+        return [v.type for v in group] if isinstance(group, tuple) else [group.type]
+    if ref.variadic:
+        fixed_before = ref.result
+        count = len(op.results) - (len(op.spec.results) - 1)
+        return [r.type for r in op.results[fixed_before:fixed_before + count]]
+    return [op.results[ref.result].type]
+
+
+def present(op: Op, anchor) -> bool:
+    """Whether an optional group anchored on `anchor` is printed for `op`."""
+    if isinstance(anchor, OperandRef):
+        group = _operand_group(op, anchor)
+        return bool(group) if isinstance(group, tuple) else group is not None
+    if isinstance(anchor, AttrRef):
+        return _attr_present(op, anchor.spec)
+    if isinstance(anchor, TypeRef):
+        return bool(_types_of(op, anchor))
+    if isinstance(anchor, Custom) and anchor.name == "Region":
+        index = anchor.args[0]
+        return index < len(op.regions) and bool(op.regions[index].blocks)
+    raise TilebcError(f"{op.name}: unsupported optional-group anchor {anchor!r}")
+
+
+def attr_text(attr, value) -> str:
+    kind = attr.kind
+    if kind is AttrKind.ENUM:
+        return value.keyword
+    if kind is AttrKind.BOOL:
+        return "true" if value else "false"
+    if kind is AttrKind.INT:
+        return str(value)
+    if kind is AttrKind.STRING:
+        return V.escape_string(value)
+    if kind is AttrKind.SYMBOL:
+        return V.symbol(value)
+    if kind in (AttrKind.I32_ARRAY, AttrKind.I64_ARRAY):
+        return "[" + ", ".join(map(str, value)) + "]"
+    if kind is AttrKind.BOOL_ARRAY:
+        return "[" + ", ".join("true" if v else "false" for v in value) + "]"
+    if kind is AttrKind.ATTR_ARRAY:
+        return "[" + ", ".join(V.typed_attr(v) for v in value) + "]"
+    if kind is AttrKind.TAGGED:
+        return V.typed_attr(value)
+    if kind is AttrKind.HINTS:
+        return V.hints(value)
+    if kind is AttrKind.TYPE:
+        return str(value)
+    raise TilebcError(f"attribute {attr.name} of kind {kind.value} has no inline text form")
+
+
+# ---- custom directives ---------------------------------------------------------------------------
+
+class _Context:
+    """What directives need besides the op: value names, indentation, the module printer."""
+
+    def __init__(self, printer: "_ModulePrinter", names: FunctionNames, indent: str):
+        self.printer = printer
+        self.names = names
+        self.indent = indent
+
+
+def _rounding(op, ctx, attr):
+    value = op.attrs[attr.name]
+    return "" if value == attr.spec.default else f"rounding<{value.keyword}>"
+
+
+def _region(op, ctx, index, implicit=None):
+    region = op.regions[index]
+    return ctx.printer.region(region, ctx, implicit_terminator=implicit)
+
+
+def _argument_region(op, ctx, index):
+    region = op.regions[index]
+    block = region.blocks[0]
+    args = ", ".join(f"{ctx.names.ref(a)}: {a.type}" for a in block.args)
+    return f"\n{ctx.indent}({args}) " + ctx.printer.region(region, ctx)
+
+
+def _block_arg(op, ctx, region_index, arg_index):
+    return ctx.names.ref(op.regions[region_index].blocks[0].args[arg_index])
+
+
+def _iter_values(op, ctx, region_index, first_arg, init):
+    args = op.regions[region_index].blocks[0].args[first_arg:]
+    values = op.operands[init.name]
+    return ", ".join(f"{ctx.names.ref(a)} = {ctx.names.ref(v)}" for a, v in zip(args, values))
+
+
+def _loop_signature(op, ctx, region_index, init, results):
+    inits = op.operands[init.name]
+    result_types = [r.type for r in op.results]
+    text = ""
+    if inits:
+        text += f"iter_values({_iter_values(op, ctx, region_index, 0, init)}) "
+    if inits or result_types:
+        text += ": "
+    if inits:
+        text += ", ".join(str(v.type) for v in inits) + " "
+        if result_types:
+            text += "-> "
+    if result_types:
+        text += ", ".join(map(str, result_types)) + " "
+    return text.rstrip(" ")
+
+
+def _first_type(op, ctx, results):
+    return str(_types_of(op, results)[0])
+
+
+def _mixed_dims(op, ctx, dynamic, which):
+    view_type = op.results[0].type
+    dims = view_type.shape if which == "shape" else view_type.strides
+    values = iter(op.operands[dynamic.name])
+    return ", ".join(ctx.names.ref(next(values)) if d is None else str(d) for d in dims)
+
+
+def _tensor_view_types(op, ctx, base, shape, strides):
+    dynamic = op.operands[shape.name] + op.operands[strides.name]
+    prefix = ""
+    if dynamic:
+        prefix = f"{dynamic[0].type} -> "
+    elif getattr(op.operands[base.name].type.element, "ptr_attr", 0):
+        prefix = f"{op.operands[base.name].type} -> "
+    return prefix + str(op.results[0].type)
+
+
+def _index_types(op, ctx, index):
+    types = [v.type for v in op.operands[index.name]]
+    if not types:
+        return ""
+    if all(t == types[0] for t in types):
+        return f", {types[0]}"
+    return "".join(f", {t}" for t in types)
+
+
+def _inbounds(op, ctx, attr):
+    value = op.attrs[attr.name]
+    if not any(value):
+        return ""
+    return "inbounds = " + attr_text(attr.spec, value)
+
+
+# name -> (print function, whether an empty result also drops the space before it)
+DIRECTIVES: Dict[str, tuple] = {
+    "Rounding": (_rounding, False),
+    "DenseConstant": (lambda op, ctx, a: V.dense_constant(op.attrs[a.name]), False),
+    "AssumePredicate": (lambda op, ctx, a: V.predicate(op.attrs[a.name]), False),
+    "Region": (_region, False),
+    "ArgumentRegion": (_argument_region, False),
+    "BlockArg": (_block_arg, False),
+    "IterValues": (_iter_values, False),
+    "LoopSignature": (_loop_signature, True),
+    "FirstType": (_first_type, False),
+    "MixedDims": (_mixed_dims, False),
+    "TensorViewTypes": (_tensor_view_types, False),
+    "IndexTypes": (_index_types, False),
+    "Inbounds": (_inbounds, False),
+}
+
+
+# ---- the element walker --------------------------------------------------------------------------
+
+class _Out:
+    """Op text under construction plus MLIR's two spacing flags."""
+
+    def __init__(self):
+        self.parts: List[str] = []
+        self.should_space = True
+        self.last_punct = False
+
+
+def _walk(elements, op: Op, ctx: _Context, out: _Out, emit: bool, skip=None) -> None:
+    for element in elements:
+        if element is skip:
+            continue
+        if isinstance(element, Literal):
+            if emit:
+                if out.should_space and space_before_literal(element.text, out.last_punct):
+                    out.parts.append(" ")
+                out.parts.append(element.text)
+            out.should_space, out.last_punct = after_literal(element.text)
+        elif isinstance(element, Space):
+            if emit and element.emit:
+                out.parts.append(" ")
+            out.last_punct = not element.emit
+            out.should_space = False
+        elif isinstance(element, OptionalGroup):
+            shown = emit and present(op, element.anchor)
+            unit_anchor = (isinstance(element.anchor, AttrRef)
+                           and element.anchor.spec.kind is AttrKind.UNIT)
+            _walk(element.elements, op, ctx, out, shown, element.anchor if unit_anchor else None)
+        elif isinstance(element, AttrDict):
+            if emit:
+                extra = [(a.name, op.attrs[a.name]) for a, elided in element.keyword_attrs
+                         if op.attrs[a.name].keyword != elided]
+                if extra:
+                    out.parts.append(" attributes {" + ", ".join(
+                        f"{name} = #cuda_tile.{enum_attr_mnemonic(type(value))}<{value.keyword}>"
+                        for name, value in extra) + "}")
+            out.should_space, out.last_punct = True, False
+        else:
+            if emit:
+                text, drop_space = _element_text(element, op, ctx)
+                if out.should_space and not (drop_space and not text):
+                    out.parts.append(" ")
+                out.parts.append(text)
+            out.should_space, out.last_punct = True, False
+
+
+def _element_text(element, op: Op, ctx: _Context):
+    if isinstance(element, OperandRef):
+        group = op.operands.get(element.name)
+        if group is None:
+            return "", False
+        if isinstance(group, tuple):
+            return ", ".join(ctx.names.ref(v) for v in group), False
+        return ctx.names.ref(group), False
+    if isinstance(element, AttrRef):
+        return attr_text(element.spec, op.attrs[element.name]), False
+    if isinstance(element, TypeRef):
+        return ", ".join(map(str, _types_of(op, element))), False
+    if isinstance(element, Custom):
+        function, drop_space = DIRECTIVES[element.name]
+        return function(op, ctx, *element.args), drop_space
+    raise TilebcError(f"{op.name}: cannot print syntax element {element!r}")
+
+
+# ---- module structure ----------------------------------------------------------------------------
+
+class _ModulePrinter:
+    def __init__(self, module: Module, debug: bool):
+        self.module = module
+        self.debug = debug
+        self.aliases: Optional[LocationAliases] = None
+
+    def run(self) -> str:
+        module = self.module
+        if self.debug:
+            self.aliases = LocationAliases()
+            for _ in module.globals:
+                self.aliases.visit(None)
+            for function in module.functions:
+                self.aliases.visit(function.loc)
+                for op in function.walk():
+                    self.aliases.visit(op.loc)
+            self.aliases.finish()
+        lines = [self.global_(g) for g in module.globals]
+        lines += [self.function(f) for f in module.functions]
+        if self.debug:
+            lines += self.aliases.definitions()
+        return "".join(line + "\n" for line in lines)
+
+    def loc(self, loc) -> str:
+        return " " + self.aliases.ref(loc) if self.debug else ""
+
+    def global_(self, value: Global) -> str:
+        text = "global "
+        if value.visibility.keyword != "public":
+            text += value.visibility.keyword + " "
+        if value.constant:
+            text += " constant"
+        text += " " + V.symbol(value.name)
+        if value.alignment:
+            text += f" alignment = {value.alignment}"
+        return text + " " + V.dense_constant(value.value) + self.loc(None)
+
+    def function(self, function: Function) -> str:
+        names = FunctionNames(function)
+        args = ", ".join(f"{names.ref(a)}: {a.type}" for a in function.args)
+        text = f"entry {V.symbol(function.name)}({args})"
+        results = function.type.results
+        if results:
+            text += " -> " + (str(results[0]) if len(results) == 1
+                              else "(" + ", ".join(map(str, results)) + ")")
+        hints = function.optimization_hints
+        if hints is not None and hints.entries:
+            text += " optimization_hints=" + V.hints(hints)
+        ctx = _Context(self, names, "")
+        text += " " + self.block_body(function.body, ctx, implicit_terminator=None)
+        return text + self.loc(function.loc)
+
+    def region(self, region: Region, ctx: _Context, implicit_terminator=None) -> str:
+        if len(region.blocks) != 1:
+            raise TilebcError(f"cannot print a region with {len(region.blocks)} blocks")
+        return self.block_body(region.blocks[0], ctx, implicit_terminator)
+
+    def block_body(self, block: Block, ctx: _Context, implicit_terminator) -> str:
+        inner = _Context(self, ctx.names, ctx.indent + INDENT)
+        ops = block.ops
+        if (implicit_terminator and ops and ops[-1].name == implicit_terminator
+                and not ops[-1].operand_values):
+            ops = ops[:-1]
+        lines = [inner.indent + self.op(op, inner) for op in ops]
+        return "{\n" + "".join(line + "\n" for line in lines) + ctx.indent + "}"
+
+    def op(self, op: Op, ctx: _Context) -> str:
+        out = _Out()
+        _walk(compile_syntax(op.spec), op, ctx, out, True)
+        body = "".join(out.parts)
+        prefix = ""
+        if op.results:
+            groups = ctx.names.result_groups(op)
+            heads = []
+            for start, count in groups:
+                head = "%" + ctx.names.text[id(op.results[start])]
+                heads.append(head + (f":{count}" if count > 1 else ""))
+            prefix = ", ".join(heads) + " = "
+        return prefix + op.name + body + self.loc(op.loc)

@@ -1,0 +1,198 @@
+"""The per-op syntax declarations of the op table, compiled into element lists.
+
+An op's `syntax` string is a small MLIR-assembly-format dialect; the printer and the parser both walk
+the compiled elements, so one declaration fixes both directions.
+
+    `kw`            literal (keyword or punctuation)
+    ` `  / ``       force one space / suppress the next automatic space
+    $name           an operand group or attribute of the op
+    type($name)     the type(s) of an operand group or result
+    custom<D>(...)  a directive from tilebc/text/directives.py; arguments are $names, integers or
+                    bare words
+    (...)?          optional group; the element marked `^` decides whether it is present
+    attr-dict       where MLIR prints discardable attributes (spacing only: tilebc keeps none)
+    attr-dict-with-keyword($a=v, ...)  prints `attributes {a = …}` for listed attributes whose
+                    value is not the keyword v (MLIR prints these generically)
+
+Spacing follows MLIR's generated printers: before a non-literal element a space is emitted unless
+the previous element suppressed it; punctuation decides its own spacing (`shouldEmitSpaceBefore`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import List, Optional, Tuple, Union
+
+from ..ops.spec import Arity, AttrSpec, OpSpec
+
+
+@dataclass(frozen=True)
+class Literal:
+    text: str
+
+
+@dataclass(frozen=True)
+class Space:
+    emit: bool  # ` ` emits a space; `` suppresses the next one
+
+
+@dataclass(frozen=True)
+class OperandRef:
+    name: str
+    index: int       # position in spec.operands
+    arity: Arity
+
+
+@dataclass(frozen=True)
+class AttrRef:
+    name: str
+    spec: AttrSpec
+
+
+@dataclass(frozen=True)
+class TypeRef:
+    name: str
+    operand: Optional[int] = None   # index in spec.operands
+    result: Optional[int] = None    # index in spec.results
+    variadic: bool = False
+
+
+@dataclass(frozen=True)
+class Custom:
+    name: str
+    args: Tuple[object, ...]  # OperandRef / AttrRef / TypeRef-free names / ints / words
+
+
+@dataclass(frozen=True)
+class AttrDict:
+    # (attribute, text of the value elided in print) for attr-dict-with-keyword
+    keyword_attrs: Tuple[Tuple[AttrRef, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class OptionalGroup:
+    elements: Tuple[object, ...]
+    anchor: object
+
+
+Element = Union[Literal, Space, OperandRef, AttrRef, TypeRef, Custom, AttrDict, OptionalGroup]
+
+_TOKEN = re.compile(r"""\s*(?:
+    (?P<lit>`[^`]*`)
+  | (?P<type>type\(\$(?P<tname>\w+)\))
+  | (?P<custom>custom<(?P<cname>\w+)>\((?P<cargs>[^)]*)\))
+  | (?P<attrkw>attr-dict-with-keyword\((?P<kwargs>[^)]*)\))
+  | (?P<attrdict>attr-dict)
+  | (?P<var>\$(?P<vname>\w+))
+  | (?P<open>\()
+  | (?P<close>\)\?)
+  | (?P<caret>\^)
+)""", re.VERBOSE)
+
+
+class SyntaxDeclarationError(ValueError):
+    """A malformed `syntax` string in the op table (a tilebc bug, caught by the table tests)."""
+
+
+def _resolve(spec: OpSpec, name: str):
+    for index, operand in enumerate(spec.operands):
+        if operand.name == name:
+            return OperandRef(name, index, operand.arity)
+    for attr in spec.attrs:
+        if attr.name == name:
+            return AttrRef(name, attr)
+    raise SyntaxDeclarationError(f"{spec.mnemonic}: syntax names unknown operand/attribute ${name}")
+
+
+def _type_ref(spec: OpSpec, name: str) -> TypeRef:
+    for index, operand in enumerate(spec.operands):
+        if operand.name == name:
+            return TypeRef(name, operand=index, variadic=operand.arity is Arity.VARIADIC)
+    for index, result in enumerate(spec.results):
+        if result.name == name:
+            return TypeRef(name, result=index, variadic=result.variadic)
+    raise SyntaxDeclarationError(f"{spec.mnemonic}: type(${name}) names no operand or result")
+
+
+def _custom_arg(spec: OpSpec, text: str):
+    text = text.strip()
+    if text.startswith("$"):
+        name = text[1:]
+        try:
+            return _resolve(spec, name)
+        except SyntaxDeclarationError:
+            return _type_ref(spec, name)  # a result group
+    if text.lstrip("-").isdigit():
+        return int(text)
+    return text
+
+
+@lru_cache(maxsize=None)
+def compile_syntax(spec: OpSpec) -> Tuple[Element, ...]:
+    """The op's syntax declaration as a tuple of elements (cached per op)."""
+    text = spec.syntax
+    pos = 0
+    stack: List[List] = [[]]
+    anchors: List[Optional[object]] = [None]
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            break
+        match = _TOKEN.match(text, pos)
+        if not match or match.end() == pos:
+            raise SyntaxDeclarationError(f"{spec.mnemonic}: bad syntax near {text[pos:pos + 20]!r}")
+        pos = match.end()
+        if match.group("lit"):
+            body = match.group("lit")[1:-1]
+            element = Space(body == " ") if body in ("", " ") else Literal(body)
+        elif match.group("type"):
+            element = _type_ref(spec, match.group("tname"))
+        elif match.group("custom"):
+            args = tuple(_custom_arg(spec, a) for a in match.group("cargs").split(",") if a.strip())
+            element = Custom(match.group("cname"), args)
+        elif match.group("attrkw"):
+            entries = []
+            for item in match.group("kwargs").split(","):
+                name, _, elided = item.strip()[1:].partition("=")
+                entries.append((_resolve(spec, name), elided))
+            element = AttrDict(tuple(entries))
+        elif match.group("attrdict"):
+            element = AttrDict()
+        elif match.group("var"):
+            element = _resolve(spec, match.group("vname"))
+        elif match.group("open"):
+            stack.append([])
+            anchors.append(None)
+            continue
+        elif match.group("close"):
+            elements = stack.pop()
+            anchor = anchors.pop()
+            if anchor is None:
+                raise SyntaxDeclarationError(f"{spec.mnemonic}: optional group without ^ anchor")
+            stack[-1].append(OptionalGroup(tuple(elements), anchor))
+            continue
+        else:  # caret: marks the previous element as the group's anchor
+            if len(stack) == 1 or not stack[-1]:
+                raise SyntaxDeclarationError(f"{spec.mnemonic}: misplaced ^")
+            anchors[-1] = stack[-1][-1]
+            continue
+        stack[-1].append(element)
+    if len(stack) != 1:
+        raise SyntaxDeclarationError(f"{spec.mnemonic}: unbalanced optional group")
+    return tuple(stack[0])
+
+
+def space_before_literal(value: str, last_was_punctuation: bool) -> bool:
+    """MLIR's `shouldEmitSpaceBefore` for a literal."""
+    if len(value) != 1 and value != "->":
+        return True
+    if last_was_punctuation:
+        return value[0] not in ">)}],"
+    return value[0] not in "<>(){}[],"
+
+
+def after_literal(value: str) -> Tuple[bool, bool]:
+    """(should_emit_space, last_was_punctuation) after printing a literal."""
+    return (len(value) != 1 or value[0] not in "<({["), (value[0] != "_" and not value[0].isalpha())

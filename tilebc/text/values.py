@@ -1,0 +1,152 @@
+"""Text of attribute values: strings, symbols, typed attributes, dense elements, hints, predicates."""
+from __future__ import annotations
+
+import re
+from typing import List
+
+from ..ir import attrs as A
+from ..ir.types import ElementType, PointerType, TileType
+from ..numerics import dense_is_splat, storage_bytes
+from .floats import format_float
+
+_BARE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
+
+
+def escape_string(text: str) -> str:
+    """MLIR's printEscapedString inside double quotes: `"` and `\\` escaped, non-printable bytes as
+    `\\XX` (upper-case hex of each UTF-8 byte)."""
+    out = []
+    for byte in text.encode("utf-8"):
+        ch = chr(byte)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 0x20 <= byte < 0x7F:
+            out.append(ch)
+        else:
+            out.append("\\%02X" % byte)
+    return '"' + "".join(out) + '"'
+
+
+def symbol(name: str) -> str:
+    return "@" + (name if _BARE_IDENTIFIER.match(name) else escape_string(name))
+
+
+def keyword_or_string(name: str) -> str:
+    return name if _BARE_IDENTIFIER.match(name) else escape_string(name)
+
+
+def _int_text(raw: int, bits: int) -> str:
+    raw &= (1 << bits) - 1
+    if bits == 1:
+        return "true" if raw else "false"
+    return str(raw - (1 << bits) if raw >> (bits - 1) else raw)
+
+
+def element_text(raw: int, element) -> str:
+    if isinstance(element, ElementType) and element.is_float:
+        return format_float(raw, element)
+    bits = 64 if isinstance(element, PointerType) else element.bits
+    return _int_text(raw, bits)
+
+
+def dense_elements(dense: A.DenseElementsAttr) -> List[int]:
+    """The raw element values of a dense buffer (a splat gives one)."""
+    element = dense.type.element
+    data = dense.data
+    if isinstance(element, ElementType) and element.name == "i1":
+        if dense_is_splat(dense.type, data):
+            return [1 if data[0] else 0]
+        return [data[i // 8] >> (i % 8) & 1 for i in range(dense.type.num_elements)]
+    width = storage_bytes(element)
+    return [int.from_bytes(data[i:i + width], "little") for i in range(0, len(data), width)]
+
+
+def dense_body(dense: A.DenseElementsAttr) -> str:
+    """What MLIR prints inside `dense<…>`: one value for a splat, nested lists otherwise."""
+    values = dense_elements(dense)
+    element = dense.type.element
+    if len(values) == 1:
+        return element_text(values[0], element)
+    texts = [element_text(v, element) for v in values]
+    shape = dense.type.shape
+
+    def nest(offset: int, dim: int):
+        if dim == len(shape):
+            return texts[offset], offset + 1
+        parts = []
+        for _ in range(shape[dim]):
+            text, offset = nest(offset, dim + 1)
+            parts.append(text)
+        return "[" + ", ".join(parts) + "]", offset
+
+    return nest(0, 0)[0]
+
+
+def dense_constant(dense: A.DenseElementsAttr) -> str:
+    """`<f32: 1.000000e+00> : tile<f32>` as constant and global print it."""
+    return f"<{dense.type.element}: {dense_body(dense)}> : {dense.type}"
+
+
+def typed_attr(value: A.Attribute) -> str:
+    """A self-describing attribute as MLIR prints it (`0 : i32`, `1.0 : f32`, `"s"`, `[…]`)."""
+    if isinstance(value, A.IntegerAttr):
+        if value.type.bits == 1:
+            return "true" if value.value else "false"
+        return f"{value.value} : {value.type}" if value.type.name != "i64" else str(value.value)
+    if isinstance(value, A.FloatAttr):
+        return f"{format_float(value.bits, value.type)} : {value.type}"
+    if isinstance(value, A.BoolAttr):
+        return "true" if value.value else "false"
+    if isinstance(value, A.StringAttr):
+        return escape_string(value.value)
+    if isinstance(value, A.TypeAttr):
+        return str(value.value)
+    if isinstance(value, A.ArrayAttr):
+        return "[" + ", ".join(typed_attr(v) for v in value.elements) + "]"
+    if isinstance(value, A.DenseElementsAttr):
+        return f"dense<{dense_body(value)}> : {value.type}"
+    if isinstance(value, A.DictionaryAttr):
+        return dictionary(value)
+    if isinstance(value, A.OptimizationHintsAttr):
+        return "#cuda_tile.optimization_hints" + hints(value)
+    if isinstance(value, (A.DivByAttr, A.SameElementsAttr, A.BoundedAttr)):
+        return "#cuda_tile." + predicate(value)
+    raise TypeError(f"cannot print attribute {value!r}")
+
+
+def _hint_value(value: A.Attribute) -> str:
+    if isinstance(value, A.IntegerAttr) and value.type.bits > 1:
+        return str(value.value)
+    return typed_attr(value)
+
+
+def dictionary(value: A.DictionaryAttr, entry=typed_attr) -> str:
+    if not value.entries:
+        return "{}"
+    return "{" + ", ".join(f"{keyword_or_string(k)} = {entry(v)}" for k, v in value.entries) + "}"
+
+
+def hints(value: A.OptimizationHintsAttr) -> str:
+    """`<sm_90 = {latency = 3}>`"""
+    return "<" + ", ".join(f"{keyword_or_string(arch)} = {dictionary(d, _hint_value)}"
+                           for arch, d in value.entries) + ">"
+
+
+def predicate(value: A.Attribute) -> str:
+    """An assume predicate without its `#cuda_tile.` prefix."""
+    if isinstance(value, A.DivByAttr):
+        text = f"div_by<{value.divisor}"
+        if value.every is not None:
+            text += f", every {value.every} along {value.along}"
+        return text + ">"
+    if isinstance(value, A.SameElementsAttr):
+        return f"same_elements<[{', '.join(map(str, value.values))}]>"
+    if isinstance(value, A.BoundedAttr):
+        low = "?" if value.lower is None else str(value.lower)
+        high = "?" if value.upper is None else str(value.upper)
+        return f"bounded<{low}, {high}>"
+    raise TypeError(f"{value!r} is not an assume predicate")
+
+
+def is_tile(value) -> bool:
+    return isinstance(value, TileType)

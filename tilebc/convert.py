@@ -144,7 +144,8 @@ def _round_magnitude(scaled: np.ndarray, negative: np.ndarray, mode: RoundingMod
     if mode in (RM.NEAREST_EVEN, RM.APPROX, RM.FULL):
         return np.rint(scaled)
     if mode is RM.NEAREST_AWAY:
-        return np.floor(scaled + 0.5)
+        whole = np.floor(scaled)
+        return whole + (scaled - whole >= 0.5)  # the fraction is exact; scaled + 0.5 may not be
     if mode is RM.ZERO:
         return np.floor(scaled)
     if mode is RM.POSITIVE_INF:
@@ -175,7 +176,11 @@ def round_float64(values: np.ndarray, dst: ElementLike, rounding=RM.NEAREST_EVEN
     mode = _rounding(rounding)
     if mode not in _MAGNITUDE_MODES:
         raise ConversionError(f"rounding mode {mode.keyword} does not apply to float results")
-    values = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _round_float64(np.asarray(values, dtype=np.float64), fmt, mode, nan_bits)
+
+
+def _round_float64(values, fmt: FloatFormat, mode: RoundingMode, nan_bits) -> np.ndarray:
     negative = np.signbit(values)
     nan = np.isnan(values)
     inf = np.isinf(values)
@@ -185,7 +190,13 @@ def round_float64(values: np.ndarray, dst: ElementLike, rounding=RM.NEAREST_EVEN
     else:
         _, exp2 = np.frexp(magnitude)
         quantum = np.maximum(exp2.astype(np.int64) - 1, fmt.emin) - fmt.man_bits
-        rounded = np.ldexp(_round_magnitude(np.ldexp(magnitude, -quantum), negative, mode), quantum)
+        scaled = np.ldexp(magnitude, -quantum)
+        integral = _round_magnitude(scaled, negative, mode)
+        if fmt.man_bits == 0 and mode in (RM.NEAREST_EVEN, RM.APPROX, RM.FULL):
+            # No mantissa (e8m0): a tie goes to the even exponent field.
+            odd_field = (quantum + fmt.bias) % 2 == 1
+            integral = np.where(scaled == 1.5, np.where(odd_field, 2.0, 1.0), integral)
+        rounded = np.ldexp(integral, quantum)
     max_value = fmt.max_value
     over = rounded > max_value
     if fmt.saturating:
@@ -239,7 +250,8 @@ def _propagated_nan(bits: np.ndarray, src: FloatFormat, dst: FloatFormat) -> Opt
 def float_to_float(array, src: ElementLike, dst: ElementLike, rounding=RM.NEAREST_EVEN) -> np.ndarray:
     """ftof: convert a float array of element type `src` to `dst` with `rounding`."""
     src, dst = _element(src), _element(dst)
-    _require(src.is_float and dst.is_float, "ftof", src, dst, "float -> float")
+    _require(src.is_float and dst.is_float and src != dst, "ftof", src, dst,
+             "two different float types")
     bits = to_bits(check_storage(array, src, "ftof source"), src)
     src_fmt, dst_fmt = float_format(src), float_format(dst)
     values = decode_bits(bits, src_fmt)
@@ -352,7 +364,9 @@ _INT_ROUNDING = {RM.NEAREST_INT_TO_ZERO: np.trunc, RM.ZERO: np.trunc, RM.NEAREST
 def _float_integral(array, src: ElementType, rounding) -> np.ndarray:
     mode = _rounding(rounding)
     if mode is RM.NEAREST_AWAY:
-        rounder = lambda v: np.copysign(np.floor(np.abs(v) + 0.5), v)  # noqa: E731
+        def rounder(values):
+            whole = np.floor(np.abs(values))
+            return np.copysign(whole + (np.abs(values) - whole >= 0.5), values)
     else:
         rounder = _INT_ROUNDING.get(mode)
     if rounder is None:

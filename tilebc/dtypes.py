@@ -285,6 +285,8 @@ def _resolve_text(text: str, original) -> Resolved:
     scalar = _scalar(name)
     if scalar is not None:
         return scalar
+    if name in UNREPRESENTABLE or name.lower() in UNREPRESENTABLE:
+        raise _not_representable(name, original)
     match = _VECTOR.fullmatch(name)
     if match:
         base = _scalar(match.group("base"))

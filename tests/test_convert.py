@@ -5,7 +5,6 @@ ml_dtypes/numpy where they have the type), so it shares no arithmetic with tileb
 also checked against ml_dtypes/numpy casts, and special values against the type-system seed's table.
 """
 import math
-import warnings
 from fractions import Fraction
 
 import ml_dtypes

@@ -1,11 +1,9 @@
 """Element storage and bit-level helpers shared by the binary layer, interpreter and runtime."""
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Dict, Optional
 
-import ml_dtypes
 import numpy as np
 
 from .errors import TilebcError

@@ -1,22 +1,66 @@
 """Element storage and bit-level helpers shared by the binary layer, interpreter and runtime."""
 from __future__ import annotations
 
-import struct
+from dataclasses import dataclass
+from typing import Dict, Optional
 
-import ml_dtypes
 import numpy as np
 
-from .ir.types import ElementType, PointerType, TileType
+from .errors import TilebcError
+from .dtypes import DATA_LAYOUT
+from .ir.types import ELEMENT_TYPES, ElementType, PointerType, TileType
 
-# numpy dtypes that hold each element type's values exactly (tf32 is held in float32).
-NUMPY_DTYPES = {
-    "i1": np.dtype(np.bool_), "i4": np.dtype(ml_dtypes.int4), "i8": np.dtype(np.int8),
-    "i16": np.dtype(np.int16), "i32": np.dtype(np.int32), "i64": np.dtype(np.int64),
-    "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
-    "tf32": np.dtype(np.float32), "f64": np.dtype(np.float64),
-    "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn), "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
-    "f8E8M0FNU": np.dtype(ml_dtypes.float8_e8m0fnu), "f4E2M1FN": np.dtype(ml_dtypes.float4_e2m1fn),
-}
+# numpy dtypes that hold each element type (tf32 in float32; fnv8E5M3FNU as raw uint8 bit patterns).
+NUMPY_DTYPES = {row.element.name: row.numpy for row in DATA_LAYOUT}
+_UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _name(element) -> str:
+    return element if isinstance(element, str) else element.name
+
+
+def storage_dtype(element) -> np.dtype:
+    """The numpy dtype arrays of this element type use (see tilebc.dtypes for the rules)."""
+    try:
+        return NUMPY_DTYPES[_name(element)]
+    except KeyError:
+        raise TilebcError(f"no numpy storage for element type {_name(element)!r}") from None
+
+
+def check_storage(array, element, what: str = "array") -> np.ndarray:
+    """`array` as a numpy array, or a TilebcError if its dtype is not the element type's storage."""
+    array = np.asarray(array)
+    expected = storage_dtype(element)
+    if array.dtype != expected:
+        raise TilebcError(f"{what} of {_name(element)} must have numpy dtype {expected}, "
+                          f"got {array.dtype}")
+    return array
+
+
+def to_bits(array, element) -> np.ndarray:
+    """The element bit patterns (uint64, low `bits` bits) of an array in storage form."""
+    name = _name(element)
+    array = check_storage(array, element)
+    if name == "i1":
+        return array.astype(np.uint64)
+    raw = array.view(_UINT_OF_SIZE[array.dtype.itemsize]).astype(np.uint64)
+    if name == "tf32":
+        return raw >> np.uint64(13)
+    return raw
+
+
+def from_bits(bits, element) -> np.ndarray:
+    """Storage array of bit patterns (the inverse of `to_bits`; high bits beyond the width are dropped)."""
+    name = _name(element)
+    dtype = storage_dtype(element)
+    bits = np.asarray(bits, dtype=np.uint64)
+    if name == "i1":
+        return (bits & np.uint64(1)).astype(np.bool_)
+    if name == "tf32":
+        return ((bits & np.uint64(0x7FFFF)) << np.uint64(13)).astype(np.uint32).view(np.float32)
+    width = ELEMENT_TYPES[name].bits
+    mask = np.uint64((1 << width) - 1) if width < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+    return (bits & mask).astype(_UINT_OF_SIZE[dtype.itemsize]).view(dtype)
 
 
 def storage_bytes(element) -> int:
@@ -53,32 +97,148 @@ def dense_size_ok(tile_type: TileType, data: bytes) -> bool:
 
 
 def float_from_bits(bits: int, element: ElementType) -> float:
-    """The value of a float attribute's bit pattern."""
-    name = element.name
-    if name == "f32":
-        return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
-    if name == "f64":
-        return struct.unpack("<d", struct.pack("<Q", bits & 0xFFFFFFFFFFFFFFFF))[0]
-    if name == "tf32":  # 19-bit pattern: sign, 8 exponent, 10 mantissa = top of an f32
-        return struct.unpack("<f", struct.pack("<I", (bits & 0x7FFFF) << 13))[0]
-    dtype = NUMPY_DTYPES[name]
-    raw = np.array([bits], dtype=np.uint64).astype({1: np.uint8, 2: np.uint16}[dtype.itemsize])
-    return float(raw.view(dtype)[0])
+    """The value of a float attribute's bit pattern (tf32: the 19-bit pattern)."""
+    fmt = float_format(element)
+    mask = (1 << fmt.bits) - 1
+    return float(decode_bits(np.array([bits & mask], dtype=np.uint64), fmt)[0])
 
 
 def float_to_bits(value: float, element: ElementType) -> int:
-    """The bit pattern of `value` rounded to the element type (nearest-even)."""
-    name = element.name
-    if name == "f32":
-        return struct.unpack("<I", struct.pack("<f", value))[0]
-    if name == "f64":
-        return struct.unpack("<Q", struct.pack("<d", value))[0]
-    if name == "tf32":
-        bits32 = struct.unpack("<I", struct.pack("<f", value))[0]
-        rounded = bits32 + 0xFFF + ((bits32 >> 13) & 1)  # round to nearest even at bit 13
-        if (bits32 & 0x7F800000) == 0x7F800000:
-            rounded = bits32  # keep inf / nan as they are
-        return (rounded >> 13) & 0x7FFFF
-    dtype = NUMPY_DTYPES[name]
-    array = np.array([value], dtype=np.float64).astype(dtype)
-    return int(array.view({1: np.uint8, 2: np.uint16}[dtype.itemsize])[0])
+    """The bit pattern of `value` rounded to the element type (nearest-even, conversion rules of
+    tilebc.convert: IEEE targets may give Inf, fp8/fp4 targets saturate)."""
+    from .convert import round_float64  # convert builds on this module
+    return int(round_float64(np.array([value], dtype=np.float64), element)[0])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Float formats: the parameters every conversion and constant encoder reads.
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """An IEEE-like binary format. `nan` is "ieee" (all-ones exponent with a non-zero mantissa),
+    "all_ones" (only the all-ones pattern, per sign) or "none"; `saturating` formats convert with
+    satfinite semantics (type-system seed 5.1.3): they never produce Inf and clamp to ±MAX_NORM."""
+
+    name: str
+    exp_bits: int
+    man_bits: int
+    bias: int
+    signed: bool = True
+    inf: bool = True
+    nan: str = "ieee"
+    subnormals: bool = True
+    saturating: bool = False
+    nan_to_max: bool = False  # a NaN source converts to +MAX_NORM (e4m3, and e2m1 which has no NaN)
+
+    @property
+    def bits(self) -> int:
+        return int(self.signed) + self.exp_bits + self.man_bits
+
+    @property
+    def emin(self) -> int:
+        """Exponent of the smallest normal value (subnormals share it)."""
+        return 1 - self.bias if self.subnormals else -self.bias
+
+    @property
+    def max_exp_field(self) -> int:
+        top = (1 << self.exp_bits) - 1
+        return top - 1 if self.nan == "ieee" or self.inf else top
+
+    @property
+    def max_man_field(self) -> int:
+        top = (1 << self.man_bits) - 1
+        if self.nan == "all_ones" and self.max_exp_field == (1 << self.exp_bits) - 1:
+            return top - 1 if self.man_bits else top  # e8m0: 0xFF is NaN, so 0xFE (m=0) is max
+        return top
+
+    @property
+    def max_bits(self) -> int:
+        """Bit pattern of +MAX_NORM."""
+        if self.man_bits == 0 and self.nan == "all_ones":
+            return self.max_exp_field - 1
+        return (self.max_exp_field << self.man_bits) | self.max_man_field
+
+    @property
+    def max_value(self) -> float:
+        return float(decode_bits(np.array([self.max_bits], dtype=np.uint64), self)[0])
+
+    @property
+    def sign_bit(self) -> int:
+        return 1 << (self.bits - 1) if self.signed else 0
+
+    @property
+    def canonical_nan(self) -> Optional[int]:
+        if self.nan == "none":
+            return None
+        if self.nan == "all_ones":
+            return (1 << (self.exp_bits + self.man_bits)) - 1
+        return (((1 << self.exp_bits) - 1) << self.man_bits) | (1 << (self.man_bits - 1))
+
+
+FLOAT_FORMATS: Dict[str, FloatFormat] = {f.name: f for f in (
+    FloatFormat("f16", 5, 10, 15),
+    FloatFormat("bf16", 8, 7, 127),
+    FloatFormat("f32", 8, 23, 127),
+    FloatFormat("tf32", 8, 10, 127),
+    FloatFormat("f64", 11, 52, 1023),
+    FloatFormat("f8E4M3FN", 4, 3, 7, inf=False, nan="all_ones", saturating=True, nan_to_max=True),
+    FloatFormat("f8E5M2", 5, 2, 15, saturating=True),
+    FloatFormat("f8E8M0FNU", 8, 0, 127, signed=False, inf=False, nan="all_ones", subnormals=False,
+                saturating=True),
+    FloatFormat("f4E2M1FN", 2, 1, 1, inf=False, nan="none", saturating=True, nan_to_max=True),
+    FloatFormat("fnv8E5M3FNU", 5, 3, 15, signed=False, inf=False, nan="all_ones", saturating=True),
+)}
+
+
+def float_format(element) -> FloatFormat:
+    name = element if isinstance(element, str) else element.name
+    fmt = FLOAT_FORMATS.get(name)
+    if fmt is None:
+        raise TilebcError(f"{name} is not a float element type")
+    return fmt
+
+
+def decode_bits(bits: np.ndarray, fmt: FloatFormat) -> np.ndarray:
+    """float64 values of bit patterns (exact for every format but f64, whose patterns are viewed)."""
+    bits = np.asarray(bits, dtype=np.uint64)
+    if fmt.name == "f64":
+        return bits.view(np.float64).copy()
+    man = (bits & np.uint64((1 << fmt.man_bits) - 1)).astype(np.float64)
+    exp = ((bits >> np.uint64(fmt.man_bits)) & np.uint64((1 << fmt.exp_bits) - 1)).astype(np.int64)
+    negative = (bits & np.uint64(fmt.sign_bit)) != 0 if fmt.signed else np.zeros(bits.shape, bool)
+    scale = float(1 << fmt.man_bits)
+    if fmt.subnormals:
+        normal = np.ldexp(1.0 + man / scale, exp - fmt.bias)
+        value = np.where(exp == 0, np.ldexp(man / scale, fmt.emin), normal)
+    else:
+        value = np.ldexp(1.0 + man / scale, exp - fmt.bias)
+    top = (1 << fmt.exp_bits) - 1
+    if fmt.nan == "ieee":
+        value = np.where(exp == top, np.where(man == 0, np.inf, np.nan), value)
+    elif fmt.nan == "all_ones":
+        value = np.where((exp == top) & (man == (1 << fmt.man_bits) - 1), np.nan, value)
+    return np.where(negative, -value, value)
+
+
+def encode_exact(values: np.ndarray, fmt: FloatFormat) -> np.ndarray:
+    """Bit patterns (uint64) of float64 values that the format represents exactly (or ±Inf)."""
+    values = np.asarray(values, dtype=np.float64)
+    if fmt.name == "f64":
+        return values.view(np.uint64).copy()
+    magnitude = np.abs(values)
+    _, exp2 = np.frexp(magnitude)
+    exponent = exp2.astype(np.int64) - 1
+    normal = magnitude >= np.ldexp(1.0, fmt.emin)
+    field = np.where(normal, exponent + fmt.bias, 0)
+    man = np.where(normal, np.ldexp(magnitude, fmt.man_bits - np.where(normal, exponent, 0))
+                   - float(1 << fmt.man_bits), np.ldexp(magnitude, fmt.man_bits - fmt.emin))
+    field = np.where(magnitude == 0, 0, field)
+    man = np.where(magnitude == 0, 0, man)
+    inf = np.isinf(magnitude)
+    field = np.where(inf, (1 << fmt.exp_bits) - 1, field)
+    man = np.where(inf, 0, man)
+    bits = (field.astype(np.uint64) << np.uint64(fmt.man_bits)) | np.nan_to_num(man).astype(np.uint64)
+    if fmt.signed:
+        bits = np.where(np.signbit(values), bits | np.uint64(fmt.sign_bit), bits)
+    return bits.astype(np.uint64)

@@ -83,6 +83,9 @@ class _Binder:
             raise ArgumentError(f"{label}: an array was given for parameter {self.position - 1} "
                                 f"of type {param}")
         expected = num.memory_dtype(param.element.pointee)
+        if array.dtype != expected and array.dtype.kind in "iu" and expected.kind == "i" \
+                and array.dtype.itemsize == expected.itemsize:
+            array = array.view(expected)  # the IR's integers are signless: uint arrays fit too
         if array.dtype != expected:
             raise ArgumentError(f"{label}: array dtype {array.dtype} does not match "
                                 f"ptr<{param.element.pointee}> (expected {expected})")

@@ -174,8 +174,12 @@ def _step(values: np.ndarray, upward: np.ndarray, dtype: np.dtype) -> np.ndarray
     """The next representable value of `dtype` above (upward=True) or below each value."""
     width = dtype.itemsize
     bits = values.view(_UNSIGNED[width]).astype(np.int64)
-    sign_bit = 1 << (width * 8 - 1)
-    negative = (bits & sign_bit) != 0
+    # e8m0 has no sign bit: every code is a magnitude
+    sign_bit = 0 if dtype == ml_dtypes.float8_e8m0fnu else 1 << (width * 8 - 1)
+    negative = (bits & sign_bit) != 0 if sign_bit else np.zeros(bits.shape, np.bool_)
+    if not sign_bit:
+        new_bits = np.where(upward, bits + 1, bits - 1)
+        return new_bits.astype(_UNSIGNED[width]).view(dtype)
     magnitude = bits & (sign_bit - 1)
     zero = magnitude == 0
     # moving away from zero increases the magnitude bits; toward zero decreases them
@@ -202,19 +206,20 @@ def round_float(exact64, dtype: np.dtype, mode: RoundingMode, residual=None):
     if dtype == np.float64:
         return nearest  # directed modes on f64 results: the residual is not tracked (documented)
     with np.errstate(all="ignore"):
-        difference = exact64 - nearest.astype(np.float64)
+        nearest64 = nearest.astype(np.float64)  # compare in f64: e8m0 cannot even hold 0
+        difference = exact64 - nearest64
         if residual is not None:
             difference = np.where(difference == 0, residual, difference)
         if mode is RoundingMode.NEAREST_AWAY:
             # ties (exact halfway) go away from zero; nearest-even already settles the rest
             up = np.abs(_step(nearest, exact64 > nearest, dtype).astype(np.float64) - exact64)
             tie = (np.abs(difference) == up) & (difference != 0)
-            away = tie & (np.abs(exact64) > np.abs(nearest.astype(np.float64)))
+            away = tie & (np.abs(exact64) > np.abs(nearest64))
             stepped = _step(nearest, difference > 0, dtype)
             return np.where(away, stepped, nearest)
         finite_input = np.isfinite(exact64)
         if mode is RoundingMode.ZERO:
-            move = ((nearest > 0) & (difference < 0)) | ((nearest < 0) & (difference > 0))
+            move = ((nearest64 > 0) & (difference < 0)) | ((nearest64 < 0) & (difference > 0))
             upward = difference > 0
         elif mode is RoundingMode.NEGATIVE_INF:
             move = difference < 0
@@ -224,7 +229,7 @@ def round_float(exact64, dtype: np.dtype, mode: RoundingMode, residual=None):
             upward = np.ones_like(move)
         else:
             raise ValueError(f"rounding mode {mode.keyword} does not apply to floats")
-        move = move & finite_input & ~np.isnan(nearest.astype(np.float64))
+        move = move & finite_input & ~np.isnan(nearest64)
         if not np.any(move):
             return nearest
         return np.where(move, _step(np.asarray(nearest), np.asarray(upward), dtype), nearest)

@@ -4,6 +4,6 @@
 array arguments are updated in place. See `api.run` for the options and argument conventions.
 """
 from . import ops  # noqa: F401  (registers every op implementation)
-from .api import run  # noqa: F401
+from .api import Pointer, run  # noqa: F401
 from .errors import (ArgumentError, AssumptionError, ExecutionError,  # noqa: F401
                      KernelAssertionError, MemoryCheckError, UnsupportedError)

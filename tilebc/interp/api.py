@@ -23,6 +23,13 @@ from .machine import Machine, Options, flatten_grid
 from .memory import GlobalMemory, host_bytes
 
 
+class Pointer:
+    """Pass an array as a bare pointer parameter (no shape / stride parameters follow it)."""
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+
 def find_entry(module: Module, entry: Optional[str]) -> Function:
     """The entry named `entry`, or the only one whose cuTile-mangled name starts with `entry_`."""
     names = [f.name for f in module.functions]
@@ -77,7 +84,7 @@ class _Binder:
         data = array.__array_interface__["data"][0]
         return buffer.base + (data - low if array.size else 0)
 
-    def array(self, array: np.ndarray, label: str, index: int):
+    def array(self, array: np.ndarray, label: str, index: int, with_layout: bool = True):
         param = self._next(label)
         if not (isinstance(param, TileType) and isinstance(param.element, PointerType)):
             raise ArgumentError(f"{label}: an array was given for parameter {self.position - 1} "
@@ -94,6 +101,8 @@ class _Binder:
         self.arrays.append((label, array))
         address = self.map_array(array, label, index not in self.uninitialized)
         self.values.append(np.asarray(address, dtype=np.uint64))
+        if not with_layout:
+            return
         strides = [s // array.itemsize for s in array.strides]
         if any(s % array.itemsize for s in array.strides):
             raise ArgumentError(f"{label}: strides {array.strides} are not whole elements")
@@ -120,7 +129,9 @@ class _Binder:
         return table
 
     def bind(self, argument, label: str, index: int, keep: list):
-        if isinstance(argument, np.ndarray) and argument.ndim > 0:
+        if isinstance(argument, Pointer):
+            self.array(argument.array, label, index, with_layout=False)
+        elif isinstance(argument, np.ndarray) and argument.ndim > 0:
             self.array(argument, label, index)
         elif isinstance(argument, list):
             keep.append(self.array_list(argument, label))

@@ -103,7 +103,7 @@ def _fma(tb, op, lhs, rhs, acc):
         return [_finish(op, wide.astype(np.float64), dtype)]
     product = np.asarray(lhs, np.float64) * np.asarray(rhs, np.float64)  # exact
     value, residual = num.two_sum(product, np.asarray(acc, np.float64))
-    mode = rounding(op) or RoundingMode.NEAREST_EVEN
+    mode = rounding(op)
     return [_finish(op, num.round_float(value, dtype, mode, residual), dtype)]
 
 

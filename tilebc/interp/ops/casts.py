@@ -32,7 +32,9 @@ def _ftof(tb, op, source):
 
 @implements("ftoi")
 def _ftoi(tb, op, source):
-    mode = rounding(op) or RoundingMode.NEAREST_INT_TO_ZERO
+    mode = rounding(op)
+    if mode is None:  # (an `or` default would swallow NEAREST_EVEN, whose value is 0)
+        mode = RoundingMode.NEAREST_INT_TO_ZERO
     return [num.float_to_int(source, result_dtype(op), _signed(op), mode)]
 
 

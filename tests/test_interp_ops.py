@@ -343,3 +343,31 @@ def test_assume_is_checked_only_when_asked():
     run(module, "k", (1,), -5)
     with pytest.raises(AssumptionError, match="below the lower bound 0"):
         run(module, "k", (1,), -5, check_assumptions=True)
+
+
+# ----------------------------------------------------------------------------------- CLI
+
+
+def test_cli_runs_a_fixture_and_writes_npz(tmp_path):
+    from tilebc.interp.cli import main
+    x = np.arange(100, dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out.npz"
+    code = main(["run", "fixtures/bytecode/tiled_view/tiled_view-13.5.tilebc", "--entry",
+                 "tiled_view_basic", "--grid", "4", "--arg", str(tmp_path / "x.npy"),
+                 "--arg", "zeros:float32:100", "--out", str(out)])
+    assert code == 0
+    np.testing.assert_array_equal(np.load(out)["arg1"], x + 4)
+
+
+def test_cli_reports_a_fault_and_fails(tmp_path, capsys):
+    from tilebc.interp.cli import main
+    code = main(["run", "fixtures/bytecode/gather_scatter/gather_scatter-13.5.tilebc",
+                 "--grid", "1", "--arg", "zeros:float32:64", "--arg", "zeros:int32:64",
+                 "--arg", "zeros:float32:64", "--arg", "64"])
+    assert code == 0  # idx all zero: every access in bounds
+    code = main(["run", "fixtures/bytecode/gather_scatter/gather_scatter-13.5.tilebc",
+                 "--grid", "1", "--arg", "zeros:float32:1", "--arg", "zeros:int32:64",
+                 "--arg", "zeros:float32:64", "--arg", "64"])
+    assert code == 1
+    assert "outside every array bound to the kernel" in capsys.readouterr().err

@@ -1,0 +1,198 @@
+"""`run`: bind host arguments to an entry's parameters and execute it over a grid.
+
+Calling convention (cuTile's, which the fixtures' entries follow): an array parameter is a pointer
+parameter followed by one integer parameter per dimension for the shape and one per dimension for the
+strides (in elements). A Python list of arrays is cuTile's list-of-arrays parameter: a pointer to an
+i64 table with one row (pointer, shape..., strides...) per array, followed by the list length.
+A tuple is flattened into its items. Any other argument is a scalar for one scalar parameter.
+Static shape/stride parameters (cuTile's v2 convention) are still passed; the kernel ignores them.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, List, Optional, Sequence
+
+import numpy as np
+
+from ..binary import load
+from ..ir.module import Function, Module
+from ..ir.types import PointerType, TileType
+from . import numeric_ops as num
+from .errors import ArgumentError, MemoryCheckError
+from .machine import Machine, Options, flatten_grid
+from .memory import GlobalMemory, host_bytes
+
+
+class Pointer:
+    """Pass an array as a bare pointer parameter (no shape / stride parameters follow it)."""
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+
+def find_entry(module: Module, entry: Optional[str]) -> Function:
+    """The entry named `entry`, or the only one whose cuTile-mangled name starts with `entry_`."""
+    names = [f.name for f in module.functions]
+    if entry is None:
+        if len(module.functions) == 1:
+            return module.functions[0]
+        raise ArgumentError(f"the module has {len(names)} entries, name one of: {', '.join(names)}")
+    for function in module.functions:
+        if function.name == entry:
+            return function
+    matches = [f for f in module.functions if f.name.startswith(entry + "_")]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise ArgumentError(f"entry {entry!r} is ambiguous: {', '.join(f.name for f in matches)}")
+    raise ArgumentError(f"no entry {entry!r} in the module (entries: {', '.join(names)})")
+
+
+class _Binder:
+    """Walks the entry's parameters while consuming host arguments."""
+
+    def __init__(self, function: Function, memory: GlobalMemory, uninitialized: Iterable[int]):
+        self.params = [value.type for value in function.args]
+        self.position = 0
+        self.memory = memory
+        self.values: List = []
+        self.arrays: List[tuple] = []  # (argument label, array) for the overlap check
+        self.uninitialized = set(uninitialized)
+        self.function = function
+
+    def _next(self, label: str):
+        if self.position >= len(self.params):
+            raise ArgumentError(f"{label}: entry {self.function.name} has only "
+                                f"{len(self.params)} parameters")
+        param = self.params[self.position]
+        self.position += 1
+        return param
+
+    def _scalar(self, value, label: str):
+        param = self._next(label)
+        if not isinstance(param, TileType) or param.shape != ():
+            raise ArgumentError(f"{label}: parameter {self.position - 1} has type {param}, "
+                                f"expected a scalar")
+        if isinstance(param.element, PointerType):
+            self.values.append(np.asarray(int(value), dtype=np.uint64))
+        else:
+            self.values.append(num.cast_value(value, param.element))
+
+    def map_array(self, array: np.ndarray, label: str, initialised: bool) -> int:
+        buffer = self.memory.map(host_bytes(array), label, initialised=initialised)
+        low = np.lib.array_utils.byte_bounds(array)[0] if array.size else 0
+        data = array.__array_interface__["data"][0]
+        return buffer.base + (data - low if array.size else 0)
+
+    def array(self, array: np.ndarray, label: str, index: int, with_layout: bool = True):
+        param = self._next(label)
+        if not (isinstance(param, TileType) and isinstance(param.element, PointerType)):
+            raise ArgumentError(f"{label}: an array was given for parameter {self.position - 1} "
+                                f"of type {param}")
+        expected = num.memory_dtype(param.element.pointee)
+        if array.dtype != expected and array.dtype.kind in "iu" and expected.kind == "i" \
+                and array.dtype.itemsize == expected.itemsize:
+            array = array.view(expected)  # the IR's integers are signless: uint arrays fit too
+        if array.dtype != expected:
+            raise ArgumentError(f"{label}: array dtype {array.dtype} does not match "
+                                f"ptr<{param.element.pointee}> (expected {expected})")
+        if not array.flags.writeable:
+            raise ArgumentError(f"{label}: the array is read-only; the kernel may write to it")
+        self.arrays.append((label, array))
+        address = self.map_array(array, label, index not in self.uninitialized)
+        self.values.append(np.asarray(address, dtype=np.uint64))
+        if not with_layout:
+            return
+        strides = [s // array.itemsize for s in array.strides]
+        if any(s % array.itemsize for s in array.strides):
+            raise ArgumentError(f"{label}: strides {array.strides} are not whole elements")
+        for extent in list(array.shape) + strides:
+            self._scalar(extent, label)
+
+    def array_list(self, arrays: Sequence[np.ndarray], label: str):
+        rows = []
+        for k, array in enumerate(arrays):
+            if not isinstance(array, np.ndarray):
+                raise ArgumentError(f"{label}[{k}]: a list argument must hold numpy arrays")
+            self.arrays.append((f"{label}[{k}]", array))
+            address = self.map_array(array, f"{label}[{k}]", True)
+            rows.append([address] + list(array.shape) +
+                        [s // array.itemsize for s in array.strides])
+        table = np.asarray(rows, dtype=np.uint64).view(np.int64)
+        param = self._next(label)
+        if not (isinstance(param, TileType) and isinstance(param.element, PointerType)):
+            raise ArgumentError(f"{label}: a list was given for parameter {self.position - 1} "
+                                f"of type {param}")
+        self.values.append(np.asarray(self.map_array(table, f"{label} (table)", True),
+                                      dtype=np.uint64))
+        self._scalar(len(arrays), label)
+        return table
+
+    def bind(self, argument, label: str, index: int, keep: list):
+        if isinstance(argument, Pointer):
+            self.array(argument.array, label, index, with_layout=False)
+        elif isinstance(argument, np.ndarray) and argument.ndim > 0:
+            self.array(argument, label, index)
+        elif isinstance(argument, list):
+            keep.append(self.array_list(argument, label))
+        elif isinstance(argument, tuple):
+            for k, item in enumerate(argument):
+                self.bind(item, f"{label}[{k}]", index, keep)
+        else:
+            self._scalar(argument, label)
+
+    def check_overlaps(self):
+        spans = []
+        for label, array in self.arrays:
+            if array.size:
+                low, high = np.lib.array_utils.byte_bounds(array)
+                spans.append((low, high, label))
+        spans.sort()
+        for (low_a, high_a, label_a), (low_b, high_b, label_b) in zip(spans, spans[1:]):
+            if low_b < high_a:
+                raise MemoryCheckError(f"{label_a} and {label_b} overlap in memory; pass "
+                                       f"allow_aliasing=True if the kernel expects aliasing",
+                                       address=None)
+
+
+def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = True,
+        check_assumptions: bool = False, shuffle: bool = False, seed: int = 0,
+        allow_aliasing: bool = False, uninitialized: Iterable[int] = (), print_stream=None,
+        progress=None) -> None:
+    """Run `entry` of a module (a Module, a .tilebc path, or bytes) over `grid` (1-3 ints).
+
+    Arguments follow cuTile's calling convention (see the module docstring); numpy arrays are
+    updated in place. Options:
+
+    * check_memory (default True): fault on out-of-bounds, misaligned and uninitialised accesses
+      and on overlapping array arguments; False skips the alignment/initialisation checks and the
+      overlap check (out-of-bounds accesses still fault: there is no memory to reach).
+    * check_assumptions: verify every `assume` predicate (bounded, div_by, same_elements).
+    * shuffle / seed: run tile blocks in a seeded random order instead of by flattened id.
+    * allow_aliasing: accept array arguments that share memory (cuTile alias groups).
+    * uninitialized: positions of array arguments whose contents count as uninitialised, so
+      reading an element before the kernel writes it faults.
+    * print_stream: where print_tko writes (default sys.stdout).
+    * progress: callable(done, total) called after each tile block.
+    """
+    if isinstance(module_or_path, Module):
+        module = module_or_path
+    elif isinstance(module_or_path, (str, os.PathLike, bytes, bytearray, memoryview)):
+        module = load(module_or_path)
+    else:
+        raise ArgumentError(f"expected a Module, a path or bytes, got {type(module_or_path)}")
+    function = find_entry(module, entry)
+    grid3 = flatten_grid(grid)
+    options = Options(check_memory=check_memory, check_assumptions=check_assumptions,
+                      shuffle=shuffle, seed=seed, print_stream=print_stream, progress=progress)
+    machine = Machine(module, options)
+    binder = _Binder(function, machine.memory, uninitialized)
+    keep: list = []
+    for index, argument in enumerate(args):
+        binder.bind(argument, f"argument {index}", index, keep)
+    if binder.position != len(binder.params):
+        raise ArgumentError(f"entry {function.name} takes {len(binder.params)} parameters; the "
+                            f"arguments filled {binder.position}")
+    if check_memory and not allow_aliasing:
+        binder.check_overlaps()
+    machine.launch(function, grid3, binder.values)

@@ -1,0 +1,148 @@
+"""`tilebc run`: execute an entry of a .tilebc file on the CPU interpreter.
+
+    tilebc run FILE --entry NAME --grid X[,Y[,Z]] --arg A --arg B ... [--out result.npz]
+
+Each --arg is one kernel argument, in order:
+  path.npy                 an array loaded from a .npy file
+  rand:DTYPE:SHAPE         random values (uniform [0, 1) for floats, 0..99 for integers)
+  zeros:DTYPE:SHAPE        zeros (SHAPE is like 128 or 64x32)
+  a number                 a scalar parameter (int or float literal)
+After the run every array argument is saved to the --out .npz as arg0, arg1, ...
+`tilebc/cli.py` wires this in with `add_run_parser(subparsers)`.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import TilebcError
+
+
+def _dtype(name: str) -> np.dtype:
+    try:
+        return np.dtype(name)
+    except TypeError:
+        return np.dtype(getattr(ml_dtypes, name))
+
+
+def parse_argument(text: str, rng: np.random.Generator):
+    """One --arg value as a numpy array or a Python scalar."""
+    if text.endswith(".npy"):
+        return np.load(text)
+    if text.startswith(("rand:", "zeros:")):
+        try:
+            kind, dtype_name, shape_text = text.split(":")
+            dtype = _dtype(dtype_name)
+            shape = tuple(int(part) for part in shape_text.split("x"))
+        except (ValueError, AttributeError) as error:
+            raise argparse.ArgumentTypeError(f"bad array argument {text!r}: expected "
+                                             f"rand:DTYPE:SHAPE or zeros:DTYPE:SHAPE") from error
+        if kind == "zeros":
+            return np.zeros(shape, dtype)
+        if dtype.kind in "iu":
+            return rng.integers(0, 100, shape).astype(dtype)
+        if dtype.kind == "b":
+            return rng.integers(0, 2, shape).astype(dtype)
+        return rng.random(shape).astype(dtype)
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad argument {text!r}: expected a .npy path, "
+                                         f"rand:/zeros: array or a number") from None
+
+
+def parse_grid(text: str):
+    try:
+        grid = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad grid {text!r}: expected X[,Y[,Z]]") from None
+    if not 1 <= len(grid) <= 3 or min(grid) < 1:
+        raise argparse.ArgumentTypeError(f"bad grid {text!r}: 1 to 3 positive sizes")
+    return grid
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, drawn only for grids worth waiting for."""
+
+    def __init__(self, stream=sys.stderr, width: int = 40):
+        self.stream = stream
+        self.width = width
+        self.last = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        filled = self.width * done // total
+        if filled == self.last and done != total:
+            return
+        self.last = filled
+        self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} "
+                          f"tile blocks")
+        if done == total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def add_run_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("run", help="run a kernel on the CPU reference interpreter")
+    parser.add_argument("file", help=".tilebc file")
+    parser.add_argument("--entry", help="entry name (or the cuTile kernel name before its "
+                                        "mangled suffix); optional when there is one entry")
+    parser.add_argument("--grid", type=parse_grid, default=(1,), help="X[,Y[,Z]] tile blocks")
+    parser.add_argument("--arg", action="append", default=[], dest="args",
+                        help="kernel argument: file.npy, rand:DTYPE:SHAPE, zeros:DTYPE:SHAPE, "
+                             "or a number (repeat in parameter order)")
+    parser.add_argument("--out", help="write the array arguments after the run to this .npz")
+    parser.add_argument("--seed", type=int, default=0, help="seed for rand: inputs and shuffle")
+    parser.add_argument("--shuffle", action="store_true", help="run tile blocks in random order")
+    parser.add_argument("--no-check", action="store_true", help="turn memory checking off")
+    parser.add_argument("--check-assumptions", action="store_true",
+                        help="verify every assume predicate")
+    parser.add_argument("--allow-aliasing", action="store_true",
+                        help="accept array arguments that share memory")
+    parser.set_defaults(handler=handle_run)
+    return parser
+
+
+def handle_run(options) -> int:
+    from .api import run
+    rng = np.random.default_rng(options.seed)
+    try:
+        arguments = [parse_argument(text, rng) for text in options.args]
+    except argparse.ArgumentTypeError as error:
+        print(f"tilebc run: {error}", file=sys.stderr)
+        return 2
+    grid = options.grid
+    blocks = int(np.prod(grid))
+    progress = ProgressBar() if blocks >= 64 and sys.stderr.isatty() else None
+    try:
+        run(options.file, options.entry, grid, *arguments, check_memory=not options.no_check,
+            check_assumptions=options.check_assumptions, shuffle=options.shuffle,
+            seed=options.seed, allow_aliasing=options.allow_aliasing, progress=progress)
+    except TilebcError as error:
+        print(f"tilebc run: {error}", file=sys.stderr)
+        return 1
+    if options.out:
+        arrays = {f"arg{i}": value for i, value in enumerate(arguments)
+                  if isinstance(value, np.ndarray)}
+        np.savez(options.out, **arrays)
+    return 0
+
+
+def main(argv=None) -> int:
+    """Stand-alone entry point (`python -m tilebc.interp.cli run ...`) until tilebc/cli.py
+    wires `add_run_parser` in."""
+    parser = argparse.ArgumentParser(prog="tilebc")
+    subparsers = parser.add_subparsers(required=True)
+    add_run_parser(subparsers)
+    options = parser.parse_args(argv)
+    return options.handler(options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The abstract machine of the semantics seed (section 6.1): a module, a grid of tile blocks, a
+register file per tile block, a global memory of scalars, and memory operations ordered by tokens.
+
+Execution model (documented choices where the seed leaves freedom):
+
+* Tile blocks run one after another, in flattened-id order (x fastest, then y, then z:
+  id = x + y*X + z*X*Y), or in a seeded random order with `shuffle=True`. Each runs to completion
+  before the next starts; that is one schedule the seed's "unspecified scheduling" admits.
+* Memory operations take effect immediately, in program order. Tokens are carried as values but
+  impose nothing more: program order is one valid execution of any token ordering (seed 6.8.3).
+* Globals are mapped and initialised once per machine, before the first tile block.
+"""
+from __future__ import annotations
+
+import random
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..ir.module import Block, Function, Module, Op, Region, Value
+from ..ops.spec import Arity
+from . import numeric_ops
+from .errors import ExecutionError, MemoryCheckError, UnsupportedError
+from .memory import GlobalMemory
+from .registry import IMPLEMENTATIONS, REFUSALS, Signal
+
+
+
+class Options:
+    """Interpreter switches (see `run`)."""
+
+    def __init__(self, check_memory: bool = True, check_assumptions: bool = False,
+                 shuffle: bool = False, seed: int = 0, print_stream=None, progress=None):
+        self.check_memory = check_memory
+        self.check_assumptions = check_assumptions
+        self.shuffle = shuffle
+        self.seed = seed
+        self.print_stream = print_stream
+        self.progress = progress
+
+
+class Machine:
+    """One module loaded into a global memory; `launch` runs an entry over a grid."""
+
+    def __init__(self, module: Module, options: Optional[Options] = None,
+                 memory: Optional[GlobalMemory] = None):
+        self.module = module
+        self.options = options or Options()
+        self.memory = memory or GlobalMemory(checks=self.options.check_memory)
+        self.global_addresses: Dict[str, int] = {}
+        self._plans: Dict[int, tuple] = {}
+        for item in module.globals:
+            data = numeric_ops.dense_to_array(item.value, item.type.element)
+            storage = np.ascontiguousarray(data).reshape(-1).view(np.uint8).copy()
+            buffer = self.memory.map(storage, f"global @{item.name}", alignment=item.alignment)
+            buffer.readonly = bool(item.constant)
+            self.global_addresses[item.name] = buffer.base
+
+    def launch(self, function: Function, grid: Tuple[int, int, int], arguments: Sequence) -> None:
+        """Run `function` once per tile block of `grid` with the given parameter values."""
+        gx, gy, gz = grid
+        order = list(range(gx * gy * gz))
+        if self.options.shuffle:
+            random.Random(self.options.seed).shuffle(order)
+        progress = self.options.progress
+        with np.errstate(all="ignore"):
+            for count, flat in enumerate(order):
+                coords = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
+                block = TileBlock(self, coords, grid)
+                block.run_function(function, arguments)
+                if progress is not None:
+                    progress(count + 1, len(order))
+
+    # Per-op execution plans: (impl, operand layout) computed once per op.
+    def plan(self, op: Op):
+        plan = self._plans.get(id(op))
+        if plan is None:
+            impl = IMPLEMENTATIONS.get(op.name)
+            layout = tuple((spec.arity, op.operands.get(spec.name)) for spec in op.spec.operands)
+            plan = (impl, layout, op)
+            self._plans[id(op)] = plan
+        return plan
+
+
+class TileBlock:
+    """One tile block: its grid coordinates and register file."""
+
+    __slots__ = ("machine", "coords", "grid", "registers", "memory", "options", "current_op")
+
+    def __init__(self, machine: Machine, coords: Tuple[int, int, int], grid):
+        self.machine = machine
+        self.coords = coords
+        self.grid = grid
+        self.registers: Dict[Value, object] = {}
+        self.memory = machine.memory
+        self.options = machine.options
+        self.current_op: Optional[Op] = None
+
+    # ------------------------------------------------------------------ errors
+
+    def fail(self, message: str, *, address: Optional[int] = None, kind=ExecutionError,
+             op: Optional[Op] = None):
+        raise kind(message, op=op or self.current_op, block_id=self.coords, address=address,
+                   file=self.machine.module.source)
+
+    def memory_fault(self, message: str, address: int):
+        self.fail(message, address=address, kind=MemoryCheckError)
+
+    # --------------------------------------------------------------- execution
+
+    def run_function(self, function: Function, arguments: Sequence) -> None:
+        signal = self.run_block(function.body, arguments)
+        if signal is not None and signal.kind != "return":
+            self.fail(f"entry body ended with {signal.kind}, expected return")
+
+    def run_region(self, region: Region, arguments: Sequence) -> Optional[Signal]:
+        return self.run_block(region.blocks[0], arguments)
+
+    def run_block(self, block: Block, arguments: Sequence) -> Optional[Signal]:
+        """Execute the ops of a block; returns the Signal of its terminator (or of a nested
+        region that left early: break / continue / return)."""
+        registers = self.registers
+        for value, argument in zip(block.args, arguments):
+            registers[value] = argument
+        plan = self.machine.plan
+        for op in block.ops:
+            impl, layout, _ = plan(op)
+            self.current_op = op
+            groups = []
+            for arity, operand in layout:
+                if arity is Arity.ONE:
+                    groups.append(registers[operand])
+                elif arity is Arity.VARIADIC:
+                    groups.append(tuple(registers[v] for v in operand))
+                else:
+                    groups.append(None if operand is None else registers[operand])
+            if impl is None:
+                reason = REFUSALS.get(op.name, "no interpreter implementation")
+                self.fail(f"{op.name} is not supported on the CPU interpreter: {reason}",
+                          kind=UnsupportedError)
+            outcome = impl(self, op, *groups)
+            if type(outcome) is Signal:
+                return outcome
+            if outcome is not None:
+                for value, result in zip(op.results, outcome):
+                    registers[value] = result
+        return None
+
+    def value_of(self, value: Value):
+        return self.registers[value]
+
+
+def flatten_grid(grid) -> Tuple[int, int, int]:
+    """A 1-3 element grid as (x, y, z), each at least 1."""
+    if isinstance(grid, int):
+        grid = (grid,)
+    grid = tuple(int(g) for g in grid)
+    if not 1 <= len(grid) <= 3 or any(g < 1 for g in grid):
+        raise ValueError(f"grid must have 1 to 3 positive dimensions, got {grid}")
+    return grid + (1,) * (3 - len(grid))
+
+
+def entry_results(function: Function) -> List:
+    return list(function.type.results)

@@ -1,0 +1,115 @@
+"""assert, assume and print.
+
+print_tko formats like the device's printf: each %-conversion takes the next argument; a 0-d tile
+prints as one value, a larger tile as nested brackets of comma-separated values (the layout cuTile's
+documentation shows, e.g. `[[0, 4, 8, 12]]`), each element formatted by the conversion. Length
+modifiers (l, ll, h, ...) are accepted and ignored; the value's own type decides the width.
+"""
+from __future__ import annotations
+
+import re
+import sys
+
+import numpy as np
+
+from ...ir.attrs import BoundedAttr, DivByAttr, SameElementsAttr
+from .. import numeric_ops as num
+from ..errors import AssumptionError, KernelAssertionError
+from ..registry import implements
+from .memory import TOKEN
+
+
+@implements("assert")
+def _assert(tb, op, condition):
+    if not np.all(condition):
+        tb.fail(f"assertion failed: {op.attrs['message']}", kind=KernelAssertionError)
+    return []
+
+
+@implements("assume")
+def _assume(tb, op, value):
+    if tb.options.check_assumptions:
+        problem = _violation(op.attrs["predicate"], np.asarray(value))
+        if problem:
+            tb.fail(f"assumption does not hold: {problem}", kind=AssumptionError)
+    return [value]
+
+
+def _violation(predicate, value: np.ndarray):
+    """A description of how `value` breaks `predicate`, or None."""
+    if isinstance(predicate, BoundedAttr):
+        signed = value.astype(np.int64) if value.dtype.kind in "iu" else value
+        if predicate.lower is not None and np.any(signed < predicate.lower):
+            return f"a value is below the lower bound {predicate.lower}"
+        if predicate.upper is not None and np.any(signed > predicate.upper):
+            return f"a value is above the upper bound {predicate.upper}"
+    elif isinstance(predicate, DivByAttr):
+        if predicate.every is None:  # the grouped form (every/along) is not checked
+            integers = num.as_unsigned(value).astype(np.uint64)
+            if np.any(integers % np.uint64(predicate.divisor)):
+                return f"a value is not divisible by {predicate.divisor}"
+    elif isinstance(predicate, SameElementsAttr):
+        for dim, group in enumerate(predicate.values):
+            if group > 1 and value.ndim > dim:
+                blocks = np.moveaxis(value, dim, 0)
+                usable = blocks.shape[0] // group * group
+                grouped = blocks[:usable].reshape((-1, group) + blocks.shape[1:])
+                if np.any(grouped != grouped[:, :1]):
+                    return f"elements differ within groups of {group} along dimension {dim}"
+    return None
+
+
+_CONVERSION = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\d+)?(?:\.(?P<precision>\d+))?"
+                         r"(?:hh|h|ll|l|j|z|t|L)?(?P<conversion>[diuoxXeEfFgGaAc%])")
+
+
+def _format_element(spec: str, conversion: str, value) -> str:
+    if conversion in "aA":
+        text = float(value).hex()
+        return text.upper() if conversion == "A" else text
+    if conversion in "diuoxXc":
+        number = value
+        if conversion in "uoxX":
+            number = num.as_unsigned(np.asarray(value))
+        python_conversion = "d" if conversion in "iu" else conversion
+        return (spec[:-1] + python_conversion) % int(number)
+    return spec % float(value)
+
+
+def _format_argument(spec: str, conversion: str, value: np.ndarray) -> str:
+    if value.ndim == 0:
+        return _format_element(spec, conversion, value[()])
+    return "[" + ", ".join(_format_argument(spec, conversion, part) for part in value) + "]"
+
+
+def format_print(text: str, arguments) -> str:
+    """The device printf's output for `text` and the argument tiles."""
+    remaining = iter(arguments)
+    pieces = []
+    position = 0
+    for match in _CONVERSION.finditer(text):
+        pieces.append(text[position:match.start()])
+        position = match.end()
+        conversion = match.group("conversion")
+        if conversion == "%":
+            pieces.append("%")
+            continue
+        spec = "%" + (match.group("flags") or "") + (match.group("width") or "")
+        if match.group("precision") is not None:
+            spec += "." + match.group("precision")
+        spec += conversion
+        try:
+            argument = next(remaining)
+        except StopIteration:
+            pieces.append(match.group(0))
+            continue
+        pieces.append(_format_argument(spec, conversion, np.asarray(argument)))
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
+@implements("print_tko")
+def _print(tb, op, arguments, token):
+    stream = tb.options.print_stream or sys.stdout
+    stream.write(format_print(op.attrs["str"], arguments))
+    return [TOKEN]

@@ -1,0 +1,187 @@
+"""Data movement between tiles (constant, iota, broadcast, reshape, permute, cat, extract, insert),
+reductions and scans with their combiner regions, and matrix multiply-accumulate.
+
+reduce / scan run the combiner region on whole slices of the tile at once (the region's ops are
+element-wise, so our numpy implementations broadcast over the extra leading axis): reduce combines
+neighbours pairwise in a balanced tree, scan is a Hillis-Steele inclusive scan. Both keep operand
+order (the left argument always holds the earlier elements), so any associative combiner gives the
+sequential result; float sums may differ from a left-to-right loop by rounding (the spec leaves
+the association order unspecified).
+
+mma: products and sums are formed in the accumulator's type, at least f32: f16 / bf16 / tf32 / f8
+inputs are widened to f32 (tf32 first rounded to tf32), f64 stays f64, and the result is rounded
+once to the accumulator type. The device's tensor cores sum in an unspecified order, so f32 results
+agree to a relative error of about K * 2^-24 (stated tolerance for low-precision mma tests).
+Integer mma sums exactly and wraps to i32.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops.enums import Signedness
+from .. import numeric_ops as num
+from ..registry import Signal, implements
+from ._common import element_of, result_dtype, result_shape, tile
+
+
+@implements("constant")
+def _constant(tb, op):
+    cache = tb.machine.__dict__.setdefault("_constants", {})
+    value = cache.get(id(op))
+    if value is None:
+        value = num.dense_to_array(op.attrs["value"], element_of(op.results[0].type))
+        value.flags.writeable = False
+        cache[id(op)] = value
+    return [value]
+
+
+@implements("iota")
+def _iota(tb, op):
+    shape = result_shape(op)
+    return [num.as_signed(np.arange(shape[0], dtype=np.int64), result_dtype(op))]
+
+
+@implements("broadcast")
+def _broadcast(tb, op, source):
+    return [np.broadcast_to(source, result_shape(op))]
+
+
+@implements("reshape")
+def _reshape(tb, op, source):
+    return [np.reshape(source, result_shape(op))]
+
+
+@implements("permute")
+def _permute(tb, op, source):
+    """Result dimension i is source dimension permutation[i]."""
+    return [np.transpose(source, tuple(op.attrs["permutation"]))]
+
+
+@implements("cat")
+def _cat(tb, op, lhs, rhs):
+    return [np.concatenate([lhs, rhs], axis=int(op.attrs["dim"]))]
+
+
+def _window(indices, shape):
+    return tuple(slice(int(i) * size, (int(i) + 1) * size) for i, size in zip(indices, shape))
+
+
+@implements("extract")
+def _extract(tb, op, source, indices):
+    """The result-shaped sub-tile at `indices` (counted in result-tile units)."""
+    shape = result_shape(op)
+    window = _window(indices, shape)
+    for part, size in zip(window, np.shape(source)):
+        if part.start < 0 or part.stop > size:
+            tb.fail(f"extract index out of range: window {part.start}:{part.stop} of {size}")
+    return [np.asarray(source)[window]]
+
+
+@implements("insert")
+def _insert(tb, op, source, destination, indices):
+    window = _window(indices, np.shape(source))
+    for part, size in zip(window, np.shape(destination)):
+        if part.start < 0 or part.stop > size:
+            tb.fail(f"insert index out of range: window {part.start}:{part.stop} of {size}")
+    result = np.array(destination, copy=True)
+    result[window] = source
+    return [result]
+
+
+# ----------------------------------------------------------------------------- reduce / scan
+
+
+def _combine(tb, op, lefts, rights):
+    arguments = []
+    for left, right in zip(lefts, rights):
+        arguments += [left, right]
+    signal = tb.run_region(op.regions[0], arguments)
+    if signal is None or signal.kind != "yield":
+        tb.fail(f"{op.name} combiner must end with yield", op=op)
+    tb.current_op = op
+    return [np.asarray(v) for v in signal.values]
+
+
+@implements("reduce")
+def _reduce(tb, op, operands):
+    dim = int(op.attrs["dim"])
+    arrays = [np.moveaxis(np.asarray(x), dim, 0) for x in operands]
+    while arrays[0].shape[0] > 1:
+        count = arrays[0].shape[0]
+        pairs = count // 2 * 2
+        combined = _combine(tb, op, [a[0:pairs:2] for a in arrays],
+                            [a[1:pairs:2] for a in arrays])
+        combined = [np.broadcast_to(c, a[0:pairs:2].shape) for c, a in zip(combined, arrays)]
+        if count % 2:
+            combined = [np.concatenate([c, a[-1:]]) for c, a in zip(combined, arrays)]
+        arrays = combined
+    return [tile(a[0], result_dtype(op, i)) for i, a in enumerate(arrays)]
+
+
+@implements("scan")
+def _scan(tb, op, operands):
+    dim = int(op.attrs["dim"])
+    reverse = bool(op.attrs.get("reverse"))
+    arrays = [np.moveaxis(np.asarray(x), dim, 0) for x in operands]
+    if reverse:
+        arrays = [a[::-1] for a in arrays]
+    length = arrays[0].shape[0]
+    step = 1
+    while step < length:
+        combined = _combine(tb, op, [a[:-step] for a in arrays], [a[step:] for a in arrays])
+        arrays = [np.concatenate([a[:step], np.broadcast_to(c, a[step:].shape)])
+                  for a, c in zip(arrays, combined)]
+        step *= 2
+    if reverse:
+        arrays = [a[::-1] for a in arrays]
+    return [tile(np.moveaxis(a, 0, dim), result_dtype(op, i)) for i, a in enumerate(arrays)]
+
+
+_ = Signal
+
+# -------------------------------------------------------------------------------------- mma
+
+
+def _widen(values, element) -> np.ndarray:
+    if element.name == "f64":
+        return np.asarray(values, dtype=np.float64)
+    if element.name == "tf32":
+        return num.to_tf32(values)
+    return np.asarray(values, dtype=np.float32)
+
+
+@implements("mmaf")
+def _mmaf(tb, op, lhs, rhs, acc):
+    dtype = result_dtype(op)
+    lhs_element = element_of(op.operands["lhs"].type)
+    rhs_element = element_of(op.operands["rhs"].type)
+    work = np.float64 if dtype == np.float64 else np.float32
+    product = np.matmul(_widen(lhs, lhs_element).astype(work), _widen(rhs, rhs_element).astype(work))
+    return [(product + np.asarray(acc, dtype=work)).astype(dtype)]
+
+
+@implements("mmai")
+def _mmai(tb, op, lhs, rhs, acc):
+    def read(values, attr):
+        values = np.asarray(values)
+        if op.attrs.get(attr) == Signedness.UNSIGNED:
+            values = num.as_unsigned(values)
+        return values.astype(np.float64)  # |sum| < 2^53 for 8-bit operands and K < 2^37
+    product = np.matmul(read(lhs, "signedness_lhs"), read(rhs, "signedness_rhs")).astype(np.int64)
+    return [num.as_signed(product + np.asarray(acc).astype(np.int64), result_dtype(op))]
+
+
+@implements("mmaf_scaled")
+def _mmaf_scaled(tb, op, lhs, rhs, acc, lhs_scale, rhs_scale):
+    """acc + (lhs * lhs_scale) @ (rhs * rhs_scale); each scale covers a block of K."""
+    lhs = np.asarray(lhs, dtype=np.float32)
+    rhs = np.asarray(rhs, dtype=np.float32)
+    k = lhs.shape[-1]
+    lhs_scale = np.asarray(lhs_scale, dtype=np.float32)
+    rhs_scale = np.asarray(rhs_scale, dtype=np.float32)
+    lhs_block = k // lhs_scale.shape[-1]
+    rhs_block = k // rhs_scale.shape[-2]
+    scaled_lhs = lhs * np.repeat(lhs_scale, lhs_block, axis=-1)
+    scaled_rhs = rhs * np.repeat(rhs_scale, rhs_block, axis=-2)
+    product = np.matmul(scaled_lhs, scaled_rhs)
+    return [(product + np.asarray(acc, dtype=np.float32)).astype(result_dtype(op))]

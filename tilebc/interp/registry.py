@@ -1,0 +1,45 @@
+"""One implementation per op mnemonic, registered by the family modules under `interp/ops/`.
+
+An implementation is called as `impl(tb, op, *groups)` where `tb` is the running TileBlock and
+`groups` are the op's operand groups in declaration order (a value, None for an absent optional, a
+tuple for a variadic group). It returns the list of result values, or a `Signal` (terminators and
+control flow that leaves a region early). Ops that cannot run on the CPU are refused explicitly,
+with the reason, so a test can check every body op of the table has one or the other.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+IMPLEMENTATIONS: Dict[str, Callable] = {}
+REFUSALS: Dict[str, str] = {}
+
+
+def implements(*mnemonics: str):
+    """Decorator: register `fn` as the implementation of each mnemonic."""
+    def register(fn: Callable) -> Callable:
+        for mnemonic in mnemonics:
+            if mnemonic in IMPLEMENTATIONS or mnemonic in REFUSALS:
+                raise RuntimeError(f"two interpreter entries for {mnemonic!r}")
+            IMPLEMENTATIONS[mnemonic] = fn
+        return fn
+    return register
+
+
+def refuse(mnemonic: str, reason: str) -> None:
+    """Declare that `mnemonic` raises UnsupportedError(reason) on the CPU interpreter."""
+    if mnemonic in IMPLEMENTATIONS or mnemonic in REFUSALS:
+        raise RuntimeError(f"two interpreter entries for {mnemonic!r}")
+    REFUSALS[mnemonic] = reason
+
+
+class Signal:
+    """How a region ended: `kind` is the terminator's mnemonic (yield, continue, break, return)."""
+
+    __slots__ = ("kind", "values")
+
+    def __init__(self, kind: str, values):
+        self.kind = kind
+        self.values = values
+
+    def __repr__(self) -> str:
+        return f"<Signal {self.kind} {len(self.values)} values>"

@@ -1,0 +1,99 @@
+"""Runtime values of the view types and the element addresses one tile of a view covers.
+
+A tensor view is (base address, shape, strides in elements). Sub-views pick tiles out of it:
+
+* partition view: tile index i along tile dimension k covers tensor dimension dim_map[k] at
+  elements i*tile[k] ... i*tile[k]+tile[k]-1 (cuTile's `order` lands in dim_map: tile dimension k
+  reads array axis order[k]);
+* strided view: the same, with tile origins i*traversal_strides[k] (tiles may overlap or leave gaps);
+* gather/scatter view: along `sparse_dim` the index operand is a 1-d tile of element indices, one
+  per tile row; every other dimension's index is an element offset (cuTile's `Slice(start, n)`).
+
+Elements outside the tensor view's shape are masked: loads fill them with the padding value, stores
+drop them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import numpy as np
+
+from ..ops.enums import PaddingValue
+
+
+@dataclass(frozen=True)
+class TensorView:
+    base: int
+    shape: Tuple[int, ...]
+    strides: Tuple[int, ...]
+    element: object
+    dtype: np.dtype
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class TiledView:
+    """partition_view / strided_view / gather_scatter_view (kind says which)."""
+
+    kind: str  # "partition" | "strided" | "gather_scatter"
+    tensor: TensorView
+    tile_shape: Tuple[int, ...]
+    dim_map: Tuple[int, ...]
+    steps: Tuple[int, ...]  # element distance between tile origins per tile dimension
+    padding: Optional[PaddingValue]
+    sparse_dim: int = -1
+
+    def index_space_shape(self) -> Tuple[int, ...]:
+        """Number of tiles along each tile dimension (every tile whose origin is in bounds)."""
+        if self.kind == "gather_scatter":
+            return tuple(int(d) for d in self.tensor.shape)
+        return tuple(-(-int(self.tensor.shape[self.dim_map[k]]) // self.steps[k])
+                     for k in range(len(self.tile_shape)))
+
+
+def padding_fill(padding: Optional[PaddingValue], dtype: np.dtype):
+    """The scalar that fills out-of-bounds elements of a load. Undetermined padding reads as 0."""
+    if padding is None or padding is PaddingValue.ZERO:
+        return np.zeros((), dtype=dtype)
+    value = {PaddingValue.NEG_ZERO: -0.0, PaddingValue.NAN: np.nan,
+             PaddingValue.POS_INF: np.inf, PaddingValue.NEG_INF: -np.inf}[padding]
+    if dtype.kind not in "fV" and dtype.kind != "f":
+        try:
+            return np.asarray(value).astype(dtype)
+        except (TypeError, ValueError):
+            return np.zeros((), dtype=dtype)
+    return np.asarray(value).astype(dtype)
+
+
+def tile_elements(view: TiledView, indices) -> Tuple[np.ndarray, np.ndarray]:
+    """(addresses, in-bounds mask) of the tile of `view` at `indices`, both of the tile's shape."""
+    tensor = view.tensor
+    shape = view.tile_shape
+    rank = len(shape)
+    coords = [None] * tensor.rank
+    for k in range(rank):
+        along = np.arange(shape[k], dtype=np.int64)
+        if view.kind == "gather_scatter":
+            index = np.asarray(indices[k]).astype(np.int64)
+            coordinate = index.reshape(-1) if k == view.sparse_dim else int(index) + along
+            dim = k
+        else:
+            coordinate = int(np.asarray(indices[k])) * view.steps[k] + along
+            dim = view.dim_map[k]
+        expand = [1] * rank
+        expand[k] = shape[k]
+        coords[dim] = coordinate.reshape(expand)
+    offset = np.zeros((1,) * rank, dtype=np.int64)
+    mask = np.ones((1,) * rank, dtype=np.bool_)
+    for dim in range(tensor.rank):
+        coordinate = coords[dim]
+        offset = offset + coordinate * int(tensor.strides[dim])
+        mask = mask & (coordinate >= 0) & (coordinate < int(tensor.shape[dim]))
+    offset = np.broadcast_to(offset, shape)
+    mask = np.broadcast_to(mask, shape)
+    addresses = (np.int64(tensor.base) + offset * tensor.dtype.itemsize).astype(np.uint64)
+    return addresses, mask

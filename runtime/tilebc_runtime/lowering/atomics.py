@@ -75,7 +75,8 @@ def _atomic(lw, op, build):
         guard = _and(lw, lw.owner(result_type.num_elements, k),
                      mask.slot(k) if mask is not None else None)
         out = w.reg(cls)
-        w(f"mov.{dtypes.mov_type(cls)} {out}, 0")
+        zero = {"f32": "0f00000000", "f64": "0d0000000000000000"}.get(cls, "0")
+        w(f"mov.{dtypes.mov_type(cls)} {out}, {zero}")
         prefix = f"@{guard} " if guard else ""
         w(prefix + build(k, out, pointers.slot(k)))
         regs.append(out)

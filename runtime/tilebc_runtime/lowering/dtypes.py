@@ -72,9 +72,15 @@ def f32_bits_immediate(bits: int) -> str:
     return "0f%08X" % (bits & 0xFFFFFFFF)
 
 
+def _check_fp8(w, name: str) -> None:
+    if name in FP8_PTX and getattr(w, "arch", 90) < 89:
+        raise TilebcError(f"{name} conversions need sm_89 or newer (cvt .e4m3x2/.e5m2x2)")
+
+
 def to_f32(w, reg: str, element: ElementType) -> str:
     """An f32 register with the value of `reg` (a narrow float or f32)."""
     name = element.name
+    _check_fp8(w, name)
     if name in ("f32", "tf32"):
         return reg
     out = w.reg("f32")
@@ -111,6 +117,7 @@ def to_f32(w, reg: str, element: ElementType) -> str:
 def from_f32(w, reg: str, element: ElementType, rounding: str = "rn") -> str:
     """`reg` (f32) rounded to `element` (a narrow float or f32)."""
     name = element.name
+    _check_fp8(w, name)
     if name == "f32":
         return reg
     if name == "tf32":  # keep tf32 values as f32 with the low 13 mantissa bits rounded away

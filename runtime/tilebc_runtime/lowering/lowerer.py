@@ -100,6 +100,7 @@ class Lowerer:
         self.T = threads
         self.arch = arch  # e.g. 90 for sm_90
         self.w = PtxWriter()
+        self.w.arch = arch
         self.values: Dict[Value, object] = {}
         self.frames: List[Frame] = []
         self.smem_size = 0

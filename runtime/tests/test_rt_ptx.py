@@ -1,0 +1,124 @@
+"""The kernel ABI matches tileiras, errors name where they come from, the CLI writes its output."""
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import tilebc
+from tilebc.errors import TilebcError, VerificationError
+
+from tilebc_runtime import cli, targets
+from tilebc_runtime.compiler import LinkError, compile, link_ptx, load_module, lower_module
+
+ROOT = Path(__file__).resolve().parents[2]
+BYTECODE = ROOT / "fixtures" / "bytecode"
+TILEIRAS_PTX = Path("/work/shared/tools/tileiras-ptx")
+
+
+def fixture(name, version="13.5"):
+    return BYTECODE / name / f"{name}-{version}.tilebc"
+
+
+def entry_params(ptx: str):
+    """{kernel: [param type, ...]} from PTX text."""
+    kernels = {}
+    for match in re.finditer(r"\.entry\s+(\w+)\(\s*(.*?)\)", ptx, re.S):
+        kernels[match.group(1)] = re.findall(r"\.param\s+\.(\w+)", match.group(2))
+    return kernels
+
+
+@pytest.mark.skipif(not TILEIRAS_PTX.exists() or shutil.which("bash") is None,
+                    reason="tileiras-ptx helper not available")
+@pytest.mark.parametrize("name", ["scalar_params", "tuple_params", "elementwise_f32"])
+def test_abi_matches_tileiras(name, tmp_path):
+    import os
+    import sys
+    out = tmp_path / "nv.ptx"
+    # the helper finds NVIDIA's wheel through `python3`: use this interpreter's environment
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    subprocess.run([str(TILEIRAS_PTX), str(fixture(name)), "--gpu-name=sm_90", str(out)],
+                   check=True, capture_output=True, timeout=300, env=env)
+    theirs = entry_params(out.read_text())
+    ours = entry_params(compile(fixture(name), emit="ptx").ptx)
+    assert theirs and set(ours) == set(theirs)
+    for kernel, params in theirs.items():
+        assert ours[kernel] == params, kernel
+
+
+def test_reqntid_and_smem_recorded():
+    result = compile(fixture("reduce_rows"), emit="cubin")
+    info = result.kernels[result.entry]
+    assert info.threads_per_cta in (32, 64, 128, 256)
+    assert f".maxntid {info.threads_per_cta}, 1, 1" in result.ptx
+    assert info.shared_memory_bytes >= 8 * 32 * 4  # the 8x32 f32 tile is exchanged
+    assert f"__tilebc_smem[{info.shared_memory_bytes}]" in result.ptx
+
+
+def test_elementwise_add_lowers_to_masked_loads_and_add():
+    ptx = compile(fixture("elementwise_f32"), emit="ptx").ptx
+    assert re.search(r"@%p\d+ ld\.global\.f32", ptx), "partial tiles need masked loads"
+    assert "add.rn.f32" in ptx and "fma.rn.f32" in ptx
+    assert re.search(r"@%p\d+ st\.global\.f32", ptx), "stores are masked by bounds"
+
+
+def test_ptx_version_follows_nvjitlink():
+    assert targets.choose_ptx_version(90, (13, 5)) == (7, 8)
+    assert targets.choose_ptx_version(120, (13, 0)) == (8, 7)
+    with pytest.raises(TilebcError, match="newer than the installed nvJitLink"):
+        targets.choose_ptx_version(100, (12, 4))
+    with pytest.raises(TilebcError, match="driver"):
+        targets.choose_ptx_version(120, (13, 5), driver=(12, 6))
+    with pytest.raises(TilebcError, match="not supported"):
+        targets.parse_arch("sm_70")
+
+
+def test_link_error_names_ptx_line_and_op():
+    module = load_module(fixture("elementwise_f32"))
+    functions = module.functions
+    ptx, origin, _, _ = lower_module(module, functions, 90, (7, 8))
+    lines = ptx.splitlines()
+    index = next(i for i, (text, op) in enumerate(zip(lines, origin))
+                 if op is not None and op.name == "addf" and "add.rn.f32" in text)
+    lines[index] = lines[index].replace("add.rn.f32", "add.rn.f33")
+    with pytest.raises(LinkError) as info:
+        link_ptx("\n".join(lines) + "\n", 90, origin=origin, module=module)
+    error = info.value
+    assert error.ptx_line == index + 1
+    assert error.op is not None and error.op.name == "addf"
+    assert "addf" in str(error) and "elementwise_f32-13.5.tilebc" in str(error)
+    assert error.log
+
+
+def test_bad_inputs_are_clear(tmp_path):
+    with pytest.raises(VerificationError, match="no entry named 'nope'"):
+        compile(fixture("elementwise_f32"), entry="nope", emit="ptx")
+    bad = tmp_path / "bad.tilebc"
+    bad.write_bytes(b"\x7fTileIR\x00garbage")
+    with pytest.raises(TilebcError, match="bad.tilebc"):
+        compile(bad, emit="ptx")
+    with pytest.raises(TilebcError, match="emit"):
+        compile(fixture("elementwise_f32"), emit="sass")
+
+
+def test_cli_writes_ptx_and_cubin(tmp_path, capsys):
+    out = tmp_path / "k.ptx"
+    assert cli.main(["compile", str(fixture("loop_for_carried")), "--arch", "sm_80",
+                     "--emit", "ptx", "-o", str(out)]) == 0
+    assert out.read_text().startswith("//") and ".target sm_80" in out.read_text()
+    cubin = tmp_path / "k.cubin"
+    assert cli.main(["compile", str(fixture("loop_for_carried")), "--emit", "cubin",
+                     "-o", str(cubin)]) == 0
+    assert cubin.read_bytes()[:4] == b"\x7fELF"
+    assert cli.main(["compile", str(fixture("loop_for_carried")), "--entry", "missing"]) == 1
+    assert "no entry named" in capsys.readouterr().err
+
+
+def test_import_does_not_touch_the_driver():
+    code = ("import sys, tilebc_runtime, tilebc_runtime.compiler, tilebc_runtime.cli;"
+            "assert 'cuda.bindings.driver' not in sys.modules, 'driver imported'")
+    import os
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)

@@ -1,0 +1,351 @@
+"""The JIT pipeline in named stages: bytecode -> checked IR -> PTX -> cubin.
+
+    load_module(source)            bytecode file / bytes / tilebc Module -> Module
+    check_module(module, entries)  what the JIT needs of the IR (kernel ABI, element types)
+    lower_module(...)              Module -> PTX text (+ per-kernel facts, line -> op map)
+    link_ptx(...)                  PTX -> cubin through nvJitLink
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple, Union
+
+import tilebc
+from tilebc.errors import TilebcError, VerificationError
+from tilebc.ir.module import Function, Module, Op
+from tilebc.ir.types import PointerType, TileType
+
+from . import targets
+from .lowering import dtypes
+from .lowering.lowerer import Lowerer, Tile
+from .lowering.registry import load_all
+
+DEFAULT_THREADS = 128
+PARAM_TYPE = {"ptr": "u64", "i1": "u8", "i8": "u8", "i16": "u16", "i32": "u32", "i64": "u64",
+              "f16": "b16", "bf16": "b16", "f32": "f32", "f64": "f64"}
+PARAM_LOAD = {"ptr": "u64", "i1": "u8", "i8": "s8", "i16": "s16", "i32": "u32", "i64": "u64",
+              "f16": "b16", "bf16": "b16", "f32": "f32", "f64": "f64"}
+
+
+class LinkError(TilebcError):
+    """nvJitLink rejected our PTX. Carries the log, the failing PTX line and the op behind it."""
+
+    def __init__(self, message, *, log="", ptx_line=None, ptx_text=None, op=None, **where):
+        super().__init__(message, **where)
+        self.log = log
+        self.ptx_line = ptx_line
+        self.ptx_text = ptx_text
+        self.op = op
+
+
+@dataclass
+class KernelInfo:
+    name: str
+    threads_per_cta: int
+    shared_memory_bytes: int
+    local_memory_bytes: int
+    min_ctas_per_sm: Optional[int] = None
+
+
+@dataclass
+class CompileResult:
+    arch: str
+    ptx_version: str
+    ptx: str
+    cubin: Optional[bytes]
+    kernels: Dict[str, KernelInfo]
+    log: str = ""
+    timings: Dict[str, float] = field(default_factory=dict)
+
+    def _only(self) -> KernelInfo:
+        return next(iter(self.kernels.values()))
+
+    @property
+    def entry(self) -> str:
+        return self._only().name
+
+    @property
+    def threads_per_cta(self) -> int:
+        return self._only().threads_per_cta
+
+    @property
+    def shared_memory_bytes(self) -> int:
+        return self._only().shared_memory_bytes
+
+
+# -- stage 1: load ---------------------------------------------------------------------------
+def load_module(source: Union[str, os.PathLike, bytes, Module]) -> Module:
+    if isinstance(source, Module):
+        return source
+    if isinstance(source, (bytes, bytearray)):
+        return tilebc.load(bytes(source))
+    path = os.fspath(source)
+    module = tilebc.load(path)
+    module.source = module.source or path
+    return module
+
+
+# -- stage 2: check --------------------------------------------------------------------------
+def select_entries(module: Module, entry: Optional[str]) -> List[Function]:
+    if entry is None:
+        if not module.functions:
+            raise VerificationError("module has no entry to compile", file=module.source)
+        return list(module.functions)
+    try:
+        return [module.function(entry)]
+    except KeyError:
+        names = ", ".join(f.name for f in module.functions) or "none"
+        raise VerificationError(f"no entry named {entry!r} (entries: {names})", file=module.source)
+
+
+def _where(module, function: Function):
+    where = {"file": module.source}
+    if function.offset is not None:
+        where["offset"] = function.offset
+    elif function.text_pos is not None:
+        where["line"], where["column"] = function.text_pos
+    return where
+
+
+def check_module(module: Module, functions: List[Function]) -> None:
+    """The checks the JIT relies on: kernel parameters are scalars of ABI-representable types."""
+    for function in functions:
+        for index, arg in enumerate(function.args):
+            ok = (isinstance(arg.type, TileType) and arg.type.num_elements == 1
+                  and dtypes.name_of(arg.type.element) in PARAM_TYPE)
+            if not ok:
+                raise VerificationError(
+                    f"entry {function.name}: parameter {index} has type {arg.type}; kernel "
+                    "parameters must be scalar tiles of pointer, integer or float type",
+                    **_where(module, function))
+
+
+# -- stage 3: lower --------------------------------------------------------------------------
+def choose_threads(module: Module, function: Function, arch: int,
+                   requested: Optional[int] = None) -> Tuple[int, Optional[int], List[str]]:
+    """Threads per CTA, min CTAs per SM (from the `occupancy` hint) and log notes."""
+    notes = []
+    hints = {}
+    if function.optimization_hints is not None:
+        for key, dictionary in function.optimization_hints.entries:
+            if key in ("default", f"sm_{arch}"):
+                hints.update({name: getattr(value, "value", value)
+                              for name, value in dictionary.entries})
+    if hints.get("num_cta_in_cga", 1) not in (1, None):
+        notes.append(f"{function.name}: hint num_cta_in_cga={hints['num_cta_in_cga']} ignored "
+                     "(the JIT launches one CTA per tile block, no clusters)")
+    occupancy = hints.get("occupancy")
+    if requested:
+        if requested % 32 or not 32 <= requested <= 1024:
+            raise TilebcError(f"threads per CTA must be a multiple of 32 in [32, 1024], "
+                              f"got {requested}")
+        return requested, occupancy, notes
+    largest = 1
+    for op in function.walk():
+        for value in op.results:
+            if isinstance(value.type, TileType):
+                largest = max(largest, value.type.num_elements)
+    threads = DEFAULT_THREADS
+    while threads > 32 and threads // 2 >= largest:
+        threads //= 2
+    return threads, occupancy, notes
+
+
+def _byte_list(data: bytes) -> str:
+    return ", ".join(str(b) for b in data)
+
+
+def lower_function(module: Module, function: Function, arch: int, threads: int,
+                   occupancy: Optional[int], index: int):
+    """One kernel: (PTX lines, origin op per line, KernelInfo, lowerer)."""
+    load_all()
+    lw = Lowerer(module, function, threads=threads, arch=arch, prefix=f"__tilebc_k{index}")
+    w = lw.w
+    params = []
+    with lw.preamble():
+        for position, arg in enumerate(function.args):
+            name = dtypes.name_of(arg.type.element)
+            param = f"{function.name}_param_{position}"
+            params.append(f"\t.param .{PARAM_TYPE[name]} {param}")
+            cls = dtypes.reg_class(arg.type.element)
+            if name == "i1":
+                byte, reg = w.reg("b16"), w.reg("pred")
+                w(f"ld.param.u8 {byte}, [{param}]")
+                w(f"setp.ne.u16 {reg}, {byte}, 0")
+            else:
+                reg = w.reg(cls)
+                w(f"ld.param.{PARAM_LOAD[name]} {reg}, [{param}]")
+            lw.set(arg, Tile(arg.type, [reg]))
+    lw.lower_block(function.body)
+    lines: List[str] = []
+    origin: List[Optional[Op]] = []
+
+    def put(text, op=None):
+        lines.append(text)
+        origin.append(op)
+    put(f".visible .entry {function.name}(")
+    for i, param in enumerate(params):
+        put(param + ("," if i + 1 < len(params) else ""))
+    put(")")
+    put(f".maxntid {threads}, 1, 1")
+    if occupancy:
+        put(f".minnctapersm {occupancy}")
+    put("{")
+    for decl in w.declarations():
+        put(decl)
+    if lw.smem_size:
+        put(f"\t.shared .align 16 .b8 __tilebc_smem[{lw.smem_size}];")
+    if lw.local_bytes:
+        put(f"\t.local .align 8 .b8 __tilebc_printbuf[{lw.local_bytes}];")
+    for text, op in zip(w.preamble, w.preamble_origin):
+        put(text, op)
+    for text, op in zip(w.body, w.origin):
+        put(text, op)
+    put(f"{lw.exit_label}:")
+    put("\tret;")
+    put("}")
+    info = KernelInfo(function.name, threads, lw.smem_size, lw.local_bytes, occupancy)
+    return lines, origin, info, lw
+
+
+def lower_module(module: Module, functions: List[Function], arch: int, ptx_version,
+                 threads: Optional[int] = None):
+    """PTX text for the kernels, origin op per PTX line (1-based index - 1), KernelInfos, notes."""
+    header = ["//", f"// Generated by tilebc_runtime (Tile IR {module.version} -> PTX)", "//",
+              f".version {ptx_version[0]}.{ptx_version[1]}", f".target sm_{arch}",
+              ".address_size 64", ""]
+    data_lines: List[str] = []
+    kernel_lines: List[str] = []
+    kernel_origin: List[Optional[Op]] = []
+    infos: Dict[str, KernelInfo] = {}
+    notes: List[str] = []
+    uses_vprintf = False
+    globals_used = set()
+    for index, function in enumerate(functions):
+        count, occupancy, more = choose_threads(module, function, arch, threads)
+        notes += more
+        lines, origin, info, lw = lower_function(module, function, arch, count, occupancy, index)
+        uses_vprintf |= lw.uses_vprintf
+        globals_used |= lw.globals_used
+        for n, data in enumerate(lw.strings):
+            data_lines.append(f".global .align 1 .b8 {lw.prefix}_str{n}[{len(data)}] = "
+                              f"{{{_byte_list(data)}}};")
+        for name, payload in lw.const_arrays:
+            data_lines.append(f".const .align 8 .b8 {name}[{len(payload)}] = "
+                              f"{{{_byte_list(payload)}}};")
+        kernel_lines += lines + [""]
+        kernel_origin += origin + [None]
+        infos[function.name] = info
+    for item in module.globals:
+        if item.name in globals_used:
+            from .lowering.shapes import element_bytes
+            payload = element_bytes(item.value)
+            align = max(item.alignment or 0, dtypes.byte_size(item.value.type.element), 1)
+            data_lines.append(f".global .align {align} .b8 __tilebc_global_{item.name}"
+                              f"[{len(payload)}] = {{{_byte_list(payload)}}};")
+    if uses_vprintf:
+        data_lines.insert(0, ".extern .func (.param .b32 func_retval0) vprintf "
+                             "(.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);")
+    prefix = header + data_lines + [""]
+    lines = prefix + kernel_lines
+    origin = [None] * len(prefix) + kernel_origin
+    return "\n".join(lines) + "\n", origin, infos, notes
+
+
+# -- stage 4: link ---------------------------------------------------------------------------
+_PTX_LINE = re.compile(r"line (\d+)")
+
+
+def describe_op(op: Op, module: Module) -> str:
+    parts = [f"Tile IR op `{op.name}`"]
+    if op.offset is not None:
+        parts.append(f"at {module.source or '<bytes>'} offset 0x{op.offset:x}")
+    elif op.text_pos is not None:
+        parts.append(f"at {module.source or '<text>'}:{op.text_pos[0]}:{op.text_pos[1]}")
+    loc = op.loc
+    while loc is not None and hasattr(loc, "callee"):
+        loc = loc.callee
+    if loc is not None and hasattr(loc, "filename"):
+        parts.append(f"(source {loc.filename}:{loc.line}:{loc.column})")
+    return " ".join(parts)
+
+
+def link_ptx(ptx: str, arch: int, *, origin=None, module: Optional[Module] = None,
+             extra_options: Tuple[str, ...] = ()) -> Tuple[bytes, str]:
+    """PTX -> cubin with nvJitLink; returns (cubin, info log)."""
+    nvjitlink = targets.nvjitlink_module()
+    options = [f"-arch=sm_{arch}", *extra_options]
+    handle = nvjitlink.create(len(options), options)
+    try:
+        data = ptx.encode()
+        try:
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "tilebc.ptx")
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError as exc:
+            log = _log(nvjitlink, handle, error=True)
+            raise _link_error(exc, log, ptx, arch, origin, module) from None
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+        return bytes(cubin), _log(nvjitlink, handle, error=False)
+    finally:
+        nvjitlink.destroy(handle)
+
+
+def _log(nvjitlink, handle, *, error: bool) -> str:
+    size = (nvjitlink.get_error_log_size if error else nvjitlink.get_info_log_size)(handle)
+    if not size:
+        return ""
+    buffer = bytearray(size)
+    (nvjitlink.get_error_log if error else nvjitlink.get_info_log)(handle, buffer)
+    return bytes(buffer).rstrip(b"\0").decode(errors="replace")
+
+
+def _link_error(exc, log, ptx, arch, origin, module) -> LinkError:
+    lines = ptx.splitlines()
+    match = _PTX_LINE.search(log)
+    ptx_line = int(match.group(1)) if match else None
+    text = lines[ptx_line - 1].strip() if ptx_line and ptx_line <= len(lines) else None
+    op = origin[ptx_line - 1] if origin and ptx_line and ptx_line <= len(origin) else None
+    message = f"nvJitLink could not build sm_{arch} code ({exc}):\n{log.strip()}"
+    if ptx_line:
+        message += f"\n  at PTX line {ptx_line}: {text}"
+    if op is not None and module is not None:
+        message += f"\n  produced by {describe_op(op, module)}"
+    where = {"file": module.source if module else None}
+    if op is not None and op.offset is not None:
+        where["offset"] = op.offset
+    return LinkError(message, log=log, ptx_line=ptx_line, ptx_text=text, op=op, **where)
+
+
+# -- the whole pipeline ----------------------------------------------------------------------
+def compile(source, entry: Optional[str] = None, arch="sm_90", emit: str = "cubin", *,
+            threads: Optional[int] = None, driver_version: Optional[Tuple[int, int]] = None,
+            verbose: bool = False) -> CompileResult:
+    """Compile Tile IR bytecode (a path, bytes or a Module) for one GPU architecture.
+    emit="ptx" stops after lowering; emit="cubin" also links with nvJitLink."""
+    if emit not in ("ptx", "cubin"):
+        raise TilebcError(f"emit must be 'ptx' or 'cubin', not {emit!r}")
+    timings = {}
+    start = time.perf_counter()
+    module = load_module(source)
+    timings["load"] = time.perf_counter() - start
+    arch_number = targets.parse_arch(arch)
+    functions = select_entries(module, entry)
+    check_module(module, functions)
+    ptx_version = targets.choose_ptx_version(arch_number, targets.nvjitlink_version(),
+                                             driver_version)
+    mark = time.perf_counter()
+    ptx, origin, infos, notes = lower_module(module, functions, arch_number, ptx_version, threads)
+    timings["lower"] = time.perf_counter() - mark
+    cubin, log = None, ""
+    if emit == "cubin":
+        mark = time.perf_counter()
+        cubin, log = link_ptx(ptx, arch_number, origin=origin, module=module,
+                              extra_options=("-verbose",) if verbose else ())
+        timings["link"] = time.perf_counter() - mark
+    log = "\n".join(notes + ([log] if log else []))
+    return CompileResult(f"sm_{arch_number}", f"{ptx_version[0]}.{ptx_version[1]}", ptx, cubin,
+                         infos, log, timings)

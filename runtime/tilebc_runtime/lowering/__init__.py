@@ -1,0 +1,1 @@
+"""Tile IR -> PTX lowering: one module per op family, hooks registered by op mnemonic."""

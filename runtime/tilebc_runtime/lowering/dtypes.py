@@ -1,0 +1,146 @@
+"""How each Tile IR element type lives in PTX registers and memory, and conversions through f32.
+
+Register forms (the invariant every lowering keeps):
+  i1 -> .pred;  i8/i16/i32 -> .b32 holding the value sign-extended to 32 bits;  i64 and pointers -> .b64;
+  f16/bf16 -> .b16 bit pattern;  f8 types -> .b16 with the byte in the low 8 bits;  f32/tf32 -> .f32
+  (tf32 kept as an f32 value);  f64 -> .f64.
+Narrow float arithmetic runs in f32 and rounds back once (exact for add/sub/mul/div/sqrt: f32 has more
+than twice the precision of f16/bf16 plus two bits).
+"""
+from __future__ import annotations
+
+import struct
+
+from tilebc.errors import TilebcError
+from tilebc.ir.types import ElementType, PointerType
+
+REG_CLASS = {"i1": "pred", "i8": "b32", "i16": "b32", "i32": "b32", "i64": "b64", "f16": "b16",
+             "bf16": "b16", "f32": "f32", "tf32": "f32", "f64": "f64", "f8E4M3FN": "b16",
+             "f8E5M2": "b16", "f8E8M0FNU": "b16"}
+# Memory access type for ld/st/param (i1 is stored as a byte).
+MEM_TYPE = {"i1": "u8", "i8": "s8", "i16": "s16", "i32": "b32", "i64": "b64", "f16": "b16",
+            "bf16": "b16", "f32": "f32", "tf32": "f32", "f64": "f64", "f8E4M3FN": "b8",
+            "f8E5M2": "b8", "f8E8M0FNU": "b8"}
+BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "tf32": 4,
+         "f64": 8, "f8E4M3FN": 1, "f8E5M2": 1, "f8E8M0FNU": 1}
+NARROW_FLOATS = ("f16", "bf16", "f8E4M3FN", "f8E5M2", "f8E8M0FNU")
+FP8_PTX = {"f8E4M3FN": "e4m3x2", "f8E5M2": "e5m2x2"}
+
+
+def name_of(element) -> str:
+    return "ptr" if isinstance(element, PointerType) else element.name
+
+
+def check_supported(element, where=None) -> str:
+    name = name_of(element)
+    if name != "ptr" and name not in REG_CLASS:
+        raise TilebcError(f"element type {name} is not supported by the JIT yet"
+                          + (f" ({where})" if where else ""))
+    return name
+
+
+def reg_class(element) -> str:
+    name = name_of(element)
+    return "b64" if name == "ptr" else REG_CLASS[check_supported(element)]
+
+
+def mem_type(element) -> str:
+    name = name_of(element)
+    return "b64" if name == "ptr" else MEM_TYPE[check_supported(element)]
+
+
+def byte_size(element) -> int:
+    name = name_of(element)
+    return 8 if name == "ptr" else BYTES[check_supported(element)]
+
+
+def int_bits(element) -> int:
+    return {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}[element.name]
+
+
+def mov_type(cls: str) -> str:
+    return {"pred": "pred", "b16": "b16", "b32": "b32", "b64": "b64", "f32": "f32", "f64": "f64"}[cls]
+
+
+def float_immediate(value: float, cls: str) -> str:
+    if cls == "f64":
+        return "0d%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
+    return "0f%08X" % struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+def f32_bits_immediate(bits: int) -> str:
+    return "0f%08X" % (bits & 0xFFFFFFFF)
+
+
+def _check_fp8(w, name: str) -> None:
+    if name in FP8_PTX and getattr(w, "arch", 90) < 89:
+        raise TilebcError(f"{name} conversions need sm_89 or newer (cvt .e4m3x2/.e5m2x2)")
+
+
+def to_f32(w, reg: str, element: ElementType) -> str:
+    """An f32 register with the value of `reg` (a narrow float or f32)."""
+    name = element.name
+    _check_fp8(w, name)
+    if name in ("f32", "tf32"):
+        return reg
+    out = w.reg("f32")
+    if name == "f16":
+        w(f"cvt.f32.f16 {out}, {reg}")
+    elif name == "bf16":
+        wide = w.reg("b32")
+        w(f"cvt.u32.u16 {wide}, {reg}")
+        w(f"shl.b32 {wide}, {wide}, 16")
+        w(f"mov.b32 {out}, {wide}")
+    elif name in FP8_PTX:
+        pair = w.reg("b32")
+        low, high = w.reg("b16"), w.reg("b16")
+        w(f"cvt.rn.f16x2.{FP8_PTX[name]} {pair}, {reg}")
+        w(f"mov.b32 {{{low}, {high}}}, {pair}")
+        w(f"cvt.f32.f16 {out}, {low}")
+    elif name == "f8E8M0FNU":
+        # value 2^(e-127): the byte is an f32 exponent field; 0xFF is NaN, 0 is 2^-127 (subnormal).
+        wide, bits = w.reg("b32"), w.reg("b32")
+        is_nan, is_zero = w.reg("pred"), w.reg("pred")
+        w(f"cvt.u32.u16 {wide}, {reg}")
+        w(f"and.b32 {wide}, {wide}, 255")
+        w(f"shl.b32 {bits}, {wide}, 23")
+        w(f"setp.eq.u32 {is_nan}, {wide}, 255")
+        w(f"setp.eq.u32 {is_zero}, {wide}, 0")
+        w(f"selp.b32 {bits}, 2143289344, {bits}, {is_nan}")
+        w(f"selp.b32 {bits}, 4194304, {bits}, {is_zero}")
+        w(f"mov.b32 {out}, {bits}")
+    else:
+        raise TilebcError(f"cannot convert {name} to f32")
+    return out
+
+
+def from_f32(w, reg: str, element: ElementType, rounding: str = "rn") -> str:
+    """`reg` (f32) rounded to `element` (a narrow float or f32)."""
+    name = element.name
+    _check_fp8(w, name)
+    if name == "f32":
+        return reg
+    if name == "tf32":  # keep tf32 values as f32 with the low 13 mantissa bits rounded away
+        bits, out = w.reg("b32"), w.reg("f32")
+        w(f"cvt.rna.tf32.f32 {bits}, {reg}")
+        w(f"mov.b32 {out}, {bits}")
+        return out
+    out = w.reg("b16")
+    if name == "f16":
+        w(f"cvt.{rounding}.f16.f32 {out}, {reg}")
+    elif name == "bf16":
+        w(f"cvt.{rounding}.bf16.f32 {out}, {reg}")
+    elif name in FP8_PTX:
+        zero = w.reg("f32")
+        w(f"mov.f32 {zero}, 0f00000000")
+        w(f"cvt.rn.satfinite.{FP8_PTX[name]}.f32 {out}, {zero}, {reg}")
+    elif name == "f8E8M0FNU":
+        # round to the nearest power of two by exponent field (truncation toward zero of the mantissa)
+        bits, field = w.reg("b32"), w.reg("b32")
+        w(f"mov.b32 {bits}, {reg}")
+        w(f"shr.u32 {field}, {bits}, 23")
+        w(f"and.b32 {field}, {field}, 255")
+        w(f"cvt.u16.u32 {out}, {field}")
+    else:
+        raise TilebcError(f"cannot convert f32 to {name}")
+    return out

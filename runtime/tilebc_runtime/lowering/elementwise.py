@@ -1,0 +1,631 @@
+"""Element-wise arithmetic, comparisons and math: each slot of the result from the same slot of the
+operands, so no data moves between threads.
+
+Precision (what each math op promises; narrow floats are computed in f32 and rounded once):
+  add/sub/mul/div/fma/sqrt: IEEE with the op's rounding mode (div/sqrt `approx` use the .approx forms).
+  exp: Cody-Waite reduction to [-0.5, 0.5]·ln2 then ex2.approx (a few ulp); exp2/log2: ex2/lg2.approx.
+  log: lg2.approx · ln2 (absolute error ~2^-22 near 1).  sin/cos/tan: reduction by 2π (two-term) then
+  sin/cos.approx (absolute error ~2^-20).  sinh/cosh/tanh(full): from exp; tanh(approx): tanh.approx.
+  atan2: degree-8 minimax polynomial (~2 ulp).  pow: exp2(y·log2|x|) with sign from integer y.
+  remf: x - trunc(x/y)·y (exact only while the quotient fits the significand).
+  f64 transcendentals run in f32 (≈ single precision); f64 add/sub/mul/div/fma/sqrt are exact IEEE.
+"""
+from __future__ import annotations
+
+import math
+
+from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
+
+from . import dtypes
+from .lowerer import Tile
+from .registry import lowers
+
+ROUND = {RoundingMode.NEAREST_EVEN: "rn", RoundingMode.ZERO: "rz", RoundingMode.NEGATIVE_INF: "rm",
+         RoundingMode.POSITIVE_INF: "rp", RoundingMode.NEAREST_INT_TO_ZERO: "rn",
+         RoundingMode.NEAREST_AWAY: "rn", RoundingMode.FULL: "rn", RoundingMode.APPROX: "rn"}
+
+ATAN_COEFFS = (0.999999988082299, -0.33333120742995825, 0.1999371506313169, -0.14213185680470414,
+               0.1068137263560257, -0.07596691502272468, 0.04385401862071097,
+               -0.01682636167773477, 0.0030496670689966615)
+
+
+def map_slots(lw, op, compute) -> None:
+    """Result slot k = compute([operand slot k ...]) for an op with one tile result."""
+    operands = [lw.get(v) for v in op.operand_values]
+    result_type = op.results[0].type
+    regs = [compute([t.slot(k) for t in operands])
+            for k in range(lw.slots(result_type.num_elements))]
+    lw.set(op.results[0], Tile(result_type, regs))
+
+
+def _float_math(lw, op, compute, *, keep_f64=False) -> None:
+    """Run `compute(w, cls, regs) -> reg` on f32 (or f64 when keep_f64) registers and round back."""
+    w = lw.w
+    element = op.operand_values[0].type.element
+    rounding = ROUND.get(op.attrs.get("rounding_mode"), "rn")
+
+    def per_slot(regs):
+        if element.name == "f64":
+            if keep_f64:
+                return compute(w, "f64", regs)
+            narrow = []
+            for reg in regs:
+                f = w.reg("f32")
+                w(f"cvt.rn.f32.f64 {f}, {reg}")
+                narrow.append(f)
+            out = w.reg("f64")
+            w(f"cvt.f64.f32 {out}, {compute(w, 'f32', narrow)}")
+            return out
+        wide = [dtypes.to_f32(w, r, element) for r in regs]
+        return dtypes.from_f32(w, compute(w, "f32", wide), element, rounding)
+    map_slots(lw, op, per_slot)
+
+
+def _ftz(op, cls):
+    return ".ftz" if op.attrs.get("flush_to_zero") and cls == "f32" else ""
+
+
+def _binary_float(ptx_op):
+    def lower(lw, op):
+        mode = ROUND.get(op.attrs.get("rounding_mode"), "rn")
+
+        def compute(w, cls, regs):
+            out = w.reg(cls)
+            w(f"{ptx_op}.{mode}{_ftz(op, cls)}.{cls} {out}, {regs[0]}, {regs[1]}")
+            return out
+        _float_math(lw, op, compute, keep_f64=True)
+    return lower
+
+
+lowers("addf")(_binary_float("add"))
+lowers("subf")(_binary_float("sub"))
+lowers("mulf")(_binary_float("mul"))
+
+
+@lowers("divf")
+def lower_divf(lw, op):
+    mode = op.attrs.get("rounding_mode")
+
+    def compute(w, cls, regs):
+        out = w.reg(cls)
+        if mode is RoundingMode.APPROX and cls == "f32":
+            w(f"div.approx{_ftz(op, cls)}.f32 {out}, {regs[0]}, {regs[1]}")
+        elif mode is RoundingMode.FULL and cls == "f32":
+            w(f"div.full{_ftz(op, cls)}.f32 {out}, {regs[0]}, {regs[1]}")
+        else:
+            w(f"div.{ROUND.get(mode, 'rn')}{_ftz(op, cls)}.{cls} {out}, {regs[0]}, {regs[1]}")
+        return out
+    _float_math(lw, op, compute, keep_f64=True)
+
+
+@lowers("fma")
+def lower_fma(lw, op):
+    mode = ROUND.get(op.attrs.get("rounding_mode"), "rn")
+
+    def compute(w, cls, regs):
+        out = w.reg(cls)
+        w(f"fma.{mode}{_ftz(op, cls)}.{cls} {out}, {regs[0]}, {regs[1]}, {regs[2]}")
+        return out
+    _float_math(lw, op, compute, keep_f64=True)
+
+
+def _unary_float(ptx_text, keep_f64=True):
+    def lower(lw, op):
+        def compute(w, cls, regs):
+            out = w.reg(cls)
+            w(ptx_text.format(cls=cls, out=out, a=regs[0], ftz=_ftz(op, cls)))
+            return out
+        _float_math(lw, op, compute, keep_f64=keep_f64)
+    return lower
+
+
+lowers("absf")(_unary_float("abs{ftz}.{cls} {out}, {a}"))
+lowers("negf")(_unary_float("neg{ftz}.{cls} {out}, {a}"))
+lowers("ceil")(_unary_float("cvt.rpi.{cls}.{cls} {out}, {a}"))
+lowers("floor")(_unary_float("cvt.rmi.{cls}.{cls} {out}, {a}"))
+
+
+@lowers("sqrt")
+def lower_sqrt(lw, op):
+    mode = op.attrs.get("rounding_mode")
+
+    def compute(w, cls, regs):
+        out = w.reg(cls)
+        if mode is RoundingMode.APPROX and cls == "f32":
+            w(f"sqrt.approx{_ftz(op, cls)}.f32 {out}, {regs[0]}")
+        else:
+            w(f"sqrt.{ROUND.get(mode, 'rn')}{_ftz(op, cls)}.{cls} {out}, {regs[0]}")
+        return out
+    _float_math(lw, op, compute, keep_f64=True)
+
+
+@lowers("rsqrt")
+def lower_rsqrt(lw, op):
+    def compute(w, cls, regs):
+        root, out = w.reg(cls), w.reg(cls)
+        w(f"sqrt.rn{_ftz(op, cls)}.{cls} {root}, {regs[0]}")
+        w(f"rcp.rn{_ftz(op, cls)}.{cls} {out}, {root}")
+        return out
+    _float_math(lw, op, compute, keep_f64=True)
+
+
+def _fmin_max(name):
+    def lower(lw, op):
+        nan = ".NaN" if op.attrs.get("propagate_nan") else ""
+
+        def compute(w, cls, regs):
+            out = w.reg(cls)
+            if nan and cls == "f64":  # max.NaN has no f64 form: propagate by hand
+                plain, either = w.reg("f64"), w.reg("pred")
+                w(f"{name}.f64 {plain}, {regs[0]}, {regs[1]}")
+                w(f"testp.notanumber.f64 {either}, {regs[0]}")
+                w(f"selp.f64 {plain}, {regs[0]}, {plain}, {either}")
+                w(f"testp.notanumber.f64 {either}, {regs[1]}")
+                w(f"selp.f64 {out}, {regs[1]}, {plain}, {either}")
+                return out
+            w(f"{name}{_ftz(op, cls)}{nan}.{cls} {out}, {regs[0]}, {regs[1]}")
+            return out
+        _float_math(lw, op, compute, keep_f64=True)
+    return lower
+
+
+lowers("maxf")(_fmin_max("max"))
+lowers("minf")(_fmin_max("min"))
+
+
+# -- transcendental building blocks on f32 registers ------------------------------------------
+def f32_const(w, value: float) -> str:
+    reg = w.reg("f32")
+    w(f"mov.f32 {reg}, {dtypes.float_immediate(value, 'f32')}")
+    return reg
+
+
+def exp_f32(w, x: str, ftz: str = "") -> str:
+    """e^x: n = rint(x·log2 e), r = x - n·ln2 (two-term), e^x = 2^n · 2^(r·log2 e)."""
+    n, r, t, p1, p2, out = (w.reg("f32") for _ in range(6))
+    w(f"mul.rn.f32 {t}, {x}, {dtypes.float_immediate(1 / math.log(2), 'f32')}")
+    w(f"cvt.rni.f32.f32 {n}, {t}")
+    w(f"fma.rn.f32 {r}, {n}, {dtypes.float_immediate(-0.693145751953125, 'f32')}, {x}")
+    w(f"fma.rn.f32 {r}, {n}, {dtypes.float_immediate(-1.428606765330187e-06, 'f32')}, {r}")
+    w(f"mul.rn.f32 {r}, {r}, {dtypes.float_immediate(1 / math.log(2), 'f32')}")
+    w(f"ex2.approx{ftz}.f32 {p1}, {r}")
+    # split 2^n in two halves so n up to ±254 neither overflows nor flushes early
+    half = w.reg("f32")
+    w(f"mul.rn.f32 {half}, {n}, 0f3F000000")
+    w(f"cvt.rmi.f32.f32 {half}, {half}")
+    w(f"ex2.approx{ftz}.f32 {p2}, {half}")
+    rest = w.reg("f32")
+    w(f"sub.rn.f32 {rest}, {n}, {half}")
+    p3 = w.reg("f32")
+    w(f"ex2.approx{ftz}.f32 {p3}, {rest}")
+    w(f"mul.rn.f32 {out}, {p1}, {p2}")
+    w(f"mul.rn.f32 {out}, {out}, {p3}")
+    return out
+
+
+def reduce_2pi(w, x: str) -> str:
+    q, r = w.reg("f32"), w.reg("f32")
+    w(f"mul.rn.f32 {q}, {x}, {dtypes.float_immediate(1 / (2 * math.pi), 'f32')}")
+    w(f"cvt.rni.f32.f32 {q}, {q}")
+    w(f"fma.rn.f32 {r}, {q}, {dtypes.float_immediate(-6.28125, 'f32')}, {x}")
+    w(f"fma.rn.f32 {r}, {q}, {dtypes.float_immediate(-(2 * math.pi - 6.28125), 'f32')}, {r}")
+    return r
+
+
+def _math(mnemonic):
+    def decorate(build):
+        def lower(lw, op):
+            def compute(w, cls, regs):
+                return build(w, op, *regs)
+            _float_math(lw, op, compute)
+        lowers(mnemonic)(lower)
+        return build
+    return decorate
+
+
+@_math("exp")
+def _exp(w, op, x):
+    return exp_f32(w, x)
+
+
+@_math("exp2")
+def _exp2(w, op, x):
+    out = w.reg("f32")
+    w(f"ex2.approx{_ftz(op, 'f32')}.f32 {out}, {x}")
+    return out
+
+
+@_math("log2")
+def _log2(w, op, x):
+    out = w.reg("f32")
+    w(f"lg2.approx.f32 {out}, {x}")
+    return out
+
+
+@_math("log")
+def _log(w, op, x):
+    l2, out = w.reg("f32"), w.reg("f32")
+    w(f"lg2.approx.f32 {l2}, {x}")
+    w(f"mul.rn.f32 {out}, {l2}, {dtypes.float_immediate(math.log(2), 'f32')}")
+    return out
+
+
+@_math("sin")
+def _sin(w, op, x):
+    out = w.reg("f32")
+    w(f"sin.approx.f32 {out}, {reduce_2pi(w, x)}")
+    return out
+
+
+@_math("cos")
+def _cos(w, op, x):
+    out = w.reg("f32")
+    w(f"cos.approx.f32 {out}, {reduce_2pi(w, x)}")
+    return out
+
+
+@_math("tan")
+def _tan(w, op, x):
+    r = reduce_2pi(w, x)
+    s, c, out = w.reg("f32"), w.reg("f32"), w.reg("f32")
+    w(f"sin.approx.f32 {s}, {r}")
+    w(f"cos.approx.f32 {c}, {r}")
+    w(f"div.rn.f32 {out}, {s}, {c}")
+    return out
+
+
+def _exp_pair(w, x):
+    neg = w.reg("f32")
+    w(f"neg.f32 {neg}, {x}")
+    return exp_f32(w, x), exp_f32(w, neg)
+
+
+@_math("sinh")
+def _sinh(w, op, x):
+    a, b = _exp_pair(w, x)
+    out = w.reg("f32")
+    w(f"sub.rn.f32 {out}, {a}, {b}")
+    w(f"mul.rn.f32 {out}, {out}, 0f3F000000")
+    return out
+
+
+@_math("cosh")
+def _cosh(w, op, x):
+    a, b = _exp_pair(w, x)
+    out = w.reg("f32")
+    w(f"add.rn.f32 {out}, {a}, {b}")
+    w(f"mul.rn.f32 {out}, {out}, 0f3F000000")
+    return out
+
+
+@_math("tanh")
+def _tanh(w, op, x):
+    out = w.reg("f32")
+    if op.attrs.get("rounding_mode") is RoundingMode.APPROX:
+        w(f"tanh.approx.f32 {out}, {x}")
+        return out
+    # tanh|x| = (1 - e^-2|x|) / (1 + e^-2|x|), sign restored; tiny |x| returns x.
+    ax, m2, num, den = (w.reg("f32") for _ in range(4))
+    small = w.reg("pred")
+    w(f"abs.f32 {ax}, {x}")
+    w(f"mul.rn.f32 {m2}, {ax}, 0fC0000000")
+    t = exp_f32(w, m2)
+    w(f"sub.rn.f32 {num}, 0f3F800000, {t}")
+    w(f"add.rn.f32 {den}, 0f3F800000, {t}")
+    w(f"div.rn.f32 {out}, {num}, {den}")
+    w(f"copysign.f32 {out}, {x}, {out}")
+    w(f"setp.lt.f32 {small}, {ax}, 0f39800000")
+    w(f"selp.f32 {out}, {x}, {out}, {small}")
+    return out
+
+
+def pow_f32(w, x, y):
+    """x^y for f32 registers: 2^(y·log2|x|), negative x allowed for integral y."""
+    ax, l2, prod, out = (w.reg("f32") for _ in range(4))
+    w(f"abs.f32 {ax}, {x}")
+    w(f"lg2.approx.f32 {l2}, {ax}")
+    w(f"mul.rn.f32 {prod}, {l2}, {y}")
+    w(f"ex2.approx.f32 {out}, {prod}")
+    yi, half, hf = w.reg("f32"), w.reg("f32"), w.reg("f32")
+    is_int, neg, odd, nan = w.reg("pred"), w.reg("pred"), w.reg("pred"), w.reg("pred")
+    w(f"cvt.rzi.f32.f32 {yi}, {y}")
+    w(f"setp.eq.f32 {is_int}, {yi}, {y}")
+    w(f"mul.rn.f32 {half}, {y}, 0f3F000000")
+    w(f"cvt.rzi.f32.f32 {hf}, {half}")
+    w(f"setp.ne.f32 {odd}, {hf}, {half}")
+    w(f"setp.lt.f32 {neg}, {x}, 0f00000000")
+    negated = w.reg("f32")
+    w(f"neg.f32 {negated}, {out}")
+    flip = w.reg("pred")
+    w(f"and.pred {flip}, {neg}, {odd}")
+    w(f"selp.f32 {out}, {negated}, {out}, {flip}")
+    w(f"not.pred {is_int}, {is_int}")
+    w(f"and.pred {nan}, {neg}, {is_int}")
+    w(f"selp.f32 {out}, 0f7FC00000, {out}, {nan}")
+    one = w.reg("pred")
+    w(f"setp.eq.f32 {one}, {y}, 0f00000000")
+    w(f"selp.f32 {out}, 0f3F800000, {out}, {one}")
+    return out
+
+
+@lowers("fpowf")
+def lower_fpowf(lw, op):
+    _float_math(lw, op, lambda w, cls, regs: pow_f32(w, regs[0], regs[1]))
+
+
+@lowers("fpowi")
+def lower_fpowi(lw, op):
+    w = lw.w
+    base, exponent = (lw.get(v) for v in op.operand_values)
+    element = base.element
+    rounding = "rn"
+
+    def per_slot(k):
+        x = base.slot(k)
+        xf = dtypes.to_f32(w, x, element) if element.name != "f64" else None
+        if xf is None:
+            xf = w.reg("f32")
+            w(f"cvt.rn.f32.f64 {xf}, {x}")
+        yf = w.reg("f32")
+        ext = exponent.element
+        w(f"cvt.rn.f32.s{64 if ext.name == 'i64' else 32} {yf}, {exponent.slot(k)}")
+        out = pow_f32(w, xf, yf)
+        if element.name == "f64":
+            wide = w.reg("f64")
+            w(f"cvt.f64.f32 {wide}, {out}")
+            return wide
+        return dtypes.from_f32(w, out, element, rounding)
+    result_type = op.results[0].type
+    lw.set(op.results[0], Tile(result_type, [per_slot(k) for k in range(lw.slots(result_type.num_elements))]))
+
+
+@lowers("atan2")
+def lower_atan2(lw, op):
+    def compute(w, cls, regs):
+        y, x = regs  # numpy order: atan2(first, second) is the angle of (second, first)
+        ax, ay, big, small, a, s, p, r = (w.reg("f32") for _ in range(8))
+        w(f"abs.f32 {ax}, {x}")
+        w(f"abs.f32 {ay}, {y}")
+        w(f"max.f32 {big}, {ax}, {ay}")
+        w(f"min.f32 {small}, {ax}, {ay}")
+        w(f"div.rn.f32 {a}, {small}, {big}")
+        w(f"mul.rn.f32 {s}, {a}, {a}")
+        w(f"mov.f32 {p}, {dtypes.float_immediate(ATAN_COEFFS[-1], 'f32')}")
+        for coeff in reversed(ATAN_COEFFS[:-1]):
+            w(f"fma.rn.f32 {p}, {p}, {s}, {dtypes.float_immediate(coeff, 'f32')}")
+        w(f"mul.rn.f32 {r}, {p}, {a}")
+        swap, neg_x, zero = w.reg("pred"), w.reg("pred"), w.reg("pred")
+        alt = w.reg("f32")
+        w(f"setp.gt.f32 {swap}, {ay}, {ax}")
+        w(f"sub.rn.f32 {alt}, {dtypes.float_immediate(math.pi / 2, 'f32')}, {r}")
+        w(f"selp.f32 {r}, {alt}, {r}, {swap}")
+        w(f"setp.lt.f32 {neg_x}, {x}, 0f00000000")
+        w(f"sub.rn.f32 {alt}, {dtypes.float_immediate(math.pi, 'f32')}, {r}")
+        w(f"selp.f32 {r}, {alt}, {r}, {neg_x}")
+        w(f"setp.eq.f32 {zero}, {big}, 0f00000000")
+        w(f"selp.f32 {r}, 0f00000000, {r}, {zero}")
+        out = w.reg("f32")
+        w(f"copysign.f32 {out}, {y}, {r}")
+        return out
+    _float_math(lw, op, compute)
+
+
+@lowers("remf")
+def lower_remf(lw, op):
+    def compute(w, cls, regs):
+        q, out = w.reg(cls), w.reg(cls)
+        w(f"div.rn.{cls} {q}, {regs[0]}, {regs[1]}")
+        w(f"cvt.rzi.{cls}.{cls} {q}, {q}")
+        w(f"neg.{cls} {q}, {q}")
+        w(f"fma.rn.{cls} {out}, {q}, {regs[1]}, {regs[0]}")
+        w(f"copysign.{cls} {out}, {regs[0]}, {out}")
+        return out
+    _float_math(lw, op, compute, keep_f64=True)
+
+
+# -- comparisons and select --------------------------------------------------------------------
+CMP = {ComparisonPredicate.EQUAL: "eq", ComparisonPredicate.NOT_EQUAL: "ne",
+       ComparisonPredicate.LESS_THAN: "lt", ComparisonPredicate.LESS_THAN_OR_EQUAL: "le",
+       ComparisonPredicate.GREATER_THAN: "gt", ComparisonPredicate.GREATER_THAN_OR_EQUAL: "ge"}
+
+
+@lowers("cmpf")
+def lower_cmpf(lw, op):
+    w = lw.w
+    element = op.operand_values[0].type.element
+    cmp = CMP[op.attrs["comparison_predicate"]]
+    if op.attrs["comparison_ordering"] is ComparisonOrdering.UNORDERED:
+        cmp += "u"
+    cls = "f64" if element.name == "f64" else "f32"
+
+    def compute(regs):
+        if cls == "f32":
+            regs = [dtypes.to_f32(w, r, element) for r in regs]
+        out = w.reg("pred")
+        w(f"setp.{cmp}.{cls} {out}, {regs[0]}, {regs[1]}")
+        return out
+    map_slots(lw, op, compute)
+
+
+def int_type(element, unsigned: bool) -> str:
+    bits = 64 if element.name in ("i64",) or dtypes.name_of(element) == "ptr" else 32
+    return f"{'u' if unsigned else 's'}{bits}"
+
+
+def as_int_regs(lw, regs, element, unsigned):
+    """Operands ready for a 32/64-bit integer instruction of the given signedness."""
+    if dtypes.name_of(element) == "i1":
+        out = []
+        for reg in regs:
+            wide = lw.w.reg("b32")
+            lw.w(f"selp.b32 {wide}, {1 if unsigned else -1}, 0, {reg}")
+            out.append(wide)
+        return out
+    if unsigned and dtypes.name_of(element) in ("i8", "i16"):
+        return [lw.zero_extended(r, element) for r in regs]
+    return list(regs)
+
+
+@lowers("cmpi")
+def lower_cmpi(lw, op):
+    w = lw.w
+    element = op.operand_values[0].type.element
+    unsigned = op.attrs["signedness"] is Signedness.UNSIGNED
+    cmp = CMP[op.attrs["comparison_predicate"]]
+    kind = "u32" if dtypes.name_of(element) == "i1" else int_type(element, unsigned)
+
+    def compute(regs):
+        regs = as_int_regs(lw, regs, element, unsigned)
+        out = w.reg("pred")
+        w(f"setp.{cmp}.{kind} {out}, {regs[0]}, {regs[1]}")
+        return out
+    map_slots(lw, op, compute)
+
+
+@lowers("select")
+def lower_select(lw, op):
+    element = op.results[0].type.element
+    map_slots(lw, op, lambda regs: lw.select(regs[0], regs[1], regs[2], element))
+
+
+# -- integer arithmetic ------------------------------------------------------------------------
+def _int_op(lw, op, build, *, unsigned=False):
+    """`build(w, type_suffix, regs) -> reg` on 32/64-bit registers, then re-normalise i8/i16."""
+    w = lw.w
+    element = op.results[0].type.element
+
+    def compute(regs):
+        regs = as_int_regs(lw, regs, op.operand_values[0].type.element, unsigned)
+        if dtypes.name_of(element) == "i1":
+            raw = build(w, "s32", regs)
+            out = w.reg("pred")
+            w(f"and.b32 {raw}, {raw}, 1")
+            w(f"setp.ne.u32 {out}, {raw}, 0")
+            return out
+        return lw.normalize_int(build(w, int_type(element, unsigned), regs), element)
+    map_slots(lw, op, compute)
+
+
+def _simple_int(ptx_op):
+    def lower(lw, op):
+        def build(w, kind, regs):
+            out = w.reg("b64" if kind.endswith("64") else "b32")
+            w(f"{ptx_op}.{kind} {out}, {', '.join(regs)}")
+            return out
+        _int_op(lw, op, build)
+    return lower
+
+
+lowers("addi")(_simple_int("add"))
+lowers("subi")(_simple_int("sub"))
+lowers("muli")(_simple_int("mul.lo"))
+lowers("absi")(_simple_int("abs"))
+lowers("negi")(_simple_int("neg"))
+
+
+@lowers("mulhii")
+def lower_mulhii(lw, op):
+    def build(w, kind, regs):
+        out = w.reg("b64" if kind.endswith("64") else "b32")
+        w(f"mul.hi.{kind} {out}, {regs[0]}, {regs[1]}")
+        return out
+    _int_op(lw, op, build, unsigned=True)
+
+
+def _signed_int(ptx_op, *, floor_fix=False):
+    def lower(lw, op):
+        unsigned = op.attrs.get("signedness") is Signedness.UNSIGNED
+
+        def build(w, kind, regs):
+            cls = "b64" if kind.endswith("64") else "b32"
+            out = w.reg(cls)
+            w(f"{ptx_op}.{kind} {out}, {regs[0]}, {regs[1]}")
+            if floor_fix:
+                out = _div_rounding(w, op, kind, cls, regs, out, unsigned)
+            return out
+        _int_op(lw, op, build, unsigned=unsigned)
+    return lower
+
+
+def _div_rounding(w, op, kind, cls, regs, quotient, unsigned):
+    """Adjust a truncating quotient for divi's floor (negative_inf) / ceil (positive_inf) modes."""
+    mode = op.attrs.get("rounding", RoundingMode.ZERO)
+    if mode not in (RoundingMode.NEGATIVE_INF, RoundingMode.POSITIVE_INF):
+        return quotient
+    rem, inexact, adjust = w.reg(cls), w.reg("pred"), w.reg("pred")
+    w(f"rem.{kind} {rem}, {regs[0]}, {regs[1]}")
+    w(f"setp.ne.{kind} {inexact}, {rem}, 0")
+    out = w.reg(cls)
+    if unsigned:
+        if mode is RoundingMode.NEGATIVE_INF:
+            return quotient
+        w(f"add.{kind} {out}, {quotient}, 1")
+        w(f"selp.{kind.replace('u', 'b')} {out}, {out}, {quotient}, {inexact}")
+        return out
+    signs, neg = w.reg(cls), w.reg("pred")
+    w(f"xor.b{kind[1:]} {signs}, {rem}, {regs[1]}")
+    w(f"setp.lt.{kind} {neg}, {signs}, 0")
+    if mode is RoundingMode.POSITIVE_INF:
+        w(f"not.pred {neg}, {neg}")
+    w(f"and.pred {adjust}, {inexact}, {neg}")
+    delta = -1 if mode is RoundingMode.NEGATIVE_INF else 1
+    w(f"add.{kind} {out}, {quotient}, {delta}")
+    w(f"selp.b{kind[1:]} {out}, {out}, {quotient}, {adjust}")
+    return out
+
+
+lowers("divi")(_signed_int("div", floor_fix=True))
+lowers("remi")(_signed_int("rem"))
+lowers("maxi")(_signed_int("max"))
+lowers("mini")(_signed_int("min"))
+
+
+@lowers("shli")
+def lower_shli(lw, op):
+    def build(w, kind, regs):
+        out = w.reg("b64" if kind.endswith("64") else "b32")
+        amount = _shift_amount(w, regs[1], kind)
+        w(f"shl.b{kind[1:]} {out}, {regs[0]}, {amount}")
+        return out
+    _int_op(lw, op, build)
+
+
+@lowers("shri")
+def lower_shri(lw, op):
+    unsigned = op.attrs.get("signedness") is Signedness.UNSIGNED
+
+    def build(w, kind, regs):
+        out = w.reg("b64" if kind.endswith("64") else "b32")
+        amount = _shift_amount(w, regs[1], kind)
+        w(f"shr.{kind} {out}, {regs[0]}, {amount}")
+        return out
+    _int_op(lw, op, build, unsigned=unsigned)
+
+
+def _shift_amount(w, reg, kind):
+    """PTX shift amounts are .u32 registers."""
+    if not kind.endswith("64"):
+        return reg
+    amount = w.reg("b32")
+    w(f"cvt.u32.u64 {amount}, {reg}")
+    return amount
+
+
+def _bitwise(ptx_op):
+    def lower(lw, op):
+        w = lw.w
+        element = op.results[0].type.element
+
+        def compute(regs):
+            cls = dtypes.reg_class(element)
+            out = w.reg(cls)
+            suffix = {"pred": "pred", "b64": "b64"}.get(cls, "b32")
+            w(f"{ptx_op}.{suffix} {out}, {regs[0]}, {regs[1]}")
+            return out
+        map_slots(lw, op, compute)
+    return lower
+
+
+lowers("andi")(_bitwise("and"))
+lowers("ori")(_bitwise("or"))
+lowers("xori")(_bitwise("xor"))

@@ -1,0 +1,466 @@
+"""Lowering state for one entry: where every Tile IR value lives, the thread distribution of tiles,
+shared-memory exchanges between distributions, and the walk over regions.
+
+Distribution (one rule for every tile, so elementwise ops and reshape need no data movement):
+  a tile of N elements (row-major linear index e) over a CTA of T threads gives thread t the slots
+  k = 0 .. S-1, S = ceil(N/T), holding element e = (k*T + t) mod N. A 1-element tile (scalar) is held
+  by every thread. When N < T several threads hold copies of an element; only its owner (k*T+t < N)
+  performs side effects (stores, atomics, prints). Anything that moves elements between threads goes
+  through shared memory: every thread writes its slots at their linear index, bar.sync, every thread
+  reads what it needs, bar.sync.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+from tilebc.errors import TilebcError
+from tilebc.ir.module import Block, Function, Module, Op, Value
+from tilebc.ir.types import ElementType, PointerType, TileType
+
+from . import dtypes
+from .ptx import PtxWriter
+
+
+class LoweringError(TilebcError):
+    """A Tile IR construct the JIT cannot lower (names the op and where it came from)."""
+
+
+class Tile:
+    """A tile value: one register per slot (a scalar has one register shared by all slots)."""
+
+    __slots__ = ("type", "regs")
+
+    def __init__(self, type: TileType, regs: List[str]):
+        self.type = type
+        self.regs = regs
+
+    @property
+    def element(self):
+        return self.type.element
+
+    @property
+    def count(self) -> int:
+        return self.type.num_elements
+
+    def slot(self, k: int) -> str:
+        return self.regs[0] if len(self.regs) == 1 else self.regs[k]
+
+    @property
+    def scalar(self) -> str:
+        return self.regs[0]
+
+
+class Token:
+    """A token's only run-time meaning for the JIT: whether it follows an earlier memory op."""
+
+    __slots__ = ("after_memory",)
+
+    def __init__(self, after_memory: bool):
+        self.after_memory = after_memory
+
+
+FRESH = Token(False)
+AFTER_MEMORY = Token(True)
+
+
+@dataclass
+class TensorView:
+    type: object  # TensorViewType
+    base: str  # .b64 register
+    shape: List[str]  # .b64 registers (static dims are materialised once)
+    strides: List[str]  # .b64 registers, in elements
+
+
+@dataclass
+class SubView:
+    type: object  # PartitionViewType / StridedViewType / GatherScatterViewType
+    tensor: TensorView
+
+
+@dataclass
+class Frame:
+    """An enclosing construct terminators refer to."""
+
+    kind: str  # "if" | "loop" | "region"
+    results: List[List[str]] = field(default_factory=list)  # result registers per value
+    end: Optional[str] = None  # label after the construct
+    carried: List[List[str]] = field(default_factory=list)  # loop: carried registers per value
+    latch: Optional[str] = None  # loop: where `continue` goes
+    on_yield: Optional[Callable] = None  # region: receives the yielded tiles
+
+
+class Lowerer:
+    def __init__(self, module: Module, function: Function, *, threads: int, arch: int,
+                 prefix: str = "__tilebc"):
+        self.prefix = prefix  # per-kernel symbol prefix (strings, constants)
+        self.module = module
+        self.function = function
+        self.T = threads
+        self.arch = arch  # e.g. 90 for sm_90
+        self.w = PtxWriter()
+        self.w.arch = arch
+        self.values: Dict[Value, object] = {}
+        self.frames: List[Frame] = []
+        self.smem_size = 0
+        self.strings: List[bytes] = []  # .global byte strings (print formats, assert messages)
+        self.const_arrays: List[tuple] = []  # (name, ptx type, values) for non-splat constants
+        self.uses_vprintf = False
+        self.globals_used = set()
+        self.local_bytes = 0
+        self.exit_label = self.w.label("exit")
+        self._cache: Dict[tuple, object] = {}
+
+    # -- diagnostics ---------------------------------------------------------------------------
+    def error(self, op: Optional[Op], message: str) -> LoweringError:
+        where = {}
+        if op is not None:
+            if op.offset is not None:
+                where["offset"] = op.offset
+            elif op.text_pos is not None:
+                where["line"], where["column"] = op.text_pos
+            message = f"{op.name}: {message}"
+        return LoweringError(message, file=self.module.source, **where)
+
+    # -- values --------------------------------------------------------------------------------
+    def get(self, value: Value):
+        try:
+            return self.values[value]
+        except KeyError:
+            raise self.error(self.w.current_op, f"value {value} used before the JIT defined it")
+
+    def set(self, value: Value, lowered) -> None:
+        self.values[value] = lowered
+
+    def slots(self, count: int) -> int:
+        return 1 if count == 1 else -(-count // self.T)
+
+    def new_tile(self, type: TileType) -> Tile:
+        cls = dtypes.reg_class(type.element)
+        return Tile(type, [self.w.reg(cls) for _ in range(self.slots(type.num_elements))])
+
+    def splat(self, type: TileType, reg: str) -> Tile:
+        return Tile(type, [reg])
+
+    # -- per-thread constants, computed once in the preamble ------------------------------------
+    @contextmanager
+    def preamble(self):
+        saved = self.w.in_preamble
+        self.w.in_preamble = True
+        try:
+            yield
+        finally:
+            self.w.in_preamble = saved
+
+    def _cached(self, key, make):
+        if key not in self._cache:
+            with self.preamble():
+                self._cache[key] = make()
+        return self._cache[key]
+
+    def tid(self) -> str:
+        def make():
+            reg = self.w.reg("b32")
+            self.w(f"mov.u32 {reg}, %tid.x")
+            return reg
+        return self._cached(("tid",), make)
+
+    def elem_index(self, count: int, k: int) -> str:
+        """u32 register: the linear element index slot k of this thread holds in a tile of `count`."""
+        if count == 1:
+            return self.const_u32(0)
+
+        def make():
+            w = self.w
+            reg = w.reg("b32")
+            w(f"add.u32 {reg}, {self.tid()}, {k * self.T}")
+            if (k + 1) * self.T > count:
+                if count & (count - 1) == 0:
+                    w(f"and.b32 {reg}, {reg}, {count - 1}")
+                else:
+                    w(f"rem.u32 {reg}, {reg}, {count}")
+            return reg
+        return self._cached(("e", count, k), make)
+
+    def multi_index(self, shape, k: int) -> List[str]:
+        """u32 registers: the multi-index (row-major) of slot k in a tile of `shape`."""
+        shape = tuple(shape)
+        count = 1
+        for dim in shape:
+            count *= dim
+        if count == 1:
+            return [self.const_u32(0)] * len(shape)
+
+        def make():
+            w = self.w
+            e = self.elem_index(count, k)
+            result = []
+            inner = count
+            for dim in shape:
+                inner //= dim
+                if dim == 1:
+                    result.append(self.const_u32(0))
+                    continue
+                reg = w.reg("b32")
+                if inner & (inner - 1) == 0:
+                    w(f"shr.u32 {reg}, {e}, {inner.bit_length() - 1}")
+                else:
+                    w(f"div.u32 {reg}, {e}, {inner}")
+                if dim * inner != count:  # not the outermost non-trivial dim: wrap
+                    if dim & (dim - 1) == 0:
+                        w(f"and.b32 {reg}, {reg}, {dim - 1}")
+                    else:
+                        w(f"rem.u32 {reg}, {reg}, {dim}")
+                result.append(reg)
+            return result
+        with self.preamble():
+            return self._cached(("mi", shape, k), make)
+
+    def owner(self, count: int, k: int) -> Optional[str]:
+        """Predicate: this thread owns slot k (None: always). Side effects are guarded by it."""
+        if count % self.T == 0:
+            return None
+
+        def make():
+            reg = self.w.reg("pred")
+            self.w(f"setp.lt.u32 {reg}, {self.tid()}, {count - k * self.T}")
+            return reg
+        return self._cached(("own", count, k), make)
+
+    def const_u32(self, value: int) -> str:
+        def make():
+            reg = self.w.reg("b32")
+            self.w(f"mov.u32 {reg}, {value}")
+            return reg
+        return self._cached(("u32", value), make)
+
+    def const_b64(self, value: int) -> str:
+        def make():
+            reg = self.w.reg("b64")
+            self.w(f"mov.b64 {reg}, {value}")
+            return reg
+        return self._cached(("b64", value), make)
+
+    def smem_base(self) -> str:
+        def make():
+            reg = self.w.reg("b32")
+            self.w(f"mov.u32 {reg}, __tilebc_smem")
+            return reg
+        return self._cached(("smem",), make)
+
+    # -- scalars -------------------------------------------------------------------------------
+    def scalar_s64(self, tile: Tile, unsigned: bool = False) -> str:
+        """A .b64 register with the value of an integer scalar (sign- or zero-extended)."""
+        element = tile.element
+        reg = tile.scalar
+        if isinstance(element, PointerType) or element.name == "i64":
+            return reg
+        out = self.w.reg("b64")
+        if element.name == "i1":
+            self.w(f"selp.b64 {out}, 1, 0, {reg}")
+        elif unsigned:
+            narrow = self.zero_extended(reg, element)
+            self.w(f"cvt.u64.u32 {out}, {narrow}")
+        else:
+            self.w(f"cvt.s64.s32 {out}, {reg}")
+        return out
+
+    def zero_extended(self, reg: str, element: ElementType) -> str:
+        """A b32 register holding the unsigned value of a sign-extended i8/i16/i32 register."""
+        bits = dtypes.int_bits(element)
+        if bits >= 32:
+            return reg
+        out = self.w.reg("b32")
+        self.w(f"and.b32 {out}, {reg}, {(1 << bits) - 1}")
+        return out
+
+    def normalize_int(self, reg: str, element: ElementType) -> str:
+        """Re-establish the sign-extended form after 32-bit arithmetic on i8/i16."""
+        bits = dtypes.int_bits(element)
+        if bits not in (8, 16):
+            return reg
+        out = self.w.reg("b32")
+        self.w(f"cvt.s32.s{bits} {out}, {reg}")
+        return out
+
+    # -- memory --------------------------------------------------------------------------------
+    def load(self, space: str, address: str, element, qualifiers: str = "",
+             predicate: Optional[str] = None, default: Optional[str] = None) -> str:
+        """Load one element; with `predicate`, lanes where it is false get `default`."""
+        w = self.w
+        name = dtypes.name_of(element)
+        cls = dtypes.reg_class(element)
+        out = w.reg(cls)
+        guard = f"@{predicate} " if predicate else ""
+        if predicate and default is not None:
+            w(f"mov.{dtypes.mov_type(cls)} {out}, {default}")
+        if name == "i1":
+            byte = w.reg("b16")
+            if predicate:
+                w(f"mov.b16 {byte}, 0")
+            w(f"{guard}ld{qualifiers}.{space}.u8 {byte}, [{address}]")
+            if predicate and default is not None:
+                loaded = w.reg("pred")
+                w(f"setp.ne.u16 {loaded}, {byte}, 0")
+                w(f"@{predicate} mov.pred {out}, {loaded}")
+            else:
+                w(f"setp.ne.u16 {out}, {byte}, 0")
+            return out
+        memtype = dtypes.mem_type(element)
+        if name.startswith("f8"):
+            memtype = "u8"
+        w(f"{guard}ld{qualifiers}.{space}.{memtype} {out}, [{address}]")
+        return out
+
+    def store(self, space: str, address: str, reg: str, element, qualifiers: str = "",
+              predicate: Optional[str] = None) -> None:
+        w = self.w
+        name = dtypes.name_of(element)
+        guard = f"@{predicate} " if predicate else ""
+        if name == "i1":
+            byte = w.reg("b16")
+            w(f"selp.u16 {byte}, 1, 0, {reg}")
+            w(f"{guard}st{qualifiers}.{space}.u8 [{address}], {byte}")
+            return
+        memtype = {"s8": "u8", "s16": "u16", "b8": "u8"}.get(dtypes.mem_type(element),
+                                                            dtypes.mem_type(element))
+        w(f"{guard}st{qualifiers}.{space}.{memtype} [{address}], {reg}")
+
+    def reserve_smem(self, sizes: List[int]) -> List[int]:
+        """Offsets (16-byte aligned) for buffers of `sizes` bytes in the shared exchange area."""
+        offsets, top = [], 0
+        for size in sizes:
+            offsets.append(top)
+            top += -(-size // 16) * 16
+        self.smem_size = max(self.smem_size, top)
+        return offsets
+
+    def smem_size_of(self, tile_type: TileType) -> int:
+        return tile_type.num_elements * dtypes.byte_size(tile_type.element)
+
+    def smem_address(self, offset: int, index: str, element) -> str:
+        """u32 shared address of element `index` (u32 register) of a buffer at `offset`."""
+        w = self.w
+        addr = w.reg("b32")
+        w(f"mad.lo.u32 {addr}, {index}, {dtypes.byte_size(element)}, {self.smem_base()}")
+        if offset:
+            w(f"add.u32 {addr}, {addr}, {offset}")
+        return addr
+
+    def smem_write(self, tile: Tile, offset: int) -> None:
+        for k in range(self.slots(tile.count)):
+            index = self.elem_index(tile.count, k)
+            self.store("shared", self.smem_address(offset, index, tile.element), tile.slot(k),
+                       tile.element)
+
+    def smem_read(self, offset: int, index: str, element) -> str:
+        return self.load("shared", self.smem_address(offset, index, element), element)
+
+    def barrier(self) -> None:
+        self.w("bar.sync 0")
+
+    def gather(self, sources: List[Tile], result_type: TileType,
+               source_index: Callable[[int, List[str]], tuple]) -> Tile:
+        """Build a tile whose elements come from other threads' slots of `sources`.
+        `source_index(k, out_multi_index)` emits code and returns (which source, u32 linear index),
+        or (which source, index, predicate-choosing-source-1-over-0 ...) via `select` tuples:
+        a 2-tuple (i, idx) reads source i; a 4-tuple (pred, idx_a, idx_b, None) reads source 0 at
+        idx_a where pred is true, else source 1 at idx_b."""
+        offsets = self.reserve_smem([self.smem_size_of(s.type) for s in sources])
+        for source, offset in zip(sources, offsets):
+            self.smem_write(source, offset)
+        self.barrier()
+        out = self.new_tile(result_type)
+        for k in range(len(out.regs)):
+            mi = self.multi_index(result_type.shape, k)
+            choice = source_index(k, mi)
+            if len(choice) == 2:
+                which, index = choice
+                value = self.smem_read(offsets[which], index, sources[which].element)
+            else:
+                pred, index_a, index_b, _ = choice
+                a = self.smem_read(offsets[0], index_a, sources[0].element)
+                b = self.smem_read(offsets[1], index_b, sources[1].element)
+                value = self.select(pred, a, b, result_type.element)
+            self.w(f"mov.{dtypes.mov_type(dtypes.reg_class(result_type.element))} "
+                   f"{out.regs[k]}, {value}")
+        self.barrier()
+        return out
+
+    def select(self, pred: str, a: str, b: str, element) -> str:
+        cls = dtypes.reg_class(element)
+        out = self.w.reg(cls)
+        if cls == "pred":
+            t1, t2 = self.w.reg("pred"), self.w.reg("pred")
+            self.w(f"and.pred {t1}, {pred}, {a}")
+            self.w(f"not.pred {t2}, {pred}")
+            self.w(f"and.pred {t2}, {t2}, {b}")
+            self.w(f"or.pred {out}, {t1}, {t2}")
+        else:
+            self.w(f"selp.{dtypes.mov_type(cls)} {out}, {a}, {b}, {pred}")
+        return out
+
+    def linear_index(self, indices: List[str], shape) -> str:
+        """u32 register: row-major linear index of u32 `indices` in `shape`."""
+        w = self.w
+        acc = None
+        for index, dim in zip(indices, shape):
+            if acc is None:
+                acc = index
+                continue
+            nxt = w.reg("b32")
+            w(f"mad.lo.u32 {nxt}, {acc}, {dim}, {index}")
+            acc = nxt
+        return acc if acc is not None else self.const_u32(0)
+
+    def copy_into(self, regs: List[str], tile: Tile) -> None:
+        cls = dtypes.reg_class(tile.element)
+        for k, reg in enumerate(regs):
+            self.w(f"mov.{dtypes.mov_type(cls)} {reg}, {tile.slot(k)}")
+
+    def parallel_copy(self, targets: List[List[str]], tiles: List[Tile]) -> None:
+        """Copy tiles into register groups as one parallel assignment (sources may be targets)."""
+        staged = []
+        for tile in tiles:
+            temp = self.new_tile(tile.type)
+            self.copy_into(temp.regs, tile)
+            staged.append(temp)
+        for regs, temp in zip(targets, staged):
+            self.copy_into(regs, temp)
+
+    # -- walking -------------------------------------------------------------------------------
+    def lower_block(self, block: Block) -> None:
+        for op in block.ops:
+            self.lower_op(op)
+
+    def lower_op(self, op: Op) -> None:
+        from .registry import LOWERINGS, NOT_LOWERED
+        hook = LOWERINGS.get(op.name)
+        if hook is None:
+            reason = NOT_LOWERED.get(op.name, "no lowering registered")
+            raise self.error(op, f"not supported by the JIT: {reason}")
+        saved = self.w.current_op
+        self.w.current_op = op
+        try:
+            hook(self, op)
+        except LoweringError:
+            raise
+        except TilebcError as exc:
+            raise self.error(op, exc.message) from exc
+        finally:
+            self.w.current_op = saved
+
+    def module_global(self, name: str):
+        for item in self.module.globals:
+            if item.name == name:
+                return item
+        raise KeyError(name)
+
+    def global_symbol(self, name: str) -> str:
+        self.globals_used.add(name)
+        return f"__tilebc_global_{name}"
+
+    def add_string(self, data: bytes) -> str:
+        self.strings.append(data + b"\0")
+        return f"{self.prefix}_str{len(self.strings) - 1}"

@@ -1,0 +1,327 @@
+"""Views and memory: tensor/partition/strided/gather-scatter views, view loads and stores with bounds
+masks and padding, pointer-tile loads and stores, pointer offsets, module globals.
+
+Every thread loads and stores the elements of its own slots (adjacent threads touch adjacent elements
+of a row, so accesses along a stride-1 dimension coalesce). Memory ops ordered after earlier memory
+ops by a token get a bar.sync first, because another thread of the CTA may own the element.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from tilebc.ir.types import (GatherScatterViewType, PartitionViewType, StridedViewType, TensorViewType,
+                             TokenType)
+from tilebc.numerics import float_to_bits
+from tilebc.ops.enums import MemoryOrderingSemantics, MemoryScope, PaddingValue
+
+from . import dtypes
+from .lowerer import AFTER_MEMORY, SubView, TensorView, Tile
+from .registry import lowers
+from .shapes import immediate
+
+SCOPE = {MemoryScope.TL_BLK: "cta", MemoryScope.DEVICE: "gpu", MemoryScope.SYS: "sys"}
+
+
+def order_after_token(lw, op) -> None:
+    token = op.operands.get("token")
+    if token is not None and getattr(lw.get(token), "after_memory", False):
+        lw.barrier()
+
+
+def set_result_token(lw, op) -> None:
+    for result in op.results:
+        if isinstance(result.type, TokenType):
+            lw.set(result, AFTER_MEMORY)
+
+
+def qualifiers(op, *, store: bool) -> str:
+    """ld/st memory-ordering qualifiers for the op's ordering and scope attributes."""
+    ordering = op.attrs.get("memory_ordering_semantics")
+    scope = SCOPE.get(op.attrs.get("memory_scope"), "gpu")
+    if ordering in (None, MemoryOrderingSemantics.WEAK):
+        return ""
+    if ordering is MemoryOrderingSemantics.RELAXED:
+        return f".relaxed.{scope}"
+    if ordering is MemoryOrderingSemantics.ACQUIRE:
+        return f".acquire.{scope}"
+    if ordering is MemoryOrderingSemantics.RELEASE:
+        return f".release.{scope}"
+    return f".{'release' if store else 'acquire'}.{scope}"  # acq_rel on a plain load/store
+
+
+@lowers("make_tensor_view")
+def lower_make_tensor_view(lw, op):
+    view_type: TensorViewType = op.results[0].type
+    base = lw.get(op.operands["base"]).scalar
+    dynamic_shape = iter(op.operands["dynamicShape"])
+    dynamic_strides = iter(op.operands["dynamicStrides"])
+
+    def materialise(static, dynamic):
+        if static is not None:
+            return lw.const_b64(static)
+        return lw.scalar_s64(lw.get(next(dynamic)))
+    shape = [materialise(d, dynamic_shape) for d in view_type.shape]
+    strides = [materialise(s, dynamic_strides) for s in view_type.strides]
+    lw.set(op.results[0], TensorView(view_type, base, shape, strides))
+
+
+@lowers("make_partition_view", "make_strided_view", "make_gather_scatter_view")
+def lower_make_view(lw, op):
+    lw.set(op.results[0], SubView(op.results[0].type, lw.get(op.operands["tensor_view"])))
+
+
+def _shape_results(lw, op, values: List[str]):
+    w = lw.w
+    for result, reg in zip(op.results, values):
+        if result.type.element.name == "i64":
+            lw.set(result, Tile(result.type, [reg]))
+        else:
+            narrow = w.reg("b32")
+            w(f"cvt.u32.u64 {narrow}, {reg}")
+            lw.set(result, Tile(result.type, [narrow]))
+
+
+@lowers("get_tensor_shape")
+def lower_get_tensor_shape(lw, op):
+    view = lw.get(op.operands["src"])
+    tensor = view.tensor if isinstance(view, SubView) else view
+    _shape_results(lw, op, tensor.shape)
+
+
+def _dim_map(view_type):
+    return list(getattr(view_type, "dim_map", None) or range(len(view_type.tile_shape)))
+
+
+@lowers("get_index_space_shape")
+def lower_get_index_space_shape(lw, op):
+    w = lw.w
+    view: SubView = lw.get(op.operands["src"])
+    vt = view.type
+    counts = []
+    for i, tile_dim in enumerate(vt.tile_shape):
+        size = view.tensor.shape[_dim_map(vt)[i]]
+        out = w.reg("b64")
+        if isinstance(vt, StridedViewType):
+            # tiles start every traversal stride; the last one starts before the end
+            stride = vt.traversal_strides[i]
+            over, more = w.reg("b64"), w.reg("pred")
+            w(f"sub.s64 {over}, {size}, {tile_dim}")
+            w(f"add.s64 {over}, {over}, {stride - 1}")
+            w(f"div.s64 {over}, {over}, {stride}")
+            w(f"add.s64 {out}, {over}, 1")
+            w(f"setp.le.s64 {more}, {size}, {tile_dim}")
+            w(f"selp.b64 {out}, 1, {out}, {more}")
+        else:
+            w(f"add.s64 {out}, {size}, {tile_dim - 1}")
+            w(f"div.s64 {out}, {out}, {tile_dim}")
+        counts.append(out)
+    _shape_results(lw, op, counts)
+
+
+def padding_register(lw, element, padding: Optional[PaddingValue]) -> str:
+    value = {None: 0.0, PaddingValue.ZERO: 0.0, PaddingValue.NEG_ZERO: -0.0,
+             PaddingValue.NAN: float("nan"), PaddingValue.POS_INF: float("inf"),
+             PaddingValue.NEG_INF: float("-inf")}[padding]
+    size = 1 if dtypes.name_of(element) == "i1" else dtypes.byte_size(element)
+    if dtypes.name_of(element) == "ptr" or not element.is_float:
+        return immediate(lw, element, bytes(size))
+    return immediate(lw, element, float_to_bits(value, element).to_bytes(size, "little"))
+
+
+def view_addresses(lw, op, view: SubView, indices, tile_shape):
+    """Per slot of the accessed tile: (.b64 address, in-bounds predicate or None)."""
+    w = lw.w
+    vt = view.type
+    tensor = view.tensor
+    element_size = dtypes.byte_size(tensor.type.element)
+    rank = len(tensor.shape)
+    inbounds = list(op.attrs.get("inbounds") or ())
+    count = 1
+    for d in tile_shape:
+        count *= d
+    # Start coordinate of the tile along each tensor dimension (tile dims map through dim_map).
+    index_tiles = [lw.get(v) for v in indices]
+    starts = [None] * rank
+    sparse = vt.sparse_dim if isinstance(vt, GatherScatterViewType) else None
+    sparse_tile = None
+    for i, (index_tile, dim) in enumerate(zip(index_tiles, _dim_map(vt))):
+        if i == sparse:
+            sparse_tile = index_tile
+            continue
+        step = (vt.traversal_strides[i] if isinstance(vt, StridedViewType) else vt.tile_shape[i])
+        start = w.reg("b64")
+        w(f"mul.lo.s64 {start}, {lw.scalar_s64(index_tile)}, {step}")
+        starts[dim] = start
+    sparse_coords = None
+    if sparse_tile is not None:
+        sparse_coords = _gather_sparse(lw, sparse_tile, tile_shape, sparse)
+    result = []
+    for k in range(lw.slots(count)):
+        mi = lw.multi_index(tile_shape, k)
+        address = tensor.base
+        in_bounds = None
+        for i, dim in enumerate(_dim_map(vt)):
+            coord = w.reg("b64")
+            if i == sparse:
+                coord = sparse_coords[k]
+            else:
+                w(f"cvt.u64.u32 {coord}, {mi[i]}")
+                w(f"add.s64 {coord}, {coord}, {starts[dim]}")
+            if not (i < len(inbounds) and inbounds[i]):
+                ok = w.reg("pred")
+                w(f"setp.lt.u64 {ok}, {coord}, {tensor.shape[dim]}")  # unsigned: negatives fail
+                if in_bounds is not None:
+                    both = w.reg("pred")
+                    w(f"and.pred {both}, {in_bounds}, {ok}")
+                    ok = both
+                in_bounds = ok
+            scaled, nxt = w.reg("b64"), w.reg("b64")
+            w(f"mul.lo.s64 {scaled}, {coord}, {tensor.strides[dim]}")
+            w(f"mad.lo.s64 {nxt}, {scaled}, {element_size}, {address}")
+            address = nxt
+        result.append((address, in_bounds))
+    return result
+
+
+def _gather_sparse(lw, index_tile: Tile, tile_shape, sparse: int) -> List[str]:
+    """Per slot: the .b64 tensor coordinate along the sparse dim, read from the index tile."""
+    w = lw.w
+    count = 1
+    for d in tile_shape:
+        count *= d
+    coords = []
+    if index_tile.count == 1:
+        value = lw.scalar_s64(index_tile)
+        return [value] * lw.slots(count)
+    [offset] = lw.reserve_smem([lw.smem_size_of(index_tile.type)])
+    lw.smem_write(index_tile, offset)
+    lw.barrier()
+    for k in range(lw.slots(count)):
+        mi = lw.multi_index(tile_shape, k)
+        value = lw.smem_read(offset, mi[sparse], index_tile.element)
+        coords.append(lw.scalar_s64(Tile(index_tile.type.__class__((), index_tile.element), [value])))
+    lw.barrier()
+    return coords
+
+
+def _and(lw, a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    out = lw.w.reg("pred")
+    lw.w(f"and.pred {out}, {a}, {b}")
+    return out
+
+
+@lowers("load_view_tko")
+def lower_load_view(lw, op):
+    order_after_token(lw, op)
+    view: SubView = lw.get(op.operands["view"])
+    result_type = op.results[0].type
+    element = result_type.element
+    padding = padding_register(lw, element, getattr(view.type, "padding_value", None))
+    quals = qualifiers(op, store=False)
+    regs = []
+    for address, ok in view_addresses(lw, op, view, op.operands["index"], result_type.shape):
+        regs.append(lw.load("global", address, element, quals, predicate=ok, default=padding))
+    lw.set(op.results[0], Tile(result_type, regs))
+    set_result_token(lw, op)
+
+
+@lowers("store_view_tko")
+def lower_store_view(lw, op):
+    order_after_token(lw, op)
+    tile: Tile = lw.get(op.operands["tile"])
+    view: SubView = lw.get(op.operands["view"])
+    quals = qualifiers(op, store=True)
+    addresses = view_addresses(lw, op, view, op.operands["index"], tile.type.shape)
+    for k, (address, ok) in enumerate(addresses):
+        guard = _and(lw, lw.owner(tile.count, k), ok)
+        lw.store("global", address, tile.slot(k), tile.element, quals, predicate=guard)
+    set_result_token(lw, op)
+
+
+@lowers("load_ptr_tko")
+def lower_load_ptr(lw, op):
+    order_after_token(lw, op)
+    pointers: Tile = lw.get(op.operands["source"])
+    mask = op.operands.get("mask")
+    mask = lw.get(mask) if mask is not None else None
+    pad = op.operands.get("paddingValue")
+    pad = lw.get(pad) if pad is not None else None
+    result_type = op.results[0].type
+    element = result_type.element
+    zero = padding_register(lw, element, None) if pad is None else None
+    quals = qualifiers(op, store=False)
+    regs = []
+    for k in range(lw.slots(result_type.num_elements)):
+        predicate = mask.slot(k) if mask is not None else None
+        default = pad.slot(k) if pad is not None else zero
+        regs.append(lw.load("global", pointers.slot(k), element, quals, predicate=predicate,
+                            default=default if predicate else None))
+    lw.set(op.results[0], Tile(result_type, regs))
+    set_result_token(lw, op)
+
+
+@lowers("store_ptr_tko")
+def lower_store_ptr(lw, op):
+    order_after_token(lw, op)
+    pointers: Tile = lw.get(op.operands["destination"])
+    value: Tile = lw.get(op.operands["value"])
+    mask = op.operands.get("mask")
+    mask = lw.get(mask) if mask is not None else None
+    quals = qualifiers(op, store=True)
+    for k in range(lw.slots(value.count)):
+        guard = _and(lw, lw.owner(value.count, k), mask.slot(k) if mask is not None else None)
+        lw.store("global", pointers.slot(k), value.slot(k), value.element, quals, predicate=guard)
+    set_result_token(lw, op)
+
+
+@lowers("offset")
+def lower_offset(lw, op):
+    w = lw.w
+    pointers: Tile = lw.get(op.operands["ptr"])
+    offsets: Tile = lw.get(op.operands["offset"])
+    result_type = op.results[0].type
+    size = dtypes.byte_size(result_type.element.pointee)
+    regs = []
+    for k in range(lw.slots(result_type.num_elements)):
+        out = w.reg("b64")
+        if offsets.element.name == "i64":
+            w(f"mad.lo.s64 {out}, {offsets.slot(k)}, {size}, {pointers.slot(k)}")
+        else:
+            wide = w.reg("b64")
+            w(f"mul.wide.s32 {wide}, {offsets.slot(k)}, {size}")
+            w(f"add.s64 {out}, {wide}, {pointers.slot(k)}")
+        regs.append(out)
+    lw.set(op.results[0], Tile(result_type, regs))
+
+
+@lowers("get_global")
+def lower_get_global(lw, op):
+    name = op.attrs["name"]
+    try:
+        lw.module_global(name)
+    except KeyError:
+        raise lw.error(op, f"no module global named {name!r}")
+    w = lw.w
+    address, generic = w.reg("b64"), w.reg("b64")
+    w(f"mov.u64 {address}, {lw.global_symbol(name)}")
+    w(f"cvta.global.u64 {generic}, {address}")
+    lw.set(op.results[0], Tile(op.results[0].type, [generic]))
+
+
+@lowers("memory_fence_alias_tko")
+def lower_fence_alias(lw, op):
+    # Aliasing views may be touched by different threads of the CTA: order through a CTA barrier.
+    lw.barrier()
+    set_result_token(lw, op)
+
+
+@lowers("gdc_launch_dependents_tko", "gdc_wait_tko")
+def lower_gdc(lw, op):
+    if lw.arch >= 90:
+        lw.w("griddepcontrol.launch_dependents" if op.name.startswith("gdc_launch")
+             else "griddepcontrol.wait")
+    set_result_token(lw, op)

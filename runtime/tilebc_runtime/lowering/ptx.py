@@ -1,0 +1,112 @@
+"""A small PTX writer: virtual registers by class, labels, and a line -> Tile IR op map for diagnostics.
+
+The lowering emits a deliberately restricted, regular subset of PTX so that a PTX emulator (issue 8) can
+run it. `PTX_SUBSET` is the one place that lists it; `check_subset` rejects anything else we emit.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Tuple
+
+# Register classes: the only register kinds the lowering uses.
+REG_PREFIX = {"pred": "%p", "b16": "%h", "b32": "%r", "b64": "%rd", "f32": "%f", "f64": "%fd"}
+REG_DECL = {"pred": ".pred", "b16": ".b16", "b32": ".b32", "b64": ".b64", "f32": ".f32", "f64": ".f64"}
+
+# The PTX instruction set the lowering emits (opcode -> what we use it for). Modifiers seen in the
+# output: types (.s/.u/.b/.f 8-64, .pred, .f16/.bf16/.e4m3x2/.e5m2x2), rounding (.rn/.rz/.rm/.rp/.rni/
+# .rzi/.rmi/.rpi), .approx/.full/.ftz/.sat/.satfinite, .lo/.hi, comparison operators, state spaces
+# (.global/.shared/.local/.const/.param), memory orderings (.relaxed/.acquire/.release/.acq_rel) with
+# scopes (.cta/.gpu/.sys), and mma.sync.aligned shapes.
+PTX_SUBSET = {
+    # data movement
+    "mov": "copy / immediates / special registers (%tid, %ctaid, %nctaid) / shared symbol address",
+    "ld": "global, shared, const, param loads (optionally .relaxed/.acquire with a scope)",
+    "st": "global, shared, local stores (optionally .relaxed/.release with a scope)",
+    "cvt": "integer widen/narrow, int<->float, float<->float incl. bf16 and fp8 pairs",
+    "cvta": "local -> generic address for vprintf argument buffers",
+    "selp": "select", "setp": "compare into a predicate",
+    # integer
+    "add": "", "sub": "", "mul": ".lo/.hi/.wide", "mad": ".lo", "div": "", "rem": "", "abs": "",
+    "neg": "", "min": "", "max": "", "and": "", "or": "", "xor": "", "not": "", "shl": "", "shr": "",
+    # float
+    "fma": "", "rcp": "", "sqrt": "", "rsqrt": "", "sin": ".approx", "cos": ".approx",
+    "ex2": ".approx", "lg2": ".approx", "tanh": ".approx (sm_75+)", "testp": "",
+    "copysign": "",
+    # control
+    "bra": "uniform branches only", "ret": "", "trap": "assert failure", "bar": "bar.sync 0",
+    "call": "vprintf only", "membar": "", "fence": "acq_rel/sc fences for orderings",
+    # memory model / atomics
+    "atom": "global atomics (rmw, cas)", "red": "global reductions",
+    # tensor core
+    "mma": "mma.sync.aligned (reserved: not emitted yet)",
+    "griddepcontrol": "gdc ops on sm_90+",
+}
+
+
+class PtxWriter:
+    """Collects the body of one kernel. Registers are never reused, so each is written by one
+    instruction, except loop-carried and branch-result registers (written by `mov` only)."""
+
+    def __init__(self):
+        self.counts: Dict[str, int] = {cls: 0 for cls in REG_PREFIX}
+        self.preamble: List[str] = []
+        self.body: List[str] = []
+        self.origin: List[Optional[object]] = []  # the Tile IR op behind each body line
+        self.preamble_origin: List[Optional[object]] = []
+        self.current_op = None
+        self.labels = 0
+        self.in_preamble = False
+
+    def reg(self, cls: str) -> str:
+        number = self.counts[cls]
+        self.counts[cls] = number + 1
+        return f"{REG_PREFIX[cls]}{number}"
+
+    def label(self, hint: str = "L") -> str:
+        self.labels += 1
+        return f"$L_{hint}_{self.labels}"
+
+    def __call__(self, text: str) -> None:
+        """Emit one instruction (without the trailing semicolon)."""
+        target, origin = ((self.preamble, self.preamble_origin) if self.in_preamble
+                          else (self.body, self.origin))
+        target.append(f"\t{text};")
+        origin.append(self.current_op)
+
+    def place(self, label: str) -> None:
+        self.body.append(f"{label}:")
+        self.origin.append(self.current_op)
+
+    def declarations(self) -> List[str]:
+        return [f"\t.reg {REG_DECL[cls]} \t{REG_PREFIX[cls]}<{count}>;"
+                for cls, count in self.counts.items() if count]
+
+
+def op_of_line(lines: List[str], origin_by_line: Dict[int, object], line: int):
+    """The Tile IR op that produced PTX line `line` (1-based), or None."""
+    return origin_by_line.get(line)
+
+
+_OPCODE = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][a-z0-9_]*)")
+
+
+def opcodes_used(ptx: str) -> set:
+    """PTX opcodes appearing in instruction lines of `ptx` (for the subset check)."""
+    used = set()
+    in_body = False
+    for line in ptx.splitlines():
+        stripped = line.strip()
+        if stripped == "{":
+            in_body = True
+            continue
+        if not in_body or not stripped or stripped.startswith((".", "//", "$", "}", "{", ")")):
+            continue
+        match = _OPCODE.match(stripped)
+        if match:
+            used.add(match.group(1))
+    return used
+
+
+def check_subset(ptx: str) -> Tuple[str, ...]:
+    """Opcodes in `ptx` outside PTX_SUBSET (empty when the kernel stays inside it)."""
+    return tuple(sorted(opcodes_used(ptx) - set(PTX_SUBSET)))

@@ -1,0 +1,43 @@
+"""Lowering hooks by op mnemonic, checked against the op table.
+
+Every body op of the op table must appear either in LOWERINGS (a hook) or in NOT_LOWERED (with the
+reason it is not lowered yet); `runtime/tests/test_rt_lowering_coverage.py` enforces this.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+from tilebc.ops.table import OPS_BY_MNEMONIC
+
+LOWERINGS: Dict[str, Callable] = {}
+
+NOT_LOWERED: Dict[str, str] = {
+    "mmaf_scaled": "block-scaled MMA (fp4/fp8 with e8m0 scales) needs sm_100 tcgen05 or a scaled "
+                   "software path; not written yet",
+    "pack": "bit-packing tiles into i8 bytes is not lowered yet",
+    "unpack": "bit-unpacking i8 bytes into tiles is not lowered yet",
+    "alloca": "tile-block scratch memory is not lowered yet",
+    "multimem_load_reduce_view_tko": "multicast (NVLink SHARP) memory needs multimem.* on sm_90 "
+                                     "with multicast objects; not lowered",
+    "multimem_reduce_view_tko": "multicast memory: not lowered",
+    "multimem_store_view_tko": "multicast memory: not lowered",
+}
+
+
+def lowers(*mnemonics: str):
+    """Register the decorated function as the lowering of each mnemonic."""
+    def register(function: Callable) -> Callable:
+        for mnemonic in mnemonics:
+            if mnemonic not in OPS_BY_MNEMONIC:
+                raise RuntimeError(f"lowering registered for unknown op {mnemonic!r}")
+            if mnemonic in LOWERINGS:
+                raise RuntimeError(f"two lowerings registered for {mnemonic!r}")
+            LOWERINGS[mnemonic] = function
+        return function
+    return register
+
+
+def load_all() -> None:
+    """Import every op-family module so their hooks register (idempotent)."""
+    from . import (atomics, casts, control_flow, debug, elementwise, grid, matmul,  # noqa: F401
+                   memory, reductions, shapes)

@@ -1,0 +1,242 @@
+"""Constants, iota and shape ops. Reshape is free (the distribution depends only on the element
+count); broadcast of a scalar is free; everything else moves elements through shared memory."""
+from __future__ import annotations
+
+import numpy as np
+
+from tilebc.ir.types import TileType
+from tilebc.numerics import NUMPY_DTYPES
+
+from . import dtypes
+from .lowerer import AFTER_MEMORY, FRESH, Tile
+from .registry import lowers
+
+
+def element_bytes(attr) -> bytes:
+    """Dense constant payload as one little-endian storage unit per element (i1: one byte each)."""
+    tile_type = attr.type
+    count = tile_type.num_elements
+    name = dtypes.name_of(tile_type.element)
+    if name == "i1":
+        if attr.is_splat:
+            return bytes([1 if attr.data[0] else 0]) * count
+        bits = np.unpackbits(np.frombuffer(attr.data, np.uint8), bitorder="little")[:count]
+        return bits.astype(np.uint8).tobytes()
+    size = dtypes.byte_size(tile_type.element)
+    if attr.is_splat:
+        return bytes(attr.data[:size]) * count
+    return bytes(attr.data)
+
+
+def immediate(lw, element, raw: bytes) -> str:
+    """A fresh register holding one element given by its little-endian storage bytes."""
+    w = lw.w
+    name = dtypes.name_of(element)
+    cls = dtypes.reg_class(element)
+    value = int.from_bytes(raw, "little")
+    reg = w.reg(cls)
+    if cls == "pred":
+        w(f"setp.ne.u32 {reg}, {lw.const_u32(value & 1)}, 0")
+    elif cls == "b16":
+        w(f"mov.b16 {reg}, {value & 0xFFFF}")
+    elif cls == "b32" and name != "ptr":
+        w(f"mov.b32 {reg}, {int.from_bytes(raw, 'little', signed=True)}")
+    elif cls == "b64":
+        w(f"mov.b64 {reg}, {int.from_bytes(raw, 'little', signed=True)}")
+    elif cls == "f32":
+        w(f"mov.f32 {reg}, 0f{value & 0xFFFFFFFF:08X}")
+    elif cls == "f64":
+        w(f"mov.f64 {reg}, 0d{value:016X}")
+    return reg
+
+
+@lowers("constant")
+def lower_constant(lw, op):
+    attr = op.attrs["value"]
+    result_type: TileType = op.results[0].type
+    element = result_type.element
+    size = 1 if dtypes.name_of(element) == "i1" else dtypes.byte_size(element)
+    payload = element_bytes(attr)
+    if attr.is_splat or result_type.num_elements == 1:
+        lw.set(op.results[0], Tile(result_type, [immediate(lw, element, payload[:size])]))
+        return
+    # A non-splat constant lives in the constant bank; each slot loads its element.
+    name = f"{lw.prefix}_const{len(lw.const_arrays)}"
+    lw.const_arrays.append((name, payload))
+    w = lw.w
+    base = w.reg("b64")
+    w(f"mov.u64 {base}, {name}")
+    regs = []
+    for k in range(lw.slots(result_type.num_elements)):
+        index = lw.elem_index(result_type.num_elements, k)
+        offset, address = w.reg("b64"), w.reg("b64")
+        w(f"mul.wide.u32 {offset}, {index}, {size}")
+        w(f"add.s64 {address}, {base}, {offset}")
+        regs.append(lw.load("const", address, element))
+    lw.set(op.results[0], Tile(result_type, regs))
+
+
+@lowers("iota")
+def lower_iota(lw, op):
+    w = lw.w
+    result_type = op.results[0].type
+    element = result_type.element
+    regs = []
+    for k in range(lw.slots(result_type.num_elements)):
+        index = lw.elem_index(result_type.num_elements, k)
+        if element.name == "i64":
+            wide = w.reg("b64")
+            w(f"cvt.u64.u32 {wide}, {index}")
+            regs.append(wide)
+        elif element.name in ("i8", "i16"):
+            regs.append(lw.normalize_int(index, element))
+        else:
+            regs.append(index)
+    lw.set(op.results[0], Tile(result_type, regs))
+
+
+@lowers("reshape")
+def lower_reshape(lw, op):
+    source = lw.get(op.operand_values[0])
+    lw.set(op.results[0], Tile(op.results[0].type, source.regs))
+
+
+@lowers("assume")
+def lower_assume(lw, op):
+    lw.set(op.results[0], lw.get(op.operand_values[0]))
+
+
+@lowers("make_token", "join_tokens")
+def lower_token(lw, op):
+    # Tokens order memory operations; the JIT emits memory operations in program order and only
+    # needs to know whether a barrier is due (see memory.order_after_token).
+    after = any(getattr(lw.get(v), "after_memory", False) for v in op.operand_values)
+    lw.set(op.results[0], AFTER_MEMORY if after else FRESH)
+
+
+@lowers("broadcast")
+def lower_broadcast(lw, op):
+    source = lw.get(op.operand_values[0])
+    result_type = op.results[0].type
+    if source.count == 1:
+        lw.set(op.results[0], Tile(result_type, [source.scalar]))
+        return
+    src_shape = source.type.shape
+
+    def index(k, mi):
+        picked = [lw.const_u32(0) if s == 1 else m for s, m in zip(src_shape, mi)]
+        return 0, lw.linear_index(picked, src_shape)
+    lw.set(op.results[0], lw.gather([source], result_type, index))
+
+
+@lowers("permute")
+def lower_permute(lw, op):
+    source = lw.get(op.operand_values[0])
+    result_type = op.results[0].type
+    perm = list(op.attrs["permutation"])
+    if source.count == 1:
+        lw.set(op.results[0], Tile(result_type, [source.scalar]))
+        return
+
+    def index(k, mi):
+        src_mi = [None] * len(perm)
+        for d, p in enumerate(perm):
+            src_mi[p] = mi[d]
+        return 0, lw.linear_index(src_mi, source.type.shape)
+    lw.set(op.results[0], lw.gather([source], result_type, index))
+
+
+@lowers("cat")
+def lower_cat(lw, op):
+    w = lw.w
+    lhs, rhs = (lw.get(v) for v in op.operand_values)
+    dim = op.attrs["dim"]
+    result_type = op.results[0].type
+    split = lhs.type.shape[dim]
+
+    def index(k, mi):
+        first = w.reg("pred")
+        w(f"setp.lt.u32 {first}, {mi[dim]}, {split}")
+        shifted = w.reg("b32")
+        w(f"sub.u32 {shifted}, {mi[dim]}, {split}")
+        in_b = list(mi)
+        in_b[dim] = shifted
+        in_a = lw.linear_index(mi, lhs.type.shape)
+        in_b_lin = lw.linear_index(in_b, rhs.type.shape)
+        zero = lw.const_u32(0)
+        a = w.reg("b32")
+        b = w.reg("b32")
+        w(f"selp.b32 {a}, {in_a}, {zero}, {first}")
+        w(f"selp.b32 {b}, {zero}, {in_b_lin}, {first}")
+        return first, a, b, None
+    lw.set(op.results[0], lw.gather([lhs, rhs], result_type, index))
+
+
+def _u32_indices(lw, tiles):
+    regs = []
+    for tile in tiles:
+        reg = tile.scalar
+        if tile.element.name == "i64":
+            narrow = lw.w.reg("b32")
+            lw.w(f"cvt.u32.u64 {narrow}, {reg}")
+            reg = narrow
+        regs.append(reg)
+    return regs
+
+
+@lowers("extract")
+def lower_extract(lw, op):
+    w = lw.w
+    source = lw.get(op.operands["source"])
+    result_type = op.results[0].type
+    starts = []
+    for reg, size in zip(_u32_indices(lw, [lw.get(v) for v in op.operands["indices"]]),
+                         result_type.shape):
+        start = w.reg("b32")
+        w(f"mul.lo.u32 {start}, {reg}, {size}")
+        starts.append(start)
+
+    def index(k, mi):
+        src_mi = []
+        for start, m in zip(starts, mi):
+            reg = w.reg("b32")
+            w(f"add.u32 {reg}, {start}, {m}")
+            src_mi.append(reg)
+        return 0, lw.linear_index(src_mi, source.type.shape)
+    if source.count == 1:
+        lw.set(op.results[0], Tile(result_type, [source.scalar]))
+        return
+    lw.set(op.results[0], lw.gather([source], result_type, index))
+
+
+@lowers("insert")
+def lower_insert(lw, op):
+    w = lw.w
+    source = lw.get(op.operands["source"])
+    dest = lw.get(op.operands["destination"])
+    result_type = op.results[0].type
+    starts = []
+    for reg, size in zip(_u32_indices(lw, [lw.get(v) for v in op.operands["indices"]]),
+                         source.type.shape):
+        start = w.reg("b32")
+        w(f"mul.lo.u32 {start}, {reg}, {size}")
+        starts.append(start)
+
+    def index(k, mi):
+        inside = None
+        local = []
+        for start, m, size in zip(starts, mi, source.type.shape):
+            offset, ok = w.reg("b32"), w.reg("pred")
+            w(f"sub.u32 {offset}, {m}, {start}")
+            w(f"setp.lt.u32 {ok}, {offset}, {size}")  # unsigned: also rejects m < start
+            local.append(offset)
+            if inside is None:
+                inside = ok
+            else:
+                both = w.reg("pred")
+                w(f"and.pred {both}, {inside}, {ok}")
+                inside = both
+        src = w.reg("b32")
+        w(f"selp.b32 {src}, {lw.linear_index(local, source.type.shape)}, 0, {inside}")
+        return inside, src, lw.linear_index(mi, dest.type.shape), None
+    lw.set(op.results[0], lw.gather([source, dest], result_type, index))

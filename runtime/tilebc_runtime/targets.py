@@ -1,0 +1,104 @@
+"""GPU targets, the PTX ISA version to emit, and locating nvJitLink.
+
+PTX ISA version: the lowest version that the target architecture needs (our instruction subset needs
+nothing newer), checked against the newest version the installed nvJitLink — and the driver, when one
+is given — accepts. Nothing here touches the CUDA driver.
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional, Tuple
+
+from tilebc.errors import TilebcError
+
+# Architectures the JIT targets -> the first PTX ISA version that knows them.
+ARCH_MIN_PTX = {80: (7, 0), 86: (7, 1), 87: (7, 4), 89: (7, 8), 90: (7, 8), 100: (8, 6),
+                101: (8, 6), 103: (8, 8), 110: (9, 0), 120: (8, 7), 121: (8, 8)}
+# The lowering's own needs: griddepcontrol and .NaN min/max etc. are all <= 7.8.
+SUBSET_MIN_PTX = (7, 8)
+# CUDA toolkit (nvJitLink / driver) version -> newest PTX ISA it accepts.
+TOOLKIT_MAX_PTX = {(12, 0): (8, 0), (12, 1): (8, 1), (12, 2): (8, 2), (12, 3): (8, 3),
+                   (12, 4): (8, 4), (12, 5): (8, 5), (12, 6): (8, 5), (12, 8): (8, 7),
+                   (12, 9): (8, 8), (13, 0): (9, 0), (13, 1): (9, 1), (13, 2): (9, 2),
+                   (13, 3): (9, 3), (13, 4): (9, 4), (13, 5): (9, 5)}
+MIN_NVJITLINK = (12, 0)
+
+
+def parse_arch(arch) -> int:
+    """'sm_90' / 'sm_90a' / 90 -> 90."""
+    if isinstance(arch, int):
+        number = arch
+    else:
+        match = re.fullmatch(r"(?:sm_|compute_)?(\d+)[af]?", str(arch).strip())
+        if not match:
+            raise TilebcError(f"cannot parse GPU architecture {arch!r}; expected e.g. 'sm_90'")
+        number = int(match.group(1))
+    if number not in ARCH_MIN_PTX:
+        raise TilebcError(f"GPU architecture sm_{number} is not supported by the JIT; supported: "
+                          + ", ".join(f"sm_{a}" for a in sorted(ARCH_MIN_PTX)))
+    return number
+
+
+def max_ptx_for(toolkit: Tuple[int, int]) -> Tuple[int, int]:
+    """Newest PTX ISA a toolkit version accepts (newer, unknown toolkits: the newest we know)."""
+    known = [v for v in TOOLKIT_MAX_PTX if v <= tuple(toolkit)]
+    if not known:
+        raise TilebcError(f"CUDA {toolkit[0]}.{toolkit[1]} is too old for the JIT "
+                          f"(needs nvJitLink {MIN_NVJITLINK[0]}.{MIN_NVJITLINK[1]} or newer)")
+    return TOOLKIT_MAX_PTX[max(known)]
+
+
+def choose_ptx_version(arch: int, nvjitlink: Tuple[int, int],
+                       driver: Optional[Tuple[int, int]] = None) -> Tuple[int, int]:
+    need = max(ARCH_MIN_PTX[arch], SUBSET_MIN_PTX)
+    limit = max_ptx_for(nvjitlink)
+    if driver is not None:
+        limit = min(limit, max_ptx_for(driver))
+    if need > limit:
+        raise TilebcError(
+            f"sm_{arch} needs PTX ISA {need[0]}.{need[1]}, newer than the installed "
+            f"nvJitLink {nvjitlink[0]}.{nvjitlink[1]}"
+            + (f" / driver {driver[0]}.{driver[1]}" if driver else "") + " accepts; upgrade "
+            "nvidia-nvjitlink (pip install -U nvidia-nvjitlink)")
+    return need
+
+
+def nvjitlink_module():
+    """The cuda-python nvJitLink binding with its shared library located by cuda-pathfinder."""
+    try:
+        from cuda.bindings import nvjitlink
+    except ImportError as exc:
+        raise TilebcError("nvJitLink bindings not found: pip install cuda-bindings "
+                          "nvidia-nvjitlink") from exc
+    try:
+        from cuda import pathfinder
+        pathfinder.load_nvidia_dynamic_lib("nvJitLink")
+    except ImportError:
+        pass  # older cuda-bindings find the library themselves
+    except Exception as exc:  # pathfinder's DynamicLibNotFoundError and friends
+        raise TilebcError(f"libnvJitLink not found ({exc}); pip install nvidia-nvjitlink") from exc
+    return nvjitlink
+
+
+def nvjitlink_version() -> Tuple[int, int]:
+    module = nvjitlink_module()
+    try:
+        version = tuple(module.version())
+    except Exception as exc:
+        raise TilebcError(f"cannot load libnvJitLink: {exc}; pip install nvidia-nvjitlink") from exc
+    if version < MIN_NVJITLINK:
+        raise TilebcError(f"nvJitLink {version[0]}.{version[1]} is too old; the JIT needs "
+                          f"{MIN_NVJITLINK[0]}.{MIN_NVJITLINK[1]} or newer")
+    return version
+
+
+def driver_version() -> Optional[Tuple[int, int]]:
+    """The CUDA driver's version, or None without a driver. Opens the driver: call on demand only."""
+    try:
+        from cuda.bindings import driver
+        err, version = driver.cuDriverGetVersion()
+    except Exception:
+        return None
+    if int(err) != 0:
+        return None
+    return version // 1000, (version % 1000) // 10

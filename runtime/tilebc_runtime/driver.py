@@ -45,8 +45,7 @@ def check(name: str, result: Tuple) -> Any:
     from cuda.bindings import driver
     status, *values = result if isinstance(result, tuple) else (result,)
     if status != driver.CUresult.CUDA_SUCCESS:
-        error_name = driver.cuGetErrorName(status)[1]
-        text = error_name.decode() if isinstance(error_name, bytes) else str(status)
+        text = getattr(status, "name", None) or str(status)  # the enum name, no further driver call
         raise DriverError(f"{name} failed: {text} ({int(status)})")
     return values[0] if len(values) == 1 else tuple(values)
 

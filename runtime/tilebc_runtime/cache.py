@@ -188,6 +188,7 @@ class CubinCache:
         self.memory_entries = memory_entries
         self.lock_timeout = lock_timeout
         self._memory: "OrderedDict[str, CacheEntry]" = OrderedDict()
+        self._recorded: Dict[str, Dict[str, Any]] = {}  # toolchain records already written
         self.root: Optional[Path] = None
         self.reason = reason
         if root is not None:
@@ -442,7 +443,7 @@ class CubinCache:
     # -- toolchain record for hosts without Python ----------------------------------------------
     def record_toolchain(self, backend: str, info: Mapping[str, Any]) -> None:
         """Merge `info` (identity, ptx_isa table, nvjitlink) for `backend` into toolchain.json."""
-        if self.root is None:
+        if self.root is None or self._recorded.get(backend) == dict(info):
             return
         path = self.directory / "toolchain.json"
         try:
@@ -453,10 +454,10 @@ class CubinCache:
                     current = {}
                 if not isinstance(current, dict) or current.get("schema") != SCHEMA:
                     current = {"schema": SCHEMA, "backends": {}}
-                if current["backends"].get(backend) == dict(info):
-                    return
-                current["backends"][backend] = dict(info)
-                _replace_atomically(path, json.dumps(current, sort_keys=True, indent=1).encode())
+                if current["backends"].get(backend) != dict(info):
+                    current["backends"][backend] = dict(info)
+                    _replace_atomically(path, json.dumps(current, sort_keys=True, indent=1).encode())
+            self._recorded[backend] = dict(info)
         except (OSError, filelock.Timeout, TypeError, ValueError) as error:
             log.warning("tilebc cache: cannot update %s (%s)", path, error)
 

@@ -278,7 +278,9 @@ def test_tileiras_backend_compiles_through_the_cache(tmp_path, monkeypatch):
     ptx_tool = Path(os.environ.get("TILEBC_TILEIRAS_PTX", "/work/shared/tools/tileiras-ptx"))
     if ptx_tool.exists():  # NVIDIA's own PTX states the block size the cubin must carry
         subprocess.run([str(ptx_tool), str(fixture("matmul_f16")), "--gpu-name=sm_90",
-                        str(tmp_path / "k.ptx")], capture_output=True, check=True)
+                        str(tmp_path / "k.ptx")], capture_output=True, check=True,
+                       env={**os.environ,  # the tool finds the nvidia wheel through python3
+                            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"})
         reqntid = re.search(r"\.reqntid (\d+)", (tmp_path / "k.ptx").read_text())
         assert entry.threads == int(reqntid.group(1))
     assert entry.threads and entry.shared_bytes > 0

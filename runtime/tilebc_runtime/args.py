@@ -1,0 +1,517 @@
+"""Kernel signatures read from bytecode, and launch arguments checked and packed against them.
+
+cuTile's calling conventions (cutile_python_v1/v2) pass an array as its base pointer, then one
+shape value per dimension, then one stride value per dimension (in elements), all of the array's
+index type (i32 or i64). The entry only shows flat parameters, so an array is recognised where a
+`make_tensor_view` is built on a pointer parameter and the 2*rank parameters after it are integers
+of one type (its tensor_view type gives static dims and strides), or, for arrays used only through
+raw pointers, where the pointer is followed by an even run of integers assumed non-negative. Top-level `assume` ops on a
+parameter are facts the kernel relies on (`bounded<0, ?>` strides, `div_by<16>` shapes or base
+address), so they are checked here, before anything is launched.
+
+Nothing in this module calls CUDA: device questions go through the callables the caller passes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tilebc.errors import TilebcError
+from tilebc.ir.attrs import BoundedAttr, DivByAttr
+from tilebc.ir.module import Function, Op, Value
+from tilebc.ir.types import ElementType, PointerType, TensorViewType, TileType
+
+
+class LaunchError(TilebcError):
+    """A kernel cannot be launched as asked (nothing was launched)."""
+
+
+class ArgumentError(LaunchError):
+    """A launch argument does not fit the kernel's signature."""
+
+
+# Array element dtypes accepted for a pointee type. Tile IR integers are signless, so both
+# signednesses of a width are accepted.
+ARRAY_DTYPES: Dict[str, Tuple[str, ...]] = {
+    "i1": ("bool",), "i8": ("int8", "uint8"), "i16": ("int16", "uint16"),
+    "i32": ("int32", "uint32"), "i64": ("int64", "uint64"), "f16": ("float16",),
+    "bf16": ("bfloat16",), "f32": ("float32",), "tf32": ("float32",), "f64": ("float64",),
+    "f8E4M3FN": ("float8_e4m3fn",), "f8E5M2": ("float8_e5m2",), "f8E8M0FNU": ("float8_e8m0fnu",),
+}
+
+# How a scalar parameter is passed: the numpy type of its kernel-parameter bytes.
+_INT_PARAM = {"i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64}
+_FLOAT_PARAM = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
+
+
+@dataclass(frozen=True)
+class Fact:
+    """An `assume` predicate on a parameter: bounded<lower, upper> or div_by<divisor>."""
+
+    lower: Optional[int] = None
+    upper: Optional[int] = None
+    divisor: Optional[int] = None
+
+    def violated_by(self, value: int) -> Optional[str]:
+        if self.divisor is not None and value % self.divisor:
+            return f"must be divisible by {self.divisor} (the kernel assumes div_by<{self.divisor}>)"
+        if (self.lower is not None and value < self.lower) or \
+                (self.upper is not None and value > self.upper):
+            bounds = f"bounded<{_bound(self.lower)}, {_bound(self.upper)}>"
+            return f"must be within [{_bound(self.lower)}, {_bound(self.upper)}] (the kernel assumes {bounds})"
+        return None
+
+
+def _bound(value: Optional[int]) -> str:
+    return "?" if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One flat kernel parameter."""
+
+    index: int
+    element: Any  # ElementType, or PointerType for pointers
+    facts: Tuple[Fact, ...] = ()
+
+    @property
+    def type_name(self) -> str:
+        return str(self.element)
+
+
+@dataclass(frozen=True)
+class ScalarParam:
+    slot: Slot
+
+    @property
+    def slots(self) -> Tuple[Slot, ...]:
+        return (self.slot,)
+
+    def describe(self) -> str:
+        return self.slot.type_name
+
+
+@dataclass(frozen=True)
+class PointerParam:
+    """A pointer parameter with no array metadata after it: an address or an array's data."""
+
+    slot: Slot
+
+    @property
+    def slots(self) -> Tuple[Slot, ...]:
+        return (self.slot,)
+
+    @property
+    def element(self) -> ElementType:
+        return self.slot.element.pointee
+
+    def describe(self) -> str:
+        return self.slot.type_name
+
+
+@dataclass(frozen=True)
+class ArrayParam:
+    """An array passed as base pointer, shape values and stride values (in elements)."""
+
+    pointer: Slot
+    shape: Tuple[Slot, ...]
+    strides: Tuple[Slot, ...]
+    static_shape: Tuple[Optional[int], ...]
+    static_strides: Tuple[Optional[int], ...]
+
+    @property
+    def slots(self) -> Tuple[Slot, ...]:
+        return (self.pointer,) + self.shape + self.strides
+
+    @property
+    def element(self) -> ElementType:
+        return self.pointer.element.pointee
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def index_type(self) -> str:
+        return str(self.shape[0].element) if self.shape else "i32"
+
+    def describe(self) -> str:
+        dims = "x".join("?" if d is None else str(d) for d in self.static_shape)
+        return f"array<{dims + 'x' if dims else ''}{self.element}, index {self.index_type}>"
+
+
+Param = Any  # ScalarParam | PointerParam | ArrayParam
+
+
+@dataclass(frozen=True)
+class Signature:
+    entry: str
+    params: Tuple[Param, ...]
+    slot_count: int
+
+    def __str__(self) -> str:
+        inner = ", ".join(f"{i}: {p.describe()}" for i, p in enumerate(self.params))
+        return f"{self.entry}({inner})"
+
+
+def _param_index(function: Function, value: Value) -> Optional[int]:
+    """The parameter a value is, looking through `assume` (which returns its operand's value)."""
+    while isinstance(value.owner, Op) and value.owner.name == "assume":
+        value = value.owner.operands["value"]
+    if value.owner is function.body:
+        return value.index
+    return None
+
+
+def infer_signature(function: Function) -> Signature:
+    """The launch signature of an entry: arrays grouped as cuTile lays them out, facts attached."""
+    types = [arg.type for arg in function.args]
+    for index, kind in enumerate(types):
+        if not (isinstance(kind, TileType) and kind.rank == 0):
+            raise LaunchError(f"entry {function.name!r}: parameter {index} has type {kind}; only "
+                              "scalar tiles (numbers and pointers) can be kernel parameters")
+    facts: Dict[int, List[Fact]] = {}
+    for op in function.body.ops:  # top level only: these assumes hold for the whole kernel
+        if op.name != "assume":
+            continue
+        index = _param_index(function, op.operands["value"])
+        predicate = op.attrs.get("predicate")
+        if index is None:
+            continue
+        if isinstance(predicate, BoundedAttr):
+            facts.setdefault(index, []).append(Fact(lower=predicate.lower, upper=predicate.upper))
+        elif isinstance(predicate, DivByAttr) and predicate.every is None:
+            facts.setdefault(index, []).append(Fact(divisor=predicate.divisor))
+    slots = [Slot(i, t.element, tuple(facts.get(i, ()))) for i, t in enumerate(types)]
+
+    views: Dict[int, TensorViewType] = {}
+    for op in function.walk():
+        if op.name == "make_tensor_view":
+            base = _param_index(function, op.operands["base"])
+            if base is not None and base not in views and _is_array_layout(function, op, base, types):
+                views[base] = op.results[0].type
+
+    params: List[Param] = []
+    index = 0
+    while index < len(slots):
+        slot = slots[index]
+        if isinstance(slot.element, PointerType) and index in views:
+            view = views[index]
+            rank = view.rank
+            params.append(ArrayParam(slot, tuple(slots[index + 1:index + 1 + rank]),
+                                     tuple(slots[index + 1 + rank:index + 1 + 2 * rank]),
+                                     tuple(view.shape), tuple(view.strides)))
+            index += 1 + 2 * rank
+        elif isinstance(slot.element, PointerType) and (rank := _assumed_rank(slots, index)):
+            params.append(ArrayParam(slot, tuple(slots[index + 1:index + 1 + rank]),
+                                     tuple(slots[index + 1 + rank:index + 1 + 2 * rank]),
+                                     (None,) * rank, (None,) * rank))
+            index += 1 + 2 * rank
+        elif isinstance(slot.element, PointerType):
+            params.append(PointerParam(slot))
+            index += 1
+        else:
+            params.append(ScalarParam(slot))
+            index += 1
+    return Signature(function.name, tuple(params), len(slots))
+
+
+def _assumed_rank(slots: List[Slot], base: int) -> int:
+    """Rank of an array used only through raw pointers (no tensor view): cuTile still passes its
+    shape and strides, and marks each non-negative with `assume bounded<0, ?>`; a run of such
+    integers of one type right after the pointer, of even length, is taken as shape then strides."""
+    run = 0
+    for slot in slots[base + 1:]:
+        if not (isinstance(slot.element, ElementType) and slot.element.is_integer
+                and slot.element == slots[base + 1].element
+                and any(f.lower is not None and f.lower >= 0 for f in slot.facts)):
+            break
+        run += 1
+    return run // 2 if run % 2 == 0 else 0
+
+
+def _is_array_layout(function: Function, op: Op, base: int, types) -> bool:
+    """Whether the 2*rank parameters after `base` are this view's shape then strides."""
+    view = op.results[0].type
+    rank = view.rank
+    trailing = types[base + 1:base + 1 + 2 * rank]
+    if len(trailing) != 2 * rank or not all(isinstance(t.element, ElementType) and t.element.is_integer
+                                            for t in trailing):
+        return False
+    if len({t.element for t in trailing}) > 1:
+        return False
+    # Dynamic dims must come from the matching parameter (static ones still get a slot).
+    dynamic_shape = iter(op.operands.get("dynamicShape") or ())
+    for dim, static in enumerate(view.shape):
+        if static is None and _param_index(function, next(dynamic_shape)) != base + 1 + dim:
+            return False
+    dynamic_strides = iter(op.operands.get("dynamicStrides") or ())
+    for dim, static in enumerate(view.strides):
+        if static is None and _param_index(function, next(dynamic_strides)) != base + 1 + rank + dim:
+            return False
+    return True
+
+
+# -- array views ----------------------------------------------------------------------------------
+
+DLPACK_CPU, DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED = 1, 2, 3, 13
+
+
+@dataclass
+class ArrayView:
+    """What a launch needs to know about an array argument."""
+
+    ptr: int
+    shape: Tuple[int, ...]
+    strides: Tuple[int, ...]        # in elements
+    dtype: np.dtype
+    device_id: Optional[int]        # None: ask the driver (CUDA Array Interface pointers)
+    readonly: bool
+    owner: Any                      # kept alive until the stream has passed the kernel
+    producer_stream: Optional[int] = None  # CAI `stream`: the consumer must wait on it
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def byte_extent(self) -> Optional[Tuple[int, int]]:
+        """[first byte, last byte + 1) touched by the array, or None when it is empty."""
+        if any(dim == 0 for dim in self.shape):
+            return None
+        low = high = 0
+        for dim, stride in zip(self.shape, self.strides):
+            reach = (dim - 1) * stride
+            low, high = low + min(0, reach), high + max(0, reach)
+        return self.ptr + low * self.itemsize, self.ptr + (high + 1) * self.itemsize
+
+
+def _contiguous_strides(shape: Sequence[int]) -> Tuple[int, ...]:
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= max(dim, 1)
+    return tuple(reversed(strides))
+
+
+def is_array_like(obj: Any) -> bool:
+    return hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__")
+
+
+def view_of(obj: Any, what: str, dlpack_stream: int) -> ArrayView:
+    """An ArrayView of a DLPack or CUDA Array Interface object (DLPack preferred when both).
+
+    `dlpack_stream` is the consumer stream in DLPack's convention (1: legacy default stream);
+    the producer orders its work before that stream as the DLPack protocol requires."""
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        return _view_from_dlpack(obj, what, dlpack_stream)
+    if hasattr(obj, "__cuda_array_interface__"):
+        return _view_from_cai(obj, what)
+    raise ArgumentError(f"{what}: expected an array with __dlpack__ or __cuda_array_interface__, "
+                        f"got {type(obj).__name__}")
+
+
+def _view_from_dlpack(obj: Any, what: str, dlpack_stream: int) -> ArrayView:
+    device_type, device_id = obj.__dlpack_device__()
+    if device_type == DLPACK_CPU:
+        raise ArgumentError(f"{what}: {type(obj).__name__} is a host (CPU) array; copy it to the "
+                            "GPU first")
+    if device_type not in (DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED):
+        raise ArgumentError(f"{what}: DLPack device type {device_type} is not a CUDA device")
+    from cuda.core.utils import StridedMemoryView
+    try:
+        view = StridedMemoryView.from_dlpack(obj, stream_ptr=dlpack_stream)
+    except (TypeError, ValueError, BufferError, RuntimeError) as error:
+        raise ArgumentError(f"{what}: cannot read its DLPack capsule ({error})") from error
+    shape = tuple(int(d) for d in view.shape)
+    strides = view.strides
+    strides = _contiguous_strides(shape) if strides is None else tuple(int(s) for s in strides)
+    owner_device = int(device_id) if device_type == DLPACK_CUDA else None
+    return ArrayView(int(view.ptr), shape, strides, np.dtype(view.dtype), owner_device,
+                     bool(view.readonly), (obj, view))
+
+
+def _view_from_cai(obj: Any, what: str) -> ArrayView:
+    interface = obj.__cuda_array_interface__
+    try:
+        shape = tuple(int(d) for d in interface["shape"])
+        dtype = np.dtype(interface["typestr"])
+        ptr, readonly = interface["data"]
+        version = int(interface.get("version", 0))
+    except (KeyError, TypeError, ValueError) as error:
+        raise ArgumentError(f"{what}: malformed __cuda_array_interface__ ({error!r})") from error
+    if version > 3:
+        raise ArgumentError(f"{what}: __cuda_array_interface__ version {version} is newer than 3")
+    if interface.get("mask") is not None:
+        raise ArgumentError(f"{what}: masked arrays (__cuda_array_interface__ 'mask') are not "
+                            "supported")
+    byte_strides = interface.get("strides")
+    if byte_strides is None:
+        strides = _contiguous_strides(shape)
+    else:
+        if any(int(s) % dtype.itemsize for s in byte_strides):
+            raise ArgumentError(f"{what}: byte strides {tuple(byte_strides)} are not multiples of "
+                                f"the element size {dtype.itemsize}")
+        strides = tuple(int(s) // dtype.itemsize for s in byte_strides)
+    if len(strides) != len(shape):
+        raise ArgumentError(f"{what}: __cuda_array_interface__ has {len(shape)} dims but "
+                            f"{len(strides)} strides")
+    stream = interface.get("stream")
+    if stream == 0:
+        raise ArgumentError(f"{what}: __cuda_array_interface__ stream 0 is not allowed "
+                            "(use 1 for the legacy default stream, 2 for per-thread)")
+    return ArrayView(int(ptr or 0), shape, strides, dtype, None, bool(readonly), obj,
+                     None if stream is None else int(stream))
+
+
+# -- packing --------------------------------------------------------------------------------------
+
+@dataclass
+class PackedArgs:
+    """Flat kernel parameters, ready for the driver, and what must outlive the launch."""
+
+    values: List[Any] = field(default_factory=list)
+    keep_alive: List[Any] = field(default_factory=list)
+    producer_streams: List[int] = field(default_factory=list)
+
+
+def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
+                   dlpack_stream: int, pointer_device: Callable[[int], int],
+                   allow_overlap: bool = False) -> PackedArgs:
+    """Check every argument against the signature and flatten it; raise ArgumentError before
+    anything reaches the driver. `pointer_device(ptr)` answers which device owns a pointer
+    (-1: host memory), for CUDA Array Interface arrays that do not say."""
+    if len(args) != len(signature.params):
+        raise ArgumentError(f"{signature.entry}: expected {len(signature.params)} arguments "
+                            f"({signature}), got {len(args)}")
+    packed = PackedArgs()
+    arrays: List[Tuple[int, ArrayView]] = []
+    for position, (param, arg) in enumerate(zip(signature.params, args)):
+        what = f"{signature.entry}: argument {position} ({param.describe()})"
+        if isinstance(param, ArrayParam):
+            view = _checked_view(arg, what, param.element, param.rank, device_id, dlpack_stream,
+                                 pointer_device)
+            _check_static_layout(param, view, what)
+            values = [view.ptr, *view.shape, *view.strides]
+            roles = ["base address"] + [f"shape[{d}]" for d in range(param.rank)] + \
+                    [f"stride[{d}]" for d in range(param.rank)]
+            arrays.append((position, view))
+        elif isinstance(param, PointerParam):
+            if is_array_like(arg):
+                view = _checked_view(arg, what, param.element, None, device_id, dlpack_stream,
+                                     pointer_device)
+                arrays.append((position, view))
+                values = [view.ptr]
+            elif isinstance(arg, (int, np.integer)) and not isinstance(arg, (bool, np.bool_)):
+                values = [int(arg)]
+            else:
+                raise ArgumentError(f"{what}: expected an array or an integer address, got "
+                                    f"{type(arg).__name__}")
+            roles = ["address"]
+        else:
+            values, roles = [arg], ["value"]
+        for slot, value, role in zip(param.slots, values, roles):
+            # Shapes and strides are signed index values; a plain scalar parameter is signless.
+            signed = role.startswith(("shape", "stride"))
+            packed.values.append(_scalar(slot, value, what if role == "value" else f"{what} {role}",
+                                         signed=signed))
+        if isinstance(param, (ArrayParam, PointerParam)) and arrays and arrays[-1][0] == position:
+            view = arrays[-1][1]
+            packed.keep_alive.append(view.owner)
+            if view.producer_stream is not None:
+                packed.producer_streams.append(view.producer_stream)
+    if not allow_overlap:
+        _check_no_overlap(signature, arrays)
+    return packed
+
+
+def _checked_view(arg, what, element: ElementType, rank: Optional[int], device_id: int,
+                  dlpack_stream: int, pointer_device) -> ArrayView:
+    view = view_of(arg, what, dlpack_stream)
+    accepted = ARRAY_DTYPES.get(element.name)
+    if accepted is None:
+        raise ArgumentError(f"{what}: arrays of {element} are not supported by the launcher")
+    if view.dtype.name not in accepted:
+        raise ArgumentError(f"{what}: array dtype {view.dtype.name} does not match the kernel's "
+                            f"{element} (expected {' or '.join(accepted)})")
+    if rank is not None and len(view.shape) != rank:
+        raise ArgumentError(f"{what}: array has rank {len(view.shape)}, the kernel expects {rank}")
+    owner = view.device_id
+    if owner is None and view.ptr:
+        owner = pointer_device(view.ptr)
+        if owner < 0:
+            raise ArgumentError(f"{what}: pointer 0x{view.ptr:x} is host memory, not device memory")
+    if owner is not None and owner != device_id:
+        raise ArgumentError(f"{what}: array is on device {owner}, the kernel launches on device "
+                            f"{device_id}")
+    return view
+
+
+def _check_static_layout(param: ArrayParam, view: ArrayView, what: str) -> None:
+    for dim, (static, actual) in enumerate(zip(param.static_shape, view.shape)):
+        if static is not None and static != actual:
+            raise ArgumentError(f"{what}: shape[{dim}] is {actual}, the kernel was compiled for "
+                                f"{static}")
+    for dim, (static, actual) in enumerate(zip(param.static_strides, view.strides)):
+        if static is not None and static != actual and view.shape[dim] > 1:
+            raise ArgumentError(f"{what}: stride[{dim}] is {actual} elements, the kernel was "
+                                f"compiled for {static}")
+
+
+def _scalar(slot: Slot, value: Any, what: str, signed: bool = False):
+    """The numpy scalar holding `value` as the parameter's bytes."""
+    element = slot.element
+    if isinstance(element, PointerType):
+        number = _integer(value, what, 0, 2 ** 64 - 1)
+        packed = np.uint64(number)
+    elif element.name in _INT_PARAM:
+        bits = 1 if element.name == "i1" else element.bits
+        if element.name == "i1":
+            if not isinstance(value, (bool, np.bool_, int, np.integer)) or int(value) not in (0, 1):
+                raise ArgumentError(f"{what}: expected a bool, got {value!r}")
+            number = int(value)
+            packed = np.bool_(number)
+        else:
+            high = 2 ** (bits - 1) - 1 if signed else 2 ** bits - 1
+            number = _integer(value, what, -(2 ** (bits - 1)), high)
+            signed = number - 2 ** bits if number >= 2 ** (bits - 1) else number
+            packed = _INT_PARAM[element.name](signed)
+    elif element.name in _FLOAT_PARAM or element.name == "bf16":
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
+                                                                         np.floating)):
+            raise ArgumentError(f"{what}: expected a number, got {type(value).__name__}")
+        if element.name == "bf16":
+            import ml_dtypes
+            packed = np.array(value, dtype=ml_dtypes.bfloat16).view(np.uint16)[()]
+        else:
+            packed = _FLOAT_PARAM[element.name](value)
+        return packed
+    else:
+        raise ArgumentError(f"{what}: scalar parameters of type {element} are not supported")
+    for fact in slot.facts:
+        problem = fact.violated_by(number)
+        if problem:
+            raise ArgumentError(f"{what} = {number} {problem}")
+    return packed
+
+
+def _integer(value: Any, what: str, low: int, high: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ArgumentError(f"{what}: expected an integer, got {type(value).__name__}")
+    number = int(value)
+    if not low <= number <= high:
+        raise ArgumentError(f"{what}: {number} does not fit in [{low}, {high}]")
+    return number
+
+
+def _check_no_overlap(signature: Signature, arrays: List[Tuple[int, ArrayView]]) -> None:
+    extents = sorted((extent, position) for position, view in arrays
+                     if (extent := view.byte_extent()) is not None)
+    for (first, first_pos), (second, second_pos) in zip(extents, extents[1:]):
+        if second[0] < first[1]:
+            raise ArgumentError(
+                f"{signature.entry}: arrays for arguments {min(first_pos, second_pos)} and "
+                f"{max(first_pos, second_pos)} overlap in memory (bytes 0x{second[0]:x}-"
+                f"0x{min(first[1], second[1]):x}); pass allow_overlap=True if the kernel was "
+                "compiled for aliasing arrays")

@@ -1,0 +1,511 @@
+"""On-disk cubin cache with an in-memory map in front (layout and key: runtime/CACHE.md).
+
+The cache never breaks a compile: every disk failure (unreadable, corrupt, not writable) is logged
+and turns into a miss or a skipped store. Entries are raw cubin bytes plus JSON metadata; nothing
+is pickled, so a cache directory shared between Python versions or hosts is safe to read.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import stat
+import struct
+import tempfile
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+import filelock
+import platformdirs
+
+log = logging.getLogger("tilebc_runtime.cache")
+
+MAGIC = "tilebc-cubin-cache"
+SCHEMA = 1
+LAYOUT_DIR = f"v{SCHEMA}"
+DEFAULT_MAX_BYTES = 2 * 1024 ** 3
+ENV_DIR = "TILEBC_CACHE_DIR"
+ENV_MAX_BYTES = "TILEBC_CACHE_MAX_BYTES"
+OFF_VALUES = ("off",)
+
+CompileFn = Callable[[bytes, str, str, Dict[str, Any]], Tuple[bytes, Dict[str, Any]]]
+
+
+def canonical_options(options: Optional[Mapping[str, Any]]) -> str:
+    """Compile options as canonical JSON: sorted keys, `,`/`:` separators, ASCII only."""
+    return json.dumps(dict(options or {}), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=True, allow_nan=False)
+
+
+@dataclass(frozen=True, eq=True)
+class KeyFields:
+    """Everything that changes the compiled cubin; see the key table in CACHE.md."""
+
+    toolchain: str          # backend identity, e.g. "tileiras/13.5.37"
+    bytecode: bytes
+    entry: str
+    arch: str               # "sm_90"
+    ptx_isa: str = ""       # empty for backends that do not emit PTX
+    nvjitlink: str = ""     # empty when nvJitLink is not used
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    __hash__ = None  # options is a mapping
+
+    def encoded_fields(self) -> List[bytes]:
+        text = (MAGIC, str(SCHEMA), self.toolchain)
+        tail = (self.entry, self.arch, self.ptx_isa, self.nvjitlink, canonical_options(self.options))
+        return ([value.encode("utf-8") for value in text] + [bytes(self.bytecode)]
+                + [value.encode("utf-8") for value in tail])
+
+    def key(self) -> str:
+        digest = hashlib.sha256()
+        for value in self.encoded_fields():
+            digest.update(struct.pack("<Q", len(value)))
+            digest.update(value)
+        return digest.hexdigest()
+
+    def describe(self) -> Dict[str, Any]:
+        """The fields in clear, except the bytecode, which is recorded by its sha256."""
+        return {"toolchain": self.toolchain,
+                "bytecode_sha256": hashlib.sha256(self.bytecode).hexdigest(),
+                "entry": self.entry, "arch": self.arch, "ptx_isa": self.ptx_isa,
+                "nvjitlink": self.nvjitlink, "options": canonical_options(self.options)}
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    key: str
+    cubin: bytes
+    metadata: Dict[str, Any]
+
+    @property
+    def threads(self) -> Optional[int]:
+        return self.metadata.get("threads")
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.metadata.get("shared_bytes", 0)
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """One disk entry as `tilebc cache list` shows it."""
+
+    key: str
+    size: int               # cubin + metadata bytes
+    last_used: float        # metadata mtime, set explicitly on each disk hit
+    metadata: Optional[Dict[str, Any]]
+
+
+def parse_size(text: str) -> int:
+    """'2G', '512M', '1048576' -> bytes."""
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}
+    if text and text[-1] in scale:
+        return int(float(text[:-1]) * scale[text[-1]])
+    return int(text)
+
+
+def _owner_only_problem(path: Path) -> Optional[str]:
+    """Why `path` is unsafe to trust as a cache directory, or None."""
+    info = os.stat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a directory"
+    if hasattr(os, "getuid"):
+        if info.st_uid != os.getuid():
+            return f"is owned by uid {info.st_uid}, not by this user (uid {os.getuid()})"
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return "is not writable"
+    return None
+
+
+def _prepare_directory(path: Path) -> Optional[str]:
+    """Create `path` owner-only if missing; return why it cannot be used, or None."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return _owner_only_problem(path)
+    except OSError as error:
+        return f"cannot be created or read ({error.strerror or error})"
+
+
+def fallback_root() -> Path:
+    """Per-user directory under the system temp folder, used when the usual one is unusable."""
+    user = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+    return Path(tempfile.gettempdir()) / f"tilebc-cache-{user}"
+
+
+def resolve_root(environ: Optional[Mapping[str, str]] = None) -> Tuple[Optional[Path], str]:
+    """The cache root to use and a one-line reason, from TILEBC_CACHE_DIR or platformdirs.
+
+    Returns (None, reason) when the disk cache is off or no safe directory can be used."""
+    environ = os.environ if environ is None else environ
+    setting = environ.get(ENV_DIR, "").strip()
+    if setting.lower() in OFF_VALUES:
+        return None, f"disabled by {ENV_DIR}={setting}"
+    chosen = Path(setting).expanduser() if setting else Path(platformdirs.user_cache_dir("tilebc"))
+    source = ENV_DIR if setting else "platformdirs"
+    problem = _prepare_directory(chosen)
+    if problem is None:
+        return chosen, f"{chosen} (from {source})"
+    log.warning("tilebc cache: refusing %s (from %s): it %s; trying %s", chosen, source, problem,
+                fallback_root())
+    fallback = fallback_root()
+    fallback_problem = _prepare_directory(fallback)
+    if fallback_problem is None:
+        return fallback, f"{fallback} (fallback: {chosen} {problem})"
+    log.warning("tilebc cache: refusing fallback %s: it %s; disk cache off", fallback,
+                fallback_problem)
+    return None, f"off: {chosen} {problem}; fallback {fallback} {fallback_problem}"
+
+
+def _max_bytes_from(environ: Mapping[str, str]) -> int:
+    setting = environ.get(ENV_MAX_BYTES)
+    if not setting:
+        return DEFAULT_MAX_BYTES
+    try:
+        return parse_size(setting)
+    except ValueError:
+        log.warning("tilebc cache: ignoring %s=%r (not a size)", ENV_MAX_BYTES, setting)
+        return DEFAULT_MAX_BYTES
+
+
+class CubinCache:
+    """Disk cache of compiled cubins behind an in-memory map.
+
+    `root=None` keeps only the in-memory map. Construct with `CubinCache.from_environment()` to
+    honour TILEBC_CACHE_DIR (a path, or `off`) and TILEBC_CACHE_MAX_BYTES.
+    """
+
+    def __init__(self, root: Optional[os.PathLike] = None, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                 memory_entries: int = 512, lock_timeout: float = 600.0, reason: str = ""):
+        self.max_bytes = max_bytes
+        self.memory_entries = memory_entries
+        self.lock_timeout = lock_timeout
+        self._memory: "OrderedDict[str, CacheEntry]" = OrderedDict()
+        self._recorded: Dict[str, Dict[str, Any]] = {}  # toolchain records already written
+        self.root: Optional[Path] = None
+        self.reason = reason
+        if root is not None:
+            root = Path(root)
+            problem = _prepare_directory(root) or _prepare_directory(root / LAYOUT_DIR)
+            if problem is None:
+                self.root = root
+                self.reason = reason or str(root)
+            else:
+                log.warning("tilebc cache: refusing %s: it %s; disk cache off", root, problem)
+                self.reason = f"off: {root} {problem}"
+
+    @classmethod
+    def from_environment(cls, environ: Optional[Mapping[str, str]] = None, **kwargs) -> "CubinCache":
+        environ = os.environ if environ is None else environ
+        root, reason = resolve_root(environ)
+        kwargs.setdefault("max_bytes", _max_bytes_from(environ))
+        return cls(root, reason=reason, **kwargs)
+
+    # -- paths ---------------------------------------------------------------------------------
+    @property
+    def disk_enabled(self) -> bool:
+        return self.root is not None
+
+    @property
+    def directory(self) -> Optional[Path]:
+        return None if self.root is None else self.root / LAYOUT_DIR
+
+    def paths(self, key: str) -> Tuple[Path, Path]:
+        """(cubin path, metadata path) of `key`."""
+        shard = self.directory / key[:2]
+        return shard / f"{key}.cubin", shard / f"{key}.json"
+
+    def _lock(self, key: str) -> filelock.FileLock:
+        shard = self.directory / key[:2]
+        shard.mkdir(mode=0o700, exist_ok=True)
+        return filelock.FileLock(str(shard / f"{key}.lock"), timeout=self.lock_timeout, mode=0o600)
+
+    # -- lookup --------------------------------------------------------------------------------
+    def lookup(self, key: str) -> Optional[CacheEntry]:
+        """The verified entry for `key` from memory or disk, or None (a miss)."""
+        entry = self._memory.get(key)
+        if entry is not None:
+            self._memory.move_to_end(key)
+            return entry
+        entry = self._read_disk(key)
+        if entry is not None:
+            self._remember(entry)
+        return entry
+
+    def _read_disk(self, key: str) -> Optional[CacheEntry]:
+        if self.root is None:
+            return None
+        cubin_path, meta_path = self.paths(key)
+        try:
+            meta_bytes = meta_path.read_bytes()
+        except FileNotFoundError:
+            return None  # not published (a cubin alone is a publish in progress or a crash)
+        except OSError as error:
+            log.warning("tilebc cache: cannot read %s (%s); recompiling", meta_path, error)
+            return None
+        problem, metadata = _check_metadata(meta_bytes, key)
+        cubin = None
+        if problem is None:
+            try:
+                cubin = cubin_path.read_bytes()
+            except FileNotFoundError:
+                problem = "metadata without cubin"
+            except OSError as error:
+                problem = f"cubin unreadable ({error})"
+        if problem is None:
+            if len(cubin) != metadata["cubin_size"]:
+                problem = f"cubin truncated ({len(cubin)} of {metadata['cubin_size']} bytes)"
+            elif hashlib.sha256(cubin).hexdigest() != metadata["cubin_sha256"]:
+                problem = "cubin sha256 does not match its metadata"
+        if problem is not None:
+            log.warning("tilebc cache: entry %s is corrupt (%s); recompiling", key, problem)
+            return None
+        try:
+            os.utime(meta_path)  # last-use time for LRU eviction (explicit: atime is unreliable)
+        except OSError:
+            pass
+        return CacheEntry(key, cubin, metadata)
+
+    def _remember(self, entry: CacheEntry) -> None:
+        self._memory[entry.key] = entry
+        self._memory.move_to_end(entry.key)
+        while len(self._memory) > self.memory_entries:
+            self._memory.popitem(last=False)
+
+    # -- compile through the cache --------------------------------------------------------------
+    def get_or_compile(self, fields: KeyFields, compile_fn: CompileFn) -> CacheEntry:
+        """The cubin for `fields`: from memory, from disk, or compiled once across processes."""
+        key = fields.key()
+        entry = self.lookup(key)
+        if entry is not None:
+            return entry
+        if self.root is None:
+            return self._compile(fields, key, compile_fn)
+        try:
+            lock = self._lock(key)
+            lock.acquire()
+        except (OSError, filelock.Timeout) as error:
+            log.warning("tilebc cache: cannot lock entry %s (%s); compiling without the cache",
+                        key, error)
+            return self._compile(fields, key, compile_fn, publish=False)
+        try:
+            entry = self._read_disk(key)  # another process may have published it meanwhile
+            if entry is None:
+                self._discard(key)
+                entry = self._compile(fields, key, compile_fn)
+        finally:
+            lock.release()
+        self._remember(entry)
+        self._evict_if_needed(keep=key)
+        return entry
+
+    def _compile(self, fields: KeyFields, key: str, compile_fn: CompileFn,
+                 publish: bool = True) -> CacheEntry:
+        started = time.perf_counter()
+        cubin, extra = compile_fn(fields.bytecode, fields.entry, fields.arch, dict(fields.options))
+        cubin = bytes(cubin)
+        metadata = dict(extra or {})
+        metadata.update({
+            "schema": SCHEMA, "key": key, "fields": fields.describe(),
+            "cubin_sha256": hashlib.sha256(cubin).hexdigest(), "cubin_size": len(cubin),
+            "threads": metadata.get("threads"), "shared_bytes": metadata.get("shared_bytes", 0),
+            "created": time.time(), "compile_seconds": round(time.perf_counter() - started, 6),
+        })
+        entry = CacheEntry(key, cubin, metadata)
+        if publish and self.root is not None:
+            self._publish(entry)
+        self._remember(entry)
+        return entry
+
+    def _publish(self, entry: CacheEntry) -> None:
+        """Cubin first, then metadata, each through a temp file and os.replace."""
+        cubin_path, meta_path = self.paths(entry.key)
+        try:
+            meta_text = json.dumps(entry.metadata, sort_keys=True, indent=1).encode("utf-8")
+            _replace_atomically(cubin_path, entry.cubin)
+            _replace_atomically(meta_path, meta_text)
+        except (OSError, TypeError, ValueError) as error:
+            log.warning("tilebc cache: cannot store entry %s (%s); it stays in memory only",
+                        entry.key, error)
+
+    def _discard(self, key: str) -> None:
+        """Remove an entry's files, metadata first so no reader trusts a half-removed entry."""
+        cubin_path, meta_path = self.paths(key)
+        for path in (meta_path, cubin_path):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as error:
+                log.warning("tilebc cache: cannot remove %s (%s)", path, error)
+
+    # -- housekeeping ---------------------------------------------------------------------------
+    def disk_entries(self) -> List[EntryInfo]:
+        """Every published entry on disk (metadata present), oldest use first."""
+        if self.root is None or not self.directory.is_dir():
+            return []
+        found = []
+        for meta_path in self.directory.glob("??/*.json"):
+            key = meta_path.stem
+            cubin_path = meta_path.with_suffix(".cubin")
+            try:
+                meta_stat = meta_path.stat()
+                size = meta_stat.st_size + (cubin_path.stat().st_size if cubin_path.exists() else 0)
+                problem, metadata = _check_metadata(meta_path.read_bytes(), key)
+            except OSError:
+                continue
+            found.append(EntryInfo(key, size, meta_stat.st_mtime, metadata if problem is None else None))
+        found.sort(key=lambda info: info.last_used)
+        return found
+
+    def total_bytes(self) -> int:
+        return sum(info.size for info in self.disk_entries())
+
+    def prune(self, max_bytes: Optional[int] = None, keep: Optional[str] = None) -> List[str]:
+        """Remove corrupt entries, stray temp files and orphan cubins, then least recently used
+        entries until the disk size is at most `max_bytes` (default: this cache's bound).
+        Entries locked by another process are skipped. Returns the removed keys."""
+        if self.root is None:
+            return []
+        bound = self.max_bytes if max_bytes is None else max_bytes
+        removed = []
+        self._remove_strays()
+        entries = self.disk_entries()
+        total = sum(info.size for info in entries)
+        for info in entries:
+            if info.metadata is not None and (total <= bound or info.key == keep):
+                continue
+            if self._remove_unless_locked(info.key):
+                removed.append(info.key)
+                total -= info.size
+                self._memory.pop(info.key, None)
+        return removed
+
+    def _evict_if_needed(self, keep: str) -> None:
+        try:
+            if self.total_bytes() > self.max_bytes:
+                removed = self.prune(keep=keep)
+                log.info("tilebc cache: evicted %d entries to stay under %d bytes", len(removed),
+                         self.max_bytes)
+        except OSError as error:
+            log.warning("tilebc cache: eviction failed (%s)", error)
+
+    def _remove_unless_locked(self, key: str) -> bool:
+        try:
+            lock = self._lock(key)
+            lock.acquire(timeout=0)
+        except (OSError, filelock.Timeout):
+            return False
+        try:
+            self._discard(key)
+        finally:
+            lock.release()
+        return True
+
+    def _remove_strays(self, older_than: float = 3600.0) -> None:
+        """Temp files left by a crashed writer, and cubins whose metadata never appeared."""
+        now = time.time()
+        for path in list(self.directory.glob("??/.tmp-*")) + list(self.directory.glob("??/*.cubin")):
+            try:
+                if path.suffix == ".cubin" and path.with_suffix(".json").exists():
+                    continue
+                if now - path.stat().st_mtime > older_than:
+                    path.unlink()
+            except OSError:
+                continue
+
+    def clear(self) -> int:
+        """Remove every entry (memory and disk); returns how many disk entries were removed."""
+        self._memory.clear()
+        if self.root is None:
+            return 0
+        count = 0
+        for info in self.disk_entries():
+            count += self._remove_unless_locked(info.key)
+        self._remove_strays(older_than=0.0)
+        # Lock files are kept by eviction (removing one another process waits on would let two
+        # processes compile the same key); clearing is the explicit moment to drop them.
+        for path in self.directory.glob("??/*.lock"):
+            _unlink_quietly(path)
+        return count
+
+    def forget_memory(self) -> None:
+        """Drop the in-memory map (the disk is untouched)."""
+        self._memory.clear()
+
+    # -- toolchain record for hosts without Python ----------------------------------------------
+    def record_toolchain(self, backend: str, info: Mapping[str, Any]) -> None:
+        """Merge `info` (identity, ptx_isa table, nvjitlink) for `backend` into toolchain.json."""
+        if self.root is None or self._recorded.get(backend) == dict(info):
+            return
+        path = self.directory / "toolchain.json"
+        try:
+            with filelock.FileLock(str(self.directory / "toolchain.lock"), timeout=30, mode=0o600):
+                try:
+                    current = json.loads(path.read_bytes())
+                except (OSError, ValueError):
+                    current = {}
+                if not isinstance(current, dict) or current.get("schema") != SCHEMA:
+                    current = {"schema": SCHEMA, "backends": {}}
+                if current["backends"].get(backend) != dict(info):
+                    current["backends"][backend] = dict(info)
+                    _replace_atomically(path, json.dumps(current, sort_keys=True, indent=1).encode())
+            self._recorded[backend] = dict(info)
+        except (OSError, filelock.Timeout, TypeError, ValueError) as error:
+            log.warning("tilebc cache: cannot update %s (%s)", path, error)
+
+    def toolchain(self) -> Dict[str, Any]:
+        if self.root is None:
+            return {}
+        try:
+            return json.loads((self.directory / "toolchain.json").read_bytes())
+        except (OSError, ValueError):
+            return {}
+
+
+_REQUIRED_METADATA = {"schema": int, "key": str, "cubin_sha256": str, "cubin_size": int,
+                      "fields": dict}
+
+
+def _check_metadata(raw: bytes, key: str) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
+    """(problem, metadata): problem is None when the metadata is well-formed and names `key`."""
+    try:
+        metadata = json.loads(raw)
+    except ValueError as error:
+        return f"metadata is not JSON ({error})", None
+    if not isinstance(metadata, dict):
+        return "metadata is not a JSON object", None
+    for name, kind in _REQUIRED_METADATA.items():
+        if not isinstance(metadata.get(name), kind):
+            return f"metadata field {name!r} missing or not {kind.__name__}", None
+    if metadata["schema"] != SCHEMA:
+        return f"metadata schema {metadata['schema']} is not {SCHEMA}", None
+    if metadata["key"] != key:
+        return "metadata names another key", None
+    return None, metadata
+
+
+def _replace_atomically(path: Path, data: bytes) -> None:
+    handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(handle, "wb") as temp:
+            temp.write(data)
+        os.replace(temp_name, path)
+    except BaseException:
+        _unlink_quietly(Path(temp_name))
+        raise
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+

@@ -1,0 +1,156 @@
+"""The CUDA driver, opened lazily through cuda.core; every call checked and named in its error.
+
+Importing this module touches neither cuda.core nor the driver. A process that initialised CUDA
+and then forked refuses to use it in the child (a CUDA context does not survive fork).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable, List, Optional, Tuple
+
+from .args import LaunchError
+
+
+class DriverError(LaunchError):
+    """A CUDA driver call failed, or CUDA cannot be used in this process."""
+
+
+_lock = threading.Lock()
+_initialised_pid: Optional[int] = None
+_devices: dict = {}
+
+
+def _forget_after_fork() -> None:
+    # The child keeps _initialised_pid (the parent's) so that use is refused with a clear message.
+    _devices.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def call(name: str, function: Callable, *args, **kwargs):
+    """Run one cuda.core / driver call, turning any failure into a DriverError naming the call."""
+    try:
+        return function(*args, **kwargs)
+    except DriverError:
+        raise
+    except Exception as error:  # cuda.core raises CUDAError, pathfinder raises its own types
+        raise DriverError(f"{name} failed: {type(error).__name__}: {error}") from error
+
+
+def check(name: str, result: Tuple) -> Any:
+    """Check a cuda.bindings.driver result tuple (CUresult, *values); return the values."""
+    from cuda.bindings import driver
+    status, *values = result if isinstance(result, tuple) else (result,)
+    if status != driver.CUresult.CUDA_SUCCESS:
+        text = getattr(status, "name", None) or str(status)  # the enum name, no further driver call
+        raise DriverError(f"{name} failed: {text} ({int(status)})")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def device(device_id: Optional[int] = None):
+    """The cuda.core Device, made current; the driver is initialised on first use."""
+    global _initialised_pid
+    with _lock:
+        pid = os.getpid()
+        if _initialised_pid is not None and _initialised_pid != pid:
+            raise DriverError(f"CUDA was initialised in process {_initialised_pid}; process {pid} "
+                              "is a fork of it and cannot use CUDA (start workers with "
+                              "multiprocessing's 'spawn' method)")
+        key = -1 if device_id is None else device_id
+        if key not in _devices:
+            from cuda.core import Device
+            handle = call("cuda.core.Device", Device, device_id)
+            call("Device.set_current", handle.set_current)
+            _initialised_pid = pid
+            _devices[key] = handle
+            _devices.setdefault(handle.device_id, handle)
+        return _devices[key]
+
+
+def arch_of(handle) -> str:
+    major, minor = call("Device.compute_capability", lambda: tuple(handle.compute_capability))
+    return f"sm_{major}{minor}"
+
+
+def pointer_device(ptr: int) -> int:
+    """The device ordinal owning `ptr`, or -1 for memory the driver does not know (host)."""
+    from cuda.bindings import driver
+    status, ordinal = driver.cuPointerGetAttribute(
+        driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+    if status == driver.CUresult.CUDA_ERROR_INVALID_VALUE:
+        return -1
+    return check("cuPointerGetAttribute(DEVICE_ORDINAL)", (status, ordinal))
+
+
+def resolve_stream(stream: Any, handle) -> Tuple[Any, int]:
+    """(cuda.core Stream, the stream's number in DLPack's convention) for a launch.
+
+    Accepts None (the device's default stream), a cuda.core Stream, any object with
+    `__cuda_stream__` (torch, cupy) or a raw CUstream handle as an int."""
+    from cuda.core import Stream
+    if stream is None:
+        stream = handle.default_stream
+    elif isinstance(stream, int):
+        stream = call("Stream.from_handle", Stream.from_handle, stream)
+    elif not isinstance(stream, Stream):
+        if not hasattr(stream, "__cuda_stream__"):
+            raise LaunchError(f"stream: expected None, a cuda.core Stream, an object with "
+                              f"__cuda_stream__ or an int handle, got {type(stream).__name__}")
+        stream = call("Device.create_stream", handle.create_stream, stream)
+    raw = int(stream.handle)
+    # DLPack: 1 is the legacy default stream, 2 the per-thread one; 0 is not allowed.
+    return stream, 1 if raw == 0 else raw
+
+
+def wait_for_producers(stream, producer_streams: List[int]) -> None:
+    """Order `stream` after the streams CUDA Array Interface producers named (CAI v3 rule)."""
+    from cuda.bindings import driver
+    for producer in producer_streams:
+        raw = 0 if producer == 1 else producer  # CAI 1 = legacy default, 2 = per-thread
+        if raw == int(stream.handle):
+            continue
+        event = check("cuEventCreate", driver.cuEventCreate(
+            driver.CUevent_flags.CU_EVENT_DISABLE_TIMING))
+        try:
+            check("cuEventRecord", driver.cuEventRecord(event, driver.CUstream(raw)))
+            check("cuStreamWaitEvent", driver.cuStreamWaitEvent(driver.CUstream(int(stream.handle)),
+                                                                event, 0))
+        finally:
+            check("cuEventDestroy", driver.cuEventDestroy(event))
+
+
+class KeepAlive:
+    """Holds launch arguments until an event recorded after the kernel has completed."""
+
+    def __init__(self):
+        self._pending: List[Tuple[Any, List[Any]]] = []
+
+    def hold(self, stream, objects: List[Any]) -> None:
+        self.reap()
+        if objects:
+            event = call("Stream.record", stream.record)
+            self._pending.append((event, objects))
+
+    def reap(self) -> None:
+        self._pending = [(event, objects) for event, objects in self._pending
+                         if not call("Event.is_done", lambda: event.is_done)]
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+
+def load_kernel(cubin: bytes, entry: str):
+    from cuda.core import ObjectCode
+    code = call("ObjectCode.from_cubin", ObjectCode.from_cubin, cubin, name=entry)
+    return call(f"ObjectCode.get_kernel({entry!r})", code.get_kernel, entry)
+
+
+def launch(stream, grid: Tuple[int, int, int], threads: int, shared_bytes: int, kernel,
+           values: List[Any]) -> None:
+    from cuda.core import LaunchConfig, launch as core_launch
+    # Static shared memory is part of the cubin; the launch only asks for dynamic shared memory.
+    config = call("LaunchConfig", LaunchConfig, grid=grid, block=(threads, 1, 1), shmem_size=0)
+    call("cuda.core.launch", core_launch, stream, config, kernel, *values)

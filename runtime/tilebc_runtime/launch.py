@@ -1,0 +1,350 @@
+"""`load(bytecode)` -> entries with signatures -> `kernel[grid](*args)`, on either backend.
+
+Both backends (our JIT and NVIDIA's `tileiras`) compile through the same cubin cache and launch
+through the same path. Compilation happens at first launch for the launching device's
+architecture, or explicitly with `Kernel.compile(arch)`, which needs no GPU.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+import tilebc
+
+from . import args as argmod
+from . import driver
+from .args import ArgumentError, LaunchError, Signature, infer_signature
+from .cache import CacheEntry, CubinCache, KeyFields
+
+_default_cache: Optional[CubinCache] = None
+
+
+def default_cache() -> CubinCache:
+    """The process-wide cache configured from the environment (created on first use)."""
+    global _default_cache
+    if _default_cache is None:
+        _default_cache = CubinCache.from_environment()
+    return _default_cache
+
+
+# -- backends -------------------------------------------------------------------------------------
+
+class TileirasBackend:
+    """NVIDIA's `tileiras` (bytecode -> cubin). Options: opt_level (0-3), lineinfo, device_debug."""
+
+    name = "tileiras"
+    _FLAGS = {"lineinfo": "--lineinfo", "device_debug": "--device-debug"}
+
+    def __init__(self, path: Optional[str] = None):
+        self.path = path or tool_path("tileiras")
+        if self.path is None:
+            raise LaunchError("backend 'tileiras' needs NVIDIA's tileiras: install it with `pip "
+                              "install nvidia-cuda-tileiras` or set TILEBC_TILEIRAS")
+
+    def identity(self) -> str:
+        return f"tileiras/{_tileiras_version(self.path)}"
+
+    def ptx_isa(self, arch: str) -> str:
+        return ""  # tileiras' PTX is internal: its version is part of the tileiras identity
+
+    def nvjitlink(self) -> str:
+        return ""
+
+    def toolchain_record(self) -> Dict[str, Any]:
+        return {"identity": self.identity(), "ptx_isa": {}, "nvjitlink": ""}
+
+    def compile(self, bytecode: bytes, entry: str, arch: str,
+                options: Mapping[str, Any]) -> Tuple[bytes, Dict[str, Any]]:
+        flags = []
+        for name, value in sorted(options.items()):
+            if name == "opt_level" and value in (0, 1, 2, 3):
+                flags.append(f"--opt-level={value}")
+            elif name in self._FLAGS and isinstance(value, bool):
+                flags += [self._FLAGS[name]] if value else []
+            else:
+                raise LaunchError(f"backend 'tileiras': unknown or invalid option {name}={value!r} "
+                                  f"(known: opt_level 0-3, {', '.join(self._FLAGS)} as bools)")
+        with tempfile.TemporaryDirectory(prefix="tilebc-tileiras-") as folder:
+            source, output = Path(folder, "input.tilebc"), Path(folder, "output.cubin")
+            source.write_bytes(bytecode)
+            done = subprocess.run([self.path, f"--gpu-name={arch}", *flags, "-o", str(output),
+                                   str(source)], capture_output=True, text=True, timeout=600)
+            if done.returncode != 0 or not output.exists():
+                raise LaunchError(f"tileiras failed for entry {entry!r} ({arch}), exit "
+                                  f"{done.returncode}: {done.stderr.strip() or done.stdout.strip()}")
+            cubin = output.read_bytes()
+        threads, shared = cubin_launch_facts(cubin, entry)
+        return cubin, {"threads": threads, "shared_bytes": shared, "backend": self.name}
+
+
+class JitBackend:
+    """tilebc's own compiler (`tilebc_runtime.compile`: Tile IR -> PTX -> nvJitLink -> cubin)."""
+
+    name = "tilebc-jit"
+
+    def __init__(self):
+        import tilebc_runtime
+        self._compile = getattr(tilebc_runtime, "compile", None)
+        if self._compile is None:
+            raise LaunchError("backend 'jit' is not available in this build (tilebc_runtime.compile "
+                              "is missing); use backend='tileiras'")
+
+    def identity(self) -> str:
+        from . import __version__
+        return f"tilebc-jit/{__version__}+{lowering_sources_hash()[:16]}"
+
+    def ptx_isa(self, arch: str) -> str:
+        import tilebc_runtime
+        lookup = getattr(tilebc_runtime, "ptx_isa_for", None)
+        return str(lookup(arch)) if lookup else ""
+
+    def nvjitlink(self) -> str:
+        try:
+            from cuda.bindings import nvjitlink
+            return "%d.%d" % nvjitlink.version()
+        except Exception as error:  # the JIT itself reports a missing nvJitLink when it compiles
+            return f"unavailable ({type(error).__name__})"
+
+    def toolchain_record(self) -> Dict[str, Any]:
+        import tilebc_runtime
+        table = getattr(tilebc_runtime, "PTX_ISA", {})
+        return {"identity": self.identity(), "ptx_isa": dict(table), "nvjitlink": self.nvjitlink()}
+
+    def compile(self, bytecode: bytes, entry: str, arch: str,
+                options: Mapping[str, Any]) -> Tuple[bytes, Dict[str, Any]]:
+        result = self._compile(bytecode, entry, arch, emit="cubin", **dict(options))
+        return bytes(result.cubin), {"threads": result.threads,
+                                     "shared_bytes": getattr(result, "shared_bytes", 0),
+                                     "backend": self.name}
+
+
+BACKENDS = {"jit": JitBackend, "tileiras": TileirasBackend}
+
+# Modules of this package that do not influence generated code, so are left out of the JIT's
+# identity hash (editing the launcher must not invalidate every cached cubin).
+_NOT_LOWERING = {"cache.py", "cache_cli.py", "launch.py", "args.py", "driver.py"}
+
+
+@lru_cache(maxsize=None)
+def lowering_sources_hash() -> str:
+    """sha256 over tilebc's version and the JIT's source files (path and bytes, sorted)."""
+    digest = hashlib.sha256(f"tilebc {tilebc.__version__}\0".encode())
+    package = Path(__file__).resolve().parent
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if relative in _NOT_LOWERING:
+            continue
+        digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def tool_path(name: str) -> Optional[str]:
+    """An NVIDIA tool: $TILEBC_<NAME>, the nvidia/cu13/bin of a wheel on sys.path, then $PATH."""
+    override = os.environ.get(f"TILEBC_{name.upper()}")
+    if override:
+        return override
+    for entry in sys.path:
+        candidate = Path(entry or ".") / "nvidia" / "cu13" / "bin" / name
+        if candidate.is_file():
+            return str(candidate)
+    return shutil.which(name)
+
+
+@lru_cache(maxsize=None)
+def _tileiras_version(path: str) -> str:
+    done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    match = re.search(r"V(\d+\.\d+\.\d+)", done.stdout)
+    if done.returncode != 0 or match is None:
+        raise LaunchError(f"cannot read the version of {path}: {done.stderr.strip() or done.stdout}")
+    return match.group(1)
+
+
+def cubin_launch_facts(cubin: bytes, entry: str) -> Tuple[Optional[int], int]:
+    """(threads per CTA from the kernel's required block size, static shared bytes) of `entry`.
+
+    Reads the cubin's ELF section headers: `.nv.info.<entry>` holds EIATTR_REQNTID (0x10) and
+    `.nv.shared.<entry>` has the static shared memory as its size."""
+    import struct
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        raise LaunchError("not a 64-bit ELF cubin")
+    section_offset = struct.unpack_from("<Q", cubin, 0x28)[0]
+    entry_size, count, names_index = struct.unpack_from("<HHH", cubin, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, section_offset + i * entry_size)
+               for i in range(count)]
+    names_at = headers[names_index][4]
+
+    def name_of(header) -> str:
+        start = names_at + header[0]
+        return cubin[start:cubin.index(b"\0", start)].decode()
+
+    threads, shared = None, 0
+    for header in headers:
+        name, offset, size = name_of(header), header[4], header[5]
+        if name == f".nv.shared.{entry}":
+            shared = size
+        elif name == f".nv.info.{entry}":
+            position, end = offset, offset + size
+            while position + 2 <= end:
+                form, attribute = cubin[position], cubin[position + 1]
+                if form == 4:  # EIFMT_SVAL: u16 length, then the value
+                    length = struct.unpack_from("<H", cubin, position + 2)[0]
+                    if attribute == 0x10:  # EIATTR_REQNTID: x, y, z
+                        x, y, z = struct.unpack_from("<III", cubin, position + 4)
+                        threads = x * y * z
+                    position += 4 + length
+                else:
+                    position += 2 if form == 1 else 4
+    return threads, shared
+
+
+# -- modules and kernels ----------------------------------------------------------------------
+
+Source = Union[bytes, bytearray, memoryview, str, os.PathLike, "tilebc.Module"]
+
+
+def load(source: Source, *, backend: str = "jit", cache: Optional[CubinCache] = None,
+         options: Optional[Mapping[str, Any]] = None) -> "LoadedModule":
+    """Read Tile IR bytecode (bytes, a path, or a tilebc Module); nothing is compiled yet."""
+    if isinstance(source, tilebc.Module):
+        module, name = source, source.source or "<module>"
+        bytecode = tilebc.dump(source, source.version)
+    else:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            bytecode, name = bytes(source), "<bytes>"
+            module = tilebc.load(bytecode)
+        else:
+            name = os.fspath(source)
+            bytecode = Path(name).read_bytes()
+            module = tilebc.load(name)  # errors then name the file
+    if backend not in BACKENDS:
+        raise LaunchError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    return LoadedModule(bytecode, module, name, backend, cache, dict(options or {}))
+
+
+class LoadedModule:
+    """A bytecode module: `entries` maps each entry name to its signature; `m[name]` a Kernel."""
+
+    def __init__(self, bytecode: bytes, module, name: str, backend: str,
+                 cache: Optional[CubinCache], options: Dict[str, Any]):
+        self.bytecode = bytecode
+        self.module = module
+        self.name = name
+        self.backend_name = backend
+        self.options = options
+        self._cache = cache
+        self._backend = None
+        self.entries: Dict[str, Signature] = {f.name: infer_signature(f) for f in module.functions}
+        self._kernels: Dict[str, Kernel] = {}
+
+    @property
+    def cache(self) -> CubinCache:
+        return self._cache if self._cache is not None else default_cache()
+
+    @property
+    def backend(self):
+        if self._backend is None:
+            self._backend = BACKENDS[self.backend_name]()
+        return self._backend
+
+    def __getitem__(self, entry: str) -> "Kernel":
+        if entry not in self.entries:
+            raise KeyError(f"{self.name}: no entry {entry!r}; entries: {', '.join(self.entries)}")
+        if entry not in self._kernels:
+            self._kernels[entry] = Kernel(self, entry)
+        return self._kernels[entry]
+
+    def __repr__(self) -> str:
+        return f"<LoadedModule {self.name}: {', '.join(map(str, self.entries.values()))}>"
+
+
+def _grid3(grid) -> Tuple[int, int, int]:
+    dims = (grid,) if isinstance(grid, int) else tuple(grid)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
+                                          for d in dims):
+        raise LaunchError(f"grid must be 1 to 3 positive ints, got {grid!r}")
+    return dims + (1,) * (3 - len(dims))
+
+
+class Kernel:
+    """One entry of a loaded module: `kernel.launch(grid, *args)` or `kernel[grid](*args)`."""
+
+    def __init__(self, module: LoadedModule, entry: str):
+        self.module = module
+        self.entry = entry
+        self.signature = module.entries[entry]
+        self._loaded: Dict[int, Tuple[Any, CacheEntry]] = {}  # device id -> (kernel, entry)
+        self._keep_alive = driver.KeepAlive()
+
+    def key_fields(self, arch: str) -> KeyFields:
+        backend = self.module.backend
+        return KeyFields(toolchain=backend.identity(), bytecode=self.module.bytecode,
+                         entry=self.entry, arch=arch, ptx_isa=backend.ptx_isa(arch),
+                         nvjitlink=backend.nvjitlink(), options=self.module.options)
+
+    def compile(self, arch: str) -> CacheEntry:
+        """The cubin for `arch` (e.g. "sm_90"), through the cache; needs no GPU."""
+        backend, cache = self.module.backend, self.module.cache
+        cache.record_toolchain(backend.name, backend.toolchain_record())
+        entry = cache.get_or_compile(self.key_fields(arch), backend.compile)
+        if not entry.threads:
+            raise LaunchError(f"{self.entry}: the compiled cubin does not state its block size")
+        return entry
+
+    def prepare(self, args: Sequence[Any], *, device_id: int, dlpack_stream: int,
+                pointer_device=None, allow_overlap: bool = False) -> argmod.PackedArgs:
+        """Check and flatten `args` for this entry (everything before the driver is called)."""
+        return argmod.pack_arguments(self.signature, args, device_id=device_id,
+                                     dlpack_stream=dlpack_stream,
+                                     pointer_device=pointer_device or driver.pointer_device,
+                                     allow_overlap=allow_overlap)
+
+    def launch(self, grid, *args, stream=None, device: Optional[int] = None,
+               allow_overlap: bool = False) -> None:
+        grid3 = _grid3(grid)
+        handle = driver.device(device)
+        core_stream, dlpack_stream = driver.resolve_stream(stream, handle)
+        packed = self.prepare(args, device_id=handle.device_id, dlpack_stream=dlpack_stream,
+                              allow_overlap=allow_overlap)
+        function, entry = self._function_for(handle)
+        driver.wait_for_producers(core_stream, packed.producer_streams)
+        driver.launch(core_stream, grid3, entry.threads, entry.shared_bytes, function, packed.values)
+        self._keep_alive.hold(core_stream, packed.keep_alive)
+
+    def _function_for(self, handle) -> Tuple[Any, CacheEntry]:
+        loaded = self._loaded.get(handle.device_id)
+        if loaded is None:
+            entry = self.compile(driver.arch_of(handle))
+            loaded = (driver.load_kernel(entry.cubin, self.entry), entry)
+            self._loaded[handle.device_id] = loaded
+        return loaded
+
+    def __getitem__(self, grid) -> "_BoundLaunch":
+        return _BoundLaunch(self, grid)
+
+    def __repr__(self) -> str:
+        return f"<Kernel {self.signature}>"
+
+
+class _BoundLaunch:
+    __slots__ = ("kernel", "grid")
+
+    def __init__(self, kernel: Kernel, grid):
+        self.kernel, self.grid = kernel, _grid3(grid)
+
+    def __call__(self, *args, stream=None, device: Optional[int] = None,
+                 allow_overlap: bool = False) -> None:
+        self.kernel.launch(self.grid, *args, stream=stream, device=device,
+                           allow_overlap=allow_overlap)
+
+
+__all__ = ["load", "LoadedModule", "Kernel", "TileirasBackend", "JitBackend", "BACKENDS",
+           "default_cache", "cubin_launch_facts", "lowering_sources_hash", "ArgumentError",
+           "LaunchError"]

@@ -159,7 +159,8 @@ std::vector<std::string> compiler_command(const Options& options, std::string& t
     if (!found.empty() && is_executable(found)) return {found};
     return {};
   }
-  if (const char* python = std::getenv("TILEBC_PYTHON")) {
+  const char* python = std::getenv("TILEBC_PYTHON");
+  if (python && *python) {
     tried = "TILEBC_PYTHON=" + std::string(python);
     const std::string found = std::strchr(python, '/') ? std::string(python) : find_on_path(python);
     if (!found.empty() && is_executable(found)) return {found, "-m", "tilebc"};

@@ -42,6 +42,17 @@ def cpp_build() -> Path:
     if cmake is None or not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
         pytest.skip("cmake and a C++17 compiler are needed to build runtime/cpp")
     BUILD.mkdir(parents=True, exist_ok=True)
+    try:  # pytest-xdist workers share the build directory: one builds, the others wait
+        from filelock import FileLock
+        lock = FileLock(str(BUILD) + ".lock")
+    except ImportError:
+        import contextlib
+        lock = contextlib.nullcontext()
+    with lock:
+        return _configure_and_build(cmake)
+
+
+def _configure_and_build(cmake: str) -> Path:
     if not (BUILD / "CMakeCache.txt").exists():
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         subprocess.run([cmake, *generator, "-S", str(CPP), "-B", str(BUILD), "-DCMAKE_BUILD_TYPE=Debug",

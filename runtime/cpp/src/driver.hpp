@@ -1,0 +1,44 @@
+// The CUDA driver API, opened with dlopen on first use (no link-time dependency on libcuda).
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+
+namespace tilebc {
+namespace driver {
+
+struct Api {
+  CUresult (*Init)(unsigned int);
+  CUresult (*GetErrorName)(CUresult, const char**);
+  CUresult (*GetErrorString)(CUresult, const char**);
+  CUresult (*DeviceGet)(CUdevice*, int);
+  CUresult (*DeviceGetAttribute)(int*, CUdevice_attribute, CUdevice);
+  CUresult (*DevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*CtxGetCurrent)(CUcontext*);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*CtxGetDevice)(CUdevice*);
+  CUresult (*ModuleLoadData)(CUmodule*, const void*);
+  CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*FuncGetAttribute)(int*, CUfunction_attribute, CUfunction);
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, CUstream, void**, void**);
+  CUresult (*MemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemcpyHtoD)(CUdeviceptr, const void*, size_t);
+  CUresult (*MemcpyDtoH)(void*, CUdeviceptr, size_t);
+  CUresult (*CtxSynchronize)();
+};
+
+/// The driver, opened and initialised once (thread-safe). Throws Errc::driver_unavailable with
+/// what to install when libcuda cannot be opened, lacks a symbol, or cuInit fails.
+const Api& api();
+
+/// Throw Errc::driver_error naming `call` and the result's name and description.
+void check(CUresult result, const char* call);
+
+/// Make sure a context is current (the device's primary context when none is) and return its device.
+CUdevice current_device();
+
+}  // namespace driver
+}  // namespace tilebc

@@ -1,0 +1,514 @@
+"""The C++ host loader (runtime/cpp): built once per session with CMake under AddressSanitizer and
+UBSan, then compared with the Python reader and driven through its cache, compile and AOT paths.
+
+Needs cmake and a C++17 compiler (skipped otherwise); needs no GPU. The build lives in
+runtime/cpp/build/pytest-asan and is reused (incremental) by later sessions.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+
+import tilebc
+from tilebc.oracles import tool_path
+
+ROOT = Path(__file__).resolve().parent.parent
+CPP = ROOT / "runtime" / "cpp"
+BUILD = CPP / "build" / "pytest-asan"
+FIXTURES = ROOT / "fixtures" / "bytecode"
+NVIDIA_INVALID = ROOT.parent / "shared" / "reference" / "cuda-tile-invalid"
+SANITIZER_ENV = {
+    "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=97",
+    "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1:exitcode=98",
+}
+
+
+# ---- build ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def cpp_build() -> Path:
+    cmake = shutil.which("cmake")
+    if cmake is None or not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+        pytest.skip("cmake and a C++17 compiler are needed to build runtime/cpp")
+    BUILD.mkdir(parents=True, exist_ok=True)
+    try:  # pytest-xdist workers share the build directory: one builds, the others wait
+        from filelock import FileLock
+        lock = FileLock(str(BUILD) + ".lock")
+    except ImportError:
+        import contextlib
+        lock = contextlib.nullcontext()
+    with lock:
+        return _configure_and_build(cmake)
+
+
+def _configure_and_build(cmake: str) -> Path:
+    if not (BUILD / "CMakeCache.txt").exists():
+        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+        subprocess.run([cmake, *generator, "-S", str(CPP), "-B", str(BUILD), "-DCMAKE_BUILD_TYPE=Debug",
+                        "-DTILEBC_SANITIZE=ON", f"-DPython3_EXECUTABLE={sys.executable}"],
+                       check=True, capture_output=True, timeout=300)
+    build = subprocess.run([cmake, "--build", str(BUILD), "--parallel", "2"], capture_output=True, text=True,
+                           timeout=600)
+    assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
+    return BUILD
+
+
+def run_tool(build: Path, *args: str, env: Optional[Dict[str, str]] = None, timeout: int = 300) -> List[dict]:
+    """Run tilebc-inspect; fail on any sanitizer report; return its JSON lines."""
+    full_env = {**os.environ, **SANITIZER_ENV, **(env or {})}
+    proc = subprocess.run([str(build / "tilebc-inspect"), *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env)
+    assert "Sanitizer" not in proc.stderr and "runtime error" not in proc.stderr, proc.stderr[-6000:]
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def fixture_files() -> List[Path]:
+    files = sorted(FIXTURES.glob("*/*.tilebc"))
+    assert files, f"no fixtures under {FIXTURES}"
+    return files
+
+
+def smallest_fixture(version: str) -> Path:
+    return min(FIXTURES.glob(f"*/*-{version}.tilebc"), key=lambda p: (p.stat().st_size, p.name))
+
+
+def python_view(data: bytes) -> dict:
+    """What the C++ reader must report, computed with tilebc.load."""
+    module = tilebc.load(data)
+    return {
+        "version": str(module.version),
+        "producer": module.producer,
+        "preview": module.preview,
+        "entries": [{"name": f.name, "signature": str(f.type),
+                     "params": [str(t) for t in f.type.inputs],
+                     "results": [str(t) for t in f.type.results]} for f in module.functions],
+    }
+
+
+def cpp_view(record: dict) -> dict:
+    return {
+        "version": record["version"],
+        "producer": record["producer"],
+        "preview": record["preview"],
+        "entries": [{"name": e["name"], "signature": e["signature"],
+                     "params": [p["type"] for p in e["params"]], "results": e["results"]}
+                    for e in record["entries"]],
+    }
+
+
+def in_undecoded(record: dict, offset: int) -> bool:
+    # inclusive: a body cut short is reported at its end
+    return any(begin <= offset <= end for begin, end in record["undecoded"])
+
+
+# ---- build products ------------------------------------------------------------------------------
+
+def test_generated_tables_are_current():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(CPP / "tools" / "gen_tables.py"), "--check"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_cpp_unit_tests(cpp_build):
+    """Argument checking, launch refusing before the driver, no-driver message, SHA-256 vectors."""
+    proc = subprocess.run([str(cpp_build / "tilebc_cpp_tests"), str(ROOT / "fixtures")], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **SANITIZER_ENV})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert " 0 failures" in proc.stdout
+
+
+def test_example_lists_a_fixture(cpp_build):
+    fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
+    proc = subprocess.run([str(cpp_build / "launch_fixture"), str(fixture)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **SANITIZER_ENV})
+    assert proc.returncode == 0, proc.stderr
+    name = tilebc.load(fixture).functions[0].name
+    assert f"  {name} (tile<ptr<f32>>, tile<i32>" in proc.stdout
+    assert "tile<i1>: integer, 1 bytes" in proc.stdout
+
+
+# ---- the reader against the Python reader --------------------------------------------------------
+
+def test_every_fixture_lists_what_python_lists(cpp_build):
+    files = fixture_files()
+    records = run_tool(cpp_build, "list", *map(str, files))
+    assert len(records) == len(files)
+    for path, record in zip(files, records):
+        assert record["ok"], f"{path.name}: {record.get('what')}"
+        assert cpp_view(record) == python_view(path.read_bytes()), path.name
+
+
+def test_param_layout_matches_tileiras_abi(cpp_build):
+    """Pointers take 8 bytes, scalars their natural width, i1/i8 one byte (tileiras' .param list)."""
+    record = run_tool(cpp_build, "list", str(FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"))[0]
+    layout = [(p["type"], p["kind"], p["size"]) for p in record["entries"][0]["params"]]
+    assert layout == [("tile<ptr<f32>>", "pointer", 8), ("tile<i32>", "integer", 4), ("tile<i32>", "integer", 4),
+                      ("tile<f32>", "float", 4), ("tile<f64>", "float", 8), ("tile<i64>", "integer", 8),
+                      ("tile<i16>", "integer", 2), ("tile<i8>", "integer", 1), ("tile<i1>", "integer", 1)]
+
+
+@pytest.mark.parametrize("version", ["13.1", "13.3", "13.5"])
+def test_truncated_at_every_byte(cpp_build, version):
+    fixture = smallest_fixture(version)
+    [report] = run_tool(cpp_build, "truncations", str(fixture))
+    assert report["size"] == fixture.stat().st_size
+    assert report["accepted"] == [], f"prefixes accepted: {report['accepted'][:10]}"
+    assert report["bad_offsets"] == [], f"errors without an offset inside the prefix: {report['bad_offsets'][:10]}"
+    assert report["rejected"] == report["size"]
+
+
+def test_nvidia_invalid_reference_files(cpp_build):
+    files = sorted(p for p in NVIDIA_INVALID.glob("*") if p.suffix in (".bc", ".tileirbc")) \
+        if NVIDIA_INVALID.is_dir() else []
+    if not files:
+        pytest.skip(f"{NVIDIA_INVALID} is not present")
+    for path, record in zip(files, run_tool(cpp_build, "list", *map(str, files))):
+        if record["ok"]:
+            # Accepted only when the fault lies in what this reader frames but does not decode.
+            with pytest.raises(tilebc.DecodeError) as caught:
+                tilebc.load(path.read_bytes())
+            assert python_fault_is_undecoded(record, caught.value), (path.name, caught.value)
+        else:
+            assert record["code"] in ("malformed input", "unsupported bytecode version"), record
+            assert 0 <= record["offset"] <= path.stat().st_size
+
+
+# Debug locations are decoded when Python attaches them to a function's ops, and the fault is
+# reported at the function record; the C++ reader frames the debug section but, not decoding
+# bodies, cannot count ops or resolve location attributes.
+DEBUG_LOCATION_FAULTS = ("debug info for function", "debug attribute ", "unknown debug attribute tag")
+
+
+def python_fault_is_undecoded(record: dict, error: tilebc.DecodeError) -> bool:
+    """The Python reader's fault lies in what the C++ reader frames but does not decode."""
+    return in_undecoded(record, error.offset) or error.message.startswith(DEBUG_LOCATION_FAULTS)
+
+
+def test_malformed_cases_from_the_python_suite(cpp_build, tmp_path):
+    """Every case of tests/test_malformed.py: rejected with the same message, or (when accepted)
+    the Python reader's fault lies in bytes the C++ reader only frames (function bodies, ...)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        import test_malformed  # noqa: WPS433 - the suite's inline case builders
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    cases = test_malformed.CASES
+    paths = []
+    for index, case in enumerate(cases):
+        path = tmp_path / f"{index:03d}-{case.name}.tilebc"
+        path.write_bytes(case.build())
+        paths.append(path)
+    records = run_tool(cpp_build, "list", *map(str, paths))
+    rejected = 0
+    for case, path, record in zip(cases, paths, records):
+        data = path.read_bytes()
+        with pytest.raises(tilebc.DecodeError) as caught:
+            tilebc.load(data)
+        if record["ok"]:
+            assert python_fault_is_undecoded(record, caught.value), \
+                f"{case.name}: C++ accepts; Python: {caught.value}"
+            continue
+        rejected += 1
+        import re
+        assert re.match(case.message, record["message"], re.IGNORECASE), \
+            f"{case.name}: C++ says {record['message']!r}, expected /{case.message}/"
+        assert 0 <= record["offset"] <= len(data), (case.name, record)
+    assert rejected >= len(cases) // 2, f"only {rejected} of {len(cases)} rejected"
+
+
+def _corrupt(data: bytes, rng: random.Random) -> bytes:
+    out = bytearray(data)
+    for _ in range(rng.randint(1, 6)):
+        kind = rng.choice(("flip", "set", "insert", "delete", "truncate"))
+        position = rng.randrange(len(out) + 1) if out else 0
+        if kind == "flip" and position < len(out):
+            out[position] ^= 1 << rng.randrange(8)
+        elif kind == "set" and position < len(out):
+            out[position] = rng.randrange(256)
+        elif kind == "insert":
+            out[position:position] = bytes([rng.randrange(256)])
+        elif kind == "delete" and position < len(out):
+            del out[position]
+        elif kind == "truncate":
+            del out[position:]
+    return bytes(out)
+
+
+def test_random_corruption_agrees_with_python(cpp_build, tmp_path):
+    """Seeded corruptions of real fixtures, read under ASan/UBSan: never a crash; acceptance
+    agrees with Python wherever the fault lies in bytes the C++ reader decodes."""
+    rng = random.Random(20240613)
+    sources = [smallest_fixture(v) for v in ("13.1", "13.3", "13.5")] + [
+        FIXTURES / "matmul_f16" / "matmul_f16-13.5.tilebc", FIXTURES / "scalar_params" / "scalar_params-13.4.tilebc"]
+    paths = []
+    for index in range(400):
+        source = sources[index % len(sources)]
+        path = tmp_path / f"corrupt-{index:04d}.tilebc"
+        path.write_bytes(_corrupt(source.read_bytes(), rng))
+        paths.append(path)
+    records = run_tool(cpp_build, "list", *map(str, paths))
+    outcomes = {"both-accept": 0, "both-reject": 0, "body-only": 0}
+    for path, record in zip(paths, records):
+        data = path.read_bytes()
+        try:
+            expected = python_view(data)
+            python_error = None
+        except tilebc.DecodeError as error:
+            expected, python_error = None, error
+        if python_error is None:
+            assert record["ok"], f"{path.name}: Python accepts, C++ says {record['what']}"
+            assert cpp_view(record) == expected, path.name
+            outcomes["both-accept"] += 1
+        elif record["ok"]:
+            assert python_fault_is_undecoded(record, python_error), f"{path.name}: C++ accepts; Python: {python_error}"
+            outcomes["body-only"] += 1
+        else:
+            assert 0 <= record["offset"] <= len(data), record
+            outcomes["both-reject"] += 1
+    assert outcomes["both-reject"] > 100, outcomes
+
+
+# ---- cache key and lookup ------------------------------------------------------------------------
+
+def reference_cache_key(bytecode: bytes, toolchain: str, entry: str, arch: str, ptx_isa: str, nvjitlink: str,
+                        options: dict) -> str:
+    """runtime/CACHE.md: sha256 over (8-byte LE length || bytes) of the nine fields, in order."""
+    fields = [b"tilebc-cubin-cache", b"1", toolchain.encode(), bytecode, entry.encode(), arch.encode(),
+              ptx_isa.encode(), nvjitlink.encode(),
+              json.dumps(options, sort_keys=True, separators=(",", ":")).encode()]
+    digest = hashlib.sha256()
+    for field in fields:
+        digest.update(struct.pack("<Q", len(field)) + field)
+    return digest.hexdigest()
+
+
+KEY_FIELDS = dict(toolchain="tilebc-jit/0.1.0+3f2a9c0d1e2b4a5c", arch="sm_90", ptx_isa="8.8", nvjitlink="13.5",
+                  options={"opt_level": 3, "fast_math": False, "name": "ünï"})
+
+
+def test_cache_key_matches_python_reference_on_every_fixture(cpp_build):
+    files = fixture_files()
+    records = run_tool(cpp_build, "key", "--toolchain", KEY_FIELDS["toolchain"], "--arch", KEY_FIELDS["arch"],
+                       "--ptx-isa", KEY_FIELDS["ptx_isa"], "--nvjitlink", KEY_FIELDS["nvjitlink"],
+                       "--options", json.dumps(KEY_FIELDS["options"]), *map(str, files))
+    count = 0
+    for path, record in zip(files, records):
+        data = path.read_bytes()
+        fields = {k: v for k, v in KEY_FIELDS.items()}
+        for name, key in record["keys"].items():
+            assert key == reference_cache_key(data, entry=name, **fields), (path.name, name)
+            count += 1
+    assert count >= len(files)
+
+
+def test_cache_key_changes_with_each_field(cpp_build):
+    fixture = str(FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc")
+    base = ["--toolchain", "t/1", "--arch", "sm_90", "--ptx-isa", "8.8", "--nvjitlink", "13.5", "--options", "{}"]
+    keys = {tuple(base): run_tool(cpp_build, "key", *base, fixture)[0]["keys"]}
+    for index in range(1, len(base), 2):
+        changed = list(base)
+        changed[index] = changed[index] + "x" if base[index] != "{}" else '{"a":1}'
+        keys[tuple(changed)] = run_tool(cpp_build, "key", *changed, fixture)[0]["keys"]
+    values = [tuple(k.values()) for k in keys.values()]
+    assert len(set(values)) == len(values)
+
+
+def test_canonical_json_matches_python(cpp_build):
+    documents = [{"b": 1, "a": [1, 2.5, None, True, False]}, {"opt_level": 3}, {},
+                 {"s": "quote\" back\\ nl\n tab\t ctl\x01 é 😀"}, {"f": [0.1, 1e-05, 1e16, 123456789.125, -0.0, 2.0, 1e300]},
+                 {"nested": {"z": {"y": [], "x": {}}}}, [1, -7, 10000000000000000000000]]
+    texts = [json.dumps(d) for d in documents]
+    records = subprocess.run([str(cpp_build / "tilebc-inspect"), "canon", *texts], capture_output=True,
+                             text=True, check=True, env={**os.environ, **SANITIZER_ENV}).stdout.splitlines()
+    assert records == [json.dumps(d, sort_keys=True, separators=(",", ":")) for d in documents]
+
+
+@functools.lru_cache(maxsize=None)
+def tileiras_cubin(fixture: str, arch: str, directory: str) -> Path:
+    tool = tool_path("tileiras")
+    if tool is None:
+        pytest.skip("tileiras (nvidia-cuda-tileiras) is not installed")
+    out = Path(directory) / f"{Path(fixture).stem}-{arch}.cubin"
+    subprocess.run([tool, f"--gpu-name={arch}", fixture, "-o", str(out)], check=True, capture_output=True,
+                   timeout=120)
+    return out
+
+
+def _publish(root: Path, key: str, cubin: bytes, threads: int) -> Path:
+    folder = root / "v1" / key[:2]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{key}.cubin").write_bytes(cubin)
+    (folder / f"{key}.json").write_text(json.dumps({
+        "cubin_sha256": hashlib.sha256(cubin).hexdigest(), "cubin_size": len(cubin), "threads_per_cta": threads,
+        "dynamic_shared_bytes": 0, "entry": "see key", "arch": "sm_90"}))
+    return folder / f"{key}.cubin"
+
+
+def _write_toolchain(root: Path) -> dict:
+    record = {"toolchain": "tileiras/13.5", "ptx_isa": {"sm_90": "8.8"}, "nvjitlink": "", "options": {"opt_level": 3}}
+    (root / "v1").mkdir(parents=True, exist_ok=True)
+    (root / "v1" / "toolchain.json").write_text(json.dumps({"schema": 1, **record}))
+    return record
+
+
+def test_warm_cache_hit_without_python(cpp_build, tmp_path):
+    fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
+    data = fixture.read_bytes()
+    entry = tilebc.load(data).functions[0].name
+    root = tmp_path / "cache"
+    record = _write_toolchain(root)
+    key = reference_cache_key(data, record["toolchain"], entry, "sm_90", "8.8", "", record["options"])
+    cubin = tileiras_cubin(str(fixture), "sm_90", str(tmp_path))
+    _publish(root, key, cubin.read_bytes(), 128)
+    no_python = {"PATH": "/nonexistent", "TILEBC_PYTHON": "", "TILEBC_COMPILER": ""}
+    [hit] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_90", "--cache", str(root), "--no-compile",
+                     env=no_python)
+    image = hit["images"][entry]
+    assert image["source"] == "cache" and image["threads_per_cta"] == 128, image
+    assert image["size"] == cubin.stat().st_size and key in image["detail"]
+
+    # A damaged cubin is a miss, and a miss without Python says what to install or build.
+    path = root / "v1" / key[:2] / f"{key}.cubin"
+    damaged = bytearray(path.read_bytes())
+    damaged[100] ^= 0xFF
+    path.write_bytes(bytes(damaged))
+    env = {k: v for k, v in os.environ.items() if k not in ("TILEBC_PYTHON", "TILEBC_COMPILER")}
+    env["PATH"] = "/nonexistent"
+    proc = subprocess.run([str(cpp_build / "tilebc-inspect"), "module", str(fixture), "--arch", "sm_90", "--cache",
+                           str(root)], capture_output=True, text=True, env={**env, **SANITIZER_ENV})
+    miss = json.loads(proc.stdout)["images"][entry]
+    assert miss["code"] == "no cubin cached and the Python runtime is unavailable", miss
+    assert miss["message"].startswith(f"no cubin for '{entry}' on sm_90 in the cache (key {key})")
+    assert "pip install tilebc tilebc-runtime" in miss["message"]
+    assert f"tilebc compile {fixture} --arch sm_90 --fatbin -o kernels.fatbin" in miss["message"]
+
+
+def _shim(directory: Path, body: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    shim = directory / "tilebc"
+    shim.write_text("#!/bin/sh\n" + body)
+    shim.chmod(0o755)
+    return directory
+
+
+def test_cache_miss_compiles_through_tilebc_compile(cpp_build, tmp_path):
+    """A miss runs `tilebc compile FILE --entry E --arch A --emit cubin -o OUT` (here a shim that
+    runs tileiras) and loads its output."""
+    fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
+    tileiras_cubin(str(fixture), "sm_80", str(tmp_path))  # skips when tileiras is absent
+    bin_dir = _shim(tmp_path / "bin", f"""
+[ "$1" = compile ] || exit 9
+file=$2; shift 2
+while [ $# -gt 0 ]; do case $1 in --arch) arch=$2; shift 2;; -o) out=$2; shift 2;; *) shift;; esac; done
+echo "shim compiling $file for $arch" >&2
+exec {tool_path('tileiras')} --gpu-name=$arch "$file" -o "$out"
+""")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "TILEBC_PYTHON": "", "TILEBC_COMPILER": ""}
+    [record] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_80", "--cache", str(tmp_path / "empty"),
+                        env=env)
+    image = next(iter(record["images"].values()))
+    assert image["source"] == "compiled", image
+    assert image["detail"].startswith(f"{bin_dir}/tilebc compile {fixture} --entry ") and "--arch sm_80" in image["detail"]
+    assert image["size"] == tileiras_cubin(str(fixture), "sm_80", str(tmp_path)).stat().st_size
+
+    failing = _shim(tmp_path / "bad", "echo 'tilebc: lowering failed for op foo' >&2; exit 3\n")
+    [record] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_80", "--cache", str(tmp_path / "empty"),
+                        env={"PATH": f"{failing}:/usr/bin:/bin", "TILEBC_PYTHON": "", "TILEBC_COMPILER": ""})
+    error = next(iter(record["images"].values()))
+    assert error["code"] == "the Python runtime failed to compile"
+    assert "exited with status 3" in error["message"] and "lowering failed for op foo" in error["message"]
+
+
+# ---- AOT fatbin ----------------------------------------------------------------------------------
+
+def _aot(tmp_path: Path, fixture: Path, archs: List[str]) -> Path:
+    """What `tilebc compile FILE --arch ... --fatbin -o kernels.fatbin` produces (FATBIN.md), made
+    here with tileiras and NVIDIA's fatbinary."""
+    fatbinary = tool_path("fatbinary")
+    if fatbinary is None:
+        pytest.skip("fatbinary (nvidia-cuda-nvcc) is not installed")
+    images = [f"--image3=kind=elf,sm={arch[3:]},file={tileiras_cubin(str(fixture), arch, str(tmp_path))}"
+              for arch in archs]
+    out = tmp_path / "kernels.fatbin"
+    subprocess.run([fatbinary, f"--create={out}", "-64", *images], check=True, capture_output=True)
+    data = fixture.read_bytes()
+    module = tilebc.load(data)
+    metadata = {
+        "format": "tilebc-fatbin", "schema": 1,
+        "fatbin_sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
+        "bytecode": {"sha256": hashlib.sha256(data).hexdigest(), "version": str(module.version),
+                     "producer": module.producer},
+        "toolchain": "tileiras/13.5", "archs": archs,
+        "entries": [{"name": f.name, "params": [str(t) for t in f.type.inputs],
+                     "launch": {arch: {"threads_per_cta": 128, "dynamic_shared_bytes": 0} for arch in archs}}
+                    for f in module.functions],
+    }
+    Path(f"{out}.json").write_text(json.dumps(metadata, indent=1))
+    return out
+
+
+def test_aot_fatbin_contains_requested_archs_and_loads(cpp_build, tmp_path):
+    fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
+    fatbin = _aot(tmp_path, fixture, ["sm_80", "sm_90"])
+    [listing] = run_tool(cpp_build, "fatbin", str(fatbin))
+    assert sorted((i["kind"], i["arch"]) for i in listing["images"]) == [("elf", "sm_80"), ("elf", "sm_90")]
+    for image in listing["images"]:  # each payload is the cubin tileiras wrote
+        cubin = tileiras_cubin(str(fixture), image["arch"], str(tmp_path)).read_bytes()
+        assert fatbin.read_bytes()[image["offset"]:image["offset"] + len(cubin)] == cubin
+
+    expected = python_view(fixture.read_bytes())["entries"]
+    for device, chosen in (("sm_90", "sm_90"), ("sm_86", "sm_80"), ("sm_80", "sm_80")):
+        [record] = run_tool(cpp_build, "module", str(fatbin), "--arch", device, env={"PATH": "/nonexistent"})
+        assert record["fatbin"] and [e["name"] for e in record["entries"]] == [e["name"] for e in expected]
+        assert [[p["type"] for p in e["params"]] for e in record["entries"]] == [e["params"] for e in expected]
+        image = next(iter(record["images"].values()))
+        assert image["source"] == "fatbin" and image["arch"] == chosen and image["threads_per_cta"] == 128
+    [record] = run_tool(cpp_build, "module", str(fatbin), "--arch", "sm_100")
+    error = next(iter(record["images"].values()))
+    assert error["message"].startswith("the fatbin has code for sm_80, sm_90, none of which runs on sm_100")
+
+
+def test_aot_metadata_must_match_its_fatbin(cpp_build, tmp_path):
+    fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
+    fatbin = _aot(tmp_path, fixture, ["sm_90"])
+    meta_path = Path(f"{fatbin}.json")
+    metadata = json.loads(meta_path.read_text())
+    metadata["archs"] = ["sm_90", "sm_100"]
+    for entry in metadata["entries"]:
+        entry["launch"]["sm_100"] = {"threads_per_cta": 128}
+    meta_path.write_text(json.dumps(metadata))
+    [record] = run_tool(cpp_build, "module", str(fatbin))
+    assert record["message"] == "fatbin metadata lists sm_100 but the fatbin has no cubin for it", record
+    metadata["archs"] = ["sm_90"]
+    metadata["fatbin_sha256"] = "0" * 64
+    meta_path.write_text(json.dumps(metadata))
+    [record] = run_tool(cpp_build, "module", str(fatbin))
+    assert record["message"].startswith("fatbin metadata does not describe this fatbin"), record
+
+
+def test_truncated_fatbins_are_rejected(cpp_build, tmp_path):
+    fatbin = _aot(tmp_path, FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc", ["sm_80", "sm_90"])
+    data = fatbin.read_bytes()
+    lengths = sorted(set(range(0, 200)) | set(range(200, len(data), 53)))
+    paths = []
+    for length in lengths:
+        path = tmp_path / f"cut-{length}.fatbin"
+        path.write_bytes(data[:length])
+        paths.append(path)
+    records = run_tool(cpp_build, "fatbin", *map(str, paths))
+    for length, record in zip(lengths, records):
+        assert not record["ok"], f"prefix of {length} bytes accepted"
+        assert 0 <= record["offset"] <= length

@@ -139,8 +139,16 @@ def cmd_asm(args) -> int:
 
 
 def cmd_verify(args) -> int:
+    from .verify import ERROR, diagnostics
     module = _load_any(args.input, verify=False)
-    _verify(module)
+    module.source = module.source or _display_name(args.input)
+    found = diagnostics(module)
+    for diagnostic in found:
+        print(str(diagnostic), file=sys.stderr)
+    errors = sum(d.severity == ERROR for d in found)
+    if errors:
+        print(f"{_display_name(args.input)}: {errors} error(s)", file=sys.stderr)
+        return 1
     if not args.quiet:
         print(f"{_display_name(args.input)}: ok ({module.version}, "
               f"{len(module.functions)} entries, {len(module.globals)} globals)", file=sys.stderr)
@@ -363,6 +371,17 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--no-verify", action="store_true")
     translate.set_defaults(run=cmd_translate)
 
+    from .interp.cli import add_run_parser
+    add_run_parser(commands)
+    try:  # the runtime package is optional: `tilebc` works without it
+        from tilebc_runtime.cache_cli import add_cache_parser
+        from tilebc_runtime.cli import add_compile_parser
+    except ImportError:
+        pass
+    else:
+        add_compile_parser(commands)
+        add_cache_parser(commands)
+
     demo = commands.add_parser("demo", help="run the end-to-end demo on the embedded kernel")
     demo.add_argument("input", nargs="?")
     demo.set_defaults(run=cmd_demo)
@@ -372,7 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.run(args)
+        run = getattr(args, "run", None) or args.handler
+        return run(args)
     except UsageError as error:
         print(f"tilebc {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -304,15 +304,26 @@ def test_tileiras_errors_and_options(tmp_path):
         kernel.compile("sm_5")
 
 
-def test_jit_backend_missing_is_a_clear_error():
-    import tilebc_runtime
-    if hasattr(tilebc_runtime, "compile"):
-        pytest.skip("the JIT is present in this build")
-    module = launch.load(fixture("gdc"))
-    with pytest.raises(launch.LaunchError, match="backend 'jit' is not available"):
-        module["gdc_Kt1_A1f32_1l0_A1f32_1l0_I32"].compile("sm_90")
+def test_unknown_backend_is_a_clear_error():
     with pytest.raises(launch.LaunchError, match="unknown backend 'cuda'"):
         launch.load(fixture("gdc"), backend="cuda")
+
+
+def test_jit_backend_compiles_through_the_cache(tmp_path):
+    """Default backend: our JIT's cubin lands in the cache with its launch facts, and a second
+    module over the same bytes hits the cache instead of compiling again."""
+    import tilebc_runtime
+    cache = CubinCache(tmp_path / "cache")
+    module = launch.load(fixture("gdc"), cache=cache)
+    name = "gdc_Kt1_A1f32_1l0_A1f32_1l0_I32"
+    entry = module[name].compile("sm_90")
+    assert entry.cubin[:4] == b"\x7fELF"
+    direct = tilebc_runtime.compile(fixture("gdc"), name, "sm_90", emit="cubin")
+    assert entry.metadata["threads"] == direct.threads_per_cta
+    assert entry.metadata["fields"]["ptx_isa"] == tilebc_runtime.ptx_isa_for("sm_90")
+    assert len(cache.disk_entries()) == 1
+    again = launch.load(fixture("gdc"), cache=CubinCache(tmp_path / "cache"))[name].compile("sm_90")
+    assert again.cubin == entry.cubin and len(cache.disk_entries()) == 1
 
 
 def test_lowering_hash_ignores_launcher_files():

@@ -9,3 +9,33 @@ def compile(source, entry=None, arch="sm_90", emit="cubin", **options):
     """Compile Tile IR bytecode to PTX (emit="ptx") or a cubin (emit="cubin"); see compiler.compile."""
     from .compiler import compile as _compile
     return _compile(source, entry, arch, emit, **options)
+
+
+def ptx_isa_for(arch) -> str:
+    """The PTX ISA version the JIT emits for `arch` with the installed nvJitLink, e.g. '7.8'."""
+    from .targets import choose_ptx_version, nvjitlink_module, parse_arch
+    major, minor = choose_ptx_version(parse_arch(arch), tuple(nvjitlink_module().version()))
+    return f"{major}.{minor}"
+
+
+def load(source, **options):
+    """Load bytecode for launching: see launch.load (backend="jit" | "tileiras", cache=, options=)."""
+    from .launch import load as _load
+    return _load(source, **options)
+
+
+def __getattr__(name):
+    # Launch/cache classes on first use, so `import tilebc_runtime` stays light and driver-free.
+    if name in ("Kernel", "LoadedModule", "LaunchError"):
+        from . import launch
+        return getattr(launch, name)
+    if name in ("CubinCache", "KeyFields"):
+        from . import cache
+        return getattr(cache, name)
+    if name == "ArgumentError":
+        from .args import ArgumentError
+        return ArgumentError
+    if name == "DriverError":
+        from .driver import DriverError
+        return DriverError
+    raise AttributeError(f"module 'tilebc_runtime' has no attribute {name!r}")

@@ -121,8 +121,8 @@ class JitBackend:
     def compile(self, bytecode: bytes, entry: str, arch: str,
                 options: Mapping[str, Any]) -> Tuple[bytes, Dict[str, Any]]:
         result = self._compile(bytecode, entry, arch, emit="cubin", **dict(options))
-        return bytes(result.cubin), {"threads": result.threads,
-                                     "shared_bytes": getattr(result, "shared_bytes", 0),
+        return bytes(result.cubin), {"threads": result.threads_per_cta,
+                                     "shared_bytes": result.shared_memory_bytes,
                                      "backend": self.name}
 
 

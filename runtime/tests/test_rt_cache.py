@@ -36,7 +36,7 @@ class CountingCompiler:
     def __call__(self, bytecode, entry, arch, options):
         self.calls.append((entry, arch))
         seed = hashlib.sha256(bytecode + entry.encode() + arch.encode()).digest()
-        return (seed * (self.size // 32 + 1))[: self.size], {"threads": 128, "shared_bytes": 64}
+        return (seed * (self.size // 32 + 1))[: self.size], {"threads_per_cta": 128, "static_shared_bytes": 64}
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def test_compile_once_then_hit_from_memory_and_disk(disk_cache):
     meta = json.loads(meta_path.read_text())
     assert meta["cubin_sha256"] == hashlib.sha256(first.cubin).hexdigest()
     assert meta["fields"]["bytecode_sha256"] == hashlib.sha256(fields.bytecode).hexdigest()
-    assert (meta["threads"], meta["shared_bytes"]) == (128, 64)
+    assert (meta["threads_per_cta"], meta["static_shared_bytes"], meta["dynamic_shared_bytes"]) == (128, 64, 0)
     assert str(cubin_path.parent.name) == fields.key()[:2]
 
     # A second process (fresh memory map) finds it on disk.

@@ -20,7 +20,7 @@ def populate(root, archs):
     cache = CubinCache(root)
     for arch in archs:
         fields = KeyFields("tileiras/13.5.37", b"\x7fTileIR\x00", "kernel", arch)
-        cache.get_or_compile(fields, lambda b, e, a, o: (a.encode() * 500, {"threads": 128}))
+        cache.get_or_compile(fields, lambda b, e, a, o: (a.encode() * 500, {"threads_per_cta": 128}))
     return cache
 
 

@@ -32,6 +32,8 @@ ENV_DIR = "TILEBC_CACHE_DIR"
 ENV_MAX_BYTES = "TILEBC_CACHE_MAX_BYTES"
 OFF_VALUES = ("off",)
 
+# compile_fn(bytecode, entry, arch, options) -> (cubin, launch facts). The facts are merged into
+# the entry's metadata: `threads_per_cta`, `static_shared_bytes`, `dynamic_shared_bytes`, `backend`.
 CompileFn = Callable[[bytes, str, str, Dict[str, Any]], Tuple[bytes, Dict[str, Any]]]
 
 
@@ -84,11 +86,20 @@ class CacheEntry:
 
     @property
     def threads(self) -> Optional[int]:
-        return self.metadata.get("threads")
+        """Threads per CTA the kernel was compiled for (metadata `threads_per_cta`)."""
+        return self.metadata.get("threads_per_cta")
 
     @property
-    def shared_bytes(self) -> int:
-        return self.metadata.get("shared_bytes", 0)
+    def dynamic_shared_bytes(self) -> int:
+        """Dynamic shared memory a launch must request (0: both backends allocate statically)."""
+        return self.metadata.get("dynamic_shared_bytes") or 0
+
+    @property
+    def static_shared_bytes(self) -> int:
+        """Shared memory already declared in the cubin (informational)."""
+        return self.metadata.get("static_shared_bytes") or 0
+
+    shared_bytes = static_shared_bytes  # earlier name, kept for callers written against it
 
 
 @dataclass(frozen=True)
@@ -315,7 +326,9 @@ class CubinCache:
         metadata.update({
             "schema": SCHEMA, "key": key, "fields": fields.describe(),
             "cubin_sha256": hashlib.sha256(cubin).hexdigest(), "cubin_size": len(cubin),
-            "threads": metadata.get("threads"), "shared_bytes": metadata.get("shared_bytes", 0),
+            "threads_per_cta": metadata.get("threads_per_cta"),
+            "dynamic_shared_bytes": metadata.get("dynamic_shared_bytes") or 0,
+            "static_shared_bytes": metadata.get("static_shared_bytes") or 0,
             "created": time.time(), "compile_seconds": round(time.perf_counter() - started, 6),
         })
         entry = CacheEntry(key, cubin, metadata)
@@ -442,8 +455,12 @@ class CubinCache:
 
     # -- toolchain record for hosts without Python ----------------------------------------------
     def record_toolchain(self, backend: str, info: Mapping[str, Any]) -> None:
-        """Merge `info` (identity, ptx_isa table, nvjitlink) for `backend` into toolchain.json."""
-        if self.root is None or self._recorded.get(backend) == dict(info):
+        """Merge `info` for `backend` into toolchain.json (shape: CACHE.md, "toolchain.json").
+
+        `info` has `identity`, `ptx_isa` ({arch: version}), `nvjitlink` and `options` (the
+        compile options of the keys a host without Python looks up; default {})."""
+        info = {"identity": "", "ptx_isa": {}, "nvjitlink": "", "options": {}, **dict(info)}
+        if self.root is None or self._recorded.get(backend) == info:
             return
         path = self.directory / "toolchain.json"
         try:
@@ -452,7 +469,8 @@ class CubinCache:
                     current = json.loads(path.read_bytes())
                 except (OSError, ValueError):
                     current = {}
-                if not isinstance(current, dict) or current.get("schema") != SCHEMA:
+                if (not isinstance(current, dict) or current.get("schema") != SCHEMA
+                        or not isinstance(current.get("backends"), dict)):
                     current = {"schema": SCHEMA, "backends": {}}
                 if current["backends"].get(backend) != dict(info):
                     current["backends"][backend] = dict(info)
@@ -462,6 +480,7 @@ class CubinCache:
             log.warning("tilebc cache: cannot update %s (%s)", path, error)
 
     def toolchain(self) -> Dict[str, Any]:
+        """toolchain.json as recorded: {"schema": 1, "backends": {name: record}}, or {}."""
         if self.root is None:
             return {}
         try:
@@ -472,6 +491,8 @@ class CubinCache:
 
 _REQUIRED_METADATA = {"schema": int, "key": str, "cubin_sha256": str, "cubin_size": int,
                       "fields": dict}
+# Launch facts: present in every entry this schema writes (threads may be null if unknown).
+_LAUNCH_METADATA = ("threads_per_cta", "dynamic_shared_bytes")
 
 
 def _check_metadata(raw: bytes, key: str) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
@@ -489,6 +510,11 @@ def _check_metadata(raw: bytes, key: str) -> Tuple[Optional[str], Optional[Dict[
         return f"metadata schema {metadata['schema']} is not {SCHEMA}", None
     if metadata["key"] != key:
         return "metadata names another key", None
+    for name in _LAUNCH_METADATA:
+        value = metadata.get(name, "missing")
+        if not (value is None or (isinstance(value, int) and not isinstance(value, bool)
+                                  and value >= 0)):
+            return f"metadata field {name!r} missing or not a count", None
     return None, metadata
 
 

@@ -1,48 +1,152 @@
-"""`tilebc compile FILE [--entry NAME] --arch sm_90 --emit ptx|cubin [-o OUT]`.
+"""`tilebc compile FILE [--entry NAME] --arch sm_90 --emit ptx|cubin [-o OUT]`, and
+`tilebc compile FILE --arch sm_80,sm_90 --fatbin -o kernels.fatbin` (AOT, see aot.py).
+
+A cubin for one entry goes through the cubin cache (runtime/CACHE.md), so the C++ loader, which
+runs `tilebc compile FILE --entry NAME --arch sm_XY --emit cubin -o OUT` on a miss, finds it
+there afterwards; the entry's metadata is also written to OUT.json.
 
 `add_compile_parser(subparsers)` adds the sub-command to tilebc's CLI (wired in tilebc/cli.py)."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
 
 def add_compile_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "compile", help="compile Tile IR bytecode to PTX or a cubin (JIT through nvJitLink)")
+        "compile", help="compile Tile IR bytecode to PTX, a cubin, or an AOT fatbin",
+        description="Compile Tile IR bytecode. A cubin for one entry is also stored in the "
+        "cubin cache (TILEBC_CACHE_DIR) and described in OUT.json.")
     parser.add_argument("file", help="Tile IR bytecode file")
     parser.add_argument("--entry", help="kernel to compile (default: every entry)")
-    parser.add_argument("--arch", default="sm_90", help="GPU architecture, sm_80 .. sm_120")
+    parser.add_argument("--arch", default="sm_90",
+                        help="GPU architecture, sm_80 .. sm_121; with --fatbin a comma-separated "
+                             "list, e.g. sm_80,sm_90")
     parser.add_argument("--emit", choices=("ptx", "cubin"), default="cubin")
-    parser.add_argument("--threads", type=int, help="threads per CTA (default: chosen per kernel)")
-    parser.add_argument("-o", "--output", help="output file (default: FILE with .ptx/.cubin)")
+    parser.add_argument("--fatbin", action="store_true",
+                        help="write a fatbin: a cubin per --arch plus PTX for the newest, and "
+                             "OUT.json with the entries and launch facts")
+    parser.add_argument("--no-ptx", action="store_true", help="with --fatbin: leave out the PTX")
+    parser.add_argument("--backend", choices=("jit", "tileiras"), default="jit",
+                        help="cubin compiler: tilebc's JIT (default) or NVIDIA's tileiras")
+    parser.add_argument("--threads", type=int, help="threads per CTA (JIT; default: per kernel)")
+    parser.add_argument("-o", "--output",
+                        help="output file (default: FILE with .ptx/.cubin/.fatbin)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="print per-kernel facts and nvJitLink's info log")
     parser.set_defaults(handler=run_compile)
     return parser
 
 
+def _options(args) -> dict:
+    if args.threads is None:
+        return {}
+    if args.backend != "jit":
+        raise _UsageError("--threads applies to the JIT backend only")
+    return {"threads": args.threads}
+
+
+class _UsageError(Exception):
+    """A bad combination of options (exit status 2)."""
+
+
 def run_compile(args) -> int:
     from tilebc.errors import TilebcError
-    from .compiler import compile
     try:
-        result = compile(args.file, args.entry, args.arch, args.emit, threads=args.threads,
-                         verbose=args.verbose)
-    except TilebcError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if args.fatbin:
+            return _run_fatbin(args)
+        if "," in args.arch:
+            raise _UsageError("several architectures need --fatbin (one cubin or PTX per arch)")
+        if args.emit == "ptx":
+            return _run_ptx(args)
+        return _run_cubin(args)
+    except _UsageError as error:
+        print(f"tilebc compile: error: {error}", file=sys.stderr)
+        return 2
+    except TilebcError as error:
+        print(f"tilebc compile: error: {error}", file=sys.stderr)
         return 1
-    output = args.output or args.file.rsplit(".", 1)[0] + "." + args.emit
-    data = result.ptx.encode() if args.emit == "ptx" else result.cubin
-    with open(output, "wb") as handle:
-        handle.write(data)
-    if args.verbose:
-        for info in result.kernels.values():
-            print(f"{info.name}: {info.threads_per_cta} threads/CTA, "
-                  f"{info.shared_memory_bytes} B shared, {info.local_memory_bytes} B local")
-        if result.log:
-            print(result.log)
+
+
+def _default_output(args, suffix: str) -> str:
+    return args.output or args.file.rsplit(".", 1)[0] + suffix
+
+
+def _run_ptx(args) -> int:
+    from .compiler import compile
+    if args.backend != "jit":
+        raise _UsageError("--emit ptx needs the JIT backend (tileiras does not expose its PTX)")
+    result = compile(args.file, args.entry, args.arch, "ptx", threads=args.threads,
+                     verbose=args.verbose)
+    output = _default_output(args, ".ptx")
+    Path(output).write_text(result.ptx)
+    _report(args, result.kernels.values(), result.log)
     print(output)
     return 0
+
+
+def _run_cubin(args) -> int:
+    from . import launch
+    options = _options(args)
+    loaded = launch.load(args.file, backend=args.backend, options=options)
+    names = [args.entry] if args.entry else list(loaded.entries)
+    if args.entry and args.entry not in loaded.entries:
+        from tilebc.errors import TilebcError
+        raise TilebcError(f"no entry named {args.entry!r} (entries: "
+                          f"{', '.join(loaded.entries) or 'none'})", file=args.file)
+    output = _default_output(args, ".cubin")
+    if len(names) == 1:
+        # Through the cache: a later lookup by the Python runtime or the C++ loader hits.
+        entry = loaded[names[0]].compile(args.arch)
+        Path(output).write_bytes(entry.cubin)
+        metadata = dict(entry.metadata)
+        if args.verbose:
+            print(f"{names[0]}: {entry.threads} threads/CTA, {entry.static_shared_bytes} B "
+                  f"shared; cache key {entry.key}")
+    else:
+        # Several entries in one cubin: compiled directly (the cache holds one entry per key).
+        from .aot import _compile_cubin
+        cubin, facts = _compile_cubin(loaded.backend, loaded.bytecode, names, None, args.arch,
+                                      options)
+        Path(output).write_bytes(cubin)
+        metadata = {"backend": loaded.backend.name, "arch": args.arch, "entries": facts}
+        if args.verbose:
+            for name, item in facts.items():
+                print(f"{name}: {item['threads_per_cta']} threads/CTA")
+    Path(f"{output}.json").write_text(json.dumps(metadata, sort_keys=True, indent=1) + "\n")
+    print(output)
+    return 0
+
+
+def _run_fatbin(args) -> int:
+    from .aot import write_fatbin
+    if args.emit == "ptx":
+        raise _UsageError("--fatbin holds cubins (and PTX); drop --emit ptx")
+    output = _default_output(args, ".fatbin")
+    result = write_fatbin(args.file, args.arch, output, backend=args.backend, entry=args.entry,
+                          options=_options(args), ptx=not args.no_ptx)
+    for note in result.notes:
+        print(f"tilebc compile: note: {note}", file=sys.stderr)
+    meta = result.metadata
+    ptx = meta["ptx"]
+    print(f"{output}: {len(result.fatbin)} bytes ({result.packer}); cubins "
+          + ", ".join(f"{arch} {size} B" for arch, size in result.cubin_sizes.items())
+          + (f"; PTX {ptx['arch']} {result.ptx_size} B" if ptx else "; no PTX")
+          + f"; {len(meta['entries'])} entr{'y' if len(meta['entries']) == 1 else 'ies'}; "
+          f"metadata {output}.json")
+    return 0
+
+
+def _report(args, kernels, log: str) -> None:
+    if not args.verbose:
+        return
+    for info in kernels:
+        print(f"{info.name}: {info.threads_per_cta} threads/CTA, "
+              f"{info.shared_memory_bytes} B shared, {info.local_memory_bytes} B local")
+    if log:
+        print(log)
 
 
 def main(argv=None) -> int:

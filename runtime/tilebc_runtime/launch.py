@@ -82,7 +82,8 @@ class TileirasBackend:
                                   f"{done.returncode}: {done.stderr.strip() or done.stdout.strip()}")
             cubin = output.read_bytes()
         threads, shared = cubin_launch_facts(cubin, entry)
-        return cubin, {"threads": threads, "shared_bytes": shared, "backend": self.name}
+        return cubin, {"threads_per_cta": threads, "static_shared_bytes": shared,
+                       "dynamic_shared_bytes": 0, "backend": self.name}
 
 
 class JitBackend:
@@ -114,23 +115,31 @@ class JitBackend:
             return f"unavailable ({type(error).__name__})"
 
     def toolchain_record(self) -> Dict[str, Any]:
-        import tilebc_runtime
-        table = getattr(tilebc_runtime, "PTX_ISA", {})
-        return {"identity": self.identity(), "ptx_isa": dict(table), "nvjitlink": self.nvjitlink()}
+        # Every arch the JIT targets, so a host without Python can rebuild key field 7.
+        from .targets import ARCH_MIN_PTX
+        from tilebc.errors import TilebcError
+        table = {}
+        for number in sorted(ARCH_MIN_PTX):
+            try:
+                table[f"sm_{number}"] = self.ptx_isa(f"sm_{number}")
+            except TilebcError:
+                continue  # the installed nvJitLink cannot target it: no key to look up
+        return {"identity": self.identity(), "ptx_isa": table, "nvjitlink": self.nvjitlink()}
 
     def compile(self, bytecode: bytes, entry: str, arch: str,
                 options: Mapping[str, Any]) -> Tuple[bytes, Dict[str, Any]]:
         result = self._compile(bytecode, entry, arch, emit="cubin", **dict(options))
-        return bytes(result.cubin), {"threads": result.threads_per_cta,
-                                     "shared_bytes": result.shared_memory_bytes,
-                                     "backend": self.name}
+        return bytes(result.cubin), {"threads_per_cta": result.threads_per_cta,
+                                     "static_shared_bytes": result.shared_memory_bytes,
+                                     "dynamic_shared_bytes": 0, "backend": self.name}
 
 
 BACKENDS = {"jit": JitBackend, "tileiras": TileirasBackend}
 
 # Modules of this package that do not influence generated code, so are left out of the JIT's
 # identity hash (editing the launcher must not invalidate every cached cubin).
-_NOT_LOWERING = {"cache.py", "cache_cli.py", "launch.py", "args.py", "driver.py"}
+_NOT_LOWERING = {"cache.py", "cache_cli.py", "launch.py", "args.py", "driver.py", "aot.py",
+                 "cli.py", "demo.py"}
 
 
 @lru_cache(maxsize=None)
@@ -200,8 +209,8 @@ def cubin_launch_facts(cubin: bytes, entry: str) -> Tuple[Optional[int], int]:
                         x, y, z = struct.unpack_from("<III", cubin, position + 4)
                         threads = x * y * z
                     position += 4 + length
-                else:
-                    position += 2 if form == 1 else 4
+                else:  # EIFMT_NVAL/BVAL/HVAL: a 4-byte record (NVAL's value half is padding)
+                    position += 4
     return threads, shared
 
 
@@ -315,7 +324,8 @@ class Kernel:
                               allow_overlap=allow_overlap)
         function, entry = self._function_for(handle)
         driver.wait_for_producers(core_stream, packed.producer_streams)
-        driver.launch(core_stream, grid3, entry.threads, entry.shared_bytes, function, packed.values)
+        driver.launch(core_stream, grid3, entry.threads, entry.dynamic_shared_bytes, function,
+                      packed.values)
         self._keep_alive.hold(core_stream, packed.keep_alive)
 
     def _function_for(self, handle) -> Tuple[Any, CacheEntry]:

@@ -1,6 +1,13 @@
 #include "tilebc/cache.hpp"
 
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -38,33 +45,83 @@ std::string string_member(const Json& record, const char* key, const std::string
   return value->as_string();
 }
 
-ToolchainRecord parse_record(const Json& record, const std::string& file) {
-  if (!record.is_object()) throw Error(Errc::malformed, "toolchain record must be an object", file);
+ToolchainRecord parse_record(const std::string& backend, const Json& record, const std::string& file) {
+  const std::string where = "toolchain record '" + backend + "'";
+  if (!record.is_object()) throw Error(Errc::malformed, where + " must be an object", file);
   ToolchainRecord result;
-  result.toolchain = string_member(record, "toolchain", file);
-  if (result.toolchain.empty())
-    throw Error(Errc::malformed, "toolchain record has no 'toolchain' string", file);
+  result.backend = backend;
+  result.toolchain = string_member(record, "identity", file);
+  if (result.toolchain.empty()) throw Error(Errc::malformed, where + " has no 'identity' string", file);
   result.nvjitlink = string_member(record, "nvjitlink", file);
   const Json* options = record.get("options");
-  result.options_json = options ? options->dump() : "{}";
+  if (options && !options->is_object() && options->type() != Json::Type::null)
+    throw Error(Errc::malformed, where + ": 'options' must be an object", file);
+  result.options_json = options && options->is_object() ? options->dump() : "{}";
   if (const Json* isa = record.get("ptx_isa")) {
-    if (isa->is_string()) {
-      result.ptx_isa_default = isa->as_string();
-    } else if (isa->is_object()) {
+    if (isa->is_object()) {
       for (const auto& member : isa->members()) {
         if (!member.second.is_string())
-          throw Error(Errc::malformed, "ptx_isa values must be strings", file);
-        if (member.first == "default") result.ptx_isa_default = member.second.as_string();
-        else result.ptx_isa_by_arch.emplace_back(member.first, member.second.as_string());
+          throw Error(Errc::malformed, where + ": 'ptx_isa' values must be strings", file);
+        result.ptx_isa_by_arch.emplace_back(member.first, member.second.as_string());
       }
     } else if (isa->type() != Json::Type::null) {
-      throw Error(Errc::malformed, "ptx_isa must be a string or an object keyed by arch", file);
+      throw Error(Errc::malformed, where + ": 'ptx_isa' must be an object keyed by arch", file);
     }
   }
   return result;
 }
 
+std::string trimmed(const char* text) {
+  std::string value = text ? text : "";
+  const auto begin = value.find_first_not_of(" \t\r\n");
+  if (begin == std::string::npos) return "";
+  return value.substr(begin, value.find_last_not_of(" \t\r\n") - begin + 1);
+}
+
+std::string lowercase(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+std::string home_directory() {
+  if (const char* home = std::getenv("HOME"))
+    if (*home) return home;
+  if (const passwd* entry = ::getpwuid(::getuid()))
+    if (entry->pw_dir) return entry->pw_dir;
+  return "";
+}
+
+/// mkdir -p with mode 0700 for the folders it creates (as the Python runtime creates them).
+bool make_directories(const std::string& path) {
+  struct stat status {};
+  if (::stat(path.c_str(), &status) == 0) return true;
+  const auto slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0 && !make_directories(path.substr(0, slash))) return false;
+  return ::mkdir(path.c_str(), 0700) == 0 || errno == EEXIST;
+}
+
+/// The root as it is used: created if missing, then checked; "" with `why` set when refused.
+std::string usable_root(const std::string& candidate, std::string& why) {
+  if (!make_directories(candidate)) {
+    why = "cannot be created (" + std::string(std::strerror(errno)) + ")";
+    return "";
+  }
+  why = cache_root_problem(candidate);
+  return why.empty() ? candidate : "";
+}
+
 }  // namespace
+
+std::string cache_root_problem(const std::string& directory) {
+  struct stat status {};
+  if (::stat(directory.c_str(), &status) != 0) return "";  // created on first store
+  if (!S_ISDIR(status.st_mode)) return "is not a directory";
+  if (status.st_uid != ::getuid())
+    return "is owned by uid " + std::to_string(status.st_uid) + ", not by this user";
+  if (status.st_mode & (S_IWGRP | S_IWOTH)) return "can be written by other users";
+  if (::access(directory.c_str(), W_OK | X_OK) != 0) return "is not writable";
+  return "";
+}
 
 std::string cache_key(const std::uint8_t* bytecode, std::size_t size, const CacheKeyInputs& inputs) {
   Sha256 hash;
@@ -83,20 +140,30 @@ std::string cache_key(const std::uint8_t* bytecode, std::size_t size, const Cach
 std::string ToolchainRecord::ptx_isa_for(const std::string& arch) const {
   for (const auto& pair : ptx_isa_by_arch)
     if (pair.first == arch) return pair.second;
-  return ptx_isa_default;
+  return "";
 }
 
 std::string default_cache_root() {
-  if (const char* configured = std::getenv("TILEBC_CACHE_DIR")) {
-    const std::string value = configured;
-    if (value == "off") return "";
-    if (!value.empty()) return value;
+  const std::string configured = trimmed(std::getenv("TILEBC_CACHE_DIR"));
+  if (lowercase(configured) == "off") return "";
+  std::string chosen = configured;
+  if (!chosen.empty() && chosen[0] == '~' && (chosen.size() == 1 || chosen[1] == '/'))
+    chosen = home_directory() + chosen.substr(1);
+  if (chosen.empty()) {
+#ifdef __APPLE__
+    chosen = home_directory() + "/Library/Caches/tilebc";
+#else
+    const std::string xdg = trimmed(std::getenv("XDG_CACHE_HOME"));
+    chosen = (xdg.empty() ? home_directory() + "/.cache" : xdg) + "/tilebc";
+#endif
   }
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"))
-    if (*xdg) return std::string(xdg) + "/tilebc";
-  if (const char* home = std::getenv("HOME"))
-    if (*home) return std::string(home) + "/.cache/tilebc";
-  return "";
+  std::string why;
+  if (std::string root = usable_root(chosen, why); !root.empty()) return root;
+  // The Python runtime falls back to the same per-user folder under the temp directory.
+  const std::string temp = trimmed(std::getenv("TMPDIR"));
+  const std::string fallback = (temp.empty() ? std::string("/tmp") : temp) + "/tilebc-cache-" +
+                               std::to_string(::getuid());
+  return usable_root(fallback, why);
 }
 
 std::vector<ToolchainRecord> read_toolchain(const std::string& root) {
@@ -104,13 +171,14 @@ std::vector<ToolchainRecord> read_toolchain(const std::string& root) {
   std::string text;
   if (root.empty() || !read_text(path, text)) return {};
   const Json document = Json::parse(text, path);
+  const Json* schema = document.get("schema");
+  if (!schema || schema->as_int64() != std::optional<std::int64_t>(1))
+    throw Error(Errc::malformed, "toolchain.json: 'schema' must be 1", path);
+  const Json* backends = document.get("backends");
+  if (!backends || !backends->is_object())
+    throw Error(Errc::malformed, "toolchain.json: 'backends' must be an object keyed by backend", path);
   std::vector<ToolchainRecord> records;
-  if (const Json* backends = document.get("backends")) {
-    if (!backends->is_array()) throw Error(Errc::malformed, "'backends' must be an array", path);
-    for (const Json& record : backends->items()) records.push_back(parse_record(record, path));
-  } else {
-    records.push_back(parse_record(document, path));
-  }
+  for (const auto& member : backends->members()) records.push_back(parse_record(member.first, member.second, path));
   return records;
 }
 
@@ -125,16 +193,21 @@ std::optional<CachedCubin> cache_lookup(const std::string& root, const std::stri
   } catch (const Error&) {
     return std::nullopt;  // a damaged entry is a miss; the runtime rewrites it
   }
+  // The same trust rules as the Python runtime's reader (cache.py _check_metadata).
+  const Json* schema = metadata.get("schema");
+  const Json* named = metadata.get("key");
+  if (!schema || schema->as_int64() != std::optional<std::int64_t>(1)) return std::nullopt;
+  if (!named || !named->is_string() || named->as_string() != key) return std::nullopt;
   const Json* digest = metadata.get("cubin_sha256");
   if (!digest || !digest->is_string()) return std::nullopt;
+  const Json* size = metadata.get("cubin_size");
+  if (!size || !size->is_integer()) return std::nullopt;
   CachedCubin entry;
   entry.key = key;
   entry.cubin_path = stem + ".cubin";
   std::string cubin;
   if (!read_text(entry.cubin_path, cubin)) return std::nullopt;
-  if (const Json* size = metadata.get("cubin_size"))
-    if (size->as_int64() != std::optional<std::int64_t>(static_cast<std::int64_t>(cubin.size())))
-      return std::nullopt;
+  if (size->as_int64() != std::optional<std::int64_t>(static_cast<std::int64_t>(cubin.size()))) return std::nullopt;
   if (sha256_hex(cubin.data(), cubin.size()) != digest->as_string()) return std::nullopt;
   entry.cubin.assign(cubin.begin(), cubin.end());
   auto unsigned_member = [&](const char* name) -> unsigned {

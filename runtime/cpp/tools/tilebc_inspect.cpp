@@ -4,6 +4,8 @@
 //   tilebc-inspect list FILE...            entries and signatures, or the error
 //   tilebc-inspect truncations FILE...     read every proper prefix; report any that is accepted
 //   tilebc-inspect key [--toolchain T] [--arch A] [--ptx-isa V] [--nvjitlink V] [--options JSON] FILE...
+//   tilebc-inspect keys --arch A [--cache DIR] FILE...   the loader's cache keys per entry, one per
+//                                          toolchain.json record (backend order), and the root used
 //   tilebc-inspect canon JSON...           canonical JSON text (the cache key's options field)
 //   tilebc-inspect fatbin FILE...          images in a fatbinary
 //   tilebc-inspect module FILE [--arch A] [--cache DIR] [--no-compile]   load, list, resolve code
@@ -141,6 +143,36 @@ int key(const std::map<std::string, std::string>& flags, const std::vector<std::
   return 0;
 }
 
+int keys(const std::map<std::string, std::string>& flags, const std::vector<std::string>& files) {
+  tilebc::Options options;
+  if (flags.count("--cache")) options.cache_dir = flags.at("--cache");
+  const std::string arch = flags.count("--arch") ? flags.at("--arch") : "sm_90";
+  const std::string root = options.cache_dir.empty() ? tilebc::default_cache_root() : options.cache_dir;
+  auto backends = Json::array();
+  for (const auto& record : tilebc::read_toolchain(root)) backends.items().push_back(Json::string(record.backend));
+  for (const auto& file : files) {
+    try {
+      const auto loaded = tilebc::Module::load(file, options);
+      auto per_entry = Json::object();
+      for (const auto& entry : loaded.entries()) {
+        auto list = Json::array();
+        for (const auto& key : loaded.cache_keys(entry.name, arch)) list.items().push_back(Json::string(key));
+        per_entry.members()[entry.name] = list;
+      }
+      auto object = Json::object();
+      object.members()["file"] = Json::string(file);
+      object.members()["ok"] = Json::boolean(true);
+      object.members()["root"] = Json::string(root);
+      object.members()["backends"] = backends;
+      object.members()["keys"] = per_entry;
+      std::cout << object.dump() << "\n";
+    } catch (const tilebc::Error& error) {
+      std::cout << error_json(file, error).dump() << "\n";
+    }
+  }
+  return 0;
+}
+
 int fatbin(const std::vector<std::string>& files) {
   for (const auto& file : files) {
     try {
@@ -210,7 +242,7 @@ int module(const std::map<std::string, std::string>& flags, const std::vector<st
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: tilebc-inspect list|truncations|key|canon|fatbin|module ...\n";
+    std::cerr << "usage: tilebc-inspect list|truncations|key|keys|canon|fatbin|module ...\n";
     return 2;
   }
   const std::string command = argv[1];
@@ -231,6 +263,7 @@ int main(int argc, char** argv) {
     if (command == "truncations") return truncations(rest);
     if (command == "key") return key(flags, rest);
     if (command == "fatbin") return fatbin(rest);
+    if (command == "keys") return keys(flags, rest);
     if (command == "module") return module(flags, rest);
     if (command == "canon") {
       for (const auto& text : rest) std::cout << Json::parse(text).dump() << "\n";

@@ -25,22 +25,32 @@ struct CacheKeyInputs {
 /// sha256 over the length-prefixed fields (8-byte little-endian length, then the bytes).
 std::string cache_key(const std::uint8_t* bytecode, std::size_t size, const CacheKeyInputs& inputs);
 
-/// One toolchain record of <root>/v1/toolchain.json: what the Python runtime compiles with.
+/// One backend's record in <root>/v1/toolchain.json, which the Python runtime writes:
+/// {"schema": 1, "backends": {"<backend>": {"identity": "...", "ptx_isa": {"sm_90": "7.8", ...},
+///  "nvjitlink": "13.5", "options": {}}}} (runtime/CACHE.md).
 struct ToolchainRecord {
-  std::string toolchain;
-  std::string nvjitlink;
-  std::string options_json;  ///< canonicalised here from the record's "options" object
-  std::string ptx_isa_default;
+  std::string backend;       ///< "tilebc-jit" or "tileiras"
+  std::string toolchain;     ///< key field 3, from "identity"
+  std::string nvjitlink;     ///< key field 8
+  std::string options_json;  ///< key field 9: the record's "options" object in canonical form
   std::vector<std::pair<std::string, std::string>> ptx_isa_by_arch;
+  /// Key field 7 for `arch`: the recorded version, or "" when the backend emits no PTX for it.
   std::string ptx_isa_for(const std::string& arch) const;
 };
 
-/// The cache root: $TILEBC_CACHE_DIR, else $XDG_CACHE_HOME/tilebc, else ~/.cache/tilebc.
-/// Empty when TILEBC_CACHE_DIR=off (the cache is disabled).
+/// The cache root, chosen as the Python runtime chooses it: $TILEBC_CACHE_DIR (`~` expanded;
+/// "off" in any case disables the cache and returns ""), else the platform's user cache folder
+/// ($XDG_CACHE_HOME/tilebc or ~/.cache/tilebc; ~/Library/Caches/tilebc on macOS). A folder that
+/// exists but is not a directory, is owned by another user or is writable by group or others is
+/// refused in favour of <TMPDIR or /tmp>/tilebc-cache-<uid>, under the same checks; "" when
+/// that is refused too.
 std::string default_cache_root();
 
-/// The records of <root>/v1/toolchain.json (empty when the file does not exist). Throws
-/// Errc::malformed naming the file when it exists but cannot be understood.
+/// Why `directory` cannot be trusted as a cache root, or "" when it can (or does not exist yet).
+std::string cache_root_problem(const std::string& directory);
+
+/// The records of <root>/v1/toolchain.json in backend-name order (empty when the file does not
+/// exist). Throws Errc::malformed naming the file when it exists but cannot be understood.
 std::vector<ToolchainRecord> read_toolchain(const std::string& root);
 
 /// A verified cache entry.
@@ -52,8 +62,9 @@ struct CachedCubin {
   unsigned dynamic_shared_bytes = 0;
 };
 
-/// <root>/v1/<key[0:2]>/<key>.cubin + .json, trusted only when the metadata exists, parses, and
-/// records the cubin's sha256 and size correctly. Anything else is a miss (std::nullopt).
+/// <root>/v1/<key[0:2]>/<key>.cubin + .json, trusted on the Python runtime's terms: the metadata
+/// parses, has schema 1, names `key`, and records the cubin's size and sha256 correctly. Anything
+/// else is a miss (std::nullopt).
 std::optional<CachedCubin> cache_lookup(const std::string& root, const std::string& key);
 
 }  // namespace tilebc

@@ -347,40 +347,48 @@ def tileiras_cubin(fixture: str, arch: str, directory: str) -> Path:
     return out
 
 
-def _publish(root: Path, key: str, cubin: bytes, threads: int) -> Path:
-    folder = root / "v1" / key[:2]
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{key}.cubin").write_bytes(cubin)
-    (folder / f"{key}.json").write_text(json.dumps({
-        "cubin_sha256": hashlib.sha256(cubin).hexdigest(), "cubin_size": len(cubin), "threads_per_cta": threads,
-        "dynamic_shared_bytes": 0, "entry": "see key", "arch": "sm_90"}))
-    return folder / f"{key}.cubin"
+def _runtime():
+    """tilebc_runtime (runtime/ on PYTHONPATH); the cross-language tests need it."""
+    return pytest.importorskip("tilebc_runtime.launch")
 
 
-def _write_toolchain(root: Path) -> dict:
-    record = {"toolchain": "tileiras/13.5", "ptx_isa": {"sm_90": "8.8"}, "nvjitlink": "", "options": {"opt_level": 3}}
-    (root / "v1").mkdir(parents=True, exist_ok=True)
-    (root / "v1" / "toolchain.json").write_text(json.dumps({"schema": 1, **record}))
-    return record
+def _tool_env(**extra: str) -> Dict[str, str]:
+    """Environment for a child Python that imports this checkout's tilebc and tilebc_runtime."""
+    path = os.pathsep.join([str(ROOT), str(ROOT / "runtime"), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, **extra}
 
 
-def test_warm_cache_hit_without_python(cpp_build, tmp_path):
+def _python_compile(fixture: Path, backend: str, arch: str, root: Path):
+    """Compile every entry of `fixture` into the cache at `root` with the Python runtime."""
+    launch = _runtime()
+    from tilebc_runtime.cache import CubinCache
+    if backend == "tileiras" and tool_path("tileiras") is None:
+        pytest.skip("tileiras (nvidia-cuda-tileiras) is not installed")
+    module = launch.load(fixture, backend=backend, cache=CubinCache(root))
+    return {name: module[name].compile(arch) for name in module.entries}
+
+
+NO_PYTHON = {"PATH": "/nonexistent", "TILEBC_PYTHON": "", "TILEBC_COMPILER": ""}
+
+
+@pytest.mark.parametrize("backend", ["jit", "tileiras"])
+def test_python_cache_is_a_warm_hit_for_cpp_without_python(cpp_build, tmp_path, backend):
+    """The Python runtime compiles into a cache; the C++ loader, with no Python reachable, finds
+    each cubin there (same key, same bytes, same launch facts)."""
     fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
-    data = fixture.read_bytes()
-    entry = tilebc.load(data, verify=False).functions[0].name
     root = tmp_path / "cache"
-    record = _write_toolchain(root)
-    key = reference_cache_key(data, record["toolchain"], entry, "sm_90", "8.8", "", record["options"])
-    cubin = tileiras_cubin(str(fixture), "sm_90", str(tmp_path))
-    _publish(root, key, cubin.read_bytes(), 128)
-    no_python = {"PATH": "/nonexistent", "TILEBC_PYTHON": "", "TILEBC_COMPILER": ""}
+    compiled = _python_compile(fixture, backend, "sm_90", root)
     [hit] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_90", "--cache", str(root), "--no-compile",
-                     env=no_python)
-    image = hit["images"][entry]
-    assert image["source"] == "cache" and image["threads_per_cta"] == 128, image
-    assert image["size"] == cubin.stat().st_size and key in image["detail"]
+                     env=NO_PYTHON)
+    for name, entry in compiled.items():
+        image = hit["images"][name]
+        assert image["source"] == "cache", image
+        assert image["detail"] == str(root / "v1" / entry.key[:2] / f"{entry.key}.cubin")
+        assert image["size"] == len(entry.cubin) and image["threads_per_cta"] == entry.threads
 
     # A damaged cubin is a miss, and a miss without Python says what to install or build.
+    key = next(iter(compiled.values())).key
+    name = next(iter(compiled))
     path = root / "v1" / key[:2] / f"{key}.cubin"
     damaged = bytearray(path.read_bytes())
     damaged[100] ^= 0xFF
@@ -389,11 +397,62 @@ def test_warm_cache_hit_without_python(cpp_build, tmp_path):
     env["PATH"] = "/nonexistent"
     proc = subprocess.run([str(cpp_build / "tilebc-inspect"), "module", str(fixture), "--arch", "sm_90", "--cache",
                            str(root)], capture_output=True, text=True, env={**env, **SANITIZER_ENV})
-    miss = json.loads(proc.stdout)["images"][entry]
+    miss = json.loads(proc.stdout)["images"][name]
     assert miss["code"] == "no cubin cached and the Python runtime is unavailable", miss
-    assert miss["message"].startswith(f"no cubin for '{entry}' on sm_90 in the cache (key {key})")
+    assert miss["message"].startswith(f"no cubin for '{name}' on sm_90 in the cache (key {key})")
     assert "pip install tilebc tilebc-runtime" in miss["message"]
     assert f"tilebc compile {fixture} --arch sm_90 --fatbin -o kernels.fatbin" in miss["message"]
+
+
+def test_metadata_the_python_reader_refuses_is_a_miss_in_cpp(cpp_build, tmp_path):
+    """Both readers trust an entry on the same terms: schema 1 and the entry's own key."""
+    fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
+    root = tmp_path / "cache"
+    [entry] = _python_compile(fixture, "jit", "sm_90", root).values()
+    meta_path = root / "v1" / entry.key[:2] / f"{entry.key}.json"
+    original = json.loads(meta_path.read_text())
+    from tilebc_runtime.cache import CubinCache
+    for change in ({"key": "0" * 64}, {"schema": 2}, {"cubin_size": None}, {"threads_per_cta": "128"}):
+        meta_path.write_text(json.dumps({**original, **change}))
+        python_hit = CubinCache(root).lookup(entry.key)
+        [record] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_90", "--cache", str(root),
+                            "--no-compile", env=NO_PYTHON)
+        cpp_hit = record["images"][entry.metadata["fields"]["entry"]].get("source") == "cache"
+        if "threads_per_cta" in change:  # C++ then asks the driver; Python recompiles
+            assert python_hit is None and cpp_hit, change
+        else:
+            assert python_hit is None and not cpp_hit, change
+    meta_path.write_text(json.dumps(original))
+    assert CubinCache(root).lookup(entry.key) is not None
+
+
+def test_cpp_keys_equal_python_keys_for_every_fixture(cpp_build, tmp_path):
+    """toolchain.json written by the Python runtime lets the C++ loader compute, for every fixture,
+    entry, backend and two archs, exactly the key the Python runtime uses."""
+    launch = _runtime()
+    from tilebc_runtime.cache import CubinCache
+    backends = ["jit"] + (["tileiras"] if tool_path("tileiras") else [])
+    root = tmp_path / "cache"
+    cache = CubinCache(root)
+    for name in backends:
+        backend = launch.BACKENDS[name]()
+        cache.record_toolchain(backend.name, backend.toolchain_record())
+    files = fixture_files()
+    for arch in ("sm_80", "sm_100"):
+        records = run_tool(cpp_build, "keys", "--arch", arch, "--cache", str(root), *map(str, files))
+        assert len(records) == len(files)
+        checked = 0
+        for path, record in zip(files, records):
+            assert record["ok"], record
+            assert record["backends"] == sorted(launch.BACKENDS[b].name for b in backends)
+            expected: Dict[str, List[str]] = {}
+            for backend in sorted(backends, key=lambda b: launch.BACKENDS[b].name):
+                module = launch.load(path, backend=backend, cache=cache)
+                for entry in module.entries:
+                    expected.setdefault(entry, []).append(module[entry].key_fields(arch).key())
+                    checked += 1
+            assert record["keys"] == expected, path.name
+        assert checked >= len(files) * len(backends)
 
 
 def _shim(directory: Path, body: str) -> Path:
@@ -432,53 +491,120 @@ exec {tool_path('tileiras')} --gpu-name=$arch "$file" -o "$out"
     assert "exited with status 3" in error["message"] and "lowering failed for op foo" in error["message"]
 
 
+def test_cache_miss_runs_the_python_runtime_which_fills_the_cache(cpp_build, tmp_path):
+    """A miss with TILEBC_PYTHON set runs `python -m tilebc.cli compile ... --emit cubin -o OUT`
+    for real; the runtime stores the cubin in the loader's cache (TILEBC_CACHE_DIR is passed on),
+    so the loader returns the cache entry, and the next process hits without Python."""
+    _runtime()
+    fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
+    root = tmp_path / "cache"
+    env = _tool_env(TILEBC_PYTHON=sys.executable, TILEBC_COMPILER="", PATH="/usr/bin:/bin",
+                    TILEBC_CACHE_DIR=str(tmp_path / "elsewhere"))
+    [record] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_86", "--cache", str(root), env=env)
+    [(name, image)] = record["images"].items()
+    assert image["source"] == "cache", image
+    from tilebc_runtime.cache import CubinCache
+    [info] = CubinCache(root).disk_entries()
+    assert image["detail"].endswith(f"{info.key}.cubin") and info.metadata["fields"]["arch"] == "sm_86"
+    assert image["threads_per_cta"] == info.metadata["threads_per_cta"]
+    assert not (tmp_path / "elsewhere").exists()
+    [again] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_86", "--cache", str(root), "--no-compile",
+                       env=NO_PYTHON)
+    assert again["images"][name]["source"] == "cache"
+
+
 # ---- AOT fatbin ----------------------------------------------------------------------------------
 
-def _aot(tmp_path: Path, fixture: Path, archs: List[str]) -> Path:
-    """What `tilebc compile FILE --arch ... --fatbin -o kernels.fatbin` produces (FATBIN.md), made
-    here with tileiras and NVIDIA's fatbinary."""
-    fatbinary = tool_path("fatbinary")
-    if fatbinary is None:
-        pytest.skip("fatbinary (nvidia-cuda-nvcc) is not installed")
-    images = [f"--image3=kind=elf,sm={arch[3:]},file={tileiras_cubin(str(fixture), arch, str(tmp_path))}"
-              for arch in archs]
+def _aot(tmp_path: Path, fixture: Path, archs: List[str], *extra: str) -> Path:
+    """`tilebc compile FILE --arch A,B --fatbin -o kernels.fatbin [extra]`, run as a process."""
+    _runtime()
+    if tool_path("fatbinary") is None:
+        try:
+            from cuda.bindings import nvfatbin
+            nvfatbin.version()
+        except Exception:
+            pytest.skip("neither libnvfatbin nor NVIDIA's fatbinary is installed")
     out = tmp_path / "kernels.fatbin"
-    subprocess.run([fatbinary, f"--create={out}", "-64", *images], check=True, capture_output=True)
-    data = fixture.read_bytes()
-    module = tilebc.load(data, verify=False)
-    metadata = {
-        "format": "tilebc-fatbin", "schema": 1,
-        "fatbin_sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
-        "bytecode": {"sha256": hashlib.sha256(data).hexdigest(), "version": str(module.version),
-                     "producer": module.producer},
-        "toolchain": "tileiras/13.5", "archs": archs,
-        "entries": [{"name": f.name, "params": [str(t) for t in f.type.inputs],
-                     "launch": {arch: {"threads_per_cta": 128, "dynamic_shared_bytes": 0} for arch in archs}}
-                    for f in module.functions],
-    }
-    Path(f"{out}.json").write_text(json.dumps(metadata, indent=1))
+    proc = subprocess.run([sys.executable, "-m", "tilebc.cli", "compile", str(fixture), "--arch", ",".join(archs),
+                           "--fatbin", "-o", str(out), *extra], capture_output=True, text=True, timeout=600,
+                          env=_tool_env(TILEBC_CACHE_DIR="off"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"{out}: "), proc.stdout
     return out
 
 
-def test_aot_fatbin_contains_requested_archs_and_loads(cpp_build, tmp_path):
+@pytest.mark.parametrize("backend", ["jit", "tileiras"])
+def test_aot_fatbin_contains_requested_archs_and_loads(cpp_build, tmp_path, backend):
     fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
-    fatbin = _aot(tmp_path, fixture, ["sm_80", "sm_90"])
+    if backend == "tileiras" and tool_path("tileiras") is None:
+        pytest.skip("tileiras (nvidia-cuda-tileiras) is not installed")
+    fatbin = _aot(tmp_path, fixture, ["sm_90", "sm_80"], "--backend", backend)
+    metadata = json.loads(Path(f"{fatbin}.json").read_text())
+    assert metadata["archs"] == ["sm_80", "sm_90"] and metadata["ptx"]["arch"] == "sm_90"
     [listing] = run_tool(cpp_build, "fatbin", str(fatbin))
-    assert sorted((i["kind"], i["arch"]) for i in listing["images"]) == [("elf", "sm_80"), ("elf", "sm_90")]
-    for image in listing["images"]:  # each payload is the cubin tileiras wrote
-        cubin = tileiras_cubin(str(fixture), image["arch"], str(tmp_path)).read_bytes()
-        assert fatbin.read_bytes()[image["offset"]:image["offset"] + len(cubin)] == cubin
+    assert sorted((i["kind"], i["arch"]) for i in listing["images"]) == [
+        ("elf", "sm_80"), ("elf", "sm_90"), ("ptx", "sm_90")]
+    data = fatbin.read_bytes()
+    launch = _runtime()
+    for image in listing["images"]:
+        payload = data[image["offset"]:image["offset"] + image["size"]]
+        if image["kind"] == "ptx":  # our JIT's PTX for the newest arch, uncompressed
+            text = payload.rstrip(b"\0").decode()
+            assert ".target sm_90" in text and f".version {metadata['ptx']['isa']}" in text
+            continue
+        if backend == "tileiras":  # the cubin tileiras writes for that arch
+            cubin = tileiras_cubin(str(fixture), image["arch"], str(tmp_path)).read_bytes()
+        else:  # the cubin our JIT writes for that arch
+            import tilebc_runtime
+            cubin = tilebc_runtime.compile(fixture, None, image["arch"]).cubin
+        # the image is the cubin, zero-padded to the container's alignment
+        assert payload[:len(cubin)] == cubin and not payload[len(cubin):].strip(b"\0"), image
+        for entry in metadata["entries"]:  # launch facts read back from that very cubin
+            threads, _ = launch.cubin_launch_facts(payload, entry["name"])
+            if backend == "tileiras":
+                assert entry["launch"][image["arch"]]["threads_per_cta"] == threads
 
     expected = python_view(fixture.read_bytes())["entries"]
-    for device, chosen in (("sm_90", "sm_90"), ("sm_86", "sm_80"), ("sm_80", "sm_80")):
-        [record] = run_tool(cpp_build, "module", str(fatbin), "--arch", device, env={"PATH": "/nonexistent"})
+    for device, chosen in (("sm_90", "sm_90"), ("sm_86", "sm_80"), ("sm_80", "sm_80"), ("sm_100", "sm_90")):
+        [record] = run_tool(cpp_build, "module", str(fatbin), "--arch", device, env=NO_PYTHON)
         assert record["fatbin"] and [e["name"] for e in record["entries"]] == [e["name"] for e in expected]
         assert [[p["type"] for p in e["params"]] for e in record["entries"]] == [e["params"] for e in expected]
-        image = next(iter(record["images"].values()))
-        assert image["source"] == "fatbin" and image["arch"] == chosen and image["threads_per_cta"] == 128
+        [(name, image)] = record["images"].items()
+        [entry] = metadata["entries"]
+        facts = entry["ptx_launch"] if device == "sm_100" else entry["launch"][chosen]
+        assert image["source"] == "fatbin" and image["arch"] == chosen, image
+        assert image["threads_per_cta"] == facts["threads_per_cta"]
+        assert ("(PTX sm_90, JIT-compiled by the driver for sm_100)" in image["detail"]) == (device == "sm_100")
+    [record] = run_tool(cpp_build, "module", str(fatbin), "--arch", "sm_89", env=NO_PYTHON)  # sm_80 SASS fits
+    assert next(iter(record["images"].values()))["arch"] == "sm_80"
+
+
+def test_aot_without_ptx_refuses_newer_devices(cpp_build, tmp_path):
+    fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
+    fatbin = _aot(tmp_path, fixture, ["sm_80", "sm_90"], "--no-ptx")
+    [listing] = run_tool(cpp_build, "fatbin", str(fatbin))
+    assert sorted(i["kind"] for i in listing["images"]) == ["elf", "elf"]
     [record] = run_tool(cpp_build, "module", str(fatbin), "--arch", "sm_100")
     error = next(iter(record["images"].values()))
-    assert error["message"].startswith("the fatbin has code for sm_80, sm_90, none of which runs on sm_100")
+    assert error["message"].startswith("the fatbin has code for sm_80, sm_90 and no PTX, none of which runs on "
+                                       "sm_100"), error
+
+
+def test_aot_multi_entry_module_and_bad_arch(cpp_build, tmp_path):
+    """A module with several entries: one image per arch holds them all, each entry is listed."""
+    multi = next((p for p in fixture_files() if len(tilebc.load(p, verify=False).functions) > 1), None)
+    if multi is None:
+        pytest.skip("no fixture has several entries")
+    fatbin = _aot(tmp_path, multi, ["sm_90"])
+    names = [f.name for f in tilebc.load(multi, verify=False).functions]
+    metadata = json.loads(Path(f"{fatbin}.json").read_text())
+    assert [e["name"] for e in metadata["entries"]] == names
+    [record] = run_tool(cpp_build, "module", str(fatbin), "--arch", "sm_90")
+    assert sorted(record["images"]) == sorted(names)
+    assert all(image["source"] == "fatbin" for image in record["images"].values())
+    proc = subprocess.run([sys.executable, "-m", "tilebc.cli", "compile", str(multi), "--arch", "sm_90,gfx90",
+                           "--fatbin"], capture_output=True, text=True, env=_tool_env())
+    assert proc.returncode == 1 and "cannot parse GPU architecture 'gfx90'" in proc.stderr
 
 
 def test_aot_metadata_must_match_its_fatbin(cpp_build, tmp_path):
@@ -493,6 +619,11 @@ def test_aot_metadata_must_match_its_fatbin(cpp_build, tmp_path):
     [record] = run_tool(cpp_build, "module", str(fatbin))
     assert record["message"] == "fatbin metadata lists sm_100 but the fatbin has no cubin for it", record
     metadata["archs"] = ["sm_90"]
+    metadata["ptx"]["arch"] = "sm_100"
+    meta_path.write_text(json.dumps(metadata))
+    [record] = run_tool(cpp_build, "module", str(fatbin))
+    assert record["message"] == "fatbin metadata lists PTX for sm_100 but the fatbin has no PTX image for it"
+    metadata["ptx"]["arch"] = "sm_90"
     metadata["fatbin_sha256"] = "0" * 64
     meta_path.write_text(json.dumps(metadata))
     [record] = run_tool(cpp_build, "module", str(fatbin))

@@ -155,6 +155,21 @@ AotMetadata read_aot_metadata(const std::string& metadata_json, const std::uint8
                                        " but the fatbin has no cubin for it", file);
     metadata.archs.push_back(arch.as_string());
   }
+  // Optional PTX image: {"arch": "sm_90", ...}; it must be in the fatbin as a PTX image.
+  const Json* ptx = document.get("ptx");
+  if (ptx && ptx->type() != Json::Type::null) {
+    const Json* arch = ptx->get("arch");
+    const unsigned number = arch && arch->is_string() ? parse_arch(arch->as_string()) : 0;
+    if (!ptx->is_object() || !number)
+      throw Error(Errc::malformed, "fatbin metadata: 'ptx' must be null or {\"arch\": \"sm_XY\", ...}", file);
+    const bool present = std::any_of(images.begin(), images.end(), [&](const FatbinImage& image) {
+      return image.kind == 1 && image.arch == number;
+    });
+    if (!present)
+      throw Error(Errc::malformed, "fatbin metadata lists PTX for " + arch->as_string() +
+                                       " but the fatbin has no PTX image for it", file);
+    metadata.ptx_arch = arch->as_string();
+  }
   const Json& entries = need(document.get("entries"),
                              document.get("entries") && document.get("entries")->is_array(),
                              "'entries' must be an array");
@@ -193,8 +208,24 @@ AotMetadata read_aot_metadata(const std::string& metadata_json, const std::uint8
       }
       launch.push_back(info);
     }
+    LaunchInfo ptx_info;
+    ptx_info.arch = metadata.ptx_arch;
+    if (!metadata.ptx_arch.empty()) {
+      const Json* facts = item.get("ptx_launch");
+      const Json* threads = facts ? facts->get("threads_per_cta") : nullptr;
+      const auto count = threads ? threads->as_int64() : std::nullopt;
+      need(threads, count && *count > 0 && *count <= 1024,
+           "entry '" + entry.name + "' needs ptx_launch.threads_per_cta in 1..1024");
+      ptx_info.threads_per_cta = static_cast<unsigned>(*count);
+      if (const Json* shared = facts->get("dynamic_shared_bytes")) {
+        const auto bytes = shared->as_int64();
+        need(shared, bytes && *bytes >= 0 && *bytes < (1 << 30), "bad dynamic_shared_bytes");
+        ptx_info.dynamic_shared_bytes = static_cast<unsigned>(*bytes);
+      }
+    }
     metadata.entries.push_back(std::move(entry));
     metadata.launch.push_back(std::move(launch));
+    metadata.ptx_launch.push_back(ptx_info);
   }
   return metadata;
 }

@@ -163,7 +163,7 @@ std::vector<std::string> compiler_command(const Options& options, std::string& t
   if (python && *python) {
     tried = "TILEBC_PYTHON=" + std::string(python);
     const std::string found = std::strchr(python, '/') ? std::string(python) : find_on_path(python);
-    if (!found.empty() && is_executable(found)) return {found, "-m", "tilebc"};
+    if (!found.empty() && is_executable(found)) return {found, "-m", "tilebc.cli"};
     return {};
   }
   tried = "`tilebc` on PATH";
@@ -173,7 +173,8 @@ std::vector<std::string> compiler_command(const Options& options, std::string& t
 }
 
 /// Run argv; return its exit status, with stdout+stderr collected in `output`.
-int run_command(const std::vector<std::string>& argv, const std::string& log_path, std::string& output) {
+int run_command(const std::vector<std::string>& argv, const std::string& log_path, std::string& output,
+                const std::string& extra_env) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -181,8 +182,15 @@ int run_command(const std::vector<std::string>& argv, const std::string& log_pat
   std::vector<char*> raw;
   for (const std::string& arg : argv) raw.push_back(const_cast<char*>(arg.c_str()));
   raw.push_back(nullptr);
+  // This environment with `extra_env` ("NAME=value") replacing any variable of that name.
+  const std::string prefix = extra_env.substr(0, extra_env.find('=') + 1);
+  std::vector<char*> env;
+  for (char** item = environ; item && *item; ++item)
+    if (std::strncmp(*item, prefix.c_str(), prefix.size()) != 0) env.push_back(*item);
+  env.push_back(const_cast<char*>(extra_env.c_str()));
+  env.push_back(nullptr);
   pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, raw[0], &actions, nullptr, raw.data(), environ);
+  const int spawned = posix_spawn(&pid, raw[0], &actions, nullptr, raw.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) {
     output = std::strerror(spawned);
@@ -214,7 +222,7 @@ void remove_tree(const std::string& directory, const std::vector<std::string>& f
 }
 
 Image compile_with_python(ModuleState& state, const Entry& entry, const std::string& arch,
-                          const std::vector<std::string>& keys) {
+                          const std::vector<std::string>& keys, const std::string& cache_root) {
   const std::string file_hint = state.from_file ? state.name : "FILE.tilebc";
   const std::string aot_hint = "tilebc compile " + file_hint + " --arch " + arch +
                                " --fatbin -o kernels.fatbin";
@@ -251,7 +259,9 @@ Image compile_with_python(ModuleState& state, const Entry& entry, const std::str
   for (const char* arg : {"compile"}) argv.emplace_back(arg);
   argv.insert(argv.end(), {input, "--entry", entry.name, "--arch", arch, "--emit", "cubin", "-o", output});
   std::string log;
-  const int status = run_command(argv, directory + "/log.txt", log);
+  // The runtime must store into the cache this loader reads: pass the root ("off" when none).
+  const int status = run_command(argv, directory + "/log.txt", log,
+                                 "TILEBC_CACHE_DIR=" + (cache_root.empty() ? std::string("off") : cache_root));
   std::string command;
   for (const std::string& arg : argv) command += (command.empty() ? "" : " ") + arg;
   Image image;
@@ -305,8 +315,11 @@ std::string resolve_arch(const ModuleState& state, const std::string& requested)
   return current_device_arch();
 }
 
-/// The highest fatbin arch the device can run: same major version, minor not above the device's.
-std::string select_fatbin_arch(const AotMetadata& aot, const std::string& device_arch, const std::string& name) {
+/// What the driver will run from the fatbin: the highest cubin arch of the device's major
+/// version with a minor no higher than the device's, else the PTX image when its arch is not
+/// newer than the device (the driver JIT-compiles it). Returns (arch, from_ptx).
+std::pair<std::string, bool> select_fatbin_arch(const AotMetadata& aot, const std::string& device_arch,
+                                                const std::string& name) {
   const unsigned device = parse_arch(device_arch);
   std::string best;
   unsigned best_number = 0;
@@ -317,34 +330,40 @@ std::string select_fatbin_arch(const AotMetadata& aot, const std::string& device
       best_number = number;
     }
   }
-  if (best.empty()) {
-    std::string list;
-    for (const std::string& arch : aot.archs) list += (list.empty() ? "" : ", ") + arch;
-    throw Error(Errc::no_code_for_device, "the fatbin has code for " + list + ", none of which runs on " +
-                                              device_arch + "; rebuild it with --arch " + device_arch, name);
-  }
-  return best;
+  if (!best.empty()) return {best, false};
+  if (!aot.ptx_arch.empty() && parse_arch(aot.ptx_arch) <= device) return {aot.ptx_arch, true};
+  std::string list;
+  for (const std::string& arch : aot.archs) list += (list.empty() ? "" : ", ") + arch;
+  const std::string ptx = aot.ptx_arch.empty() ? std::string(" and no PTX")
+                                               : " and PTX for " + aot.ptx_arch;
+  throw Error(Errc::no_code_for_device, "the fatbin has code for " + list + ptx + ", none of which runs on " +
+                                            device_arch + "; rebuild it with --arch " + device_arch, name);
 }
 
 Image resolve_image(ModuleState& state, std::size_t index, const std::string& requested_arch) {
   const Entry& entry = state.entries()[index];
   const std::string arch = resolve_arch(state, requested_arch);
   if (state.fatbin) {
-    const std::string chosen = select_fatbin_arch(state.aot, arch, state.name);
+    const auto [chosen, from_ptx] = select_fatbin_arch(state.aot, arch, state.name);
     Image image;
     image.source = Image::Source::fatbin;
     image.arch = chosen;
     image.bytes = state.bytes;
-    image.detail = state.name;
+    image.detail = from_ptx ? state.name + " (PTX " + chosen + ", JIT-compiled by the driver for " + arch + ")"
+                            : state.name;
+    if (from_ptx) {
+      image.threads_per_cta = state.aot.ptx_launch[index].threads_per_cta;
+      image.dynamic_shared_bytes = state.aot.ptx_launch[index].dynamic_shared_bytes;
+    }
     for (const LaunchInfo& info : state.aot.launch[index]) {
-      if (info.arch != chosen) continue;
+      if (from_ptx || info.arch != chosen) continue;
       image.threads_per_cta = info.threads_per_cta;
       image.dynamic_shared_bytes = info.dynamic_shared_bytes;
     }
     return image;
   }
   const std::string root = state.options.cache_dir.empty() ? default_cache_root() : state.options.cache_dir;
-  const std::vector<std::string> keys = root.empty() ? std::vector<std::string>{} : keys_for(state, entry.name, arch, root);
+  std::vector<std::string> keys = root.empty() ? std::vector<std::string>{} : keys_for(state, entry.name, arch, root);
   auto lookup = [&]() -> std::optional<Image> {
     for (const std::string& key : keys) {
       if (auto hit = cache_lookup(root, key)) {
@@ -361,8 +380,10 @@ Image resolve_image(ModuleState& state, std::size_t index, const std::string& re
     return std::nullopt;
   };
   if (auto image = lookup()) return *image;
-  Image compiled = compile_with_python(state, entry, arch, keys);
-  if (auto image = lookup()) return *image;  // the runtime cached it, with its launch facts
+  Image compiled = compile_with_python(state, entry, arch, keys, root);
+  // The runtime cached it, with its launch facts; it may also have written toolchain.json first.
+  if (!root.empty()) keys = keys_for(state, entry.name, arch, root);
+  if (auto image = lookup()) return *image;
   return compiled;
 }
 

@@ -41,6 +41,10 @@ struct AotMetadata {
   std::vector<std::string> archs;
   std::vector<Entry> entries;
   std::vector<std::vector<LaunchInfo>> launch;  ///< parallel to `entries`
+  /// The PTX image for forward compatibility ("" when there is none), and the launch facts of
+  /// each entry when the driver JIT-compiles it (parallel to `entries`).
+  std::string ptx_arch;
+  std::vector<LaunchInfo> ptx_launch;
 };
 
 /// Parse and check metadata against its fatbin: the digest matches, and every listed arch has

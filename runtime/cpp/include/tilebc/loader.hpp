@@ -72,7 +72,7 @@ struct Options {
   std::string cache_dir;   ///< cache root; empty: default_cache_root() ($TILEBC_CACHE_DIR, ...)
   std::string arch;        ///< target override ("sm_90"); empty: the current device's
   std::string compiler;    ///< command for `compile`; empty: $TILEBC_COMPILER, `tilebc` on PATH, or
-                           ///< `$TILEBC_PYTHON -m tilebc`
+                           ///< `$TILEBC_PYTHON -m tilebc.cli`
   bool allow_compile = true;
 };
 

@@ -18,6 +18,13 @@ def ptx_isa_for(arch) -> str:
     return f"{major}.{minor}"
 
 
+def demo_compile(module, arch=None) -> str:
+    """One summary line for `tilebc demo`: entry, arch, PTX/cubin sizes, threads; with a GPU also
+    a launch compared with the CPU interpreter (see demo.demo_compile)."""
+    from .demo import demo_compile as _demo_compile
+    return _demo_compile(module, arch)
+
+
 def load(source, **options):
     """Load bytecode for launching: see launch.load (backend="jit" | "tileiras", cache=, options=)."""
     from .launch import load as _load

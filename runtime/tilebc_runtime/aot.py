@@ -131,8 +131,12 @@ def _pack_fatbinary(tool: str, cubins: Dict[str, bytes], ptx: Optional[Tuple[str
             path.write_bytes(ptx[1])
             images.append(f"--image3=kind=ptx,sm={ptx[0][3:]},file={path}")
         output = Path(folder, "out.fatbin")
-        done = subprocess.run([tool, f"--create={output}", "-64", "--compress=false", *images],
-                              capture_output=True, text=True, timeout=300)
+        try:
+            done = subprocess.run([tool, f"--create={output}", "-64", "--compress=false", *images],
+                                  capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise TilebcError(f"cannot run NVIDIA's fatbinary tool {tool}: "
+                              f"{getattr(error, 'strerror', None) or error}") from None
         if done.returncode != 0 or not output.exists():
             raise TilebcError(f"{tool} failed (exit {done.returncode}): "
                               f"{done.stderr.strip() or done.stdout.strip()}")

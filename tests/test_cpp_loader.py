@@ -643,3 +643,27 @@ def test_truncated_fatbins_are_rejected(cpp_build, tmp_path):
     for length, record in zip(lengths, records):
         assert not record["ok"], f"prefix of {length} bytes accepted"
         assert 0 <= record["offset"] <= length
+
+
+def test_cpp_and_python_choose_the_same_cache_root(cpp_build, tmp_path):
+    """default_cache_root() in C++ and resolve_root() in Python agree: explicit dir, `~`, `off`,
+    XDG, and the per-user fallback when the chosen folder is writable by others."""
+    _runtime()
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)  # refused by both: group/other-writable
+    (tmp_path / "tmp").mkdir()
+    home = tmp_path / "home"
+    cases = [{"TILEBC_CACHE_DIR": str(tmp_path / "mine")}, {"TILEBC_CACHE_DIR": "~/c"},
+             {"TILEBC_CACHE_DIR": " Off "}, {"XDG_CACHE_HOME": str(tmp_path / "xdg")}, {},
+             {"TILEBC_CACHE_DIR": str(shared)}]
+    fixture = str(FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc")
+    for case in cases:
+        env = {k: v for k, v in _tool_env().items() if k not in ("TILEBC_CACHE_DIR", "XDG_CACHE_HOME")}
+        env.update(HOME=str(home), TMPDIR=str(tmp_path / "tmp"), **case)
+        python = subprocess.run([sys.executable, "-c", "from tilebc_runtime.cache import resolve_root; "
+                                 "print(resolve_root()[0] or '')"], capture_output=True, text=True, env=env,
+                                check=True).stdout.strip()
+        [record] = run_tool(cpp_build, "keys", "--arch", "sm_90", fixture, env=env)
+        assert record["root"] == python, case
+    assert python == str(tmp_path / "tmp" / f"tilebc-cache-{os.getuid()}")

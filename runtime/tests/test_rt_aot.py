@@ -151,3 +151,20 @@ def test_demo_compile_summarises_the_embedded_kernel():
         assert "arrays match the CPU interpreter" in line, line
     else:
         assert arch == "sm_90" and line.endswith("launch and compare skipped"), line
+
+
+def test_compile_every_entry_into_one_cubin(tmp_path):
+    """Without --entry, a module with several entries becomes one cubin with facts per entry."""
+    path = FIXTURES / "atan2_f32" / "atan2_f32-13.5.tilebc"
+    names = [f.name for f in tilebc.load(path).functions]
+    assert len(names) > 1
+    out = tmp_path / "all.cubin"
+    done = run_cli(path, "--arch", "sm_90", "-o", out)
+    assert done.returncode == 0, done.stderr
+    direct = tilebc_runtime.compile(path, None, "sm_90")
+    assert out.read_bytes() == direct.cubin
+    facts = json.loads(Path(f"{out}.json").read_text())["entries"]
+    assert {name: item["threads_per_cta"] for name, item in facts.items()} == \
+        {name: info.threads_per_cta for name, info in direct.kernels.items()}
+    for name in names:
+        assert launch.cubin_launch_facts(direct.cubin, name)[1] == direct.kernels[name].shared_memory_bytes

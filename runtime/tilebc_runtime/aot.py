@@ -73,7 +73,7 @@ def _jit_facts(result) -> Facts:
             for name, info in result.kernels.items()}
 
 
-def _compile_cubin(backend, bytecode: bytes, names: List[str], entry: Optional[str], arch: str,
+def compile_cubin(backend, bytecode: bytes, names: List[str], entry: Optional[str], arch: str,
                    options: Mapping[str, Any]) -> Tuple[bytes, Facts]:
     """One cubin holding the selected entries (a fatbin has one ELF image per arch)."""
     if backend.name == "tilebc-jit":
@@ -193,7 +193,7 @@ def build_fatbin(source, archs, *, backend: str = "jit", entry: Optional[str] = 
     cubins: Dict[str, bytes] = {}
     facts: Dict[str, Facts] = {}
     for arch in archs:
-        cubins[arch], facts[arch] = _compile_cubin(compiler, bytecode, names, entry, arch, options)
+        cubins[arch], facts[arch] = compile_cubin(compiler, bytecode, names, entry, arch, options)
     notes: List[str] = []
     ptx_image, ptx_facts, ptx_record = None, None, None
     if ptx:

@@ -107,8 +107,8 @@ def _run_cubin(args) -> int:
                   f"shared; cache key {entry.key}")
     else:
         # Several entries in one cubin: compiled directly (the cache holds one entry per key).
-        from .aot import _compile_cubin
-        cubin, facts = _compile_cubin(loaded.backend, loaded.bytecode, names, None, args.arch,
+        from .aot import compile_cubin
+        cubin, facts = compile_cubin(loaded.backend, loaded.bytecode, names, None, args.arch,
                                       options)
         Path(output).write_bytes(cubin)
         metadata = {"backend": loaded.backend.name, "arch": args.arch, "entries": facts}

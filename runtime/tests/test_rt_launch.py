@@ -319,7 +319,7 @@ def test_jit_backend_compiles_through_the_cache(tmp_path):
     entry = module[name].compile("sm_90")
     assert entry.cubin[:4] == b"\x7fELF"
     direct = tilebc_runtime.compile(fixture("gdc"), name, "sm_90", emit="cubin")
-    assert entry.metadata["threads"] == direct.threads_per_cta
+    assert entry.metadata["threads_per_cta"] == direct.threads_per_cta
     assert entry.metadata["fields"]["ptx_isa"] == tilebc_runtime.ptx_isa_for("sm_90")
     assert len(cache.disk_entries()) == 1
     again = launch.load(fixture("gdc"), cache=CubinCache(tmp_path / "cache"))[name].compile("sm_90")

@@ -104,7 +104,8 @@ def _nvfatbin():
 
 
 def _pack_nvfatbin(binding, cubins: Dict[str, bytes], ptx: Optional[Tuple[str, bytes]]) -> bytes:
-    handle = binding.create([], 0)
+    # Uncompressed, so the PTX stays readable in the file (the C++ loader and tests inspect it).
+    handle = binding.create(["-compress=false"], 1)
     try:
         for arch, cubin in cubins.items():
             binding.add_cubin(handle, cubin, len(cubin), arch[3:], f"tilebc_{arch}")

@@ -26,7 +26,7 @@ def _assert(tb, op, condition):
     return []
 
 
-@implements("assume")
+@implements("assume", pure=True)
 def _assume(tb, op, value):
     if tb.options.check_assumptions:
         problem = _violation(op.attrs["predicate"], np.asarray(value))

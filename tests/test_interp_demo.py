@@ -9,13 +9,16 @@ from tilebc.interp import DemoMismatch, demo_check
 from tilebc.interp.errors import ArgumentError
 from tilebc.ir import DenseElementsAttr
 
+
 def test_embedded_demo_kernel_matches_numpy():
     summary = demo_check()
     assert "float_math" in summary and "matches numpy" in summary and "\n" not in summary
 
+
 def test_demo_check_accepts_the_fixture_at_every_version():
     for path in sorted((ROOT / "fixtures" / "bytecode" / "elementwise_f32").glob("*.tilebc")):
         assert "matches numpy" in demo_check(tilebc.load(path), tiles=3, seed=5)
+
 
 def test_a_changed_constant_is_reported_as_a_mismatch():
     module = tilebc.load(ROOT / "tilebc" / "data" / "demo.tilebc")
@@ -27,6 +30,7 @@ def test_a_changed_constant_is_reported_as_a_mismatch():
     constants[0].attrs["value"] = DenseElementsAttr(attr.type, struct.pack("<f", 0.25))
     with pytest.raises(DemoMismatch, match="differ from numpy"):
         demo_check(module, tiles=2)
+
 
 def test_another_kernel_is_refused_with_a_reason():
     other = tilebc.load(ROOT / "fixtures" / "bytecode" / "elementwise_f16" /

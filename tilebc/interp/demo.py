@@ -48,7 +48,8 @@ def _tile_size(module: Module) -> int:
     """The kernel's tile width T (a constant baked into its partition views)."""
     function = module.functions[0]
     params = [v.type for v in function.args]
-    f32_array = all(isinstance(t, TileType) and t.shape == () for t in params) and len(params) == 9 \
+    f32_array = len(params) == 9 and all(isinstance(t, TileType) and t.shape == ()
+                                         for t in params) \
         and all(isinstance(params[k].element, PointerType) and
                 params[k].element.pointee.name == "f32" for k in (0, 3, 6))
     widths = {op.results[0].type.tile_shape for op in function.walk()

@@ -275,12 +275,6 @@ def to_tf32(x) -> np.ndarray:
     return convert.float_to_float(np.asarray(x, dtype=np.float32), "f32", "tf32")
 
 
-def to_e5m3(x) -> np.ndarray:
-    """Values rounded to fnv8E5M3FNU (held as float32), by convert's satfinite rules."""
-    return e5m3_decode(convert.float_to_float(np.asarray(x, dtype=np.float64), "f64",
-                                              "fnv8E5M3FNU"))
-
-
 def cast_value(value, element):
     """A Python / numpy scalar converted to a 0-d tile of `element` (kernel scalar arguments)."""
     dtype = np_dtype(element)

@@ -6,7 +6,12 @@ baselines compute the same result directly. Run:
 """
 import argparse
 import io
+import os
 import time
+
+# One BLAS thread for both sides: on a shared machine a threaded BLAS makes small matmuls (the
+# interpreter's per-tile mma) and the baseline's one big matmul swing by 10-100x between runs.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
@@ -113,9 +118,4 @@ def main():
 if __name__ == "__main__":
     main()
 
-# Recorded on the shared 2-core dev machine (13.4 bytecode, --repeat 3):
-#   vadd 2^20 f32, 4096-wide tiles              0.138 s   numpy 0.0002 s   ~720x
-#   softmax 4096x256 f32, 64x256 tiles          0.103 s   numpy 0.0019 s    ~53x
-#   matmul 512^3 f16->f32, 128x128x64 tiles     0.474 s   numpy 0.065 s     ~7x
-# The 3x target is not met yet: each view access builds a full address tile and looks it up
-# (GlobalMemory._locate); a strided-slice fast path for in-bounds partition tiles is the next step.
+# Figures: benchmarks/results/interp.md

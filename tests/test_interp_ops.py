@@ -14,8 +14,7 @@ from tilebc.ir import (BoundedAttr, DenseElementsAttr, Module, PartitionViewType
                        TensorViewType, scalar, tile, token)
 from tilebc.ir.builder import new_function
 from tilebc.ir.types import ELEMENT_TYPES, i64
-from tilebc.ops import (ComparisonOrdering, ComparisonPredicate, MemoryOrderingSemantics,
-                        RoundingMode, Signedness)
+from tilebc.ops import MemoryOrderingSemantics, RoundingMode, Signedness
 from tilebc.ops.table import BODY_OPS
 
 WEAK = {"memory_ordering_semantics": MemoryOrderingSemantics.WEAK}
@@ -164,37 +163,7 @@ def test_maxf_minf_nan_handling(mnemonic):
     assert np.isnan(loud[0]) and np.isnan(loud[1]) and loud[3] == pick(a, b)[3]
 
 
-# ------------------------------------------------------------------------------ comparisons
-
-
-@pytest.mark.parametrize("predicate,ordering",
-                         list(itertools.product(ComparisonPredicate, ComparisonOrdering)),
-                         ids=lambda v: v.keyword)
-def test_cmpf_every_predicate_and_ordering(predicate, ordering):
-    a = np.array([1.0, 2.0, np.nan, 3.0, np.nan, -0.0], np.float32)
-    b = np.array([2.0, 2.0, 1.0, 1.0, np.nan, 0.0], np.float32)
-    (out,) = run_op("cmpf", [(a, "f32"), (b, "f32")], ["i1"],
-                    {"comparison_predicate": predicate, "comparison_ordering": ordering})
-    python = {"equal": "==", "not_equal": "!=", "less_than": "<", "less_than_or_equal": "<=",
-              "greater_than": ">", "greater_than_or_equal": ">="}[predicate.keyword]
-    expected = [(ordering is ComparisonOrdering.UNORDERED) if np.isnan(x) or np.isnan(y)
-                else eval(f"{float(x)!r} {python} {float(y)!r}") for x, y in zip(a, b)]
-    np.testing.assert_array_equal(out, expected)
-
-
-@pytest.mark.parametrize("predicate,signedness",
-                         list(itertools.product(ComparisonPredicate, Signedness)),
-                         ids=lambda v: v.keyword)
-def test_cmpi_every_predicate_and_signedness(predicate, signedness):
-    a = np.array([-1, 1, 5, -7, 0], np.int32)
-    b = np.array([1, 1, -5, -7, 3], np.int32)
-    (out,) = run_op("cmpi", [(a, "i32"), (b, "i32")], ["i1"],
-                    {"comparison_predicate": predicate, "signedness": signedness})
-    view = (lambda v: v.view(np.uint32)) if signedness is Signedness.UNSIGNED else (lambda v: v)
-    python = {"equal": np.equal, "not_equal": np.not_equal, "less_than": np.less,
-              "less_than_or_equal": np.less_equal, "greater_than": np.greater,
-              "greater_than_or_equal": np.greater_equal}[predicate.keyword]
-    np.testing.assert_array_equal(out, python(view(a), view(b)))
+# comparisons: every predicate, ordering and signedness is in test_interp_attrs.py
 
 
 # --------------------------------------------------------------------------------- integers

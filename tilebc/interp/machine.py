@@ -22,7 +22,7 @@ from ..ops.spec import Arity
 from . import numeric_ops
 from .errors import ExecutionError, MemoryCheckError, UnsupportedError
 from .memory import GlobalMemory
-from .registry import IMPLEMENTATIONS, REFUSALS, Signal
+from .registry import IMPLEMENTATIONS, PURE, REFUSALS, Signal
 
 
 
@@ -48,7 +48,8 @@ class Machine:
         self.options = options or Options()
         self.memory = memory or GlobalMemory(checks=self.options.check_memory)
         self.global_addresses: Dict[str, int] = {}
-        self._plans: Dict[int, tuple] = {}
+        self._plans: Dict[int, list] = {}
+        self.invariant_results: Dict[int, list] = {}  # per launch: id(op) -> results
         for item in module.globals:
             data = numeric_ops.dense_to_array(item.value, item.type.element)
             storage = np.ascontiguousarray(data).reshape(-1).view(np.uint8).copy()
@@ -63,6 +64,8 @@ class Machine:
         if self.options.shuffle:
             random.Random(self.options.seed).shuffle(order)
         progress = self.options.progress
+        self.invariant_results = {}
+        self.compile_block(function.body, set(function.body.args))
         with np.errstate(all="ignore"):
             for count, flat in enumerate(order):
                 coords = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
@@ -71,16 +74,31 @@ class Machine:
                 if progress is not None:
                     progress(count + 1, len(order))
 
-    # Per-op execution plans: (impl, operand layout) computed once per op.
-    def plan(self, op: Op):
-        plan = self._plans.get(id(op))
-        if plan is None:
+    # Per-block execution plans, computed once per block of the IR: one step per op.
+    def compile_block(self, block: Block, invariant: Optional[set] = None) -> list:
+        """Steps (op, impl, operand layout, results, invariant) for the ops of `block`.
+
+        `invariant` (entry bodies only) holds the values that are the same in every tile block:
+        the entry's parameters, then the results of PURE ops whose operands are all invariant.
+        Such an op runs once per launch, in the first tile block that reaches it (so its errors
+        name the block and order they always would); later blocks reuse its results."""
+        steps = self._plans.get(id(block))
+        if steps is not None:
+            return steps
+        steps = []
+        for op in block.ops:
             impl = IMPLEMENTATIONS.get(op.name)
             layout = tuple((spec.arity, op.operands.get(spec.name)) for spec in op.spec.operands)
-            plan = (impl, layout, op)
-            self._plans[id(op)] = plan
-        return plan
-
+            hoist = False
+            if invariant is not None and op.name in PURE and not op.regions:
+                used = [v for _, operand in layout if operand is not None
+                        for v in (operand if isinstance(operand, (list, tuple)) else (operand,))]
+                hoist = all(v in invariant for v in used)
+                if hoist:
+                    invariant.update(op.results)
+            steps.append((op, impl, layout, tuple(op.results), hoist))
+        self._plans[id(block)] = steps
+        return steps
 
 class TileBlock:
     """One tile block: its grid coordinates and register file."""
@@ -122,9 +140,16 @@ class TileBlock:
         registers = self.registers
         for value, argument in zip(block.args, arguments):
             registers[value] = argument
-        plan = self.machine.plan
-        for op in block.ops:
-            impl, layout, _ = plan(op)
+        machine = self.machine
+        steps = machine._plans.get(id(block)) or machine.compile_block(block)
+        remembered = machine.invariant_results
+        for op, impl, layout, results, hoist in steps:
+            if hoist:
+                outcome = remembered.get(id(op))
+                if outcome is not None:
+                    for value, result in zip(results, outcome):
+                        registers[value] = result
+                    continue
             self.current_op = op
             groups = []
             for arity, operand in layout:
@@ -142,7 +167,9 @@ class TileBlock:
             if type(outcome) is Signal:
                 return outcome
             if outcome is not None:
-                for value, result in zip(op.results, outcome):
+                if hoist:
+                    remembered[id(op)] = outcome
+                for value, result in zip(results, outcome):
                     registers[value] = result
         return None
 

@@ -103,6 +103,20 @@ class GlobalMemory:
             return self.buffers[index]
         return None
 
+    def window(self, low: int, high: int, itemsize: int, writing: bool) -> Optional[Buffer]:
+        """The buffer a strided tile access may use without per-element checks, or None.
+
+        [low, high + itemsize) is the byte span of the access. It qualifies when one buffer holds
+        all of it, `low` is element-aligned (so is every element: tile strides are whole elements),
+        the buffer is fully initialised and, for a write, writable. Anything else returns None and
+        the caller takes the per-element path, which reports the fault exactly."""
+        buffer = self.buffer_at(low)
+        if buffer is None or high + itemsize > buffer.end or (low - buffer.base) % itemsize:
+            return None
+        if buffer.initialised is not None or (writing and buffer.readonly):
+            return None
+        return buffer
+
     # ------------------------------------------------------------------ access
 
     def _locate(self, addresses: np.ndarray, itemsize: int, fault: Callable, verb: str):

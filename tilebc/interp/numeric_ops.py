@@ -1,9 +1,8 @@
 """Element storage and numeric conversions of the interpreter, in one place.
 
-NOTE: `tilebc/convert.py` (exact conversions, being written separately) is meant to replace the
-conversion functions here; every cast, rounding-mode and constant decode of the interpreter goes
-through this module so the swap touches nothing else. Until then we use numpy / ml_dtypes plus the
-directed-rounding helper below.
+Conversions (ftof, itof, ftoi, exti, trunci, bitcast, tf32 / e5m3 rounding) are tilebc.convert's;
+this module bridges the interpreter's storage to it. Arithmetic with a directed rounding mode rounds
+here (`round_float`), from a float64 result plus its error term.
 
 Storage: each element type is held in the numpy dtype of `tilebc.numerics.NUMPY_DTYPES`; pointers are
 uint64 addresses; integers are held in the signed dtype of their width (the IR's integers are
@@ -17,6 +16,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from .. import convert
 from ..ir.types import ElementType, PointerType
 from ..numerics import NUMPY_DTYPES
 from ..ops.enums import RoundingMode
@@ -129,9 +129,6 @@ def _f4_from_codes(codes: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------------- e5m3 (value level)
 
-_E5M3_MAX = 2.0 ** 16 * 1.75
-
-
 def e5m3_decode(codes: np.ndarray) -> np.ndarray:
     codes = codes.astype(np.int64)
     exponent = codes >> 3
@@ -140,31 +137,6 @@ def e5m3_decode(codes: np.ndarray) -> np.ndarray:
     subnormal = np.ldexp(mantissa / 8.0, -14)
     values = np.where(exponent == 0, subnormal, normal)
     return np.where(codes == 0xFF, np.nan, values).astype(np.float32)
-
-
-def _round_to_grid(x64: np.ndarray, mantissa_bits: int, min_exponent: int) -> np.ndarray:
-    """Round float64 values to `mantissa_bits` fraction bits (nearest even), with subnormals
-    below 2**min_exponent. No overflow handling."""
-    with np.errstate(all="ignore"):
-        _, exponent = np.frexp(x64)
-        exponent = np.maximum(exponent - 1, min_exponent)
-        quantum = np.ldexp(1.0, exponent - mantissa_bits)
-        return np.where(np.isfinite(x64), np.rint(x64 / quantum) * quantum, x64)
-
-
-def to_e5m3(x) -> np.ndarray:
-    x64 = np.asarray(x, dtype=np.float64)
-    rounded = _round_to_grid(x64, 3, -14)
-    rounded = np.where(rounded > _E5M3_MAX, np.nan, rounded)
-    return np.where((x64 < 0) | np.isnan(x64), np.nan, rounded).astype(np.float32)
-
-
-def to_tf32(x) -> np.ndarray:
-    """float32 values rounded (nearest even) to tf32's 10 fraction bits."""
-    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
-    finite = (bits & 0x7F800000) != 0x7F800000
-    rounded = (bits + 0xFFF + ((bits >> 13) & 1)) & np.uint32(0xFFFFE000)
-    return np.where(finite, rounded, bits).astype(np.uint32).view(np.float32)
 
 
 # ----------------------------------------------------------------------------- float rounding
@@ -198,8 +170,6 @@ def round_float(exact64, dtype: np.dtype, mode: RoundingMode, residual=None):
     of that float64 result (true = exact64 + residual), so directed modes round the true value.
     """
     exact64 = np.asarray(exact64, dtype=np.float64)
-    if dtype == E5M3_DTYPE and mode is None:
-        return to_e5m3(exact64)
     nearest = exact64.astype(dtype)
     if mode in (None, RoundingMode.NEAREST_EVEN, RoundingMode.APPROX, RoundingMode.FULL):
         return nearest
@@ -244,104 +214,65 @@ def two_sum(a64, b64):
 
 
 # ------------------------------------------------------------------------------- conversions
+#
+# Every conversion is tilebc.convert's (exact, exhaustively tested). The interpreter's storage is
+# convert's storage except for fnv8E5M3FNU, held here as float32 values (convert: uint8 codes);
+# `_to_storage` / `_from_storage` translate at the boundary, exactly.
 
 
-def convert_float(values, dst_element, mode=None) -> np.ndarray:
+def _to_storage(values, element) -> np.ndarray:
+    values = np.asarray(values)
+    if element.name == "fnv8E5M3FNU":
+        return convert.float_to_float(values.astype(np.float32), "f32", "fnv8E5M3FNU")
+    expected = NUMPY_DTYPES[element.name]
+    return values if values.dtype == expected else values.astype(expected)
+
+
+def _from_storage(values, element) -> np.ndarray:
+    if element.name == "fnv8E5M3FNU":
+        return e5m3_decode(values)
+    return values
+
+
+def convert_float(values, src_element, dst_element, mode=None) -> np.ndarray:
     """ftof: float to float, nearest-even unless `mode` says otherwise."""
-    dtype = np_dtype(dst_element)
-    values = np.asarray(values)
-    name = dst_element.name
-    if name == "tf32":
-        rounded = round_float(values.astype(np.float64), np.dtype(np.float32), mode)
-        return to_tf32(rounded)
-    if name == "fnv8E5M3FNU":
-        return to_e5m3(values)
-    if mode in (None, RoundingMode.NEAREST_EVEN) and values.dtype != np.float64 \
-            or name == "f64":
-        return values.astype(dtype)
-    return round_float(values.astype(np.float64), dtype, mode)
+    if src_element.name == dst_element.name:
+        return np.asarray(values)
+    mode = RoundingMode.NEAREST_EVEN if mode is None else mode
+    return _from_storage(convert.float_to_float(_to_storage(values, src_element), src_element,
+                                                dst_element, mode), dst_element)
 
 
-_INT_ROUNDING = {
-    RoundingMode.NEAREST_INT_TO_ZERO: np.trunc, RoundingMode.ZERO: np.trunc,
-    RoundingMode.NEAREST_EVEN: np.rint, RoundingMode.NEGATIVE_INF: np.floor,
-    RoundingMode.POSITIVE_INF: np.ceil,
-    RoundingMode.NEAREST_AWAY: lambda v: np.trunc(v + np.copysign(0.5, v)),
-}
-
-
-def float_to_int(values, dst_dtype: np.dtype, signed: bool, mode: RoundingMode) -> np.ndarray:
+def float_to_int(values, src_element, dst_element, signed: bool, mode: RoundingMode):
     """ftoi: round by `mode`, saturate to the destination range, NaN -> 0 (PTX cvt semantics)."""
-    rounded = _INT_ROUNDING[mode](np.asarray(values, dtype=np.float64))
-    width = int_width(dst_dtype)
-    if signed:
-        low, high = -(2 ** (width - 1)), 2 ** (width - 1) - 1
-    else:
-        low, high = 0, 2 ** width - 1
-    clipped = np.clip(np.nan_to_num(rounded, nan=0.0), low, high)
-    if width == 64:
-        # float64 cannot hold 2**63-1 exactly; clip in the integer domain
-        result = np.where(clipped >= 2.0 ** 63, np.iinfo(np.uint64).max if not signed
-                          else np.iinfo(np.int64).max, 0)
-        small = np.where(clipped >= 2.0 ** 63, 0, clipped)
-        ints = small.astype(np.int64) if signed else small.astype(np.uint64)
-        ints = np.where(clipped >= 2.0 ** 63, result.astype(ints.dtype), ints)
-        return as_signed(ints, dst_dtype)
-    ints = clipped.astype(np.int64)
-    return as_signed(ints, dst_dtype)
+    return convert.float_to_int(_to_storage(values, src_element), src_element, dst_element,
+                                signed, mode, saturating=True)
 
 
-def int_to_float(values, signed: bool, dst_element, mode=None) -> np.ndarray:
+def int_to_float(values, src_element, dst_element, signed: bool, mode=None) -> np.ndarray:
     """itof: integers (signed or unsigned reading) to a float type."""
-    values = np.asarray(values)
-    source = values if signed else as_unsigned(values)
-    if values.dtype == np.bool_:
-        source = values.astype(np.int8) * (-1 if signed else 1)
-    dtype = np_dtype(dst_element)
-    if dst_element.name in ("tf32", "fnv8E5M3FNU"):
-        return convert_float(source.astype(np.float64), dst_element, mode)
-    if mode in (None, RoundingMode.NEAREST_EVEN):
-        if source.dtype.itemsize == 8 and dtype.itemsize < 4:
-            return source.astype(np.float32).astype(dtype)  # via f32: double rounding is exact here
-        return source.astype(dtype)
-    wide = source.astype(np.float64)
-    residual = None
-    if source.dtype.itemsize == 8:
-        back = wide.astype(source.dtype)
-        residual = (source > back) * 1.0 - (source < back) * 1.0
-    return round_float(wide, dtype, mode, residual)
+    mode = RoundingMode.NEAREST_EVEN if mode is None else mode
+    return _from_storage(convert.int_to_float(_to_storage(values, src_element), src_element,
+                                              dst_element, signed, mode), dst_element)
 
 
-def extend_int(values, dst_dtype: np.dtype, signed: bool) -> np.ndarray:
-    values = np.asarray(values)
-    if values.dtype == np.bool_:
-        return (values.astype(np.int64) * (-1 if signed else 1)).astype(dst_dtype) \
-            if signed else values.astype(dst_dtype)
-    source = values if signed else as_unsigned(values)
-    if values.dtype == ml_dtypes.int4:
-        source = values.astype(np.int8) if signed else as_unsigned(values)
-    return as_signed(source.astype(np.int64 if signed else np.uint64), dst_dtype)
+def extend_int(values, src_element, dst_element, signed: bool) -> np.ndarray:
+    return convert.ext_int(_to_storage(values, src_element), src_element, dst_element, signed)
 
 
-def truncate_int(values, dst_dtype: np.dtype) -> np.ndarray:
-    values = np.asarray(values)
-    if dst_dtype == np.bool_:
-        return (values.astype(np.int64) & 1).astype(np.bool_)
-    return as_signed(as_unsigned(values).astype(np.uint64), dst_dtype)
+def truncate_int(values, src_element, dst_element) -> np.ndarray:
+    return convert.trunc_int(_to_storage(values, src_element), src_element, dst_element)
 
 
 def bitcast(values, src_element, dst_element) -> np.ndarray:
-    """Same-width reinterpretation; pointers and i64 share the uint64 storage width."""
-    values = np.asarray(values)
-    dtype = np_dtype(dst_element)
-    if getattr(src_element, "name", None) in ("fnv8E5M3FNU", "tf32") or \
-            getattr(dst_element, "name", None) in ("fnv8E5M3FNU", "tf32"):
-        raise TypeError("bitcast of tf32 / fnv8E5M3FNU is not supported by the interpreter")
-    if values.dtype == np.bool_ or dtype == np.bool_:
-        return values.astype(dtype)
-    if values.dtype.itemsize != dtype.itemsize:
-        raise TypeError(f"bitcast between widths {values.dtype.itemsize} and {dtype.itemsize}")
-    return np.ascontiguousarray(values).view(dtype)
+    """Same-width reinterpretation of non-pointer element types."""
+    return _from_storage(convert.bitcast(_to_storage(values, src_element), src_element,
+                                         dst_element), dst_element)
+
+
+def to_tf32(x) -> np.ndarray:
+    """float32 values rounded (nearest even) to tf32's 10 fraction bits."""
+    return convert.float_to_float(np.asarray(x, dtype=np.float32), "f32", "tf32")
 
 
 def cast_value(value, element):

@@ -8,19 +8,25 @@ with the reason, so a test can check every body op of the table has one or the o
 """
 from __future__ import annotations
 
-from typing import Callable, Dict
+from typing import Callable, Dict, Set
 
 IMPLEMENTATIONS: Dict[str, Callable] = {}
 REFUSALS: Dict[str, str] = {}
+# Implementations whose results depend only on the operands, the op's attributes and the launch
+# (module, grid, options), with no effect beyond a possible error: the machine computes them once
+# per launch when every operand is the same in all tile blocks (see Machine.compile_block).
+PURE: Set[str] = set()
 
 
-def implements(*mnemonics: str):
+def implements(*mnemonics: str, pure: bool = False):
     """Decorator: register `fn` as the implementation of each mnemonic."""
     def register(fn: Callable) -> Callable:
         for mnemonic in mnemonics:
             if mnemonic in IMPLEMENTATIONS or mnemonic in REFUSALS:
                 raise RuntimeError(f"two interpreter entries for {mnemonic!r}")
             IMPLEMENTATIONS[mnemonic] = fn
+            if pure:
+                PURE.add(mnemonic)
         return fn
     return register
 

@@ -15,7 +15,7 @@ drop them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -97,3 +97,59 @@ def tile_elements(view: TiledView, indices) -> Tuple[np.ndarray, np.ndarray]:
     mask = np.broadcast_to(mask, shape)
     addresses = (np.int64(tensor.base) + offset * tensor.dtype.itemsize).astype(np.uint64)
     return addresses, mask
+
+
+class TileWindow(NamedTuple):
+    """The in-bounds part of a partition/strided tile as a box of the tile: `box[k]` is the slice
+    of tile dimension k inside the tensor, `offset` the element offset (from the tensor's base) of
+    the box's first element and `strides` the element strides of the tile dimensions."""
+
+    box: Tuple[slice, ...]
+    offset: int
+    strides: Tuple[int, ...]
+    full: bool  # the box is the whole tile (nothing is padded or dropped)
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return tuple(s.stop - s.start for s in self.box)
+
+    def span(self) -> Tuple[int, int]:
+        """(lowest, highest) element offset the box touches; the box must be non-empty."""
+        low = high = self.offset
+        for extent, stride in zip(self.shape, self.strides):
+            reach = (extent - 1) * stride
+            low, high = (low + reach, high) if reach < 0 else (low, high + reach)
+        return low, high
+
+    def overlaps_itself(self) -> bool:
+        """Whether two elements of the box share an address (a zero or interleaving stride)."""
+        extent = 1  # elements spanned by the dimensions checked so far, smallest stride first
+        dims = sorted((abs(s), n) for n, s in zip(self.shape, self.strides) if n > 1)
+        for stride, length in dims:
+            if stride < extent:
+                return True
+            extent = stride * (length - 1) + extent
+        return False
+
+
+def tile_window(view: TiledView, indices) -> Optional[TileWindow]:
+    """The TileWindow of the tile at `indices`, or None for gather/scatter views (whose tiles are
+    not boxes) and tiles that do not cover every tensor dimension once."""
+    tensor = view.tensor
+    rank = len(view.tile_shape)
+    if view.kind == "gather_scatter" or rank != tensor.rank or \
+            sorted(view.dim_map) != list(range(rank)):
+        return None
+    box, strides, offset, full = [], [], 0, True
+    for k in range(rank):
+        dim = view.dim_map[k]
+        origin = int(indices[k]) * view.steps[k]
+        length = view.tile_shape[k]
+        start = min(max(0, -origin), length)
+        stop = max(min(length, int(tensor.shape[dim]) - origin), start)
+        full = full and start == 0 and stop == length
+        stride = int(tensor.strides[dim])
+        box.append(slice(start, stop))
+        strides.append(stride)
+        offset += (origin + start) * stride
+    return TileWindow(tuple(box), offset, tuple(strides), full)

@@ -1,10 +1,11 @@
 """Conversions: integer extension/truncation, float<->float, float<->int, bitcast, pointer casts,
-pack/unpack. All numeric work goes through `numeric_ops` (to be swapped for tilebc.convert)."""
+pack/unpack. Numeric conversions are tilebc.convert's, reached through `numeric_ops`."""
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
 
+from ...convert import ConversionError
 from ...ops.enums import RoundingMode, Signedness
 from .. import numeric_ops as num
 from ..registry import implements
@@ -15,19 +16,33 @@ def _signed(op) -> bool:
     return op.attrs.get("signedness", Signedness.SIGNED) != Signedness.UNSIGNED
 
 
+def _elements(op):
+    source = op.operands[op.spec.operands[0].name]  # "from" or "source", by op
+    return element_of(source.type), element_of(op.results[0].type)
+
+
+def _converting(tb, convert, *args):
+    """Run a tilebc.convert-backed conversion; a conversion it does not define becomes an
+    ExecutionError naming the op (the verifier normally rejects such IR first)."""
+    try:
+        return [convert(*args)]
+    except ConversionError as error:
+        tb.fail(str(error))
+
+
 @implements("exti")
 def _exti(tb, op, source):
-    return [num.extend_int(source, result_dtype(op), _signed(op))]
+    return _converting(tb, num.extend_int, source, *_elements(op), _signed(op))
 
 
 @implements("trunci")
 def _trunci(tb, op, source):
-    return [num.truncate_int(source, result_dtype(op))]
+    return _converting(tb, num.truncate_int, source, *_elements(op))
 
 
 @implements("ftof")
 def _ftof(tb, op, source):
-    return [num.convert_float(source, element_of(op.results[0].type), rounding(op))]
+    return _converting(tb, num.convert_float, source, *_elements(op), rounding(op))
 
 
 @implements("ftoi")
@@ -35,21 +50,17 @@ def _ftoi(tb, op, source):
     mode = rounding(op)
     if mode is None:  # (an `or` default would swallow NEAREST_EVEN, whose value is 0)
         mode = RoundingMode.NEAREST_INT_TO_ZERO
-    return [num.float_to_int(source, result_dtype(op), _signed(op), mode)]
+    return _converting(tb, num.float_to_int, source, *_elements(op), _signed(op), mode)
 
 
 @implements("itof")
 def _itof(tb, op, source):
-    return [num.int_to_float(source, _signed(op), element_of(op.results[0].type), rounding(op))]
+    return _converting(tb, num.int_to_float, source, *_elements(op), _signed(op), rounding(op))
 
 
 @implements("bitcast")
 def _bitcast(tb, op, source):
-    try:
-        return [num.bitcast(source, element_of(op.operands["source"].type),
-                            element_of(op.results[0].type))]
-    except TypeError as error:
-        tb.fail(str(error))
+    return _converting(tb, num.bitcast, source, *_elements(op))
 
 
 @implements("int_to_ptr", "ptr_to_int", "ptr_to_ptr")

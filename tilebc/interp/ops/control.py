@@ -22,7 +22,7 @@ def _tile_block_id(tb, op):
     return [np.asarray(c).astype(result_dtype(op, i)) for i, c in enumerate(tb.coords)]
 
 
-@implements("get_num_tile_blocks")
+@implements("get_num_tile_blocks", pure=True)
 def _num_tile_blocks(tb, op):
     return [np.asarray(g).astype(result_dtype(op, i)) for i, g in enumerate(tb.grid)]
 

@@ -17,7 +17,7 @@ from ._common import element_of, result_dtype
 TOKEN = object()  # the runtime value of every token (see module docstring)
 
 
-@implements("make_token")
+@implements("make_token", pure=True)
 def _make_token(tb, op):
     return [TOKEN]
 
@@ -27,7 +27,7 @@ def _pass_token(tb, op, *_):
     return [TOKEN]
 
 
-@implements("offset")
+@implements("offset", pure=True)
 def _offset(tb, op, ptr, offset):
     """ptr + offset * sizeof(pointee), wrapping at 64 bits like the device's address arithmetic."""
     pointee = element_of(op.results[0].type).pointee
@@ -36,7 +36,7 @@ def _offset(tb, op, ptr, offset):
     return [(np.asarray(ptr, dtype=np.uint64) + delta.astype(np.uint64)).astype(np.uint64)]
 
 
-@implements("get_global")
+@implements("get_global", pure=True)
 def _get_global(tb, op):
     name = op.attrs["name"]
     address = tb.machine.global_addresses.get(name)

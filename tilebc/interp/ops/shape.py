@@ -24,7 +24,7 @@ from ..registry import Signal, implements
 from ._common import element_of, result_dtype, result_shape, tile
 
 
-@implements("constant")
+@implements("constant", pure=True)
 def _constant(tb, op):
     cache = tb.machine.__dict__.setdefault("_constants", {})
     value = cache.get(id(op))
@@ -35,23 +35,23 @@ def _constant(tb, op):
     return [value]
 
 
-@implements("iota")
+@implements("iota", pure=True)
 def _iota(tb, op):
     shape = result_shape(op)
     return [num.as_signed(np.arange(shape[0], dtype=np.int64), result_dtype(op))]
 
 
-@implements("broadcast")
+@implements("broadcast", pure=True)
 def _broadcast(tb, op, source):
     return [np.broadcast_to(source, result_shape(op))]
 
 
-@implements("reshape")
+@implements("reshape", pure=True)
 def _reshape(tb, op, source):
     return [np.reshape(source, result_shape(op))]
 
 
-@implements("permute")
+@implements("permute", pure=True)
 def _permute(tb, op, source):
     """Result dimension i is source dimension permutation[i]."""
     return [np.transpose(source, tuple(op.attrs["permutation"]))]

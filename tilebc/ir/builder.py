@@ -27,7 +27,6 @@ types and regions) that the rest is built on.
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np

@@ -1,0 +1,474 @@
+"""Integer arithmetic of Tile IR on signless storage arrays: the semantics of addi, subi, muli, negi,
+absi, mulhii, divi, remi, shli, shri, maxi, mini, andi, ori, xori and cmpi.
+
+Operands and results are numpy arrays in the storage of `tilebc.convert` (i1: bool_, i8..i64: the
+signed numpy integers holding the bits). The integer ops take i1, i8, i16, i32 and i64 (Tile IR's
+integer tile type; i4 only exists for memory, conversions and pack/unpack). The element type is read
+from the array's dtype. Signedness is a flag of the op, never of the type: `signed=False` reads the
+same bits as unsigned (int8(-56) is 200).
+
+Results wrap modulo 2^width, which is what the ops define and what the hardware does. Some inputs are
+undefined behaviour in Tile IR; each function computes a result for them anyway (the one the PTX that
+tileiras emits produces, where known) and can report them:
+
+  * overflow flags (addi, subi, muli, shli, negi): `no_signed_wrap` promises that the exact result of the
+    signed reading fits, `no_unsigned_wrap` the same for the unsigned reading, `no_wrap` both. A broken
+    promise is undefined (LLVM calls the value poison). negi is `0 - x`: no_signed_wrap breaks at the
+    minimum value, no_wrap also for every x != 0; no_unsigned_wrap alone is rejected (tileiras does).
+    For shli the exact result is x * 2^y.
+  * divi and remi: a zero divisor; signed divi of the minimum value by -1. Computed results: quotient all
+    ones, remainder the dividend (PTX's div/rem by zero); min / -1 wraps to min. The spec makes only a
+    zero divisor undefined for remi: signed remi(min, -1) is 0.
+  * shli and shri: the shift amount (the rhs, always read as unsigned) must be below the width; the spec
+    leaves larger amounts unsaid and LLVM makes them poison. Computed results follow PTX's shl/shr, which
+    tileiras emits unchanged: the amount clamps to the width (shli and unsigned shri give 0, signed shri
+    fills with the sign bit).
+
+Rounding of divi: `zero` (truncate, the default), `negative_inf` (floor) or `positive_inf` (ceiling);
+`unsigned` with `negative_inf` is not a valid combination (it equals `zero`; NVIDIA's verifier rejects
+it) and raises. mulhii is unsigned only. absi reads its input as signed and its result as unsigned:
+absi(min) is 2^(width-1), no overflow. i1 read as signed is -1 (true) or 0.
+
+Every function takes `check=True` to raise `IntegerUndefinedError` when any element is undefined;
+`undefined(...)` returns the mask instead. `evaluate(mnemonic, operands, attrs)` dispatches on the op
+table's mnemonics and attribute names, for the interpreter.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .convert import int_from_values, int_values
+from .errors import TilebcError
+from .ir.types import ELEMENT_TYPES, ElementType
+from .ops.enums import ComparisonPredicate, IntegerOverflow, RoundingMode, Signedness
+
+
+class IntegerOpError(TilebcError):
+    """An integer op applied to arrays or flags that Tile IR does not accept."""
+
+
+class IntegerUndefinedError(IntegerOpError):
+    """Some elements of an integer op are undefined behaviour (raised only with check=True)."""
+
+    def __init__(self, message: str, mask: np.ndarray):
+        super().__init__(message)
+        self.mask = mask
+
+
+OF = IntegerOverflow
+# Integer ops accept these element types (i4 is excluded: no arithmetic on it).
+_BY_DTYPE = {np.dtype(np.bool_): "i1", np.dtype(np.int8): "i8", np.dtype(np.int16): "i16",
+             np.dtype(np.int32): "i32", np.dtype(np.int64): "i64"}
+U64 = np.uint64
+
+
+def element_of(array) -> ElementType:
+    """The integer element type whose storage `array` is, or IntegerOpError."""
+    dtype = np.asarray(array).dtype
+    name = _BY_DTYPE.get(dtype)
+    if name is None:
+        raise IntegerOpError(f"integer ops take i1, i8, i16, i32 or i64 storage (numpy bool_, int8, "
+                             f"int16, int32, int64); got numpy dtype {dtype}")
+    return ELEMENT_TYPES[name]
+
+
+class _Operands:
+    """Both readings of each operand, plus the width's constants."""
+
+    def __init__(self, op: str, arrays: Sequence):
+        arrays = [np.asarray(a) for a in arrays]
+        self.element = element_of(arrays[0])
+        for other in arrays[1:]:
+            if other.dtype != arrays[0].dtype:
+                raise IntegerOpError(f"{op}: operands must have the same element type; got "
+                                     f"{self.element.name} and numpy dtype {other.dtype}")
+        if len(arrays) > 1:
+            arrays = list(np.broadcast_arrays(*arrays))
+        self.width = self.element.bits
+        self.mask = U64((1 << self.width) - 1)
+        self.signed = [int_values(a, self.element, True) for a in arrays]
+        self.unsigned = [int_values(a, self.element, False) for a in arrays]
+        self.min = -(1 << (self.width - 1))
+
+    def store(self, values) -> np.ndarray:
+        """Storage of values (int64 or uint64) wrapped to the width."""
+        return int_from_values(np.asarray(values), self.element)
+
+    def s(self, values) -> np.ndarray:
+        """Signed reading of wrapped values."""
+        return int_values(self.store(values), self.element, True)
+
+    def u(self, values) -> np.ndarray:
+        return int_values(self.store(values), self.element, False)
+
+
+def _overflow(value) -> IntegerOverflow:
+    if isinstance(value, IntegerOverflow):
+        return value
+    if isinstance(value, str):
+        try:
+            return IntegerOverflow.from_keyword(value)
+        except KeyError:
+            pass
+    try:
+        return IntegerOverflow(value)
+    except ValueError:
+        raise IntegerOpError(f"unknown overflow flag {value!r}; expected none, no_signed_wrap, "
+                             f"no_unsigned_wrap or no_wrap") from None
+
+
+def _signed_flag(signed) -> bool:
+    if isinstance(signed, Signedness):
+        return signed is Signedness.SIGNED
+    if isinstance(signed, str):
+        if signed not in ("signed", "unsigned"):
+            raise IntegerOpError(f"unknown signedness {signed!r}; expected signed or unsigned")
+        return signed == "signed"
+    return bool(signed)
+
+
+def _wrap_flags(overflow, signed_breaks, unsigned_breaks) -> np.ndarray:
+    flag = _overflow(overflow)
+    broken = np.zeros(np.shape(signed_breaks), bool)
+    if flag in (OF.NO_SIGNED_WRAP, OF.NO_WRAP):
+        broken = broken | signed_breaks
+    if flag in (OF.NO_UNSIGNED_WRAP, OF.NO_WRAP):
+        broken = broken | unsigned_breaks
+    return broken
+
+
+def _mulhi_unsigned(a: np.ndarray, b: np.ndarray, width: int) -> np.ndarray:
+    """High `width` bits of the 2*width-bit product of unsigned values (uint64)."""
+    if width <= 32:
+        return (a * b) >> U64(width)  # exact: both below 2^32
+    low32, shift = U64(0xFFFFFFFF), U64(32)
+    a_lo, a_hi, b_lo, b_hi = a & low32, a >> shift, b & low32, b >> shift
+    lo_lo = a_lo * b_lo
+    mid = a_hi * b_lo + (lo_lo >> shift)
+    mid2 = a_lo * b_hi + (mid & low32)
+    return a_hi * b_hi + (mid >> shift) + (mid2 >> shift)
+
+
+# -------------------------------------------------------------------------------------------------
+# The ops. Each core function returns (result storage, undefined mask, what makes it undefined).
+
+Core = Tuple[np.ndarray, np.ndarray, str]
+
+
+def _addi(ops: _Operands, overflow=OF.NONE) -> Core:
+    (sa, sb), (ua, ub) = ops.signed, ops.unsigned
+    result = ops.store(ua + ub)
+    sr, ur = int_values(result, ops.element, True), int_values(result, ops.element, False)
+    signed_breaks = ((sa < 0) == (sb < 0)) & ((sr < 0) != (sa < 0))
+    return result, _wrap_flags(overflow, signed_breaks, ur < ua), "overflow"
+
+
+def _subi(ops: _Operands, overflow=OF.NONE) -> Core:
+    (sa, sb), (ua, ub) = ops.signed, ops.unsigned
+    result = ops.store(ua - ub)
+    sr = int_values(result, ops.element, True)
+    signed_breaks = ((sa < 0) != (sb < 0)) & ((sr < 0) != (sa < 0))
+    return result, _wrap_flags(overflow, signed_breaks, ua < ub), "overflow"
+
+
+def _muli(ops: _Operands, overflow=OF.NONE) -> Core:
+    (sa, sb), (ua, ub) = ops.signed, ops.unsigned
+    result = ops.store(ua * ub)
+    high = _mulhi_unsigned(ua, ub, ops.width)
+    # high half of the signed product: subtract b (a) where a (b) is negative, modulo 2^width
+    signed_high = (high - np.where(sa < 0, ub, U64(0)) - np.where(sb < 0, ua, U64(0))) & ops.mask
+    sign_fill = np.where(int_values(result, ops.element, True) < 0, ops.mask, U64(0))
+    return result, _wrap_flags(overflow, signed_high != sign_fill, high != 0), "overflow"
+
+
+def _negi(ops: _Operands, overflow=OF.NONE) -> Core:
+    flag = _overflow(overflow)
+    if flag is OF.NO_UNSIGNED_WRAP:
+        raise IntegerOpError("negi: the no_unsigned_wrap flag is not supported (negation is signed; "
+                             "use none, no_signed_wrap or no_wrap)")
+    (sa,), (ua,) = ops.signed, ops.unsigned
+    result = ops.store(U64(0) - ua)
+    return result, _wrap_flags(flag, sa == ops.min, ua != 0), "overflow"
+
+
+def _absi(ops: _Operands) -> Core:
+    (sa,), (ua,) = ops.signed, ops.unsigned
+    magnitude = np.where(sa < 0, U64(0) - ua, ua)  # unsigned reading: |min| = 2^(width-1)
+    return ops.store(magnitude), np.zeros(sa.shape, bool), ""
+
+
+def _mulhii(ops: _Operands) -> Core:
+    (ua, ub) = ops.unsigned
+    return ops.store(_mulhi_unsigned(ua, ub, ops.width)), np.zeros(ua.shape, bool), ""
+
+
+def _rounding(value) -> RoundingMode:
+    if isinstance(value, RoundingMode):
+        return value
+    if isinstance(value, str):
+        try:
+            return RoundingMode.from_keyword(value)
+        except KeyError:
+            pass
+    try:
+        return RoundingMode(value)
+    except ValueError:
+        raise IntegerOpError(f"unknown rounding mode {value!r}") from None
+
+
+_DIVI_ROUNDING = (RoundingMode.ZERO, RoundingMode.NEGATIVE_INF, RoundingMode.POSITIVE_INF)
+
+
+def _divi(ops: _Operands, signed=True, rounding=RoundingMode.ZERO) -> Core:
+    signed = _signed_flag(signed)
+    mode = _rounding(rounding)
+    if mode not in _DIVI_ROUNDING:
+        raise IntegerOpError(f"divi: rounding {mode.keyword} is not valid; expected zero, "
+                             f"negative_inf or positive_inf")
+    if mode is RoundingMode.NEGATIVE_INF and not signed:
+        raise IntegerOpError("divi: rounding negative_inf is not allowed with unsigned (unsigned "
+                             "division already rounds down: use rounding zero)")
+    (sa, sb), (ua, ub) = ops.signed, ops.unsigned
+    zero = ub == 0
+    if signed:
+        minus_one = sb == -1  # handled apart: min / -1 overflows numpy's division too
+        safe = np.where(zero | minus_one, 1, sb)
+        floor = np.floor_divide(sa, safe)
+        inexact = (sa - floor * safe) != 0
+        if mode is RoundingMode.NEGATIVE_INF:
+            quotient = floor
+        elif mode is RoundingMode.POSITIVE_INF:
+            quotient = floor + inexact
+        else:
+            quotient = floor + (inexact & ((sa < 0) != (safe < 0)))
+        quotient = np.where(minus_one, U64(0) - ua, ops.u(quotient))
+        undefined = zero | (minus_one & (sa == ops.min))
+    else:
+        safe = np.where(zero, U64(1), ub)
+        quotient = ua // safe
+        if mode is RoundingMode.POSITIVE_INF:
+            quotient = quotient + (ua % safe != 0)
+        undefined = zero
+    quotient = np.where(zero, ops.mask, quotient)
+    what = "division by zero or signed overflow (min / -1)" if signed else "division by zero"
+    return ops.store(quotient), undefined, what
+
+
+def _remi(ops: _Operands, signed=True) -> Core:
+    (sa, sb), (ua, ub) = ops.signed, ops.unsigned
+    zero = ub == 0
+    if _signed_flag(signed):
+        special = zero | (sb == -1)
+        remainder = np.fmod(sa, np.where(special, 1, sb))  # sign of the dividend
+        remainder = np.where(sb == -1, 0, remainder)
+        result = np.where(zero, ua, ops.u(remainder))
+    else:
+        result = np.where(zero, ua, ua % np.where(zero, U64(1), ub))
+    return ops.store(result), zero, "division by zero"
+
+
+def _shift_amount(ops: _Operands) -> Tuple[np.ndarray, np.ndarray]:
+    amount = ops.unsigned[1]
+    too_far = amount >= U64(ops.width)
+    return np.minimum(amount, U64(ops.width - 1)), too_far
+
+
+def _shli(ops: _Operands, overflow=OF.NONE) -> Core:
+    (sa, _), (ua, _) = ops.signed, ops.unsigned
+    amount, too_far = _shift_amount(ops)
+    result = ops.store(np.where(too_far, U64(0), ua << amount))
+    kept_s = int_values(result, ops.element, True) >> amount.astype(np.int64)
+    kept_u = int_values(result, ops.element, False) >> amount
+    broken = _wrap_flags(overflow, kept_s != sa, kept_u != ua)
+    return result, too_far | (broken & ~too_far), "shift amount >= width or overflow"
+
+
+def _shri(ops: _Operands, signed=True) -> Core:
+    (sa, _), (ua, _) = ops.signed, ops.unsigned
+    amount, too_far = _shift_amount(ops)
+    if _signed_flag(signed):
+        result = ops.u(sa >> amount.astype(np.int64))  # clamped at width-1: sign fill
+    else:
+        result = np.where(too_far, U64(0), ua >> amount)
+    return ops.store(result), too_far, "shift amount >= width"
+
+
+def _extreme(pick_max: bool) -> Callable[..., Core]:
+    def core(ops: _Operands, signed=True) -> Core:
+        a, b = ops.signed if _signed_flag(signed) else ops.unsigned
+        take_a = a >= b if pick_max else a <= b
+        chosen = np.where(take_a, ops.unsigned[0], ops.unsigned[1])
+        return ops.store(chosen), np.zeros(a.shape, bool), ""
+    return core
+
+
+def _bitwise(fn) -> Callable[..., Core]:
+    def core(ops: _Operands) -> Core:
+        ua, ub = ops.unsigned
+        return ops.store(fn(ua, ub)), np.zeros(ua.shape, bool), ""
+    return core
+
+
+_COMPARE = {
+    ComparisonPredicate.EQUAL: np.equal, ComparisonPredicate.NOT_EQUAL: np.not_equal,
+    ComparisonPredicate.LESS_THAN: np.less, ComparisonPredicate.LESS_THAN_OR_EQUAL: np.less_equal,
+    ComparisonPredicate.GREATER_THAN: np.greater,
+    ComparisonPredicate.GREATER_THAN_OR_EQUAL: np.greater_equal,
+}
+
+
+def _predicate(value) -> ComparisonPredicate:
+    if isinstance(value, ComparisonPredicate):
+        return value
+    if isinstance(value, str):
+        try:
+            return ComparisonPredicate.from_keyword(value)
+        except KeyError:
+            pass
+    try:
+        return ComparisonPredicate(value)
+    except ValueError:
+        raise IntegerOpError(f"unknown comparison predicate {value!r}") from None
+
+
+def _cmpi(ops: _Operands, predicate, signed=True) -> Core:
+    a, b = ops.signed if _signed_flag(signed) else ops.unsigned
+    result = _COMPARE[_predicate(predicate)](a, b)
+    return np.asarray(result, np.bool_), np.zeros(a.shape, bool), ""
+
+
+# mnemonic -> (core, operand count, {op-table attribute name: core keyword})
+_OPS: Dict[str, Tuple[Callable[..., Core], int, Dict[str, str]]] = {
+    "addi": (_addi, 2, {"overflow": "overflow"}),
+    "subi": (_subi, 2, {"overflow": "overflow"}),
+    "muli": (_muli, 2, {"overflow": "overflow"}),
+    "negi": (_negi, 1, {"overflow": "overflow"}),
+    "absi": (_absi, 1, {}),
+    "mulhii": (_mulhii, 2, {}),
+    "divi": (_divi, 2, {"signedness": "signed", "rounding": "rounding"}),
+    "remi": (_remi, 2, {"signedness": "signed"}),
+    "shli": (_shli, 2, {"overflow": "overflow"}),
+    "shri": (_shri, 2, {"signedness": "signed"}),
+    "maxi": (_extreme(True), 2, {"signedness": "signed"}),
+    "mini": (_extreme(False), 2, {"signedness": "signed"}),
+    "andi": (_bitwise(np.bitwise_and), 2, {}),
+    "ori": (_bitwise(np.bitwise_or), 2, {}),
+    "xori": (_bitwise(np.bitwise_xor), 2, {}),
+    "cmpi": (_cmpi, 2, {"comparison_predicate": "predicate", "signedness": "signed"}),
+}
+MNEMONICS = tuple(_OPS)
+
+
+def _run(mnemonic: str, operands: Sequence, kwargs: Mapping[str, object]) -> Core:
+    core, count, _ = _OPS[mnemonic]
+    if len(operands) != count:
+        raise IntegerOpError(f"{mnemonic} takes {count} operand(s), got {len(operands)}")
+    with np.errstate(over="ignore"):  # wrapping is the semantics
+        return core(_Operands(mnemonic, operands), **kwargs)
+
+
+def _raise_if_undefined(mnemonic: str, operands: Sequence, core: Core) -> None:
+    result, mask, what = core
+    if not np.any(mask):
+        return
+    index = tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
+    arrays = np.broadcast_arrays(*[np.asarray(a) for a in operands])
+    element = element_of(arrays[0])
+    values = ", ".join(f"{int(int_values(a, element, True)[index])}" for a in arrays)
+    raise IntegerUndefinedError(
+        f"{mnemonic} on {element.name}: {int(np.count_nonzero(mask))} element(s) undefined "
+        f"({what}); first at index {index} with operand(s) {values} (signed reading)", mask)
+
+
+def evaluate(mnemonic: str, operands: Sequence, attrs: Optional[Mapping[str, object]] = None, *,
+             check: bool = False) -> np.ndarray:
+    """Apply an integer op by mnemonic; `attrs` uses the op table's attribute names and values
+    (overflow, signedness, rounding, comparison_predicate). Unknown attributes are ignored, so an
+    op's whole attribute dict can be passed."""
+    if mnemonic not in _OPS:
+        raise IntegerOpError(f"{mnemonic!r} is not an integer op; expected one of {', '.join(MNEMONICS)}")
+    names = _OPS[mnemonic][2]
+    kwargs = {names[k]: v for k, v in (attrs or {}).items() if k in names and v is not None}
+    core = _run(mnemonic, operands, kwargs)
+    if check:
+        _raise_if_undefined(mnemonic, operands, core)
+    return core[0]
+
+
+def undefined(mnemonic: str, operands: Sequence,
+              attrs: Optional[Mapping[str, object]] = None) -> np.ndarray:
+    """Mask of the elements on which the op is undefined behaviour (see the module docstring)."""
+    names = _OPS[mnemonic][2] if mnemonic in _OPS else {}
+    kwargs = {names[k]: v for k, v in (attrs or {}).items() if k in names and v is not None}
+    if mnemonic not in _OPS:
+        raise IntegerOpError(f"{mnemonic!r} is not an integer op")
+    return _run(mnemonic, operands, kwargs)[1]
+
+
+# Convenience functions, one per op, with Python-friendly keywords.
+
+def addi(lhs, rhs, overflow=OF.NONE, *, check=False):
+    return evaluate("addi", (lhs, rhs), {"overflow": overflow}, check=check)
+
+
+def subi(lhs, rhs, overflow=OF.NONE, *, check=False):
+    return evaluate("subi", (lhs, rhs), {"overflow": overflow}, check=check)
+
+
+def muli(lhs, rhs, overflow=OF.NONE, *, check=False):
+    return evaluate("muli", (lhs, rhs), {"overflow": overflow}, check=check)
+
+
+def negi(source, overflow=OF.NONE, *, check=False):
+    return evaluate("negi", (source,), {"overflow": overflow}, check=check)
+
+
+def absi(source):
+    return evaluate("absi", (source,))
+
+
+def mulhii(x, y):
+    return evaluate("mulhii", (x, y))
+
+
+def divi(lhs, rhs, signed=True, rounding=RoundingMode.ZERO, *, check=False):
+    return evaluate("divi", (lhs, rhs), {"signedness": signed, "rounding": rounding}, check=check)
+
+
+def remi(lhs, rhs, signed=True, *, check=False):
+    return evaluate("remi", (lhs, rhs), {"signedness": signed}, check=check)
+
+
+def shli(lhs, rhs, overflow=OF.NONE, *, check=False):
+    return evaluate("shli", (lhs, rhs), {"overflow": overflow}, check=check)
+
+
+def shri(lhs, rhs, signed=True, *, check=False):
+    return evaluate("shri", (lhs, rhs), {"signedness": signed}, check=check)
+
+
+def maxi(lhs, rhs, signed=True):
+    return evaluate("maxi", (lhs, rhs), {"signedness": signed})
+
+
+def mini(lhs, rhs, signed=True):
+    return evaluate("mini", (lhs, rhs), {"signedness": signed})
+
+
+def andi(lhs, rhs):
+    return evaluate("andi", (lhs, rhs))
+
+
+def ori(lhs, rhs):
+    return evaluate("ori", (lhs, rhs))
+
+
+def xori(lhs, rhs):
+    return evaluate("xori", (lhs, rhs))
+
+
+def cmpi(lhs, rhs, predicate, signed=True):
+    """i1 (bool) result; equal/not_equal ignore signedness."""
+    return evaluate("cmpi", (lhs, rhs), {"comparison_predicate": predicate, "signedness": signed})

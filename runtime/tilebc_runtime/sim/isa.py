@@ -395,7 +395,7 @@ def build_min_max(ins, k):
                                    mask)
 
 
-@implements("and", "or", "xor", forms=".pred and .b16/.b32/.b64")
+@implements("and", "or", "xor", forms="on .pred and .b16/.b32/.b64 values")
 def build_logic(ins, k):
     mods = Mods(ins, k)
     ptype = mods.type
@@ -406,7 +406,7 @@ def build_logic(ins, k):
     return lambda cta, mask: write(cta, op(ra(cta), rb(cta)), mask)
 
 
-@implements("not", "cnot", forms=".pred and .b16/.b32/.b64")
+@implements("not", "cnot", forms="on .pred and .b16/.b32/.b64 values")
 def build_not(ins, k):
     mods = Mods(ins, k)
     ptype = mods.type
@@ -446,7 +446,7 @@ def build_shift(ins, k):
     return fn
 
 
-@implements("popc", "clz", "brev", forms=".b32/.b64")
+@implements("popc", "clz", "brev", forms="on .b32 and .b64 values")
 def build_bits(ins, k):
     mods = Mods(ins, k)
     ptype = mods.type

@@ -549,7 +549,7 @@ def build_copysign(ins, k):
     return fn
 
 
-@implements("testp", forms="testp.{finite,infinite,number,notanumber,normal,subnormal}.f32/f64")
+@implements("testp", forms="testp.{finite,infinite,number,notanumber,normal,subnormal} on .f32/.f64")
 def build_testp(ins, k):
     tests = {"finite": np.isfinite, "infinite": np.isinf,
              "number": lambda x: ~np.isnan(x), "notanumber": np.isnan,

@@ -195,7 +195,7 @@ def build_st(ins, k):
     return fn
 
 
-@implements("cvta", forms="cvta{.to}.{global,shared,local,const,param}.u32/u64")
+@implements("cvta", forms="cvta{.to}.{global,shared,local,const,param} on .u32/.u64 addresses")
 def build_cvta(ins, k):
     mods = Mods(ins, k, SPACES + ("to",))
     ptype = mods.type
@@ -326,6 +326,6 @@ def build_atom(ins, k):
     return _build_atomic(ins, k, True)
 
 
-@implements("red", forms="red{.sem}{.scope}{.global/.shared}.{add,inc,dec,min,max,and,or,xor}.T")
+@implements("red", forms="red{.sem}{.scope}{.global/.shared}.{add,inc,dec,min,max,and,or,xor}.T in thread order")
 def build_red(ins, k):
     return _build_atomic(ins, k, False)

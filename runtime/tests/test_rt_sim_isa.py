@@ -433,3 +433,18 @@ def test_syntax_errors_name_the_line():
     with pytest.raises(PtxSyntaxError) as info:
         sim.parse_ptx(HEADER + ".visible .entry k()\n{\nmov.u32 %r1, ??;\nret;\n}", "bad.ptx")
     assert info.value.line == 6 and "bad.ptx" in str(info.value)
+
+
+@pytest.mark.parametrize("op", ["div.rz.f32", "div.rm.f32", "div.rp.f32"])
+def test_directed_division_brackets_the_exact_quotient(op):
+    a = np.array([1, 2, -1, 10], np.float32)
+    b = np.array([3, 7, 3, 9], np.float32)
+    out = binary_f32(op, a, b).astype(np.float64)
+    exact = a.astype(np.float64) / b.astype(np.float64)
+    mode = op.split(".")[1]
+    below = out < exact if mode == "rm" else (np.abs(out) < np.abs(exact))
+    if mode == "rp":
+        below = out > exact
+    assert np.all(below)
+    nearest = (a.astype(np.float64) / b).astype(np.float32).astype(np.float64)
+    assert np.all(np.abs(out - nearest) <= np.abs(np.spacing(out.astype(np.float32))))

@@ -193,8 +193,9 @@ def div(a, b, ftype: str, mode=RM.NEAREST_EVEN):
                 return q.astype(np.float32)  # division: double rounding 53 -> 24 is innocuous
             ph, pl = two_prod(q, b64)
             residual = (a64 - ph) - pl  # sign of a - q*b
-            lo = np.where(np.isfinite(q), np.sign(residual) * np.sign(b64), 0.0)
-            return round_f32(q, lo * np.abs(q) * 2.0 ** -80, mode)
+            # only the sign of the error matters for rounding q to odd
+            return round_f32(q, np.where(np.isfinite(q), np.sign(residual) * np.sign(b64), 0.0),
+                             mode)
     with np.errstate(all="ignore"):
         q = a / b
     if mode is RM.NEAREST_EVEN:
@@ -214,7 +215,7 @@ def sqrt(a, ftype: str, mode=RM.NEAREST_EVEN):
                 return r.astype(np.float32)
             ph, pl = two_prod(r, r)
             residual = (a.astype(np.float64) - ph) - pl
-            return round_f32(r, np.sign(residual) * np.abs(r) * 2.0 ** -80, mode)
+            return round_f32(r, np.sign(residual), mode)
         r = np.sqrt(a)
         if mode is RM.NEAREST_EVEN:
             return r

@@ -542,8 +542,7 @@ def build_copysign(ins, k):
     sign = u.type(1 << (8 * width - 1))
 
     def fn(cta, mask):
-        sa = np.asarray(ra(cta)).view(u) & sign if np.ndim(ra(cta)) else \
-            np.asarray(ra(cta)).view(u) & sign
+        sa = np.asarray(ra(cta)).view(u) & sign
         bits = (np.asarray(rb(cta)).view(u) & ~sign) | sa
         write(cta, bits.view(DTYPE[ptype]), mask)
     return fn

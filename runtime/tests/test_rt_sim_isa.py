@@ -1,0 +1,450 @@
+"""Instruction-level tests of the PTX emulator: each pins one semantic rule (rounding, flushing,
+saturation, conversion edge cases, integer corner cases, divergence, barriers, races, faults)
+with expectations derived from IEEE 754 / the PTX ISA, not from the emulator."""
+import io
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tilebc.interp.memory import GlobalMemory, host_bytes
+from tilebc_runtime import sim
+from tilebc_runtime.sim import (PtxSyntaxError, SharedRaceError, SimExecutionError, SimMemoryError,
+                                SimTrap, UnsupportedInstruction)
+
+HEADER = """.version 7.8
+.target sm_90
+.address_size 64
+"""
+
+
+def run_ptx(body, *arrays, threads=32, grid=(1,), data="", shared=256, print_stream=None):
+    """Run `body` with %rd0.. = the arrays' addresses, %r0 = %tid.x, %rd9 = 4*tid, %rd8 = 8*tid."""
+    params = ", ".join(f".param .u64 p{i}" for i in range(len(arrays)))
+    loads = "\n".join(f"ld.param.u64 %rd{i}, [p{i}];" for i in range(len(arrays)))
+    ptx = f"""{HEADER}{data}
+.visible .entry k({params})
+.maxntid {threads}, 1, 1
+{{
+.reg .pred %p<16>; .reg .b16 %h<16>; .reg .b32 %r<40>; .reg .b64 %rd<40>;
+.reg .f32 %f<16>; .reg .f64 %fd<16>;
+.shared .align 16 .b8 smem[{shared}];
+{loads}
+mov.u32 %r0, %tid.x;
+mul.wide.u32 %rd9, %r0, 4;
+mul.wide.u32 %rd8, %r0, 8;
+{body}
+ret;
+}}
+"""
+    memory = GlobalMemory()
+    addresses = [memory.map(host_bytes(a), f"array {i}").base for i, a in enumerate(arrays)]
+    sim.emulate(ptx, "k", grid, addresses, memory=memory, print_stream=print_stream,
+                source="test.ptx")
+
+
+def f32_unary(body, x, out_dtype=np.float32):
+    """out[tid] = body(in[tid]): %f1 holds the input, %f2 / %r2 ... the result."""
+    x = np.asarray(x, np.float32)
+    out = np.zeros(len(x), out_dtype)
+    size = np.dtype(out_dtype).itemsize
+    run_ptx(f"add.s64 %rd2, %rd0, %rd9; ld.global.f32 %f1, [%rd2];\n"
+            f"mul.wide.u32 %rd10, %r0, {size}; add.s64 %rd3, %rd1, %rd10;\n{body}", x, out,
+            threads=len(x))
+    return out
+
+
+def binary_f32(op, a, b):
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    out = np.zeros(len(a), np.float32)
+    run_ptx(f"""add.s64 %rd4, %rd0, %rd9; ld.global.f32 %f1, [%rd4];
+add.s64 %rd5, %rd1, %rd9; ld.global.f32 %f2, [%rd5];
+{op} %f3, %f1, %f2;
+add.s64 %rd6, %rd2, %rd9; st.global.f32 [%rd6], %f3;""", a, b, out, threads=len(a))
+    return out
+
+
+ONE_UP = np.nextafter(np.float32(1), np.float32(2))
+ONE_DOWN = np.nextafter(np.float32(1), np.float32(0))
+TINY = np.float32(2.0 ** -30)
+SUBNORMAL = np.float32(2.0 ** -140)
+
+
+# ---------------------------------------------------------------------------------- floats
+
+@pytest.mark.parametrize("mode,positive,negative", [
+    ("rn", 1.0, 1.0), ("rz", 1.0, ONE_DOWN), ("rm", 1.0, ONE_DOWN), ("rp", ONE_UP, 1.0)])
+def test_add_rounding_modes(mode, positive, negative):
+    out = binary_f32(f"add.{mode}.f32", [1, 1], [TINY, -TINY])
+    assert out.tolist() == [np.float32(positive), np.float32(negative)]
+
+
+def test_mul_directed_rounding():
+    third = np.float32(1) / np.float32(3)  # 1/3 rounded: x*3 is inexact
+    out = binary_f32("mul.rp.f32", [third], [3.0])
+    exact = float(third) * 3
+    assert float(out[0]) >= exact and float(np.nextafter(out[0], np.float32(0))) < exact
+
+
+def test_fma_rounds_once():
+    # a*b = 1 + 2^-11 + 2^-24 exactly (a tie at f32 precision); + 2^-60 breaks the tie upward.
+    # Rounding the product first (or the f64 sum) would give 1 + 2^-11.
+    a = np.float32(1 + 2.0 ** -12)
+    c = np.float32(2.0 ** -60)
+    out = np.zeros(1, np.float32)
+    run_ptx(f"""mov.f32 %f1, 0f{a.view(np.uint32):08X}; mov.f32 %f3, 0f{c.view(np.uint32):08X};
+fma.rn.f32 %f4, %f1, %f1, %f3; st.global.f32 [%rd0], %f4;""", out, threads=1)
+    assert out[0] == np.float32(1 + 2.0 ** -11 + 2.0 ** -23)
+
+
+def test_fma_f64_rounds_once():
+    def bits(value):
+        return f"0d{np.float64(value).view(np.uint64):016X}"
+    out = np.zeros(2, np.float64)
+    run_ptx(f"""mov.f64 %fd1, {bits(1 + 2.0 ** -26)}; mov.f64 %fd2, {bits(1 + 2.0 ** -27)};
+mov.f64 %fd3, {bits(2.0 ** -200)}; fma.rn.f64 %fd4, %fd1, %fd2, %fd3; st.global.f64 [%rd0], %fd4;
+fma.rz.f64 %fd4, %fd1, %fd2, %fd3; st.global.f64 [%rd0+8], %fd4;""", out, threads=1)
+    # a*b = 1 + 2^-26 + 2^-27 + 2^-53: a tie at f64 precision, broken upward by the addend
+    assert out[0] == 1 + 2.0 ** -26 + 2.0 ** -27 + 2.0 ** -52
+    assert out[1] == 1 + 2.0 ** -26 + 2.0 ** -27
+
+
+def test_ftz_flushes_inputs_and_results():
+    out = binary_f32("add.ftz.f32", [SUBNORMAL, 1.0], [SUBNORMAL, 0.0])
+    assert out[0] == 0 and out[1] == 1
+    plain = binary_f32("add.f32", [SUBNORMAL], [SUBNORMAL])
+    assert plain[0] == np.float32(2 * SUBNORMAL)
+    negative = binary_f32("mul.rn.ftz.f32", [-SUBNORMAL], [1.0])
+    assert negative[0] == 0 and np.signbit(negative[0])
+
+
+def test_sat_clamps_and_zeroes_nan():
+    out = binary_f32("add.sat.f32", [1.5, -2.0, np.nan, 0.25], [0.0, 0.0, 0.0, 0.5])
+    assert out.tolist() == [1.0, 0.0, 0.0, 0.75]
+
+
+def test_min_max_nan_and_signed_zero():
+    nan = np.float32(np.nan)
+    out = binary_f32("min.f32", [nan, 1.0, 0.0], [2.0, nan, -0.0])
+    assert out[0] == 2 and out[1] == 1 and out[2] == 0 and np.signbit(out[2])
+    out = binary_f32("max.NaN.f32", [nan, 1.0], [2.0, 3.0])
+    assert np.isnan(out[0]) and out[1] == 3
+
+
+def test_div_and_sqrt_are_correctly_rounded():
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-10, 10, 32).astype(np.float32)
+    b = rng.uniform(0.1, 10, 32).astype(np.float32)
+    out = binary_f32("div.rn.f32", a, b)
+    expected = (a.astype(np.float64) / b.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(out, expected)
+    root = f32_unary("sqrt.rn.f32 %f2, %f1; st.global.f32 [%rd3], %f2;", b)
+    assert np.array_equal(root, np.sqrt(b))
+
+
+@pytest.mark.parametrize("op,reference,bound", [
+    ("ex2.approx.f32", np.exp2, 2 ** -22), ("lg2.approx.f32", np.log2, 2 ** -22),
+    ("sin.approx.f32", np.sin, 2 ** -20.9), ("cos.approx.f32", np.cos, 2 ** -20.9),
+    ("tanh.approx.f32", np.tanh, 2 ** -10.9), ("rsqrt.approx.f32", lambda x: 1 / np.sqrt(x),
+                                                2 ** -22)])
+def test_approximations_within_documented_bounds(op, reference, bound):
+    x = np.linspace(0.1, 3.0, 64, dtype=np.float32)
+    out = f32_unary(f"{op} %f2, %f1; st.global.f32 [%rd3], %f2;", x)
+    exact = reference(x.astype(np.float64))
+    assert np.all(np.abs(out - exact) <= bound * np.maximum(1, np.abs(exact)))
+
+
+def test_abs_neg_copysign_testp():
+    x = np.array([-1.5, 2.0, -0.0, np.inf], np.float32)
+    out = f32_unary("abs.f32 %f2, %f1; st.global.f32 [%rd3], %f2;", x)
+    assert out.tolist() == [1.5, 2.0, 0.0, np.inf] and not np.signbit(out[2])
+    out = f32_unary("mov.f32 %f3, 0fBF800000; copysign.f32 %f2, %f3, %f1; "
+                    "st.global.f32 [%rd3], %f2;", x)
+    assert out.tolist() == [-1.5, -2.0, -0.0, -np.inf]
+    out = f32_unary("testp.infinite.f32 %p1, %f1; selp.u32 %r2, 1, 0, %p1; "
+                    "st.global.u32 [%rd3], %r2;", x, np.uint32)
+    assert out.tolist() == [0, 0, 0, 1]
+
+
+# -------------------------------------------------------------------------------- compare
+
+def test_setp_ordered_and_unordered():
+    nan = np.float32(np.nan)
+    a = np.array([nan, 1, 2], np.float32)
+    out = f32_unary("mov.f32 %f3, 0f3F800000; setp.ne.f32 %p1, %f1, %f3; setp.neu.f32 %p2, "
+                    "%f1, %f3; selp.u32 %r2, 1, 0, %p1; selp.u32 %r3, 2, 0, %p2; "
+                    "or.b32 %r4, %r2, %r3; st.global.u32 [%rd3], %r4;", a, np.uint32)
+    assert out.tolist() == [2, 0, 3]  # NaN: ne false, neu true
+
+
+def test_setp_signedness_and_combination():
+    out = np.zeros(1, np.uint32)
+    run_ptx("""mov.u32 %r1, 4294967295; setp.lt.s32 %p1, %r1, 0; setp.lt.u32 %p2, %r1, 0;
+setp.gt.and.u32 %p3|%p4, %r1, 5, %p1;
+selp.u32 %r2, 1, 0, %p1; selp.u32 %r3, 2, 0, %p2; selp.u32 %r4, 4, 0, %p3; selp.u32 %r5, 8, 0, %p4;
+or.b32 %r6, %r2, %r3; or.b32 %r6, %r6, %r4; or.b32 %r6, %r6, %r5; st.global.u32 [%rd0], %r6;""",
+            out, threads=1)
+    assert out[0] == 1 | 4  # -1 < 0 signed; not unsigned; p = (x>5)&p1, q = !(x>5)&p1
+
+
+# ------------------------------------------------------------------------------- integers
+
+def test_integer_division_and_remainder():
+    out = np.zeros(6, np.int32)
+    run_ptx("""mov.u32 %r1, -7; mov.u32 %r2, 2; mov.u32 %r9, 0;
+div.s32 %r3, %r1, %r2; st.global.u32 [%rd0], %r3;
+rem.s32 %r3, %r1, %r2; st.global.u32 [%rd0+4], %r3;
+div.u32 %r3, %r1, %r2; st.global.u32 [%rd0+8], %r3;
+div.s32 %r3, %r1, %r9; st.global.u32 [%rd0+12], %r3;
+mov.u32 %r4, -2147483648; mov.u32 %r5, -1; div.s32 %r3, %r4, %r5; st.global.u32 [%rd0+16], %r3;
+rem.u32 %r3, %r1, %r9; st.global.u32 [%rd0+20], %r3;""", out, threads=1)
+    assert out.tolist() == [-3, -1, (2 ** 32 - 7) // 2, -1, -2 ** 31, -7]
+
+
+def test_multiply_forms_and_shifts():
+    out = np.zeros(8, np.uint32)
+    run_ptx("""mov.u32 %r1, 4000000000; mov.u32 %r2, 3;
+mul.hi.u32 %r3, %r1, %r2; st.global.u32 [%rd0], %r3;
+mul.lo.u32 %r3, %r1, %r2; st.global.u32 [%rd0+4], %r3;
+mul.wide.s32 %rd20, %r1, %r2; st.global.u64 [%rd0+8], %rd20;
+mov.u32 %r4, -16; shr.s32 %r5, %r4, 40; st.global.u32 [%rd0+16], %r5;
+shr.u32 %r5, %r4, 2; st.global.u32 [%rd0+20], %r5;
+shl.b32 %r5, %r4, 33; st.global.u32 [%rd0+24], %r5;
+mad.lo.s32 %r5, %r2, %r2, %r4; st.global.u32 [%rd0+28], %r5;""", out, threads=1)
+    assert out[0] == (4000000000 * 3) >> 32
+    assert out[1] == (4000000000 * 3) & 0xFFFFFFFF
+    assert out[2:4].view(np.int64)[0] == (4000000000 - 2 ** 32) * 3
+    assert out[4:].view(np.int32).tolist() == [-1, (2 ** 32 - 16) >> 2, 0, 9 - 16]
+
+
+def test_integer_conversions():
+    out = np.zeros(5, np.int32)
+    run_ptx("""mov.u32 %r1, 0x1FF80; cvt.s32.s8 %r2, %r1; st.global.u32 [%rd0], %r2;
+cvt.u16.u32 %h1, %r1; cvt.u32.u16 %r2, %h1; st.global.u32 [%rd0+4], %r2;
+mov.u32 %r3, 300; cvt.sat.s8.s32 %r2, %r3; st.global.u32 [%rd0+8], %r2;
+mov.u32 %r3, -5; cvt.sat.u8.s32 %r2, %r3; st.global.u32 [%rd0+12], %r2;
+cvt.s64.s32 %rd20, %r3; cvt.u32.u64 %r4, %rd20; st.global.u32 [%rd0+16], %r4;""", out, threads=1)
+    assert out.tolist() == [-128, 0xFF80, 127, 0, -5]
+
+
+def test_float_to_int_saturates_and_rounds():
+    x = np.array([np.nan, 3e9, -3e9, -3.7, 2.5, 3.5, -0.5], np.float32)
+    rzi = f32_unary("cvt.rzi.s32.f32 %r2, %f1; st.global.u32 [%rd3], %r2;", x, np.int32)
+    assert rzi.tolist() == [0, 2 ** 31 - 1, -2 ** 31, -3, 2, 3, 0]
+    rni = f32_unary("cvt.rni.s32.f32 %r2, %f1; st.global.u32 [%rd3], %r2;", x, np.int32)
+    assert rni.tolist()[3:] == [-4, 2, 4, 0]
+    unsigned = f32_unary("cvt.rzi.u32.f32 %r2, %f1; st.global.u32 [%rd3], %r2;", x, np.uint32)
+    assert unsigned.tolist()[:4] == [0, 3000000000, 0, 0]
+
+
+def test_float_conversions():
+    x = np.array([65520.0, 1 + 2.0 ** -11, -1e-8, 3.0], np.float32)
+    rn = f32_unary("cvt.rn.f16.f32 %h1, %f1; st.global.b16 [%rd3], %h1;", x, np.float16)
+    assert rn.tolist()[0] == np.inf and rn[1] == 1.0 and rn[3] == 3
+    rz = f32_unary("cvt.rz.f16.f32 %h1, %f1; st.global.b16 [%rd3], %h1;", x, np.float16)
+    assert rz[0] == 65504 and rz[2] == 0 and np.signbit(rz[2])
+    bf = f32_unary("cvt.rn.bf16.f32 %h1, %f1; st.global.b16 [%rd3], %h1;", x, ml_dtypes.bfloat16)
+    assert np.array_equal(bf, x.astype(ml_dtypes.bfloat16))
+    back = f32_unary("cvt.rn.f16.f32 %h1, %f1; cvt.f32.f16 %f2, %h1; st.global.f32 [%rd3], %f2;",
+                     x)
+    assert back[3] == 3 and back[1] == 1
+    floor = f32_unary("cvt.rmi.f32.f32 %f2, %f1; st.global.f32 [%rd3], %f2;", [-1.5, 2.5])
+    assert floor.tolist() == [-2, 2]
+    tf32 = f32_unary("cvt.rna.tf32.f32 %r2, %f1; st.global.u32 [%rd3], %r2;",
+                     [1 + 2.0 ** -11, 1 + 2.0 ** -12], np.uint32)
+    assert tf32.view(np.float32).tolist() == [1 + 2.0 ** -10, 1.0]  # tie goes away from zero
+
+
+def test_fp8_pairs():
+    out = np.zeros(1, np.uint32)
+    run_ptx("""mov.f32 %f1, 0f447A0000; mov.f32 %f2, 0f3FC00000;
+cvt.rn.satfinite.e4m3x2.f32 %h1, %f1, %f2; cvt.u32.u16 %r1, %h1; st.global.u32 [%rd0], %r1;""",
+            out, threads=1)
+    high, low = int(out[0]) >> 8, int(out[0]) & 0xFF
+    assert np.uint8(high).view(ml_dtypes.float8_e4m3fn) == 448  # 1000 saturates to MAX_NORM
+    assert np.uint8(low).view(ml_dtypes.float8_e4m3fn) == 1.5
+    pair = np.zeros(2, np.float16)
+    run_ptx("""mov.u16 %h1, 0x3C48; cvt.rn.f16x2.e4m3x2 %r1, %h1; st.global.u32 [%rd0], %r1;""",
+            pair, threads=1)
+    lo = float(np.uint8(0x48).view(ml_dtypes.float8_e4m3fn))
+    hi = float(np.uint8(0x3C).view(ml_dtypes.float8_e4m3fn))
+    assert pair.tolist() == [lo, hi]
+
+
+# ------------------------------------------------------------------- control flow, threads
+
+def test_divergent_branches_reconverge():
+    out = np.zeros(64, np.uint32)
+    run_ptx("""and.b32 %r1, %r0, 1; setp.eq.u32 %p1, %r1, 0;
+@%p1 bra $EVEN;
+mul.lo.u32 %r2, %r0, 3; bra $JOIN;
+$EVEN: mul.lo.u32 %r2, %r0, 5;
+$JOIN: add.u32 %r2, %r2, 1;
+add.s64 %rd2, %rd0, %rd9; st.global.u32 [%rd2], %r2;""", out, threads=64)
+    t = np.arange(64)
+    assert out.tolist() == np.where(t % 2 == 0, 5 * t, 3 * t).__add__(1).tolist()
+
+
+def test_divergent_loop_trip_counts():
+    out = np.zeros(32, np.uint32)
+    run_ptx("""mov.u32 %r1, 0; mov.u32 %r2, 0;
+$LOOP: setp.ge.u32 %p1, %r1, %r0; @%p1 bra $DONE;
+add.u32 %r2, %r2, %r1; add.u32 %r1, %r1, 1; bra $LOOP;
+$DONE: add.s64 %rd2, %rd0, %rd9; st.global.u32 [%rd2], %r2;""", out)
+    t = np.arange(32)
+    assert out.tolist() == (t * (t - 1) // 2).tolist()
+
+
+def test_predicated_ret_retires_threads():
+    out = np.zeros(32, np.uint32)
+    run_ptx("""setp.ge.u32 %p1, %r0, 8; @%p1 ret;
+add.s64 %rd2, %rd0, %rd9; st.global.u32 [%rd2], %r0;""", out)
+    assert out.tolist() == list(range(8)) + [0] * 24
+
+
+def test_divergent_bra_uni_is_an_error():
+    with pytest.raises(SimExecutionError, match="bra.uni") as info:
+        run_ptx("setp.eq.u32 %p1, %r0, 0; @%p1 bra.uni $X; $X: add.u32 %r1, %r0, 1;")
+    assert info.value.line is not None and "test.ptx" in str(info.value)
+
+
+def test_barrier_in_divergent_code_is_an_error():
+    with pytest.raises(SimExecutionError, match="bar.sync"):
+        run_ptx("setp.eq.u32 %p1, %r0, 0; @%p1 bra $X; bar.sync 0; $X: add.u32 %r1, %r0, 1;")
+
+
+def test_special_registers_over_a_grid():
+    out = np.zeros((3, 2, 4), np.uint32)
+    run_ptx("""mov.u32 %r1, %ctaid.x; mov.u32 %r2, %ctaid.y; mov.u32 %r3, %nctaid.x;
+mov.u32 %r4, %ntid.x; mov.u32 %r5, %laneid;
+mad.lo.u32 %r6, %r2, %r3, %r1; mad.lo.u32 %r7, %r6, %r4, %r0;
+mul.wide.u32 %rd2, %r7, 4; add.s64 %rd2, %rd0, %rd2;
+mad.lo.u32 %r8, %r6, 100, %r5; st.global.u32 [%rd2], %r8;""", out, threads=4, grid=(2, 3))
+    expected = (np.arange(6)[:, None] * 100 + np.arange(4)).reshape(3, 2, 4)
+    assert np.array_equal(out, expected)
+
+
+def test_shfl_and_vote():
+    out = np.zeros(64, np.uint32)
+    # butterfly sum over each warp, then ballot of odd lanes
+    run_ptx("""mov.u32 %r1, %r0;
+shfl.sync.bfly.b32 %r2, %r1, 16, 31, -1; add.u32 %r1, %r1, %r2;
+shfl.sync.bfly.b32 %r2, %r1, 8, 31, -1; add.u32 %r1, %r1, %r2;
+shfl.sync.bfly.b32 %r2, %r1, 4, 31, -1; add.u32 %r1, %r1, %r2;
+shfl.sync.bfly.b32 %r2, %r1, 2, 31, -1; add.u32 %r1, %r1, %r2;
+shfl.sync.bfly.b32 %r2, %r1, 1, 31, -1; add.u32 %r1, %r1, %r2;
+and.b32 %r3, %r0, 1; setp.ne.u32 %p1, %r3, 0; vote.sync.ballot.b32 %r4, %p1, -1;
+shfl.sync.idx.b32 %r5, %r0, 3, 31, -1;
+add.u32 %r1, %r1, %r4; add.u32 %r1, %r1, %r5;
+add.s64 %rd2, %rd0, %rd9; st.global.u32 [%rd2], %r1;""", out, threads=64)
+    warp_sums = np.repeat([sum(range(32)), sum(range(32, 64))], 32)
+    expected = (warp_sums + 0xAAAAAAAA + np.repeat([3, 35], 32)) % 2 ** 32
+    assert out.tolist() == expected.tolist()
+
+
+def test_atomics_serialise_in_thread_order():
+    counter = np.zeros(2, np.int32)
+    old = np.zeros(32, np.int32)
+    run_ptx("""atom.global.add.s32 %r1, [%rd0], 2; add.s64 %rd2, %rd1, %rd9;
+st.global.u32 [%rd2], %r1;
+atom.global.cas.b32 %r3, [%rd0+4], %r0, 100;""", counter, old)
+    assert counter[0] == 64 and old.tolist() == list(range(0, 64, 2))
+    assert counter[1] == 100  # only thread 0 saw 0 == its tid
+
+
+def test_vprintf_and_trap():
+    data = ('.global .align 1 .b8 fmt[22] = {110, 61, 37, 100, 32, 120, 61, 37, 46, 50, 102, 32, '
+            '37, 108, 108, 100, 10, 0, 0, 0, 0, 0};\n')  # "n=%d x=%.2f %lld\n"
+    stream = io.StringIO()
+    body = """setp.ne.u32 %p1, %r0, 1; @%p1 bra $SKIP;
+.local .align 8 .b8 buf[24];
+mov.u64 %rd2, fmt; cvta.global.u64 %rd3, %rd2; mov.u64 %rd4, buf; cvta.local.u64 %rd5, %rd4;
+st.local.u32 [%rd4], %r0; mov.f64 %fd1, 0d400C000000000000; st.local.f64 [%rd4+8], %fd1;
+mov.u64 %rd6, -3; st.local.u64 [%rd4+16], %rd6;
+{ .param .b64 param0; .param .b64 param1; .param .b32 retval0;
+st.param.b64 [param0], %rd3; st.param.b64 [param1], %rd5;
+call (retval0), vprintf, (param0, param1); }
+$SKIP: """
+    run_ptx(body, threads=4, data=data, print_stream=stream)
+    assert stream.getvalue() == "n=1 x=3.50 -3\n"
+    with pytest.raises(SimTrap, match="n=1 x=3.50"):
+        run_ptx(body + "setp.eq.u32 %p2, %r0, 1; @%p2 trap;", threads=4, data=data,
+                print_stream=io.StringIO())
+
+
+# ----------------------------------------------------------------------- memory checking
+
+def test_out_of_bounds_global_access_names_the_address():
+    x = np.zeros(4, np.float32)
+    with pytest.raises(SimMemoryError, match="outside every array") as info:
+        run_ptx("add.s64 %rd2, %rd0, %rd9; ld.global.f32 %f1, [%rd2];", x, threads=8)
+    assert info.value.address is not None and info.value.thread == 4
+    assert info.value.line is not None
+
+
+def test_shared_write_write_race():
+    with pytest.raises(SharedRaceError, match="different values"):
+        run_ptx("mov.u32 %r1, smem; st.shared.u32 [%r1], %r0;")
+    run_ptx("mov.u32 %r1, smem; mov.u32 %r2, 7; st.shared.u32 [%r1], %r2;")  # same value: benign
+    with pytest.raises(SharedRaceError, match="overwrites"):
+        run_ptx("""mov.u32 %r1, smem; setp.eq.u32 %p1, %r0, 0; @%p1 st.shared.u32 [%r1], %r0;
+setp.eq.u32 %p2, %r0, 1; @%p2 st.shared.u32 [%r1], %r0;""")
+
+
+def test_shared_read_after_write_needs_a_barrier():
+    body = """mov.u32 %r1, smem; mad.lo.u32 %r2, %r0, 4, %r1; st.shared.u32 [%r2], %r0;
+{barrier}
+xor.b32 %r3, %r0, 1; mad.lo.u32 %r4, %r3, 4, %r1; ld.shared.u32 %r5, [%r4];
+{barrier}
+st.shared.u32 [%r2], %r5;"""
+    with pytest.raises(SharedRaceError, match="reads a byte thread"):
+        run_ptx(body.format(barrier=""))
+    run_ptx(body.format(barrier="bar.sync 0;"))
+    with pytest.raises(SharedRaceError, match="read with no bar.sync"):
+        run_ptx(body.replace("{barrier}\nst.shared", "st.shared").format(barrier="bar.sync 0;"))
+
+
+def test_read_of_unwritten_shared_memory():
+    with pytest.raises(SimMemoryError, match="no thread of this CTA has written"):
+        run_ptx("mov.u32 %r1, smem; ld.shared.u32 %r2, [%r1+8];")
+    with pytest.raises(SimMemoryError, match="outside the CTA"):
+        run_ptx("mov.u32 %r1, smem; st.shared.u32 [%r1+256], %r0;")
+
+
+# ------------------------------------------------------------------------------- refusals
+
+def test_unimplemented_instruction_is_refused_at_load():
+    ptx = HEADER + """.visible .entry k()
+.maxntid 32, 1, 1
+{
+.reg .b32 %r<4>;
+mov.u32 %r1, 1;
+bfind.u32 %r2, %r1;
+ret;
+}"""
+    with pytest.raises(UnsupportedInstruction, match="bfind") as info:
+        sim.load_kernel(ptx, "k", source="x.ptx")
+    assert (info.value.line, info.value.column) == (9, 1)
+    with pytest.raises(UnsupportedInstruction, match="carry"):
+        sim.load_kernel(ptx.replace("bfind.u32 %r2, %r1", "add.cc.u32 %r2, %r1, 1"), "k")
+
+
+def test_syntax_errors_name_the_line():
+    with pytest.raises(PtxSyntaxError) as info:
+        sim.parse_ptx(HEADER + ".visible .entry k()\n{\nmov.u32 %r1, ??;\nret;\n}", "bad.ptx")
+    assert info.value.line == 6 and "bad.ptx" in str(info.value)
+
+
+@pytest.mark.parametrize("op", ["div.rz.f32", "div.rm.f32", "div.rp.f32"])
+def test_directed_division_brackets_the_exact_quotient(op):
+    a = np.array([1, 2, -1, 10], np.float32)
+    b = np.array([3, 7, 3, 9], np.float32)
+    out = binary_f32(op, a, b).astype(np.float64)
+    exact = a.astype(np.float64) / b.astype(np.float64)
+    mode = op.split(".")[1]
+    below = out < exact if mode == "rm" else (np.abs(out) < np.abs(exact))
+    if mode == "rp":
+        below = out > exact
+    assert np.all(below)
+    nearest = (a.astype(np.float64) / b).astype(np.float32).astype(np.float64)
+    assert np.all(np.abs(out - nearest) <= np.abs(np.spacing(out.astype(np.float32))))

@@ -1,0 +1,470 @@
+"""Loading a kernel (every instruction compiled to a numpy closure up front) and running a grid.
+
+Execution model: CTAs run one after another in flattened-id order (x fastest), as the CPU
+interpreter runs tile blocks. Inside a CTA all threads run together: every register is a numpy
+array of shape [threads] and each instruction is one vectorised step over the active threads.
+
+Control flow: while the CTA is converged there is one program counter and an `alive` mask (threads
+that have not returned). A branch that splits the active threads switches to per-thread program
+counters; the emulator then always runs the instruction with the smallest program counter for the
+threads waiting there (the others wait), which reconverges structured code at the first common
+instruction after both paths. When every live thread is at one program counter again the CTA is
+converged. `bra.uni` that would diverge, and `bar.sync` reached by only part of the live threads,
+are errors (undefined behaviour on the device).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import ml_dtypes
+import numpy as np
+
+from tilebc.interp.memory import GlobalMemory
+
+from .errors import (SharedRaceError, SimExecutionError, SimMemoryError, SimTrap,
+                     UnsupportedInstruction)
+from .parser import Addr, Imm, Instruction, Kernel, Not, Program, Reg, Sym, Vec, parse_ptx
+from .state import (LOCAL_WINDOW, SHARED_BASE, SHARED_WINDOW, SINT, UINT, WINDOW_SIZE, Cta)
+
+# PTX type suffix -> numpy dtype of a value of that type
+DTYPE = {"b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np.uint16,
+         "s16": np.int16, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "b32": np.uint32,
+         "u32": np.uint32, "s32": np.int32, "f32": np.float32, "b64": np.uint64,
+         "u64": np.uint64, "s64": np.int64, "f64": np.float64, "pred": np.bool_,
+         "f16x2": np.uint32, "bf16x2": np.uint32, "e4m3x2": np.uint16, "e5m2x2": np.uint16,
+         "tf32": np.uint32}
+DTYPE = {k: np.dtype(v) for k, v in DTYPE.items()}
+TYPES = frozenset(DTYPE)
+
+NORMAL, BRANCH, RETURN, BARRIER, TRAP = range(5)
+EXITED = np.iinfo(np.int64).max
+
+
+@dataclass
+class Control:
+    """A control instruction the execution loop handles itself."""
+
+    kind: int
+    target: Optional[int] = None
+    uniform: bool = False  # bra.uni
+
+
+class KernelImage:
+    """A kernel ready to run: compiled instructions, register storage types, symbol layout."""
+
+    def __init__(self, program: Program, kernel: Kernel):
+        from .isa import BUILDERS
+        self.program = program
+        self.kernel = kernel
+        self.source = program.source
+        self.registers: Dict[str, np.dtype] = {}
+        for name, rtype in kernel.registers.items():
+            self.registers[name] = np.dtype(np.bool_) if rtype == "pred" else \
+                UINT[DTYPE[rtype].itemsize]
+        # parameters: byte offsets in the kernel's parameter buffer
+        self.param_offsets: Dict[str, Tuple[int, str]] = {}
+        offset = 0
+        for param in kernel.params:
+            offset = -(-offset // param.align) * param.align
+            self.param_offsets[param.name] = (offset, param.type)
+            offset += param.size
+        self.param_size = offset
+        # shared and local variables
+        self.symbols: Dict[str, Tuple[str, int]] = {}  # name -> (space, address)
+        shared, local = SHARED_BASE, 0
+        self.call_params = set()
+        for var in kernel.variables:
+            if var.space == "shared":
+                shared = -(-shared // var.align) * var.align
+                self.symbols[var.name] = ("shared", shared)
+                shared += var.size
+            elif var.space == "local":
+                local = -(-local // var.align) * var.align
+                self.symbols[var.name] = ("local", local)
+                local += var.size
+            else:  # call-sequence .param declarations
+                self.call_params.add(var.name)
+        self.shared_size = shared - SHARED_BASE
+        self.local_size = local
+        for name in self.param_offsets:
+            self.symbols[name] = ("param", self.param_offsets[name][0])
+        for var in program.globals:
+            self.symbols[var.name] = (var.space, None)  # bound to addresses at launch
+        self.threads = kernel.block_size
+        self.code: List[tuple] = []
+        for ins in kernel.instructions:
+            builder = BUILDERS.get(ins.opcode)
+            if builder is None:
+                raise self.unsupported(ins, f"the emulator does not implement `{ins.opcode}`")
+            action = builder(ins, self)
+            guard = ins.guard
+            if guard is not None and guard[0] not in self.registers:
+                raise self.unsupported(ins, f"undeclared predicate {guard[0]}")
+            if isinstance(action, Control):
+                self.code.append((action.kind, None, guard, action, ins))
+            else:
+                self.code.append((NORMAL, action, guard, None, ins))
+        self.code.append((RETURN, None, None, Control(RETURN), None))  # falling off the end
+
+    # -- errors at load time -------------------------------------------------------------------
+    def unsupported(self, ins: Instruction, message: str) -> UnsupportedInstruction:
+        return UnsupportedInstruction(f"{message}: `{ins.text}`", file=self.source, line=ins.line,
+                                      column=ins.column)
+
+    def label(self, ins: Instruction, name: str) -> int:
+        try:
+            return self.kernel.labels[name]
+        except KeyError:
+            raise self.unsupported(ins, f"branch to unknown label {name}") from None
+
+    # -- operand access (compiled once per instruction) -----------------------------------------
+    def reader(self, ins: Instruction, operand, ptype: str) -> Callable:
+        """cta -> the operand's value as an array (or scalar) of PTX type `ptype`."""
+        dtype = DTYPE[ptype]
+        if isinstance(operand, Reg):
+            name = operand.name
+            if name in self.registers:
+                storage = self.registers[name]
+                if storage == np.bool_ or dtype == np.bool_:
+                    if storage != dtype:
+                        raise self.unsupported(ins, f"{name} used as .{ptype}")
+                    return lambda cta: cta.r[name]
+                return _converter(lambda cta: cta.r[name], storage.itemsize, dtype, ptype)
+            if name.startswith("%") and "." in name or name in _SPECIALS:
+                if name not in _SPECIALS:
+                    raise self.unsupported(ins, f"special register {name} is not emulated")
+                return _converter(lambda cta: cta.special[name], 4, dtype, ptype)
+            raise self.unsupported(ins, f"undeclared register {name}")
+        if isinstance(operand, Not):
+            inner = self.reader(ins, operand.operand, "pred")
+            return lambda cta: ~inner(cta)
+        if isinstance(operand, Imm):
+            value = immediate(operand, ptype)
+            if value is None:
+                raise self.unsupported(ins, f"immediate {operand} does not fit .{ptype}")
+            return lambda cta: value
+        if isinstance(operand, Sym):
+            name = operand.name
+            if name not in self.symbols:
+                raise self.unsupported(ins, f"unknown symbol {name}")
+            space, address = self.symbols[name]
+            if space in ("shared", "local", "param"):
+                value = np.asarray(address, dtype)
+                return lambda cta: value
+            return lambda cta: np.asarray(cta.launch.global_address(name), dtype)
+        raise self.unsupported(ins, f"operand {operand} cannot be read as .{ptype}")
+
+    def writer(self, ins: Instruction, operand, ptype: str) -> Callable:
+        """(cta, value, mask) -> None: store `value` (PTX type `ptype`) into the operand."""
+        if isinstance(operand, Sym) and operand.name == "_":
+            return lambda cta, value, mask: None
+        if not isinstance(operand, Reg) or operand.name not in self.registers:
+            raise self.unsupported(ins, f"destination {operand} is not a declared register")
+        name = operand.name
+        storage = self.registers[name]
+        dtype = DTYPE[ptype]
+        T_signed = ptype.startswith("s")
+        if storage == np.bool_ or dtype == np.bool_:
+            if storage != dtype:
+                raise self.unsupported(ins, f"{name} written as .{ptype}")
+            convert = None
+        elif storage.itemsize == dtype.itemsize:
+            convert = None if dtype == storage else (lambda v: v.view(storage))
+        elif storage.itemsize > dtype.itemsize:
+            wide = SINT[storage.itemsize] if T_signed else UINT[storage.itemsize]
+            narrow = SINT[dtype.itemsize] if T_signed else UINT[dtype.itemsize]
+            convert = lambda v: v.view(narrow).astype(wide).view(storage)  # noqa: E731
+        else:
+            convert = lambda v: v.view(UINT[dtype.itemsize]).astype(storage)  # noqa: E731
+
+        def put(cta, value, mask):
+            value = np.asarray(value, dtype)
+            if value.shape != (cta.T,):
+                value = np.full(cta.T, value, dtype)
+            if convert is not None:
+                value = convert(value)
+            cta.r[name] = value if mask is None else np.where(mask, value, cta.r[name])
+        return put
+
+    def address(self, ins: Instruction, operand: Addr, width: str = "u64") -> Callable:
+        """cta -> uint64 addresses (array or scalar) of an [base+offset] operand."""
+        if not isinstance(operand, Addr):
+            raise self.unsupported(ins, f"expected an address operand, got {operand}")
+        offset = np.uint64(operand.offset & (2 ** 64 - 1))
+        if operand.base is None:
+            return lambda cta: offset
+        if isinstance(operand.base, Reg):
+            name = operand.base.name
+            storage = self.registers.get(name)
+            if storage is None or storage == np.bool_:
+                raise self.unsupported(ins, f"address register {name} is not an integer register")
+            base = self.reader(ins, operand.base, "u64" if storage.itemsize == 8 else "u32")
+            return lambda cta: base(cta).astype(np.uint64) + offset
+        base = self.reader(ins, operand.base, "u64")
+        return lambda cta: np.uint64(base(cta)) + offset
+
+
+_SPECIALS = {"%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%laneid", "%warpid",
+             "%nwarpid", "%smid", "%nsmid", "%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x",
+             "%nctaid.y", "%nctaid.z", "%lanemask_eq", "%lanemask_lt", "%lanemask_le"}
+
+
+def _converter(get: Callable, width: int, dtype: np.dtype, ptype: str) -> Callable:
+    """Read a register of `width` bytes as `dtype`: same width is a view; a narrower type reads
+    the low bits; a wider type extends (sign-extends for .s types)."""
+    if width == dtype.itemsize:
+        return lambda cta: get(cta).view(dtype)
+    if width > dtype.itemsize:
+        narrow = UINT[dtype.itemsize]
+        return lambda cta: get(cta).astype(narrow).view(dtype)
+    if ptype.startswith("s"):
+        small, big = SINT[width], SINT[dtype.itemsize]
+        return lambda cta: get(cta).view(small).astype(big).view(dtype)
+    big = UINT[dtype.itemsize]
+    return lambda cta: get(cta).astype(big).view(dtype)
+
+
+def immediate(operand: Imm, ptype: str):
+    """A numpy scalar of `ptype` for an immediate (ints wrap to the width; 0f/0d are bits)."""
+    dtype = DTYPE[ptype]
+    if operand.bits is not None:
+        raw = np.array(operand.bits, UINT[operand.width // 8]).view(
+            np.float32 if operand.width == 32 else np.float64)
+        if dtype.kind == "f" or dtype == ml_dtypes.bfloat16:
+            return raw.astype(dtype)[()]
+        if dtype.itemsize * 8 == operand.width:
+            return np.array(operand.bits, UINT[dtype.itemsize]).view(dtype)[()]
+        return None
+    value = operand.value
+    if dtype == np.bool_:
+        return np.bool_(bool(value))
+    if dtype.kind == "f" or dtype == ml_dtypes.bfloat16:
+        return np.asarray(value, np.float64).astype(dtype)[()]
+    if isinstance(value, float):
+        return None
+    bits = int(value) & ((1 << (8 * dtype.itemsize)) - 1)
+    return np.array(bits, UINT[dtype.itemsize]).view(dtype)[()]
+
+
+# ------------------------------------------------------------------------------------ launch
+
+
+class Launch:
+    """One grid launch: global memory, parameter values, module data, options."""
+
+    def __init__(self, image: KernelImage, grid, threads: int, memory: GlobalMemory,
+                 params: bytes, check: bool, print_stream, max_steps: int,
+                 global_symbols: Optional[Dict[str, int]] = None):
+        self.image = image
+        self.grid = grid
+        self.T = threads
+        self.memory = memory
+        self.params = params
+        self.check = check
+        self.print_stream = print_stream
+        self.max_steps = max_steps
+        self.shared_size = image.shared_size
+        self.local_size = image.local_size
+        self.globals: Dict[str, int] = dict(global_symbols or {})
+        for var in image.program.globals:
+            if var.name in self.globals:
+                continue
+            data = np.frombuffer(var.init or bytes(var.size), np.uint8).copy()
+            buffer = memory.map(data, f"PTX {var.space} {var.name}", alignment=var.align)
+            buffer.readonly = var.space == "const"
+            self.globals[var.name] = buffer.base
+
+    def global_address(self, name: str) -> int:
+        return self.globals[name]
+
+    # -- running ---------------------------------------------------------------------------
+    def run(self) -> None:
+        gx, gy, gz = self.grid
+        with np.errstate(all="ignore"):
+            for flat in range(gx * gy * gz):
+                ctaid = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
+                self.run_cta(Cta(self, ctaid, self.T, self.image.registers))
+
+    def run_cta(self, cta: Cta) -> None:
+        code = self.image.code
+        T = self.T
+        pc = 0
+        alive = None  # None: every thread is alive; else a bool mask
+        pcs = None  # per-thread program counters while divergent
+        steps = 0
+        limit = self.max_steps
+        r = cta.r
+        while True:
+            steps += 1
+            if steps > limit:
+                raise self.error(cta, code[pc if pcs is None else 0][4],
+                                 f"CTA did not finish within {limit} instructions "
+                                 f"(max_steps); an endless loop?", SimExecutionError)
+            if pcs is None:
+                kind, fn, guard, control, ins = code[pc]
+                mask = alive
+                if guard is not None:
+                    g = r[guard[0]]
+                    if guard[1]:
+                        g = ~g
+                    if alive is not None:
+                        g = g & alive
+                    count = np.count_nonzero(g)
+                    if count == 0:
+                        pc += 1
+                        continue
+                    if count != (T if alive is None else np.count_nonzero(alive)):
+                        mask = g
+                if kind == NORMAL:
+                    fn(cta, mask)
+                    pc += 1
+                elif kind == BRANCH:
+                    if mask is alive:
+                        pc = control.target
+                    else:
+                        if control.uniform:
+                            raise self.error(cta, ins, "bra.uni with a predicate that differs "
+                                             "between the CTA's active threads", SimExecutionError)
+                        pcs = np.full(T, pc + 1, np.int64)
+                        pcs[mask] = control.target
+                        if alive is not None:
+                            pcs[~alive] = EXITED
+                elif kind == RETURN:
+                    if mask is alive:
+                        return
+                    alive = ~mask if alive is None else alive & ~mask
+                    pc += 1
+                elif kind == BARRIER:
+                    if mask is not alive:
+                        raise self.error(cta, ins, "bar.sync under a predicate that only part "
+                                         "of the CTA satisfies", SimExecutionError)
+                    cta.shared.barrier()
+                    pc += 1
+                else:
+                    self.trap(cta, ins, mask)
+                continue
+            # divergent: run the smallest program counter's threads
+            current = int(pcs.min())
+            if current == EXITED:
+                return
+            here = pcs == current
+            live = pcs != EXITED
+            if np.array_equal(here, live):
+                pcs = None
+                pc = current
+                alive = None if live.all() else live
+                continue
+            kind, fn, guard, control, ins = code[current]
+            mask = here
+            if guard is not None:
+                g = r[guard[0]]
+                mask = here & (~g if guard[1] else g)
+            if kind == NORMAL:
+                if mask.any():
+                    fn(cta, mask)
+                pcs[here] = current + 1
+            elif kind == BRANCH:
+                if control.uniform and mask.any() and not np.array_equal(mask, here):
+                    raise self.error(cta, ins, "bra.uni with a predicate that differs between "
+                                     "the active threads", SimExecutionError)
+                pcs[here] = current + 1
+                pcs[mask] = control.target
+            elif kind == RETURN:
+                pcs[here] = current + 1
+                pcs[mask] = EXITED
+            elif kind == BARRIER:
+                raise self.error(cta, ins, "bar.sync in divergent code (not every live thread "
+                                 "of the CTA reaches this barrier together)", SimExecutionError)
+            else:
+                if mask.any():
+                    self.trap(cta, ins, mask)
+                pcs[here] = current + 1
+
+    def trap(self, cta: Cta, ins: Instruction, mask) -> None:
+        printed = "".join(cta.printed).strip()
+        message = f"trap: {printed}" if printed else "trap executed"
+        raise self.error(cta, ins, message, SimTrap, thread=_first(cta, mask))
+
+    # -- errors -----------------------------------------------------------------------------
+    def error(self, cta: Cta, ins: Optional[Instruction], message: str, kind=SimExecutionError,
+              thread=None, address=None):
+        return kind(message, file=self.image.source, line=ins.line if ins else None,
+                    column=ins.column if ins else None, cta=cta.ctaid, thread=thread,
+                    address=address, text=ins.text if ins else None)
+
+    def fault_for(self, cta: Cta, ins: Instruction):
+        """The fault callback memory accesses use: raises a located SimMemoryError."""
+        def fault(message, address=None, thread=None, race=False):
+            raise self.error(cta, ins, message, SharedRaceError if race else SimMemoryError,
+                             thread=thread, address=address)
+        return fault
+
+
+def _first(cta: Cta, mask) -> int:
+    return 0 if mask is None else int(np.argmax(mask))
+
+
+# ------------------------------------------------------------------------------ public entry
+
+
+def load_kernel(ptx, entry: Optional[str] = None, source: Optional[str] = None) -> KernelImage:
+    """Parse PTX (text or a parsed Program) and compile one kernel for the emulator. Raises
+    UnsupportedInstruction naming the first instruction the emulator does not implement."""
+    program = ptx if isinstance(ptx, Program) else parse_ptx(ptx, source)
+    return KernelImage(program, program.kernel(entry))
+
+
+def pack_params(image: KernelImage, values: Sequence) -> bytes:
+    """The kernel's parameter buffer from one value per .param (ints, floats, numpy scalars).
+    Floats are converted to the parameter's type; integers wrap to its width; numpy values of
+    the parameter's width are taken bit for bit."""
+    params = image.kernel.params
+    if len(values) != len(params):
+        raise SimExecutionError(f"kernel {image.kernel.name} takes {len(params)} parameters, "
+                                f"got {len(values)}", file=image.source)
+    buffer = bytearray(image.param_size)
+    for param, value in zip(params, values):
+        offset, ptype = image.param_offsets[param.name]
+        dtype = DTYPE[ptype]
+        array = np.asarray(value)
+        if array.dtype.itemsize == dtype.itemsize and array.dtype.kind in "iub":
+            raw = array.astype(array.dtype).tobytes()
+        elif array.dtype.kind == "f" or array.dtype == ml_dtypes.bfloat16:
+            if dtype.kind == "f":
+                raw = array.astype(dtype).tobytes()
+            elif array.dtype.itemsize == dtype.itemsize:
+                raw = array.tobytes()  # f16/bf16 bits in a .b16 parameter
+            else:
+                raise SimExecutionError(f"parameter {param.name} (.{ptype}) got a "
+                                        f"{array.dtype} value", file=image.source)
+        else:
+            bits = int(array) & ((1 << (8 * dtype.itemsize)) - 1)
+            raw = bits.to_bytes(dtype.itemsize, "little")
+        buffer[offset:offset + len(raw)] = raw
+    return bytes(buffer)
+
+
+def emulate(ptx, entry: Optional[str], grid, params: Sequence, *,
+            memory: Optional[GlobalMemory] = None, threads: Optional[int] = None,
+            check: bool = True, print_stream=None, max_steps: int = 50_000_000,
+            global_symbols: Optional[Dict[str, int]] = None, source: Optional[str] = None):
+    """Run a PTX kernel over `grid` (1-3 ints) with one value per kernel parameter.
+
+    `memory` is the global address space (a `tilebc.interp.memory.GlobalMemory` whose buffers
+    hold the kernel's arrays); pointer parameters are addresses in it. `threads` defaults to the
+    kernel's .reqntid / .maxntid. `global_symbols` binds PTX .global variables to existing
+    addresses (others are mapped fresh with their initialisers). Returns the KernelImage."""
+    image = ptx if isinstance(ptx, KernelImage) else load_kernel(ptx, entry, source)
+    threads = threads or image.threads
+    if not threads:
+        raise SimExecutionError("threads per CTA unknown: pass threads= or declare .maxntid",
+                                file=image.source)
+    if isinstance(grid, int):
+        grid = (grid,)
+    grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
+    memory = memory if memory is not None else GlobalMemory(checks=check)
+    launch = Launch(image, grid, threads, memory, pack_params(image, params), check,
+                    print_stream, max_steps, global_symbols)
+    launch.run()
+    return image

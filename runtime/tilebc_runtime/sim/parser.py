@@ -1,0 +1,563 @@
+"""PTX text -> a small syntax tree: module-level data, kernels, their registers, shared/local
+variables, labels and instructions (with operands already classified).
+
+The grammar is the part of PTX a code generator writes: directives, `.reg` declarations (with the
+`<N>` range form), `.shared`/`.local`/`.global`/`.const` variables with `.align` and byte-array
+initialisers, labels, `{ }` scopes (call sequences), predicated instructions and the operand forms
+register, special register, immediate (decimal, hex, 0f/0d float bits), symbol, address
+`[base+offset]`, vector `{a, b}` and setp's `p|q`. Anything else is a PtxSyntaxError at line:col.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple, Union
+
+from .errors import PtxSyntaxError
+
+
+# ------------------------------------------------------------------------------------ operands
+
+
+@dataclass(frozen=True)
+class Reg:
+    name: str  # "%r3", "%p1", "%tid.x", "%laneid"
+
+
+@dataclass(frozen=True)
+class Imm:
+    value: Union[int, float]
+    bits: Optional[int] = None  # raw bit pattern for 0f/0d literals (exact, NaN payloads kept)
+    width: Optional[int] = None  # 32 for 0f, 64 for 0d
+
+
+@dataclass(frozen=True)
+class Sym:
+    name: str  # a variable, parameter, label or function name
+
+
+@dataclass(frozen=True)
+class Addr:
+    base: Union[Reg, Sym, None]
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Vec:
+    items: Tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class PredPair:
+    first: Reg
+    second: Reg
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: Reg  # !%p as a source operand
+
+
+Operand = Union[Reg, Imm, Sym, Addr, Vec, PredPair, Not]
+
+
+# -------------------------------------------------------------------------------- statements
+
+
+@dataclass
+class Instruction:
+    opcode: str
+    modifiers: Tuple[str, ...]
+    operands: Tuple[Operand, ...]
+    guard: Optional[Tuple[str, bool]]  # (predicate register, negated)
+    line: int
+    column: int
+    text: str
+
+    @property
+    def full_opcode(self) -> str:
+        return ".".join((self.opcode,) + self.modifiers)
+
+
+@dataclass
+class Variable:
+    space: str  # "global" | "const" | "shared" | "local" | "param"
+    name: str
+    size: int  # bytes
+    align: int
+    init: Optional[bytes] = None
+    type: str = "b8"
+
+
+@dataclass
+class Kernel:
+    name: str
+    params: List[Variable]
+    registers: Dict[str, str]  # register name -> declared type ("b32", "f32", "pred", ...)
+    variables: List[Variable]  # .shared / .local in the body
+    instructions: List[Instruction]
+    labels: Dict[str, int]  # label -> index of the next instruction
+    directives: Dict[str, Tuple[int, ...]]  # .maxntid / .reqntid / .minnctapersm
+    line: int
+
+    @property
+    def block_size(self) -> Optional[int]:
+        dims = self.directives.get("reqntid") or self.directives.get("maxntid")
+        if not dims:
+            return None
+        size = 1
+        for d in dims:
+            size *= d
+        return size
+
+
+@dataclass
+class Program:
+    source: Optional[str]
+    version: Optional[str]
+    target: Optional[str]
+    globals: List[Variable] = field(default_factory=list)  # .global / .const data
+    kernels: Dict[str, Kernel] = field(default_factory=dict)
+    externs: List[str] = field(default_factory=list)
+
+    def kernel(self, name: Optional[str]) -> Kernel:
+        if name is None:
+            if len(self.kernels) == 1:
+                return next(iter(self.kernels.values()))
+            raise PtxSyntaxError(f"the PTX has {len(self.kernels)} kernels; name one of "
+                                 f"{', '.join(self.kernels)}", file=self.source)
+        try:
+            return self.kernels[name]
+        except KeyError:
+            raise PtxSyntaxError(f"no .entry {name!r} in the PTX (entries: "
+                                 f"{', '.join(self.kernels) or 'none'})", file=self.source) from None
+
+
+# ----------------------------------------------------------------------------------- lexing
+
+_TYPE_BYTES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,
+               "b32": 4, "u32": 4, "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8,
+               "pred": 1, "f16x2": 4, "bf16x2": 4}
+
+_REG_RANGE = re.compile(r"^(%[A-Za-z_$][\w$]*)<(\d+)>$")
+_IDENT = re.compile(r"^[A-Za-z_$%][\w$.]*$")
+_INT = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*)U?$")
+_FLOATBITS = re.compile(r"^0([fFdD])([0-9a-fA-F]+)$")
+_DECIMAL_FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
+
+
+def _strip_comments(text: str) -> str:
+    """Remove // and /* */ comments, keeping newlines (so line numbers stay right)."""
+    def blank(match):
+        return re.sub(r"[^\n]", " ", match.group(0))
+    text = re.sub(r"/\*.*?\*/", blank, text, flags=re.S)
+    return re.sub(r"//[^\n]*", lambda m: " " * len(m.group(0)), text)
+
+
+class _Statement:
+    """One `;`-terminated statement (or label / brace) with its position."""
+
+    __slots__ = ("text", "line", "column")
+
+    def __init__(self, text, line, column):
+        self.text = text
+        self.line = line
+        self.column = column
+
+
+def _statements(text: str):
+    """Split PTX into statements: text up to `;`, labels `name:`, and `{` / `}` braces that
+    are not inside an instruction (initialisers `= {..}` and vector operands stay intact)."""
+    out = []
+    line, column = 1, 1
+    start = None  # (line, column) of the current statement
+    buf = []
+    depth = 0  # braces inside the current statement (initialiser / vector operand)
+    i = 0
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\n":
+            line += 1
+            column = 1
+            if buf:
+                buf.append(" ")
+            i += 1
+            continue
+        if start is None and ch in " \t\r":
+            i += 1
+            column += 1
+            continue
+        if start is None:
+            start = (line, column)
+        if ch == "{":
+            so_far = "".join(buf)
+            if depth == 0 and (".entry" in so_far or ".func" in so_far):
+                out.append(_Statement(so_far.strip(), *start))  # a kernel header has no ';'
+                buf, start = [], (line, column)
+                so_far = ""
+            if not so_far.strip():
+                out.append(_Statement("{", *start))
+                buf, start = [], None
+                i += 1
+                column += 1
+                continue
+            depth += 1
+        elif ch == "}":
+            if depth == 0:
+                if "".join(buf).strip():
+                    raise PtxSyntaxError("missing ';' before '}'", line=start[0], column=start[1])
+                out.append(_Statement("}", *start))
+                buf, start = [], None
+                i += 1
+                column += 1
+                continue
+            depth -= 1
+        elif ch == ";" and depth == 0:
+            out.append(_Statement("".join(buf).strip(), *start))
+            buf, start = [], None
+            i += 1
+            column += 1
+            continue
+        elif ch == ":" and depth == 0 and re.fullmatch(r"\s*[A-Za-z_$][\w$]*\s*", "".join(buf)):
+            out.append(_Statement("".join(buf).strip() + ":", *start))
+            buf, start = [], None
+            i += 1
+            column += 1
+            continue
+        buf.append(ch)
+        i += 1
+        column += 1
+    if "".join(buf).strip():
+        raise PtxSyntaxError("statement without a terminating ';'", line=start[0],
+                             column=start[1])
+    return out
+
+
+def _split_top(text: str, sep: str = ",") -> List[str]:
+    parts, depth, buf = [], 0, []
+    for ch in text:
+        if ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append("".join(buf).strip())
+            buf = []
+        else:
+            buf.append(ch)
+    tail = "".join(buf).strip()
+    if tail or parts:
+        parts.append(tail)
+    return parts
+
+
+# ---------------------------------------------------------------------------------- parsing
+
+
+class _Parser:
+    def __init__(self, text: str, source: Optional[str]):
+        self.source = source
+        self.statements = _statements(text)
+        self.pos = 0
+
+    def error(self, message: str, stmt: Optional[_Statement] = None) -> PtxSyntaxError:
+        stmt = stmt or (self.statements[self.pos] if self.pos < len(self.statements) else None)
+        if stmt is None:
+            return PtxSyntaxError(message + " (at end of text)", file=self.source)
+        return PtxSyntaxError(f"{message}: {stmt.text!r}", file=self.source, line=stmt.line,
+                              column=stmt.column)
+
+    def parse(self) -> Program:
+        program = Program(self.source, None, None)
+        while self.pos < len(self.statements):
+            stmt = self.statements[self.pos]
+            words = stmt.text.split()
+            head = words[0] if words else ""
+            if head == ".version":
+                program.version = words[1] if len(words) > 1 else None
+            elif head == ".target":
+                program.target = " ".join(words[1:])
+            elif head in (".address_size", ".file", ".loc", ".section", ".pragma"):
+                pass
+            elif head == ".extern":
+                program.externs.append(stmt.text)
+            elif ".entry" in words or ".func" in words:
+                if ".func" in words and ".entry" not in words:
+                    raise self.error("device functions (.func definitions) are not supported; "
+                                     "only .entry kernels and the extern vprintf", stmt)
+                kernel = self.kernel(stmt)
+                program.kernels[kernel.name] = kernel
+                continue
+            elif head in (".global", ".const", ".visible", ".weak", ".shared"):
+                variable = self.variable(stmt, words)
+                if variable.space not in ("global", "const"):
+                    raise self.error("module-level .shared variables are not supported", stmt)
+                program.globals.append(variable)
+            else:
+                raise self.error("unexpected module-level statement", stmt)
+            self.pos += 1
+        return program
+
+    # -- variables ---------------------------------------------------------------------------
+    _VAR = re.compile(r"^((?:\.\w+\s+(?:\d+\s+)?)*)([A-Za-z_$][\w$]*)(?:\[(\d*)\])?\s*(?:=\s*(.*))?$", re.S)
+
+    def variable(self, stmt: _Statement, words=None) -> Variable:
+        text = stmt.text
+        for prefix in (".visible ", ".weak ", ".extern "):
+            if text.startswith(prefix):
+                text = text[len(prefix):]
+        match = self._VAR.match(text.strip())
+        if not match:
+            raise self.error("cannot read this variable declaration", stmt)
+        qualifiers = match.group(1).split()
+        name, count, init = match.group(2), match.group(3), match.group(4)
+        space, align, vtype = None, None, None
+        it = iter(qualifiers)
+        for q in it:
+            if q in (".global", ".const", ".shared", ".local", ".param"):
+                space = q[1:]
+            elif q == ".align":
+                try:
+                    align = int(next(it))
+                except (StopIteration, ValueError):
+                    raise self.error(".align needs an integer", stmt) from None
+            elif q[1:] in _TYPE_BYTES:
+                vtype = q[1:]
+            elif q.startswith(".v") and q[2:].isdigit():
+                raise self.error("vector-typed variables are not supported", stmt)
+            else:
+                raise self.error(f"unknown variable qualifier {q}", stmt)
+        # `.align 8 .b8` splits the number onto its own token; re-read when .align was last
+        if space is None or vtype is None:
+            raise self.error("a variable needs a state space and a type", stmt)
+        elem = _TYPE_BYTES[vtype]
+        n = int(count) if count else 1
+        if count == "" and init is None:
+            raise self.error("an unsized array needs an initialiser", stmt)
+        data = None
+        if init is not None:
+            init = init.strip()
+            values = _split_top(init.strip("{} \t"), ",") if init.startswith("{") else [init]
+            if count == "":
+                n = len(values)
+            if len(values) > n:
+                raise self.error(f"initialiser has {len(values)} values for {n}", stmt)
+            raw = bytearray()
+            for value in values:
+                number = self.integer_or_bits(value, stmt)
+                raw += (number & ((1 << (8 * elem)) - 1)).to_bytes(elem, "little")
+            raw += bytes(n * elem - len(raw))
+            data = bytes(raw)
+        return Variable(space, name, n * elem, align or elem, data, vtype)
+
+    def integer_or_bits(self, text: str, stmt) -> int:
+        text = text.strip()
+        m = _FLOATBITS.match(text)
+        if m:
+            return int(m.group(2), 16)
+        if _INT.match(text):
+            return _int(text)
+        raise self.error(f"initialiser value {text!r} is not an integer", stmt)
+
+    # -- kernels -----------------------------------------------------------------------------
+    def kernel(self, stmt: _Statement) -> Kernel:
+        # `.visible .entry name( .param ..., .param ... )` then directives, then `{`
+        header = stmt.text
+        # The parameter list ends at ")"; directives may follow before the body's "{".
+        match = re.match(r"^(?:\.\w+\s+)*\.entry\s+([A-Za-z_$][\w$]*)\s*\((.*)\)\s*(.*)$",
+                         header, re.S)
+        if not match:
+            # A kernel header without `;` runs into the body's `{` statement.
+            raise self.error("cannot read the .entry header", stmt)
+        name, param_text, rest = match.groups()
+        params = []
+        for item in _split_top(param_text):
+            if not item:
+                continue
+            sub = _Statement(item, stmt.line, stmt.column)
+            variable = self.variable(sub)
+            if variable.space != "param":
+                raise self.error("kernel parameters must be .param", sub)
+            params.append(variable)
+        directives = {}
+        for found in re.finditer(r"\.(maxntid|reqntid|minnctapersm|maxnreg)\s+([\d,\s]+)", rest):
+            directives[found.group(1)] = tuple(int(v) for v in found.group(2).replace(",", " ")
+                                               .split())
+        self.pos += 1
+        if self.pos >= len(self.statements) or self.statements[self.pos].text != "{":
+            raise self.error("expected '{' to open the kernel body")
+        self.pos += 1
+        registers: Dict[str, str] = {}
+        variables: List[Variable] = []
+        instructions: List[Instruction] = []
+        labels: Dict[str, int] = {}
+        depth = 1
+        while depth:
+            if self.pos >= len(self.statements):
+                raise self.error(f"kernel {name}: missing closing '}}'")
+            stmt = self.statements[self.pos]
+            self.pos += 1
+            text = stmt.text
+            if text == "{":
+                depth += 1
+                continue
+            if text == "}":
+                depth -= 1
+                continue
+            if text.endswith(":") and " " not in text:
+                label = text[:-1]
+                if label in labels:
+                    raise self.error(f"label {label} defined twice", stmt)
+                labels[label] = len(instructions)
+                continue
+            if text.startswith(".reg"):
+                self.registers(stmt, registers)
+                continue
+            if text.startswith((".shared", ".local")):
+                variables.append(self.variable(stmt))
+                continue
+            if text.startswith(".param"):
+                # a call-sequence parameter (inside `{ }`): declared, stored with st.param
+                variables.append(self.variable(stmt))
+                continue
+            if text.startswith((".loc", ".pragma", ".maxntid", ".reqntid")):
+                continue
+            if text.startswith("."):
+                raise self.error("unsupported directive in a kernel body", stmt)
+            instructions.append(self.instruction(stmt))
+        return Kernel(name, params, registers, variables, instructions, labels, directives,
+                      stmt.line)
+
+    def registers(self, stmt: _Statement, registers: Dict[str, str]) -> None:
+        parts = stmt.text.split(None, 2)
+        if len(parts) < 3 or not parts[1].startswith("."):
+            raise self.error("expected `.reg .type %name`", stmt)
+        rtype = parts[1][1:]
+        if rtype.startswith("v"):
+            raise self.error("vector registers are not supported", stmt)
+        if rtype not in _TYPE_BYTES:
+            raise self.error(f"unknown register type .{rtype}", stmt)
+        for item in _split_top(parts[2]):
+            match = _REG_RANGE.match(item)
+            if match:
+                for k in range(int(match.group(2))):
+                    registers[f"{match.group(1)}{k}"] = rtype
+            elif re.fullmatch(r"%[A-Za-z_$][\w$]*", item):
+                registers[item] = rtype
+            else:
+                raise self.error(f"bad register name {item!r}", stmt)
+
+    def instruction(self, stmt: _Statement) -> Instruction:
+        text = stmt.text
+        guard = None
+        match = re.match(r"^@(!?)(%[\w$]+)\s+", text)
+        if match:
+            guard = (match.group(2), bool(match.group(1)))
+            text = text[match.end():]
+        match = re.match(r"^([a-z][a-z0-9_]*)((?:\.[A-Za-z0-9_]+)*)\s*(.*)$", text, re.S)
+        if not match:
+            raise self.error("cannot read the instruction", stmt)
+        opcode, mods, rest = match.groups()
+        modifiers = tuple(m for m in mods.split(".") if m)
+        if opcode == "call":
+            operands = self.call_operands(rest, stmt)
+        else:
+            operands = tuple(self.operand(item, stmt) for item in _split_top(rest)) if rest else ()
+        return Instruction(opcode, modifiers, operands, guard, stmt.line, stmt.column,
+                           stmt.text)
+
+    def call_operands(self, rest: str, stmt) -> Tuple[Operand, ...]:
+        # call{.uni} (ret), func, (a, b);   or   call func, (a, b);
+        items = _split_top(rest)
+        out = []
+        for item in items:
+            item = item.strip()
+            if item.startswith("("):
+                inner = item.strip("()")
+                out.append(Vec(tuple(Sym(x.strip()) for x in _split_top(inner) if x.strip())))
+            else:
+                out.append(Sym(item))
+        return tuple(out)
+
+    def operand(self, text: str, stmt) -> Operand:
+        text = text.strip()
+        if not text:
+            raise self.error("empty operand", stmt)
+        if text.startswith("["):
+            if not text.endswith("]"):
+                raise self.error(f"bad address operand {text!r}", stmt)
+            return self.address(text[1:-1].strip(), stmt)
+        if text.startswith("{"):
+            if not text.endswith("}"):
+                raise self.error(f"bad vector operand {text!r}", stmt)
+            return Vec(tuple(self.operand(item, stmt) for item in _split_top(text[1:-1])))
+        if "|" in text:
+            first, second = (t.strip() for t in text.split("|", 1))
+            return PredPair(Reg(first), Reg(second))
+        if text.startswith("!"):
+            return Not(Reg(text[1:].strip()))
+        if text.startswith("%"):
+            return Reg(text)
+        m = _FLOATBITS.match(text)
+        if m:
+            width = 32 if m.group(1) in "fF" else 64
+            return Imm(None, int(m.group(2), 16), width)
+        if _INT.match(text):
+            return Imm(_int(text))
+        if _DECIMAL_FLOAT.match(text):
+            return Imm(float(text))
+        if text == "_":
+            return Sym("_")
+        if _IDENT.match(text):
+            return Sym(text)
+        raise self.error(f"cannot read operand {text!r}", stmt)
+
+    def address(self, text: str, stmt) -> Addr:
+        match = re.match(r"^([%A-Za-z_$][\w$.]*)?\s*(?:([+-])\s*(\w+))?$", text)
+        if not match:
+            if _INT.match(text):
+                return Addr(None, _int(text))
+            raise self.error(f"cannot read address [{text}]", stmt)
+        base, sign, offset = match.groups()
+        if base is None:
+            raise self.error(f"cannot read address [{text}]", stmt)
+        value = 0
+        if offset is not None:
+            if not _INT.match(offset):
+                raise self.error(f"address offset {offset!r} is not an integer", stmt)
+            value = _int(offset) * (-1 if sign == "-" else 1)
+        if _INT.match(base):
+            return Addr(None, _int(base) + value)
+        return Addr(Reg(base) if base.startswith("%") else Sym(base), value)
+
+
+def _int(text: str) -> int:
+    text = text.rstrip("U")
+    negative = text.startswith("-")
+    body = text.lstrip("+-")
+    if body.lower().startswith("0x"):
+        value = int(body, 16)
+    elif len(body) > 1 and body.startswith("0"):
+        value = int(body, 8)
+    else:
+        value = int(body)
+    return -value if negative else value
+
+
+_LINE_DIRECTIVES = (".version", ".target", ".address_size", ".file", ".loc")
+
+
+def _terminate_line_directives(text: str) -> str:
+    """.version / .target / .address_size / .file / .loc end at the newline, not at ';'."""
+    lines = text.split("\n")
+    for k, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith(_LINE_DIRECTIVES) and not stripped.endswith(";"):
+            lines[k] = line + ";"
+    return "\n".join(lines)
+
+
+def parse_ptx(text: str, source: Optional[str] = None) -> Program:
+    """Parse PTX text (as the JIT writes it) into a Program."""
+    return _Parser(_terminate_line_directives(_strip_comments(text)), source).parse()

@@ -1,0 +1,71 @@
+"""`run`: the CPU interpreter's calling convention, executed by lowering to PTX and emulating it.
+
+    run(module_or_path, entry, grid, *args, ...)   # same arguments as tilebc.interp.run
+
+The module is compiled by the JIT (`tilebc_runtime.compiler.compile(emit="ptx")`), the host
+arguments are bound exactly as the interpreter binds them (same GlobalMemory layout: module globals
+first, then the arguments, so both see identical pointers), and the PTX runs on the emulator.
+Numpy arrays are updated in place.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, Iterable, Optional, Tuple
+
+from tilebc.interp.api import _Binder, find_entry
+from tilebc.interp.machine import Machine, Options, flatten_grid
+from tilebc.ir.module import Module
+
+from ..compiler import compile as jit_compile, load_module
+from .machine import KernelImage, emulate, load_kernel
+
+_IMAGES: Dict[Tuple, Tuple[Module, KernelImage, int]] = {}
+
+
+def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
+                    threads: Optional[int] = None) -> Tuple[KernelImage, int]:
+    """The emulator image of one entry (cached per module object) and its threads per CTA."""
+    key = (id(module), entry, arch, threads)
+    cached = _IMAGES.get(key)
+    if cached is not None and cached[0] is module:
+        return cached[1], cached[2]
+    result = jit_compile(module, entry=entry, arch=arch, emit="ptx", threads=threads)
+    image = load_kernel(result.ptx, entry, source=f"<PTX of {module.source or 'module'}>")
+    count = result.kernels[entry].threads_per_cta
+    if len(_IMAGES) > 256:
+        _IMAGES.clear()
+    _IMAGES[key] = (module, image, count)
+    return image, count
+
+
+def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
+        threads: Optional[int] = None, check_memory: bool = True, allow_aliasing: bool = False,
+        uninitialized: Iterable[int] = (), print_stream=None, max_steps: int = 50_000_000,
+        **interpreter_only) -> KernelImage:
+    """Run `entry` over `grid` like `tilebc.interp.run`, but through the JIT's PTX on the
+    emulator. Interpreter-only options (check_assumptions, shuffle, seed, progress) are accepted
+    and ignored: assumptions are not in the PTX, and CTAs run in id order."""
+    unknown = set(interpreter_only) - {"check_assumptions", "shuffle", "seed", "progress"}
+    if unknown:
+        raise TypeError(f"run() got unexpected keyword arguments {sorted(unknown)}")
+    module = module_or_path if isinstance(module_or_path, Module) else \
+        load_module(os.fspath(module_or_path) if isinstance(module_or_path, os.PathLike)
+                    else module_or_path)
+    function = find_entry(module, entry)
+    image, count = compiled_kernel(module, function.name, arch, threads)
+    machine = Machine(module, Options(check_memory=check_memory))  # maps globals like interp
+    binder = _Binder(function, machine.memory, uninitialized)
+    keep: list = []
+    for index, argument in enumerate(args):
+        binder.bind(argument, f"argument {index}", index, keep)
+    if binder.position != len(binder.params):
+        from tilebc.interp.errors import ArgumentError
+        raise ArgumentError(f"entry {function.name} takes {len(binder.params)} parameters; the "
+                            f"arguments filled {binder.position}")
+    if check_memory and not allow_aliasing:
+        binder.check_overlaps()
+    symbols = {f"__tilebc_global_{name}": address
+               for name, address in machine.global_addresses.items()}
+    return emulate(image, function.name, flatten_grid(grid), binder.values,
+                   memory=machine.memory, threads=count, check=check_memory,
+                   print_stream=print_stream, max_steps=max_steps, global_symbols=symbols)

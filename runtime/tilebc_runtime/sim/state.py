@@ -1,0 +1,214 @@
+"""Per-CTA state of the emulator: the register file (one numpy array of shape [threads] per
+register), shared memory with race and initialisation tracking, per-thread local memory, and the
+address windows of generic addressing.
+
+Addresses. Global memory is `tilebc.interp.memory.GlobalMemory`, so kernel arrays sit at the same
+simulated 64-bit addresses as in the CPU interpreter. Shared variables start at SHARED_BASE (the
+first 1 KiB of a CTA's shared window is reserved on sm_80+, as on the device); local variables start
+at 0 in each thread's local space. A generic address of shared/local data (cvta) is the state-space
+address plus SHARED_WINDOW / LOCAL_WINDOW; every other generic address is global.
+
+Races (shared memory, between two bar.sync): a write to a byte another thread wrote with a
+different value (write-write), a read of a byte another thread wrote (read-after-write), and a
+write to a byte another thread read (write-after-read) are reported. Two threads storing the same
+value to one byte is accepted as benign (the JIT's exchanges do it when several threads hold copies
+of one element). Reading a shared byte no thread has written in this CTA is an error too.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional
+
+import numpy as np
+
+SHARED_BASE = 0x400
+SHARED_WINDOW = 0x1000_0000_0000
+LOCAL_WINDOW = 0x2000_0000_0000
+WINDOW_SIZE = 1 << 32
+
+UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+        8: np.dtype(np.uint64)}
+SINT = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32),
+        8: np.dtype(np.int64)}
+
+Fault = Callable[..., None]  # fault(message, address=None, thread=None, race=False)
+
+
+def _byte_indices(offsets: np.ndarray, size: int) -> np.ndarray:
+    return offsets.astype(np.int64)[:, None] + np.arange(size, dtype=np.int64)
+
+
+class SharedMemory:
+    """One CTA's shared memory (`size` bytes at SHARED_BASE) with per-byte access tracking."""
+
+    def __init__(self, size: int, check: bool = True):
+        self.size = size
+        self.check = check
+        self.data = np.zeros(size, np.uint8)
+        self.written = np.zeros(size, np.bool_)
+        self.epoch = 0  # barrier intervals since the CTA started
+        self.w_thread = np.full(size, -1, np.int64)
+        self.w_epoch = np.full(size, -1, np.int64)
+        self.r_epoch = np.full(size, -1, np.int64)
+        self.r_min = np.zeros(size, np.int64)  # smallest / largest reader thread this epoch
+        self.r_max = np.zeros(size, np.int64)
+
+    def barrier(self) -> None:
+        self.epoch += 1
+
+    def _offsets(self, addresses: np.ndarray, itemsize: int, fault: Fault, tids, verb: str):
+        offsets = addresses.astype(np.int64) - SHARED_BASE
+        bad = (offsets < 0) | (offsets + itemsize > self.size)
+        if np.any(bad):
+            k = int(np.argmax(bad))
+            fault(f"shared-memory {verb} of {itemsize} byte(s) outside the CTA's {self.size} "
+                  f"bytes of shared variables", address=int(addresses[k]), thread=int(tids[k]))
+        misaligned = offsets % itemsize != 0
+        if np.any(misaligned):
+            k = int(np.argmax(misaligned))
+            fault(f"misaligned shared-memory {verb}: address is not a multiple of {itemsize}",
+                  address=int(addresses[k]), thread=int(tids[k]))
+        return offsets
+
+    def load(self, addresses: np.ndarray, tids: np.ndarray, dtype: np.dtype,
+             fault: Fault) -> np.ndarray:
+        size = dtype.itemsize
+        offsets = self._offsets(addresses, size, fault, tids, "load")
+        idx = _byte_indices(offsets, size)
+        if self.check:
+            unwritten = ~self.written[idx].all(axis=1)
+            if np.any(unwritten):
+                k = int(np.argmax(unwritten))
+                fault("read of shared memory that no thread of this CTA has written",
+                      address=int(addresses[k]), thread=int(tids[k]))
+            raced = ((self.w_epoch[idx] == self.epoch)
+                     & (self.w_thread[idx] != tids[:, None])).any(axis=1)
+            if np.any(raced):
+                k = int(np.argmax(raced))
+                writer = int(self.w_thread[idx[k]][self.w_epoch[idx[k]] == self.epoch][0])
+                fault(f"shared-memory race: thread {int(tids[k])} reads a byte thread {writer} "
+                      f"wrote with no bar.sync in between", address=int(addresses[k]),
+                      thread=int(tids[k]), race=True)
+            flat = idx.reshape(-1)
+            threads = np.repeat(tids.astype(np.int64), size)
+            stale = self.r_epoch[flat] != self.epoch
+            self.r_min[flat[stale]] = np.iinfo(np.int64).max
+            self.r_max[flat[stale]] = -1
+            self.r_epoch[flat] = self.epoch
+            np.minimum.at(self.r_min, flat, threads)
+            np.maximum.at(self.r_max, flat, threads)
+        return self.data[idx].reshape(-1).view(dtype).copy()
+
+    def store(self, addresses: np.ndarray, tids: np.ndarray, values: np.ndarray,
+              fault: Fault) -> None:
+        values = np.ascontiguousarray(values)
+        size = values.dtype.itemsize
+        offsets = self._offsets(addresses, size, fault, tids, "store")
+        idx = _byte_indices(offsets, size)
+        new = values.view(np.uint8).reshape(-1, size)
+        if self.check:
+            flat, newflat = idx.reshape(-1), new.reshape(-1)
+            threads = np.repeat(tids.astype(np.int64), size)
+            # two lanes of this instruction writing different values to one byte
+            order = np.argsort(flat, kind="stable")
+            sf, sv, st = flat[order], newflat[order], threads[order]
+            clash = (sf[1:] == sf[:-1]) & (sv[1:] != sv[:-1]) & (st[1:] != st[:-1])
+            if np.any(clash):
+                k = int(np.argmax(clash))
+                fault(f"shared-memory race: threads {int(st[k])} and {int(st[k + 1])} write "
+                      f"different values to one byte in the same instruction",
+                      address=int(sf[k]) + SHARED_BASE, thread=int(st[k + 1]), race=True)
+            same_epoch = self.w_epoch[flat] == self.epoch
+            ww = same_epoch & (self.w_thread[flat] != threads) & (self.data[flat] != newflat)
+            if np.any(ww):
+                k = int(np.argmax(ww))
+                fault(f"shared-memory race: thread {int(threads[k])} overwrites a byte thread "
+                      f"{int(self.w_thread[flat[k]])} wrote (different value) with no bar.sync "
+                      f"in between", address=int(flat[k]) + SHARED_BASE,
+                      thread=int(threads[k]), race=True)
+            read = self.r_epoch[flat] == self.epoch
+            war = read & ((self.r_min[flat] != threads) | (self.r_max[flat] != threads))
+            if np.any(war):
+                k = int(np.argmax(war))
+                reader = int(self.r_min[flat[k]]) if self.r_min[flat[k]] != threads[k] \
+                    else int(self.r_max[flat[k]])
+                fault(f"shared-memory race: thread {int(threads[k])} writes a byte thread "
+                      f"{reader} read with no bar.sync in between", address=int(flat[k]) +
+                      SHARED_BASE, thread=int(threads[k]), race=True)
+            self.w_thread[flat] = threads
+            self.w_epoch[flat] = self.epoch
+        self.data[idx] = new
+        self.written[idx] = True
+
+
+class LocalMemory:
+    """Each thread's private local memory (`size` bytes from address 0)."""
+
+    def __init__(self, size: int, threads: int):
+        self.size = size
+        self.data = np.zeros((threads, size), np.uint8)
+        self.written = np.zeros((threads, size), np.bool_)
+
+    def _offsets(self, addresses, itemsize, fault, tids, verb):
+        offsets = addresses.astype(np.int64)
+        bad = (offsets < 0) | (offsets + itemsize > self.size)
+        if np.any(bad):
+            k = int(np.argmax(bad))
+            fault(f"local-memory {verb} of {itemsize} byte(s) outside the thread's {self.size} "
+                  f"bytes of local variables", address=int(addresses[k]), thread=int(tids[k]))
+        return offsets
+
+    def load(self, addresses, tids, dtype, fault):
+        offsets = self._offsets(addresses, dtype.itemsize, fault, tids, "load")
+        idx = _byte_indices(offsets, dtype.itemsize)
+        rows = tids.astype(np.int64)[:, None]
+        if not self.written[rows, idx].all():
+            k = int(np.argmax(~self.written[rows, idx].all(axis=1)))
+            fault("read of local memory the thread has not written", address=int(addresses[k]),
+                  thread=int(tids[k]))
+        return self.data[rows, idx].reshape(-1).view(dtype).copy()
+
+    def store(self, addresses, tids, values, fault):
+        values = np.ascontiguousarray(values)
+        size = values.dtype.itemsize
+        offsets = self._offsets(addresses, size, fault, tids, "store")
+        idx = _byte_indices(offsets, size)
+        rows = tids.astype(np.int64)[:, None]
+        self.data[rows, idx] = values.view(np.uint8).reshape(-1, size)
+        self.written[rows, idx] = True
+
+
+class Cta:
+    """One CTA being executed: registers, memories, and the special registers' values."""
+
+    def __init__(self, launch, ctaid, threads: int, registers: Dict[str, np.dtype]):
+        self.launch = launch
+        self.ctaid = ctaid
+        self.T = threads
+        self.r: Dict[str, np.ndarray] = {name: np.zeros(threads, dtype)
+                                         for name, dtype in registers.items()}
+        self.tids = np.arange(threads, dtype=np.int64)
+        self.shared = SharedMemory(launch.shared_size, launch.check)
+        self.local = LocalMemory(launch.local_size, threads)
+        self.call_params: Dict[str, np.ndarray] = {}
+        self.printed: list = []  # what this CTA printed (the message of a later trap)
+        self.special = self._specials()
+
+    def _specials(self) -> Dict[str, np.ndarray]:
+        T = self.T
+        tid = np.arange(T, dtype=np.uint32)
+        grid = self.launch.grid
+        zeros = np.zeros(T, np.uint32)
+        values = {"%tid.x": tid, "%tid.y": zeros, "%tid.z": zeros,
+                  "%ntid.x": np.full(T, T, np.uint32), "%ntid.y": np.ones(T, np.uint32),
+                  "%ntid.z": np.ones(T, np.uint32), "%laneid": tid % 32,
+                  "%warpid": tid // 32, "%nwarpid": np.full(T, -(-T // 32), np.uint32),
+                  "%smid": zeros, "%nsmid": np.ones(T, np.uint32),
+                  "%lanemask_eq": (np.uint32(1) << (tid % 32)).astype(np.uint32),
+                  "%lanemask_lt": ((np.uint64(1) << (tid % 32).astype(np.uint64))
+                                   - np.uint64(1)).astype(np.uint32),
+                  "%lanemask_le": ((np.uint64(1) << (tid % 32 + 1).astype(np.uint64))
+                                   - np.uint64(1)).astype(np.uint32)}
+        for axis, k in (("x", 0), ("y", 1), ("z", 2)):
+            values[f"%ctaid.{axis}"] = np.full(T, self.ctaid[k], np.uint32)
+            values[f"%nctaid.{axis}"] = np.full(T, grid[k], np.uint32)
+        return values

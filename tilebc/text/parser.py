@@ -227,6 +227,7 @@ class _Parser:
         self.locations = LocationTable(self.c)
         self._pending_locs: List[Tuple[object, object]] = []  # (op or function, loc expression)
         self._implicit: set = set()  # ids of terminators the text left out
+        self.preview = False  # a preview op makes the module public-preview bytecode
 
     # ---- module ----------------------------------------------------------------------------------
 
@@ -236,6 +237,7 @@ class _Parser:
         # Aliases may be defined after their uses: resolve every location now.
         for target, expr in self._pending_locs:
             target.loc = self.locations.location(expr)
+        module.preview = self.preview
         return module
 
     def _items(self, module: Module, closing: Optional[str]) -> None:
@@ -384,6 +386,9 @@ class _Parser:
         while not c.accept("}"):
             if c.peek().kind == "eof":
                 raise c.error("expected '}' to close the region")
+            if c.at("^"):
+                raise c.error("block labels are not allowed: a Tile IR region holds a single "
+                              "block (NVIDIA's reader rejects regions with more than one)")
             block.ops.append(self._op())
         if implicit and (not block.ops or not block.ops[-1].spec.terminator):
             terminator = Op(OPS_BY_MNEMONIC[implicit], {"operands": ()}, {}, [])
@@ -418,6 +423,7 @@ class _Parser:
         state.result_count = sum(count for _, count in names) if names else 0
         self._elements(compile_syntax(spec), state)
         op = self._build(state, name_token)
+        self.preview = self.preview or spec.preview
         op.text_pos = c.line_col(start.pos)
         expr = self._loc(op)
         # A terminator the text left out carries its parent's location (as MLIR's builder does).
@@ -711,6 +717,8 @@ class _Parser:
             return A.StringAttr(self._string())
         if token.text == "[":
             return A.ArrayAttr(self._bracketed(self._typed_attr))
+        if token.text == "{":
+            return A.DictionaryAttr(self._dictionary())
         if token.text in ("true", "false"):
             c.next()
             return A.BoolAttr(token.text == "true") if not c.at(":") else self._typed_number(token)
@@ -1002,6 +1010,54 @@ class _Parser:
         self._block_ops(block, implicit)
         self.scopes.pop()
         state.regions[index] = Region([block])
+
+    def _custom_CallSignature(self, state, callee, operands, *attrs_and_results):
+        """`@f(%a, …) {name = […], …} : (types) -> result type(s)`."""
+        *attr_refs, results = attrs_and_results
+        c = self.c
+        state.attrs[callee.name] = self._symbol_name(c.expect_kind("symbol", "a callee (@name)"))
+        c.expect("(", "to open the call arguments")
+        values = []
+        while not c.accept(")"):
+            if values:
+                c.expect(",", "between call arguments")
+            values.append(self._use())
+        state.operands[operands.name] = tuple(values)
+        allowed = {ref.name: ref for ref in attr_refs}
+        if c.accept("{"):
+            first = True
+            while not c.accept("}"):
+                if not first:
+                    c.expect(",")
+                first = False
+                key = c.expect_kind("ident", "an attribute name")
+                if key.text not in allowed:
+                    raise c.error(f"{state.spec.mnemonic} has no attribute '{key.text}' "
+                                  f"(expected one of: {', '.join(sorted(allowed))})", key.pos)
+                c.expect("=")
+                state.attrs[key.text] = self._attr_value(allowed[key.text].spec, state)
+        state.attrs.setdefault("const_args", ())
+        c.expect(":", "before the call's function type")
+        c.expect("(", "to open the argument types")
+        for index, value in enumerate(values):
+            if index:
+                c.expect(",")
+            pos = c.peek().pos
+            found = self.types.type()
+            if found != value.type:
+                raise c.error(f"{state.spec.mnemonic}: argument {index} has type {value.type}, "
+                              f"but the text says {found}", pos)
+        c.expect(")", "to close the argument types")
+        c.expect("->", "before the call's result types")
+        if c.accept("("):
+            types = []
+            while not c.accept(")"):
+                if types:
+                    c.expect(",")
+                types.append(self.types.type())
+        else:
+            types = [self.types.type()]
+        state.result_types[results.result] = types
 
     def _custom_ArgumentRegion(self, state, index):
         c = self.c

@@ -115,6 +115,44 @@ MALFORMED = [
     (HEADER + "  %a:2 = addi %arg0, %arg0 : tile<i32>\n  return\n}\n", 2, 3,
      "addi defines 1 results but 2 names were given"),
 ]
+FLOAT_HEADER = "entry @k(%arg0: tile<i32>, %f: tile<f32>) {\n"
+RETURN = "  return\n}\n"
+MALFORMED += [
+    # lexer: bad characters, unterminated strings, malformed numbers
+    (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32> \u00a7\n" + RETURN, 2, 38,
+     "unexpected character '\u00a7'"),
+    (HEADER + "  %c = constant <i1: true> : tile<i1>\n  assert %c, \"never closed : tile<i1>\n"
+     + RETURN, 3, 14, "unterminated string"),
+    (HEADER + "  %0 = constant <i32: 12abc> : tile<i32>\n" + RETURN, 2, 23, "malformed number '12abc'"),
+    (FLOAT_HEADER + "  %0 = constant <f32: 1.5e> : tile<f32>\n" + RETURN, 2, 23,
+     "malformed number '1.5e'"),
+    (HEADER + "  %0 = constant <i32: 0x> : tile<i32>\n" + RETURN, 2, 23, "malformed number '0x'"),
+    # parser: missing tokens
+    (HEADER + "  %0 = addi %arg0, %arg0 tile<i32>\n" + RETURN, 2, 26, "expected ':' in addi, found 'tile'"),
+    (HEADER + "  %0 = addi %arg0 : tile<i32>\n" + RETURN, 2, 19, "expected ',' in addi, found ':'"),
+    ("entry @k(%arg0 tile<i32>) {\n" + RETURN, 1, 16, "expected ':', found 'tile'"),
+    (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32> loc(\"a.py\":1:2\n" + RETURN, 3, 3,
+     "expected ')' to close loc(...), found 'return'"),
+    # parser: wrong attribute keywords
+    (FLOAT_HEADER + "  %0 = addf %f, %f rounding<sideways> : tile<f32>\n" + RETURN, 2, 29,
+     "expected rounding mode, one of: nearest_even, zero,"),
+    (HEADER + "  %0 = addi %arg0, %arg0 overflow<maybe> : tile<i32>\n" + RETURN, 2, 35,
+     "expected overflow, one of: none, no_signed_wrap"),
+    (FLOAT_HEADER + "  %0 = cmpf less_than sometimes %f, %f : tile<f32> -> tile<i1>\n" + RETURN, 2, 23,
+     "expected comparison_ordering, one of: unordered, ordered; found 'sometimes'"),
+    # parser: type syntax
+    (HEADER + "  %0 = addi %arg0, %arg0 : tile<4xq32>\n" + RETURN, 2, 35, "expected an element type"),
+    # parser: SSA values used before any definition, aliases, blocks
+    (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32>\n  %1 = addi %0, %later : tile<i32>\n" + RETURN,
+     3, 17, "use of undefined value %later"),
+    (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32> loc(#nowhere)\n" + RETURN, 2, 42,
+     "use of undefined alias #nowhere"),
+    (HEADER + RETURN + "#loc = loc(unknown)\n#loc = loc(unknown)\n", 5, 1, "redefinition of alias #loc"),
+    (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32> loc(#l)\n" + RETURN
+     + "#l = #cuda_tile.di_loc<loc(unknown) in #l>\n", 5, 6, "#cuda_tile.di_loc needs a file location"),
+    (HEADER + "  ^bb1:\n" + RETURN, 2, 3, "block labels are not allowed: a Tile IR region holds a "
+     "single block"),
+]
 
 
 @pytest.mark.parametrize("text, line, column, prefix", MALFORMED,

@@ -167,3 +167,15 @@ def test_malformed_text(text, line, column, prefix):
     source_line, caret = error.message.splitlines()[1:3]
     assert caret.index("^") - 2 == column - 1
     assert source_line[2:] == text.splitlines()[line - 1]
+
+
+@needs_disasm
+def test_zero_d_tensor_view_may_omit_strides():
+    """NVIDIA prints a 0-d tensor view as `tensor_view<f32>`; that text reads back."""
+    text = ("entry @k(%p: tile<ptr<f32>>) {\n"
+            "  %v = make_tensor_view %p, shape = [], strides = [] : tensor_view<f32>\n  return\n}\n")
+    data = assemble(text, "13.5")
+    listing = tileirdisasm(data)
+    assert listing.ok, listing.stderr
+    assert ": tensor_view<f32>\n" in listing.stdout
+    assert assemble(listing.stdout, "13.5") == data

@@ -184,6 +184,8 @@ class _TypeParser:
                 break
             shape.append(None if dim.group(1) == "?" else int(dim.group(1)))
         element = self.element()
+        if not shape and self.opt(">"):  # a 0-d view may leave out `, strides=[]`
+            return T.TensorViewType(element, (), (), PtrAttr.NONE)
         self.lit(",")
         self.lit("strides")
         self.lit("=")

@@ -17,7 +17,7 @@ NVIDIA's own writer does.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from ..ir import location as L
 from .lexer import Cursor, unescape

@@ -20,7 +20,6 @@ from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC
 from ..version import MAX_VERSION
 from .lexer import Cursor, Token, unescape
 from .locations import LocationTable
-from .names import block_arg_names
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
                      compile_syntax)
 

@@ -7,14 +7,14 @@ signatures) and the `custom<…>` directives are written out here.
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from ..errors import TilebcError
 from ..ir.module import Block, Function, Global, Module, Op, Region
-from ..ops.spec import Arity, AttrKind
+from ..ops.spec import AttrKind
 from . import values as V
 from .debuginfo import LocationAliases
-from .names import FunctionNames, block_arg_names
+from .names import FunctionNames
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
                      after_literal, compile_syntax, space_before_literal)
 

@@ -390,7 +390,9 @@ OPS: Tuple[OpSpec, ...] = (
         (attr("callee", AttrKind.STRING), attr("const_args", AttrKind.ATTR_ARRAY),
          attr("arg_attrs", AttrKind.ATTR_ARRAY, optional=True),
          attr("res_attrs", AttrKind.ATTR_ARRAY, optional=True)),
-        since=V13_5, preview=True, summary="call a foreign function (public preview)"),
+        since=V13_5, preview=True,
+        syntax="custom<CallSignature>($callee, $operands, $arg_attrs, $const_args, $res_attrs, "
+               "$results)", summary="call a foreign function (public preview)"),
 )
 
 OPS_BY_OPCODE: Dict[int, OpSpec] = {spec.opcode: spec for spec in OPS}

@@ -7,7 +7,7 @@ and by alias name; each name is numbered in that order (`#loc`, `#loc1`, …).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 from ..ir import location as L
 from .values import escape_string

@@ -22,6 +22,7 @@ _TOKEN = re.compile(r"""
   | (?P<ident>[A-Za-z_][A-Za-z0-9_$.]*)
   | (?P<punct>->|[()\[\]{}<>,:=?^*+\-])
 """, re.VERBOSE)
+_WORD_TAIL = re.compile(r"[A-Za-z0-9_.]*")
 _SPACE = re.compile(r"(?:\s+|//[^\n]*)+")
 
 
@@ -71,7 +72,15 @@ class Cursor:
             return self._peeked
         match = _TOKEN.match(self.text, self.pos)
         if not match:
+            if self.text[self.pos] == '"':
+                raise self.error("unterminated string (a string ends with \" on the same line)",
+                                 self.pos)
             raise self.error(f"unexpected character {self.text[self.pos]!r}", self.pos)
+        if match.lastgroup == "number":
+            # A number runs into letters or digits (`12abc`, `0x`, `1.5e`): malformed.
+            tail = _WORD_TAIL.match(self.text, match.end())
+            if tail.end() > match.end():
+                raise self.error(f"malformed number '{self.text[self.pos:tail.end()]}'", self.pos)
         self._peeked = Token(match.lastgroup, match.group(), self.pos)
         return self._peeked
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from ..ir.module import Block, Function, Op, Region, Value
+from ..ir.module import Block, Function, Op, Value
 from ..ir.types import ElementType
 from ..numerics import dense_is_splat
 from .floats import constant_name_part

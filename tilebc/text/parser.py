@@ -2,7 +2,7 @@
 
 Per-op syntax is the op table's `syntax` declaration (the same elements the printer walks), so
 every op the printer can print is parsed the same way back. Debug locations (`loc(...)`) and
-alias definitions are accepted and skipped.
+alias definitions are read into op/entry locations (tilebc/text/locations.py).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ..ops.spec import Arity, AttrKind
 from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC
 from ..version import MAX_VERSION
 from .lexer import Cursor, Token, unescape
-from .names import block_arg_names
+from .locations import LocationTable
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
                      compile_syntax)
 
@@ -183,6 +183,8 @@ class _TypeParser:
                 break
             shape.append(None if dim.group(1) == "?" else int(dim.group(1)))
         element = self.element()
+        if not shape and self.opt(">"):  # a 0-d view may leave out `, strides=[]`
+            return T.TensorViewType(element, (), (), PtrAttr.NONE)
         self.lit(",")
         self.lit("strides")
         self.lit("=")
@@ -223,12 +225,20 @@ class _Parser:
         self.c = Cursor(text, filename)
         self.types = _TypeParser(self.c)
         self.scopes: List[Dict[str, Value]] = []
+        self.locations = LocationTable(self.c)
+        self._pending_locs: List[Tuple[object, object]] = []  # (op or function, loc expression)
+        self._implicit: set = set()  # ids of terminators the text left out
+        self.preview = False  # a preview op makes the module public-preview bytecode
 
     # ---- module ----------------------------------------------------------------------------------
 
     def module(self) -> Module:
         module = Module(version=MAX_VERSION, source=self.c.filename)
         self._items(module, closing=None)
+        # Aliases may be defined after their uses: resolve every location now.
+        for target, expr in self._pending_locs:
+            target.loc = self.locations.location(expr)
+        module.preview = self.preview
         return module
 
     def _items(self, module: Module, closing: Optional[str]) -> None:
@@ -241,11 +251,11 @@ class _Parser:
                 return
             if closing and token.text == closing:
                 c.next()
-                self._skip_loc()
+                self._loc()
                 return
             word = token.text[len(PREFIX):] if token.text.startswith(PREFIX) else token.text
             if token.kind == "hash":
-                self._skip_alias_definition()
+                self.locations.define()
             elif word == "module" or token.text == "module":
                 c.next()
                 if c.peek().kind == "symbol":
@@ -261,14 +271,6 @@ class _Parser:
             else:
                 raise c.error(f"expected 'entry', 'global' or 'module', found '{token.text}'")
 
-    def _skip_alias_definition(self) -> None:
-        self.c.next()
-        self.c.expect("=", "in an alias definition")
-        # The definition runs to the end of its line.
-        end = self.c.text.find("\n", self.c.pos)
-        self.c.pos = len(self.c.text) if end < 0 else end
-        self.c._peeked = None
-
     def _skip_balanced(self, opening: str, closing: str) -> None:
         self.c.expect(opening)
         depth = 1
@@ -281,10 +283,12 @@ class _Parser:
             elif token.text == closing:
                 depth -= 1
 
-    def _skip_loc(self) -> None:
-        if self.c.at("loc"):
-            self.c.next()
-            self._skip_balanced("(", ")")
+    def _loc(self, target=None):
+        """An optional `loc(...)`; kept for `target` (resolved when the module is complete)."""
+        expr = self.locations.trailer()
+        if expr is not None and target is not None:
+            self._pending_locs.append((target, expr))
+        return expr
 
     def _symbol_name(self, token: Token) -> str:
         body = token.text[1:]
@@ -303,7 +307,7 @@ class _Parser:
             c.expect("=")
             alignment = self._int()
         dense = self._dense_constant()
-        self._skip_loc()
+        self._loc()
         return Global(name, dense, alignment, visibility, constant)
 
     def _entry(self) -> Function:
@@ -321,7 +325,7 @@ class _Parser:
             arg = Value(self.types.type(), block, len(block.args))
             self._define(scope, token, arg)
             block.args.append(arg)
-            self._skip_loc()
+            self._loc()
         c.expect(")")
         results = []
         if c.accept("->"):
@@ -339,12 +343,14 @@ class _Parser:
         if c.accept("attributes"):
             self._skip_balanced("{", "}")
         self.scopes = [scope]
-        self._block_ops(block)
+        self._block_ops(block, implicit="return")
         self.scopes = []
         function = Function(name, T.FunctionType(tuple(a.type for a in block.args), tuple(results)),
                             block, hints)
         function.text_pos = c.line_col(start.pos)
-        self._skip_loc()
+        expr = self._loc(function)
+        if expr is not None and id(block.ops[-1]) in self._implicit:
+            self._pending_locs.append((block.ops[-1], expr))
         return function
 
     # ---- values ----------------------------------------------------------------------------------
@@ -381,9 +387,15 @@ class _Parser:
         while not c.accept("}"):
             if c.peek().kind == "eof":
                 raise c.error("expected '}' to close the region")
+            if c.at("^"):
+                raise c.error("block labels are not allowed: a Tile IR region holds a single "
+                              "block (NVIDIA's reader rejects regions with more than one)")
             block.ops.append(self._op())
         if implicit and (not block.ops or not block.ops[-1].spec.terminator):
-            block.ops.append(Op(OPS_BY_MNEMONIC[implicit], {"operands": ()}, {}, []))
+            terminator = Op(OPS_BY_MNEMONIC[implicit], {"operands": ()}, {}, [])
+            terminator.text_pos = c.line_col(c.pos - 1)
+            self._implicit.add(id(terminator))
+            block.ops.append(terminator)
 
     def _op(self) -> Op:
         c = self.c
@@ -412,8 +424,14 @@ class _Parser:
         state.result_count = sum(count for _, count in names) if names else 0
         self._elements(compile_syntax(spec), state)
         op = self._build(state, name_token)
+        self.preview = self.preview or spec.preview
         op.text_pos = c.line_col(start.pos)
-        self._skip_loc()
+        expr = self._loc(op)
+        # A terminator the text left out carries its parent's location (as MLIR's builder does).
+        for region in op.regions:
+            for block in region.blocks:
+                if expr is not None and block.ops and id(block.ops[-1]) in self._implicit:
+                    self._pending_locs.append((block.ops[-1], expr))
         # Bind result names.
         if names:
             if state.result_count != len(op.results):
@@ -700,6 +718,8 @@ class _Parser:
             return A.StringAttr(self._string())
         if token.text == "[":
             return A.ArrayAttr(self._bracketed(self._typed_attr))
+        if token.text == "{":
+            return A.DictionaryAttr(self._dictionary())
         if token.text in ("true", "false"):
             c.next()
             return A.BoolAttr(token.text == "true") if not c.at(":") else self._typed_number(token)
@@ -794,6 +814,9 @@ class _Parser:
 
     def _attr_dict(self, element: AttrDict, state: _OpState) -> None:
         c = self.c
+        # Attributes the printer elides at their keyword value take that value when absent.
+        for ref, elided in element.keyword_attrs:
+            state.attrs.setdefault(ref.name, ref.spec.enum.from_keyword(elided))
         keyword = c.accept("attributes")
         if not (keyword or c.at("{")):
             return
@@ -988,6 +1011,54 @@ class _Parser:
         self._block_ops(block, implicit)
         self.scopes.pop()
         state.regions[index] = Region([block])
+
+    def _custom_CallSignature(self, state, callee, operands, *attrs_and_results):
+        """`@f(%a, …) {name = […], …} : (types) -> result type(s)`."""
+        *attr_refs, results = attrs_and_results
+        c = self.c
+        state.attrs[callee.name] = self._symbol_name(c.expect_kind("symbol", "a callee (@name)"))
+        c.expect("(", "to open the call arguments")
+        values = []
+        while not c.accept(")"):
+            if values:
+                c.expect(",", "between call arguments")
+            values.append(self._use())
+        state.operands[operands.name] = tuple(values)
+        allowed = {ref.name: ref for ref in attr_refs}
+        if c.accept("{"):
+            first = True
+            while not c.accept("}"):
+                if not first:
+                    c.expect(",")
+                first = False
+                key = c.expect_kind("ident", "an attribute name")
+                if key.text not in allowed:
+                    raise c.error(f"{state.spec.mnemonic} has no attribute '{key.text}' "
+                                  f"(expected one of: {', '.join(sorted(allowed))})", key.pos)
+                c.expect("=")
+                state.attrs[key.text] = self._attr_value(allowed[key.text].spec, state)
+        state.attrs.setdefault("const_args", ())
+        c.expect(":", "before the call's function type")
+        c.expect("(", "to open the argument types")
+        for index, value in enumerate(values):
+            if index:
+                c.expect(",")
+            pos = c.peek().pos
+            found = self.types.type()
+            if found != value.type:
+                raise c.error(f"{state.spec.mnemonic}: argument {index} has type {value.type}, "
+                              f"but the text says {found}", pos)
+        c.expect(")", "to close the argument types")
+        c.expect("->", "before the call's result types")
+        if c.accept("("):
+            types = []
+            while not c.accept(")"):
+                if types:
+                    c.expect(",")
+                types.append(self.types.type())
+        else:
+            types = [self.types.type()]
+        state.result_types[results.result] = types
 
     def _custom_ArgumentRegion(self, state, index):
         c = self.c

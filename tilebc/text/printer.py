@@ -7,14 +7,14 @@ signatures) and the `custom<…>` directives are written out here.
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from ..errors import TilebcError
 from ..ir.module import Block, Function, Global, Module, Op, Region
-from ..ops.spec import Arity, AttrKind
+from ..ops.spec import AttrKind
 from . import values as V
 from .debuginfo import LocationAliases
-from .names import FunctionNames, block_arg_names
+from .names import FunctionNames
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
                      after_literal, compile_syntax, space_before_literal)
 
@@ -196,6 +196,24 @@ def _inbounds(op, ctx, attr):
     return "inbounds = " + attr_text(attr.spec, value)
 
 
+def _call_signature(op, ctx, callee, operands, *attrs_and_results):
+    """`@f(%a, %b) {arg_attrs = [...]} : (!cuda_tile.tile<f32>, …) -> …` as MLIR prints a call:
+    attributes other than the callee in name order (const_args only when non-empty), then the
+    function type, whose types the generic printer writes dialect-qualified."""
+    *attr_refs, results = attrs_and_results
+    values = op.operands[operands.name]
+    text = f"{V.symbol(op.attrs[callee.name])}({', '.join(ctx.names.ref(v) for v in values)})"
+    shown = [(ref.name, op.attrs[ref.name]) for ref in sorted(attr_refs, key=lambda r: r.name)
+             if op.attrs.get(ref.name)]
+    if shown:
+        text += " {" + ", ".join(f"{name} = {attr_text(AttrRef(name, op.spec.attr(name)).spec, value)}"
+                                 for name, value in shown) + "}"
+    inputs = ", ".join(V.qualified_type(v.type) for v in values)
+    outputs = [V.qualified_type(t) for t in _types_of(op, results)]
+    result_text = outputs[0] if len(outputs) == 1 else "(" + ", ".join(outputs) + ")"
+    return f"{text} : ({inputs}) -> {result_text}"
+
+
 # name -> (print function, whether an empty result also drops the space before it)
 DIRECTIVES: Dict[str, tuple] = {
     "Rounding": (_rounding, False),
@@ -211,6 +229,7 @@ DIRECTIVES: Dict[str, tuple] = {
     "TensorViewTypes": (_tensor_view_types, False),
     "IndexTypes": (_index_types, False),
     "Inbounds": (_inbounds, False),
+    "CallSignature": (_call_signature, False),
 }
 
 

@@ -20,7 +20,7 @@ the previous element suppressed it; punctuation decides its own spacing (`should
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import List, Optional, Tuple, Union
 

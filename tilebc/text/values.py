@@ -114,6 +114,11 @@ def typed_attr(value: A.Attribute) -> str:
     raise TypeError(f"cannot print attribute {value!r}")
 
 
+def qualified_type(type_) -> str:
+    """A type as MLIR's generic printer writes it inside a function type: `!cuda_tile.tile<f32>`."""
+    return "!cuda_tile." + str(type_)
+
+
 def _hint_value(value: A.Attribute) -> str:
     if isinstance(value, A.IntegerAttr) and value.type.bits > 1:
         return str(value.value)

@@ -38,7 +38,8 @@ SANITIZER_ENV = {
 
 @pytest.fixture(scope="session")
 def cpp_build() -> Path:
-    cmake = shutil.which("cmake")
+    # The test extra installs cmake and ninja wheels into the venv; its bin/ may not be on PATH.
+    cmake = shutil.which("cmake") or shutil.which("cmake", path=str(Path(sys.executable).parent))
     if cmake is None or not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
         pytest.skip("cmake and a C++17 compiler are needed to build runtime/cpp")
     BUILD.mkdir(parents=True, exist_ok=True)
@@ -54,7 +55,8 @@ def cpp_build() -> Path:
 
 def _configure_and_build(cmake: str) -> Path:
     if not (BUILD / "CMakeCache.txt").exists():
-        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+        ninja = shutil.which("ninja") or shutil.which("ninja", path=str(Path(sys.executable).parent))
+        generator = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
         subprocess.run([cmake, *generator, "-S", str(CPP), "-B", str(BUILD), "-DCMAKE_BUILD_TYPE=Debug",
                         "-DTILEBC_SANITIZE=ON", f"-DPython3_EXECUTABLE={sys.executable}"],
                        check=True, capture_output=True, timeout=300)

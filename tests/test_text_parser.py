@@ -179,3 +179,4 @@ def test_zero_d_tensor_view_may_omit_strides():
     assert listing.ok, listing.stderr
     assert ": tensor_view<f32>\n" in listing.stdout
     assert assemble(listing.stdout, "13.5") == data
+    assert print_module(tilebc.load(data)) == listing.stdout

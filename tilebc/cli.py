@@ -251,49 +251,87 @@ def cmd_translate(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    """Main job: everything that exists so far, on an embedded default kernel (or a given file)."""
+    """Main job: assemble -> verify -> disassemble -> interpret on the CPU -> JIT to a cubin (and launch
+    when a GPU is present), on the embedded kernel text or on a given text/bytecode file."""
     from . import oracles
+    from .text import parse_module, print_module
+    from .verify import verify
     if args.input:
         name, data = args.input, _read_input(args.input)
     else:
-        name = "embedded demo kernel (cuTile elementwise_f32, 13.3)"
-        data = resources.files("tilebc").joinpath("data/demo.tilebc").read_bytes()
-    print(f"== read {name}: {len(data)} bytes")
-    module = load(data)
-    print(f"   version {module.version}, {len(module.functions)} entr"
-          f"{'y' if len(module.functions) == 1 else 'ies'}, {len(module.globals)} globals")
+        name = "embedded demo kernel (text form of cuTile's float_math, elementwise_f32)"
+        data = resources.files("tilebc").joinpath("data/demo.mlir").read_bytes()
+    failures = 0
+
+    def step(title: str, ok: bool = True, detail: str = "") -> None:
+        nonlocal failures
+        failures += not ok
+        print(f"== {title}: {'ok' if ok else 'FAILED'}" + (f" — {detail}" if detail else ""))
+
+    if data.startswith(MAGIC):
+        module = load(data, verify=False)
+        step(f"read bytecode {name}", detail=f"{len(data)} bytes, version {module.version}")
+    else:
+        module = parse_module(data.decode("utf-8"), filename=name)
+        step(f"assemble {name}", detail=f"{len(module.functions)} entry, "
+             f"{sum(1 for _ in module.walk())} ops")
+    verify(module)
+    step("verify", detail="typing and well-formedness rules hold")
     for function in module.functions:
         histogram = collections.Counter(op.name for op in function.walk())
-        print(f"   entry @{function.name}")
-        print(f"     signature {function.type}")
+        print(f"   entry @{function.name}{function.type}")
         print(f"     {sum(histogram.values())} ops: "
-              + ", ".join(f"{op} x{count}" for op, count in histogram.most_common(8)) + ", …")
-    disasm = oracles.tool_path("tileirdisasm")
-    reference = oracles.tileirdisasm(data).stdout if disasm else None
-    print("== re-encode for every version" + ("" if disasm else
+              + ", ".join(f"{op} x{count}" for op, count in histogram.most_common(6)) + ", …")
+
+    have_disasm = oracles.tool_path("tileirdisasm") is not None
+    text = print_module(module)
+    print("== encode for every version" + ("" if have_disasm else
           " (tileirdisasm not installed: NVIDIA checks skipped)"))
-    failures = 0
     for version in ALL_VERSIONS:
         try:
             encoded = dump(module, version)
         except TilebcError as error:
             print(f"   {version}: refused: {error.message}")
             continue
-        again = dump(load(encoded), version)
-        status = f"{len(encoded)} bytes, deterministic={again == encoded}"
-        if disasm:
+        ours = print_module(load(encoded))
+        status = f"{len(encoded)} bytes, deterministic={dump(load(encoded), version) == encoded}"
+        if have_disasm:
             listing = oracles.tileirdisasm(encoded)
-            same = listing.ok and (oracles.without_hint_keys(listing.stdout)
-                                   == oracles.without_hint_keys(reference))
-            status += f", tileirdisasm {'accepts, same text' if same else 'DIFFERS'}"
+            same = listing.ok and listing.stdout == ours
+            status += f", our dis {'==' if same else '!='} tileirdisasm"
             failures += not same
         print(f"   {version}: {status}")
+    bytecode = dump(module)
     if oracles.tool_path("tileiras"):
-        compiled = oracles.tileiras(dump(module), "sm_90")
-        print(f"== tileiras --gpu-name=sm_90 on our bytes: {'ok' if compiled.ok else 'FAILED'}")
-        failures += not compiled.ok
-    print("== not yet available: verify, dis/asm, CPU interpreter, JIT to PTX/cubin, GPU launch "
-          "(see the open issues)")
+        compiled = oracles.tileiras(bytecode, "sm_90")
+        step("tileiras --gpu-name=sm_90 on our bytes", compiled.ok)
+    print(f"== disassembly (first lines of {len(text.splitlines())}):")
+    for line in text.splitlines()[:4]:
+        print("   " + (line if len(line) < 110 else line[:107] + "..."))
+
+    try:
+        from .interp import demo_check
+        from .interp.errors import ArgumentError
+        summary = demo_check(module)
+        step("CPU interpreter vs numpy", detail=summary)
+    except ArgumentError:
+        print("== CPU interpreter: skipped (the numpy check knows only the embedded demo kernel; "
+              "use `tilebc run`)")
+    except TilebcError as error:
+        step("CPU interpreter vs numpy", False, str(error))
+
+    try:
+        import tilebc_runtime
+    except ImportError:
+        print("== JIT: tilebc-runtime is not installed (pip install -e ./runtime)")
+    else:
+        try:
+            line = tilebc_runtime.demo_compile(module)
+        except TilebcError as error:
+            step("JIT to PTX and cubin (nvJitLink)", False, str(error))
+        else:
+            step("JIT to PTX and cubin (nvJitLink)", "FAILED" not in line, line)
+    print(f"== {'all steps passed' if not failures else f'{failures} step(s) FAILED'}")
     return 1 if failures else 0
 
 

@@ -130,7 +130,9 @@ class TensorViewType(Type):
 
     def __str__(self) -> str:
         dims = "".join(f"{'?' if d is None else d}x" for d in self.shape)
-        text = f"tensor_view<{dims}{self.element}, strides=[{_dims(self.strides, ',')}]"
+        text = f"tensor_view<{dims}{self.element}"
+        if self.shape:  # a 0-d view prints no (empty) stride list, as tileirdisasm does
+            text += f", strides=[{_dims(self.strides, ',')}]"
         if self.ptr_attr != PtrAttr.NONE:
             text += f", #cuda_tile.ptr_attr<{self.ptr_attr.keyword}>"
         return text + ">"

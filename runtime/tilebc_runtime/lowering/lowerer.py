@@ -101,6 +101,8 @@ class Lowerer:
         self.arch = arch  # e.g. 90 for sm_90
         self.w = PtxWriter()
         self.w.arch = arch
+        self.w.const_table = self.const_table
+        self._tables: Dict[str, str] = {}
         self.values: Dict[Value, object] = {}
         self.frames: List[Frame] = []
         self.smem_size = 0
@@ -308,7 +310,7 @@ class Lowerer:
                 w(f"setp.ne.u16 {out}, {byte}, 0")
             return out
         memtype = dtypes.mem_type(element)
-        if name.startswith("f8"):
+        if name in dtypes.BYTE_FLOATS:
             memtype = "u8"
         w(f"{guard}ld{qualifiers}.{space}.{memtype} {out}, [{address}]")
         return out
@@ -460,6 +462,14 @@ class Lowerer:
     def global_symbol(self, name: str) -> str:
         self.globals_used.add(name)
         return f"__tilebc_global_{name}"
+
+    def const_table(self, key: str, payload: bytes) -> str:
+        """Symbol of a read-only .const byte table (emitted once per kernel per key)."""
+        if key not in self._tables:
+            name = f"{self.prefix}_const{len(self.const_arrays)}"
+            self.const_arrays.append((name, payload))
+            self._tables[key] = name
+        return self._tables[key]
 
     def add_string(self, data: bytes) -> str:
         self.strings.append(data + b"\0")

@@ -56,6 +56,8 @@ class PtxWriter:
         self.current_op = None
         self.labels = 0
         self.in_preamble = False
+        self.arch = 90  # the Lowerer sets the real target
+        self.const_table = None  # the Lowerer's .const table registry (softfloat decode tables)
 
     def reg(self, cls: str) -> str:
         number = self.counts[cls]

@@ -14,11 +14,7 @@ FIXTURES = sorted((ROOT / "fixtures" / "bytecode").glob("*/*-13.5.tilebc"))
 OLDEST = sorted((ROOT / "fixtures" / "bytecode").glob("*/*-13.1.tilebc"))
 
 # Kernels the JIT cannot compile yet, with the op family that stops them (see registry.NOT_LOWERED).
-NOT_YET = {
-    "mma_scaled_fp4": "mmaf_scaled",
-    "mma_scaled_fp8": "mmaf_scaled",
-    "pack_unpack": "pack/unpack",
-}
+NOT_YET: dict = {}
 
 
 def _name(path):

@@ -198,6 +198,8 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
         put(decl)
     if lw.smem_size:
         put(f"\t.shared .align 16 .b8 __tilebc_smem[{lw.smem_size}];")
+    for symbol, alignment, size in lw.allocas:
+        put(f"\t.shared .align {alignment} .b8 {symbol}[{size}];")
     if lw.local_bytes:
         put(f"\t.local .align 8 .b8 __tilebc_printbuf[{lw.local_bytes}];")
     for text, op in zip(w.preamble, w.preamble_origin):
@@ -207,7 +209,8 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
     put(f"{lw.exit_label}:")
     put("\tret;")
     put("}")
-    info = KernelInfo(function.name, threads, lw.smem_size, lw.local_bytes, occupancy)
+    shared = lw.smem_size + sum(-(-size // 16) * 16 for _, _, size in lw.allocas)
+    info = KernelInfo(function.name, threads, shared, lw.local_bytes, occupancy)
     return lines, origin, info, lw
 
 

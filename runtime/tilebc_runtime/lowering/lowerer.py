@@ -112,6 +112,10 @@ class Lowerer:
         self.globals_used = set()
         self.local_bytes = 0
         self.exit_label = self.w.label("exit")
+        # alloca scratch lives in shared memory, so a kernel with an alloca addresses everything a
+        # pointer can reach generically (no state space); other kernels use .global.
+        self.generic_pointers = any(o.name == "alloca" for o in function.walk())
+        self.allocas: List[tuple] = []  # (symbol, alignment, bytes) of .shared scratch buffers
         self._cache: Dict[tuple, object] = {}
 
     # -- diagnostics ---------------------------------------------------------------------------
@@ -287,6 +291,19 @@ class Lowerer:
         return out
 
     # -- memory --------------------------------------------------------------------------------
+    @property
+    def pointer_space(self) -> str:
+        """State space for loads/stores/atomics through Tile IR pointers: "global" or "" (generic)."""
+        return "" if self.generic_pointers else "global"
+
+    @staticmethod
+    def _space(space: str) -> str:
+        return f".{space}" if space else ""
+
+    def space_suffix(self) -> str:
+        """".global" or "" (generic) for instructions through Tile IR pointers."""
+        return self._space(self.pointer_space)
+
     def load(self, space: str, address: str, element, qualifiers: str = "",
              predicate: Optional[str] = None, default: Optional[str] = None) -> str:
         """Load one element; with `predicate`, lanes where it is false get `default`."""
@@ -301,7 +318,7 @@ class Lowerer:
             byte = w.reg("b16")
             if predicate:
                 w(f"mov.b16 {byte}, 0")
-            w(f"{guard}ld{qualifiers}.{space}.u8 {byte}, [{address}]")
+            w(f"{guard}ld{qualifiers}{self._space(space)}.u8 {byte}, [{address}]")
             if predicate and default is not None:
                 loaded = w.reg("pred")
                 w(f"setp.ne.u16 {loaded}, {byte}, 0")
@@ -312,7 +329,7 @@ class Lowerer:
         memtype = dtypes.mem_type(element)
         if name in dtypes.BYTE_FLOATS:
             memtype = "u8"
-        w(f"{guard}ld{qualifiers}.{space}.{memtype} {out}, [{address}]")
+        w(f"{guard}ld{qualifiers}{self._space(space)}.{memtype} {out}, [{address}]")
         return out
 
     def store(self, space: str, address: str, reg: str, element, qualifiers: str = "",
@@ -323,11 +340,11 @@ class Lowerer:
         if name == "i1":
             byte = w.reg("b16")
             w(f"selp.u16 {byte}, 1, 0, {reg}")
-            w(f"{guard}st{qualifiers}.{space}.u8 [{address}], {byte}")
+            w(f"{guard}st{qualifiers}{self._space(space)}.u8 [{address}], {byte}")
             return
         memtype = {"s8": "u8", "s16": "u16", "b8": "u8"}.get(dtypes.mem_type(element),
                                                             dtypes.mem_type(element))
-        w(f"{guard}st{qualifiers}.{space}.{memtype} [{address}], {reg}")
+        w(f"{guard}st{qualifiers}{self._space(space)}.{memtype} [{address}], {reg}")
 
     def reserve_smem(self, sizes: List[int]) -> List[int]:
         """Offsets (16-byte aligned) for buffers of `sizes` bytes in the shared exchange area."""

@@ -91,3 +91,24 @@ def test_fp4_decodes_through_a_constant_table(arch):
     values = struct.unpack("<16f", bytes(words))
     assert values[:8] == (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
     assert values[8] == 0.0 and str(values[8]) == "-0.0" and values[15] == -6.0
+
+
+def test_reduce_tree_shape_choice():
+    from tilebc_runtime.lowering.reductions import choose_tree
+    assert choose_tree(128, 1, 32) == (16, 1)      # one output: half-warp groups, 2 elements each
+    assert choose_tree(128, 1, 4096) == (32, 4)    # long reduction: every warp takes a segment
+    assert choose_tree(128, 4096, 4) == (1, 1)     # many short rows: one thread per output
+    lanes, segments = choose_tree(128, 64, 64)
+    assert lanes * segments <= 128 // 64 * 32 and lanes > 1
+
+
+def test_full_reduction_uses_an_ordered_butterfly():
+    result = compile(FIXTURES / "reduce_all_keepdims" / "reduce_all_keepdims-13.5.tilebc",
+                     arch="sm_90", emit="ptx")
+    offsets = [int(m) for m in re.findall(r"shfl\.sync\.bfly\.b32 %r\d+, %r\d+, (\d+), 31, -1;",
+                                          result.ptx)]
+    assert offsets[:4] == [8, 4, 2, 1]
+    # the lane that holds the upper half puts its partner's value on the left of the combiner
+    assert re.search(r"selp\.f32 (%f\d+), (%f\d+), (%f\d+), %p\d+;\n\tselp\.f32 %f\d+, \3, \2, ",
+                     result.ptx)
+    assert check_subset(result.ptx) == ()

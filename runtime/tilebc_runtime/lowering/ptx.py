@@ -43,6 +43,9 @@ PTX_SUBSET = {
     # memory model / atomics
     "atom": "global atomics (rmw, cas); generic in kernels with an alloca",
     "red": "global reductions; generic in kernels with an alloca",
+    # warp
+    "shfl": "shfl.sync.bfly.b32 d, a, offset, 31, -1 only: d = a of lane (laneid ^ offset), all 32 "
+            "lanes of the warp take part (reduce trees; every warp is fully active there)",
     # tensor core
     "mma": "mma.sync.aligned (reserved: not emitted yet)",
     "griddepcontrol": "gdc ops on sm_90+",

@@ -1,7 +1,8 @@
 """Our cubin beside tileiras's for one fixture: registers, spills, shared memory, global access
 widths and instruction counts.
 
-Usage: python scripts/compare_cubins.py NAME_OR_FILE [--arch sm_90]
+Usage: python scripts/compare_cubins.py NAME_OR_FILE [NAME_OR_FILE ...] [--arch sm_90]
+                                       [--markdown FILE]
 Registers/spills/smem come from `ptxas -v` on each side's PTX (tileiras's PTX is captured with
 /work/shared/tools/tileiras-ptx). SASS instruction counts need cuobjdump or nvdisasm; the
 nvidia-cuda-tileiras / nvcc wheels do not ship them, so without them PTX instruction counts are shown.
@@ -69,42 +70,76 @@ def sass_tool():
     return None
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("fixture")
-    parser.add_argument("--arch", default="sm_90")
-    parser.add_argument("--version", default="13.5")
-    args = parser.parse_args(argv)
+def compare(fixture: str, arch: str, version: str) -> tuple:
+    """(file name, {"tilebc": stats, "tileiras": stats}) for one fixture or bytecode file."""
     from tilebc.oracles import require_tool
     from tilebc_runtime.compiler import compile
 
-    path = Path(args.fixture)
+    path = Path(fixture)
     if not path.exists():
-        path = ROOT / "fixtures" / "bytecode" / args.fixture / f"{args.fixture}-{args.version}.tilebc"
+        path = ROOT / "fixtures" / "bytecode" / fixture / f"{fixture}-{version}.tilebc"
     ptxas = str(Path(require_tool("tileiras")).with_name("ptxas"))
     with tempfile.TemporaryDirectory() as folder:
-        ours = compile(path, arch=args.arch, emit="cubin")
+        ours = compile(path, arch=arch, emit="cubin")
         our_ptx = os.path.join(folder, "ours.ptx")
         Path(our_ptx).write_text(ours.ptx)
         nv_ptx = os.path.join(folder, "tileiras.ptx")
         env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-        subprocess.run([TILEIRAS_PTX, str(path), f"--gpu-name={args.arch}", nv_ptx],
-                       check=True, capture_output=True, env=env)
-        rows = {}
-        for side, file in (("tilebc", our_ptx), ("tileiras", nv_ptx)):
-            rows[side] = {**ptxas_stats(file, args.arch, ptxas), **ptx_stats(Path(file).read_text())}
-        rows["tilebc"]["threads/CTA"] = ours.threads_per_cta if len(ours.kernels) == 1 else "-"
+        nv = subprocess.run([TILEIRAS_PTX, str(path), f"--gpu-name={arch}", nv_ptx],
+                            capture_output=True, env=env)
+        rows = {"tilebc": {**ptxas_stats(our_ptx, arch, ptxas), **ptx_stats(ours.ptx)}}
+        if nv.returncode or not os.path.exists(nv_ptx):  # tileiras refuses some kernels per arch
+            rows["tileiras"] = {"registers": f"refused (exit {nv.returncode})"}
+            rows["tilebc"]["threads/CTA"] = "/".join(
+                map(str, sorted({k.threads_per_cta for k in ours.kernels.values()})))
+            return path.name, rows
+        rows["tileiras"] = {**ptxas_stats(nv_ptx, arch, ptxas), **ptx_stats(Path(nv_ptx).read_text())}
+        threads = sorted({k.threads_per_cta for k in ours.kernels.values()})
+        rows["tilebc"]["threads/CTA"] = "/".join(map(str, threads))
         nv_text = Path(nv_ptx).read_text()
-        match = re.search(r"\.reqntid (\d+)", nv_text)
-        rows["tileiras"]["threads/CTA"] = int(match.group(1)) if match else "?"
-    print(f"{path.name} on {args.arch}")
-    keys = list(dict.fromkeys(list(rows["tilebc"]) + list(rows["tileiras"])))
-    print(f"{'':24} {'tilebc':>12} {'tileiras':>12}")
-    for key in keys:
-        print(f"{key:24} {str(rows['tilebc'].get(key, '')):>12} {str(rows['tileiras'].get(key, '')):>12}")
+        found = sorted({int(m) for m in re.findall(r"\.reqntid (\d+)", nv_text)})
+        rows["tileiras"]["threads/CTA"] = "/".join(map(str, found)) or "?"
+    return path.name, rows
+
+
+COLUMNS = (("registers", "regs"), ("spill stores", "spill st B"), ("spill loads", "spill ld B"),
+           ("smem", "smem B"), ("global ld/st v4", "ld/st v4"), ("global ld/st v2", "ld/st v2"),
+           ("global ld/st scalar", "ld/st scalar"), ("PTX instructions", "PTX instrs"),
+           ("threads/CTA", "threads"))
+
+
+def markdown(results, arch: str) -> str:
+    head = "| fixture | " + " | ".join(f"{label} (ours / tileiras)" for _, label in COLUMNS) + " |"
+    lines = [head, "|---|" + "---:|" * len(COLUMNS)]
+    for name, rows in results:
+        cells = [f"{rows['tilebc'].get(key, '')} / {rows['tileiras'].get(key, '')}"
+                 for key, _ in COLUMNS]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("fixtures", nargs="+")
+    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--version", default="13.5")
+    parser.add_argument("--markdown", help="write a markdown table of all fixtures to this file")
+    args = parser.parse_args(argv)
+    results = []
+    for fixture in args.fixtures:
+        name, rows = compare(fixture, args.arch, args.version)
+        results.append((name, rows))
+        print(f"{name} on {args.arch}")
+        keys = list(dict.fromkeys(list(rows["tilebc"]) + list(rows["tileiras"])))
+        print(f"{'':24} {'tilebc':>12} {'tileiras':>12}")
+        for key in keys:
+            print(f"{key:24} {str(rows['tilebc'].get(key, '')):>12} "
+                  f"{str(rows['tileiras'].get(key, '')):>12}")
     if sass_tool() is None:
         print("SASS instruction counts: cuobjdump/nvdisasm not installed (not in the nvidia wheels "
               "here); PTX instruction counts shown instead")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(results, args.arch))
     return 0
 
 

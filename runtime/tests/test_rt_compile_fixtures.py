@@ -1,5 +1,6 @@
 """Every cuTile fixture compiles to PTX that nvJitLink links (sm_80 and sm_90; sm_100/sm_120 on the
-13.5 files), except the listed kernels whose ops the JIT does not lower yet."""
+13.5 files), except the listed kernels whose ops the JIT does not lower yet. fp8 kernels link on
+sm_80 too (software conversions below sm_89)."""
 from pathlib import Path
 
 import pytest
@@ -13,14 +14,7 @@ FIXTURES = sorted((ROOT / "fixtures" / "bytecode").glob("*/*-13.5.tilebc"))
 OLDEST = sorted((ROOT / "fixtures" / "bytecode").glob("*/*-13.1.tilebc"))
 
 # Kernels the JIT cannot compile yet, with the op family that stops them (see registry.NOT_LOWERED).
-NOT_YET = {
-    "cast_fp4": "f4E2M1FN conversions",
-    "cast_fp8_e5m3": "fnv8E5M3FNU conversions",
-    "mma_scaled_fp4": "f4E2M1FN conversions and mmaf_scaled",
-    "mma_scaled_fp8": "mmaf_scaled",
-    "pack_unpack": "pack/unpack",
-}
-FP8 = {"cast_fp8", "matmul_fp8", "matmul_fast_acc"}  # need sm_89+ conversions
+NOT_YET: dict = {}
 
 
 def _name(path):
@@ -29,7 +23,7 @@ def _name(path):
 
 def _compile_or_expect(path, arch):
     name = _name(path)
-    if name in NOT_YET or (name in FP8 and arch == "sm_80"):
+    if name in NOT_YET:
         with pytest.raises(LoweringError):
             compile(path, arch=arch, emit="cubin")
         return None

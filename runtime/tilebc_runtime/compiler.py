@@ -126,7 +126,9 @@ def check_module(module: Module, functions: List[Function]) -> None:
 # -- stage 3: lower --------------------------------------------------------------------------
 def choose_threads(module: Module, function: Function, arch: int,
                    requested: Optional[int] = None) -> Tuple[int, Optional[int], List[str]]:
-    """Threads per CTA, min CTAs per SM (from the `occupancy` hint) and log notes."""
+    """Threads per CTA, min CTAs per SM (from the `occupancy` hint) and log notes.
+    An explicit request wins, then the `num_worker_warps_per_cta` hint, then a size rule: 128
+    threads, halved (down to one warp) while half of them still cover the largest tile."""
     notes = []
     hints = {}
     if function.optimization_hints is not None:
@@ -138,6 +140,12 @@ def choose_threads(module: Module, function: Function, arch: int,
         notes.append(f"{function.name}: hint num_cta_in_cga={hints['num_cta_in_cga']} ignored "
                      "(the JIT launches one CTA per tile block, no clusters)")
     occupancy = hints.get("occupancy")
+    workers = hints.get("num_worker_warps_per_cta")
+    if not requested and workers:
+        if 1 <= workers <= 32:
+            return 32 * workers, occupancy, notes
+        notes.append(f"{function.name}: hint num_worker_warps_per_cta={workers} ignored (must be "
+                     "1..32 warps)")
     if requested:
         if requested % 32 or not 32 <= requested <= 1024:
             raise TilebcError(f"threads per CTA must be a multiple of 32 in [32, 1024], "
@@ -198,6 +206,8 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
         put(decl)
     if lw.smem_size:
         put(f"\t.shared .align 16 .b8 __tilebc_smem[{lw.smem_size}];")
+    for symbol, alignment, size in lw.allocas:
+        put(f"\t.shared .align {alignment} .b8 {symbol}[{size}];")
     if lw.local_bytes:
         put(f"\t.local .align 8 .b8 __tilebc_printbuf[{lw.local_bytes}];")
     for text, op in zip(w.preamble, w.preamble_origin):
@@ -207,7 +217,8 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
     put(f"{lw.exit_label}:")
     put("\tret;")
     put("}")
-    info = KernelInfo(function.name, threads, lw.smem_size, lw.local_bytes, occupancy)
+    shared = lw.smem_size + sum(-(-size // 16) * 16 for _, _, size in lw.allocas)
+    info = KernelInfo(function.name, threads, shared, lw.local_bytes, occupancy)
     return lines, origin, info, lw
 
 

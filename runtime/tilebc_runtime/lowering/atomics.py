@@ -89,7 +89,8 @@ def lower_atomic_rmw(lw, op):
     arg: Tile = lw.get(op.operands["arg"])
     mode = op.attrs["mode"]
     suffix = _type_suffix(lw, op, arg.element, mode)
-    _atomic(lw, op, lambda k, out, ptr: f"atom{_prefix(op)}.global.{OPERATION[mode]}.{suffix} "
+    space = lw.space_suffix()
+    _atomic(lw, op, lambda k, out, ptr: f"atom{_prefix(op)}{space}.{OPERATION[mode]}.{suffix} "
                                         f"{out}, [{ptr}], {arg.slot(k)}")
 
 
@@ -98,7 +99,8 @@ def lower_atomic_cas(lw, op):
     cmp: Tile = lw.get(op.operands["cmp"])
     val: Tile = lw.get(op.operands["val"])
     suffix = _type_suffix(lw, op, val.element, None)
-    _atomic(lw, op, lambda k, out, ptr: f"atom{_prefix(op)}.global.cas.{suffix} "
+    space = lw.space_suffix()
+    _atomic(lw, op, lambda k, out, ptr: f"atom{_prefix(op)}{space}.cas.{suffix} "
                                         f"{out}, [{ptr}], {cmp.slot(k)}, {val.slot(k)}")
 
 
@@ -115,5 +117,6 @@ def lower_atomic_red_view(lw, op):
     for k, (address, ok) in enumerate(addresses):
         guard = _and(lw, lw.owner(tile.count, k), ok)
         prefix = f"@{guard} " if guard else ""
-        lw.w(f"{prefix}red{_prefix(op)}.global.{OPERATION[mode]}.{suffix} [{address}], {tile.slot(k)}")
+        lw.w(f"{prefix}red{_prefix(op)}{lw.space_suffix()}.{OPERATION[mode]}.{suffix} "
+             f"[{address}], {tile.slot(k)}")
     set_result_token(lw, op)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tilebc.ops.enums import RoundingMode, Signedness
 
-from . import dtypes
+from . import dtypes, softfloat
 from .elementwise import ROUND, map_slots
 from .registry import lowers
 
@@ -62,6 +62,8 @@ def float_to_float(lw, reg, source, target, rounding="rn"):
     if source.name == target.name:
         return reg
     if source.name == "f64":
+        if softfloat.is_soft(target.name, lw.arch):  # round once, from the exact f64 value
+            return softfloat.encode_f64(w, reg, target.name, rounding)
         if target.name == "f32":
             out = w.reg("f32")
             w(f"cvt.{rounding}.f32.f64 {out}, {reg}")

@@ -2,7 +2,7 @@
 
 Register forms (the invariant every lowering keeps):
   i1 -> .pred;  i8/i16/i32 -> .b32 holding the value sign-extended to 32 bits;  i64 and pointers -> .b64;
-  f16/bf16 -> .b16 bit pattern;  f8 types -> .b16 with the byte in the low 8 bits;  f32/tf32 -> .f32
+  f16/bf16 -> .b16 bit pattern;  f8/f4/e5m3 codes -> .b16 with the code in the low bits;  f32/tf32 -> .f32
   (tf32 kept as an f32 value);  f64 -> .f64.
 Narrow float arithmetic runs in f32 and rounds back once (exact for add/sub/mul/div/sqrt: f32 has more
 than twice the precision of f16/bf16 plus two bits).
@@ -14,16 +14,20 @@ import struct
 from tilebc.errors import TilebcError
 from tilebc.ir.types import ElementType, PointerType
 
+from . import softfloat
+
 REG_CLASS = {"i1": "pred", "i8": "b32", "i16": "b32", "i32": "b32", "i64": "b64", "f16": "b16",
              "bf16": "b16", "f32": "f32", "tf32": "f32", "f64": "f64", "f8E4M3FN": "b16",
-             "f8E5M2": "b16", "f8E8M0FNU": "b16"}
+             "f8E5M2": "b16", "f8E8M0FNU": "b16", "f4E2M1FN": "b16", "fnv8E5M3FNU": "b16"}
 # Memory access type for ld/st/param (i1 is stored as a byte).
 MEM_TYPE = {"i1": "u8", "i8": "s8", "i16": "s16", "i32": "b32", "i64": "b64", "f16": "b16",
             "bf16": "b16", "f32": "f32", "tf32": "f32", "f64": "f64", "f8E4M3FN": "b8",
-            "f8E5M2": "b8", "f8E8M0FNU": "b8"}
+            "f8E5M2": "b8", "f8E8M0FNU": "b8", "f4E2M1FN": "b8", "fnv8E5M3FNU": "b8"}
 BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "tf32": 4,
-         "f64": 8, "f8E4M3FN": 1, "f8E5M2": 1, "f8E8M0FNU": 1}
-NARROW_FLOATS = ("f16", "bf16", "f8E4M3FN", "f8E5M2", "f8E8M0FNU")
+         "f64": 8, "f8E4M3FN": 1, "f8E5M2": 1, "f8E8M0FNU": 1, "f4E2M1FN": 1, "fnv8E5M3FNU": 1}
+NARROW_FLOATS = ("f16", "bf16", "f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f4E2M1FN", "fnv8E5M3FNU")
+# One-byte float codes: loaded and stored as u8 (f4E2M1FN: one code per byte, in the low nibble).
+BYTE_FLOATS = ("f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f4E2M1FN", "fnv8E5M3FNU")
 FP8_PTX = {"f8E4M3FN": "e4m3x2", "f8E5M2": "e5m2x2"}
 
 
@@ -72,17 +76,13 @@ def f32_bits_immediate(bits: int) -> str:
     return "0f%08X" % (bits & 0xFFFFFFFF)
 
 
-def _check_fp8(w, name: str) -> None:
-    if name in FP8_PTX and getattr(w, "arch", 90) < 89:
-        raise TilebcError(f"{name} conversions need sm_89 or newer (cvt .e4m3x2/.e5m2x2)")
-
-
 def to_f32(w, reg: str, element: ElementType) -> str:
     """An f32 register with the value of `reg` (a narrow float or f32)."""
     name = element.name
-    _check_fp8(w, name)
     if name in ("f32", "tf32"):
         return reg
+    if softfloat.is_soft(name, w.arch) and name != "f8E8M0FNU":
+        return softfloat.decode_f32(w, reg, name)
     out = w.reg("f32")
     if name == "f16":
         w(f"cvt.f32.f16 {out}, {reg}")
@@ -117,9 +117,12 @@ def to_f32(w, reg: str, element: ElementType) -> str:
 def from_f32(w, reg: str, element: ElementType, rounding: str = "rn") -> str:
     """`reg` (f32) rounded to `element` (a narrow float or f32)."""
     name = element.name
-    _check_fp8(w, name)
     if name == "f32":
         return reg
+    if softfloat.is_soft(name, w.arch):
+        wide = w.reg("f64")
+        w(f"cvt.f64.f32 {wide}, {reg}")
+        return softfloat.encode_f64(w, wide, name, rounding)
     if name == "tf32":  # keep tf32 values as f32 with the low 13 mantissa bits rounded away
         bits, out = w.reg("b32"), w.reg("f32")
         w(f"cvt.rna.tf32.f32 {bits}, {reg}")
@@ -134,13 +137,6 @@ def from_f32(w, reg: str, element: ElementType, rounding: str = "rn") -> str:
         zero = w.reg("f32")
         w(f"mov.f32 {zero}, 0f00000000")
         w(f"cvt.rn.satfinite.{FP8_PTX[name]}.f32 {out}, {zero}, {reg}")
-    elif name == "f8E8M0FNU":
-        # round to the nearest power of two by exponent field (truncation toward zero of the mantissa)
-        bits, field = w.reg("b32"), w.reg("b32")
-        w(f"mov.b32 {bits}, {reg}")
-        w(f"shr.u32 {field}, {bits}, 23")
-        w(f"and.b32 {field}, {field}, 255")
-        w(f"cvt.u16.u32 {out}, {field}")
     else:
         raise TilebcError(f"cannot convert f32 to {name}")
     return out

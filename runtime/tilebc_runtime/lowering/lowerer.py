@@ -101,6 +101,8 @@ class Lowerer:
         self.arch = arch  # e.g. 90 for sm_90
         self.w = PtxWriter()
         self.w.arch = arch
+        self.w.const_table = self.const_table
+        self._tables: Dict[str, str] = {}
         self.values: Dict[Value, object] = {}
         self.frames: List[Frame] = []
         self.smem_size = 0
@@ -110,6 +112,10 @@ class Lowerer:
         self.globals_used = set()
         self.local_bytes = 0
         self.exit_label = self.w.label("exit")
+        # alloca scratch lives in shared memory, so a kernel with an alloca addresses everything a
+        # pointer can reach generically (no state space); other kernels use .global.
+        self.generic_pointers = any(o.name == "alloca" for o in function.walk())
+        self.allocas: List[tuple] = []  # (symbol, alignment, bytes) of .shared scratch buffers
         self._cache: Dict[tuple, object] = {}
 
     # -- diagnostics ---------------------------------------------------------------------------
@@ -285,6 +291,19 @@ class Lowerer:
         return out
 
     # -- memory --------------------------------------------------------------------------------
+    @property
+    def pointer_space(self) -> str:
+        """State space for loads/stores/atomics through Tile IR pointers: "global" or "" (generic)."""
+        return "" if self.generic_pointers else "global"
+
+    @staticmethod
+    def _space(space: str) -> str:
+        return f".{space}" if space else ""
+
+    def space_suffix(self) -> str:
+        """".global" or "" (generic) for instructions through Tile IR pointers."""
+        return self._space(self.pointer_space)
+
     def load(self, space: str, address: str, element, qualifiers: str = "",
              predicate: Optional[str] = None, default: Optional[str] = None) -> str:
         """Load one element; with `predicate`, lanes where it is false get `default`."""
@@ -299,7 +318,7 @@ class Lowerer:
             byte = w.reg("b16")
             if predicate:
                 w(f"mov.b16 {byte}, 0")
-            w(f"{guard}ld{qualifiers}.{space}.u8 {byte}, [{address}]")
+            w(f"{guard}ld{qualifiers}{self._space(space)}.u8 {byte}, [{address}]")
             if predicate and default is not None:
                 loaded = w.reg("pred")
                 w(f"setp.ne.u16 {loaded}, {byte}, 0")
@@ -308,9 +327,9 @@ class Lowerer:
                 w(f"setp.ne.u16 {out}, {byte}, 0")
             return out
         memtype = dtypes.mem_type(element)
-        if name.startswith("f8"):
+        if name in dtypes.BYTE_FLOATS:
             memtype = "u8"
-        w(f"{guard}ld{qualifiers}.{space}.{memtype} {out}, [{address}]")
+        w(f"{guard}ld{qualifiers}{self._space(space)}.{memtype} {out}, [{address}]")
         return out
 
     def store(self, space: str, address: str, reg: str, element, qualifiers: str = "",
@@ -321,11 +340,11 @@ class Lowerer:
         if name == "i1":
             byte = w.reg("b16")
             w(f"selp.u16 {byte}, 1, 0, {reg}")
-            w(f"{guard}st{qualifiers}.{space}.u8 [{address}], {byte}")
+            w(f"{guard}st{qualifiers}{self._space(space)}.u8 [{address}], {byte}")
             return
         memtype = {"s8": "u8", "s16": "u16", "b8": "u8"}.get(dtypes.mem_type(element),
                                                             dtypes.mem_type(element))
-        w(f"{guard}st{qualifiers}.{space}.{memtype} [{address}], {reg}")
+        w(f"{guard}st{qualifiers}{self._space(space)}.{memtype} [{address}], {reg}")
 
     def reserve_smem(self, sizes: List[int]) -> List[int]:
         """Offsets (16-byte aligned) for buffers of `sizes` bytes in the shared exchange area."""
@@ -460,6 +479,14 @@ class Lowerer:
     def global_symbol(self, name: str) -> str:
         self.globals_used.add(name)
         return f"__tilebc_global_{name}"
+
+    def const_table(self, key: str, payload: bytes) -> str:
+        """Symbol of a read-only .const byte table (emitted once per kernel per key)."""
+        if key not in self._tables:
+            name = f"{self.prefix}_const{len(self.const_arrays)}"
+            self.const_arrays.append((name, payload))
+            self._tables[key] = name
+        return self._tables[key]
 
     def add_string(self, data: bytes) -> str:
         self.strings.append(data + b"\0")

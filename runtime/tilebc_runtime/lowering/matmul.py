@@ -1,4 +1,4 @@
-"""mmaf / mmai. First version: operands go to shared memory and each thread computes its result
+"""mmaf / mmai / mmaf_scaled. First version: operands go to shared memory and each thread computes its result
 slots as dot products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64 for
 f64, s32 for i8). mma.sync with ldmatrix is the planned fast path (sm_80+)."""
 from __future__ import annotations
@@ -22,7 +22,18 @@ def _operand_index(lw, mi, batch, rows, cols, row, col):
     return index
 
 
-def _matmul(lw, op, integer: bool):
+def _block_index(lw, kk, block: int) -> str:
+    """kk // block (u32) for the scale block that K index kk falls in."""
+    w = lw.w
+    out = w.reg("b32")
+    if block & (block - 1) == 0:
+        w(f"shr.u32 {out}, {kk}, {block.bit_length() - 1}")
+    else:
+        w(f"div.u32 {out}, {kk}, {block}")
+    return out
+
+
+def _matmul(lw, op, integer: bool, scaled: bool = False):
     w = lw.w
     lhs, rhs, acc = (lw.get(op.operands[n]) for n in ("lhs", "rhs", "acc"))
     result_type = op.results[0].type
@@ -30,9 +41,17 @@ def _matmul(lw, op, integer: bool):
     batched = len(shape) == 3
     m, n = shape[-2], shape[-1]
     k_dim = lhs.type.shape[-1]
-    offsets = lw.reserve_smem([lw.smem_size_of(lhs.type), lw.smem_size_of(rhs.type)])
-    lw.smem_write(lhs, offsets[0])
-    lw.smem_write(rhs, offsets[1])
+    operands = [lhs, rhs]
+    if scaled:  # lhs_scale [.., M, K/B], rhs_scale [.., K/B, N]: one scale per block of B along K
+        lhs_scale, rhs_scale = lw.get(op.operands["lhs_scale"]), lw.get(op.operands["rhs_scale"])
+        operands += [lhs_scale, rhs_scale]
+        lhs_blocks, rhs_blocks = lhs_scale.type.shape[-1], rhs_scale.type.shape[-2]
+        if k_dim % lhs_blocks or k_dim % rhs_blocks:
+            raise lw.error(op, f"K={k_dim} is not a multiple of the scale blocks "
+                               f"({lhs_blocks}, {rhs_blocks})")
+    offsets = lw.reserve_smem([lw.smem_size_of(t.type) for t in operands])
+    for tile, offset in zip(operands, offsets):
+        lw.smem_write(tile, offset)
     lw.barrier()
     out_element = result_type.element
     work = "s32" if integer else ("f64" if out_element.name == "f64" else "f32")
@@ -66,6 +85,17 @@ def _matmul(lw, op, integer: bool):
         else:
             fa = dtypes.to_f32(w, a, lhs.element)
             fb = dtypes.to_f32(w, b, rhs.element)
+            if scaled:  # element * its block's scale, in f32 (as the reference does)
+                sa = lw.smem_read(offsets[2], _operand_index(
+                    lw, mi, batch, m, lhs_blocks, row, _block_index(lw, kk, k_dim // lhs_blocks)),
+                    lhs_scale.element)
+                sb = lw.smem_read(offsets[3], _operand_index(
+                    lw, mi, batch, rhs_blocks, n, _block_index(lw, kk, k_dim // rhs_blocks), col),
+                    rhs_scale.element)
+                xa, xb = w.reg("f32"), w.reg("f32")
+                w(f"mul.rn.f32 {xa}, {fa}, {dtypes.to_f32(w, sa, lhs_scale.element)}")
+                w(f"mul.rn.f32 {xb}, {fb}, {dtypes.to_f32(w, sb, rhs_scale.element)}")
+                fa, fb = xa, xb
             w(f"fma.rn.f32 {total}, {fa}, {fb}, {total}")
         w(f"add.u32 {kk}, {kk}, 1")
         again = w.reg("pred")
@@ -86,3 +116,8 @@ def lower_mmaf(lw, op):
 @lowers("mmai")
 def lower_mmai(lw, op):
     _matmul(lw, op, integer=True)
+
+
+@lowers("mmaf_scaled")
+def lower_mmaf_scaled(lw, op):
+    _matmul(lw, op, integer=False, scaled=True)

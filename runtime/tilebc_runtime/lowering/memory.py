@@ -224,7 +224,7 @@ def lower_load_view(lw, op):
     quals = qualifiers(op, store=False)
     regs = []
     for address, ok in view_addresses(lw, op, view, op.operands["index"], result_type.shape):
-        regs.append(lw.load("global", address, element, quals, predicate=ok, default=padding))
+        regs.append(lw.load(lw.pointer_space, address, element, quals, predicate=ok, default=padding))
     lw.set(op.results[0], Tile(result_type, regs))
     set_result_token(lw, op)
 
@@ -238,7 +238,7 @@ def lower_store_view(lw, op):
     addresses = view_addresses(lw, op, view, op.operands["index"], tile.type.shape)
     for k, (address, ok) in enumerate(addresses):
         guard = _and(lw, lw.owner(tile.count, k), ok)
-        lw.store("global", address, tile.slot(k), tile.element, quals, predicate=guard)
+        lw.store(lw.pointer_space, address, tile.slot(k), tile.element, quals, predicate=guard)
     set_result_token(lw, op)
 
 
@@ -258,7 +258,7 @@ def lower_load_ptr(lw, op):
     for k in range(lw.slots(result_type.num_elements)):
         predicate = mask.slot(k) if mask is not None else None
         default = pad.slot(k) if pad is not None else zero
-        regs.append(lw.load("global", pointers.slot(k), element, quals, predicate=predicate,
+        regs.append(lw.load(lw.pointer_space, pointers.slot(k), element, quals, predicate=predicate,
                             default=default if predicate else None))
     lw.set(op.results[0], Tile(result_type, regs))
     set_result_token(lw, op)
@@ -274,7 +274,7 @@ def lower_store_ptr(lw, op):
     quals = qualifiers(op, store=True)
     for k in range(lw.slots(value.count)):
         guard = _and(lw, lw.owner(value.count, k), mask.slot(k) if mask is not None else None)
-        lw.store("global", pointers.slot(k), value.slot(k), value.element, quals, predicate=guard)
+        lw.store(lw.pointer_space, pointers.slot(k), value.slot(k), value.element, quals, predicate=guard)
     set_result_token(lw, op)
 
 
@@ -325,3 +325,30 @@ def lower_gdc(lw, op):
         lw.w("griddepcontrol.launch_dependents" if op.name.startswith("gdc_launch")
              else "griddepcontrol.wait")
     set_result_token(lw, op)
+
+
+ALLOCA_LIMIT = 48 * 1024  # static shared memory per CTA without opting in to more
+
+
+@lowers("alloca")
+def lower_alloca(lw, op):
+    """Scratch memory private to the tile block: a .shared buffer of the kernel, handed out as a
+    generic address (the kernel then addresses all pointers generically). The `global` flag is
+    honoured only in that the buffer lives as long as the tile block; it is still on-chip."""
+    pointee = op.results[0].type.element.pointee
+    size = max(1, dtypes.byte_size(pointee)) * int(op.attrs["num_elem"])
+    alignment = max(int(op.attrs.get("alignment") or 1), dtypes.byte_size(pointee), 1)
+    if alignment & (alignment - 1):
+        raise lw.error(op, f"alignment {alignment} is not a power of two")
+    used = sum(-(-bytes_ // 16) * 16 for _, _, bytes_ in lw.allocas)
+    if used + size + lw.smem_size > ALLOCA_LIMIT:
+        raise lw.error(op, f"{size} bytes of tile-block scratch (with {used + lw.smem_size} bytes "
+                           f"already used) exceed the {ALLOCA_LIMIT}-byte shared memory the JIT "
+                           "places allocas in")
+    symbol = f"{lw.prefix}_alloca{len(lw.allocas)}"
+    lw.allocas.append((symbol, alignment, size))
+    w = lw.w
+    address, generic = w.reg("b64"), w.reg("b64")
+    w(f"mov.u64 {address}, {symbol}")
+    w(f"cvta.shared.u64 {generic}, {address}")
+    lw.set(op.results[0], Tile(op.results[0].type, [generic]))

@@ -20,10 +20,15 @@ REG_DECL = {"pred": ".pred", "b16": ".b16", "b32": ".b32", "b64": ".b64", "f32":
 PTX_SUBSET = {
     # data movement
     "mov": "copy / immediates / special registers (%tid, %ctaid, %nctaid) / shared symbol address",
-    "ld": "global, shared, const, param loads (optionally .relaxed/.acquire with a scope)",
-    "st": "global, shared, local stores (optionally .relaxed/.release with a scope)",
-    "cvt": "integer widen/narrow, int<->float, float<->float incl. bf16 and fp8 pairs",
-    "cvta": "local -> generic address for vprintf argument buffers",
+    "ld": "global, shared, const, param loads (optionally .relaxed/.acquire with a scope); with no "
+          "state space (generic address) in kernels that contain an alloca; ld.const.f32 reads the "
+          "f32 decode tables of software float formats (softfloat.py)",
+    "st": "global, shared, local stores (optionally .relaxed/.release with a scope); generic (no "
+          "state space) in kernels that contain an alloca",
+    "cvt": "integer widen/narrow, int<->float, float<->float incl. bf16 and fp8 pairs; cvt.u16.u32 / "
+           "cvt.u32.u64 truncate to the low bits",
+    "cvta": "local -> generic address for vprintf argument buffers; shared -> generic for alloca "
+            "scratch; global -> generic for module globals",
     "selp": "select", "setp": "compare into a predicate",
     # integer
     "add": "", "sub": "", "mul": ".lo/.hi/.wide", "mad": ".lo", "div": "", "rem": "", "abs": "",
@@ -36,7 +41,11 @@ PTX_SUBSET = {
     "bra": "uniform branches only", "ret": "", "trap": "assert failure", "bar": "bar.sync 0",
     "call": "vprintf only", "membar": "", "fence": "acq_rel/sc fences for orderings",
     # memory model / atomics
-    "atom": "global atomics (rmw, cas)", "red": "global reductions",
+    "atom": "global atomics (rmw, cas); generic in kernels with an alloca",
+    "red": "global reductions; generic in kernels with an alloca",
+    # warp
+    "shfl": "shfl.sync.bfly.b32 d, a, offset, 31, -1 only: d = a of lane (laneid ^ offset), all 32 "
+            "lanes of the warp take part (reduce trees; every warp is fully active there)",
     # tensor core
     "mma": "mma.sync.aligned (reserved: not emitted yet)",
     "griddepcontrol": "gdc ops on sm_90+",
@@ -56,6 +65,8 @@ class PtxWriter:
         self.current_op = None
         self.labels = 0
         self.in_preamble = False
+        self.arch = 90  # the Lowerer sets the real target
+        self.const_table = None  # the Lowerer's .const table registry (softfloat decode tables)
 
     def reg(self, cls: str) -> str:
         number = self.counts[cls]

@@ -1,9 +1,19 @@
 """reduce and scan with a combiner region.
 
-First version (correct, not fast): operands go to shared memory; each thread then walks the reduced
-dimension for each of its result slots in a uniform PTX loop, running the lowered combiner region on
-scalars. Scan uses the same loop and keeps the combined value only up to its own position (a select,
-so control stays uniform). Warp-shuffle trees are the planned faster path.
+Operands first go to shared memory (every thread writes its slots at their linear index).
+
+reduce: groups of P lanes (P a power of two <= 32, inside one warp) each own a work item - one
+output, or with S > 1 one of S segments of an output's reduced dimension. Lane p of a group walks
+its contiguous chunk of the segment in a uniform loop, then the group combines its lanes in a
+butterfly tree of shfl.sync.bfly steps; every combine keeps the lower lane's value on the left, so
+the combiner is applied in element order (any parenthesisation of it; Tile IR reduction order is
+unspecified, and this stays exact for associative non-commutative combiners). A single output
+computed by one warp is then already in every thread; otherwise lane 0 of each group writes its
+value to shared memory and each thread combines the S partials of its own result slots, in order.
+P and S come from a small cost model (serial steps + shuffle steps per thread).
+
+scan: each thread walks the scanned dimension for each of its result slots in a uniform loop and
+keeps the combined value only up to its own position (a select, so control stays uniform).
 """
 from __future__ import annotations
 
@@ -106,9 +116,204 @@ def _walk(lw, op, *, scan: bool):
         lw.set(result, Tile(result.type, regs))
 
 
+def choose_tree(threads: int, outputs: int, length: int):
+    """(P lanes per group, S segments per output) minimising serial + shuffle steps per thread."""
+    best = None
+    warps = threads // 32
+    for log_p in range(6):
+        lanes = 1 << log_p
+        segment_options = [1] if lanes < 32 else [1 << i for i in range(warps.bit_length())
+                                                  if (1 << i) <= warps]
+        for segments in segment_options:
+            groups = threads // lanes
+            items = outputs * segments
+            if segments > 1 and items > groups:
+                continue
+            rounds = -(-items // groups)
+            chunk = -(-length // (lanes * segments))
+            cost = rounds * (chunk + 2 * log_p) + (-(-outputs // threads)) * (segments - 1)
+            if segments > 1 or (outputs > 1 and lanes > 1):
+                cost += 4  # the shared-memory round trip and barrier
+            key = (cost, -lanes, segments)
+            if best is None or key < best[0]:
+                best = (key, lanes, segments)
+    return best[1], best[2]
+
+
+def shuffle_xor(lw, reg: str, element, offset: int) -> str:
+    """The value of `reg` in lane (laneid ^ offset) of the warp (all 32 lanes take part)."""
+    w = lw.w
+    cls = dtypes.reg_class(element)
+
+    def shfl32(value):
+        out = w.reg("b32")
+        w(f"shfl.sync.bfly.b32 {out}, {value}, {offset}, 31, -1")
+        return out
+    if cls in ("b32", "f32"):
+        if cls == "b32":
+            return shfl32(reg)
+        bits, out = w.reg("b32"), w.reg("f32")
+        w(f"mov.b32 {bits}, {reg}")
+        w(f"mov.b32 {out}, {shfl32(bits)}")
+        return out
+    if cls == "b16":
+        wide, out = w.reg("b32"), w.reg("b16")
+        w(f"cvt.u32.u16 {wide}, {reg}")
+        w(f"cvt.u16.u32 {out}, {shfl32(wide)}")
+        return out
+    if cls == "pred":
+        wide, out = w.reg("b32"), w.reg("pred")
+        w(f"selp.u32 {wide}, 1, 0, {reg}")
+        w(f"setp.ne.u32 {out}, {shfl32(wide)}, 0")
+        return out
+    low, high, out = w.reg("b32"), w.reg("b32"), w.reg(cls)
+    w(f"mov.b64 {{{low}, {high}}}, {reg}")
+    low2, high2 = shfl32(low), shfl32(high)
+    w(f"mov.b64 {out}, {{{low2}, {high2}}}")
+    return out
+
+
+def _u32_div(lw, reg: str, divisor: int) -> str:
+    w = lw.w
+    if divisor == 1:
+        return reg
+    out = w.reg("b32")
+    if divisor & (divisor - 1) == 0:
+        w(f"shr.u32 {out}, {reg}, {divisor.bit_length() - 1}")
+    else:
+        w(f"div.u32 {out}, {reg}, {divisor}")
+    return out
+
+
+def _u32_rem(lw, reg: str, divisor: int) -> str:
+    w = lw.w
+    out = w.reg("b32")
+    if divisor & (divisor - 1) == 0:
+        w(f"and.b32 {out}, {reg}, {divisor - 1}")
+    else:
+        w(f"rem.u32 {out}, {reg}, {divisor}")
+    return out
+
+
+def _tree_reduce(lw, op):
+    w = lw.w
+    sources = [lw.get(v) for v in op.operand_values]
+    elements = [s.element for s in sources]
+    dim = op.attrs["dim"]
+    shape = sources[0].type.shape
+    length = shape[dim]
+    inner = 1
+    for d in shape[dim + 1:]:
+        inner *= d
+    result_types = [r.type for r in op.results]
+    outputs = result_types[0].num_elements
+    lanes, segments = choose_tree(lw.T, outputs, length)
+    items = outputs * segments
+    groups = lw.T // lanes
+    rounds = -(-items // groups)
+    chunk = -(-length // (lanes * segments))
+    share = not (outputs == 1 and segments == 1)
+    sizes = [lw.smem_size_of(s.type) for s in sources]
+    if share:
+        sizes += [items * dtypes.byte_size(e) for e in elements]
+    offsets = lw.reserve_smem(sizes)
+    for source, offset in zip(sources, offsets):
+        lw.smem_write(source, offset)
+    lw.barrier()
+    identities = list(op.attrs["identities"])
+    tid = lw.tid()
+    lane = _u32_rem(lw, tid, lanes) if lanes > 1 else lw.const_u32(0)
+    group = _u32_div(lw, tid, lanes)
+    finals = None
+    for round_ in range(rounds):
+        item = w.reg("b32")
+        w(f"add.u32 {item}, {group}, {round_ * groups}")
+        owner = None
+        if (round_ + 1) * groups > items:  # some groups have no item this round: redo the last
+            owner = w.reg("pred")
+            w(f"setp.lt.u32 {owner}, {item}, {items}")
+            w(f"min.u32 {item}, {item}, {items - 1}")
+        output = _u32_div(lw, item, segments)
+        segment = _u32_rem(lw, item, segments) if segments > 1 else None
+        # first element of the output: (output / inner) * length * inner + output % inner
+        base = w.reg("b32")
+        if inner == 1:
+            w(f"mul.lo.u32 {base}, {output}, {length}")
+        else:
+            w(f"mad.lo.u32 {base}, {_u32_div(lw, output, inner)}, {length * inner}, "
+              f"{_u32_rem(lw, output, inner)}")
+        start = w.reg("b32")
+        if segment is not None:
+            w(f"mad.lo.u32 {start}, {segment}, {lanes}, {lane}")
+            w(f"mul.lo.u32 {start}, {start}, {chunk}")
+        else:
+            w(f"mul.lo.u32 {start}, {lane}, {chunk}")
+        accs = [_identity_register(lw, ident, e) for ident, e in zip(identities, elements)]
+        j = w.reg("b32")
+        w(f"mov.u32 {j}, 0")
+        top = w.label("reduce")
+        w.place(top)
+        position, valid, clamped, index = w.reg("b32"), w.reg("pred"), w.reg("b32"), w.reg("b32")
+        w(f"add.u32 {position}, {start}, {j}")
+        w(f"setp.lt.u32 {valid}, {position}, {length}")
+        w(f"min.u32 {clamped}, {position}, {length - 1}")
+        w(f"mad.lo.u32 {index}, {clamped}, {inner}, {base}")
+        loaded = [lw.smem_read(off, index, e) for off, e in zip(offsets, elements)]
+        combined = _combine(lw, op, accs, loaded)
+        for acc, new, element in zip(accs, combined, elements):
+            chosen = lw.select(valid, new, acc, element)
+            w(f"mov.{dtypes.mov_type(dtypes.reg_class(element))} {acc}, {chosen}")
+        w(f"add.u32 {j}, {j}, 1")
+        again = w.reg("pred")
+        w(f"setp.lt.u32 {again}, {j}, {chunk}")
+        w(f"@{again} bra.uni {top}")
+        values = accs
+        offset = lanes // 2
+        while offset:
+            others = [shuffle_xor(lw, v, e, offset) for v, e in zip(values, elements)]
+            upper, bit = w.reg("pred"), w.reg("b32")
+            w(f"and.b32 {bit}, {lane}, {offset}")
+            w(f"setp.ne.u32 {upper}, {bit}, 0")
+            left = [lw.select(upper, o, v, e) for v, o, e in zip(values, others, elements)]
+            right = [lw.select(upper, v, o, e) for v, o, e in zip(values, others, elements)]
+            values = _combine(lw, op, left, right)
+            offset //= 2
+        if not share:
+            finals = values
+            continue
+        write = w.reg("pred")
+        w(f"setp.eq.u32 {write}, {lane}, 0")
+        if owner is not None:
+            w(f"and.pred {write}, {write}, {owner}")
+        for value, element, off in zip(values, elements, offsets[len(sources):]):
+            lw.store("shared", lw.smem_address(off, item, element), value, element,
+                     predicate=write)
+    if share:
+        lw.barrier()
+        finals = [[] for _ in sources]
+        for k in range(lw.slots(outputs)):
+            e = lw.elem_index(outputs, k)
+            first = w.reg("b32")
+            w(f"mul.lo.u32 {first}, {e}, {segments}")
+            accs = [lw.smem_read(off, first, el) for off, el in zip(offsets[len(sources):], elements)]
+            for s_index in range(1, segments):
+                index = w.reg("b32")
+                w(f"add.u32 {index}, {first}, {s_index}")
+                more = [lw.smem_read(off, index, el)
+                        for off, el in zip(offsets[len(sources):], elements)]
+                accs = _combine(lw, op, accs, more)
+            for i, acc in enumerate(accs):
+                finals[i].append(acc)
+    else:
+        finals = [[v] for v in finals]
+    lw.barrier()
+    for result, regs in zip(op.results, finals):
+        lw.set(result, Tile(result.type, regs))
+
+
 @lowers("reduce")
 def lower_reduce(lw, op):
-    _walk(lw, op, scan=False)
+    _tree_reduce(lw, op)
 
 
 @lowers("scan")

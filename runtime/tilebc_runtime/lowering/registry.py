@@ -12,11 +12,6 @@ from tilebc.ops.table import OPS_BY_MNEMONIC
 LOWERINGS: Dict[str, Callable] = {}
 
 NOT_LOWERED: Dict[str, str] = {
-    "mmaf_scaled": "block-scaled MMA (fp4/fp8 with e8m0 scales) needs sm_100 tcgen05 or a scaled "
-                   "software path; not written yet",
-    "pack": "bit-packing tiles into i8 bytes is not lowered yet",
-    "unpack": "bit-unpacking i8 bytes into tiles is not lowered yet",
-    "alloca": "tile-block scratch memory is not lowered yet",
     "multimem_load_reduce_view_tko": "multicast (NVLink SHARP) memory needs multimem.* on sm_90 "
                                      "with multicast objects; not lowered",
     "multimem_reduce_view_tko": "multicast memory: not lowered",
@@ -40,4 +35,4 @@ def lowers(*mnemonics: str):
 def load_all() -> None:
     """Import every op-family module so their hooks register (idempotent)."""
     from . import (atomics, casts, control_flow, debug, elementwise, grid, matmul,  # noqa: F401
-                   memory, reductions, shapes)
+                   memory, packing, reductions, shapes)

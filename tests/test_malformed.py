@@ -635,11 +635,35 @@ def _case_id(case: Case) -> str:
     return case.name
 
 
-def assert_decode_error(data: bytes, message: Optional[str] = None) -> tilebc.DecodeError:
-    """tilebc.load(data) raises DecodeError (nothing else) with an int offset inside the file."""
+def materialise_locations(module: tilebc.Module) -> None:
+    """Read every location, so lazily decoded debug info is decoded (and its errors raised)."""
+    for function in module.functions:
+        function.loc
+        for op in function.walk():
+            op.loc
+
+
+def lazy_error(data: bytes) -> Optional[tilebc.DecodeError]:
+    """The error of the default (lazy-debug) load, raised by load or by the first `loc` read."""
     try:
-        tilebc.load(data)
+        materialise_locations(tilebc.load(data))
     except tilebc.DecodeError as error:
+        return error
+    return None
+
+
+def assert_decode_error(data: bytes, message: Optional[str] = None) -> tilebc.DecodeError:
+    """tilebc.load(data) raises DecodeError (nothing else) with an int offset inside the file.
+
+    The strict load (lazy_debug=False) raises it; the default load raises the same error, at load
+    or when the locations are read."""
+    lazy = lazy_error(data)
+    try:
+        tilebc.load(data, lazy_debug=False)
+    except tilebc.DecodeError as error:
+        assert lazy is not None, "the lazy-debug load accepts what the strict load rejects"
+        assert (lazy.message, lazy.offset) == (error.message, error.offset), (lazy, error)
+        assert error.category == "malformed"
         assert isinstance(error, tilebc.TilebcError)
         assert type(error.offset) is int, f"offset {error.offset!r} is not an int"
         assert 0 <= error.offset <= len(data), f"offset {error.offset} outside 0..{len(data)}"

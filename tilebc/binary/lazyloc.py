@@ -62,7 +62,11 @@ class PendingLocations:
         location, offset = self.reader.location, self.offset
         # Decode everything before assigning anything: on error the function stays pending and
         # every later access raises the same error again.
-        locations = [location(index, offset) for index in self.indices[1:len(ops) + 1]]
+        try:
+            locations = [location(index, offset) for index in self.indices[1:len(ops) + 1]]
+        except RecursionError:  # only with an absurd max_nesting; never let it escape
+            raise self.reader.error("limit exceeded: debug attributes nested too deeply for "
+                                    "Python's stack (lower max_nesting)", offset) from None
         set_loc = _LOC_SLOT.__set__
         for op, loc in zip(ops, locations):
             set_loc(op, loc)
@@ -82,7 +86,11 @@ class DecodedFunction(Function):
         pending = self._pending_loc
         if pending is not None:
             reader, index, offset = pending
-            self.__dict__["_loc"] = reader.location(index, offset)
+            try:
+                self.__dict__["_loc"] = reader.location(index, offset)
+            except RecursionError:  # only with an absurd max_nesting; never let it escape
+                raise reader.error("limit exceeded: debug attributes nested too deeply for "
+                                   "Python's stack (lower max_nesting)", offset) from None
             self._pending_loc = None
         return self.__dict__.get("_loc")
 

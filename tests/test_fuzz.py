@@ -88,3 +88,23 @@ def test_nvidia_differential_sample():
     finally:
         oracle.close()
     assert not untriaged, untriaged
+
+
+FIXTURE_FILES = sorted((ROOT / "fixtures" / "bytecode").glob("*/*.tilebc"))
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.stem)
+def test_fast_decoder_on_fixture(path):
+    """Every real fixture goes through the fast decoder without falling back, and the fast decoder,
+    the careful decoder and lazy/strict debug decoding all build the same IR."""
+    from fuzz.harness import _careful_load, _materialise, ir_signature
+    from tilebc.binary.reader import ModuleReader
+    import tilebc
+    data = path.read_bytes()
+    reader = ModuleReader(data, str(path), lazy_debug=False)
+    strict = reader.read()
+    assert reader.fast_fallbacks == 0
+    lazy = tilebc.load(data)
+    _materialise(lazy)
+    careful = _careful_load(data)
+    assert ir_signature(strict) == ir_signature(careful) == ir_signature(lazy)

@@ -35,7 +35,8 @@ class Outcome:
     offset: Optional[int] = None
     foreign: Optional[str] = None     # traceback of an exception that is not a DecodeError
     problems: List[str] = field(default_factory=list)  # broken invariants (all must stay empty)
-    seconds: float = 0.0
+    seconds: float = 0.0              # wall time of the strict load
+    cpu_seconds: float = 0.0          # CPU time of it (immune to other processes on the machine)
 
 
 def ir_signature(module: tilebc.Module):
@@ -95,10 +96,10 @@ def _careful_load(data: bytes):
 
 def check(data: bytes, *, differential: bool = True) -> Outcome:
     """Decode `data` every way and check the invariants above."""
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.thread_time()
     module, error, foreign = _attempt(lambda: tilebc.load(data, lazy_debug=False))
-    seconds = time.perf_counter() - started
-    outcome = Outcome(accepted=module is not None, seconds=seconds, foreign=foreign)
+    outcome = Outcome(accepted=module is not None, seconds=time.perf_counter() - started,
+                      cpu_seconds=time.thread_time() - cpu_started, foreign=foreign)
     if error is not None:
         outcome.message, outcome.offset = error.message, error.offset
         if type(error.offset) is not int or not 0 <= error.offset <= len(data):
@@ -162,22 +163,34 @@ class NvidiaOracle:
         return self.tool is not None
 
     def verdict(self, data: bytes) -> Tuple[bool, str]:
+        accepted, message, _ = self.run(data, text=False)
+        return accepted, message
+
+    def run(self, data: bytes, *, text: bool) -> Tuple[bool, str, Optional[str]]:
+        """(accepted, diagnostic, printed text when `text`)."""
         path = os.path.join(self.directory, "input.tilebc")
         with open(path, "wb") as handle:
             handle.write(data)
         try:
-            proc = subprocess.run([self.tool, path], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, timeout=30)
+            proc = subprocess.run([self.tool, path], stderr=subprocess.PIPE, timeout=30,
+                                  stdout=subprocess.PIPE if text else subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            return False, "tileirdisasm timed out (30 s)"
+            return False, "tileirdisasm timed out (30 s)", None
         self.runs += 1
+        printed = proc.stdout.decode("utf-8", "replace") if text else None
         text = proc.stderr.decode("utf-8", "replace").strip().replace(path, "<input>")
         lines = [line for line in text.splitlines() if "error:" in line] or text.splitlines() or [""]
         # Keep the diagnostic, not the location MLIR prints before it.
-        return proc.returncode == 0, lines[0].split("error:", 1)[-1].strip()[:200]
+        return proc.returncode == 0, lines[0].split("error:", 1)[-1].strip()[:200], printed
 
     def close(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+# Hook for the text differential: set to fn(module, tileirdisasm_text) -> None when they agree,
+# else a description of the difference. fuzz.run calls it on inputs both readers accept once a
+# printer exists (tilebc has none yet, so accept/reject agreement is all that is compared).
+TEXT_COMPARE: Optional[Callable[[tilebc.Module, str], Optional[str]]] = None
 
 
 # Known, triaged differences: (our message pattern, NVIDIA accepts?, category, why).
@@ -192,8 +205,10 @@ TRIAGE: List[Tuple[str, bool, str, str]] = [
      "tileirdisasm accepts a repeated section (the last wins)"),
     (r"[\w ]+ entry \d+ has offset", True, "stricter",
      "table offsets out of order: tileirdisasm does not check them"),
-    (r"\d+ unexpected bytes after type", True, "stricter",
-     "trailing bytes inside a type table entry: tileirdisasm ignores them"),
+    (r"\d+ unexpected bytes after (type|debug attribute)", True, "stricter",
+     "trailing bytes inside a type or debug-attribute table entry: tileirdisasm ignores them"),
+    (r"bounded has unknown flags", True, "stricter",
+     "unknown bits in a bounded attribute's flags byte: tileirdisasm ignores them"),
     (r"unknown debug attribute tag", True, "stricter",
      "tileirdisasm reads an unknown debug attribute tag as loc(unknown)"),
     (r"string \d+ is not valid UTF-8", True, "stricter",
@@ -203,7 +218,8 @@ TRIAGE: List[Tuple[str, bool, str, str]] = [
 
 # NVIDIA's reader runs MLIR's type and op verifiers while it reads; tilebc's reader only decodes
 # and leaves those rules to the verifier (tilebc.verify, VerificationError, category "invalid").
-VERIFIER_MESSAGES = (r"'cuda_tile\.[\w.]+' op ", r"power of two", r"mapped at least twice",
+VERIFIER_MESSAGES = (r"'cuda_tile\.[\w.]+' op ", r"powers? of two", r"mapped at least twice",
+                     r"must have positive length",
                      r"failed to get result type", r"strictly positive constant",
                      r"outside of tensor view dimensions")
 
@@ -215,6 +231,9 @@ def classify(ours: Outcome, nvidia_accepts: bool, nvidia_message: str) -> Tuple[
             if accepts and re.match(pattern, ours.message or ""):
                 return category, why
         return "untriaged", f"NVIDIA accepts; tilebc: {ours.message}"
+    if re.search(r"requires at least one enabled preview feature", nvidia_message):
+        return "looser", ("preview-tagged file without an enabled preview feature: tilebc does not "
+                          "model preview features (format_spec.md section 16)")
     for pattern in VERIFIER_MESSAGES:
         if re.search(pattern, nvidia_message):
             # Normalise the message so one rule is one row: drop numbers and quoted names.

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import tilebc  # noqa: E402
 from fuzz.harness import NvidiaOracle, check, classify  # noqa: E402
 from fuzz.mutate import MUTATORS, corpus, mutate  # noqa: E402
 
@@ -108,3 +109,32 @@ def test_fast_decoder_on_fixture(path):
     _materialise(lazy)
     careful = _careful_load(data)
     assert ir_signature(strict) == ir_signature(careful) == ir_signature(lazy)
+
+
+def test_abandoned_fast_path_frees_its_work():
+    """Inputs the fast decoder gives back must not leave anything alive (a shared exception
+    instance once kept every abandoned body reachable through its ever-growing traceback)."""
+    import gc
+    from test_malformed import addf, module_bytes
+    from tilebc.binary.reader import ModuleReader
+    # 300 valid addf ops, then one with an unknown flag bit: the fast decoder builds 300 ops
+    # before it gives the body back to the careful reader.
+    broken = module_bytes(body=addf(0) * 300 + b"\x02\x01\x40\x00\x00\x00" + b"\x5c\x00\x00")
+    reader = ModuleReader(broken)
+    with pytest.raises(tilebc.DecodeError, match="addf has unknown flag bits 0x40"):
+        reader.read()
+    assert reader.fast_fallbacks == 1
+    counts = []
+    for rounds in (5, 50):
+        for _ in range(rounds):
+            _attempt_load(broken)
+        gc.collect()
+        counts.append(len(gc.get_objects()))
+    assert counts[1] - counts[0] < 1000, f"objects grew from {counts[0]} to {counts[1]}"
+
+
+def _attempt_load(data):
+    try:
+        tilebc.load(data, lazy_debug=False)
+    except tilebc.DecodeError:
+        pass

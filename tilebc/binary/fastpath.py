@@ -28,7 +28,8 @@ class Bail(Exception):
     """The fast path met something it does not handle; the careful reader takes over."""
 
 
-BAIL = Bail()
+# Raised as a fresh instance each time: a shared instance would keep every traceback (and through
+# it every abandoned body's frames) alive, since re-raising an instance extends its traceback.
 
 
 def varint_tail(data, pos: int, first: int) -> Tuple[int, int]:
@@ -43,9 +44,9 @@ def varint_tail(data, pos: int, first: int) -> Tuple[int, int]:
             break
         shift += 7
         if shift > 63:
-            raise BAIL
+            raise Bail
     if result >> 64:
-        raise BAIL
+        raise Bail
     return result, pos
 
 
@@ -69,7 +70,7 @@ def fast_tagged(mr, reader, data, pos: int):
         flags = data[pos + 1]
         pos += 2
         if flags & ~3:
-            raise BAIL
+            raise Bail
         lower = upper = None
         if flags & 1:
             lower, pos = _signed(data, pos)
@@ -88,7 +89,7 @@ def fast_tagged(mr, reader, data, pos: int):
         flags = data[pos]
         pos += 1
         if flags & ~3:
-            raise BAIL
+            raise Bail
         every = along = None
         if flags & 1:
             every, pos = _signed(data, pos)
@@ -124,7 +125,7 @@ class _Source:
 
     def __init__(self):
         self.lines = []
-        self.env = {"varint_tail": varint_tail, "BAIL": BAIL, "new": object.__new__,
+        self.env = {"varint_tail": varint_tail, "Bail": Bail, "new": object.__new__,
                     "fast_tagged": fast_tagged,
                     "DecodedOp": DecodedOp, "Value": Value}
 
@@ -144,17 +145,17 @@ def _attr_code(src: _Source, index: int, attr, version: Version, indent: str) ->
         members = {int(m): m for m in attr.enum if m.since <= version}
         table = src.const(f"ENUM{index}", members)
         return _varint("k", indent) + (f"{indent}{var} = {table}.get(k)\n"
-                                       f"{indent}if {var} is None:\n{indent}    raise BAIL\n")
+                                       f"{indent}if {var} is None:\n{indent}    raise Bail\n")
     if kind is AttrKind.INT:
         width = attr.width
-        code = _varint(var, indent) + f"{indent}if {var} >> {width}:\n{indent}    raise BAIL\n"
+        code = _varint(var, indent) + f"{indent}if {var} >> {width}:\n{indent}    raise Bail\n"
         if width > 1:
             code += (f"{indent}if {var} >> {width - 1}:\n"
                      f"{indent}    {var} -= {1 << width}\n")
         return code
     if kind is AttrKind.BOOL:
         return (f"{indent}k = data[pos]\n{indent}pos += 1\n"
-                f"{indent}if k > 1:\n{indent}    raise BAIL\n{indent}{var} = k == 1\n")
+                f"{indent}if k > 1:\n{indent}    raise Bail\n{indent}{var} = k == 1\n")
     if kind is AttrKind.TYPE:
         return _type_ref(var, indent)
     if kind is AttrKind.STRING or kind is AttrKind.SYMBOL:
@@ -162,12 +163,12 @@ def _attr_code(src: _Source, index: int, attr, version: Version, indent: str) ->
                                        f"{indent}if {var} is None:\n"
                                        f"{indent}    {var} = mr.string(k, 0)\n")
         if kind is AttrKind.SYMBOL:
-            code += f"{indent}if not {var}:\n{indent}    raise BAIL\n"
+            code += f"{indent}if not {var}:\n{indent}    raise Bail\n"
         return code
     if kind is AttrKind.TAGGED:
         return f"{indent}{var}, pos = fast_tagged(mr, reader, data, pos)\n"
     if kind is AttrKind.DENSE:
-        return (f"{indent}if not rtypes:\n{indent}    raise BAIL\n" + _varint("k", indent)
+        return (f"{indent}if not rtypes:\n{indent}    raise Bail\n" + _varint("k", indent)
                 + f"{indent}{var} = mr.dense(rtypes[0], k, 0)\n")
     # Arrays, hints: the careful reader's code, at our position.
     spec = src.const(f"ATTR{index}", attr)
@@ -192,9 +193,9 @@ def compile_plan(plan: OpPlan, version: Version) -> Callable:
     if plan.counted_results:
         src.add(_varint("n", "    "))
         if plan.variadic_results:
-            src.add("    if n > end - pos:\n        raise BAIL\n")
+            src.add("    if n > end - pos:\n        raise Bail\n")
         else:
-            src.add(f"    if n != {n_results}:\n        raise BAIL\n")
+            src.add(f"    if n != {n_results}:\n        raise Bail\n")
         src.add("    rtypes = []\n    for _ in range(n):\n" + _type_ref("t", "        ")
                 + "        rtypes.append(t)\n")
     else:
@@ -204,7 +205,7 @@ def compile_plan(plan: OpPlan, version: Version) -> Callable:
     # Flags.
     if plan.has_flags:
         src.add(_varint("flags", "    ")
-                + f"    if flags & {~plan.known_flags}:\n        raise BAIL\n")
+                + f"    if flags & {~plan.known_flags}:\n        raise Bail\n")
     else:
         src.add("    flags = 0\n")
     # Attributes, in plan order (the attrs dict keeps it).
@@ -230,8 +231,8 @@ def compile_plan(plan: OpPlan, version: Version) -> Callable:
     mode = plan.operand_mode
     if mode is FLAT:
         fixed = plan.num_fixed_operands
-        src.add(_varint("total", "    ") + "    if total > end - pos:\n        raise BAIL\n"
-                f"    if total < {fixed}:\n        raise BAIL\n")
+        src.add(_varint("total", "    ") + "    if total > end - pos:\n        raise Bail\n"
+                f"    if total < {fixed}:\n        raise Bail\n")
     for index, (name, arity, bit) in enumerate(plan.operand_steps):
         var = f"o{index}"
         operand_names.append((name, var))
@@ -245,7 +246,7 @@ def compile_plan(plan: OpPlan, version: Version) -> Callable:
                 src.add(f"    {var} = None\n")
         else:  # variadic (and, like the careful reader, any non-single group of a flat op)
             if mode is SEGMENTED:
-                src.add(_varint("n", "    ") + "    if n > end - pos:\n        raise BAIL\n")
+                src.add(_varint("n", "    ") + "    if n > end - pos:\n        raise Bail\n")
             else:
                 src.add(f"    n = total - {plan.num_fixed_operands}\n")
             src.add(f"    {var} = []\n    for _ in range(n):\n" + _value("v", "        ")
@@ -257,7 +258,7 @@ def compile_plan(plan: OpPlan, version: Version) -> Callable:
     src.add("    attrs = {" + ", ".join(entries) + "}\n")
     # Regions.
     if spec.regions:
-        src.add(_varint("n", "    ") + f"    if n != {spec.regions}:\n        raise BAIL\n"
+        src.add(_varint("n", "    ") + f"    if n != {spec.regions}:\n        raise Bail\n"
                 "    regions = []\n    for _ in range(n):\n"
                 "        region, pos = mr._fast_region(reader, data, pos, end, values, preorder, "
                 "pending, depth + 1)\n        regions.append(region)\n")

@@ -207,8 +207,6 @@ TRIAGE: List[Tuple[str, bool, str, str]] = [
      "table offsets out of order: tileirdisasm does not check them"),
     (r"\d+ unexpected bytes after (type|debug attribute)", True, "stricter",
      "trailing bytes inside a type or debug-attribute table entry: tileirdisasm ignores them"),
-    (r"bounded has unknown flags", True, "stricter",
-     "unknown bits in a bounded attribute's flags byte: tileirdisasm ignores them"),
     (r"unknown debug attribute tag", True, "stricter",
      "tileirdisasm reads an unknown debug attribute tag as loc(unknown)"),
     (r"string \d+ is not valid UTF-8", True, "stricter",

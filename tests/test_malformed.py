@@ -287,6 +287,12 @@ BASELINES = {
     "nonminimal-10-byte-string-count": lambda: nonminimal_string_count(10),
     "f4-13.3": lambda: module_bytes(V13_3, **narrow_constant(0x13)),
     "for-13.3": lambda: module_bytes(V13_3, constants=CONSTANTS, body=FOR_LOOP + RETURN),
+    # assume %1 (constant tile<i32>) with a bounded / div_by predicate whose flags varint is
+    # stretched to 2 bytes: NVIDIA reads the flags as a varint, and so must tilebc.
+    "bounded-flags-2-byte-varint-13.3": lambda: module_bytes(
+        V13_3, constants=CONSTANTS, body=b"\x10\x04\x00\x06\x04\x0c\x83\x00\x02\x04\x01" + RETURN),
+    "div_by-flags-2-byte-varint-13.3": lambda: module_bytes(
+        V13_3, constants=CONSTANTS, body=b"\x10\x04\x00\x06\x04\x08\x04\x80\x00\x01" + RETURN),
 }
 
 
@@ -591,6 +597,17 @@ CASES: List[Case] = [
          r"dictionary length 1099511627776 exceeds"),
     Case("unknown-attribute-tag", lambda: module_bytes(hints=b"\x0b\x01\x01\x63"),
          r"unknown attribute tag 99"),
+    Case("bounded-unknown-flag-bit", lambda: module_bytes(
+        constants=CONSTANTS, body=b"\x10\x04\x00\x06\x04\x0c\x04\x01" + RETURN),
+         r"bounded has unknown flags 0x4"),
+    Case("div_by-unknown-flag-bit", lambda: module_bytes(
+        constants=CONSTANTS, body=b"\x10\x04\x00\x06\x04\x08\x04\x04\x01" + RETURN),
+         r"div_by has unknown flags 0x4"),
+    Case("string-not-utf8", lambda: module_bytes(strings=(b"k\xff",) + STRINGS[1:]),
+         r"string 0 is not valid UTF-8"),
+    Case("trailing-bytes-in-debug-attribute", lambda: module_bytes(
+        loc=1, debug=debug_section([0, 1], [b"\x00\x00"])),
+         r"1 unexpected bytes after debug attribute 1"),
     Case("hints-not-hints", lambda: module_bytes(hints=b"\x03\x01"),
          r"function hints must be an optimization_hints attribute"),
     Case("arg-attrs-count-2^40", lambda: module_bytes(V13_5, funcs=[
@@ -628,6 +645,9 @@ NVIDIA_ACCEPTS: Dict[str, str] = {
     "trailing-bytes-in-type": "tileirdisasm ignores bytes left over after a type's payload",
     "debug-unknown-tag": "tileirdisasm reads an unknown debug attribute tag as loc(unknown), even "
                          "with -g",
+    "string-not-utf8": "tileirdisasm keeps a string's raw bytes; tilebc's IR holds str",
+    "trailing-bytes-in-debug-attribute": "tileirdisasm ignores bytes left over after a debug "
+                                         "attribute's payload",
 }
 
 

@@ -69,6 +69,8 @@ def fast_tagged(mr, reader, data, pos: int):
     if tag == ATTR_BOUNDED:
         flags = data[pos + 1]
         pos += 2
+        if flags >= 0x80:
+            flags, pos = varint_tail(data, pos, flags)
         if flags & ~3:
             raise Bail
         lower = upper = None
@@ -88,6 +90,8 @@ def fast_tagged(mr, reader, data, pos: int):
             divisor, pos = varint_tail(data, pos, divisor)
         flags = data[pos]
         pos += 1
+        if flags >= 0x80:
+            flags, pos = varint_tail(data, pos, flags)
         if flags & ~3:
             raise Bail
         every = along = None

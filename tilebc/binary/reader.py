@@ -477,7 +477,7 @@ class ModuleReader:
             return self.dense(tile_type, reader.varint("constant index"), type_offset)
         if tag == ATTR_DIV_BY:
             divisor = reader.varint("div_by divisor")
-            flags = reader.u8("div_by flags")
+            flags = reader.varint("div_by flags")  # a varint, as NVIDIA reads it
             if flags & ~3:
                 raise self.error(f"div_by has unknown flags 0x{flags:x}", offset)
             every = reader.zigzag("div_by every") if flags & 1 else None
@@ -490,7 +490,7 @@ class ModuleReader:
         if tag == ATTR_HINTS:
             return self._hints_body(reader, depth)
         if tag == ATTR_BOUNDED:
-            flags = reader.u8("bounded flags")
+            flags = reader.varint("bounded flags")  # a varint, as NVIDIA reads it
             if flags & ~3:
                 raise self.error(f"bounded has unknown flags 0x{flags:x}", offset)
             lower = reader.zigzag("bounded lower bound") if flags & 1 else None

@@ -618,6 +618,8 @@ CASES: List[Case] = [
          r"failed to read function location: debug function index 2 out of range"),
     Case("debug-attr-index", lambda: module_bytes(loc=1, debug=debug_section([0, 7], [b"\x00"])),
          r"debug attribute index 7 out of range \(table has 1\)"),
+    Case("debug-no-locations", lambda: module_bytes(loc=1, debug=debug_section([], [b"\x00"])),
+         r"debug info for function 'k' has 0 locations, expected 2"),
     Case("debug-too-few-locations", lambda: module_bytes(loc=1, debug=debug_section([0], [b"\x00"])),
          r"debug info for function 'k' has 1 locations, expected 2"),
     Case("debug-not-a-location", lambda: module_bytes(

@@ -719,7 +719,7 @@ class ModuleReader:
         if loc_index and loc_index <= len(self.debug_function_indices):
             indices = self.debug_function_indices[loc_index - 1]
         preorder: List[Op] = []
-        pending = PendingLocations(self, preorder, indices, loc_offset) if indices else None
+        pending = None if indices is None else PendingLocations(self, preorder, indices, loc_offset)
         block.ops = self._read_body(body_reader, args, preorder, pending)
         function = DecodedFunction(name, signature, block, hints, arg_attrs, offset=offset)
         self.num_ops += len(preorder)

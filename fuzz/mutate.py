@@ -181,7 +181,25 @@ def relabel_version(data: bytes, rng: random.Random, pool) -> bytes:
     return bytes(out)
 
 
+def table_word(data: bytes, rng: random.Random, pool) -> bytes:
+    """Overwrite an aligned 32-bit word inside a table section (string, debug, constant, type):
+    table offsets, debug function ranges and location indices are fixed-width, not varints."""
+    spans = [s for s in sections(data) if s.id in (1, 3, 4, 5) and s.end - s.payload >= 8]
+    if not spans:
+        return flip_bits(data, rng, pool)
+    span = rng.choice(spans)
+    position = span.payload + 4 * rng.randrange((span.end - span.payload) // 4)
+    old = int.from_bytes(data[position:position + 4], "little")
+    # Small values, neighbours, extremes, and the section's own first byte values (counts:
+    # making a range start where the indices end empties it).
+    counts = [data[p] for p in range(span.payload, min(span.payload + 16, span.end))]
+    new = rng.choice((0, 1, 2, old + 1, max(old - 1, 0), old * 2, 0xFFFFFFFF, rng.randrange(1 << 16),
+                      rng.choice(counts)))
+    return data[:position] + (new & 0xFFFFFFFF).to_bytes(4, "little") + data[position + 4:]
+
+
 MUTATORS: Dict[str, Callable[[bytes, random.Random, Sequence], bytes]] = {
+    "table_word": table_word,
     "flip": flip_bits,
     "set": set_bytes,
     "truncate": truncate,

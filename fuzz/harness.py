@@ -209,6 +209,8 @@ TRIAGE: List[Tuple[str, bool, str, str]] = [
      "trailing bytes inside a type or debug-attribute table entry: tileirdisasm ignores them"),
     (r"unknown debug attribute tag", True, "stricter",
      "tileirdisasm reads an unknown debug attribute tag as loc(unknown)"),
+    (r"\w+ has unknown flag bits", True, "stricter",
+     "unknown bits in an op's flags varint: tileirdisasm ignores them"),
     (r"string \d+ is not valid UTF-8", True, "stricter",
      "a string that is not UTF-8: tileirdisasm keeps the raw bytes; tilebc's IR holds str"),
 ]

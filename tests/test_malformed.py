@@ -534,6 +534,8 @@ CASES: List[Case] = [
          r"preview opcode 0x4002"),
     Case("rounding-7-in-13.3", lambda: module_bytes(body=addf(7) + RETURN),
          r"enum value 7 of roundingmode is not available in bytecode version 13\.3"),
+    Case("addf-unknown-flag-bit", lambda: module_bytes(body=b"\x02\x01\x40\x00\x00\x00" + RETURN),
+         r"addf has unknown flag bits 0x40"),
     Case("rounding-99", lambda: module_bytes(body=addf(99) + RETURN),
          r"invalid rounding_mode value 99"),
     Case("value-index-out-of-range", lambda: module_bytes(body=addf(0, 0, 5) + RETURN),
@@ -648,6 +650,7 @@ NVIDIA_ACCEPTS: Dict[str, str] = {
     "debug-unknown-tag": "tileirdisasm reads an unknown debug attribute tag as loc(unknown), even "
                          "with -g",
     "string-not-utf8": "tileirdisasm keeps a string's raw bytes; tilebc's IR holds str",
+    "addf-unknown-flag-bit": "tileirdisasm ignores op flag bits it does not know",
     "trailing-bytes-in-debug-attribute": "tileirdisasm ignores bytes left over after a debug "
                                          "attribute's payload",
 }

@@ -856,3 +856,43 @@ def test_random_corruption(version, edits):
         assert type(error.offset) is int and 0 <= error.offset <= len(data), error
     else:
         assert isinstance(module, tilebc.Module)
+
+
+# ---- lazily decoded debug locations --------------------------------------------------------------
+
+def _fixture_with_debug() -> bytes:
+    for path in sorted(FIXTURES.glob("*/*-13.5.tilebc")):
+        module = tilebc.load(path.read_bytes(), lazy_debug=False)
+        if any(op.loc is not None for op in module.walk()):
+            return path.read_bytes()
+    pytest.fail("no 13.5 fixture has debug locations")
+
+
+def test_lazy_locations_equal_strict():
+    import dataclasses
+    from tilebc.ir.module import Function
+    data = _fixture_with_debug()
+    strict = tilebc.load(data, lazy_debug=False)
+    lazy = tilebc.load(data)
+    ops = list(lazy.walk())
+    ops[1].loc = None                       # writing one location first keeps the others
+    expected = [op.loc for op in strict.walk()]
+    expected[1] = None
+    assert [op.loc for op in ops] == expected
+    assert lazy.functions[0].loc == strict.functions[0].loc is not None
+    # A decoded function compares equal to a plain Function with the same fields.
+    plain = Function(**{f.name: getattr(strict.functions[0], f.name)
+                        for f in dataclasses.fields(Function)})
+    assert strict.functions[0] == plain and plain == strict.functions[0]
+
+
+def test_lazy_location_error_repeats():
+    """A broken debug attribute raises on every read until fixed, with the strict load's error."""
+    data = module_bytes(loc=1, debug=debug_section([0, 1], [b"\x02\x00\x00"]))
+    with pytest.raises(tilebc.DecodeError) as strict:
+        tilebc.load(data, lazy_debug=False)
+    op = tilebc.load(data).functions[0].body.ops[0]
+    for _ in range(2):
+        with pytest.raises(tilebc.DecodeError) as lazy:
+            op.loc
+        assert (lazy.value.message, lazy.value.offset) == (strict.value.message, strict.value.offset)

@@ -211,6 +211,8 @@ TRIAGE: List[Tuple[str, bool, str, str]] = [
      "tileirdisasm reads an unknown debug attribute tag as loc(unknown)"),
     (r"\w+ has unknown flag bits", True, "stricter",
      "unknown bits in an op's flags varint: tileirdisasm ignores them"),
+    (r"[\w ]+ byte is \d+, expected 0 or 1", True, "stricter",
+     "a bool byte other than 0/1 (e.g. load/store `inbounds`): tileirdisasm takes it as true"),
     (r"string \d+ is not valid UTF-8", True, "stricter",
      "a string that is not UTF-8: tileirdisasm keeps the raw bytes; tilebc's IR holds str"),
 ]
@@ -219,7 +221,7 @@ TRIAGE: List[Tuple[str, bool, str, str]] = [
 # NVIDIA's reader runs MLIR's type and op verifiers while it reads; tilebc's reader only decodes
 # and leaves those rules to the verifier (tilebc.verify, VerificationError, category "invalid").
 VERIFIER_MESSAGES = (r"'cuda_tile\.[\w.]+' op ", r"powers? of two", r"mapped at least twice",
-                     r"must have positive length",
+                     r"must have positive length", r"invalid operation debug info scope",
                      r"failed to get result type", r"strictly positive constant",
                      r"outside of tensor view dimensions")
 

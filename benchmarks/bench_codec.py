@@ -428,7 +428,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "",
                 f"- date: {stamp}",
                 f"- machine: {os.cpu_count()} CPUs (`nproc`: {len(os.sched_getaffinity(0))}), "
-                f"{cpu_model()}, {platform.system()} {platform.release()}",
+                f"{cpu_model()}, {platform.system()} {platform.release()}; load average at the "
+                f"end {' '.join(f'{x:.2f}' for x in os.getloadavg())} (a shared machine)",
                 f"- python: {platform.python_implementation()} {platform.python_version()}",
                 f"- tilebc: {tilebc.__version__}; tileirdisasm: {disasm_version(disasm)}",
                 f"- fixtures: bytecode version {version}, {len(pool)} fixtures; small = "

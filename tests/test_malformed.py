@@ -287,6 +287,12 @@ BASELINES = {
     "nonminimal-10-byte-string-count": lambda: nonminimal_string_count(10),
     "f4-13.3": lambda: module_bytes(V13_3, **narrow_constant(0x13)),
     "for-13.3": lambda: module_bytes(V13_3, constants=CONSTANTS, body=FOR_LOOP + RETURN),
+    # assume %1 (constant tile<i32>) with a bounded / div_by predicate whose flags varint is
+    # stretched to 2 bytes: NVIDIA reads the flags as a varint, and so must tilebc.
+    "bounded-flags-2-byte-varint-13.3": lambda: module_bytes(
+        V13_3, constants=CONSTANTS, body=b"\x10\x04\x00\x06\x04\x0c\x83\x00\x02\x04\x01" + RETURN),
+    "div_by-flags-2-byte-varint-13.3": lambda: module_bytes(
+        V13_3, constants=CONSTANTS, body=b"\x10\x04\x00\x06\x04\x08\x04\x80\x00\x01" + RETURN),
 }
 
 
@@ -528,6 +534,8 @@ CASES: List[Case] = [
          r"preview opcode 0x4002"),
     Case("rounding-7-in-13.3", lambda: module_bytes(body=addf(7) + RETURN),
          r"enum value 7 of roundingmode is not available in bytecode version 13\.3"),
+    Case("addf-unknown-flag-bit", lambda: module_bytes(body=b"\x02\x01\x40\x00\x00\x00" + RETURN),
+         r"addf has unknown flag bits 0x40"),
     Case("rounding-99", lambda: module_bytes(body=addf(99) + RETURN),
          r"invalid rounding_mode value 99"),
     Case("value-index-out-of-range", lambda: module_bytes(body=addf(0, 0, 5) + RETURN),
@@ -591,6 +599,17 @@ CASES: List[Case] = [
          r"dictionary length 1099511627776 exceeds"),
     Case("unknown-attribute-tag", lambda: module_bytes(hints=b"\x0b\x01\x01\x63"),
          r"unknown attribute tag 99"),
+    Case("bounded-unknown-flag-bit", lambda: module_bytes(
+        constants=CONSTANTS, body=b"\x10\x04\x00\x06\x04\x0c\x04\x01" + RETURN),
+         r"bounded has unknown flags 0x4"),
+    Case("div_by-unknown-flag-bit", lambda: module_bytes(
+        constants=CONSTANTS, body=b"\x10\x04\x00\x06\x04\x08\x04\x04\x01" + RETURN),
+         r"div_by has unknown flags 0x4"),
+    Case("string-not-utf8", lambda: module_bytes(strings=(b"k\xff",) + STRINGS[1:]),
+         r"string 0 is not valid UTF-8"),
+    Case("trailing-bytes-in-debug-attribute", lambda: module_bytes(
+        loc=1, debug=debug_section([0, 1], [b"\x00\x00"])),
+         r"1 unexpected bytes after debug attribute 1"),
     Case("hints-not-hints", lambda: module_bytes(hints=b"\x03\x01"),
          r"function hints must be an optimization_hints attribute"),
     Case("arg-attrs-count-2^40", lambda: module_bytes(V13_5, funcs=[
@@ -601,6 +620,8 @@ CASES: List[Case] = [
          r"failed to read function location: debug function index 2 out of range"),
     Case("debug-attr-index", lambda: module_bytes(loc=1, debug=debug_section([0, 7], [b"\x00"])),
          r"debug attribute index 7 out of range \(table has 1\)"),
+    Case("debug-no-locations", lambda: module_bytes(loc=1, debug=debug_section([], [b"\x00"])),
+         r"debug info for function 'k' has 0 locations, expected 2"),
     Case("debug-too-few-locations", lambda: module_bytes(loc=1, debug=debug_section([0], [b"\x00"])),
          r"debug info for function 'k' has 1 locations, expected 2"),
     Case("debug-not-a-location", lambda: module_bytes(
@@ -628,6 +649,10 @@ NVIDIA_ACCEPTS: Dict[str, str] = {
     "trailing-bytes-in-type": "tileirdisasm ignores bytes left over after a type's payload",
     "debug-unknown-tag": "tileirdisasm reads an unknown debug attribute tag as loc(unknown), even "
                          "with -g",
+    "string-not-utf8": "tileirdisasm keeps a string's raw bytes; tilebc's IR holds str",
+    "addf-unknown-flag-bit": "tileirdisasm ignores op flag bits it does not know",
+    "trailing-bytes-in-debug-attribute": "tileirdisasm ignores bytes left over after a debug "
+                                         "attribute's payload",
 }
 
 
@@ -635,11 +660,35 @@ def _case_id(case: Case) -> str:
     return case.name
 
 
-def assert_decode_error(data: bytes, message: Optional[str] = None) -> tilebc.DecodeError:
-    """tilebc.load(data) raises DecodeError (nothing else) with an int offset inside the file."""
+def materialise_locations(module: tilebc.Module) -> None:
+    """Read every location, so lazily decoded debug info is decoded (and its errors raised)."""
+    for function in module.functions:
+        function.loc
+        for op in function.walk():
+            op.loc
+
+
+def lazy_error(data: bytes) -> Optional[tilebc.DecodeError]:
+    """The error of the default (lazy-debug) load, raised by load or by the first `loc` read."""
     try:
-        tilebc.load(data)
+        materialise_locations(tilebc.load(data))
     except tilebc.DecodeError as error:
+        return error
+    return None
+
+
+def assert_decode_error(data: bytes, message: Optional[str] = None) -> tilebc.DecodeError:
+    """tilebc.load(data) raises DecodeError (nothing else) with an int offset inside the file.
+
+    The strict load (lazy_debug=False) raises it; the default load raises the same error, at load
+    or when the locations are read."""
+    lazy = lazy_error(data)
+    try:
+        tilebc.load(data, lazy_debug=False)
+    except tilebc.DecodeError as error:
+        assert lazy is not None, "the lazy-debug load accepts what the strict load rejects"
+        assert (lazy.message, lazy.offset) == (error.message, error.offset), (lazy, error)
+        assert error.category == "malformed"
         assert isinstance(error, tilebc.TilebcError)
         assert type(error.offset) is int, f"offset {error.offset!r} is not an int"
         assert 0 <= error.offset <= len(data), f"offset {error.offset} outside 0..{len(data)}"
@@ -809,3 +858,43 @@ def test_random_corruption(version, edits):
         assert error.offset is None or 0 <= error.offset <= len(data), error
     else:
         assert isinstance(module, tilebc.Module)
+
+
+# ---- lazily decoded debug locations --------------------------------------------------------------
+
+def _fixture_with_debug() -> bytes:
+    for path in sorted(FIXTURES.glob("*/*-13.5.tilebc")):
+        module = tilebc.load(path.read_bytes(), lazy_debug=False)
+        if any(op.loc is not None for op in module.walk()):
+            return path.read_bytes()
+    pytest.fail("no 13.5 fixture has debug locations")
+
+
+def test_lazy_locations_equal_strict():
+    import dataclasses
+    from tilebc.ir.module import Function
+    data = _fixture_with_debug()
+    strict = tilebc.load(data, lazy_debug=False)
+    lazy = tilebc.load(data)
+    ops = list(lazy.walk())
+    ops[1].loc = None                       # writing one location first keeps the others
+    expected = [op.loc for op in strict.walk()]
+    expected[1] = None
+    assert [op.loc for op in ops] == expected
+    assert lazy.functions[0].loc == strict.functions[0].loc is not None
+    # A decoded function compares equal to a plain Function with the same fields.
+    plain = Function(**{f.name: getattr(strict.functions[0], f.name)
+                        for f in dataclasses.fields(Function)})
+    assert strict.functions[0] == plain and plain == strict.functions[0]
+
+
+def test_lazy_location_error_repeats():
+    """A broken debug attribute raises on every read until fixed, with the strict load's error."""
+    data = module_bytes(loc=1, debug=debug_section([0, 1], [b"\x02\x00\x00"]))
+    with pytest.raises(tilebc.DecodeError) as strict:
+        tilebc.load(data, lazy_debug=False)
+    op = tilebc.load(data).functions[0].body.ops[0]
+    for _ in range(2):
+        with pytest.raises(tilebc.DecodeError) as lazy:
+            op.loc
+        assert (lazy.value.message, lazy.value.offset) == (strict.value.message, strict.value.offset)

@@ -5,7 +5,14 @@ from typing import Optional
 
 
 class TilebcError(Exception):
-    """Base class of every error tilebc raises on purpose."""
+    """Base class of every error tilebc raises on purpose.
+
+    `category` sorts rejections as WebAssembly's spec tests do: "malformed" (the bytes or text do not
+    decode or parse at all), "invalid" (they do, but break a typing or well-formedness rule), None
+    for everything else (I/O, unsupported requests). `message` is stable text without the location.
+    """
+
+    category = None
 
     def __init__(self, message: str, *, file: Optional[str] = None,
                  offset: Optional[int] = None, line: Optional[int] = None,
@@ -37,6 +44,8 @@ class VersionError(TilebcError):
 class DecodeError(TilebcError):
     """Malformed bytecode: will not decode."""
 
+    category = "malformed"
+
 
 class EncodeError(TilebcError):
     """The module cannot be written (for this version)."""
@@ -45,6 +54,10 @@ class EncodeError(TilebcError):
 class TextSyntaxError(TilebcError):
     """Malformed text: will not parse."""
 
+    category = "malformed"
+
 
 class VerificationError(TilebcError):
     """Decodes or parses, but breaks a typing or well-formedness rule."""
+
+    category = "invalid"

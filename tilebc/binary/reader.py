@@ -1,4 +1,9 @@
-"""Bytes → Module. Frames all sections in one pass, then decodes them in dependency order."""
+"""Bytes → Module. Frames all sections in one pass, then decodes them in dependency order.
+
+Function bodies go through the compiled fast decoder (`fastpath.py`) and fall back to the careful,
+step-by-step decoder here, which is the one source of error messages. Op locations are decoded on
+first use (`lazyloc.py`) unless `lazy_debug=False`. Limits on untrusted input are in `limits.py`.
+"""
 from __future__ import annotations
 
 import gc
@@ -22,11 +27,14 @@ from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS,
                        GLOBAL_VISIBILITY_AND_CONSTANT, MAX_VERSION, MIN_VERSION, POINTER_ATTR,
                        PREVIEW_TAG, UNIFIED_OPTIONAL_BITFIELD, Version)
 from .container import (MAGIC, PREVIEW_TAG_BIT, REQUIRED_SECTIONS, SECTION_ALIGNMENT, ConstantTable,
-                        Header, Section, SectionId, StringTable, TypeTable, parse_construct,
-                        split_blobs)
+                        BlobTable, Header, Section, SectionId, StringTable, TypeTable,
+                        parse_construct)
+from .fastpath import Bail, fast_decoder, varint_tail
+from .lazyloc import DecodedFunction, DecodedOp, PendingLocations
+from .limits import DEFAULT_LIMITS, DecodeLimits
+from .plans import ABSENT, FLAT, OPTIONAL, READ, SEGMENTED, UNIT, OpPlan
 from .primitives import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reader
 
-MAX_NESTING = 200  # regions and attributes nested deeper than this are rejected, not recursed into
 _DYNAMIC = INT64_MIN
 
 # Type tags of composite types (element types carry their own tags in ir.types).
@@ -47,20 +55,32 @@ ATTR_DENSE, ATTR_DIV_BY, ATTR_SAME_ELEMENTS, ATTR_DICTIONARY, ATTR_HINTS, ATTR_B
 DEBUG_UNKNOWN, DEBUG_COMPILE_UNIT, DEBUG_FILE, DEBUG_LEXICAL_BLOCK = 0, 1, 2, 3
 DEBUG_LOC, DEBUG_SUBPROGRAM, DEBUG_CALL_SITE = 4, 5, 6
 
+_MISSING = object()
+
 FUNCTION_FLAG_KERNEL = 0x02
 FUNCTION_FLAG_HINTS = 0x04
 
 
-def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike]) -> Module:
+def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
+         limits: Optional[DecodeLimits] = None, lazy_debug: bool = True) -> Module:
     """Decode a Tile IR bytecode file (bytes or a path) into a Module.
 
-    Raises DecodeError (file, byte offset, what was expected) on malformed input, including
-    versions outside 13.1–13.5. Any other exception escaping from here is a tilebc bug.
+    Raises DecodeError (file, byte offset, what was expected; category "malformed") on malformed
+    input, including versions outside 13.1–13.5 and input beyond `limits` (default DecodeLimits()).
+    With `lazy_debug` (the default) the debug section's framing and index ranges are checked here and
+    each function's op locations are decoded when one of them is first read: a broken debug
+    attribute then raises its DecodeError from that `op.loc` access. `lazy_debug=False` decodes every
+    location now, so all of those errors are raised by load. Any other exception is a tilebc bug.
     """
+    limits = DEFAULT_LIMITS if limits is None else limits
     file = None
     if isinstance(source, (str, os.PathLike)):
         file = os.fspath(source)
         try:
+            size = os.path.getsize(file)
+            if size > limits.max_input_bytes:
+                raise DecodeError(f"limit exceeded: input is {size} bytes, more than max_input_bytes="
+                                  f"{limits.max_input_bytes}", file=file, offset=0)
             with open(file, "rb") as handle:
                 data = handle.read()
         except OSError as error:
@@ -70,7 +90,7 @@ def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike]) -> Modul
     collecting = gc.isenabled()
     gc.disable()  # a module is many small objects; collections during decoding only cost time
     try:
-        module = ModuleReader(data, file).read()
+        module = ModuleReader(data, file, limits=limits, lazy_debug=lazy_debug).read()
     finally:
         if collecting:
             gc.enable()
@@ -78,25 +98,35 @@ def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike]) -> Modul
 
 
 class ModuleReader:
-    def __init__(self, data: bytes, file: Optional[str] = None):
+    # Tests switch this off to compare the fast decoder with the careful one.
+    use_fast_path = True
+
+    def __init__(self, data: bytes, file: Optional[str] = None, *,
+                 limits: DecodeLimits = DEFAULT_LIMITS, lazy_debug: bool = True):
         self.data = data
         self.file = file
+        self.limits = limits
+        self.lazy_debug = lazy_debug
         self.version = MIN_VERSION
-        self.strings: List[bytes] = []
+        self.strings: BlobTable = ()
         self._string_cache: Dict[int, str] = {}
-        self.type_blobs: List[Tuple[int, bytes]] = []
+        self.type_blobs: BlobTable = ()
         self._types: Dict[int, T.Type] = {}
         self._types_in_progress: set = set()
-        self.constant_blobs: List[Tuple[int, bytes]] = []
+        self.constant_blobs: BlobTable = ()
         self._constants: Dict[int, bytes] = {}
-        self.debug_blobs: List[Tuple[int, bytes]] = []
+        self.debug_blobs: BlobTable = ()
         self._debug_attrs: Dict[int, object] = {}
         self._debug_in_progress: set = set()
         self.debug_function_indices: List[List[int]] = []
         self.preview = False
         self.max_opcode = 0
-        self._plans: Dict[int, "_OpPlan"] = {}
+        self._plans: Dict[int, OpPlan] = {}
+        self._fast: Dict[int, object] = {}
         self._locations: Dict[int, object] = {0: None}
+        self._attr_cache: Dict[tuple, A.Attribute] = {}  # fast path: equal attributes shared
+        self.num_ops = 0
+        self.fast_fallbacks = 0  # function bodies the fast decoder handed back (tests watch this)
 
     def error(self, message: str, offset: int) -> DecodeError:
         return DecodeError(message, file=self.file, offset=offset)
@@ -108,11 +138,15 @@ class ModuleReader:
             return self._read()
         except TilebcError:
             raise
-        except RecursionError:
-            raise self.error("nesting too deep", 0) from None
+        except RecursionError:  # unreachable with sane limits; never let it escape as a crash
+            raise self.error("limit exceeded: structures nested too deeply for Python's stack "
+                             "(lower max_nesting)", 0) from None
 
     def _read(self) -> Module:
         data = self.data
+        if len(data) > self.limits.max_input_bytes:
+            raise self.error(f"limit exceeded: input is {len(data)} bytes, more than "
+                             f"max_input_bytes={self.limits.max_input_bytes}", 0)
         if len(data) < 8 or data[:8] != MAGIC:
             raise self.error("input does not start with the Tile IR magic 7f 54 69 6c 65 49 52 00", 0)
         header = parse_construct(Header, data[:12], base=0, what="header", file=self.file)
@@ -145,6 +179,10 @@ class ModuleReader:
                 raise reader.error(f"{reader.remaining} unexpected bytes after the producer")
         if SectionId.TYPE in sections:
             self.type_blobs = self._read_table(TypeTable, 4, *sections[SectionId.TYPE], "type table")
+            if len(self.type_blobs) > self.limits.max_types:
+                raise self.error(f"limit exceeded: type table has {len(self.type_blobs)} entries, "
+                                 f"more than max_types={self.limits.max_types}",
+                                 sections[SectionId.TYPE][0])
         if SectionId.CONSTANT in sections:
             self.constant_blobs = self._read_table(ConstantTable, 8, *sections[SectionId.CONSTANT],
                                                    "constant table")
@@ -204,12 +242,10 @@ class ModuleReader:
         fmt = "<%d%s" % (table.count, "I" if offset_width == 4 else "Q")
         offsets = list(struct.unpack(fmt, table.offsets))
         data_base = base + len(payload) - len(table.data)
-        blobs = split_blobs(offsets, table.data, what=what, base=data_base, file=self.file)
-        return [(data_base + start, blob) for start, blob in zip(offsets, blobs)]
+        return BlobTable(offsets, table.data, what=what, base=data_base, file=self.file)
 
     def _read_strings(self, base: int, payload: bytes) -> None:
-        self.strings = [blob for _, blob in self._read_table(StringTable, 4, base, payload,
-                                                              "string table")]
+        self.strings = self._read_table(StringTable, 4, base, payload, "string table")
 
     def string(self, index: int, offset: int) -> str:
         cached = self._string_cache.get(index)
@@ -219,7 +255,7 @@ class ModuleReader:
             raise self.error(f"string index {index} out of range (table has {len(self.strings)})",
                              offset)
         try:
-            text = self.strings[index].decode("utf-8")
+            text = self.strings[index][1].decode("utf-8")
         except UnicodeDecodeError:
             raise self.error(f"string {index} is not valid UTF-8", offset) from None
         self._string_cache[index] = text
@@ -234,15 +270,21 @@ class ModuleReader:
         if index >= len(self.type_blobs):
             raise self.error(f"type index {index} out of range (table has {len(self.type_blobs)})",
                              offset)
-        if index in self._types_in_progress:
+        in_progress = self._types_in_progress
+        if index in in_progress:
             raise self.error(f"type {index} refers to itself", offset)
-        self._types_in_progress.add(index)
-        blob_offset, blob = self.type_blobs[index]
-        reader = Reader(blob, base=blob_offset, file=self.file)
-        result = self._decode_type(reader)
-        if not reader.at_end():
-            raise reader.error(f"{reader.remaining} unexpected bytes after type {index}")
-        self._types_in_progress.discard(index)
+        if len(in_progress) >= self.limits.max_nesting:
+            raise self.error(f"limit exceeded: type {index} is reached through more than "
+                             f"max_nesting={self.limits.max_nesting} nested type references", offset)
+        in_progress.add(index)
+        try:
+            blob_offset, blob = self.type_blobs[index]
+            reader = Reader(blob, base=blob_offset, file=self.file)
+            result = self._decode_type(reader)
+            if not reader.at_end():
+                raise reader.error(f"{reader.remaining} unexpected bytes after type {index}")
+        finally:
+            in_progress.discard(index)
         self._types[index] = result
         return result
 
@@ -308,6 +350,13 @@ class ModuleReader:
             shape = reader.int_array(8, "tile shape")
             if any(d <= 0 for d in shape):
                 raise self.error(f"tile shape {shape} has a non-positive dimension", tag_offset)
+            elements = 1
+            for dim in shape:  # stops early: a hostile shape's product is never formed in full
+                elements *= dim
+                if elements > self.limits.max_tile_elements:
+                    raise self.error(f"limit exceeded: tile shape {shape} has more than "
+                                     f"max_tile_elements={self.limits.max_tile_elements} elements",
+                                     tag_offset)
             return T.TileType(tuple(shape), element)
         if tag == TAG_TENSOR_VIEW:
             flags = reader.varint("tensor_view flags") if version >= POINTER_ATTR else 0
@@ -396,8 +445,9 @@ class ModuleReader:
     # ---- attributes ------------------------------------------------------------------------------
 
     def tagged_attr(self, reader: Reader, depth: int = 0) -> A.Attribute:
-        if depth > MAX_NESTING:
-            raise reader.error("attributes nested too deeply")
+        if depth > self.limits.max_nesting:
+            raise reader.error(f"limit exceeded: attributes nested deeper than "
+                               f"max_nesting={self.limits.max_nesting}")
         offset = reader.offset
         tag = reader.varint("attribute tag")
         if tag == ATTR_INTEGER:
@@ -427,7 +477,7 @@ class ModuleReader:
             return self.dense(tile_type, reader.varint("constant index"), type_offset)
         if tag == ATTR_DIV_BY:
             divisor = reader.varint("div_by divisor")
-            flags = reader.u8("div_by flags")
+            flags = reader.varint("div_by flags")  # a varint, as NVIDIA reads it
             if flags & ~3:
                 raise self.error(f"div_by has unknown flags 0x{flags:x}", offset)
             every = reader.zigzag("div_by every") if flags & 1 else None
@@ -440,7 +490,7 @@ class ModuleReader:
         if tag == ATTR_HINTS:
             return self._hints_body(reader, depth)
         if tag == ATTR_BOUNDED:
-            flags = reader.u8("bounded flags")
+            flags = reader.varint("bounded flags")  # a varint, as NVIDIA reads it
             if flags & ~3:
                 raise self.error(f"bounded has unknown flags 0x{flags:x}", offset)
             lower = reader.zigzag("bounded lower bound") if flags & 1 else None
@@ -492,18 +542,19 @@ class ModuleReader:
         reader = Reader(payload, base=base, file=self.file)
         num_functions = reader.count("debug function count", 4)
         reader.align(4, "debug function offsets")
-        firsts = [reader.fixed(4, "debug function offset") for _ in range(num_functions)]
+        firsts = struct.unpack(f"<{num_functions}I", reader.raw(4 * num_functions,
+                                                                 "debug function offsets"))
         num_indices = reader.count("debug index count", 8)
         reader.align(8, "debug indices")
         raw = reader.raw(8 * num_indices, "debug indices")
         indices = list(struct.unpack(f"<{num_indices}Q", raw))
         num_attrs = reader.count("debug attribute count", 4)
         reader.align(4, "debug attribute offsets")
-        offsets = [reader.fixed(4, "debug attribute offset") for _ in range(num_attrs)]
+        offsets = list(struct.unpack(f"<{num_attrs}I", reader.raw(4 * num_attrs,
+                                                                  "debug attribute offsets")))
         data_start = reader.pos
-        blobs = split_blobs(offsets, payload[data_start:], what="debug attribute table",
-                            base=base + data_start, file=self.file)
-        self.debug_blobs = [(base + data_start + start, blob) for start, blob in zip(offsets, blobs)]
+        self.debug_blobs = BlobTable(offsets, payload[data_start:], what="debug attribute table",
+                                     base=base + data_start, file=self.file)
         for position, first in enumerate(firsts):
             stop = firsts[position + 1] if position + 1 < num_functions else num_indices
             if not first <= stop <= num_indices:
@@ -521,15 +572,22 @@ class ModuleReader:
         if index > len(self.debug_blobs):
             raise self.error(f"debug attribute index {index} out of range (table has "
                              f"{len(self.debug_blobs)})", offset)
-        if index in self._debug_in_progress:
+        in_progress = self._debug_in_progress
+        if index in in_progress:
             raise self.error(f"debug attribute {index} refers to itself", offset)
-        self._debug_in_progress.add(index)
-        blob_offset, blob = self.debug_blobs[index - 1]
-        reader = Reader(blob, base=blob_offset, file=self.file)
-        result = self._decode_debug(reader)
-        if not reader.at_end():
-            raise reader.error(f"{reader.remaining} unexpected bytes after debug attribute {index}")
-        self._debug_in_progress.discard(index)
+        if len(in_progress) >= self.limits.max_nesting:
+            raise self.error(f"limit exceeded: debug attribute {index} is reached through more than "
+                             f"max_nesting={self.limits.max_nesting} nested references", offset)
+        in_progress.add(index)
+        try:
+            blob_offset, blob = self.debug_blobs[index - 1]
+            reader = Reader(blob, base=blob_offset, file=self.file)
+            result = self._decode_debug(reader)
+            if not reader.at_end():
+                raise reader.error(f"{reader.remaining} unexpected bytes after debug attribute "
+                                   f"{index}")
+        finally:
+            in_progress.discard(index)
         self._debug_attrs[index] = result
         return result
 
@@ -657,28 +715,153 @@ class ModuleReader:
         block = Block(args)
         for arg in args:
             arg.owner = block
-        values: List[Value] = list(args)
-        ops = block.ops
-        while not body_reader.at_end():
-            ops.append(self._read_op(body_reader, values, 0))
-        function = Function(name, signature, block, hints, arg_attrs, offset=offset)
+        indices = None
+        if loc_index and loc_index <= len(self.debug_function_indices):
+            indices = self.debug_function_indices[loc_index - 1]
+        preorder: List[Op] = []
+        pending = None if indices is None else PendingLocations(self, preorder, indices, loc_offset)
+        block.ops = self._read_body(body_reader, args, preorder, pending)
+        function = DecodedFunction(name, signature, block, hints, arg_attrs, offset=offset)
+        self.num_ops += len(preorder)
+        if self.num_ops > self.limits.max_ops:
+            raise self.error(f"limit exceeded: function {name!r} brings the module to {self.num_ops} "
+                             f"ops, more than max_ops={self.limits.max_ops}", offset)
         if loc_index:
-            self._attach_locations(function, loc_index, loc_offset)
+            self._attach_locations(function, loc_index, loc_offset, preorder, pending)
         return function
 
-    def _attach_locations(self, function: Function, loc_index: int, offset: int) -> None:
+    def _read_body(self, reader: Reader, args: List[Value], preorder: List[Op],
+                   pending: Optional[PendingLocations]) -> List[Op]:
+        """The ops of a function body, by the fast decoder if it can, else by the careful one."""
+        if self.use_fast_path:
+            values = list(args)
+            start = reader.pos
+            try:
+                return self._fast_ops(reader, start, reader.end, values, preorder, pending)
+            except Exception:  # anything at all: the careful reader decides (and explains)
+                self.fast_fallbacks += 1
+                reader.pos = start
+                self._types_in_progress.clear()
+                self._debug_in_progress.clear()
+                del preorder[:]
+        values = list(args)
+        ops = []
+        while not reader.at_end():
+            ops.append(self._read_op(reader, values, 0))
+        self._check_values(values, reader.offset)
+        for op in ops:
+            preorder.extend(op.walk())
+        for op in preorder:
+            op._pending = pending
+        return ops
+
+    def _fast_ops(self, reader: Reader, pos: int, end: int, values: List[Value],
+                  preorder: List[Op], pending) -> List[Op]:
+        data, base = reader.data, reader.base
+        decoders = self._fast
+        ops = []
+        while pos < end:
+            start = pos
+            opcode = data[pos]
+            pos += 1
+            if opcode >= 0x80:
+                opcode, pos = varint_tail(data, pos, opcode)
+            decode = decoders.get(opcode) or self._fast_decoder(opcode)
+            op, pos = decode(self, reader, data, pos, end, values, preorder, pending, 0, base + start)
+            ops.append(op)
+        if pos > end or len(values) > self.limits.max_values:
+            raise Bail()
+        return ops
+
+    def _fast_decoder(self, opcode: int):
+        """The compiled decoder of `opcode` for this file, after the careful reader's opcode checks."""
+        spec = OPS_BY_OPCODE.get(opcode)
+        if spec is None or spec.structural:
+            raise Bail()
+        if spec.preview:
+            if not self.preview:
+                raise Bail()
+        elif opcode > self.max_opcode or spec.since > self.version:
+            raise Bail()
+        decode = self._fast[opcode] = fast_decoder(self._plan(spec), self.version)
+        return decode
+
+    def _fast_region(self, reader: Reader, data, pos: int, end: int, values: List[Value],
+                     preorder: List[Op], pending, depth: int):
+        """One region for the fast decoder: (Region, position after it)."""
+        if depth > self.limits.max_nesting:
+            raise Bail()
+        decoders, base, types = self._fast, reader.base, self._types
+        region = Region()
+        num_blocks = data[pos]
+        pos += 1
+        if num_blocks >= 0x80:
+            num_blocks, pos = varint_tail(data, pos, num_blocks)
+        if num_blocks > end - pos:
+            raise Bail()
+        for _ in range(num_blocks):
+            mark = len(values)
+            num_args = data[pos]
+            pos += 1
+            if num_args >= 0x80:
+                num_args, pos = varint_tail(data, pos, num_args)
+            if num_args > end - pos:
+                raise Bail()
+            block = Block()
+            args = block.args
+            for index in range(num_args):
+                key = data[pos]
+                pos += 1
+                if key >= 0x80:
+                    key, pos = varint_tail(data, pos, key)
+                arg_type = types.get(key)
+                if arg_type is None:
+                    arg_type = self.type(key, 0)
+                args.append(Value(arg_type, block, index))
+            values.extend(args)
+            num_ops = data[pos]
+            pos += 1
+            if num_ops >= 0x80:
+                num_ops, pos = varint_tail(data, pos, num_ops)
+            if num_ops == 0 or num_ops > end - pos:
+                raise Bail()
+            ops = block.ops
+            for _ in range(num_ops):
+                start = pos
+                opcode = data[pos]
+                pos += 1
+                if opcode >= 0x80:
+                    opcode, pos = varint_tail(data, pos, opcode)
+                decode = decoders.get(opcode) or self._fast_decoder(opcode)
+                op, pos = decode(self, reader, data, pos, end, values, preorder, pending, depth,
+                                 base + start)
+                ops.append(op)
+            if not ops[-1].spec.terminator or len(values) > self.limits.max_values:
+                raise Bail()
+            del values[mark:]
+            region.blocks.append(block)
+        return region, pos
+
+    def _check_values(self, values: List[Value], offset: int) -> None:
+        if len(values) > self.limits.max_values:
+            raise self.error(f"limit exceeded: more than max_values={self.limits.max_values} values "
+                             "in scope", offset)
+
+    def _attach_locations(self, function: Function, loc_index: int, offset: int,
+                          preorder: List[Op], pending: Optional[PendingLocations]) -> None:
         if loc_index > len(self.debug_function_indices):
             raise self.error(f"failed to read function location: debug function index {loc_index} "
                              f"out of range ({len(self.debug_function_indices)})", offset)
-        indices = self.debug_function_indices[loc_index - 1]
-        ops = list(function.walk())
-        if len(indices) < len(ops) + 1:
+        indices = pending.indices
+        if len(indices) < len(preorder) + 1:
             raise self.error(f"debug info for function {function.name!r} has {len(indices)} "
-                             f"locations, expected {len(ops) + 1}", offset)
-        location = self.location
-        function.loc = location(indices[0], offset)
-        for op, index in zip(ops, indices[1:]):
-            op.loc = location(index, offset)
+                             f"locations, expected {len(preorder) + 1}", offset)
+        # Lazily only what cannot fail for a reason visible here: indices in range.
+        if not self.lazy_debug or max(indices) > len(self.debug_blobs):
+            function.loc = self.location(indices[0], offset)
+            pending.materialise()
+        else:
+            function._pending_loc = (self, indices[0], offset)
 
     def _value(self, reader: Reader, values: List[Value]) -> Value:
         data, pos = reader.data, reader.pos
@@ -692,16 +875,17 @@ class ModuleReader:
                              reader.offset - 1)
         return values[index]
 
-    def _plan(self, spec) -> "_OpPlan":
+    def _plan(self, spec) -> OpPlan:
         """Everything about decoding `spec` that depends only on the file's version, computed once."""
         plan = self._plans.get(spec.opcode)
         if plan is None:
-            plan = self._plans[spec.opcode] = _OpPlan(spec, self.version)
+            plan = self._plans[spec.opcode] = OpPlan(spec, self.version)
         return plan
 
     def _read_op(self, reader: Reader, values: List[Value], depth: int) -> Op:
-        if depth > MAX_NESTING:
-            raise reader.error("regions nested too deeply")
+        if depth > self.limits.max_nesting:
+            raise reader.error(f"limit exceeded: regions nested deeper than "
+                               f"max_nesting={self.limits.max_nesting}")
         data, pos = reader.data, reader.pos
         offset = reader.base + pos
         if pos < reader.end and data[pos] < 0x80:
@@ -748,19 +932,19 @@ class ModuleReader:
         # Attributes.
         attrs = {}
         for name, action, bit, attr in plan.attr_steps:
-            if action is _READ:
+            if action is READ:
                 attrs[name] = self._op_attr(reader, attr, result_types)
-            elif action is _UNIT:
+            elif action is UNIT:
                 attrs[name] = bool(flags >> bit & 1)
-            elif action is _OPTIONAL:
+            elif action is OPTIONAL:
                 attrs[name] = self._op_attr(reader, attr, result_types) if flags >> bit & 1 else None
-            elif action is _ABSENT:
+            elif action is ABSENT:
                 attrs[name] = None
 
         # Operands.
         operands = {}
         value = self._value
-        if plan.operand_mode is _SEGMENTED:
+        if plan.operand_mode is SEGMENTED:
             for name, arity, bit in plan.operand_steps:
                 if arity is Arity.ONE:
                     operands[name] = value(reader, values)
@@ -769,7 +953,7 @@ class ModuleReader:
                 else:
                     count = reader.count(f"{name} count")
                     operands[name] = tuple(value(reader, values) for _ in range(count))
-        elif plan.operand_mode is _FLAT:
+        elif plan.operand_mode is FLAT:
             count_offset = reader.offset
             total = reader.count("operand count")
             fixed = plan.num_fixed_operands
@@ -799,10 +983,11 @@ class ModuleReader:
                 regions.append(self._read_region(reader, values, depth + 1))
 
         if plan.synthesized:
-            op = Op(spec, operands, attrs, result_types + plan.synthesized, regions, offset=offset)
+            op = DecodedOp(spec, operands, attrs, result_types + plan.synthesized, regions,
+                           offset=offset)
             values.extend(op.results[:len(result_types)])
         else:
-            op = Op(spec, operands, attrs, result_types, regions, offset=offset)
+            op = DecodedOp(spec, operands, attrs, result_types, regions, offset=offset)
             values.extend(op.results)
         return op
 
@@ -823,6 +1008,7 @@ class ModuleReader:
             if not block.ops[-1].spec.terminator:
                 raise self.error(f"block ends with {block.ops[-1].name}, not a terminator",
                                  block.ops[-1].offset)
+            self._check_values(values, reader.offset)
             del values[mark:]
             region.blocks.append(block)
         return region
@@ -866,59 +1052,3 @@ class ModuleReader:
         if kind is AttrKind.HINTS:
             return self._hints_body(reader)
         raise self.error(f"attribute kind {kind} cannot appear in an op", offset)
-
-
-_READ, _UNIT, _OPTIONAL, _ABSENT = "read", "unit", "optional", "absent"
-_MISSING = object()
-_SEGMENTED, _FLAT, _FIXED = "segmented", "flat", "fixed"
-
-
-class _OpPlan:
-    """The op table's declaration of one op, specialised to one file version."""
-
-    __slots__ = ("spec", "counted_results", "variadic_results", "num_serialized", "synthesized",
-                 "has_flags", "known_flags", "attr_steps", "pending_defaults", "operand_mode",
-                 "operand_steps", "num_fixed_operands")
-
-    def __init__(self, spec, version: Version):
-        self.spec = spec
-        self.counted_results = spec.counted_results
-        self.variadic_results = any(r.variadic for r in spec.results)
-        self.num_serialized = sum(1 for r in spec.results if r.since <= version)
-        # Results newer than the file: the reader supplies them with their default type.
-        self.synthesized = [T.token if r.default_type == "token" else r.default_type
-                            for r in spec.results if r.since > version]
-        self.has_flags = spec.flags_since is not None and version >= spec.flags_since
-        self.known_flags = sum(1 << b.bit for b in spec.flag_bits if b.since <= version)
-        steps, pending = [], []
-        for attr in spec.attrs:
-            bit = spec.flag_bit(attr.name)
-            if max(attr.since, spec.since) > version:
-                if attr.optional or attr.kind is AttrKind.UNIT:
-                    steps.append((attr.name, _ABSENT if attr.optional else _UNIT, 63, attr))
-                else:
-                    pending.append(attr)
-            elif attr.kind is AttrKind.UNIT:
-                steps.append((attr.name, _UNIT, bit.bit, attr))
-            elif attr.optional:
-                steps.append((attr.name, _OPTIONAL, bit.bit, attr))
-            else:
-                steps.append((attr.name, _READ, -1, attr))
-        self.attr_steps = tuple(steps)
-        self.pending_defaults = tuple(pending)
-        operand_steps = []
-        for operand in spec.operands:
-            bit = -1
-            if operand.arity is Arity.OPTIONAL:
-                flag = spec.flag_bit(operand.name)
-                if flag.since <= version:
-                    bit = flag.bit
-            operand_steps.append((operand.name, operand.arity, bit))
-        self.operand_steps = tuple(operand_steps)
-        self.num_fixed_operands = sum(1 for o in spec.operands if o.arity is Arity.ONE)
-        if spec.segmented:
-            self.operand_mode = _SEGMENTED
-        elif any(o.arity is Arity.VARIADIC for o in spec.operands):
-            self.operand_mode = _FLAT
-        else:
-            self.operand_mode = _FIXED

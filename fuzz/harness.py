@@ -1,0 +1,244 @@
+"""Run one fuzz input through the reader and check what must hold for any bytes at all.
+
+For every input:
+* the strict load (`lazy_debug=False`) returns a Module or raises DecodeError: any other
+  exception is a *foreign* exception (a tilebc bug), recorded with its traceback;
+* the default (lazy-debug) load, once every location is read, ends the same way (same message and
+  offset on rejection);
+* the careful reader alone (fast decoder off) ends the same way, and when both accept they build
+  the same IR (`ir_signature`);
+* the time taken is recorded (the budget is < 1 s per input).
+
+`NvidiaOracle` runs tileirdisasm on inputs for the accept/reject differential (NVIDIA accepts =>
+we accept; NVIDIA rejects => we reject), and `classify` triages each disagreement.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Tuple
+
+import tilebc
+from tilebc.binary.reader import ModuleReader
+
+
+@dataclass
+class Outcome:
+    accepted: bool
+    message: Optional[str] = None     # DecodeError message when rejected
+    offset: Optional[int] = None
+    foreign: Optional[str] = None     # traceback of an exception that is not a DecodeError
+    problems: List[str] = field(default_factory=list)  # broken invariants (all must stay empty)
+    seconds: float = 0.0              # wall time of the strict load
+    cpu_seconds: float = 0.0          # CPU time of it (immune to other processes on the machine)
+
+
+def ir_signature(module: tilebc.Module):
+    """A comparable picture of a module: ops, attributes, types, value numbering, locations."""
+    numbers = {}
+
+    def define(value):
+        numbers[id(value)] = len(numbers)
+        return value.type
+
+    def use(group):
+        if group is None:
+            return None
+        if isinstance(group, tuple):
+            return tuple(numbers[id(v)] for v in group)
+        return numbers[id(group)]
+
+    def block(b):
+        args = tuple(define(a) for a in b.args)
+        return args, tuple(op_(o) for o in b.ops)
+
+    def op_(o):
+        operands = tuple((k, use(v)) for k, v in o.operands.items())
+        regions = tuple(tuple(block(b) for b in r.blocks) for r in o.regions)
+        results = tuple(define(r) for r in o.results)
+        return (o.spec.opcode, o.offset, operands, tuple(o.attrs.items()), results, regions, o.loc)
+
+    functions = tuple((f.name, f.type, f.optimization_hints, f.arg_attrs, f.loc, f.offset,
+                       block(f.body)) for f in module.functions)
+    return (module.version, module.producer, module.preview, tuple(module.globals), functions)
+
+
+def _materialise(module: tilebc.Module) -> None:
+    for function in module.functions:
+        function.loc
+        for op in function.walk():
+            op.loc
+
+
+def _attempt(fn: Callable[[], object]) -> Tuple[Optional[object], Optional[tilebc.DecodeError],
+                                                Optional[str]]:
+    try:
+        return fn(), None, None
+    except tilebc.DecodeError as error:
+        return None, error, None
+    except Exception:  # noqa: BLE001 - exactly what the fuzzer exists to catch
+        return None, None, traceback.format_exc(limit=8)
+
+
+def _careful_load(data: bytes):
+    ModuleReader.use_fast_path = False
+    try:
+        return tilebc.load(data, lazy_debug=False)
+    finally:
+        ModuleReader.use_fast_path = True
+
+
+def check(data: bytes, *, differential: bool = True) -> Outcome:
+    """Decode `data` every way and check the invariants above."""
+    started, cpu_started = time.perf_counter(), time.thread_time()
+    module, error, foreign = _attempt(lambda: tilebc.load(data, lazy_debug=False))
+    outcome = Outcome(accepted=module is not None, seconds=time.perf_counter() - started,
+                      cpu_seconds=time.thread_time() - cpu_started, foreign=foreign)
+    if error is not None:
+        outcome.message, outcome.offset = error.message, error.offset
+        if type(error.offset) is not int or not 0 <= error.offset <= len(data):
+            outcome.problems.append(f"error offset {error.offset!r} outside the input")
+        if error.category != "malformed":
+            outcome.problems.append(f"DecodeError category {error.category!r}")
+    if foreign or not differential:
+        return outcome
+
+    # The lazy load may report a different error of a file with several (it meets the body errors
+    # of later functions before the debug errors of earlier ones); once it has loaded, reading the
+    # locations must raise exactly the strict load's error.
+    lazy_module, lazy_error, lazy_foreign = _attempt(lambda: tilebc.load(data))
+    if lazy_module is not None:
+        _, lazy_error, lazy_foreign = _attempt(lambda: _materialise(lazy_module))
+        if lazy_error is not None and error is not None and (
+                (lazy_error.message, lazy_error.offset) != (error.message, error.offset)):
+            outcome.problems.append(f"location error {lazy_error} differs from strict {error}")
+    if lazy_foreign:
+        outcome.foreign = lazy_foreign
+    elif (lazy_error is None) != (error is None):
+        outcome.problems.append("lazy-debug load and strict load disagree on acceptance")
+
+    careful_module, careful_error, careful_foreign = _attempt(lambda: _careful_load(data))
+    if careful_foreign:
+        outcome.foreign = careful_foreign
+    elif (careful_module is None) != (module is None):
+        outcome.problems.append("fast and careful decoders disagree on acceptance")
+    elif error is not None and (careful_error.message, careful_error.offset) != (error.message,
+                                                                                 error.offset):
+        outcome.problems.append(f"careful decoder error {careful_error} differs from {error}")
+    elif module is not None and ir_signature(module) != ir_signature(careful_module):
+        outcome.problems.append("fast and careful decoders build different IR")
+    return outcome
+
+
+# ---- NVIDIA's disassembler as the oracle ---------------------------------------------------------
+
+def find_tileirdisasm() -> Optional[str]:
+    try:
+        import nvidia  # namespace package of the nvidia-cuda-tileiras wheel
+        for entry in getattr(nvidia, "__path__", []):
+            candidate = os.path.join(entry, "cu13", "bin", "tileirdisasm")
+            if os.access(candidate, os.X_OK):
+                return candidate
+    except ImportError:
+        pass
+    return shutil.which("tileirdisasm")
+
+
+class NvidiaOracle:
+    """tileirdisasm's verdict on bytes: (accepted, first line of its diagnostics)."""
+
+    def __init__(self, tool: Optional[str] = None):
+        self.tool = tool or find_tileirdisasm()
+        self.directory = tempfile.mkdtemp(prefix="tilebc-fuzz-")
+        self.runs = 0
+
+    @property
+    def available(self) -> bool:
+        return self.tool is not None
+
+    def verdict(self, data: bytes) -> Tuple[bool, str]:
+        accepted, message, _ = self.run(data, text=False)
+        return accepted, message
+
+    def run(self, data: bytes, *, text: bool) -> Tuple[bool, str, Optional[str]]:
+        """(accepted, diagnostic, printed text when `text`)."""
+        path = os.path.join(self.directory, "input.tilebc")
+        with open(path, "wb") as handle:
+            handle.write(data)
+        try:
+            proc = subprocess.run([self.tool, path], stderr=subprocess.PIPE, timeout=30,
+                                  stdout=subprocess.PIPE if text else subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return False, "tileirdisasm timed out (30 s)", None
+        self.runs += 1
+        printed = proc.stdout.decode("utf-8", "replace") if text else None
+        text = proc.stderr.decode("utf-8", "replace").strip().replace(path, "<input>")
+        lines = [line for line in text.splitlines() if "error:" in line] or text.splitlines() or [""]
+        # Keep the diagnostic, not the location MLIR prints before it.
+        return proc.returncode == 0, lines[0].split("error:", 1)[-1].strip()[:200], printed
+
+    def close(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+# Hook for the text differential: set to fn(module, tileirdisasm_text) -> None when they agree,
+# else a description of the difference. fuzz.run calls it on inputs both readers accept once a
+# printer exists (tilebc has none yet, so accept/reject agreement is all that is compared).
+TEXT_COMPARE: Optional[Callable[[tilebc.Module, str], Optional[str]]] = None
+
+
+# Known, triaged differences: (our message pattern, NVIDIA accepts?, category, why).
+# "stricter": NVIDIA accepts bytes that break the format; tilebc keeps rejecting them (format_spec.md,
+# "Where tilebc is stricter than NVIDIA's reader").
+TRIAGE: List[Tuple[str, bool, str, str]] = [
+    (r"malformed (section header|string table|type table|constant table): padding", True,
+     "stricter", "padding byte other than 0xCB: tileirdisasm does not check padding values"),
+    (r"padding byte before debug", True, "stricter",
+     "padding byte other than 0xCB inside the debug section: tileirdisasm does not check it"),
+    (r"duplicate \w+ section", True, "stricter",
+     "tileirdisasm accepts a repeated section (the last wins)"),
+    (r"[\w ]+ entry \d+ has offset", True, "stricter",
+     "table offsets out of order: tileirdisasm does not check them"),
+    (r"\d+ unexpected bytes after (type|debug attribute)", True, "stricter",
+     "trailing bytes inside a type or debug-attribute table entry: tileirdisasm ignores them"),
+    (r"unknown debug attribute tag", True, "stricter",
+     "tileirdisasm reads an unknown debug attribute tag as loc(unknown)"),
+    (r"\w+ has unknown flag bits", True, "stricter",
+     "unknown bits in an op's flags varint: tileirdisasm ignores them"),
+    (r"[\w ]+ byte is \d+, expected 0 or 1", True, "stricter",
+     "a bool byte other than 0/1 (e.g. load/store `inbounds`): tileirdisasm takes it as true"),
+    (r"string \d+ is not valid UTF-8", True, "stricter",
+     "a string that is not UTF-8: tileirdisasm keeps the raw bytes; tilebc's IR holds str"),
+]
+
+
+# NVIDIA's reader runs MLIR's type and op verifiers while it reads; tilebc's reader only decodes
+# and leaves those rules to the verifier (tilebc.verify, VerificationError, category "invalid").
+VERIFIER_MESSAGES = (r"'cuda_tile\.[\w.]+' op ", r"powers? of two", r"mapped at least twice",
+                     r"must have positive length", r"invalid operation debug info scope",
+                     r"failed to get result type", r"strictly positive constant",
+                     r"outside of tensor view dimensions")
+
+
+def classify(ours: Outcome, nvidia_accepts: bool, nvidia_message: str) -> Tuple[str, str]:
+    """(category, explanation) of a disagreement; category 'untriaged' needs a person."""
+    if nvidia_accepts and not ours.accepted:
+        for pattern, accepts, category, why in TRIAGE:
+            if accepts and re.match(pattern, ours.message or ""):
+                return category, why
+        return "untriaged", f"NVIDIA accepts; tilebc: {ours.message}"
+    if re.search(r"requires at least one enabled preview feature", nvidia_message):
+        return "looser", ("preview-tagged file without an enabled preview feature: tilebc does not "
+                          "model preview features (format_spec.md section 16)")
+    for pattern in VERIFIER_MESSAGES:
+        if re.search(pattern, nvidia_message):
+            # Normalise the message so one rule is one row: drop numbers and quoted names.
+            rule = re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'…'", nvidia_message))[:120]
+            return "invalid", f"verifier rule (tilebc.verify's job): {rule}"
+    return "untriaged", f"NVIDIA rejects ({nvidia_message}); tilebc accepts"

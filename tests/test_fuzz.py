@@ -1,0 +1,140 @@
+"""Hypothesis-driven mutation fuzzing of the reader (the short CI pass; `python -m fuzz.run` is the long one).
+
+Mutations of the real cuTile fixtures (byte flips and sets, truncation, insertions/deletions, section
+splices between files and versions, stretched varints, inflated counts, relabelled versions) must:
+raise nothing but DecodeError; give the same verdict (and IR) through the fast and the careful
+decoder and through lazy and strict debug decoding; take < 1 s each. A sample goes to NVIDIA's
+tileirdisasm: every disagreement must be one of the triaged kinds in fuzz/harness.py.
+"""
+from __future__ import annotations
+
+import random
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import tilebc  # noqa: E402
+from fuzz.harness import NvidiaOracle, check, classify  # noqa: E402
+from fuzz.mutate import MUTATORS, corpus, mutate  # noqa: E402
+
+CI_INPUTS = 20_000
+POOL = corpus()
+
+
+def test_corpus_covers_every_version():
+    assert {data[8:10] for _, data in POOL} == {bytes([13, m]) for m in range(1, 6)}
+
+
+@pytest.mark.parametrize("name", sorted(MUTATORS))
+def test_mutator_changes_input(name):
+    """Each mutator produces different bytes for most inputs (a no-op mutator would fuzz nothing)."""
+    rng = random.Random(name)
+    changed = sum(MUTATORS[name](data, rng, POOL) != data for _, data in POOL[:50])
+    assert changed >= 40, f"{name} changed only {changed} of 50 inputs"
+
+
+def test_fuzz_ci_pass():
+    """>= 20,000 mutated inputs in well under 3 minutes, every invariant of fuzz.harness.check."""
+    seen = {"inputs": 0, "accepted": 0, "max_seconds": 0.0}
+    started = time.perf_counter()
+
+    @settings(max_examples=CI_INPUTS, deadline=timedelta(seconds=1), derandomize=True,
+              database=None, suppress_health_check=list(HealthCheck))
+    @given(index=st.integers(0, len(POOL) - 1), rng=st.randoms(use_true_random=False))
+    def one(index, rng):
+        name, data = POOL[index]
+        mutated, used = mutate(data, rng, POOL)
+        outcome = check(mutated)
+        seen["inputs"] += 1
+        seen["accepted"] += outcome.accepted
+        seen["max_seconds"] = max(seen["max_seconds"], outcome.seconds)
+        assert outcome.foreign is None, f"{name} via {used}: {outcome.foreign}"
+        assert not outcome.problems, f"{name} via {used}: {outcome.problems}"
+        assert outcome.seconds < 1.0, f"{name} via {used}: {outcome.seconds:.2f} s"
+
+    one()
+    elapsed = time.perf_counter() - started
+    assert seen["inputs"] >= CI_INPUTS, seen
+    assert seen["accepted"] > 0, "no mutated input decoded: the mutations are too destructive"
+    assert elapsed < 180, f"CI fuzz pass took {elapsed:.0f} s"
+
+
+def test_nvidia_differential_sample():
+    """NVIDIA accepts => we accept (up to triaged stricter rules); NVIDIA rejects => we reject (up
+    to verifier rules that tilebc.verify owns). 150 inputs, about 2 s of tileirdisasm."""
+    oracle = NvidiaOracle()
+    if not oracle.available:
+        pytest.skip("tileirdisasm (pip package nvidia-cuda-tileiras) is not installed")
+    rng = random.Random(20261121)
+    untriaged = []
+    try:
+        for _ in range(150):
+            name, data = rng.choice(POOL)
+            mutated, used = mutate(data, rng, POOL)
+            ours = check(mutated, differential=False)
+            accepts, message = oracle.verdict(mutated)
+            if accepts != ours.accepted:
+                category, why = classify(ours, accepts, message)
+                if category == "untriaged":
+                    untriaged.append(f"{name} via {used}: {why}")
+    finally:
+        oracle.close()
+    assert not untriaged, untriaged
+
+
+FIXTURE_FILES = sorted((ROOT / "fixtures" / "bytecode").glob("*/*.tilebc"))
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.stem)
+def test_fast_decoder_on_fixture(path):
+    """Every real fixture goes through the fast decoder without falling back, and the fast decoder,
+    the careful decoder and lazy/strict debug decoding all build the same IR."""
+    from fuzz.harness import _careful_load, _materialise, ir_signature
+    from tilebc.binary.reader import ModuleReader
+    import tilebc
+    data = path.read_bytes()
+    reader = ModuleReader(data, str(path), lazy_debug=False)
+    strict = reader.read()
+    assert reader.fast_fallbacks == 0
+    lazy = tilebc.load(data)
+    _materialise(lazy)
+    careful = _careful_load(data)
+    assert ir_signature(strict) == ir_signature(careful) == ir_signature(lazy)
+
+
+def test_abandoned_fast_path_frees_its_work():
+    """Inputs the fast decoder gives back must not leave anything alive (a shared exception
+    instance once kept every abandoned body reachable through its ever-growing traceback)."""
+    import gc
+    from test_malformed import addf, module_bytes
+    from tilebc.binary.reader import ModuleReader
+    # 300 valid addf ops, then one with an unknown flag bit: the fast decoder builds 300 ops
+    # before it gives the body back to the careful reader.
+    broken = module_bytes(body=addf(0) * 300 + b"\x02\x01\x40\x00\x00\x00" + b"\x5c\x00\x00")
+    reader = ModuleReader(broken)
+    with pytest.raises(tilebc.DecodeError, match="addf has unknown flag bits 0x40"):
+        reader.read()
+    assert reader.fast_fallbacks == 1
+    counts = []
+    for rounds in (5, 50):
+        for _ in range(rounds):
+            _attempt_load(broken)
+        gc.collect()
+        counts.append(len(gc.get_objects()))
+    assert counts[1] - counts[0] < 1000, f"objects grew from {counts[0]} to {counts[1]}"
+
+
+def _attempt_load(data):
+    try:
+        tilebc.load(data, lazy_debug=False)
+    except tilebc.DecodeError:
+        pass

@@ -1,0 +1,109 @@
+"""Debug locations decoded on first use.
+
+Most consumers of a decoded module never look at `op.loc`, and decoding the debug section's
+attributes costs about a quarter of a full load. So the reader checks the debug section's framing and
+index ranges at load time, and each function's op locations are decoded the first time any of them is
+read (or written). Decoding errors found then are the same DecodeErrors, with the same file and byte
+offset, that `load(..., lazy_debug=False)` raises at load time.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Sequence
+
+from ..ir.module import Function, Op
+
+_LOC_SLOT = Op.__dict__["loc"]  # Op's own storage for `loc`, under the property below
+
+
+class DecodedOp(Op):
+    """An Op read from bytecode: `loc` is materialised on first access. Otherwise a plain Op."""
+
+    __slots__ = ("_pending",)
+
+    def __init__(self, *args, **kwargs):
+        self._pending = None
+        super().__init__(*args, **kwargs)
+
+    @property
+    def loc(self):
+        pending = self._pending
+        if pending is not None:
+            pending.materialise()
+        try:
+            return _LOC_SLOT.__get__(self, DecodedOp)
+        except AttributeError:  # the fast decoder leaves the slot unset for "no location"
+            return None
+
+    @loc.setter
+    def loc(self, value) -> None:
+        pending = self._pending
+        if pending is not None:
+            pending.materialise()  # the other ops of the function keep their decoded locations
+        _LOC_SLOT.__set__(self, value)
+
+
+class PendingLocations:
+    """One function's op locations, still as debug-attribute indices (`indices[0]` is the function's
+    own; `ops` is filled in pre-order while the body is decoded)."""
+
+    __slots__ = ("reader", "ops", "indices", "offset")
+
+    def __init__(self, reader, ops: List[DecodedOp], indices: Sequence[int], offset: int):
+        self.reader = reader
+        self.ops = ops
+        self.indices = indices
+        self.offset = offset
+
+    def materialise(self) -> None:
+        ops = self.ops
+        if ops is None:
+            return
+        location, offset = self.reader.location, self.offset
+        # Decode everything before assigning anything: on error the function stays pending and
+        # every later access raises the same error again.
+        try:
+            locations = [location(index, offset) for index in self.indices[1:len(ops) + 1]]
+        except RecursionError:  # only with an absurd max_nesting; never let it escape
+            raise self.reader.error("limit exceeded: debug attributes nested too deeply for "
+                                    "Python's stack (lower max_nesting)", offset) from None
+        set_loc = _LOC_SLOT.__set__
+        for op, loc in zip(ops, locations):
+            set_loc(op, loc)
+            op._pending = None
+        self.ops = None
+        self.reader = None
+
+
+class DecodedFunction(Function):
+    """A Function read from bytecode whose `loc` is decoded on first access (see module docstring)."""
+
+    # Set per instance while the location is still an index: (reader, index, file offset).
+    _pending_loc = None
+
+    @property
+    def loc(self):
+        pending = self._pending_loc
+        if pending is not None:
+            reader, index, offset = pending
+            try:
+                self.__dict__["_loc"] = reader.location(index, offset)
+            except RecursionError:  # only with an absurd max_nesting; never let it escape
+                raise reader.error("limit exceeded: debug attributes nested too deeply for "
+                                   "Python's stack (lower max_nesting)", offset) from None
+            self._pending_loc = None
+        return self.__dict__.get("_loc")
+
+    @loc.setter
+    def loc(self, value) -> None:
+        self._pending_loc = None
+        self.__dict__["_loc"] = value
+
+    def __eq__(self, other):
+        # Equal to a plain Function with the same fields (the dataclass __eq__ wants one class).
+        if not isinstance(other, Function):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name)
+                   for f in dataclasses.fields(Function) if f.compare)
+
+    __hash__ = None

@@ -1,0 +1,33 @@
+"""Resource limits for decoding untrusted bytecode.
+
+Every count and length in a file is checked against the bytes that remain before anything is
+allocated or looped over, so the work and memory of a decode are proportional to the file size.
+These limits bound what is left: how large a file we take at all, how deep structures may nest (the
+decoder recurses, so this also keeps it far from Python's recursion limit), how many ops, values and
+types a module may declare, and how many elements a tile type may have (consumers create arrays of
+that size, so an absurd shape is refused when the type is read). Exceeding a limit raises a
+DecodeError (category "malformed") whose message starts "limit exceeded:" and names the limit, so a
+caller who trusts the input can raise it: `tilebc.load(data, limits=DecodeLimits(max_ops=10**8))`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DecodeLimits:
+    max_input_bytes: int = 1 << 30      # size of the bytecode; every decoded blob is a slice of it
+    max_nesting: int = 64               # regions in regions, attributes in attributes, and chains of
+    #                                     type or debug-attribute references
+    max_ops: int = 1 << 24              # ops in the module (checked after each function body)
+    max_values: int = 1 << 22           # SSA values in scope at once in one function
+    max_types: int = 1 << 20            # entries of the type table
+    max_tile_elements: int = 1 << 24    # elements of one tile type (product of its shape)
+
+    def __post_init__(self):
+        for name, value in vars(self).items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"DecodeLimits.{name} must be a positive int, got {value!r}")
+
+
+DEFAULT_LIMITS = DecodeLimits()

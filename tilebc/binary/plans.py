@@ -1,0 +1,67 @@
+"""Per-(op, version) decoding plans: the op table's declaration of one op, specialised to one file version.
+
+Both decoders read their per-op facts from here: the careful reader in `reader.py` interprets a plan
+step by step, and `fastpath.py` compiles the same plan into straight-line Python.
+"""
+from __future__ import annotations
+
+from ..ir import types as T
+from ..ops.spec import Arity, AttrKind
+from ..version import Version
+
+# Attribute steps: read the bytes, take a unit flag bit, read when a flag bit says so, or absent
+# (the attribute is newer than the file).
+READ, UNIT, OPTIONAL, ABSENT = "read", "unit", "optional", "absent"
+# Operand encodings: one count per group (AttrSizedOperandSegments), one shared count, or no count.
+SEGMENTED, FLAT, FIXED = "segmented", "flat", "fixed"
+
+
+class OpPlan:
+    """Everything about decoding `spec` that depends only on the file's version, computed once."""
+
+    __slots__ = ("spec", "counted_results", "variadic_results", "num_serialized", "synthesized",
+                 "has_flags", "known_flags", "attr_steps", "pending_defaults", "operand_mode",
+                 "operand_steps", "num_fixed_operands")
+
+    def __init__(self, spec, version: Version):
+        self.spec = spec
+        self.counted_results = spec.counted_results
+        self.variadic_results = any(r.variadic for r in spec.results)
+        self.num_serialized = sum(1 for r in spec.results if r.since <= version)
+        # Results newer than the file: the reader supplies them with their default type.
+        self.synthesized = [T.token if r.default_type == "token" else r.default_type
+                            for r in spec.results if r.since > version]
+        self.has_flags = spec.flags_since is not None and version >= spec.flags_since
+        self.known_flags = sum(1 << b.bit for b in spec.flag_bits if b.since <= version)
+        steps, pending = [], []
+        for attr in spec.attrs:
+            bit = spec.flag_bit(attr.name)
+            if max(attr.since, spec.since) > version:
+                if attr.optional or attr.kind is AttrKind.UNIT:
+                    steps.append((attr.name, ABSENT if attr.optional else UNIT, 63, attr))
+                else:
+                    pending.append(attr)
+            elif attr.kind is AttrKind.UNIT:
+                steps.append((attr.name, UNIT, bit.bit, attr))
+            elif attr.optional:
+                steps.append((attr.name, OPTIONAL, bit.bit, attr))
+            else:
+                steps.append((attr.name, READ, -1, attr))
+        self.attr_steps = tuple(steps)
+        self.pending_defaults = tuple(pending)
+        operand_steps = []
+        for operand in spec.operands:
+            bit = -1
+            if operand.arity is Arity.OPTIONAL:
+                flag = spec.flag_bit(operand.name)
+                if flag.since <= version:
+                    bit = flag.bit
+            operand_steps.append((operand.name, operand.arity, bit))
+        self.operand_steps = tuple(operand_steps)
+        self.num_fixed_operands = sum(1 for o in spec.operands if o.arity is Arity.ONE)
+        if spec.segmented:
+            self.operand_mode = SEGMENTED
+        elif any(o.arity is Arity.VARIADIC for o in spec.operands):
+            self.operand_mode = FLAT
+        else:
+            self.operand_mode = FIXED

@@ -7,7 +7,9 @@ For every input:
   offset on rejection);
 * the careful reader alone (fast decoder off) ends the same way, and when both accept they build
   the same IR (`ir_signature`);
-* the time taken is recorded (the budget is < 1 s per input).
+* the time taken is recorded (the budget is < 1 s per input);
+* a decoded module then goes through the verifier and the printer: the verifier may raise only
+  VerificationError (recorded as `invalid`), the printer nothing at all.
 
 `NvidiaOracle` runs tileirdisasm on inputs for the accept/reject differential (NVIDIA accepts =>
 we accept; NVIDIA rejects => we reject), and `classify` triages each disagreement.
@@ -37,6 +39,13 @@ class Outcome:
     problems: List[str] = field(default_factory=list)  # broken invariants (all must stay empty)
     seconds: float = 0.0              # wall time of the strict load
     cpu_seconds: float = 0.0          # CPU time of it (immune to other processes on the machine)
+    invalid: Optional[str] = None     # VerificationError message of a module that decodes
+    text: Optional[str] = None        # our disassembly of a decoded module
+
+    @property
+    def valid(self) -> bool:
+        """Decodes and verifies: what tilebc.load (verify on) accepts."""
+        return self.accepted and self.invalid is None
 
 
 def ir_signature(module: tilebc.Module):
@@ -89,7 +98,7 @@ def _attempt(fn: Callable[[], object]) -> Tuple[Optional[object], Optional[tileb
 def _careful_load(data: bytes):
     ModuleReader.use_fast_path = False
     try:
-        return tilebc.load(data, lazy_debug=False)
+        return tilebc.load(data, lazy_debug=False, verify=False)
     finally:
         ModuleReader.use_fast_path = True
 
@@ -97,7 +106,7 @@ def _careful_load(data: bytes):
 def check(data: bytes, *, differential: bool = True) -> Outcome:
     """Decode `data` every way and check the invariants above."""
     started, cpu_started = time.perf_counter(), time.thread_time()
-    module, error, foreign = _attempt(lambda: tilebc.load(data, lazy_debug=False))
+    module, error, foreign = _attempt(lambda: tilebc.load(data, lazy_debug=False, verify=False))
     outcome = Outcome(accepted=module is not None, seconds=time.perf_counter() - started,
                       cpu_seconds=time.thread_time() - cpu_started, foreign=foreign)
     if error is not None:
@@ -112,7 +121,7 @@ def check(data: bytes, *, differential: bool = True) -> Outcome:
     # The lazy load may report a different error of a file with several (it meets the body errors
     # of later functions before the debug errors of earlier ones); once it has loaded, reading the
     # locations must raise exactly the strict load's error.
-    lazy_module, lazy_error, lazy_foreign = _attempt(lambda: tilebc.load(data))
+    lazy_module, lazy_error, lazy_foreign = _attempt(lambda: tilebc.load(data, verify=False))
     if lazy_module is not None:
         _, lazy_error, lazy_foreign = _attempt(lambda: _materialise(lazy_module))
         if lazy_error is not None and error is not None and (
@@ -133,7 +142,30 @@ def check(data: bytes, *, differential: bool = True) -> Outcome:
         outcome.problems.append(f"careful decoder error {careful_error} differs from {error}")
     elif module is not None and ir_signature(module) != ir_signature(careful_module):
         outcome.problems.append("fast and careful decoders build different IR")
+    if module is not None and not outcome.foreign:
+        _verify_and_print(module, outcome)
     return outcome
+
+
+def _verify_and_print(module: tilebc.Module, outcome: Outcome) -> None:
+    from tilebc.text import print_module
+    from tilebc.verify import verify
+    try:
+        verify(module)
+    except tilebc.VerificationError as error:
+        outcome.invalid = error.message
+        if error.category != "invalid":
+            outcome.problems.append(f"VerificationError category {error.category!r}")
+    except Exception:  # noqa: BLE001
+        outcome.foreign = traceback.format_exc(limit=8)
+        return
+    try:
+        outcome.text = print_module(module)
+    except tilebc.TilebcError as error:  # allowed only for IR the verifier refused
+        if outcome.invalid is None:
+            outcome.problems.append(f"printer refuses a valid module: {error}")
+    except Exception:  # noqa: BLE001 - anything else from the printer is a tilebc bug
+        outcome.foreign = traceback.format_exc(limit=8)
 
 
 # ---- NVIDIA's disassembler as the oracle ---------------------------------------------------------
@@ -187,10 +219,20 @@ class NvidiaOracle:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-# Hook for the text differential: set to fn(module, tileirdisasm_text) -> None when they agree,
-# else a description of the difference. fuzz.run calls it on inputs both readers accept once a
-# printer exists (tilebc has none yet, so accept/reject agreement is all that is compared).
-TEXT_COMPARE: Optional[Callable[[tilebc.Module, str], Optional[str]]] = None
+def compare_text(outcome: Outcome, nvidia_text: str) -> Optional[str]:
+    """None when our disassembly equals tileirdisasm's, else the first differing line."""
+    ours = (outcome.text or "").splitlines()
+    theirs = nvidia_text.splitlines()
+    for number, (a, b) in enumerate(zip(ours, theirs), 1):
+        if a != b:
+            return f"line {number}: ours {a[:120]!r} vs tileirdisasm {b[:120]!r}"
+    if len(ours) != len(theirs):
+        return f"{len(ours)} lines vs tileirdisasm's {len(theirs)}"
+    return None
+
+
+# Text differential on inputs both sides accept: fn(outcome, tileirdisasm_text) -> None or a difference.
+TEXT_COMPARE: Optional[Callable[[Outcome, str], Optional[str]]] = compare_text
 
 
 # Known, triaged differences: (our message pattern, NVIDIA accepts?, category, why).
@@ -226,8 +268,16 @@ VERIFIER_MESSAGES = (r"'cuda_tile\.[\w.]+' op ", r"powers? of two", r"mapped at 
                      r"outside of tensor view dimensions")
 
 
+def _rule(message: str) -> str:
+    """One row per rule: numbers and quoted names dropped."""
+    return re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'…'", message))[:120]
+
+
 def classify(ours: Outcome, nvidia_accepts: bool, nvidia_message: str) -> Tuple[str, str]:
     """(category, explanation) of a disagreement; category 'untriaged' needs a person."""
+    if nvidia_accepts and ours.accepted and ours.invalid is not None:
+        return "verifier", (f"decodes but tilebc.verify rejects it ({_rule(ours.invalid)}); "
+                            "tileirdisasm does not run that rule while reading")
     if nvidia_accepts and not ours.accepted:
         for pattern, accepts, category, why in TRIAGE:
             if accepts and re.match(pattern, ours.message or ""):
@@ -238,7 +288,6 @@ def classify(ours: Outcome, nvidia_accepts: bool, nvidia_message: str) -> Tuple[
                           "model preview features (format_spec.md section 16)")
     for pattern in VERIFIER_MESSAGES:
         if re.search(pattern, nvidia_message):
-            # Normalise the message so one rule is one row: drop numbers and quoted names.
-            rule = re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'…'", nvidia_message))[:120]
-            return "invalid", f"verifier rule (tilebc.verify's job): {rule}"
+            return "invalid", ("NVIDIA's reader applies a verifier rule tilebc.verify lacks: "
+                               f"{_rule(nvidia_message)}")
     return "untriaged", f"NVIDIA rejects ({nvidia_message}); tilebc accepts"

@@ -182,13 +182,13 @@ _ATTR_TAG_BODIES = {
     "ATTR_STRING": "string index",
     "ATTR_ARRAY": "varint count, then that many tagged attributes",
     "ATTR_DENSE": "type index (must be a tile type), then constant-pool index",
-    "ATTR_DIV_BY": "divisor varint, flags byte (bit 0 every, bit 1 along), then `every` zz if "
+    "ATTR_DIV_BY": "divisor varint, flags varint (bit 0 every, bit 1 along), then `every` zz if "
                    "bit 0, `along` zz if bit 1",
     "ATTR_SAME_ELEMENTS": "varint count + i64 values (8 bytes LE each)",
     "ATTR_DICTIONARY": "varint count, then per entry: key string index (non-empty, unique), "
                        "tagged value",
     "ATTR_HINTS": "the dictionary body (no inner dictionary tag): arch key → tagged Dictionary",
-    "ATTR_BOUNDED": "flags byte (bit 0 lower, bit 1 upper), then lower zz if bit 0, upper zz "
+    "ATTR_BOUNDED": "flags varint (bit 0 lower, bit 1 upper), then lower zz if bit 0, upper zz "
                     "if bit 1",
 }
 

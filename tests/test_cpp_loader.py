@@ -88,7 +88,7 @@ def smallest_fixture(version: str) -> Path:
 
 def python_view(data: bytes) -> dict:
     """What the C++ reader must report, computed with tilebc.load."""
-    module = tilebc.load(data, verify=False)
+    module = tilebc.load(data, verify=False, lazy_debug=False)
     return {
         "version": str(module.version),
         "producer": module.producer,
@@ -137,7 +137,7 @@ def test_example_lists_a_fixture(cpp_build):
     proc = subprocess.run([str(cpp_build / "launch_fixture"), str(fixture)], capture_output=True, text=True,
                           timeout=60, env={**os.environ, **SANITIZER_ENV})
     assert proc.returncode == 0, proc.stderr
-    name = tilebc.load(fixture, verify=False).functions[0].name
+    name = tilebc.load(fixture, verify=False, lazy_debug=False).functions[0].name
     assert f"  {name} (tile<ptr<f32>>, tile<i32>" in proc.stdout
     assert "tile<i1>: integer, 1 bytes" in proc.stdout
 
@@ -181,7 +181,7 @@ def test_nvidia_invalid_reference_files(cpp_build):
         if record["ok"]:
             # Accepted only when the fault lies in what this reader frames but does not decode.
             with pytest.raises(tilebc.DecodeError) as caught:
-                tilebc.load(path.read_bytes(), verify=False)
+                tilebc.load(path.read_bytes(), verify=False, lazy_debug=False)
             assert python_fault_is_undecoded(record, caught.value), (path.name, caught.value)
         else:
             assert record["code"] in ("malformed input", "unsupported bytecode version"), record
@@ -218,7 +218,7 @@ def test_malformed_cases_from_the_python_suite(cpp_build, tmp_path):
     for case, path, record in zip(cases, paths, records):
         data = path.read_bytes()
         with pytest.raises(tilebc.DecodeError) as caught:
-            tilebc.load(data, verify=False)
+            tilebc.load(data, verify=False, lazy_debug=False)
         if record["ok"]:
             assert python_fault_is_undecoded(record, caught.value), \
                 f"{case.name}: C++ accepts; Python: {caught.value}"
@@ -594,11 +594,11 @@ def test_aot_without_ptx_refuses_newer_devices(cpp_build, tmp_path):
 
 def test_aot_multi_entry_module_and_bad_arch(cpp_build, tmp_path):
     """A module with several entries: one image per arch holds them all, each entry is listed."""
-    multi = next((p for p in fixture_files() if len(tilebc.load(p, verify=False).functions) > 1), None)
+    multi = next((p for p in fixture_files() if len(tilebc.load(p, verify=False, lazy_debug=False).functions) > 1), None)
     if multi is None:
         pytest.skip("no fixture has several entries")
     fatbin = _aot(tmp_path, multi, ["sm_90"])
-    names = [f.name for f in tilebc.load(multi, verify=False).functions]
+    names = [f.name for f in tilebc.load(multi, verify=False, lazy_debug=False).functions]
     metadata = json.loads(Path(f"{fatbin}.json").read_text())
     assert [e["name"] for e in metadata["entries"]] == names
     [record] = run_tool(cpp_build, "module", str(fatbin), "--arch", "sm_90")

@@ -82,7 +82,7 @@ def test_nvidia_differential_sample():
             mutated, used = mutate(data, rng, POOL)
             ours = check(mutated, differential=False)
             accepts, message = oracle.verdict(mutated)
-            if accepts != ours.accepted:
+            if accepts != ours.valid:
                 category, why = classify(ours, accepts, message)
                 if category == "untriaged":
                     untriaged.append(f"{name} via {used}: {why}")

@@ -627,7 +627,11 @@ def _reload(module: Module) -> Module:
         data = tilebc.dump(module, module.version)
     except (EncodeError, tilebc.VersionError):
         return module
-    return tilebc.load(data, verify=False)
+    try:
+        return tilebc.load(data, verify=False)
+    except tilebc.DecodeError as error:  # e.g. a tile over DecodeLimits.max_tile_elements
+        assert "limit exceeded" in error.message, error
+        return module
 
 
 def _target(module: Module, case: Case):

@@ -1,6 +1,6 @@
 """tilebc: an open toolchain for CUDA Tile IR bytecode (versions 13.1–13.5)."""
 from .api import load  # noqa: F401
-from .binary import dump  # noqa: F401
+from .binary import DecodeLimits, dump  # noqa: F401
 from .errors import (DecodeError, EncodeError, TextSyntaxError, TilebcError,  # noqa: F401
                      VerificationError, VersionError)
 from .ir import Module  # noqa: F401

@@ -4,20 +4,26 @@ from __future__ import annotations
 import os
 from typing import Union
 
+from typing import Optional
+
 from .binary import reader
+from .binary.limits import DecodeLimits
 from .ir.module import Module
 
 Source = Union[bytes, bytearray, memoryview, str, os.PathLike]
 
 
-def load(source: Source, *, verify: bool = True) -> Module:
+def load(source: Source, *, verify: bool = True, limits: Optional[DecodeLimits] = None,
+         lazy_debug: bool = True) -> Module:
     """Decode bytecode (bytes or a path) into a Module, then verify it.
 
     Raises DecodeError for bytes that do not decode (malformed) and VerificationError for IR that
     decodes but breaks a typing or well-formedness rule (invalid); both carry the file and offset.
-    `verify=False` skips the second step (faster, for trusted input).
+    `verify=False` skips the second step (faster, for trusted input). `limits` bounds what a hostile
+    file can make the decoder allocate; `lazy_debug=False` decodes debug locations up front, so a broken
+    debug section fails here rather than on the first `op.loc` read.
     """
-    module = reader.load(source)
+    module = reader.load(source, limits=limits, lazy_debug=lazy_debug)
     if verify:
         from .verify import verify as check
         check(module)

@@ -370,7 +370,14 @@ class _ModulePrinter:
 
     def op(self, op: Op, ctx: _Context) -> str:
         out = _Out()
-        _walk(compile_syntax(op.spec), op, ctx, out, True)
+        try:
+            _walk(compile_syntax(op.spec), op, ctx, out, True)
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as error:
+            # Only IR that breaks the op's typing rules gets here (the verifier would refuse it).
+            raise TilebcError(f"cannot print {op.name}: its operands, attributes or types do not "
+                              f"have the shapes the op's syntax needs ({type(error).__name__}: "
+                              f"{error}); `tilebc verify` names the rule", file=self.module.source,
+                              offset=op.offset) from None
         body = "".join(out.parts)
         prefix = ""
         if op.results:

@@ -15,6 +15,7 @@ from pathlib import Path
 from tilebc import version as V
 from tilebc.binary import container as C
 from tilebc.binary import reader as R
+from tilebc.binary.limits import DEFAULT_LIMITS
 from tilebc.binary.primitives import PADDING_BYTE
 from tilebc.ir import types as T
 from tilebc.ops.enums import PaddingValue, PtrAttr
@@ -42,7 +43,7 @@ def render() -> str:
     lines.append(f"constexpr unsigned kPreviewTagBit = 0x{C.PREVIEW_TAG_BIT:04x};")
     lines.append(f"constexpr unsigned kFunctionFlagKernel = 0x{R.FUNCTION_FLAG_KERNEL:02x};")
     lines.append(f"constexpr unsigned kFunctionFlagHints = 0x{R.FUNCTION_FLAG_HINTS:02x};")
-    lines.append(f"constexpr int kMaxNesting = {R.MAX_NESTING};")
+    lines.append(f"constexpr int kMaxNesting = {DEFAULT_LIMITS.max_nesting};")
     lines.append("")
     lines.append("// Sections: id, name, required alignment (0: none), mandatory.")
     lines.append("constexpr SectionInfo kSections[] = {")

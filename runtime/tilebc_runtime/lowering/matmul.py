@@ -33,6 +33,12 @@ def _block_index(lw, kk, block: int) -> str:
     return out
 
 
+def _as_tf32(lw, tile: Tile) -> Tile:
+    if tile.element.name != "tf32":
+        return tile
+    return Tile(tile.type, [dtypes.round_tf32(lw.w, reg) for reg in tile.regs])
+
+
 def _matmul(lw, op, integer: bool, scaled: bool = False):
     w = lw.w
     lhs, rhs, acc = (lw.get(op.operands[n]) for n in ("lhs", "rhs", "acc"))
@@ -41,6 +47,10 @@ def _matmul(lw, op, integer: bool, scaled: bool = False):
     batched = len(shape) == 3
     m, n = shape[-2], shape[-1]
     k_dim = lhs.type.shape[-1]
+    # tf32 inputs are f32 registers that may carry more precision (a tile loaded from a tf32
+    # array holds the stored f32 bits): mma reads them rounded to tf32, nearest even, as the
+    # reference does (tilebc.interp widens tf32 operands through convert's f32 -> tf32)
+    lhs, rhs = (_as_tf32(lw, t) for t in (lhs, rhs))
     operands = [lhs, rhs]
     if scaled:  # lhs_scale [.., M, K/B], rhs_scale [.., K/B, N]: one scale per block of B along K
         lhs_scale, rhs_scale = lw.get(op.operands["lhs_scale"]), lw.get(op.operands["rhs_scale"])

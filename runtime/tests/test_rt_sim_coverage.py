@@ -14,10 +14,10 @@ import test_interp_fixtures as reference  # noqa: E402
 from test_rt_sim_fixtures import DIFFERS, NOT_LOWERED  # noqa: E402
 from test_rt_sim_handbuilt import HANDBUILT  # noqa: E402
 
-# PTX_SUBSET entries the lowering reserves but does not emit yet. The emulator refuses them
-# (UnsupportedInstruction) until they are implemented; the test below fails as soon as the
-# lowering's documentation stops calling them unemitted.
-PENDING = {"mma": "mma.sync fragment layouts are not emulated yet"}
+# PTX_SUBSET entries the lowering reserves but does not emit yet (opcode -> reason). The emulator
+# refuses them (UnsupportedInstruction) until they are implemented; the test below fails as soon
+# as the lowering's documentation stops calling them unemitted. None at present.
+PENDING: dict = {}
 
 # Every lowering hook is run on the emulator by a fixture or by a hand-built kernel of
 # test_rt_sim_handbuilt (for the ops cuTile never emits). Hooks left out need a reason here.

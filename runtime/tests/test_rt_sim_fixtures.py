@@ -18,18 +18,14 @@ import test_interp_fixtures as reference  # noqa: E402
 from tilebc_runtime import sim  # noqa: E402
 from tilebc_runtime.lowering.lowerer import LoweringError  # noqa: E402
 
-# Kernels the JIT does not lower (see test_rt_compile_fixtures.NOT_YET).
-NOT_LOWERED = {"cast_fp4", "cast_fp8_e5m3", "mma_scaled_fp4", "mma_scaled_fp8", "pack_unpack"}
+# Kernels the JIT does not lower (see test_rt_compile_fixtures.NOT_YET): none at present.
+NOT_LOWERED: set = set()
 
-# PTX that disagrees with the interpreter: found by this test, caused by the lowering.
-DIFFERS = {
-    "advanced_indexing": "lowering scales the ct.Slice start of load/store_advanced_indexing by "
-                         "the tile size (mul.lo.s64 col, 16): an element offset is a tile index",
-    "cast_fp8_e8m0": "lowering converts f32 -> e8m0 by taking the exponent field (rounds down) "
-                     "whatever the ftof rounding mode; the kernel asks for rounding up",
-    "matmul_bf16_tf32_f64": "tf32 operands are used as full f32 values in the PTX; the "
-                            "interpreter rounds them to tf32 (10 mantissa bits)",
-}
+# PTX that disagrees with the interpreter: found by this test, caused by the lowering (name ->
+# reason). Empty since advanced_indexing (ct.Slice start scaled by the tile size),
+# cast_fp8_e8m0 (rounding mode ignored) and matmul_bf16_tf32_f64 (tf32 operands not rounded)
+# were fixed in the lowering.
+DIFFERS: dict = {}
 
 # The lowering documents that f64 transcendentals run in f32 (lowering/elementwise.py): those
 # kernels are checked at f32 precision instead of the interpreter's f64 tolerance.

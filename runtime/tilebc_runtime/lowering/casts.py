@@ -68,9 +68,7 @@ def float_to_float(lw, reg, source, target, rounding="rn"):
             out = w.reg("f32")
             w(f"cvt.{rounding}.f32.f64 {out}, {reg}")
             return out
-        narrow = w.reg("f32")
-        w(f"cvt.{rounding}.f32.f64 {narrow}, {reg}")
-        return dtypes.from_f32(w, narrow, target, rounding)
+        return dtypes.from_f32(w, _f64_to_f32_for_narrowing(w, reg, rounding), target, rounding)
     wide = dtypes.to_f32(w, reg, source)
     if target.name == "f64":
         out = w.reg("f64")
@@ -79,11 +77,35 @@ def float_to_float(lw, reg, source, target, rounding="rn"):
     return dtypes.from_f32(w, wide, target, rounding)
 
 
+def _f64_to_f32_for_narrowing(w, reg, rounding):
+    """f64 -> f32 as the first of two roundings toward a narrower type. Round-to-nearest modes
+    go through round-to-odd (truncate, then set the lsb when anything was dropped): f32 keeps at
+    least two more bits than every narrower target, so the second rounding then equals a single
+    rounding of the f64 value (no double-rounding error at near-ties). Directed modes compose."""
+    narrow = w.reg("f32")
+    if rounding not in ("rn", "rna"):
+        w(f"cvt.{rounding}.f32.f64 {narrow}, {reg}")
+        return narrow
+    back, inexact = w.reg("f64"), w.reg("pred")
+    bits, sticky, chosen, odd = w.reg("b32"), w.reg("b32"), w.reg("b32"), w.reg("f32")
+    w(f"cvt.rz.f32.f64 {narrow}, {reg}")
+    w(f"cvt.f64.f32 {back}, {narrow}")
+    w(f"setp.neu.f64 {inexact}, {back}, {reg}")
+    w(f"mov.b32 {bits}, {narrow}")
+    w(f"or.b32 {sticky}, {bits}, 1")
+    w(f"selp.b32 {chosen}, {sticky}, {bits}, {inexact}")
+    w(f"mov.b32 {odd}, {chosen}")
+    return odd
+
+
 @lowers("ftof")
 def lower_ftof(lw, op):
     source = op.operand_values[0].type.element
     target = op.results[0].type.element
-    rounding = ROUND.get(op.attrs.get("rounding_mode"), "rn")
+    mode = op.attrs.get("rounding_mode")
+    rounding = ROUND.get(mode, "rn")
+    if target.name == "tf32" and mode is RoundingMode.NEAREST_AWAY:
+        rounding = "rna"  # tf32 is the one narrow target with a nearest-away conversion
     map_slots(lw, op, lambda regs: float_to_float(lw, regs[0], source, target, rounding))
 
 

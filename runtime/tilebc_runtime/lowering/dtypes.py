@@ -123,11 +123,8 @@ def from_f32(w, reg: str, element: ElementType, rounding: str = "rn") -> str:
         wide = w.reg("f64")
         w(f"cvt.f64.f32 {wide}, {reg}")
         return softfloat.encode_f64(w, wide, name, rounding)
-    if name == "tf32":  # keep tf32 values as f32 with the low 13 mantissa bits rounded away
-        bits, out = w.reg("b32"), w.reg("f32")
-        w(f"cvt.rna.tf32.f32 {bits}, {reg}")
-        w(f"mov.b32 {out}, {bits}")
-        return out
+    if name == "tf32":
+        return round_tf32(w, reg, rounding)
     out = w.reg("b16")
     if name == "f16":
         w(f"cvt.{rounding}.f16.f32 {out}, {reg}")
@@ -139,4 +136,42 @@ def from_f32(w, reg: str, element: ElementType, rounding: str = "rn") -> str:
         w(f"cvt.rn.satfinite.{FP8_PTX[name]}.f32 {out}, {zero}, {reg}")
     else:
         raise TilebcError(f"cannot convert f32 to {name}")
+    return out
+
+
+# Integer increments that round the low 13 mantissa bits away (tf32 keeps 10 of f32's 23).
+_TF32_INCREMENT = {"rn": None, "rna": 0x1000, "rz": 0}
+
+
+def round_tf32(w, reg: str, rounding: str = "rn") -> str:
+    """`reg` (f32) rounded to tf32 (an f32 whose low 13 mantissa bits are zero), as tilebc.convert
+    does: rn = nearest even, rna = nearest away, rz = toward zero. Done on the bit pattern so it
+    works on every target (cvt.rn.tf32.f32 needs sm_90, and there is no rz form); a NaN keeps its
+    sign and leading payload bits, with payload bit 13 set when those are all zero."""
+    if rounding not in _TF32_INCREMENT:
+        raise TilebcError(f"rounding .{rounding} to tf32 is not supported by the lowering")
+    bits, summed, rounded = w.reg("b32"), w.reg("b32"), w.reg("b32")
+    w(f"mov.b32 {bits}, {reg}")
+    increment = _TF32_INCREMENT[rounding]
+    if increment is None:  # + 0xFFF, + 1 more when the kept lsb is odd: ties go to even
+        shifted, odd, biased = w.reg("b32"), w.reg("b32"), w.reg("b32")
+        w(f"shr.u32 {shifted}, {bits}, 13")
+        w(f"and.b32 {odd}, {shifted}, 1")
+        w(f"add.u32 {biased}, {bits}, {odd}")
+        w(f"add.u32 {summed}, {biased}, 4095")
+    else:
+        w(f"add.u32 {summed}, {bits}, {increment}")
+    w(f"and.b32 {rounded}, {summed}, -8192")
+    # NaN: truncate the payload instead, keeping it non-zero
+    truncated, payload, fix, nan_bits, is_nan, empty = (w.reg("b32"), w.reg("b32"), w.reg("b32"),
+                                                        w.reg("b32"), w.reg("pred"), w.reg("pred"))
+    w(f"and.b32 {truncated}, {bits}, -8192")
+    w(f"and.b32 {payload}, {truncated}, 8388607")
+    w(f"setp.eq.u32 {empty}, {payload}, 0")
+    w(f"selp.b32 {fix}, 8192, 0, {empty}")
+    w(f"or.b32 {nan_bits}, {truncated}, {fix}")
+    w(f"testp.notanumber.f32 {is_nan}, {reg}")
+    out_bits, out = w.reg("b32"), w.reg("f32")
+    w(f"selp.b32 {out_bits}, {nan_bits}, {rounded}, {is_nan}")
+    w(f"mov.b32 {out}, {out_bits}")
     return out

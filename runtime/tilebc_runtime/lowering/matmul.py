@@ -1,6 +1,9 @@
-"""mmaf / mmai / mmaf_scaled. First version: operands go to shared memory and each thread computes its result
-slots as dot products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64 for
-f64, s32 for i8). mma.sync with ldmatrix is the planned fast path (sm_80+)."""
+"""mmaf / mmai / mmaf_scaled. Operands go to shared memory. mmaf with f16 or bf16 operands and an f32
+result (M % 16 == 0, N % 8 == 0, K % 16 == 0, sm_80+, whole warps; batched too) runs on the tensor cores:
+each warp computes 16x8 blocks of A*B with mma.sync.m16n8k16, the blocks go through shared memory and
+each thread adds its accumulator slots. Everything else: each thread computes its result slots as dot
+products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64 for f64, s32 for i8).
+"""
 from __future__ import annotations
 
 from tilebc.ops.enums import Signedness
@@ -33,6 +36,12 @@ def _block_index(lw, kk, block: int) -> str:
     return out
 
 
+def _as_tf32(lw, tile: Tile) -> Tile:
+    if tile.element.name != "tf32":
+        return tile
+    return Tile(tile.type, [dtypes.round_tf32(lw.w, reg) for reg in tile.regs])
+
+
 def _matmul(lw, op, integer: bool, scaled: bool = False):
     w = lw.w
     lhs, rhs, acc = (lw.get(op.operands[n]) for n in ("lhs", "rhs", "acc"))
@@ -41,6 +50,10 @@ def _matmul(lw, op, integer: bool, scaled: bool = False):
     batched = len(shape) == 3
     m, n = shape[-2], shape[-1]
     k_dim = lhs.type.shape[-1]
+    # tf32 inputs are f32 registers that may carry more precision (a tile loaded from a tf32
+    # array holds the stored f32 bits): mma reads them rounded to tf32, nearest even, as the
+    # reference does (tilebc.interp widens tf32 operands through convert's f32 -> tf32)
+    lhs, rhs = (_as_tf32(lw, t) for t in (lhs, rhs))
     operands = [lhs, rhs]
     if scaled:  # lhs_scale [.., M, K/B], rhs_scale [.., K/B, N]: one scale per block of B along K
         lhs_scale, rhs_scale = lw.get(op.operands["lhs_scale"]), lw.get(op.operands["rhs_scale"])
@@ -108,9 +121,137 @@ def _matmul(lw, op, integer: bool, scaled: bool = False):
     lw.set(op.results[0], Tile(result_type, regs))
 
 
+# mma.sync.m16n8k16 fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point
+# type"), with g = laneid >> 2 and t = laneid % 4, as (row, col) offsets from the block origin:
+# A registers hold two consecutive columns of one row; B registers two consecutive rows of one
+# column; C/D registers one element each.
+_A_PAIRS = (("g", 0), ("g8", 0), ("g", 8), ("g8", 8))  # (row, column offset added to 2t)
+_B_PAIRS = (0, 8)  # row offset added to 2t; column g
+_D_SLOTS = (("g", 0), ("g", 1), ("g8", 0), ("g8", 1))  # (row, column offset added to 2t)
+
+
+def _tensor_core_shape(lw, op) -> bool:
+    """Whether mmaf `op` takes the mma.sync path."""
+    lhs, rhs = (op.operands[n].type for n in ("lhs", "rhs"))
+    result = op.results[0].type
+    if len(result.shape) not in (2, 3) or result.element.name != "f32" or lw.arch < 80 or lw.T % 32:
+        return False
+    if lhs.element.name not in ("f16", "bf16") or rhs.element.name != lhs.element.name:
+        return False
+    m, n = result.shape[-2:]
+    return m % 16 == 0 and n % 8 == 0 and lhs.shape[-1] % 16 == 0
+
+
+def _mma_sync(lw, op):
+    w = lw.w
+    lhs, rhs, acc = (lw.get(op.operands[n]) for n in ("lhs", "rhs", "acc"))
+    result_type = op.results[0].type
+    m, n = result_type.shape[-2:]
+    batches = result_type.shape[0] if len(result_type.shape) == 3 else 1
+    k_dim = lhs.type.shape[-1]
+    kind = lhs.element.name
+    offsets = lw.reserve_smem([lw.smem_size_of(lhs.type), lw.smem_size_of(rhs.type),
+                               lw.smem_size_of(result_type)])
+    lw.smem_write(lhs, offsets[0])
+    lw.smem_write(rhs, offsets[1])
+    lw.barrier()
+    base = lw.smem_base()
+
+    def u32(text_op, *args):
+        out = w.reg("b32")
+        w(f"{text_op} {out}, {', '.join(str(a) for a in args)}")
+        return out
+
+    tid = lw.tid()
+    lane = u32("and.b32", tid, 31)
+    g, t = u32("shr.u32", lane, 2), u32("and.b32", lane, 3)
+    two_t = u32("shl.b32", t, 1)
+    # blocks are numbered batch-major, then by block row, then block column
+    blocks_n, per_batch = n // 8, (m // 16) * (n // 8)
+    blocks = batches * per_batch
+    # warp w computes blocks w, w + warps, ...: a warp-uniform loop (other warps may be done)
+    block = w.reg("b32")
+    w(f"shr.u32 {block}, {tid}, 5")
+    top, done = w.label("mma_block"), w.label("mma_done")
+    w.place(top)
+    finished = w.reg("pred")
+    w(f"setp.ge.u32 {finished}, {block}, {blocks}")
+    w(f"@{finished} bra {done}")
+    # a batch is m more rows of A and D, k_dim more rows of B (row-major [batch, rows, cols])
+    batch = u32("div.u32", block, per_batch)
+    in_batch = u32("rem.u32", block, per_batch)
+    row_block = u32("div.u32", in_batch, blocks_n)
+    col_block = u32("rem.u32", in_batch, blocks_n)
+    first_row = u32("mad.lo.u32", batch, m, g)
+    rows = {"g": u32("mad.lo.u32", row_block, 16, first_row)}
+    rows["g8"] = u32("add.u32", rows["g"], 8)
+    column = u32("mad.lo.u32", col_block, 8, g)  # B's column for this lane
+    d = [w.reg("f32") for _ in range(4)]
+    for reg in d:
+        w(f"mov.f32 {reg}, 0f00000000")
+    kk = w.reg("b32")
+    w(f"mov.u32 {kk}, 0")
+    k_top = w.label("mma_k")
+    w.place(k_top)
+    kk_2t = u32("add.u32", kk, two_t)
+    b_row = u32("mad.lo.u32", batch, k_dim, kk_2t)
+    a = []
+    for row, extra in _A_PAIRS:  # one aligned 4-byte load: two elements of one row
+        col = u32("add.u32", kk_2t, extra) if extra else kk_2t
+        index = u32("mad.lo.u32", rows[row], k_dim, col)
+        address = u32("mad.lo.u32", index, 2, base)
+        reg = w.reg("b32")
+        w(f"ld.shared.b32 {reg}, [{address}+{offsets[0]}]")
+        a.append(reg)
+    b = []
+    for extra in _B_PAIRS:  # two rows of one column: two 2-byte loads packed low to high
+        row = u32("add.u32", b_row, extra) if extra else b_row
+        index = u32("mad.lo.u32", row, n, column)
+        address = u32("mad.lo.u32", index, 2, base)
+        low, high, reg = w.reg("b16"), w.reg("b16"), w.reg("b32")
+        w(f"ld.shared.b16 {low}, [{address}+{offsets[1]}]")
+        w(f"ld.shared.b16 {high}, [{address}+{offsets[1] + 2 * n}]")
+        w(f"mov.b32 {reg}, {{{low}, {high}}}")
+        b.append(reg)
+    out = [w.reg("f32") for _ in range(4)]
+    w(f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 {{{', '.join(out)}}}, "
+      f"{{{', '.join(a)}}}, {{{', '.join(b)}}}, {{{', '.join(d)}}}")
+    for reg, value in zip(d, out):
+        w(f"mov.f32 {reg}, {value}")
+    w(f"add.u32 {kk}, {kk}, 16")
+    more = w.reg("pred")
+    w(f"setp.lt.u32 {more}, {kk}, {k_dim}")
+    w(f"@{more} bra.uni {k_top}")
+    # the block of A*B to shared memory (row-major f32), for the threads that own its elements
+    col0 = u32("mad.lo.u32", col_block, 8, two_t)
+    for reg, (row, extra) in zip(d, _D_SLOTS):
+        index = u32("mad.lo.u32", rows[row], n, col0)
+        address = u32("mad.lo.u32", index, 4, base)
+        w(f"st.shared.f32 [{address}+{offsets[2] + 4 * extra}], {reg}")
+    w(f"add.u32 {block}, {block}, {lw.T // 32}")
+    w(f"bra.uni {top}")
+    w.place(done)
+    lw.barrier()
+    regs = []
+    for k in range(lw.slots(result_type.num_elements)):
+        *outer, row, col = lw.multi_index(result_type.shape, k)
+        if outer:
+            row = u32("mad.lo.u32", outer[0], m, row)
+        index = u32("mad.lo.u32", row, n, col)
+        product = lw.smem_read(offsets[2], index, result_type.element)
+        total = w.reg("f32")
+        w(f"add.rn.f32 {total}, {product}, {acc.slot(k)}")
+        regs.append(total)
+    lw.barrier()
+    lw.set(op.results[0], Tile(result_type, regs))
+
+
 @lowers("mmaf")
 def lower_mmaf(lw, op):
-    _matmul(lw, op, integer=False)
+    if _tensor_core_shape(lw, op):
+        _mma_sync(lw, op)
+    else:
+        _matmul(lw, op, integer=False)
 
 
 @lowers("mmai")

@@ -100,6 +100,10 @@ def lower_get_index_space_shape(lw, op):
     counts = []
     for i, tile_dim in enumerate(vt.tile_shape):
         size = view.tensor.shape[_dim_map(vt)[i]]
+        if isinstance(vt, GatherScatterViewType):
+            # indexed by element (dense dims) or by row (the sparse dim): one index per element
+            counts.append(size)
+            continue
         out = w.reg("b64")
         if isinstance(vt, StridedViewType):
             # tiles start every traversal stride; the last one starts before the end
@@ -147,6 +151,10 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape):
     for i, (index_tile, dim) in enumerate(zip(index_tiles, _dim_map(vt))):
         if i == sparse:
             sparse_tile = index_tile
+            continue
+        if sparse is not None:
+            # a gather/scatter view's dense indices are element offsets, not tile numbers
+            starts[dim] = lw.scalar_s64(index_tile)
             continue
         step = (vt.traversal_strides[i] if isinstance(vt, StridedViewType) else vt.tile_shape[i])
         start = w.reg("b64")

@@ -47,7 +47,8 @@ PTX_SUBSET = {
     "shfl": "shfl.sync.bfly.b32 d, a, offset, 31, -1 only: d = a of lane (laneid ^ offset), all 32 "
             "lanes of the warp take part (reduce trees; every warp is fully active there)",
     # tensor core
-    "mma": "mma.sync.aligned (reserved: not emitted yet)",
+    "mma": "mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 for mmaf f16/bf16 -> "
+           "f32 on sm_80+ (matmul.py); fragments loaded from shared memory",
     "griddepcontrol": "gdc ops on sm_90+",
 }
 

@@ -834,4 +834,4 @@ def build_cvt(ins, k):
 
 
 # Control, memory, warp and tensor-core instructions register themselves on import.
-from . import isa_control, isa_memory  # noqa: E402,F401
+from . import isa_control, isa_memory, isa_mma  # noqa: E402,F401

@@ -1,0 +1,197 @@
+"""mma.sync on the emulator and the tensor-core lowering of mmaf.
+
+The emulator's fragment layout is checked against the PTX ISA's formulas (written here as the ISA
+states them: element i of lane l, groupID = l >> 2, threadID_in_group = l % 4), with the fragments
+packed on the host; the lowering's mma.sync path is checked on the emulator against the CPU
+interpreter for shapes where warps own several blocks, uneven block counts and batches."""
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tilebc.interp import run as interpret
+from tilebc.interp.memory import GlobalMemory, host_bytes
+from tilebc.ir import PointerType, TileType, f32, i32, scalar
+from tilebc.ir.builder import new_function, new_module
+from tilebc.ir.types import ELEMENT_TYPES
+
+from tilebc_runtime import sim
+from tilebc_runtime.compiler import compile as jit_compile
+from tilebc_runtime.sim import SimExecutionError
+
+RNG = np.random.default_rng(21)
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bytecode"
+
+
+# ---------------------------------------------------------------- the ISA's fragment formulas
+
+def a_position(lane, i):
+    g, t = lane >> 2, lane % 4
+    row = g if (i < 2 or 4 <= i < 6) else g + 8
+    col = t * 2 + (i & 1) + (8 if i >= 4 else 0)
+    return row, col
+
+
+def b_position(lane, i):
+    g, t = lane >> 2, lane % 4
+    return t * 2 + (i & 1) + (8 if i >= 2 else 0), g
+
+
+def c_position(lane, i):
+    g, t = lane >> 2, lane % 4
+    return (g if i < 2 else g + 8), t * 2 + (i & 1)
+
+
+def _pack_pairs(matrix, position, count):
+    """[32, count // 2] .b32 words: elements 2j (low half) and 2j+1 (high half) of each lane."""
+    bits = matrix.view(np.uint16)
+    words = np.zeros((32, count // 2), np.uint32)
+    for lane in range(32):
+        for j in range(count // 2):
+            low = bits[position(lane, 2 * j)]
+            high = bits[position(lane, 2 * j + 1)]
+            words[lane, j] = np.uint32(low) | (np.uint32(high) << np.uint32(16))
+    return words
+
+
+MMA_PTX = """.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)
+.maxntid {threads}, 1, 1
+{{
+.reg .pred %p<2>; .reg .b32 %r<16>; .reg .b64 %rd<16>; .reg .f32 %f<16>;
+ld.param.u64 %rd0, [pa]; ld.param.u64 %rd1, [pb]; ld.param.u64 %rd2, [pc];
+ld.param.u64 %rd3, [pd];
+mov.u32 %r0, %tid.x;
+and.b32 %r1, %r0, 31;
+mul.wide.u32 %rd4, %r1, 16;
+mul.wide.u32 %rd5, %r1, 8;
+add.s64 %rd6, %rd0, %rd4; add.s64 %rd7, %rd1, %rd5; add.s64 %rd8, %rd2, %rd4;
+add.s64 %rd9, %rd3, %rd4;
+{guard}
+ld.global.v4.b32 {{%r2, %r3, %r4, %r5}}, [%rd6];
+ld.global.v2.b32 {{%r6, %r7}}, [%rd7];
+ld.global.v4.f32 {{%f0, %f1, %f2, %f3}}, [%rd8];
+mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 {{%f4, %f5, %f6, %f7}}, {{%r2, %r3, %r4, %r5}}, {{%r6, %r7}}, {{%f0, %f1, %f2, %f3}};
+st.global.v4.f32 [%rd9], {{%f4, %f5, %f6, %f7}};
+$done:
+ret;
+}}
+"""
+
+
+def _run_mma(kind, a, b, c, threads=32, guard=""):
+    words_a = _pack_pairs(a, a_position, 8)
+    words_b = _pack_pairs(b, b_position, 4)
+    frag_c = np.array([[c[c_position(lane, i)] for i in range(4)] for lane in range(32)],
+                      np.float32)
+    out = np.zeros((32, 4), np.float32)
+    memory = GlobalMemory()
+    addresses = [memory.map(host_bytes(x), f"array {i}").base
+                 for i, x in enumerate((words_a, words_b, frag_c, out))]
+    sim.emulate(MMA_PTX.format(threads=threads, kind=kind, guard=guard), "k", (1,), addresses,
+                memory=memory, source="mma.ptx")
+    d = np.zeros((16, 8), np.float32)
+    for lane in range(32):
+        for i in range(4):
+            d[c_position(lane, i)] = out[lane, i]
+    return d
+
+
+@pytest.mark.parametrize("kind,dtype", [("f16", np.float16), ("bf16", ml_dtypes.bfloat16)])
+def test_mma_sync_fragments_follow_the_isa(kind, dtype):
+    a = RNG.uniform(-2, 2, (16, 16)).astype(dtype)
+    b = RNG.uniform(-2, 2, (16, 8)).astype(dtype)
+    c = RNG.uniform(-2, 2, (16, 8)).astype(np.float32)
+    d = _run_mma(kind, a, b, c)
+    expected = (a.astype(np.float64) @ b.astype(np.float64) + c.astype(np.float64))
+    np.testing.assert_array_equal(d, expected.astype(np.float32))  # exact sum, one rounding
+
+
+def test_mma_sync_with_a_partial_warp_is_undefined():
+    a = np.ones((16, 16), np.float16)
+    b = np.ones((16, 8), np.float16)
+    c = np.zeros((16, 8), np.float32)
+    with pytest.raises(SimExecutionError, match=r"part of warp 0 \(lane 31"):
+        _run_mma("f16", a, b, c, guard="setp.eq.u32 %p0, %r1, 31;\n@%p0 bra $done;")
+
+
+# ------------------------------------------------------------------ the lowering's mma.sync path
+
+def mmaf_kernel(kind: str, m: int, n: int, k: int, batch: int = 0):
+    """c = a @ b + c for one tile of each array (batched when batch > 0)."""
+    module = new_module("13.5")
+    element = ELEMENT_TYPES[kind]
+    rank = 3 if batch else 2
+    lead = (batch,) if batch else ()
+    params = []
+    for pointee in (element, element, f32):
+        params += [scalar(PointerType(pointee))] + [scalar(i32)] * (2 * rank)
+    b = new_function(module, f"mmaf_{kind}_{m}x{n}x{k}", params)
+    args = b.args
+    start = b.make_token()
+    zero = b.constant(0, "i32")
+    tiles = []
+    for group, shape in enumerate((lead + (m, k), lead + (k, n), lead + (m, n))):
+        base = args[group * (1 + 2 * rank):(group + 1) * (1 + 2 * rank)]
+        view = b.tensor_view(base[0], base[1:1 + rank], base[1 + rank:])
+        tiles.append(b.partition_view(view, shape))
+    index = [zero] * rank
+    lhs, _ = b.load(tiles[0], index, token=start)
+    rhs, _ = b.load(tiles[1], index, token=start)
+    acc, _ = b.load(tiles[2], index, token=start)
+    product = b.mmaf(lhs, rhs, acc, result_types=[TileType(lead + (m, n), f32)])
+    b.store(product, tiles[2], index, token=start)
+    b.return_([])
+    return module
+
+
+CASES = [  # kind, m, n, k, batch, threads per CTA
+    ("f16", 32, 32, 32, 0, 128),   # 8 blocks over 4 warps, two k steps
+    ("bf16", 32, 32, 16, 0, 96),   # 8 blocks over 3 warps: the last round leaves a warp idle
+    ("f16", 16, 8, 64, 0, 64),     # one block: one warp works, the other waits
+    ("bf16", 64, 16, 16, 0, 32),   # one warp does all 8 blocks
+    ("f16", 16, 16, 16, 4, 128),   # batched
+]
+
+
+@pytest.mark.parametrize("kind,m,n,k,batch,threads", CASES,
+                         ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}-b{c[4]}-t{c[5]}" for c in CASES])
+def test_tensor_core_mmaf_matches_the_interpreter(kind, m, n, k, batch, threads):
+    module = mmaf_kernel(kind, m, n, k, batch)
+    ptx = jit_compile(module, arch="sm_80", emit="ptx", threads=threads).ptx
+    assert f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32" in ptx
+    dtype = np.float16 if kind == "f16" else ml_dtypes.bfloat16
+    lead = (batch,) if batch else ()
+    a = RNG.uniform(-1, 1, lead + (m, k)).astype(dtype)
+    b = RNG.uniform(-1, 1, lead + (k, n)).astype(dtype)
+    c = RNG.uniform(-1, 1, lead + (m, n)).astype(np.float32)
+    expected, actual = c.copy(), c.copy()
+    interpret(module, None, (1,), a, b, expected)
+    sim.run(module, None, (1,), a, b, actual, arch="sm_80", threads=threads)
+    exact = np.matmul(a.astype(np.float64), b.astype(np.float64)) + c
+    # f32 sums of k products in some order, plus the accumulator: within (k + 1) f32 rounding
+    # errors of the magnitudes summed (the interpreter's numpy matmul has the same bound)
+    magnitude = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))) + np.abs(c)
+    bound = (k + 1) * 2.0 ** -24 * magnitude
+    assert np.all(np.abs(actual - exact) <= bound)
+    assert np.all(np.abs(expected - exact) <= bound)
+    assert np.all(np.abs(actual - expected) <= 2 * bound)
+
+
+def test_other_matmuls_keep_the_dot_product_loop():
+    # shapes off the 16x8x16 grid, f16 results (matmul_operator) and other operand types are not
+    # given to mma.sync
+    assert "mma.sync" not in jit_compile(mmaf_kernel("f16", 8, 8, 16), arch="sm_90",
+                                         emit="ptx").ptx
+    for name in ("matmul_operator", "matmul_fp8", "mma_scaled_fp8"):
+        path = FIXTURES / name / f"{name}-13.5.tilebc"
+        assert "mma.sync" not in jit_compile(path, arch="sm_90", emit="ptx").ptx
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_tensor_core_path_assembles(arch):
+    result = jit_compile(mmaf_kernel("bf16", 32, 32, 32, 2), arch=arch, emit="cubin")
+    assert result.cubin[:4] == b"\x7fELF"

@@ -101,41 +101,117 @@ class BatchSignal(Signal):
 # ------------------------------------------------------------------------------ the store log
 
 
-class StoreLog:
-    """Stores of a batched run, checked when issued and performed by `apply` at the end.
+class MemoryLog:
+    """The memory accesses of a batched run: stores are checked when issued and performed by
+    `apply` at the end; reads and writes are checked against each other so that the run's
+    results are the sequential schedule's.
 
-    Deferring is invisible because no buffer is both read and written during a batched run. The
-    sequential schedule leaves in each element the last write of the highest block that wrote it;
-    performing the log in issue order does the same as long as the writers of each element, in
-    issue order, never go down in block number (within one store, lanes are in block order).
-    The first store to a buffer needs no check; from the second on, an owner array (the highest
-    block that wrote each element so far) checks that rule."""
+    Rules (anything else raises BatchFallback, before any memory is written):
+
+    * writes: the sequential schedule leaves in an element the last write of the highest block
+      that wrote it; performing the log in issue order does the same as long as the writers of
+      each element, in issue order, never go down in block number (within one store, lanes are
+      in block order). `owners` holds the highest writer of each element so far.
+    * reads: stores are deferred, so no element may be read after it was written; and an element
+      some block writes may be read only by that block (`readers`: the one block that read each
+      element, -2 for several). Reads whose lanes are known (strided view loads) are tracked per
+      element, lazily: only a buffer that is also written materialises them. Other reads (pointer
+      loads, padded or gathered tiles) count for their whole buffer, which then cannot be
+      written.
+
+    Owner and reader arrays are per element of the first access's size; a buffer accessed with
+    two element sizes gives up."""
 
     def __init__(self):
         self.actions: List = []
-        self.first: Dict[Buffer, Tuple[int, object]] = {}
+        self.first_write: Dict[Buffer, Tuple[int, object]] = {}
         self.owners: Dict[Buffer, Tuple[int, np.ndarray]] = {}
+        self.tracked_reads: Dict[Buffer, List[Tuple[int, object]]] = {}
+        self.readers: Dict[Buffer, Tuple[int, np.ndarray]] = {}
+        self.opaque_reads: set = set()
+
+    # observer of GlobalMemory: accesses that bring no lane information
+    def observe(self, buffer: Buffer, verb: str) -> None:
+        if verb == "load":
+            if buffer in self.first_write:
+                raise BatchFallback(f"tile blocks read {buffer.name} after tile blocks wrote it")
+            self.opaque_reads.add(buffer)
+        elif verb == "plan":
+            if buffer in self.opaque_reads:
+                raise BatchFallback(f"tile blocks both read and write {buffer.name}")
+        elif verb != "tracked":
+            raise BatchFallback("a store would bypass the batched store log")
+
+    @staticmethod
+    def _sized(table, buffer: Buffer, itemsize: int) -> np.ndarray:
+        size, array = table[buffer]
+        if size != itemsize:
+            raise BatchFallback(f"{buffer.name} is accessed with elements of different sizes")
+        return array
+
+    def _owners(self, buffer: Buffer, itemsize: int) -> np.ndarray:
+        if buffer not in self.owners:
+            size, lanes = self.first_write[buffer]
+            owners = np.full(buffer.nbytes // size, -1, dtype=np.int64)
+            index, blocks = lanes()
+            owners[index] = blocks
+            self.owners[buffer] = (size, owners)
+        return self._sized(self.owners, buffer, itemsize)
+
+    def _readers(self, buffer: Buffer, itemsize: int) -> np.ndarray:
+        if buffer not in self.readers:
+            readers = np.full(buffer.nbytes // itemsize, -1, dtype=np.int64)
+            self.readers[buffer] = (itemsize, readers)
+            for size, lanes in self.tracked_reads.pop(buffer, ()):
+                self._mark_read(buffer, size, *lanes())
+        return self._sized(self.readers, buffer, itemsize)
+
+    def _mark_read(self, buffer: Buffer, itemsize: int, index, blocks) -> None:
+        readers = self._readers(buffer, itemsize)
+        before = readers[index]
+        # repeated indices keep the last assignment: reversed lanes leave the lowest reading
+        # block of each element, in-order lanes the highest
+        readers[index[::-1]] = blocks[::-1]
+        lowest = readers[index]
+        readers[index] = blocks
+        several = ((before != -1) & (before != blocks)) | (lowest != blocks)
+        readers[index[several]] = -2
+
+    def read(self, buffer: Buffer, itemsize: int, lanes) -> None:
+        """A read whose lanes() = (element indices, reading blocks) are known."""
+        if buffer in self.first_write:
+            index, blocks = lanes()
+            if np.any(self._owners(buffer, itemsize)[index] != -1):
+                raise BatchFallback(f"tile blocks read elements of {buffer.name} after they "
+                                    f"were written")
+            self._mark_read(buffer, itemsize, index, blocks)
+        elif buffer in self.readers:
+            self._mark_read(buffer, itemsize, *lanes())
+        else:
+            self.tracked_reads.setdefault(buffer, []).append((itemsize, lanes))
 
     def record(self, buffer: Buffer, itemsize: int, lanes, action) -> None:
-        """`lanes()` gives (element indices, writing blocks) in performing order; `action()`
-        performs the write."""
-        if buffer not in self.first:
-            self.first[buffer] = (itemsize, lanes)
-        else:
-            if buffer not in self.owners:
-                size, first_lanes = self.first[buffer]
-                owners = np.full(buffer.nbytes // size, -1, dtype=np.int64)
-                index, blocks = first_lanes()
-                owners[index] = blocks
-                self.owners[buffer] = (size, owners)
-            size, owners = self.owners[buffer]
-            if size != itemsize:
-                raise BatchFallback(f"{buffer.name} is stored with elements of different sizes")
+        """A write: `lanes()` gives (element indices, writing blocks) in performing order;
+        `action()` performs it."""
+        if buffer in self.opaque_reads:
+            raise BatchFallback(f"tile blocks both read and write {buffer.name}")
+        read = buffer in self.tracked_reads or buffer in self.readers
+        first = buffer not in self.first_write
+        if first:
+            self.first_write[buffer] = (itemsize, lanes)
+        if read or not first:
             index, blocks = lanes()
-            if np.any(blocks < owners[index]):
-                raise BatchFallback(f"tile blocks write the same elements of {buffer.name} in an "
-                                    f"order the batched run cannot reproduce")
-            owners[index] = blocks
+            if read:
+                readers = self._readers(buffer, itemsize)[index]
+                if np.any((readers != -1) & (readers != blocks)):
+                    raise BatchFallback(f"tile blocks write elements of {buffer.name} that "
+                                        f"other tile blocks read")
+            if not first:
+                owners = self._owners(buffer, itemsize)
+                if np.any(blocks < owners[index]):
+                    raise BatchFallback(f"tile blocks write the same elements of {buffer.name} "
+                                        f"in an order the batched run cannot reproduce")
+                owners[index] = blocks
         self.actions.append(action)
 
     def apply(self) -> None:
@@ -150,7 +226,7 @@ class BatchBlock:
     """All tile blocks of a launch: the register file holds each value once, with a leading block
     axis when it is varying. Offers the TileBlock interface the op implementations use."""
 
-    def __init__(self, machine, grid: Tuple[int, int, int], log: StoreLog):
+    def __init__(self, machine, grid: Tuple[int, int, int], log: MemoryLog):
         self.machine = machine
         self.grid = grid
         self.count = grid[0] * grid[1] * grid[2]
@@ -444,7 +520,7 @@ def _permute(bb, op, impl, groups, flags):
 @_shape_op
 def _cat(bb, op, impl, groups, flags):
     lhs, rhs = (bb.lift(g, f) for g, f in zip(groups, flags))
-    return [np.concatenate([lhs, rhs], axis=int(op.attrs["dim"]) + 1)], [True]
+    return [np.concatenate([lhs, rhs], axis=int(op.attrs["dim"]))], [True]
 
 
 @batched("extract", "insert")
@@ -512,13 +588,16 @@ def affine_region(bb: BatchBlock, view, indices, flags, writing: bool):
     high = first + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides))
     itemsize = tensor.dtype.itemsize
     buffer = bb.memory.window(tensor.base + low * itemsize, tensor.base + high * itemsize,
-                              itemsize, writing, verb="plan" if writing else "load")
+                              itemsize, writing, verb="plan" if writing else "tracked")
     if buffer is None:
         return None
     start = (tensor.base - buffer.base) // itemsize + first
-    typed = buffer.typed(tensor.dtype)
-    strided = np.lib.stride_tricks.as_strided(typed[start:], shape,
+    # as_strided speaks the array interface, which has no ml_dtypes (f8, bf16): stride the
+    # same-width unsigned integers, then view them as the element type
+    bits = buffer.typed(np.dtype(f"u{itemsize}"))
+    strided = np.lib.stride_tricks.as_strided(bits[start:], shape,
                                               tuple(s * itemsize for s in strides))
+    strided = strided.view(tensor.dtype)
     return buffer, strided, start, shape, strides
 
 
@@ -552,7 +631,8 @@ def _load_view(bb, op, impl, groups, flags):
     found = affine_region(bb, view, indices, flags[1], writing=False)
     if found is None:
         return bb.per_block(op, impl, groups, flags)
-    strided = found[1]
+    buffer, strided, start, shape, strides = found
+    bb.log.read(buffer, strided.dtype.itemsize, _region_lanes(bb, start, shape, strides))
     tile = tuple(as_tiled(view).tile_shape)
     # a view, not a copy: no buffer a batched run reads is written before the run ends
     values = strided.reshape((bb.count,) + tile).astype(result_dtype(op), copy=False)
@@ -614,24 +694,9 @@ def run_batched(machine, function: Function, grid: Tuple[int, int, int], argumen
     reason = refusal(function)
     if reason is not None:
         raise BatchFallback(reason)
-    log = StoreLog()
-    read: set = set()
-    written: set = set()
-
-    def observe(buffer: Buffer, verb: str) -> None:
-        if verb == "load":
-            if buffer in written:
-                raise BatchFallback(f"tile blocks read {buffer.name} after tile blocks wrote it")
-            read.add(buffer)
-        elif verb == "plan":
-            if buffer in read:
-                raise BatchFallback(f"tile blocks both read and write {buffer.name}")
-            written.add(buffer)
-        else:
-            raise BatchFallback("a store would bypass the batched store log")
-
+    log = MemoryLog()
     memory = machine.memory
-    memory.observer = observe
+    memory.observer = log.observe
     try:
         block = BatchBlock(machine, grid, log)
         signal = block.run_block(function.body, arguments)

@@ -520,7 +520,7 @@ def _permute(bb, op, impl, groups, flags):
 @_shape_op
 def _cat(bb, op, impl, groups, flags):
     lhs, rhs = (bb.lift(g, f) for g, f in zip(groups, flags))
-    return [np.concatenate([lhs, rhs], axis=int(op.attrs["dim"]))], [True]
+    return [np.concatenate([lhs, rhs], axis=int(op.attrs["dim"]) + 1)], [True]
 
 
 @batched("extract", "insert")

@@ -238,6 +238,7 @@ class BatchBlock:
         self.current_op = None
         self.log = log
         self._blocks: Optional[list] = None
+        self._coords = None
 
     # ---------------------------------------------------------------------------- errors
 
@@ -251,6 +252,14 @@ class BatchBlock:
     def block_coords(self, flat: int) -> Tuple[int, int, int]:
         gx, gy, _ = self.grid
         return flat % gx, (flat // gx) % gy, flat // (gx * gy)
+
+    def flat_coords(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(x, y, z) grid coordinates of every block, in flattened-id order."""
+        if self._coords is None:
+            flat = np.arange(self.count, dtype=np.int64)
+            gx, gy, _ = self.grid
+            self._coords = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
+        return self._coords
 
     def locate_element(self, index):
         """An index into a varying value: (its tile block, the element index in the tile)."""
@@ -457,10 +466,7 @@ def _loop(bb, op, impl, groups, flags):
 
 @batched("get_tile_block_id")
 def _tile_block_id(bb, op, impl, groups, flags):
-    flat = np.arange(bb.count, dtype=np.int64)
-    gx, gy, _ = bb.grid
-    coords = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
-    return [c.astype(result_dtype(op, i)) for i, c in enumerate(coords)], [True] * 3
+    return [c.astype(result_dtype(op, i)) for i, c in enumerate(bb.flat_coords())], [True] * 3
 
 
 @batched("reduce", "scan")
@@ -564,28 +570,33 @@ def affine_region(bb: BatchBlock, view, indices, flags, writing: bool):
     if tiled.kind == "gather_scatter" or len(indices) != rank or rank != tensor.rank or \
             sorted(tiled.dim_map) != list(range(rank)):
         return None
-    offset = np.zeros(bb.count, dtype=np.int64)
+    offset = np.int64(0)
     for k in range(rank):
         dim = tiled.dim_map[k]
         origin = np.asarray(indices[k]).astype(np.int64) * np.int64(tiled.steps[k])
-        if np.any(origin < 0) or np.any(origin + tiled.tile_shape[k] > int(tensor.shape[dim])):
+        if origin.min() < 0 or origin.max() + tiled.tile_shape[k] > int(tensor.shape[dim]):
             return None  # a partial tile: the per-block path pads / drops its elements
         offset = offset + origin * np.int64(tensor.strides[dim])
+    offset = np.broadcast_to(offset, (bb.count,))
     gx, gy, gz = bb.grid
-    by_grid = offset.reshape(gz, gy, gx)
-    first = int(by_grid[0, 0, 0])
-    steps = [int(by_grid[1, 0, 0]) - first if gz > 1 else 0,
-             int(by_grid[0, 1, 0]) - first if gy > 1 else 0,
-             int(by_grid[0, 0, 1]) - first if gx > 1 else 0]
-    z, y, x = np.ogrid[:gz, :gy, :gx]
-    if not np.array_equal(by_grid, first + steps[0] * z + steps[1] * y + steps[2] * x):
+    first = int(offset[0])
+    steps = (int(offset[gx * gy]) - first if gz > 1 else 0,
+             int(offset[gx]) - first if gy > 1 else 0,
+             int(offset[1]) - first if gx > 1 else 0)
+    x, y, z = bb.flat_coords()
+    if not np.array_equal(offset, first + steps[0] * z + steps[1] * y + steps[2] * x):
         return None
     shape = (gz, gy, gx) + tuple(tiled.tile_shape)
-    strides = tuple(steps) + tuple(int(tensor.strides[tiled.dim_map[k]]) for k in range(rank))
+    strides = steps + tuple(int(tensor.strides[tiled.dim_map[k]]) for k in range(rank))
     if writing and overlaps(shape, strides):
         return None  # blocks' lanes share elements: the element path orders them
-    low = first + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
-    high = first + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides))
+    low = high = first
+    for n, stride in zip(shape, strides):
+        reach = (n - 1) * stride
+        if reach < 0:
+            low += reach
+        else:
+            high += reach
     itemsize = tensor.dtype.itemsize
     buffer = bb.memory.window(tensor.base + low * itemsize, tensor.base + high * itemsize,
                               itemsize, writing, verb="plan" if writing else "tracked")

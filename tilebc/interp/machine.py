@@ -13,6 +13,7 @@ Execution model (documented choices where the seed leaves freedom):
 from __future__ import annotations
 
 import random
+import weakref
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -25,6 +26,11 @@ from .errors import ExecutionError, MemoryCheckError, UnsupportedError
 from .memory import GlobalMemory
 from .registry import IMPLEMENTATIONS, PURE, REFUSALS, Signal
 
+
+
+# Execution plans by id(block), shared by every Machine: a plan depends only on the IR. The weak
+# reference drops the entry with its block (and guards against a reused id).
+_PLANS: Dict[int, Tuple[weakref.ref, list]] = {}
 
 
 class LaunchReport(NamedTuple):
@@ -137,6 +143,14 @@ class Machine:
         steps = self._plans.get(id(block))
         if steps is not None:
             return steps
+        cached = _PLANS.get(id(block))
+        if cached is not None and cached[0]() is block:
+            self._plans[id(block)] = cached[1]
+            if invariant is not None:  # the entry body: its hoisted results stay invariant
+                for _, _, _, results, hoist in cached[1]:
+                    if hoist:
+                        invariant.update(results)
+            return cached[1]
         steps = []
         for op in block.ops:
             impl = IMPLEMENTATIONS.get(op.name)
@@ -150,6 +164,8 @@ class Machine:
                     invariant.update(op.results)
             steps.append((op, impl, layout, tuple(op.results), hoist))
         self._plans[id(block)] = steps
+        key = id(block)
+        _PLANS[key] = (weakref.ref(block, lambda _, key=key: _PLANS.pop(key, None)), steps)
         return steps
 
 class TileBlock:

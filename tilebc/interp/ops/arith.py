@@ -131,6 +131,8 @@ def _float_extreme(pick_nan, pick_number, prefer_negative_zero):
             lhs, rhs = _flush(lhs), _flush(rhs)
         chooser = pick_nan if op.attrs.get("propagate_nan") else pick_number
         result = np.asarray(chooser(lhs, rhs))
+        if not np.any(result == 0):  # cheap common case: no signed-zero pair to settle
+            return [tile(result, dtype)]
         both_zero = (np.asarray(lhs) == 0) & (np.asarray(rhs) == 0)
         if np.any(both_zero):
             signs = (np.signbit(lhs) | np.signbit(rhs)) if prefer_negative_zero else \

@@ -10,7 +10,7 @@ Static shape/stride parameters (cuTile's v2 convention) are still passed; the ke
 from __future__ import annotations
 
 import os
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from ..ir.module import Function, Module
 from ..ir.types import PointerType, TileType
 from . import numeric_ops as num
 from .errors import ArgumentError, MemoryCheckError
-from .machine import Machine, Options, flatten_grid
+from .machine import LaunchReport, Machine, Options, flatten_grid
 from .memory import GlobalMemory, host_bytes
 
 
@@ -48,10 +48,16 @@ def find_entry(module: Module, entry: Optional[str]) -> Function:
     raise ArgumentError(f"no entry {entry!r} in the module (entries: {', '.join(names)})")
 
 
-class _Binder:
-    """Walks the entry's parameters while consuming host arguments."""
+class Binder:
+    """Binds host arguments to an entry's parameters, mapping arrays into a GlobalMemory.
 
-    def __init__(self, function: Function, memory: GlobalMemory, uninitialized: Iterable[int]):
+    `bind(argument, label, index, keep)` consumes one host argument (see the module docstring for
+    the conventions); afterwards `values` holds one runtime value per parameter and `position`
+    counts the parameters filled. `check_overlaps()` faults when two bound arrays share memory.
+    Used by `run` and by the PTX emulator's runner, so both lay out memory identically."""
+
+    def __init__(self, function: Function, memory: GlobalMemory,
+                 uninitialized: Iterable[int] = ()):
         self.params = [value.type for value in function.args]
         self.position = 0
         self.memory = memory
@@ -141,6 +147,13 @@ class _Binder:
         else:
             self._scalar(argument, label)
 
+    def finish(self) -> List:
+        """The parameter values, after checking every parameter got an argument."""
+        if self.position != len(self.params):
+            raise ArgumentError(f"entry {self.function.name} takes {len(self.params)} parameters; "
+                                f"the arguments filled {self.position}")
+        return self.values
+
     def check_overlaps(self):
         spans = []
         for label, array in self.arrays:
@@ -155,10 +168,24 @@ class _Binder:
                                        address=None)
 
 
+_Binder = Binder  # the name the PTX emulator's runner used before Binder was public
+
+
+def bind_arguments(function: Function, memory: GlobalMemory, args: Sequence,
+                   uninitialized: Iterable[int] = ()) -> Tuple[List, list]:
+    """Bind host `args` to `function`'s parameters in `memory`: (parameter values, keep), where
+    `keep` holds host buffers made for the binding (list-of-arrays tables) that must outlive it."""
+    binder = Binder(function, memory, uninitialized)
+    keep: list = []
+    for index, argument in enumerate(args):
+        binder.bind(argument, f"argument {index}", index, keep)
+    return binder.finish(), keep
+
+
 def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = True,
-        check_assumptions: bool = False, shuffle: bool = False, seed: int = 0,
-        allow_aliasing: bool = False, uninitialized: Iterable[int] = (), print_stream=None,
-        progress=None) -> None:
+        check_assumptions: bool = False, check_undefined: bool = False, shuffle: bool = False,
+        seed: int = 0, allow_aliasing: bool = False, uninitialized: Iterable[int] = (),
+        print_stream=None, progress=None, batch="auto") -> LaunchReport:
     """Run `entry` of a module (a Module, a .tilebc path, or bytes) over `grid` (1-3 ints).
 
     Arguments follow cuTile's calling convention (see the module docstring); numpy arrays are
@@ -168,12 +195,23 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
       and on overlapping array arguments; False skips the alignment/initialisation checks and the
       overlap check (out-of-bounds accesses still fault: there is no memory to reach).
     * check_assumptions: verify every `assume` predicate (bounded, div_by, same_elements).
+    * check_undefined: fault on undefined integer behaviour (overflow against an op's
+      no_signed_wrap / no_unsigned_wrap / no_wrap flag, division by zero, signed min / -1, shift
+      amounts >= the bit width), naming the op, the tile block and the element.
     * shuffle / seed: run tile blocks in a seeded random order instead of by flattened id.
     * allow_aliasing: accept array arguments that share memory (cuTile alias groups).
     * uninitialized: positions of array arguments whose contents count as uninitialised, so
       reading an element before the kernel writes it faults.
     * print_stream: where print_tko writes (default sys.stdout).
-    * progress: callable(done, total) called after each tile block.
+    * progress: callable(done, total) called after each tile block (once, at the end, when the
+      launch ran batched).
+    * batch: "auto" (default) runs all tile blocks at once as numpy arrays with a leading block
+      axis when the kernel allows it, with results identical to running them one by one, and
+      falls back to one block at a time otherwise (see `tilebc.interp.batch`); False always runs
+      one block at a time; True requires the batched run and raises ExecutionError naming the
+      reason when the kernel cannot run batched.
+
+    Returns a LaunchReport: whether the launch ran batched and, if not, why.
     """
     if isinstance(module_or_path, Module):
         module = module_or_path
@@ -181,18 +219,19 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
         module = load(module_or_path)
     else:
         raise ArgumentError(f"expected a Module, a path or bytes, got {type(module_or_path)}")
+    if batch not in ("auto", True, False):
+        raise ArgumentError(f"batch must be 'auto', True or False, got {batch!r}")
     function = find_entry(module, entry)
     grid3 = flatten_grid(grid)
     options = Options(check_memory=check_memory, check_assumptions=check_assumptions,
-                      shuffle=shuffle, seed=seed, print_stream=print_stream, progress=progress)
+                      check_undefined=check_undefined, shuffle=shuffle, seed=seed,
+                      print_stream=print_stream, progress=progress, batch=batch)
     machine = Machine(module, options)
-    binder = _Binder(function, machine.memory, uninitialized)
-    keep: list = []
+    binder = Binder(function, machine.memory, uninitialized)
+    keep: list = []  # list-of-arrays tables: mapped memory that must live through the launch
     for index, argument in enumerate(args):
         binder.bind(argument, f"argument {index}", index, keep)
-    if binder.position != len(binder.params):
-        raise ArgumentError(f"entry {function.name} takes {len(binder.params)} parameters; the "
-                            f"arguments filled {binder.position}")
+    values = binder.finish()
     if check_memory and not allow_aliasing:
         binder.check_overlaps()
-    machine.launch(function, grid3, binder.values)
+    return machine.launch(function, grid3, values, may_alias=allow_aliasing)

@@ -105,6 +105,11 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                         help="verify every assume predicate")
     parser.add_argument("--allow-aliasing", action="store_true",
                         help="accept array arguments that share memory")
+    parser.add_argument("--check-undefined", action="store_true",
+                        help="fault on undefined integer behaviour (overflow against nsw/nuw "
+                             "flags, division by zero, shift amounts >= the width)")
+    parser.add_argument("--no-batch", action="store_true",
+                        help="run tile blocks one at a time instead of all at once")
     parser.set_defaults(handler=handle_run)
     return parser
 
@@ -123,7 +128,9 @@ def handle_run(options) -> int:
     try:
         run(options.file, options.entry, grid, *arguments, check_memory=not options.no_check,
             check_assumptions=options.check_assumptions, shuffle=options.shuffle,
-            seed=options.seed, allow_aliasing=options.allow_aliasing, progress=progress)
+            seed=options.seed, allow_aliasing=options.allow_aliasing, progress=progress,
+            check_undefined=options.check_undefined,
+            batch=False if options.no_batch else "auto")
     except TilebcError as error:
         print(f"tilebc run: {error}", file=sys.stderr)
         return 1

@@ -46,6 +46,11 @@ class AssumptionError(ExecutionError):
     """An `assume` predicate does not hold (checked only with check_assumptions=True)."""
 
 
+class UndefinedError(ExecutionError):
+    """An op hit undefined behaviour (integer overflow against its flags, division by zero, an
+    out-of-range shift); raised only with check_undefined=True."""
+
+
 class UnsupportedError(ExecutionError):
     """The op (or this use of it) has no defined behaviour on the CPU interpreter."""
 

@@ -13,26 +13,45 @@ Execution model (documented choices where the seed leaves freedom):
 from __future__ import annotations
 
 import random
-from typing import Dict, List, Optional, Sequence, Tuple
+import weakref
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..ir.module import Block, Function, Module, Op, Region, Value
 from ..ops.spec import Arity
 from . import numeric_ops
+from ..errors import TilebcError
 from .errors import ExecutionError, MemoryCheckError, UnsupportedError
 from .memory import GlobalMemory
 from .registry import IMPLEMENTATIONS, PURE, REFUSALS, Signal
 
 
 
+# Execution plans by id(block), shared by every Machine: a plan depends only on the IR. The weak
+# reference drops the entry with its block (and guards against a reused id).
+_PLANS: Dict[int, Tuple[weakref.ref, list]] = {}
+
+
+class LaunchReport(NamedTuple):
+    """What `Machine.launch` (and `run`) did: `batched` is True when all tile blocks ran at once
+    (batch.py); otherwise `reason` says why they ran one at a time."""
+
+    blocks: int
+    batched: bool
+    reason: Optional[str]
+
+
 class Options:
     """Interpreter switches (see `run`)."""
 
     def __init__(self, check_memory: bool = True, check_assumptions: bool = False,
-                 shuffle: bool = False, seed: int = 0, print_stream=None, progress=None):
+                 shuffle: bool = False, seed: int = 0, print_stream=None, progress=None,
+                 check_undefined: bool = False, batch="auto"):
         self.check_memory = check_memory
         self.check_assumptions = check_assumptions
+        self.check_undefined = check_undefined
+        self.batch = batch
         self.shuffle = shuffle
         self.seed = seed
         self.print_stream = print_stream
@@ -57,15 +76,24 @@ class Machine:
             buffer.readonly = bool(item.constant)
             self.global_addresses[item.name] = buffer.base
 
-    def launch(self, function: Function, grid: Tuple[int, int, int], arguments: Sequence) -> None:
-        """Run `function` once per tile block of `grid` with the given parameter values."""
+    def launch(self, function: Function, grid: Tuple[int, int, int], arguments: Sequence,
+               may_alias: bool = False) -> LaunchReport:
+        """Run `function` once per tile block of `grid` with the given parameter values: all
+        blocks at once when `options.batch` allows and the kernel can (see batch.py), else one
+        after another. `may_alias`: array arguments may share memory (never batched)."""
         gx, gy, gz = grid
-        order = list(range(gx * gy * gz))
-        if self.options.shuffle:
-            random.Random(self.options.seed).shuffle(order)
+        total = gx * gy * gz
         progress = self.options.progress
         self.invariant_results = {}
         self.compile_block(function.body, set(function.body.args))
+        reason = self._batched(function, grid, arguments, may_alias)
+        if reason is None:
+            if progress is not None:
+                progress(total, total)
+            return LaunchReport(total, True, None)
+        order = list(range(total))
+        if self.options.shuffle:
+            random.Random(self.options.seed).shuffle(order)
         with np.errstate(all="ignore"):
             for count, flat in enumerate(order):
                 coords = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
@@ -73,6 +101,36 @@ class Machine:
                 block.run_function(function, arguments)
                 if progress is not None:
                     progress(count + 1, len(order))
+        return LaunchReport(total, False, reason)
+
+    def _batched(self, function: Function, grid, arguments, may_alias: bool) -> Optional[str]:
+        """Try the batched run; None when it ran, else why the blocks must run one by one."""
+        from .batch import BatchFallback, run_batched
+        mode = self.options.batch
+        if mode is False:
+            return "batch=False"
+        if self.options.shuffle:
+            reason = "shuffle=True runs the tile blocks in a chosen order"
+        elif may_alias:
+            reason = "array arguments may alias"
+        else:
+            try:
+                with np.errstate(all="ignore"):
+                    run_batched(self, function, grid, arguments)
+                return None
+            except BatchFallback as fallback:
+                reason = fallback.reason
+            except TilebcError as error:
+                # memory is untouched: the sequential run reports the error in schedule order
+                return f"the batched run stopped on an error ({error.reason if hasattr(error, 'reason') else error})"
+            except Exception as error:  # a batched-run defect must not change results
+                if mode is True:
+                    raise
+                return f"the batched run failed internally ({error!r})"
+        if mode is True:
+            raise ExecutionError(f"batch=True, but the launch cannot run batched: {reason}",
+                                 file=self.module.source)
+        return reason
 
     # Per-block execution plans, computed once per block of the IR: one step per op.
     def compile_block(self, block: Block, invariant: Optional[set] = None) -> list:
@@ -85,6 +143,14 @@ class Machine:
         steps = self._plans.get(id(block))
         if steps is not None:
             return steps
+        cached = _PLANS.get(id(block))
+        if cached is not None and cached[0]() is block:
+            self._plans[id(block)] = cached[1]
+            if invariant is not None:  # the entry body: its hoisted results stay invariant
+                for _, _, _, results, hoist in cached[1]:
+                    if hoist:
+                        invariant.update(results)
+            return cached[1]
         steps = []
         for op in block.ops:
             impl = IMPLEMENTATIONS.get(op.name)
@@ -98,6 +164,8 @@ class Machine:
                     invariant.update(op.results)
             steps.append((op, impl, layout, tuple(op.results), hoist))
         self._plans[id(block)] = steps
+        key = id(block)
+        _PLANS[key] = (weakref.ref(block, lambda _, key=key: _PLANS.pop(key, None)), steps)
         return steps
 
 class TileBlock:
@@ -117,9 +185,13 @@ class TileBlock:
     # ------------------------------------------------------------------ errors
 
     def fail(self, message: str, *, address: Optional[int] = None, kind=ExecutionError,
-             op: Optional[Op] = None):
-        raise kind(message, op=op or self.current_op, block_id=self.coords, address=address,
-                   file=self.machine.module.source)
+             op: Optional[Op] = None, block_id=None):
+        raise kind(message, op=op or self.current_op, block_id=block_id or self.coords,
+                   address=address, file=self.machine.module.source)
+
+    def locate_element(self, index: Tuple[int, ...]):
+        """(tile block, element index within the tile) of an index into a value of this block."""
+        return self.coords, index
 
     def memory_fault(self, message: str, address: int):
         self.fail(message, address=address, kind=MemoryCheckError)

@@ -12,7 +12,7 @@ marked uninitialised) read only bytes written before. A fault names the op, tile
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional
 
 import numpy as np
 
@@ -68,11 +68,29 @@ def host_bytes(array: np.ndarray) -> np.ndarray:
     return np.asarray(_Extent())
 
 
+class Write(NamedTuple):
+    """One checked, not yet performed part of a store: `values` go to elements `index` (of
+    `dtype`) of `buffer`; `lanes` are their positions in the store's flattened tile and `offsets`
+    their byte offsets in the buffer."""
+
+    buffer: Buffer
+    dtype: np.dtype
+    index: np.ndarray
+    values: np.ndarray
+    lanes: np.ndarray
+    offsets: np.ndarray
+
+
 class GlobalMemory:
-    """The machine's address space (see module docstring)."""
+    """The machine's address space (see module docstring).
+
+    `observer`, when set, is called as observer(buffer, verb) for every buffer an access reaches,
+    before the access: verb "load", "store" or "plan" (a store checked by `plan_store` and
+    performed later). The batched runner uses it to keep tile blocks from communicating."""
 
     def __init__(self, checks: bool = True):
         self.checks = checks
+        self.observer: Optional[Callable[[Buffer, str], None]] = None
         self.buffers: List[Buffer] = []
         self._bases: List[int] = []
         self._next = BASE_ADDRESS
@@ -103,7 +121,8 @@ class GlobalMemory:
             return self.buffers[index]
         return None
 
-    def window(self, low: int, high: int, itemsize: int, writing: bool) -> Optional[Buffer]:
+    def window(self, low: int, high: int, itemsize: int, writing: bool,
+               verb: Optional[str] = None) -> Optional[Buffer]:
         """The buffer a strided tile access may use without per-element checks, or None.
 
         [low, high + itemsize) is the byte span of the access. It qualifies when one buffer holds
@@ -115,12 +134,16 @@ class GlobalMemory:
             return None
         if buffer.initialised is not None or (writing and buffer.readonly):
             return None
+        if self.observer is not None:
+            self.observer(buffer, verb or ("store" if writing else "load"))
         return buffer
 
     # ------------------------------------------------------------------ access
 
     def _locate(self, addresses: np.ndarray, itemsize: int, fault: Callable, verb: str):
-        """Group flat uint64 addresses by buffer: yields (buffer, positions, element indices)."""
+        """Group flat uint64 addresses by buffer: (buffer, positions, byte offsets) per group.
+        `verb` is "load", "store" or "plan" (a store checked now, performed later)."""
+        action = "store" if verb == "plan" else verb
         low = int(addresses.min())
         high = int(addresses.max())
         buffer = self.buffer_at(low)
@@ -135,7 +158,7 @@ class GlobalMemory:
             if np.any(outside):
                 bad = int(np.asarray(addresses)[np.argmax(outside)])
                 near = self._describe_near(bad)
-                fault(f"{verb} of {itemsize} byte(s) outside every array bound to the kernel"
+                fault(f"{action} of {itemsize} byte(s) outside every array bound to the kernel"
                       f"{near}", bad)
             groups = []
             for index in np.unique(which):
@@ -143,12 +166,14 @@ class GlobalMemory:
                 groups.append((self.buffers[int(index)], positions, addresses[positions]))
         result = []
         for buffer, positions, group in groups:
+            if self.observer is not None:
+                self.observer(buffer, verb)
             offsets = group - np.uint64(buffer.base)
             if self.checks and itemsize > 1:
                 misaligned = (group % np.uint64(itemsize)) != 0
                 if np.any(misaligned):
                     bad = int(group[np.argmax(misaligned)])
-                    fault(f"misaligned {verb}: address is not a multiple of {itemsize}", bad)
+                    fault(f"misaligned {action}: address is not a multiple of {itemsize}", bad)
             result.append((buffer, positions, offsets))
         return result
 
@@ -193,24 +218,43 @@ class GlobalMemory:
 
     def store(self, addresses, values, dtype: np.dtype, mask, fault: Callable) -> None:
         """Write one element per address where `mask` is true; later lanes win on duplicates."""
+        for write in self.plan_store(addresses, values, dtype, mask, fault, verb="store"):
+            self.perform(write)
+
+    def plan_store(self, addresses, values, dtype: np.dtype, mask, fault: Callable,
+                   verb: str = "plan") -> List[Write]:
+        """Check a store as `store` does (bounds, alignment, read-only) and return its Writes
+        without performing them."""
         addresses = np.asarray(addresses, dtype=np.uint64)
         shape = addresses.shape
         flat = addresses.reshape(-1)
         values = np.broadcast_to(np.asarray(values, dtype=dtype), shape).reshape(-1)
+        lanes = np.arange(flat.size)
         if mask is not None:
             active = np.broadcast_to(np.asarray(mask, dtype=np.bool_), shape).reshape(-1)
-            flat = flat[active]
-            values = values[active]
+            flat, values, lanes = flat[active], values[active], lanes[active]
         if not flat.size:
-            return
-        for buffer, positions, offsets in self._locate(flat, dtype.itemsize, fault, "store"):
+            return []
+        writes = []
+        for buffer, positions, offsets in self._locate(flat, dtype.itemsize, fault, verb):
             if buffer.readonly:
                 fault(f"store into read-only {buffer.name}", int(offsets[0]) + buffer.base)
             element_index = (offsets // np.uint64(dtype.itemsize)).astype(np.intp)
-            buffer.typed(dtype)[element_index] = values if positions is None else values[positions]
-            if buffer.initialised is not None:
-                spans = offsets.astype(np.intp)[:, None] + np.arange(dtype.itemsize)
-                buffer.initialised[spans.reshape(-1)] = True
+            if positions is None:
+                writes.append(Write(buffer, dtype, element_index, values, lanes, offsets))
+            else:
+                writes.append(Write(buffer, dtype, element_index, values[positions],
+                                    lanes[positions], offsets))
+        return writes
+
+    @staticmethod
+    def perform(write: Write) -> None:
+        """Carry out a planned write (numpy assigns repeated indices in order: the last wins)."""
+        buffer = write.buffer
+        buffer.typed(write.dtype)[write.index] = write.values
+        if buffer.initialised is not None:
+            spans = write.offsets.astype(np.intp)[:, None] + np.arange(write.dtype.itemsize)
+            buffer.initialised[spans.reshape(-1)] = True
 
     def _check_initialised(self, buffer: Buffer, offsets, itemsize: int, fault) -> None:
         spans = offsets.astype(np.intp)[:, None] + np.arange(itemsize)

@@ -16,9 +16,13 @@ REFUSALS: Dict[str, str] = {}
 # (module, grid, options), with no effect beyond a possible error: the machine computes them once
 # per launch when every operand is the same in all tile blocks (see Machine.compile_block).
 PURE: Set[str] = set()
+# Implementations that work unchanged when every array operand carries extra leading axes (all of
+# them the same axes, or none for some operands): element-wise ops, matmul-like ops and pointer
+# loads. The batched runner (batch.py) calls them once for all tile blocks, the block axis leading.
+LANEWISE: Set[str] = set()
 
 
-def implements(*mnemonics: str, pure: bool = False):
+def implements(*mnemonics: str, pure: bool = False, lanewise: bool = False):
     """Decorator: register `fn` as the implementation of each mnemonic."""
     def register(fn: Callable) -> Callable:
         for mnemonic in mnemonics:
@@ -27,6 +31,8 @@ def implements(*mnemonics: str, pure: bool = False):
             IMPLEMENTATIONS[mnemonic] = fn
             if pure:
                 PURE.add(mnemonic)
+            if lanewise:
+                LANEWISE.add(mnemonic)
         return fn
     return register
 

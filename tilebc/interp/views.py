@@ -123,13 +123,18 @@ class TileWindow(NamedTuple):
 
     def overlaps_itself(self) -> bool:
         """Whether two elements of the box share an address (a zero or interleaving stride)."""
-        extent = 1  # elements spanned by the dimensions checked so far, smallest stride first
-        dims = sorted((abs(s), n) for n, s in zip(self.shape, self.strides) if n > 1)
-        for stride, length in dims:
-            if stride < extent:
-                return True
-            extent = stride * (length - 1) + extent
-        return False
+        return overlaps(self.shape, self.strides)
+
+
+def overlaps(shape, strides) -> bool:
+    """Whether two elements of a strided box (extents `shape`, element `strides`) share an
+    address: some stride is smaller than the span of the smaller-stride dimensions before it."""
+    extent = 1  # elements spanned by the dimensions checked so far, smallest stride first
+    for stride, length in sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1):
+        if stride < extent:
+            return True
+        extent = stride * (length - 1) + extent
+    return False
 
 
 def tile_window(view: TiledView, indices) -> Optional[TileWindow]:

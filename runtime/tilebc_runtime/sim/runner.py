@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Iterable, Optional, Tuple
 
-from tilebc.interp.api import _Binder, find_entry
+from tilebc.interp.api import Binder as _Binder, find_entry
 from tilebc.interp.machine import Machine, Options, flatten_grid
 from tilebc.ir.module import Module
 

@@ -7,19 +7,21 @@ error term and round once (`numeric_ops.round_float`); exact for operand types u
 operands with a directed mode round to nearest (stated limitation). flush_to_zero flushes subnormal
 inputs and results to signed zero. tf32 results are re-rounded to tf32.
 
-Integers are signless bit patterns in signed storage; ops with a signedness attribute read them as
-unsigned when asked. Overflow flags (no_signed_wrap, ...) promise no overflow; the interpreter wraps.
-Integer division or remainder by zero is undefined in the spec; the interpreter gives all-ones
-(quotient) and the dividend (remainder), as PTX does, rather than fault, because padded lanes of a
-partial tile often divide by zero harmlessly.
+Integers are signless bit patterns in signed storage and every integer op (arithmetic, bitwise,
+shifts, min/max, cmpi) is `tilebc.intops`': results wrap, and inputs Tile IR leaves undefined get
+the PTX results (division by zero: all-ones quotient, the dividend as remainder; shifts clamp). By
+default the interpreter does not fault on undefined integer behaviour (padded lanes of a partial
+tile often divide by zero harmlessly); `check_undefined=True` reports the first undefined element.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ...ops.enums import (ComparisonOrdering, ComparisonPredicate, IntegerOverflow, RoundingMode,
-                          Signedness)
+from ... import intops
+from ...convert import int_values
+from ...ops.enums import ComparisonOrdering, ComparisonPredicate, IntegerOverflow, RoundingMode
 from .. import numeric_ops as num
+from ..errors import UndefinedError
 from ..registry import implements
 from ._common import element_of, result_dtype, rounding, tile
 
@@ -85,13 +87,13 @@ def _exact_div(a, b, nearest):
     return quotient, np.where(quotient == candidate, residual, 0.0)
 
 
-implements("addf")(_float_binary(np.add, _exact_add))
-implements("subf")(_float_binary(np.subtract, _exact_sub))
-implements("mulf")(_float_binary(np.multiply, _exact_mul))
-implements("divf")(_float_binary(np.divide, _exact_div))
+implements("addf", lanewise=True)(_float_binary(np.add, _exact_add))
+implements("subf", lanewise=True)(_float_binary(np.subtract, _exact_sub))
+implements("mulf", lanewise=True)(_float_binary(np.multiply, _exact_mul))
+implements("divf", lanewise=True)(_float_binary(np.divide, _exact_div))
 
 
-@implements("fma")
+@implements("fma", lanewise=True)
 def _fma(tb, op, lhs, rhs, acc):
     dtype = result_dtype(op)
     if op.attrs.get("flush_to_zero"):
@@ -107,17 +109,17 @@ def _fma(tb, op, lhs, rhs, acc):
     return [_finish(op, num.round_float(value, dtype, mode, residual), dtype)]
 
 
-@implements("negf")
+@implements("negf", lanewise=True)
 def _negf(tb, op, source):
     return [np.negative(source)]
 
 
-@implements("absf")
+@implements("absf", lanewise=True)
 def _absf(tb, op, source):
     return [np.abs(source)]
 
 
-@implements("remf")
+@implements("remf", lanewise=True)
 def _remf(tb, op, lhs, rhs):
     return [tile(np.fmod(lhs, rhs), result_dtype(op))]
 
@@ -129,6 +131,8 @@ def _float_extreme(pick_nan, pick_number, prefer_negative_zero):
             lhs, rhs = _flush(lhs), _flush(rhs)
         chooser = pick_nan if op.attrs.get("propagate_nan") else pick_number
         result = np.asarray(chooser(lhs, rhs))
+        if not np.any(result == 0):  # cheap common case: no signed-zero pair to settle
+            return [tile(result, dtype)]
         both_zero = (np.asarray(lhs) == 0) & (np.asarray(rhs) == 0)
         if np.any(both_zero):
             signs = (np.signbit(lhs) | np.signbit(rhs)) if prefer_negative_zero else \
@@ -139,145 +143,55 @@ def _float_extreme(pick_nan, pick_number, prefer_negative_zero):
     return impl
 
 
-implements("maxf")(_float_extreme(np.maximum, np.fmax, prefer_negative_zero=False))
-implements("minf")(_float_extreme(np.minimum, np.fmin, prefer_negative_zero=True))
+implements("maxf", lanewise=True)(_float_extreme(np.maximum, np.fmax, prefer_negative_zero=False))
+implements("minf", lanewise=True)(_float_extreme(np.minimum, np.fmin, prefer_negative_zero=True))
 
 # -------------------------------------------------------------------------------- integers
+#
+# Every integer op is tilebc.intops' (exhaustively tested semantics on signless storage). With
+# check_undefined the op also asks intops which elements are undefined behaviour (an overflow flag's
+# promise broken, a zero divisor, signed min / -1, a shift amount >= the width) and faults on the
+# first one, naming the op, the tile block and the element.
 
 
-def _unsigned(op, name="signedness") -> bool:
-    return op.attrs.get(name) == Signedness.UNSIGNED
+def _integer(tb, op, *operands):
+    attrs = op.attrs
+    try:
+        if tb.options.check_undefined:
+            mask = intops.undefined(op.name, operands, attrs)
+            if np.any(mask):
+                _report_undefined(tb, op, operands, mask)
+        return [intops.evaluate(op.name, operands, attrs)]
+    except intops.IntegerOpError as error:
+        tb.fail(str(error))
 
 
-def _wrap(op, values):
-    return num.as_signed(values, result_dtype(op))
+def _what(op, operands) -> str:
+    if op.name in ("divi", "remi"):
+        return "division by zero" if op.name == "remi" else \
+            "division by zero or signed overflow (min / -1)"
+    flag = IntegerOverflow(op.attrs.get("overflow", IntegerOverflow.NONE))
+    broken = f"overflow breaking the {flag.keyword} flag"
+    if op.name in ("shli", "shri"):
+        return "shift amount >= the bit width" + (f" or {broken}" if op.name == "shli" and
+                                                  flag is not IntegerOverflow.NONE else "")
+    return broken
 
 
-def _as_int(values):
-    """Bools and int4 widened so numpy integer arithmetic applies."""
-    values = np.asarray(values)
-    if values.dtype == np.bool_ or values.dtype.itemsize < 1 or values.dtype.name == "int4":
-        return values.astype(np.int64)
-    return values
+def _report_undefined(tb, op, operands, mask):
+    """Fault on the first undefined element. A batched run's operands carry a leading tile-block
+    axis: `tb.locate_element` splits an index into the tile block and the element in its tile."""
+    arrays = np.broadcast_arrays(*[np.asarray(a) for a in operands])
+    first = tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
+    block, element = tb.locate_element(first)
+    element_type = intops.element_of(arrays[0])
+    shown = ", ".join(str(int(int_values(a[first], element_type, True))) for a in arrays)
+    tb.fail(f"undefined behaviour: {_what(op, operands)} at element {element} with operand(s) "
+            f"{shown} (signed reading); {int(np.count_nonzero(mask))} element(s) undefined", kind=UndefinedError, block_id=block)
 
 
-def _int_binary(fn):
-    def impl(tb, op, lhs, rhs):
-        return [_wrap(op, fn(_as_int(lhs), _as_int(rhs)))]
-    return impl
-
-
-implements("addi")(_int_binary(np.add))
-implements("subi")(_int_binary(np.subtract))
-implements("muli")(_int_binary(np.multiply))
-
-
-@implements("andi", "ori", "xori")
-def _bitwise(tb, op, lhs, rhs):
-    fn = {"andi": np.bitwise_and, "ori": np.bitwise_or, "xori": np.bitwise_xor}[op.name]
-    dtype = result_dtype(op)
-    if dtype == np.bool_:
-        return [tile(fn(lhs, rhs), dtype)]
-    return [_wrap(op, fn(_as_int(lhs), _as_int(rhs)))]
-
-
-@implements("negi")
-def _negi(tb, op, source):
-    return [_wrap(op, np.negative(_as_int(source)))]
-
-
-@implements("absi")
-def _absi(tb, op, source):
-    return [_wrap(op, np.abs(_as_int(source)))]
-
-
-def _operands_for(op, lhs, rhs, signedness="signedness"):
-    if _unsigned(op, signedness):
-        return num.as_unsigned(lhs), num.as_unsigned(rhs)
-    return _as_int(lhs), _as_int(rhs)
-
-
-@implements("maxi", "mini")
-def _int_extreme(tb, op, lhs, rhs):
-    a, b = _operands_for(op, lhs, rhs)
-    fn = np.maximum if op.name == "maxi" else np.minimum
-    return [_wrap(op, fn(a, b))]
-
-
-@implements("divi")
-def _divi(tb, op, lhs, rhs):
-    a, b = _operands_for(op, lhs, rhs)
-    zero = b == 0
-    safe = np.where(zero, 1, b).astype(b.dtype)
-    floor = np.floor_divide(a, safe)
-    remainder = a - floor * safe
-    mode = RoundingMode(op.attrs.get("rounding", RoundingMode.ZERO))
-    if mode is RoundingMode.ZERO:
-        quotient = floor + ((remainder != 0) & ((a < 0) != (safe < 0)))
-    elif mode is RoundingMode.POSITIVE_INF:
-        quotient = floor + (remainder != 0)
-    elif mode is RoundingMode.NEGATIVE_INF:
-        quotient = floor
-    else:
-        tb.fail(f"divi rounding {mode.keyword} is not defined for integers")
-    quotient = np.where(zero, -1, quotient) if quotient.dtype.kind == "i" else \
-        np.where(zero, np.iinfo(quotient.dtype).max, quotient)
-    return [_wrap(op, quotient)]
-
-
-@implements("remi")
-def _remi(tb, op, lhs, rhs):
-    a, b = _operands_for(op, lhs, rhs)
-    zero = b == 0
-    safe = np.where(zero, 1, b).astype(b.dtype)
-    remainder = np.fmod(a, safe) if a.dtype.kind == "i" else np.remainder(a, safe)
-    return [_wrap(op, np.where(zero, a, remainder))]
-
-
-@implements("mulhii")
-def _mulhii(tb, op, x, y):
-    """High half of the full product, reading the operands as unsigned (like PTX mul.hi.u*)."""
-    dtype = result_dtype(op)
-    width = num.int_width(dtype)
-    a = num.as_unsigned(x)
-    b = num.as_unsigned(y)
-    if width <= 32:
-        high = (a.astype(np.uint64) * b.astype(np.uint64)) >> np.uint64(width)
-        return [num.as_signed(high, dtype)]
-    # 64-bit: split into 32-bit halves
-    mask = np.uint64(0xFFFFFFFF)
-    shift = np.uint64(32)
-    a_low, a_high = a & mask, a >> shift
-    b_low, b_high = b & mask, b >> shift
-    low_low = a_low * b_low
-    middle1 = a_high * b_low + (low_low >> shift)
-    middle2 = a_low * b_high + (middle1 & mask)
-    high = a_high * b_high + (middle1 >> shift) + (middle2 >> shift)
-    return [num.as_signed(high, dtype)]
-
-
-@implements("shli")
-def _shli(tb, op, lhs, rhs):
-    dtype = result_dtype(op)
-    width = num.int_width(dtype)
-    amount = num.as_unsigned(rhs).astype(np.uint64)
-    value = num.as_unsigned(lhs).astype(np.uint64)
-    shifted = value << np.minimum(amount, np.uint64(63))
-    return [num.as_signed(np.where(amount >= width, np.uint64(0), shifted), dtype)]
-
-
-@implements("shri")
-def _shri(tb, op, lhs, rhs):
-    dtype = result_dtype(op)
-    width = num.int_width(dtype)
-    amount = np.minimum(num.as_unsigned(rhs).astype(np.uint64), np.uint64(width - 1 if
-                                                                          not _unsigned(op)
-                                                                          else 63))
-    if _unsigned(op):
-        shifted = num.as_unsigned(lhs).astype(np.uint64) >> amount
-        shifted = np.where(num.as_unsigned(rhs).astype(np.uint64) >= width, 0, shifted)
-        return [num.as_signed(shifted.astype(np.uint64), dtype)]
-    return [num.as_signed(_as_int(lhs).astype(np.int64) >> amount.astype(np.int64), dtype)]
+for _name in intops.MNEMONICS:
+    implements(_name, lanewise=True)(_integer)
 
 
 # ----------------------------------------------------------------------------- comparisons
@@ -290,7 +204,7 @@ _PREDICATES = {
 }
 
 
-@implements("cmpf")
+@implements("cmpf", lanewise=True)
 def _cmpf(tb, op, lhs, rhs):
     predicate = _PREDICATES[ComparisonPredicate(op.attrs["comparison_predicate"])]
     unordered = np.isnan(lhs) | np.isnan(rhs)
@@ -301,18 +215,8 @@ def _cmpf(tb, op, lhs, rhs):
     return [np.asarray(result, dtype=np.bool_)]
 
 
-@implements("cmpi")
-def _cmpi(tb, op, lhs, rhs):
-    predicate = _PREDICATES[ComparisonPredicate(op.attrs["comparison_predicate"])]
-    a, b = _operands_for(op, lhs, rhs)
-    if np.asarray(lhs).dtype == np.bool_ and not _unsigned(op):
-        a, b = -a, -b  # signed i1: true is -1
-    return [np.asarray(predicate(a, b), dtype=np.bool_)]
-
-
-@implements("select")
+@implements("select", lanewise=True)
 def _select(tb, op, cond, if_true, if_false):
     return [tile(np.where(cond, if_true, if_false), result_dtype(op))]
 
 
-_ = IntegerOverflow  # overflow flags are promises only (see module docstring)

@@ -30,22 +30,22 @@ def _converting(tb, convert, *args):
         tb.fail(str(error))
 
 
-@implements("exti")
+@implements("exti", lanewise=True)
 def _exti(tb, op, source):
     return _converting(tb, num.extend_int, source, *_elements(op), _signed(op))
 
 
-@implements("trunci")
+@implements("trunci", lanewise=True)
 def _trunci(tb, op, source):
     return _converting(tb, num.truncate_int, source, *_elements(op))
 
 
-@implements("ftof")
+@implements("ftof", lanewise=True)
 def _ftof(tb, op, source):
     return _converting(tb, num.convert_float, source, *_elements(op), rounding(op))
 
 
-@implements("ftoi")
+@implements("ftoi", lanewise=True)
 def _ftoi(tb, op, source):
     mode = rounding(op)
     if mode is None:  # (an `or` default would swallow NEAREST_EVEN, whose value is 0)
@@ -53,17 +53,17 @@ def _ftoi(tb, op, source):
     return _converting(tb, num.float_to_int, source, *_elements(op), _signed(op), mode)
 
 
-@implements("itof")
+@implements("itof", lanewise=True)
 def _itof(tb, op, source):
     return _converting(tb, num.int_to_float, source, *_elements(op), _signed(op), rounding(op))
 
 
-@implements("bitcast")
+@implements("bitcast", lanewise=True)
 def _bitcast(tb, op, source):
     return _converting(tb, num.bitcast, source, *_elements(op))
 
 
-@implements("int_to_ptr", "ptr_to_int", "ptr_to_ptr")
+@implements("int_to_ptr", "ptr_to_int", "ptr_to_ptr", lanewise=True)
 def _pointer_cast(tb, op, source):
     # pointers are uint64 addresses; i64 holds the same 64 bits
     return [np.asarray(source).astype(np.uint64 if op.name != "ptr_to_int" else np.int64)

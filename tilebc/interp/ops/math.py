@@ -35,10 +35,10 @@ def _unary(tb, op, source):
 
 
 for _name in _UNARY:
-    implements(_name)(_unary)
+    implements(_name, lanewise=True)(_unary)
 
 
-@implements("sqrt")
+@implements("sqrt", lanewise=True)
 def _sqrt(tb, op, source):
     dtype = result_dtype(op)
     if op.attrs.get("flush_to_zero"):
@@ -54,21 +54,21 @@ def _sqrt(tb, op, source):
                                                                         0.0)), dtype)]
 
 
-@implements("fpowf")
+@implements("fpowf", lanewise=True)
 def _fpowf(tb, op, source, exponent):
     dtype = result_dtype(op)
     value = np.power(np.asarray(source, np.float64), np.asarray(exponent, np.float64))
     return [_finish(op, value.astype(dtype), dtype)]
 
 
-@implements("fpowi")
+@implements("fpowi", lanewise=True)
 def _fpowi(tb, op, source, exponent):
     dtype = result_dtype(op)
     value = np.power(np.asarray(source, np.float64), np.asarray(exponent, np.float64))
     return [_finish(op, value.astype(dtype), dtype)]
 
 
-@implements("atan2")
+@implements("atan2", lanewise=True)
 def _atan2(tb, op, x, y):
     """atan2 x, y = the angle of the point (y, x): x is the numerator (cuTile's x1)."""
     dtype = result_dtype(op)

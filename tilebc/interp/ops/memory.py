@@ -22,12 +22,13 @@ def _make_token(tb, op):
     return [TOKEN]
 
 
-@implements("join_tokens", "memory_fence_alias_tko", "gdc_launch_dependents_tko", "gdc_wait_tko")
+@implements("join_tokens", "memory_fence_alias_tko", "gdc_launch_dependents_tko", "gdc_wait_tko",
+            lanewise=True)
 def _pass_token(tb, op, *_):
     return [TOKEN]
 
 
-@implements("offset", pure=True)
+@implements("offset", pure=True, lanewise=True)
 def _offset(tb, op, ptr, offset):
     """ptr + offset * sizeof(pointee), wrapping at 64 bits like the device's address arithmetic."""
     pointee = element_of(op.results[0].type).pointee
@@ -63,7 +64,7 @@ def pointee_dtype(tb, pointer_type):
         tb.fail(str(error))
 
 
-@implements("load_ptr_tko")
+@implements("load_ptr_tko", lanewise=True)
 def _load_ptr(tb, op, source, mask, padding, token):
     dtype = pointee_dtype(tb, op.operands["source"].type)
     fill = 0 if padding is None else padding

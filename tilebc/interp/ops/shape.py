@@ -91,11 +91,14 @@ def _insert(tb, op, source, destination, indices):
 # ----------------------------------------------------------------------------- reduce / scan
 
 
-def _combine(tb, op, lefts, rights):
+def _combine(tb, op, lefts, rights, varying=None):
     arguments = []
     for left, right in zip(lefts, rights):
         arguments += [left, right]
-    signal = tb.run_region(op.regions[0], arguments)
+    if varying is None:
+        signal = tb.run_region(op.regions[0], arguments)
+    else:  # batched run: every argument carries the tile-block axis
+        signal = tb.run_region(op.regions[0], arguments, [varying] * len(arguments))
     if signal is None or signal.kind != "yield":
         tb.fail(f"{op.name} combiner must end with yield", op=op)
     tb.current_op = op
@@ -103,14 +106,16 @@ def _combine(tb, op, lefts, rights):
 
 
 @implements("reduce")
-def _reduce(tb, op, operands):
-    dim = int(op.attrs["dim"])
+def _reduce(tb, op, operands, lead: int = 0):
+    """`lead` leading axes (a batched run's tile-block axis) are carried through untouched."""
+    dim = int(op.attrs["dim"]) + lead
+    varying = True if lead else None
     arrays = [np.moveaxis(np.asarray(x), dim, 0) for x in operands]
     while arrays[0].shape[0] > 1:
         count = arrays[0].shape[0]
         pairs = count // 2 * 2
         combined = _combine(tb, op, [a[0:pairs:2] for a in arrays],
-                            [a[1:pairs:2] for a in arrays])
+                            [a[1:pairs:2] for a in arrays], varying)
         combined = [np.broadcast_to(c, a[0:pairs:2].shape) for c, a in zip(combined, arrays)]
         if count % 2:
             combined = [np.concatenate([c, a[-1:]]) for c, a in zip(combined, arrays)]
@@ -119,8 +124,9 @@ def _reduce(tb, op, operands):
 
 
 @implements("scan")
-def _scan(tb, op, operands):
-    dim = int(op.attrs["dim"])
+def _scan(tb, op, operands, lead: int = 0):
+    dim = int(op.attrs["dim"]) + lead
+    varying = True if lead else None
     reverse = bool(op.attrs.get("reverse"))
     arrays = [np.moveaxis(np.asarray(x), dim, 0) for x in operands]
     if reverse:
@@ -128,7 +134,8 @@ def _scan(tb, op, operands):
     length = arrays[0].shape[0]
     step = 1
     while step < length:
-        combined = _combine(tb, op, [a[:-step] for a in arrays], [a[step:] for a in arrays])
+        combined = _combine(tb, op, [a[:-step] for a in arrays], [a[step:] for a in arrays],
+                            varying)
         arrays = [np.concatenate([a[:step], np.broadcast_to(c, a[step:].shape)])
                   for a, c in zip(arrays, combined)]
         step *= 2
@@ -150,7 +157,7 @@ def _widen(values, element) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
 
 
-@implements("mmaf")
+@implements("mmaf", lanewise=True)
 def _mmaf(tb, op, lhs, rhs, acc):
     dtype = result_dtype(op)
     lhs_element = element_of(op.operands["lhs"].type)
@@ -160,7 +167,7 @@ def _mmaf(tb, op, lhs, rhs, acc):
     return [(product + np.asarray(acc, dtype=work)).astype(dtype)]
 
 
-@implements("mmai")
+@implements("mmai", lanewise=True)
 def _mmai(tb, op, lhs, rhs, acc):
     def read(values, attr):
         values = np.asarray(values)
@@ -171,7 +178,7 @@ def _mmai(tb, op, lhs, rhs, acc):
     return [num.as_signed(product + np.asarray(acc).astype(np.int64), result_dtype(op))]
 
 
-@implements("mmaf_scaled")
+@implements("mmaf_scaled", lanewise=True)
 def _mmaf_scaled(tb, op, lhs, rhs, acc, lhs_scale, rhs_scale):
     """acc + (lhs * lhs_scale) @ (rhs * rhs_scale); each scale covers a block of K."""
     lhs = np.asarray(lhs, dtype=np.float32)

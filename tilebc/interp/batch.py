@@ -1,0 +1,718 @@
+"""Batched execution: every tile block of a launch at once, as numpy arrays with a block axis.
+
+Running blocks one by one costs the Python dispatch of every op once per block; for grids of many
+small blocks that dominates. The batched run interprets the entry once. A value that differs
+between blocks ("varying") carries a leading axis of length B (the number of blocks, in flattened
+id order: x fastest); a value that is the same in every block ("uniform": parameters, constants,
+views, anything computed from those alone) has no block axis and is computed once. Ops run as:
+
+* uniform operands only: the op's ordinary implementation, once;
+* lane-wise ops (registry.LANEWISE: element-wise arithmetic, conversions, mma, pointer loads):
+  the ordinary implementation once, numpy broadcasting the block axis;
+* shape-aware ops, control flow, view loads and all stores: the batched implementations below;
+* anything else: the ordinary implementation once per block on that block's slices, stacked.
+
+Results are identical to running the blocks one after another (`Machine.launch`'s schedule), and
+the run gives up (raises BatchFallback, before any memory is written) whenever they might not be:
+
+* control flow must be uniform: an `if` condition, `for` bounds (and so every `break`) must be
+  the same in every block;
+* blocks must not communicate through memory: no buffer is both read and written during the
+  launch, and stores are held in a log and performed only at the end, in the sequential order.
+  An element written by several blocks keeps the last write of the highest block, as in the
+  sequential schedule; when the log cannot reproduce that order the run gives up;
+* atomics, print (its output order), alloca (scratch per block) and unsupported ops are refused
+  up front; a view or other non-array value that differs between blocks gives up at run time.
+
+Every access is still checked (bounds, alignment, initialisation, read-only): a fault, failed
+assert or other error stops the batched run with memory untouched, and `Machine.launch` reruns the
+launch one block at a time so the error names the block and op the sequential schedule reaches.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..ir.module import Block, Function, Region
+from ..ops.spec import Arity
+from .errors import ExecutionError, MemoryCheckError
+from .registry import IMPLEMENTATIONS, LANEWISE, Signal
+from .memory import Buffer, Write
+from .ops._common import result_dtype, result_shape
+from .ops.memory import TOKEN, pointee_dtype
+from .ops.shape import _window
+from .ops.views import as_tiled, view_access
+from .views import overlaps
+
+
+class BatchFallback(Exception):
+    """The launch cannot run batched with sequential results; `reason` says why."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+# Ops a batched run refuses before it starts, with the reason.
+REFUSED = {
+    "atomic_rmw_tko": "atomics let tile blocks communicate",
+    "atomic_cas_tko": "atomics let tile blocks communicate",
+    "atomic_red_view_tko": "atomics let tile blocks communicate",
+    "print_tko": "prints must appear in tile-block order",
+    "alloca": "scratch memory belongs to one tile block",
+}
+# id(function) -> (weak reference, reason): IR functions compare by value, so not a dict key
+_REFUSALS: Dict[int, Tuple[weakref.ref, Optional[str]]] = {}
+
+
+def refusal(function: Function) -> Optional[str]:
+    """Why `function` cannot run batched whatever its arguments, or None."""
+    cached = _REFUSALS.get(id(function))
+    if cached is not None and cached[0]() is function:
+        return cached[1]
+    reason = None
+    stack: List[Block] = [function.body]
+    while stack and reason is None:
+        for op in stack.pop().ops:
+            if op.name in REFUSED:
+                reason = f"{op.name}: {REFUSED[op.name]}"
+                break
+            if op.name not in IMPLEMENTATIONS:
+                reason = f"{op.name} has no interpreter implementation"
+                break
+            for region in op.regions:
+                stack.extend(region.blocks)
+    _REFUSALS[id(function)] = (weakref.ref(function), reason)
+    return reason
+
+
+class BatchSignal(Signal):
+    """A region's end in a batched run: the Signal plus whether each value is varying."""
+
+    __slots__ = ("flags",)
+
+    def __init__(self, kind: str, values, flags):
+        super().__init__(kind, values)
+        self.flags = flags
+
+
+# ------------------------------------------------------------------------------ the store log
+
+
+class MemoryLog:
+    """The memory accesses of a batched run: stores are checked when issued and performed by
+    `apply` at the end; reads and writes are checked against each other so that the run's
+    results are the sequential schedule's.
+
+    Rules (anything else raises BatchFallback, before any memory is written):
+
+    * writes: the sequential schedule leaves in an element the last write of the highest block
+      that wrote it; performing the log in issue order does the same as long as the writers of
+      each element, in issue order, never go down in block number (within one store, lanes are
+      in block order). `owners` holds the highest writer of each element so far.
+    * reads: stores are deferred, so no element may be read after it was written; and an element
+      some block writes may be read only by that block (`readers`: the one block that read each
+      element, -2 for several). Reads whose lanes are known (strided view loads) are tracked per
+      element, lazily: only a buffer that is also written materialises them. Other reads (pointer
+      loads, padded or gathered tiles) count for their whole buffer, which then cannot be
+      written.
+
+    Owner and reader arrays are per element of the first access's size; a buffer accessed with
+    two element sizes gives up."""
+
+    def __init__(self):
+        self.actions: List = []
+        self.first_write: Dict[Buffer, Tuple[int, object]] = {}
+        self.owners: Dict[Buffer, Tuple[int, np.ndarray]] = {}
+        self.tracked_reads: Dict[Buffer, List[Tuple[int, object]]] = {}
+        self.readers: Dict[Buffer, Tuple[int, np.ndarray]] = {}
+        self.opaque_reads: set = set()
+
+    # observer of GlobalMemory: accesses that bring no lane information
+    def observe(self, buffer: Buffer, verb: str) -> None:
+        if verb == "load":
+            if buffer in self.first_write:
+                raise BatchFallback(f"tile blocks read {buffer.name} after tile blocks wrote it")
+            self.opaque_reads.add(buffer)
+        elif verb == "plan":
+            if buffer in self.opaque_reads:
+                raise BatchFallback(f"tile blocks both read and write {buffer.name}")
+        elif verb != "tracked":
+            raise BatchFallback("a store would bypass the batched store log")
+
+    @staticmethod
+    def _sized(table, buffer: Buffer, itemsize: int) -> np.ndarray:
+        size, array = table[buffer]
+        if size != itemsize:
+            raise BatchFallback(f"{buffer.name} is accessed with elements of different sizes")
+        return array
+
+    def _owners(self, buffer: Buffer, itemsize: int) -> np.ndarray:
+        if buffer not in self.owners:
+            size, lanes = self.first_write[buffer]
+            owners = np.full(buffer.nbytes // size, -1, dtype=np.int64)
+            index, blocks = lanes()
+            owners[index] = blocks
+            self.owners[buffer] = (size, owners)
+        return self._sized(self.owners, buffer, itemsize)
+
+    def _readers(self, buffer: Buffer, itemsize: int) -> np.ndarray:
+        if buffer not in self.readers:
+            readers = np.full(buffer.nbytes // itemsize, -1, dtype=np.int64)
+            self.readers[buffer] = (itemsize, readers)
+            for size, lanes in self.tracked_reads.pop(buffer, ()):
+                self._mark_read(buffer, size, *lanes())
+        return self._sized(self.readers, buffer, itemsize)
+
+    def _mark_read(self, buffer: Buffer, itemsize: int, index, blocks) -> None:
+        readers = self._readers(buffer, itemsize)
+        before = readers[index]
+        # repeated indices keep the last assignment: reversed lanes leave the lowest reading
+        # block of each element, in-order lanes the highest
+        readers[index[::-1]] = blocks[::-1]
+        lowest = readers[index]
+        readers[index] = blocks
+        several = ((before != -1) & (before != blocks)) | (lowest != blocks)
+        readers[index[several]] = -2
+
+    def read(self, buffer: Buffer, itemsize: int, lanes) -> None:
+        """A read whose lanes() = (element indices, reading blocks) are known."""
+        if buffer in self.first_write:
+            index, blocks = lanes()
+            if np.any(self._owners(buffer, itemsize)[index] != -1):
+                raise BatchFallback(f"tile blocks read elements of {buffer.name} after they "
+                                    f"were written")
+            self._mark_read(buffer, itemsize, index, blocks)
+        elif buffer in self.readers:
+            self._mark_read(buffer, itemsize, *lanes())
+        else:
+            self.tracked_reads.setdefault(buffer, []).append((itemsize, lanes))
+
+    def record(self, buffer: Buffer, itemsize: int, lanes, action) -> None:
+        """A write: `lanes()` gives (element indices, writing blocks) in performing order;
+        `action()` performs it."""
+        if buffer in self.opaque_reads:
+            raise BatchFallback(f"tile blocks both read and write {buffer.name}")
+        read = buffer in self.tracked_reads or buffer in self.readers
+        first = buffer not in self.first_write
+        if first:
+            self.first_write[buffer] = (itemsize, lanes)
+        if read or not first:
+            index, blocks = lanes()
+            if read:
+                readers = self._readers(buffer, itemsize)[index]
+                if np.any((readers != -1) & (readers != blocks)):
+                    raise BatchFallback(f"tile blocks write elements of {buffer.name} that "
+                                        f"other tile blocks read")
+            if not first:
+                owners = self._owners(buffer, itemsize)
+                if np.any(blocks < owners[index]):
+                    raise BatchFallback(f"tile blocks write the same elements of {buffer.name} "
+                                        f"in an order the batched run cannot reproduce")
+                owners[index] = blocks
+        self.actions.append(action)
+
+    def apply(self) -> None:
+        for action in self.actions:
+            action()
+
+
+# --------------------------------------------------------------------------------- the block
+
+
+class BatchBlock:
+    """All tile blocks of a launch: the register file holds each value once, with a leading block
+    axis when it is varying. Offers the TileBlock interface the op implementations use."""
+
+    def __init__(self, machine, grid: Tuple[int, int, int], log: MemoryLog):
+        self.machine = machine
+        self.grid = grid
+        self.count = grid[0] * grid[1] * grid[2]
+        self.coords = None  # no single block: errors from here are re-reported sequentially
+        self.memory = machine.memory
+        self.options = machine.options
+        self.registers: Dict = {}
+        self.varying: set = set()
+        self.current_op = None
+        self.log = log
+        self._blocks: Optional[list] = None
+        self._coords = None
+
+    # ---------------------------------------------------------------------------- errors
+
+    def fail(self, message: str, *, address=None, kind=ExecutionError, op=None, block_id=None):
+        raise kind(message, op=op or self.current_op, block_id=block_id, address=address,
+                   file=self.machine.module.source)
+
+    def memory_fault(self, message: str, address: int):
+        self.fail(message, address=address, kind=MemoryCheckError)
+
+    def block_coords(self, flat: int) -> Tuple[int, int, int]:
+        gx, gy, _ = self.grid
+        return flat % gx, (flat // gx) % gy, flat // (gx * gy)
+
+    def flat_coords(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(x, y, z) grid coordinates of every block, in flattened-id order."""
+        if self._coords is None:
+            flat = np.arange(self.count, dtype=np.int64)
+            gx, gy, _ = self.grid
+            self._coords = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
+        return self._coords
+
+    def locate_element(self, index):
+        """An index into a varying value: (its tile block, the element index in the tile)."""
+        return self.block_coords(int(index[0])), tuple(index[1:])
+
+    # ------------------------------------------------------------------------- execution
+
+    def lift(self, value, varying: bool) -> np.ndarray:
+        """`value` with the block axis (a broadcast view when it is uniform)."""
+        value = np.asarray(value)
+        return value if varying else np.broadcast_to(value, (self.count,) + value.shape)
+
+    def tile_block(self, flat: int):
+        """The ordinary TileBlock of block `flat`, for ops run once per block."""
+        if self._blocks is None:
+            from .machine import TileBlock
+            self._blocks = [TileBlock(self.machine, self.block_coords(b), self.grid)
+                            for b in range(self.count)]
+            for block in self._blocks:
+                block.memory = self.memory
+        return self._blocks[flat]
+
+    def run_region(self, region: Region, arguments: Sequence, flags=None):
+        return self.run_block(region.blocks[0], arguments, flags)
+
+    def run_block(self, block: Block, arguments: Sequence, flags=None):
+        registers, varying = self.registers, self.varying
+        if flags is None:
+            flags = (False,) * len(arguments)
+        for value, argument, flag in zip(block.args, arguments, flags):
+            registers[value] = argument
+            if flag:
+                varying.add(value)
+            else:
+                varying.discard(value)
+        machine = self.machine
+        steps = machine._plans.get(id(block)) or machine.compile_block(block)
+        for op, impl, layout, results, _ in steps:
+            self.current_op = op
+            groups, group_flags, any_varying = [], [], False
+            for arity, operand in layout:
+                if arity is Arity.VARIADIC:
+                    groups.append(tuple(registers[v] for v in operand))
+                    these = tuple(v in varying for v in operand)
+                    any_varying = any_varying or any(these)
+                    group_flags.append(these)
+                elif operand is None:
+                    groups.append(None)
+                    group_flags.append(False)
+                else:
+                    groups.append(registers[operand])
+                    flag = operand in varying
+                    any_varying = any_varying or flag
+                    group_flags.append(flag)
+            special = BATCHED.get(op.name)
+            if special is not None:
+                outcome = special(self, op, impl, groups, group_flags)
+                if isinstance(outcome, Signal):
+                    return outcome
+                values, result_flags = outcome
+            elif not any_varying:
+                values = impl(self, op, *groups) or ()
+                result_flags = (False,) * len(results)
+            elif op.name in LANEWISE:
+                values = impl(self, op, *groups)
+                result_flags = tuple(isinstance(v, np.ndarray) for v in values)
+            else:
+                values, result_flags = self.per_block(op, impl, groups, group_flags)
+            for value, result, flag in zip(results, values, result_flags):
+                registers[value] = result
+                if flag:
+                    varying.add(value)
+                else:
+                    varying.discard(value)
+        return None
+
+    def per_block(self, op, impl, groups, flags):
+        """Run the ordinary implementation once per block on the block's slices; stack the
+        array results (varying); other results must agree across blocks (uniform)."""
+        outcomes = []
+        for flat in range(self.count):
+            arguments = []
+            for group, flag in zip(groups, flags):
+                if isinstance(flag, tuple):
+                    arguments.append(tuple(g[flat] if f else g for g, f in zip(group, flag)))
+                else:
+                    arguments.append(group[flat] if flag else group)
+            block = self.tile_block(flat)
+            block.current_op = op
+            outcome = impl(block, op, *arguments)
+            if isinstance(outcome, Signal):
+                raise BatchFallback(f"{op.name} ends a region per tile block")
+            outcomes.append(outcome or [])
+        values, result_flags = [], []
+        for per_block in zip(*outcomes):
+            first = per_block[0]
+            if isinstance(first, (np.ndarray, np.generic)):
+                values.append(np.stack([np.asarray(v) for v in per_block]))
+                result_flags.append(True)
+            elif all(v is first or v == first for v in per_block):
+                values.append(first)
+                result_flags.append(False)
+            else:
+                raise BatchFallback(f"{op.name} gives tile blocks different "
+                                    f"{type(first).__name__} values")
+        return values, result_flags
+
+
+# ------------------------------------------------------------------------- batched op forms
+
+BATCHED: Dict[str, object] = {}
+
+
+def batched(*mnemonics: str):
+    def register(fn):
+        for mnemonic in mnemonics:
+            BATCHED[mnemonic] = fn
+        return fn
+    return register
+
+
+def _uniform(bb: BatchBlock, value, varying: bool, what: str):
+    """The one value every block has, or BatchFallback when blocks disagree."""
+    if not varying:
+        return value
+    first = value[0]
+    if not np.all(value == first):
+        raise BatchFallback(f"{what} of {bb.current_op.name} differs between tile blocks")
+    return first
+
+
+@batched("yield", "continue", "break", "return")
+def _terminator(bb, op, impl, groups, flags):
+    return BatchSignal(op.name, groups[0], flags[0])
+
+
+@batched("if")
+def _if(bb, op, impl, groups, flags):
+    condition = _uniform(bb, groups[0], flags[0], "the condition")
+    region = op.regions[0] if bool(condition) else op.regions[1] if len(op.regions) > 1 else None
+    if region is None or not region.blocks:
+        return [], []
+    signal = bb.run_region(region, (), ())
+    bb.current_op = op
+    if signal is None:
+        return [], []
+    if signal.kind == "yield":
+        return list(signal.values), list(signal.flags)
+    return signal
+
+
+def _loop_body(bb, op, body, leading, leading_flags, carried, carried_flags):
+    """One iteration: (carried, flags), or ("break"/"return", signal)."""
+    signal = bb.run_region(body, leading + carried, leading_flags + carried_flags)
+    bb.current_op = op
+    if signal is None:
+        return None, carried, carried_flags
+    if signal.kind == "continue":
+        return None, list(signal.values), list(signal.flags)
+    if signal.kind in ("break", "return"):
+        return signal.kind, signal, None
+    bb.fail(f"{op.name} body ended with {signal.kind}")
+
+
+@batched("for")
+def _for(bb, op, impl, groups, flags):
+    lower, upper, step, init_values = groups
+    lower = _uniform(bb, lower, flags[0], "the lower bound")
+    upper = _uniform(bb, upper, flags[1], "the upper bound")
+    step = _uniform(bb, step, flags[2], "the step")
+    dtype = np.asarray(lower).dtype
+    width = dtype.itemsize * 8
+
+    def as_int(value):
+        number = int(np.asarray(value))
+        return number % (1 << width) if op.attrs.get("unsignedCmp") else number
+    index, end, stride = as_int(lower), as_int(upper), as_int(step)
+    if stride <= 0 and index < end:
+        bb.fail(f"for loop step must be positive, got {stride}")
+    carried, carried_flags = list(init_values), list(flags[3])
+    while index < end:
+        kind, carried, carried_flags = _loop_body(
+            bb, op, op.regions[0], [np.asarray(index).astype(dtype)], [False], carried,
+            carried_flags)
+        if kind == "break":
+            return list(carried.values), list(carried.flags)
+        if kind == "return":
+            return carried
+        index += stride
+    return carried, carried_flags
+
+
+@batched("loop")
+def _loop(bb, op, impl, groups, flags):
+    carried, carried_flags = list(groups[0]), list(flags[0])
+    while True:
+        kind, carried, carried_flags = _loop_body(bb, op, op.regions[0], [], [], carried,
+                                                  carried_flags)
+        if kind == "break":
+            return list(carried.values), list(carried.flags)
+        if kind == "return":
+            return carried
+
+
+@batched("get_tile_block_id")
+def _tile_block_id(bb, op, impl, groups, flags):
+    return [c.astype(result_dtype(op, i)) for i, c in enumerate(bb.flat_coords())], [True] * 3
+
+
+@batched("reduce", "scan")
+def _reduce_or_scan(bb, op, impl, groups, flags):
+    if not any(flags[0]):
+        values = impl(bb, op, groups[0])
+        return values, [False] * len(values)
+    operands = [bb.lift(x, f) for x, f in zip(groups[0], flags[0])]
+    values = impl(bb, op, operands, lead=1)
+    return values, [True] * len(values)
+
+
+@batched("assume")
+def _assume(bb, op, impl, groups, flags):
+    if flags[0]:
+        if bb.options.check_assumptions:
+            for flat in range(bb.count):
+                impl(bb.tile_block(flat), op, groups[0][flat])
+        return [groups[0]], [True]
+    return impl(bb, op, groups[0]), [False]
+
+
+def _shape_op(form):
+    """A shape-aware op: ordinary when its operands are uniform, `form` when one varies."""
+    def special(bb, op, impl, groups, flags):
+        if not any(f if isinstance(f, bool) else any(f) for f in flags):
+            values = impl(bb, op, *groups)
+            return values, [False] * len(values)
+        return form(bb, op, impl, groups, flags)
+    return special
+
+
+@batched("broadcast")
+@_shape_op
+def _broadcast(bb, op, impl, groups, flags):
+    source = groups[0]
+    shape = tuple(result_shape(op))
+    inner = source.shape[1:]
+    source = source.reshape((bb.count,) + (1,) * (len(shape) - len(inner)) + inner)
+    return [np.broadcast_to(source, (bb.count,) + shape)], [True]
+
+
+@batched("reshape")
+@_shape_op
+def _reshape(bb, op, impl, groups, flags):
+    return [np.reshape(groups[0], (bb.count,) + tuple(result_shape(op)))], [True]
+
+
+@batched("permute")
+@_shape_op
+def _permute(bb, op, impl, groups, flags):
+    axes = (0,) + tuple(int(p) + 1 for p in op.attrs["permutation"])
+    return [np.transpose(groups[0], axes)], [True]
+
+
+@batched("cat")
+@_shape_op
+def _cat(bb, op, impl, groups, flags):
+    lhs, rhs = (bb.lift(g, f) for g, f in zip(groups, flags))
+    return [np.concatenate([lhs, rhs], axis=int(op.attrs["dim"]) + 1)], [True]
+
+
+@batched("extract", "insert")
+@_shape_op
+def _extract_or_insert(bb, op, impl, groups, flags):
+    if any(flags[-1]):  # the indices vary: each block picks its own window
+        return bb.per_block(op, impl, groups, flags)
+    indices = groups[-1]
+    if op.name == "extract":
+        source = groups[0]
+        window = _window(indices, result_shape(op))
+        for part, size in zip(window, source.shape[1:]):
+            if part.start < 0 or part.stop > size:
+                bb.fail(f"extract index out of range: window {part.start}:{part.stop} of {size}")
+        return [source[(slice(None),) + window]], [True]
+    source, destination = groups[0], groups[1]
+    window = _window(indices, np.shape(source)[1 if flags[0] else 0:])
+    result = np.array(bb.lift(destination, flags[1]), copy=True)
+    for part, size in zip(window, result.shape[1:]):
+        if part.start < 0 or part.stop > size:
+            bb.fail(f"insert index out of range: window {part.start}:{part.stop} of {size}")
+    result[(slice(None),) + window] = source
+    return [result], [True]
+
+
+# -------------------------------------------------------------------------- memory accesses
+
+
+def affine_region(bb: BatchBlock, view, indices, flags, writing: bool):
+    """All blocks' tiles of a partition / strided view as one strided numpy view of the bound
+    buffer, shaped (grid z, grid y, grid x) + tile shape, or None.
+
+    Applies when every block's tile lies fully inside the tensor and the tile origins are an
+    affine function of the block's grid coordinates (cuTile's `index=(bid(0), ...)` and
+    arithmetic on it), so the grid axes get strides of their own. One bounds, alignment,
+    initialisation and read-only check covers the whole span (`GlobalMemory.window`).
+    Returns (buffer, strided view, element index of its first element, shape, element strides)."""
+    tiled = as_tiled(view)
+    tensor = tiled.tensor
+    rank = len(tiled.tile_shape)
+    if tiled.kind == "gather_scatter" or len(indices) != rank or rank != tensor.rank or \
+            sorted(tiled.dim_map) != list(range(rank)):
+        return None
+    offset = np.int64(0)
+    for k in range(rank):
+        dim = tiled.dim_map[k]
+        origin = np.asarray(indices[k]).astype(np.int64) * np.int64(tiled.steps[k])
+        if origin.min() < 0 or origin.max() + tiled.tile_shape[k] > int(tensor.shape[dim]):
+            return None  # a partial tile: the per-block path pads / drops its elements
+        offset = offset + origin * np.int64(tensor.strides[dim])
+    offset = np.broadcast_to(offset, (bb.count,))
+    gx, gy, gz = bb.grid
+    first = int(offset[0])
+    steps = (int(offset[gx * gy]) - first if gz > 1 else 0,
+             int(offset[gx]) - first if gy > 1 else 0,
+             int(offset[1]) - first if gx > 1 else 0)
+    x, y, z = bb.flat_coords()
+    if not np.array_equal(offset, first + steps[0] * z + steps[1] * y + steps[2] * x):
+        return None
+    shape = (gz, gy, gx) + tuple(tiled.tile_shape)
+    strides = steps + tuple(int(tensor.strides[tiled.dim_map[k]]) for k in range(rank))
+    if writing and overlaps(shape, strides):
+        return None  # blocks' lanes share elements: the element path orders them
+    low = high = first
+    for n, stride in zip(shape, strides):
+        reach = (n - 1) * stride
+        if reach < 0:
+            low += reach
+        else:
+            high += reach
+    itemsize = tensor.dtype.itemsize
+    buffer = bb.memory.window(tensor.base + low * itemsize, tensor.base + high * itemsize,
+                              itemsize, writing, verb="plan" if writing else "tracked")
+    if buffer is None:
+        return None
+    start = (tensor.base - buffer.base) // itemsize + first
+    # as_strided speaks the array interface, which has no ml_dtypes (f8, bf16): stride the
+    # same-width unsigned integers, then view them as the element type
+    bits = buffer.typed(np.dtype(f"u{itemsize}"))
+    strided = np.lib.stride_tricks.as_strided(bits[start:], shape,
+                                              tuple(s * itemsize for s in strides))
+    strided = strided.view(tensor.dtype)
+    return buffer, strided, start, shape, strides
+
+
+def _region_lanes(bb: BatchBlock, start: int, shape, strides):
+    """(element indices, writing blocks) of a region store, in C order."""
+    def lanes():
+        index = np.full(shape, start, dtype=np.int64)
+        for axis, (n, s) in enumerate(zip(shape, strides)):
+            index = index + (np.arange(n, dtype=np.int64) * s).reshape(
+                (1,) * axis + (n,) + (1,) * (len(shape) - axis - 1))
+        blocks = np.broadcast_to(np.arange(bb.count, dtype=np.int64).reshape(shape[:3] +
+                                 (1,) * (len(shape) - 3)), shape)
+        return index.reshape(-1), blocks.reshape(-1)
+    return lanes
+
+
+def _log_writes(bb: BatchBlock, writes: List[Write], lanes_per_block: int) -> None:
+    perform = bb.memory.perform
+    for write in writes:
+        blocks = write.lanes // max(1, lanes_per_block)
+        bb.log.record(write.buffer, write.dtype.itemsize,
+                      lambda w=write, b=blocks: (w.index, b), lambda w=write: perform(w))
+
+
+@batched("load_view_tko")
+def _load_view(bb, op, impl, groups, flags):
+    view, indices, token = groups
+    if not any(flags[1]):
+        values = impl(bb, op, view, indices, token)
+        return values, [False, False]
+    found = affine_region(bb, view, indices, flags[1], writing=False)
+    if found is None:
+        return bb.per_block(op, impl, groups, flags)
+    buffer, strided, start, shape, strides = found
+    bb.log.read(buffer, strided.dtype.itemsize, _region_lanes(bb, start, shape, strides))
+    tile = tuple(as_tiled(view).tile_shape)
+    # a view, not a copy: no buffer a batched run reads is written before the run ends
+    values = strided.reshape((bb.count,) + tile).astype(result_dtype(op), copy=False)
+    return [values, TOKEN], [True, False]
+
+
+@batched("store_view_tko")
+def _store_view(bb, op, impl, groups, flags):
+    tile_value, view, indices, token = groups
+    tiled = as_tiled(view)
+    dtype = tiled.tensor.dtype
+    tile = tuple(tiled.tile_shape)
+    if not indices and view is not tiled:
+        indices = (0,) * len(tile)
+    values = np.broadcast_to(np.asarray(tile_value).astype(dtype, copy=False),
+                             (bb.count,) + tile)  # uniform values: every block stores them
+    found = affine_region(bb, view, indices, flags[2], writing=True) if any(flags[2]) else None
+    if found is not None:
+        buffer, strided, start, shape, strides = found
+        source = values.reshape(shape)
+        bb.log.record(buffer, dtype.itemsize, _region_lanes(bb, start, shape, strides),
+                      lambda: strided.__setitem__(Ellipsis, source))
+        return [TOKEN], [False]
+    # the element path: every block's addresses and mask, one checked store plan
+    addresses, masks = [], []
+    for flat in range(bb.count):
+        block_indices = tuple(np.asarray(i)[flat] if f else i for i, f in zip(indices, flags[2])) \
+            if flags[2] else indices
+        block = bb.tile_block(flat)
+        block.current_op = op
+        _, block_addresses, mask = view_access(block, op, view, block_indices)
+        addresses.append(block_addresses)
+        masks.append(mask)
+    mask = np.stack(masks)
+    writes = bb.memory.plan_store(np.stack(addresses), values, dtype,
+                                  None if mask.all() else mask, bb.memory_fault)
+    _log_writes(bb, writes, int(np.prod(tile)))
+    return [TOKEN], [False]
+
+
+@batched("store_ptr_tko")
+def _store_ptr(bb, op, impl, groups, flags):
+    destination, value, mask, token = groups
+    dtype = pointee_dtype(bb, op.operands["destination"].type)
+    addresses = bb.lift(destination, flags[0])
+    writes = bb.memory.plan_store(addresses, np.broadcast_to(value, addresses.shape), dtype,
+                                  None if mask is None else np.broadcast_to(mask, addresses.shape),
+                                  bb.memory_fault)
+    _log_writes(bb, writes, int(np.prod(addresses.shape[1:], dtype=np.int64)))
+    return [TOKEN], [False]
+
+
+# ----------------------------------------------------------------------------------- the run
+
+
+def run_batched(machine, function: Function, grid: Tuple[int, int, int], arguments) -> None:
+    """Run `function` over `grid` batched; BatchFallback (memory untouched) when it cannot give
+    the sequential schedule's results, any other error likewise before memory is written."""
+    reason = refusal(function)
+    if reason is not None:
+        raise BatchFallback(reason)
+    log = MemoryLog()
+    memory = machine.memory
+    memory.observer = log.observe
+    try:
+        block = BatchBlock(machine, grid, log)
+        signal = block.run_block(function.body, arguments)
+        if signal is not None and signal.kind != "return":
+            block.fail(f"entry body ended with {signal.kind}, expected return")
+    finally:
+        memory.observer = None
+    log.apply()

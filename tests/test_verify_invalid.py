@@ -16,7 +16,8 @@ from tilebc.ir import (BoolAttr, BoundedAttr, DenseElementsAttr, DictionaryAttr,
                        OptimizationHintsAttr, DivByAttr, FunctionType,
                        GatherScatterViewType, Global, IntegerAttr, Module, PartitionViewType,
                        PointerType, Block, StridedViewType, TensorViewType, Value,
-                       bf16, f16, f32, f4E2M1FN, i1, i8, i32, i64, scalar, tile, token)
+                       bf16, f16, f32, f4E2M1FN, f8E4M3FN, f8E8M0FNU, i1, i8, i32, i64, tf32,
+                       scalar, tile, token)
 from tilebc.ir.builder import make_op, new_function
 from tilebc.ir.location import CallSiteLoc, DILexicalBlock, DILoc
 from tilebc.ops import (AtomicRMWMode, IntegerOverflow, MemoryOrderingSemantics as Order,
@@ -549,6 +550,20 @@ CASES += [
     Case("ftof positive_inf to f16", _unary("ftof", scalar(f32), scalar(f16),
                                             {"rounding_mode": RoundingMode.POSITIVE_INF}),
          "attr.rounding", "ftof", "rounding_mode positive_inf is not allowed for f32 to f16"),
+    Case("itof to f8E8M0FNU", _unary("itof", scalar(i32), scalar(f8E8M0FNU), {
+        "signedness": Signedness.SIGNED, "rounding_mode": RoundingMode.NEAREST_EVEN}),
+         "type.operand", "itof", "integer to f8E8M0FNU conversion is not supported"),
+    Case("ftof f8E8M0FNU to f32 positive_inf", _unary("ftof", scalar(f8E8M0FNU), scalar(f32),
+                                                     {"rounding_mode": RoundingMode.POSITIVE_INF}),
+         "attr.rounding", "ftof", "rounding_mode positive_inf is not allowed for f8E8M0FNU to f32; "
+                                  "expected one of nearest_even, zero"),
+    Case("ftof f4E2M1FN to f8E4M3FN zero", lambda: kernel([scalar(f32)], lambda b, x: b.op(
+        "ftof", [b.op("ftof", [b.op("broadcast", [b.op("reshape", [x], [tile((1,), f32)])],
+                                    [tile((2,), f32)])], [tile((2,), f4E2M1FN)])],
+        [tile((2,), f8E4M3FN)], {"rounding_mode": RoundingMode.ZERO})),
+         "attr.rounding", "ftof", "rounding_mode zero is not allowed for f4E2M1FN to f8E4M3FN "
+                                  "(exact, but into a low-precision type); expected one of "
+                                  "nearest_even", occurrence=1),
     Case("itof zero", _unary("itof", scalar(i32), scalar(f32), {
         "signedness": Signedness.SIGNED, "rounding_mode": RoundingMode.ZERO}),
          "attr.rounding", "itof", "rounding_mode zero is not allowed here"),
@@ -592,6 +607,9 @@ CASES += [
     # matrix multiply
     Case("mma K mismatch", lambda: _mma(tile((16, 8), f16), tile((16, 16), f16), tile((16, 16), f32)),
          "shape.mma", "mmaf", "lhs 16x8 and rhs 16x16 disagree on K"),
+    Case("mmaf on f4E2M1FN", lambda: _mma(tile((16, 16), f4E2M1FN), tile((16, 16), f4E2M1FN),
+                                          tile((16, 16), f32)),
+         "type.operand", "mmaf", "operand 'lhs' must be a tile of"),
     Case("mma accumulator type", lambda: _mma(tile((16, 16), bf16), tile((16, 16), bf16),
                                               tile((16, 16), f16)),
          "type.mma", "mmaf", "bf16 inputs need a f32 accumulator, got f16"),
@@ -628,6 +646,8 @@ CASES += [
          "result.count", "get_tensor_shape", "expected 1 results for a rank-1 tensor_view"),
     Case("rmw addf on integers", _rmw(i32, AtomicRMWMode.ADDF),
          "atomic.mode", "atomic_rmw_tko", "atomic mode addf works on f16, bf16, f32 and f64 only"),
+    Case("rmw xchg on tf32", _rmw(tf32, AtomicRMWMode.XCHG),
+         "atomic.mode", "atomic_rmw_tko", "atomic mode xchg works on 32- and 64-bit values only"),
     Case("rmw add on i8", _rmw(i8, AtomicRMWMode.ADD),
          "atomic.mode", "atomic_rmw_tko", "atomic mode add works on i32 and i64 only"),
     Case("multimem float min", _multimem_f32_min, "multimem.reduction", "multimem_reduce_view_tko",

@@ -12,12 +12,13 @@ import pytest
 import tilebc
 from tilebc import oracles
 from tilebc.errors import EncodeError
-from tilebc.ir import (Module, PartitionViewType, PointerType, TensorViewType, bf16, f16, f32,
-                       f8E4M3FN, f8E8M0FNU, i32, scalar, tf32, tile, token)
+from tilebc.ir import (Module, PartitionViewType, PointerType, TensorViewType, bf16, f16,
+                       f32, f64, f4E2M1FN, f8E4M3FN, f8E8M0FNU, i32, scalar, tf32, tile, token)
 from tilebc.ir.builder import new_function
 from tilebc.ops import (IntegerOverflow, MemoryOrderingSemantics as Order, MemoryScope,
                         MultimemReductionKind, PtrAttr, RoundingMode, Signedness)
 from tilebc.verify import diagnostics
+from tilebc.verify.opchecks import ftof_rounding_modes
 
 from test_verify_invalid import CASES, VALID, zero_i32
 
@@ -69,8 +70,13 @@ def _kernel(params, body) -> Module:
 
 
 def _ftof(source, target, mode):
-    return _kernel([scalar(source)], lambda b, x: b.op(
-        "ftof", [x], [scalar(target)], {"rounding_mode": mode}))
+    def body(b, x):
+        value = b.op("broadcast", [b.op("reshape", [x], [tile((1,), f32)])], [tile((2,), f32)])
+        if source != f32:
+            value = b.op("ftof", [value], [tile((2,), source)],
+                         {"rounding_mode": ftof_rounding_modes(f32, source)[0]})
+        b.op("ftof", [value], [tile((2,), target)], {"rounding_mode": mode})
+    return _kernel([scalar(f32)], body)
 
 
 def _itof(mode):
@@ -103,11 +109,12 @@ def _multimem(element, kind):
 
 
 MODES = (RoundingMode.NEAREST_EVEN, RoundingMode.ZERO, RoundingMode.POSITIVE_INF,
-         RoundingMode.NEAREST_AWAY, RoundingMode.APPROX)
+         RoundingMode.NEGATIVE_INF, RoundingMode.NEAREST_AWAY, RoundingMode.APPROX)
 VARIANTS = (
     [(f"ftof {s}->{t} {m.keyword}", lambda s=s, t=t, m=m: _ftof(s, t, m))
      for s, t in ((f32, f16), (f16, f32), (f32, tf32), (f32, f8E8M0FNU), (f32, f8E4M3FN),
-                  (f16, bf16)) for m in MODES]
+                  (f16, bf16), (f64, f32), (f64, tf32), (f16, tf32), (f8E8M0FNU, f32),
+                  (f8E8M0FNU, f64), (f4E2M1FN, f8E4M3FN)) for m in MODES]
     + [(f"itof {m.keyword}", lambda m=m: _itof(m)) for m in MODES]
     + [(f"divi {s.keyword} {m.keyword}", lambda s=s, m=m: _divi(s, m)) for s in Signedness
        for m in (RoundingMode.ZERO, RoundingMode.NEGATIVE_INF, RoundingMode.POSITIVE_INF,

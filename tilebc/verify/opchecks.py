@@ -206,8 +206,11 @@ def ftof(ctx, op) -> bool:
     allowed = ftof_rounding_modes(source.element, target.element)
     mode = op.attrs["rounding_mode"]
     if mode not in allowed:
+        why = (" (exact, but into a low-precision type)"
+               if target.element.name in _LOW_PRECISION and _widening(source.element, target.element)
+               else "")
         return ctx.report("attr.rounding", op, f"rounding_mode {mode.keyword} is not allowed for "
-                          f"{source.element} to {target.element}; expected one of "
+                          f"{source.element} to {target.element}{why}; expected one of "
                           f"{', '.join(m.keyword for m in allowed)}")
     return True
 

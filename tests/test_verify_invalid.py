@@ -4,6 +4,7 @@ the rule id, the op, the start of the message and where the diagnostic points.
 Builder cases are written with our writer and read back when the writer accepts them, so their
 locations are real byte offsets; fixture cases corrupt a loaded cuTile kernel in memory.
 """
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -11,11 +12,14 @@ import pytest
 
 import tilebc
 from tilebc.errors import EncodeError, VerificationError
-from tilebc.ir import (BoundedAttr, DenseElementsAttr, DivByAttr, FunctionType,
+from tilebc.ir import (BoolAttr, BoundedAttr, DenseElementsAttr, DictionaryAttr,
+                       OptimizationHintsAttr, DivByAttr, FunctionType,
                        GatherScatterViewType, Global, IntegerAttr, Module, PartitionViewType,
                        PointerType, Block, StridedViewType, TensorViewType, Value,
-                       bf16, f16, f32, f4E2M1FN, i1, i8, i32, i64, scalar, tile, token)
+                       bf16, f16, f32, f4E2M1FN, f8E4M3FN, f8E8M0FNU, i1, i8, i32, i64, tf32,
+                       scalar, tile, token)
 from tilebc.ir.builder import make_op, new_function
+from tilebc.ir.location import CallSiteLoc, DILexicalBlock, DILoc
 from tilebc.ops import (AtomicRMWMode, IntegerOverflow, MemoryOrderingSemantics as Order,
                         MemoryScope, MultimemReductionKind, PaddingValue, PtrAttr, RoundingMode,
                         Signedness, ComparisonPredicate)
@@ -179,9 +183,27 @@ def _region_count():
 
 
 def _region_blocks():
+    """A second, well-formed block in a for body (bytecode can hold it; NVIDIA: "expects region
+    #0 to have 0 or 1 blocks")."""
     module = fixture("loop_for_carried")
     loop = ops_named(module, "for")[0]
-    loop.regions[0].blocks.append(Block())
+    first = loop.regions[0].blocks[0]
+    extra = Block()
+    extra.args = [Value(a.type, extra, i) for i, a in enumerate(first.args)]
+    extra.ops = [make_op("continue", [extra.args[1:]])]
+    loop.regions[0].blocks.append(extra)
+    return module
+
+
+def _empty_region():
+    module = fixture("loop_for_carried")
+    ops_named(module, "for")[0].regions[0].blocks.clear()
+    return module
+
+
+def _if_results_without_else():
+    module = fixture("if_else_result")
+    ops_named(module, "if")[0].regions[1].blocks.clear()
     return module
 
 
@@ -284,7 +306,11 @@ CASES = [
          "yield cannot end a entry region"),
     Case("if with one region", _region_count, "region.count", "if", "if has 1 regions, expected 2"),
     Case("for with two blocks", _region_blocks, "region.blocks", "for",
-         "region 0 has 2 blocks"),
+         "region 0 has 2 blocks, expected exactly one"),
+    Case("for with no block", _empty_region, "region.blocks", "for",
+         "region 0 has 0 blocks, expected exactly one"),
+    Case("if results without else", _if_results_without_else, "region.blocks", "if",
+         "an if with results needs an else region"),
     Case("for induction type", _for_region_args, "region.args", "for", "region arguments (tile<i64>"),
     # entries
     Case("entry tile param", lambda: kernel([tile((4,), f32)], lambda b, x: None),
@@ -524,6 +550,20 @@ CASES += [
     Case("ftof positive_inf to f16", _unary("ftof", scalar(f32), scalar(f16),
                                             {"rounding_mode": RoundingMode.POSITIVE_INF}),
          "attr.rounding", "ftof", "rounding_mode positive_inf is not allowed for f32 to f16"),
+    Case("itof to f8E8M0FNU", _unary("itof", scalar(i32), scalar(f8E8M0FNU), {
+        "signedness": Signedness.SIGNED, "rounding_mode": RoundingMode.NEAREST_EVEN}),
+         "type.operand", "itof", "integer to f8E8M0FNU conversion is not supported"),
+    Case("ftof f8E8M0FNU to f32 positive_inf", _unary("ftof", scalar(f8E8M0FNU), scalar(f32),
+                                                     {"rounding_mode": RoundingMode.POSITIVE_INF}),
+         "attr.rounding", "ftof", "rounding_mode positive_inf is not allowed for f8E8M0FNU to f32; "
+                                  "expected one of nearest_even, zero"),
+    Case("ftof f4E2M1FN to f8E4M3FN zero", lambda: kernel([scalar(f32)], lambda b, x: b.op(
+        "ftof", [b.op("ftof", [b.op("broadcast", [b.op("reshape", [x], [tile((1,), f32)])],
+                                    [tile((2,), f32)])], [tile((2,), f4E2M1FN)])],
+        [tile((2,), f8E4M3FN)], {"rounding_mode": RoundingMode.ZERO})),
+         "attr.rounding", "ftof", "rounding_mode zero is not allowed for f4E2M1FN to f8E4M3FN "
+                                  "(exact, but into a low-precision type); expected one of "
+                                  "nearest_even", occurrence=1),
     Case("itof zero", _unary("itof", scalar(i32), scalar(f32), {
         "signedness": Signedness.SIGNED, "rounding_mode": RoundingMode.ZERO}),
          "attr.rounding", "itof", "rounding_mode zero is not allowed here"),
@@ -567,6 +607,9 @@ CASES += [
     # matrix multiply
     Case("mma K mismatch", lambda: _mma(tile((16, 8), f16), tile((16, 16), f16), tile((16, 16), f32)),
          "shape.mma", "mmaf", "lhs 16x8 and rhs 16x16 disagree on K"),
+    Case("mmaf on f4E2M1FN", lambda: _mma(tile((16, 16), f4E2M1FN), tile((16, 16), f4E2M1FN),
+                                          tile((16, 16), f32)),
+         "type.operand", "mmaf", "operand 'lhs' must be a tile of"),
     Case("mma accumulator type", lambda: _mma(tile((16, 16), bf16), tile((16, 16), bf16),
                                               tile((16, 16), f16)),
          "type.mma", "mmaf", "bf16 inputs need a f32 accumulator, got f16"),
@@ -603,6 +646,8 @@ CASES += [
          "result.count", "get_tensor_shape", "expected 1 results for a rank-1 tensor_view"),
     Case("rmw addf on integers", _rmw(i32, AtomicRMWMode.ADDF),
          "atomic.mode", "atomic_rmw_tko", "atomic mode addf works on f16, bf16, f32 and f64 only"),
+    Case("rmw xchg on tf32", _rmw(tf32, AtomicRMWMode.XCHG),
+         "atomic.mode", "atomic_rmw_tko", "atomic mode xchg works on 32- and 64-bit values only"),
     Case("rmw add on i8", _rmw(i8, AtomicRMWMode.ADD),
          "atomic.mode", "atomic_rmw_tko", "atomic mode add works on i32 and i64 only"),
     Case("multimem float min", _multimem_f32_min, "multimem.reduction", "multimem_reduce_view_tko",
@@ -618,6 +663,206 @@ CASES += [
     Case("reduce region arguments", _reduce_region, "region.args", "reduce",
          "region arguments (tile<f32>) should be (tile<f32>, tile<f32>)"),
 ]
+
+
+# ---- debug info (cuTile writes a DISubprogram per kernel and one per inlined helper) ------------
+
+def _debug_fixture():
+    """bool_logic: its entry and ops are scoped by the kernel's subprogram; two ops are inlined
+    `astype` calls (call sites whose caller is in the kernel)."""
+    module = fixture("bool_logic")
+    function = module.functions[0]
+    inlined = [op for op in function.walk() if isinstance(op.loc, CallSiteLoc)]
+    return module, function, function.loc.scope, inlined[0]
+
+
+def _rescoped(module, old, new):
+    """Every location scoped by `old` moved to `new` (call sites included)."""
+    def fix(loc):
+        if isinstance(loc, DILoc) and loc.scope == old:
+            return dataclasses.replace(loc, scope=new)
+        if isinstance(loc, CallSiteLoc):
+            return CallSiteLoc(fix(loc.callee), fix(loc.caller))
+        return loc
+    for function in module.functions:
+        function.loc = fix(function.loc)
+    for op in module.walk():
+        op.loc = fix(op.loc)
+    return module
+
+
+def _linkage_name():
+    module, _, sub, _ = _debug_fixture()
+    return _rescoped(module, sub, dataclasses.replace(sub, linkage_name="bool_ops"))
+
+
+def _subprogram_name_differs():
+    """Only the linkage name is tied to the entry: NVIDIA accepts any plain name."""
+    module, _, sub, _ = _debug_fixture()
+    return _rescoped(module, sub, dataclasses.replace(sub, name="renamed"))
+
+
+def _entry_call_site():
+    module, function, _, _ = _debug_fixture()
+    function.loc = CallSiteLoc(function.loc, function.loc)
+    return module
+
+
+def _entry_lexical_block():
+    module, function, sub, _ = _debug_fixture()
+    function.loc = dataclasses.replace(function.loc, scope=DILexicalBlock(sub, sub.file, 1, 1))
+    return module
+
+
+def _op_in_lexical_block(scope_of):
+    """The second op (an assume) placed in a lexical block whose scope is `scope_of(...)`."""
+    def make():
+        module, function, sub, inlined = _debug_fixture()
+        op = function.body.ops[1]
+        scope = scope_of(sub, inlined.loc.callee.scope)
+        op.loc = dataclasses.replace(op.loc, scope=DILexicalBlock(scope, scope.file, 1, 1))
+        return module
+    return make
+
+
+def _op_in_helper():
+    """An op placed directly in the inlined helper's subprogram (not through a call site)."""
+    module, function, _, inlined = _debug_fixture()
+    function.body.ops[1].loc = inlined.loc.callee
+    return module
+
+
+def _call_site_swapped():
+    """A call site whose caller is in the helper: its scope is the helper's, not the kernel's."""
+    module, _, _, inlined = _debug_fixture()
+    inlined.loc = CallSiteLoc(inlined.loc.caller, inlined.loc.callee)
+    return module
+
+
+def _entry_without_location():
+    module, function, _, _ = _debug_fixture()
+    function.loc = None
+    return module
+
+
+def _entry_other_subprogram():
+    """The entry's subprogram differs from its ops' in the line only."""
+    module, function, sub, _ = _debug_fixture()
+    function.loc = dataclasses.replace(function.loc, scope=dataclasses.replace(sub, line=3))
+    return module
+
+
+# ---- optimization hints -------------------------------------------------------------------------
+
+def _hints(arch="sm_100", **values) -> OptimizationHintsAttr:
+    def attr(value):
+        if isinstance(value, bool):
+            return BoolAttr(value)
+        return IntegerAttr(i32, value) if isinstance(value, int) else value
+    return OptimizationHintsAttr(((arch, DictionaryAttr(tuple(
+        (name, attr(value)) for name, value in values.items()))),))
+
+
+def _entry_hints(hints, version=V(13, 5)):
+    def make():
+        module = kernel([], lambda b: None, version)
+        module.functions[0].optimization_hints = hints
+        return module
+    return make
+
+
+def _load_hints(hints):
+    return lambda: view_kernel(partition, lambda b, view, _: b.op(
+        "load_view_tko", [view, [zero_i32(b)], None], [tile((16,), f32), token],
+        {**WEAK, "optimization_hints": hints}))
+
+
+def _load_ptr_hints(hints):
+    return lambda: kernel([scalar(PointerType(f32))], lambda b, p: b.op(
+        "load_ptr_tko", [_pointer_tile(b, p), None, None, None], [tile((4,), f32), token],
+        {**WEAK, "optimization_hints": hints}))
+
+
+HINT_WARNING = dict(op="entry @k", severity="warning")
+CASES += [
+    # debug info: NVIDIA refuses all of these (tileiras 13.5, probed)
+    Case("subprogram linkage name", _linkage_name, "debug.linkage_name", "entry @k",
+         "subprogram 'bool_ops' (linkage name 'bool_ops', casts.py:76) does not match the entry"),
+    Case("entry location is a call site", _entry_call_site, "debug.entry_loc", "entry @k",
+         "an entry's location must not be a call site"),
+    Case("entry location in a lexical block", _entry_lexical_block, "debug.entry_scope",
+         "entry @k", "an entry's location must be scoped by a subprogram, got a DILexicalBlock"),
+    Case("op in another subprogram", _op_in_helper, "debug.op_scope", "assume",
+         "location is in subprogram 'astype' (linkage name 'astype@_stub:676:5_s0', _stub.py:676), "
+         "not in the entry's subprogram 'bool_ops'"),
+    Case("op lexical block in another subprogram",
+         _op_in_lexical_block(lambda kernel_sp, helper_sp: helper_sp), "debug.op_scope", "assume",
+         "location is in subprogram 'astype'"),
+    Case("call site called from another subprogram", _call_site_swapped, "debug.op_scope", "exti",
+         "location is in subprogram 'astype'"),
+    Case("op scoped but entry not", _entry_without_location, "debug.op_scope", "make_token",
+         "location is in subprogram 'bool_ops' (linkage name 'bool_ops_Kt1_A1f32_1l0_A1f32_1l0_A1b8_"
+         "1l0_A1i32_1l0_I64', casts.py:76), but the entry has no subprogram"),
+    Case("entry subprogram differs from its ops'", _entry_other_subprogram, "debug.op_scope",
+         "make_token", "location is in subprogram 'bool_ops' (linkage name 'bool_ops_Kt1_A1f32_1l0_"
+         "A1f32_1l0_A1b8_1l0_A1i32_1l0_I64', casts.py:76), not in the entry's subprogram "
+         "'bool_ops' (linkage name 'bool_ops_Kt1_A1f32_1l0_A1f32_1l0_A1b8_1l0_A1i32_1l0_I64', "
+         "casts.py:3)"),
+    # optimization hints: tileiras 13.5 compiles these (and ignores the hint); warnings
+    Case("hint key unknown", _entry_hints(_hints("sm_70")), "hints.key",
+         prefix="unknown hint key sm_70; expected default or one of sm_80", **HINT_WARNING),
+    Case("hint key default before 13.3", _entry_hints(_hints("default"), V(13, 2)), "hints.key",
+         prefix="hint key default needs bytecode 13.3", **HINT_WARNING),
+    Case("hint unknown", _entry_hints(_hints(bogus=1)), "hints.param",
+         prefix="unknown hint bogus for sm_100; entry takes num_cta_in_cga", **HINT_WARNING),
+    Case("hint for another op", _entry_hints(_hints(latency=3)), "hints.param",
+         prefix="hint latency does not apply to entry", **HINT_WARNING),
+    Case("hint newer than module", _entry_hints(_hints(num_worker_warps_per_cta=4), V(13, 2)),
+         "hints.version", prefix="hint num_worker_warps_per_cta needs bytecode 13.3",
+         **HINT_WARNING),
+    Case("num_cta_in_cga not a power of two", _entry_hints(_hints(num_cta_in_cga=3)),
+         "hints.value", prefix="sm_100.num_cta_in_cga must be a power of two from 1 to 16, got 3",
+         **HINT_WARNING),
+    Case("num_cta_in_cga on Ampere", _entry_hints(_hints("sm_80", num_cta_in_cga=2)),
+         "hints.value", prefix="sm_80.num_cta_in_cga must be 1 on sm_80", **HINT_WARNING),
+    Case("occupancy range", _entry_hints(_hints(occupancy=33)), "hints.value",
+         prefix="sm_100.occupancy must be an integer in [1, 32], got 33", **HINT_WARNING),
+    Case("num_worker_warps_per_cta range", _entry_hints(_hints(num_worker_warps_per_cta=64)),
+         "hints.value", prefix="sm_100.num_worker_warps_per_cta must be a power of two from 1 "
+                               "to 32", **HINT_WARNING),
+    Case("latency range", _load_hints(_hints("default", latency=11)), "hints.value",
+         "load_view_tko", "default.latency must be an integer in [1, 10], got 11",
+         severity="warning"),
+    Case("allow_tma not a boolean", _load_hints(_hints(allow_tma=1)), "hints.value",
+         "load_view_tko", "sm_100.allow_tma must be a boolean, got 1", severity="warning"),
+    Case("allow_tma on a pointer load", _load_ptr_hints(_hints(allow_tma=True)), "hints.param",
+         "load_ptr_tko", "hint allow_tma does not apply to load_ptr_tko; it takes latency",
+         severity="warning"),
+    Case("hint entry not a dictionary", _entry_hints(OptimizationHintsAttr(
+        (("sm_100", IntegerAttr(i32, 1)),))), "hints.entry", "entry @k",
+         "hints for sm_100 must be a dictionary", reload=False),
+]
+
+# IR NVIDIA accepts that looks close to the cases above: the verifier must stay quiet.
+VALID = {
+    "subprogram plain name differs": _subprogram_name_differs,
+    "op in a lexical block of the entry's subprogram": _op_in_lexical_block(
+        lambda kernel_sp, helper_sp: kernel_sp),
+    "every known hint in range": _entry_hints(OptimizationHintsAttr((
+        ("sm_80", DictionaryAttr((("num_cta_in_cga", IntegerAttr(i32, 1)),))),
+        ("sm_100", DictionaryAttr((("num_cta_in_cga", IntegerAttr(i32, 16)),
+                                   ("num_worker_warps_per_cta", IntegerAttr(i32, 8)),
+                                   ("occupancy", IntegerAttr(i32, 32))))),
+        ("default", DictionaryAttr((("occupancy", IntegerAttr(i32, 1)),)))))),
+    "load hints in range": _load_hints(_hints("default", latency=10, allow_tma=False)),
+    "sm_90 key in 13.1": _entry_hints(_hints("sm_90", num_cta_in_cga=2), V(13, 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_close_to_invalid_but_valid(name):
+    module = _reload(VALID[name]())
+    assert diagnostics(module) == []
 
 
 def _reload(module: Module) -> Module:
@@ -671,7 +916,7 @@ def test_every_rule_the_verifier_reports_has_a_case():
     rules = {r for r in rules if r.split(".")[0] in {
         "module", "symbol", "global", "ssa", "terminator", "region", "entry", "op", "attr",
         "version", "type", "shape", "operand", "result", "memory", "atomic", "multimem", "assume",
-        "print", "divi", "index"}}
+        "print", "divi", "index", "debug", "hints"}}
     covered = {case.rule for case in CASES}
     assert sorted(rules - covered) == [], sorted(rules - covered)
 

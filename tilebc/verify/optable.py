@@ -135,7 +135,7 @@ OP_CONSTRAINTS: Dict[str, Tuple[Constraint, ...]] = {
     "ftoi": (tile_of("from", elements=FLOAT), tile_of("to", elements=INT), same_shape("from", "to"),
              attr_in("rounding_mode", (RM.NEAREST_INT_TO_ZERO,), rule="attr.rounding")),
     "itof": (tile_of("from", elements=INT), tile_of("to", elements=FLOAT), same_shape("from", "to"),
-             attr_in("rounding_mode", (RM.NEAREST_EVEN,), rule="attr.rounding")),
+             oc.itof_target, attr_in("rounding_mode", (RM.NEAREST_EVEN,), rule="attr.rounding")),
     "int_to_ptr": (tile_of("source", elements=I64), pointer_tile("result"),
                    oc.pointer_cast("source", "result")),
     "ptr_to_int": (pointer_tile("source"), tile_of("result", elements=I64),

@@ -11,7 +11,9 @@ from ..ir.types import ElementType, PointerType, TileType, Type, scalar
 from ..ops.spec import Arity, AttrKind, OpSpec
 from ..ops.table import OPS_BY_MNEMONIC
 from ..version import ALL_VERSIONS, Version
+from .debuginfo import DebugInfoChecker
 from .diagnostics import Collector
+from .hints import HINTS_FOR, check_hints
 from .optable import OP_CONSTRAINTS
 from .typesys import type_problems, type_since
 
@@ -64,6 +66,8 @@ class Verifier:
         self.defined = set()      # every value defined so far (single assignment)
         self.parents: List[Op] = []  # ops whose regions enclose the current point
         self.function: Optional[Function] = None
+        self.debug = DebugInfoChecker(ctx)
+        self.entry_subprogram = None  # the current entry's DISubprogram; False: not checked
 
     # ---- module level --------------------------------------------------------------------------
 
@@ -116,6 +120,8 @@ class Verifier:
                            f"(tile<E> or tile<ptr<E>>), got {param}")
             else:
                 self.type_ok(function, param, f"parameter {index}")
+        check_hints(ctx, function, "entry", function.optimization_hints, self.version)
+        self.entry_subprogram = self.debug.entry(function)
         self.visible = set()
         self.parents = []
         self.block(function.body, None)
@@ -170,6 +176,10 @@ class Verifier:
             if value not in self.visible:
                 ctx.report("ssa.dominance", op, self.dominance_message(value))
         self.availability(op, spec, facts)
+        if spec.mnemonic in HINTS_FOR:
+            check_hints(ctx, op, spec.mnemonic, op.attrs.get("optimization_hints"), self.version)
+        if op.loc is not None and self.entry_subprogram is not False:
+            self.debug.op(op, self.entry_subprogram)
         for result in op.results:
             self.type_ok(op, result.type, "result")
         if shaped and self.attributes(op, facts):
@@ -194,7 +204,10 @@ class Verifier:
             return
         self.parents.append(op)
         for index, region in enumerate(op.regions):
-            if not region.blocks and op.name == "if" and index == 1 and not op.results:
+            if not region.blocks and op.name == "if" and index == 1:
+                if op.results:
+                    self.ctx.report("region.blocks", op, "an if with results needs an else "
+                                                         "region that yields them")
                 continue  # an `if` without results may omit its else branch
             if len(region.blocks) != 1:
                 self.ctx.report("region.blocks", op, f"region {index} has {len(region.blocks)} "

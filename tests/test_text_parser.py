@@ -180,3 +180,15 @@ def test_zero_d_tensor_view_may_omit_strides():
     assert ": tensor_view<f32>\n" in listing.stdout
     assert assemble(listing.stdout, "13.5") == data
     assert print_module(tilebc.load(data)) == listing.stdout
+
+
+def test_assemble_verifies_by_default_with_line_and_column():
+    text = ("entry @k(%p: tile<ptr<f32>>) {\n"
+            "  %c = constant <f32: 1.0> : tile<4xf32>\n"
+            "  %x = addi %c, %c : tile<4xf32>\n"
+            "  return\n}\n")
+    with pytest.raises(tilebc.VerificationError) as caught:
+        assemble(text, "13.5", "k.mlir")
+    assert (caught.value.file, caught.value.line) == ("k.mlir", 3)
+    assert "addi" in str(caught.value) and str(caught.value).startswith("k.mlir:3:")
+    assert assemble(text, "13.5", "k.mlir", verify=False)[:8] == b"\x7fTileIR\x00"

@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -130,6 +129,12 @@ def compare_arrays(actual, expected, rtol: float = 0.0, atol: float = 0.0) -> Op
     return None
 
 
+def _pytest_failed() -> type:
+    """What a failing `pytest.raises` in a case raises (pytest's Failed is no Exception)."""
+    import pytest
+    return pytest.fail.Exception
+
+
 def _short(error: BaseException) -> str:
     text = f"{type(error).__name__}: {error}"
     return " ".join(text.split())[:400]
@@ -199,7 +204,7 @@ def _interp_pass(cases, name: str, module, seed: int) -> Tuple[_CheckLog, Option
     with _patched_case_module(cases, interp_run, recording_check, seed):
         try:
             cases.CASES[name](module)
-        except Exception as error:  # a plain assert in the case, or the interpreter failing
+        except (Exception, _pytest_failed()) as error:  # a plain assert in the case, or the interpreter failing
             return log, _short(error)
     return log, None
 
@@ -227,9 +232,9 @@ def _device_pass(cases, name: str, module, seed: int, launcher: Launcher,
     with _patched_case_module(cases, launcher, comparing_check, seed):
         try:
             cases.CASES[name](module)
-        except Exception as error:
+        except (Exception, _pytest_failed()) as error:
             text = _short(error)
-            if isinstance(error, AssertionError):
+            if isinstance(error, (AssertionError, _pytest_failed())):
                 problems.append(f"case assertion: {text}")
             elif "tileiras failed" in text:
                 return Outcome("refused", text)
@@ -269,11 +274,6 @@ def run_fixture_case(name: str, version: str, launchers: Mapping[str, Launcher],
 
 
 # -- launch arguments -------------------------------------------------------------------------
-
-class ArrayList:
-    """How an interpreter-style list of arrays travels: an i64 table (pointer, shape..., strides...
-    per array, one row each) on the device, then the list's length."""
-
 
 def flatten_launch_args(args: Sequence[Any], upload: Callable[[np.ndarray], Any],
                         pointer: Callable[[Any], int]) -> Tuple[List[Any], List[Tuple[Any, np.ndarray]]]:
@@ -479,9 +479,12 @@ def _expand(test) -> List[Tuple[str, Dict[str, Any]]]:
         names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
         grown = []
         for suffix, kwargs in variants:
-            for value in values:
+            for position, value in enumerate(values):
                 value = tuple(value) if len(names) > 1 else (value,)
-                label = "-".join(str(v) for v in value)[:40]
+                # pytest's id rule: plain values as written, anything else by its position,
+                # so that ids are the same in every process
+                label = "-".join(str(v) if isinstance(v, (str, int, float, bool)) else f"{n}{position}"
+                                 for n, v in zip(names, value))
                 grown.append((f"{suffix}-{label}" if suffix else label, {**kwargs, **dict(zip(names, value))}))
         variants = grown
     return [(f"{test.__name__}[{s}]" if s else test.__name__, kw) for s, kw in variants]
@@ -688,10 +691,6 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def _micros(value: Optional[float]) -> str:
-    return "" if value is None else f"{value:.1f}"
 
 
 def render_summary(fixtures: Sequence[FixtureResult], isa: Sequence[Tuple[str, Outcome]],

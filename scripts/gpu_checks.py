@@ -322,9 +322,9 @@ def flatten_launch_args(args: Sequence[Any], upload: Callable[[np.ndarray], Any]
 def _copy_to_device(dst_ptr: int, host: np.ndarray) -> None:
     from cuda.bindings import driver as cu
     from tilebc_runtime.driver import check
-    if host.nbytes:
-        check("cuMemcpyHtoD", cu.cuMemcpyHtoD(dst_ptr, np.ascontiguousarray(host).ctypes.data,
-                                              host.nbytes))
+    source = np.ascontiguousarray(host)  # held in a name: it must outlive the copy
+    if source.nbytes:
+        check("cuMemcpyHtoD", cu.cuMemcpyHtoD(dst_ptr, source.ctypes.data, source.nbytes))
 
 
 def _copy_to_host(host: np.ndarray, src_ptr: int) -> None:
@@ -578,7 +578,7 @@ def run_isa_case(case_id: str, test: Callable, kwargs: Dict[str, Any], executor)
 # -- worker processes -------------------------------------------------------------------------
 
 def job_key(job: Mapping[str, Any]) -> str:
-    return "/".join(str(job[k]) for k in ("kind", "name", "version") if k in job)
+    return "/".join(str(job[k]) for k in ("kind", "name", "version", "backend") if k in job)
 
 
 def _context_healthy() -> Optional[str]:
@@ -595,7 +595,6 @@ def worker_main(out_path: str, request: dict) -> int:
     import bench_gpu
     options = request["options"]
     arrays = DeviceArrays(options["arrays"])
-    launchers = {b: GpuLauncher(b, arrays) for b in options["backends"]}
     executor = None
 
     def emit(record: dict) -> None:
@@ -605,19 +604,19 @@ def worker_main(out_path: str, request: dict) -> int:
     for job in request["jobs"]:
         emit({"start": job_key(job)})
         if job["kind"] == "fixture":
-            for launcher in launchers.values():
-                launcher.last = None
-            result = run_fixture_case(job["name"], job["version"], launchers)
-            if options["bench"] and _context_healthy() is None:
-                for backend, launcher in launchers.items():
-                    outcome = result.backends[backend]
-                    if outcome.status in ("ok", "order") and launcher.last is not None:
-                        try:
-                            outcome.micros = bench_gpu.time_launch(
-                                *launcher.last, repeat=options["repeat"], warmup=options["warmup"],
-                                batch=options["batch"])
-                        except Exception as error:
-                            outcome.detail = f"timing failed: {_short(error)}"
+            # One backend per job: a fault on one must not leave the other a dead context.
+            backend = job["backend"]
+            launcher = GpuLauncher(backend, arrays)
+            result = run_fixture_case(job["name"], job["version"], {backend: launcher})
+            outcome = result.backends[backend]
+            if options["bench"] and outcome.status in ("ok", "order") and launcher.last \
+                    and _context_healthy() is None:
+                try:
+                    outcome.micros = bench_gpu.time_launch(
+                        *launcher.last, repeat=options["repeat"], warmup=options["warmup"],
+                        batch=options["batch"])
+                except Exception as error:
+                    outcome.detail = f"timing failed: {_short(error)}"
             record = result.to_json()
         elif job["kind"] == "isa":
             if executor is None:
@@ -678,10 +677,28 @@ def _crash_record(key: str, jobs: List[dict], detail: str, options: dict) -> dic
     job = next(j for j in jobs if job_key(j) == key)
     if job["kind"] == "fixture":
         return FixtureResult(job["name"], job["version"], Outcome("skip"),
-                             {b: Outcome("error", detail) for b in options["backends"]}).to_json() | {"key": key}
+                             {job["backend"]: Outcome("error", detail)}).to_json() | {"key": key}
     if job["kind"] == "isa":
         return {"kind": "isa", "name": job["name"], "outcome": asdict(Outcome("error", detail)), "key": key}
     return {"kind": "bandwidth", "rows": [], "error": detail, "key": key}
+
+
+def merge_fixture_records(records: Iterable[dict]) -> List[FixtureResult]:
+    """One FixtureResult per (fixture, version) from the per-backend job records; the
+    interpreter's outcome is the worst any job saw (each job reran it)."""
+    merged: Dict[Tuple[str, str], FixtureResult] = {}
+    rank = {"skip": -1, "ok": 0, "order": 2, "refused": 3, "mismatch": 4, "error": 5}
+    for record in records:
+        result = FixtureResult.from_json(record)
+        key = (result.name, result.version)
+        if key not in merged:
+            merged[key] = result
+            continue
+        kept = merged[key]
+        kept.backends.update(result.backends)
+        if rank.get(result.interp.status, 0) > rank.get(kept.interp.status, 0):
+            kept.interp = result.interp
+    return sorted(merged.values(), key=lambda r: (r.name, r.version))
 
 
 # -- reports ----------------------------------------------------------------------------------
@@ -756,8 +773,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     only = [o for o in args.only.split(",") if o]
     jobs: List[dict] = []
     if not args.no_fixtures:
-        jobs += [{"kind": "fixture", "name": n, "version": v}
-                 for n, v in fixture_jobs(args.versions, only or None)]
+        jobs += [{"kind": "fixture", "name": n, "version": v, "backend": b}
+                 for n, v in fixture_jobs(args.versions, only or None) for b in backends]
     if not args.no_isa:
         jobs += [{"kind": "isa", "name": case_id} for case_id, _, _ in isa_cases(only or None)]
     if not args.no_bench:
@@ -767,7 +784,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"gpu_checks: {count} GPU(s); {len(jobs)} jobs, backends {', '.join(backends)}",
           flush=True)
     records, unrun = run_workers(jobs, options, started + args.budget)
-    fixtures = [FixtureResult.from_json(r) for r in records if r["kind"] == "fixture"]
+    fixtures = merge_fixture_records([r for r in records if r["kind"] == "fixture"])
     isa = [(r["name"], Outcome(**r["outcome"])) for r in records if r["kind"] == "isa"]
     bandwidth = next((r for r in records if r["kind"] == "bandwidth"), None)
     print(render_summary(fixtures, isa, backends, [job_key(j) for j in unrun]))

@@ -266,8 +266,55 @@ def test_markdown_has_times_ratio_and_bandwidth():
 
 
 def test_crash_records_name_the_job():
-    jobs = [{"kind": "fixture", "name": "assert", "version": "13.5"}, {"kind": "isa", "name": "t"}]
-    record = gpu_checks._crash_record("fixture/assert/13.5", jobs, "worker died", {"backends": ["jit"]})
-    assert record["key"] == "fixture/assert/13.5"
+    jobs = [{"kind": "fixture", "name": "assert", "version": "13.5", "backend": "jit"},
+            {"kind": "isa", "name": "t"}]
+    record = gpu_checks._crash_record("fixture/assert/13.5/jit", jobs, "worker died", {})
+    assert record["key"] == "fixture/assert/13.5/jit"
     assert gpu_checks.FixtureResult.from_json(record).backends["jit"].status == "error"
-    assert gpu_checks._crash_record("isa/t", jobs, "gone", {"backends": []})["outcome"]["status"] == "error"
+    assert gpu_checks._crash_record("isa/t", jobs, "gone", {})["outcome"]["status"] == "error"
+
+
+def test_per_backend_job_records_merge_into_one_row_per_fixture():
+    O = gpu_checks.Outcome
+    jit = gpu_checks.FixtureResult("assert", "13.5", O("ok"), {"jit": O("ok", micros=1.0)})
+    crashed = gpu_checks._crash_record(
+        "fixture/assert/13.5/tileiras",
+        [{"kind": "fixture", "name": "assert", "version": "13.5", "backend": "tileiras"}],
+        "worker died", {})
+    other = gpu_checks.FixtureResult("bitcast", "13.5", O("mismatch", "interp off"), {"jit": O("ok")})
+    merged = gpu_checks.merge_fixture_records([crashed, jit.to_json(), other.to_json()])
+    assert [(r.name, r.interp.status, sorted(r.backends)) for r in merged] == [
+        ("assert", "ok", ["jit", "tileiras"]), ("bitcast", "mismatch", ["jit"])]
+    assert merged[0].backends["tileiras"].status == "error"
+    assert gpu_checks.job_key({"kind": "fixture", "name": "a", "version": "13.5",
+                               "backend": "jit"}) == "fixture/a/13.5/jit"
+
+
+FAKE_WORKER = '''
+import json, os, sys
+out, request = sys.argv[2], json.loads(sys.stdin.read())
+for job in request["jobs"]:
+    key = "/".join(str(job[k]) for k in ("kind", "name"))
+    with open(out, "a") as handle:
+        handle.write(json.dumps({"start": key}) + "\\n")
+    if job["name"] == "faulty":
+        sys.stderr.write("device exploded")
+        os._exit(7)
+    with open(out, "a") as handle:
+        handle.write(json.dumps({"kind": "isa", "name": job["name"], "key": key,
+                                 "outcome": {"status": "ok", "detail": "", "micros": None}}) + "\\n")
+'''
+
+
+def test_workers_are_replaced_after_a_crash_and_the_crash_is_reported(tmp_path, monkeypatch):
+    fake = tmp_path / "fake_worker.py"
+    fake.write_text(FAKE_WORKER)
+    monkeypatch.setattr(gpu_checks, "__file__", str(fake))
+    jobs = [{"kind": "isa", "name": n} for n in ("a", "faulty", "b")]
+    records, unrun = gpu_checks.run_workers(jobs, {}, deadline=gpu_checks.time.monotonic() + 60,
+                                            log=lambda line: None)
+    assert unrun == []
+    by_name = {r["name"]: r["outcome"] for r in records}
+    assert by_name["a"]["status"] == "ok" and by_name["b"]["status"] == "ok"
+    assert by_name["faulty"]["status"] == "error"
+    assert "exit 7" in by_name["faulty"]["detail"] and "device exploded" in by_name["faulty"]["detail"]

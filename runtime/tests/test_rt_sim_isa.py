@@ -1,6 +1,10 @@
 """Instruction-level tests of the PTX emulator: each pins one semantic rule (rounding, flushing,
 saturation, conversion edge cases, integer corner cases, divergence, barriers, races, faults)
-with expectations derived from IEEE 754 / the PTX ISA, not from the emulator."""
+with expectations derived from IEEE 754 / the PTX ISA, not from the emulator.
+
+Tests marked `@also_on_gpu` pin hardware semantics, so `scripts/gpu_checks.py` runs them again with
+`EXECUTE` swapped for a GPU executor (one generated PTX kernel per case, the same assertions on the
+device's results); the others check the emulator's own diagnostics and run here only."""
 import io
 
 import ml_dtypes
@@ -16,6 +20,24 @@ HEADER = """.version 7.8
 .target sm_90
 .address_size 64
 """
+
+
+def also_on_gpu(test):
+    """Mark a test whose expectations hold on hardware too (scripts/gpu_checks.py reruns it)."""
+    test.also_on_gpu = True
+    return test
+
+
+def emulate_ptx(ptx, entry, grid, threads, arrays, print_stream=None):
+    """Run `entry` of `ptx` in the emulator with the arrays' addresses as its u64 parameters;
+    the arrays are updated in place. `threads` is the .maxntid the kernel declares."""
+    memory = GlobalMemory()
+    addresses = [memory.map(host_bytes(a), f"array {i}").base for i, a in enumerate(arrays)]
+    sim.emulate(ptx, entry, grid, addresses, memory=memory, print_stream=print_stream,
+                source="test.ptx")
+
+
+EXECUTE = emulate_ptx  # swapped by scripts/gpu_checks.py for its GPU executor
 
 
 def run_ptx(body, *arrays, threads=32, grid=(1,), data="", shared=256, print_stream=None):
@@ -37,10 +59,7 @@ mul.wide.u32 %rd8, %r0, 8;
 ret;
 }}
 """
-    memory = GlobalMemory()
-    addresses = [memory.map(host_bytes(a), f"array {i}").base for i, a in enumerate(arrays)]
-    sim.emulate(ptx, "k", grid, addresses, memory=memory, print_stream=print_stream,
-                source="test.ptx")
+    EXECUTE(ptx, "k", grid, threads, arrays, print_stream)
 
 
 def f32_unary(body, x, out_dtype=np.float32):
@@ -72,6 +91,7 @@ SUBNORMAL = np.float32(2.0 ** -140)
 
 # ---------------------------------------------------------------------------------- floats
 
+@also_on_gpu
 @pytest.mark.parametrize("mode,positive,negative", [
     ("rn", 1.0, 1.0), ("rz", 1.0, ONE_DOWN), ("rm", 1.0, ONE_DOWN), ("rp", ONE_UP, 1.0)])
 def test_add_rounding_modes(mode, positive, negative):
@@ -79,6 +99,7 @@ def test_add_rounding_modes(mode, positive, negative):
     assert out.tolist() == [np.float32(positive), np.float32(negative)]
 
 
+@also_on_gpu
 def test_mul_directed_rounding():
     third = np.float32(1) / np.float32(3)  # 1/3 rounded: x*3 is inexact
     out = binary_f32("mul.rp.f32", [third], [3.0])
@@ -86,6 +107,7 @@ def test_mul_directed_rounding():
     assert float(out[0]) >= exact and float(np.nextafter(out[0], np.float32(0))) < exact
 
 
+@also_on_gpu
 def test_fma_rounds_once():
     # a*b = 1 + 2^-11 + 2^-24 exactly (a tie at f32 precision); + 2^-60 breaks the tie upward.
     # Rounding the product first (or the f64 sum) would give 1 + 2^-11.
@@ -97,6 +119,7 @@ fma.rn.f32 %f4, %f1, %f1, %f3; st.global.f32 [%rd0], %f4;""", out, threads=1)
     assert out[0] == np.float32(1 + 2.0 ** -11 + 2.0 ** -23)
 
 
+@also_on_gpu
 def test_fma_f64_rounds_once():
     def bits(value):
         return f"0d{np.float64(value).view(np.uint64):016X}"
@@ -109,6 +132,7 @@ fma.rz.f64 %fd4, %fd1, %fd2, %fd3; st.global.f64 [%rd0+8], %fd4;""", out, thread
     assert out[1] == 1 + 2.0 ** -26 + 2.0 ** -27
 
 
+@also_on_gpu
 def test_ftz_flushes_inputs_and_results():
     out = binary_f32("add.ftz.f32", [SUBNORMAL, 1.0], [SUBNORMAL, 0.0])
     assert out[0] == 0 and out[1] == 1
@@ -118,11 +142,13 @@ def test_ftz_flushes_inputs_and_results():
     assert negative[0] == 0 and np.signbit(negative[0])
 
 
+@also_on_gpu
 def test_sat_clamps_and_zeroes_nan():
     out = binary_f32("add.sat.f32", [1.5, -2.0, np.nan, 0.25], [0.0, 0.0, 0.0, 0.5])
     assert out.tolist() == [1.0, 0.0, 0.0, 0.75]
 
 
+@also_on_gpu
 def test_min_max_nan_and_signed_zero():
     nan = np.float32(np.nan)
     out = binary_f32("min.f32", [nan, 1.0, 0.0], [2.0, nan, -0.0])
@@ -131,6 +157,7 @@ def test_min_max_nan_and_signed_zero():
     assert np.isnan(out[0]) and out[1] == 3
 
 
+@also_on_gpu
 def test_div_and_sqrt_are_correctly_rounded():
     rng = np.random.default_rng(5)
     a = rng.uniform(-10, 10, 32).astype(np.float32)
@@ -142,6 +169,7 @@ def test_div_and_sqrt_are_correctly_rounded():
     assert np.array_equal(root, np.sqrt(b))
 
 
+@also_on_gpu
 @pytest.mark.parametrize("op,reference,bound", [
     ("ex2.approx.f32", np.exp2, 2 ** -22), ("lg2.approx.f32", np.log2, 2 ** -22),
     ("sin.approx.f32", np.sin, 2 ** -20.9), ("cos.approx.f32", np.cos, 2 ** -20.9),
@@ -154,6 +182,7 @@ def test_approximations_within_documented_bounds(op, reference, bound):
     assert np.all(np.abs(out - exact) <= bound * np.maximum(1, np.abs(exact)))
 
 
+@also_on_gpu
 def test_abs_neg_copysign_testp():
     x = np.array([-1.5, 2.0, -0.0, np.inf], np.float32)
     out = f32_unary("abs.f32 %f2, %f1; st.global.f32 [%rd3], %f2;", x)
@@ -168,6 +197,7 @@ def test_abs_neg_copysign_testp():
 
 # -------------------------------------------------------------------------------- compare
 
+@also_on_gpu
 def test_setp_ordered_and_unordered():
     nan = np.float32(np.nan)
     a = np.array([nan, 1, 2], np.float32)
@@ -177,6 +207,7 @@ def test_setp_ordered_and_unordered():
     assert out.tolist() == [2, 0, 3]  # NaN: ne false, neu true
 
 
+@also_on_gpu
 def test_setp_signedness_and_combination():
     out = np.zeros(1, np.uint32)
     run_ptx("""mov.u32 %r1, 4294967295; setp.lt.s32 %p1, %r1, 0; setp.lt.u32 %p2, %r1, 0;
@@ -189,6 +220,7 @@ or.b32 %r6, %r2, %r3; or.b32 %r6, %r6, %r4; or.b32 %r6, %r6, %r5; st.global.u32 
 
 # ------------------------------------------------------------------------------- integers
 
+@also_on_gpu
 def test_integer_division_and_remainder():
     out = np.zeros(6, np.int32)
     run_ptx("""mov.u32 %r1, -7; mov.u32 %r2, 2; mov.u32 %r9, 0;
@@ -201,6 +233,7 @@ rem.u32 %r3, %r1, %r9; st.global.u32 [%rd0+20], %r3;""", out, threads=1)
     assert out.tolist() == [-3, -1, (2 ** 32 - 7) // 2, -1, -2 ** 31, -7]
 
 
+@also_on_gpu
 def test_multiply_forms_and_shifts():
     out = np.zeros(8, np.uint32)
     run_ptx("""mov.u32 %r1, 4000000000; mov.u32 %r2, 3;
@@ -217,6 +250,7 @@ mad.lo.s32 %r5, %r2, %r2, %r4; st.global.u32 [%rd0+28], %r5;""", out, threads=1)
     assert out[4:].view(np.int32).tolist() == [-1, (2 ** 32 - 16) >> 2, 0, 9 - 16]
 
 
+@also_on_gpu
 def test_integer_conversions():
     out = np.zeros(5, np.int32)
     run_ptx("""mov.u32 %r1, 0x1FF80; cvt.s32.s8 %r2, %r1; st.global.u32 [%rd0], %r2;
@@ -227,6 +261,7 @@ cvt.s64.s32 %rd20, %r3; cvt.u32.u64 %r4, %rd20; st.global.u32 [%rd0+16], %r4;"""
     assert out.tolist() == [-128, 0xFF80, 127, 0, -5]
 
 
+@also_on_gpu
 def test_float_to_int_saturates_and_rounds():
     x = np.array([np.nan, 3e9, -3e9, -3.7, 2.5, 3.5, -0.5], np.float32)
     rzi = f32_unary("cvt.rzi.s32.f32 %r2, %f1; st.global.u32 [%rd3], %r2;", x, np.int32)
@@ -237,6 +272,7 @@ def test_float_to_int_saturates_and_rounds():
     assert unsigned.tolist()[:4] == [0, 3000000000, 0, 0]
 
 
+@also_on_gpu
 def test_float_conversions():
     x = np.array([65520.0, 1 + 2.0 ** -11, -1e-8, 3.0], np.float32)
     rn = f32_unary("cvt.rn.f16.f32 %h1, %f1; st.global.b16 [%rd3], %h1;", x, np.float16)
@@ -255,6 +291,7 @@ def test_float_conversions():
     assert tf32.view(np.float32).tolist() == [1 + 2.0 ** -10, 1.0]  # tie goes away from zero
 
 
+@also_on_gpu
 def test_fp8_pairs():
     out = np.zeros(1, np.uint32)
     run_ptx("""mov.f32 %f1, 0f447A0000; mov.f32 %f2, 0f3FC00000;
@@ -273,6 +310,7 @@ cvt.rn.satfinite.e4m3x2.f32 %h1, %f1, %f2; cvt.u32.u16 %r1, %h1; st.global.u32 [
 
 # ------------------------------------------------------------------- control flow, threads
 
+@also_on_gpu
 def test_divergent_branches_reconverge():
     out = np.zeros(64, np.uint32)
     run_ptx("""and.b32 %r1, %r0, 1; setp.eq.u32 %p1, %r1, 0;
@@ -285,6 +323,7 @@ add.s64 %rd2, %rd0, %rd9; st.global.u32 [%rd2], %r2;""", out, threads=64)
     assert out.tolist() == np.where(t % 2 == 0, 5 * t, 3 * t).__add__(1).tolist()
 
 
+@also_on_gpu
 def test_divergent_loop_trip_counts():
     out = np.zeros(32, np.uint32)
     run_ptx("""mov.u32 %r1, 0; mov.u32 %r2, 0;
@@ -295,6 +334,7 @@ $DONE: add.s64 %rd2, %rd0, %rd9; st.global.u32 [%rd2], %r2;""", out)
     assert out.tolist() == (t * (t - 1) // 2).tolist()
 
 
+@also_on_gpu
 def test_predicated_ret_retires_threads():
     out = np.zeros(32, np.uint32)
     run_ptx("""setp.ge.u32 %p1, %r0, 8; @%p1 ret;
@@ -313,6 +353,7 @@ def test_barrier_in_divergent_code_is_an_error():
         run_ptx("setp.eq.u32 %p1, %r0, 0; @%p1 bra $X; bar.sync 0; $X: add.u32 %r1, %r0, 1;")
 
 
+@also_on_gpu
 def test_special_registers_over_a_grid():
     out = np.zeros((3, 2, 4), np.uint32)
     run_ptx("""mov.u32 %r1, %ctaid.x; mov.u32 %r2, %ctaid.y; mov.u32 %r3, %nctaid.x;
@@ -324,6 +365,7 @@ mad.lo.u32 %r8, %r6, 100, %r5; st.global.u32 [%rd2], %r8;""", out, threads=4, gr
     assert np.array_equal(out, expected)
 
 
+@also_on_gpu
 def test_shfl_and_vote():
     out = np.zeros(64, np.uint32)
     # butterfly sum over each warp, then ballot of odd lanes
@@ -435,6 +477,7 @@ def test_syntax_errors_name_the_line():
     assert info.value.line == 6 and "bad.ptx" in str(info.value)
 
 
+@also_on_gpu
 @pytest.mark.parametrize("op", ["div.rz.f32", "div.rm.f32", "div.rp.f32"])
 def test_directed_division_brackets_the_exact_quotient(op):
     a = np.array([1, 2, -1, 10], np.float32)

@@ -1,0 +1,320 @@
+"""The GPU-free parts of scripts/gpu_checks.py and benchmarks/bench_gpu.py: job lists, the two-pass
+replay of the interpreter fixture cases (with launchers that stand in for the GPU), argument
+flattening, result comparison, the ISA-suite plumbing, output capture, report rendering, and the
+no-GPU exit."""
+import ctypes
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_gpu  # noqa: E402
+import gpu_checks  # noqa: E402
+from tilebc.interp import run as interp_run  # noqa: E402
+from tilebc_runtime.args import LaunchError  # noqa: E402
+
+MANIFEST_NAMES = sorted(gpu_checks.fixture_cases().MANIFEST["fixtures"])
+
+
+# -- the no-GPU path ----------------------------------------------------------------------------
+
+def test_without_a_gpu_the_script_says_so_and_exits_zero():
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="",
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "runtime")]))
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_checks.py")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "no CUDA GPU" in done.stdout
+
+
+def test_gpu_presence_reports_a_reason_when_there_is_none(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    code = ("import sys; sys.path.insert(0, %r); import gpu_checks; "
+            "print(gpu_checks.gpu_presence())" % str(ROOT / "scripts"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                              [str(ROOT), str(ROOT / "runtime")])))
+    count, reason = eval(done.stdout.strip())  # a (int, str) tuple literal
+    assert count == 0 and reason
+
+
+# -- jobs ---------------------------------------------------------------------------------------
+
+def test_fixture_jobs_cover_every_fixture_at_its_newest_version():
+    jobs = gpu_checks.fixture_jobs("latest")
+    assert [name for name, _ in jobs] == MANIFEST_NAMES
+    manifest = gpu_checks.fixture_cases().MANIFEST["fixtures"]
+    for name, version in jobs:
+        versions = [v for v, rec in manifest[name]["versions"].items() if "file" in rec]
+        assert version == max(versions, key=lambda v: tuple(map(int, v.split("."))))
+
+
+def test_fixture_jobs_all_versions_and_one_version_and_only():
+    every = gpu_checks.fixture_jobs("all")
+    assert len(every) > len(MANIFEST_NAMES) and len(set(every)) == len(every)
+    assert all(v == "13.3" for _, v in gpu_checks.fixture_jobs("13.3"))
+    assert gpu_checks.fixture_jobs("latest", ["printf", "bitcast"]) == [("bitcast", "13.5"),
+                                                                         ("printf", "13.5")]
+
+
+# -- comparison -----------------------------------------------------------------------------------
+
+def test_compare_arrays_exact_tolerant_and_nan():
+    a = np.array([1.0, np.nan, 3.0], np.float32)
+    assert gpu_checks.compare_arrays(a, a.copy()) is None
+    b = a.copy()
+    b[2] = np.nextafter(b[2], np.float32(4))
+    assert gpu_checks.compare_arrays(b, a) is not None  # one ulp off: exact comparison fails
+    assert gpu_checks.compare_arrays(b, a, rtol=1e-6) is None
+    assert gpu_checks.compare_arrays(a[:2], a) is not None  # shapes differ
+
+
+# -- the fixture cases, replayed ------------------------------------------------------------------
+
+def test_every_fixture_case_replays_identically_through_a_second_launcher():
+    """With the interpreter itself as the 'device', every case must come out ok: the second pass
+    sees the same inputs and makes the same checks as the first."""
+    not_ok = []
+    for name, version in gpu_checks.fixture_jobs("latest"):
+        result = gpu_checks.run_fixture_case(name, version, {"same": interp_run})
+        if result.interp.status != "ok" or result.backends["same"].status != "ok":
+            not_ok.append((name, result.interp, result.backends["same"]))
+    assert not not_ok
+
+
+def _add_one_to_outputs(module, entry, grid, *args, **options):
+    interp_run(module, entry, grid, *args, **options)
+    for arg in args:
+        if isinstance(arg, np.ndarray) and arg.dtype.kind in "fiu":
+            arg.ravel()[-1] += 1
+
+
+@pytest.mark.parametrize("name", ["elementwise_f32", "int_math_i32", "matmul_f16", "reduce_rows"])
+def test_a_wrong_result_is_a_mismatch_naming_the_check(name):
+    result = gpu_checks.run_fixture_case(name, "13.5", {"bad": _add_one_to_outputs})
+    outcome = result.backends["bad"]
+    assert result.interp.status == "ok"
+    assert outcome.status == "mismatch" and "vs interpreter" in outcome.detail
+    assert outcome.failed
+
+
+def test_schedule_dependent_differences_are_reported_not_failed():
+    result = gpu_checks.run_fixture_case("atomics_int", "13.5", {"bad": _add_one_to_outputs})
+    assert result.backends["bad"].status == "order"
+    assert "lane order" in result.backends["bad"].detail and not result.backends["bad"].failed
+
+
+def test_launcher_errors_are_errors_and_tileiras_refusals_are_refusals():
+    def broken(*args, **options):
+        raise LaunchError("driver says no")
+
+    def refused(*args, **options):
+        raise LaunchError("tileiras failed for entry 'k' (sm_90), exit 1: unsupported")
+    result = gpu_checks.run_fixture_case("bitcast", "13.5", {"jit": broken, "tileiras": refused})
+    assert result.backends["jit"].status == "error" and "driver says no" in result.backends["jit"].detail
+    assert result.backends["tileiras"].status == "refused"
+    assert not result.backends["tileiras"].failed
+
+
+def test_expected_kernel_errors_must_still_happen_on_the_device():
+    # assert's case expects a KernelAssertionError on bad input: a device that carries on fails it
+    def ignores_asserts(module, entry, grid, *args, **options):
+        return None
+    result = gpu_checks.run_fixture_case("assert", "13.5", {"lenient": ignores_asserts})
+    assert result.backends["lenient"].status == "mismatch"
+    assert "DID NOT RAISE" in result.backends["lenient"].detail
+
+
+def test_fixture_result_round_trips_through_json():
+    result = gpu_checks.FixtureResult("x", "13.5", gpu_checks.Outcome("ok"),
+                                      {"jit": gpu_checks.Outcome("ok", micros=2.5)})
+    again = gpu_checks.FixtureResult.from_json(result.to_json())
+    assert again == result
+
+
+# -- launch arguments -----------------------------------------------------------------------------
+
+class FakeDevice:
+    def __init__(self):
+        self.uploads = []
+
+    def upload(self, host):
+        self.uploads.append(host)
+        return ("dev", len(self.uploads))
+
+    def pointer(self, array):
+        return 0x1000 * array[1]
+
+
+def test_flatten_tuples_lists_and_aliases():
+    device = FakeDevice()
+    a = np.zeros((4, 6), np.float32)
+    b = np.zeros(8, np.float32)
+    c = np.zeros((2, 3), np.float32)[:, ::2]  # strided: its table row carries its strides
+    flat, pairs = gpu_checks.flatten_launch_args(
+        [(a, b), (np.float32(3), 2.0), [b, b], a, 7, c],
+        device.upload, device.pointer)
+    assert flat[0] == ("dev", 1) and flat[1] == ("dev", 2)
+    assert flat[2] == np.float32(3) and flat[3] == 2.0
+    table = device.uploads[2]  # the list's table went up third
+    assert table.dtype == np.int64 and table.tolist() == [[0x2000, 8, 1], [0x2000, 8, 1]]
+    assert flat[4] == ("dev", 3) and flat[5] == 2
+    assert flat[6] == ("dev", 1)  # a again: uploaded once, so aliasing stays aliasing
+    assert flat[7] == 7
+    assert [host is x for (_, host), x in zip(pairs, (a, b, c))] == [True, True, True]
+    assert len(pairs) == 3  # the table is not copied back
+
+
+def test_flatten_rejects_lists_of_non_arrays():
+    device = FakeDevice()
+    with pytest.raises(TypeError, match="arrays only"):
+        gpu_checks.flatten_launch_args([[1, 2]], device.upload, device.pointer)
+
+
+# -- the PTX instruction suite --------------------------------------------------------------------
+
+def test_isa_cases_are_the_marked_hardware_cases_with_stable_ids():
+    ids = [case_id for case_id, _, _ in gpu_checks.isa_cases()]
+    assert len(ids) == len(set(ids)) >= 30
+    assert "test_fma_rounds_once" in ids and "test_shfl_and_vote" in ids
+    assert "test_add_rounding_modes[rz-1.0-positive1]" not in ids  # float32 values keep their text
+    assert any(i.startswith("test_add_rounding_modes[rz-") for i in ids)
+    # emulator diagnostics (races, refusals, its own fault messages) stay emulator-only
+    assert not any(i.startswith(("test_shared_", "test_unimplemented", "test_syntax",
+                                 "test_out_of_bounds", "test_vprintf_and_trap")) for i in ids)
+    again = [case_id for case_id, _, _ in gpu_checks.isa_cases()]
+    assert again == ids
+
+
+def test_isa_cases_pass_with_the_emulator_and_fail_with_a_wrong_executor():
+    suite = gpu_checks.isa_suite()
+    cases = gpu_checks.isa_cases()
+    outcomes = {c: gpu_checks.run_isa_case(c, t, k, suite.emulate_ptx) for c, t, k in cases}
+    assert all(o.status == "ok" for o in outcomes.values()), outcomes
+    assert suite.EXECUTE is suite.emulate_ptx  # restored
+
+    def wrong(ptx, entry, grid, threads, arrays, print_stream=None):
+        suite.emulate_ptx(ptx, entry, grid, threads, arrays, print_stream)
+        arrays[-1].view(np.uint8)[0] ^= 0x10
+    case_id, test, kwargs = next(c for c in cases if c[0] == "test_integer_conversions")
+    outcome = gpu_checks.run_isa_case(case_id, test, kwargs, wrong)
+    assert outcome.status == "mismatch" and "assertion" in outcome.detail
+
+
+def test_retarget_ptx():
+    ptx = ".version 7.8\n.target sm_90\n.address_size 64\n"
+    assert gpu_checks.retarget_ptx(ptx, "sm_90") == ptx
+    try:
+        moved = gpu_checks.retarget_ptx(ptx, "sm_100")
+    except Exception as error:  # no nvJitLink to say which PTX ISA sm_100 needs
+        pytest.skip(f"nvJitLink unavailable: {error}")
+    assert ".target sm_100\n" in moved and ".version 7.8" not in moved
+
+
+# -- output capture -------------------------------------------------------------------------------
+
+def test_captured_output_takes_fd_and_c_stdio_writes():
+    libc = ctypes.CDLL(None)
+    with gpu_checks.captured_output() as output:
+        os.write(1, b"fd one\n")
+        libc.printf(b"from C %d\n", ctypes.c_int(42))  # buffered in C stdio until the flush
+        os.write(2, b"fd two\n")
+    assert output["stdout"] == "fd one\nfrom C 42\n"
+    assert output["stderr"] == "fd two\n"
+
+
+# -- reports --------------------------------------------------------------------------------------
+
+def _results():
+    O = gpu_checks.Outcome
+    return [gpu_checks.FixtureResult("bitcast", "13.5", O("ok"),
+                                     {"jit": O("ok", micros=4.0), "tileiras": O("ok", micros=5.0)}),
+            gpu_checks.FixtureResult("cast_fp4", "13.5", O("ok"),
+                                     {"jit": O("mismatch", "check 1 vs interpreter: off"),
+                                      "tileiras": O("refused", "tileiras failed")})]
+
+
+def test_summary_lists_every_fixture_and_counts_failures():
+    isa = [("test_a", gpu_checks.Outcome("ok")), ("test_b", gpu_checks.Outcome("error", "boom"))]
+    text = gpu_checks.render_summary(_results(), isa, ["jit", "tileiras"], ["isa/test_c"])
+    assert "| bitcast | 13.5 | ok | ok | ok |" in text
+    assert "| cast_fp4 | 13.5 | ok | mismatch | refused |" in text
+    assert "1/2 ok" in text and "| test_b | error | boom |" in text
+    assert "2 fixture runs, 2 ISA cases, 2 failing, 1 not run" in text
+    assert gpu_checks.count_failures(_results(), isa) == 2
+
+
+def test_markdown_has_times_ratio_and_bandwidth():
+    bandwidth = {"rows": [{"copy": "device to device", "bytes": 256 << 20, "ms": 0.2,
+                           "gb_per_s": 2684.4}]}
+    text = bench_gpu.render_markdown(_results(), ["jit", "tileiras"], bandwidth, device="H200",
+                                     command="scripts/gpu_checks.py", elapsed=12)
+    assert "| bitcast | 13.5 | 4.0 | 5.0 | 0.80x |" in text
+    assert "| cast_fp4 | 13.5 |  |  |  |" in text
+    assert "Geometric mean jit / tileiras over 1 kernels: 0.80x" in text
+    assert "| device to device | 256 | 0.200 | 2684.4 |" in text
+    missing = bench_gpu.render_markdown([], ["jit"], {"rows": [], "error": "worker died"},
+                                        device="H200", command="x", elapsed=1)
+    assert "Not measured: worker died." in missing
+
+
+def test_crash_records_name_the_job():
+    jobs = [{"kind": "fixture", "name": "assert", "version": "13.5", "backend": "jit"},
+            {"kind": "isa", "name": "t"}]
+    record = gpu_checks._crash_record("fixture/assert/13.5/jit", jobs, "worker died", {})
+    assert record["key"] == "fixture/assert/13.5/jit"
+    assert gpu_checks.FixtureResult.from_json(record).backends["jit"].status == "error"
+    assert gpu_checks._crash_record("isa/t", jobs, "gone", {})["outcome"]["status"] == "error"
+
+
+def test_per_backend_job_records_merge_into_one_row_per_fixture():
+    O = gpu_checks.Outcome
+    jit = gpu_checks.FixtureResult("assert", "13.5", O("ok"), {"jit": O("ok", micros=1.0)})
+    crashed = gpu_checks._crash_record(
+        "fixture/assert/13.5/tileiras",
+        [{"kind": "fixture", "name": "assert", "version": "13.5", "backend": "tileiras"}],
+        "worker died", {})
+    other = gpu_checks.FixtureResult("bitcast", "13.5", O("mismatch", "interp off"), {"jit": O("ok")})
+    merged = gpu_checks.merge_fixture_records([crashed, jit.to_json(), other.to_json()])
+    assert [(r.name, r.interp.status, sorted(r.backends)) for r in merged] == [
+        ("assert", "ok", ["jit", "tileiras"]), ("bitcast", "mismatch", ["jit"])]
+    assert merged[0].backends["tileiras"].status == "error"
+    assert gpu_checks.job_key({"kind": "fixture", "name": "a", "version": "13.5",
+                               "backend": "jit"}) == "fixture/a/13.5/jit"
+
+
+FAKE_WORKER = '''
+import json, os, sys
+out, request = sys.argv[2], json.loads(sys.stdin.read())
+for job in request["jobs"]:
+    key = "/".join(str(job[k]) for k in ("kind", "name"))
+    with open(out, "a") as handle:
+        handle.write(json.dumps({"start": key}) + "\\n")
+    if job["name"] == "faulty":
+        sys.stderr.write("device exploded")
+        os._exit(7)
+    with open(out, "a") as handle:
+        handle.write(json.dumps({"kind": "isa", "name": job["name"], "key": key,
+                                 "outcome": {"status": "ok", "detail": "", "micros": None}}) + "\\n")
+'''
+
+
+def test_workers_are_replaced_after_a_crash_and_the_crash_is_reported(tmp_path, monkeypatch):
+    fake = tmp_path / "fake_worker.py"
+    fake.write_text(FAKE_WORKER)
+    monkeypatch.setattr(gpu_checks, "__file__", str(fake))
+    jobs = [{"kind": "isa", "name": n} for n in ("a", "faulty", "b")]
+    records, unrun = gpu_checks.run_workers(jobs, {}, deadline=gpu_checks.time.monotonic() + 60,
+                                            log=lambda line: None)
+    assert unrun == []
+    by_name = {r["name"]: r["outcome"] for r in records}
+    assert by_name["a"]["status"] == "ok" and by_name["b"]["status"] == "ok"
+    assert by_name["faulty"]["status"] == "error"
+    assert "exit 7" in by_name["faulty"]["detail"] and "device exploded" in by_name["faulty"]["detail"]

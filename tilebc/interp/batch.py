@@ -39,6 +39,7 @@ from ..ir.module import Block, Function, Region
 from ..ops.spec import Arity
 from .errors import ExecutionError, MemoryCheckError
 from .registry import IMPLEMENTATIONS, LANEWISE, Signal
+from .arena import Scratch
 from .memory import Buffer, Write
 from .ops._common import result_dtype, result_shape
 from .ops.memory import TOKEN, pointee_dtype
@@ -239,6 +240,7 @@ class BatchBlock:
         self.log = log
         self._blocks: Optional[list] = None
         self._coords = None
+        self.scratch = Scratch()  # pooled result buffers (ops/_common.output), freed at the end
 
     # ---------------------------------------------------------------------------- errors
 
@@ -708,11 +710,17 @@ def run_batched(machine, function: Function, grid: Tuple[int, int, int], argumen
     log = MemoryLog()
     memory = machine.memory
     memory.observer = log.observe
+    block = BatchBlock(machine, grid, log)
     try:
-        block = BatchBlock(machine, grid, log)
-        signal = block.run_block(function.body, arguments)
-        if signal is not None and signal.kind != "return":
-            block.fail(f"entry body ended with {signal.kind}, expected return")
+        try:
+            signal = block.run_block(function.body, arguments)
+            if signal is not None and signal.kind != "return":
+                block.fail(f"entry body ended with {signal.kind}, expected return")
+        finally:
+            memory.observer = None
+        log.apply()
     finally:
-        memory.observer = None
-    log.apply()
+        # nothing of the run outlives it: drop every reference before the buffers are reused
+        block.registers.clear()
+        log.actions.clear()
+        block.scratch.release()

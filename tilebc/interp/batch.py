@@ -241,6 +241,7 @@ class BatchBlock:
         self._blocks: Optional[list] = None
         self._coords = None
         self.scratch = Scratch()  # pooled result buffers (ops/_common.output), freed at the end
+        self._affine: Dict[int, tuple] = {}  # id(index array) -> (array, coefficients or None)
 
     # ---------------------------------------------------------------------------- errors
 
@@ -262,6 +263,33 @@ class BatchBlock:
             gx, gy, _ = self.grid
             self._coords = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
         return self._coords
+
+    def affine_index(self, value, varying: bool):
+        """(c, cx, cy, cz) with value == c + cx*x + cy*y + cz*z in every block (x, y, z its
+        grid coordinates), or None when the value is not such a function (or not a scalar).
+        Computed once per array and launch; block ids are seeded by get_tile_block_id."""
+        if not varying:
+            scalar = np.asarray(value)
+            return (int(scalar), 0, 0, 0) if scalar.ndim == 0 and scalar.dtype.kind in "iu" \
+                else None
+        known = self._affine.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        array = np.asarray(value)
+        coefficients = None
+        if array.shape == (self.count,) and array.dtype.kind in "iu":
+            values = array.astype(np.int64)
+            gx, gy, gz = self.grid
+            constant = int(values[0])
+            coefficients = (constant, int(values[1]) - constant if gx > 1 else 0,
+                            int(values[gx]) - constant if gy > 1 else 0,
+                            int(values[gx * gy]) - constant if gz > 1 else 0)
+            x, y, z = self.flat_coords()
+            if not np.array_equal(values, constant + coefficients[1] * x +
+                                  coefficients[2] * y + coefficients[3] * z):
+                coefficients = None
+        self._affine[id(value)] = (value, coefficients)
+        return coefficients
 
     def locate_element(self, index):
         """An index into a varying value: (its tile block, the element index in the tile)."""
@@ -468,7 +496,10 @@ def _loop(bb, op, impl, groups, flags):
 
 @batched("get_tile_block_id")
 def _tile_block_id(bb, op, impl, groups, flags):
-    return [c.astype(result_dtype(op, i)) for i, c in enumerate(bb.flat_coords())], [True] * 3
+    ids = [c.astype(result_dtype(op, i)) for i, c in enumerate(bb.flat_coords())]
+    for axis, value in enumerate(ids):  # the coordinates themselves: affine by definition
+        bb._affine[id(value)] = (value, (0,) + tuple(int(a == axis) for a in range(3)))
+    return ids, [True] * 3
 
 
 @batched("reduce", "scan")
@@ -572,22 +603,26 @@ def affine_region(bb: BatchBlock, view, indices, flags, writing: bool):
     if tiled.kind == "gather_scatter" or len(indices) != rank or rank != tensor.rank or \
             sorted(tiled.dim_map) != list(range(rank)):
         return None
-    offset = np.int64(0)
+    grid = bb.grid
+    first = 0
+    axis_steps = [0, 0, 0]  # element offset per grid step along x, y, z
     for k in range(rank):
+        coefficients = bb.affine_index(indices[k], bool(flags[k]) if flags else False)
+        if coefficients is None:
+            return None
         dim = tiled.dim_map[k]
-        origin = np.asarray(indices[k]).astype(np.int64) * np.int64(tiled.steps[k])
-        if origin.min() < 0 or origin.max() + tiled.tile_shape[k] > int(tensor.shape[dim]):
+        step, stride = int(tiled.steps[k]), int(tensor.strides[dim])
+        constant, per_axis = coefficients[0] * step, [c * step for c in coefficients[1:]]
+        # the tile origins are affine in the coordinates: their extremes lie at grid corners
+        low = constant + sum(min(0, c * (n - 1)) for c, n in zip(per_axis, grid))
+        high = constant + sum(max(0, c * (n - 1)) for c, n in zip(per_axis, grid))
+        if low < 0 or high + tiled.tile_shape[k] > int(tensor.shape[dim]):
             return None  # a partial tile: the per-block path pads / drops its elements
-        offset = offset + origin * np.int64(tensor.strides[dim])
-    offset = np.broadcast_to(offset, (bb.count,))
-    gx, gy, gz = bb.grid
-    first = int(offset[0])
-    steps = (int(offset[gx * gy]) - first if gz > 1 else 0,
-             int(offset[gx]) - first if gy > 1 else 0,
-             int(offset[1]) - first if gx > 1 else 0)
-    x, y, z = bb.flat_coords()
-    if not np.array_equal(offset, first + steps[0] * z + steps[1] * y + steps[2] * x):
-        return None
+        first += constant * stride
+        for axis in range(3):
+            axis_steps[axis] += per_axis[axis] * stride
+    gx, gy, gz = grid
+    steps = (axis_steps[2], axis_steps[1], axis_steps[0])
     shape = (gz, gy, gx) + tuple(tiled.tile_shape)
     strides = steps + tuple(int(tensor.strides[tiled.dim_map[k]]) for k in range(rank))
     if writing and overlaps(shape, strides):

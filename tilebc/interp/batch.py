@@ -41,7 +41,8 @@ from .errors import ExecutionError, MemoryCheckError
 from .registry import IMPLEMENTATIONS, LANEWISE, Signal
 from .arena import Scratch
 from .memory import Buffer, Write
-from .ops._common import result_dtype, result_shape
+from ..ops.enums import RoundingMode
+from .ops._common import output, result_dtype, result_shape, rounding
 from .ops.memory import TOKEN, pointee_dtype
 from .ops.shape import _window
 from .ops.views import as_tiled, view_access
@@ -220,6 +221,59 @@ class MemoryLog:
             action()
 
 
+# ------------------------------------------------------------------------ store fusion
+#
+# A whole-grid element-wise result that only feeds a store would be computed into a temporary and
+# copied into the destination when the deferred stores are performed. For the float arithmetic
+# below the run instead keeps the operation itself (`Deferred`) and, when the store is one strided
+# region, performs it at the end straight into the destination (`out=` the strided view): one
+# pass over memory instead of two. Performing it later is exact only if its operands still hold
+# what they held when the op ran: stores performed earlier in the log must not touch them.
+
+FUSED_UFUNCS = {"addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide}
+_NATIVE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_FUSIBLE: Dict[int, Tuple[weakref.ref, frozenset]] = {}
+
+
+def fusible_ops(function: Function) -> frozenset:
+    """ids of the ops of `function`'s body that may run deferred: FUSED_UFUNCS ops rounding to
+    nearest without flush_to_zero whose result's one use is the stored tile of a store_view_tko
+    of the same block."""
+    cached = _FUSIBLE.get(id(function))
+    if cached is not None and cached[0]() is function:
+        return cached[1]
+    uses: Dict = {}
+    for top in function.body.ops:
+        for op in top.walk():
+            for value in op.operand_values:
+                uses[value] = uses.get(value, 0) + 1
+    stored = {op.operands["tile"] for op in function.body.ops if op.name == "store_view_tko"}
+    found = set()
+    for op in function.body.ops:
+        if op.name in FUSED_UFUNCS and not op.attrs.get("flush_to_zero") and \
+                rounding(op) in (None, RoundingMode.NEAREST_EVEN) and \
+                op.results[0] in stored and uses.get(op.results[0]) == 1 and \
+                result_dtype(op) in _NATIVE_FLOATS:
+            found.add(id(op))
+    found = frozenset(found)
+    _FUSIBLE[id(function)] = (weakref.ref(function), found)
+    return found
+
+
+class Deferred:
+    """An element-wise float op not yet performed: `ufunc(lhs, rhs)` of `dtype`, the operands
+    with the block axis when `flags` say so."""
+
+    __slots__ = ("ufunc", "operands", "flags", "dtype", "shape")
+
+    def __init__(self, ufunc, operands, flags, dtype, shape):
+        self.ufunc, self.operands, self.flags, self.dtype, self.shape = \
+            ufunc, operands, flags, dtype, shape
+
+    def compute(self, out=None):
+        return self.ufunc(*self.operands) if out is None else self.ufunc(*self.operands, out=out)
+
+
 # --------------------------------------------------------------------------------- the block
 
 
@@ -242,6 +296,8 @@ class BatchBlock:
         self._coords = None
         self.scratch = Scratch()  # pooled result buffers (ops/_common.output), freed at the end
         self._affine: Dict[int, tuple] = {}  # id(index array) -> (array, coefficients or None)
+        self.entry_body = None  # set by run_batched, with the ids of its fusible ops
+        self.fusible = frozenset()
 
     # ---------------------------------------------------------------------------- errors
 
@@ -327,6 +383,7 @@ class BatchBlock:
                 varying.discard(value)
         machine = self.machine
         steps = machine._plans.get(id(block)) or machine.compile_block(block)
+        fusible = self.fusible if block is self.entry_body else ()
         for op, impl, layout, results, _ in steps:
             self.current_op = op
             groups, group_flags, any_varying = [], [], False
@@ -345,7 +402,9 @@ class BatchBlock:
                     any_varying = any_varying or flag
                     group_flags.append(flag)
             special = BATCHED.get(op.name)
-            if special is not None:
+            if fusible and id(op) in fusible and any_varying:
+                values, result_flags = [self.defer(op, groups, group_flags)], (True,)
+            elif special is not None:
                 outcome = special(self, op, impl, groups, group_flags)
                 if isinstance(outcome, Signal):
                     return outcome
@@ -365,6 +424,16 @@ class BatchBlock:
                 else:
                     varying.discard(value)
         return None
+
+    def defer(self, op, groups, flags):
+        """A fusible op's result: Deferred when its operands are numpy arrays of its type, else
+        computed now."""
+        dtype = result_dtype(op)
+        lhs, rhs = groups
+        if getattr(lhs, "dtype", None) != dtype or getattr(rhs, "dtype", None) != dtype:
+            return IMPLEMENTATIONS[op.name](self, op, lhs, rhs)[0]
+        return Deferred(FUSED_UFUNCS[op.name], (lhs, rhs), tuple(flags), dtype,
+                        (self.count,) + tuple(result_shape(op)))
 
     def per_block(self, op, impl, groups, flags):
         """Run the ordinary implementation once per block on the block's slices; stack the
@@ -695,6 +764,20 @@ def _store_view(bb, op, impl, groups, flags):
     tile = tuple(tiled.tile_shape)
     if not indices and view is not tiled:
         indices = (0,) * len(tile)
+    if type(tile_value) is Deferred:
+        found = affine_region(bb, view, indices, flags[2], writing=True) if any(flags[2]) \
+            else None
+        if found is not None and tile_value.dtype == dtype and not any(
+                np.may_share_memory(operand, buffer.data) for buffer in bb.log.first_write
+                for operand in tile_value.operands):
+            buffer, strided, start, shape, strides = found
+            operands = tuple(np.reshape(x, shape) if f else x
+                             for x, f in zip(tile_value.operands, tile_value.flags))
+            ufunc = tile_value.ufunc
+            bb.log.record(buffer, dtype.itemsize, _region_lanes(bb, start, shape, strides),
+                          lambda: ufunc(*operands, out=strided))
+            return [TOKEN], [False]
+        tile_value = tile_value.compute(output(bb, tile_value.dtype, *tile_value.operands))
     values = np.broadcast_to(np.asarray(tile_value).astype(dtype, copy=False),
                              (bb.count,) + tile)  # uniform values: every block stores them
     found = affine_region(bb, view, indices, flags[2], writing=True) if any(flags[2]) else None
@@ -746,6 +829,7 @@ def run_batched(machine, function: Function, grid: Tuple[int, int, int], argumen
     memory = machine.memory
     memory.observer = log.observe
     block = BatchBlock(machine, grid, log)
+    block.entry_body, block.fusible = function.body, fusible_ops(function)
     try:
         try:
             signal = block.run_block(function.body, arguments)

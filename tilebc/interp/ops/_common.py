@@ -41,9 +41,15 @@ def rounding(op, name: str = "rounding_mode"):
 
 def output(tb, dtype: np.dtype, *operands):
     """A reusable buffer for an element-wise result of `dtype` shaped like the broadcast of
-    `operands` (numpy's `out=`), or None to let numpy allocate. Batched runs pool big results
-    across launches (interp/arena.py); one-block runs and small tiles allocate."""
-    scratch = getattr(tb, "scratch", None)
-    if scratch is None:
+    `operands` (numpy's `out=`), or None to let numpy allocate."""
+    if getattr(tb, "scratch", None) is None:
         return None
-    return scratch.output(np.broadcast_shapes(*(np.shape(o) for o in operands)), dtype)
+    return tb.scratch.output(np.broadcast_shapes(*(np.shape(o) for o in operands)), dtype)
+
+
+def scratch(tb, shape, dtype: np.dtype):
+    """A reusable buffer of `shape` and `dtype` for a result (numpy's `out=`), or None to let
+    numpy allocate. Batched runs pool big results across launches (interp/arena.py); one-block
+    runs and small tiles allocate."""
+    pool = getattr(tb, "scratch", None)
+    return None if pool is None else pool.output(tuple(shape), dtype)

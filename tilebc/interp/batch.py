@@ -233,6 +233,8 @@ class MemoryLog:
 FUSED_UFUNCS = {"addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide}
 _NATIVE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 _FUSIBLE: Dict[int, Tuple[weakref.ref, frozenset]] = {}
+# id(block) -> (weak reference, BatchBlock.plan's steps), shared by every launch
+_BATCH_PLANS: Dict[int, Tuple[weakref.ref, list]] = {}
 
 
 def fusible_ops(function: Function) -> frozenset:
@@ -381,10 +383,7 @@ class BatchBlock:
                 varying.add(value)
             else:
                 varying.discard(value)
-        machine = self.machine
-        steps = machine._plans.get(id(block)) or machine.compile_block(block)
-        fusible = self.fusible if block is self.entry_body else ()
-        for op, impl, layout, results, _ in steps:
+        for op, impl, layout, results, special, lanewise, fused in self.plan(block):
             self.current_op = op
             groups, group_flags, any_varying = [], [], False
             for arity, operand in layout:
@@ -401,8 +400,7 @@ class BatchBlock:
                     flag = operand in varying
                     any_varying = any_varying or flag
                     group_flags.append(flag)
-            special = BATCHED.get(op.name)
-            if fusible and id(op) in fusible and any_varying:
+            if fused and any_varying:
                 values, result_flags = [self.defer(op, groups, group_flags)], (True,)
             elif special is not None:
                 outcome = special(self, op, impl, groups, group_flags)
@@ -412,7 +410,7 @@ class BatchBlock:
             elif not any_varying:
                 values = impl(self, op, *groups) or ()
                 result_flags = (False,) * len(results)
-            elif op.name in LANEWISE:
+            elif lanewise:
                 values = impl(self, op, *groups)
                 result_flags = tuple(isinstance(v, np.ndarray) for v in values)
             else:
@@ -424,6 +422,21 @@ class BatchBlock:
                 else:
                     varying.discard(value)
         return None
+
+    def plan(self, block: Block) -> list:
+        """The machine's steps for `block`, each with its batched form (BATCHED), whether it is
+        LANEWISE and whether it runs deferred (fusible_ops); computed once per block."""
+        cached = _BATCH_PLANS.get(id(block))
+        if cached is not None and cached[0]() is block:
+            return cached[1]
+        fusible = self.fusible if block is self.entry_body else frozenset()
+        steps = [(op, impl, layout, results, BATCHED.get(op.name), op.name in LANEWISE,
+                  id(op) in fusible)
+                 for op, impl, layout, results, _ in self.machine.compile_block(block)]
+        key = id(block)
+        _BATCH_PLANS[key] = (weakref.ref(block, lambda _, key=key: _BATCH_PLANS.pop(key, None)),
+                             steps)
+        return steps
 
     def defer(self, op, groups, flags):
         """A fusible op's result: Deferred when its operands are numpy arrays of its type, else

@@ -722,12 +722,10 @@ def affine_region(bb: BatchBlock, view, indices, flags, writing: bool):
     if buffer is None:
         return None
     start = (tensor.base - buffer.base) // itemsize + first
-    # as_strided speaks the array interface, which has no ml_dtypes (f8, bf16): stride the
-    # same-width unsigned integers, then view them as the element type
-    bits = buffer.typed(np.dtype(f"u{itemsize}"))
-    strided = np.lib.stride_tricks.as_strided(bits[start:], shape,
-                                              tuple(s * itemsize for s in strides))
-    strided = strided.view(tensor.dtype)
+    # a strided array over the buffer's memory (the constructor takes ml_dtypes element types
+    # and checks the span against the buffer; ~10x cheaper than as_strided)
+    strided = np.ndarray(shape, tensor.dtype, buffer.typed(np.dtype(f"u{itemsize}")),
+                         start * itemsize, tuple(s * itemsize for s in strides))
     return buffer, strided, start, shape, strides
 
 

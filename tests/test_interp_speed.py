@@ -185,3 +185,19 @@ def test_fused_store_reads_operands_before_any_store(kernel, arrays):
     for data in results:
         for got, want in zip(data, expected):
             np.testing.assert_array_equal(got, want)
+
+
+def test_cli_exact_math_flag(tmp_path):
+    """`tilebc run --exact-math` gives the float64-rounded exp bit for bit."""
+    from tilebc.interp.cli import main
+    import tilebc
+    module = export(exp_rows, [_array(F32, 2)] * 2 + [64, 256])
+    path = tmp_path / "exp.tilebc"
+    path.write_bytes(tilebc.dump(module, "13.4"))
+    x = np.random.default_rng(4).uniform(-20, 20, (128, 256)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(path), "--grid", "2", "--arg", str(tmp_path / "x.npy"),
+                 "--arg", "zeros:float32:128x256", "--exact-math",
+                 "--out", str(tmp_path / "out.npz")]) == 0
+    y = np.load(tmp_path / "out.npz")["arg1"]
+    np.testing.assert_array_equal(y, np.exp(x.astype(np.float64)).astype(np.float32))

@@ -39,8 +39,10 @@ from ..ir.module import Block, Function, Region
 from ..ops.spec import Arity
 from .errors import ExecutionError, MemoryCheckError
 from .registry import IMPLEMENTATIONS, LANEWISE, Signal
+from .arena import Scratch
 from .memory import Buffer, Write
-from .ops._common import result_dtype, result_shape
+from ..ops.enums import RoundingMode
+from .ops._common import output, result_dtype, result_shape, rounding
 from .ops.memory import TOKEN, pointee_dtype
 from .ops.shape import _window
 from .ops.views import as_tiled, view_access
@@ -219,6 +221,61 @@ class MemoryLog:
             action()
 
 
+# ------------------------------------------------------------------------ store fusion
+#
+# A whole-grid element-wise result that only feeds a store would be computed into a temporary and
+# copied into the destination when the deferred stores are performed. For the float arithmetic
+# below the run instead keeps the operation itself (`Deferred`) and, when the store is one strided
+# region, performs it at the end straight into the destination (`out=` the strided view): one
+# pass over memory instead of two. Performing it later is exact only if its operands still hold
+# what they held when the op ran: stores performed earlier in the log must not touch them.
+
+FUSED_UFUNCS = {"addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide}
+_NATIVE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_FUSIBLE: Dict[int, Tuple[weakref.ref, frozenset]] = {}
+# id(block) -> (weak reference, BatchBlock.plan's steps), shared by every launch
+_BATCH_PLANS: Dict[int, Tuple[weakref.ref, list]] = {}
+
+
+def fusible_ops(function: Function) -> frozenset:
+    """ids of the ops of `function`'s body that may run deferred: FUSED_UFUNCS ops rounding to
+    nearest without flush_to_zero whose result's one use is the stored tile of a store_view_tko
+    of the same block."""
+    cached = _FUSIBLE.get(id(function))
+    if cached is not None and cached[0]() is function:
+        return cached[1]
+    uses: Dict = {}
+    for top in function.body.ops:
+        for op in top.walk():
+            for value in op.operand_values:
+                uses[value] = uses.get(value, 0) + 1
+    stored = {op.operands["tile"] for op in function.body.ops if op.name == "store_view_tko"}
+    found = set()
+    for op in function.body.ops:
+        if op.name in FUSED_UFUNCS and not op.attrs.get("flush_to_zero") and \
+                rounding(op) in (None, RoundingMode.NEAREST_EVEN) and \
+                op.results[0] in stored and uses.get(op.results[0]) == 1 and \
+                result_dtype(op) in _NATIVE_FLOATS:
+            found.add(id(op))
+    found = frozenset(found)
+    _FUSIBLE[id(function)] = (weakref.ref(function), found)
+    return found
+
+
+class Deferred:
+    """An element-wise float op not yet performed: `ufunc(lhs, rhs)` of `dtype`, the operands
+    with the block axis when `flags` say so."""
+
+    __slots__ = ("ufunc", "operands", "flags", "dtype", "shape")
+
+    def __init__(self, ufunc, operands, flags, dtype, shape):
+        self.ufunc, self.operands, self.flags, self.dtype, self.shape = \
+            ufunc, operands, flags, dtype, shape
+
+    def compute(self, out=None):
+        return self.ufunc(*self.operands) if out is None else self.ufunc(*self.operands, out=out)
+
+
 # --------------------------------------------------------------------------------- the block
 
 
@@ -239,6 +296,10 @@ class BatchBlock:
         self.log = log
         self._blocks: Optional[list] = None
         self._coords = None
+        self.scratch = Scratch()  # pooled result buffers (ops/_common.output), freed at the end
+        self._affine: Dict[int, tuple] = {}  # id(index array) -> (array, coefficients or None)
+        self.entry_body = None  # set by run_batched, with the ids of its fusible ops
+        self.fusible = frozenset()
 
     # ---------------------------------------------------------------------------- errors
 
@@ -260,6 +321,33 @@ class BatchBlock:
             gx, gy, _ = self.grid
             self._coords = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
         return self._coords
+
+    def affine_index(self, value, varying: bool):
+        """(c, cx, cy, cz) with value == c + cx*x + cy*y + cz*z in every block (x, y, z its
+        grid coordinates), or None when the value is not such a function (or not a scalar).
+        Computed once per array and launch; block ids are seeded by get_tile_block_id."""
+        if not varying:
+            scalar = np.asarray(value)
+            return (int(scalar), 0, 0, 0) if scalar.ndim == 0 and scalar.dtype.kind in "iu" \
+                else None
+        known = self._affine.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        array = np.asarray(value)
+        coefficients = None
+        if array.shape == (self.count,) and array.dtype.kind in "iu":
+            values = array.astype(np.int64)
+            gx, gy, gz = self.grid
+            constant = int(values[0])
+            coefficients = (constant, int(values[1]) - constant if gx > 1 else 0,
+                            int(values[gx]) - constant if gy > 1 else 0,
+                            int(values[gx * gy]) - constant if gz > 1 else 0)
+            x, y, z = self.flat_coords()
+            if not np.array_equal(values, constant + coefficients[1] * x +
+                                  coefficients[2] * y + coefficients[3] * z):
+                coefficients = None
+        self._affine[id(value)] = (value, coefficients)
+        return coefficients
 
     def locate_element(self, index):
         """An index into a varying value: (its tile block, the element index in the tile)."""
@@ -295,9 +383,7 @@ class BatchBlock:
                 varying.add(value)
             else:
                 varying.discard(value)
-        machine = self.machine
-        steps = machine._plans.get(id(block)) or machine.compile_block(block)
-        for op, impl, layout, results, _ in steps:
+        for op, impl, layout, results, special, lanewise, fused in self.plan(block):
             self.current_op = op
             groups, group_flags, any_varying = [], [], False
             for arity, operand in layout:
@@ -314,8 +400,9 @@ class BatchBlock:
                     flag = operand in varying
                     any_varying = any_varying or flag
                     group_flags.append(flag)
-            special = BATCHED.get(op.name)
-            if special is not None:
+            if fused and any_varying:
+                values, result_flags = [self.defer(op, groups, group_flags)], (True,)
+            elif special is not None:
                 outcome = special(self, op, impl, groups, group_flags)
                 if isinstance(outcome, Signal):
                     return outcome
@@ -323,7 +410,7 @@ class BatchBlock:
             elif not any_varying:
                 values = impl(self, op, *groups) or ()
                 result_flags = (False,) * len(results)
-            elif op.name in LANEWISE:
+            elif lanewise:
                 values = impl(self, op, *groups)
                 result_flags = tuple(isinstance(v, np.ndarray) for v in values)
             else:
@@ -335,6 +422,31 @@ class BatchBlock:
                 else:
                     varying.discard(value)
         return None
+
+    def plan(self, block: Block) -> list:
+        """The machine's steps for `block`, each with its batched form (BATCHED), whether it is
+        LANEWISE and whether it runs deferred (fusible_ops); computed once per block."""
+        cached = _BATCH_PLANS.get(id(block))
+        if cached is not None and cached[0]() is block:
+            return cached[1]
+        fusible = self.fusible if block is self.entry_body else frozenset()
+        steps = [(op, impl, layout, results, BATCHED.get(op.name), op.name in LANEWISE,
+                  id(op) in fusible)
+                 for op, impl, layout, results, _ in self.machine.compile_block(block)]
+        key = id(block)
+        _BATCH_PLANS[key] = (weakref.ref(block, lambda _, key=key: _BATCH_PLANS.pop(key, None)),
+                             steps)
+        return steps
+
+    def defer(self, op, groups, flags):
+        """A fusible op's result: Deferred when its operands are numpy arrays of its type, else
+        computed now."""
+        dtype = result_dtype(op)
+        lhs, rhs = groups
+        if getattr(lhs, "dtype", None) != dtype or getattr(rhs, "dtype", None) != dtype:
+            return IMPLEMENTATIONS[op.name](self, op, lhs, rhs)[0]
+        return Deferred(FUSED_UFUNCS[op.name], (lhs, rhs), tuple(flags), dtype,
+                        (self.count,) + tuple(result_shape(op)))
 
     def per_block(self, op, impl, groups, flags):
         """Run the ordinary implementation once per block on the block's slices; stack the
@@ -466,7 +578,10 @@ def _loop(bb, op, impl, groups, flags):
 
 @batched("get_tile_block_id")
 def _tile_block_id(bb, op, impl, groups, flags):
-    return [c.astype(result_dtype(op, i)) for i, c in enumerate(bb.flat_coords())], [True] * 3
+    ids = [c.astype(result_dtype(op, i)) for i, c in enumerate(bb.flat_coords())]
+    for axis, value in enumerate(ids):  # the coordinates themselves: affine by definition
+        bb._affine[id(value)] = (value, (0,) + tuple(int(a == axis) for a in range(3)))
+    return ids, [True] * 3
 
 
 @batched("reduce", "scan")
@@ -570,22 +685,26 @@ def affine_region(bb: BatchBlock, view, indices, flags, writing: bool):
     if tiled.kind == "gather_scatter" or len(indices) != rank or rank != tensor.rank or \
             sorted(tiled.dim_map) != list(range(rank)):
         return None
-    offset = np.int64(0)
+    grid = bb.grid
+    first = 0
+    axis_steps = [0, 0, 0]  # element offset per grid step along x, y, z
     for k in range(rank):
+        coefficients = bb.affine_index(indices[k], bool(flags[k]) if flags else False)
+        if coefficients is None:
+            return None
         dim = tiled.dim_map[k]
-        origin = np.asarray(indices[k]).astype(np.int64) * np.int64(tiled.steps[k])
-        if origin.min() < 0 or origin.max() + tiled.tile_shape[k] > int(tensor.shape[dim]):
+        step, stride = int(tiled.steps[k]), int(tensor.strides[dim])
+        constant, per_axis = coefficients[0] * step, [c * step for c in coefficients[1:]]
+        # the tile origins are affine in the coordinates: their extremes lie at grid corners
+        low = constant + sum(min(0, c * (n - 1)) for c, n in zip(per_axis, grid))
+        high = constant + sum(max(0, c * (n - 1)) for c, n in zip(per_axis, grid))
+        if low < 0 or high + tiled.tile_shape[k] > int(tensor.shape[dim]):
             return None  # a partial tile: the per-block path pads / drops its elements
-        offset = offset + origin * np.int64(tensor.strides[dim])
-    offset = np.broadcast_to(offset, (bb.count,))
-    gx, gy, gz = bb.grid
-    first = int(offset[0])
-    steps = (int(offset[gx * gy]) - first if gz > 1 else 0,
-             int(offset[gx]) - first if gy > 1 else 0,
-             int(offset[1]) - first if gx > 1 else 0)
-    x, y, z = bb.flat_coords()
-    if not np.array_equal(offset, first + steps[0] * z + steps[1] * y + steps[2] * x):
-        return None
+        first += constant * stride
+        for axis in range(3):
+            axis_steps[axis] += per_axis[axis] * stride
+    gx, gy, gz = grid
+    steps = (axis_steps[2], axis_steps[1], axis_steps[0])
     shape = (gz, gy, gx) + tuple(tiled.tile_shape)
     strides = steps + tuple(int(tensor.strides[tiled.dim_map[k]]) for k in range(rank))
     if writing and overlaps(shape, strides):
@@ -603,12 +722,10 @@ def affine_region(bb: BatchBlock, view, indices, flags, writing: bool):
     if buffer is None:
         return None
     start = (tensor.base - buffer.base) // itemsize + first
-    # as_strided speaks the array interface, which has no ml_dtypes (f8, bf16): stride the
-    # same-width unsigned integers, then view them as the element type
-    bits = buffer.typed(np.dtype(f"u{itemsize}"))
-    strided = np.lib.stride_tricks.as_strided(bits[start:], shape,
-                                              tuple(s * itemsize for s in strides))
-    strided = strided.view(tensor.dtype)
+    # a strided array over the buffer's memory (the constructor takes ml_dtypes element types
+    # and checks the span against the buffer; ~10x cheaper than as_strided)
+    strided = np.ndarray(shape, tensor.dtype, buffer.typed(np.dtype(f"u{itemsize}")),
+                         start * itemsize, tuple(s * itemsize for s in strides))
     return buffer, strided, start, shape, strides
 
 
@@ -658,6 +775,20 @@ def _store_view(bb, op, impl, groups, flags):
     tile = tuple(tiled.tile_shape)
     if not indices and view is not tiled:
         indices = (0,) * len(tile)
+    if type(tile_value) is Deferred:
+        found = affine_region(bb, view, indices, flags[2], writing=True) if any(flags[2]) \
+            else None
+        if found is not None and tile_value.dtype == dtype and not any(
+                np.may_share_memory(operand, buffer.data) for buffer in bb.log.first_write
+                for operand in tile_value.operands):
+            buffer, strided, start, shape, strides = found
+            operands = tuple(np.reshape(x, shape) if f else x
+                             for x, f in zip(tile_value.operands, tile_value.flags))
+            ufunc = tile_value.ufunc
+            bb.log.record(buffer, dtype.itemsize, _region_lanes(bb, start, shape, strides),
+                          lambda: ufunc(*operands, out=strided))
+            return [TOKEN], [False]
+        tile_value = tile_value.compute(output(bb, tile_value.dtype, *tile_value.operands))
     values = np.broadcast_to(np.asarray(tile_value).astype(dtype, copy=False),
                              (bb.count,) + tile)  # uniform values: every block stores them
     found = affine_region(bb, view, indices, flags[2], writing=True) if any(flags[2]) else None
@@ -708,11 +839,18 @@ def run_batched(machine, function: Function, grid: Tuple[int, int, int], argumen
     log = MemoryLog()
     memory = machine.memory
     memory.observer = log.observe
+    block = BatchBlock(machine, grid, log)
+    block.entry_body, block.fusible = function.body, fusible_ops(function)
     try:
-        block = BatchBlock(machine, grid, log)
-        signal = block.run_block(function.body, arguments)
-        if signal is not None and signal.kind != "return":
-            block.fail(f"entry body ended with {signal.kind}, expected return")
+        try:
+            signal = block.run_block(function.body, arguments)
+            if signal is not None and signal.kind != "return":
+                block.fail(f"entry body ended with {signal.kind}, expected return")
+        finally:
+            memory.observer = None
+        log.apply()
     finally:
-        memory.observer = None
-    log.apply()
+        # nothing of the run outlives it: drop every reference before the buffers are reused
+        block.registers.clear()
+        log.actions.clear()
+        block.scratch.release()

@@ -110,6 +110,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                              "flags, division by zero, shift amounts >= the width)")
     parser.add_argument("--no-batch", action="store_true",
                         help="run tile blocks one at a time instead of all at once")
+    parser.add_argument("--exact-math", action="store_true",
+                        help="evaluate exp, sin, ... in float64 and round once (default: f32 "
+                             "functions in numpy float32 within the device's ulp bound)")
     parser.set_defaults(handler=handle_run)
     return parser
 
@@ -130,7 +133,7 @@ def handle_run(options) -> int:
             check_assumptions=options.check_assumptions, shuffle=options.shuffle,
             seed=options.seed, allow_aliasing=options.allow_aliasing, progress=progress,
             check_undefined=options.check_undefined,
-            batch=False if options.no_batch else "auto")
+            batch=False if options.no_batch else "auto", exact_math=options.exact_math)
     except TilebcError as error:
         print(f"tilebc run: {error}", file=sys.stderr)
         return 1

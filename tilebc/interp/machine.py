@@ -47,8 +47,9 @@ class Options:
 
     def __init__(self, check_memory: bool = True, check_assumptions: bool = False,
                  shuffle: bool = False, seed: int = 0, print_stream=None, progress=None,
-                 check_undefined: bool = False, batch="auto"):
+                 check_undefined: bool = False, batch="auto", exact_math: bool = False):
         self.check_memory = check_memory
+        self.exact_math = exact_math
         self.check_assumptions = check_assumptions
         self.check_undefined = check_undefined
         self.batch = batch

@@ -37,3 +37,19 @@ def tile(values, dtype: np.dtype, shape=None) -> np.ndarray:
 def rounding(op, name: str = "rounding_mode"):
     mode = op.attrs.get(name)
     return RoundingMode(mode) if mode is not None else None
+
+
+def output(tb, dtype: np.dtype, *operands):
+    """A reusable buffer for an element-wise result of `dtype` shaped like the broadcast of
+    `operands` (numpy's `out=`), or None to let numpy allocate."""
+    if getattr(tb, "scratch", None) is None:
+        return None
+    return tb.scratch.output(np.broadcast_shapes(*(np.shape(o) for o in operands)), dtype)
+
+
+def scratch(tb, shape, dtype: np.dtype):
+    """A reusable buffer of `shape` and `dtype` for a result (numpy's `out=`), or None to let
+    numpy allocate. Batched runs pool big results across launches (interp/arena.py); one-block
+    runs and small tiles allocate."""
+    pool = getattr(tb, "scratch", None)
+    return None if pool is None else pool.output(tuple(shape), dtype)

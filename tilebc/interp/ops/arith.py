@@ -23,7 +23,7 @@ from ...ops.enums import ComparisonOrdering, ComparisonPredicate, IntegerOverflo
 from .. import numeric_ops as num
 from ..errors import UndefinedError
 from ..registry import implements
-from ._common import element_of, result_dtype, rounding, tile
+from ._common import element_of, output, result_dtype, rounding, tile
 
 # ---------------------------------------------------------------------------------- floats
 
@@ -50,6 +50,17 @@ def _directed(mode) -> bool:
     return mode not in (None, RoundingMode.NEAREST_EVEN, RoundingMode.APPROX, RoundingMode.FULL)
 
 
+_NATIVE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _native_output(tb, dtype, *operands):
+    """A pooled `out=` buffer for numpy's own float arithmetic on operands of the result type
+    (numpy then computes exactly what it would allocate for), else None."""
+    if dtype not in _NATIVE_FLOATS or any(getattr(o, "dtype", None) != dtype for o in operands):
+        return None
+    return output(tb, dtype, *operands)
+
+
 def _float_binary(native, exact):
     """Implementation for addf/subf/mulf/divf: `native(a, b)` rounds to nearest in the operand
     type; `exact(a64, b64, nearest)` returns (float64 result, residual) for directed modes."""
@@ -59,7 +70,9 @@ def _float_binary(native, exact):
             lhs, rhs = _flush(lhs), _flush(rhs)
         mode = rounding(op)
         if not _directed(mode) or dtype == np.float64:
-            return [_finish(op, native(lhs, rhs), dtype)]
+            out = _native_output(tb, dtype, lhs, rhs)
+            return [_finish(op, native(lhs, rhs) if out is None else native(lhs, rhs, out=out),
+                            dtype)]
         a64 = np.asarray(lhs, dtype=np.float64)
         b64 = np.asarray(rhs, dtype=np.float64)
         value, residual = exact(a64, b64, np.asarray(native(lhs, rhs), dtype=dtype))
@@ -130,7 +143,8 @@ def _float_extreme(pick_nan, pick_number, prefer_negative_zero):
         if op.attrs.get("flush_to_zero"):
             lhs, rhs = _flush(lhs), _flush(rhs)
         chooser = pick_nan if op.attrs.get("propagate_nan") else pick_number
-        result = np.asarray(chooser(lhs, rhs))
+        out = _native_output(tb, dtype, lhs, rhs)
+        result = np.asarray(chooser(lhs, rhs) if out is None else chooser(lhs, rhs, out=out))
         if not np.any(result == 0):  # cheap common case: no signed-zero pair to settle
             return [tile(result, dtype)]
         both_zero = (np.asarray(lhs) == 0) & (np.asarray(rhs) == 0)

@@ -2,7 +2,10 @@
 
 Accuracy: every function is evaluated in float64 with numpy and rounded once to the result type,
 so results are within 1 ulp of the exact value for all types up to f32 (f64: numpy's libm
-accuracy, typically < 1 ulp). The device's full-precision versions are within a few ulp of the
+accuracy, typically < 1 ulp). Exception, for speed: f32 exp, sin, cos, tanh, sinh and cosh run in
+numpy's float32 kernels when those stay within the CUDA device's documented ulp bound on this
+machine (`tilebc.interp.fastmath`: at most 2 ulps from the correctly rounded result for exp);
+`exact_math=True` keeps them on the float64 path. The device's full-precision versions are within a few ulp of the
 exact value; its `approx` modes (exp, tanh, and the hardware ex2/lg2/rsqrt/sin/cos approximations)
 are allowed larger errors (PTX documents about 2 ulp for ex2.approx.f32 and a maximum relative error
 of 2^-10.7 (~6e-4) for tanh.approx.f32). The interpreter always returns the accurate value, so a
@@ -14,10 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.enums import RoundingMode
+from .. import fastmath
 from .. import numeric_ops as num
 from ..registry import implements
 from .arith import _directed, _finish, _flush
-from ._common import result_dtype, rounding
+from ._common import output, result_dtype, rounding
 
 _UNARY = {
     "ceil": np.ceil, "floor": np.floor, "cos": np.cos, "cosh": np.cosh, "sin": np.sin,
@@ -30,6 +34,12 @@ def _unary(tb, op, source):
     dtype = result_dtype(op)
     if op.attrs.get("flush_to_zero"):
         source = _flush(source)
+    if dtype == np.float32 and not tb.options.exact_math and \
+            np.asarray(source).dtype == np.float32 and fastmath.float32_ok(op.name):
+        function = fastmath.FUNCTIONS[op.name]
+        out = output(tb, dtype, source)
+        value = function(source) if out is None else function(source, out=out)
+        return [_finish(op, value, dtype)]
     value = _UNARY[op.name](np.asarray(source, dtype=np.float64))
     return [_finish(op, value.astype(dtype), dtype)]
 

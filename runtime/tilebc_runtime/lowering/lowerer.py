@@ -367,11 +367,28 @@ class Lowerer:
             w(f"add.u32 {addr}, {addr}, {offset}")
         return addr
 
+    def slot_address(self, offset: int, count: int, k: int, element) -> str:
+        """Shared address (`reg+imm` operand text) of this thread's slot k of a `count`-element
+        buffer at `offset`. When the tile fills whole rounds of threads, slot k sits k*T elements
+        after slot 0, so one per-thread base register serves every slot and buffer."""
+        size = dtypes.byte_size(element)
+        if count == 1 or count % self.T:
+            return self.smem_address(offset, self.elem_index(count, k), element)
+
+        def make():
+            reg = self.w.reg("b32")
+            self.w(f"mad.lo.u32 {reg}, {self.tid()}, {size}, {self.smem_base()}")
+            return reg
+        return f"{self._cached(('slot_base', size), make)}+{offset + k * self.T * size}"
+
     def smem_write(self, tile: Tile, offset: int) -> None:
         for k in range(self.slots(tile.count)):
-            index = self.elem_index(tile.count, k)
-            self.store("shared", self.smem_address(offset, index, tile.element), tile.slot(k),
-                       tile.element)
+            self.store("shared", self.slot_address(offset, tile.count, k, tile.element),
+                       tile.slot(k), tile.element)
+
+    def smem_read_slot(self, offset: int, count: int, k: int, element) -> str:
+        """This thread's slot k of a `count`-element buffer written by smem_write."""
+        return self.load("shared", self.slot_address(offset, count, k, element), element)
 
     def smem_read(self, offset: int, index: str, element) -> str:
         return self.load("shared", self.smem_address(offset, index, element), element)

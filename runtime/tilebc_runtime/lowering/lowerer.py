@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
+import numpy as np
+
 from tilebc.errors import TilebcError
 from tilebc.ir.module import Block, Function, Module, Op, Value
 from tilebc.ir.types import ElementType, PointerType, TileType
@@ -222,6 +224,26 @@ class Lowerer:
             return result
         with self.preamble():
             return self._cached(("mi", shape, k), make)
+
+    def slot_deltas(self, shape) -> List[Optional[tuple]]:
+        """Per slot k: multi_index(shape, k) - multi_index(shape, 0) when that difference is the
+        same for every thread (so slot k's address is slot 0's plus a constant), else None.
+        Holds e.g. for a [R, C] tile when C divides T (slot k is k*T/C rows further down)."""
+        shape = tuple(shape)
+        key = ("deltas", shape)
+        if key not in self._cache:
+            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            slots = self.slots(count)
+            deltas: List[Optional[tuple]] = [None] * slots
+            if count > 1 and count % self.T == 0:
+                linear = np.arange(self.T)[None, :] + self.T * np.arange(slots)[:, None]
+                index = np.stack(np.unravel_index(linear, shape))  # [rank, slots, T]
+                moved = index - index[:, :1, :]
+                for k in range(slots):
+                    if np.all(moved[:, k, :] == moved[:, k, :1]):
+                        deltas[k] = tuple(int(v) for v in moved[:, k, 0])
+            self._cache[key] = deltas
+        return self._cache[key]
 
     def owner(self, count: int, k: int) -> Optional[str]:
         """Predicate: this thread owns slot k (None: always). Side effects are guarded by it."""

@@ -418,13 +418,51 @@ class Lowerer:
     def barrier(self) -> None:
         self.w("bar.sync 0")
 
+    def shuffle(self, reg: str, element, mode: str, source) -> str:
+        """shfl.sync.`mode` of `reg` (any register class): mode "bfly" reads lane
+        (laneid ^ source), "idx" lane `source` (immediate or u32 register). All 32 lanes of the
+        warp must execute it, as they do everywhere the lowering emits it (uniform control)."""
+        w = self.w
+        cls = dtypes.reg_class(element)
+
+        def shfl32(value):
+            out = w.reg("b32")
+            w(f"shfl.sync.{mode}.b32 {out}, {value}, {source}, 31, -1")
+            return out
+        if cls == "b32":
+            return shfl32(reg)
+        if cls == "f32":
+            bits, out = w.reg("b32"), w.reg("f32")
+            w(f"mov.b32 {bits}, {reg}")
+            w(f"mov.b32 {out}, {shfl32(bits)}")
+            return out
+        if cls == "b16":
+            wide, out = w.reg("b32"), w.reg("b16")
+            w(f"cvt.u32.u16 {wide}, {reg}")
+            w(f"cvt.u16.u32 {out}, {shfl32(wide)}")
+            return out
+        if cls == "pred":
+            wide, out = w.reg("b32"), w.reg("pred")
+            w(f"selp.u32 {wide}, 1, 0, {reg}")
+            w(f"setp.ne.u32 {out}, {shfl32(wide)}, 0")
+            return out
+        low, high, out = w.reg("b32"), w.reg("b32"), w.reg(cls)
+        w(f"mov.b64 {{{low}, {high}}}, {reg}")
+        low2, high2 = shfl32(low), shfl32(high)
+        w(f"mov.b64 {out}, {{{low2}, {high2}}}")
+        return out
+
     def gather(self, sources: List[Tile], result_type: TileType,
                source_index: Callable[[int, List[str]], tuple]) -> Tile:
         """Build a tile whose elements come from other threads' slots of `sources`.
         `source_index(k, out_multi_index)` emits code and returns (which source, u32 linear index),
         or (which source, index, predicate-choosing-source-1-over-0 ...) via `select` tuples:
         a 2-tuple (i, idx) reads source i; a 4-tuple (pred, idx_a, idx_b, None) reads source 0 at
-        idx_a where pred is true, else source 1 at idx_b."""
+        idx_a where pred is true, else source 1 at idx_b.
+        Sources of at most 32 elements (a divisor of 32) sit whole in every warp - lane e holds
+        element e - so they are read with shfl.sync.idx: no shared memory, no barriers."""
+        if self.T % 32 == 0 and all(s.count <= 32 and 32 % s.count == 0 for s in sources):
+            return self._gather_by_shuffle(sources, result_type, source_index)
         offsets = self.reserve_smem([self.smem_size_of(s.type) for s in sources])
         for source, offset in zip(sources, offsets):
             self.smem_write(source, offset)
@@ -444,6 +482,22 @@ class Lowerer:
             self.w(f"mov.{dtypes.mov_type(dtypes.reg_class(result_type.element))} "
                    f"{out.regs[k]}, {value}")
         self.barrier()
+        return out
+
+    def _gather_by_shuffle(self, sources, result_type, source_index) -> Tile:
+        out = self.new_tile(result_type)
+        for k in range(len(out.regs)):
+            choice = source_index(k, self.multi_index(result_type.shape, k))
+            if len(choice) == 2:
+                which, index = choice
+                value = self.shuffle(sources[which].scalar, sources[which].element, "idx", index)
+            else:
+                pred, index_a, index_b, _ = choice
+                a = self.shuffle(sources[0].scalar, sources[0].element, "idx", index_a)
+                b = self.shuffle(sources[1].scalar, sources[1].element, "idx", index_b)
+                value = self.select(pred, a, b, result_type.element)
+            self.w(f"mov.{dtypes.mov_type(dtypes.reg_class(result_type.element))} "
+                   f"{out.regs[k]}, {value}")
         return out
 
     def select(self, pred: str, a: str, b: str, element) -> str:

@@ -92,6 +92,26 @@ def _dim_map(view_type):
     return list(getattr(view_type, "dim_map", None) or range(len(view_type.tile_shape)))
 
 
+def _div_s64_by(lw, reg: str, divisor: int) -> str:
+    """reg / divisor (s64, truncating) for a constant divisor. ptxas expands a 64-bit div into a
+    ~80-instruction sequence even for constants, so powers of two become shifts: add
+    divisor - 1 to negative values (the sign smeared and shifted down), then shift arithmetically."""
+    w = lw.w
+    if divisor & (divisor - 1) or divisor <= 0:
+        out = w.reg("b64")
+        w(f"div.s64 {out}, {reg}, {divisor}")
+        return out
+    if divisor == 1:
+        return reg
+    bits = divisor.bit_length() - 1
+    sign, bias, biased, out = (w.reg("b64") for _ in range(4))
+    w(f"shr.s64 {sign}, {reg}, 63")
+    w(f"shr.u64 {bias}, {sign}, {64 - bits}")
+    w(f"add.s64 {biased}, {bias}, {reg}")
+    w(f"shr.s64 {out}, {biased}, {bits}")
+    return out
+
+
 @lowers("get_index_space_shape")
 def lower_get_index_space_shape(lw, op):
     w = lw.w
@@ -111,13 +131,14 @@ def lower_get_index_space_shape(lw, op):
             over, more = w.reg("b64"), w.reg("pred")
             w(f"sub.s64 {over}, {size}, {tile_dim}")
             w(f"add.s64 {over}, {over}, {stride - 1}")
-            w(f"div.s64 {over}, {over}, {stride}")
+            over = _div_s64_by(lw, over, stride)
             w(f"add.s64 {out}, {over}, 1")
             w(f"setp.le.s64 {more}, {size}, {tile_dim}")
             w(f"selp.b64 {out}, 1, {out}, {more}")
         else:
-            w(f"add.s64 {out}, {size}, {tile_dim - 1}")
-            w(f"div.s64 {out}, {out}, {tile_dim}")
+            total = w.reg("b64")
+            w(f"add.s64 {total}, {size}, {tile_dim - 1}")
+            out = _div_s64_by(lw, total, tile_dim)
         counts.append(out)
     _shape_results(lw, op, counts)
 

@@ -7,7 +7,8 @@ Distribution (one rule for every tile, so elementwise ops and reshape need no da
   by every thread. When N < T several threads hold copies of an element; only its owner (k*T+t < N)
   performs side effects (stores, atomics, prints). Anything that moves elements between threads goes
   through shared memory: every thread writes its slots at their linear index, bar.sync, every thread
-  reads what it needs, bar.sync.
+  reads what it needs, bar.sync. Tiles of at most 32 elements (dividing 32) are whole in every
+  warp, so gathers from them use shfl.sync.idx instead.
 """
 from __future__ import annotations
 

@@ -49,8 +49,9 @@ PTX_SUBSET = {
             "immediate; gathers from tiles of <= 32 elements, lowerer.gather). All 32 lanes of "
             "the warp take part (every warp is fully active there)",
     # tensor core
-    "mma": "mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 for mmaf f16/bf16 -> "
-           "f32 on sm_80+ (matmul.py); fragments loaded from shared memory",
+    "mma": "mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 for mmaf with f16/bf16 "
+           "or fp8 (widened to f16) operands and an f16/bf16/f32 accumulator on sm_80+ "
+           "(matmul.py); fragments loaded from shared memory",
     "griddepcontrol": "gdc ops on sm_90+",
 }
 

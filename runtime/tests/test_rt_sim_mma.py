@@ -120,16 +120,17 @@ def test_mma_sync_with_a_partial_warp_is_undefined():
 
 # ------------------------------------------------------------------ the lowering's mma.sync path
 
-def mmaf_kernel(kind: str, m: int, n: int, k: int, batch: int = 0):
+def mmaf_kernel(kind: str, m: int, n: int, k: int, batch: int = 0, acc_kind: str = "f32"):
     """c = a @ b + c for one tile of each array (batched when batch > 0)."""
     module = new_module("13.5")
     element = ELEMENT_TYPES[kind]
     rank = 3 if batch else 2
     lead = (batch,) if batch else ()
     params = []
-    for pointee in (element, element, f32):
+    acc_element = ELEMENT_TYPES[acc_kind]
+    for pointee in (element, element, acc_element):
         params += [scalar(PointerType(pointee))] + [scalar(i32)] * (2 * rank)
-    b = new_function(module, f"mmaf_{kind}_{m}x{n}x{k}", params)
+    b = new_function(module, f"mmaf_{kind}_{acc_kind}_{m}x{n}x{k}", params)
     args = b.args
     start = b.make_token()
     zero = b.constant(0, "i32")
@@ -142,7 +143,7 @@ def mmaf_kernel(kind: str, m: int, n: int, k: int, batch: int = 0):
     lhs, _ = b.load(tiles[0], index, token=start)
     rhs, _ = b.load(tiles[1], index, token=start)
     acc, _ = b.load(tiles[2], index, token=start)
-    product = b.mmaf(lhs, rhs, acc, result_types=[TileType(lead + (m, n), f32)])
+    product = b.mmaf(lhs, rhs, acc, result_types=[TileType(lead + (m, n), acc_element)])
     b.store(product, tiles[2], index, token=start)
     b.return_([])
     return module
@@ -181,14 +182,49 @@ def test_tensor_core_mmaf_matches_the_interpreter(kind, m, n, k, batch, threads)
     assert np.all(np.abs(actual - expected) <= 2 * bound)
 
 
+DTYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32,
+          "f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E5M2": ml_dtypes.float8_e5m2}
+WIDER_CASES = [  # operand kind, accumulator kind, mma input type, arch
+    ("f16", "f16", "f16", "sm_90"),          # matmul_operator's shape of problem
+    ("bf16", "bf16", "bf16", "sm_80"),
+    ("f8E4M3FN", "f32", "f16", "sm_90"),     # fp8 widened with cvt.rn.f16x2.e4m3x2
+    ("f8E4M3FN", "f32", "f16", "sm_80"),     # fp8 decoded in software, then cvt to f16
+    ("f8E5M2", "f16", "f16", "sm_90"),
+]
+
+
+@pytest.mark.parametrize("kind,acc_kind,mma_kind,arch", WIDER_CASES,
+                         ids=["-".join(c) for c in WIDER_CASES])
+def test_narrow_accumulators_and_fp8_use_the_tensor_cores(kind, acc_kind, mma_kind, arch):
+    m, n, k = 32, 16, 32
+    module = mmaf_kernel(kind, m, n, k, acc_kind=acc_kind)
+    ptx = jit_compile(module, arch=arch, emit="ptx").ptx
+    assert f"mma.sync.aligned.m16n8k16.row.col.f32.{mma_kind}.{mma_kind}.f32" in ptx
+    a = RNG.uniform(-1, 1, (m, k)).astype(DTYPES[kind])
+    b = RNG.uniform(-1, 1, (k, n)).astype(DTYPES[kind])
+    c = RNG.uniform(-1, 1, (m, n)).astype(DTYPES[acc_kind])
+    expected, actual = c.copy(), c.copy()
+    interpret(module, None, (1,), a, b, expected)
+    sim.run(module, None, (1,), a, b, actual, arch=arch)
+    wide = [x.astype(np.float64) for x in (a, b, c)]
+    exact = np.matmul(wide[0], wide[1]) + wide[2]
+    magnitude = np.matmul(np.abs(wide[0]), np.abs(wide[1])) + np.abs(wide[2])
+    # f32 sums as above, then one rounding to the accumulator type (half an ulp, relative)
+    unit = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}[acc_kind]
+    bound = (k + 1) * 2.0 ** -24 * magnitude + unit * np.abs(exact) + 2.0 ** -24
+    for result in (actual, expected):
+        assert np.all(np.abs(result.astype(np.float64) - exact) <= bound)
+
+
 def test_other_matmuls_keep_the_dot_product_loop():
-    # shapes off the 16x8x16 grid, f16 results (matmul_operator) and other operand types are not
-    # given to mma.sync
+    # shapes off the 16x8x16 grid, f64 / integer / scaled matmuls are not given to mma.sync;
+    # the f16-accumulator and fp8 fixtures are
     assert "mma.sync" not in jit_compile(mmaf_kernel("f16", 8, 8, 16), arch="sm_90",
                                          emit="ptx").ptx
-    for name in ("matmul_operator", "matmul_fp8", "mma_scaled_fp8"):
+    for name, tensor_cores in (("matmul_operator", True), ("matmul_fp8", True),
+                               ("mma_scaled_fp8", False), ("matmul_i8", False)):
         path = FIXTURES / name / f"{name}-13.5.tilebc"
-        assert "mma.sync" not in jit_compile(path, arch="sm_90", emit="ptx").ptx
+        assert ("mma.sync" in jit_compile(path, arch="sm_90", emit="ptx").ptx) == tensor_cores
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

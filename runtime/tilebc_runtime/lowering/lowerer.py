@@ -7,13 +7,16 @@ Distribution (one rule for every tile, so elementwise ops and reshape need no da
   by every thread. When N < T several threads hold copies of an element; only its owner (k*T+t < N)
   performs side effects (stores, atomics, prints). Anything that moves elements between threads goes
   through shared memory: every thread writes its slots at their linear index, bar.sync, every thread
-  reads what it needs, bar.sync.
+  reads what it needs, bar.sync. Tiles of at most 32 elements (dividing 32) are whole in every
+  warp, so gathers from them use shfl.sync.idx instead.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
+
+import numpy as np
 
 from tilebc.errors import TilebcError
 from tilebc.ir.module import Block, Function, Module, Op, Value
@@ -223,6 +226,26 @@ class Lowerer:
         with self.preamble():
             return self._cached(("mi", shape, k), make)
 
+    def slot_deltas(self, shape) -> List[Optional[tuple]]:
+        """Per slot k: multi_index(shape, k) - multi_index(shape, 0) when that difference is the
+        same for every thread (so slot k's address is slot 0's plus a constant), else None.
+        Holds e.g. for a [R, C] tile when C divides T (slot k is k*T/C rows further down)."""
+        shape = tuple(shape)
+        key = ("deltas", shape)
+        if key not in self._cache:
+            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            slots = self.slots(count)
+            deltas: List[Optional[tuple]] = [None] * slots
+            if count > 1 and count % self.T == 0:
+                linear = np.arange(self.T)[None, :] + self.T * np.arange(slots)[:, None]
+                index = np.stack(np.unravel_index(linear, shape))  # [rank, slots, T]
+                moved = index - index[:, :1, :]
+                for k in range(slots):
+                    if np.all(moved[:, k, :] == moved[:, k, :1]):
+                        deltas[k] = tuple(int(v) for v in moved[:, k, 0])
+            self._cache[key] = deltas
+        return self._cache[key]
+
     def owner(self, count: int, k: int) -> Optional[str]:
         """Predicate: this thread owns slot k (None: always). Side effects are guarded by it."""
         if count % self.T == 0:
@@ -367,11 +390,28 @@ class Lowerer:
             w(f"add.u32 {addr}, {addr}, {offset}")
         return addr
 
+    def slot_address(self, offset: int, count: int, k: int, element) -> str:
+        """Shared address (`reg+imm` operand text) of this thread's slot k of a `count`-element
+        buffer at `offset`. When the tile fills whole rounds of threads, slot k sits k*T elements
+        after slot 0, so one per-thread base register serves every slot and buffer."""
+        size = dtypes.byte_size(element)
+        if count == 1 or count % self.T:
+            return self.smem_address(offset, self.elem_index(count, k), element)
+
+        def make():
+            reg = self.w.reg("b32")
+            self.w(f"mad.lo.u32 {reg}, {self.tid()}, {size}, {self.smem_base()}")
+            return reg
+        return f"{self._cached(('slot_base', size), make)}+{offset + k * self.T * size}"
+
     def smem_write(self, tile: Tile, offset: int) -> None:
         for k in range(self.slots(tile.count)):
-            index = self.elem_index(tile.count, k)
-            self.store("shared", self.smem_address(offset, index, tile.element), tile.slot(k),
-                       tile.element)
+            self.store("shared", self.slot_address(offset, tile.count, k, tile.element),
+                       tile.slot(k), tile.element)
+
+    def smem_read_slot(self, offset: int, count: int, k: int, element) -> str:
+        """This thread's slot k of a `count`-element buffer written by smem_write."""
+        return self.load("shared", self.slot_address(offset, count, k, element), element)
 
     def smem_read(self, offset: int, index: str, element) -> str:
         return self.load("shared", self.smem_address(offset, index, element), element)
@@ -379,13 +419,51 @@ class Lowerer:
     def barrier(self) -> None:
         self.w("bar.sync 0")
 
+    def shuffle(self, reg: str, element, mode: str, source) -> str:
+        """shfl.sync.`mode` of `reg` (any register class): mode "bfly" reads lane
+        (laneid ^ source), "idx" lane `source` (immediate or u32 register). All 32 lanes of the
+        warp must execute it, as they do everywhere the lowering emits it (uniform control)."""
+        w = self.w
+        cls = dtypes.reg_class(element)
+
+        def shfl32(value):
+            out = w.reg("b32")
+            w(f"shfl.sync.{mode}.b32 {out}, {value}, {source}, 31, -1")
+            return out
+        if cls == "b32":
+            return shfl32(reg)
+        if cls == "f32":
+            bits, out = w.reg("b32"), w.reg("f32")
+            w(f"mov.b32 {bits}, {reg}")
+            w(f"mov.b32 {out}, {shfl32(bits)}")
+            return out
+        if cls == "b16":
+            wide, out = w.reg("b32"), w.reg("b16")
+            w(f"cvt.u32.u16 {wide}, {reg}")
+            w(f"cvt.u16.u32 {out}, {shfl32(wide)}")
+            return out
+        if cls == "pred":
+            wide, out = w.reg("b32"), w.reg("pred")
+            w(f"selp.u32 {wide}, 1, 0, {reg}")
+            w(f"setp.ne.u32 {out}, {shfl32(wide)}, 0")
+            return out
+        low, high, out = w.reg("b32"), w.reg("b32"), w.reg(cls)
+        w(f"mov.b64 {{{low}, {high}}}, {reg}")
+        low2, high2 = shfl32(low), shfl32(high)
+        w(f"mov.b64 {out}, {{{low2}, {high2}}}")
+        return out
+
     def gather(self, sources: List[Tile], result_type: TileType,
                source_index: Callable[[int, List[str]], tuple]) -> Tile:
         """Build a tile whose elements come from other threads' slots of `sources`.
         `source_index(k, out_multi_index)` emits code and returns (which source, u32 linear index),
         or (which source, index, predicate-choosing-source-1-over-0 ...) via `select` tuples:
         a 2-tuple (i, idx) reads source i; a 4-tuple (pred, idx_a, idx_b, None) reads source 0 at
-        idx_a where pred is true, else source 1 at idx_b."""
+        idx_a where pred is true, else source 1 at idx_b.
+        Sources of at most 32 elements (a divisor of 32) sit whole in every warp - lane e holds
+        element e - so they are read with shfl.sync.idx: no shared memory, no barriers."""
+        if self.T % 32 == 0 and all(s.count <= 32 and 32 % s.count == 0 for s in sources):
+            return self._gather_by_shuffle(sources, result_type, source_index)
         offsets = self.reserve_smem([self.smem_size_of(s.type) for s in sources])
         for source, offset in zip(sources, offsets):
             self.smem_write(source, offset)
@@ -405,6 +483,22 @@ class Lowerer:
             self.w(f"mov.{dtypes.mov_type(dtypes.reg_class(result_type.element))} "
                    f"{out.regs[k]}, {value}")
         self.barrier()
+        return out
+
+    def _gather_by_shuffle(self, sources, result_type, source_index) -> Tile:
+        out = self.new_tile(result_type)
+        for k in range(len(out.regs)):
+            choice = source_index(k, self.multi_index(result_type.shape, k))
+            if len(choice) == 2:
+                which, index = choice
+                value = self.shuffle(sources[which].scalar, sources[which].element, "idx", index)
+            else:
+                pred, index_a, index_b, _ = choice
+                a = self.shuffle(sources[0].scalar, sources[0].element, "idx", index_a)
+                b = self.shuffle(sources[1].scalar, sources[1].element, "idx", index_b)
+                value = self.select(pred, a, b, result_type.element)
+            self.w(f"mov.{dtypes.mov_type(dtypes.reg_class(result_type.element))} "
+                   f"{out.regs[k]}, {value}")
         return out
 
     def select(self, pred: str, a: str, b: str, element) -> str:

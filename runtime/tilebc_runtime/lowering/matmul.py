@@ -1,14 +1,18 @@
-"""mmaf / mmai / mmaf_scaled. Operands go to shared memory. mmaf with f16 or bf16 operands and an f32
-result (M % 16 == 0, N % 8 == 0, K % 16 == 0, sm_80+, whole warps; batched too) runs on the tensor cores:
-each warp computes 16x8 blocks of A*B with mma.sync.m16n8k16, the blocks go through shared memory and
-each thread adds its accumulator slots. Everything else: each thread computes its result slots as dot
+"""mmaf / mmai / mmaf_scaled. Operands go to shared memory. mmaf with f16, bf16 or fp8 (e4m3, e5m2)
+operands and an f16, bf16 or f32 accumulator (M % 16 == 0, N % 8 == 0, K % 16 == 0, sm_80+, whole
+warps; batched too) runs on the tensor cores: each warp computes 16x8 blocks of A*B with
+mma.sync.m16n8k16 (f32 accumulation), the blocks go through shared memory and each thread adds its
+accumulator slots in f32 and rounds once to the accumulator type (the reference's semantics). fp8
+operands are widened to f16 on their way to shared memory: every e4m3/e5m2 value is exact in f16, and
+f16 products are exact in the f32 accumulation, so this loses nothing and works on sm_80 too. Everything else: each thread computes its result slots as dot
 products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64 for f64, s32 for i8).
 """
 from __future__ import annotations
 
+from tilebc.ir.types import ELEMENT_TYPES, TileType
 from tilebc.ops.enums import Signedness
 
-from . import dtypes
+from . import dtypes, softfloat
 from .lowerer import Tile
 from .registry import lowers
 
@@ -130,16 +134,49 @@ _B_PAIRS = (0, 8)  # row offset added to 2t; column g
 _D_SLOTS = (("g", 0), ("g", 1), ("g8", 0), ("g8", 1))  # (row, column offset added to 2t)
 
 
-def _tensor_core_shape(lw, op) -> bool:
-    """Whether mmaf `op` takes the mma.sync path."""
+# operand element -> the mma.sync input type it is fed as (f16 holds every fp8 value exactly)
+_MMA_INPUT = {"f16": "f16", "bf16": "bf16", "f8E4M3FN": "f16", "f8E5M2": "f16"}
+
+
+def _tensor_core_kind(lw, op):
+    """The mma.sync input type ("f16" / "bf16") when mmaf `op` takes the tensor-core path, else None."""
     lhs, rhs = (op.operands[n].type for n in ("lhs", "rhs"))
     result = op.results[0].type
-    if len(result.shape) not in (2, 3) or result.element.name != "f32" or lw.arch < 80 or lw.T % 32:
-        return False
-    if lhs.element.name not in ("f16", "bf16") or rhs.element.name != lhs.element.name:
-        return False
+    if (len(result.shape) not in (2, 3) or result.element.name not in ("f16", "bf16", "f32")
+            or lw.arch < 80 or lw.T % 32):
+        return None
+    kinds = {_MMA_INPUT.get(lhs.element.name), _MMA_INPUT.get(rhs.element.name)}
+    if len(kinds) != 1 or None in kinds:
+        return None
     m, n = result.shape[-2:]
-    return m % 16 == 0 and n % 8 == 0 and lhs.shape[-1] % 16 == 0
+    return kinds.pop() if m % 16 == 0 and n % 8 == 0 and lhs.shape[-1] % 16 == 0 else None
+
+
+def _to_f16(lw, tile: Tile) -> Tile:
+    """An fp8 tile widened (exactly) to f16; f16 / bf16 tiles unchanged."""
+    name = tile.element.name
+    if name in ("f16", "bf16"):
+        return tile
+    w = lw.w
+    regs = []
+    for reg in tile.regs:
+        if softfloat_free(w, name):  # sm_89+: one cvt gives the f16 pair; keep the low half
+            pair, low, high = w.reg("b32"), w.reg("b16"), w.reg("b16")
+            w(f"cvt.rn.f16x2.{dtypes.FP8_PTX[name]} {pair}, {reg}")
+            w(f"mov.b32 {{{low}, {high}}}, {pair}")
+        else:
+            low = w.reg("b16")
+            w(f"cvt.rn.f16.f32 {low}, {dtypes.to_f32(w, reg, tile.element)}")
+        regs.append(low)
+    return Tile(TileType(tile.type.shape, ELEMENT_TYPES["f16"]), regs)
+
+
+def softfloat_free(w, name: str) -> bool:
+    return not softfloat.is_soft(name, w.arch)
+
+
+# K steps of 16 up to which the mma.sync K loop is unrolled (every address an immediate offset)
+_UNROLL_K_STEPS = 4
 
 
 def _mma_sync(lw, op):
@@ -149,106 +186,125 @@ def _mma_sync(lw, op):
     m, n = result_type.shape[-2:]
     batches = result_type.shape[0] if len(result_type.shape) == 3 else 1
     k_dim = lhs.type.shape[-1]
+    lhs, rhs = _to_f16(lw, lhs), _to_f16(lw, rhs)
     kind = lhs.element.name
+    f32 = ELEMENT_TYPES["f32"]
+    product_type = TileType(result_type.shape, f32)  # blocks of A*B go through smem as f32
     offsets = lw.reserve_smem([lw.smem_size_of(lhs.type), lw.smem_size_of(rhs.type),
-                               lw.smem_size_of(result_type)])
+                               lw.smem_size_of(product_type)])
     lw.smem_write(lhs, offsets[0])
     lw.smem_write(rhs, offsets[1])
     lw.barrier()
-    base = lw.smem_base()
 
     def u32(text_op, *args):
         out = w.reg("b32")
         w(f"{text_op} {out}, {', '.join(str(a) for a in args)}")
         return out
 
-    tid = lw.tid()
-    lane = u32("and.b32", tid, 31)
-    g, t = u32("shr.u32", lane, 2), u32("and.b32", lane, 3)
-    two_t = u32("shl.b32", t, 1)
+    # Shared addresses split into a lane part (fragment position, computed once), a block part
+    # (per 16x8 block) and immediates (fragment halves, K step, buffer offset). Row-major bytes:
+    # A[batch, row, col] at 2*((batch*m + row)*k_dim + col), B[batch, row, col] at
+    # 2*((batch*k_dim + row)*n + col), the f32 product D at 4*((batch*m + row)*n + col).
+    with lw.preamble():
+        lane = u32("and.b32", lw.tid(), 31)
+        g, t = u32("shr.u32", lane, 2), u32("and.b32", lane, 3)
+        a_lane = u32("mad.lo.u32", g, 2 * k_dim, u32("shl.b32", t, 2))  # A[g][2t]
+        a_lane = u32("add.u32", a_lane, lw.smem_base())
+        b_lane = u32("mad.lo.u32", t, 4 * n, u32("shl.b32", g, 1))  # B[2t][g]
+        b_lane = u32("add.u32", b_lane, lw.smem_base())
+        d_lane = u32("mad.lo.u32", g, 4 * n, u32("shl.b32", t, 3))  # D[g][2t]
+        d_lane = u32("add.u32", d_lane, lw.smem_base())
     # blocks are numbered batch-major, then by block row, then block column
     blocks_n, per_batch = n // 8, (m // 16) * (n // 8)
     blocks = batches * per_batch
     # warp w computes blocks w, w + warps, ...: a warp-uniform loop (other warps may be done)
     block = w.reg("b32")
-    w(f"shr.u32 {block}, {tid}, 5")
+    w(f"shr.u32 {block}, {lw.tid()}, 5")
     top, done = w.label("mma_block"), w.label("mma_done")
     w.place(top)
     finished = w.reg("pred")
     w(f"setp.ge.u32 {finished}, {block}, {blocks}")
     w(f"@{finished} bra {done}")
-    # a batch is m more rows of A and D, k_dim more rows of B (row-major [batch, rows, cols])
-    batch = u32("div.u32", block, per_batch)
-    in_batch = u32("rem.u32", block, per_batch)
+    if batches > 1:
+        batch, in_batch = u32("div.u32", block, per_batch), u32("rem.u32", block, per_batch)
+    else:
+        batch, in_batch = None, block
     row_block = u32("div.u32", in_batch, blocks_n)
     col_block = u32("rem.u32", in_batch, blocks_n)
-    first_row = u32("mad.lo.u32", batch, m, g)
-    rows = {"g": u32("mad.lo.u32", row_block, 16, first_row)}
-    rows["g8"] = u32("add.u32", rows["g"], 8)
-    column = u32("mad.lo.u32", col_block, 8, g)  # B's column for this lane
+    first_row = u32("mad.lo.u32", batch, m // 16, row_block) if batch else row_block  # x16 rows
+    a_ptr = u32("mad.lo.u32", first_row, 16 * k_dim * 2, a_lane)
+    b_ptr = u32("mad.lo.u32", col_block, 8 * 2, b_lane)
+    if batch:
+        b_ptr = u32("mad.lo.u32", batch, k_dim * n * 2, b_ptr)
+    d_ptr = u32("mad.lo.u32", first_row, 16 * n * 4, d_lane)
+    d_ptr = u32("mad.lo.u32", col_block, 8 * 4, d_ptr)
     d = [w.reg("f32") for _ in range(4)]
     for reg in d:
         w(f"mov.f32 {reg}, 0f00000000")
-    kk = w.reg("b32")
-    w(f"mov.u32 {kk}, 0")
-    k_top = w.label("mma_k")
-    w.place(k_top)
-    kk_2t = u32("add.u32", kk, two_t)
-    b_row = u32("mad.lo.u32", batch, k_dim, kk_2t)
-    a = []
-    for row, extra in _A_PAIRS:  # one aligned 4-byte load: two elements of one row
-        col = u32("add.u32", kk_2t, extra) if extra else kk_2t
-        index = u32("mad.lo.u32", rows[row], k_dim, col)
-        address = u32("mad.lo.u32", index, 2, base)
-        reg = w.reg("b32")
-        w(f"ld.shared.b32 {reg}, [{address}+{offsets[0]}]")
-        a.append(reg)
-    b = []
-    for extra in _B_PAIRS:  # two rows of one column: two 2-byte loads packed low to high
-        row = u32("add.u32", b_row, extra) if extra else b_row
-        index = u32("mad.lo.u32", row, n, column)
-        address = u32("mad.lo.u32", index, 2, base)
-        low, high, reg = w.reg("b16"), w.reg("b16"), w.reg("b32")
-        w(f"ld.shared.b16 {low}, [{address}+{offsets[1]}]")
-        w(f"ld.shared.b16 {high}, [{address}+{offsets[1] + 2 * n}]")
-        w(f"mov.b32 {reg}, {{{low}, {high}}}")
-        b.append(reg)
-    out = [w.reg("f32") for _ in range(4)]
-    w(f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 {{{', '.join(out)}}}, "
-      f"{{{', '.join(a)}}}, {{{', '.join(b)}}}, {{{', '.join(d)}}}")
-    for reg, value in zip(d, out):
-        w(f"mov.f32 {reg}, {value}")
-    w(f"add.u32 {kk}, {kk}, 16")
-    more = w.reg("pred")
-    w(f"setp.lt.u32 {more}, {kk}, {k_dim}")
-    w(f"@{more} bra.uni {k_top}")
+
+    def k_step(a_at, b_at, kk):
+        """One mma.sync over K columns kk..kk+15, operands at a_at/b_at + immediates."""
+        a = []
+        for row, extra in _A_PAIRS:  # one aligned 4-byte load: two elements of one row
+            reg = w.reg("b32")
+            shift = (8 * k_dim if row == "g8" else 0) + extra + kk
+            w(f"ld.shared.b32 {reg}, [{a_at}+{offsets[0] + 2 * shift}]")
+            a.append(reg)
+        b = []
+        for extra in _B_PAIRS:  # two rows of one column: two 2-byte loads packed low to high
+            low, high, reg = w.reg("b16"), w.reg("b16"), w.reg("b32")
+            at = offsets[1] + 2 * (extra + kk) * n
+            w(f"ld.shared.b16 {low}, [{b_at}+{at}]")
+            w(f"ld.shared.b16 {high}, [{b_at}+{at + 2 * n}]")
+            w(f"mov.b32 {reg}, {{{low}, {high}}}")
+            b.append(reg)
+        out = [w.reg("f32") for _ in range(4)]
+        w(f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 {{{', '.join(out)}}}, "
+          f"{{{', '.join(a)}}}, {{{', '.join(b)}}}, {{{', '.join(d)}}}")
+        for reg, value in zip(d, out):
+            w(f"mov.f32 {reg}, {value}")
+
+    steps = k_dim // 16
+    if steps <= _UNROLL_K_STEPS:
+        for step in range(steps):
+            k_step(a_ptr, b_ptr, 16 * step)
+    else:  # a loop whose operand pointers advance by one K step
+        a_at, b_at = w.reg("b32"), w.reg("b32")
+        w(f"mov.u32 {a_at}, {a_ptr}")
+        w(f"mov.u32 {b_at}, {b_ptr}")
+        a_end = u32("add.u32", a_ptr, 2 * k_dim)
+        k_top = w.label("mma_k")
+        w.place(k_top)
+        k_step(a_at, b_at, 0)
+        w(f"add.u32 {a_at}, {a_at}, 32")
+        w(f"add.u32 {b_at}, {b_at}, {32 * n}")
+        more = w.reg("pred")
+        w(f"setp.lt.u32 {more}, {a_at}, {a_end}")
+        w(f"@{more} bra.uni {k_top}")
     # the block of A*B to shared memory (row-major f32), for the threads that own its elements
-    col0 = u32("mad.lo.u32", col_block, 8, two_t)
     for reg, (row, extra) in zip(d, _D_SLOTS):
-        index = u32("mad.lo.u32", rows[row], n, col0)
-        address = u32("mad.lo.u32", index, 4, base)
-        w(f"st.shared.f32 [{address}+{offsets[2] + 4 * extra}], {reg}")
+        at = offsets[2] + 4 * ((8 * n if row == "g8" else 0) + extra)
+        w(f"st.shared.f32 [{d_ptr}+{at}], {reg}")
     w(f"add.u32 {block}, {block}, {lw.T // 32}")
     w(f"bra.uni {top}")
     w.place(done)
     lw.barrier()
     regs = []
-    for k in range(lw.slots(result_type.num_elements)):
-        *outer, row, col = lw.multi_index(result_type.shape, k)
-        if outer:
-            row = u32("mad.lo.u32", outer[0], m, row)
-        index = u32("mad.lo.u32", row, n, col)
-        product = lw.smem_read(offsets[2], index, result_type.element)
+    count = result_type.num_elements
+    for k in range(lw.slots(count)):
+        # the product buffer is row-major like the result, so slot k's element is its own
+        product = lw.smem_read_slot(offsets[2], count, k, f32)
         total = w.reg("f32")
-        w(f"add.rn.f32 {total}, {product}, {acc.slot(k)}")
-        regs.append(total)
+        start = dtypes.to_f32(w, acc.slot(k), acc.element)
+        w(f"add.rn.f32 {total}, {product}, {start}")
+        regs.append(dtypes.from_f32(w, total, result_type.element))
     lw.barrier()
     lw.set(op.results[0], Tile(result_type, regs))
 
 
 @lowers("mmaf")
 def lower_mmaf(lw, op):
-    if _tensor_core_shape(lw, op):
+    if _tensor_core_kind(lw, op):
         _mma_sync(lw, op)
     else:
         _matmul(lw, op, integer=False)

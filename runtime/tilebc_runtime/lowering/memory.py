@@ -92,6 +92,26 @@ def _dim_map(view_type):
     return list(getattr(view_type, "dim_map", None) or range(len(view_type.tile_shape)))
 
 
+def _div_s64_by(lw, reg: str, divisor: int) -> str:
+    """reg / divisor (s64, truncating) for a constant divisor. ptxas expands a 64-bit div into a
+    ~80-instruction sequence even for constants, so powers of two become shifts: add
+    divisor - 1 to negative values (the sign smeared and shifted down), then shift arithmetically."""
+    w = lw.w
+    if divisor & (divisor - 1) or divisor <= 0:
+        out = w.reg("b64")
+        w(f"div.s64 {out}, {reg}, {divisor}")
+        return out
+    if divisor == 1:
+        return reg
+    bits = divisor.bit_length() - 1
+    sign, bias, biased, out = (w.reg("b64") for _ in range(4))
+    w(f"shr.s64 {sign}, {reg}, 63")
+    w(f"shr.u64 {bias}, {sign}, {64 - bits}")
+    w(f"add.s64 {biased}, {bias}, {reg}")
+    w(f"shr.s64 {out}, {biased}, {bits}")
+    return out
+
+
 @lowers("get_index_space_shape")
 def lower_get_index_space_shape(lw, op):
     w = lw.w
@@ -111,13 +131,14 @@ def lower_get_index_space_shape(lw, op):
             over, more = w.reg("b64"), w.reg("pred")
             w(f"sub.s64 {over}, {size}, {tile_dim}")
             w(f"add.s64 {over}, {over}, {stride - 1}")
-            w(f"div.s64 {over}, {over}, {stride}")
+            over = _div_s64_by(lw, over, stride)
             w(f"add.s64 {out}, {over}, 1")
             w(f"setp.le.s64 {more}, {size}, {tile_dim}")
             w(f"selp.b64 {out}, 1, {out}, {more}")
         else:
-            w(f"add.s64 {out}, {size}, {tile_dim - 1}")
-            w(f"div.s64 {out}, {out}, {tile_dim}")
+            total = w.reg("b64")
+            w(f"add.s64 {total}, {size}, {tile_dim - 1}")
+            out = _div_s64_by(lw, total, tile_dim)
         counts.append(out)
     _shape_results(lw, op, counts)
 
@@ -163,32 +184,76 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape):
     sparse_coords = None
     if sparse_tile is not None:
         sparse_coords = _gather_sparse(lw, sparse_tile, tile_shape, sparse)
+    dims = _dim_map(vt)
+    checked = [not (i < len(inbounds) and inbounds[i]) for i in range(len(dims))]
+    deltas = lw.slot_deltas(tile_shape) if sparse is None else [None] * lw.slots(count)
+    first = None  # slot 0's (address, per-dim coordinates, per-dim predicates)
+    byte_strides = {}
     result = []
     for k in range(lw.slots(count)):
+        if first is not None and deltas[k] is not None:
+            result.append(_shifted_address(lw, tensor, dims, checked, first, deltas[k],
+                                           byte_strides, element_size))
+            continue
         mi = lw.multi_index(tile_shape, k)
         address = tensor.base
-        in_bounds = None
-        for i, dim in enumerate(_dim_map(vt)):
+        coords, oks = [], []
+        for i, dim in enumerate(dims):
             coord = w.reg("b64")
             if i == sparse:
                 coord = sparse_coords[k]
             else:
                 w(f"cvt.u64.u32 {coord}, {mi[i]}")
                 w(f"add.s64 {coord}, {coord}, {starts[dim]}")
-            if not (i < len(inbounds) and inbounds[i]):
+            ok = None
+            if checked[i]:
                 ok = w.reg("pred")
                 w(f"setp.lt.u64 {ok}, {coord}, {tensor.shape[dim]}")  # unsigned: negatives fail
-                if in_bounds is not None:
-                    both = w.reg("pred")
-                    w(f"and.pred {both}, {in_bounds}, {ok}")
-                    ok = both
-                in_bounds = ok
+            coords.append(coord)
+            oks.append(ok)
             scaled, nxt = w.reg("b64"), w.reg("b64")
             w(f"mul.lo.s64 {scaled}, {coord}, {tensor.strides[dim]}")
             w(f"mad.lo.s64 {nxt}, {scaled}, {element_size}, {address}")
             address = nxt
+        in_bounds = None
+        for ok in oks:
+            in_bounds = _and(lw, in_bounds, ok)
+        if k == 0:
+            first = (address, coords, oks, {})
         result.append((address, in_bounds))
     return result
+
+
+def _shifted_address(lw, tensor, dims, checked, first, delta, byte_strides, element_size):
+    """(address, predicate) of a slot whose multi-index is slot 0's plus the constant `delta`:
+    slot 0's address plus delta * stride per moved dim; only moved dims are re-checked."""
+    w = lw.w
+    address, coords, oks, fixed = first
+    moved = [i for i, d in enumerate(delta) if d]
+    for i in moved:
+        dim = dims[i]
+        if dim not in byte_strides:
+            reg = w.reg("b64")
+            w(f"mul.lo.s64 {reg}, {tensor.strides[dim]}, {element_size}")
+            byte_strides[dim] = reg
+        nxt = w.reg("b64")
+        w(f"mad.lo.s64 {nxt}, {byte_strides[dim]}, {delta[i]}, {address}")
+        address = nxt
+    # the predicates of the dims that did not move are combined once and shared by all slots
+    still = tuple(i for i in range(len(dims)) if checked[i] and i not in moved)
+    if still not in fixed:
+        combined = None
+        for i in still:
+            combined = _and(lw, combined, oks[i])
+        fixed[still] = combined
+    in_bounds = fixed[still]
+    for i in moved:
+        if checked[i]:
+            coord, ok = w.reg("b64"), w.reg("pred")
+            w(f"add.s64 {coord}, {coords[i]}, {delta[i]}")
+            w(f"setp.lt.u64 {ok}, {coord}, {tensor.shape[dims[i]]}")
+            in_bounds = _and(lw, in_bounds, ok)
+    return address, in_bounds
 
 
 def _gather_sparse(lw, index_tile: Tile, tile_shape, sparse: int) -> List[str]:

@@ -44,11 +44,14 @@ PTX_SUBSET = {
     "atom": "global atomics (rmw, cas); generic in kernels with an alloca",
     "red": "global reductions; generic in kernels with an alloca",
     # warp
-    "shfl": "shfl.sync.bfly.b32 d, a, offset, 31, -1 only: d = a of lane (laneid ^ offset), all 32 "
-            "lanes of the warp take part (reduce trees; every warp is fully active there)",
+    "shfl": "shfl.sync.bfly.b32 d, a, offset, 31, -1: d = a of lane (laneid ^ offset) (reduce "
+            "trees); shfl.sync.idx.b32 d, a, lane, 31, -1: d = a of lane `lane` (register or "
+            "immediate; gathers from tiles of <= 32 elements, lowerer.gather). All 32 lanes of "
+            "the warp take part (every warp is fully active there)",
     # tensor core
-    "mma": "mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 for mmaf f16/bf16 -> "
-           "f32 on sm_80+ (matmul.py); fragments loaded from shared memory",
+    "mma": "mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 for mmaf with f16/bf16 "
+           "or fp8 (widened to f16) operands and an f16/bf16/f32 accumulator on sm_80+ "
+           "(matmul.py); fragments loaded from shared memory",
     "griddepcontrol": "gdc ops on sm_90+",
 }
 

@@ -142,35 +142,7 @@ def choose_tree(threads: int, outputs: int, length: int):
 
 def shuffle_xor(lw, reg: str, element, offset: int) -> str:
     """The value of `reg` in lane (laneid ^ offset) of the warp (all 32 lanes take part)."""
-    w = lw.w
-    cls = dtypes.reg_class(element)
-
-    def shfl32(value):
-        out = w.reg("b32")
-        w(f"shfl.sync.bfly.b32 {out}, {value}, {offset}, 31, -1")
-        return out
-    if cls in ("b32", "f32"):
-        if cls == "b32":
-            return shfl32(reg)
-        bits, out = w.reg("b32"), w.reg("f32")
-        w(f"mov.b32 {bits}, {reg}")
-        w(f"mov.b32 {out}, {shfl32(bits)}")
-        return out
-    if cls == "b16":
-        wide, out = w.reg("b32"), w.reg("b16")
-        w(f"cvt.u32.u16 {wide}, {reg}")
-        w(f"cvt.u16.u32 {out}, {shfl32(wide)}")
-        return out
-    if cls == "pred":
-        wide, out = w.reg("b32"), w.reg("pred")
-        w(f"selp.u32 {wide}, 1, 0, {reg}")
-        w(f"setp.ne.u32 {out}, {shfl32(wide)}, 0")
-        return out
-    low, high, out = w.reg("b32"), w.reg("b32"), w.reg(cls)
-    w(f"mov.b64 {{{low}, {high}}}, {reg}")
-    low2, high2 = shfl32(low), shfl32(high)
-    w(f"mov.b64 {out}, {{{low2}, {high2}}}")
-    return out
+    return lw.shuffle(reg, element, "bfly", offset)
 
 
 def _u32_div(lw, reg: str, divisor: int) -> str:

@@ -134,7 +134,7 @@ def _relink(loc, old: str, new: str, memo: dict):
 
 def renamed_copy(data: bytes, serial: List[int]):
     """The entry functions of `data`, freshly decoded and renamed `<name>__<n>` (debug info too)."""
-    functions = tilebc.load(data).functions
+    functions = tilebc.load(data, verify=False).functions
     for function in functions:
         old = function.name
         new = f"{old}__{serial[0]}"
@@ -193,7 +193,7 @@ def select_inputs(disasm: Optional[str], version: Optional[str]):
             skipped.append(f"{name} ({error.strerror})")
             continue
         try:
-            module = tilebc.load(data)
+            module = tilebc.load(data, verify=False)
         except tilebc.TilebcError as error:
             skipped.append(f"{name} (tilebc.load: {str(error)[:80]})")
             continue
@@ -224,6 +224,7 @@ class Row:
     ops: int
     decode_s: float
     strict_s: float
+    verify_s: float
     encode_s: float
     disasm_s: Optional[float]
     repeat: int
@@ -236,17 +237,20 @@ class Row:
 def measure(label: str, path: str, repeat: int, disasm: Optional[str]) -> Row:
     with open(path, "rb") as handle:
         data = handle.read()
-    decode_s, module = best_of(lambda: tilebc.load(data), repeat)
+    decode_s, module = best_of(lambda: tilebc.load(data, verify=False), repeat)
     # The same with every debug location decoded at load (the default decodes them on first use).
-    strict_s, _ = best_of(lambda: tilebc.load(data, lazy_debug=False), repeat)
+    strict_s, _ = best_of(lambda: tilebc.load(data, lazy_debug=False, verify=False), repeat)
     ops = count_ops(module)
+    from tilebc.verify import verify
+    strict_module = tilebc.load(data, lazy_debug=False, verify=False)
+    verify_s, _ = best_of(lambda: verify(strict_module), repeat)
     encode_s, _ = best_of(lambda: tilebc.dump(module), repeat)
     disasm_s = None
     if disasm is not None:
         disasm_s, _ = best_of(lambda: subprocess.run([disasm, path], stdout=subprocess.DEVNULL,
                                                      stderr=subprocess.DEVNULL, check=True),
                               max(repeat, 5))
-    return Row(label, path, len(data), len(module.functions), ops, decode_s, strict_s, encode_s,
+    return Row(label, path, len(data), len(module.functions), ops, decode_s, strict_s, verify_s, encode_s,
                disasm_s, repeat)
 
 
@@ -255,7 +259,7 @@ def cold_decode(path: str) -> float:
     compiling the fast decoders of the ops the file uses, which later loads reuse."""
     code = ("import sys, time, tilebc\n"
             "data = open(sys.argv[1], 'rb').read()\n"
-            "start = time.perf_counter(); tilebc.load(data)\n"
+            "start = time.perf_counter(); tilebc.load(data, verify=False)\n"
             "print(time.perf_counter() - start)\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
     result = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,
@@ -270,7 +274,7 @@ def peak_decode_memory(path: str) -> Tuple[int, int]:
     gc.collect()
     tracemalloc.start()
     try:
-        module = tilebc.load(data)
+        module = tilebc.load(data, verify=False)
         current, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -283,7 +287,7 @@ def profile_decode(path: str, top: int = 25) -> str:
         data = handle.read()
     profiler = cProfile.Profile()
     profiler.enable()
-    tilebc.load(data)
+    tilebc.load(data, verify=False)
     profiler.disable()
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
@@ -300,7 +304,7 @@ def _size(n: int) -> str:
     return f"{n / 1024 / 1024:.2f} MiB" if n >= 1024 * 1024 else f"{n / 1024:.1f} KiB"
 
 
-HEADERS = ["module", "size", "funcs", "ops", "decode ms", "dec MB/s", "dec kops/s", "strict ms", "encode ms",
+HEADERS = ["module", "size", "funcs", "ops", "decode ms", "dec MB/s", "dec kops/s", "strict ms", "verify ms", "encode ms",
            "enc MB/s", "enc kops/s", "tileirdisasm ms", "decode/disasm"]
 
 
@@ -310,7 +314,7 @@ def table_rows(rows: List[Row]) -> List[List[str]]:
         mb = r.size / 1e6
         out.append([r.label, _size(r.size), str(r.functions), str(r.ops), _ms(r.decode_s),
                     f"{mb / r.decode_s:.2f}", f"{r.ops / r.decode_s / 1e3:.1f}", _ms(r.strict_s),
-                    _ms(r.encode_s),
+                    _ms(r.verify_s), _ms(r.encode_s),
                     f"{mb / r.encode_s:.2f}", f"{r.ops / r.encode_s / 1e3:.1f}", _ms(r.disasm_s),
                     "n/a" if r.ratio is None else f"{r.ratio:.2f}x"])
     return out
@@ -442,8 +446,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "",
                 f"- {memory}",
                 f"- {cold_line}",
-                "- decode = `tilebc.load(data)` (debug locations decoded on first use); strict = "
-                "`tilebc.load(data, lazy_debug=False)` (every location decoded at load)",
+                "- decode = `tilebc.load(data, verify=False)` (debug locations decoded on first use); strict = "
+                "`tilebc.load(data, lazy_debug=False, verify=False)` (every location decoded at load)",
                 f"- {verdict}",
                 "",
             ]

@@ -5,6 +5,8 @@ problem found (one per op at most), each with its rule id, op, location and mess
 """
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from typing import List
 
 from ..ir.module import Module
@@ -15,11 +17,27 @@ from .structure import Verifier
 __all__ = ["verify", "diagnostics", "Diagnostic", "OP_CONSTRAINTS", "ERROR", "WARNING"]
 
 
-def diagnostics(module: Module, *, warnings: bool = True) -> List[Diagnostic]:
+@contextmanager
+def _collection_paused():
+    """The walk makes many short-lived objects but no garbage cycles worth collecting meanwhile;
+    collections triggered by those allocations would rescan the whole module (as in the reader)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def diagnostics(module: Module, *, warnings: bool = True, full: bool = False) -> List[Diagnostic]:
     """Every problem in `module`, in walk order. Warnings mark IR NVIDIA's compiler accepts although
-    the spec does not allow it; leave them out with `warnings=False`."""
+    the spec does not allow it; leave them out with `warnings=False`. `full=True` checks every op
+    from scratch instead of reusing the verdict of an earlier op with the same signature (slower;
+    the same diagnostics)."""
     collector = Collector(module.source, fail_fast=False)
-    Verifier(module, collector).run()
+    with _collection_paused():
+        Verifier(module, collector, fast=not full).run()
     found = collector.diagnostics
     return found if warnings else [d for d in found if d.severity == ERROR]
 
@@ -28,7 +46,8 @@ def verify(module: Module) -> None:
     """Raise VerificationError (with .rule and .diagnostic) for the first error in `module`."""
     collector = Collector(module.source, fail_fast=True)
     try:
-        Verifier(module, collector).run()
+        with _collection_paused():
+            Verifier(module, collector).run()
     except StopChecking:
         pass
     for found in collector.diagnostics:

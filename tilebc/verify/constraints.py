@@ -249,5 +249,12 @@ def no_extra(reason: str) -> Constraint:
     return check
 
 
+def context_dependent(check: Constraint) -> Constraint:
+    """Mark a constraint that reads more than the op's own operand/result types and attributes
+    (defining ops, regions): its op kind's verdicts are then never reused across ops."""
+    check.context_dependent = True
+    return check
+
+
 def element_bits(element: ElementType) -> int:
     return 32 if element.name == "tf32" else element.bits

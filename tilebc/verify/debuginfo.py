@@ -44,16 +44,16 @@ class DebugInfoChecker:
 
     def __init__(self, ctx: Collector):
         self.ctx = ctx
-        self._resolved: Dict[int, tuple] = {}  # id(loc) -> (loc, its subprogram or None)
+        self.resolved: Dict[int, tuple] = {}  # id(loc) -> (loc, its subprogram or None)
 
     def op_subprogram(self, loc) -> Optional[DISubprogram]:
         if loc is None:
             return None
-        found = self._resolved.get(id(loc))
+        found = self.resolved.get(id(loc))
         if found is None:
             di_loc = _di_loc(loc)
             found = (loc, _subprogram(di_loc.scope) if di_loc is not None else None)
-            self._resolved[id(loc)] = found
+            self.resolved[id(loc)] = found
         return found[1]
 
     def entry(self, function: Function):

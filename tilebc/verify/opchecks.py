@@ -11,7 +11,7 @@ from ..ir.types import (ELEMENT_TYPES, GatherScatterViewType, PartitionViewType,
 from ..ops.enums import (AtomicRMWMode, MemoryOrderingSemantics as Order, MemoryScope,
                          MultimemReductionKind, PtrAttr, RoundingMode as RM,
                          Signedness)
-from .constraints import INT, element_bits, role, shape_text, value
+from .constraints import INT, context_dependent, element_bits, role, shape_text, value
 
 i8, i32, i64 = ELEMENT_TYPES["i8"], ELEMENT_TYPES["i32"], ELEMENT_TYPES["i64"]
 f16, bf16, f32, f64 = (ELEMENT_TYPES[n] for n in ("f16", "bf16", "f32", "f64"))
@@ -108,11 +108,13 @@ def _constant_i32(value_):
     return int.from_bytes(dense.data, "little", signed=True)
 
 
+@context_dependent  # reads the defining ops of its indices
 def extract(ctx, op) -> bool:
     return _tile_indices(ctx, op, op.operands["source"].type, op.results[0].type,
                          op.operands["indices"], "result")
 
 
+@context_dependent  # reads the defining ops of its indices
 def insert(ctx, op) -> bool:
     return _tile_indices(ctx, op, op.operands["destination"].type, op.operands["source"].type,
                          op.operands["indices"], "source")
@@ -682,6 +684,7 @@ def _region_args(ctx, op, expected) -> bool:
     return True
 
 
+@context_dependent  # reads regions
 def loop_carried(ctx, op) -> bool:
     inits = [v.type for v in op.operands["initValues"]]
     results = [r.type for r in op.results]
@@ -697,6 +700,7 @@ def loop_carried(ctx, op) -> bool:
     return _region_args(ctx, op, inits)
 
 
+@context_dependent  # reads regions
 def combiner(ctx, op) -> bool:
     """reduce / scan: operand shapes, dim, identities, and the combiner region's signature."""
     operands = list(op.operands["operands"])

@@ -34,7 +34,7 @@ class _SpecFacts:
     """What the shared checks need of one op spec, computed once."""
 
     __slots__ = ("enum_attrs", "required_attrs", "newer_attrs", "newer_operands", "fixed_results",
-                 "constraints")
+                 "constraints", "memoizable", "hints", "operand_names", "get_global")
 
     def __init__(self, spec: OpSpec):
         self.enum_attrs = tuple(a for a in spec.attrs if a.kind is AttrKind.ENUM)
@@ -45,9 +45,35 @@ class _SpecFacts:
         self.fixed_results = (None if any(r.variadic for r in spec.results)
                               else len(spec.results))
         self.constraints = OP_CONSTRAINTS.get(spec.mnemonic, ())
+        # Verdicts of the signature checks (see Verifier.signature_key) may be reused only when
+        # every constraint reads nothing but the op's own types and attributes.
+        self.memoizable = not any(getattr(c, "context_dependent", False)
+                                  for c in self.constraints)
+        self.hints = spec.mnemonic in HINTS_FOR
+        self.operand_names = tuple(o.name for o in spec.operands)
+        self.get_global = spec.mnemonic == "get_global"
 
 
 _FACTS = {spec.mnemonic: _SpecFacts(spec) for spec in OPS_BY_MNEMONIC.values()}
+# The body ops' facts by identity of their (immortal) table spec: an op whose spec is not found
+# here is structural or unknown.
+_BODY_FACTS = {id(spec): _FACTS[spec.mnemonic] for spec in OPS_BY_MNEMONIC.values()
+               if not spec.structural}
+
+
+class _Unkeyable(Exception):
+    """An op whose operands cannot be summarised by a signature key (malformed groups)."""
+
+
+def _attr_token(value):
+    """An attribute value as it enters a value-level signature key: its class rides along, so
+    values that compare equal across classes (True == 1) never share a verdict."""
+    if value.__class__ is tuple:
+        return (tuple, tuple((item.__class__, item) for item in value))
+    return (value.__class__, value)
+
+
+_RESULTS = object()  # separates the attributes from the results in a signature key
 
 
 def _type_list(types) -> str:
@@ -57,7 +83,7 @@ def _type_list(types) -> str:
 class Verifier:
     """One pass over a module; `ctx` collects what it finds."""
 
-    def __init__(self, module: Module, ctx: Collector):
+    def __init__(self, module: Module, ctx: Collector, fast: bool = True):
         self.module = module
         self.version: Version = module.version
         self.ctx = ctx
@@ -68,6 +94,14 @@ class Verifier:
         self.function: Optional[Function] = None
         self.debug = DebugInfoChecker(ctx)
         self.entry_subprogram = None  # the current entry's DISubprogram; False: not checked
+        # Fast path: ops of one kind with the same operand/result types and attributes get the
+        # same verdict from the signature checks (arity, availability, result types, attributes,
+        # constraints), so a clean verdict is computed once and reused. `fast=False` checks every
+        # op in full (the reference the fast path is tested against).
+        self.fast = fast
+        self._clean_by_id: Dict[tuple, bool] = {}     # keyed by ids of live objects of this module
+        self._clean_by_value: Dict[tuple, bool] = {}  # keyed by the types and attribute values
+        self._clean_types = set()                     # ids of types that passed type_ok
 
     # ---- module level --------------------------------------------------------------------------
 
@@ -165,37 +199,176 @@ class Verifier:
                                                        f"expected {' or '.join(allowed)}")
 
     def op(self, op: Op) -> None:
-        ctx = self.ctx
         spec = op.spec
-        facts = _FACTS.get(spec.mnemonic)
-        if facts is None or spec.structural or OPS_BY_MNEMONIC.get(spec.mnemonic) is not spec:
-            ctx.report("op.unknown", op, f"{spec.mnemonic} cannot appear in a function body")
+        facts = _BODY_FACTS.get(id(spec))
+        if facts is None:
+            self.ctx.report("op.unknown", op, f"{spec.mnemonic} cannot appear in a function body")
             return
+        if not (self.fast and facts.memoizable):
+            self.op_in_full(op, spec, facts, None)
+            return
+        try:
+            key = self.id_key(op)
+        except _Unkeyable:
+            self.op_in_full(op, spec, facts, None)
+            return
+        clean = self._clean_by_id.get(key)
+        if clean is None:
+            value_key = self.value_key(op)
+            if value_key is not None:
+                clean = self._clean_by_value.get(value_key)
+            if clean is None:
+                self.op_in_full(op, spec, facts, (key, value_key))
+                return
+            self._clean_by_id[key] = clean
+        if clean:
+            self.op_in_context(op, spec, facts)
+        else:
+            self.op_in_full(op, spec, facts, None)
+
+    # ---- signature keys (fast path) ------------------------------------------------------------
+
+    @staticmethod
+    def id_key(op: Op) -> tuple:
+        """The op's kind, operand and result types and attributes, by object identity (cheap; the
+        objects are alive while the module is, so equal ids mean the very same objects)."""
+        key = [id(op.spec)]
+        append = key.append
+        for name, group in op.operands.items():
+            append(name)
+            cls = group.__class__
+            if cls is Value:
+                append(id(group.type))
+            elif group is None:
+                append(None)
+            elif cls is tuple:
+                ids = []
+                for value in group:
+                    if value.__class__ is not Value:
+                        raise _Unkeyable()
+                    ids.append(id(value.type))
+                append(tuple(ids))
+            else:
+                raise _Unkeyable()
+        for name, attr in op.attrs.items():
+            append(name)
+            append(id(attr))
+        append(_RESULTS)  # results last: their count varies
+        for result in op.results:
+            append(id(result.type))
+        return tuple(key)
+
+    @staticmethod
+    def value_key(op: Op) -> Optional[tuple]:
+        """The same signature by value (types and attributes compared as values), or None when
+        some attribute is not hashable. Only reached when the id key is new."""
+        key = [id(op.spec)]
+        append = key.append
+        for name, group in op.operands.items():
+            append(name)
+            if group is None:
+                append(None)
+            elif group.__class__ is tuple:
+                append((tuple, tuple([value.type for value in group])))
+            else:
+                append(group.type)
+        for name, attr in op.attrs.items():
+            append(name)
+            append(_attr_token(attr))
+        append(_RESULTS)
+        for result in op.results:
+            append(result.type)
+        key = tuple(key)
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    # ---- one op ----------------------------------------------------------------------------------
+
+    def op_in_context(self, op: Op, spec: OpSpec, facts: _SpecFacts) -> None:
+        """An op whose signature checks are known to pass: only what depends on where it stands
+        (dominance, hints, debug scope, terminator targets, symbols, regions, SSA) is checked."""
+        ctx, visible = self.ctx, self.visible
+        operands = op.operands
+        for name in facts.operand_names:
+            group = operands.get(name)
+            if group is None:
+                continue
+            if group.__class__ is tuple:
+                for value in group:
+                    if value not in visible:
+                        ctx.report("ssa.dominance", op, self.dominance_message(value))
+            elif group not in visible:
+                ctx.report("ssa.dominance", op, self.dominance_message(group))
+        if facts.hints:
+            check_hints(ctx, op, spec.mnemonic, op.attrs.get("optimization_hints"), self.version)
+        loc, entry_subprogram = op.loc, self.entry_subprogram
+        if loc is not None and entry_subprogram is not False:
+            found = self.debug.resolved.get(id(loc))
+            if found is None or (found[1] is not None and found[1] is not entry_subprogram):
+                self.debug.op(op, entry_subprogram)
+        if spec.terminator:
+            self.terminator(op)
+        if facts.get_global:
+            self.get_global(op)
+        if op.regions or spec.regions:
+            self.regions(op, spec)
+        defined = self.defined
+        for result in op.results:
+            if result in defined:
+                ctx.report("ssa.redefined", op, f"value {result!r} is assigned more than once")
+            defined.add(result)
+            visible.add(result)
+
+    def op_in_full(self, op: Op, spec: OpSpec, facts: _SpecFacts, keys) -> None:
+        """Every check, in the reference order. With `keys`, also record whether the signature
+        checks reported anything, for later ops with the same signature."""
+        ctx = self.ctx
+        found = ctx.diagnostics
+        before = len(found)
         shaped = self.arity(op, spec, facts)
+        clean = shaped and len(found) == before
         for value in op.operand_values if shaped else ():
             if value not in self.visible:
                 ctx.report("ssa.dominance", op, self.dominance_message(value))
+        before = len(found)
         self.availability(op, spec, facts)
-        if spec.mnemonic in HINTS_FOR:
+        clean = clean and len(found) == before
+        if facts.hints:
             check_hints(ctx, op, spec.mnemonic, op.attrs.get("optimization_hints"), self.version)
         if op.loc is not None and self.entry_subprogram is not False:
             self.debug.op(op, self.entry_subprogram)
+        before = len(found)
         for result in op.results:
             self.type_ok(op, result.type, "result")
-        if shaped and self.attributes(op, facts):
-            for constraint in facts.constraints:
-                if not constraint(ctx, op):
-                    break
-            if spec.terminator:
-                self.terminator(op)
-            if spec.mnemonic == "get_global":
-                self.get_global(op)
+        clean = clean and len(found) == before
+        if shaped:
+            before = len(found)
+            passed = attributes_ok = self.attributes(op, facts)
+            if attributes_ok:
+                for constraint in facts.constraints:
+                    if not constraint(ctx, op):
+                        passed = False
+                        break
+            clean = clean and passed and len(found) == before
+            if attributes_ok:
+                if spec.terminator:
+                    self.terminator(op)
+                if facts.get_global:
+                    self.get_global(op)
         self.regions(op, spec)
         for result in op.results:
             if result in self.defined:
                 ctx.report("ssa.redefined", op, f"value {result!r} is assigned more than once")
             self.defined.add(result)
             self.visible.add(result)
+        if keys is not None:
+            id_key, value_key = keys
+            self._clean_by_id[id_key] = clean
+            if value_key is not None:
+                self._clean_by_value[value_key] = clean
 
     def regions(self, op: Op, spec: OpSpec) -> None:
         if len(op.regions) != spec.regions:
@@ -293,6 +466,8 @@ class Verifier:
                                                f"{got.since}, module is {version}")
 
     def type_ok(self, node, type_, what: str) -> bool:
+        if self.fast and id(type_) in self._clean_types:
+            return True
         ok = True
         if not isinstance(type_, Type):
             return self.ctx.report("type.unknown", node, f"{what} type {type_!r} is not a type")
@@ -303,6 +478,8 @@ class Verifier:
             ok = self.ctx.report("version.type", node, f"{what} type {type_} uses {why}, which "
                                                        f"needs bytecode {need}; module is "
                                                        f"{self.version}")
+        if ok:
+            self._clean_types.add(id(type_))
         return ok
 
     # ---- symbols and terminators ---------------------------------------------------------------

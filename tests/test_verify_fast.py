@@ -1,0 +1,132 @@
+"""The verifier's fast path (verdicts reused across ops with the same signature) reports exactly
+what checking every op in full reports: on every fixture, every invalid case, a sample of
+attribute mutations, and modules where ops share a signature with clean ops but stand in a wrong
+place (dominance, debug scope)."""
+import dataclasses
+
+import pytest
+
+import tilebc
+from tilebc.errors import VerificationError
+from tilebc.ir import Value, f32, i32, i64, scalar, tile
+from tilebc.ir.location import DILoc, DISubprogram
+from tilebc.verify import diagnostics, verify
+from tilebc.verify.diagnostics import Collector
+from tilebc.verify.structure import Verifier
+
+from conftest import fixture_files, fixture_id
+from test_verify_differential import attribute_mutations, sample
+from test_verify_invalid import CASES, _reload, const, kernel
+
+
+def same_report(module):
+    fast = diagnostics(module)
+    full = diagnostics(module, full=True)
+    assert fast == full
+    return fast
+
+
+@pytest.mark.parametrize("path", fixture_files(), ids=fixture_id)
+def test_fast_path_agrees_on_fixture(path):
+    module = tilebc.load(path, verify=False)
+    assert same_report(module) == []
+    verifier = Verifier(module, Collector(module.source, fail_fast=False))
+    verifier.run()
+    ops = sum(1 for _ in module.walk())
+    if ops >= 50:  # a real kernel repeats signatures: most ops reuse a verdict
+        assert len(verifier._clean_by_id) < ops
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_fast_path_agrees_on_invalid_case(case):
+    module = _reload(case.make()) if case.reload else case.make()
+    found = same_report(module)
+    assert found
+    errors = [d for d in found if d.severity == "error"]
+    if errors:
+        with pytest.raises(VerificationError) as raised:
+            verify(module)
+        assert raised.value.diagnostic == errors[0]
+
+
+def test_fast_path_agrees_on_attribute_mutations():
+    items = sample(list(attribute_mutations()), 60)
+    reported = 0
+    for label, build in items:
+        module, _ = build()
+        reported += bool(same_report(module))
+        reloaded = tilebc.load(tilebc.dump(module), verify=False)
+        assert diagnostics(reloaded) == diagnostics(reloaded, full=True), label
+    assert 0 < reported < len(items)
+
+
+def _two_copies(name="matmul_f16"):
+    """One fixture's entry twice in one module, the second renamed (with its subprogram)."""
+    path = next(p for p in fixture_files() if p.name == f"{name}-13.5.tilebc")
+    module = tilebc.load(path, lazy_debug=False)
+    second = tilebc.load(path, lazy_debug=False).functions[0]
+    second.name += "_2"
+    if isinstance(second.loc, DILoc) and isinstance(second.loc.scope, DISubprogram):
+        sub = dataclasses.replace(second.loc.scope, linkage_name=second.name)
+        old = second.loc.scope
+        second.loc = dataclasses.replace(second.loc, scope=sub)
+        for op in second.walk():
+            if isinstance(op.loc, DILoc) and op.loc.scope is old:
+                op.loc = dataclasses.replace(op.loc, scope=sub)
+    module.functions.append(second)
+    assert diagnostics(module) == []
+    return module
+
+
+def test_context_errors_are_found_on_ops_with_a_clean_signature():
+    module = _two_copies()
+    first, second = module.functions
+    # Same signature as the clean original (same types and attributes), wrong place: an operand
+    # from the other entry, and a location in the other entry's subprogram.
+    victim = next(op for op in second.walk() if op.operand_values and not op.regions)
+    name, group = next((n, g) for n, g in victim.operands.items() if g is not None
+                       and not isinstance(g, tuple))
+    twin = next(op for op in first.walk() if op.spec is victim.spec
+                and isinstance(op.operands.get(name), type(group)))
+    victim.operands[name] = twin.operands[name]
+    other = next(op for op in second.walk() if op is not victim and isinstance(op.loc, DILoc))
+    other.loc = first.loc
+    found = same_report(module)
+    assert {d.rule for d in found} == {"ssa.dominance", "debug.op_scope"}
+
+
+def test_index_constants_are_checked_per_op():
+    # Two extracts with equal types and attributes; only the second index is out of bounds (a
+    # warning that depends on the defining constant, not on the signature).
+    def body(b, x):
+        source = b.op("broadcast", [b.op("reshape", [x], [tile((1,), f32)])], [tile((8,), f32)])
+        for index in (1, 2):
+            b.op("extract", [source, [const(b, scalar(i32), index.to_bytes(4, "little"))]],
+                 [tile((4,), f32)])
+    module = kernel([scalar(f32)], body)
+    assert [d.rule for d in same_report(module)] == ["index.bounds"]
+
+
+def test_loop_regions_are_checked_per_op():
+    # Of two sibling `for` ops with one signature, the later gets a wrong induction variable type.
+    def siblings(module):
+        loops = [op for op in module.walk() if op.name == "for"]
+        for later in loops:
+            for earlier in loops:
+                if earlier is later or later in list(earlier.walk()):
+                    continue
+                if (Verifier.value_key(earlier) == Verifier.value_key(later)
+                        and loops.index(earlier) < loops.index(later)):
+                    return later
+        return None
+    for path in fixture_files():
+        module = tilebc.load(path, verify=False)
+        later = siblings(module)
+        if later is not None:
+            break
+    else:
+        pytest.skip("no fixture with two sibling for loops of one signature")
+    block = later.regions[0].blocks[0]
+    wrong = i64 if block.args[0].type.element != i64 else i32
+    block.args[0] = Value(scalar(wrong), block, 0)
+    assert "region.args" in [d.rule for d in same_report(module)]

@@ -34,7 +34,8 @@ class _SpecFacts:
     """What the shared checks need of one op spec, computed once."""
 
     __slots__ = ("enum_attrs", "required_attrs", "newer_attrs", "newer_operands", "fixed_results",
-                 "constraints", "memoizable", "hints", "operand_names", "get_global")
+                 "constraints", "memoizable", "hints", "operand_names", "get_global", "regions",
+                 "in_context")
 
     def __init__(self, spec: OpSpec):
         self.enum_attrs = tuple(a for a in spec.attrs if a.kind is AttrKind.ENUM)
@@ -52,6 +53,8 @@ class _SpecFacts:
         self.hints = spec.mnemonic in HINTS_FOR
         self.operand_names = tuple(o.name for o in spec.operands)
         self.get_global = spec.mnemonic == "get_global"
+        self.regions = spec.regions
+        self.in_context = spec.terminator or self.get_global  # checks that read enclosing ops
 
 
 _FACTS = {spec.mnemonic: _SpecFacts(spec) for spec in OPS_BY_MNEMONIC.values()}
@@ -207,11 +210,43 @@ class Verifier:
         if not (self.fast and facts.memoizable):
             self.op_in_full(op, spec, facts, None)
             return
-        try:
-            key = self.id_key(op)
-        except _Unkeyable:
-            self.op_in_full(op, spec, facts, None)
-            return
+        # The signature key by identity (see id_key, written out here: this is the hot loop),
+        # noting on the way whether every operand is in scope.
+        visible = self.visible
+        operands = op.operands
+        names = tuple(operands)
+        key = [id(spec), names]
+        append = key.append
+        in_scope = True
+        for group in operands.values():
+            cls = group.__class__
+            if cls is Value:
+                append(id(group.type))
+                if group not in visible:
+                    in_scope = False
+            elif group is None:
+                append(None)
+            elif cls is tuple:
+                ids = []
+                for value in group:
+                    if value.__class__ is not Value:
+                        self.op_in_full(op, spec, facts, None)
+                        return
+                    ids.append(id(value.type))
+                    if value not in visible:
+                        in_scope = False
+                append(tuple(ids))
+            else:
+                self.op_in_full(op, spec, facts, None)
+                return
+        attrs = op.attrs
+        append(tuple(attrs))
+        key.extend(map(id, attrs.values()))
+        append(_RESULTS)
+        results = op.results
+        for result in results:
+            append(id(result.type))
+        key = tuple(key)
         clean = self._clean_by_id.get(key)
         if clean is None:
             value_key = self.value_key(op)
@@ -221,21 +256,58 @@ class Verifier:
                 self.op_in_full(op, spec, facts, (key, value_key))
                 return
             self._clean_by_id[key] = clean
-        if clean:
-            self.op_in_context(op, spec, facts)
-        else:
+        if not clean:
             self.op_in_full(op, spec, facts, None)
+            return
+        # Signature checks known to pass: only what depends on where the op stands is left
+        # (dominance, hints, debug scope, terminator targets, symbols, regions, SSA), in the
+        # order op_in_full checks it.
+        ctx = self.ctx
+        if not in_scope or names != facts.operand_names:
+            self.dominance(op, facts)
+        if facts.hints:
+            check_hints(ctx, op, spec.mnemonic, attrs.get("optimization_hints"), self.version)
+        loc, entry_subprogram = op.loc, self.entry_subprogram
+        if loc is not None and entry_subprogram is not False:
+            found = self.debug.resolved.get(id(loc))
+            if found is None or (found[1] is not None and found[1] is not entry_subprogram):
+                self.debug.op(op, entry_subprogram)
+        if facts.in_context:
+            if spec.terminator:
+                self.terminator(op)
+            if facts.get_global:
+                self.get_global(op)
+        if op.regions or facts.regions:
+            self.regions(op, spec)
+        defined = self.defined
+        for result in results:
+            if result in defined:
+                ctx.report("ssa.redefined", op, f"value {result!r} is assigned more than once")
+            defined.add(result)
+            visible.add(result)
+
+    def dominance(self, op: Op, facts: _SpecFacts) -> None:
+        """Operands not in scope, for an op whose operand groups are well formed."""
+        operands, visible = op.operands, self.visible
+        for name in facts.operand_names:
+            group = operands.get(name)
+            if group is None:
+                continue
+            for value in group if group.__class__ is tuple else (group,):
+                if value not in visible:
+                    self.ctx.report("ssa.dominance", op, self.dominance_message(value))
 
     # ---- signature keys (fast path) ------------------------------------------------------------
 
     @staticmethod
     def id_key(op: Op) -> tuple:
         """The op's kind, operand and result types and attributes, by object identity (cheap; the
-        objects are alive while the module is, so equal ids mean the very same objects)."""
-        key = [id(op.spec)]
+        objects are alive while the module is, so equal ids mean the very same objects). Group
+        and attribute names enter as tuples (equal to the spec's in the usual case)."""
+        operands = op.operands
+        key = [id(op.spec), tuple(operands)]
         append = key.append
-        for name, group in op.operands.items():
-            append(name)
+        for group in operands.values():
             cls = group.__class__
             if cls is Value:
                 append(id(group.type))
@@ -250,9 +322,9 @@ class Verifier:
                 append(tuple(ids))
             else:
                 raise _Unkeyable()
-        for name, attr in op.attrs.items():
-            append(name)
-            append(id(attr))
+        attrs = op.attrs
+        append(tuple(attrs))
+        key.extend(map(id, attrs.values()))
         append(_RESULTS)  # results last: their count varies
         for result in op.results:
             append(id(result.type))
@@ -286,41 +358,6 @@ class Verifier:
         return key
 
     # ---- one op ----------------------------------------------------------------------------------
-
-    def op_in_context(self, op: Op, spec: OpSpec, facts: _SpecFacts) -> None:
-        """An op whose signature checks are known to pass: only what depends on where it stands
-        (dominance, hints, debug scope, terminator targets, symbols, regions, SSA) is checked."""
-        ctx, visible = self.ctx, self.visible
-        operands = op.operands
-        for name in facts.operand_names:
-            group = operands.get(name)
-            if group is None:
-                continue
-            if group.__class__ is tuple:
-                for value in group:
-                    if value not in visible:
-                        ctx.report("ssa.dominance", op, self.dominance_message(value))
-            elif group not in visible:
-                ctx.report("ssa.dominance", op, self.dominance_message(group))
-        if facts.hints:
-            check_hints(ctx, op, spec.mnemonic, op.attrs.get("optimization_hints"), self.version)
-        loc, entry_subprogram = op.loc, self.entry_subprogram
-        if loc is not None and entry_subprogram is not False:
-            found = self.debug.resolved.get(id(loc))
-            if found is None or (found[1] is not None and found[1] is not entry_subprogram):
-                self.debug.op(op, entry_subprogram)
-        if spec.terminator:
-            self.terminator(op)
-        if facts.get_global:
-            self.get_global(op)
-        if op.regions or spec.regions:
-            self.regions(op, spec)
-        defined = self.defined
-        for result in op.results:
-            if result in defined:
-                ctx.report("ssa.redefined", op, f"value {result!r} is assigned more than once")
-            defined.add(result)
-            visible.add(result)
 
     def op_in_full(self, op: Op, spec: OpSpec, facts: _SpecFacts, keys) -> None:
         """Every check, in the reference order. With `keys`, also record whether the signature

@@ -110,12 +110,13 @@ def test_index_constants_are_checked_per_op():
 def test_loop_regions_are_checked_per_op():
     # Of two sibling `for` ops with one signature, the later gets a wrong induction variable type.
     def siblings(module):
+        signature = Verifier(module, Collector(module.source, fail_fast=False)).value_key
         loops = [op for op in module.walk() if op.name == "for"]
         for later in loops:
             for earlier in loops:
                 if earlier is later or later in list(earlier.walk()):
                     continue
-                if (Verifier.value_key(earlier) == Verifier.value_key(later)
+                if (signature(earlier) == signature(later)
                         and loops.index(earlier) < loops.index(later)):
                     return later
         return None

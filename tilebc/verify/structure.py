@@ -105,6 +105,8 @@ class Verifier:
         self._clean_by_id: Dict[tuple, bool] = {}     # keyed by ids of live objects of this module
         self._clean_by_value: Dict[tuple, bool] = {}  # keyed by the types and attribute values
         self._clean_types = set()                     # ids of types that passed type_ok
+        self._canonical: Dict[object, object] = {}    # value -> first equal object seen
+        self._canonical_ids: Dict[int, int] = {}      # id(object) -> id of its canonical one
 
     # ---- module level --------------------------------------------------------------------------
 
@@ -330,34 +332,42 @@ class Verifier:
             append(id(result.type))
         return tuple(key)
 
-    @staticmethod
-    def value_key(op: Op) -> Optional[tuple]:
+    def value_key(self, op: Op) -> Optional[tuple]:
         """The same signature by value (types and attributes compared as values), or None when
-        some attribute is not hashable. Only reached when the id key is new."""
-        key = [id(op.spec)]
-        append = key.append
-        for name, group in op.operands.items():
-            append(name)
-            if group is None:
-                append(None)
-            elif group.__class__ is tuple:
-                append((tuple, tuple([value.type for value in group])))
-            else:
-                append(group.type)
-        for name, attr in op.attrs.items():
-            append(name)
-            append(_attr_token(attr))
-        append(_RESULTS)
-        for result in op.results:
-            append(result.type)
-        key = tuple(key)
+        some type or attribute is not hashable. Only reached when the id key is new; each object
+        is hashed once, then stands for the first equal one seen (its canonical id)."""
+        canonical = self.canonical_id
         try:
-            hash(key)
+            key = [id(op.spec), tuple(op.operands)]
+            append = key.append
+            for group in op.operands.values():
+                if group is None:
+                    append(None)
+                elif group.__class__ is tuple:
+                    append(tuple([canonical(value.type, value.type) for value in group]))
+                else:
+                    append(canonical(group.type, group.type))
+            attrs = op.attrs
+            append(tuple(attrs))
+            for attr in attrs.values():
+                append(canonical(attr, None))
+            append(_RESULTS)
+            for result in op.results:
+                append(canonical(result.type, result.type))
         except TypeError:
             return None
-        return key
+        return tuple(key)
 
-    # ---- one op ----------------------------------------------------------------------------------
+    def canonical_id(self, obj, token) -> int:
+        """id of the first object seen equal to `obj` (by `token`, default: an attribute's class
+        and value). `obj` is alive as long as the module, so its id stays its own."""
+        found = self._canonical_ids.get(id(obj))
+        if found is None:
+            if token is None:
+                token = _attr_token(obj)
+            found = id(self._canonical.setdefault(token, token))
+            self._canonical_ids[id(obj)] = found
+        return found
 
     def op_in_full(self, op: Op, spec: OpSpec, facts: _SpecFacts, keys) -> None:
         """Every check, in the reference order. With `keys`, also record whether the signature

@@ -41,6 +41,11 @@ ARRAY_DTYPES: Dict[str, Tuple[str, ...]] = {
     "f8E4M3FN": ("float8_e4m3fn",), "f8E5M2": ("float8_e5m2",), "f8E8M0FNU": ("float8_e8m0fnu",),
 }
 
+# Element types a CUDA Array Interface typestr cannot name (numpy has no such types). A CAI array
+# of these arrives with a raw typestr of the same size; see `_raw_target`.
+RAW_ONLY = ("bf16", "f8E4M3FN", "f8E5M2", "f8E8M0FNU")
+RAW_KINDS = "Vui"  # typestr kinds that only say "so many bytes": void, unsigned, signed
+
 # How a scalar parameter is passed: the numpy type of its kernel-parameter bytes.
 _INT_PARAM = {"i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64}
 _FLOAT_PARAM = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
@@ -271,6 +276,7 @@ class ArrayView:
     readonly: bool
     owner: Any                      # kept alive until the stream has passed the kernel
     producer_stream: Optional[int] = None  # CAI `stream`: the consumer must wait on it
+    raw_typestr: Optional[str] = None  # CAI typestr when it is all we know of the dtype
 
     @property
     def itemsize(self) -> int:
@@ -303,7 +309,17 @@ def view_of(obj: Any, what: str, dlpack_stream: int) -> ArrayView:
     """An ArrayView of a DLPack or CUDA Array Interface object (DLPack preferred when both).
 
     `dlpack_stream` is the consumer stream in DLPack's convention (1: legacy default stream);
-    the producer orders its work before that stream as the DLPack protocol requires."""
+    the producer orders its work before that stream as the DLPack protocol requires.
+    A cuda.core StridedMemoryView is read directly; a bare cuda.core Buffer is refused (it has no
+    dtype or shape: wrap it with `StridedMemoryView.from_buffer(buffer, shape, dtype=...)`)."""
+    kind = type(obj)
+    if kind.__module__.startswith("cuda.core"):
+        if kind.__name__ == "StridedMemoryView":
+            return _view_from_strided(obj, what)
+        if kind.__name__ == "Buffer":
+            raise ArgumentError(f"{what}: a cuda.core Buffer is untyped bytes; give it a dtype and "
+                                "shape with cuda.core.utils.StridedMemoryView.from_buffer(buffer, "
+                                "shape, dtype=...) and pass that view")
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return _view_from_dlpack(obj, what, dlpack_stream)
     if hasattr(obj, "__cuda_array_interface__"):
@@ -330,6 +346,51 @@ def _view_from_dlpack(obj: Any, what: str, dlpack_stream: int) -> ArrayView:
     owner_device = int(device_id) if device_type == DLPACK_CUDA else None
     return ArrayView(int(view.ptr), shape, strides, np.dtype(view.dtype), owner_device,
                      bool(view.readonly), (obj, view))
+
+
+def _view_from_strided(view: Any, what: str) -> ArrayView:
+    if not view.is_device_accessible:
+        raise ArgumentError(f"{what}: the StridedMemoryView is host memory; copy it to the GPU first")
+    shape = tuple(int(d) for d in view.shape)
+    strides = view.strides  # in elements, None when C-contiguous
+    strides = _contiguous_strides(shape) if strides is None else tuple(int(s) for s in strides)
+    return ArrayView(int(view.ptr), shape, strides, np.dtype(view.dtype), int(view.device_id),
+                     bool(view.readonly), view)
+
+
+def _declared_dtype(obj: Any) -> Optional[np.dtype]:
+    """The dtype an array object states besides its typestr (cupy's and torch's `.dtype`), or
+    None when it has none we can read. torch dtypes are named like ml_dtypes' ("torch.bfloat16")."""
+    try:
+        declared = getattr(obj, "dtype", None)
+    except Exception:  # a property that fails is no statement
+        return None
+    if declared is None:
+        return None
+    try:
+        return np.dtype(declared)
+    except (TypeError, ValueError):
+        pass
+    import ml_dtypes
+    name = str(declared).rsplit(".", 1)[-1]
+    found = getattr(ml_dtypes, name, None)
+    if found is None:
+        try:
+            return np.dtype(name)
+        except TypeError:
+            return None
+    try:
+        return np.dtype(found)
+    except TypeError:
+        return None
+
+
+def _raw_target(element: ElementType) -> Optional[np.dtype]:
+    """The numpy dtype of `element` when a CAI raw typestr may stand for it."""
+    if element.name not in RAW_ONLY:
+        return None
+    import ml_dtypes
+    return np.dtype(getattr(ml_dtypes, ARRAY_DTYPES[element.name][0]))
 
 
 def _view_from_cai(obj: Any, what: str) -> ArrayView:
@@ -361,8 +422,15 @@ def _view_from_cai(obj: Any, what: str) -> ArrayView:
     if stream == 0:
         raise ArgumentError(f"{what}: __cuda_array_interface__ stream 0 is not allowed "
                             "(use 1 for the legacy default stream, 2 for per-thread)")
+    typestr, raw = str(interface["typestr"]), None
+    if dtype.kind in RAW_KINDS:  # bytes of some size: the object's own dtype may say more
+        declared = _declared_dtype(obj)
+        if declared is not None and declared.itemsize == dtype.itemsize:
+            dtype = declared
+        else:
+            raw = typestr
     return ArrayView(int(ptr or 0), shape, strides, dtype, None, bool(readonly), obj,
-                     None if stream is None else int(stream))
+                     None if stream is None else int(stream), raw)
 
 
 # -- packing --------------------------------------------------------------------------------------
@@ -432,9 +500,20 @@ def _checked_view(arg, what, element: ElementType, rank: Optional[int], device_i
     accepted = ARRAY_DTYPES.get(element.name)
     if accepted is None:
         raise ArgumentError(f"{what}: arrays of {element} are not supported by the launcher")
+    target = _raw_target(element)
+    if view.raw_typestr is not None and target is not None and \
+            view.dtype.itemsize == target.itemsize:
+        view.dtype = target  # raw bytes of the right size: the kernel's type is the meaning
     if view.dtype.name not in accepted:
-        raise ArgumentError(f"{what}: array dtype {view.dtype.name} does not match the kernel's "
-                            f"{element} (expected {' or '.join(accepted)})")
+        message = (f"{what}: array dtype {view.dtype.name} does not match the kernel's "
+                   f"{element} (expected {' or '.join(accepted)})")
+        if target is not None and hasattr(arg, "__cuda_array_interface__") and \
+                not hasattr(arg, "__dlpack__"):
+            message += (f"; a CUDA Array Interface cannot name {element}: give typestr "
+                        f"'<V{target.itemsize}', '<u{target.itemsize}' or '<i{target.itemsize}' "
+                        f"(raw {target.itemsize}-byte elements, read as {element}) or an object "
+                        f"whose .dtype is {target.name}, or pass the array through DLPack")
+        raise ArgumentError(message)
     if rank is not None and len(view.shape) != rank:
         raise ArgumentError(f"{what}: array has rank {len(view.shape)}, the kernel expects {rank}")
     owner = view.device_id

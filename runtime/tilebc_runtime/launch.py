@@ -3,6 +3,12 @@
 Both backends (our JIT and NVIDIA's `tileiras`) compile through the same cubin cache and launch
 through the same path. Compilation happens at first launch for the launching device's
 architecture, or explicitly with `Kernel.compile(arch)`, which needs no GPU.
+
+Array arguments: anything with `__dlpack__` (torch, cupy, cuda.core StridedMemoryView, ...) or the
+CUDA Array Interface. A CAI typestr cannot name bf16 or fp8: for those kernel types a same-size raw
+typestr ('<V2', '<u2', '<i2'; '|V1', '|u1', '|i1') is read as the kernel's type, unless the object's
+`.dtype` (cupy, torch) says otherwise. A bare cuda.core `Buffer` is untyped bytes and is refused:
+wrap it as `StridedMemoryView.from_buffer(buffer, shape, dtype=...)`.
 """
 from __future__ import annotations
 

@@ -148,9 +148,18 @@ def load_kernel(cubin: bytes, entry: str):
     return call(f"ObjectCode.get_kernel({entry!r})", code.get_kernel, entry)
 
 
+def launch_config(grid: Tuple[int, int, int], threads: int, shared_bytes: int):
+    from cuda.core import LaunchConfig
+    # Static shared memory is part of the cubin; the launch only asks for dynamic shared memory.
+    return call("LaunchConfig", LaunchConfig, grid=grid, block=(threads, 1, 1),
+                shmem_size=shared_bytes)
+
+
+def launch_with(stream, config, kernel, values: List[Any]) -> None:
+    from cuda.core import launch as core_launch
+    call("cuda.core.launch", core_launch, stream, config, kernel, *values)
+
+
 def launch(stream, grid: Tuple[int, int, int], threads: int, shared_bytes: int, kernel,
            values: List[Any]) -> None:
-    from cuda.core import LaunchConfig, launch as core_launch
-    # Static shared memory is part of the cubin; the launch only asks for dynamic shared memory.
-    config = call("LaunchConfig", LaunchConfig, grid=grid, block=(threads, 1, 1), shmem_size=0)
-    call("cuda.core.launch", core_launch, stream, config, kernel, *values)
+    launch_with(stream, launch_config(grid, threads, shared_bytes), kernel, values)

@@ -321,18 +321,26 @@ class Kernel:
                                      pointer_device=pointer_device or driver.pointer_device,
                                      allow_overlap=allow_overlap)
 
-    def launch(self, grid, *args, stream=None, device: Optional[int] = None,
-               allow_overlap: bool = False) -> None:
+    def bind(self, grid, *args, stream=None, device: Optional[int] = None,
+             allow_overlap: bool = False) -> "BoundLaunch":
+        """Check and pack `args` once for launching many times: `bound.launch()` repeats the launch
+        on `stream` with the same arguments (the arrays' contents may change in between; their
+        addresses, shapes and strides may not). The BoundLaunch keeps the arrays alive."""
         grid3 = _grid3(grid)
         handle = driver.device(device)
         core_stream, dlpack_stream = driver.resolve_stream(stream, handle)
         packed = self.prepare(args, device_id=handle.device_id, dlpack_stream=dlpack_stream,
                               allow_overlap=allow_overlap)
         function, entry = self._function_for(handle)
-        driver.wait_for_producers(core_stream, packed.producer_streams)
-        driver.launch(core_stream, grid3, entry.threads, entry.dynamic_shared_bytes, function,
-                      packed.values)
-        self._keep_alive.hold(core_stream, packed.keep_alive)
+        config = driver.launch_config(grid3, entry.threads, entry.dynamic_shared_bytes)
+        return BoundLaunch(self, grid3, core_stream, config, function, packed)
+
+    def launch(self, grid, *args, stream=None, device: Optional[int] = None,
+               allow_overlap: bool = False) -> None:
+        """Launch once on `stream` (default: the device's default stream); returns at once."""
+        bound = self.bind(grid, *args, stream=stream, device=device, allow_overlap=allow_overlap)
+        bound.launch()
+        bound.release()
 
     def _function_for(self, handle) -> Tuple[Any, CacheEntry]:
         loaded = self._loaded.get(handle.device_id)
@@ -342,14 +350,63 @@ class Kernel:
             self._loaded[handle.device_id] = loaded
         return loaded
 
-    def __getitem__(self, grid) -> "_BoundLaunch":
-        return _BoundLaunch(self, grid)
+    def __getitem__(self, grid) -> "_GridLaunch":
+        return _GridLaunch(self, grid)
 
     def __repr__(self) -> str:
         return f"<Kernel {self.signature}>"
 
 
-class _BoundLaunch:
+class BoundLaunch:
+    """A kernel with its grid, stream and packed arguments (see `Kernel.bind`).
+
+    `launch()` enqueues one more launch. The arguments stay referenced while this object lives;
+    `release()` (or leaving a `with` block, or dropping the object) hands them to the kernel's
+    keep-alive list, which drops them once the stream has passed the last launch."""
+
+    def __init__(self, kernel: "Kernel", grid: Tuple[int, int, int], stream, config, function,
+                 packed: argmod.PackedArgs):
+        self.kernel, self.grid, self.stream = kernel, grid, stream
+        self._config, self._function, self._packed = config, function, packed
+        self._waited = not packed.producer_streams
+        self._pending = False  # launched since the last release
+
+    @property
+    def values(self):
+        """The flat kernel parameter values, as passed to the driver."""
+        return list(self._packed.values)
+
+    def launch(self) -> None:
+        if not self._waited:  # CAI producers: once is enough, later launches follow in order
+            driver.wait_for_producers(self.stream, self._packed.producer_streams)
+            self._waited = True
+        driver.launch_with(self.stream, self._config, self._function, self._packed.values)
+        self._pending = True
+
+    def release(self) -> None:
+        if self._pending:
+            self._pending = False
+            self.kernel._keep_alive.hold(self.stream, self._packed.keep_alive)
+
+    def __enter__(self) -> "BoundLaunch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:  # interpreter shutdown or a dead context: nothing left to protect
+            pass
+
+    def __repr__(self) -> str:
+        return f"<BoundLaunch {self.kernel.entry} grid={self.grid}>"
+
+
+class _GridLaunch:
+    """`kernel[grid]`: call it with the arguments to launch once."""
+
     __slots__ = ("kernel", "grid")
 
     def __init__(self, kernel: Kernel, grid):
@@ -361,6 +418,6 @@ class _BoundLaunch:
                            allow_overlap=allow_overlap)
 
 
-__all__ = ["load", "LoadedModule", "Kernel", "TileirasBackend", "JitBackend", "BACKENDS",
+__all__ = ["load", "LoadedModule", "Kernel", "BoundLaunch", "TileirasBackend", "JitBackend", "BACKENDS",
            "default_cache", "cubin_launch_facts", "lowering_sources_hash", "ArgumentError",
            "LaunchError"]

@@ -141,3 +141,82 @@ def test_bench_time_launch_uses_a_binding(fake_driver, monkeypatch):
     assert len(fake_driver.launches) == 2 + 4 * 5
     assert micros == pytest.approx(1000.0)  # the fake clock: 1 "ms" per launch -> 1000 us
     assert len({tuple(v) for _, _, v in fake_driver.launches}) == 1
+
+
+# -- list-of-arrays parameters ------------------------------------------------------------------
+
+@pytest.fixture
+def uploads(fake_driver, monkeypatch):
+    tables = []
+
+    def upload(handle, stream, table):
+        assert stream is fake_driver.stream  # ordered on the launch stream
+        tables.append(table)
+        return 0xD000_0000 + 0x1000 * len(tables), ("device table", len(tables))
+    monkeypatch.setattr(driver, "upload", upload)
+    return tables
+
+
+def test_list_parameter_is_recognised():
+    kernel = only_kernel("array_list")
+    first = kernel.signature.params[0]
+    assert type(first).__name__ == "ListParam" and first.rank == 1 and str(first.element) == "f32"
+    assert str(kernel.signature).endswith("(0: list<array<?xf32>>, 1: array<?xf32, index i32>)")
+
+
+def test_list_argument_table_matches_the_interpreters(fake_driver, uploads):
+    from tilebc.interp.api import Binder
+    from tilebc.interp.memory import GlobalMemory
+    kernel = only_kernel("array_list")
+    hosts = [np.zeros(40, np.float32), np.zeros(64, np.float32)[::2], np.zeros(33, np.float32)]
+    items = [FakeDLPack(BASE + ((i + 1) << 20), h.shape, strides=[s // 4 for s in h.strides])
+             for i, h in enumerate(hosts)]
+    out = FakeDLPack(BASE, (32,))
+    bound = kernel.bind(1, items, out)
+    bound.launch()
+    _, _, values = fake_driver.launches[0]
+    assert values == [0xD000_1000, 3, BASE, 32, 1]
+    (table,) = uploads
+    assert table.dtype == np.int64 and table.shape == (3, 3)
+    assert table[:, 0].tolist() == [item.ptr for item in items]
+    # The interpreter lays out the same rows for the same arrays (its addresses are its own).
+    function = kernel.module.module.functions[0]
+    reference = Binder(function, GlobalMemory()).array_list(hosts, "arrays")
+    assert table[:, 1:].tolist() == reference[:, 1:].tolist()
+    bound.release()
+    (_, held), = kernel._keep_alive._pending
+    assert any(h is table for h in held)
+    assert any(isinstance(h, tuple) and h == ("device table", 1) for h in held)
+    assert sum(isinstance(h, tuple) and any(h[0] is item for item in items) for h in held) == 3
+
+
+def test_list_argument_errors(fake_driver, uploads):
+    kernel = only_kernel("array_list")
+    out = FakeDLPack(BASE, (32,))
+    with pytest.raises(launch.ArgumentError, match=r"argument 0 \(list<array<\?xf32>>\): "
+                       "expected a list of arrays, got FakeDLPack"):
+        kernel.bind(1, FakeDLPack(BASE + (1 << 20), (8,)), out)
+    with pytest.raises(launch.ArgumentError, match="item 1: array has rank 2, the kernel expects 1"):
+        kernel.bind(1, [FakeDLPack(BASE + (1 << 20), (8,)), FakeDLPack(BASE + (2 << 20), (8, 8))],
+                    out)
+    with pytest.raises(launch.ArgumentError, match="item 0: array dtype float64 does not match "
+                       "the kernel's f32"):
+        kernel.bind(1, [FakeDLPack(BASE + (1 << 20), (8,), "float64")], out)
+    with pytest.raises(launch.ArgumentError, match=r"arrays for arguments 0\[0\] and 0\[1\] "
+                       "overlap"):
+        kernel.bind(1, [FakeDLPack(BASE + (1 << 20), (8,)), FakeDLPack(BASE + (1 << 20) + 4, (8,))],
+                    out)
+    assert uploads == [] and fake_driver.launches == []  # nothing reached the device
+
+
+def test_empty_list_needs_no_table(fake_driver, uploads):
+    kernel = only_kernel("array_list")
+    kernel.launch(1, [], FakeDLPack(BASE, (32,)))
+    assert fake_driver.launches[0][2][:2] == [0, 0] and uploads == []
+
+
+def test_list_without_a_device_is_refused():
+    kernel = only_kernel("array_list")
+    with pytest.raises(launch.ArgumentError, match="needs a device to hold its table"):
+        kernel.prepare(([FakeDLPack(BASE + (1 << 20), (8,))], FakeDLPack(BASE, (32,))),
+                       device_id=0, dlpack_stream=77, pointer_device=lambda ptr: 0)

@@ -147,7 +147,27 @@ class ArrayParam:
         return f"array<{dims + 'x' if dims else ''}{self.element}, index {self.index_type}>"
 
 
-Param = Any  # ScalarParam | PointerParam | ArrayParam
+@dataclass(frozen=True)
+class ListParam:
+    """cuTile's list-of-arrays parameter: a pointer to an i64 table with one row per array
+    (base address, shape..., strides... in elements) and the number of rows. `element` is the
+    arrays' element type when the kernel shows it (its `int_to_ptr` ops), else None."""
+
+    table: Slot
+    count: Slot
+    rank: int
+    element: Optional[ElementType]
+
+    @property
+    def slots(self) -> Tuple[Slot, ...]:
+        return (self.table, self.count)
+
+    def describe(self) -> str:
+        dims = "x".join("?" * self.rank)
+        return f"list<array<{dims}x{self.element or '?'}>>"
+
+
+Param = Any  # ScalarParam | PointerParam | ArrayParam | ListParam
 
 
 @dataclass(frozen=True)
@@ -198,11 +218,16 @@ def infer_signature(function: Function) -> Signature:
             if base is not None and base not in views and _is_array_layout(function, op, base, types):
                 views[base] = op.results[0].type
 
+    lists = _list_tables(function, types)
     params: List[Param] = []
     index = 0
     while index < len(slots):
         slot = slots[index]
-        if isinstance(slot.element, PointerType) and index in views:
+        if index in lists:
+            rank, element = lists[index]
+            params.append(ListParam(slot, slots[index + 1], rank, element))
+            index += 2
+        elif isinstance(slot.element, PointerType) and index in views:
             view = views[index]
             rank = view.rank
             params.append(ArrayParam(slot, tuple(slots[index + 1:index + 1 + rank]),
@@ -221,6 +246,35 @@ def infer_signature(function: Function) -> Signature:
             params.append(ScalarParam(slot))
             index += 1
     return Signature(function.name, tuple(params), len(slots))
+
+
+def _list_tables(function: Function, types) -> Dict[int, Tuple[int, Optional[ElementType]]]:
+    """Parameters that are list-of-arrays tables -> (rank, element type or None).
+
+    cuTile views such a table as `tensor_view<?xC x i64, strides=[C,1]>` with the row count taken
+    from the next parameter and C = 1 + 2 * rank columns."""
+    found: Dict[int, int] = {}
+    for op in function.walk():
+        if op.name != "make_tensor_view":
+            continue
+        base = _param_index(function, op.operands["base"])
+        view = op.results[0].type
+        if base is None or base + 1 >= len(types) or view.rank != 2:
+            continue
+        pointer, count = types[base].element, types[base + 1].element
+        columns = view.shape[1]
+        if not (isinstance(pointer, PointerType) and pointer.pointee.name == "i64"
+                and isinstance(count, ElementType) and count.is_integer
+                and view.shape[0] is None and columns is not None and columns >= 3
+                and columns % 2 == 1 and tuple(view.strides) == (columns, 1)):
+            continue
+        rows = op.operands.get("dynamicShape") or ()
+        if len(rows) == 1 and _param_index(function, rows[0]) == base + 1:
+            found[base] = (columns - 1) // 2
+    pointees = {op.results[0].type.element.pointee for op in function.walk()
+                if op.name == "int_to_ptr"}
+    element = next(iter(pointees)) if len(pointees) == 1 and len(found) == 1 else None
+    return {base: (rank, element) for base, rank in found.items()}
 
 
 def _assumed_rank(slots: List[Slot], base: int) -> int:
@@ -444,19 +498,32 @@ class PackedArgs:
     producer_streams: List[int] = field(default_factory=list)
 
 
+Upload = Callable[[np.ndarray], Tuple[int, Any]]  # host table -> (device address, owner)
+
+
 def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
                    dlpack_stream: int, pointer_device: Callable[[int], int],
-                   allow_overlap: bool = False) -> PackedArgs:
+                   allow_overlap: bool = False, upload: Optional[Upload] = None) -> PackedArgs:
     """Check every argument against the signature and flatten it; raise ArgumentError before
     anything reaches the driver. `pointer_device(ptr)` answers which device owns a pointer
-    (-1: host memory), for CUDA Array Interface arrays that do not say."""
+    (-1: host memory), for CUDA Array Interface arrays that do not say. `upload(table)` copies a
+    list argument's i64 table to the device and returns (address, owner to keep alive)."""
     if len(args) != len(signature.params):
         raise ArgumentError(f"{signature.entry}: expected {len(signature.params)} arguments "
                             f"({signature}), got {len(args)}")
     packed = PackedArgs()
-    arrays: List[Tuple[int, ArrayView]] = []
+    arrays: List[Tuple[str, ArrayView]] = []  # (argument label, view) for the overlap check
+    tables: List[Tuple[int, Slot, np.ndarray, str]] = []  # list tables still to upload
+
+    def hold(view: ArrayView, label: str) -> None:
+        arrays.append((label, view))
+        packed.keep_alive.append(view.owner)
+        if view.producer_stream is not None:
+            packed.producer_streams.append(view.producer_stream)
+
     for position, (param, arg) in enumerate(zip(signature.params, args)):
         what = f"{signature.entry}: argument {position} ({param.describe()})"
+        views: List[Tuple[str, ArrayView]] = []
         if isinstance(param, ArrayParam):
             view = _checked_view(arg, what, param.element, param.rank, device_id, dlpack_stream,
                                  pointer_device)
@@ -464,12 +531,21 @@ def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
             values = [view.ptr, *view.shape, *view.strides]
             roles = ["base address"] + [f"shape[{d}]" for d in range(param.rank)] + \
                     [f"stride[{d}]" for d in range(param.rank)]
-            arrays.append((position, view))
+            views.append((str(position), view))
+        elif isinstance(param, ListParam):
+            table, views = _list_table(param, arg, what, position, device_id, dlpack_stream,
+                                       pointer_device)
+            if table is not None:  # uploaded once every argument has passed its checks
+                if upload is None:
+                    raise ArgumentError(f"{what}: a list argument needs a device to hold its "
+                                        "table")
+                tables.append((len(packed.values), param.table, table, f"{what} table address"))
+            values, roles = [0, len(views)], ["table address", "length"]
         elif isinstance(param, PointerParam):
             if is_array_like(arg):
                 view = _checked_view(arg, what, param.element, None, device_id, dlpack_stream,
                                      pointer_device)
-                arrays.append((position, view))
+                views.append((str(position), view))
                 values = [view.ptr]
             elif isinstance(arg, (int, np.integer)) and not isinstance(arg, (bool, np.bool_)):
                 values = [int(arg)]
@@ -484,23 +560,49 @@ def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
             signed = role.startswith(("shape", "stride"))
             packed.values.append(_scalar(slot, value, what if role == "value" else f"{what} {role}",
                                          signed=signed))
-        if isinstance(param, (ArrayParam, PointerParam)) and arrays and arrays[-1][0] == position:
-            view = arrays[-1][1]
-            packed.keep_alive.append(view.owner)
-            if view.producer_stream is not None:
-                packed.producer_streams.append(view.producer_stream)
+        for label, view in views:
+            hold(view, label)
     if not allow_overlap:
         _check_no_overlap(signature, arrays)
+    for index, slot, table, what in tables:
+        address, owner = upload(table)
+        packed.keep_alive.extend((table, owner))
+        packed.values[index] = _scalar(slot, address, what)
     return packed
 
 
-def _checked_view(arg, what, element: ElementType, rank: Optional[int], device_id: int,
+def _list_table(param: ListParam, arg: Any, what: str, position: int, device_id: int,
+                dlpack_stream: int, pointer_device
+                ) -> Tuple[Optional[np.ndarray], List[Tuple[str, ArrayView]]]:
+    """The i64 table of a list argument (None when the list is empty: the kernel reads no row,
+    so address 0 is passed), and its arrays' views."""
+    if not isinstance(arg, (list, tuple)):
+        raise ArgumentError(f"{what}: expected a list of arrays, got {type(arg).__name__}")
+    views, rows = [], []
+    for k, item in enumerate(arg):
+        view = _checked_view(item, f"{what} item {k}", param.element, param.rank, device_id,
+                             dlpack_stream, pointer_device)
+        views.append((f"{position}[{k}]", view))
+        rows.append([view.ptr, *view.shape, *view.strides])
+    if not rows:
+        return None, views
+    # Each entry as its 64-bit pattern: addresses are unsigned, strides may be negative.
+    table = np.array([[v & (2 ** 64 - 1) for v in row] for row in rows],
+                     dtype=np.uint64).view(np.int64)
+    return table, views
+
+
+def _checked_view(arg, what, element: Optional[ElementType], rank: Optional[int], device_id: int,
                   dlpack_stream: int, pointer_device) -> ArrayView:
     view = view_of(arg, what, dlpack_stream)
-    accepted = ARRAY_DTYPES.get(element.name)
-    if accepted is None:
-        raise ArgumentError(f"{what}: arrays of {element} are not supported by the launcher")
-    target = _raw_target(element)
+    if element is None:  # the kernel does not show the type (list items): any we know of
+        accepted = tuple(name for names in ARRAY_DTYPES.values() for name in names)
+        target = None
+    else:
+        accepted = ARRAY_DTYPES.get(element.name)
+        if accepted is None:
+            raise ArgumentError(f"{what}: arrays of {element} are not supported by the launcher")
+        target = _raw_target(element)
     if view.raw_typestr is not None and target is not None and \
             view.dtype.itemsize == target.itemsize:
         view.dtype = target  # raw bytes of the right size: the kernel's type is the meaning
@@ -584,13 +686,14 @@ def _integer(value: Any, what: str, low: int, high: int) -> int:
     return number
 
 
-def _check_no_overlap(signature: Signature, arrays: List[Tuple[int, ArrayView]]) -> None:
-    extents = sorted((extent, position) for position, view in arrays
+def _check_no_overlap(signature: Signature, arrays: List[Tuple[str, ArrayView]]) -> None:
+    order = {label: index for index, (label, _) in enumerate(arrays)}
+    extents = sorted((extent, label) for label, view in arrays
                      if (extent := view.byte_extent()) is not None)
-    for (first, first_pos), (second, second_pos) in zip(extents, extents[1:]):
+    for (first, first_label), (second, second_label) in zip(extents, extents[1:]):
         if second[0] < first[1]:
+            one, other = sorted((first_label, second_label), key=order.get)
             raise ArgumentError(
-                f"{signature.entry}: arrays for arguments {min(first_pos, second_pos)} and "
-                f"{max(first_pos, second_pos)} overlap in memory (bytes 0x{second[0]:x}-"
+                f"{signature.entry}: arrays for arguments {one} and {other} overlap in memory (bytes 0x{second[0]:x}-"
                 f"0x{min(first[1], second[1]):x}); pass allow_overlap=True if the kernel was "
                 "compiled for aliasing arrays")

@@ -142,6 +142,17 @@ class KeepAlive:
         return len(self._pending)
 
 
+def upload(handle, stream, host) -> Tuple[int, Any]:
+    """Copy a host numpy array to new device memory, ordered on `stream`: (address, owner).
+    The owner (device buffer and host array) must live until the stream has used the copy."""
+    from cuda.bindings import driver
+    buffer = call("Device.allocate", handle.allocate, max(host.nbytes, 1), stream=stream)
+    address = int(buffer.handle)
+    check("cuMemcpyHtoDAsync", driver.cuMemcpyHtoDAsync(
+        address, host.ctypes.data, host.nbytes, driver.CUstream(int(stream.handle))))
+    return address, (buffer, host)
+
+
 def load_kernel(cubin: bytes, entry: str):
     from cuda.core import ObjectCode
     code = call("ObjectCode.from_cubin", ObjectCode.from_cubin, cubin, name=entry)

@@ -4,6 +4,10 @@ Both backends (our JIT and NVIDIA's `tileiras`) compile through the same cubin c
 through the same path. Compilation happens at first launch for the launching device's
 architecture, or explicitly with `Kernel.compile(arch)`, which needs no GPU.
 
+A list of arrays is cuTile's list-of-arrays parameter (as `tilebc.interp.run` takes it): the
+launcher builds its i64 table (address, shape..., strides... per array) on the device, on the
+launch stream, and keeps it and the arrays alive until the stream has passed the kernel.
+
 Array arguments: anything with `__dlpack__` (torch, cupy, cuda.core StridedMemoryView, ...) or the
 CUDA Array Interface. A CAI typestr cannot name bf16 or fp8: for those kernel types a same-size raw
 typestr ('<V2', '<u2', '<i2'; '|V1', '|u1', '|i1') is read as the kernel's type, unless the object's
@@ -314,12 +318,14 @@ class Kernel:
         return entry
 
     def prepare(self, args: Sequence[Any], *, device_id: int, dlpack_stream: int,
-                pointer_device=None, allow_overlap: bool = False) -> argmod.PackedArgs:
-        """Check and flatten `args` for this entry (everything before the driver is called)."""
+                pointer_device=None, allow_overlap: bool = False,
+                upload=None) -> argmod.PackedArgs:
+        """Check and flatten `args` for this entry (everything before the driver is called).
+        `upload(table)` puts a list argument's table on the device: (address, owner)."""
         return argmod.pack_arguments(self.signature, args, device_id=device_id,
                                      dlpack_stream=dlpack_stream,
                                      pointer_device=pointer_device or driver.pointer_device,
-                                     allow_overlap=allow_overlap)
+                                     allow_overlap=allow_overlap, upload=upload)
 
     def bind(self, grid, *args, stream=None, device: Optional[int] = None,
              allow_overlap: bool = False) -> "BoundLaunch":
@@ -330,7 +336,8 @@ class Kernel:
         handle = driver.device(device)
         core_stream, dlpack_stream = driver.resolve_stream(stream, handle)
         packed = self.prepare(args, device_id=handle.device_id, dlpack_stream=dlpack_stream,
-                              allow_overlap=allow_overlap)
+                              allow_overlap=allow_overlap,
+                              upload=lambda table: driver.upload(handle, core_stream, table))
         function, entry = self._function_for(handle)
         config = driver.launch_config(grid3, entry.threads, entry.dynamic_shared_bytes)
         return BoundLaunch(self, grid3, core_stream, config, function, packed)

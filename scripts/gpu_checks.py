@@ -445,7 +445,8 @@ class GpuLauncher:
         # The launcher's refusals and device faults, as the interpreter's error kinds.
         if isinstance(failure, ArgumentError) and "overlap" in str(failure):
             raise MemoryCheckError(str(failure)) from failure
-        if isinstance(failure, DriverError) and "CUDA_ERROR_ASSERT" in str(failure):
+        if isinstance(failure, DriverError) and "CUDA_ERROR_ASSERT" in str(failure) and \
+                not str(failure).startswith("the CUDA context is unusable after"):
             raise KernelAssertionError(f"{failure}; device said: {output['stderr'].strip()}"
                                        f" {output['stdout'].strip()}") from failure
         if failure is not None:

@@ -10,6 +10,10 @@ from tilebc_runtime import driver, launch
 from test_rt_launch import BASE, FakeCAI, FakeDLPack, only_kernel
 
 
+_REAL = {name: getattr(driver, name) for name in ("device", "pointer_device",
+                                                  "wait_for_producers", "launch_with")}
+
+
 class FakeEvent:
     def __init__(self, stream, done=False):
         self.stream, self.is_done, self.at = stream, done, len(stream.log)
@@ -220,3 +224,52 @@ def test_list_without_a_device_is_refused():
     with pytest.raises(launch.ArgumentError, match="needs a device to hold its table"):
         kernel.prepare(([FakeDLPack(BASE + (1 << 20), (8,))], FakeDLPack(BASE, (32,))),
                        device_id=0, dlpack_stream=77, pointer_device=lambda ptr: 0)
+
+
+# -- sticky device faults -----------------------------------------------------------------------
+
+@pytest.fixture
+def fresh_context(monkeypatch):
+    monkeypatch.setattr(driver, "_lost", None)
+
+
+def test_a_sticky_fault_makes_every_later_call_say_restart(fake_driver, fresh_context, monkeypatch):
+    def fault():
+        raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered")
+    kernel = only_kernel("aliasing_arrays")
+    args = (FakeDLPack(BASE, (64,)), FakeDLPack(BASE + 4096, (64,)))
+    bound = kernel.bind(1, *args)
+    bound.launch()  # the fault surfaces later, at a synchronising call
+    with pytest.raises(driver.ContextLost, match="^Stream.sync failed: RuntimeError: "
+                       "CUDA_ERROR_ILLEGAL_ADDRESS.*; the CUDA context is now unusable: restart"):
+        driver.call("Stream.sync", fault)
+    later = "^the CUDA context is unusable after Stream.sync failed: .*ILLEGAL_ADDRESS.*; " \
+            "restart the process$"
+    touched = []
+    for attempt in (lambda: driver.call("Event.is_done", lambda: touched.append(1)),
+                    lambda: _REAL["device"](0), lambda: _REAL["pointer_device"](BASE),
+                    lambda: _REAL["wait_for_producers"](fake_driver.stream, [5]),
+                    lambda: _REAL["launch_with"](fake_driver.stream, None, None, [])):
+        with pytest.raises(driver.ContextLost, match=later):
+            attempt()
+    assert touched == []  # refused before reaching the driver
+    monkeypatch.setattr(driver, "device", _REAL["device"])
+    with pytest.raises(driver.ContextLost, match=later):
+        kernel.launch(1, *args)
+    bound.release()  # no event can be recorded now: the arguments simply stay referenced
+    assert isinstance(driver.ContextLost("x"), launch.LaunchError)
+
+
+def test_sticky_status_codes_and_ordinary_failures(fresh_context):
+    from cuda.bindings import driver as cu
+    with pytest.raises(driver.DriverError) as caught:
+        driver.check("cuMemAlloc", (cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY, None))
+    assert not isinstance(caught.value, driver.ContextLost)
+    driver.ensure_usable()  # out of memory is not sticky
+    with pytest.raises(driver.ContextLost, match=r"^cuCtxSynchronize failed: "
+                       r"CUDA_ERROR_ASSERT \(710\); the CUDA context is now unusable"):
+        driver.check("cuCtxSynchronize", (cu.CUresult.CUDA_ERROR_ASSERT, None))
+    with pytest.raises(driver.ContextLost, match="unusable after cuCtxSynchronize failed: "
+                       "CUDA_ERROR_ASSERT"):
+        driver.ensure_usable()
+

@@ -16,6 +16,36 @@ class DriverError(LaunchError):
     """A CUDA driver call failed, or CUDA cannot be used in this process."""
 
 
+class ContextLost(DriverError):
+    """An earlier device fault left the CUDA context unusable; only a new process can use CUDA."""
+
+
+# Errors after which the driver refuses all further work in the context (the CUDA documentation
+# says of each: "the process must be terminated and relaunched").
+STICKY_ERRORS = ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_TIMEOUT", "CUDA_ERROR_ASSERT",
+                 "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+                 "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+                 "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ECC_UNCORRECTABLE")
+
+_lost: Optional[str] = None  # the failure that made the context unusable
+
+
+def ensure_usable() -> None:
+    """Raise ContextLost when an earlier sticky error has made the context unusable."""
+    if _lost is not None:
+        raise ContextLost(f"the CUDA context is unusable after {_lost}; restart the process")
+
+
+def _failed(message: str) -> DriverError:
+    """The error for a failed call; a sticky one marks the context unusable from now on."""
+    global _lost
+    if any(name in message for name in STICKY_ERRORS):
+        if _lost is None:
+            _lost = message
+        return ContextLost(f"{message}; the CUDA context is now unusable: restart the process")
+    return DriverError(message)
+
+
 _lock = threading.Lock()
 _initialised_pid: Optional[int] = None
 _devices: dict = {}
@@ -31,13 +61,15 @@ if hasattr(os, "register_at_fork"):
 
 
 def call(name: str, function: Callable, *args, **kwargs):
-    """Run one cuda.core / driver call, turning any failure into a DriverError naming the call."""
+    """Run one cuda.core / driver call, turning any failure into a DriverError naming the call.
+    Refused up front (ContextLost) once a device fault has made the context unusable."""
+    ensure_usable()
     try:
         return function(*args, **kwargs)
     except DriverError:
         raise
     except Exception as error:  # cuda.core raises CUDAError, pathfinder raises its own types
-        raise DriverError(f"{name} failed: {type(error).__name__}: {error}") from error
+        raise _failed(f"{name} failed: {type(error).__name__}: {error}") from error
 
 
 def check(name: str, result: Tuple) -> Any:
@@ -46,13 +78,14 @@ def check(name: str, result: Tuple) -> Any:
     status, *values = result if isinstance(result, tuple) else (result,)
     if status != driver.CUresult.CUDA_SUCCESS:
         text = getattr(status, "name", None) or str(status)  # the enum name, no further driver call
-        raise DriverError(f"{name} failed: {text} ({int(status)})")
+        raise _failed(f"{name} failed: {text} ({int(status)})")
     return values[0] if len(values) == 1 else tuple(values)
 
 
 def device(device_id: Optional[int] = None):
     """The cuda.core Device, made current; the driver is initialised on first use."""
     global _initialised_pid
+    ensure_usable()
     with _lock:
         pid = os.getpid()
         if _initialised_pid is not None and _initialised_pid != pid:
@@ -78,6 +111,7 @@ def arch_of(handle) -> str:
 def pointer_device(ptr: int) -> int:
     """The device ordinal owning `ptr`, or -1 for memory the driver does not know (host)."""
     from cuda.bindings import driver
+    ensure_usable()
     status, ordinal = driver.cuPointerGetAttribute(
         driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
     if status == driver.CUresult.CUDA_ERROR_INVALID_VALUE:
@@ -108,6 +142,7 @@ def resolve_stream(stream: Any, handle) -> Tuple[Any, int]:
 def wait_for_producers(stream, producer_streams: List[int]) -> None:
     """Order `stream` after the streams CUDA Array Interface producers named (CAI v3 rule)."""
     from cuda.bindings import driver
+    ensure_usable()
     for producer in producer_streams:
         raw = 0 if producer == 1 else producer  # CAI 1 = legacy default, 2 = per-thread
         if raw == int(stream.handle):

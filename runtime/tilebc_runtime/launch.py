@@ -393,7 +393,10 @@ class BoundLaunch:
     def release(self) -> None:
         if self._pending:
             self._pending = False
-            self.kernel._keep_alive.hold(self.stream, self._packed.keep_alive)
+            try:
+                self.kernel._keep_alive.hold(self.stream, self._packed.keep_alive)
+            except driver.ContextLost:
+                pass  # the device runs nothing more: there is no launch left to outlive
 
     def __enter__(self) -> "BoundLaunch":
         return self

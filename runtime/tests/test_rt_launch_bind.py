@@ -1,6 +1,7 @@
 """Kernel.bind / BoundLaunch and Kernel.launch against a fake driver: what reaches the driver,
 how often arguments are packed, and how long they are kept alive."""
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -273,3 +274,61 @@ def test_sticky_status_codes_and_ordinary_failures(fresh_context):
                        "CUDA_ERROR_ASSERT"):
         driver.ensure_usable()
 
+
+
+# -- cache keys follow the original bytes -------------------------------------------------------
+
+CPP_TOOLS = sorted(Path(__file__).resolve().parents[2].glob("runtime/cpp/build/*/tilebc-inspect"))
+
+
+def _cpp_keys(path, kernel, fields):
+    """tilebc-inspect's keys for `path` (runtime/cpp), or None when it is not built."""
+    import json
+    import subprocess
+    if not CPP_TOOLS:
+        return None
+    done = subprocess.run([str(CPP_TOOLS[0]), "key", "--toolchain", fields.toolchain, "--arch",
+                           fields.arch, "--ptx-isa", fields.ptx_isa, "--nvjitlink", fields.nvjitlink,
+                           "--options", json.dumps(dict(fields.options)), str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[0])["keys"]
+
+
+@pytest.mark.parametrize("name", ["scalar_params", "array_list", "matmul_f16"])
+def test_module_with_its_bytes_keeps_the_file_cache_key(name, monkeypatch):
+    import tilebc
+    from test_rt_launch import fixture
+    from tilebc_runtime.cache import KeyFields
+    monkeypatch.setattr(launch.JitBackend, "identity", lambda self: "tilebc-jit/test")
+    monkeypatch.setattr(launch.JitBackend, "ptx_isa", lambda self, arch: "8.8")
+    monkeypatch.setattr(launch.JitBackend, "nvjitlink", lambda self: "13.5")
+    path = fixture(name)
+    data = path.read_bytes()
+    module = tilebc.load(path)
+    by_path = launch.load(path)
+    entry = next(iter(by_path.entries))
+    keys = {how: loaded[entry].key_fields("sm_90").key() for how, loaded in {
+        "path": by_path, "bytes": launch.load(data), "pair": launch.load((module, data)),
+        "module": launch.load(module)}.items()}
+    fields = by_path[entry].key_fields("sm_90")
+    assert fields.bytecode == data
+    assert keys["path"] == keys["bytes"] == keys["pair"] == KeyFields(
+        fields.toolchain, data, entry, "sm_90", "8.8", "13.5", {}).key()
+    assert keys["module"] != keys["path"]  # re-encoded: NVIDIA's writer lays bytes out otherwise
+    module.source_bytes = data  # what tilebc.load may record: then a bare Module keys alike
+    assert launch.load(module)[entry].key_fields("sm_90").key() == keys["path"]
+    cpp = _cpp_keys(path, by_path[entry], fields)
+    if cpp is not None:
+        assert cpp[entry] == keys["pair"]
+
+
+def test_pair_with_other_bytes_is_refused():
+    import tilebc
+    from test_rt_launch import fixture
+    module = tilebc.load(fixture("scalar_params"))
+    with pytest.raises(launch.LaunchError, match="the bytes given with the Module are not the "
+                       "ones it was decoded from"):
+        launch.load((module, fixture("gdc").read_bytes()))
+    with pytest.raises(launch.LaunchError, match="a tuple source must be"):
+        launch.load((module,))

@@ -226,15 +226,30 @@ def cubin_launch_facts(cubin: bytes, entry: str) -> Tuple[Optional[int], int]:
 
 # -- modules and kernels ----------------------------------------------------------------------
 
-Source = Union[bytes, bytearray, memoryview, str, os.PathLike, "tilebc.Module"]
+Source = Union[bytes, bytearray, memoryview, str, os.PathLike, "tilebc.Module",
+               Tuple["tilebc.Module", bytes]]
 
 
 def load(source: Source, *, backend: str = "jit", cache: Optional[CubinCache] = None,
          options: Optional[Mapping[str, Any]] = None) -> "LoadedModule":
-    """Read Tile IR bytecode (bytes, a path, or a tilebc Module); nothing is compiled yet."""
-    if isinstance(source, tilebc.Module):
+    """Read Tile IR bytecode; nothing is compiled yet.
+
+    `source` is bytes, a path, a tilebc Module, or `(module, data)`: a Module together with the
+    bytes it was decoded from. The cache key hashes the bytecode, so bytes and paths (and the
+    pair) give the keys the C++ loader gives for the same file. A bare Module is re-encoded with
+    `tilebc.dump` (different bytes, so different keys) unless it carries `source_bytes`."""
+    if isinstance(source, tuple):
+        if len(source) != 2 or not isinstance(source[0], tilebc.Module) or \
+                not isinstance(source[1], (bytes, bytearray, memoryview)):
+            raise LaunchError("load: a tuple source must be (tilebc.Module, the bytes it was "
+                              f"decoded from), got {tuple(type(x).__name__ for x in source)}")
+        module, bytecode = source[0], bytes(source[1])
+        name = module.source or "<module>"
+        _check_same_module(module, bytecode, name)
+    elif isinstance(source, tilebc.Module):
         module, name = source, source.source or "<module>"
-        bytecode = tilebc.dump(source, source.version)
+        original = getattr(source, "source_bytes", None)
+        bytecode = bytes(original) if original is not None else tilebc.dump(source, source.version)
     else:
         if isinstance(source, (bytes, bytearray, memoryview)):
             bytecode, name = bytes(source), "<bytes>"
@@ -246,6 +261,20 @@ def load(source: Source, *, backend: str = "jit", cache: Optional[CubinCache] = 
     if backend not in BACKENDS:
         raise LaunchError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     return LoadedModule(bytecode, module, name, backend, cache, dict(options or {}))
+
+
+def _check_same_module(module, bytecode: bytes, name: str) -> None:
+    """Refuse a pair whose bytes plainly are not the Module's: the bytes decode (no verifier) to
+    the same version and the same entries with the same parameter types. The cache key and the
+    compiled code follow the bytes, the signatures the Module, so they must agree."""
+    from tilebc.binary import reader
+    header = reader.load(bytecode, lazy_debug=True)
+    ours = [(f.name, [str(a.type) for a in f.args]) for f in module.functions]
+    theirs = [(f.name, [str(a.type) for a in f.args]) for f in header.functions]
+    if header.version != module.version or ours != theirs:
+        raise LaunchError(f"{name}: the bytes given with the Module are not the ones it was "
+                          f"decoded from (version {header.version} vs {module.version}, "
+                          f"entries {theirs} vs {ours})")
 
 
 class LoadedModule:

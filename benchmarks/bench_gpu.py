@@ -36,28 +36,23 @@ def _timed_event(stream):
 
 def time_launch(kernel, grid, flat_args: Sequence[Any], *, repeat: int = 20, warmup: int = 3,
                 batch: int = 10) -> float:
-    """Median microseconds per launch of `kernel` (a tilebc_runtime Kernel) over `grid`."""
-    from cuda.core import LaunchConfig, launch as core_launch
-    from tilebc_runtime import driver
-    from tilebc_runtime.launch import _grid3
-    handle = driver.device(None)
-    stream, dlpack_stream = driver.resolve_stream(None, handle)
-    entry = kernel.compile(driver.arch_of(handle))  # a cache hit: the check already compiled it
-    function = driver.load_kernel(entry.cubin, kernel.entry)
-    packed = kernel.prepare(list(flat_args), device_id=handle.device_id,
-                            dlpack_stream=dlpack_stream, allow_overlap=True)
-    config = LaunchConfig(grid=_grid3(grid), block=(entry.threads, 1, 1), shmem_size=0)
-    for _ in range(warmup):
-        core_launch(stream, config, function, *packed.values)
-    stream.sync()
-    samples = []
-    for _ in range(repeat):
-        start = _timed_event(stream)
-        for _ in range(batch):
-            core_launch(stream, config, function, *packed.values)
-        end = _timed_event(stream)
-        end.sync()
-        samples.append((end - start) * 1000.0 / batch)  # ms -> us
+    """Median microseconds per launch of `kernel` (a tilebc_runtime Kernel) over `grid`.
+
+    The arguments are checked and packed once (`Kernel.bind`), so the timing is the launches'."""
+    bound = kernel.bind(grid, *flat_args, allow_overlap=True)
+    with bound:
+        stream = bound.stream
+        for _ in range(warmup):
+            bound.launch()
+        stream.sync()
+        samples = []
+        for _ in range(repeat):
+            start = _timed_event(stream)
+            for _ in range(batch):
+                bound.launch()
+            end = _timed_event(stream)
+            end.sync()
+            samples.append((end - start) * 1000.0 / batch)  # ms -> us
     return statistics.median(samples)
 
 

@@ -278,8 +278,9 @@ def run_fixture_case(name: str, version: str, launchers: Mapping[str, Launcher],
 def flatten_launch_args(args: Sequence[Any], upload: Callable[[np.ndarray], Any],
                         pointer: Callable[[Any], int]) -> Tuple[List[Any], List[Tuple[Any, np.ndarray]]]:
     """Interpreter-style arguments -> (flat kernel arguments, [(device array, host array)] to copy
-    back). Tuples flatten into their items; a list of arrays becomes its table and length; one
-    host array passed twice is uploaded once (so aliasing stays aliasing)."""
+    back). Tuples flatten into their items; a list of arrays stays a list (of device arrays), which
+    Kernel.launch turns into cuTile's table and length; one host array passed twice is uploaded
+    once (so aliasing stays aliasing)."""
     uploaded: Dict[int, Any] = {}
     pairs: List[Tuple[Any, np.ndarray]] = []
 
@@ -295,18 +296,11 @@ def flatten_launch_args(args: Sequence[Any], upload: Callable[[np.ndarray], Any]
         if isinstance(arg, tuple):
             for item in arg:
                 visit(item)
-        elif isinstance(arg, list):
-            rows = []
+        elif isinstance(arg, list):  # Kernel.launch builds the list's table on the device
             for host in arg:
                 if not isinstance(host, np.ndarray):
                     raise TypeError(f"a list argument holds arrays only, got {type(host).__name__}")
-                strides = [s // host.itemsize for s in host.strides]
-                rows.append([pointer(device_of(host)), *host.shape, *strides])
-            if len({len(r) for r in rows}) > 1:
-                raise TypeError("the arrays of a list argument must share one rank")
-            table = np.array(rows, dtype=np.int64).reshape(len(rows), -1)
-            flat.append(upload(table))  # read-only for the kernel: not copied back
-            flat.append(len(arg))
+            flat.append([device_of(host) for host in arg])
         elif isinstance(arg, np.ndarray) and arg.ndim > 0:
             flat.append(device_of(arg))
         else:
@@ -451,7 +445,8 @@ class GpuLauncher:
         # The launcher's refusals and device faults, as the interpreter's error kinds.
         if isinstance(failure, ArgumentError) and "overlap" in str(failure):
             raise MemoryCheckError(str(failure)) from failure
-        if isinstance(failure, DriverError) and "CUDA_ERROR_ASSERT" in str(failure):
+        if isinstance(failure, DriverError) and "CUDA_ERROR_ASSERT" in str(failure) and \
+                not str(failure).startswith("the CUDA context is unusable after"):
             raise KernelAssertionError(f"{failure}; device said: {output['stderr'].strip()}"
                                        f" {output['stdout'].strip()}") from failure
         if failure is not None:

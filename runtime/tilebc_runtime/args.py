@@ -41,6 +41,11 @@ ARRAY_DTYPES: Dict[str, Tuple[str, ...]] = {
     "f8E4M3FN": ("float8_e4m3fn",), "f8E5M2": ("float8_e5m2",), "f8E8M0FNU": ("float8_e8m0fnu",),
 }
 
+# Element types a CUDA Array Interface typestr cannot name (numpy has no such types). A CAI array
+# of these arrives with a raw typestr of the same size; see `_raw_target`.
+RAW_ONLY = ("bf16", "f8E4M3FN", "f8E5M2", "f8E8M0FNU")
+RAW_KINDS = "Vui"  # typestr kinds that only say "so many bytes": void, unsigned, signed
+
 # How a scalar parameter is passed: the numpy type of its kernel-parameter bytes.
 _INT_PARAM = {"i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64}
 _FLOAT_PARAM = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
@@ -142,7 +147,27 @@ class ArrayParam:
         return f"array<{dims + 'x' if dims else ''}{self.element}, index {self.index_type}>"
 
 
-Param = Any  # ScalarParam | PointerParam | ArrayParam
+@dataclass(frozen=True)
+class ListParam:
+    """cuTile's list-of-arrays parameter: a pointer to an i64 table with one row per array
+    (base address, shape..., strides... in elements) and the number of rows. `element` is the
+    arrays' element type when the kernel shows it (its `int_to_ptr` ops), else None."""
+
+    table: Slot
+    count: Slot
+    rank: int
+    element: Optional[ElementType]
+
+    @property
+    def slots(self) -> Tuple[Slot, ...]:
+        return (self.table, self.count)
+
+    def describe(self) -> str:
+        dims = "x".join("?" * self.rank)
+        return f"list<array<{dims}x{self.element or '?'}>>"
+
+
+Param = Any  # ScalarParam | PointerParam | ArrayParam | ListParam
 
 
 @dataclass(frozen=True)
@@ -193,11 +218,16 @@ def infer_signature(function: Function) -> Signature:
             if base is not None and base not in views and _is_array_layout(function, op, base, types):
                 views[base] = op.results[0].type
 
+    lists = _list_tables(function, types)
     params: List[Param] = []
     index = 0
     while index < len(slots):
         slot = slots[index]
-        if isinstance(slot.element, PointerType) and index in views:
+        if index in lists:
+            rank, element = lists[index]
+            params.append(ListParam(slot, slots[index + 1], rank, element))
+            index += 2
+        elif isinstance(slot.element, PointerType) and index in views:
             view = views[index]
             rank = view.rank
             params.append(ArrayParam(slot, tuple(slots[index + 1:index + 1 + rank]),
@@ -216,6 +246,35 @@ def infer_signature(function: Function) -> Signature:
             params.append(ScalarParam(slot))
             index += 1
     return Signature(function.name, tuple(params), len(slots))
+
+
+def _list_tables(function: Function, types) -> Dict[int, Tuple[int, Optional[ElementType]]]:
+    """Parameters that are list-of-arrays tables -> (rank, element type or None).
+
+    cuTile views such a table as `tensor_view<?xC x i64, strides=[C,1]>` with the row count taken
+    from the next parameter and C = 1 + 2 * rank columns."""
+    found: Dict[int, int] = {}
+    for op in function.walk():
+        if op.name != "make_tensor_view":
+            continue
+        base = _param_index(function, op.operands["base"])
+        view = op.results[0].type
+        if base is None or base + 1 >= len(types) or view.rank != 2:
+            continue
+        pointer, count = types[base].element, types[base + 1].element
+        columns = view.shape[1]
+        if not (isinstance(pointer, PointerType) and pointer.pointee.name == "i64"
+                and isinstance(count, ElementType) and count.is_integer
+                and view.shape[0] is None and columns is not None and columns >= 3
+                and columns % 2 == 1 and tuple(view.strides) == (columns, 1)):
+            continue
+        rows = op.operands.get("dynamicShape") or ()
+        if len(rows) == 1 and _param_index(function, rows[0]) == base + 1:
+            found[base] = (columns - 1) // 2
+    pointees = {op.results[0].type.element.pointee for op in function.walk()
+                if op.name == "int_to_ptr"}
+    element = next(iter(pointees)) if len(pointees) == 1 and len(found) == 1 else None
+    return {base: (rank, element) for base, rank in found.items()}
 
 
 def _assumed_rank(slots: List[Slot], base: int) -> int:
@@ -271,6 +330,7 @@ class ArrayView:
     readonly: bool
     owner: Any                      # kept alive until the stream has passed the kernel
     producer_stream: Optional[int] = None  # CAI `stream`: the consumer must wait on it
+    raw_typestr: Optional[str] = None  # CAI typestr when it is all we know of the dtype
 
     @property
     def itemsize(self) -> int:
@@ -303,7 +363,17 @@ def view_of(obj: Any, what: str, dlpack_stream: int) -> ArrayView:
     """An ArrayView of a DLPack or CUDA Array Interface object (DLPack preferred when both).
 
     `dlpack_stream` is the consumer stream in DLPack's convention (1: legacy default stream);
-    the producer orders its work before that stream as the DLPack protocol requires."""
+    the producer orders its work before that stream as the DLPack protocol requires.
+    A cuda.core StridedMemoryView is read directly; a bare cuda.core Buffer is refused (it has no
+    dtype or shape: wrap it with `StridedMemoryView.from_buffer(buffer, shape, dtype=...)`)."""
+    kind = type(obj)
+    if kind.__module__.startswith("cuda.core"):
+        if kind.__name__ == "StridedMemoryView":
+            return _view_from_strided(obj, what)
+        if kind.__name__ == "Buffer":
+            raise ArgumentError(f"{what}: a cuda.core Buffer is untyped bytes; give it a dtype and "
+                                "shape with cuda.core.utils.StridedMemoryView.from_buffer(buffer, "
+                                "shape, dtype=...) and pass that view")
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return _view_from_dlpack(obj, what, dlpack_stream)
     if hasattr(obj, "__cuda_array_interface__"):
@@ -330,6 +400,51 @@ def _view_from_dlpack(obj: Any, what: str, dlpack_stream: int) -> ArrayView:
     owner_device = int(device_id) if device_type == DLPACK_CUDA else None
     return ArrayView(int(view.ptr), shape, strides, np.dtype(view.dtype), owner_device,
                      bool(view.readonly), (obj, view))
+
+
+def _view_from_strided(view: Any, what: str) -> ArrayView:
+    if not view.is_device_accessible:
+        raise ArgumentError(f"{what}: the StridedMemoryView is host memory; copy it to the GPU first")
+    shape = tuple(int(d) for d in view.shape)
+    strides = view.strides  # in elements, None when C-contiguous
+    strides = _contiguous_strides(shape) if strides is None else tuple(int(s) for s in strides)
+    return ArrayView(int(view.ptr), shape, strides, np.dtype(view.dtype), int(view.device_id),
+                     bool(view.readonly), view)
+
+
+def _declared_dtype(obj: Any) -> Optional[np.dtype]:
+    """The dtype an array object states besides its typestr (cupy's and torch's `.dtype`), or
+    None when it has none we can read. torch dtypes are named like ml_dtypes' ("torch.bfloat16")."""
+    try:
+        declared = getattr(obj, "dtype", None)
+    except Exception:  # a property that fails is no statement
+        return None
+    if declared is None:
+        return None
+    try:
+        return np.dtype(declared)
+    except (TypeError, ValueError):
+        pass
+    import ml_dtypes
+    name = str(declared).rsplit(".", 1)[-1]
+    found = getattr(ml_dtypes, name, None)
+    if found is None:
+        try:
+            return np.dtype(name)
+        except TypeError:
+            return None
+    try:
+        return np.dtype(found)
+    except TypeError:
+        return None
+
+
+def _raw_target(element: ElementType) -> Optional[np.dtype]:
+    """The numpy dtype of `element` when a CAI raw typestr may stand for it."""
+    if element.name not in RAW_ONLY:
+        return None
+    import ml_dtypes
+    return np.dtype(getattr(ml_dtypes, ARRAY_DTYPES[element.name][0]))
 
 
 def _view_from_cai(obj: Any, what: str) -> ArrayView:
@@ -361,8 +476,15 @@ def _view_from_cai(obj: Any, what: str) -> ArrayView:
     if stream == 0:
         raise ArgumentError(f"{what}: __cuda_array_interface__ stream 0 is not allowed "
                             "(use 1 for the legacy default stream, 2 for per-thread)")
+    typestr, raw = str(interface["typestr"]), None
+    if dtype.kind in RAW_KINDS:  # bytes of some size: the object's own dtype may say more
+        declared = _declared_dtype(obj)
+        if declared is not None and declared.itemsize == dtype.itemsize:
+            dtype = declared
+        else:
+            raw = typestr
     return ArrayView(int(ptr or 0), shape, strides, dtype, None, bool(readonly), obj,
-                     None if stream is None else int(stream))
+                     None if stream is None else int(stream), raw)
 
 
 # -- packing --------------------------------------------------------------------------------------
@@ -376,19 +498,32 @@ class PackedArgs:
     producer_streams: List[int] = field(default_factory=list)
 
 
+Upload = Callable[[np.ndarray], Tuple[int, Any]]  # host table -> (device address, owner)
+
+
 def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
                    dlpack_stream: int, pointer_device: Callable[[int], int],
-                   allow_overlap: bool = False) -> PackedArgs:
+                   allow_overlap: bool = False, upload: Optional[Upload] = None) -> PackedArgs:
     """Check every argument against the signature and flatten it; raise ArgumentError before
     anything reaches the driver. `pointer_device(ptr)` answers which device owns a pointer
-    (-1: host memory), for CUDA Array Interface arrays that do not say."""
+    (-1: host memory), for CUDA Array Interface arrays that do not say. `upload(table)` copies a
+    list argument's i64 table to the device and returns (address, owner to keep alive)."""
     if len(args) != len(signature.params):
         raise ArgumentError(f"{signature.entry}: expected {len(signature.params)} arguments "
                             f"({signature}), got {len(args)}")
     packed = PackedArgs()
-    arrays: List[Tuple[int, ArrayView]] = []
+    arrays: List[Tuple[str, ArrayView]] = []  # (argument label, view) for the overlap check
+    tables: List[Tuple[int, Slot, np.ndarray, str]] = []  # list tables still to upload
+
+    def hold(view: ArrayView, label: str) -> None:
+        arrays.append((label, view))
+        packed.keep_alive.append(view.owner)
+        if view.producer_stream is not None:
+            packed.producer_streams.append(view.producer_stream)
+
     for position, (param, arg) in enumerate(zip(signature.params, args)):
         what = f"{signature.entry}: argument {position} ({param.describe()})"
+        views: List[Tuple[str, ArrayView]] = []
         if isinstance(param, ArrayParam):
             view = _checked_view(arg, what, param.element, param.rank, device_id, dlpack_stream,
                                  pointer_device)
@@ -396,12 +531,21 @@ def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
             values = [view.ptr, *view.shape, *view.strides]
             roles = ["base address"] + [f"shape[{d}]" for d in range(param.rank)] + \
                     [f"stride[{d}]" for d in range(param.rank)]
-            arrays.append((position, view))
+            views.append((str(position), view))
+        elif isinstance(param, ListParam):
+            table, views = _list_table(param, arg, what, position, device_id, dlpack_stream,
+                                       pointer_device)
+            if table is not None:  # uploaded once every argument has passed its checks
+                if upload is None:
+                    raise ArgumentError(f"{what}: a list argument needs a device to hold its "
+                                        "table")
+                tables.append((len(packed.values), param.table, table, f"{what} table address"))
+            values, roles = [0, len(views)], ["table address", "length"]
         elif isinstance(param, PointerParam):
             if is_array_like(arg):
                 view = _checked_view(arg, what, param.element, None, device_id, dlpack_stream,
                                      pointer_device)
-                arrays.append((position, view))
+                views.append((str(position), view))
                 values = [view.ptr]
             elif isinstance(arg, (int, np.integer)) and not isinstance(arg, (bool, np.bool_)):
                 values = [int(arg)]
@@ -416,25 +560,62 @@ def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
             signed = role.startswith(("shape", "stride"))
             packed.values.append(_scalar(slot, value, what if role == "value" else f"{what} {role}",
                                          signed=signed))
-        if isinstance(param, (ArrayParam, PointerParam)) and arrays and arrays[-1][0] == position:
-            view = arrays[-1][1]
-            packed.keep_alive.append(view.owner)
-            if view.producer_stream is not None:
-                packed.producer_streams.append(view.producer_stream)
+        for label, view in views:
+            hold(view, label)
     if not allow_overlap:
         _check_no_overlap(signature, arrays)
+    for index, slot, table, what in tables:
+        address, owner = upload(table)
+        packed.keep_alive.extend((table, owner))
+        packed.values[index] = _scalar(slot, address, what)
     return packed
 
 
-def _checked_view(arg, what, element: ElementType, rank: Optional[int], device_id: int,
+def _list_table(param: ListParam, arg: Any, what: str, position: int, device_id: int,
+                dlpack_stream: int, pointer_device
+                ) -> Tuple[Optional[np.ndarray], List[Tuple[str, ArrayView]]]:
+    """The i64 table of a list argument (None when the list is empty: the kernel reads no row,
+    so address 0 is passed), and its arrays' views."""
+    if not isinstance(arg, (list, tuple)):
+        raise ArgumentError(f"{what}: expected a list of arrays, got {type(arg).__name__}")
+    views, rows = [], []
+    for k, item in enumerate(arg):
+        view = _checked_view(item, f"{what} item {k}", param.element, param.rank, device_id,
+                             dlpack_stream, pointer_device)
+        views.append((f"{position}[{k}]", view))
+        rows.append([view.ptr, *view.shape, *view.strides])
+    if not rows:
+        return None, views
+    # Each entry as its 64-bit pattern: addresses are unsigned, strides may be negative.
+    table = np.array([[v & (2 ** 64 - 1) for v in row] for row in rows],
+                     dtype=np.uint64).view(np.int64)
+    return table, views
+
+
+def _checked_view(arg, what, element: Optional[ElementType], rank: Optional[int], device_id: int,
                   dlpack_stream: int, pointer_device) -> ArrayView:
     view = view_of(arg, what, dlpack_stream)
-    accepted = ARRAY_DTYPES.get(element.name)
-    if accepted is None:
-        raise ArgumentError(f"{what}: arrays of {element} are not supported by the launcher")
+    if element is None:  # the kernel does not show the type (list items): any we know of
+        accepted = tuple(name for names in ARRAY_DTYPES.values() for name in names)
+        target = None
+    else:
+        accepted = ARRAY_DTYPES.get(element.name)
+        if accepted is None:
+            raise ArgumentError(f"{what}: arrays of {element} are not supported by the launcher")
+        target = _raw_target(element)
+    if view.raw_typestr is not None and target is not None and \
+            view.dtype.itemsize == target.itemsize:
+        view.dtype = target  # raw bytes of the right size: the kernel's type is the meaning
     if view.dtype.name not in accepted:
-        raise ArgumentError(f"{what}: array dtype {view.dtype.name} does not match the kernel's "
-                            f"{element} (expected {' or '.join(accepted)})")
+        message = (f"{what}: array dtype {view.dtype.name} does not match the kernel's "
+                   f"{element} (expected {' or '.join(accepted)})")
+        if target is not None and hasattr(arg, "__cuda_array_interface__") and \
+                not hasattr(arg, "__dlpack__"):
+            message += (f"; a CUDA Array Interface cannot name {element}: give typestr "
+                        f"'<V{target.itemsize}', '<u{target.itemsize}' or '<i{target.itemsize}' "
+                        f"(raw {target.itemsize}-byte elements, read as {element}) or an object "
+                        f"whose .dtype is {target.name}, or pass the array through DLPack")
+        raise ArgumentError(message)
     if rank is not None and len(view.shape) != rank:
         raise ArgumentError(f"{what}: array has rank {len(view.shape)}, the kernel expects {rank}")
     owner = view.device_id
@@ -505,13 +686,14 @@ def _integer(value: Any, what: str, low: int, high: int) -> int:
     return number
 
 
-def _check_no_overlap(signature: Signature, arrays: List[Tuple[int, ArrayView]]) -> None:
-    extents = sorted((extent, position) for position, view in arrays
+def _check_no_overlap(signature: Signature, arrays: List[Tuple[str, ArrayView]]) -> None:
+    order = {label: index for index, (label, _) in enumerate(arrays)}
+    extents = sorted((extent, label) for label, view in arrays
                      if (extent := view.byte_extent()) is not None)
-    for (first, first_pos), (second, second_pos) in zip(extents, extents[1:]):
+    for (first, first_label), (second, second_label) in zip(extents, extents[1:]):
         if second[0] < first[1]:
+            one, other = sorted((first_label, second_label), key=order.get)
             raise ArgumentError(
-                f"{signature.entry}: arrays for arguments {min(first_pos, second_pos)} and "
-                f"{max(first_pos, second_pos)} overlap in memory (bytes 0x{second[0]:x}-"
+                f"{signature.entry}: arrays for arguments {one} and {other} overlap in memory (bytes 0x{second[0]:x}-"
                 f"0x{min(first[1], second[1]):x}); pass allow_overlap=True if the kernel was "
                 "compiled for aliasing arrays")

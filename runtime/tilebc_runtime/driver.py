@@ -16,6 +16,36 @@ class DriverError(LaunchError):
     """A CUDA driver call failed, or CUDA cannot be used in this process."""
 
 
+class ContextLost(DriverError):
+    """An earlier device fault left the CUDA context unusable; only a new process can use CUDA."""
+
+
+# Errors after which the driver refuses all further work in the context (the CUDA documentation
+# says of each: "the process must be terminated and relaunched").
+STICKY_ERRORS = ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_TIMEOUT", "CUDA_ERROR_ASSERT",
+                 "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+                 "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+                 "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ECC_UNCORRECTABLE")
+
+_lost: Optional[str] = None  # the failure that made the context unusable
+
+
+def ensure_usable() -> None:
+    """Raise ContextLost when an earlier sticky error has made the context unusable."""
+    if _lost is not None:
+        raise ContextLost(f"the CUDA context is unusable after {_lost}; restart the process")
+
+
+def _failed(message: str) -> DriverError:
+    """The error for a failed call; a sticky one marks the context unusable from now on."""
+    global _lost
+    if any(name in message for name in STICKY_ERRORS):
+        if _lost is None:
+            _lost = message
+        return ContextLost(f"{message}; the CUDA context is now unusable: restart the process")
+    return DriverError(message)
+
+
 _lock = threading.Lock()
 _initialised_pid: Optional[int] = None
 _devices: dict = {}
@@ -31,13 +61,15 @@ if hasattr(os, "register_at_fork"):
 
 
 def call(name: str, function: Callable, *args, **kwargs):
-    """Run one cuda.core / driver call, turning any failure into a DriverError naming the call."""
+    """Run one cuda.core / driver call, turning any failure into a DriverError naming the call.
+    Refused up front (ContextLost) once a device fault has made the context unusable."""
+    ensure_usable()
     try:
         return function(*args, **kwargs)
     except DriverError:
         raise
     except Exception as error:  # cuda.core raises CUDAError, pathfinder raises its own types
-        raise DriverError(f"{name} failed: {type(error).__name__}: {error}") from error
+        raise _failed(f"{name} failed: {type(error).__name__}: {error}") from error
 
 
 def check(name: str, result: Tuple) -> Any:
@@ -46,13 +78,14 @@ def check(name: str, result: Tuple) -> Any:
     status, *values = result if isinstance(result, tuple) else (result,)
     if status != driver.CUresult.CUDA_SUCCESS:
         text = getattr(status, "name", None) or str(status)  # the enum name, no further driver call
-        raise DriverError(f"{name} failed: {text} ({int(status)})")
+        raise _failed(f"{name} failed: {text} ({int(status)})")
     return values[0] if len(values) == 1 else tuple(values)
 
 
 def device(device_id: Optional[int] = None):
     """The cuda.core Device, made current; the driver is initialised on first use."""
     global _initialised_pid
+    ensure_usable()
     with _lock:
         pid = os.getpid()
         if _initialised_pid is not None and _initialised_pid != pid:
@@ -78,6 +111,7 @@ def arch_of(handle) -> str:
 def pointer_device(ptr: int) -> int:
     """The device ordinal owning `ptr`, or -1 for memory the driver does not know (host)."""
     from cuda.bindings import driver
+    ensure_usable()
     status, ordinal = driver.cuPointerGetAttribute(
         driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
     if status == driver.CUresult.CUDA_ERROR_INVALID_VALUE:
@@ -108,6 +142,7 @@ def resolve_stream(stream: Any, handle) -> Tuple[Any, int]:
 def wait_for_producers(stream, producer_streams: List[int]) -> None:
     """Order `stream` after the streams CUDA Array Interface producers named (CAI v3 rule)."""
     from cuda.bindings import driver
+    ensure_usable()
     for producer in producer_streams:
         raw = 0 if producer == 1 else producer  # CAI 1 = legacy default, 2 = per-thread
         if raw == int(stream.handle):
@@ -142,15 +177,35 @@ class KeepAlive:
         return len(self._pending)
 
 
+def upload(handle, stream, host) -> Tuple[int, Any]:
+    """Copy a host numpy array to new device memory, ordered on `stream`: (address, owner).
+    The owner (device buffer and host array) must live until the stream has used the copy."""
+    from cuda.bindings import driver
+    buffer = call("Device.allocate", handle.allocate, max(host.nbytes, 1), stream=stream)
+    address = int(buffer.handle)
+    check("cuMemcpyHtoDAsync", driver.cuMemcpyHtoDAsync(
+        address, host.ctypes.data, host.nbytes, driver.CUstream(int(stream.handle))))
+    return address, (buffer, host)
+
+
 def load_kernel(cubin: bytes, entry: str):
     from cuda.core import ObjectCode
     code = call("ObjectCode.from_cubin", ObjectCode.from_cubin, cubin, name=entry)
     return call(f"ObjectCode.get_kernel({entry!r})", code.get_kernel, entry)
 
 
+def launch_config(grid: Tuple[int, int, int], threads: int, shared_bytes: int):
+    from cuda.core import LaunchConfig
+    # Static shared memory is part of the cubin; the launch only asks for dynamic shared memory.
+    return call("LaunchConfig", LaunchConfig, grid=grid, block=(threads, 1, 1),
+                shmem_size=shared_bytes)
+
+
+def launch_with(stream, config, kernel, values: List[Any]) -> None:
+    from cuda.core import launch as core_launch
+    call("cuda.core.launch", core_launch, stream, config, kernel, *values)
+
+
 def launch(stream, grid: Tuple[int, int, int], threads: int, shared_bytes: int, kernel,
            values: List[Any]) -> None:
-    from cuda.core import LaunchConfig, launch as core_launch
-    # Static shared memory is part of the cubin; the launch only asks for dynamic shared memory.
-    config = call("LaunchConfig", LaunchConfig, grid=grid, block=(threads, 1, 1), shmem_size=0)
-    call("cuda.core.launch", core_launch, stream, config, kernel, *values)
+    launch_with(stream, launch_config(grid, threads, shared_bytes), kernel, values)

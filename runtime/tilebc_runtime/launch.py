@@ -3,6 +3,16 @@
 Both backends (our JIT and NVIDIA's `tileiras`) compile through the same cubin cache and launch
 through the same path. Compilation happens at first launch for the launching device's
 architecture, or explicitly with `Kernel.compile(arch)`, which needs no GPU.
+
+A list of arrays is cuTile's list-of-arrays parameter (as `tilebc.interp.run` takes it): the
+launcher builds its i64 table (address, shape..., strides... per array) on the device, on the
+launch stream, and keeps it and the arrays alive until the stream has passed the kernel.
+
+Array arguments: anything with `__dlpack__` (torch, cupy, cuda.core StridedMemoryView, ...) or the
+CUDA Array Interface. A CAI typestr cannot name bf16 or fp8: for those kernel types a same-size raw
+typestr ('<V2', '<u2', '<i2'; '|V1', '|u1', '|i1') is read as the kernel's type, unless the object's
+`.dtype` (cupy, torch) says otherwise. A bare cuda.core `Buffer` is untyped bytes and is refused:
+wrap it as `StridedMemoryView.from_buffer(buffer, shape, dtype=...)`.
 """
 from __future__ import annotations
 
@@ -216,15 +226,30 @@ def cubin_launch_facts(cubin: bytes, entry: str) -> Tuple[Optional[int], int]:
 
 # -- modules and kernels ----------------------------------------------------------------------
 
-Source = Union[bytes, bytearray, memoryview, str, os.PathLike, "tilebc.Module"]
+Source = Union[bytes, bytearray, memoryview, str, os.PathLike, "tilebc.Module",
+               Tuple["tilebc.Module", bytes]]
 
 
 def load(source: Source, *, backend: str = "jit", cache: Optional[CubinCache] = None,
          options: Optional[Mapping[str, Any]] = None) -> "LoadedModule":
-    """Read Tile IR bytecode (bytes, a path, or a tilebc Module); nothing is compiled yet."""
-    if isinstance(source, tilebc.Module):
+    """Read Tile IR bytecode; nothing is compiled yet.
+
+    `source` is bytes, a path, a tilebc Module, or `(module, data)`: a Module together with the
+    bytes it was decoded from. The cache key hashes the bytecode, so bytes and paths (and the
+    pair) give the keys the C++ loader gives for the same file. A bare Module is re-encoded with
+    `tilebc.dump` (different bytes, so different keys) unless it carries `source_bytes`."""
+    if isinstance(source, tuple):
+        if len(source) != 2 or not isinstance(source[0], tilebc.Module) or \
+                not isinstance(source[1], (bytes, bytearray, memoryview)):
+            raise LaunchError("load: a tuple source must be (tilebc.Module, the bytes it was "
+                              f"decoded from), got {tuple(type(x).__name__ for x in source)}")
+        module, bytecode = source[0], bytes(source[1])
+        name = module.source or "<module>"
+        _check_same_module(module, bytecode, name)
+    elif isinstance(source, tilebc.Module):
         module, name = source, source.source or "<module>"
-        bytecode = tilebc.dump(source, source.version)
+        original = getattr(source, "source_bytes", None)
+        bytecode = bytes(original) if original is not None else tilebc.dump(source, source.version)
     else:
         if isinstance(source, (bytes, bytearray, memoryview)):
             bytecode, name = bytes(source), "<bytes>"
@@ -236,6 +261,20 @@ def load(source: Source, *, backend: str = "jit", cache: Optional[CubinCache] = 
     if backend not in BACKENDS:
         raise LaunchError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     return LoadedModule(bytecode, module, name, backend, cache, dict(options or {}))
+
+
+def _check_same_module(module, bytecode: bytes, name: str) -> None:
+    """Refuse a pair whose bytes plainly are not the Module's: the bytes decode (no verifier) to
+    the same version and the same entries with the same parameter types. The cache key and the
+    compiled code follow the bytes, the signatures the Module, so they must agree."""
+    from tilebc.binary import reader
+    header = reader.load(bytecode, lazy_debug=True)
+    ours = [(f.name, [str(a.type) for a in f.args]) for f in module.functions]
+    theirs = [(f.name, [str(a.type) for a in f.args]) for f in header.functions]
+    if header.version != module.version or ours != theirs:
+        raise LaunchError(f"{name}: the bytes given with the Module are not the ones it was "
+                          f"decoded from (version {header.version} vs {module.version}, "
+                          f"entries {theirs} vs {ours})")
 
 
 class LoadedModule:
@@ -308,25 +347,36 @@ class Kernel:
         return entry
 
     def prepare(self, args: Sequence[Any], *, device_id: int, dlpack_stream: int,
-                pointer_device=None, allow_overlap: bool = False) -> argmod.PackedArgs:
-        """Check and flatten `args` for this entry (everything before the driver is called)."""
+                pointer_device=None, allow_overlap: bool = False,
+                upload=None) -> argmod.PackedArgs:
+        """Check and flatten `args` for this entry (everything before the driver is called).
+        `upload(table)` puts a list argument's table on the device: (address, owner)."""
         return argmod.pack_arguments(self.signature, args, device_id=device_id,
                                      dlpack_stream=dlpack_stream,
                                      pointer_device=pointer_device or driver.pointer_device,
-                                     allow_overlap=allow_overlap)
+                                     allow_overlap=allow_overlap, upload=upload)
 
-    def launch(self, grid, *args, stream=None, device: Optional[int] = None,
-               allow_overlap: bool = False) -> None:
+    def bind(self, grid, *args, stream=None, device: Optional[int] = None,
+             allow_overlap: bool = False) -> "BoundLaunch":
+        """Check and pack `args` once for launching many times: `bound.launch()` repeats the launch
+        on `stream` with the same arguments (the arrays' contents may change in between; their
+        addresses, shapes and strides may not). The BoundLaunch keeps the arrays alive."""
         grid3 = _grid3(grid)
         handle = driver.device(device)
         core_stream, dlpack_stream = driver.resolve_stream(stream, handle)
         packed = self.prepare(args, device_id=handle.device_id, dlpack_stream=dlpack_stream,
-                              allow_overlap=allow_overlap)
+                              allow_overlap=allow_overlap,
+                              upload=lambda table: driver.upload(handle, core_stream, table))
         function, entry = self._function_for(handle)
-        driver.wait_for_producers(core_stream, packed.producer_streams)
-        driver.launch(core_stream, grid3, entry.threads, entry.dynamic_shared_bytes, function,
-                      packed.values)
-        self._keep_alive.hold(core_stream, packed.keep_alive)
+        config = driver.launch_config(grid3, entry.threads, entry.dynamic_shared_bytes)
+        return BoundLaunch(self, grid3, core_stream, config, function, packed)
+
+    def launch(self, grid, *args, stream=None, device: Optional[int] = None,
+               allow_overlap: bool = False) -> None:
+        """Launch once on `stream` (default: the device's default stream); returns at once."""
+        bound = self.bind(grid, *args, stream=stream, device=device, allow_overlap=allow_overlap)
+        bound.launch()
+        bound.release()
 
     def _function_for(self, handle) -> Tuple[Any, CacheEntry]:
         loaded = self._loaded.get(handle.device_id)
@@ -336,14 +386,66 @@ class Kernel:
             self._loaded[handle.device_id] = loaded
         return loaded
 
-    def __getitem__(self, grid) -> "_BoundLaunch":
-        return _BoundLaunch(self, grid)
+    def __getitem__(self, grid) -> "_GridLaunch":
+        return _GridLaunch(self, grid)
 
     def __repr__(self) -> str:
         return f"<Kernel {self.signature}>"
 
 
-class _BoundLaunch:
+class BoundLaunch:
+    """A kernel with its grid, stream and packed arguments (see `Kernel.bind`).
+
+    `launch()` enqueues one more launch. The arguments stay referenced while this object lives;
+    `release()` (or leaving a `with` block, or dropping the object) hands them to the kernel's
+    keep-alive list, which drops them once the stream has passed the last launch."""
+
+    def __init__(self, kernel: "Kernel", grid: Tuple[int, int, int], stream, config, function,
+                 packed: argmod.PackedArgs):
+        self.kernel, self.grid, self.stream = kernel, grid, stream
+        self._config, self._function, self._packed = config, function, packed
+        self._waited = not packed.producer_streams
+        self._pending = False  # launched since the last release
+
+    @property
+    def values(self):
+        """The flat kernel parameter values, as passed to the driver."""
+        return list(self._packed.values)
+
+    def launch(self) -> None:
+        if not self._waited:  # CAI producers: once is enough, later launches follow in order
+            driver.wait_for_producers(self.stream, self._packed.producer_streams)
+            self._waited = True
+        driver.launch_with(self.stream, self._config, self._function, self._packed.values)
+        self._pending = True
+
+    def release(self) -> None:
+        if self._pending:
+            self._pending = False
+            try:
+                self.kernel._keep_alive.hold(self.stream, self._packed.keep_alive)
+            except driver.ContextLost:
+                pass  # the device runs nothing more: there is no launch left to outlive
+
+    def __enter__(self) -> "BoundLaunch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:  # interpreter shutdown or a dead context: nothing left to protect
+            pass
+
+    def __repr__(self) -> str:
+        return f"<BoundLaunch {self.kernel.entry} grid={self.grid}>"
+
+
+class _GridLaunch:
+    """`kernel[grid]`: call it with the arguments to launch once."""
+
     __slots__ = ("kernel", "grid")
 
     def __init__(self, kernel: Kernel, grid):
@@ -355,6 +457,6 @@ class _BoundLaunch:
                            allow_overlap=allow_overlap)
 
 
-__all__ = ["load", "LoadedModule", "Kernel", "TileirasBackend", "JitBackend", "BACKENDS",
+__all__ = ["load", "LoadedModule", "Kernel", "BoundLaunch", "TileirasBackend", "JitBackend", "BACKENDS",
            "default_cache", "cubin_launch_facts", "lowering_sources_hash", "ArgumentError",
            "LaunchError"]

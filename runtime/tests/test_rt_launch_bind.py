@@ -1,0 +1,334 @@
+"""Kernel.bind / BoundLaunch and Kernel.launch against a fake driver: what reaches the driver,
+how often arguments are packed, and how long they are kept alive."""
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilebc_runtime import driver, launch
+
+from test_rt_launch import BASE, FakeCAI, FakeDLPack, only_kernel
+
+
+_REAL = {name: getattr(driver, name) for name in ("device", "pointer_device",
+                                                  "wait_for_producers", "launch_with")}
+
+
+class FakeEvent:
+    def __init__(self, stream, done=False):
+        self.stream, self.is_done, self.at = stream, done, len(stream.log)
+
+    def __sub__(self, other):  # elapsed milliseconds, as cuda.core's Event does
+        return float(self.at - other.at)
+
+    def sync(self):
+        self.is_done = True
+
+
+class FakeStream:
+    def __init__(self, handle=0x5151):
+        self.handle = handle
+        self.log = []
+        self.events = []
+
+    def record(self, options=None):
+        self.events.append(FakeEvent(self))
+        return self.events[-1]
+
+    def sync(self):
+        for event in self.events:
+            event.is_done = True
+
+
+class FakeDriver:
+    """Stands in for the driver calls the launcher makes; records launches and waits."""
+
+    def __init__(self, monkeypatch):
+        self.stream = FakeStream()
+        self.handle = types.SimpleNamespace(device_id=0)
+        self.launches, self.waits, self.configs = [], [], []
+        entry = types.SimpleNamespace(threads=128, dynamic_shared_bytes=0, cubin=b"\x7fELF")
+        monkeypatch.setattr(driver, "device", lambda device_id=None: self.handle)
+        monkeypatch.setattr(driver, "resolve_stream", lambda stream, handle: (self.stream, 77))
+        monkeypatch.setattr(driver, "arch_of", lambda handle: "sm_90")
+        monkeypatch.setattr(driver, "pointer_device", lambda ptr: 0)
+        monkeypatch.setattr(driver, "load_kernel", lambda cubin, name: ("function", name))
+        monkeypatch.setattr(launch.Kernel, "compile", lambda kernel, arch: entry)
+        monkeypatch.setattr(driver, "launch_config", self._config)
+        monkeypatch.setattr(driver, "launch_with", self._launch)
+        monkeypatch.setattr(driver, "wait_for_producers", lambda s, streams: self.waits.append(
+            list(streams)))
+
+    def _config(self, grid, threads, shared):
+        self.configs.append((grid, threads, shared))
+        return (grid, threads, shared)
+
+    def _launch(self, stream, config, function, values):
+        assert stream is self.stream
+        self.launches.append((config, function, [v.item() for v in values]))
+        stream.log.append("launch")
+
+
+@pytest.fixture
+def fake_driver(monkeypatch):
+    return FakeDriver(monkeypatch)
+
+
+def test_bind_packs_once_and_launches_many_times(fake_driver):
+    kernel = only_kernel("aliasing_arrays")
+    left, right = FakeDLPack(BASE, (64,)), FakeDLPack(BASE + 4096, (64,))
+    bound = kernel.bind((3, 2), left, right)
+    for _ in range(3):
+        bound.launch()
+    assert left.streams_seen == [77]  # DLPack export (and all checks) happened once
+    assert fake_driver.configs == [((3, 2, 1), 128, 0)]
+    assert len(fake_driver.launches) == 3
+    config, function, values = fake_driver.launches[-1]
+    assert function == ("function", kernel.entry)
+    assert values == [BASE, 64, 1, BASE + 4096, 64, 1]
+    assert [int(v) for v in bound.values] == values
+    # Alive while bound; handed to the keep-alive list on release until the stream passes.
+    assert len(kernel._keep_alive) == 0
+    bound.release()
+    assert len(kernel._keep_alive) == 1
+    bound.release()  # nothing launched since: nothing more to hold
+    assert len(kernel._keep_alive) == 1
+    fake_driver.stream.sync()
+    kernel._keep_alive.reap()
+    assert len(kernel._keep_alive) == 0
+
+
+def test_bind_checks_arguments_before_the_driver(fake_driver):
+    kernel = only_kernel("aliasing_arrays")
+    with pytest.raises(launch.ArgumentError, match="overlap in memory"):
+        kernel.bind(1, FakeDLPack(BASE, (64,)), FakeDLPack(BASE + 8, (64,)))
+    kernel.bind(1, FakeDLPack(BASE, (64,)), FakeDLPack(BASE + 8, (64,)), allow_overlap=True)
+    with pytest.raises(launch.LaunchError, match="grid must be 1 to 3 positive ints"):
+        kernel.bind((0,), FakeDLPack(BASE, (64,)), FakeDLPack(BASE + 4096, (64,)))
+    assert fake_driver.launches == []
+
+
+def test_cai_producers_are_waited_for_once_per_binding(fake_driver):
+    kernel = only_kernel("aliasing_arrays")
+    bound = kernel.bind(1, FakeCAI(BASE, (64,), stream=5), FakeCAI(BASE + 4096, (64,)))
+    bound.launch()
+    bound.launch()
+    assert fake_driver.waits == [[5]]
+
+
+def test_launch_and_subscript_go_through_a_binding(fake_driver):
+    kernel = only_kernel("aliasing_arrays")
+    kernel.launch(4, FakeDLPack(BASE, (64,)), FakeDLPack(BASE + 4096, (64,)))
+    kernel[(2, 2)](FakeDLPack(BASE, (8,)), FakeDLPack(BASE + 4096, (8,)))
+    assert [c for c, _, _ in fake_driver.launches] == [((4, 1, 1), 128, 0), ((2, 2, 1), 128, 0)]
+    assert len(kernel._keep_alive) == 2  # each single launch holds its arrays until done
+
+
+def test_with_block_releases(fake_driver):
+    kernel = only_kernel("aliasing_arrays")
+    with kernel.bind(1, FakeDLPack(BASE, (64,)), FakeDLPack(BASE + 4096, (64,))) as bound:
+        bound.launch()
+        assert len(kernel._keep_alive) == 0
+    assert len(kernel._keep_alive) == 1
+
+
+def test_bench_time_launch_uses_a_binding(fake_driver, monkeypatch):
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import bench_gpu
+    monkeypatch.setattr(bench_gpu, "_timed_event", lambda stream: stream.record())
+    kernel = only_kernel("aliasing_arrays")
+    micros = bench_gpu.time_launch(kernel, (2,), [FakeDLPack(BASE, (64,)),
+                                                  FakeDLPack(BASE + 4096, (64,))],
+                                   repeat=4, warmup=2, batch=5)
+    assert len(fake_driver.launches) == 2 + 4 * 5
+    assert micros == pytest.approx(1000.0)  # the fake clock: 1 "ms" per launch -> 1000 us
+    assert len({tuple(v) for _, _, v in fake_driver.launches}) == 1
+
+
+# -- list-of-arrays parameters ------------------------------------------------------------------
+
+@pytest.fixture
+def uploads(fake_driver, monkeypatch):
+    tables = []
+
+    def upload(handle, stream, table):
+        assert stream is fake_driver.stream  # ordered on the launch stream
+        tables.append(table)
+        return 0xD000_0000 + 0x1000 * len(tables), ("device table", len(tables))
+    monkeypatch.setattr(driver, "upload", upload)
+    return tables
+
+
+def test_list_parameter_is_recognised():
+    kernel = only_kernel("array_list")
+    first = kernel.signature.params[0]
+    assert type(first).__name__ == "ListParam" and first.rank == 1 and str(first.element) == "f32"
+    assert str(kernel.signature).endswith("(0: list<array<?xf32>>, 1: array<?xf32, index i32>)")
+
+
+def test_list_argument_table_matches_the_interpreters(fake_driver, uploads):
+    from tilebc.interp.api import Binder
+    from tilebc.interp.memory import GlobalMemory
+    kernel = only_kernel("array_list")
+    hosts = [np.zeros(40, np.float32), np.zeros(64, np.float32)[::2], np.zeros(33, np.float32)]
+    items = [FakeDLPack(BASE + ((i + 1) << 20), h.shape, strides=[s // 4 for s in h.strides])
+             for i, h in enumerate(hosts)]
+    out = FakeDLPack(BASE, (32,))
+    bound = kernel.bind(1, items, out)
+    bound.launch()
+    _, _, values = fake_driver.launches[0]
+    assert values == [0xD000_1000, 3, BASE, 32, 1]
+    (table,) = uploads
+    assert table.dtype == np.int64 and table.shape == (3, 3)
+    assert table[:, 0].tolist() == [item.ptr for item in items]
+    # The interpreter lays out the same rows for the same arrays (its addresses are its own).
+    function = kernel.module.module.functions[0]
+    reference = Binder(function, GlobalMemory()).array_list(hosts, "arrays")
+    assert table[:, 1:].tolist() == reference[:, 1:].tolist()
+    bound.release()
+    (_, held), = kernel._keep_alive._pending
+    assert any(h is table for h in held)
+    assert any(isinstance(h, tuple) and h == ("device table", 1) for h in held)
+    assert sum(isinstance(h, tuple) and any(h[0] is item for item in items) for h in held) == 3
+
+
+def test_list_argument_errors(fake_driver, uploads):
+    kernel = only_kernel("array_list")
+    out = FakeDLPack(BASE, (32,))
+    with pytest.raises(launch.ArgumentError, match=r"argument 0 \(list<array<\?xf32>>\): "
+                       "expected a list of arrays, got FakeDLPack"):
+        kernel.bind(1, FakeDLPack(BASE + (1 << 20), (8,)), out)
+    with pytest.raises(launch.ArgumentError, match="item 1: array has rank 2, the kernel expects 1"):
+        kernel.bind(1, [FakeDLPack(BASE + (1 << 20), (8,)), FakeDLPack(BASE + (2 << 20), (8, 8))],
+                    out)
+    with pytest.raises(launch.ArgumentError, match="item 0: array dtype float64 does not match "
+                       "the kernel's f32"):
+        kernel.bind(1, [FakeDLPack(BASE + (1 << 20), (8,), "float64")], out)
+    with pytest.raises(launch.ArgumentError, match=r"arrays for arguments 0\[0\] and 0\[1\] "
+                       "overlap"):
+        kernel.bind(1, [FakeDLPack(BASE + (1 << 20), (8,)), FakeDLPack(BASE + (1 << 20) + 4, (8,))],
+                    out)
+    assert uploads == [] and fake_driver.launches == []  # nothing reached the device
+
+
+def test_empty_list_needs_no_table(fake_driver, uploads):
+    kernel = only_kernel("array_list")
+    kernel.launch(1, [], FakeDLPack(BASE, (32,)))
+    assert fake_driver.launches[0][2][:2] == [0, 0] and uploads == []
+
+
+def test_list_without_a_device_is_refused():
+    kernel = only_kernel("array_list")
+    with pytest.raises(launch.ArgumentError, match="needs a device to hold its table"):
+        kernel.prepare(([FakeDLPack(BASE + (1 << 20), (8,))], FakeDLPack(BASE, (32,))),
+                       device_id=0, dlpack_stream=77, pointer_device=lambda ptr: 0)
+
+
+# -- sticky device faults -----------------------------------------------------------------------
+
+@pytest.fixture
+def fresh_context(monkeypatch):
+    monkeypatch.setattr(driver, "_lost", None)
+
+
+def test_a_sticky_fault_makes_every_later_call_say_restart(fake_driver, fresh_context, monkeypatch):
+    def fault():
+        raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered")
+    kernel = only_kernel("aliasing_arrays")
+    args = (FakeDLPack(BASE, (64,)), FakeDLPack(BASE + 4096, (64,)))
+    bound = kernel.bind(1, *args)
+    bound.launch()  # the fault surfaces later, at a synchronising call
+    with pytest.raises(driver.ContextLost, match="^Stream.sync failed: RuntimeError: "
+                       "CUDA_ERROR_ILLEGAL_ADDRESS.*; the CUDA context is now unusable: restart"):
+        driver.call("Stream.sync", fault)
+    later = "^the CUDA context is unusable after Stream.sync failed: .*ILLEGAL_ADDRESS.*; " \
+            "restart the process$"
+    touched = []
+    for attempt in (lambda: driver.call("Event.is_done", lambda: touched.append(1)),
+                    lambda: _REAL["device"](0), lambda: _REAL["pointer_device"](BASE),
+                    lambda: _REAL["wait_for_producers"](fake_driver.stream, [5]),
+                    lambda: _REAL["launch_with"](fake_driver.stream, None, None, [])):
+        with pytest.raises(driver.ContextLost, match=later):
+            attempt()
+    assert touched == []  # refused before reaching the driver
+    monkeypatch.setattr(driver, "device", _REAL["device"])
+    with pytest.raises(driver.ContextLost, match=later):
+        kernel.launch(1, *args)
+    bound.release()  # no event can be recorded now: the arguments simply stay referenced
+    assert isinstance(driver.ContextLost("x"), launch.LaunchError)
+
+
+def test_sticky_status_codes_and_ordinary_failures(fresh_context):
+    from cuda.bindings import driver as cu
+    with pytest.raises(driver.DriverError) as caught:
+        driver.check("cuMemAlloc", (cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY, None))
+    assert not isinstance(caught.value, driver.ContextLost)
+    driver.ensure_usable()  # out of memory is not sticky
+    with pytest.raises(driver.ContextLost, match=r"^cuCtxSynchronize failed: "
+                       r"CUDA_ERROR_ASSERT \(710\); the CUDA context is now unusable"):
+        driver.check("cuCtxSynchronize", (cu.CUresult.CUDA_ERROR_ASSERT, None))
+    with pytest.raises(driver.ContextLost, match="unusable after cuCtxSynchronize failed: "
+                       "CUDA_ERROR_ASSERT"):
+        driver.ensure_usable()
+
+
+
+# -- cache keys follow the original bytes -------------------------------------------------------
+
+CPP_TOOLS = sorted(Path(__file__).resolve().parents[2].glob("runtime/cpp/build/*/tilebc-inspect"))
+
+
+def _cpp_keys(path, kernel, fields):
+    """tilebc-inspect's keys for `path` (runtime/cpp), or None when it is not built."""
+    import json
+    import subprocess
+    if not CPP_TOOLS:
+        return None
+    done = subprocess.run([str(CPP_TOOLS[0]), "key", "--toolchain", fields.toolchain, "--arch",
+                           fields.arch, "--ptx-isa", fields.ptx_isa, "--nvjitlink", fields.nvjitlink,
+                           "--options", json.dumps(dict(fields.options)), str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[0])["keys"]
+
+
+@pytest.mark.parametrize("name", ["scalar_params", "array_list", "matmul_f16"])
+def test_module_with_its_bytes_keeps_the_file_cache_key(name, monkeypatch):
+    import tilebc
+    from test_rt_launch import fixture
+    from tilebc_runtime.cache import KeyFields
+    monkeypatch.setattr(launch.JitBackend, "identity", lambda self: "tilebc-jit/test")
+    monkeypatch.setattr(launch.JitBackend, "ptx_isa", lambda self, arch: "8.8")
+    monkeypatch.setattr(launch.JitBackend, "nvjitlink", lambda self: "13.5")
+    path = fixture(name)
+    data = path.read_bytes()
+    module = tilebc.load(path)
+    by_path = launch.load(path)
+    entry = next(iter(by_path.entries))
+    keys = {how: loaded[entry].key_fields("sm_90").key() for how, loaded in {
+        "path": by_path, "bytes": launch.load(data), "pair": launch.load((module, data)),
+        "module": launch.load(module)}.items()}
+    fields = by_path[entry].key_fields("sm_90")
+    assert fields.bytecode == data
+    assert keys["path"] == keys["bytes"] == keys["pair"] == KeyFields(
+        fields.toolchain, data, entry, "sm_90", "8.8", "13.5", {}).key()
+    assert keys["module"] != keys["path"]  # re-encoded: NVIDIA's writer lays bytes out otherwise
+    module.source_bytes = data  # what tilebc.load may record: then a bare Module keys alike
+    assert launch.load(module)[entry].key_fields("sm_90").key() == keys["path"]
+    cpp = _cpp_keys(path, by_path[entry], fields)
+    if cpp is not None:
+        assert cpp[entry] == keys["pair"]
+
+
+def test_pair_with_other_bytes_is_refused():
+    import tilebc
+    from test_rt_launch import fixture
+    module = tilebc.load(fixture("scalar_params"))
+    with pytest.raises(launch.LaunchError, match="the bytes given with the Module are not the "
+                       "ones it was decoded from"):
+        launch.load((module, fixture("gdc").read_bytes()))
+    with pytest.raises(launch.LaunchError, match="a tuple source must be"):
+        launch.load((module,))

@@ -33,7 +33,7 @@ def load(source, **options):
 
 def __getattr__(name):
     # Launch/cache classes on first use, so `import tilebc_runtime` stays light and driver-free.
-    if name in ("Kernel", "LoadedModule", "LaunchError"):
+    if name in ("Kernel", "LoadedModule", "LaunchError", "BoundLaunch"):
         from . import launch
         return getattr(launch, name)
     if name in ("CubinCache", "KeyFields"):
@@ -42,7 +42,7 @@ def __getattr__(name):
     if name == "ArgumentError":
         from .args import ArgumentError
         return ArgumentError
-    if name == "DriverError":
-        from .driver import DriverError
-        return DriverError
+    if name in ("DriverError", "ContextLost"):
+        from . import driver
+        return getattr(driver, name)
     raise AttributeError(f"module 'tilebc_runtime' has no attribute {name!r}")

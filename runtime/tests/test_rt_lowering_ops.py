@@ -112,3 +112,13 @@ def test_full_reduction_uses_an_ordered_butterfly():
     assert re.search(r"selp\.f32 (%f\d+), (%f\d+), (%f\d+), %p\d+;\n\tselp\.f32 %f\d+, \3, \2, ",
                      result.ptx)
     assert check_subset(result.ptx) == ()
+
+
+def test_small_gather_index_tiles_are_read_by_shuffle():
+    # advanced_indexing gathers 16x16 rows through a 16-element index tile: whole in every warp,
+    # so the row indices come by shfl.sync.idx, without a shared-memory round trip
+    result = compile(FIXTURES / "advanced_indexing" / "advanced_indexing-13.5.tilebc",
+                     arch="sm_90", emit="ptx")
+    assert "shfl.sync.idx.b32" in result.ptx
+    assert "st.shared" not in result.ptx and "bar.sync" not in result.ptx
+    assert check_subset(result.ptx) == ()

@@ -120,6 +120,10 @@ class Lowerer:
         self.generic_pointers = any(o.name == "alloca" for o in function.walk())
         self.allocas: List[tuple] = []  # (symbol, alignment, bytes) of .shared scratch buffers
         self._cache: Dict[tuple, object] = {}
+        # results equal to an earlier value, and ops nothing needs: not lowered (simplify.py)
+        from .simplify import dead_ops, forwarding
+        self.forward: Dict[Value, Value] = forwarding(self, function)
+        self.dead = dead_ops(function, self.forward)
 
     # -- diagnostics ---------------------------------------------------------------------------
     def error(self, op: Optional[Op], message: str) -> LoweringError:
@@ -135,7 +139,7 @@ class Lowerer:
     # -- values --------------------------------------------------------------------------------
     def get(self, value: Value):
         try:
-            return self.values[value]
+            return self.values[self.forward.get(value, value)]
         except KeyError:
             raise self.error(self.w.current_op, f"value {value} used before the JIT defined it")
 
@@ -549,6 +553,8 @@ class Lowerer:
 
     def lower_op(self, op: Op) -> None:
         from .registry import LOWERINGS, NOT_LOWERED
+        if op in self.dead:
+            return
         hook = LOWERINGS.get(op.name)
         if hook is None:
             reason = NOT_LOWERED.get(op.name, "no lowering registered")

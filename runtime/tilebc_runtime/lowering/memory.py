@@ -266,13 +266,21 @@ def _gather_sparse(lw, index_tile: Tile, tile_shape, sparse: int) -> List[str]:
     if index_tile.count == 1:
         value = lw.scalar_s64(index_tile)
         return [value] * lw.slots(count)
+    scalar_type = index_tile.type.__class__((), index_tile.element)
+    if lw.T % 32 == 0 and index_tile.count <= 32 and 32 % index_tile.count == 0:
+        # the index tile is whole in every warp (lane e holds element e): read it by shuffle
+        for k in range(lw.slots(count)):
+            mi = lw.multi_index(tile_shape, k)
+            value = lw.shuffle(index_tile.scalar, index_tile.element, "idx", mi[sparse])
+            coords.append(lw.scalar_s64(Tile(scalar_type, [value])))
+        return coords
     [offset] = lw.reserve_smem([lw.smem_size_of(index_tile.type)])
     lw.smem_write(index_tile, offset)
     lw.barrier()
     for k in range(lw.slots(count)):
         mi = lw.multi_index(tile_shape, k)
         value = lw.smem_read(offset, mi[sparse], index_tile.element)
-        coords.append(lw.scalar_s64(Tile(index_tile.type.__class__((), index_tile.element), [value])))
+        coords.append(lw.scalar_s64(Tile(scalar_type, [value])))
     lw.barrier()
     return coords
 

@@ -1,5 +1,7 @@
 """Constants, iota and shape ops. Reshape is free (the distribution depends only on the element
-count); broadcast of a scalar is free; everything else moves elements through shared memory."""
+count); broadcast of a scalar is free; shape ops whose integer result is known at compile time
+(iota-based indices) are computed per thread (folding.py); everything else moves elements between
+threads (shuffles or shared memory, Lowerer.gather)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +10,7 @@ from tilebc.ir.types import TileType
 from tilebc.numerics import NUMPY_DTYPES
 
 from . import dtypes
+from .folding import fold_shape_op
 from .lowerer import AFTER_MEMORY, FRESH, Tile
 from .registry import lowers
 
@@ -116,6 +119,8 @@ def lower_token(lw, op):
 
 @lowers("broadcast")
 def lower_broadcast(lw, op):
+    if fold_shape_op(lw, op):
+        return
     source = lw.get(op.operand_values[0])
     result_type = op.results[0].type
     if source.count == 1:
@@ -131,6 +136,8 @@ def lower_broadcast(lw, op):
 
 @lowers("permute")
 def lower_permute(lw, op):
+    if fold_shape_op(lw, op):
+        return
     source = lw.get(op.operand_values[0])
     result_type = op.results[0].type
     perm = list(op.attrs["permutation"])
@@ -148,6 +155,8 @@ def lower_permute(lw, op):
 
 @lowers("cat")
 def lower_cat(lw, op):
+    if fold_shape_op(lw, op):
+        return
     w = lw.w
     lhs, rhs = (lw.get(v) for v in op.operand_values)
     dim = op.attrs["dim"]
@@ -186,6 +195,8 @@ def _u32_indices(lw, tiles):
 
 @lowers("extract")
 def lower_extract(lw, op):
+    if fold_shape_op(lw, op):
+        return
     w = lw.w
     source = lw.get(op.operands["source"])
     result_type = op.results[0].type

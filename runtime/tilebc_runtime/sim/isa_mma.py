@@ -1,7 +1,9 @@
 """Instruction semantics, part 4: warp-level matrix multiply-accumulate (mma.sync).
 
-Implemented: mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32, the form the lowering
-emits for mmaf with f16/bf16 operands and an f32 accumulator. Every warp that executes it computes
+Implemented: mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32, the only form the
+lowering emits: for mmaf with f16/bf16 operands, and with fp8 (e4m3/e5m2) operands widened exactly to
+f16 on their way to shared memory; the accumulator is always f32 here, and an f16/bf16 mmaf
+accumulator is widened before and rounded once after the K loop by the lowering (matmul.py). Every warp that executes it computes
 D = A (16x16) * B (16x8) + C (16x8) from fragments spread over its 32 lanes, laid out as in the PTX
 ISA ("Matrix Fragments for mma.m16n8k16 with floating point type"), with
 groupID g = laneid >> 2 and threadID_in_group t = laneid % 4:

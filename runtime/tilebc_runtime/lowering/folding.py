@@ -1,0 +1,149 @@
+"""Compile-time integer index tiles: iota, integer constants and the integer/shape ops on them.
+
+cuTile builds gather/scatter indices as `iota` -> reshape -> arithmetic with constants -> broadcast.
+Under the cyclic distribution a broadcast or permute moves elements between threads (shuffles or a
+shared-memory round trip), although every thread could compute its own elements from its
+multi-index. `constant_array` evaluates such a tile exactly with numpy; `fold_shape_op` then gives
+a shape op whose result is one of them its registers without moving data: an affine result
+(offset + sum coef_d * index_d, the usual case) from the cached per-thread multi-index, anything
+else from a table in the constant bank. The registers are computed once, in the preamble.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from tilebc.ir.module import Op, Value
+from tilebc.ir.types import TileType
+from tilebc.ops.enums import Signedness
+
+from .lowerer import Tile
+
+MAX_ELEMENTS = 1 << 14  # larger tiles are not worth evaluating at compile time
+INT_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
+
+
+def _bits(value: Value) -> Optional[int]:
+    if not isinstance(value.type, TileType):
+        return None
+    return INT_BITS.get(getattr(value.type.element, "name", None))
+
+
+def _wrap(array: np.ndarray, bits: int) -> np.ndarray:
+    """Two's-complement wrap of int64 values to `bits` (the signed value of the element)."""
+    if bits == 64:
+        return array.astype(np.int64)
+    half = 1 << (bits - 1)
+    return ((array.astype(np.int64) + half) & ((1 << bits) - 1)) - half
+
+
+def constant_array(lw, value: Value) -> Optional[np.ndarray]:
+    """The element values (int64, shaped like the tile) of an integer tile known at compile time,
+    or None. Memoised per lowering."""
+    memo = lw._cache.setdefault(("folded",), {})
+    if value not in memo:
+        memo[value] = _evaluate(lw, value)
+    return memo[value]
+
+
+def _evaluate(lw, value: Value) -> Optional[np.ndarray]:
+    bits = _bits(value)
+    op = value.owner
+    if bits is None or not isinstance(op, Op) or value.type.num_elements > MAX_ELEMENTS:
+        return None
+    shape = tuple(value.type.shape)
+    name = op.name
+    if name == "iota":
+        return _wrap(np.arange(value.type.num_elements, dtype=np.int64), bits).reshape(shape)
+    if name == "constant":
+        from .shapes import element_bytes  # shapes imports this module
+        raw = np.frombuffer(element_bytes(op.attrs["value"]), dtype=f"<i{bits // 8}")
+        return raw.astype(np.int64).reshape(shape)
+    sources = [constant_array(lw, v) for v in op.operand_values]
+    if not sources or any(s is None for s in sources):
+        return None
+    if name in ("reshape", "assume"):
+        return sources[0].reshape(shape)
+    if name == "broadcast":
+        return np.broadcast_to(sources[0], shape).copy()
+    if name == "permute":
+        return np.transpose(sources[0], list(op.attrs["permutation"])).copy()
+    if name == "exti":
+        source_bits = _bits(op.operand_values[0])
+        if op.attrs.get("signedness") is Signedness.UNSIGNED and source_bits < 64:
+            return sources[0] & ((1 << source_bits) - 1)
+        return sources[0].copy()
+    if name == "trunci":
+        return _wrap(sources[0], bits)
+    if name in ("addi", "subi", "muli"):
+        lhs, rhs = np.broadcast_arrays(*sources)
+        with np.errstate(over="ignore"):
+            result = {"addi": np.add, "subi": np.subtract, "muli": np.multiply}[name](lhs, rhs)
+        return _wrap(result, bits).reshape(shape)
+    return None
+
+
+def affine_form(array: np.ndarray):
+    """(offset, coefs) with array[i] == offset + sum(coefs[d] * i[d]) for every multi-index i,
+    or None when the values are not affine in the multi-index."""
+    offset = int(array.flat[0])
+    coefs = []
+    for d, size in enumerate(array.shape):
+        if size == 1:
+            coefs.append(0)
+            continue
+        step = [0] * array.ndim
+        step[d] = 1
+        coefs.append(int(array[tuple(step)]) - offset)
+    grid = np.indices(array.shape, dtype=np.int64)
+    expected = offset + sum(c * g for c, g in zip(coefs, grid)) if coefs else np.int64(offset)
+    if not np.array_equal(expected, array):
+        return None
+    return offset, coefs
+
+
+def fold_shape_op(lw, op) -> bool:
+    """Lower `op` (a shape op) by computing its compile-time-known integer result per thread;
+    False when the result is not known at compile time or not affine (the caller moves data)."""
+    result = op.results[0]
+    array = constant_array(lw, result)
+    if array is None or result.type.num_elements == 1:
+        return False
+    form = affine_form(array)
+    if form is None:
+        return False
+    offset, coefs = form
+    wide = result.type.element.name == "i64"
+    regs = []
+    with lw.preamble():
+        for k in range(lw.slots(result.type.num_elements)):
+            regs.append(_affine_slot(lw, result.type.shape, k, offset, coefs, wide))
+    lw.set(result, Tile(result.type, regs))
+    return True
+
+
+def _affine_slot(lw, shape, k: int, offset: int, coefs, wide: bool) -> str:
+    """Register with offset + sum coef_d * mi_d for slot k. 32-bit arithmetic wraps like the
+    element (i8/i16 results fit, so their sign-extended form comes out exact)."""
+    def make():
+        w = lw.w
+        mi = lw.multi_index(shape, k)
+        cls, kind = ("b64", "s64") if wide else ("b32", "s32")
+        acc = w.reg(cls)
+        w(f"mov.b{64 if wide else 32} {acc}, {offset}")
+        for index, coef in zip(mi, coefs):
+            if not coef:
+                continue
+            if wide:
+                index64 = w.reg("b64")
+                w(f"cvt.u64.u32 {index64}, {index}")
+                index = index64
+            nxt = w.reg(cls)
+            if coef == 1:
+                w(f"add.{kind} {nxt}, {acc}, {index}")
+            else:
+                w(f"mad.lo.{kind} {nxt}, {index}, {coef}, {acc}")
+            acc = nxt
+        return acc
+    return lw._cached(("affine", tuple(shape), k, offset, tuple(coefs), wide), make)

@@ -74,6 +74,9 @@ class TensorView:
     base: str  # .b64 register
     shape: List[str]  # .b64 registers (static dims are materialised once)
     strides: List[str]  # .b64 registers, in elements
+    # per stride: a .b32 register (or immediate) holding it when it fits in s32, else None; lets
+    # index * stride be one mul.wide.s32 instead of a 64-bit multiply
+    narrow_strides: Optional[List[Optional[str]]] = None
 
 
 @dataclass
@@ -120,6 +123,11 @@ class Lowerer:
         self.generic_pointers = any(o.name == "alloca" for o in function.walk())
         self.allocas: List[tuple] = []  # (symbol, alignment, bytes) of .shared scratch buffers
         self._cache: Dict[tuple, object] = {}
+        # lower_block invocations enclosing the op being lowered (each gets a fresh number), and
+        # values shared between ops: (scope they were computed in, value), see `scoped`
+        self._scope: List[int] = []
+        self._blocks_lowered = 0
+        self._scoped: Dict[tuple, tuple] = {}
         # results equal to an earlier value, and ops nothing needs: not lowered (simplify.py)
         from .simplify import dead_ops, forwarding
         self.forward: Dict[Value, Value] = forwarding(self, function)
@@ -548,8 +556,26 @@ class Lowerer:
 
     # -- walking -------------------------------------------------------------------------------
     def lower_block(self, block: Block) -> None:
-        for op in block.ops:
-            self.lower_op(op)
+        self._blocks_lowered += 1
+        self._scope.append(self._blocks_lowered)
+        try:
+            for op in block.ops:
+                self.lower_op(op)
+        finally:
+            self._scope.pop()
+
+    def scoped(self, key, make):
+        """make()'s registers, reused by a later op asking for the same key when that op is
+        lowered in the same block invocation or one nested inside it: the registers were then
+        written on every path to it (code is emitted in order and nested blocks are structured).
+        A sibling block, or another lowering of the same block, computes its own."""
+        scope = tuple(self._scope)
+        hit = self._scoped.get(key)
+        if hit is not None and scope[:len(hit[0])] == hit[0]:
+            return hit[1]
+        value = make()
+        self._scoped[key] = (scope, value)
+        return value
 
     def lower_op(self, op: Op) -> None:
         from .registry import LOWERINGS, NOT_LOWERED

@@ -61,8 +61,25 @@ def lower_make_tensor_view(lw, op):
             return lw.const_b64(static)
         return lw.scalar_s64(lw.get(next(dynamic)))
     shape = [materialise(d, dynamic_shape) for d in view_type.shape]
-    strides = [materialise(s, dynamic_strides) for s in view_type.strides]
-    lw.set(op.results[0], TensorView(view_type, base, shape, strides))
+    strides, narrow = [], []
+    for static in view_type.strides:
+        if static is not None:
+            strides.append(lw.const_b64(static))
+            narrow.append(str(static) if -2**31 <= static < 2**31 else None)
+            continue
+        tile = lw.get(next(dynamic_strides))
+        strides.append(lw.scalar_s64(tile))
+        narrow.append(_narrow_s32(tile))
+    lw.set(op.results[0], TensorView(view_type, base, shape, strides, narrow))
+
+
+def _narrow_s32(tile: Tile) -> Optional[str]:
+    """The .b32 register holding a signed integer scalar of at most 32 bits (sign-extended, as
+    tiles keep them), or None for i64 / i1 / pointers."""
+    element = tile.element
+    if getattr(element, "is_float", False) or dtypes.name_of(element) in ("i64", "i1", "ptr"):
+        return None
+    return tile.scalar
 
 
 @lowers("make_partition_view", "make_strided_view", "make_gather_scatter_view")
@@ -181,12 +198,17 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape):
         start = w.reg("b64")
         w(f"mul.lo.s64 {start}, {lw.scalar_s64(index_tile)}, {step}")
         starts[dim] = start
-    sparse_coords = None
-    if sparse_tile is not None:
-        sparse_coords = _gather_sparse(lw, sparse_tile, tile_shape, sparse)
     dims = _dim_map(vt)
     checked = [not (i < len(inbounds) and inbounds[i]) for i in range(len(dims))]
-    deltas = lw.slot_deltas(tile_shape) if sparse is None else [None] * lw.slots(count)
+    if sparse_tile is not None:
+        # the same index tile read by several accesses (a gather and the scatter back) is
+        # shuffled once: the coordinates depend on the index tile and the tile shape only
+        index_value = indices[sparse]
+        key = ("sparse coords", lw.forward.get(index_value, index_value), tuple(tile_shape), sparse)
+        sparse_coords = lw.scoped(key, lambda: _gather_sparse(lw, sparse_tile, tile_shape, sparse))
+        return _gather_addresses(lw, tensor, dims, checked, starts, sparse, sparse_coords,
+                                 tile_shape, element_size)
+    deltas = lw.slot_deltas(tile_shape)
     first = None  # slot 0's (address, per-dim coordinates, per-dim predicates)
     byte_strides = {}
     result = []
@@ -200,11 +222,8 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape):
         coords, oks = [], []
         for i, dim in enumerate(dims):
             coord = w.reg("b64")
-            if i == sparse:
-                coord = sparse_coords[k]
-            else:
-                w(f"cvt.u64.u32 {coord}, {mi[i]}")
-                w(f"add.s64 {coord}, {coord}, {starts[dim]}")
+            w(f"cvt.u64.u32 {coord}, {mi[i]}")
+            w(f"add.s64 {coord}, {coord}, {starts[dim]}")
             ok = None
             if checked[i]:
                 ok = w.reg("pred")
@@ -256,31 +275,86 @@ def _shifted_address(lw, tensor, dims, checked, first, delta, byte_strides, elem
     return address, in_bounds
 
 
-def _gather_sparse(lw, index_tile: Tile, tile_shape, sparse: int) -> List[str]:
-    """Per slot: the .b64 tensor coordinate along the sparse dim, read from the index tile."""
+def _gather_addresses(lw, tensor, dims, checked, starts, sparse, sparse_coords, tile_shape,
+                      element_size):
+    """view_addresses for a gather/scatter view: per slot, the dense dims' part of the address
+    and bounds (shared by the slots whose dense coordinates are slot 0's, e.g. every slot of a
+    [R, C] tile when C divides the thread count) plus the row read from the index tile."""
     w = lw.w
     count = 1
     for d in tile_shape:
         count *= d
-    coords = []
-    if index_tile.count == 1:
-        value = lw.scalar_s64(index_tile)
-        return [value] * lw.slots(count)
+    deltas = lw.slot_deltas(tile_shape)
+    dense_parts = {}  # dense-dim offset from slot 0 (or the slot, if not constant) -> (address, ok)
+    sparse_dim = dims[sparse]
+    narrow_stride = (tensor.narrow_strides or [None] * len(dims))[sparse_dim]
+    result = []
+    for k in range(lw.slots(count)):
+        delta = deltas[k]
+        key = (tuple(d for i, d in enumerate(delta) if i != sparse) if delta is not None
+               else ("slot", k))
+        if key not in dense_parts:
+            mi = lw.multi_index(tile_shape, k)
+            address, ok = tensor.base, None
+            for i, dim in enumerate(dims):
+                if i == sparse:
+                    continue
+                coord, scaled, nxt = w.reg("b64"), w.reg("b64"), w.reg("b64")
+                w(f"cvt.u64.u32 {coord}, {mi[i]}")
+                w(f"add.s64 {coord}, {coord}, {starts[dim]}")
+                if checked[i]:
+                    in_dim = w.reg("pred")
+                    w(f"setp.lt.u64 {in_dim}, {coord}, {tensor.shape[dim]}")
+                    ok = _and(lw, ok, in_dim)
+                w(f"mul.lo.s64 {scaled}, {coord}, {tensor.strides[dim]}")
+                w(f"mad.lo.s64 {nxt}, {scaled}, {element_size}, {address}")
+                address = nxt
+            dense_parts[key] = (address, ok)
+        dense_address, ok = dense_parts[key]
+        coord, narrow = sparse_coords[k]
+        if checked[sparse]:
+            in_dim = w.reg("pred")
+            w(f"setp.lt.u64 {in_dim}, {coord}, {tensor.shape[sparse_dim]}")  # negatives fail
+            ok = _and(lw, ok, in_dim)
+        scaled, address = w.reg("b64"), w.reg("b64")
+        if narrow is not None and narrow_stride is not None:
+            # both fit in s32: their exact product is one widening multiply
+            w(f"mul.wide.s32 {scaled}, {narrow}, {narrow_stride}")
+        else:
+            w(f"mul.lo.s64 {scaled}, {coord}, {tensor.strides[sparse_dim]}")
+        w(f"mad.lo.s64 {address}, {scaled}, {element_size}, {dense_address}")
+        result.append((address, ok))
+    return result
+
+
+def _gather_sparse(lw, index_tile: Tile, tile_shape, sparse: int) -> List[tuple]:
+    """Per slot: the tensor coordinate along the sparse dim, read from the index tile, as
+    (.b64 register, .b32 register holding it when the index type is at most 32 bits, else None)."""
+    w = lw.w
+    count = 1
+    for d in tile_shape:
+        count *= d
     scalar_type = index_tile.type.__class__((), index_tile.element)
+
+    def coordinate(reg):
+        scalar = Tile(scalar_type, [reg])
+        return lw.scalar_s64(scalar), _narrow_s32(scalar)
+    if index_tile.count == 1:
+        return [coordinate(index_tile.scalar)] * lw.slots(count)
+    coords = []
     if lw.T % 32 == 0 and index_tile.count <= 32 and 32 % index_tile.count == 0:
         # the index tile is whole in every warp (lane e holds element e): read it by shuffle
         for k in range(lw.slots(count)):
             mi = lw.multi_index(tile_shape, k)
-            value = lw.shuffle(index_tile.scalar, index_tile.element, "idx", mi[sparse])
-            coords.append(lw.scalar_s64(Tile(scalar_type, [value])))
+            coords.append(coordinate(lw.shuffle(index_tile.scalar, index_tile.element, "idx",
+                                                mi[sparse])))
         return coords
     [offset] = lw.reserve_smem([lw.smem_size_of(index_tile.type)])
     lw.smem_write(index_tile, offset)
     lw.barrier()
     for k in range(lw.slots(count)):
         mi = lw.multi_index(tile_shape, k)
-        value = lw.smem_read(offset, mi[sparse], index_tile.element)
-        coords.append(lw.scalar_s64(Tile(scalar_type, [value])))
+        coords.append(coordinate(lw.smem_read(offset, mi[sparse], index_tile.element)))
     lw.barrier()
     return coords
 

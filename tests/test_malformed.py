@@ -283,6 +283,9 @@ BASELINES = {
     "hints-13.3": lambda: module_bytes(V13_3, hints=b"\x0b\x01\x01\x0a\x00"),
     "constant-13.3": lambda: module_bytes(V13_3, constants=CONSTANTS, body=b"\x10\x04\x00" + RETURN),
     "debug-13.3": lambda: module_bytes(V13_3, loc=1, debug=debug_section([0, 1], [b"\x00"])),
+    # An empty attribute table (all locations unknown) is read when any byte follows it.
+    "debug-no-attributes-13.3": lambda: module_bytes(V13_3, loc=1,
+                                                     debug=debug_section([0, 0]) + b"\x00"),
     "nonminimal-10-byte-section-length": lambda: nonminimal_func_length(10),
     "nonminimal-10-byte-string-count": lambda: nonminimal_string_count(10),
     "f4-13.3": lambda: module_bytes(V13_3, **narrow_constant(0x13)),
@@ -627,6 +630,9 @@ CASES: List[Case] = [
     Case("debug-not-a-location", lambda: module_bytes(
         loc=1, debug=debug_section([0, 1], [b"\x02\x00\x00"])),
          r"debug attribute 1 is a difile, not a location"),
+    # NVIDIA: "failed to read debug info offset pointer" when the section ends at an empty table.
+    Case("debug-no-attributes-at-end", lambda: module_bytes(loc=1, debug=debug_section([0, 0])),
+         r"debug section ends at its empty attribute table"),
     Case("debug-unknown-tag", lambda: module_bytes(loc=1, debug=debug_section([0, 1], [b"\x63"])),
          r"unknown debug attribute tag 99"),
     Case("debug-index-count-2^40", lambda: module_bytes(

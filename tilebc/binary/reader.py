@@ -550,6 +550,11 @@ class ModuleReader:
         indices = list(struct.unpack(f"<{num_indices}Q", raw))
         num_attrs = reader.count("debug attribute count", 4)
         reader.align(4, "debug attribute offsets")
+        if num_attrs == 0 and reader.at_end():
+            # NVIDIA's reader takes a pointer to the offset table even when it is empty, and that
+            # fails at the section's end ("failed to read debug info offset pointer"); match it.
+            raise reader.error("debug section ends at its empty attribute table: at least one byte "
+                               "must follow the attribute count and its padding")
         offsets = list(struct.unpack(f"<{num_attrs}I", reader.raw(4 * num_attrs,
                                                                   "debug attribute offsets")))
         data_start = reader.pos

@@ -138,3 +138,34 @@ def _attempt_load(data):
         tilebc.load(data, lazy_debug=False)
     except tilebc.DecodeError:
         pass
+
+
+# ---- regressions the text differential found -----------------------------------------------------
+
+def test_hint_names_print_like_tileirdisasm():
+    """tileirdisasm sorts hint dictionaries by name and writes hint names as they are (no quotes),
+    whatever order and spelling the file has; our printer must give the same text."""
+    from tilebc.ir import attrs as A
+    from tilebc.text import print_module
+    oracle = NvidiaOracle()
+    if not oracle.available:
+        pytest.skip("tileirdisasm (pip package nvidia-cuda-tileiras) is not installed")
+    path = ROOT / "fixtures" / "bytecode" / "load_store_hints" / "load_store_hints-13.5.tilebc"
+    module = tilebc.load(path.read_bytes())
+    op = next(o for o in module.functions[0].walk() if "optimization_hints" in o.attrs)
+    (_, inner), = op.attrs["optimization_hints"].entries
+    assert len(inner.entries) >= 2, "the fixture's first hinted op should carry several hints"
+    shuffled = A.DictionaryAttr(tuple(reversed(inner.entries)) + (("a b/c", inner.entries[0][1]),))
+    op.attrs["optimization_hints"] = A.OptimizationHintsAttr(
+        (("sm_90", shuffled), ("sm_100", inner), ('we"ird', A.DictionaryAttr(()))))
+    module.functions[0].optimization_hints = A.OptimizationHintsAttr(
+        (("z", A.DictionaryAttr(())), ("default", A.DictionaryAttr(()))))
+    data = tilebc.dump(module, "13.5")
+    try:
+        accepted, message, theirs = oracle.run(data, text=True)
+    finally:
+        oracle.close()
+    assert accepted, message
+    ours = print_module(tilebc.load(data, verify=False))
+    assert 'sm_100 = {' in ours and "a b/c = " in ours  # the edit reached the printed text
+    assert ours == theirs

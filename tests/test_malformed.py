@@ -215,6 +215,15 @@ def debug_section(indices: Sequence[int], attrs: Sequence[bytes] = ()) -> bytes:
     return bytes(w.buf)
 
 
+def subprogram_debug(flags: int) -> bytes:
+    """A 13.5 debug section whose function and op sit in a DISubprogram with `flags`."""
+    attrs = [b"\x02\x00\x00",                                   # 1: file "k" in "k"
+             b"\x01\x01",                                        # 2: compile unit of file 1
+             b"\x05\x01\x0a\x00\x00\x02\x0a" + varint(flags),   # 3: subprogram "k", line 10
+             b"\x04\x03\x00\x0a\x01"]                            # 4: loc in 3, line 10, col 1
+    return debug_section([4, 4], attrs)
+
+
 def addf(rounding: int = 0, lhs: int = 0, rhs: int = 0) -> bytes:
     """addf: result type [1] tile<f32>, flags 0, rounding_mode, lhs, rhs."""
     return b"\x02\x01\x00" + varint(rounding) + varint(lhs) + varint(rhs)
@@ -283,6 +292,7 @@ BASELINES = {
     "hints-13.3": lambda: module_bytes(V13_3, hints=b"\x0b\x01\x01\x0a\x00"),
     "constant-13.3": lambda: module_bytes(V13_3, constants=CONSTANTS, body=b"\x10\x04\x00" + RETURN),
     "debug-13.3": lambda: module_bytes(V13_3, loc=1, debug=debug_section([0, 1], [b"\x00"])),
+    "debug-subprogram-declaration-13.5": lambda: module_bytes(V13_5, loc=1, debug=subprogram_debug(1)),
     # An empty attribute table (all locations unknown) is read when any byte follows it.
     "debug-no-attributes-13.3": lambda: module_bytes(V13_3, loc=1,
                                                      debug=debug_section([0, 0]) + b"\x00"),
@@ -489,6 +499,9 @@ CASES: List[Case] = [
          r"function signature must be a function type"),
     Case("function-not-kernel", lambda: module_bytes(flags=0x00),
          r"function 'k' is not marked as a kernel entry"),
+    # 13.5 reuses bit 2 for "extern impl"; NVIDIA: "cannot be both kernel and extern impl".
+    Case("function-kernel-and-extern-13.5", lambda: module_bytes(V13_5, flags=0x06),
+         r"function 'k' has flags 0x06: from 13.5 bit 0x04 marks an extern implementation"),
     Case("body-length-past-section", lambda: module_bytes(body_length=100),
          r"truncated input: function body needs 100 bytes"),
     Case("body-length-2^40", lambda: module_bytes(body_length=HUGE),
@@ -630,6 +643,9 @@ CASES: List[Case] = [
     Case("debug-not-a-location", lambda: module_bytes(
         loc=1, debug=debug_section([0, 1], [b"\x02\x00\x00"])),
          r"debug attribute 1 is a difile, not a location"),
+    # NVIDIA: "unrecognized flag bits (0x2) when parsing DISubprogramAttr" (bit 0 only is known).
+    Case("debug-subprogram-flags-13.5", lambda: module_bytes(V13_5, loc=1, debug=subprogram_debug(2)),
+         r"subprogram has unknown flag bits 0x2"),
     # NVIDIA: "failed to read debug info offset pointer" when the section ends at an empty table.
     Case("debug-no-attributes-at-end", lambda: module_bytes(loc=1, debug=debug_section([0, 0])),
          r"debug section ends at its empty attribute table"),

@@ -59,6 +59,7 @@ _MISSING = object()
 
 FUNCTION_FLAG_KERNEL = 0x02
 FUNCTION_FLAG_HINTS = 0x04
+DISUBPROGRAM_KNOWN_FLAGS = 0x01
 
 
 def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
@@ -629,7 +630,10 @@ class ModuleReader:
             linkage = string("subprogram linkage name")
             unit = self._debug_ref(reader, L.DICompileUnit, "subprogram compile unit")
             scope_line = reader.varint("scope line")
+            flags_offset = reader.offset
             flags = reader.varint("subprogram flags") if self.version >= DISUBPROGRAM_FLAGS else 0
+            if flags & ~DISUBPROGRAM_KNOWN_FLAGS:  # NVIDIA's reader knows only bit 0 as well
+                raise self.error(f"subprogram has unknown flag bits 0x{flags:x}", flags_offset)
             return L.DISubprogram(file, line, name, linkage, unit, scope_line, flags)
         if tag == DEBUG_CALL_SITE:
             callee = self._debug_ref(reader, (L.DILoc, L.CallSiteLoc), "call site callee")
@@ -698,6 +702,12 @@ class ModuleReader:
                              f"0x{flags:02x})", flags_offset)
         if flags & ~(FUNCTION_FLAG_KERNEL | FUNCTION_FLAG_HINTS):
             raise self.error(f"function {name!r} has unknown flags 0x{flags:02x}", flags_offset)
+        if self.version >= ENTRY_ARG_ATTRS and flags & FUNCTION_FLAG_HINTS:
+            # From 13.5 hints always follow and bit 2 marks an extern implementation, which NVIDIA's
+            # reader refuses on a kernel ("cannot be both kernel and extern impl").
+            raise self.error(f"function {name!r} has flags 0x{flags:02x}: from 13.5 bit 0x04 marks "
+                             f"an extern implementation, which a kernel entry cannot be",
+                             flags_offset)
         loc_offset = reader.offset
         loc_index = reader.varint("function location")
         hints = None

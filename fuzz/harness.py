@@ -203,8 +203,12 @@ class NvidiaOracle:
         path = os.path.join(self.directory, "input.tilebc")
         with open(path, "wb") as handle:
             handle.write(data)
+        command = [self.tool, path]
+        if len(data) > 10 and data[10] & 1:
+            # tilebc reads a public-preview file as such; tileirdisasm needs the feature named.
+            command.insert(1, "--preview=simt")
         try:
-            proc = subprocess.run([self.tool, path], stderr=subprocess.PIPE, timeout=30,
+            proc = subprocess.run(command, stderr=subprocess.PIPE, timeout=30,
                                   stdout=subprocess.PIPE if text else subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             return False, "tileirdisasm timed out (30 s)", None

@@ -142,16 +142,32 @@ def _attempt_load(data):
 
 # ---- regressions the text differential found -----------------------------------------------------
 
-def test_hint_names_print_like_tileirdisasm():
-    """tileirdisasm sorts hint dictionaries by name and writes hint names as they are (no quotes),
-    whatever order and spelling the file has; our printer must give the same text."""
-    from tilebc.ir import attrs as A
+def _compare_with_tileirdisasm(module: tilebc.Module, version: str) -> str:
+    """Dump `module`, print it with tilebc and with tileirdisasm; both must accept and agree."""
     from tilebc.text import print_module
     oracle = NvidiaOracle()
     if not oracle.available:
         pytest.skip("tileirdisasm (pip package nvidia-cuda-tileiras) is not installed")
-    path = ROOT / "fixtures" / "bytecode" / "load_store_hints" / "load_store_hints-13.5.tilebc"
-    module = tilebc.load(path.read_bytes())
+    data = tilebc.dump(module, version)
+    try:
+        accepted, message, theirs = oracle.run(data, text=True)
+    finally:
+        oracle.close()
+    assert accepted, message
+    ours = print_module(tilebc.load(data))
+    assert ours == theirs
+    return ours
+
+
+def _fixture(name: str, version: str) -> tilebc.Module:
+    return tilebc.load((ROOT / "fixtures" / "bytecode" / name / f"{name}-{version}.tilebc").read_bytes())
+
+
+def test_hint_names_print_like_tileirdisasm():
+    """tileirdisasm sorts hint dictionaries by name and writes hint names as they are (no quotes),
+    whatever order and spelling the file has."""
+    from tilebc.ir import attrs as A
+    module = _fixture("load_store_hints", "13.5")
     op = next(o for o in module.functions[0].walk() if "optimization_hints" in o.attrs)
     (_, inner), = op.attrs["optimization_hints"].entries
     assert len(inner.entries) >= 2, "the fixture's first hinted op should carry several hints"
@@ -160,12 +176,14 @@ def test_hint_names_print_like_tileirdisasm():
         (("sm_90", shuffled), ("sm_100", inner), ('we"ird', A.DictionaryAttr(()))))
     module.functions[0].optimization_hints = A.OptimizationHintsAttr(
         (("z", A.DictionaryAttr(())), ("default", A.DictionaryAttr(()))))
-    data = tilebc.dump(module, "13.5")
-    try:
-        accepted, message, theirs = oracle.run(data, text=True)
-    finally:
-        oracle.close()
-    assert accepted, message
-    ours = print_module(tilebc.load(data, verify=False))
-    assert 'sm_100 = {' in ours and "a b/c = " in ours  # the edit reached the printed text
-    assert ours == theirs
+    text = _compare_with_tileirdisasm(module, "13.5")
+    assert "sm_100 = {" in text and "a b/c = " in text  # the edit reached the printed text
+
+
+def test_string_escapes_print_like_tileirdisasm():
+    """Quotes print as \\22 (LLVM's printEscapedString), backslashes doubled, other bytes hex."""
+    module = _fixture("assert", "13.5")
+    op = next(o for o in module.functions[0].walk() if o.spec.mnemonic == "assert")
+    op.attrs["message"] = 'say "hi" \\ \x01 é'
+    text = _compare_with_tileirdisasm(module, "13.5")
+    assert '"say \\22hi\\22 \\\\ \\01 \\C3\\A9"' in text

@@ -13,14 +13,14 @@ _BARE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
 
 
 def escape_string(text: str) -> str:
-    """MLIR's printEscapedString inside double quotes: `"` and `\\` escaped, non-printable bytes as
-    `\\XX` (upper-case hex of each UTF-8 byte)."""
+    """LLVM's printEscapedString inside double quotes: `\\` doubled; `"` and non-printable bytes as
+    `\\XX` (upper-case hex of each UTF-8 byte), so a quote prints as `\\22`."""
     out = []
     for byte in text.encode("utf-8"):
         ch = chr(byte)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif 0x20 <= byte < 0x7F:
+        if ch == "\\":
+            out.append("\\\\")
+        elif 0x20 <= byte < 0x7F and ch != '"':
             out.append(ch)
         else:
             out.append("\\%02X" % byte)

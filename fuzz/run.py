@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
     untriaged = sum(e["count"] for e in disagreements.values()
-                    if e["category"] in ("untriaged", "text"))
+                    if e["category"] in ("untriaged", "text", "invalid"))
     # Documented differences (format_spec.md section 16): tilebc deliberately stricter, by its
     # reader ("stricter") or its verifier ("verifier"), or not modelling something ("looser").
     documented = sum(e["count"] for e in disagreements.values()
@@ -147,7 +147,8 @@ def main(argv=None) -> int:
                      f"tileirdisasm accepts; text equality when both accept): {asked} inputs "
                      f"asked, {texts_compared} texts compared; {agree} agree "
                      f"({agree / max(asked, 1):.3%}), {asked - agree} disagree: {documented} by a "
-                     f"documented rule (format_spec.md section 16), {untriaged} untriaged or text")
+                     f"documented rule (format_spec.md section 16), {untriaged} unexplained (untriaged, "
+                     f"text, or a verifier rule tilebc.verify lacks)")
         lines.append(f"- agreement once documented differences are set aside: "
                      f"{(asked - untriaged) / max(asked, 1):.3%} ({untriaged} unexplained of {asked})")
         if disagreements:

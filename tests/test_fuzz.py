@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import tilebc  # noqa: E402
-from fuzz.harness import NvidiaOracle, check, classify  # noqa: E402
+from fuzz.harness import NvidiaOracle, check, classify, compare_text  # noqa: E402
 from fuzz.mutate import MUTATORS, corpus, mutate  # noqa: E402
 
 CI_INPUTS = 20_000
@@ -69,8 +69,8 @@ def test_fuzz_ci_pass():
 
 
 def test_nvidia_differential_sample():
-    """NVIDIA accepts => we accept (up to triaged stricter rules); NVIDIA rejects => we reject (up
-    to verifier rules that tilebc.verify owns). 150 inputs, about 2 s of tileirdisasm."""
+    """NVIDIA accepts => we decode and verify (up to triaged stricter rules), and print the same
+    text; NVIDIA rejects => we reject. 150 inputs, about 2 s of tileirdisasm."""
     oracle = NvidiaOracle()
     if not oracle.available:
         pytest.skip("tileirdisasm (pip package nvidia-cuda-tileiras) is not installed")
@@ -80,12 +80,14 @@ def test_nvidia_differential_sample():
         for _ in range(150):
             name, data = rng.choice(POOL)
             mutated, used = mutate(data, rng, POOL)
-            ours = check(mutated, differential=False)
-            accepts, message = oracle.verdict(mutated)
+            ours = check(mutated)  # decodes, verifies and prints
+            accepts, message, text = oracle.run(mutated, text=True)
             if accepts != ours.valid:
                 category, why = classify(ours, accepts, message)
-                if category == "untriaged":
+                if category in ("untriaged", "invalid"):
                     untriaged.append(f"{name} via {used}: {why}")
+            elif accepts and compare_text(ours, text):
+                untriaged.append(f"{name} via {used}: text differs: {compare_text(ours, text)}")
     finally:
         oracle.close()
     assert not untriaged, untriaged

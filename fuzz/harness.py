@@ -257,6 +257,8 @@ TRIAGE: List[Tuple[str, bool, str, str]] = [
      "tileirdisasm reads an unknown debug attribute tag as loc(unknown)"),
     (r"\w+ has unknown flag bits", True, "stricter",
      "unknown bits in an op's flags varint: tileirdisasm ignores them"),
+    (r"function '.*' has unknown flags", True, "stricter",
+     "function flag bits other than kernel/hints: tileirdisasm ignores them before 13.4"),
     (r"[\w ]+ byte is \d+, expected 0 or 1", True, "stricter",
      "a bool byte other than 0/1 (e.g. load/store `inbounds`): tileirdisasm takes it as true"),
     (r"string \d+ is not valid UTF-8", True, "stricter",

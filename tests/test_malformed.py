@@ -104,7 +104,7 @@ def sections_of(data: bytes) -> List[Sec]:
 # ---- hand-assembled files ------------------------------------------------------------------------
 
 STRING, FUNC, DEBUG, CONSTANT, TYPE, GLOBAL, PRODUCER = 1, 2, 3, 4, 5, 6, 7
-V13_1, V13_3, V13_5 = (13, 1), (13, 3), (13, 5)
+V13_1, V13_3, V13_4, V13_5 = (13, 1), (13, 3), (13, 4), (13, 5)
 
 
 def varint(value: int) -> bytes:
@@ -290,6 +290,8 @@ BASELINES = {
     "addf-13.3": lambda: module_bytes(V13_3, body=addf(0) + RETURN),
     "permute-13.3": lambda: module_bytes(V13_3, constants=F32_ZERO, body=permute(1, 0)),
     "hints-13.3": lambda: module_bytes(V13_3, hints=b"\x0b\x01\x01\x0a\x00"),
+    # sm_90 = {sm_90 = 3 : i32}
+    "hints-int-13.3": lambda: module_bytes(V13_3, hints=b"\x0b\x01\x01\x0a\x01\x01\x01\x03\x03"),
     "constant-13.3": lambda: module_bytes(V13_3, constants=CONSTANTS, body=b"\x10\x04\x00" + RETURN),
     "debug-13.3": lambda: module_bytes(V13_3, loc=1, debug=debug_section([0, 1], [b"\x00"])),
     "debug-subprogram-declaration-13.5": lambda: module_bytes(V13_5, loc=1, debug=subprogram_debug(1)),
@@ -502,6 +504,17 @@ CASES: List[Case] = [
     # 13.5 reuses bit 2 for "extern impl"; NVIDIA: "cannot be both kernel and extern impl".
     Case("function-kernel-and-extern-13.5", lambda: module_bytes(V13_5, flags=0x06),
          r"function 'k' has flags 0x06: from 13.5 bit 0x04 marks an extern implementation"),
+    # Bits other than kernel/hints: NVIDIA ignores them before 13.4 (NVIDIA_ACCEPTS), refuses after.
+    Case("function-unknown-flag-13.3", lambda: module_bytes(V13_3, flags=0x26,
+                                                            hints=b"\x0b\x01\x01\x0a\x00"),
+         r"function 'k' has unknown flags 0x26"),
+    Case("function-unknown-flag-13.4", lambda: module_bytes(V13_4, flags=0x26,
+                                                            hints=b"\x0b\x01\x01\x0a\x00"),
+         r"function 'k' has unknown flags 0x26"),
+    # NVIDIA: "failed to read valid IntegerType for IntegerAttr".
+    Case("hint-integer-of-f32", lambda: module_bytes(
+        V13_3, hints=b"\x0b\x01\x01\x0a\x01\x01\x01\x00\x03"),
+         r"integer attribute type must be an integer type, got f32"),
     Case("body-length-past-section", lambda: module_bytes(body_length=100),
          r"truncated input: function body needs 100 bytes"),
     Case("body-length-2^40", lambda: module_bytes(body_length=HUGE),
@@ -673,6 +686,7 @@ NVIDIA_ACCEPTS: Dict[str, str] = {
                          "with -g",
     "string-not-utf8": "tileirdisasm keeps a string's raw bytes; tilebc's IR holds str",
     "addf-unknown-flag-bit": "tileirdisasm ignores op flag bits it does not know",
+    "function-unknown-flag-13.3": "tileirdisasm ignores unknown function flag bits before 13.4",
     "trailing-bytes-in-debug-attribute": "tileirdisasm ignores bytes left over after a debug "
                                          "attribute's payload",
 }

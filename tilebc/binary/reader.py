@@ -452,10 +452,18 @@ class ModuleReader:
         offset = reader.offset
         tag = reader.varint("attribute tag")
         if tag == ATTR_INTEGER:
+            type_offset = reader.offset
             element = self._element(reader, "integer attribute type")
+            if not element.is_integer:  # NVIDIA: "failed to read valid IntegerType for IntegerAttr"
+                raise self.error(f"integer attribute type must be an integer type, got {element}",
+                                 type_offset)
             return A.IntegerAttr(element, self._int_value(reader, element.bits, "integer attribute"))
         if tag == ATTR_FLOAT:
+            type_offset = reader.offset
             element = self._element(reader, "float attribute type")
+            if not element.is_float:  # NVIDIA: "failed to read valid FloatType for FloatAttr"
+                raise self.error(f"float attribute type must be a float type, got {element}",
+                                 type_offset)
             if element.bits <= 8:
                 bits = reader.u8("float attribute byte")
             else:

@@ -203,8 +203,12 @@ class NvidiaOracle:
         path = os.path.join(self.directory, "input.tilebc")
         with open(path, "wb") as handle:
             handle.write(data)
+        command = [self.tool, path]
+        if len(data) > 10 and data[10] & 1:
+            # tilebc reads a public-preview file as such; tileirdisasm needs the feature named.
+            command.insert(1, "--preview=simt")
         try:
-            proc = subprocess.run([self.tool, path], stderr=subprocess.PIPE, timeout=30,
+            proc = subprocess.run(command, stderr=subprocess.PIPE, timeout=30,
                                   stdout=subprocess.PIPE if text else subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             return False, "tileirdisasm timed out (30 s)", None
@@ -253,6 +257,8 @@ TRIAGE: List[Tuple[str, bool, str, str]] = [
      "tileirdisasm reads an unknown debug attribute tag as loc(unknown)"),
     (r"\w+ has unknown flag bits", True, "stricter",
      "unknown bits in an op's flags varint: tileirdisasm ignores them"),
+    (r"function '.*' has unknown flags", True, "stricter",
+     "function flag bits other than kernel/hints: tileirdisasm ignores them before 13.4"),
     (r"[\w ]+ byte is \d+, expected 0 or 1", True, "stricter",
      "a bool byte other than 0/1 (e.g. load/store `inbounds`): tileirdisasm takes it as true"),
     (r"string \d+ is not valid UTF-8", True, "stricter",

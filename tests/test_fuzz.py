@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import tilebc  # noqa: E402
-from fuzz.harness import NvidiaOracle, check, classify  # noqa: E402
+from fuzz.harness import NvidiaOracle, check, classify, compare_text  # noqa: E402
 from fuzz.mutate import MUTATORS, corpus, mutate  # noqa: E402
 
 CI_INPUTS = 20_000
@@ -69,8 +69,8 @@ def test_fuzz_ci_pass():
 
 
 def test_nvidia_differential_sample():
-    """NVIDIA accepts => we accept (up to triaged stricter rules); NVIDIA rejects => we reject (up
-    to verifier rules that tilebc.verify owns). 150 inputs, about 2 s of tileirdisasm."""
+    """NVIDIA accepts => we decode and verify (up to triaged stricter rules), and print the same
+    text; NVIDIA rejects => we reject. 150 inputs, about 2 s of tileirdisasm."""
     oracle = NvidiaOracle()
     if not oracle.available:
         pytest.skip("tileirdisasm (pip package nvidia-cuda-tileiras) is not installed")
@@ -80,12 +80,14 @@ def test_nvidia_differential_sample():
         for _ in range(150):
             name, data = rng.choice(POOL)
             mutated, used = mutate(data, rng, POOL)
-            ours = check(mutated, differential=False)
-            accepts, message = oracle.verdict(mutated)
+            ours = check(mutated)  # decodes, verifies and prints
+            accepts, message, text = oracle.run(mutated, text=True)
             if accepts != ours.valid:
                 category, why = classify(ours, accepts, message)
-                if category == "untriaged":
+                if category in ("untriaged", "invalid"):
                     untriaged.append(f"{name} via {used}: {why}")
+            elif accepts and compare_text(ours, text):
+                untriaged.append(f"{name} via {used}: text differs: {compare_text(ours, text)}")
     finally:
         oracle.close()
     assert not untriaged, untriaged
@@ -138,3 +140,52 @@ def _attempt_load(data):
         tilebc.load(data, lazy_debug=False)
     except tilebc.DecodeError:
         pass
+
+
+# ---- regressions the text differential found -----------------------------------------------------
+
+def _compare_with_tileirdisasm(module: tilebc.Module, version: str) -> str:
+    """Dump `module`, print it with tilebc and with tileirdisasm; both must accept and agree."""
+    from tilebc.text import print_module
+    oracle = NvidiaOracle()
+    if not oracle.available:
+        pytest.skip("tileirdisasm (pip package nvidia-cuda-tileiras) is not installed")
+    data = tilebc.dump(module, version)
+    try:
+        accepted, message, theirs = oracle.run(data, text=True)
+    finally:
+        oracle.close()
+    assert accepted, message
+    ours = print_module(tilebc.load(data))
+    assert ours == theirs
+    return ours
+
+
+def _fixture(name: str, version: str) -> tilebc.Module:
+    return tilebc.load((ROOT / "fixtures" / "bytecode" / name / f"{name}-{version}.tilebc").read_bytes())
+
+
+def test_hint_names_print_like_tileirdisasm():
+    """tileirdisasm sorts hint dictionaries by name and writes hint names as they are (no quotes),
+    whatever order and spelling the file has."""
+    from tilebc.ir import attrs as A
+    module = _fixture("load_store_hints", "13.5")
+    op = next(o for o in module.functions[0].walk() if "optimization_hints" in o.attrs)
+    (_, inner), = op.attrs["optimization_hints"].entries
+    assert len(inner.entries) >= 2, "the fixture's first hinted op should carry several hints"
+    shuffled = A.DictionaryAttr(tuple(reversed(inner.entries)) + (("a b/c", inner.entries[0][1]),))
+    op.attrs["optimization_hints"] = A.OptimizationHintsAttr(
+        (("sm_90", shuffled), ("sm_100", inner), ('we"ird', A.DictionaryAttr(()))))
+    module.functions[0].optimization_hints = A.OptimizationHintsAttr(
+        (("z", A.DictionaryAttr(())), ("default", A.DictionaryAttr(()))))
+    text = _compare_with_tileirdisasm(module, "13.5")
+    assert "sm_100 = {" in text and "a b/c = " in text  # the edit reached the printed text
+
+
+def test_string_escapes_print_like_tileirdisasm():
+    """Quotes print as \\22 (LLVM's printEscapedString), backslashes doubled, other bytes hex."""
+    module = _fixture("assert", "13.5")
+    op = next(o for o in module.functions[0].walk() if o.spec.mnemonic == "assert")
+    op.attrs["message"] = 'say "hi" \\ \x01 é'
+    text = _compare_with_tileirdisasm(module, "13.5")
+    assert '"say \\22hi\\22 \\\\ \\01 \\C3\\A9"' in text

@@ -104,7 +104,7 @@ def sections_of(data: bytes) -> List[Sec]:
 # ---- hand-assembled files ------------------------------------------------------------------------
 
 STRING, FUNC, DEBUG, CONSTANT, TYPE, GLOBAL, PRODUCER = 1, 2, 3, 4, 5, 6, 7
-V13_1, V13_3, V13_5 = (13, 1), (13, 3), (13, 5)
+V13_1, V13_3, V13_4, V13_5 = (13, 1), (13, 3), (13, 4), (13, 5)
 
 
 def varint(value: int) -> bytes:
@@ -215,6 +215,15 @@ def debug_section(indices: Sequence[int], attrs: Sequence[bytes] = ()) -> bytes:
     return bytes(w.buf)
 
 
+def subprogram_debug(flags: int) -> bytes:
+    """A 13.5 debug section whose function and op sit in a DISubprogram with `flags`."""
+    attrs = [b"\x02\x00\x00",                                   # 1: file "k" in "k"
+             b"\x01\x01",                                        # 2: compile unit of file 1
+             b"\x05\x01\x0a\x00\x00\x02\x0a" + varint(flags),   # 3: subprogram "k", line 10
+             b"\x04\x03\x00\x0a\x01"]                            # 4: loc in 3, line 10, col 1
+    return debug_section([4, 4], attrs)
+
+
 def addf(rounding: int = 0, lhs: int = 0, rhs: int = 0) -> bytes:
     """addf: result type [1] tile<f32>, flags 0, rounding_mode, lhs, rhs."""
     return b"\x02\x01\x00" + varint(rounding) + varint(lhs) + varint(rhs)
@@ -281,8 +290,14 @@ BASELINES = {
     "addf-13.3": lambda: module_bytes(V13_3, body=addf(0) + RETURN),
     "permute-13.3": lambda: module_bytes(V13_3, constants=F32_ZERO, body=permute(1, 0)),
     "hints-13.3": lambda: module_bytes(V13_3, hints=b"\x0b\x01\x01\x0a\x00"),
+    # sm_90 = {sm_90 = 3 : i32}
+    "hints-int-13.3": lambda: module_bytes(V13_3, hints=b"\x0b\x01\x01\x0a\x01\x01\x01\x03\x03"),
     "constant-13.3": lambda: module_bytes(V13_3, constants=CONSTANTS, body=b"\x10\x04\x00" + RETURN),
     "debug-13.3": lambda: module_bytes(V13_3, loc=1, debug=debug_section([0, 1], [b"\x00"])),
+    "debug-subprogram-declaration-13.5": lambda: module_bytes(V13_5, loc=1, debug=subprogram_debug(1)),
+    # An empty attribute table (all locations unknown) is read when any byte follows it.
+    "debug-no-attributes-13.3": lambda: module_bytes(V13_3, loc=1,
+                                                     debug=debug_section([0, 0]) + b"\x00"),
     "nonminimal-10-byte-section-length": lambda: nonminimal_func_length(10),
     "nonminimal-10-byte-string-count": lambda: nonminimal_string_count(10),
     "f4-13.3": lambda: module_bytes(V13_3, **narrow_constant(0x13)),
@@ -486,6 +501,20 @@ CASES: List[Case] = [
          r"function signature must be a function type"),
     Case("function-not-kernel", lambda: module_bytes(flags=0x00),
          r"function 'k' is not marked as a kernel entry"),
+    # 13.5 reuses bit 2 for "extern impl"; NVIDIA: "cannot be both kernel and extern impl".
+    Case("function-kernel-and-extern-13.5", lambda: module_bytes(V13_5, flags=0x06),
+         r"function 'k' has flags 0x06: from 13.5 bit 0x04 marks an extern implementation"),
+    # Bits other than kernel/hints: NVIDIA ignores them before 13.4 (NVIDIA_ACCEPTS), refuses after.
+    Case("function-unknown-flag-13.3", lambda: module_bytes(V13_3, flags=0x26,
+                                                            hints=b"\x0b\x01\x01\x0a\x00"),
+         r"function 'k' has unknown flags 0x26"),
+    Case("function-unknown-flag-13.4", lambda: module_bytes(V13_4, flags=0x26,
+                                                            hints=b"\x0b\x01\x01\x0a\x00"),
+         r"function 'k' has unknown flags 0x26"),
+    # NVIDIA: "failed to read valid IntegerType for IntegerAttr".
+    Case("hint-integer-of-f32", lambda: module_bytes(
+        V13_3, hints=b"\x0b\x01\x01\x0a\x01\x01\x01\x00\x03"),
+         r"integer attribute type must be an integer type, got f32"),
     Case("body-length-past-section", lambda: module_bytes(body_length=100),
          r"truncated input: function body needs 100 bytes"),
     Case("body-length-2^40", lambda: module_bytes(body_length=HUGE),
@@ -627,6 +656,12 @@ CASES: List[Case] = [
     Case("debug-not-a-location", lambda: module_bytes(
         loc=1, debug=debug_section([0, 1], [b"\x02\x00\x00"])),
          r"debug attribute 1 is a difile, not a location"),
+    # NVIDIA: "unrecognized flag bits (0x2) when parsing DISubprogramAttr" (bit 0 only is known).
+    Case("debug-subprogram-flags-13.5", lambda: module_bytes(V13_5, loc=1, debug=subprogram_debug(2)),
+         r"subprogram has unknown flag bits 0x2"),
+    # NVIDIA: "failed to read debug info offset pointer" when the section ends at an empty table.
+    Case("debug-no-attributes-at-end", lambda: module_bytes(loc=1, debug=debug_section([0, 0])),
+         r"debug section ends at its empty attribute table"),
     Case("debug-unknown-tag", lambda: module_bytes(loc=1, debug=debug_section([0, 1], [b"\x63"])),
          r"unknown debug attribute tag 99"),
     Case("debug-index-count-2^40", lambda: module_bytes(
@@ -651,6 +686,7 @@ NVIDIA_ACCEPTS: Dict[str, str] = {
                          "with -g",
     "string-not-utf8": "tileirdisasm keeps a string's raw bytes; tilebc's IR holds str",
     "addf-unknown-flag-bit": "tileirdisasm ignores op flag bits it does not know",
+    "function-unknown-flag-13.3": "tileirdisasm ignores unknown function flag bits before 13.4",
     "trailing-bytes-in-debug-attribute": "tileirdisasm ignores bytes left over after a debug "
                                          "attribute's payload",
 }

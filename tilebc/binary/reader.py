@@ -59,6 +59,7 @@ _MISSING = object()
 
 FUNCTION_FLAG_KERNEL = 0x02
 FUNCTION_FLAG_HINTS = 0x04
+DISUBPROGRAM_KNOWN_FLAGS = 0x01
 
 
 def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
@@ -451,10 +452,18 @@ class ModuleReader:
         offset = reader.offset
         tag = reader.varint("attribute tag")
         if tag == ATTR_INTEGER:
+            type_offset = reader.offset
             element = self._element(reader, "integer attribute type")
+            if not element.is_integer:  # NVIDIA: "failed to read valid IntegerType for IntegerAttr"
+                raise self.error(f"integer attribute type must be an integer type, got {element}",
+                                 type_offset)
             return A.IntegerAttr(element, self._int_value(reader, element.bits, "integer attribute"))
         if tag == ATTR_FLOAT:
+            type_offset = reader.offset
             element = self._element(reader, "float attribute type")
+            if not element.is_float:  # NVIDIA: "failed to read valid FloatType for FloatAttr"
+                raise self.error(f"float attribute type must be a float type, got {element}",
+                                 type_offset)
             if element.bits <= 8:
                 bits = reader.u8("float attribute byte")
             else:
@@ -550,6 +559,11 @@ class ModuleReader:
         indices = list(struct.unpack(f"<{num_indices}Q", raw))
         num_attrs = reader.count("debug attribute count", 4)
         reader.align(4, "debug attribute offsets")
+        if num_attrs == 0 and reader.at_end():
+            # NVIDIA's reader takes a pointer to the offset table even when it is empty, and that
+            # fails at the section's end ("failed to read debug info offset pointer"); match it.
+            raise reader.error("debug section ends at its empty attribute table: at least one byte "
+                               "must follow the attribute count and its padding")
         offsets = list(struct.unpack(f"<{num_attrs}I", reader.raw(4 * num_attrs,
                                                                   "debug attribute offsets")))
         data_start = reader.pos
@@ -624,7 +638,10 @@ class ModuleReader:
             linkage = string("subprogram linkage name")
             unit = self._debug_ref(reader, L.DICompileUnit, "subprogram compile unit")
             scope_line = reader.varint("scope line")
+            flags_offset = reader.offset
             flags = reader.varint("subprogram flags") if self.version >= DISUBPROGRAM_FLAGS else 0
+            if flags & ~DISUBPROGRAM_KNOWN_FLAGS:  # NVIDIA's reader knows only bit 0 as well
+                raise self.error(f"subprogram has unknown flag bits 0x{flags:x}", flags_offset)
             return L.DISubprogram(file, line, name, linkage, unit, scope_line, flags)
         if tag == DEBUG_CALL_SITE:
             callee = self._debug_ref(reader, (L.DILoc, L.CallSiteLoc), "call site callee")
@@ -693,6 +710,12 @@ class ModuleReader:
                              f"0x{flags:02x})", flags_offset)
         if flags & ~(FUNCTION_FLAG_KERNEL | FUNCTION_FLAG_HINTS):
             raise self.error(f"function {name!r} has unknown flags 0x{flags:02x}", flags_offset)
+        if self.version >= ENTRY_ARG_ATTRS and flags & FUNCTION_FLAG_HINTS:
+            # From 13.5 hints always follow and bit 2 marks an extern implementation, which NVIDIA's
+            # reader refuses on a kernel ("cannot be both kernel and extern impl").
+            raise self.error(f"function {name!r} has flags 0x{flags:02x}: from 13.5 bit 0x04 marks "
+                             f"an extern implementation, which a kernel entry cannot be",
+                             flags_offset)
         loc_offset = reader.offset
         loc_index = reader.varint("function location")
         hints = None

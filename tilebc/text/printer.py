@@ -166,7 +166,10 @@ def _first_type(op, ctx, results):
 def _mixed_dims(op, ctx, dynamic, which):
     view_type = op.results[0].type
     dims = view_type.shape if which == "shape" else view_type.strides
-    values = iter(op.operands[dynamic.name])
+    operands = op.operands[dynamic.name]
+    if sum(d is None for d in dims) != len(operands):  # invalid IR: one operand per '?' needed
+        raise ValueError(f"{len(operands)} {dynamic.name} operands for the '?' of {view_type}")
+    values = iter(operands)
     return ", ".join(ctx.names.ref(next(values)) if d is None else str(d) for d in dims)
 
 

@@ -13,14 +13,14 @@ _BARE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
 
 
 def escape_string(text: str) -> str:
-    """MLIR's printEscapedString inside double quotes: `"` and `\\` escaped, non-printable bytes as
-    `\\XX` (upper-case hex of each UTF-8 byte)."""
+    """LLVM's printEscapedString inside double quotes: `\\` doubled; `"` and non-printable bytes as
+    `\\XX` (upper-case hex of each UTF-8 byte), so a quote prints as `\\22`."""
     out = []
     for byte in text.encode("utf-8"):
         ch = chr(byte)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif 0x20 <= byte < 0x7F:
+        if ch == "\\":
+            out.append("\\\\")
+        elif 0x20 <= byte < 0x7F and ch != '"':
             out.append(ch)
         else:
             out.append("\\%02X" % byte)
@@ -125,16 +125,25 @@ def _hint_value(value: A.Attribute) -> str:
     return typed_attr(value)
 
 
-def dictionary(value: A.DictionaryAttr, entry=typed_attr) -> str:
+def _sorted(entries):
+    """MLIR keeps a dictionary's entries sorted by the bytes of their names, whatever the file's order."""
+    return sorted(entries, key=lambda entry: entry[0].encode("utf-8"))
+
+
+def dictionary(value: A.DictionaryAttr, entry=typed_attr, key=keyword_or_string) -> str:
     if not value.entries:
         return "{}"
-    return "{" + ", ".join(f"{keyword_or_string(k)} = {entry(v)}" for k, v in value.entries) + "}"
+    return "{" + ", ".join(f"{key(k)} = {entry(v)}" for k, v in _sorted(value.entries)) + "}"
+
+
+def _raw_key(name: str) -> str:
+    return name
 
 
 def hints(value: A.OptimizationHintsAttr) -> str:
-    """`<sm_90 = {latency = 3}>`"""
-    return "<" + ", ".join(f"{keyword_or_string(arch)} = {dictionary(d, _hint_value)}"
-                           for arch, d in value.entries) + ">"
+    """`<sm_90 = {latency = 3}>`: tileirdisasm writes hint names as they are, never quoted."""
+    return "<" + ", ".join(f"{arch} = {dictionary(d, _hint_value, _raw_key)}"
+                           for arch, d in _sorted(value.entries)) + ">"
 
 
 def predicate(value: A.Attribute) -> str:

@@ -718,12 +718,18 @@ AttrKind ModuleReader::tagged_attr(Cursor& reader, int depth) {
   const std::uint64_t tag = reader.varint("attribute tag");
   switch (tag) {
     case F::kAttrInteger: {
+      const std::uint64_t type_offset = reader.pos;
       const TypeNode& item = element(reader, "integer attribute type");
+      if (item.element->is_float)
+        error(type_offset, "integer attribute type must be an integer type, got " + item.text);
       int_value(reader, item.element->bits, "integer attribute");
       return AttrKind::other;
     }
     case F::kAttrFloat: {
+      const std::uint64_t type_offset = reader.pos;
       const TypeNode& item = element(reader, "float attribute type");
+      if (!item.element->is_float)
+        error(type_offset, "float attribute type must be a float type, got " + item.text);
       if (item.element->bits <= 8) {
         reader.u8("float attribute byte");
       } else {
@@ -755,7 +761,7 @@ AttrKind ModuleReader::tagged_attr(Cursor& reader, int depth) {
     }
     case F::kAttrDivBy: {
       reader.varint("div_by divisor");
-      const unsigned flags = reader.u8("div_by flags");
+      const std::uint64_t flags = reader.varint("div_by flags");  // a varint, as NVIDIA reads it
       if (flags & ~3u) error(offset, "div_by has unknown flags 0x" + hex(flags));
       if (flags & 1) reader.zigzag("div_by every");
       if (flags & 2) reader.zigzag("div_by along");
@@ -771,7 +777,7 @@ AttrKind ModuleReader::tagged_attr(Cursor& reader, int depth) {
       dictionary_body(reader, depth, true);
       return AttrKind::hints;
     case F::kAttrBounded: {
-      const unsigned flags = reader.u8("bounded flags");
+      const std::uint64_t flags = reader.varint("bounded flags");  // a varint, as NVIDIA reads it
       if (flags & ~3u) error(offset, "bounded has unknown flags 0x" + hex(flags));
       if (flags & 1) reader.zigzag("bounded lower bound");
       if (flags & 2) reader.zigzag("bounded upper bound");
@@ -883,6 +889,11 @@ Entry ModuleReader::read_function(Cursor& reader) {
   if (flags & ~(F::kFunctionFlagKernel | F::kFunctionFlagHints))
     error(flags_offset, "function " + quoted(entry.name) + " has unknown flags 0x" +
                             (flags < 16 ? "0" : "") + hex(flags));
+  // From 13.5 hints always follow and bit 2 marks an extern implementation, which a kernel is not.
+  if (version_ >= F::kEntryArgAttrs && (flags & F::kFunctionFlagHints))
+    error(flags_offset, "function " + quoted(entry.name) + " has flags 0x" + (flags < 16 ? "0" : "") +
+                            hex(flags) + ": from 13.5 bit 0x04 marks an extern implementation, which a "
+                            "kernel entry cannot be");
   const std::uint64_t loc_offset = reader.pos;
   const std::uint64_t loc_index = reader.varint("function location");
   if (version_ >= F::kEntryArgAttrs || (flags & F::kFunctionFlagHints)) {

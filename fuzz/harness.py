@@ -261,8 +261,6 @@ TRIAGE: List[Tuple[str, bool, str, str]] = [
      "function flag bits other than kernel/hints: tileirdisasm ignores them before 13.4"),
     (r"[\w ]+ byte is \d+, expected 0 or 1", True, "stricter",
      "a bool byte other than 0/1 (e.g. load/store `inbounds`): tileirdisasm takes it as true"),
-    (r"string \d+ is not valid UTF-8", True, "stricter",
-     "a string that is not UTF-8: tileirdisasm keeps the raw bytes; tilebc's IR holds str"),
 ]
 
 

@@ -634,8 +634,6 @@ CASES: List[Case] = [
     Case("div_by-unknown-flag-bit", lambda: module_bytes(
         constants=CONSTANTS, body=b"\x10\x04\x00\x06\x04\x08\x04\x04\x01" + RETURN),
          r"div_by has unknown flags 0x4"),
-    Case("string-not-utf8", lambda: module_bytes(strings=(b"k\xff",) + STRINGS[1:]),
-         r"string 0 is not valid UTF-8"),
     Case("trailing-bytes-in-debug-attribute", lambda: module_bytes(
         loc=1, debug=debug_section([0, 1], [b"\x00\x00"])),
          r"1 unexpected bytes after debug attribute 1"),
@@ -684,7 +682,6 @@ NVIDIA_ACCEPTS: Dict[str, str] = {
     "trailing-bytes-in-type": "tileirdisasm ignores bytes left over after a type's payload",
     "debug-unknown-tag": "tileirdisasm reads an unknown debug attribute tag as loc(unknown), even "
                          "with -g",
-    "string-not-utf8": "tileirdisasm keeps a string's raw bytes; tilebc's IR holds str",
     "addf-unknown-flag-bit": "tileirdisasm ignores op flag bits it does not know",
     "function-unknown-flag-13.3": "tileirdisasm ignores unknown function flag bits before 13.4",
     "trailing-bytes-in-debug-attribute": "tileirdisasm ignores bytes left over after a debug "

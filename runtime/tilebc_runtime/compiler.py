@@ -110,9 +110,18 @@ def _where(module, function: Function):
     return where
 
 
+PTX_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+
+
 def check_module(module: Module, functions: List[Function]) -> None:
     """The checks the JIT relies on: kernel parameters are scalars of ABI-representable types."""
     for function in functions:
+        if not PTX_IDENTIFIER.fullmatch(function.name):
+            # The kernel symbol is the entry name (tileiras' ABI); PTX cannot spell anything else.
+            raise VerificationError(
+                f"entry name {function.name!r} is not a PTX identifier ([A-Za-z_$][A-Za-z0-9_$]*), "
+                "so it cannot be a kernel symbol (tileiras refuses such names too)",
+                **_where(module, function))
         for index, arg in enumerate(function.args):
             ok = (isinstance(arg.type, TileType) and arg.type.num_elements == 1
                   and dtypes.name_of(arg.type.element) in PARAM_TYPE)

@@ -255,10 +255,9 @@ class ModuleReader:
         if index >= len(self.strings):
             raise self.error(f"string index {index} out of range (table has {len(self.strings)})",
                              offset)
-        try:
-            text = self.strings[index][1].decode("utf-8")
-        except UnicodeDecodeError:
-            raise self.error(f"string {index} is not valid UTF-8", offset) from None
+        # Bytes that are not UTF-8 (e.g. a file name from a non-UTF-8 path) become lone surrogates,
+        # like tileirdisasm keeping the raw bytes; the writer turns them back into the same bytes.
+        text = self.strings[index][1].decode("utf-8", "surrogateescape")
         self._string_cache[index] = text
         return text
 

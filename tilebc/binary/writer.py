@@ -75,7 +75,11 @@ class ModuleWriter:
     # ---- tables ----------------------------------------------------------------------------------
 
     def string(self, text: str) -> int:
-        data = text.encode("utf-8")
+        try:
+            data = text.encode("utf-8", "surrogateescape")  # the reader's escaped raw bytes
+        except UnicodeEncodeError as error:
+            raise self.fail(f"string {text!r} has a lone surrogate U+{ord(text[error.start]):04X} "
+                            "that is not an escaped byte (U+DC80..U+DCFF)") from None
         return self.strings.add(data, data)
 
     def type(self, value: T.Type) -> int:

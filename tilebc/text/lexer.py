@@ -131,7 +131,7 @@ def unescape(token_text: str) -> str:
     while index < len(body):
         ch = body[index]
         if ch != "\\":
-            out += ch.encode("utf-8")
+            out += ch.encode("utf-8", "surrogateescape")
             index += 1
             continue
         nxt = body[index + 1]
@@ -147,4 +147,4 @@ def unescape(token_text: str) -> str:
         else:
             out.append(int(body[index + 1:index + 3], 16))
             index += 3
-    return out.decode("utf-8")
+    return out.decode("utf-8", "surrogateescape")  # \XX bytes that are not UTF-8 stay raw bytes

@@ -13,15 +13,15 @@ _BARE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
 
 
 def escape_string(text: str) -> str:
-    """LLVM's printEscapedString inside double quotes: `\\` doubled; `"` and non-printable bytes as
-    `\\XX` (upper-case hex of each UTF-8 byte), so a quote prints as `\\22`."""
+    """llvm::printEscapedString inside double quotes, as tileirdisasm prints every string: `\\` as
+    `\\\\`, and `"` and every byte outside printable ASCII as `\\XX` (upper-case hex of each byte:
+    UTF-8, or the raw byte a lone surrogate from the reader escapes)."""
     out = []
-    for byte in text.encode("utf-8"):
-        ch = chr(byte)
-        if ch == "\\":
+    for byte in text.encode("utf-8", "surrogateescape"):
+        if byte == 0x5C:
             out.append("\\\\")
-        elif 0x20 <= byte < 0x7F and ch != '"':
-            out.append(ch)
+        elif 0x20 <= byte < 0x7F and byte != 0x22:
+            out.append(chr(byte))
         else:
             out.append("\\%02X" % byte)
     return '"' + "".join(out) + '"'

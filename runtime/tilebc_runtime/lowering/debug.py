@@ -131,7 +131,7 @@ def lower_print(lw, op):
         for e in range(tile.count):
             reg = lw.smem_read(offset, lw.const_u32(e), tile.element)
             values.append(_as_vararg(lw, reg, tile.element, conv, length))
-    _emit_vprintf(lw, text.encode(), values)
+    _emit_vprintf(lw, text.encode("utf-8", "surrogateescape"), values)
     w.place(skip)
     lw.barrier()
     for result in op.results:
@@ -152,7 +152,7 @@ def lower_assert(lw, op):
     w(f"not.pred {passed}, {failed}")
     w(f"@{passed} bra {ok}")
     message = f"tile assertion failed: {op.attrs['message']}\n".replace("%", "%%")
-    _emit_vprintf(lw, message.encode(), [])
+    _emit_vprintf(lw, message.encode("utf-8", "surrogateescape"), [])
     w("trap")
     w.place(ok)
 

@@ -669,3 +669,22 @@ def test_cpp_and_python_choose_the_same_cache_root(cpp_build, tmp_path):
         [record] = run_tool(cpp_build, "keys", "--arch", "sm_90", fixture, env=env)
         assert record["root"] == python, case
     assert python == str(tmp_path / "tmp" / f"tilebc-cache-{os.getuid()}")
+
+
+def test_strings_that_are_not_utf8_list_like_python(cpp_build, tmp_path):
+    """Strings are raw bytes on both sides (entry names included); the tool's JSON carries a byte
+    that starts no UTF-8 sequence as U+DC00+byte, which is Python's surrogateescape."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        from test_strings_bytes import SAMPLES, garbled
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    paths = []
+    for sample in SAMPLES:
+        path = tmp_path / f"{sample}.tilebc"
+        path.write_bytes(garbled(sample))
+        paths.append(path)
+    for path, record in zip(paths, run_tool(cpp_build, "list", *map(str, paths))):
+        assert record["ok"], record
+        assert "\udcff\udc80" in record["entries"][0]["name"]
+        assert cpp_view(record) == python_view(path.read_bytes()), path.name

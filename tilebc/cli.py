@@ -105,7 +105,7 @@ def _verify(module) -> None:
 def _write_output(path: Optional[str], data: Union[bytes, str], *, binary: bool,
                   force: bool = False) -> None:
     """`None`/`-`: stdout (binary refused to a terminal unless forced); else an atomic file write."""
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    payload = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
     if path in (None, "-"):
         if binary and sys.stdout.isatty() and not force:
             raise UsageError("refusing to write binary bytecode to a terminal; "

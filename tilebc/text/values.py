@@ -127,7 +127,7 @@ def _hint_value(value: A.Attribute) -> str:
 
 def _sorted(entries):
     """MLIR keeps a dictionary's entries sorted by the bytes of their names, whatever the file's order."""
-    return sorted(entries, key=lambda entry: entry[0].encode("utf-8"))
+    return sorted(entries, key=lambda entry: entry[0].encode("utf-8", "surrogateescape"))
 
 
 def dictionary(value: A.DictionaryAttr, entry=typed_attr, key=keyword_or_string) -> str:

@@ -382,48 +382,14 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> ModuleReader::read_table(
   return blobs;
 }
 
-// Strict UTF-8 (no overlongs, surrogates or code points above U+10FFFF), as Python decodes it.
-bool valid_utf8(const std::uint8_t* text, std::uint64_t size) {
-  std::uint64_t index = 0;
-  while (index < size) {
-    const std::uint8_t lead = text[index];
-    if (lead < 0x80) {
-      ++index;
-      continue;
-    }
-    unsigned length;
-    std::uint32_t low = 0x80, high = 0xBF;
-    if (lead >= 0xC2 && lead <= 0xDF) {
-      length = 2;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
-      length = 3;
-      if (lead == 0xE0) low = 0xA0;
-      if (lead == 0xED) high = 0x9F;
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-      length = 4;
-      if (lead == 0xF0) low = 0x90;
-      if (lead == 0xF4) high = 0x8F;
-    } else {
-      return false;
-    }
-    if (size - index < length) return false;
-    if (text[index + 1] < low || text[index + 1] > high) return false;
-    for (unsigned k = 2; k < length; ++k)
-      if (text[index + k] < 0x80 || text[index + k] > 0xBF) return false;
-    index += length;
-  }
-  return true;
-}
-
 const std::string& ModuleReader::string(std::uint64_t index, std::uint64_t offset) {
   if (index >= strings_.size())
     error(offset, "string index " + std::to_string(index) + " out of range (table has " +
                       std::to_string(strings_.size()) + ")");
   auto& cached = string_cache_[index];
   if (!cached) {
+    // Strings are raw bytes, as NVIDIA's reader keeps them (not necessarily UTF-8).
     const auto& blob = strings_[index];
-    if (!valid_utf8(data_ + blob.first, blob.second - blob.first))
-      error(offset, "string " + std::to_string(index) + " is not valid UTF-8");
     cached = std::make_unique<std::string>(reinterpret_cast<const char*>(data_ + blob.first),
                                            blob.second - blob.first);
   }

@@ -273,6 +273,33 @@ Json Json::parse(const std::string& text, const std::string& file) {
 
 namespace {
 
+// Length of the valid UTF-8 sequence (no overlongs, surrogates or code points above U+10FFFF) that
+// starts at `index`, or 0 when none does.
+unsigned utf8_sequence(const std::string& text, std::size_t index) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[index + k]); };
+  const unsigned lead = byte(0);
+  unsigned length;
+  unsigned low = 0x80, high = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (text.size() - index < length) return 0;
+  if (byte(1) < low || byte(1) > high) return 0;
+  for (unsigned k = 2; k < length; ++k)
+    if (byte(k) < 0x80 || byte(k) > 0xBF) return 0;
+  return length;
+}
+
 void dump_string(std::string& out, const std::string& text) {
   static const char digits[] = "0123456789abcdef";
   auto escape = [&](unsigned code) {
@@ -298,15 +325,15 @@ void dump_string(std::string& out, const std::string& text) {
       }
       continue;
     }
-    // Decode one UTF-8 sequence (inputs come from the parser or the caller; invalid bytes are
-    // written as U+FFFD rather than producing invalid JSON).
-    unsigned length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    unsigned code = length == 4 ? c & 0x07 : length == 3 ? c & 0x0F : c & 0x1F;
-    if (length == 1 || index + length > text.size()) {
-      escape(0xFFFD);
+    // One strict UTF-8 sequence; a byte that does not start one is written as U+DC00 + byte, the
+    // lone surrogate Python's "surrogateescape" decoding gives it (strings are raw bytes).
+    const unsigned length = utf8_sequence(text, index);
+    if (length == 0) {
+      escape(0xDC00 + c);
       ++index;
       continue;
     }
+    unsigned code = length == 4 ? c & 0x07 : length == 3 ? c & 0x0F : c & 0x1F;
     for (unsigned k = 1; k < length; ++k) code = (code << 6) | (text[index + k] & 0x3F);
     index += length;
     if (code >= 0x10000) {

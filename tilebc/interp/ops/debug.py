@@ -141,5 +141,12 @@ def format_print(text: str, arguments) -> str:
 @implements("print_tko")
 def _print(tb, op, arguments, token):
     stream = tb.options.print_stream or sys.stdout
-    stream.write(format_print(op.attrs["str"], arguments))
+    text = format_print(op.attrs["str"], arguments)
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:  # a real stdout: write the format's raw bytes, as the device does
+        stream.flush()
+        buffer.write(text.encode("utf-8", "surrogateescape"))
+        buffer.flush()
+    else:
+        stream.write(text)
     return [TOKEN]

@@ -170,6 +170,8 @@ TYPES = (
     b"\x0d\x00\x02" + struct.pack("<2q", 2, 2),  # [5] tile<2x2xf32>
 )
 CONSTANTS = (b"\x04\x00\x00\x00\x00",)         # [0] 4 bytes: i32 0
+I1_TYPES = TYPES + (b"\x00",                                # [6] i1
+                    b"\x0d\x06\x01" + struct.pack("<q", 64))  # [7] tile<64xi1>
 
 
 def func_entry(version, *, name=0, sig=2, flags=None, loc=0, hints: Optional[bytes] = None,
@@ -290,6 +292,8 @@ BASELINES = {
     "addf-13.3": lambda: module_bytes(V13_3, body=addf(0) + RETURN),
     "permute-13.3": lambda: module_bytes(V13_3, constants=F32_ZERO, body=permute(1, 0)),
     "hints-13.3": lambda: module_bytes(V13_3, hints=b"\x0b\x01\x01\x0a\x00"),
+    "i1-splat-ff-13.3": lambda: module_bytes(V13_3, types=I1_TYPES, constants=(b"\x01\xff",),
+                                             body=b"\x10\x07\x00" + RETURN),
     # sm_90 = {sm_90 = 3 : i32}
     "hints-int-13.3": lambda: module_bytes(V13_3, hints=b"\x0b\x01\x01\x0a\x01\x01\x01\x03\x03"),
     "constant-13.3": lambda: module_bytes(V13_3, constants=CONSTANTS, body=b"\x10\x04\x00" + RETURN),
@@ -511,6 +515,10 @@ CASES: List[Case] = [
     Case("function-unknown-flag-13.4", lambda: module_bytes(V13_4, flags=0x26,
                                                             hints=b"\x0b\x01\x01\x0a\x00"),
          r"function 'k' has unknown flags 0x26"),
+    # MLIR's one-byte i1 splat is 0x00 or 0xFF; NVIDIA reads 0x01 as true (NVIDIA_ACCEPTS).
+    Case("i1-splat-byte-01", lambda: module_bytes(V13_3, types=I1_TYPES, constants=(b"\x01\x01",),
+                                                  body=b"\x10\x07\x00" + RETURN),
+         r"constant 0 is a one-byte i1 splat of 0x01, expected 0x00 or 0xFF"),
     # NVIDIA: "failed to read valid IntegerType for IntegerAttr".
     Case("hint-integer-of-f32", lambda: module_bytes(
         V13_3, hints=b"\x0b\x01\x01\x0a\x01\x01\x01\x00\x03"),
@@ -683,6 +691,7 @@ NVIDIA_ACCEPTS: Dict[str, str] = {
     "debug-unknown-tag": "tileirdisasm reads an unknown debug attribute tag as loc(unknown), even "
                          "with -g",
     "addf-unknown-flag-bit": "tileirdisasm ignores op flag bits it does not know",
+    "i1-splat-byte-01": "tileirdisasm reads a one-byte i1 splat of any non-zero byte as true",
     "function-unknown-flag-13.3": "tileirdisasm ignores unknown function flag bits before 13.4",
     "trailing-bytes-in-debug-attribute": "tileirdisasm ignores bytes left over after a debug "
                                          "attribute's payload",

@@ -19,7 +19,7 @@ from ..ir import attrs as A
 from ..ir import location as L
 from ..ir import types as T
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
-from ..numerics import dense_size_ok
+from ..numerics import dense_expected_sizes, dense_is_splat, dense_size_ok
 from ..ops.enums import PaddingValue, PtrAttr, SymbolVisibility
 from ..ops.spec import Arity, AttrKind
 from ..ops.table import OPS_BY_OPCODE, max_public_opcode
@@ -440,6 +440,10 @@ class ModuleReader:
         if not dense_size_ok(tile_type, data):
             raise self.error(f"constant {index} has {len(data)} bytes, which is neither a splat "
                              f"nor a full buffer for {tile_type}", offset)
+        if not dense_is_splat(tile_type, data) and len(data) < dense_expected_sizes(tile_type)[1]:
+            # Only an i1 tile gets here: MLIR's one-byte i1 splat is 0x00 or 0xFF, nothing else.
+            raise self.error(f"constant {index} is a one-byte i1 splat of 0x{data[0]:02x}, expected "
+                             f"0x00 or 0xFF", offset)
         return A.DenseElementsAttr(tile_type, data)
 
     # ---- attributes ------------------------------------------------------------------------------

@@ -213,7 +213,7 @@ class NvidiaOracle:
         except subprocess.TimeoutExpired:
             return False, "tileirdisasm timed out (30 s)", None
         self.runs += 1
-        printed = proc.stdout.decode("utf-8", "replace") if text else None
+        printed = proc.stdout.decode("utf-8", "surrogateescape") if text else None
         text = proc.stderr.decode("utf-8", "replace").strip().replace(path, "<input>")
         lines = [line for line in text.splitlines() if "error:" in line] or text.splitlines() or [""]
         # Keep the diagnostic, not the location MLIR prints before it.

@@ -52,3 +52,18 @@ def test_verifying_costs_less_than_decoding():
         verify(module)
     verifying = time.perf_counter() - start
     assert verifying < decoding, (verifying, decoding)
+
+
+@pytest.mark.parametrize("args, ok", [(2, True), (1, False)])
+def test_print_format_percent_inside_a_conversion_starts_the_next(args, ok):
+    """tileirdisasm counts "% %f" as two arguments: the second `%` closes the first conversion."""
+    from tilebc.text import parse_module
+    values = ", ".join(["%arg0"] * args)
+    types = ", ".join(["tile<f32>"] * args)
+    module = parse_module("entry @k(%arg0: tile<f32>) {\n  %0 = make_token : token\n"
+                          f'  %1 = print_tko "% %f", {values} token=%0 : {types} -> token\n'
+                          "  return\n}\n")
+    found = [d for d in diagnostics(module) if d.rule == "print.format"]
+    assert (found == []) == ok, found
+    if not ok:
+        assert "takes 2 arguments, got 1" in found[0].message

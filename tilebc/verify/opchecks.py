@@ -645,6 +645,12 @@ def print_format(ctx, op) -> bool:
         if end >= len(text):
             return ctx.report("print.format", op, f"unterminated format at character {position} "
                                                   f"of {text!r}")
+        if text[end] == "%" and end > position + 1:
+            # A `%` inside an open conversion ends it and starts the next one (NVIDIA counts
+            # "% %f" as two arguments).
+            expected += 1
+            position = end
+            continue
         if text[position:end + 1] != "%%":
             expected += 1
         position = end + 1

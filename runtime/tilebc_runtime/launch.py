@@ -102,20 +102,16 @@ class JitBackend:
     name = "tilebc-jit"
 
     def __init__(self):
-        import tilebc_runtime
-        self._compile = getattr(tilebc_runtime, "compile", None)
-        if self._compile is None:
-            raise LaunchError("backend 'jit' is not available in this build (tilebc_runtime.compile "
-                              "is missing); use backend='tileiras'")
+        from .compiler import compile as jit_compile
+        self._compile = jit_compile
 
     def identity(self) -> str:
         from . import __version__
         return f"tilebc-jit/{__version__}+{lowering_sources_hash()[:16]}"
 
     def ptx_isa(self, arch: str) -> str:
-        import tilebc_runtime
-        lookup = getattr(tilebc_runtime, "ptx_isa_for", None)
-        return str(lookup(arch)) if lookup else ""
+        from . import ptx_isa_for
+        return ptx_isa_for(arch)
 
     def nvjitlink(self) -> str:
         try:

@@ -102,18 +102,9 @@ def dead_ops(function: Function, forward: Dict[Value, Value]) -> Set[Op]:
         if op in live:
             continue
         live.add(op)
-        for value in _operands(op):
+        for value in op.operand_values:
             owner = forward.get(value, value).owner
             if isinstance(owner, Op) and owner not in live:
                 work.append(owner)
     return {op for op in ops if op not in live}
 
-
-def _operands(op: Op):
-    for group in op.operands.values():
-        if group is None:
-            continue
-        if isinstance(group, tuple):
-            yield from group
-        else:
-            yield group

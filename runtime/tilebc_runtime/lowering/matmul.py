@@ -189,9 +189,14 @@ def _mma_sync(lw, op):
     lhs, rhs = _to_f16(lw, lhs), _to_f16(lw, rhs)
     kind = lhs.element.name
     f32 = ELEMENT_TYPES["f32"]
-    product_type = TileType(result_type.shape, f32)  # blocks of A*B go through smem as f32
+    # blocks of A*B go through smem as f32, a chunk of block rows at a time when the whole
+    # product would not fit beside the operands (see _product_chunk_rows)
+    blocks_n, per_batch = n // 8, (m // 16) * (n // 8)
+    row_blocks = batches * (m // 16)
+    staged = lw.smem_size_of(lhs.type) + lw.smem_size_of(rhs.type)
+    chunk_rows = _product_chunk_rows(row_blocks, n, lw.T, staged)
     offsets = lw.reserve_smem([lw.smem_size_of(lhs.type), lw.smem_size_of(rhs.type),
-                               lw.smem_size_of(product_type)])
+                               chunk_rows * 16 * n * 4])
     lw.smem_write(lhs, offsets[0])
     lw.smem_write(rhs, offsets[1])
     lw.barrier()
@@ -214,16 +219,71 @@ def _mma_sync(lw, op):
         b_lane = u32("add.u32", b_lane, lw.smem_base())
         d_lane = u32("mad.lo.u32", g, 4 * n, u32("shl.b32", t, 3))  # D[g][2t]
         d_lane = u32("add.u32", d_lane, lw.smem_base())
-    # blocks are numbered batch-major, then by block row, then block column
-    blocks_n, per_batch = n // 8, (m // 16) * (n // 8)
-    blocks = batches * per_batch
+    # blocks are numbered batch-major, then by block row, then block column; a chunk is
+    # `chunk_rows` consecutive block rows (all their columns), a contiguous range of the product
+    count = result_type.num_elements
+    chunk_blocks = chunk_rows * blocks_n
+    chunk_slots = lw.slots(count) if chunk_rows == row_blocks else chunk_rows * 16 * n // lw.T
+    regs = []
+    for chunk in range(row_blocks // chunk_rows):
+        _mma_blocks(lw, op, kind, offsets, k_dim, n, per_batch, blocks_n, batches,
+                    chunk * chunk_blocks, (chunk + 1) * chunk_blocks, chunk * chunk_rows,
+                    a_lane, b_lane, d_lane)
+        lw.barrier()
+        for k in range(chunk * chunk_slots, min((chunk + 1) * chunk_slots, lw.slots(count))):
+            # the product buffer is row-major like the result, so slot k's element is its own
+            # (a chunk holds a whole number of thread rounds: its slots are the same everywhere)
+            local = k - chunk * chunk_slots
+            product = lw.smem_read_slot(offsets[2], count if chunk_rows == row_blocks else
+                                        chunk_rows * 16 * n, local, f32)
+            total = w.reg("f32")
+            start = dtypes.to_f32(w, acc.slot(k), acc.element)
+            w(f"add.rn.f32 {total}, {product}, {start}")
+            regs.append(dtypes.from_f32(w, total, result_type.element))
+        lw.barrier()
+    lw.set(op.results[0], Tile(result_type, regs))
+
+
+# static shared memory a CTA gets without opting in to more (the JIT declares it statically)
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
+def _product_chunk_rows(row_blocks: int, n: int, threads: int, staged: int) -> int:
+    """How many 16-row block rows of the f32 product go through shared memory at once: all of
+    them when they fit beside the `staged` operand bytes in static shared memory, else the
+    largest divisor of `row_blocks` that fits and holds a whole number of thread rounds (so
+    every thread reads the same slots from each chunk); all of them when none qualifies."""
+    row_bytes = 16 * n * 4
+    if staged + row_blocks * row_bytes <= STATIC_SHARED_LIMIT:
+        return row_blocks
+    for rows in range(row_blocks - 1, 0, -1):
+        if (row_blocks % rows == 0 and (rows * 16 * n) % threads == 0
+                and staged + rows * row_bytes <= STATIC_SHARED_LIMIT):
+            return rows
+    return row_blocks
+
+
+def _mma_blocks(lw, op, kind, offsets, k_dim, n, per_batch, blocks_n, batches, first_block,
+                end_block, first_row_block, a_lane, b_lane, d_lane):
+    """mma.sync blocks first_block .. end_block-1 into the product buffer, whose row 0 is the
+    product's block row `first_row_block`."""
+    w = lw.w
+
+    def u32(text_op, *args):
+        out = w.reg("b32")
+        w(f"{text_op} {out}, {', '.join(str(a) for a in args)}")
+        return out
+
+    m = per_batch // blocks_n * 16
     # warp w computes blocks w, w + warps, ...: a warp-uniform loop (other warps may be done)
     block = w.reg("b32")
     w(f"shr.u32 {block}, {lw.tid()}, 5")
+    if first_block:
+        w(f"add.u32 {block}, {block}, {first_block}")
     top, done = w.label("mma_block"), w.label("mma_done")
     w.place(top)
     finished = w.reg("pred")
-    w(f"setp.ge.u32 {finished}, {block}, {blocks}")
+    w(f"setp.ge.u32 {finished}, {block}, {end_block}")
     w(f"@{finished} bra {done}")
     if batches > 1:
         batch, in_batch = u32("div.u32", block, per_batch), u32("rem.u32", block, per_batch)
@@ -236,7 +296,8 @@ def _mma_sync(lw, op):
     b_ptr = u32("mad.lo.u32", col_block, 8 * 2, b_lane)
     if batch:
         b_ptr = u32("mad.lo.u32", batch, k_dim * n * 2, b_ptr)
-    d_ptr = u32("mad.lo.u32", first_row, 16 * n * 4, d_lane)
+    local_row = u32("sub.u32", first_row, first_row_block) if first_row_block else first_row
+    d_ptr = u32("mad.lo.u32", local_row, 16 * n * 4, d_lane)
     d_ptr = u32("mad.lo.u32", col_block, 8 * 4, d_ptr)
     d = [w.reg("f32") for _ in range(4)]
     for reg in d:
@@ -288,18 +349,6 @@ def _mma_sync(lw, op):
     w(f"add.u32 {block}, {block}, {lw.T // 32}")
     w(f"bra.uni {top}")
     w.place(done)
-    lw.barrier()
-    regs = []
-    count = result_type.num_elements
-    for k in range(lw.slots(count)):
-        # the product buffer is row-major like the result, so slot k's element is its own
-        product = lw.smem_read_slot(offsets[2], count, k, f32)
-        total = w.reg("f32")
-        start = dtypes.to_f32(w, acc.slot(k), acc.element)
-        w(f"add.rn.f32 {total}, {product}, {start}")
-        regs.append(dtypes.from_f32(w, total, result_type.element))
-    lw.barrier()
-    lw.set(op.results[0], Tile(result_type, regs))
 
 
 @lowers("mmaf")

@@ -277,6 +277,126 @@ def _axpby_mixed(mod):
         check(out, expected, rtol=1e-6)
 
 
+# -------------------------------------------------------------------- second batch
+
+
+@case("la_gemm_tn_f16_acc")
+def _gemm_tn_f16_acc(mod):
+    m, n, k = 32, 32, 40
+    at, b = uniform((k, m), np.float16, -0.5, 0.5), uniform((k, n), np.float16, -0.5, 0.5)
+    c = np.zeros((m, n), np.float16)
+    run(mod, entry(mod), (2, 2), at, b, c)
+    # f16 accumulator: three rounded partial sums, each within an f16 ulp of the exact value
+    check(c, f64(at).T @ f64(b), rtol=1e-2, atol=4e-3)
+
+
+@case("la_syrk_lower")
+def _syrk_lower(mod):
+    m, k = 40, 20
+    a = uniform((m, k), np.float32)
+    c = np.full((m, m), 9.0, np.float32)            # blocks above the diagonal stay untouched
+    run(mod, entry(mod), (3, 3), a, c)
+    expected = np.tril(f64(a) @ f64(a).T)
+    t = 16
+    for bm in range(3):
+        for bn in range(bm + 1, 3):
+            expected[bm * t:(bm + 1) * t, bn * t:(bn + 1) * t] = 9.0
+    check(c, expected, rtol=1e-5, atol=1e-5)
+
+
+@case("la_argmax_tuple_reduce")
+def _argmax_tuple_reduce(mod):
+    x = uniform((8, 27), np.float32)                # 27 columns: the tile is padded with -inf
+    x[0, 4] = x[0, 9] = 3.0                         # tie: the smaller column wins
+    values = np.zeros((8, 1), np.float32)
+    indices = np.zeros((8, 1), np.int32)
+    run(mod, entry(mod), (2,), x, values, indices)
+    check(values[:, 0], x.max(axis=1))
+    check(indices[:, 0], np.argmax(x, axis=1).astype(np.int32))
+
+
+@case("la_segmented_cumsum")
+def _segmented_cumsum(mod):
+    n, tile = 75, 32
+    x = uniform(n, np.float32)
+    flags = (RNG.random(n) < 0.15).astype(np.int32)
+    y = np.zeros(n, np.float32)
+    run(mod, entry(mod), (cdiv(n, tile),), x, flags, y)
+    expected = np.zeros(n)
+    for start in range(0, n, tile):                 # each tile scans on its own
+        running = 0.0
+        for j in range(start, min(start + tile, n)):
+            running = x[j] if (flags[j] or j == start) else running + x[j]
+            expected[j] = running
+    check(y, expected, rtol=1e-5, atol=1e-6)
+
+
+@case("la_trsv_lower")
+def _trsv_lower(mod):
+    systems, n, tile = 3, 6, 8                      # n < tile: the tail of the tile stays 0
+    lower = np.tril(uniform((systems, n, n), np.float32, -0.5, 0.5))
+    lower[:, np.arange(n), np.arange(n)] = uniform((systems, n), np.float32, 1.0, 2.0)
+    b = uniform((systems, n), np.float32)
+    x = np.full((systems, n), np.nan, np.float32)
+    run(mod, entry(mod), (systems,), lower, b, x)
+    expected = np.stack([np.linalg.solve(f64(lower[s]), f64(b[s])) for s in range(systems)])
+    check(x, expected, rtol=1e-5, atol=1e-5)
+
+
+@case("la_dot_amax")
+def _dot_amax(mod):
+    n = 300
+    x, y = uniform(n, np.float16, -2, 2), uniform(n, np.float16)
+    result = np.zeros(1, np.float32)
+    amax = np.zeros(1, np.int32)
+    run(mod, entry(mod), (cdiv(n, 64),), x, y, result, amax)
+    check(result, [f64(x) @ f64(y)], rtol=1e-5, atol=1e-5)
+    check(amax.view(np.float32), [np.abs(f64(x)).max()])
+
+
+@case("la_histogram_u8")
+def _histogram_u8(mod):
+    pixels = RNG.integers(0, 256, 1000).astype(np.uint8)
+    pixels[:20] = 255                               # high bins: unsigned extension matters
+    hist = np.zeros(256, np.int32)
+    run(mod, entry(mod), (cdiv(pixels.size, 64),), pixels, hist)
+    check(hist, np.bincount(pixels, minlength=256).astype(np.int32))
+
+
+@case("la_embedding_bag")
+def _embedding_bag(mod):
+    vocab, dim, rows, bag = 50, 16, 6, 4
+    table = uniform((vocab, dim), ml_dtypes.bfloat16)
+    ids = RNG.integers(0, vocab, (rows, bag)).astype(np.int64)
+    ids[1, 2:] = -1                                 # padding slots
+    ids[4, 0] = vocab - 1
+    weights = uniform((rows, bag), np.float32)
+    out = np.zeros((rows, dim), np.float32)
+    run(mod, entry(mod), (rows,), table, ids, weights, out)
+    rows_f = np.where(ids[..., None] >= 0, f64(table)[np.maximum(ids, 0)], 0.0)
+    check(out, (rows_f * f64(weights)[..., None]).sum(axis=1), rtol=1e-5, atol=1e-6)
+
+
+@case("la_newton_rsqrt")
+def _newton_rsqrt(mod):
+    n = 70
+    x = uniform(n, np.float32, 0.0, 1.5)            # 1 + x in [1, 2.5]: converges from 0.5
+    y = np.zeros(n, np.float32)
+    run(mod, entry(mod), (cdiv(n, 32),), x, y)
+    check(y, 1 / np.sqrt(1.0 + f64(x)), rtol=1e-6)
+
+
+@case("la_gemm_large_tile")
+def _gemm_large_tile(mod):
+    m, n, k = 64, 128, 100                          # one output tile, ragged K over two K tiles
+    a, b = uniform((m, k), np.float16), uniform((k, n), np.float16)
+    bias = uniform(n, np.float16, -0.5, 0.5)
+    c = np.zeros((m, n), np.float16)
+    run(mod, entry(mod), (1,), a, b, bias, c)
+    expected = np.maximum(f64(a) @ f64(b) + f64(bias)[None, :], 0.0)
+    check(c, expected, rtol=1e-2, atol=1e-3)
+
+
 # ------------------------------------------------------------------------------- tests
 
 PARAMS = [(name, version) for name in sorted(CASES) for version in versions(name)]

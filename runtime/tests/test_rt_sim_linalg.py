@@ -12,6 +12,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 import test_interp_linalg as reference  # noqa: E402
 
 from tilebc_runtime import sim  # noqa: E402
+from tilebc_runtime.compiler import compile  # noqa: E402
+from tilebc_runtime.lowering.lowerer import LoweringError  # noqa: E402
+
+# Kernels whose tiles need more shared memory than the JIT can declare (48 KiB static): the JIT
+# refuses them with a LoweringError naming the op (name -> op); tileiras compiles them.
+TOO_MUCH_SHARED = {"la_histogram_u8": "reduce"}
 
 CASES = sorted(reference.CASES)
 
@@ -28,4 +34,21 @@ PARAMS = [(name, version) for name in CASES for version in _versions(name)]
 @pytest.mark.parametrize("name,version", PARAMS, ids=[f"{n}-{v}" for n, v in PARAMS])
 def test_linalg_fixture_on_emulator_matches_reference(name, version, monkeypatch):
     monkeypatch.setattr(reference, "run", sim.run)
+    if name in TOO_MUCH_SHARED:
+        with pytest.raises(LoweringError, match=f"{TOO_MUCH_SHARED[name]}: .*shared memory"):
+            reference.CASES[name](reference.module(name, version))
+        return
     reference.CASES[name](reference.module(name, version))
+
+
+def test_shared_memory_overflow_names_the_op_and_offset():
+    # before: nvJitLink's "uses too much shared data (0x10400 bytes, 0xc000 max)", no op named
+    path = ROOT / "fixtures" / "bytecode" / "la_histogram_u8" / "la_histogram_u8-13.5.tilebc"
+    with pytest.raises(LoweringError) as info:
+        compile(path, arch="sm_90", emit="ptx")
+    error = info.value
+    assert error.offset is not None and str(path) in str(error)
+    op = next(op for f in reference.module("la_histogram_u8", "13.5").functions
+              for op in f.walk() if op.offset == error.offset)
+    assert op.name == "reduce"
+    assert "66560 bytes" in str(error) and "49152" in str(error)

@@ -20,7 +20,7 @@ from tilebc.ir.types import PointerType, TileType
 
 from . import targets
 from .lowering import dtypes
-from .lowering.lowerer import Lowerer, Tile
+from .lowering.lowerer import STATIC_SHARED_LIMIT, Lowerer, Tile
 from .lowering.registry import load_all
 
 DEFAULT_THREADS = 128
@@ -197,6 +197,12 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
                 w(f"ld.param.{PARAM_LOAD[name]} {reg}, [{param}]")
             lw.set(arg, Tile(arg.type, [reg]))
     lw.lower_block(function.body)
+    if lw.smem_size > STATIC_SHARED_LIMIT:
+        # nvJitLink would only say "uses too much shared data"; name the op whose tiles need it
+        raise lw.error(lw.smem_peak_op,
+                       f"its tiles need {lw.smem_size} bytes of shared memory to exchange, over "
+                       f"the {STATIC_SHARED_LIMIT} bytes of static shared memory the JIT can "
+                       f"declare (smaller tiles fit)")
     lines: List[str] = []
     origin: List[Optional[Op]] = []
 

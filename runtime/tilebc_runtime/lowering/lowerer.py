@@ -26,6 +26,11 @@ from . import dtypes
 from .ptx import PtxWriter
 
 
+# static shared memory a CTA gets without opting in to more: the JIT declares all of its shared
+# memory statically, so every exchange buffer of a kernel must fit here
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
 class LoweringError(TilebcError):
     """A Tile IR construct the JIT cannot lower (names the op and where it came from)."""
 
@@ -112,6 +117,7 @@ class Lowerer:
         self.values: Dict[Value, object] = {}
         self.frames: List[Frame] = []
         self.smem_size = 0
+        self.smem_peak_op: Optional[Op] = None  # the op whose exchange set smem_size
         self.strings: List[bytes] = []  # .global byte strings (print formats, assert messages)
         self.const_arrays: List[tuple] = []  # (name, ptx type, values) for non-splat constants
         self.uses_vprintf = False
@@ -387,7 +393,8 @@ class Lowerer:
         for size in sizes:
             offsets.append(top)
             top += -(-size // 16) * 16
-        self.smem_size = max(self.smem_size, top)
+        if top > self.smem_size:
+            self.smem_size, self.smem_peak_op = top, self.w.current_op
         return offsets
 
     def smem_size_of(self, tile_type: TileType) -> int:

@@ -13,7 +13,7 @@ from tilebc.ir.types import ELEMENT_TYPES, TileType
 from tilebc.ops.enums import Signedness
 
 from . import dtypes, softfloat
-from .lowerer import Tile
+from .lowerer import STATIC_SHARED_LIMIT, Tile
 from .registry import lowers
 
 
@@ -242,10 +242,6 @@ def _mma_sync(lw, op):
             regs.append(dtypes.from_f32(w, total, result_type.element))
         lw.barrier()
     lw.set(op.results[0], Tile(result_type, regs))
-
-
-# static shared memory a CTA gets without opting in to more (the JIT declares it statically)
-STATIC_SHARED_LIMIT = 48 * 1024
 
 
 def _product_chunk_rows(row_blocks: int, n: int, threads: int, staged: int) -> int:

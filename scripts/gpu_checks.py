@@ -148,11 +148,34 @@ def fixture_cases():
     return test_interp_fixtures
 
 
+# Kernel families whose cases live in their own tests/test_interp_<family>.py (same interface:
+# CASES, run, check, RNG, module, versions)
+FAMILY_CASE_MODULES = ("test_interp_linalg",)
+
+
+def case_module(name: str):
+    """The test module whose CASES hold fixture `name`'s case."""
+    import importlib
+    for family in FAMILY_CASE_MODULES:
+        cases = importlib.import_module(family)
+        if name in cases.CASES:
+            return cases
+    return fixture_cases()
+
+
+def all_case_names() -> List[str]:
+    import importlib
+    names = set(fixture_cases().CASES)
+    for family in FAMILY_CASE_MODULES:
+        names |= set(importlib.import_module(family).CASES)
+    return sorted(names)
+
+
 def fixture_jobs(versions: str = "latest", only: Optional[Sequence[str]] = None) -> List[Tuple[str, str]]:
     """(fixture, bytecode version) pairs: the newest version of each, every version, or one."""
     cases = fixture_cases()
     jobs = []
-    for name in sorted(cases.CASES):
+    for name in all_case_names():
         if only and name not in only:
             continue
         available = sorted(cases.versions(name), key=lambda v: tuple(map(int, v.split("."))))
@@ -255,7 +278,7 @@ def _device_pass(cases, name: str, module, seed: int, launcher: Launcher,
 def run_fixture_case(name: str, version: str, launchers: Mapping[str, Launcher],
                      seed: int = FIXTURE_SEED) -> FixtureResult:
     """Run fixture case `name` on the interpreter, then through each launcher, comparing."""
-    cases = fixture_cases()
+    cases = case_module(name)
     module = cases.module(name, version)
     interp_log, failure = _interp_pass(cases, name, module, seed)
     if failure is not None:

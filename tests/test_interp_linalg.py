@@ -94,7 +94,8 @@ def _gemm_int8_requant(mod):
 def _gemm_fp8_scaled(mod):
     m, n, k = 32, 32, 80
     e4m3 = ml_dtypes.float8_e4m3fn
-    a, b = uniform((m, k), np.float32, -2, 2).astype(e4m3), uniform((k, n), np.float32, -2, 2).astype(e4m3)
+    a = uniform((m, k), np.float32, -2, 2).astype(e4m3)
+    b = uniform((k, n), np.float32, -2, 2).astype(e4m3)
     c = np.zeros((m, n), ml_dtypes.bfloat16)
     run(mod, entry(mod), (2, 2), a, b, c, np.float32(0.25), np.float32(3.0))
     check(c, (f64(a) @ f64(b)) * 0.75, rtol=8e-3, atol=1e-6)

@@ -52,3 +52,14 @@ def test_shared_memory_overflow_names_the_op_and_offset():
               for op in f.walk() if op.offset == error.offset)
     assert op.name == "reduce"
     assert "66560 bytes" in str(error) and "49152" in str(error)
+
+
+def test_compile_error_names_the_file(tmp_path):
+    # before: "<bytes>: offset 0xbc: ..." (the JIT backend compiles the module's bytes), which is
+    # also what `tilebc compile FILE` printed
+    from tilebc_runtime import launch
+    from tilebc_runtime.cache import CubinCache
+    path = ROOT / "fixtures" / "bytecode" / "la_histogram_u8" / "la_histogram_u8-13.5.tilebc"
+    loaded = launch.load(path, cache=CubinCache(tmp_path))
+    with pytest.raises(LoweringError, match=f"^{path}: offset 0x[0-9a-f]+: reduce: "):
+        loaded[next(iter(loaded.entries))].compile("sm_90")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import tilebc
+from tilebc.errors import TilebcError
 
 from . import args as argmod
 from . import driver
@@ -337,7 +338,13 @@ class Kernel:
         """The cubin for `arch` (e.g. "sm_90"), through the cache; needs no GPU."""
         backend, cache = self.module.backend, self.module.cache
         cache.record_toolchain(backend.name, backend.toolchain_record())
-        entry = cache.get_or_compile(self.key_fields(arch), backend.compile)
+        try:
+            entry = cache.get_or_compile(self.key_fields(arch), backend.compile)
+        except TilebcError as error:
+            # the backend compiles the module's bytes: name the file they came from
+            if error.file is None and self.module.name not in ("<bytes>", "<module>"):
+                error.file = self.module.name
+            raise
         if not entry.threads:
             raise LaunchError(f"{self.entry}: the compiled cubin does not state its block size")
         return entry

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from ..ir.attrs import DenseElementsAttr
+from ..ir.attrs import DenseElementsAttr, DictionaryAttr
 from ..ir.module import Block, Function, Module, Op, Value
 from ..ir.types import ElementType, PointerType, TileType, Type, scalar
 from ..ops.spec import Arity, AttrKind, OpSpec
@@ -160,10 +160,38 @@ class Verifier:
             else:
                 self.type_ok(function, param, f"parameter {index}")
         check_hints(ctx, function, "entry", function.optimization_hints, self.version)
+        if function.arg_attrs is not None:
+            self.arg_attrs(function)
         self.entry_subprogram = self.debug.entry(function)
         self.visible = set()
         self.parents = []
         self.block(function.body, None)
+
+    def arg_attrs(self, function: Function) -> None:
+        """13.5 entries carry one attribute dictionary per parameter, as MLIR's function interface
+        checks them (NVIDIA's tileirdisasm and tileiras 13.5, probed): dictionaries only; names
+        dialect-qualified; one per parameter unless all are empty (then MLIR drops the array)."""
+        ctx = self.ctx
+        elements = getattr(function.arg_attrs, "elements", None)
+        if elements is None:
+            ctx.report("entry.arg_attrs", function, f"argument attributes must be an array of "
+                       f"dictionaries, got {type(function.arg_attrs).__name__}")
+            return
+        for index, entry in enumerate(elements):
+            if not isinstance(entry, DictionaryAttr):
+                ctx.report("entry.arg_attrs", function, f"argument attributes must be an array "
+                           f"of dictionaries; entry {index} is a {type(entry).__name__}")
+                return
+            for name, _ in entry.entries:
+                if "." not in name:
+                    ctx.report("entry.arg_attrs", function, f"argument attribute {name!r} is not "
+                               f"dialect-qualified; parameters take only dialect attributes "
+                               f"(dialect.name)")
+                    return
+        count = len(function.type.inputs)
+        if any(entry.entries for entry in elements) and len(elements) != count:
+            ctx.report("entry.arg_attrs", function, f"expected {count} argument attribute "
+                       f"dictionaries, one per parameter, got {len(elements)}")
 
     # ---- blocks and ops ------------------------------------------------------------------------
 

@@ -752,6 +752,30 @@ def _entry_other_subprogram():
     return module
 
 
+def _subprogram_flags(flags, version=V(13, 5)):
+    """The kernel's subprogram with `flags`, the module at `version`."""
+    def make():
+        module, _, sub, _ = _debug_fixture()
+        module.version = version
+        return _rescoped(module, sub, dataclasses.replace(sub, flags=flags))
+    return make
+
+
+def _big_line(where):
+    """A line number beyond 32 bits in an op's location, a lexical block or a subprogram."""
+    def make():
+        module, function, sub, _ = _debug_fixture()
+        op = function.body.ops[1]
+        if where == "loc":
+            op.loc = dataclasses.replace(op.loc, line=1 << 32 | 7)
+        elif where == "lexical block":
+            op.loc = dataclasses.replace(op.loc, scope=DILexicalBlock(sub, sub.file, 1 << 32, 1))
+        else:
+            _rescoped(module, sub, dataclasses.replace(sub, scope_line=1 << 32 | 76))
+        return module
+    return make
+
+
 # ---- optimization hints -------------------------------------------------------------------------
 
 def _hints(arch="sm_100", **values) -> OptimizationHintsAttr:
@@ -808,6 +832,21 @@ CASES += [
          "A1f32_1l0_A1b8_1l0_A1i32_1l0_I64', casts.py:76), not in the entry's subprogram "
          "'bool_ops' (linkage name 'bool_ops_Kt1_A1f32_1l0_A1f32_1l0_A1b8_1l0_A1i32_1l0_I64', "
          "casts.py:3)"),
+    # NVIDIA's reader: "unrecognized flag bits (0x2) when parsing DISubprogramAttr"
+    Case("subprogram flag bit 1", _subprogram_flags(2), "debug.subprogram_flags", "entry @k",
+         "subprogram 'bool_ops' (linkage name 'bool_ops_Kt1_A1f32_1l0_A1f32_1l0_A1b8_1l0_A1i32_"
+         "1l0_I64', casts.py:76) has unknown flag bits 0x2", reload=False),  # our reader refuses it too
+    Case("subprogram flags before 13.5", _subprogram_flags(1, V(13, 4)), "debug.subprogram_flags",
+         "entry @k", "subprogram 'bool_ops' (linkage name 'bool_ops_Kt1_A1f32_1l0_A1f32_1l0_A1b8_"
+         "1l0_A1i32_1l0_I64', casts.py:76) has flags (declaration), which bytecode 13.4 cannot "
+         "hold"),
+    # NVIDIA keeps the low 32 bits of these numbers (tileirdisasm -g prints line 7 for 2**32+7)
+    Case("location line beyond 32 bits", _big_line("loc"), "debug.line_range", "assume",
+         "location fixtures/kernels/casts.py:4294967303:0 has a line or column beyond 32 bits"),
+    Case("lexical block line beyond 32 bits", _big_line("lexical block"), "debug.line_range",
+         "assume", "lexical block at casts.py:4294967296:1 has a line or column beyond 32 bits"),
+    Case("subprogram scopeLine beyond 32 bits", _big_line("subprogram"), "debug.line_range",
+         "entry @k", "subprogram 'bool_ops'"),
     # optimization hints: tileiras 13.5 compiles these (and ignores the hint); warnings
     Case("hint key unknown", _entry_hints(_hints("sm_70")), "hints.key",
          prefix="unknown hint key sm_70; expected default or one of sm_80", **HINT_WARNING),

@@ -8,7 +8,13 @@ confirmed against tileiras 13.5 (tests/test_verify_oracle.py):
 * when it is a `loc`, its scope is a DISubprogram (not a lexical block) whose linkage name is the
   entry's name (the subprogram's plain `name` is free: cuTile writes the Python function name);
 * an op location's subprogram (a `loc`'s scope, through any lexical blocks; for a call site, its
-  caller's) is the entry's subprogram, and an op has none when the entry has none.
+  caller's) is the entry's subprogram, and an op has none when the entry has none;
+* a DISubprogram's flags are bit 0 (`declaration`) only, and only from 13.5 (NVIDIA's reader
+  refuses other bits).
+
+tilebc is stricter in one respect: line, column and scopeLine numbers must fit 32 bits. NVIDIA
+reads them as 32-bit unsigned numbers, silently keeping the low bits, so a larger number would
+mean a different location to NVIDIA than to us (and print differently).
 """
 from __future__ import annotations
 
@@ -16,7 +22,12 @@ from typing import Dict, Optional
 
 from ..ir.location import CallSiteLoc, DILexicalBlock, DILoc, DISubprogram
 from ..ir.module import Function
+from ..version import Version
 from .diagnostics import Collector
+
+DISUBPROGRAM_FLAGS_SINCE = Version(13, 5)
+KNOWN_SUBPROGRAM_FLAGS = 0x1  # declaration
+LINE_LIMIT = 1 << 32
 
 
 def _di_loc(loc) -> Optional[DILoc]:
@@ -42,9 +53,11 @@ class DebugInfoChecker:
     """Checks one entry at a time. Locations are shared objects (one per debug-table entry), so
     each is resolved once per verifier run."""
 
-    def __init__(self, ctx: Collector):
+    def __init__(self, ctx: Collector, version: Version):
         self.ctx = ctx
+        self.version = version
         self.resolved: Dict[int, tuple] = {}  # id(loc) -> (loc, its subprogram or None)
+        self.scope_problems: Dict[int, tuple] = {}  # id(scope) -> (scope, (rule, message) or None)
 
     def op_subprogram(self, loc) -> Optional[DISubprogram]:
         if loc is None:
@@ -56,10 +69,59 @@ class DebugInfoChecker:
             self.resolved[id(loc)] = found
         return found[1]
 
+    # ---- the numbers and flags inside locations (each location object checked once) -----------
+
+    def field_problem(self, loc) -> Optional[tuple]:
+        """(rule, message) for the first out-of-range number or bad flag in `loc`, else None."""
+        if isinstance(loc, CallSiteLoc):
+            return self.field_problem(loc.callee) or self.field_problem(loc.caller)
+        if not isinstance(loc, DILoc):
+            return None
+        if loc.line >= LINE_LIMIT or loc.column >= LINE_LIMIT:
+            return ("debug.line_range", f"location {loc.filename}:{loc.line}:{loc.column} has a "
+                    f"line or column beyond 32 bits (NVIDIA keeps only the low 32 bits)")
+        return self.scope_problem(loc.scope)
+
+    def scope_problem(self, scope) -> Optional[tuple]:
+        found = self.scope_problems.get(id(scope))
+        if found is None:
+            found = (scope, self._scope_problem(scope))
+            self.scope_problems[id(scope)] = found
+        return found[1]
+
+    def _scope_problem(self, scope) -> Optional[tuple]:
+        if isinstance(scope, DILexicalBlock):
+            if scope.line >= LINE_LIMIT or scope.column >= LINE_LIMIT:
+                return ("debug.line_range", f"lexical block at {scope.file.name}:{scope.line}:"
+                        f"{scope.column} has a line or column beyond 32 bits (NVIDIA keeps only "
+                        f"the low 32 bits)")
+            return self.scope_problem(scope.scope)
+        if not isinstance(scope, DISubprogram):
+            return None
+        if scope.line >= LINE_LIMIT or scope.scope_line >= LINE_LIMIT:
+            return ("debug.line_range", f"{_describe(scope)} has a line or scopeLine beyond 32 "
+                    f"bits (NVIDIA keeps only the low 32 bits)")
+        if scope.flags & ~KNOWN_SUBPROGRAM_FLAGS:
+            return ("debug.subprogram_flags", f"{_describe(scope)} has unknown flag bits "
+                    f"0x{scope.flags & ~KNOWN_SUBPROGRAM_FLAGS:x}; only bit 0 (declaration) exists")
+        if scope.flags and self.version < DISUBPROGRAM_FLAGS_SINCE:
+            return ("debug.subprogram_flags", f"{_describe(scope)} has flags (declaration), which "
+                    f"bytecode {self.version} cannot hold; they need {DISUBPROGRAM_FLAGS_SINCE}")
+        return None
+
+    def check_fields(self, node, loc) -> bool:
+        problem = self.field_problem(loc)
+        if problem is not None:
+            self.ctx.report(problem[0], node, problem[1])
+            return False
+        return True
+
     def entry(self, function: Function):
         """Check the entry's own location. Returns its subprogram, None when it has none (then
         its ops must have none either), or False once a problem is reported (ops go unchecked)."""
         ctx, loc = self.ctx, function.loc
+        if not self.check_fields(function, loc):
+            return False
         if isinstance(loc, CallSiteLoc):
             ctx.report("debug.entry_loc", function, "an entry's location must not be a call "
                                                     "site; expected a loc in its subprogram")
@@ -77,6 +139,9 @@ class DebugInfoChecker:
         return loc.scope
 
     def op(self, op, entry_subprogram: Optional[DISubprogram]) -> None:
+        if id(op.loc) not in self.resolved and not self.check_fields(op, op.loc):
+            self.resolved[id(op.loc)] = (op.loc, None)  # reported once per location
+            return
         sub = self.op_subprogram(op.loc)
         if sub is None or sub is entry_subprogram:
             return

@@ -95,7 +95,7 @@ class Verifier:
         self.defined = set()      # every value defined so far (single assignment)
         self.parents: List[Op] = []  # ops whose regions enclose the current point
         self.function: Optional[Function] = None
-        self.debug = DebugInfoChecker(ctx)
+        self.debug = DebugInfoChecker(ctx, self.version)
         self.entry_subprogram = None  # the current entry's DISubprogram; False: not checked
         # Fast path: ops of one kind with the same operand/result types and attributes get the
         # same verdict from the signature checks (arity, availability, result types, attributes,

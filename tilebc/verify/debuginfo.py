@@ -38,10 +38,9 @@ def _di_loc(loc) -> Optional[DILoc]:
     return loc if isinstance(loc, DILoc) else None
 
 
-def _subprogram(scope) -> Optional[DISubprogram]:
-    while isinstance(scope, DILexicalBlock):
-        scope = scope.scope
-    return scope if isinstance(scope, DISubprogram) else None
+def _line_problem(loc: DILoc) -> tuple:
+    return ("debug.line_range", f"location {loc.filename}:{loc.line}:{loc.column} has a line or "
+                                f"column beyond 32 bits (NVIDIA keeps only the low 32 bits)")
 
 
 def _describe(sub: DISubprogram) -> str:
@@ -56,20 +55,45 @@ class DebugInfoChecker:
     def __init__(self, ctx: Collector, version: Version):
         self.ctx = ctx
         self.version = version
-        self.resolved: Dict[int, tuple] = {}  # id(loc) -> (loc, its subprogram or None)
-        self.scope_problems: Dict[int, tuple] = {}  # id(scope) -> (scope, (rule, message) or None)
+        # id(loc) -> (loc, subprogram, problem); id(scope) -> (scope, subprogram, problem). The
+        # objects ride along so that their ids stay theirs while the checker lives.
+        self.resolved: Dict[int, tuple] = {}
+        self.scopes: Dict[int, tuple] = {}
 
-    def op_subprogram(self, loc) -> Optional[DISubprogram]:
-        if loc is None:
-            return None
+    def resolve(self, loc) -> tuple:
+        """(loc, its subprogram or None, (rule, message) of a bad number or flag in it or None),
+        worked out once per location object."""
         found = self.resolved.get(id(loc))
         if found is None:
-            di_loc = _di_loc(loc)
-            found = (loc, _subprogram(di_loc.scope) if di_loc is not None else None)
-            self.resolved[id(loc)] = found
-        return found[1]
+            if loc.__class__ is DILoc:  # the common case, written out
+                _, sub, problem = self.scope(loc.scope)
+                if problem is None and (loc.line >= LINE_LIMIT or loc.column >= LINE_LIMIT):
+                    problem = _line_problem(loc)
+            else:
+                di_loc = _di_loc(loc)
+                sub = self.scope(di_loc.scope)[1] if di_loc is not None else None
+                problem = self.field_problem(loc)
+            found = self.resolved[id(loc)] = (loc, sub, problem)
+        return found
 
-    # ---- the numbers and flags inside locations (each location object checked once) -----------
+    def scope(self, scope) -> tuple:
+        """(scope, its subprogram or None, problem or None) of a DISubprogram / DILexicalBlock."""
+        found = self.scopes.get(id(scope))
+        if found is None:
+            if isinstance(scope, DILexicalBlock):
+                _, sub, problem = self.scope(scope.scope)
+                if scope.line >= LINE_LIMIT or scope.column >= LINE_LIMIT:
+                    problem = ("debug.line_range", f"lexical block at {scope.file.name}:"
+                               f"{scope.line}:{scope.column} has a line or column beyond 32 "
+                               f"bits (NVIDIA keeps only the low 32 bits)")
+            elif isinstance(scope, DISubprogram):
+                sub, problem = scope, self._subprogram_problem(scope)
+            else:
+                sub = problem = None
+            found = self.scopes[id(scope)] = (scope, sub, problem)
+        return found
+
+    # ---- the numbers and flags inside locations ------------------------------------------------
 
     def field_problem(self, loc) -> Optional[tuple]:
         """(rule, message) for the first out-of-range number or bad flag in `loc`, else None."""
@@ -78,34 +102,18 @@ class DebugInfoChecker:
         if not isinstance(loc, DILoc):
             return None
         if loc.line >= LINE_LIMIT or loc.column >= LINE_LIMIT:
-            return ("debug.line_range", f"location {loc.filename}:{loc.line}:{loc.column} has a "
-                    f"line or column beyond 32 bits (NVIDIA keeps only the low 32 bits)")
-        return self.scope_problem(loc.scope)
+            return _line_problem(loc)
+        return self.scope(loc.scope)[2]
 
-    def scope_problem(self, scope) -> Optional[tuple]:
-        found = self.scope_problems.get(id(scope))
-        if found is None:
-            found = (scope, self._scope_problem(scope))
-            self.scope_problems[id(scope)] = found
-        return found[1]
-
-    def _scope_problem(self, scope) -> Optional[tuple]:
-        if isinstance(scope, DILexicalBlock):
-            if scope.line >= LINE_LIMIT or scope.column >= LINE_LIMIT:
-                return ("debug.line_range", f"lexical block at {scope.file.name}:{scope.line}:"
-                        f"{scope.column} has a line or column beyond 32 bits (NVIDIA keeps only "
-                        f"the low 32 bits)")
-            return self.scope_problem(scope.scope)
-        if not isinstance(scope, DISubprogram):
-            return None
-        if scope.line >= LINE_LIMIT or scope.scope_line >= LINE_LIMIT:
-            return ("debug.line_range", f"{_describe(scope)} has a line or scopeLine beyond 32 "
+    def _subprogram_problem(self, sub: DISubprogram) -> Optional[tuple]:
+        if sub.line >= LINE_LIMIT or sub.scope_line >= LINE_LIMIT:
+            return ("debug.line_range", f"{_describe(sub)} has a line or scopeLine beyond 32 "
                     f"bits (NVIDIA keeps only the low 32 bits)")
-        if scope.flags & ~KNOWN_SUBPROGRAM_FLAGS:
-            return ("debug.subprogram_flags", f"{_describe(scope)} has unknown flag bits "
-                    f"0x{scope.flags & ~KNOWN_SUBPROGRAM_FLAGS:x}; only bit 0 (declaration) exists")
-        if scope.flags and self.version < DISUBPROGRAM_FLAGS_SINCE:
-            return ("debug.subprogram_flags", f"{_describe(scope)} has flags (declaration), which "
+        if sub.flags & ~KNOWN_SUBPROGRAM_FLAGS:
+            return ("debug.subprogram_flags", f"{_describe(sub)} has unknown flag bits "
+                    f"0x{sub.flags & ~KNOWN_SUBPROGRAM_FLAGS:x}; only bit 0 (declaration) exists")
+        if sub.flags and self.version < DISUBPROGRAM_FLAGS_SINCE:
+            return ("debug.subprogram_flags", f"{_describe(sub)} has flags (declaration), which "
                     f"bytecode {self.version} cannot hold; they need {DISUBPROGRAM_FLAGS_SINCE}")
         return None
 
@@ -139,10 +147,12 @@ class DebugInfoChecker:
         return loc.scope
 
     def op(self, op, entry_subprogram: Optional[DISubprogram]) -> None:
-        if id(op.loc) not in self.resolved and not self.check_fields(op, op.loc):
-            self.resolved[id(op.loc)] = (op.loc, None)  # reported once per location
+        loc = op.loc
+        _, sub, problem = self.resolve(loc)
+        if problem is not None:
+            self.ctx.report(problem[0], op, problem[1])
+            self.resolved[id(loc)] = (loc, None, None)  # reported once per location
             return
-        sub = self.op_subprogram(op.loc)
         if sub is None or sub is entry_subprogram:
             return
         if entry_subprogram is None:

@@ -15,6 +15,7 @@ from .debuginfo import DebugInfoChecker
 from .diagnostics import Collector
 from .hints import HINTS_FOR, check_hints
 from .optable import OP_CONSTRAINTS
+from .signature import key_function
 from .typesys import type_problems, type_since
 
 # Which terminators may end a region of each parent ("entry" is a kernel body).
@@ -35,7 +36,7 @@ class _SpecFacts:
 
     __slots__ = ("enum_attrs", "required_attrs", "newer_attrs", "newer_operands", "fixed_results",
                  "constraints", "memoizable", "hints", "operand_names", "get_global", "regions",
-                 "in_context")
+                 "in_context", "key")
 
     def __init__(self, spec: OpSpec):
         self.enum_attrs = tuple(a for a in spec.attrs if a.kind is AttrKind.ENUM)
@@ -55,6 +56,7 @@ class _SpecFacts:
         self.get_global = spec.mnemonic == "get_global"
         self.regions = spec.regions
         self.in_context = spec.terminator or self.get_global  # checks that read enclosing ops
+        self.key = key_function(spec)  # the op's signature by identity (fast path)
 
 
 _FACTS = {spec.mnemonic: _SpecFacts(spec) for spec in OPS_BY_MNEMONIC.values()}
@@ -62,10 +64,6 @@ _FACTS = {spec.mnemonic: _SpecFacts(spec) for spec in OPS_BY_MNEMONIC.values()}
 # here is structural or unknown.
 _BODY_FACTS = {id(spec): _FACTS[spec.mnemonic] for spec in OPS_BY_MNEMONIC.values()
                if not spec.structural}
-
-
-class _Unkeyable(Exception):
-    """An op whose operands cannot be summarised by a signature key (malformed groups)."""
 
 
 def _attr_token(value):
@@ -240,43 +238,12 @@ class Verifier:
         if not (self.fast and facts.memoizable):
             self.op_in_full(op, spec, facts, None)
             return
-        # The signature key by identity (see id_key, written out here: this is the hot loop),
-        # noting on the way whether every operand is in scope.
         visible = self.visible
-        operands = op.operands
-        names = tuple(operands)
-        key = [id(spec), names]
-        append = key.append
-        in_scope = True
-        for group in operands.values():
-            cls = group.__class__
-            if cls is Value:
-                append(id(group.type))
-                if group not in visible:
-                    in_scope = False
-            elif group is None:
-                append(None)
-            elif cls is tuple:
-                ids = []
-                for value in group:
-                    if value.__class__ is not Value:
-                        self.op_in_full(op, spec, facts, None)
-                        return
-                    ids.append(id(value.type))
-                    if value not in visible:
-                        in_scope = False
-                append(tuple(ids))
-            else:
-                self.op_in_full(op, spec, facts, None)
-                return
-        attrs = op.attrs
-        append(tuple(attrs))
-        key.extend(map(id, attrs.values()))
-        append(_RESULTS)
-        results = op.results
-        for result in results:
-            append(id(result.type))
-        key = tuple(key)
+        signature = facts.key(op, visible)
+        if signature is None:  # operand groups or attributes not shaped as declared
+            self.op_in_full(op, spec, facts, None)
+            return
+        key, in_scope = signature
         clean = self._clean_by_id.get(key)
         if clean is None:
             value_key = self.value_key(op)
@@ -293,10 +260,10 @@ class Verifier:
         # (dominance, hints, debug scope, terminator targets, symbols, regions, SSA), in the
         # order op_in_full checks it.
         ctx = self.ctx
-        if not in_scope or names != facts.operand_names:
+        if not in_scope:
             self.dominance(op, facts)
         if facts.hints:
-            check_hints(ctx, op, spec.mnemonic, attrs.get("optimization_hints"), self.version)
+            check_hints(ctx, op, spec.mnemonic, op.attrs.get("optimization_hints"), self.version)
         loc, entry_subprogram = op.loc, self.entry_subprogram
         if loc is not None and entry_subprogram is not False:
             found = self.debug.resolved.get(id(loc))
@@ -310,7 +277,7 @@ class Verifier:
         if op.regions or facts.regions:
             self.regions(op, spec)
         defined = self.defined
-        for result in results:
+        for result in op.results:
             if result in defined:
                 ctx.report("ssa.redefined", op, f"value {result!r} is assigned more than once")
             defined.add(result)
@@ -328,37 +295,6 @@ class Verifier:
                     self.ctx.report("ssa.dominance", op, self.dominance_message(value))
 
     # ---- signature keys (fast path) ------------------------------------------------------------
-
-    @staticmethod
-    def id_key(op: Op) -> tuple:
-        """The op's kind, operand and result types and attributes, by object identity (cheap; the
-        objects are alive while the module is, so equal ids mean the very same objects). Group
-        and attribute names enter as tuples (equal to the spec's in the usual case)."""
-        operands = op.operands
-        key = [id(op.spec), tuple(operands)]
-        append = key.append
-        for group in operands.values():
-            cls = group.__class__
-            if cls is Value:
-                append(id(group.type))
-            elif group is None:
-                append(None)
-            elif cls is tuple:
-                ids = []
-                for value in group:
-                    if value.__class__ is not Value:
-                        raise _Unkeyable()
-                    ids.append(id(value.type))
-                append(tuple(ids))
-            else:
-                raise _Unkeyable()
-        attrs = op.attrs
-        append(tuple(attrs))
-        key.extend(map(id, attrs.values()))
-        append(_RESULTS)  # results last: their count varies
-        for result in op.results:
-            append(id(result.type))
-        return tuple(key)
 
     def value_key(self, op: Op) -> Optional[tuple]:
         """The same signature by value (types and attributes compared as values), or None when

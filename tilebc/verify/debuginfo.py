@@ -66,7 +66,8 @@ class DebugInfoChecker:
         found = self.resolved.get(id(loc))
         if found is None:
             if loc.__class__ is DILoc:  # the common case, written out
-                _, sub, problem = self.scope(loc.scope)
+                scope = loc.scope
+                _, sub, problem = self.scopes.get(id(scope)) or self.scope(scope)
                 if problem is None and (loc.line >= LINE_LIMIT or loc.column >= LINE_LIMIT):
                     problem = _line_problem(loc)
             else:
@@ -146,8 +147,9 @@ class DebugInfoChecker:
             return False
         return loc.scope
 
-    def op(self, op, entry_subprogram: Optional[DISubprogram]) -> None:
-        loc = op.loc
+    def op(self, op, entry_subprogram: Optional[DISubprogram], loc=None) -> None:
+        if loc is None:
+            loc = op.loc
         _, sub, problem = self.resolve(loc)
         if problem is not None:
             self.ctx.report(problem[0], op, problem[1])

@@ -15,7 +15,7 @@ from .debuginfo import DebugInfoChecker
 from .diagnostics import Collector
 from .hints import HINTS_FOR, check_hints
 from .optable import OP_CONSTRAINTS
-from .signature import key_function
+from .signature import check_function
 from .typesys import type_problems, type_since
 
 # Which terminators may end a region of each parent ("entry" is a kernel body).
@@ -36,7 +36,7 @@ class _SpecFacts:
 
     __slots__ = ("enum_attrs", "required_attrs", "newer_attrs", "newer_operands", "fixed_results",
                  "constraints", "memoizable", "hints", "operand_names", "get_global", "regions",
-                 "in_context", "key")
+                 "in_context", "check")
 
     def __init__(self, spec: OpSpec):
         self.enum_attrs = tuple(a for a in spec.attrs if a.kind is AttrKind.ENUM)
@@ -56,7 +56,8 @@ class _SpecFacts:
         self.get_global = spec.mnemonic == "get_global"
         self.regions = spec.regions
         self.in_context = spec.terminator or self.get_global  # checks that read enclosing ops
-        self.key = key_function(spec)  # the op's signature by identity (fast path)
+        # The fast path for this op kind (signature.py), when its verdicts may be reused.
+        self.check = check_function(spec, self, check_hints) if self.memoizable else None
 
 
 _FACTS = {spec.mnemonic: _SpecFacts(spec) for spec in OPS_BY_MNEMONIC.values()}
@@ -200,21 +201,24 @@ class Verifier:
         self.visible.add(value)
 
     def block(self, block: Block, parent: Optional[Op]) -> None:
-        added = []
         owner = parent if parent is not None else self.function
+        outer = self.visible
+        if parent is not None:
+            # A region sees what is visible where its op stands; what it defines stays inside.
+            self.visible = set(outer)
         for arg in block.args:
             self.define(owner, arg)
             self.type_ok(owner, arg.type, "block argument")
-            added.append(arg)
-        last = len(block.ops) - 1
-        for position, op in enumerate(block.ops):
-            self.op(op)
+        ops = block.ops
+        check = self.op
+        last = len(ops) - 1
+        for position, op in enumerate(ops):
+            check(op)
             if op.spec.terminator and position != last:
                 self.ctx.report("terminator.position", op, f"{op.name} must be the last op of its "
                                                            f"block")
-            added.extend(op.results)
         self.block_end(block, parent)
-        self.visible.difference_update(added)
+        self.visible = outer
 
     def block_end(self, block: Block, parent: Optional[Op]) -> None:
         where = parent.name if parent is not None else "entry"
@@ -235,53 +239,23 @@ class Verifier:
         if facts is None:
             self.ctx.report("op.unknown", op, f"{spec.mnemonic} cannot appear in a function body")
             return
-        if not (self.fast and facts.memoizable):
+        if self.fast and facts.check is not None:
+            facts.check(self, op)  # signature.py: op_in_full's checks, verdicts reused
+        else:
             self.op_in_full(op, spec, facts, None)
-            return
-        visible = self.visible
-        signature = facts.key(op, visible)
-        if signature is None:  # operand groups or attributes not shaped as declared
-            self.op_in_full(op, spec, facts, None)
-            return
-        key, in_scope = signature
-        clean = self._clean_by_id.get(key)
-        if clean is None:
-            value_key = self.value_key(op)
-            if value_key is not None:
-                clean = self._clean_by_value.get(value_key)
-            if clean is None:
-                self.op_in_full(op, spec, facts, (key, value_key))
-                return
-            self._clean_by_id[key] = clean
-        if not clean:
-            self.op_in_full(op, spec, facts, None)
-            return
-        # Signature checks known to pass: only what depends on where the op stands is left
-        # (dominance, hints, debug scope, terminator targets, symbols, regions, SSA), in the
-        # order op_in_full checks it.
-        ctx = self.ctx
-        if not in_scope:
-            self.dominance(op, facts)
-        if facts.hints:
-            check_hints(ctx, op, spec.mnemonic, op.attrs.get("optimization_hints"), self.version)
-        loc, entry_subprogram = op.loc, self.entry_subprogram
-        if loc is not None and entry_subprogram is not False:
-            found = self.debug.resolved.get(id(loc))
-            if found is None or (found[1] is not None and found[1] is not entry_subprogram):
-                self.debug.op(op, entry_subprogram)
-        if facts.in_context:
-            if spec.terminator:
-                self.terminator(op)
-            if facts.get_global:
-                self.get_global(op)
-        if op.regions or facts.regions:
-            self.regions(op, spec)
-        defined = self.defined
-        for result in op.results:
-            if result in defined:
-                ctx.report("ssa.redefined", op, f"value {result!r} is assigned more than once")
-            defined.add(result)
-            visible.add(result)
+
+    def recall(self, op: Op, key: tuple) -> Optional[bool]:
+        """The verdict for an op whose identity key is new: an earlier op's with an equal
+        signature by value, else None once the op is checked in full (its verdict recorded)."""
+        value_key = self.value_key(op)
+        if value_key is not None:
+            clean = self._clean_by_value.get(value_key)
+            if clean is not None:
+                self._clean_by_id[key] = clean
+                return clean
+        spec = op.spec
+        self.op_in_full(op, spec, _BODY_FACTS[id(spec)], (key, value_key))
+        return None
 
     def dominance(self, op: Op, facts: _SpecFacts) -> None:
         """Operands not in scope, for an op whose operand groups are well formed."""

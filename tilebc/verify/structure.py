@@ -67,6 +67,10 @@ _BODY_FACTS = {id(spec): _FACTS[spec.mnemonic] for spec in OPS_BY_MNEMONIC.value
                if not spec.structural}
 
 
+# id(spec) -> the fast path of each op kind whose verdicts may be reused.
+_FAST_CHECKS = {key: facts.check for key, facts in _BODY_FACTS.items() if facts.check is not None}
+
+
 def _attr_token(value):
     """An attribute value as it enters a value-level signature key: its class rides along, so
     values that compare equal across classes (True == 1) never share a verdict."""
@@ -210,10 +214,14 @@ class Verifier:
             self.define(owner, arg)
             self.type_ok(owner, arg.type, "block argument")
         ops = block.ops
-        check = self.op
+        fast = _FAST_CHECKS if self.fast else {}
         last = len(ops) - 1
         for position, op in enumerate(ops):
-            check(op)
+            check = fast.get(id(op.spec))  # the op kind's fast path (see op), called directly
+            if check is not None:
+                check(self, op)
+            else:
+                self.op(op)
             if op.spec.terminator and position != last:
                 self.ctx.report("terminator.position", op, f"{op.name} must be the last op of its "
                                                            f"block")

@@ -131,3 +131,34 @@ def test_loop_regions_are_checked_per_op():
     wrong = i64 if block.args[0].type.element != i64 else i32
     block.args[0] = Value(scalar(wrong), block, 0)
     assert "region.args" in [d.rule for d in same_report(module)]
+
+
+def test_constants_of_one_type_share_a_verdict_but_not_other_types():
+    # Dense values enter the signature by type: 8 decoded constants of two types (the reader
+    # shares type objects) need two full checks.
+    def body(b, x):
+        for n in range(4):
+            const(b, scalar(i32), n.to_bytes(4, "little"))
+            const(b, scalar(f32), n.to_bytes(4, "little"))
+    module = _reload(kernel([scalar(f32)], body))
+    verifier = Verifier(module, Collector(module.source, fail_fast=False))
+    checked = []
+    full = verifier.op_in_full
+    verifier.op_in_full = lambda op, *rest: (checked.append(op.name), full(op, *rest))
+    verifier.run()
+    assert checked.count("constant") == 2
+    assert same_report(module) == []
+
+
+def test_bool_arrays_enter_the_signature_by_value():
+    # `inbounds` tuples enter the signature by value (element classes included, as (True,) == (1,));
+    # an unhashable value is checked in full rather than crash the key, and is reported.
+    from test_verify_invalid import VIEW_ACCESSES, partition, view_kernel
+    module = _reload(view_kernel(partition, lambda b, v, _: [
+        VIEW_ACCESSES["load_view_tko"](b, v, {"inbounds": flags})
+        for flags in ((True,), (True,), (False,))]))
+    assert same_report(module) == []
+    loads = [op for op in module.walk() if op.name == "load_view_tko"]
+    loads[1].attrs["inbounds"] = (1,)
+    loads[2].attrs["inbounds"] = [False, False]  # a list: unhashable, and the wrong length
+    assert [d.rule for d in same_report(module)] == ["attr.inbounds"]

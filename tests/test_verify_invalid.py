@@ -12,12 +12,12 @@ import pytest
 
 import tilebc
 from tilebc.errors import EncodeError, VerificationError
-from tilebc.ir import (BoolAttr, BoundedAttr, DenseElementsAttr, DictionaryAttr,
+from tilebc.ir import (ArrayAttr, BoolAttr, BoundedAttr, DenseElementsAttr, DictionaryAttr,
                        OptimizationHintsAttr, DivByAttr, FunctionType,
                        GatherScatterViewType, Global, IntegerAttr, Module, PartitionViewType,
                        PointerType, Block, StridedViewType, TensorViewType, Value,
-                       bf16, f16, f32, f4E2M1FN, f8E4M3FN, f8E8M0FNU, i1, i8, i32, i64, tf32,
-                       scalar, tile, token)
+                       FloatAttr, StringAttr, bf16, f16, f32, f64, f4E2M1FN, f8E4M3FN, f8E8M0FNU,
+                       i1, i8, i32, i64, tf32, scalar, tile, token)
 from tilebc.ir.builder import make_op, new_function
 from tilebc.ir.location import CallSiteLoc, DILexicalBlock, DILoc
 from tilebc.ops import (AtomicRMWMode, IntegerOverflow, MemoryOrderingSemantics as Order,
@@ -752,6 +752,30 @@ def _entry_other_subprogram():
     return module
 
 
+def _subprogram_flags(flags, version=V(13, 5)):
+    """The kernel's subprogram with `flags`, the module at `version`."""
+    def make():
+        module, _, sub, _ = _debug_fixture()
+        module.version = version
+        return _rescoped(module, sub, dataclasses.replace(sub, flags=flags))
+    return make
+
+
+def _big_line(where):
+    """A line number beyond 32 bits in an op's location, a lexical block or a subprogram."""
+    def make():
+        module, function, sub, _ = _debug_fixture()
+        op = function.body.ops[1]
+        if where == "loc":
+            op.loc = dataclasses.replace(op.loc, line=1 << 32 | 7)
+        elif where == "lexical block":
+            op.loc = dataclasses.replace(op.loc, scope=DILexicalBlock(sub, sub.file, 1 << 32, 1))
+        else:
+            _rescoped(module, sub, dataclasses.replace(sub, scope_line=1 << 32 | 76))
+        return module
+    return make
+
+
 # ---- optimization hints -------------------------------------------------------------------------
 
 def _hints(arch="sm_100", **values) -> OptimizationHintsAttr:
@@ -808,6 +832,21 @@ CASES += [
          "A1f32_1l0_A1b8_1l0_A1i32_1l0_I64', casts.py:76), not in the entry's subprogram "
          "'bool_ops' (linkage name 'bool_ops_Kt1_A1f32_1l0_A1f32_1l0_A1b8_1l0_A1i32_1l0_I64', "
          "casts.py:3)"),
+    # NVIDIA's reader: "unrecognized flag bits (0x2) when parsing DISubprogramAttr"
+    Case("subprogram flag bit 1", _subprogram_flags(2), "debug.subprogram_flags", "entry @k",
+         "subprogram 'bool_ops' (linkage name 'bool_ops_Kt1_A1f32_1l0_A1f32_1l0_A1b8_1l0_A1i32_"
+         "1l0_I64', casts.py:76) has unknown flag bits 0x2", reload=False),  # our reader refuses it too
+    Case("subprogram flags before 13.5", _subprogram_flags(1, V(13, 4)), "debug.subprogram_flags",
+         "entry @k", "subprogram 'bool_ops' (linkage name 'bool_ops_Kt1_A1f32_1l0_A1f32_1l0_A1b8_"
+         "1l0_A1i32_1l0_I64', casts.py:76) has flags (declaration), which bytecode 13.4 cannot "
+         "hold"),
+    # NVIDIA keeps the low 32 bits of these numbers (tileirdisasm -g prints line 7 for 2**32+7)
+    Case("location line beyond 32 bits", _big_line("loc"), "debug.line_range", "assume",
+         "location fixtures/kernels/casts.py:4294967303:0 has a line or column beyond 32 bits"),
+    Case("lexical block line beyond 32 bits", _big_line("lexical block"), "debug.line_range",
+         "assume", "lexical block at casts.py:4294967296:1 has a line or column beyond 32 bits"),
+    Case("subprogram scopeLine beyond 32 bits", _big_line("subprogram"), "debug.line_range",
+         "entry @k", "subprogram 'bool_ops'"),
     # optimization hints: tileiras 13.5 compiles these (and ignores the hint); warnings
     Case("hint key unknown", _entry_hints(_hints("sm_70")), "hints.key",
          prefix="unknown hint key sm_70; expected default or one of sm_80", **HINT_WARNING),
@@ -843,6 +882,113 @@ CASES += [
          "hints for sm_100 must be a dictionary", reload=False),
 ]
 
+# ---- array attributes whose length or element types follow the op ------------------------------
+
+def _zeros(b, shape=(16,)):
+    return const(b, tile(shape, f32), bytes(4 * shape[0]))
+
+
+# Each view access with its tile, built with `inbounds` (one index: a 1-d partition view).
+VIEW_ACCESSES = {
+    "load_view_tko": lambda b, v, attrs: b.op(
+        "load_view_tko", [v, [zero_i32(b)], None], [tile((16,), f32), token], {**WEAK, **attrs}),
+    "store_view_tko": lambda b, v, attrs: b.op(
+        "store_view_tko", [_zeros(b), v, [zero_i32(b)], None], [token], {**WEAK, **attrs}),
+    "atomic_red_view_tko": lambda b, v, attrs: b.op(
+        "atomic_red_view_tko", [v, [zero_i32(b)], _zeros(b), None], [token],
+        {"memory_ordering_semantics": Order.RELAXED, "memory_scope": MemoryScope.DEVICE,
+         "mode": AtomicRMWMode.ADDF, **attrs}),
+    "multimem_load_reduce_view_tko": lambda b, v, attrs: b.op(
+        "multimem_load_reduce_view_tko", [v, [zero_i32(b)], None], [tile((16,), f32), token],
+        {**WEAK, "reduction": MultimemReductionKind.ADD, **attrs}),
+    "multimem_reduce_view_tko": lambda b, v, attrs: b.op(
+        "multimem_reduce_view_tko", [v, _zeros(b), [zero_i32(b)], None], [token],
+        {"memory_ordering_semantics": Order.RELAXED, "memory_scope": MemoryScope.DEVICE,
+         "reduction": MultimemReductionKind.ADD, **attrs}),
+    "multimem_store_view_tko": lambda b, v, attrs: b.op(
+        "multimem_store_view_tko", [v, _zeros(b), [zero_i32(b)], None], [token],
+        {**WEAK, **attrs}),
+}
+
+
+def _view_access(mnemonic, inbounds, version=V(13, 5)):
+    ptr_attr = PtrAttr.MULTICAST if mnemonic.startswith("multimem") else PtrAttr.NONE
+    return lambda: view_kernel(partition, lambda b, v, _: VIEW_ACCESSES[mnemonic](
+        b, v, {"inbounds": inbounds}), ptr_attr=ptr_attr, version=version)
+
+
+def _combiner(mnemonic, element, identities):
+    """reduce / scan of a 8-element tile of `element` with the given identities."""
+    def build(b, x):
+        source = b.op("broadcast", [b.op("reshape", [x], [tile((1,), element)])],
+                      [tile((8,), element)])
+        region, inner = b.region([scalar(element)] * 2)
+        combine = "xori" if element == i1 else "maxf"
+        inner.op("yield", [[inner.op(combine, list(inner.block.args), [scalar(element)])]])
+        result = scalar(element) if mnemonic == "reduce" else tile((8,), element)
+        attrs = {"dim": 0, "identities": identities}
+        if mnemonic == "scan":
+            attrs["reverse"] = False
+        b.op(mnemonic, [[source]], [result], attrs, regions=[region])
+    return lambda: kernel([scalar(element)], build)
+
+
+def _entry_arg_attrs(*dictionaries):
+    """A two-parameter 13.5 entry whose argument attributes are `dictionaries`."""
+    def make():
+        module = kernel([scalar(i32), scalar(f32)], lambda b, x, y: None)
+        module.functions[0].arg_attrs = ArrayAttr(tuple(
+            DictionaryAttr(tuple((name, IntegerAttr(i32, 1)) for name in names))
+            if isinstance(names, tuple) else names for names in dictionaries))
+        return module
+    return make
+
+
+CASES += [
+    # NVIDIA (tileirdisasm and tileiras, 13.4 and 13.5): "inbounds size (N) must match the number
+    # of index dimensions (1)", an empty array included
+    *[Case(f"{mnemonic} inbounds empty", _view_access(mnemonic, ()), "attr.inbounds", mnemonic,
+           "inbounds has 0 entries for 1 indices") for mnemonic in VIEW_ACCESSES],
+    *[Case(f"{mnemonic} inbounds empty 13.4", _view_access(mnemonic, (), V(13, 4)),
+           "attr.inbounds", mnemonic, "inbounds has 0 entries for 1 indices")
+      for mnemonic in ("load_view_tko", "store_view_tko")],
+    Case("store inbounds too long", _view_access("store_view_tko", (True, False)),
+         "attr.inbounds", "store_view_tko", "inbounds has 2 entries for 1 indices"),
+    Case("permutation too short", _tile_op("permute", tile((2, 4), f32), tile((4, 2), f32),
+                                           {"permutation": (0,)}),
+         "attr.permutation", "permute", "permutation [0] must be a permutation of 0..1"),
+    Case("permutation too long", _tile_op("permute", tile((2, 4), f32), tile((4, 2), f32),
+                                          {"permutation": (1, 0, 2)}),
+         "attr.permutation", "permute", "permutation [1, 0, 2] must be a permutation of 0..1"),
+    # NVIDIA: "expect identities to match the number of operands" / "expect same type for operand
+    # at index: 0 and identity at index: 0 but got: 'f32' and 'none'"
+    Case("reduce without identities", _combiner("reduce", f32, ()), "attr.identities", "reduce",
+         "expected 1 identities, got 0"),
+    Case("scan with two identities", _combiner("scan", f32, (FloatAttr(f32, 0),) * 2),
+         "attr.identities", "scan", "expected 1 identities, got 2"),
+    Case("scan identity f64 for f32", _combiner("scan", f32, (FloatAttr(f64, 0),)),
+         "attr.identities", "scan", "identity 0 is f64 but operand 0 holds f32"),
+    Case("reduce identity a string", _combiner("reduce", f32, (StringAttr("x"),)),
+         "attr.identities", "reduce", "identity 0 must be an integer, float or bool value, got "
+                                      "StringAttr"),
+    Case("scan identity a bool for f32", _combiner("scan", f32, (BoolAttr(False),)),
+         "attr.identities", "scan", "identity 0 is i1 but operand 0 holds f32"),
+    Case("reduce identity i8 for i1", _combiner("reduce", i1, (IntegerAttr(i8, 0),)),
+         "attr.identities", "reduce", "identity 0 is i8 but operand 0 holds i1"),
+    # NVIDIA: "expects argument attribute array to have the same number of elements as the number
+    # of function arguments", "Array of dictionary attributes", "arguments may only have dialect
+    # attributes"
+    Case("entry arg_attrs count", _entry_arg_attrs(("cuda_tile.x",)), "entry.arg_attrs",
+         "entry @k", "expected 2 argument attribute dictionaries, one per parameter, got 1"),
+    Case("entry arg_attrs too many", _entry_arg_attrs((), ("cuda_tile.x",), ()),
+         "entry.arg_attrs", "entry @k", "expected 2 argument attribute dictionaries"),
+    Case("entry arg_attrs not dictionaries", _entry_arg_attrs(IntegerAttr(i32, 1), ()),
+         "entry.arg_attrs", "entry @k", "argument attributes must be an array of dictionaries; "
+                                        "entry 0 is a IntegerAttr"),
+    Case("entry arg_attrs plain name", _entry_arg_attrs(("noalias",), ()), "entry.arg_attrs",
+         "entry @k", "argument attribute 'noalias' is not dialect-qualified"),
+]
+
 # IR NVIDIA accepts that looks close to the cases above: the verifier must stay quiet.
 VALID = {
     "subprogram plain name differs": _subprogram_name_differs,
@@ -856,6 +1002,13 @@ VALID = {
         ("default", DictionaryAttr((("occupancy", IntegerAttr(i32, 1)),)))))),
     "load hints in range": _load_hints(_hints("default", latency=10, allow_tma=False)),
     "sm_90 key in 13.1": _entry_hints(_hints("sm_90", num_cta_in_cga=2), V(13, 1)),
+    **{f"{mnemonic} inbounds one per index": _view_access(mnemonic, (True,))
+       for mnemonic in VIEW_ACCESSES},
+    "reduce f16 with a bf16 identity": _combiner("reduce", f16, (FloatAttr(bf16, 0),)),
+    "scan bf16 with a f16 identity": _combiner("scan", bf16, (FloatAttr(f16, 0),)),
+    "reduce i1 with a bool identity": _combiner("reduce", i1, (BoolAttr(True),)),
+    "entry arg_attrs all empty, any count": _entry_arg_attrs((),),
+    "entry arg_attrs one per parameter": _entry_arg_attrs(("cuda_tile.x",), ()),
 }
 
 

@@ -9,10 +9,22 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from ..errors import TilebcError
 from ..ir import location as L
 from .values import escape_string
 
 UNKNOWN = ("unknown",)
+# DISubprogram flag bits by their text keyword (`flags = declaration`, 13.5 on).
+SUBPROGRAM_FLAGS = {"declaration": 0x1}
+
+
+def subprogram_flags_text(flags: int) -> str:
+    words = [word for word, bit in SUBPROGRAM_FLAGS.items() if flags & bit]
+    unknown = flags & ~sum(SUBPROGRAM_FLAGS.values())
+    if unknown or not words:
+        raise TilebcError(f"DISubprogram flags 0x{flags:x} have no text form; only bit 0 "
+                          f"(declaration) exists")
+    return " | ".join(words)
 
 
 def _file_loc(loc: L.DILoc):
@@ -104,6 +116,8 @@ class LocationAliases:
                     f"compileUnit = {name(node.compile_unit)}")
             if node.scope_line:
                 text += f", scopeLine = {node.scope_line}"
+            if node.flags:
+                text += f", flags = {subprogram_flags_text(node.flags)}"
             return text + ">"
         if isinstance(node, L.DILexicalBlock):
             text = (f"#cuda_tile.di_lexical_block<scope = {name(node.scope)}, "

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from ..ir import location as L
+from .debuginfo import SUBPROGRAM_FLAGS
 from .lexer import Cursor, unescape
 
 DIALECT = "#cuda_tile."
@@ -115,6 +116,9 @@ class LocationTable:
             return unescape(token.text)
         if token.kind == "number":
             return self._int()
+        if token.kind == "ident":  # an enum keyword (`flags = declaration`)
+            c.next()
+            return ("word", token.text, token.pos)
         raise c.error(f"expected an attribute value, found '{token.text or 'end of input'}'")
 
     def _attribute(self, mnemonic: str, pos: int):
@@ -186,7 +190,7 @@ class LocationTable:
             return value
         if kind == "unknown":
             return None
-        if kind == "file":
+        if kind in ("file", "word"):
             return expr
         if kind == "callsite":
             return L.CallSiteLoc(self._call_site_part(expr[1]), self._call_site_part(expr[2]))
@@ -219,7 +223,7 @@ class LocationTable:
             value = L.DISubprogram(field("file", L.DIFile), field("line", int),
                                    field("name", str), field("linkageName", str, ""),
                                    field("compileUnit", L.DICompileUnit),
-                                   field("scopeLine", int, 0))
+                                   field("scopeLine", int, 0), self._subprogram_flags(fields, used))
         elif mnemonic == "di_lexical_block":
             value = L.DILexicalBlock(field("scope", (L.DISubprogram, L.DILexicalBlock)),
                                      field("file", L.DIFile), field("line", int),
@@ -238,6 +242,17 @@ class LocationTable:
             key = sorted(unknown)[0]
             raise self.c.error(f"#cuda_tile.{mnemonic} has no parameter '{key}'", fields[key][1])
         return value
+
+    def _subprogram_flags(self, fields, used) -> int:
+        if "flags" not in fields:
+            return 0
+        used.add("flags")
+        value_expr, pos = fields["flags"]
+        if not (isinstance(value_expr, tuple) and value_expr[0] == "word"
+                and value_expr[1] in SUBPROGRAM_FLAGS):
+            raise self.c.error(f"di_subprogram flags: expected one of "
+                               f"{', '.join(SUBPROGRAM_FLAGS)}", pos)
+        return SUBPROGRAM_FLAGS[value_expr[1]]
 
     def _typed(self, value, kind, what: str, pos: int):
         if kind is int and isinstance(value, bool):

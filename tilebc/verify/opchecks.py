@@ -5,7 +5,8 @@ verifiers); each function checks one op family and reports the first problem it 
 """
 from __future__ import annotations
 
-from ..ir.attrs import BoundedAttr, DenseElementsAttr, DivByAttr, SameElementsAttr
+from ..ir.attrs import (BoolAttr, BoundedAttr, DenseElementsAttr, DivByAttr, FloatAttr,
+                        IntegerAttr, SameElementsAttr)
 from ..ir.types import (ELEMENT_TYPES, GatherScatterViewType, PartitionViewType, PointerType,
                         StridedViewType, TensorViewType, TileType, scalar)
 from ..ops.enums import (AtomicRMWMode, MemoryOrderingSemantics as Order, MemoryScope,
@@ -13,7 +14,7 @@ from ..ops.enums import (AtomicRMWMode, MemoryOrderingSemantics as Order, Memory
                          Signedness)
 from .constraints import INT, context_dependent, element_bits, role, shape_text, value
 
-i8, i32, i64 = ELEMENT_TYPES["i8"], ELEMENT_TYPES["i32"], ELEMENT_TYPES["i64"]
+i1, i8, i32, i64 = (ELEMENT_TYPES[n] for n in ("i1", "i8", "i32", "i64"))
 f16, bf16, f32, f64 = (ELEMENT_TYPES[n] for n in ("f16", "bf16", "f32", "f64"))
 tf32 = ELEMENT_TYPES["tf32"]
 f8e4m3, f8e5m2 = ELEMENT_TYPES["f8E4M3FN"], ELEMENT_TYPES["f8E5M2"]
@@ -361,8 +362,10 @@ def _view_indices(ctx, op, view, indices) -> bool:
 
 
 def _inbounds(ctx, op, count: int) -> bool:
+    # One flag per index, even when all are false: NVIDIA refuses an empty array as well
+    # ("inbounds size (0) must match the number of index dimensions"), at 13.4 and 13.5.
     flags = op.attrs.get("inbounds")
-    if flags is not None and len(flags) not in (0, count):
+    if flags is not None and len(flags) != count:
         return ctx.report("attr.inbounds", op, f"inbounds has {len(flags)} entries for "
                                                f"{count} indices")
     return True
@@ -706,6 +709,16 @@ def loop_carried(ctx, op) -> bool:
     return _region_args(ctx, op, inits)
 
 
+def _identity_type(identity):
+    """The element type of a reduce/scan identity: typed integer and float attributes carry one,
+    a bool is i1; anything else has none (NVIDIA: "got 'none'", or it crashes on a type)."""
+    if isinstance(identity, (IntegerAttr, FloatAttr)):
+        return identity.type
+    if isinstance(identity, BoolAttr):
+        return i1
+    return None
+
+
 @context_dependent  # reads regions
 def combiner(ctx, op) -> bool:
     """reduce / scan: operand shapes, dim, identities, and the combiner region's signature."""
@@ -736,8 +749,12 @@ def combiner(ctx, op) -> bool:
         return ctx.report("attr.identities", op, f"expected {len(operands)} identities, got "
                                                  f"{len(elements)}")
     for index, (identity, v) in enumerate(zip(elements, operands)):
-        kind = getattr(identity, "type", None)
-        if kind is not None and kind != v.type.element and {kind, v.type.element} != {f16, bf16}:
+        kind = _identity_type(identity)
+        if kind is None:
+            return ctx.report("attr.identities", op, f"identity {index} must be an integer, float "
+                              f"or bool value, got {type(identity).__name__}")
+        # NVIDIA lets f16 and bf16 identities stand in for each other (tileirdisasm 13.5, probed)
+        if kind != v.type.element and {kind, v.type.element} != {f16, bf16}:
             return ctx.report("attr.identities", op, f"identity {index} is {kind} but operand "
                                                      f"{index} holds {v.type.element}")
     expected = []

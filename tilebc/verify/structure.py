@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from ..ir.attrs import DenseElementsAttr
+from ..ir.attrs import DenseElementsAttr, DictionaryAttr
 from ..ir.module import Block, Function, Module, Op, Value
 from ..ir.types import ElementType, PointerType, TileType, Type, scalar
 from ..ops.spec import Arity, AttrKind, OpSpec
@@ -15,6 +15,7 @@ from .debuginfo import DebugInfoChecker
 from .diagnostics import Collector
 from .hints import HINTS_FOR, check_hints
 from .optable import OP_CONSTRAINTS
+from .signature import check_function
 from .typesys import type_problems, type_since
 
 # Which terminators may end a region of each parent ("entry" is a kernel body).
@@ -35,7 +36,7 @@ class _SpecFacts:
 
     __slots__ = ("enum_attrs", "required_attrs", "newer_attrs", "newer_operands", "fixed_results",
                  "constraints", "memoizable", "hints", "operand_names", "get_global", "regions",
-                 "in_context")
+                 "in_context", "check")
 
     def __init__(self, spec: OpSpec):
         self.enum_attrs = tuple(a for a in spec.attrs if a.kind is AttrKind.ENUM)
@@ -55,6 +56,8 @@ class _SpecFacts:
         self.get_global = spec.mnemonic == "get_global"
         self.regions = spec.regions
         self.in_context = spec.terminator or self.get_global  # checks that read enclosing ops
+        # The fast path for this op kind (signature.py), when its verdicts may be reused.
+        self.check = check_function(spec, self, check_hints) if self.memoizable else None
 
 
 _FACTS = {spec.mnemonic: _SpecFacts(spec) for spec in OPS_BY_MNEMONIC.values()}
@@ -64,8 +67,8 @@ _BODY_FACTS = {id(spec): _FACTS[spec.mnemonic] for spec in OPS_BY_MNEMONIC.value
                if not spec.structural}
 
 
-class _Unkeyable(Exception):
-    """An op whose operands cannot be summarised by a signature key (malformed groups)."""
+# id(spec) -> the fast path of each op kind whose verdicts may be reused.
+_FAST_CHECKS = {key: facts.check for key, facts in _BODY_FACTS.items() if facts.check is not None}
 
 
 def _attr_token(value):
@@ -95,7 +98,7 @@ class Verifier:
         self.defined = set()      # every value defined so far (single assignment)
         self.parents: List[Op] = []  # ops whose regions enclose the current point
         self.function: Optional[Function] = None
-        self.debug = DebugInfoChecker(ctx)
+        self.debug = DebugInfoChecker(ctx, self.version)
         self.entry_subprogram = None  # the current entry's DISubprogram; False: not checked
         # Fast path: ops of one kind with the same operand/result types and attributes get the
         # same verdict from the signature checks (arity, availability, result types, attributes,
@@ -160,10 +163,38 @@ class Verifier:
             else:
                 self.type_ok(function, param, f"parameter {index}")
         check_hints(ctx, function, "entry", function.optimization_hints, self.version)
+        if function.arg_attrs is not None:
+            self.arg_attrs(function)
         self.entry_subprogram = self.debug.entry(function)
         self.visible = set()
         self.parents = []
         self.block(function.body, None)
+
+    def arg_attrs(self, function: Function) -> None:
+        """13.5 entries carry one attribute dictionary per parameter, as MLIR's function interface
+        checks them (NVIDIA's tileirdisasm and tileiras 13.5, probed): dictionaries only; names
+        dialect-qualified; one per parameter unless all are empty (then MLIR drops the array)."""
+        ctx = self.ctx
+        elements = getattr(function.arg_attrs, "elements", None)
+        if elements is None:
+            ctx.report("entry.arg_attrs", function, f"argument attributes must be an array of "
+                       f"dictionaries, got {type(function.arg_attrs).__name__}")
+            return
+        for index, entry in enumerate(elements):
+            if not isinstance(entry, DictionaryAttr):
+                ctx.report("entry.arg_attrs", function, f"argument attributes must be an array "
+                           f"of dictionaries; entry {index} is a {type(entry).__name__}")
+                return
+            for name, _ in entry.entries:
+                if "." not in name:
+                    ctx.report("entry.arg_attrs", function, f"argument attribute {name!r} is not "
+                               f"dialect-qualified; parameters take only dialect attributes "
+                               f"(dialect.name)")
+                    return
+        count = len(function.type.inputs)
+        if any(entry.entries for entry in elements) and len(elements) != count:
+            ctx.report("entry.arg_attrs", function, f"expected {count} argument attribute "
+                       f"dictionaries, one per parameter, got {len(elements)}")
 
     # ---- blocks and ops ------------------------------------------------------------------------
 
@@ -174,21 +205,28 @@ class Verifier:
         self.visible.add(value)
 
     def block(self, block: Block, parent: Optional[Op]) -> None:
-        added = []
         owner = parent if parent is not None else self.function
+        outer = self.visible
+        if parent is not None:
+            # A region sees what is visible where its op stands; what it defines stays inside.
+            self.visible = set(outer)
         for arg in block.args:
             self.define(owner, arg)
             self.type_ok(owner, arg.type, "block argument")
-            added.append(arg)
-        last = len(block.ops) - 1
-        for position, op in enumerate(block.ops):
-            self.op(op)
+        ops = block.ops
+        fast = _FAST_CHECKS if self.fast else {}
+        last = len(ops) - 1
+        for position, op in enumerate(ops):
+            check = fast.get(id(op.spec))  # the op kind's fast path (see op), called directly
+            if check is not None:
+                check(self, op)
+            else:
+                self.op(op)
             if op.spec.terminator and position != last:
                 self.ctx.report("terminator.position", op, f"{op.name} must be the last op of its "
                                                            f"block")
-            added.extend(op.results)
         self.block_end(block, parent)
-        self.visible.difference_update(added)
+        self.visible = outer
 
     def block_end(self, block: Block, parent: Optional[Op]) -> None:
         where = parent.name if parent is not None else "entry"
@@ -209,84 +247,23 @@ class Verifier:
         if facts is None:
             self.ctx.report("op.unknown", op, f"{spec.mnemonic} cannot appear in a function body")
             return
-        if not (self.fast and facts.memoizable):
+        if self.fast and facts.check is not None:
+            facts.check(self, op)  # signature.py: op_in_full's checks, verdicts reused
+        else:
             self.op_in_full(op, spec, facts, None)
-            return
-        # The signature key by identity (see id_key, written out here: this is the hot loop),
-        # noting on the way whether every operand is in scope.
-        visible = self.visible
-        operands = op.operands
-        names = tuple(operands)
-        key = [id(spec), names]
-        append = key.append
-        in_scope = True
-        for group in operands.values():
-            cls = group.__class__
-            if cls is Value:
-                append(id(group.type))
-                if group not in visible:
-                    in_scope = False
-            elif group is None:
-                append(None)
-            elif cls is tuple:
-                ids = []
-                for value in group:
-                    if value.__class__ is not Value:
-                        self.op_in_full(op, spec, facts, None)
-                        return
-                    ids.append(id(value.type))
-                    if value not in visible:
-                        in_scope = False
-                append(tuple(ids))
-            else:
-                self.op_in_full(op, spec, facts, None)
-                return
-        attrs = op.attrs
-        append(tuple(attrs))
-        key.extend(map(id, attrs.values()))
-        append(_RESULTS)
-        results = op.results
-        for result in results:
-            append(id(result.type))
-        key = tuple(key)
-        clean = self._clean_by_id.get(key)
-        if clean is None:
-            value_key = self.value_key(op)
-            if value_key is not None:
-                clean = self._clean_by_value.get(value_key)
-            if clean is None:
-                self.op_in_full(op, spec, facts, (key, value_key))
-                return
-            self._clean_by_id[key] = clean
-        if not clean:
-            self.op_in_full(op, spec, facts, None)
-            return
-        # Signature checks known to pass: only what depends on where the op stands is left
-        # (dominance, hints, debug scope, terminator targets, symbols, regions, SSA), in the
-        # order op_in_full checks it.
-        ctx = self.ctx
-        if not in_scope or names != facts.operand_names:
-            self.dominance(op, facts)
-        if facts.hints:
-            check_hints(ctx, op, spec.mnemonic, attrs.get("optimization_hints"), self.version)
-        loc, entry_subprogram = op.loc, self.entry_subprogram
-        if loc is not None and entry_subprogram is not False:
-            found = self.debug.resolved.get(id(loc))
-            if found is None or (found[1] is not None and found[1] is not entry_subprogram):
-                self.debug.op(op, entry_subprogram)
-        if facts.in_context:
-            if spec.terminator:
-                self.terminator(op)
-            if facts.get_global:
-                self.get_global(op)
-        if op.regions or facts.regions:
-            self.regions(op, spec)
-        defined = self.defined
-        for result in results:
-            if result in defined:
-                ctx.report("ssa.redefined", op, f"value {result!r} is assigned more than once")
-            defined.add(result)
-            visible.add(result)
+
+    def recall(self, op: Op, key: tuple) -> Optional[bool]:
+        """The verdict for an op whose identity key is new: an earlier op's with an equal
+        signature by value, else None once the op is checked in full (its verdict recorded)."""
+        value_key = self.value_key(op)
+        if value_key is not None:
+            clean = self._clean_by_value.get(value_key)
+            if clean is not None:
+                self._clean_by_id[key] = clean
+                return clean
+        spec = op.spec
+        self.op_in_full(op, spec, _BODY_FACTS[id(spec)], (key, value_key))
+        return None
 
     def dominance(self, op: Op, facts: _SpecFacts) -> None:
         """Operands not in scope, for an op whose operand groups are well formed."""
@@ -300,37 +277,6 @@ class Verifier:
                     self.ctx.report("ssa.dominance", op, self.dominance_message(value))
 
     # ---- signature keys (fast path) ------------------------------------------------------------
-
-    @staticmethod
-    def id_key(op: Op) -> tuple:
-        """The op's kind, operand and result types and attributes, by object identity (cheap; the
-        objects are alive while the module is, so equal ids mean the very same objects). Group
-        and attribute names enter as tuples (equal to the spec's in the usual case)."""
-        operands = op.operands
-        key = [id(op.spec), tuple(operands)]
-        append = key.append
-        for group in operands.values():
-            cls = group.__class__
-            if cls is Value:
-                append(id(group.type))
-            elif group is None:
-                append(None)
-            elif cls is tuple:
-                ids = []
-                for value in group:
-                    if value.__class__ is not Value:
-                        raise _Unkeyable()
-                    ids.append(id(value.type))
-                append(tuple(ids))
-            else:
-                raise _Unkeyable()
-        attrs = op.attrs
-        append(tuple(attrs))
-        key.extend(map(id, attrs.values()))
-        append(_RESULTS)  # results last: their count varies
-        for result in op.results:
-            append(id(result.type))
-        return tuple(key)
 
     def value_key(self, op: Op) -> Optional[tuple]:
         """The same signature by value (types and attributes compared as values), or None when

@@ -317,6 +317,7 @@ class _Parser:
         c.expect("(", "to open the argument list")
         block = Block()
         scope: Dict[str, Value] = {}
+        arg_attrs: List[A.DictionaryAttr] = []
         while not c.at(")"):
             if block.args:
                 c.expect(",")
@@ -325,6 +326,8 @@ class _Parser:
             arg = Value(self.types.type(), block, len(block.args))
             self._define(scope, token, arg)
             block.args.append(arg)
+            arg_attrs.append(A.DictionaryAttr(self._dictionary()) if c.at("{")
+                             else A.DictionaryAttr(()))
             self._loc()
         c.expect(")")
         results = []
@@ -347,6 +350,8 @@ class _Parser:
         self.scopes = []
         function = Function(name, T.FunctionType(tuple(a.type for a in block.args), tuple(results)),
                             block, hints)
+        if any(d.entries for d in arg_attrs):
+            function.arg_attrs = A.ArrayAttr(tuple(arg_attrs))
         function.text_pos = c.line_col(start.pos)
         expr = self._loc(function)
         if expr is not None and id(block.ops[-1]) in self._implicit:

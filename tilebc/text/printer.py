@@ -11,6 +11,7 @@ from typing import Dict, List, Optional
 
 from ..errors import TilebcError
 from ..ir.module import Block, Function, Global, Module, Op, Region
+from ..ir import attrs as A
 from ..ops.spec import AttrKind
 from . import values as V
 from .debuginfo import LocationAliases
@@ -344,7 +345,8 @@ class _ModulePrinter:
 
     def function(self, function: Function) -> str:
         names = FunctionNames(function)
-        args = ", ".join(f"{names.ref(a)}: {a.type}" for a in function.args)
+        args = ", ".join(f"{names.ref(a)}: {a.type}{self.arg_attrs(function, i)}"
+                         for i, a in enumerate(function.args))
         text = f"entry {V.symbol(function.name)}({args})"
         results = function.type.results
         if results:
@@ -356,6 +358,15 @@ class _ModulePrinter:
         ctx = _Context(self, names, "")
         text += " " + self.block_body(function.body, ctx, implicit_terminator=None)
         return text + self.loc(function.loc)
+
+    @staticmethod
+    def arg_attrs(function: Function, index: int) -> str:
+        """` {cuda_tile.x = 1 : i32}` after a parameter's type; empty dictionaries print nothing."""
+        elements = function.arg_attrs.elements if function.arg_attrs is not None else ()
+        if index >= len(elements) or not isinstance(elements[index], A.DictionaryAttr) \
+                or not elements[index].entries:
+            return ""
+        return " " + V.dictionary(elements[index])
 
     def region(self, region: Region, ctx: _Context, implicit_terminator=None) -> str:
         if len(region.blocks) != 1:

@@ -1022,5 +1022,5 @@ def test_fixture_runs_and_matches_reference(name, version):
 
 
 def test_every_fixture_has_a_reference():
-    missing = sorted(set(MANIFEST["fixtures"]) - set(CASES))
+    missing = sorted(set(MANIFEST["fixtures"]) - set(CASES) - set(__import__("test_interp_nn").CASES))
     assert not missing, f"fixtures without an interpreter test: {missing}"

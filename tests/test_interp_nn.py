@@ -255,6 +255,109 @@ def _batch_stats(mod):
         check(tile_var, parts.var(axis=2), rtol=1e-5)
 
 
+# ------------------------------------------------------------------- more norms
+
+
+@case("nn_layer_norm_bwd")
+def _layer_norm_bwd(mod):
+    rows, cols, groups = 7, 50, 4
+    x, dy, w = randn((rows, cols), np.float16), randn((rows, cols), np.float16), \
+        randn(cols, np.float16)
+    xf, dyf, wf = f64(x), f64(dy), f64(w)
+    mean = xf.mean(axis=1).astype(np.float32)
+    rstd = (1 / np.sqrt(xf.var(axis=1) + 1e-5)).astype(np.float32)
+    dx = np.zeros_like(x)
+    dw, db = np.zeros((groups, cols), np.float32), np.zeros((groups, cols), np.float32)
+    locks = np.zeros(groups, np.int32)
+    run(mod, entry(mod), (rows,), dx, dy, dw, db, x, w, mean, rstd, locks)
+    xhat = (xf - f64(mean)[:, None]) * f64(rstd)[:, None]
+    wdy = wf * dyf
+    c1 = (xhat * wdy).mean(axis=1, keepdims=True)
+    c2 = wdy.mean(axis=1, keepdims=True)
+    check(dx, (wdy - (xhat * c1 + c2)) * f64(rstd)[:, None], rtol=1e-2, atol=1e-2)
+    group_of_row = np.arange(rows) % groups
+    ref_dw = np.stack([(dyf * xhat)[group_of_row == g].sum(axis=0) for g in range(groups)])
+    ref_db = np.stack([dyf[group_of_row == g].sum(axis=0) for g in range(groups)])
+    check(dw, ref_dw, rtol=1e-5, atol=1e-5)
+    check(db, ref_db, rtol=1e-5, atol=1e-5)
+    check(locks, np.zeros(groups, np.int32))  # every lock released
+
+
+@case("nn_rms_norm_persistent")
+def _rms_norm_persistent(mod):
+    x, w = randn((10, 64), np.float16), randn(64, np.float16)
+    y = np.zeros_like(x)
+    run(mod, entry(mod), (2,), x, y, w, np.float32(1e-6))
+    check(y, _rms_reference(x, w, 1e-6)[0], rtol=1e-2, atol=1e-2)
+
+
+@case("nn_welford")
+def _welford(mod):
+    # a large common offset is where the naive sum-of-squares formula loses everything
+    x = (100 + randn((6, 50), np.float32, 0.5)).astype(np.float16)
+    mean, var = np.zeros(6, np.float32), np.zeros(6, np.float32)
+    run(mod, entry(mod), (2,), x, mean, var)
+    check(mean, f64(x).mean(axis=1), rtol=1e-6)
+    check(var, f64(x).var(axis=1), rtol=1e-4)
+
+
+# --------------------------------------------------------------- linear layers
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+@case("nn_linear_bias_gelu")
+def _linear_bias_gelu(mod):
+    # (entry, input dtype, bias/output dtype, out_features, tile N, tolerance): the epilogue
+    # uses tanh.approx (relative error ~2^-11), the f16 output rounds further.
+    for index, dtype, out_dtype, n, tile_n, tol in ((0, np.float16, np.float16, 24, 16, 1e-2),
+                                                    (1, BF16, np.float32, 40, 32, 2e-3)):
+        a, w = randn((20, 40), dtype, 0.5), randn((n, 40), dtype, 0.5)
+        bias = randn(n, out_dtype)
+        c = np.zeros((20, n), out_dtype)
+        run(mod, entry(mod, index), (2, -(-n // tile_n)), a, w, bias, c)
+        check(c, _gelu_tanh(f64(a) @ f64(w).T + f64(bias)), rtol=tol, atol=tol)
+
+
+@case("nn_quantize_int8")
+def _quantize_int8(mod):
+    x = randn((6, 32), np.float16, 3.0)
+    x[2] = 0  # an all-zero row takes the 1e-8 floor of the scale
+    q, scale = np.zeros((6, 32), np.int8), np.zeros((6, 1), np.float32)
+    run(mod, entry(mod), (2,), x, q, scale)
+    xf = x.astype(np.float32)
+    ref_scale = np.maximum(np.abs(xf).max(axis=1, keepdims=True), np.float32(1e-8)) / \
+        np.float32(127)
+    check(scale, ref_scale)
+    ref_q = np.clip(np.floor(xf / ref_scale + np.float32(0.5)), -127, 127).astype(np.int8)
+    check(q, ref_q)
+
+
+@case("nn_int8_linear")
+def _int8_linear(mod):
+    a = RNG.integers(-127, 128, (20, 64)).astype(np.int8)
+    b = RNG.integers(-127, 128, (64, 24)).astype(np.int8)
+    sa, sb = RNG.uniform(1e-3, 1e-2, (20, 1)).astype(np.float32), \
+        RNG.uniform(1e-3, 1e-2, (1, 24)).astype(np.float32)
+    c = np.zeros((20, 24), np.float16)
+    run(mod, entry(mod), (2, 2), a, b, sa, sb, c)
+    acc = a.astype(np.int64) @ b.astype(np.int64)
+    check(c, acc * f64(sa) * f64(sb), rtol=1e-2, atol=1e-4)
+
+
+@case("nn_greedy_argmax")
+def _greedy_argmax(mod):
+    for index, dtype, shape in ((0, np.float32, (3, 100)), (1, BF16, (2, 130))):
+        logits = randn(shape, dtype)
+        logits[0, [40, 70]] = 9   # tie across tiles: the first one wins
+        logits[1, [3, 5]] = 9     # tie inside a tile
+        out = np.full(shape[0], -1, np.int32)
+        run(mod, entry(mod, index), (shape[0],), logits, out)
+        check(out, np.argmax(f64(logits), axis=1).astype(np.int32))
+
+
 PARAMS = [(name, version) for name in sorted(CASES) for version in versions(name)]
 
 

@@ -153,6 +153,50 @@ def _flash_attention(mod):
         check(out, _attention(q, k, v, float(scale), causal), rtol=tol, atol=tol)
 
 
+@case("nn_attention_gqa")
+def _attention_gqa(mod):
+    # 4 query heads on 2 K/V heads, queries at positions 8..39 of a 40-token K/V (not a multiple
+    # of the 16-token tile); Dqk = 32, Dv = 16.
+    heads, group, seq_q, seq_k, input_pos = 4, 2, 32, 40, 8
+    for index, out_dtype, causal in ((0, np.float16, True), (1, np.float32, False)):
+        q = randn((1, heads, seq_q, 32), np.float16, 0.5)
+        k = randn((1, heads // group, seq_k, 32), np.float16, 0.5)
+        v = randn((1, heads // group, seq_k, 16), np.float16)
+        out = np.zeros((1, heads, seq_q, 16), out_dtype)
+        scale = np.float32(32 ** -0.5)
+        run(mod, entry(mod, index), (seq_q // 16, heads), q, k, v, out, scale, input_pos)
+        s = np.einsum("hmd,hnd->hmn", f64(q[0]), np.repeat(f64(k[0]), group, axis=0)) * float(scale)
+        if causal:
+            allowed = (input_pos + np.arange(seq_q))[:, None] >= np.arange(seq_k)[None, :]
+            s = np.where(allowed, s, -np.inf)
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        ref = np.einsum("hmn,hnd->hmd", p / p.sum(axis=-1, keepdims=True),
+                        np.repeat(f64(v[0]), group, axis=0))
+        check(out[0], ref, rtol=1e-2, atol=1e-2)
+
+
+@case("nn_paged_decode")
+def _paged_decode(mod):
+    batch, heads, group, page, dim = 2, 4, 2, 8, 32
+    k_cache = randn((6, page, heads // group, dim), np.float16, 0.5)
+    v_cache = randn((6, page, heads // group, dim), np.float16)
+    table = np.array([[4, 1, 5], [0, 3, 2]], np.int32)
+    seq_lens = np.array([20, 13], np.int32)
+    q = randn((batch, heads, dim), np.float16)
+    out = np.zeros((batch, heads, dim), np.float16)
+    scale = np.float32(dim ** -0.5)
+    run(mod, entry(mod), (batch, heads), q, k_cache, v_cache, table, seq_lens, out, scale)
+    for b in range(batch):
+        tokens = np.arange(seq_lens[b])
+        pages, rows = table[b, tokens // page], tokens % page
+        for h in range(heads):
+            keys = f64(k_cache[pages, rows, h // group])          # (seq_len, D)
+            values = f64(v_cache[pages, rows, h // group])
+            s = keys @ f64(q[b, h]) * float(scale)
+            p = np.exp(s - s.max())
+            check(out[b, h], p @ values / p.sum(), rtol=1e-2, atol=1e-2)
+
+
 @case("nn_rope")
 def _rope(mod):
     for index, dtype, table_dtype, heads, dim, tol in ((0, np.float16, np.float32, 4, 16, 1e-2),

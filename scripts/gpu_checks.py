@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import importlib
 import io
 import json
 import os
@@ -142,40 +143,31 @@ def _short(error: BaseException) -> str:
 
 # -- fixture cases ----------------------------------------------------------------------------
 
-def fixture_cases():
-    """tests/test_interp_fixtures.py, imported (its CASES build the inputs and references)."""
-    import test_interp_fixtures
-    return test_interp_fixtures
+# Modules of tests/ whose CASES hold the fixture references (each has the same run / check / RNG /
+# module / versions names); test_interp_fixtures.py first, then one per kernel family file.
+FIXTURE_CASE_MODULES = ("test_interp_fixtures", "test_interp_nn", "test_interp_linalg")
 
 
-# Kernel families whose cases live in their own tests/test_interp_<family>.py (same interface:
-# CASES, run, check, RNG, module, versions)
-FAMILY_CASE_MODULES = ("test_interp_linalg",)
-
-
-def case_module(name: str):
-    """The test module whose CASES hold fixture `name`'s case."""
-    import importlib
-    for family in FAMILY_CASE_MODULES:
-        cases = importlib.import_module(family)
-        if name in cases.CASES:
-            return cases
-    return fixture_cases()
-
-
-def all_case_names() -> List[str]:
-    import importlib
-    names = set(fixture_cases().CASES)
-    for family in FAMILY_CASE_MODULES:
-        names |= set(importlib.import_module(family).CASES)
-    return sorted(names)
+def fixture_cases(name: Optional[str] = None):
+    """The tests/ module whose CASES build the inputs and references of fixture `name`, imported;
+    without a name, tests/test_interp_fixtures.py (it also holds MANIFEST)."""
+    modules = [importlib.import_module(m) for m in FIXTURE_CASE_MODULES]
+    if name is None:
+        return modules[0]
+    for module in modules:
+        if name in module.CASES:
+            return module
+    raise KeyError(f"no fixture case named {name!r}")
 
 
 def fixture_jobs(versions: str = "latest", only: Optional[Sequence[str]] = None) -> List[Tuple[str, str]]:
     """(fixture, bytecode version) pairs: the newest version of each, every version, or one."""
     cases = fixture_cases()
+    names = set()
+    for module_name in FIXTURE_CASE_MODULES:
+        names |= set(importlib.import_module(module_name).CASES)
     jobs = []
-    for name in all_case_names():
+    for name in sorted(names):
         if only and name not in only:
             continue
         available = sorted(cases.versions(name), key=lambda v: tuple(map(int, v.split("."))))
@@ -278,7 +270,7 @@ def _device_pass(cases, name: str, module, seed: int, launcher: Launcher,
 def run_fixture_case(name: str, version: str, launchers: Mapping[str, Launcher],
                      seed: int = FIXTURE_SEED) -> FixtureResult:
     """Run fixture case `name` on the interpreter, then through each launcher, comparing."""
-    cases = case_module(name)
+    cases = fixture_cases(name)
     module = cases.module(name, version)
     interp_log, failure = _interp_pass(cases, name, module, seed)
     if failure is not None:

@@ -183,6 +183,15 @@ def f32_const(w, value: float) -> str:
 def exp_f32(w, x: str, ftz: str = "") -> str:
     """e^x: n = rint(x·log2 e), r = x - n·ln2 (two-term), e^x = 2^n · 2^(r·log2 e)."""
     n, r, t, p1, p2, out = (w.reg("f32") for _ in range(6))
+    # Clamp to [-110, 100] first: e^x is already 0 / inf in f32 there, and the reduction below
+    # would turn ±inf into inf - inf = NaN (exp(-inf) must be 0 for masked softmax).  setp is
+    # false for NaN, so NaN passes through unclamped (min/max would replace it).
+    clamped, low, high = w.reg("f32"), w.reg("pred"), w.reg("pred")
+    w(f"setp.lt.f32 {low}, {x}, {dtypes.float_immediate(-110.0, 'f32')}")
+    w(f"selp.f32 {clamped}, {dtypes.float_immediate(-110.0, 'f32')}, {x}, {low}")
+    w(f"setp.gt.f32 {high}, {x}, {dtypes.float_immediate(100.0, 'f32')}")
+    w(f"selp.f32 {clamped}, {dtypes.float_immediate(100.0, 'f32')}, {clamped}, {high}")
+    x = clamped
     w(f"mul.rn.f32 {t}, {x}, {dtypes.float_immediate(1 / math.log(2), 'f32')}")
     w(f"cvt.rni.f32.f32 {n}, {t}")
     w(f"fma.rn.f32 {r}, {n}, {dtypes.float_immediate(-0.693145751953125, 'f32')}, {x}")
@@ -286,6 +295,18 @@ def _sinh(w, op, x):
     out = w.reg("f32")
     w(f"sub.rn.f32 {out}, {a}, {b}")
     w(f"mul.rn.f32 {out}, {out}, 0f3F000000")
+    # e^x - e^-x cancels for small |x| (sinh(1e-3) was off by ~100 ulp): below 0.5 use the
+    # Taylor series x + x^3/3! + x^5/5! + x^7/7! (next term < 1e-8 relative).
+    ax, x2, poly = w.reg("f32"), w.reg("f32"), w.reg("f32")
+    small = w.reg("pred")
+    w(f"abs.f32 {ax}, {x}")
+    w(f"mul.rn.f32 {x2}, {x}, {x}")
+    w(f"mov.f32 {poly}, {dtypes.float_immediate(1 / 5040, 'f32')}")
+    for coeff in (1 / 120, 1 / 6, 1.0):
+        w(f"fma.rn.f32 {poly}, {poly}, {x2}, {dtypes.float_immediate(coeff, 'f32')}")
+    w(f"mul.rn.f32 {poly}, {poly}, {x}")
+    w(f"setp.lt.f32 {small}, {ax}, 0f3F000000")
+    w(f"selp.f32 {out}, {poly}, {out}, {small}")
     return out
 
 

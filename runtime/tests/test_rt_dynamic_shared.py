@@ -144,3 +144,19 @@ def test_histogram_on_the_emulator_matches_the_interpreter():
     tilebc.interp.run(module, entry, (2,), pixels, interpreted)
     np.testing.assert_array_equal(emulated, np.bincount(pixels, minlength=256))
     np.testing.assert_array_equal(emulated, interpreted)
+
+
+def test_tileiras_cubins_declare_their_shared_memory_statically(big_gemm):
+    # tileiras' own cubin for the same GEMM puts >48 KiB in the static .nv.shared section (no
+    # .extern), so the tileiras backend records static bytes and asks for no dynamic ones
+    from tilebc_runtime.launch import TileirasBackend
+    if tool_path("tileiras") is None:
+        pytest.skip("tileiras not installed")
+    entry = tilebc.load(big_gemm).functions[0].name
+    cubin, facts = TileirasBackend().compile(big_gemm, entry, "sm_90", {})
+    assert facts["dynamic_shared_bytes"] == 0
+    assert facts["static_shared_bytes"] == static_section_of(cubin, entry) > 48 * 1024
+
+
+def static_section_of(cubin: bytes, entry: str) -> int:
+    return cubin_launch_facts(cubin, entry)[1]

@@ -14,10 +14,7 @@ FIXTURES = sorted((ROOT / "fixtures" / "bytecode").glob("*/*-13.5.tilebc"))
 OLDEST = sorted((ROOT / "fixtures" / "bytecode").glob("*/*-13.1.tilebc"))
 
 # Kernels the JIT cannot compile yet, with the op family that stops them (see registry.NOT_LOWERED).
-NOT_YET: dict = {
-    # a sum over a 64x256 i32 tile stages 64 KiB in shared memory, over the 48 KiB static limit
-    "la_histogram_u8": "reduce",
-}
+NOT_YET: dict = {}
 
 
 def _name(path):

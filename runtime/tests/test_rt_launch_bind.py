@@ -48,7 +48,8 @@ class FakeDriver:
         self.stream = FakeStream()
         self.handle = types.SimpleNamespace(device_id=0)
         self.launches, self.waits, self.configs = [], [], []
-        entry = types.SimpleNamespace(threads=128, dynamic_shared_bytes=0, cubin=b"\x7fELF")
+        entry = types.SimpleNamespace(threads=128, dynamic_shared_bytes=0, static_shared_bytes=0,
+                                      cubin=b"\x7fELF")
         monkeypatch.setattr(driver, "device", lambda device_id=None: self.handle)
         monkeypatch.setattr(driver, "resolve_stream", lambda stream, handle: (self.stream, 77))
         monkeypatch.setattr(driver, "arch_of", lambda handle: "sm_90")
@@ -332,3 +333,68 @@ def test_pair_with_other_bytes_is_refused():
         launch.load((module, fixture("gdc").read_bytes()))
     with pytest.raises(launch.LaunchError, match="a tuple source must be"):
         launch.load((module,))
+
+
+# -- dynamic shared memory ------------------------------------------------------------------------
+
+HISTOGRAM = (Path(__file__).resolve().parents[2] / "fixtures" / "bytecode" / "la_histogram_u8"
+             / "la_histogram_u8-13.5.tilebc")
+
+
+class FakeKernelHandle:
+    def __init__(self, name):
+        self.name, self.handle = name, f"CUkernel:{name}"
+
+
+@pytest.fixture
+def dynamic_shared_driver(monkeypatch, tmp_path):
+    """The fake driver with a real JIT compile (through a fresh cache) and a recorded
+    cuKernelSetAttribute; the device allows 227 KiB per CTA (an H100)."""
+    from cuda.bindings import driver as cuda_driver
+    fake = FakeDriver(monkeypatch)
+    monkeypatch.setattr(launch.Kernel, "compile", _REAL_COMPILE)
+    monkeypatch.setattr(driver, "load_kernel", lambda cubin, name: FakeKernelHandle(name))
+    fake.handle.properties = types.SimpleNamespace(max_shared_memory_per_block_optin=232448)
+    fake.attributes = []
+    monkeypatch.setattr(cuda_driver, "cuKernelSetAttribute", lambda attribute, value, kernel, dev:
+                        fake.attributes.append((attribute, value, kernel, int(dev)))
+                        or (cuda_driver.CUresult.CUDA_SUCCESS,))
+    from tilebc_runtime.cache import CubinCache
+    fake.module = launch.load(HISTOGRAM, cache=CubinCache(tmp_path))
+    return fake
+
+
+_REAL_COMPILE = launch.Kernel.compile
+
+
+def test_dynamic_shared_memory_reaches_launch_config_and_kernel_attribute(dynamic_shared_driver):
+    from cuda.bindings import driver as cuda_driver
+    fake = dynamic_shared_driver
+    kernel = fake.module[next(iter(fake.module.entries))]
+    pixels, hist = FakeDLPack(BASE, (64,), "uint8"), FakeDLPack(BASE + 4096, (256,), "int32")
+    for _ in range(2):
+        kernel[(1,)](pixels, hist)
+    # every launch asks for the 66560 dynamic bytes (the JIT's 64x256 i32 column-sum exchange)
+    assert fake.configs == [((1, 1, 1), kernel.compile("sm_90").threads, 66560)] * 2
+    # the kernel opted in once, when it was loaded, for the launching device
+    attribute = cuda_driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    assert fake.attributes == [(attribute, 66560, f"CUkernel:{kernel.entry}", 0)]
+    # and the cache recorded the size for later processes (and the C++ loader)
+    assert kernel.compile("sm_90").metadata["dynamic_shared_bytes"] == 66560
+
+
+def test_dynamic_shared_memory_over_the_device_limit_is_refused(dynamic_shared_driver):
+    fake = dynamic_shared_driver
+    fake.handle.properties.max_shared_memory_per_block_optin = 65536  # smaller than the kernel
+    kernel = fake.module[next(iter(fake.module.entries))]
+    with pytest.raises(driver.DriverError, match="66560 bytes of shared memory .* 65536 bytes"):
+        kernel[(1,)](FakeDLPack(BASE, (64,), "uint8"), FakeDLPack(BASE + 4096, (256,), "int32"))
+    assert fake.attributes == [] and fake.launches == []
+
+
+def test_small_dynamic_shared_memory_needs_no_attribute(monkeypatch):
+    calls = []
+    monkeypatch.setattr(driver, "call", lambda *args, **kwargs: calls.append(args))
+    driver.allow_dynamic_shared(types.SimpleNamespace(device_id=0), object(), 48 * 1024)
+    driver.allow_dynamic_shared(types.SimpleNamespace(device_id=0), object(), 0)
+    assert calls == []

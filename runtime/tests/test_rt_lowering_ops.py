@@ -55,7 +55,7 @@ def test_alloca_is_tile_block_shared_memory(arch):
 
 
 def test_alloca_without_room_is_refused():
-    with pytest.raises(LoweringError, match=r"alloca: .*exceed the 49152-byte shared memory"):
+    with pytest.raises(LoweringError, match=r"alloca: .*exceed the 49152-byte static shared memory"):
         compile(_scratch_module(1 << 20), arch="sm_90", emit="ptx")
 
 

@@ -69,7 +69,8 @@ def _jit_module(bytecode: bytes, entry: Optional[str], arch: str, options: Mappi
 
 
 def _jit_facts(result) -> Facts:
-    return {name: {"threads_per_cta": info.threads_per_cta, "dynamic_shared_bytes": 0}
+    return {name: {"threads_per_cta": info.threads_per_cta,
+                   "dynamic_shared_bytes": info.dynamic_shared_bytes}
             for name, info in result.kernels.items()}
 
 

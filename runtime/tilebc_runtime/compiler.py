@@ -48,6 +48,8 @@ class KernelInfo:
     shared_memory_bytes: int
     local_memory_bytes: int
     min_ctas_per_sm: Optional[int] = None
+    # the launch must request this much dynamic shared memory (0: everything is static)
+    dynamic_shared_bytes: int = 0
 
 
 @dataclass
@@ -73,7 +75,13 @@ class CompileResult:
 
     @property
     def shared_memory_bytes(self) -> int:
+        """Static shared memory of the (only) kernel."""
         return self._only().shared_memory_bytes
+
+    @property
+    def dynamic_shared_bytes(self) -> int:
+        """Dynamic shared memory a launch of the (only) kernel must request."""
+        return self._only().dynamic_shared_bytes
 
 
 # -- stage 1: load ---------------------------------------------------------------------------
@@ -197,12 +205,7 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
                 w(f"ld.param.{PARAM_LOAD[name]} {reg}, [{param}]")
             lw.set(arg, Tile(arg.type, [reg]))
     lw.lower_block(function.body)
-    if lw.smem_size > STATIC_SHARED_LIMIT:
-        # nvJitLink would only say "uses too much shared data"; name the op whose tiles need it
-        raise lw.error(lw.smem_peak_op,
-                       f"its tiles need {lw.smem_size} bytes of shared memory to exchange, over "
-                       f"the {STATIC_SHARED_LIMIT} bytes of static shared memory the JIT can "
-                       f"declare (smaller tiles fit)")
+    static_bytes, dynamic_bytes = shared_layout(lw, arch)
     lines: List[str] = []
     origin: List[Optional[Op]] = []
 
@@ -219,7 +222,9 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
     put("{")
     for decl in w.declarations():
         put(decl)
-    if lw.smem_size:
+    # a kernel with dynamic shared memory uses the module-scope `.extern .shared` __tilebc_smem
+    # (see lower_module); a static declaration here shadows it for this kernel
+    if lw.smem_size and not dynamic_bytes:
         put(f"\t.shared .align 16 .b8 __tilebc_smem[{lw.smem_size}];")
     for symbol, alignment, size in lw.allocas:
         put(f"\t.shared .align {alignment} .b8 {symbol}[{size}];")
@@ -232,9 +237,28 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
     put(f"{lw.exit_label}:")
     put("\tret;")
     put("}")
-    shared = lw.smem_size + sum(-(-size // 16) * 16 for _, _, size in lw.allocas)
-    info = KernelInfo(function.name, threads, shared, lw.local_bytes, occupancy)
+    info = KernelInfo(function.name, threads, static_bytes, lw.local_bytes, occupancy,
+                      dynamic_bytes)
     return lines, origin, info, lw
+
+
+def shared_layout(lw: Lowerer, arch: int) -> Tuple[int, int]:
+    """(static, dynamic) shared bytes of a lowered kernel. Allocas are always static; the
+    exchange area joins them while the sum fits the 48 KiB a CTA gets without opting in (no
+    launch attribute needed), else it becomes dynamic shared memory, which the launcher opts in
+    to up to the architecture's per-CTA maximum."""
+    allocas = sum(-(-size // 16) * 16 for _, _, size in lw.allocas)
+    if allocas + lw.smem_size <= STATIC_SHARED_LIMIT:
+        return allocas + lw.smem_size, 0
+    limit = targets.max_shared_per_block(arch)
+    if allocas + lw.smem_size > limit:
+        # nvJitLink cannot check dynamic sizes and the launch would fail; name the op instead
+        with_allocas = f" beside {allocas} bytes of allocas" if allocas else ""
+        raise lw.error(lw.smem_peak_op,
+                       f"its tiles need {lw.smem_size} bytes of shared memory to exchange"
+                       f"{with_allocas}, over the {limit} bytes a CTA can have on sm_{arch} "
+                       f"(smaller tiles fit)")
+    return allocas, lw.smem_size
 
 
 def lower_module(module: Module, functions: List[Function], arch: int, ptx_version,
@@ -248,13 +272,14 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
     kernel_origin: List[Optional[Op]] = []
     infos: Dict[str, KernelInfo] = {}
     notes: List[str] = []
-    uses_vprintf = False
+    uses_vprintf = uses_dynamic_shared = False
     globals_used = set()
     for index, function in enumerate(functions):
         count, occupancy, more = choose_threads(module, function, arch, threads)
         notes += more
         lines, origin, info, lw = lower_function(module, function, arch, count, occupancy, index)
         uses_vprintf |= lw.uses_vprintf
+        uses_dynamic_shared |= info.dynamic_shared_bytes > 0
         globals_used |= lw.globals_used
         for n, data in enumerate(lw.strings):
             data_lines.append(f".global .align 1 .b8 {lw.prefix}_str{n}[{len(data)}] = "
@@ -275,6 +300,10 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
     if uses_vprintf:
         data_lines.insert(0, ".extern .func (.param .b32 func_retval0) vprintf "
                              "(.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);")
+    if uses_dynamic_shared:
+        # PTX declares dynamic shared memory only at module scope; its size comes with the launch
+        # (LaunchConfig shmem_size / cuLaunchKernel sharedMemBytes)
+        data_lines.insert(0, ".extern .shared .align 16 .b8 __tilebc_smem[];")
     prefix = header + data_lines + [""]
     lines = prefix + kernel_lines
     origin = [None] * len(prefix) + kernel_origin

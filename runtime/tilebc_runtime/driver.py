@@ -194,6 +194,29 @@ def load_kernel(cubin: bytes, entry: str):
     return call(f"ObjectCode.get_kernel({entry!r})", code.get_kernel, entry)
 
 
+# Dynamic shared memory a launch may request without opting the kernel in to more.
+DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
+
+
+def allow_dynamic_shared(handle, kernel, dynamic_bytes: int, static_bytes: int = 0) -> None:
+    """Opt a loaded kernel in to `dynamic_bytes` of dynamic shared memory on device `handle`
+    (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES; launches past 48 KiB fail without it).
+    Call once per loaded kernel and device; a no-op up to 48 KiB."""
+    if dynamic_bytes <= DEFAULT_DYNAMIC_SHARED_LIMIT:
+        return
+    from cuda.bindings import driver
+    limit = call("Device.properties", lambda: handle.properties.max_shared_memory_per_block_optin)
+    if dynamic_bytes + static_bytes > limit:
+        raise _failed(f"the kernel needs {dynamic_bytes + static_bytes} bytes of shared memory "
+                      f"per CTA ({dynamic_bytes} dynamic), over the {limit} bytes device "
+                      f"{handle.device_id} allows (max_shared_memory_per_block_optin)")
+    # cuda.core kernels are context-independent CUkernel handles: set it for this device
+    attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    check("cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+          call("cuKernelSetAttribute", driver.cuKernelSetAttribute, attribute, int(dynamic_bytes),
+               kernel.handle, driver.CUdevice(handle.device_id)))
+
+
 def launch_config(grid: Tuple[int, int, int], threads: int, shared_bytes: int):
     from cuda.core import LaunchConfig
     # Static shared memory is part of the cubin; the launch only asks for dynamic shared memory.

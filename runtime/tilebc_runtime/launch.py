@@ -138,7 +138,8 @@ class JitBackend:
         result = self._compile(bytecode, entry, arch, emit="cubin", **dict(options))
         return bytes(result.cubin), {"threads_per_cta": result.threads_per_cta,
                                      "static_shared_bytes": result.shared_memory_bytes,
-                                     "dynamic_shared_bytes": 0, "backend": self.name}
+                                     "dynamic_shared_bytes": result.dynamic_shared_bytes,
+                                     "backend": self.name}
 
 
 BACKENDS = {"jit": JitBackend, "tileiras": TileirasBackend}
@@ -385,7 +386,10 @@ class Kernel:
         loaded = self._loaded.get(handle.device_id)
         if loaded is None:
             entry = self.compile(driver.arch_of(handle))
-            loaded = (driver.load_kernel(entry.cubin, self.entry), entry)
+            kernel = driver.load_kernel(entry.cubin, self.entry)
+            driver.allow_dynamic_shared(handle, kernel, entry.dynamic_shared_bytes,
+                                        entry.static_shared_bytes)
+            loaded = (kernel, entry)
             self._loaded[handle.device_id] = loaded
         return loaded
 

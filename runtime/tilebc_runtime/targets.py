@@ -23,6 +23,22 @@ TOOLKIT_MAX_PTX = {(12, 0): (8, 0), (12, 1): (8, 1), (12, 2): (8, 2), (12, 3): (
                    (13, 3): (9, 3), (13, 4): (9, 4), (13, 5): (9, 5)}
 MIN_NVJITLINK = (12, 0)
 
+# Shared memory one CTA may use (static + dynamic) after opting in with
+# CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: the "maximum amount of shared memory per thread
+# block" row of the CUDA C++ Programming Guide's compute-capability table (163 KiB on 8.0/8.7,
+# 99 KiB on 8.6/8.9/12.x, 227 KiB on 9.0/10.x/11.0), i.e. cudaDevAttrMaxSharedMemoryPerBlockOptin.
+# Without opting in a CTA gets 48 KiB, the most a kernel may declare statically.
+KIB = 1024
+STATIC_SHARED_LIMIT = 48 * KIB
+MAX_SHARED_PER_BLOCK_OPTIN = {80: 163 * KIB, 86: 99 * KIB, 87: 163 * KIB, 89: 99 * KIB,
+                              90: 227 * KIB, 100: 227 * KIB, 101: 227 * KIB, 103: 227 * KIB,
+                              110: 227 * KIB, 120: 99 * KIB, 121: 99 * KIB}
+
+
+def max_shared_per_block(arch: int) -> int:
+    """Bytes of shared memory (static + dynamic) one CTA can have on `arch` (opted in)."""
+    return MAX_SHARED_PER_BLOCK_OPTIN[arch]
+
 
 def parse_arch(arch) -> int:
     """'sm_90' / 'sm_90a' / 90 -> 90."""

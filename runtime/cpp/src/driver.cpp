@@ -46,6 +46,7 @@ void open_driver() {
   bind(library, g_api.ModuleLoadData, "cuModuleLoadData", missing);
   bind(library, g_api.ModuleGetFunction, "cuModuleGetFunction", missing);
   bind(library, g_api.FuncGetAttribute, "cuFuncGetAttribute", missing);
+  bind(library, g_api.FuncSetAttribute, "cuFuncSetAttribute", missing);
   bind(library, g_api.LaunchKernel, "cuLaunchKernel", missing);
   // cuda.h maps these names to their _v2 (64-bit size) versions.
   bind(library, g_api.MemAlloc, "cuMemAlloc_v2", missing);

@@ -21,6 +21,7 @@ struct Api {
   CUresult (*ModuleLoadData)(CUmodule*, const void*);
   CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult (*FuncGetAttribute)(int*, CUfunction_attribute, CUfunction);
+  CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int);
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            unsigned, CUstream, void**, void**);
   CUresult (*MemAlloc)(CUdeviceptr*, size_t);

@@ -499,6 +499,9 @@ std::vector<std::string> Module::cache_keys(const std::string& entry, const std:
 
 // ---- Function ----------------------------------------------------------------------------------
 
+// Dynamic shared memory a launch may request without CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES.
+constexpr unsigned kDefaultDynamicSharedLimit = 48 * 1024;
+
 const Entry& Function::entry() const { return state_->entries()[index_]; }
 
 Image Function::image(const std::string& arch) const { return resolve_image(*state_, index_, arch); }
@@ -541,6 +544,12 @@ void Function::launch_args(Dim3 grid, const std::vector<Arg>& args, Stream strea
         threads = static_cast<unsigned>(value);
       }
       shared = image.dynamic_shared_bytes;
+      if (shared > kDefaultDynamicSharedLimit) {
+        // past 48 KiB a launch fails unless the function opted in, once per loaded function
+        driver::check(cuda.FuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            static_cast<int>(shared)),
+                      "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+      }
       image.bytes.clear();  // the driver has its own copy
       state_->images[key] = image;
       state_->functions[key] = {function, threads};

@@ -222,6 +222,7 @@ int module(const std::map<std::string, std::string>& flags, const std::vector<st
             item.members()["arch"] = Json::string(image.arch);
             item.members()["size"] = Json::integer(static_cast<std::int64_t>(image.bytes.size()));
             item.members()["threads_per_cta"] = Json::integer(image.threads_per_cta);
+            item.members()["dynamic_shared_bytes"] = Json::integer(image.dynamic_shared_bytes);
             item.members()["detail"] = Json::string(image.detail);
           } catch (const tilebc::Error& error) {
             item = error_json(file, error);

@@ -26,9 +26,9 @@ from . import dtypes
 from .ptx import PtxWriter
 
 
-# static shared memory a CTA gets without opting in to more: the JIT declares all of its shared
-# memory statically, so every exchange buffer of a kernel must fit here
-STATIC_SHARED_LIMIT = 48 * 1024
+# static shared memory a CTA gets without opting in to more: the exchange area is declared
+# statically when everything fits here, else as dynamic shared memory (see compiler.py)
+from ..targets import STATIC_SHARED_LIMIT  # noqa: E402  (re-exported for the lowering modules)
 
 
 class LoweringError(TilebcError):

@@ -13,6 +13,7 @@ from tilebc.ir.types import ELEMENT_TYPES, TileType
 from tilebc.ops.enums import Signedness
 
 from . import dtypes, softfloat
+from ..targets import max_shared_per_block
 from .lowerer import STATIC_SHARED_LIMIT, Tile
 from .registry import lowers
 
@@ -194,7 +195,7 @@ def _mma_sync(lw, op):
     blocks_n, per_batch = n // 8, (m // 16) * (n // 8)
     row_blocks = batches * (m // 16)
     staged = lw.smem_size_of(lhs.type) + lw.smem_size_of(rhs.type)
-    chunk_rows = _product_chunk_rows(row_blocks, n, lw.T, staged)
+    chunk_rows = _product_chunk_rows(row_blocks, n, lw.T, staged, max_shared_per_block(lw.arch))
     offsets = lw.reserve_smem([lw.smem_size_of(lhs.type), lw.smem_size_of(rhs.type),
                                chunk_rows * 16 * n * 4])
     lw.smem_write(lhs, offsets[0])
@@ -244,18 +245,22 @@ def _mma_sync(lw, op):
     lw.set(op.results[0], Tile(result_type, regs))
 
 
-def _product_chunk_rows(row_blocks: int, n: int, threads: int, staged: int) -> int:
+def _product_chunk_rows(row_blocks: int, n: int, threads: int, staged: int,
+                        arch_limit: int) -> int:
     """How many 16-row block rows of the f32 product go through shared memory at once: all of
     them when they fit beside the `staged` operand bytes in static shared memory, else the
     largest divisor of `row_blocks` that fits and holds a whole number of thread rounds (so
-    every thread reads the same slots from each chunk); all of them when none qualifies."""
+    every thread reads the same slots from each chunk). When the operands alone overflow static
+    shared memory (the kernel needs dynamic shared memory anyway), the same choice against the
+    architecture's opt-in maximum `arch_limit`; all of them when nothing qualifies."""
     row_bytes = 16 * n * 4
-    if staged + row_blocks * row_bytes <= STATIC_SHARED_LIMIT:
-        return row_blocks
-    for rows in range(row_blocks - 1, 0, -1):
-        if (row_blocks % rows == 0 and (rows * 16 * n) % threads == 0
-                and staged + rows * row_bytes <= STATIC_SHARED_LIMIT):
-            return rows
+    for limit in (STATIC_SHARED_LIMIT, arch_limit):
+        if staged + row_blocks * row_bytes <= limit:
+            return row_blocks
+        for rows in range(row_blocks - 1, 0, -1):
+            if (row_blocks % rows == 0 and (rows * 16 * n) % threads == 0
+                    and staged + rows * row_bytes <= limit):
+                return rows
     return row_blocks
 
 

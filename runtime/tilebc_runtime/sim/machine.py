@@ -85,7 +85,13 @@ class KernelImage:
                 local += var.size
             else:  # call-sequence .param declarations
                 self.call_params.add(var.name)
-        self.shared_size = shared - SHARED_BASE
+        # dynamic shared memory follows the static variables (as the driver places it); a
+        # kernel's own variable of the same name shadows a module-level extern
+        dynamic_align = max([16] + [var.align for var in program.dynamic_shared])
+        shared = -(-shared // dynamic_align) * dynamic_align
+        for var in program.dynamic_shared:
+            self.symbols.setdefault(var.name, ("shared", shared))
+        self.shared_size = shared - SHARED_BASE  # static bytes (with the alignment padding)
         self.local_size = local
         for name in self.param_offsets:
             self.symbols[name] = ("param", self.param_offsets[name][0])
@@ -255,7 +261,7 @@ class Launch:
 
     def __init__(self, image: KernelImage, grid, threads: int, memory: GlobalMemory,
                  params: bytes, check: bool, print_stream, max_steps: int,
-                 global_symbols: Optional[Dict[str, int]] = None):
+                 global_symbols: Optional[Dict[str, int]] = None, dynamic_shared_bytes: int = 0):
         self.image = image
         self.grid = grid
         self.T = threads
@@ -264,7 +270,7 @@ class Launch:
         self.check = check
         self.print_stream = print_stream
         self.max_steps = max_steps
-        self.shared_size = image.shared_size
+        self.shared_size = image.shared_size + dynamic_shared_bytes
         self.local_size = image.local_size
         self.globals: Dict[str, int] = dict(global_symbols or {})
         for var in image.program.globals:
@@ -448,13 +454,18 @@ def pack_params(image: KernelImage, values: Sequence) -> bytes:
 def emulate(ptx, entry: Optional[str], grid, params: Sequence, *,
             memory: Optional[GlobalMemory] = None, threads: Optional[int] = None,
             check: bool = True, print_stream=None, max_steps: int = 50_000_000,
-            global_symbols: Optional[Dict[str, int]] = None, source: Optional[str] = None):
+            global_symbols: Optional[Dict[str, int]] = None, source: Optional[str] = None,
+            dynamic_shared_bytes: int = 0):
     """Run a PTX kernel over `grid` (1-3 ints) with one value per kernel parameter.
 
     `memory` is the global address space (a `tilebc.interp.memory.GlobalMemory` whose buffers
     hold the kernel's arrays); pointer parameters are addresses in it. `threads` defaults to the
     kernel's .reqntid / .maxntid. `global_symbols` binds PTX .global variables to existing
-    addresses (others are mapped fresh with their initialisers). Returns the KernelImage."""
+    addresses (others are mapped fresh with their initialisers). `dynamic_shared_bytes` sizes
+    the `.extern .shared` arrays, as a launch's shared-memory size does. Returns the
+    KernelImage."""
+    if dynamic_shared_bytes < 0:
+        raise SimExecutionError(f"dynamic_shared_bytes must be >= 0, got {dynamic_shared_bytes}")
     image = ptx if isinstance(ptx, KernelImage) else load_kernel(ptx, entry, source)
     threads = threads or image.threads
     if not threads:
@@ -465,6 +476,6 @@ def emulate(ptx, entry: Optional[str], grid, params: Sequence, *,
     grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
     memory = memory if memory is not None else GlobalMemory(checks=check)
     launch = Launch(image, grid, threads, memory, pack_params(image, params), check,
-                    print_stream, max_steps, global_symbols)
+                    print_stream, max_steps, global_symbols, dynamic_shared_bytes)
     launch.run()
     return image

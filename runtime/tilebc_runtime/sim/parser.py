@@ -119,6 +119,8 @@ class Program:
     globals: List[Variable] = field(default_factory=list)  # .global / .const data
     kernels: Dict[str, Kernel] = field(default_factory=dict)
     externs: List[str] = field(default_factory=list)
+    # `.extern .shared` unsized arrays: all start at the kernel's dynamic shared memory
+    dynamic_shared: List[Variable] = field(default_factory=list)
 
     def kernel(self, name: Optional[str]) -> Kernel:
         if name is None:
@@ -280,6 +282,9 @@ class _Parser:
                 program.target = " ".join(words[1:])
             elif head in (".address_size", ".file", ".loc", ".section", ".pragma"):
                 pass
+            elif head == ".extern" and ".shared" in words:
+                # dynamic shared memory: an unsized array sized by the launch
+                program.dynamic_shared.append(self.variable(stmt, words, unsized=True))
             elif head == ".extern":
                 program.externs.append(stmt.text)
             elif ".entry" in words or ".func" in words:
@@ -302,7 +307,7 @@ class _Parser:
     # -- variables ---------------------------------------------------------------------------
     _VAR = re.compile(r"^((?:\.\w+\s+(?:\d+\s+)?)*)([A-Za-z_$][\w$]*)(?:\[(\d*)\])?\s*(?:=\s*(.*))?$", re.S)
 
-    def variable(self, stmt: _Statement, words=None) -> Variable:
+    def variable(self, stmt: _Statement, words=None, unsized: bool = False) -> Variable:
         text = stmt.text
         for prefix in (".visible ", ".weak ", ".extern "):
             if text.startswith(prefix):
@@ -333,6 +338,11 @@ class _Parser:
             raise self.error("a variable needs a state space and a type", stmt)
         elem = _TYPE_BYTES[vtype]
         n = int(count) if count else 1
+        if unsized:
+            if count != "" or init is not None:
+                raise self.error("an .extern .shared variable must be an unsized array "
+                                 "(`name[]`, no initialiser)", stmt)
+            return Variable(space, name, 0, align or elem, None, vtype)
         if count == "" and init is None:
             raise self.error("an unsized array needs an initialiser", stmt)
         data = None

@@ -23,19 +23,20 @@ _IMAGES: Dict[Tuple, Tuple[Module, KernelImage, int]] = {}
 
 
 def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
-                    threads: Optional[int] = None) -> Tuple[KernelImage, int]:
-    """The emulator image of one entry (cached per module object) and its threads per CTA."""
+                    threads: Optional[int] = None) -> Tuple[KernelImage, int, int]:
+    """The emulator image of one entry (cached per module object), its threads per CTA and the
+    dynamic shared memory its launch requests."""
     key = (id(module), entry, arch, threads)
     cached = _IMAGES.get(key)
     if cached is not None and cached[0] is module:
-        return cached[1], cached[2]
+        return cached[1:]
     result = jit_compile(module, entry=entry, arch=arch, emit="ptx", threads=threads)
     image = load_kernel(result.ptx, entry, source=f"<PTX of {module.source or 'module'}>")
-    count = result.kernels[entry].threads_per_cta
+    info = result.kernels[entry]
     if len(_IMAGES) > 256:
         _IMAGES.clear()
-    _IMAGES[key] = (module, image, count)
-    return image, count
+    _IMAGES[key] = (module, image, info.threads_per_cta, info.dynamic_shared_bytes)
+    return image, info.threads_per_cta, info.dynamic_shared_bytes
 
 
 def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
@@ -52,7 +53,7 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
         load_module(os.fspath(module_or_path) if isinstance(module_or_path, os.PathLike)
                     else module_or_path)
     function = find_entry(module, entry)
-    image, count = compiled_kernel(module, function.name, arch, threads)
+    image, count, dynamic_shared = compiled_kernel(module, function.name, arch, threads)
     machine = Machine(module, Options(check_memory=check_memory))  # maps globals like interp
     binder = _Binder(function, machine.memory, uninitialized)
     keep: list = []
@@ -68,4 +69,5 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
                for name, address in machine.global_addresses.items()}
     return emulate(image, function.name, flatten_grid(grid), binder.values,
                    memory=machine.memory, threads=count, check=check_memory,
-                   print_stream=print_stream, max_steps=max_steps, global_symbols=symbols)
+                   print_stream=print_stream, max_steps=max_steps, global_symbols=symbols,
+                   dynamic_shared_bytes=dynamic_shared)

@@ -145,7 +145,7 @@ def _short(error: BaseException) -> str:
 
 # Modules of tests/ whose CASES hold the fixture references (each has the same run / check / RNG /
 # module / versions names); test_interp_fixtures.py first, then one per kernel family file.
-FIXTURE_CASE_MODULES = ("test_interp_fixtures", "test_interp_nn", "test_interp_linalg")
+FIXTURE_CASE_MODULES = importlib.import_module("fixture_cases").CASE_MODULES
 
 
 def fixture_cases(name: Optional[str] = None):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
+from fixture_cases import case_registry
 import tilebc
 from tilebc.interp import KernelAssertionError, run
 
@@ -44,14 +45,7 @@ def rand(shape, dtype=np.float32, low=0.5, high=2.0):
     return RNG.uniform(low, high, size=shape).astype(dtype)
 
 
-CASES = {}
-
-
-def case(name):
-    def register(fn):
-        CASES[name] = fn
-        return fn
-    return register
+CASES, case = case_registry()
 
 
 def check(actual, expected, rtol=0.0, atol=0.0):
@@ -1022,6 +1016,7 @@ def test_fixture_runs_and_matches_reference(name, version):
 
 
 def test_every_fixture_has_a_reference():
-    families = set().union(*(__import__(m).CASES for m in ("test_interp_nn", "test_interp_linalg")))
-    missing = sorted(set(MANIFEST["fixtures"]) - set(CASES) - families)
+    from fixture_cases import CASE_MODULES
+    known = set().union(*(__import__(m).CASES for m in CASE_MODULES))
+    missing = sorted(set(MANIFEST["fixtures"]) - known)
     assert not missing, f"fixtures without an interpreter test: {missing}"

@@ -10,18 +10,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from fixture_cases import case_registry
 from test_interp_fixtures import check, entry, module, versions
 from tilebc.interp import run
 
 RNG = np.random.default_rng(20260101)
-CASES = {}
-
-
-def case(name):
-    def register(fn):
-        CASES[name] = fn
-        return fn
-    return register
+CASES, case = case_registry()
 
 
 def uniform(shape, dtype, low=-1.0, high=1.0):

@@ -10,19 +10,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from fixture_cases import case_registry
 from test_interp_fixtures import check, entry, module, versions
 from tilebc.interp import run
 
 BF16 = ml_dtypes.bfloat16
 RNG = np.random.default_rng(20240611)
-CASES = {}
-
-
-def case(name):
-    def register(fn):
-        CASES[name] = fn
-        return fn
-    return register
+CASES, case = case_registry()
 
 
 def randn(shape, dtype=np.float32, scale=1.0):

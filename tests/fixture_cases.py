@@ -1,0 +1,20 @@
+"""Where the fixture kernels' numpy references live: one registry per kernel family file.
+
+tests/test_interp_fixtures.py holds the probes; each tests/test_interp_<family>.py holds the cases of
+fixtures/kernels/<family>.py. scripts/gpu_checks.py and the completeness test read this list.
+"""
+
+CASE_MODULES = ("test_interp_fixtures", "test_interp_nn", "test_interp_linalg")
+
+
+def case_registry():
+    """A family's CASES dict (fixture name -> function of the loaded module) and its decorator."""
+    cases = {}
+
+    def case(name):
+        def register(fn):
+            cases[name] = fn
+            return fn
+        return register
+
+    return cases, case

@@ -5,8 +5,11 @@ import io
 import numpy as np
 import pytest
 
+import importlib
+
 import test_interp_fixtures as fixtures
 import tilebc
+from fixture_cases import CASE_MODULES
 from tilebc.interp import ExecutionError, KernelAssertionError, MemoryCheckError, Pointer, api
 
 # Fixtures that must not run batched, and a word of the reason each gives.
@@ -85,6 +88,24 @@ def test_batched_runs_match_sequential_runs_bit_for_bit(name, version, monkeypat
         assert fell_back and all(FALLBACKS[name] in r.reason for r in fell_back), both.reports
     else:
         assert all(r.batched for r in both.reports), both.reports
+
+
+# The kernel families (fixtures/kernels/<family>.py): bit-identical both ways; a launch that cannot
+# batch must say why (their kernels are free to use atomics, in-place updates, early returns).
+FAMILY_PARAMS = [(m, name, version) for m in CASE_MODULES[1:]
+                 for name, version in importlib.import_module(m).PARAMS]
+
+
+@pytest.mark.parametrize("family,name,version", FAMILY_PARAMS,
+                         ids=[f"{n}-{v}" for _, n, v in FAMILY_PARAMS])
+def test_family_batched_runs_match_sequential_runs_bit_for_bit(family, name, version, monkeypatch):
+    cases = importlib.import_module(family)
+    both = BothWays()
+    monkeypatch.setattr(cases, "run", both)
+    monkeypatch.setattr(cases, "RNG", np.random.default_rng(sum(map(ord, name + version))))
+    cases.CASES[name](cases.module(name, version))
+    assert both.reports, "the case launched nothing"
+    assert all(r.batched or r.reason for r in both.reports), both.reports
 
 
 # ------------------------------------------------------------------------------ fallbacks

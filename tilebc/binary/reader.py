@@ -58,6 +58,7 @@ DEBUG_LOC, DEBUG_SUBPROGRAM, DEBUG_CALL_SITE = 4, 5, 6
 
 _MISSING = object()
 
+FUNCTION_FLAG_PRIVATE = 0x01
 FUNCTION_FLAG_KERNEL = 0x02
 UNKNOWN_FUNCTION_FLAGS_REFUSED = Version(13, 4)  # NVIDIA ignores unknown function flag bits before
 FUNCTION_FLAG_HINTS = 0x04
@@ -769,7 +770,9 @@ class ModuleReader:
                              f"0x{flags:02x})", flags_offset)
         if flags & ~(FUNCTION_FLAG_KERNEL | FUNCTION_FLAG_HINTS):
             message = f"function {name!r} has unknown flags 0x{flags:02x}"
-            if self.version >= UNKNOWN_FUNCTION_FLAGS_REFUSED:  # NVIDIA: "unrecognized flag bits"
+            # NVIDIA refuses them from 13.4 ("unrecognized flag bits"), and reads bit 0 in every
+            # version as private visibility, which an entry cannot have.
+            if self.version >= UNKNOWN_FUNCTION_FLAGS_REFUSED or flags & FUNCTION_FLAG_PRIVATE:
                 raise self.error(message, flags_offset)
             self.lenient(message, flags_offset, "the unknown bits are ignored, as tileirdisasm "
                                                 "ignores them before 13.4")

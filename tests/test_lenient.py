@@ -259,3 +259,18 @@ def test_strict_load_of_fixtures_equals_default():
     strict, default = tilebc.load(data, strict=True), tilebc.load(data)
     assert ir_signature(strict) == ir_signature(default)
     assert print_module(strict, debug=True) == print_module(default, debug=True)
+
+
+def test_cli_verify_and_info_show_warnings(tmp_path, capsys):
+    from tilebc.cli import main
+    path = tmp_path / "lenient.tilebc"
+    path.write_bytes(module_bytes(sections=_section(STRING, raw_table([0, 5, 2], STRING_DATA),
+                                                    align=4)))
+    assert main(["verify", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert f"{path}: offset 0x6c: warning: string table entry 1 has offset 5" in err
+    assert "1 decode warning(s)" in err
+    assert main(["verify", "--strict", str(path)]) == 1
+    assert "string table entry 1 has offset 5" in capsys.readouterr().err
+    assert main(["info", str(path)]) == 0
+    assert "decode warnings: 1" in capsys.readouterr().out

@@ -274,3 +274,27 @@ def test_cli_verify_and_info_show_warnings(tmp_path, capsys):
     assert "string table entry 1 has offset 5" in capsys.readouterr().err
     assert main(["info", str(path)]) == 0
     assert "decode warnings: 1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra,indices", [
+    ([b"\x06\x00\x04"], [4, 5]), ([b"\x06\x04\x00"], [4, 5]), ([b"\x06\x00\x00"], [4, 5]),
+    ([b"\x00", b"\x06\x05\x04"], [4, 6]), ([b"\x00", b"\x06\x04\x05"], [4, 6]),
+])
+def test_call_site_with_unknown_part(extra, indices):
+    """Debug index 0 (or an `unknown` entry) as a call site's callee or caller is an unknown
+    location, as everywhere else: not a deviation, so no warning; it round-trips through dump."""
+    from test_malformed import debug_section
+    data = module_bytes(V13_5, loc=1, debug=debug_section(indices, DEBUG_ATTRS + extra))
+    module = assert_reads_like_nvidia(data)
+    assert module.decode_warnings == []
+    again = tilebc.load(tilebc.dump(module, module.version), lazy_debug=False)
+    assert print_module(again, debug=True) == nvidia(data, True).stdout
+
+
+def test_call_site_part_must_be_a_location():
+    from test_malformed import debug_section
+    data = module_bytes(V13_5, loc=1, debug=debug_section([4, 5], DEBUG_ATTRS + [b"\x06\x01\x04"]))
+    assert not nvidia(data, True).ok
+    with pytest.raises(tilebc.DecodeError, match="call site callee must be DILoc/CallSiteLoc, got "
+                                                 "DIFile"):
+        tilebc.load(data, lazy_debug=False)

@@ -669,6 +669,18 @@ class ModuleReader:
             raise self.error(f"{what} must be {names}, got {type(value).__name__}", offset)
         return value
 
+    def _call_site_part(self, reader: Reader, what: str):
+        """A call site's callee or caller: a location, or unknown (None) for debug index 0 or an
+        `unknown` entry, as everywhere else a location is read (tileirdisasm prints
+        `callsite(unknown at ...)`)."""
+        offset = reader.offset
+        value = self.debug_attr(reader.varint(what), offset)
+        if value is None or isinstance(value, L.UnknownDebugAttr):
+            return None
+        if not isinstance(value, (L.DILoc, L.CallSiteLoc)):
+            raise self.error(f"{what} must be DILoc/CallSiteLoc, got {type(value).__name__}", offset)
+        return value
+
     def _decode_debug(self, reader: Reader):
         offset = reader.offset
         tag = reader.varint("debug attribute tag")
@@ -700,8 +712,8 @@ class ModuleReader:
                 raise self.error(f"subprogram has unknown flag bits 0x{flags:x}", flags_offset)
             return L.DISubprogram(file, line, name, linkage, unit, scope_line, flags)
         if tag == DEBUG_CALL_SITE:
-            callee = self._debug_ref(reader, (L.DILoc, L.CallSiteLoc), "call site callee")
-            caller = self._debug_ref(reader, (L.DILoc, L.CallSiteLoc), "call site caller")
+            callee = self._call_site_part(reader, "call site callee")
+            caller = self._call_site_part(reader, "call site caller")
             return L.CallSiteLoc(callee, caller)
         self.lenient(f"unknown debug attribute tag {tag}", offset,
                      "read as loc(unknown), as tileirdisasm does; the rest of the entry is not read")

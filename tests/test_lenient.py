@@ -298,3 +298,34 @@ def test_call_site_part_must_be_a_location():
     with pytest.raises(tilebc.DecodeError, match="call site callee must be DILoc/CallSiteLoc, got "
                                                  "DIFile"):
         tilebc.load(data, lazy_debug=False)
+
+
+def debug_functions(firsts, indices) -> bytes:
+    """A debug section with the given per-function first indices and index table."""
+    from tilebc.binary.writer import encode_offset_table
+    w = Writer()
+    w.varint(len(firsts))
+    w.align(4)
+    for first in firsts:
+        w.fixed(first, 4)
+    w.varint(len(indices))
+    w.align(8)
+    for index in indices:
+        w.fixed(index, 8)
+    w.raw(bytes(encode_offset_table(list(DEBUG_ATTRS), 4, 4, base=len(w.buf))))
+    return bytes(w.buf)
+
+
+@pytest.mark.parametrize("firsts,indices,loc", [
+    ([0], [4, 4], 1), ([1], [4, 4, 4], 1), ([3], [4, 4], 1), ([5], [4, 4], 1), ([0, 1], [4, 4], 1),
+    ([0, 1], [4, 4], 2), ([0, 5], [4, 4], 1), ([2, 0], [4, 4, 4, 4], 1), ([1, 0], [0, 4, 4], 1),
+])
+def test_debug_function_ranges(firsts, indices, loc):
+    """tileirdisasm reads a function's locations from its first index on, as many as it needs,
+    whatever the next function's first index; it fails only past the end of the index table."""
+    data = module_bytes(V13_5, loc=loc, debug=debug_functions(firsts, indices))
+    if nvidia(data, True).ok:
+        assert_reads_like_nvidia(data)
+    else:
+        with pytest.raises(tilebc.DecodeError, match="debug info for function 'k' has"):
+            tilebc.load(data, lazy_debug=False)

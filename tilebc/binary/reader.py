@@ -134,6 +134,8 @@ class ModuleReader:
         self._debug_attrs: Dict[int, object] = {}
         self._debug_in_progress: set = set()
         self.debug_function_indices: List[List[int]] = []
+        self._debug_indices: List[int] = []
+        self._debug_firsts: Tuple[int, ...] = ()
         self.preview = False
         self.max_opcode = 0
         self._plans: Dict[int, OpPlan] = {}
@@ -625,11 +627,15 @@ class ModuleReader:
                                      base=base + data_start, file=self.file,
                                      slicing=EXACT if self.strict else CHECKED_ON_USE,
                                      on_disorder=self._disorder(CHECKED_ON_USE))
+        # tileirdisasm reads a function's locations from its first index on, as many as it needs,
+        # without looking where the next function's range starts; kept for that reading.
+        self._debug_indices, self._debug_firsts = indices, firsts
         for position, first in enumerate(firsts):
             stop = firsts[position + 1] if position + 1 < num_functions else num_indices
             if not first <= stop <= num_indices:
-                raise self.error(f"debug function {position} index range {first}..{stop} is "
-                                 f"outside 0..{num_indices}", base)
+                self.lenient(f"debug function {position} index range {first}..{stop} is outside "
+                             f"0..{num_indices}", base, "its locations are read from index "
+                             f"{first} on, as tileirdisasm reads them")
             self.debug_function_indices.append(indices[first:stop])
 
     def debug_attr(self, index: int, offset: int):
@@ -955,9 +961,18 @@ class ModuleReader:
             raise self.error(f"failed to read function location: debug function index {loc_index} "
                              f"out of range ({len(self.debug_function_indices)})", offset)
         indices = pending.indices
-        if len(indices) < len(preorder) + 1:
-            raise self.error(f"debug info for function {function.name!r} has {len(indices)} "
-                             f"locations, expected {len(preorder) + 1}", offset)
+        needed = len(preorder) + 1
+        if len(indices) < needed:
+            message = (f"debug info for function {function.name!r} has {len(indices)} locations, "
+                       f"expected {needed}")
+            first = self._debug_firsts[loc_index - 1]
+            extended = self._debug_indices[first:first + needed]
+            if self.strict or len(extended) < needed:  # past the index table: NVIDIA fails too
+                raise self.error(message, offset)
+            self.lenient(message, offset, f"the locations are read on past the function's range "
+                                          f"(indices {first}..{first + needed}), as tileirdisasm "
+                                          f"reads them")
+            pending.indices = indices = extended
         # Lazily only what cannot fail for a reason visible here: indices in range.
         if not self.lazy_debug or max(indices) > len(self.debug_blobs):
             function.loc = self.location(indices[0], offset)

@@ -165,16 +165,21 @@ class BlobTable:
     entries are sliced as that mode says.
     """
 
-    __slots__ = ("offsets", "data", "base", "what", "file", "slicing")
+    __slots__ = ("offsets", "data", "base", "what", "file", "slicing", "budget", "max_overlap")
 
     def __init__(self, offsets: List[int], data: bytes, *, what: str, base: int,
-                 file: Optional[str], slicing: str = EXACT, on_disorder=None):
+                 file: Optional[str], slicing: str = EXACT, on_disorder=None,
+                 max_overlap: int = 1 << 26):
         self.offsets = offsets
         self.data = data
         self.base = base
         self.what = what
         self.file = file
         self.slicing = EXACT
+        # Entries of a disordered table may overlap: without a bound, a file of n bytes could make
+        # the reader copy (and keep, decoded) n entries of n bytes each.
+        self.max_overlap = max_overlap
+        self.budget = len(data) + max_overlap
         in_order = all(map(operator.le, offsets, offsets[1:]))
         if not in_order or (offsets and offsets[-1] > len(data)):
             if slicing is EXACT:
@@ -198,4 +203,10 @@ class BlobTable:
             elif not start <= stop <= size:
                 raise DecodeError(f"{self.what} entry {index} has offset {start}, outside "
                                   f"0..{size} or out of order", file=self.file, offset=self.base)
+            self.budget -= max(0, min(stop, size) - start)
+            if self.budget < 0:
+                raise DecodeError(f"limit exceeded: the entries read from the {self.what}, whose "
+                                  f"offsets are out of order, overlap by more than "
+                                  f"max_overlap_bytes={self.max_overlap}", file=self.file,
+                                  offset=self.base)
         return self.base + start, self.data[start:stop]

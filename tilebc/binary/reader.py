@@ -281,7 +281,8 @@ class ModuleReader:
         offsets = list(struct.unpack(fmt, table.offsets))
         data_base = base + len(payload) - len(table.data)
         return BlobTable(offsets, table.data, what=what, base=data_base, file=self.file,
-                         slicing=EXACT if self.strict else slicing, on_disorder=self._disorder(slicing))
+                         slicing=EXACT if self.strict else slicing, on_disorder=self._disorder(slicing),
+                         max_overlap=self.limits.max_overlap_bytes)
 
     def _disorder(self, slicing: str):
         """The warning for a table whose offsets are out of order, read with `slicing`."""
@@ -626,7 +627,8 @@ class ModuleReader:
         self.debug_blobs = BlobTable(offsets, payload[data_start:], what="debug attribute table",
                                      base=base + data_start, file=self.file,
                                      slicing=EXACT if self.strict else CHECKED_ON_USE,
-                                     on_disorder=self._disorder(CHECKED_ON_USE))
+                                     on_disorder=self._disorder(CHECKED_ON_USE),
+                                     max_overlap=self.limits.max_overlap_bytes)
         # tileirdisasm reads a function's locations from its first index on, as many as it needs,
         # without looking where the next function's range starts; kept for that reading.
         self._debug_indices, self._debug_firsts = indices, firsts

@@ -71,6 +71,11 @@ def assert_reads_like_nvidia(data: bytes, message: str = None) -> tilebc.Module:
     for warning in module.decode_warnings:
         assert isinstance(warning, DecodeWarning) and warning.category == "lenient"
         assert 0 <= warning.offset <= len(data)
+    # Dumping writes canonical bytes: the strict reader takes them and they print the same.
+    canonical = tilebc.load(tilebc.dump(module, module.version), lazy_debug=False, strict=True)
+    assert canonical.decode_warnings == []
+    for debug in (False, True):
+        assert print_module(canonical, debug=debug) == nvidia(data, debug).stdout
     if message is not None:
         assert any(re.match(message, w.message) for w in module.decode_warnings), \
             [str(w) for w in module.decode_warnings]

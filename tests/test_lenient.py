@@ -334,3 +334,51 @@ def test_debug_function_ranges(firsts, indices, loc):
     else:
         with pytest.raises(tilebc.DecodeError, match="debug info for function 'k' has"):
             tilebc.load(data, lazy_debug=False)
+
+
+@pytest.mark.parametrize("tag", ["8402", "8401", "8400", "8700", "8001", "8602", "ff01", "848200",
+                                 "84808080808080808000", "8502"])
+def test_debug_tag_keeps_its_low_byte(tag):
+    from tilebc.binary.primitives import Reader
+    above_a_byte = Reader(bytes.fromhex(tag)).varint() > 0xFF
+    """tileirdisasm reads a debug tag varint and keeps its low byte: 0x84 0x02 (260) is a loc."""
+    from test_malformed import debug_section
+    attrs = DEBUG_ATTRS[:3] + [bytes.fromhex(tag) + b"\x03\x00\x0a\x01"]
+    data = module_bytes(V13_5, loc=1, debug=debug_section([4, 4], attrs))
+    if nvidia(data, True).ok:
+        assert_reads_like_nvidia(data, r"unknown debug attribute tag \d+" if above_a_byte
+                                 else None)
+    else:
+        with pytest.raises(tilebc.DecodeError, match=r"call site callee|subprogram file"):
+            tilebc.load(data, lazy_debug=False)
+
+
+@pytest.mark.parametrize("value", [0, 1, 2, 3, 0x80, 0xFF])
+def test_partition_view_presence_byte_before_13_3(value):
+    """Before 13.3 a partition_view's padding presence is a byte NVIDIA takes as a bool."""
+    from test_malformed import FIXTURES
+    from tilebc.binary.reader import ModuleReader
+    original = (FIXTURES / "matmul_fp8" / "matmul_fp8-13.2.tilebc").read_bytes()
+    reader = ModuleReader(original)
+    reader.read()
+    # A partition_view entry (tag 15) with padding ends in presence byte 1 and the padding enum.
+    present = [offset + len(blob) - 2 for offset, blob in
+               (reader.type_blobs[i] for i in range(len(reader.type_blobs)))
+               if blob[0] == 15 and blob[-2] == 1]
+    assert present
+    data = bytearray(original)
+    data[present[0]] = value
+    data = bytes(data)
+    assert_reads_like_nvidia(data, r"partition_view has unknown optional-parameter flags"
+                             if value > 1 else None)
+
+
+@pytest.mark.parametrize("tail", ["0d00", "0d0100", "0d0101"])
+def test_unknown_attribute_tag_13_stays_refused(tail):
+    """Tag 13 as a 13.5 entry's argument attributes: tileirdisasm crashes (SIGSEGV) on it or on
+    files like it, so tilebc keeps refusing it."""
+    entry = b"\x00\x02\x02\x00\x0b\x00" + bytes.fromhex(tail)
+    data = module_bytes(V13_5, funcs=[entry + bytes([len(RETURN)]) + RETURN])
+    assert nvidia(data).returncode < 0
+    with pytest.raises(tilebc.DecodeError, match="unknown attribute tag 13"):
+        tilebc.load(data)

@@ -424,7 +424,13 @@ class ModuleReader:
             tensor_view = self._tensor_view(reader)
             dim_map = tuple(reader.int_array(4, "partition_view dim_map"))
             if not unified:
+                presence_offset = reader.offset
                 flags = reader.u8("partition_view padding presence byte")
+                if flags > 1:  # before 13.3 a bool byte, which NVIDIA takes as true when non-zero
+                    self.lenient(f"partition_view has unknown optional-parameter flags 0x{flags:x}",
+                                 presence_offset, "the padding presence byte is read as true, as "
+                                 "tileirdisasm takes any non-zero byte")
+                    flags = 1
             padding = self._enum(reader, PaddingValue, "padding_value") if flags & 1 else None
             self._check_flags(flags, 1, "partition_view", tag_offset)
             return T.PartitionViewType(tile_shape, tensor_view, dim_map, padding)
@@ -692,6 +698,10 @@ class ModuleReader:
     def _decode_debug(self, reader: Reader):
         offset = reader.offset
         tag = reader.varint("debug attribute tag")
+        if tag > 0xFF:  # NVIDIA keeps the tag's low byte (it stores it in a uint8_t)
+            self.lenient(f"unknown debug attribute tag {tag}", offset,
+                         f"read as tag {tag & 0xFF} (its low byte), as tileirdisasm does")
+            tag &= 0xFF
         string = lambda what: self.string(reader.varint(what), reader.offset)  # noqa: E731
         if tag == DEBUG_UNKNOWN:
             return L.UnknownDebugAttr()

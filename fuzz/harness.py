@@ -7,6 +7,7 @@ For every input:
   offset on rejection);
 * the careful reader alone (fast decoder off) ends the same way, and when both accept they build
   the same IR (`ir_signature`);
+* when they accept, all three record the same decode warnings (lenient readings, each once);
 * the time taken is recorded (the budget is < 1 s per input);
 * a decoded module then goes through the verifier and the printer: the verifier may raise only
   VerificationError (recorded as `invalid`), the printer nothing at all.
@@ -41,6 +42,7 @@ class Outcome:
     cpu_seconds: float = 0.0          # CPU time of it (immune to other processes on the machine)
     invalid: Optional[str] = None     # VerificationError message of a module that decodes
     text: Optional[str] = None        # our disassembly of a decoded module
+    warnings: int = 0                 # decode warnings (lenient readings) of a decoded module
 
     @property
     def valid(self) -> bool:
@@ -76,6 +78,11 @@ def ir_signature(module: tilebc.Module):
     functions = tuple((f.name, f.type, f.optimization_hints, f.arg_attrs, f.loc, f.offset,
                        block(f.body)) for f in module.functions)
     return (module.version, module.producer, module.preview, tuple(module.globals), functions)
+
+
+def warning_keys(module: tilebc.Module):
+    """The decode warnings of a module as a comparable set of (message, offset)."""
+    return sorted((w.message, w.offset) for w in getattr(module, "decode_warnings", ()))
 
 
 def _materialise(module: tilebc.Module) -> None:
@@ -131,6 +138,8 @@ def check(data: bytes, *, differential: bool = True) -> Outcome:
         outcome.foreign = lazy_foreign
     elif (lazy_error is None) != (error is None):
         outcome.problems.append("lazy-debug load and strict load disagree on acceptance")
+    elif module is not None and warning_keys(lazy_module) != warning_keys(module):
+        outcome.problems.append("lazy-debug load and strict load record different warnings")
 
     careful_module, careful_error, careful_foreign = _attempt(lambda: _careful_load(data))
     if careful_foreign:
@@ -142,6 +151,10 @@ def check(data: bytes, *, differential: bool = True) -> Outcome:
         outcome.problems.append(f"careful decoder error {careful_error} differs from {error}")
     elif module is not None and ir_signature(module) != ir_signature(careful_module):
         outcome.problems.append("fast and careful decoders build different IR")
+    elif module is not None and warning_keys(module) != warning_keys(careful_module):
+        outcome.problems.append("fast and careful decoders record different warnings")
+    if module is not None:
+        outcome.warnings = len(module.decode_warnings)
     if module is not None and not outcome.foreign:
         _verify_and_print(module, outcome)
     return outcome
@@ -239,9 +252,18 @@ def text_quirk(ours: str, theirs: str) -> Optional[str]:
     """Why a text difference is tileirdisasm's own doing, or None. Hint names print raw, so a name
     holding a newline breaks both outputs' lines; tileirdisasm then also shifts a space (it starts
     its first line with one), which tilebc does not copy."""
-    if "\n" in ours and ours.split() == theirs.split() and re.search(r"optimization_hints.*\{[^}]*\n",
-                                                                      ours):
+    # The quirk shows when the line holding `optimization_hints=<` does not end the entry header.
+    if "\n" in ours and ours.split() == theirs.split() and re.search(
+            r"optimization_hints=<(?![^\n]*> \{$)", ours, re.MULTILINE):
         return "a hint name holding a newline: tileirdisasm's output shifts spaces around it"
+    return None
+
+
+def printer_gap(ours: str, theirs: str) -> Optional[str]:
+    """Why a text difference is a known gap of tilebc's printer (not this harness's to fix), or None."""
+    if ours == "" and theirs == "\n":
+        return ("a module with no items: tileirdisasm prints one empty line, tilebc's printer "
+                "nothing (tilebc.text owner)")
     return None
 
 
@@ -250,35 +272,16 @@ TEXT_COMPARE: Optional[Callable[[Outcome, str], Optional[str]]] = compare_text
 
 
 # Known, triaged differences: (our message pattern, NVIDIA accepts?, category, why).
-# "stricter": NVIDIA accepts bytes that break the format; tilebc keeps rejecting them (format_spec.md,
-# "Where tilebc is stricter than NVIDIA's reader").
+# "stricter": NVIDIA accepts bytes that break the format and the default (lenient) reader still
+# refuses them (format_spec.md §16). The rules NVIDIA does not check and the default reader reads
+# as NVIDIA does (padding, table order, leftover bytes, flag bits, ...) are no longer
+# disagreements: they raise only with strict=True, which the differential does not use.
 TRIAGE: List[Tuple[str, bool, str, str]] = [
-    (r"malformed (section header|string table|type table|constant table): padding", True,
-     "stricter", "padding byte other than 0xCB: tileirdisasm does not check padding values"),
-    (r"padding byte before debug", True, "stricter",
-     "padding byte other than 0xCB inside the debug section: tileirdisasm does not check it"),
-    (r"duplicate \w+ section", True, "stricter",
-     "tileirdisasm accepts a repeated section (the last wins)"),
-    (r"[\w ]+ entry \d+ has offset", True, "stricter",
-     "table offsets out of order: tileirdisasm does not check them"),
-    (r"\d+ unexpected bytes after (type|debug attribute)", True, "stricter",
-     "trailing bytes inside a type or debug-attribute table entry: tileirdisasm ignores them"),
-    (r"unknown debug attribute tag", True, "stricter",
-     "tileirdisasm reads an unknown debug attribute tag as loc(unknown)"),
-    (r"\w+ has unknown flag bits", True, "stricter",
-     "unknown bits in an op's flags varint: tileirdisasm ignores them"),
-    (r"function '.*' has unknown flags", True, "stricter",
-     "function flag bits other than kernel/hints: tileirdisasm ignores them before 13.4"),
-    (r"constant \d+ is a one-byte i1 splat", True, "stricter",
-     "a one-byte i1 splat other than 0x00/0xFF: tileirdisasm reads any non-zero byte as true"),
-    (r"call site (callee|caller) must be .*, got NoneType", True, "stricter",
-     "a call-site location naming debug index 0: tileirdisasm reads it as loc(unknown)"),
-    (r"\d+ unexpected bytes after the globals", True, "stricter",
-     "bytes after the global records: tileirdisasm ignores them"),
-    (r"debug function \d+ index range", True, "stricter",
-     "a debug function's index range outside the index table: tileirdisasm does not check it"),
-    (r"[\w ]+ byte is \d+, expected 0 or 1", True, "stricter",
-     "a bool byte other than 0/1 (e.g. load/store `inbounds`): tileirdisasm takes it as true"),
+    # Every other class NVIDIA accepts that the runs met is read as NVIDIA reads it. A new row
+    # needs a reason the default reader must keep refusing (garbage, unsafe) and a §16 entry.
+    (r"unknown attribute tag 13$", True, "stricter",
+     "attribute tag 13 (unknown to the format): tileirdisasm crashes (SIGSEGV) on files with it "
+     "and accepted this one by chance"),
 ]
 
 

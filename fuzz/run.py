@@ -72,6 +72,7 @@ def main(argv=None) -> int:
             max_check_cpu, slowest_check = check_cpu, f"{name} via {'+'.join(used)}"
         total_check_cpu += check_cpu
         counts["accepted" if outcome.accepted else "rejected"] += 1
+        counts["warned"] += outcome.warnings > 0
         total_seconds += outcome.seconds
         if outcome.seconds > max_seconds:
             max_seconds, slowest = outcome.seconds, f"{name} via {'+'.join(used)}"
@@ -101,9 +102,13 @@ def main(argv=None) -> int:
                 if accepts and compare is not None:
                     difference = compare(outcome, printed)
                 quirk = difference and harness.text_quirk(outcome.text or "", printed)
+                gap = difference and harness.printer_gap(outcome.text or "", printed)
                 if quirk:
                     texts_compared += 1
                     category, why = "nvidia-text", quirk
+                elif gap:  # counted as a disagreement, documented in format_spec.md section 16
+                    texts_compared += 1
+                    category, why = "printer-gap", gap
                 elif difference:
                     texts_compared += 1
                     problems.append(f"input {index} ({name}): text differs: {difference}")
@@ -130,7 +135,8 @@ def main(argv=None) -> int:
     # Documented differences (format_spec.md section 16): tilebc deliberately stricter, by its
     # reader ("stricter") or its verifier ("verifier"), or not modelling something ("looser").
     documented = sum(e["count"] for e in disagreements.values()
-                     if e["category"] in ("stricter", "verifier", "looser", "nvidia-text"))
+                     if e["category"] in ("stricter", "verifier", "looser", "nvidia-text",
+                                          "printer-gap"))
     ok = (not foreign and not problems and max_check_cpu < MAX_SECONDS and max_rss < MAX_MEMORY
           and traced_peak < MAX_MEMORY and not untriaged)
     stamp = datetime.datetime.now().astimezone()
@@ -139,12 +145,19 @@ def main(argv=None) -> int:
         "",
         f"`python -m fuzz.run --count {args.count} --seed {seed} --nvidia-every {args.nvidia_every}`",
         "",
+    ]
+    if oracle is not None:
+        # The headline: raw agreement, every disagreement counted (issue 9 asks for >= 99.9 %).
+        lines.append(f"- **raw agreement with tileirdisasm: {agree / max(asked, 1):.3%}** "
+                     f"({agree} of {asked}; target 99.9 %)")
+    lines += [
         f"- date: {stamp:%Y-%m-%d %H:%M %Z}; machine: {os.cpu_count()} CPUs, "
         f"{platform.python_implementation()} {platform.python_version()}",
         f"- corpus: {len(pool)} cuTile fixtures (13.1-13.5); mutators used: "
         + ", ".join(f"{k} {v}" for k, v in sorted(mutators.items())),
         f"- inputs: {args.count} in {elapsed:.0f} s; accepted {counts['accepted']}, "
-        f"rejected {counts['rejected']}",
+        f"rejected {counts['rejected']}; accepted with decode warnings (lenient readings, "
+        f"format_spec.md section 16) {counts['warned']}",
         f"- exceptions other than DecodeError: {len(foreign)} (must be 0)",
         f"- broken invariants (lazy vs strict, fast vs careful decoder, error offsets): "
         f"{len(problems)} (must be 0)",

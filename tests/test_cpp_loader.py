@@ -88,7 +88,7 @@ def smallest_fixture(version: str) -> Path:
 
 def python_view(data: bytes) -> dict:
     """What the C++ reader must report, computed with tilebc.load."""
-    module = tilebc.load(data, verify=False, lazy_debug=False)
+    module = tilebc.load(data, verify=False, lazy_debug=False, strict=True)  # the C++ reader keeps the strict rules
     return {
         "version": str(module.version),
         "producer": module.producer,
@@ -181,7 +181,7 @@ def test_nvidia_invalid_reference_files(cpp_build):
         if record["ok"]:
             # Accepted only when the fault lies in what this reader frames but does not decode.
             with pytest.raises(tilebc.DecodeError) as caught:
-                tilebc.load(path.read_bytes(), verify=False, lazy_debug=False)
+                tilebc.load(path.read_bytes(), verify=False, lazy_debug=False, strict=True)
             assert python_fault_is_undecoded(record, caught.value), (path.name, caught.value)
         else:
             assert record["code"] in ("malformed input", "unsupported bytecode version"), record
@@ -218,7 +218,7 @@ def test_malformed_cases_from_the_python_suite(cpp_build, tmp_path):
     for case, path, record in zip(cases, paths, records):
         data = path.read_bytes()
         with pytest.raises(tilebc.DecodeError) as caught:
-            tilebc.load(data, verify=False, lazy_debug=False)
+            tilebc.load(data, verify=False, lazy_debug=False, strict=True)
         if record["ok"]:
             assert python_fault_is_undecoded(record, caught.value), \
                 f"{case.name}: C++ accepts; Python: {caught.value}"

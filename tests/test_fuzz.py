@@ -122,7 +122,7 @@ def test_abandoned_fast_path_frees_its_work():
     # 300 valid addf ops, then one with an unknown flag bit: the fast decoder builds 300 ops
     # before it gives the body back to the careful reader.
     broken = module_bytes(body=addf(0) * 300 + b"\x02\x01\x40\x00\x00\x00" + b"\x5c\x00\x00")
-    reader = ModuleReader(broken)
+    reader = ModuleReader(broken, strict=True)
     with pytest.raises(tilebc.DecodeError, match="addf has unknown flag bits 0x40"):
         reader.read()
     assert reader.fast_fallbacks == 1
@@ -137,7 +137,7 @@ def test_abandoned_fast_path_frees_its_work():
 
 def _attempt_load(data):
     try:
-        tilebc.load(data, lazy_debug=False)
+        tilebc.load(data, lazy_debug=False, strict=True)
     except tilebc.DecodeError:
         pass
 

@@ -189,3 +189,31 @@ def test_max_tile_elements():
     huge = (1 << 62, 1 << 62, 1 << 62)
     assert_limit(big_tile(huge), DecodeLimits(), r"tile shape .* has more than "
                  r"max_tile_elements=16777216 elements")
+
+
+def test_overlapping_table_entries_are_bounded():
+    """A string table with out-of-order offsets is read as NVIDIA slices it (each entry may run to
+    the end of the data), so entries can overlap; the bytes they span beyond the table's size are
+    bounded by max_overlap_bytes, so n entries of n bytes are never all copied."""
+    import time
+    from test_malformed import STRING, V13_3, _section, module_bytes, varint
+    from tilebc.binary.primitives import Writer
+    count = 2000
+    data = b"k" + b"x" * (4 * count)
+    table = Writer()
+    table.varint(count)
+    table.align(4)
+    for index in range(count):  # even entries start at their index and run to the end
+        table.fixed(index if index % 2 == 0 else 0, 4)
+    table.raw(data)
+    keys = list(range(2, count, 2))
+    hints = (b"\x0b\x01\x01\x0a" + varint(len(keys))
+             + b"".join(varint(key) + b"\x03\x01" for key in keys))
+    bytecode = module_bytes(V13_3, hints=hints, name=2,
+                            sections=_section(STRING, bytes(table.buf), align=4))
+    started = time.process_time()
+    with pytest.raises(tilebc.DecodeError, match="limit exceeded: .* max_overlap_bytes=100000"):
+        tilebc.load(bytecode, verify=False, limits=DecodeLimits(max_overlap_bytes=100_000))
+    assert time.process_time() - started < 0.5
+    module = tilebc.load(bytecode, verify=False)  # the default bound lets this (8 MB) through
+    assert len(module.functions[0].optimization_hints.entries[0][1].entries) == len(keys)

@@ -710,23 +710,25 @@ def materialise_locations(module: tilebc.Module) -> None:
             op.loc
 
 
-def lazy_error(data: bytes) -> Optional[tilebc.DecodeError]:
-    """The error of the default (lazy-debug) load, raised by load or by the first `loc` read."""
+def lazy_error(data: bytes, strict: bool = True) -> Optional[tilebc.DecodeError]:
+    """The error of the lazy-debug load, raised by load or by the first `loc` read."""
     try:
-        materialise_locations(tilebc.load(data))
+        materialise_locations(tilebc.load(data, strict=strict))
     except tilebc.DecodeError as error:
         return error
     return None
 
 
-def assert_decode_error(data: bytes, message: Optional[str] = None) -> tilebc.DecodeError:
-    """tilebc.load(data) raises DecodeError (nothing else) with an int offset inside the file.
+def assert_decode_error(data: bytes, message: Optional[str] = None, *,
+                        strict: bool = True) -> tilebc.DecodeError:
+    """tilebc.load(data, strict=strict) raises DecodeError (nothing else) with an int offset inside
+    the file. These cases pin the strict rules, so `strict` defaults to True here.
 
-    The strict load (lazy_debug=False) raises it; the default load raises the same error, at load
+    The load with lazy_debug=False raises it; the lazy-debug load raises the same error, at load
     or when the locations are read."""
-    lazy = lazy_error(data)
+    lazy = lazy_error(data, strict)
     try:
-        tilebc.load(data, lazy_debug=False)
+        tilebc.load(data, lazy_debug=False, strict=strict)
     except tilebc.DecodeError as error:
         assert lazy is not None, "the lazy-debug load accepts what the strict load rejects"
         assert (lazy.message, lazy.offset) == (error.message, error.offset), (lazy, error)

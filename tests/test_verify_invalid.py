@@ -271,7 +271,6 @@ def _dominance_in_block():
 
 CASES = [
     # module and symbols
-    Case("empty module", lambda: Module(), "module.empty", "module", "module has no items"),
     Case("duplicate entry", _two_entries, "symbol.duplicate", "entry @k", "symbol @k is already"),
     Case("get_global of nothing", _undefined_global, "symbol.undefined", "get_global",
          "@g does not name a global"),

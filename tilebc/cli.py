@@ -47,11 +47,11 @@ def _display_name(path: str) -> str:
     return "<stdin>" if path == "-" else path
 
 
-def _decode(path: str, verify: bool = True):
+def _decode(path: str, verify: bool = True, strict: bool = False):
     """Read bytecode from a path or stdin; errors name the file."""
     data = _read_input(path)
     try:
-        module = load(data, verify=False)
+        module = load(data, verify=False, strict=strict)
     except TilebcError as error:
         error.file = error.file or _display_name(path)
         raise
@@ -75,15 +75,24 @@ def _parse_text(path: str, verify: bool = True):
     return module
 
 
-def _load_any(path: str, verify: bool = True):
+def _load_any(path: str, verify: bool = True, strict: bool = False):
     """Bytecode (by its magic) or text."""
     if path != "-":
         with open(path, "rb") as stream:
             is_bytecode = stream.read(len(MAGIC)) == MAGIC
-        return _decode(path, verify) if is_bytecode else _parse_text(path, verify)
+        return _decode(path, verify, strict) if is_bytecode else _parse_text(path, verify)
     data = sys.stdin.buffer.read()
     sys.stdin = _BytesStdin(data)
-    return _decode(path, verify) if data.startswith(MAGIC) else _parse_text(path, verify)
+    return _decode(path, verify, strict) if data.startswith(MAGIC) else _parse_text(path, verify)
+
+
+def _decode_warnings(module) -> list:
+    """The module's decode warnings (lenient readings), debug-info ones included."""
+    for function in module.functions:  # decodes lazily read locations, which may add warnings
+        function.loc
+        for op in function.walk():
+            op.loc
+    return list(getattr(module, "decode_warnings", ()))
 
 
 class _BytesStdin:
@@ -140,8 +149,12 @@ def cmd_asm(args) -> int:
 
 def cmd_verify(args) -> int:
     from .verify import ERROR, diagnostics
-    module = _load_any(args.input, verify=False)
+    module = _load_any(args.input, verify=False, strict=args.strict)
     module.source = module.source or _display_name(args.input)
+    warnings = _decode_warnings(module)
+    for warning in warnings:
+        print(f"{_display_name(args.input)}: offset 0x{warning.offset:x}: warning: "
+              f"{warning.message}; {warning.action}", file=sys.stderr)
     found = diagnostics(module)
     for diagnostic in found:
         print(str(diagnostic), file=sys.stderr)
@@ -151,7 +164,8 @@ def cmd_verify(args) -> int:
         return 1
     if not args.quiet:
         print(f"{_display_name(args.input)}: ok ({module.version}, "
-              f"{len(module.functions)} entries, {len(module.globals)} globals)", file=sys.stderr)
+              f"{len(module.functions)} entries, {len(module.globals)} globals"
+              + (f", {len(warnings)} decode warning(s)" if warnings else "") + ")", file=sys.stderr)
     return 0
 
 
@@ -162,7 +176,7 @@ def section_sizes(data: bytes):
     stream.seek(12)
     sections = []
     while True:
-        section = Section.parse_stream(stream)
+        section = Section.parse_stream(stream, padding_sink=[])  # a lenient load passed it
         if section.header.id == SectionId.END:
             return sections
         size = section.length
@@ -197,6 +211,12 @@ def cmd_info(args) -> int:
     print(f"{name}: Tile IR bytecode {module.version}"
           + (" (public preview)" if module.preview else "") + f", {len(data)} bytes")
     print(f"producer: {module.producer or '(none recorded)'}")
+    warnings = _decode_warnings(module)
+    print(f"decode warnings: {len(warnings)}" + (" (read as tileirdisasm reads them; "
+                                                 "`tilebc verify --strict` refuses them)"
+                                                 if warnings else ""))
+    for warning in warnings:
+        print(f"  0x{warning.offset:x}: {warning.message}; {warning.action}")
     print("sections:")
     for section, offset, size in section_sizes(data):
         print(f"  {section:<9} {size:>9} bytes at 0x{offset:x}")
@@ -376,6 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = add("verify", cmd_verify, "check a bytecode or text file against the typing and "
                 "well-formedness rules", output=False)
     check.add_argument("-q", "--quiet", action="store_true")
+    check.add_argument("--strict", action="store_true",
+                       help="refuse bytecode that NVIDIA's reader accepts but the format forbids "
+                            "(padding, table order, unknown flag bits, ...) instead of warning")
 
     add("info", cmd_info, "version, producer, sections, globals, entries, signatures, hints",
         output=False)

@@ -52,11 +52,16 @@ class AbsolutePadding(cs.Construct):
 
     def _parse(self, stream, context, path):
         pad = self._pad(stream, context, path)
+        start = cs.stream_tell(stream, path)
         data = cs.stream_read(stream, pad, path)
         bad = [i for i, byte in enumerate(data) if byte != PADDING_BYTE]
         if bad:
-            raise cs.ValidationError(
-                f"padding byte is 0x{data[bad[0]]:02x}, expected 0x{PADDING_BYTE:02X}", path=path)
+            message = f"padding byte is 0x{data[bad[0]]:02x}, expected 0x{PADDING_BYTE:02X}"
+            # A lenient parse passes a list to collect (stream position, message) in, and goes on.
+            sink = context._params.get("padding_sink")
+            if sink is None:
+                raise cs.ValidationError(message, path=path)
+            sink.append((start + bad[0], message))
         return pad
 
     def _build(self, obj, stream, context, path):
@@ -103,16 +108,18 @@ ConstantTable = OffsetTable(8, 8)
 
 
 def parse_construct(schema: cs.Construct, data: bytes, *, base: int, what: str,
-                    file: Optional[str]):
+                    file: Optional[str], padding_sink: Optional[list] = None):
     """Parse `data` (found at absolute offset `base`) with `schema`, translating construct's errors.
 
     Alignment inside a payload is relative to the payload start; sections are aligned at least as
-    strictly as anything inside them, so relative and absolute alignment agree.
+    strictly as anything inside them, so relative and absolute alignment agree. With a
+    `padding_sink` list, padding bytes other than 0xCB are appended to it as (position in `data`,
+    message) instead of failing.
     """
     import io
     stream = io.BytesIO(data)
     try:
-        return schema.parse_stream(stream)
+        return schema.parse_stream(stream, padding_sink=padding_sink)
     except cs.ConstructError as error:
         detail = str(error).split("\n")[-1]
         detail = detail.split(") ", 1)[-1] if detail.startswith("(") else detail
@@ -120,38 +127,66 @@ def parse_construct(schema: cs.Construct, data: bytes, *, base: int, what: str,
                           offset=base + stream.tell()) from None
 
 
+def first_misplaced_entry(offsets: List[int], size: int) -> Optional[Tuple[int, str]]:
+    """(index, message) of the first entry that does not run from offsets[i] to offsets[i+1] (the
+    last one to `size`) inside the data, or None when every entry does."""
+    previous = 0
+    for index, start in enumerate(offsets):
+        stop = offsets[index + 1] if index + 1 < len(offsets) else size
+        if not (previous <= start <= stop <= size):
+            return index, f"entry {index} has offset {start}, outside 0..{size} or out of order"
+        previous = start
+    return None
+
+
 def split_blobs(offsets: List[int], data: bytes, *, what: str, base: int,
                 file: Optional[str]) -> List[bytes]:
     """Blob i runs from offsets[i] to offsets[i+1] (the last one to the end of the data)."""
-    blobs = []
-    previous = 0
-    for index, start in enumerate(offsets):
-        stop = offsets[index + 1] if index + 1 < len(offsets) else len(data)
-        if not (previous <= start <= stop <= len(data)):
-            raise DecodeError(f"{what} entry {index} has offset {start}, outside 0..{len(data)} "
-                              "or out of order", file=file, offset=base)
-        blobs.append(data[start:stop])
-        previous = start
-    return blobs
+    bad = first_misplaced_entry(offsets, len(data))
+    if bad is not None:
+        raise DecodeError(f"{what} {bad[1]}", file=file, offset=base)
+    return [data[start:stop] for start, stop in zip(offsets, offsets[1:] + [len(data)])]
+
+
+# How a lenient reader slices a table whose offsets are out of order, as tileirdisasm does
+# (measured with crafted files, format_spec.md §16): strings clamp (an entry whose next offset is
+# smaller than its own, or past the data, runs to the end of the data; one that starts past the end
+# is empty); type and debug-attribute entries are read only when used, and one used whose slice is
+# not inside the data fails then. (Constants are checked up front by NVIDIA too: strict only.)
+EXACT, CLAMPED, CHECKED_ON_USE = "exact", "clamped", "checked on use"
 
 
 class BlobTable:
     """Entries of an offset-indexed table, sliced on first use: table[i] -> (file offset, bytes).
 
     The offsets are validated up front exactly as `split_blobs` does (it reports the first bad
-    entry), but with one pass in C instead of a Python loop per entry.
+    entry), but with one pass in C instead of a Python loop per entry. With `slicing` other than
+    EXACT, offsets out of order are not an error: `on_disorder(message, offset)` is told once, and
+    entries are sliced as that mode says.
     """
 
-    __slots__ = ("offsets", "data", "base")
+    __slots__ = ("offsets", "data", "base", "what", "file", "slicing", "budget", "max_overlap")
 
     def __init__(self, offsets: List[int], data: bytes, *, what: str, base: int,
-                 file: Optional[str]):
-        in_order = all(map(operator.le, offsets, offsets[1:]))
-        if not in_order or (offsets and offsets[-1] > len(data)):
-            split_blobs(offsets, data, what=what, base=base, file=file)  # raises, naming the entry
+                 file: Optional[str], slicing: str = EXACT, on_disorder=None,
+                 max_overlap: int = 1 << 26):
         self.offsets = offsets
         self.data = data
         self.base = base
+        self.what = what
+        self.file = file
+        self.slicing = EXACT
+        # Entries of a disordered table may overlap: without a bound, a file of n bytes could make
+        # the reader copy (and keep, decoded) n entries of n bytes each.
+        self.max_overlap = max_overlap
+        self.budget = len(data) + max_overlap
+        in_order = all(map(operator.le, offsets, offsets[1:]))
+        if not in_order or (offsets and offsets[-1] > len(data)):
+            if slicing is EXACT:
+                split_blobs(offsets, data, what=what, base=base, file=file)  # raises, naming it
+            _, message = first_misplaced_entry(offsets, len(data))
+            on_disorder(f"{what} {message}", base)
+            self.slicing = slicing
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -159,5 +194,19 @@ class BlobTable:
     def __getitem__(self, index: int) -> Tuple[int, bytes]:
         offsets = self.offsets
         start = offsets[index]
-        stop = offsets[index + 1] if index + 1 < len(offsets) else len(self.data)
+        size = len(self.data)
+        stop = offsets[index + 1] if index + 1 < len(offsets) else size
+        if self.slicing is not EXACT:
+            if self.slicing is CLAMPED:
+                if stop < start:
+                    stop = size
+            elif not start <= stop <= size:
+                raise DecodeError(f"{self.what} entry {index} has offset {start}, outside "
+                                  f"0..{size} or out of order", file=self.file, offset=self.base)
+            self.budget -= max(0, min(stop, size) - start)
+            if self.budget < 0:
+                raise DecodeError(f"limit exceeded: the entries read from the {self.what}, whose "
+                                  f"offsets are out of order, overlap by more than "
+                                  f"max_overlap_bytes={self.max_overlap}", file=self.file,
+                                  offset=self.base)
         return self.base + start, self.data[start:stop]

@@ -172,8 +172,10 @@ def _attr_code(src: _Source, index: int, attr, version: Version, indent: str) ->
     if kind is AttrKind.TAGGED:
         return f"{indent}{var}, pos = fast_tagged(mr, reader, data, pos)\n"
     if kind is AttrKind.DENSE:
-        return (f"{indent}if not rtypes:\n{indent}    raise Bail\n" + _varint("k", indent)
-                + f"{indent}{var} = mr.dense(rtypes[0], k, 0)\n")
+        # The real offset: a lenient reader's warning about the constant must name the careful
+        # reader's offset (the index's position), since the same warning is recorded once.
+        return (f"{indent}if not rtypes:\n{indent}    raise Bail\n{indent}at = reader.base + pos\n"
+                + _varint("k", indent) + f"{indent}{var} = mr.dense(rtypes[0], k, at)\n")
     # Arrays, hints: the careful reader's code, at our position.
     spec = src.const(f"ATTR{index}", attr)
     return (f"{indent}reader.pos = pos\n{indent}{var} = mr._op_attr(reader, {spec}, rtypes)\n"

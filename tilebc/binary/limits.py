@@ -4,8 +4,10 @@ Every count and length in a file is checked against the bytes that remain before
 allocated or looped over, so the work and memory of a decode are proportional to the file size.
 These limits bound what is left: how large a file we take at all, how deep structures may nest (the
 decoder recurses, so this also keeps it far from Python's recursion limit), how many ops, values and
-types a module may declare, and how many elements a tile type may have (consumers create arrays of
-that size, so an absurd shape is refused when the type is read). Exceeding a limit raises a
+types a module may declare, how many elements a tile type may have (consumers create arrays of
+that size, so an absurd shape is refused when the type is read), and how far the entries of a table
+with out-of-order offsets may overlap (read as NVIDIA reads them, each entry may run to the end of
+the data; without a bound n entries of n bytes would be copied). Exceeding a limit raises a
 DecodeError (category "malformed") whose message starts "limit exceeded:" and names the limit, so a
 caller who trusts the input can raise it: `tilebc.load(data, limits=DecodeLimits(max_ops=10**8))`.
 """
@@ -23,6 +25,9 @@ class DecodeLimits:
     max_values: int = 1 << 22           # SSA values in scope at once in one function
     max_types: int = 1 << 20            # entries of the type table
     max_tile_elements: int = 1 << 24    # elements of one tile type (product of its shape)
+    max_overlap_bytes: int = 1 << 26    # bytes by which the entries read from one table whose
+    #                                     offsets are out of order (read leniently, as NVIDIA does)
+    #                                     may exceed the table's size: overlapping entries
 
     def __post_init__(self):
         for name, value in vars(self).items():

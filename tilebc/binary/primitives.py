@@ -130,14 +130,21 @@ class Reader:
         fmt = {4: "i", 8: "q", 1: "B"}[width]
         return list(struct.unpack_from(f"<{count}{fmt}", self.data, start))
 
-    def align(self, alignment: int, what: str) -> None:
-        """Skip padding up to a multiple of `alignment` (relative to `base`), checking it is 0xCB."""
+    def align(self, alignment: int, what: str, on_bad=None) -> None:
+        """Skip padding up to a multiple of `alignment` (relative to `base`), checking it is 0xCB.
+
+        A byte other than 0xCB is an error, or, given `on_bad`, reported as on_bad(message, offset).
+        """
         pad = (-self.offset) % alignment
         self.need(pad, f"padding before {what}")
         for index in range(pad):
             if self.data[self.pos + index] != PADDING_BYTE:
-                raise self.error(f"padding byte before {what} is 0x{self.data[self.pos + index]:02x}, "
-                                 f"expected 0x{PADDING_BYTE:02X}", self.offset + index)
+                message = (f"padding byte before {what} is 0x{self.data[self.pos + index]:02x}, "
+                           f"expected 0x{PADDING_BYTE:02X}")
+                if on_bad is None:
+                    raise self.error(message, self.offset + index)
+                on_bad(message, self.offset + index)
+                break
         self.pos += pad
 
 

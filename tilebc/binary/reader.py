@@ -26,11 +26,12 @@ from ..ops.table import OPS_BY_OPCODE, max_public_opcode
 from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS,
                        GLOBAL_VISIBILITY_AND_CONSTANT, MAX_VERSION, MIN_VERSION, POINTER_ATTR,
                        PREVIEW_TAG, UNIFIED_OPTIONAL_BITFIELD, Version)
-from .container import (MAGIC, PREVIEW_TAG_BIT, REQUIRED_SECTIONS, SECTION_ALIGNMENT, ConstantTable,
-                        BlobTable, Header, Section, SectionId, StringTable, TypeTable,
-                        parse_construct)
+from .container import (CHECKED_ON_USE, CLAMPED, EXACT, MAGIC, PREVIEW_TAG_BIT, REQUIRED_SECTIONS,
+                        SECTION_ALIGNMENT, BlobTable, ConstantTable, Header, Section, SectionId,
+                        StringTable, TypeTable, parse_construct)
 from .fastpath import Bail, fast_decoder, varint_tail
 from .lazyloc import DecodedFunction, DecodedOp, PendingLocations
+from .lenient import WarningLog
 from .limits import DEFAULT_LIMITS, DecodeLimits
 from .plans import ABSENT, FLAT, OPTIONAL, READ, SEGMENTED, UNIT, OpPlan
 from .primitives import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reader
@@ -57,13 +58,16 @@ DEBUG_LOC, DEBUG_SUBPROGRAM, DEBUG_CALL_SITE = 4, 5, 6
 
 _MISSING = object()
 
+FUNCTION_FLAG_PRIVATE = 0x01
 FUNCTION_FLAG_KERNEL = 0x02
+UNKNOWN_FUNCTION_FLAGS_REFUSED = Version(13, 4)  # NVIDIA ignores unknown function flag bits before
 FUNCTION_FLAG_HINTS = 0x04
 DISUBPROGRAM_KNOWN_FLAGS = 0x01
 
 
 def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
-         limits: Optional[DecodeLimits] = None, lazy_debug: bool = True) -> Module:
+         limits: Optional[DecodeLimits] = None, lazy_debug: bool = True,
+         strict: bool = False) -> Module:
     """Decode a Tile IR bytecode file (bytes or a path) into a Module.
 
     Raises DecodeError (file, byte offset, what was expected; category "malformed") on malformed
@@ -72,6 +76,12 @@ def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
     each function's op locations are decoded when one of them is first read: a broken debug
     attribute then raises its DecodeError from that `op.loc` access. `lazy_debug=False` decodes every
     location now, so all of those errors are raised by load. Any other exception is a tilebc bug.
+
+    Deviations that NVIDIA's reader accepts (format_spec.md §16: padding bytes, table order,
+    leftover bytes in an entry, unknown flag bits, ...) are read as tileirdisasm reads them and
+    listed on `module.decode_warnings` (DecodeWarning: message, offset, category "lenient"); those
+    found in debug attributes are added when the locations are decoded. `strict=True` raises the
+    DecodeError each warning names instead.
     """
     limits = DEFAULT_LIMITS if limits is None else limits
     file = None
@@ -91,7 +101,8 @@ def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
     collecting = gc.isenabled()
     gc.disable()  # a module is many small objects; collections during decoding only cost time
     try:
-        module = ModuleReader(data, file, limits=limits, lazy_debug=lazy_debug).read()
+        module = ModuleReader(data, file, limits=limits, lazy_debug=lazy_debug,
+                              strict=strict).read()
     finally:
         if collecting:
             gc.enable()
@@ -103,8 +114,11 @@ class ModuleReader:
     use_fast_path = True
 
     def __init__(self, data: bytes, file: Optional[str] = None, *,
-                 limits: DecodeLimits = DEFAULT_LIMITS, lazy_debug: bool = True):
+                 limits: DecodeLimits = DEFAULT_LIMITS, lazy_debug: bool = True,
+                 strict: bool = False):
         self.data = data
+        self.strict = strict
+        self.log = WarningLog(file)
         self.file = file
         self.limits = limits
         self.lazy_debug = lazy_debug
@@ -120,6 +134,8 @@ class ModuleReader:
         self._debug_attrs: Dict[int, object] = {}
         self._debug_in_progress: set = set()
         self.debug_function_indices: List[List[int]] = []
+        self._debug_indices: List[int] = []
+        self._debug_firsts: Tuple[int, ...] = ()
         self.preview = False
         self.max_opcode = 0
         self._plans: Dict[int, OpPlan] = {}
@@ -131,6 +147,13 @@ class ModuleReader:
 
     def error(self, message: str, offset: int) -> DecodeError:
         return DecodeError(message, file=self.file, offset=offset)
+
+    def lenient(self, message: str, offset: int, action: str) -> None:
+        """A deviation NVIDIA's reader accepts: an error when strict, else a warning, and the
+        caller goes on reading the bytes as `action` says (tileirdisasm's reading)."""
+        if self.strict:
+            raise self.error(message, offset)
+        self.log.add(message, offset, action)
 
     # ---- container -------------------------------------------------------------------------------
 
@@ -179,7 +202,8 @@ class ModuleReader:
             if not reader.at_end():
                 raise reader.error(f"{reader.remaining} unexpected bytes after the producer")
         if SectionId.TYPE in sections:
-            self.type_blobs = self._read_table(TypeTable, 4, *sections[SectionId.TYPE], "type table")
+            self.type_blobs = self._read_table(TypeTable, 4, *sections[SectionId.TYPE], "type table",
+                                               CHECKED_ON_USE)
             if len(self.type_blobs) > self.limits.max_types:
                 raise self.error(f"limit exceeded: type table has {len(self.type_blobs)} entries, "
                                  f"more than max_types={self.limits.max_types}",
@@ -190,6 +214,8 @@ class ModuleReader:
         if SectionId.DEBUG in sections:
             self._read_debug(*sections[SectionId.DEBUG])
         module = Module(version=version, producer=producer, preview=self.preview, source=self.file)
+        # The same list the log fills: lazily decoded debug attributes add theirs when first read.
+        module.decode_warnings = self.log.warnings
         if SectionId.GLOBAL in sections:
             module.globals = self._read_globals(*sections[SectionId.GLOBAL])
         module.functions = self._read_functions(*sections[SectionId.FUNC])
@@ -214,11 +240,15 @@ class ModuleReader:
                 header.varint("section length")
                 if id_byte & 0x80:
                     header.varint("section alignment")
+            padding = None if self.strict else []
             try:
-                section = Section.parse_stream(stream)
+                section = Section.parse_stream(stream, padding_sink=padding)
             except cs.ConstructError as error:
                 detail = str(error).split("\n")[-1]
                 raise self.error(f"malformed section header: {detail}", stream.tell()) from None
+            for position, message in padding or ():
+                self.lenient(f"malformed section header: {message}", position,
+                             "padding is not read (tileirdisasm does not look at it)")
             section_id = section.header.id
             if section_id == SectionId.END:
                 if section.header.aligned:
@@ -234,19 +264,36 @@ class ModuleReader:
                     raise self.error(f"{section_id.name.lower()} section must be aligned to a "
                                      f"multiple of {required}", start)
             if section_id in sections:
-                raise self.error(f"duplicate {section_id.name.lower()} section", start)
+                self.lenient(f"duplicate {section_id.name.lower()} section", start,
+                             "the last one is read, as tileirdisasm does")
             sections[section_id] = (stream.tell() - section.length, section.payload)
 
-    def _read_table(self, schema, offset_width: int, base: int, payload: bytes, what: str):
+    def _read_table(self, schema, offset_width: int, base: int, payload: bytes, what: str,
+                    slicing: str = EXACT):
         Reader(payload, base=base, file=self.file).varint(f"{what} count")  # at most 10 bytes
-        table = parse_construct(schema, payload, base=base, what=what, file=self.file)
+        padding = None if self.strict else []
+        table = parse_construct(schema, payload, base=base, what=what, file=self.file,
+                                padding_sink=padding)
+        for position, message in padding or ():
+            self.lenient(f"malformed {what}: {message}", base + position,
+                         "padding is not read (tileirdisasm does not look at it)")
         fmt = "<%d%s" % (table.count, "I" if offset_width == 4 else "Q")
         offsets = list(struct.unpack(fmt, table.offsets))
         data_base = base + len(payload) - len(table.data)
-        return BlobTable(offsets, table.data, what=what, base=data_base, file=self.file)
+        return BlobTable(offsets, table.data, what=what, base=data_base, file=self.file,
+                         slicing=EXACT if self.strict else slicing, on_disorder=self._disorder(slicing),
+                         max_overlap=self.limits.max_overlap_bytes)
+
+    def _disorder(self, slicing: str):
+        """The warning for a table whose offsets are out of order, read with `slicing`."""
+        action = {CLAMPED: "each entry runs to the next offset, or to the end of the data when that "
+                           "is smaller or past the end (tileirdisasm's slicing)",
+                  CHECKED_ON_USE: "each entry runs to the next offset and is refused only if used "
+                                  "while outside the data or reversed (as tileirdisasm reads it)"}
+        return lambda message, offset: self.lenient(message, offset, action.get(slicing, ""))
 
     def _read_strings(self, base: int, payload: bytes) -> None:
-        self.strings = self._read_table(StringTable, 4, base, payload, "string table")
+        self.strings = self._read_table(StringTable, 4, base, payload, "string table", CLAMPED)
 
     def string(self, index: int, offset: int) -> str:
         cached = self._string_cache.get(index)
@@ -282,7 +329,8 @@ class ModuleReader:
             reader = Reader(blob, base=blob_offset, file=self.file)
             result = self._decode_type(reader)
             if not reader.at_end():
-                raise reader.error(f"{reader.remaining} unexpected bytes after type {index}")
+                self.lenient(f"{reader.remaining} unexpected bytes after type {index}",
+                             reader.offset, "they are not read (tileirdisasm ignores them)")
         finally:
             in_progress.discard(index)
         self._types[index] = result
@@ -376,7 +424,13 @@ class ModuleReader:
             tensor_view = self._tensor_view(reader)
             dim_map = tuple(reader.int_array(4, "partition_view dim_map"))
             if not unified:
+                presence_offset = reader.offset
                 flags = reader.u8("partition_view padding presence byte")
+                if flags > 1:  # before 13.3 a bool byte, which NVIDIA takes as true when non-zero
+                    self.lenient(f"partition_view has unknown optional-parameter flags 0x{flags:x}",
+                                 presence_offset, "the padding presence byte is read as true, as "
+                                 "tileirdisasm takes any non-zero byte")
+                    flags = 1
             padding = self._enum(reader, PaddingValue, "padding_value") if flags & 1 else None
             self._check_flags(flags, 1, "partition_view", tag_offset)
             return T.PartitionViewType(tile_shape, tensor_view, dim_map, padding)
@@ -429,7 +483,8 @@ class ModuleReader:
         length = reader.count("constant byte length")
         value = reader.raw(length, "constant bytes")
         if not reader.at_end():
-            raise reader.error(f"{reader.remaining} unexpected bytes after constant {index}")
+            self.lenient(f"{reader.remaining} unexpected bytes after constant {index}",
+                         reader.offset, "they are not read (tileirdisasm ignores them)")
         self._constants[index] = value
         return value
 
@@ -442,8 +497,10 @@ class ModuleReader:
                              f"nor a full buffer for {tile_type}", offset)
         if not dense_is_splat(tile_type, data) and len(data) < dense_expected_sizes(tile_type)[1]:
             # Only an i1 tile gets here: MLIR's one-byte i1 splat is 0x00 or 0xFF, nothing else.
-            raise self.error(f"constant {index} is a one-byte i1 splat of 0x{data[0]:02x}, expected "
-                             f"0x00 or 0xFF", offset)
+            self.lenient(f"constant {index} is a one-byte i1 splat of 0x{data[0]:02x}, expected "
+                         f"0x00 or 0xFF", offset, "read as a splat of true (0xFF), as tileirdisasm "
+                         "takes any non-zero byte")
+            data = b"\xff"
         return A.DenseElementsAttr(tile_type, data)
 
     # ---- attributes ------------------------------------------------------------------------------
@@ -521,7 +578,8 @@ class ModuleReader:
         offset = reader.offset
         value = reader.u8(what)
         if value > 1:
-            raise self.error(f"{what} byte is {value}, expected 0 or 1", offset)
+            self.lenient(f"{what} byte is {value}, expected 0 or 1", offset,
+                         "read as true, as tileirdisasm takes any non-zero byte")
         return bool(value)
 
     def _dictionary_body(self, reader: Reader, depth: int):
@@ -552,16 +610,18 @@ class ModuleReader:
     def _read_debug(self, base: int, payload: bytes) -> None:
         # The section start is 8-aligned, so absolute alignment equals payload-relative alignment.
         reader = Reader(payload, base=base, file=self.file)
+        padding = lambda message, offset: self.lenient(  # noqa: E731
+            message, offset, "padding is not read (tileirdisasm does not look at it)")
         num_functions = reader.count("debug function count", 4)
-        reader.align(4, "debug function offsets")
+        reader.align(4, "debug function offsets", padding)
         firsts = struct.unpack(f"<{num_functions}I", reader.raw(4 * num_functions,
                                                                  "debug function offsets"))
         num_indices = reader.count("debug index count", 8)
-        reader.align(8, "debug indices")
+        reader.align(8, "debug indices", padding)
         raw = reader.raw(8 * num_indices, "debug indices")
         indices = list(struct.unpack(f"<{num_indices}Q", raw))
         num_attrs = reader.count("debug attribute count", 4)
-        reader.align(4, "debug attribute offsets")
+        reader.align(4, "debug attribute offsets", padding)
         if num_attrs == 0 and reader.at_end():
             # NVIDIA's reader takes a pointer to the offset table even when it is empty, and that
             # fails at the section's end ("failed to read debug info offset pointer"); match it.
@@ -571,12 +631,19 @@ class ModuleReader:
                                                                   "debug attribute offsets")))
         data_start = reader.pos
         self.debug_blobs = BlobTable(offsets, payload[data_start:], what="debug attribute table",
-                                     base=base + data_start, file=self.file)
+                                     base=base + data_start, file=self.file,
+                                     slicing=EXACT if self.strict else CHECKED_ON_USE,
+                                     on_disorder=self._disorder(CHECKED_ON_USE),
+                                     max_overlap=self.limits.max_overlap_bytes)
+        # tileirdisasm reads a function's locations from its first index on, as many as it needs,
+        # without looking where the next function's range starts; kept for that reading.
+        self._debug_indices, self._debug_firsts = indices, firsts
         for position, first in enumerate(firsts):
             stop = firsts[position + 1] if position + 1 < num_functions else num_indices
             if not first <= stop <= num_indices:
-                raise self.error(f"debug function {position} index range {first}..{stop} is "
-                                 f"outside 0..{num_indices}", base)
+                self.lenient(f"debug function {position} index range {first}..{stop} is outside "
+                             f"0..{num_indices}", base, "its locations are read from index "
+                             f"{first} on, as tileirdisasm reads them")
             self.debug_function_indices.append(indices[first:stop])
 
     def debug_attr(self, index: int, offset: int):
@@ -601,8 +668,8 @@ class ModuleReader:
             reader = Reader(blob, base=blob_offset, file=self.file)
             result = self._decode_debug(reader)
             if not reader.at_end():
-                raise reader.error(f"{reader.remaining} unexpected bytes after debug attribute "
-                                   f"{index}")
+                self.lenient(f"{reader.remaining} unexpected bytes after debug attribute {index}",
+                             reader.offset, "they are not read (tileirdisasm ignores them)")
         finally:
             in_progress.discard(index)
         self._debug_attrs[index] = result
@@ -616,9 +683,25 @@ class ModuleReader:
             raise self.error(f"{what} must be {names}, got {type(value).__name__}", offset)
         return value
 
+    def _call_site_part(self, reader: Reader, what: str):
+        """A call site's callee or caller: a location, or unknown (None) for debug index 0 or an
+        `unknown` entry, as everywhere else a location is read (tileirdisasm prints
+        `callsite(unknown at ...)`)."""
+        offset = reader.offset
+        value = self.debug_attr(reader.varint(what), offset)
+        if value is None or isinstance(value, L.UnknownDebugAttr):
+            return None
+        if not isinstance(value, (L.DILoc, L.CallSiteLoc)):
+            raise self.error(f"{what} must be DILoc/CallSiteLoc, got {type(value).__name__}", offset)
+        return value
+
     def _decode_debug(self, reader: Reader):
         offset = reader.offset
         tag = reader.varint("debug attribute tag")
+        if tag > 0xFF:  # NVIDIA keeps the tag's low byte (it stores it in a uint8_t)
+            self.lenient(f"unknown debug attribute tag {tag}", offset,
+                         f"read as tag {tag & 0xFF} (its low byte), as tileirdisasm does")
+            tag &= 0xFF
         string = lambda what: self.string(reader.varint(what), reader.offset)  # noqa: E731
         if tag == DEBUG_UNKNOWN:
             return L.UnknownDebugAttr()
@@ -647,10 +730,13 @@ class ModuleReader:
                 raise self.error(f"subprogram has unknown flag bits 0x{flags:x}", flags_offset)
             return L.DISubprogram(file, line, name, linkage, unit, scope_line, flags)
         if tag == DEBUG_CALL_SITE:
-            callee = self._debug_ref(reader, (L.DILoc, L.CallSiteLoc), "call site callee")
-            caller = self._debug_ref(reader, (L.DILoc, L.CallSiteLoc), "call site caller")
+            callee = self._call_site_part(reader, "call site callee")
+            caller = self._call_site_part(reader, "call site caller")
             return L.CallSiteLoc(callee, caller)
-        raise self.error(f"unknown debug attribute tag {tag}", offset)
+        self.lenient(f"unknown debug attribute tag {tag}", offset,
+                     "read as loc(unknown), as tileirdisasm does; the rest of the entry is not read")
+        reader.pos = reader.end
+        return L.UnknownDebugAttr()
 
     def location(self, index: int, offset: int):
         cached = self._locations.get(index, _MISSING)
@@ -683,7 +769,8 @@ class ModuleReader:
                 constant = self._bool(reader, "global constant flag")
             result.append(Global(name, value, alignment, visibility, constant))
         if not reader.at_end():
-            raise reader.error(f"{reader.remaining} unexpected bytes after the globals")
+            self.lenient(f"{reader.remaining} unexpected bytes after the globals", reader.offset,
+                         "they are not read (tileirdisasm ignores them)")
         return result
 
     # ---- functions and ops -----------------------------------------------------------------------
@@ -712,7 +799,14 @@ class ModuleReader:
             raise self.error(f"function {name!r} is not marked as a kernel entry (flags "
                              f"0x{flags:02x})", flags_offset)
         if flags & ~(FUNCTION_FLAG_KERNEL | FUNCTION_FLAG_HINTS):
-            raise self.error(f"function {name!r} has unknown flags 0x{flags:02x}", flags_offset)
+            message = f"function {name!r} has unknown flags 0x{flags:02x}"
+            # NVIDIA refuses them from 13.4 ("unrecognized flag bits"), and reads bit 0 in every
+            # version as private visibility, which an entry cannot have.
+            if self.version >= UNKNOWN_FUNCTION_FLAGS_REFUSED or flags & FUNCTION_FLAG_PRIVATE:
+                raise self.error(message, flags_offset)
+            self.lenient(message, flags_offset, "the unknown bits are ignored, as tileirdisasm "
+                                                "ignores them before 13.4")
+            flags &= FUNCTION_FLAG_KERNEL | FUNCTION_FLAG_HINTS
         if self.version >= ENTRY_ARG_ATTRS and flags & FUNCTION_FLAG_HINTS:
             # From 13.5 hints always follow and bit 2 marks an extern implementation, which NVIDIA's
             # reader refuses on a kernel ("cannot be both kernel and extern impl").
@@ -879,9 +973,18 @@ class ModuleReader:
             raise self.error(f"failed to read function location: debug function index {loc_index} "
                              f"out of range ({len(self.debug_function_indices)})", offset)
         indices = pending.indices
-        if len(indices) < len(preorder) + 1:
-            raise self.error(f"debug info for function {function.name!r} has {len(indices)} "
-                             f"locations, expected {len(preorder) + 1}", offset)
+        needed = len(preorder) + 1
+        if len(indices) < needed:
+            message = (f"debug info for function {function.name!r} has {len(indices)} locations, "
+                       f"expected {needed}")
+            first = self._debug_firsts[loc_index - 1]
+            extended = self._debug_indices[first:first + needed]
+            if self.strict or len(extended) < needed:  # past the index table: NVIDIA fails too
+                raise self.error(message, offset)
+            self.lenient(message, offset, f"the locations are read on past the function's range "
+                                          f"(indices {first}..{first + needed}), as tileirdisasm "
+                                          f"reads them")
+            pending.indices = indices = extended
         # Lazily only what cannot fail for a reason visible here: indices in range.
         if not self.lazy_debug or max(indices) > len(self.debug_blobs):
             function.loc = self.location(indices[0], offset)
@@ -952,8 +1055,10 @@ class ModuleReader:
             flags_offset = reader.offset
             flags = reader.varint("op flags")
             if flags & ~plan.known_flags:
-                raise self.error(f"{spec.mnemonic} has unknown flag bits "
-                                 f"0x{flags & ~plan.known_flags:x}", flags_offset)
+                self.lenient(f"{spec.mnemonic} has unknown flag bits "
+                             f"0x{flags & ~plan.known_flags:x}", flags_offset,
+                             "the unknown bits are ignored, as tileirdisasm ignores them")
+                flags &= plan.known_flags
 
         # Attributes.
         attrs = {}

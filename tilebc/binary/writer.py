@@ -488,7 +488,9 @@ class ModuleWriter:
             elif value.flags:
                 self.need(DISUBPROGRAM_FLAGS, f"DISubprogram flags {value.flags}")
         elif isinstance(value, L.CallSiteLoc):
-            callee, caller = self.debug_attr(value.callee), self.debug_attr(value.caller)
+            # An unknown part (None) is debug index 0, as for any other location.
+            callee, caller = (0 if part is None else self.debug_attr(part)
+                              for part in (value.callee, value.caller))
             out.varint(DEBUG_CALL_SITE)
             out.varint(callee)
             out.varint(caller)

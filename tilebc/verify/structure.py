@@ -118,9 +118,7 @@ class Verifier:
         if self.version not in ALL_VERSIONS:
             ctx.report("version.module", None, f"bytecode version {self.version} is outside the "
                                                f"supported {ALL_VERSIONS[0]}-{ALL_VERSIONS[-1]}")
-        if not module.functions and not module.globals:
-            ctx.report("module.empty", None, "module has no items; expected at least one entry "
-                                             "or global")
+        # A module with no items is fine: tileiras compiles it (to a cubin with no kernels).
         seen = {}
         for item in list(module.globals) + list(module.functions):
             if not item.name:

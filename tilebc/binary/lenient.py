@@ -1,0 +1,44 @@
+"""Decode warnings: deviations from the format that NVIDIA's reader accepts, and so do we.
+
+By default (`strict=False`) the reader reads such bytes with the meaning tileirdisasm gives them
+(format_spec.md §16 lists each class and why it is harmless) and records one DecodeWarning per
+deviation on `Module.decode_warnings`, so nothing is accepted silently. `strict=True` turns every
+one of them back into the DecodeError it names: a lint for producers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Set, Tuple
+
+
+@dataclass(frozen=True)
+class DecodeWarning:
+    """A deviation the reader accepted: the strict reader's message, what was done, and where."""
+
+    message: str                 # exactly the DecodeError message `strict=True` raises
+    offset: int                  # absolute byte offset in the file
+    action: str                  # how the bytes were read instead (tileirdisasm's reading)
+    file: Optional[str] = None
+    category: str = "lenient"
+
+    def __str__(self) -> str:
+        return f"{self.file or '<bytes>'}: offset 0x{self.offset:x}: warning: {self.message}; " \
+               f"{self.action}"
+
+
+class WarningLog:
+    """The warnings of one decode, each (message, offset) once: the fast decoder may read a body
+    and hand it back to the careful one, which then meets the same deviations again."""
+
+    __slots__ = ("warnings", "_seen", "file")
+
+    def __init__(self, file: Optional[str]):
+        self.warnings: List[DecodeWarning] = []
+        self._seen: Set[Tuple[str, int]] = set()
+        self.file = file
+
+    def add(self, message: str, offset: int, action: str) -> None:
+        key = (message, offset)
+        if key not in self._seen:
+            self._seen.add(key)
+            self.warnings.append(DecodeWarning(message, offset, action, self.file))

@@ -92,7 +92,7 @@ def _decode_warnings(module) -> list:
         function.loc
         for op in function.walk():
             op.loc
-    return list(getattr(module, "decode_warnings", ()))
+    return list(module.decode_warnings)
 
 
 class _BytesStdin:

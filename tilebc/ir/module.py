@@ -133,6 +133,8 @@ class Module:
     preview: bool = False  # header tag bit 0
     name: str = "kernels"  # not stored in bytecode
     source: Optional[str] = None  # file it was read from, for diagnostics
+    # Lenient readings of a decoded file (tilebc.binary.DecodeWarning); not part of the IR's value.
+    decode_warnings: list = field(default_factory=list, compare=False, repr=False)
 
     def function(self, name: str) -> Function:
         for function in self.functions:

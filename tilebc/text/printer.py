@@ -314,6 +314,10 @@ class _ModulePrinter:
 
     def run(self) -> str:
         module = self.module
+        if not module.globals and not module.functions:
+            # MLIR prints an empty module as an empty line; with -g its own (unknown) location
+            # still gets an alias
+            return "\n#loc = loc(unknown)\n" if self.debug else "\n"
         if self.debug:
             self.aliases = LocationAliases()
             for _ in module.globals:

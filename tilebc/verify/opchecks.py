@@ -632,7 +632,9 @@ def assume(ctx, op) -> bool:
                                               f"bounded, got {type(predicate).__name__}")
 
 
-_CONVERSIONS = "diuoxXeEfFgGaAcsSpn%"
+# NUL ends a conversion too: NVIDIA finds the conversion character with a C string search, which
+# also matches the terminating NUL (so "first=%\0" takes one argument and is not unterminated).
+_CONVERSIONS = "diuoxXeEfFgGaAcsSpn%\0"
 
 
 def print_format(ctx, op) -> bool:

@@ -2,8 +2,12 @@
 
 print_tko formats like the device's printf: each %-conversion takes the next argument; a 0-d tile
 prints as one value, a larger tile as nested brackets of comma-separated values (the layout cuTile's
-documentation shows, e.g. `[[0, 4, 8, 12]]`), each element formatted by the conversion. Length
-modifiers (l, ll, h, ...) are accepted and ignored; the value's own type decides the width.
+documentation shows, e.g. `[[0, 4, 8, 12]]`), each element formatted by the conversion.
+
+Integer arguments reach the device's vprintf the way tileiras passes them: sign-extended from their
+own width (it emits `cvt.s32.s16` for an i16 even under %u/%x), then read at the width the length
+modifier names -- 32 bits by default, 64 with l/ll/j/z/t, and narrowed to char/short by hh/h as C
+does. So an i16 0xFFFF prints as 4294967295 under %u and an i64 under a plain %d as its low 32 bits.
 """
 from __future__ import annotations
 
@@ -90,26 +94,38 @@ def _div_by_violation(predicate, integers: np.ndarray, element):
 
 
 _CONVERSION = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\d+)?(?:\.(?P<precision>\d+))?"
-                         r"(?:hh|h|ll|l|j|z|t|L)?(?P<conversion>[diuoxXeEfFgGaAc%])")
+                         r"(?P<length>hh|h|ll|l|j|z|t|L)?(?P<conversion>[diuoxXeEfFgGaAc%])")
+
+_LENGTH_BITS = {"hh": 8, "h": 16, "l": 64, "ll": 64, "j": 64, "z": 64, "t": 64}
 
 
-def _format_element(spec: str, conversion: str, value) -> str:
+def _device_integer(value, conversion: str, length: str) -> int:
+    """The integer printf prints for an element: sign-extended (integers are stored signed, so
+    int() is that extension), read at the length modifier's width, as unsigned for u/o/x/X."""
+    bits = _LENGTH_BITS.get(length, 32)
+    number = int(value) & ((1 << bits) - 1)
+    if conversion == "c":
+        return number & 0xFF
+    if conversion in "di" and number >> (bits - 1):
+        number -= 1 << bits
+    return number
+
+
+def _format_element(spec: str, conversion: str, length: str, value) -> str:
     if conversion in "aA":
         text = float(value).hex()
         return text.upper() if conversion == "A" else text
     if conversion in "diuoxXc":
-        number = value
-        if conversion in "uoxX":
-            number = num.as_unsigned(np.asarray(value))
         python_conversion = "d" if conversion in "iu" else conversion
-        return (spec[:-1] + python_conversion) % int(number)
+        return (spec[:-1] + python_conversion) % _device_integer(value, conversion, length)
     return spec % float(value)
 
 
-def _format_argument(spec: str, conversion: str, value: np.ndarray) -> str:
+def _format_argument(spec: str, conversion: str, length: str, value: np.ndarray) -> str:
     if value.ndim == 0:
-        return _format_element(spec, conversion, value[()])
-    return "[" + ", ".join(_format_argument(spec, conversion, part) for part in value) + "]"
+        return _format_element(spec, conversion, length, value[()])
+    return "[" + ", ".join(_format_argument(spec, conversion, length, part)
+                           for part in value) + "]"
 
 
 def format_print(text: str, arguments) -> str:
@@ -133,7 +149,8 @@ def format_print(text: str, arguments) -> str:
         except StopIteration:
             pieces.append(match.group(0))
             continue
-        pieces.append(_format_argument(spec, conversion, np.asarray(argument)))
+        pieces.append(_format_argument(spec, conversion, match.group("length") or "",
+                                       np.asarray(argument)))
     pieces.append(text[position:])
     return "".join(pieces)
 

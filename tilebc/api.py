@@ -2,20 +2,22 @@
 from __future__ import annotations
 
 import os
-from typing import Union
+from typing import BinaryIO, Union
 
 from typing import Optional
 
 from .binary import reader
 from .binary.limits import DecodeLimits
+from .errors import TilebcError
 from .ir.module import Module
 
-Source = Union[bytes, bytearray, memoryview, str, os.PathLike]
+Source = Union[bytes, bytearray, memoryview, str, os.PathLike, BinaryIO]
 
 
 def load(source: Source, *, verify: bool = True, limits: Optional[DecodeLimits] = None,
          lazy_debug: bool = True) -> Module:
-    """Decode bytecode (bytes or a path) into a Module, then verify it.
+    """Decode bytecode (bytes, a path, or a file object opened in binary mode) into a Module,
+    then verify it.
 
     Raises DecodeError for bytes that do not decode (malformed) and VerificationError for IR that
     decodes but breaks a typing or well-formedness rule (invalid); both carry the file and offset.
@@ -23,8 +25,30 @@ def load(source: Source, *, verify: bool = True, limits: Optional[DecodeLimits] 
     file can make the decoder allocate; `lazy_debug=False` decodes debug locations up front, so a broken
     debug section fails here rather than on the first `op.loc` read.
     """
-    module = reader.load(source, limits=limits, lazy_debug=lazy_debug)
+    source, name = _read_file_object(source, limits or DecodeLimits())
+    try:
+        module = reader.load(source, limits=limits, lazy_debug=lazy_debug)
+    except TilebcError as error:
+        error.file = error.file or name
+        raise
+    module.source = module.source or name
     if verify:
         from .verify import verify as check
         check(module)
     return module
+
+
+def _read_file_object(source, limits: DecodeLimits):
+    """(what the reader takes, the file's name for messages): a file object is read here, at most
+    one byte past `limits.max_input_bytes`, so the reader refuses an oversized stream by size."""
+    if isinstance(source, (bytes, bytearray, memoryview, str, os.PathLike)):
+        return source, None
+    if not callable(getattr(source, "read", None)):
+        raise TypeError("tilebc.load takes bytes, a path or a binary file object, not "
+                        f"{type(source).__name__}")
+    data = source.read(limits.max_input_bytes + 1)
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError("tilebc.load needs a file opened in binary mode ('rb'); read() gave "
+                        f"{type(data).__name__}")
+    name = getattr(source, "name", None)
+    return bytes(data), name if isinstance(name, str) else None

@@ -39,7 +39,7 @@ class UsageError(Exception):
     """Bad command-line use (exit status 2), e.g. binary output to a terminal."""
 
 
-def _read_input(path: str) -> bytes:
+def read_input(path: str) -> bytes:
     if path == "-":
         return sys.stdin.buffer.read()
     with open(path, "rb") as stream:
@@ -52,13 +52,13 @@ def _display_name(path: str) -> str:
 
 def _decode(path: str, verify: bool = True):
     """Read bytecode from a path or stdin; errors name the file."""
-    module = _decode_bytes(_read_input(path), _display_name(path))
+    module = decode_bytes(read_input(path), _display_name(path))
     if verify:
         _verify(module)
     return module
 
 
-def _decode_bytes(data: bytes, name: str):
+def decode_bytes(data: bytes, name: str):
     """Bytecode -> Module (unverified); an empty file or a text file gets a message saying so."""
     if not data:
         raise DecodeError(f"the input is empty; expected Tile IR bytecode (magic {MAGIC.hex(' ')})",
@@ -84,7 +84,7 @@ def _looks_like_text(data: bytes) -> bool:
 
 
 def _parse_text(path: str, verify: bool = True):
-    module = _parse_bytes(_read_input(path), _display_name(path))
+    module = _parse_bytes(read_input(path), _display_name(path))
     if verify:
         _verify(module)
     return module
@@ -120,7 +120,7 @@ def _load_any(path: str, verify: bool = True):
 
 
 class _BytesStdin:
-    """Stdin already read once (to sniff the magic), offered again to `_read_input`."""
+    """Stdin already read once (to sniff the magic), offered again to `read_input`."""
 
     def __init__(self, data: bytes):
         self.buffer = io.BytesIO(data)
@@ -220,7 +220,7 @@ def _attr_text(value) -> str:
 
 
 def cmd_info(args) -> int:
-    data = _read_input(args.input)
+    data = read_input(args.input)
     try:
         module = load(data)
     except TilebcError as error:
@@ -290,7 +290,7 @@ def cmd_demo(args) -> int:
     from .text import print_module
     from .verify import verify
     if args.input:
-        name, data = args.input, _read_input(args.input)
+        name, data = args.input, read_input(args.input)
     else:
         name = "embedded demo kernel (text form of cuTile's float_math, elementwise_f32)"
         data = resources.files("tilebc").joinpath("data/demo.mlir").read_bytes()
@@ -302,7 +302,7 @@ def cmd_demo(args) -> int:
         print(f"== {title}: {'ok' if ok else 'FAILED'}" + (f" — {detail}" if detail else ""))
 
     if data.startswith(MAGIC):
-        module = _decode_bytes(data, name)
+        module = decode_bytes(data, name)
         step(f"read bytecode {name}", detail=f"{len(data)} bytes, version {module.version}")
     else:
         module = _parse_bytes(data, name)

@@ -67,10 +67,14 @@ def run_compile(args) -> int:
     from tilebc.errors import TilebcError
     name = args.display_name = "<stdin>" if args.file == "-" else args.file
     try:
+        if args.file == "-" and args.output in (None, "-"):
+            raise _UsageError("with the input on stdin, name the output file with -o")
+        # Decoded once up front so bad input reads as it does in every tilebc command.
+        from tilebc.cli import decode_bytes, read_input
+        data = read_input(args.file)
+        decode_bytes(data, name)
         if args.file == "-":
-            if args.output in (None, "-"):
-                raise _UsageError("with the input on stdin, name the output file with -o")
-            args.file = sys.stdin.buffer.read()  # the loaders take bytes as well as paths
+            args.file = data  # the loaders take bytes as well as paths
         if args.fatbin:
             return _run_fatbin(args)
         if "," in args.arch:

@@ -198,3 +198,85 @@ def test_documented_paths_exist():
             continue
         assert (ROOT / path).exists() or (ROOT / "runtime" / "cpp" / "include" / path).exists(), path
     assert shutil.which("bash")
+
+
+# The README's library claims, one by one, on a stored fixture.
+SAMPLE = FIXTURE_DIR / "atan2_f32" / "atan2_f32-13.5.tilebc"  # atan2 needs 13.2
+
+
+def test_load_takes_a_path_str_bytes_and_a_binary_file():
+    import pathlib
+
+    import tilebc
+    expected = SAMPLE.with_suffix(".dis").read_text()
+    with open(SAMPLE, "rb") as stream:
+        from_file = tilebc.load(stream)
+    for module in (tilebc.load(str(SAMPLE)), tilebc.load(pathlib.Path(SAMPLE)),
+                   tilebc.load(SAMPLE.read_bytes()), tilebc.load(bytearray(SAMPLE.read_bytes())),
+                   tilebc.load(io.BytesIO(SAMPLE.read_bytes())), from_file):
+        assert tilebc.print_module(module) == expected
+    assert from_file.source == str(SAMPLE)
+
+
+def test_load_errors_are_the_documented_ones(tmp_path):
+    import tilebc
+    truncated = tmp_path / "cut.tilebc"
+    truncated.write_bytes(SAMPLE.read_bytes()[:100])
+    with open(truncated, "rb") as stream, pytest.raises(tilebc.DecodeError) as caught:
+        tilebc.load(stream)
+    assert caught.value.file == str(truncated) and caught.value.offset == 0x64
+    assert caught.value.category == "malformed"
+    with pytest.raises(tilebc.TilebcError, match="No such file"):
+        tilebc.load(tmp_path / "missing.tilebc")
+    with open(SAMPLE.with_suffix(".dis")) as text_mode, pytest.raises(TypeError, match="'rb'"):
+        tilebc.load(text_mode)
+    with pytest.raises(TypeError, match="not int"):
+        tilebc.load(12)  # bytes(12) would be twelve zero bytes: refused, not decoded
+    big = io.BytesIO(SAMPLE.read_bytes())
+    with pytest.raises(tilebc.DecodeError, match="max_input_bytes=100"):
+        tilebc.load(big, limits=tilebc.DecodeLimits(max_input_bytes=100))
+    assert big.tell() == 101  # a stream is read only one byte past the limit
+
+
+@pytest.mark.parametrize("version", ["13.1", "13.2", "13.3", "13.4", "13.5"])
+def test_dump_to_each_version_reads_back(version):
+    import tilebc
+    module = tilebc.load(FIXTURE_DIR / "elementwise_f32" / "elementwise_f32-13.5.tilebc")
+    data = tilebc.dump(module, version=version)
+    again = tilebc.load(data)
+    assert again.version == tilebc.Version.parse(version)
+    assert tilebc.print_module(again) == tilebc.print_module(module)
+
+
+def test_dump_refuses_what_a_version_lacks_and_bad_versions():
+    import tilebc
+    module = tilebc.load(SAMPLE)
+    with pytest.raises(tilebc.EncodeError, match="13.2"):
+        tilebc.dump(module, version="13.1")  # atan2 arrived in 13.2
+    for bad in ("14.0", "banana", 13.1):
+        with pytest.raises(tilebc.VersionError):
+            tilebc.dump(module, version=bad)
+
+
+def test_runtime_compile_takes_a_path_and_raises_tilebc_errors(tmp_path):
+    import pathlib
+
+    import tilebc
+    import tilebc_runtime
+    result = tilebc_runtime.compile(pathlib.Path(SAMPLE), arch="sm_90", emit="ptx")
+    assert ".target sm_90" in result.ptx and result.cubin is None
+    truncated = tmp_path / "cut.tilebc"
+    truncated.write_bytes(SAMPLE.read_bytes()[:100])
+    with pytest.raises(tilebc.DecodeError) as caught:
+        tilebc_runtime.compile(str(truncated), emit="ptx")
+    assert caught.value.file == str(truncated)
+    with pytest.raises(tilebc.TilebcError, match="sm_13 is not supported"):
+        tilebc_runtime.compile(SAMPLE, arch="sm_13", emit="ptx")
+
+
+def test_public_functions_say_what_they_do():
+    import tilebc
+    import tilebc_runtime
+    for function in (tilebc.load, tilebc.dump, tilebc.print_module, tilebc.parse_module,
+                     tilebc.run, tilebc_runtime.compile, tilebc_runtime.load):
+        assert function.__doc__ and len(function.__doc__.split()) >= 8, function.__qualname__

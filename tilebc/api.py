@@ -2,20 +2,22 @@
 from __future__ import annotations
 
 import os
-from typing import Union
+from typing import BinaryIO, Union
 
 from typing import Optional
 
 from .binary import reader
 from .binary.limits import DecodeLimits
+from .errors import TilebcError
 from .ir.module import Module
 
-Source = Union[bytes, bytearray, memoryview, str, os.PathLike]
+Source = Union[bytes, bytearray, memoryview, str, os.PathLike, BinaryIO]
 
 
 def load(source: Source, *, verify: bool = True, limits: Optional[DecodeLimits] = None,
          lazy_debug: bool = True, strict: bool = False) -> Module:
-    """Decode bytecode (bytes or a path) into a Module, then verify it.
+    """Decode bytecode (bytes, a path, or a file object opened in binary mode) into a Module,
+    then verify it.
 
     Raises DecodeError for bytes that do not decode (malformed) and VerificationError for IR that
     decodes but breaks a typing or well-formedness rule (invalid); both carry the file and offset.
@@ -27,8 +29,30 @@ def load(source: Source, *, verify: bool = True, limits: Optional[DecodeLimits] 
     tileirdisasm reads them, each recorded on `module.decode_warnings` (DecodeWarning, category
     "lenient"); `strict=True` refuses them with a DecodeError instead (a lint for producers).
     """
-    module = reader.load(source, limits=limits, lazy_debug=lazy_debug, strict=strict)
+    source, name = _read_file_object(source, limits or DecodeLimits())
+    try:
+        module = reader.load(source, limits=limits, lazy_debug=lazy_debug, strict=strict)
+    except TilebcError as error:
+        error.file = error.file or name
+        raise
+    module.source = module.source or name
     if verify:
         from .verify import verify as check
         check(module)
     return module
+
+
+def _read_file_object(source, limits: DecodeLimits):
+    """(what the reader takes, the file's name for messages): a file object is read here, at most
+    one byte past `limits.max_input_bytes`, so the reader refuses an oversized stream by size."""
+    if isinstance(source, (bytes, bytearray, memoryview, str, os.PathLike)):
+        return source, None
+    if not callable(getattr(source, "read", None)):
+        raise TypeError("tilebc.load takes bytes, a path or a binary file object, not "
+                        f"{type(source).__name__}")
+    data = source.read(limits.max_input_bytes + 1)
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError("tilebc.load needs a file opened in binary mode ('rb'); read() gave "
+                        f"{type(data).__name__}")
+    name = getattr(source, "name", None)
+    return bytes(data), name if isinstance(name, str) else None

@@ -11,22 +11,25 @@ from importlib import resources
 from typing import List, Optional, Union
 
 from . import dump, load
-from .errors import TilebcError
+from .errors import DecodeError, TextSyntaxError, TilebcError
 from .version import ALL_VERSIONS, Version
 
 
 def _write_atomically(path: str, data: bytes) -> None:
-    """Write to a temp file beside `path`, then rename: a failure never leaves a partial file."""
+    """Write to a temp file beside `path`, then rename: a failure never leaves a partial file.
+    An OS failure is reported against `path` (never the temp file's name the user did not pick)."""
     folder = os.path.dirname(os.path.abspath(path))
-    handle, temp = tempfile.mkstemp(dir=folder, prefix=".tilebc-", suffix=".tmp")
+    temp = None
     try:
+        handle, temp = tempfile.mkstemp(dir=folder, prefix=".tilebc-", suffix=".tmp")
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
         os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
+    except OSError as error:
+        raise TilebcError(f"cannot write the output: {error.strerror}", file=path) from None
+    finally:
+        if temp is not None and os.path.exists(temp):
             os.unlink(temp)
-        raise
 
 
 MAGIC = b"\x7fTileIR\x00"
@@ -36,7 +39,7 @@ class UsageError(Exception):
     """Bad command-line use (exit status 2), e.g. binary output to a terminal."""
 
 
-def _read_input(path: str) -> bytes:
+def read_input(path: str) -> bytes:
     if path == "-":
         return sys.stdin.buffer.read()
     with open(path, "rb") as stream:
@@ -49,30 +52,61 @@ def _display_name(path: str) -> str:
 
 def _decode(path: str, verify: bool = True, strict: bool = False):
     """Read bytecode from a path or stdin; errors name the file."""
-    data = _read_input(path)
-    try:
-        module = load(data, verify=False, strict=strict)
-    except TilebcError as error:
-        error.file = error.file or _display_name(path)
-        raise
-    module.source = _display_name(path)
+    module = decode_bytes(read_input(path), _display_name(path), strict=strict)
     if verify:
         _verify(module)
     return module
+
+
+def decode_bytes(data: bytes, name: str, strict: bool = False):
+    """Bytecode -> Module (unverified); an empty file or a text file gets a message saying so."""
+    if not data:
+        raise DecodeError(f"the input is empty; expected Tile IR bytecode (magic {MAGIC.hex(' ')})",
+                          file=name, offset=0)
+    try:
+        module = load(data, verify=False, strict=strict)
+    except DecodeError as error:
+        error.file = error.file or name
+        if error.offset == 0 and not data.startswith(MAGIC[:1]) and _looks_like_text(data):
+            error.message += "; this looks like text (`tilebc asm` assembles the Tile IR text form)"
+            error.args = (error.message,)
+        raise
+    module.source = name
+    return module
+
+
+def _looks_like_text(data: bytes) -> bool:
+    try:
+        data[:4096].decode("utf-8")
+    except UnicodeDecodeError as error:
+        return error.start > 4090  # a character cut at the end of the sample
+    return True
 
 
 def _parse_text(path: str, verify: bool = True):
-    from .text import parse_module
-    data = _read_input(path)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise TilebcError(f"input is not UTF-8 text (byte 0x{data[error.start]:02x})",
-                          file=_display_name(path), offset=error.start) from None
-    module = parse_module(text, filename=_display_name(path))
+    module = _parse_bytes(read_input(path), _display_name(path))
     if verify:
         _verify(module)
     return module
+
+
+def _parse_bytes(data: bytes, name: str):
+    """Text form -> Module (unverified); bytecode, binary junk and empty input are named as such."""
+    from .text import parse_module
+    if data.startswith(MAGIC):
+        raise TextSyntaxError("the input is Tile IR bytecode, not text (`tilebc dis` prints its "
+                              "text form)", file=name, offset=0)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TextSyntaxError(f"the input is not UTF-8 text (byte 0x{data[error.start]:02x}); "
+                              "expected the Tile IR text form", file=name,
+                              offset=error.start) from None
+    if not text:
+        # zero bytes is a broken pipeline; a blank line is the empty module (tileirdisasm's text)
+        raise TextSyntaxError("the input is empty; expected 'entry', 'global' or 'module'",
+                              file=name, line=1, column=1)
+    return parse_module(text, filename=name)
 
 
 def _load_any(path: str, verify: bool = True, strict: bool = False):
@@ -96,7 +130,7 @@ def _decode_warnings(module) -> list:
 
 
 class _BytesStdin:
-    """Stdin already read once (to sniff the magic), offered again to `_read_input`."""
+    """Stdin already read once (to sniff the magic), offered again to `read_input`."""
 
     def __init__(self, data: bytes):
         self.buffer = io.BytesIO(data)
@@ -201,7 +235,7 @@ def _attr_text(value) -> str:
 
 
 def cmd_info(args) -> int:
-    data = _read_input(args.input)
+    data = read_input(args.input)
     try:
         module = load(data)
     except TilebcError as error:
@@ -274,10 +308,10 @@ def cmd_demo(args) -> int:
     """Main job: assemble -> verify -> disassemble -> interpret on the CPU -> JIT to a cubin (and launch
     when a GPU is present), on the embedded kernel text or on a given text/bytecode file."""
     from . import oracles
-    from .text import parse_module, print_module
+    from .text import print_module
     from .verify import verify
     if args.input:
-        name, data = args.input, _read_input(args.input)
+        name, data = args.input, read_input(args.input)
     else:
         name = "embedded demo kernel (text form of cuTile's float_math, elementwise_f32)"
         data = resources.files("tilebc").joinpath("data/demo.mlir").read_bytes()
@@ -289,10 +323,10 @@ def cmd_demo(args) -> int:
         print(f"== {title}: {'ok' if ok else 'FAILED'}" + (f" — {detail}" if detail else ""))
 
     if data.startswith(MAGIC):
-        module = load(data, verify=False)
+        module = decode_bytes(data, name)
         step(f"read bytecode {name}", detail=f"{len(data)} bytes, version {module.version}")
     else:
-        module = parse_module(data.decode("utf-8"), filename=name)
+        module = _parse_bytes(data, name)
         step(f"assemble {name}", detail=f"{len(module.functions)} entry, "
              f"{sum(1 for _ in module.walk())} ops")
     verify(module)

@@ -19,7 +19,7 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
         "compile", help="compile Tile IR bytecode to PTX, a cubin, or an AOT fatbin",
         description="Compile Tile IR bytecode. A cubin for one entry is also stored in the "
         "cubin cache (TILEBC_CACHE_DIR) and described in OUT.json.")
-    parser.add_argument("file", help="Tile IR bytecode file")
+    parser.add_argument("file", help="Tile IR bytecode file (- for stdin, then -o is needed)")
     parser.add_argument("--entry", help="kernel to compile (default: every entry)")
     parser.add_argument("--arch", default="sm_90",
                         help="GPU architecture, sm_80 .. sm_121; with --fatbin a comma-separated "
@@ -31,13 +31,24 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--no-ptx", action="store_true", help="with --fatbin: leave out the PTX")
     parser.add_argument("--backend", choices=("jit", "tileiras"), default="jit",
                         help="cubin compiler: tilebc's JIT (default) or NVIDIA's tileiras")
-    parser.add_argument("--threads", type=int, help="threads per CTA (JIT; default: per kernel)")
+    parser.add_argument("--threads", type=_positive_int,
+                        help="threads per CTA (JIT; default: per kernel)")
     parser.add_argument("-o", "--output",
                         help="output file (default: FILE with .ptx/.cubin/.fatbin)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="print per-kernel facts and nvJitLink's info log")
     parser.set_defaults(handler=run_compile)
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
 
 
 def _options(args) -> dict:
@@ -54,7 +65,16 @@ class _UsageError(Exception):
 
 def run_compile(args) -> int:
     from tilebc.errors import TilebcError
+    name = args.display_name = "<stdin>" if args.file == "-" else args.file
     try:
+        if args.file == "-" and args.output in (None, "-"):
+            raise _UsageError("with the input on stdin, name the output file with -o")
+        # Decoded once up front so bad input reads as it does in every tilebc command.
+        from tilebc.cli import decode_bytes, read_input
+        data = read_input(args.file)
+        decode_bytes(data, name)
+        if args.file == "-":
+            args.file = data  # the loaders take bytes as well as paths
         if args.fatbin:
             return _run_fatbin(args)
         if "," in args.arch:
@@ -66,7 +86,13 @@ def run_compile(args) -> int:
         print(f"tilebc compile: error: {error}", file=sys.stderr)
         return 2
     except TilebcError as error:
+        if error.offset is not None or error.line is not None:
+            error.file = error.file or name  # bytes carry no name of their own
         print(f"tilebc compile: error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"tilebc compile: error: {error.filename or name}: {error.strerror}",
+              file=sys.stderr)
         return 1
 
 
@@ -95,7 +121,7 @@ def _run_cubin(args) -> int:
     if args.entry and args.entry not in loaded.entries:
         from tilebc.errors import TilebcError
         raise TilebcError(f"no entry named {args.entry!r} (entries: "
-                          f"{', '.join(loaded.entries) or 'none'})", file=args.file)
+                          f"{', '.join(loaded.entries) or 'none'})", file=args.display_name)
     output = _default_output(args, ".cubin")
     if len(names) == 1:
         # Through the cache: a later lookup by the Python runtime or the C++ loader hits.

@@ -1,11 +1,13 @@
 """Kernel.bind / BoundLaunch and Kernel.launch against a fake driver: what reaches the driver,
 how often arguments are packed, and how long they are kept alive."""
+import os
 import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import tilebc
 from tilebc_runtime import driver, launch
 
 from test_rt_launch import BASE, FakeCAI, FakeDLPack, only_kernel
@@ -398,3 +400,32 @@ def test_small_dynamic_shared_memory_needs_no_attribute(monkeypatch):
     driver.allow_dynamic_shared(types.SimpleNamespace(device_id=0), object(), 48 * 1024)
     driver.allow_dynamic_shared(types.SimpleNamespace(device_id=0), object(), 0)
     assert calls == []
+
+
+def test_entries_are_found_by_their_unmangled_name():
+    # cuTile mangles entry names (`vadd_Kt1_…`); m["vadd"] finds the one entry it was made from,
+    # as tilebc.run does, and a prefix shared by several entries is refused as ambiguous
+    from tilebc_runtime import load as rt_load
+    path = ROOT_FIXTURES / "tuple_params" / "tuple_params-13.5.tilebc"
+    loaded = rt_load(path)
+    names = list(loaded.entries)
+    assert len(names) == 2 and all("_" in n for n in names)
+    assert loaded[names[0]].entry == names[0]
+    stem = os.path.commonprefix(names).rstrip("_")
+    with pytest.raises(KeyError, match="ambiguous"):
+        loaded[stem.split("_")[0]]
+    single = rt_load(ROOT_FIXTURES / "elementwise_f32" / "elementwise_f32-13.5.tilebc")
+    (full,) = list(single.entries)
+    assert single[full.split("_")[0]] is single[full]
+    with pytest.raises(KeyError, match="no entry 'nope'"):
+        single["nope"]
+
+
+def test_threads_zero_is_refused_not_taken_as_the_default():
+    from tilebc_runtime import compile as rt_compile
+    with pytest.raises(tilebc.TilebcError, match="multiple of 32"):
+        rt_compile(ROOT_FIXTURES / "elementwise_f32" / "elementwise_f32-13.5.tilebc", arch="sm_90",
+                   emit="ptx", threads=0)
+
+
+ROOT_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bytecode"

@@ -158,12 +158,12 @@ def choose_threads(module: Module, function: Function, arch: int,
                      "(the JIT launches one CTA per tile block, no clusters)")
     occupancy = hints.get("occupancy")
     workers = hints.get("num_worker_warps_per_cta")
-    if not requested and workers:
+    if requested is None and workers:
         if 1 <= workers <= 32:
             return 32 * workers, occupancy, notes
         notes.append(f"{function.name}: hint num_worker_warps_per_cta={workers} ignored (must be "
                      "1..32 warps)")
-    if requested:
+    if requested is not None:
         if requested % 32 or not 32 <= requested <= 1024:
             raise TilebcError(f"threads per CTA must be a multiple of 32 in [32, 1024], "
                               f"got {requested}")

@@ -301,11 +301,22 @@ class LoadedModule:
         return self._backend
 
     def __getitem__(self, entry: str) -> "Kernel":
-        if entry not in self.entries:
-            raise KeyError(f"{self.name}: no entry {entry!r}; entries: {', '.join(self.entries)}")
+        entry = self._resolve(entry)
         if entry not in self._kernels:
             self._kernels[entry] = Kernel(self, entry)
         return self._kernels[entry]
+
+    def _resolve(self, entry: str) -> str:
+        """The full entry name: `entry` itself, or the one cuTile mangled from it (`entry_…`), as
+        `tilebc.run` finds entries."""
+        if entry in self.entries:
+            return entry
+        matches = [name for name in self.entries if name.startswith(f"{entry}_")]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise KeyError(f"{self.name}: entry {entry!r} is ambiguous: {', '.join(matches)}")
+        raise KeyError(f"{self.name}: no entry {entry!r}; entries: {', '.join(self.entries)}")
 
     def __repr__(self) -> str:
         return f"<LoadedModule {self.name}: {', '.join(map(str, self.entries.values()))}>"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import operator
+import re
 from typing import List, Optional, Tuple
 
 import construct as cs
@@ -107,6 +108,17 @@ TypeTable = OffsetTable(4, 4)
 ConstantTable = OffsetTable(8, 8)
 
 
+def construct_detail(error: cs.ConstructError, what: str) -> str:
+    """construct's error message, said in the format's terms."""
+    detail = str(error).split("\n")[-1]
+    detail = detail.split(") ", 1)[-1] if detail.startswith("(") else detail
+    short = re.match(r"stream read less than specified amount, expected (\d+), found (\d+)",
+                     detail)
+    if short:
+        return f"truncated: {short[1]} bytes needed here, only {short[2]} left in the {what}"
+    return detail
+
+
 def parse_construct(schema: cs.Construct, data: bytes, *, base: int, what: str,
                     file: Optional[str], padding_sink: Optional[list] = None):
     """Parse `data` (found at absolute offset `base`) with `schema`, translating construct's errors.
@@ -121,8 +133,7 @@ def parse_construct(schema: cs.Construct, data: bytes, *, base: int, what: str,
     try:
         return schema.parse_stream(stream, padding_sink=padding_sink)
     except cs.ConstructError as error:
-        detail = str(error).split("\n")[-1]
-        detail = detail.split(") ", 1)[-1] if detail.startswith("(") else detail
+        detail = construct_detail(error, what)
         raise DecodeError(f"malformed {what}: {detail}", file=file,
                           offset=base + stream.tell()) from None
 

@@ -28,7 +28,7 @@ from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS,
                        PREVIEW_TAG, UNIFIED_OPTIONAL_BITFIELD, Version)
 from .container import (CHECKED_ON_USE, CLAMPED, EXACT, MAGIC, PREVIEW_TAG_BIT, REQUIRED_SECTIONS,
                         SECTION_ALIGNMENT, BlobTable, ConstantTable, Header, Section, SectionId,
-                        StringTable, TypeTable, parse_construct)
+                        StringTable, TypeTable, construct_detail, parse_construct)
 from .fastpath import Bail, fast_decoder, varint_tail
 from .lazyloc import DecodedFunction, DecodedOp, PendingLocations
 from .lenient import WarningLog
@@ -244,7 +244,7 @@ class ModuleReader:
             try:
                 section = Section.parse_stream(stream, padding_sink=padding)
             except cs.ConstructError as error:
-                detail = str(error).split("\n")[-1]
+                detail = construct_detail(error, "file")
                 raise self.error(f"malformed section header: {detail}", stream.tell()) from None
             for position, message in padding or ():
                 self.lenient(f"malformed section header: {message}", position,

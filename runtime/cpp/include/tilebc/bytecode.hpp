@@ -79,7 +79,9 @@ struct BytecodeInfo {
   std::optional<std::string> producer;
   std::vector<Entry> entries;
   /// Byte ranges whose contents this reader frames but does not decode (function bodies, the
-  /// global section, constant payloads, debug attributes).
+  /// global section, constant payloads, debug attributes, and types the function table does not
+  /// reach that do not decode or decode only with warnings: Python reads those only if an op uses
+  /// them).
   std::vector<std::pair<std::uint64_t, std::uint64_t>> undecoded;
   /// Deviations read leniently, in the order met, each (message, offset) once. Empty when strict.
   std::vector<DecodeWarning> warnings;

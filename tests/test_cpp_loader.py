@@ -86,9 +86,9 @@ def smallest_fixture(version: str) -> Path:
     return min(FIXTURES.glob(f"*/*-{version}.tilebc"), key=lambda p: (p.stat().st_size, p.name))
 
 
-def python_view(data: bytes) -> dict:
-    """What the C++ reader must report, computed with tilebc.load."""
-    module = tilebc.load(data, verify=False, lazy_debug=False, strict=True)  # the C++ reader keeps the strict rules
+def python_view(data: bytes, strict: bool = False) -> dict:
+    """What the C++ reader must report, computed with tilebc.load in the same mode."""
+    module = tilebc.load(data, verify=False, lazy_debug=False, strict=strict)
     return {
         "version": str(module.version),
         "producer": module.producer,
@@ -113,6 +113,23 @@ def cpp_view(record: dict) -> dict:
 def in_undecoded(record: dict, offset: int) -> bool:
     # inclusive: a body cut short is reported at its end
     return any(begin <= offset <= end for begin, end in record["undecoded"])
+
+
+def python_warnings(data: bytes) -> set:
+    """(message, offset) of the default load's decode warnings, debug attributes included."""
+    module = tilebc.load(data, verify=False, lazy_debug=False)
+    return {(w.message, w.offset) for w in module.decode_warnings}
+
+
+def assert_warnings_agree(record: dict, expected: set, name: str) -> None:
+    """Every C++ warning is one Python records; Python's others lie in bytes C++ only frames
+    (function bodies, constant payloads, globals, debug attributes, types only bodies may use)
+    or concern op locations, which C++ does not resolve."""
+    ours = {(w["message"], w["offset"]) for w in record["warnings"]}
+    assert ours <= expected, f"{name}: C++ warns {sorted(ours - expected)}, Python {sorted(expected)}"
+    missing = [w for w in expected - ours
+               if not in_undecoded(record, w[1]) and not w[0].startswith(DEBUG_LOCATION_FAULTS)]
+    assert not missing, f"{name}: Python warns {missing}, C++ does not"
 
 
 # ---- build products ------------------------------------------------------------------------------
@@ -144,13 +161,15 @@ def test_example_lists_a_fixture(cpp_build):
 
 # ---- the reader against the Python reader --------------------------------------------------------
 
-def test_every_fixture_lists_what_python_lists(cpp_build):
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
+def test_every_fixture_lists_what_python_lists(cpp_build, strict):
     files = fixture_files()
-    records = run_tool(cpp_build, "list", *map(str, files))
+    records = run_tool(cpp_build, "list", *(["--strict"] if strict else []), *map(str, files))
     assert len(records) == len(files)
     for path, record in zip(files, records):
         assert record["ok"], f"{path.name}: {record.get('what')}"
-        assert cpp_view(record) == python_view(path.read_bytes()), path.name
+        assert cpp_view(record) == python_view(path.read_bytes(), strict), path.name
+        assert record["warnings"] == [], path.name  # writers never deviate
 
 
 def test_param_layout_matches_tileiras_abi(cpp_build):
@@ -177,15 +196,12 @@ def test_nvidia_invalid_reference_files(cpp_build):
         if NVIDIA_INVALID.is_dir() else []
     if not files:
         pytest.skip(f"{NVIDIA_INVALID} is not present")
-    for path, record in zip(files, run_tool(cpp_build, "list", *map(str, files))):
-        if record["ok"]:
-            # Accepted only when the fault lies in what this reader frames but does not decode.
-            with pytest.raises(tilebc.DecodeError) as caught:
-                tilebc.load(path.read_bytes(), verify=False, lazy_debug=False, strict=True)
-            assert python_fault_is_undecoded(record, caught.value), (path.name, caught.value)
-        else:
-            assert record["code"] in ("malformed input", "unsupported bytecode version"), record
-            assert 0 <= record["offset"] <= path.stat().st_size
+    for strict in (False, True):
+        records = run_tool(cpp_build, "list", *(["--strict"] if strict else []), *map(str, files))
+        for path, record in zip(files, records):
+            compare_with_python(record, path.read_bytes(), strict, path.name)
+            if not record["ok"]:
+                assert record["code"] in ("malformed input", "unsupported bytecode version"), record
 
 
 # Debug locations are decoded when Python attaches them to a function's ops, and the fault is
@@ -200,8 +216,9 @@ def python_fault_is_undecoded(record: dict, error: tilebc.DecodeError) -> bool:
 
 
 def test_malformed_cases_from_the_python_suite(cpp_build, tmp_path):
-    """Every case of tests/test_malformed.py: rejected with the same message, or (when accepted)
-    the Python reader's fault lies in bytes the C++ reader only frames (function bodies, ...)."""
+    """Every case of tests/test_malformed.py, strict: rejected with the same message, or (when
+    accepted) the Python reader's fault lies in bytes the C++ reader only frames (function bodies,
+    ...). Default: the same verdict as tilebc.load's default."""
     sys.path.insert(0, str(ROOT / "tests"))
     try:
         import test_malformed  # noqa: WPS433 - the suite's inline case builders
@@ -213,7 +230,7 @@ def test_malformed_cases_from_the_python_suite(cpp_build, tmp_path):
         path = tmp_path / f"{index:03d}-{case.name}.tilebc"
         path.write_bytes(case.build())
         paths.append(path)
-    records = run_tool(cpp_build, "list", *map(str, paths))
+    records = run_tool(cpp_build, "list", "--strict", *map(str, paths))
     rejected = 0
     for case, path, record in zip(cases, paths, records):
         data = path.read_bytes()
@@ -229,6 +246,113 @@ def test_malformed_cases_from_the_python_suite(cpp_build, tmp_path):
             f"{case.name}: C++ says {record['message']!r}, expected /{case.message}/"
         assert 0 <= record["offset"] <= len(data), (case.name, record)
     assert rejected >= len(cases) // 2, f"only {rejected} of {len(cases)} rejected"
+    # By default both read the cases NVIDIA accepts and keep refusing the others.
+    records = run_tool(cpp_build, "list", *map(str, paths))
+    for case, path, record in zip(cases, paths, records):
+        compare_with_python(record, path.read_bytes(), False, case.name)
+
+
+def _tests_module(name: str):
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+
+
+def _params(function) -> list:
+    """The parameter sets of a test_lenient test, read from its parametrize mark (so this list
+    follows that suite's)."""
+    [mark] = [m for m in function.pytestmark if m.name == "parametrize"]
+    return [p if isinstance(p, tuple) else (p,) for p in mark.args[1]]
+
+
+def lenient_files() -> Dict[str, bytes]:
+    """The crafted files of tests/test_lenient.py, each breaking one rule NVIDIA's reader does not
+    check (or one it does, kept refused), built with that suite's own helpers."""
+    L = _tests_module("test_lenient")
+    M = _tests_module("test_malformed")
+    files: Dict[str, bytes] = {}
+    for case in M.CASES:
+        if case.name in M.NVIDIA_ACCEPTS:
+            files[f"case-{case.name}"] = case.build()
+    for offsets, index in _params(L.test_string_table_out_of_order):
+        files[f"strings-{offsets}-{index}"] = M.module_bytes(
+            sections=M._section(M.STRING, L.raw_table(offsets, L.STRING_DATA), align=4), name=index)
+    for entry, offset in _params(L.test_type_table_out_of_order):
+        offsets = list(L.TYPE_OFFSETS)
+        offsets[entry] = offset
+        table = L.raw_table(offsets, b"".join(M.TYPES))
+        files[f"types-{entry}-{offset}"] = M.module_bytes(
+            sections=lambda secs, t=table: [secs[M.FUNC], M.S(M.TYPE, t, 4), secs[M.STRING]])
+    for offsets, extra in _params(L.test_debug_table_out_of_order):
+        files[f"debug-{offsets}-{len(extra)}"] = M.module_bytes(
+            M.V13_5, loc=1, debug=L.debug_raw(offsets, b"".join(L.DEBUG_ATTRS) + extra))
+    constants = b"\x04\x07\x00\x00\x00\x04\x09\x00\x00\x00"
+    for offsets, index, _ in _params(L.test_constant_table):
+        table = L.raw_table(offsets, constants, 8, 8)
+        files[f"constants-{offsets}-{index}"] = M.module_bytes(
+            M.V13_3, body=b"\x10\x04" + bytes([index]) + M.RETURN,
+            sections=lambda secs, t=table: [secs[M.FUNC], M.S(4, t, 8), secs[M.TYPE], secs[M.STRING]])
+    first = M.S(M.STRING, L.raw_table([0, 5, 10], b"firstsm_90"), 4)
+    last = M.S(M.STRING, L.raw_table([0, 4, 9], b"lastsm_90"), 4)
+    files["repeated-section"] = M.module_bytes(sections=lambda secs: [secs[M.FUNC], first, secs[M.TYPE], last])
+    for (tag,) in _params(L.test_unknown_debug_tag_is_unknown_location):
+        files[f"debug-tag-{tag}"] = M.module_bytes(
+            M.V13_5, loc=1, debug=M.subprogram_debug(0)[:-5] + bytes([tag]) + b"\x03\x00\x0a\x01")
+    files["bool-byte"] = M.module_bytes(M.V13_3, hints=b"\x0b\x01\x01\x0a\x01\x01\x03\x07")
+    for version, flags in _params(L.test_function_flag_bits_ignored_before_13_4) + \
+            _params(L.test_function_flag_bits_refused):
+        files[f"flags-{version}-{flags:#x}"] = M.module_bytes(version, flags=flags)
+    for version in (M.V13_1, M.V13_5):
+        files[f"empty-{version}"] = M.module_bytes(version, funcs=[])
+    for firsts, indices, loc in _params(L.test_debug_function_ranges):
+        files[f"debug-ranges-{firsts}-{indices}-{loc}"] = M.module_bytes(
+            M.V13_5, loc=loc, debug=L.debug_functions(firsts, indices))
+    for (tag,) in _params(L.test_debug_tag_keeps_its_low_byte):
+        attrs = L.DEBUG_ATTRS[:3] + [bytes.fromhex(tag) + b"\x03\x00\x0a\x01"]
+        files[f"debug-tag-{tag}"] = M.module_bytes(M.V13_5, loc=1, debug=M.debug_section([4, 4], attrs))
+    from tilebc.binary.reader import ModuleReader
+    original = (FIXTURES / "matmul_fp8" / "matmul_fp8-13.2.tilebc").read_bytes()
+    reader = ModuleReader(original)
+    reader.read()
+    present = [offset + len(blob) - 2 for offset, blob in
+               (reader.type_blobs[i] for i in range(len(reader.type_blobs))) if blob[0] == 15 and blob[-2] == 1]
+    for (value,) in _params(L.test_partition_view_presence_byte_before_13_3):
+        data = bytearray(original)
+        data[present[0]] = value
+        files[f"partition-presence-{value}"] = bytes(data)
+    for (tail,) in _params(L.test_unknown_attribute_tag_13_stays_refused):
+        entry = b"\x00\x02\x02\x00\x0b\x00" + bytes.fromhex(tail)
+        files[f"tag13-{tail}"] = M.module_bytes(M.V13_5, funcs=[entry + bytes([len(M.RETURN)]) + M.RETURN])
+    return files
+
+
+def test_lenient_files_read_as_python_reads_them(cpp_build, tmp_path):
+    """The crafted files of tests/test_lenient.py (NVIDIA's reader checked on each there): C++
+    and Python agree in the default mode (verdict, entries, warnings where C++ reads) and in the
+    strict mode (verdict, entries; the same message and offset when both refuse)."""
+    files = lenient_files()
+    paths = []
+    for index, (name, data) in enumerate(files.items()):
+        path = tmp_path / f"{index:03d}.tilebc"
+        path.write_bytes(data)
+        paths.append(path)
+    outcomes = {}
+    for strict in (False, True):
+        records = run_tool(cpp_build, "list", *(["--strict"] if strict else []), *map(str, paths))
+        for (name, data), record in zip(files.items(), records):
+            outcome = compare_with_python(record, data, strict, name)
+            outcomes[strict, outcome] = outcomes.get((strict, outcome), 0) + 1
+            if strict and outcome == "both-reject":
+                with pytest.raises(tilebc.DecodeError) as caught:
+                    tilebc.load(data, verify=False, lazy_debug=False, strict=True)
+                assert (record["message"], record["offset"]) == (caught.value.message, caught.value.offset), name
+    # Most files are deviations Python reads by default with a warning; C++ reads them too.
+    warned = sum(1 for (name, data), record in zip(files.items(), run_tool(cpp_build, "list", *map(str, paths)))
+                 if record.get("warnings"))
+    assert outcomes.get((False, "both-accept"), 0) >= outcomes.get((True, "both-accept"), 0) + 30, outcomes
+    assert warned >= 30, (warned, outcomes)
 
 
 def _corrupt(data: bytes, rng: random.Random) -> bytes:
@@ -261,26 +385,38 @@ def test_random_corruption_agrees_with_python(cpp_build, tmp_path):
         path = tmp_path / f"corrupt-{index:04d}.tilebc"
         path.write_bytes(_corrupt(source.read_bytes(), rng))
         paths.append(path)
-    records = run_tool(cpp_build, "list", *map(str, paths))
-    outcomes = {"both-accept": 0, "both-reject": 0, "body-only": 0}
-    for path, record in zip(paths, records):
-        data = path.read_bytes()
-        try:
-            expected = python_view(data)
-            python_error = None
-        except tilebc.DecodeError as error:
-            expected, python_error = None, error
-        if python_error is None:
-            assert record["ok"], f"{path.name}: Python accepts, C++ says {record['what']}"
-            assert cpp_view(record) == expected, path.name
-            outcomes["both-accept"] += 1
-        elif record["ok"]:
-            assert python_fault_is_undecoded(record, python_error), f"{path.name}: C++ accepts; Python: {python_error}"
-            outcomes["body-only"] += 1
+    for strict in (True, False):
+        records = run_tool(cpp_build, "list", *(["--strict"] if strict else []), *map(str, paths))
+        outcomes = {"both-accept": 0, "both-reject": 0, "body-only": 0, "warned": 0}
+        for path, record in zip(paths, records):
+            data = path.read_bytes()
+            outcome = compare_with_python(record, data, strict, path.name)
+            outcomes[outcome] += 1
+            outcomes["warned"] += bool(record.get("warnings"))
+        assert outcomes["both-reject"] > 100, outcomes
+        assert strict or outcomes["warned"] > 10, outcomes  # the lenient classes are met
+
+
+def compare_with_python(record: dict, data: bytes, strict: bool, name: str) -> str:
+    """Check a C++ record against tilebc.load in the same mode; say how they agreed."""
+    try:
+        expected = python_view(data, strict)
+        python_error = None
+    except tilebc.DecodeError as error:
+        expected, python_error = None, error
+    if python_error is None:
+        assert record["ok"], f"{name}: Python accepts, C++ says {record['what']}"
+        assert cpp_view(record) == expected, name
+        if strict:
+            assert record["warnings"] == [], name
         else:
-            assert 0 <= record["offset"] <= len(data), record
-            outcomes["both-reject"] += 1
-    assert outcomes["both-reject"] > 100, outcomes
+            assert_warnings_agree(record, python_warnings(data), name)
+        return "both-accept"
+    if record["ok"]:
+        assert python_fault_is_undecoded(record, python_error), f"{name}: C++ accepts; Python: {python_error}"
+        return "body-only"
+    assert 0 <= record["offset"] <= len(data), record
+    return "both-reject"
 
 
 # ---- cache key and lookup ------------------------------------------------------------------------

@@ -1,11 +1,15 @@
 // The container reader. It follows tilebc/binary/reader.py step for step (same checks, same
 // order, same messages) for everything up to function bodies, so the two readers agree on which
 // files are malformed at that level; see BytecodeInfo::undecoded for what it does not decode.
+// Deviations NVIDIA's reader accepts go through ModuleReader::lenient, as in reader.py: a warning
+// by default (the bytes read as tileirdisasm reads them), the same error when strict.
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "format.hpp"
@@ -17,10 +21,19 @@ namespace {
 namespace F = format;
 
 constexpr std::int64_t kDynamic = INT64_MIN;  // `?` dims and strides
+static_assert(ReadOptions{}.max_overlap_bytes == F::kMaxOverlapBytes,
+              "ReadOptions' default overlap limit must be Python's DecodeLimits default");
 
 std::string hex(std::uint64_t value) {
   char buffer[24];
   std::snprintf(buffer, sizeof buffer, "%llx", static_cast<unsigned long long>(value));
+  return buffer;
+}
+
+// Python's f"{byte:02x}".
+std::string two_hex(unsigned byte) {
+  char buffer[8];
+  std::snprintf(buffer, sizeof buffer, "%02x", byte & 0xFF);
   return buffer;
 }
 
@@ -123,14 +136,19 @@ struct Cursor {
     return values;
   }
 
-  /// Skip 0xCB padding up to a multiple of `alignment` of the absolute offset.
-  void align(unsigned alignment, const std::string& what) {
+  /// Skip 0xCB padding up to a multiple of `alignment` of the absolute offset. The first byte
+  /// other than 0xCB goes to `on_bad(message, offset)` (which may throw).
+  void align(unsigned alignment, const std::string& what,
+             const std::function<void(const std::string&, std::uint64_t)>& on_bad) {
     const std::uint64_t pad = (alignment - pos % alignment) % alignment;
     need(pad, "padding before " + what);
     for (std::uint64_t index = 0; index < pad; ++index) {
-      if (data[pos + index] != F::kPaddingByte)
-        error_at(pos + index, "padding byte before " + what + " is 0x" + hex(data[pos + index]) +
-                                  ", expected 0xCB");
+      if (data[pos + index] != F::kPaddingByte) {
+        on_bad("padding byte before " + what + " is 0x" + two_hex(data[pos + index]) +
+                   ", expected 0xCB",
+               pos + index);
+        break;
+      }
     }
     pos += pad;
   }
@@ -173,13 +191,34 @@ struct Section {
   bool present = false;
 };
 
+// How entries of a table whose offsets are out of order are sliced (container.py): exactly (any
+// disorder is an error: strict mode, and constants in every mode), clamped (strings), or checked
+// when an entry is used (types).
+enum class Slicing { exact, clamped, checked_on_use };
+
+/// An offset-indexed table: entry i runs from offsets[i] to offsets[i + 1] (the last to the end).
+struct Table {
+  std::string what;
+  std::uint64_t data_begin = 0;  // absolute offset of the entries' data
+  std::uint64_t data_size = 0;
+  std::vector<std::uint64_t> offsets;
+  Slicing slicing = Slicing::exact;  // exact also for a lenient table that is in order
+  std::uint64_t budget = 0;          // overlap allowance left, for a disordered table
+  std::uint64_t size() const { return offsets.size(); }
+};
+
+constexpr const char* kPaddingAction = "padding is not read (tileirdisasm does not look at it)";
+constexpr const char* kLeftoverAction = "they are not read (tileirdisasm ignores them)";
+constexpr const char* kTrueAction = "read as true, as tileirdisasm takes any non-zero byte";
+
 /// Attribute kinds the function table cares about.
 enum class AttrKind { other, array, dictionary, hints };
 
 class ModuleReader {
  public:
-  ModuleReader(const std::uint8_t* data, std::size_t size, const std::string& file)
-      : data_(data), size_(size), file_(file) {}
+  ModuleReader(const std::uint8_t* data, std::size_t size, const std::string& file,
+               const ReadOptions& options)
+      : data_(data), size_(size), file_(file), options_(options) {}
 
   BytecodeInfo read();
 
@@ -189,10 +228,13 @@ class ModuleReader {
     fail(file_, offset, message);
   }
 
+  /// A deviation NVIDIA's reader accepts: an error when strict, else a warning (each message and
+  /// offset once), and the caller reads on as `action` says.
+  void lenient(const std::string& message, std::uint64_t offset, const std::string& action);
   void frame_sections();
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> read_table(const Section& section,
-                                                                   unsigned width,
-                                                                   const std::string& what);
+  Table read_table(const Section& section, unsigned width, const std::string& what, Slicing slicing);
+  std::pair<std::uint64_t, std::uint64_t> entry(Table& table, std::uint64_t index);
+  void check_unused_types();
   const std::string& string(std::uint64_t index, std::uint64_t offset);
   const TypeNode& type(std::uint64_t index, std::uint64_t offset);
   const TypeNode& type_ref(Cursor& reader, const std::string& what);
@@ -215,12 +257,15 @@ class ModuleReader {
   const std::uint8_t* data_;
   std::uint64_t size_;
   const std::string& file_;
+  const ReadOptions& options_;
+  std::set<std::pair<std::string, std::uint64_t>> warned_;
   F::Version version_{0, 0};
   Section sections_[8];
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> strings_;
+  Table strings_;
   std::vector<std::unique_ptr<std::string>> string_cache_;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> type_blobs_;
+  Table type_blobs_;
   std::vector<std::unique_ptr<TypeNode>> types_;
+  std::vector<std::uint64_t> decoded_types_;  // in the order decoded, to undo a failed trial
   std::vector<bool> types_in_progress_;
   int type_depth_ = 0;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> constant_blobs_;
@@ -258,7 +303,7 @@ BytecodeInfo ModuleReader::read() {
       error(size_, std::string(section.name) + " section is mandatory but missing");
   }
 
-  strings_ = read_table(sections_[1], 4, "string table");
+  strings_ = read_table(sections_[1], 4, "string table", Slicing::clamped);
   string_cache_.resize(strings_.size());
   const Section& producer = sections_[7];
   if (producer.present) {
@@ -267,11 +312,15 @@ BytecodeInfo ModuleReader::read() {
     if (!reader.at_end())
       reader.error(std::to_string(reader.remaining()) + " unexpected bytes after the producer");
   }
-  if (sections_[5].present) type_blobs_ = read_table(sections_[5], 4, "type table");
+  if (sections_[5].present)
+    type_blobs_ = read_table(sections_[5], 4, "type table", Slicing::checked_on_use);
   types_.resize(type_blobs_.size());
   types_in_progress_.assign(type_blobs_.size(), false);
   if (sections_[4].present) {
-    constant_blobs_ = read_table(sections_[4], 8, "constant table");
+    // NVIDIA checks the constant offsets up front, so disorder is an error in both modes.
+    Table constants = read_table(sections_[4], 8, "constant table", Slicing::exact);
+    for (std::uint64_t index = 0; index < constants.size(); ++index)
+      constant_blobs_.push_back(entry(constants, index));
     for (const auto& blob : constant_blobs_) info_.undecoded.emplace_back(blob.first, blob.second);
   }
   if (sections_[3].present) read_debug(sections_[3]);
@@ -287,11 +336,51 @@ BytecodeInfo ModuleReader::read() {
   }
   // Writers may pad the end of the function section; NVIDIA's reader ignores what follows.
 
-  // Python decodes types lazily as ops use them; without decoding bodies this reader checks every
-  // type instead (writers intern only types they use, so this rejects nothing real).
-  for (std::uint64_t index = 0; index < type_blobs_.size(); ++index)
-    type(index, type_blobs_[index].first);
+  check_unused_types();
   return std::move(info_);
+}
+
+// Python decodes types lazily as ops use them. Not decoding bodies, this reader cannot tell which
+// of the types the function table does not reach are used. In both modes it treats them as
+// Python and NVIDIA treat a type no op uses: it tries each, and one that does not decode (e.g. an
+// entry of a disordered table that leaves the data, or, strict, one with bytes left over) or
+// decodes only with warnings is not reported but listed in `undecoded`, the warnings dropped; if
+// a body uses it, the compiler meets it there as Python's reader does.
+void ModuleReader::check_unused_types() {
+  for (std::uint64_t index = 0; index < type_blobs_.size(); ++index) {
+    if (types_[index]) continue;
+    const std::uint64_t size = type_blobs_.data_size;
+    const std::uint64_t begin = std::min(type_blobs_.offsets[index], size);
+    const std::size_t warnings_before = info_.warnings.size();
+    const std::size_t decoded_before = decoded_types_.size();
+    bool failed = false;
+    try {
+      type(index, type_blobs_.data_begin + begin);
+    } catch (const Error&) {
+      failed = true;
+      for (std::size_t undo = decoded_before; undo < decoded_types_.size(); ++undo)
+        types_[decoded_types_[undo]].reset();
+      decoded_types_.resize(decoded_before);
+      types_in_progress_.assign(types_.size(), false);
+      type_depth_ = 0;
+    }
+    if (!failed && info_.warnings.size() == warnings_before) continue;
+    for (std::size_t undo = warnings_before; undo < info_.warnings.size(); ++undo)
+      warned_.erase({info_.warnings[undo].message, info_.warnings[undo].offset});
+    info_.warnings.resize(warnings_before);
+    const std::uint64_t next = index + 1 < type_blobs_.size() ? type_blobs_.offsets[index + 1] : size;
+    const std::uint64_t end = std::max(begin, std::min(next, size));
+    info_.undecoded.emplace_back(type_blobs_.data_begin + begin, type_blobs_.data_begin + end);
+    // A used entry whose slice leaves the data is refused at the table's data start (Python's offset).
+    info_.undecoded.emplace_back(type_blobs_.data_begin, type_blobs_.data_begin);
+  }
+}
+
+void ModuleReader::lenient(const std::string& message, std::uint64_t offset,
+                           const std::string& action) {
+  if (options_.strict) error(offset, message);
+  if (warned_.insert({message, offset}).second)
+    info_.warnings.push_back(DecodeWarning{message, offset, action});
 }
 
 void ModuleReader::frame_sections() {
@@ -323,12 +412,18 @@ void ModuleReader::frame_sections() {
       if (pad > header.remaining())
         error(size_, "malformed section header: padding needs " + std::to_string(pad) +
                          " bytes, " + std::to_string(header.remaining()) + " remain");
-      for (std::uint64_t index = 0; index < pad; ++index) {
-        if (data_[header.pos + index] != F::kPaddingByte)
-          error(header.pos + pad, "malformed section header: padding byte is 0x" +
-                                      hex(data_[header.pos + index]) + ", expected 0xCB");
-      }
+      std::uint64_t bad = pad;  // the first padding byte other than 0xCB
+      for (std::uint64_t index = 0; index < pad && bad == pad; ++index)
+        if (data_[header.pos + index] != F::kPaddingByte) bad = index;
+      const std::uint64_t padding_begin = header.pos;
       header.pos += pad;
+      if (bad < pad) {
+        const std::string message = "malformed section header: padding byte is 0x" +
+                                    two_hex(data_[padding_begin + bad]) + ", expected 0xCB";
+        if (options_.strict) error(header.pos, message);
+        // Python reports it once the section is framed: a section cut short fails first.
+        if (length <= header.remaining()) lenient(message, padding_begin + bad, kPaddingAction);
+      }
     }
     if (length > header.remaining())
       error(size_, "malformed section header: payload needs " + std::to_string(length) +
@@ -337,49 +432,87 @@ void ModuleReader::frame_sections() {
     if (info.alignment && (!aligned || alignment % info.alignment))
       error(start, std::string(info.name) + " section must be aligned to a multiple of " +
                        std::to_string(info.alignment));
-    if (sections_[id].present) error(start, "duplicate " + std::string(info.name) + " section");
+    if (sections_[id].present)
+      lenient("duplicate " + std::string(info.name) + " section", start,
+              "the last one is read, as tileirdisasm does");
     sections_[id] = Section{header.pos, header.pos + length, true};
     pos = header.pos + length;
   }
 }
 
-// count, 0xCB padding, `count` offsets of `width` bytes, then the blobs (blob i runs from offset i
-// to offset i+1, the last to the end of the section).
-std::vector<std::pair<std::uint64_t, std::uint64_t>> ModuleReader::read_table(
-    const Section& section, unsigned width, const std::string& what) {
+// count, 0xCB padding, `count` offsets of `width` bytes, then the entries' data.
+Table ModuleReader::read_table(const Section& section, unsigned width, const std::string& what,
+                               Slicing slicing) {
   Cursor reader = cursor(section.begin, section.end);
   const std::uint64_t count = reader.varint(what + " count");
   const std::uint64_t pad = (width - reader.pos % width) % width;
   if (pad > reader.remaining())
     error(section.end, "malformed " + what + ": padding needs " + std::to_string(pad) + " bytes");
   for (std::uint64_t index = 0; index < pad; ++index) {
-    if (data_[reader.pos + index] != F::kPaddingByte)
-      error(reader.pos + pad, "malformed " + what + ": padding byte is 0x" +
-                                  hex(data_[reader.pos + index]) + ", expected 0xCB");
+    if (data_[reader.pos + index] != F::kPaddingByte) {
+      const std::string message = "malformed " + what + ": padding byte is 0x" +
+                                  two_hex(data_[reader.pos + index]) + ", expected 0xCB";
+      if (options_.strict) error(reader.pos + pad, message);
+      lenient(message, reader.pos + index, kPaddingAction);
+      break;
+    }
   }
   reader.pos += pad;
   if (count > reader.remaining() / width)
     error(section.end, "malformed " + what + ": " + std::to_string(count) + " offsets need more than the " +
                            std::to_string(reader.remaining()) + " bytes that remain");
-  std::vector<std::uint64_t> offsets;
-  offsets.reserve(count);
-  for (std::uint64_t index = 0; index < count; ++index) offsets.push_back(reader.fixed(width, what));
-  const std::uint64_t data_begin = reader.pos;
-  const std::uint64_t data_size = section.end - data_begin;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> blobs;
-  blobs.reserve(count);
+  Table table;
+  table.what = what;
+  table.offsets.reserve(count);
+  for (std::uint64_t index = 0; index < count; ++index) table.offsets.push_back(reader.fixed(width, what));
+  table.data_begin = reader.pos;
+  table.data_size = section.end - table.data_begin;
   std::uint64_t previous = 0;
   for (std::uint64_t index = 0; index < count; ++index) {
-    const std::uint64_t start = offsets[index];
-    const std::uint64_t stop = index + 1 < count ? offsets[index + 1] : data_size;
-    if (!(previous <= start && start <= stop && stop <= data_size))
-      error(data_begin, what + " entry " + std::to_string(index) + " has offset " +
-                            std::to_string(start) + ", outside 0.." + std::to_string(data_size) +
-                            " or out of order");
-    blobs.emplace_back(data_begin + start, data_begin + stop);
+    const std::uint64_t start = table.offsets[index];
+    const std::uint64_t stop = index + 1 < count ? table.offsets[index + 1] : table.data_size;
+    if (!(previous <= start && start <= stop && stop <= table.data_size)) {
+      const std::string message = what + " entry " + std::to_string(index) + " has offset " +
+                                  std::to_string(start) + ", outside 0.." +
+                                  std::to_string(table.data_size) + " or out of order";
+      if (slicing == Slicing::exact) error(table.data_begin, message);
+      lenient(message, table.data_begin,
+              slicing == Slicing::clamped
+                  ? "each entry runs to the next offset, or to the end of the data when that is "
+                    "smaller or past the end (tileirdisasm's slicing)"
+                  : "each entry runs to the next offset and is refused only if used while outside "
+                    "the data or reversed (as tileirdisasm reads it)");
+      table.slicing = slicing;
+      // Entries may now overlap: bound the bytes read, so n entries of n bytes cannot be copied.
+      table.budget = table.data_size + options_.max_overlap_bytes;
+      break;
+    }
     previous = start;
   }
-  return blobs;
+  return table;
+}
+
+std::pair<std::uint64_t, std::uint64_t> ModuleReader::entry(Table& table, std::uint64_t index) {
+  const std::uint64_t size = table.data_size;
+  std::uint64_t start = table.offsets[index];
+  std::uint64_t stop = index + 1 < table.size() ? table.offsets[index + 1] : size;
+  if (table.slicing != Slicing::exact) {
+    if (table.slicing == Slicing::clamped) {
+      if (stop < start) stop = size;  // then past the end reads to the end; a start past it: empty
+      stop = std::min(stop, size);
+      start = std::min(start, stop);
+    } else if (!(start <= stop && stop <= size)) {
+      error(table.data_begin, table.what + " entry " + std::to_string(index) + " has offset " +
+                                  std::to_string(start) + ", outside 0.." + std::to_string(size) +
+                                  " or out of order");
+    }
+    if (stop - start > table.budget)
+      error(table.data_begin, "limit exceeded: the entries read from the " + table.what +
+                                  ", whose offsets are out of order, overlap by more than "
+                                  "max_overlap_bytes=" + std::to_string(options_.max_overlap_bytes));
+    table.budget -= stop - start;
+  }
+  return {table.data_begin + start, table.data_begin + stop};
 }
 
 const std::string& ModuleReader::string(std::uint64_t index, std::uint64_t offset) {
@@ -389,7 +522,7 @@ const std::string& ModuleReader::string(std::uint64_t index, std::uint64_t offse
   auto& cached = string_cache_[index];
   if (!cached) {
     // Strings are raw bytes, as NVIDIA's reader keeps them (not necessarily UTF-8).
-    const auto& blob = strings_[index];
+    const auto blob = entry(strings_, index);
     cached = std::make_unique<std::string>(reinterpret_cast<const char*>(data_ + blob.first),
                                            blob.second - blob.first);
   }
@@ -409,14 +542,17 @@ const TypeNode& ModuleReader::type(std::uint64_t index, std::uint64_t offset) {
   types_in_progress_[index] = true;
   ++type_depth_;
   auto node = std::make_unique<TypeNode>();
-  Cursor reader = cursor(type_blobs_[index].first, type_blobs_[index].second);
+  const auto blob = entry(type_blobs_, index);
+  Cursor reader = cursor(blob.first, blob.second);
   decode_type(reader, *node);
   if (!reader.at_end())
-    reader.error(std::to_string(reader.remaining()) + " unexpected bytes after type " +
-                 std::to_string(index));
+    lenient(std::to_string(reader.remaining()) + " unexpected bytes after type " +
+                std::to_string(index),
+            reader.pos, kLeftoverAction);
   --type_depth_;
   types_in_progress_[index] = false;
   types_[index] = std::move(node);
+  decoded_types_.push_back(index);
   return *types_[index];
 }
 
@@ -563,7 +699,16 @@ void ModuleReader::decode_type(Cursor& reader, TypeNode& node) {
       const auto tile_shape = reader.int_array(4, "partition_view tile shape");
       const TypeNode& view = tensor_view(reader);
       const auto dim_map = reader.int_array(4, "partition_view dim_map");
-      if (!unified) flags = reader.u8("partition_view padding presence byte");
+      if (!unified) {
+        const std::uint64_t presence_offset = reader.pos;
+        flags = reader.u8("partition_view padding presence byte");
+        if (flags > 1) {  // before 13.3 a bool byte, which NVIDIA takes as true when non-zero
+          lenient("partition_view has unknown optional-parameter flags 0x" + hex(flags),
+                  presence_offset, "the padding presence byte is read as true, as tileirdisasm "
+                  "takes any non-zero byte");
+          flags = 1;
+        }
+      }
       if (flags & 1)
         padding = static_cast<std::int64_t>(
             enumeration(reader, F::kPaddingValue, kPaddings, "PaddingValue", "padding_value"));
@@ -637,9 +782,11 @@ void ModuleReader::dense(const TypeNode& tile_type, std::uint64_t index, std::ui
   const std::uint64_t length = reader.count("constant byte length");
   reader.need(length, "constant bytes");
   reader.pos += length;
+  const std::uint64_t payload = reader.pos - length;
   if (!reader.at_end())
-    reader.error(std::to_string(reader.remaining()) + " unexpected bytes after constant " +
-                 std::to_string(index));
+    lenient(std::to_string(reader.remaining()) + " unexpected bytes after constant " +
+                std::to_string(index),
+            reader.pos, kLeftoverAction);
   // A dense buffer holds either one element (a splat) or all of them; i1 is bit-packed.
   // Sizes saturate at 2^64-1, which no real buffer length can equal.
   constexpr std::uint64_t kMax = ~std::uint64_t(0);
@@ -659,6 +806,12 @@ void ModuleReader::dense(const TypeNode& tile_type, std::uint64_t index, std::ui
   if (length != splat && length != full)
     error(offset, "constant " + std::to_string(index) + " has " + std::to_string(length) +
                       " bytes, which is neither a splat nor a full buffer for " + tile_type.text);
+  // MLIR's one-byte i1 splat is 0x00 or 0xFF; a bit-packed buffer of more than 8 elements is longer.
+  if (item.kind == Kind::element && std::strcmp(item.element->name, "i1") == 0 && elements != 1 &&
+      length == 1 && length < full && data_[payload] != 0x00 && data_[payload] != 0xFF)
+    lenient("constant " + std::to_string(index) + " is a one-byte i1 splat of 0x" +
+                two_hex(data_[payload]) + ", expected 0x00 or 0xFF",
+            offset, "read as a splat of true (0xFF), as tileirdisasm takes any non-zero byte");
 }
 
 std::int64_t ModuleReader::int_value(Cursor& reader, unsigned width, const std::string& what) {
@@ -673,9 +826,8 @@ std::int64_t ModuleReader::int_value(Cursor& reader, unsigned width, const std::
 bool ModuleReader::boolean(Cursor& reader, const std::string& what) {
   const std::uint64_t offset = reader.pos;
   const unsigned value = reader.u8(what);
-  if (value > 1)
-    error(offset, what + " byte is " + std::to_string(value) + ", expected 0 or 1");
-  return value == 1;
+  if (value > 1) lenient(what + " byte is " + std::to_string(value) + ", expected 0 or 1", offset, kTrueAction);
+  return value != 0;
 }
 
 AttrKind ModuleReader::tagged_attr(Cursor& reader, int depth) {
@@ -775,19 +927,27 @@ void ModuleReader::dictionary_body(Cursor& reader, int depth, bool hints) {
 
 void ModuleReader::read_debug(const Section& section) {
   Cursor reader = cursor(section.begin, section.end);
+  const auto padding = [this](const std::string& message, std::uint64_t offset) {
+    lenient(message, offset, kPaddingAction);
+  };
   const std::uint64_t num_functions = reader.count("debug function count", 4);
-  reader.align(4, "debug function offsets");
+  reader.align(4, "debug function offsets", padding);
   std::vector<std::uint64_t> firsts;
   firsts.reserve(num_functions);
   for (std::uint64_t index = 0; index < num_functions; ++index)
     firsts.push_back(reader.fixed(4, "debug function offset"));
   const std::uint64_t num_indices = reader.count("debug index count", 8);
-  reader.align(8, "debug indices");
+  reader.align(8, "debug indices", padding);
   reader.need(8 * num_indices, "debug indices");
   info_.undecoded.emplace_back(reader.pos, reader.pos + 8 * num_indices);
   reader.pos += 8 * num_indices;
   const std::uint64_t num_attrs = reader.count("debug attribute count", 4);
-  reader.align(4, "debug attribute offsets");
+  reader.align(4, "debug attribute offsets", padding);
+  if (num_attrs == 0 && reader.at_end())
+    // NVIDIA's reader takes a pointer to the offset table even when it is empty, and that fails
+    // at the section's end ("failed to read debug info offset pointer").
+    reader.error("debug section ends at its empty attribute table: at least one byte must follow "
+                 "the attribute count and its padding");
   std::vector<std::uint64_t> offsets;
   offsets.reserve(num_attrs);
   for (std::uint64_t index = 0; index < num_attrs; ++index)
@@ -798,20 +958,29 @@ void ModuleReader::read_debug(const Section& section) {
   for (std::uint64_t index = 0; index < num_attrs; ++index) {
     const std::uint64_t start = offsets[index];
     const std::uint64_t stop = index + 1 < num_attrs ? offsets[index + 1] : data_size;
-    if (!(previous <= start && start <= stop && stop <= data_size))
-      error(data_begin, "debug attribute table entry " + std::to_string(index) + " has offset " +
-                            std::to_string(start) + ", outside 0.." + std::to_string(data_size) +
-                            " or out of order");
+    if (!(previous <= start && start <= stop && stop <= data_size)) {
+      // Attributes are decoded (and a used entry outside the data refused) with the bodies.
+      lenient("debug attribute table entry " + std::to_string(index) + " has offset " +
+                  std::to_string(start) + ", outside 0.." + std::to_string(data_size) +
+                  " or out of order",
+              data_begin, "each entry runs to the next offset and is refused only if used while "
+                          "outside the data or reversed (as tileirdisasm reads it)");
+      break;
+    }
     previous = start;
   }
   info_.undecoded.emplace_back(data_begin, section.end);
   for (std::uint64_t position = 0; position < num_functions; ++position) {
     const std::uint64_t first = firsts[position];
     const std::uint64_t stop = position + 1 < num_functions ? firsts[position + 1] : num_indices;
+    // tileirdisasm reads a function's locations from its first index on, as many as it needs;
+    // that past the index table fails is found when the locations are decoded, with the body.
     if (!(first <= stop && stop <= num_indices))
-      error(section.begin, "debug function " + std::to_string(position) + " index range " +
-                               std::to_string(first) + ".." + std::to_string(stop) +
-                               " is outside 0.." + std::to_string(num_indices));
+      lenient("debug function " + std::to_string(position) + " index range " +
+                  std::to_string(first) + ".." + std::to_string(stop) + " is outside 0.." +
+                  std::to_string(num_indices),
+              section.begin, "its locations are read from index " + std::to_string(first) +
+                                 " on, as tileirdisasm reads them");
   }
   debug_functions_ = num_functions;
 }
@@ -848,13 +1017,21 @@ Entry ModuleReader::read_function(Cursor& reader) {
   if (signature.kind != Kind::function)
     error(signature_offset, "function signature must be a function type, got " + signature.text);
   const std::uint64_t flags_offset = reader.pos;
-  const unsigned flags = reader.u8("function flags");
+  unsigned flags = reader.u8("function flags");
   if (!(flags & F::kFunctionFlagKernel))
     error(flags_offset, "function " + quoted(entry.name) + " is not marked as a kernel entry (flags 0x" +
                             (flags < 16 ? "0" : "") + hex(flags) + ")");
-  if (flags & ~(F::kFunctionFlagKernel | F::kFunctionFlagHints))
-    error(flags_offset, "function " + quoted(entry.name) + " has unknown flags 0x" +
-                            (flags < 16 ? "0" : "") + hex(flags));
+  if (flags & ~(F::kFunctionFlagKernel | F::kFunctionFlagHints)) {
+    const std::string message = "function " + quoted(entry.name) + " has unknown flags 0x" +
+                                two_hex(flags);
+    // NVIDIA refuses them from 13.4 ("unrecognized flag bits"), and reads bit 0 in every version
+    // as private visibility, which an entry cannot have.
+    if (version_ >= F::kUnknownFunctionFlagsRefused || (flags & F::kFunctionFlagPrivate))
+      error(flags_offset, message);
+    lenient(message, flags_offset, "the unknown bits are ignored, as tileirdisasm ignores them "
+                                   "before 13.4");
+    flags &= F::kFunctionFlagKernel | F::kFunctionFlagHints;
+  }
   // From 13.5 hints always follow and bit 2 marks an extern implementation, which a kernel is not.
   if (version_ >= F::kEntryArgAttrs && (flags & F::kFunctionFlagHints))
     error(flags_offset, "function " + quoted(entry.name) + " has flags 0x" + (flags < 16 ? "0" : "") +
@@ -904,8 +1081,9 @@ const Entry* BytecodeInfo::find(const std::string& name) const {
   return nullptr;
 }
 
-BytecodeInfo read_bytecode(const std::uint8_t* data, std::size_t size, const std::string& file) {
-  return ModuleReader(data, size, file).read();
+BytecodeInfo read_bytecode(const std::uint8_t* data, std::size_t size, const std::string& file,
+                           const ReadOptions& options) {
+  return ModuleReader(data, size, file, options).read();
 }
 
 std::vector<std::uint8_t> read_file(const std::string& path) {

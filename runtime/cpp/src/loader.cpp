@@ -446,7 +446,7 @@ Module Module::load(const std::string& path, Options options) {
     return Module(state);
   }
   auto state = std::make_shared<ModuleState>();
-  state->info = read_bytecode(bytes.data(), bytes.size(), path);
+  state->info = read_bytecode(bytes.data(), bytes.size(), path, ReadOptions{options.strict});
   state->name = path;
   state->from_file = true;
   state->bytes = std::move(bytes);
@@ -456,7 +456,7 @@ Module Module::load(const std::string& path, Options options) {
 
 Module Module::load(std::vector<std::uint8_t> bytecode, Options options, std::string name) {
   auto state = std::make_shared<ModuleState>();
-  state->info = read_bytecode(bytecode.data(), bytecode.size(), name);
+  state->info = read_bytecode(bytecode.data(), bytecode.size(), name, ReadOptions{options.strict});
   state->name = std::move(name);
   state->bytes = std::move(bytecode);
   state->options = std::move(options);
@@ -475,6 +475,8 @@ Module Module::load_fatbin(std::vector<std::uint8_t> fatbin, const std::string& 
 }
 
 const std::vector<Entry>& Module::entries() const { return state_->entries(); }
+
+const std::vector<DecodeWarning>& Module::warnings() const { return state_->info.warnings; }
 
 Version Module::version() const { return state_->fatbin ? state_->aot.bytecode_version : state_->info.version; }
 

@@ -4,6 +4,7 @@
 #include <functional>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "tilebc/loader.hpp"
 #include "tilebc/sha256.hpp"
@@ -133,6 +134,28 @@ int main(int argc, char** argv) {
   expect_error("missing file", tilebc::Errc::io, "cannot read file", [&] {
     tilebc::Module::load(fixtures + "/no/such.tilebc");
   });
+
+  // A deviation NVIDIA's reader accepts (a function flag bit before 13.4): read with a warning by
+  // default, refused when strict; the name and signature are what the unchanged file gives.
+  {
+    std::vector<std::uint8_t> bytes = tilebc::read_file(fixtures + "/bytecode/scalar_params/scalar_params-13.1.tilebc");
+    const tilebc::Entry original = tilebc::Module::load(bytes).entries().at(0);
+    const std::uint64_t flags_at = original.offset + 2;  // after one-byte name and signature indices
+    expect(bytes[original.offset] < 0x80 && bytes[original.offset + 1] < 0x80, "one-byte indices");
+    bytes[flags_at] |= 0x40;
+    const tilebc::Module lenient = tilebc::Module::load(bytes);
+    expect(lenient.entries().at(0).signature == original.signature, "lenient signature");
+    expect(lenient.warnings().size() == 1, "one warning");
+    if (lenient.warnings().size() == 1) {
+      expect(lenient.warnings()[0].offset == flags_at, "warning offset");
+      expect(lenient.warnings()[0].message.rfind("function '" + original.name + "' has unknown flags 0x4", 0) == 0,
+             "warning message: " + lenient.warnings()[0].message);
+    }
+    tilebc::Options strict;
+    strict.strict = true;
+    expect_error("strict flags", tilebc::Errc::malformed, "function '" + original.name + "' has unknown flags 0x4",
+                 [&] { tilebc::Module::load(bytes, strict); });
+  }
 
   // Error text: "FILE: offset 0x..: message".
   const tilebc::Error located(tilebc::Errc::malformed, "bad thing", "k.tilebc", 0x1a3);

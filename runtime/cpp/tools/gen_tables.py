@@ -43,6 +43,10 @@ def render() -> str:
     lines.append(f"constexpr unsigned kPreviewTagBit = 0x{C.PREVIEW_TAG_BIT:04x};")
     lines.append(f"constexpr unsigned kFunctionFlagKernel = 0x{R.FUNCTION_FLAG_KERNEL:02x};")
     lines.append(f"constexpr unsigned kFunctionFlagHints = 0x{R.FUNCTION_FLAG_HINTS:02x};")
+    lines.append(f"constexpr unsigned kFunctionFlagPrivate = 0x{R.FUNCTION_FLAG_PRIVATE:02x};")
+    lines.append("constexpr Version kUnknownFunctionFlagsRefused = "
+                 f"{ver(R.UNKNOWN_FUNCTION_FLAGS_REFUSED)};")
+    lines.append(f"constexpr std::uint64_t kMaxOverlapBytes = {DEFAULT_LIMITS.max_overlap_bytes};")
     lines.append(f"constexpr int kMaxNesting = {DEFAULT_LIMITS.max_nesting};")
     lines.append("")
     lines.append("// Sections: id, name, required alignment (0: none), mandatory.")

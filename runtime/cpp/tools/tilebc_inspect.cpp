@@ -1,7 +1,7 @@
 // tilebc-inspect: the C++ reader on the command line, printing one JSON object per line.
 // The pytest wrapper (tests/test_cpp_loader.py) drives it to compare the C++ and Python readers.
 //
-//   tilebc-inspect list FILE...            entries and signatures, or the error
+//   tilebc-inspect list [--strict] FILE... entries, signatures and decode warnings, or the error
 //   tilebc-inspect truncations FILE...     read every proper prefix; report any that is accepted
 //   tilebc-inspect key [--toolchain T] [--arch A] [--ptx-isa V] [--nvjitlink V] [--options JSON] FILE...
 //   tilebc-inspect keys --arch A [--cache DIR] FILE...   the loader's cache keys per entry, one per
@@ -61,11 +61,11 @@ Json entries_json(const std::vector<tilebc::Entry>& entries) {
   return list;
 }
 
-int list(const std::vector<std::string>& files) {
+int list(const std::vector<std::string>& files, bool strict) {
   for (const auto& file : files) {
     try {
       const auto bytes = tilebc::read_file(file);
-      const auto info = tilebc::read_bytecode(bytes.data(), bytes.size(), file);
+      const auto info = tilebc::read_bytecode(bytes.data(), bytes.size(), file, tilebc::ReadOptions{strict});
       auto object = Json::object();
       object.members()["file"] = Json::string(file);
       object.members()["ok"] = Json::boolean(true);
@@ -78,6 +78,15 @@ int list(const std::vector<std::string>& files) {
         undecoded.items().push_back(Json::array({Json::integer(static_cast<std::int64_t>(range.first)),
                                                  Json::integer(static_cast<std::int64_t>(range.second))}));
       object.members()["undecoded"] = undecoded;
+      auto warnings = Json::array();
+      for (const auto& warning : info.warnings) {
+        auto item = Json::object();
+        item.members()["message"] = Json::string(warning.message);
+        item.members()["offset"] = Json::integer(static_cast<std::int64_t>(warning.offset));
+        item.members()["action"] = Json::string(warning.action);
+        warnings.items().push_back(item);
+      }
+      object.members()["warnings"] = warnings;
       std::cout << object.dump() << "\n";
     } catch (const tilebc::Error& error) {
       std::cout << error_json(file, error).dump() << "\n";
@@ -95,13 +104,16 @@ int truncations(const std::vector<std::string>& files) {
     for (std::size_t length = 0; length < bytes.size(); ++length) {
       // A fresh heap copy of exactly `length` bytes, so ASan sees any read past the prefix.
       std::vector<std::uint8_t> prefix(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(length));
-      try {
-        tilebc::read_bytecode(prefix.data(), prefix.size(), file);
-        accepted.items().push_back(Json::integer(static_cast<std::int64_t>(length)));
-      } catch (const tilebc::Error& error) {
-        ++rejected;
-        if (!error.offset() || *error.offset() > length)
-          bad_offsets.items().push_back(Json::integer(static_cast<std::int64_t>(length)));
+      for (const bool strict : {false, true}) {  // a prefix counts as rejected if both modes refuse it
+        try {
+          tilebc::read_bytecode(prefix.data(), prefix.size(), file, tilebc::ReadOptions{strict});
+          accepted.items().push_back(Json::integer(static_cast<std::int64_t>(length)));
+          break;
+        } catch (const tilebc::Error& error) {
+          if (strict) ++rejected;
+          if (!error.offset() || *error.offset() > length)
+            bad_offsets.items().push_back(Json::integer(static_cast<std::int64_t>(length)));
+        }
       }
     }
     auto object = Json::object();
@@ -251,7 +263,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest;
   for (int index = 2; index < argc; ++index) {
     const std::string arg = argv[index];
-    if (arg == "--no-compile") {
+    if (arg == "--no-compile" || arg == "--strict") {
       flags[arg] = "1";
     } else if (arg.rfind("--", 0) == 0 && index + 1 < argc && command != "canon") {
       flags[arg] = argv[++index];
@@ -260,7 +272,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    if (command == "list") return list(rest);
+    if (command == "list") return list(rest, flags.count("--strict") > 0);
     if (command == "truncations") return truncations(rest);
     if (command == "key") return key(flags, rest);
     if (command == "fatbin") return fatbin(rest);

@@ -74,6 +74,9 @@ struct Options {
   std::string compiler;    ///< command for `compile`; empty: $TILEBC_COMPILER, `tilebc` on PATH, or
                            ///< `$TILEBC_PYTHON -m tilebc.cli`
   bool allow_compile = true;
+  /// Refuse the deviations NVIDIA's reader accepts (ReadOptions::strict) instead of reading them
+  /// as it does and listing them in Module::warnings().
+  bool strict = false;
 };
 
 /// A cubin (or fatbin) ready for the driver, and how to launch its kernels.
@@ -142,6 +145,8 @@ class Module {
   /// Throws Errc::not_found listing the entries there are.
   Function function(const std::string& name) const;
   Version version() const;
+  /// The deviations the reader accepted (message and byte offset); empty for a fatbin.
+  const std::vector<DecodeWarning>& warnings() const;
   bool is_fatbin() const;
   /// The cache keys (one per toolchain record in the cache) of `entry` for `arch`.
   std::vector<std::string> cache_keys(const std::string& entry, const std::string& arch) const;

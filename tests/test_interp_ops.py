@@ -3,6 +3,8 @@ faults, and the table-coverage check (every body op is implemented or explicitly
 import itertools
 from fractions import Fraction
 
+import types
+
 import numpy as np
 import pytest
 
@@ -318,7 +320,7 @@ def test_assume_is_checked_only_when_asked():
 
 
 def test_cli_runs_a_fixture_and_writes_npz(tmp_path):
-    from tilebc.interp.cli import main
+    from tilebc.cli import main
     x = np.arange(100, dtype=np.float32)
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "out.npz"
@@ -330,7 +332,7 @@ def test_cli_runs_a_fixture_and_writes_npz(tmp_path):
 
 
 def test_cli_reports_a_fault_and_fails(tmp_path, capsys):
-    from tilebc.interp.cli import main
+    from tilebc.cli import main
     code = main(["run", "fixtures/bytecode/gather_scatter/gather_scatter-13.5.tilebc",
                  "--grid", "1", "--arg", "zeros:float32:64", "--arg", "zeros:int32:64",
                  "--arg", "zeros:float32:64", "--arg", "64"])
@@ -340,3 +342,22 @@ def test_cli_reports_a_fault_and_fails(tmp_path, capsys):
                  "--arg", "zeros:float32:64", "--arg", "64"])
     assert code == 1
     assert "outside every array bound to the kernel" in capsys.readouterr().err
+
+
+def test_cli_run_errors_name_the_file_and_read_stdin(tmp_path, capsys, monkeypatch):
+    import io
+    import sys
+    from tilebc.cli import main
+    path = "fixtures/bytecode/gather_scatter/gather_scatter-13.5.tilebc"
+    assert main(["run", path, "--grid", "1", "--arg", "zeros:float32:64"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"tilebc run: error: {path}: ") and "arguments" in err
+    assert main(["run", path, "--arg", "rand:nonsense:4"]) == 2
+    assert capsys.readouterr().err.startswith("tilebc run: error: ")
+    data = open(path, "rb").read()
+    monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=io.BytesIO(data)))
+    assert main(["run", "-", "--grid", "1", "--arg", "zeros:float32:64", "--arg",
+                 "zeros:int32:64", "--arg", "zeros:float32:64", "--arg", "64"]) == 0
+    monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=io.BytesIO(data[:50])))
+    assert main(["run", "-", "--grid", "1"]) == 1
+    assert capsys.readouterr().err.startswith("tilebc run: error: <stdin>: offset 0x")

@@ -189,7 +189,7 @@ def test_fused_store_reads_operands_before_any_store(kernel, arrays):
 
 def test_cli_exact_math_flag(tmp_path):
     """`tilebc run --exact-math` gives the float64-rounded exp bit for bit."""
-    from tilebc.interp.cli import main
+    from tilebc.cli import main
     import tilebc
     module = export(exp_rows, [_array(F32, 2)] * 2 + [64, 256])
     path = tmp_path / "exp.tilebc"

@@ -90,7 +90,7 @@ class ProgressBar:
 
 def add_run_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("run", help="run a kernel on the CPU reference interpreter")
-    parser.add_argument("file", help=".tilebc file")
+    parser.add_argument("file", help=".tilebc file, or - for stdin")
     parser.add_argument("--entry", help="entry name (or the cuTile kernel name before its "
                                         "mangled suffix); optional when there is one entry")
     parser.add_argument("--grid", type=parse_grid, default=(1,), help="X[,Y[,Z]] tile blocks")
@@ -118,25 +118,29 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def handle_run(options) -> int:
+    """`tilebc run`: errors are raised for tilebc.cli.main to print (`tilebc run: error: FILE: …`)."""
+    from .. import cli
     from .api import run
     rng = np.random.default_rng(options.seed)
     try:
         arguments = [parse_argument(text, rng) for text in options.args]
     except argparse.ArgumentTypeError as error:
-        print(f"tilebc run: {error}", file=sys.stderr)
-        return 2
+        raise cli.UsageError(str(error)) from None
+    name = cli._display_name(options.file)
+    module = cli.decode_bytes(cli.read_input(options.file), name)
+    cli._verify(module)
     grid = options.grid
     blocks = int(np.prod(grid))
     progress = ProgressBar() if blocks >= 64 and sys.stderr.isatty() else None
     try:
-        run(options.file, options.entry, grid, *arguments, check_memory=not options.no_check,
+        run(module, options.entry, grid, *arguments, check_memory=not options.no_check,
             check_assumptions=options.check_assumptions, shuffle=options.shuffle,
             seed=options.seed, allow_aliasing=options.allow_aliasing, progress=progress,
             check_undefined=options.check_undefined,
             batch=False if options.no_batch else "auto", exact_math=options.exact_math)
     except TilebcError as error:
-        print(f"tilebc run: {error}", file=sys.stderr)
-        return 1
+        error.file = error.file or name
+        raise
     if options.out:
         arrays = {f"arg{i}": value for i, value in enumerate(arguments)
                   if isinstance(value, np.ndarray)}
@@ -144,15 +148,3 @@ def handle_run(options) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    """Stand-alone entry point (`python -m tilebc.interp.cli run ...`) until tilebc/cli.py
-    wires `add_run_parser` in."""
-    parser = argparse.ArgumentParser(prog="tilebc")
-    subparsers = parser.add_subparsers(required=True)
-    add_run_parser(subparsers)
-    options = parser.parse_args(argv)
-    return options.handler(options)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,7 +28,12 @@ from .reader import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTI
 
 
 def dump(module: Module, version: Optional[VersionLike] = None) -> bytes:
-    """Encode `module` as Tile IR bytecode for `version` (default: the module's own version)."""
+    """Encode `module` as Tile IR bytecode for `version` (default: the module's own version).
+
+    `version` is a `Version` or a string such as "13.1" .. "13.5". Raises VersionError for a version
+    tilebc cannot write, and EncodeError naming the op or field when the module uses something the
+    target version lacks (e.g. entry argument attributes before 13.5) or is not encodable. The
+    module is not verified here: `tilebc.verify` first when it was built by hand."""
     target = check_supported(Version.parse(version if version is not None else module.version))
     try:
         return ModuleWriter(module, target).write()

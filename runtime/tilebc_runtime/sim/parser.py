@@ -318,6 +318,17 @@ class _Parser:
         qualifiers = match.group(1).split()
         name, count, init = match.group(2), match.group(3), match.group(4)
         space, align, vtype = None, None, None
+        # a kernel parameter's `.ptr [.space] [.align N]` describes what it points to (a hint
+        # for the compiler); it changes nothing in the parameter's own layout, so it is dropped
+        if ".ptr" in qualifiers:
+            at = qualifiers.index(".ptr")
+            end = at + 1
+            if end < len(qualifiers) and qualifiers[end] in (".global", ".const", ".shared",
+                                                              ".local"):
+                end += 1
+            if end + 1 < len(qualifiers) and qualifiers[end] == ".align":
+                end += 2
+            qualifiers = qualifiers[:at] + qualifiers[end:]
         it = iter(qualifiers)
         for q in it:
             if q in (".global", ".const", ".shared", ".local", ".param"):
@@ -403,6 +414,10 @@ class _Parser:
         instructions: List[Instruction] = []
         labels: Dict[str, int] = {}
         depth = 1
+        # `{ }` scopes (inline asm blocks) may declare registers and labels of their own that
+        # shadow the kernel's: each scope renames them to `name$<scope number>`
+        scopes: List[Dict[str, str]] = []
+        scope_count = 0
         while depth:
             if self.pos >= len(self.statements):
                 raise self.error(f"kernel {name}: missing closing '}}'")
@@ -411,10 +426,22 @@ class _Parser:
             text = stmt.text
             if text == "{":
                 depth += 1
+                scope_count += 1
+                scopes.append(self.scope_names(scope_count))
                 continue
             if text == "}":
                 depth -= 1
+                if scopes:
+                    scopes.pop()
                 continue
+            if scopes and text.startswith(".reg"):
+                declared: Dict[str, str] = {}
+                self.registers(stmt, declared)
+                registers.update((_lookup(reg, scopes), rtype) for reg, rtype in declared.items())
+                continue
+            if scopes:
+                text = _rename_statement(text, scopes)
+                stmt = _Statement(text, stmt.line, stmt.column)
             if text.endswith(":") and " " not in text:
                 label = text[:-1]
                 if label in labels:
@@ -438,6 +465,28 @@ class _Parser:
             instructions.append(self.instruction(stmt))
         return Kernel(name, params, registers, variables, instructions, labels, directives,
                       stmt.line)
+
+    def scope_names(self, number: int) -> Dict[str, str]:
+        """The renames of the `{` scope opening at self.pos: the registers it declares and the
+        labels it defines at its own depth (looked up before the body, so forward branches
+        resolve)."""
+        renames: Dict[str, str] = {}
+        depth, pos = 1, self.pos
+        while pos < len(self.statements) and depth:
+            text = self.statements[pos].text
+            pos += 1
+            if text == "{":
+                depth += 1
+            elif text == "}":
+                depth -= 1
+            elif depth == 1 and text.endswith(":") and " " not in text:
+                renames[text[:-1]] = f"{text[:-1]}${number}"
+            elif depth == 1 and text.startswith(".reg"):
+                declared: Dict[str, str] = {}
+                self.registers(self.statements[pos - 1], declared)
+                for register in declared:
+                    renames[register] = f"{register}${number}"
+        return renames
 
     def registers(self, stmt: _Statement, registers: Dict[str, str]) -> None:
         parts = stmt.text.split(None, 2)
@@ -465,11 +514,13 @@ class _Parser:
         if match:
             guard = (match.group(2), bool(match.group(1)))
             text = text[match.end():]
-        match = re.match(r"^([a-z][a-z0-9_]*)((?:\.[A-Za-z0-9_]+)*)\s*(.*)$", text, re.S)
+        match = re.match(r"^([a-z][a-z0-9_]*)((?:\.[A-Za-z0-9_]+(?:::[A-Za-z0-9_]+)*)*)\s*(.*)$",
+                         text, re.S)
         if not match:
             raise self.error("cannot read the instruction", stmt)
         opcode, mods, rest = match.groups()
-        modifiers = tuple(m for m in mods.split(".") if m)
+        # `.shared::cta` is the CTA's own shared memory, i.e. plain `.shared` (no clusters here)
+        modifiers = tuple("shared" if m == "shared::cta" else m for m in mods.split(".") if m)
         if opcode == "call":
             operands = self.call_operands(rest, stmt)
         else:
@@ -524,7 +575,7 @@ class _Parser:
         raise self.error(f"cannot read operand {text!r}", stmt)
 
     def address(self, text: str, stmt) -> Addr:
-        match = re.match(r"^([%A-Za-z_$][\w$.]*)?\s*(?:([+-])\s*(\w+))?$", text)
+        match = re.match(r"^([%A-Za-z_$][\w$.]*)?\s*(?:([+-])\s*(-?\w+))?$", text)
         if not match:
             if _INT.match(text):
                 return Addr(None, _int(text))
@@ -540,6 +591,18 @@ class _Parser:
         if _INT.match(base):
             return Addr(None, _int(base) + value)
         return Addr(Reg(base) if base.startswith("%") else Sym(base), value)
+
+
+def _rename_statement(text: str, scopes: List[Dict[str, str]]) -> str:
+    """`text` with the names the enclosing scopes declare replaced (innermost scope first)."""
+    return re.sub(r"%?[A-Za-z_$][\w$]*", lambda m: _lookup(m.group(0), scopes), text)
+
+
+def _lookup(name: str, scopes: List[Dict[str, str]]) -> str:
+    for scope in reversed(scopes):
+        if name in scope:
+            return scope[name]
+    return name
 
 
 def _int(text: str) -> int:

@@ -49,12 +49,33 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
     unknown = set(interpreter_only) - {"check_assumptions", "shuffle", "seed", "progress"}
     if unknown:
         raise TypeError(f"run() got unexpected keyword arguments {sorted(unknown)}")
-    module = module_or_path if isinstance(module_or_path, Module) else \
-        load_module(os.fspath(module_or_path) if isinstance(module_or_path, os.PathLike)
-                    else module_or_path)
+    module = load_any(module_or_path)
     function = find_entry(module, entry)
     image, count, dynamic_shared = compiled_kernel(module, function.name, arch, threads)
-    machine = Machine(module, Options(check_memory=check_memory))  # maps globals like interp
+    machine, binder = bind_arguments(module, function, args, check_memory, allow_aliasing,
+                                     uninitialized)
+    symbols = {f"__tilebc_global_{name}": address
+               for name, address in machine.global_addresses.items()}
+    return emulate(image, function.name, flatten_grid(grid), binder.values,
+                   memory=machine.memory, threads=count, check=check_memory,
+                   print_stream=print_stream, max_steps=max_steps, global_symbols=symbols,
+                   dynamic_shared_bytes=dynamic_shared)
+
+
+def load_any(module_or_path) -> Module:
+    """A Module as given, or loaded from a bytecode path / bytes."""
+    if isinstance(module_or_path, Module):
+        return module_or_path
+    return load_module(os.fspath(module_or_path) if isinstance(module_or_path, os.PathLike)
+                       else module_or_path)
+
+
+def bind_arguments(module: Module, function, args, check_memory: bool = True,
+                   allow_aliasing: bool = False, uninitialized: Iterable[int] = ()):
+    """Map the host arguments as the interpreter does (module globals first, then the arguments,
+    same GlobalMemory layout): returns the interpreter Machine (its memory and global addresses)
+    and the Binder whose `values` hold one runtime value per entry parameter."""
+    machine = Machine(module, Options(check_memory=check_memory))
     binder = _Binder(function, machine.memory, uninitialized)
     keep: list = []
     for index, argument in enumerate(args):
@@ -65,9 +86,5 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
                             f"arguments filled {binder.position}")
     if check_memory and not allow_aliasing:
         binder.check_overlaps()
-    symbols = {f"__tilebc_global_{name}": address
-               for name, address in machine.global_addresses.items()}
-    return emulate(image, function.name, flatten_grid(grid), binder.values,
-                   memory=machine.memory, threads=count, check=check_memory,
-                   print_stream=print_stream, max_steps=max_steps, global_symbols=symbols,
-                   dynamic_shared_bytes=dynamic_shared)
+    binder.keep = keep  # host buffers the bound values point into stay alive with the binder
+    return machine, binder

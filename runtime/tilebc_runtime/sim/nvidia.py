@@ -1,0 +1,182 @@
+"""Run NVIDIA's code generation on the emulator: tileiras's PTX for a Tile IR module, launched with
+the cuTile calling convention, so the emulator's reading of PTX is checked against NVIDIA's own
+compiler rather than against our JIT (which shares our reading of the ISA).
+
+    from tilebc_runtime.sim import nvidia
+    ptx = nvidia.tileiras_ptx(module_or_path, arch="sm_80")   # the PTX tileiras hands to ptxas
+    nvidia.run(module_or_path, entry, grid, *args)              # like tilebc.interp.run
+
+tileiras has no option to print its PTX: it lowers to PTX and runs the `ptxas` that sits beside it.
+`tileiras_ptx` therefore runs tileiras from a mirror of its install (links to everything) whose
+`ptxas` is a small script that copies its .ptx input out and then runs the real ptxas (so the PTX
+is also checked by NVIDIA's assembler). The mirror is built once per process in a temp dir.
+
+tileiras keeps the entry's name and its parameters one for one (pointers .u64, i32 shapes and
+strides .u32, ...), so the parameter values are bound exactly as `sim.run` and the interpreter
+bind them. The thread count comes from the kernel's .reqntid.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Dict, Iterable, Optional, Tuple, Union
+
+import tilebc
+from tilebc.interp.api import find_entry
+from tilebc.interp.machine import flatten_grid
+from tilebc.ir.module import Module
+from tilebc.oracles import require_tool
+
+from .errors import SimExecutionError
+from .machine import KernelImage, emulate
+from .parser import parse_ptx
+from .runner import bind_arguments, load_any
+
+DEFAULT_ARCH = "sm_80"
+
+_PTX: Dict[Tuple[str, str], str] = {}       # (bytecode sha256, arch) -> PTX text
+_IMAGES: Dict[Tuple[str, str, str], KernelImage] = {}
+_MIRROR: Optional[Path] = None
+
+_SHIM = """#!/bin/sh
+# ptxas stand-in: keep a copy of the PTX input where TILEBC_PTX_CAPTURE says, then run ptxas
+for a in "$@"; do case "$a" in *.ptx) cp "$a" "$TILEBC_PTX_CAPTURE";; esac; done
+exec "{real}" "$@"
+"""
+
+
+class TileirasError(SimExecutionError):
+    """tileiras refused the module (e.g. a type the target architecture lacks)."""
+
+
+def _mirror() -> Path:
+    """tileiras's bin directory, mirrored with the capturing ptxas (built once per process)."""
+    global _MIRROR
+    if _MIRROR is not None and _MIRROR.exists():
+        return _MIRROR
+    tileiras = Path(require_tool("tileiras")).resolve()
+    bin_dir = tileiras.parent
+    root = Path(tempfile.mkdtemp(prefix="tilebc-tileiras-"))
+    atexit.register(shutil.rmtree, root, True)
+    # tileiras finds ptxas and libnvvm relative to its own (resolved) path: it must be a real
+    # file in the mirror (hard link, or a copy across file systems); the rest can be links
+    for entry in bin_dir.parent.iterdir():
+        if entry.name != bin_dir.name:
+            (root / entry.name).symlink_to(entry)
+    mirror_bin = root / bin_dir.name
+    mirror_bin.mkdir()
+    for entry in bin_dir.iterdir():
+        if entry.name in ("ptxas", tileiras.name):
+            continue
+        (mirror_bin / entry.name).symlink_to(entry)
+    try:
+        os.link(tileiras, mirror_bin / tileiras.name)
+    except OSError:
+        shutil.copy2(tileiras, mirror_bin / tileiras.name)
+    shim = mirror_bin / "ptxas"
+    shim.write_text(_SHIM.replace("{real}", str(bin_dir / "ptxas")))
+    shim.chmod(0o755)
+    _MIRROR = mirror_bin / tileiras.name
+    return _MIRROR
+
+
+def _bytecode(module_or_path) -> Tuple[bytes, str]:
+    """The bytecode to give tileiras and a name for messages: a path or bytes as they are, a
+    Module's source file when it has one, else the module written by tilebc.dump."""
+    if isinstance(module_or_path, (bytes, bytearray)):
+        return bytes(module_or_path), "<bytecode>"
+    if isinstance(module_or_path, Module):
+        source = module_or_path.source
+        if source and os.path.isfile(source):
+            return Path(source).read_bytes(), source
+        return tilebc.dump(module_or_path), "<module>"
+    path = os.fspath(module_or_path)
+    return Path(path).read_bytes(), path
+
+
+def tileiras_ptx(module_or_path: Union[Module, str, os.PathLike, bytes], arch: str = DEFAULT_ARCH,
+                 cache_dir: Optional[Union[str, os.PathLike]] = None, timeout: float = 300) -> str:
+    """The PTX NVIDIA's tileiras generates for a module (all its entries) on `arch`. Cached per
+    process, and in `cache_dir` (files named by the bytecode's sha256) when one is given.
+    Raises TileirasError with tileiras's message when it refuses the module."""
+    data, name = _bytecode(module_or_path)
+    digest = hashlib.sha256(data).hexdigest()
+    key = (digest, arch)
+    if key in _PTX:
+        return _PTX[key]
+    cached = Path(cache_dir) / f"{digest[:32]}.{arch}.ptx" if cache_dir is not None else None
+    if cached is not None and cached.is_file():
+        _PTX[key] = cached.read_text()
+        return _PTX[key]
+    tileiras = _mirror()
+    with tempfile.TemporaryDirectory(prefix="tilebc-ptx-") as work:
+        source = Path(work) / "module.tilebc"
+        source.write_bytes(data)
+        capture = Path(work) / "kernel.ptx"
+        env = dict(os.environ, TILEBC_PTX_CAPTURE=str(capture))
+        done = subprocess.run([str(tileiras), f"--gpu-name={arch}", str(source), "-o",
+                               str(Path(work) / "out.cubin")], env=env, capture_output=True,
+                              text=True, timeout=timeout)
+        if done.returncode != 0:
+            message = (done.stderr or done.stdout).strip().splitlines()
+            raise TileirasError(f"tileiras --gpu-name={arch} failed (exit {done.returncode}): "
+                                + (message[0] if message else "no message"), file=name)
+        if not capture.is_file():
+            raise TileirasError("tileiras did not call ptxas; no PTX was captured", file=name)
+        ptx = capture.read_text()
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(ptx)
+    _PTX[key] = ptx
+    return ptx
+
+
+def nvidia_kernel(module: Module, entry: str, arch: str = DEFAULT_ARCH,
+                  cache_dir=None) -> KernelImage:
+    """The emulator image of tileiras's PTX for one entry (cached)."""
+    ptx = tileiras_ptx(module, arch, cache_dir)
+    digest = hashlib.sha256(ptx.encode()).hexdigest()
+    key = (digest, entry, arch)
+    if key not in _IMAGES:
+        source = f"<tileiras {arch} PTX of {module.source or 'module'}>"
+        program = parse_ptx(ptx, source)
+        if entry not in program.kernels:
+            raise SimExecutionError(f"tileiras's PTX has no kernel {entry} (it has "
+                                    f"{', '.join(sorted(program.kernels))})", file=source)
+        _IMAGES[key] = KernelImage(program, program.kernels[entry])
+    return _IMAGES[key]
+
+
+def run(module_or_path, entry: Optional[str], grid, *args, arch: str = DEFAULT_ARCH,
+        cache_dir=None, check_memory: bool = True, allow_aliasing: bool = False,
+        uninitialized: Iterable[int] = (), print_stream=None, max_steps: int = 200_000_000,
+        **interpreter_only) -> KernelImage:
+    """Run `entry` over `grid` like `tilebc.interp.run`, through tileiras's PTX on the emulator.
+    Numpy arrays are updated in place. Interpreter-only options are accepted and ignored."""
+    unknown = set(interpreter_only) - {"check_assumptions", "shuffle", "seed", "progress"}
+    if unknown:
+        raise TypeError(f"run() got unexpected keyword arguments {sorted(unknown)}")
+    module = load_any(module_or_path)
+    function = find_entry(module, entry)
+    image = nvidia_kernel(module, function.name, arch, cache_dir)
+    machine, binder = bind_arguments(module, function, args, check_memory, allow_aliasing,
+                                     uninitialized)
+    if len(image.kernel.params) != len(binder.values):
+        raise SimExecutionError(f"tileiras's kernel {function.name} takes "
+                                f"{len(image.kernel.params)} parameters, the entry "
+                                f"{len(binder.values)}: the calling convention differs",
+                                file=image.source)
+    if image.program.dynamic_shared:
+        raise SimExecutionError("tileiras's PTX declares dynamic shared memory, whose launch "
+                                "size is not known here", file=image.source)
+    if not image.threads:
+        raise SimExecutionError(f"tileiras's kernel {function.name} declares no .reqntid",
+                                file=image.source)
+    return emulate(image, function.name, flatten_grid(grid), binder.values,
+                   memory=machine.memory, threads=image.threads, check=check_memory,
+                   print_stream=print_stream, max_steps=max_steps)

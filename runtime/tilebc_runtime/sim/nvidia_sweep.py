@@ -1,0 +1,79 @@
+"""Sweep: every fixture case of tests/test_interp_*.py run through tileiras's PTX on the emulator
+(the case modules' `run` swapped for `sim.nvidia.run`), one line per fixture with the outcome.
+
+    python -m tilebc_runtime.sim.nvidia_sweep [--arch sm_80] [--version 13.5] [NAME ...]
+
+Outcomes: pass; mismatch (the case's reference check failed); unsupported (the emulator refuses
+an instruction or form: the message names it); tileiras (NVIDIA's compiler refused the module);
+error (anything else, with its message). Run from the repository root (needs tests/ on the path).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from . import nvidia
+from .errors import PtxSyntaxError, UnsupportedInstruction
+
+
+def case_functions(names=None):
+    """(family module, fixture name) for every fixture case, the probes first."""
+    root = Path(__file__).resolve().parents[3]
+    sys.path.insert(0, str(root / "tests"))
+    from fixture_cases import CASE_MODULES
+    for family in CASE_MODULES:
+        reference = importlib.import_module(family)
+        for name in sorted(reference.CASES):
+            if not names or name in names:
+                yield reference, name
+
+
+def outcome(reference, name, version, arch):
+    """(status, detail) of one fixture case on tileiras's PTX."""
+    versions = reference.versions(name)
+    version = version if version in versions else versions[-1]
+    original = reference.run
+
+    def run(*args, **kwargs):
+        return nvidia.run(*args, arch=arch, **kwargs)
+    reference.run = run
+    try:
+        reference.CASES[name](reference.module(name, version))
+        return "pass", ""
+    except AssertionError as error:
+        return "mismatch", " ".join(str(error).split())[:300]
+    except nvidia.TileirasError as error:
+        return "tileiras", str(error)[:300]
+    except (UnsupportedInstruction, PtxSyntaxError) as error:
+        return "unsupported", str(error).replace(str(getattr(error, "file", "")), "")[:300]
+    except Exception as error:  # noqa: BLE001 - a sweep reports every failure and goes on
+        last = traceback.extract_tb(error.__traceback__)[-1]
+        return "error", f"{type(error).__name__}: {error} ({Path(last.filename).name}:" \
+                        f"{last.lineno})"[:300]
+    finally:
+        reference.run = original
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--arch", default=nvidia.DEFAULT_ARCH)
+    parser.add_argument("--version", default="13.5")
+    options = parser.parse_args(argv)
+    counts = {}
+    for reference, name in case_functions(set(options.names)):
+        start = time.perf_counter()
+        status, detail = outcome(reference, name, options.version, options.arch)
+        counts[status] = counts.get(status, 0) + 1
+        print(f"| {name} | {status} | {time.perf_counter() - start:.1f} s | {detail} |",
+              flush=True)
+    print(" ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -87,6 +87,7 @@ def unsigned_of(ptype: str) -> str:
 
 
 FLOAT_FLAGS = ("rn", "rz", "rm", "rp", "ftz", "sat")
+HALF_TYPES = ("f16", "bf16", "f16x2", "bf16x2")  # arithmetic in isa_extra.half_arithmetic
 
 
 def _float_pipeline(mods: Mods, compute: Callable, n_inputs: int, readers, write):
@@ -193,8 +194,8 @@ def _wide(ptype):
     return {"s16": "s32", "u16": "u32", "s32": "s64", "u32": "u64"}.get(ptype)
 
 
-@implements("add", "sub", forms="integer (wrapping, .sat for s32) and f32/f64 (.rn/.rz/.rm/.rp, "
-                                ".ftz, .sat)")
+@implements("add", "sub", forms="integer (wrapping, .sat for s32), f32/f64 (.rn/.rz/.rm/.rp, "
+                                ".ftz, .sat) and f16/bf16{x2} (.rn/.rz/.rm/.rp)")
 def build_add_sub(ins, k):
     mods = Mods(ins, k, FLOAT_FLAGS + ("cc",))
     ptype = mods.type
@@ -204,6 +205,10 @@ def build_add_sub(ins, k):
     sub = ins.opcode == "sub"
     if mods.has("cc"):
         raise k.unsupported(ins, "carry (.cc) arithmetic is not emulated")
+    if ptype in HALF_TYPES:
+        if mods.has("cc"):
+            raise k.unsupported(ins, f"{ins.opcode}.cc.{ptype}")
+        return isa_extra.half_arithmetic(ins, k, mods, ptype)
     if is_float(ptype):
         if ptype not in ("f32", "f64"):
             raise k.unsupported(ins, f"{ins.opcode}.{ptype} is not emulated")
@@ -233,6 +238,8 @@ def build_add_sub(ins, k):
 def build_mul(ins, k):
     mods = Mods(ins, k, FLOAT_FLAGS + ("lo", "hi", "wide"))
     ptype = mods.type
+    if ptype in HALF_TYPES and not mods.flags & {"lo", "hi", "wide"}:
+        return isa_extra.half_arithmetic(ins, k, mods, ptype)
     d, a, b = operands(ins, k, 3)
     ra, rb = k.reader(ins, a, ptype), k.reader(ins, b, ptype)
     if is_float(ptype):
@@ -479,6 +486,8 @@ def build_bits(ins, k):
 def build_fma(ins, k):
     mods = Mods(ins, k, FLOAT_FLAGS)
     ptype = mods.type
+    if ptype in HALF_TYPES:
+        return isa_extra.half_arithmetic(ins, k, mods, ptype)
     if ptype not in ("f32", "f64"):
         raise k.unsupported(ins, f"{ins.opcode}.{ptype} is not emulated")
     if not any(mods.has(r) for r in fp.ROUNDING):
@@ -717,6 +726,30 @@ def build_cvt(ins, k):
             high, low = to_byte(ra(cta)), to_byte(rb(cta))  # a -> upper byte, b -> lower
             write(cta, (high << np.uint16(8)) | low, mask)
         return fn
+    if dtype_name in ("f16x2", "bf16x2"):
+        # cvt.{rn,rz}{.relu}{.satfinite}.f16x2.f32 d, a, b: a -> upper half, b -> lower half
+        if atype != "f32" or len(ops) != 3 or int_mode or flush or sat:
+            raise k.unsupported(ins, f"cvt to .{dtype_name} reads two .f32 with .rn/.rz")
+        half = dtype_name[:-2]
+        mode = float_mode[0] if float_mode else None
+        if mode is None:
+            raise k.unsupported(ins, f"cvt to .{dtype_name} needs a rounding modifier")
+        ra, rb = k.reader(ins, ops[1], "f32"), k.reader(ins, ops[2], "f32")
+        write = k.writer(ins, ops[0], "b32")
+
+        def to_bits(values):
+            x = np.atleast_1d(np.asarray(values, np.float32))
+            out = _float_storage(convert.float_to_float(x, "f32", _ELEMENT[half], mode), half)
+            if relu:
+                out = np.where(out.astype(np.float64) < 0, out.dtype.type(0), out) \
+                    .astype(out.dtype)
+            if satfinite:
+                out = _satfinite(out)
+            return out.view(np.uint16).astype(np.uint32)
+
+        def fn(cta, mask):
+            write(cta, (to_bits(ra(cta)) << np.uint32(16)) | to_bits(rb(cta)), mask)
+        return fn
     if len(ops) != 2:
         raise k.unsupported(ins, "cvt takes d, a")
     d, a = ops
@@ -834,4 +867,4 @@ def build_cvt(ins, k):
 
 
 # Control, memory, warp and tensor-core instructions register themselves on import.
-from . import isa_control, isa_memory, isa_mma  # noqa: E402,F401
+from . import isa_control, isa_memory, isa_mma, isa_extra  # noqa: E402,F401

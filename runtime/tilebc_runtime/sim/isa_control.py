@@ -41,12 +41,18 @@ def build_trap(ins, k):
 
 
 @implements("bar", "barrier", forms="bar.sync / barrier.sync{.aligned} 0 {, all threads}; "
-                                    "bar.warp.sync (no-op for converged warps)")
+                                    "bar.warp.sync (orders shared memory in a one-warp CTA)")
 def build_bar(ins, k):
     mods = Mods(ins, k, ("sync", "aligned", "warp"), types=(0,))
     if mods.has("warp"):
         operands(ins, k, 1)
-        return lambda cta, mask: None
+
+        def warp_sync(cta, mask):
+            # bar.warp.sync also orders memory among the warp's threads: in a one-warp CTA
+            # reached by every live thread, that is a CTA barrier for the race checker
+            if cta.T <= 32 and mask is None:
+                cta.shared.barrier()
+        return warp_sync
     if not mods.has("sync"):
         raise k.unsupported(ins, "only bar.sync / barrier.sync are emulated (no arrive/red)")
     ops = ins.operands

@@ -123,9 +123,12 @@ def tileiras_ptx(module_or_path: Union[Module, str, os.PathLike, bytes], arch: s
                                str(Path(work) / "out.cubin")], env=env, capture_output=True,
                               text=True, timeout=timeout)
         if done.returncode != 0:
-            message = (done.stderr or done.stdout).strip().splitlines()
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            # the diagnostic follows its long MLIR location: keep the text after "error:"
+            errors = [line.split("error:", 1)[1].strip() for line in lines if "error:" in line]
             raise TileirasError(f"tileiras --gpu-name={arch} failed (exit {done.returncode}): "
-                                + (message[0] if message else "no message"), file=name)
+                                + ("; ".join(errors) if errors else
+                                   lines[0] if lines else "no message"), file=name)
         if not capture.is_file():
             raise TileirasError("tileiras did not call ptxas; no PTX was captured", file=name)
         ptx = capture.read_text()

@@ -429,6 +429,137 @@ def _reduce_4d(mod):
     check(prod, np.cumprod(tiles, axis=3).reshape(2, 4, 6, 8), rtol=1e-6)
 
 
+# -------------------------------------------------------------------------- integer tricks
+
+
+def _random_graph(nodes, max_degree):
+    degree = RNG.integers(0, max_degree + 1, nodes)
+    row_ptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int32)
+    cols = np.concatenate([RNG.choice(nodes, d, replace=False) for d in degree]).astype(np.int32)
+    return row_ptr, cols
+
+
+@case("dm_bfs_expand")
+def _bfs_expand(mod):
+    nodes, level = 40, 2
+    row_ptr, cols = _random_graph(nodes, 7)
+    frontier = RNG.choice(nodes, 6, replace=False).astype(np.int32)
+    seen = set(RNG.choice(nodes, 12, replace=False).tolist()) | set(frontier.tolist())
+    visited = np.zeros(2, np.uint32)
+    for v in seen:
+        visited[v >> 5] |= np.uint32(1 << (v & 31))
+    dist = np.where(np.isin(np.arange(nodes), list(seen)), 1, -1).astype(np.int32)
+    nxt, count = np.full(nodes, -1, np.int32), np.zeros(1, np.int32)
+    before_dist = dist.copy()
+    run(mod, entry(mod), (2,), row_ptr, cols, frontier, visited, dist, nxt, count,
+        np.int32(level))
+    fresh = sorted({int(c) for f in frontier for c in cols[row_ptr[f]:row_ptr[f + 1]]} - seen)
+    assert fresh, "the graph must reach new nodes"
+    check(count, [len(fresh)])
+    check(np.sort(nxt[:len(fresh)]), np.array(fresh, np.int32))
+    check(nxt[len(fresh):], np.full(nodes - len(fresh), -1, np.int32))
+    ref_dist = before_dist.copy()
+    ref_dist[fresh] = level + 1
+    check(dist, ref_dist)
+    ref_visited = np.zeros(2, np.uint32)
+    for v in seen | set(fresh):
+        ref_visited[v >> 5] |= np.uint32(1 << (v & 31))
+    check(visited, ref_visited)
+
+
+def _fmix32(h):
+    h = h.astype(np.uint64)
+    mask = np.uint64(0xFFFFFFFF)
+    h ^= h >> np.uint64(16)
+    h = (h * np.uint64(0x85EBCA6B)) & mask
+    h ^= h >> np.uint64(13)
+    h = (h * np.uint64(0xC2B2AE35)) & mask
+    h ^= h >> np.uint64(16)
+    return h.astype(np.uint32)
+
+
+@case("dm_hash_partition")
+def _hash_partition(mod):
+    for index, ktype, n, tile in ((0, np.uint32, 70, 32), (1, np.int32, 40, 16)):
+        info = np.iinfo(ktype)
+        keys = RNG.integers(info.min, info.max, n, endpoint=True).astype(ktype)
+        seed, buckets = np.uint32(0x9747B28C), np.uint32(7)
+        hashes, bucket = np.zeros(n, np.uint32), np.full(n, -1, np.int32)
+        hist, unit = np.zeros(7, np.int32), np.zeros(n, np.float32)
+        run(mod, entry(mod, index), (cdiv(n, tile),), keys, hashes, bucket, hist, unit, seed,
+            buckets)
+        ref_h = _fmix32(keys.view(np.uint32) ^ seed)
+        assert (ref_h > 0x7FFFFFFF).any()   # unsigned ops matter
+        check(hashes, ref_h)
+        check(bucket, (ref_h % buckets).astype(np.int32))
+        check(hist, np.bincount(ref_h % buckets, minlength=7).astype(np.int32))
+        check(unit, ref_h.astype(np.float32) * np.float32(2.0 ** -32))
+
+
+@case("dm_radix_digits")
+def _radix_digits(mod):
+    for index, dtype, utype, n, tile, radix, shift in ((0, np.float32, np.uint32, 70, 32, 16, 28),
+                                                      (1, np.float16, np.uint16, 40, 16, 8, 12)):
+        keys = randn(n, dtype, 10.0)
+        keys[:4] = [0.0, -0.0, np.inf, -np.inf]
+        digits, ranks = np.full(n, -1, np.int32), np.full(n, -1, np.int32)
+        hist = np.zeros(radix, np.int32)
+        run(mod, entry(mod, index), (cdiv(n, tile),), keys, digits, ranks, hist, np.int32(shift))
+        bits = keys.view(utype)
+        top = utype(1 << (8 * bits.itemsize - 1))
+        sortable = np.where(bits & top, ~bits, bits | top).astype(utype)
+        ref_digit = ((sortable >> utype(shift)) & utype(radix - 1)).astype(np.int32)
+        check(digits, ref_digit)
+        check(hist, np.bincount(ref_digit, minlength=radix).astype(np.int32))
+        ref_rank = np.array([np.sum(ref_digit[i - i % tile:i] == ref_digit[i]) for i in range(n)])
+        check(ranks, ref_rank.astype(np.int32))
+
+
+@case("dm_segmented_cumsum")
+def _segmented_cumsum(mod):
+    for index, dtype, ftype, shape, tile_r, tol in ((0, np.float32, np.int8, (3, 16), 2, 1e-5),
+                                                   (1, np.int32, np.uint8, (5, 8), 4, 0)):
+        x = randn(shape) if dtype == np.float32 else RNG.integers(-100, 100, shape).astype(dtype)
+        starts = (RNG.random(shape) < 0.3).astype(ftype)
+        y = np.zeros(shape, dtype)
+        run(mod, entry(mod, index), (cdiv(shape[0], tile_r),), x, starts, y)
+        ref = f64(x).copy()
+        for j in range(1, shape[1]):
+            ref[:, j] = np.where(starts[:, j] != 0, ref[:, j], ref[:, j - 1] + ref[:, j])
+        check(y, ref, rtol=tol, atol=tol)
+
+
+@case("dm_zigzag_delta")
+def _zigzag_delta(mod):
+    enc = RNG.integers(0, 1 << 16, (10, 16)).astype(np.uint16)
+    out = np.zeros((10, 16), np.int32)
+    run(mod, entry(mod), (2,), enc, out)
+    u = enc.astype(np.int64)
+    check(out, np.cumsum((u >> 1) ^ -(u & 1), axis=0).astype(np.int32))
+
+
+@case("dm_global_argmax")
+def _global_argmax(mod):
+    for index, dtype, n, tile in ((0, np.float32, 100, 32), (1, BF16, 50, 16)):
+        x = randn(n, dtype) - 5
+        x[[n - 13, 37]] = 3                 # a tie across blocks: the smaller index wins
+        best = np.full(1, np.iinfo(np.int64).min, np.int64)
+        run(mod, entry(mod, index), (cdiv(n, tile),), x, best)
+        check(np.int64(0x7FFFFFFF) - (best & 0xFFFFFFFF), [37])
+        check((best >> 32).astype(np.int32).view(np.float32), [3.0])
+
+
+@case("dm_pixel_shuffle")
+def _pixel_shuffle(mod):
+    for index, dtype, (n, c, h, w), r, tile_h, tile_w in ((0, np.float16, (2, 3, 4, 4), 2, 4, 8),
+                                                         (1, np.float32, (1, 2, 3, 2), 3, 2, 4)):
+        x = randn((n, c * r * r, h, w), dtype)
+        y = np.full((n, c, h * r, w * r), 5, dtype)
+        run(mod, entry(mod, index), (n * c, cdiv(h * r, tile_h), cdiv(w * r, tile_w)), x, y)
+        ref = x.reshape(n, c, r, r, h, w).transpose(0, 1, 4, 2, 5, 3).reshape(n, c, h * r, w * r)
+        check(y, ref)
+
+
 PARAMS = [(name, version) for name in sorted(CASES) for version in versions(name)]
 
 

@@ -560,6 +560,44 @@ def _pixel_shuffle(mod):
         check(y, ref)
 
 
+# ----------------------------------------------------------------------- ragged and paged
+
+
+@case("dm_varlen_pad_pool")
+def _varlen_pad_pool(mod):
+    for index, dtype, itype, pdtype, D, tol in ((0, np.float16, np.int32, np.float32, 16, 1e-5),
+                                               (1, BF16, np.int64, BF16, 8, 1e-2)):
+        lengths = np.array([3, 0, 9, 5])
+        cu = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
+        x = randn((int(cu[-1]), D), dtype)
+        padded = np.full((4, 9, D), 7, dtype)
+        pooled = np.full((4, D), 7, pdtype)
+        run(mod, entry(mod, index), (4,), x, cu, padded, pooled)
+        ref = np.zeros((4, 9, D), dtype)
+        for b in range(4):
+            ref[b, :lengths[b]] = x[cu[b]:cu[b + 1]]
+        check(padded, ref)
+        check(pooled, f64(ref).sum(axis=1) / np.maximum(lengths, 1)[:, None], rtol=tol, atol=tol)
+
+
+@case("dm_paged_rows_advanced")
+def _paged_rows_advanced(mod):
+    # Slots written and blocks read never overlap, so block order cannot matter.
+    for index, dtype, itype, bs, D, tile_d, blocks, table, slots in (
+            (0, np.float16, np.int32, 4, 32, 16, 6, [4, 2, 3], [21, 7, 22, 1]),
+            (1, np.float32, np.int64, 8, 16, 8, 4, [3, 1], [0, 17, 5, 16, 23, 2, 20, 6])):
+        cache = randn((blocks * bs, D), dtype)
+        new = randn((bs, D), dtype)
+        table, slots = np.array(table, itype), np.array(slots, itype)
+        out = np.zeros((len(table) * bs, D), dtype)
+        ref_out = cache.reshape(blocks, bs, D)[table].reshape(-1, D).copy()
+        ref_cache = cache.copy()
+        ref_cache[slots] = new
+        run(mod, entry(mod, index), (len(table), D // tile_d), cache, table, new, slots, out)
+        check(cache, ref_cache)
+        check(out, ref_out)
+
+
 PARAMS = [(name, version) for name in sorted(CASES) for version in versions(name)]
 
 

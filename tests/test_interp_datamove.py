@@ -598,6 +598,31 @@ def _paged_rows_advanced(mod):
         check(out, ref_out)
 
 
+
+@case("dm_scatter_reduce")
+def _scatter_reduce(mod):
+    for index, itype, tile in ((0, np.int32, 16), (1, np.int64, 32)):
+        n, buckets = 50, 7
+        values = randn(n)
+        idx = RNG.integers(-2, buckets + 2, n).astype(itype)
+        sums, counts = np.zeros(buckets, np.float64), np.zeros(buckets, np.int64)
+        first = np.full(buckets, np.iinfo(np.int32).max, np.int32)
+        max_bits = np.zeros(buckets, np.uint32)
+        run(mod, entry(mod, index), (cdiv(n, tile),), values, idx, sums, counts, first, max_bits)
+        ok = (idx >= 0) & (idx < buckets)
+        ref_sum = np.zeros(buckets)
+        np.add.at(ref_sum, idx[ok], f64(values[ok]))
+        check(sums, ref_sum, rtol=1e-12, atol=1e-12)
+        check(counts, np.bincount(idx[ok], minlength=buckets))
+        ref_first = np.full(buckets, np.iinfo(np.int32).max, np.int32)
+        ref_max = np.zeros(buckets, np.float32)
+        for p in np.nonzero(ok)[0][::-1]:
+            ref_first[idx[p]] = p
+            ref_max[idx[p]] = max(ref_max[idx[p]], abs(values[p]))
+        check(first, ref_first)
+        check(max_bits.view(np.float32), ref_max)
+
+
 PARAMS = [(name, version) for name in sorted(CASES) for version in versions(name)]
 
 

@@ -4,7 +4,8 @@ tests/test_interp_fixtures.py holds the probes; each tests/test_interp_<family>.
 fixtures/kernels/<family>.py. scripts/gpu_checks.py and the completeness test read this list.
 """
 
-CASE_MODULES = ("test_interp_fixtures", "test_interp_nn", "test_interp_linalg", "test_interp_features")
+CASE_MODULES = ("test_interp_fixtures", "test_interp_nn", "test_interp_linalg", "test_interp_features",
+                "test_interp_sci")
 
 
 def case_registry():

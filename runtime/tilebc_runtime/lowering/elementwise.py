@@ -354,17 +354,34 @@ def pow_f32(w, x, y):
     w(f"mul.rn.f32 {half}, {y}, 0f3F000000")
     w(f"cvt.rzi.f32.f32 {hf}, {half}")
     w(f"setp.ne.f32 {odd}, {hf}, {half}")
-    w(f"setp.lt.f32 {neg}, {x}, 0f00000000")
-    negated = w.reg("f32")
+    # The sign of an odd power follows x's sign bit (pow(-0, -3) = -inf, pow(-0, 3) = -0).
+    x_bits, negated, flip = w.reg("b32"), w.reg("f32"), w.reg("pred")
+    w(f"mov.b32 {x_bits}, {x}")
+    w(f"setp.lt.s32 {neg}, {x_bits}, 0")
     w(f"neg.f32 {negated}, {out}")
-    flip = w.reg("pred")
     w(f"and.pred {flip}, {neg}, {odd}")
+    w(f"and.pred {flip}, {flip}, {is_int}")   # y / 2 has a fraction for non-integral y too
     w(f"selp.f32 {out}, {negated}, {out}, {flip}")
+    # A negative finite base with a non-integral exponent has no real power; -inf has
+    # (C: +inf for y > 0, +0 for y < 0, which the exp2 path already gives).
+    finite = w.reg("pred")
+    w(f"setp.lt.f32 {neg}, {x}, 0f00000000")
+    w(f"setp.ne.f32 {finite}, {x}, 0fFF800000")
+    w(f"and.pred {neg}, {neg}, {finite}")
     w(f"not.pred {is_int}, {is_int}")
     w(f"and.pred {nan}, {neg}, {is_int}")
     w(f"selp.f32 {out}, 0f7FC00000, {out}, {nan}")
-    one = w.reg("pred")
+    # pow(x, ±0) = 1, pow(1, y) = 1 even for NaN y, pow(-1, ±inf) = 1 (C99 / numpy), where
+    # y·log2|x| is NaN.
+    one, unit, inf_y, ay = w.reg("pred"), w.reg("pred"), w.reg("pred"), w.reg("f32")
     w(f"setp.eq.f32 {one}, {y}, 0f00000000")
+    w(f"setp.eq.f32 {unit}, {x}, 0f3F800000")
+    w(f"or.pred {one}, {one}, {unit}")
+    w(f"abs.f32 {ay}, {y}")
+    w(f"setp.eq.f32 {inf_y}, {ay}, 0f7F800000")
+    w(f"setp.eq.f32 {unit}, {x}, 0fBF800000")
+    w(f"and.pred {inf_y}, {inf_y}, {unit}")
+    w(f"or.pred {one}, {one}, {inf_y}")
     w(f"selp.f32 {out}, 0f3F800000, {out}, {one}")
     return out
 
@@ -416,17 +433,25 @@ def lower_atan2(lw, op):
             w(f"fma.rn.f32 {p}, {p}, {s}, {dtypes.float_immediate(coeff, 'f32')}")
         w(f"mul.rn.f32 {r}, {p}, {a}")
         swap, neg_x, zero = w.reg("pred"), w.reg("pred"), w.reg("pred")
-        alt = w.reg("f32")
+        both_inf, any_nan = w.reg("pred"), w.reg("pred")
+        alt, x_bits = w.reg("f32"), w.reg("b32")
         w(f"setp.gt.f32 {swap}, {ay}, {ax}")
         w(f"sub.rn.f32 {alt}, {dtypes.float_immediate(math.pi / 2, 'f32')}, {r}")
         w(f"selp.f32 {r}, {alt}, {r}, {swap}")
-        w(f"setp.lt.f32 {neg_x}, {x}, 0f00000000")
-        w(f"sub.rn.f32 {alt}, {dtypes.float_immediate(math.pi, 'f32')}, {r}")
-        w(f"selp.f32 {r}, {alt}, {r}, {neg_x}")
+        # C's special cases, where small / big is 0/0 or inf/inf: both zero gives 0 (then pi
+        # for a negative x, -0 included); both infinite gives pi/4 (then 3 pi/4).
         w(f"setp.eq.f32 {zero}, {big}, 0f00000000")
         w(f"selp.f32 {r}, 0f00000000, {r}, {zero}")
+        w(f"setp.eq.f32 {both_inf}, {small}, 0f7F800000")
+        w(f"selp.f32 {r}, {dtypes.float_immediate(math.pi / 4, 'f32')}, {r}, {both_inf}")
+        w(f"mov.b32 {x_bits}, {x}")
+        w(f"setp.lt.s32 {neg_x}, {x_bits}, 0")   # sign bit, so that x = -0 counts as negative
+        w(f"sub.rn.f32 {alt}, {dtypes.float_immediate(math.pi, 'f32')}, {r}")
+        w(f"selp.f32 {r}, {alt}, {r}, {neg_x}")
         out = w.reg("f32")
         w(f"copysign.f32 {out}, {y}, {r}")
+        w(f"setp.nan.f32 {any_nan}, {x}, {y}")
+        w(f"selp.f32 {out}, 0f7FC00000, {out}, {any_nan}")
         return out
     _float_math(lw, op, compute)
 

@@ -5,7 +5,6 @@ fixtures/kernels/<family>.py. scripts/gpu_checks.py and the completeness test re
 """
 
 CASE_MODULES = ("test_interp_fixtures", "test_interp_nn", "test_interp_linalg", "test_interp_features",
-CASE_MODULES = ("test_interp_fixtures", "test_interp_nn", "test_interp_linalg", "test_interp_features",
                 "test_interp_datamove", "test_interp_sci")
 
 

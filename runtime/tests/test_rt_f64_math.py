@@ -1,7 +1,7 @@
 """f64 transcendentals of the JIT (lowering/f64math.py) are double precision: run on the PTX
-emulator over thousands of inputs (random ranges, specials, overflow/underflow edges) and measured in ulps
-against numpy's float64 functions (themselves within ~1 ulp, so the bound includes numpy's error).
-Before f64math the JIT went through f32 and was ~1e9 ulps off."""
+emulator over thousands of inputs (random ranges, specials, overflow/underflow edges) and
+measured in ulps against numpy's float64 functions (themselves within ~1 ulp, so the bound
+includes numpy's error). Before f64math the JIT went through f32 and was ~1e9 ulps off."""
 import numpy as np
 import pytest
 

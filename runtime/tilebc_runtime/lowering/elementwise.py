@@ -9,7 +9,7 @@ Precision (what each math op promises; narrow floats are computed in f32 and rou
   atan2: degree-8 minimax polynomial (~2 ulp).  pow: exp2(y·log2|x|) with sign from integer y.
   remf: x - trunc(x/y)·y (exact only while the quotient fits the significand).
   f64: add/sub/mul/div/fma/sqrt are exact IEEE; exp/exp2/log/log2/sin/cos/tan/sinh/cosh/tanh/
-  pow/fpowi/atan2 run in double precision (f64math.py, a few ulp; sin/cos/tan NaN for |x| >= 2^40).
+  pow/fpowi/atan2 run in double precision (f64math.py: <= 2 ulp, C99 special values).
 """
 from __future__ import annotations
 

@@ -358,10 +358,9 @@ def _f64_math(mod):
     ax = np.abs(x) + 0.25
     ref = [np.exp(x), np.log(ax), np.sqrt(ax), np.tanh(x), np.sin(x * 3), np.cos(x * 3),
            ax ** y, np.arctan2(x, y), 1 / np.sqrt(ax), np.exp2(y), np.log2(ax), np.sinh(x)]
-    # Double precision: a few ulp.  Known gap: the JIT evaluates f64 transcendentals in f32
-    # (runtime/tilebc_runtime/lowering/elementwise.py), so on the emulator (which swaps `run`)
-    # only single precision holds; tighten this when the JIT has f64 math.
-    rtol = 1e-14 if run is interp_run else 2e-6
+    # Double precision: a few ulp, in the interpreter and in the JIT's PTX on the emulator
+    # (which swaps `run`; runtime/tilebc_runtime/lowering/f64math.py, <= 2 ulp each).
+    rtol = 5e-16
     for row, expected in enumerate(ref):
         np.testing.assert_allclose(out[row], expected, rtol=rtol, atol=rtol * 0.1,
                                    err_msg=f"row {row}")

@@ -8,7 +8,8 @@ Precision (what each math op promises; narrow floats are computed in f32 and rou
   sin/cos.approx (absolute error ~2^-20).  sinh/cosh/tanh(full): from exp; tanh(approx): tanh.approx.
   atan2: degree-8 minimax polynomial (~2 ulp).  pow: exp2(y·log2|x|) with sign from integer y.
   remf: x - trunc(x/y)·y (exact only while the quotient fits the significand).
-  f64 transcendentals run in f32 (≈ single precision); f64 add/sub/mul/div/fma/sqrt are exact IEEE.
+  f64: add/sub/mul/div/fma/sqrt are exact IEEE; exp/exp2/log/log2/sin/cos/tan/sinh/cosh/tanh/
+  pow/fpowi/atan2 run in double precision (f64math.py: <= 2 ulp, C99 special values).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import math
 
 from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
 
-from . import dtypes
+from . import dtypes, f64math
 from .lowerer import Tile
 from .registry import lowers
 
@@ -38,14 +39,17 @@ def map_slots(lw, op, compute) -> None:
     lw.set(op.results[0], Tile(result_type, regs))
 
 
-def _float_math(lw, op, compute, *, keep_f64=False) -> None:
-    """Run `compute(w, cls, regs) -> reg` on f32 (or f64 when keep_f64) registers and round back."""
+def _float_math(lw, op, compute, *, keep_f64=False, f64=None) -> None:
+    """Run `compute(w, cls, regs) -> reg` on f32 (or f64 when keep_f64) registers and round back;
+    `f64(w, *regs) -> reg`, when given, computes f64 operands in double precision instead."""
     w = lw.w
     element = op.operand_values[0].type.element
     rounding = ROUND.get(op.attrs.get("rounding_mode"), "rn")
 
     def per_slot(regs):
         if element.name == "f64":
+            if f64 is not None:
+                return f64(w, *regs)
             if keep_f64:
                 return compute(w, "f64", regs)
             narrow = []
@@ -226,7 +230,7 @@ def _math(mnemonic):
         def lower(lw, op):
             def compute(w, cls, regs):
                 return build(w, op, *regs)
-            _float_math(lw, op, compute)
+            _float_math(lw, op, compute, f64=f64math.F64_MATH.get(mnemonic))
         lowers(mnemonic)(lower)
         return build
     return decorate
@@ -388,7 +392,7 @@ def pow_f32(w, x, y):
 
 @lowers("fpowf")
 def lower_fpowf(lw, op):
-    _float_math(lw, op, lambda w, cls, regs: pow_f32(w, regs[0], regs[1]))
+    _float_math(lw, op, lambda w, cls, regs: pow_f32(w, regs[0], regs[1]), f64=f64math.pow_f64)
 
 
 @lowers("fpowi")
@@ -400,18 +404,15 @@ def lower_fpowi(lw, op):
 
     def per_slot(k):
         x = base.slot(k)
-        xf = dtypes.to_f32(w, x, element) if element.name != "f64" else None
-        if xf is None:
-            xf = w.reg("f32")
-            w(f"cvt.rn.f32.f64 {xf}, {x}")
+        bits = 64 if exponent.element.name == "i64" else 32
+        if element.name == "f64":  # an i64 exponent beyond 2^53 rounds; pow is 0/inf/±1 there
+            yd = w.reg("f64")
+            w(f"cvt.rn.f64.s{bits} {yd}, {exponent.slot(k)}")
+            return f64math.pow_f64(w, x, yd)
+        xf = dtypes.to_f32(w, x, element)
         yf = w.reg("f32")
-        ext = exponent.element
-        w(f"cvt.rn.f32.s{64 if ext.name == 'i64' else 32} {yf}, {exponent.slot(k)}")
+        w(f"cvt.rn.f32.s{bits} {yf}, {exponent.slot(k)}")
         out = pow_f32(w, xf, yf)
-        if element.name == "f64":
-            wide = w.reg("f64")
-            w(f"cvt.f64.f32 {wide}, {out}")
-            return wide
         return dtypes.from_f32(w, out, element, rounding)
     result_type = op.results[0].type
     lw.set(op.results[0], Tile(result_type, [per_slot(k) for k in range(lw.slots(result_type.num_elements))]))
@@ -453,7 +454,7 @@ def lower_atan2(lw, op):
         w(f"setp.nan.f32 {any_nan}, {x}, {y}")
         w(f"selp.f32 {out}, 0f7FC00000, {out}, {any_nan}")
         return out
-    _float_math(lw, op, compute)
+    _float_math(lw, op, compute, f64=f64math.atan2_f64)
 
 
 @lowers("remf")

@@ -150,7 +150,7 @@ def test_bfi_inserts_a_field(pos, length):
 
 def test_unimplemented_mma_form_is_refused():
     ptx = _HEAD + """  .reg .f32 %f<4>;
-  mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%f0, %f1, %f2, %f3}, {%r1, %r2, %r3, %r5},
+  mma.sync.aligned.m16n8k16.row.row.f32.f16.f16.f32 {%f0, %f1, %f2, %f3}, {%r1, %r2, %r3, %r5},
       {%r1, %r2}, {%f0, %f1, %f2, %f3};
   ret;
 }

@@ -157,3 +157,40 @@ def test_unimplemented_mma_form_is_refused():
 """
     with pytest.raises(sim.UnsupportedInstruction, match="mma"):
         sim.load_kernel(ptx, "k")
+
+
+def test_globaltimer_is_monotonic_and_a_busy_wait_ends():
+    # tileiras's assert: wait 0.5 ms of %globaltimer, then trap; here: count the loop's turns
+    body = """  .reg .u64 %t<4>;
+  .reg .pred %p;
+  mov.u64 %t0, %globaltimer;
+  add.s64 %t1, %t0, 500000;
+  mov.u32 %r4, 0;
+spin:
+  add.u32 %r4, %r4, 1;
+  mov.u64 %t2, %globaltimer;
+  setp.lt.s64 %p, %t2, %t1;
+  @%p bra spin;
+  setp.le.u64 %p, %t2, %t0;
+  @%p mov.u32 %r4, 0;"""
+    turns = _one(body, 0, 0, 0)
+    assert 0 < turns <= 500000 // 1000  # the clock advances at every read, never backwards
+
+
+@pytest.mark.parametrize("target", ["e4m3x2", "e5m2x2"])
+def test_cvt_f16x2_to_fp8_pair_rounds_and_saturates(target):
+    import ml_dtypes
+    fp8 = ml_dtypes.float8_e4m3fn if target == "e4m3x2" else ml_dtypes.float8_e5m2
+    biggest = float(ml_dtypes.finfo(fp8).max)
+    pairs = [(1.0, -0.3), (0.1, 3.3e3), (-6.0e4, 17.0), (2.0 ** -9, -1.0625)]
+    for high, low in pairs:
+        halves = np.array([low, high], np.float16)
+        word = int(halves.view(np.uint32)[0])
+        got = _one(f"  .reg .b16 %h<2>;\n  cvt.rn.satfinite.{target}.f16x2 %h0, %r1;\n"
+                   f"  cvt.u32.u16 %r4, %h0;", word, 0, 0)
+
+        def byte(value):  # nearest even, finite values clamped to the largest (satfinite)
+            value = float(np.float16(value))
+            clamped = max(-biggest, min(biggest, value))
+            return int(np.array([clamped]).astype(fp8).view(np.uint8)[0])
+        assert got == byte(low) | byte(high) << 8, (high, low, hex(got))

@@ -204,7 +204,7 @@ def build_add_sub(ins, k):
     write = k.writer(ins, d, ptype)
     sub = ins.opcode == "sub"
     if mods.has("cc"):
-        raise k.unsupported(ins, "carry (.cc) arithmetic is not emulated")
+        return isa_extra.build_carry(ins, k)
     if ptype in HALF_TYPES:
         if mods.has("cc"):
             raise k.unsupported(ins, f"{ins.opcode}.cc.{ptype}")
@@ -269,9 +269,11 @@ def build_mul(ins, k):
 
 @implements("mad", forms="integer .lo/.hi/.wide; mad.rn.f32/f64 (= fma)")
 def build_mad(ins, k):
-    mods = Mods(ins, k, FLOAT_FLAGS + ("lo", "hi", "wide"))
+    mods = Mods(ins, k, FLOAT_FLAGS + ("lo", "hi", "wide", "cc"))
     ptype = mods.type
     d, a, b, c = operands(ins, k, 4)
+    if mods.has("cc"):
+        return isa_extra.build_carry(ins, k)
     if is_float(ptype):
         return build_fma(ins, k)
     ra, rb = k.reader(ins, a, ptype), k.reader(ins, b, ptype)

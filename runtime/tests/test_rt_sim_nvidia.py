@@ -1,4 +1,4 @@
-"""NVIDIA's own code generation on our PTX emulator: tileiras's sm_80 PTX for a fixture kernel, run
+"""NVIDIA's own code generation on our PTX emulator: tileiras's sm_80 (fp8: sm_89) PTX for a fixture kernel, run
 by `tilebc_runtime.sim.nvidia.run`, matches the numpy references of tests/test_interp_*.py (same
 inputs and tolerances as the interpreter; the case module's `run` is swapped). Where the emulator
 and our JIT could share a misreading of the PTX ISA, tileiras cannot: these cases check the
@@ -77,7 +77,7 @@ def test_ptx_is_tileiras_output_with_reqntid(ptx_cache):
     assert "mma.sync.aligned.m16n8k16" in ptx
 
 
-def test_tileiras_refusal_is_reported():
+def test_tileiras_refusal_is_reported():  # (sm_89 accepts it: test_..._matches_reference[cast_fp8])
     import test_interp_fixtures as reference
     module = reference.module("cast_fp8", "13.5")  # f8E4M3FN does not exist on sm_80
     with pytest.raises(nvidia.TileirasError, match="sm_80.*f8E4M3FN|f8E4M3FN.*sm_80"):

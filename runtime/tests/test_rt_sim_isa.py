@@ -468,7 +468,7 @@ ret;
         sim.load_kernel(ptx, "k", source="x.ptx")
     assert (info.value.line, info.value.column) == (9, 1)
     with pytest.raises(UnsupportedInstruction, match="carry"):
-        sim.load_kernel(ptx.replace("bfind.u32 %r2, %r1", "add.cc.u32 %r2, %r1, 1"), "k")
+        sim.load_kernel(ptx.replace("bfind.u32 %r2, %r1", "add.cc.u16 %r2, %r1, 1"), "k")
 
 
 def test_syntax_errors_name_the_line():

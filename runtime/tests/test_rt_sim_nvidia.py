@@ -1,4 +1,4 @@
-"""NVIDIA's own code generation on our PTX emulator: tileiras's sm_80 PTX for a fixture kernel, run
+"""NVIDIA's own code generation on our PTX emulator: tileiras's sm_80 (fp8: sm_89) PTX for a fixture kernel, run
 by `tilebc_runtime.sim.nvidia.run`, matches the numpy references of tests/test_interp_*.py (same
 inputs and tolerances as the interpreter; the case module's `run` is swapped). Where the emulator
 and our JIT could share a misreading of the PTX ISA, tileiras cannot: these cases check the
@@ -38,6 +38,14 @@ CASES = {
     "reduce_rows": ("test_interp_fixtures", "shuffles, shared-memory reductions"),
     "scan_cumsum_cumprod": ("test_interp_fixtures", "scans"),
     "atomics_int": ("test_interp_fixtures", "atomics"),
+    "matmul_i8": ("test_interp_fixtures", "mma.m16n8k32.satfinite s8/u8"),
+    "matmul_operator": ("test_interp_fixtures", "mma.m16n8k16 with f16 accumulators"),
+    "matmul_bf16_tf32_f64": ("test_interp_fixtures", "mma.m16n8k8 tf32, mma.m8n8k4 f64"),
+    "assert": ("test_interp_fixtures", "%globaltimer busy-wait, then trap"),
+    "ft_f64_math": ("test_interp_features", ".func calls (inlined), mad.cc/madc carries"),
+    # fp8 exists from sm_89 (Ada) on: mma.m16n8k32 e4m3/e5m2, cvt to/from fp8 pairs
+    "matmul_fp8": ("test_interp_fixtures", "mma.m16n8k32 e4m3 (f32) and e5m2 (f16 acc)", "sm_89"),
+    "cast_fp8": ("test_interp_fixtures", "cvt.rn.satfinite.e4m3x2/e5m2x2.f16x2", "sm_89"),
 }
 
 
@@ -48,12 +56,12 @@ def ptx_cache(tmp_path_factory):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_tileiras_ptx_on_emulator_matches_reference(name, ptx_cache, monkeypatch):
-    family, _ = CASES[name]
+    family, _, *arch = CASES[name]
     reference = importlib.import_module(family)
     module = reference.module(name, reference.versions(name)[-1])
 
     def run(*args, **kwargs):
-        return nvidia.run(*args, cache_dir=ptx_cache, **kwargs)
+        return nvidia.run(*args, cache_dir=ptx_cache, arch=(arch or ["sm_80"])[0], **kwargs)
     monkeypatch.setattr(reference, "run", run)
     reference.CASES[name](module)
 
@@ -69,7 +77,7 @@ def test_ptx_is_tileiras_output_with_reqntid(ptx_cache):
     assert "mma.sync.aligned.m16n8k16" in ptx
 
 
-def test_tileiras_refusal_is_reported():
+def test_tileiras_refusal_is_reported():  # (sm_89 accepts it: test_..._matches_reference[cast_fp8])
     import test_interp_fixtures as reference
     module = reference.module("cast_fp8", "13.5")  # f8E4M3FN does not exist on sm_80
     with pytest.raises(nvidia.TileirasError, match="sm_80.*f8E4M3FN|f8E4M3FN.*sm_80"):
@@ -150,10 +158,141 @@ def test_bfi_inserts_a_field(pos, length):
 
 def test_unimplemented_mma_form_is_refused():
     ptx = _HEAD + """  .reg .f32 %f<4>;
-  mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%f0, %f1, %f2, %f3}, {%r1, %r2, %r3, %r5},
+  mma.sync.aligned.m16n8k16.row.row.f32.f16.f16.f32 {%f0, %f1, %f2, %f3}, {%r1, %r2, %r3, %r5},
       {%r1, %r2}, {%f0, %f1, %f2, %f3};
   ret;
 }
 """
     with pytest.raises(sim.UnsupportedInstruction, match="mma"):
         sim.load_kernel(ptx, "k")
+
+
+def test_globaltimer_is_monotonic_and_a_busy_wait_ends():
+    # tileiras's assert: wait 0.5 ms of %globaltimer, then trap; here: count the loop's turns
+    body = """  .reg .u64 %t<4>;
+  .reg .pred %p;
+  mov.u64 %t0, %globaltimer;
+  add.s64 %t1, %t0, 500000;
+  mov.u32 %r4, 0;
+spin:
+  add.u32 %r4, %r4, 1;
+  mov.u64 %t2, %globaltimer;
+  setp.lt.s64 %p, %t2, %t1;
+  @%p bra spin;
+  setp.le.u64 %p, %t2, %t0;
+  @%p mov.u32 %r4, 0;"""
+    turns = _one(body, 0, 0, 0)
+    assert 0 < turns <= 500000 // 1000  # the clock advances at every read, never backwards
+
+
+@pytest.mark.parametrize("target", ["e4m3x2", "e5m2x2"])
+def test_cvt_f16x2_to_fp8_pair_rounds_and_saturates(target):
+    import ml_dtypes
+    fp8 = ml_dtypes.float8_e4m3fn if target == "e4m3x2" else ml_dtypes.float8_e5m2
+    biggest = float(ml_dtypes.finfo(fp8).max)
+    pairs = [(1.0, -0.3), (0.1, 3.3e3), (-6.0e4, 17.0), (2.0 ** -9, -1.0625)]
+    for high, low in pairs:
+        halves = np.array([low, high], np.float16)
+        word = int(halves.view(np.uint32)[0])
+        got = _one(f"  .reg .b16 %h<2>;\n  cvt.rn.satfinite.{target}.f16x2 %h0, %r1;\n"
+                   f"  cvt.u32.u16 %r4, %h0;", word, 0, 0)
+
+        def byte(value):  # nearest even, finite values clamped to the largest (satfinite)
+            value = float(np.float16(value))
+            clamped = max(-biggest, min(biggest, value))
+            return int(np.array([clamped]).astype(fp8).view(np.uint8)[0])
+        assert got == byte(low) | byte(high) << 8, (high, low, hex(got))
+
+
+def test_carry_chain_multiplies_64_by_64_bits():
+    # the 128-bit product tileiras's f64 trig reduction forms from 32-bit mad.cc/madc pieces
+    body = """  .reg .u32 %q<4>;
+  mad.lo.cc.u32 %q0, %r1, %r2, %r3;
+  madc.hi.cc.u32 %q1, %r1, %r2, 0;
+  addc.u32 %q2, 0, 0;
+  sub.cc.u32 %q3, %r3, %r1;
+  subc.u32 %r4, 0, 0;
+  add.u32 %r4, %r4, %q1;
+  shl.b32 %q2, %q2, 16;
+  add.u32 %r4, %r4, %q2;"""
+    a, b, c = 0xFFFFFFFF, 0xFFFFFFF0, 0x20
+    lo_sum = ((a * b) & 0xFFFFFFFF) + c
+    carry1 = lo_sum >> 32
+    hi_sum = ((a * b) >> 32) + 0 + carry1  # madc.hi.cc
+    carry2 = hi_sum >> 32
+    borrow = int(c < a)                    # sub.cc: borrow out of c - a
+    want = ((0 - borrow) + (hi_sum & 0xFFFFFFFF) + (carry2 << 16)) & 0xFFFFFFFF
+    assert _one(body, a, b, c) == want
+
+
+_FUNC_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+.func (.param .b64 func_retval0) twice_plus (.param .b64 twice_plus_param_0,
+    .param .b32 twice_plus_param_1);
+.visible .entry k(.param .u64 out)
+.reqntid 32
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %tid.x;
+  cvt.u64.u32 %rd2, %r1;
+  { // callseq 0
+  .param .b64 param0;
+  .param .b32 param1;
+  .param .b64 retval0;
+  st.param.b64 [param0], %rd2;
+  st.param.b32 [param1], 7;
+  call.uni (retval0), twice_plus, (param0, param1);
+  ld.param.b64 %rd3, [retval0];
+  }
+  shl.b64 %rd4, %rd2, 3;
+  add.s64 %rd5, %rd1, %rd4;
+  st.global.u64 [%rd5], %rd3;
+  ret;
+}
+.func (.param .b64 func_retval0) twice_plus (.param .b64 twice_plus_param_0,
+    .param .b32 twice_plus_param_1)
+{
+  .reg .b64 %rd<4>;
+  .reg .b32 %r<2>;
+  .reg .pred %p<2>;
+  ld.param.b64 %rd1, [twice_plus_param_0];
+  ld.param.b32 %r1, [twice_plus_param_1];
+  cvt.u64.u32 %rd2, %r1;
+  shl.b64 %rd1, %rd1, 1;
+  setp.lt.u64 %p1, %rd1, 20;
+  @%p1 bra small;
+  add.s64 %rd1, %rd1, %rd2;
+  st.param.b64 [func_retval0], %rd1;
+  ret;
+small:
+  st.param.b64 [func_retval0], %rd1;
+  ret;
+}
+"""
+
+
+def test_device_function_call_is_inlined_with_params_results_and_early_return():
+    from tilebc.interp.memory import GlobalMemory, host_bytes
+    memory = GlobalMemory()
+    out = np.zeros(32, np.uint64)
+    base = memory.map(host_bytes(out), "out").base
+    sim.emulate(_FUNC_PTX, "k", 1, [base], memory=memory)
+    tid = np.arange(32, dtype=np.uint64)
+    np.testing.assert_array_equal(out, np.where(2 * tid < 20, 2 * tid, 2 * tid + 7))
+
+
+def test_recursive_device_function_is_refused():
+    ptx = _FUNC_PTX.replace("add.s64 %rd1, %rd1, %rd2;", """{
+  .param .b64 param0;
+  .param .b32 param1;
+  .param .b64 retval0;
+  st.param.b64 [param0], %rd1;
+  st.param.b32 [param1], 0;
+  call.uni (retval0), twice_plus, (param0, param1);
+  ld.param.b64 %rd1, [retval0];
+  }""")
+    with pytest.raises(sim.PtxSyntaxError, match="recursive call to twice_plus"):
+        sim.parse_ptx(ptx)

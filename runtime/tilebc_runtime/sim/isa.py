@@ -204,7 +204,7 @@ def build_add_sub(ins, k):
     write = k.writer(ins, d, ptype)
     sub = ins.opcode == "sub"
     if mods.has("cc"):
-        raise k.unsupported(ins, "carry (.cc) arithmetic is not emulated")
+        return isa_extra.build_carry(ins, k)
     if ptype in HALF_TYPES:
         if mods.has("cc"):
             raise k.unsupported(ins, f"{ins.opcode}.cc.{ptype}")
@@ -269,9 +269,11 @@ def build_mul(ins, k):
 
 @implements("mad", forms="integer .lo/.hi/.wide; mad.rn.f32/f64 (= fma)")
 def build_mad(ins, k):
-    mods = Mods(ins, k, FLOAT_FLAGS + ("lo", "hi", "wide"))
+    mods = Mods(ins, k, FLOAT_FLAGS + ("lo", "hi", "wide", "cc"))
     ptype = mods.type
     d, a, b, c = operands(ins, k, 4)
+    if mods.has("cc"):
+        return isa_extra.build_carry(ins, k)
     if is_float(ptype):
         return build_fma(ins, k)
     ra, rb = k.reader(ins, a, ptype), k.reader(ins, b, ptype)
@@ -675,7 +677,7 @@ def _satfinite(out: np.ndarray) -> np.ndarray:
 @implements("cvt", forms="int<->int (wrap or .sat), int->float and float->float with .rn/.rz/.rm/"
                          "/.rp/.rna, float->int with .rni/.rzi/.rmi/.rpi (saturating, NaN -> 0), "
                          "float->same float .rni/.rzi/.rmi/.rpi, .ftz, .sat, .satfinite, .relu, "
-                         "tf32, f16x2<-e4m3x2/e5m2x2 and e4m3x2/e5m2x2<-f32 pairs; all through "
+                         "tf32, f16x2<-e4m3x2/e5m2x2 and e4m3x2/e5m2x2<-f32 pairs or f16x2; all through "
                          "tilebc.convert")
 def build_cvt(ins, k):
     type_set = TYPES | set(_FP8)
@@ -706,14 +708,27 @@ def build_cvt(ins, k):
             write(cta, out, mask)
         return fn
     if dtype_name in _FP8:
-        if atype != "f32" or len(ops) != 3 or not satfinite:
-            raise k.unsupported(ins, f"cvt to .{dtype_name} needs .rn.satfinite and two .f32")
+        pair_source = atype == "f16x2" and len(ops) == 2
+        if not (atype == "f32" and len(ops) == 3 or pair_source) or not satfinite:
+            raise k.unsupported(ins, f"cvt to .{dtype_name} needs .rn.satfinite and two .f32 "
+                                     f"or one .f16x2")
         target = "f8E4M3FN" if dtype_name == "e4m3x2" else "f8E5M2"
-        ra, rb = k.reader(ins, ops[1], "f32"), k.reader(ins, ops[2], "f32")
         write = k.writer(ins, ops[0], "b16")
+        if pair_source:  # the .f16x2's upper half -> the upper byte
+            rp = k.reader(ins, ops[1], "b32")
+
+            def halves(cta):
+                word = np.asarray(rp(cta)).astype(np.uint32)
+                return ((word >> np.uint32(16)).astype(np.uint16).view(np.float16),
+                        (word & np.uint32(0xFFFF)).astype(np.uint16).view(np.float16))
+        else:
+            ra, rb = k.reader(ins, ops[1], "f32"), k.reader(ins, ops[2], "f32")
+
+            def halves(cta):
+                return ra(cta), rb(cta)
 
         def to_byte(values):
-            values = np.asarray(values, np.float32)
+            values = np.asarray(values, np.float32)  # f16 values are exact in f32
             if relu:
                 values = np.where(values < 0, np.float32(0), values)
             bits = convert.round_float64(values.astype(np.float64), target, RM.NEAREST_EVEN)
@@ -723,7 +738,7 @@ def build_cvt(ins, k):
             return bits.astype(np.uint16) & np.uint16(0xFF)
 
         def fn(cta, mask):
-            high, low = to_byte(ra(cta)), to_byte(rb(cta))  # a -> upper byte, b -> lower
+            high, low = (to_byte(v) for v in halves(cta))  # a -> upper byte, b -> lower
             write(cta, (high << np.uint16(8)) | low, mask)
         return fn
     if dtype_name in ("f16x2", "bf16x2"):

@@ -16,7 +16,9 @@ from . import fp
 from .isa import Mods, implements, operands
 from .isa_control import _warp_active
 from .isa_memory import Access, _lanes
-from .parser import Addr, Imm, Vec
+from .machine import DTYPE
+from .parser import Addr, Imm, Reg, Vec
+from .state import UINT
 
 HALF = {"f16": np.dtype(np.float16)}
 
@@ -292,4 +294,68 @@ def build_bfi(ins, k):
         field_mask = np.left_shift(ones, pos.astype(object))
         out = (base & ~field_mask) | (np.left_shift(field, pos.astype(object)) & field_mask)
         write(cta, out.astype(np.uint64 if bits == 64 else np.uint32), mask)
+    return fn
+
+
+# ------------------------------------------------------------------------- carry chains
+
+CARRY = "%cc.cf"  # the per-thread condition-code carry flag (a hidden predicate register)
+
+
+@implements("addc", "subc", "madc",
+            forms="add.cc, addc{.cc}, sub.cc, subc{.cc} (borrow), mad{c}.{lo,hi}{.cc} on "
+                  ".u32/.s32/.u64/.s64: the carry flag CC.CF per thread")
+def build_carry(ins, k):
+    """Extended-precision integer arithmetic: .cc writes the carry-out (for sub: the borrow)
+    to CC.CF; addc/subc/madc read it (d = a + b + CF, a - (b + CF), lo/hi(a*b) + c + CF)."""
+    mods = Mods(ins, k, ("cc", "lo", "hi"))
+    ptype = mods.type
+    if ptype not in ("u32", "s32", "u64", "s64"):
+        raise k.unsupported(ins, f"{ins.opcode}.{ptype}: carry arithmetic is on 32/64-bit ints")
+    base = ins.opcode[:3]
+    reads_carry = ins.opcode.endswith("c")
+    k.registers.setdefault(CARRY, np.dtype(np.bool_))
+    bits = 8 * DTYPE[ptype].itemsize
+    unsigned = UINT[bits // 8]
+    if base == "mad":
+        if mods.has("lo") == mods.has("hi"):
+            raise k.unsupported(ins, f"{ins.opcode} needs .lo or .hi")
+        d, a, b, c = operands(ins, k, 4)
+        readers = [k.reader(ins, x, ptype) for x in (a, b, c)]
+    else:
+        if mods.has("lo") or mods.has("hi"):
+            raise k.unsupported(ins, f".lo/.hi on {ins.opcode}")
+        d, a, b = operands(ins, k, 3)
+        readers = [k.reader(ins, x, ptype) for x in (a, b)]
+    write = k.writer(ins, d, ptype)
+    write_carry = k.writer(ins, Reg(CARRY), "pred") if mods.has("cc") else None
+    read_carry = k.reader(ins, Reg(CARRY), "pred") if reads_carry else None
+    mask_all = (1 << bits) - 1
+
+    def ints(values, T):  # exact Python integers: 64-bit products need 128 bits
+        return [int(v) for v in np.broadcast_to(np.asarray(values), (T,))]
+
+    def fn(cta, mask):
+        T = cta.T
+        args = [ints(read(cta), T) for read in readers]
+        carry_in = ints(read_carry(cta), T) if read_carry else [0] * T
+        out, carry = [], []
+        for lane in range(T):
+            x, y = args[0][lane], args[1][lane]
+            if base == "mad":  # signed operands multiply as signed (the .hi of .s types)
+                product = x * y
+                part = product >> bits if mods.has("hi") else product
+                total = (part & mask_all) + (args[2][lane] & mask_all) + carry_in[lane]
+                borrow_or_carry = total >> bits
+            elif base == "add":
+                total = (x & mask_all) + (y & mask_all) + carry_in[lane]
+                borrow_or_carry = total >> bits
+            else:  # sub: d = a - (b + CF), CF = the borrow
+                total = (x & mask_all) - ((y & mask_all) + carry_in[lane])
+                borrow_or_carry = int(total < 0)
+            out.append(total & mask_all)
+            carry.append(borrow_or_carry != 0)
+        write(cta, np.array(out, np.uint64).astype(unsigned).view(DTYPE[ptype]), mask)
+        if write_carry is not None:
+            write_carry(cta, np.array(carry, np.bool_), mask)
     return fn

@@ -1,25 +1,39 @@
 """Instruction semantics, part 4: warp-level matrix multiply-accumulate (mma.sync).
 
-Implemented: mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32, the only form the
-lowering emits: for mmaf with f16/bf16 operands, and with fp8 (e4m3/e5m2) operands widened exactly to
-f16 on their way to shared memory; the accumulator is always f32 here, and an f16/bf16 mmaf
-accumulator is widened before and rounded once after the K loop by the lowering (matmul.py). Every warp that executes it computes
-D = A (16x16) * B (16x8) + C (16x8) from fragments spread over its 32 lanes, laid out as in the PTX
-ISA ("Matrix Fragments for mma.m16n8k16 with floating point type"), with
-groupID g = laneid >> 2 and threadID_in_group t = laneid % 4:
+Every warp that executes mma.sync computes D = A (MxK) * B (KxN) + C (MxN) from fragments spread
+over its 32 lanes. The forms emulated (all .row.col) are those of the PTX ISA sections "Matrix
+Fragments for mma.m16n8kK" and "mma.m8n8k4 with .f64":
 
-  A: four .b32 registers of two elements each (low half first): {A[g][2t..2t+1]},
-     {A[g+8][2t..2t+1]}, {A[g][2t+8..2t+9]}, {A[g+8][2t+8..2t+9]}
-  B: two .b32 registers: {B[2t][g], B[2t+1][g]}, {B[2t+8][g], B[2t+9][g]}
-  C, D: four .f32 registers: C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]
+  m16n8k8  .f16/.bf16 (f32 or f16 accumulators), .tf32 (f32)
+  m16n8k16 .f16/.bf16 (f32 or f16 accumulators), .s8/.u8 (s32)
+  m16n8k4  .tf32 (f32)
+  m16n8k32 .s8/.u8 (s32), .e4m3/.e5m2 (f32 or f16 accumulators; sm_89+)
+  m8n8k4   .f64 (f64)
 
-Numerics: products of f16/bf16 values are exact in f64 and the sum of 16 of them plus C is formed
-in f64 and rounded once to f32. The device's tensor cores sum in an unspecified order with
-unspecified intermediate rounding, so results agree with the device to about K ulps of f32, not
-bit for bit. A warp only partly executing the instruction is undefined behaviour (.aligned) and
-reported.
+With groupID g = laneid >> 2, threadID_in_group t = laneid % 4 and `pack` elements per A/B
+register (2 for 16-bit types, 4 for 8-bit types, 1 for .tf32 and .f64), element j of a lane's
+register r sits at
+
+  A: row g + 8 * (r & 1) (M = 16; row g for M = 8),  col pack * t + j + 4 * pack * (r >> 1)
+  B: row pack * t + j + 4 * pack * r,                  col g
+  C, D element i (counting f16x2 halves low first): row g + 8 * (i >> 1), col 2t + (i & 1)
+
+(the ISA's tables for each shape, written as one rule; the unit tests spell out each table).
+
+Numerics: float products of f16/bf16/tf32/fp8 values are exact in f64; their sum plus C is formed
+in f64 and rounded once to the accumulator type. The device sums in an unspecified order with
+unspecified intermediate rounding, so results agree with it to about K ulps, not bit for bit.
+A .tf32 operand register holding an f32 pattern that is not a tf32 value is read rounded to
+tf32, nearest even: the ISA leaves this open, tilebc's interpreter and lowering read tf32 arrays
+that way, and tileiras feeds such arrays to mma unconverted (matmul_bf16_tf32_f64); what a GPU
+does (rounding or dropping the low 13 bits) is not verified here. f64 mma is
+computed exactly (products split with Dekker's method, then math.fsum) and rounded once. Integer
+mma is exact in int64; .satfinite clamps to the s32 range, without it the sum wraps. A warp only
+partly executing the instruction is undefined behaviour (.aligned) and reported.
 """
 from __future__ import annotations
+
+import math
 
 import ml_dtypes
 import numpy as np
@@ -27,48 +41,156 @@ import numpy as np
 from .isa import Mods, implements, operands
 from .parser import Vec
 
-_INPUTS = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16)}
+# element type -> (bits, numpy storage view or None for integers/tf32/f64 handled apart)
+_FLOAT16 = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16)}
+_FP8 = {"e4m3": np.dtype(ml_dtypes.float8_e4m3fn), "e5m2": np.dtype(ml_dtypes.float8_e5m2)}
+_INT8 = {"s8": np.dtype(np.int8), "u8": np.dtype(np.uint8)}
 
-# Fragment coordinates per lane (32 lanes): (row, col) of each element, low to high.
+# (shape, input kind) -> allowed accumulator types; input kinds: half, tf32, int8, fp8, f64
+_FORMS = {
+    ("m16n8k8", "half"): ("f32", "f16"), ("m16n8k8", "tf32"): ("f32",),
+    ("m16n8k16", "half"): ("f32", "f16"), ("m16n8k16", "int8"): ("s32",),
+    ("m16n8k4", "tf32"): ("f32",),
+    ("m16n8k32", "int8"): ("s32",), ("m16n8k32", "fp8"): ("f32", "f16"),
+    ("m8n8k4", "f64"): ("f64",),
+}
+_SHAPE_FLAGS = tuple(dict.fromkeys(shape for shape, _ in _FORMS))
+
 _LANE = np.arange(32)
 _G, _T = _LANE >> 2, _LANE & 3
-A_COORDS = [(_G, 2 * _T), (_G, 2 * _T + 1), (_G + 8, 2 * _T), (_G + 8, 2 * _T + 1),
-            (_G, 2 * _T + 8), (_G, 2 * _T + 9), (_G + 8, 2 * _T + 8), (_G + 8, 2 * _T + 9)]
-B_COORDS = [(2 * _T, _G), (2 * _T + 1, _G), (2 * _T + 8, _G), (2 * _T + 9, _G)]
-C_COORDS = [(_G, 2 * _T), (_G, 2 * _T + 1), (_G + 8, 2 * _T), (_G + 8, 2 * _T + 1)]
 
 
-def _halves(words: np.ndarray, dtype: np.dtype):
-    """The low and high 16-bit elements of .b32 registers, as float64."""
-    words = words.astype(np.uint32)
-    low = (words & np.uint32(0xFFFF)).astype(np.uint16).view(dtype).astype(np.float64)
-    high = (words >> np.uint32(16)).astype(np.uint16).view(dtype).astype(np.float64)
-    return low, high
+def _kind(ptype: str) -> str:
+    if ptype in _FLOAT16:
+        return "half"
+    if ptype in _FP8:
+        return "fp8"
+    if ptype in _INT8:
+        return "int8"
+    return ptype  # tf32, f64 (anything else is refused by the _FORMS lookup)
+
+
+def _pack(ptype: str) -> int:
+    return {"half": 2, "fp8": 4, "int8": 4}.get(_kind(ptype), 1)
+
+
+def a_coords(m: int, k: int, pack: int):
+    """[(rows, cols) per lane] of the A fragment's elements, register by register, low first."""
+    out = []
+    for r in range(m * k // 32 // pack):
+        for j in range(pack):
+            row = _G + (8 * (r & 1) if m == 16 else 0)
+            col = pack * _T + j + 4 * pack * (r >> 1 if m == 16 else r)
+            out.append((row, col))
+    return out
+
+
+def b_coords(k: int, pack: int):
+    return [(pack * _T + j + 4 * pack * r, _G) for r in range(k // 4 // pack) for j in range(pack)]
+
+
+def c_coords(m: int):
+    return [(_G + 8 * (i >> 1), 2 * _T + (i & 1)) for i in range(m * 8 // 32)]
+
+
+def _elements(words: np.ndarray, ptype: str) -> list:
+    """The elements packed in .b32 registers (low first) as float64 / int64 arrays, or the
+    registers themselves for .f64 and .tf32 (top 19 bits of the f32 pattern)."""
+    if ptype == "f64":
+        return [np.asarray(words, np.float64)]
+    words = np.asarray(words).astype(np.uint32)
+    if ptype == "tf32":
+        return [_tf32_nearest_even(words)]
+    bits = 32 // _pack(ptype)
+    field = np.uint32((1 << bits) - 1)
+    out = []
+    for j in range(_pack(ptype)):
+        raw = (words >> np.uint32(bits * j)) & field
+        if ptype in _FLOAT16:
+            out.append(raw.astype(np.uint16).view(_FLOAT16[ptype]).astype(np.float64))
+        elif ptype in _FP8:
+            out.append(raw.astype(np.uint8).view(_FP8[ptype]).astype(np.float64))
+        else:
+            out.append(raw.astype(np.uint8).view(_INT8[ptype]).astype(np.int64))
+    return out
+
+
+def _tf32_nearest_even(words: np.ndarray) -> np.ndarray:
+    """f32 bit patterns read as .tf32: rounded to 10 fraction bits, nearest even (see above)."""
+    wide = words.astype(np.uint64)
+    rounded = ((wide + 0xFFF + ((wide >> 13) & 1)) >> 13) << 13
+    rounded = np.where(np.isfinite(words.view(np.float32)), rounded, wide)  # keep Inf/NaN
+    return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def _split(x: np.ndarray):
+    """Dekker's split: x = hi + lo with each half of 26 significant bits (products then exact)."""
+    factor = 134217729.0  # 2**27 + 1
+    c = factor * x
+    hi = c - (c - x)
+    return hi, x - hi
+
+
+def _exact_f64_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """A @ B + C for float64 (warps, m, k) x (warps, k, n), each result rounded once: every
+    product is split into two doubles exactly (TwoProduct), then math.fsum sums them."""
+    p = A[:, :, :, None] * B[:, None, :, :]               # (w, m, k, n)
+    ah, al = _split(A[:, :, :, None])
+    bh, bl = _split(B[:, None, :, :])
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl      # the rounding error of each product
+    terms = np.concatenate([p, e, C[:, :, None, :]], axis=2)  # (w, m, 2k+1, n)
+    flat = terms.transpose(0, 1, 3, 2).reshape(-1, terms.shape[2])
+    finite = np.isfinite(flat).all(axis=1)
+    sums = np.where(finite, 0.0, flat.sum(axis=1))        # inf/nan: IEEE propagation
+    for index in np.flatnonzero(finite):
+        sums[index] = math.fsum(flat[index])
+    return sums.reshape(C.shape[0], C.shape[1], C.shape[2])
 
 
 def _vector(ins, k, operand, count: int, what: str):
     if not isinstance(operand, Vec) or len(operand.items) != count:
-        raise k.unsupported(ins, f"mma.m16n8k16 needs {count} registers for {what}")
+        raise k.unsupported(ins, f"mma needs {count} registers for {what}")
     return operand.items
 
 
-@implements("mma", forms="mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 "
-                         "(fragments per the PTX ISA; f64 sum rounded once to f32)")
+@implements("mma", forms="mma.sync.aligned.row.col: m16n8k8 f16/bf16/tf32, m16n8k16 f16/bf16/"
+                         "s8/u8, m16n8k4 tf32, m16n8k32 s8/u8/e4m3/e5m2, m8n8k4 f64; f32/f16/s32/"
+                         "f64 accumulators as the ISA allows, .satfinite for integers "
+                         "(fragments per the PTX ISA; exact sum rounded once)")
 def build_mma(ins, k):
-    mods = Mods(ins, k, ("sync", "aligned", "m16n8k16", "row", "col"), types=(4,))
+    type_set = {"f16", "bf16", "tf32", "f32", "f64", "s32", *(_FP8), *(_INT8)}
+    mods = Mods(ins, k, ("sync", "aligned", "row", "col", "satfinite") + _SHAPE_FLAGS,
+                types=(4,), type_set=type_set)
     dtype, atype, btype, ctype = mods.types
-    if not all(mods.has(f) for f in ("sync", "aligned", "m16n8k16", "row", "col")):
-        raise k.unsupported(ins, "only mma.sync.aligned.m16n8k16.row.col is emulated")
-    if dtype != "f32" or ctype != "f32" or atype not in _INPUTS or btype != atype:
-        raise k.unsupported(ins, "mma.m16n8k16 is emulated for .f32 accumulators with .f16 or "
-                                 ".bf16 operands (the same for A and B)")
+    shapes = [s for s in _SHAPE_FLAGS if mods.has(s)]
+    if not all(mods.has(f) for f in ("sync", "aligned", "row", "col")) or len(shapes) != 1:
+        raise k.unsupported(ins, "mma needs .sync.aligned, one shape and .row.col")
+    shape = shapes[0]
+    kind = _kind(atype)
+    allowed = _FORMS.get((shape, kind))
+    same_inputs = atype == btype or (kind in ("int8", "fp8") and _kind(btype) == kind)
+    if allowed is None or not same_inputs or dtype not in allowed or ctype not in allowed:
+        raise k.unsupported(ins, f"mma.{shape}.{dtype}.{atype}.{btype}.{ctype} is not one of "
+                                 "the emulated forms (" + IMPLEMENTED_FORMS + ")")
+    if kind == "half" and "f16" in (dtype, ctype) and atype != "f16":
+        raise k.unsupported(ins, "an .f16 accumulator needs .f16 operands")
+    if mods.has("satfinite") and kind != "int8":
+        raise k.unsupported(ins, ".satfinite is emulated for integer mma only")
+    m, n, kk = (int(x) for x in shape[1:].replace("n", " ").replace("k", " ").split())
+    integer = kind == "int8"
     d, a, b, c = operands(ins, k, 4)
-    d_regs = _vector(ins, k, d, 4, "D")
-    read_a = [k.reader(ins, r, "b32") for r in _vector(ins, k, a, 4, "A")]
-    read_b = [k.reader(ins, r, "b32") for r in _vector(ins, k, b, 2, "B")]
-    read_c = [k.reader(ins, r, "f32") for r in _vector(ins, k, c, 4, "C")]
-    writes = [k.writer(ins, r, "f32") for r in d_regs]
-    element = _INPUTS[atype]
+    acc_width = {"f32": 1, "s32": 1, "f64": 1, "f16": 2}
+    a_regs = _vector(ins, k, a, m * kk // 32 // _pack(atype), "A")
+    b_regs = _vector(ins, k, b, kk * n // 32 // _pack(btype), "B")
+    c_regs = _vector(ins, k, c, m * n // 32 // acc_width[ctype], "C")
+    d_regs = _vector(ins, k, d, m * n // 32 // acc_width[dtype], "D")
+    register_type = {"f64": "f64"}
+    read_a = [k.reader(ins, r, register_type.get(atype, "b32")) for r in a_regs]
+    read_b = [k.reader(ins, r, register_type.get(btype, "b32")) for r in b_regs]
+    read_c = [k.reader(ins, r, "b32" if ctype == "f16" else ctype) for r in c_regs]
+    writes = [k.writer(ins, r, "b32" if dtype == "f16" else dtype) for r in d_regs]
+    A_at, B_at, C_at = a_coords(m, kk, _pack(atype)), b_coords(kk, _pack(btype)), c_coords(m)
+    work = np.int64 if integer else np.float64
 
     def fn(cta, mask):
         T = cta.T
@@ -85,25 +207,47 @@ def build_mma(ins, k):
             raise cta.launch.error(cta, ins, f"mma.sync.aligned executed by part of warp {w} "
                                    f"(lane {lane} is not executing it): undefined",
                                    thread=32 * w + lane)
-        A = np.zeros((warps, 16, 16))
-        B = np.zeros((warps, 16, 8))
-        C = np.zeros((warps, 16, 8))
-        for index, read in enumerate(read_a):
-            low, high = _halves(np.broadcast_to(np.asarray(read(cta)), (T,)), element)
-            for part, values in ((0, low), (1, high)):
-                row, col = A_COORDS[2 * index + part]
-                A[:, row, col] = values.reshape(warps, 32)
-        for index, read in enumerate(read_b):
-            low, high = _halves(np.broadcast_to(np.asarray(read(cta)), (T,)), element)
-            for part, values in ((0, low), (1, high)):
-                row, col = B_COORDS[2 * index + part]
-                B[:, row, col] = values.reshape(warps, 32)
-        for index, read in enumerate(read_c):
-            row, col = C_COORDS[index]
-            values = np.broadcast_to(np.asarray(read(cta), np.float32), (T,))
-            C[:, row, col] = values.astype(np.float64).reshape(warps, 32)
-        D = (np.matmul(A, B) + C).astype(np.float32)
+        A = np.zeros((warps, m, kk), work)
+        B = np.zeros((warps, kk, n), work)
+        C = np.zeros((warps, m, n), work)
+
+        def scatter(target, readers, ptype, coords):
+            index = 0
+            for read in readers:
+                for values in _elements(np.broadcast_to(np.asarray(read(cta)), (T,)), ptype):
+                    row, col = coords[index]
+                    target[:, row, col] = values.reshape(warps, 32)
+                    index += 1
+        scatter(A, read_a, atype, A_at)
+        scatter(B, read_b, btype, B_at)
+        if ctype == "f16":
+            scatter(C, read_c, "f16", C_at)
+        else:
+            for index, read in enumerate(read_c):
+                row, col = C_at[index]
+                values = np.broadcast_to(np.asarray(read(cta)), (T,))
+                C[:, row, col] = values.astype(work).reshape(warps, 32)
+        if integer:
+            D = np.matmul(A, B) + C
+            D = np.clip(D, -2**31, 2**31 - 1) if mods.has("satfinite") else D
+            D = D.astype(np.int64).astype(np.uint64).astype(np.uint32).view(np.int32)
+        elif kind == "f64":
+            D = _exact_f64_matmul(A, B, C)
+        else:
+            D = np.matmul(A, B) + C
+        if dtype == "f16":
+            halves = D.astype(np.float16).view(np.uint16).astype(np.uint32)
+            for index, write in enumerate(writes):
+                (r0, c0), (r1, c1) = C_at[2 * index], C_at[2 * index + 1]
+                word = halves[:, r0, c0] | (halves[:, r1, c1] << np.uint32(16))
+                write(cta, word.reshape(T), mask)
+            return
+        out = D.astype({"f32": np.float32, "f64": np.float64, "s32": np.int32}[dtype])
         for index, write in enumerate(writes):
-            row, col = C_COORDS[index]
-            write(cta, D[:, row, col].reshape(T), mask)
+            row, col = C_at[index]
+            write(cta, out[:, row, col].reshape(T), mask)
     return fn
+
+
+IMPLEMENTED_FORMS = ", ".join(f"{shape} {kind}->{'/'.join(acc)}"
+                              for (shape, kind), acc in _FORMS.items())

@@ -137,6 +137,10 @@ class KernelImage:
                         raise self.unsupported(ins, f"{name} used as .{ptype}")
                     return lambda cta: cta.r[name]
                 return _converter(lambda cta: cta.r[name], storage.itemsize, dtype, ptype)
+            if name in CLOCKS:
+                width, high = CLOCKS[name]
+                return _converter(lambda cta: cta.launch.clock_read(cta.T, width, high), width,
+                                  dtype, ptype)
             if name.startswith("%") and "." in name or name in _SPECIALS:
                 if name not in _SPECIALS:
                     raise self.unsupported(ins, f"special register {name} is not emulated")
@@ -216,6 +220,14 @@ _SPECIALS = {"%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%la
              "%nctaid.y", "%nctaid.z", "%lanemask_eq", "%lanemask_lt", "%lanemask_le"}
 
 
+# Clock registers -> (bytes, high word?). They read a fake clock, the same for %clock* and
+# %globaltimer*: nanoseconds since the launch, advancing CLOCK_STEP_NS at every read, so it is
+# monotonic and busy-wait loops (tileiras's assert waits 0.5 ms before trap) end quickly.
+CLOCKS = {"%globaltimer": (8, False), "%globaltimer_lo": (4, False),
+          "%globaltimer_hi": (4, True), "%clock64": (8, False), "%clock": (4, False)}
+CLOCK_STEP_NS = 1000
+
+
 def _converter(get: Callable, width: int, dtype: np.dtype, ptype: str) -> Callable:
     """Read a register of `width` bytes as `dtype`: same width is a view; a narrower type reads
     the low bits; a wider type extends (sign-extends for .s types)."""
@@ -272,6 +284,7 @@ class Launch:
         self.max_steps = max_steps
         self.shared_size = image.shared_size + dynamic_shared_bytes
         self.local_size = image.local_size
+        self.clock_ns = 0  # the fake clock (see CLOCKS)
         self.globals: Dict[str, int] = dict(global_symbols or {})
         for var in image.program.globals:
             if var.name in self.globals:
@@ -280,6 +293,12 @@ class Launch:
             buffer = memory.map(data, f"PTX {var.space} {var.name}", alignment=var.align)
             buffer.readonly = var.space == "const"
             self.globals[var.name] = buffer.base
+
+    def clock_read(self, threads: int, width: int, high: bool) -> np.ndarray:
+        """One read of the fake clock by every thread (all see the same time); then it ticks."""
+        self.clock_ns += CLOCK_STEP_NS
+        value = self.clock_ns >> 32 if high else self.clock_ns & ((1 << 8 * width) - 1)
+        return np.full(threads, value, UINT[width])
 
     def global_address(self, name: str) -> int:
         return self.globals[name]

@@ -99,6 +99,7 @@ class Kernel:
     labels: Dict[str, int]  # label -> index of the next instruction
     directives: Dict[str, Tuple[int, ...]]  # .maxntid / .reqntid / .minnctapersm
     line: int
+    returns: List[Variable] = field(default_factory=list)  # a .func's result parameters
 
     @property
     def block_size(self) -> Optional[int]:
@@ -118,6 +119,7 @@ class Program:
     target: Optional[str]
     globals: List[Variable] = field(default_factory=list)  # .global / .const data
     kernels: Dict[str, Kernel] = field(default_factory=dict)
+    functions: Dict[str, Kernel] = field(default_factory=dict)  # .func definitions (inlined)
     externs: List[str] = field(default_factory=list)
     # `.extern .shared` unsized arrays: all start at the kernel's dynamic shared memory
     dynamic_shared: List[Variable] = field(default_factory=list)
@@ -287,10 +289,16 @@ class _Parser:
                 program.dynamic_shared.append(self.variable(stmt, words, unsized=True))
             elif head == ".extern":
                 program.externs.append(stmt.text)
-            elif ".entry" in words or ".func" in words:
-                if ".func" in words and ".entry" not in words:
-                    raise self.error("device functions (.func definitions) are not supported; "
-                                     "only .entry kernels and the extern vprintf", stmt)
+            elif ".func" in words and ".entry" not in words:
+                following = self.statements[self.pos + 1].text \
+                    if self.pos + 1 < len(self.statements) else ""
+                if following != "{":  # a prototype: the definition follows later
+                    self.pos += 1
+                    continue
+                function = self.kernel(stmt)
+                program.functions[function.name] = function
+                continue
+            elif ".entry" in words:
                 kernel = self.kernel(stmt)
                 program.kernels[kernel.name] = kernel
                 continue
@@ -386,14 +394,23 @@ class _Parser:
         # `.visible .entry name( .param ..., .param ... )` then directives, then `{`
         header = stmt.text
         # The parameter list ends at ")"; directives may follow before the body's "{".
-        match = re.match(r"^(?:\.\w+\s+)*\.entry\s+([A-Za-z_$][\w$]*)\s*\((.*)\)\s*(.*)$",
-                         header, re.S)
-        if not match:
+        match = re.match(r"^(?:\.\w+\s+)*\.(entry|func)\s+(?:\(([^)]*)\)\s*)?"
+                         r"([A-Za-z_$][\w$]*)\s*(?:\((.*)\))?\s*(.*)$", header, re.S)
+        if not match or match.group(1) == "entry" and match.group(2) is not None:
             # A kernel header without `;` runs into the body's `{` statement.
-            raise self.error("cannot read the .entry header", stmt)
-        name, param_text, rest = match.groups()
+            raise self.error("cannot read the .entry or .func header", stmt)
+        _, return_text, name, param_text, rest = match.groups()
+        returns = []
+        for item in _split_top(return_text or ""):
+            if not item.strip():
+                continue
+            sub = _Statement(item, stmt.line, stmt.column)
+            variable = self.variable(sub)
+            if variable.space != "param":
+                raise self.error("function results must be .param", sub)
+            returns.append(variable)
         params = []
-        for item in _split_top(param_text):
+        for item in _split_top(param_text or ""):
             if not item:
                 continue
             sub = _Statement(item, stmt.line, stmt.column)
@@ -464,7 +481,7 @@ class _Parser:
                 raise self.error("unsupported directive in a kernel body", stmt)
             instructions.append(self.instruction(stmt))
         return Kernel(name, params, registers, variables, instructions, labels, directives,
-                      stmt.line)
+                      stmt.line, returns)
 
     def scope_names(self, number: int) -> Dict[str, str]:
         """The renames of the `{` scope opening at self.pos: the registers it declares and the
@@ -633,4 +650,6 @@ def _terminate_line_directives(text: str) -> str:
 
 def parse_ptx(text: str, source: Optional[str] = None) -> Program:
     """Parse PTX text (as the JIT writes it) into a Program."""
-    return _Parser(_terminate_line_directives(_strip_comments(text)), source).parse()
+    from .inline import inline_calls
+    return inline_calls(_Parser(_terminate_line_directives(_strip_comments(text)),
+                                source).parse())

@@ -16,7 +16,7 @@ import math
 
 from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
 
-from . import dtypes
+from . import dtypes, f32math
 from .lowerer import Tile
 from .registry import lowers
 
@@ -261,26 +261,17 @@ def _log(w, op, x):
 
 @_math("sin")
 def _sin(w, op, x):
-    out = w.reg("f32")
-    w(f"sin.approx.f32 {out}, {reduce_2pi(w, x)}")
-    return out
+    return f32math.sin_f32(w, x)
 
 
 @_math("cos")
 def _cos(w, op, x):
-    out = w.reg("f32")
-    w(f"cos.approx.f32 {out}, {reduce_2pi(w, x)}")
-    return out
+    return f32math.cos_f32(w, x)
 
 
 @_math("tan")
 def _tan(w, op, x):
-    r = reduce_2pi(w, x)
-    s, c, out = w.reg("f32"), w.reg("f32"), w.reg("f32")
-    w(f"sin.approx.f32 {s}, {r}")
-    w(f"cos.approx.f32 {c}, {r}")
-    w(f"div.rn.f32 {out}, {s}, {c}")
-    return out
+    return f32math.tan_f32(w, x)
 
 
 def _exp_pair(w, x):

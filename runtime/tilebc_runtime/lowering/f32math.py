@@ -272,3 +272,211 @@ def tan_f32(w, x: str) -> str:
     out = w.reg("f32")
     w(f"selp.f32 {out}, {odd_value}, {even_value}, {odd}")
     return _keep_tiny(w, x, out)
+
+
+# ------------------------------------------------------------------------- exp / log
+# These evaluate in f64 and round once to f32, so their error is ~0.5 ulp (CUDA: expf 2 ulp,
+# logf/log2f 1 ulp, sinhf 3, coshf 2, tanhf 2, powf 4). ex2/lg2.approx cannot meet logf's bound
+# (lg2.approx's absolute error 2^-22 is millions of ulps next to x = 1), nor expf's once the
+# reduction's rounding is added. Every f32 (subnormals too) is a normal f64, and e^x for the f32
+# range needs no f64 overflow handling after clamping the argument.
+LN2 = math.log(2)
+_EXP_TERMS = 13        # e^r, |r| <= ln2/2: r^13/13! < 2^-54
+_ATANH_TERMS = 9       # ln m = 2 atanh f, |f| <= 0.1716: f^18/19 < 2^-48
+
+
+def _exp2_parts(w, n: str, r: str) -> str:
+    """2^n * e^r in f64 for an f64 integer n in [-160, 140] and |r| <= ~0.35."""
+    p = w.reg("f64")
+    w(f"mov.f64 {p}, {_imm64(1 / math.factorial(_EXP_TERMS - 1))}")
+    for k in range(_EXP_TERMS - 2, -1, -1):
+        nxt = w.reg("f64")
+        w(f"fma.rn.f64 {nxt}, {p}, {r}, {_imm64(1 / math.factorial(k))}")
+        p = nxt
+    ni, field, scale_bits, scale, out = (w.reg("b32"), w.reg("b64"), w.reg("b64"),
+                                         w.reg("f64"), w.reg("f64"))
+    w(f"cvt.rni.s32.f64 {ni}, {n}")
+    w(f"add.s32 {ni}, {ni}, 1023")
+    w(f"cvt.u64.u32 {field}, {ni}")
+    w(f"shl.b64 {scale_bits}, {field}, 52")
+    w(f"mov.b64 {scale}, {scale_bits}")
+    w(f"mul.rn.f64 {out}, {p}, {scale}")
+    return out
+
+
+def _clamp64(w, x: str, low: float, high: float) -> str:
+    """x clamped to [low, high]; NaN passes (setp is false for it)."""
+    out, below, above = w.reg("f64"), w.reg("pred"), w.reg("pred")
+    w(f"setp.lt.f64 {below}, {x}, {_imm64(low)}")
+    w(f"selp.f64 {out}, {_imm64(low)}, {x}, {below}")
+    w(f"setp.gt.f64 {above}, {out}, {_imm64(high)}")
+    clamped = w.reg("f64")
+    w(f"selp.f64 {clamped}, {_imm64(high)}, {out}, {above}")
+    return clamped
+
+
+def exp_f64(w, x64: str) -> str:
+    """e^x in f64 for an f64 x (f32 accuracy needs only ~2^-40 of it); 0 / beyond f32 range
+    outside [-110, 100]."""
+    x = _clamp64(w, x64, -110.0, 100.0)
+    t, n, r1, r = (w.reg("f64") for _ in range(4))
+    w(f"mul.rn.f64 {t}, {x}, {_imm64(1 / LN2)}")
+    w(f"cvt.rni.f64.f64 {n}, {t}")
+    ln2_hi = float(np.float32(LN2))
+    w(f"fma.rn.f64 {r1}, {n}, {_imm64(-ln2_hi)}, {x}")
+    w(f"fma.rn.f64 {r}, {n}, {_imm64(-(LN2 - ln2_hi))}, {r1}")
+    return _exp2_parts(w, n, r)
+
+
+def exp2_f64(w, t64: str) -> str:
+    """2^t in f64 (clamped to [-160, 140], beyond f32's range both ways)."""
+    t = _clamp64(w, t64, -160.0, 140.0)
+    n, frac, r = w.reg("f64"), w.reg("f64"), w.reg("f64")
+    w(f"cvt.rni.f64.f64 {n}, {t}")
+    w(f"sub.rn.f64 {frac}, {t}, {n}")
+    w(f"mul.rn.f64 {r}, {frac}, {_imm64(LN2)}")
+    return _exp2_parts(w, n, r)
+
+
+def log_f64(w, x32: str) -> str:
+    """ln x in f64 for a positive finite f32 x (other inputs: see log_f32's special cases)."""
+    x, bits, frac, field = w.reg("f64"), w.reg("b64"), w.reg("b64"), w.reg("b64")
+    w(f"cvt.f64.f32 {x}, {x32}")
+    w(f"mov.b64 {bits}, {x}")
+    w(f"shr.u64 {field}, {bits}, 52")
+    w(f"and.b64 {frac}, {bits}, 4503599627370495")
+    # m in [sqrt(1/2), sqrt(2)): the fraction above sqrt(2)'s takes the exponent one up
+    upper, e, m_bits, m_exp, e32 = w.reg("pred"), w.reg("b32"), w.reg("b64"), w.reg("b64"), w.reg("b32")
+    w(f"setp.gt.u64 {upper}, {frac}, 1865452045155277")
+    w(f"selp.b64 {m_exp}, 4602678819172646912, 4607182418800017408, {upper}")  # 0.5 or 1.0
+    w(f"or.b64 {m_bits}, {frac}, {m_exp}")
+    w(f"cvt.u32.u64 {e}, {field}")
+    w(f"add.s32 {e32}, {e}, -1023")
+    bump = w.reg("b32")
+    w(f"selp.b32 {bump}, 1, 0, {upper}")
+    w(f"add.s32 {e32}, {e32}, {bump}")
+    m, num, den, f, s = (w.reg("f64") for _ in range(5))
+    w(f"mov.b64 {m}, {m_bits}")
+    w(f"add.rn.f64 {num}, {m}, {_imm64(-1.0)}")       # exact
+    w(f"add.rn.f64 {den}, {m}, {_imm64(1.0)}")
+    w(f"div.rn.f64 {f}, {num}, {den}")
+    w(f"mul.rn.f64 {s}, {f}, {f}")
+    p = w.reg("f64")
+    w(f"mov.f64 {p}, {_imm64(1 / (2 * _ATANH_TERMS - 1))}")
+    for k in range(_ATANH_TERMS - 2, -1, -1):
+        nxt = w.reg("f64")
+        w(f"fma.rn.f64 {nxt}, {p}, {s}, {_imm64(1 / (2 * k + 1))}")
+        p = nxt
+    twice_f, ln_m, ef, out = (w.reg("f64") for _ in range(4))
+    w(f"add.rn.f64 {twice_f}, {f}, {f}")
+    w(f"mul.rn.f64 {ln_m}, {twice_f}, {p}")
+    w(f"cvt.rn.f64.s32 {ef}, {e32}")
+    w(f"fma.rn.f64 {out}, {ef}, {_imm64(LN2)}, {ln_m}")
+    return out
+
+
+def _log_specials(w, x32: str, value: str) -> str:
+    """C's log at the edges: log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays."""
+    zero, negative, inf, nan = (w.reg("pred") for _ in range(4))
+    a, b, c, out = (w.reg("f32") for _ in range(4))
+    w(f"setp.eq.f32 {zero}, {x32}, 0f00000000")
+    w(f"selp.f32 {a}, 0fFF800000, {value}, {zero}")
+    w(f"setp.lt.f32 {negative}, {x32}, 0f00000000")
+    w(f"selp.f32 {b}, 0f7FC00000, {a}, {negative}")
+    w(f"setp.eq.f32 {inf}, {x32}, 0f7F800000")
+    w(f"selp.f32 {c}, 0f7F800000, {b}, {inf}")
+    w(f"setp.nan.f32 {nan}, {x32}, {x32}")
+    w(f"selp.f32 {out}, {x32}, {c}, {nan}")
+    return out
+
+
+def _to_f32(w, x64: str) -> str:
+    out = w.reg("f32")
+    w(f"cvt.rn.f32.f64 {out}, {x64}")
+    return out
+
+
+def log_f32(w, x: str) -> str:
+    return _log_specials(w, x, _to_f32(w, log_f64(w, x)))
+
+
+def log2_f32(w, x: str) -> str:
+    scaled = w.reg("f64")
+    w(f"mul.rn.f64 {scaled}, {log_f64(w, x)}, {_imm64(1 / LN2)}")
+    return _log_specials(w, x, _to_f32(w, scaled))
+
+
+def exp_f32(w, x: str) -> str:
+    x64 = w.reg("f64")
+    w(f"cvt.f64.f32 {x64}, {x}")
+    return _to_f32(w, exp_f64(w, x64))
+
+
+def _hyperbolic(w, x: str, combine) -> str:
+    ax, inv = w.reg("f64"), w.reg("f64")
+    w(f"cvt.f64.f32 {ax}, {x}")
+    w(f"abs.f64 {ax}, {ax}")
+    e = exp_f64(w, ax)
+    w(f"rcp.rn.f64 {inv}, {e}")
+    return combine(e, inv)
+
+
+def cosh_f32(w, x: str) -> str:
+    def combine(e, inv):
+        total, half = w.reg("f64"), w.reg("f64")
+        w(f"add.rn.f64 {total}, {e}, {inv}")
+        w(f"mul.rn.f64 {half}, {total}, {_imm64(0.5)}")
+        return _to_f32(w, half)
+    return _hyperbolic(w, x, combine)
+
+
+def sinh_f32(w, x: str) -> str:
+    """(e^|x| - e^-|x|)/2 in f64 with x's sign; |x| < 2^-12 returns x (f64 cancellation there
+    would cost up to 2^-41 relative, still fine, but x is the rounded answer and keeps -0)."""
+    def combine(e, inv):
+        diff, half = w.reg("f64"), w.reg("f64")
+        w(f"sub.rn.f64 {diff}, {e}, {inv}")
+        w(f"mul.rn.f64 {half}, {diff}, {_imm64(0.5)}")
+        signed = w.reg("f32")
+        w(f"copysign.f32 {signed}, {x}, {_to_f32(w, half)}")
+        return signed
+    return _keep_tiny(w, x, _hyperbolic(w, x, combine))
+
+
+def tanh_f32(w, x: str) -> str:
+    """(e^2|x| - 1)/(e^2|x| + 1) in f64 with x's sign; |x| < 2^-12 returns x."""
+    ax, twice = w.reg("f64"), w.reg("f64")
+    w(f"cvt.f64.f32 {ax}, {x}")
+    w(f"abs.f64 {ax}, {ax}")
+    w(f"add.rn.f64 {twice}, {ax}, {ax}")
+    e = exp_f64(w, twice)
+    num, den, q = w.reg("f64"), w.reg("f64"), w.reg("f64")
+    w(f"add.rn.f64 {num}, {e}, {_imm64(-1.0)}")
+    w(f"add.rn.f64 {den}, {e}, {_imm64(1.0)}")
+    w(f"div.rn.f64 {q}, {num}, {den}")
+    signed = w.reg("f32")
+    w(f"copysign.f32 {signed}, {x}, {_to_f32(w, q)}")
+    return _keep_tiny(w, x, signed)
+
+
+def pow_magnitude_f32(w, ax: str, y: str) -> str:
+    """|x|^y = 2^(y * log2|x|) for f32 registers, in f64 (the sign and C's special cases are the
+    caller's). log2|x| to ~2^-50 keeps the product's absolute error far below 2^-30."""
+    l2, y64, prod = w.reg("f64"), w.reg("f64"), w.reg("f64")
+    w(f"mul.rn.f64 {l2}, {log_f64(w, ax)}, {_imm64(1 / LN2)}")
+    w(f"cvt.f64.f32 {y64}, {y}")
+    w(f"mul.rn.f64 {prod}, {l2}, {y64}")
+    # log2 of 0 / inf: the f64 path above assumed a positive finite |x|
+    zero, inf = w.reg("pred"), w.reg("pred")
+    l2_special, fixed = w.reg("f64"), w.reg("f64")
+    w(f"setp.eq.f32 {zero}, {ax}, 0f00000000")
+    w(f"setp.eq.f32 {inf}, {ax}, 0f7F800000")
+    w(f"selp.f64 {l2_special}, 0dFFF0000000000000, 0d7FF0000000000000, {zero}")
+    either = w.reg("pred")
+    w(f"or.pred {either}, {zero}, {inf}")
+    w(f"mul.rn.f64 {fixed}, {l2_special}, {y64}")
+    chosen, nan = w.reg("f64"), w.reg("pred")
+    w(f"selp.f64 {chosen}, {fixed}, {prod}, {either}")
+    w(f"setp.nan.f32 {nan}, {ax}, {ax}")     # log_f64 reads a NaN's bits as a number
+    w(f"selp.f64 {chosen}, 0d7FF8000000000000, {chosen}, {nan}")
+    return _to_f32(w, exp2_f64(w, chosen))

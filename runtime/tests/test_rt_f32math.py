@@ -236,3 +236,14 @@ if __name__ == "__main__":
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 15
     for name, worst, bound, where, nans in table(names, count):
         print(f"| {name} | {worst} | {bound} | {where} | {nans} |", flush=True)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_math_ptx_links_with_nvjitlink(arch):
+    """Every f32 math sequence (the f64 table, the divergent branch included) is PTX that
+    nvJitLink accepts and turns into a cubin."""
+    from tilebc_runtime.compiler import compile as jit_compile
+    for name in ("sin", "tan", "log", "pow", "tanh"):
+        module = math_kernel(name, 2 if name in BINARY else 1)
+        result = jit_compile(module, arch=arch, emit="cubin")
+        assert result.cubin[:4] == b"\x7fELF"

@@ -1,4 +1,5 @@
-"""Accurate f32 math for the JIT: sin, cos and tan within CUDA's documented ulp bounds.
+"""Accurate f32 math for the JIT within CUDA's documented ulp bounds: sin, cos, tan (f32 with an
+f64 table reduction for huge arguments) and exp, log, log2, sinh, cosh, tanh, pow (in f64).
 
 The PTX `.approx` instructions are fast but loose: sin/cos.approx.f32 carry an absolute error of
 about 2^-20.9 inside [-pi, pi] (hundreds of ulps near a zero of the function, and nothing useful

@@ -3,10 +3,11 @@ operands, so no data moves between threads.
 
 Precision (what each math op promises; narrow floats are computed in f32 and rounded once):
   add/sub/mul/div/fma/sqrt: IEEE with the op's rounding mode (div/sqrt `approx` use the .approx forms).
-  exp: Cody-Waite reduction to [-0.5, 0.5]·ln2 then ex2.approx (a few ulp); exp2/log2: ex2/lg2.approx.
-  log: lg2.approx · ln2 (absolute error ~2^-22 near 1).  sin/cos/tan: reduction by 2π (two-term) then
-  sin/cos.approx (absolute error ~2^-20).  sinh/cosh/tanh(full): from exp; tanh(approx): tanh.approx.
-  atan2: degree-8 minimax polynomial (~2 ulp).  pow: exp2(y·log2|x|) with sign from integer y.
+  f32 (f32math.py, within CUDA's documented ulp bounds, measured in benchmarks/results/
+  jit-math-accuracy.md): sin/cos/tan: three-step reduction, table-driven f64 reduction for huge |x|,
+  then polynomials (1-3 ulp); exp/log/log2/sinh/cosh/tanh/pow: computed in f64, rounded once (0 ulp;
+  fast on H100-class f64 units, slow on consumer parts); exp2: ex2.approx (2 ulp); exp/tanh with the
+  `approx` rounding mode keep the .approx forms. atan2: degree-8 minimax polynomial (~2 ulp).
   remf: x - trunc(x/y)·y (exact only while the quotient fits the significand).
   f64: add/sub/mul/div/fma/sqrt are exact IEEE; exp/exp2/log/log2/sin/cos/tan/sinh/cosh/tanh/
   pow/fpowi/atan2 run in double precision (f64math.py: <= 2 ulp, C99 special values).
@@ -17,7 +18,7 @@ import math
 
 from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
 
-from . import dtypes, f64math
+from . import dtypes, f32math, f64math
 from .lowerer import Tile
 from .registry import lowers
 
@@ -238,7 +239,9 @@ def _math(mnemonic):
 
 @_math("exp")
 def _exp(w, op, x):
-    return exp_f32(w, x)
+    if op.attrs.get("rounding_mode") is RoundingMode.APPROX:
+        return exp_f32(w, x)
+    return f32math.exp_f32(w, x)
 
 
 @_math("exp2")
@@ -250,77 +253,37 @@ def _exp2(w, op, x):
 
 @_math("log2")
 def _log2(w, op, x):
-    out = w.reg("f32")
-    w(f"lg2.approx.f32 {out}, {x}")
-    return out
+    return f32math.log2_f32(w, x)
 
 
 @_math("log")
 def _log(w, op, x):
-    l2, out = w.reg("f32"), w.reg("f32")
-    w(f"lg2.approx.f32 {l2}, {x}")
-    w(f"mul.rn.f32 {out}, {l2}, {dtypes.float_immediate(math.log(2), 'f32')}")
-    return out
+    return f32math.log_f32(w, x)
 
 
 @_math("sin")
 def _sin(w, op, x):
-    out = w.reg("f32")
-    w(f"sin.approx.f32 {out}, {reduce_2pi(w, x)}")
-    return out
+    return f32math.sin_f32(w, x)
 
 
 @_math("cos")
 def _cos(w, op, x):
-    out = w.reg("f32")
-    w(f"cos.approx.f32 {out}, {reduce_2pi(w, x)}")
-    return out
+    return f32math.cos_f32(w, x)
 
 
 @_math("tan")
 def _tan(w, op, x):
-    r = reduce_2pi(w, x)
-    s, c, out = w.reg("f32"), w.reg("f32"), w.reg("f32")
-    w(f"sin.approx.f32 {s}, {r}")
-    w(f"cos.approx.f32 {c}, {r}")
-    w(f"div.rn.f32 {out}, {s}, {c}")
-    return out
-
-
-def _exp_pair(w, x):
-    neg = w.reg("f32")
-    w(f"neg.f32 {neg}, {x}")
-    return exp_f32(w, x), exp_f32(w, neg)
+    return f32math.tan_f32(w, x)
 
 
 @_math("sinh")
 def _sinh(w, op, x):
-    a, b = _exp_pair(w, x)
-    out = w.reg("f32")
-    w(f"sub.rn.f32 {out}, {a}, {b}")
-    w(f"mul.rn.f32 {out}, {out}, 0f3F000000")
-    # e^x - e^-x cancels for small |x| (sinh(1e-3) was off by ~100 ulp): below 0.5 use the
-    # Taylor series x + x^3/3! + x^5/5! + x^7/7! (next term < 1e-8 relative).
-    ax, x2, poly = w.reg("f32"), w.reg("f32"), w.reg("f32")
-    small = w.reg("pred")
-    w(f"abs.f32 {ax}, {x}")
-    w(f"mul.rn.f32 {x2}, {x}, {x}")
-    w(f"mov.f32 {poly}, {dtypes.float_immediate(1 / 5040, 'f32')}")
-    for coeff in (1 / 120, 1 / 6, 1.0):
-        w(f"fma.rn.f32 {poly}, {poly}, {x2}, {dtypes.float_immediate(coeff, 'f32')}")
-    w(f"mul.rn.f32 {poly}, {poly}, {x}")
-    w(f"setp.lt.f32 {small}, {ax}, 0f3F000000")
-    w(f"selp.f32 {out}, {poly}, {out}, {small}")
-    return out
+    return f32math.sinh_f32(w, x)
 
 
 @_math("cosh")
 def _cosh(w, op, x):
-    a, b = _exp_pair(w, x)
-    out = w.reg("f32")
-    w(f"add.rn.f32 {out}, {a}, {b}")
-    w(f"mul.rn.f32 {out}, {out}, 0f3F000000")
-    return out
+    return f32math.cosh_f32(w, x)
 
 
 @_math("tanh")
@@ -329,28 +292,14 @@ def _tanh(w, op, x):
     if op.attrs.get("rounding_mode") is RoundingMode.APPROX:
         w(f"tanh.approx.f32 {out}, {x}")
         return out
-    # tanh|x| = (1 - e^-2|x|) / (1 + e^-2|x|), sign restored; tiny |x| returns x.
-    ax, m2, num, den = (w.reg("f32") for _ in range(4))
-    small = w.reg("pred")
-    w(f"abs.f32 {ax}, {x}")
-    w(f"mul.rn.f32 {m2}, {ax}, 0fC0000000")
-    t = exp_f32(w, m2)
-    w(f"sub.rn.f32 {num}, 0f3F800000, {t}")
-    w(f"add.rn.f32 {den}, 0f3F800000, {t}")
-    w(f"div.rn.f32 {out}, {num}, {den}")
-    w(f"copysign.f32 {out}, {x}, {out}")
-    w(f"setp.lt.f32 {small}, {ax}, 0f39800000")
-    w(f"selp.f32 {out}, {x}, {out}, {small}")
-    return out
+    return f32math.tanh_f32(w, x)
 
 
 def pow_f32(w, x, y):
     """x^y for f32 registers: 2^(y·log2|x|), negative x allowed for integral y."""
-    ax, l2, prod, out = (w.reg("f32") for _ in range(4))
+    ax = w.reg("f32")
     w(f"abs.f32 {ax}, {x}")
-    w(f"lg2.approx.f32 {l2}, {ax}")
-    w(f"mul.rn.f32 {prod}, {l2}, {y}")
-    w(f"ex2.approx.f32 {out}, {prod}")
+    out = f32math.pow_magnitude_f32(w, ax, y)
     yi, half, hf = w.reg("f32"), w.reg("f32"), w.reg("f32")
     is_int, neg, odd, nan = w.reg("pred"), w.reg("pred"), w.reg("pred"), w.reg("pred")
     w(f"cvt.rzi.f32.f32 {yi}, {y}")

@@ -38,7 +38,7 @@ PTX_SUBSET = {
     "ex2": ".approx", "lg2": ".approx", "tanh": ".approx (sm_75+)", "testp": "",
     "copysign": "",
     # control
-    "bra": "uniform branches only", "ret": "", "trap": "assert failure", "bar": "bar.sync 0",
+    "bra": "uniform, or divergent around straight-line code that reconverges (f32 trig huge-argument path)", "ret": "", "trap": "assert failure", "bar": "bar.sync 0",
     "call": "vprintf only", "membar": "", "fence": "acq_rel/sc fences for orderings",
     # memory model / atomics
     "atom": "global atomics (rmw, cas); generic in kernels with an alloca",

@@ -1,0 +1,411 @@
+"""Accurate f32 math for the JIT within CUDA's documented ulp bounds: sin, cos, tan (f32 with an
+f64 table reduction for huge arguments) and exp, log, log2, sinh, cosh, tanh, pow (in f64).
+
+The PTX `.approx` instructions are fast but loose: sin/cos.approx.f32 carry an absolute error of
+about 2^-20.9 inside [-pi, pi] (hundreds of ulps near a zero of the function, and nothing useful
+once the argument needs reducing). CUDA's sinf/cosf promise 2 ulp and tanf 4 ulp over the whole
+f32 range, so these sequences use only IEEE instructions (fma, mul, add, div.rn, conversions):
+
+  reduction   x = q*(pi/2) + r with |r| <= ~pi/4:
+              |x| <= 105615: three-term Cody-Waite in f32 (the first fma is exact for |q| < 2^17,
+              see `_cody_waite`);
+              larger finite |x|: a Payne-Hanek style table reduction in f64, taken on a (divergent)
+              branch so ordinary arguments never pay for it (see `_huge_reduction`).
+  kernels     sin r = r + r^3*P(r^2), cos r = 1 + r^2*Q(r^2): Taylor coefficients up to r^9 / r^10
+              (truncation < 0.05 ulp on |r| <= pi/4), evaluated with fma in f32.
+  quadrant    q mod 4 picks +-sin r or +-cos r; tan r = sin r / cos r (or -cos r / sin r).
+
+Tiny |x| (< 2^-12) returns x for sin and tan: the correctly rounded answer, and it keeps -0.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from . import dtypes, f64math
+
+# Arguments up to here take the f32 Cody-Waite path (|q| <= 67238 < 2^17, see _cody_waite).
+CODY_WAITE_LIMIT = 105615.0
+_HUGE_MIN_EXPONENT_FIELD = 143           # the f32 exponent field of 2^16 (< CODY_WAITE_LIMIT)
+_PART_BITS = 28                          # f64 table parts: 28 bits each, so m * part is exact
+_PARTS = 4
+
+
+def _imm(value: float) -> str:
+    return dtypes.float_immediate(value, "f32")
+
+
+def _imm64(value: float) -> str:
+    return dtypes.float_immediate(value, "f64")
+
+
+# ------------------------------------------------------------------------- constants
+@lru_cache(maxsize=None)
+def two_over_pi_scaled(bits: int) -> int:
+    """floor(2/pi * 2^bits), from Machin's formula in integer arithmetic (guard bits included)."""
+    guard = 64
+    one = 1 << (bits + 2 + guard)
+
+    def arctan_inverse(n: int) -> int:  # atan(1/n) * one, alternating series
+        total, term, k, n2 = 0, one // n, 1, n * n
+        while term:
+            total += term // k if (k // 2) % 2 == 0 else -(term // k)
+            term //= n2
+            k += 2
+        return total
+    pi_scaled = 16 * arctan_inverse(5) - 4 * arctan_inverse(239)   # pi * 2^(bits+2+guard)
+    return ((2 * one) << bits) // pi_scaled
+
+
+def _pio2_split_f32():
+    """pi/2 as three f32 pieces C1 + C2 + C3 (each the f32 rounding of what remains)."""
+    pio2 = _pio2_scaled(200)
+    pieces, rest = [], pio2
+    for _ in range(3):
+        piece = float(np.float32(rest / (1 << 200)))
+        pieces.append(piece)
+        rest -= int(round(piece * (1 << 200)))  # piece is a dyadic rational: exact
+    return tuple(pieces)
+
+
+@lru_cache(maxsize=None)
+def _pio2_scaled(bits: int) -> int:
+    """round(pi/2 * 2^bits)."""
+    # 2/pi * 2^(2*bits) / 2^bits inverted: pi/2 * 2^bits = 2^(2*bits) / (2/pi * 2^bits)
+    return (1 << (2 * bits + 80)) // two_over_pi_scaled(bits + 80)
+
+
+PIO2_F32 = _pio2_split_f32()
+PIO2_F64 = _pio2_scaled(200) / float(1 << 200)
+
+
+@lru_cache(maxsize=None)
+def huge_reduction_table() -> bytes:
+    """Per f32 exponent field e >= 143: (2^(e-150) * 2/pi) mod 4 as four f64 parts of 28 bits
+    (part k holds the bits from 2^(1-28k) down to 2^(-26-28k)); little-endian f64 rows of 32 bytes.
+    A finite f32 |x| = m * 2^(e-150) with an integer m < 2^24, and m * (T mod 4) = m*T mod 4, so
+    x * 2/pi mod 4 = sum of m * part_k, each product exact in f64."""
+    fraction_bits = 26 + _PART_BITS * (_PARTS - 1)        # T's bits below the binary point
+    rows = []
+    for field in range(_HUGE_MIN_EXPONENT_FIELD, 255):
+        # floor(2^(field-150) * 2/pi * 2^fraction_bits) mod 4*2^fraction_bits (exponent >= 3)
+        value = two_over_pi_scaled(field - 150 + fraction_bits) % (4 << fraction_bits)
+        for k in range(_PARTS):
+            low = fraction_bits - 26 - _PART_BITS * k         # bit index of part k's last bit
+            chunk = (value >> low) & ((1 << _PART_BITS) - 1)
+            rows.append(math.ldexp(chunk, -26 - _PART_BITS * k))
+    return np.asarray(rows, dtype="<f8").tobytes()
+
+
+# ------------------------------------------------------------------------- reduction
+def _cody_waite(w, x: str):
+    """(r, q) with x = q*pi/2 + r, r an f32 register and q an s32 register.
+    With |x| <= CODY_WAITE_LIMIT, |q| < 2^17, so x - q*C1 (bits down to 2^-23, |.| < 1) is exact
+    in the first fma; the next two add pi/2's lower pieces with one rounding each."""
+    qf, r, q = w.reg("f32"), w.reg("f32"), w.reg("b32")
+    w(f"mul.rn.f32 {qf}, {x}, {_imm(2 / math.pi)}")
+    w(f"cvt.rni.f32.f32 {qf}, {qf}")
+    c1, c2, c3 = PIO2_F32
+    w(f"fma.rn.f32 {r}, {qf}, {_imm(-c1)}, {x}")
+    r2, r3 = w.reg("f32"), w.reg("f32")
+    w(f"fma.rn.f32 {r2}, {qf}, {_imm(-c2)}, {r}")
+    w(f"fma.rn.f32 {r3}, {qf}, {_imm(-c3)}, {r2}")
+    w(f"cvt.rni.s32.f32 {q}, {qf}")
+    return r3, q
+
+
+def _huge_reduction(w, x: str):
+    """(r, q) for finite |x| >= 2^16 from the f64 table (see huge_reduction_table): the f64
+    sum keeps ~2^-80 absolute accuracy in quadrant units, enough for any f32 argument (the
+    closest f32 to a multiple of pi/2 is still ~2^-30 away from it)."""
+    bits, mag, field, man, idx = (w.reg("b32") for _ in range(5))
+    w(f"mov.b32 {bits}, {x}")
+    w(f"and.b32 {mag}, {bits}, 2147483647")
+    w(f"shr.u32 {field}, {mag}, 23")
+    w(f"and.b32 {man}, {mag}, 8388607")
+    w(f"or.b32 {man}, {man}, 8388608")
+    w(f"sub.s32 {idx}, {field}, {_HUGE_MIN_EXPONENT_FIELD}")
+    w(f"min.s32 {idx}, {idx}, {254 - _HUGE_MIN_EXPONENT_FIELD}")
+    w(f"max.s32 {idx}, {idx}, 0")
+    symbol = w.const_table("f32math_pio2_table", huge_reduction_table())
+    base, offset, address = w.reg("b64"), w.reg("b64"), w.reg("b64")
+    w(f"mov.u64 {base}, {symbol}")
+    w(f"mul.wide.u32 {offset}, {idx}, {8 * _PARTS}")
+    w(f"add.s64 {address}, {base}, {offset}")
+    parts = []
+    for k in range(_PARTS):
+        part = w.reg("f64")
+        w(f"ld.const.f64 {part}, [{address}+{8 * k}]")
+        parts.append(part)
+    m = w.reg("f64")
+    w(f"cvt.rn.f64.u32 {m}, {man}")
+    p0, quarter, i0, p1, s, qd, f = (w.reg("f64") for _ in range(7))
+    w(f"mul.rn.f64 {p0}, {m}, {parts[0]}")                 # exact: 24 x 28 bits
+    w(f"mul.rn.f64 {quarter}, {p0}, {_imm64(0.25)}")
+    w(f"cvt.rmi.f64.f64 {quarter}, {quarter}")
+    w(f"fma.rn.f64 {i0}, {quarter}, {_imm64(-4.0)}, {p0}")  # p0 mod 4, exact
+    w(f"mul.rn.f64 {p1}, {m}, {parts[1]}")                 # exact
+    w(f"add.rn.f64 {s}, {i0}, {p1}")
+    w(f"cvt.rni.f64.f64 {qd}, {s}")
+    w(f"sub.rn.f64 {f}, {i0}, {qd}")                       # exact (both on the 2^-26 grid)
+    f1, f2, f3, r64 = (w.reg("f64") for _ in range(4))
+    w(f"add.rn.f64 {f1}, {f}, {p1}")
+    w(f"fma.rn.f64 {f2}, {m}, {parts[2]}, {f1}")
+    w(f"fma.rn.f64 {f3}, {m}, {parts[3]}, {f2}")
+    w(f"mul.rn.f64 {r64}, {f3}, {_imm64(PIO2_F64)}")
+    r, neg_r, q, neg_q = w.reg("f32"), w.reg("f32"), w.reg("b32"), w.reg("b32")
+    w(f"cvt.rn.f32.f64 {r}, {r64}")
+    w(f"cvt.rni.s32.f64 {q}, {qd}")
+    # the table reduced |x|: a negative x mirrors r and the quadrant
+    negative = w.reg("pred")
+    w(f"setp.lt.s32 {negative}, {bits}, 0")
+    w(f"neg.f32 {neg_r}, {r}")
+    w(f"neg.s32 {neg_q}, {q}")
+    out_r, out_q = w.reg("f32"), w.reg("b32")
+    w(f"selp.f32 {out_r}, {neg_r}, {r}, {negative}")
+    w(f"selp.b32 {out_q}, {neg_q}, {q}, {negative}")
+    return out_r, out_q
+
+
+def reduce_pio2(w, x: str):
+    """(r, q): x = q*pi/2 + r for any f32 x (inf and NaN give a NaN r)."""
+    r, q = w.reg("f32"), w.reg("b32")
+    cw_r, cw_q = _cody_waite(w, x)
+    w(f"mov.f32 {r}, {cw_r}")
+    w(f"mov.b32 {q}, {cw_q}")
+    ax, huge, finite = w.reg("f32"), w.reg("pred"), w.reg("pred")
+    w(f"abs.f32 {ax}, {x}")
+    w(f"setp.gt.f32 {huge}, {ax}, {_imm(CODY_WAITE_LIMIT)}")
+    w(f"setp.lt.f32 {finite}, {ax}, 0f7F800000")
+    w(f"and.pred {huge}, {huge}, {finite}")
+    skip = w.label("f32math_small")
+    w(f"@!{huge} bra {skip}")        # divergent: only lanes with a huge argument take the table
+    big_r, big_q = _huge_reduction(w, x)
+    w(f"mov.f32 {r}, {big_r}")
+    w(f"mov.b32 {q}, {big_q}")
+    w.place(skip)
+    return r, q
+
+
+# ------------------------------------------------------------------------- kernels
+SIN_COEFFS = tuple(((-1) ** k) / math.factorial(2 * k + 1) for k in range(1, 5))   # r^3 .. r^9
+COS_COEFFS = tuple(((-1) ** k) / math.factorial(2 * k) for k in range(1, 6))       # r^2 .. r^10
+
+
+def _sin_kernel(w, r: str, s: str) -> str:
+    """sin r for |r| <= ~pi/4 (s = r*r): r + r*s*P(s)."""
+    p = w.reg("f32")
+    w(f"mov.f32 {p}, {_imm(SIN_COEFFS[-1])}")
+    for coeff in reversed(SIN_COEFFS[:-1]):
+        nxt = w.reg("f32")
+        w(f"fma.rn.f32 {nxt}, {p}, {s}, {_imm(coeff)}")
+        p = nxt
+    rs, out = w.reg("f32"), w.reg("f32")
+    w(f"mul.rn.f32 {rs}, {r}, {s}")
+    w(f"fma.rn.f32 {out}, {rs}, {p}, {r}")
+    return out
+
+
+def _cos_kernel(w, s: str) -> str:
+    """cos r for |r| <= ~pi/4 (s = r*r): 1 + s*Q(s)."""
+    p = w.reg("f32")
+    w(f"mov.f32 {p}, {_imm(COS_COEFFS[-1])}")
+    for coeff in reversed(COS_COEFFS[:-1]):
+        nxt = w.reg("f32")
+        w(f"fma.rn.f32 {nxt}, {p}, {s}, {_imm(coeff)}")
+        p = nxt
+    out = w.reg("f32")
+    w(f"fma.rn.f32 {out}, {p}, {s}, 0f3F800000")
+    return out
+
+
+def _kernels(w, x: str):
+    r, q = reduce_pio2(w, x)
+    s = w.reg("f32")
+    w(f"mul.rn.f32 {s}, {r}, {r}")
+    odd, second_half = w.reg("pred"), w.reg("pred")
+    bit = w.reg("b32")
+    w(f"and.b32 {bit}, {q}, 1")
+    w(f"setp.ne.u32 {odd}, {bit}, 0")
+    bit2 = w.reg("b32")
+    w(f"and.b32 {bit2}, {q}, 2")
+    w(f"setp.ne.u32 {second_half}, {bit2}, 0")
+    return _sin_kernel(w, r, s), _cos_kernel(w, s), odd, second_half
+
+
+def _keep_tiny(w, x: str, value: str) -> str:
+    """x itself where |x| < 2^-12 (the rounded sin / tan there, and -0 stays -0)."""
+    ax, tiny, out = w.reg("f32"), w.reg("pred"), w.reg("f32")
+    w(f"abs.f32 {ax}, {x}")
+    w(f"setp.lt.f32 {tiny}, {ax}, 0f39800000")
+    w(f"selp.f32 {out}, {x}, {value}, {tiny}")
+    return out
+
+
+def sin_f32(w, x: str) -> str:
+    sin_r, cos_r, odd, second_half = _kernels(w, x)
+    pick, neg, out = w.reg("f32"), w.reg("f32"), w.reg("f32")
+    w(f"selp.f32 {pick}, {cos_r}, {sin_r}, {odd}")
+    w(f"neg.f32 {neg}, {pick}")
+    w(f"selp.f32 {out}, {neg}, {pick}, {second_half}")
+    return _keep_tiny(w, x, out)
+
+
+def cos_f32(w, x: str) -> str:
+    sin_r, cos_r, odd, second_half = _kernels(w, x)
+    pick, neg, out = w.reg("f32"), w.reg("f32"), w.reg("f32")
+    w(f"selp.f32 {pick}, {sin_r}, {cos_r}, {odd}")
+    w(f"neg.f32 {neg}, {pick}")
+    flip = w.reg("pred")
+    w(f"xor.pred {flip}, {odd}, {second_half}")      # quadrants 1 (-sin) and 2 (-cos)
+    w(f"selp.f32 {out}, {neg}, {pick}, {flip}")
+    return out
+
+
+def tan_f32(w, x: str) -> str:
+    sin_r, cos_r, odd, _ = _kernels(w, x)
+    even_value, odd_value, neg_cos = w.reg("f32"), w.reg("f32"), w.reg("f32")
+    w(f"div.rn.f32 {even_value}, {sin_r}, {cos_r}")
+    w(f"neg.f32 {neg_cos}, {cos_r}")
+    w(f"div.rn.f32 {odd_value}, {neg_cos}, {sin_r}")
+    out = w.reg("f32")
+    w(f"selp.f32 {out}, {odd_value}, {even_value}, {odd}")
+    return _keep_tiny(w, x, out)
+
+
+# ------------------------------------------------------------------------- exp / log
+# These evaluate in f64 and round once to f32, so their error is ~0.5 ulp (CUDA: expf 2 ulp,
+# logf/log2f 1 ulp, sinhf 3, coshf 2, tanhf 2, powf 4). ex2/lg2.approx cannot meet logf's bound
+# (lg2.approx's absolute error 2^-22 is millions of ulps next to x = 1), nor expf's once the
+# reduction's rounding is added. Every f32 (subnormals too) is a normal f64, and e^x for the f32
+# range needs no f64 overflow handling after clamping the argument.
+LN2 = math.log(2)
+
+
+def exp_f64(w, x64: str) -> str:
+    """e^x in f64 (f64math's full-precision routine; f32 results round it once)."""
+    return f64math.exp_f64(w, x64)
+
+
+def exp2_f64(w, t64: str) -> str:
+    """2^t in f64."""
+    return f64math.exp2_f64(w, t64)
+
+
+def log_f64(w, x32: str) -> str:
+    """ln x in f64 for a positive finite f32 x (other inputs: see log_f32's special cases)."""
+    x = w.reg("f64")
+    w(f"cvt.f64.f32 {x}, {x32}")
+    return f64math.log_f64(w, x)
+
+
+def _log_specials(w, x32: str, value: str) -> str:
+    """C's log at the edges: log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays."""
+    zero, negative, inf, nan = (w.reg("pred") for _ in range(4))
+    a, b, c, out = (w.reg("f32") for _ in range(4))
+    w(f"setp.eq.f32 {zero}, {x32}, 0f00000000")
+    w(f"selp.f32 {a}, 0fFF800000, {value}, {zero}")
+    w(f"setp.lt.f32 {negative}, {x32}, 0f00000000")
+    w(f"selp.f32 {b}, 0f7FC00000, {a}, {negative}")
+    w(f"setp.eq.f32 {inf}, {x32}, 0f7F800000")
+    w(f"selp.f32 {c}, 0f7F800000, {b}, {inf}")
+    w(f"setp.nan.f32 {nan}, {x32}, {x32}")
+    w(f"selp.f32 {out}, {x32}, {c}, {nan}")
+    return out
+
+
+def _to_f32(w, x64: str) -> str:
+    out = w.reg("f32")
+    w(f"cvt.rn.f32.f64 {out}, {x64}")
+    return out
+
+
+def log_f32(w, x: str) -> str:
+    return _log_specials(w, x, _to_f32(w, log_f64(w, x)))
+
+
+def log2_f32(w, x: str) -> str:
+    scaled = w.reg("f64")
+    w(f"mul.rn.f64 {scaled}, {log_f64(w, x)}, {_imm64(1 / LN2)}")
+    return _log_specials(w, x, _to_f32(w, scaled))
+
+
+def exp_f32(w, x: str) -> str:
+    x64 = w.reg("f64")
+    w(f"cvt.f64.f32 {x64}, {x}")
+    return _to_f32(w, exp_f64(w, x64))
+
+
+def _hyperbolic(w, x: str, combine) -> str:
+    ax, inv = w.reg("f64"), w.reg("f64")
+    w(f"cvt.f64.f32 {ax}, {x}")
+    w(f"abs.f64 {ax}, {ax}")
+    e = exp_f64(w, ax)
+    w(f"rcp.rn.f64 {inv}, {e}")
+    return combine(e, inv)
+
+
+def cosh_f32(w, x: str) -> str:
+    def combine(e, inv):
+        total, half = w.reg("f64"), w.reg("f64")
+        w(f"add.rn.f64 {total}, {e}, {inv}")
+        w(f"mul.rn.f64 {half}, {total}, {_imm64(0.5)}")
+        return _to_f32(w, half)
+    return _hyperbolic(w, x, combine)
+
+
+def sinh_f32(w, x: str) -> str:
+    """(e^|x| - e^-|x|)/2 in f64 with x's sign; |x| < 2^-12 returns x (f64 cancellation there
+    would cost up to 2^-41 relative, still fine, but x is the rounded answer and keeps -0)."""
+    def combine(e, inv):
+        diff, half = w.reg("f64"), w.reg("f64")
+        w(f"sub.rn.f64 {diff}, {e}, {inv}")
+        w(f"mul.rn.f64 {half}, {diff}, {_imm64(0.5)}")
+        signed = w.reg("f32")
+        w(f"copysign.f32 {signed}, {x}, {_to_f32(w, half)}")
+        return signed
+    return _keep_tiny(w, x, _hyperbolic(w, x, combine))
+
+
+def tanh_f32(w, x: str) -> str:
+    """(e^2|x| - 1)/(e^2|x| + 1) in f64 with x's sign; |x| < 2^-12 returns x."""
+    ax, twice = w.reg("f64"), w.reg("f64")
+    w(f"cvt.f64.f32 {ax}, {x}")
+    w(f"abs.f64 {ax}, {ax}")
+    w(f"add.rn.f64 {twice}, {ax}, {ax}")
+    big = w.reg("pred")  # tanh is 1 in f32 long before 50; capping keeps e finite (NaN passes)
+    w(f"setp.gt.f64 {big}, {twice}, {_imm64(100.0)}")
+    w(f"selp.f64 {twice}, {_imm64(100.0)}, {twice}, {big}")
+    e = exp_f64(w, twice)
+    num, den, q = w.reg("f64"), w.reg("f64"), w.reg("f64")
+    w(f"add.rn.f64 {num}, {e}, {_imm64(-1.0)}")
+    w(f"add.rn.f64 {den}, {e}, {_imm64(1.0)}")
+    w(f"div.rn.f64 {q}, {num}, {den}")
+    signed = w.reg("f32")
+    w(f"copysign.f32 {signed}, {x}, {_to_f32(w, q)}")
+    return _keep_tiny(w, x, signed)
+
+
+def pow_magnitude_f32(w, ax: str, y: str) -> str:
+    """|x|^y = 2^(y * log2|x|) for f32 registers, in f64 (the sign and C's special cases are the
+    caller's). log2|x| to ~2^-50 keeps the product's absolute error far below 2^-30."""
+    l2, y64, prod = w.reg("f64"), w.reg("f64"), w.reg("f64")
+    w(f"mul.rn.f64 {l2}, {log_f64(w, ax)}, {_imm64(1 / LN2)}")
+    w(f"cvt.f64.f32 {y64}, {y}")
+    w(f"mul.rn.f64 {prod}, {l2}, {y64}")
+    # log2 of 0 / inf: the f64 path above assumed a positive finite |x|
+    zero, inf = w.reg("pred"), w.reg("pred")
+    l2_special, fixed = w.reg("f64"), w.reg("f64")
+    w(f"setp.eq.f32 {zero}, {ax}, 0f00000000")
+    w(f"setp.eq.f32 {inf}, {ax}, 0f7F800000")
+    w(f"selp.f64 {l2_special}, 0dFFF0000000000000, 0d7FF0000000000000, {zero}")
+    either = w.reg("pred")
+    w(f"or.pred {either}, {zero}, {inf}")
+    w(f"mul.rn.f64 {fixed}, {l2_special}, {y64}")
+    chosen, nan = w.reg("f64"), w.reg("pred")
+    w(f"selp.f64 {chosen}, {fixed}, {prod}, {either}")
+    w(f"setp.nan.f32 {nan}, {ax}, {ax}")     # log_f64 reads a NaN's bits as a number
+    w(f"selp.f64 {chosen}, 0d7FF8000000000000, {chosen}, {nan}")
+    return _to_f32(w, exp2_f64(w, chosen))

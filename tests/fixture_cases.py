@@ -4,6 +4,8 @@ tests/test_interp_fixtures.py holds the probes; each tests/test_interp_<family>.
 fixtures/kernels/<family>.py. scripts/gpu_checks.py and the completeness test read this list.
 """
 
+import numpy as np
+
 CASE_MODULES = ("test_interp_fixtures", "test_interp_nn", "test_interp_linalg", "test_interp_features",
                 "test_interp_datamove", "test_interp_sci")
 
@@ -19,3 +21,13 @@ def case_registry():
         return register
 
     return cases, case
+
+
+def f64(a):
+    """References are computed in float64."""
+    return np.asarray(a).astype(np.float64)
+
+
+def cdiv(a, b):
+    """Ceiling division (grid sizes from problem sizes)."""
+    return -(-a // b)

@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fixture_cases import case_registry
+from fixture_cases import case_registry, f64, cdiv
 from test_interp_fixtures import check, entry, module, versions
 from tilebc.interp import run
 
@@ -25,14 +25,6 @@ INT32_MIN = np.iinfo(np.int32).min
 
 def randn(shape, dtype=np.float32, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(dtype)
-
-
-def f64(a):
-    return np.asarray(a).astype(np.float64)
-
-
-def cdiv(a, b):
-    return -(-a // b)
 
 
 # ------------------------------------------------------------------------------------ MoE

@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fixture_cases import case_registry
+from fixture_cases import case_registry, f64, cdiv
 from test_interp_fixtures import check, entry, module, versions
 from tilebc.interp import KernelAssertionError, UndefinedError, run
 from tilebc.interp import run as interp_run
@@ -26,14 +26,6 @@ GELU_C = np.sqrt(2.0 / np.pi)
 
 def randn(shape, dtype=np.float32, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(dtype)
-
-
-def f64(a):
-    return np.asarray(a).astype(np.float64)
-
-
-def cdiv(a, b):
-    return -(-a // b)
 
 
 def activation(x, act):

@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fixture_cases import case_registry
+from fixture_cases import case_registry, f64, cdiv
 from test_interp_fixtures import check, entry, module, versions
 from tilebc.interp import run
 
@@ -22,19 +22,11 @@ def uniform(shape, dtype, low=-1.0, high=1.0):
     return RNG.uniform(low, high, size=shape).astype(dtype)
 
 
-def f64(a):
-    return np.asarray(a).astype(np.float64)
-
-
 def tf32(a):
     """Round f32 to tf32 (10 mantissa bits, nearest even), as the mma operand conversion does."""
     bits = a.astype(np.float32).view(np.uint32).astype(np.uint64)
     rounded = ((bits + 0xFFF + ((bits >> 13) & 1)) >> 13) << 13
     return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
-
-
-def cdiv(a, b):
-    return -(-a // b)
 
 
 # ---------------------------------------------------------------------------------- GEMMs

@@ -252,9 +252,10 @@ def text_quirk(ours: str, theirs: str) -> Optional[str]:
     """Why a text difference is tileirdisasm's own doing, or None. Hint names print raw, so a name
     holding a newline breaks both outputs' lines; tileirdisasm then also shifts a space (it starts
     its first line with one), which tilebc does not copy."""
-    # The quirk shows when the line holding `optimization_hints=<` does not end the entry header.
+    # The quirk shows when the line holding `optimization_hints=<` (an entry's) or
+    # `optimization_hints = <` (an op's) does not end the entry header.
     if "\n" in ours and ours.split() == theirs.split() and re.search(
-            r"optimization_hints=<(?![^\n]*> \{$)", ours, re.MULTILINE):
+            r"optimization_hints ?= ?<(?![^\n]*> \{$)", ours, re.MULTILINE):
         return "a hint name holding a newline: tileirdisasm's output shifts spaces around it"
     return None
 

@@ -191,3 +191,26 @@ def test_string_escapes_print_like_tileirdisasm():
     op.attrs["message"] = 'say "hi" \\ \x01 é'
     text = _compare_with_tileirdisasm(module, "13.5")
     assert '"say \\22hi\\22 \\\\ \\01 \\C3\\A9"' in text
+
+
+@pytest.mark.parametrize("where", ["entry", "op"])
+def test_hint_name_with_newline_is_tileirdisasm_quirk_not_ours(where):
+    """A hint name holding a newline prints raw; tileirdisasm then shifts spaces through its whole
+    output (found by the differential on an op's hints). The texts agree word for word, and the
+    harness calls it NVIDIA's quirk, on an entry's hints and on an op's."""
+    from fuzz.harness import text_quirk
+    from tilebc import oracles
+    from tilebc.ir.attrs import DictionaryAttr, OptimizationHintsAttr
+    module = tilebc.load(ROOT / "fixtures" / "bytecode" / "matmul_f16" / "matmul_f16-13.5.tilebc")
+    hints = OptimizationHintsAttr((("odd\nname", DictionaryAttr(())),))
+    if where == "entry":
+        module.functions[0].optimization_hints = hints
+    else:
+        op = next(op for op in module.walk() if "optimization_hints" in op.attrs)
+        op.attrs["optimization_hints"] = hints
+    data = tilebc.dump(module, "13.5")
+    theirs = oracles.tileirdisasm(data)
+    assert theirs.ok
+    ours = tilebc.print_module(tilebc.load(data))
+    assert ours != theirs.stdout and ours.split() == theirs.stdout.split()
+    assert text_quirk(ours, theirs.stdout) is not None

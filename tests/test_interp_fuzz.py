@@ -78,3 +78,23 @@ def test_interpreter_fuzz_sample(pool, block):
         failures += [(index, stage, text.splitlines()[-1]) for stage, text in result.failures]
     assert loaded >= 20, "the mutators should mostly keep modules verifiable"
     assert failures == []
+
+
+def test_batched_masked_scalar_load_with_a_varying_mask():
+    """fuzz input seed 4 #1770: la_conv1d with an index made from block id z. A scalar
+    `load_ptr_tko` then had a uniform address but a per-block mask, and the batched run failed
+    internally (numpy broadcast error, hidden by the one-by-one rerun). Both runs must agree."""
+    module = tilebc.load(FIXTURE_DIR / "la_conv1d" / "la_conv1d-13.5.tilebc")
+    block_id = next(op for op in module.walk() if op.name == "get_tile_block_id")
+    extend = next(op for op in module.walk() if op.name == "exti"
+                  and op.operands["from"].owner.name == "assume")
+    extend.operands["from"] = block_id.results[2]
+    module = tilebc.load(tilebc.dump(module, module.version))
+    args = _arguments(module, seed=1770)
+    twin = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    report = tilebc.interp.run(module, None, (2, 1, 2), *args, batch=True)
+    assert report.batched
+    tilebc.interp.run(module, None, (2, 1, 2), *twin, batch=False)
+    for got, want in zip(args, twin):
+        if isinstance(got, np.ndarray):
+            np.testing.assert_array_equal(got, want)

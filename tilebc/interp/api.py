@@ -185,7 +185,8 @@ def bind_arguments(function: Function, memory: GlobalMemory, args: Sequence,
 def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = True,
         check_assumptions: bool = False, check_undefined: bool = False, shuffle: bool = False,
         seed: int = 0, allow_aliasing: bool = False, uninitialized: Iterable[int] = (),
-        print_stream=None, progress=None, batch="auto", exact_math: bool = False) -> LaunchReport:
+        print_stream=None, progress=None, batch="auto", exact_math: bool = False,
+        max_iterations: Optional[int] = None) -> LaunchReport:
     """Run `entry` of a module (a Module, a .tilebc path, or bytes) over `grid` (1-3 ints).
 
     Arguments follow cuTile's calling convention (see the module docstring); numpy arrays are
@@ -213,6 +214,8 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
     * exact_math: evaluate every math function (exp, sin, ...) in float64 and round once. By
       default f32 exp, sin, cos, tanh, sinh and cosh use numpy's float32 kernels, which stay within
       the device's documented ulp bound (see `tilebc.interp.fastmath`) and are ~10x faster.
+    * max_iterations: stop with ExecutionError once the launch has run this many loop iterations
+      (`for` and `loop` bodies, all tile blocks together); None (default) means no limit.
 
     Returns a LaunchReport: whether the launch ran batched and, if not, why.
     """
@@ -229,7 +232,7 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
     options = Options(check_memory=check_memory, check_assumptions=check_assumptions,
                       check_undefined=check_undefined, shuffle=shuffle, seed=seed,
                       print_stream=print_stream, progress=progress, batch=batch,
-                      exact_math=exact_math)
+                      exact_math=exact_math, max_iterations=max_iterations)
     machine = Machine(module, options)
     binder = Binder(function, machine.memory, uninitialized)
     keep: list = []  # list-of-arrays tables: mapped memory that must live through the launch

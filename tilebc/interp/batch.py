@@ -553,6 +553,7 @@ def _for(bb, op, impl, groups, flags):
         bb.fail(f"for loop step must be positive, got {stride}")
     carried, carried_flags = list(init_values), list(flags[3])
     while index < end:
+        bb.machine.count_iteration(bb)
         kind, carried, carried_flags = _loop_body(
             bb, op, op.regions[0], [np.asarray(index).astype(dtype)], [False], carried,
             carried_flags)
@@ -568,6 +569,7 @@ def _for(bb, op, impl, groups, flags):
 def _loop(bb, op, impl, groups, flags):
     carried, carried_flags = list(groups[0]), list(flags[0])
     while True:
+        bb.machine.count_iteration(bb)
         kind, carried, carried_flags = _loop_body(bb, op, op.regions[0], [], [], carried,
                                                   carried_flags)
         if kind == "break":

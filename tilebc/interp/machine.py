@@ -47,8 +47,10 @@ class Options:
 
     def __init__(self, check_memory: bool = True, check_assumptions: bool = False,
                  shuffle: bool = False, seed: int = 0, print_stream=None, progress=None,
-                 check_undefined: bool = False, batch="auto", exact_math: bool = False):
+                 check_undefined: bool = False, batch="auto", exact_math: bool = False,
+                 max_iterations: Optional[int] = None):
         self.check_memory = check_memory
+        self.max_iterations = max_iterations
         self.exact_math = exact_math
         self.check_assumptions = check_assumptions
         self.check_undefined = check_undefined
@@ -70,6 +72,7 @@ class Machine:
         self.global_addresses: Dict[str, int] = {}
         self._plans: Dict[int, list] = {}
         self.invariant_results: Dict[int, list] = {}  # per launch: id(op) -> results
+        self.iterations = 0  # loop iterations run by the current launch (Options.max_iterations)
         for item in module.globals:
             data = numeric_ops.dense_to_array(item.value, item.type.element)
             storage = np.ascontiguousarray(data).reshape(-1).view(np.uint8).copy()
@@ -86,12 +89,14 @@ class Machine:
         total = gx * gy * gz
         progress = self.options.progress
         self.invariant_results = {}
+        self.iterations = 0
         self.compile_block(function.body, set(function.body.args))
         reason = self._batched(function, grid, arguments, may_alias)
         if reason is None:
             if progress is not None:
                 progress(total, total)
             return LaunchReport(total, True, None)
+        self.iterations = 0  # the one-by-one run starts its own count
         order = list(range(total))
         if self.options.shuffle:
             random.Random(self.options.seed).shuffle(order)
@@ -132,6 +137,15 @@ class Machine:
             raise ExecutionError(f"batch=True, but the launch cannot run batched: {reason}",
                                  file=self.module.source)
         return reason
+
+    def count_iteration(self, block) -> None:
+        """Count one loop iteration of the launch; `block` (a TileBlock or the batched run) fails
+        with ExecutionError once Options.max_iterations is exceeded, so a kernel whose loop
+        never ends (or runs for billions of trips) stops with an error instead of hanging."""
+        self.iterations += 1
+        limit = self.options.max_iterations
+        if limit is not None and self.iterations > limit:
+            block.fail(f"the launch ran more than {limit} loop iterations (max_iterations)")
 
     # Per-block execution plans, computed once per block of the IR: one step per op.
     def compile_block(self, block: Block, invariant: Optional[set] = None) -> list:

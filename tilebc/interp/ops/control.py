@@ -56,6 +56,7 @@ def _for(tb, op, lower, upper, step, init_values):
     carried = list(init_values)
     body = op.regions[0]
     while index < end:
+        tb.machine.count_iteration(tb)
         signal = tb.run_region(body, [np.asarray(index).astype(dtype)] + carried)
         tb.current_op = op
         if signal is None or signal.kind == "continue":
@@ -75,6 +76,7 @@ def _loop(tb, op, init_values):
     carried = list(init_values)
     body = op.regions[0]
     while True:
+        tb.machine.count_iteration(tb)
         signal = tb.run_region(body, carried)
         tb.current_op = op
         if signal is None or signal.kind == "continue":

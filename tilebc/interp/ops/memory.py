@@ -69,7 +69,10 @@ def _load_ptr(tb, op, source, mask, padding, token):
     dtype = pointee_dtype(tb, op.operands["source"].type)
     fill = 0 if padding is None else padding
     if mask is not None:
-        fill = np.broadcast_to(np.asarray(fill), np.shape(source))
+        # in a batched launch any of the three may carry the block axis (lane-wise op)
+        shape = np.broadcast_shapes(np.shape(source), np.shape(mask), np.shape(fill))
+        source = np.broadcast_to(source, shape)
+        fill = np.broadcast_to(np.asarray(fill), shape)
         values = tb.memory.load(source, dtype, mask, tb.memory_fault, 0)
         values = np.where(np.broadcast_to(mask, np.shape(source)), values, fill)
     else:

@@ -98,3 +98,20 @@ def test_batched_masked_scalar_load_with_a_varying_mask():
     for got, want in zip(args, twin):
         if isinstance(got, np.ndarray):
             np.testing.assert_array_equal(got, want)
+
+
+def test_batched_reduce_whose_body_yields_a_value_from_outside():
+    """fuzz input seed 20261121 #4315: la_trsv_lower with its reduce body's yield swapped for a
+    tile<f32> defined outside the region, which differs per tile block. The batched run failed
+    internally (the block axis did not broadcast over the lanes); it must batch and agree."""
+    result = jit.replay(20261121, 4315)
+    assert result.loaded and not result.failures, result.failures
+    module = tilebc.load(result.case.data)
+    args = _arguments(module, seed=4315)
+    twin = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    report = tilebc.interp.run(module, None, (2,), *args, batch=True)
+    assert report.batched, report.reason
+    tilebc.interp.run(module, None, (2,), *twin, batch=False)
+    for got, want in zip(args, twin):
+        if isinstance(got, np.ndarray):
+            np.testing.assert_array_equal(got, want)

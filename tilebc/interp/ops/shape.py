@@ -16,6 +16,8 @@ Integer mma sums exactly and wraps to i32.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from ...ops.enums import Signedness
@@ -124,12 +126,25 @@ def _reduce(tb, op, operands, lead: int = 0):
         pairs = count // 2 * 2
         lefts = [part(a, 0, pairs, 2) for a in arrays]
         combined = _combine(tb, op, lefts, [part(a, 1, pairs, 2) for a in arrays], varying)
-        combined = [np.broadcast_to(c, left.shape) for c, left in zip(combined, lefts)]
+        combined = [_lanes(c, left.shape, lead) for c, left in zip(combined, lefts)]
         if count % 2:
             combined = [np.concatenate([c, part(a, count - 1, count)], axis=dim)
                         for c, a in zip(combined, arrays)]
         arrays = combined
     return [tile(a[before + (0,)], result_dtype(op, i)) for i, a in enumerate(arrays)]
+
+
+def _lanes(value, shape, lead: int, axis: Optional[int] = None):
+    """A combiner result as one value per lane. A value the body takes from outside the region is
+    one per tile block in a batched run (shape (blocks,)): it spreads over the block's lanes.
+    `axis` is where the scanned dimension was moved to the front (scan), else None."""
+    value = np.asarray(value)
+    if lead and value.ndim == lead and len(shape) > lead:
+        if axis is None:
+            value = value.reshape(value.shape + (1,) * (len(shape) - lead))
+        else:  # scan arrays are (scanned, blocks, ...): the block axis is 1
+            value = value.reshape((1,) + value.shape + (1,) * (len(shape) - lead - 1))
+    return np.broadcast_to(value, shape)
 
 
 @implements("scan")
@@ -145,7 +160,7 @@ def _scan(tb, op, operands, lead: int = 0):
     while step < length:
         combined = _combine(tb, op, [a[:-step] for a in arrays], [a[step:] for a in arrays],
                             varying)
-        arrays = [np.concatenate([a[:step], np.broadcast_to(c, a[step:].shape)])
+        arrays = [np.concatenate([a[:step], _lanes(c, a[step:].shape, lead, axis=dim)])
                   for a, c in zip(arrays, combined)]
         step *= 2
     if reverse:

@@ -106,6 +106,8 @@ def test_family_batched_runs_match_sequential_runs_bit_for_bit(family, name, ver
     cases.CASES[name](cases.module(name, version))
     assert both.reports, "the case launched nothing"
     assert all(r.batched or r.reason for r in both.reports), both.reports
+    # falling back is fine for a reason the batcher states; an internal failure is a bug
+    assert not any("internally" in (r.reason or "") for r in both.reports), both.reports
 
 
 # ------------------------------------------------------------------------------ fallbacks

@@ -140,11 +140,7 @@ class LocationTable:
         return ("attr", mnemonic, (positional, fields), pos)
 
     def _int(self) -> int:
-        token = self.c.expect_kind("number", "an integer")
-        try:
-            return int(token.text, 0)
-        except ValueError:
-            raise self.c.error(f"expected an integer, found '{token.text}'", token.pos) from None
+        return self.c.int_value(self.c.expect_kind("number", "an integer"))
 
     def _skip_balanced(self, opening: str, closing: str) -> None:
         depth = 0

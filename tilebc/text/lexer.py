@@ -6,6 +6,7 @@ line and column and show the offending line with a caret.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -28,6 +29,10 @@ _ESCAPE = re.compile(r"\\(?:[0-9A-Fa-f]{2}|[nt\"\\]|(.?))")  # group 1: an inval
 # The longest number literal read: 2**64 needs 20 digits; leading zeros and float digits get room,
 # but int() of thousands of digits is slow (and refused by Python past 4300).
 MAX_NUMBER_CHARS = 256
+# How deep regions, attribute values and locations may nest in text. Each level costs the
+# recursive-descent parser several Python frames; 64 is far beyond real kernels and well inside
+# Python's default recursion limit (1000) wherever the parser is called from.
+MAX_NESTING = 64
 # The source line quoted under an error shows this many characters either side of the caret.
 _QUOTE_WINDOW = 80
 _SPACE = re.compile(r"(?:\s+|//[^\n]*)+")
@@ -46,6 +51,7 @@ class Cursor:
         self.filename = filename
         self.pos = 0
         self._peeked: Optional[Token] = None
+        self.depth = 0  # current nesting (see `nesting`)
 
     # ---- positions and errors --------------------------------------------------------------------
 
@@ -65,7 +71,7 @@ class Cursor:
         last = min(end, pos + _QUOTE_WINDOW)
         source_line = ("…" if first > start else "") + self.text[first:last] + ("…" if last < end else "")
         caret = pos - first + (first > start)
-        detail = f"{shorten(message)}\n  {source_line}\n  {' ' * caret}^"
+        detail = f"{shorten(message, 400)}\n  {source_line}\n  {' ' * caret}^"
         return TextSyntaxError(detail, file=self.filename, line=line, column=column)
 
     # ---- tokens ----------------------------------------------------------------------------------
@@ -158,6 +164,24 @@ class Cursor:
         if match:
             self.pos = match.end()
         return match
+
+
+def nesting(what: str):
+    """Decorator for a recursive parse method of an object with a Cursor `c`: refuses input that
+    nests deeper than MAX_NESTING with a TextSyntaxError instead of a RecursionError."""
+    def wrap(method):
+        @functools.wraps(method)
+        def guarded(self, *args, **kwargs):
+            cursor = self.c
+            if cursor.depth >= MAX_NESTING:
+                raise cursor.error(f"{what} nested more than {MAX_NESTING} levels deep")
+            cursor.depth += 1
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                cursor.depth -= 1
+        return guarded
+    return wrap
 
 
 def shorten(text: str, limit: int = 60) -> str:

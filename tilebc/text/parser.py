@@ -18,7 +18,7 @@ from ..ops.enums import PaddingValue, PtrAttr, SymbolVisibility
 from ..ops.spec import Arity, AttrKind
 from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC
 from ..version import MAX_VERSION
-from .lexer import Cursor, Token, shorten, unescape
+from .lexer import MAX_NESTING, Cursor, Token, nesting, shorten, unescape
 from .locations import LocationTable
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
                      compile_syntax)
@@ -399,6 +399,7 @@ class _Parser:
 
     # ---- blocks and ops --------------------------------------------------------------------------
 
+    @nesting("regions")
     def _block_ops(self, block: Block, implicit: Optional[str] = None) -> None:
         c = self.c
         c.expect("{", "to open a region")
@@ -729,6 +730,7 @@ class _Parser:
             raise self.c.error(f"integer {shorten(text)} does not fit in {element}", token.pos)
         return value & ((1 << bits) - 1)
 
+    @nesting("attribute values")
     def _typed_attr(self):
         c = self.c
         token = c.peek()
@@ -804,6 +806,7 @@ class _Parser:
                             A.DictionaryAttr(self._dictionary(hint=True))))
         return A.OptimizationHintsAttr(tuple(entries))
 
+    @nesting("dictionaries")
     def _dictionary(self, hint: bool = False):
         c = self.c
         c.expect("{")
@@ -865,6 +868,8 @@ class _Parser:
 
         def parse_value(depth: int, shape_out: List[int]):
             if c.at("["):
+                if depth >= MAX_NESTING:
+                    raise c.error(f"dense constant nested more than {MAX_NESTING} levels deep")
                 c.next()
                 count = 0
                 while not c.accept("]"):

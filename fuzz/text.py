@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import random
 import re
+import signal
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -346,8 +348,39 @@ def _position_problem(error: TilebcError, text: str) -> Optional[str]:
     return None
 
 
-def check(text: str, version: str = "13.5") -> Outcome:
-    """Assemble `text`; on success print, reparse, reprint (same text) and load the bytes."""
+class CpuLimit(Exception):
+    """Raised by the CPU-time alarm of `check` (never by tilebc)."""
+
+
+def _alarm(signum, frame):
+    raise CpuLimit()
+
+
+def _arm(seconds: Optional[float]) -> bool:
+    """Start a CPU-time alarm (main thread on POSIX only); a hang then ends as a problem."""
+    if not seconds or not hasattr(signal, "ITIMER_VIRTUAL") or \
+            threading.current_thread() is not threading.main_thread():
+        return False
+    signal.signal(signal.SIGVTALRM, _alarm)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    return True
+
+
+def check(text: str, version: str = "13.5", cpu_limit: Optional[float] = 5.0) -> Outcome:
+    """Assemble `text`; on success print, reparse, reprint (same text) and load the bytes.
+    An input still running after `cpu_limit` s of CPU is stopped and recorded as a problem."""
+    armed = _arm(cpu_limit)
+    try:
+        return _check(text, version)
+    except CpuLimit:
+        return Outcome(accepted=False, problems=[f"stopped after {cpu_limit} s of CPU (a hang?)"],
+                       cpu_seconds=cpu_limit, check_cpu_seconds=cpu_limit)
+    finally:
+        if armed:
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+
+
+def _check(text: str, version: str) -> Outcome:
     from tilebc.text import parse_module, print_module
     from tilebc.verify import verify
 
@@ -363,6 +396,8 @@ def check(text: str, version: str = "13.5") -> Outcome:
         problem = _position_problem(error, text)
         if problem:
             outcome.problems.append(problem)
+    except CpuLimit:
+        raise
     except Exception:  # noqa: BLE001 - what the fuzzer exists to catch (RecursionError too)
         outcome.foreign = traceback.format_exc(limit=-8)
     outcome.cpu_seconds = time.process_time() - cpu
@@ -376,6 +411,8 @@ def check(text: str, version: str = "13.5") -> Outcome:
             tilebc.load(data, verify=False)
         except TilebcError as error:
             outcome.problems.append(f"assembled module fails afterwards: {error}")
+        except CpuLimit:
+            raise
         except Exception:  # noqa: BLE001
             outcome.foreign = traceback.format_exc(limit=-8)
     outcome.check_cpu_seconds = time.process_time() - cpu

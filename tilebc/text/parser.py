@@ -24,6 +24,9 @@ from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGro
                      compile_syntax)
 
 PREFIX = "cuda_tile."
+# Most results one `%name:N` group may name (the format counts results in a varint, but a
+# million results is a typo or an attack, and the parser builds a list of that length).
+MAX_RESULTS = 1 << 16
 
 
 def parse_module(text: str, filename: str = "<text>") -> Module:
@@ -425,7 +428,11 @@ class _Parser:
                 token = c.expect_kind("value", "a result name (%name)")
                 count = 1
                 if c.accept(":"):
+                    count_token = c.peek()
                     count = self._int()
+                    if not 1 <= count <= MAX_RESULTS:
+                        raise c.error(f"a result group holds 1 to {MAX_RESULTS} results, "
+                                      f"not {shorten(str(count))}", count_token.pos)
                 names.append((token, count))
                 if not c.accept(","):
                     break

@@ -6,6 +6,7 @@ line and column and show the offending line with a caret.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -23,6 +24,17 @@ _TOKEN = re.compile(r"""
   | (?P<punct>->|[()\[\]{}<>,:=?^*+\-])
 """, re.VERBOSE)
 _WORD_TAIL = re.compile(r"[A-Za-z0-9_.]*")
+# MLIR's string escapes: two hex digits, \n, \t, \" and \\; anything else after a backslash is an error.
+_ESCAPE = re.compile(r"\\(?:[0-9A-Fa-f]{2}|[nt\"\\]|(.?))")  # group 1: an invalid one
+# The longest number literal read: 2**64 needs 20 digits; leading zeros and float digits get room,
+# but int() of thousands of digits is slow (and refused by Python past 4300).
+MAX_NUMBER_CHARS = 256
+# How deep regions, attribute values and locations may nest in text. Each level costs the
+# recursive-descent parser several Python frames; 64 is far beyond real kernels and well inside
+# Python's default recursion limit (1000) wherever the parser is called from.
+MAX_NESTING = 64
+# The source line quoted under an error shows this many characters either side of the caret.
+_QUOTE_WINDOW = 80
 _SPACE = re.compile(r"(?:\s+|//[^\n]*)+")
 
 
@@ -39,6 +51,7 @@ class Cursor:
         self.filename = filename
         self.pos = 0
         self._peeked: Optional[Token] = None
+        self.depth = 0  # current nesting (see `nesting`)
 
     # ---- positions and errors --------------------------------------------------------------------
 
@@ -52,8 +65,13 @@ class Cursor:
         line, column = self.line_col(pos)
         start = self.text.rfind("\n", 0, pos) + 1
         end = self.text.find("\n", pos)
-        source_line = self.text[start:end if end >= 0 else len(self.text)]
-        detail = f"{message}\n  {source_line}\n  {' ' * (column - 1)}^"
+        end = end if end >= 0 else len(self.text)
+        # Long lines are quoted as a window around the caret (a 100 kB line must not fill the message).
+        first = max(start, pos - _QUOTE_WINDOW)
+        last = min(end, pos + _QUOTE_WINDOW)
+        source_line = ("…" if first > start else "") + self.text[first:last] + ("…" if last < end else "")
+        caret = pos - first + (first > start)
+        detail = f"{shorten(message, 400)}\n  {source_line}\n  {' ' * caret}^"
         return TextSyntaxError(detail, file=self.filename, line=line, column=column)
 
     # ---- tokens ----------------------------------------------------------------------------------
@@ -76,13 +94,38 @@ class Cursor:
                 raise self.error("unterminated string (a string ends with \" on the same line)",
                                  self.pos)
             raise self.error(f"unexpected character {self.text[self.pos]!r}", self.pos)
+        if match.lastgroup in ("string", "symbol") and '"' in match.group():
+            self._check_string(match.group(), self.pos)
         if match.lastgroup == "number":
+            if match.end() - self.pos > MAX_NUMBER_CHARS:
+                raise self.error(f"number literal of {match.end() - self.pos} characters is too "
+                                 f"long (at most {MAX_NUMBER_CHARS})", self.pos)
             # A number runs into letters or digits (`12abc`, `0x`, `1.5e`): malformed.
             tail = _WORD_TAIL.match(self.text, match.end())
             if tail.end() > match.end():
                 raise self.error(f"malformed number '{self.text[self.pos:tail.end()]}'", self.pos)
         self._peeked = Token(match.lastgroup, match.group(), self.pos)
         return self._peeked
+
+    def _check_string(self, token_text: str, pos: int) -> None:
+        """A quoted string's escapes and characters must make bytes (so unescape cannot fail)."""
+        bad = next((m for m in _ESCAPE.finditer(token_text) if m.group(1) is not None), None)
+        if bad:
+            raise self.error(f"invalid escape '{bad.group()}' in string "
+                             "(expected \\XX with two hex digits, \\n, \\t, \\\" or \\\\)",
+                             pos + bad.start())
+        try:
+            token_text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError as error:
+            raise self.error(f"string holds {token_text[error.start]!r}, which is not a Unicode "
+                             "character (a lone surrogate)", pos + error.start) from None
+
+    def int_value(self, token: Token, what: str = "an integer") -> int:
+        """The value of an integer token (decimal or 0x hex); TextSyntaxError when it is not one."""
+        try:
+            return int(token.text, 0)
+        except ValueError:
+            raise self.error(f"expected {what}, found '{shorten(token.text)}'", token.pos) from None
 
     def next(self) -> Token:
         token = self.peek()
@@ -102,14 +145,14 @@ class Cursor:
     def expect(self, text: str, what: Optional[str] = None) -> Token:
         token = self.peek()
         if token.text != text:
-            found = token.text or "end of input"
+            found = shorten(token.text) or "end of input"
             raise self.error(f"expected '{text}'{' ' + what if what else ''}, found '{found}'")
         return self.next()
 
     def expect_kind(self, kind: str, what: str) -> Token:
         token = self.peek()
         if token.kind != kind:
-            raise self.error(f"expected {what}, found '{token.text or 'end of input'}'")
+            raise self.error(f"expected {what}, found '{shorten(token.text) or 'end of input'}'")
         return self.next()
 
     # ---- raw characters (types) ------------------------------------------------------------------
@@ -121,6 +164,29 @@ class Cursor:
         if match:
             self.pos = match.end()
         return match
+
+
+def nesting(what: str):
+    """Decorator for a recursive parse method of an object with a Cursor `c`: refuses input that
+    nests deeper than MAX_NESTING with a TextSyntaxError instead of a RecursionError."""
+    def wrap(method):
+        @functools.wraps(method)
+        def guarded(self, *args, **kwargs):
+            cursor = self.c
+            if cursor.depth >= MAX_NESTING:
+                raise cursor.error(f"{what} nested more than {MAX_NESTING} levels deep")
+            cursor.depth += 1
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                cursor.depth -= 1
+        return guarded
+    return wrap
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """Text quoted in a message, cut to `limit` characters."""
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
 
 
 def unescape(token_text: str) -> str:

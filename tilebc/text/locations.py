@@ -21,7 +21,7 @@ from typing import Dict, List, Tuple
 
 from ..ir import location as L
 from .debuginfo import SUBPROGRAM_FLAGS
-from .lexer import Cursor, unescape
+from .lexer import MAX_NESTING, Cursor, nesting, unescape
 
 DIALECT = "#cuda_tile."
 
@@ -32,6 +32,7 @@ class LocationTable:
         self.definitions: Dict[str, Tuple[object, int]] = {}  # alias -> (expression, position)
         self._resolved: Dict[str, object] = {}
         self._resolving: set = set()
+        self._alias_chain: List[Tuple[str, int]] = []  # aliases being resolved (name, position)
 
     # ---- reading ---------------------------------------------------------------------------------
 
@@ -59,6 +60,7 @@ class LocationTable:
         c.expect(")", "to close loc(...)")
         return inner
 
+    @nesting("locations")
     def _loc_body(self):
         c = self.c
         token = c.peek()
@@ -98,6 +100,7 @@ class LocationTable:
             return ("unknown",)
         raise c.error(f"expected a location, found '{token.text or 'end of input'}'")
 
+    @nesting("attribute values")
     def _value(self):
         """An attribute value: an alias reference, an inline #cuda_tile.x<…>, a loc, a literal."""
         c = self.c
@@ -140,11 +143,7 @@ class LocationTable:
         return ("attr", mnemonic, (positional, fields), pos)
 
     def _int(self) -> int:
-        token = self.c.expect_kind("number", "an integer")
-        try:
-            return int(token.text, 0)
-        except ValueError:
-            raise self.c.error(f"expected an integer, found '{token.text}'", token.pos) from None
+        return self.c.int_value(self.c.expect_kind("number", "an integer"))
 
     def _skip_balanced(self, opening: str, closing: str) -> None:
         depth = 0
@@ -183,9 +182,16 @@ class LocationTable:
                 raise self.c.error(f"use of undefined alias #{name}", pos)
             if name in self._resolving:
                 raise self.c.error(f"alias #{name} refers to itself", pos)
+            if len(self._alias_chain) >= MAX_NESTING:
+                raise self.c.error(f"location aliases refer to each other more than "
+                                   f"{MAX_NESTING} levels deep (through #{name})", pos)
             self._resolving.add(name)
-            value = self._resolve(self.definitions[name][0])
-            self._resolving.discard(name)
+            self._alias_chain.append((name, pos))
+            try:
+                value = self._resolve(self.definitions[name][0])
+            finally:
+                self._alias_chain.pop()
+                self._resolving.discard(name)
             self._resolved[name] = value
             return value
         if kind == "unknown":

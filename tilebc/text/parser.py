@@ -18,12 +18,15 @@ from ..ops.enums import PaddingValue, PtrAttr, SymbolVisibility
 from ..ops.spec import Arity, AttrKind
 from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC
 from ..version import MAX_VERSION
-from .lexer import Cursor, Token, unescape
+from .lexer import MAX_NESTING, Cursor, Token, nesting, shorten, unescape
 from .locations import LocationTable
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
                      compile_syntax)
 
 PREFIX = "cuda_tile."
+# Most results one `%name:N` group may name (the format counts results in a varint, but a
+# million results is a typo or an attack, and the parser builds a list of that length).
+MAX_RESULTS = 1 << 16
 
 
 def parse_module(text: str, filename: str = "<text>") -> Module:
@@ -72,7 +75,7 @@ class _TypeParser:
                 if first:
                     break
                 raise self.fail("an integer")
-            values.append(None if match.group() == "?" else int(match.group()))
+            values.append(None if match.group() == "?" else self._number(match))
             first = False
         return tuple(values)
 
@@ -106,6 +109,13 @@ class _TypeParser:
         except KeyError:
             raise self.fail(f"one of {', '.join(m.keyword for m in enum)}") from None
 
+    def _number(self, match, group: int = 0) -> int:
+        """An integer matched in a type; a dimension needs at most 20 digits (2**64)."""
+        text = match.group(group)
+        if len(text.lstrip("-0")) > 20:
+            raise self.c.error(f"number '{shorten(text)}' in a type is too large", match.start())
+        return int(text)
+
     def type(self):
         start = self._pos()
         match = self.c.match_raw(_ELEMENT)
@@ -127,7 +137,10 @@ class _TypeParser:
                 dim = self.c.match_raw(_DIM)
                 if not dim:
                     break
-                shape.append(int(dim.group(1)))
+                if dim.group(1) == "?":
+                    raise self.c.error("a tile's dimensions are static: expected an integer, "
+                                       "found '?'", dim.start())
+                shape.append(self._number(dim, 1))
             element = self.element()
             self.lit(">")
             return T.TileType(tuple(shape), element)
@@ -160,7 +173,10 @@ class _TypeParser:
             self.lit(",")
             self.lit("sparse_dim")
             self.lit("=")
-            sparse = int(self.c.match_raw(_INT).group())
+            sparse = self.c.match_raw(_INT)
+            if sparse is None:
+                raise self.fail("an integer (sparse_dim)")
+            sparse = self._number(sparse)
             self.lit(">")
             return T.GatherScatterViewType(tile_shape, view, sparse, padding)
         dim_map = tuple(range(len(view.shape)))
@@ -181,7 +197,7 @@ class _TypeParser:
             dim = self.c.match_raw(_DIM)
             if not dim:
                 break
-            shape.append(None if dim.group(1) == "?" else int(dim.group(1)))
+            shape.append(None if dim.group(1) == "?" else self._number(dim, 1))
         element = self.element()
         if not shape and self.opt(">"):  # a 0-d view may leave out `, strides=[]`
             return T.TensorViewType(element, (), (), PtrAttr.NONE)
@@ -375,7 +391,7 @@ class _Parser:
         else:
             raise self.c.error(f"use of undefined value {name}", token.pos)
         if isinstance(value, list):  # a result group
-            position = int(index) if index.isdigit() else -1
+            position = int(index) if index.isdigit() and len(index) < 20 else -1
             if not 0 <= position < len(value):
                 raise self.c.error(f"{name} has {len(value)} results; use {name}#0 … "
                                    f"{name}#{len(value) - 1}", token.pos)
@@ -386,6 +402,7 @@ class _Parser:
 
     # ---- blocks and ops --------------------------------------------------------------------------
 
+    @nesting("regions")
     def _block_ops(self, block: Block, implicit: Optional[str] = None) -> None:
         c = self.c
         c.expect("{", "to open a region")
@@ -411,7 +428,11 @@ class _Parser:
                 token = c.expect_kind("value", "a result name (%name)")
                 count = 1
                 if c.accept(":"):
+                    count_token = c.peek()
                     count = self._int()
+                    if not 1 <= count <= MAX_RESULTS:
+                        raise c.error(f"a result group holds 1 to {MAX_RESULTS} results, "
+                                      f"not {shorten(str(count))}", count_token.pos)
                 names.append((token, count))
                 if not c.accept(","):
                     break
@@ -621,11 +642,7 @@ class _Parser:
     # ---- attributes ------------------------------------------------------------------------------
 
     def _int(self) -> int:
-        token = self.c.expect_kind("number", "an integer")
-        try:
-            return int(token.text, 0)
-        except ValueError:
-            raise self.c.error(f"expected an integer, found '{token.text}'", token.pos) from None
+        return self.c.int_value(self.c.expect_kind("number", "an integer"))
 
     def _bool(self) -> bool:
         token = self.c.next()
@@ -701,21 +718,26 @@ class _Parser:
         """Raw bits of a literal for `element` (ints masked to width, floats rounded)."""
         text = token.text
         if isinstance(element, T.ElementType) and element.is_float:
-            if text.lower().startswith("0x"):
-                return int(text, 16)
-            return float_to_bits(float(text), element)
+            if text.lower().startswith("0x"):  # the bit pattern itself
+                bits = self.c.int_value(token, f"{element} bits in hex")
+                if bits >> element.bits:
+                    raise self.c.error(f"bit pattern {shorten(text)} does not fit in {element} "
+                                       f"({element.bits} bits)", token.pos)
+                return bits
+            try:
+                return float_to_bits(float(text), element)
+            except ValueError:
+                raise self.c.error(f"expected a {element} value, found '{shorten(text)}'",
+                                   token.pos) from None
         if text in ("true", "false"):
             return 1 if text == "true" else 0
-        try:
-            value = int(text, 0)
-        except ValueError:
-            raise self.c.error(f"expected an integer for {element}, found '{text}'",
-                               token.pos) from None
+        value = self.c.int_value(token, f"an integer for {element}")
         bits = 64 if isinstance(element, T.PointerType) else element.bits
         if not -(1 << bits) <= value < (1 << bits):
-            raise self.c.error(f"integer {text} does not fit in {element}", token.pos)
+            raise self.c.error(f"integer {shorten(text)} does not fit in {element}", token.pos)
         return value & ((1 << bits) - 1)
 
+    @nesting("attribute values")
     def _typed_attr(self):
         c = self.c
         token = c.peek()
@@ -739,7 +761,7 @@ class _Parser:
     def _typed_number(self, token: Token):
         c = self.c
         if not c.accept(":"):
-            value = int(token.text, 0) if token.kind == "number" else int(token.text == "true")
+            value = self.c.int_value(token) if token.kind == "number" else int(token.text == "true")
             return A.IntegerAttr(T.i64, value)
         element = self.types.element()
         bits = self._number_for(element, token)
@@ -791,6 +813,7 @@ class _Parser:
                             A.DictionaryAttr(self._dictionary(hint=True))))
         return A.OptimizationHintsAttr(tuple(entries))
 
+    @nesting("dictionaries")
     def _dictionary(self, hint: bool = False):
         c = self.c
         c.expect("{")
@@ -852,6 +875,8 @@ class _Parser:
 
         def parse_value(depth: int, shape_out: List[int]):
             if c.at("["):
+                if depth >= MAX_NESTING:
+                    raise c.error(f"dense constant nested more than {MAX_NESTING} levels deep")
                 c.next()
                 count = 0
                 while not c.accept("]"):

@@ -26,7 +26,7 @@ from . import harness
 from .harness import NvidiaOracle, check, classify
 from .mutate import corpus, mutate
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from .report import RESULTS, publish
 MAX_SECONDS = 1.0
 MAX_MEMORY = 256 << 20
 
@@ -186,15 +186,8 @@ def main(argv=None) -> int:
                              f"{entry['example']} |")
     lines.append("")
     lines.append(f"- verdict: {'PASS' if ok else 'FAIL'}")
-    for title, items in (("Foreign exceptions", foreign), ("Broken invariants", problems)):
-        if items:
-            lines += ["", f"## {title} (first 20)", "", "```"] + items[:20] + ["```"]
-    text = "\n".join(lines) + "\n"
-    out = args.out or RESULTS / f"fuzz-{stamp:%Y%m%d-%H%M%S}.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(text)
-    print(f"written {out}", file=sys.stderr)
+    publish(lines, (("Foreign exceptions", foreign), ("Broken invariants", problems)),
+            args.out or RESULTS / f"fuzz-{stamp:%Y%m%d-%H%M%S}.md")
     return 0 if ok else 1
 
 

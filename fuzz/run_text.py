@@ -19,9 +19,9 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from fuzz.text import MUTATORS, check, corpus, mutate
+from .report import RESULTS, publish
+from .text import MUTATORS, check, corpus, mutate
 
-RESULTS = Path(__file__).resolve().parent / "results"
 CPU_LIMIT = 1.0
 MEMORY_LIMIT = 256 * 2**20
 
@@ -112,16 +112,9 @@ def main(argv=None) -> int:
     ]
     for (kind, rule), count in errors.most_common(40):
         lines.append(f"| {kind} | {count} | {rule.replace('|', '/')} |")
-    for title, items in (("Foreign exceptions", foreign), ("Broken invariants", problems),
-                         ("Slow inputs", slow)):
-        if items:
-            lines += ["", f"## {title} (first 20)", "", "```"] + items[:20] + ["```"]
-    report = "\n".join(lines) + "\n"
-    out = args.out or RESULTS / f"text-{stamp:%Y%m%d-%H%M%S}.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report)
-    print(report)
-    print(f"written {out}", file=sys.stderr)
+    publish(lines, (("Foreign exceptions", foreign), ("Broken invariants", problems),
+                    ("Slow inputs", slow)),
+            args.out or RESULTS / f"text-{stamp:%Y%m%d-%H%M%S}.md")
     return 0 if ok else 1
 
 

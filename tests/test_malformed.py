@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 import tilebc
 from tilebc.binary.primitives import Writer
 from tilebc.binary.writer import encode_offset_table
+from fuzz.mutate import read_varint
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "bytecode"
@@ -60,15 +61,6 @@ def fixture_bytes(version: str) -> bytes:
     return fixture_path(version).read_bytes()
 
 
-def read_varint(data: bytes, pos: int) -> Tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, pos
 
 
 @dataclass

@@ -317,23 +317,31 @@ class ModuleReader:
         if index >= len(self.type_blobs):
             raise self.error(f"type index {index} out of range (table has {len(self.type_blobs)})",
                              offset)
-        in_progress = self._types_in_progress
+        result = self._decode_entry(self._types_in_progress, index, offset, "type",
+                                    "nested type references", self.type_blobs[index],
+                                    self._decode_type)
+        self._types[index] = result
+        return result
+
+    def _decode_entry(self, in_progress: set, index: int, offset: int, what: str, nesting: str,
+                      entry: Tuple[int, bytes], decode):
+        """Decode one type or debug-attribute table entry, refusing reference cycles and chains
+        deeper than max_nesting; bytes left over in the entry are a lenient reading."""
         if index in in_progress:
-            raise self.error(f"type {index} refers to itself", offset)
+            raise self.error(f"{what} {index} refers to itself", offset)
         if len(in_progress) >= self.limits.max_nesting:
-            raise self.error(f"limit exceeded: type {index} is reached through more than "
-                             f"max_nesting={self.limits.max_nesting} nested type references", offset)
+            raise self.error(f"limit exceeded: {what} {index} is reached through more than "
+                             f"max_nesting={self.limits.max_nesting} {nesting}", offset)
         in_progress.add(index)
         try:
-            blob_offset, blob = self.type_blobs[index]
+            blob_offset, blob = entry
             reader = Reader(blob, base=blob_offset, file=self.file)
-            result = self._decode_type(reader)
+            result = decode(reader)
             if not reader.at_end():
-                self.lenient(f"{reader.remaining} unexpected bytes after type {index}",
+                self.lenient(f"{reader.remaining} unexpected bytes after {what} {index}",
                              reader.offset, "they are not read (tileirdisasm ignores them)")
         finally:
             in_progress.discard(index)
-        self._types[index] = result
         return result
 
     def _type_ref(self, reader: Reader, what: str) -> T.Type:
@@ -656,22 +664,9 @@ class ModuleReader:
         if index > len(self.debug_blobs):
             raise self.error(f"debug attribute index {index} out of range (table has "
                              f"{len(self.debug_blobs)})", offset)
-        in_progress = self._debug_in_progress
-        if index in in_progress:
-            raise self.error(f"debug attribute {index} refers to itself", offset)
-        if len(in_progress) >= self.limits.max_nesting:
-            raise self.error(f"limit exceeded: debug attribute {index} is reached through more than "
-                             f"max_nesting={self.limits.max_nesting} nested references", offset)
-        in_progress.add(index)
-        try:
-            blob_offset, blob = self.debug_blobs[index - 1]
-            reader = Reader(blob, base=blob_offset, file=self.file)
-            result = self._decode_debug(reader)
-            if not reader.at_end():
-                self.lenient(f"{reader.remaining} unexpected bytes after debug attribute {index}",
-                             reader.offset, "they are not read (tileirdisasm ignores them)")
-        finally:
-            in_progress.discard(index)
+        result = self._decode_entry(self._debug_in_progress, index, offset, "debug attribute",
+                                    "nested references", self.debug_blobs[index - 1],
+                                    self._decode_debug)
         self._debug_attrs[index] = result
         return result
 

@@ -6,6 +6,17 @@ once, batched, or one at a time and why). See `api.run` for the options and argu
 `batch` for the batched mode. `Binder` / `bind_arguments` lay host arguments out in memory the way
 `run` does (the PTX emulator's runner uses them too).
 `demo_check()` runs the embedded demo kernel against numpy (used by `tilebc demo`).
+
+Order of floating-point accumulation (fixed, so results are the same bits whether tile blocks run
+batched or one at a time, with any numpy and any BLAS, and match the JIT's code):
+- `mmaf`, `mmaf_scaled`: operands are widened exactly to f32 (f64 operands stay f64; scaled
+  operands are multiplied by their block scale in f32), then acc + sum over k is a chain of fused
+  multiply-adds, k = 0 first, each correctly rounded to f32 (f64); the last value is rounded once
+  to the result type. `mmai` is exact (integer products summed without rounding, then wrapped).
+- `fma`: one correct rounding of a * b + c (nearest-even, or the op's directed mode).
+- `reduce`: a balanced tree over the reduced dimension, elements 2i and 2i+1 combined first,
+  level by level (an odd last element moves up unchanged).
+- `scan`: log-step (Hillis-Steele): step s combines element i with element i - s, s = 1, 2, 4, ...
 """
 from . import ops  # noqa: F401  (registers every op implementation)
 from .api import Binder, Pointer, bind_arguments, run  # noqa: F401

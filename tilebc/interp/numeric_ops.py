@@ -213,6 +213,59 @@ def two_sum(a64, b64):
     return total, (a64 - a_virtual) + (b64 - b_virtual)
 
 
+def _round_to_odd(total, error):
+    """total + error (an exact float64 pair) rounded to float64 toward odd: an inexact result
+    whose last significand bit is 0 steps one ulp toward the error. A later rounding to a format
+    at least two bits narrower then rounds the exact value correctly (no double rounding)."""
+    with np.errstate(all="ignore"):
+        even = (total.view(np.uint64) & np.uint64(1)) == 0
+        move = (error != 0) & even & np.isfinite(total)
+        if not np.any(move):
+            return total
+        return np.where(move, np.nextafter(total, np.where(error > 0, np.inf, -np.inf)), total)
+
+
+_SPLIT = 134217729.0  # 2^27 + 1: Dekker's split of a float64 significand
+
+
+def two_product(a64, b64):
+    """(a * b rounded, its exact error) in float64 (Dekker), barring overflow and underflow."""
+    product = a64 * b64
+    a_big = _SPLIT * a64
+    a_high = a_big - (a_big - a64)
+    a_low = a64 - a_high
+    b_big = _SPLIT * b64
+    b_high = b_big - (b_big - b64)
+    b_low = b64 - b_high
+    error = ((a_high * b_high - product) + a_high * b_low + a_low * b_high) + a_low * b_low
+    return product, error
+
+
+def fused_multiply_add(a, b, c, dtype) -> np.ndarray:
+    """a * b + c rounded once to `dtype` (float32 or float64), nearest-even, as PTX fma.rn does.
+
+    float32 (and narrower inputs widened to it): the product is exact in float64 and the sum is
+    rounded to odd before the final rounding, so the result is the correctly rounded one.
+    float64: Boldo and Melquiond's emulation (exact product as a pair, sum, error summed with
+    rounding to odd); lanes where that pair is not exact (overflow, products near the underflow
+    threshold, non-finite values) take the plain a * b + c.
+    """
+    with np.errstate(all="ignore"):
+        a64, b64, c64 = (np.asarray(x, dtype=np.float64) for x in (a, b, c))
+        if np.dtype(dtype) != np.float64:
+            total, error = two_sum(a64 * b64, c64)
+            return _round_to_odd(total, error).astype(dtype)
+        product, product_error = two_product(a64, b64)
+        high, low = two_sum(c64, product)
+        low_sum, low_error = two_sum(low, product_error)
+        result = np.where((low_sum == 0) & (low_error == 0), high,
+                          high + _round_to_odd(low_sum, low_error))  # keeps -0 + -0 = -0
+        plain = a64 * b64 + c64
+        exact_pair = np.isfinite(result) & (np.abs(product) >= 2.0 ** -960) & \
+            (np.abs(product) < 2.0 ** 1000)
+        return np.where(exact_pair | (product == 0), result, plain)
+
+
 # ------------------------------------------------------------------------------- conversions
 #
 # Every conversion is tilebc.convert's (exact, exhaustively tested). The interpreter's storage is

@@ -111,14 +111,11 @@ def _fma(tb, op, lhs, rhs, acc):
     dtype = result_dtype(op)
     if op.attrs.get("flush_to_zero"):
         lhs, rhs, acc = _flush(lhs), _flush(rhs), _flush(acc)
-    if dtype == np.float64:
-        # no fused f64 multiply-add in numpy: long double keeps 64 significand bits (stated bound)
-        wide = np.asarray(lhs, np.longdouble) * np.asarray(rhs, np.longdouble) + \
-            np.asarray(acc, np.longdouble)
-        return [_finish(op, wide.astype(np.float64), dtype)]
+    mode = rounding(op)
+    if dtype == np.float64 or mode in (None, RoundingMode.NEAREST_EVEN):
+        return [_finish(op, num.fused_multiply_add(lhs, rhs, acc, dtype), dtype)]
     product = np.asarray(lhs, np.float64) * np.asarray(rhs, np.float64)  # exact
     value, residual = num.two_sum(product, np.asarray(acc, np.float64))
-    mode = rounding(op)
     return [_finish(op, num.round_float(value, dtype, mode, residual), dtype)]
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from ...ops.enums import Signedness
 from .. import numeric_ops as num
 from ..registry import Signal, implements
-from ._common import element_of, result_dtype, result_shape, scratch, tile
+from ._common import element_of, result_dtype, result_shape, tile
 
 
 @implements("constant", pure=True)
@@ -196,25 +196,32 @@ def _widen(values, element) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
 
 
+def _dot_in_order(lhs, rhs, acc, work) -> np.ndarray:
+    """acc + lhs @ rhs as a chain of fused multiply-adds along K, k = 0 first, each rounded to
+    `work` (float32 or float64): the order the JIT's code runs and independent of batching, numpy
+    and BLAS. Leading (batch) axes broadcast."""
+    k = lhs.shape[-1]
+    shape = np.broadcast_shapes(lhs.shape[:-2], rhs.shape[:-2], np.shape(acc)[:-2]) + \
+        (lhs.shape[-2], rhs.shape[-1])
+    total = np.array(np.broadcast_to(np.asarray(acc, dtype=work), shape))
+    for index in range(k):
+        total = num.fused_multiply_add(lhs[..., :, index:index + 1], rhs[..., index:index + 1, :],
+                                       total, work)
+    return total
+
+
 @implements("mmaf", lanewise=True)
 def _mmaf(tb, op, lhs, rhs, acc):
+    """acc + lhs @ rhs: operands widened exactly to f32 (f64 for f64), then one fused multiply-add
+    per K step in order k = 0, 1, ..., each rounded to f32 (f64), then one rounding to the result
+    type. Results are bit-identical however tile blocks are batched."""
     dtype = result_dtype(op)
     lhs_element = element_of(op.operands["lhs"].type)
     rhs_element = element_of(op.operands["rhs"].type)
     work = np.dtype(np.float64 if dtype == np.float64 else np.float32)
     lhs = _widen(lhs, lhs_element).astype(work, copy=False)
     rhs = _widen(rhs, rhs_element).astype(work, copy=False)
-    shape = None
-    if lhs.ndim >= 2 and rhs.ndim >= 2:
-        shape = np.broadcast_shapes(lhs.shape[:-2], rhs.shape[:-2], np.shape(acc)[:-2]) + \
-            (lhs.shape[-2], rhs.shape[-1])
-    out = None if shape is None else scratch(tb, shape, work)
-    if out is None or np.broadcast_shapes(lhs.shape[:-2], rhs.shape[:-2]) != shape[:-2]:
-        product = np.matmul(lhs, rhs) + np.asarray(acc, dtype=work)
-    else:  # the product lands in a pooled buffer; acc is added in place
-        product = np.matmul(lhs, rhs, out=out)
-        np.add(product, np.asarray(acc, dtype=work), out=product)
-    return [product.astype(dtype, copy=False)]
+    return [_dot_in_order(lhs, rhs, acc, work).astype(dtype, copy=False)]
 
 
 @implements("mmai", lanewise=True)
@@ -238,7 +245,7 @@ def _mmaf_scaled(tb, op, lhs, rhs, acc, lhs_scale, rhs_scale):
     rhs_scale = np.asarray(rhs_scale, dtype=np.float32)
     lhs_block = k // lhs_scale.shape[-1]
     rhs_block = k // rhs_scale.shape[-2]
-    scaled_lhs = lhs * np.repeat(lhs_scale, lhs_block, axis=-1)
+    scaled_lhs = lhs * np.repeat(lhs_scale, lhs_block, axis=-1)  # each product rounded to f32
     scaled_rhs = rhs * np.repeat(rhs_scale, rhs_block, axis=-2)
-    product = np.matmul(scaled_lhs, scaled_rhs)
-    return [(product + np.asarray(acc, dtype=np.float32)).astype(result_dtype(op))]
+    product = _dot_in_order(scaled_lhs, scaled_rhs, acc, np.dtype(np.float32))
+    return [product.astype(result_dtype(op))]

@@ -5,7 +5,7 @@ Usage: python scripts/compare_cubins.py NAME_OR_FILE [NAME_OR_FILE ...] [--arch 
                                        [--markdown FILE] [--jobs N]
 Both cubins are disassembled with `cuobjdump -sass` (registers and shared memory from
 `cuobjdump -res-usage`); spill bytes come from `ptxas -v` on each side's PTX (tileiras's PTX is
-captured with /work/shared/tools/tileiras-ptx). SASS instructions are counted without the NOP
+captured with ../shared/tools/tileiras-ptx beside the repository). SASS instructions are counted without the NOP
 padding; LDG/STG are grouped by access width (.128, .64, 32 bits or narrower).
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "runtime")]
-TILEIRAS_PTX = os.environ.get("TILEBC_TILEIRAS_PTX", "/work/shared/tools/tileiras-ptx")
+TILEIRAS_PTX = os.environ.get(
+    "TILEBC_TILEIRAS_PTX", str(Path(__file__).resolve().parents[2] / "shared" / "tools" / "tileiras-ptx"))
 
 
 def ptxas_stats(ptx_path: str, arch: str, ptxas: str) -> dict:

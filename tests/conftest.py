@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -5,6 +6,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_DIR = ROOT / "fixtures" / "bytecode"
+# The team's shared folder (seeds, NVIDIA reference files, tools) sits beside the repository.
+SHARED = Path(os.environ.get("TILEBC_SHARED", ROOT.parent / "shared"))
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -15,6 +18,17 @@ def fixture_files():
     if not files:
         raise RuntimeError(f"no fixtures under {FIXTURE_DIR}")
     return files
+
+
+def shared_path(relative: str) -> Path:
+    """A path inside the shared folder. A checkout without the folder skips the test (and says
+    where it looked); a shared folder that lacks the path is an error, never a silent skip."""
+    if not SHARED.is_dir():
+        pytest.skip(f"no shared folder at {SHARED} (set TILEBC_SHARED to use another)")
+    path = SHARED / relative
+    if not path.exists():
+        pytest.fail(f"{path} is missing from the shared folder {SHARED}")
+    return path
 
 
 def fixture_id(path: Path) -> str:

@@ -20,6 +20,8 @@ from typing import Dict, List, Optional
 
 import pytest
 
+from conftest import shared_path
+
 import tilebc
 from tilebc.oracles import tool_path
 
@@ -27,7 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CPP = ROOT / "runtime" / "cpp"
 BUILD = CPP / "build" / "pytest-asan"
 FIXTURES = ROOT / "fixtures" / "bytecode"
-NVIDIA_INVALID = ROOT.parent / "shared" / "reference" / "cuda-tile-invalid"
 SANITIZER_ENV = {
     "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=97",
     "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1:exitcode=98",
@@ -192,10 +193,9 @@ def test_truncated_at_every_byte(cpp_build, version):
 
 
 def test_nvidia_invalid_reference_files(cpp_build):
-    files = sorted(p for p in NVIDIA_INVALID.glob("*") if p.suffix in (".bc", ".tileirbc")) \
-        if NVIDIA_INVALID.is_dir() else []
-    if not files:
-        pytest.skip(f"{NVIDIA_INVALID} is not present")
+    folder = shared_path("reference/cuda-tile-invalid")
+    files = sorted(p for p in folder.glob("*") if p.suffix in (".bc", ".tileirbc"))
+    assert len(files) >= 7, files
     for strict in (False, True):
         records = run_tool(cpp_build, "list", *(["--strict"] if strict else []), *map(str, files))
         for path, record in zip(files, records):

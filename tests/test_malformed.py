@@ -37,9 +37,11 @@ from tilebc.binary.primitives import Writer
 from tilebc.binary.writer import encode_offset_table
 from fuzz.mutate import read_varint
 
+from conftest import SHARED, shared_path
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "bytecode"
-NVIDIA_INVALID = ROOT.parent / "shared" / "reference" / "cuda-tile-invalid"
+NVIDIA_INVALID = SHARED / "reference" / "cuda-tile-invalid"
 MAGIC = b"\x7fTileIR\x00"
 TRUNCATION_VERSIONS = ("13.1", "13.3", "13.5")
 
@@ -854,8 +856,8 @@ NVIDIA_INVALID_FILES = sorted(p.name for p in NVIDIA_INVALID.glob("*")
                               if p.suffix in (".bc", ".tileirbc")) if NVIDIA_INVALID.is_dir() else []
 
 
-@pytest.mark.skipif(not NVIDIA_INVALID.is_dir(), reason=f"{NVIDIA_INVALID} is not present")
 def test_nvidia_invalid_reference_files_exist():
+    shared_path("reference/cuda-tile-invalid")
     assert len(NVIDIA_INVALID_FILES) >= 7, NVIDIA_INVALID_FILES
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import SHARED
+
 import tilebc
 from tilebc_runtime import args as argmod
 from tilebc_runtime import driver, launch
@@ -275,9 +277,9 @@ def test_tileiras_backend_compiles_through_the_cache(tmp_path, monkeypatch):
     kernel = only_kernel("matmul_f16", backend="tileiras", cache=cache)
     entry = kernel.compile("sm_90")
     assert entry.cubin[:4] == b"\x7fELF"
-    ptx_tool = Path(os.environ.get("TILEBC_TILEIRAS_PTX", "/work/shared/tools/tileiras-ptx"))
+    ptx_tool = Path(os.environ.get("TILEBC_TILEIRAS_PTX", SHARED / "tools" / "tileiras-ptx"))
     if ptx_tool.exists():  # NVIDIA's own PTX states the block size the cubin must carry
-        subprocess.run([str(ptx_tool), str(fixture("matmul_f16")), "--gpu-name=sm_90",
+        subprocess.run(["bash", str(ptx_tool), str(fixture("matmul_f16")), "--gpu-name=sm_90",
                         str(tmp_path / "k.ptx")], capture_output=True, check=True,
                        env={**os.environ,  # the tool finds the nvidia wheel through python3
                             "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"})

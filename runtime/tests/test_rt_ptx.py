@@ -1,12 +1,12 @@
 """The kernel ABI matches tileiras, errors name where they come from, the CLI writes its output."""
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 import tilebc
+from conftest import shared_path
 from tilebc.errors import TilebcError, VerificationError
 
 from tilebc_runtime import cli, targets
@@ -14,7 +14,6 @@ from tilebc_runtime.compiler import LinkError, compile, link_ptx, load_module, l
 
 ROOT = Path(__file__).resolve().parents[2]
 BYTECODE = ROOT / "fixtures" / "bytecode"
-TILEIRAS_PTX = Path("/work/shared/tools/tileiras-ptx")
 
 
 def fixture(name, version="13.5"):
@@ -29,16 +28,15 @@ def entry_params(ptx: str):
     return kernels
 
 
-@pytest.mark.skipif(not TILEIRAS_PTX.exists() or shutil.which("bash") is None,
-                    reason="tileiras-ptx helper not available")
 @pytest.mark.parametrize("name", ["scalar_params", "tuple_params", "elementwise_f32"])
 def test_abi_matches_tileiras(name, tmp_path):
     import os
     import sys
+    tileiras_ptx = shared_path("tools/tileiras-ptx")
     out = tmp_path / "nv.ptx"
     # the helper finds NVIDIA's wheel through `python3`: use this interpreter's environment
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    subprocess.run([str(TILEIRAS_PTX), str(fixture(name)), "--gpu-name=sm_90", str(out)],
+    subprocess.run(["bash", str(tileiras_ptx), str(fixture(name)), "--gpu-name=sm_90", str(out)],
                    check=True, capture_output=True, timeout=300, env=env)
     theirs = entry_params(out.read_text())
     ours = entry_params(compile(fixture(name), emit="ptx").ptx)

@@ -1,8 +1,7 @@
 """The interpreter's dot products and fused multiply-adds do not depend on numpy, BLAS or batching.
 
-mmaf/mmaf_scaled are a chain of fused multiply-adds along K (k = 0 first), each rounded once to
-f32 (f64 for f64 operands): the order the JIT's code runs. `fma` is correctly rounded. The
-exact reference here is Python's Fraction arithmetic, never numpy's matmul.
+mmaf/mmaf_scaled give acc + lhs @ rhs exactly, rounded once to f32 (f64 for f64 operands); `fma`
+is correctly rounded. The reference here is Python's Fraction arithmetic, never numpy's matmul.
 """
 from fractions import Fraction
 
@@ -10,7 +9,7 @@ import numpy as np
 import pytest
 
 from tilebc.interp import numeric_ops as num
-from tilebc.interp.ops.shape import _dot_in_order
+from tilebc.interp.ops.shape import exact_dot
 
 
 def _exact_fma(a, b, c, dtype):
@@ -83,41 +82,56 @@ def test_fma_signed_zeros_and_specials():
         assert got[4] == np.inf
 
 
-def _exact_chain(lhs, rhs, acc, dtype):
-    """The documented order, one correctly rounded fma at a time, in Fractions."""
+def _exact_dot(lhs, rhs, acc, dtype):
     m, k = lhs.shape
-    n = rhs.shape[1]
-    out = np.empty((m, n), dtype)
+    out = np.empty((m, rhs.shape[1]), dtype)
     for i in range(m):
-        for j in range(n):
-            total = dtype(acc[i, j])
-            for index in range(k):
-                total = _exact_fma(lhs[i, index], rhs[index, j], total, dtype)
-            out[i, j] = total
+        for j in range(rhs.shape[1]):
+            exact = Fraction(float(acc[i, j])) + sum(
+                Fraction(float(lhs[i, index])) * Fraction(float(rhs[index, j])) for index in range(k))
+            out[i, j] = _round_fraction(exact, dtype)
     return out
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_dot_product_order_is_the_documented_chain(dtype):
+def test_dot_product_is_exact_then_rounded_once(dtype):
     rng = np.random.default_rng(4)
-    lhs = rng.standard_normal((5, 7)).astype(dtype)
-    rhs = rng.standard_normal((7, 3)).astype(dtype)
-    acc = rng.standard_normal((5, 3)).astype(dtype)
-    got = _dot_in_order(lhs, rhs, acc, np.dtype(dtype))
-    assert np.array_equal(got, _exact_chain(lhs, rhs, acc, dtype))
+    lhs = rng.standard_normal((6, 9)).astype(dtype)
+    rhs = rng.standard_normal((9, 5)).astype(dtype)
+    acc = rng.standard_normal((6, 5)).astype(dtype)
+    lhs[0] *= np.float64(2.0) ** 40  # large terms that cancel: a summed float64 would lose the rest
+    rhs[:, 0] = 1.0
+    lhs[0, 1] = -lhs[0, 0]
+    got = exact_dot(lhs, rhs, acc, np.dtype(dtype))
+    assert np.array_equal(got, _exact_dot(lhs, rhs, acc, dtype))
+
+
+def test_dot_product_of_f16_operands_is_exact():
+    """f16 products in f32 work: the sum of 64 products of mixed scale, rounded once."""
+    rng = np.random.default_rng(6)
+    lhs = (rng.standard_normal((4, 64)) * 2.0 ** rng.integers(-14, 14, (4, 64))).astype(np.float16)
+    rhs = rng.standard_normal((64, 4)).astype(np.float16)
+    acc = np.zeros((4, 4), np.float32)
+    got = exact_dot(lhs.astype(np.float32), rhs.astype(np.float32), acc, np.dtype(np.float32))
+    assert np.array_equal(got, _exact_dot(lhs.astype(np.float32), rhs.astype(np.float32), acc,
+                                          np.float32))
 
 
 def test_dot_product_does_not_depend_on_batching():
-    """One block at a time and all blocks stacked give the same bits (np.matmul does not)."""
+    """One block at a time and all blocks stacked give the same bits (np.matmul does not promise
+    it: its summation order depends on the shape and the BLAS)."""
     rng = np.random.default_rng(5)
     lhs = rng.standard_normal((16, 32, 64)).astype(np.float32)
     rhs = rng.standard_normal((16, 64, 32)).astype(np.float32)
     acc = rng.standard_normal((16, 32, 32)).astype(np.float32)
-    batched = _dot_in_order(lhs, rhs, acc, np.dtype(np.float32))
+    batched = exact_dot(lhs, rhs, acc, np.dtype(np.float32))
     for block in range(16):
-        single = _dot_in_order(lhs[block], rhs[block], acc[block], np.dtype(np.float32))
+        single = exact_dot(lhs[block], rhs[block], acc[block], np.dtype(np.float32))
         assert np.array_equal(batched[block].view(np.uint32), single.view(np.uint32))
-    # broadcasting a shared operand gives the same bits as repeating it
-    shared = _dot_in_order(lhs, rhs[0], acc, np.dtype(np.float32))
-    repeated = _dot_in_order(lhs, np.broadcast_to(rhs[0], rhs.shape), acc, np.dtype(np.float32))
+    shared = exact_dot(lhs, rhs[0], acc, np.dtype(np.float32))
+    repeated = exact_dot(lhs, np.broadcast_to(rhs[0], rhs.shape), acc, np.dtype(np.float32))
     assert np.array_equal(shared.view(np.uint32), repeated.view(np.uint32))
+    # the order of the terms does not matter either
+    permutation = rng.permutation(64)
+    permuted = exact_dot(lhs[..., permutation], rhs[..., permutation, :], acc, np.dtype(np.float32))
+    assert np.array_equal(permuted.view(np.uint32), batched.view(np.uint32))

@@ -10,9 +10,10 @@ once, batched, or one at a time and why). See `api.run` for the options and argu
 Order of floating-point accumulation (fixed, so results are the same bits whether tile blocks run
 batched or one at a time, with any numpy and any BLAS, and match the JIT's code):
 - `mmaf`, `mmaf_scaled`: operands are widened exactly to f32 (f64 operands stay f64; scaled
-  operands are multiplied by their block scale in f32), then acc + sum over k is a chain of fused
-  multiply-adds, k = 0 first, each correctly rounded to f32 (f64); the last value is rounded once
-  to the result type. `mmai` is exact (integer products summed without rounding, then wrapped).
+  operands are multiplied by their block scale in f32), then acc + the sum of the products is
+  formed exactly and rounded once to f32 (f64), then to the result type (`ops.shape.exact_dot`
+  states the bounds of "exactly"). A GPU sums in an unspecified order with intermediate roundings:
+  it agrees to about K ulps. `mmai` is exact (integer products summed, then wrapped).
 - `fma`: one correct rounding of a * b + c (nearest-even, or the op's directed mode).
 - `reduce`: a balanced tree over the reduced dimension, elements 2i and 2i+1 combined first,
   level by level (an odd last element moves up unchanged).

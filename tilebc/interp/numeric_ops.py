@@ -213,7 +213,7 @@ def two_sum(a64, b64):
     return total, (a64 - a_virtual) + (b64 - b_virtual)
 
 
-def _round_to_odd(total, error):
+def round_to_odd(total, error):
     """total + error (an exact float64 pair) rounded to float64 toward odd: an inexact result
     whose last significand bit is 0 steps one ulp toward the error. A later rounding to a format
     at least two bits narrower then rounds the exact value correctly (no double rounding)."""
@@ -254,12 +254,12 @@ def fused_multiply_add(a, b, c, dtype) -> np.ndarray:
         a64, b64, c64 = (np.asarray(x, dtype=np.float64) for x in (a, b, c))
         if np.dtype(dtype) != np.float64:
             total, error = two_sum(a64 * b64, c64)
-            return _round_to_odd(total, error).astype(dtype)
+            return round_to_odd(total, error).astype(dtype)
         product, product_error = two_product(a64, b64)
         high, low = two_sum(c64, product)
         low_sum, low_error = two_sum(low, product_error)
         result = np.where((low_sum == 0) & (low_error == 0), high,
-                          high + _round_to_odd(low_sum, low_error))  # keeps -0 + -0 = -0
+                          high + round_to_odd(low_sum, low_error))  # keeps -0 + -0 = -0
         plain = a64 * b64 + c64
         exact_pair = np.isfinite(result) & (np.abs(product) >= 2.0 ** -960) & \
             (np.abs(product) < 2.0 ** 1000)

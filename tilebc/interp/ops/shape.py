@@ -196,32 +196,50 @@ def _widen(values, element) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
 
 
-def _dot_in_order(lhs, rhs, acc, work) -> np.ndarray:
-    """acc + lhs @ rhs as a chain of fused multiply-adds along K, k = 0 first, each rounded to
-    `work` (float32 or float64): the order the JIT's code runs and independent of batching, numpy
-    and BLAS. Leading (batch) axes broadcast."""
-    k = lhs.shape[-1]
+def exact_dot(lhs, rhs, acc, work) -> np.ndarray:
+    """acc + lhs @ rhs, the exact value rounded once to `work` (float32 or float64), in float64
+    with error-free transformations: each product split exactly (Dekker) into a pair, the terms
+    summed k = 0 first with every rounding error carried in a second float64, and the pair
+    rounded once (to odd first, for float32, so the last rounding is the only one). Independent of
+    order, batching, numpy and BLAS. Leading (batch) axes broadcast.
+
+    Exact barring overflow, products below 2^-960, and error terms that themselves lose bits
+    (a spread of more than about 2^100 between the largest and smallest term)."""
+    lhs = np.asarray(lhs, dtype=np.float64)
+    rhs = np.asarray(rhs, dtype=np.float64)
     shape = np.broadcast_shapes(lhs.shape[:-2], rhs.shape[:-2], np.shape(acc)[:-2]) + \
         (lhs.shape[-2], rhs.shape[-1])
-    total = np.array(np.broadcast_to(np.asarray(acc, dtype=work), shape))
-    for index in range(k):
-        total = num.fused_multiply_add(lhs[..., :, index:index + 1], rhs[..., index:index + 1, :],
-                                       total, work)
-    return total
+    high = np.array(np.broadcast_to(np.asarray(acc, dtype=np.float64), shape))
+    low = np.zeros(shape, np.float64)
+    narrow = np.dtype(work) != np.float64
+    with np.errstate(all="ignore"):
+        for index in range(lhs.shape[-1]):
+            a, b = lhs[..., :, index:index + 1], rhs[..., index:index + 1, :]
+            if narrow:  # products of f32 (and narrower) values are exact in float64
+                product, product_error = a * b, None
+            else:
+                product, product_error = num.two_product(a, b)
+            high, error = num.two_sum(high, product)
+            low += error if product_error is None else error + product_error
+        total, error = num.two_sum(high, low)
+        plain = np.where(np.isfinite(high), total, high)  # inf/nan: the plain float64 sum
+        if narrow:
+            return np.where(np.isfinite(total), num.round_to_odd(total, error), plain) \
+                .astype(work)
+        return plain
 
 
 @implements("mmaf", lanewise=True)
 def _mmaf(tb, op, lhs, rhs, acc):
-    """acc + lhs @ rhs: operands widened exactly to f32 (f64 for f64), then one fused multiply-add
-    per K step in order k = 0, 1, ..., each rounded to f32 (f64), then one rounding to the result
-    type. Results are bit-identical however tile blocks are batched."""
+    """acc + lhs @ rhs: operands widened exactly to f32 (f64 for f64); the exact sum is rounded
+    once to f32 (f64), then to the result type. Bit-identical however tile blocks are batched."""
     dtype = result_dtype(op)
     lhs_element = element_of(op.operands["lhs"].type)
     rhs_element = element_of(op.operands["rhs"].type)
     work = np.dtype(np.float64 if dtype == np.float64 else np.float32)
     lhs = _widen(lhs, lhs_element).astype(work, copy=False)
     rhs = _widen(rhs, rhs_element).astype(work, copy=False)
-    return [_dot_in_order(lhs, rhs, acc, work).astype(dtype, copy=False)]
+    return [exact_dot(lhs, rhs, acc, work).astype(dtype, copy=False)]
 
 
 @implements("mmai", lanewise=True)
@@ -247,5 +265,5 @@ def _mmaf_scaled(tb, op, lhs, rhs, acc, lhs_scale, rhs_scale):
     rhs_block = k // rhs_scale.shape[-2]
     scaled_lhs = lhs * np.repeat(lhs_scale, lhs_block, axis=-1)  # each product rounded to f32
     scaled_rhs = rhs * np.repeat(rhs_scale, rhs_block, axis=-2)
-    product = _dot_in_order(scaled_lhs, scaled_rhs, acc, np.dtype(np.float32))
+    product = exact_dot(scaled_lhs, scaled_rhs, acc, np.dtype(np.float32))
     return [product.astype(result_dtype(op))]

@@ -135,3 +135,18 @@ def test_dot_product_does_not_depend_on_batching():
     permutation = rng.permutation(64)
     permuted = exact_dot(lhs[..., permutation], rhs[..., permutation, :], acc, np.dtype(np.float32))
     assert np.array_equal(permuted.view(np.uint32), batched.view(np.uint32))
+
+
+def test_dot_product_paths_agree_on_wide_ranges():
+    """The sliced path (finite f32 operands) and the step-by-step path (taken when an operand is
+    not finite) give the same bits on the finite results; values span 2^-120 .. 2^100."""
+    rng = np.random.default_rng(7)
+    lhs = (rng.standard_normal((8, 32)) * 2.0 ** rng.integers(-120, 100, (8, 32))).astype(np.float32)
+    rhs = (rng.standard_normal((32, 8)) * 2.0 ** rng.integers(-20, 20, (32, 8))).astype(np.float32)
+    acc = rng.standard_normal((8, 8)).astype(np.float32)
+    sliced = exact_dot(lhs, rhs, acc, np.dtype(np.float32))
+    assert np.array_equal(sliced, _exact_dot(lhs, rhs, acc, np.float32))
+    with_inf = np.concatenate([lhs, np.full((1, 32), np.inf, np.float32)])
+    stepped = exact_dot(with_inf, rhs, np.concatenate([acc, acc[:1]]), np.dtype(np.float32))
+    assert np.array_equal(stepped[:8], sliced)
+    assert not np.isfinite(stepped[8]).any()

@@ -196,37 +196,87 @@ def _widen(values, element) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
 
 
-def exact_dot(lhs, rhs, acc, work) -> np.ndarray:
-    """acc + lhs @ rhs, the exact value rounded once to `work` (float32 or float64), in float64
-    with error-free transformations: each product split exactly (Dekker) into a pair, the terms
-    summed k = 0 first with every rounding error carried in a second float64, and the pair
-    rounded once (to odd first, for float32, so the last rounding is the only one). Independent of
-    order, batching, numpy and BLAS. Leading (batch) axes broadcast.
+def _exact_sum(terms, work) -> np.ndarray:
+    """The sum of float64 arrays, carried as a float64 pair and rounded once to `work`."""
+    high = terms[0]
+    low = np.zeros(np.shape(high), np.float64)
+    for term in terms[1:]:
+        high, error = num.two_sum(high, term)
+        low += error
+    total, error = num.two_sum(high, low)
+    plain = np.where(np.isfinite(high), total, high)  # inf/nan: the plain float64 sum
+    if np.dtype(work) == np.float64:
+        return plain
+    return np.where(np.isfinite(total), num.round_to_odd(total, error), plain).astype(work)
 
-    Exact barring overflow, products below 2^-960, and error terms that themselves lose bits
-    (a spread of more than about 2^100 between the largest and smallest term)."""
+
+def _grid(values, axis=None) -> np.ndarray:
+    """The largest power of two that every value divides (along `axis`, or per element): its
+    lowest set significand bit. 2^1024 stands for 'no constraint' (all zeros)."""
+    fraction, exponent = np.frexp(values)
+    digits = np.abs(fraction * 2.0 ** 53).astype(np.int64)  # exact: 53-bit integers
+    lowest = (digits & -digits).astype(np.float64)
+    grid = np.where(digits != 0, np.ldexp(lowest, exponent - 53), np.inf)
+    if axis is not None:
+        grid = np.min(grid, axis=axis)
+    return np.where(np.isinf(grid), 2.0 ** 1000, grid)
+
+
+def _dot_by_steps(lhs, rhs, acc, work) -> np.ndarray:
+    """exact_dot one K step at a time: each product exact (f32 operands in float64, f64 operands
+    split by Dekker's method), the terms summed as a float64 pair."""
+    terms = [acc]
+    for index in range(lhs.shape[-1]):
+        a, b = lhs[..., index], rhs[..., index]
+        if np.dtype(work) != np.float64:
+            terms.append(a * b)
+        else:
+            terms += list(num.two_product(a, b))
+    return _exact_sum(terms, work)
+
+
+def exact_dot(lhs, rhs, acc, work) -> np.ndarray:
+    """acc + lhs @ rhs, the exact value rounded once to `work` (float32 or float64). Independent
+    of order, batching, numpy and BLAS. Leading (batch) axes broadcast.
+
+    f32 work: products of f32 values are exact in float64. numpy's float64 matmul is then exact
+    whatever its order where every term is a multiple of a grid g and |acc| + |lhs| @ |rhs| stays
+    below 2^53 g (typical of f16, bf16 and fp8 operands), and elsewhere within
+    (K + 1) 2^-53 (|acc| + |lhs| @ |rhs|) of the exact value: where both ends of that interval
+    round to the same f32 value, so does the exact value. The few results left (near a rounding
+    boundary) and f64 work go one K step at a time, exactly. Exact barring
+    overflow, f64 products below 2^-960, and terms more than about 2^100 apart."""
     lhs = np.asarray(lhs, dtype=np.float64)
     rhs = np.asarray(rhs, dtype=np.float64)
     shape = np.broadcast_shapes(lhs.shape[:-2], rhs.shape[:-2], np.shape(acc)[:-2]) + \
         (lhs.shape[-2], rhs.shape[-1])
-    high = np.array(np.broadcast_to(np.asarray(acc, dtype=np.float64), shape))
-    low = np.zeros(shape, np.float64)
-    narrow = np.dtype(work) != np.float64
+    acc = np.broadcast_to(np.asarray(acc, dtype=np.float64), shape)
+    k = lhs.shape[-1]
     with np.errstate(all="ignore"):
-        for index in range(lhs.shape[-1]):
-            a, b = lhs[..., :, index:index + 1], rhs[..., index:index + 1, :]
-            if narrow:  # products of f32 (and narrower) values are exact in float64
-                product, product_error = a * b, None
-            else:
-                product, product_error = num.two_product(a, b)
-            high, error = num.two_sum(high, product)
-            low += error if product_error is None else error + product_error
-        total, error = num.two_sum(high, low)
-        plain = np.where(np.isfinite(high), total, high)  # inf/nan: the plain float64 sum
-        if narrow:
-            return np.where(np.isfinite(total), num.round_to_odd(total, error), plain) \
-                .astype(work)
-        return plain
+        if np.dtype(work) == np.float64:
+            rows = np.broadcast_to(lhs[..., :, None, :], shape + (k,))
+            columns = np.broadcast_to(np.swapaxes(rhs, -1, -2)[..., None, :, :], shape + (k,))
+            return _dot_by_steps(rows, columns, acc, work)
+        estimate = np.matmul(lhs, rhs) + acc
+        magnitude = np.matmul(np.abs(lhs), np.abs(rhs)) + np.abs(acc)
+        # Exact whatever the order: every term a multiple of g, every partial sum below 2^53 g.
+        grid = _grid(lhs, -1)[..., :, None] * _grid(rhs, -2)[..., None, :]
+        if np.any(acc):
+            grid = np.minimum(grid, _grid(acc))
+        exact = magnitude * (1 + 2.0 ** -40) < grid * 2.0 ** 53
+        bound = np.where(exact, 0.0, magnitude * ((k + 2) * 2.0 ** -52))
+        low = (estimate - bound).astype(work)
+        result = (estimate + bound).astype(work)
+        unsure = np.nonzero((low != result) | ~np.isfinite(bound))
+        if len(unsure[0]):
+            lhs_full = np.broadcast_to(lhs, shape[:-2] + lhs.shape[-2:])
+            rhs_full = np.broadcast_to(rhs, shape[:-2] + rhs.shape[-2:])
+            rows = lhs_full[unsure[:-1]]  # (count, K)
+            columns = rhs_full[unsure[:-2] + (slice(None), unsure[-1])]
+            if len(shape) == 2:  # no batch axes: the column index stays in place
+                columns = columns.T
+            result[unsure] = _dot_by_steps(rows, columns, acc[unsure], work)
+        return result
 
 
 @implements("mmaf", lanewise=True)

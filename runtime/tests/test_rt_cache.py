@@ -348,3 +348,70 @@ def test_toolchain_record_merges_backends(disk_cache):
     assert recorded["schema"] == 1
     assert set(recorded["backends"]) == {"tileiras", "tilebc-jit"}
     assert recorded["backends"]["tilebc-jit"]["ptx_isa"] == {"sm_90": "8.8"}
+
+
+# -- damaged JSON never breaks a compile ---------------------------------------------------------
+
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000  # json.loads raises RecursionError on this
+
+
+def test_deeply_nested_toolchain_json_is_rewritten(disk_cache, caplog):
+    path = disk_cache.directory / "toolchain.json"
+    path.write_bytes(DEEP_JSON)
+    assert disk_cache.toolchain() == {}
+    assert disk_cache.toolchain_problem() == "is not JSON (nested too deeply)"
+    with caplog.at_level(logging.WARNING, logger="tilebc_runtime.cache"):
+        disk_cache.record_toolchain("tileiras", {"identity": "tileiras/13.5.37"})
+    assert "rewriting" in caplog.text and "nested too deeply" in caplog.text
+    assert json.loads(path.read_text())["backends"]["tileiras"]["identity"] == "tileiras/13.5.37"
+
+
+@pytest.mark.parametrize("document", [
+    b"[]", b'{"schema": 1, "backends": []}', b'{"schema": 1, "backends": {"jit": 3}}',
+    b'{"schema": 1, "backends": {"jit": {"identity": 5}}}', b"\xff\xfe", b" " * (2 << 20)])
+def test_toolchain_json_of_another_shape_is_ignored_and_cleared(disk_cache, document):
+    path = disk_cache.directory / "toolchain.json"
+    path.write_bytes(document)
+    assert disk_cache.toolchain() == {} and disk_cache.toolchain_problem() not in (None, "missing")
+    disk_cache.clear()
+    assert not path.exists()
+
+
+def test_clear_keeps_a_valid_toolchain_json(disk_cache):
+    disk_cache.record_toolchain("tileiras", {"identity": "tileiras/13.5.37"})
+    disk_cache.clear()
+    assert disk_cache.toolchain()["backends"]["tileiras"]["identity"] == "tileiras/13.5.37"
+
+
+@pytest.mark.parametrize("content, message", [
+    (DEEP_JSON, "metadata is not JSON (nested too deeply)"),
+    (b"{" + b" " * (2 << 20) + b"}", "metadata is over 1048576 bytes"),
+])
+def test_damaged_metadata_is_a_miss_and_is_cleared(disk_cache, caplog, content, message):
+    compiler = CountingCompiler()
+    fields = base_fields()
+    disk_cache.get_or_compile(fields, compiler)
+    cubin_path, meta_path = disk_cache.paths(fields.key())
+    meta_path.write_bytes(content)
+    fresh = CubinCache(disk_cache.root)
+    with caplog.at_level(logging.WARNING, logger="tilebc_runtime.cache"):
+        assert fresh.get_or_compile(fields, compiler).cubin == cubin_path.read_bytes()
+    assert f"entry {fields.key()} is corrupt ({message})" in caplog.text
+    assert len(compiler.calls) == 2
+    meta_path.write_bytes(content)
+    [info] = fresh.disk_entries()
+    assert info.metadata is None
+    assert fresh.clear() == 1 and not meta_path.exists() and not cubin_path.exists()
+
+
+def test_an_unexpected_failure_while_reading_is_a_logged_miss(disk_cache, caplog, monkeypatch):
+    compiler = CountingCompiler()
+    disk_cache.get_or_compile(base_fields(), compiler)
+
+    def broken(raw, key):
+        raise RuntimeError("unexpected")
+    monkeypatch.setattr(cache_mod, "_check_metadata", broken)
+    fresh = CubinCache(disk_cache.root)
+    with caplog.at_level(logging.WARNING, logger="tilebc_runtime.cache"):
+        assert fresh.lookup(base_fields().key()) is None
+    assert "cannot read entry" in caplog.text and "RuntimeError: unexpected" in caplog.text

@@ -31,6 +31,9 @@ DEFAULT_MAX_BYTES = 2 * 1024 ** 3
 ENV_DIR = "TILEBC_CACHE_DIR"
 ENV_MAX_BYTES = "TILEBC_CACHE_MAX_BYTES"
 OFF_VALUES = ("off",)
+# Metadata and toolchain.json are a few hundred bytes; anything larger is not ours to parse.
+MAX_JSON_BYTES = 1 << 20
+TOOLCHAIN_FILE = "toolchain.json"
 
 # compile_fn(bytecode, entry, arch, options) -> (cubin, launch facts). The facts are merged into
 # the entry's metadata: `threads_per_cta`, `static_shared_bytes`, `dynamic_shared_bytes`, `backend`.
@@ -253,9 +256,17 @@ class CubinCache:
     def _read_disk(self, key: str) -> Optional[CacheEntry]:
         if self.root is None:
             return None
+        try:
+            return self._read_entry(key)
+        except Exception as error:  # cache boundary: a damaged entry must never break a compile
+            log.warning("tilebc cache: cannot read entry %s (%s: %s); recompiling", key,
+                        type(error).__name__, error)
+            return None
+
+    def _read_entry(self, key: str) -> Optional[CacheEntry]:
         cubin_path, meta_path = self.paths(key)
         try:
-            meta_bytes = meta_path.read_bytes()
+            meta_bytes = _read_bounded(meta_path)
         except FileNotFoundError:
             return None  # not published (a cubin alone is a publish in progress or a crash)
         except OSError as error:
@@ -371,7 +382,7 @@ class CubinCache:
             try:
                 meta_stat = meta_path.stat()
                 size = meta_stat.st_size + (cubin_path.stat().st_size if cubin_path.exists() else 0)
-                problem, metadata = _check_metadata(meta_path.read_bytes(), key)
+                problem, metadata = _check_metadata(_read_bounded(meta_path), key)
             except OSError:
                 continue
             found.append(EntryInfo(key, size, meta_stat.st_mtime, metadata if problem is None else None))
@@ -447,6 +458,10 @@ class CubinCache:
         # processes compile the same key); clearing is the explicit moment to drop them.
         for path in self.directory.glob("??/*.lock"):
             _unlink_quietly(path)
+        # A damaged toolchain.json would make every C++ host refuse the cache; a valid one describes
+        # the toolchains, not entries, and stays.
+        if self.toolchain_problem() is not None:
+            _unlink_quietly(self.directory / TOOLCHAIN_FILE)
         return count
 
     def forget_memory(self) -> None:
@@ -462,31 +477,55 @@ class CubinCache:
         info = {"identity": "", "ptx_isa": {}, "nvjitlink": "", "options": {}, **dict(info)}
         if self.root is None or self._recorded.get(backend) == info:
             return
-        path = self.directory / "toolchain.json"
+        path = self.directory / TOOLCHAIN_FILE
         try:
             with filelock.FileLock(str(self.directory / "toolchain.lock"), timeout=30, mode=0o600):
-                try:
-                    current = json.loads(path.read_bytes())
-                except (OSError, ValueError):
-                    current = {}
-                if (not isinstance(current, dict) or current.get("schema") != SCHEMA
-                        or not isinstance(current.get("backends"), dict)):
+                current, problem = self._read_toolchain()
+                if problem is not None:
+                    if problem != "missing":
+                        log.warning("tilebc cache: rewriting %s: it %s", path, problem)
                     current = {"schema": SCHEMA, "backends": {}}
                 if current["backends"].get(backend) != dict(info):
                     current["backends"][backend] = dict(info)
                     _replace_atomically(path, json.dumps(current, sort_keys=True, indent=1).encode())
             self._recorded[backend] = dict(info)
-        except (OSError, filelock.Timeout, TypeError, ValueError) as error:
-            log.warning("tilebc cache: cannot update %s (%s)", path, error)
+        except Exception as error:  # cache boundary: recording must never break a compile
+            log.warning("tilebc cache: cannot update %s (%s: %s)", path, type(error).__name__, error)
 
     def toolchain(self) -> Dict[str, Any]:
-        """toolchain.json as recorded: {"schema": 1, "backends": {name: record}}, or {}."""
+        """toolchain.json as recorded: {"schema": 1, "backends": {name: record}}, or {} when it is
+        missing or damaged (`toolchain_problem()` says why)."""
         if self.root is None:
             return {}
+        document, problem = self._read_toolchain()
+        return {} if problem is not None else document
+
+    def toolchain_problem(self) -> Optional[str]:
+        """Why toolchain.json cannot be used ("missing" when absent), or None when it can."""
+        if self.root is None:
+            return "no disk cache"
+        return self._read_toolchain()[1]
+
+    def _read_toolchain(self) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+        """(document, None) when toolchain.json has the shape CACHE.md gives, else (None, why)."""
+        path = self.directory / TOOLCHAIN_FILE
         try:
-            return json.loads((self.directory / "toolchain.json").read_bytes())
-        except (OSError, ValueError):
-            return {}
+            raw = _read_bounded(path)
+        except FileNotFoundError:
+            return None, "missing"
+        except OSError as error:
+            return None, f"unreadable ({error.strerror or error})"
+        document, problem = _parse_json(raw)
+        if problem is not None:
+            return None, problem
+        if not isinstance(document, dict) or document.get("schema") != SCHEMA:
+            return None, f"not a JSON object with schema {SCHEMA}"
+        backends = document.get("backends")
+        if not isinstance(backends, dict) or not all(
+                isinstance(record, dict) and isinstance(record.get("identity"), str)
+                for record in backends.values()):
+            return None, "'backends' is not an object of records with an 'identity' string"
+        return document, None
 
 
 _REQUIRED_METADATA = {"schema": int, "key": str, "cubin_sha256": str, "cubin_size": int,
@@ -495,12 +534,30 @@ _REQUIRED_METADATA = {"schema": int, "key": str, "cubin_sha256": str, "cubin_siz
 _LAUNCH_METADATA = ("threads_per_cta", "dynamic_shared_bytes")
 
 
+def _parse_json(raw: bytes) -> Tuple[Any, Optional[str]]:
+    """(value, None), or (None, why) for bytes that are not JSON we can read: invalid, too large,
+    or nested so deeply that the parser runs out of stack (RecursionError)."""
+    if len(raw) > MAX_JSON_BYTES:
+        return None, f"is over {MAX_JSON_BYTES} bytes"
+    try:
+        return json.loads(raw), None
+    except RecursionError:
+        return None, "is not JSON (nested too deeply)"
+    except ValueError as error:  # UnicodeDecodeError included
+        return None, f"is not JSON ({error})"
+
+
+def _read_bounded(path: Path) -> bytes:
+    """A JSON file's bytes, at most MAX_JSON_BYTES + 1 of them (enough to tell it is too large)."""
+    with open(path, "rb") as stream:
+        return stream.read(MAX_JSON_BYTES + 1)
+
+
 def _check_metadata(raw: bytes, key: str) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
     """(problem, metadata): problem is None when the metadata is well-formed and names `key`."""
-    try:
-        metadata = json.loads(raw)
-    except ValueError as error:
-        return f"metadata is not JSON ({error})", None
+    metadata, problem = _parse_json(raw)
+    if problem is not None:
+        return f"metadata {problem}", None
     if not isinstance(metadata, dict):
         return "metadata is not a JSON object", None
     for name, kind in _REQUIRED_METADATA.items():

@@ -415,3 +415,63 @@ def test_an_unexpected_failure_while_reading_is_a_logged_miss(disk_cache, caplog
     with caplog.at_level(logging.WARNING, logger="tilebc_runtime.cache"):
         assert fresh.lookup(base_fields().key()) is None
     assert "cannot read entry" in caplog.text and "RuntimeError: unexpected" in caplog.text
+
+
+# -- trust at every level: root, v1/, shard, files ------------------------------------------------
+
+needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                                reason="needs root to chown")
+
+
+def _group_writable(path):
+    path.chmod(stat.S_IMODE(path.stat().st_mode) | 0o020)
+
+
+def _owned_by_another_user(path):
+    os.chown(path, 4242, -1)
+
+
+def _symlinked(path):
+    target = path.with_name("elsewhere" + path.suffix)
+    path.rename(target)
+    path.symlink_to(target.name)
+
+
+@pytest.mark.parametrize("level", ["root", "v1", "shard", "cubin", "metadata"])
+@pytest.mark.parametrize("change", [
+    _group_writable, pytest.param(_owned_by_another_user, marks=needs_root), _symlinked])
+def test_an_entry_another_user_could_have_planted_is_a_miss(disk_cache, caplog, level, change):
+    if change is _symlinked and level in ("root", "v1", "shard"):
+        pytest.skip("folders are followed, as for the root itself")
+    compiler = CountingCompiler()
+    fields = base_fields()
+    disk_cache.get_or_compile(fields, compiler)
+    cubin_path, meta_path = disk_cache.paths(fields.key())
+    opened = CubinCache(disk_cache.root)  # the checks hold for a cache opened before the change
+    change({"root": disk_cache.root, "v1": disk_cache.directory, "shard": cubin_path.parent,
+            "cubin": cubin_path, "metadata": meta_path}[level])
+    with caplog.at_level(logging.WARNING, logger="tilebc_runtime.cache"):
+        assert opened.lookup(fields.key()) is None
+    expected = ("is a symbolic link" if change is _symlinked else "owned by uid 4242"
+                if change is _owned_by_another_user else "can be written by other users")
+    assert expected in caplog.text
+    if level in ("cubin", "metadata"):  # recompiled and republished with the right owner and mode
+        opened.get_or_compile(fields, compiler)
+        assert len(compiler.calls) == 2
+        assert CubinCache(disk_cache.root).lookup(fields.key()) is not None
+
+
+def test_untrusted_toolchain_json_is_ignored(disk_cache):
+    disk_cache.record_toolchain("tileiras", {"identity": "tileiras/13.5.37"})
+    _group_writable(disk_cache.directory / "toolchain.json")
+    assert disk_cache.toolchain() == {} and "can be written by other users" in disk_cache.toolchain_problem()
+    disk_cache.clear()
+    assert not (disk_cache.directory / "toolchain.json").exists()
+
+
+def test_untrusted_entries_are_listed_as_corrupt_and_cleared(disk_cache):
+    disk_cache.get_or_compile(base_fields(), CountingCompiler())
+    _group_writable(disk_cache.paths(base_fields().key())[1])
+    [info] = disk_cache.disk_entries()
+    assert info.metadata is None
+    assert disk_cache.prune() == [base_fields().key()]

@@ -6,6 +6,7 @@ is pickled, so a cache directory shared between Python versions or hosts is safe
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -124,19 +125,32 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
-def _owner_only_problem(path: Path) -> Optional[str]:
-    """Why `path` is unsafe to trust as a cache directory, or None."""
-    info = os.stat(path)
-    if not stat.S_ISDIR(info.st_mode):
-        return "is not a directory"
+def _foreign_problem(info: os.stat_result) -> Optional[str]:
+    """Why a cache folder or file with this status may hold another user's data, or None: it must
+    be owned by this user and not writable by group or others."""
     if hasattr(os, "getuid"):
         if info.st_uid != os.getuid():
             return f"is owned by uid {info.st_uid}, not by this user (uid {os.getuid()})"
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             return f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def _owner_only_problem(path: Path) -> Optional[str]:
+    """Why `path` is unsafe to trust as a cache directory, or None."""
+    info = os.stat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a directory"
+    problem = _foreign_problem(info)
+    if problem is not None:
+        return problem
     if not os.access(path, os.W_OK | os.X_OK):
         return "is not writable"
     return None
+
+
+class UntrustedError(OSError):
+    """A cache folder or file that another user could have written (see `_foreign_problem`)."""
 
 
 def _prepare_directory(path: Path) -> Optional[str]:
@@ -263,10 +277,35 @@ class CubinCache:
                         type(error).__name__, error)
             return None
 
+    def trust_problem(self, folder: Optional[Path] = None) -> Optional[str]:
+        """Why the cache cannot be trusted now, or None: the root, v1/ and `folder` (a shard)
+        must each be a directory owned by this user and not writable by group or others. A
+        missing shard is no problem (nothing to read). Checked before every disk read, as they
+        may have changed since the cache was opened."""
+        for level in (self.root, self.directory, folder):
+            if level is None:
+                continue
+            try:
+                info = os.stat(level)
+            except FileNotFoundError:
+                if level == folder:
+                    continue
+                return f"{level} is missing"
+            if not stat.S_ISDIR(info.st_mode):
+                return f"{level} is not a directory"
+            problem = _foreign_problem(info)
+            if problem is not None:
+                return f"{level} {problem}"
+        return None
+
     def _read_entry(self, key: str) -> Optional[CacheEntry]:
         cubin_path, meta_path = self.paths(key)
+        refused = self.trust_problem(meta_path.parent)
+        if refused is not None:
+            log.warning("tilebc cache: not reading entry %s: %s; recompiling", key, refused)
+            return None
         try:
-            meta_bytes = _read_bounded(meta_path)
+            meta_bytes = _read_owned(meta_path, MAX_JSON_BYTES + 1)
         except FileNotFoundError:
             return None  # not published (a cubin alone is a publish in progress or a crash)
         except OSError as error:
@@ -276,7 +315,7 @@ class CubinCache:
         cubin = None
         if problem is None:
             try:
-                cubin = cubin_path.read_bytes()
+                cubin = _read_owned(cubin_path)
             except FileNotFoundError:
                 problem = "metadata without cubin"
             except OSError as error:
@@ -382,7 +421,9 @@ class CubinCache:
             try:
                 meta_stat = meta_path.stat()
                 size = meta_stat.st_size + (cubin_path.stat().st_size if cubin_path.exists() else 0)
-                problem, metadata = _check_metadata(_read_bounded(meta_path), key)
+                problem, metadata = _check_metadata(_read_owned(meta_path, MAX_JSON_BYTES + 1), key)
+            except UntrustedError:
+                problem, metadata = "untrusted", None  # listed as corrupt: prune and clear remove it
             except OSError:
                 continue
             found.append(EntryInfo(key, size, meta_stat.st_mtime, metadata if problem is None else None))
@@ -509,8 +550,11 @@ class CubinCache:
     def _read_toolchain(self) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
         """(document, None) when toolchain.json has the shape CACHE.md gives, else (None, why)."""
         path = self.directory / TOOLCHAIN_FILE
+        refused = self.trust_problem()
+        if refused is not None:
+            return None, f"is in an untrusted folder ({refused})"
         try:
-            raw = _read_bounded(path)
+            raw = _read_owned(path, MAX_JSON_BYTES + 1)
         except FileNotFoundError:
             return None, "missing"
         except OSError as error:
@@ -547,10 +591,23 @@ def _parse_json(raw: bytes) -> Tuple[Any, Optional[str]]:
         return None, f"is not JSON ({error})"
 
 
-def _read_bounded(path: Path) -> bytes:
-    """A JSON file's bytes, at most MAX_JSON_BYTES + 1 of them (enough to tell it is too large)."""
-    with open(path, "rb") as stream:
-        return stream.read(MAX_JSON_BYTES + 1)
+def _read_owned(path: Path, limit: int = -1) -> bytes:
+    """The bytes of a cache file (at most `limit`), refused with UntrustedError unless it is a
+    regular file (not a symlink) owned by this user and not writable by group or others. The
+    check is on the opened file, so the file cannot be swapped between check and read."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        handle = os.open(path, flags)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UntrustedError(errno.ELOOP, "is a symbolic link", str(path)) from None
+        raise
+    with os.fdopen(handle, "rb") as stream:
+        info = os.fstat(stream.fileno())
+        problem = "is not a regular file" if not stat.S_ISREG(info.st_mode) else _foreign_problem(info)
+        if problem is not None:
+            raise UntrustedError(errno.EPERM, problem, str(path))
+        return stream.read(limit)
 
 
 def _check_metadata(raw: bytes, key: str) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:

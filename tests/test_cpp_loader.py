@@ -564,6 +564,53 @@ def test_metadata_the_python_reader_refuses_is_a_miss_in_cpp(cpp_build, tmp_path
     assert CubinCache(root).lookup(entry.key) is not None
 
 
+def _plant(path: Path, how: str) -> None:
+    """Make `path` look as if another local user could have written it."""
+    if how == "group-writable":
+        path.chmod(path.stat().st_mode | 0o020)
+    elif how == "world-writable":
+        path.chmod(path.stat().st_mode | 0o002)
+    elif how == "other-owner":
+        os.chown(path, 4242, -1)
+    else:  # "symlink": the file is elsewhere, reached through a link
+        target = path.with_name("planted" + path.suffix)
+        path.rename(target)
+        path.symlink_to(target.name)
+
+
+def test_neither_host_loads_a_cubin_another_user_could_have_planted(cpp_build, tmp_path):
+    """Both hosts trust an entry only when the root, v1/, the shard folder and both files are this
+    user's and not writable by group or others (files: not symlinks either), with the root given
+    explicitly (Options::cache_dir) or by TILEBC_CACHE_DIR. Before, C++ checked nothing below an
+    explicit root and not v1/ below the default one."""
+    fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
+    pristine = tmp_path / "pristine"
+    [entry] = _python_compile(fixture, "jit", "sm_90", pristine).values()
+    from tilebc_runtime.cache import CubinCache
+    name = entry.metadata["fields"]["entry"]
+    hows = ["group-writable", "world-writable", "symlink"] + (["other-owner"] if os.geteuid() == 0 else [])
+    cases = [(level, how) for level in ("root", "v1", "shard", "cubin", "metadata") for how in hows
+             if not (how == "symlink" and level in ("root", "v1", "shard"))]
+    for index, (level, how) in enumerate([(None, None)] + cases):
+        root = tmp_path / f"case{index}"
+        shutil.copytree(pristine, root, symlinks=True)
+        shard = root / "v1" / entry.key[:2]
+        if level is not None:
+            _plant({"root": root, "v1": root / "v1", "shard": shard, "cubin": shard / f"{entry.key}.cubin",
+                    "metadata": shard / f"{entry.key}.json"}[level], how)
+        expect_hit = level is None
+        assert (CubinCache(root).lookup(entry.key) is not None) == expect_hit, (level, how)
+        for flags, env in ((["--cache", str(root)], NO_PYTHON),
+                           ([], {**NO_PYTHON, "TILEBC_CACHE_DIR": str(root)})):
+            [record] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_90", *flags, "--no-compile",
+                                env=env)
+            image = record["images"][name]
+            assert (image.get("source") == "cache") == expect_hit, (level, how, flags, image)
+            if level in ("root", "v1") and flags:
+                assert "(not used: " in image["message"] and "by other users" in image["message"] \
+                    or "owned by uid 4242" in image["message"], image
+
+
 def test_cpp_keys_equal_python_keys_for_every_fixture(cpp_build, tmp_path):
     """toolchain.json written by the Python runtime lets the C++ loader compute, for every fixture,
     entry, backend and two archs, exactly the key the Python runtime uses."""

@@ -252,6 +252,36 @@ def test_malformed_cases_from_the_python_suite(cpp_build, tmp_path):
         compare_with_python(record, path.read_bytes(), False, case.name)
 
 
+@pytest.mark.parametrize("shape, refused", [
+    ((1 << 62, 1 << 62, 4), True),      # the product overflows 64 bits: never formed
+    ((4096, 4097), True),
+    (((1 << 63) - 1,), True),          # the largest dimension the format holds
+    ((4096, 4096), False),              # exactly max_tile_elements
+])
+def test_tile_types_over_max_tile_elements_are_refused_like_python(cpp_build, tmp_path, shape, refused):
+    """A signature's tile type with more elements than DecodeLimits.max_tile_elements: both readers
+    refuse it with the same message at the same offset (before, C++ accepted any shape)."""
+    M = _tests_module("test_malformed")
+    big = b"\x0d\x03" + bytes([len(shape)]) + struct.pack(f"<{len(shape)}q", *shape)  # tile<...xi32>
+    types = list(M.TYPES)
+    types[1] = big  # the parameter type of the signature, types[2]
+    path = tmp_path / "big-tile.tilebc"
+    path.write_bytes(M.module_bytes(M.V13_5, types=tuple(types)))
+    [record] = run_tool(cpp_build, "list", str(path))
+    if not refused:
+        tilebc.load(path.read_bytes(), verify=False)
+        assert record["ok"], record
+        assert record["entries"][0]["params"][0]["type"] == "tile<4096x4096xi32>"
+        return
+    with pytest.raises(tilebc.DecodeError) as caught:
+        tilebc.load(path.read_bytes(), verify=False)
+    expected = (f"limit exceeded: tile shape {list(shape)} has more than "
+                f"max_tile_elements={tilebc.DecodeLimits().max_tile_elements} elements")
+    assert caught.value.message == expected
+    assert not record["ok"], record
+    assert record["message"] == expected and record["offset"] == caught.value.offset, record
+
+
 def _tests_module(name: str):
     sys.path.insert(0, str(ROOT / "tests"))
     try:

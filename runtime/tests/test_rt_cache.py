@@ -475,3 +475,20 @@ def test_untrusted_entries_are_listed_as_corrupt_and_cleared(disk_cache):
     [info] = disk_cache.disk_entries()
     assert info.metadata is None
     assert disk_cache.prune() == [base_fields().key()]
+
+
+def test_a_removed_cache_folder_is_a_quiet_miss(disk_cache, caplog):
+    import shutil
+    disk_cache.get_or_compile(base_fields(), CountingCompiler())
+    opened = CubinCache(disk_cache.root)
+    shutil.rmtree(disk_cache.root)
+    with caplog.at_level(logging.WARNING, logger="tilebc_runtime.cache"):
+        assert opened.lookup(base_fields().key()) is None
+    assert caplog.text == ""
+
+
+def test_entries_in_an_untrusted_shard_are_listed_as_corrupt(disk_cache):
+    disk_cache.get_or_compile(base_fields(), CountingCompiler())
+    _group_writable(disk_cache.paths(base_fields().key())[0].parent)
+    [info] = disk_cache.disk_entries()
+    assert info.metadata is None

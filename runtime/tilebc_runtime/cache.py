@@ -280,17 +280,15 @@ class CubinCache:
     def trust_problem(self, folder: Optional[Path] = None) -> Optional[str]:
         """Why the cache cannot be trusted now, or None: the root, v1/ and `folder` (a shard)
         must each be a directory owned by this user and not writable by group or others. A
-        missing shard is no problem (nothing to read). Checked before every disk read, as they
-        may have changed since the cache was opened."""
+        missing level is no problem: there is nothing below it to read. Checked before every
+        disk read, as they may have changed since the cache was opened."""
         for level in (self.root, self.directory, folder):
             if level is None:
                 continue
             try:
                 info = os.stat(level)
             except FileNotFoundError:
-                if level == folder:
-                    continue
-                return f"{level} is missing"
+                return None
             if not stat.S_ISDIR(info.st_mode):
                 return f"{level} is not a directory"
             problem = _foreign_problem(info)
@@ -421,6 +419,8 @@ class CubinCache:
             try:
                 meta_stat = meta_path.stat()
                 size = meta_stat.st_size + (cubin_path.stat().st_size if cubin_path.exists() else 0)
+                if self.trust_problem(meta_path.parent) is not None:
+                    raise UntrustedError(errno.EPERM, "in an untrusted folder", str(meta_path))
                 problem, metadata = _check_metadata(_read_owned(meta_path, MAX_JSON_BYTES + 1), key)
             except UntrustedError:
                 problem, metadata = "untrusted", None  # listed as corrupt: prune and clear remove it

@@ -602,6 +602,9 @@ def _plant(path: Path, how: str) -> None:
         path.chmod(path.stat().st_mode | 0o002)
     elif how == "other-owner":
         os.chown(path, 4242, -1)
+    elif how == "fifo":  # must be refused, not waited on
+        path.unlink()
+        os.mkfifo(path, 0o600)
     else:  # "symlink": the file is elsewhere, reached through a link
         target = path.with_name("planted" + path.suffix)
         path.rename(target)
@@ -621,6 +624,7 @@ def test_neither_host_loads_a_cubin_another_user_could_have_planted(cpp_build, t
     hows = ["group-writable", "world-writable", "symlink"] + (["other-owner"] if os.geteuid() == 0 else [])
     cases = [(level, how) for level in ("root", "v1", "shard", "cubin", "metadata") for how in hows
              if not (how == "symlink" and level in ("root", "v1", "shard"))]
+    cases += [("cubin", "fifo"), ("metadata", "fifo")]
     for index, (level, how) in enumerate([(None, None)] + cases):
         root = tmp_path / f"case{index}"
         shutil.copytree(pristine, root, symlinks=True)

@@ -492,3 +492,17 @@ def test_entries_in_an_untrusted_shard_are_listed_as_corrupt(disk_cache):
     _group_writable(disk_cache.paths(base_fields().key())[0].parent)
     [info] = disk_cache.disk_entries()
     assert info.metadata is None
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_in_place_of_an_entry_file_is_refused_without_waiting(disk_cache):
+    fields = base_fields()
+    disk_cache.get_or_compile(fields, CountingCompiler())
+    meta_path = disk_cache.paths(fields.key())[1]
+    meta_path.unlink()
+    os.mkfifo(meta_path, 0o600)
+    os.mkfifo(disk_cache.directory / "toolchain.json", 0o600)
+    started = time.monotonic()
+    assert CubinCache(disk_cache.root).lookup(fields.key()) is None
+    assert disk_cache.toolchain() == {} and "not a regular file" in disk_cache.toolchain_problem()
+    assert time.monotonic() - started < 5

@@ -594,8 +594,10 @@ def _parse_json(raw: bytes) -> Tuple[Any, Optional[str]]:
 def _read_owned(path: Path, limit: int = -1) -> bytes:
     """The bytes of a cache file (at most `limit`), refused with UntrustedError unless it is a
     regular file (not a symlink) owned by this user and not writable by group or others. The
-    check is on the opened file, so the file cannot be swapped between check and read."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    check is on the opened file, so the file cannot be swapped between check and read. Opening
+    does not block (a FIFO in its place is refused, not waited on)."""
+    flags = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+             | getattr(os, "O_BINARY", 0))
     try:
         handle = os.open(path, flags)
     except OSError as error:

@@ -37,10 +37,10 @@ std::string foreign_problem(const struct stat& status) {
 }
 
 /// Read a cache file, only when it is a regular file (not a symlink) that passes foreign_problem,
-/// checked on the opened descriptor so it cannot be swapped between check and read. false when
-/// it is missing, unreadable or refused.
+/// checked on the opened descriptor so it cannot be swapped between check and read (opening does
+/// not block: a FIFO in its place is refused). false when it is missing, unreadable or refused.
 bool read_owned(const std::string& path, std::string& text) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
   struct stat status {};
   bool ok = ::fstat(fd, &status) == 0 && S_ISREG(status.st_mode) && foreign_problem(status).empty();

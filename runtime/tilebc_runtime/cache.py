@@ -609,7 +609,8 @@ def _read_owned(path: Path, limit: int = -1) -> bytes:
         problem = "is not a regular file" if not stat.S_ISREG(info.st_mode) else _foreign_problem(info)
         if problem is not None:
             raise UntrustedError(errno.EPERM, problem, str(path))
-        return stream.read(limit)
+        # read(n) allocates n bytes up front: ask for the file's size when it is under the limit
+        return stream.read(limit if 0 <= limit <= info.st_size else -1)
 
 
 def _check_metadata(raw: bytes, key: str) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:

@@ -252,6 +252,36 @@ def test_malformed_cases_from_the_python_suite(cpp_build, tmp_path):
         compare_with_python(record, path.read_bytes(), False, case.name)
 
 
+@pytest.mark.parametrize("shape, refused", [
+    ((1 << 62, 1 << 62, 4), True),      # the product overflows 64 bits: never formed
+    ((4096, 4097), True),
+    (((1 << 63) - 1,), True),          # the largest dimension the format holds
+    ((4096, 4096), False),              # exactly max_tile_elements
+])
+def test_tile_types_over_max_tile_elements_are_refused_like_python(cpp_build, tmp_path, shape, refused):
+    """A signature's tile type with more elements than DecodeLimits.max_tile_elements: both readers
+    refuse it with the same message at the same offset (before, C++ accepted any shape)."""
+    M = _tests_module("test_malformed")
+    big = b"\x0d\x03" + bytes([len(shape)]) + struct.pack(f"<{len(shape)}q", *shape)  # tile<...xi32>
+    types = list(M.TYPES)
+    types[1] = big  # the parameter type of the signature, types[2]
+    path = tmp_path / "big-tile.tilebc"
+    path.write_bytes(M.module_bytes(M.V13_5, types=tuple(types)))
+    [record] = run_tool(cpp_build, "list", str(path))
+    if not refused:
+        tilebc.load(path.read_bytes(), verify=False)
+        assert record["ok"], record
+        assert record["entries"][0]["params"][0]["type"] == "tile<4096x4096xi32>"
+        return
+    with pytest.raises(tilebc.DecodeError) as caught:
+        tilebc.load(path.read_bytes(), verify=False)
+    expected = (f"limit exceeded: tile shape {list(shape)} has more than "
+                f"max_tile_elements={tilebc.DecodeLimits().max_tile_elements} elements")
+    assert caught.value.message == expected
+    assert not record["ok"], record
+    assert record["message"] == expected and record["offset"] == caught.value.offset, record
+
+
 def _tests_module(name: str):
     sys.path.insert(0, str(ROOT / "tests"))
     try:
@@ -562,6 +592,57 @@ def test_metadata_the_python_reader_refuses_is_a_miss_in_cpp(cpp_build, tmp_path
             assert python_hit is None and not cpp_hit, change
     meta_path.write_text(json.dumps(original))
     assert CubinCache(root).lookup(entry.key) is not None
+
+
+def _plant(path: Path, how: str) -> None:
+    """Make `path` look as if another local user could have written it."""
+    if how == "group-writable":
+        path.chmod(path.stat().st_mode | 0o020)
+    elif how == "world-writable":
+        path.chmod(path.stat().st_mode | 0o002)
+    elif how == "other-owner":
+        os.chown(path, 4242, -1)
+    elif how == "fifo":  # must be refused, not waited on
+        path.unlink()
+        os.mkfifo(path, 0o600)
+    else:  # "symlink": the file is elsewhere, reached through a link
+        target = path.with_name("planted" + path.suffix)
+        path.rename(target)
+        path.symlink_to(target.name)
+
+
+def test_neither_host_loads_a_cubin_another_user_could_have_planted(cpp_build, tmp_path):
+    """Both hosts trust an entry only when the root, v1/, the shard folder and both files are this
+    user's and not writable by group or others (files: not symlinks either), with the root given
+    explicitly (Options::cache_dir) or by TILEBC_CACHE_DIR. Before, C++ checked nothing below an
+    explicit root and not v1/ below the default one."""
+    fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
+    pristine = tmp_path / "pristine"
+    [entry] = _python_compile(fixture, "jit", "sm_90", pristine).values()
+    from tilebc_runtime.cache import CubinCache
+    name = entry.metadata["fields"]["entry"]
+    hows = ["group-writable", "world-writable", "symlink"] + (["other-owner"] if os.geteuid() == 0 else [])
+    cases = [(level, how) for level in ("root", "v1", "shard", "cubin", "metadata") for how in hows
+             if not (how == "symlink" and level in ("root", "v1", "shard"))]
+    cases += [("cubin", "fifo"), ("metadata", "fifo")]
+    for index, (level, how) in enumerate([(None, None)] + cases):
+        root = tmp_path / f"case{index}"
+        shutil.copytree(pristine, root, symlinks=True)
+        shard = root / "v1" / entry.key[:2]
+        if level is not None:
+            _plant({"root": root, "v1": root / "v1", "shard": shard, "cubin": shard / f"{entry.key}.cubin",
+                    "metadata": shard / f"{entry.key}.json"}[level], how)
+        expect_hit = level is None
+        assert (CubinCache(root).lookup(entry.key) is not None) == expect_hit, (level, how)
+        for flags, env in ((["--cache", str(root)], NO_PYTHON),
+                           ([], {**NO_PYTHON, "TILEBC_CACHE_DIR": str(root)})):
+            [record] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_90", *flags, "--no-compile",
+                                env=env)
+            image = record["images"][name]
+            assert (image.get("source") == "cache") == expect_hit, (level, how, flags, image)
+            if level in ("root", "v1") and flags:
+                assert "(not used: " in image["message"] and "by other users" in image["message"] \
+                    or "owned by uid 4242" in image["message"], image
 
 
 def test_cpp_keys_equal_python_keys_for_every_fixture(cpp_build, tmp_path):

@@ -348,3 +348,161 @@ def test_toolchain_record_merges_backends(disk_cache):
     assert recorded["schema"] == 1
     assert set(recorded["backends"]) == {"tileiras", "tilebc-jit"}
     assert recorded["backends"]["tilebc-jit"]["ptx_isa"] == {"sm_90": "8.8"}
+
+
+# -- damaged JSON never breaks a compile ---------------------------------------------------------
+
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000  # json.loads raises RecursionError on this
+
+
+def test_deeply_nested_toolchain_json_is_rewritten(disk_cache, caplog):
+    path = disk_cache.directory / "toolchain.json"
+    path.write_bytes(DEEP_JSON)
+    assert disk_cache.toolchain() == {}
+    assert disk_cache.toolchain_problem() == "is not JSON (nested too deeply)"
+    with caplog.at_level(logging.WARNING, logger="tilebc_runtime.cache"):
+        disk_cache.record_toolchain("tileiras", {"identity": "tileiras/13.5.37"})
+    assert "rewriting" in caplog.text and "nested too deeply" in caplog.text
+    assert json.loads(path.read_text())["backends"]["tileiras"]["identity"] == "tileiras/13.5.37"
+
+
+@pytest.mark.parametrize("document", [
+    b"[]", b'{"schema": 1, "backends": []}', b'{"schema": 1, "backends": {"jit": 3}}',
+    b'{"schema": 1, "backends": {"jit": {"identity": 5}}}', b"\xff\xfe", b" " * (2 << 20)])
+def test_toolchain_json_of_another_shape_is_ignored_and_cleared(disk_cache, document):
+    path = disk_cache.directory / "toolchain.json"
+    path.write_bytes(document)
+    assert disk_cache.toolchain() == {} and disk_cache.toolchain_problem() not in (None, "missing")
+    disk_cache.clear()
+    assert not path.exists()
+
+
+def test_clear_keeps_a_valid_toolchain_json(disk_cache):
+    disk_cache.record_toolchain("tileiras", {"identity": "tileiras/13.5.37"})
+    disk_cache.clear()
+    assert disk_cache.toolchain()["backends"]["tileiras"]["identity"] == "tileiras/13.5.37"
+
+
+@pytest.mark.parametrize("content, message", [
+    (DEEP_JSON, "metadata is not JSON (nested too deeply)"),
+    (b"{" + b" " * (2 << 20) + b"}", "metadata is over 1048576 bytes"),
+])
+def test_damaged_metadata_is_a_miss_and_is_cleared(disk_cache, caplog, content, message):
+    compiler = CountingCompiler()
+    fields = base_fields()
+    disk_cache.get_or_compile(fields, compiler)
+    cubin_path, meta_path = disk_cache.paths(fields.key())
+    meta_path.write_bytes(content)
+    fresh = CubinCache(disk_cache.root)
+    with caplog.at_level(logging.WARNING, logger="tilebc_runtime.cache"):
+        assert fresh.get_or_compile(fields, compiler).cubin == cubin_path.read_bytes()
+    assert f"entry {fields.key()} is corrupt ({message})" in caplog.text
+    assert len(compiler.calls) == 2
+    meta_path.write_bytes(content)
+    [info] = fresh.disk_entries()
+    assert info.metadata is None
+    assert fresh.clear() == 1 and not meta_path.exists() and not cubin_path.exists()
+
+
+def test_an_unexpected_failure_while_reading_is_a_logged_miss(disk_cache, caplog, monkeypatch):
+    compiler = CountingCompiler()
+    disk_cache.get_or_compile(base_fields(), compiler)
+
+    def broken(raw, key):
+        raise RuntimeError("unexpected")
+    monkeypatch.setattr(cache_mod, "_check_metadata", broken)
+    fresh = CubinCache(disk_cache.root)
+    with caplog.at_level(logging.WARNING, logger="tilebc_runtime.cache"):
+        assert fresh.lookup(base_fields().key()) is None
+    assert "cannot read entry" in caplog.text and "RuntimeError: unexpected" in caplog.text
+
+
+# -- trust at every level: root, v1/, shard, files ------------------------------------------------
+
+needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                                reason="needs root to chown")
+
+
+def _group_writable(path):
+    path.chmod(stat.S_IMODE(path.stat().st_mode) | 0o020)
+
+
+def _owned_by_another_user(path):
+    os.chown(path, 4242, -1)
+
+
+def _symlinked(path):
+    target = path.with_name("elsewhere" + path.suffix)
+    path.rename(target)
+    path.symlink_to(target.name)
+
+
+@pytest.mark.parametrize("level", ["root", "v1", "shard", "cubin", "metadata"])
+@pytest.mark.parametrize("change", [
+    _group_writable, pytest.param(_owned_by_another_user, marks=needs_root), _symlinked])
+def test_an_entry_another_user_could_have_planted_is_a_miss(disk_cache, caplog, level, change):
+    if change is _symlinked and level in ("root", "v1", "shard"):
+        pytest.skip("folders are followed, as for the root itself")
+    compiler = CountingCompiler()
+    fields = base_fields()
+    disk_cache.get_or_compile(fields, compiler)
+    cubin_path, meta_path = disk_cache.paths(fields.key())
+    opened = CubinCache(disk_cache.root)  # the checks hold for a cache opened before the change
+    change({"root": disk_cache.root, "v1": disk_cache.directory, "shard": cubin_path.parent,
+            "cubin": cubin_path, "metadata": meta_path}[level])
+    with caplog.at_level(logging.WARNING, logger="tilebc_runtime.cache"):
+        assert opened.lookup(fields.key()) is None
+    expected = ("is a symbolic link" if change is _symlinked else "owned by uid 4242"
+                if change is _owned_by_another_user else "can be written by other users")
+    assert expected in caplog.text
+    if level in ("cubin", "metadata"):  # recompiled and republished with the right owner and mode
+        opened.get_or_compile(fields, compiler)
+        assert len(compiler.calls) == 2
+        assert CubinCache(disk_cache.root).lookup(fields.key()) is not None
+
+
+def test_untrusted_toolchain_json_is_ignored(disk_cache):
+    disk_cache.record_toolchain("tileiras", {"identity": "tileiras/13.5.37"})
+    _group_writable(disk_cache.directory / "toolchain.json")
+    assert disk_cache.toolchain() == {} and "can be written by other users" in disk_cache.toolchain_problem()
+    disk_cache.clear()
+    assert not (disk_cache.directory / "toolchain.json").exists()
+
+
+def test_untrusted_entries_are_listed_as_corrupt_and_cleared(disk_cache):
+    disk_cache.get_or_compile(base_fields(), CountingCompiler())
+    _group_writable(disk_cache.paths(base_fields().key())[1])
+    [info] = disk_cache.disk_entries()
+    assert info.metadata is None
+    assert disk_cache.prune() == [base_fields().key()]
+
+
+def test_a_removed_cache_folder_is_a_quiet_miss(disk_cache, caplog):
+    import shutil
+    disk_cache.get_or_compile(base_fields(), CountingCompiler())
+    opened = CubinCache(disk_cache.root)
+    shutil.rmtree(disk_cache.root)
+    with caplog.at_level(logging.WARNING, logger="tilebc_runtime.cache"):
+        assert opened.lookup(base_fields().key()) is None
+    assert caplog.text == ""
+
+
+def test_entries_in_an_untrusted_shard_are_listed_as_corrupt(disk_cache):
+    disk_cache.get_or_compile(base_fields(), CountingCompiler())
+    _group_writable(disk_cache.paths(base_fields().key())[0].parent)
+    [info] = disk_cache.disk_entries()
+    assert info.metadata is None
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_in_place_of_an_entry_file_is_refused_without_waiting(disk_cache):
+    fields = base_fields()
+    disk_cache.get_or_compile(fields, CountingCompiler())
+    meta_path = disk_cache.paths(fields.key())[1]
+    meta_path.unlink()
+    os.mkfifo(meta_path, 0o600)
+    os.mkfifo(disk_cache.directory / "toolchain.json", 0o600)
+    started = time.monotonic()
+    assert CubinCache(disk_cache.root).lookup(fields.key()) is None
+    assert disk_cache.toolchain() == {} and "not a regular file" in disk_cache.toolchain_problem()
+    assert time.monotonic() - started < 5

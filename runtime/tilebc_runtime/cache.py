@@ -6,6 +6,7 @@ is pickled, so a cache directory shared between Python versions or hosts is safe
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -31,6 +32,9 @@ DEFAULT_MAX_BYTES = 2 * 1024 ** 3
 ENV_DIR = "TILEBC_CACHE_DIR"
 ENV_MAX_BYTES = "TILEBC_CACHE_MAX_BYTES"
 OFF_VALUES = ("off",)
+# Metadata and toolchain.json are a few hundred bytes; anything larger is not ours to parse.
+MAX_JSON_BYTES = 1 << 20
+TOOLCHAIN_FILE = "toolchain.json"
 
 # compile_fn(bytecode, entry, arch, options) -> (cubin, launch facts). The facts are merged into
 # the entry's metadata: `threads_per_cta`, `static_shared_bytes`, `dynamic_shared_bytes`, `backend`.
@@ -121,19 +125,32 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
-def _owner_only_problem(path: Path) -> Optional[str]:
-    """Why `path` is unsafe to trust as a cache directory, or None."""
-    info = os.stat(path)
-    if not stat.S_ISDIR(info.st_mode):
-        return "is not a directory"
+def _foreign_problem(info: os.stat_result) -> Optional[str]:
+    """Why a cache folder or file with this status may hold another user's data, or None: it must
+    be owned by this user and not writable by group or others."""
     if hasattr(os, "getuid"):
         if info.st_uid != os.getuid():
             return f"is owned by uid {info.st_uid}, not by this user (uid {os.getuid()})"
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             return f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def _owner_only_problem(path: Path) -> Optional[str]:
+    """Why `path` is unsafe to trust as a cache directory, or None."""
+    info = os.stat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a directory"
+    problem = _foreign_problem(info)
+    if problem is not None:
+        return problem
     if not os.access(path, os.W_OK | os.X_OK):
         return "is not writable"
     return None
+
+
+class UntrustedError(OSError):
+    """A cache folder or file that another user could have written (see `_foreign_problem`)."""
 
 
 def _prepare_directory(path: Path) -> Optional[str]:
@@ -253,9 +270,40 @@ class CubinCache:
     def _read_disk(self, key: str) -> Optional[CacheEntry]:
         if self.root is None:
             return None
-        cubin_path, meta_path = self.paths(key)
         try:
-            meta_bytes = meta_path.read_bytes()
+            return self._read_entry(key)
+        except Exception as error:  # cache boundary: a damaged entry must never break a compile
+            log.warning("tilebc cache: cannot read entry %s (%s: %s); recompiling", key,
+                        type(error).__name__, error)
+            return None
+
+    def trust_problem(self, folder: Optional[Path] = None) -> Optional[str]:
+        """Why the cache cannot be trusted now, or None: the root, v1/ and `folder` (a shard)
+        must each be a directory owned by this user and not writable by group or others. A
+        missing level is no problem: there is nothing below it to read. Checked before every
+        disk read, as they may have changed since the cache was opened."""
+        for level in (self.root, self.directory, folder):
+            if level is None:
+                continue
+            try:
+                info = os.stat(level)
+            except FileNotFoundError:
+                return None
+            if not stat.S_ISDIR(info.st_mode):
+                return f"{level} is not a directory"
+            problem = _foreign_problem(info)
+            if problem is not None:
+                return f"{level} {problem}"
+        return None
+
+    def _read_entry(self, key: str) -> Optional[CacheEntry]:
+        cubin_path, meta_path = self.paths(key)
+        refused = self.trust_problem(meta_path.parent)
+        if refused is not None:
+            log.warning("tilebc cache: not reading entry %s: %s; recompiling", key, refused)
+            return None
+        try:
+            meta_bytes = _read_owned(meta_path, MAX_JSON_BYTES + 1)
         except FileNotFoundError:
             return None  # not published (a cubin alone is a publish in progress or a crash)
         except OSError as error:
@@ -265,7 +313,7 @@ class CubinCache:
         cubin = None
         if problem is None:
             try:
-                cubin = cubin_path.read_bytes()
+                cubin = _read_owned(cubin_path)
             except FileNotFoundError:
                 problem = "metadata without cubin"
             except OSError as error:
@@ -371,7 +419,11 @@ class CubinCache:
             try:
                 meta_stat = meta_path.stat()
                 size = meta_stat.st_size + (cubin_path.stat().st_size if cubin_path.exists() else 0)
-                problem, metadata = _check_metadata(meta_path.read_bytes(), key)
+                if self.trust_problem(meta_path.parent) is not None:
+                    raise UntrustedError(errno.EPERM, "in an untrusted folder", str(meta_path))
+                problem, metadata = _check_metadata(_read_owned(meta_path, MAX_JSON_BYTES + 1), key)
+            except UntrustedError:
+                problem, metadata = "untrusted", None  # listed as corrupt: prune and clear remove it
             except OSError:
                 continue
             found.append(EntryInfo(key, size, meta_stat.st_mtime, metadata if problem is None else None))
@@ -447,6 +499,10 @@ class CubinCache:
         # processes compile the same key); clearing is the explicit moment to drop them.
         for path in self.directory.glob("??/*.lock"):
             _unlink_quietly(path)
+        # A damaged toolchain.json would make every C++ host refuse the cache; a valid one describes
+        # the toolchains, not entries, and stays.
+        if self.toolchain_problem() is not None:
+            _unlink_quietly(self.directory / TOOLCHAIN_FILE)
         return count
 
     def forget_memory(self) -> None:
@@ -462,31 +518,58 @@ class CubinCache:
         info = {"identity": "", "ptx_isa": {}, "nvjitlink": "", "options": {}, **dict(info)}
         if self.root is None or self._recorded.get(backend) == info:
             return
-        path = self.directory / "toolchain.json"
+        path = self.directory / TOOLCHAIN_FILE
         try:
             with filelock.FileLock(str(self.directory / "toolchain.lock"), timeout=30, mode=0o600):
-                try:
-                    current = json.loads(path.read_bytes())
-                except (OSError, ValueError):
-                    current = {}
-                if (not isinstance(current, dict) or current.get("schema") != SCHEMA
-                        or not isinstance(current.get("backends"), dict)):
+                current, problem = self._read_toolchain()
+                if problem is not None:
+                    if problem != "missing":
+                        log.warning("tilebc cache: rewriting %s: it %s", path, problem)
                     current = {"schema": SCHEMA, "backends": {}}
                 if current["backends"].get(backend) != dict(info):
                     current["backends"][backend] = dict(info)
                     _replace_atomically(path, json.dumps(current, sort_keys=True, indent=1).encode())
             self._recorded[backend] = dict(info)
-        except (OSError, filelock.Timeout, TypeError, ValueError) as error:
-            log.warning("tilebc cache: cannot update %s (%s)", path, error)
+        except Exception as error:  # cache boundary: recording must never break a compile
+            log.warning("tilebc cache: cannot update %s (%s: %s)", path, type(error).__name__, error)
 
     def toolchain(self) -> Dict[str, Any]:
-        """toolchain.json as recorded: {"schema": 1, "backends": {name: record}}, or {}."""
+        """toolchain.json as recorded: {"schema": 1, "backends": {name: record}}, or {} when it is
+        missing or damaged (`toolchain_problem()` says why)."""
         if self.root is None:
             return {}
+        document, problem = self._read_toolchain()
+        return {} if problem is not None else document
+
+    def toolchain_problem(self) -> Optional[str]:
+        """Why toolchain.json cannot be used ("missing" when absent), or None when it can."""
+        if self.root is None:
+            return "no disk cache"
+        return self._read_toolchain()[1]
+
+    def _read_toolchain(self) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+        """(document, None) when toolchain.json has the shape CACHE.md gives, else (None, why)."""
+        path = self.directory / TOOLCHAIN_FILE
+        refused = self.trust_problem()
+        if refused is not None:
+            return None, f"is in an untrusted folder ({refused})"
         try:
-            return json.loads((self.directory / "toolchain.json").read_bytes())
-        except (OSError, ValueError):
-            return {}
+            raw = _read_owned(path, MAX_JSON_BYTES + 1)
+        except FileNotFoundError:
+            return None, "missing"
+        except OSError as error:
+            return None, f"unreadable ({error.strerror or error})"
+        document, problem = _parse_json(raw)
+        if problem is not None:
+            return None, problem
+        if not isinstance(document, dict) or document.get("schema") != SCHEMA:
+            return None, f"not a JSON object with schema {SCHEMA}"
+        backends = document.get("backends")
+        if not isinstance(backends, dict) or not all(
+                isinstance(record, dict) and isinstance(record.get("identity"), str)
+                for record in backends.values()):
+            return None, "'backends' is not an object of records with an 'identity' string"
+        return document, None
 
 
 _REQUIRED_METADATA = {"schema": int, "key": str, "cubin_sha256": str, "cubin_size": int,
@@ -495,12 +578,46 @@ _REQUIRED_METADATA = {"schema": int, "key": str, "cubin_sha256": str, "cubin_siz
 _LAUNCH_METADATA = ("threads_per_cta", "dynamic_shared_bytes")
 
 
+def _parse_json(raw: bytes) -> Tuple[Any, Optional[str]]:
+    """(value, None), or (None, why) for bytes that are not JSON we can read: invalid, too large,
+    or nested so deeply that the parser runs out of stack (RecursionError)."""
+    if len(raw) > MAX_JSON_BYTES:
+        return None, f"is over {MAX_JSON_BYTES} bytes"
+    try:
+        return json.loads(raw), None
+    except RecursionError:
+        return None, "is not JSON (nested too deeply)"
+    except ValueError as error:  # UnicodeDecodeError included
+        return None, f"is not JSON ({error})"
+
+
+def _read_owned(path: Path, limit: int = -1) -> bytes:
+    """The bytes of a cache file (at most `limit`), refused with UntrustedError unless it is a
+    regular file (not a symlink) owned by this user and not writable by group or others. The
+    check is on the opened file, so the file cannot be swapped between check and read. Opening
+    does not block (a FIFO in its place is refused, not waited on)."""
+    flags = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+             | getattr(os, "O_BINARY", 0))
+    try:
+        handle = os.open(path, flags)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UntrustedError(errno.ELOOP, "is a symbolic link", str(path)) from None
+        raise
+    with os.fdopen(handle, "rb") as stream:
+        info = os.fstat(stream.fileno())
+        problem = "is not a regular file" if not stat.S_ISREG(info.st_mode) else _foreign_problem(info)
+        if problem is not None:
+            raise UntrustedError(errno.EPERM, problem, str(path))
+        # read(n) allocates n bytes up front: ask for the file's size when it is under the limit
+        return stream.read(limit if 0 <= limit <= info.st_size else -1)
+
+
 def _check_metadata(raw: bytes, key: str) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
     """(problem, metadata): problem is None when the metadata is well-formed and names `key`."""
-    try:
-        metadata = json.loads(raw)
-    except ValueError as error:
-        return f"metadata is not JSON ({error})", None
+    metadata, problem = _parse_json(raw)
+    if problem is not None:
+        return f"metadata {problem}", None
     if not isinstance(metadata, dict):
         return "metadata is not a JSON object", None
     for name, kind in _REQUIRED_METADATA.items():

@@ -47,7 +47,11 @@ def run_cache_command(args: argparse.Namespace, cache: Optional[CubinCache] = No
                   f"size: {total} bytes ({_human(total)})\n"
                   f"bound: {cache.max_bytes} bytes ({_human(cache.max_bytes)})\n")
         for backend, record in sorted(cache.toolchain().get("backends", {}).items()):
-            out.write(f"toolchain {backend}: {record.get('identity', '?')}\n")
+            out.write(f"toolchain {backend}: {record['identity']}\n")
+        problem = cache.toolchain_problem()
+        if problem not in (None, "missing"):
+            out.write(f"toolchain: {cache.directory / 'toolchain.json'} {problem}; ignored "
+                      "(rewritten by the next compile, removed by `tilebc cache clear`)\n")
     elif action == "list":
         for info in cache.disk_entries():
             fields = (info.metadata or {}).get("fields", {})

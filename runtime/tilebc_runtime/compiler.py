@@ -20,7 +20,7 @@ from tilebc.ir.types import PointerType, TileType
 
 from . import targets
 from .lowering import dtypes
-from .lowering.lowerer import STATIC_SHARED_LIMIT, Lowerer, Tile
+from .lowering.lowerer import STATIC_SHARED_LIMIT, Lowerer, LoweringError, Tile
 from .lowering.registry import load_all
 
 DEFAULT_THREADS = 128
@@ -179,6 +179,81 @@ def choose_threads(module: Module, function: Function, arch: int,
     return threads, occupancy, notes
 
 
+# -- code size bound -------------------------------------------------------------------------
+# The lowering gives each thread ceil(N/T) slots of an N-element tile over T threads and unrolls
+# every op over those slots, one register and one instruction sequence per slot (lowering/
+# lowerer.py). ptxas, inside nvJitLink, takes time superlinear in that code: a load -> exp -> addf ->
+# store kernel links in 0.2 s at 32 elements per thread, 8 s at 256, ~110 s (672 MB) at 512, and
+# never finishes at 8192. A kernel over either bound below is refused before any PTX is generated.
+MAX_ELEMENTS_PER_THREAD = 256      # slots of one tile: a thread has at most 255 registers
+MAX_ESTIMATED_INSTRUCTIONS = 1 << 16
+# Estimated PTX instructions per slot of an op: ops expanded into long polynomial or softfloat
+# sequences, and the rest (address arithmetic, one or two ALU instructions, moves).
+_EXPANDED_OPS = frozenset({"exp", "exp2", "log", "log2", "sin", "cos", "tan", "sinh", "cosh",
+                           "tanh", "fpowf", "fpowi", "atan2", "remf"})
+_EXPANDED_COST = 32
+_PLAIN_COST = 4
+
+
+def _largest_tile(op: Op) -> int:
+    """Elements of the largest tile an op reads or writes (1 when it has none)."""
+    largest = 1
+    for value in list(op.results) + op.operand_values:
+        if isinstance(value.type, TileType):
+            largest = max(largest, value.type.num_elements)
+    return largest
+
+
+def estimate_code_size(function: Function, threads: int) -> Tuple[int, Optional[Op], int]:
+    """(estimated PTX instructions, op with the largest tile, that tile's elements) of a kernel.
+
+    Each op costs its slots per thread (of its largest tile) times a per-op weight; a reduce or
+    scan inlines its combiner region once per slot, other regions (if, for, loop) are lowered
+    once."""
+    total, widest, widest_elements = 0, None, 0
+    pending: List[Tuple[List[Op], int]] = [(function.body.ops, 1)]  # (ops, times lowered)
+    while pending:
+        ops, times = pending.pop()
+        for op in ops:
+            elements = _largest_tile(op)
+            slots = 1 if elements == 1 else -(-elements // threads)
+            if elements > widest_elements:
+                widest, widest_elements = op, elements
+            weight = _EXPANDED_COST if op.name in _EXPANDED_OPS else _PLAIN_COST
+            total += times * slots * weight
+            inner = times * slots if op.name in ("reduce", "scan") else times
+            for region in op.regions:
+                for block in region.blocks:
+                    pending.append((block.ops, inner))
+    return total, widest, widest_elements
+
+
+def check_code_size(module: Module, function: Function, threads: int) -> None:
+    """Refuse a kernel whose unrolled code would be too large to link in reasonable time
+    (MAX_ELEMENTS_PER_THREAD, MAX_ESTIMATED_INSTRUCTIONS), naming the entry and the op."""
+    total, widest, elements = estimate_code_size(function, threads)
+    if widest is None:
+        return
+    per_thread = -(-elements // threads)
+    where = {"file": module.source}
+    if widest.offset is not None:
+        where["offset"] = widest.offset
+    elif widest.text_pos is not None:
+        where["line"], where["column"] = widest.text_pos
+    if per_thread > MAX_ELEMENTS_PER_THREAD:
+        raise LoweringError(
+            f"{widest.name}: entry {function.name}: a tile of {elements} elements is "
+            f"{per_thread} elements per thread over {threads} threads, over the JIT's bound of "
+            f"{MAX_ELEMENTS_PER_THREAD} elements per thread; use smaller tiles or more threads "
+            "(hint num_worker_warps_per_cta)", **where)
+    if total > MAX_ESTIMATED_INSTRUCTIONS:
+        raise LoweringError(
+            f"{widest.name}: entry {function.name}: the kernel would unroll to about {total} PTX "
+            f"instructions over {threads} threads (its largest tile, here, has {elements} "
+            f"elements), over the JIT's bound of {MAX_ESTIMATED_INSTRUCTIONS}; use smaller tiles "
+            "or split the kernel", **where)
+
+
 def _byte_list(data: bytes) -> str:
     return ", ".join(str(b) for b in data)
 
@@ -277,6 +352,7 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
     for index, function in enumerate(functions):
         count, occupancy, more = choose_threads(module, function, arch, threads)
         notes += more
+        check_code_size(module, function, count)
         lines, origin, info, lw = lower_function(module, function, arch, count, occupancy, index)
         uses_vprintf |= lw.uses_vprintf
         uses_dynamic_shared |= info.dynamic_shared_bytes > 0

@@ -25,7 +25,7 @@ import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import tilebc
 from tilebc.errors import TilebcError
@@ -145,21 +145,45 @@ class JitBackend:
 BACKENDS = {"jit": JitBackend, "tileiras": TileirasBackend}
 
 # Modules of this package that do not influence generated code, so are left out of the JIT's
-# identity hash (editing the launcher must not invalidate every cached cubin).
+# identity hash (editing the launcher or the PTX emulator must not invalidate every cached cubin).
 _NOT_LOWERING = {"cache.py", "cache_cli.py", "launch.py", "args.py", "driver.py", "aot.py",
-                 "cli.py", "demo.py"}
+                 "cli.py", "demo.py", "sim/"}
+# The parts of tilebc (the format package) that shape the JIT's output: the reader and verifier
+# that build the IR it lowers, the IR, the op table, and the numeric helpers it folds constants
+# with. Not here: the text form (a text file is assembled to bytecode first, and the key hashes
+# those bytes), the CPU interpreter, the command line and the NVIDIA tool finder.
+# runtime/tests/test_rt_cache_key.py checks that the JIT imports nothing of tilebc outside these.
+TILEBC_CODEGEN_SOURCES = ("__init__.py", "api.py", "version.py", "errors.py", "numerics.py",
+                          "convert.py", "dtypes.py", "binary/", "ir/", "ops/", "verify/")
+
+
+def _listed(relative: str, entries) -> bool:
+    return any(relative == entry or (entry.endswith("/") and relative.startswith(entry))
+               for entry in entries)
+
+
+def codegen_source_files() -> List[Tuple[str, Path]]:
+    """(name, path) of every source file in the JIT's identity hash, in hashing order: the
+    tilebc files in TILEBC_CODEGEN_SOURCES, then tilebc_runtime's files outside _NOT_LOWERING."""
+    files = []
+    for package, keep in ((Path(tilebc.__file__).resolve().parent,
+                           lambda name: _listed(name, TILEBC_CODEGEN_SOURCES)),
+                          (Path(__file__).resolve().parent,
+                           lambda name: not _listed(name, _NOT_LOWERING))):
+        for path in sorted(package.rglob("*.py")):
+            relative = path.relative_to(package).as_posix()
+            if keep(relative):
+                files.append((f"{package.name}/{relative}", path))
+    return files
 
 
 @lru_cache(maxsize=None)
 def lowering_sources_hash() -> str:
-    """sha256 over tilebc's version and the JIT's source files (path and bytes, sorted)."""
+    """sha256 over tilebc's version and the source of everything that shapes the JIT's output
+    (codegen_source_files: name and bytes of each), computed once per process."""
     digest = hashlib.sha256(f"tilebc {tilebc.__version__}\0".encode())
-    package = Path(__file__).resolve().parent
-    for path in sorted(package.rglob("*.py")):
-        relative = path.relative_to(package).as_posix()
-        if relative in _NOT_LOWERING:
-            continue
-        digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
+    for name, path in codegen_source_files():
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 

@@ -23,6 +23,8 @@ namespace F = format;
 constexpr std::int64_t kDynamic = INT64_MIN;  // `?` dims and strides
 static_assert(ReadOptions{}.max_overlap_bytes == F::kMaxOverlapBytes,
               "ReadOptions' default overlap limit must be Python's DecodeLimits default");
+static_assert(ReadOptions{}.max_tile_elements == F::kMaxTileElements,
+              "ReadOptions' default tile element limit must be Python's DecodeLimits default");
 
 std::string hex(std::uint64_t value) {
   char buffer[24];
@@ -666,6 +668,15 @@ void ModuleReader::decode_type(Cursor& reader, TypeNode& node) {
       for (std::int64_t dim : node.shape)
         if (dim <= 0)
           error(tag_offset, "tile shape " + list_text(node.shape) + " has a non-positive dimension");
+      // The product is never formed past the limit, so a hostile shape cannot overflow it.
+      std::uint64_t elements = 1;
+      for (std::int64_t dim : node.shape) {
+        if (static_cast<std::uint64_t>(dim) > options_.max_tile_elements / elements)
+          error(tag_offset, "limit exceeded: tile shape " + list_text(node.shape) +
+                                " has more than max_tile_elements=" +
+                                std::to_string(options_.max_tile_elements) + " elements");
+        elements *= static_cast<std::uint64_t>(dim);
+      }
       node.kind = Kind::tile;
       node.tile_element = &item;
       node.text = "tile<";

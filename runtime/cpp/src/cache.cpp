@@ -1,5 +1,6 @@
 #include "tilebc/cache.hpp"
 
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,8 +9,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "tilebc/bytecode.hpp"
 #include "tilebc/error.hpp"
@@ -28,13 +27,36 @@ void add_field(Sha256& hash, const void* data, std::size_t size) {
 
 void add_field(Sha256& hash, const std::string& text) { add_field(hash, text.data(), text.size()); }
 
-bool read_text(const std::string& path, std::string& text) {
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) return false;
-  std::ostringstream buffer;
-  buffer << stream.rdbuf();
-  text = buffer.str();
-  return !stream.bad();
+/// Why a cache folder or file with this status may hold another user's data, or "": it must be
+/// owned by this user and not writable by group or others (the Python runtime's rule).
+std::string foreign_problem(const struct stat& status) {
+  if (status.st_uid != ::getuid())
+    return "is owned by uid " + std::to_string(status.st_uid) + ", not by this user";
+  if (status.st_mode & (S_IWGRP | S_IWOTH)) return "can be written by other users";
+  return "";
+}
+
+/// Read a cache file, only when it is a regular file (not a symlink) that passes foreign_problem,
+/// checked on the opened descriptor so it cannot be swapped between check and read (opening does
+/// not block: a FIFO in its place is refused). false when it is missing, unreadable or refused.
+bool read_owned(const std::string& path, std::string& text) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat status {};
+  bool ok = ::fstat(fd, &status) == 0 && S_ISREG(status.st_mode) && foreign_problem(status).empty();
+  text.clear();
+  char buffer[1 << 16];
+  while (ok) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      ok = got == 0;
+      break;
+    }
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+  ::close(fd);
+  return ok;
 }
 
 std::string string_member(const Json& record, const char* key, const std::string& file) {
@@ -116,10 +138,19 @@ std::string cache_root_problem(const std::string& directory) {
   struct stat status {};
   if (::stat(directory.c_str(), &status) != 0) return "";  // created on first store
   if (!S_ISDIR(status.st_mode)) return "is not a directory";
-  if (status.st_uid != ::getuid())
-    return "is owned by uid " + std::to_string(status.st_uid) + ", not by this user";
-  if (status.st_mode & (S_IWGRP | S_IWOTH)) return "can be written by other users";
+  if (std::string problem = foreign_problem(status); !problem.empty()) return problem;
   if (::access(directory.c_str(), W_OK | X_OK) != 0) return "is not writable";
+  return "";
+}
+
+std::string cache_trust_problem(const std::string& root, const std::string& shard) {
+  for (const std::string& level : {root, root + "/v1", shard.empty() ? std::string() : root + "/v1/" + shard}) {
+    if (level.empty()) continue;
+    struct stat status {};
+    if (::stat(level.c_str(), &status) != 0) return "";  // nothing below it to read
+    if (!S_ISDIR(status.st_mode)) return level + " is not a directory";
+    if (std::string problem = foreign_problem(status); !problem.empty()) return level + " " + problem;
+  }
   return "";
 }
 
@@ -169,7 +200,8 @@ std::string default_cache_root() {
 std::vector<ToolchainRecord> read_toolchain(const std::string& root) {
   const std::string path = root + "/v1/toolchain.json";
   std::string text;
-  if (root.empty() || !read_text(path, text)) return {};
+  // An untrusted folder or file is ignored, as the Python runtime ignores it.
+  if (root.empty() || !cache_trust_problem(root).empty() || !read_owned(path, text)) return {};
   const Json document = Json::parse(text, path);
   const Json* schema = document.get("schema");
   if (!schema || schema->as_int64() != std::optional<std::int64_t>(1))
@@ -183,10 +215,13 @@ std::vector<ToolchainRecord> read_toolchain(const std::string& root) {
 }
 
 std::optional<CachedCubin> cache_lookup(const std::string& root, const std::string& key) {
-  if (root.empty() || key.size() < 2) return std::nullopt;
+  if (root.empty() || key.size() < 2 || key.find('/') != std::string::npos) return std::nullopt;
+  // Every level must be this user's alone (runtime/CACHE.md, "Trust"): another local user must
+  // not be able to plant a cubin that this process then runs.
+  if (!cache_trust_problem(root, key.substr(0, 2)).empty()) return std::nullopt;
   const std::string stem = root + "/v1/" + key.substr(0, 2) + "/" + key;
   std::string metadata_text;
-  if (!read_text(stem + ".json", metadata_text)) return std::nullopt;
+  if (!read_owned(stem + ".json", metadata_text)) return std::nullopt;
   Json metadata;
   try {
     metadata = Json::parse(metadata_text, stem + ".json");
@@ -206,7 +241,7 @@ std::optional<CachedCubin> cache_lookup(const std::string& root, const std::stri
   entry.key = key;
   entry.cubin_path = stem + ".cubin";
   std::string cubin;
-  if (!read_text(entry.cubin_path, cubin)) return std::nullopt;
+  if (!read_owned(entry.cubin_path, cubin)) return std::nullopt;
   if (size->as_int64() != std::optional<std::int64_t>(static_cast<std::int64_t>(cubin.size()))) return std::nullopt;
   if (sha256_hex(cubin.data(), cubin.size()) != digest->as_string()) return std::nullopt;
   entry.cubin.assign(cubin.begin(), cubin.end());

@@ -221,8 +221,18 @@ void remove_tree(const std::string& directory, const std::vector<std::string>& f
   ::rmdir(directory.c_str());
 }
 
+/// The cache root this module reads (Options::cache_dir, else default_cache_root()), or "" when
+/// there is none or it is not trusted (cache_trust_problem; `refused` then says why), as the
+/// Python runtime turns its disk cache off for a root or v1/ another user could write.
+std::string trusted_cache_root(const Options& options, std::string& refused) {
+  const std::string root = options.cache_dir.empty() ? default_cache_root() : options.cache_dir;
+  refused = root.empty() ? std::string() : cache_trust_problem(root);
+  return refused.empty() ? root : std::string();
+}
+
 Image compile_with_python(ModuleState& state, const Entry& entry, const std::string& arch,
-                          const std::vector<std::string>& keys, const std::string& cache_root) {
+                          const std::vector<std::string>& keys, const std::string& cache_root,
+                          const std::string& refused) {
   const std::string file_hint = state.from_file ? state.name : "FILE.tilebc";
   const std::string aot_hint = "tilebc compile " + file_hint + " --arch " + arch +
                                " --fatbin -o kernels.fatbin";
@@ -235,7 +245,9 @@ Image compile_with_python(ModuleState& state, const Entry& entry, const std::str
                                                   : "compiling is disabled (Options::allow_compile)";
     throw Error(Errc::compile_unavailable,
                 "no cubin for '" + entry.name + "' on " + arch + " in the cache" +
-                    (keys.empty() ? std::string(" (no toolchain.json there)") : " (key " + keys.front() + ")") +
+                    (!refused.empty() ? " (not used: " + refused + ")"
+                     : keys.empty()   ? std::string(" (no toolchain.json there)")
+                                      : " (key " + keys.front() + ")") +
                     " and " + why + ". Install it (pip install tilebc tilebc-runtime, which provides "
                     "`tilebc compile`), set TILEBC_PYTHON to an interpreter that has it, or build ahead of "
                     "time with `" + aot_hint + "` and load kernels.fatbin",
@@ -362,7 +374,8 @@ Image resolve_image(ModuleState& state, std::size_t index, const std::string& re
     }
     return image;
   }
-  const std::string root = state.options.cache_dir.empty() ? default_cache_root() : state.options.cache_dir;
+  std::string refused;
+  const std::string root = trusted_cache_root(state.options, refused);
   std::vector<std::string> keys = root.empty() ? std::vector<std::string>{} : keys_for(state, entry.name, arch, root);
   auto lookup = [&]() -> std::optional<Image> {
     for (const std::string& key : keys) {
@@ -380,7 +393,7 @@ Image resolve_image(ModuleState& state, std::size_t index, const std::string& re
     return std::nullopt;
   };
   if (auto image = lookup()) return *image;
-  Image compiled = compile_with_python(state, entry, arch, keys, root);
+  Image compiled = compile_with_python(state, entry, arch, keys, root, refused);
   // The runtime cached it, with its launch facts; it may also have written toolchain.json first.
   if (!root.empty()) keys = keys_for(state, entry.name, arch, root);
   if (auto image = lookup()) return *image;
@@ -495,7 +508,8 @@ Function Module::function(const std::string& name) const {
 
 std::vector<std::string> Module::cache_keys(const std::string& entry, const std::string& arch) const {
   if (state_->fatbin) return {};
-  const std::string root = state_->options.cache_dir.empty() ? default_cache_root() : state_->options.cache_dir;
+  std::string refused;
+  const std::string root = trusted_cache_root(state_->options, refused);
   return root.empty() ? std::vector<std::string>{} : keys_for(*state_, entry, arch, root);
 }
 

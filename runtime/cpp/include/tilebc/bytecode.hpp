@@ -70,6 +70,9 @@ struct ReadOptions {
   /// Bytes by which the entries read from one table whose offsets are out of order may overlap
   /// (the Python reader's DecodeLimits.max_overlap_bytes).
   std::uint64_t max_overlap_bytes = std::uint64_t(1) << 26;
+  /// Elements one tile type may have (the product of its shape; the Python reader's
+  /// DecodeLimits.max_tile_elements). A file with a larger tile type is refused.
+  std::uint64_t max_tile_elements = std::uint64_t(1) << 24;
 };
 
 /// What the reader found in a bytecode file.

@@ -49,8 +49,16 @@ std::string default_cache_root();
 /// Why `directory` cannot be trusted as a cache root, or "" when it can (or does not exist yet).
 std::string cache_root_problem(const std::string& directory);
 
+/// Why the cache under `root` cannot be read now, or "": `root`, `root`/v1 and, when given, the
+/// shard folder `root`/v1/`shard` must each be a directory owned by this user and not writable by
+/// group or others (a missing level is no problem: nothing below it is read). read_toolchain and
+/// cache_lookup apply it, and also refuse files that are symlinks, owned by another user or
+/// writable by group or others.
+std::string cache_trust_problem(const std::string& root, const std::string& shard = "");
+
 /// The records of <root>/v1/toolchain.json in backend-name order (empty when the file does not
-/// exist). Throws Errc::malformed naming the file when it exists but cannot be understood.
+/// exist or is not trusted, see cache_trust_problem). Throws Errc::malformed naming the file when
+/// it exists but cannot be understood.
 std::vector<ToolchainRecord> read_toolchain(const std::string& root);
 
 /// A verified cache entry.
@@ -62,9 +70,10 @@ struct CachedCubin {
   unsigned dynamic_shared_bytes = 0;
 };
 
-/// <root>/v1/<key[0:2]>/<key>.cubin + .json, trusted on the Python runtime's terms: the metadata
-/// parses, has schema 1, names `key`, and records the cubin's size and sha256 correctly. Anything
-/// else is a miss (std::nullopt).
+/// <root>/v1/<key[0:2]>/<key>.cubin + .json, trusted on the Python runtime's terms: every level
+/// passes cache_trust_problem and both files are this user's regular files, not writable by
+/// others; the metadata parses, has schema 1, names `key`, and records the cubin's size and
+/// sha256 correctly. Anything else is a miss (std::nullopt).
 std::optional<CachedCubin> cache_lookup(const std::string& root, const std::string& key);
 
 }  // namespace tilebc

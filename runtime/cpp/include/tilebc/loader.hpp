@@ -69,7 +69,10 @@ void check_arguments(const Entry& entry, const std::vector<Arg>& args);
 
 /// Where to find code and how to build it on a cache miss.
 struct Options {
-  std::string cache_dir;   ///< cache root; empty: default_cache_root() ($TILEBC_CACHE_DIR, ...)
+  /// Cache root; empty: default_cache_root() ($TILEBC_CACHE_DIR, ...). Either way it is read only
+  /// when cache_trust_problem() finds nothing (runtime/CACHE.md, "Trust"); otherwise there is no
+  /// cache, and a miss compiles with TILEBC_CACHE_DIR=off.
+  std::string cache_dir;
   std::string arch;        ///< target override ("sm_90"); empty: the current device's
   std::string compiler;    ///< command for `compile`; empty: $TILEBC_COMPILER, `tilebc` on PATH, or
                            ///< `$TILEBC_PYTHON -m tilebc.cli`

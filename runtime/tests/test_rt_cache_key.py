@@ -1,0 +1,118 @@
+"""The JIT's toolchain identity (cache key field 3) covers every source file that shapes generated
+code, in tilebc as well as in tilebc_runtime, and nothing the JIT does not run."""
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tilebc
+from tilebc_runtime import launch
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures" / "bytecode"
+
+
+def _identity(tree: Path) -> str:
+    code = "from tilebc_runtime.launch import JitBackend; print(JitBackend().identity())"
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'runtime'}"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          cwd=tree, check=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def copied_tree(tmp_path_factory):
+    """A copy of both packages whose sources a test may edit, and its JIT identity."""
+    tree = tmp_path_factory.mktemp("tree")
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "tilebc", tree / "tilebc", ignore=ignore)
+    shutil.copytree(ROOT / "runtime" / "tilebc_runtime", tree / "runtime" / "tilebc_runtime", ignore=ignore)
+    return tree, _identity(tree)
+
+
+@pytest.mark.parametrize("edited, changes_key", [
+    ("tilebc/ir/types.py", True),            # before: only tilebc.__version__ was hashed
+    ("tilebc/binary/reader.py", True),
+    ("tilebc/ops/table.py", True),
+    ("tilebc/numerics.py", True),
+    ("runtime/tilebc_runtime/lowering/elementwise.py", True),
+    ("runtime/tilebc_runtime/compiler.py", True),
+    ("tilebc/cli.py", False),
+    ("tilebc/interp/machine.py", False),
+    ("tilebc/text/printer.py", False),
+    ("runtime/tilebc_runtime/launch.py", False),
+    ("runtime/tilebc_runtime/sim/machine.py", False),
+])
+def test_identity_follows_the_sources_that_shape_code(copied_tree, edited, changes_key):
+    tree, before = copied_tree
+    path = tree / edited
+    original = path.read_bytes()
+    try:
+        path.write_bytes(original + b"\n# edited\n")
+        after = _identity(tree)
+    finally:
+        path.write_bytes(original)
+    assert before.startswith("tilebc-jit/") and (after != before) == changes_key, (before, after)
+
+
+def _hashed_tilebc_modules():
+    names = set()
+    for name, _ in launch.codegen_source_files():
+        if name.startswith("tilebc/"):
+            module = name[:-len(".py")].replace("/", ".")
+            names.add(module[:-len(".__init__")] if module.endswith(".__init__") else module)
+    return names
+
+
+def test_the_jit_imports_no_unhashed_tilebc_module():
+    """Lowering a spread of fixtures (every lowering module is loaded) imports only tilebc modules
+    in the hash; a new import of another one must add it to TILEBC_CODEGEN_SOURCES."""
+    fixtures = [FIXTURES / name / f"{name}-13.5.tilebc" for name in
+                ("scalar_params", "la_histogram_u8", "cast_fp8", "ft_printf_formats", "atomics_float",
+                 "ft_f64_math", "dm_bitonic_sort", "la_gemm_large_tile")]
+    code = ("import sys\nfrom tilebc_runtime.compiler import compile\n"
+            f"for path in {[str(p) for p in fixtures]!r}:\n"
+            "    compile(path, arch='sm_90', emit='ptx')\n"
+            "print('\\n'.join(sorted(m for m in sys.modules if m == 'tilebc' or m.startswith('tilebc.'))))")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'runtime'}"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          check=True)
+    imported = set(done.stdout.split())
+    assert "tilebc.binary.reader" in imported
+    assert imported <= _hashed_tilebc_modules(), sorted(imported - _hashed_tilebc_modules())
+
+
+def test_hashed_runtime_files_import_only_hashed_tilebc_modules():
+    """The same, statically, for imports inside functions (which a run may not reach)."""
+    hashed = _hashed_tilebc_modules()
+    for name, path in launch.codegen_source_files():
+        if not name.startswith("tilebc_runtime/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                # `from tilebc.x import y`: y is a submodule, or a name defined in tilebc.x
+                targets = [f"{node.module}.{alias.name}" if _is_module(f"{node.module}.{alias.name}")
+                           else node.module for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                if target.split(".")[0] == "tilebc" and target not in hashed:
+                    pytest.fail(f"{name} imports {target}, which is not in TILEBC_CODEGEN_SOURCES")
+
+
+def _is_module(dotted: str) -> bool:
+    path = ROOT.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def test_identity_is_computed_once_per_process():
+    assert launch.lowering_sources_hash() is launch.lowering_sources_hash()
+    assert launch.JitBackend().identity().endswith("+" + launch.lowering_sources_hash()[:16])
+    assert launch.JitBackend().identity().startswith("tilebc-jit/")
+    assert tilebc.__version__  # part of the digest as before

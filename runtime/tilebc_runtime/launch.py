@@ -146,8 +146,8 @@ BACKENDS = {"jit": JitBackend, "tileiras": TileirasBackend}
 
 # Modules of this package that do not influence generated code, so are left out of the JIT's
 # identity hash (editing the launcher must not invalidate every cached cubin).
-_NOT_LOWERING = {"cache.py", "cache_cli.py", "launch.py", "args.py", "driver.py", "aot.py",
-                 "cli.py", "demo.py"}
+_NOT_LOWERING = {"cache.py", "cache_cli.py", "cache_remote.py", "launch.py", "args.py", "driver.py",
+                 "aot.py", "cli.py", "demo.py"}
 
 
 @lru_cache(maxsize=None)

@@ -10,7 +10,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,64 +22,11 @@ import pytest
 from tilebc_runtime import cache_remote
 from tilebc_runtime.cache import CubinCache, KeyFields
 
-redis = pytest.importorskip("redis", reason="the remote tier needs the redis package "
-                                            "(pip install 'tilebc-runtime[redis]')")
+from redis_server import RedisServer, free_port, requires_redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "fixtures" / "bytecode" / "scalar_params" / "scalar_params-13.5.tilebc"
-REDIS_SERVER = shutil.which("redis-server")
-pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed "
-                                "(Debian: apt-get install redis-server; scripts/setup.sh tries)")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class RedisServer:
-    """A throwaway redis-server on 127.0.0.1 without persistence."""
-
-    def __init__(self, directory: Path):
-        self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
-        self.process = None
-        self.port = 0
-        for _ in range(3):  # the port may be taken between the probe and the bind
-            self.port = free_port()
-            self.process = subprocess.Popen(
-                [REDIS_SERVER, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-                 "--appendonly", "no", "--dir", str(directory), "--protected-mode", "yes"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if self._wait_ready():
-                return
-            self.stop()
-        pytest.fail("redis-server did not start on loopback")
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def client(self):
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
-
-    def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            try:
-                if self.client().ping():
-                    return True
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.02)
-        return False
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
+pytestmark = requires_redis_server
 
 
 @pytest.fixture(scope="module")

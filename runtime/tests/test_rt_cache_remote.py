@@ -302,3 +302,14 @@ def test_without_the_redis_package_the_local_cache_still_works(tmp_path, monkeyp
     compiler = CountingCompiler()
     cache.get_or_compile(fields(), compiler)
     assert len(compiler.calls) == 1
+
+
+def test_cache_info_names_the_remote(tmp_path, capsys):
+    import argparse
+    from tilebc_runtime.cache_cli import run_cache_command
+    url = f"redis://user:secret@127.0.0.1:{free_port()}/0"
+    for root in (tmp_path / "a", None):
+        run_cache_command(argparse.Namespace(cache_action="info"), CubinCache(root, remote=url))
+        assert "remote: redis://user:***@127.0.0.1:" in capsys.readouterr().out
+    run_cache_command(argparse.Namespace(cache_action="info"), CubinCache(tmp_path / "a"))
+    assert "remote: none" in capsys.readouterr().out

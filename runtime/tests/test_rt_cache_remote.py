@@ -189,6 +189,22 @@ def test_poisoned_remote_entry_is_refused_and_recompiled(tmp_path, remote_url, s
     assert later.calls == []
 
 
+def test_a_name_holding_another_type_is_one_miss_not_an_outage(tmp_path, remote_url, server, caplog):
+    key = fields().key()
+    server.client().set(f"tilebc:v1:{key}", b"not a hash")
+    cache = CubinCache(tmp_path / "a", remote=remote_url)
+    compiler = CountingCompiler()
+    with caplog.at_level(logging.WARNING, logger="tilebc_runtime.cache"):
+        cache.get_or_compile(fields(), compiler)
+    assert len(compiler.calls) == 1
+    assert f"refused the read of entry {key} (ResponseError" in caplog.text
+    assert "using the local cache only" not in caplog.text and cache.remote._available()
+    # the write-back replaced the string with the entry
+    later = CountingCompiler()
+    CubinCache(tmp_path / "b", remote=remote_url).get_or_compile(fields(), later)
+    assert later.calls == []
+
+
 def test_entry_without_metadata_is_a_plain_miss(tmp_path, remote_url, server):
     good = CubinCache(tmp_path / "a", remote=remote_url).get_or_compile(fields(), CountingCompiler())
     _metadata_missing(server.client(), f"tilebc:v1:{good.key}", None)

@@ -65,8 +65,8 @@ def redact(url: str) -> str:
 
 
 class RedisTier(RemoteTier):
-    """Entries as Redis hashes `tilebc:v1:<key>` with fields `cubin` and `metadata`, written in
-    one HSET (so a reader never sees half an entry), optionally expiring after `ttl` seconds.
+    """Entries as Redis hashes `tilebc:v1:<key>` with fields `cubin` and `metadata`, replaced in
+    one transaction (so a reader never sees half an entry), optionally expiring after `ttl` s.
 
     `url` is any URL redis-py accepts (`redis://[:password@]host:port/db`, `rediss://` for TLS,
     `unix://path`). `timeout` bounds each connect and each reply; there are no retries."""
@@ -93,7 +93,13 @@ class RedisTier(RemoteTier):
     def _available(self) -> bool:
         return time.monotonic() >= self._down_until
 
-    def _failed(self, action: str, error: BaseException) -> None:
+    def _failed(self, action: str, key: str, error: BaseException) -> None:
+        """An unreachable or hung server is left alone for `retry_after` seconds (logged once);
+        an error about one entry (a key holding another type, say) is only that entry's miss."""
+        if not _is_outage(error):
+            log.warning("tilebc cache: remote %s refused the %s of entry %s (%s: %s)", self.url, action,
+                        key, type(error).__name__, error)
+            return
         with self._state_lock:
             already_down = time.monotonic() < self._down_until
             self._down_until = time.monotonic() + self.retry_after
@@ -119,7 +125,7 @@ class RedisTier(RemoteTier):
                 return None
             cubin, metadata = self._client.hmget(name, ["cubin", "metadata"])
         except Exception as error:  # noqa: BLE001 - a cache boundary: the store never fails a compile
-            self._failed("read", error)
+            self._failed("read", key, error)
             return None
         if not isinstance(cubin, bytes) or not isinstance(metadata, bytes):
             return None
@@ -130,21 +136,32 @@ class RedisTier(RemoteTier):
             return
         name = self.prefix + key
         try:
+            # One transaction replaces whatever the name held (another type, stray fields).
+            pipe = self._client.pipeline(transaction=True)
+            pipe.delete(name)
+            pipe.hset(name, mapping={"cubin": cubin, "metadata": metadata})
             if self.ttl:
-                pipe = self._client.pipeline(transaction=True)
-                pipe.hset(name, mapping={"cubin": cubin, "metadata": metadata})
                 pipe.expire(name, int(self.ttl))
-                pipe.execute()
-            else:
-                self._client.hset(name, mapping={"cubin": cubin, "metadata": metadata})
+            pipe.execute()
         except Exception as error:  # noqa: BLE001 - a cache boundary, as in get
-            self._failed("write", error)
+            self._failed("write", key, error)
 
     def close(self) -> None:
         try:
             self._client.close()
         except Exception:  # noqa: BLE001 - closing a dead connection must not raise
             pass
+
+
+def _is_outage(error: BaseException) -> bool:
+    """Whether `error` says the server is unreachable or too slow (rather than refusing one call)."""
+    if isinstance(error, (OSError, TimeoutError)):
+        return True
+    try:
+        from redis import exceptions
+    except ImportError:
+        return True
+    return isinstance(error, (exceptions.ConnectionError, exceptions.TimeoutError))
 
 
 def _timeout_from(environ: Mapping[str, str]) -> float:

@@ -74,6 +74,8 @@ static void test_load_errors(const char* fixtures) {
   char path[4096];
   uint64_t offset = 12345;
   static const unsigned char garbage[] = {0x7f, 'E', 'L', 'F', 0, 0, 0, 0};
+  /* the Tile IR magic, then version 20.5 */
+  static const unsigned char future[] = {0x7f, 'T', 'i', 'l', 'e', 'I', 'R', 0, 20, 5, 0, 0};
 
   expect_error("load_file(NULL)", tilebc_module_load_file(NULL, NULL, &module), TILEBC_ERROR_INVALID_ARGUMENT,
                "path is null");
@@ -89,6 +91,8 @@ static void test_load_errors(const char* fixtures) {
                                                                &module),
                TILEBC_ERROR_MALFORMED, "garbage.tilebc: offset 0x");
   expect(tilebc_last_error_offset(&offset) == 1, "a malformed file's error has an offset");
+  expect_error("load_bytes(version 20.5)", tilebc_module_load_bytes(future, sizeof future, NULL, NULL, &module),
+               TILEBC_ERROR_UNSUPPORTED_VERSION, "20.5");
   expect_error("load_bytes(NULL data)", tilebc_module_load_bytes(NULL, 4, NULL, NULL, &module),
                TILEBC_ERROR_INVALID_ARGUMENT, "data is null");
   expect_error("load_bytes(empty)", tilebc_module_load_bytes(garbage, 0, NULL, NULL, &module),

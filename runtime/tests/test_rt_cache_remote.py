@@ -329,3 +329,10 @@ def test_cache_info_names_the_remote(tmp_path, capsys):
         assert "remote: redis://user:***@127.0.0.1:" in capsys.readouterr().out
     run_cache_command(argparse.Namespace(cache_action="info"), CubinCache(tmp_path / "a"))
     assert "remote: none" in capsys.readouterr().out
+
+
+def test_the_remote_module_is_not_part_of_the_jit_identity():
+    """Editing cache_remote.py must not change every JIT key (CACHE.md lists it as not lowering)."""
+    from tilebc_runtime import launch
+    assert "cache_remote.py" in launch._NOT_LOWERING
+    assert "`cache_remote.py`" in (ROOT / "runtime" / "CACHE.md").read_text()

@@ -7,3 +7,17 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" -e ./runtime
+
+# The remote cache tier's tests start Debian's redis-server on loopback. Install it where apt-get
+# can (as root, or through passwordless sudo); best effort and quiet: without it those tests skip.
+if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  as_root=""
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1; then as_root="sudo -n"; else as_root="none"; fi
+  fi
+  if [ "$as_root" != none ]; then
+    { $as_root apt-get update -qq && $as_root env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends redis-server; } >/dev/null 2>&1 \
+      || echo "setup.sh: could not install redis-server; the remote cache tests will be skipped" >&2
+  fi
+fi

@@ -23,6 +23,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import filelock
 import platformdirs
 
+from . import cache_remote
+
 log = logging.getLogger("tilebc_runtime.cache")
 
 MAGIC = "tilebc-cubin-cache"
@@ -207,11 +209,14 @@ class CubinCache:
     """Disk cache of compiled cubins behind an in-memory map.
 
     `root=None` keeps only the in-memory map. Construct with `CubinCache.from_environment()` to
-    honour TILEBC_CACHE_DIR (a path, or `off`) and TILEBC_CACHE_MAX_BYTES.
+    honour TILEBC_CACHE_DIR (a path, or `off`), TILEBC_CACHE_MAX_BYTES and TILEBC_CACHE_REMOTE.
+    `remote` (a `redis://` URL or a `cache_remote.RemoteTier`) adds a shared second tier behind
+    the disk: read through on a miss, written back after each compile (cache_remote.py).
     """
 
     def __init__(self, root: Optional[os.PathLike] = None, *, max_bytes: int = DEFAULT_MAX_BYTES,
-                 memory_entries: int = 512, lock_timeout: float = 600.0, reason: str = ""):
+                 memory_entries: int = 512, lock_timeout: float = 600.0, reason: str = "",
+                 remote: "Optional[str | cache_remote.RemoteTier]" = None):
         self.max_bytes = max_bytes
         self.memory_entries = memory_entries
         self.lock_timeout = lock_timeout
@@ -219,6 +224,7 @@ class CubinCache:
         self._recorded: Dict[str, Dict[str, Any]] = {}  # toolchain records already written
         self.root: Optional[Path] = None
         self.reason = reason
+        self.remote = cache_remote.open_remote(remote)
         if root is not None:
             root = Path(root)
             problem = _prepare_directory(root) or _prepare_directory(root / LAYOUT_DIR)
@@ -234,6 +240,8 @@ class CubinCache:
         environ = os.environ if environ is None else environ
         root, reason = resolve_root(environ)
         kwargs.setdefault("max_bytes", _max_bytes_from(environ))
+        if kwargs.get("remote") is None:
+            kwargs["remote"] = cache_remote.open_remote(environ.get(cache_remote.ENV_REMOTE), environ)
         return cls(root, reason=reason, **kwargs)
 
     # -- paths ---------------------------------------------------------------------------------
@@ -263,6 +271,10 @@ class CubinCache:
             self._memory.move_to_end(key)
             return entry
         entry = self._read_disk(key)
+        if entry is None and self.remote is not None:
+            entry = cache_remote.read_entry(self.remote, key)
+            if entry is not None and self.root is not None:
+                self._store_remote_hit(entry)
         if entry is not None:
             self._remember(entry)
         return entry
@@ -332,6 +344,17 @@ class CubinCache:
             pass
         return CacheEntry(key, cubin, metadata)
 
+    def _store_remote_hit(self, entry: CacheEntry) -> None:
+        """Read through: publish a verified remote entry, so this host's next lookup is a disk hit.
+        No lock is needed: any concurrent publisher of the key writes an equivalent entry."""
+        try:
+            self.paths(entry.key)[0].parent.mkdir(mode=0o700, exist_ok=True)
+        except OSError as error:
+            log.warning("tilebc cache: cannot store entry %s (%s); it stays in memory only",
+                        entry.key, error)
+            return
+        self._publish(entry)
+
     def _remember(self, entry: CacheEntry) -> None:
         self._memory[entry.key] = entry
         self._memory.move_to_end(entry.key)
@@ -382,6 +405,8 @@ class CubinCache:
         entry = CacheEntry(key, cubin, metadata)
         if publish and self.root is not None:
             self._publish(entry)
+        if self.remote is not None:
+            cache_remote.write_entry(self.remote, entry)
         self._remember(entry)
         return entry
 

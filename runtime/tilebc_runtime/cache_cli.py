@@ -36,6 +36,7 @@ def run_cache_command(args: argparse.Namespace, cache: Optional[CubinCache] = No
     if not cache.disk_enabled:
         if args.cache_action == "info":
             out.write(f"location: none ({cache.reason})\n")
+            out.write(f"remote: {cache.remote.url if cache.remote else 'none'}\n")
             return 0
         sys.stderr.write(f"tilebc cache: no disk cache ({cache.reason})\n")
         return 1
@@ -47,11 +48,12 @@ def run_cache_command(args: argparse.Namespace, cache: Optional[CubinCache] = No
                   f"size: {total} bytes ({_human(total)})\n"
                   f"bound: {cache.max_bytes} bytes ({_human(cache.max_bytes)})\n")
         for backend, record in sorted(cache.toolchain().get("backends", {}).items()):
-            out.write(f"toolchain {backend}: {record['identity']}\n")
+            out.write(f"toolchain {backend}: {record.get('identity', '?')}\n")
         problem = cache.toolchain_problem()
         if problem not in (None, "missing"):
             out.write(f"toolchain: {cache.directory / 'toolchain.json'} {problem}; ignored "
                       "(rewritten by the next compile, removed by `tilebc cache clear`)\n")
+        out.write(f"remote: {cache.remote.url if cache.remote else 'none'}\n")
     elif action == "list":
         for info in cache.disk_entries():
             fields = (info.metadata or {}).get("fields", {})

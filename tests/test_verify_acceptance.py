@@ -173,3 +173,33 @@ def test_loop_verdicts_match_tileirdisasm():
                      (LOOP_VIEW_RESULT, False)):
         listing = oracles.tileirdisasm(tilebc.dump(parse_module(text), "13.5"))
         assert listing.ok is ok, listing.stderr
+
+
+REDUCE_BAD_DIM = """entry @k(%out: tile<ptr<f32>>) {
+  %c = constant <f32: 1.0> : tile<8xf32>
+  %r = reduce %c dim=1 identities=[0.0 : f32] : tile<8xf32> -> tile<f32>
+  (%a: tile<f32>, %b: tile<f32>) {
+    %s = addf %a, %b : tile<f32>
+    yield %s : tile<f32>
+  }
+  %t = store_ptr_tko weak %out, %r : tile<ptr<f32>>, tile<f32> -> token
+  return
+}
+"""
+
+
+def test_run_verifies_paths_and_bytes_first(tmp_path):
+    """tilebc.run on bytes or a path verifies as tilebc.load does, instead of failing inside
+    numpy on invalid IR."""
+    data = tilebc.dump(parse_module(REDUCE_BAD_DIM, "r.mlir"))
+    path = tmp_path / "bad.tilebc"
+    path.write_bytes(data)
+    out = np.zeros(1, np.float32)
+    for source, name in ((data, "<bytes>"), (path, str(path)), (str(path), str(path))):
+        with pytest.raises(tilebc.VerificationError) as caught:
+            tilebc.run(source, "k", (1,), Pointer(out))
+        assert caught.value.rule == "attr.dim"
+        assert str(caught.value).startswith(f"{name}: offset 0x"), str(caught.value)
+    with pytest.raises(Exception) as caught:  # trusted input: no verifier, the interpreter fails
+        tilebc.run(data, "k", (1,), Pointer(out), verify=False)
+    assert not isinstance(caught.value, tilebc.VerificationError)

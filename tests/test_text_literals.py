@@ -103,3 +103,12 @@ def test_errors_found_after_an_op_point_at_that_op(line, column, message):
     assert (error.file, error.line, error.column) == ("lit.mlir", 2, column), str(error)
     assert message in error.message, error.message
     assert str(error).startswith(f"lit.mlir:2:{column}: ")
+
+
+def test_tensor_view_stride_count_error_points_at_the_strides():
+    text = ("entry @k(%p: tile<ptr<f32>>) {\n"
+            "  %v = make_tensor_view %p, shape = [8], strides = [1] : tensor_view<8xf32, strides=[1,1]>\n"
+            "  %next = constant <i32: 1> : tile<i32>\n  return\n}\n")
+    error = _parse_error(text)
+    assert (error.line, error.column) == (2, 86), str(error)
+    assert "tensor_view has 1 dimensions but 2 strides" in error.message

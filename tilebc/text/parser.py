@@ -205,6 +205,7 @@ class _TypeParser:
         self.lit("strides")
         self.lit("=")
         self.lit("[")
+        strides_pos = self._pos()
         strides = self.ints(",", allow_dynamic=True)
         self.lit("]")
         attr = PtrAttr.NONE
@@ -215,7 +216,8 @@ class _TypeParser:
             self.lit(">")
         self.lit(">")
         if len(strides) != len(shape):
-            raise self.c.error(f"tensor_view has {len(shape)} dimensions but {len(strides)} strides")
+            raise self.c.error(f"tensor_view has {len(shape)} dimensions but {len(strides)} "
+                               f"strides", strides_pos)
         return T.TensorViewType(element, tuple(shape), tuple(strides), attr)
 
 

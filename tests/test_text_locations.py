@@ -105,3 +105,38 @@ def test_subprogram_flags_text_errors_point_at_the_value(value, message):
     assert message in str(raised.value)
     line = next(i for i, l in enumerate(text.splitlines(), 1) if f"flags = {value}" in l)
     assert raised.value.line == line
+
+
+WRAPPED = ("#file = #cuda_tile.di_file<\"k.py\" in \"/src\">\n"
+           "#unit = #cuda_tile.di_compile_unit<file = #file>\n"
+           "#sub = #cuda_tile.di_subprogram<file = #file, line = 3, name = \"k\", linkageName = \"k\", "
+           "compileUnit = #unit>\n"
+           "#top = #cuda_tile.di_loc<loc(\"k.py\":3:0) in #sub>\n")
+
+
+@pytest.mark.parametrize("op_loc, entry_loc, column, what", [
+    ('loc("op"(#top))', "loc(#top)", 14, "a named location"),
+    ('loc("op")', "loc(#top)", 14, "a named location"),
+    ("loc(fused[#top])", "loc(#top)", 14, "a fused location"),
+    ("loc(fused<#top>[#top, unknown])", "loc(#top)", 14, "a fused location"),
+    ("loc(callsite(#top at fused[#top]))", "loc(#top)", 31, "a fused location"),
+    ("loc(#top)", 'loc("entry"(#top))', 7, "a named location"),
+    # NVIDIA's verifier looks through the wrapper and finds a scope the entry lacks
+    ("loc(fused[#top])", "loc(unknown)", 14, "a fused location"),
+])
+def test_named_and_fused_locations_are_refused_not_dropped(op_loc, entry_loc, column, what):
+    """NVIDIA's writer refuses NameLoc/FusedLoc ("unsupported location, expected DILocAttr or
+    CallSiteLoc") and its verifier checks the scopes behind them; dropping them hid both."""
+    text = f"entry @k() {{\n  return {op_loc}\n}} {entry_loc}\n" + WRAPPED
+    with pytest.raises(tilebc.TextSyntaxError) as caught:
+        parse_module(text, "w.mlir")
+    error = caught.value
+    line = 3 if entry_loc.startswith('loc("') else 2
+    assert (error.file, error.line, error.column) == ("w.mlir", line, column), str(error)
+    assert error.message.startswith(f"{what} (loc(") and "cannot be written to Tile IR bytecode" \
+        in error.message, error.message
+
+
+def test_unused_wrapped_alias_is_not_an_error():
+    text = "entry @k() {\n  return loc(#top)\n} loc(#top)\n" + WRAPPED + "#spare = loc(fused[#top])\n"
+    assert parse_module(text, "w.mlir").functions[0].loc is not None

@@ -109,8 +109,42 @@ def _view_variants():
     return module
 
 
+# Full buffers whose elements are all equal: MLIR turns them into splats, so tileirdisasm prints
+# (and names) one value. Bitwise equality: -0.0/0.0 and different NaN payloads stay lists.
+EQUAL_ELEMENTS = [
+    (tile((4,), f32), struct.pack("<4f", 1, 1, 1, 1), "%cst_1_f32 = constant <f32: 1.000000e+00> : tile<4xf32>"),
+    (tile((2, 2), i32), struct.pack("<4i", 7, 7, 7, 7), "%cst_7_i32 = constant <i32: 7> : tile<2x2xi32>"),
+    (tile((16,), i1), b"\xff\xff", "%true = constant <i1: true> : tile<16xi1>"),
+    (tile((4,), i1), b"\x0f", "%true = constant <i1: true> : tile<4xi1>"),
+    (tile((16,), i1), b"\x00\x00", "%false = constant <i1: false> : tile<16xi1>"),
+    (tile((2,), f16), b"\x00\x80\x00\x00",
+     "%cst_f16 = constant <f16: [-0.000000e+00, 0.000000e+00]> : tile<2xf16>"),
+    (tile((2,), f32), b"\x00\x00\xc0\x7f\x01\x00\xc0\x7f",
+     "%cst_f32 = constant <f32: [0x7FC00000, 0x7FC00001]> : tile<2xf32>"),
+]
+
+
+def _equal_elements():
+    module = Module(version=tilebc.Version(13, 5))
+    b = new_function(module, "equal", [])
+    for type_, raw, _ in EQUAL_ELEMENTS:
+        b.op("constant", [], [type_], {"value": DenseElementsAttr(type_, raw)})
+    b.op("return", [[]])
+    return module
+
+
+def test_equal_elements_print_as_a_splat():
+    listing = print_module(tilebc.load(tilebc.dump(_equal_elements())))
+    lines = [line.strip() for line in listing.splitlines() if "constant" in line]
+    expected = [text for _, _, text in EQUAL_ELEMENTS]
+    # later constants with the same name get tileirdisasm's _N suffix
+    assert [line.split(" = ")[1] for line in lines] == [t.split(" = ")[1] for t in expected]
+    assert lines[:2] == expected[:2]
+
+
 HANDBUILT = {**{name: (lambda f=f: f()[0]) for name, f in KERNELS.items()},
-             "constants_and_names": _constants_and_names, "view_variants": _view_variants}
+             "constants_and_names": _constants_and_names, "view_variants": _view_variants,
+             "equal_elements": _equal_elements}
 
 
 @pytest.mark.skipif(tool_path("tileirdisasm") is None, reason="needs NVIDIA's tileirdisasm")

@@ -490,6 +490,27 @@ def _reduce_region():
     return kernel([scalar(f32)], build)
 
 
+def _reduce_printing():
+    """print_tko in a combiner body: NVIDIA allows only memory-effect-free ops there."""
+    def build(b, x):
+        source = b.op("broadcast", [b.op("reshape", [x], [tile((1,), f32)])], [tile((8,), f32)])
+        region, inner = b.region([scalar(f32)] * 2)
+        inner.op("print_tko", [[], None], [token], {"str": "step"})
+        inner.op("yield", [[inner.op("addf", list(inner.block.args), [scalar(f32)])]])
+        b.op("reduce", [[source]], [scalar(f32)],
+             {"dim": 0, "identities": (tilebc.ir.FloatAttr(f32, 0),)}, regions=[region])
+    return kernel([scalar(f32)], build)
+
+
+def _loop_view_result():
+    def build(b, p):
+        view_type = TensorViewType(f32, (64,), (1,))
+        region, inner = b.region()
+        inner.op("break", [[inner.op("make_tensor_view", [p, [], []], [view_type])]])
+        b.op("loop", [[]], [view_type], regions=[region])
+    return kernel([scalar(PointerType(f32))], build)
+
+
 CASES += [
     # element families and agreement
     Case("addf on integers", _binary("addf", scalar(i32), scalar(i32), scalar(i32)),
@@ -581,6 +602,15 @@ CASES += [
     Case("assume div_by 3", _unary("assume", scalar(i32), scalar(i32),
                                    {"predicate": DivByAttr(3)}),
          "assume.predicate", "assume", "div_by divisor must be a power of two, got 3"),
+    Case("assume div_by 2^63", _unary("assume", scalar(i32), scalar(i32),
+                                      {"predicate": DivByAttr(1 << 63)}),
+         "assume.predicate", "assume", "div_by divisor 9223372036854775808 is too large"),
+    Case("assume div_by every beyond the dimension", _tile_op(
+        "assume", tile((16,), i32), tile((16,), i32), {"predicate": DivByAttr(1, 24, 0)}),
+         "assume.predicate", "assume", "div_by every 24 is outside [0, 16]"),
+    Case("assume div_by every on a 0-d tile", _unary(
+        "assume", scalar(i32), scalar(i32), {"predicate": DivByAttr(4, 1, 0)}),
+         "assume.predicate", "assume", "div_by on a 0-d tile takes no 'every'/'along'"),
     Case("assume bounded on floats", _unary("assume", scalar(f32), scalar(f32),
                                             {"predicate": BoundedAttr(0, 4)}),
          "assume.predicate", "assume", "bounded applies to integer tiles"),
@@ -661,6 +691,9 @@ CASES += [
          "identity 0 is i32 but operand 0 holds f32"),
     Case("reduce region arguments", _reduce_region, "region.args", "reduce",
          "region arguments (tile<f32>) should be (tile<f32>, tile<f32>)"),
+    Case("print_tko in a reduce body", _reduce_printing, "region.effects", "print_tko",
+         "print_tko has memory effects; only memory-effect-free ops are allowed in a reduce body"),
+    Case("loop returns a view", _loop_view_result, "type.view_value", "loop", "result 0 is a view"),
 ]
 
 

@@ -91,6 +91,20 @@ def dense_is_splat(tile_type: TileType, data: bytes) -> bool:
     return len(data) == splat_size and splat_size != full_size
 
 
+def dense_is_uniform(tile_type: TileType, data: bytes) -> bool:
+    """A splat, or a full buffer whose elements are all the same bits: MLIR makes a splat of
+    either (DenseElementsAttr detects equal elements), so tileirdisasm prints both as one value."""
+    if dense_is_splat(tile_type, data):
+        return True
+    element = tile_type.element
+    count = tile_type.num_elements
+    if isinstance(element, ElementType) and element.name == "i1":
+        bits = int.from_bytes(data, "little") & ((1 << count) - 1)
+        return bits in (0, (1 << count) - 1)
+    width = storage_bytes(element)
+    return len(data) == width * count and data == data[:width] * count
+
+
 def dense_size_ok(tile_type: TileType, data: bytes) -> bool:
     splat_size, full_size = dense_expected_sizes(tile_type)
     return len(data) in (splat_size, full_size)

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 import tilebc
+import tilebc.oracles
 from conftest import shared_path
 from tilebc.errors import TilebcError, VerificationError
 
@@ -70,6 +71,48 @@ def test_ptx_version_follows_nvjitlink():
         targets.choose_ptx_version(120, (13, 5), driver=(12, 6))
     with pytest.raises(TilebcError, match="not supported"):
         targets.parse_arch("sm_70")
+
+
+FP8_TO = "  cvt.rn.satfinite.e4m3x2.f32 %rs1, %f2, %f1;\n"
+FP8_FROM = "  cvt.rn.f16x2.e5m2x2 %r1, %rs1;\n"
+
+
+def test_ptx_version_follows_the_instructions_used():
+    """ptxas 13.5: "Feature 'cvt.e4m3x2.f32 on sm_89' requires PTX ISA .version 8.1 or later";
+    sm_90 has it from 7.8."""
+    for text in (FP8_TO, FP8_FROM):
+        assert targets.choose_ptx_version(89, (13, 5), ptx=text) == (8, 1)
+        assert targets.choose_ptx_version(90, (13, 5), ptx=text) == (7, 8)
+        assert targets.choose_ptx_version(100, (13, 5), ptx=text) == (8, 6)
+    assert targets.choose_ptx_version(89, (13, 5), ptx="  add.rn.f32 %f1, %f2, %f3;\n") == (7, 8)
+    assert targets.choose_ptx_version(89, (13, 5)) == (7, 8)
+    with pytest.raises(TilebcError, match=r"e4m3x2/\.e5m2x2 instructions on sm_89 need PTX ISA "
+                                          r"8\.1, newer than the installed nvJitLink 12\.0"):
+        targets.choose_ptx_version(89, (12, 0), ptx=FP8_TO)
+
+
+FP8_FIXTURES = ["cast_fp8", "dm_fp8_dequant", "dm_fp8_quant", "matmul_fp8", "mma_scaled_fp8",
+                "la_gemm_fp8_scaled"]
+
+
+@pytest.mark.parametrize("name", FP8_FIXTURES)
+def test_fp8_kernels_assemble_for_sm_89(name, tmp_path):
+    """The JIT declared PTX ISA 7.8 for sm_89 while emitting fp8 cvt, which needs 8.1 there."""
+    result = compile(fixture(name), arch="sm_89", emit="cubin")
+    assert result.ptx_version == "8.1" and "\n.version 8.1\n" in result.ptx
+    assert re.search(r"cvt\S*\.e[45]m[23]x2", result.ptx) and result.cubin
+    ptxas = tilebc.oracles.tool_path("ptxas")
+    if ptxas is not None:  # NVIDIA's assembler runs without a GPU
+        source = tmp_path / f"{name}.ptx"
+        source.write_text(result.ptx)
+        done = subprocess.run([ptxas, "-arch=sm_89", str(source), "-o", str(tmp_path / "k.cubin")],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+
+
+def test_ptx_without_fp8_keeps_the_architecture_version():
+    result = compile(fixture("elementwise_f32"), arch="sm_89", emit="ptx")
+    assert result.ptx_version == "7.8" and "\n.version 7.8\n" in result.ptx
 
 
 def test_link_error_names_ptx_line_and_op():

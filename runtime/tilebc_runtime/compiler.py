@@ -386,6 +386,13 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
     return "\n".join(lines) + "\n", origin, infos, notes
 
 
+def set_ptx_version(ptx: str, version) -> str:
+    """`ptx` with its `.version` directive (the first one, in the header) set to `version`; the
+    line count, and so the PTX line -> op map, is unchanged."""
+    return re.sub(r"^\.version \d+\.\d+$", f".version {version[0]}.{version[1]}", ptx, count=1,
+                  flags=re.M)
+
+
 # -- stage 4: link ---------------------------------------------------------------------------
 _PTX_LINE = re.compile(r"line (\d+)")
 
@@ -466,10 +473,16 @@ def compile(source, entry: Optional[str] = None, arch="sm_90", emit: str = "cubi
     arch_number = targets.parse_arch(arch)
     functions = select_entries(module, entry)
     check_module(module, functions)
-    ptx_version = targets.choose_ptx_version(arch_number, targets.nvjitlink_version(),
-                                             driver_version)
+    nvjitlink = targets.nvjitlink_version()
+    # The architecture's version first (an nvJitLink too old for the target fails before any
+    # lowering), then the version the generated instructions need on it.
+    ptx_version = targets.choose_ptx_version(arch_number, nvjitlink, driver_version)
     mark = time.perf_counter()
     ptx, origin, infos, notes = lower_module(module, functions, arch_number, ptx_version, threads)
+    needed = targets.choose_ptx_version(arch_number, nvjitlink, driver_version, ptx=ptx)
+    if needed != ptx_version:
+        ptx = set_ptx_version(ptx, needed)
+        ptx_version = needed
     timings["lower"] = time.perf_counter() - mark
     cubin, log = None, ""
     if emit == "cubin":

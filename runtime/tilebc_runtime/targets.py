@@ -1,8 +1,8 @@
 """GPU targets, the PTX ISA version to emit, and locating nvJitLink.
 
-PTX ISA version: the lowest version that the target architecture needs (our instruction subset needs
-nothing newer), checked against the newest version the installed nvJitLink — and the driver, when one
-is given — accepts. Nothing here touches the CUDA driver.
+PTX ISA version: the lowest version that the target architecture and the instructions the kernel
+uses need, checked against the newest version the installed nvJitLink — and the driver, when one is
+given — accepts. Nothing here touches the CUDA driver.
 """
 from __future__ import annotations
 
@@ -16,6 +16,14 @@ ARCH_MIN_PTX = {80: (7, 0), 86: (7, 1), 87: (7, 4), 89: (7, 8), 90: (7, 8), 100:
                 101: (8, 6), 103: (8, 8), 110: (9, 0), 120: (8, 7), 121: (8, 8)}
 # The lowering's own needs: griddepcontrol and .NaN min/max etc. are all <= 7.8.
 SUBSET_MIN_PTX = (7, 8)
+# Instructions whose PTX ISA version depends on the target, found in the generated PTX:
+# (what, pattern over the PTX text, {arch: first PTX ISA version that has it there}). From ptxas
+# 13.5: "Feature 'cvt.e4m3x2.f32 on sm_89' requires PTX ISA .version 8.1 or later" (sm_90 and
+# newer take it from 7.8); the same holds for cvt from e4m3x2/e5m2x2 to f16x2.
+FEATURE_MIN_PTX = (
+    ("cvt with .e4m3x2/.e5m2x2", re.compile(r"^\s*cvt(?:\.\w+)*\.e[45]m[23]x2\b", re.M),
+     {89: (8, 1)}),
+)
 # CUDA toolkit (nvJitLink / driver) version -> newest PTX ISA it accepts.
 TOOLKIT_MAX_PTX = {(12, 0): (8, 0), (12, 1): (8, 1), (12, 2): (8, 2), (12, 3): (8, 3),
                    (12, 4): (8, 4), (12, 5): (8, 5), (12, 6): (8, 5), (12, 8): (8, 7),
@@ -64,15 +72,34 @@ def max_ptx_for(toolkit: Tuple[int, int]) -> Tuple[int, int]:
     return TOOLKIT_MAX_PTX[max(known)]
 
 
+def features_ptx_version(arch: int, ptx: str) -> Tuple[Tuple[int, int], Optional[str]]:
+    """The PTX ISA version the instructions in `ptx` need on `arch` beyond the baseline, and
+    which instruction needs it ((0, 0), None: nothing beyond the baseline)."""
+    need, what = (0, 0), None
+    for name, pattern, by_arch in FEATURE_MIN_PTX:
+        version = by_arch.get(arch)
+        if version is not None and version > need and pattern.search(ptx):
+            need, what = version, name
+    return need, what
+
+
 def choose_ptx_version(arch: int, nvjitlink: Tuple[int, int],
-                       driver: Optional[Tuple[int, int]] = None) -> Tuple[int, int]:
+                       driver: Optional[Tuple[int, int]] = None,
+                       ptx: Optional[str] = None) -> Tuple[int, int]:
+    """The PTX ISA version to declare for `arch`: what the architecture needs, and with `ptx` (the
+    generated code) also what its instructions need there."""
     need = max(ARCH_MIN_PTX[arch], SUBSET_MIN_PTX)
+    reason = f"sm_{arch} needs"
+    if ptx is not None:
+        wanted, what = features_ptx_version(arch, ptx)
+        if wanted > need:
+            need, reason = wanted, f"the kernel's {what} instructions on sm_{arch} need"
     limit = max_ptx_for(nvjitlink)
     if driver is not None:
         limit = min(limit, max_ptx_for(driver))
     if need > limit:
         raise TilebcError(
-            f"sm_{arch} needs PTX ISA {need[0]}.{need[1]}, newer than the installed "
+            f"{reason} PTX ISA {need[0]}.{need[1]}, newer than the installed "
             f"nvJitLink {nvjitlink[0]}.{nvjitlink[1]}"
             + (f" / driver {driver[0]}.{driver[1]}" if driver else "") + " accepts; upgrade "
             "nvidia-nvjitlink (pip install -U nvidia-nvjitlink)")

@@ -14,7 +14,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..binary import load
+from ..api import load as load_verified
 from ..ir.module import Function, Module
 from ..ir.types import PointerType, TileType
 from . import numeric_ops as num
@@ -186,8 +186,12 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
         check_assumptions: bool = False, check_undefined: bool = False, shuffle: bool = False,
         seed: int = 0, allow_aliasing: bool = False, uninitialized: Iterable[int] = (),
         print_stream=None, progress=None, batch="auto", exact_math: bool = False,
-        max_iterations: Optional[int] = None) -> LaunchReport:
+        max_iterations: Optional[int] = None, verify: bool = True) -> LaunchReport:
     """Run `entry` of a module (a Module, a .tilebc path, or bytes) over `grid` (1-3 ints).
+
+    A path or bytes is decoded and verified first, as `tilebc.load` does: invalid IR raises
+    VerificationError (`verify=False` skips that, for trusted input). A Module is run as given
+    (`tilebc.load` has verified it; check a hand-built one with `tilebc.verify.verify`).
 
     Arguments follow cuTile's calling convention (see the module docstring); numpy arrays are
     updated in place. Options:
@@ -222,7 +226,7 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
     if isinstance(module_or_path, Module):
         module = module_or_path
     elif isinstance(module_or_path, (str, os.PathLike, bytes, bytearray, memoryview)):
-        module = load(module_or_path)
+        module = load_verified(module_or_path, verify=verify)
     else:
         raise ArgumentError(f"expected a Module, a path or bytes, got {type(module_or_path)}")
     if batch not in ("auto", True, False):

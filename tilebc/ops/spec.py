@@ -37,6 +37,14 @@ class AttrKind(enum.Enum):
     HINTS = "hints"          # untagged optimization-hints dictionary body
 
 
+class Effects(enum.Enum):
+    """An op's memory effects, as NVIDIA's dialect declares them (cuda-tile Ops.td traits)."""
+
+    NONE = "none"            # Pure or NoMemoryEffect: reads and writes nothing
+    RECURSIVE = "recursive"  # RecursiveMemoryEffects: those of the ops in its regions
+    SOME = "some"            # reads or writes memory, or declares nothing (MLIR then assumes effects)
+
+
 @dataclass(frozen=True)
 class OperandSpec:
     name: str
@@ -96,6 +104,8 @@ class OpSpec:
     terminator: bool = False
     structural: bool = False  # entry / global / module: never inside a function body
     preview: bool = False     # opcode in the preview range, readable only from preview-tagged files
+    # Memory effects; a reduce/scan body may hold only ops whose effects come to NONE.
+    effects: Effects = Effects.SOME
     summary: str = ""
     # Text form: an MLIR-assembly-format-like declaration read by both the printer and the parser
     # (grammar in tilebc/text/syntax.py).

@@ -12,8 +12,11 @@ text has been read. Expressions are tuples:
     ("attr", mnemonic, fields, pos) #cuda_tile.di_*<…>; fields: positional list + keyword dict
 
 Only what the bytecode can hold becomes a location: a di_loc (or a call site of them). A bare
-file location or a named/fused location has no debug scope in the format and is dropped, as
-NVIDIA's own writer does.
+file location has no debug scope in the format and is written as unknown, as NVIDIA's own writer
+does. Named and fused locations are refused where they are used, as NVIDIA's writer refuses them
+(its verifier looks through them for debug scopes, so dropping them would hide scope errors):
+
+    ("unsupported", what, pos)      loc(fused[…]) or loc("name"(…)) / loc("name")
 """
 from __future__ import annotations
 
@@ -85,7 +88,7 @@ class LocationTable:
             while not c.accept("]"):
                 self._loc_body()
                 c.accept(",")
-            return ("unknown",)
+            return ("unsupported", "a fused location (loc(fused[...]))", token.pos)
         if token.kind == "string":
             c.next()
             text = unescape(token.text)
@@ -94,10 +97,9 @@ class LocationTable:
                 column = self._int() if c.accept(":") else 0
                 return ("file", text, line, column)
             if c.accept("("):  # a named location wraps a child location
-                child = self._loc_body()
+                self._loc_body()
                 c.expect(")", "to close a named location")
-                return child
-            return ("unknown",)
+            return ("unsupported", "a named location (loc(\"name\"(...)))", token.pos)
         raise c.error(f"expected a location, found '{token.text or 'end of input'}'")
 
     @nesting("attribute values")
@@ -196,6 +198,12 @@ class LocationTable:
             return value
         if kind == "unknown":
             return None
+        if kind == "unsupported":
+            # NVIDIA's bytecode writer refuses these ("unsupported location, expected DILocAttr
+            # or CallSiteLoc"); its verifier also looks through them for debug scopes. Dropping
+            # them would hide both, so they are refused where they are used.
+            raise self.c.error(f"{expr[1]} cannot be written to Tile IR bytecode: expected a "
+                               f"#cuda_tile.di_loc, callsite, file or unknown location", expr[2])
         if kind in ("file", "word"):
             return expr
         if kind == "callsite":

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..ir.module import Block, Function, Op, Value
 from ..ir.types import ElementType
-from ..numerics import dense_is_splat
+from ..numerics import dense_is_splat, dense_is_uniform, storage_bytes
 from .floats import constant_name_part
 
 
@@ -57,9 +57,8 @@ def _constant_name(op: Op) -> str:
             return "false"
         return "cst_i1"
     name = "cst"
-    if dense.type.num_elements == 1 or dense.is_splat:
-        width = len(dense.data) if dense.type.num_elements == 1 else len(dense.data)
-        raw = int.from_bytes(dense.data[:width], "little")
+    if dense_is_uniform(dense.type, dense.data):  # tileirdisasm names equal elements as a splat
+        raw = int.from_bytes(dense.data[:storage_bytes(element)], "little")
         if isinstance(element, ElementType) and element.is_float:
             part = constant_name_part(raw & ((1 << element.bits) - 1), element)
             if part is not None:

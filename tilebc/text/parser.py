@@ -205,6 +205,7 @@ class _TypeParser:
         self.lit("strides")
         self.lit("=")
         self.lit("[")
+        strides_pos = self._pos()
         strides = self.ints(",", allow_dynamic=True)
         self.lit("]")
         attr = PtrAttr.NONE
@@ -215,7 +216,8 @@ class _TypeParser:
             self.lit(">")
         self.lit(">")
         if len(strides) != len(shape):
-            raise self.c.error(f"tensor_view has {len(shape)} dimensions but {len(strides)} strides")
+            raise self.c.error(f"tensor_view has {len(shape)} dimensions but {len(strides)} "
+                               f"strides", strides_pos)
         return T.TensorViewType(element, tuple(shape), tuple(strides), attr)
 
 
@@ -678,7 +680,10 @@ class _Parser:
         if kind is AttrKind.BOOL:
             return self._bool()
         if kind is AttrKind.INT:
-            return self._int()
+            token = c.expect_kind("number", "an integer")
+            value = c.int_value(token)
+            self._check_int_range(value, attr.width, f"{attr.name} (i{attr.width})", token)
+            return value
         if kind is AttrKind.STRING:
             return self._string()
         if kind is AttrKind.SYMBOL:
@@ -733,9 +738,16 @@ class _Parser:
             return 1 if text == "true" else 0
         value = self.c.int_value(token, f"an integer for {element}")
         bits = 64 if isinstance(element, T.PointerType) else element.bits
-        if not -(1 << bits) <= value < (1 << bits):
-            raise self.c.error(f"integer {shorten(text)} does not fit in {element}", token.pos)
+        self._check_int_range(value, bits, str(element), token)
         return value & ((1 << bits) - 1)
+
+    def _check_int_range(self, value: int, bits: int, what: str, token: Token) -> None:
+        """A signless integer literal may be written signed or unsigned, as MLIR reads it: the
+        union of both ranges, -2^(bits-1) to 2^bits - 1 (i1: -1 to 1)."""
+        low, high = -(1 << (bits - 1)), (1 << bits) - 1
+        if not low <= value <= high:
+            raise self.c.error(f"integer {shorten(token.text)} is out of range for {what} "
+                               f"(expected {low} to {high})", token.pos)
 
     @nesting("attribute values")
     def _typed_attr(self):
@@ -871,39 +883,50 @@ class _Parser:
         c.expect("<", "to open a dense constant")
         element = self.types.element()
         c.expect(":")
-        values: List[Tuple[int, int]] = []  # (raw bits, depth)
+        values: List[int] = []  # raw bits, in row-major order
 
-        def parse_value(depth: int, shape_out: List[int]):
-            if c.at("["):
-                if depth >= MAX_NESTING:
-                    raise c.error(f"dense constant nested more than {MAX_NESTING} levels deep")
-                c.next()
-                count = 0
-                while not c.accept("]"):
-                    if count:
-                        c.expect(",")
-                    parse_value(depth + 1, shape_out)
-                    count += 1
-                while len(shape_out) <= depth:
-                    shape_out.append(count)
-                return
-            token = c.next()
-            if token.kind not in ("number", "ident"):
-                raise c.error(f"expected a {element} value, found '{token.text}'", token.pos)
-            values.append(self._number_for(element, token))
+        def parse_value(depth: int) -> Tuple[int, ...]:
+            """Read one value or nested list; returns the shape it spells (a scalar: ())."""
+            if not c.at("["):
+                token = c.next()
+                if token.kind not in ("number", "ident"):
+                    raise c.error(f"expected a {element} value, found '{token.text}'", token.pos)
+                values.append(self._number_for(element, token))
+                return ()
+            if depth >= MAX_NESTING:
+                raise c.error(f"dense constant nested more than {MAX_NESTING} levels deep")
+            c.next()
+            inner: Optional[Tuple[int, ...]] = None
+            count = 0
+            while not c.accept("]"):
+                if count:
+                    c.expect(",")
+                pos = c.peek().pos
+                shape = parse_value(depth + 1)
+                if inner is None:
+                    inner = shape
+                elif shape != inner:
+                    raise c.error("dense constant is not rectangular: this element has shape "
+                                  f"{list(shape)}, the first one {list(inner)}", pos)
+                count += 1
+            if not count:
+                raise c.error("a dense constant cannot be empty")
+            return (count,) + inner
 
-        nested: List[int] = []
-        parse_value(0, nested)
+        literal_shape = parse_value(0)
         c.expect(">")
         c.expect(":")
+        type_pos = c.peek().pos
         tile_type = self.types.type()
         if not isinstance(tile_type, T.TileType):
-            raise c.error(f"a dense constant needs a tile type, got {tile_type}")
+            raise c.error(f"a dense constant needs a tile type, got {tile_type}", type_pos)
         if tile_type.element != element:
-            raise c.error(f"constant element type {element} does not match {tile_type}")
+            raise c.error(f"constant element type {element} does not match {tile_type}", type_pos)
+        # A single value is a splat of any shape; a list must spell the type's shape exactly.
+        if literal_shape and literal_shape != tuple(tile_type.shape):
+            raise c.error(f"constant literal has shape {list(literal_shape)} but {tile_type} has "
+                          f"shape {list(tile_type.shape)}", type_pos)
         count = tile_type.num_elements
-        if len(values) not in (1, count):
-            raise c.error(f"constant has {len(values)} values for {tile_type} ({count} elements)")
         if element.name == "i1":
             if len(values) == 1:
                 data = b"\xff" if values[0] else b"\x00"
@@ -945,6 +968,7 @@ class _Parser:
         if not values:
             return
         types = []
+        pos = c.peek().pos
         while c.at(",") and not self._next_is_value():
             saved_pos, saved_peek = c.pos, c._peeked
             c.next()
@@ -957,7 +981,7 @@ class _Parser:
         if len(types) == 1:
             types = types * len(values)
         if len(types) != len(values):
-            raise c.error(f"expected {len(values)} index types, got {len(types)}")
+            raise c.error(f"expected {len(values)} index types, got {len(types)}", pos)
 
     def _custom_FirstType(self, state, results):
         state.result_types[results.result] = [self.types.type()]
@@ -977,15 +1001,20 @@ class _Parser:
         state.attrs.setdefault("__dims", {})[which] = tuple(dims)
 
     def _custom_TensorViewTypes(self, state, base, shape, strides):
+        pos = self.c.peek().pos
         first = self.types.type()
         if self.c.accept("->"):
+            pos = self.c.peek().pos
             first = self.types.type()
         if not isinstance(first, T.TensorViewType):
-            raise self.c.error(f"make_tensor_view must produce a tensor_view, got {first}")
+            raise self.c.error(f"make_tensor_view must produce a tensor_view, got {first}", pos)
         dims = state.attrs.pop("__dims", {})
-        if dims.get("shape", first.shape) != first.shape or \
-                dims.get("strides", first.strides) != first.strides:
-            raise self.c.error("shape/strides operands do not match the tensor_view type")
+        for which in ("shape", "strides"):
+            written, typed = dims.get(which, getattr(first, which)), getattr(first, which)
+            if written != typed:
+                show = lambda dims: "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+                raise self.c.error(f"make_tensor_view: {which} {show(written)} does not match "
+                                   f"the result type {first} ({which} {show(typed)})", pos)
         state.result_types[0] = [first]
 
     def _custom_BlockArg(self, state, region, index):

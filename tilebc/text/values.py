@@ -6,7 +6,7 @@ from typing import List
 
 from ..ir import attrs as A
 from ..ir.types import ElementType, PointerType, TileType
-from ..numerics import dense_is_splat, storage_bytes
+from ..numerics import dense_is_splat, dense_is_uniform, storage_bytes
 from .floats import format_float
 
 _BARE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
@@ -50,14 +50,18 @@ def element_text(raw: int, element) -> str:
 
 
 def dense_elements(dense: A.DenseElementsAttr) -> List[int]:
-    """The raw element values of a dense buffer (a splat gives one)."""
+    """The raw element values of a dense buffer (a splat, or elements all equal, give one)."""
     element = dense.type.element
     data = dense.data
     if isinstance(element, ElementType) and element.name == "i1":
         if dense_is_splat(dense.type, data):
             return [1 if data[0] else 0]
+        if dense_is_uniform(dense.type, data):
+            return [data[0] & 1]
         return [data[i // 8] >> (i % 8) & 1 for i in range(dense.type.num_elements)]
     width = storage_bytes(element)
+    if dense_is_uniform(dense.type, data):
+        return [int.from_bytes(data[:width], "little")]
     return [int.from_bytes(data[i:i + width], "little") for i in range(0, len(data), width)]
 
 

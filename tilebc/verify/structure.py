@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Tuple
 from ..ir.attrs import DenseElementsAttr, DictionaryAttr
 from ..ir.module import Block, Function, Module, Op, Value
 from ..ir.types import ElementType, PointerType, TileType, Type, scalar
-from ..ops.spec import Arity, AttrKind, OpSpec
+from ..ops.spec import Arity, AttrKind, Effects, OpSpec
 from ..ops.table import OPS_BY_MNEMONIC
 from ..version import ALL_VERSIONS, Version
 from .debuginfo import DebugInfoChecker
@@ -110,6 +110,7 @@ class Verifier:
         self._clean_types = set()                     # ids of types that passed type_ok
         self._canonical: Dict[object, object] = {}    # value -> first equal object seen
         self._canonical_ids: Dict[int, int] = {}      # id(object) -> id of its canonical one
+        self._effects: Dict[int, Optional[Op]] = {}   # id(op) -> an op with effects in it, or None
 
     # ---- module level --------------------------------------------------------------------------
 
@@ -212,6 +213,8 @@ class Verifier:
             self.define(owner, arg)
             self.type_ok(owner, arg.type, "block argument")
         ops = block.ops
+        if parent is not None and parent.name in ("reduce", "scan"):
+            self.effect_free_body(ops, parent)
         fast = _FAST_CHECKS if self.fast else {}
         last = len(ops) - 1
         for position, op in enumerate(ops):
@@ -225,6 +228,41 @@ class Verifier:
                                                            f"block")
         self.block_end(block, parent)
         self.visible = outer
+
+    def effect_free_body(self, ops, parent: Op) -> None:
+        """A reduce/scan body holds only memory-effect-free ops (NVIDIA's verifier, 13.5: "only
+        memory-effect-free operations are allowed inside 'cuda_tile.reduce'"); an op with regions
+        is free when everything in them is."""
+        for op in ops:
+            if op.spec.terminator:
+                continue  # the terminator's own checks report a wrong one
+            culprit = self.with_effects(op)
+            if culprit is not None:
+                inside = "" if culprit is op else f" ({culprit.name} inside)"
+                self.ctx.report("region.effects", op, f"{op.name} has memory effects{inside}; "
+                                f"only memory-effect-free ops are allowed in a {parent.name} body")
+
+    def with_effects(self, op: Op) -> Optional[Op]:
+        """`op` when it has memory effects of its own, the first nested op with some when its
+        effects are those of its regions, else None. Memoised: each op is walked once."""
+        key = id(op)
+        if key in self._effects:
+            return self._effects[key]
+        effects = op.spec.effects
+        found = op if effects is Effects.SOME else None
+        if effects is Effects.RECURSIVE:
+            for region in op.regions:
+                for block in region.blocks:
+                    for inner in block.ops:
+                        found = self.with_effects(inner)
+                        if found is not None:
+                            break
+                    if found is not None:
+                        break
+                if found is not None:
+                    break
+        self._effects[key] = found
+        return found
 
     def block_end(self, block: Block, parent: Optional[Op]) -> None:
         where = parent.name if parent is not None else "entry"

@@ -48,6 +48,40 @@ def find_entry(module: Module, entry: Optional[str]) -> Function:
     raise ArgumentError(f"no entry {entry!r} in the module (entries: {', '.join(names)})")
 
 
+def _address(value, label: str, index: int, param) -> int:
+    """A scalar given for a pointer parameter: an integer address in [0, 2**64)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) and not (
+            isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu"):
+        raise ArgumentError(f"{label}: parameter {index} has type {param}; expected an array or "
+                            f"an integer address, got {value!r}")
+    address = int(value)
+    if not 0 <= address < 1 << 64:
+        raise ArgumentError(f"{label}: address {address} for parameter {index} ({param}) is "
+                            f"outside [0, 2**64)")
+    return address
+
+
+def _check_integer(value, label: str, index: int, param) -> None:
+    """A scalar for an integer parameter: integral, and within the signed or unsigned range of
+    its width (the IR's integers are signless)."""
+    try:
+        number = float(value) if isinstance(value, (float, np.floating)) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is not None and not number.is_integer():
+        raise ArgumentError(f"{label}: parameter {index} has type {param}; expected an integer, "
+                            f"got {value!r}")
+    try:
+        whole = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ArgumentError(f"{label}: parameter {index} has type {param}; expected an integer, "
+                            f"got {value!r}") from None
+    bits = param.element.bits
+    if not -(1 << (bits - 1)) <= whole < 1 << bits:
+        raise ArgumentError(f"{label}: {whole} does not fit parameter {index} ({param}): "
+                            f"expected {-(1 << (bits - 1))} to {(1 << bits) - 1}")
+
+
 class Binder:
     """Binds host arguments to an entry's parameters, mapping arrays into a GlobalMemory.
 
@@ -80,8 +114,11 @@ class Binder:
             raise ArgumentError(f"{label}: parameter {self.position - 1} has type {param}, "
                                 f"expected a scalar")
         if isinstance(param.element, PointerType):
-            self.values.append(np.asarray(int(value), dtype=np.uint64))
+            self.values.append(np.asarray(_address(value, label, self.position - 1, param),
+                                          dtype=np.uint64))
         else:
+            if param.element.is_integer and param.element.bits > 1:
+                _check_integer(value, label, self.position - 1, param)
             self.values.append(num.cast_value(value, param.element))
 
     def map_array(self, array: np.ndarray, label: str, initialised: bool) -> int:

@@ -13,12 +13,15 @@ After the run every array argument is saved to the --out .npz as arg0, arg1, ...
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
 
 import ml_dtypes
 import numpy as np
 
 from ..errors import TilebcError
+from ..outputs import write_output
 
 
 def _dtype(name: str) -> np.dtype:
@@ -31,7 +34,7 @@ def _dtype(name: str) -> np.dtype:
 def parse_argument(text: str, rng: np.random.Generator):
     """One --arg value as a numpy array or a Python scalar."""
     if text.endswith(".npy"):
-        return np.load(text)
+        return load_npy(text)
     if text.startswith(("rand:", "zeros:")):
         try:
             kind, dtype_name, shape_text = text.split(":")
@@ -56,6 +59,52 @@ def parse_argument(text: str, rng: np.random.Generator):
     except ValueError:
         raise argparse.ArgumentTypeError(f"bad argument {text!r}: expected a .npy path, "
                                          f"rand:/zeros: array or a number") from None
+
+
+def load_npy(path: str) -> np.ndarray:
+    """An array argument from a .npy file. The header is checked against the file's size before
+    anything is allocated: a truncated file or a header claiming 10**12 elements is a TilebcError
+    naming the file, as is anything numpy cannot read (pickled objects are never loaded)."""
+    from numpy.lib import format as npy
+    try:
+        with open(path, "rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            try:
+                version = npy.read_magic(stream)
+                if version == (1, 0):
+                    shape, fortran_order, dtype = npy.read_array_header_1_0(stream)
+                elif version == (2, 0):
+                    shape, fortran_order, dtype = npy.read_array_header_2_0(stream)
+                else:
+                    raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+            except (ValueError, EOFError, SyntaxError, TypeError) as error:
+                raise TilebcError(f"not a readable .npy file: {_first_line(error)}",
+                                  file=path) from None
+            if dtype.hasobject:
+                raise TilebcError(f"the array holds Python objects ({dtype}); expected numbers",
+                                  file=path)
+            count = 1
+            for extent in shape:
+                count *= int(extent)
+            expected, present = count * dtype.itemsize, size - stream.tell()
+            if present < expected:
+                raise TilebcError(f"truncated .npy file: the header says shape {tuple(shape)} of "
+                                  f"{dtype} ({expected} bytes of data), the file holds {present}",
+                                  file=path)
+            stream.seek(0)
+            try:
+                return np.load(stream, allow_pickle=False)
+            except (ValueError, EOFError) as error:
+                raise TilebcError(f"not a readable .npy file: {_first_line(error)}",
+                                  file=path) from None
+    except OSError as error:
+        raise TilebcError(f"cannot read the argument: {error.strerror or error}",
+                          file=path) from None
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def parse_grid(text: str):
@@ -144,7 +193,9 @@ def handle_run(options) -> int:
     if options.out:
         arrays = {f"arg{i}": value for i, value in enumerate(arguments)
                   if isinstance(value, np.ndarray)}
-        np.savez(options.out, **arrays)
+        archive = io.BytesIO()
+        np.savez(archive, **arrays)
+        write_output(options.out, archive.getvalue(), force=True)
     return 0
 
 

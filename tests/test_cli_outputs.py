@@ -312,3 +312,36 @@ def test_sigint_is_one_line_without_a_traceback():
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130
     assert stderr.decode() == "tilebc run: interrupted\n"
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("rand:float32:1000000000000", "1000000000000 elements need 8000000000000 bytes, more than "
+                                   "this machine's memory"),
+    ("zeros:float32:1000000x1000000", "1000000000000 elements need 4000000000000 bytes"),
+    ("zeros:float32:-5", "negative extent"),
+])
+def test_run_generated_arrays_are_bounded(value, expected):
+    result = tilebc_cli("run", GOOD, "--arg", value, "--arg", "zeros:float32:64",
+                        "--arg", "zeros:float32:64")
+    assert result.returncode == 2
+    assert one_error_line(result).startswith(f"tilebc run: error: bad array argument '{value}': "
+                                             f"{expected}")
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("1.5", "parameter 1 has type tile<i32>; expected an integer, got 1.5"),
+    ("inf", "parameter 1 has type tile<i32>; expected an integer, got inf"),
+    ("4294967296", "4294967296 does not fit parameter 1 (tile<i32>): expected -2147483648 to "
+                   "4294967295"),
+])
+def test_run_scalars_must_fit_their_parameter(value, expected):
+    """Regression: 1.5 was truncated, 2**32 wrapped and inf gave an OverflowError traceback."""
+    import re
+
+    import tilebc
+    from tilebc.interp import ArgumentError, Pointer, run
+    number = int(value) if value.isdigit() else float(value)
+    arrays = [Pointer(np.zeros(64, np.float32)) for _ in range(3)]
+    with pytest.raises(ArgumentError, match="argument 1: " + re.escape(expected)):
+        run(tilebc.load(GOOD), None, (1,), arrays[0], number, 1, arrays[1], 64, 1, arrays[2],
+            64, 1)

@@ -199,7 +199,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tilebc")
     add_compile_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print("tilebc compile: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ def parse_argument(text: str, rng: np.random.Generator):
         except (ValueError, AttributeError) as error:
             raise argparse.ArgumentTypeError(f"bad array argument {text!r}: expected "
                                              f"rand:DTYPE:SHAPE or zeros:DTYPE:SHAPE") from error
+        _check_allocation(text, shape, dtype.itemsize if kind == "zeros" else
+                          max(8, dtype.itemsize))
         if kind == "zeros":
             return np.zeros(shape, dtype)
         if dtype.kind in "iu":
@@ -100,6 +102,24 @@ def load_npy(path: str) -> np.ndarray:
     except OSError as error:
         raise TilebcError(f"cannot read the argument: {error.strerror or error}",
                           file=path) from None
+
+
+def _check_allocation(text: str, shape, itemsize: int) -> None:
+    """Refuse a generated array with a negative extent, or one larger than this machine's memory
+    (numpy would raise MemoryError, or the OOM killer would end the run)."""
+    if any(extent < 0 for extent in shape):
+        raise argparse.ArgumentTypeError(f"bad array argument {text!r}: negative extent")
+    count = 1
+    for extent in shape:
+        count *= extent
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        memory = 1 << 40
+    if count * itemsize > memory:
+        raise argparse.ArgumentTypeError(f"bad array argument {text!r}: {count} elements need "
+                                         f"{count * itemsize} bytes, more than this machine's "
+                                         f"memory ({memory} bytes)")
 
 
 def _first_line(error: Exception) -> str:

@@ -223,7 +223,7 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
         check_assumptions: bool = False, check_undefined: bool = False, shuffle: bool = False,
         seed: int = 0, allow_aliasing: bool = False, uninitialized: Iterable[int] = (),
         print_stream=None, progress=None, batch="auto", exact_math: bool = False,
-        max_iterations: Optional[int] = None) -> LaunchReport:
+        max_iterations: Optional[int] = None, batch_memory: Optional[int] = None) -> LaunchReport:
     """Run `entry` of a module (a Module, a .tilebc path, or bytes) over `grid` (1-3 ints).
 
     Arguments follow cuTile's calling convention (see the module docstring); numpy arrays are
@@ -248,6 +248,9 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
       falls back to one block at a time otherwise (see `tilebc.interp.batch`); False always runs
       one block at a time; True requires the batched run and raises ExecutionError naming the
       reason when the kernel cannot run batched.
+    * batch_memory: the batched run's memory budget in bytes (default: the TILEBC_BATCH_MEMORY
+      environment variable, e.g. "2G", else 512 MiB). The tile blocks run batched in chunks whose
+      estimated working set fits it (see `tilebc.interp.batch`), with the same results.
     * exact_math: evaluate every math function (exp, sin, ...) in float64 and round once. By
       default f32 exp, sin, cos, tanh, sinh and cosh use numpy's float32 kernels, which stay within
       the device's documented ulp bound (see `tilebc.interp.fastmath`) and are ~10x faster.
@@ -269,7 +272,11 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
     options = Options(check_memory=check_memory, check_assumptions=check_assumptions,
                       check_undefined=check_undefined, shuffle=shuffle, seed=seed,
                       print_stream=print_stream, progress=progress, batch=batch,
-                      exact_math=exact_math, max_iterations=max_iterations)
+                      exact_math=exact_math, max_iterations=max_iterations,
+                      batch_memory=batch_memory)
+    if batch_memory is not None and not (isinstance(batch_memory, int) and batch_memory > 0):
+        raise ArgumentError(f"batch_memory must be a positive number of bytes, got "
+                            f"{batch_memory!r}")
     machine = Machine(module, options)
     binder = Binder(function, machine.memory, uninitialized)
     keep: list = []  # list-of-arrays tables: mapped memory that must live through the launch

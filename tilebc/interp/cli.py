@@ -127,6 +127,15 @@ def _first_line(error: Exception) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def _size(text: str) -> int:
+    from .batch import parse_size
+    try:
+        return parse_size(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}: expected bytes, or a number with "
+                                         "K, M or G, e.g. 512M") from None
+
+
 def parse_grid(text: str):
     try:
         grid = tuple(int(part) for part in text.split(","))
@@ -179,6 +188,10 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                              "flags, division by zero, shift amounts >= the width)")
     parser.add_argument("--no-batch", action="store_true",
                         help="run tile blocks one at a time instead of all at once")
+    parser.add_argument("--batch-memory", type=_size, metavar="SIZE",
+                        help="memory budget of the batched run, e.g. 512M or 2G (default: "
+                             "TILEBC_BATCH_MEMORY, else 512M); tile blocks run batched in chunks "
+                             "that fit it")
     parser.add_argument("--exact-math", action="store_true",
                         help="evaluate exp, sin, ... in float64 and round once (default: f32 "
                              "functions in numpy float32 within the device's ulp bound)")
@@ -206,7 +219,8 @@ def handle_run(options) -> int:
             check_assumptions=options.check_assumptions, shuffle=options.shuffle,
             seed=options.seed, allow_aliasing=options.allow_aliasing, progress=progress,
             check_undefined=options.check_undefined,
-            batch=False if options.no_batch else "auto", exact_math=options.exact_math)
+            batch=False if options.no_batch else "auto", exact_math=options.exact_math,
+            batch_memory=options.batch_memory)
     except TilebcError as error:
         error.file = error.file or name
         raise

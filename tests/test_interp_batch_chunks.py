@@ -166,3 +166,24 @@ def test_cli_run_takes_a_budget(tmp_path):
                          timeout=120, env=env)
     assert bad.returncode == 2
     assert "bad size 'lots'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_chunk_leaves_no_reference_cycle():
+    """Regression: the store log's lane closures and the batched block referred to each other, so
+    every chunk's tiles lived until the garbage collector ran (numpy's large allocations hardly
+    trigger it): a gather/scatter kernel of 1-block chunks peaked at 4x the budget."""
+    import gc
+    mod = fixtures.module("elementwise_f32", "13.5")
+    a, b = np.ones(512, np.float32), np.ones(512, np.float32)
+
+    def launch():
+        return api.run(mod, fixtures.entry(mod), (8,), a, b, np.zeros(512, np.float32),
+                       batch_memory=1)
+    launch()
+    gc.collect()
+    gc.disable()
+    try:
+        assert launch().batched
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

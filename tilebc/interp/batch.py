@@ -227,6 +227,15 @@ class MemoryLog:
                 owners[index] = blocks
         self.actions.append(action)
 
+    def clear(self) -> None:
+        """Forget every access (the run is over)."""
+        self.actions.clear()
+        self.first_write.clear()
+        self.owners.clear()
+        self.tracked_reads.clear()
+        self.readers.clear()
+        self.opaque_reads.clear()
+
     def apply(self) -> None:
         for action in self.actions:
             action()
@@ -969,7 +978,12 @@ def run_batched(machine, function: Function, grid: Tuple[int, int, int], argumen
             memory.observer = None
         log.apply()
     finally:
-        # nothing of the run outlives it: drop every reference before the buffers are reused
+        # nothing of the run outlives it: drop every reference before the buffers are reused.
+        # The log's lane closures refer to the block, which refers to the log: without breaking
+        # that cycle each chunk's arrays would wait for the garbage collector.
         block.registers.clear()
-        log.actions.clear()
+        block._affine.clear()
+        block._blocks = None
+        block.log = None
+        log.clear()
         block.scratch.release()

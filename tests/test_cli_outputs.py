@@ -207,6 +207,9 @@ def test_compile_dash_o_dash_writes_ptx_to_stdout(tmp_path):
     piped = tilebc_cli("compile", "-", "--emit", "ptx", "-o", "-", stdin=GOOD.read_bytes(),
                        cwd=tmp_path)
     assert piped.returncode == 0 and piped.stdout == result.stdout
+    verbose = tilebc_cli("compile", GOOD, "--emit", "ptx", "-v", "-o", "-", cwd=tmp_path)
+    assert verbose.stdout == result.stdout  # the per-kernel facts go to stderr
+    assert b"threads/CTA" in verbose.stderr
 
 
 @pytest.mark.parametrize("extra", [[], ["--emit", "cubin"], ["--fatbin", "--arch", "sm_80,sm_90"]])

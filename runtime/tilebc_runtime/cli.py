@@ -188,11 +188,13 @@ def _run_fatbin(args) -> int:
 def _report(args, kernels, log: str) -> None:
     if not args.verbose:
         return
+    stream = sys.stderr if args.output == "-" else sys.stdout  # stdout carries the PTX
     for info in kernels:
         print(f"{info.name}: {info.threads_per_cta} threads/CTA, "
-              f"{info.shared_memory_bytes} B shared, {info.local_memory_bytes} B local")
+              f"{info.shared_memory_bytes} B shared, {info.local_memory_bytes} B local",
+              file=stream)
     if log:
-        print(log)
+        print(log, file=stream)
 
 
 def main(argv=None) -> int:

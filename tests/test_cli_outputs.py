@@ -304,13 +304,23 @@ def test_run_out_is_written_by_the_output_rules(tmp_path):
         assert sorted(saved) == ["arg0", "arg1", "arg2"]
 
 
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stream:
+        fields = stream.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads CPU time from /proc")
 def test_sigint_is_one_line_without_a_traceback():
     process = subprocess.Popen(
         [sys.executable, "-m", "tilebc.cli", "run", str(GOOD), "--no-batch", "--grid", "200000",
          "--arg", "rand:float32:12800000", "--arg", "rand:float32:12800000",
          "--arg", "zeros:float32:12800000"], stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
-    time.sleep(4)
-    assert process.poll() is None, process.stderr.read()
+    # interrupt once the run is under way: after 3 s of CPU time (the imports take about 1 s)
+    deadline = time.monotonic() + 120
+    while _cpu_seconds(process.pid) < 3 and time.monotonic() < deadline:
+        assert process.poll() is None, process.stderr.read()
+        time.sleep(0.2)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130

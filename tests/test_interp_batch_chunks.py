@@ -108,7 +108,8 @@ module = new_module(tilebc.Version(13, 5))
 b = module_entry(module, "k", [scalar(PointerType(f32)), scalar(PointerType(f32)), scalar(i32)])
 x_ptr, y_ptr, n = b.args
 token = b.make_token()
-views = [b.partition_view(b.tensor_view(p, shape=[n], strides=[1]), (tile,)) for p in (x_ptr, y_ptr)]
+views = [b.partition_view(b.tensor_view(p, shape=[n], strides=[1]), (tile,))
+         for p in (x_ptr, y_ptr)]
 block, _, _ = b.get_tile_block_id()
 x, _ = b.load(views[0], [block], token=token)
 b.store(b.addf(b.exp(x), x), views[1], [block], token=token)
@@ -149,7 +150,7 @@ def test_peak_memory_stays_under_the_budget_and_results_are_equal():
 
 
 def test_cli_run_takes_a_budget(tmp_path):
-    source = fixtures.ROOT / "fixtures" / "bytecode" / "elementwise_f32" / "elementwise_f32-13.5.tilebc"
+    source = ROOT / "fixtures" / "bytecode" / "elementwise_f32" / "elementwise_f32-13.5.tilebc"
     argv = [sys.executable, "-m", "tilebc", "run", str(source), "--grid", "4",
             "--arg", "rand:float32:256", "--arg", "rand:float32:256", "--arg", "zeros:float32:256"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -87,14 +87,15 @@ def write_file(name: str, payload: bytes) -> None:
 
 
 def _write_through(target: str, payload: bytes) -> None:
-    descriptor = os.open(target, os.O_WRONLY | os.O_TRUNC | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    flags = os.O_WRONLY | os.O_TRUNC | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+    descriptor = os.open(target, flags)
     with os.fdopen(descriptor, "wb") as stream:
         stream.write(payload)
 
 
 def _replace(target: str, payload: bytes, info: Optional[os.stat_result]) -> None:
-    folder, base = os.path.split(target)
-    descriptor, temp = tempfile.mkstemp(dir=folder, prefix=f".{base}.", suffix=".tmp")
+    descriptor, temp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tilebc-",
+                                        suffix=".tmp")
     try:
         with os.fdopen(descriptor, "wb") as stream:
             stream.write(payload)

@@ -51,7 +51,7 @@ class Options:
                  check_undefined: bool = False, batch="auto", exact_math: bool = False,
                  max_iterations: Optional[int] = None, batch_memory: Optional[int] = None):
         self.check_memory = check_memory
-        self.batch_memory = batch_memory  # bytes per batched chunk; None: batch.default_batch_memory
+        self.batch_memory = batch_memory  # bytes per batched chunk (None: the default budget)
         self.max_iterations = max_iterations
         self.exact_math = exact_math
         self.check_assumptions = check_assumptions

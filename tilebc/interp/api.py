@@ -250,7 +250,9 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
       reason when the kernel cannot run batched.
     * batch_memory: the batched run's memory budget in bytes (default: the TILEBC_BATCH_MEMORY
       environment variable, e.g. "2G", else 512 MiB). The tile blocks run batched in chunks whose
-      estimated working set fits it (see `tilebc.interp.batch`), with the same results.
+      estimated working set fits it (see `tilebc.interp.batch`), with the same results. With
+      batch=True, a chunk after the first that cannot batch raises once the earlier chunks'
+      blocks have run (and stored), as they would have one at a time.
     * exact_math: evaluate every math function (exp, sin, ...) in float64 and round once. By
       default f32 exp, sin, cos, tanh, sinh and cosh use numpy's float32 kernels, which stay within
       the device's documented ulp bound (see `tilebc.interp.fastmath`) and are ~10x faster.

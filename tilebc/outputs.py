@@ -10,7 +10,8 @@ Every command of both CLIs (`tilebc asm/dis/convert/translate/run`, `tilebc comp
   interrupt) leaves the old file, or none, and no temp file. A new file gets mode 0666 less the
   umask; a replaced one keeps its permission bits (and, where we may, its owner). Where no temp file
   can be made beside it (a folder we may not write) but the file itself is writable, it is
-  rewritten in place;
+  rewritten in place. A file with several hard links gets a new inode: its other names keep the
+  old contents (as with `sed -i`);
 * a symlink is followed and its target written by the same rules: the link stays a link;
 * anything else that exists (a device such as /dev/null, a FIFO) is opened and written through,
   never replaced;

@@ -6,37 +6,16 @@ import collections
 import io
 import os
 import sys
-import tempfile
 from importlib import resources
 from typing import List, Optional, Union
 
 from . import dump, load
 from .errors import DecodeError, TextSyntaxError, TilebcError
+from .outputs import UsageError, same_file, write_output
 from .version import ALL_VERSIONS, Version
 
 
-def _write_atomically(path: str, data: bytes) -> None:
-    """Write to a temp file beside `path`, then rename: a failure never leaves a partial file.
-    An OS failure is reported against `path` (never the temp file's name the user did not pick)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    temp = None
-    try:
-        handle, temp = tempfile.mkstemp(dir=folder, prefix=".tilebc-", suffix=".tmp")
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temp, path)
-    except OSError as error:
-        raise TilebcError(f"cannot write the output: {error.strerror}", file=path) from None
-    finally:
-        if temp is not None and os.path.exists(temp):
-            os.unlink(temp)
-
-
 MAGIC = b"\x7fTileIR\x00"
-
-
-class UsageError(Exception):
-    """Bad command-line use (exit status 2), e.g. binary output to a terminal."""
 
 
 def read_input(path: str) -> bytes:
@@ -147,23 +126,21 @@ def _verify(module) -> None:
 
 def _write_output(path: Optional[str], data: Union[bytes, str], *, binary: bool,
                   force: bool = False) -> None:
-    """`None`/`-`: stdout (binary refused to a terminal unless forced); else an atomic file write."""
-    payload = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
-    if path in (None, "-"):
-        if binary and sys.stdout.isatty() and not force:
-            raise UsageError("refusing to write binary bytecode to a terminal; "
-                             "use -o FILE, redirect, or -f to force")
-        sys.stdout.buffer.write(payload)
-        sys.stdout.buffer.flush()
-        return
-    _write_atomically(path, payload)
+    """`None`/`-`: stdout (binary refused to a terminal unless forced); else the file, replaced
+    atomically or written through (tilebc/outputs.py)."""
+    write_output(path, data, binary=binary, force=force)
 
 
 def _default_bytecode_output(path: str) -> str:
+    """FILE with its suffix replaced by .tilebc (stdout for stdin); never the input itself."""
     if path == "-":
         return "-"
     root, _ = os.path.splitext(path)
-    return root + ".tilebc"
+    output = root + ".tilebc"
+    if output == path or same_file(output, path):
+        raise UsageError(f"the default output {output} is the input file; name the output "
+                         "with -o")
+    return output
 
 
 def cmd_dis(args) -> int:
@@ -174,10 +151,10 @@ def cmd_dis(args) -> int:
 
 
 def cmd_asm(args) -> int:
+    output = args.output or _default_bytecode_output(args.input)
     module = _parse_text(args.input, verify=not args.no_verify)
     data = dump(module, args.target_version or module.version)
-    _write_output(args.output or _default_bytecode_output(args.input), data, binary=True,
-                  force=args.force)
+    _write_output(output, data, binary=True, force=args.force)
     return 0
 
 
@@ -499,9 +476,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stderr.close()
         return 0
     except OSError as error:
-        print(f"tilebc {args.command}: error: {error.filename or ''}: {error.strerror}",
-              file=sys.stderr)
+        reason = error.strerror or str(error)
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"tilebc {args.command}: error: {where}{reason}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"tilebc {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

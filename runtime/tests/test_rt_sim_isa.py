@@ -491,3 +491,21 @@ def test_directed_division_brackets_the_exact_quotient(op):
     assert np.all(below)
     nearest = (a.astype(np.float64) / b).astype(np.float32).astype(np.float64)
     assert np.all(np.abs(out - nearest) <= np.abs(np.spacing(out.astype(np.float32))))
+
+
+@pytest.mark.parametrize("fmt", ["%99999999999999999999d\n", "%.999999999d\n", "%4097d\n"])
+def test_vprintf_widths_are_bounded_as_in_the_interpreter(fmt):
+    """Regression: a huge width was a bare ValueError (or a gigabyte of padding); the emulator
+    refuses what the interpreter refuses (tilebc.interp.ops.debug.PRINT_MAX_WIDTH)."""
+    raw = fmt.encode() + b"\0"
+    data = (f".global .align 1 .b8 fmt[{len(raw)}] = {{{', '.join(map(str, raw))}}};\n")
+    body = """setp.ne.u32 %p1, %r0, 1; @%p1 bra $SKIP;
+.local .align 8 .b8 buf[8];
+mov.u64 %rd2, fmt; cvta.global.u64 %rd3, %rd2; mov.u64 %rd4, buf; cvta.local.u64 %rd5, %rd4;
+st.local.u32 [%rd4], %r0;
+{ .param .b64 param0; .param .b64 param1; .param .b32 retval0;
+st.param.b64 [param0], %rd3; st.param.b64 [param1], %rd5;
+call (retval0), vprintf, (param0, param1); }
+$SKIP: """
+    with pytest.raises(SimExecutionError, match="width or precision above 4096"):
+        run_ptx(body, threads=4, data=data, print_stream=io.StringIO())

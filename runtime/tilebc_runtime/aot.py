@@ -250,6 +250,7 @@ def write_fatbin(source, archs, output, **kwargs) -> FatbinResult:
 
 
 def _write(path: Path, data: bytes) -> None:
-    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temp.write_bytes(data)
-    os.replace(temp, path)
+    """Replaced atomically (symlinks and special files written through); a failure is a
+    TilebcError naming `path` (tilebc/outputs.py)."""
+    from tilebc.outputs import write_output
+    write_output(path, data)

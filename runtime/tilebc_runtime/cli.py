@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from pathlib import Path
 
 
 def add_compile_parser(subparsers) -> argparse.ArgumentParser:
@@ -65,10 +65,15 @@ class _UsageError(Exception):
 
 def run_compile(args) -> int:
     from tilebc.errors import TilebcError
+    from tilebc.outputs import UsageError as OutputUsageError
     name = args.display_name = "<stdin>" if args.file == "-" else args.file
     try:
-        if args.file == "-" and args.output in (None, "-"):
+        if args.file == "-" and args.output is None:
             raise _UsageError("with the input on stdin, name the output file with -o")
+        if args.output == "-" and (args.fatbin or args.emit == "cubin"):
+            raise _UsageError("-o -: a cubin or fatbin is written with its metadata OUT.json "
+                              "beside it; name an output file (only --emit ptx can go to stdout)")
+        _default_output(args, ".fatbin" if args.fatbin else f".{args.emit}")  # refuse early
         # Decoded once up front so bad input reads as it does in every tilebc command.
         from tilebc.cli import decode_bytes, read_input
         data = read_input(args.file)
@@ -82,7 +87,7 @@ def run_compile(args) -> int:
         if args.emit == "ptx":
             return _run_ptx(args)
         return _run_cubin(args)
-    except _UsageError as error:
+    except (_UsageError, OutputUsageError) as error:
         print(f"tilebc compile: error: {error}", file=sys.stderr)
         return 2
     except TilebcError as error:
@@ -97,7 +102,21 @@ def run_compile(args) -> int:
 
 
 def _default_output(args, suffix: str) -> str:
-    return args.output or args.file.rsplit(".", 1)[0] + suffix
+    """-o, else FILE with its suffix replaced (`proj.v2/kernel` -> `proj.v2/kernel.cubin`);
+    never the input file itself."""
+    if args.output:
+        return args.output
+    from tilebc.outputs import same_file
+    output = os.path.splitext(args.file)[0] + suffix
+    if output == args.file or same_file(output, args.file):
+        raise _UsageError(f"the default output {output} is the input file; name the output "
+                          "with -o")
+    return output
+
+
+def _write(path: str, data, binary: bool = True) -> None:
+    from tilebc.outputs import write_output
+    write_output(path, data, binary=binary)
 
 
 def _run_ptx(args) -> int:
@@ -107,9 +126,10 @@ def _run_ptx(args) -> int:
     result = compile(args.file, args.entry, args.arch, "ptx", threads=args.threads,
                      verbose=args.verbose)
     output = _default_output(args, ".ptx")
-    Path(output).write_text(result.ptx)
     _report(args, result.kernels.values(), result.log)
-    print(output)
+    _write(output, result.ptx, binary=False)
+    if output != "-":
+        print(output)
     return 0
 
 
@@ -126,7 +146,7 @@ def _run_cubin(args) -> int:
     if len(names) == 1:
         # Through the cache: a later lookup by the Python runtime or the C++ loader hits.
         entry = loaded[names[0]].compile(args.arch)
-        Path(output).write_bytes(entry.cubin)
+        _write(output, entry.cubin)
         metadata = dict(entry.metadata)
         if args.verbose:
             print(f"{names[0]}: {entry.threads} threads/CTA, {entry.static_shared_bytes} B "
@@ -136,12 +156,12 @@ def _run_cubin(args) -> int:
         from .aot import compile_cubin
         cubin, facts = compile_cubin(loaded.backend, loaded.bytecode, names, None, args.arch,
                                       options)
-        Path(output).write_bytes(cubin)
+        _write(output, cubin)
         metadata = {"backend": loaded.backend.name, "arch": args.arch, "entries": facts}
         if args.verbose:
             for name, item in facts.items():
                 print(f"{name}: {item['threads_per_cta']} threads/CTA")
-    Path(f"{output}.json").write_text(json.dumps(metadata, sort_keys=True, indent=1) + "\n")
+    _write(f"{output}.json", json.dumps(metadata, sort_keys=True, indent=1) + "\n", binary=False)
     print(output)
     return 0
 
@@ -168,18 +188,24 @@ def _run_fatbin(args) -> int:
 def _report(args, kernels, log: str) -> None:
     if not args.verbose:
         return
+    stream = sys.stderr if args.output == "-" else sys.stdout  # stdout carries the PTX
     for info in kernels:
         print(f"{info.name}: {info.threads_per_cta} threads/CTA, "
-              f"{info.shared_memory_bytes} B shared, {info.local_memory_bytes} B local")
+              f"{info.shared_memory_bytes} B shared, {info.local_memory_bytes} B local",
+              file=stream)
     if log:
-        print(log)
+        print(log, file=stream)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tilebc")
     add_compile_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print("tilebc compile: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -48,6 +48,40 @@ def find_entry(module: Module, entry: Optional[str]) -> Function:
     raise ArgumentError(f"no entry {entry!r} in the module (entries: {', '.join(names)})")
 
 
+def _address(value, label: str, index: int, param) -> int:
+    """A scalar given for a pointer parameter: an integer address in [0, 2**64)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) and not (
+            isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu"):
+        raise ArgumentError(f"{label}: parameter {index} has type {param}; expected an array or "
+                            f"an integer address, got {value!r}")
+    address = int(value)
+    if not 0 <= address < 1 << 64:
+        raise ArgumentError(f"{label}: address {address} for parameter {index} ({param}) is "
+                            f"outside [0, 2**64)")
+    return address
+
+
+def _check_integer(value, label: str, index: int, param) -> None:
+    """A scalar for an integer parameter: integral, and within the signed or unsigned range of
+    its width (the IR's integers are signless)."""
+    try:
+        number = float(value) if isinstance(value, (float, np.floating)) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is not None and not number.is_integer():
+        raise ArgumentError(f"{label}: parameter {index} has type {param}; expected an integer, "
+                            f"got {value!r}")
+    try:
+        whole = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ArgumentError(f"{label}: parameter {index} has type {param}; expected an integer, "
+                            f"got {value!r}") from None
+    bits = param.element.bits
+    if not -(1 << (bits - 1)) <= whole < 1 << bits:
+        raise ArgumentError(f"{label}: {whole} does not fit parameter {index} ({param}): "
+                            f"expected {-(1 << (bits - 1))} to {(1 << bits) - 1}")
+
+
 class Binder:
     """Binds host arguments to an entry's parameters, mapping arrays into a GlobalMemory.
 
@@ -80,8 +114,11 @@ class Binder:
             raise ArgumentError(f"{label}: parameter {self.position - 1} has type {param}, "
                                 f"expected a scalar")
         if isinstance(param.element, PointerType):
-            self.values.append(np.asarray(int(value), dtype=np.uint64))
+            self.values.append(np.asarray(_address(value, label, self.position - 1, param),
+                                          dtype=np.uint64))
         else:
+            if param.element.is_integer and param.element.bits > 1:
+                _check_integer(value, label, self.position - 1, param)
             self.values.append(num.cast_value(value, param.element))
 
     def map_array(self, array: np.ndarray, label: str, initialised: bool) -> int:
@@ -186,7 +223,8 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
         check_assumptions: bool = False, check_undefined: bool = False, shuffle: bool = False,
         seed: int = 0, allow_aliasing: bool = False, uninitialized: Iterable[int] = (),
         print_stream=None, progress=None, batch="auto", exact_math: bool = False,
-        max_iterations: Optional[int] = None, verify: bool = True) -> LaunchReport:
+        max_iterations: Optional[int] = None, batch_memory: Optional[int] = None,
+        verify: bool = True) -> LaunchReport:
     """Run `entry` of a module (a Module, a .tilebc path, or bytes) over `grid` (1-3 ints).
 
     A path or bytes is decoded and verified first, as `tilebc.load` does: invalid IR raises
@@ -215,6 +253,11 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
       falls back to one block at a time otherwise (see `tilebc.interp.batch`); False always runs
       one block at a time; True requires the batched run and raises ExecutionError naming the
       reason when the kernel cannot run batched.
+    * batch_memory: the batched run's memory budget in bytes (default: the TILEBC_BATCH_MEMORY
+      environment variable, e.g. "2G", else 512 MiB). The tile blocks run batched in chunks whose
+      estimated working set fits it (see `tilebc.interp.batch`), with the same results. With
+      batch=True, a chunk after the first that cannot batch raises once the earlier chunks'
+      blocks have run (and stored), as they would have one at a time.
     * exact_math: evaluate every math function (exp, sin, ...) in float64 and round once. By
       default f32 exp, sin, cos, tanh, sinh and cosh use numpy's float32 kernels, which stay within
       the device's documented ulp bound (see `tilebc.interp.fastmath`) and are ~10x faster.
@@ -236,7 +279,11 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
     options = Options(check_memory=check_memory, check_assumptions=check_assumptions,
                       check_undefined=check_undefined, shuffle=shuffle, seed=seed,
                       print_stream=print_stream, progress=progress, batch=batch,
-                      exact_math=exact_math, max_iterations=max_iterations)
+                      exact_math=exact_math, max_iterations=max_iterations,
+                      batch_memory=batch_memory)
+    if batch_memory is not None and not (isinstance(batch_memory, int) and batch_memory > 0):
+        raise ArgumentError(f"batch_memory must be a positive number of bytes, got "
+                            f"{batch_memory!r}")
     machine = Machine(module, options)
     binder = Binder(function, machine.memory, uninitialized)
     keep: list = []  # list-of-arrays tables: mapped memory that must live through the launch

@@ -27,6 +27,17 @@ the run gives up (raises BatchFallback, before any memory is written) whenever t
 Every access is still checked (bounds, alignment, initialisation, read-only): a fault, failed
 assert or other error stops the batched run with memory untouched, and `Machine.launch` reruns the
 launch one block at a time so the error names the block and op the sequential schedule reaches.
+
+Memory: a batched value holds every block's tile, so the run's memory grows with the grid. A launch
+therefore runs in chunks of consecutive tile blocks (`chunk_boxes`: whole z-planes, else whole rows,
+else runs of one row) whose estimated working set fits `Options.batch_memory` (default
+DEFAULT_BATCH_MEMORY, 512 MiB; the TILEBC_BATCH_MEMORY environment variable or `run(...,
+batch_memory=)` change it). The estimate (`block_bytes`) is per tile block: the bytes of every tile
+result of the entry (nested regions included), plus 24 bytes per element of its largest tile for
+the temporaries of one op (int64 addresses and block numbers of a store, f64 widening). Each chunk
+is a batched run of its own, applied before the next starts, which is the sequential schedule's
+order; when a chunk cannot run batched, the launch goes on one block at a time from that chunk's
+first block, so results are bit for bit those of the unchunked and the sequential runs.
 """
 from __future__ import annotations
 
@@ -216,6 +227,15 @@ class MemoryLog:
                 owners[index] = blocks
         self.actions.append(action)
 
+    def clear(self) -> None:
+        """Forget every access (the run is over)."""
+        self.actions.clear()
+        self.first_write.clear()
+        self.owners.clear()
+        self.tracked_reads.clear()
+        self.readers.clear()
+        self.opaque_reads.clear()
+
     def apply(self) -> None:
         for action in self.actions:
             action()
@@ -280,13 +300,19 @@ class Deferred:
 
 
 class BatchBlock:
-    """All tile blocks of a launch: the register file holds each value once, with a leading block
-    axis when it is varying. Offers the TileBlock interface the op implementations use."""
+    """The tile blocks of one chunk of a launch (a box of the grid at `origin`, by default the
+    whole grid): the register file holds each value once, with a leading block axis (the chunk's
+    blocks in flattened-id order) when it is varying. Offers the TileBlock interface the op
+    implementations use; `grid` is the launch's whole grid."""
 
-    def __init__(self, machine, grid: Tuple[int, int, int], log: MemoryLog):
+    def __init__(self, machine, grid: Tuple[int, int, int], log: MemoryLog,
+                 origin: Tuple[int, int, int] = (0, 0, 0),
+                 box: Optional[Tuple[int, int, int]] = None):
         self.machine = machine
         self.grid = grid
-        self.count = grid[0] * grid[1] * grid[2]
+        self.origin = origin
+        self.box = tuple(grid) if box is None else box
+        self.count = self.box[0] * self.box[1] * self.box[2]
         self.coords = None  # no single block: errors from here are re-reported sequentially
         self.memory = machine.memory
         self.options = machine.options
@@ -296,6 +322,7 @@ class BatchBlock:
         self.log = log
         self._blocks: Optional[list] = None
         self._coords = None
+        self._local = None
         self.scratch = Scratch()  # pooled result buffers (ops/_common.output), freed at the end
         self._affine: Dict[int, tuple] = {}  # id(index array) -> (array, coefficients or None)
         self.entry_body = None  # set by run_batched, with the ids of its fusible ops
@@ -311,21 +338,31 @@ class BatchBlock:
         self.fail(message, address=address, kind=MemoryCheckError)
 
     def block_coords(self, flat: int) -> Tuple[int, int, int]:
-        gx, gy, _ = self.grid
-        return flat % gx, (flat // gx) % gy, flat // (gx * gy)
+        """The grid coordinates of the chunk's block number `flat`."""
+        bx, by, _ = self.box
+        ox, oy, oz = self.origin
+        return ox + flat % bx, oy + (flat // bx) % by, oz + flat // (bx * by)
+
+    def local_coords(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(x, y, z) of every block relative to the chunk's origin, in flattened-id order."""
+        if self._local is None:
+            flat = np.arange(self.count, dtype=np.int64)
+            bx, by, _ = self.box
+            self._local = (flat % bx, (flat // bx) % by, flat // (bx * by))
+        return self._local
 
     def flat_coords(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(x, y, z) grid coordinates of every block, in flattened-id order."""
         if self._coords is None:
-            flat = np.arange(self.count, dtype=np.int64)
-            gx, gy, _ = self.grid
-            self._coords = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
+            self._coords = tuple(local + start
+                                 for local, start in zip(self.local_coords(), self.origin))
         return self._coords
 
     def affine_index(self, value, varying: bool):
         """(c, cx, cy, cz) with value == c + cx*x + cy*y + cz*z in every block (x, y, z its
-        grid coordinates), or None when the value is not such a function (or not a scalar).
-        Computed once per array and launch; block ids are seeded by get_tile_block_id."""
+        coordinates relative to the chunk's origin), or None when the value is not such a
+        function (or not a scalar). Computed once per array and chunk; block ids are seeded by
+        get_tile_block_id."""
         if not varying:
             scalar = np.asarray(value)
             return (int(scalar), 0, 0, 0) if scalar.ndim == 0 and scalar.dtype.kind in "iu" \
@@ -337,12 +374,12 @@ class BatchBlock:
         coefficients = None
         if array.shape == (self.count,) and array.dtype.kind in "iu":
             values = array.astype(np.int64)
-            gx, gy, gz = self.grid
+            gx, gy, gz = self.box
             constant = int(values[0])
             coefficients = (constant, int(values[1]) - constant if gx > 1 else 0,
                             int(values[gx]) - constant if gy > 1 else 0,
                             int(values[gx * gy]) - constant if gz > 1 else 0)
-            x, y, z = self.flat_coords()
+            x, y, z = self.local_coords()
             if not np.array_equal(values, constant + coefficients[1] * x +
                                   coefficients[2] * y + coefficients[3] * z):
                 coefficients = None
@@ -582,7 +619,8 @@ def _loop(bb, op, impl, groups, flags):
 def _tile_block_id(bb, op, impl, groups, flags):
     ids = [c.astype(result_dtype(op, i)) for i, c in enumerate(bb.flat_coords())]
     for axis, value in enumerate(ids):  # the coordinates themselves: affine by definition
-        bb._affine[id(value)] = (value, (0,) + tuple(int(a == axis) for a in range(3)))
+        bb._affine[id(value)] = (value, (bb.origin[axis],) +
+                                 tuple(int(a == axis) for a in range(3)))
     return ids, [True] * 3
 
 
@@ -687,7 +725,7 @@ def affine_region(bb: BatchBlock, view, indices, flags, writing: bool):
     if tiled.kind == "gather_scatter" or len(indices) != rank or rank != tensor.rank or \
             sorted(tiled.dim_map) != list(range(rank)):
         return None
-    grid = bb.grid
+    grid = bb.box  # the chunk's blocks; affine_index is relative to its origin
     first = 0
     axis_steps = [0, 0, 0]  # element offset per grid step along x, y, z
     for k in range(rank):
@@ -832,16 +870,104 @@ def _store_ptr(bb, op, impl, groups, flags):
 # ----------------------------------------------------------------------------------- the run
 
 
-def run_batched(machine, function: Function, grid: Tuple[int, int, int], arguments) -> None:
-    """Run `function` over `grid` batched; BatchFallback (memory untouched) when it cannot give
-    the sequential schedule's results, any other error likewise before memory is written."""
+DEFAULT_BATCH_MEMORY = 512 << 20
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """'512M', '2G', '1048576' -> bytes (K, M, G, T are powers of 1024; a trailing B is allowed).
+    ValueError for anything else."""
+    spelled = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = spelled[-1:] if spelled[-1:] in _SIZE_UNITS else ""
+    number = float(spelled[:len(spelled) - len(unit)])
+    if not number > 0 or number == float("inf"):
+        raise ValueError(f"expected a positive size, got {text!r}")
+    return int(number * _SIZE_UNITS[unit])
+
+
+def default_batch_memory() -> int:
+    """The batch memory budget: TILEBC_BATCH_MEMORY (e.g. 2G) when set, else 512 MiB."""
+    import os
+    text = os.environ.get("TILEBC_BATCH_MEMORY")
+    if not text:
+        return DEFAULT_BATCH_MEMORY
+    try:
+        return parse_size(text)
+    except ValueError:
+        raise ExecutionError(f"TILEBC_BATCH_MEMORY={text!r} is not a size (expected bytes, or "
+                             "a number with K, M or G, e.g. 512M)") from None
+
+
+# id(function) -> (weak reference, estimated bytes per tile block)
+_BLOCK_BYTES: Dict[int, Tuple[weakref.ref, int]] = {}
+
+
+def block_bytes(function: Function) -> int:
+    """An estimate (an upper bound for the ops we know) of one tile block's working set in a
+    batched run: the bytes of every tile result of `function`'s ops, nested regions included
+    (registers live until the run ends), plus 24 bytes per element of the largest tile for one
+    op's temporaries."""
+    cached = _BLOCK_BYTES.get(id(function))
+    if cached is not None and cached[0]() is function:
+        return cached[1]
+    from ..ir.types import PointerType, TileType
+    total, largest = 0, 0
+    stack: List[Block] = [function.body]
+    while stack:
+        for op in stack.pop().ops:
+            for result in op.results:
+                kind = result.type
+                if isinstance(kind, TileType):
+                    elements = kind.num_elements
+                    width = 8 if isinstance(kind.element, PointerType) else \
+                        max(1, (kind.element.bits + 7) // 8)
+                    total += elements * width
+                    largest = max(largest, elements)
+            for region in op.regions:
+                stack.extend(region.blocks)
+    estimate = max(1, total + 24 * largest)
+    _BLOCK_BYTES[id(function)] = (weakref.ref(function), estimate)
+    return estimate
+
+
+def chunk_boxes(grid: Tuple[int, int, int], per_chunk: int):
+    """(origin, box) chunks of at most `per_chunk` tile blocks (at least one) covering `grid` in
+    flattened-id order (x fastest): each chunk is whole z-planes, else whole rows of one plane,
+    else a run of one row, so its blocks have consecutive flat ids."""
+    gx, gy, gz = grid
+    per_chunk = max(1, per_chunk)
+    plane = gx * gy
+    if per_chunk >= plane * gz:
+        yield (0, 0, 0), (gx, gy, gz)
+    elif per_chunk >= plane:
+        step = per_chunk // plane
+        for z in range(0, gz, step):
+            yield (0, 0, z), (gx, gy, min(step, gz - z))
+    elif per_chunk >= gx:
+        step = per_chunk // gx
+        for z in range(gz):
+            for y in range(0, gy, step):
+                yield (0, y, z), (gx, min(step, gy - y), 1)
+    else:
+        for z in range(gz):
+            for y in range(gy):
+                for x in range(0, gx, per_chunk):
+                    yield (x, y, z), (min(per_chunk, gx - x), 1, 1)
+
+
+def run_batched(machine, function: Function, grid: Tuple[int, int, int], arguments,
+                origin: Tuple[int, int, int] = (0, 0, 0),
+                box: Optional[Tuple[int, int, int]] = None) -> None:
+    """Run `function` batched over `grid`, or over the chunk `box` of it at `origin`;
+    BatchFallback (memory untouched) when it cannot give the sequential schedule's results, any
+    other error likewise before memory is written."""
     reason = refusal(function)
     if reason is not None:
         raise BatchFallback(reason)
     log = MemoryLog()
     memory = machine.memory
     memory.observer = log.observe
-    block = BatchBlock(machine, grid, log)
+    block = BatchBlock(machine, grid, log, origin, box)
     block.entry_body, block.fusible = function.body, fusible_ops(function)
     try:
         try:
@@ -852,7 +978,12 @@ def run_batched(machine, function: Function, grid: Tuple[int, int, int], argumen
             memory.observer = None
         log.apply()
     finally:
-        # nothing of the run outlives it: drop every reference before the buffers are reused
+        # nothing of the run outlives it: drop every reference before the buffers are reused.
+        # The log's lane closures refer to the block, which refers to the log: without breaking
+        # that cycle each chunk's arrays would wait for the garbage collector.
         block.registers.clear()
-        log.actions.clear()
+        block._affine.clear()
+        block._blocks = None
+        block.log = None
+        log.clear()
         block.scratch.release()

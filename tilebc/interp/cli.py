@@ -13,12 +13,15 @@ After the run every array argument is saved to the --out .npz as arg0, arg1, ...
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
 
 import ml_dtypes
 import numpy as np
 
 from ..errors import TilebcError
+from ..outputs import write_output
 
 
 def _dtype(name: str) -> np.dtype:
@@ -31,7 +34,7 @@ def _dtype(name: str) -> np.dtype:
 def parse_argument(text: str, rng: np.random.Generator):
     """One --arg value as a numpy array or a Python scalar."""
     if text.endswith(".npy"):
-        return np.load(text)
+        return load_npy(text)
     if text.startswith(("rand:", "zeros:")):
         try:
             kind, dtype_name, shape_text = text.split(":")
@@ -40,6 +43,8 @@ def parse_argument(text: str, rng: np.random.Generator):
         except (ValueError, AttributeError) as error:
             raise argparse.ArgumentTypeError(f"bad array argument {text!r}: expected "
                                              f"rand:DTYPE:SHAPE or zeros:DTYPE:SHAPE") from error
+        _check_allocation(text, shape, dtype.itemsize if kind == "zeros" else
+                          max(8, dtype.itemsize))
         if kind == "zeros":
             return np.zeros(shape, dtype)
         if dtype.kind in "iu":
@@ -56,6 +61,79 @@ def parse_argument(text: str, rng: np.random.Generator):
     except ValueError:
         raise argparse.ArgumentTypeError(f"bad argument {text!r}: expected a .npy path, "
                                          f"rand:/zeros: array or a number") from None
+
+
+def load_npy(path: str) -> np.ndarray:
+    """An array argument from a .npy file. The header is checked against the file's size before
+    anything is allocated: a truncated file or a header claiming 10**12 elements is a TilebcError
+    naming the file, as is anything numpy cannot read (pickled objects are never loaded)."""
+    from numpy.lib import format as npy
+    try:
+        with open(path, "rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            try:
+                version = npy.read_magic(stream)
+                if version == (1, 0):
+                    shape, fortran_order, dtype = npy.read_array_header_1_0(stream)
+                elif version == (2, 0):
+                    shape, fortran_order, dtype = npy.read_array_header_2_0(stream)
+                else:
+                    raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+            except (ValueError, EOFError, SyntaxError, TypeError) as error:
+                raise TilebcError(f"not a readable .npy file: {_first_line(error)}",
+                                  file=path) from None
+            if dtype.hasobject:
+                raise TilebcError(f"the array holds Python objects ({dtype}); expected numbers",
+                                  file=path)
+            count = 1
+            for extent in shape:
+                count *= int(extent)
+            expected, present = count * dtype.itemsize, size - stream.tell()
+            if present < expected:
+                raise TilebcError(f"truncated .npy file: the header says shape {tuple(shape)} of "
+                                  f"{dtype} ({expected} bytes of data), the file holds {present}",
+                                  file=path)
+            stream.seek(0)
+            try:
+                return np.load(stream, allow_pickle=False)
+            except (ValueError, EOFError) as error:
+                raise TilebcError(f"not a readable .npy file: {_first_line(error)}",
+                                  file=path) from None
+    except OSError as error:
+        raise TilebcError(f"cannot read the argument: {error.strerror or error}",
+                          file=path) from None
+
+
+def _check_allocation(text: str, shape, itemsize: int) -> None:
+    """Refuse a generated array with a negative extent, or one larger than this machine's memory
+    (numpy would raise MemoryError, or the OOM killer would end the run)."""
+    if any(extent < 0 for extent in shape):
+        raise argparse.ArgumentTypeError(f"bad array argument {text!r}: negative extent")
+    count = 1
+    for extent in shape:
+        count *= extent
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        memory = 1 << 40
+    if count * itemsize > memory:
+        raise argparse.ArgumentTypeError(f"bad array argument {text!r}: {count} elements need "
+                                         f"{count * itemsize} bytes, more than this machine's "
+                                         f"memory ({memory} bytes)")
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _size(text: str) -> int:
+    from .batch import parse_size
+    try:
+        return parse_size(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}: expected bytes, or a number with "
+                                         "K, M or G, e.g. 512M") from None
 
 
 def parse_grid(text: str):
@@ -110,6 +188,10 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                              "flags, division by zero, shift amounts >= the width)")
     parser.add_argument("--no-batch", action="store_true",
                         help="run tile blocks one at a time instead of all at once")
+    parser.add_argument("--batch-memory", type=_size, metavar="SIZE",
+                        help="memory budget of the batched run, e.g. 512M or 2G (default: "
+                             "TILEBC_BATCH_MEMORY, else 512M); tile blocks run batched in chunks "
+                             "that fit it")
     parser.add_argument("--exact-math", action="store_true",
                         help="evaluate exp, sin, ... in float64 and round once (default: f32 "
                              "functions in numpy float32 within the device's ulp bound)")
@@ -137,14 +219,17 @@ def handle_run(options) -> int:
             check_assumptions=options.check_assumptions, shuffle=options.shuffle,
             seed=options.seed, allow_aliasing=options.allow_aliasing, progress=progress,
             check_undefined=options.check_undefined,
-            batch=False if options.no_batch else "auto", exact_math=options.exact_math)
+            batch=False if options.no_batch else "auto", exact_math=options.exact_math,
+            batch_memory=options.batch_memory)
     except TilebcError as error:
         error.file = error.file or name
         raise
     if options.out:
         arrays = {f"arg{i}": value for i, value in enumerate(arguments)
                   if isinstance(value, np.ndarray)}
-        np.savez(options.out, **arrays)
+        archive = io.BytesIO()
+        np.savez(archive, **arrays)
+        write_output(options.out, archive.getvalue(), force=True)
     return 0
 
 

@@ -34,8 +34,9 @@ _PLANS: Dict[int, Tuple[weakref.ref, list]] = {}
 
 
 class LaunchReport(NamedTuple):
-    """What `Machine.launch` (and `run`) did: `batched` is True when all tile blocks ran at once
-    (batch.py); otherwise `reason` says why they ran one at a time."""
+    """What `Machine.launch` (and `run`) did: `batched` is True when all tile blocks ran batched
+    (batch.py; in chunks under the memory budget, `progress` is called after each); otherwise
+    `reason` says why they (or the blocks after the chunks that did) ran one at a time."""
 
     blocks: int
     batched: bool
@@ -48,8 +49,9 @@ class Options:
     def __init__(self, check_memory: bool = True, check_assumptions: bool = False,
                  shuffle: bool = False, seed: int = 0, print_stream=None, progress=None,
                  check_undefined: bool = False, batch="auto", exact_math: bool = False,
-                 max_iterations: Optional[int] = None):
+                 max_iterations: Optional[int] = None, batch_memory: Optional[int] = None):
         self.check_memory = check_memory
+        self.batch_memory = batch_memory  # bytes per batched chunk (None: the default budget)
         self.max_iterations = max_iterations
         self.exact_math = exact_math
         self.check_assumptions = check_assumptions
@@ -91,52 +93,65 @@ class Machine:
         self.invariant_results = {}
         self.iterations = 0
         self.compile_block(function.body, set(function.body.args))
-        reason = self._batched(function, grid, arguments, may_alias)
+        reason, done = self._batched(function, grid, arguments, may_alias)
         if reason is None:
-            if progress is not None:
-                progress(total, total)
             return LaunchReport(total, True, None)
         self.iterations = 0  # the one-by-one run starts its own count
-        order = list(range(total))
+        # blocks before `done` ran batched, chunk by chunk, in the sequential schedule's order
+        order = list(range(done, total))
         if self.options.shuffle:
             random.Random(self.options.seed).shuffle(order)
         with np.errstate(all="ignore"):
-            for count, flat in enumerate(order):
+            for count, flat in enumerate(order, done):
                 coords = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
                 block = TileBlock(self, coords, grid)
                 block.run_function(function, arguments)
                 if progress is not None:
-                    progress(count + 1, len(order))
+                    progress(count + 1, total)
         return LaunchReport(total, False, reason)
 
-    def _batched(self, function: Function, grid, arguments, may_alias: bool) -> Optional[str]:
-        """Try the batched run; None when it ran, else why the blocks must run one by one."""
-        from .batch import BatchFallback, run_batched
+    def _batched(self, function: Function, grid, arguments,
+                 may_alias: bool) -> Tuple[Optional[str], int]:
+        """Try the batched run, in chunks under the memory budget (batch.py): (None, all blocks)
+        when every chunk ran, else (why the rest must run one by one, the blocks that ran)."""
+        from .batch import (BatchFallback, block_bytes, chunk_boxes, default_batch_memory,
+                            run_batched)
         mode = self.options.batch
         if mode is False:
-            return "batch=False"
+            return "batch=False", 0
+        done = 0
         if self.options.shuffle:
             reason = "shuffle=True runs the tile blocks in a chosen order"
         elif may_alias:
             reason = "array arguments may alias"
         else:
+            budget = self.options.batch_memory or default_batch_memory()
+            total = grid[0] * grid[1] * grid[2]
+            progress = self.options.progress
             try:
-                with np.errstate(all="ignore"):
-                    run_batched(self, function, grid, arguments)
-                return None
+                for origin, box in chunk_boxes(grid, budget // block_bytes(function)):
+                    with np.errstate(all="ignore"):
+                        run_batched(self, function, grid, arguments, origin, box)
+                    done += box[0] * box[1] * box[2]
+                    if progress is not None:
+                        progress(done, total)
+                return None, total
             except BatchFallback as fallback:
                 reason = fallback.reason
             except TilebcError as error:
-                # memory is untouched: the sequential run reports the error in schedule order
-                return f"the batched run stopped on an error ({error.reason if hasattr(error, 'reason') else error})"
+                # this chunk left memory untouched: the sequential run from its first block
+                # reports the error in schedule order
+                return (f"the batched run stopped on an error "
+                        f"({error.reason if hasattr(error, 'reason') else error})"), done
             except Exception as error:  # a batched-run defect must not change results
                 if mode is True:
                     raise
-                return f"the batched run failed internally ({error!r})"
+                return f"the batched run failed internally ({error!r})", done
         if mode is True:
-            raise ExecutionError(f"batch=True, but the launch cannot run batched: {reason}",
+            raise ExecutionError(f"batch=True, but the launch cannot run batched: {reason}"
+                                 + (f" (after {done} tile blocks ran batched)" if done else ""),
                                  file=self.module.source)
-        return reason
+        return reason, done
 
     def count_iteration(self, block) -> None:
         """Count one loop iteration of the launch; `block` (a TileBlock or the batched run) fails

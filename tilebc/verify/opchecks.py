@@ -5,6 +5,8 @@ verifiers); each function checks one op family and reports the first problem it 
 """
 from __future__ import annotations
 
+import re
+
 from ..ir.attrs import (BoolAttr, BoundedAttr, DenseElementsAttr, DivByAttr, FloatAttr,
                         IntegerAttr, SameElementsAttr)
 from ..ir.types import (ELEMENT_TYPES, GatherScatterViewType, PartitionViewType, PointerType,
@@ -12,6 +14,7 @@ from ..ir.types import (ELEMENT_TYPES, GatherScatterViewType, PartitionViewType,
 from ..ops.enums import (AtomicRMWMode, MemoryOrderingSemantics as Order, MemoryScope,
                          MultimemReductionKind, PtrAttr, RoundingMode as RM,
                          Signedness)
+from .diagnostics import WARNING
 from .constraints import INT, context_dependent, element_bits, role, shape_text, value
 
 i1, i8, i32, i64 = (ELEMENT_TYPES[n] for n in ("i1", "i8", "i32", "i64"))
@@ -653,6 +656,20 @@ def assume(ctx, op) -> bool:
 _CONVERSIONS = "diuoxXeEfFgGaAcsSpn%\0"
 
 
+# The interpreter's bound on a conversion's width and precision (tilebc/interp/ops/debug.py has the
+# same number; a test ties them). tileiras accepts any: the host's C printf formats device output.
+PRINT_MAX_WIDTH = 4096
+_WIDTH_PRECISION = re.compile(r"%[-+ #0]*(\d*)(?:\.(\d*))?")
+
+
+def _print_width_warning(ctx, op, conversion: str) -> None:
+    match = _WIDTH_PRECISION.match(conversion)
+    numbers = [group.lstrip("0") for group in match.groups() if group] if match else []
+    if any(len(number) > 4 and int(number[:12]) > PRINT_MAX_WIDTH for number in numbers):
+        ctx.report("print.format", op, f"conversion {conversion[:40]!r} asks for a width or "
+                   f"precision above {PRINT_MAX_WIDTH}, which the CPU interpreter refuses", WARNING)
+
+
 def print_format(ctx, op) -> bool:
     text = op.attrs["str"]
     expected, position = 0, 0
@@ -674,6 +691,7 @@ def print_format(ctx, op) -> bool:
             continue
         if text[position:end + 1] != "%%":
             expected += 1
+            _print_width_warning(ctx, op, text[position:end + 1])
         position = end + 1
     given = len(op.operands["args"])
     if given != expected:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+from tilebc.interp.ops.debug import PRINT_MAX_WIDTH
 
 from .isa import Mods, implements, operands
 from .machine import BARRIER, BRANCH, RETURN, TRAP, Control
@@ -110,6 +111,11 @@ def format_printf(fmt: str, read_arg) -> str:
             continue
         if width == "*" or precision == "*":
             raise ValueError("'*' widths are not supported")
+        if any(len(number.lstrip("0")) > 10 or int(number) > PRINT_MAX_WIDTH
+               for number in (width, precision) if number):
+            # the interpreter's bound (tilebc/interp/ops/debug.py), so both refuse the same
+            raise ValueError(f"conversion {match.group(0)[:40]!r} asks for a width or precision "
+                             f"above {PRINT_MAX_WIDTH}")
         spec = "%" + (flags or "") + (width or "") + (f".{precision}" if precision else "")
         size = 8 if length in ("l", "ll", "z", "j", "t") else 4
         if conv in "di":
@@ -165,7 +171,10 @@ def build_call(ins, k):
                 if kind == "s":
                     return _read_c_string(memory, int(value), fault).decode("utf-8", "replace")
                 return float(value) if kind == "f" else int(value)
-            text = format_printf(fmt, read_arg)
+            try:
+                text = format_printf(fmt, read_arg)
+            except ValueError as error:
+                raise cta.launch.error(cta, ins, f"vprintf: {error}", thread=int(lane)) from None
             cta.printed.append(text)
             stream.write(text)
     return fn

@@ -8,6 +8,12 @@ Integer arguments reach the device's vprintf the way tileiras passes them: sign-
 own width (it emits `cvt.s32.s16` for an i16 even under %u/%x), then read at the width the length
 modifier names -- 32 bits by default, 64 with l/ll/j/z/t, and narrowed to char/short by hh/h as C
 does. So an i16 0xFFFF prints as 4294967295 under %u and an i64 under a plain %d as its low 32 bits.
+
+Widths and precisions are bounded (PRINT_MAX_WIDTH, PRINT_MAX_PADDING). CUDA formats a device
+printf on the host with the C library, which takes any width up to INT_MAX (and prints nothing
+beyond it), so tileiras accepts every number; the interpreter refuses a width or precision above
+4096, and a print whose widths and precisions would pad its tiles to more than 64 MiB of text, with
+an ExecutionError naming the conversion, rather than build gigabytes of spaces or zeros.
 """
 from __future__ import annotations
 
@@ -96,6 +102,9 @@ def _div_by_violation(predicate, integers: np.ndarray, element):
 _CONVERSION = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\d+)?(?:\.(?P<precision>\d+))?"
                          r"(?P<length>hh|h|ll|l|j|z|t|L)?(?P<conversion>[diuoxXeEfFgGaAc%])")
 
+PRINT_MAX_WIDTH = 4096  # largest width or precision one conversion may ask for
+PRINT_MAX_PADDING = 64 << 20  # elements x width (or precision) summed over one print
+
 _LENGTH_BITS = {"hh": 8, "h": 16, "l": 64, "ll": 64, "j": 64, "z": 64, "t": 64}
 
 
@@ -128,8 +137,10 @@ def _format_argument(spec: str, conversion: str, length: str, value: np.ndarray)
                            for part in value) + "]"
 
 
-def format_print(text: str, arguments) -> str:
-    """The device printf's output for `text` and the argument tiles."""
+def format_print(text: str, arguments, fail=None) -> str:
+    """The device printf's output for `text` and the argument tiles. A width or precision past the
+    interpreter's bounds calls `fail(message)` (raises ValueError when no `fail` is given)."""
+    _check_widths(text, arguments, fail)
     remaining = iter(arguments)
     pieces = []
     position = 0
@@ -155,10 +166,40 @@ def format_print(text: str, arguments) -> str:
     return "".join(pieces)
 
 
+def _check_widths(text: str, arguments, fail) -> None:
+    """Refuse widths and precisions above PRINT_MAX_WIDTH, and a total padding (elements times the
+    larger of width and precision, over every conversion) above PRINT_MAX_PADDING."""
+    remaining = iter(arguments)
+    padding = 0
+    for match in _CONVERSION.finditer(text):
+        if match.group("conversion") == "%":
+            continue
+        argument = next(remaining, None)
+        digits = [(match.group(name) or "").lstrip("0") for name in ("width", "precision")]
+        if not any(digits):
+            continue
+        # a 20-digit number is not read in full
+        wide = max(int(number[:10] or 0) if len(number) <= 10 else PRINT_MAX_WIDTH + 1
+                   for number in digits)
+        if wide > PRINT_MAX_WIDTH:
+            message = (f"print format conversion {match.group(0)[:40]!r} asks for a width or "
+                       f"precision above the interpreter's limit of {PRINT_MAX_WIDTH}")
+        else:
+            elements = 1 if argument is None else int(np.asarray(argument).size)
+            padding += elements * wide
+            if padding <= PRINT_MAX_PADDING:
+                continue
+            message = (f"print format conversion {match.group(0)!r} pads its tiles to more than "
+                       f"{PRINT_MAX_PADDING >> 20} MiB of text (the interpreter's limit)")
+        if fail is None:
+            raise ValueError(message)
+        fail(message)
+
+
 @implements("print_tko")
 def _print(tb, op, arguments, token):
     stream = tb.options.print_stream or sys.stdout
-    text = format_print(op.attrs["str"], arguments)
+    text = format_print(op.attrs["str"], arguments, tb.fail)
     buffer = getattr(stream, "buffer", None)
     if buffer is not None:  # a real stdout: write the format's raw bytes, as the device does
         stream.flush()

@@ -1,0 +1,132 @@
+"""Writing a command's output, the way compiler tools (llvm-dis, wasm-tools) behave for their users.
+
+Every command of both CLIs (`tilebc asm/dis/convert/translate/run`, `tilebc compile`) writes through
+`write_output`:
+
+* `-` (or no path, where a command defaults to it) is stdout; binary data is refused to a terminal
+  unless forced;
+* a regular file, or a name that does not exist yet, is replaced atomically: the data goes to a temp
+  file beside it, is flushed to disk, then renamed over the name, so a failure (a full disk, an
+  interrupt) leaves the old file, or none, and no temp file. A new file gets mode 0666 less the
+  umask; a replaced one keeps its permission bits (and, where we may, its owner). Where no temp file
+  can be made beside it (a folder we may not write) but the file itself is writable, it is
+  rewritten in place. A file with several hard links gets a new inode: its other names keep the
+  old contents (as with `sed -i`);
+* a symlink is followed and its target written by the same rules: the link stays a link;
+* anything else that exists (a device such as /dev/null, a FIFO) is opened and written through,
+  never replaced;
+* an OS failure is one TilebcError naming the path the user gave: "OUT: cannot write the output:
+  No space left on device".
+"""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import sys
+import tempfile
+from typing import Optional, Union
+
+from .errors import TilebcError
+
+
+class UsageError(Exception):
+    """Bad command-line use (exit status 2), e.g. binary output to a terminal."""
+
+
+def write_output(path: Optional[Union[str, os.PathLike]], data: Union[bytes, str], *,
+                 binary: bool = True, force: bool = False) -> None:
+    """Write `data` (str is UTF-8 encoded) to `path` by the rules of this module's docstring."""
+    payload = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else bytes(data)
+    if path is None or os.fspath(path) == "-":
+        _write_stdout(payload, binary=binary, force=force)
+        return
+    name = os.fspath(path)
+    try:
+        write_file(name, payload)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise TilebcError(f"cannot write the output: {reason}", file=name) from None
+
+
+def _write_stdout(payload: bytes, *, binary: bool, force: bool) -> None:
+    if binary and sys.stdout.isatty() and not force:
+        raise UsageError("refusing to write binary bytecode to a terminal; use -o FILE, redirect, "
+                         "or -f to force")
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(payload)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        raise  # a reader that stopped early (`| head`): the CLI ends quietly
+    except OSError as error:
+        raise TilebcError(f"cannot write the output: {error.strerror or error}",
+                          file="<stdout>") from None
+
+
+def write_file(name: str, payload: bytes) -> None:
+    """Write `payload` to the file `name` (symlinks followed, special files written through,
+    regular files replaced atomically); OSError on failure, with no temp file left behind."""
+    target = os.path.realpath(name)  # the final target of a symlink chain, dangling or not
+    try:
+        info = os.stat(target)
+    except FileNotFoundError:
+        info = None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        _write_through(target, payload)
+        return
+    try:
+        _replace(target, payload, info)
+    except PermissionError:
+        # no temp file beside it (a folder we may not write), or its owner cannot be kept: the
+        # file itself may still be writable, as it is for tools that truncate and write
+        if info is None or not os.access(target, os.W_OK):
+            raise
+        _write_through(target, payload)
+
+
+def _write_through(target: str, payload: bytes) -> None:
+    flags = os.O_WRONLY | os.O_TRUNC | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+    descriptor = os.open(target, flags)
+    with os.fdopen(descriptor, "wb") as stream:
+        stream.write(payload)
+
+
+def _replace(target: str, payload: bytes, info: Optional[os.stat_result]) -> None:
+    descriptor, temp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tilebc-",
+                                        suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as stream:
+            stream.write(payload)
+            stream.flush()
+            os.fsync(stream.fileno())  # a full disk or quota can surface only here
+        if info is None:
+            os.chmod(temp, 0o666 & ~current_umask())
+        else:
+            os.chmod(temp, stat.S_IMODE(info.st_mode))
+            if (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
+                os.chown(temp, info.st_uid, info.st_gid)  # PermissionError: rewrite in place
+        os.replace(temp, target)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def current_umask() -> int:
+    """The process's umask (os.umask can only read it by setting it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def same_file(first: str, second: str) -> bool:
+    """Whether two paths name one existing file (a command must not overwrite its own input)."""
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False

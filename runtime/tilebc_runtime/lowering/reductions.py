@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from tilebc.ir.types import TileType
 
-from . import dtypes
+from . import dtypes, intdiv
 from .lowerer import Frame, Tile
 from .registry import lowers
 from .shapes import immediate
@@ -146,25 +146,11 @@ def shuffle_xor(lw, reg: str, element, offset: int) -> str:
 
 
 def _u32_div(lw, reg: str, divisor: int) -> str:
-    w = lw.w
-    if divisor == 1:
-        return reg
-    out = w.reg("b32")
-    if divisor & (divisor - 1) == 0:
-        w(f"shr.u32 {out}, {reg}, {divisor.bit_length() - 1}")
-    else:
-        w(f"div.u32 {out}, {reg}, {divisor}")
-    return out
+    return intdiv.udiv(lw.w, reg, divisor)
 
 
 def _u32_rem(lw, reg: str, divisor: int) -> str:
-    w = lw.w
-    out = w.reg("b32")
-    if divisor & (divisor - 1) == 0:
-        w(f"and.b32 {out}, {reg}, {divisor - 1}")
-    else:
-        w(f"rem.u32 {out}, {reg}, {divisor}")
-    return out
+    return intdiv.urem(lw.w, reg, divisor)
 
 
 def _tree_reduce(lw, op):

@@ -431,14 +431,17 @@ class Lowerer:
 
     def shuffle(self, reg: str, element, mode: str, source) -> str:
         """shfl.sync.`mode` of `reg` (any register class): mode "bfly" reads lane
-        (laneid ^ source), "idx" lane `source` (immediate or u32 register). All 32 lanes of the
-        warp must execute it, as they do everywhere the lowering emits it (uniform control)."""
+        (laneid ^ source), "idx" lane `source` (immediate or u32 register), "up" lane
+        laneid - source and "down" lane laneid + source (lanes past the warp's end keep their
+        own value). All 32 lanes of the warp must execute it, as they do everywhere the
+        lowering emits it (uniform control)."""
         w = self.w
         cls = dtypes.reg_class(element)
+        clamp = 0 if mode == "up" else 31
 
         def shfl32(value):
             out = w.reg("b32")
-            w(f"shfl.sync.{mode}.b32 {out}, {value}, {source}, 31, -1")
+            w(f"shfl.sync.{mode}.b32 {out}, {value}, {source}, {clamp}, -1")
             return out
         if cls == "b32":
             return shfl32(reg)

@@ -249,7 +249,7 @@ def test_math_ptx_links_with_nvjitlink(arch):
         assert result.cubin[:4] == b"\x7fELF"
 
 
-@pytest.mark.parametrize("name", ["exp", "log", "log2", "tanh", "pow"])
+@pytest.mark.parametrize("name", ["exp", "log", "log2", "sinh", "cosh", "tanh", "pow"])
 def test_f32_math_needs_no_f64(name):
     """These stay in f32 (FP64 is 1/64 rate on consumer GPUs): no f64 register or instruction."""
     from tilebc_runtime.compiler import compile as jit_compile

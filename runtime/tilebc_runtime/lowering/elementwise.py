@@ -5,10 +5,10 @@ Precision (what each math op promises; narrow floats are computed in f32 and rou
   add/sub/mul/div/fma/sqrt: IEEE with the op's rounding mode (div/sqrt `approx` use the .approx forms).
   f32 (f32math.py, within CUDA's documented ulp bounds, measured in benchmarks/results/
   jit-math-accuracy.md): sin/cos/tan: three-step reduction, table-driven f64 reduction for huge |x|,
-  then polynomials (1-3 ulp); exp/log/log2/tanh/pow: f32 range reductions and FMA polynomials
-  (1 ulp; pow's log2 as an f32 pair from a 128-entry table); sinh/cosh: computed in f64, rounded
-  once (0 ulp); exp2: ex2.approx (2 ulp); exp/tanh with the `approx` rounding mode keep the .approx
-  forms. atan2: degree-8 minimax polynomial (~2 ulp).
+  then polynomials (1-3 ulp); exp/log/log2/sinh/cosh/tanh/pow: f32 range reductions and FMA
+  polynomials (1-2 ulp; pow's log2 as an f32 pair from a 128-entry table); exp2: ex2.approx
+  (2 ulp); exp/tanh with the `approx` rounding mode keep the .approx forms. atan2: degree-8
+  minimax polynomial (~2 ulp).
   remf: x - trunc(x/y)·y (exact only while the quotient fits the significand).
   f64: add/sub/mul/div/fma/sqrt are exact IEEE; exp/exp2/log/log2/sin/cos/tan/sinh/cosh/tanh/
   pow/fpowi/atan2 run in double precision (f64math.py: <= 2 ulp, C99 special values).

@@ -1,6 +1,6 @@
 """Accurate f32 math for the JIT within CUDA's documented ulp bounds: sin, cos, tan (f32 with an
-f64 table reduction for huge arguments), exp, log, log2, tanh, pow (f32, see "exp / log" below)
-and sinh, cosh (in f64).
+f64 table reduction for huge arguments) and exp, log, log2, sinh, cosh, tanh, pow (f32, see
+"exp / log" below).
 
 The PTX `.approx` instructions are fast but loose: sin/cos.approx.f32 carry an absolute error of
 about 2^-20.9 inside [-pi, pi] (hundreds of ulps near a zero of the function, and nothing useful
@@ -25,7 +25,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import dtypes, f64math
+from . import dtypes
 
 # Arguments up to here take the f32 Cody-Waite path (|q| <= 67238 < 2^17, see _cody_waite).
 CODY_WAITE_LIMIT = 105615.0
@@ -277,19 +277,13 @@ def tan_f32(w, x: str) -> str:
 
 
 # ------------------------------------------------------------------------- exp / log
-# exp, log, log2, tanh and pow are f32 sequences of FMAs around exact range reductions
-# (CUDA: expf 2 ulp, logf/log2f 1 ulp, tanhf 2, powf 4; measured here: 1 ulp each, see
+# exp, log, log2, sinh, cosh, tanh and pow are f32 sequences of FMAs around exact range
+# reductions (CUDA: expf 2 ulp, logf/log2f 1, sinhf 3, coshf 2, tanhf 2, powf 4; see
 # benchmarks/results/jit-math-accuracy.md). They avoid ex2/lg2.approx: lg2.approx's absolute
 # error 2^-22 is millions of ulps next to x = 1, and ex2.approx's 2 ulp leave no room for the
 # reduction's rounding within expf's bound; polynomials cost a few FMAs instead of one MUFU op.
-# sinh and cosh still evaluate e^|x| in f64 and round once (their large-|x| ends overflow f32's
-# e^|x| before halving).
+# sinh and cosh take e^|x| / 2 straight from the exponent (finite up to |x| = 89.4).
 LN2 = math.log(2)
-
-
-def exp_f64(w, x64: str) -> str:
-    """e^x in f64 (f64math's full-precision routine; f32 results round it once)."""
-    return f64math.exp_f64(w, x64)
 
 
 def _log_specials(w, x32: str, value: str) -> str:
@@ -304,12 +298,6 @@ def _log_specials(w, x32: str, value: str) -> str:
     w(f"selp.f32 {c}, 0f7F800000, {b}, {inf}")
     w(f"setp.nan.f32 {nan}, {x32}, {x32}")
     w(f"selp.f32 {out}, {x32}, {c}, {nan}")
-    return out
-
-
-def _to_f32(w, x64: str) -> str:
-    out = w.reg("f32")
-    w(f"cvt.rn.f32.f64 {out}, {x64}")
     return out
 
 
@@ -405,18 +393,17 @@ def log2_f32(w, x: str) -> str:
     return _log_specials(w, x, _log_sum(w, e, p, small))
 
 
-def exp_f32(w, x: str) -> str:
-    """e^x in f32 (<= 1 ulp): k = rint(x log2 e), r = x - k ln2 (two-part Cody-Waite, the first
-    step exact), e^r by its degree-7 Taylor polynomial (truncation 2^-27 on |r| <= 0.35), times
-    2^k as two exact powers of two so a subnormal result is rounded once. x is clamped to
-    [-104, 89] first (results 0 and inf there); NaN passes through."""
+def _exp_scaled(w, x: str, low: float, high: float, shift: int) -> str:
+    """e^x / 2^shift (see exp_f32), x clamped to [low, high] first; NaN passes through."""
     op = _f32_ops(w)
-    clamped = op("min.f32", op("max.f32", x, _imm(-104.0)), _imm(89.0))
+    clamped = op("min.f32", op("max.f32", x, _imm(low)), _imm(high))
     k = op("cvt.rni.f32.f32", op("mul.rn.f32", clamped, _imm(1 / LN2)))
     r = op("fma.rn.f32", k, _imm(-LN2_HI), clamped)
     r = op("fma.rn.f32", k, _imm(-LN2_LO), r)
     p = _horner(w, r, tuple(1.0 / math.factorial(i) for i in range(8)))
     ki = op("cvt.rzi.s32.f32", k, cls="b32")
+    if shift:
+        ki = op("sub.s32", ki, str(shift), cls="b32")
     half = op("shr.s32", ki, "1", cls="b32")
     rest = op("sub.s32", ki, half, cls="b32")
     scale1 = op("mov.b32", op("shl.b32", op("add.s32", half, "127", cls="b32"), "23", cls="b32"))
@@ -427,35 +414,44 @@ def exp_f32(w, x: str) -> str:
     return op("selp.f32", x, value, nan)
 
 
-def _hyperbolic(w, x: str, combine) -> str:
-    ax, inv = w.reg("f64"), w.reg("f64")
-    w(f"cvt.f64.f32 {ax}, {x}")
-    w(f"abs.f64 {ax}, {ax}")
-    e = exp_f64(w, ax)
-    w(f"rcp.rn.f64 {inv}, {e}")
-    return combine(e, inv)
+def exp_f32(w, x: str) -> str:
+    """e^x in f32 (<= 1 ulp): k = rint(x log2 e), r = x - k ln2 (two-part Cody-Waite, the first
+    step exact), e^r by its degree-7 Taylor polynomial (truncation 2^-27 on |r| <= 0.35), times
+    2^k as two exact powers of two so a subnormal result is rounded once. x is clamped to
+    [-104, 89] first (results 0 and inf there); NaN passes through."""
+    return _exp_scaled(w, x, -104.0, 89.0, 0)
+
+
+# sinh(x) - x over x^3 as a polynomial in u = x^2 (Taylor, |x| < 1: truncation below 2^-33)
+SINH_TAIL = tuple(1.0 / math.factorial(2 * k + 3) for k in range(6))
+
+
+def _half_exp_pair(w, x: str):
+    """(h, q) = (e^|x| / 2, e^-|x| / 2) in f32; h is exact in its scaling (no overflow before
+    cosh/sinh do: |x| is clamped at 90.5, where h is already inf)."""
+    op = _f32_ops(w)
+    h = _exp_scaled(w, op("abs.f32", x), 0.0, 90.5, 1)
+    return h, op("mul.rn.f32", op("rcp.rn.f32", h), _imm(0.25))
 
 
 def cosh_f32(w, x: str) -> str:
-    def combine(e, inv):
-        total, half = w.reg("f64"), w.reg("f64")
-        w(f"add.rn.f64 {total}, {e}, {inv}")
-        w(f"mul.rn.f64 {half}, {total}, {_imm64(0.5)}")
-        return _to_f32(w, half)
-    return _hyperbolic(w, x, combine)
+    """e^|x|/2 + e^-|x|/2 in f32 (<= 2 ulp): two positive terms, no cancellation."""
+    op = _f32_ops(w)
+    h, q = _half_exp_pair(w, x)
+    return op("add.rn.f32", h, q)
 
 
 def sinh_f32(w, x: str) -> str:
-    """(e^|x| - e^-|x|)/2 in f64 with x's sign; |x| < 2^-12 returns x (f64 cancellation there
-    would cost up to 2^-41 relative, still fine, but x is the rounded answer and keeps -0)."""
-    def combine(e, inv):
-        diff, half = w.reg("f64"), w.reg("f64")
-        w(f"sub.rn.f64 {diff}, {e}, {inv}")
-        w(f"mul.rn.f64 {half}, {diff}, {_imm64(0.5)}")
-        signed = w.reg("f32")
-        w(f"copysign.f32 {signed}, {x}, {_to_f32(w, half)}")
-        return signed
-    return _keep_tiny(w, x, _hyperbolic(w, x, combine))
+    """sinh in f32 (<= 3 ulp): |x| < 1: x + x^3 S(x^2); else e^|x|/2 - e^-|x|/2 (cancels at most
+    a factor 1.31 at |x| = 1) with x's sign; |x| < 2^-12 returns x (keeps -0)."""
+    op = _f32_ops(w)
+    h, q = _half_exp_pair(w, x)
+    large = op("copysign.f32", x, op("sub.rn.f32", h, q))
+    u = op("mul.rn.f32", x, x)
+    odd = op("fma.rn.f32", op("mul.rn.f32", u, x), _horner(w, u, SINH_TAIL), x)
+    small = w.reg("pred")
+    w(f"setp.lt.f32 {small}, {op('abs.f32', x)}, {_imm(1.0)}")
+    return _keep_tiny(w, x, op("selp.f32", odd, large, small))
 
 
 def tanh_f32(w, x: str) -> str:

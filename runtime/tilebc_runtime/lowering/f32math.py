@@ -431,7 +431,13 @@ def _half_exp_pair(w, x: str):
     cosh/sinh do: |x| is clamped at 90.5, where h is already inf)."""
     op = _f32_ops(w)
     h = _exp_scaled(w, op("abs.f32", x), 0.0, 90.5, 1)
-    return h, op("mul.rn.f32", op("rcp.rn.f32", h), _imm(0.25))
+    # 1/h by rcp.approx (1 ulp) and a Newton step; h is capped at 2^100 first (beyond, e^-|x|/2
+    # is far below half an ulp of h, and rcp(inf) = 0 would make the Newton step NaN)
+    capped = op("min.f32", h, _imm(2.0 ** 100))
+    inverse = op("rcp.approx.f32", capped)
+    residue = op("fma.rn.f32", op("neg.f32", capped), inverse, _imm(1.0))
+    inverse = op("fma.rn.f32", inverse, residue, inverse)
+    return h, op("mul.rn.f32", inverse, _imm(0.25))
 
 
 def cosh_f32(w, x: str) -> str:

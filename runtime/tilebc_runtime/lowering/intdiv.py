@@ -1,8 +1,8 @@
 """Integer division and remainder by a compile-time constant, without `div`/`rem`.
 
-ptxas (13.5) expands `div.u32 x, 7` into a ~16-instruction reciprocal sequence and a 64-bit
-division into a subroutine even when the divisor is an immediate, so the lowering emits the
-strength-reduced forms itself:
+ptxas (13.5) expands `div.u32 x, 7` into ~14 SASS instructions (a reciprocal and corrections) and
+`div.s64 x, 7` into ~65 even though the divisor is an immediate, so the lowering emits the
+strength-reduced forms itself (2-5 instructions):
 
   powers of two   unsigned: a shift or a mask; signed (truncating toward zero): add divisor - 1
                   to negative dividends (the sign smeared, shifted down) and shift arithmetically.

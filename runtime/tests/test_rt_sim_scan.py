@@ -94,10 +94,10 @@ def test_scan_on_emulator_matches_interpreter_bits(shape, dim, reverse, threads)
         assert out[1].view(np.uint32).tolist() == reference[1].view(np.uint32).tolist(), arch
         if pair:
             np.testing.assert_array_equal(out[3], reference[3])
-    ptx = jit_compile(module, entry="scan_kernel", arch="sm_90", emit="ptx",
-                      threads=threads).ptx
-    steps = (shape[dim] - 1).bit_length()
-    # one combine (mul + add) per step and slot: no per-element walk
-    slots = -(-count // (threads or 1 << 30)) if threads else None
-    if slots:
-        assert ptx.count("mul.rn.f32") <= steps * slots
+    result = jit_compile(module, entry="scan_kernel", arch="sm_90", emit="ptx", threads=threads)
+    cta = result.kernels["scan_kernel"].threads_per_cta
+    slots = 1 if count <= cta else -(-count // cta)
+    # log-step: one combine (one mul.rn.f32) per step and slot, straight-line (no walk loop)
+    assert result.ptx.count("mul.rn.f32") == (shape[dim] - 1).bit_length() * slots
+    assert [line.strip() for line in result.ptx.splitlines() if "bra" in line] == \
+        ["bra.uni $L_exit_1;"]

@@ -247,3 +247,12 @@ def test_math_ptx_links_with_nvjitlink(arch):
         module = math_kernel(name, 2 if name in BINARY else 1)
         result = jit_compile(module, arch=arch, emit="cubin")
         assert result.cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "log2", "sinh", "cosh", "tanh", "pow"])
+def test_f32_math_needs_no_f64(name):
+    """These stay in f32 (FP64 is 1/64 rate on consumer GPUs): no f64 register or instruction."""
+    from tilebc_runtime.compiler import compile as jit_compile
+    ptx = jit_compile(math_kernel(name, 2 if name in BINARY else 1), arch="sm_90",
+                      emit="ptx").ptx
+    assert ".f64" not in ptx and "%fd" not in ptx

@@ -5,9 +5,10 @@ Precision (what each math op promises; narrow floats are computed in f32 and rou
   add/sub/mul/div/fma/sqrt: IEEE with the op's rounding mode (div/sqrt `approx` use the .approx forms).
   f32 (f32math.py, within CUDA's documented ulp bounds, measured in benchmarks/results/
   jit-math-accuracy.md): sin/cos/tan: three-step reduction, table-driven f64 reduction for huge |x|,
-  then polynomials (1-3 ulp); exp/log/log2/sinh/cosh/tanh/pow: computed in f64, rounded once (0 ulp;
-  fast on H100-class f64 units, slow on consumer parts); exp2: ex2.approx (2 ulp); exp/tanh with the
-  `approx` rounding mode keep the .approx forms. atan2: degree-8 minimax polynomial (~2 ulp).
+  then polynomials (1-3 ulp); exp/log/log2/sinh/cosh/tanh/pow: f32 range reductions and FMA
+  polynomials (1-2 ulp; pow's log2 as an f32 pair from a 128-entry table); exp2: ex2.approx
+  (2 ulp); exp/tanh with the `approx` rounding mode keep the .approx forms. atan2: degree-8
+  minimax polynomial (~2 ulp).
   remf: x - trunc(x/y)·y (exact only while the quotient fits the significand).
   f64: add/sub/mul/div/fma/sqrt are exact IEEE; exp/exp2/log/log2/sin/cos/tan/sinh/cosh/tanh/
   pow/fpowi/atan2 run in double precision (f64math.py: <= 2 ulp, C99 special values).
@@ -18,7 +19,8 @@ import math
 
 from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
 
-from . import dtypes, f32math, f64math
+from . import dtypes, f32math, f64math, intdiv
+from .folding import constant_array
 from .lowerer import Tile
 from .registry import lowers
 
@@ -531,30 +533,67 @@ def lower_mulhii(lw, op):
 def _signed_int(ptx_op, *, floor_fix=False):
     def lower(lw, op):
         unsigned = op.attrs.get("signedness") is Signedness.UNSIGNED
+        divisor = _constant_divisor(lw, op, unsigned) if ptx_op in ("div", "rem") else None
 
         def build(w, kind, regs):
             cls = "b64" if kind.endswith("64") else "b32"
-            out = w.reg(cls)
-            w(f"{ptx_op}.{kind} {out}, {regs[0]}, {regs[1]}")
+            bits = int(kind[1:])
+            remainder = None
+            if divisor is not None and ptx_op == "div":
+                if unsigned:
+                    out = intdiv.udiv(w, regs[0], divisor, bits)
+                    remainder = lambda: intdiv.urem(w, regs[0], divisor, bits,  # noqa: E731
+                                                    quotient=out)
+                else:
+                    out = intdiv.sdiv(w, regs[0], divisor, bits)
+                    remainder = lambda: intdiv.srem(w, regs[0], divisor, bits,  # noqa: E731
+                                                    quotient=out)
+            elif divisor is not None:
+                out = (intdiv.urem(w, regs[0], divisor, bits) if unsigned
+                       else intdiv.srem(w, regs[0], divisor, bits))
+            else:
+                out = w.reg(cls)
+                w(f"{ptx_op}.{kind} {out}, {regs[0]}, {regs[1]}")
             if floor_fix:
-                out = _div_rounding(w, op, kind, cls, regs, out, unsigned)
+                out = _div_rounding(w, op, kind, cls, regs, out, unsigned, remainder)
             return out
         _int_op(lw, op, build, unsigned=unsigned)
     return lower
 
 
-def _div_rounding(w, op, kind, cls, regs, quotient, unsigned):
-    """Adjust a truncating quotient for divi's floor (negative_inf) / ceil (positive_inf) modes."""
+def _constant_divisor(lw, op, unsigned):
+    """The divisor of a divi/remi as a Python int when it is one nonzero compile-time constant
+    for every element (unsigned ops: its unsigned value), else None (i1: the hardware op)."""
+    bits = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}.get(
+        dtypes.name_of(op.operand_values[1].type.element))
+    if bits is None:
+        return None
+    values = constant_array(lw, op.operand_values[1])
+    if values is None or values.size == 0 or not (values == values.flat[0]).all():
+        return None
+    value = int(values.flat[0])
+    if unsigned:
+        value &= (1 << bits) - 1
+    return value or None
+
+
+def _div_rounding(w, op, kind, cls, regs, quotient, unsigned, remainder=None):
+    """Adjust a truncating quotient for divi's floor (negative_inf) / ceil (positive_inf) modes;
+    `remainder()`, when given, emits the remainder (constant divisors: no rem instruction)."""
     mode = op.attrs.get("rounding", RoundingMode.ZERO)
     if mode not in (RoundingMode.NEGATIVE_INF, RoundingMode.POSITIVE_INF):
         return quotient
-    rem, inexact, adjust = w.reg(cls), w.reg("pred"), w.reg("pred")
-    w(f"rem.{kind} {rem}, {regs[0]}, {regs[1]}")
+    if unsigned and mode is RoundingMode.NEGATIVE_INF:
+        return quotient
+    if remainder is not None:
+        rem = remainder()
+    else:
+        rem = w.reg(cls)
+        w(f"rem.{kind} {rem}, {regs[0]}, {regs[1]}")
+    inexact, adjust = w.reg("pred"), w.reg("pred")
     w(f"setp.ne.{kind} {inexact}, {rem}, 0")
     out = w.reg(cls)
     if unsigned:
-        if mode is RoundingMode.NEGATIVE_INF:
-            return quotient
         w(f"add.{kind} {out}, {quotient}, 1")
         w(f"selp.{kind.replace('u', 'b')} {out}, {out}, {quotient}, {inexact}")
         return out

@@ -1,5 +1,6 @@
 """Accurate f32 math for the JIT within CUDA's documented ulp bounds: sin, cos, tan (f32 with an
-f64 table reduction for huge arguments) and exp, log, log2, sinh, cosh, tanh, pow (in f64).
+f64 table reduction for huge arguments) and exp, log, log2, sinh, cosh, tanh, pow (f32, see
+"exp / log" below).
 
 The PTX `.approx` instructions are fast but loose: sin/cos.approx.f32 carry an absolute error of
 about 2^-20.9 inside [-pi, pi] (hundreds of ulps near a zero of the function, and nothing useful
@@ -24,7 +25,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import dtypes, f64math
+from . import dtypes
 
 # Arguments up to here take the f32 Cody-Waite path (|q| <= 67238 < 2^17, see _cody_waite).
 CODY_WAITE_LIMIT = 105615.0
@@ -276,29 +277,13 @@ def tan_f32(w, x: str) -> str:
 
 
 # ------------------------------------------------------------------------- exp / log
-# These evaluate in f64 and round once to f32, so their error is ~0.5 ulp (CUDA: expf 2 ulp,
-# logf/log2f 1 ulp, sinhf 3, coshf 2, tanhf 2, powf 4). ex2/lg2.approx cannot meet logf's bound
-# (lg2.approx's absolute error 2^-22 is millions of ulps next to x = 1), nor expf's once the
-# reduction's rounding is added. Every f32 (subnormals too) is a normal f64, and e^x for the f32
-# range needs no f64 overflow handling after clamping the argument.
+# exp, log, log2, sinh, cosh, tanh and pow are f32 sequences of FMAs around exact range
+# reductions (CUDA: expf 2 ulp, logf/log2f 1, sinhf 3, coshf 2, tanhf 2, powf 4; see
+# benchmarks/results/jit-math-accuracy.md). They avoid ex2/lg2.approx: lg2.approx's absolute
+# error 2^-22 is millions of ulps next to x = 1, and ex2.approx's 2 ulp leave no room for the
+# reduction's rounding within expf's bound; polynomials cost a few FMAs instead of one MUFU op.
+# sinh and cosh take e^|x| / 2 straight from the exponent (finite up to |x| = 89.4).
 LN2 = math.log(2)
-
-
-def exp_f64(w, x64: str) -> str:
-    """e^x in f64 (f64math's full-precision routine; f32 results round it once)."""
-    return f64math.exp_f64(w, x64)
-
-
-def exp2_f64(w, t64: str) -> str:
-    """2^t in f64."""
-    return f64math.exp2_f64(w, t64)
-
-
-def log_f64(w, x32: str) -> str:
-    """ln x in f64 for a positive finite f32 x (other inputs: see log_f32's special cases)."""
-    x = w.reg("f64")
-    w(f"cvt.f64.f32 {x}, {x32}")
-    return f64math.log_f64(w, x)
 
 
 def _log_specials(w, x32: str, value: str) -> str:
@@ -316,96 +301,282 @@ def _log_specials(w, x32: str, value: str) -> str:
     return out
 
 
-def _to_f32(w, x64: str) -> str:
-    out = w.reg("f32")
-    w(f"cvt.rn.f32.f64 {out}, {x64}")
-    return out
+# -- exp, log, log2, tanh in f32 ---------------------------------------------------------------
+# ln 2 with 16 significant bits: k * LN2_HI is exact for |k| < 2^8, and LN2_LO carries the rest.
+LN2_HI = 45426.0 / 65536.0
+LN2_LO = float(np.float32(LN2 - LN2_HI))
+LOG2E_HI = float(np.float32(1 / LN2))
+LOG2E_LO = float(np.float32(1 / LN2 - LOG2E_HI))
+# (log1p(t) - t) / t^2 on t in [-0.25, 0.5]: Chebyshev fit, f32 coefficients (low degree
+# first); relative error 2^-26.2 with the coefficients rounded to f32
+LOG1P_TAIL = (-0.5, 0.3333333134651184, -0.25000011920928955, 0.20000290870666504,
+              -0.16666266322135925, 0.14271873235702515, -0.12487159669399261,
+              0.11346079409122467, -0.10602347552776337, 0.08290209621191025,
+              -0.03396051749587059)
+# (tanh(x) - x) / x^3 as a polynomial in u = x^2 on [0, 0.3025] (|x| < 0.55): 2^-24.9 relative
+TANH_TAIL = (-0.3333333432674408, 0.1333332508802414, -0.05396474525332451,
+             0.0218188539147377, -0.008527866564691067, 0.002528421115130186)
+TANH_SMALL = 0.55  # below: the odd polynomial; above: 1 - 2e/(1+e), e = exp(-2|x|) <= 0.333
+
+
+def _horner(w, t: str, coefficients) -> str:
+    """sum c_i t^i by fma, highest degree first."""
+    acc = _imm(coefficients[-1])
+    for c in reversed(coefficients[:-1]):
+        out = w.reg("f32")
+        w(f"fma.rn.f32 {out}, {acc}, {t}, {_imm(c)}")
+        acc = out
+    return acc
+
+
+def _f32_ops(w):
+    def op(text, *args, cls="f32"):
+        out = w.reg(cls)
+        w(f"{text} {out}, {', '.join(args)}")
+        return out
+    return op
+
+
+def _log_reduce(w, x: str):
+    """x = 2^e * (1 + t), t in [-0.25, 0.5) exact, for positive finite x (subnormals scaled
+    by 2^23 first): (e as f32, t)."""
+    op = _f32_ops(w)
+    sub = w.reg("pred")
+    w(f"setp.lt.f32 {sub}, {x}, 0f00800000")
+    scaled = op("selp.f32", op("mul.rn.f32", x, "0f4B000000"), x, sub)
+    bits = op("mov.b32", scaled, cls="b32")
+    exponent = op("shr.s32", op("sub.s32", bits, "0x3F400000", cls="b32"), "23", cls="b32")
+    mantissa = op("mov.b32", op("sub.s32", bits, op("shl.b32", exponent, "23", cls="b32"),
+                                cls="b32"))
+    exponent = op("sub.s32", exponent, op("selp.b32", "23", "0", sub, cls="b32"), cls="b32")
+    t = op("add.rn.f32", mantissa, _imm(-1.0))  # exact (Sterbenz)
+    return op("cvt.rn.f32.s32", exponent), t
+
+
+def _log_sum(w, head: str, middle: str, small: str) -> str:
+    """head + middle + small with one significant rounding: head + middle as an exact pair
+    (|head| >= |middle| or head = 0, so the fast two-sum is exact), the small parts first."""
+    op = _f32_ops(w)
+    s = op("add.rn.f32", head, middle)
+    err = op("add.rn.f32", op("sub.rn.f32", head, s), middle)
+    return op("add.rn.f32", s, op("add.rn.f32", small, err))
+
+
+def _log_tail(w, t: str, scale: float) -> str:
+    """t^2 * Q(t) * scale, t^2 split exactly (t*t and its fma residue)."""
+    op = _f32_ops(w)
+    coefficients = LOG1P_TAIL if scale == 1.0 else tuple(
+        float(np.float32(c * scale)) for c in LOG1P_TAIL)
+    q = _horner(w, t, coefficients)
+    t2 = op("mul.rn.f32", t, t)
+    t2_low = op("fma.rn.f32", t, t, op("neg.f32", t2))
+    return op("fma.rn.f32", t2, q, op("mul.rn.f32", t2_low, q))
 
 
 def log_f32(w, x: str) -> str:
-    return _log_specials(w, x, _to_f32(w, log_f64(w, x)))
+    """ln x = e ln2 + log1p(t) in f32 (<= 1 ulp): e*LN2_HI + t as an exact pair, the small
+    terms (e*LN2_LO, t^2 Q(t)) added to its low part before the final rounding."""
+    op = _f32_ops(w)
+    e, t = _log_reduce(w, x)
+    small = op("fma.rn.f32", e, _imm(LN2_LO), _log_tail(w, t, 1.0))
+    return _log_specials(w, x, _log_sum(w, op("mul.rn.f32", e, _imm(LN2_HI)), t, small))
 
 
 def log2_f32(w, x: str) -> str:
-    scaled = w.reg("f64")
-    w(f"mul.rn.f64 {scaled}, {log_f64(w, x)}, {_imm64(1 / LN2)}")
-    return _log_specials(w, x, _to_f32(w, scaled))
+    """log2 x = e + t log2(e) + t^2 Q(t) log2(e) (<= 1 ulp): t log2(e) as an exact pair."""
+    op = _f32_ops(w)
+    e, t = _log_reduce(w, x)
+    p = op("mul.rn.f32", t, _imm(LOG2E_HI))
+    p_low = op("fma.rn.f32", t, _imm(LOG2E_LO), op("fma.rn.f32", t, _imm(LOG2E_HI),
+                                                   op("neg.f32", p)))
+    small = op("add.rn.f32", p_low, _log_tail(w, t, 1 / LN2))
+    return _log_specials(w, x, _log_sum(w, e, p, small))
+
+
+def _exp_scaled(w, x: str, low: float, high: float, shift: int) -> str:
+    """e^x / 2^shift (see exp_f32), x clamped to [low, high] first; NaN passes through."""
+    op = _f32_ops(w)
+    clamped = op("min.f32", op("max.f32", x, _imm(low)), _imm(high))
+    k = op("cvt.rni.f32.f32", op("mul.rn.f32", clamped, _imm(1 / LN2)))
+    r = op("fma.rn.f32", k, _imm(-LN2_HI), clamped)
+    r = op("fma.rn.f32", k, _imm(-LN2_LO), r)
+    p = _horner(w, r, tuple(1.0 / math.factorial(i) for i in range(8)))
+    ki = op("cvt.rzi.s32.f32", k, cls="b32")
+    if shift:
+        ki = op("sub.s32", ki, str(shift), cls="b32")
+    half = op("shr.s32", ki, "1", cls="b32")
+    rest = op("sub.s32", ki, half, cls="b32")
+    scale1 = op("mov.b32", op("shl.b32", op("add.s32", half, "127", cls="b32"), "23", cls="b32"))
+    scale2 = op("mov.b32", op("shl.b32", op("add.s32", rest, "127", cls="b32"), "23", cls="b32"))
+    value = op("mul.rn.f32", op("mul.rn.f32", p, scale1), scale2)
+    nan = w.reg("pred")
+    w(f"setp.nan.f32 {nan}, {x}, {x}")
+    return op("selp.f32", x, value, nan)
 
 
 def exp_f32(w, x: str) -> str:
-    x64 = w.reg("f64")
-    w(f"cvt.f64.f32 {x64}, {x}")
-    return _to_f32(w, exp_f64(w, x64))
+    """e^x in f32 (<= 1 ulp): k = rint(x log2 e), r = x - k ln2 (two-part Cody-Waite, the first
+    step exact), e^r by its degree-7 Taylor polynomial (truncation 2^-27 on |r| <= 0.35), times
+    2^k as two exact powers of two so a subnormal result is rounded once. x is clamped to
+    [-104, 89] first (results 0 and inf there); NaN passes through."""
+    return _exp_scaled(w, x, -104.0, 89.0, 0)
 
 
-def _hyperbolic(w, x: str, combine) -> str:
-    ax, inv = w.reg("f64"), w.reg("f64")
-    w(f"cvt.f64.f32 {ax}, {x}")
-    w(f"abs.f64 {ax}, {ax}")
-    e = exp_f64(w, ax)
-    w(f"rcp.rn.f64 {inv}, {e}")
-    return combine(e, inv)
+# sinh(x) - x over x^3 as a polynomial in u = x^2 (Taylor, |x| < 1: truncation below 2^-33)
+SINH_TAIL = tuple(1.0 / math.factorial(2 * k + 3) for k in range(6))
+
+
+def _half_exp_pair(w, x: str):
+    """(h, q) = (e^|x| / 2, e^-|x| / 2) in f32; h is exact in its scaling (no overflow before
+    cosh/sinh do: |x| is clamped at 90.5, where h is already inf)."""
+    op = _f32_ops(w)
+    h = _exp_scaled(w, op("abs.f32", x), 0.0, 90.5, 1)
+    # 1/h by rcp.approx (1 ulp) and a Newton step; h is capped at 2^100 first (beyond, e^-|x|/2
+    # is far below half an ulp of h, and rcp(inf) = 0 would make the Newton step NaN)
+    capped = op("min.f32", h, _imm(2.0 ** 100))
+    inverse = op("rcp.approx.f32", capped)
+    residue = op("fma.rn.f32", op("neg.f32", capped), inverse, _imm(1.0))
+    inverse = op("fma.rn.f32", inverse, residue, inverse)
+    return h, op("mul.rn.f32", inverse, _imm(0.25))
 
 
 def cosh_f32(w, x: str) -> str:
-    def combine(e, inv):
-        total, half = w.reg("f64"), w.reg("f64")
-        w(f"add.rn.f64 {total}, {e}, {inv}")
-        w(f"mul.rn.f64 {half}, {total}, {_imm64(0.5)}")
-        return _to_f32(w, half)
-    return _hyperbolic(w, x, combine)
+    """e^|x|/2 + e^-|x|/2 in f32 (<= 2 ulp): two positive terms, no cancellation."""
+    op = _f32_ops(w)
+    h, q = _half_exp_pair(w, x)
+    return op("add.rn.f32", h, q)
 
 
 def sinh_f32(w, x: str) -> str:
-    """(e^|x| - e^-|x|)/2 in f64 with x's sign; |x| < 2^-12 returns x (f64 cancellation there
-    would cost up to 2^-41 relative, still fine, but x is the rounded answer and keeps -0)."""
-    def combine(e, inv):
-        diff, half = w.reg("f64"), w.reg("f64")
-        w(f"sub.rn.f64 {diff}, {e}, {inv}")
-        w(f"mul.rn.f64 {half}, {diff}, {_imm64(0.5)}")
-        signed = w.reg("f32")
-        w(f"copysign.f32 {signed}, {x}, {_to_f32(w, half)}")
-        return signed
-    return _keep_tiny(w, x, _hyperbolic(w, x, combine))
+    """sinh in f32 (<= 3 ulp): |x| < 1: x + x^3 S(x^2); else e^|x|/2 - e^-|x|/2 (cancels at most
+    a factor 1.31 at |x| = 1) with x's sign; |x| < 2^-12 returns x (keeps -0)."""
+    op = _f32_ops(w)
+    h, q = _half_exp_pair(w, x)
+    large = op("copysign.f32", x, op("sub.rn.f32", h, q))
+    u = op("mul.rn.f32", x, x)
+    odd = op("fma.rn.f32", op("mul.rn.f32", u, x), _horner(w, u, SINH_TAIL), x)
+    small = w.reg("pred")
+    w(f"setp.lt.f32 {small}, {op('abs.f32', x)}, {_imm(1.0)}")
+    return _keep_tiny(w, x, op("selp.f32", odd, large, small))
 
 
 def tanh_f32(w, x: str) -> str:
-    """(e^2|x| - 1)/(e^2|x| + 1) in f64 with x's sign; |x| < 2^-12 returns x."""
-    ax, twice = w.reg("f64"), w.reg("f64")
-    w(f"cvt.f64.f32 {ax}, {x}")
-    w(f"abs.f64 {ax}, {ax}")
-    w(f"add.rn.f64 {twice}, {ax}, {ax}")
-    big = w.reg("pred")  # tanh is 1 in f32 long before 50; capping keeps e finite (NaN passes)
-    w(f"setp.gt.f64 {big}, {twice}, {_imm64(100.0)}")
-    w(f"selp.f64 {twice}, {_imm64(100.0)}, {twice}, {big}")
-    e = exp_f64(w, twice)
-    num, den, q = w.reg("f64"), w.reg("f64"), w.reg("f64")
-    w(f"add.rn.f64 {num}, {e}, {_imm64(-1.0)}")
-    w(f"add.rn.f64 {den}, {e}, {_imm64(1.0)}")
-    w(f"div.rn.f64 {q}, {num}, {den}")
-    signed = w.reg("f32")
-    w(f"copysign.f32 {signed}, {x}, {_to_f32(w, q)}")
-    return _keep_tiny(w, x, signed)
+    """tanh in f32 (<= 2 ulp; 1 measured): |x| < 0.55: x + x^3 T(x^2); else 1 - 2e/(1 + e) with
+    e = exp(-2|x|) <= 0.333 (the correction is at most 0.5, so its error stays below an ulp of
+    the result), x's sign copied; |x| < 2^-12 returns x. exp's clamp gives e = 0 for large |x|."""
+    op = _f32_ops(w)
+    ax = op("abs.f32", x)
+    u = op("mul.rn.f32", x, x)
+    odd = op("fma.rn.f32", op("mul.rn.f32", u, x), _horner(w, u, TANH_TAIL), x)
+    e = exp_f32(w, op("mul.rn.f32", ax, _imm(-2.0)))
+    # 2e / (1 + e): the denominator is in [1, 1.34], so rcp.approx (1 ulp) and one Newton step
+    # give 1/(1 + e) to about half an ulp without div.rn's subnormal/overflow slow path
+    denominator = op("add.rn.f32", e, _imm(1.0))
+    inverse = op("rcp.approx.f32", denominator)
+    residue = op("fma.rn.f32", op("neg.f32", denominator), inverse, _imm(1.0))
+    inverse = op("fma.rn.f32", inverse, residue, inverse)
+    correction = op("mul.rn.f32", op("add.rn.f32", e, e), inverse)
+    large = op("copysign.f32", x, op("sub.rn.f32", _imm(1.0), correction))
+    small = w.reg("pred")
+    w(f"setp.lt.f32 {small}, {ax}, {_imm(TANH_SMALL)}")
+    return _keep_tiny(w, x, op("selp.f32", odd, large, small))
+
+
+# log2 table for pow: 128 rows of (invc, -log2(invc) high, low, 0) as f32; row j covers the
+# reduced mantissas m in [0.75, 1.5) whose bits are 0x3F400000 + j*2^16 + (0 .. 2^16 - 1).
+# invc ~ 1/m with 8 significant bits, so r = m*invc - 1 is exact in f32 (|r| < 2^-7.4).
+LOG2_TAIL = tuple(float(np.float32(((-1) ** (k + 1)) / (k + 2) / LN2)) for k in range(6))
+
+
+def _round_to_bits(value: float, bits: int) -> float:
+    step = 2.0 ** (math.floor(math.log2(value)) - bits + 1)
+    return round(value / step) * step
+
+
+@lru_cache(maxsize=None)
+def log2_table() -> bytes:
+    rows = []
+    for j in range(128):
+        low, high = (float(np.array([0x3F400000 + (i << 16)], np.uint32).view(np.float32)[0])
+                     for i in (j, j + 1))
+        invc = _round_to_bits(2.0 / (low + high), 8)
+        value = -math.log2(invc)
+        head = float(np.float32(value))
+        rows += [invc, head, float(np.float32(value - head)), 0.0]
+    return np.array(rows, "<f4").tobytes()
+
+
+def _two_sum(w, a: str, b: str):
+    """(s, err) with s = a + b rounded and s + err = a + b exactly (Knuth's TwoSum)."""
+    op = _f32_ops(w)
+    s = op("add.rn.f32", a, b)
+    bb = op("sub.rn.f32", s, a)
+    err = op("add.rn.f32", op("sub.rn.f32", a, op("sub.rn.f32", s, bb)),
+             op("sub.rn.f32", b, bb))
+    return s, err
+
+
+def _log2_pair(w, ax: str):
+    """log2(ax) as an unevaluated f32 pair (relative error ~2^-40) for positive finite ax."""
+    op = _f32_ops(w)
+    e, t = _log_reduce(w, ax)
+    m = op("add.rn.f32", t, _imm(1.0))  # exact: t came from m - 1
+    index = op("shr.u32", op("sub.s32", op("mov.b32", m, cls="b32"), "0x3F400000", cls="b32"),
+               "16", cls="b32")
+    symbol = w.const_table("f32math_log2_table", log2_table())
+    base, offset, address = w.reg("b64"), w.reg("b64"), w.reg("b64")
+    w(f"mov.u64 {base}, {symbol}")
+    w(f"mul.wide.u32 {offset}, {index}, 16")
+    w(f"add.s64 {address}, {base}, {offset}")
+    invc, head, low = (w.reg("f32") for _ in range(3))
+    w(f"ld.const.f32 {invc}, [{address}]")
+    w(f"ld.const.f32 {head}, [{address}+4]")
+    w(f"ld.const.f32 {low}, [{address}+8]")
+    r = op("fma.rn.f32", m, invc, _imm(-1.0))  # exact (see log2_table)
+    p = op("mul.rn.f32", r, _imm(LOG2E_HI))
+    p_low = op("fma.rn.f32", r, _imm(LOG2E_LO), op("fma.rn.f32", r, _imm(LOG2E_HI),
+                                                   op("neg.f32", p)))
+    tail = op("mul.rn.f32", op("mul.rn.f32", r, r), _horner(w, r, LOG2_TAIL))
+    s1, e1 = _two_sum(w, e, head)
+    s2, e2 = _two_sum(w, s1, p)
+    small = op("add.rn.f32", op("add.rn.f32", op("add.rn.f32", tail, p_low), low),
+               op("add.rn.f32", e1, e2))
+    high = op("add.rn.f32", s2, small)
+    return high, op("sub.rn.f32", small, op("sub.rn.f32", high, s2))
 
 
 def pow_magnitude_f32(w, ax: str, y: str) -> str:
-    """|x|^y = 2^(y * log2|x|) for f32 registers, in f64 (the sign and C's special cases are the
-    caller's). log2|x| to ~2^-50 keeps the product's absolute error far below 2^-30."""
-    l2, y64, prod = w.reg("f64"), w.reg("f64"), w.reg("f64")
-    w(f"mul.rn.f64 {l2}, {log_f64(w, ax)}, {_imm64(1 / LN2)}")
-    w(f"cvt.f64.f32 {y64}, {y}")
-    w(f"mul.rn.f64 {prod}, {l2}, {y64}")
-    # log2 of 0 / inf: the f64 path above assumed a positive finite |x|
-    zero, inf = w.reg("pred"), w.reg("pred")
-    l2_special, fixed = w.reg("f64"), w.reg("f64")
+    """|x|^y = 2^(y log2|x|) for f32 registers in f32 (<= 2 ulp; the sign and C's special
+    cases are the caller's): log2|x| as an f32 pair from a 128-entry table, y times it as an
+    exact pair, t = n + f with n = rint(t), 2^f = e^(f ln2) by a degree-7 polynomial, times
+    2^n as two powers of two (one rounding for subnormal results). |x| = 0 / inf / NaN give
+    log2 = -inf / inf / NaN; |t| > 200 is 0 or inf."""
+    op = _f32_ops(w)
+    high, low = _log2_pair(w, ax)
+    zero, inf, nan = w.reg("pred"), w.reg("pred"), w.reg("pred")
     w(f"setp.eq.f32 {zero}, {ax}, 0f00000000")
     w(f"setp.eq.f32 {inf}, {ax}, 0f7F800000")
-    w(f"selp.f64 {l2_special}, 0dFFF0000000000000, 0d7FF0000000000000, {zero}")
-    either = w.reg("pred")
-    w(f"or.pred {either}, {zero}, {inf}")
-    w(f"mul.rn.f64 {fixed}, {l2_special}, {y64}")
-    chosen, nan = w.reg("f64"), w.reg("pred")
-    w(f"selp.f64 {chosen}, {fixed}, {prod}, {either}")
-    w(f"setp.nan.f32 {nan}, {ax}, {ax}")     # log_f64 reads a NaN's bits as a number
-    w(f"selp.f64 {chosen}, 0d7FF8000000000000, {chosen}, {nan}")
-    return _to_f32(w, exp2_f64(w, chosen))
+    w(f"setp.nan.f32 {nan}, {ax}, {ax}")
+    high = op("selp.f32", "0fFF800000", high, zero)
+    high = op("selp.f32", "0f7F800000", high, inf)
+    high = op("selp.f32", ax, high, nan)
+    t = op("mul.rn.f32", y, high)
+    t_low = op("fma.rn.f32", y, low, op("fma.rn.f32", y, high, op("neg.f32", t)))
+    clamped = op("min.f32", op("max.f32", t, _imm(-200.0)), _imm(200.0))
+    n = op("cvt.rni.f32.f32", clamped)
+    f = op("add.rn.f32", op("sub.rn.f32", clamped, n), t_low)
+    p = _horner(w, op("mul.rn.f32", f, _imm(LN2)), tuple(1.0 / math.factorial(i)
+                                                          for i in range(8)))
+    ni = op("cvt.rzi.s32.f32", n, cls="b32")
+    half = op("shr.s32", ni, "1", cls="b32")
+    rest = op("sub.s32", ni, half, cls="b32")
+    scale1 = op("mov.b32", op("shl.b32", op("add.s32", half, "127", cls="b32"), "23", cls="b32"))
+    scale2 = op("mov.b32", op("shl.b32", op("add.s32", rest, "127", cls="b32"), "23", cls="b32"))
+    value = op("mul.rn.f32", op("mul.rn.f32", p, scale1), scale2)
+    over, under, undefined = w.reg("pred"), w.reg("pred"), w.reg("pred")
+    w(f"setp.gt.f32 {over}, {t}, {_imm(200.0)}")
+    w(f"setp.lt.f32 {under}, {t}, {_imm(-200.0)}")
+    w(f"setp.nan.f32 {undefined}, {t}, {t}")
+    value = op("selp.f32", "0f7F800000", value, over)
+    value = op("selp.f32", "0f00000000", value, under)
+    return op("selp.f32", t, value, undefined)

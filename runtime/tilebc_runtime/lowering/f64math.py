@@ -31,7 +31,7 @@ from decimal import Decimal, localcontext
 from fractions import Fraction
 from math import factorial
 
-from . import dtypes
+from . import dtypes, intdiv
 
 
 # -- constants, derived from 60-digit decimals so each split is exact -----------------------
@@ -413,7 +413,7 @@ def _reduce_payne_hanek(e: _Emit, x):
     # first chunk whose terms are not all multiples of 4: j0 = floor((E - 2) / 24)
     shifted = e.op(f"add.s32 {{out}}, {exponent}, 22", "b32")
     shifted = e.op(f"max.s32 {{out}}, {shifted}, 0", "b32")
-    first = e.op(f"div.s32 {{out}}, {shifted}, 24", "b32")
+    first = intdiv.udiv(w, shifted, 24, bound=2047 + 22)  # shifted is in [0, 2069]
     first = e.op(f"sub.s32 {{out}}, {first}, 1", "b32")
     first = e.op(f"max.s32 {{out}}, {first}, 0", "b32")
     first = e.op(f"min.s32 {{out}}, {first}, {CHUNK_COUNT - CHUNK_TERMS}", "b32")

@@ -22,7 +22,7 @@ from tilebc.errors import TilebcError
 from tilebc.ir.module import Block, Function, Module, Op, Value
 from tilebc.ir.types import ElementType, PointerType, TileType
 
-from . import dtypes
+from . import dtypes, intdiv
 from .ptx import PtxWriter
 
 
@@ -203,10 +203,7 @@ class Lowerer:
             reg = w.reg("b32")
             w(f"add.u32 {reg}, {self.tid()}, {k * self.T}")
             if (k + 1) * self.T > count:
-                if count & (count - 1) == 0:
-                    w(f"and.b32 {reg}, {reg}, {count - 1}")
-                else:
-                    w(f"rem.u32 {reg}, {reg}, {count}")
+                reg = intdiv.urem(w, reg, count, bound=(k + 1) * self.T - 1)
             return reg
         return self._cached(("e", count, k), make)
 
@@ -229,16 +226,10 @@ class Lowerer:
                 if dim == 1:
                     result.append(self.const_u32(0))
                     continue
-                reg = w.reg("b32")
-                if inner & (inner - 1) == 0:
-                    w(f"shr.u32 {reg}, {e}, {inner.bit_length() - 1}")
-                else:
-                    w(f"div.u32 {reg}, {e}, {inner}")
+                # e < count, so the quotient is below count // inner (small magic numbers)
+                reg = intdiv.udiv(w, e, inner, bound=count - 1)
                 if dim * inner != count:  # not the outermost non-trivial dim: wrap
-                    if dim & (dim - 1) == 0:
-                        w(f"and.b32 {reg}, {reg}, {dim - 1}")
-                    else:
-                        w(f"rem.u32 {reg}, {reg}, {dim}")
+                    reg = intdiv.urem(w, reg, dim, bound=count // inner - 1)
                 result.append(reg)
             return result
         with self.preamble():
@@ -440,14 +431,17 @@ class Lowerer:
 
     def shuffle(self, reg: str, element, mode: str, source) -> str:
         """shfl.sync.`mode` of `reg` (any register class): mode "bfly" reads lane
-        (laneid ^ source), "idx" lane `source` (immediate or u32 register). All 32 lanes of the
-        warp must execute it, as they do everywhere the lowering emits it (uniform control)."""
+        (laneid ^ source), "idx" lane `source` (immediate or u32 register), "up" lane
+        laneid - source and "down" lane laneid + source (lanes past the warp's end keep their
+        own value). All 32 lanes of the warp must execute it, as they do everywhere the
+        lowering emits it (uniform control)."""
         w = self.w
         cls = dtypes.reg_class(element)
+        clamp = 0 if mode == "up" else 31
 
         def shfl32(value):
             out = w.reg("b32")
-            w(f"shfl.sync.{mode}.b32 {out}, {value}, {source}, 31, -1")
+            w(f"shfl.sync.{mode}.b32 {out}, {value}, {source}, {clamp}, -1")
             return out
         if cls == "b32":
             return shfl32(reg)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from tilebc.ir.types import ELEMENT_TYPES, TileType
 from tilebc.ops.enums import Signedness
 
-from . import dtypes, softfloat
+from . import dtypes, intdiv, softfloat
 from ..targets import max_shared_per_block
 from .lowerer import STATIC_SHARED_LIMIT, Tile
 from .registry import lowers
@@ -32,13 +32,7 @@ def _operand_index(lw, mi, batch, rows, cols, row, col):
 
 def _block_index(lw, kk, block: int) -> str:
     """kk // block (u32) for the scale block that K index kk falls in."""
-    w = lw.w
-    out = w.reg("b32")
-    if block & (block - 1) == 0:
-        w(f"shr.u32 {out}, {kk}, {block.bit_length() - 1}")
-    else:
-        w(f"div.u32 {out}, {kk}, {block}")
-    return out
+    return intdiv.udiv(lw.w, kk, block)
 
 
 def _as_tf32(lw, tile: Tile) -> Tile:
@@ -287,11 +281,12 @@ def _mma_blocks(lw, op, kind, offsets, k_dim, n, per_batch, blocks_n, batches, f
     w(f"setp.ge.u32 {finished}, {block}, {end_block}")
     w(f"@{finished} bra {done}")
     if batches > 1:
-        batch, in_batch = u32("div.u32", block, per_batch), u32("rem.u32", block, per_batch)
+        batch = intdiv.udiv(w, block, per_batch)
+        in_batch = intdiv.urem(w, block, per_batch, quotient=batch)
     else:
         batch, in_batch = None, block
-    row_block = u32("div.u32", in_batch, blocks_n)
-    col_block = u32("rem.u32", in_batch, blocks_n)
+    row_block = intdiv.udiv(w, in_batch, blocks_n)
+    col_block = intdiv.urem(w, in_batch, blocks_n, quotient=row_block)
     first_row = u32("mad.lo.u32", batch, m // 16, row_block) if batch else row_block  # x16 rows
     a_ptr = u32("mad.lo.u32", first_row, 16 * k_dim * 2, a_lane)
     b_ptr = u32("mad.lo.u32", col_block, 8 * 2, b_lane)

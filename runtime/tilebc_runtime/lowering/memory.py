@@ -14,7 +14,7 @@ from tilebc.ir.types import (GatherScatterViewType, PartitionViewType, StridedVi
 from tilebc.numerics import float_to_bits
 from tilebc.ops.enums import MemoryOrderingSemantics, MemoryScope, PaddingValue
 
-from . import dtypes
+from . import dtypes, intdiv
 from .lowerer import AFTER_MEMORY, SubView, TensorView, Tile
 from .registry import lowers
 from .shapes import immediate
@@ -110,23 +110,13 @@ def _dim_map(view_type):
 
 
 def _div_s64_by(lw, reg: str, divisor: int) -> str:
-    """reg / divisor (s64, truncating) for a constant divisor. ptxas expands a 64-bit div into a
-    ~80-instruction sequence even for constants, so powers of two become shifts: add
-    divisor - 1 to negative values (the sign smeared and shifted down), then shift arithmetically."""
-    w = lw.w
-    if divisor & (divisor - 1) or divisor <= 0:
-        out = w.reg("b64")
-        w(f"div.s64 {out}, {reg}, {divisor}")
+    """reg / divisor (s64, truncating) for a constant divisor: ptxas expands a 64-bit div into a
+    long subroutine even for constants, so this is a shift or a multiply-high (intdiv.py)."""
+    if divisor == 0 or not -(1 << 63) <= divisor < (1 << 63):
+        out = lw.w.reg("b64")
+        lw.w(f"div.s64 {out}, {reg}, {divisor}")
         return out
-    if divisor == 1:
-        return reg
-    bits = divisor.bit_length() - 1
-    sign, bias, biased, out = (w.reg("b64") for _ in range(4))
-    w(f"shr.s64 {sign}, {reg}, 63")
-    w(f"shr.u64 {bias}, {sign}, {64 - bits}")
-    w(f"add.s64 {biased}, {bias}, {reg}")
-    w(f"shr.s64 {out}, {biased}, {bits}")
-    return out
+    return intdiv.sdiv(lw.w, reg, divisor, 64)
 
 
 @lowers("get_index_space_shape")

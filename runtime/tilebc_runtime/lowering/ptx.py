@@ -46,7 +46,9 @@ PTX_SUBSET = {
     # warp
     "shfl": "shfl.sync.bfly.b32 d, a, offset, 31, -1: d = a of lane (laneid ^ offset) (reduce "
             "trees); shfl.sync.idx.b32 d, a, lane, 31, -1: d = a of lane `lane` (register or "
-            "immediate; gathers from tiles of <= 32 elements, lowerer.gather). All 32 lanes of "
+            "immediate; gathers from tiles of <= 32 elements, lowerer.gather); shfl.sync.up.b32 "
+            "d, a, delta, 0, -1 / shfl.sync.down.b32 d, a, delta, 31, -1: lane laneid -/+ delta "
+            "(log-step scans within a warp). All 32 lanes of "
             "the warp take part (every warp is fully active there)",
     # tensor core
     "mma": "mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 for mmaf with f16/bf16 "

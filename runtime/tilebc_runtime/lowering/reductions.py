@@ -1,6 +1,6 @@
 """reduce and scan with a combiner region.
 
-Operands first go to shared memory (every thread writes its slots at their linear index).
+reduce operands first go to shared memory (every thread writes its slots at their linear index).
 
 reduce: groups of P lanes (P a power of two <= 32, inside one warp) each own a work item - one
 output, or with S > 1 one of S segments of an output's reduced dimension. Lane p of a group walks
@@ -12,14 +12,15 @@ computed by one warp is then already in every thread; otherwise lane 0 of each g
 value to shared memory and each thread combines the S partials of its own result slots, in order.
 P and S come from a small cost model (serial steps + shuffle steps per thread).
 
-scan: each thread walks the scanned dimension for each of its result slots in a uniform loop and
-keeps the combined value only up to its own position (a select, so control stays uniform).
+scan: log-step (Hillis-Steele) in the interpreter's exact combine order, one step per power of two
+below the scanned length: shfl.sync.up/down when every scanned line sits inside a warp, else an
+exchange through two alternating shared-memory buffers (one barrier per step).
 """
 from __future__ import annotations
 
 from tilebc.ir.types import TileType
 
-from . import dtypes
+from . import dtypes, intdiv
 from .lowerer import Frame, Tile
 from .registry import lowers
 from .shapes import immediate
@@ -53,66 +54,67 @@ def _combine(lw, op, accumulators, loaded):
     return [t.scalar for t in yielded]
 
 
-def _walk(lw, op, *, scan: bool):
+def _scan(lw, op):
+    """Hillis-Steele: for step = 1, 2, 4, ... < length, every element at position p >= step
+    (reverse: p + step < length) becomes combine(element p - step (reverse: p + step),
+    element p), both read before the step; the others keep their value. This is the
+    interpreter's order (tilebc.interp.ops.shape._scan), so float results agree bit for bit."""
     w = lw.w
-    sources = [lw.get(v) for v in op.operand_values]
+    tiles = [lw.get(v) for v in op.operand_values]
+    elements = [t.element for t in tiles]
     dim = op.attrs["dim"]
-    shape = sources[0].type.shape
+    shape = tiles[0].type.shape
     length = shape[dim]
     inner = 1
     for d in shape[dim + 1:]:
         inner *= d
-    offsets = lw.reserve_smem([lw.smem_size_of(s.type) for s in sources])
-    for source, offset in zip(sources, offsets):
-        lw.smem_write(source, offset)
-    lw.barrier()
-    result_types = [r.type for r in op.results]
-    out_shape = result_types[0].shape
-    identities = list(op.attrs["identities"])
-    outputs = [[] for _ in sources]
+    count = tiles[0].count
     reverse = bool(op.attrs.get("reverse"))
-    for k in range(lw.slots(result_types[0].num_elements)):
-        mi = lw.multi_index(out_shape, k)
-        if scan:
-            position = mi[dim]
-            base_mi = list(mi)
-            base_mi[dim] = lw.const_u32(0)
-        else:
-            position = None
-            base_mi = list(mi[:dim]) + [lw.const_u32(0)] + list(mi[dim:])
-        base = lw.linear_index(base_mi, shape)
-        accs = [_identity_register(lw, ident, s.element) for ident, s in zip(identities, sources)]
-        j = w.reg("b32")
-        w(f"mov.u32 {j}, 0")
-        top = w.label("walk")
-        w.place(top)
-        step_index = j
-        if reverse:
-            step_index = w.reg("b32")
-            w(f"sub.u32 {step_index}, {length - 1}, {j}")
-        index = w.reg("b32")
-        w(f"mad.lo.u32 {index}, {step_index}, {inner}, {base}")
-        loaded = [lw.smem_read(off, index, s.element) for off, s in zip(offsets, sources)]
-        combined = _combine(lw, op, accs, loaded)
-        keep = None
-        if scan:  # forward: include j <= position; reverse: include (length-1-j) >= position
-            keep = w.reg("pred")
-            w(f"setp.{'ge' if reverse else 'le'}.u32 {keep}, {step_index}, {position}")
-        for acc, new, source in zip(accs, combined, sources):
-            cls = dtypes.reg_class(source.element)
-            if keep is None:
-                w(f"mov.{dtypes.mov_type(cls)} {acc}, {new}")
+    slots = lw.slots(count)
+    values = [[t.slot(k) for k in range(slots)] for t in tiles]
+    # shuffles when every scanned line (length x inner elements, a divisor of 32) lies in one
+    # warp, slot by slot: lane l holds element (k*T + l) mod count of a warp-aligned block
+    shuffles = lw.T % 32 == 0 and 32 % (length * inner) == 0 and \
+        (count % 32 == 0 or 32 % count == 0)
+    offsets = None
+    if not shuffles and length > 1:
+        sizes = [lw.smem_size_of(t.type) for t in tiles]
+        offsets = lw.reserve_smem(sizes + sizes)  # two buffers: one barrier per step
+    step, parity = 1, 0
+    while step < length:
+        delta = step * inner
+        if not shuffles:
+            buffers = offsets[parity * len(tiles):(parity + 1) * len(tiles)]
+            for regs, tile, offset in zip(values, tiles, buffers):
+                lw.smem_write(Tile(tile.type, regs), offset)
+            lw.barrier()
+        new_values = [[] for _ in tiles]
+        for k in range(slots):
+            position = lw.multi_index(shape, k)[dim]
+            valid = w.reg("pred")
+            if reverse:
+                w(f"setp.lt.u32 {valid}, {position}, {length - step}")
             else:
-                chosen = lw.select(keep, new, acc, source.element)
-                w(f"mov.{dtypes.mov_type(cls)} {acc}, {chosen}")
-        w(f"add.u32 {j}, {j}, 1")
-        again = w.reg("pred")
-        w(f"setp.lt.u32 {again}, {j}, {length}")
-        w(f"@{again} bra.uni {top}")
-        for i, acc in enumerate(accs):
-            outputs[i].append(acc)
-    lw.barrier()
-    for result, regs in zip(op.results, outputs):
+                w(f"setp.ge.u32 {valid}, {position}, {step}")
+            mine = [regs[k] for regs in values]
+            if shuffles:
+                others = [lw.shuffle(reg, element, "down" if reverse else "up", delta)
+                          for reg, element in zip(mine, elements)]
+            else:
+                e = lw.elem_index(count, k)
+                moved, index = w.reg("b32"), w.reg("b32")
+                w(f"{'add' if reverse else 'sub'}.u32 {moved}, {e}, {delta}")
+                w(f"selp.b32 {index}, {moved}, {e}, {valid}")  # in range: own element
+                others = [lw.smem_read(offset, index, element)
+                          for offset, element in zip(buffers, elements)]
+            combined = _combine(lw, op, others, mine)
+            for i, (old, new, element) in enumerate(zip(mine, combined, elements)):
+                new_values[i].append(lw.select(valid, new, old, element))
+        values = new_values
+        step, parity = step * 2, 1 - parity
+    if offsets is not None:
+        lw.barrier()  # the buffers are free for the next op's exchange
+    for result, regs in zip(op.results, values):
         lw.set(result, Tile(result.type, regs))
 
 
@@ -146,25 +148,11 @@ def shuffle_xor(lw, reg: str, element, offset: int) -> str:
 
 
 def _u32_div(lw, reg: str, divisor: int) -> str:
-    w = lw.w
-    if divisor == 1:
-        return reg
-    out = w.reg("b32")
-    if divisor & (divisor - 1) == 0:
-        w(f"shr.u32 {out}, {reg}, {divisor.bit_length() - 1}")
-    else:
-        w(f"div.u32 {out}, {reg}, {divisor}")
-    return out
+    return intdiv.udiv(lw.w, reg, divisor)
 
 
 def _u32_rem(lw, reg: str, divisor: int) -> str:
-    w = lw.w
-    out = w.reg("b32")
-    if divisor & (divisor - 1) == 0:
-        w(f"and.b32 {out}, {reg}, {divisor - 1}")
-    else:
-        w(f"rem.u32 {out}, {reg}, {divisor}")
-    return out
+    return intdiv.urem(lw.w, reg, divisor)
 
 
 def _tree_reduce(lw, op):
@@ -290,4 +278,4 @@ def lower_reduce(lw, op):
 
 @lowers("scan")
 def lower_scan(lw, op):
-    _walk(lw, op, scan=True)
+    _scan(lw, op)

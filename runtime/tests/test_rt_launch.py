@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import SHARED
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+from conftest import SHARED  # noqa: E402
 
 import tilebc
 from tilebc_runtime import args as argmod

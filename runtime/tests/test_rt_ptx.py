@@ -1,13 +1,15 @@
 """The kernel ABI matches tileiras, errors name where they come from, the CLI writes its output."""
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import tilebc
 import tilebc.oracles
-from conftest import shared_path
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+from conftest import shared_path  # noqa: E402
 from tilebc.errors import TilebcError, VerificationError
 
 from tilebc_runtime import cli, targets

@@ -23,6 +23,7 @@ from fractions import Fraction
 import numpy as np
 
 from tilebc.convert import round_float64
+from tilebc.interp import numeric_ops
 from tilebc.ops.enums import RoundingMode as RM
 
 ROUNDING = {"rn": RM.NEAREST_EVEN, "rz": RM.ZERO, "rm": RM.NEGATIVE_INF, "rp": RM.POSITIVE_INF,
@@ -51,27 +52,9 @@ def saturate(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), x.dtype.type(0), out).astype(x.dtype)
 
 
-def two_sum(a, b):
-    """(a + b rounded, exact error) in float64 (Knuth)."""
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
-_SPLIT = 134217729.0  # 2^27 + 1 (Veltkamp)
-
-
-def two_prod(a, b):
-    """(a * b rounded, exact error) in float64 (Dekker), barring overflow."""
-    p = a * b
-    ca = _SPLIT * a
-    a_hi = ca - (ca - a)
-    a_lo = a - a_hi
-    cb = _SPLIT * b
-    b_hi = cb - (cb - b)
-    b_lo = b - b_hi
-    err = ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
-    return p, err
+# error-free float64 transformations: the interpreter's (Knuth's sum, Dekker's product)
+two_sum = numeric_ops.two_sum
+two_prod = numeric_ops.two_product
 
 
 def _round_to_odd(hi, lo):

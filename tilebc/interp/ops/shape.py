@@ -210,16 +210,20 @@ def _exact_sum(terms, work) -> np.ndarray:
     return np.where(np.isfinite(total), num.round_to_odd(total, error), plain).astype(work)
 
 
-def _grid(values, axis=None) -> np.ndarray:
-    """The largest power of two that every value divides (along `axis`, or per element): its
-    lowest set significand bit. 2^1024 stands for 'no constraint' (all zeros)."""
-    fraction, exponent = np.frexp(values)
-    digits = np.abs(fraction * 2.0 ** 53).astype(np.int64)  # exact: 53-bit integers
-    lowest = (digits & -digits).astype(np.float64)
-    grid = np.where(digits != 0, np.ldexp(lowest, exponent - 53), np.inf)
-    if axis is not None:
-        grid = np.min(grid, axis=axis)
-    return np.where(np.isinf(grid), 2.0 ** 1000, grid)
+_NO_GRID = 1 << 20  # the grid exponent of zero: no constraint
+
+
+def _grid_exponent(values, axis=None) -> np.ndarray:
+    """log2 of the largest power of two that every value divides (f32-representable values; along
+    `axis`, or per element), from the bits: the exponent of the lowest set significand bit."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    exponent = ((bits >> np.uint32(23)) & np.uint32(0xFF)).astype(np.int32)
+    significand = (bits & np.uint32(0x7FFFFF)) | np.where(exponent > 0, np.uint32(1 << 23),
+                                                           np.uint32(0))
+    lowest = significand & (~significand + np.uint32(1))
+    trailing = (lowest.astype(np.float32).view(np.uint32) >> np.uint32(23)).astype(np.int32) - 127
+    grid = np.where(significand != 0, np.maximum(exponent, 1) - 150 + trailing, _NO_GRID)
+    return grid if axis is None else np.min(grid, axis=axis)
 
 
 def _dot_by_steps(lhs, rhs, acc, work) -> np.ndarray:
@@ -240,8 +244,8 @@ def exact_dot(lhs, rhs, acc, work) -> np.ndarray:
     of order, batching, numpy and BLAS. Leading (batch) axes broadcast.
 
     f32 work: products of f32 values are exact in float64. numpy's float64 matmul is then exact
-    whatever its order where every term is a multiple of a grid g and |acc| + |lhs| @ |rhs| stays
-    below 2^53 g (typical of f16, bf16 and fp8 operands), and elsewhere within
+    whatever its order where every term is a multiple of a power of two g and |acc| + |lhs| @ |rhs|
+    stays below 2^52 g (typical of f16, bf16 and fp8 operands), and elsewhere within
     (K + 1) 2^-53 (|acc| + |lhs| @ |rhs|) of the exact value: where both ends of that interval
     round to the same f32 value, so does the exact value. The few results left (near a rounding
     boundary) and f64 work go one K step at a time, exactly. Exact barring
@@ -259,11 +263,14 @@ def exact_dot(lhs, rhs, acc, work) -> np.ndarray:
             return _dot_by_steps(rows, columns, acc, work)
         estimate = np.matmul(lhs, rhs) + acc
         magnitude = np.matmul(np.abs(lhs), np.abs(rhs)) + np.abs(acc)
-        # Exact whatever the order: every term a multiple of g, every partial sum below 2^53 g.
-        grid = _grid(lhs, -1)[..., :, None] * _grid(rhs, -2)[..., None, :]
+        # Exact whatever the order: every term a multiple of 2^g, every partial sum below 2^(53+g).
+        grid = _grid_exponent(lhs, -1)[..., :, None] + _grid_exponent(rhs, -2)[..., None, :]
         if np.any(acc):
-            grid = np.minimum(grid, _grid(acc))
-        exact = magnitude * (1 + 2.0 ** -40) < grid * 2.0 ** 53
+            grid = np.minimum(grid, _grid_exponent(acc))
+        top = ((magnitude.view(np.uint64) >> np.uint64(52)).astype(np.int32) - 1022)  # m < 2^top
+        exact = top < 53 + grid  # one binade of margin for the rounding of `magnitude` itself
+        if exact.all():
+            return estimate.astype(work)
         bound = np.where(exact, 0.0, magnitude * ((k + 2) * 2.0 ** -52))
         low = (estimate - bound).astype(work)
         result = (estimate + bound).astype(work)

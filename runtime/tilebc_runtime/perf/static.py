@@ -4,14 +4,18 @@ memory and barriers (`ptxas -v`), occupancy from those, and the SASS each PTX li
     facts = sass_facts(ptx_text, entry, arch="sm_90")
     facts.registers, facts.spill_bytes, facts.shared_bytes, facts.sass_by_line
 
-How PTX lines are mapped to SASS: a copy of the PTX gets `.file 1 "kernel.ptx"` and, before every
+Registers, spills, stack and shared memory come from `ptxas -v` on the PTX as it is.
+How PTX lines are mapped to SASS: a copy of the PTX gets `.file 1 "kernel.ptx"`, a module-scope
+`.pragma "nounroll"` (so that every PTX loop stays rolled and a PTX line's SASS runs as often as the
+line itself) and, before every
 line that holds an instruction of the kernel, `.loc 1 <that line> 0`; `ptxas -lineinfo` keeps those
 lines in the cubin's line table and `nvdisasm -g` prints them above the SASS they produced. So each
 SASS instruction is attributed to the PTX line it came from (its class from the SASS opcode:
 `sass_class`); SASS before the first line marker belongs to no line (`unmapped`, counted as executed
 once per warp). Multiplying by the emulator's dynamic count of each PTX line gives dynamic SASS
-counts. Known limit: if ptxas unrolled or duplicated a PTX loop, the copies are all attributed to
-the same PTX line and the dynamic count of that line multiplies them all (an over-count).
+counts. Known limits: these are the SASS counts of the rolled loops (ptxas's own unrolling would
+save some loop overhead: compare/branch/induction instructions); code that ptxas duplicates
+without a loop (tail duplication) is attributed to one PTX line and counted on every path.
 """
 from __future__ import annotations
 
@@ -100,8 +104,9 @@ class SassFacts:
 _CACHE: Dict[Tuple[str, str, str], SassFacts] = {}
 
 
-def _annotate(ptx: str, lines) -> str:
-    """The PTX with a .file directive and a .loc before each of `lines` (1-based)."""
+def _annotate(ptx: str, lines, nounroll: bool = True) -> str:
+    """The PTX with a .file directive and a .loc before each of `lines` (1-based); with
+    `nounroll`, a module-scope `.pragma "nounroll"` so that ptxas keeps every PTX loop rolled."""
     out = []
     filed = False
     for number, text in enumerate(ptx.split("\n"), 1):
@@ -110,6 +115,8 @@ def _annotate(ptx: str, lines) -> str:
         out.append(text)
         if not filed and text.strip().startswith(".address_size"):
             out.append('.file 1 "kernel.ptx"')
+            if nounroll:
+                out.append('.pragma "nounroll";')
             filed = True
     return "\n".join(out)
 
@@ -140,15 +147,15 @@ def sass_facts(ptx: str, entry: str, arch: str = "sm_90", instruction_lines=None
     annotated = _annotate(ptx, set(instruction_lines))
     facts = SassFacts(entry, arch)
     with tempfile.TemporaryDirectory(prefix="tilebc-sass-") as work:
+        # resources as ptxas builds the kernel (loops unrolled as it likes)
+        plain = Path(work) / "plain.ptx"
+        plain.write_text(ptx)
+        _ptxas(arch, plain, Path(work) / "plain.cubin", facts, entry, lineinfo=False)
+        # SASS per PTX line, every loop kept rolled (see the module docstring)
         source = Path(work) / "kernel.ptx"
         source.write_text(annotated)
         cubin = Path(work) / "kernel.cubin"
-        done = subprocess.run([_tool("ptxas"), f"-arch={arch}", "-lineinfo", "-v", "-o",
-                               str(cubin), str(source)], capture_output=True, text=True,
-                              timeout=600)
-        if done.returncode != 0:
-            raise RuntimeError(f"ptxas failed: {(done.stderr or done.stdout).strip()[:400]}")
-        _read_ptxas(done.stdout + done.stderr, entry, facts)
+        _ptxas(arch, source, cubin, None, entry, lineinfo=True)
         dis = subprocess.run([_tool("nvdisasm"), "-g", "-c", "-fun", entry, str(cubin)],
                              capture_output=True, text=True, timeout=600)
         if dis.returncode != 0:
@@ -157,6 +164,17 @@ def sass_facts(ptx: str, entry: str, arch: str = "sm_90", instruction_lines=None
         _read_sass(dis.stdout, entry, facts)
     _CACHE[key] = facts
     return facts
+
+
+def _ptxas(arch, source, cubin, facts, entry, lineinfo):
+    command = [_tool("ptxas"), f"-arch={arch}", "-v", "-o", str(cubin), str(source)]
+    if lineinfo:
+        command.insert(2, "-lineinfo")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"ptxas failed: {(done.stderr or done.stdout).strip()[:400]}")
+    if facts is not None:
+        _read_ptxas(done.stdout + done.stderr, entry, facts)
 
 
 def _read_ptxas(text: str, entry: str, facts: SassFacts) -> None:

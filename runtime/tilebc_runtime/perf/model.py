@@ -143,10 +143,15 @@ def _load_rounds(profile) -> float:
     return rounds / warps_run
 
 
-def launch_counts(profile, facts=None) -> LaunchCounts:
+def launch_counts(profile, facts=None, footprint_cap: Optional[float] = None) -> LaunchCounts:
     """Counts of one profiled launch (scaled to the grid). With `facts` (SassFacts of the same
-    PTX) the instruction counts are dynamic SASS counts; without, PTX warp-instructions."""
+    PTX) the instruction counts are dynamic SASS counts; without, PTX warp-instructions.
+    `footprint_cap` (e.g. the bytes of the launch's arrays) bounds the extrapolated DRAM
+    footprint of a sampled launch."""
     report = profile.report()
+    dram = report["footprint_read_bytes"] + report["footprint_written_bytes"]
+    if footprint_cap is not None:
+        dram = min(dram, footprint_cap)
     scale = report["scale"]
     if facts is not None and facts.sass_count:
         instructions = {k: v * scale for k, v in dynamic_sass(profile, facts).items()}
@@ -163,7 +168,7 @@ def launch_counts(profile, facts=None) -> LaunchCounts:
         local_sectors=report["local_sectors"],
         shared_wavefronts=report["shared_wavefronts"],
         shared_ideal_wavefronts=report["shared_ideal_wavefronts"],
-        dram_bytes=report["footprint_read_bytes"] + report["footprint_written_bytes"],
+        dram_bytes=dram,
         barriers=report["barriers"], load_rounds_per_warp=_load_rounds(profile),
         registers=facts.registers if facts else 0,
         spill_bytes=facts.spill_bytes if facts else 0,

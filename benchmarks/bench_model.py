@@ -155,8 +155,12 @@ class Recorder:
                     if arch == "sm_89":
                         raise
                     last = error  # noqa: F841
+            their_kwargs = dict(kwargs)
+            if their_kwargs.get("print_stream") is not None:  # the case reads ours only
+                import io
+                their_kwargs["print_stream"] = io.StringIO()
             their_image = nvidia.run(module, entry, grid, *theirs_args, arch=arch,
-                                     cache_dir=self.cache_dir, profile=theirs, **kwargs)
+                                     cache_dir=self.cache_dir, profile=theirs, **their_kwargs)
             their_facts = sass_facts(ptx, function.name, SASS_ARCH,
                                      instruction_lines=lines_of(their_image),
                                      cache_dir=self.cache_dir)

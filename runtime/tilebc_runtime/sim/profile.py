@@ -196,20 +196,24 @@ def _mem_spec(ins, image) -> Optional[_MemSpec]:
     return None
 
 
-def _shared_wavefronts(words: np.ndarray, phase: np.ndarray) -> int:
-    """Wavefronts of one warp access: words[i] = 4-byte word index touched by access element i,
-    phase[i] = its phase. Per phase the largest count of distinct words in one bank."""
+def _shared_wavefronts(group: np.ndarray, words: np.ndarray) -> int:
+    """Wavefronts of shared accesses: words[i] = 4-byte word touched by access element i,
+    group[i] = its (warp, phase) number. Per group the largest count of distinct words in one
+    bank; summed over the groups."""
     if words.size == 0:
         return 0
-    key = np.unique(phase.astype(np.int64) * (1 << 40) + words.astype(np.int64))
-    ph = key >> 40
-    bank = (key & ((1 << 40) - 1)) % 32
-    per = np.unique(ph * 32 + bank, return_counts=True)[1]
-    phase_of = np.unique(ph * 32 + bank) // 32
-    total = 0
-    for p in np.unique(phase_of):
-        total += int(per[phase_of == p].max())
-    return total
+    keys = np.unique((group.astype(np.int64) << 32) | words.astype(np.int64))
+    banks = np.unique(((keys >> 32) << 5) | (keys & 31), return_counts=True)
+    group_of = banks[0] >> 5
+    starts = np.flatnonzero(np.concatenate(([True], group_of[1:] != group_of[:-1])))
+    return int(np.maximum.reduceat(banks[1], starts).sum())
+
+
+def _ideal_wavefronts(warp: np.ndarray, words: np.ndarray) -> int:
+    """ceil(distinct bytes / 128) per warp, at least 1 per warp that accesses."""
+    distinct = np.unique((warp.astype(np.int64) << 32) | words.astype(np.int64))
+    per_warp = np.unique(distinct >> 32, return_counts=True)[1]
+    return int(np.maximum(1, -(-(per_warp * 4) // 128)).sum())
 
 
 class Profile:
@@ -385,26 +389,27 @@ class Profile:
             addresses = (addresses[:, None] + np.arange(words_per_element, dtype=np.uint64)
                          * np.uint64(4)).reshape(-1)
             lane_of = np.repeat(lane_of, words_per_element)
-        words = addresses >> np.uint64(2)
+        words = (addresses >> np.uint64(2)) & np.uint64(0xFFFFFFFF)
         warp = lane_of // 32
         phase = (lane_of % 32) // lanes_per_phase
-        for w in np.unique(warp):
-            here = warp == w
-            self.shared_wavefronts += _shared_wavefronts(words[here], phase[here])
-            distinct = np.unique(words[here]).size
-            self.shared_ideal_wavefronts += max(1, -(-distinct * 4 // 128))
+        self.shared_wavefronts += _shared_wavefronts(warp * 32 + phase, words)
+        self.shared_ideal_wavefronts += _ideal_wavefronts(warp, words)
 
     def _ldmatrix(self, spec: _MemSpec, cta, executing) -> None:
         T = cta.T
         addresses = np.broadcast_to(np.asarray(spec.get(cta), np.uint64), (T,))
         active = np.ones(T, np.bool_) if executing is None else executing
-        rows = np.arange(4, dtype=np.uint64)  # 16 bytes = 4 words per row
-        for warp in np.nonzero(self._by_warp(active).any(axis=1))[0]:
-            for matrix in range(spec.count):
-                starts = addresses[32 * warp + 8 * matrix: 32 * warp + 8 * matrix + 8]
-                words = ((starts[:, None] >> np.uint64(2)) + rows[None, :]).reshape(-1)
-                self.shared_wavefronts += _shared_wavefronts(words, np.zeros(words.size, int))
-                self.shared_ideal_wavefronts += 1
+        warps = np.nonzero(self._by_warp(active).any(axis=1))[0]
+        matrices = np.arange(spec.count)
+        # row-start lanes: 8 per matrix (lanes 8m .. 8m+7 of each warp)
+        rows = (32 * warps[:, None, None] + 8 * matrices[None, :, None] +
+                np.arange(8)[None, None, :])
+        starts = addresses[rows] >> np.uint64(2)
+        words = (starts[..., None] + np.arange(4, dtype=np.uint64)).reshape(-1)  # 16 B a row
+        group = np.broadcast_to((warps[:, None] * 32 + matrices[None, :])[..., None, None],
+                                rows.shape + (4,)).reshape(-1)
+        self.shared_wavefronts += _shared_wavefronts(group, words & np.uint64(0xFFFFFFFF))
+        self.shared_ideal_wavefronts += len(warps) * spec.count
 
     def _local(self, lanes, size, count) -> None:
         per_warp = np.bincount(lanes // 32)

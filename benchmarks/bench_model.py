@@ -482,6 +482,18 @@ def write_csv(path, table):
                              t.sectors])
 
 
+LEGEND = ("Columns: ratio = ours / tileiras estimated time (>1: ours slower) at the case's grid "
+          "and at scale (the same per-CTA work over 132 × 64 CTAs); bound = the largest term of "
+          "the model (issue, a pipe: fp32/fp16/fp64/int/sfu/conversion/shuffle/lsu, tensor, "
+          "l1_shared, l2, dram, latency) at the grid / at scale; SASS instr = dynamic SASS "
+          "warp-instructions; sectors÷ideal = global 32-byte sectors touched / the ideal for the "
+          "bytes requested; smem wavefronts÷ideal = shared-memory wavefronts / ideal; bar.sync = "
+          "executions per launch; regs, spill bytes and static shared bytes from ptxas -v for "
+          "sm_90; CTAs/SM from occupancy. \"(large)\": a GPU-filling launch profiled on 6 "
+          "sampled CTAs; #i: the i-th entry launched by the case. tileiras's code is its sm_80 "
+          "PTX (sm_89 for fp8), ours is sm_90 PTX; both assembled for sm_90.")
+
+
 def record(lines, args):
     path = ROOT / "benchmarks" / "results" / "model.md"
     command = "PYTHONPATH=.:runtime .venv/bin/python benchmarks/bench_model.py --record" + \
@@ -490,7 +502,7 @@ def record(lines, args):
             f"Recorded {datetime.date.today().isoformat()} with `{command}` on "
             f"{platform.machine()} ({platform.system()}). Every time below is an ESTIMATE of the "
             "model in `benchmarks/MODEL.md` from emulator counts; it has not been calibrated on "
-            "a GPU.", ""]
+            "a GPU.", "", LEGEND, ""]
     path.write_text("\n".join(head + lines) + "\n")
 
 

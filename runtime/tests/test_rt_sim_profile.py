@@ -249,3 +249,17 @@ ret;
     got = [classify(ins) for ins in program.kernels["k"].instructions]
     assert got == ["other", "int", "fp32", "fp32", "sfu", "conversion", "fp64", "shuffle",
                    "branch"]
+
+
+def test_cp_async_counts_global_sectors_and_shared_store():
+    """32 lanes copy 16 contiguous bytes each: 512 bytes = 16 sectors (ideal) read from global,
+    and a shared store in quarter-warp phases: 4 wavefronts (ideal)."""
+    x = np.zeros(128, np.float32)
+    p = profiled("""mul.wide.u32 %rd4, %r0, 16; add.s64 %rd2, %rd0, %rd4;
+mov.u32 %r1, smem; shl.b32 %r3, %r0, 4; add.u32 %r4, %r1, %r3;
+cp.async.cg.shared.global [%r4], [%rd2], 16;
+cp.async.wait_all;""", x)
+    r = p.report()
+    assert r["instructions"]["global_ld"] == 1
+    assert r["global_ld_sectors"] == 16 and r["global_ld_ideal_sectors"] == 16
+    assert r["shared_wavefronts"] == 4 and r["shared_ideal_wavefronts"] == 4

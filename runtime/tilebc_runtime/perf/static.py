@@ -20,10 +20,11 @@ without a loop (tail duplication) is attributed to one PTX line and counted on e
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
@@ -102,6 +103,7 @@ class SassFacts:
 
 
 _CACHE: Dict[Tuple[str, str, str], SassFacts] = {}
+_VERSION = 2  # of the facts' format and of how they are made (part of the disk cache key)
 
 
 def _annotate(ptx: str, lines, nounroll: bool = True) -> str:
@@ -132,13 +134,24 @@ def _tool(name: str) -> str:
     return require_tool(name)
 
 
-def sass_facts(ptx: str, entry: str, arch: str = "sm_90", instruction_lines=None) -> SassFacts:
+def sass_facts(ptx: str, entry: str, arch: str = "sm_90", instruction_lines=None,
+               cache_dir=None) -> SassFacts:
     """Assemble `ptx` for `arch` and read back `entry`'s resources and SASS per PTX line.
-    `instruction_lines`: the PTX lines that hold instructions (default: every line)."""
+    `instruction_lines`: the PTX lines that hold instructions (default: every line).
+    Cached per process, and as JSON in `cache_dir` when given (keyed by the PTX's sha256)."""
     digest = hashlib.sha256(ptx.encode()).hexdigest()
     key = (digest, entry, arch)
     if key in _CACHE:
         return _CACHE[key]
+    stored = None
+    if cache_dir is not None:
+        name = hashlib.sha256(f"{digest}/{entry}/{arch}/{_VERSION}".encode()).hexdigest()[:32]
+        stored = Path(cache_dir) / f"{name}.sass.json"
+        if stored.is_file():
+            data = json.loads(stored.read_text())
+            data["sass_by_line"] = {int(k): v for k, v in data["sass_by_line"].items()}
+            _CACHE[key] = SassFacts(**data)
+            return _CACHE[key]
     if instruction_lines is None:
         from ..sim.parser import parse_ptx
         program = parse_ptx(ptx)
@@ -163,6 +176,9 @@ def sass_facts(ptx: str, entry: str, arch: str = "sm_90", instruction_lines=None
                                  capture_output=True, text=True, timeout=600)
         _read_sass(dis.stdout, entry, facts)
     _CACHE[key] = facts
+    if stored is not None:
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        stored.write_text(json.dumps(asdict(facts)))
     return facts
 
 

@@ -1,4 +1,4 @@
-"""Opt-in instrumentation of the emulator: what a launch would ask of the hardware, counted per warp.
+"""Opt-in instrumentation of the emulator: what a launch asks of the hardware, counted per warp.
 
     from tilebc_runtime.sim import Profile, emulate
     profile = Profile()                       # or Profile(sample=8): run only 8 of the grid's CTAs

@@ -141,7 +141,7 @@ class Recorder:
                            instruction_lines=lines_of(image), cache_dir=self.cache_dir)
         ours_side, theirs_side = self.rows.setdefault(function.name, (Side(), Side()))
         cap = _array_bytes(args)
-        ours_side.add(launch_counts(ours, facts, cap), self.hw)
+        ours_side.add(launch_counts(ours, facts, cap, self.hw), self.hw)
         if function.name in self.left_out:
             return image
         theirs = Profile(sample=self.sample)
@@ -164,7 +164,7 @@ class Recorder:
             their_facts = sass_facts(ptx, function.name, SASS_ARCH,
                                      instruction_lines=lines_of(their_image),
                                      cache_dir=self.cache_dir)
-            theirs_side.add(launch_counts(theirs, their_facts, cap), self.hw)
+            theirs_side.add(launch_counts(theirs, their_facts, cap, self.hw), self.hw)
         except nvidia.TileirasError as error:
             self.left_out[function.name] = "tileiras refuses it: " + _short(error)
         except (UnsupportedInstruction, PtxSyntaxError) as error:

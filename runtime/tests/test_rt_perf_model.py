@@ -74,6 +74,10 @@ def test_sass_per_ptx_line_and_dynamic_counts():
     assert lc.sass and lc.instructions["global_ld"] == 42
     assert lc.global_sectors == 3 * 2 * 7 * 4 + 3 * 2 * 4
     assert lc.load_rounds_per_warp == 7
+    # in-order issue, per block (see critical_path_per_warp): the prologue's chain
+    # ld.param(4) -> cvta(4) ... ends at cycle 20; each iteration waits 600 cycles for its load,
+    # then fma / adds / setp -> bra at 611; the epilogue (add, st, ret) 6
+    assert lc.critical_cycles_per_warp == 20 + 7 * 611 + 6
 
 
 def test_occupancy_limits():
@@ -117,9 +121,14 @@ def test_latency_bound_for_a_small_grid():
     hw = Hardware.h100_sxm()
     est = estimate(_counts(grid_ctas=1, instructions={"int": 4 * 10.0},
                            load_rounds_per_warp=2), hw)
-    assert est.bound == "latency"
+    assert est.bound == "latency"  # without a critical path: the flat fallback
     critical = 10 * hw.cpi_dependent + 2 * hw.memory_latency
     assert est.time_us == pytest.approx(critical / (hw.clock_ghz * 1e3))
+    # one CTA of 4 warps per SM for 3 waves (occupancy 1: 200 KiB of shared memory)
+    est = estimate(_counts(grid_ctas=3 * 132, instructions={"int": 3 * 132 * 4 * 10.0},
+                           critical_cycles_per_warp=5000.0, shared_bytes=200 * 1024), hw)
+    assert est.ctas_per_sm == 1 and est.bound == "latency"
+    assert est.time_us == pytest.approx(3 * 5000 / (hw.clock_ghz * 1e3))
 
 
 def test_tensor_and_fp64_knobs():

@@ -64,9 +64,14 @@ class Hardware:
     shared_per_sm: int = 228 * 1024
     smem_reserved_per_cta: int = 1024
     # latency
-    cpi_dependent: float = 4.0          # cycles per instruction of one warp without overlap
-    memory_latency: float = 600.0       # cycles per round of global loads (DRAM)
+    cpi_dependent: float = 4.0          # (fallback without a profile) cycles per instruction
+    memory_latency: float = 600.0       # cycles of a global load (DRAM)
     barrier_latency: float = 20.0
+    # result latency in cycles per PTX instruction class (global loads: memory_latency)
+    latencies: Dict[str, float] = field(default_factory=lambda: {
+        "fp32": 4.0, "fp16": 4.0, "int": 4.0, "fp64": 8.0, "sfu": 18.0, "conversion": 8.0,
+        "tensor": 32.0, "shared_ld": 30.0, "shared_atom": 60.0, "local_ld": 200.0,
+        "const_ld": 4.0, "shuffle": 24.0, "other": 4.0, "branch": 4.0})
     launch_overhead_us: float = 0.0     # not added by default; see MODEL.md
 
     @staticmethod
@@ -99,6 +104,7 @@ class LaunchCounts:
     dram_bytes: float
     barriers: float
     load_rounds_per_warp: float         # rounds of global loads one warp waits for (per CTA)
+    critical_cycles_per_warp: Optional[float] = None  # dependence-chain latency of one warp
     registers: int = 0
     spill_bytes: int = 0
     shared_bytes: int = 0
@@ -117,17 +123,8 @@ def _load_rounds(profile) -> float:
     load (loads in one block are assumed to overlap), averaged over the warps run."""
     image = profile.image
     code = image.code
-    leaders = {0}
-    for index, entry in enumerate(code):
-        ins = entry[4]
-        if ins is None:
-            continue
-        if ins.opcode in ("bra", "ret", "exit", "brx", "call") or entry[0] != 0:
-            leaders.add(index + 1)
-    leaders.update(image.kernel.labels.values())
-    leaders = sorted(i for i in leaders if i < len(code))
     rounds = 0
-    for start, end in zip(leaders, leaders[1:] + [len(code)]):
+    for start, end in _blocks(image):
         has_load = False
         for entry in code[start:end]:
             ins = entry[4]
@@ -143,7 +140,90 @@ def _load_rounds(profile) -> float:
     return rounds / warps_run
 
 
-def launch_counts(profile, facts=None, footprint_cap: Optional[float] = None) -> LaunchCounts:
+_NO_DESTINATION = {"st", "red", "bar", "barrier", "bra", "ret", "exit", "membar", "fence", "cp",
+                   "trap", "call", "prefetch", "griddepcontrol", "nanosleep", "stmatrix",
+                   "brx", "pmevent"}
+
+
+def _registers(operand):
+    """Register names read or written through an operand."""
+    from ..sim.parser import Addr, Not, PredPair, Reg, Vec
+    if isinstance(operand, Reg):
+        return [operand.name]
+    if isinstance(operand, Not):
+        return _registers(operand.operand)
+    if isinstance(operand, Addr):
+        return _registers(operand.base) if operand.base is not None else []
+    if isinstance(operand, Vec):
+        return [name for item in operand.items for name in _registers(item)]
+    if isinstance(operand, PredPair):
+        return [operand.first.name, operand.second.name]
+    return []
+
+
+def _blocks(image):
+    """[start, end) index ranges of the basic blocks of the kernel's code."""
+    code = image.code
+    leaders = {0}
+    for index, entry in enumerate(code):
+        ins = entry[4]
+        if ins is None:
+            continue
+        if ins.opcode in ("bra", "ret", "exit", "brx", "call") or entry[0] != 0:
+            leaders.add(index + 1)
+    leaders.update(image.kernel.labels.values())
+    leaders = sorted(i for i in leaders if i < len(code))
+    return list(zip(leaders, leaders[1:] + [len(code)]))
+
+
+def critical_path_per_warp(profile, hw: "Hardware") -> float:
+    """Cycles one warp spends on dependence chains: per basic block, instructions issue in
+    order, one per cycle at most, each when its source registers are ready (a result is ready
+    `hw.latencies[class]` cycles after its instruction issues; global loads
+    `hw.memory_latency`), and the block waits for all its results before the next block starts (no overlap
+    across blocks: conservative for software-pipelined loops); times the block's executions,
+    averaged over the warps run."""
+    from ..sim.profile import CLASSES
+    image = profile.image
+    code = image.code
+    total = 0.0
+    for start, end in _blocks(image):
+        executed = int(profile.per_line[start:end].max()) if end > start else 0
+        if not executed:
+            continue
+        ready: Dict[str, float] = {}
+        finish_all = 0.0
+        clock = 0.0  # issue cycle of the previous instruction (a warp issues in order)
+        for index in range(start, end):
+            ins = code[index][4]
+            if ins is None:
+                clock += 1.0
+                continue
+            cls = CLASSES[int(profile.classes[index])]
+            if cls in ("global_ld", "global_atom"):
+                latency = hw.memory_latency
+            elif cls == "barrier":
+                latency = hw.barrier_latency
+            else:
+                latency = hw.latencies.get(cls, 4.0)
+            operands = ins.operands
+            writes = [] if ins.opcode in _NO_DESTINATION or not operands else \
+                _registers(operands[0])
+            reads = [name for operand in (operands[1:] if writes else operands)
+                     for name in _registers(operand)]
+            if ins.guard is not None:
+                reads.append(ins.guard[0])
+            clock = max([clock + 1.0] + [ready.get(name, 0.0) for name in reads])
+            done = clock + latency
+            for name in writes:
+                ready[name] = done
+            finish_all = max(finish_all, done if writes or cls == "barrier" else clock)
+        total += max(finish_all, clock) * executed
+    return total / max(1, profile.ctas_run * profile.warps)
+
+
+def launch_counts(profile, facts=None, footprint_cap: Optional[float] = None,
+                  hw: Optional["Hardware"] = None) -> LaunchCounts:
     """Counts of one profiled launch (scaled to the grid). With `facts` (SassFacts of the same
     PTX) the instruction counts are dynamic SASS counts; without, PTX warp-instructions.
     `footprint_cap` (e.g. the bytes of the launch's arrays) bounds the extrapolated DRAM
@@ -170,6 +250,7 @@ def launch_counts(profile, facts=None, footprint_cap: Optional[float] = None) ->
         shared_ideal_wavefronts=report["shared_ideal_wavefronts"],
         dram_bytes=dram,
         barriers=report["barriers"], load_rounds_per_warp=_load_rounds(profile),
+        critical_cycles_per_warp=critical_path_per_warp(profile, hw or Hardware()),
         registers=facts.registers if facts else 0,
         spill_bytes=facts.spill_bytes if facts else 0,
         shared_bytes=facts.shared_bytes if facts else 0)
@@ -226,9 +307,13 @@ def estimate(counts: LaunchCounts, hw: Hardware = Hardware(), grid: Optional[int
     bounds["dram"] = counts.dram_bytes * per * target / (hw.dram_bytes_per_s *
                                                          hw.dram_efficiency) * 1e6
     # latency: one CTA's critical path, once per wave of resident CTAs on the busiest SM
-    per_warp = counts.total_instructions * per / counts.warps
-    critical = (per_warp * hw.cpi_dependent + counts.load_rounds_per_warp * hw.memory_latency +
-                counts.barriers * per * hw.barrier_latency)
+    if counts.critical_cycles_per_warp is not None:
+        critical = counts.critical_cycles_per_warp
+    else:  # no profile of the code: a flat cost per instruction and per round of loads
+        per_warp = counts.total_instructions * per / counts.warps
+        critical = (per_warp * hw.cpi_dependent +
+                    counts.load_rounds_per_warp * hw.memory_latency +
+                    counts.barriers * per * hw.barrier_latency)
     waves = math.ceil(per_sm / ctas_per_sm)
     bounds["latency"] = waves * critical / clock
     bound = max(bounds, key=lambda name: bounds[name])

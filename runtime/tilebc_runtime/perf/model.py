@@ -17,9 +17,10 @@ The estimate is the largest of
   sectors at `l1_sectors_per_clk`);
 - memory: DRAM (the unique footprint at the achievable HBM bandwidth), L2 (every sector a warp
   access touches, at the L2 bandwidth, and per active SM at `l2_bytes_per_clk_per_sm`);
-- latency: waves of resident CTAs (ceil(CTAs per SM / occupancy)) times one CTA's critical path
-  (`cpi_dependent` cycles per instruction of one warp, `memory_latency` per round of global loads
-  (a basic block that loads), `barrier_latency` per bar.sync), which decides small grids.
+- latency: waves of resident CTAs (ceil(CTAs per SM / occupancy)) times one warp's critical path
+  (`critical_path_per_warp`: in-order issue over the executed basic blocks with a latency per
+  instruction class), which decides small grids and low occupancy. Without a profile (counts made
+  by hand) a flat `cpi_dependent` per instruction plus `memory_latency` per round of loads.
 """
 from __future__ import annotations
 

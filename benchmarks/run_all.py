@@ -1,6 +1,6 @@
 """Run every benchmark in one go, each printing its own table beside NVIDIA's tools where they apply.
 
-    .venv/bin/python benchmarks/run_all.py [--quick] [--only codec,interp,compile,cache,sim]
+    .venv/bin/python benchmarks/run_all.py [--quick] [--only codec,interp,compile,cache,sim,model]
 
 `--quick` shortens repeats and limits the compile benchmark to a few fixtures (a smoke run); the
 recorded figures in `benchmarks/results/` come from full runs of the individual scripts.
@@ -27,6 +27,8 @@ BENCHMARKS = {
                 "our cold JIT compile vs tileiras, alternating"),
     "cache": ("bench_cache.py", [], ["--repeat", "200"], "warm cubin-cache hit"),
     "sim": ("bench_sim.py", [], ["--top", "5"], "PTX emulator time per fixture"),
+    "model": ("bench_model.py", [], ["--quick"],
+              "estimated H100 time, our JIT vs tileiras (performance model, no GPU)"),
 }
 
 

@@ -4,6 +4,7 @@ interpreter's address space), vectorised over the threads of a CTA.
     from tilebc_runtime.sim import run, emulate, load_kernel, IMPLEMENTED
     run(module, entry, grid, *args)            # like tilebc.interp.run, through JIT PTX
     emulate(ptx_text, entry, grid, params, memory=GlobalMemory(), threads=128)
+    emulate(..., profile=Profile())            # opt-in counts per warp (profile.py)
 
 See machine.py (execution model), state.py (memories, races), fp.py (float semantics and the error
 of the approximations) and isa*.py (instruction semantics; IMPLEMENTED lists them).
@@ -13,8 +14,9 @@ from .errors import (PtxSyntaxError, SharedRaceError, SimExecutionError, SimMemo
 from .isa import BUILDERS, IMPLEMENTED
 from .machine import KernelImage, emulate, load_kernel, pack_params
 from .parser import parse_ptx
+from .profile import Profile
 from .runner import compiled_kernel, run
 
 __all__ = ["run", "emulate", "load_kernel", "pack_params", "parse_ptx", "compiled_kernel",
-           "KernelImage", "IMPLEMENTED", "BUILDERS", "PtxSyntaxError", "UnsupportedInstruction",
+           "KernelImage", "Profile", "IMPLEMENTED", "BUILDERS", "PtxSyntaxError", "UnsupportedInstruction",
            "SimExecutionError", "SimMemoryError", "SharedRaceError", "SimTrap"]

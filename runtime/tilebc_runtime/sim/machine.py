@@ -273,8 +273,10 @@ class Launch:
 
     def __init__(self, image: KernelImage, grid, threads: int, memory: GlobalMemory,
                  params: bytes, check: bool, print_stream, max_steps: int,
-                 global_symbols: Optional[Dict[str, int]] = None, dynamic_shared_bytes: int = 0):
+                 global_symbols: Optional[Dict[str, int]] = None, dynamic_shared_bytes: int = 0,
+                 profile=None):
         self.image = image
+        self.profile = profile  # a sim.profile.Profile, or None (no counting)
         self.grid = grid
         self.T = threads
         self.memory = memory
@@ -306,10 +308,15 @@ class Launch:
     # -- running ---------------------------------------------------------------------------
     def run(self) -> None:
         gx, gy, gz = self.grid
+        flats = range(gx * gy * gz)
+        if self.profile is not None:
+            flats = self.profile.attach(self.image, self.grid, self.T)
         with np.errstate(all="ignore"):
-            for flat in range(gx * gy * gz):
+            for flat in flats:
                 ctaid = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
                 self.run_cta(Cta(self, ctaid, self.T, self.image.registers))
+                if self.profile is not None:
+                    self.profile.ctas_run += 1
 
     def run_cta(self, cta: Cta) -> None:
         code = self.image.code
@@ -320,6 +327,7 @@ class Launch:
         steps = 0
         limit = self.max_steps
         r = cta.r
+        prof = self.profile  # None unless counting: one test per step
         while True:
             steps += 1
             if steps > limit:
@@ -337,10 +345,14 @@ class Launch:
                         g = g & alive
                     count = np.count_nonzero(g)
                     if count == 0:
+                        if prof is not None:
+                            prof.step(pc, cta, alive, False)
                         pc += 1
                         continue
                     if count != (T if alive is None else np.count_nonzero(alive)):
                         mask = g
+                if prof is not None:
+                    prof.step(pc, cta, alive, mask)
                 if kind == NORMAL:
                     fn(cta, mask)
                     pc += 1
@@ -365,6 +377,8 @@ class Launch:
                         raise self.error(cta, ins, "bar.sync under a predicate that only part "
                                          "of the CTA satisfies", SimExecutionError)
                     cta.shared.barrier()
+                    if prof is not None:
+                        prof.barrier()
                     pc += 1
                 else:
                     self.trap(cta, ins, mask)
@@ -385,6 +399,8 @@ class Launch:
             if guard is not None:
                 g = r[guard[0]]
                 mask = here & (~g if guard[1] else g)
+            if prof is not None:
+                prof.step(current, cta, here, mask if mask.any() else False)
             if kind == NORMAL:
                 if mask.any():
                     fn(cta, mask)
@@ -474,15 +490,16 @@ def emulate(ptx, entry: Optional[str], grid, params: Sequence, *,
             memory: Optional[GlobalMemory] = None, threads: Optional[int] = None,
             check: bool = True, print_stream=None, max_steps: int = 50_000_000,
             global_symbols: Optional[Dict[str, int]] = None, source: Optional[str] = None,
-            dynamic_shared_bytes: int = 0):
+            dynamic_shared_bytes: int = 0, profile=None):
     """Run a PTX kernel over `grid` (1-3 ints) with one value per kernel parameter.
 
     `memory` is the global address space (a `tilebc.interp.memory.GlobalMemory` whose buffers
     hold the kernel's arrays); pointer parameters are addresses in it. `threads` defaults to the
     kernel's .reqntid / .maxntid. `global_symbols` binds PTX .global variables to existing
     addresses (others are mapped fresh with their initialisers). `dynamic_shared_bytes` sizes
-    the `.extern .shared` arrays, as a launch's shared-memory size does. Returns the
-    KernelImage."""
+    the `.extern .shared` arrays, as a launch's shared-memory size does. `profile` (a
+    `sim.profile.Profile`) counts what the launch asks of the hardware (and may run only a
+    sample of the CTAs). Returns the KernelImage."""
     if dynamic_shared_bytes < 0:
         raise SimExecutionError(f"dynamic_shared_bytes must be >= 0, got {dynamic_shared_bytes}")
     image = ptx if isinstance(ptx, KernelImage) else load_kernel(ptx, entry, source)
@@ -495,6 +512,6 @@ def emulate(ptx, entry: Optional[str], grid, params: Sequence, *,
     grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
     memory = memory if memory is not None else GlobalMemory(checks=check)
     launch = Launch(image, grid, threads, memory, pack_params(image, params), check,
-                    print_stream, max_steps, global_symbols, dynamic_shared_bytes)
+                    print_stream, max_steps, global_symbols, dynamic_shared_bytes, profile)
     launch.run()
     return image

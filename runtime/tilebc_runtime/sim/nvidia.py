@@ -158,7 +158,7 @@ def nvidia_kernel(module: Module, entry: str, arch: str = DEFAULT_ARCH,
 def run(module_or_path, entry: Optional[str], grid, *args, arch: str = DEFAULT_ARCH,
         cache_dir=None, check_memory: bool = True, allow_aliasing: bool = False,
         uninitialized: Iterable[int] = (), print_stream=None, max_steps: int = 200_000_000,
-        **interpreter_only) -> KernelImage:
+        profile=None, **interpreter_only) -> KernelImage:
     """Run `entry` over `grid` like `tilebc.interp.run`, through tileiras's PTX on the emulator.
     Numpy arrays are updated in place. Interpreter-only options are accepted and ignored."""
     unknown = set(interpreter_only) - {"check_assumptions", "shuffle", "seed", "progress"}
@@ -182,4 +182,4 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = DEFAULT_A
                                 file=image.source)
     return emulate(image, function.name, flatten_grid(grid), binder.values,
                    memory=machine.memory, threads=image.threads, check=check_memory,
-                   print_stream=print_stream, max_steps=max_steps)
+                   print_stream=print_stream, max_steps=max_steps, profile=profile)

@@ -42,7 +42,7 @@ def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
 def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
         threads: Optional[int] = None, check_memory: bool = True, allow_aliasing: bool = False,
         uninitialized: Iterable[int] = (), print_stream=None, max_steps: int = 50_000_000,
-        **interpreter_only) -> KernelImage:
+        profile=None, **interpreter_only) -> KernelImage:
     """Run `entry` over `grid` like `tilebc.interp.run`, but through the JIT's PTX on the
     emulator. Interpreter-only options (check_assumptions, shuffle, seed, progress) are accepted
     and ignored: assumptions are not in the PTX, and CTAs run in id order."""
@@ -59,7 +59,7 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
     return emulate(image, function.name, flatten_grid(grid), binder.values,
                    memory=machine.memory, threads=count, check=check_memory,
                    print_stream=print_stream, max_steps=max_steps, global_symbols=symbols,
-                   dynamic_shared_bytes=dynamic_shared)
+                   dynamic_shared_bytes=dynamic_shared, profile=profile)
 
 
 def load_any(module_or_path) -> Module:

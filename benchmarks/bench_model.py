@@ -1,0 +1,510 @@
+"""Performance model (ESTIMATES, no GPU): our JIT's code against tileiras's on the same kernels.
+
+    PYTHONPATH=.:runtime .venv/bin/python benchmarks/bench_model.py [--quick] [--record] [NAME ...]
+
+For every fixture case of tests/test_interp_*.py (the probes and the nn, linalg, features, datamove
+and sci families) each kernel launch of the case runs twice on the PTX emulator with the same
+inputs: through our JIT's PTX (sm_90; the case's numpy checks judge these results) and through
+tileiras's PTX (sm_80, sm_89 where sm_80 refuses the types; on a copy of the inputs). Both runs
+are profiled (tilebc_runtime.sim.profile), both PTX files are assembled by ptxas for sm_90 to get
+registers, spills, shared memory and the SASS of every PTX line (tilebc_runtime.perf.static), and
+the H100 model (tilebc_runtime.perf.model, assumptions in benchmarks/MODEL.md) turns the counts
+into an estimated time at the case's grid and "at scale" (the same per-CTA work over
+132 × 64 CTAs). One row per kernel entry (launches of one entry in a case are summed), sorted
+worst first by the at-scale ratio ours / tileiras; kernels left out are listed with the reason.
+
+`--quick` runs a dozen representative cases; `--record` writes benchmarks/results/model.md;
+`--sample N` profiles only N CTAs of larger grids (counts extrapolated; results are then not
+checked); `--csv FILE` writes every row.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import importlib
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "runtime"), str(ROOT / "tests")]
+
+from fixture_cases import CASE_MODULES  # noqa: E402
+from tilebc.interp.api import find_entry  # noqa: E402
+from tilebc_runtime.compiler import compile as jit_compile  # noqa: E402
+from tilebc_runtime.perf.model import Hardware, estimate, launch_counts, scale_grid  # noqa: E402
+from tilebc_runtime.perf.static import environment_note, sass_facts  # noqa: E402
+from tilebc_runtime import sim  # noqa: E402
+from tilebc_runtime.sim import Profile, nvidia  # noqa: E402
+from tilebc_runtime.sim.errors import PtxSyntaxError, UnsupportedInstruction  # noqa: E402
+from tilebc_runtime.sim.runner import load_any  # noqa: E402
+
+OUR_ARCH = "sm_90"
+SASS_ARCH = "sm_90"
+QUICK = ["elementwise_f32", "reduce_rows", "matmul_f16", "nn_softmax_rows", "nn_layer_norm_fwd",
+         "la_gemm_persistent", "la_gemm_alpha_beta", "la_stencil_2d", "la_transpose",
+         "ft_f64_math", "scan_cumsum_cumprod", "dm_adam_step"]
+
+
+class Side:
+    """One compiler's launches of one kernel entry: summed estimates and counts."""
+
+    def __init__(self):
+        self.time = 0.0
+        self.scale_time = 0.0
+        self.bounds = {}
+        self.scale_bounds = {}
+        self.instructions = 0.0
+        self.sectors = 0.0
+        self.ideal_sectors = 0.0
+        self.wavefronts = 0.0
+        self.ideal_wavefronts = 0.0
+        self.barriers = 0.0
+        self.dram = 0.0
+        self.registers = 0
+        self.spills = 0
+        self.shared = 0
+        self.occupancy = 0
+        self.sass = True
+        self.launches = 0
+
+    def add(self, counts, hw):
+        here = estimate(counts, hw)
+        big = estimate(counts, hw, grid=scale_grid(hw))
+        self.time += here.time_us
+        self.scale_time += big.time_us
+        for target, est in ((self.bounds, here), (self.scale_bounds, big)):
+            target[est.bound] = target.get(est.bound, 0.0) + est.time_us
+        self.instructions += counts.total_instructions
+        self.sectors += counts.global_sectors
+        self.ideal_sectors += counts.global_ideal_sectors
+        self.wavefronts += counts.shared_wavefronts
+        self.ideal_wavefronts += counts.shared_ideal_wavefronts
+        self.barriers += counts.barriers
+        self.dram += counts.dram_bytes
+        self.registers = max(self.registers, counts.registers)
+        self.spills = max(self.spills, counts.spill_bytes)
+        self.shared = max(self.shared, counts.shared_bytes)
+        self.occupancy = here.ctas_per_sm if not self.launches else min(self.occupancy,
+                                                                         here.ctas_per_sm)
+        self.sass = self.sass and counts.sass
+        self.launches += 1
+
+    @staticmethod
+    def _top(bounds):
+        return max(bounds, key=bounds.get) if bounds else "-"
+
+    @property
+    def bound(self):
+        return self._top(self.bounds)
+
+    @property
+    def scale_bound(self):
+        return self._top(self.scale_bounds)
+
+
+_OUR_PTX = {}
+
+
+def our_ptx(module, entry):
+    key = (id(module), entry)
+    if key not in _OUR_PTX:
+        _OUR_PTX[key] = (module, jit_compile(module, entry=entry, arch=OUR_ARCH, emit="ptx").ptx)
+    return _OUR_PTX[key][1]
+
+
+def lines_of(image):
+    return {ins.line for ins in image.kernel.instructions}
+
+
+class Recorder:
+    """Stands in for the case module's `run`: both compilers, profiled, per launch."""
+
+    def __init__(self, hw, sample, cache_dir, name):
+        self.hw = hw
+        self.sample = sample
+        self.cache_dir = cache_dir
+        self.name = name
+        self.rows = {}        # entry -> (ours Side, theirs Side)
+        self.left_out = {}    # entry -> reason (tileiras side)
+
+    def __call__(self, module_or_path, entry, grid, *args, **kwargs):
+        module = load_any(module_or_path)
+        function = find_entry(module, entry)
+        theirs_args = copy.deepcopy(args)
+        ours = Profile(sample=self.sample)
+        image = sim.run(module, entry, grid, *args, arch=OUR_ARCH, profile=ours, **kwargs)
+        facts = sass_facts(our_ptx(module, function.name), function.name, SASS_ARCH,
+                           instruction_lines=lines_of(image), cache_dir=self.cache_dir)
+        ours_side, theirs_side = self.rows.setdefault(function.name, (Side(), Side()))
+        cap = _array_bytes(args)
+        ours_side.add(launch_counts(ours, facts, cap, self.hw), self.hw)
+        if function.name in self.left_out:
+            return image
+        theirs = Profile(sample=self.sample)
+        arch = None
+        try:
+            for arch in ("sm_80", "sm_89"):
+                try:
+                    ptx = nvidia.tileiras_ptx(module, arch, self.cache_dir)
+                    break
+                except nvidia.TileirasError as error:
+                    if arch == "sm_89":
+                        raise
+                    last = error  # noqa: F841
+            their_kwargs = dict(kwargs)
+            if their_kwargs.get("print_stream") is not None:  # the case reads ours only
+                import io
+                their_kwargs["print_stream"] = io.StringIO()
+            their_image = nvidia.run(module, entry, grid, *theirs_args, arch=arch,
+                                     cache_dir=self.cache_dir, profile=theirs, **their_kwargs)
+            their_facts = sass_facts(ptx, function.name, SASS_ARCH,
+                                     instruction_lines=lines_of(their_image),
+                                     cache_dir=self.cache_dir)
+            theirs_side.add(launch_counts(theirs, their_facts, cap, self.hw), self.hw)
+        except nvidia.TileirasError as error:
+            self.left_out[function.name] = "tileiras refuses it: " + _short(error)
+        except (UnsupportedInstruction, PtxSyntaxError) as error:
+            self.left_out[function.name] = f"tileiras's {arch} PTX: emulator lacks " + \
+                _short(error)
+        except Exception as error:  # noqa: BLE001 - reported per kernel, the sweep goes on
+            self.left_out[function.name] = f"tileiras's {arch} PTX failed on the emulator: " \
+                f"{type(error).__name__}: {_short(error)}"
+        return image
+
+
+def _array_bytes(args) -> float:
+    """Bytes of the numpy arrays among a launch's arguments (an upper bound of its footprint)."""
+    import numpy as np
+    total = 0
+    for value in args:
+        array = getattr(value, "array", value)
+        if isinstance(array, np.ndarray):
+            total += array.nbytes
+    return float(total)
+
+
+def _short(error) -> str:
+    text = " ".join(str(error).split())
+    if "unsupported type" in text:
+        text = text[text.index("unsupported type"):]
+    return text[:140]
+
+
+def run_case(reference, name, hw, sample, cache_dir, check):
+    """(rows, left_out) of one fixture case."""
+    versions = reference.versions(name)
+    module = reference.module(name, versions[-1])
+    recorder = Recorder(hw, sample, cache_dir, name)
+    original_run, original_check = reference.run, getattr(reference, "check", None)
+    reference.run = recorder
+    if not check and original_check is not None:
+        reference.check = lambda *a, **k: None
+    try:
+        reference.CASES[name](module)
+        error = None
+    except AssertionError as failure:
+        error = "our results differ from the reference: " + _short(failure) if check else None
+    except (UnsupportedInstruction, PtxSyntaxError) as failure:
+        error = "our PTX: emulator lacks " + _short(failure)
+    except Exception as failure:  # noqa: BLE001
+        last = traceback.extract_tb(failure.__traceback__)[-1]
+        error = f"{type(failure).__name__}: {_short(failure)} ({Path(last.filename).name}:" \
+                f"{last.lineno})"
+    finally:
+        reference.run = original_run
+        if original_check is not None:
+            reference.check = original_check
+    return recorder, error
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (tileiras, ptxas, nvdisasm)."""
+    import resource
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+# ------------------------------------------------------------------ GPU-filling problem sizes
+# The fixture kernels bake their tile shapes (and some loop counts) in as constants, so a larger
+# problem is a larger grid over larger arrays. These launch the fixture modules at sizes that fill
+# an H100 many times over; they are profiled on `LARGE_SAMPLE` CTAs spread over the grid (counts
+# scaled by grid / sampled) and their results are not checked.
+LARGE_SAMPLE = 6
+
+
+def _large_cases():
+    import numpy as np
+    import ml_dtypes
+    rng = np.random.default_rng(5)
+
+    def f(shape, dtype=np.float32, low=0.5, high=2.0):
+        return rng.uniform(low, high, shape).astype(dtype)
+
+    def gemm(ref):   # matmul_f16: 32x32 tiles, K fixed by the kernel (4 K tiles of 16)
+        m = n = 1024
+        k = 4 * 16
+        a, b = f((m, k), np.float16, -1, 1), f((k, n), np.float16, -1, 1)
+        c = np.zeros((m, n), np.float32)
+        ref.run(ref.module_, ref.entry(ref.module_, 0), (m // 32, n // 32), a, b, c)
+
+    def elementwise(ref):   # elementwise_f32: 64 elements per block, 2^20 elements
+        n = 1 << 20
+        a, b, out = f(n), f(n), np.zeros(n, np.float32)
+        ref.run(ref.module_, ref.entry(ref.module_), (n // 64,), a, b, out)
+
+    def reduce_rows(ref):   # 8 rows of 32 per block
+        rows = 1 << 15
+        x = f((rows, 32))
+        outs = [np.zeros(rows, np.float32) for _ in range(4)] + [np.zeros(rows, np.int32)]
+        ref.run(ref.module_, ref.entry(ref.module_), (rows // 8,), x, *outs)
+
+    def softmax(ref):   # persistent over tiles of 4 rows
+        x = f((8192, 50), np.float16, -3, 3)
+        y = np.zeros_like(x)
+        ref.run(ref.module_, ref.entry(ref.module_, 0), (132 * 4,), x, y)
+
+    def layer_norm(ref):   # one row per block
+        rows, cols = 16384, 80
+        x = f((rows, cols), np.float16, -2, 2)
+        w, b = f(cols, np.float16), f(cols, np.float16)
+        y = np.zeros_like(x)
+        mean, rstd = np.zeros(rows, np.float32), np.zeros(rows, np.float32)
+        ref.run(ref.module_, ref.entry(ref.module_, 0), (rows,), x, w, b, y, mean, rstd,
+                np.float32(1e-5))
+
+    def rms_norm(ref):
+        rows = 16384
+        x, w = f((rows, 50), np.float16), f(50, np.float16)
+        y, rstd = np.zeros_like(x), np.zeros(rows, np.float32)
+        ref.run(ref.module_, ref.entry(ref.module_, 0), (rows,), x, w, y, rstd)
+
+    def adam(ref):   # tiles of 32
+        n = 1 << 20
+        p, g = f(n), f(n, ml_dtypes.bfloat16)
+        m, v = f(n), f(n)
+        ref.run(ref.module_, ref.entry(ref.module_, 0), (n // 32,), p, g, m, v,
+                np.zeros(n, ml_dtypes.bfloat16),
+                *(np.float32(x) for x in (1e-2, 0.9, 0.999, 1e-8, 0.01)), np.int32(3))
+
+    def gemv(ref):   # 16 rows per block
+        m, k = 1 << 14, 70
+        a, x = f((m, k), np.float16, -1, 1), f(k, np.float16, -1, 1)
+        ref.run(ref.module_, ref.entry(ref.module_), (m // 16,), a, x,
+                np.zeros(m, np.float32), np.float32(-2.0))
+
+    def black_scholes(ref):   # tiles of 32
+        n = 1 << 20
+        s, k, t = f(n, low=10, high=50), f(n, low=10, high=50), f(n, low=0.25, high=2)
+        ref.run(ref.module_, ref.entry(ref.module_, 0), (n // 32,), s, k, t,
+                np.zeros(n, np.float32), np.zeros(n, np.float32), np.float32(0.02),
+                np.float32(0.3))
+
+    def gemm_persistent(ref):   # persistent over output tiles; K = 40
+        m = n = 512
+        k = 40
+        a = f((m, k), ml_dtypes.bfloat16, -1, 1)
+        b = f((k, n), ml_dtypes.bfloat16, -1, 1)
+        ref.run(ref.module_, ref.entry(ref.module_), (132 * 2,), a, b,
+                np.zeros((m, n), np.float32))
+
+    return {"matmul_f16": gemm, "elementwise_f32": elementwise, "reduce_rows": reduce_rows,
+            "nn_softmax_rows": softmax, "nn_layer_norm_fwd": layer_norm,
+            "nn_rms_norm_tiled": rms_norm, "dm_adam_step": adam, "la_gemv": gemv,
+            "sci_black_scholes": black_scholes, "la_gemm_persistent": gemm_persistent}
+
+
+def run_large(reference, name, launch, hw, cache_dir):
+    """(recorder, error) of one GPU-filling launch of a fixture kernel (sampled, not checked)."""
+    module = reference.module(name, reference.versions(name)[-1])
+    recorder = Recorder(hw, LARGE_SAMPLE, cache_dir, name)
+    original_run = reference.run
+    reference.run = recorder
+    reference.module_ = module
+    try:
+        launch(reference)
+        error = None
+    except Exception as failure:  # noqa: BLE001
+        error = f"{type(failure).__name__}: {_short(failure)}"
+    finally:
+        reference.run = original_run
+        del reference.module_
+    return recorder, error
+
+
+def cases(names):
+    for family in CASE_MODULES:
+        reference = importlib.import_module(family)
+        for name in sorted(reference.CASES):
+            if not names or name in names:
+                yield reference, name
+
+
+def fmt_ratio(a, b):
+    return f"{a / b:.2f}" if b > 0 else "-"
+
+
+def kernel_labels(case, entries):
+    """Row names: the case, then the kernel's own name where it differs, then #i (the entry's
+    order of launch in the case) where one name is left for several entries."""
+    shorts = [entry.split("_Kt")[0] if "_Kt" in entry else entry for entry in entries]
+    labels = {}
+    for index, (entry, short) in enumerate(zip(entries, shorts)):
+        label = case if short in case else f"{case}:{short}"
+        if shorts.count(short) > 1:
+            label += f"#{index}"
+        labels[entry] = label
+    return labels
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--record", action="store_true")
+    parser.add_argument("--sample", type=int, default=None,
+                        help="profile only N CTAs of each launch (counts extrapolated)")
+    parser.add_argument("--csv")
+    parser.add_argument("--no-large", action="store_true",
+                        help="skip the GPU-filling launches (LARGE)")
+    args = parser.parse_args(argv)
+    names = set(args.names) or (set(QUICK) if args.quick else set())
+    hw = Hardware.h100_sxm()
+    cache_dir = Path("/tmp") / "tilebc-model-ptx"
+    started = time.perf_counter()
+    cpu_started = _cpu()
+    table, left = [], []
+    for reference, name in cases(names):
+        t0 = time.perf_counter()
+        recorder, error = run_case(reference, name, hw, args.sample, cache_dir,
+                                   check=args.sample is None)
+        if error and not recorder.rows:
+            left.append((name, error))
+        elif error:
+            left.append((name, f"(rows kept) {error}"))
+        labels = kernel_labels(name, list(recorder.rows))
+        for entry, (ours, theirs) in recorder.rows.items():
+            label = labels[entry]
+            if entry in recorder.left_out or not theirs.launches:
+                left.append((label, recorder.left_out.get(entry, "tileiras side not run")))
+                continue
+            table.append((label, ours, theirs))
+        print(f"  {name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    if not args.no_large:
+        large = _large_cases()
+        for reference, name in cases(set(large) & (names or set(large))):
+            t0 = time.perf_counter()
+            recorder, error = run_large(reference, name, large[name], hw, cache_dir)
+            if error:
+                left.append((f"{name} (large)", error))
+            labels = kernel_labels(name, list(recorder.rows))
+            for entry, (ours, theirs) in recorder.rows.items():
+                label = labels[entry] + " (large)"
+                if entry in recorder.left_out or not theirs.launches:
+                    left.append((label, recorder.left_out.get(entry, "tileiras side not run")))
+                    continue
+                if not error:
+                    table.append((label, ours, theirs))
+            print(f"  {name} (large): {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+                  flush=True)
+    wall = time.perf_counter() - started
+    cpu = _cpu() - cpu_started
+    table.sort(key=lambda row: -(row[1].scale_time / row[2].scale_time
+                                 if row[2].scale_time else 0))
+    lines = render(table, left, hw, wall, cpu, args)
+    print("\n".join(lines))
+    if args.csv:
+        write_csv(args.csv, table)
+    if args.record:
+        record(lines, args)
+    return 0
+
+
+def _side(s):
+    sectors = f"{s.sectors / s.ideal_sectors:.2f}" if s.ideal_sectors else "-"
+    waves = f"{s.wavefronts / s.ideal_wavefronts:.2f}" if s.ideal_wavefronts else "-"
+    return (f"{s.instructions:,.0f}", sectors, waves, f"{s.barriers:,.0f}", str(s.registers),
+            str(s.spills), str(s.shared), str(s.occupancy))
+
+
+def render(table, left, hw, wall, cpu, args):
+    from statistics import median
+    ratios = [o.scale_time / t.scale_time for _, o, t in table if t.scale_time]
+    grid_ratios = [o.time / t.time for _, o, t in table if t.time]
+    out = [f"Performance model: ours / tileiras, ESTIMATED times on {hw.name} "
+           f"({hw.sms} SMs, {hw.clock_ghz} GHz); no GPU was used. Worst first by the at-scale "
+           "ratio (>1: ours slower).", ""]
+    out.append("| kernel | ratio @grid | ratio @scale | ours µs @grid | tileiras µs @grid | "
+               "ours µs @scale | tileiras µs @scale | bound ours (grid/scale) | "
+               "bound tileiras (grid/scale) | SASS instr ours / tileiras | sectors÷ideal "
+               "ours / tileiras | smem wavefronts÷ideal ours / tileiras | bar.sync ours / "
+               "tileiras | regs ours / tileiras | spill B ours / tileiras | smem B ours / "
+               "tileiras | CTAs/SM ours / tileiras |")
+    out.append("|" + "---|" * 17)
+    for label, o, t in table:
+        so, st = _side(o), _side(t)
+        out.append(f"| {label} | {fmt_ratio(o.time, t.time)} | "
+                   f"{fmt_ratio(o.scale_time, t.scale_time)} | {o.time:.2f} | {t.time:.2f} | "
+                   f"{o.scale_time:.1f} | {t.scale_time:.1f} | {o.bound}/{o.scale_bound} | "
+                   f"{t.bound}/{t.scale_bound} | " +
+                   " | ".join(f"{a} / {b}" for a, b in zip(so, st)) + " |")
+    out.append("")
+    if ratios:
+        out.append(f"{len(table)} kernels; at-scale ratio median {median(ratios):.2f}, "
+                   f"{sum(r > 1.05 for r in ratios)} slower than tileiras by >5%, "
+                   f"{sum(r < 0.95 for r in ratios)} faster by >5%; at-grid ratio median "
+                   f"{median(grid_ratios):.2f}.")
+    out.append("")
+    out.append(f"Left out ({len(left)}):")
+    out.append("")
+    for name, why in left:
+        out.append(f"- {name}: {why}")
+    out.append("")
+    out.append(f"Run time: {wall:.0f} s wall, {cpu:.0f} s CPU ({platform.python_version()}, "
+               f"{environment_note()}).")
+    return out
+
+
+def write_csv(path, table):
+    import csv
+    with open(path, "w", newline="") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(["kernel", "ours_us_grid", "tileiras_us_grid", "ours_us_scale",
+                         "tileiras_us_scale", "ours_bound", "tileiras_bound", "ours_instr",
+                         "tileiras_instr", "ours_sectors", "tileiras_sectors"])
+        for label, o, t in table:
+            writer.writerow([label, o.time, t.time, o.scale_time, t.scale_time, o.scale_bound,
+                             t.scale_bound, o.instructions, t.instructions, o.sectors,
+                             t.sectors])
+
+
+LEGEND = ("Columns: ratio = ours / tileiras estimated time (>1: ours slower) at the case's grid "
+          "and at scale (the same per-CTA work over 132 × 64 CTAs); bound = the largest term of "
+          "the model (issue, a pipe: fp32/fp16/fp64/int/sfu/conversion/shuffle/lsu, tensor, "
+          "l1_shared, l2, dram, latency) at the grid / at scale; SASS instr = dynamic SASS "
+          "warp-instructions; sectors÷ideal = global 32-byte sectors touched / the ideal for the "
+          "bytes requested; smem wavefronts÷ideal = shared-memory wavefronts / ideal; bar.sync = "
+          "executions per launch; regs, spill bytes and static shared bytes from ptxas -v for "
+          "sm_90; CTAs/SM from occupancy. \"(large)\": a GPU-filling launch profiled on 6 "
+          "sampled CTAs; #i: the i-th entry launched by the case. tileiras's code is its sm_80 "
+          "PTX (sm_89 for fp8), ours is sm_90 PTX; both assembled for sm_90.")
+
+
+def record(lines, args):
+    path = ROOT / "benchmarks" / "results" / "model.md"
+    command = "PYTHONPATH=.:runtime .venv/bin/python benchmarks/bench_model.py --record" + \
+        (" --quick" if args.quick else "") + (f" --sample {args.sample}" if args.sample else "")
+    head = ["# Performance model: our JIT vs tileiras (estimates)", "",
+            f"Recorded {datetime.date.today().isoformat()} with `{command}` on "
+            f"{platform.machine()} ({platform.system()}). Every time below is an ESTIMATE of the "
+            "model in `benchmarks/MODEL.md` from emulator counts; it has not been calibrated on "
+            "a GPU.", "", LEGEND, ""]
+    path.write_text("\n".join(head + lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

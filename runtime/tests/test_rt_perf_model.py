@@ -1,0 +1,143 @@
+"""The performance model's pieces: SASS per PTX line from ptxas/nvdisasm (static facts), occupancy,
+dynamic SASS counts from a profiled launch, and the bounds of the H100 estimate on hand-made
+counts (every time is an estimate; these tests pin the arithmetic, not the hardware)."""
+import numpy as np
+import pytest
+
+from tilebc.interp.memory import GlobalMemory, host_bytes
+from tilebc.oracles import tool_path
+from tilebc_runtime import sim
+from tilebc_runtime.perf.model import Hardware, LaunchCounts, estimate, launch_counts, scale_grid
+from tilebc_runtime.perf.static import dynamic_sass, occupancy, sass_class, sass_facts
+
+needs_ptxas = pytest.mark.skipif(tool_path("tileiras") is None and tool_path("ptxas") is None,
+                                 reason="ptxas is not installed")
+
+LOOP = """.version 7.8
+.target sm_80
+.address_size 64
+
+.visible .entry k(.param .u64 p0)
+.maxntid 64, 1, 1
+{
+.reg .pred %p<4>; .reg .b32 %r<8>; .reg .b64 %rd<8>; .reg .f32 %f<8>;
+ld.param.u64 %rd0, [p0];
+cvta.to.global.u64 %rd1, %rd0;
+mov.u32 %r0, %tid.x;
+mul.wide.u32 %rd2, %r0, 4;
+add.s64 %rd3, %rd1, %rd2;
+mov.u32 %r1, 0;
+mov.f32 %f1, 0f00000000;
+LOOP:
+ld.global.f32 %f2, [%rd3];
+fma.rn.f32 %f1, %f2, %f2, %f1;
+add.s64 %rd3, %rd3, 256;
+add.u32 %r1, %r1, 1;
+setp.lt.u32 %p1, %r1, 7;
+@%p1 bra LOOP;
+add.s64 %rd4, %rd1, %rd2;
+st.global.f32 [%rd4], %f1;
+ret;
+}
+"""
+
+
+def test_sass_class_names():
+    assert sass_class("FFMA") == "fp32" and sass_class("LDG.E.128") == "global_ld"
+    assert sass_class("HMMA.16816.F32") == "tensor" and sass_class("MUFU.EX2") == "sfu"
+    assert sass_class("LDSM.16.M88.4") == "shared_ld" and sass_class("UIADD3") == "uniform"
+    assert sass_class("ULDC.64") == "const_ld" and sass_class("NOP") == "nop"
+
+
+@needs_ptxas
+def test_sass_per_ptx_line_and_dynamic_counts():
+    x = np.ones(64 * 7, np.float32)
+    memory = GlobalMemory()
+    base = memory.map(host_bytes(x), "x", alignment=256).base
+    profile = sim.Profile()
+    image = sim.emulate(LOOP, "k", (3,), [base], memory=memory, profile=profile)
+    facts = sass_facts(LOOP, "k", "sm_90")
+    assert facts.registers > 0 and facts.spill_bytes == 0 and facts.shared_bytes == 0
+    lines = {ins.opcode + "." + ".".join(ins.modifiers): ins.line
+             for ins in image.kernel.instructions}
+    load_line = lines["ld.global.f32"]
+    fma_line = lines["fma.rn.f32"]
+    assert facts.sass_by_line[load_line]["global_ld"] == 1  # (ptxas may fold an address add in)
+    assert facts.sass_by_line[fma_line] == {"fp32": 1}
+    counts = dynamic_sass(profile, facts)
+    # 3 CTAs x 2 warps x 7 iterations of one LDG and one FFMA (the SASS
+    # map is built with the loop kept rolled: ptxas would unroll this constant-trip loop)
+    assert counts["global_ld"] == 3 * 2 * 7
+    assert counts["fp32"] == 3 * 2 * 7
+    assert counts["global_st"] == 3 * 2
+    lc = launch_counts(profile, facts)
+    assert lc.sass and lc.instructions["global_ld"] == 42
+    assert lc.global_sectors == 3 * 2 * 7 * 4 + 3 * 2 * 4
+    assert lc.load_rounds_per_warp == 7
+    # in-order issue, per block (see critical_path_per_warp): the prologue's chain
+    # ld.param(4) -> cvta(4) ... ends at cycle 20; each iteration waits 600 cycles for its load,
+    # then fma / adds / setp -> bra at 611; the epilogue (add, st, ret) 6
+    assert lc.critical_cycles_per_warp == 20 + 7 * 611 + 6
+
+
+def test_occupancy_limits():
+    hw = Hardware.h100_sxm()
+    assert occupancy(128, 32, 0, hw)["ctas_per_sm"] == 16          # 64 warps / 4
+    assert occupancy(256, 128, 0, hw)["ctas_per_sm"] == 2           # 65536 / (128*256)
+    assert occupancy(256, 128, 0, hw)["limiter"] == "registers"
+    limited = occupancy(128, 32, 100 * 1024, hw)
+    assert limited["ctas_per_sm"] == 2 and limited["limiter"] == "shared"
+    assert occupancy(32, 16, 0, hw)["ctas_per_sm"] == 32            # CTA slots
+
+
+def _counts(**changes):
+    base = dict(grid_ctas=132, threads=128, instructions={"fp32": 132 * 4 * 1000}, sass=True,
+                tensor_flops={}, global_sectors=0, global_ideal_sectors=0, local_sectors=0,
+                shared_wavefronts=0, shared_ideal_wavefronts=0, dram_bytes=0, barriers=0,
+                load_rounds_per_warp=0, registers=32, shared_bytes=0)
+    base.update(changes)
+    return LaunchCounts(**base)
+
+
+def test_issue_bound_and_scale():
+    hw = Hardware.h100_sxm().with_(cpi_dependent=0.0)
+    # one CTA per SM, 4000 warp-instructions per CTA, 4 per clock: 1000 cycles
+    est = estimate(_counts(), hw)
+    assert est.bound == "issue"
+    assert est.time_us == pytest.approx(1000 / (hw.clock_ghz * 1e3))
+    # at scale: 64 CTAs per SM, 64x the time
+    big = estimate(_counts(), hw, grid=scale_grid(hw))
+    assert big.time_us == pytest.approx(64 * est.time_us)
+
+
+def test_dram_bound():
+    hw = Hardware.h100_sxm()
+    est = estimate(_counts(instructions={"int": 132.0}, dram_bytes=1e9), hw)
+    assert est.bound == "dram"
+    assert est.time_us == pytest.approx(1e9 / (hw.dram_bytes_per_s * hw.dram_efficiency) * 1e6)
+
+
+def test_latency_bound_for_a_small_grid():
+    hw = Hardware.h100_sxm()
+    est = estimate(_counts(grid_ctas=1, instructions={"int": 4 * 10.0},
+                           load_rounds_per_warp=2), hw)
+    assert est.bound == "latency"  # without a critical path: the flat fallback
+    critical = 10 * hw.cpi_dependent + 2 * hw.memory_latency
+    assert est.time_us == pytest.approx(critical / (hw.clock_ghz * 1e3))
+    # one CTA of 4 warps per SM for 3 waves (occupancy 1: 200 KiB of shared memory)
+    est = estimate(_counts(grid_ctas=3 * 132, instructions={"int": 3 * 132 * 4 * 10.0},
+                           critical_cycles_per_warp=5000.0, shared_bytes=200 * 1024), hw)
+    assert est.ctas_per_sm == 1 and est.bound == "latency"
+    assert est.time_us == pytest.approx(3 * 5000 / (hw.clock_ghz * 1e3))
+
+
+def test_tensor_and_fp64_knobs():
+    hw = Hardware.h100_sxm().with_(cpi_dependent=0.0)
+    flops = 132 * 4096 * 0.6 * 1000
+    est = estimate(_counts(instructions={"tensor": 1.0}, tensor_flops={"f16": flops}), hw)
+    assert est.bound == "tensor"
+    assert est.time_us == pytest.approx(1000 / (hw.clock_ghz * 1e3))
+    slow = hw.with_(rates={**hw.rates, "fp64": 2.0 / 32})
+    fp64 = _counts(instructions={"fp64": 132 * 1000.0})
+    assert estimate(fp64, slow).bounds["fp64"] == pytest.approx(
+        32 * estimate(fp64, hw).bounds["fp64"])

@@ -1,0 +1,327 @@
+"""An H100-class throughput/latency model turning the emulator's counts into an estimated time.
+
+    hw = Hardware.h100_sxm()                      # or Hardware.h100_sxm().with_(sms=114, ...)
+    counts = launch_counts(profile, facts)         # sim.profile.Profile + perf.static.SassFacts
+    est = estimate(counts, hw)                     # at the launch's grid
+    big = estimate(counts, hw, grid=hw.sms * 64)   # "at scale": same per-CTA work, many waves
+    est.time_us, est.bound, est.bounds
+
+Every figure is an ESTIMATE: nothing here has been calibrated on a GPU yet. The assumptions, the
+public figures and the blind spots are written down in benchmarks/MODEL.md.
+
+The estimate is the largest of
+- SM-side throughput on the busiest SM (it runs ceil(grid / SMs) CTAs): issue (all SASS
+  instructions, `issue_per_clk` per SM), each pipe (FP32, FP16, FP64, INT, SFU, conversions,
+  shuffles, load/store unit) at its warp-instructions per clock, tensor cores (mma flops at the
+  mma.sync rate for the element type), and L1/shared (shared wavefronts plus global and local
+  sectors at `l1_sectors_per_clk`);
+- memory: DRAM (the unique footprint at the achievable HBM bandwidth), L2 (every sector a warp
+  access touches, at the L2 bandwidth, and per active SM at `l2_bytes_per_clk_per_sm`);
+- latency: waves of resident CTAs (ceil(CTAs per SM / occupancy)) times one warp's critical path
+  (`critical_path_per_warp`: in-order issue over the executed basic blocks with a latency per
+  instruction class), which decides small grids and low occupancy. Without a profile (counts made
+  by hand) a flat `cpi_dependent` per instruction plus `memory_latency` per round of loads.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Dict, Optional
+
+from .static import dynamic_sass, occupancy
+
+# classes that go through the load/store unit (one warp-instruction per clock per SM)
+LSU = ("global_ld", "global_st", "global_atom", "shared_ld", "shared_st", "shared_atom",
+       "local_ld", "local_st")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """A GPU description; every field is a knob (see benchmarks/MODEL.md for the sources)."""
+
+    name: str = "H100 SXM5 (estimate)"
+    sms: int = 132
+    clock_ghz: float = 1.83
+    issue_per_clk: float = 4.0          # warp-instructions per SM per clock (4 schedulers)
+    # pipe throughputs, warp-instructions per SM per clock (lanes per clock / 32)
+    rates: Dict[str, float] = field(default_factory=lambda: {
+        "fp32": 4.0, "fp16": 4.0, "fp64": 2.0, "int": 2.0, "sfu": 0.5, "conversion": 0.5,
+        "shuffle": 1.0, "lsu": 1.0})
+    # tensor-core flops per SM per clock with mma.sync (wgmma peak x mma_sync_efficiency)
+    tensor_flops_per_clk: Dict[str, float] = field(default_factory=lambda: {
+        "f16": 4096.0, "tf32": 2048.0, "int8": 8192.0, "fp8": 8192.0, "f64": 256.0})
+    mma_sync_efficiency: float = 0.6
+    l1_sectors_per_clk: float = 4.0     # 128 bytes per SM per clock (shared: 1 wavefront)
+    shared_wavefronts_per_clk: float = 1.0
+    l2_bytes_per_s: float = 5.5e12
+    l2_bytes_per_clk_per_sm: float = 64.0
+    dram_bytes_per_s: float = 3.35e12
+    dram_efficiency: float = 0.85
+    # occupancy
+    max_warps_per_sm: int = 64
+    max_ctas_per_sm: int = 32
+    registers_per_sm: int = 65536
+    reg_alloc_unit: int = 256           # registers per warp are allocated in these units
+    shared_per_sm: int = 228 * 1024
+    smem_reserved_per_cta: int = 1024
+    # latency
+    cpi_dependent: float = 4.0          # (fallback without a profile) cycles per instruction
+    memory_latency: float = 600.0       # cycles of a global load (DRAM)
+    barrier_latency: float = 20.0
+    # result latency in cycles per PTX instruction class (global loads: memory_latency)
+    latencies: Dict[str, float] = field(default_factory=lambda: {
+        "fp32": 4.0, "fp16": 4.0, "int": 4.0, "fp64": 8.0, "sfu": 18.0, "conversion": 8.0,
+        "tensor": 32.0, "shared_ld": 30.0, "shared_atom": 60.0, "local_ld": 200.0,
+        "const_ld": 4.0, "shuffle": 24.0, "other": 4.0, "branch": 4.0})
+    launch_overhead_us: float = 0.0     # not added by default; see MODEL.md
+
+    @staticmethod
+    def h100_sxm() -> "Hardware":
+        return Hardware()
+
+    @staticmethod
+    def h100_pcie() -> "Hardware":
+        return Hardware(name="H100 PCIe (estimate)", sms=114, clock_ghz=1.755,
+                        dram_bytes_per_s=2.0e12)
+
+    def with_(self, **changes) -> "Hardware":
+        return replace(self, **changes)
+
+
+@dataclass
+class LaunchCounts:
+    """Per-launch counts scaled to the whole grid (from a Profile and the SASS facts)."""
+
+    grid_ctas: int
+    threads: int
+    instructions: Dict[str, float]      # dynamic SASS (or PTX when no SASS) per class
+    sass: bool                          # instruction counts are SASS counts
+    tensor_flops: Dict[str, float]
+    global_sectors: float
+    global_ideal_sectors: float
+    local_sectors: float
+    shared_wavefronts: float
+    shared_ideal_wavefronts: float
+    dram_bytes: float
+    barriers: float
+    load_rounds_per_warp: float         # rounds of global loads one warp waits for (per CTA)
+    critical_cycles_per_warp: Optional[float] = None  # dependence-chain latency of one warp
+    registers: int = 0
+    spill_bytes: int = 0
+    shared_bytes: int = 0
+
+    @property
+    def warps(self) -> int:
+        return -(-self.threads // 32)
+
+    @property
+    def total_instructions(self) -> float:
+        return sum(self.instructions.values())
+
+
+def _load_rounds(profile) -> float:
+    """Rounds of global loads per warp per CTA: executions of basic blocks holding a global
+    load (loads in one block are assumed to overlap), averaged over the warps run."""
+    image = profile.image
+    code = image.code
+    rounds = 0
+    for start, end in _blocks(image):
+        has_load = False
+        for entry in code[start:end]:
+            ins = entry[4]
+            if ins is not None and ((ins.opcode in ("ld", "ldu") and "shared" not in
+                                     ins.modifiers and "param" not in ins.modifiers
+                                     and "local" not in ins.modifiers) or
+                                    (ins.opcode == "cp" and "async" in ins.modifiers)):
+                has_load = True
+                break
+        if has_load:
+            rounds += int(profile.per_line[start:end].max())
+    warps_run = max(1, profile.ctas_run * profile.warps)
+    return rounds / warps_run
+
+
+_NO_DESTINATION = {"st", "red", "bar", "barrier", "bra", "ret", "exit", "membar", "fence", "cp",
+                   "trap", "call", "prefetch", "griddepcontrol", "nanosleep", "stmatrix",
+                   "brx", "pmevent"}
+
+
+def _registers(operand):
+    """Register names read or written through an operand."""
+    from ..sim.parser import Addr, Not, PredPair, Reg, Vec
+    if isinstance(operand, Reg):
+        return [operand.name]
+    if isinstance(operand, Not):
+        return _registers(operand.operand)
+    if isinstance(operand, Addr):
+        return _registers(operand.base) if operand.base is not None else []
+    if isinstance(operand, Vec):
+        return [name for item in operand.items for name in _registers(item)]
+    if isinstance(operand, PredPair):
+        return [operand.first.name, operand.second.name]
+    return []
+
+
+def _blocks(image):
+    """[start, end) index ranges of the basic blocks of the kernel's code."""
+    code = image.code
+    leaders = {0}
+    for index, entry in enumerate(code):
+        ins = entry[4]
+        if ins is None:
+            continue
+        if ins.opcode in ("bra", "ret", "exit", "brx", "call") or entry[0] != 0:
+            leaders.add(index + 1)
+    leaders.update(image.kernel.labels.values())
+    leaders = sorted(i for i in leaders if i < len(code))
+    return list(zip(leaders, leaders[1:] + [len(code)]))
+
+
+def critical_path_per_warp(profile, hw: "Hardware") -> float:
+    """Cycles one warp spends on dependence chains: per basic block, instructions issue in
+    order, one per cycle at most, each when its source registers are ready (a result is ready
+    `hw.latencies[class]` cycles after its instruction issues; global loads
+    `hw.memory_latency`), and the block waits for all its results before the next block starts (no overlap
+    across blocks: conservative for software-pipelined loops); times the block's executions,
+    averaged over the warps run."""
+    from ..sim.profile import CLASSES
+    image = profile.image
+    code = image.code
+    total = 0.0
+    for start, end in _blocks(image):
+        executed = int(profile.per_line[start:end].max()) if end > start else 0
+        if not executed:
+            continue
+        ready: Dict[str, float] = {}
+        finish_all = 0.0
+        clock = 0.0  # issue cycle of the previous instruction (a warp issues in order)
+        for index in range(start, end):
+            ins = code[index][4]
+            if ins is None:
+                clock += 1.0
+                continue
+            cls = CLASSES[int(profile.classes[index])]
+            if cls in ("global_ld", "global_atom"):
+                latency = hw.memory_latency
+            elif cls == "barrier":
+                latency = hw.barrier_latency
+            else:
+                latency = hw.latencies.get(cls, 4.0)
+            operands = ins.operands
+            writes = [] if ins.opcode in _NO_DESTINATION or not operands else \
+                _registers(operands[0])
+            reads = [name for operand in (operands[1:] if writes else operands)
+                     for name in _registers(operand)]
+            if ins.guard is not None:
+                reads.append(ins.guard[0])
+            clock = max([clock + 1.0] + [ready.get(name, 0.0) for name in reads])
+            done = clock + latency
+            for name in writes:
+                ready[name] = done
+            finish_all = max(finish_all, done if writes or cls == "barrier" else clock)
+        total += max(finish_all, clock) * executed
+    return total / max(1, profile.ctas_run * profile.warps)
+
+
+def launch_counts(profile, facts=None, footprint_cap: Optional[float] = None,
+                  hw: Optional["Hardware"] = None) -> LaunchCounts:
+    """Counts of one profiled launch (scaled to the grid). With `facts` (SassFacts of the same
+    PTX) the instruction counts are dynamic SASS counts; without, PTX warp-instructions.
+    `footprint_cap` (e.g. the bytes of the launch's arrays) bounds the extrapolated DRAM
+    footprint of a sampled launch."""
+    report = profile.report()
+    dram = report["footprint_read_bytes"] + report["footprint_written_bytes"]
+    if footprint_cap is not None:
+        dram = min(dram, footprint_cap)
+    scale = report["scale"]
+    if facts is not None and facts.sass_count:
+        instructions = {k: v * scale for k, v in dynamic_sass(profile, facts).items()}
+        sass = True
+    else:
+        instructions = {k: float(v) for k, v in report["instructions"].items() if v}
+        sass = False
+    return LaunchCounts(
+        grid_ctas=profile.ctas, threads=profile.threads, instructions=instructions, sass=sass,
+        tensor_flops={k: float(v) for k, v in report["mma_flops"].items()},
+        global_sectors=report["global_ld_sectors"] + report["global_st_sectors"],
+        global_ideal_sectors=report["global_ld_ideal_sectors"] +
+        report["global_st_ideal_sectors"],
+        local_sectors=report["local_sectors"],
+        shared_wavefronts=report["shared_wavefronts"],
+        shared_ideal_wavefronts=report["shared_ideal_wavefronts"],
+        dram_bytes=dram,
+        barriers=report["barriers"], load_rounds_per_warp=_load_rounds(profile),
+        critical_cycles_per_warp=critical_path_per_warp(profile, hw or Hardware()),
+        registers=facts.registers if facts else 0,
+        spill_bytes=facts.spill_bytes if facts else 0,
+        shared_bytes=facts.shared_bytes if facts else 0)
+
+
+@dataclass
+class Estimate:
+    """An estimated time (microseconds) and the bounds behind it."""
+
+    time_us: float
+    bound: str
+    bounds: Dict[str, float]            # microseconds each
+    ctas_per_sm: int
+    occupancy_limiter: str
+    grid_ctas: int
+
+    def __str__(self) -> str:
+        return f"~{self.time_us:.2f} us (estimate; {self.bound}-bound)"
+
+
+def estimate(counts: LaunchCounts, hw: Hardware = Hardware(), grid: Optional[int] = None,
+             shared_bytes: Optional[int] = None) -> Estimate:
+    """The estimated time of the launch at its own grid, or at `grid` CTAs with the same
+    per-CTA work (counts per CTA are the launch's averages)."""
+    G = max(1, counts.grid_ctas)
+    target = G if grid is None else int(grid)
+    per = 1.0 / G  # per-CTA factor
+    smem = counts.shared_bytes if shared_bytes is None else shared_bytes
+    occ = occupancy(counts.threads, counts.registers or 32, smem, hw)
+    ctas_per_sm = max(1, occ["ctas_per_sm"])
+    clock = hw.clock_ghz * 1e3  # cycles per microsecond
+    per_sm = math.ceil(target / hw.sms)          # CTAs on the busiest SM
+    ins = counts.instructions
+    cycles: Dict[str, float] = {}
+    cycles["issue"] = counts.total_instructions * per / hw.issue_per_clk
+    for pipe in ("fp32", "fp16", "fp64", "int", "sfu", "conversion", "shuffle"):
+        if ins.get(pipe):
+            cycles[pipe] = ins[pipe] * per / hw.rates[pipe]
+    lsu = sum(ins.get(c, 0) for c in LSU)
+    if lsu:
+        cycles["lsu"] = lsu * per / hw.rates["lsu"]
+    tensor = sum(flops / (hw.tensor_flops_per_clk.get(kind, 4096.0) * hw.mma_sync_efficiency)
+                 for kind, flops in counts.tensor_flops.items())
+    if tensor:
+        cycles["tensor"] = tensor * per
+    cycles["l1_shared"] = (counts.shared_wavefronts / hw.shared_wavefronts_per_clk +
+                           (counts.global_sectors + counts.local_sectors) /
+                           hw.l1_sectors_per_clk) * per
+    bounds = {name: per_sm * c / clock for name, c in cycles.items()}
+    sector_bytes = 32.0 * (counts.global_sectors + counts.local_sectors) * per * target
+    bounds["l2"] = max(sector_bytes / hw.l2_bytes_per_s * 1e6,
+                       per_sm * 32.0 * (counts.global_sectors + counts.local_sectors) * per /
+                       hw.l2_bytes_per_clk_per_sm / clock)
+    bounds["dram"] = counts.dram_bytes * per * target / (hw.dram_bytes_per_s *
+                                                         hw.dram_efficiency) * 1e6
+    # latency: one CTA's critical path, once per wave of resident CTAs on the busiest SM
+    if counts.critical_cycles_per_warp is not None:
+        critical = counts.critical_cycles_per_warp
+    else:  # no profile of the code: a flat cost per instruction and per round of loads
+        per_warp = counts.total_instructions * per / counts.warps
+        critical = (per_warp * hw.cpi_dependent +
+                    counts.load_rounds_per_warp * hw.memory_latency +
+                    counts.barriers * per * hw.barrier_latency)
+    waves = math.ceil(per_sm / ctas_per_sm)
+    bounds["latency"] = waves * critical / clock
+    bound = max(bounds, key=lambda name: bounds[name])
+    return Estimate(bounds[bound] + hw.launch_overhead_us, bound, bounds, occ["ctas_per_sm"],
+                    occ["limiter"], target)
+
+
+def scale_grid(hw: Hardware) -> int:
+    """The grid of the "at scale" estimate: 64 CTAs per SM (many waves at any occupancy)."""
+    return hw.sms * 64

@@ -1,0 +1,459 @@
+"""Opt-in instrumentation of the emulator: what a launch asks of the hardware, counted per warp.
+
+    from tilebc_runtime.sim import Profile, emulate
+    profile = Profile()                       # or Profile(sample=8): run only 8 of the grid's CTAs
+    emulate(ptx, entry, grid, params, memory=memory, profile=profile)
+    profile.report()                          # dict of the counts below
+
+Nothing here runs unless a Profile is passed: the execution loop tests `profile is None` once per
+step and otherwise does exactly what it did before.
+
+What is counted (all per *warp*, as the hardware issues them; a CTA of T threads has ceil(T/32)
+warps and lane t belongs to warp t // 32):
+
+- `instructions[class]`: warp-instructions issued. An instruction is issued for a warp when at
+  least one of its threads reaches it, whether or not its guard predicate holds (a predicated-off
+  instruction still takes an issue slot). `per_line[pc]` keeps the same count per PTX instruction
+  (index into the kernel's instruction list) so that static SASS expansions can be applied later.
+  Classes: see CLASSES and `classify`.
+- global memory: for every warp-level access (ld/st/atom/red/cp.async source on .global or a
+  generic address that resolves to global memory), the 32-byte sectors its active lanes touch
+  (`global_sectors`) against the ideal for the distinct bytes they request, ceil(bytes / 32)
+  (`global_ideal_sectors`); loads and stores separately; and the unique footprint (distinct
+  sectors read / written over the launch).
+- shared memory: wavefronts per warp access (`shared_wavefronts`) against the ideal
+  (`shared_ideal_wavefronts`). Banks are 32 × 4 bytes. A thread access of b bytes (vector width
+  included) is split into phases of 32 / max(1, b / 4) lanes (8-byte accesses: half-warps,
+  16-byte: quarter-warps); a phase takes as many wavefronts as the largest number of *distinct*
+  4-byte words any bank must deliver (the same word to many lanes is one broadcast). The ideal is
+  ceil(distinct bytes / 128) per warp. ldmatrix: each 8×8 matrix (8 rows of 16 bytes) is one phase.
+  cp.async counts its shared store the same way.
+- local memory: warp accesses and sectors, counted as ceil(active lanes × bytes / 32) (local
+  memory is interleaved by thread, so a uniform local access is coalesced).
+- `barriers`: bar.sync / barrier executions per CTA (the warp-level issues are in the
+  "barrier" class).
+
+Sampling: `Profile(sample=N)` runs N CTAs spread evenly over the grid (first and last included)
+and `report()` scales every count by grid / N (`scale`); the footprint is scaled the same way,
+which assumes CTAs touch disjoint data as the sampled ones do. Outputs of a sampled launch are
+incomplete, so use it for counting, not for checking results.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from .parser import Imm
+from .state import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
+
+CLASSES = ("fp32", "fp16", "fp64", "int", "sfu", "conversion", "tensor", "global_ld",
+           "global_st", "global_atom", "shared_ld", "shared_st", "shared_atom", "local_ld",
+           "local_st", "const_ld", "shuffle", "barrier", "branch", "other")
+CLASS_INDEX = {name: i for i, name in enumerate(CLASSES)}
+
+_FLOAT_TYPES = {"f32": "fp32", "f64": "fp64", "f16": "fp16", "bf16": "fp16", "f16x2": "fp16",
+                "bf16x2": "fp16"}
+_TYPES = set(_FLOAT_TYPES) | {"b8", "u8", "s8", "b16", "u16", "s16", "b32", "u32", "s32", "b64",
+                              "u64", "s64", "pred", "tf32", "e4m3x2", "e5m2x2"}
+_SFU = {"sin", "cos", "ex2", "lg2", "tanh", "rsqrt"}
+_INT_ONLY = {"and", "or", "xor", "not", "cnot", "shl", "shr", "popc", "clz", "brev", "prmt",
+             "shf", "bfi", "bfe", "addc", "subc", "madc", "vote", "activemask", "redux",
+             "lop3", "sad", "dp4a", "dp2a", "bmsk", "szext"}
+_SIZES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,
+          "b64": 8, "u64": 8, "s64": 8, "f64": 8}
+_SPACES = ("global", "shared", "local", "const", "param")
+
+
+def _types(ins) -> List[str]:
+    return [m for m in ins.modifiers if m in _TYPES]
+
+
+def _space(ins) -> str:
+    for space in _SPACES:
+        if space in ins.modifiers:
+            return space
+    return "generic"
+
+
+def classify(ins) -> str:
+    """The class of one PTX instruction (for generic memory accesses: its static guess, global;
+    the profiler refines it per execution from the addresses)."""
+    op, mods = ins.opcode, ins.modifiers
+    if op in ("ld", "ldu"):
+        space = _space(ins)
+        return {"shared": "shared_ld", "local": "local_ld", "const": "const_ld",
+                "param": "const_ld"}.get(space, "global_ld")
+    if op == "st":
+        space = _space(ins)
+        return {"shared": "shared_st", "local": "local_st", "param": "other"}.get(space,
+                                                                                    "global_st")
+    if op in ("atom", "red"):
+        return "shared_atom" if _space(ins) == "shared" else "global_atom"
+    if op == "cp":
+        return "global_ld" if "async" in mods and ("ca" in mods or "cg" in mods) else "other"
+    if op == "ldmatrix":
+        return "shared_ld"
+    if op == "stmatrix":
+        return "shared_st"
+    if op in ("mma", "wgmma"):
+        return "tensor"
+    if op in ("shfl",):
+        return "shuffle"
+    if op in ("bar", "barrier", "membar", "fence"):
+        return "barrier"
+    if op in ("bra", "ret", "exit", "call", "brx"):
+        return "branch"
+    if op == "cvt":
+        return "conversion"
+    if op in _SFU:
+        return "sfu"
+    types = _types(ins)
+    if op in ("rcp", "sqrt", "div"):
+        if "approx" in mods and types and types[0] == "f32":
+            return "sfu"
+        if types and types[0] in _FLOAT_TYPES:
+            return _FLOAT_TYPES[types[0]]
+        return "int"
+    if op in _INT_ONLY:
+        return "int"
+    if op in ("mov", "cvta", "trap", "griddepcontrol", "nanosleep", "pmevent"):
+        return "other"
+    if types:
+        last = types[-1]  # setp.lt.f32: the compared type; cvt handled above
+        if last in _FLOAT_TYPES:
+            return _FLOAT_TYPES[last]
+        if last == "pred" and op in ("selp",):
+            return "int"
+        return "int"
+    return "other"
+
+
+def _mma_flops(ins) -> int:
+    """Floating-point operations (2 per multiply-add) of one warp's mma.sync."""
+    for mod in ins.modifiers:
+        if mod.startswith("m") and "n" in mod and "k" in mod:
+            try:
+                m, rest = mod[1:].split("n")
+                n, k = rest.split("k")
+                return 2 * int(m) * int(n) * int(k)
+            except ValueError:
+                continue
+    return 0
+
+
+def _mma_kind(ins) -> str:
+    types = _types(ins)
+    for t in ("f64", "tf32", "s8", "u8", "e4m3", "e5m2"):
+        if t in ins.modifiers:
+            return {"s8": "int8", "u8": "int8", "e4m3": "fp8", "e5m2": "fp8"}.get(t, t)
+    if "bf16" in types:
+        return "f16"
+    return "f16"
+
+
+class _MemSpec:
+    """How to find the addresses of one memory instruction."""
+
+    __slots__ = ("kind", "space", "size", "count", "get", "get2", "store")
+
+    def __init__(self, kind, space, size, count, get, get2=None, store=False):
+        self.kind, self.space, self.size, self.count = kind, space, size, count
+        self.get, self.get2, self.store = get, get2, store
+
+
+def _mem_spec(ins, image) -> Optional[_MemSpec]:
+    op, mods = ins.opcode, ins.modifiers
+    try:
+        if op in ("ld", "st", "ldu"):
+            space = _space(ins)
+            if space in ("param", "const"):
+                return None
+            types = _types(ins)
+            if not types:
+                return None
+            size = _SIZES.get(types[0], 4)
+            count = 4 if "v4" in mods else 2 if "v2" in mods else 8 if "v8" in mods else 1
+            operand = ins.operands[1] if op != "st" else ins.operands[0]
+            return _MemSpec("ld" if op != "st" else "st", space, size, count,
+                            image.address(ins, operand), store=op == "st")
+        if op in ("atom", "red"):
+            types = _types(ins)
+            size = 8 if types and types[0] in ("b64", "u64", "s64", "f64") else \
+                2 if types and types[0] in ("f16", "bf16", "b16") else 4
+            operand = ins.operands[1] if op == "atom" else ins.operands[0]
+            return _MemSpec("atom", _space(ins), size, 1, image.address(ins, operand), store=True)
+        if op == "cp" and "async" in mods and ("ca" in mods or "cg" in mods):
+            size = ins.operands[2]
+            size = int(size.value) if isinstance(size, Imm) else 16
+            return _MemSpec("cp", "global", size, 1, image.address(ins, ins.operands[1]),
+                            image.address(ins, ins.operands[0]))
+        if op == "ldmatrix":
+            count = 4 if "x4" in mods else 2 if "x2" in mods else 1
+            return _MemSpec("ldmatrix", "shared", 16, count, image.address(ins, ins.operands[1]))
+    except Exception:  # an operand form the image cannot address: count the issue only
+        return None
+    return None
+
+
+def _shared_wavefronts(group: np.ndarray, words: np.ndarray) -> int:
+    """Wavefronts of shared accesses: words[i] = 4-byte word touched by access element i,
+    group[i] = its (warp, phase) number. Per group the largest count of distinct words in one
+    bank; summed over the groups."""
+    if words.size == 0:
+        return 0
+    keys = np.unique((group.astype(np.int64) << 32) | words.astype(np.int64))
+    banks = np.unique(((keys >> 32) << 5) | (keys & 31), return_counts=True)
+    group_of = banks[0] >> 5
+    starts = np.flatnonzero(np.concatenate(([True], group_of[1:] != group_of[:-1])))
+    return int(np.maximum.reduceat(banks[1], starts).sum())
+
+
+def _ideal_wavefronts(warp: np.ndarray, words: np.ndarray) -> int:
+    """ceil(distinct bytes / 128) per warp, at least 1 per warp that accesses."""
+    distinct = np.unique((warp.astype(np.int64) << 32) | words.astype(np.int64))
+    per_warp = np.unique(distinct >> 32, return_counts=True)[1]
+    return int(np.maximum(1, -(-(per_warp * 4) // 128)).sum())
+
+
+class Profile:
+    """Counters for one launch (see the module docstring). Pass to `emulate(..., profile=)`,
+    `sim.run(..., profile=)` or `sim.nvidia.run(..., profile=)`."""
+
+    def __init__(self, sample: Optional[int] = None):
+        self.sample = sample
+        self.image = None
+        self.grid = (1, 1, 1)
+        self.threads = 0
+        self.ctas_run = 0
+        self.barriers = 0
+        self.global_ld_sectors = 0
+        self.global_st_sectors = 0
+        self.global_ld_ideal = 0
+        self.global_st_ideal = 0
+        self.global_ld_bytes = 0
+        self.global_st_bytes = 0
+        self.shared_wavefronts = 0
+        self.shared_ideal_wavefronts = 0
+        self.local_sectors = 0
+        self.mma_flops: Dict[str, int] = {}
+        self._read: List[np.ndarray] = []
+        self._written: List[np.ndarray] = []
+        self._pending = 0
+
+    # -- set-up by the launch ----------------------------------------------------------------
+    def attach(self, image, grid, threads: int) -> List[int]:
+        """Called by the launch: prepare the per-instruction tables; returns the flat CTA ids
+        to run (all of them, or the sample)."""
+        if self.image is not None and self.image is not image:
+            raise ValueError("a Profile counts one kernel; make a new one per kernel")
+        self.image = image
+        self.grid = tuple(grid)
+        self.threads = threads
+        self.warps = -(-threads // 32)
+        code = image.code
+        self.per_line = np.zeros(len(code), np.int64)
+        self.classes = np.zeros(len(code), np.int64)
+        self.mem: List[Optional[_MemSpec]] = [None] * len(code)
+        self.flops: List[int] = [0] * len(code)
+        self.mma_kinds: List[str] = [""] * len(code)
+        for index, entry in enumerate(code):
+            ins = entry[4]
+            if ins is None:
+                self.classes[index] = CLASS_INDEX["branch"]
+                continue
+            self.classes[index] = CLASS_INDEX[classify(ins)]
+            self.mem[index] = _mem_spec(ins, image)
+            if ins.opcode == "mma":
+                self.flops[index] = _mma_flops(ins)
+                self.mma_kinds[index] = _mma_kind(ins)
+        self.class_counts = np.zeros(len(CLASSES), np.int64)
+        total = grid[0] * grid[1] * grid[2]
+        if self.sample is None or self.sample >= total:
+            return list(range(total))
+        picks = np.unique(np.linspace(0, total - 1, max(1, self.sample)).round().astype(int))
+        return [int(p) for p in picks]
+
+    # -- called by the execution loop, before the instruction runs ------------------------------
+    def step(self, pc: int, cta, active, executing) -> None:
+        """`active`: threads at this instruction (None: all); `executing`: those whose guard
+        holds (None: all, False: none)."""
+        if active is None:
+            warps = self.warps
+        else:
+            warps = int(np.count_nonzero(self._by_warp(active).any(axis=1)))
+        self.per_line[pc] += warps
+        spec = self.mem[pc]
+        cls = self.classes[pc]
+        if spec is not None and executing is not False:
+            cls = self._memory(spec, cta, executing, cls)
+        self.class_counts[cls] += warps
+        if self.flops[pc]:
+            kind = self.mma_kinds[pc]
+            self.mma_flops[kind] = self.mma_flops.get(kind, 0) + warps * self.flops[pc]
+
+    def barrier(self) -> None:
+        self.barriers += 1
+
+    def _by_warp(self, mask: np.ndarray) -> np.ndarray:
+        pad = self.warps * 32 - mask.size
+        if pad:
+            mask = np.concatenate([mask, np.zeros(pad, np.bool_)])
+        return mask.reshape(self.warps, 32)
+
+    # -- memory ----------------------------------------------------------------------------------
+    def _memory(self, spec: _MemSpec, cta, executing, cls: int) -> int:
+        lanes = cta.tids if executing is None else np.nonzero(executing)[0]
+        if lanes.size == 0:
+            return cls
+        if spec.kind == "ldmatrix":
+            self._ldmatrix(spec, cta, executing)
+            return cls
+        base = np.broadcast_to(np.asarray(spec.get(cta), np.uint64), (cta.T,))[lanes]
+        if spec.kind == "cp":
+            self._global(lanes, base, spec.size, 1, store=False)
+            dst = np.broadcast_to(np.asarray(spec.get2(cta), np.uint64), (cta.T,))[lanes]
+            self._shared(lanes, dst, spec.size, 1)
+            return cls
+        space = spec.space
+        if space == "generic":
+            in_shared = (base >= SHARED_WINDOW) & (base < SHARED_WINDOW + WINDOW_SIZE)
+            in_local = (base >= LOCAL_WINDOW) & (base < LOCAL_WINDOW + WINDOW_SIZE)
+            in_global = ~(in_shared | in_local)
+            if in_shared.any():
+                self._shared(lanes[in_shared], base[in_shared] - np.uint64(SHARED_WINDOW),
+                             spec.size, spec.count)
+            if in_local.any():
+                self._local(lanes[in_local], spec.size, spec.count)
+            if in_global.any():
+                self._global(lanes[in_global], base[in_global], spec.size, spec.count,
+                             spec.store)
+            # the class follows where most lanes went
+            where = max((np.count_nonzero(in_global), "global"),
+                        (np.count_nonzero(in_shared), "shared"),
+                        (np.count_nonzero(in_local), "local"))[1]
+            suffix = "atom" if spec.kind == "atom" and where != "local" else \
+                "st" if spec.store else "ld"
+            return CLASS_INDEX[f"{where}_{suffix}"]
+        if space == "global":
+            self._global(lanes, base, spec.size, spec.count, spec.store)
+        elif space == "shared":
+            self._shared(lanes, base, spec.size, spec.count)
+        elif space == "local":
+            self._local(lanes, spec.size, spec.count)
+        return cls
+
+    def _global(self, lanes, base, size, count, store) -> None:
+        if count > 1:
+            addresses = (base[:, None] + np.arange(count, dtype=np.uint64) *
+                         np.uint64(size)).reshape(-1)
+            lanes = np.repeat(lanes, count)
+        else:
+            addresses = base
+        warp = (lanes // 32).astype(np.uint64)
+        sectors = addresses >> np.uint64(5)
+        touched = np.unique((sectors << np.uint64(6)) | warp).size
+        distinct = np.unique((addresses << np.uint64(6)) | warp)
+        per_warp = np.bincount((distinct & np.uint64(63)).astype(np.int64))
+        ideal = int(np.sum(-(-(per_warp[per_warp > 0] * size) // 32)))
+        unique_sectors = np.unique(sectors)
+        if store:
+            self.global_st_sectors += touched
+            self.global_st_ideal += ideal
+            self.global_st_bytes += int(distinct.size) * size
+            self._written.append(unique_sectors)
+        else:
+            self.global_ld_sectors += touched
+            self.global_ld_ideal += ideal
+            self.global_ld_bytes += int(distinct.size) * size
+            self._read.append(unique_sectors)
+        self._pending += unique_sectors.size
+        if self._pending > 2_000_000:
+            self._compact()
+
+    def _compact(self) -> None:
+        for name in ("_read", "_written"):
+            parts = getattr(self, name)
+            if len(parts) > 1:
+                setattr(self, name, [np.unique(np.concatenate(parts))])
+        self._pending = sum(p.size for p in self._read + self._written)
+
+    def _shared(self, lanes, base, size, count) -> None:
+        per_thread = size * count
+        lanes_per_phase = 32 // max(1, min(per_thread // 4, 4)) if per_thread >= 4 else 32
+        words_per_element = max(1, -(-size // 4))
+        offsets = (np.arange(count, dtype=np.uint64) * np.uint64(size))
+        addresses = (base[:, None] + offsets[None, :]).reshape(-1)
+        lane_of = np.repeat(lanes, count)
+        if words_per_element > 1:
+            addresses = (addresses[:, None] + np.arange(words_per_element, dtype=np.uint64)
+                         * np.uint64(4)).reshape(-1)
+            lane_of = np.repeat(lane_of, words_per_element)
+        words = (addresses >> np.uint64(2)) & np.uint64(0xFFFFFFFF)
+        warp = lane_of // 32
+        phase = (lane_of % 32) // lanes_per_phase
+        self.shared_wavefronts += _shared_wavefronts(warp * 32 + phase, words)
+        self.shared_ideal_wavefronts += _ideal_wavefronts(warp, words)
+
+    def _ldmatrix(self, spec: _MemSpec, cta, executing) -> None:
+        T = cta.T
+        addresses = np.broadcast_to(np.asarray(spec.get(cta), np.uint64), (T,))
+        active = np.ones(T, np.bool_) if executing is None else executing
+        warps = np.nonzero(self._by_warp(active).any(axis=1))[0]
+        matrices = np.arange(spec.count)
+        # row-start lanes: 8 per matrix (lanes 8m .. 8m+7 of each warp)
+        rows = (32 * warps[:, None, None] + 8 * matrices[None, :, None] +
+                np.arange(8)[None, None, :])
+        starts = addresses[rows] >> np.uint64(2)
+        words = (starts[..., None] + np.arange(4, dtype=np.uint64)).reshape(-1)  # 16 B a row
+        group = np.broadcast_to((warps[:, None] * 32 + matrices[None, :])[..., None, None],
+                                rows.shape + (4,)).reshape(-1)
+        self.shared_wavefronts += _shared_wavefronts(group, words & np.uint64(0xFFFFFFFF))
+        self.shared_ideal_wavefronts += len(warps) * spec.count
+
+    def _local(self, lanes, size, count) -> None:
+        per_warp = np.bincount(lanes // 32)
+        self.local_sectors += int(np.sum(-(-(per_warp[per_warp > 0] * size * count) // 32)))
+
+    # -- results ---------------------------------------------------------------------------------
+    @property
+    def ctas(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    @property
+    def scale(self) -> float:
+        """grid CTAs / CTAs run (1.0 unless sampled)."""
+        return self.ctas / self.ctas_run if self.ctas_run else 0.0
+
+    def footprint(self):
+        """(distinct sectors read, distinct sectors written) over the CTAs run."""
+        self._compact()
+        read = self._read[0].size if self._read else 0
+        written = self._written[0].size if self._written else 0
+        return read, written
+
+    def report(self, scaled: bool = True) -> dict:
+        """Every count as a plain dict; `scaled` multiplies by `scale` (grid / CTAs run)."""
+        s = self.scale if scaled else 1.0
+
+        def sc(value):
+            return int(round(value * s))
+        read, written = self.footprint()
+        return {
+            "grid": self.grid, "threads": self.threads, "ctas_run": self.ctas_run,
+            "scale": s,
+            "instructions": {name: sc(self.class_counts[i]) for i, name in enumerate(CLASSES)},
+            "total_instructions": sc(int(self.class_counts.sum())),
+            "global_ld_sectors": sc(self.global_ld_sectors),
+            "global_ld_ideal_sectors": sc(self.global_ld_ideal),
+            "global_st_sectors": sc(self.global_st_sectors),
+            "global_st_ideal_sectors": sc(self.global_st_ideal),
+            "global_ld_bytes": sc(self.global_ld_bytes),
+            "global_st_bytes": sc(self.global_st_bytes),
+            "footprint_read_bytes": sc(32 * read), "footprint_written_bytes": sc(32 * written),
+            "shared_wavefronts": sc(self.shared_wavefronts),
+            "shared_ideal_wavefronts": sc(self.shared_ideal_wavefronts),
+            "local_sectors": sc(self.local_sectors),
+            "barriers": sc(self.barriers),
+            "mma_flops": {k: sc(v) for k, v in self.mma_flops.items()},
+        }

@@ -143,6 +143,7 @@ class ModuleReader:
         self._locations: Dict[int, object] = {0: None}
         self._attr_cache: Dict[tuple, A.Attribute] = {}  # fast path: equal attributes shared
         self.num_ops = 0
+        self.num_params = 0  # parameters of the entries read so far
         self.fast_fallbacks = 0  # function bodies the fast decoder handed back (tests watch this)
 
     def error(self, message: str, offset: int) -> DecodeError:
@@ -464,7 +465,13 @@ class ModuleReader:
                   for _ in range(reader.count("function input count"))]
         results = [self._type_ref(reader, "function result type")
                    for _ in range(reader.count("function result count"))]
-        return T.FunctionType(tuple(inputs), tuple(results))
+        result = T.FunctionType(tuple(inputs), tuple(results))
+        # Entries refer to earlier entries, so n of them can spell out 2^n characters of text.
+        size = T.text_size(result)
+        if size > self.limits.max_type_text:
+            raise self.error(f"limit exceeded: function type text would be {size} characters, "
+                             f"more than max_type_text={self.limits.max_type_text}", tag_offset)
+        return result
 
     def _tensor_view(self, reader: Reader) -> T.TensorViewType:
         offset = reader.offset
@@ -826,6 +833,12 @@ class ModuleReader:
         body_length = reader.varint("function body length")
         body_reader = reader.sub(body_length, "function body")
 
+        # Entries may share one signature: their parameters count against max_values together.
+        self.num_params += len(signature.inputs)
+        if self.num_params > self.limits.max_values:
+            raise self.error(f"limit exceeded: entries up to {name!r} take {self.num_params} "
+                             f"parameters, more than max_values={self.limits.max_values}",
+                             sig_offset)
         args = [Value(t, None, i) for i, t in enumerate(signature.inputs)]
         block = Block(args)
         for arg in args:

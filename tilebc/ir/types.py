@@ -14,7 +14,7 @@ from typing import Optional, Tuple, Union
 from ..errors import TilebcError
 from ..ops.enums import PaddingValue, PtrAttr
 from ..version import V13_1, V13_2, V13_3, V13_4, Version
-from .shared import brief, cached_hash, repr_pieces, shared_node
+from .shared import BRIEF_LIMIT, brief, cached_hash, repr_pieces, shared_node
 
 # Characters the text of one type may have. A function type's text spells out every type it
 # refers to, so a type table whose entries refer to earlier ones twice describes text 2^n long;
@@ -237,10 +237,14 @@ class FunctionType(Type):
 
     def __str__(self) -> str:
         size = text_size(self)
-        if size > TYPE_TEXT_LIMIT:
-            if _EXACT_TEXT.get():
-                raise TilebcError(f"cannot print a function type of {size} characters (more than "
-                                  f"{TYPE_TEXT_LIMIT}): it refers to the same types over and over")
+        exact = _EXACT_TEXT.get()
+        if size > TYPE_TEXT_LIMIT and exact:
+            raise TilebcError(f"cannot print a function type of {size} characters (more than "
+                              f"{TYPE_TEXT_LIMIT}): it refers to the same types over and over")
+        # Outside the printer, a long function type that nests function types (valid nowhere, so
+        # only messages about invalid IR show it) is cut short, as is any past the limit.
+        if not exact and (size > TYPE_TEXT_LIMIT or size > BRIEF_LIMIT and any(
+                isinstance(part, FunctionType) for part in self.inputs + self.results)):
             return f"{brief(self)} (a function type of {size} characters)"
         return f"({', '.join(map(str, self.inputs))}) -> ({', '.join(map(str, self.results))})"
 

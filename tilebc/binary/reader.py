@@ -19,6 +19,7 @@ from ..ir import attrs as A
 from ..ir import location as L
 from ..ir import types as T
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
+from ..ir.shared import brief
 from ..numerics import dense_expected_sizes, dense_is_splat, dense_size_ok
 from ..ops.enums import PaddingValue, PtrAttr, SymbolVisibility
 from ..ops.spec import Arity, AttrKind
@@ -361,7 +362,7 @@ class ModuleReader:
         if isinstance(result, T.ElementType) or (allow_pointer and isinstance(result, T.PointerType)):
             return result
         raise self.error(f"{what} must be an element type{' or pointer' if allow_pointer else ''}, "
-                         f"got {result}", offset)
+                         f"got {brief(result)}", offset)
 
     def _enum(self, reader: Reader, enum, what: str):
         offset = reader.offset
@@ -477,7 +478,7 @@ class ModuleReader:
         offset = reader.offset
         result = self._type_ref(reader, "tensor_view type")
         if not isinstance(result, T.TensorViewType):
-            raise self.error(f"expected a tensor_view type, got {result}", offset)
+            raise self.error(f"expected a tensor_view type, got {brief(result)}", offset)
         return result
 
     def _check_flags(self, flags: int, known: int, what: str, offset: int) -> None:
@@ -505,7 +506,7 @@ class ModuleReader:
 
     def dense(self, tile_type: T.Type, index: int, offset: int) -> A.DenseElementsAttr:
         if not isinstance(tile_type, T.TileType):
-            raise self.error(f"dense constant needs a tile type, got {tile_type}", offset)
+            raise self.error(f"dense constant needs a tile type, got {brief(tile_type)}", offset)
         data = self.constant(index, offset)
         if not dense_size_ok(tile_type, data):
             raise self.error(f"constant {index} has {len(data)} bytes, which is neither a splat "
@@ -793,7 +794,7 @@ class ModuleReader:
         sig_offset = reader.offset
         signature = self._type_ref(reader, "function signature")
         if not isinstance(signature, T.FunctionType):
-            raise self.error(f"function signature must be a function type, got {signature}",
+            raise self.error(f"function signature must be a function type, got {brief(signature)}",
                              sig_offset)
         flags_offset = reader.offset
         flags = reader.u8("function flags")

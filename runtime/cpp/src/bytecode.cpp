@@ -227,6 +227,17 @@ std::string type_text(const TypeNode& node) {
   return out;
 }
 
+/// A type as messages show it: its text, cut to 200 characters followed by "…" when longer (the
+/// Python reader's tilebc.ir.shared.brief).
+std::string brief_text(const TypeNode& node) {
+  std::string text = type_text(node);
+  if (text.size() > 200) {
+    text.resize(200);
+    text += "\xe2\x80\xa6";
+  }
+  return text;
+}
+
 struct Section {
   std::uint64_t begin = 0;
   std::uint64_t end = 0;
@@ -611,13 +622,13 @@ const TypeNode& ModuleReader::element(Cursor& reader, const std::string& what, b
   const TypeNode& result = type_ref(reader, what);
   if (result.kind == Kind::element || (allow_pointer && result.kind == Kind::pointer)) return result;
   error(offset, what + " must be an element type" + (allow_pointer ? " or pointer" : "") + ", got " +
-                    type_text(result));
+                    brief_text(result));
 }
 
 const TypeNode& ModuleReader::tensor_view(Cursor& reader) {
   const std::uint64_t offset = reader.pos;
   const TypeNode& result = type_ref(reader, "tensor_view type");
-  if (result.kind != Kind::tensor_view) error(offset, "expected a tensor_view type, got " + type_text(result));
+  if (result.kind != Kind::tensor_view) error(offset, "expected a tensor_view type, got " + brief_text(result));
   return result;
 }
 
@@ -824,7 +835,7 @@ void ModuleReader::decode_type(Cursor& reader, TypeNode& node) {
 
 void ModuleReader::dense(const TypeNode& tile_type, std::uint64_t index, std::uint64_t offset) {
   if (tile_type.kind != Kind::tile)
-    error(offset, "dense constant needs a tile type, got " + type_text(tile_type));
+    error(offset, "dense constant needs a tile type, got " + brief_text(tile_type));
   if (index >= constant_blobs_.size())
     error(offset, "constant index " + std::to_string(index) + " out of range (pool has " +
                       std::to_string(constant_blobs_.size()) + ")");
@@ -1066,7 +1077,7 @@ Entry ModuleReader::read_function(Cursor& reader) {
   const std::uint64_t signature_offset = reader.pos;
   const TypeNode& signature = type_ref(reader, "function signature");
   if (signature.kind != Kind::function)
-    error(signature_offset, "function signature must be a function type, got " + type_text(signature));
+    error(signature_offset, "function signature must be a function type, got " + brief_text(signature));
   const std::uint64_t flags_offset = reader.pos;
   unsigned flags = reader.u8("function flags");
   if (!(flags & F::kFunctionFlagKernel))

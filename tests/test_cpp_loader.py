@@ -888,6 +888,49 @@ def test_cpp_and_python_choose_the_same_cache_root(cpp_build, tmp_path):
     assert python == str(tmp_path / "tmp" / f"tilebc-cache-{os.getuid()}")
 
 
+def test_shared_structure_is_read_in_linear_time(cpp_build, tmp_path):
+    """Type-table entries that each refer to the previous one twice (T_k = (T_k-1, T_k-1) -> ())
+    describe text 2^k characters long, which this reader used to build until std::bad_alloc. It
+    now keeps each entry's own part and refuses a type past max_type_text with Python's message
+    and offset; a shallower one and a chain of shared call sites read as Python reads them."""
+    from fuzz.shared import callsite_chain, function_type_chain
+    from tilebc.ir.types import exact_type_text
+    files = {"functions": function_type_chain(40), "shallow": function_type_chain(11),
+             "callsites": callsite_chain(50)}
+    paths = []
+    for name, data in files.items():
+        paths.append(tmp_path / f"{name}.tilebc")
+        paths[-1].write_bytes(data)
+    for strict in (False, True):
+        functions, shallow, callsites = run_tool(cpp_build, "list", *(["--strict"] if strict else []),
+                                                 *map(str, paths), timeout=60)
+        assert not functions["ok"], functions
+        assert functions["message"] == ("limit exceeded: function type text would be 77814 characters, "
+                                        "more than max_type_text=65536")
+        with pytest.raises(tilebc.DecodeError) as caught:
+            tilebc.load(files["functions"], verify=False, strict=strict)
+        assert (functions["offset"], functions["message"]) == (caught.value.offset, caught.value.message)
+        # Python's str() cuts a nested function type short for messages; the text itself is exact.
+        [entry] = shallow["entries"]
+        assert len(entry["params"][0]["type"]) == 38902 and entry["params"][0]["kind"] == "unsupported"
+        with exact_type_text():
+            assert entry["params"][0]["type"] == str(tilebc.load(files["shallow"], verify=False).functions[0]
+                                                     .type.inputs[0])
+        assert compare_with_python(callsites, files["callsites"], strict, "callsites") == "both-accept"
+    # A long type in a message is cut to 200 characters, as Python's reader cuts it.
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        from test_shared_structure import wide_pointee
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    path = tmp_path / "wide-pointee.tilebc"
+    path.write_bytes(wide_pointee())
+    [record] = run_tool(cpp_build, "list", str(path))
+    with pytest.raises(tilebc.DecodeError) as caught:
+        tilebc.load(path.read_bytes(), verify=False)
+    assert (record["offset"], record["message"]) == (caught.value.offset, caught.value.message)
+
+
 def test_strings_that_are_not_utf8_list_like_python(cpp_build, tmp_path):
     """Strings are raw bytes on both sides (entry names included); the tool's JSON carries a byte
     that starts no UTF-8 sequence as U+DC00+byte, which is Python's surrogateescape."""

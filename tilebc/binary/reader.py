@@ -19,6 +19,7 @@ from ..ir import attrs as A
 from ..ir import location as L
 from ..ir import types as T
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
+from ..ir.shared import brief
 from ..numerics import dense_expected_sizes, dense_is_splat, dense_size_ok
 from ..ops.enums import PaddingValue, PtrAttr, SymbolVisibility
 from ..ops.spec import Arity, AttrKind
@@ -143,6 +144,7 @@ class ModuleReader:
         self._locations: Dict[int, object] = {0: None}
         self._attr_cache: Dict[tuple, A.Attribute] = {}  # fast path: equal attributes shared
         self.num_ops = 0
+        self.num_params = 0  # parameters of the entries read so far
         self.fast_fallbacks = 0  # function bodies the fast decoder handed back (tests watch this)
 
     def error(self, message: str, offset: int) -> DecodeError:
@@ -360,7 +362,7 @@ class ModuleReader:
         if isinstance(result, T.ElementType) or (allow_pointer and isinstance(result, T.PointerType)):
             return result
         raise self.error(f"{what} must be an element type{' or pointer' if allow_pointer else ''}, "
-                         f"got {result}", offset)
+                         f"got {brief(result)}", offset)
 
     def _enum(self, reader: Reader, enum, what: str):
         offset = reader.offset
@@ -464,13 +466,19 @@ class ModuleReader:
                   for _ in range(reader.count("function input count"))]
         results = [self._type_ref(reader, "function result type")
                    for _ in range(reader.count("function result count"))]
-        return T.FunctionType(tuple(inputs), tuple(results))
+        result = T.FunctionType(tuple(inputs), tuple(results))
+        # Entries refer to earlier entries, so n of them can spell out 2^n characters of text.
+        size = T.text_size(result)
+        if size > self.limits.max_type_text:
+            raise self.error(f"limit exceeded: function type text would be {size} characters, "
+                             f"more than max_type_text={self.limits.max_type_text}", tag_offset)
+        return result
 
     def _tensor_view(self, reader: Reader) -> T.TensorViewType:
         offset = reader.offset
         result = self._type_ref(reader, "tensor_view type")
         if not isinstance(result, T.TensorViewType):
-            raise self.error(f"expected a tensor_view type, got {result}", offset)
+            raise self.error(f"expected a tensor_view type, got {brief(result)}", offset)
         return result
 
     def _check_flags(self, flags: int, known: int, what: str, offset: int) -> None:
@@ -498,7 +506,7 @@ class ModuleReader:
 
     def dense(self, tile_type: T.Type, index: int, offset: int) -> A.DenseElementsAttr:
         if not isinstance(tile_type, T.TileType):
-            raise self.error(f"dense constant needs a tile type, got {tile_type}", offset)
+            raise self.error(f"dense constant needs a tile type, got {brief(tile_type)}", offset)
         data = self.constant(index, offset)
         if not dense_size_ok(tile_type, data):
             raise self.error(f"constant {index} has {len(data)} bytes, which is neither a splat "
@@ -786,7 +794,7 @@ class ModuleReader:
         sig_offset = reader.offset
         signature = self._type_ref(reader, "function signature")
         if not isinstance(signature, T.FunctionType):
-            raise self.error(f"function signature must be a function type, got {signature}",
+            raise self.error(f"function signature must be a function type, got {brief(signature)}",
                              sig_offset)
         flags_offset = reader.offset
         flags = reader.u8("function flags")
@@ -826,6 +834,12 @@ class ModuleReader:
         body_length = reader.varint("function body length")
         body_reader = reader.sub(body_length, "function body")
 
+        # Entries may share one signature: their parameters count against max_values together.
+        self.num_params += len(signature.inputs)
+        if self.num_params > self.limits.max_values:
+            raise self.error(f"limit exceeded: entries up to {name!r} take {self.num_params} "
+                             f"parameters, more than max_values={self.limits.max_values}",
+                             sig_offset)
         args = [Value(t, None, i) for i, t in enumerate(signature.inputs)]
         block = Block(args)
         for arg in args:

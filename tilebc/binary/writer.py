@@ -10,12 +10,14 @@ from ..ir import attrs as A
 from ..ir import location as L
 from ..ir import types as T
 from ..ir.module import Block, Function, Module, Op, Value
+from ..ir.shared import brief
 from ..numerics import dense_size_ok
 from ..ops.enums import PtrAttr, SymbolVisibility, WireEnum
 from ..ops.spec import Arity, AttrKind
 from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS, GLOBAL_VISIBILITY_AND_CONSTANT,
                        POINTER_ATTR, PREVIEW_TAG, PRODUCER_SECTION, UNIFIED_OPTIONAL_BITFIELD,
                        Version, VersionLike, check_supported)
+from .limits import DEFAULT_LIMITS
 from .container import MAGIC, PREVIEW_TAG_BIT, SECTION_ALIGNMENT, SectionId
 from .primitives import INT64_MIN, Writer
 from .reader import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTIONARY, ATTR_DIV_BY,
@@ -68,6 +70,10 @@ class ModuleWriter:
         self.constants = _Interner()
         self.debug = _Interner(first_index=1)
         self.debug_index: Dict[object, int] = {}
+        # How many table entries deep each entry reaches through its references: a reader refuses
+        # chains longer than max_nesting, so the writer refuses to produce them.
+        self.type_depth: Dict[int, int] = {}
+        self.debug_depth: Dict[int, int] = {0: 0}
 
     def fail(self, message: str, op: Optional[Op] = None) -> EncodeError:
         where = f"{op.name}: " if op is not None else ""
@@ -93,9 +99,26 @@ class ModuleWriter:
             return found
         writer = Writer()
         self._encode_type(value, writer)
+        if isinstance(value, T.FunctionType) and T.text_size(value) > DEFAULT_LIMITS.max_type_text:
+            raise self.fail(f"function type {brief(value)} has a text of {T.text_size(value)} "
+                            f"characters; readers refuse more than max_type_text="
+                            f"{DEFAULT_LIMITS.max_type_text}")
         blob = bytes(writer.buf)
-        found = self.type_index[value] = self.types.add(blob, blob)
+        found = self.types.add(blob, blob)
+        self.type_depth[found] = self._depth(
+            "type", value, self.type_depth, [self.type_index[part] for part in _type_parts(value)])
+        self.type_index[value] = found
         return found
+
+    def _depth(self, what: str, value, depths: Dict[int, int], refs: List[int]) -> int:
+        """1 + the deepest entry in `refs`; an EncodeError past the reader's max_nesting."""
+        depth = 1 + max((depths[ref] for ref in refs), default=0)
+        if depth > DEFAULT_LIMITS.max_nesting:
+            text = brief(value) if what == "type" else brief(value, repr)
+            raise self.fail(f"{what} {text} refers to other {what}s {depth} entries deep; "
+                            f"readers refuse chains longer than max_nesting="
+                            f"{DEFAULT_LIMITS.max_nesting}")
+        return depth
 
     def _encode_type(self, value: T.Type, out: Writer) -> None:
         version = self.version
@@ -457,6 +480,7 @@ class ModuleWriter:
         if found is not None:
             return found
         out = Writer()
+        refs: List[int] = []
         if isinstance(value, L.UnknownDebugAttr):
             out.varint(DEBUG_UNKNOWN)
         elif isinstance(value, L.DIFile):
@@ -465,15 +489,18 @@ class ModuleWriter:
             out.varint(self.string(value.directory))
         elif isinstance(value, L.DICompileUnit):
             file = self.debug_attr(value.file)
+            refs = [file]
             out.varint(DEBUG_COMPILE_UNIT)
             out.varint(file)
         elif isinstance(value, L.DILexicalBlock):
             scope, file = self.debug_attr(value.scope), self.debug_attr(value.file)
+            refs = [scope, file]
             out.varint(DEBUG_LEXICAL_BLOCK)
             for item in (scope, file, value.line, value.column):
                 out.varint(item)
         elif isinstance(value, L.DILoc):
             scope = self.debug_attr(value.scope)
+            refs = [scope]
             out.varint(DEBUG_LOC)
             out.varint(scope)
             out.varint(self.string(value.filename))
@@ -481,6 +508,7 @@ class ModuleWriter:
             out.varint(value.column)
         elif isinstance(value, L.DISubprogram):
             file, unit = self.debug_attr(value.file), self.debug_attr(value.compile_unit)
+            refs = [file, unit]
             out.varint(DEBUG_SUBPROGRAM)
             out.varint(file)
             out.varint(value.line)
@@ -496,13 +524,16 @@ class ModuleWriter:
             # An unknown part (None) is debug index 0, as for any other location.
             callee, caller = (0 if part is None else self.debug_attr(part)
                               for part in (value.callee, value.caller))
+            refs = [callee, caller]
             out.varint(DEBUG_CALL_SITE)
             out.varint(callee)
             out.varint(caller)
         else:
             raise self.fail(f"cannot encode debug attribute {value!r}")
         blob = bytes(out.buf)
-        found = self.debug_index[value] = self.debug.add(blob, blob)
+        found = self.debug.add(blob, blob)
+        self.debug_depth[found] = self._depth("debug attribute", value, self.debug_depth, refs)
+        self.debug_index[value] = found
         return found
 
     # ---- module ----------------------------------------------------------------------------------
@@ -644,3 +675,16 @@ def encode_offset_table(blobs: List[bytes], offset_width: int, alignment: int,
 
 def _show(value) -> str:
     return value.keyword if isinstance(value, WireEnum) else repr(value)
+
+
+def _type_parts(value: T.Type) -> List[T.Type]:
+    """The types a type's table entry refers to."""
+    if isinstance(value, T.PointerType):
+        return [value.pointee]
+    if isinstance(value, (T.TileType, T.TensorViewType)):
+        return [value.element]
+    if isinstance(value, (T.PartitionViewType, T.StridedViewType, T.GatherScatterViewType)):
+        return [value.tensor_view]
+    if isinstance(value, T.FunctionType):
+        return list(value.inputs + value.results)
+    return []

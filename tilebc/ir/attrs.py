@@ -1,9 +1,13 @@
-"""Self-contained (tagged) attributes, plus the dense-elements payload used by constants and globals."""
+"""Self-contained (tagged) attributes, plus the dense-elements payload used by constants and globals.
+
+Arrays and dictionaries nest and may share elements: hashes are cached and equality compares each
+pair of nested values once (tilebc/ir/shared.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from .shared import cached_hash, shared_node
 from .types import ElementType, TileType, Type
 
 
@@ -13,12 +17,14 @@ class Attribute:
     __slots__ = ()
 
 
+@cached_hash
 @dataclass(frozen=True)
 class IntegerAttr(Attribute):
     type: ElementType
     value: int  # signed interpretation (i1: 0/1)
 
 
+@cached_hash
 @dataclass(frozen=True)
 class FloatAttr(Attribute):
     type: ElementType
@@ -30,26 +36,31 @@ class FloatAttr(Attribute):
         return float_from_bits(self.bits, self.type)
 
 
+@cached_hash
 @dataclass(frozen=True)
 class BoolAttr(Attribute):
     value: bool
 
 
+@cached_hash
 @dataclass(frozen=True)
 class TypeAttr(Attribute):
     value: Type
 
 
+@cached_hash
 @dataclass(frozen=True)
 class StringAttr(Attribute):
     value: str
 
 
+@shared_node
 @dataclass(frozen=True)
 class ArrayAttr(Attribute):
     elements: Tuple[Attribute, ...]
 
 
+@cached_hash
 @dataclass(frozen=True)
 class DenseElementsAttr(Attribute):
     """Raw little-endian element buffer; one element means splat; i1 non-splat is bit-packed."""
@@ -63,6 +74,7 @@ class DenseElementsAttr(Attribute):
         return numerics.dense_is_splat(self.type, self.data)
 
 
+@cached_hash
 @dataclass(frozen=True)
 class DivByAttr(Attribute):
     divisor: int
@@ -70,11 +82,13 @@ class DivByAttr(Attribute):
     along: Optional[int] = None
 
 
+@cached_hash
 @dataclass(frozen=True)
 class SameElementsAttr(Attribute):
     values: Tuple[int, ...]
 
 
+@shared_node
 @dataclass(frozen=True)
 class DictionaryAttr(Attribute):
     entries: Tuple[Tuple[str, Attribute], ...]
@@ -86,6 +100,7 @@ class DictionaryAttr(Attribute):
         return default
 
 
+@shared_node
 @dataclass(frozen=True)
 class OptimizationHintsAttr(Attribute):
     """Per-architecture hint dictionaries: (("sm_90", DictionaryAttr(...)), ...)."""
@@ -93,6 +108,7 @@ class OptimizationHintsAttr(Attribute):
     entries: Tuple[Tuple[str, DictionaryAttr], ...]
 
 
+@cached_hash
 @dataclass(frozen=True)
 class BoundedAttr(Attribute):
     lower: Optional[int] = None

@@ -1,11 +1,38 @@
-"""Tile IR types. All types are frozen dataclasses, so equality is structural, as the spec requires."""
+"""Tile IR types. All types are frozen dataclasses, so equality is structural, as the spec requires.
+
+Function types refer to other types, so tables can share them: hashes are cached, equality and
+`text_size` visit each distinct sub-type once, and the text of a function type is refused by the
+printer (cut short elsewhere) past TYPE_TEXT_LIMIT characters (tilebc/ir/shared.py).
+"""
 from __future__ import annotations
 
+import contextlib
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Optional, Tuple, Union
 
+from ..errors import TilebcError
 from ..ops.enums import PaddingValue, PtrAttr
 from ..version import V13_1, V13_2, V13_3, V13_4, Version
+from .shared import BRIEF_LIMIT, brief, cached_hash, repr_pieces, shared_node
+
+# Characters the text of one type may have. A function type's text spells out every type it
+# refers to, so a type table whose entries refer to earlier ones twice describes text 2^n long;
+# the reader refuses such types (DecodeLimits.max_type_text, same default), the printer refuses
+# longer text and messages show it cut short.
+TYPE_TEXT_LIMIT = 1 << 16
+_EXACT_TEXT: ContextVar[bool] = ContextVar("tilebc_exact_type_text", default=False)
+
+
+@contextlib.contextmanager
+def exact_type_text():
+    """Within this context, a type whose text exceeds TYPE_TEXT_LIMIT raises TilebcError when
+    printed instead of printing cut short (the printer must not emit a shortened type)."""
+    token = _EXACT_TEXT.set(True)
+    try:
+        yield
+    finally:
+        _EXACT_TEXT.reset(token)
 
 
 class Type:
@@ -14,6 +41,7 @@ class Type:
     __slots__ = ()
 
 
+@cached_hash
 @dataclass(frozen=True)
 class ElementType(Type):
     """A scalar element type (`i32`, `f16`, `f8E4M3FN`, …). Use the module-level singletons."""
@@ -81,6 +109,7 @@ fnv8E5M3FNU = ELEMENT_TYPES["fnv8E5M3FNU"]
 Dim = Optional[int]
 
 
+@cached_hash
 @dataclass(frozen=True)
 class PointerType(Type):
     pointee: ElementType
@@ -92,6 +121,7 @@ class PointerType(Type):
         return f"ptr<{self.pointee}>"
 
 
+@cached_hash
 @dataclass(frozen=True)
 class TileType(Type):
     shape: Tuple[int, ...]
@@ -117,6 +147,7 @@ def _dims(values: Tuple[Dim, ...], sep: str) -> str:
     return sep.join("?" if v is None else str(v) for v in values)
 
 
+@cached_hash
 @dataclass(frozen=True)
 class TensorViewType(Type):
     element: ElementType
@@ -138,6 +169,7 @@ class TensorViewType(Type):
         return text + ">"
 
 
+@cached_hash
 @dataclass(frozen=True)
 class PartitionViewType(Type):
     tile_shape: Tuple[int, ...]
@@ -155,6 +187,7 @@ class PartitionViewType(Type):
         return text + ">"
 
 
+@cached_hash
 @dataclass(frozen=True)
 class StridedViewType(Type):
     tile_shape: Tuple[int, ...]
@@ -174,6 +207,7 @@ class StridedViewType(Type):
         return text + ">"
 
 
+@cached_hash
 @dataclass(frozen=True)
 class GatherScatterViewType(Type):
     tile_shape: Tuple[int, ...]
@@ -188,19 +222,70 @@ class GatherScatterViewType(Type):
         return text + f", {self.tensor_view}, sparse_dim={self.sparse_dim}>"
 
 
+@cached_hash
 @dataclass(frozen=True)
 class TokenType(Type):
     def __str__(self) -> str:
         return "token"
 
 
+@shared_node
 @dataclass(frozen=True)
 class FunctionType(Type):
     inputs: Tuple[Type, ...]
     results: Tuple[Type, ...] = ()
 
     def __str__(self) -> str:
+        size = text_size(self)
+        exact = _EXACT_TEXT.get()
+        if size > TYPE_TEXT_LIMIT and exact:
+            raise TilebcError(f"cannot print a function type of {size} characters (more than "
+                              f"{TYPE_TEXT_LIMIT}): it refers to the same types over and over")
+        # Outside the printer, a long function type that nests function types (valid nowhere, so
+        # only messages about invalid IR show it) is cut short, as is any past the limit.
+        if not exact and (size > TYPE_TEXT_LIMIT or size > BRIEF_LIMIT and any(
+                isinstance(part, FunctionType) for part in self.inputs + self.results)):
+            return f"{brief(self)} (a function type of {size} characters)"
         return f"({', '.join(map(str, self.inputs))}) -> ({', '.join(map(str, self.results))})"
+
+    def _text_pieces(self, render):
+        """The text as pieces: strings and the types to render in between (for `brief`)."""
+        if render is not str:
+            yield from repr_pieces(self, render)
+            return
+        yield "("
+        for index, item in enumerate(self.inputs):
+            if index:
+                yield ", "
+            yield item
+        yield ") -> ("
+        for index, item in enumerate(self.results):
+            if index:
+                yield ", "
+            yield item
+        yield ")"
+
+
+def text_size(type_: Type) -> int:
+    """len(str(type_)) without building the text: one step per distinct function type."""
+    if not isinstance(type_, FunctionType):
+        return len(str(type_))
+    cached = type_.__dict__.get("_text_size")
+    if cached is not None:
+        return cached
+    stack = [type_]
+    while stack:  # post-order without recursion: nesting may be deep in a hand-built type
+        node = stack[-1]
+        pending = [t for t in node.inputs + node.results
+                   if isinstance(t, FunctionType) and "_text_size" not in t.__dict__]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        parts = [text_size(t) for t in node.inputs], [text_size(t) for t in node.results]
+        node.__dict__["_text_size"] = 8 + sum(  # "(" ins ") -> (" results ")"
+            sum(sizes) + 2 * max(len(sizes) - 1, 0) for sizes in parts)
+    return type_.__dict__["_text_size"]
 
 
 token = TokenType()

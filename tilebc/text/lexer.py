@@ -6,10 +6,11 @@ line and column and show the offending line with a caret.
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Dict, List, Optional
 
 from ..errors import TextSyntaxError
 
@@ -35,6 +36,7 @@ MAX_NUMBER_CHARS = 256
 MAX_NESTING = 64
 # The source line quoted under an error shows this many characters either side of the caret.
 _QUOTE_WINDOW = 80
+_NEWLINE = re.compile("\n")
 _SPACE = re.compile(r"(?:\s+|//[^\n]*)+")
 
 
@@ -51,14 +53,21 @@ class Cursor:
         self.filename = filename
         self.pos = 0
         self._peeked: Optional[Token] = None
-        self.depth = 0  # current nesting (see `nesting`)
+        self.depth = 0  # current nesting, all families together (see `nesting`)
+        self.depths: Dict[str, int] = {}  # current nesting of each family
+        self._newlines: Optional[List[int]] = None  # offsets of "\n", found on first use
 
     # ---- positions and errors --------------------------------------------------------------------
 
     def line_col(self, pos: int):
-        line = self.text.count("\n", 0, pos) + 1
-        column = pos - (self.text.rfind("\n", 0, pos) + 1) + 1
-        return line, column
+        # Every op records its line:col, so this must not rescan the text: the newline offsets
+        # are found once and searched (a scan per op made parsing quadratic in the text's size).
+        newlines = self._newlines
+        if newlines is None:
+            newlines = self._newlines = [m.start() for m in _NEWLINE.finditer(self.text)]
+        line = bisect.bisect_left(newlines, pos)
+        start = newlines[line - 1] + 1 if line else 0
+        return line + 1, pos - start + 1
 
     def error(self, message: str, pos: Optional[int] = None) -> TextSyntaxError:
         pos = self.peek().pos if pos is None else pos
@@ -168,17 +177,27 @@ class Cursor:
 
 def nesting(what: str):
     """Decorator for a recursive parse method of an object with a Cursor `c`: refuses input that
-    nests deeper than MAX_NESTING with a TextSyntaxError instead of a RecursionError."""
+    nests deeper than MAX_NESTING with a TextSyntaxError instead of a RecursionError. Each `what`
+    (regions, attribute values, dictionaries, locations) has its own count, as the binary reader
+    bounds regions in regions and attributes in attributes apart (DecodeLimits.max_nesting): the
+    text of every module the reader accepts parses back, an op's location deep inside nested
+    regions included."""
+    family = what
+
     def wrap(method):
         @functools.wraps(method)
         def guarded(self, *args, **kwargs):
             cursor = self.c
-            if cursor.depth >= MAX_NESTING:
+            depths = cursor.depths
+            depth = depths.get(family, 0)
+            if depth >= MAX_NESTING:
                 raise cursor.error(f"{what} nested more than {MAX_NESTING} levels deep")
+            depths[family] = depth + 1
             cursor.depth += 1
             try:
                 return method(self, *args, **kwargs)
             finally:
+                depths[family] = depth
                 cursor.depth -= 1
         return guarded
     return wrap

@@ -12,6 +12,7 @@ from typing import Dict, List, Optional
 from ..errors import TilebcError
 from ..ir.module import Block, Function, Global, Module, Op, Region
 from ..ir import attrs as A
+from ..ir.types import exact_type_text
 from ..ops.spec import AttrKind
 from . import values as V
 from .debuginfo import LocationAliases
@@ -23,8 +24,11 @@ INDENT = "  "
 
 
 def print_module(module: Module, debug: bool = False) -> str:
-    """Text of `module` exactly as `tileirdisasm` prints it (`-g` output when `debug`)."""
-    return _ModulePrinter(module, debug).run()
+    """Text of `module` exactly as `tileirdisasm` prints it (`-g` output when `debug`). A type
+    whose text exceeds TYPE_TEXT_LIMIT (a function type that repeats shared parts) is refused
+    with a TilebcError rather than printed cut short."""
+    with exact_type_text():
+        return _ModulePrinter(module, debug).run()
 
 
 def enum_attr_mnemonic(enum_class) -> str:

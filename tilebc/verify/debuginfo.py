@@ -59,6 +59,7 @@ class DebugInfoChecker:
         # objects ride along so that their ids stay theirs while the checker lives.
         self.resolved: Dict[int, tuple] = {}
         self.scopes: Dict[int, tuple] = {}
+        self.call_sites: Dict[int, tuple] = {}  # id(call site) -> (call site, problem)
 
     def resolve(self, loc) -> tuple:
         """(loc, its subprogram or None, (rule, message) of a bad number or flag in it or None),
@@ -97,9 +98,14 @@ class DebugInfoChecker:
     # ---- the numbers and flags inside locations ------------------------------------------------
 
     def field_problem(self, loc) -> Optional[tuple]:
-        """(rule, message) for the first out-of-range number or bad flag in `loc`, else None."""
+        """(rule, message) for the first out-of-range number or bad flag in `loc`, else None.
+        Call sites may share their parts (`callsite(#loc1 at #loc1)`), so each is checked once."""
         if isinstance(loc, CallSiteLoc):
-            return self.field_problem(loc.callee) or self.field_problem(loc.caller)
+            found = self.call_sites.get(id(loc))
+            if found is None:
+                problem = self.field_problem(loc.callee) or self.field_problem(loc.caller)
+                found = self.call_sites[id(loc)] = (loc, problem)
+            return found[1]
         if not isinstance(loc, DILoc):
             return None
         if loc.line >= LINE_LIMIT or loc.column >= LINE_LIMIT:

@@ -136,7 +136,12 @@ def type_since(type_: Type) -> Tuple[Version, str]:
         if since > need:
             need, why = since, what
 
+    seen = set()  # function types may share their parts: visit each distinct type once
+
     def visit(node):
+        if id(node) in seen:
+            return
+        seen.add(id(node))
         if isinstance(node, ElementType):
             bump(node.since, f"element type {node}")
             return

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <new>
 #include <set>
 #include <sstream>
 
@@ -21,6 +22,9 @@ namespace {
 namespace F = format;
 
 constexpr std::int64_t kDynamic = INT64_MIN;  // `?` dims and strides
+// Characters of type text the entries of one module may spell out together (signatures, their
+// parameters and results); entries can share a signature of up to kMaxTypeText characters.
+constexpr std::uint64_t kMaxEntryText = std::uint64_t(1) << 25;
 static_assert(ReadOptions{}.max_overlap_bytes == F::kMaxOverlapBytes,
               "ReadOptions' default overlap limit must be Python's DecodeLimits default");
 static_assert(ReadOptions{}.max_tile_elements == F::kMaxTileElements,
@@ -178,14 +182,63 @@ std::string dims_text(const std::vector<std::int64_t>& values, const char* separ
 enum class Kind { element, pointer, tile, tensor_view, partition_view, gather_scatter_view,
                   strided_view, function, token };
 
+// Types refer to other entries of the type table, which may be shared: a view refers to a tensor
+// view, a function type to any type. The full text (tilebc's str(type)) is therefore built only
+// when asked for (type_text): a node keeps its own part of the text and the length of the whole,
+// so n table entries cost memory proportional to their bytes even where their text is 2^n long.
 struct TypeNode {
   Kind kind = Kind::token;
-  std::string text;                           // Tile IR spelling, as tilebc's str(type)
+  std::string text;                           // whole text; for views the part before the view
+  std::string suffix;                         // views: the part after the tensor view's text
+  const TypeNode* view = nullptr;             // views: the tensor view
+  std::uint64_t text_size = 0;                // characters of the whole text
   const F::ElementInfo* element = nullptr;    // element types; pointee for pointers
   const TypeNode* tile_element = nullptr;     // tiles: element or pointer type
   std::vector<std::int64_t> shape;            // tiles
   std::vector<const TypeNode*> inputs, results;  // functions
 };
+
+void append_type_text(const TypeNode& node, std::string& out) {
+  if (node.kind == Kind::function) {
+    out += "(";
+    for (std::size_t index = 0; index < node.inputs.size(); ++index) {
+      if (index) out += ", ";
+      append_type_text(*node.inputs[index], out);
+    }
+    out += ") -> (";
+    for (std::size_t index = 0; index < node.results.size(); ++index) {
+      if (index) out += ", ";
+      append_type_text(*node.results[index], out);
+    }
+    out += ")";
+    return;
+  }
+  out += node.text;
+  if (node.view) {
+    out += node.view->text;
+    out += node.suffix;
+  }
+}
+
+/// The Tile IR spelling of a type; its length is bounded by kMaxTypeText for function types (the
+/// reader refuses longer ones) and by the entry's bytes for the others.
+std::string type_text(const TypeNode& node) {
+  std::string out;
+  out.reserve(node.text_size);
+  append_type_text(node, out);
+  return out;
+}
+
+/// A type as messages show it: its text, cut to 200 characters followed by "…" when longer (the
+/// Python reader's tilebc.ir.shared.brief).
+std::string brief_text(const TypeNode& node) {
+  std::string text = type_text(node);
+  if (text.size() > 200) {
+    text.resize(200);
+    text += "\xe2\x80\xa6";
+  }
+  return text;
+}
 
 struct Section {
   std::uint64_t begin = 0;
@@ -270,6 +323,7 @@ class ModuleReader {
   std::vector<std::uint64_t> decoded_types_;  // in the order decoded, to undo a failed trial
   std::vector<bool> types_in_progress_;
   int type_depth_ = 0;
+  std::uint64_t entry_text_ = 0;  // characters of the entries' signature texts so far
   std::vector<std::pair<std::uint64_t, std::uint64_t>> constant_blobs_;
   std::uint64_t debug_functions_ = 0;
   BytecodeInfo info_;
@@ -547,6 +601,8 @@ const TypeNode& ModuleReader::type(std::uint64_t index, std::uint64_t offset) {
   const auto blob = entry(type_blobs_, index);
   Cursor reader = cursor(blob.first, blob.second);
   decode_type(reader, *node);
+  if (node->kind != Kind::function)
+    node->text_size = node->text.size() + (node->view ? node->view->text.size() + node->suffix.size() : 0);
   if (!reader.at_end())
     lenient(std::to_string(reader.remaining()) + " unexpected bytes after type " +
                 std::to_string(index),
@@ -568,13 +624,13 @@ const TypeNode& ModuleReader::element(Cursor& reader, const std::string& what, b
   const TypeNode& result = type_ref(reader, what);
   if (result.kind == Kind::element || (allow_pointer && result.kind == Kind::pointer)) return result;
   error(offset, what + " must be an element type" + (allow_pointer ? " or pointer" : "") + ", got " +
-                    result.text);
+                    brief_text(result));
 }
 
 const TypeNode& ModuleReader::tensor_view(Cursor& reader) {
   const std::uint64_t offset = reader.pos;
   const TypeNode& result = type_ref(reader, "tensor_view type");
-  if (result.kind != Kind::tensor_view) error(offset, "expected a tensor_view type, got " + result.text);
+  if (result.kind != Kind::tensor_view) error(offset, "expected a tensor_view type, got " + brief_text(result));
   return result;
 }
 
@@ -725,8 +781,9 @@ void ModuleReader::decode_type(Cursor& reader, TypeNode& node) {
             enumeration(reader, F::kPaddingValue, kPaddings, "PaddingValue", "padding_value"));
       check_flags(flags, 1, "partition_view", tag_offset);
       node.kind = Kind::partition_view;
-      node.text = "partition_view<tile=(" + dims_text(tile_shape, "x") + ")" + padding_text(padding) +
-                  ", " + view.text + dim_map_text(dim_map) + ">";
+      node.text = "partition_view<tile=(" + dims_text(tile_shape, "x") + ")" + padding_text(padding) + ", ";
+      node.suffix = dim_map_text(dim_map) + ">";
+      node.view = &view;
       return;
     }
     case F::kTagGatherScatterView: {
@@ -740,8 +797,9 @@ void ModuleReader::decode_type(Cursor& reader, TypeNode& node) {
       check_flags(flags, 1, "gather_scatter_view", tag_offset);
       node.kind = Kind::gather_scatter_view;
       node.text = "gather_scatter_view<tile=(" + dims_text(tile_shape, "x") + ")" +
-                  padding_text(padding) + ", " + view.text + ", sparse_dim=" +
-                  std::to_string(sparse_dim) + ">";
+                  padding_text(padding) + ", ";
+      node.suffix = ", sparse_dim=" + std::to_string(sparse_dim) + ">";
+      node.view = &view;
       return;
     }
     case F::kTagStridedView: {
@@ -756,8 +814,9 @@ void ModuleReader::decode_type(Cursor& reader, TypeNode& node) {
       check_flags(flags, 1, "strided_view", tag_offset);
       node.kind = Kind::strided_view;
       node.text = "strided_view<tile=(" + dims_text(tile_shape, "x") + "), traversal_strides=[" +
-                  dims_text(strides, ",") + "]" + padding_text(padding) + ", " + view.text +
-                  dim_map_text(dim_map) + ">";
+                  dims_text(strides, ",") + "]" + padding_text(padding) + ", ";
+      node.suffix = dim_map_text(dim_map) + ">";
+      node.view = &view;
       return;
     }
     default: {  // function
@@ -768,13 +827,16 @@ void ModuleReader::decode_type(Cursor& reader, TypeNode& node) {
       for (std::uint64_t index = 0; index < num_results; ++index)
         node.results.push_back(&type_ref(reader, "function result type"));
       node.kind = Kind::function;
-      auto join = [](const std::vector<const TypeNode*>& types) {
-        std::string text;
-        for (std::size_t index = 0; index < types.size(); ++index)
-          text += (index ? ", " : "") + types[index]->text;
-        return text;
-      };
-      node.text = "(" + join(node.inputs) + ") -> (" + join(node.results) + ")";
+      // "(" inputs ") -> (" results ")"; each part is at most kMaxTypeText, so no overflow.
+      std::uint64_t size = 8;
+      for (const auto* parts : {&node.inputs, &node.results}) {
+        for (const TypeNode* part : *parts) size += part->text_size;
+        if (!parts->empty()) size += 2 * (parts->size() - 1);
+      }
+      if (size > F::kMaxTypeText)
+        error(tag_offset, "limit exceeded: function type text would be " + std::to_string(size) +
+                              " characters, more than max_type_text=" + std::to_string(F::kMaxTypeText));
+      node.text_size = size;
       return;
     }
   }
@@ -784,7 +846,7 @@ void ModuleReader::decode_type(Cursor& reader, TypeNode& node) {
 
 void ModuleReader::dense(const TypeNode& tile_type, std::uint64_t index, std::uint64_t offset) {
   if (tile_type.kind != Kind::tile)
-    error(offset, "dense constant needs a tile type, got " + tile_type.text);
+    error(offset, "dense constant needs a tile type, got " + brief_text(tile_type));
   if (index >= constant_blobs_.size())
     error(offset, "constant index " + std::to_string(index) + " out of range (pool has " +
                       std::to_string(constant_blobs_.size()) + ")");
@@ -1000,7 +1062,7 @@ void ModuleReader::read_debug(const Section& section) {
 
 Param ModuleReader::describe_param(const TypeNode& type) const {
   Param param;
-  param.type = type.text;
+  param.type = type_text(type);
   // Kernels take rank-0 tiles: a pointer (8 bytes) or a scalar in its natural width, as
   // tileiras lays out .param space (i1 and 8-bit types take one byte).
   if (type.kind != Kind::tile || !type.shape.empty()) return param;
@@ -1026,7 +1088,7 @@ Entry ModuleReader::read_function(Cursor& reader) {
   const std::uint64_t signature_offset = reader.pos;
   const TypeNode& signature = type_ref(reader, "function signature");
   if (signature.kind != Kind::function)
-    error(signature_offset, "function signature must be a function type, got " + signature.text);
+    error(signature_offset, "function signature must be a function type, got " + brief_text(signature));
   const std::uint64_t flags_offset = reader.pos;
   unsigned flags = reader.u8("function flags");
   if (!(flags & F::kFunctionFlagKernel))
@@ -1068,9 +1130,16 @@ Entry ModuleReader::read_function(Cursor& reader) {
     error(loc_offset, "failed to read function location: debug function index " +
                           std::to_string(loc_index) + " out of range (" +
                           std::to_string(debug_functions_) + ")");
-  entry.signature = signature.text;
+  // Entries may share one signature type: their texts count against one budget together
+  // (the signature's text, and as much again for its parameters and results).
+  entry_text_ += 2 * signature.text_size;
+  if (entry_text_ > kMaxEntryText)
+    error(signature_offset, "limit exceeded: entry signatures up to " + quoted(entry.name) +
+                                " spell out more than " + std::to_string(kMaxEntryText) +
+                                " characters of type text");
+  entry.signature = type_text(signature);
   for (const TypeNode* input : signature.inputs) entry.params.push_back(describe_param(*input));
-  for (const TypeNode* result : signature.results) entry.results.push_back(result->text);
+  for (const TypeNode* result : signature.results) entry.results.push_back(type_text(*result));
   return entry;
 }
 
@@ -1094,7 +1163,13 @@ const Entry* BytecodeInfo::find(const std::string& name) const {
 
 BytecodeInfo read_bytecode(const std::uint8_t* data, std::size_t size, const std::string& file,
                            const ReadOptions& options) {
-  return ModuleReader(data, size, file, options).read();
+  try {
+    return ModuleReader(data, size, file, options).read();
+  } catch (const std::bad_alloc&) {
+    // Every count is checked against the bytes left and shared types are never unfolded, so
+    // this is unreachable with sane input sizes; still, never let it escape as a crash.
+    throw Error(Errc::malformed, "limit exceeded: out of memory while reading the bytecode", file, 0);
+  }
 }
 
 std::vector<std::uint8_t> read_file(const std::string& path) {

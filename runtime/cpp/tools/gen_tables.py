@@ -46,6 +46,7 @@ def render() -> str:
     lines.append(f"constexpr unsigned kFunctionFlagPrivate = 0x{R.FUNCTION_FLAG_PRIVATE:02x};")
     lines.append("constexpr Version kUnknownFunctionFlagsRefused = "
                  f"{ver(R.UNKNOWN_FUNCTION_FLAGS_REFUSED)};")
+    lines.append(f"constexpr std::uint64_t kMaxTypeText = {DEFAULT_LIMITS.max_type_text};")
     lines.append(f"constexpr std::uint64_t kMaxOverlapBytes = {DEFAULT_LIMITS.max_overlap_bytes};")
     lines.append(f"constexpr int kMaxNesting = {DEFAULT_LIMITS.max_nesting};")
     lines.append(f"constexpr std::uint64_t kMaxTileElements = {DEFAULT_LIMITS.max_tile_elements};")

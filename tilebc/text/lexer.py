@@ -6,10 +6,11 @@ line and column and show the offending line with a caret.
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional
 
 from ..errors import TextSyntaxError
 
@@ -35,6 +36,7 @@ MAX_NUMBER_CHARS = 256
 MAX_NESTING = 64
 # The source line quoted under an error shows this many characters either side of the caret.
 _QUOTE_WINDOW = 80
+_NEWLINE = re.compile("\n")
 _SPACE = re.compile(r"(?:\s+|//[^\n]*)+")
 
 
@@ -52,13 +54,19 @@ class Cursor:
         self.pos = 0
         self._peeked: Optional[Token] = None
         self.depth = 0  # current nesting (see `nesting`)
+        self._newlines: Optional[List[int]] = None  # offsets of every "\n", built on first use
 
     # ---- positions and errors --------------------------------------------------------------------
 
     def line_col(self, pos: int):
-        line = self.text.count("\n", 0, pos) + 1
-        column = pos - (self.text.rfind("\n", 0, pos) + 1) + 1
-        return line, column
+        """1-based (line, column) of offset `pos`: a binary search in the table of newline offsets,
+        so recording the position of every op costs O(log lines), not a scan from the file start."""
+        newlines = self._newlines
+        if newlines is None:
+            newlines = self._newlines = [match.start() for match in _NEWLINE.finditer(self.text)]
+        before = bisect.bisect_left(newlines, pos)  # newlines strictly before `pos`
+        line_start = newlines[before - 1] + 1 if before else 0
+        return before + 1, pos - line_start + 1
 
     def error(self, message: str, pos: Optional[int] = None) -> TextSyntaxError:
         pos = self.peek().pos if pos is None else pos

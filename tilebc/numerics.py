@@ -117,13 +117,6 @@ def float_from_bits(bits: int, element: ElementType) -> float:
     return float(decode_bits(np.array([bits & mask], dtype=np.uint64), fmt)[0])
 
 
-def float_to_bits(value: float, element: ElementType) -> int:
-    """The bit pattern of `value` rounded to the element type (nearest-even, conversion rules of
-    tilebc.convert: IEEE targets may give Inf, fp8/fp4 targets saturate)."""
-    from .convert import round_float64  # convert builds on this module
-    return int(round_float64(np.array([value], dtype=np.float64), element)[0])
-
-
 # ---------------------------------------------------------------------------------------------------
 # Float formats: the parameters every conversion and constant encoder reads.
 

@@ -11,7 +11,8 @@ import math
 from fractions import Fraction
 
 from ..ir.types import ElementType
-from ..numerics import float_from_bits, float_to_bits
+from ..convert import float_to_bits
+from ..numerics import float_from_bits
 
 # Significand precision (bits, implicit bit included) of each float type, as APFloat defines it.
 _PRECISION = {"f16": 11, "bf16": 8, "f32": 24, "tf32": 11, "f64": 53, "f8E4M3FN": 4,

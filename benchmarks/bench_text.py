@@ -104,6 +104,19 @@ def loaded_by_dis(tree: str, path: str) -> str:
     return done.stderr.strip().splitlines()[-1]
 
 
+def import_ms(tree: str, path: str) -> float:
+    """Milliseconds `python -X importtime -m tilebc dis FILE` spends importing (its self times
+    summed): what every command pays before it reads a byte."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "tilebc", "dis", path, "-o",
+                           os.devnull], capture_output=True, text=True, env=env_for(tree), cwd=tree)
+    total = 0
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            field = line.split(":", 1)[1].split("|")[0].strip()
+            total += int(field) if field.isdigit() else 0
+    return total / 1000
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7, help="rounds of the small commands")
@@ -165,7 +178,9 @@ def main(argv=None) -> int:
                 times.setdefault((row, tool), []).append(run_once(argv, env))
         print(f"round {round_number + 1} done", file=sys.stderr, flush=True)
 
-    loaded = {tree_name: loaded_by_dis(tree, small["bytecode"]) for tree_name, tree in trees.items()}
+    loaded = {tree_name: (loaded_by_dis(tree, small["bytecode"]),
+                          min(import_ms(tree, small["bytecode"]) for _ in range(3)))
+              for tree_name, tree in trees.items()}
     report = render(inputs, trees, times, loaded, disasm, args)
     print(report)
     if args.record:
@@ -220,9 +235,10 @@ def render(inputs, trees, times, loaded, disasm, args) -> str:
         if small_t and large_t:
             lines.append(f"- asm linearity ({tool}): 1.4m / 100k = {min(large_t) / min(small_t):.1f}x "
                          f"the time for {size_ratio:.1f}x the text")
-    for tool, what in loaded.items():
+    for tool, (what, milliseconds) in loaded.items():
         lines.append(f"- `tilebc dis` small ({tool}) loads, of tilebc_runtime, tilebc.interp, "
-                     f"cuda, numpy: {what}")
+                     f"cuda, numpy: {what}; imports take {milliseconds:.0f} ms "
+                     "(`python -X importtime -m tilebc dis FILE`, self times summed, best of 3)")
     lines.append("")
     return "\n".join(lines)
 

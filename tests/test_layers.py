@@ -169,16 +169,23 @@ def test_runtime_declares_its_commands_and_demo_step():
     assert set(groups[DEMO_GROUP]) == {"jit"}
 
 
-def test_dis_loads_neither_the_runtime_nor_the_interpreter(tmp_path):
-    """`import tilebc.cli` and a `dis` run leave the runtime, the interpreter, cuda bindings and
-    entry-point metadata alone, even with the runtime's entry points installed."""
+def test_text_tools_load_neither_the_runtime_nor_the_interpreter(tmp_path):
+    """`import tilebc.cli`, then `dis`, `verify`, `info` and `asm` in one process, leave the
+    runtime, the interpreter, cuda bindings and entry-point metadata unloaded, even with the
+    runtime's entry points installed."""
     sample = next((ROOT / "fixtures" / "bytecode").glob("*/*-13.5.tilebc"))
+    text, again = tmp_path / "k.mlir", tmp_path / "k.tilebc"
+    commands = [["dis", str(sample), "-o", str(text)], ["verify", "-q", str(sample)],
+                ["info", str(sample)], ["asm", str(text), "-o", str(again)]]
     out = _probe(
-        "import sys\nimport tilebc.cli\n"
-        f"assert tilebc.cli.main(['dis', {str(sample)!r}, '-o', {str(tmp_path / 'k.mlir')!r}]) == 0\n"
+        "import contextlib, io, sys\nimport tilebc.cli\n"
+        f"for argv in {commands!r}:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        assert tilebc.cli.main(argv) == 0, argv\n"
         "print('\\n'.join(sorted(sys.modules)))", str(runtime_distribution(tmp_path / "site")))
     loaded = out.split()
-    assert (tmp_path / "k.mlir").read_text().startswith("entry @")
+    assert text.read_text().startswith("entry @") and again.read_bytes().startswith(b"\x7fTileIR")
+    assert "tilebc.text.printer" in loaded and "tilebc.verify" in loaded  # the probe ran
     for prefix in ("tilebc_runtime", "tilebc.interp", "cuda", "importlib.metadata"):
         assert not [name for name in loaded if name == prefix or name.startswith(prefix + ".")], \
             prefix

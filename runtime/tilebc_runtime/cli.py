@@ -70,7 +70,7 @@ def run_compile(args) -> int:
             raise UsageError("with the input on stdin, name the output file with -o")
         if args.output == "-" and (args.fatbin or args.emit == "cubin"):
             raise UsageError("-o -: a cubin or fatbin is written with its metadata OUT.json "
-                              "beside it; name an output file (only --emit ptx can go to stdout)")
+                             "beside it; name an output file (only --emit ptx can go to stdout)")
         _default_output(args, ".fatbin" if args.fatbin else f".{args.emit}")  # refuse early
         # Decoded once up front so bad input reads as it does in every tilebc command.
         from tilebc.inputs import decode_bytes, read_input
@@ -108,7 +108,7 @@ def _default_output(args, suffix: str) -> str:
     output = os.path.splitext(args.file)[0] + suffix
     if output == args.file or same_file(output, args.file):
         raise UsageError(f"the default output {output} is the input file; name the output "
-                          "with -o")
+                         "with -o")
     return output
 
 

@@ -191,6 +191,19 @@ def test_text_tools_load_neither_the_runtime_nor_the_interpreter(tmp_path):
             prefix
 
 
+def test_numpy_loads_only_for_values(tmp_path):
+    """A kernel without float constants is printed, verified and described without numpy."""
+    sample = ROOT / "fixtures" / "bytecode" / "atomics_unsigned" / "atomics_unsigned-13.5.tilebc"
+    commands = [["dis", str(sample), "-o", str(tmp_path / "k.mlir")], ["verify", "-q", str(sample)],
+                ["info", str(sample)]]
+    out = _probe("import contextlib, io, sys\nimport tilebc.cli\n"
+                 f"for argv in {commands!r}:\n"
+                 "    with contextlib.redirect_stdout(io.StringIO()):\n"
+                 "        assert tilebc.cli.main(argv) == 0, argv\n"
+                 "print('numpy' in sys.modules, 'tilebc.text.printer' in sys.modules)", str(tmp_path))
+    assert out.split() == ["False", "True"]
+
+
 def test_help_and_unknown_commands_come_from_entry_points(tmp_path):
     """The real declarations of runtime/pyproject.toml, as pip installs them: help lists the
     runtime's commands, and `compile` parses with the runtime's own parser."""

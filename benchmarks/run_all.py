@@ -1,6 +1,6 @@
 """Run every benchmark in one go, each printing its own table beside NVIDIA's tools where they apply.
 
-    .venv/bin/python benchmarks/run_all.py [--quick] [--only codec,interp,compile,cache,sim,model]
+    .venv/bin/python benchmarks/run_all.py [--quick] [--only codec,text,interp,compile,cache,sim,model]
 
 `--quick` shortens repeats and limits the compile benchmark to a few fixtures (a smoke run); the
 recorded figures in `benchmarks/results/` come from full runs of the individual scripts.
@@ -21,6 +21,8 @@ ROOT = HERE.parent
 BENCHMARKS = {
     "codec": ("bench_codec.py", [], ["--repeat", "2", "--repeat-large", "1"],
               "decode/encode throughput vs tileirdisasm"),
+    "text": ("bench_text.py", [], ["--repeat", "2", "--repeat-large", "1"],
+             "dis/verify/info/asm in a new process vs tileirdisasm, alternating"),
     "interp": ("bench_interp.py", [], ["--repeat", "1"],
                "CPU interpreter vs the same computation in numpy"),
     "compile": ("bench_compile.py", ["--repeat", "3"], ["--limit", "4"],

@@ -10,56 +10,24 @@ from importlib import resources
 from typing import List, Optional, Union
 
 from . import dump, load
-from .errors import DecodeError, TextSyntaxError, TilebcError
-from .outputs import UsageError, same_file, write_output
+from .errors import TextSyntaxError, TilebcError, UsageError
+from .inputs import MAGIC, decode_bytes, display_name, looks_like_text, read_input, verify_module
+from .outputs import same_file, write_output
 from .version import ALL_VERSIONS, Version
 
 
-MAGIC = b"\x7fTileIR\x00"
-
-
-def read_input(path: str) -> bytes:
-    if path == "-":
-        return sys.stdin.buffer.read()
-    with open(path, "rb") as stream:
-        return stream.read()
-
-
-def _display_name(path: str) -> str:
-    return "<stdin>" if path == "-" else path
+# The input helpers live in tilebc.inputs (below every command line); these names stay for callers.
+_display_name = display_name
+_looks_like_text = looks_like_text
+_verify = verify_module
 
 
 def _decode(path: str, verify: bool = True, strict: bool = False):
     """Read bytecode from a path or stdin; errors name the file."""
-    module = decode_bytes(read_input(path), _display_name(path), strict=strict)
+    module = decode_bytes(read_input(path), display_name(path), strict=strict)
     if verify:
-        _verify(module)
+        verify_module(module)
     return module
-
-
-def decode_bytes(data: bytes, name: str, strict: bool = False):
-    """Bytecode -> Module (unverified); an empty file or a text file gets a message saying so."""
-    if not data:
-        raise DecodeError(f"the input is empty; expected Tile IR bytecode (magic {MAGIC.hex(' ')})",
-                          file=name, offset=0)
-    try:
-        module = load(data, verify=False, strict=strict)
-    except DecodeError as error:
-        error.file = error.file or name
-        if error.offset == 0 and not data.startswith(MAGIC[:1]) and _looks_like_text(data):
-            error.message += "; this looks like text (`tilebc asm` assembles the Tile IR text form)"
-            error.args = (error.message,)
-        raise
-    module.source = name
-    return module
-
-
-def _looks_like_text(data: bytes) -> bool:
-    try:
-        data[:4096].decode("utf-8")
-    except UnicodeDecodeError as error:
-        return error.start > 4090  # a character cut at the end of the sample
-    return True
 
 
 def _parse_text(path: str, verify: bool = True):
@@ -113,15 +81,6 @@ class _BytesStdin:
 
     def __init__(self, data: bytes):
         self.buffer = io.BytesIO(data)
-
-
-def _verify(module) -> None:
-    from .verify import verify
-    try:
-        verify(module)
-    except TilebcError as error:
-        error.file = error.file or module.source
-        raise
 
 
 def _write_output(path: Optional[str], data: Union[bytes, str], *, binary: bool,
@@ -351,17 +310,16 @@ def cmd_demo(args) -> int:
     except TilebcError as error:
         step("CPU interpreter vs numpy", False, str(error))
 
-    try:
-        import tilebc_runtime
-    except ImportError:
+    steps = plugins(DEMO_GROUP)
+    if not steps:
         print("== JIT: tilebc-runtime is not installed (pip install -e ./runtime)")
-    else:
+    for name, step_function in steps:
         try:
-            line = tilebc_runtime.demo_compile(module)
+            title, ok, detail = step_function(module)
         except TilebcError as error:
-            step("JIT to PTX and cubin (nvJitLink)", False, str(error))
+            step(f"{name} step", False, str(error))
         else:
-            step("JIT to PTX and cubin (nvJitLink)", "FAILED" not in line, line)
+            step(title, ok, detail)
     print(f"== {'all steps passed' if not failures else f'{failures} step(s) FAILED'}")
     return 1 if failures else 0
 
@@ -377,7 +335,46 @@ def _version(text: str) -> Version:
     return version
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Entry-point groups through which other installed packages extend the `tilebc` command, so that
+# the format package never imports them (tilebc-runtime declares its own in runtime/pyproject.toml):
+# - COMMAND_GROUP: an entry point named after a sub-command, loading a function that adds that
+#   sub-command to the sub-parsers (`add(subparsers)`) and sets `handler` (or `run`) on it;
+# - DEMO_GROUP: a step of `tilebc demo`, a function of the verified Module returning
+#   (title, ok, detail).
+COMMAND_GROUP = "tilebc.commands"
+DEMO_GROUP = "tilebc.demo"
+
+
+def plugins(group: str, name: Optional[str] = None) -> List[tuple]:
+    """(entry-point name, loaded object) for the entry points of `group`, in name order: only the
+    one called `name` when there is one, else all. Metadata is read here, on demand, so commands
+    built into tilebc never pay for it. A plugin that fails to load is left out with a warning
+    (the built-in commands keep working), unless it is the one `name` asks for: then the error
+    stands, since the user asked for that command."""
+    from importlib.metadata import entry_points
+    found = sorted({entry.name: entry for entry in entry_points(group=group)}.values(),
+                   key=lambda entry: entry.name)
+    chosen = [entry for entry in found if entry.name == name] or found
+    loaded = []
+    for entry in chosen:
+        try:
+            loaded.append((entry.name, entry.load()))
+        except Exception as error:  # a broken plugin must not take the built-in commands down
+            if entry.name == name:
+                raise
+            print(f"tilebc: warning: {group} entry point {entry.name!r} ({entry.value}) does not "
+                  f"load: {type(error).__name__}: {error}", file=sys.stderr)
+    return loaded
+
+
+def _requested_command(argv: List[str]) -> Optional[str]:
+    """The sub-command `argv` names, or None (help, or no command): all commands are then built."""
+    return argv[0] if argv and not argv[0].startswith("-") else None
+
+
+def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+    """The argument parser; with `command`, only what that command needs is imported (built-in
+    commands, plus `run` or a plugin's command when that is the one asked for)."""
     parser = argparse.ArgumentParser(
         prog="tilebc", description="CUDA Tile IR bytecode toolchain. FILE may be - for stdin; "
         "exit status 0 ok, 1 bad input, 2 usage error.")
@@ -443,16 +440,19 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--no-verify", action="store_true")
     translate.set_defaults(run=cmd_translate)
 
-    from .interp.cli import add_run_parser
-    add_run_parser(commands)
-    try:  # the runtime package is optional: `tilebc` works without it
-        from tilebc_runtime.cache_cli import add_cache_parser
-        from tilebc_runtime.cli import add_compile_parser
-    except ImportError:
-        pass
-    else:
-        add_compile_parser(commands)
-        add_cache_parser(commands)
+    # `run` (the interpreter, numpy) and other packages' commands load only when asked for, or
+    # for help and unknown names (whose error lists every command)
+    unknown = command is None or (command != "run" and command not in commands.choices)
+    if unknown or command == "run":
+        from .interp.cli import add_run_parser
+        add_run_parser(commands)
+    if unknown:
+        added = plugins(COMMAND_GROUP, command)
+        for _, add_parser in added:
+            add_parser(commands)
+        if not added:
+            parser.epilog = ("tilebc-runtime adds the commands compile and cache once installed "
+                             "(pip install -e ./runtime).")
 
     demo = commands.add_parser("demo", help="run the end-to-end demo on the embedded kernel")
     demo.add_argument("input", nargs="?")
@@ -461,7 +461,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = _requested_command(argv)
+    parser = build_parser(command)
+    if command is not None and command not in parser._subparsers._group_actions[0].choices \
+            and parser.epilog:
+        print(f"tilebc: note: {parser.epilog}", file=sys.stderr)
+    args = parser.parse_args(argv)
     try:
         run = getattr(args, "run", None) or args.handler
         return run(args)

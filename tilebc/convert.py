@@ -180,6 +180,12 @@ def round_float64(values: np.ndarray, dst: ElementLike, rounding=RM.NEAREST_EVEN
         return _round_float64(np.asarray(values, dtype=np.float64), fmt, mode, nan_bits)
 
 
+def float_to_bits(value: float, element: ElementType) -> int:
+    """The bit pattern of `value` rounded to the element type (nearest-even, the conversion rules
+    above: IEEE targets may give Inf, fp8/fp4 targets saturate)."""
+    return int(round_float64(np.array([value], dtype=np.float64), element)[0])
+
+
 def _round_float64(values, fmt: FloatFormat, mode: RoundingMode, nan_bits) -> np.ndarray:
     negative = np.signbit(values)
     nan = np.isnan(values)

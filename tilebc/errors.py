@@ -61,3 +61,8 @@ class VerificationError(TilebcError):
     """Decodes or parses, but breaks a typing or well-formedness rule."""
 
     category = "invalid"
+
+
+class UsageError(TilebcError):
+    """Bad command-line use: an option the input rules out, binary output to a terminal, an
+    input that would be overwritten. Command lines exit with status 2 on it, not 1."""

@@ -8,7 +8,9 @@ import numpy as np
 
 from .errors import TilebcError
 from .dtypes import DATA_LAYOUT
-from .ir.types import ELEMENT_TYPES, ElementType, PointerType, TileType
+from .dense import (dense_expected_sizes, dense_is_splat, dense_is_uniform,  # noqa: F401
+                    dense_size_ok, storage_bytes)
+from .ir.types import ELEMENT_TYPES, ElementType
 
 # numpy dtypes that hold each element type (tf32 in float32; fnv8E5M3FNU as raw uint8 bit patterns).
 NUMPY_DTYPES = {row.element.name: row.numpy for row in DATA_LAYOUT}
@@ -63,65 +65,11 @@ def from_bits(bits, element) -> np.ndarray:
     return (bits & mask).astype(_UINT_OF_SIZE[dtype.itemsize]).view(dtype)
 
 
-def storage_bytes(element) -> int:
-    """Bytes one element takes in a dense constant buffer (bit width rounded up to whole bytes)."""
-    if isinstance(element, PointerType):
-        return 8
-    return (element.bits + 7) // 8
-
-
-def dense_expected_sizes(tile_type: TileType):
-    """(splat size, full size) in bytes of a dense buffer for this tile type."""
-    element = tile_type.element
-    count = tile_type.num_elements
-    if isinstance(element, ElementType) and element.name == "i1":
-        return 1, (count + 7) // 8
-    width = storage_bytes(element)
-    return width, width * count
-
-
-def dense_is_splat(tile_type: TileType, data: bytes) -> bool:
-    splat_size, full_size = dense_expected_sizes(tile_type)
-    element = tile_type.element
-    if tile_type.num_elements == 1:
-        return True
-    if isinstance(element, ElementType) and element.name == "i1":
-        # MLIR's bool encoding: one byte of 0x00 / 0xFF is a splat, anything else is bit-packed.
-        return len(data) == 1 and data[0] in (0x00, 0xFF)
-    return len(data) == splat_size and splat_size != full_size
-
-
-def dense_is_uniform(tile_type: TileType, data: bytes) -> bool:
-    """A splat, or a full buffer whose elements are all the same bits: MLIR makes a splat of
-    either (DenseElementsAttr detects equal elements), so tileirdisasm prints both as one value."""
-    if dense_is_splat(tile_type, data):
-        return True
-    element = tile_type.element
-    count = tile_type.num_elements
-    if isinstance(element, ElementType) and element.name == "i1":
-        bits = int.from_bytes(data, "little") & ((1 << count) - 1)
-        return bits in (0, (1 << count) - 1)
-    width = storage_bytes(element)
-    return len(data) == width * count and data == data[:width] * count
-
-
-def dense_size_ok(tile_type: TileType, data: bytes) -> bool:
-    splat_size, full_size = dense_expected_sizes(tile_type)
-    return len(data) in (splat_size, full_size)
-
-
 def float_from_bits(bits: int, element: ElementType) -> float:
     """The value of a float attribute's bit pattern (tf32: the 19-bit pattern)."""
     fmt = float_format(element)
     mask = (1 << fmt.bits) - 1
     return float(decode_bits(np.array([bits & mask], dtype=np.uint64), fmt)[0])
-
-
-def float_to_bits(value: float, element: ElementType) -> int:
-    """The bit pattern of `value` rounded to the element type (nearest-even, conversion rules of
-    tilebc.convert: IEEE targets may give Inf, fp8/fp4 targets saturate)."""
-    from .convert import round_float64  # convert builds on this module
-    return int(round_float64(np.array([value], dtype=np.float64), element)[0])
 
 
 # ---------------------------------------------------------------------------------------------------

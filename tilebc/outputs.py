@@ -27,11 +27,7 @@ import sys
 import tempfile
 from typing import Optional, Union
 
-from .errors import TilebcError
-
-
-class UsageError(Exception):
-    """Bad command-line use (exit status 2), e.g. binary output to a terminal."""
+from .errors import TilebcError, UsageError  # noqa: F401 (UsageError: re-exported)
 
 
 def write_output(path: Optional[Union[str, os.PathLike]], data: Union[bytes, str], *,

@@ -5,13 +5,16 @@ A cubin for one entry goes through the cubin cache (runtime/CACHE.md), so the C+
 runs `tilebc compile FILE --entry NAME --arch sm_XY --emit cubin -o OUT` on a miss, finds it
 there afterwards; the entry's metadata is also written to OUT.json.
 
-`add_compile_parser(subparsers)` adds the sub-command to tilebc's CLI (wired in tilebc/cli.py)."""
+`add_compile_parser(subparsers)` adds the sub-command to tilebc's CLI; runtime/pyproject.toml
+registers it in the `tilebc.commands` entry-point group, which tilebc/cli.py reads."""
 from __future__ import annotations
 
 import argparse
 import json
 import os
 import sys
+
+from tilebc.errors import UsageError
 
 
 def add_compile_parser(subparsers) -> argparse.ArgumentParser:
@@ -55,27 +58,22 @@ def _options(args) -> dict:
     if args.threads is None:
         return {}
     if args.backend != "jit":
-        raise _UsageError("--threads applies to the JIT backend only")
+        raise UsageError("--threads applies to the JIT backend only")
     return {"threads": args.threads}
-
-
-class _UsageError(Exception):
-    """A bad combination of options (exit status 2)."""
 
 
 def run_compile(args) -> int:
     from tilebc.errors import TilebcError
-    from tilebc.outputs import UsageError as OutputUsageError
     name = args.display_name = "<stdin>" if args.file == "-" else args.file
     try:
         if args.file == "-" and args.output is None:
-            raise _UsageError("with the input on stdin, name the output file with -o")
+            raise UsageError("with the input on stdin, name the output file with -o")
         if args.output == "-" and (args.fatbin or args.emit == "cubin"):
-            raise _UsageError("-o -: a cubin or fatbin is written with its metadata OUT.json "
-                              "beside it; name an output file (only --emit ptx can go to stdout)")
+            raise UsageError("-o -: a cubin or fatbin is written with its metadata OUT.json "
+                             "beside it; name an output file (only --emit ptx can go to stdout)")
         _default_output(args, ".fatbin" if args.fatbin else f".{args.emit}")  # refuse early
         # Decoded once up front so bad input reads as it does in every tilebc command.
-        from tilebc.cli import decode_bytes, read_input
+        from tilebc.inputs import decode_bytes, read_input
         data = read_input(args.file)
         decode_bytes(data, name)
         if args.file == "-":
@@ -83,11 +81,11 @@ def run_compile(args) -> int:
         if args.fatbin:
             return _run_fatbin(args)
         if "," in args.arch:
-            raise _UsageError("several architectures need --fatbin (one cubin or PTX per arch)")
+            raise UsageError("several architectures need --fatbin (one cubin or PTX per arch)")
         if args.emit == "ptx":
             return _run_ptx(args)
         return _run_cubin(args)
-    except (_UsageError, OutputUsageError) as error:
+    except UsageError as error:  # a bad combination of options, before TilebcError
         print(f"tilebc compile: error: {error}", file=sys.stderr)
         return 2
     except TilebcError as error:
@@ -109,8 +107,8 @@ def _default_output(args, suffix: str) -> str:
     from tilebc.outputs import same_file
     output = os.path.splitext(args.file)[0] + suffix
     if output == args.file or same_file(output, args.file):
-        raise _UsageError(f"the default output {output} is the input file; name the output "
-                          "with -o")
+        raise UsageError(f"the default output {output} is the input file; name the output "
+                         "with -o")
     return output
 
 
@@ -122,7 +120,7 @@ def _write(path: str, data, binary: bool = True) -> None:
 def _run_ptx(args) -> int:
     from .compiler import compile
     if args.backend != "jit":
-        raise _UsageError("--emit ptx needs the JIT backend (tileiras does not expose its PTX)")
+        raise UsageError("--emit ptx needs the JIT backend (tileiras does not expose its PTX)")
     result = compile(args.file, args.entry, args.arch, "ptx", threads=args.threads,
                      verbose=args.verbose)
     output = _default_output(args, ".ptx")
@@ -169,7 +167,7 @@ def _run_cubin(args) -> int:
 def _run_fatbin(args) -> int:
     from .aot import write_fatbin
     if args.emit == "ptx":
-        raise _UsageError("--fatbin holds cubins (and PTX); drop --emit ptx")
+        raise UsageError("--fatbin holds cubins (and PTX); drop --emit ptx")
     output = _default_output(args, ".fatbin")
     result = write_fatbin(args.file, args.arch, output, backend=args.backend, entry=args.entry,
                           options=_options(args), ptx=not args.no_ptx)

@@ -1,4 +1,5 @@
-"""`demo_compile(module) -> str`: the JIT step of `tilebc demo`, in one summary line.
+"""`demo_compile(module) -> str`: the JIT step of `tilebc demo`, in one summary line (`demo_step`
+is the form the demo calls, registered in the `tilebc.demo` entry-point group).
 
 Compiles the module's first entry to PTX and a cubin and reports the facts. With a GPU it also
 launches the kernel on synthesised inputs (one tile block) and compares every array with what the
@@ -36,6 +37,12 @@ def demo_compile(module, arch: Optional[str] = None) -> str:
         return f"{line}; {_launch_and_compare(module, function)}"
     except Exception as error:  # the summary reports a failed launch instead of raising
         return f"{line}; GPU launch FAILED: {type(error).__name__}: {error}"
+
+
+def demo_step(module) -> Tuple[str, bool, str]:
+    """`tilebc demo`'s JIT step: (title, ok, the summary line of `demo_compile`)."""
+    line = demo_compile(module)
+    return "JIT to PTX and cubin (nvJitLink)", "FAILED" not in line, line
 
 
 def _gpu() -> Tuple[Any, str]:

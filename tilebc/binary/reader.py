@@ -19,8 +19,8 @@ from ..ir import attrs as A
 from ..ir import location as L
 from ..ir import types as T
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
+from ..dense import dense_expected_sizes, dense_is_splat, dense_size_ok
 from ..ir.shared import brief
-from ..numerics import dense_expected_sizes, dense_is_splat, dense_size_ok
 from ..ops.enums import PaddingValue, PtrAttr, SymbolVisibility
 from ..ops.spec import Arity, AttrKind
 from ..ops.table import OPS_BY_OPCODE, max_public_opcode

@@ -400,8 +400,7 @@ class BatchBlock:
     def tile_block(self, flat: int):
         """The ordinary TileBlock of block `flat`, for ops run once per block."""
         if self._blocks is None:
-            from .machine import TileBlock
-            self._blocks = [TileBlock(self.machine, self.block_coords(b), self.grid)
+            self._blocks = [self.machine.tile_block(self.block_coords(b), self.grid)
                             for b in range(self.count)]
             for block in self._blocks:
                 block.memory = self.memory

@@ -8,7 +8,7 @@ Each --arg is one kernel argument, in order:
   zeros:DTYPE:SHAPE        zeros (SHAPE is like 128 or 64x32)
   a number                 a scalar parameter (int or float literal)
 After the run every array argument is saved to the --out .npz as arg0, arg1, ...
-`tilebc/cli.py` wires this in with `add_run_parser(subparsers)`.
+`tilebc/cli.py` adds it with `add_run_parser(subparsers)` when `run` (or help) is asked for.
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ import sys
 import ml_dtypes
 import numpy as np
 
-from ..errors import TilebcError
+from ..errors import TilebcError, UsageError
+from ..inputs import decode_bytes, display_name, read_input, verify_module
 from ..outputs import write_output
 
 
@@ -201,16 +202,15 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
 
 def handle_run(options) -> int:
     """`tilebc run`: errors are raised for tilebc.cli.main to print (`tilebc run: error: FILE: …`)."""
-    from .. import cli
     from .api import run
     rng = np.random.default_rng(options.seed)
     try:
         arguments = [parse_argument(text, rng) for text in options.args]
     except argparse.ArgumentTypeError as error:
-        raise cli.UsageError(str(error)) from None
-    name = cli._display_name(options.file)
-    module = cli.decode_bytes(cli.read_input(options.file), name)
-    cli._verify(module)
+        raise UsageError(str(error)) from None
+    name = display_name(options.file)
+    module = decode_bytes(read_input(options.file), name)
+    verify_module(module)
     grid = options.grid
     blocks = int(np.prod(grid))
     progress = ProgressBar() if blocks >= 64 and sys.stderr.isatty() else None

@@ -143,15 +143,18 @@ class Machine:
                 # reports the error in schedule order
                 return (f"the batched run stopped on an error "
                         f"({error.reason if hasattr(error, 'reason') else error})"), done
-            except Exception as error:  # a batched-run defect must not change results
-                if mode is True:
-                    raise
-                return f"the batched run failed internally ({error!r})", done
+            # Anything else is a defect of the batched interpreter and propagates: falling back
+            # quietly would hide it (BatchFallback is the one "cannot batch" signal).
         if mode is True:
             raise ExecutionError(f"batch=True, but the launch cannot run batched: {reason}"
                                  + (f" (after {done} tile blocks ran batched)" if done else ""),
                                  file=self.module.source)
         return reason, done
+
+    def tile_block(self, coords: Tuple[int, int, int], grid) -> "TileBlock":
+        """A sequential TileBlock of this launch (the batched run asks for these, so batch.py
+        needs no import of this module)."""
+        return TileBlock(self, coords, grid)
 
     def count_iteration(self, block) -> None:
         """Count one loop iteration of the launch; `block` (a TileBlock or the batched run) fails

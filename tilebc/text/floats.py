@@ -11,7 +11,6 @@ import math
 from fractions import Fraction
 
 from ..ir.types import ElementType
-from ..numerics import float_from_bits, float_to_bits
 
 # Significand precision (bits, implicit bit included) of each float type, as APFloat defines it.
 _PRECISION = {"f16": 11, "bf16": 8, "f32": 24, "tf32": 11, "f64": 53, "f8E4M3FN": 4,
@@ -102,6 +101,8 @@ def apfloat_to_string(value: float, semantics_precision: int, format_precision: 
 
 def format_float(bits: int, element: ElementType) -> str:
     """MLIR's printFloatValue for a float of type `element` given by its bit pattern."""
+    from ..convert import float_to_bits  # numpy loads when a float value is printed, not before
+    from ..numerics import float_from_bits
     value = float_from_bits(bits, element)
     if math.isfinite(value):
         precision = _PRECISION[element.name]
@@ -117,6 +118,7 @@ def format_float(bits: int, element: ElementType) -> str:
 def constant_name_part(bits: int, element: ElementType):
     """The `_N` part MLIR's ConstantOp naming adds for a float splat: the value if it converts to a
     64-bit unsigned integer exactly (toward zero), 'NaN' for NaN, otherwise nothing."""
+    from ..numerics import float_from_bits
     value = float_from_bits(bits, element)
     if math.isnan(value):
         return "NaN"

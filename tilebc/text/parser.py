@@ -13,7 +13,8 @@ from ..errors import TextSyntaxError
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
-from ..numerics import float_to_bits, storage_bytes
+from ..convert import float_to_bits
+from ..numerics import storage_bytes
 from ..ops.enums import PaddingValue, PtrAttr, SymbolVisibility
 from ..ops.spec import Arity, AttrKind
 from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC

@@ -1,3 +1,4 @@
+import gc
 import os
 import sys
 from pathlib import Path
@@ -29,6 +30,18 @@ def shared_path(relative: str) -> Path:
     if not path.exists():
         pytest.fail(f"{path} is missing from the shared folder {SHARED}")
     return path
+
+
+@pytest.fixture
+def frozen_heap():
+    """Keep the garbage collector off the objects that exist before the test: in a full-suite
+    process a collection walks hundreds of MB of earlier tests' objects and would be charged to
+    whichever input a per-input CPU limit happened to be timing."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def fixture_id(path: Path) -> str:

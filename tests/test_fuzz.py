@@ -41,7 +41,7 @@ def test_mutator_changes_input(name):
     assert changed >= 40, f"{name} changed only {changed} of 50 inputs"
 
 
-def test_fuzz_ci_pass():
+def test_fuzz_ci_pass(frozen_heap):
     """>= 20,000 mutated inputs in well under 3 minutes, every invariant of fuzz.harness.check.
 
     Time is CPU time (a loaded CI machine must not fail it); the limits guard against hangs and

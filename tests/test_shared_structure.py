@@ -44,7 +44,7 @@ SHALLOW_TYPE_DEPTH = 11  # decodes (text under max_type_text), refused by the ve
 # Runs each CLI command in-process (the code path of `tilebc …`), then the library calls, and
 # prints one JSON object: {name: {rc, stdout, stderr, output}} plus the process's peak memory.
 DRIVER = r"""
-import contextlib, io, json, os, pickle, resource, sys
+import contextlib, io, json, os, pickle, sys
 import tilebc
 from tilebc import cli
 
@@ -93,7 +93,11 @@ for what, call in (("dump", lambda: tilebc.dump(module)),
         api[what] = "accepted"
     except tilebc.TilebcError as error:
         api[what] = f"{type(error).__name__}: {error}"[:1000]
-results["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# VmHWM is this process image's own peak; ru_maxrss would also count the (pytest) parent's size at
+# fork, which the child inherits across exec.
+with open("/proc/self/status") as status:
+    results["maxrss"] = next(int(line.split()[1]) * 1024 for line in status
+                             if line.startswith("VmHWM:"))
 print(json.dumps(results))
 """
 

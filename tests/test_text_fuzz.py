@@ -51,7 +51,7 @@ def test_unmutated_corpus_passes_the_check():
         assert outcome.accepted and not outcome.problems and not outcome.foreign, (name, outcome)
 
 
-def test_text_fuzz_ci_pass():
+def test_text_fuzz_ci_pass(frozen_heap):
     """>= 5,000 mutated texts, every invariant of fuzz.text.check, within about a minute of CPU."""
     seen = {"inputs": 0, "accepted": 0}
     started = time.process_time()

@@ -21,7 +21,7 @@ from tilebc.ir.types import PointerType, TileType
 from . import targets
 from .lowering import dtypes
 from .lowering.lowerer import STATIC_SHARED_LIMIT, Lowerer, LoweringError, Tile
-from .lowering.registry import load_all
+from .lowering.registry import EXPANDING, load_all
 
 DEFAULT_THREADS = 128
 PARAM_TYPE = {"ptr": "u64", "i1": "u8", "i8": "u8", "i16": "u16", "i32": "u32", "i64": "u64",
@@ -187,10 +187,9 @@ def choose_threads(module: Module, function: Function, arch: int,
 # never finishes at 8192. A kernel over either bound below is refused before any PTX is generated.
 MAX_ELEMENTS_PER_THREAD = 256      # slots of one tile: a thread has at most 255 registers
 MAX_ESTIMATED_INSTRUCTIONS = 1 << 16
-# Estimated PTX instructions per slot of an op: ops expanded into long polynomial or softfloat
-# sequences, and the rest (address arithmetic, one or two ALU instructions, moves).
-_EXPANDED_OPS = frozenset({"exp", "exp2", "log", "log2", "sin", "cos", "tan", "sinh", "cosh",
-                           "tanh", "fpowf", "fpowi", "atan2", "remf"})
+# Estimated PTX instructions per slot of an op: ops whose lowering expands into long polynomial or
+# softfloat sequences (registered with `lowers(..., expands=True)`), and the rest (address
+# arithmetic, one or two ALU instructions, moves).
 _EXPANDED_COST = 32
 _PLAIN_COST = 4
 
@@ -210,6 +209,7 @@ def estimate_code_size(function: Function, threads: int) -> Tuple[int, Optional[
     Each op costs its slots per thread (of its largest tile) times a per-op weight; a reduce or
     scan inlines its combiner region once per slot, other regions (if, for, loop) are lowered
     once."""
+    load_all()  # the registrations say which ops expand
     total, widest, widest_elements = 0, None, 0
     pending: List[Tuple[List[Op], int]] = [(function.body.ops, 1)]  # (ops, times lowered)
     while pending:
@@ -219,7 +219,7 @@ def estimate_code_size(function: Function, threads: int) -> Tuple[int, Optional[
             slots = 1 if elements == 1 else -(-elements // threads)
             if elements > widest_elements:
                 widest, widest_elements = op, elements
-            weight = _EXPANDED_COST if op.name in _EXPANDED_OPS else _PLAIN_COST
+            weight = _EXPANDED_COST if op.name in EXPANDING else _PLAIN_COST
             total += times * slots * weight
             inner = times * slots if op.name in ("reduce", "scan") else times
             for region in op.regions:

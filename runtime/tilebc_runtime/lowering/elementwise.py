@@ -234,7 +234,7 @@ def _math(mnemonic):
             def compute(w, cls, regs):
                 return build(w, op, *regs)
             _float_math(lw, op, compute, f64=f64math.F64_MATH.get(mnemonic))
-        lowers(mnemonic)(lower)
+        lowers(mnemonic, expands=True)(lower)
         return build
     return decorate
 
@@ -341,12 +341,12 @@ def pow_f32(w, x, y):
     return out
 
 
-@lowers("fpowf")
+@lowers("fpowf", expands=True)
 def lower_fpowf(lw, op):
     _float_math(lw, op, lambda w, cls, regs: pow_f32(w, regs[0], regs[1]), f64=f64math.pow_f64)
 
 
-@lowers("fpowi")
+@lowers("fpowi", expands=True)
 def lower_fpowi(lw, op):
     w = lw.w
     base, exponent = (lw.get(v) for v in op.operand_values)
@@ -369,7 +369,7 @@ def lower_fpowi(lw, op):
     lw.set(op.results[0], Tile(result_type, [per_slot(k) for k in range(lw.slots(result_type.num_elements))]))
 
 
-@lowers("atan2")
+@lowers("atan2", expands=True)
 def lower_atan2(lw, op):
     def compute(w, cls, regs):
         y, x = regs  # numpy order: atan2(first, second) is the angle of (second, first)
@@ -408,7 +408,7 @@ def lower_atan2(lw, op):
     _float_math(lw, op, compute, f64=f64math.atan2_f64)
 
 
-@lowers("remf")
+@lowers("remf", expands=True)
 def lower_remf(lw, op):
     def compute(w, cls, regs):
         q, out = w.reg(cls), w.reg(cls)

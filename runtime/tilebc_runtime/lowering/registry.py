@@ -10,6 +10,7 @@ from typing import Callable, Dict
 from tilebc.ops.table import OPS_BY_MNEMONIC
 
 LOWERINGS: Dict[str, Callable] = {}
+EXPANDING: set = set()  # mnemonics whose lowering expands each element (see `lowers`)
 
 NOT_LOWERED: Dict[str, str] = {
     "multimem_load_reduce_view_tko": "multicast (NVLink SHARP) memory needs multimem.* on sm_90 "
@@ -19,10 +20,13 @@ NOT_LOWERED: Dict[str, str] = {
 }
 
 
-def lowers(*mnemonics: str):
-    """Register the decorated function as the lowering of each mnemonic."""
+def lowers(*mnemonics: str, expands: bool = False):
+    """Register the decorated function as the lowering of each mnemonic. `expands`: the lowering
+    emits a long sequence per element (polynomials, softfloat), which the code-size bound charges."""
     def register(function: Callable) -> Callable:
         for mnemonic in mnemonics:
+            if expands:
+                EXPANDING.add(mnemonic)
             if mnemonic not in OPS_BY_MNEMONIC:
                 raise RuntimeError(f"lowering registered for unknown op {mnemonic!r}")
             if mnemonic in LOWERINGS:

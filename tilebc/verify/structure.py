@@ -9,7 +9,7 @@ from ..ir.attrs import DenseElementsAttr, DictionaryAttr
 from ..ir.module import Block, Function, Module, Op, Value
 from ..ir.types import ElementType, PointerType, TileType, Type, scalar
 from ..ops.spec import Arity, AttrKind, Effects, OpSpec
-from ..ops.table import OPS_BY_MNEMONIC
+from ..ops.table import OPS, OPS_BY_MNEMONIC
 from ..version import ALL_VERSIONS, Version
 from .debuginfo import DebugInfoChecker
 from .diagnostics import Collector
@@ -18,17 +18,25 @@ from .optable import OP_CONSTRAINTS
 from .signature import check_function
 from .typesys import type_problems, type_since
 
-# Which terminators may end a region of each parent ("entry" is a kernel body).
-TERMINATORS: Dict[str, Tuple[str, ...]] = {
-    "entry": ("return",),
-    "if": ("yield", "return", "continue", "break"),
-    "for": ("continue",),
-    "loop": ("continue", "break"),
-    "reduce": ("yield",),
-    "scan": ("yield",),
-}
+_TERMINATOR_SPECS = tuple(reversed([spec for spec in OPS if spec.terminator]))  # newest first
+
+
+def _terminators() -> Dict[str, Tuple[str, ...]]:
+    """Which terminators may end a region of each parent ("entry" is a kernel body), from the op
+    table's `ends` / `through_if`."""
+    by_parent: Dict[str, List[str]] = {}
+    for spec in _TERMINATOR_SPECS:
+        for parent in spec.ends:
+            by_parent.setdefault(parent, []).append(spec.mnemonic)
+    through_if = [spec.mnemonic for spec in _TERMINATOR_SPECS
+                  if spec.through_if and spec.mnemonic not in by_parent.get("if", ())]
+    by_parent.setdefault("if", []).extend(through_if)
+    return {parent: tuple(names) for parent, names in by_parent.items()}
+
+
+TERMINATORS = _terminators()
 # Early exits look through enclosing `if`s for the op they leave.
-EXIT_TARGETS = {"return": ("entry",), "continue": ("for", "loop"), "break": ("loop",)}
+EXIT_TARGETS = {spec.mnemonic: spec.ends for spec in _TERMINATOR_SPECS if spec.through_if}
 
 
 class _SpecFacts:
@@ -249,7 +257,7 @@ class Verifier:
         if key in self._effects:
             return self._effects[key]
         effects = op.spec.effects
-        found = op if effects is Effects.SOME else None
+        found = op if effects.own else None
         if effects is Effects.RECURSIVE:
             for region in op.regions:
                 for block in region.blocks:
@@ -528,12 +536,13 @@ class Verifier:
         ctx = self.ctx
         operands = list(op.operands["operands"])
         name = op.name
-        if name == "yield":
+        if not op.spec.through_if:  # yield
             parent = self.parents[-1] if self.parents else None
-            if parent is None or parent.name not in ("if", "reduce", "scan"):
+            ends = op.spec.ends
+            if parent is None or parent.name not in ends:
                 where = parent.name if parent is not None else "entry"
-                ctx.report("terminator.parent", op, f"yield cannot end a {where} region; it ends "
-                                                    f"if, reduce and scan regions")
+                ctx.report("terminator.parent", op, f"{name} cannot end a {where} region; it ends "
+                                                    f"{', '.join(ends[:-1])} and {ends[-1]} regions")
                 return
             if parent.name == "if":
                 expected = [r.type for r in parent.results]

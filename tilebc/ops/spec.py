@@ -47,7 +47,8 @@ class Effects(enum.Enum):
     UNDECLARED = "undeclared"  # declares no trait (MLIR then assumes effects) but touches no memory
     MEMORY = "memory"        # loads, stores, fences: ordered by tokens within a tile block
     ATOMIC = "atomic"        # atomics: tile blocks may communicate through them
-    OUTPUT = "output"        # prints and asserts: visible outside the kernel
+    OUTPUT = "output"        # prints: visible outside the kernel, in order
+    TRAP = "trap"            # asserts: end the kernel when a check fails
     ALLOC = "alloc"          # scratch memory owned by one tile block
     CALL = "call"            # a foreign function: anything
 

@@ -431,7 +431,7 @@ _EFFECTS = {
     **{name: Effects.ATOMIC for name in ("atomic_rmw_tko", "atomic_cas_tko",
                                          "atomic_red_view_tko")},
     "print_tko": Effects.OUTPUT,
-    "assert": Effects.OUTPUT,
+    "assert": Effects.TRAP,
     "alloca": Effects.ALLOC,
     "preview$call": Effects.CALL,
 }

@@ -7,7 +7,7 @@ Terminators and region nesting are checked by `structure.py`; their entries say 
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 from ..ir.types import ELEMENT_TYPES, i1
 from ..ops.enums import (IntegerOverflow, MemoryOrderingSemantics as Order, RoundingMode as RM)
@@ -223,12 +223,14 @@ _OTHER: Dict[str, Tuple[Constraint, ...]] = {
 }
 
 
-def _constraints(spec: OpSpec) -> Tuple[Constraint, ...]:
+def constraints_for(spec: OpSpec) -> Optional[Tuple[Constraint, ...]]:
+    """The op's typing constraints: its family's rule plus EXTRA, or its _OTHER entry; None when
+    the op has neither."""
     if spec.terminator:
         return terminator(spec)
-    if spec.family is not Family.OTHER:
+    if spec.family is not Family.OTHER and spec.elements is not None:
         return family_constraints(spec) + EXTRA.get(spec.mnemonic, ())
-    return _OTHER[spec.mnemonic]
+    return _OTHER.get(spec.mnemonic)
 
 
 def _check() -> None:
@@ -243,5 +245,4 @@ def _check() -> None:
 
 _check()
 OP_CONSTRAINTS: Dict[str, Tuple[Constraint, ...]] = {
-    spec.mnemonic: _constraints(spec) for spec in BODY_OPS
-    if spec.terminator or spec.family is not Family.OTHER or spec.mnemonic in _OTHER}
+    spec.mnemonic: constraints_for(spec) for spec in BODY_OPS if constraints_for(spec) is not None}

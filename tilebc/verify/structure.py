@@ -14,7 +14,7 @@ from ..version import ALL_VERSIONS, Version
 from .debuginfo import DebugInfoChecker
 from .diagnostics import Collector
 from .hints import HINTS_FOR, check_hints
-from .optable import OP_CONSTRAINTS
+from .optable import constraints_for
 from .signature import check_function
 from .typesys import type_problems, type_since
 
@@ -54,7 +54,7 @@ class _SpecFacts:
         self.newer_operands = tuple(o for o in spec.operands if o.since > spec.since)
         self.fixed_results = (None if any(r.variadic for r in spec.results)
                               else len(spec.results))
-        self.constraints = OP_CONSTRAINTS.get(spec.mnemonic, ())
+        self.constraints = constraints_for(spec) or ()
         # Verdicts of the signature checks (see Verifier.signature_key) may be reused only when
         # every constraint reads nothing but the op's own types and attributes.
         self.memoizable = not any(getattr(c, "context_dependent", False)
@@ -73,6 +73,20 @@ _FACTS = {spec.mnemonic: _SpecFacts(spec) for spec in OPS_BY_MNEMONIC.values()}
 # here is structural or unknown.
 _BODY_FACTS = {id(spec): _FACTS[spec.mnemonic] for spec in OPS_BY_MNEMONIC.values()
                if not spec.structural}
+
+
+# Facts of body ops added to the table after this module loaded (a test's extension of the table),
+# keyed by the spec itself.
+_LATE_FACTS: Dict[OpSpec, _SpecFacts] = {}
+
+
+def _late_facts(spec: OpSpec) -> Optional[_SpecFacts]:
+    if spec.structural or OPS_BY_MNEMONIC.get(spec.mnemonic) is not spec:
+        return None
+    facts = _LATE_FACTS.get(spec)
+    if facts is None:
+        facts = _LATE_FACTS[spec] = _SpecFacts(spec)
+    return facts
 
 
 # id(spec) -> the fast path of each op kind whose verdicts may be reused.
@@ -287,7 +301,7 @@ class Verifier:
 
     def op(self, op: Op) -> None:
         spec = op.spec
-        facts = _BODY_FACTS.get(id(spec))
+        facts = _BODY_FACTS.get(id(spec)) or _late_facts(spec)
         if facts is None:
             self.ctx.report("op.unknown", op, f"{spec.mnemonic} cannot appear in a function body")
             return
@@ -306,7 +320,7 @@ class Verifier:
                 self._clean_by_id[key] = clean
                 return clean
         spec = op.spec
-        self.op_in_full(op, spec, _BODY_FACTS[id(spec)], (key, value_key))
+        self.op_in_full(op, spec, _BODY_FACTS.get(id(spec)) or _late_facts(spec), (key, value_key))
         return None
 
     def dominance(self, op: Op, facts: _SpecFacts) -> None:

@@ -43,7 +43,7 @@ from .convert import int_from_values, int_values
 from .errors import TilebcError
 from .ir.types import ELEMENT_TYPES, ElementType
 from .ops.enums import ComparisonPredicate, IntegerOverflow, RoundingMode, Signedness
-from .ops.table import OPS_BY_MNEMONIC
+from .ops.table import OPS_BY_MNEMONIC, by_mnemonic
 
 
 class IntegerOpError(TilebcError):
@@ -341,7 +341,7 @@ def _cmpi(ops: _Operands, predicate, signed=True) -> Core:
 
 
 # mnemonic -> (core, {op-table attribute name: core keyword}); operand counts come from the op table
-_CORES: Dict[str, Tuple[Callable[..., Core], Dict[str, str]]] = {
+_CORES: Dict[str, Tuple[Callable[..., Core], Dict[str, str]]] = by_mnemonic({
     "addi": (_addi, {"overflow": "overflow"}),
     "subi": (_subi, {"overflow": "overflow"}),
     "muli": (_muli, {"overflow": "overflow"}),
@@ -358,7 +358,7 @@ _CORES: Dict[str, Tuple[Callable[..., Core], Dict[str, str]]] = {
     "ori": (_bitwise(np.bitwise_or), {}),
     "xori": (_bitwise(np.bitwise_xor), {}),
     "cmpi": (_cmpi, {"comparison_predicate": "predicate", "signedness": "signed"}),
-}
+}, "integer op cores")
 _OPS: Dict[str, Tuple[Callable[..., Core], int, Dict[str, str]]] = {
     mnemonic: (core, len(OPS_BY_MNEMONIC[mnemonic].operands), names)
     for mnemonic, (core, names) in _CORES.items()}

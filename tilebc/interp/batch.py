@@ -48,6 +48,7 @@ import numpy as np
 
 from ..ir.module import Block, Function, Region
 from ..ops.spec import Arity, Effects
+from ..ops.table import by_mnemonic
 from .errors import ExecutionError, MemoryCheckError
 from .registry import IMPLEMENTATIONS, LANEWISE, Signal
 from .arena import Scratch
@@ -248,7 +249,8 @@ class MemoryLog:
 # pass over memory instead of two. Performing it later is exact only if its operands still hold
 # what they held when the op ran: stores performed earlier in the log must not touch them.
 
-FUSED_UFUNCS = {"addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide}
+FUSED_UFUNCS = by_mnemonic({"addf": np.add, "subf": np.subtract, "mulf": np.multiply,
+                            "divf": np.divide}, "fused ufuncs")
 _NATIVE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 _FUSIBLE: Dict[int, Tuple[weakref.ref, frozenset]] = {}
 # id(block) -> (weak reference, BatchBlock.plan's steps), shared by every launch

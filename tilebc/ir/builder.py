@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import TilebcError
 from ..ops import enums as E
 from ..ops.spec import Arity, AttrKind, Family, OpSpec
-from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC
+from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC, by_mnemonic
 from ..version import MAX_VERSION, Version
 from .attrs import (DenseElementsAttr, DictionaryAttr, FloatAttr, IntegerAttr,
                     OptimizationHintsAttr)
@@ -138,7 +138,7 @@ def _view_tile(view: Value, what: str) -> TileType:
 
 # Ops whose result types follow from their operands by a rule of their own. Element-wise ops,
 # comparisons and `result_like` ops take theirs from the op table, as the verifier does.
-_SPECIAL_RESULTS: Dict[str, Callable[[dict, dict], List[Type]]] = {
+_SPECIAL_RESULTS: Dict[str, Callable[[dict, dict], List[Type]]] = by_mnemonic({
     "make_token": lambda g, a: [token],
     "join_tokens": lambda g, a: [token],
     "get_tile_block_id": lambda g, a: [TileType((), i32)] * 3,
@@ -151,7 +151,7 @@ _SPECIAL_RESULTS: Dict[str, Callable[[dict, dict], List[Type]]] = {
     "reduce": lambda g, a: [TileType(tuple(d for i, d in enumerate(v.type.shape) if i != a["dim"]),
                                      v.type.element) for v in g["operands"]],
     "scan": lambda g, a: [v.type for v in g["operands"]],
-}
+}, "builder result rules")
 
 
 def _view_index_rank(view: Value) -> Tuple[int, ...]:

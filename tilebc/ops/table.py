@@ -7,7 +7,7 @@ OPS. Opcodes are frozen wire values (never renumbered). Operand shorthand: "name
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict, Tuple
+from typing import Dict, Tuple, TypeVar
 
 from ..version import V13_1, V13_2, V13_3, V13_4, V13_5, Version
 from .enums import (AtomicRMWMode, ComparisonOrdering, ComparisonPredicate, IntegerOverflow,
@@ -15,6 +15,9 @@ from .enums import (AtomicRMWMode, ComparisonOrdering, ComparisonPredicate, Inte
                     Signedness, SymbolVisibility)
 from .spec import (Arity, AttrKind, AttrSpec, Effects, Elements, Family, OperandSpec, OpSpec,
                    ResultSpec)
+
+
+T = TypeVar("T")
 
 
 def _operands(*names, since: Version = V13_1) -> Tuple[OperandSpec, ...]:
@@ -444,6 +447,15 @@ BODY_OPS = tuple(spec for spec in OPS if not spec.structural and not spec.previe
 PUBLIC_OPS = tuple(spec for spec in OPS if not spec.preview)
 # Names older tools and sources use for the same opcodes.
 MNEMONIC_ALIASES = {"pow": "fpowf", "print": "print_tko"}
+
+
+def by_mnemonic(registry: Dict[str, T], what: str) -> Dict[str, T]:
+    """`registry` (per-op entries keyed by mnemonic) after checking every key is an op of the table:
+    the one way, besides the registration decorators, that code outside this file names ops."""
+    unknown = sorted(set(registry) - set(OPS_BY_MNEMONIC))
+    if unknown:
+        raise RuntimeError(f"{what}: entries for ops the op table does not have: {unknown}")
+    return registry
 
 
 def max_public_opcode(version: Version) -> int:

@@ -12,7 +12,7 @@ from typing import Dict, Optional, Tuple
 from ..ir.types import ELEMENT_TYPES, i1
 from ..ops.enums import (IntegerOverflow, MemoryOrderingSemantics as Order, RoundingMode as RM)
 from ..ops.spec import Elements, Family, OpSpec
-from ..ops.table import BODY_OPS, OPS_BY_MNEMONIC
+from ..ops.table import BODY_OPS, OPS_BY_MNEMONIC, by_mnemonic
 from . import opchecks as oc
 from .constraints import (BASE_FLOAT, FLOAT, INT, INT_OR_I4, NUMBER, Constraint, attr_in,
                           flag_needs_f32, i1_like, mode_needs_f32, no_extra, pointer_tile,
@@ -65,7 +65,7 @@ LOAD_ORDER = oc.ordering(oc.LOAD_ORDERS, scoped_optional=True)
 STORE_ORDER = oc.ordering(oc.STORE_ORDERS, scoped_optional=True)
 
 # What element-wise and comparison ops check beyond their family's rule.
-EXTRA: Dict[str, Tuple[Constraint, ...]] = {
+EXTRA: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
     "addf": ieee_arith(),
     "subf": ieee_arith(),
     "mulf": ieee_arith(),
@@ -92,9 +92,9 @@ EXTRA: Dict[str, Tuple[Constraint, ...]] = {
     # it accepts none, no_signed_wrap and no_wrap)
     "negi": (attr_in("overflow", (IntegerOverflow.NONE, IntegerOverflow.NO_SIGNED_WRAP,
                                   IntegerOverflow.NO_WRAP), rule="attr.overflow"),),
-}
+}, "verifier typing extras")
 
-_OTHER: Dict[str, Tuple[Constraint, ...]] = {
+_OTHER: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
     # ---- float arithmetic beyond the element-wise family
     "fpowi": (tile_of("source", "result", elements=BASE_FLOAT), same_type("source", "result"),
               tile_of("exponent", elements=INT), same_shape("source", "exponent")),
@@ -220,7 +220,7 @@ _OTHER: Dict[str, Tuple[Constraint, ...]] = {
     "loop": (oc.loop_carried,),
     "reduce": (tile_of("operands", "results"), oc.combiner),
     "scan": (tile_of("operands", "results"), oc.combiner),
-}
+}, "verifier typing rules")
 
 
 def constraints_for(spec: OpSpec) -> Optional[Tuple[Constraint, ...]]:

@@ -144,6 +144,11 @@ class OpSpec:
     # whether they may also end an `if` region nested in one of them (early exits).
     ends: Tuple[str, ...] = ()
     through_if: bool = False
+    # Region ops: early exits (return, continue, break) in its regions leave through it to the
+    # enclosing op (`if`); its regions are combiners, which may hold only effect-free ops
+    # (reduce, scan).
+    exits_pass: bool = False
+    combiner: bool = False
     summary: str = ""
     # Text form: an MLIR-assembly-format-like declaration read by both the printer and the parser
     # (grammar in tilebc/text/syntax.py).

@@ -220,7 +220,8 @@ OPS: Tuple[OpSpec, ...] = (
                   unit("constant", since=V13_3))),
     _op("if", 0x32, ("condition",), ("results*",), regions=2,
         syntax="$condition (`->` `(` type($results)^ `)`)? custom<Region>(0, yield) "
-               "(`else` custom<Region>(1, yield)^)? attr-dict", asm_name="", summary="two-way branch with results"),
+               "(`else` custom<Region>(1, yield)^)? attr-dict", asm_name="", exits_pass=True,
+        summary="two-way branch with results"),
     _unary("int_to_ptr", 0x33, None, "integers to pointers", syntax=CAST),
     _op("iota", 0x3A, (), syntax="attr-dict `:` type($result)", summary="0, 1, 2, … along a 1-d tile"),
     _op("itof", 0x3B, ("from",), ("to",), (SIGNEDNESS, ROUNDING),
@@ -294,7 +295,8 @@ OPS: Tuple[OpSpec, ...] = (
         (attr("dim", AttrKind.INT, width=32), attr("identities", AttrKind.ATTR_ARRAY)), regions=1,
         syntax="$operands attr-dict ` ` `dim` `` `=` `` $dim `identities` `` `=` `` $identities "
                "`:` type($operands) `->` type($results) custom<ArgumentRegion>(0)",
-        asm_name="reduce", asm_block_args="reduce", summary="reduce tiles along a dimension with a combiner region"),
+        asm_name="reduce", asm_block_args="reduce", combiner=True,
+        summary="reduce tiles along a dimension with a combiner region"),
     _binary("remf", 0x59, Elements.FLOAT, "float remainder"),
     _binary("remi", 0x5A, Elements.INT, "integer remainder", (SIGNEDNESS,), middle="$signedness"),
     _unary("reshape", 0x5B, None, "reshape keeping element order", syntax=CAST, asm_name="reshape"),
@@ -306,7 +308,8 @@ OPS: Tuple[OpSpec, ...] = (
          attr("identities", AttrKind.ATTR_ARRAY)), regions=1,
         syntax="$operands attr-dict ` ` `dim` `` `=` `` $dim `reverse` `` `=` `` $reverse "
                "`identities` `` `=` `` $identities `:` type($operands) `->` type($results) "
-               "custom<ArgumentRegion>(0)", asm_name="", summary="inclusive scan along a dimension with a combiner region"),
+               "custom<ArgumentRegion>(0)", asm_name="", combiner=True,
+        summary="inclusive scan along a dimension with a combiner region"),
     _op("select", 0x5F, ("cond", "val_if_true", "val_if_false"),
         syntax="$cond `,` $val_if_true `,` $val_if_false attr-dict `:` type($cond) `,` "
                "type($result)", result_like="val_if_true", summary="element-wise choice"),
@@ -474,6 +477,8 @@ def _check_table() -> None:
                  not OPS_BY_MNEMONIC.get(name, spec).regions]
         if wrong or (spec.ends and not spec.terminator):
             raise RuntimeError(f"{spec.mnemonic} ends regions of ops without regions: {wrong}")
+        if spec.through_if and not any(s.exits_pass for s in OPS):
+            raise RuntimeError(f"{spec.mnemonic} leaves through an op no entry lets exits pass")
         if spec.family is not Family.OTHER and spec.elements is None:
             raise RuntimeError(f"{spec.mnemonic}: an element-wise family op needs an element class")
 

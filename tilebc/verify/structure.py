@@ -28,9 +28,10 @@ def _terminators() -> Dict[str, Tuple[str, ...]]:
     for spec in _TERMINATOR_SPECS:
         for parent in spec.ends:
             by_parent.setdefault(parent, []).append(spec.mnemonic)
-    through_if = [spec.mnemonic for spec in _TERMINATOR_SPECS
-                  if spec.through_if and spec.mnemonic not in by_parent.get("if", ())]
-    by_parent.setdefault("if", []).extend(through_if)
+    for passing in (spec.mnemonic for spec in OPS if spec.exits_pass):
+        names = by_parent.setdefault(passing, [])
+        names.extend(spec.mnemonic for spec in _TERMINATOR_SPECS
+                     if spec.through_if and spec.mnemonic not in names)
     return {parent: tuple(names) for parent, names in by_parent.items()}
 
 
@@ -43,7 +44,7 @@ class _SpecFacts:
     """What the shared checks need of one op spec, computed once."""
 
     __slots__ = ("enum_attrs", "required_attrs", "newer_attrs", "newer_operands", "fixed_results",
-                 "constraints", "memoizable", "hints", "operand_names", "get_global", "regions",
+                 "constraints", "memoizable", "hints", "operand_names", "symbol_ref", "regions",
                  "in_context", "check")
 
     def __init__(self, spec: OpSpec):
@@ -61,9 +62,10 @@ class _SpecFacts:
                                   for c in self.constraints)
         self.hints = spec.mnemonic in HINTS_FOR
         self.operand_names = tuple(o.name for o in spec.operands)
-        self.get_global = spec.mnemonic == "get_global"
+        # a body op naming a module symbol (get_global): resolved against the module's globals
+        self.symbol_ref = any(a.kind is AttrKind.SYMBOL for a in spec.attrs) and not spec.structural
         self.regions = spec.regions
-        self.in_context = spec.terminator or self.get_global  # checks that read enclosing ops
+        self.in_context = spec.terminator or self.symbol_ref  # checks that read enclosing ops
         # The fast path for this op kind (signature.py), when its verdicts may be reused.
         self.check = check_function(spec, self, check_hints) if self.memoizable else None
 
@@ -235,7 +237,7 @@ class Verifier:
             self.define(owner, arg)
             self.type_ok(owner, arg.type, "block argument")
         ops = block.ops
-        if parent is not None and parent.name in ("reduce", "scan"):
+        if parent is not None and parent.spec.combiner:
             self.effect_free_body(ops, parent)
         fast = _FAST_CHECKS if self.fast else {}
         last = len(ops) - 1
@@ -407,7 +409,7 @@ class Verifier:
             if attributes_ok:
                 if spec.terminator:
                     self.terminator(op)
-                if facts.get_global:
+                if facts.symbol_ref:
                     self.get_global(op)
         self.regions(op, spec)
         for result in op.results:
@@ -558,7 +560,7 @@ class Verifier:
                 ctx.report("terminator.parent", op, f"{name} cannot end a {where} region; it ends "
                                                     f"{', '.join(ends[:-1])} and {ends[-1]} regions")
                 return
-            if parent.name == "if":
+            if not parent.spec.combiner:
                 expected = [r.type for r in parent.results]
             else:
                 expected = [scalar(v.type.element) for v in parent.operands["operands"]
@@ -567,7 +569,7 @@ class Verifier:
             return
         target = None
         for parent in reversed(self.parents):
-            if parent.name != "if":
+            if not parent.spec.exits_pass:
                 target = parent
                 break
         target_name = target.name if target is not None else "entry"

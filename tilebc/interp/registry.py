@@ -28,13 +28,16 @@ LANEWISE: Set[str] = set()
 
 
 def implements(*mnemonics: str, per_block: bool = False, lanewise: bool = False):
-    """Decorator: register `fn` as the implementation of each mnemonic."""
+    """Decorator: register `fn` as the implementation of each mnemonic. `per_block`: its results
+    depend on the running tile block (its coordinates), so it is never computed once per launch."""
     def register(fn: Callable) -> Callable:
         for mnemonic in mnemonics:
             if mnemonic in IMPLEMENTATIONS or mnemonic in REFUSALS:
                 raise RuntimeError(f"two interpreter entries for {mnemonic!r}")
+            spec = OPS_BY_MNEMONIC.get(mnemonic)
+            if spec is None:
+                raise RuntimeError(f"interpreter entry for unknown op {mnemonic!r}")
             IMPLEMENTATIONS[mnemonic] = fn
-            spec = OPS_BY_MNEMONIC[mnemonic]
             if spec.effects in _HOISTABLE and not spec.terminator and not per_block:
                 PURE.add(mnemonic)
             if lanewise:
@@ -47,6 +50,8 @@ def refuse(mnemonic: str, reason: str) -> None:
     """Declare that `mnemonic` raises UnsupportedError(reason) on the CPU interpreter."""
     if mnemonic in IMPLEMENTATIONS or mnemonic in REFUSALS:
         raise RuntimeError(f"two interpreter entries for {mnemonic!r}")
+    if mnemonic not in OPS_BY_MNEMONIC:
+        raise RuntimeError(f"interpreter entry for unknown op {mnemonic!r}")
     REFUSALS[mnemonic] = reason
 
 

@@ -91,10 +91,11 @@ VALUES = "attr-dict ($operands^ `:` type($operands))?"
 
 def _elementwise(elements, first: str) -> dict:
     """Family fields of an element-wise op (None: not element-wise); its result has the type of its
-    first operand (and of every other)."""
+    first operand (and of every other), and it touches no memory."""
     if elements is None:
         return {}
-    return dict(family=Family.ELEMENTWISE, elements=elements, result_like=first)
+    return dict(family=Family.ELEMENTWISE, elements=elements, result_like=first,
+                effects=Effects.NONE)
 
 
 def _unary(mnemonic, opcode, elements, summary, attrs=(), since=V13_1, syntax=UNARY,
@@ -152,12 +153,13 @@ OPS: Tuple[OpSpec, ...] = (
         attrs=(enum_attr("comparison_predicate", ComparisonPredicate),
                enum_attr("comparison_ordering", ComparisonOrdering)),
         syntax="$comparison_predicate $comparison_ordering $lhs `,` $rhs attr-dict `:` type($lhs) "
-               "`->` type($result)", family=Family.COMPARE, elements=Elements.FLOAT, summary="float comparison"),
+               "`->` type($result)", family=Family.COMPARE, elements=Elements.FLOAT, effects=Effects.NONE,
+        summary="float comparison"),
     _op("cmpi", 0x0F, ("lhs", "rhs"),
         attrs=(enum_attr("comparison_predicate", ComparisonPredicate), SIGNEDNESS),
         syntax="$comparison_predicate $lhs `,` $rhs `,` $signedness attr-dict `:` type($lhs) "
                "`->` type($result)", family=Family.COMPARE, elements=Elements.INT,
-        summary="integer comparison"),
+        effects=Effects.NONE, summary="integer comparison"),
     _op("constant", 0x10, (), attrs=(attr("value", AttrKind.DENSE),),
         syntax="custom<DenseConstant>($value) attr-dict", asm_name="@constant",
         summary="dense constant tile"),
@@ -419,16 +421,15 @@ OPS: Tuple[OpSpec, ...] = (
 )
 
 # Memory effects (cuda-tile Ops.td: Pure / NoMemoryEffect, RecursiveMemoryEffects; the ops newer
-# than that file checked inside a reduce body with tileirdisasm 13.5). Ops not named here read or
-# write memory (Effects.MEMORY): loads, stores, fences, multimem and grid-dependency ops.
+# than that file checked inside a reduce body with tileirdisasm 13.5). Element-wise and comparison
+# ops are effect-free by their family (above); ops not named here read or write memory
+# (Effects.MEMORY): loads, stores, fences, multimem and grid-dependency ops.
 _EFFECT_FREE = frozenset("""
-    absf absi addf addi andi atan2 bitcast broadcast cat ceil cmpf cmpi constant cos cosh divf
-    divi exp exp2 exti extract floor fma fpowf fpowi ftof ftoi get_global get_index_space_shape
+    bitcast broadcast cat constant exti extract fpowi ftof ftoi get_global get_index_space_shape
     get_num_tile_blocks get_tensor_shape get_tile_block_id insert int_to_ptr iota itof join_tokens
-    log log2 make_gather_scatter_view make_partition_view make_strided_view make_tensor_view
-    make_token maxf maxi minf mini mmaf mmaf_scaled mmai mulf mulhii muli negf negi offset ori
-    pack permute ptr_to_int ptr_to_ptr remf remi reshape rsqrt select shli shri sin sinh sqrt subf
-    subi tan tanh trunci unpack xori yield""".split())
+    make_gather_scatter_view make_partition_view make_strided_view make_tensor_view make_token
+    mmaf mmaf_scaled mmai offset pack permute ptr_to_int ptr_to_ptr reshape select trunci unpack
+    yield""".split())
 _EFFECTS = {
     **{name: Effects.NONE for name in _EFFECT_FREE},
     **{name: Effects.RECURSIVE for name in ("if", "for", "loop", "reduce", "scan")},
@@ -472,6 +473,9 @@ def _check_table() -> None:
     unknown = set(_EFFECTS) - set(OPS_BY_MNEMONIC)
     if unknown:
         raise RuntimeError(f"effects declared for ops not in the table: {sorted(unknown)}")
+    twice = sorted(name for name in _EFFECTS if OPS_BY_MNEMONIC[name].family is not Family.OTHER)
+    if twice:
+        raise RuntimeError(f"effects of family ops are the family's: {twice}")
     for spec in OPS:
         wrong = [name for name in spec.ends if name != "entry" and
                  not OPS_BY_MNEMONIC.get(name, spec).regions]

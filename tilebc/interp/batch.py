@@ -47,7 +47,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..ir.module import Block, Function, Region
-from ..ops.spec import Arity
+from ..ops.spec import Arity, Effects
+from ..ops.table import by_mnemonic
 from .errors import ExecutionError, MemoryCheckError
 from .registry import IMPLEMENTATIONS, LANEWISE, Signal
 from .arena import Scratch
@@ -68,13 +69,11 @@ class BatchFallback(Exception):
         self.reason = reason
 
 
-# Ops a batched run refuses before it starts, with the reason.
-REFUSED = {
-    "atomic_rmw_tko": "atomics let tile blocks communicate",
-    "atomic_cas_tko": "atomics let tile blocks communicate",
-    "atomic_red_view_tko": "atomics let tile blocks communicate",
-    "print_tko": "prints must appear in tile-block order",
-    "alloca": "scratch memory belongs to one tile block",
+# Effects (op table) of the ops a batched run refuses before it starts, with the reason.
+REFUSED_EFFECTS = {
+    Effects.ATOMIC: "atomics let tile blocks communicate",
+    Effects.OUTPUT: "prints must appear in tile-block order",
+    Effects.ALLOC: "scratch memory belongs to one tile block",
 }
 # id(function) -> (weak reference, reason): IR functions compare by value, so not a dict key
 _REFUSALS: Dict[int, Tuple[weakref.ref, Optional[str]]] = {}
@@ -89,8 +88,8 @@ def refusal(function: Function) -> Optional[str]:
     stack: List[Block] = [function.body]
     while stack and reason is None:
         for op in stack.pop().ops:
-            if op.name in REFUSED:
-                reason = f"{op.name}: {REFUSED[op.name]}"
+            if op.spec.effects in REFUSED_EFFECTS:
+                reason = f"{op.name}: {REFUSED_EFFECTS[op.spec.effects]}"
                 break
             if op.name not in IMPLEMENTATIONS:
                 reason = f"{op.name} has no interpreter implementation"
@@ -250,7 +249,8 @@ class MemoryLog:
 # pass over memory instead of two. Performing it later is exact only if its operands still hold
 # what they held when the op ran: stores performed earlier in the log must not touch them.
 
-FUSED_UFUNCS = {"addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide}
+FUSED_UFUNCS = by_mnemonic({"addf": np.add, "subf": np.subtract, "mulf": np.multiply,
+                            "divf": np.divide}, "fused ufuncs")
 _NATIVE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 _FUSIBLE: Dict[int, Tuple[weakref.ref, frozenset]] = {}
 # id(block) -> (weak reference, BatchBlock.plan's steps), shared by every launch

@@ -19,7 +19,7 @@ from ..ir import attrs as A
 from ..ir import location as L
 from ..ir import types as T
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
-from ..dense import dense_expected_sizes, dense_is_splat, dense_size_ok
+from ..numeric.dense import dense_expected_sizes, dense_is_splat, dense_size_ok
 from ..ir.shared import brief
 from ..ops.enums import PaddingValue, PtrAttr, SymbolVisibility
 from ..ops.spec import Arity, AttrKind

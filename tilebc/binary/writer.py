@@ -10,7 +10,7 @@ from ..ir import attrs as A
 from ..ir import location as L
 from ..ir import types as T
 from ..ir.module import Block, Function, Module, Op, Value
-from ..dense import dense_size_ok
+from ..numeric.dense import dense_size_ok
 from ..ir.shared import brief
 from ..ops.enums import PtrAttr, SymbolVisibility, WireEnum
 from ..ops.spec import Arity, AttrKind

@@ -12,8 +12,8 @@ from ..errors import TextSyntaxError
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
-from ..convert import float_to_bits
-from ..numerics import storage_bytes
+from ..numeric.convert import float_to_bits
+from ..numeric.numerics import storage_bytes
 from ..ops.enums import SymbolVisibility
 from ..ops.spec import Arity, AttrKind
 from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC

@@ -67,3 +67,17 @@ def test_syntax_error_and_diagnostic_and_warning_use_it():
     warning = DecodeWarning("padding byte 0x01", 0x20, "read as 0x00", "w.tilebc")
     assert warning.location == Location("w.tilebc", 0x20)
     assert str(warning) == "w.tilebc: offset 0x20: warning: padding byte 0x01; read as 0x00"
+
+
+def test_no_other_module_formats_a_place_itself():
+    """'file: offset 0x..' and 'file:line:col' of an input are written by Location.__str__ only
+    (a debug location's `filename:line:col` is IR content, not the place of an error)."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    pattern = re.compile(r"\}: offset 0x\{|'<text>'\}:\{|text_pos\[0\]\}:\{")
+    sources = list((root / "tilebc").rglob("*.py")) + \
+        list((root / "runtime" / "tilebc_runtime").rglob("*.py"))
+    offenders = [str(p.relative_to(root)) for p in sources
+                 if pattern.search(p.read_text()) and p != root / "tilebc" / "errors.py"]
+    assert offenders == []

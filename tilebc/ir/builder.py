@@ -192,8 +192,8 @@ def infer_result_types(mnemonic: str, groups: dict, attrs: dict) -> List[Type]:
 def dense_attr(values, tile_type: TileType) -> DenseElementsAttr:
     """A dense buffer holding `values` (a scalar, or nested sequences / array of the tile's shape)
     for `tile_type`; equal values are stored as a splat, as MLIR stores them."""
-    from ..convert import float_to_bits
-    from ..numerics import storage_bytes
+    from ..numeric.convert import float_to_bits
+    from ..numeric.numerics import storage_bytes
     element = tile_type.element
     array = np.asarray(values)
     count = tile_type.num_elements
@@ -226,7 +226,7 @@ def dense_attr(values, tile_type: TileType) -> DenseElementsAttr:
 
 def typed_attr(value, element: ElementType):
     """An IntegerAttr / FloatAttr of a Python number (identities of reduce and scan)."""
-    from ..convert import float_to_bits
+    from ..numeric.convert import float_to_bits
     if isinstance(value, (IntegerAttr, FloatAttr)):
         return value
     if element.is_float:

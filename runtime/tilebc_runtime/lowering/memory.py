@@ -11,7 +11,7 @@ from typing import List, Optional
 
 from tilebc.ir.types import (GatherScatterViewType, PartitionViewType, StridedViewType, TensorViewType,
                              TokenType)
-from tilebc.convert import float_to_bits
+from tilebc.numeric.convert import float_to_bits
 from tilebc.ops.enums import MemoryOrderingSemantics, MemoryScope, PaddingValue
 
 from . import dtypes, intdiv

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilebc.ir.types import TileType
-from tilebc.numerics import NUMPY_DTYPES
+from tilebc.numeric.numerics import NUMPY_DTYPES
 
 from . import dtypes
 from .folding import fold_shape_op

@@ -1,7 +1,7 @@
 """Integer arithmetic of Tile IR on signless storage arrays: the semantics of addi, subi, muli, negi,
 absi, mulhii, divi, remi, shli, shri, maxi, mini, andi, ori, xori and cmpi.
 
-Operands and results are numpy arrays in the storage of `tilebc.convert` (i1: bool_, i8..i64: the
+Operands and results are numpy arrays in the storage of `tilebc.numeric.convert` (i1: bool_, i8..i64: the
 signed numpy integers holding the bits). The integer ops take i1, i8, i16, i32 and i64 (Tile IR's
 integer tile type; i4 only exists for memory, conversions and pack/unpack). The element type is read
 from the array's dtype. Signedness is a flag of the op, never of the type: `signed=False` reads the
@@ -40,10 +40,10 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from .convert import int_from_values, int_values
-from .errors import TilebcError
-from .ir.types import ELEMENT_TYPES, ElementType
-from .ops.enums import ComparisonPredicate, IntegerOverflow, RoundingMode, Signedness
-from .ops.table import OPS_BY_MNEMONIC, by_mnemonic
+from ..errors import TilebcError
+from ..ir.types import ELEMENT_TYPES, ElementType
+from ..ops.enums import ComparisonPredicate, IntegerOverflow, RoundingMode, Signedness
+from ..ops.table import OPS_BY_MNEMONIC, by_mnemonic
 
 
 class IntegerOpError(TilebcError):

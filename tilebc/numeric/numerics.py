@@ -6,11 +6,11 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from .errors import TilebcError
+from ..errors import TilebcError
 from .dtypes import DATA_LAYOUT
 from .dense import (dense_expected_sizes, dense_is_splat, dense_is_uniform,  # noqa: F401
                     dense_size_ok, storage_bytes)
-from .ir.types import ELEMENT_TYPES, ElementType
+from ..ir.types import ELEMENT_TYPES, ElementType
 
 # numpy dtypes that hold each element type (tf32 in float32; fnv8E5M3FNU as raw uint8 bit patterns).
 NUMPY_DTYPES = {row.element.name: row.numpy for row in DATA_LAYOUT}
@@ -22,7 +22,7 @@ def _name(element) -> str:
 
 
 def storage_dtype(element) -> np.dtype:
-    """The numpy dtype arrays of this element type use (see tilebc.dtypes for the rules)."""
+    """The numpy dtype arrays of this element type use (see tilebc.numeric.dtypes for the rules)."""
     try:
         return NUMPY_DTYPES[_name(element)]
     except KeyError:

@@ -14,7 +14,7 @@ from ..ir.types import (ELEMENT_TYPES, GatherScatterViewType, PartitionViewType,
 from ..ops.enums import (AtomicRMWMode, MemoryOrderingSemantics as Order, MemoryScope,
                          MultimemReductionKind, PtrAttr, RoundingMode as RM,
                          Signedness)
-from ..numeric.numerics import FLOAT_FORMATS
+from ..numeric.formats import FLOAT_FORMATS
 from .diagnostics import WARNING
 from .constraints import INT, context_dependent, element_bits, role, shape_text, value
 

@@ -34,12 +34,24 @@ ATAN_COEFFS = (0.999999988082299, -0.33333120742995825, 0.1999371506313169, -0.1
 
 
 def map_slots(lw, op, compute) -> None:
-    """Result slot k = compute([operand slot k ...]) for an op with one tile result."""
-    operands = [lw.get(v) for v in op.operand_values]
+    """Result slot k = compute([operand slot k ...]) for an op with one tile result. The result
+    keeps the operands' layout when they agree (else all go to Cyclic); a slot whose operand
+    registers equal an earlier slot's (copies in a sliced layout) reuses its result."""
+    operands = [lw.get(v, any_layout=True) for v in op.operand_values]
     result_type = op.results[0].type
-    regs = [compute([t.slot(k) for t in operands])
-            for k in range(lw.slots(result_type.num_elements))]
-    lw.set(op.results[0], Tile(result_type, regs))
+    layouts = {t.layout for t in operands if t.count > 1}
+    layout = layouts.pop() if len(layouts) == 1 else None
+    if layout is None:
+        operands = [lw.get(v) for v in op.operand_values]
+    slots = layout.slots if layout is not None else lw.slots(result_type.num_elements)
+    done = {}
+    regs = []
+    for k in range(slots):
+        inputs = tuple(t.slot(k) for t in operands)
+        if inputs not in done:
+            done[inputs] = compute(list(inputs))
+        regs.append(done[inputs])
+    lw.set(op.results[0], Tile(result_type, regs, layout))
 
 
 def _float_math(lw, op, compute, *, keep_f64=False, f64=None) -> None:

@@ -36,13 +36,16 @@ class LoweringError(TilebcError):
 
 
 class Tile:
-    """A tile value: one register per slot (a scalar has one register shared by all slots)."""
+    """A tile value: one register per slot (a scalar has one register shared by all slots).
+    `layout` None is the Cyclic distribution above; others are layout.py's (the same register
+    may then appear in several slots)."""
 
-    __slots__ = ("type", "regs")
+    __slots__ = ("type", "regs", "layout")
 
-    def __init__(self, type: TileType, regs: List[str]):
+    def __init__(self, type: TileType, regs: List[str], layout=None):
         self.type = type
         self.regs = regs
+        self.layout = layout
 
     @property
     def element(self):
@@ -151,11 +154,52 @@ class Lowerer:
         return LoweringError(message, file=self.module.source, **where)
 
     # -- values --------------------------------------------------------------------------------
-    def get(self, value: Value):
+    def get(self, value: Value, any_layout: bool = False):
+        """The lowered value; a tile in another layout than Cyclic is converted to it unless the
+        caller handles any layout (`any_layout`)."""
+        key = self.forward.get(value, value)
         try:
-            return self.values[self.forward.get(value, value)]
+            lowered = self.values[key]
         except KeyError:
             raise self.error(self.w.current_op, f"value {value} used before the JIT defined it")
+        if any_layout or not isinstance(lowered, Tile) or lowered.layout is None:
+            return lowered
+        return self.scoped(("cyclic of", key), lambda: self.convert(lowered, None))
+
+    def layout_of(self, tile: Tile):
+        """The tile's layout object (Cyclic for the default distribution)."""
+        from .layout import Cyclic
+        return tile.layout if tile.layout is not None else Cyclic(tile.count, self.T)
+
+    def convert(self, tile: Tile, target) -> Tile:
+        """`tile` in layout `target` (None: Cyclic): register moves when every thread already
+        holds what it needs, else one exchange through shared memory."""
+        from .layout import Cyclic, distinct_slots, register_map
+        source = self.layout_of(tile)
+        want = target if target is not None else Cyclic(tile.count, self.T)
+        if tile.count == 1 or source == want:
+            regs = tile.regs if tile.count > 1 else tile.regs[:1]
+            return Tile(tile.type, regs, None if isinstance(want, Cyclic) else want)
+        layout = None if isinstance(want, Cyclic) else want
+        mapping = register_map(source, want, self.T)
+        if mapping is not None:
+            return Tile(tile.type, [tile.regs[k] for k in mapping], layout)
+        [offset] = self.reserve_smem([self.smem_size_of(tile.type)])
+        for k in distinct_slots(source, self.T):
+            if tile.layout is None:
+                address = self.slot_address(offset, tile.count, k, tile.element)
+            else:
+                address = self.smem_address(offset, source.emit_index(self, k), tile.element)
+            self.store("shared", address, tile.regs[k], tile.element)
+        self.barrier()
+        out = []
+        for k in range(want.slots):
+            if layout is None:
+                out.append(self.smem_read_slot(offset, tile.count, k, tile.element))
+            else:
+                out.append(self.smem_read(offset, want.emit_index(self, k), tile.element))
+        self.barrier()
+        return Tile(tile.type, out, layout)
 
     def set(self, value: Value, lowered) -> None:
         self.values[value] = lowered

@@ -18,6 +18,8 @@ exchange through two alternating shared-memory buffers (one barrier per step).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tilebc.ir.types import TileType
 
 from . import dtypes, intdiv
@@ -271,9 +273,207 @@ def _tree_reduce(lw, op):
         lw.set(result, Tile(result.type, regs))
 
 
+# combiners whose result does not depend on the order of their operands (bit for bit), so the
+# partial results of a reduction may be combined in any order and lane pairing
+COMMUTATIVE = {"addf", "mulf", "maxf", "minf", "addi", "muli", "maxi", "mini", "andi", "ori",
+               "xori"}
+
+
+def commutative(op) -> bool:
+    """The combiner region is one commutative op of its two arguments, yielded."""
+    if len(op.operand_values) != 1:
+        return False
+    block = op.regions[0].blocks[0]
+    if len(block.ops) != 2 or len(block.args) != 2:
+        return False
+    body, end = block.ops
+    return (body.name in COMMUTATIVE and end.name == "yield"
+            and sorted(map(id, body.operand_values)) == sorted(map(id, block.args))
+            and list(end.operand_values) == [body.results[0]])
+
+
+def _plan(layout, shape, dim, threads):
+    """How a reduction along `dim` of a tile held in `layout` runs in three stages, or None when
+    the layout does not allow it with code that is the same for every thread:
+    (groups: per output slot group the source slots combined in-thread,
+     masks: xor lane masks of the shuffle butterflies,
+     warp_masks: bits of the warp index over which the shared-memory step combines (none: no
+     step),
+     slot_group: per source slot, its group)."""
+    from .layout import Sliced
+    table = layout.table(threads)
+    out = Sliced(layout, shape, dim).table(threads)
+    length = shape[dim]
+    # in-thread: slots with the same output in every thread (copies of a slot are dropped)
+    groups, slot_group, seen_rows = [], [], {}
+    for k in range(table.shape[0]):
+        row = table[k].tobytes()
+        if row in seen_rows:
+            slot_group.append(slot_group[seen_rows[row]])
+            continue
+        seen_rows[row] = k
+        for g, members in enumerate(groups):
+            same = out[members[0]] == out[k]
+            if same.all():
+                if (table[members] == table[k]).any():
+                    return None  # a copy in some threads only
+                members.append(k)
+                slot_group.append(g)
+                break
+            if same.any():
+                return None  # grouping differs between threads
+        else:
+            groups.append([k])
+            slot_group.append(len(groups) - 1)
+    heads = [members[0] for members in groups]
+    outputs = out[heads]  # [groups, threads]
+    elements = [[frozenset(table[members, t].tolist()) for t in range(threads)]
+                for members in groups]
+    lanes = np.arange(threads)
+    masks = []
+    for mask in (1, 2, 4, 8, 16):
+        partner = lanes ^ mask
+        if not (outputs == outputs[:, partner]).all():
+            continue
+        pairs = [(elements[g][t], elements[g][partner[t]]) for g in range(len(groups))
+                 for t in range(threads)]
+        if all(a == b for a, b in pairs):
+            continue  # copies: nothing to combine
+        if not all(a.isdisjoint(b) for a, b in pairs):
+            return None
+        masks.append(mask)
+        elements = [[elements[g][t] | elements[g][partner[t]] for t in range(threads)]
+                    for g in range(len(groups))]
+    if all(len(e) == length for per_group in elements for e in per_group):
+        return groups, masks, [], slot_group
+    # across warps, the same way over the bits of the warp index: the warps whose parts make
+    # up an output differ in those bits only; each warp's part of each output goes to one
+    # shared-memory cell, so within a warp all holders of an output must hold the same part
+    cells = {}
+    for g in range(len(groups)):
+        for t in range(threads):
+            part = elements[g][t]
+            if cells.setdefault((t // 32, int(outputs[g, t])), part) != part:
+                return None
+    warp_masks, mask = [], 1
+    while mask < threads // 32:
+        partner = lanes ^ (32 * mask)
+        if partner.max() >= threads:
+            return None  # warps not a power of two
+        if (outputs == outputs[:, partner]).all():
+            pairs = [(elements[g][t], elements[g][partner[t]]) for g in range(len(groups))
+                     for t in range(threads)]
+            if not all(a == b for a, b in pairs):
+                if not all(a.isdisjoint(b) for a, b in pairs):
+                    return None
+                warp_masks.append(mask)
+                elements = [[elements[g][t] | elements[g][partner[t]] for t in range(threads)]
+                            for g in range(len(groups))]
+        mask *= 2
+    if not all(len(e) == length for per_group in elements for e in per_group):
+        return None
+    return groups, masks, warp_masks, slot_group
+
+
+def _tree(lw, op, values):
+    """Combine a list of registers pairwise (independent combines first)."""
+    while len(values) > 1:
+        paired = [_combine(lw, op, [a], [b])[0] for a, b in zip(values[::2], values[1::2])]
+        values = paired + ([values[-1]] if len(values) % 2 else [])
+    return values[0]
+
+
+def _layout_reduce(lw, op) -> bool:
+    """A commutative reduction on the source's own layout: in-thread, shuffle butterflies, then
+    at most one shared-memory step across warps; the result stays in the sliced layout (in every
+    thread that holds a part of its row). False when the plan does not apply."""
+    from .layout import Sliced
+    if not commutative(op):
+        return False
+    source = lw.get(op.operand_values[0], any_layout=True)
+    if source.count == 1 or lw.T % 32:
+        return False
+    layout = lw.layout_of(source)
+    shape, dim = tuple(source.type.shape), op.attrs["dim"]
+    if layout.slots * lw.T > 1 << 16:
+        return False  # planning cost; such tiles take the general path
+    plan = _plan(layout, shape, dim, lw.T)
+    if plan is None:
+        return False
+    groups, masks, warp_masks, slot_group = plan
+    w = lw.w
+    element = source.element
+    partial = [_tree(lw, op, [source.regs[k] for k in members]) for members in groups]
+    for mask in masks:
+        partial = [_combine(lw, op, [v], [shuffle_xor(lw, v, element, mask)])[0]
+                   for v in partial]
+    result_type = op.results[0].type
+    sliced = Sliced(layout, shape, dim)
+    outputs = result_type.num_elements
+    if warp_masks:
+        size = dtypes.byte_size(element)
+        [offset] = lw.reserve_smem([(lw.T // 32) * outputs * size])
+        tid = lw.tid()
+
+        def make_warp():
+            reg = w.reg("b32")
+            w(f"shr.u32 {reg}, {tid}, 5")
+            return reg
+        warp = lw._cached(("warp",), make_warp)
+        span = 0
+        for mask in masks:
+            span |= mask
+        leader = None
+        if span:  # one lane of each butterfly group writes
+            bits = w.reg("b32")
+            leader = w.reg("pred")
+            w(f"and.b32 {bits}, {tid}, {span}")
+            w(f"setp.eq.u32 {leader}, {bits}, 0")
+        for g, members in enumerate(groups):
+            index = w.reg("b32")
+            w(f"mad.lo.u32 {index}, {warp}, {outputs}, {sliced.emit_index(lw, members[0])}")
+            lw.store("shared", lw.smem_address(offset, index, element), partial[g], element,
+                     predicate=leader)
+        lw.barrier()
+        # every thread combines the warps' parts in increasing warp order, so all copies of an
+        # output are equal bit for bit
+        warp_span = 0
+        for mask in warp_masks:
+            warp_span |= mask
+        first = w.reg("b32")
+        w(f"and.b32 {first}, {warp}, {~warp_span & 0xFFFFFFFF}")
+        choices = [s for s in range(warp_span + 1) if s & ~warp_span == 0]
+        rows = []
+        for choice in choices:
+            row = w.reg("b32")
+            w(f"or.b32 {row}, {first}, {choice}")
+            rows.append(row)
+        combined = []
+        for g, members in enumerate(groups):
+            o = sliced.emit_index(lw, members[0])
+            parts = []
+            for row in rows:
+                index = w.reg("b32")
+                w(f"mad.lo.u32 {index}, {row}, {outputs}, {o}")
+                parts.append(lw.smem_read(offset, index, element))
+            value = parts[0]
+            for more in parts[1:]:
+                value = _combine(lw, op, [value], [more])[0]
+            combined.append(value)
+        lw.barrier()
+        partial = combined
+    if outputs == 1:
+        lw.set(op.results[0], Tile(result_type, [partial[0]]))
+    else:
+        lw.set(op.results[0], Tile(result_type, [partial[slot_group[k]]
+                                                 for k in range(layout.slots)], sliced))
+    return True
+
+
 @lowers("reduce")
 def lower_reduce(lw, op):
-    _tree_reduce(lw, op)
+    if not _layout_reduce(lw, op):
+        _tree_reduce(lw, op)
 
 
 @lowers("scan")

@@ -100,13 +100,14 @@ def lower_iota(lw, op):
 
 @lowers("reshape")
 def lower_reshape(lw, op):
-    source = lw.get(op.operand_values[0])
-    lw.set(op.results[0], Tile(op.results[0].type, source.regs))
+    # layouts place linear indices, which a reshape keeps
+    source = lw.get(op.operand_values[0], any_layout=True)
+    lw.set(op.results[0], Tile(op.results[0].type, source.regs, source.layout))
 
 
 @lowers("assume")
 def lower_assume(lw, op):
-    lw.set(op.results[0], lw.get(op.operand_values[0]))
+    lw.set(op.results[0], lw.get(op.operand_values[0], any_layout=True))
 
 
 @lowers("make_token", "join_tokens")
@@ -121,17 +122,47 @@ def lower_token(lw, op):
 def lower_broadcast(lw, op):
     if fold_shape_op(lw, op):
         return
-    source = lw.get(op.operand_values[0])
+    source = lw.get(op.operand_values[0], any_layout=True)
     result_type = op.results[0].type
     if source.count == 1:
         lw.set(op.results[0], Tile(result_type, [source.scalar]))
         return
     src_shape = source.type.shape
+    free = _broadcast_in_registers(lw, source, result_type)
+    if free is not None:
+        lw.set(op.results[0], free)
+        return
+    source = lw.get(op.operand_values[0])
 
     def index(k, mi):
         picked = [lw.const_u32(0) if s == 1 else m for s, m in zip(src_shape, mi)]
         return 0, lw.linear_index(picked, src_shape)
     lw.set(op.results[0], lw.gather([source], result_type, index))
+
+
+def _broadcast_in_registers(lw, source, result_type):
+    """The broadcast as register moves when every thread already holds the source elements its
+    result slots need: into the source's parent layout when the source is a reduction's result
+    (softmax's row maximum back over the row), else into Cyclic (e.g. a [1, C] row over [R, C]
+    when C divides the thread count). None when data would have to move between threads."""
+    from .layout import Cyclic, Sliced, register_map
+    src_shape, shape = tuple(source.type.shape), tuple(result_type.shape)
+
+    def to_source(linear):
+        index = np.unravel_index(linear, shape)
+        picked = [np.zeros_like(i) if s == 1 else i for s, i in zip(src_shape, index)]
+        return np.ravel_multi_index(picked, src_shape)
+    layout = lw.layout_of(source)
+    candidates = []
+    if isinstance(layout, Sliced) and layout.parent.count == result_type.num_elements:
+        candidates.append(layout.parent)
+    candidates.append(Cyclic(result_type.num_elements, lw.T))
+    for target in candidates:
+        mapping = register_map(layout, target, lw.T, to_source)
+        if mapping is not None:
+            return Tile(result_type, [source.regs[k] for k in mapping],
+                        None if isinstance(target, Cyclic) else target)
+    return None
 
 
 @lowers("permute")

@@ -21,6 +21,7 @@ from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMo
 
 from . import dtypes, f32math, f64math, intdiv
 from .folding import constant_array
+from .layout import UNIFORM
 from .lowerer import Tile
 from .registry import lowers
 
@@ -39,7 +40,9 @@ def map_slots(lw, op, compute) -> None:
     registers equal an earlier slot's (copies in a sliced layout) reuses its result."""
     operands = [lw.get(v, any_layout=True) for v in op.operand_values]
     result_type = op.results[0].type
-    layouts = {t.layout for t in operands if t.count > 1}
+    layouts = {t.layout for t in operands if t.count > 1 and t.layout is not UNIFORM}
+    if not layouts and result_type.num_elements > 1 and any(t.layout is UNIFORM for t in operands):
+        layouts = {UNIFORM}  # splats in, a splat out
     layout = layouts.pop() if len(layouts) == 1 else None
     if layout is None:
         operands = [lw.get(v) for v in op.operand_values]

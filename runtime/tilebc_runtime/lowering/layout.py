@@ -9,6 +9,7 @@ reshape never moves data.
 - Cyclic: the default every op lowering understands: e = (k*T + t) mod N (lowerer.py).
 - Blocked(vec): each thread holds runs of `vec` consecutive elements, e = ((k // vec)*T + t)*vec
   + k % vec; with vec dividing the last dimension a run is a vector for ld/st.v2/v4.
+- Uniform: a splat (one value for every element), usable as any layout.
 - Sliced(parent, shape, dim): a reduction's result along `dim` of a tile of `shape` held in
   `parent`: slot k holds the output parent slot k's element reduces into, so broadcasting it
   back along `dim` into `parent` needs no data movement.
@@ -143,6 +144,20 @@ class Sliced(Layout):
             w(f"mad.lo.u32 {reg}, {outer}, {inner}, {low}")
             return reg
         return lw._cached(("sliced e", self.key(), k), make)
+
+
+class Uniform(Layout):
+    """Every element has the same value, held in one register by every thread (a splat): fits
+    any layout without data movement."""
+
+    count = 0
+    slots = 1
+
+    def key(self):
+        return ("uniform",)
+
+
+UNIFORM = Uniform()
 
 
 def register_map(source: Layout, target: Layout, threads: int,

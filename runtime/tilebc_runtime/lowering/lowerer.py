@@ -162,7 +162,8 @@ class Lowerer:
             lowered = self.values[key]
         except KeyError:
             raise self.error(self.w.current_op, f"value {value} used before the JIT defined it")
-        if any_layout or not isinstance(lowered, Tile) or lowered.layout is None:
+        if any_layout or not isinstance(lowered, Tile) or lowered.layout is None \
+                or lowered.layout.key() == ("uniform",):  # a splat reads the same everywhere
             return lowered
         return self.scoped(("cyclic of", key), lambda: self.convert(lowered, None))
 
@@ -175,8 +176,11 @@ class Lowerer:
         """`tile` in layout `target` (None: Cyclic): register moves when every thread already
         holds what it needs, else one exchange through shared memory."""
         from .layout import Cyclic, distinct_slots, register_map
+        from .layout import Uniform
         source = self.layout_of(tile)
         want = target if target is not None else Cyclic(tile.count, self.T)
+        if isinstance(source, Uniform):
+            return Tile(tile.type, tile.regs[:1] * (1 if target is None else want.slots), target)
         if tile.count == 1 or source == want:
             regs = tile.regs if tile.count > 1 else tile.regs[:1]
             return Tile(tile.type, regs, None if isinstance(want, Cyclic) else want)

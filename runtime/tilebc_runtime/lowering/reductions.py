@@ -23,6 +23,7 @@ import numpy as np
 from tilebc.ir.types import TileType
 
 from . import dtypes, intdiv
+from .layout import UNIFORM
 from .lowerer import Frame, Tile
 from .registry import lowers
 from .shapes import immediate
@@ -292,18 +293,47 @@ def commutative(op) -> bool:
             and list(end.operand_values) == [body.results[0]])
 
 
-def _plan(layout, shape, dim, threads):
+class _Parts:
+    """Which elements of its output each partial result holds, per (group, thread), and whether
+    two partials may be combined: disjoint parts always; with `ordered` (a combiner that need
+    not commute) only a contiguous run of positions followed by the next run."""
+
+    def __init__(self, ordered: bool, inner: int, length: int):
+        self.ordered = ordered
+        self.inner = inner
+        self.length = length
+
+    def positions(self, part):
+        return (min(part) // self.inner) % self.length, (max(part) // self.inner) % self.length
+
+    def contiguous(self, part) -> bool:
+        lo, hi = self.positions(part)
+        return hi - lo + 1 == len(part)
+
+    def joinable(self, left, right) -> bool:
+        if not left.isdisjoint(right):
+            return False
+        if not self.ordered:
+            return True
+        return (self.positions(left)[1] + 1 == self.positions(right)[0]
+                and self.contiguous(left) and self.contiguous(right))
+
+
+def _plan(layout, shape, dim, threads, ordered):
     """How a reduction along `dim` of a tile held in `layout` runs in three stages, or None when
     the layout does not allow it with code that is the same for every thread:
-    (groups: per output slot group the source slots combined in-thread,
-     masks: xor lane masks of the shuffle butterflies,
+    (groups: per output slot group the source slots combined in-thread, in element order,
+     masks: xor lane masks of the shuffle butterflies (with `ordered`, the lane whose mask bit
+     is clear holds the earlier elements),
      warp_masks: bits of the warp index over which the shared-memory step combines (none: no
-     step),
+     step; with `ordered` lower warps hold earlier elements),
      slot_group: per source slot, its group)."""
     from .layout import Sliced
     table = layout.table(threads)
     out = Sliced(layout, shape, dim).table(threads)
     length = shape[dim]
+    inner = int(np.prod(shape[dim + 1:], dtype=np.int64))
+    parts_rule = _Parts(ordered, inner, length)
     # in-thread: slots with the same output in every thread (copies of a slot are dropped)
     groups, slot_group, seen_rows = [], [], {}
     for k in range(table.shape[0]):
@@ -325,25 +355,46 @@ def _plan(layout, shape, dim, threads):
         else:
             groups.append([k])
             slot_group.append(len(groups) - 1)
+    for members in groups:
+        order = np.argsort(table[members], axis=0, kind="stable")
+        if not (order == order[:, :1]).all():
+            return None  # the element order of a thread's slots differs between threads
+        members[:] = [members[i] for i in order[:, 0]]
     heads = [members[0] for members in groups]
     outputs = out[heads]  # [groups, threads]
     elements = [[frozenset(table[members, t].tolist()) for t in range(threads)]
                 for members in groups]
+    if ordered and not all(parts_rule.contiguous(e) for per_group in elements for e in per_group):
+        return None  # a thread's slots of one output must be a run of neighbours
     lanes = np.arange(threads)
-    masks = []
-    for mask in (1, 2, 4, 8, 16):
-        partner = lanes ^ mask
+
+    def step(partner):
+        """Combine each partial with the partner thread's: True (combined), False (copies or
+        other outputs: nothing to do), None (not possible)."""
+        nonlocal elements
         if not (outputs == outputs[:, partner]).all():
-            continue
+            return False
         pairs = [(elements[g][t], elements[g][partner[t]]) for g in range(len(groups))
                  for t in range(threads)]
         if all(a == b for a, b in pairs):
-            continue  # copies: nothing to combine
-        if not all(a.isdisjoint(b) for a, b in pairs):
-            return None
-        masks.append(mask)
+            return False
+        for g in range(len(groups)):
+            for t in range(threads):
+                a, b = elements[g][t], elements[g][partner[t]]
+                if t < partner[t] and not parts_rule.joinable(a, b):
+                    return None
+                if t > partner[t] and not parts_rule.joinable(b, a):
+                    return None
         elements = [[elements[g][t] | elements[g][partner[t]] for t in range(threads)]
                     for g in range(len(groups))]
+        return True
+    masks = []
+    for mask in (1, 2, 4, 8, 16):
+        done = step(lanes ^ mask)
+        if done is None:
+            return None
+        if done:
+            masks.append(mask)
     if all(len(e) == length for per_group in elements for e in per_group):
         return groups, masks, [], slot_group
     # across warps, the same way over the bits of the warp index: the warps whose parts make
@@ -360,15 +411,11 @@ def _plan(layout, shape, dim, threads):
         partner = lanes ^ (32 * mask)
         if partner.max() >= threads:
             return None  # warps not a power of two
-        if (outputs == outputs[:, partner]).all():
-            pairs = [(elements[g][t], elements[g][partner[t]]) for g in range(len(groups))
-                     for t in range(threads)]
-            if not all(a == b for a, b in pairs):
-                if not all(a.isdisjoint(b) for a, b in pairs):
-                    return None
-                warp_masks.append(mask)
-                elements = [[elements[g][t] | elements[g][partner[t]] for t in range(threads)]
-                            for g in range(len(groups))]
+        done = step(partner)
+        if done is None:
+            return None
+        if done:
+            warp_masks.append(mask)
         mask *= 2
     if not all(len(e) == length for per_group in elements for e in per_group):
         return None
@@ -376,44 +423,65 @@ def _plan(layout, shape, dim, threads):
 
 
 def _tree(lw, op, values):
-    """Combine a list of registers pairwise (independent combines first)."""
+    """Combine a list of partials (each a list of registers, one per operand) pairwise,
+    neighbours first, so the element order is kept and independent combines come first."""
     while len(values) > 1:
-        paired = [_combine(lw, op, [a], [b])[0] for a, b in zip(values[::2], values[1::2])]
+        paired = [_combine(lw, op, a, b) for a, b in zip(values[::2], values[1::2])]
         values = paired + ([values[-1]] if len(values) % 2 else [])
     return values[0]
 
 
 def _layout_reduce(lw, op) -> bool:
-    """A commutative reduction on the source's own layout: in-thread, shuffle butterflies, then
-    at most one shared-memory step across warps; the result stays in the sliced layout (in every
-    thread that holds a part of its row). False when the plan does not apply."""
+    """A reduction on the source's own layout: in-thread, shuffle butterflies (lane-order
+    fix-ups only for combiners that need not commute), then at most one shared-memory step
+    across warps; the result stays in the sliced layout (in every thread that holds a part of
+    its row). False when the plan does not apply."""
     from .layout import Sliced
-    if not commutative(op):
-        return False
-    source = lw.get(op.operand_values[0], any_layout=True)
+    w = lw.w
+    sources = [lw.get(v, any_layout=True) for v in op.operand_values]
+    layouts = {s.layout for s in sources if s.layout is not UNIFORM}
+    if len(layouts) > 1:
+        sources = [lw.get(v) for v in op.operand_values]
+    elif not layouts:
+        return False  # splats only
+    source = next(s for s in sources if s.layout is not UNIFORM)
     if source.count == 1 or lw.T % 32:
         return False
     layout = lw.layout_of(source)
     shape, dim = tuple(source.type.shape), op.attrs["dim"]
     if layout.slots * lw.T > 1 << 16:
         return False  # planning cost; such tiles take the general path
-    plan = _plan(layout, shape, dim, lw.T)
+    ordered = not commutative(op)
+    plan = _plan(layout, shape, dim, lw.T, ordered)
     if plan is None:
         return False
     groups, masks, warp_masks, slot_group = plan
-    w = lw.w
-    element = source.element
-    partial = [_tree(lw, op, [source.regs[k] for k in members]) for members in groups]
+    elements = [s.element for s in sources]
+    partial = [_tree(lw, op, [[s.slot(k) for s in sources] for k in members])
+               for members in groups]
+    tid = lw.tid()
     for mask in masks:
-        partial = [_combine(lw, op, [v], [shuffle_xor(lw, v, element, mask)])[0]
-                   for v in partial]
-    result_type = op.results[0].type
+        upper = None
+        if ordered:  # the lane with the mask bit set holds the later elements
+            bit, upper = w.reg("b32"), w.reg("pred")
+            w(f"and.b32 {bit}, {tid}, {mask}")
+            w(f"setp.ne.u32 {upper}, {bit}, 0")
+        stepped = []
+        for values in partial:
+            others = [shuffle_xor(lw, v, e, mask) for v, e in zip(values, elements)]
+            if upper is None:
+                stepped.append(_combine(lw, op, values, others))
+                continue
+            left = [lw.select(upper, o, v, e) for v, o, e in zip(values, others, elements)]
+            right = [lw.select(upper, v, o, e) for v, o, e in zip(values, others, elements)]
+            stepped.append(_combine(lw, op, left, right))
+        partial = stepped
+    result_types = [r.type for r in op.results]
     sliced = Sliced(layout, shape, dim)
-    outputs = result_type.num_elements
+    outputs = result_types[0].num_elements
     if warp_masks:
-        size = dtypes.byte_size(element)
-        [offset] = lw.reserve_smem([(lw.T // 32) * outputs * size])
-        tid = lw.tid()
+        sizes = [dtypes.byte_size(e) for e in elements]
+        offsets = lw.reserve_smem([(lw.T // 32) * outputs * size for size in sizes])
 
         def make_warp():
             reg = w.reg("b32")
@@ -432,41 +500,43 @@ def _layout_reduce(lw, op) -> bool:
         for g, members in enumerate(groups):
             index = w.reg("b32")
             w(f"mad.lo.u32 {index}, {warp}, {outputs}, {sliced.emit_index(lw, members[0])}")
-            lw.store("shared", lw.smem_address(offset, index, element), partial[g], element,
-                     predicate=leader)
+            for value, element, offset in zip(partial[g], elements, offsets):
+                lw.store("shared", lw.smem_address(offset, index, element), value, element,
+                         predicate=leader)
         lw.barrier()
         # every thread combines the warps' parts in increasing warp order, so all copies of an
-        # output are equal bit for bit
+        # output are equal bit for bit (and the element order is kept)
         warp_span = 0
         for mask in warp_masks:
             warp_span |= mask
         first = w.reg("b32")
         w(f"and.b32 {first}, {warp}, {~warp_span & 0xFFFFFFFF}")
-        choices = [s for s in range(warp_span + 1) if s & ~warp_span == 0]
         rows = []
-        for choice in choices:
+        for choice in range(warp_span + 1):
+            if choice & ~warp_span:
+                continue
             row = w.reg("b32")
             w(f"or.b32 {row}, {first}, {choice}")
             rows.append(row)
         combined = []
         for g, members in enumerate(groups):
             o = sliced.emit_index(lw, members[0])
-            parts = []
+            value = None
             for row in rows:
                 index = w.reg("b32")
                 w(f"mad.lo.u32 {index}, {row}, {outputs}, {o}")
-                parts.append(lw.smem_read(offset, index, element))
-            value = parts[0]
-            for more in parts[1:]:
-                value = _combine(lw, op, [value], [more])[0]
+                part = [lw.smem_read(offset, index, element)
+                        for offset, element in zip(offsets, elements)]
+                value = part if value is None else _combine(lw, op, value, part)
             combined.append(value)
         lw.barrier()
         partial = combined
-    if outputs == 1:
-        lw.set(op.results[0], Tile(result_type, [partial[0]]))
-    else:
-        lw.set(op.results[0], Tile(result_type, [partial[slot_group[k]]
-                                                 for k in range(layout.slots)], sliced))
+    for i, (result, result_type) in enumerate(zip(op.results, result_types)):
+        if outputs == 1:
+            lw.set(result, Tile(result_type, [partial[0][i]]))
+        else:
+            lw.set(result, Tile(result_type, [partial[slot_group[k]][i]
+                                              for k in range(layout.slots)], sliced))
     return True
 
 

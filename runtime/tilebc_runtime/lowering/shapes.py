@@ -11,6 +11,7 @@ from tilebc.numerics import NUMPY_DTYPES
 
 from . import dtypes
 from .folding import fold_shape_op
+from .layout import UNIFORM
 from .lowerer import AFTER_MEMORY, FRESH, Tile
 from .registry import lowers
 
@@ -61,7 +62,8 @@ def lower_constant(lw, op):
     size = 1 if dtypes.name_of(element) == "i1" else dtypes.byte_size(element)
     payload = element_bytes(attr)
     if attr.is_splat or result_type.num_elements == 1:
-        lw.set(op.results[0], Tile(result_type, [immediate(lw, element, payload[:size])]))
+        lw.set(op.results[0], Tile(result_type, [immediate(lw, element, payload[:size])],
+                                   UNIFORM if result_type.num_elements > 1 else None))
         return
     # A non-splat constant lives in the constant bank; each slot loads its element.
     name = f"{lw.prefix}_const{len(lw.const_arrays)}"
@@ -124,8 +126,8 @@ def lower_broadcast(lw, op):
         return
     source = lw.get(op.operand_values[0], any_layout=True)
     result_type = op.results[0].type
-    if source.count == 1:
-        lw.set(op.results[0], Tile(result_type, [source.scalar]))
+    if source.count == 1 or source.layout is UNIFORM:
+        lw.set(op.results[0], Tile(result_type, [source.scalar], UNIFORM))
         return
     src_shape = source.type.shape
     free = _broadcast_in_registers(lw, source, result_type)

@@ -422,6 +422,26 @@ def _plan(layout, shape, dim, threads, ordered):
     return groups, masks, warp_masks, slot_group
 
 
+def _plan_cost(plan, operands: int) -> int:
+    """Serial steps per thread of a layout plan with lane-order fix-ups (a combine, and per
+    operand a shuffle and two selects, per butterfly), in choose_tree's units."""
+    groups, masks, warp_masks, _ = plan
+    per_group = max(len(m) for m in groups) - 1 + len(masks) * (1 + 3 * operands // 2)
+    return len(groups) * (per_group + (1 << len(warp_masks)) - 1) + (4 if warp_masks else 0)
+
+
+def _tree_cost(threads: int, outputs: int, length: int) -> int:
+    """The same for the general tree: choose_tree's cost plus its shared-memory round trips."""
+    lanes, segments = choose_tree(threads, outputs, length)
+    groups = threads // lanes
+    rounds = -(-outputs * segments // groups)
+    chunk = -(-length // (lanes * segments))
+    # + the sources' trip through shared memory and the walk's set-up (measured on the model:
+    # a [4, 32] argmax is faster in its layout, an [8, 32] one through the tree)
+    cost = rounds * (chunk + 2 * (lanes.bit_length() - 1)) + 12
+    return cost + (4 if outputs > 1 or segments > 1 else 0)
+
+
 def _tree(lw, op, values):
     """Combine a list of partials (each a list of registers, one per operand) pairwise,
     neighbours first, so the element order is kept and independent combines come first."""
@@ -456,6 +476,9 @@ def _layout_reduce(lw, op) -> bool:
     if plan is None:
         return False
     groups, masks, warp_masks, slot_group = plan
+    outputs = op.results[0].type.num_elements
+    if ordered and _plan_cost(plan, len(sources)) > _tree_cost(lw.T, outputs, shape[dim]):
+        return False
     elements = [s.element for s in sources]
     partial = [_tree(lw, op, [[s.slot(k) for s in sources] for k in members])
                for members in groups]
@@ -478,7 +501,6 @@ def _layout_reduce(lw, op) -> bool:
         partial = stepped
     result_types = [r.type for r in op.results]
     sliced = Sliced(layout, shape, dim)
-    outputs = result_types[0].num_elements
     if warp_masks:
         sizes = [dtypes.byte_size(e) for e in elements]
         offsets = lw.reserve_smem([(lw.T // 32) * outputs * size for size in sizes])

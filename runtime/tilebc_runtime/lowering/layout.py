@@ -10,6 +10,7 @@ reshape never moves data.
 - Blocked(vec): each thread holds runs of `vec` consecutive elements, e = ((k // vec)*T + t)*vec
   + k % vec; with vec dividing the last dimension a run is a vector for ld/st.v2/v4.
 - Uniform: a splat (one value for every element), usable as any layout.
+- Rows(row): whole rows in one warp, lanes on consecutive elements (for row reductions).
 - Sliced(parent, shape, dim): a reduction's result along `dim` of a tile of `shape` held in
   `parent`: slot k holds the output parent slot k's element reduces into, so broadcasting it
   back along `dim` into `parent` needs no data movement.
@@ -104,6 +105,54 @@ class Blocked(Layout):
             w(f"mad.lo.u32 {reg}, {lw.tid()}, {self.vec}, {run * lw.T * self.vec + within}")
             return reg
         return lw._cached(("blocked e", self.count, self.vec, k), make)
+
+
+class Rows(Layout):
+    """Whole rows (the last dimension, `row` elements, a multiple of 32) in one warp: lanes on
+    32 consecutive elements as in Cyclic (the same coalescing), the registers of a thread along
+    the rest of its row, warps over rows. Reductions along rows then need no shared memory.
+    Built where T is a power of two and the warps divide the rows."""
+
+    def __init__(self, count: int, threads: int, row: int):
+        warps = threads // 32
+        if row % 32 or threads % 32 or warps & (warps - 1) or (count // row) % warps:
+            raise ValueError("a rows layout needs 32 | row and a power-of-two warp count "
+                             "dividing the rows")
+        self.count = count
+        self.threads = threads
+        self.row = row
+        self.slots = count // threads
+
+    def key(self):
+        return ("rows", self.count, self.threads, self.row)
+
+    def table(self, threads: int) -> np.ndarray:
+        k = np.arange(self.slots)[:, None]
+        t = np.arange(threads)[None, :]
+        per_row = self.row // 32
+        return ((k // per_row) * (threads // 32) + t // 32) * self.row + (k % per_row) * 32 \
+            + t % 32
+
+    def emit_index(self, lw, k: int) -> str:
+        per_row = self.row // 32
+        offset = (k // per_row) * lw.T * self.row // 32 + (k % per_row) * 32
+
+        def base():
+            w = lw.w
+            warp, lane, reg = w.reg("b32"), w.reg("b32"), w.reg("b32")
+            w(f"shr.u32 {warp}, {lw.tid()}, 5")
+            w(f"and.b32 {lane}, {lw.tid()}, 31")
+            w(f"mad.lo.u32 {reg}, {warp}, {self.row}, {lane}")
+            return reg
+
+        def make():
+            start = lw._cached(("rows e", self.row), base)
+            if not offset:
+                return start
+            reg = lw.w.reg("b32")
+            lw.w(f"add.u32 {reg}, {start}, {offset}")
+            return reg
+        return lw._cached(("rows e", self.row, k), make)
 
 
 class Sliced(Layout):

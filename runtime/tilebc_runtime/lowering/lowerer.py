@@ -85,6 +85,11 @@ class TensorView:
     # per stride: a .b32 register (or immediate) holding it when it fits in s32, else None; lets
     # index * stride be one mul.wide.s32 instead of a 64-bit multiply
     narrow_strides: Optional[List[Optional[str]]] = None
+    # what is known at compile time, for vector accesses: the base address's alignment in
+    # bytes, and per dim the power of two the extent and the stride (elements) are multiples of
+    base_align: int = 1
+    shape_div: Optional[List[int]] = None
+    stride_div: Optional[List[int]] = None
 
 
 @dataclass
@@ -255,8 +260,9 @@ class Lowerer:
             return reg
         return self._cached(("e", count, k), make)
 
-    def multi_index(self, shape, k: int) -> List[str]:
-        """u32 registers: the multi-index (row-major) of slot k in a tile of `shape`."""
+    def multi_index(self, shape, k: int, layout=None) -> List[str]:
+        """u32 registers: the multi-index (row-major) of slot k in a tile of `shape` (held in
+        `layout`, default Cyclic)."""
         shape = tuple(shape)
         count = 1
         for dim in shape:
@@ -266,7 +272,7 @@ class Lowerer:
 
         def make():
             w = self.w
-            e = self.elem_index(count, k)
+            e = self.elem_index(count, k) if layout is None else layout.emit_index(self, k)
             result = []
             inner = count
             for dim in shape:
@@ -281,21 +287,26 @@ class Lowerer:
                 result.append(reg)
             return result
         with self.preamble():
-            return self._cached(("mi", shape, k), make)
+            return self._cached(("mi", shape, k, None if layout is None else layout.key()), make)
 
-    def slot_deltas(self, shape) -> List[Optional[tuple]]:
+    def slot_deltas(self, shape, layout=None) -> List[Optional[tuple]]:
         """Per slot k: multi_index(shape, k) - multi_index(shape, 0) when that difference is the
         same for every thread (so slot k's address is slot 0's plus a constant), else None.
         Holds e.g. for a [R, C] tile when C divides T (slot k is k*T/C rows further down)."""
         shape = tuple(shape)
-        key = ("deltas", shape)
+        key = ("deltas", shape, None if layout is None else layout.key())
         if key not in self._cache:
             count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-            slots = self.slots(count)
+            slots = self.slots(count) if layout is None else layout.slots
             deltas: List[Optional[tuple]] = [None] * slots
-            if count > 1 and count % self.T == 0:
+            if layout is not None and count > 1:
+                index = np.stack(np.unravel_index(layout.table(self.T), shape))
+            elif count > 1 and count % self.T == 0:
                 linear = np.arange(self.T)[None, :] + self.T * np.arange(slots)[:, None]
                 index = np.stack(np.unravel_index(linear, shape))  # [rank, slots, T]
+            else:
+                index = None
+            if index is not None:
                 moved = index - index[:, :1, :]
                 for k in range(slots):
                     if np.all(moved[:, k, :] == moved[:, k, :1]):

@@ -2,7 +2,8 @@
 from tilebc.ops.table import BODY_OPS
 
 from tilebc_runtime.lowering.ptx import PTX_SUBSET
-from tilebc_runtime.lowering.registry import LOWERINGS, NOT_LOWERED, load_all
+from tilebc_runtime.lowering.families import load_all
+from tilebc_runtime.lowering.registry import LOWERINGS, NOT_LOWERED
 
 
 def test_every_body_op_is_lowered_or_explained():

@@ -21,40 +21,12 @@ from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMo
 
 from . import dtypes, f32math, f64math, intdiv
 from .folding import constant_array
-from .layout import UNIFORM
-from .lowerer import Tile
+from .common import ROUND, Tile, map_slots
 from .registry import lowers
-
-ROUND = {RoundingMode.NEAREST_EVEN: "rn", RoundingMode.ZERO: "rz", RoundingMode.NEGATIVE_INF: "rm",
-         RoundingMode.POSITIVE_INF: "rp", RoundingMode.NEAREST_INT_TO_ZERO: "rn",
-         RoundingMode.NEAREST_AWAY: "rn", RoundingMode.FULL: "rn", RoundingMode.APPROX: "rn"}
 
 ATAN_COEFFS = (0.999999988082299, -0.33333120742995825, 0.1999371506313169, -0.14213185680470414,
                0.1068137263560257, -0.07596691502272468, 0.04385401862071097,
                -0.01682636167773477, 0.0030496670689966615)
-
-
-def map_slots(lw, op, compute) -> None:
-    """Result slot k = compute([operand slot k ...]) for an op with one tile result. The result
-    keeps the operands' layout when they agree (else all go to Cyclic); a slot whose operand
-    registers equal an earlier slot's (copies in a sliced layout) reuses its result."""
-    operands = [lw.get(v, any_layout=True) for v in op.operand_values]
-    result_type = op.results[0].type
-    layouts = {t.layout for t in operands if t.count > 1 and t.layout is not UNIFORM}
-    if not layouts and result_type.num_elements > 1 and any(t.layout is UNIFORM for t in operands):
-        layouts = {UNIFORM}  # splats in, a splat out
-    layout = layouts.pop() if len(layouts) == 1 else None
-    if layout is None:
-        operands = [lw.get(v) for v in op.operand_values]
-    slots = layout.slots if layout is not None else lw.slots(result_type.num_elements)
-    done = {}
-    regs = []
-    for k in range(slots):
-        inputs = tuple(t.slot(k) for t in operands)
-        if inputs not in done:
-            done[inputs] = compute(list(inputs))
-        regs.append(done[inputs])
-    lw.set(op.results[0], Tile(result_type, regs, layout))
 
 
 def _float_math(lw, op, compute, *, keep_f64=False, f64=None) -> None:

@@ -1,7 +1,8 @@
 """Lowering state for one entry: where every Tile IR value lives, the thread distribution of tiles,
 shared-memory exchanges between distributions, and the walk over regions.
 
-Distribution (one rule for every tile, so elementwise ops and reshape need no data movement):
+Default distribution (the Cyclic layout; values may hold other layouts, see layout.py and
+runtime/LAYOUTS.md, and are converted to this one for the lowerings that do not handle them):
   a tile of N elements (row-major linear index e) over a CTA of T threads gives thread t the slots
   k = 0 .. S-1, S = ceil(N/T), holding element e = (k*T + t) mod N. A 1-element tile (scalar) is held
   by every thread. When N < T several threads hold copies of an element; only its owner (k*T+t < N)
@@ -13,7 +14,6 @@ Distribution (one rule for every tile, so elementwise ops and reshape need no da
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
@@ -23,6 +23,7 @@ from tilebc.ir.module import Block, Function, Module, Op, Value
 from tilebc.ir.types import ElementType, PointerType, TileType
 
 from . import dtypes, intdiv
+from .common import AFTER_MEMORY, FRESH, Frame, SubView, TensorView, Tile, Token  # noqa: F401
 from .ptx import PtxWriter
 
 
@@ -33,81 +34,6 @@ from ..targets import STATIC_SHARED_LIMIT  # noqa: E402  (re-exported for the lo
 
 class LoweringError(TilebcError):
     """A Tile IR construct the JIT cannot lower (names the op and where it came from)."""
-
-
-class Tile:
-    """A tile value: one register per slot (a scalar has one register shared by all slots).
-    `layout` None is the Cyclic distribution above; others are layout.py's (the same register
-    may then appear in several slots)."""
-
-    __slots__ = ("type", "regs", "layout")
-
-    def __init__(self, type: TileType, regs: List[str], layout=None):
-        self.type = type
-        self.regs = regs
-        self.layout = layout
-
-    @property
-    def element(self):
-        return self.type.element
-
-    @property
-    def count(self) -> int:
-        return self.type.num_elements
-
-    def slot(self, k: int) -> str:
-        return self.regs[0] if len(self.regs) == 1 else self.regs[k]
-
-    @property
-    def scalar(self) -> str:
-        return self.regs[0]
-
-
-class Token:
-    """A token's only run-time meaning for the JIT: whether it follows an earlier memory op."""
-
-    __slots__ = ("after_memory",)
-
-    def __init__(self, after_memory: bool):
-        self.after_memory = after_memory
-
-
-FRESH = Token(False)
-AFTER_MEMORY = Token(True)
-
-
-@dataclass
-class TensorView:
-    type: object  # TensorViewType
-    base: str  # .b64 register
-    shape: List[str]  # .b64 registers (static dims are materialised once)
-    strides: List[str]  # .b64 registers, in elements
-    # per stride: a .b32 register (or immediate) holding it when it fits in s32, else None; lets
-    # index * stride be one mul.wide.s32 instead of a 64-bit multiply
-    narrow_strides: Optional[List[Optional[str]]] = None
-    # what is known at compile time, for vector accesses: the base address's alignment in
-    # bytes, and per dim the power of two the extent and the stride (elements) are multiples of
-    base_align: int = 1
-    shape_div: Optional[List[int]] = None
-    stride_div: Optional[List[int]] = None
-
-
-@dataclass
-class SubView:
-    type: object  # PartitionViewType / StridedViewType / GatherScatterViewType
-    tensor: TensorView
-
-
-@dataclass
-class Frame:
-    """An enclosing construct terminators refer to."""
-
-    kind: str  # "if" | "loop" | "region"
-    results: List[List[str]] = field(default_factory=list)  # result registers per value
-    end: Optional[str] = None  # label after the construct
-    carried: List[List[str]] = field(default_factory=list)  # loop: carried registers per value
-    latch: Optional[str] = None  # loop: where `continue` goes
-    on_yield: Optional[Callable] = None  # region: receives the yielded tiles
 
 
 class Lowerer:

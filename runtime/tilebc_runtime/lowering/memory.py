@@ -9,32 +9,17 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from tilebc.ir.types import (GatherScatterViewType, PartitionViewType, StridedViewType, TensorViewType,
-                             TokenType)
+from tilebc.ir.types import (GatherScatterViewType, PartitionViewType, StridedViewType,
+                             TensorViewType)
 from tilebc.convert import float_to_bits
-from tilebc.ops.enums import MemoryOrderingSemantics, MemoryScope, PaddingValue
+from tilebc.ops.enums import MemoryOrderingSemantics, PaddingValue
 
 from . import dtypes, intdiv
 from .anchors import divisor, flow_is_layout_free, rows_layout
+from .common import (SCOPE, SubView, TensorView, Tile, and_predicates as _and, immediate,
+                     order_after_token, set_result_token)
 from .layout import UNIFORM, Blocked, distinct_slots
-from .lowerer import AFTER_MEMORY, SubView, TensorView, Tile
 from .registry import lowers
-from .shapes import immediate
-
-SCOPE = {MemoryScope.TL_BLK: "cta", MemoryScope.DEVICE: "gpu", MemoryScope.SYS: "sys"}
-
-
-def order_after_token(lw, op) -> None:
-    token = op.operands.get("token")
-    if token is not None and getattr(lw.get(token), "after_memory", False):
-        lw.barrier()
-
-
-def set_result_token(lw, op) -> None:
-    for result in op.results:
-        if isinstance(result.type, TokenType):
-            lw.set(result, AFTER_MEMORY)
-
 
 def qualifiers(op, *, store: bool) -> str:
     """ld/st memory-ordering qualifiers for the op's ordering and scope attributes."""
@@ -363,16 +348,6 @@ def _gather_sparse(lw, index_tile: Tile, tile_shape, sparse: int) -> List[tuple]
         coords.append(coordinate(lw.smem_read(offset, mi[sparse], index_tile.element)))
     lw.barrier()
     return coords
-
-
-def _and(lw, a, b):
-    if a is None:
-        return b
-    if b is None:
-        return a
-    out = lw.w.reg("pred")
-    lw.w(f"and.pred {out}, {a}, {b}")
-    return out
 
 
 # element types whose registers and memory type are the same width (ld/st.v need that)

@@ -24,9 +24,8 @@ from tilebc.ir.types import TileType
 
 from . import dtypes, intdiv
 from .layout import UNIFORM
-from .lowerer import Frame, Tile
+from .common import Frame, Tile, immediate
 from .registry import lowers
-from .shapes import immediate
 
 
 def _identity_register(lw, attr, element):
@@ -533,22 +532,18 @@ def _layout_reduce(lw, op) -> bool:
             warp_span |= mask
         first = w.reg("b32")
         w(f"and.b32 {first}, {warp}, {~warp_span & 0xFFFFFFFF}")
-        rows = []
-        for choice in range(warp_span + 1):
-            if choice & ~warp_span:
-                continue
-            row = w.reg("b32")
-            w(f"or.b32 {row}, {first}, {choice}")
-            rows.append(row)
+        choices = [c for c in range(warp_span + 1) if not c & ~warp_span]
         combined = []
         for g, members in enumerate(groups):
-            o = sliced.emit_index(lw, members[0])
+            cell = w.reg("b32")
+            w(f"mad.lo.u32 {cell}, {first}, {outputs}, {sliced.emit_index(lw, members[0])}")
+            addresses = [lw.smem_address(0, cell, element) for element in elements]
             value = None
-            for row in rows:
-                index = w.reg("b32")
-                w(f"mad.lo.u32 {index}, {row}, {outputs}, {o}")
-                part = [lw.smem_read(offset, index, element)
-                        for offset, element in zip(offsets, elements)]
+            for choice in choices:  # warp `first | choice`: a constant offset from warp `first`
+                part = [lw.load("shared", f"{address}+{offset + choice * outputs * size}",
+                                element)
+                        for address, offset, element, size in zip(addresses, offsets, elements,
+                                                                  sizes)]
                 value = part if value is None else _combine(lw, op, value, part)
             combined.append(value)
         lw.barrier()
@@ -564,6 +559,11 @@ def _layout_reduce(lw, op) -> bool:
 
 @lowers("reduce")
 def lower_reduce(lw, op):
+    if op.operand_values[0].type.num_elements == 1:
+        # one element: the reduction is that element (the combiner never runs)
+        for value, result in zip(op.operand_values, op.results):
+            lw.set(result, Tile(result.type, [lw.get(value).scalar]))
+        return
     if not _layout_reduce(lw, op):
         _tree_reduce(lw, op)
 

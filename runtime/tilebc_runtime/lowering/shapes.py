@@ -10,48 +10,10 @@ from tilebc.ir.types import TileType
 from tilebc.numerics import NUMPY_DTYPES
 
 from . import dtypes
+from .common import AFTER_MEMORY, FRESH, Tile, element_bytes, immediate
 from .folding import fold_shape_op
 from .layout import UNIFORM
-from .lowerer import AFTER_MEMORY, FRESH, Tile
 from .registry import lowers
-
-
-def element_bytes(attr) -> bytes:
-    """Dense constant payload as one little-endian storage unit per element (i1: one byte each)."""
-    tile_type = attr.type
-    count = tile_type.num_elements
-    name = dtypes.name_of(tile_type.element)
-    if name == "i1":
-        if attr.is_splat:
-            return bytes([1 if attr.data[0] else 0]) * count
-        bits = np.unpackbits(np.frombuffer(attr.data, np.uint8), bitorder="little")[:count]
-        return bits.astype(np.uint8).tobytes()
-    size = dtypes.byte_size(tile_type.element)
-    if attr.is_splat:
-        return bytes(attr.data[:size]) * count
-    return bytes(attr.data)
-
-
-def immediate(lw, element, raw: bytes) -> str:
-    """A fresh register holding one element given by its little-endian storage bytes."""
-    w = lw.w
-    name = dtypes.name_of(element)
-    cls = dtypes.reg_class(element)
-    value = int.from_bytes(raw, "little")
-    reg = w.reg(cls)
-    if cls == "pred":
-        w(f"setp.ne.u32 {reg}, {lw.const_u32(value & 1)}, 0")
-    elif cls == "b16":
-        w(f"mov.b16 {reg}, {value & 0xFFFF}")
-    elif cls == "b32" and name != "ptr":
-        w(f"mov.b32 {reg}, {int.from_bytes(raw, 'little', signed=True)}")
-    elif cls == "b64":
-        w(f"mov.b64 {reg}, {int.from_bytes(raw, 'little', signed=True)}")
-    elif cls == "f32":
-        w(f"mov.f32 {reg}, 0f{value & 0xFFFFFFFF:08X}")
-    elif cls == "f64":
-        w(f"mov.f64 {reg}, 0d{value:016X}")
-    return reg
 
 
 @lowers("constant")

@@ -24,6 +24,7 @@ from tilebc.ir.types import ElementType, PointerType, TileType
 
 from . import dtypes, intdiv
 from .common import AFTER_MEMORY, FRESH, Frame, SubView, TensorView, Tile, Token  # noqa: F401
+from .layout import UNIFORM, Cyclic, distinct_slots, register_map
 from .ptx import PtxWriter
 
 
@@ -94,23 +95,20 @@ class Lowerer:
         except KeyError:
             raise self.error(self.w.current_op, f"value {value} used before the JIT defined it")
         if any_layout or not isinstance(lowered, Tile) or lowered.layout is None \
-                or lowered.layout.key() == ("uniform",):  # a splat reads the same everywhere
+                or lowered.layout is UNIFORM:  # a splat reads the same everywhere
             return lowered
         return self.scoped(("cyclic of", key), lambda: self.convert(lowered, None))
 
     def layout_of(self, tile: Tile):
         """The tile's layout object (Cyclic for the default distribution)."""
-        from .layout import Cyclic
         return tile.layout if tile.layout is not None else Cyclic(tile.count, self.T)
 
     def convert(self, tile: Tile, target) -> Tile:
         """`tile` in layout `target` (None: Cyclic): register moves when every thread already
         holds what it needs, else one exchange through shared memory."""
-        from .layout import Cyclic, distinct_slots, register_map
-        from .layout import Uniform
         source = self.layout_of(tile)
         want = target if target is not None else Cyclic(tile.count, self.T)
-        if isinstance(source, Uniform):
+        if source is UNIFORM:
             return Tile(tile.type, tile.regs[:1] * (1 if target is None else want.slots), target)
         if tile.count == 1 or source == want:
             regs = tile.regs if tile.count > 1 else tile.regs[:1]

@@ -292,32 +292,6 @@ def commutative(op) -> bool:
             and list(end.operand_values) == [body.results[0]])
 
 
-class _Parts:
-    """Which elements of its output each partial result holds, per (group, thread), and whether
-    two partials may be combined: disjoint parts always; with `ordered` (a combiner that need
-    not commute) only a contiguous run of positions followed by the next run."""
-
-    def __init__(self, ordered: bool, inner: int, length: int):
-        self.ordered = ordered
-        self.inner = inner
-        self.length = length
-
-    def positions(self, part):
-        return (min(part) // self.inner) % self.length, (max(part) // self.inner) % self.length
-
-    def contiguous(self, part) -> bool:
-        lo, hi = self.positions(part)
-        return hi - lo + 1 == len(part)
-
-    def joinable(self, left, right) -> bool:
-        if not left.isdisjoint(right):
-            return False
-        if not self.ordered:
-            return True
-        return (self.positions(left)[1] + 1 == self.positions(right)[0]
-                and self.contiguous(left) and self.contiguous(right))
-
-
 def _plan(layout, shape, dim, threads, ordered):
     """How a reduction along `dim` of a tile held in `layout` runs in three stages, or None when
     the layout does not allow it with code that is the same for every thread:
@@ -326,66 +300,67 @@ def _plan(layout, shape, dim, threads, ordered):
      is clear holds the earlier elements),
      warp_masks: bits of the warp index over which the shared-memory step combines (none: no
      step; with `ordered` lower warps hold earlier elements),
-     slot_group: per source slot, its group)."""
+     slot_group: per source slot, its group).
+    Worked out on arrays: parts[g, t] holds the sorted element indices partial g of thread t
+    combines so far (the same count everywhere, or the plan is rejected)."""
     from .layout import Sliced
     table = layout.table(threads)
     out = Sliced(layout, shape, dim).table(threads)
     length = shape[dim]
     inner = int(np.prod(shape[dim + 1:], dtype=np.int64))
-    parts_rule = _Parts(ordered, inner, length)
     # in-thread: slots with the same output in every thread (copies of a slot are dropped)
-    groups, slot_group, seen_rows = [], [], {}
+    groups, slot_group, seen_rows, by_output = [], [], {}, {}
     for k in range(table.shape[0]):
         row = table[k].tobytes()
         if row in seen_rows:
             slot_group.append(slot_group[seen_rows[row]])
             continue
         seen_rows[row] = k
-        for g, members in enumerate(groups):
-            same = out[members[0]] == out[k]
-            if same.all():
-                if (table[members] == table[k]).any():
-                    return None  # a copy in some threads only
-                members.append(k)
-                slot_group.append(g)
-                break
-            if same.any():
-                return None  # grouping differs between threads
-        else:
-            groups.append([k])
-            slot_group.append(len(groups) - 1)
+        g = by_output.setdefault(out[k].tobytes(), len(groups))
+        if g == len(groups):
+            groups.append([])
+        groups[g].append(k)
+        slot_group.append(g)
+    if len({len(members) for members in groups}) != 1:
+        return None
+    outputs = out[[members[0] for members in groups]]  # [groups, threads]
+    if len(groups) > 1 and (np.diff(np.sort(outputs, axis=0), axis=0) == 0).any():
+        return None  # two groups feed one output in some thread: grouping differs by thread
     for members in groups:
         order = np.argsort(table[members], axis=0, kind="stable")
         if not (order == order[:, :1]).all():
             return None  # the element order of a thread's slots differs between threads
         members[:] = [members[i] for i in order[:, 0]]
-    heads = [members[0] for members in groups]
-    outputs = out[heads]  # [groups, threads]
-    elements = [[frozenset(table[members, t].tolist()) for t in range(threads)]
-                for members in groups]
-    if ordered and not all(parts_rule.contiguous(e) for per_group in elements for e in per_group):
+    parts = np.stack([table[members].T for members in groups])  # [groups, threads, n]
+    if (np.diff(parts, axis=2) == 0).any():
+        return None  # a copy in some threads only
+
+    def span(values):  # positions along the reduced dim: last - first + 1
+        positions = (values // inner) % length
+        return positions[..., -1] - positions[..., 0] + 1
+    if ordered and (span(parts) != parts.shape[2]).any():
         return None  # a thread's slots of one output must be a run of neighbours
     lanes = np.arange(threads)
 
     def step(partner):
         """Combine each partial with the partner thread's: True (combined), False (copies or
         other outputs: nothing to do), None (not possible)."""
-        nonlocal elements
+        nonlocal parts
         if not (outputs == outputs[:, partner]).all():
             return False
-        pairs = [(elements[g][t], elements[g][partner[t]]) for g in range(len(groups))
-                 for t in range(threads)]
-        if all(a == b for a, b in pairs):
+        other = parts[:, partner, :]
+        if (parts == other).all():
             return False
-        for g in range(len(groups)):
-            for t in range(threads):
-                a, b = elements[g][t], elements[g][partner[t]]
-                if t < partner[t] and not parts_rule.joinable(a, b):
-                    return None
-                if t > partner[t] and not parts_rule.joinable(b, a):
-                    return None
-        elements = [[elements[g][t] | elements[g][partner[t]] for t in range(threads)]
-                    for g in range(len(groups))]
+        joined = np.sort(np.concatenate([parts, other], axis=2), axis=2)
+        if (np.diff(joined, axis=2) == 0).any():
+            return None  # overlapping parts
+        if ordered:
+            lower = (lanes < partner)[None, :]
+            left = np.where(lower, parts[..., -1], other[..., -1])
+            right = np.where(lower, other[..., 0], parts[..., 0])
+            if (left >= right).any() or (span(joined) != joined.shape[2]).any():
+                return None
+        parts = joined
         return True
     masks = []
     for mask in (1, 2, 4, 8, 16):
@@ -394,17 +369,17 @@ def _plan(layout, shape, dim, threads, ordered):
             return None
         if done:
             masks.append(mask)
-    if all(len(e) == length for per_group in elements for e in per_group):
+    if parts.shape[2] == length:
         return groups, masks, [], slot_group
     # across warps, the same way over the bits of the warp index: the warps whose parts make
     # up an output differ in those bits only; each warp's part of each output goes to one
     # shared-memory cell, so within a warp all holders of an output must hold the same part
-    cells = {}
-    for g in range(len(groups)):
-        for t in range(threads):
-            part = elements[g][t]
-            if cells.setdefault((t // 32, int(outputs[g, t])), part) != part:
-                return None
+    keys = ((lanes // 32)[None, :] * (int(outputs.max()) + 1) + outputs).ravel()
+    flat = parts.reshape(-1, parts.shape[2])
+    order = np.argsort(keys, kind="stable")
+    same = keys[order][1:] == keys[order][:-1]
+    if (flat[order][1:][same] != flat[order][:-1][same]).any():
+        return None
     warp_masks, mask = [], 1
     while mask < threads // 32:
         partner = lanes ^ (32 * mask)
@@ -416,7 +391,7 @@ def _plan(layout, shape, dim, threads, ordered):
         if done:
             warp_masks.append(mask)
         mask *= 2
-    if not all(len(e) == length for per_group in elements for e in per_group):
+    if parts.shape[2] != length:
         return None
     return groups, masks, warp_masks, slot_group
 
@@ -468,8 +443,8 @@ def _layout_reduce(lw, op) -> bool:
         return False
     layout = lw.layout_of(source)
     shape, dim = tuple(source.type.shape), op.attrs["dim"]
-    if layout.slots * lw.T > 1 << 16:
-        return False  # planning cost; such tiles take the general path
+    if layout.slots * lw.T > 1 << 14:
+        return False  # planning time grows with elements x slots; larger tiles: general path
     ordered = not commutative(op)
     plan = _plan(layout, shape, dim, lw.T, ordered)
     if plan is None:

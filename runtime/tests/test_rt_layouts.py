@@ -162,7 +162,8 @@ def test_ordered_combiners_keep_lane_order_in_the_same_plan():
     assert "bar.sync" not in ptx and "st.shared" not in ptx
 
 
-def _scale_kernel(tile, element, *, align, stride_div, shape_div, reduce_rows=False):
+def _scale_kernel(tile, element, *, align, stride_div, shape_div, reduce_rows=False,
+                  transpose=False):
     """y = x * 3 + 1 (or, with reduce_rows, y = x - rowmax(x)) over a 2-D tensor of dynamic
     shape and row stride, column stride 1, in tiles of `tile`; `align`, `stride_div` and
     `shape_div` are the assume div_by facts given for the base pointers, the row stride and
@@ -196,6 +197,8 @@ def _scale_kernel(tile, element, *, align, stride_div, shape_div, reduce_rows=Fa
         three = b.constant(3, element.name, tile)
         one = b.constant(1, element.name, tile)
         y = getattr(b, "add" + kind)(getattr(b, "mul" + kind)(x, three), one)
+    if transpose:  # a square tile, transposed: permute handles only the Cyclic layout
+        y = b.permute(y, (1, 0))
     b.store(y, view(1), [bid[0], bid[1]], token=token)
     b.return_([])
     return module
@@ -286,3 +289,22 @@ def test_row_reductions_of_loaded_tiles_stay_in_their_warps(tile, threads):
     ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=threads).ptx
     assert "bar.sync" not in ptx and ".v4." not in ptx
     _run_scale(module, 2 * tile[0] + 1, 2 * tile[1] - 3, (3, 2), threads, f32)
+
+
+def test_loads_keep_cyclic_when_their_flow_needs_it():
+    # the loaded tile reaches a permute, which handles only Cyclic tiles: the load stays Cyclic
+    # (no vector access, which would need a conversion), and the result is still right
+    module = _scale_kernel((32, 32), f32, align=16, stride_div=4, shape_div=16, transpose=True)
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128).ptx
+    assert ".v4." not in ptx
+    rows = cols = 64
+    dtype = np.float32
+    x = np.random.default_rng(3).integers(-1000, 1000, (rows, cols)).astype(dtype)
+    outs = []
+    for runner, extra in ((interpret, {}), (sim.run, {"threads": 128})):
+        y = np.zeros((rows, cols), dtype)
+        runner(module, "k", (2, 2), x, y, **extra)
+        outs.append(y)
+    np.testing.assert_array_equal(outs[1], outs[0])
+    tiles = (x * 3 + 1).reshape(2, 32, 2, 32).transpose(0, 2, 3, 1).transpose(0, 2, 1, 3)
+    np.testing.assert_array_equal(outs[0], tiles.reshape(rows, cols))

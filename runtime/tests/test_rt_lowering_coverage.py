@@ -5,7 +5,8 @@ from pathlib import Path
 from tilebc.ops.table import BODY_OPS
 
 from tilebc_runtime.lowering.ptx import PTX_SUBSET
-from tilebc_runtime.lowering.registry import LOWERINGS, NOT_LOWERED, load_all
+from tilebc_runtime.lowering.families import load_all
+from tilebc_runtime.lowering.registry import LOWERINGS, NOT_LOWERED
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 from op_checklist import gaps, lowering_gap  # noqa: E402

@@ -21,7 +21,8 @@ from tilebc.ir.types import PointerType, TileType
 from . import targets
 from .lowering import dtypes
 from .lowering.lowerer import STATIC_SHARED_LIMIT, Lowerer, LoweringError, Tile
-from .lowering.registry import EXPANDING, load_all
+from .lowering.families import load_all
+from .lowering.registry import EXPANDING
 
 DEFAULT_THREADS = 128
 PARAM_TYPE = {"ptr": "u64", "i1": "u8", "i8": "u8", "i16": "u16", "i32": "u32", "i64": "u64",
@@ -359,7 +360,7 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
         infos[function.name] = info
     for item in module.globals:
         if item.name in globals_used:
-            from .lowering.shapes import element_bytes
+            from .lowering.common import element_bytes
             payload = element_bytes(item.value)
             align = max(item.alignment or 0, dtypes.byte_size(item.value.type.element), 1)
             data_lines.append(f".global .align {align} .b8 __tilebc_global_{item.name}"

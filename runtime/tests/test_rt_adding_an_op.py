@@ -24,7 +24,8 @@ from tilebc.ops.spec import Effects, Elements, Family
 from tilebc.verify import diagnostics
 
 from tilebc_runtime.lowering.elementwise import _float_math
-from tilebc_runtime.lowering.registry import LOWERINGS, NOT_LOWERED, load_all, lowers
+from tilebc_runtime.lowering.families import load_all
+from tilebc_runtime.lowering.registry import LOWERINGS, NOT_LOWERED, lowers
 from tilebc_runtime.sim.runner import run as sim_run
 
 ROOT = Path(__file__).resolve().parents[2]

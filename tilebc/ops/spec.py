@@ -164,6 +164,9 @@ class OpSpec:
     # Operand whose type the first result has (MLIR's AllTypesMatch / TypesMatchWith): the parser
     # reads it when the syntax prints no result type, the builder infers the result type from it.
     result_like: str = ""
+    # The result does not depend on the order of the two operands, bit for bit (a reduction may
+    # pair partial results in any order and lane pairing).
+    commutative: bool = False
     flag_bits: Tuple[FlagBit, ...] = field(init=False)
 
     def __post_init__(self):

@@ -106,11 +106,11 @@ def _unary(mnemonic, opcode, elements, summary, attrs=(), since=V13_1, syntax=UN
 
 
 def _binary(mnemonic, opcode, elements, summary, attrs=(), names=("lhs", "rhs"), since=V13_1,
-            middle="") -> OpSpec:
+            middle="", commutative=False) -> OpSpec:
     """`$lhs, $rhs <middle> : type`: the shape of every element-wise binary op."""
     syntax = f"${names[0]} `,` ${names[1]} {middle} attr-dict `:` type($result)"
     return _op(mnemonic, opcode, names, attrs=attrs, since=since, summary=summary, syntax=syntax,
-               **_elementwise(elements, names[0]))
+               commutative=commutative, **_elementwise(elements, names[0]))
 
 
 def _terminator(mnemonic, opcode, summary, ends, through_if=False) -> OpSpec:
@@ -122,9 +122,9 @@ def _terminator(mnemonic, opcode, summary, ends, through_if=False) -> OpSpec:
 OPS: Tuple[OpSpec, ...] = (
     _unary("absf", 0x00, Elements.FLOAT, "float absolute value"),
     _unary("absi", 0x01, Elements.INT, "integer absolute value"),
-    _binary("addf", 0x02, Elements.FLOAT, "float addition", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
-    _binary("addi", 0x03, Elements.INT, "integer addition", (OVERFLOW,), middle=OVERFLOW_KW),
-    _binary("andi", 0x04, Elements.INT, "bitwise and"),
+    _binary("addf", 0x02, Elements.FLOAT, "float addition", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}", commutative=True),
+    _binary("addi", 0x03, Elements.INT, "integer addition", (OVERFLOW,), middle=OVERFLOW_KW, commutative=True),
+    _binary("andi", 0x04, Elements.INT, "bitwise and", commutative=True),
     _op("assert", 0x05, ("condition",), (), (attr("message", AttrKind.STRING),),
         syntax="$condition `,` $message attr-dict `:` type($condition)", summary="abort when any element of an i1 tile is false"),
     _op("assume", 0x06, ("value",), attrs=(attr("predicate", AttrKind.TAGGED),),
@@ -257,11 +257,11 @@ OPS: Tuple[OpSpec, ...] = (
         asm_name="tview", summary="tensor view over global memory"),
     _op("make_token", 0x44, (), syntax="attr-dict `:` type($result)", summary="fresh memory-ordering token"),
     _binary("maxf", 0x45, Elements.FLOAT, "float maximum", (unit("propagate_nan"), FTZ),
-            middle=f"{FTZ_KW} (`propagate_nan` $propagate_nan^)?"),
-    _binary("maxi", 0x46, Elements.INT, "integer maximum", (SIGNEDNESS,), middle="$signedness"),
+            middle=f"{FTZ_KW} (`propagate_nan` $propagate_nan^)?", commutative=True),
+    _binary("maxi", 0x46, Elements.INT, "integer maximum", (SIGNEDNESS,), middle="$signedness", commutative=True),
     _binary("minf", 0x47, Elements.FLOAT, "float minimum", (unit("propagate_nan"), FTZ),
-            middle=f"{FTZ_KW} (`propagate_nan` $propagate_nan^)?"),
-    _binary("mini", 0x48, Elements.INT, "integer minimum", (SIGNEDNESS,), middle="$signedness"),
+            middle=f"{FTZ_KW} (`propagate_nan` $propagate_nan^)?", commutative=True),
+    _binary("mini", 0x48, Elements.INT, "integer minimum", (SIGNEDNESS,), middle="$signedness", commutative=True),
     _op("mmaf", 0x49, ("lhs", "rhs", "acc"), attrs=(unit("fast_acc", since=V13_3),),
         syntax="$lhs `,` $rhs `,` $acc (`fast_acc` $fast_acc^)? attr-dict `:` type($lhs) `,` "
                "type($rhs) `,` type($acc)", result_like="acc", summary="float matrix multiply-accumulate"),
@@ -272,9 +272,9 @@ OPS: Tuple[OpSpec, ...] = (
     OpSpec("module", 0x4B, structural=True, regions=1, summary="the whole file",
            attrs=(attr("sym_name", AttrKind.SYMBOL),
                   attr("producer", AttrKind.STRING, optional=True, since=V13_3))),
-    _binary("mulf", 0x4C, Elements.FLOAT, "float multiplication", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
+    _binary("mulf", 0x4C, Elements.FLOAT, "float multiplication", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}", commutative=True),
     _binary("mulhii", 0x4D, Elements.INT, "high half of an integer product", names=("x", "y")),
-    _binary("muli", 0x4E, Elements.INT, "integer multiplication", (OVERFLOW,), middle=OVERFLOW_KW),
+    _binary("muli", 0x4E, Elements.INT, "integer multiplication", (OVERFLOW,), middle=OVERFLOW_KW, commutative=True),
     _unary("negf", 0x4F, Elements.FLOAT, "float negation"),
     _unary("negi", 0x50, Elements.INT, "integer negation",
            (enum_attr("overflow", IntegerOverflow, IntegerOverflow.NONE, since=V13_2),),
@@ -282,7 +282,7 @@ OPS: Tuple[OpSpec, ...] = (
     _op("offset", 0x51, ("ptr", "offset"),
         syntax="$ptr `,` $offset attr-dict `:` type($ptr) `,` type($offset) `->` type($result)",
         result_like="ptr", summary="advance pointers by element offsets"),
-    _binary("ori", 0x52, Elements.INT, "bitwise or"),
+    _binary("ori", 0x52, Elements.INT, "bitwise or", commutative=True),
     _unary("permute", 0x53, None, "permute tile dimensions", (attr("permutation", AttrKind.I32_ARRAY),),
            syntax="$source $permutation attr-dict `:` type($source) `->` type($result)"),
     _binary("fpowf", 0x54, Elements.FLOAT, "float power with a float exponent", names=("source", "exponent")),
@@ -344,7 +344,7 @@ OPS: Tuple[OpSpec, ...] = (
     _op("trunci", 0x6B, ("from",), ("to",), (OVERFLOW,),
         syntax=f"$from {OVERFLOW_KW} attr-dict `:` type($from) `->` type($to)",
         summary="integer truncation"),
-    _binary("xori", 0x6C, Elements.INT, "bitwise xor"),
+    _binary("xori", 0x6C, Elements.INT, "bitwise xor", commutative=True),
     _terminator("yield", 0x6D, "end an if branch or combiner region with values",
                 ("if", "reduce", "scan")),
     _binary("atan2", 0x6E, Elements.FLOAT, "two-argument arctangent", names=("x", "y"), since=V13_2),

@@ -273,12 +273,6 @@ def _tree_reduce(lw, op):
         lw.set(result, Tile(result.type, regs))
 
 
-# combiners whose result does not depend on the order of their operands (bit for bit), so the
-# partial results of a reduction may be combined in any order and lane pairing
-COMMUTATIVE = {"addf", "mulf", "maxf", "minf", "addi", "muli", "maxi", "mini", "andi", "ori",
-               "xori"}
-
-
 def commutative(op) -> bool:
     """The combiner region is one commutative op of its two arguments, yielded."""
     if len(op.operand_values) != 1:
@@ -287,7 +281,7 @@ def commutative(op) -> bool:
     if len(block.ops) != 2 or len(block.args) != 2:
         return False
     body, end = block.ops
-    return (body.name in COMMUTATIVE and end.name == "yield"
+    return (body.spec.commutative and end.spec.terminator
             and sorted(map(id, body.operand_values)) == sorted(map(id, block.args))
             and list(end.operand_values) == [body.results[0]])
 

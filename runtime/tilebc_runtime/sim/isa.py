@@ -882,4 +882,4 @@ def build_cvt(ins, k):
 
 
 # Control, memory, warp and tensor-core instructions register themselves on import.
-from . import isa_control, isa_memory, isa_mma, isa_extra  # noqa: E402,F401
+from . import isa_control, isa_memory, isa_mma, isa_extra, isa_sm90  # noqa: E402,F401

@@ -67,10 +67,13 @@ def build_bar(ins, k):
 
 
 @implements("membar", "fence", forms="no-ops: the emulator executes memory operations in "
-                                     "program order, one CTA at a time")
+                                     "program order, one CTA at a time (asynchronous copies and "
+                                     "wgmma included); fence.proxy.async{.shared/.global}, "
+                                     "fence.mbarrier_init.release.cluster")
 def build_fence(ins, k):
-    Mods(ins, k, ("cta", "gl", "sys", "gpu", "cluster", "sc", "acq_rel", "proxy", "async",
-                  "alias"), types=(0,))
+    Mods(ins, k, ("cta", "gl", "sys", "gpu", "cluster", "sc", "acq_rel", "acquire", "release",
+                  "proxy", "async", "alias", "mbarrier_init", "shared", "global",
+                  "shared::cluster"), types=(0,))
     return lambda cta, mask: None
 
 

@@ -98,6 +98,12 @@ class KernelImage:
         for var in program.globals:
             self.symbols[var.name] = (var.space, None)  # bound to addresses at launch
         self.threads = kernel.block_size
+        cluster = kernel.directives.get("reqnctapercluster", ())
+        if int(np.prod(cluster or (1,))) > 1:
+            raise UnsupportedInstruction(f"kernel {kernel.name} asks for clusters of "
+                                         f"{'x'.join(map(str, cluster))} CTAs (.reqnctapercluster);"
+                                         " the emulator runs clusters of one CTA only",
+                                         file=self.source, line=kernel.line)
         self.code: List[tuple] = []
         for ins in kernel.instructions:
             builder = BUILDERS.get(ins.opcode)
@@ -217,7 +223,13 @@ class KernelImage:
 
 _SPECIALS = {"%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%laneid", "%warpid",
              "%nwarpid", "%smid", "%nsmid", "%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x",
-             "%nctaid.y", "%nctaid.z", "%lanemask_eq", "%lanemask_lt", "%lanemask_le"}
+             "%nctaid.y", "%nctaid.z", "%lanemask_eq", "%lanemask_lt", "%lanemask_le",
+             # clusters (sm_90): a launch without cluster dimensions makes each CTA its own
+             # cluster of one, so tileiras's %clusterid is the CTA id
+             "%clusterid.x", "%clusterid.y", "%clusterid.z", "%nclusterid.x", "%nclusterid.y",
+             "%nclusterid.z", "%cluster_ctaid.x", "%cluster_ctaid.y", "%cluster_ctaid.z",
+             "%cluster_nctaid.x", "%cluster_nctaid.y", "%cluster_nctaid.z", "%cluster_ctarank",
+             "%cluster_nctarank"}
 
 
 # Clock registers -> (bytes, high word?). They read a fake clock, the same for %clock* and

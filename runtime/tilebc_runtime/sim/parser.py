@@ -419,7 +419,8 @@ class _Parser:
                 raise self.error("kernel parameters must be .param", sub)
             params.append(variable)
         directives = {}
-        for found in re.finditer(r"\.(maxntid|reqntid|minnctapersm|maxnreg)\s+([\d,\s]+)", rest):
+        for found in re.finditer(r"\.(maxntid|reqntid|minnctapersm|maxnreg|reqnctapercluster|"
+                                 r"maxclusterrank)\s+([\d,\s]+)", rest):
             directives[found.group(1)] = tuple(int(v) for v in found.group(2).replace(",", " ")
                                                .split())
         self.pos += 1

@@ -191,6 +191,8 @@ class Cta:
         self.local = LocalMemory(launch.local_size, threads)
         self.call_params: Dict[str, np.ndarray] = {}
         self.printed: list = []  # what this CTA printed (the message of a later trap)
+        self.mbarriers: Dict[int, object] = {}  # shared address -> isa_sm90.MBarrier
+        self.stalled_waits = 0  # failed mbarrier waits since the last arrival (deadlocks)
         self.special = self._specials()
 
     def _specials(self) -> Dict[str, np.ndarray]:
@@ -208,7 +210,15 @@ class Cta:
                                    - np.uint64(1)).astype(np.uint32),
                   "%lanemask_le": ((np.uint64(1) << (tid % 32 + 1).astype(np.uint64))
                                    - np.uint64(1)).astype(np.uint32)}
+        ones = np.ones(T, np.uint32)
         for axis, k in (("x", 0), ("y", 1), ("z", 2)):
             values[f"%ctaid.{axis}"] = np.full(T, self.ctaid[k], np.uint32)
             values[f"%nctaid.{axis}"] = np.full(T, grid[k], np.uint32)
+            # clusters of one CTA (a launch without cluster dimensions)
+            values[f"%clusterid.{axis}"] = values[f"%ctaid.{axis}"]
+            values[f"%nclusterid.{axis}"] = values[f"%nctaid.{axis}"]
+            values[f"%cluster_ctaid.{axis}"] = zeros
+            values[f"%cluster_nctaid.{axis}"] = ones
+        values["%cluster_ctarank"] = zeros
+        values["%cluster_nctarank"] = ones
         return values

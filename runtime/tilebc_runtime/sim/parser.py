@@ -43,6 +43,12 @@ class Addr:
 
 
 @dataclass(frozen=True)
+class TensorRef:
+    tensor: object  # [tensor map, {coordinates}] of cp.async.bulk.tensor
+    coords: "Vec"
+
+
+@dataclass(frozen=True)
 class Vec:
     items: Tuple[object, ...]
 
@@ -58,7 +64,7 @@ class Not:
     operand: Reg  # !%p as a source operand
 
 
-Operand = Union[Reg, Imm, Sym, Addr, Vec, PredPair, Not]
+Operand = Union[Reg, Imm, Sym, Addr, Vec, PredPair, Not, TensorRef]
 
 
 # -------------------------------------------------------------------------------- statements
@@ -566,6 +572,9 @@ class _Parser:
         if text.startswith("["):
             if not text.endswith("]"):
                 raise self.error(f"bad address operand {text!r}", stmt)
+            parts = _split_top(text[1:-1])
+            if len(parts) == 2 and parts[1].startswith("{"):  # [tensor map, {coordinates}]
+                return TensorRef(self.operand(parts[0], stmt), self.operand(parts[1], stmt))
             return self.address(text[1:-1].strip(), stmt)
         if text.startswith("{"):
             if not text.endswith("}"):

@@ -253,3 +253,51 @@ def test_clusters_of_several_ctas_are_refused():
     ptx = kernel("").replace(".reqntid 128", ".reqntid 128\n.reqnctapercluster 2, 1, 1")
     with pytest.raises(sim.UnsupportedInstruction, match="clusters of 2x1x1"):
         sim.load_kernel(ptx, "k")
+
+
+PRODUCER_CONSUMER = INIT.format(count=32) + """
+  shr.u32 %r1, %r0, 5;
+  mov.u32 %r8, smem;
+  and.b32 %r2, %r0, 31;
+  shl.b32 %r3, %r2, 2;
+  add.u32 %r4, %r8, %r3;
+  setp.ne.u32 %p1, %r1, 0;
+  @%p1 bra $producer;
+$wait:
+  mbarrier.try_wait.parity.shared.b64 %p2, [bar], 0;
+  @!%p2 bra $wait;
+  ld.shared.u32 %r5, [%r4];
+""" + store_u32("%r5", 1, slot="%r2") + """
+  bra $end;
+$producer:
+  mul.lo.u32 %r6, %r2, 11;
+  st.shared.u32 [%r4], %r6;
+  {named}
+  mbarrier.arrive.release.cta.shared.b64 _, [bar];
+$end:"""
+
+
+def test_warp_specialised_consumer_waits_for_the_producer_warp():
+    """Warp 0 (consumer) waits at a lower program counter than warp 1 (producer) arrives:
+    the failed waits let the producer run."""
+    out = np.zeros(32, np.uint32)
+    ptx = kernel(PRODUCER_CONSUMER.replace("{named}", "barrier.sync 1, 32;"), ".param .u64 pout",
+                 threads=64)
+    launch(ptx, out)
+    np.testing.assert_array_equal(out, np.arange(32, dtype=np.uint32) * 11)
+
+
+def test_named_barrier_needs_its_threads_together():
+    ptx = kernel(PRODUCER_CONSUMER.replace("{named}", "barrier.sync 1, 32;"), ".param .u64 pout",
+                 threads=96)
+    with pytest.raises(sim.SimExecutionError, match="barrier for 32 threads reached by 64"):
+        launch(ptx, np.zeros(32, np.uint32))
+    ptx = kernel(PRODUCER_CONSUMER.replace("{named}", "barrier.sync 1, 64;"), ".param .u64 pout",
+                 threads=64)  # 64: the whole CTA
+    with pytest.raises(sim.SimExecutionError, match="not every live thread"):
+        launch(ptx, np.zeros(32, np.uint32))
+    # nobody arrives: every live thread ends up waiting
+    ptx = kernel(PRODUCER_CONSUMER.replace("{named}", "bra $end;"), ".param .u64 pout",
+                 threads=64)
+    with pytest.raises(sim.SimExecutionError, match="deadlock"):
+        launch(ptx, np.zeros(32, np.uint32))

@@ -41,8 +41,10 @@ def build_trap(ins, k):
     return Control(TRAP)
 
 
-@implements("bar", "barrier", forms="bar.sync / barrier.sync{.aligned} 0 {, all threads}; "
-                                    "bar.warp.sync (orders shared memory in a one-warp CTA)")
+@implements("bar", "barrier", forms="bar.sync / barrier.sync{.aligned} id{, count}: the whole "
+                                    "CTA, or `count` threads (whole warps) that reach it "
+                                    "together; bar.warp.sync (orders shared memory in a "
+                                    "one-warp CTA)")
 def build_bar(ins, k):
     mods = Mods(ins, k, ("sync", "aligned", "warp"), types=(0,))
     if mods.has("warp"):
@@ -57,12 +59,18 @@ def build_bar(ins, k):
     if not mods.has("sync"):
         raise k.unsupported(ins, "only bar.sync / barrier.sync are emulated (no arrive/red)")
     ops = ins.operands
-    if not 1 <= len(ops) <= 2 or getattr(ops[0], "value", None) != 0:
-        raise k.unsupported(ins, "only barrier 0 (with every thread of the CTA) is emulated")
+    barrier = getattr(ops[0], "value", None) if ops else None
+    if not 1 <= len(ops) <= 2 or not isinstance(barrier, int) or not 0 <= barrier < 16:
+        raise k.unsupported(ins, "bar.sync needs an immediate barrier number 0..15")
     if len(ops) == 2:
         count = getattr(ops[1], "value", None)
-        if count is None or (k.threads and count != k.threads):
-            raise k.unsupported(ins, "bar.sync with a thread count below the CTA size")
+        if not isinstance(count, int) or count <= 0 or count % 32:
+            raise k.unsupported(ins, "a barrier's thread count must be an immediate multiple "
+                                     "of 32")
+        if not k.threads or count < k.threads:
+            # threads of the other barriers run on in lockstep; only the race checker's
+            # ordering is shared by the whole CTA
+            return Control(BARRIER, threads=count)
     return Control(BARRIER)
 
 

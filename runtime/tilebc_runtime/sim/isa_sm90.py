@@ -15,10 +15,10 @@ phase completes when both its pending arrivals and its transaction count reach z
 phase then expects the init count again. Waits with .parity test whether the phase of that
 parity before the current one completed; an arrive's state token is the phase it arrived in.
 Completing a phase orders shared memory like bar.sync for the race checker (the threads that
-wait on it acquire what the arrivers released). The CTA's threads run the lowest program
-counter first, so a wait whose phase can only be completed by threads that are not running
-yet (warp-specialised producer/consumer code) would spin: it is reported as a deadlock after
-STALL_LIMIT failed waits with no arrival.
+wait on it acquire what the arrivers released). Divergent threads run lowest program counter
+first; threads whose wait failed are passed over until the next arrival, so warp-specialised
+producer/consumer code runs its producers while the consumers wait. A wait no thread can
+complete is reported as a deadlock after STALL_LIMIT failed waits with no arrival.
 
 Clusters have one CTA (a launch without cluster dimensions), so .shared::cluster addresses are
 the CTA's own shared memory.
@@ -73,6 +73,9 @@ def _check_address(cta, ins, address: int, thread: int) -> None:
 def _progress(cta, ins, bar: MBarrier, thread: int) -> None:
     """Complete the current phase if nothing is outstanding."""
     cta.stalled_waits = 0
+    if cta.any_blocked:  # the waiters may try again
+        cta.blocked[:] = False
+        cta.any_blocked = False
     if bar.pending < 0:
         raise cta.launch.error(cta, ins, "mbarrier: more arrivals than the phase expects",
                                thread=thread)
@@ -200,15 +203,15 @@ def build_mbarrier(ins, k):
                 done[lane] = (bar.phase & 1) != (int(states[index]) & 1)
             else:
                 done[lane] = bar.phase > int(states[index])
+        cta.blocked[lanes] = ~done[lanes]
+        cta.any_blocked = bool(cta.blocked.any())
         if not done[lanes].all():
             cta.stalled_waits += 1
             if cta.stalled_waits > STALL_LIMIT:
                 thread = int(lanes[np.argmin(done[lanes])])
-                raise cta.launch.error(cta, ins, f"deadlock: mbarrier wait failed "
-                                       f"{STALL_LIMIT} times with no arrival in between (the "
-                                       "emulator runs the lowest program counter first, so "
-                                       "waits on arrivals of threads further on never end)",
-                                       thread=thread)
+                raise cta.launch.error(cta, ins, f"deadlock: mbarrier waits failed "
+                                       f"{STALL_LIMIT} times with no arrival in between (no "
+                                       "running thread completes the phase)", thread=thread)
         write(cta, done, mask)
     return wait
 

@@ -48,6 +48,7 @@ class Control:
     kind: int
     target: Optional[int] = None
     uniform: bool = False  # bra.uni
+    threads: Optional[int] = None  # a barrier's thread count (None: the whole CTA)
 
 
 class KernelImage:
@@ -385,7 +386,9 @@ class Launch:
                     alive = ~mask if alive is None else alive & ~mask
                     pc += 1
                 elif kind == BARRIER:
-                    if mask is not alive:
+                    if control.threads is not None and control.threads < T:
+                        self.named_barrier(cta, ins, control, mask, T)
+                    elif mask is not alive:
                         raise self.error(cta, ins, "bar.sync under a predicate that only part "
                                          "of the CTA satisfies", SimExecutionError)
                     cta.shared.barrier()
@@ -395,10 +398,18 @@ class Launch:
                 else:
                     self.trap(cta, ins, mask)
                 continue
-            # divergent: run the smallest program counter's threads
+            # divergent: run the smallest program counter's threads, passing over threads
+            # whose mbarrier wait failed until some arrival happens
             current = int(pcs.min())
             if current == EXITED:
                 return
+            if cta.any_blocked:
+                runnable = (pcs != EXITED) & ~cta.blocked
+                if runnable.any():
+                    current = int(pcs[runnable].min())
+                else:  # all waited in vain: retry (isa_sm90 counts the stalls)
+                    cta.blocked[:] = False
+                    cta.any_blocked = False
             here = pcs == current
             live = pcs != EXITED
             if np.array_equal(here, live):
@@ -427,12 +438,29 @@ class Launch:
                 pcs[here] = current + 1
                 pcs[mask] = EXITED
             elif kind == BARRIER:
-                raise self.error(cta, ins, "bar.sync in divergent code (not every live thread "
-                                 "of the CTA reaches this barrier together)", SimExecutionError)
+                if control.threads is None or control.threads >= T:
+                    raise self.error(cta, ins, "bar.sync in divergent code (not every live "
+                                     "thread of the CTA reaches this barrier together)",
+                                     SimExecutionError)
+                self.named_barrier(cta, ins, control, mask, T)
+                cta.shared.barrier()
+                if prof is not None:
+                    prof.barrier()
+                pcs[here] = current + 1
             else:
                 if mask.any():
                     self.trap(cta, ins, mask)
                 pcs[here] = current + 1
+
+    def named_barrier(self, cta: Cta, ins: Instruction, control: Control, mask, T) -> None:
+        """A barrier for part of the CTA (barrier.sync id, count): the threads running it
+        together must be exactly `count` whole warps (threads reaching it from different
+        places in the code would wait for each other, which the emulator cannot schedule)."""
+        arrived = T if mask is None else int(np.count_nonzero(mask))
+        if arrived != control.threads:
+            raise self.error(cta, ins, f"barrier for {control.threads} threads reached by "
+                             f"{arrived} threads together (the emulator needs all of them at "
+                             f"the same instruction)", SimExecutionError)
 
     def trap(self, cta: Cta, ins: Instruction, mask) -> None:
         printed = "".join(cta.printed).strip()

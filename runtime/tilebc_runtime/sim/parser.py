@@ -487,6 +487,9 @@ class _Parser:
             if text.startswith("."):
                 raise self.error("unsupported directive in a kernel body", stmt)
             instructions.append(self.instruction(stmt))
+        bare = {name for name in registers if not name.startswith("%")}
+        if bare:  # registers declared without % (inline asm) were read as symbols
+            instructions = [_bare_registers(ins, bare) for ins in instructions]
         return Kernel(name, params, registers, variables, instructions, labels, directives,
                       stmt.line, returns)
 
@@ -526,7 +529,7 @@ class _Parser:
             if match:
                 for k in range(int(match.group(2))):
                     registers[f"{match.group(1)}{k}"] = rtype
-            elif re.fullmatch(r"%[A-Za-z_$][\w$]*", item):
+            elif re.fullmatch(r"%?[A-Za-z_$][\w$]*", item):  # inline asm may omit the %
                 registers[item] = rtype
             else:
                 raise self.error(f"bad register name {item!r}", stmt)
@@ -534,7 +537,7 @@ class _Parser:
     def instruction(self, stmt: _Statement) -> Instruction:
         text = stmt.text
         guard = None
-        match = re.match(r"^@(!?)(%[\w$]+)\s+", text)
+        match = re.match(r"^@(!?)(%?[A-Za-z_$][\w$]*)\s+", text)
         if match:
             guard = (match.group(2), bool(match.group(1)))
             text = text[match.end():]
@@ -618,6 +621,25 @@ class _Parser:
         if _INT.match(base):
             return Addr(None, _int(base) + value)
         return Addr(Reg(base) if base.startswith("%") else Sym(base), value)
+
+
+def _bare_registers(ins: Instruction, names) -> Instruction:
+    def fix(operand):
+        if isinstance(operand, Sym) and operand.name in names:
+            return Reg(operand.name)
+        if isinstance(operand, Vec):
+            return Vec(tuple(fix(item) for item in operand.items))
+        if isinstance(operand, Addr) and operand.base is not None:
+            return Addr(fix(operand.base), operand.offset)
+        if isinstance(operand, PredPair):
+            return PredPair(fix(operand.first), fix(operand.second))
+        if isinstance(operand, Not):
+            return Not(fix(operand.operand))
+        return operand
+    operands = tuple(fix(op) for op in ins.operands)
+    return ins if operands == ins.operands else \
+        Instruction(ins.opcode, ins.modifiers, operands, ins.guard, ins.line, ins.column,
+                    ins.text)
 
 
 def _rename_statement(text: str, scopes: List[Dict[str, str]]) -> str:

@@ -193,6 +193,10 @@ class Cta:
         self.printed: list = []  # what this CTA printed (the message of a later trap)
         self.mbarriers: Dict[int, object] = {}  # shared address -> isa_sm90.MBarrier
         self.stalled_waits = 0  # failed mbarrier waits since the last arrival (deadlocks)
+        # threads whose last mbarrier wait failed: divergent scheduling passes them over
+        # until an arrival (so a consumer's wait loop lets the producer warps run)
+        self.blocked = np.zeros(threads, np.bool_)
+        self.any_blocked = False
         self.special = self._specials()
 
     def _specials(self) -> Dict[str, np.ndarray]:

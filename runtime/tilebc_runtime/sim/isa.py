@@ -383,23 +383,30 @@ def build_abs_neg(ins, k):
     return lambda cta, mask: write(cta, np.abs(np.asarray(ra(cta), dtype)).astype(dtype), mask)
 
 
-@implements("min", "max", forms="integer (signed/unsigned by type); f32/f64 (.ftz, .NaN)")
+@implements("min", "max", forms="integer (signed/unsigned by type; .relu for s32: negative "
+                                 "results become 0); f32/f64 (.ftz, .NaN)")
 def build_min_max(ins, k):
-    mods = Mods(ins, k, ("ftz", "NaN"))
+    mods = Mods(ins, k, ("ftz", "NaN", "relu"))
     ptype = mods.type
     d, a, b = operands(ins, k, 3)
     ra, rb = k.reader(ins, a, ptype), k.reader(ins, b, ptype)
     write = k.writer(ins, d, ptype)
     is_min = ins.opcode == "min"
     if is_float(ptype):
+        if mods.has("relu"):
+            raise k.unsupported(ins, f"{ins.opcode}.relu on floats is not emulated")
         nan = mods.has("NaN")
         pick = fp.fmin if is_min else fp.fmax
         return _float_pipeline(mods, lambda x, y: pick(*np.broadcast_arrays(
             np.asarray(x), np.asarray(y)), nan), 2, (ra, rb), write)
-    if mods.flags:
-        raise k.unsupported(ins, "float modifiers on integer min/max")
+    relu = mods.has("relu")
+    if mods.flags - {"relu"} or relu and ptype != "s32":
+        raise k.unsupported(ins, "float modifiers on integer min/max (.relu is for .s32)")
     op = np.minimum if is_min else np.maximum
     dtype = DTYPE[signed_of(ptype)] if ptype[0] == "s" else DTYPE[ptype]
+    if relu:
+        return lambda cta, mask: write(cta, np.maximum(op(np.asarray(ra(cta), dtype),
+                                                          np.asarray(rb(cta), dtype)), 0), mask)
     return lambda cta, mask: write(cta, op(np.asarray(ra(cta), dtype), np.asarray(rb(cta), dtype)),
                                    mask)
 

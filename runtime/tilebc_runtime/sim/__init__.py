@@ -11,7 +11,9 @@ of the approximations) and isa*.py (instruction semantics; IMPLEMENTED lists the
 """
 from .errors import (PtxSyntaxError, SharedRaceError, SimExecutionError, SimMemoryError, SimTrap,
                      UnsupportedInstruction)
-from .isa import BUILDERS, IMPLEMENTED
+# the semantics modules register their instructions into the registry on import
+from . import isa, isa_control, isa_extra, isa_memory, isa_mma, isa_sm90  # noqa: F401
+from .registry import BUILDERS, IMPLEMENTED
 from .machine import KernelImage, emulate, load_kernel, pack_params
 from .parser import parse_ptx
 from .profile import Profile

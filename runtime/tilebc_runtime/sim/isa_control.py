@@ -12,9 +12,9 @@ import re
 import numpy as np
 from tilebc.interp.ops.debug import PRINT_MAX_WIDTH
 
-from .isa import Mods, implements, operands
+from .registry import Mods, implements, operands
 from .machine import BARRIER, BRANCH, RETURN, TRAP, Control
-from .parser import PredPair, Sym, Vec
+from .syntax import PredPair, Sym, Vec
 from .state import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 
 

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from .isa import Mods, implements, operands
+from .registry import Mods, implements, operands
 from .isa_extra import build_cp as build_plain_cp
 from .isa_memory import Access, _lanes
 from .isa_mma import _tf32_nearest_even, a_coords
-from .parser import Addr, Imm, Not, PredPair, Reg, Sym, Vec
+from .syntax import Addr, Imm, Not, PredPair, Reg, Sym, Vec
 from .state import SHARED_BASE, UINT
 
 STALL_LIMIT = 20_000

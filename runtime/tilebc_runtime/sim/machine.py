@@ -22,20 +22,13 @@ import numpy as np
 
 from tilebc.interp.memory import GlobalMemory
 
+from .dtypes import DTYPE, TYPES  # noqa: F401  (TYPES re-exported)
 from .errors import (SharedRaceError, SimExecutionError, SimMemoryError, SimTrap,
                      UnsupportedInstruction)
-from .parser import Addr, Imm, Instruction, Kernel, Not, Program, Reg, Sym, Vec, parse_ptx
+from .parser import parse_ptx
+from .registry import BUILDERS
 from .state import (LOCAL_WINDOW, SHARED_BASE, SHARED_WINDOW, SINT, UINT, WINDOW_SIZE, Cta)
-
-# PTX type suffix -> numpy dtype of a value of that type
-DTYPE = {"b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np.uint16,
-         "s16": np.int16, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "b32": np.uint32,
-         "u32": np.uint32, "s32": np.int32, "f32": np.float32, "b64": np.uint64,
-         "u64": np.uint64, "s64": np.int64, "f64": np.float64, "pred": np.bool_,
-         "f16x2": np.uint32, "bf16x2": np.uint32, "e4m3x2": np.uint16, "e5m2x2": np.uint16,
-         "tf32": np.uint32}
-DTYPE = {k: np.dtype(v) for k, v in DTYPE.items()}
-TYPES = frozenset(DTYPE)
+from .syntax import Addr, Imm, Instruction, Kernel, Not, Program, Reg, Sym, Vec
 
 NORMAL, BRANCH, RETURN, BARRIER, TRAP = range(5)
 EXITED = np.iinfo(np.int64).max
@@ -55,7 +48,6 @@ class KernelImage:
     """A kernel ready to run: compiled instructions, register storage types, symbol layout."""
 
     def __init__(self, program: Program, kernel: Kernel):
-        from .isa import BUILDERS
         self.program = program
         self.kernel = kernel
         self.source = program.source

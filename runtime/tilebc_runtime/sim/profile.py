@@ -44,7 +44,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from .parser import Imm
+from .syntax import Imm
 from .state import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 
 CLASSES = ("fp32", "fp16", "fp64", "int", "sfu", "conversion", "tensor", "global_ld",

@@ -1,7 +1,7 @@
 """Sweep: every fixture case of tests/test_interp_*.py run through tileiras's PTX on the emulator
 (the case modules' `run` swapped for `sim.nvidia.run`), one line per fixture with the outcome.
 
-    python -m tilebc_runtime.sim.nvidia_sweep [--arch sm_80] [--version 13.5] [NAME ...]
+    python -m tilebc_runtime.sim.nvidia_sweep [--arch sm_80|sm_89|sm_90] [--version 13.5] [NAME ...]
 
 Outcomes: pass; mismatch (the case's reference check failed); unsupported (the emulator refuses
 an instruction or form: the message names it); tileiras (NVIDIA's compiler refused the module);

@@ -2,11 +2,13 @@
 (cp.async.bulk, cp.async.mbarrier.arrive), warpgroup MMA (wgmma.*), elect.sync, setmaxnreg and
 stmatrix, per the PTX ISA.
 
-Time. Asynchronous operations complete when they are issued: a bulk copy lands at once and
-completes its bytes on the mbarrier; wgmma.mma_async reads its operands and writes its
-accumulators at once; commit/wait groups are then no-ops. Each is one legal schedule (the ISA
-only promises the results after the wait), so a kernel that reads before waiting is not
-diagnosed.
+Time. Bulk copies complete when they are issued: the data lands at once and its bytes are
+completed on the mbarrier (one legal schedule; a kernel that reads the destination before its
+wait is not diagnosed). wgmma.mma_async reads its operands when issued but its accumulators
+land only when wgmma.wait_group retires the commit group holding it: until then the registers
+keep their old values (a kernel that reads them before waiting computes with stale values, as
+it may on the device), while later wgmma's on the same accumulators chain on the pending
+results, as the hardware pipeline does. Results never waited for never land.
 
 mbarrier. The 8-byte object in shared memory is modelled beside the memory (Cta.mbarriers, keyed
 by its shared address): the current phase number, the arrivals still expected in it, the
@@ -507,8 +509,8 @@ def a_register_coords(k: int, pack: int):
 _SHAPE = re.compile(r"^m64n(\d+)k(\d+)$")
 
 
-@implements("wgmma", forms="wgmma.fence / commit_group / wait_group N (no-ops: mma_async "
-                           "completes when issued); wgmma.mma_async.sync.aligned.m64nNkK "
+@implements("wgmma", forms="wgmma.fence (no-op), commit_group, wait_group N (the accumulators "
+                           "of retired groups land); wgmma.mma_async.sync.aligned.m64nNkK "
                            "f16/bf16 (k16), tf32 (k8), e4m3/e5m2 (k32), s8/u8 (k32, .satfinite) "
                            "with A from a descriptor or registers and B from a descriptor "
                            "(K- or MN-major, no swizzle or 32/64/128-byte swizzle), scale-d, "
@@ -524,6 +526,21 @@ def build_wgmma(ins, k):
         ops = operands(ins, k, expected)
         if expected and not isinstance(ops[0], Imm):
             raise k.unsupported(ins, "wgmma.wait_group takes an immediate count")
+        if flags.has("commit_group"):
+            def commit(cta, mask):
+                cta.wgmma_groups.append(cta.wgmma_open)
+                cta.wgmma_open = {}
+            return commit
+        if flags.has("wait_group"):
+            keep = int(ops[0].value)
+
+            def wait(cta, mask):  # the results of all but the `keep` newest groups land
+                while len(cta.wgmma_groups) > keep:
+                    for name, (write, value, where) in cta.wgmma_groups.pop(0).items():
+                        write(cta, value, where)
+                        if cta.wgmma_pending.get(name, (None,))[0] is value:
+                            del cta.wgmma_pending[name]
+            return wait
         return lambda cta, mask: None
     shapes = [m for m in mods if _SHAPE.match(m)]
     if len(shapes) != 1:
@@ -580,6 +597,9 @@ def build_wgmma(ins, k):
         raise k.unsupported(ins, "wgmma's scale-d is a predicate or 0/1")
     acc_storage = "b32" if dtype == "f16" else dtype
     read_d = [k.reader(ins, r, acc_storage) for r in d_regs]
+    d_names = [r.name for r in d_regs]
+    if len(set(d_names)) != len(d_names) or not all(isinstance(r, Reg) for r in d_regs):
+        raise k.unsupported(ins, "wgmma's accumulators must be distinct registers")
     write_d = [k.writer(ins, r, acc_storage) for r in d_regs]
     read_a = [k.reader(ins, r, "b32") for r in ops[1].items] if a_in_registers else \
         k.reader(ins, ops[1], "b64")
@@ -624,7 +644,9 @@ def build_wgmma(ins, k):
         a_desc = None if a_in_registers else read_a(cta)
         a_words = [np.broadcast_to(np.asarray(r(cta), np.uint32), (T,)) for r in read_a] \
             if a_in_registers else None
-        c_words = [np.broadcast_to(np.asarray(r(cta)), (T,)) for r in read_d]
+        pending = cta.wgmma_pending  # accumulators of wgmma's still in flight chain on
+        c_words = [pending[name][0] if name in pending else
+                   np.broadcast_to(np.asarray(r(cta)), (T,)) for name, r in zip(d_names, read_d)]
         outputs = [np.array(w, copy=True) for w in c_words]
         for group in np.nonzero(groups.any(axis=1))[0]:
             base = 128 * int(group)
@@ -677,6 +699,7 @@ def build_wgmma(ins, k):
                     rows, cols = D_at[index]
                     outputs[index][base:base + 128] = D[rows, cols].astype(
                         np.float32 if dtype == "f32" else np.int32)
-        for value, write in zip(outputs, write_d):
-            write(cta, value, mask)
+        for name, value, write in zip(d_names, outputs, write_d):
+            pending[name] = (value, mask)
+            cta.wgmma_open[name] = (write, value, mask)
     return fn

@@ -197,6 +197,11 @@ class Cta:
         # until an arrival (so a consumer's wait loop lets the producer warps run)
         self.blocked = np.zeros(threads, np.bool_)
         self.any_blocked = False
+        # wgmma results in flight: register -> (value, mask) newest; the uncommitted group and
+        # the committed ones, oldest first, each register -> (writer, value, mask)
+        self.wgmma_pending: Dict[str, tuple] = {}
+        self.wgmma_open: Dict[str, tuple] = {}
+        self.wgmma_groups: list = []
         self.special = self._specials()
 
     def _specials(self) -> Dict[str, np.ndarray]:

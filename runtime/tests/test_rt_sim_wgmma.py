@@ -150,7 +150,7 @@ def kernel_ptx(shape, dtype, atype, btype, steps, a_registers=False, scale_a=1, 
     return "\n".join(lines) + "\n"
 
 
-def run_wgmma(ptx, image, c_words, a_words=None, scale=1, threads=128):
+def run_wgmma(ptx, image, c_words, a_words=None, scale=1, threads=128, profile=None):
     memory = GlobalMemory()
     image = np.ascontiguousarray(image)
     pad = (-len(image)) % 4
@@ -160,7 +160,7 @@ def run_wgmma(ptx, image, c_words, a_words=None, scale=1, threads=128):
     bases = [memory.map(host_bytes(x), name).base for x, name in
              ((image, "image"), (c_words, "c"), (out, "d"), (a_words, "a"))]
     sim.emulate(ptx, "k", 1, [bases[0], len(image) // 4, bases[1], bases[2], bases[3], scale],
-                memory=memory)
+                memory=memory, profile=profile)
     return out
 
 
@@ -283,9 +283,11 @@ def test_k_loop_advances_the_start_inside_a_128b_swizzled_row():
     steps = [(descriptor(32 * s, 16, 1024, 128), descriptor(8192 + 32 * s, 16, 1024, 128))
              for s in range(4)]
     ptx = kernel_ptx(f"m64n{n}k16", "f32", "f16", "f16", steps, shared_bytes=24576)
-    words = run_wgmma(ptx, image, distribute_accumulators(C, "f32"), scale=0)
+    profile = sim.Profile()
+    words = run_wgmma(ptx, image, distribute_accumulators(C, "f32"), scale=0, profile=profile)
     np.testing.assert_array_equal(gather_accumulators(words, "f32", n),
                                   _reference(A, B, C, "f32", keep=False))
+    assert profile.report()["mma_flops"] == {"f16": 2 * 64 * n * k}  # the profiler counts them
 
 
 @pytest.mark.parametrize("atype", ["f16", "tf32", "s8"])

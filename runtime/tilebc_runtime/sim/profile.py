@@ -267,6 +267,9 @@ class Profile:
             if ins.opcode == "mma":
                 self.flops[index] = _mma_flops(ins)
                 self.mma_kinds[index] = _mma_kind(ins)
+            elif ins.opcode == "wgmma" and "mma_async" in ins.modifiers:
+                self.flops[index] = _mma_flops(ins) // 4  # a warpgroup's 4 warps issue it
+                self.mma_kinds[index] = _mma_kind(ins)
         self.class_counts = np.zeros(len(CLASSES), np.int64)
         total = grid[0] * grid[1] * grid[2]
         if self.sample is None or self.sample >= total:

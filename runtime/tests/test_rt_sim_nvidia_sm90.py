@@ -9,6 +9,7 @@ import importlib
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,3 +49,76 @@ def test_tileiras_sm90_ptx_on_emulator_matches_reference(name, ptx_cache, monkey
         return nvidia.run(*args, cache_dir=ptx_cache, arch="sm_90", **kwargs)
     monkeypatch.setattr(reference, "run", run)
     reference.CASES[name](module)
+
+
+# ---- wgmma in every operand type: cuTile GEMMs with 64 x 128 x 64 tiles ----------------------
+# (tileiras uses wgmma only for large tiles; of the fixtures only la_gemm_large_tile has them)
+
+# name -> (input dtype, accumulator / output dtype, the wgmma form tileiras emits)
+GEMMS = {
+    "bf16": ("bfloat16", "float32", "m64n128k16.f32.bf16.bf16"),
+    "f16_acc": ("float16", "float16", "m64n128k16.f16.f16.f16"),
+    "tf32": ("float32", "float32", "m64n128k8.f32.tf32.tf32"),
+    "e4m3": ("float8_e4m3fn", "float32", "m64n128k32.f32.e4m3.e4m3"),
+    "s8": ("int8", "int32", "m64n128k32.satfinite.s32.s8.s8"),
+}
+UNIT_GEMMS = ("bf16", "s8")  # the sweep (nvidia_sweep --gemms) runs them all
+
+
+def gemm_bytecode(name):
+    """Bytecode of a cuTile GEMM (K loop, ragged K zero padded) for one GEMMS entry."""
+    import io
+    ct = pytest.importorskip("cuda.tile")
+    compilation = pytest.importorskip("cuda.tile.compilation")
+
+    @ct.kernel
+    def gemm(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
+        acc = ct.full((TM, TN), 0, dtype=C.dtype)
+        for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+            a = ct.load(A, index=(ct.bid(0), k), shape=(TM, TK), padding_mode=ct.PaddingMode.ZERO)
+            b = ct.load(B, index=(k, ct.bid(1)), shape=(TK, TN), padding_mode=ct.PaddingMode.ZERO)
+            if A.dtype == ct.float32:
+                a, b = ct.astype(a, ct.tfloat32), ct.astype(b, ct.tfloat32)
+            acc = ct.mma(a, b, acc)
+        ct.store(C, index=(ct.bid(0), ct.bid(1)), tile=acc)
+
+    def array(dtype):
+        return compilation.ArrayConstraint(
+            getattr(ct, dtype), 2, index_dtype=ct.int32, stride_lower_bound_incl=0,
+            alias_groups=(), may_alias_internally=False, shape_constant=(None, None),
+            stride_constant=(None, None), shape_divisible_by=1, base_addr_divisible_by=1)
+    ins, outs, _ = GEMMS[name]
+    signature = compilation.KernelSignature([array(ins), array(ins), array(outs), 64, 128, 64],
+                                            compilation.CallingConvention.cutile_python_v1())
+    buffer = io.BytesIO()
+    compilation.export_kernel(gemm, [signature], buffer, output_format="tileir_bytecode",
+                              bytecode_version="13.4", gpu_code=None)
+    return buffer.getvalue()
+
+
+def check_gemm(name, cache_dir=None, seed=0):
+    """tileiras's wgmma GEMM on the emulator against numpy: 128 x 256 output (a 2 x 2 grid of
+    tiles), K = 100 (one full and one ragged K tile); inputs exact in every type, so every
+    summation order gives numpy's result."""
+    import ml_dtypes
+    data = gemm_bytecode(name)
+    ptx = nvidia.tileiras_ptx(data, "sm_90", cache_dir)
+    assert "wgmma.mma_async.sync.aligned." + GEMMS[name][2] in ptx
+    rng = np.random.default_rng(seed)
+    m, n, k = 128, 256, 100
+    element = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32,
+               "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "int8": np.int8, "int32": np.int32}
+    ins, outs = (element[t] for t in GEMMS[name][:2])
+    if ins is np.int8:
+        a, b = (rng.integers(-128, 128, shape).astype(np.int8) for shape in ((m, k), (k, n)))
+    else:  # multiples of 1/8 in [-1, 1]: products and sums exact in the accumulator
+        a, b = ((rng.integers(-8, 9, shape) / 8).astype(ins) for shape in ((m, k), (k, n)))
+    c = np.zeros((m, n), outs)
+    nvidia.run(data, None, (m // 64, n // 128), a, b, c, arch="sm_90", cache_dir=cache_dir)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_array_equal(c.astype(np.float64), want.astype(outs).astype(np.float64))
+
+
+@pytest.mark.parametrize("name", UNIT_GEMMS)
+def test_tileiras_wgmma_gemm_on_emulator_matches_numpy(name, ptx_cache):
+    check_gemm(name, ptx_cache)

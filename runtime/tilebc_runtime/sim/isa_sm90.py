@@ -612,9 +612,10 @@ def build_wgmma(ins, k):
 
     def operand_from_shared(cta, value, rows, k_major, ptype, thread):
         desc = Descriptor.decode(int(value))
-        if desc.base_offset:
+        if desc.base_offset and desc.swizzle:  # (the field means nothing without a swizzle)
             raise cta.launch.error(cta, ins, "wgmma descriptor with a non-zero matrix base "
-                                   "offset is not emulated", thread=thread)
+                                   "offset (a swizzle pattern not starting at its alignment) "
+                                   "is not emulated", thread=thread)
         where = desc.addresses(rows, kk, size, k_major).astype(np.uint64).reshape(-1)
         bits = shared.load(cta, where, np.full(where.size, thread), UINT[size])
         return _wgmma_elements(bits, ptype).reshape(rows, kk)

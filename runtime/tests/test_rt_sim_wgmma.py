@@ -287,7 +287,10 @@ def test_k_loop_advances_the_start_inside_a_128b_swizzled_row():
     words = run_wgmma(ptx, image, distribute_accumulators(C, "f32"), scale=0, profile=profile)
     np.testing.assert_array_equal(gather_accumulators(words, "f32", n),
                                   _reference(A, B, C, "f32", keep=False))
-    assert profile.report()["mma_flops"] == {"f16": 2 * 64 * n * k}  # the profiler counts them
+    report = profile.report()  # the profiler counts the flops and the operand reads
+    assert report["mma_flops"] == {"f16": 2 * 64 * n * k}
+    copies = 24576 // 128  # the image's st.shared.b32: one wavefront per warp access
+    assert report["shared_wavefronts"] == copies + (64 + n) * k * 2 // 128
 
 
 @pytest.mark.parametrize("atype", ["f16", "tf32", "s8"])

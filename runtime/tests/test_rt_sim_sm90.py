@@ -301,3 +301,20 @@ def test_named_barrier_needs_its_threads_together():
                  threads=64)
     with pytest.raises(sim.SimExecutionError, match="deadlock"):
         launch(ptx, np.zeros(32, np.uint32))
+
+
+def test_inline_asm_scope_registers_without_percent():
+    """tileiras's inline asm declares `.reg .pred p;` in a `{ }` scope and uses it bare (as a
+    guard too); an outer `p` elsewhere is a different register."""
+    body = """  and.b32 %r1, %r0, 1;
+  {
+  .reg .pred p;
+  setp.ne.b32 p, %r1, 0;
+  selp.u32 %r2, 10, 20, p;
+  @p add.u32 %r2, %r2, 1;
+  @!p add.u32 %r2, %r2, 2;
+  }
+""" + store_u32("%r2", 1)
+    out = np.zeros(32, np.uint32)
+    launch(kernel(body, ".param .u64 pout", threads=32), out)
+    np.testing.assert_array_equal(out, np.where(np.arange(32) % 2, 11, 22))

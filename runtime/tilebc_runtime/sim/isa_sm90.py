@@ -99,7 +99,7 @@ def _per_lane(cta, value, lanes):
 
 @implements("mbarrier", forms="mbarrier.init / inval / arrive{.expect_tx,.noComplete} / "
                               "arrive_drop / expect_tx / complete_tx / test_wait / try_wait "
-                              "{.parity} / pending_count on .shared{::cta,::cluster}.b64 (phase, "
+                              "{.parity} on .shared{::cta,::cluster}.b64 (phase, "
                               "pending arrivals and transaction bytes per object; waits that can "
                               "never complete are reported)")
 def build_mbarrier(ins, k):
@@ -134,11 +134,11 @@ def build_mbarrier(ins, k):
                 address, thread = int(addresses[index]), int(lane)
                 _check_address(cta, ins, address, thread)
                 if verb == "init":
-                    count = int(values[index])
-                    if not 1 <= count < 2 ** 20:
-                        raise cta.launch.error(cta, ins, f"mbarrier.init count {count} is "
+                    arrivals = int(values[index])
+                    if not 1 <= arrivals < 2 ** 20:
+                        raise cta.launch.error(cta, ins, f"mbarrier.init count {arrivals} is "
                                                "outside 1 .. 2^20-1", thread=thread)
-                    cta.mbarriers[address] = MBarrier(count, count)
+                    cta.mbarriers[address] = MBarrier(arrivals, arrivals)
                     offset = address - SHARED_BASE  # the object's bytes now hold a value
                     cta.shared.written[offset:offset + 8] = True
                 elif verb == "inval":

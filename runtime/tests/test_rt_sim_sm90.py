@@ -290,11 +290,12 @@ def test_warp_specialised_consumer_waits_for_the_producer_warp():
 def test_named_barrier_needs_its_threads_together():
     ptx = kernel(PRODUCER_CONSUMER.replace("{named}", "barrier.sync 1, 32;"), ".param .u64 pout",
                  threads=96)
-    with pytest.raises(sim.SimExecutionError, match="barrier for 32 threads reached by 64"):
+    with pytest.raises(sim.SimExecutionError, match="barrier 1 for 32 threads reached by 64"):
         launch(ptx, np.zeros(32, np.uint32))
+    # the producer warp waits for 64 threads; the consumer warp waits on the mbarrier
     ptx = kernel(PRODUCER_CONSUMER.replace("{named}", "barrier.sync 1, 64;"), ".param .u64 pout",
-                 threads=64)  # 64: the whole CTA
-    with pytest.raises(sim.SimExecutionError, match="not every live thread"):
+                 threads=64)
+    with pytest.raises(sim.SimExecutionError, match="deadlock"):
         launch(ptx, np.zeros(32, np.uint32))
     # nobody arrives: every live thread ends up waiting
     ptx = kernel(PRODUCER_CONSUMER.replace("{named}", "bra $end;"), ".param .u64 pout",
@@ -318,3 +319,36 @@ def test_inline_asm_scope_registers_without_percent():
     out = np.zeros(32, np.uint32)
     launch(kernel(body, ".param .u64 pout", threads=32), out)
     np.testing.assert_array_equal(out, np.where(np.arange(32) % 2, 11, 22))
+
+
+def test_named_barrier_hands_over_from_arriving_producers_to_syncing_consumers():
+    """Warp 0 (consumer) syncs on barrier 1 for 64 threads before the producer warp has
+    written; the producer's bar.arrive completes it, then the consumer reads. A consumer alone
+    (no producer arrival) can never be released."""
+    body = """  shr.u32 %r1, %r0, 5;
+  and.b32 %r2, %r0, 31;
+  mov.u32 %r8, smem;
+  shl.b32 %r3, %r2, 2;
+  add.u32 %r4, %r8, %r3;
+  setp.ne.u32 %p1, %r1, 0;
+  @%p1 bra $producer;
+  barrier.sync 1, 64;
+  ld.shared.u32 %r5, [%r4];
+""" + store_u32("%r5", 1, slot="%r2") + """
+  bra $end;
+$producer:
+  mul.lo.u32 %r6, %r2, 13;
+  st.shared.u32 [%r4], %r6;
+  {arrive}
+$end:"""
+    out = np.zeros(32, np.uint32)
+    launch(kernel(body.replace("{arrive}", "bar.arrive 1, 64;"), ".param .u64 pout",
+                  threads=64), out)
+    np.testing.assert_array_equal(out, np.arange(32, dtype=np.uint32) * 13)
+    with pytest.raises(sim.SimExecutionError, match="named barrier that no running thread"):
+        launch(kernel(body.replace("{arrive}", ""), ".param .u64 pout", threads=64),
+               np.zeros(32, np.uint32))
+    # without the barrier the consumer reads before the producer has written: an error
+    with pytest.raises(sim.SimMemoryError):
+        launch(kernel(body.replace("{arrive}", "").replace("  barrier.sync 1, 64;\n", ""),
+                      ".param .u64 pout", threads=64), np.zeros(32, np.uint32))

@@ -42,11 +42,11 @@ def build_trap(ins, k):
 
 
 @implements("bar", "barrier", forms="bar.sync / barrier.sync{.aligned} id{, count}: the whole "
-                                    "CTA, or `count` threads (whole warps) that reach it "
-                                    "together; bar.warp.sync (orders shared memory in a "
-                                    "one-warp CTA)")
+                                    "CTA, or `count` threads; bar.arrive / barrier.arrive id, "
+                                    "count (arrive without waiting); bar.warp.sync (orders "
+                                    "shared memory in a one-warp CTA)")
 def build_bar(ins, k):
-    mods = Mods(ins, k, ("sync", "aligned", "warp"), types=(0,))
+    mods = Mods(ins, k, ("sync", "aligned", "warp", "arrive"), types=(0,))
     if mods.has("warp"):
         operands(ins, k, 1)
 
@@ -56,22 +56,23 @@ def build_bar(ins, k):
             if cta.T <= 32 and mask is None:
                 cta.shared.barrier()
         return warp_sync
-    if not mods.has("sync"):
-        raise k.unsupported(ins, "only bar.sync / barrier.sync are emulated (no arrive/red)")
+    if mods.has("sync") == mods.has("arrive"):
+        raise k.unsupported(ins, "only bar.sync / barrier.sync and bar.arrive / barrier.arrive "
+                                 "are emulated (no bar.red)")
     ops = ins.operands
     barrier = getattr(ops[0], "value", None) if ops else None
     if not 1 <= len(ops) <= 2 or not isinstance(barrier, int) or not 0 <= barrier < 16:
         raise k.unsupported(ins, "bar.sync needs an immediate barrier number 0..15")
+    if mods.has("arrive") and len(ops) != 2:
+        raise k.unsupported(ins, "bar.arrive needs a thread count")
     if len(ops) == 2:
         count = getattr(ops[1], "value", None)
         if not isinstance(count, int) or count <= 0 or count % 32:
             raise k.unsupported(ins, "a barrier's thread count must be an immediate multiple "
                                      "of 32")
-        if not k.threads or count < k.threads:
-            # threads of the other barriers run on in lockstep; only the race checker's
-            # ordering is shared by the whole CTA
-            return Control(BARRIER, threads=count)
-    return Control(BARRIER)
+        # (the race checker's ordering point is shared by the whole CTA)
+        return Control(BARRIER, threads=count, barrier=barrier, arrive=mods.has("arrive"))
+    return Control(BARRIER, barrier=barrier)
 
 
 @implements("membar", "fence", forms="no-ops: the emulator executes memory operations in "

@@ -11,6 +11,12 @@ threads waiting there (the others wait), which reconverges structured code at th
 instruction after both paths. When every live thread is at one program counter again the CTA is
 converged. `bra.uni` that would diverge, and `bar.sync` reached by only part of the live threads,
 are errors (undefined behaviour on the device).
+
+Named barriers with a thread count (`barrier.sync id, count`, `bar.arrive id, count`) and
+mbarrier waits may hold threads back: a thread that syncs on a named barrier before `count`
+threads have arrived, or whose mbarrier wait failed, is passed over by the scheduler until the
+barrier completes (or some mbarrier arrival happens), so the other threads run on. Threads that
+can never be released are reported as a deadlock.
 """
 from __future__ import annotations
 
@@ -42,6 +48,8 @@ class Control:
     target: Optional[int] = None
     uniform: bool = False  # bra.uni
     threads: Optional[int] = None  # a barrier's thread count (None: the whole CTA)
+    barrier: int = 0  # the named barrier's number
+    arrive: bool = False  # bar.arrive: count the arrival, do not wait
 
 
 class KernelImage:
@@ -378,14 +386,21 @@ class Launch:
                     alive = ~mask if alive is None else alive & ~mask
                     pc += 1
                 elif kind == BARRIER:
-                    if control.threads is not None and control.threads < T:
-                        self.named_barrier(cta, ins, control, mask, T)
-                    elif mask is not alive:
+                    if prof is not None:
+                        prof.barrier()
+                    if control.threads is not None and (control.threads < T or control.arrive):
+                        arriving = mask if mask is not None else np.ones(T, np.bool_)
+                        if not self.named_barrier(cta, ins, control, arriving):
+                            # the arrivals wait: the other live threads run on without them
+                            pcs = np.full(T, pc + 1, np.int64)
+                            if alive is not None:
+                                pcs[~alive] = EXITED
+                        pc += 1
+                        continue
+                    if mask is not alive:
                         raise self.error(cta, ins, "bar.sync under a predicate that only part "
                                          "of the CTA satisfies", SimExecutionError)
                     cta.shared.barrier()
-                    if prof is not None:
-                        prof.barrier()
                     pc += 1
                 else:
                     self.trap(cta, ins, mask)
@@ -395,14 +410,23 @@ class Launch:
             current = int(pcs.min())
             if current == EXITED:
                 return
-            if cta.any_blocked:
-                runnable = (pcs != EXITED) & ~cta.blocked
-                if runnable.any():
-                    current = int(pcs[runnable].min())
-                else:  # all waited in vain: retry (isa_sm90 counts the stalls)
+            if cta.any_blocked or cta.any_barrier_wait:
+                live = pcs != EXITED
+                runnable = live & ~cta.blocked & ~cta.barrier_wait
+                if not runnable.any() and cta.any_blocked:
+                    # all mbarrier waits failed: retry them (isa_sm90 counts the stalls)
                     cta.blocked[:] = False
                     cta.any_blocked = False
+                    runnable = live & ~cta.barrier_wait
+                if not runnable.any():
+                    waiting = int(np.argmax(cta.barrier_wait))
+                    raise self.error(cta, code[int(pcs[waiting]) - 1][4], "deadlock: threads "
+                                     "wait at a named barrier that no running thread can "
+                                     "complete", SimExecutionError, thread=waiting)
+                current = int(pcs[runnable].min())
             here = pcs == current
+            if cta.any_barrier_wait:
+                here &= ~cta.barrier_wait
             live = pcs != EXITED
             if np.array_equal(here, live):
                 pcs = None
@@ -430,29 +454,51 @@ class Launch:
                 pcs[here] = current + 1
                 pcs[mask] = EXITED
             elif kind == BARRIER:
-                if control.threads is None or control.threads >= T:
+                if control.threads is None:
                     raise self.error(cta, ins, "bar.sync in divergent code (not every live "
                                      "thread of the CTA reaches this barrier together)",
                                      SimExecutionError)
-                self.named_barrier(cta, ins, control, mask, T)
-                cta.shared.barrier()
                 if prof is not None:
                     prof.barrier()
                 pcs[here] = current + 1
+                if mask.any():
+                    self.named_barrier(cta, ins, control, mask)
             else:
                 if mask.any():
                     self.trap(cta, ins, mask)
                 pcs[here] = current + 1
 
-    def named_barrier(self, cta: Cta, ins: Instruction, control: Control, mask, T) -> None:
-        """A barrier for part of the CTA (barrier.sync id, count): the threads running it
-        together must be exactly `count` whole warps (threads reaching it from different
-        places in the code would wait for each other, which the emulator cannot schedule)."""
-        arrived = T if mask is None else int(np.count_nonzero(mask))
-        if arrived != control.threads:
-            raise self.error(cta, ins, f"barrier for {control.threads} threads reached by "
-                             f"{arrived} threads together (the emulator needs all of them at "
-                             f"the same instruction)", SimExecutionError)
+    def named_barrier(self, cta: Cta, ins: Instruction, control: Control, arriving) -> bool:
+        """`arriving` threads arrive at named barrier `control.barrier` (of `control.threads`
+        threads). Returns whether they go on: the barrier completed (its waiting threads are
+        released, and shared memory is ordered) or they only arrive (bar.arrive); otherwise
+        they are marked as waiting for it."""
+        number, count = control.barrier, control.threads
+        arrived = cta.named_barriers.get(number)
+        if arrived is None:
+            arrived = np.zeros(cta.T, np.bool_)
+        if np.any(arrived & arriving):
+            raise self.error(cta, ins, f"a thread arrives twice at barrier {number} before it "
+                             f"completes", SimExecutionError,
+                             thread=int(np.argmax(arrived & arriving)))
+        arrived = arrived | arriving
+        total = int(np.count_nonzero(arrived))
+        if total > count:
+            raise self.error(cta, ins, f"barrier {number} for {count} threads reached by "
+                             f"{total} threads", SimExecutionError)
+        if total == count:
+            cta.named_barriers.pop(number, None)
+            if cta.any_barrier_wait:
+                cta.barrier_wait &= ~arrived
+                cta.any_barrier_wait = bool(cta.barrier_wait.any())
+            cta.shared.barrier()
+            return True
+        cta.named_barriers[number] = arrived
+        if control.arrive:
+            return True
+        cta.barrier_wait |= arriving
+        cta.any_barrier_wait = True
+        return False
 
     def trap(self, cta: Cta, ins: Instruction, mask) -> None:
         printed = "".join(cta.printed).strip()

@@ -197,6 +197,10 @@ class Cta:
         # until an arrival (so a consumer's wait loop lets the producer warps run)
         self.blocked = np.zeros(threads, np.bool_)
         self.any_blocked = False
+        # named barriers: number -> threads arrived so far; threads waiting for one to complete
+        self.named_barriers: Dict[int, np.ndarray] = {}
+        self.barrier_wait = np.zeros(threads, np.bool_)
+        self.any_barrier_wait = False
         # wgmma results in flight: register -> (value, mask) newest; the uncommitted group and
         # the committed ones, oldest first, each register -> (writer, value, mask)
         self.wgmma_pending: Dict[str, tuple] = {}

@@ -405,7 +405,7 @@ def test_descriptor_pointing_at_unwritten_shared_memory_is_reported():
 @pytest.mark.parametrize("wait", [True, False])
 def test_accumulators_land_at_wait_group(wait):
     """Two chained wgmma's: the second accumulates onto the first's pending result; the
-    registers change only when wait_group retires the group (without it they keep C)."""
+    registers change only when wait_group retires the group (stored before it, they hold C)."""
     n, k = 8, 16
     A, B = _values("f16", (64, k)), _values("f16", (k, n))
     C = _values("f16", (64, n)).astype(np.float32)
@@ -414,9 +414,23 @@ def test_accumulators_land_at_wait_group(wait):
     place(B.T.copy(), "k", 128, 1, 1024, image, 8192)
     step = (descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128))
     ptx = kernel_ptx(f"m64n{n}k{k}", "f32", "f16", "f16", [step, step], shared_bytes=16384)
-    if not wait:
-        ptx = ptx.replace("  wgmma.wait_group.sync.aligned 0;\n", "")
+    if not wait:  # the wait after the stores
+        ptx = ptx.replace("  wgmma.wait_group.sync.aligned 0;\n", "") \
+            .replace("  ret;", "  wgmma.wait_group.sync.aligned 0;\n  ret;")
     got = gather_accumulators(run_wgmma(ptx, image, distribute_accumulators(C, "f32")), "f32", n)
     want = A.astype(np.float64) @ B.astype(np.float64)
     want = (2 * want + C).astype(np.float32) if wait else C
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("drop", ["  wgmma.wait_group.sync.aligned 0;\n",
+                                  "  wgmma.commit_group.sync.aligned;\n"])
+def test_results_never_retired_are_reported(drop):
+    image = np.zeros(16384, np.uint8)
+    place(_values("f16", (64, 16)), "k", 128, 1, 1024, image, 0)
+    place(_values("f16", (8, 16)), "k", 128, 1, 1024, image, 8192)
+    ptx = kernel_ptx("m64n8k16", "f32", "f16", "f16",
+                     [(descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128))],
+                     shared_bytes=16384).replace(drop, "")
+    with pytest.raises(sim.SimExecutionError, match="no wgmma.commit_group"):
+        run_wgmma(ptx, image, np.zeros((128, 4), np.uint32))

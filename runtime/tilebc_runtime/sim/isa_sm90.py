@@ -8,7 +8,7 @@ wait is not diagnosed). wgmma.mma_async reads its operands when issued but its a
 land only when wgmma.wait_group retires the commit group holding it: until then the registers
 keep their old values (a kernel that reads them before waiting computes with stale values, as
 it may on the device), while later wgmma's on the same accumulators chain on the pending
-results, as the hardware pipeline does. Results never waited for never land.
+results, as the hardware pipeline does. A CTA that ends with results not retired is an error.
 
 mbarrier. The 8-byte object in shared memory is modelled beside the memory (Cta.mbarriers, keyed
 by its shared address): the current phase number, the arrivals still expected in it, the

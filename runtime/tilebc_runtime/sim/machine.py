@@ -327,7 +327,12 @@ class Launch:
         with np.errstate(all="ignore"):
             for flat in flats:
                 ctaid = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
-                self.run_cta(Cta(self, ctaid, self.T, self.image.registers))
+                cta = Cta(self, ctaid, self.T, self.image.registers)
+                self.run_cta(cta)
+                if cta.wgmma_groups or cta.wgmma_open:
+                    raise self.error(cta, None, "the CTA finished with wgmma.mma_async results "
+                                     "no wgmma.commit_group + wait_group retired (they never "
+                                     "land in the registers)", SimExecutionError)
                 if self.profile is not None:
                     self.profile.ctas_run += 1
 

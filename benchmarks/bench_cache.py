@@ -13,7 +13,7 @@ Then, per fixture, best / median / p95 of N runs of:
              driver loads the cubin.
 * memory hit `CubinCache.lookup` from the in-memory map.
 
-Target (issue 7): a warm hit, disk -> loaded bytes ready for the driver, in at most 1 ms.
+Target: a warm hit, disk -> loaded bytes ready for the driver, in at most 1 ms.
 --record writes benchmarks/results/cache.md.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ next one, and that one twice by the next. These generators do, from a seeded `ra
 
 `check` runs an input through every command a user has (load, verify, dis, dis -g, convert = dump,
 asm = parse + dump, and the text round trip) and records foreign exceptions (anything but a
-TilebcError) and the CPU time and memory it took. The builders of the issue's two hostile files
+TilebcError) and the CPU time and memory it took. The builders of two hostile files
 (`callsite_chain`, `function_type_chain`) live here too, for the tests.
 """
 from __future__ import annotations
@@ -138,7 +138,7 @@ def call_site(callee: int, caller: int) -> bytes:
     return b"\x06" + varint(callee) + varint(caller)
 
 
-# ---- the issue's hostile files -------------------------------------------------------------------
+# ---- hostile files -------------------------------------------------------------------------------
 
 def callsite_chain(depth: int = 50, version: Tuple[int, int] = (13, 3)) -> bytes:
     """A kernel whose `return` is located at #locN, #locK = callsite(#locK-1 at #locK-1): a tree of

@@ -32,7 +32,7 @@ from tilebc.binary import container as C  # noqa: E402
 from tilebc.binary import reader as R  # noqa: E402
 from tilebc.binary.primitives import encode_varint  # noqa: E402
 from tilebc.ir import types as T  # noqa: E402
-from tilebc.numerics import storage_bytes  # noqa: E402
+from tilebc.numeric.numerics import storage_bytes  # noqa: E402
 from tilebc.ops import enums as E  # noqa: E402
 from tilebc.ops import spec as S  # noqa: E402
 from tilebc.ops import table as OT  # noqa: E402

@@ -1,7 +1,7 @@
 """Conversions, bit-exact: exhaustive for sources of at most 16 bits, edge + random values for wider ones.
 
 The reference rounds by searching a sorted table of every finite value of the target format (taken from
-ml_dtypes/numpy where they have the type), so it shares no arithmetic with tilebc.convert. RN results are
+ml_dtypes/numpy where they have the type), so it shares no arithmetic with tilebc.numeric.convert. RN results are
 also checked against ml_dtypes/numpy casts, and special values against the type-system seed's table.
 """
 import math
@@ -11,10 +11,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tilebc import convert
-from tilebc.convert import ConversionError
+from tilebc.numeric import convert
+from tilebc.numeric.convert import ConversionError
 from tilebc.ir.types import ELEMENT_TYPES
-from tilebc.numerics import FLOAT_FORMATS, storage_dtype
+from tilebc.numeric.numerics import FLOAT_FORMATS, storage_dtype
 from tilebc.ops.enums import IntegerOverflow, RoundingMode as RM
 from tilebc.version import V13_1, V13_2, V13_3, V13_4, V13_5
 
@@ -103,7 +103,7 @@ def test_ftof_exhaustive_small_sources(src, dst, mode):
     array, bits = all_patterns(src)
     values = reference_values(src, bits)
     result = convert.float_to_float(array, src, dst, mode)
-    from tilebc.numerics import to_bits
+    from tilebc.numeric.numerics import to_bits
     got_bits = to_bits(result, dst)
     got = reference_values(dst, got_bits)
     if FLOAT_FORMATS[dst].bits > 16:
@@ -217,7 +217,7 @@ def test_ftof_wide_sources_edges_and_random(src, dst, mode):
     source = values.astype(storage_dtype(src))
     exact = source.astype(np.float64)
     result = convert.float_to_float(source, src, dst, mode)
-    from tilebc.numerics import to_bits
+    from tilebc.numeric.numerics import to_bits
     got = reference_values(dst, to_bits(result, dst))
     _compare_vectorised(exact, got, dst, mode)
 
@@ -268,7 +268,7 @@ def test_ftof_nearest_matches_ml_dtypes_in_range():
     """Inside every target's finite range, nearest-even equals ml_dtypes/numpy casts bit for bit."""
     rng = np.random.default_rng(7)
     values = edge_and_random_values(rng).astype(np.float32)
-    from tilebc.numerics import to_bits
+    from tilebc.numeric.numerics import to_bits
     for dst, dtype in REFERENCE_DTYPES.items():
         if dst in ("f32", "f64"):
             continue
@@ -311,7 +311,7 @@ SMALL_INTS = ["i1", "i4", "i8", "i16"]
 def all_int_patterns(name):
     width = ELEMENT_TYPES[name].bits
     bits = np.arange(1 << width, dtype=np.uint64)
-    from tilebc.numerics import from_bits
+    from tilebc.numeric.numerics import from_bits
     return from_bits(bits, name), bits
 
 
@@ -330,7 +330,7 @@ def test_itof_exhaustive_small_sources(src, dst, mode, signed):
     width = ELEMENT_TYPES[src].bits
     values = np.array([float(int_value(p, width, signed)) for p in bits.tolist()])
     result = convert.int_to_float(array, src, dst, signed=signed, rounding=mode)
-    from tilebc.numerics import to_bits
+    from tilebc.numeric.numerics import to_bits
     got = reference_values(dst, to_bits(result, dst))
     if dst in ("f32", "f64"):  # hold every ≤16-bit integer exactly
         assert np.array_equal(got, values)
@@ -352,7 +352,7 @@ def test_itof_wide_sources_edges_and_random(src, dst, mode, signed):
     patterns += (rng.integers(0, 1 << 62, size=200, dtype=np.uint64) >> rng.integers(
         0, 60, size=200, dtype=np.uint64)).tolist()
     patterns = [p & ((1 << width) - 1) for p in patterns]
-    from tilebc.numerics import from_bits, to_bits
+    from tilebc.numeric.numerics import from_bits, to_bits
     array = from_bits(np.array(patterns, dtype=np.uint64), src)
     result = convert.int_to_float(array, src, dst, signed=signed, rounding=mode)
     got = to_bits(result, dst)
@@ -469,7 +469,7 @@ def test_bitcast_matches_numpy_views():
     same_width = {}
     for name, element in ELEMENT_TYPES.items():
         same_width.setdefault(element.bits, []).append(name)
-    from tilebc.numerics import from_bits, to_bits
+    from tilebc.numeric.numerics import from_bits, to_bits
     for width, names in same_width.items():
         patterns = rng.integers(0, 1 << min(width, 63), size=256, dtype=np.uint64)
         for src in names:

@@ -2,7 +2,7 @@
 UBSan, then compared with the Python reader and driven through its cache, compile and AOT paths.
 
 Needs cmake and a C++17 compiler (skipped otherwise); needs no GPU. The build lives in
-runtime/cpp/build/pytest-asan and is reused (incremental) by later sessions.
+runtime/cpp/build/pytest-asan and is reused (incremental) by later test runs.
 """
 from __future__ import annotations
 

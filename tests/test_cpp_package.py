@@ -3,7 +3,7 @@ tree, then a CMake project that calls find_package(tilebc CONFIG REQUIRED) and l
 tilebc::loader, and a C program built with `cc $(pkg-config --cflags --libs tilebc)`.
 
 The library is built once (no sanitizers, no tools) in runtime/cpp/build/pytest-package and
-reused by later sessions; the prefix and the consumers live in the session's temp folder.
+reused by later test runs; the prefix and the consumers live in the test run's temp folder.
 Needs cmake and C/C++ compilers; the pkg-config test also needs pkg-config. No GPU.
 """
 from __future__ import annotations

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import SHARED
-from tilebc import dtypes
-from tilebc.dtypes import DATA_LAYOUT, DLDataTypeCode, DtypeError, Resolved, resolve
+from tilebc.numeric import dtypes
+from tilebc.numeric.dtypes import DATA_LAYOUT, DLDataTypeCode, DtypeError, Resolved, resolve
 from tilebc.ir.types import ELEMENT_TYPES, PointerType, TileType, f16, f32, i8, tf32
 
 SEED_FILES = ("002_d95ef6345bccb177.txt", "003_516bb4b17a7fc5a7.txt", "004_869edcfc861549ea.txt")

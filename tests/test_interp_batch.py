@@ -158,3 +158,26 @@ def test_a_failed_assert_names_the_first_failing_block_in_order():
     with pytest.raises(KernelAssertionError) as error:
         api.run(mod, fixtures.entry(mod), (2,), x, 1)
     assert error.value.block_id == (1, 0, 0)
+
+
+def test_a_defect_of_the_batched_run_propagates_instead_of_falling_back(monkeypatch):
+    """Only BatchFallback (and a TilebcError, rerun in order) sends a launch to the sequential
+    run; any other exception is a bug of the batched interpreter and must not be hidden."""
+    from tilebc.interp import batch
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("defect in the batched interpreter")
+    monkeypatch.setattr(batch, "run_batched", broken)
+    mod = fixtures.module("elementwise_f32", "13.4")
+    a, b = rand(128), rand(128)
+    out = np.zeros(128, np.float32)
+    with pytest.raises(RuntimeError, match="defect in the batched interpreter"):
+        api.run(mod, fixtures.entry(mod), (2,), a, b, out)
+    assert np.all(out == 0)
+    assert api.run(mod, fixtures.entry(mod), (2,), a, b, out, batch=False) == \
+        (2, False, "batch=False")
+
+    def cannot(*args, **kwargs):
+        raise batch.BatchFallback("told not to")
+    monkeypatch.setattr(batch, "run_batched", cannot)
+    assert api.run(mod, fixtures.entry(mod), (2,), a, b, out) == (2, False, "told not to")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tilebc.interp import arena, fastmath, run
-from tilebc.interp.batch import fusible_ops
+from tilebc.interp.fusion import fusible_ops
 
 ct = pytest.importorskip("cuda.tile")
 compilation = pytest.importorskip("cuda.tile.compilation")

@@ -1,4 +1,4 @@
-"""Integer ops through tilebc.intops: wrapped results by default, and with check_undefined=True a
+"""Integer ops through tilebc.numeric.intops: wrapped results by default, and with check_undefined=True a
 fault naming the op, the tile block and the element of the first undefined lane, the same whether
 the launch runs batched or one tile block at a time. Also the public argument binder."""
 import numpy as np
@@ -64,7 +64,7 @@ def test_undefined_lane_is_reported_with_op_block_and_element(mnemonic, attrs, l
     module = blockwise_kernel(mnemonic, {np.int8: "i8", np.int16: "i16", np.int32: "i32",
                                          np.int64: "i64"}[lhs.dtype.type], attrs)
     wrapped = launch(module, lhs, rhs)  # by default: intops' defined-anyway result, no fault
-    expected = tilebc.intops.evaluate(mnemonic, (lhs, rhs), attrs)
+    expected = tilebc.numeric.intops.evaluate(mnemonic, (lhs, rhs), attrs)
     np.testing.assert_array_equal(wrapped, expected)
     messages = []
     for batch in (False, "auto"):

@@ -1,4 +1,4 @@
-"""Integer op semantics (tilebc.intops) against exact Python-int references.
+"""Integer op semantics (tilebc.numeric.intops) against exact Python-int references.
 
 i1 and i8: every pair of operands, every flag combination. i16/i32/i64: all pairs of edge values plus
 random pairs. The reference works on unbounded Python ints (numpy object arrays) and wraps at the end,
@@ -11,9 +11,9 @@ import itertools
 import numpy as np
 import pytest
 
-from tilebc import intops
-from tilebc.intops import IntegerOpError, IntegerUndefinedError
-from tilebc.numerics import to_bits
+from tilebc.numeric import intops
+from tilebc.numeric.intops import IntegerOpError, IntegerUndefinedError
+from tilebc.numeric.numerics import to_bits
 from tilebc.ops.enums import ComparisonPredicate, IntegerOverflow, RoundingMode
 
 STORAGE = {1: np.bool_, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}

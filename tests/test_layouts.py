@@ -11,7 +11,7 @@ import tilebc
 from tilebc import layouts as L
 from tilebc.ir import ELEMENT_TYPES, PointerType, scalar
 from tilebc.ir.builder import module_entry, new_module
-from tilebc.numerics import FLOAT_FORMATS, decode_bits, to_bits
+from tilebc.numeric.numerics import FLOAT_FORMATS, decode_bits, to_bits
 from tilebc.ops.enums import PaddingValue
 from tilebc.verify import diagnostics
 from tilebc.verify.typesys import FLOAT_ONLY_PADDING

@@ -4,7 +4,7 @@ import re
 import pytest
 
 from conftest import shared_path
-from tilebc.promote import DTYPES, PROMOTION_TABLE, SHORT_NAMES, Loose, PromotionError, promote
+from tilebc.numeric.promote import DTYPES, PROMOTION_TABLE, SHORT_NAMES, Loose, PromotionError, promote
 
 SEED = "seeds/002_d95ef6345bccb177.txt"  # the data-model seed, in the shared folder
 LONG = {short: long for long, short in SHORT_NAMES.items()}

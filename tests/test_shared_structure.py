@@ -1,4 +1,4 @@
-"""Shared structure costs linear time and memory (issue 15).
+"""Shared structure costs linear time and memory.
 
 Tables and aliases let a few hundred bytes describe a tree of 2^n nodes: debug locations
 `#locK = callsite(#locK-1 at #locK-1)` and function types `T_k = (T_k-1, T_k-1) -> ()`. Before

@@ -1,4 +1,4 @@
-"""Strings that are not UTF-8 (issue 9): NVIDIA's tileirdisasm keeps a string-table entry's raw
+"""Strings that are not UTF-8: NVIDIA's tileirdisasm keeps a string-table entry's raw
 bytes, so tilebc must too. The reader decodes with `surrogateescape`, the writer encodes back the
 same way, the printer writes every byte as tileirdisasm does (`\\XX` outside printable ASCII, `"` as
 `\\22`, `\\` as `\\\\`) and the parser reads that text back to the same bytes.

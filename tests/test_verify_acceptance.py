@@ -106,9 +106,11 @@ def test_every_body_op_declares_its_effects_consistently():
         if spec.regions:
             assert spec.effects is Effects.RECURSIVE, spec.mnemonic
         elif spec.terminator:
-            assert spec.effects is (Effects.NONE if spec.mnemonic == "yield" else Effects.SOME)
+            assert spec.effects is (Effects.NONE if spec.mnemonic == "yield" else
+                                    Effects.UNDECLARED), spec.mnemonic
         elif spec.mnemonic.endswith("_tko") and spec.mnemonic != "print_tko":
-            assert spec.effects is Effects.SOME, spec.mnemonic
+            assert spec.effects in (Effects.MEMORY, Effects.ATOMIC), spec.mnemonic
+            assert (spec.effects is Effects.ATOMIC) == spec.mnemonic.startswith("atomic_")
 
 
 LOOP_DIFFERENT_RESULT = """entry @k(%out: tile<ptr<f32>>) {

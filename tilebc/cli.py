@@ -10,7 +10,7 @@ from importlib import resources
 from typing import List, Optional, Union
 
 from . import dump, load
-from .errors import TextSyntaxError, TilebcError, UsageError
+from .errors import Location, TextSyntaxError, TilebcError, UsageError, VersionError
 from .inputs import MAGIC, decode_bytes, display_name, looks_like_text, read_input, verify_module
 from .outputs import same_file, write_output
 from .version import ALL_VERSIONS, Version
@@ -123,7 +123,7 @@ def cmd_verify(args) -> int:
     module.source = module.source or _display_name(args.input)
     warnings = _decode_warnings(module)
     for warning in warnings:
-        print(f"{_display_name(args.input)}: offset 0x{warning.offset:x}: warning: "
+        print(f"{Location(_display_name(args.input), warning.offset)}: warning: "
               f"{warning.message}; {warning.action}", file=sys.stderr)
     found = diagnostics(module)
     for diagnostic in found:
@@ -327,7 +327,7 @@ def cmd_demo(args) -> int:
 def _version(text: str) -> Version:
     try:
         version = Version.parse(text)
-    except Exception:
+    except VersionError:
         raise argparse.ArgumentTypeError(f"invalid version {text!r} (expected 13.1-13.5)") from None
     if version not in ALL_VERSIONS:
         raise argparse.ArgumentTypeError(

@@ -1,7 +1,57 @@
-"""One exception per phase; every error can carry a location (file + byte offset or line:col)."""
+"""One exception per phase, all under TilebcError; every error can carry a Location (file + byte
+offset or line:col)."""
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Optional
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where in the input something was found: a file and either a byte offset (bytecode) or
+    line:col (text). Every error, diagnostic and decode warning formats its place with `str()` of
+    one of these. (Not the debug-info location an op carries: that is tilebc.ir.location.)"""
+
+    file: Optional[str] = None
+    offset: Optional[int] = None
+    line: Optional[int] = None
+    column: Optional[int] = None
+
+    @classmethod
+    def of(cls, node, file: Optional[str] = None) -> "Location":
+        """The place of an Op, Function or Global: its byte offset if it was decoded, else its
+        line:col if it was parsed, else just the file."""
+        offset = getattr(node, "offset", None)
+        if offset is not None:
+            return cls(file, offset)
+        position = getattr(node, "text_pos", None)
+        if position is not None:
+            return cls(file, None, position[0], position[1])
+        return cls(file)
+
+    def in_file(self, file: Optional[str]) -> "Location":
+        """This location, naming `file` if it named none."""
+        return self if self.file is not None or file is None else replace(self, file=file)
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.file, self.offset, self.line))
+
+    def __str__(self) -> str:
+        """'file: offset 0x1a3' or 'file:12:5' (file defaults to '<bytes>' / '<text>')."""
+        if self.offset is not None:
+            return f"{self.file or '<bytes>'}: offset 0x{self.offset:x}"
+        if self.line is not None:
+            return f"{self.file or '<text>'}:{self.line}:{self.column or 1}"
+        return self.file or ""
+
+
+def _location_field(name: str) -> property:
+    def get(self):
+        return getattr(self.location, name)
+
+    def set(self, value):
+        self.location = replace(self.location, **{name: value})
+    return property(get, set, doc=f"`location.{name}` (settable)")
 
 
 class TilebcError(Exception):
@@ -16,21 +66,18 @@ class TilebcError(Exception):
 
     def __init__(self, message: str, *, file: Optional[str] = None,
                  offset: Optional[int] = None, line: Optional[int] = None,
-                 column: Optional[int] = None):
+                 column: Optional[int] = None, location: Optional[Location] = None):
         super().__init__(message)
         self.message = message
-        self.file = file
-        self.offset = offset
-        self.line = line
-        self.column = column
+        self.location = location if location is not None else Location(file, offset, line, column)
+
+    file = _location_field("file")
+    offset = _location_field("offset")
+    line = _location_field("line")
+    column = _location_field("column")
 
     def where(self) -> str:
-        """'file:0x1a3' or 'file:12:5' (file defaults to '<bytes>' / '<text>')."""
-        if self.offset is not None:
-            return f"{self.file or '<bytes>'}: offset 0x{self.offset:x}"
-        if self.line is not None:
-            return f"{self.file or '<text>'}:{self.line}:{self.column or 1}"
-        return self.file or ""
+        return str(self.location)
 
     def __str__(self) -> str:
         where = self.where()

@@ -25,7 +25,7 @@ import numpy as np
 
 from .errors import TilebcError
 from .ir.types import (ELEMENT_TYPES, Dim, ElementType, PartitionViewType, TensorViewType)
-from .numerics import FLOAT_FORMATS, from_bits
+from .numeric.numerics import FLOAT_FORMATS, from_bits
 from .ops.enums import PaddingValue, PtrAttr
 
 
@@ -227,7 +227,7 @@ def tensor_view_type(element, shape: Sequence[Optional[int]], strides: Sequence[
 def array_view_type(array, dynamic: bool = True) -> TensorViewType:
     """The tensor view of a numpy array (or anything with shape, strides in bytes and a dtype):
     fully dynamic like cuTile's kernels (`dynamic=True`) or with its static shape and strides."""
-    from .dtypes import element_type
+    from .numeric.dtypes import element_type
     array = np.asarray(array) if not hasattr(array, "strides") else array
     element = element_type(array.dtype)
     itemsize = np.dtype(array.dtype).itemsize
@@ -345,7 +345,7 @@ def padding_bits(padding: PaddingValue, element) -> int:
 
 
 def padding_array(padding: PaddingValue, element, shape: Sequence[int] = ()) -> np.ndarray:
-    """A storage array (tilebc.numerics) filled with the padding value."""
+    """A storage array (tilebc.numeric.numerics) filled with the padding value."""
     bits = padding_bits(padding, element)
     return from_bits(np.full(tuple(shape), bits, dtype=np.uint64), _element(element))
 

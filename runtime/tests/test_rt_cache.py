@@ -410,7 +410,7 @@ def test_an_unexpected_failure_while_reading_is_a_logged_miss(disk_cache, caplog
 
     def broken(raw, key):
         raise RuntimeError("unexpected")
-    monkeypatch.setattr(cache_mod, "_check_metadata", broken)
+    monkeypatch.setattr(cache_mod, "check_metadata", broken)
     fresh = CubinCache(disk_cache.root)
     with caplog.at_level(logging.WARNING, logger="tilebc_runtime.cache"):
         assert fresh.lookup(base_fields().key()) is None

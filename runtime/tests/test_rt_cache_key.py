@@ -38,7 +38,7 @@ def copied_tree(tmp_path_factory):
     ("tilebc/ir/types.py", True),            # before: only tilebc.__version__ was hashed
     ("tilebc/binary/reader.py", True),
     ("tilebc/ops/table.py", True),
-    ("tilebc/numerics.py", True),
+    ("tilebc/numeric/numerics.py", True),
     ("runtime/tilebc_runtime/lowering/elementwise.py", True),
     ("runtime/tilebc_runtime/compiler.py", True),
     ("tilebc/cli.py", False),

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def exp_kernel(elements: int, exps: int = 1) -> bytes:
-    """load -> exp (x `exps`) -> addf -> store on one tile of `elements` f32 (the issue's kernel)."""
+    """load -> exp (x `exps`) -> addf -> store on one tile of `elements` f32."""
     module = new_module(tilebc.Version(13, 5))
     b = module_entry(module, "expadd", [scalar(PointerType(f32)), scalar(i32)])
     x_ptr, size = b.args

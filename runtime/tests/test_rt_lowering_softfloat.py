@@ -1,9 +1,9 @@
-"""Software narrow-float conversions (lowering/softfloat.py) against tilebc.convert.
+"""Software narrow-float conversions (lowering/softfloat.py) against tilebc.numeric.convert.
 
 No GPU here: the straight-line PTX that `encode_f64` emits is evaluated lane-parallel by a tiny
 evaluator of exactly the integer instructions it uses (semantics per the PTX ISA), over every
 special value, every code's neighbourhood (exact values, midpoints, one ulp either side) and random
-f32/f64 inputs. The result must equal tilebc.convert.float_to_float bit for bit. The compiled
+f32/f64 inputs. The result must equal tilebc.numeric.convert.float_to_float bit for bit. The compiled
 fixtures link on every target (test_rt_compile_fixtures.py).
 """
 import re
@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pytest
 
-from tilebc.convert import float_to_float
-from tilebc.numerics import float_format, from_bits, to_bits
+from tilebc.numeric.convert import float_to_float
+from tilebc.numeric.numerics import float_format, from_bits, to_bits
 
 from tilebc_runtime.lowering import softfloat
 from tilebc_runtime.lowering.ptx import PtxWriter

@@ -1,5 +1,5 @@
 """Float conversions through the JIT's PTX on the emulator are bit-identical to the CPU interpreter
-(tilebc.convert) on adversarial inputs: random bit patterns (NaNs with payloads, infinities,
+(tilebc.numeric.convert) on adversarial inputs: random bit patterns (NaNs with payloads, infinities,
 subnormals), exact ties of the target format and values next to them.
 
 The fixture kernels (cast_*) run with such inputs, and hand-built ftof kernels cover the pairs and

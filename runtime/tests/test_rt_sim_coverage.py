@@ -4,7 +4,8 @@ import sys
 from pathlib import Path
 
 from tilebc_runtime.lowering.ptx import PTX_SUBSET, opcodes_used
-from tilebc_runtime.lowering.registry import LOWERINGS, load_all
+from tilebc_runtime.lowering.families import load_all
+from tilebc_runtime.lowering.registry import LOWERINGS
 from tilebc_runtime.sim import BUILDERS, IMPLEMENTED
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,18 +24,16 @@ import filelock
 import platformdirs
 
 from . import cache_remote
+from .cache_entry import MAX_JSON_BYTES, SCHEMA, CacheEntry, check_metadata, parse_json
 
 log = logging.getLogger("tilebc_runtime.cache")
 
 MAGIC = "tilebc-cubin-cache"
-SCHEMA = 1
 LAYOUT_DIR = f"v{SCHEMA}"
 DEFAULT_MAX_BYTES = 2 * 1024 ** 3
 ENV_DIR = "TILEBC_CACHE_DIR"
 ENV_MAX_BYTES = "TILEBC_CACHE_MAX_BYTES"
 OFF_VALUES = ("off",)
-# Metadata and toolchain.json are a few hundred bytes; anything larger is not ours to parse.
-MAX_JSON_BYTES = 1 << 20
 TOOLCHAIN_FILE = "toolchain.json"
 
 # compile_fn(bytecode, entry, arch, options) -> (cubin, launch facts). The facts are merged into
@@ -82,30 +80,6 @@ class KeyFields:
                 "bytecode_sha256": hashlib.sha256(self.bytecode).hexdigest(),
                 "entry": self.entry, "arch": self.arch, "ptx_isa": self.ptx_isa,
                 "nvjitlink": self.nvjitlink, "options": canonical_options(self.options)}
-
-
-@dataclass(frozen=True)
-class CacheEntry:
-    key: str
-    cubin: bytes
-    metadata: Dict[str, Any]
-
-    @property
-    def threads(self) -> Optional[int]:
-        """Threads per CTA the kernel was compiled for (metadata `threads_per_cta`)."""
-        return self.metadata.get("threads_per_cta")
-
-    @property
-    def dynamic_shared_bytes(self) -> int:
-        """Dynamic shared memory a launch must request (0: both backends allocate statically)."""
-        return self.metadata.get("dynamic_shared_bytes") or 0
-
-    @property
-    def static_shared_bytes(self) -> int:
-        """Shared memory already declared in the cubin (informational)."""
-        return self.metadata.get("static_shared_bytes") or 0
-
-    shared_bytes = static_shared_bytes  # earlier name, kept for callers written against it
 
 
 @dataclass(frozen=True)
@@ -321,7 +295,7 @@ class CubinCache:
         except OSError as error:
             log.warning("tilebc cache: cannot read %s (%s); recompiling", meta_path, error)
             return None
-        problem, metadata = _check_metadata(meta_bytes, key)
+        problem, metadata = check_metadata(meta_bytes, key)
         cubin = None
         if problem is None:
             try:
@@ -446,7 +420,7 @@ class CubinCache:
                 size = meta_stat.st_size + (cubin_path.stat().st_size if cubin_path.exists() else 0)
                 if self.trust_problem(meta_path.parent) is not None:
                     raise UntrustedError(errno.EPERM, "in an untrusted folder", str(meta_path))
-                problem, metadata = _check_metadata(_read_owned(meta_path, MAX_JSON_BYTES + 1), key)
+                problem, metadata = check_metadata(_read_owned(meta_path, MAX_JSON_BYTES + 1), key)
             except UntrustedError:
                 problem, metadata = "untrusted", None  # listed as corrupt: prune and clear remove it
             except OSError:
@@ -584,7 +558,7 @@ class CubinCache:
             return None, "missing"
         except OSError as error:
             return None, f"unreadable ({error.strerror or error})"
-        document, problem = _parse_json(raw)
+        document, problem = parse_json(raw)
         if problem is not None:
             return None, problem
         if not isinstance(document, dict) or document.get("schema") != SCHEMA:
@@ -595,25 +569,6 @@ class CubinCache:
                 for record in backends.values()):
             return None, "'backends' is not an object of records with an 'identity' string"
         return document, None
-
-
-_REQUIRED_METADATA = {"schema": int, "key": str, "cubin_sha256": str, "cubin_size": int,
-                      "fields": dict}
-# Launch facts: present in every entry this schema writes (threads may be null if unknown).
-_LAUNCH_METADATA = ("threads_per_cta", "dynamic_shared_bytes")
-
-
-def _parse_json(raw: bytes) -> Tuple[Any, Optional[str]]:
-    """(value, None), or (None, why) for bytes that are not JSON we can read: invalid, too large,
-    or nested so deeply that the parser runs out of stack (RecursionError)."""
-    if len(raw) > MAX_JSON_BYTES:
-        return None, f"is over {MAX_JSON_BYTES} bytes"
-    try:
-        return json.loads(raw), None
-    except RecursionError:
-        return None, "is not JSON (nested too deeply)"
-    except ValueError as error:  # UnicodeDecodeError included
-        return None, f"is not JSON ({error})"
 
 
 def _read_owned(path: Path, limit: int = -1) -> bytes:
@@ -636,28 +591,6 @@ def _read_owned(path: Path, limit: int = -1) -> bytes:
             raise UntrustedError(errno.EPERM, problem, str(path))
         # read(n) allocates n bytes up front: ask for the file's size when it is under the limit
         return stream.read(limit if 0 <= limit <= info.st_size else -1)
-
-
-def _check_metadata(raw: bytes, key: str) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
-    """(problem, metadata): problem is None when the metadata is well-formed and names `key`."""
-    metadata, problem = _parse_json(raw)
-    if problem is not None:
-        return f"metadata {problem}", None
-    if not isinstance(metadata, dict):
-        return "metadata is not a JSON object", None
-    for name, kind in _REQUIRED_METADATA.items():
-        if not isinstance(metadata.get(name), kind):
-            return f"metadata field {name!r} missing or not {kind.__name__}", None
-    if metadata["schema"] != SCHEMA:
-        return f"metadata schema {metadata['schema']} is not {SCHEMA}", None
-    if metadata["key"] != key:
-        return "metadata names another key", None
-    for name in _LAUNCH_METADATA:
-        value = metadata.get(name, "missing")
-        if not (value is None or (isinstance(value, int) and not isinstance(value, bool)
-                                  and value >= 0)):
-            return f"metadata field {name!r} missing or not a count", None
-    return None, metadata
 
 
 def _replace_atomically(path: Path, data: bytes) -> None:

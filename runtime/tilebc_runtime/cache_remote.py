@@ -21,6 +21,8 @@ import time
 import urllib.parse
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
+from .cache_entry import CacheEntry, check_metadata
+
 log = logging.getLogger("tilebc_runtime.cache")
 
 ENV_REMOTE = "TILEBC_CACHE_REMOTE"
@@ -206,10 +208,9 @@ def open_remote(setting: Union[None, str, RemoteTier],
 
 
 def verify(key: str, cubin: bytes, metadata: bytes) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
-    """(problem, metadata): the checks a disk entry passes (cache._check_metadata, then the
+    """(problem, metadata): the checks a disk entry passes (cache_entry.check_metadata, then the
     cubin's size and sha256), applied to parts read from a remote."""
-    from .cache import _check_metadata
-    problem, parsed = _check_metadata(metadata, key)
+    problem, parsed = check_metadata(metadata, key)
     if problem is not None:
         return problem, None
     if len(cubin) != parsed["cubin_size"]:
@@ -221,7 +222,6 @@ def verify(key: str, cubin: bytes, metadata: bytes) -> Tuple[Optional[str], Opti
 
 def read_entry(tier: RemoteTier, key: str):
     """The verified `CacheEntry` for `key` from `tier`, or None (absent, unreachable or refused)."""
-    from .cache import CacheEntry
     parts = tier.get(key)
     if parts is None:
         return None

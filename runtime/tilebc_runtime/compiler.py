@@ -14,14 +14,15 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
 import tilebc
-from tilebc.errors import TilebcError, VerificationError
+from tilebc.errors import Location, TilebcError, VerificationError
 from tilebc.ir.module import Function, Module, Op
 from tilebc.ir.types import PointerType, TileType
 
 from . import targets
 from .lowering import dtypes
 from .lowering.lowerer import STATIC_SHARED_LIMIT, Lowerer, LoweringError, Tile
-from .lowering.registry import EXPANDING, load_all
+from .lowering.families import load_all
+from .lowering.registry import EXPANDING
 
 DEFAULT_THREADS = 128
 PARAM_TYPE = {"ptr": "u64", "i1": "u8", "i8": "u8", "i16": "u16", "i32": "u32", "i64": "u64",
@@ -110,12 +111,7 @@ def select_entries(module: Module, entry: Optional[str]) -> List[Function]:
 
 
 def _where(module, function: Function):
-    where = {"file": module.source}
-    if function.offset is not None:
-        where["offset"] = function.offset
-    elif function.text_pos is not None:
-        where["line"], where["column"] = function.text_pos
-    return where
+    return {"location": Location.of(function, module.source)}
 
 
 PTX_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
@@ -235,11 +231,7 @@ def check_code_size(module: Module, function: Function, threads: int) -> None:
     if widest is None:
         return
     per_thread = -(-elements // threads)
-    where = {"file": module.source}
-    if widest.offset is not None:
-        where["offset"] = widest.offset
-    elif widest.text_pos is not None:
-        where["line"], where["column"] = widest.text_pos
+    where = {"location": Location.of(widest, module.source)}
     if per_thread > MAX_ELEMENTS_PER_THREAD:
         raise LoweringError(
             f"{widest.name}: entry {function.name}: a tile of {elements} elements is "
@@ -368,7 +360,7 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
         infos[function.name] = info
     for item in module.globals:
         if item.name in globals_used:
-            from .lowering.shapes import element_bytes
+            from .lowering.common import element_bytes
             payload = element_bytes(item.value)
             align = max(item.alignment or 0, dtypes.byte_size(item.value.type.element), 1)
             data_lines.append(f".global .align {align} .b8 __tilebc_global_{item.name}"
@@ -399,10 +391,9 @@ _PTX_LINE = re.compile(r"line (\d+)")
 
 def describe_op(op: Op, module: Module) -> str:
     parts = [f"Tile IR op `{op.name}`"]
-    if op.offset is not None:
-        parts.append(f"at {module.source or '<bytes>'} offset 0x{op.offset:x}")
-    elif op.text_pos is not None:
-        parts.append(f"at {module.source or '<text>'}:{op.text_pos[0]}:{op.text_pos[1]}")
+    location = Location.of(op, module.source)
+    if location.offset is not None or location.line is not None:
+        parts.append(f"at {location}")
     loc = op.loc
     while loc is not None and hasattr(loc, "callee"):
         loc = loc.callee
@@ -452,10 +443,8 @@ def _link_error(exc, log, ptx, arch, origin, module) -> LinkError:
         message += f"\n  at PTX line {ptx_line}: {text}"
     if op is not None and module is not None:
         message += f"\n  produced by {describe_op(op, module)}"
-    where = {"file": module.source if module else None}
-    if op is not None and op.offset is not None:
-        where["offset"] = op.offset
-    return LinkError(message, log=log, ptx_line=ptx_line, ptx_text=text, op=op, **where)
+    location = Location.of(op, module.source if module else None)
+    return LinkError(message, log=log, ptx_line=ptx_line, ptx_text=text, op=op, location=location)
 
 
 # -- the whole pipeline ----------------------------------------------------------------------

@@ -67,7 +67,7 @@ def _device_arch(handle) -> str:
 def _inputs(signature, rng: np.random.Generator) -> List[Any]:
     """Host values for every parameter: arrays of a fixed modest size, scalars of 1 (or a
     value that satisfies the parameter's assumed divisibility and bounds)."""
-    from tilebc.dtypes import numpy_dtype
+    from tilebc.numeric.dtypes import numpy_dtype
     from .args import ArrayParam, PointerParam
     values: List[Any] = []
     for param in signature.params:

@@ -146,15 +146,16 @@ BACKENDS = {"jit": JitBackend, "tileiras": TileirasBackend}
 
 # Modules of this package that do not influence generated code, so are left out of the JIT's
 # identity hash (editing the launcher or the PTX emulator must not invalidate every cached cubin).
-_NOT_LOWERING = {"cache.py", "cache_cli.py", "cache_remote.py", "launch.py", "args.py", "driver.py",
-                 "aot.py", "cli.py", "demo.py", "sim/", "perf/"}
+_NOT_LOWERING = {"cache.py", "cache_cli.py", "cache_entry.py", "cache_remote.py", "launch.py",
+                 "args.py", "driver.py", "aot.py", "cli.py", "demo.py", "sim/", "perf/"}
 # The parts of tilebc (the format package) that shape the JIT's output: the reader and verifier
 # that build the IR it lowers, the IR, the op table, and the numeric helpers it folds constants
 # with. Not here: the text form (a text file is assembled to bytecode first, and the key hashes
 # those bytes), the CPU interpreter, the command line and the NVIDIA tool finder.
 # runtime/tests/test_rt_cache_key.py checks that the JIT imports nothing of tilebc outside these.
-TILEBC_CODEGEN_SOURCES = ("__init__.py", "api.py", "version.py", "errors.py", "numerics.py",
-                          "convert.py", "dense.py", "dtypes.py", "binary/", "ir/", "ops/", "verify/")
+TILEBC_CODEGEN_SOURCES = ("__init__.py", "api.py", "version.py", "errors.py", "numeric/__init__.py",
+                          "numeric/numerics.py", "numeric/formats.py", "numeric/convert.py", "numeric/dense.py",
+                          "numeric/dtypes.py", "binary/", "ir/", "ops/", "verify/")
 
 
 def _listed(relative: str, entries) -> bool:

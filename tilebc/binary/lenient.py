@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Set, Tuple
 
+from ..errors import Location
+
 
 @dataclass(frozen=True)
 class DecodeWarning:
@@ -21,9 +23,12 @@ class DecodeWarning:
     file: Optional[str] = None
     category: str = "lenient"
 
+    @property
+    def location(self) -> Location:
+        return Location(self.file, self.offset)
+
     def __str__(self) -> str:
-        return f"{self.file or '<bytes>'}: offset 0x{self.offset:x}: warning: {self.message}; " \
-               f"{self.action}"
+        return f"{self.location}: warning: {self.message}; {self.action}"
 
 
 class WarningLog:

@@ -19,7 +19,7 @@ from ..ir import attrs as A
 from ..ir import location as L
 from ..ir import types as T
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
-from ..dense import dense_expected_sizes, dense_is_splat, dense_size_ok
+from ..numeric.dense import dense_expected_sizes, dense_is_splat, dense_size_ok
 from ..ir.shared import brief
 from ..ops.enums import PaddingValue, PtrAttr, SymbolVisibility
 from ..ops.spec import Arity, AttrKind
@@ -36,34 +36,19 @@ from .lenient import WarningLog
 from .limits import DEFAULT_LIMITS, DecodeLimits
 from .plans import ABSENT, FLAT, OPTIONAL, READ, SEGMENTED, UNIT, OpPlan
 from .primitives import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reader
+from .tags import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTIONARY, ATTR_DIV_BY,
+                   ATTR_FLOAT, ATTR_HINTS, ATTR_INTEGER, ATTR_SAME_ELEMENTS, ATTR_STRING, ATTR_TYPE,
+                   COMPOSITE_TAG_SINCE, DEBUG_CALL_SITE, DEBUG_COMPILE_UNIT, DEBUG_FILE,
+                   DEBUG_LEXICAL_BLOCK, DEBUG_LOC, DEBUG_SUBPROGRAM, DEBUG_UNKNOWN,
+                   DISUBPROGRAM_KNOWN_FLAGS, FUNCTION_FLAG_HINTS, FUNCTION_FLAG_KERNEL,
+                   FUNCTION_FLAG_PRIVATE, TAG_FUNCTION, TAG_GATHER_SCATTER_VIEW, TAG_PARTITION_VIEW,
+                   TAG_POINTER, TAG_STRIDED_VIEW, TAG_TENSOR_VIEW, TAG_TILE, TAG_TOKEN)
 
 _DYNAMIC = INT64_MIN
 
-# Type tags of composite types (element types carry their own tags in ir.types).
-TAG_POINTER, TAG_TILE, TAG_TENSOR_VIEW, TAG_PARTITION_VIEW, TAG_FUNCTION, TAG_TOKEN = 12, 13, 14, 15, 16, 17
-TAG_GATHER_SCATTER_VIEW, TAG_STRIDED_VIEW = 20, 21
-COMPOSITE_TAG_CLASS = {TAG_POINTER: T.PointerType, TAG_TILE: T.TileType,
-                       TAG_TENSOR_VIEW: T.TensorViewType, TAG_PARTITION_VIEW: T.PartitionViewType,
-                       TAG_FUNCTION: T.FunctionType, TAG_TOKEN: T.TokenType,
-                       TAG_GATHER_SCATTER_VIEW: T.GatherScatterViewType,
-                       TAG_STRIDED_VIEW: T.StridedViewType}
-COMPOSITE_TAG_SINCE = {tag: T.TYPE_KIND_SINCE[cls] for tag, cls in COMPOSITE_TAG_CLASS.items()}
-
-# Tagged attribute kinds.
-ATTR_INTEGER, ATTR_FLOAT, ATTR_BOOL, ATTR_TYPE, ATTR_STRING, ATTR_ARRAY = 1, 2, 3, 4, 5, 6
-ATTR_DENSE, ATTR_DIV_BY, ATTR_SAME_ELEMENTS, ATTR_DICTIONARY, ATTR_HINTS, ATTR_BOUNDED = 7, 8, 9, 10, 11, 12
-
-# Debug attribute tags.
-DEBUG_UNKNOWN, DEBUG_COMPILE_UNIT, DEBUG_FILE, DEBUG_LEXICAL_BLOCK = 0, 1, 2, 3
-DEBUG_LOC, DEBUG_SUBPROGRAM, DEBUG_CALL_SITE = 4, 5, 6
-
 _MISSING = object()
 
-FUNCTION_FLAG_PRIVATE = 0x01
-FUNCTION_FLAG_KERNEL = 0x02
 UNKNOWN_FUNCTION_FLAGS_REFUSED = Version(13, 4)  # NVIDIA ignores unknown function flag bits before
-FUNCTION_FLAG_HINTS = 0x04
-DISUBPROGRAM_KNOWN_FLAGS = 0x01
 
 
 def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,

@@ -10,7 +10,7 @@ from ..ir import attrs as A
 from ..ir import location as L
 from ..ir import types as T
 from ..ir.module import Block, Function, Module, Op, Value
-from ..dense import dense_size_ok
+from ..numeric.dense import dense_size_ok
 from ..ir.shared import brief
 from ..ops.enums import PtrAttr, SymbolVisibility, WireEnum
 from ..ops.spec import Arity, AttrKind
@@ -20,13 +20,13 @@ from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS, GLOBAL_VISIBILITY_AN
 from .limits import DEFAULT_LIMITS
 from .container import MAGIC, PREVIEW_TAG_BIT, SECTION_ALIGNMENT, SectionId
 from .primitives import INT64_MIN, Writer
-from .reader import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTIONARY, ATTR_DIV_BY,
-                     ATTR_FLOAT, ATTR_HINTS, ATTR_INTEGER, ATTR_SAME_ELEMENTS, ATTR_STRING,
-                     ATTR_TYPE, COMPOSITE_TAG_SINCE, DEBUG_CALL_SITE, DEBUG_COMPILE_UNIT, DEBUG_FILE,
-                     DEBUG_LEXICAL_BLOCK, DEBUG_LOC, DEBUG_SUBPROGRAM, DEBUG_UNKNOWN,
-                     FUNCTION_FLAG_HINTS, FUNCTION_FLAG_KERNEL, TAG_FUNCTION,
-                     TAG_GATHER_SCATTER_VIEW, TAG_PARTITION_VIEW, TAG_POINTER, TAG_STRIDED_VIEW,
-                     TAG_TENSOR_VIEW, TAG_TILE, TAG_TOKEN)
+from .tags import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTIONARY, ATTR_DIV_BY,
+                   ATTR_FLOAT, ATTR_HINTS, ATTR_INTEGER, ATTR_SAME_ELEMENTS, ATTR_STRING,
+                   ATTR_TYPE, COMPOSITE_TAG_SINCE, DEBUG_CALL_SITE, DEBUG_COMPILE_UNIT, DEBUG_FILE,
+                   DEBUG_LEXICAL_BLOCK, DEBUG_LOC, DEBUG_SUBPROGRAM, DEBUG_UNKNOWN,
+                   FUNCTION_FLAG_HINTS, FUNCTION_FLAG_KERNEL, TAG_FUNCTION,
+                   TAG_GATHER_SCATTER_VIEW, TAG_PARTITION_VIEW, TAG_POINTER, TAG_STRIDED_VIEW,
+                   TAG_TENSOR_VIEW, TAG_TILE, TAG_TOKEN)
 
 
 def dump(module: Module, version: Optional[VersionLike] = None) -> bytes:

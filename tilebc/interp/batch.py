@@ -47,34 +47,25 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..ir.module import Block, Function, Region
-from ..ops.spec import Arity
+from ..ops.spec import Arity, Effects
 from .errors import ExecutionError, MemoryCheckError
 from .registry import IMPLEMENTATIONS, LANEWISE, Signal
 from .arena import Scratch
-from .memory import Buffer, Write
-from ..ops.enums import RoundingMode
-from .ops._common import output, result_dtype, result_shape, rounding
+from .memory import Write
+from .ops._common import output, result_dtype, result_shape
 from .ops.memory import TOKEN, pointee_dtype
 from .ops.shape import _window
 from .ops.views import as_tiled, view_access
 from .views import overlaps
+from .fusion import FUSED_UFUNCS, Deferred, fusible_ops
+from .storelog import BatchFallback, MemoryLog
 
 
-class BatchFallback(Exception):
-    """The launch cannot run batched with sequential results; `reason` says why."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-# Ops a batched run refuses before it starts, with the reason.
-REFUSED = {
-    "atomic_rmw_tko": "atomics let tile blocks communicate",
-    "atomic_cas_tko": "atomics let tile blocks communicate",
-    "atomic_red_view_tko": "atomics let tile blocks communicate",
-    "print_tko": "prints must appear in tile-block order",
-    "alloca": "scratch memory belongs to one tile block",
+# Effects (op table) of the ops a batched run refuses before it starts, with the reason.
+REFUSED_EFFECTS = {
+    Effects.ATOMIC: "atomics let tile blocks communicate",
+    Effects.OUTPUT: "prints must appear in tile-block order",
+    Effects.ALLOC: "scratch memory belongs to one tile block",
 }
 # id(function) -> (weak reference, reason): IR functions compare by value, so not a dict key
 _REFUSALS: Dict[int, Tuple[weakref.ref, Optional[str]]] = {}
@@ -89,8 +80,8 @@ def refusal(function: Function) -> Optional[str]:
     stack: List[Block] = [function.body]
     while stack and reason is None:
         for op in stack.pop().ops:
-            if op.name in REFUSED:
-                reason = f"{op.name}: {REFUSED[op.name]}"
+            if op.spec.effects in REFUSED_EFFECTS:
+                reason = f"{op.name}: {REFUSED_EFFECTS[op.spec.effects]}"
                 break
             if op.name not in IMPLEMENTATIONS:
                 reason = f"{op.name} has no interpreter implementation"
@@ -111,189 +102,8 @@ class BatchSignal(Signal):
         self.flags = flags
 
 
-# ------------------------------------------------------------------------------ the store log
-
-
-class MemoryLog:
-    """The memory accesses of a batched run: stores are checked when issued and performed by
-    `apply` at the end; reads and writes are checked against each other so that the run's
-    results are the sequential schedule's.
-
-    Rules (anything else raises BatchFallback, before any memory is written):
-
-    * writes: the sequential schedule leaves in an element the last write of the highest block
-      that wrote it; performing the log in issue order does the same as long as the writers of
-      each element, in issue order, never go down in block number (within one store, lanes are
-      in block order). `owners` holds the highest writer of each element so far.
-    * reads: stores are deferred, so no element may be read after it was written; and an element
-      some block writes may be read only by that block (`readers`: the one block that read each
-      element, -2 for several). Reads whose lanes are known (strided view loads) are tracked per
-      element, lazily: only a buffer that is also written materialises them. Other reads (pointer
-      loads, padded or gathered tiles) count for their whole buffer, which then cannot be
-      written.
-
-    Owner and reader arrays are per element of the first access's size; a buffer accessed with
-    two element sizes gives up."""
-
-    def __init__(self):
-        self.actions: List = []
-        self.first_write: Dict[Buffer, Tuple[int, object]] = {}
-        self.owners: Dict[Buffer, Tuple[int, np.ndarray]] = {}
-        self.tracked_reads: Dict[Buffer, List[Tuple[int, object]]] = {}
-        self.readers: Dict[Buffer, Tuple[int, np.ndarray]] = {}
-        self.opaque_reads: set = set()
-
-    # observer of GlobalMemory: accesses that bring no lane information
-    def observe(self, buffer: Buffer, verb: str) -> None:
-        if verb == "load":
-            if buffer in self.first_write:
-                raise BatchFallback(f"tile blocks read {buffer.name} after tile blocks wrote it")
-            self.opaque_reads.add(buffer)
-        elif verb == "plan":
-            if buffer in self.opaque_reads:
-                raise BatchFallback(f"tile blocks both read and write {buffer.name}")
-        elif verb != "tracked":
-            raise BatchFallback("a store would bypass the batched store log")
-
-    @staticmethod
-    def _sized(table, buffer: Buffer, itemsize: int) -> np.ndarray:
-        size, array = table[buffer]
-        if size != itemsize:
-            raise BatchFallback(f"{buffer.name} is accessed with elements of different sizes")
-        return array
-
-    def _owners(self, buffer: Buffer, itemsize: int) -> np.ndarray:
-        if buffer not in self.owners:
-            size, lanes = self.first_write[buffer]
-            owners = np.full(buffer.nbytes // size, -1, dtype=np.int64)
-            index, blocks = lanes()
-            owners[index] = blocks
-            self.owners[buffer] = (size, owners)
-        return self._sized(self.owners, buffer, itemsize)
-
-    def _readers(self, buffer: Buffer, itemsize: int) -> np.ndarray:
-        if buffer not in self.readers:
-            readers = np.full(buffer.nbytes // itemsize, -1, dtype=np.int64)
-            self.readers[buffer] = (itemsize, readers)
-            for size, lanes in self.tracked_reads.pop(buffer, ()):
-                self._mark_read(buffer, size, *lanes())
-        return self._sized(self.readers, buffer, itemsize)
-
-    def _mark_read(self, buffer: Buffer, itemsize: int, index, blocks) -> None:
-        readers = self._readers(buffer, itemsize)
-        before = readers[index]
-        # repeated indices keep the last assignment: reversed lanes leave the lowest reading
-        # block of each element, in-order lanes the highest
-        readers[index[::-1]] = blocks[::-1]
-        lowest = readers[index]
-        readers[index] = blocks
-        several = ((before != -1) & (before != blocks)) | (lowest != blocks)
-        readers[index[several]] = -2
-
-    def read(self, buffer: Buffer, itemsize: int, lanes) -> None:
-        """A read whose lanes() = (element indices, reading blocks) are known."""
-        if buffer in self.first_write:
-            index, blocks = lanes()
-            if np.any(self._owners(buffer, itemsize)[index] != -1):
-                raise BatchFallback(f"tile blocks read elements of {buffer.name} after they "
-                                    f"were written")
-            self._mark_read(buffer, itemsize, index, blocks)
-        elif buffer in self.readers:
-            self._mark_read(buffer, itemsize, *lanes())
-        else:
-            self.tracked_reads.setdefault(buffer, []).append((itemsize, lanes))
-
-    def record(self, buffer: Buffer, itemsize: int, lanes, action) -> None:
-        """A write: `lanes()` gives (element indices, writing blocks) in performing order;
-        `action()` performs it."""
-        if buffer in self.opaque_reads:
-            raise BatchFallback(f"tile blocks both read and write {buffer.name}")
-        read = buffer in self.tracked_reads or buffer in self.readers
-        first = buffer not in self.first_write
-        if first:
-            self.first_write[buffer] = (itemsize, lanes)
-        if read or not first:
-            index, blocks = lanes()
-            if read:
-                readers = self._readers(buffer, itemsize)[index]
-                if np.any((readers != -1) & (readers != blocks)):
-                    raise BatchFallback(f"tile blocks write elements of {buffer.name} that "
-                                        f"other tile blocks read")
-            if not first:
-                owners = self._owners(buffer, itemsize)
-                if np.any(blocks < owners[index]):
-                    raise BatchFallback(f"tile blocks write the same elements of {buffer.name} "
-                                        f"in an order the batched run cannot reproduce")
-                owners[index] = blocks
-        self.actions.append(action)
-
-    def clear(self) -> None:
-        """Forget every access (the run is over)."""
-        self.actions.clear()
-        self.first_write.clear()
-        self.owners.clear()
-        self.tracked_reads.clear()
-        self.readers.clear()
-        self.opaque_reads.clear()
-
-    def apply(self) -> None:
-        for action in self.actions:
-            action()
-
-
-# ------------------------------------------------------------------------ store fusion
-#
-# A whole-grid element-wise result that only feeds a store would be computed into a temporary and
-# copied into the destination when the deferred stores are performed. For the float arithmetic
-# below the run instead keeps the operation itself (`Deferred`) and, when the store is one strided
-# region, performs it at the end straight into the destination (`out=` the strided view): one
-# pass over memory instead of two. Performing it later is exact only if its operands still hold
-# what they held when the op ran: stores performed earlier in the log must not touch them.
-
-FUSED_UFUNCS = {"addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide}
-_NATIVE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
-_FUSIBLE: Dict[int, Tuple[weakref.ref, frozenset]] = {}
 # id(block) -> (weak reference, BatchBlock.plan's steps), shared by every launch
 _BATCH_PLANS: Dict[int, Tuple[weakref.ref, list]] = {}
-
-
-def fusible_ops(function: Function) -> frozenset:
-    """ids of the ops of `function`'s body that may run deferred: FUSED_UFUNCS ops rounding to
-    nearest without flush_to_zero whose result's one use is the stored tile of a store_view_tko
-    of the same block."""
-    cached = _FUSIBLE.get(id(function))
-    if cached is not None and cached[0]() is function:
-        return cached[1]
-    uses: Dict = {}
-    for top in function.body.ops:
-        for op in top.walk():
-            for value in op.operand_values:
-                uses[value] = uses.get(value, 0) + 1
-    stored = {op.operands["tile"] for op in function.body.ops if op.name == "store_view_tko"}
-    found = set()
-    for op in function.body.ops:
-        if op.name in FUSED_UFUNCS and not op.attrs.get("flush_to_zero") and \
-                rounding(op) in (None, RoundingMode.NEAREST_EVEN) and \
-                op.results[0] in stored and uses.get(op.results[0]) == 1 and \
-                result_dtype(op) in _NATIVE_FLOATS:
-            found.add(id(op))
-    found = frozenset(found)
-    _FUSIBLE[id(function)] = (weakref.ref(function), found)
-    return found
-
-
-class Deferred:
-    """An element-wise float op not yet performed: `ufunc(lhs, rhs)` of `dtype`, the operands
-    with the block axis when `flags` say so."""
-
-    __slots__ = ("ufunc", "operands", "flags", "dtype", "shape")
-
-    def __init__(self, ufunc, operands, flags, dtype, shape):
-        self.ufunc, self.operands, self.flags, self.dtype, self.shape = \
-            ufunc, operands, flags, dtype, shape
-
-    def compute(self, out=None):
-        return self.ufunc(*self.operands) if out is None else self.ufunc(*self.operands, out=out)
 
 
 # --------------------------------------------------------------------------------- the block

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from ..errors import TilebcError
+from ..errors import Location, TilebcError
 
 
 class ExecutionError(TilebcError):
@@ -15,8 +15,6 @@ class ExecutionError(TilebcError):
 
     def __init__(self, message: str, *, op=None, block_id: Optional[Sequence[int]] = None,
                  address: Optional[int] = None, file: Optional[str] = None):
-        offset = getattr(op, "offset", None) if op is not None else None
-        text_pos = getattr(op, "text_pos", None) if op is not None else None
         parts = []
         if op is not None:
             parts.append(f"in {op.name}")
@@ -25,9 +23,7 @@ class ExecutionError(TilebcError):
         if address is not None:
             parts.append(f"address 0x{int(address):x}")
         full = f"{message} [{'; '.join(parts)}]" if parts else message
-        super().__init__(full, file=file, offset=offset,
-                         line=text_pos[0] if text_pos else None,
-                         column=text_pos[1] if text_pos else None)
+        super().__init__(full, location=Location.of(op, file))
         self.reason = message
         self.op = op
         self.block_id = tuple(block_id) if block_id is not None else None

@@ -25,10 +25,14 @@ from typing import Callable, Dict
 
 import numpy as np
 
+from ..ops.table import by_mnemonic
+
 # CUDA programming guide, single-precision functions: max ulps from the correctly rounded result.
-DEVICE_ULPS: Dict[str, int] = {"exp": 2, "sin": 2, "cos": 2, "tanh": 2, "sinh": 3, "cosh": 2}
-FUNCTIONS: Dict[str, Callable] = {"exp": np.exp, "sin": np.sin, "cos": np.cos,
-                                  "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh}
+DEVICE_ULPS: Dict[str, int] = by_mnemonic({"exp": 2, "sin": 2, "cos": 2, "tanh": 2, "sinh": 3,
+                                            "cosh": 2}, "device ulp bounds")
+FUNCTIONS: Dict[str, Callable] = by_mnemonic({"exp": np.exp, "sin": np.sin, "cos": np.cos,
+                                              "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh},
+                                             "float32 math functions")
 SAMPLE_SIZE = 1 << 16
 
 _verdicts: Dict[str, bool] = {}

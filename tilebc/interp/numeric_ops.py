@@ -1,10 +1,10 @@
 """Element storage and numeric conversions of the interpreter, in one place.
 
-Conversions (ftof, itof, ftoi, exti, trunci, bitcast, tf32 / e5m3 rounding) are tilebc.convert's;
+Conversions (ftof, itof, ftoi, exti, trunci, bitcast, tf32 / e5m3 rounding) are tilebc.numeric.convert's;
 this module bridges the interpreter's storage to it. Arithmetic with a directed rounding mode rounds
 here (`round_float`), from a float64 result plus its error term.
 
-Storage: each element type is held in the numpy dtype of `tilebc.numerics.NUMPY_DTYPES`; pointers are
+Storage: each element type is held in the numpy dtype of `tilebc.numeric.numerics.NUMPY_DTYPES`; pointers are
 uint64 addresses; integers are held in the signed dtype of their width (the IR's integers are
 signless: ops that read them as unsigned view the bits). `tf32` is held in float32 with the low 13
 mantissa bits zero. `fnv8E5M3FNU` has no ml_dtypes type; it is held in float32 rounded to its grid
@@ -16,9 +16,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .. import convert
+from ..numeric import convert
 from ..ir.types import ElementType, PointerType
-from ..numerics import NUMPY_DTYPES
+from ..numeric.numerics import NUMPY_DTYPES
 from ..ops.enums import RoundingMode
 
 POINTER_DTYPE = np.dtype(np.uint64)
@@ -268,7 +268,7 @@ def fused_multiply_add(a, b, c, dtype) -> np.ndarray:
 
 # ------------------------------------------------------------------------------- conversions
 #
-# Every conversion is tilebc.convert's (exact, exhaustively tested). The interpreter's storage is
+# Every conversion is tilebc.numeric.convert's (exact, exhaustively tested). The interpreter's storage is
 # convert's storage except for fnv8E5M3FNU, held here as float32 values (convert: uint8 codes);
 # `_to_storage` / `_from_storage` translate at the boundary, exactly.
 

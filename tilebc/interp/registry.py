@@ -10,26 +10,35 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Set
 
+from ..ops.spec import Effects
+from ..ops.table import OPS_BY_MNEMONIC
+
 IMPLEMENTATIONS: Dict[str, Callable] = {}
 REFUSALS: Dict[str, str] = {}
-# Implementations whose results depend only on the operands, the op's attributes and the launch
-# (module, grid, options), with no effect beyond a possible error: the machine computes them once
-# per launch when every operand is the same in all tile blocks (see Machine.compile_block).
+# Ops whose results depend only on the operands, the op's attributes and the launch (module, grid,
+# options), with no effect beyond a possible error: the machine computes them once per launch when
+# every operand is the same in all tile blocks (see Machine.compile_block). Derived from the op
+# table's effects; `per_block` implementations (they read the tile block's coordinates) are not.
 PURE: Set[str] = set()
+_HOISTABLE = (Effects.NONE, Effects.UNDECLARED)
 # Implementations that work unchanged when every array operand carries extra leading axes (all of
 # them the same axes, or none for some operands): element-wise ops, matmul-like ops and pointer
 # loads. The batched runner (batch.py) calls them once for all tile blocks, the block axis leading.
 LANEWISE: Set[str] = set()
 
 
-def implements(*mnemonics: str, pure: bool = False, lanewise: bool = False):
-    """Decorator: register `fn` as the implementation of each mnemonic."""
+def implements(*mnemonics: str, per_block: bool = False, lanewise: bool = False):
+    """Decorator: register `fn` as the implementation of each mnemonic. `per_block`: its results
+    depend on the running tile block (its coordinates), so it is never computed once per launch."""
     def register(fn: Callable) -> Callable:
         for mnemonic in mnemonics:
             if mnemonic in IMPLEMENTATIONS or mnemonic in REFUSALS:
                 raise RuntimeError(f"two interpreter entries for {mnemonic!r}")
+            spec = OPS_BY_MNEMONIC.get(mnemonic)
+            if spec is None:
+                raise RuntimeError(f"interpreter entry for unknown op {mnemonic!r}")
             IMPLEMENTATIONS[mnemonic] = fn
-            if pure:
+            if spec.effects in _HOISTABLE and not spec.terminator and not per_block:
                 PURE.add(mnemonic)
             if lanewise:
                 LANEWISE.add(mnemonic)
@@ -41,6 +50,8 @@ def refuse(mnemonic: str, reason: str) -> None:
     """Declare that `mnemonic` raises UnsupportedError(reason) on the CPU interpreter."""
     if mnemonic in IMPLEMENTATIONS or mnemonic in REFUSALS:
         raise RuntimeError(f"two interpreter entries for {mnemonic!r}")
+    if mnemonic not in OPS_BY_MNEMONIC:
+        raise RuntimeError(f"interpreter entry for unknown op {mnemonic!r}")
     REFUSALS[mnemonic] = reason
 
 

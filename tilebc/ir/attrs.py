@@ -32,7 +32,7 @@ class FloatAttr(Attribute):
 
     @property
     def value(self) -> float:
-        from ..numerics import float_from_bits
+        from ..numeric.numerics import float_from_bits
         return float_from_bits(self.bits, self.type)
 
 
@@ -70,7 +70,7 @@ class DenseElementsAttr(Attribute):
 
     @property
     def is_splat(self) -> bool:
-        from .. import numerics
+        from ..numeric import numerics
         return numerics.dense_is_splat(self.type, self.data)
 
 

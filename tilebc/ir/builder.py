@@ -33,8 +33,8 @@ import numpy as np
 
 from ..errors import TilebcError
 from ..ops import enums as E
-from ..ops.spec import Arity, AttrKind, OpSpec
-from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC
+from ..ops.spec import Arity, AttrKind, Family, OpSpec
+from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC, by_mnemonic
 from ..version import MAX_VERSION, Version
 from .attrs import (DenseElementsAttr, DictionaryAttr, FloatAttr, IntegerAttr,
                     OptimizationHintsAttr)
@@ -136,19 +136,9 @@ def _view_tile(view: Value, what: str) -> TileType:
     raise BuilderError(f"{what}: expected a partition, strided or gather/scatter view, got {kind}")
 
 
-def _first_operand(groups) -> Optional[Value]:
-    for value in groups.values():
-        if isinstance(value, Value):
-            return value
-    return None
-
-
-# Ops whose result types follow from their operands in ways the syntax does not show. The elementwise
-# family (operands and result share one type) and `result_like` ops are derived from the op table.
-_SPECIAL_RESULTS: Dict[str, Callable[[dict, dict], List[Type]]] = {
-    "cmpf": lambda g, a: [TileType(_tile_type(g["lhs"], "cmpf lhs").shape, i1)],
-    "cmpi": lambda g, a: [TileType(_tile_type(g["lhs"], "cmpi lhs").shape, i1)],
-    "select": lambda g, a: [g["val_if_true"].type],
+# Ops whose result types follow from their operands by a rule of their own. Element-wise ops,
+# comparisons and `result_like` ops take theirs from the op table, as the verifier does.
+_SPECIAL_RESULTS: Dict[str, Callable[[dict, dict], List[Type]]] = by_mnemonic({
     "make_token": lambda g, a: [token],
     "join_tokens": lambda g, a: [token],
     "get_tile_block_id": lambda g, a: [TileType((), i32)] * 3,
@@ -156,15 +146,12 @@ _SPECIAL_RESULTS: Dict[str, Callable[[dict, dict], List[Type]]] = {
     "load_view_tko": lambda g, a: [_view_tile(g["view"], "load_view_tko"), token],
     "load_ptr_tko": lambda g, a: [TileType(_tile_type(g["source"], "load_ptr_tko source").shape,
                                            g["source"].type.element.pointee), token],
-    "atomic_rmw_tko": lambda g, a: [g["arg"].type, token],
-    "atomic_cas_tko": lambda g, a: [g["val"].type, token],
-    "offset": lambda g, a: [g["ptr"].type],
     "get_tensor_shape": lambda g, a: [TileType((), i32)] * g["src"].type.rank,
     "get_index_space_shape": lambda g, a: [TileType((), i32)] * len(_view_index_rank(g["src"])),
     "reduce": lambda g, a: [TileType(tuple(d for i, d in enumerate(v.type.shape) if i != a["dim"]),
                                      v.type.element) for v in g["operands"]],
     "scan": lambda g, a: [v.type for v in g["operands"]],
-}
+}, "builder result rules")
 
 
 def _view_index_rank(view: Value) -> Tuple[int, ...]:
@@ -174,14 +161,6 @@ def _view_index_rank(view: Value) -> Tuple[int, ...]:
     if isinstance(kind, GatherScatterViewType):
         return tuple(kind.tensor_view.shape)
     raise BuilderError(f"get_index_space_shape: expected a view, got {kind}")
-
-
-def _elementwise(spec: OpSpec) -> bool:
-    """Ops whose text shows one type, the result's, for all operands: result = operand type."""
-    syntax = spec.syntax.strip()
-    return (len(spec.results) == 1 and not spec.results[0].variadic and bool(spec.operands)
-            and syntax.endswith("`:` type($result)") and "->" not in syntax
-            and "type($" not in syntax[:-len("type($result)")])
 
 
 def infer_result_types(mnemonic: str, groups: dict, attrs: dict) -> List[Type]:
@@ -194,16 +173,15 @@ def infer_result_types(mnemonic: str, groups: dict, attrs: dict) -> List[Type]:
         return []
     if all(r.name == "result_token" for r in spec.results):
         return [token] * len(spec.results)
+    first = groups.get(spec.operands[0].name) if spec.operands else None
+    if spec.family is Family.COMPARE and isinstance(first, Value):
+        return [TileType(_tile_type(first, f"{spec.mnemonic} {spec.operands[0].name}").shape, i1)]
     if spec.result_like:
         like = groups.get(spec.result_like)
         if isinstance(like, tuple):  # for: results have the carried values' types
             return [v.type for v in like]
-        types = [like.type]
-        return types + [token for r in spec.results[1:] if r.name == "result_token"]
-    if _elementwise(spec):
-        first = _first_operand(groups)
-        if first is not None:
-            return [first.type]
+        if isinstance(like, Value):
+            return [like.type] + [token for r in spec.results[1:] if r.name == "result_token"]
     raise BuilderError(f"{spec.mnemonic}: cannot infer the result type(s); pass result_types=[...]")
 
 
@@ -214,8 +192,8 @@ def infer_result_types(mnemonic: str, groups: dict, attrs: dict) -> List[Type]:
 def dense_attr(values, tile_type: TileType) -> DenseElementsAttr:
     """A dense buffer holding `values` (a scalar, or nested sequences / array of the tile's shape)
     for `tile_type`; equal values are stored as a splat, as MLIR stores them."""
-    from ..convert import float_to_bits
-    from ..numerics import storage_bytes
+    from ..numeric.convert import float_to_bits
+    from ..numeric.numerics import storage_bytes
     element = tile_type.element
     array = np.asarray(values)
     count = tile_type.num_elements
@@ -248,7 +226,7 @@ def dense_attr(values, tile_type: TileType) -> DenseElementsAttr:
 
 def typed_attr(value, element: ElementType):
     """An IntegerAttr / FloatAttr of a Python number (identities of reduce and scan)."""
-    from ..convert import float_to_bits
+    from ..numeric.convert import float_to_bits
     if isinstance(value, (IntegerAttr, FloatAttr)):
         return value
     if element.is_float:

@@ -38,11 +38,43 @@ class AttrKind(enum.Enum):
 
 
 class Effects(enum.Enum):
-    """An op's memory effects, as NVIDIA's dialect declares them (cuda-tile Ops.td traits)."""
+    """An op's memory effects, as NVIDIA's dialect declares them (cuda-tile Ops.td traits), with the
+    kind of effect where it has one: the interpreter's batched runner and the JIT's dead-op removal
+    decide by kind."""
 
     NONE = "none"            # Pure or NoMemoryEffect: reads and writes nothing
     RECURSIVE = "recursive"  # RecursiveMemoryEffects: those of the ops in its regions
-    SOME = "some"            # reads or writes memory, or declares nothing (MLIR then assumes effects)
+    UNDECLARED = "undeclared"  # declares no trait (MLIR then assumes effects) but touches no memory
+    MEMORY = "memory"        # loads, stores, fences: ordered by tokens within a tile block
+    ATOMIC = "atomic"        # atomics: tile blocks may communicate through them
+    OUTPUT = "output"        # prints: visible outside the kernel, in order
+    TRAP = "trap"            # asserts: end the kernel when a check fails
+    ALLOC = "alloc"          # scratch memory owned by one tile block
+    CALL = "call"            # a foreign function: anything
+
+    @property
+    def own(self) -> bool:
+        """The op itself has effects (NVIDIA's verifier rejects it in a reduce/scan body)."""
+        return self not in (Effects.NONE, Effects.RECURSIVE)
+
+
+class Family(enum.Enum):
+    """Op families whose typing is one rule, read by the verifier and the builder alike."""
+
+    OTHER = "other"
+    # Element-wise ops: every operand and the result are tiles of one type whose elements are of
+    # the op's element class; the result type is the operands' type.
+    ELEMENTWISE = "elementwise"
+    # Element-wise comparisons: both operands one tile type of the element class; the result is the
+    # i1 tile of their shape.
+    COMPARE = "compare"
+
+
+class Elements(enum.Enum):
+    """Element class of an element-wise family op."""
+
+    FLOAT = "float"  # the base float types (f16, bf16, f32, f64)
+    INT = "int"      # the integer types i1..i64
 
 
 @dataclass(frozen=True)
@@ -105,7 +137,18 @@ class OpSpec:
     structural: bool = False  # entry / global / module: never inside a function body
     preview: bool = False     # opcode in the preview range, readable only from preview-tagged files
     # Memory effects; a reduce/scan body may hold only ops whose effects come to NONE.
-    effects: Effects = Effects.SOME
+    effects: Effects = Effects.MEMORY
+    family: Family = Family.OTHER
+    elements: Optional[Elements] = None  # ELEMENTWISE / COMPARE ops: the operands' element class
+    # Terminators: the region ops whose regions they may end directly (entry: a kernel body), and
+    # whether they may also end an `if` region nested in one of them (early exits).
+    ends: Tuple[str, ...] = ()
+    through_if: bool = False
+    # Region ops: early exits (return, continue, break) in its regions leave through it to the
+    # enclosing op (`if`); its regions are combiners, which may hold only effect-free ops
+    # (reduce, scan).
+    exits_pass: bool = False
+    combiner: bool = False
     summary: str = ""
     # Text form: an MLIR-assembly-format-like declaration read by both the printer and the parser
     # (grammar in tilebc/text/syntax.py).
@@ -118,8 +161,8 @@ class OpSpec:
     # Names of region entry-block arguments in text: "" (argN), "for" (loopIdx, iterArgN),
     # "reduce" (reduce_lhs/reduce_rhs pairs).
     asm_block_args: str = ""
-    # Operand whose type the first result has when the syntax prints no result type
-    # (MLIR's AllTypesMatch / TypesMatchWith), for the parser.
+    # Operand whose type the first result has (MLIR's AllTypesMatch / TypesMatchWith): the parser
+    # reads it when the syntax prints no result type, the builder infers the result type from it.
     result_like: str = ""
     flag_bits: Tuple[FlagBit, ...] = field(init=False)
 

@@ -7,13 +7,17 @@ OPS. Opcodes are frozen wire values (never renumbered). Operand shorthand: "name
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict, Tuple
+from typing import Dict, Tuple, TypeVar
 
 from ..version import V13_1, V13_2, V13_3, V13_4, V13_5, Version
 from .enums import (AtomicRMWMode, ComparisonOrdering, ComparisonPredicate, IntegerOverflow,
                     MemoryOrderingSemantics, MemoryScope, MultimemReductionKind, RoundingMode,
                     Signedness, SymbolVisibility)
-from .spec import Arity, AttrKind, AttrSpec, Effects, OperandSpec, OpSpec, ResultSpec
+from .spec import (Arity, AttrKind, AttrSpec, Effects, Elements, Family, OperandSpec, OpSpec,
+                   ResultSpec)
+
+
+T = TypeVar("T")
 
 
 def _operands(*names, since: Version = V13_1) -> Tuple[OperandSpec, ...]:
@@ -85,29 +89,42 @@ CAST = "$source attr-dict `:` type($source) `->` type($result)"
 VALUES = "attr-dict ($operands^ `:` type($operands))?"
 
 
-def _unary(mnemonic, opcode, summary, attrs=(), since=V13_1, syntax=UNARY, **extra) -> OpSpec:
+def _elementwise(elements, first: str) -> dict:
+    """Family fields of an element-wise op (None: not element-wise); its result has the type of its
+    first operand (and of every other), and it touches no memory."""
+    if elements is None:
+        return {}
+    return dict(family=Family.ELEMENTWISE, elements=elements, result_like=first,
+                effects=Effects.NONE)
+
+
+def _unary(mnemonic, opcode, elements, summary, attrs=(), since=V13_1, syntax=UNARY,
+           **extra) -> OpSpec:
+    """One-operand op; with an element class, element-wise (`$source : type`)."""
     return _op(mnemonic, opcode, ("source",), attrs=attrs, since=since, summary=summary,
-               syntax=syntax, **extra)
+               syntax=syntax, **_elementwise(elements, "source"), **extra)
 
 
-def _binary(mnemonic, opcode, summary, attrs=(), names=("lhs", "rhs"), since=V13_1,
+def _binary(mnemonic, opcode, elements, summary, attrs=(), names=("lhs", "rhs"), since=V13_1,
             middle="") -> OpSpec:
     """`$lhs, $rhs <middle> : type`: the shape of every element-wise binary op."""
     syntax = f"${names[0]} `,` ${names[1]} {middle} attr-dict `:` type($result)"
-    return _op(mnemonic, opcode, names, attrs=attrs, since=since, summary=summary, syntax=syntax)
+    return _op(mnemonic, opcode, names, attrs=attrs, since=since, summary=summary, syntax=syntax,
+               **_elementwise(elements, names[0]))
 
 
-def _terminator(mnemonic, opcode, summary) -> OpSpec:
+def _terminator(mnemonic, opcode, summary, ends, through_if=False) -> OpSpec:
+    """Ends a region of one of the `ends` ops (`through_if`: also an `if` region inside one)."""
     return _op(mnemonic, opcode, ("operands*",), (), terminator=True, summary=summary,
-               syntax=VALUES)
+               syntax=VALUES, ends=ends, through_if=through_if)
 
 
 OPS: Tuple[OpSpec, ...] = (
-    _unary("absf", 0x00, "float absolute value"),
-    _unary("absi", 0x01, "integer absolute value"),
-    _binary("addf", 0x02, "float addition", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
-    _binary("addi", 0x03, "integer addition", (OVERFLOW,), middle=OVERFLOW_KW),
-    _binary("andi", 0x04, "bitwise and"),
+    _unary("absf", 0x00, Elements.FLOAT, "float absolute value"),
+    _unary("absi", 0x01, Elements.INT, "integer absolute value"),
+    _binary("addf", 0x02, Elements.FLOAT, "float addition", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
+    _binary("addi", 0x03, Elements.INT, "integer addition", (OVERFLOW,), middle=OVERFLOW_KW),
+    _binary("andi", 0x04, Elements.INT, "bitwise and"),
     _op("assert", 0x05, ("condition",), (), (attr("message", AttrKind.STRING),),
         syntax="$condition `,` $message attr-dict `:` type($condition)", summary="abort when any element of an i1 tile is false"),
     _op("assume", 0x06, ("value",), attrs=(attr("predicate", AttrKind.TAGGED),),
@@ -118,37 +135,40 @@ OPS: Tuple[OpSpec, ...] = (
         syntax="$memory_ordering_semantics $memory_scope $pointers `,` $cmp `,` $val (`,` $mask^)? "
                f"{TOKEN_EQ} attr-dict `:` type($pointers) `,` type($val) (`,` type($mask)^)? "
                "`->` type($result) `,` type($result_token)",
-        summary="atomic compare-and-swap through a pointer tile"),
+        result_like="val", summary="atomic compare-and-swap through a pointer tile"),
     _op("atomic_rmw_tko", 0x08, ("pointers", "arg", "mask?", "token?"), ("result", RESULT_TOKEN),
         (ORDERING, SCOPE, enum_attr("mode", AtomicRMWMode)), segmented=True,
         syntax="$memory_ordering_semantics $memory_scope $pointers `,` $mode `,` $arg (`,` $mask^)? "
                f"{TOKEN_EQ} attr-dict `:` type($pointers) `,` type($arg) (`,` type($mask)^)? "
                "`->` type($result) `,` type($result_token)",
-        summary="atomic read-modify-write through a pointer tile"),
-    _unary("bitcast", 0x09, "reinterpret bits as another type of the same width", syntax=CAST),
-    _terminator("break", 0x0A, "leave a loop with its result values"),
-    _unary("broadcast", 0x0B, "broadcast size-1 dimensions", syntax=CAST, asm_name="bcast"),
+        result_like="arg", summary="atomic read-modify-write through a pointer tile"),
+    _unary("bitcast", 0x09, None, "reinterpret bits as another type of the same width", syntax=CAST),
+    _terminator("break", 0x0A, "leave a loop with its result values", ("loop",), True),
+    _unary("broadcast", 0x0B, None, "broadcast size-1 dimensions", syntax=CAST, asm_name="bcast"),
     _op("cat", 0x0C, ("lhs", "rhs"), attrs=(attr("dim", AttrKind.INT, width=64),),
         syntax="$lhs `,` $rhs `dim` `=` $dim attr-dict `:` type($lhs) `,` type($rhs) `->` "
                "type($result)", summary="concatenate two tiles along a dimension"),
-    _unary("ceil", 0x0D, "round up to an integral value"),
+    _unary("ceil", 0x0D, Elements.FLOAT, "round up to an integral value"),
     _op("cmpf", 0x0E, ("lhs", "rhs"),
         attrs=(enum_attr("comparison_predicate", ComparisonPredicate),
                enum_attr("comparison_ordering", ComparisonOrdering)),
         syntax="$comparison_predicate $comparison_ordering $lhs `,` $rhs attr-dict `:` type($lhs) "
-               "`->` type($result)", summary="float comparison"),
+               "`->` type($result)", family=Family.COMPARE, elements=Elements.FLOAT, effects=Effects.NONE,
+        summary="float comparison"),
     _op("cmpi", 0x0F, ("lhs", "rhs"),
         attrs=(enum_attr("comparison_predicate", ComparisonPredicate), SIGNEDNESS),
         syntax="$comparison_predicate $lhs `,` $rhs `,` $signedness attr-dict `:` type($lhs) "
-               "`->` type($result)", summary="integer comparison"),
+               "`->` type($result)", family=Family.COMPARE, elements=Elements.INT,
+        effects=Effects.NONE, summary="integer comparison"),
     _op("constant", 0x10, (), attrs=(attr("value", AttrKind.DENSE),),
         syntax="custom<DenseConstant>($value) attr-dict", asm_name="@constant",
         summary="dense constant tile"),
-    _terminator("continue", 0x11, "next loop iteration with new carried values"),
-    _unary("cos", 0x12, "cosine"),
-    _unary("cosh", 0x13, "hyperbolic cosine"),
-    _binary("divf", 0x14, "float division", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
-    _binary("divi", 0x15, "integer division",
+    _terminator("continue", 0x11, "next loop iteration with new carried values", ("for", "loop"),
+                True),
+    _unary("cos", 0x12, Elements.FLOAT, "cosine"),
+    _unary("cosh", 0x13, Elements.FLOAT, "hyperbolic cosine"),
+    _binary("divf", 0x14, Elements.FLOAT, "float division", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
+    _binary("divi", 0x15, Elements.INT, "integer division",
             (SIGNEDNESS, enum_attr("rounding", RoundingMode, RoundingMode.ZERO)),
             middle="$signedness (`rounding` `` `<` $rounding^ `>`)?"),
     OpSpec("entry", 0x16, structural=True, regions=1, summary="kernel entry (function table record)",
@@ -156,20 +176,20 @@ OPS: Tuple[OpSpec, ...] = (
                   attr("arg_attrs", AttrKind.ATTR_ARRAY, optional=True),
                   attr("res_attrs", AttrKind.ATTR_ARRAY, optional=True),
                   attr("optimization_hints", AttrKind.HINTS, optional=True))),
-    _unary("exp", 0x17, "base-e exponential",
+    _unary("exp", 0x17, Elements.FLOAT, "base-e exponential",
            (enum_attr("rounding_mode", RoundingMode, RoundingMode.FULL, since=V13_3),),
            syntax=f"$source {ROUND} attr-dict `:` type($result)"),
-    _unary("exp2", 0x18, "base-2 exponential", (FTZ,),
+    _unary("exp2", 0x18, Elements.FLOAT, "base-2 exponential", (FTZ,),
            syntax=f"$source {FTZ_KW} attr-dict `:` type($result)"),
     _op("exti", 0x25, ("from",), ("to",), (SIGNEDNESS,),
         syntax="$from $signedness attr-dict `:` type($from) `->` type($to)",
         summary="integer extension"),
     _op("extract", 0x26, ("source", "indices*"),
         syntax="$source `[` $indices `]` attr-dict `:` type($source) `->` type($result)", summary="extract a sub-tile at tile-sized indices"),
-    _unary("floor", 0x27, "round down to an integral value"),
+    _unary("floor", 0x27, Elements.FLOAT, "round down to an integral value"),
     _op("fma", 0x28, ("lhs", "rhs", "acc"), attrs=(ROUNDING, FTZ),
         syntax=f"$lhs `,` $rhs `,` $acc {ROUND} {FTZ_KW} attr-dict `:` type($result)",
-        summary="fused multiply-add"),
+        **_elementwise(Elements.FLOAT, "lhs"), summary="fused multiply-add"),
     _op("for", 0x29, ("lowerBound", "upperBound", "step", "initValues*"), ("results*",),
         (unit("unsignedCmp", since=V13_2),), regions=1,
         syntax="(`unsigned` $unsignedCmp^)? custom<BlockArg>(0, 0) `in` ` ` `(` $lowerBound `to` "
@@ -202,8 +222,9 @@ OPS: Tuple[OpSpec, ...] = (
                   unit("constant", since=V13_3))),
     _op("if", 0x32, ("condition",), ("results*",), regions=2,
         syntax="$condition (`->` `(` type($results)^ `)`)? custom<Region>(0, yield) "
-               "(`else` custom<Region>(1, yield)^)? attr-dict", asm_name="", summary="two-way branch with results"),
-    _unary("int_to_ptr", 0x33, "integers to pointers", syntax=CAST),
+               "(`else` custom<Region>(1, yield)^)? attr-dict", asm_name="", exits_pass=True,
+        summary="two-way branch with results"),
+    _unary("int_to_ptr", 0x33, None, "integers to pointers", syntax=CAST),
     _op("iota", 0x3A, (), syntax="attr-dict `:` type($result)", summary="0, 1, 2, … along a 1-d tile"),
     _op("itof", 0x3B, ("from",), ("to",), (SIGNEDNESS, ROUNDING),
         syntax=f"$from $signedness {ROUND} attr-dict `:` type($from) `->` type($to)", summary="integer to float conversion"),
@@ -222,8 +243,8 @@ OPS: Tuple[OpSpec, ...] = (
                f"{TOKEN_SPACED} {HINTS_EQ} {INBOUNDS} attr-dict `:` type($view) `` "
                "custom<IndexTypes>($index) `->` type($tile) `,` type($result_token)",
         summary="load one tile of a view"),
-    _unary("log", 0x3F, "natural logarithm"),
-    _unary("log2", 0x40, "base-2 logarithm"),
+    _unary("log", 0x3F, Elements.FLOAT, "natural logarithm"),
+    _unary("log2", 0x40, Elements.FLOAT, "base-2 logarithm"),
     _op("loop", 0x41, ("initValues*",), ("results*",), regions=1,
         syntax="custom<LoopSignature>(0, $initValues, $results) custom<Region>(0, continue) "
                "attr-dict", asm_name="", summary="unbounded loop left by break"),
@@ -235,12 +256,12 @@ OPS: Tuple[OpSpec, ...] = (
                "custom<TensorViewTypes>($base, $dynamicShape, $dynamicStrides)",
         asm_name="tview", summary="tensor view over global memory"),
     _op("make_token", 0x44, (), syntax="attr-dict `:` type($result)", summary="fresh memory-ordering token"),
-    _binary("maxf", 0x45, "float maximum", (unit("propagate_nan"), FTZ),
+    _binary("maxf", 0x45, Elements.FLOAT, "float maximum", (unit("propagate_nan"), FTZ),
             middle=f"{FTZ_KW} (`propagate_nan` $propagate_nan^)?"),
-    _binary("maxi", 0x46, "integer maximum", (SIGNEDNESS,), middle="$signedness"),
-    _binary("minf", 0x47, "float minimum", (unit("propagate_nan"), FTZ),
+    _binary("maxi", 0x46, Elements.INT, "integer maximum", (SIGNEDNESS,), middle="$signedness"),
+    _binary("minf", 0x47, Elements.FLOAT, "float minimum", (unit("propagate_nan"), FTZ),
             middle=f"{FTZ_KW} (`propagate_nan` $propagate_nan^)?"),
-    _binary("mini", 0x48, "integer minimum", (SIGNEDNESS,), middle="$signedness"),
+    _binary("mini", 0x48, Elements.INT, "integer minimum", (SIGNEDNESS,), middle="$signedness"),
     _op("mmaf", 0x49, ("lhs", "rhs", "acc"), attrs=(unit("fast_acc", since=V13_3),),
         syntax="$lhs `,` $rhs `,` $acc (`fast_acc` $fast_acc^)? attr-dict `:` type($lhs) `,` "
                "type($rhs) `,` type($acc)", result_like="acc", summary="float matrix multiply-accumulate"),
@@ -251,52 +272,54 @@ OPS: Tuple[OpSpec, ...] = (
     OpSpec("module", 0x4B, structural=True, regions=1, summary="the whole file",
            attrs=(attr("sym_name", AttrKind.SYMBOL),
                   attr("producer", AttrKind.STRING, optional=True, since=V13_3))),
-    _binary("mulf", 0x4C, "float multiplication", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
-    _binary("mulhii", 0x4D, "high half of an integer product", names=("x", "y")),
-    _binary("muli", 0x4E, "integer multiplication", (OVERFLOW,), middle=OVERFLOW_KW),
-    _unary("negf", 0x4F, "float negation"),
-    _unary("negi", 0x50, "integer negation",
+    _binary("mulf", 0x4C, Elements.FLOAT, "float multiplication", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
+    _binary("mulhii", 0x4D, Elements.INT, "high half of an integer product", names=("x", "y")),
+    _binary("muli", 0x4E, Elements.INT, "integer multiplication", (OVERFLOW,), middle=OVERFLOW_KW),
+    _unary("negf", 0x4F, Elements.FLOAT, "float negation"),
+    _unary("negi", 0x50, Elements.INT, "integer negation",
            (enum_attr("overflow", IntegerOverflow, IntegerOverflow.NONE, since=V13_2),),
            syntax=f"$source {OVERFLOW_KW} attr-dict `:` type($result)"),
     _op("offset", 0x51, ("ptr", "offset"),
         syntax="$ptr `,` $offset attr-dict `:` type($ptr) `,` type($offset) `->` type($result)",
-        summary="advance pointers by element offsets"),
-    _binary("ori", 0x52, "bitwise or"),
-    _unary("permute", 0x53, "permute tile dimensions", (attr("permutation", AttrKind.I32_ARRAY),),
+        result_like="ptr", summary="advance pointers by element offsets"),
+    _binary("ori", 0x52, Elements.INT, "bitwise or"),
+    _unary("permute", 0x53, None, "permute tile dimensions", (attr("permutation", AttrKind.I32_ARRAY),),
            syntax="$source $permutation attr-dict `:` type($source) `->` type($result)"),
-    _binary("fpowf", 0x54, "float power with a float exponent", names=("source", "exponent")),
+    _binary("fpowf", 0x54, Elements.FLOAT, "float power with a float exponent", names=("source", "exponent")),
     _op("print_tko", 0x55, ("args*", OperandSpec("token", Arity.OPTIONAL, V13_2)),
         (ResultSpec("result_token", since=V13_2, default_type="token"),),
         (attr("str", AttrKind.STRING),), segmented=True,
         syntax=f"$str (`,` $args^)? {TOKEN_EQ} attr-dict (`:` type($args)^)? `->` "
                "type($result_token)", summary="formatted print (13.1: print)"),
-    _unary("ptr_to_int", 0x56, "pointers to i64", syntax=CAST),
-    _unary("ptr_to_ptr", 0x57, "pointer cast", syntax=CAST),
+    _unary("ptr_to_int", 0x56, None, "pointers to i64", syntax=CAST),
+    _unary("ptr_to_ptr", 0x57, None, "pointer cast", syntax=CAST),
     _op("reduce", 0x58, ("operands*",), ("results*",),
         (attr("dim", AttrKind.INT, width=32), attr("identities", AttrKind.ATTR_ARRAY)), regions=1,
         syntax="$operands attr-dict ` ` `dim` `` `=` `` $dim `identities` `` `=` `` $identities "
                "`:` type($operands) `->` type($results) custom<ArgumentRegion>(0)",
-        asm_name="reduce", asm_block_args="reduce", summary="reduce tiles along a dimension with a combiner region"),
-    _binary("remf", 0x59, "float remainder"),
-    _binary("remi", 0x5A, "integer remainder", (SIGNEDNESS,), middle="$signedness"),
-    _unary("reshape", 0x5B, "reshape keeping element order", syntax=CAST, asm_name="reshape"),
-    _terminator("return", 0x5C, "leave the entry"),
-    _unary("rsqrt", 0x5D, "reciprocal square root", (FTZ,),
+        asm_name="reduce", asm_block_args="reduce", combiner=True,
+        summary="reduce tiles along a dimension with a combiner region"),
+    _binary("remf", 0x59, Elements.FLOAT, "float remainder"),
+    _binary("remi", 0x5A, Elements.INT, "integer remainder", (SIGNEDNESS,), middle="$signedness"),
+    _unary("reshape", 0x5B, None, "reshape keeping element order", syntax=CAST, asm_name="reshape"),
+    _terminator("return", 0x5C, "leave the entry", ("entry",), True),
+    _unary("rsqrt", 0x5D, Elements.FLOAT, "reciprocal square root", (FTZ,),
            syntax=f"$source {FTZ_KW} attr-dict `:` type($result)"),
     _op("scan", 0x5E, ("operands*",), ("results*",),
         (attr("dim", AttrKind.INT, width=32), attr("reverse", AttrKind.BOOL, default=False),
          attr("identities", AttrKind.ATTR_ARRAY)), regions=1,
         syntax="$operands attr-dict ` ` `dim` `` `=` `` $dim `reverse` `` `=` `` $reverse "
                "`identities` `` `=` `` $identities `:` type($operands) `->` type($results) "
-               "custom<ArgumentRegion>(0)", asm_name="", summary="inclusive scan along a dimension with a combiner region"),
+               "custom<ArgumentRegion>(0)", asm_name="", combiner=True,
+        summary="inclusive scan along a dimension with a combiner region"),
     _op("select", 0x5F, ("cond", "val_if_true", "val_if_false"),
         syntax="$cond `,` $val_if_true `,` $val_if_false attr-dict `:` type($cond) `,` "
-               "type($result)", summary="element-wise choice"),
-    _binary("shli", 0x60, "shift left", (OVERFLOW,), middle=OVERFLOW_KW),
-    _binary("shri", 0x61, "shift right", (SIGNEDNESS,), middle="$signedness"),
-    _unary("sin", 0x62, "sine"),
-    _unary("sinh", 0x63, "hyperbolic sine"),
-    _unary("sqrt", 0x64, "square root", (ROUNDING, FTZ),
+               "type($result)", result_like="val_if_true", summary="element-wise choice"),
+    _binary("shli", 0x60, Elements.INT, "shift left", (OVERFLOW,), middle=OVERFLOW_KW),
+    _binary("shri", 0x61, Elements.INT, "shift right", (SIGNEDNESS,), middle="$signedness"),
+    _unary("sin", 0x62, Elements.FLOAT, "sine"),
+    _unary("sinh", 0x63, Elements.FLOAT, "hyperbolic sine"),
+    _unary("sqrt", 0x64, Elements.FLOAT, "square root", (ROUNDING, FTZ),
            syntax=f"$source {ROUND} {FTZ_KW} attr-dict `:` type($result)"),
     _op("store_ptr_tko", 0x65, ("destination", "value", "mask?", "token?"), (RESULT_TOKEN,),
         (ORDERING, OPT_SCOPE, OPT_HINTS), segmented=True,
@@ -312,20 +335,21 @@ OPS: Tuple[OpSpec, ...] = (
                f"{TOKEN_SPACED} {HINTS_EQ} {INBOUNDS} attr-dict `:` type($tile) `,` type($view) `` "
                "custom<IndexTypes>($index) `->` type($result_token)",
         summary="store one tile of a view"),
-    _binary("subf", 0x67, "float subtraction", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
-    _binary("subi", 0x68, "integer subtraction", (OVERFLOW,), middle=OVERFLOW_KW),
-    _unary("tan", 0x69, "tangent"),
-    _unary("tanh", 0x6A, "hyperbolic tangent",
+    _binary("subf", 0x67, Elements.FLOAT, "float subtraction", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
+    _binary("subi", 0x68, Elements.INT, "integer subtraction", (OVERFLOW,), middle=OVERFLOW_KW),
+    _unary("tan", 0x69, Elements.FLOAT, "tangent"),
+    _unary("tanh", 0x6A, Elements.FLOAT, "hyperbolic tangent",
            (enum_attr("rounding_mode", RoundingMode, RoundingMode.FULL, since=V13_2),),
            syntax=f"$source {ROUND} attr-dict `:` type($result)"),
     _op("trunci", 0x6B, ("from",), ("to",), (OVERFLOW,),
         syntax=f"$from {OVERFLOW_KW} attr-dict `:` type($from) `->` type($to)",
         summary="integer truncation"),
-    _binary("xori", 0x6C, "bitwise xor"),
-    _terminator("yield", 0x6D, "end an if branch or combiner region with values"),
-    _binary("atan2", 0x6E, "two-argument arctangent", names=("x", "y"), since=V13_2),
-    _unary("pack", 0x6F, "pack a rank-1 tile into i8 bytes", since=V13_3, syntax=CAST),
-    _unary("unpack", 0x70, "unpack i8 bytes into a rank-1 tile", since=V13_3, syntax=CAST),
+    _binary("xori", 0x6C, Elements.INT, "bitwise xor"),
+    _terminator("yield", 0x6D, "end an if branch or combiner region with values",
+                ("if", "reduce", "scan")),
+    _binary("atan2", 0x6E, Elements.FLOAT, "two-argument arctangent", names=("x", "y"), since=V13_2),
+    _unary("pack", 0x6F, None, "pack a rank-1 tile into i8 bytes", since=V13_3, syntax=CAST),
+    _unary("unpack", 0x70, None, "unpack i8 bytes into a rank-1 tile", since=V13_3, syntax=CAST),
     _op("alloca", 0x71, (), attrs=(unit("global"), attr("num_elem", AttrKind.INT, width=64),
                                    attr("alignment", AttrKind.INT, width=64)),
         since=V13_3,
@@ -397,21 +421,29 @@ OPS: Tuple[OpSpec, ...] = (
 )
 
 # Memory effects (cuda-tile Ops.td: Pure / NoMemoryEffect, RecursiveMemoryEffects; the ops newer
-# than that file checked inside a reduce body with tileirdisasm 13.5). Every op not named here has
-# effects: loads, stores, atomics, fences, print_tko, assert, assume, alloca, gdc_*, the exits
-# (return, break, continue, which declare nothing) and preview calls.
+# than that file checked inside a reduce body with tileirdisasm 13.5). Element-wise and comparison
+# ops are effect-free by their family (above); ops not named here read or write memory
+# (Effects.MEMORY): loads, stores, fences, multimem and grid-dependency ops.
 _EFFECT_FREE = frozenset("""
-    absf absi addf addi andi atan2 bitcast broadcast cat ceil cmpf cmpi constant cos cosh divf
-    divi exp exp2 exti extract floor fma fpowf fpowi ftof ftoi get_global get_index_space_shape
+    bitcast broadcast cat constant exti extract fpowi ftof ftoi get_global get_index_space_shape
     get_num_tile_blocks get_tensor_shape get_tile_block_id insert int_to_ptr iota itof join_tokens
-    log log2 make_gather_scatter_view make_partition_view make_strided_view make_tensor_view
-    make_token maxf maxi minf mini mmaf mmaf_scaled mmai mulf mulhii muli negf negi offset ori
-    pack permute ptr_to_int ptr_to_ptr remf remi reshape rsqrt select shli shri sin sinh sqrt subf
-    subi tan tanh trunci unpack xori yield""".split())
-_RECURSIVE_EFFECTS = frozenset(("if", "for", "loop", "reduce", "scan"))
-OPS = tuple(replace(spec, effects=Effects.NONE) if spec.mnemonic in _EFFECT_FREE else
-            replace(spec, effects=Effects.RECURSIVE) if spec.mnemonic in _RECURSIVE_EFFECTS else
-            spec for spec in OPS)
+    make_gather_scatter_view make_partition_view make_strided_view make_tensor_view make_token
+    mmaf mmaf_scaled mmai offset pack permute ptr_to_int ptr_to_ptr reshape select trunci unpack
+    yield""".split())
+_EFFECTS = {
+    **{name: Effects.NONE for name in _EFFECT_FREE},
+    **{name: Effects.RECURSIVE for name in ("if", "for", "loop", "reduce", "scan")},
+    # declare no effect trait, so count as having effects, but read and write nothing
+    **{name: Effects.UNDECLARED for name in ("assume", "return", "break", "continue")},
+    **{name: Effects.ATOMIC for name in ("atomic_rmw_tko", "atomic_cas_tko",
+                                         "atomic_red_view_tko")},
+    "print_tko": Effects.OUTPUT,
+    "assert": Effects.TRAP,
+    "alloca": Effects.ALLOC,
+    "preview$call": Effects.CALL,
+}
+OPS = tuple(replace(spec, effects=_EFFECTS[spec.mnemonic]) if spec.mnemonic in _EFFECTS else spec
+            for spec in OPS)
 
 OPS_BY_OPCODE: Dict[int, OpSpec] = {spec.opcode: spec for spec in OPS}
 OPS_BY_MNEMONIC: Dict[str, OpSpec] = {spec.mnemonic: spec for spec in OPS}
@@ -419,6 +451,15 @@ BODY_OPS = tuple(spec for spec in OPS if not spec.structural and not spec.previe
 PUBLIC_OPS = tuple(spec for spec in OPS if not spec.preview)
 # Names older tools and sources use for the same opcodes.
 MNEMONIC_ALIASES = {"pow": "fpowf", "print": "print_tko"}
+
+
+def by_mnemonic(registry: Dict[str, T], what: str) -> Dict[str, T]:
+    """`registry` (per-op entries keyed by mnemonic) after checking every key is an op of the table:
+    the one way, besides the registration decorators, that code outside this file names ops."""
+    unknown = sorted(set(registry) - set(OPS_BY_MNEMONIC))
+    if unknown:
+        raise RuntimeError(f"{what}: entries for ops the op table does not have: {unknown}")
+    return registry
 
 
 def max_public_opcode(version: Version) -> int:
@@ -429,9 +470,21 @@ def max_public_opcode(version: Version) -> int:
 def _check_table() -> None:
     if len(OPS_BY_OPCODE) != len(OPS) or len(OPS_BY_MNEMONIC) != len(OPS):
         raise RuntimeError("the op table has a duplicate opcode or mnemonic")
-    unknown = (_EFFECT_FREE | _RECURSIVE_EFFECTS) - set(OPS_BY_MNEMONIC)
+    unknown = set(_EFFECTS) - set(OPS_BY_MNEMONIC)
     if unknown:
         raise RuntimeError(f"effects declared for ops not in the table: {sorted(unknown)}")
+    twice = sorted(name for name in _EFFECTS if OPS_BY_MNEMONIC[name].family is not Family.OTHER)
+    if twice:
+        raise RuntimeError(f"effects of family ops are the family's: {twice}")
+    for spec in OPS:
+        wrong = [name for name in spec.ends if name != "entry" and
+                 not OPS_BY_MNEMONIC.get(name, spec).regions]
+        if wrong or (spec.ends and not spec.terminator):
+            raise RuntimeError(f"{spec.mnemonic} ends regions of ops without regions: {wrong}")
+        if spec.through_if and not any(s.exits_pass for s in OPS):
+            raise RuntimeError(f"{spec.mnemonic} leaves through an op no entry lets exits pass")
+        if spec.family is not Family.OTHER and spec.elements is None:
+            raise RuntimeError(f"{spec.mnemonic}: an element-wise family op needs an element class")
 
 
 _check_table()

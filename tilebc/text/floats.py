@@ -101,8 +101,8 @@ def apfloat_to_string(value: float, semantics_precision: int, format_precision: 
 
 def format_float(bits: int, element: ElementType) -> str:
     """MLIR's printFloatValue for a float of type `element` given by its bit pattern."""
-    from ..convert import float_to_bits  # numpy loads when a float value is printed, not before
-    from ..numerics import float_from_bits
+    from ..numeric.convert import float_to_bits  # numpy loads when a float value is printed, not before
+    from ..numeric.numerics import float_from_bits
     value = float_from_bits(bits, element)
     if math.isfinite(value):
         precision = _PRECISION[element.name]
@@ -118,7 +118,7 @@ def format_float(bits: int, element: ElementType) -> str:
 def constant_name_part(bits: int, element: ElementType):
     """The `_N` part MLIR's ConstantOp naming adds for a float splat: the value if it converts to a
     64-bit unsigned integer exactly (toward zero), 'NaN' for NaN, otherwise nothing."""
-    from ..numerics import float_from_bits
+    from ..numeric.numerics import float_from_bits
     value = float_from_bits(bits, element)
     if math.isnan(value):
         return "NaN"

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..ir.module import Block, Function, Op, Value
 from ..ir.types import ElementType
-from ..dense import dense_is_splat, dense_is_uniform, storage_bytes
+from ..numeric.dense import dense_is_splat, dense_is_uniform, storage_bytes
 from .floats import constant_name_part
 
 

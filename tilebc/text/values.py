@@ -6,7 +6,7 @@ from typing import List
 
 from ..ir import attrs as A
 from ..ir.types import ElementType, PointerType, TileType
-from ..dense import dense_is_splat, dense_is_uniform, storage_bytes
+from ..numeric.dense import dense_is_splat, dense_is_uniform, storage_bytes
 from .floats import format_float
 
 _BARE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")

@@ -44,7 +44,10 @@ def values(op, name: str) -> List:
         if group is None:
             return []
         return list(group) if isinstance(group, tuple) else [group]
-    slot = _RESULT_SLOTS[op.spec.mnemonic].get(name)
+    slots = _RESULT_SLOTS.get(op.spec.mnemonic)
+    if slots is None:  # an op added to the table after this module loaded
+        slots = {r.name: i for i, r in enumerate(op.spec.results)}
+    slot = slots.get(name)
     if slot is None:
         raise KeyError(f"{op.spec.mnemonic} has no operand or result {name!r}")
     if op.spec.results[slot].variadic:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional
 
-from ..errors import VerificationError
+from ..errors import Location, VerificationError
 
 ERROR = "error"
 WARNING = "warning"  # accepted by NVIDIA's tileiras, but outside what the spec allows
@@ -15,18 +15,20 @@ class Diagnostic:
     rule: str               # stable rule id, e.g. "ssa.dominance"
     op: str                 # op mnemonic, or "entry" / "global" / "module"
     message: str            # lower-case, says what was expected
-    file: Optional[str] = None
-    offset: Optional[int] = None
-    line: Optional[int] = None
-    column: Optional[int] = None
+    location: Location = Location()
     severity: str = ERROR
 
+    # the location's parts, read as the error's are
+    file = property(lambda self: self.location.file)
+    offset = property(lambda self: self.location.offset)
+    line = property(lambda self: self.location.line)
+    column = property(lambda self: self.location.column)
+
     def where(self) -> str:
-        return self.to_error().where()
+        return str(self.location)
 
     def to_error(self) -> VerificationError:
-        error = VerificationError(f"{self.op}: {self.message}", file=self.file, offset=self.offset,
-                                  line=self.line, column=self.column)
+        error = VerificationError(f"{self.op}: {self.message}", location=self.location)
         error.rule = self.rule
         error.diagnostic = self
         return error
@@ -50,10 +52,7 @@ class Collector:
     def report(self, rule: str, node, message: str, severity: str = ERROR) -> bool:
         """Record a problem at `node` (an Op, Function, Global, or None for the module). Returns
         False, so a check can `return ctx.report(...)` to stop checking the op it looks at."""
-        offset = getattr(node, "offset", None)
-        position = getattr(node, "text_pos", None)
-        line, column = position if position else (None, None)
-        diagnostic = Diagnostic(rule, node_name(node), message, self.file, offset, line, column,
+        diagnostic = Diagnostic(rule, node_name(node), message, Location.of(node, self.file),
                                 severity)
         self.diagnostics.append(diagnostic)
         if self.fail_fast and severity == ERROR:

@@ -14,6 +14,7 @@ from ..ir.types import (ELEMENT_TYPES, GatherScatterViewType, PartitionViewType,
 from ..ops.enums import (AtomicRMWMode, MemoryOrderingSemantics as Order, MemoryScope,
                          MultimemReductionKind, PtrAttr, RoundingMode as RM,
                          Signedness)
+from ..numeric.formats import FLOAT_FORMATS
 from .diagnostics import WARNING
 from .constraints import INT, context_dependent, element_bits, role, shape_text, value
 
@@ -173,10 +174,8 @@ def bitcast(ctx, op) -> bool:
 # (largest exponent, smallest normal exponent, mantissa bits) of each float type: a conversion is
 # widening (exact, so any rounding mode will do) when the target covers all three. f8E8M0FNU spans
 # 2^-127..2^127, below the normal range of bf16/f32; fnv8E5M3FNU's all-ones exponent is finite.
-_FLOAT_RANGE = {"f16": (15, -14, 10), "bf16": (127, -126, 7), "f32": (127, -126, 23),
-                "tf32": (127, -126, 10), "f64": (1023, -1022, 52), "f8E4M3FN": (8, -6, 3),
-                "f8E5M2": (15, -14, 2), "f8E8M0FNU": (127, -127, 0), "f4E2M1FN": (2, 0, 1),
-                "fnv8E5M3FNU": (16, -14, 3)}
+_FLOAT_RANGE = {name: ((f.max_bits >> f.man_bits) - f.bias, f.emin, f.man_bits)
+                for name, f in FLOAT_FORMATS.items()}
 _IEEE = (RM.NEAREST_EVEN, RM.ZERO, RM.NEGATIVE_INF, RM.POSITIVE_INF)
 _LOW_PRECISION = ("f8E4M3FN", "f8E5M2", "f4E2M1FN", "fnv8E5M3FNU")
 # Narrowing conversions with their own set of modes (hardware conversions that take them).

@@ -1,15 +1,18 @@
 """Typing constraints of every body op, keyed by mnemonic (the op table stays the single list of ops).
 
 Each entry is a tuple of constraints run in order; the first failure ends the op's checks. Kinds come
-first, so later constraints may rely on them. Terminators and region nesting are checked by
-`structure.py`; their entries here say so explicitly.
+first, so later constraints may rely on them. Element-wise and comparison ops get theirs from their
+family in the op table (`family_constraints`); `EXTRA` adds what an op checks beyond its family.
+Terminators and region nesting are checked by `structure.py`; their entries say so explicitly.
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 from ..ir.types import ELEMENT_TYPES, i1
 from ..ops.enums import (IntegerOverflow, MemoryOrderingSemantics as Order, RoundingMode as RM)
+from ..ops.spec import Elements, Family, OpSpec
+from ..ops.table import BODY_OPS, OPS_BY_MNEMONIC, by_mnemonic
 from . import opchecks as oc
 from .constraints import (BASE_FLOAT, FLOAT, INT, INT_OR_I4, NUMBER, Constraint, attr_in,
                           flag_needs_f32, i1_like, mode_needs_f32, no_extra, pointer_tile,
@@ -32,98 +35,69 @@ SCALES = frozenset({ELEMENT_TYPES["f8E4M3FN"], f8e8m0})
 UNPACKED = NUMBER | INT_OR_I4
 
 
-def float_unary(*extra: Constraint) -> Tuple[Constraint, ...]:
-    return (tile_of("source", "result", elements=BASE_FLOAT), same_type("source", "result")) + extra
+ELEMENT_CLASSES = {Elements.FLOAT: BASE_FLOAT, Elements.INT: INT}
 
 
-def float_binary(*extra: Constraint, names=("lhs", "rhs")) -> Tuple[Constraint, ...]:
-    return (tile_of(*names, "result", elements=BASE_FLOAT), same_type(*names, "result")) + extra
+def family_constraints(spec: OpSpec) -> Tuple[Constraint, ...]:
+    """The typing rule of the op's family (spec.py `Family`); the builder infers result types from
+    the same declaration (`result_like`)."""
+    names = tuple(o.name for o in spec.operands)
+    elements = ELEMENT_CLASSES.get(spec.elements)
+    if spec.family is Family.ELEMENTWISE:
+        return (tile_of(*names, "result", elements=elements), same_type(*names, "result"))
+    if spec.family is Family.COMPARE:
+        return (tile_of(*names, elements=elements), same_type(*names),
+                i1_like("result", names[0]))
+    return ()
 
 
-def int_binary(*extra: Constraint, names=("lhs", "rhs")) -> Tuple[Constraint, ...]:
-    return (tile_of(*names, "result", elements=INT), same_type(*names, "result")) + extra
+def terminator(spec: OpSpec) -> Tuple[Constraint, ...]:
+    parents = ", ".join(spec.ends + (("through if",) if spec.through_if else ()))
+    return (no_extra(f"terminator: parent ({parents}) and operand types are checked by "
+                     f"structure.py"),)
 
 
 def ieee_arith() -> Tuple[Constraint, ...]:
-    return float_binary(attr_in("rounding_mode", IEEE, rule="attr.rounding"),
-                        flag_needs_f32("flush_to_zero"))
-
-
-def terminator(parents: str) -> Tuple[Constraint, ...]:
-    return (no_extra(f"terminator: parent ({parents}) and operand types are checked by "
-                     f"structure.py"),)
+    return (attr_in("rounding_mode", IEEE, rule="attr.rounding"), flag_needs_f32("flush_to_zero"))
 
 
 LOAD_ORDER = oc.ordering(oc.LOAD_ORDERS, scoped_optional=True)
 STORE_ORDER = oc.ordering(oc.STORE_ORDERS, scoped_optional=True)
 
-OP_CONSTRAINTS: Dict[str, Tuple[Constraint, ...]] = {
-    # ---- float arithmetic and math
-    "absf": float_unary(),
+# What element-wise and comparison ops check beyond their family's rule.
+EXTRA: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
     "addf": ieee_arith(),
     "subf": ieee_arith(),
     "mulf": ieee_arith(),
-    "divf": float_binary(
-        attr_in("rounding_mode", IEEE + (RM.APPROX, RM.FULL), rule="attr.rounding"),
-        mode_needs_f32("rounding_mode", (RM.APPROX, RM.FULL)), flag_needs_f32("flush_to_zero")),
-    "remf": float_binary(),
-    "maxf": float_binary(flag_needs_f32("flush_to_zero")),
-    "minf": float_binary(flag_needs_f32("flush_to_zero")),
-    "fpowf": float_binary(names=("source", "exponent")),
-    "atan2": float_binary(names=("x", "y")),
-    "fpowi": (tile_of("source", "result", elements=BASE_FLOAT), same_type("source", "result"),
-              tile_of("exponent", elements=INT), same_shape("source", "exponent")),
-    "fma": (tile_of("lhs", "rhs", "acc", "result", elements=BASE_FLOAT),
-            same_type("lhs", "rhs", "acc", "result"),
-            attr_in("rounding_mode", IEEE, rule="attr.rounding"), flag_needs_f32("flush_to_zero")),
-    "negf": float_unary(),
-    "ceil": float_unary(),
-    "floor": float_unary(),
-    "cos": float_unary(),
-    "cosh": float_unary(),
-    "sin": float_unary(),
-    "sinh": float_unary(),
-    "tan": float_unary(),
-    "log": float_unary(),
-    "log2": float_unary(),
-    "exp": float_unary(attr_in("rounding_mode", (RM.FULL, RM.APPROX), rule="attr.rounding"),
-                       mode_needs_f32("rounding_mode", (RM.APPROX,))),
-    "tanh": float_unary(attr_in("rounding_mode", (RM.FULL, RM.APPROX), rule="attr.rounding"),
-                        mode_needs_f32("rounding_mode", (RM.APPROX,))),
-    "exp2": float_unary(flag_needs_f32("flush_to_zero")),
-    "rsqrt": float_unary(flag_needs_f32("flush_to_zero")),
-    "sqrt": float_unary(attr_in("rounding_mode", IEEE + (RM.APPROX,), rule="attr.rounding"),
-                        mode_needs_f32("rounding_mode", (RM.APPROX,)),
-                        flag_needs_f32("flush_to_zero")),
-    "cmpf": (tile_of("lhs", "rhs", elements=BASE_FLOAT), same_type("lhs", "rhs"),
-             i1_like("result", "lhs")),
-    # ---- integer arithmetic
-    "absi": (tile_of("source", "result", elements=INT), same_type("source", "result")),
-    "addi": int_binary(),
-    "subi": int_binary(),
-    "muli": int_binary(),
-    "mulhii": int_binary(names=("x", "y")),
-    "andi": int_binary(),
-    "ori": int_binary(),
-    "xori": int_binary(),
-    "shli": int_binary(),
-    "shri": int_binary(),
-    "maxi": int_binary(),
-    "mini": int_binary(),
-    "remi": int_binary(),
+    "fma": ieee_arith(),
+    "divf": (attr_in("rounding_mode", IEEE + (RM.APPROX, RM.FULL), rule="attr.rounding"),
+             mode_needs_f32("rounding_mode", (RM.APPROX, RM.FULL)),
+             flag_needs_f32("flush_to_zero")),
+    "maxf": (flag_needs_f32("flush_to_zero"),),
+    "minf": (flag_needs_f32("flush_to_zero"),),
+    "exp": (attr_in("rounding_mode", (RM.FULL, RM.APPROX), rule="attr.rounding"),
+            mode_needs_f32("rounding_mode", (RM.APPROX,))),
+    "tanh": (attr_in("rounding_mode", (RM.FULL, RM.APPROX), rule="attr.rounding"),
+             mode_needs_f32("rounding_mode", (RM.APPROX,))),
+    "exp2": (flag_needs_f32("flush_to_zero"),),
+    "rsqrt": (flag_needs_f32("flush_to_zero"),),
+    "sqrt": (attr_in("rounding_mode", IEEE + (RM.APPROX,), rule="attr.rounding"),
+             mode_needs_f32("rounding_mode", (RM.APPROX,)), flag_needs_f32("flush_to_zero")),
     # Unsigned floor division must be written rounding<zero> (the same result): NVIDIA's verifier,
     # run by tileiras on load, rejects unsigned rounding<negative_inf>.
-    "divi": int_binary(
-        attr_in("rounding", (RM.ZERO, RM.NEGATIVE_INF, RM.POSITIVE_INF), rule="attr.rounding"),
-        attr_in("rounding", (RM.ZERO, RM.POSITIVE_INF), rule="divi.unsigned_floor",
-                when=oc.signedness_unsigned)),
-    "negi": (tile_of("source", "result", elements=INT), same_type("source", "result"),
-             # negation has signed semantics: no_unsigned_wrap alone is meaningless (tileiras
-             # rejects it; it accepts none, no_signed_wrap and no_wrap)
-             attr_in("overflow", (IntegerOverflow.NONE, IntegerOverflow.NO_SIGNED_WRAP,
-                                  IntegerOverflow.NO_WRAP), rule="attr.overflow")),
-    "cmpi": (tile_of("lhs", "rhs", elements=INT), same_type("lhs", "rhs"),
-             i1_like("result", "lhs")),
+    "divi": (attr_in("rounding", (RM.ZERO, RM.NEGATIVE_INF, RM.POSITIVE_INF), rule="attr.rounding"),
+             attr_in("rounding", (RM.ZERO, RM.POSITIVE_INF), rule="divi.unsigned_floor",
+                     when=oc.signedness_unsigned)),
+    # negation has signed semantics: no_unsigned_wrap alone is meaningless (tileiras rejects it;
+    # it accepts none, no_signed_wrap and no_wrap)
+    "negi": (attr_in("overflow", (IntegerOverflow.NONE, IntegerOverflow.NO_SIGNED_WRAP,
+                                  IntegerOverflow.NO_WRAP), rule="attr.overflow"),),
+}, "verifier typing extras")
+
+_OTHER: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
+    # ---- float arithmetic beyond the element-wise family
+    "fpowi": (tile_of("source", "result", elements=BASE_FLOAT), same_type("source", "result"),
+              tile_of("exponent", elements=INT), same_shape("source", "exponent")),
     # ---- conversions
     "bitcast": (tile_of("source", "result", elements=NUMBER), same_shape("source", "result"),
                 oc.bitcast),
@@ -246,8 +220,29 @@ OP_CONSTRAINTS: Dict[str, Tuple[Constraint, ...]] = {
     "loop": (oc.loop_carried,),
     "reduce": (tile_of("operands", "results"), oc.combiner),
     "scan": (tile_of("operands", "results"), oc.combiner),
-    "yield": terminator("if, reduce, scan"),
-    "continue": terminator("for, loop, through if"),
-    "break": terminator("loop, through if"),
-    "return": terminator("entry, through if"),
-}
+}, "verifier typing rules")
+
+
+def constraints_for(spec: OpSpec) -> Optional[Tuple[Constraint, ...]]:
+    """The op's typing constraints: its family's rule plus EXTRA, or its _OTHER entry; None when
+    the op has neither."""
+    if spec.terminator:
+        return terminator(spec)
+    if spec.family is not Family.OTHER and spec.elements is not None:
+        return family_constraints(spec) + EXTRA.get(spec.mnemonic, ())
+    return _OTHER.get(spec.mnemonic)
+
+
+def _check() -> None:
+    stray = sorted(name for name in EXTRA
+                   if name not in OPS_BY_MNEMONIC or OPS_BY_MNEMONIC[name].family is Family.OTHER)
+    doubled = sorted(spec.mnemonic for spec in BODY_OPS
+                     if spec.mnemonic in _OTHER and (spec.family is not Family.OTHER or spec.terminator))
+    if stray or doubled:
+        raise RuntimeError(f"typing entries that the op table's families already give: "
+                           f"{stray + doubled}")
+
+
+_check()
+OP_CONSTRAINTS: Dict[str, Tuple[Constraint, ...]] = {
+    spec.mnemonic: constraints_for(spec) for spec in BODY_OPS if constraints_for(spec) is not None}

@@ -111,7 +111,7 @@ def _check_source(spec: OpSpec, facts) -> str:
               "                debug.op(op, entry_subprogram, loc)"]
     if spec.terminator:
         lines.append("    verifier.terminator(op)")
-    if facts.get_global:
+    if facts.symbol_ref:
         lines.append("    verifier.get_global(op)")
     if spec.regions:
         lines.append("    verifier.regions(op, SPEC)")

@@ -9,33 +9,42 @@ from ..ir.attrs import DenseElementsAttr, DictionaryAttr
 from ..ir.module import Block, Function, Module, Op, Value
 from ..ir.types import ElementType, PointerType, TileType, Type, scalar
 from ..ops.spec import Arity, AttrKind, Effects, OpSpec
-from ..ops.table import OPS_BY_MNEMONIC
+from ..ops.table import OPS, OPS_BY_MNEMONIC
 from ..version import ALL_VERSIONS, Version
 from .debuginfo import DebugInfoChecker
 from .diagnostics import Collector
 from .hints import HINTS_FOR, check_hints
-from .optable import OP_CONSTRAINTS
+from .optable import constraints_for
 from .signature import check_function
 from .typesys import type_problems, type_since
 
-# Which terminators may end a region of each parent ("entry" is a kernel body).
-TERMINATORS: Dict[str, Tuple[str, ...]] = {
-    "entry": ("return",),
-    "if": ("yield", "return", "continue", "break"),
-    "for": ("continue",),
-    "loop": ("continue", "break"),
-    "reduce": ("yield",),
-    "scan": ("yield",),
-}
+_TERMINATOR_SPECS = tuple(reversed([spec for spec in OPS if spec.terminator]))  # newest first
+
+
+def _terminators() -> Dict[str, Tuple[str, ...]]:
+    """Which terminators may end a region of each parent ("entry" is a kernel body), from the op
+    table's `ends` / `through_if`."""
+    by_parent: Dict[str, List[str]] = {}
+    for spec in _TERMINATOR_SPECS:
+        for parent in spec.ends:
+            by_parent.setdefault(parent, []).append(spec.mnemonic)
+    for passing in (spec.mnemonic for spec in OPS if spec.exits_pass):
+        names = by_parent.setdefault(passing, [])
+        names.extend(spec.mnemonic for spec in _TERMINATOR_SPECS
+                     if spec.through_if and spec.mnemonic not in names)
+    return {parent: tuple(names) for parent, names in by_parent.items()}
+
+
+TERMINATORS = _terminators()
 # Early exits look through enclosing `if`s for the op they leave.
-EXIT_TARGETS = {"return": ("entry",), "continue": ("for", "loop"), "break": ("loop",)}
+EXIT_TARGETS = {spec.mnemonic: spec.ends for spec in _TERMINATOR_SPECS if spec.through_if}
 
 
 class _SpecFacts:
     """What the shared checks need of one op spec, computed once."""
 
     __slots__ = ("enum_attrs", "required_attrs", "newer_attrs", "newer_operands", "fixed_results",
-                 "constraints", "memoizable", "hints", "operand_names", "get_global", "regions",
+                 "constraints", "memoizable", "hints", "operand_names", "symbol_ref", "regions",
                  "in_context", "check")
 
     def __init__(self, spec: OpSpec):
@@ -46,16 +55,17 @@ class _SpecFacts:
         self.newer_operands = tuple(o for o in spec.operands if o.since > spec.since)
         self.fixed_results = (None if any(r.variadic for r in spec.results)
                               else len(spec.results))
-        self.constraints = OP_CONSTRAINTS.get(spec.mnemonic, ())
+        self.constraints = constraints_for(spec) or ()
         # Verdicts of the signature checks (see Verifier.signature_key) may be reused only when
         # every constraint reads nothing but the op's own types and attributes.
         self.memoizable = not any(getattr(c, "context_dependent", False)
                                   for c in self.constraints)
         self.hints = spec.mnemonic in HINTS_FOR
         self.operand_names = tuple(o.name for o in spec.operands)
-        self.get_global = spec.mnemonic == "get_global"
+        # a body op naming a module symbol (get_global): resolved against the module's globals
+        self.symbol_ref = any(a.kind is AttrKind.SYMBOL for a in spec.attrs) and not spec.structural
         self.regions = spec.regions
-        self.in_context = spec.terminator or self.get_global  # checks that read enclosing ops
+        self.in_context = spec.terminator or self.symbol_ref  # checks that read enclosing ops
         # The fast path for this op kind (signature.py), when its verdicts may be reused.
         self.check = check_function(spec, self, check_hints) if self.memoizable else None
 
@@ -65,6 +75,20 @@ _FACTS = {spec.mnemonic: _SpecFacts(spec) for spec in OPS_BY_MNEMONIC.values()}
 # here is structural or unknown.
 _BODY_FACTS = {id(spec): _FACTS[spec.mnemonic] for spec in OPS_BY_MNEMONIC.values()
                if not spec.structural}
+
+
+# Facts of body ops added to the table after this module loaded (a test's extension of the table),
+# keyed by the spec itself.
+_LATE_FACTS: Dict[OpSpec, _SpecFacts] = {}
+
+
+def _late_facts(spec: OpSpec) -> Optional[_SpecFacts]:
+    if spec.structural or OPS_BY_MNEMONIC.get(spec.mnemonic) is not spec:
+        return None
+    facts = _LATE_FACTS.get(spec)
+    if facts is None:
+        facts = _LATE_FACTS[spec] = _SpecFacts(spec)
+    return facts
 
 
 # id(spec) -> the fast path of each op kind whose verdicts may be reused.
@@ -213,7 +237,7 @@ class Verifier:
             self.define(owner, arg)
             self.type_ok(owner, arg.type, "block argument")
         ops = block.ops
-        if parent is not None and parent.name in ("reduce", "scan"):
+        if parent is not None and parent.spec.combiner:
             self.effect_free_body(ops, parent)
         fast = _FAST_CHECKS if self.fast else {}
         last = len(ops) - 1
@@ -249,7 +273,7 @@ class Verifier:
         if key in self._effects:
             return self._effects[key]
         effects = op.spec.effects
-        found = op if effects is Effects.SOME else None
+        found = op if effects.own else None
         if effects is Effects.RECURSIVE:
             for region in op.regions:
                 for block in region.blocks:
@@ -279,7 +303,7 @@ class Verifier:
 
     def op(self, op: Op) -> None:
         spec = op.spec
-        facts = _BODY_FACTS.get(id(spec))
+        facts = _BODY_FACTS.get(id(spec)) or _late_facts(spec)
         if facts is None:
             self.ctx.report("op.unknown", op, f"{spec.mnemonic} cannot appear in a function body")
             return
@@ -298,7 +322,7 @@ class Verifier:
                 self._clean_by_id[key] = clean
                 return clean
         spec = op.spec
-        self.op_in_full(op, spec, _BODY_FACTS[id(spec)], (key, value_key))
+        self.op_in_full(op, spec, _BODY_FACTS.get(id(spec)) or _late_facts(spec), (key, value_key))
         return None
 
     def dominance(self, op: Op, facts: _SpecFacts) -> None:
@@ -385,7 +409,7 @@ class Verifier:
             if attributes_ok:
                 if spec.terminator:
                     self.terminator(op)
-                if facts.get_global:
+                if facts.symbol_ref:
                     self.get_global(op)
         self.regions(op, spec)
         for result in op.results:
@@ -528,14 +552,15 @@ class Verifier:
         ctx = self.ctx
         operands = list(op.operands["operands"])
         name = op.name
-        if name == "yield":
+        if not op.spec.through_if:  # yield
             parent = self.parents[-1] if self.parents else None
-            if parent is None or parent.name not in ("if", "reduce", "scan"):
+            ends = op.spec.ends
+            if parent is None or parent.name not in ends:
                 where = parent.name if parent is not None else "entry"
-                ctx.report("terminator.parent", op, f"yield cannot end a {where} region; it ends "
-                                                    f"if, reduce and scan regions")
+                ctx.report("terminator.parent", op, f"{name} cannot end a {where} region; it ends "
+                                                    f"{', '.join(ends[:-1])} and {ends[-1]} regions")
                 return
-            if parent.name == "if":
+            if not parent.spec.combiner:
                 expected = [r.type for r in parent.results]
             else:
                 expected = [scalar(v.type.element) for v in parent.operands["operands"]
@@ -544,7 +569,7 @@ class Verifier:
             return
         target = None
         for parent in reversed(self.parents):
-            if parent.name != "if":
+            if not parent.spec.exits_pass:
                 target = parent
                 break
         target_name = target.name if target is not None else "entry"

@@ -1,7 +1,7 @@
 """Write src/format_tables.inc: the format facts the C++ reader needs, taken from the Python tables.
 
 The Python package (tilebc.version, tilebc.ir.types, tilebc.ops.enums, tilebc.binary.container and
-the tag constants in tilebc.binary.reader) is the single source of truth; this script turns it into
+the wire tags in tilebc.binary.tags) is the single source of truth; this script turns it into
 C++ initialisers so nothing is listed twice by hand.  tests/test_cpp_loader.py fails when the
 checked-in file differs from a fresh run.
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from tilebc import version as V
 from tilebc.binary import container as C
 from tilebc.binary import reader as R
+from tilebc.binary import tags as W
 from tilebc.binary.limits import DEFAULT_LIMITS
 from tilebc.binary.primitives import PADDING_BYTE
 from tilebc.ir import types as T
@@ -41,9 +42,9 @@ def render() -> str:
     lines.append(f"constexpr unsigned char kMagic[{len(C.MAGIC)}] = {{{magic}}};")
     lines.append(f"constexpr unsigned kPaddingByte = 0x{PADDING_BYTE:02X};")
     lines.append(f"constexpr unsigned kPreviewTagBit = 0x{C.PREVIEW_TAG_BIT:04x};")
-    lines.append(f"constexpr unsigned kFunctionFlagKernel = 0x{R.FUNCTION_FLAG_KERNEL:02x};")
-    lines.append(f"constexpr unsigned kFunctionFlagHints = 0x{R.FUNCTION_FLAG_HINTS:02x};")
-    lines.append(f"constexpr unsigned kFunctionFlagPrivate = 0x{R.FUNCTION_FLAG_PRIVATE:02x};")
+    lines.append(f"constexpr unsigned kFunctionFlagKernel = 0x{W.FUNCTION_FLAG_KERNEL:02x};")
+    lines.append(f"constexpr unsigned kFunctionFlagHints = 0x{W.FUNCTION_FLAG_HINTS:02x};")
+    lines.append(f"constexpr unsigned kFunctionFlagPrivate = 0x{W.FUNCTION_FLAG_PRIVATE:02x};")
     lines.append("constexpr Version kUnknownFunctionFlagsRefused = "
                  f"{ver(R.UNKNOWN_FUNCTION_FLAGS_REFUSED)};")
     lines.append(f"constexpr std::uint64_t kMaxTypeText = {DEFAULT_LIMITS.max_type_text};")
@@ -69,11 +70,11 @@ def render() -> str:
     lines.append("// Composite type tags and their first version.")
     for tag_name in ("TAG_POINTER", "TAG_TILE", "TAG_TENSOR_VIEW", "TAG_PARTITION_VIEW", "TAG_FUNCTION",
                      "TAG_TOKEN", "TAG_GATHER_SCATTER_VIEW", "TAG_STRIDED_VIEW"):
-        tag = getattr(R, tag_name)
+        tag = getattr(W, tag_name)
         camel = "k" + "".join(part.capitalize() for part in tag_name.split("_"))
-        lines.append(f"constexpr unsigned {camel} = {tag};  // since {R.COMPOSITE_TAG_SINCE[tag]}")
+        lines.append(f"constexpr unsigned {camel} = {tag};  // since {W.COMPOSITE_TAG_SINCE[tag]}")
     lines.append("constexpr CompositeInfo kComposites[] = {")
-    for tag, since in sorted(R.COMPOSITE_TAG_SINCE.items()):
+    for tag, since in sorted(W.COMPOSITE_TAG_SINCE.items()):
         lines.append(f"    {{{tag}, {ver(since)}}},")
     lines.append("};")
     lines.append("")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from tilebc.ops.enums import AtomicRMWMode, MemoryOrderingSemantics
 
 from . import dtypes
-from .lowerer import Tile
-from .memory import SCOPE, _and, order_after_token, set_result_token, view_addresses
+from .common import SCOPE, Tile, and_predicates as _and, order_after_token, set_result_token
+from .memory import view_addresses
 from .registry import lowers
 
 SEMANTICS = {MemoryOrderingSemantics.WEAK: "relaxed", MemoryOrderingSemantics.RELAXED: "relaxed",

@@ -4,7 +4,7 @@ from __future__ import annotations
 from tilebc.ops.enums import RoundingMode, Signedness
 
 from . import dtypes, softfloat
-from .elementwise import ROUND, map_slots
+from .common import ROUND, map_slots
 from .registry import lowers
 
 

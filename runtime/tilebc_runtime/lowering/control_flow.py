@@ -6,7 +6,7 @@ from __future__ import annotations
 from tilebc.ir.types import TileType
 
 from . import dtypes
-from .lowerer import AFTER_MEMORY, Frame, Tile
+from .common import AFTER_MEMORY, Frame, Tile
 from .registry import lowers
 
 

@@ -11,8 +11,7 @@ import re
 from tilebc.ir.types import TileType
 
 from . import dtypes
-from .lowerer import AFTER_MEMORY, Tile
-from .memory import order_after_token
+from .common import AFTER_MEMORY, Tile, order_after_token
 from .registry import lowers
 
 SPEC = re.compile(r"%%|%[-+ #0]*\d*(?:\.\d+)?(hh|h|ll|l|z|j|t|L)?([diouxXcfFeEgGaAsp])")

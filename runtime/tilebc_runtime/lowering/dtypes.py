@@ -144,7 +144,7 @@ _TF32_INCREMENT = {"rn": None, "rna": 0x1000, "rz": 0}
 
 
 def round_tf32(w, reg: str, rounding: str = "rn") -> str:
-    """`reg` (f32) rounded to tf32 (an f32 whose low 13 mantissa bits are zero), as tilebc.convert
+    """`reg` (f32) rounded to tf32 (an f32 whose low 13 mantissa bits are zero), as tilebc.numeric.convert
     does: rn = nearest even, rna = nearest away, rz = toward zero. Done on the bit pattern so it
     works on every target (cvt.rn.tf32.f32 needs sm_90, and there is no rz form); a NaN keeps its
     sign and leading payload bits, with payload bit 13 set when those are all zero."""

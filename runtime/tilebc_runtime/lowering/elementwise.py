@@ -21,25 +21,12 @@ from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMo
 
 from . import dtypes, f32math, f64math, intdiv
 from .folding import constant_array
-from .lowerer import Tile
+from .common import ROUND, Tile, map_slots
 from .registry import lowers
-
-ROUND = {RoundingMode.NEAREST_EVEN: "rn", RoundingMode.ZERO: "rz", RoundingMode.NEGATIVE_INF: "rm",
-         RoundingMode.POSITIVE_INF: "rp", RoundingMode.NEAREST_INT_TO_ZERO: "rn",
-         RoundingMode.NEAREST_AWAY: "rn", RoundingMode.FULL: "rn", RoundingMode.APPROX: "rn"}
 
 ATAN_COEFFS = (0.999999988082299, -0.33333120742995825, 0.1999371506313169, -0.14213185680470414,
                0.1068137263560257, -0.07596691502272468, 0.04385401862071097,
                -0.01682636167773477, 0.0030496670689966615)
-
-
-def map_slots(lw, op, compute) -> None:
-    """Result slot k = compute([operand slot k ...]) for an op with one tile result."""
-    operands = [lw.get(v) for v in op.operand_values]
-    result_type = op.results[0].type
-    regs = [compute([t.slot(k) for t in operands])
-            for k in range(lw.slots(result_type.num_elements))]
-    lw.set(op.results[0], Tile(result_type, regs))
 
 
 def _float_math(lw, op, compute, *, keep_f64=False, f64=None) -> None:

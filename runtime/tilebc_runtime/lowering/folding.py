@@ -18,7 +18,7 @@ from tilebc.ir.module import Op, Value
 from tilebc.ir.types import TileType
 from tilebc.ops.enums import Signedness
 
-from .lowerer import Tile
+from .common import Tile, element_bytes
 
 MAX_ELEMENTS = 1 << 14  # larger tiles are not worth evaluating at compile time
 INT_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
@@ -57,7 +57,6 @@ def _evaluate(lw, value: Value) -> Optional[np.ndarray]:
     if name == "iota":
         return _wrap(np.arange(value.type.num_elements, dtype=np.int64), bits).reshape(shape)
     if name == "constant":
-        from .shapes import element_bytes  # shapes imports this module
         raw = np.frombuffer(element_bytes(op.attrs["value"]), dtype=f"<i{bits // 8}")
         return raw.astype(np.int64).reshape(shape)
     sources = [constant_array(lw, v) for v in op.operand_values]

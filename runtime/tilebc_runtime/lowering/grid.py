@@ -1,7 +1,7 @@
 """Tile-block coordinates: a tile block is one CTA, so block ids and grid size are %ctaid / %nctaid."""
 from __future__ import annotations
 
-from .lowerer import Tile
+from .common import Tile
 from .registry import lowers
 
 

@@ -1,7 +1,8 @@
 """Lowering state for one entry: where every Tile IR value lives, the thread distribution of tiles,
 shared-memory exchanges between distributions, and the walk over regions.
 
-Distribution (one rule for every tile, so elementwise ops and reshape need no data movement):
+Default distribution (the Cyclic layout; values may hold other layouts, see layout.py and
+runtime/LAYOUTS.md, and are converted to this one for the lowerings that do not handle them):
   a tile of N elements (row-major linear index e) over a CTA of T threads gives thread t the slots
   k = 0 .. S-1, S = ceil(N/T), holding element e = (k*T + t) mod N. A 1-element tile (scalar) is held
   by every thread. When N < T several threads hold copies of an element; only its owner (k*T+t < N)
@@ -13,7 +14,6 @@ Distribution (one rule for every tile, so elementwise ops and reshape need no da
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
@@ -23,6 +23,8 @@ from tilebc.ir.module import Block, Function, Module, Op, Value
 from tilebc.ir.types import ElementType, PointerType, TileType
 
 from . import dtypes, intdiv
+from .common import AFTER_MEMORY, FRESH, Frame, SubView, TensorView, Tile, Token  # noqa: F401
+from .layout import UNIFORM, Cyclic, distinct_slots, register_map
 from .ptx import PtxWriter
 
 
@@ -33,73 +35,6 @@ from ..targets import STATIC_SHARED_LIMIT  # noqa: E402  (re-exported for the lo
 
 class LoweringError(TilebcError):
     """A Tile IR construct the JIT cannot lower (names the op and where it came from)."""
-
-
-class Tile:
-    """A tile value: one register per slot (a scalar has one register shared by all slots)."""
-
-    __slots__ = ("type", "regs")
-
-    def __init__(self, type: TileType, regs: List[str]):
-        self.type = type
-        self.regs = regs
-
-    @property
-    def element(self):
-        return self.type.element
-
-    @property
-    def count(self) -> int:
-        return self.type.num_elements
-
-    def slot(self, k: int) -> str:
-        return self.regs[0] if len(self.regs) == 1 else self.regs[k]
-
-    @property
-    def scalar(self) -> str:
-        return self.regs[0]
-
-
-class Token:
-    """A token's only run-time meaning for the JIT: whether it follows an earlier memory op."""
-
-    __slots__ = ("after_memory",)
-
-    def __init__(self, after_memory: bool):
-        self.after_memory = after_memory
-
-
-FRESH = Token(False)
-AFTER_MEMORY = Token(True)
-
-
-@dataclass
-class TensorView:
-    type: object  # TensorViewType
-    base: str  # .b64 register
-    shape: List[str]  # .b64 registers (static dims are materialised once)
-    strides: List[str]  # .b64 registers, in elements
-    # per stride: a .b32 register (or immediate) holding it when it fits in s32, else None; lets
-    # index * stride be one mul.wide.s32 instead of a 64-bit multiply
-    narrow_strides: Optional[List[Optional[str]]] = None
-
-
-@dataclass
-class SubView:
-    type: object  # PartitionViewType / StridedViewType / GatherScatterViewType
-    tensor: TensorView
-
-
-@dataclass
-class Frame:
-    """An enclosing construct terminators refer to."""
-
-    kind: str  # "if" | "loop" | "region"
-    results: List[List[str]] = field(default_factory=list)  # result registers per value
-    end: Optional[str] = None  # label after the construct
-    carried: List[List[str]] = field(default_factory=list)  # loop: carried registers per value
-    latch: Optional[str] = None  # loop: where `continue` goes
-    on_yield: Optional[Callable] = None  # region: receives the yielded tiles
 
 
 class Lowerer:
@@ -151,11 +86,53 @@ class Lowerer:
         return LoweringError(message, file=self.module.source, **where)
 
     # -- values --------------------------------------------------------------------------------
-    def get(self, value: Value):
+    def get(self, value: Value, any_layout: bool = False):
+        """The lowered value; a tile in another layout than Cyclic is converted to it unless the
+        caller handles any layout (`any_layout`)."""
+        key = self.forward.get(value, value)
         try:
-            return self.values[self.forward.get(value, value)]
+            lowered = self.values[key]
         except KeyError:
             raise self.error(self.w.current_op, f"value {value} used before the JIT defined it")
+        if any_layout or not isinstance(lowered, Tile) or lowered.layout is None \
+                or lowered.layout is UNIFORM:  # a splat reads the same everywhere
+            return lowered
+        return self.scoped(("cyclic of", key), lambda: self.convert(lowered, None))
+
+    def layout_of(self, tile: Tile):
+        """The tile's layout object (Cyclic for the default distribution)."""
+        return tile.layout if tile.layout is not None else Cyclic(tile.count, self.T)
+
+    def convert(self, tile: Tile, target) -> Tile:
+        """`tile` in layout `target` (None: Cyclic): register moves when every thread already
+        holds what it needs, else one exchange through shared memory."""
+        source = self.layout_of(tile)
+        want = target if target is not None else Cyclic(tile.count, self.T)
+        if source is UNIFORM:
+            return Tile(tile.type, tile.regs[:1] * (1 if target is None else want.slots), target)
+        if tile.count == 1 or source == want:
+            regs = tile.regs if tile.count > 1 else tile.regs[:1]
+            return Tile(tile.type, regs, None if isinstance(want, Cyclic) else want)
+        layout = None if isinstance(want, Cyclic) else want
+        mapping = register_map(source, want, self.T)
+        if mapping is not None:
+            return Tile(tile.type, [tile.regs[k] for k in mapping], layout)
+        [offset] = self.reserve_smem([self.smem_size_of(tile.type)])
+        for k in distinct_slots(source, self.T):
+            if tile.layout is None:
+                address = self.slot_address(offset, tile.count, k, tile.element)
+            else:
+                address = self.smem_address(offset, source.emit_index(self, k), tile.element)
+            self.store("shared", address, tile.regs[k], tile.element)
+        self.barrier()
+        out = []
+        for k in range(want.slots):
+            if layout is None:
+                out.append(self.smem_read_slot(offset, tile.count, k, tile.element))
+            else:
+                out.append(self.smem_read(offset, want.emit_index(self, k), tile.element))
+        self.barrier()
+        return Tile(tile.type, out, layout)
 
     def set(self, value: Value, lowered) -> None:
         self.values[value] = lowered
@@ -207,8 +184,9 @@ class Lowerer:
             return reg
         return self._cached(("e", count, k), make)
 
-    def multi_index(self, shape, k: int) -> List[str]:
-        """u32 registers: the multi-index (row-major) of slot k in a tile of `shape`."""
+    def multi_index(self, shape, k: int, layout=None) -> List[str]:
+        """u32 registers: the multi-index (row-major) of slot k in a tile of `shape` (held in
+        `layout`, default Cyclic)."""
         shape = tuple(shape)
         count = 1
         for dim in shape:
@@ -218,7 +196,7 @@ class Lowerer:
 
         def make():
             w = self.w
-            e = self.elem_index(count, k)
+            e = self.elem_index(count, k) if layout is None else layout.emit_index(self, k)
             result = []
             inner = count
             for dim in shape:
@@ -233,21 +211,26 @@ class Lowerer:
                 result.append(reg)
             return result
         with self.preamble():
-            return self._cached(("mi", shape, k), make)
+            return self._cached(("mi", shape, k, None if layout is None else layout.key()), make)
 
-    def slot_deltas(self, shape) -> List[Optional[tuple]]:
+    def slot_deltas(self, shape, layout=None) -> List[Optional[tuple]]:
         """Per slot k: multi_index(shape, k) - multi_index(shape, 0) when that difference is the
         same for every thread (so slot k's address is slot 0's plus a constant), else None.
         Holds e.g. for a [R, C] tile when C divides T (slot k is k*T/C rows further down)."""
         shape = tuple(shape)
-        key = ("deltas", shape)
+        key = ("deltas", shape, None if layout is None else layout.key())
         if key not in self._cache:
             count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-            slots = self.slots(count)
+            slots = self.slots(count) if layout is None else layout.slots
             deltas: List[Optional[tuple]] = [None] * slots
-            if count > 1 and count % self.T == 0:
+            if layout is not None and count > 1:
+                index = np.stack(np.unravel_index(layout.table(self.T), shape))
+            elif count > 1 and count % self.T == 0:
                 linear = np.arange(self.T)[None, :] + self.T * np.arange(slots)[:, None]
                 index = np.stack(np.unravel_index(linear, shape))  # [rank, slots, T]
+            else:
+                index = None
+            if index is not None:
                 moved = index - index[:, :1, :]
                 for k in range(slots):
                     if np.all(moved[:, k, :] == moved[:, k, :1]):

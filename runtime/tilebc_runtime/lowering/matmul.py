@@ -13,8 +13,8 @@ from tilebc.ir.types import ELEMENT_TYPES, TileType
 from tilebc.ops.enums import Signedness
 
 from . import dtypes, intdiv, softfloat
-from ..targets import max_shared_per_block
-from .lowerer import STATIC_SHARED_LIMIT, Tile
+from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
+from .common import Tile
 from .registry import lowers
 
 

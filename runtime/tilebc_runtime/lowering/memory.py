@@ -9,30 +9,17 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from tilebc.ir.types import (GatherScatterViewType, PartitionViewType, StridedViewType, TensorViewType,
-                             TokenType)
-from tilebc.convert import float_to_bits
-from tilebc.ops.enums import MemoryOrderingSemantics, MemoryScope, PaddingValue
+from tilebc.ir.types import (GatherScatterViewType, PartitionViewType, StridedViewType,
+                             TensorViewType)
+from tilebc.numeric.convert import float_to_bits
+from tilebc.ops.enums import MemoryOrderingSemantics, PaddingValue
 
 from . import dtypes, intdiv
-from .lowerer import AFTER_MEMORY, SubView, TensorView, Tile
+from .anchors import divisor, flow_is_layout_free, rows_layout
+from .common import (SCOPE, SubView, TensorView, Tile, and_predicates as _and, immediate,
+                     order_after_token, set_result_token)
+from .layout import UNIFORM, Blocked, distinct_slots
 from .registry import lowers
-from .shapes import immediate
-
-SCOPE = {MemoryScope.TL_BLK: "cta", MemoryScope.DEVICE: "gpu", MemoryScope.SYS: "sys"}
-
-
-def order_after_token(lw, op) -> None:
-    token = op.operands.get("token")
-    if token is not None and getattr(lw.get(token), "after_memory", False):
-        lw.barrier()
-
-
-def set_result_token(lw, op) -> None:
-    for result in op.results:
-        if isinstance(result.type, TokenType):
-            lw.set(result, AFTER_MEMORY)
-
 
 def qualifiers(op, *, store: bool) -> str:
     """ld/st memory-ordering qualifiers for the op's ordering and scope attributes."""
@@ -56,6 +43,15 @@ def lower_make_tensor_view(lw, op):
     dynamic_shape = iter(op.operands["dynamicShape"])
     dynamic_strides = iter(op.operands["dynamicStrides"])
 
+    def power(static, values):
+        if static is not None:
+            return static & -static if static else 1 << 30
+        return divisor(lw, next(values))
+    shape_values = iter(op.operands["dynamicShape"])
+    stride_values = iter(op.operands["dynamicStrides"])
+    shape_div = [power(d, shape_values) for d in view_type.shape]
+    stride_div = [power(d, stride_values) for d in view_type.strides]
+
     def materialise(static, dynamic):
         if static is not None:
             return lw.const_b64(static)
@@ -70,7 +66,8 @@ def lower_make_tensor_view(lw, op):
         tile = lw.get(next(dynamic_strides))
         strides.append(lw.scalar_s64(tile))
         narrow.append(_narrow_s32(tile))
-    lw.set(op.results[0], TensorView(view_type, base, shape, strides, narrow))
+    lw.set(op.results[0], TensorView(view_type, base, shape, strides, narrow,
+                                     divisor(lw, op.operands["base"]), shape_div, stride_div))
 
 
 def _narrow_s32(tile: Tile) -> Optional[str]:
@@ -160,8 +157,9 @@ def padding_register(lw, element, padding: Optional[PaddingValue]) -> str:
     return immediate(lw, element, float_to_bits(value, element).to_bytes(size, "little"))
 
 
-def view_addresses(lw, op, view: SubView, indices, tile_shape):
-    """Per slot of the accessed tile: (.b64 address, in-bounds predicate or None)."""
+def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slots=None):
+    """Per slot of the accessed tile (held in `layout`, default Cyclic; only the slots listed
+    in `slots` when given): (.b64 address, in-bounds predicate or None)."""
     w = lw.w
     vt = view.type
     tensor = view.tensor
@@ -198,16 +196,19 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape):
         sparse_coords = lw.scoped(key, lambda: _gather_sparse(lw, sparse_tile, tile_shape, sparse))
         return _gather_addresses(lw, tensor, dims, checked, starts, sparse, sparse_coords,
                                  tile_shape, element_size)
-    deltas = lw.slot_deltas(tile_shape)
+    deltas = lw.slot_deltas(tile_shape, layout)
     first = None  # slot 0's (address, per-dim coordinates, per-dim predicates)
     byte_strides = {}
     result = []
-    for k in range(lw.slots(count)):
-        if first is not None and deltas[k] is not None:
-            result.append(_shifted_address(lw, tensor, dims, checked, first, deltas[k],
+    if slots is None:
+        slots = range(lw.slots(count) if layout is None else layout.slots)
+    for k in slots:
+        if first is not None and deltas[k] is not None and deltas[first[4]] is not None:
+            delta = tuple(a - b for a, b in zip(deltas[k], deltas[first[4]]))
+            result.append(_shifted_address(lw, tensor, dims, checked, first, delta,
                                            byte_strides, element_size))
             continue
-        mi = lw.multi_index(tile_shape, k)
+        mi = lw.multi_index(tile_shape, k, layout)
         address = tensor.base
         coords, oks = [], []
         for i, dim in enumerate(dims):
@@ -227,8 +228,8 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape):
         in_bounds = None
         for ok in oks:
             in_bounds = _and(lw, in_bounds, ok)
-        if k == 0:
-            first = (address, coords, oks, {})
+        if first is None:
+            first = (address, coords, oks, {}, k)
         result.append((address, in_bounds))
     return result
 
@@ -237,7 +238,7 @@ def _shifted_address(lw, tensor, dims, checked, first, delta, byte_strides, elem
     """(address, predicate) of a slot whose multi-index is slot 0's plus the constant `delta`:
     slot 0's address plus delta * stride per moved dim; only moved dims are re-checked."""
     w = lw.w
-    address, coords, oks, fixed = first
+    address, coords, oks, fixed, _ = first
     moved = [i for i, d in enumerate(delta) if d]
     for i in moved:
         dim = dims[i]
@@ -349,14 +350,84 @@ def _gather_sparse(lw, index_tile: Tile, tile_shape, sparse: int) -> List[tuple]
     return coords
 
 
-def _and(lw, a, b):
-    if a is None:
-        return b
-    if b is None:
-        return a
-    out = lw.w.reg("pred")
-    lw.w(f"and.pred {out}, {a}, {b}")
-    return out
+# element types whose registers and memory type are the same width (ld/st.v need that)
+VECTOR_TYPES = ("f16", "bf16", "f32", "f64", "i32", "i64")
+
+
+def vector_width(lw, op, view: SubView, tile_shape, element, quals: str) -> int:
+    """Elements per vector access (ld/st.v2/v4, at most 16 bytes) that this view access is
+    proven to allow: a partition view whose last tile dim runs along a stride-1 tensor dim, an
+    aligned base, other strides multiples of the vector, and a blocked layout that fits the
+    tile (1: scalar accesses)."""
+    vt = view.type
+    tensor = view.tensor
+    if not isinstance(vt, PartitionViewType) or quals or tensor.stride_div is None:
+        return 1
+    if dtypes.name_of(element) not in VECTOR_TYPES or not tile_shape:
+        return 1
+    size = dtypes.byte_size(element)
+    dims = _dim_map(vt)
+    last = dims[-1]
+    if tensor.type.strides[last] != 1:
+        return 1
+    count = 1
+    for d in tile_shape:
+        count *= d
+    vec = min(4, 16 // size, tile_shape[-1])
+    while vec > 1 and (count % (vec * lw.T) or tensor.base_align % (vec * size)
+                       or any(tensor.stride_div[d] % vec for d in dims if d != last)):
+        vec //= 2
+    return vec
+
+
+def _vector_guards(lw, op, view, vec, addresses):
+    """Per run of `vec` slots: (predicate for the vector access or None, predicate for the
+    element-by-element tail or None). The run is wholly inside or wholly outside the tensor
+    when the last dim is unchecked or its extent a multiple of vec; else the vector access
+    needs its last element inside and the rest goes element by element."""
+    w = lw.w
+    last = _dim_map(view.type)[-1]
+    inbounds = list(op.attrs.get("inbounds") or ())
+    checked = not (len(inbounds) >= len(_dim_map(view.type)) and inbounds[-1])
+    whole = not checked or view.tensor.shape_div[last] % vec == 0
+    guards = []
+    for start in range(0, len(addresses), vec):
+        first_ok = addresses[start][1]
+        if whole:
+            guards.append((first_ok, None))
+            continue
+        all_in = addresses[start + vec - 1][1]
+        tail = w.reg("pred")
+        w(f"not.pred {tail}, {all_in}")
+        guards.append((all_in, tail))
+    return guards
+
+
+def _vector_load(lw, op, view, result_type, padding, vec):
+    from .layout import Blocked
+    w = lw.w
+    element = result_type.element
+    layout = Blocked(result_type.num_elements, lw.T, vec)
+    addresses = view_addresses(lw, op, view, op.operands["index"], result_type.shape, layout)
+    cls = dtypes.reg_class(element)
+    memtype = dtypes.mem_type(element)
+    space = lw.space_suffix()
+    regs = []
+    for (ok, tail), start in zip(_vector_guards(lw, op, view, vec, addresses),
+                                 range(0, len(addresses), vec)):
+        run = [w.reg(cls) for _ in range(vec)]
+        if ok is not None:
+            for reg in run:
+                w(f"mov.{dtypes.mov_type(cls)} {reg}, {padding}")
+        guard = f"@{ok} " if ok is not None else ""
+        w(f"{guard}ld{space}.v{vec}.{memtype} {{{', '.join(run)}}}, [{addresses[start][0]}]")
+        if tail is not None:
+            for j, reg in enumerate(run):
+                address, element_ok = addresses[start + j]
+                both = _and(lw, tail, element_ok)
+                w(f"@{both} ld{space}.{memtype} {reg}, [{address}]")
+        regs += run
+    return Tile(result_type, regs, layout)
 
 
 @lowers("load_view_tko")
@@ -367,19 +438,62 @@ def lower_load_view(lw, op):
     element = result_type.element
     padding = padding_register(lw, element, getattr(view.type, "padding_value", None))
     quals = qualifiers(op, store=False)
+    vec = vector_width(lw, op, view, result_type.shape, element, quals)
+    if vec > 1 and flow_is_layout_free(lw, op.results[0]):
+        lw.set(op.results[0], _vector_load(lw, op, view, result_type, padding, vec))
+        set_result_token(lw, op)
+        return
+    layout = None
+    if not isinstance(view.type, GatherScatterViewType):
+        layout = rows_layout(lw, op.results[0])
     regs = []
-    for address, ok in view_addresses(lw, op, view, op.operands["index"], result_type.shape):
+    for address, ok in view_addresses(lw, op, view, op.operands["index"], result_type.shape,
+                                      layout):
         regs.append(lw.load(lw.pointer_space, address, element, quals, predicate=ok, default=padding))
-    lw.set(op.results[0], Tile(result_type, regs))
+    lw.set(op.results[0], Tile(result_type, regs, layout))
     set_result_token(lw, op)
+
+
+def _vector_store(lw, op, view, tile, vec, quals):
+    w = lw.w
+    addresses = view_addresses(lw, op, view, op.operands["index"], tile.type.shape, tile.layout)
+    memtype = dtypes.mem_type(tile.element)
+    space = lw.space_suffix()
+    for (ok, tail), start in zip(_vector_guards(lw, op, view, vec, addresses),
+                                 range(0, len(addresses), vec)):
+        run = tile.regs[start:start + vec]
+        guard = f"@{ok} " if ok is not None else ""
+        w(f"{guard}st{space}.v{vec}.{memtype} [{addresses[start][0]}], {{{', '.join(run)}}}")
+        if tail is not None:
+            for j, reg in enumerate(run):
+                address, element_ok = addresses[start + j]
+                both = _and(lw, tail, element_ok)
+                w(f"@{both} st{space}.{memtype} [{address}], {reg}")
 
 
 @lowers("store_view_tko")
 def lower_store_view(lw, op):
     order_after_token(lw, op)
-    tile: Tile = lw.get(op.operands["tile"])
+    tile: Tile = lw.get(op.operands["tile"], any_layout=True)
     view: SubView = lw.get(op.operands["view"])
     quals = qualifiers(op, store=True)
+    if tile.layout is not None and tile.layout is not UNIFORM \
+            and not isinstance(view.type, GatherScatterViewType):
+        # stored from the layout it is held in: each distinct slot once; copies of an element
+        # in other threads store the same value
+        vec = vector_width(lw, op, view, tile.type.shape, tile.element, quals)
+        if vec > 1 and tile.layout == Blocked(tile.count, lw.T, vec):
+            _vector_store(lw, op, view, tile, vec, quals)
+            set_result_token(lw, op)
+            return
+        slots = distinct_slots(tile.layout, lw.T)
+        addresses = view_addresses(lw, op, view, op.operands["index"], tile.type.shape,
+                                   tile.layout, slots)
+        for k, (address, ok) in zip(slots, addresses):
+            lw.store(lw.pointer_space, address, tile.regs[k], tile.element, quals, predicate=ok)
+        set_result_token(lw, op)
+        return
+    tile = lw.get(op.operands["tile"])
     addresses = view_addresses(lw, op, view, op.operands["index"], tile.type.shape)
     for k, (address, ok) in enumerate(addresses):
         guard = _and(lw, lw.owner(tile.count, k), ok)

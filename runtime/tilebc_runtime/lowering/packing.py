@@ -7,7 +7,7 @@ stores its slots at their linear position, then reads the elements of the other 
 from __future__ import annotations
 
 from . import dtypes
-from .lowerer import Tile
+from .common import Tile
 from .registry import lowers
 
 

@@ -22,9 +22,10 @@ PTX_SUBSET = {
     "mov": "copy / immediates / special registers (%tid, %ctaid, %nctaid) / shared symbol address",
     "ld": "global, shared, const, param loads (optionally .relaxed/.acquire with a scope); with no "
           "state space (generic address) in kernels that contain an alloca; ld.const.f32 reads the "
-          "f32 decode tables of software float formats (softfloat.py)",
+          "f32 decode tables of software float formats (softfloat.py); ld.global.v2/.v4 for "
+          "view loads proven aligned (memory.vector_width)",
     "st": "global, shared, local stores (optionally .relaxed/.release with a scope); generic (no "
-          "state space) in kernels that contain an alloca",
+          "state space) in kernels that contain an alloca; st.global.v2/.v4 as for ld",
     "cvt": "integer widen/narrow, int<->float, float<->float incl. bf16 and fp8 pairs; cvt.u16.u32 / "
            "cvt.u32.u64 truncate to the low bits",
     "cvta": "local -> generic address for vprintf argument buffers; shared -> generic for alloca "

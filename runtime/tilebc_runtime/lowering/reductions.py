@@ -18,12 +18,14 @@ exchange through two alternating shared-memory buffers (one barrier per step).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tilebc.ir.types import TileType
 
 from . import dtypes, intdiv
-from .lowerer import Frame, Tile
+from .layout import UNIFORM
+from .common import Frame, Tile, immediate
 from .registry import lowers
-from .shapes import immediate
 
 
 def _identity_register(lw, attr, element):
@@ -271,9 +273,274 @@ def _tree_reduce(lw, op):
         lw.set(result, Tile(result.type, regs))
 
 
+# combiners whose result does not depend on the order of their operands (bit for bit), so the
+# partial results of a reduction may be combined in any order and lane pairing
+COMMUTATIVE = {"addf", "mulf", "maxf", "minf", "addi", "muli", "maxi", "mini", "andi", "ori",
+               "xori"}
+
+
+def commutative(op) -> bool:
+    """The combiner region is one commutative op of its two arguments, yielded."""
+    if len(op.operand_values) != 1:
+        return False
+    block = op.regions[0].blocks[0]
+    if len(block.ops) != 2 or len(block.args) != 2:
+        return False
+    body, end = block.ops
+    return (body.name in COMMUTATIVE and end.name == "yield"
+            and sorted(map(id, body.operand_values)) == sorted(map(id, block.args))
+            and list(end.operand_values) == [body.results[0]])
+
+
+def _plan(layout, shape, dim, threads, ordered):
+    """How a reduction along `dim` of a tile held in `layout` runs in three stages, or None when
+    the layout does not allow it with code that is the same for every thread:
+    (groups: per output slot group the source slots combined in-thread, in element order,
+     masks: xor lane masks of the shuffle butterflies (with `ordered`, the lane whose mask bit
+     is clear holds the earlier elements),
+     warp_masks: bits of the warp index over which the shared-memory step combines (none: no
+     step; with `ordered` lower warps hold earlier elements),
+     slot_group: per source slot, its group).
+    Worked out on arrays: parts[g, t] holds the sorted element indices partial g of thread t
+    combines so far (the same count everywhere, or the plan is rejected)."""
+    from .layout import Sliced
+    table = layout.table(threads)
+    out = Sliced(layout, shape, dim).table(threads)
+    length = shape[dim]
+    inner = int(np.prod(shape[dim + 1:], dtype=np.int64))
+    # in-thread: slots with the same output in every thread (copies of a slot are dropped)
+    groups, slot_group, seen_rows, by_output = [], [], {}, {}
+    for k in range(table.shape[0]):
+        row = table[k].tobytes()
+        if row in seen_rows:
+            slot_group.append(slot_group[seen_rows[row]])
+            continue
+        seen_rows[row] = k
+        g = by_output.setdefault(out[k].tobytes(), len(groups))
+        if g == len(groups):
+            groups.append([])
+        groups[g].append(k)
+        slot_group.append(g)
+    if len({len(members) for members in groups}) != 1:
+        return None
+    outputs = out[[members[0] for members in groups]]  # [groups, threads]
+    if len(groups) > 1 and (np.diff(np.sort(outputs, axis=0), axis=0) == 0).any():
+        return None  # two groups feed one output in some thread: grouping differs by thread
+    for members in groups:
+        order = np.argsort(table[members], axis=0, kind="stable")
+        if not (order == order[:, :1]).all():
+            return None  # the element order of a thread's slots differs between threads
+        members[:] = [members[i] for i in order[:, 0]]
+    parts = np.stack([table[members].T for members in groups])  # [groups, threads, n]
+    if (np.diff(parts, axis=2) == 0).any():
+        return None  # a copy in some threads only
+
+    def span(values):  # positions along the reduced dim: last - first + 1
+        positions = (values // inner) % length
+        return positions[..., -1] - positions[..., 0] + 1
+    if ordered and (span(parts) != parts.shape[2]).any():
+        return None  # a thread's slots of one output must be a run of neighbours
+    lanes = np.arange(threads)
+
+    def step(partner):
+        """Combine each partial with the partner thread's: True (combined), False (copies or
+        other outputs: nothing to do), None (not possible)."""
+        nonlocal parts
+        if not (outputs == outputs[:, partner]).all():
+            return False
+        other = parts[:, partner, :]
+        if (parts == other).all():
+            return False
+        joined = np.sort(np.concatenate([parts, other], axis=2), axis=2)
+        if (np.diff(joined, axis=2) == 0).any():
+            return None  # overlapping parts
+        if ordered:
+            lower = (lanes < partner)[None, :]
+            left = np.where(lower, parts[..., -1], other[..., -1])
+            right = np.where(lower, other[..., 0], parts[..., 0])
+            if (left >= right).any() or (span(joined) != joined.shape[2]).any():
+                return None
+        parts = joined
+        return True
+    masks = []
+    for mask in (1, 2, 4, 8, 16):
+        done = step(lanes ^ mask)
+        if done is None:
+            return None
+        if done:
+            masks.append(mask)
+    if parts.shape[2] == length:
+        return groups, masks, [], slot_group
+    # across warps, the same way over the bits of the warp index: the warps whose parts make
+    # up an output differ in those bits only; each warp's part of each output goes to one
+    # shared-memory cell, so within a warp all holders of an output must hold the same part
+    keys = ((lanes // 32)[None, :] * (int(outputs.max()) + 1) + outputs).ravel()
+    flat = parts.reshape(-1, parts.shape[2])
+    order = np.argsort(keys, kind="stable")
+    same = keys[order][1:] == keys[order][:-1]
+    if (flat[order][1:][same] != flat[order][:-1][same]).any():
+        return None
+    warp_masks, mask = [], 1
+    while mask < threads // 32:
+        partner = lanes ^ (32 * mask)
+        if partner.max() >= threads:
+            return None  # warps not a power of two
+        done = step(partner)
+        if done is None:
+            return None
+        if done:
+            warp_masks.append(mask)
+        mask *= 2
+    if parts.shape[2] != length:
+        return None
+    return groups, masks, warp_masks, slot_group
+
+
+def _plan_cost(plan, operands: int) -> int:
+    """Serial steps per thread of a layout plan with lane-order fix-ups (a combine, and per
+    operand a shuffle and two selects, per butterfly), in choose_tree's units."""
+    groups, masks, warp_masks, _ = plan
+    per_group = max(len(m) for m in groups) - 1 + len(masks) * (1 + 3 * operands // 2)
+    return len(groups) * (per_group + (1 << len(warp_masks)) - 1) + (4 if warp_masks else 0)
+
+
+def _tree_cost(threads: int, outputs: int, length: int) -> int:
+    """The same for the general tree: choose_tree's cost plus its shared-memory round trips."""
+    lanes, segments = choose_tree(threads, outputs, length)
+    groups = threads // lanes
+    rounds = -(-outputs * segments // groups)
+    chunk = -(-length // (lanes * segments))
+    # + the sources' trip through shared memory and the walk's set-up (measured on the model:
+    # a [4, 32] argmax is faster in its layout, an [8, 32] one through the tree)
+    cost = rounds * (chunk + 2 * (lanes.bit_length() - 1)) + 12
+    return cost + (4 if outputs > 1 or segments > 1 else 0)
+
+
+def _tree(lw, op, values):
+    """Combine a list of partials (each a list of registers, one per operand) pairwise,
+    neighbours first, so the element order is kept and independent combines come first."""
+    while len(values) > 1:
+        paired = [_combine(lw, op, a, b) for a, b in zip(values[::2], values[1::2])]
+        values = paired + ([values[-1]] if len(values) % 2 else [])
+    return values[0]
+
+
+def _layout_reduce(lw, op) -> bool:
+    """A reduction on the source's own layout: in-thread, shuffle butterflies (lane-order
+    fix-ups only for combiners that need not commute), then at most one shared-memory step
+    across warps; the result stays in the sliced layout (in every thread that holds a part of
+    its row). False when the plan does not apply."""
+    from .layout import Sliced
+    w = lw.w
+    sources = [lw.get(v, any_layout=True) for v in op.operand_values]
+    layouts = {s.layout for s in sources if s.layout is not UNIFORM}
+    if len(layouts) > 1:
+        sources = [lw.get(v) for v in op.operand_values]
+    elif not layouts:
+        return False  # splats only
+    source = next(s for s in sources if s.layout is not UNIFORM)
+    if source.count == 1 or lw.T % 32:
+        return False
+    layout = lw.layout_of(source)
+    shape, dim = tuple(source.type.shape), op.attrs["dim"]
+    if layout.slots * lw.T > 1 << 14:
+        return False  # planning time grows with elements x slots; larger tiles: general path
+    ordered = not commutative(op)
+    plan = _plan(layout, shape, dim, lw.T, ordered)
+    if plan is None:
+        return False
+    groups, masks, warp_masks, slot_group = plan
+    outputs = op.results[0].type.num_elements
+    if ordered and _plan_cost(plan, len(sources)) > _tree_cost(lw.T, outputs, shape[dim]):
+        return False
+    elements = [s.element for s in sources]
+    partial = [_tree(lw, op, [[s.slot(k) for s in sources] for k in members])
+               for members in groups]
+    tid = lw.tid()
+    for mask in masks:
+        upper = None
+        if ordered:  # the lane with the mask bit set holds the later elements
+            bit, upper = w.reg("b32"), w.reg("pred")
+            w(f"and.b32 {bit}, {tid}, {mask}")
+            w(f"setp.ne.u32 {upper}, {bit}, 0")
+        stepped = []
+        for values in partial:
+            others = [shuffle_xor(lw, v, e, mask) for v, e in zip(values, elements)]
+            if upper is None:
+                stepped.append(_combine(lw, op, values, others))
+                continue
+            left = [lw.select(upper, o, v, e) for v, o, e in zip(values, others, elements)]
+            right = [lw.select(upper, v, o, e) for v, o, e in zip(values, others, elements)]
+            stepped.append(_combine(lw, op, left, right))
+        partial = stepped
+    result_types = [r.type for r in op.results]
+    sliced = Sliced(layout, shape, dim)
+    if warp_masks:
+        sizes = [dtypes.byte_size(e) for e in elements]
+        offsets = lw.reserve_smem([(lw.T // 32) * outputs * size for size in sizes])
+
+        def make_warp():
+            reg = w.reg("b32")
+            w(f"shr.u32 {reg}, {tid}, 5")
+            return reg
+        warp = lw._cached(("warp",), make_warp)
+        span = 0
+        for mask in masks:
+            span |= mask
+        leader = None
+        if span:  # one lane of each butterfly group writes
+            bits = w.reg("b32")
+            leader = w.reg("pred")
+            w(f"and.b32 {bits}, {tid}, {span}")
+            w(f"setp.eq.u32 {leader}, {bits}, 0")
+        for g, members in enumerate(groups):
+            index = w.reg("b32")
+            w(f"mad.lo.u32 {index}, {warp}, {outputs}, {sliced.emit_index(lw, members[0])}")
+            for value, element, offset in zip(partial[g], elements, offsets):
+                lw.store("shared", lw.smem_address(offset, index, element), value, element,
+                         predicate=leader)
+        lw.barrier()
+        # every thread combines the warps' parts in increasing warp order, so all copies of an
+        # output are equal bit for bit (and the element order is kept)
+        warp_span = 0
+        for mask in warp_masks:
+            warp_span |= mask
+        first = w.reg("b32")
+        w(f"and.b32 {first}, {warp}, {~warp_span & 0xFFFFFFFF}")
+        choices = [c for c in range(warp_span + 1) if not c & ~warp_span]
+        combined = []
+        for g, members in enumerate(groups):
+            cell = w.reg("b32")
+            w(f"mad.lo.u32 {cell}, {first}, {outputs}, {sliced.emit_index(lw, members[0])}")
+            addresses = [lw.smem_address(0, cell, element) for element in elements]
+            value = None
+            for choice in choices:  # warp `first | choice`: a constant offset from warp `first`
+                part = [lw.load("shared", f"{address}+{offset + choice * outputs * size}",
+                                element)
+                        for address, offset, element, size in zip(addresses, offsets, elements,
+                                                                  sizes)]
+                value = part if value is None else _combine(lw, op, value, part)
+            combined.append(value)
+        lw.barrier()
+        partial = combined
+    for i, (result, result_type) in enumerate(zip(op.results, result_types)):
+        if outputs == 1:
+            lw.set(result, Tile(result_type, [partial[0][i]]))
+        else:
+            lw.set(result, Tile(result_type, [partial[slot_group[k]][i]
+                                              for k in range(layout.slots)], sliced))
+    return True
+
+
 @lowers("reduce")
 def lower_reduce(lw, op):
-    _tree_reduce(lw, op)
+    if op.operand_values[0].type.num_elements == 1:
+        # one element: the reduction is that element (the combiner never runs)
+        for value, result in zip(op.operand_values, op.results):
+            lw.set(result, Tile(result.type, [lw.get(value).scalar]))
+        return
+    if not _layout_reduce(lw, op):
+        _tree_reduce(lw, op)
 
 
 @lowers("scan")

@@ -35,8 +35,3 @@ def lowers(*mnemonics: str, expands: bool = False):
         return function
     return register
 
-
-def load_all() -> None:
-    """Import every op-family module so their hooks register (idempotent)."""
-    from . import (atomics, casts, control_flow, debug, elementwise, grid, matmul,  # noqa: F401
-                   memory, packing, reductions, shapes)

@@ -7,50 +7,13 @@ from __future__ import annotations
 import numpy as np
 
 from tilebc.ir.types import TileType
-from tilebc.numerics import NUMPY_DTYPES
+from tilebc.numeric.numerics import NUMPY_DTYPES
 
 from . import dtypes
+from .common import AFTER_MEMORY, FRESH, Tile, element_bytes, immediate
 from .folding import fold_shape_op
-from .lowerer import AFTER_MEMORY, FRESH, Tile
+from .layout import UNIFORM
 from .registry import lowers
-
-
-def element_bytes(attr) -> bytes:
-    """Dense constant payload as one little-endian storage unit per element (i1: one byte each)."""
-    tile_type = attr.type
-    count = tile_type.num_elements
-    name = dtypes.name_of(tile_type.element)
-    if name == "i1":
-        if attr.is_splat:
-            return bytes([1 if attr.data[0] else 0]) * count
-        bits = np.unpackbits(np.frombuffer(attr.data, np.uint8), bitorder="little")[:count]
-        return bits.astype(np.uint8).tobytes()
-    size = dtypes.byte_size(tile_type.element)
-    if attr.is_splat:
-        return bytes(attr.data[:size]) * count
-    return bytes(attr.data)
-
-
-def immediate(lw, element, raw: bytes) -> str:
-    """A fresh register holding one element given by its little-endian storage bytes."""
-    w = lw.w
-    name = dtypes.name_of(element)
-    cls = dtypes.reg_class(element)
-    value = int.from_bytes(raw, "little")
-    reg = w.reg(cls)
-    if cls == "pred":
-        w(f"setp.ne.u32 {reg}, {lw.const_u32(value & 1)}, 0")
-    elif cls == "b16":
-        w(f"mov.b16 {reg}, {value & 0xFFFF}")
-    elif cls == "b32" and name != "ptr":
-        w(f"mov.b32 {reg}, {int.from_bytes(raw, 'little', signed=True)}")
-    elif cls == "b64":
-        w(f"mov.b64 {reg}, {int.from_bytes(raw, 'little', signed=True)}")
-    elif cls == "f32":
-        w(f"mov.f32 {reg}, 0f{value & 0xFFFFFFFF:08X}")
-    elif cls == "f64":
-        w(f"mov.f64 {reg}, 0d{value:016X}")
-    return reg
 
 
 @lowers("constant")
@@ -61,7 +24,8 @@ def lower_constant(lw, op):
     size = 1 if dtypes.name_of(element) == "i1" else dtypes.byte_size(element)
     payload = element_bytes(attr)
     if attr.is_splat or result_type.num_elements == 1:
-        lw.set(op.results[0], Tile(result_type, [immediate(lw, element, payload[:size])]))
+        lw.set(op.results[0], Tile(result_type, [immediate(lw, element, payload[:size])],
+                                   UNIFORM if result_type.num_elements > 1 else None))
         return
     # A non-splat constant lives in the constant bank; each slot loads its element.
     name = f"{lw.prefix}_const{len(lw.const_arrays)}"
@@ -100,13 +64,14 @@ def lower_iota(lw, op):
 
 @lowers("reshape")
 def lower_reshape(lw, op):
-    source = lw.get(op.operand_values[0])
-    lw.set(op.results[0], Tile(op.results[0].type, source.regs))
+    # layouts place linear indices, which a reshape keeps
+    source = lw.get(op.operand_values[0], any_layout=True)
+    lw.set(op.results[0], Tile(op.results[0].type, source.regs, source.layout))
 
 
 @lowers("assume")
 def lower_assume(lw, op):
-    lw.set(op.results[0], lw.get(op.operand_values[0]))
+    lw.set(op.results[0], lw.get(op.operand_values[0], any_layout=True))
 
 
 @lowers("make_token", "join_tokens")
@@ -121,17 +86,47 @@ def lower_token(lw, op):
 def lower_broadcast(lw, op):
     if fold_shape_op(lw, op):
         return
-    source = lw.get(op.operand_values[0])
+    source = lw.get(op.operand_values[0], any_layout=True)
     result_type = op.results[0].type
-    if source.count == 1:
-        lw.set(op.results[0], Tile(result_type, [source.scalar]))
+    if source.count == 1 or source.layout is UNIFORM:
+        lw.set(op.results[0], Tile(result_type, [source.scalar], UNIFORM))
         return
     src_shape = source.type.shape
+    free = _broadcast_in_registers(lw, source, result_type)
+    if free is not None:
+        lw.set(op.results[0], free)
+        return
+    source = lw.get(op.operand_values[0])
 
     def index(k, mi):
         picked = [lw.const_u32(0) if s == 1 else m for s, m in zip(src_shape, mi)]
         return 0, lw.linear_index(picked, src_shape)
     lw.set(op.results[0], lw.gather([source], result_type, index))
+
+
+def _broadcast_in_registers(lw, source, result_type):
+    """The broadcast as register moves when every thread already holds the source elements its
+    result slots need: into the source's parent layout when the source is a reduction's result
+    (softmax's row maximum back over the row), else into Cyclic (e.g. a [1, C] row over [R, C]
+    when C divides the thread count). None when data would have to move between threads."""
+    from .layout import Cyclic, Sliced, register_map
+    src_shape, shape = tuple(source.type.shape), tuple(result_type.shape)
+
+    def to_source(linear):
+        index = np.unravel_index(linear, shape)
+        picked = [np.zeros_like(i) if s == 1 else i for s, i in zip(src_shape, index)]
+        return np.ravel_multi_index(picked, src_shape)
+    layout = lw.layout_of(source)
+    candidates = []
+    if isinstance(layout, Sliced) and layout.parent.count == result_type.num_elements:
+        candidates.append(layout.parent)
+    candidates.append(Cyclic(result_type.num_elements, lw.T))
+    for target in candidates:
+        mapping = register_map(layout, target, lw.T, to_source)
+        if mapping is not None:
+            return Tile(result_type, [source.regs[k] for k in mapping],
+                        None if isinstance(target, Cyclic) else target)
+    return None
 
 
 @lowers("permute")

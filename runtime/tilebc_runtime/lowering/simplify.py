@@ -11,6 +11,7 @@ from typing import Dict, Set
 
 from tilebc.ir.module import Function, Op, Value
 from tilebc.ir.types import TileType, TokenType
+from tilebc.ops.spec import Effects
 
 from .folding import constant_array
 
@@ -81,10 +82,15 @@ def _extracted_operand(lw, op: Op, resolve):
     return None
 
 
+# Effects (op table) of ops that may go when nothing uses their results: none, or none on memory
+# (assume), or a scratch allocation nobody reads.
+_DROPPABLE = (Effects.NONE, Effects.UNDECLARED, Effects.ALLOC)
+
+
 def _removable(op: Op) -> bool:
-    """No effect besides its results: tile results only (ops with tokens touch memory or order
-    it), no regions, not a terminator."""
-    if not op.results or op.regions or op.spec.terminator:
+    """No effect besides its results, which are tiles (tokens and views are kept for the
+    lowering's bookkeeping); no regions, not a terminator."""
+    if not op.results or op.regions or op.spec.terminator or op.spec.effects not in _DROPPABLE:
         return False
     return not any(isinstance(r.type, TokenType) for r in op.results) and \
         all(isinstance(r.type, TileType) for r in op.results)

@@ -4,13 +4,13 @@ Covers f4E2M1FN, fnv8E5M3FNU and f8E8M0FNU everywhere, and f8E4M3FN / f8E5M2 bel
 cvt .e4m3x2/.e5m2x2 there). PTX's e2m1x2/ue8m0x2 conversions exist only on the arch-specific
 sm_100a/sm_120a targets, which the JIT does not emit, so these paths are used on every target.
 
-Semantics are tilebc.convert's (and the format parameters are tilebc.numerics' FloatFormat):
+Semantics are tilebc.numeric.convert's (and the format parameters are tilebc.numeric.numerics' FloatFormat):
   encode  - round an exact f64 value to the format's grid with the requested rounding (ties to the
             even code), clamp to +-MAX (saturating formats: Inf and overflow give MAX), unsigned
             formats map negatives to their smallest code, formats without subnormals (e8m0) map
             everything below their range to the smallest code, NaN gives the format's NaN (or +MAX
             for the NaN-less / nan_to_max formats).
-  decode  - a table of f32 bit patterns per code, built with tilebc.convert and placed in .const.
+  decode  - a table of f32 bit patterns per code, built with tilebc.numeric.convert and placed in .const.
 
 Working in f64 keeps every f32 (subnormals included) a normal number, so the true exponent is the
 f64 exponent field, and f64 sources round once (no double rounding through f32).
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilebc.convert import float_to_float
-from tilebc.numerics import FloatFormat, float_format, from_bits
+from tilebc.numeric.convert import float_to_float
+from tilebc.numeric.numerics import FloatFormat, float_format, from_bits
 
 # Formats that always take the software path, and the ones that do below sm_89.
 ALWAYS_SOFT = ("f4E2M1FN", "fnv8E5M3FNU", "f8E8M0FNU")

@@ -4,7 +4,7 @@ the .approx functions.
 Exactness. f32 results are computed in float64 and rounded once: a sum or a product of two f32
 values is exact in float64 up to a known error term (TwoSum / the exact 48-bit product), and the
 pair (result, error) is first rounded to odd at 53 bits, which makes the final rounding to f32
-correct for every IEEE mode (53 >= 24 + 2). The final rounding is `tilebc.convert.round_float64`,
+correct for every IEEE mode (53 >= 24 + 2). The final rounding is `tilebc.numeric.convert.round_float64`,
 the same code the interpreter's conversions use. f64 results with an error term use exact rational
 arithmetic (fractions) where numpy cannot round correctly (fma, directed modes).
 
@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from tilebc.convert import round_float64
+from tilebc.numeric.convert import round_float64
 from tilebc.interp import numeric_ops
 from tilebc.ops.enums import RoundingMode as RM
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from tilebc import convert
+from tilebc.numeric import convert
 from tilebc.ops.enums import RoundingMode as RM
 
 from . import fp, isa_extra
@@ -582,7 +582,7 @@ _FP8 = {"e4m3x2": ml_dtypes.float8_e4m3fn, "e5m2x2": ml_dtypes.float8_e5m2}
 
 
 def _float_storage(values, ptype):
-    """Values of a float PTX type as the storage tilebc.convert expects."""
+    """Values of a float PTX type as the storage tilebc.numeric.convert expects."""
     return np.asarray(values).view(DTYPE[ptype]) if ptype != "bf16" else \
         np.asarray(values).view(ml_dtypes.bfloat16)
 
@@ -598,7 +598,7 @@ def _satfinite(out: np.ndarray) -> np.ndarray:
                          "/.rp/.rna, float->int with .rni/.rzi/.rmi/.rpi (saturating, NaN -> 0), "
                          "float->same float .rni/.rzi/.rmi/.rpi, .ftz, .sat, .satfinite, .relu, "
                          "tf32, f16x2<-e4m3x2/e5m2x2 and e4m3x2/e5m2x2<-f32 pairs or f16x2; all through "
-                         "tilebc.convert")
+                         "tilebc.numeric.convert")
 def build_cvt(ins, k):
     type_set = TYPES | set(_FP8)
     mods = Mods(ins, k, ("rn", "rz", "rm", "rp", "rna", "rni", "rzi", "rmi", "rpi", "ftz",

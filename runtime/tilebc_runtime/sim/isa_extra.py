@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilebc import convert
+from tilebc.numeric import convert
 
 from . import fp
 from .registry import Mods, implements, operands

@@ -8,7 +8,7 @@ operands with a directed mode round to nearest (stated limitation). flush_to_zer
 inputs and results to signed zero. tf32 results are re-rounded to tf32.
 
 Integers are signless bit patterns in signed storage and every integer op (arithmetic, bitwise,
-shifts, min/max, cmpi) is `tilebc.intops`': results wrap, and inputs Tile IR leaves undefined get
+shifts, min/max, cmpi) is `tilebc.numeric.intops`': results wrap, and inputs Tile IR leaves undefined get
 the PTX results (division by zero: all-ones quotient, the dividend as remainder; shifts clamp). By
 default the interpreter does not fault on undefined integer behaviour (padded lanes of a partial
 tile often divide by zero harmlessly); `check_undefined=True` reports the first undefined element.
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import intops
-from ...convert import int_values
+from ...numeric import intops
+from ...numeric.convert import int_values
 from ...ops.enums import ComparisonOrdering, ComparisonPredicate, IntegerOverflow, RoundingMode
 from .. import numeric_ops as num
 from ..errors import UndefinedError
@@ -159,7 +159,7 @@ implements("minf", lanewise=True)(_float_extreme(np.minimum, np.fmin, prefer_neg
 
 # -------------------------------------------------------------------------------- integers
 #
-# Every integer op is tilebc.intops' (exhaustively tested semantics on signless storage). With
+# Every integer op is tilebc.numeric.intops' (exhaustively tested semantics on signless storage). With
 # check_undefined the op also asks intops which elements are undefined behaviour (an overflow flag's
 # promise broken, a zero divisor, signed min / -1, a shift amount >= the width) and faults on the
 # first one, naming the op, the tile block and the element.

@@ -1,11 +1,11 @@
 """Conversions: integer extension/truncation, float<->float, float<->int, bitcast, pointer casts,
-pack/unpack. Numeric conversions are tilebc.convert's, reached through `numeric_ops`."""
+pack/unpack. Numeric conversions are tilebc.numeric.convert's, reached through `numeric_ops`."""
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
 
-from ...convert import ConversionError
+from ...numeric.convert import ConversionError
 from ...ops.enums import RoundingMode, Signedness
 from .. import numeric_ops as num
 from ..registry import implements
@@ -22,7 +22,7 @@ def _elements(op):
 
 
 def _converting(tb, convert, *args):
-    """Run a tilebc.convert-backed conversion; a conversion it does not define becomes an
+    """Run a tilebc.numeric.convert-backed conversion; a conversion it does not define becomes an
     ExecutionError naming the op (the verifier normally rejects such IR first)."""
     try:
         return [convert(*args)]

@@ -17,12 +17,12 @@ def _terminator(tb, op, values):
     return Signal(op.name, values)
 
 
-@implements("get_tile_block_id")
+@implements("get_tile_block_id", per_block=True)
 def _tile_block_id(tb, op):
     return [np.asarray(c).astype(result_dtype(op, i)) for i, c in enumerate(tb.coords)]
 
 
-@implements("get_num_tile_blocks", pure=True)
+@implements("get_num_tile_blocks")
 def _num_tile_blocks(tb, op):
     return [np.asarray(g).astype(result_dtype(op, i)) for i, g in enumerate(tb.grid)]
 

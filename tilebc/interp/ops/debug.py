@@ -38,7 +38,7 @@ def _assert(tb, op, condition):
     return []
 
 
-@implements("assume", pure=True)
+@implements("assume")
 def _assume(tb, op, value):
     """With check_assumptions, a tile whose values break the predicate faults. Assumptions on
     views (tensor_view div_by) are not checked: the predicate's meaning for a view's parts is not

@@ -17,17 +17,18 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.enums import RoundingMode
+from ...ops.table import by_mnemonic
 from .. import fastmath
 from .. import numeric_ops as num
 from ..registry import implements
 from .arith import _directed, _finish, _flush
 from ._common import output, result_dtype, rounding
 
-_UNARY = {
+_UNARY = by_mnemonic({
     "ceil": np.ceil, "floor": np.floor, "cos": np.cos, "cosh": np.cosh, "sin": np.sin,
     "sinh": np.sinh, "tan": np.tan, "tanh": np.tanh, "exp": np.exp, "exp2": np.exp2,
     "log": np.log, "log2": np.log2, "rsqrt": lambda v: 1.0 / np.sqrt(v),
-}
+}, "float64 math functions")
 
 
 def _unary(tb, op, source):

@@ -17,7 +17,7 @@ from ._common import element_of, result_dtype
 TOKEN = object()  # the runtime value of every token (see module docstring)
 
 
-@implements("make_token", pure=True)
+@implements("make_token")
 def _make_token(tb, op):
     return [TOKEN]
 
@@ -28,7 +28,7 @@ def _pass_token(tb, op, *_):
     return [TOKEN]
 
 
-@implements("offset", pure=True, lanewise=True)
+@implements("offset", lanewise=True)
 def _offset(tb, op, ptr, offset):
     """ptr + offset * sizeof(pointee), wrapping at 64 bits like the device's address arithmetic."""
     pointee = element_of(op.results[0].type).pointee
@@ -37,7 +37,7 @@ def _offset(tb, op, ptr, offset):
     return [(np.asarray(ptr, dtype=np.uint64) + delta.astype(np.uint64)).astype(np.uint64)]
 
 
-@implements("get_global", pure=True)
+@implements("get_global")
 def _get_global(tb, op):
     name = op.attrs["name"]
     address = tb.machine.global_addresses.get(name)

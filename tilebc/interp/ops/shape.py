@@ -26,7 +26,7 @@ from ..registry import Signal, implements
 from ._common import element_of, result_dtype, result_shape, tile
 
 
-@implements("constant", pure=True)
+@implements("constant")
 def _constant(tb, op):
     cache = tb.machine.__dict__.setdefault("_constants", {})
     value = cache.get(id(op))
@@ -37,23 +37,23 @@ def _constant(tb, op):
     return [value]
 
 
-@implements("iota", pure=True)
+@implements("iota")
 def _iota(tb, op):
     shape = result_shape(op)
     return [num.as_signed(np.arange(shape[0], dtype=np.int64), result_dtype(op))]
 
 
-@implements("broadcast", pure=True)
+@implements("broadcast")
 def _broadcast(tb, op, source):
     return [np.broadcast_to(source, result_shape(op))]
 
 
-@implements("reshape", pure=True)
+@implements("reshape")
 def _reshape(tb, op, source):
     return [np.reshape(source, result_shape(op))]
 
 
-@implements("permute", pure=True)
+@implements("permute")
 def _permute(tb, op, source):
     """Result dimension i is source dimension permutation[i]."""
     return [np.transpose(source, tuple(op.attrs["permutation"]))]

@@ -16,7 +16,7 @@ def _dims(static, dynamic):
     return tuple(int(next(dynamic)) if d is None else int(d) for d in static)
 
 
-@implements("make_tensor_view", pure=True)
+@implements("make_tensor_view")
 def _make_tensor_view(tb, op, base, shape_values, stride_values):
     view_type: TensorViewType = op.results[0].type
     shape = _dims(view_type.shape, shape_values)
@@ -27,7 +27,7 @@ def _make_tensor_view(tb, op, base, shape_values, stride_values):
                        num.memory_dtype(view_type.element))]
 
 
-@implements("make_partition_view", "make_strided_view", "make_gather_scatter_view", pure=True)
+@implements("make_partition_view", "make_strided_view", "make_gather_scatter_view")
 def _make_tiled_view(tb, op, tensor):
     view_type = op.results[0].type
     if isinstance(view_type, PartitionViewType):
@@ -56,13 +56,13 @@ def as_tiled(view) -> TiledView:
                      None)
 
 
-@implements("get_tensor_shape", pure=True)
+@implements("get_tensor_shape")
 def _get_tensor_shape(tb, op, source):
     tensor = source.tensor if isinstance(source, TiledView) else source
     return [np.asarray(d).astype(result_dtype(op, i)) for i, d in enumerate(tensor.shape)]
 
 
-@implements("get_index_space_shape", pure=True)
+@implements("get_index_space_shape")
 def _get_index_space_shape(tb, op, source):
     return [np.asarray(d).astype(result_dtype(op, i))
             for i, d in enumerate(as_tiled(source).index_space_shape())]

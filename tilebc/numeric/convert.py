@@ -1,6 +1,6 @@
 """Exact element conversions: the semantics of ftof, itof, ftoi, exti, trunci and bitcast.
 
-Every function takes and returns numpy arrays in the storage `tilebc.numerics` defines:
+Every function takes and returns numpy arrays in the storage `tilebc.numeric.numerics` defines:
 
   * i1 is numpy bool_; i4 is ml_dtypes.int4; i8/i16/i32/i64 are the signed numpy integers. Integers are
     signless: the bits are what counts, and `signed=False` reads them as unsigned (200 stored in an i8
@@ -42,12 +42,12 @@ from typing import Optional, Union
 
 import numpy as np
 
-from .errors import TilebcError
-from .ir.types import ELEMENT_TYPES, ElementType
+from ..errors import TilebcError
+from ..ir.types import ELEMENT_TYPES, ElementType
 from .numerics import (FloatFormat, check_storage, decode_bits, encode_exact, float_format, from_bits,
                        to_bits)
-from .ops.enums import IntegerOverflow, RoundingMode
-from .version import V13_1, V13_2, V13_3, V13_4, Version
+from ..ops.enums import IntegerOverflow, RoundingMode
+from ..version import V13_1, V13_2, V13_3, V13_4, Version
 
 
 class ConversionError(TilebcError):

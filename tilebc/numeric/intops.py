@@ -1,7 +1,7 @@
 """Integer arithmetic of Tile IR on signless storage arrays: the semantics of addi, subi, muli, negi,
 absi, mulhii, divi, remi, shli, shri, maxi, mini, andi, ori, xori and cmpi.
 
-Operands and results are numpy arrays in the storage of `tilebc.convert` (i1: bool_, i8..i64: the
+Operands and results are numpy arrays in the storage of `tilebc.numeric.convert` (i1: bool_, i8..i64: the
 signed numpy integers holding the bits). The integer ops take i1, i8, i16, i32 and i64 (Tile IR's
 integer tile type; i4 only exists for memory, conversions and pack/unpack). The element type is read
 from the array's dtype. Signedness is a flag of the op, never of the type: `signed=False` reads the
@@ -40,9 +40,10 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from .convert import int_from_values, int_values
-from .errors import TilebcError
-from .ir.types import ELEMENT_TYPES, ElementType
-from .ops.enums import ComparisonPredicate, IntegerOverflow, RoundingMode, Signedness
+from ..errors import TilebcError
+from ..ir.types import ELEMENT_TYPES, ElementType
+from ..ops.enums import ComparisonPredicate, IntegerOverflow, RoundingMode, Signedness
+from ..ops.table import OPS_BY_MNEMONIC, by_mnemonic
 
 
 class IntegerOpError(TilebcError):
@@ -339,25 +340,28 @@ def _cmpi(ops: _Operands, predicate, signed=True) -> Core:
     return np.asarray(result, np.bool_), np.zeros(a.shape, bool), ""
 
 
-# mnemonic -> (core, operand count, {op-table attribute name: core keyword})
+# mnemonic -> (core, {op-table attribute name: core keyword}); operand counts come from the op table
+_CORES: Dict[str, Tuple[Callable[..., Core], Dict[str, str]]] = by_mnemonic({
+    "addi": (_addi, {"overflow": "overflow"}),
+    "subi": (_subi, {"overflow": "overflow"}),
+    "muli": (_muli, {"overflow": "overflow"}),
+    "negi": (_negi, {"overflow": "overflow"}),
+    "absi": (_absi, {}),
+    "mulhii": (_mulhii, {}),
+    "divi": (_divi, {"signedness": "signed", "rounding": "rounding"}),
+    "remi": (_remi, {"signedness": "signed"}),
+    "shli": (_shli, {"overflow": "overflow"}),
+    "shri": (_shri, {"signedness": "signed"}),
+    "maxi": (_extreme(True), {"signedness": "signed"}),
+    "mini": (_extreme(False), {"signedness": "signed"}),
+    "andi": (_bitwise(np.bitwise_and), {}),
+    "ori": (_bitwise(np.bitwise_or), {}),
+    "xori": (_bitwise(np.bitwise_xor), {}),
+    "cmpi": (_cmpi, {"comparison_predicate": "predicate", "signedness": "signed"}),
+}, "integer op cores")
 _OPS: Dict[str, Tuple[Callable[..., Core], int, Dict[str, str]]] = {
-    "addi": (_addi, 2, {"overflow": "overflow"}),
-    "subi": (_subi, 2, {"overflow": "overflow"}),
-    "muli": (_muli, 2, {"overflow": "overflow"}),
-    "negi": (_negi, 1, {"overflow": "overflow"}),
-    "absi": (_absi, 1, {}),
-    "mulhii": (_mulhii, 2, {}),
-    "divi": (_divi, 2, {"signedness": "signed", "rounding": "rounding"}),
-    "remi": (_remi, 2, {"signedness": "signed"}),
-    "shli": (_shli, 2, {"overflow": "overflow"}),
-    "shri": (_shri, 2, {"signedness": "signed"}),
-    "maxi": (_extreme(True), 2, {"signedness": "signed"}),
-    "mini": (_extreme(False), 2, {"signedness": "signed"}),
-    "andi": (_bitwise(np.bitwise_and), 2, {}),
-    "ori": (_bitwise(np.bitwise_or), 2, {}),
-    "xori": (_bitwise(np.bitwise_xor), 2, {}),
-    "cmpi": (_cmpi, 2, {"comparison_predicate": "predicate", "signedness": "signed"}),
-}
+    mnemonic: (core, len(OPS_BY_MNEMONIC[mnemonic].operands), names)
+    for mnemonic, (core, names) in _CORES.items()}
 MNEMONICS = tuple(_OPS)
 
 

@@ -11,7 +11,7 @@
 4. two concrete dtypes: `PROMOTION_TABLE`, where None means the pair does not promote implicitly
    (PromotionError); the table also covers mixed categories (bool_ + tfloat32 does not promote).
 
-`to_element(dtype)` maps a cuTile dtype to its Tile IR element type and signedness via tilebc.dtypes.
+`to_element(dtype)` maps a cuTile dtype to its Tile IR element type and signedness via tilebc.numeric.dtypes.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Dict, Optional, Tuple, Union
 
 from .dtypes import Resolved, resolve
-from .errors import TilebcError
+from ..errors import TilebcError
 
 
 class PromotionError(TilebcError):
@@ -84,7 +84,7 @@ class Loose:
 
 
 def _canonical(dtype) -> str:
-    """A cuTile dtype name from any spelling tilebc.dtypes understands (uint8 stays uint8)."""
+    """A cuTile dtype name from any spelling tilebc.numeric.dtypes understands (uint8 stays uint8)."""
     text = str(dtype).strip()
     for prefix in ("cuda.tile.", "ct."):
         if text.startswith(prefix):

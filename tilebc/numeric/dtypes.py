@@ -6,7 +6,7 @@ row per Tile IR element type, with the DLPack (code, bits, lanes) that describes
 allocation, the numpy/ml_dtypes dtype that holds it, and the torch dtype name. `FOREIGN_KINDS` lists the
 DLPack kinds that have no Tile IR element type (fp6, other fp8 flavours, complex, handles).
 
-Storage (what `tilebc.numerics` and `tilebc.convert` expect in numpy arrays):
+Storage (what `tilebc.numeric.numerics` and `tilebc.numeric.convert` expect in numpy arrays):
   * i1 is numpy bool_ (one byte per element, DLPack kDLBool/8 bits);
   * i4 is ml_dtypes.int4 (one byte per element in numpy; DLPack packs two per byte);
   * i8..i64 are the signed numpy integers: integers are signless, an unsigned reading is a view;
@@ -29,8 +29,8 @@ from typing import Dict, Optional, Tuple, Union
 import ml_dtypes
 import numpy as np
 
-from .errors import TilebcError
-from .ir.types import ELEMENT_TYPES, ElementType, PointerType, TileType, Type
+from ..errors import TilebcError
+from ..ir.types import ELEMENT_TYPES, ElementType, PointerType, TileType, Type
 
 
 class DtypeError(TilebcError):

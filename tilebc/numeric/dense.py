@@ -1,9 +1,9 @@
 """Sizes and splat tests of dense constant buffers: what the codec and the printer need to know
-about a constant's bytes without reading its values (so they need no numpy; tilebc.numerics
+about a constant's bytes without reading its values (so they need no numpy; tilebc.numeric.numerics
 re-exports these beside the functions that do read values)."""
 from __future__ import annotations
 
-from .ir.types import ElementType, PointerType, TileType
+from ..ir.types import ElementType, PointerType, TileType
 
 
 def storage_bytes(element) -> int:

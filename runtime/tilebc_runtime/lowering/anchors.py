@@ -1,0 +1,148 @@
+"""Layout choice at anchors (view loads): a loaded tile gets a layout other than Cyclic only when
+every op its value flows into handles any layout, so the choice never adds a conversion.
+
+Ops that handle any layout: the element-wise ops lowered by elementwise.map_slots (every hook
+of elementwise.py and casts.py but fpowi), reshape, assume, broadcast, reduce (its result is a
+sliced layout; whatever uses it converts as the general reduction would have) and view stores.
+The other operands of an element-wise op must be in the same layout: values of the same flow,
+splats, or reductions of the flow broadcast back.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from tilebc.ir.types import GatherScatterViewType, TileType
+
+_NOT_FREE = {"fpowi"}  # lowered slot by slot from Cyclic operands
+
+
+def _layout_free(op) -> bool:
+    from .registry import LOWERINGS
+    hook = LOWERINGS.get(op.name)
+    if hook is None or op.name in _NOT_FREE or op.regions or len(op.results) != 1:
+        return False
+    return hook.__module__.rsplit(".", 1)[-1] in ("elementwise", "casts")
+
+
+def _uses(lw) -> Dict[object, List[object]]:
+    key = ("uses",)
+    if key not in lw._cache:
+        uses: Dict[object, List[object]] = {}
+        for op in lw.function.walk():
+            if op in lw.dead:
+                continue
+            for value in op.operand_values:
+                uses.setdefault(lw.forward.get(value, value), []).append(op)
+        lw._cache[key] = uses
+    return lw._cache[key]
+
+
+def _splat(lw, value) -> bool:
+    """A value every element of which is the same scalar (a splat constant, or a scalar
+    reshaped / broadcast)."""
+    seen = 0
+    while seen < 16:
+        seen += 1
+        value = lw.forward.get(value, value)
+        if isinstance(value.type, TileType) and value.type.num_elements == 1:
+            return True
+        op = value.owner
+        if not hasattr(op, "attrs"):  # a block argument
+            return False
+        if op.name == "constant":
+            return op.attrs["value"].is_splat
+        if op.name not in ("reshape", "broadcast", "assume"):
+            return False
+        value = op.operand_values[0]
+    return False
+
+
+def flow_is_layout_free(lw, value, reductions=None) -> bool:
+    """Whether every use of `value`, and of the values computed from it element-wise, handles
+    any layout (see the module doc). `reductions`, a list, receives the flow's reduce ops."""
+    uses = _uses(lw)
+    flow = {value}
+    reduced = set()  # reduction results of the flow and their reshapes
+    work = [value]
+    pending = []  # element-wise ops whose other operands are checked at the end
+    while work:
+        current = work.pop()
+        for op in uses.get(current, ()):
+            name = op.name
+            if name in ("reshape", "assume"):
+                target = reduced if current in reduced else flow
+                if op.results[0] not in target:
+                    target.add(op.results[0])
+                    work.append(op.results[0])
+                continue
+            if current in reduced:
+                if name == "broadcast" and op.results[0] not in flow:
+                    flow.add(op.results[0])
+                    work.append(op.results[0])
+                continue  # any other use converts, as it would after the general reduction
+            if name == "reduce":
+                pending.append(op)
+                if reductions is not None:
+                    reductions.append(op)
+                for result in op.results:
+                    if result not in reduced:
+                        reduced.add(result)
+                        work.append(result)
+                continue
+            if name == "store_view_tko":
+                view = op.operands["view"]
+                if op.operands["tile"] is not current and \
+                        lw.forward.get(op.operands["tile"], op.operands["tile"]) is not current:
+                    return False
+                if isinstance(view.type, GatherScatterViewType):
+                    return False
+                continue
+            if _layout_free(op):
+                pending.append(op)
+                if op.results[0] not in flow:
+                    flow.add(op.results[0])
+                    work.append(op.results[0])
+                continue
+            return False
+    for op in pending:
+        for operand in op.operand_values:
+            operand = lw.forward.get(operand, operand)
+            if operand not in flow and not _splat(lw, operand):
+                return False
+    return True
+
+
+def divisor(lw, value) -> int:
+    """The largest power of two `value` (an integer or pointer scalar) is known to be a multiple
+    of, from `assume div_by` on it (1 when nothing is known)."""
+    from tilebc.ir.attrs import DivByAttr
+    known = 1
+    for _ in range(16):
+        value = lw.forward.get(value, value)
+        op = value.owner
+        if not hasattr(op, "attrs") or op.name != "assume":
+            break
+        predicate = op.attrs.get("predicate")
+        if isinstance(predicate, DivByAttr) and (predicate.every or 1) == 1:
+            known = max(known, predicate.divisor & -predicate.divisor)
+        value = op.operand_values[0]
+    return known
+
+
+def rows_layout(lw, value):
+    """A Rows layout for a loaded tile whose flow reduces it along its last dimension, when that
+    keeps rows that Cyclic would spread over several warps inside one warp; else None."""
+    from .layout import Rows
+    shape = tuple(value.type.shape)
+    count = value.type.num_elements
+    warps = lw.T // 32
+    if len(shape) < 2 or shape[-1] <= 32 or shape[-1] % 32 or count % lw.T \
+            or lw.T % 32 or warps & (warps - 1) or warps == 1 or (count // shape[-1]) % warps:
+        return None
+    reductions = []
+    if not flow_is_layout_free(lw, value, reductions):
+        return None
+    if not any(tuple(op.operand_values[0].type.shape) == shape
+               and op.attrs["dim"] == len(shape) - 1 for op in reductions):
+        return None
+    return Rows(count, lw.T, shape[-1])

@@ -1,0 +1,184 @@
+"""Helpers the op-family modules share (they import from here and the leaf modules dtypes,
+intdiv, layout, ptx, softfloat, never from each other): the lowered forms of values (Tile,
+Token, views, frames), immediates, predicates, memory-op ordering, and the element-wise map over
+slots. Nothing here imports a family module or the lowerer, so the lowering package's import
+graph has no cycle (runtime/tests/test_rt_lowering_imports.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional
+
+import numpy as np
+
+from tilebc.ir.types import TileType, TokenType
+from tilebc.ops.enums import MemoryScope, RoundingMode
+
+from . import dtypes
+from .layout import UNIFORM
+
+
+class Tile:
+    """A tile value: one register per slot (a scalar has one register shared by all slots).
+    `layout` None is the Cyclic distribution (lowerer.py); others are layout.py's (the same register
+    may then appear in several slots)."""
+
+    __slots__ = ("type", "regs", "layout")
+
+    def __init__(self, type: TileType, regs: List[str], layout=None):
+        self.type = type
+        self.regs = regs
+        self.layout = layout
+
+    @property
+    def element(self):
+        return self.type.element
+
+    @property
+    def count(self) -> int:
+        return self.type.num_elements
+
+    def slot(self, k: int) -> str:
+        return self.regs[0] if len(self.regs) == 1 else self.regs[k]
+
+    @property
+    def scalar(self) -> str:
+        return self.regs[0]
+
+
+class Token:
+    """A token's only run-time meaning for the JIT: whether it follows an earlier memory op."""
+
+    __slots__ = ("after_memory",)
+
+    def __init__(self, after_memory: bool):
+        self.after_memory = after_memory
+
+
+FRESH = Token(False)
+AFTER_MEMORY = Token(True)
+
+
+@dataclass
+class TensorView:
+    type: object  # TensorViewType
+    base: str  # .b64 register
+    shape: List[str]  # .b64 registers (static dims are materialised once)
+    strides: List[str]  # .b64 registers, in elements
+    # per stride: a .b32 register (or immediate) holding it when it fits in s32, else None; lets
+    # index * stride be one mul.wide.s32 instead of a 64-bit multiply
+    narrow_strides: Optional[List[Optional[str]]] = None
+    # what is known at compile time, for vector accesses: the base address's alignment in
+    # bytes, and per dim the power of two the extent and the stride (elements) are multiples of
+    base_align: int = 1
+    shape_div: Optional[List[int]] = None
+    stride_div: Optional[List[int]] = None
+
+
+@dataclass
+class SubView:
+    type: object  # PartitionViewType / StridedViewType / GatherScatterViewType
+    tensor: TensorView
+
+
+@dataclass
+class Frame:
+    """An enclosing construct terminators refer to."""
+
+    kind: str  # "if" | "loop" | "region"
+    results: List[List[str]] = field(default_factory=list)  # result registers per value
+    end: Optional[str] = None  # label after the construct
+    carried: List[List[str]] = field(default_factory=list)  # loop: carried registers per value
+    latch: Optional[str] = None  # loop: where `continue` goes
+    on_yield: Optional[Callable] = None  # region: receives the yielded tiles
+
+
+def element_bytes(attr) -> bytes:
+    """Dense constant payload as one little-endian storage unit per element (i1: one byte each)."""
+    tile_type = attr.type
+    count = tile_type.num_elements
+    name = dtypes.name_of(tile_type.element)
+    if name == "i1":
+        if attr.is_splat:
+            return bytes([1 if attr.data[0] else 0]) * count
+        bits = np.unpackbits(np.frombuffer(attr.data, np.uint8), bitorder="little")[:count]
+        return bits.astype(np.uint8).tobytes()
+    size = dtypes.byte_size(tile_type.element)
+    if attr.is_splat:
+        return bytes(attr.data[:size]) * count
+    return bytes(attr.data)
+
+
+def immediate(lw, element, raw: bytes) -> str:
+    """A fresh register holding one element given by its little-endian storage bytes."""
+    w = lw.w
+    name = dtypes.name_of(element)
+    cls = dtypes.reg_class(element)
+    value = int.from_bytes(raw, "little")
+    reg = w.reg(cls)
+    if cls == "pred":
+        w(f"setp.ne.u32 {reg}, {lw.const_u32(value & 1)}, 0")
+    elif cls == "b16":
+        w(f"mov.b16 {reg}, {value & 0xFFFF}")
+    elif cls == "b32" and name != "ptr":
+        w(f"mov.b32 {reg}, {int.from_bytes(raw, 'little', signed=True)}")
+    elif cls == "b64":
+        w(f"mov.b64 {reg}, {int.from_bytes(raw, 'little', signed=True)}")
+    elif cls == "f32":
+        w(f"mov.f32 {reg}, 0f{value & 0xFFFFFFFF:08X}")
+    elif cls == "f64":
+        w(f"mov.f64 {reg}, 0d{value:016X}")
+    return reg
+
+
+def and_predicates(lw, a, b):
+    """a and b (either may be None: always true)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    out = lw.w.reg("pred")
+    lw.w(f"and.pred {out}, {a}, {b}")
+    return out
+
+
+SCOPE = {MemoryScope.TL_BLK: "cta", MemoryScope.DEVICE: "gpu", MemoryScope.SYS: "sys"}
+
+
+def order_after_token(lw, op) -> None:
+    token = op.operands.get("token")
+    if token is not None and getattr(lw.get(token), "after_memory", False):
+        lw.barrier()
+
+
+def set_result_token(lw, op) -> None:
+    for result in op.results:
+        if isinstance(result.type, TokenType):
+            lw.set(result, AFTER_MEMORY)
+
+
+ROUND = {RoundingMode.NEAREST_EVEN: "rn", RoundingMode.ZERO: "rz", RoundingMode.NEGATIVE_INF: "rm",
+         RoundingMode.POSITIVE_INF: "rp", RoundingMode.NEAREST_INT_TO_ZERO: "rn",
+         RoundingMode.NEAREST_AWAY: "rn", RoundingMode.FULL: "rn", RoundingMode.APPROX: "rn"}
+
+
+def map_slots(lw, op, compute) -> None:
+    """Result slot k = compute([operand slot k ...]) for an op with one tile result. The result
+    keeps the operands' layout when they agree (else all go to Cyclic); a slot whose operand
+    registers equal an earlier slot's (copies in a sliced layout) reuses its result."""
+    operands = [lw.get(v, any_layout=True) for v in op.operand_values]
+    result_type = op.results[0].type
+    layouts = {t.layout for t in operands if t.count > 1 and t.layout is not UNIFORM}
+    if not layouts and result_type.num_elements > 1 and any(t.layout is UNIFORM for t in operands):
+        layouts = {UNIFORM}  # splats in, a splat out
+    layout = layouts.pop() if len(layouts) == 1 else None
+    if layout is None:
+        operands = [lw.get(v) for v in op.operand_values]
+    slots = layout.slots if layout is not None else lw.slots(result_type.num_elements)
+    done = {}
+    regs = []
+    for k in range(slots):
+        inputs = tuple(t.slot(k) for t in operands)
+        if inputs not in done:
+            done[inputs] = compute(list(inputs))
+        regs.append(done[inputs])
+    lw.set(op.results[0], Tile(result_type, regs, layout))

@@ -1,0 +1,243 @@
+"""Distributed layouts: where each element of a tile value lives among a CTA's threads.
+
+A layout of an N-element tile (row-major linear index e) over T threads gives every thread the
+same number of register slots; slot k of thread t holds element `table[k, t]`. Several (k, t) may
+hold the same element (copies, e.g. a reduction's result in every thread that needs it); only
+layouts whose copies carry equal values exist. Layouts depend on the linear index only, so a
+reshape never moves data.
+
+- Cyclic: the default every op lowering understands: e = (k*T + t) mod N (lowerer.py).
+- Blocked(vec): each thread holds runs of `vec` consecutive elements, e = ((k // vec)*T + t)*vec
+  + k % vec; with vec dividing the last dimension a run is a vector for ld/st.v2/v4.
+- Uniform: a splat (one value for every element), usable as any layout.
+- Rows(row): whole rows in one warp, lanes on consecutive elements (for row reductions).
+- Sliced(parent, shape, dim): a reduction's result along `dim` of a tile of `shape` held in
+  `parent`: slot k holds the output parent slot k's element reduces into, so broadcasting it
+  back along `dim` into `parent` needs no data movement.
+
+An op lowering that knows layouts asks for operands as they are (Lowerer.get(v, any_layout=True));
+every other lowering gets its operands converted to Cyclic. `convert` moves data only where
+producer and consumer disagree: registers alone when every thread already holds what it needs,
+else one exchange through shared memory.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+
+class Layout:
+    """Base: subclasses give `slots`, `table(T)` and `emit_index(lw, k)`."""
+
+    count: int
+    slots: int
+
+    def key(self) -> tuple:
+        raise NotImplementedError
+
+    def table(self, threads: int) -> np.ndarray:
+        """int64 [slots, threads]: the linear element index each slot of each thread holds."""
+        raise NotImplementedError
+
+    def emit_index(self, lw, k: int) -> str:
+        """u32 register: the linear element index slot k of this thread holds."""
+        raise NotImplementedError
+
+    def reshaped(self, count: int) -> "Layout":
+        """The same placement for a tile of the same count viewed with another shape."""
+        return self
+
+    def __eq__(self, other):
+        return isinstance(other, Layout) and self.key() == other.key()
+
+    def __hash__(self):
+        return hash(self.key())
+
+    def __repr__(self):
+        return f"{type(self).__name__}{self.key()[1:]}"
+
+
+class Cyclic(Layout):
+    def __init__(self, count: int, threads: int):
+        self.count = count
+        self.threads = threads
+        self.slots = 1 if count == 1 else -(-count // threads)
+
+    def key(self):
+        return ("cyclic", self.count, self.threads)
+
+    def table(self, threads: int) -> np.ndarray:
+        if self.count == 1:
+            return np.zeros((1, threads), np.int64)
+        linear = np.arange(threads)[None, :] + threads * np.arange(self.slots)[:, None]
+        return linear % self.count
+
+    def emit_index(self, lw, k: int) -> str:
+        return lw.elem_index(self.count, k)
+
+
+class Blocked(Layout):
+    """Runs of `vec` consecutive elements per thread; only built where vec * T divides N, so every
+    thread holds N / T elements and no element has copies."""
+
+    def __init__(self, count: int, threads: int, vec: int):
+        if count % (vec * threads):
+            raise ValueError("a blocked layout needs vec * threads to divide the element count")
+        self.count = count
+        self.threads = threads
+        self.vec = vec
+        self.slots = count // threads
+
+    def key(self):
+        return ("blocked", self.count, self.threads, self.vec)
+
+    def table(self, threads: int) -> np.ndarray:
+        k = np.arange(self.slots)[:, None]
+        t = np.arange(threads)[None, :]
+        return ((k // self.vec) * threads + t) * self.vec + k % self.vec
+
+    def emit_index(self, lw, k: int) -> str:
+        def make():
+            w = lw.w
+            reg = w.reg("b32")
+            run, within = divmod(k, self.vec)
+            w(f"mad.lo.u32 {reg}, {lw.tid()}, {self.vec}, {run * lw.T * self.vec + within}")
+            return reg
+        return lw._cached(("blocked e", self.count, self.vec, k), make)
+
+
+class Rows(Layout):
+    """Whole rows (the last dimension, `row` elements, a multiple of 32) in one warp: lanes on
+    32 consecutive elements as in Cyclic (the same coalescing), the registers of a thread along
+    the rest of its row, warps over rows. Reductions along rows then need no shared memory.
+    Built where T is a power of two and the warps divide the rows."""
+
+    def __init__(self, count: int, threads: int, row: int):
+        warps = threads // 32
+        if row % 32 or threads % 32 or warps & (warps - 1) or (count // row) % warps:
+            raise ValueError("a rows layout needs 32 | row and a power-of-two warp count "
+                             "dividing the rows")
+        self.count = count
+        self.threads = threads
+        self.row = row
+        self.slots = count // threads
+
+    def key(self):
+        return ("rows", self.count, self.threads, self.row)
+
+    def table(self, threads: int) -> np.ndarray:
+        k = np.arange(self.slots)[:, None]
+        t = np.arange(threads)[None, :]
+        per_row = self.row // 32
+        return ((k // per_row) * (threads // 32) + t // 32) * self.row + (k % per_row) * 32 \
+            + t % 32
+
+    def emit_index(self, lw, k: int) -> str:
+        per_row = self.row // 32
+        offset = (k // per_row) * lw.T * self.row // 32 + (k % per_row) * 32
+
+        def base():
+            w = lw.w
+            warp, lane, reg = w.reg("b32"), w.reg("b32"), w.reg("b32")
+            w(f"shr.u32 {warp}, {lw.tid()}, 5")
+            w(f"and.b32 {lane}, {lw.tid()}, 31")
+            w(f"mad.lo.u32 {reg}, {warp}, {self.row}, {lane}")
+            return reg
+
+        def make():
+            start = lw._cached(("rows e", self.row), base)
+            if not offset:
+                return start
+            reg = lw.w.reg("b32")
+            lw.w(f"add.u32 {reg}, {start}, {offset}")
+            return reg
+        return lw._cached(("rows e", self.row, k), make)
+
+
+class Sliced(Layout):
+    """A reduction result along `dim` of a `shape` tile held in `parent` (see the module doc)."""
+
+    def __init__(self, parent: Layout, shape: Tuple[int, ...], dim: int):
+        self.parent = parent
+        self.shape = tuple(shape)
+        self.dim = dim
+        self.count = parent.count // self.shape[dim]
+        self.slots = parent.slots
+
+    def key(self):
+        return ("sliced", self.parent.key(), self.shape, self.dim)
+
+    def project(self, linear: np.ndarray) -> np.ndarray:
+        """Parent linear indices -> result linear indices (the reduced dimension dropped)."""
+        inner = int(np.prod(self.shape[self.dim + 1:], dtype=np.int64))
+        length = self.shape[self.dim]
+        return (linear // (inner * length)) * inner + linear % inner
+
+    def table(self, threads: int) -> np.ndarray:
+        return self.project(self.parent.table(threads))
+
+    def emit_index(self, lw, k: int) -> str:
+        inner = int(np.prod(self.shape[self.dim + 1:], dtype=np.int64))
+        length = self.shape[self.dim]
+
+        def make():
+            from . import intdiv
+            w = lw.w
+            e = self.parent.emit_index(lw, k)
+            if inner == 1:
+                return intdiv.udiv(w, e, length, bound=self.parent.count - 1)
+            outer = intdiv.udiv(w, e, inner * length, bound=self.parent.count - 1)
+            low = intdiv.urem(w, e, inner, bound=self.parent.count - 1)
+            reg = w.reg("b32")
+            w(f"mad.lo.u32 {reg}, {outer}, {inner}, {low}")
+            return reg
+        return lw._cached(("sliced e", self.key(), k), make)
+
+
+class Uniform(Layout):
+    """Every element has the same value, held in one register by every thread (a splat): fits
+    any layout without data movement."""
+
+    count = 0
+    slots = 1
+
+    def key(self):
+        return ("uniform",)
+
+
+UNIFORM = Uniform()
+
+
+def register_map(source: Layout, target: Layout, threads: int,
+                 target_to_source=None) -> Optional[List[int]]:
+    """Per target slot k, a source slot holding (in the same thread, for every thread) the
+    element target slot k needs, or None when some element must come from another thread.
+    `target_to_source` maps target linear indices to source linear indices (default: same)."""
+    want = target.table(threads)
+    if target_to_source is not None:
+        want = target_to_source(want)
+    have = source.table(threads)
+    rows: Dict[bytes, int] = {}
+    for k in range(have.shape[0] - 1, -1, -1):  # the first slot wins
+        rows[np.ascontiguousarray(have[k]).tobytes()] = k
+    result = []
+    for k in range(want.shape[0]):
+        hit = rows.get(np.ascontiguousarray(want[k]).tobytes())
+        if hit is None:
+            return None
+        result.append(hit)
+    return result
+
+
+def distinct_slots(layout: Layout, threads: int) -> List[int]:
+    """Slots whose element differs from every earlier slot's in some thread (the others are
+    copies of an earlier slot in every thread)."""
+    table = layout.table(threads)
+    seen, keep = set(), []
+    for k in range(table.shape[0]):
+        row = np.ascontiguousarray(table[k]).tobytes()
+        if row not in seen:
+            seen.add(row)
+            keep.append(k)
+    return keep

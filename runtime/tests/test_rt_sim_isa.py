@@ -250,6 +250,15 @@ mad.lo.s32 %r5, %r2, %r2, %r4; st.global.u32 [%rd0+28], %r5;""", out, threads=1)
     assert out[4:].view(np.int32).tolist() == [-1, (2 ** 32 - 16) >> 2, 0, 9 - 16]
 
 
+def test_min_max_relu_clamps_negative_results_to_zero():  # sm_90 PTX: not in the sm_80 GPU run
+    out = np.zeros(3, np.int32)
+    run_ptx("""mov.u32 %r1, -7; mov.u32 %r2, 5; mov.u32 %r3, 9;
+min.relu.s32 %r4, %r1, %r2; st.global.u32 [%rd0], %r4;
+max.relu.s32 %r4, %r1, %r1; st.global.u32 [%rd0+4], %r4;
+min.relu.s32 %r4, %r3, %r2; st.global.u32 [%rd0+8], %r4;""", out, threads=1)
+    assert out.tolist() == [0, 0, 5]
+
+
 @also_on_gpu
 def test_integer_conversions():
     out = np.zeros(5, np.int32)

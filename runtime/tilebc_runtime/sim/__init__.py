@@ -7,11 +7,16 @@ interpreter's address space), vectorised over the threads of a CTA.
     emulate(..., profile=Profile())            # opt-in counts per warp (profile.py)
 
 See machine.py (execution model), state.py (memories, races), fp.py (float semantics and the error
-of the approximations) and isa*.py (instruction semantics; IMPLEMENTED lists them).
+of the approximations), syntax.py / parser.py (PTX text to a syntax tree) and isa*.py (instruction
+semantics, registered into registry.py; IMPLEMENTED lists them; isa_sm90.py: Hopper's wgmma,
+mbarrier and bulk copies). Modules import one another one way (runtime/tests/test_rt_sim_imports.py):
+a new semantics module imports its helpers from registry.py and is imported here.
 """
 from .errors import (PtxSyntaxError, SharedRaceError, SimExecutionError, SimMemoryError, SimTrap,
                      UnsupportedInstruction)
-from .isa import BUILDERS, IMPLEMENTED
+# the semantics modules register their instructions into the registry on import
+from . import isa, isa_control, isa_extra, isa_memory, isa_mma, isa_sm90  # noqa: F401
+from .registry import BUILDERS, IMPLEMENTED
 from .machine import KernelImage, emulate, load_kernel, pack_params
 from .parser import parse_ptx
 from .profile import Profile

@@ -16,7 +16,7 @@ import dataclasses
 from typing import Dict, List
 
 from .errors import PtxSyntaxError
-from .parser import Addr, Instruction, Kernel, Not, PredPair, Program, Reg, Sym, Variable, Vec
+from .syntax import Addr, Instruction, Kernel, Not, PredPair, Program, Reg, Sym, Variable, Vec
 
 
 def _rename(operand, registers: Dict[str, str], symbols: Dict[str, str]):

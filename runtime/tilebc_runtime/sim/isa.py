@@ -8,105 +8,18 @@ test that compares the emulator with the lowering's PTX_SUBSET reads it).
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
-
 import ml_dtypes
 import numpy as np
 
 from tilebc.numeric import convert
 from tilebc.ops.enums import RoundingMode as RM
 
-from . import fp
-from .machine import DTYPE, TYPES, KernelImage, immediate
-from .parser import Imm, Instruction, PredPair, Reg, Sym, Vec
+from . import fp, isa_extra
+from .dtypes import DTYPE, TYPES
+from .registry import (FLOAT_FLAGS, HALF_TYPES, Mods, float_pipeline, implements, is_float,
+                       operands, signed_of, unsigned_of)
+from .syntax import Imm, PredPair, Reg, Sym, Vec
 from .state import SINT, UINT
-
-BUILDERS: Dict[str, Callable] = {}
-IMPLEMENTED: Dict[str, str] = {}
-
-
-def implements(*opcodes: str, forms: str = ""):
-    def register(builder):
-        for opcode in opcodes:
-            BUILDERS[opcode] = builder
-            IMPLEMENTED[opcode] = forms
-        return builder
-    return register
-
-
-class Mods:
-    """An instruction's modifiers split into types (in order) and flags; refuses the rest."""
-
-    def __init__(self, ins: Instruction, k: KernelImage, allowed: Iterable[str] = (),
-                 types: Tuple[int, ...] = (1,), type_set: Optional[Iterable[str]] = None):
-        self.ins = ins
-        self.types: List[str] = []
-        self.flags = set()
-        allowed = set(allowed)
-        type_set = set(type_set) if type_set is not None else TYPES
-        for mod in ins.modifiers:
-            if mod in type_set:
-                self.types.append(mod)
-            elif mod in allowed:
-                self.flags.add(mod)
-            else:
-                raise k.unsupported(ins, f"modifier .{mod} of {ins.opcode} is not emulated")
-        if len(self.types) not in types:
-            raise k.unsupported(ins, f"{ins.opcode} needs {' or '.join(map(str, types))} type "
-                                f"modifier(s), found {len(self.types)}")
-
-    @property
-    def type(self) -> str:
-        return self.types[0]
-
-    def has(self, flag: str) -> bool:
-        return flag in self.flags
-
-    def rounding(self, default=RM.NEAREST_EVEN):
-        found = [fp.ROUNDING[f] for f in self.flags if f in fp.ROUNDING]
-        return found[0] if found else default
-
-
-def operands(ins: Instruction, k: KernelImage, count: int):
-    if len(ins.operands) != count:
-        raise k.unsupported(ins, f"{ins.opcode} takes {count} operands, found "
-                            f"{len(ins.operands)}")
-    return ins.operands
-
-
-def is_float(ptype: str) -> bool:
-    return ptype in ("f16", "bf16", "f32", "f64")
-
-
-def signed_of(ptype: str) -> str:
-    return "s" + ptype[1:] if ptype[0] in "ub" and ptype != "pred" else ptype
-
-
-def unsigned_of(ptype: str) -> str:
-    return "u" + ptype[1:] if ptype[0] in "sb" and ptype != "pred" else ptype
-
-
-FLOAT_FLAGS = ("rn", "rz", "rm", "rp", "ftz", "sat")
-HALF_TYPES = ("f16", "bf16", "f16x2", "bf16x2")  # arithmetic in isa_extra.half_arithmetic
-
-
-def _float_pipeline(mods: Mods, compute: Callable, n_inputs: int, readers, write):
-    """Read floats (flushing subnormals under .ftz), compute, flush / saturate, write."""
-    flush = mods.has("ftz")
-    sat = mods.has("sat")
-
-    def fn(cta, mask):
-        values = [read(cta) for read in readers]
-        if flush:
-            values = [fp.ftz(v) for v in values]
-        out = compute(*values)
-        if flush:
-            out = fp.ftz(out)
-        if sat:
-            out = fp.saturate(out)
-        write(cta, out, mask)
-    return fn
-
 
 # ------------------------------------------------------------------------------------ moves
 
@@ -217,7 +130,7 @@ def build_add_sub(ins, k):
         def compute(x, y):
             x, y = np.asarray(x), np.asarray(y)
             return fp.add(x, -y if sub else y, ptype, mode)
-        return _float_pipeline(mods, compute, 2, (ra, rb), write)
+        return float_pipeline(mods, compute, 2, (ra, rb), write)
     if mods.flags - {"sat"}:
         raise k.unsupported(ins, f"rounding/ftz modifiers on integer {ins.opcode}")
     if mods.has("sat"):
@@ -247,7 +160,7 @@ def build_mul(ins, k):
             raise k.unsupported(ins, "unsupported float mul form")
         mode = mods.rounding()
         write = k.writer(ins, d, ptype)
-        return _float_pipeline(mods, lambda x, y: fp.mul(np.asarray(x), np.asarray(y), ptype,
+        return float_pipeline(mods, lambda x, y: fp.mul(np.asarray(x), np.asarray(y), ptype,
                                                           mode), 2, (ra, rb), write)
     if mods.flags - {"lo", "hi", "wide"}:
         raise k.unsupported(ins, "rounding/ftz/sat modifiers on integer mul")
@@ -339,7 +252,7 @@ def build_div(ins, k):
         if (mods.has("approx") or mods.has("full")) and ptype != "f32":
             raise k.unsupported(ins, "div.approx/.full are f32 only")
         mode = mods.rounding()
-        return _float_pipeline(mods, lambda x, y: fp.div(np.asarray(x), np.asarray(y), ptype,
+        return float_pipeline(mods, lambda x, y: fp.div(np.asarray(x), np.asarray(y), ptype,
                                                           mode), 2, (ra, rb), write)
     if mods.flags:
         raise k.unsupported(ins, "float modifiers on integer div")
@@ -374,7 +287,7 @@ def build_abs_neg(ins, k):
             bits = np.asarray(x).view(UINT[width])
             bits = bits ^ sign if negate else bits & ~sign
             return bits.view(DTYPE[ptype])
-        return _float_pipeline(mods, compute, 1, (ra,), write)
+        return float_pipeline(mods, compute, 1, (ra,), write)
     if mods.flags:
         raise k.unsupported(ins, ".ftz on integer abs/neg")
     dtype = DTYPE[ptype]
@@ -383,23 +296,30 @@ def build_abs_neg(ins, k):
     return lambda cta, mask: write(cta, np.abs(np.asarray(ra(cta), dtype)).astype(dtype), mask)
 
 
-@implements("min", "max", forms="integer (signed/unsigned by type); f32/f64 (.ftz, .NaN)")
+@implements("min", "max", forms="integer (signed/unsigned by type; .relu for s32: negative "
+                                 "results become 0); f32/f64 (.ftz, .NaN)")
 def build_min_max(ins, k):
-    mods = Mods(ins, k, ("ftz", "NaN"))
+    mods = Mods(ins, k, ("ftz", "NaN", "relu"))
     ptype = mods.type
     d, a, b = operands(ins, k, 3)
     ra, rb = k.reader(ins, a, ptype), k.reader(ins, b, ptype)
     write = k.writer(ins, d, ptype)
     is_min = ins.opcode == "min"
     if is_float(ptype):
+        if mods.has("relu"):
+            raise k.unsupported(ins, f"{ins.opcode}.relu on floats is not emulated")
         nan = mods.has("NaN")
         pick = fp.fmin if is_min else fp.fmax
-        return _float_pipeline(mods, lambda x, y: pick(*np.broadcast_arrays(
+        return float_pipeline(mods, lambda x, y: pick(*np.broadcast_arrays(
             np.asarray(x), np.asarray(y)), nan), 2, (ra, rb), write)
-    if mods.flags:
-        raise k.unsupported(ins, "float modifiers on integer min/max")
+    relu = mods.has("relu")
+    if mods.flags - {"relu"} or relu and ptype != "s32":
+        raise k.unsupported(ins, "float modifiers on integer min/max (.relu is for .s32)")
     op = np.minimum if is_min else np.maximum
     dtype = DTYPE[signed_of(ptype)] if ptype[0] == "s" else DTYPE[ptype]
+    if relu:
+        return lambda cta, mask: write(cta, np.maximum(op(np.asarray(ra(cta), dtype),
+                                                          np.asarray(rb(cta), dtype)), 0), mask)
     return lambda cta, mask: write(cta, op(np.asarray(ra(cta), dtype), np.asarray(rb(cta), dtype)),
                                    mask)
 
@@ -502,7 +422,7 @@ def build_fma(ins, k):
     def compute(x, y, z):
         x, y, z = np.broadcast_arrays(np.asarray(x), np.asarray(y), np.asarray(z))
         return fp.fma(x, y, z, ptype, mode)
-    return _float_pipeline(mods, compute, 3, readers, write)
+    return float_pipeline(mods, compute, 3, readers, write)
 
 
 @implements("rcp", "sqrt", forms="f32 .rn/.rz/.rm/.rp/.approx (+.ftz); f64 with rounding")
@@ -521,7 +441,7 @@ def build_rcp_sqrt(ins, k):
         one = np.asarray(1.0, DTYPE[ptype])
         compute = lambda x: fp.div(np.broadcast_to(one, np.shape(x)).copy(),  # noqa: E731
                                    np.asarray(x), ptype, mode)
-    return _float_pipeline(mods, compute, 1, (ra,), write)
+    return float_pipeline(mods, compute, 1, (ra,), write)
 
 
 @implements("rsqrt", "sin", "cos", "ex2", "lg2", "tanh",
@@ -538,7 +458,7 @@ def build_approx(ins, k):
     ra = k.reader(ins, a, ptype)
     write = k.writer(ins, d, ptype)
     compute = fp.APPROX[ins.opcode]
-    return _float_pipeline(mods, compute, 1, (ra,), write)
+    return float_pipeline(mods, compute, 1, (ra,), write)
 
 
 @implements("copysign", forms="copysign.f32/f64 d, a, b: |b| with a's sign")
@@ -880,6 +800,3 @@ def build_cvt(ins, k):
         write(cta, out, mask)
     return fn
 
-
-# Control, memory, warp and tensor-core instructions register themselves on import.
-from . import isa_control, isa_memory, isa_mma, isa_extra  # noqa: E402,F401

@@ -12,9 +12,9 @@ import re
 import numpy as np
 from tilebc.interp.ops.debug import PRINT_MAX_WIDTH
 
-from .isa import Mods, implements, operands
+from .registry import Mods, implements, operands
 from .machine import BARRIER, BRANCH, RETURN, TRAP, Control
-from .parser import PredPair, Sym, Vec
+from .syntax import PredPair, Sym, Vec
 from .state import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 
 
@@ -41,10 +41,12 @@ def build_trap(ins, k):
     return Control(TRAP)
 
 
-@implements("bar", "barrier", forms="bar.sync / barrier.sync{.aligned} 0 {, all threads}; "
-                                    "bar.warp.sync (orders shared memory in a one-warp CTA)")
+@implements("bar", "barrier", forms="bar.sync / barrier.sync{.aligned} id{, count}: the whole "
+                                    "CTA, or `count` threads; bar.arrive / barrier.arrive id, "
+                                    "count (arrive without waiting); bar.warp.sync (orders "
+                                    "shared memory in a one-warp CTA)")
 def build_bar(ins, k):
-    mods = Mods(ins, k, ("sync", "aligned", "warp"), types=(0,))
+    mods = Mods(ins, k, ("sync", "aligned", "warp", "arrive"), types=(0,))
     if mods.has("warp"):
         operands(ins, k, 1)
 
@@ -54,23 +56,33 @@ def build_bar(ins, k):
             if cta.T <= 32 and mask is None:
                 cta.shared.barrier()
         return warp_sync
-    if not mods.has("sync"):
-        raise k.unsupported(ins, "only bar.sync / barrier.sync are emulated (no arrive/red)")
+    if mods.has("sync") == mods.has("arrive"):
+        raise k.unsupported(ins, "only bar.sync / barrier.sync and bar.arrive / barrier.arrive "
+                                 "are emulated (no bar.red)")
     ops = ins.operands
-    if not 1 <= len(ops) <= 2 or getattr(ops[0], "value", None) != 0:
-        raise k.unsupported(ins, "only barrier 0 (with every thread of the CTA) is emulated")
+    barrier = getattr(ops[0], "value", None) if ops else None
+    if not 1 <= len(ops) <= 2 or not isinstance(barrier, int) or not 0 <= barrier < 16:
+        raise k.unsupported(ins, "bar.sync needs an immediate barrier number 0..15")
+    if mods.has("arrive") and len(ops) != 2:
+        raise k.unsupported(ins, "bar.arrive needs a thread count")
     if len(ops) == 2:
         count = getattr(ops[1], "value", None)
-        if count is None or (k.threads and count != k.threads):
-            raise k.unsupported(ins, "bar.sync with a thread count below the CTA size")
-    return Control(BARRIER)
+        if not isinstance(count, int) or count <= 0 or count % 32:
+            raise k.unsupported(ins, "a barrier's thread count must be an immediate multiple "
+                                     "of 32")
+        # (the race checker's ordering point is shared by the whole CTA)
+        return Control(BARRIER, threads=count, barrier=barrier, arrive=mods.has("arrive"))
+    return Control(BARRIER, barrier=barrier)
 
 
 @implements("membar", "fence", forms="no-ops: the emulator executes memory operations in "
-                                     "program order, one CTA at a time")
+                                     "program order, one CTA at a time (asynchronous copies and "
+                                     "wgmma included); fence.proxy.async{.shared/.global}, "
+                                     "fence.mbarrier_init.release.cluster")
 def build_fence(ins, k):
-    Mods(ins, k, ("cta", "gl", "sys", "gpu", "cluster", "sc", "acq_rel", "proxy", "async",
-                  "alias"), types=(0,))
+    Mods(ins, k, ("cta", "gl", "sys", "gpu", "cluster", "sc", "acq_rel", "acquire", "release",
+                  "proxy", "async", "alias", "mbarrier_init", "shared", "global",
+                  "shared::cluster"), types=(0,))
     return lambda cta, mask: None
 
 

@@ -13,11 +13,11 @@ import numpy as np
 from tilebc.numeric import convert
 
 from . import fp
-from .isa import Mods, implements, operands
+from .registry import Mods, implements, operands
 from .isa_control import _warp_active
 from .isa_memory import Access, _lanes
-from .machine import DTYPE
-from .parser import Addr, Imm, Reg, Vec
+from .dtypes import DTYPE
+from .syntax import Addr, Imm, Reg, Vec
 from .state import UINT
 
 HALF = {"f16": np.dtype(np.float16)}

@@ -11,9 +11,9 @@ from typing import Callable
 import numpy as np
 
 from . import fp
-from .isa import Mods, implements, is_float, operands
-from .machine import DTYPE
-from .parser import Addr, Sym, Vec
+from .registry import Mods, implements, is_float, operands
+from .dtypes import DTYPE
+from .syntax import Addr, Sym, Vec
 from .state import LOCAL_WINDOW, SHARED_WINDOW, SINT, UINT, WINDOW_SIZE
 
 SPACES = ("global", "shared", "local", "const", "param")

@@ -38,8 +38,8 @@ import math
 import ml_dtypes
 import numpy as np
 
-from .isa import Mods, implements, operands
-from .parser import Vec
+from .registry import Mods, implements, operands
+from .syntax import Vec
 
 # element type -> (bits, numpy storage view or None for integers/tf32/f64 handled apart)
 _FLOAT16 = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16)}

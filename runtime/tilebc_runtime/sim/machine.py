@@ -11,6 +11,12 @@ threads waiting there (the others wait), which reconverges structured code at th
 instruction after both paths. When every live thread is at one program counter again the CTA is
 converged. `bra.uni` that would diverge, and `bar.sync` reached by only part of the live threads,
 are errors (undefined behaviour on the device).
+
+Named barriers with a thread count (`barrier.sync id, count`, `bar.arrive id, count`) and
+mbarrier waits may hold threads back: a thread that syncs on a named barrier before `count`
+threads have arrived, or whose mbarrier wait failed, is passed over by the scheduler until the
+barrier completes (or some mbarrier arrival happens), so the other threads run on. Threads that
+can never be released are reported as a deadlock.
 """
 from __future__ import annotations
 
@@ -22,20 +28,13 @@ import numpy as np
 
 from tilebc.interp.memory import GlobalMemory
 
+from .dtypes import DTYPE, TYPES  # noqa: F401  (TYPES re-exported)
 from .errors import (SharedRaceError, SimExecutionError, SimMemoryError, SimTrap,
                      UnsupportedInstruction)
-from .parser import Addr, Imm, Instruction, Kernel, Not, Program, Reg, Sym, Vec, parse_ptx
+from .parser import parse_ptx
+from .registry import BUILDERS
 from .state import (LOCAL_WINDOW, SHARED_BASE, SHARED_WINDOW, SINT, UINT, WINDOW_SIZE, Cta)
-
-# PTX type suffix -> numpy dtype of a value of that type
-DTYPE = {"b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np.uint16,
-         "s16": np.int16, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "b32": np.uint32,
-         "u32": np.uint32, "s32": np.int32, "f32": np.float32, "b64": np.uint64,
-         "u64": np.uint64, "s64": np.int64, "f64": np.float64, "pred": np.bool_,
-         "f16x2": np.uint32, "bf16x2": np.uint32, "e4m3x2": np.uint16, "e5m2x2": np.uint16,
-         "tf32": np.uint32}
-DTYPE = {k: np.dtype(v) for k, v in DTYPE.items()}
-TYPES = frozenset(DTYPE)
+from .syntax import Addr, Imm, Instruction, Kernel, Not, Program, Reg, Sym, Vec
 
 NORMAL, BRANCH, RETURN, BARRIER, TRAP = range(5)
 EXITED = np.iinfo(np.int64).max
@@ -48,13 +47,15 @@ class Control:
     kind: int
     target: Optional[int] = None
     uniform: bool = False  # bra.uni
+    threads: Optional[int] = None  # a barrier's thread count (None: the whole CTA)
+    barrier: int = 0  # the named barrier's number
+    arrive: bool = False  # bar.arrive: count the arrival, do not wait
 
 
 class KernelImage:
     """A kernel ready to run: compiled instructions, register storage types, symbol layout."""
 
     def __init__(self, program: Program, kernel: Kernel):
-        from .isa import BUILDERS
         self.program = program
         self.kernel = kernel
         self.source = program.source
@@ -98,6 +99,12 @@ class KernelImage:
         for var in program.globals:
             self.symbols[var.name] = (var.space, None)  # bound to addresses at launch
         self.threads = kernel.block_size
+        cluster = kernel.directives.get("reqnctapercluster", ())
+        if int(np.prod(cluster or (1,))) > 1:
+            raise UnsupportedInstruction(f"kernel {kernel.name} asks for clusters of "
+                                         f"{'x'.join(map(str, cluster))} CTAs (.reqnctapercluster);"
+                                         " the emulator runs clusters of one CTA only",
+                                         file=self.source, line=kernel.line)
         self.code: List[tuple] = []
         for ins in kernel.instructions:
             builder = BUILDERS.get(ins.opcode)
@@ -217,7 +224,13 @@ class KernelImage:
 
 _SPECIALS = {"%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%laneid", "%warpid",
              "%nwarpid", "%smid", "%nsmid", "%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x",
-             "%nctaid.y", "%nctaid.z", "%lanemask_eq", "%lanemask_lt", "%lanemask_le"}
+             "%nctaid.y", "%nctaid.z", "%lanemask_eq", "%lanemask_lt", "%lanemask_le",
+             # clusters (sm_90): a launch without cluster dimensions makes each CTA its own
+             # cluster of one, so tileiras's %clusterid is the CTA id
+             "%clusterid.x", "%clusterid.y", "%clusterid.z", "%nclusterid.x", "%nclusterid.y",
+             "%nclusterid.z", "%cluster_ctaid.x", "%cluster_ctaid.y", "%cluster_ctaid.z",
+             "%cluster_nctaid.x", "%cluster_nctaid.y", "%cluster_nctaid.z", "%cluster_ctarank",
+             "%cluster_nctarank"}
 
 
 # Clock registers -> (bytes, high word?). They read a fake clock, the same for %clock* and
@@ -314,7 +327,12 @@ class Launch:
         with np.errstate(all="ignore"):
             for flat in flats:
                 ctaid = (flat % gx, (flat // gx) % gy, flat // (gx * gy))
-                self.run_cta(Cta(self, ctaid, self.T, self.image.registers))
+                cta = Cta(self, ctaid, self.T, self.image.registers)
+                self.run_cta(cta)
+                if cta.wgmma_groups or cta.wgmma_open:
+                    raise self.error(cta, None, "the CTA finished with wgmma.mma_async results "
+                                     "no wgmma.commit_group + wait_group retired (they never "
+                                     "land in the registers)", SimExecutionError)
                 if self.profile is not None:
                     self.profile.ctas_run += 1
 
@@ -373,21 +391,47 @@ class Launch:
                     alive = ~mask if alive is None else alive & ~mask
                     pc += 1
                 elif kind == BARRIER:
+                    if prof is not None:
+                        prof.barrier()
+                    if control.threads is not None and (control.threads < T or control.arrive):
+                        arriving = mask if mask is not None else np.ones(T, np.bool_)
+                        if not self.named_barrier(cta, ins, control, arriving):
+                            # the arrivals wait: the other live threads run on without them
+                            pcs = np.full(T, pc + 1, np.int64)
+                            if alive is not None:
+                                pcs[~alive] = EXITED
+                        pc += 1
+                        continue
                     if mask is not alive:
                         raise self.error(cta, ins, "bar.sync under a predicate that only part "
                                          "of the CTA satisfies", SimExecutionError)
                     cta.shared.barrier()
-                    if prof is not None:
-                        prof.barrier()
                     pc += 1
                 else:
                     self.trap(cta, ins, mask)
                 continue
-            # divergent: run the smallest program counter's threads
+            # divergent: run the smallest program counter's threads, passing over threads
+            # whose mbarrier wait failed until some arrival happens
             current = int(pcs.min())
             if current == EXITED:
                 return
+            if cta.any_blocked or cta.any_barrier_wait:
+                live = pcs != EXITED
+                runnable = live & ~cta.blocked & ~cta.barrier_wait
+                if not runnable.any() and cta.any_blocked:
+                    # all mbarrier waits failed: retry them (isa_sm90 counts the stalls)
+                    cta.blocked[:] = False
+                    cta.any_blocked = False
+                    runnable = live & ~cta.barrier_wait
+                if not runnable.any():
+                    waiting = int(np.argmax(cta.barrier_wait))
+                    raise self.error(cta, code[int(pcs[waiting]) - 1][4], "deadlock: threads "
+                                     "wait at a named barrier that no running thread can "
+                                     "complete", SimExecutionError, thread=waiting)
+                current = int(pcs[runnable].min())
             here = pcs == current
+            if cta.any_barrier_wait:
+                here &= ~cta.barrier_wait
             live = pcs != EXITED
             if np.array_equal(here, live):
                 pcs = None
@@ -415,12 +459,51 @@ class Launch:
                 pcs[here] = current + 1
                 pcs[mask] = EXITED
             elif kind == BARRIER:
-                raise self.error(cta, ins, "bar.sync in divergent code (not every live thread "
-                                 "of the CTA reaches this barrier together)", SimExecutionError)
+                if control.threads is None:
+                    raise self.error(cta, ins, "bar.sync in divergent code (not every live "
+                                     "thread of the CTA reaches this barrier together)",
+                                     SimExecutionError)
+                if prof is not None:
+                    prof.barrier()
+                pcs[here] = current + 1
+                if mask.any():
+                    self.named_barrier(cta, ins, control, mask)
             else:
                 if mask.any():
                     self.trap(cta, ins, mask)
                 pcs[here] = current + 1
+
+    def named_barrier(self, cta: Cta, ins: Instruction, control: Control, arriving) -> bool:
+        """`arriving` threads arrive at named barrier `control.barrier` (of `control.threads`
+        threads). Returns whether they go on: the barrier completed (its waiting threads are
+        released, and shared memory is ordered) or they only arrive (bar.arrive); otherwise
+        they are marked as waiting for it."""
+        number, count = control.barrier, control.threads
+        arrived = cta.named_barriers.get(number)
+        if arrived is None:
+            arrived = np.zeros(cta.T, np.bool_)
+        if np.any(arrived & arriving):
+            raise self.error(cta, ins, f"a thread arrives twice at barrier {number} before it "
+                             f"completes", SimExecutionError,
+                             thread=int(np.argmax(arrived & arriving)))
+        arrived = arrived | arriving
+        total = int(np.count_nonzero(arrived))
+        if total > count:
+            raise self.error(cta, ins, f"barrier {number} for {count} threads reached by "
+                             f"{total} threads", SimExecutionError)
+        if total == count:
+            cta.named_barriers.pop(number, None)
+            if cta.any_barrier_wait:
+                cta.barrier_wait &= ~arrived
+                cta.any_barrier_wait = bool(cta.barrier_wait.any())
+            cta.shared.barrier()
+            return True
+        cta.named_barriers[number] = arrived
+        if control.arrive:
+            return True
+        cta.barrier_wait |= arriving
+        cta.any_barrier_wait = True
+        return False
 
     def trap(self, cta: Cta, ins: Instruction, mask) -> None:
         printed = "".join(cta.printed).strip()

@@ -6,6 +6,9 @@ compiler rather than against our JIT (which shares our reading of the ISA).
     ptx = nvidia.tileiras_ptx(module_or_path, arch="sm_80")   # the PTX tileiras hands to ptxas
     nvidia.run(module_or_path, entry, grid, *args)              # like tilebc.interp.run
 
+`arch="sm_90"` gives tileiras's Hopper code (`.target sm_90a`: wgmma, mbarrier pipelines,
+warp-specialised kernels with named barriers), which the emulator runs too (isa_sm90.py).
+
 tileiras has no option to print its PTX: it lowers to PTX and runs the `ptxas` that sits beside it.
 `tileiras_ptx` therefore runs tileiras from a mirror of its install (links to everything) whose
 `ptxas` is a small script that copies its .ptx input out and then runs the real ptxas (so the PTX

@@ -1,7 +1,8 @@
 """Sweep: every fixture case of tests/test_interp_*.py run through tileiras's PTX on the emulator
 (the case modules' `run` swapped for `sim.nvidia.run`), one line per fixture with the outcome.
 
-    python -m tilebc_runtime.sim.nvidia_sweep [--arch sm_80] [--version 13.5] [NAME ...]
+    python -m tilebc_runtime.sim.nvidia_sweep [--arch sm_80|sm_89|sm_90] [--version 13.5] [NAME ...]
+    python -m tilebc_runtime.sim.nvidia_sweep --gemms     # tileiras's sm_90 wgmma GEMMs, every type
 
 Outcomes: pass; mismatch (the case's reference check failed); unsupported (the emulator refuses
 an instruction or form: the message names it); tileiras (NVIDIA's compiler refused the module);
@@ -58,13 +59,38 @@ def outcome(reference, name, version, arch):
         reference.run = original
 
 
+def gemm_outcomes():
+    """(name, status, seconds, detail) of runtime/tests/test_rt_sim_nvidia_sm90.py's cuTile
+    GEMMs (64x128x64 tiles: tileiras's sm_90 code uses wgmma) in every operand type."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+    cases = importlib.import_module("test_rt_sim_nvidia_sm90")
+    for name in cases.GEMMS:
+        start = time.perf_counter()
+        try:
+            cases.check_gemm(name)
+            status, detail = "pass", ""
+        except AssertionError as error:
+            status, detail = "mismatch", " ".join(str(error).split())[:300]
+        except Exception as error:  # noqa: BLE001 - report and go on
+            status, detail = "error", f"{type(error).__name__}: {error}"[:300]
+        yield name, status, time.perf_counter() - start, detail
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*")
     parser.add_argument("--arch", default=nvidia.DEFAULT_ARCH)
     parser.add_argument("--version", default="13.5")
+    parser.add_argument("--gemms", action="store_true",
+                        help="run the sm_90 wgmma GEMMs of every operand type instead")
     options = parser.parse_args(argv)
     counts = {}
+    if options.gemms:
+        for name, status, seconds, detail in gemm_outcomes():
+            counts[status] = counts.get(status, 0) + 1
+            print(f"| {name} | {status} | {seconds:.1f} s | {detail} |", flush=True)
+        print(" ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+        return 0
     for reference, name in case_functions(set(options.names)):
         start = time.perf_counter()
         status, detail = outcome(reference, name, options.version, options.arch)

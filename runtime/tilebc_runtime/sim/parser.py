@@ -1,4 +1,4 @@
-"""PTX text -> a small syntax tree: module-level data, kernels, their registers, shared/local
+"""PTX text -> the syntax tree of syntax.py: module-level data, kernels, their registers, shared/local
 variables, labels and instructions (with operands already classified).
 
 The grammar is the part of PTX a code generator writes: directives, `.reg` declarations (with the
@@ -10,131 +10,12 @@ register, special register, immediate (decimal, hex, 0f/0d float bits), symbol, 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple
 
 from .errors import PtxSyntaxError
-
-
-# ------------------------------------------------------------------------------------ operands
-
-
-@dataclass(frozen=True)
-class Reg:
-    name: str  # "%r3", "%p1", "%tid.x", "%laneid"
-
-
-@dataclass(frozen=True)
-class Imm:
-    value: Union[int, float]
-    bits: Optional[int] = None  # raw bit pattern for 0f/0d literals (exact, NaN payloads kept)
-    width: Optional[int] = None  # 32 for 0f, 64 for 0d
-
-
-@dataclass(frozen=True)
-class Sym:
-    name: str  # a variable, parameter, label or function name
-
-
-@dataclass(frozen=True)
-class Addr:
-    base: Union[Reg, Sym, None]
-    offset: int = 0
-
-
-@dataclass(frozen=True)
-class Vec:
-    items: Tuple[object, ...]
-
-
-@dataclass(frozen=True)
-class PredPair:
-    first: Reg
-    second: Reg
-
-
-@dataclass(frozen=True)
-class Not:
-    operand: Reg  # !%p as a source operand
-
-
-Operand = Union[Reg, Imm, Sym, Addr, Vec, PredPair, Not]
-
-
-# -------------------------------------------------------------------------------- statements
-
-
-@dataclass
-class Instruction:
-    opcode: str
-    modifiers: Tuple[str, ...]
-    operands: Tuple[Operand, ...]
-    guard: Optional[Tuple[str, bool]]  # (predicate register, negated)
-    line: int
-    column: int
-    text: str
-
-    @property
-    def full_opcode(self) -> str:
-        return ".".join((self.opcode,) + self.modifiers)
-
-
-@dataclass
-class Variable:
-    space: str  # "global" | "const" | "shared" | "local" | "param"
-    name: str
-    size: int  # bytes
-    align: int
-    init: Optional[bytes] = None
-    type: str = "b8"
-
-
-@dataclass
-class Kernel:
-    name: str
-    params: List[Variable]
-    registers: Dict[str, str]  # register name -> declared type ("b32", "f32", "pred", ...)
-    variables: List[Variable]  # .shared / .local in the body
-    instructions: List[Instruction]
-    labels: Dict[str, int]  # label -> index of the next instruction
-    directives: Dict[str, Tuple[int, ...]]  # .maxntid / .reqntid / .minnctapersm
-    line: int
-    returns: List[Variable] = field(default_factory=list)  # a .func's result parameters
-
-    @property
-    def block_size(self) -> Optional[int]:
-        dims = self.directives.get("reqntid") or self.directives.get("maxntid")
-        if not dims:
-            return None
-        size = 1
-        for d in dims:
-            size *= d
-        return size
-
-
-@dataclass
-class Program:
-    source: Optional[str]
-    version: Optional[str]
-    target: Optional[str]
-    globals: List[Variable] = field(default_factory=list)  # .global / .const data
-    kernels: Dict[str, Kernel] = field(default_factory=dict)
-    functions: Dict[str, Kernel] = field(default_factory=dict)  # .func definitions (inlined)
-    externs: List[str] = field(default_factory=list)
-    # `.extern .shared` unsized arrays: all start at the kernel's dynamic shared memory
-    dynamic_shared: List[Variable] = field(default_factory=list)
-
-    def kernel(self, name: Optional[str]) -> Kernel:
-        if name is None:
-            if len(self.kernels) == 1:
-                return next(iter(self.kernels.values()))
-            raise PtxSyntaxError(f"the PTX has {len(self.kernels)} kernels; name one of "
-                                 f"{', '.join(self.kernels)}", file=self.source)
-        try:
-            return self.kernels[name]
-        except KeyError:
-            raise PtxSyntaxError(f"no .entry {name!r} in the PTX (entries: "
-                                 f"{', '.join(self.kernels) or 'none'})", file=self.source) from None
+from .inline import inline_calls
+from .syntax import (Addr, Imm, Instruction, Kernel, Not, Operand, PredPair, Program,  # noqa: F401
+                     Reg, Sym, TensorRef, Variable, Vec)
 
 
 # ----------------------------------------------------------------------------------- lexing
@@ -419,7 +300,8 @@ class _Parser:
                 raise self.error("kernel parameters must be .param", sub)
             params.append(variable)
         directives = {}
-        for found in re.finditer(r"\.(maxntid|reqntid|minnctapersm|maxnreg)\s+([\d,\s]+)", rest):
+        for found in re.finditer(r"\.(maxntid|reqntid|minnctapersm|maxnreg|reqnctapercluster|"
+                                 r"maxclusterrank)\s+([\d,\s]+)", rest):
             directives[found.group(1)] = tuple(int(v) for v in found.group(2).replace(",", " ")
                                                .split())
         self.pos += 1
@@ -480,6 +362,9 @@ class _Parser:
             if text.startswith("."):
                 raise self.error("unsupported directive in a kernel body", stmt)
             instructions.append(self.instruction(stmt))
+        bare = {name for name in registers if not name.startswith("%")}
+        if bare:  # registers declared without % (inline asm) were read as symbols
+            instructions = [_bare_registers(ins, bare) for ins in instructions]
         return Kernel(name, params, registers, variables, instructions, labels, directives,
                       stmt.line, returns)
 
@@ -519,7 +404,7 @@ class _Parser:
             if match:
                 for k in range(int(match.group(2))):
                     registers[f"{match.group(1)}{k}"] = rtype
-            elif re.fullmatch(r"%[A-Za-z_$][\w$]*", item):
+            elif re.fullmatch(r"%?[A-Za-z_$][\w$]*", item):  # inline asm may omit the %
                 registers[item] = rtype
             else:
                 raise self.error(f"bad register name {item!r}", stmt)
@@ -527,7 +412,7 @@ class _Parser:
     def instruction(self, stmt: _Statement) -> Instruction:
         text = stmt.text
         guard = None
-        match = re.match(r"^@(!?)(%[\w$]+)\s+", text)
+        match = re.match(r"^@(!?)(%?[A-Za-z_$][\w$]*)\s+", text)
         if match:
             guard = (match.group(2), bool(match.group(1)))
             text = text[match.end():]
@@ -565,6 +450,9 @@ class _Parser:
         if text.startswith("["):
             if not text.endswith("]"):
                 raise self.error(f"bad address operand {text!r}", stmt)
+            parts = _split_top(text[1:-1])
+            if len(parts) == 2 and parts[1].startswith("{"):  # [tensor map, {coordinates}]
+                return TensorRef(self.operand(parts[0], stmt), self.operand(parts[1], stmt))
             return self.address(text[1:-1].strip(), stmt)
         if text.startswith("{"):
             if not text.endswith("}"):
@@ -610,6 +498,25 @@ class _Parser:
         return Addr(Reg(base) if base.startswith("%") else Sym(base), value)
 
 
+def _bare_registers(ins: Instruction, names) -> Instruction:
+    def fix(operand):
+        if isinstance(operand, Sym) and operand.name in names:
+            return Reg(operand.name)
+        if isinstance(operand, Vec):
+            return Vec(tuple(fix(item) for item in operand.items))
+        if isinstance(operand, Addr) and operand.base is not None:
+            return Addr(fix(operand.base), operand.offset)
+        if isinstance(operand, PredPair):
+            return PredPair(fix(operand.first), fix(operand.second))
+        if isinstance(operand, Not):
+            return Not(fix(operand.operand))
+        return operand
+    operands = tuple(fix(op) for op in ins.operands)
+    return ins if operands == ins.operands else \
+        Instruction(ins.opcode, ins.modifiers, operands, ins.guard, ins.line, ins.column,
+                    ins.text)
+
+
 def _rename_statement(text: str, scopes: List[Dict[str, str]]) -> str:
     """`text` with the names the enclosing scopes declare replaced (innermost scope first)."""
     return re.sub(r"%?[A-Za-z_$][\w$]*", lambda m: _lookup(m.group(0), scopes), text)
@@ -650,6 +557,5 @@ def _terminate_line_directives(text: str) -> str:
 
 def parse_ptx(text: str, source: Optional[str] = None) -> Program:
     """Parse PTX text (as the JIT writes it) into a Program."""
-    from .inline import inline_calls
     return inline_calls(_Parser(_terminate_line_directives(_strip_comments(text)),
                                 source).parse())

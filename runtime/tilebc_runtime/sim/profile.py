@@ -27,7 +27,9 @@ warps and lane t belongs to warp t // 32):
   16-byte: quarter-warps); a phase takes as many wavefronts as the largest number of *distinct*
   4-byte words any bank must deliver (the same word to many lanes is one broadcast). The ideal is
   ceil(distinct bytes / 128) per warp. ldmatrix: each 8×8 matrix (8 rows of 16 bytes) is one phase.
-  cp.async counts its shared store the same way.
+  cp.async counts its shared store the same way. wgmma.mma_async: its shared operands once per
+  warpgroup, 128 bytes a wavefront (the canonical layouts have no bank conflicts), and its
+  flops in `mma_flops`.
 - local memory: warp accesses and sectors, counted as ceil(active lanes × bytes / 32) (local
   memory is interleaved by thread, so a uniform local access is coalesced).
 - `barriers`: bar.sync / barrier executions per CTA (the warp-level issues are in the
@@ -44,7 +46,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from .parser import Imm
+from .syntax import Imm, Vec
 from .state import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 
 CLASSES = ("fp32", "fp16", "fp64", "int", "sfu", "conversion", "tensor", "global_ld",
@@ -140,6 +142,22 @@ def _mma_flops(ins) -> int:
             except ValueError:
                 continue
     return 0
+
+
+def _wgmma_wavefronts(ins) -> int:
+    """Shared-memory wavefronts of one warpgroup's wgmma.mma_async: its operands in shared
+    memory (B, and A unless it comes from registers), 128 bytes a wavefront (the canonical
+    layouts are read without bank conflicts)."""
+    size = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "s8": 1, "u8": 1}
+    types = [m for m in ins.modifiers if m in size]
+    shape = [m for m in ins.modifiers if m.startswith("m64n")]
+    if not types or not shape:
+        return 0
+    n, k = (int(x) for x in shape[0][4:].split("k"))
+    bytes_ = n * k * size[types[-1]]
+    if len(ins.operands) > 1 and not isinstance(ins.operands[1], Vec):
+        bytes_ += 64 * k * size[types[0]]
+    return -(-bytes_ // 128)
 
 
 def _mma_kind(ins) -> str:
@@ -257,6 +275,7 @@ class Profile:
         self.mem: List[Optional[_MemSpec]] = [None] * len(code)
         self.flops: List[int] = [0] * len(code)
         self.mma_kinds: List[str] = [""] * len(code)
+        self.wgmma_wavefronts: List[int] = [0] * len(code)
         for index, entry in enumerate(code):
             ins = entry[4]
             if ins is None:
@@ -267,6 +286,10 @@ class Profile:
             if ins.opcode == "mma":
                 self.flops[index] = _mma_flops(ins)
                 self.mma_kinds[index] = _mma_kind(ins)
+            elif ins.opcode == "wgmma" and "mma_async" in ins.modifiers:
+                self.flops[index] = _mma_flops(ins) // 4  # a warpgroup's 4 warps issue it
+                self.mma_kinds[index] = _mma_kind(ins)
+                self.wgmma_wavefronts[index] = _wgmma_wavefronts(ins)
         self.class_counts = np.zeros(len(CLASSES), np.int64)
         total = grid[0] * grid[1] * grid[2]
         if self.sample is None or self.sample >= total:
@@ -291,6 +314,11 @@ class Profile:
         if self.flops[pc]:
             kind = self.mma_kinds[pc]
             self.mma_flops[kind] = self.mma_flops.get(kind, 0) + warps * self.flops[pc]
+            if self.wgmma_wavefronts[pc] and executing is not False:
+                # a warpgroup reads its shared operands once (counted a quarter per warp)
+                share = warps * self.wgmma_wavefronts[pc] // 4
+                self.shared_wavefronts += share
+                self.shared_ideal_wavefronts += share
 
     def barrier(self) -> None:
         self.barriers += 1

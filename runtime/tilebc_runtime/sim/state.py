@@ -191,6 +191,21 @@ class Cta:
         self.local = LocalMemory(launch.local_size, threads)
         self.call_params: Dict[str, np.ndarray] = {}
         self.printed: list = []  # what this CTA printed (the message of a later trap)
+        self.mbarriers: Dict[int, object] = {}  # shared address -> isa_sm90.MBarrier
+        self.stalled_waits = 0  # failed mbarrier waits since the last arrival (deadlocks)
+        # threads whose last mbarrier wait failed: divergent scheduling passes them over
+        # until an arrival (so a consumer's wait loop lets the producer warps run)
+        self.blocked = np.zeros(threads, np.bool_)
+        self.any_blocked = False
+        # named barriers: number -> threads arrived so far; threads waiting for one to complete
+        self.named_barriers: Dict[int, np.ndarray] = {}
+        self.barrier_wait = np.zeros(threads, np.bool_)
+        self.any_barrier_wait = False
+        # wgmma results in flight: register -> (value, mask) newest; the uncommitted group and
+        # the committed ones, oldest first, each register -> (writer, value, mask)
+        self.wgmma_pending: Dict[str, tuple] = {}
+        self.wgmma_open: Dict[str, tuple] = {}
+        self.wgmma_groups: list = []
         self.special = self._specials()
 
     def _specials(self) -> Dict[str, np.ndarray]:
@@ -208,7 +223,15 @@ class Cta:
                                    - np.uint64(1)).astype(np.uint32),
                   "%lanemask_le": ((np.uint64(1) << (tid % 32 + 1).astype(np.uint64))
                                    - np.uint64(1)).astype(np.uint32)}
+        ones = np.ones(T, np.uint32)
         for axis, k in (("x", 0), ("y", 1), ("z", 2)):
             values[f"%ctaid.{axis}"] = np.full(T, self.ctaid[k], np.uint32)
             values[f"%nctaid.{axis}"] = np.full(T, grid[k], np.uint32)
+            # clusters of one CTA (a launch without cluster dimensions)
+            values[f"%clusterid.{axis}"] = values[f"%ctaid.{axis}"]
+            values[f"%nclusterid.{axis}"] = values[f"%nctaid.{axis}"]
+            values[f"%cluster_ctaid.{axis}"] = zeros
+            values[f"%cluster_nctaid.{axis}"] = ones
+        values["%cluster_ctarank"] = zeros
+        values["%cluster_nctarank"] = ones
         return values

@@ -1,0 +1,124 @@
+"""NVIDIA's sm_90 code generation on our PTX emulator: tileiras --gpu-name=sm_90 (PTX `.target
+sm_90a`) for fixture kernels, run by `sim.nvidia.run`, matches the numpy references of
+tests/test_interp_*.py. Each case names what of tileiras's Hopper code it exercises; the PTX is
+checked to contain it, so a case cannot pass without running the instruction. The sweep over
+every fixture is `python -m tilebc_runtime.sim.nvidia_sweep --arch sm_90`
+(benchmarks/results/sim-nvidia-sm90.md).
+"""
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from tilebc.oracles import tool_path  # noqa: E402
+from tilebc_runtime.sim import nvidia  # noqa: E402
+
+pytestmark = pytest.mark.skipif(tool_path("tileiras") is None,
+                                reason="NVIDIA tileiras is not installed")
+
+# fixture -> (case module, text tileiras's sm_90 PTX must contain)
+CASES = {
+    "matmul_f16": ("test_interp_fixtures", "%clusterid.x"),  # CTA id of a one-CTA cluster
+    "la_gemm_large_tile": ("test_interp_linalg", "wgmma.mma_async.sync.aligned.m64n128k16"),
+    "la_syrk_lower": ("test_interp_linalg", "cp.async.mbarrier.arrive.noinc"),
+    "la_histogram_u8": ("test_interp_linalg", "barrier.sync \t1, 128"),  # warp-specialised
+    "dm_cat_split_heads": ("test_interp_datamove", "stmatrix.sync.aligned.m8n8.x1"),
+    "ft_checked_scale": ("test_interp_features", "elect.sync"),
+}
+
+
+@pytest.fixture(scope="session")
+def ptx_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("tileiras-ptx-sm90")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_tileiras_sm90_ptx_on_emulator_matches_reference(name, ptx_cache, monkeypatch):
+    family, feature = CASES[name]
+    reference = importlib.import_module(family)
+    module = reference.module(name, reference.versions(name)[-1])
+    ptx = nvidia.tileiras_ptx(module, "sm_90", ptx_cache)
+    assert ".target sm_90a" in ptx and feature in ptx
+
+    def run(*args, **kwargs):
+        return nvidia.run(*args, cache_dir=ptx_cache, arch="sm_90", **kwargs)
+    monkeypatch.setattr(reference, "run", run)
+    reference.CASES[name](module)
+
+
+# ---- wgmma in every operand type: cuTile GEMMs with 64 x 128 x 64 tiles ----------------------
+# (tileiras uses wgmma only for large tiles; of the fixtures only la_gemm_large_tile has them)
+
+# name -> (input dtype, accumulator / output dtype, the wgmma form tileiras emits)
+GEMMS = {
+    "bf16": ("bfloat16", "float32", "m64n128k16.f32.bf16.bf16"),
+    "f16_acc": ("float16", "float16", "m64n128k16.f16.f16.f16"),
+    "tf32": ("float32", "float32", "m64n128k8.f32.tf32.tf32"),
+    "e4m3": ("float8_e4m3fn", "float32", "m64n128k32.f32.e4m3.e4m3"),
+    "s8": ("int8", "int32", "m64n128k32.satfinite.s32.s8.s8"),
+}
+UNIT_GEMMS = ("bf16", "s8")  # the sweep (nvidia_sweep --gemms) runs them all
+
+
+def gemm_bytecode(name):
+    """Bytecode of a cuTile GEMM (K loop, ragged K zero padded) for one GEMMS entry."""
+    import io
+    ct = pytest.importorskip("cuda.tile")
+    compilation = pytest.importorskip("cuda.tile.compilation")
+
+    @ct.kernel
+    def gemm(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
+        acc = ct.full((TM, TN), 0, dtype=C.dtype)
+        for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+            a = ct.load(A, index=(ct.bid(0), k), shape=(TM, TK), padding_mode=ct.PaddingMode.ZERO)
+            b = ct.load(B, index=(k, ct.bid(1)), shape=(TK, TN), padding_mode=ct.PaddingMode.ZERO)
+            if A.dtype == ct.float32:
+                a, b = ct.astype(a, ct.tfloat32), ct.astype(b, ct.tfloat32)
+            acc = ct.mma(a, b, acc)
+        ct.store(C, index=(ct.bid(0), ct.bid(1)), tile=acc)
+
+    def array(dtype):
+        return compilation.ArrayConstraint(
+            getattr(ct, dtype), 2, index_dtype=ct.int32, stride_lower_bound_incl=0,
+            alias_groups=(), may_alias_internally=False, shape_constant=(None, None),
+            stride_constant=(None, None), shape_divisible_by=1, base_addr_divisible_by=1)
+    ins, outs, _ = GEMMS[name]
+    signature = compilation.KernelSignature([array(ins), array(ins), array(outs), 64, 128, 64],
+                                            compilation.CallingConvention.cutile_python_v1())
+    buffer = io.BytesIO()
+    compilation.export_kernel(gemm, [signature], buffer, output_format="tileir_bytecode",
+                              bytecode_version="13.4", gpu_code=None)
+    return buffer.getvalue()
+
+
+def check_gemm(name, cache_dir=None, seed=0):
+    """tileiras's wgmma GEMM on the emulator against numpy: 128 x 256 output (a 2 x 2 grid of
+    tiles), K = 100 (one full and one ragged K tile); inputs exact in every type, so every
+    summation order gives numpy's result."""
+    import ml_dtypes
+    data = gemm_bytecode(name)
+    ptx = nvidia.tileiras_ptx(data, "sm_90", cache_dir)
+    assert "wgmma.mma_async.sync.aligned." + GEMMS[name][2] in ptx
+    rng = np.random.default_rng(seed)
+    m, n, k = 128, 256, 100
+    element = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32,
+               "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "int8": np.int8, "int32": np.int32}
+    ins, outs = (element[t] for t in GEMMS[name][:2])
+    if ins is np.int8:
+        a, b = (rng.integers(-128, 128, shape).astype(np.int8) for shape in ((m, k), (k, n)))
+    else:  # multiples of 1/8 in [-1, 1]: products and sums exact in the accumulator
+        a, b = ((rng.integers(-8, 9, shape) / 8).astype(ins) for shape in ((m, k), (k, n)))
+    c = np.zeros((m, n), outs)
+    nvidia.run(data, None, (m // 64, n // 128), a, b, c, arch="sm_90", cache_dir=cache_dir)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_array_equal(c.astype(np.float64), want.astype(outs).astype(np.float64))
+
+
+@pytest.mark.parametrize("name", UNIT_GEMMS)
+def test_tileiras_wgmma_gemm_on_emulator_matches_numpy(name, ptx_cache):
+    check_gemm(name, ptx_cache)

@@ -1,0 +1,706 @@
+"""Instruction semantics, part 6: sm_90 (Hopper). mbarrier objects, asynchronous bulk copies
+(cp.async.bulk, cp.async.mbarrier.arrive), warpgroup MMA (wgmma.*), elect.sync, setmaxnreg and
+stmatrix, per the PTX ISA.
+
+Time. Bulk copies complete when they are issued: the data lands at once and its bytes are
+completed on the mbarrier (one legal schedule; a kernel that reads the destination before its
+wait is not diagnosed). wgmma.mma_async reads its operands when issued but its accumulators
+land only when wgmma.wait_group retires the commit group holding it: until then the registers
+keep their old values (a kernel that reads them before waiting computes with stale values, as
+it may on the device), while later wgmma's on the same accumulators chain on the pending
+results, as the hardware pipeline does. A CTA that ends with results not retired is an error.
+
+mbarrier. The 8-byte object in shared memory is modelled beside the memory (Cta.mbarriers, keyed
+by its shared address): the current phase number, the arrivals still expected in it, the
+arrival count set by init, and the transaction count (bytes expected minus bytes completed). A
+phase completes when both its pending arrivals and its transaction count reach zero; the next
+phase then expects the init count again. Waits with .parity test whether the phase of that
+parity before the current one completed; an arrive's state token is the phase it arrived in.
+Completing a phase orders shared memory like bar.sync for the race checker (the threads that
+wait on it acquire what the arrivers released). Divergent threads run lowest program counter
+first; threads whose wait failed are passed over until the next arrival, so warp-specialised
+producer/consumer code runs its producers while the consumers wait. A wait no thread can
+complete is reported as a deadlock after STALL_LIMIT failed waits with no arrival.
+
+Clusters have one CTA (a launch without cluster dimensions), so .shared::cluster addresses are
+the CTA's own shared memory.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from .registry import Mods, implements, operands
+from .isa_extra import build_cp as build_plain_cp
+from .isa_memory import Access, _lanes
+from .isa_mma import _tf32_nearest_even, a_coords
+from .syntax import Addr, Imm, Not, PredPair, Reg, Sym, Vec
+from .state import SHARED_BASE, UINT
+
+STALL_LIMIT = 20_000
+SEMANTICS = ("relaxed", "acquire", "release", "acq_rel", "sc", "cta", "cluster", "gpu", "sys")
+SHARED = ("shared", "shared::cluster")
+
+
+# ------------------------------------------------------------------------------------ mbarrier
+
+
+@dataclass
+class MBarrier:
+    expected: int  # arrivals per phase (init count, less arrive_drop's)
+    pending: int  # arrivals still missing in the current phase
+    phase: int = 0
+    tx: int = 0  # transaction bytes expected and not yet completed
+
+
+def _barrier(cta, ins, address: int, thread: int) -> MBarrier:
+    state = cta.mbarriers.get(address)
+    if state is None:
+        raise cta.launch.error(cta, ins, "mbarrier operation on an address that holds no "
+                               "initialised mbarrier (mbarrier.init first)", thread=thread,
+                               address=address)
+    return state
+
+
+def _check_address(cta, ins, address: int, thread: int) -> None:
+    offset = address - SHARED_BASE
+    if address % 8 or offset < 0 or offset + 8 > cta.shared.size:
+        raise cta.launch.error(cta, ins, "mbarrier address is not an 8-byte aligned address "
+                               "inside the CTA's shared memory", thread=thread, address=address)
+
+
+def _progress(cta, ins, bar: MBarrier, thread: int) -> None:
+    """Complete the current phase if nothing is outstanding."""
+    cta.stalled_waits = 0
+    if cta.any_blocked:  # the waiters may try again
+        cta.blocked[:] = False
+        cta.any_blocked = False
+    if bar.pending < 0:
+        raise cta.launch.error(cta, ins, "mbarrier: more arrivals than the phase expects",
+                               thread=thread)
+    if bar.pending == 0 and bar.tx == 0:
+        bar.phase += 1
+        bar.pending = bar.expected
+        cta.shared.barrier()  # the waiters acquire what the arrivers released
+
+
+def _shared_address(k, ins, operand):
+    if not isinstance(operand, Addr):
+        raise k.unsupported(ins, f"{ins.opcode} needs an [address] operand")
+    return k.address(ins, operand)
+
+
+def _per_lane(cta, value, lanes):
+    return np.broadcast_to(np.asarray(value), (cta.T,))[lanes]
+
+
+@implements("mbarrier", forms="mbarrier.init / inval / arrive{.expect_tx,.noComplete} / "
+                              "arrive_drop / expect_tx / complete_tx / test_wait / try_wait "
+                              "{.parity} on .shared{::cta,::cluster}.b64 (phase, "
+                              "pending arrivals and transaction bytes per object; waits that can "
+                              "never complete are reported)")
+def build_mbarrier(ins, k):
+    mods = Mods(ins, k, ("init", "inval", "arrive", "arrive_drop", "expect_tx", "complete_tx",
+                         "noComplete", "test_wait", "try_wait", "parity", "pending_count")
+                + SEMANTICS + SHARED)
+    if mods.type != "b64":
+        raise k.unsupported(ins, "mbarrier operations are .b64")
+    verbs = [v for v in ("init", "inval", "arrive", "arrive_drop", "test_wait", "try_wait",
+                         "pending_count", "expect_tx", "complete_tx") if mods.has(v)]
+    if verbs[:1] == ["arrive"] and "expect_tx" in verbs or \
+            verbs[:1] == ["arrive_drop"] and "expect_tx" in verbs:
+        verbs = verbs[:1]
+    if len(verbs) != 1:
+        raise k.unsupported(ins, "mbarrier needs one operation")
+    verb = verbs[0]
+    ops = ins.operands
+    if verb == "pending_count":
+        raise k.unsupported(ins, "mbarrier.pending_count is not emulated")
+    if verb in ("init", "expect_tx", "complete_tx", "inval"):
+        count = 1 if verb == "inval" else 2
+        if len(ops) != count:
+            raise k.unsupported(ins, f"mbarrier.{verb} takes {count} operand(s)")
+        get_address = _shared_address(k, ins, ops[0])
+        read_value = k.reader(ins, ops[1], "u32") if count == 2 else None
+
+        def simple(cta, mask):
+            lanes = _lanes(cta, mask)
+            addresses = _per_lane(cta, get_address(cta), lanes)
+            values = _per_lane(cta, read_value(cta), lanes) if read_value else None
+            for index, lane in enumerate(lanes):  # in thread order
+                address, thread = int(addresses[index]), int(lane)
+                _check_address(cta, ins, address, thread)
+                if verb == "init":
+                    arrivals = int(values[index])
+                    if not 1 <= arrivals < 2 ** 20:
+                        raise cta.launch.error(cta, ins, f"mbarrier.init count {arrivals} is "
+                                               "outside 1 .. 2^20-1", thread=thread)
+                    cta.mbarriers[address] = MBarrier(arrivals, arrivals)
+                    offset = address - SHARED_BASE  # the object's bytes now hold a value
+                    cta.shared.written[offset:offset + 8] = True
+                elif verb == "inval":
+                    _barrier(cta, ins, address, thread)
+                    del cta.mbarriers[address]
+                else:
+                    bar = _barrier(cta, ins, address, thread)
+                    bar.tx += int(values[index]) if verb == "expect_tx" else -int(values[index])
+                    _progress(cta, ins, bar, thread)
+        return simple
+    if verb in ("arrive", "arrive_drop"):
+        expect = mods.has("expect_tx")
+        no_complete = mods.has("noComplete")
+        if len(ops) not in (2, 3) or (expect or no_complete) and len(ops) != 3:
+            raise k.unsupported(ins, f"mbarrier.{verb} takes state, [address]{{, count}}")
+        dst = ops[0]
+        write = None if isinstance(dst, Sym) and dst.name == "_" else k.writer(ins, dst, "b64")
+        get_address = _shared_address(k, ins, ops[1])
+        read_count = k.reader(ins, ops[2], "u32") if len(ops) == 3 else None
+
+        def arrive(cta, mask):
+            lanes = _lanes(cta, mask)
+            addresses = _per_lane(cta, get_address(cta), lanes)
+            counts = _per_lane(cta, read_count(cta), lanes) if read_count else None
+            tokens = np.zeros(cta.T, np.uint64)
+            for index, lane in enumerate(lanes):
+                address, thread = int(addresses[index]), int(lane)
+                _check_address(cta, ins, address, thread)
+                bar = _barrier(cta, ins, address, thread)
+                tokens[lane] = bar.phase
+                arrivals = 1
+                if expect:
+                    bar.tx += int(counts[index])
+                elif counts is not None:
+                    arrivals = int(counts[index])
+                if verb == "arrive_drop":
+                    bar.expected -= arrivals
+                bar.pending -= arrivals
+                if no_complete and bar.pending == 0 and bar.tx == 0:
+                    raise cta.launch.error(cta, ins, "mbarrier.arrive.noComplete completes "
+                                           "the phase (undefined)", thread=thread)
+                _progress(cta, ins, bar, thread)
+            if write is not None:
+                write(cta, tokens, mask)
+        return arrive
+    # test_wait / try_wait {.parity}
+    parity = mods.has("parity")
+    if len(ops) not in (3, 4) or verb == "test_wait" and len(ops) != 3:
+        raise k.unsupported(ins, f"mbarrier.{verb} takes p, [address], state{{, hint}}")
+    write = k.writer(ins, ops[0], "pred")
+    get_address = _shared_address(k, ins, ops[1])
+    read_state = k.reader(ins, ops[2], "u32" if parity else "b64")
+
+    def wait(cta, mask):
+        lanes = _lanes(cta, mask)
+        addresses = _per_lane(cta, get_address(cta), lanes)
+        states = _per_lane(cta, read_state(cta), lanes)
+        done = np.zeros(cta.T, np.bool_)
+        for index, lane in enumerate(lanes):
+            address, thread = int(addresses[index]), int(lane)
+            _check_address(cta, ins, address, thread)
+            bar = _barrier(cta, ins, address, thread)
+            if parity:  # the phase of that parity before the current one is complete
+                done[lane] = (bar.phase & 1) != (int(states[index]) & 1)
+            else:
+                done[lane] = bar.phase > int(states[index])
+        cta.blocked[lanes] = ~done[lanes]
+        cta.any_blocked = bool(cta.blocked.any())
+        if not done[lanes].all():
+            cta.stalled_waits += 1
+            if cta.stalled_waits > STALL_LIMIT:
+                thread = int(lanes[np.argmin(done[lanes])])
+                raise cta.launch.error(cta, ins, f"deadlock: mbarrier waits failed "
+                                       f"{STALL_LIMIT} times with no arrival in between (no "
+                                       "running thread completes the phase)", thread=thread)
+        write(cta, done, mask)
+    return wait
+
+
+# ------------------------------------------------------------------------------- bulk copies
+
+
+@implements("cp", forms="cp.async.{ca,cg}.shared.global (copied at once, zero-filled past "
+                        "src-size), cp.async.commit_group / wait_group / wait_all (no-ops); "
+                        "cp.async.mbarrier.arrive{.noinc}.shared.b64; cp.async.bulk "
+                        "global<->shared with .mbarrier::complete_tx::bytes or .bulk_group, "
+                        "cp.async.bulk.commit_group / wait_group{.read}, cp.async.bulk.prefetch "
+                        "(cp.async.bulk.tensor is refused: tensor maps are opaque driver "
+                        "objects)")
+def build_cp(ins, k):
+    mods = ins.modifiers
+    if "bulk" in mods:
+        return build_bulk(ins, k)
+    if "mbarrier" in mods:
+        return build_cp_async_arrive(ins, k)
+    return build_plain_cp(ins, k)
+
+
+def build_cp_async_arrive(ins, k):
+    """cp.async.mbarrier.arrive: an arrival once the thread's earlier cp.async copies are done
+    (they are already); without .noinc the pending count is raised first, so it nets out."""
+    mods = Mods(ins, k, ("async", "mbarrier", "arrive", "noinc") + SHARED)
+    if not (mods.has("async") and mods.has("arrive")) or mods.type != "b64":
+        raise k.unsupported(ins, "cp.async.mbarrier.arrive{.noinc}.shared.b64 [address]")
+    (address,) = operands(ins, k, 1)
+    get_address = _shared_address(k, ins, address)
+    noinc = mods.has("noinc")
+
+    def fn(cta, mask):
+        lanes = _lanes(cta, mask)
+        addresses = _per_lane(cta, get_address(cta), lanes)
+        for index, lane in enumerate(lanes):
+            address, thread = int(addresses[index]), int(lane)
+            _check_address(cta, ins, address, thread)
+            bar = _barrier(cta, ins, address, thread)
+            if noinc:
+                bar.pending -= 1
+                _progress(cta, ins, bar, thread)
+    return fn
+
+
+_BULK_FLAGS = ("async", "bulk", "shared", "shared::cluster", "global", "bulk_group",
+               "mbarrier::complete_tx::bytes", "commit_group", "wait_group", "read", "prefetch",
+               "L2", "L2::cache_hint")
+
+
+def build_bulk(ins, k):
+    if "tensor" in ins.modifiers:
+        raise k.unsupported(ins, "cp.async.bulk.tensor (TMA) is not emulated: its tensor map "
+                                 "is an opaque driver object")
+    mods = Mods(ins, k, _BULK_FLAGS, types=(0,))
+    if mods.has("commit_group") or mods.has("wait_group"):
+        return lambda cta, mask: None  # every bulk copy has already landed
+    if mods.has("prefetch"):
+        return lambda cta, mask: None
+    ops = ins.operands
+    order = [m for m in ins.modifiers if m in ("shared", "shared::cluster", "global")]
+    to_shared = order[:1] in (["shared"], ["shared::cluster"])
+    if len(order) != 2 or order[0] == order[1] and order[0] == "global":
+        raise k.unsupported(ins, "cp.async.bulk needs a destination and a source space")
+    completes = mods.has("mbarrier::complete_tx::bytes")
+    if to_shared and order[1] == "global" and not completes or \
+            not to_shared and not mods.has("bulk_group"):
+        raise k.unsupported(ins, "cp.async.bulk to shared memory completes an mbarrier; to "
+                                 "global memory it is a .bulk_group copy")
+    if len(ops) != (4 if completes else 3):
+        raise k.unsupported(ins, "cp.async.bulk takes [dst], [src], size{, [mbarrier]}")
+    get_dst, get_src = _shared_address(k, ins, ops[0]), _shared_address(k, ins, ops[1])
+    read_size = k.reader(ins, ops[2], "u32")
+    get_bar = _shared_address(k, ins, ops[3]) if completes else None
+    source = Access(k, ins, "shared" if order[1] != "global" else "global")
+    target = Access(k, ins, "shared" if to_shared else "global")
+
+    def fn(cta, mask):
+        lanes = _lanes(cta, mask)
+        dsts = _per_lane(cta, get_dst(cta), lanes)
+        srcs = _per_lane(cta, get_src(cta), lanes)
+        sizes = _per_lane(cta, read_size(cta), lanes)
+        bars = _per_lane(cta, get_bar(cta), lanes) if completes else None
+        for index, lane in enumerate(lanes):  # each executing thread issues one copy
+            size, thread = int(sizes[index]), int(lane)
+            dst, src = int(dsts[index]), int(srcs[index])
+            if size % 16 or dst % 16 or src % 16:
+                raise cta.launch.error(cta, ins, "cp.async.bulk: addresses and size must be "
+                                       "multiples of 16", thread=thread, address=dst)
+            if completes:
+                _check_address(cta, ins, int(bars[index]), thread)
+                bar = _barrier(cta, ins, int(bars[index]), thread)
+            offsets = np.arange(size, dtype=np.uint64)
+            who = np.full(size, thread)
+            data = source.load(cta, np.uint64(src) + offsets, who, np.dtype(np.uint8))
+            target.store(cta, np.uint64(dst) + offsets, who, data)
+            if completes:
+                bar.tx -= size
+                _progress(cta, ins, bar, thread)
+    return fn
+
+
+# -------------------------------------------------------------------------------- warp misc
+
+
+@implements("elect", forms="elect.sync d|p, membermask: the lowest executing member lane of "
+                           "each warp is the leader (d: its lane id, p: am I the leader)")
+def build_elect(ins, k):
+    mods = Mods(ins, k, ("sync",), types=(0,))
+    if not mods.has("sync"):
+        raise k.unsupported(ins, "elect.sync")
+    dst, membermask = operands(ins, k, 2)
+    if not isinstance(dst, PredPair):
+        raise k.unsupported(ins, "elect.sync writes d|p")
+    write_d = None if dst.first.name == "_" else k.writer(ins, dst.first, "b32")
+    write_p = k.writer(ins, dst.second, "pred")
+    read_mask = k.reader(ins, membermask, "b32")
+
+    def fn(cta, mask):
+        T = cta.T
+        active = np.ones(T, np.bool_) if mask is None else mask
+        lane = (cta.tids % 32).astype(np.uint32)
+        members = (np.broadcast_to(np.asarray(read_mask(cta), np.uint32), (T,)) >> lane) & 1
+        if np.any(active & (members == 0)):
+            t = int(np.argmax(active & (members == 0)))
+            raise cta.launch.error(cta, ins, "elect.sync executed by a lane outside its "
+                                   "membermask (undefined)", thread=t)
+        warps = -(-T // 32)
+        padded = np.zeros(warps * 32, np.bool_)
+        padded[:T] = active
+        leader = np.argmax(padded.reshape(warps, 32), axis=1).astype(np.uint32)
+        leaders = np.repeat(leader, 32)[:T]
+        if write_d is not None:
+            write_d(cta, leaders, mask)
+        write_p(cta, lane == leaders, mask)
+    return fn
+
+
+@implements("setmaxnreg", forms="setmaxnreg.{inc,dec}.sync.aligned.u32 N: no-op (registers "
+                                "are not a limited resource here); N checked")
+def build_setmaxnreg(ins, k):
+    mods = Mods(ins, k, ("inc", "dec", "sync", "aligned"))
+    (count,) = operands(ins, k, 1)
+    if mods.type != "u32" or mods.has("inc") == mods.has("dec") or not isinstance(count, Imm) \
+            or not (24 <= count.value <= 256 and count.value % 8 == 0):
+        raise k.unsupported(ins, "setmaxnreg.{inc,dec}.sync.aligned.u32 N with N a multiple "
+                                 "of 8 in 24..256")
+    return lambda cta, mask: None
+
+
+@implements("stmatrix", forms="stmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16: the "
+                              "inverse of ldmatrix (lanes 8i..8i+7 give matrix i's row addresses)")
+def build_stmatrix(ins, k):
+    mods = Mods(ins, k, ("sync", "aligned", "m8n8", "x1", "x2", "x4", "trans", "shared"))
+    counts = [n for n, flag in ((1, "x1"), (2, "x2"), (4, "x4")) if mods.has(flag)]
+    if not (mods.has("sync") and mods.has("aligned") and mods.has("m8n8")) or \
+            len(counts) != 1 or mods.type != "b16":
+        raise k.unsupported(ins, "only stmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}"
+                                 "{.shared}.b16 is emulated")
+    count, trans = counts[0], mods.has("trans")
+    addr, src = operands(ins, k, 2)
+    if not isinstance(src, Vec) or len(src.items) != count or not isinstance(addr, Addr):
+        raise k.unsupported(ins, f"stmatrix .x{count} needs {count} source registers")
+    reads = [k.reader(ins, r, "b32") for r in src.items]
+    get_address = k.address(ins, addr)
+    shared = Access(k, ins, "shared")
+    lane = np.arange(32)
+    row, pair = lane >> 2, 2 * (lane & 3)
+
+    def fn(cta, mask):
+        T = cta.T
+        active = np.ones(T, np.bool_) if mask is None else mask
+        if T % 32 or not np.all(active.reshape(-1, 32).all(axis=1)
+                                | ~active.reshape(-1, 32).any(axis=1)):
+            raise cta.launch.error(cta, ins, "stmatrix.sync.aligned executed by part of a warp "
+                                   "(undefined)")
+        addresses = np.broadcast_to(np.asarray(get_address(cta), np.uint64), (T,))
+        values = [np.broadcast_to(np.asarray(read(cta), np.uint32), (T,)) for read in reads]
+        for warp in np.nonzero(active.reshape(-1, 32).any(axis=1))[0]:
+            base = 32 * warp
+            for matrix in range(count):
+                word = values[matrix][base:base + 32]
+                tile = np.zeros((8, 8), np.uint16)
+                tile[row, pair] = (word & 0xFFFF).astype(np.uint16)
+                tile[row, pair + 1] = (word >> 16).astype(np.uint16)
+                if trans:
+                    tile = tile.T
+                rows = addresses[base + 8 * matrix: base + 8 * matrix + 8]
+                where = (rows[:, None] + np.arange(8, dtype=np.uint64) * np.uint64(2)).reshape(-1)
+                who = np.repeat(np.arange(base + 8 * matrix, base + 8 * matrix + 8), 8)
+                shared.store(cta, where, who, np.ascontiguousarray(tile).reshape(-1))
+    return fn
+
+
+# ------------------------------------------------------------------------------------- wgmma
+
+# element type -> (bytes, K of one wgmma, accumulator types)
+_WGMMA_TYPES = {"f16": (2, 16, ("f16", "f32")), "bf16": (2, 16, ("f32",)),
+                "tf32": (4, 8, ("f32",)), "e4m3": (1, 32, ("f16", "f32")),
+                "e5m2": (1, 32, ("f16", "f32")), "s8": (1, 32, ("s32",)),
+                "u8": (1, 32, ("s32",))}
+_INT_N = (8, 16, 24) + tuple(range(32, 257, 16))
+_ELEMENT_VIEW = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
+                 "e4m3": np.dtype(ml_dtypes.float8_e4m3fn), "e5m2": np.dtype(ml_dtypes.float8_e5m2),
+                 "s8": np.dtype(np.int8), "u8": np.dtype(np.uint8)}
+SWIZZLE_BYTES = {0: 0, 1: 128, 2: 64, 3: 32}  # descriptor bits 62-63 -> swizzle width
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """A wgmma shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format")."""
+
+    start: int  # byte address in shared memory
+    leading: int  # leading dimension byte offset
+    stride: int  # stride dimension byte offset
+    base_offset: int
+    swizzle: int  # 0 (none), 32, 64 or 128 bytes
+
+    @classmethod
+    def decode(cls, value: int) -> "Descriptor":
+        return cls(((value >> 0) & 0x3FFF) << 4, ((value >> 16) & 0x3FFF) << 4,
+                   ((value >> 32) & 0x3FFF) << 4, (value >> 49) & 0x7,
+                   SWIZZLE_BYTES[(value >> 62) & 0x3])
+
+    def addresses(self, rows: int, cols: int, size: int, k_major: bool) -> np.ndarray:
+        """Byte addresses [rows, cols] of a (M or N) x K operand of `size`-byte elements.
+        A 16-byte unit holds T = 16 / size elements. K-major: 8 rows x one unit form a core
+        matrix (rows 16 bytes apart; no swizzle: units along K `leading` apart, 8-row groups
+        `stride` apart) or, swizzled, rows `swizzle` bytes long hold the units along K, 8-row
+        groups `stride` apart. MN-major: runs of T elements along M/N, 8 K-rows 16 bytes apart
+        (no swizzle: run groups `stride` apart, 8-K-row groups `leading` apart) or, swizzled,
+        K-rows `swizzle` bytes long holding swizzle/16 runs, those blocks `leading` apart along
+        M/N and 8-K-row groups `stride` apart. Swizzling then XORs address bits [4, 4+b) with
+        bits [7, 7+b), b = log2(swizzle / 16)."""
+        T = 16 // size
+        mn = np.arange(rows, dtype=np.int64)[:, None]
+        kk = np.arange(cols, dtype=np.int64)[None, :]
+        width = self.swizzle
+        if k_major:
+            within = (kk % T) * size
+            if width == 0:
+                offset = (mn % 8) * 16 + (mn // 8) * self.stride + (kk // T) * self.leading
+            else:
+                offset = (mn % 8) * width + (mn // 8) * self.stride + (kk // T) * 16
+        else:
+            within = (mn % T) * size
+            if width == 0:
+                offset = (kk % 8) * 16 + (mn // T) * self.stride + (kk // 8) * self.leading
+            else:
+                units = width // 16
+                offset = ((mn // T) % units) * 16 + (mn // (T * units)) * self.leading + \
+                    (kk % 8) * width + (kk // 8) * self.stride
+        address = self.start + offset + within
+        if width:
+            bits = {128: 7, 64: 3, 32: 1}[width]
+            address = address ^ (((address >> 7) & bits) << 4)
+        return address
+
+
+def _wgmma_elements(bits: np.ndarray, ptype: str) -> np.ndarray:
+    """Raw element bits -> float64 (int64 for integers) values."""
+    if ptype == "tf32":
+        return _tf32_nearest_even(bits.astype(np.uint32))
+    values = bits.astype(UINT[_WGMMA_TYPES[ptype][0]]).view(_ELEMENT_VIEW[ptype])
+    return values.astype(np.int64 if ptype in ("s8", "u8") else np.float64)
+
+
+def _immediate(ins, k, operand, allowed, what):
+    if not isinstance(operand, Imm) or operand.value not in allowed:
+        raise k.unsupported(ins, f"wgmma's {what} must be one of {allowed}")
+    return operand.value
+
+
+# accumulator element i of warpgroup thread (warp w, lane l): row 16w + g + 8((i >> 1) & 1),
+# column 8(i >> 2) + 2t + (i & 1), with g = l >> 2, t = l & 3
+_WG_THREAD = np.arange(128)
+_WG_WARP, _WG_G, _WG_T = _WG_THREAD >> 5, (_WG_THREAD & 31) >> 2, _WG_THREAD & 3
+
+
+def accumulator_coords(n: int):
+    return [(16 * _WG_WARP + _WG_G + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * _WG_T + (i & 1))
+            for i in range(n // 2)]
+
+
+def a_register_coords(k: int, pack: int):
+    """A from registers: each warp holds rows 16w..16w+15 in mma.m16n8kK's A fragment."""
+    per_warp = a_coords(16, k, pack)  # lane-indexed (rows, cols) per element
+    return [(16 * _WG_WARP + rows[_WG_THREAD & 31], cols[_WG_THREAD & 31])
+            for rows, cols in per_warp]
+
+
+_SHAPE = re.compile(r"^m64n(\d+)k(\d+)$")
+
+
+@implements("wgmma", forms="wgmma.fence (no-op), commit_group, wait_group N (the accumulators "
+                           "of retired groups land); wgmma.mma_async.sync.aligned.m64nNkK "
+                           "f16/bf16 (k16), tf32 (k8), e4m3/e5m2 (k32), s8/u8 (k32, .satfinite) "
+                           "with A from a descriptor or registers and B from a descriptor "
+                           "(K- or MN-major, no swizzle or 32/64/128-byte swizzle), scale-d, "
+                           "imm-scale-a/b, imm-trans-a/b; exact sum rounded once")
+def build_wgmma(ins, k):
+    mods = ins.modifiers
+    if "fence" in mods or "commit_group" in mods or "wait_group" in mods:
+        flags = Mods(ins, k, ("fence", "commit_group", "wait_group", "sync", "aligned"),
+                     types=(0,))
+        if not flags.has("sync") or not flags.has("aligned"):
+            raise k.unsupported(ins, f"{ins.text.split()[0]} needs .sync.aligned")
+        expected = 1 if flags.has("wait_group") else 0
+        ops = operands(ins, k, expected)
+        if expected and not isinstance(ops[0], Imm):
+            raise k.unsupported(ins, "wgmma.wait_group takes an immediate count")
+        if flags.has("commit_group"):
+            def commit(cta, mask):
+                cta.wgmma_groups.append(cta.wgmma_open)
+                cta.wgmma_open = {}
+            return commit
+        if flags.has("wait_group"):
+            keep = int(ops[0].value)
+
+            def wait(cta, mask):  # the results of all but the `keep` newest groups land
+                while len(cta.wgmma_groups) > keep:
+                    for name, (write, value, where) in cta.wgmma_groups.pop(0).items():
+                        write(cta, value, where)
+                        if cta.wgmma_pending.get(name, (None,))[0] is value:
+                            del cta.wgmma_pending[name]
+            return wait
+        return lambda cta, mask: None
+    shapes = [m for m in mods if _SHAPE.match(m)]
+    if len(shapes) != 1:
+        raise k.unsupported(ins, "wgmma.mma_async needs one m64nNkK shape")
+    n, kk = (int(x) for x in _SHAPE.match(shapes[0]).groups())
+    type_set = set(_WGMMA_TYPES) | {"f32", "s32"}
+    flags = Mods(ins, k, ("mma_async", "sync", "aligned", "satfinite", shapes[0]), types=(3,),
+                 type_set=type_set)
+    if not all(flags.has(f) for f in ("mma_async", "sync", "aligned")):
+        raise k.unsupported(ins, "wgmma.mma_async.sync.aligned")
+    dtype, atype, btype = flags.types
+    if atype not in _WGMMA_TYPES or btype not in _WGMMA_TYPES:
+        raise k.unsupported(ins, f"wgmma operand types .{atype}.{btype}")
+    size, k_step, accumulators = _WGMMA_TYPES[atype]
+    integer = atype in ("s8", "u8")
+    same_kind = atype == btype or {atype, btype} <= {"e4m3", "e5m2"} or \
+        {atype, btype} <= {"s8", "u8"}
+    if not same_kind or dtype not in accumulators or kk != k_step:
+        raise k.unsupported(ins, f"wgmma.{shapes[0]}.{dtype}.{atype}.{btype} is not a form of "
+                                 "the ISA")
+    if n % 8 or not 8 <= n <= 256 or integer and n not in _INT_N:
+        raise k.unsupported(ins, f"wgmma N = {n} is not a shape of the ISA")
+    if flags.has("satfinite") and not integer:
+        raise k.unsupported(ins, ".satfinite is for integer wgmma")
+    ops = ins.operands
+    a_in_registers = isinstance(ops[1], Vec) if len(ops) > 1 else False
+    sixteen = size == 2
+    count = 4 if integer else 6 if not sixteen else 7 if a_in_registers else 8
+    ops = operands(ins, k, count)
+    d_regs = ops[0].items if isinstance(ops[0], Vec) else ()
+    d_count = n // 4 if dtype == "f16" else n // 2
+    if len(d_regs) != d_count:
+        raise k.unsupported(ins, f"wgmma m64n{n} .{dtype} needs {d_count} accumulator registers")
+    if a_in_registers and len(ops[1].items) != 4:
+        raise k.unsupported(ins, "wgmma's A in registers takes 4 registers")
+    negate_a = negate_b = False
+    trans_a = trans_b = 0
+    if not integer:
+        negate_a = _immediate(ins, k, ops[4], (1, -1), "imm-scale-a") == -1
+        negate_b = _immediate(ins, k, ops[5], (1, -1), "imm-scale-b") == -1
+    if sixteen:
+        if a_in_registers:
+            trans_b = _immediate(ins, k, ops[6], (0, 1), "imm-trans-b")
+        else:
+            trans_a = _immediate(ins, k, ops[6], (0, 1), "imm-trans-a")
+            trans_b = _immediate(ins, k, ops[7], (0, 1), "imm-trans-b")
+    scale = ops[3]
+    if isinstance(scale, Imm):
+        keep_d = _immediate(ins, k, scale, (0, 1), "scale-d")
+        read_scale = lambda cta: np.bool_(keep_d)  # noqa: E731
+    elif isinstance(scale, (Reg, Not)):
+        read_scale = k.reader(ins, scale, "pred")
+    else:
+        raise k.unsupported(ins, "wgmma's scale-d is a predicate or 0/1")
+    acc_storage = "b32" if dtype == "f16" else dtype
+    read_d = [k.reader(ins, r, acc_storage) for r in d_regs]
+    d_names = [r.name for r in d_regs]
+    if len(set(d_names)) != len(d_names) or not all(isinstance(r, Reg) for r in d_regs):
+        raise k.unsupported(ins, "wgmma's accumulators must be distinct registers")
+    write_d = [k.writer(ins, r, acc_storage) for r in d_regs]
+    read_a = [k.reader(ins, r, "b32") for r in ops[1].items] if a_in_registers else \
+        k.reader(ins, ops[1], "b64")
+    read_b = k.reader(ins, ops[2], "b64")
+    pack = 4 // size
+    D_at = accumulator_coords(n)
+    A_at = a_register_coords(kk, pack) if a_in_registers else None
+    shared = Access(k, ins, "shared")
+    work = np.int64 if integer else np.float64
+
+    def operand_from_shared(cta, value, rows, k_major, ptype, thread):
+        desc = Descriptor.decode(int(value))
+        if desc.base_offset and desc.swizzle:  # (the field means nothing without a swizzle)
+            raise cta.launch.error(cta, ins, "wgmma descriptor with a non-zero matrix base "
+                                   "offset (a swizzle pattern not starting at its alignment) "
+                                   "is not emulated", thread=thread)
+        where = desc.addresses(rows, kk, size, k_major).astype(np.uint64).reshape(-1)
+        bits = shared.load(cta, where, np.full(where.size, thread), UINT[size])
+        return _wgmma_elements(bits, ptype).reshape(rows, kk)
+
+    def uniform(cta, values, base, what):
+        group = np.broadcast_to(np.asarray(values), (cta.T,))[base:base + 128]
+        if np.any(group != group[0]):
+            raise cta.launch.error(cta, ins, f"wgmma: the {what} differs between the threads "
+                                   "of a warpgroup", thread=base + int(np.argmax(group != group[0])))
+        return group[0]
+
+    def fn(cta, mask):
+        T = cta.T
+        active = np.ones(T, np.bool_) if mask is None else mask
+        if T % 128:
+            raise cta.launch.error(cta, ins, f"wgmma needs whole warpgroups (128 threads); the "
+                                   f"CTA has {T}")
+        groups = active.reshape(-1, 128)
+        partial = groups.any(axis=1) & ~groups.all(axis=1)
+        if np.any(partial):
+            g = int(np.argmax(partial))
+            raise cta.launch.error(cta, ins, f"wgmma.mma_async.aligned executed by part of "
+                                   f"warpgroup {g} (undefined)",
+                                   thread=128 * g + int(np.argmin(groups[g])))
+        scales = np.broadcast_to(np.asarray(read_scale(cta)), (T,))
+        b_desc = read_b(cta)
+        a_desc = None if a_in_registers else read_a(cta)
+        a_words = [np.broadcast_to(np.asarray(r(cta), np.uint32), (T,)) for r in read_a] \
+            if a_in_registers else None
+        pending = cta.wgmma_pending  # accumulators of wgmma's still in flight chain on
+        c_words = [pending[name][0] if name in pending else
+                   np.broadcast_to(np.asarray(r(cta)), (T,)) for name, r in zip(d_names, read_d)]
+        outputs = [np.array(w, copy=True) for w in c_words]
+        for group in np.nonzero(groups.any(axis=1))[0]:
+            base = 128 * int(group)
+            if a_in_registers:
+                A = np.zeros((64, kk), work)
+                index = 0
+                for word in a_words:
+                    word = word[base:base + 128]
+                    for j in range(pack):
+                        bits = (word >> np.uint32(8 * size * j)) & np.uint32((1 << 8 * size) - 1)
+                        rows, cols = A_at[index]
+                        A[rows, cols] = _wgmma_elements(bits, atype)
+                        index += 1
+            else:
+                A = operand_from_shared(cta, uniform(cta, a_desc, base, "A descriptor"), 64,
+                                        not trans_a, atype, base)
+            Bt = operand_from_shared(cta, uniform(cta, b_desc, base, "B descriptor"), n,
+                                     not trans_b, btype, base)  # N x K
+            keep = bool(uniform(cta, scales, base, "scale-d"))
+            if negate_a:
+                A = -A
+            if negate_b:
+                Bt = -Bt
+            product = A @ Bt.T
+            C = np.zeros((64, n), work)
+            if keep:
+                for index, word in enumerate(c_words):
+                    word = word[base:base + 128]
+                    if dtype == "f16":
+                        halves = np.asarray(word, np.uint32)
+                        for half in range(2):
+                            rows, cols = D_at[2 * index + half]
+                            C[rows, cols] = ((halves >> np.uint32(16 * half)) & 0xFFFF) \
+                                .astype(np.uint16).view(np.float16).astype(np.float64)
+                    else:
+                        rows, cols = D_at[index]
+                        C[rows, cols] = word.astype(work)
+            D = product + C
+            if integer:
+                if flags.has("satfinite"):
+                    D = np.clip(D, -2 ** 31, 2 ** 31 - 1)
+                D = D.astype(np.uint64).astype(np.uint32).view(np.int32)
+            for index in range(len(outputs)):
+                if dtype == "f16":
+                    (r0, c0), (r1, c1) = D_at[2 * index], D_at[2 * index + 1]
+                    low = D[r0, c0].astype(np.float16).view(np.uint16).astype(np.uint32)
+                    high = D[r1, c1].astype(np.float16).view(np.uint16).astype(np.uint32)
+                    outputs[index][base:base + 128] = low | (high << np.uint32(16))
+                else:
+                    rows, cols = D_at[index]
+                    outputs[index][base:base + 128] = D[rows, cols].astype(
+                        np.float32 if dtype == "f32" else np.int32)
+        for name, value, write in zip(d_names, outputs, write_d):
+            pending[name] = (value, mask)
+            cta.wgmma_open[name] = (write, value, mask)
+    return fn

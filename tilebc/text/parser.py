@@ -35,6 +35,16 @@ def parse_module(text: str, filename: str = "<text>") -> Module:
     return _Parser(text, filename).module()
 
 
+def parse_modules(text: str, filename: str = "<text>", *, testing_ops: bool = False) -> List[Module]:
+    """Each top-level `cuda_tile.module` of the text as its own Module (items outside any module
+    form one more, as MLIR's implicit module). `testing_ops` reads the test-only entry kind
+    `testing$func` of NVIDIA's test builds (any parameter and result types); such modules are
+    for the verifier only and are refused by the bytecode writer's callers."""
+    parser = _Parser(text, filename)
+    parser.testing_ops = testing_ops
+    return parser.modules()
+
+
 # ---- types ---------------------------------------------------------------------------------------
 
 _ELEMENT_NAMES = sorted(T.ELEMENT_TYPES, key=len, reverse=True)
@@ -248,17 +258,32 @@ class _Parser:
         self._pending_locs: List[Tuple[object, object]] = []  # (op or function, loc expression)
         self._implicit: set = set()  # ids of terminators the text left out
         self.preview = False  # a preview op makes the module public-preview bytecode
+        self.testing_ops = False
+        self._separate: Optional[List[Module]] = None  # top-level modules kept apart (modules())
 
     # ---- module ----------------------------------------------------------------------------------
 
     def module(self) -> Module:
         module = Module(version=MAX_VERSION, source=self.c.filename)
+        module.item_order = []
         self._items(module, closing=None)
         # Aliases may be defined after their uses: resolve every location now.
         for target, expr in self._pending_locs:
             target.loc = self.locations.location(expr)
         module.preview = self.preview
         return module
+
+    def modules(self) -> List[Module]:
+        implicit = Module(version=MAX_VERSION, source=self.c.filename)
+        implicit.item_order = []
+        self._separate = []
+        self._items(implicit, closing=None)
+        for target, expr in self._pending_locs:
+            target.loc = self.locations.location(expr)
+        found = self._separate + ([implicit] if implicit.item_order else [])
+        for module in found:
+            module.preview = self.preview or any(op.spec.preview for op in module.walk())
+        return found or [implicit]
 
     def _items(self, module: Module, closing: Optional[str]) -> None:
         c = self.c
@@ -277,16 +302,29 @@ class _Parser:
                 self.locations.define()
             elif word == "module" or token.text == "module":
                 c.next()
+                target = module
+                if self._separate is not None and closing is None:
+                    target = Module(version=MAX_VERSION, source=self.c.filename)
+                    target.item_order = []
+                    target.text_pos = c.line_col(token.pos)
+                    self._separate.append(target)
                 if c.peek().kind == "symbol":
-                    module.name = self._symbol_name(c.next())
+                    target.name = self._symbol_name(c.next())
                 if c.accept("attributes"):
                     self._skip_balanced("{", "}")
                 c.expect("{", "to open the module body")
-                self._items(module, closing="}")
-            elif word == "entry":
-                module.functions.append(self._entry())
+                self._items(target, closing="}")
+            elif word == "entry" or (word == "testing$func" and self.testing_ops):
+                function = self._entry()
+                function.testing = word == "testing$func"
+                module.functions.append(function)
+                module.item_order.append(function)
             elif word == "global":
                 module.globals.append(self._global())
+                module.item_order.append(module.globals[-1])
+            elif word == "testing$func":
+                raise c.error("'testing$func' is the test-only entry of NVIDIA's test builds; "
+                              "`tilebc opt --testing-ops` reads it (never into bytecode)")
             else:
                 raise c.error(f"expected 'entry', 'global' or 'module', found '{token.text}'")
 
@@ -315,7 +353,7 @@ class _Parser:
 
     def _global(self) -> Global:
         c = self.c
-        c.next()
+        start = c.next()
         visibility = SymbolVisibility.PUBLIC
         if c.at("private") or c.at("public"):
             visibility = SymbolVisibility.from_keyword(c.next().text)
@@ -327,7 +365,9 @@ class _Parser:
             alignment = self._int()
         dense = self._dense_constant()
         self._loc()
-        return Global(name, dense, alignment, visibility, constant)
+        item = Global(name, dense, alignment, visibility, constant)
+        item.text_pos = c.line_col(start.pos)
+        return item
 
     def _entry(self) -> Function:
         c = self.c

@@ -23,12 +23,24 @@ from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGro
 INDENT = "  "
 
 
-def print_module(module: Module, debug: bool = False) -> str:
-    """Text of `module` exactly as `tileirdisasm` prints it (`-g` output when `debug`). A type
-    whose text exceeds TYPE_TEXT_LIMIT (a function type that repeats shared parts) is refused
-    with a TilebcError rather than printed cut short."""
+def print_module(module: Module, debug: bool = False, mlir: bool = False) -> str:
+    """Text of `module` exactly as `tileirdisasm` prints it (`-g` output when `debug`); with
+    `mlir`, as MLIR's tools (cuda-tile-opt, cuda-tile-translate) print it: the body inside
+    `cuda_tile.module @NAME { … }`. A type whose text exceeds TYPE_TEXT_LIMIT (a function type
+    that repeats shared parts) is refused with a TilebcError rather than printed cut short."""
     with exact_type_text():
-        return _ModulePrinter(module, debug).run()
+        return _ModulePrinter(module, debug, mlir).run()
+
+
+def module_items(module: Module) -> list:
+    """Globals and entries in the order the text gave them (the parser records it); bytecode
+    keeps globals in their own section, so a decoded module lists them first."""
+    order = getattr(module, "item_order", None)
+    items = list(module.globals) + list(module.functions)
+    if order is not None and len(order) == len(items) \
+            and {id(i) for i in order} == {id(i) for i in items}:
+        return list(order)
+    return items
 
 
 def enum_attr_mnemonic(enum_class) -> str:
@@ -311,13 +323,16 @@ def _element_text(element, op: Op, ctx: _Context):
 # ---- module structure ----------------------------------------------------------------------------
 
 class _ModulePrinter:
-    def __init__(self, module: Module, debug: bool):
+    def __init__(self, module: Module, debug: bool, mlir: bool = False):
         self.module = module
         self.debug = debug
+        self.mlir = mlir
         self.aliases: Optional[LocationAliases] = None
 
     def run(self) -> str:
         module = self.module
+        if self.mlir:
+            return self._run_mlir()
         if not module.globals and not module.functions:
             # MLIR prints an empty module as an empty line; with -g its own (unknown) location
             # still gets an alias
@@ -337,10 +352,37 @@ class _ModulePrinter:
             lines += self.aliases.definitions()
         return "".join(line + "\n" for line in lines)
 
+    def _run_mlir(self) -> str:
+        module = self.module
+        if self.debug:
+            self.aliases = LocationAliases()
+            for item in module_items(module):
+                self.aliases.visit(getattr(item, "loc", None))
+                for op in (item.walk() if isinstance(item, Function) else ()):
+                    self.aliases.visit(op.loc)
+            self.aliases.visit(None)
+            self.aliases.finish()
+        lines = [f"cuda_tile.module {V.symbol(module.name)} {{"]
+        for item in module_items(module):
+            text = self.global_(item) if isinstance(item, Global) else self.function(item)
+            lines += [INDENT + line if line else line for line in text.split("\n")]
+        lines.append("}" + self.loc(None))
+        if self.debug:
+            lines += self.aliases.definitions()
+        return "".join(line + "\n" for line in lines)
+
     def loc(self, loc) -> str:
         return " " + self.aliases.ref(loc) if self.debug else ""
 
     def global_(self, value: Global) -> str:
+        if self.mlir:  # MLIR's own spacing (tileirdisasm doubles a space)
+            words = ["global"] + ([value.visibility.keyword]
+                                 if value.visibility.keyword != "public" else [])
+            text = " ".join(words + (["constant"] if value.constant else [])
+                            + [V.symbol(value.name)])
+            if value.alignment:
+                text += f" alignment = {value.alignment}"
+            return text + " " + V.dense_constant(value.value) + self.loc(None)
         text = "global "
         if value.visibility.keyword != "public":
             text += value.visibility.keyword + " "
@@ -355,7 +397,8 @@ class _ModulePrinter:
         names = FunctionNames(function)
         args = ", ".join(f"{names.ref(a)}: {a.type}{self.arg_attrs(function, i)}"
                          for i, a in enumerate(function.args))
-        text = f"entry {V.symbol(function.name)}({args})"
+        keyword = "testing$func" if getattr(function, "testing", False) else "entry"
+        text = f"{keyword} {V.symbol(function.name)}({args})"
         results = function.type.results
         if results:
             text += " -> " + (str(results[0]) if len(results) == 1

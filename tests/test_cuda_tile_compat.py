@@ -1,0 +1,208 @@
+"""`tilebc opt` / `tilebc translate` behave as NVIDIA's cuda-tile-opt / cuda-tile-translate do on
+the flags of their lit suite (small inputs of our own; the suite itself runs from
+conformance/run_cuda_tile_lit.py)."""
+import pytest
+
+import tilebc
+from tilebc.cli import main
+from tilebc.errors import TextSyntaxError
+from tilebc.mlir_tools import check_expected, expected_diagnostics, split_input, Diag
+from tilebc.text import print_module
+from tilebc.text.parser import parse_modules
+
+TWO_MODULES = """\
+cuda_tile.module @first {
+  cuda_tile.global @g <i32: [1, 2]> : !cuda_tile.tile<2xi32>
+  cuda_tile.entry @k() {
+    cuda_tile.return
+  }
+}
+cuda_tile.module @second {
+  entry @k() {
+    %c = constant <i32: 7> : tile<i32>
+    return
+  }
+}
+"""
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path, text, name="in.mlir"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_opt_prints_mlir_form_and_keeps_modules_apart(tmp_path, capsys):
+    code, out, err = run(capsys, "opt", write(tmp_path, TWO_MODULES))
+    assert code == 0, err
+    assert out == (
+        "cuda_tile.module @first {\n"
+        "  global @g <i32: [1, 2]> : tile<2xi32>\n"
+        "  entry @k() {\n"
+        "    return\n"
+        "  }\n"
+        "}\n"
+        "cuda_tile.module @second {\n"
+        "  entry @k() {\n"
+        "    %cst_7_i32 = constant <i32: 7> : tile<i32>\n"
+        "    return\n"
+        "  }\n"
+        "}\n")
+    # the same symbol in two modules is no clash, and the output reads back the same
+    again = write(tmp_path, out, "again.mlir")
+    assert run(capsys, "opt", again)[1] == out
+
+
+def test_dis_keeps_tileirdisasm_form_while_translate_prints_mlir(tmp_path, capsys):
+    module = parse_modules(TWO_MODULES)[1]
+    data = tilebc.dump(module, tilebc.Version(13, 1))
+    path = tmp_path / "k.tilebc"
+    path.write_bytes(data)
+    assert run(capsys, "dis", path)[1] == print_module(tilebc.load(data))
+    assert run(capsys, "dis", path)[1].startswith("entry @k()")
+    code, out, _ = run(capsys, "translate", "-cudatilebc-to-mlir", path)
+    assert code == 0 and out.startswith("cuda_tile.module @kernels {\n  entry @k() {\n")
+
+
+def test_globals_and_entries_keep_their_text_order():
+    text = ("cuda_tile.module @m {\n  entry @a() {\n    return\n  }\n"
+            "  global private constant @g <f32: 1.0> : tile<1xf32>\n}\n")
+    printed = print_module(parse_modules(text)[0], mlir=True)
+    assert printed.index("entry @a") < printed.index("global private constant @g")
+
+
+def test_split_input_file_keeps_line_numbers_and_joins_outputs(tmp_path, capsys):
+    text = ("cuda_tile.module @a {\n}\n// -----\n"
+            "cuda_tile.module @b {\n  entry @k() {\n    %x = addi %nope, %nope : tile<i32>\n"
+            "  }\n}\n// -----\ncuda_tile.module @c {\n}\n")
+    chunks = split_input(text, True)
+    assert len(chunks) == 3 and chunks[1].count("\n") >= 5
+    path = write(tmp_path, text)
+    code, out, err = run(capsys, "opt", "-split-input-file", path)
+    assert code == 1
+    assert err.strip() == f"{path}:6:15: error: use of undefined value %nope"
+    assert out == "cuda_tile.module @a {\n}\n// -----\ncuda_tile.module @c {\n}\n"
+
+
+def test_verify_diagnostics_reports_mismatches_with_file_and_line(tmp_path, capsys):
+    text = ("cuda_tile.module @m {\n  entry @k() {\n"
+            "    // expected-error @below {{this is not what is said}}\n"
+            "    %x = addi %nope, %nope : tile<i32>\n  }\n}\n"
+            "// -----\n"
+            "cuda_tile.module @n {\n  // expected-warning @+1 {{never said}}\n"
+            "  entry @k() {\n  }\n}\n")
+    path = write(tmp_path, text)
+    code, out, err = run(capsys, "opt", "-split-input-file", "-verify-diagnostics", path)
+    assert code == 1
+    lines = err.splitlines()
+    assert f"{path}:4:15: error: unexpected error: use of undefined value %nope" in lines
+    assert f'{path}:3:8: error: expected error "this is not what is said" was not produced' \
+        in lines
+    assert f'{path}:9:6: error: expected warning "never said" was not produced' in lines
+    # the right text on the right line passes, and exits 0
+    fixed = text.replace("this is not what is said", "undefined value %nope").replace(
+        "  // expected-warning @+1 {{never said}}\n", "")
+    code, _, err = run(capsys, "opt", "-split-input-file", "-verify-diagnostics",
+                       write(tmp_path, fixed, "fixed.mlir"))
+    assert code == 0, err
+
+
+def test_expected_placement_forms():
+    text = ("line1\n// expected-note @above {{a}}\n// expected-error @below {{b}}\n"
+            "// expected-warning @below {{c}}\nline5\nx // expected-remark {{d}}\n"
+            "// expected-error @-6 {{e}}\n// expected-error @unknown {{f}}\n")
+    found, problems = expected_diagnostics(text, "f")
+    assert not problems
+    assert [(e.severity, e.line, e.text) for e in found] == [
+        ("note", 1, "a"), ("error", 5, "b"), ("warning", 5, "c"), ("remark", 6, "d"),
+        ("error", 1, "e"), ("error", None, "f")]
+    text = "// expected-error @below {{b}}\nop\n// expected-error @unknown {{f}}\n"
+    produced = [Diag("error", 2, 1, "xx b yy"), Diag("error", None, None, "f!")]
+    assert check_expected(text, "f", produced) == []
+    wrong_line = check_expected(text, "f", [Diag("error", 3, 1, "xx b yy"), produced[1]])
+    assert [p.message for p in wrong_line] == ["unexpected error: xx b yy",
+                                               'expected error "b" was not produced']
+
+
+def test_hint_warnings_only_when_asked(tmp_path, capsys):
+    text = ("cuda_tile.module @m {\n  entry @k() optimization_hints=<sm_100a={num_cta_in_cga=2}> "
+            "{\n    return\n  }\n}\n")
+    path = write(tmp_path, text)
+    code, out, err = run(capsys, "opt", path)
+    assert code == 0 and err == "" and "sm_100a = {num_cta_in_cga = 2}" in out
+    code, _, err = run(capsys, "opt", "-Wunsupported-hints", path)
+    assert code == 0 and f"{path}:2:3: warning: unknown hint key sm_100a" in err
+    code, _, err = run(capsys, "opt", "-Wunsupported-hints", "-Werr-hints", path)
+    assert code == 1
+    assert f"{path}:2:3: error: Optimization hints verification failed" in err.splitlines()
+
+
+def test_testing_func_only_on_request_and_never_in_bytecode(tmp_path, capsys):
+    text = ("cuda_tile.module @m {\n  testing$func @f(%a: !cuda_tile.token) -> tile<i32> {\n"
+            "    %c = constant <i32: 1> : tile<i32>\n    return %c : tile<i32>\n  }\n}\n")
+    path = write(tmp_path, text)
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1 and "testing$func" in err and f"{path}:2:3: error:" in err
+    code, out, err = run(capsys, "opt", "--testing-ops", path)
+    assert code == 0, err
+    assert "  testing$func @f(%arg0: token) -> tile<i32> {" in out
+    code, _, err = run(capsys, "translate", "--testing-ops", "-mlir-to-cudatilebc", path,
+                       "-o", tmp_path / "x.tilebc")
+    assert code != 0 and "has no bytecode form" in err
+    assert not (tmp_path / "x.tilebc").exists()
+    # as an entry, the same signature breaks the entry rules
+    code, _, err = run(capsys, "opt", write(tmp_path, text.replace("testing$func", "entry"),
+                                            "entry.mlir"))
+    assert code == 1 and "an entry returns nothing" in err
+
+
+@pytest.mark.parametrize("text, version, message", [
+    ("  entry @k() {\n    %i = constant <i32: [1, 2]> : tile<2xi32>\n"
+     "    %r = negi %i overflow<no_signed_wrap> : tile<2xi32>\n  }\n", "13.1",
+     "3:5: error: attribute 'overflow' requires bytecode version 13.2+, but targeting 13.1"),
+    ("  global constant @g <f32: 1.0> : tile<1xf32>\n", "13.2",
+     "1:3: error: constant global `g` cannot be encoded in bytecode version 13.2 (the "
+     "`constant` attribute requires bytecode 13.3+)"),
+    ("  global private @g <f32: 1.0> : tile<1xf32>\n", "13.1",
+     "1:3: error: global `g` uses non-public symbol visibility, which cannot be encoded in "
+     "bytecode version 13.1 (requires bytecode 13.3+)"),
+    ("  entry @k(%p: tile<f8E8M0FNU>) {\n  }\n", "13.1",
+     "error: type 'Float8E8M0FNU' requires bytecode version 13.2+, targeting 13.1"),
+])
+def test_version_errors_in_nvidias_words(tmp_path, capsys, text, version, message):
+    path = write(tmp_path, "cuda_tile.module @m {\n" + text + "}\n")
+    # the body starts on line 2: shift the expected line
+    if message[0].isdigit():
+        line, rest = message.split(":", 1)
+        message = f"{path}:{int(line) + 1}:{rest}"
+    else:
+        message = f"{path}: {message}"
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", f"-bytecode-version={version}",
+                       path, "-o", tmp_path / "out.tilebc")
+    assert code == 1
+    assert message in err.splitlines(), err
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", "-bytecode-version=13.5",
+                       path, "-o", tmp_path / "out.tilebc")
+    assert code == 0, err
+
+
+def test_unsupported_bytecode_version_is_named(tmp_path, capsys):
+    path = write(tmp_path, "cuda_tile.module @m {\n}\n")
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", "-bytecode-version=12.0", path)
+    assert code == 2
+    assert "Invalid argument '12.0': the supported versions are [13.1 - 13.5]" in err
+
+
+def test_long_float_literal_is_read_but_a_hostile_one_is_not():
+    long_text = "1" + "0" * 400 + ".0"  # 1e400 written out: infinity in f64
+    text = f"entry @k() {{\n  %c = constant <f64: {long_text}> : tile<f64>\n  return\n}}\n"
+    module = parse_modules(text)[0]
+    assert "0x7FF0000000000000" in print_module(module)
+    with pytest.raises(TextSyntaxError, match="too long"):
+        parse_modules(text.replace(long_text, "9" * 10000))

@@ -67,6 +67,22 @@ diff -B "$2.ref.mlir" "$2.roundtrip.mlir"
 '''
 
 
+# Tests of what NVIDIA's open repository does and its released 13.5 tools do not (the released
+# tools win, see fuzz/results/DISAGREEMENTS.md): counted apart from the applicable tests.
+RELEASED_TOOLS_DIFFER = OrderedDict([
+    ("Bytecode/list_versions.mlir", "lists 13.1-13.3 and the test-only versions 250.0/250.1; "
+     "the released tools read and write 13.1-13.5"),
+    ("Bytecode/unsupportedVersionTest.mlir", "names the supported range [13.1 - 13.3]; ours "
+     "(as the released tools) is [13.1 - 13.5]"),
+    ("Bytecode/versioning/test_forward_compatibility.mlir", "test-only bytecode versions 250.x "
+     "and their test-only ops"),
+    ("Bytecode/versioning/test_version_250_1.mlir", "test-only bytecode versions 250.x and "
+     "their test-only ops"),
+    ("Bytecode/versioning/test_version_errors.mlir", "test-only bytecode versions 250.x and "
+     "their test-only ops"),
+])
+
+
 def extract(source: Path, into: Path) -> Path:
     """The checkout's test/ directory, copied to `into`/test."""
     target = into / "test"
@@ -90,10 +106,42 @@ def revision(source: Path) -> str:
 
 
 def not_applicable(name: str):
-    for prefix, reason in NOT_APPLICABLE.items():
+    for prefix, reason in list(NOT_APPLICABLE.items()) + list(RELEASED_TOOLS_DIFFER.items()):
         if name.startswith(prefix):
             return reason
     return None
+
+
+def line_agreement(suite: Path, name: str):
+    """For a `cuda-tile-opt -verify-diagnostics -split-input-file` test: per chunk, whether
+    tilebc rejects it on every line where an error is expected (whatever the wording), and
+    whether it rejects a chunk that NVIDIA's tool accepts. None for other tests."""
+    text = (suite / name).read_text()
+    runs = [line for line in text.splitlines() if "RUN:" in line]
+    if not any("cuda-tile-opt" in run and "-verify-diagnostics" in run for run in runs):
+        return None
+    from tilebc.mlir_tools import Options, expected_diagnostics, parse_chunk, split_input
+    run = next(run for run in runs if "-verify-diagnostics" in run)
+    options = Options(testing_ops=True, hint_warnings="-Wunsupported-hints" in run,
+                      hint_errors="-Werr-hints" in run)
+    counts = {"rejected": 0, "same_line": 0, "missed": [], "extra": [], "accepted": 0}
+    for chunk in split_input(text, "-split-input-file" in run):
+        expected = [e for e in expected_diagnostics(chunk, name)[0] if e.severity == "error"]
+        produced = [d for d in parse_chunk(chunk, name, options).diagnostics
+                    if d.severity == "error"]
+        first = len(chunk) - len(chunk.lstrip("\n")) + 1
+        if expected:
+            counts["rejected"] += 1
+            lines = {d.line for d in produced}
+            if all(e.line in lines for e in expected):
+                counts["same_line"] += 1
+            else:
+                counts["missed"].append(first)
+        else:
+            counts["accepted"] += 1
+            if produced:
+                counts["extra"].append(first)
+    return counts
 
 
 def reason_of(output: str) -> str:
@@ -173,6 +221,8 @@ def main(argv=None) -> int:
             code, output = outcome.get(name, ("MISSING", ""))
             print(f"{code:8} {name}" + ("" if code == "PASS" else f"  -- {reason_of(output)}"))
         return 0
+    args.suite = suite
+    sys.path[:0] = [str(ROOT)]
     write_results(args, tests, applicable, outcome)
     print(f"wrote {args.results}")
     if not args.keep:
@@ -205,8 +255,34 @@ def write_results(args, tests, applicable, outcome) -> None:
     for name in failing:
         code, output = outcome.get(name, ("MISSING", ""))
         lines.append(f"- `{name}` ({code}): {reason_of(output)}")
+    agreement = [(name, line_agreement(args.suite, name)) for name in applicable]
+    agreement = [(name, counts) for name, counts in agreement if counts]
+    if agreement:
+        total = sum(c["rejected"] for _, c in agreement)
+        same = sum(c["same_line"] for _, c in agreement)
+        extra = sum(len(c["extra"]) for _, c in agreement)
+        lines += ["", "## Verifier cases: rejected on the expected line", "",
+                  "The `-verify-diagnostics` tests hold one case per `// -----` chunk. Apart from "
+                  "the wording, does tilebc reject each chunk NVIDIA's tool rejects, on every "
+                  "line where an error is expected, and accept the chunks it accepts?", "",
+                  f"**{same} of {total} rejected chunks are rejected by tilebc on the expected "
+                  f"line(s) ({100 * same / max(1, total):.0f} %); {extra} accepted chunk(s) are "
+                  f"rejected by tilebc.**", "",
+                  "| test | chunks NVIDIA rejects | same line | chunk lines tilebc misses | "
+                  "accepted by NVIDIA, rejected by tilebc |", "|---|---:|---:|---|---|"]
+        for name, c in agreement:
+            missed = ", ".join(map(str, c["missed"][:12])) + (" …" if len(c["missed"]) > 12
+                                                             else "")
+            lines.append(f"| {name} | {c['rejected']} | {c['same_line']} | {missed} | "
+                         f"{', '.join(map(str, c['extra']))} |")
+    lines += ["", "## Where NVIDIA's open repository and its released 13.5 tools differ", ""]
+    for name, reason in RELEASED_TOOLS_DIFFER.items():
+        if name in tests:
+            lines.append(f"- `{name}`: {reason}")
     lines += ["", "## Not applicable", ""]
     for name in tests:
+        if name in RELEASED_TOOLS_DIFFER:
+            continue
         reason = not_applicable(name)
         if reason:
             lines.append(f"- `{name}`: {reason}")

@@ -206,3 +206,26 @@ def test_long_float_literal_is_read_but_a_hostile_one_is_not():
     assert "0x7FF0000000000000" in print_module(module)
     with pytest.raises(TextSyntaxError, match="too long"):
         parse_modules(text.replace(long_text, "9" * 10000))
+
+
+@pytest.mark.parametrize("hints, message", [
+    ("<sm_100=2>", "custom op 'cuda_tile.entry' expected dictionary attribute for "
+                   "optimization_hints entry `sm_100` got value=2 : i64"),
+    ("<2>", "expected valid keyword or string"),
+])
+def test_malformed_hints_in_nvidias_words(hints, message):
+    text = f"entry @k() optimization_hints={hints} {{\n  return\n}}\n"
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_modules(text)
+    assert message in caught.value.message and caught.value.line == 1
+
+
+def test_hint_value_warnings_in_nvidias_words(tmp_path, capsys):
+    text = ("cuda_tile.module @m {\n  entry @k() optimization_hints=<sm_100={num_cta_in_cga=7, "
+            "occupancy=64, num_qqq=1}> {\n    return\n  }\n}\n")
+    code, _, err = run(capsys, "opt", "-Wunsupported-hints", write(tmp_path, text))
+    assert code == 0
+    for words in ("expected power-of-two \u2264 16 for sm_100.num_cta_in_cga",
+                  "integer value in the range [1, 32] is expected for sm_100.occupancy",
+                  "num_qqq is not known hint for current Operation"):
+        assert words in err, words

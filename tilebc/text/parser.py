@@ -748,7 +748,7 @@ class _Parser:
         if kind is AttrKind.TAGGED:
             return self._typed_attr()
         if kind is AttrKind.HINTS:
-            return self._hints()
+            return self._hints(state.spec.mnemonic)
         if kind is AttrKind.TYPE:
             return self.types.type()
         raise c.error(f"attribute {attr.name} has no text form")
@@ -850,7 +850,7 @@ class _Parser:
         c.expect(">")
         return A.BoundedAttr(*bounds)
 
-    def _hints(self) -> A.OptimizationHintsAttr:
+    def _hints(self, owner: str = "entry") -> A.OptimizationHintsAttr:
         c = self.c
         c.accept("#cuda_tile.optimization_hints")
         c.expect("<")
@@ -860,10 +860,18 @@ class _Parser:
                 c.expect(",")
             arch = c.next()
             if arch.kind not in ("ident", "string"):
-                raise c.error(f"expected an architecture name, found '{arch.text}'", arch.pos)
+                # NVIDIA's words first (their tests check them)
+                raise c.error(f"expected valid keyword or string: an architecture name, found "
+                              f"'{arch.text}'", arch.pos)
             c.expect("=")
-            entries.append((arch.text if arch.kind == "ident" else unescape(arch.text),
-                            A.DictionaryAttr(self._dictionary(hint=True))))
+            name = arch.text if arch.kind == "ident" else unescape(arch.text)
+            if not c.at("{"):
+                value = c.peek()
+                typed = " : i64" if value.kind == "number" and "." not in value.text else ""
+                raise c.error(f"custom op '{PREFIX}{owner}' expected dictionary attribute for "
+                              f"optimization_hints entry `{name}` got value={value.text}{typed}",
+                              value.pos)
+            entries.append((name, A.DictionaryAttr(self._dictionary(hint=True))))
         return A.OptimizationHintsAttr(tuple(entries))
 
     @nesting("dictionaries")

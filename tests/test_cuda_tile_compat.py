@@ -229,3 +229,69 @@ def test_hint_value_warnings_in_nvidias_words(tmp_path, capsys):
                   "integer value in the range [1, 32] is expected for sm_100.occupancy",
                   "num_qqq is not known hint for current Operation"):
         assert words in err, words
+
+
+GENERIC_INPUT = """\
+cuda_tile.module @m {
+  entry @k(%p: tile<ptr<f32>>, %n: tile<i32>) {
+    %a = constant <i32: [1, 2]> : tile<2xi32>
+    %c = "cuda_tile.cmpi"(%a, %a) {comparison_predicate = #cuda_tile.comparison_predicate<less_than>, signedness = #cuda_tile.signedness<unsigned>} : (!cuda_tile.tile<2xi32>, !cuda_tile.tile<2xi32>) -> !cuda_tile.tile<2xi1>
+    %lo = constant <i32: 0> : tile<i32>
+    %one = constant <i32: 1> : tile<i32>
+    %s = for %i in (%lo to %n, step %one) : tile<i32> iter_values(%acc = %lo) -> (tile<i32>) {
+      %t = addi %acc, %i : tile<i32>
+      continue %t : tile<i32>
+    }
+    %r = reduce %a dim=0 identities=[0 : i32] : tile<2xi32> -> tile<i32>
+    (%x: tile<i32>, %y: tile<i32>) {
+      %z = addi %x, %y : tile<i32>
+      yield %z : tile<i32>
+    }
+    %b = assume bounded<0, 42>, %n : tile<i32>
+    return
+  }
+}
+"""
+
+
+def test_generic_form_is_read_and_printed_back(tmp_path, capsys):
+    path = write(tmp_path, GENERIC_INPUT)
+    code, custom, err = run(capsys, "opt", path)
+    assert code == 0, err
+    # the generic input was read as the op itself (values get tilebc's names when printed)
+    assert "%0 = cmpi less_than %cst_i32, %cst_i32, unsigned : tile<2xi32> -> tile<2xi1>" \
+        in custom
+    code, generic, err = run(capsys, "opt", "-mlir-print-op-generic", path)
+    assert code == 0, err
+    assert ('%0 = "cuda_tile.cmpi"(%cst_i32, %cst_i32) {comparison_predicate = '
+            '#cuda_tile.comparison_predicate<less_than>, signedness = '
+            '#cuda_tile.signedness<unsigned>} : (tile<2xi32>, tile<2xi32>) -> tile<2xi1>') \
+        in generic
+    assert ('%for = "cuda_tile.for"(%cst_0_i32, %arg1, %cst_1_i32, %cst_0_i32) ({\n'
+            '      ^bb0(%loopIdx: tile<i32>, %iterArg0: tile<i32>):') in generic
+    assert "{operandSegmentSizes = array<i32: 1, 1, 1, 1>}" in generic
+    assert '"cuda_tile.continue"(%1) : (tile<i32>) -> ()' in generic
+    assert "{dim = 0 : i32, identities = [0 : i32]} : (tile<2xi32>) -> tile<i32>" in generic
+    assert '"cuda_tile.assume"(%arg1) {predicate = bounded<0, 42>}' in generic
+    # generic text reads back to the same IR
+    code, again, err = run(capsys, "opt", write(tmp_path, generic, "generic.mlir"))
+    assert code == 0, err
+    assert again == custom
+
+
+@pytest.mark.parametrize("op, message", [
+    ('"cuda_tile.cmpi"(%a, %a) {comparison_predicate = #cuda_tile.comparison_predicate<less_than>,'
+     ' signedness = #cuda_tile.signedness<signed>} : (tile<2xi32>) -> tile<2xi1>',
+     "2 operands but 1 operand types"),
+    ('"cuda_tile.cmpi"(%a, %a) {bogus = 1} : (tile<2xi32>, tile<2xi32>) -> tile<2xi1>',
+     "cmpi has no attribute 'bogus'"),
+    ('"test.other"(%a) : (tile<2xi32>) -> tile<2xi32>', "unknown operation 'test.other'"),
+    ('"cuda_tile.negi"(%a) : (tile<2xi64>) -> tile<2xi64>',
+     "operand 0 has type tile<2xi32>, declared tile<2xi64>"),
+])
+def test_bad_generic_ops_are_named_with_line(op, message):
+    text = (f"entry @k() {{\n  %a = constant <i32: [1, 2]> : tile<2xi32>\n  %b = {op}\n"
+            "  return\n}\n")
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_modules(text, "g.mlir")
+    assert message in caught.value.message and caught.value.line == 3, str(caught.value)

@@ -269,7 +269,7 @@ def _run_chunks(args, produce) -> int:
 def _print_mlir(modules, args) -> str:
     from .text import print_module
     if args.generic:
-        from .text.generic import print_generic
+        from .text.printer import print_generic
         return "".join(print_generic(m, debug=args.debug) for m in modules)
     return "".join(print_module(m, debug=args.debug, mlir=True) for m in modules)
 

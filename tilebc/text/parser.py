@@ -481,6 +481,11 @@ class _Parser:
                     break
             c.expect("=", "after the result names")
         name_token = c.peek()
+        if name_token.kind == "string":
+            state = self._generic_op(c.next(), names)
+            spec = state.spec
+            op = self._build(state, name_token)
+            return self._finish_op(op, spec, state, start, names)
         if name_token.kind != "ident":
             raise c.error(f"expected an operation name, found '{name_token.text or 'end of input'}'")
         c.next()
@@ -493,6 +498,10 @@ class _Parser:
         state.result_count = sum(count for _, count in names) if names else 0
         self._elements(compile_syntax(spec), state)
         op = self._build(state, name_token)
+        return self._finish_op(op, spec, state, start, names)
+
+    def _finish_op(self, op: Op, spec, state: _OpState, start: Token, names) -> Op:
+        c = self.c
         self.preview = self.preview or spec.preview
         op.text_pos = c.line_col(start.pos)
         expr = self._loc(op)
@@ -513,6 +522,205 @@ class _Parser:
                 self._define(scope, token, group[0] if count == 1 else list(group))
                 index += count
         return op
+
+    # ---- MLIR's generic op form --------------------------------------------------------------
+
+    def _generic_op(self, name_token: Token, names) -> _OpState:
+        """`"cuda_tile.NAME"(operands) ({regions})? <{props}>? {attrs}? : (types) -> types`."""
+        c = self.c
+        full = unescape(name_token.text)
+        mnemonic = full[len(PREFIX):] if full.startswith(PREFIX) else None
+        spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic)) if mnemonic else None
+        if spec is None or spec.structural:
+            raise c.error(f"unknown operation '{full}' (only cuda_tile ops are allowed)",
+                          name_token.pos)
+        state = _OpState(spec, name_token.pos)
+        state.result_count = sum(count for _, count in names) if names else 0
+        c.expect("(", "to open the operand list")
+        values: List[Value] = []
+        while not c.accept(")"):
+            if values:
+                c.expect(",")
+            values.append(self._use())
+        if c.accept("("):
+            index = 0
+            while True:
+                state.regions[index] = self._generic_region()
+                index += 1
+                if not c.accept(","):
+                    break
+            c.expect(")", "to close the region list")
+        segments = None
+        for opening, closing in (("<", ">"), ("{", "}")):
+            if opening == "<" and not c.at("<"):
+                continue
+            if opening == "<":
+                c.expect("<")
+            if c.at("{"):
+                segments = self._generic_attrs(state) or segments
+            if opening == "<":
+                c.expect(">")
+        c.expect(":", "before the op's function type")
+        c.expect("(")
+        operand_types = []
+        while not c.accept(")"):
+            if operand_types:
+                c.expect(",")
+            operand_types.append(self.types.type())
+        c.expect("->")
+        result_types = []
+        if c.accept("("):
+            while not c.accept(")"):
+                if result_types:
+                    c.expect(",")
+                result_types.append(self.types.type())
+        else:
+            result_types.append(self.types.type())
+        if len(operand_types) != len(values):
+            raise c.error(f"{len(values)} operands but {len(operand_types)} operand types",
+                          name_token.pos)
+        for value, declared in zip(values, operand_types):
+            if value.type != declared:
+                raise c.error(f"operand {len(state.operands)} has type {value.type}, declared "
+                              f"{declared}", name_token.pos)
+        self._generic_operands(state, values, segments, name_token)
+        self._generic_results(state, result_types, name_token)
+        return state
+
+    def _generic_operands(self, state, values, segments, name_token) -> None:
+        specs = state.spec.operands
+        if segments is None:
+            flexible = [o for o in specs if o.arity is not Arity.ONE]
+            if len(flexible) > 1:
+                raise self.c.error("operandSegmentSizes is needed for this op", name_token.pos)
+            fixed = len(specs) - len(flexible)
+            segments = [1 if o.arity is Arity.ONE else len(values) - fixed for o in specs]
+        if len(segments) != len(specs) or sum(segments) != len(values) or min(segments, default=0) < 0:
+            raise self.c.error(f"operand segments {list(segments)} do not fit {len(values)} "
+                               f"operands of {state.spec.mnemonic}", name_token.pos)
+        position = 0
+        for operand, size in zip(specs, segments):
+            group = values[position:position + size]
+            position += size
+            if operand.arity is Arity.VARIADIC:
+                state.operands[operand.name] = tuple(group)
+            elif size > 1 or (operand.arity is Arity.ONE and size != 1):
+                raise self.c.error(f"operand '{operand.name}' takes one value, got {size}",
+                                   name_token.pos)
+            else:
+                state.operands[operand.name] = group[0] if group else None
+
+    def _generic_results(self, state, types, name_token) -> None:
+        specs = state.spec.results
+        variadic = [i for i, r in enumerate(specs) if r.variadic]
+        fixed = len(specs) - len(variadic)
+        position = 0
+        for index, result in enumerate(specs):
+            size = max(len(types) - fixed, 0) if result.variadic else 1
+            if not result.variadic and position >= len(types):
+                break  # a result of a newer version left out
+            state.result_types[index] = types[position:position + size]
+            position += size
+        if position != len(types):
+            raise self.c.error(f"{len(types)} result types do not fit {state.spec.mnemonic}",
+                               name_token.pos)
+
+    def _generic_attrs(self, state):
+        """`{name = value, unit_name, ...}`; returns operandSegmentSizes when given."""
+        c = self.c
+        c.expect("{")
+        segments = None
+        by_name = {a.name: a for a in state.spec.attrs}
+        first = True
+        while not c.accept("}"):
+            if not first:
+                c.expect(",")
+            first = False
+            token = c.next()
+            if token.kind not in ("ident", "string"):
+                raise c.error(f"expected an attribute name, found '{token.text}'", token.pos)
+            name = token.text if token.kind == "ident" else unescape(token.text)
+            if name in ("operandSegmentSizes", "operand_segment_sizes"):
+                c.expect("=")
+                c.expect("array")
+                c.expect("<")
+                self.types.type()
+                segments = []
+                if c.accept(":"):
+                    segments.append(self._int())
+                    while c.accept(","):
+                        segments.append(self._int())
+                c.expect(">")
+                continue
+            attr = by_name.get(name)
+            if attr is None:
+                raise c.error(f"{state.spec.mnemonic} has no attribute '{name}'", token.pos)
+            if attr.kind is AttrKind.UNIT:
+                state.attrs[name] = True
+                if c.accept("="):
+                    c.expect("unit")
+                continue
+            c.expect("=")
+            state.attrs[name] = self._generic_attr_value(attr, state)
+        return segments
+
+    def _generic_attr_value(self, attr, state):
+        c = self.c
+        kind = attr.kind
+        if kind is AttrKind.ENUM and c.peek().kind == "hash":
+            c.next()  # #cuda_tile.<enum mnemonic>
+            c.expect("<")
+            value = self._enum_keyword(attr.enum, attr.name)
+            c.expect(">")
+            return value
+        if kind is AttrKind.DENSE:
+            return self._dense_constant()
+        if kind is AttrKind.TAGGED and state.spec.mnemonic == "assume":
+            return self._predicate()
+        if kind is AttrKind.BOOL_ARRAY and c.accept("array"):
+            c.expect("<")
+            self.types.type()
+            items = []
+            if c.accept(":"):
+                items.append(self._bool())
+                while c.accept(","):
+                    items.append(self._bool())
+            c.expect(">")
+            return tuple(items)
+        value = self._attr_value(attr, state)
+        if kind in (AttrKind.INT, AttrKind.BOOL) and c.accept(":"):
+            self.types.type()  # `5 : i32`: the width is the op's
+        return value
+
+    @nesting("regions")
+    def _generic_region(self) -> Region:
+        c = self.c
+        c.expect("{", "to open a region")
+        if c.accept("}"):
+            return Region()
+        block = Block()
+        scope: Dict[str, Value] = {}
+        if c.accept("^"):
+            c.expect_kind("ident", "a block label")
+            if c.accept("("):
+                while not c.accept(")"):
+                    if block.args:
+                        c.expect(",")
+                    token = c.expect_kind("value", "a block argument (%name)")
+                    c.expect(":")
+                    arg = Value(self.types.type(), block, len(block.args))
+                    self._define(scope, token, arg)
+                    block.args.append(arg)
+            c.expect(":")
+        self.scopes.append(scope)
+        while not c.accept("}"):
+            if c.peek().kind == "eof":
+                raise c.error("expected '}' to close the region")
+            if c.at("^"):
+                raise c.error("a Tile IR region holds a single block")
+            block.ops.append(self._op())
+        self.scopes.pop()
+        return Region([block])
 
     def _build(self, state: _OpState, name_token: Token) -> Op:
         spec = state.spec

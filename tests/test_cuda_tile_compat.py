@@ -295,3 +295,11 @@ def test_bad_generic_ops_are_named_with_line(op, message):
     with pytest.raises(TextSyntaxError) as caught:
         parse_modules(text, "g.mlir")
     assert message in caught.value.message and caught.value.line == 3, str(caught.value)
+
+
+def test_builtin_mlir_types_are_named_as_nvidias_writer_names_them(tmp_path, capsys):
+    path = write(tmp_path, "cuda_tile.module @m {\n  entry @k(%a: tensor<2xi16>) {\n  }\n}\n")
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", path, "-o",
+                       tmp_path / "x.tilebc")
+    assert code == 1
+    assert err.startswith(f"{path}:2:16: error: unsupported type in bytecode writer: 'tensor'")

@@ -52,6 +52,7 @@ _ELEMENT = re.compile(r"(?:!cuda_tile\.)?(" + "|".join(map(re.escape, _ELEMENT_N
 _KIND = re.compile(r"(?:!cuda_tile\.)?(tile|ptr|tensor_view|partition_view|strided_view|"
                    r"gather_scatter_view|token)(?![A-Za-z0-9_])")
 _DIM = re.compile(r"(\?|[0-9]+)x")
+_BUILTIN_TYPE = re.compile(r"(tensor|vector|memref|index|complex|tuple|none)(?![A-Za-z0-9_])")
 _INT = re.compile(r"-?[0-9]+")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -135,6 +136,10 @@ class _TypeParser:
         kind = self.c.match_raw(_KIND)
         if not kind:
             self.c.pos = start
+            builtin = self.c.match_raw(_BUILTIN_TYPE)
+            if builtin:  # NVIDIA's parser takes these; its bytecode writer then refuses them
+                raise self.c.error(f"unsupported type in bytecode writer: '{builtin.group(1)}' "
+                                   "is an MLIR builtin type, not a Tile IR type", start)
             raise self.fail("a type")
         name = kind.group(1)
         if name == "token":

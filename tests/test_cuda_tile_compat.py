@@ -303,3 +303,22 @@ def test_builtin_mlir_types_are_named_as_nvidias_writer_names_them(tmp_path, cap
                        tmp_path / "x.tilebc")
     assert code == 1
     assert err.startswith(f"{path}:2:16: error: unsupported type in bytecode writer: 'tensor'")
+
+
+def test_top_level_ops_are_checked_under_testing_ops_only(tmp_path, capsys):
+    """NVIDIA's verifier tests put single ops at the top level (MLIR's implicit module)."""
+    text = ("%c = cuda_tile.constant <i32: 4> : !cuda_tile.tile<i32>\n"
+            "// expected-error @below {{must be a scalar tile of i1}}\n"
+            '"cuda_tile.if"(%c) ({\n  cuda_tile.yield\n}, {\n}) : (!cuda_tile.tile<i32>) -> ()\n')
+    path = write(tmp_path, text)
+    code, _, err = run(capsys, "opt", "--testing-ops", "-verify-diagnostics", path)
+    assert code == 0, err
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1 and f"{path}:1:1: error: expected 'entry', 'global' or 'module'" in err
+
+
+def test_a_boolean_is_an_i1_literal_only():
+    with pytest.raises(TextSyntaxError, match="expected integer value for i8, found 'true'"):
+        parse_modules("entry @k() {\n  %c = constant <i8: true> : tile<i8>\n  return\n}\n")
+    module = parse_modules("entry @k() {\n  %c = constant <i1: true> : tile<i1>\n  return\n}\n")
+    assert "constant <i1: true> : tile<i1>" in print_module(module[0])

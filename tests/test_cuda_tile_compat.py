@@ -322,3 +322,23 @@ def test_a_boolean_is_an_i1_literal_only():
         parse_modules("entry @k() {\n  %c = constant <i8: true> : tile<i8>\n  return\n}\n")
     module = parse_modules("entry @k() {\n  %c = constant <i1: true> : tile<i1>\n  return\n}\n")
     assert "constant <i1: true> : tile<i1>" in print_module(module[0])
+
+
+def test_module_and_entries_in_generic_form():
+    text = ('"cuda_tile.module"() <{sym_name = "gm"}> ({\n'
+            '  "cuda_tile.entry"() <{arg_attrs = [{}], function_type = (!cuda_tile.tile<i32>) '
+            '-> (), sym_name = "k"}> ({\n'
+            '  ^bb0(%a: !cuda_tile.tile<i32>):\n'
+            '    %0 = "cuda_tile.negi"(%a) : (!cuda_tile.tile<i32>) -> !cuda_tile.tile<i32>\n'
+            '    "cuda_tile.return"() : () -> ()\n'
+            '  }) : () -> ()\n'
+            '}) : () -> ()\n')
+    modules = parse_modules(text)
+    assert len(modules) == 1 and modules[0].name == "gm"
+    assert print_module(modules[0], mlir=True) == (
+        "cuda_tile.module @gm {\n  entry @k(%arg0: tile<i32>) {\n"
+        "    %0 = negi %arg0 : tile<i32>\n    return\n  }\n}\n")
+    with pytest.raises(TextSyntaxError, match="testing\\$func"):
+        parse_modules(text.replace("cuda_tile.entry", "cuda_tile.testing$func"))
+    assert parse_modules(text.replace("cuda_tile.entry", "cuda_tile.testing$func"),
+                         testing_ops=True)[0].functions[0].testing

@@ -51,6 +51,8 @@ _ELEMENT_NAMES = sorted(T.ELEMENT_TYPES, key=len, reverse=True)
 _ELEMENT = re.compile(r"(?:!cuda_tile\.)?(" + "|".join(map(re.escape, _ELEMENT_NAMES)) + r")(?![A-Za-z0-9_])")
 _KIND = re.compile(r"(?:!cuda_tile\.)?(tile|ptr|tensor_view|partition_view|strided_view|"
                    r"gather_scatter_view|token)(?![A-Za-z0-9_])")
+_GENERIC_MODULES = ("cuda_tile.module", "builtin.module")
+_GENERIC_FUNCTIONS = ("cuda_tile.entry", "cuda_tile.testing$func")
 _DIM = re.compile(r"(\?|[0-9]+)x")
 _BUILTIN_TYPE = re.compile(r"(tensor|vector|memref|index|complex|tuple|none)(?![A-Za-z0-9_])")
 _INT = re.compile(r"-?[0-9]+")
@@ -333,12 +335,134 @@ class _Parser:
             elif word == "testing$func":
                 raise c.error("'testing$func' is the test-only entry of NVIDIA's test builds; "
                               "`tilebc opt --testing-ops` reads it (never into bytecode)")
+            elif token.kind == "string" and unescape(token.text) in _GENERIC_MODULES:
+                self._generic_module(module, closing)
+            elif token.kind == "string" and unescape(token.text) in _GENERIC_FUNCTIONS:
+                function = self._generic_function()
+                module.functions.append(function)
+                module.item_order.append(function)
             elif self.testing_ops and closing is None and (
                     token.kind in ("value", "string") or word in OPS_BY_MNEMONIC
                     or word in MNEMONIC_ALIASES):
                 self._toplevel_op(module)
             else:
                 raise c.error(f"expected 'entry', 'global' or 'module', found '{token.text}'")
+
+    # ---- the module and its entries in MLIR's generic form ---------------------------------
+
+    def _generic_header(self) -> Dict[str, object]:
+        """`"name"()` then the attributes as `<{...}>` or `{...}`; only the ones a module or an
+        entry needs are kept (sym_name, function_type)."""
+        c = self.c
+        c.next()
+        c.expect("(")
+        c.expect(")", "a module or entry takes no operands")
+        found: Dict[str, object] = {}
+        properties = c.accept("<")
+        if c.at("{"):
+            c.expect("{")
+            while not c.accept("}"):
+                if found.get("_seen"):
+                    c.expect(",")
+                found["_seen"] = True
+                key = c.next()
+                name = unescape(key.text) if key.kind == "string" else key.text
+                if not c.accept("="):
+                    continue
+                if name == "sym_name":
+                    found[name] = self._string()
+                elif name == "function_type":
+                    found[name] = self._function_type()
+                else:
+                    self._skip_attribute_value()
+        if properties:
+            c.expect(">")
+        return found
+
+    def _skip_attribute_value(self) -> None:
+        """An attribute value the module or entry does not keep (arg_attrs, visibility)."""
+        c = self.c
+        depth = 0
+        while True:
+            token = c.peek()
+            if token.kind == "eof":
+                raise c.error("unterminated attribute dictionary")
+            if depth == 0 and token.text in (",", "}"):
+                return
+            if token.text in ("[", "{", "(", "<"):
+                depth += 1
+            elif token.text in ("]", "}", ")", ">"):
+                depth -= 1
+            c.next()
+
+    def _function_type(self) -> T.FunctionType:
+        c = self.c
+        inputs, results = [], []
+        c.expect("(")
+        while not c.accept(")"):
+            if inputs:
+                c.expect(",")
+            inputs.append(self.types.type())
+        c.expect("->")
+        if c.accept("("):
+            while not c.accept(")"):
+                if results:
+                    c.expect(",")
+                results.append(self.types.type())
+        else:
+            results.append(self.types.type())
+        return T.FunctionType(tuple(inputs), tuple(results))
+
+    def _generic_trailer(self) -> None:
+        c = self.c
+        c.expect(":")
+        self._function_type()  # `() -> ()`
+        self._loc()
+
+    def _generic_module(self, module: Module, closing: Optional[str]) -> None:
+        c = self.c
+        start = c.peek()
+        attrs = self._generic_header()
+        target = module
+        if self._separate is not None and closing is None:
+            target = Module(version=MAX_VERSION, source=c.filename)
+            target.item_order = []
+            target.text_pos = c.line_col(start.pos)
+            self._separate.append(target)
+        if "sym_name" in attrs:
+            target.name = attrs["sym_name"]
+        c.expect("(", "to open the module's region")
+        c.expect("{")
+        self._items(target, closing="}")
+        c.expect(")")
+        self._generic_trailer()
+
+    def _generic_function(self) -> Function:
+        c = self.c
+        start = c.peek()
+        kind = unescape(start.text)
+        if kind.endswith("testing$func") and not self.testing_ops:
+            raise c.error("'testing$func' is the test-only entry of NVIDIA's test builds; "
+                          "`tilebc opt --testing-ops` reads it (never into bytecode)")
+        attrs = self._generic_header()
+        if "sym_name" not in attrs or "function_type" not in attrs:
+            raise c.error(f"{kind} needs sym_name and function_type", start.pos)
+        c.expect("(", "to open the entry's region")
+        self.scopes = []
+        region = self._generic_region()
+        c.expect(")")
+        block = region.blocks[0] if region.blocks else Block()
+        if not region.blocks:
+            region.blocks.append(block)
+        if not block.ops or not block.ops[-1].spec.terminator:
+            terminator = Op(OPS_BY_MNEMONIC["return"], {"operands": ()}, {}, [])
+            self._implicit.add(id(terminator))
+            block.ops.append(terminator)
+        function = Function(attrs["sym_name"], attrs["function_type"], block)
+        function.testing = kind.endswith("testing$func")
+        function.text_pos = c.line_col(start.pos)
+        self._generic_trailer()
+        return function
 
     def _toplevel_op(self, module: Module) -> None:
         """An op outside any entry, as NVIDIA's verifier tests write them (MLIR's implicit

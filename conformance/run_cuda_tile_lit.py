@@ -157,10 +157,21 @@ def line_agreement(suite: Path, name: str):
     return counts
 
 
-def reason_of(output: str) -> str:
-    """A one-line reason from a failing test's output: the first error line, else the first
-    failing command's last stderr line."""
+def reason_of(output: str, root: str = "") -> str:
+    """A one-line reason from a failing test's output: for -verify-diagnostics, how many
+    expectations were not met and the first; else the first error line, else the first failing
+    command's last stderr line."""
+    if root:
+        output = output.replace(root.rstrip("/") + "/", "")
     lines = [re.sub(r"^# \| ?", "", line).strip() for line in output.splitlines()]
+    unmet = [line for line in lines if re.search(r"error: expected (error|warning|note|remark) "
+                                                 r".* was not produced", line)]
+    if unmet:
+        unexpected = [line for line in lines if "error: unexpected " in line]
+        first = unmet[0].split(": error: ", 1)[-1]
+        said = unexpected[0].split(": error: unexpected ", 1)[-1] if unexpected else "nothing"
+        return (f"{len(unmet)} expected diagnostic(s) not matched (first: {first[:160]}; tilebc "
+                f"said {said[:160]})")
     lines = [line for line in lines if line and not line.startswith(("# executed", "# RUN",
                                                                      "# error: command failed"))]
     for pattern in (r"error: (CHECK|[A-Z0-9-]+): ", r"expected-\w+ .*not produced",
@@ -277,7 +288,7 @@ def write_results(args, tests, applicable, outcome) -> None:
         lines.append("None.")
     for name in failing:
         code, output = outcome.get(name, ("MISSING", ""))
-        lines.append(f"- `{name}` ({code}): {reason_of(output)}")
+        lines.append(f"- `{name}` ({code}): {reason_of(output, str(args.suite.parent))}")
     agreement = [(name, line_agreement(args.suite, name)) for name in applicable]
     agreement = [(name, counts) for name, counts in agreement if counts]
     if agreement:
@@ -305,10 +316,10 @@ def write_results(args, tests, applicable, outcome) -> None:
         if name in tests:
             verdict = ""
             if substitutions:
-                code = outcome.get(name, ("NOT RUN", ""))[0]
+                code, output = outcome.get(name, ("NOT RUN", ""))
                 verdict = (" — with the released tools' spelling: passes" if code == "PASS"
                            else f" — with the released tools' spelling: {code}: "
-                                f"{reason_of(outcome.get(name, ('', ''))[1])}")
+                                f"{reason_of(output, str(args.suite.parent))}")
             lines.append(f"- `{name}`: {reason}{verdict}")
     lines += ["", "## Not applicable", ""]
     for name in tests:

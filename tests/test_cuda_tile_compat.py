@@ -342,3 +342,11 @@ def test_module_and_entries_in_generic_form():
         parse_modules(text.replace("cuda_tile.entry", "cuda_tile.testing$func"))
     assert parse_modules(text.replace("cuda_tile.entry", "cuda_tile.testing$func"),
                          testing_ops=True)[0].functions[0].testing
+
+
+def test_a_tile_dimension_of_zero_is_refused_where_the_type_is_written():
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_modules("entry @k() {\n  %c = constant <f32: 0.0> : tile<1x0x2xf32>\n"
+                      "  return\n}\n")
+    assert "all dimensions must be positive constants, got 1, 0, 2" in caught.value.message
+    assert (caught.value.line, caught.value.column) == (2, 30)

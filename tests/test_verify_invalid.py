@@ -299,7 +299,7 @@ CASES = [
          "break must be nested (through if only) in loop, not in for"),
     Case("continue types", _continue_types, "terminator.types", "continue",
          "continue operands (tile<32xf32>) do not match what for expects"),
-    Case("if yields nothing", _if_yield_types, "terminator.types", "yield",
+    Case("if yields nothing", _if_yield_types, "terminator.types", "if",
          "yield operands () do not match what if expects"),
     Case("yield ends entry", _yield_in_entry, "terminator.parent", "yield",
          "yield cannot end a entry region"),

@@ -161,6 +161,9 @@ class _TypeParser:
                 shape.append(self._number(dim, 1))
             element = self.element()
             self.lit(">")
+            if any(d <= 0 for d in shape):  # NVIDIA's parser refuses these in its words
+                raise self.c.error(f"all dimensions must be positive constants, got "
+                                   f"{', '.join(map(str, shape))}", start)
             return T.TileType(tuple(shape), element)
         if name == "tensor_view":
             return self._tensor_view_body()

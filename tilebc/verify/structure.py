@@ -547,7 +547,8 @@ class Verifier:
             else:
                 expected = [scalar(v.type.element) for v in parent.operands["operands"]
                             if isinstance(v.type, TileType)]
-            self.check_operands(op, operands, expected, parent.name)
+            # reported at the if/reduce/scan whose results disagree (where NVIDIA reports it)
+            self.check_operands(op, operands, expected, parent.name, at=parent)
             return
         target = None
         for parent in reversed(self.parents):
@@ -567,8 +568,8 @@ class Verifier:
             expected = [r.type for r in target.results]
         self.check_operands(op, operands, expected, target_name)
 
-    def check_operands(self, op: Op, operands, expected, target: str) -> None:
+    def check_operands(self, op: Op, operands, expected, target: str, at=None) -> None:
         got = [v.type for v in operands]
         if got != list(expected):
-            self.ctx.report("terminator.types", op, f"{op.name} operands {_type_list(got)} do not "
-                            f"match what {target} expects {_type_list(expected)}")
+            self.ctx.report("terminator.types", at or op, f"{op.name} operands {_type_list(got)} "
+                            f"do not match what {target} expects {_type_list(expected)}")

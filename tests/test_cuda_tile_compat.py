@@ -350,3 +350,16 @@ def test_a_tile_dimension_of_zero_is_refused_where_the_type_is_written():
                       "  return\n}\n")
     assert "all dimensions must be positive constants, got 1, 0, 2" in caught.value.message
     assert (caught.value.line, caught.value.column) == (2, 30)
+
+
+def test_translate_writes_one_module_per_bytecode_file(tmp_path, capsys):
+    path = write(tmp_path, TWO_MODULES)
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", path, "-o",
+                       tmp_path / "x.tilebc")
+    assert code == 1 and "holds 2 modules and a bytecode file holds one" in err
+    split = write(tmp_path, TWO_MODULES.replace("}\ncuda_tile.module @second",
+                                                "}\n// -----\ncuda_tile.module @second"), "s.mlir")
+    code, out, err = run(capsys, "translate", "-test-cudatile-roundtrip", "-split-input-file",
+                         split)
+    assert code == 0, err
+    assert out.count("cuda_tile.module @kernels {") == 2 and "// -----\n" in out

@@ -317,6 +317,9 @@ def cmd_translate(args) -> int:
     name = _display_name(args.input)
 
     def encode(modules):
+        if len(modules) > 1:
+            raise UsageError(f"the input holds {len(modules)} modules and a bytecode file "
+                             "holds one (split them with `// -----` and -split-input-file)")
         data = []
         for module in modules:
             refuse_testing_ops(module, name)

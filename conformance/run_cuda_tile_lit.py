@@ -274,7 +274,8 @@ def write_results(args, tests, applicable, outcome) -> None:
     lines = ["# NVIDIA's cuda-tile lit suite with tilebc in place of its tools", "",
              f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC  ",
              f"Suite: NVIDIA/cuda-tile `test/` at {revision(args.checkout.resolve())}  ",
-             "Command: `python conformance/run_cuda_tile_lit.py <cuda-tile checkout>` "
+             "Command: `python conformance/run_cuda_tile_lit.py <cuda-tile checkout>"
+             + (f" -j{args.workers}" if args.workers != 1 else "") + "` "
              "(lit and filecheck from PyPI; `cuda-tile-translate` = `tilebc translate`, "
              "`cuda-tile-opt` = `tilebc opt`)", "",
              f"**{passed} of {len(applicable)} applicable tests pass "

@@ -68,6 +68,7 @@ def test_dis_keeps_tileirdisasm_form_while_translate_prints_mlir(tmp_path, capsy
     assert run(capsys, "dis", path)[1].startswith("entry @k()")
     code, out, _ = run(capsys, "translate", "-cudatilebc-to-mlir", path)
     assert code == 0 and out.startswith("cuda_tile.module @kernels {\n  entry @k() {\n")
+    assert run(capsys, "opt", path)[1] == out  # opt reads bytecode as well
 
 
 def test_globals_and_entries_keep_their_text_order():
@@ -363,3 +364,11 @@ def test_translate_writes_one_module_per_bytecode_file(tmp_path, capsys):
                          split)
     assert code == 0, err
     assert out.count("cuda_tile.module @kernels {") == 2 and "// -----\n" in out
+
+
+def test_split_chunks_are_not_glued_into_one_bytecode_file(tmp_path, capsys):
+    text = "cuda_tile.module @a {\n}\n// -----\ncuda_tile.module @b {\n}\n"
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", "-split-input-file",
+                       write(tmp_path, text), "-o", tmp_path / "x.tilebc")
+    assert code == 2 and "a bytecode file holds one module" in err
+    assert not (tmp_path / "x.tilebc").exists()

@@ -260,7 +260,10 @@ def _run_chunks(args, produce) -> int:
     if not outputs:
         return 1 if failed else 0
     if isinstance(outputs[0], bytes):
-        _write_output(args.output, b"".join(outputs), binary=True, force=args.force)
+        if len(outputs) > 1:
+            raise UsageError(f"{len(outputs)} chunks were translated and a bytecode file holds "
+                             "one module; translate them one file at a time")
+        _write_output(args.output, outputs[0], binary=True, force=args.force)
     else:
         _write_output(args.output, join_outputs(outputs), binary=False)
     return 1 if failed else 0

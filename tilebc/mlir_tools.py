@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 from .errors import TilebcError, TextSyntaxError, UsageError
+from .version import GLOBAL_VISIBILITY_AND_CONSTANT as _GLOBAL_FLAGS
 
 SPLIT_MARKER = "// -----"
 _MARKER_LINE = re.compile(r"^[ \t]*// -----[^\n]*(?:\n|$)", re.M)
@@ -266,7 +267,8 @@ def _types_in(value):
 
 def version_problems(module, version, file: str) -> List[Diag]:
     """What `version` cannot encode, found before writing so that each is reported at its op's
-    line in the words of NVIDIA's cuda-tile-translate (the writer's own checks stay the last word)."""
+    line in the words of NVIDIA's cuda-tile-translate (the writer's own checks stay the last
+    word)."""
     from .ops.spec import AttrKind
     found: List[Diag] = []
 
@@ -322,5 +324,3 @@ def version_problems(module, version, file: str) -> List[Diag]:
                            f"bytecode version {operand.since}, targeting {version}")
     return found
 
-
-from .version import GLOBAL_VISIBILITY_AND_CONSTANT as _GLOBAL_FLAGS  # noqa: E402

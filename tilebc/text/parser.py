@@ -35,7 +35,8 @@ def parse_module(text: str, filename: str = "<text>") -> Module:
     return _Parser(text, filename).module()
 
 
-def parse_modules(text: str, filename: str = "<text>", *, testing_ops: bool = False) -> List[Module]:
+def parse_modules(text: str, filename: str = "<text>", *,
+                  testing_ops: bool = False) -> List[Module]:
     """Each top-level `cuda_tile.module` of the text as its own Module (items outside any module
     form one more, as MLIR's implicit module). `testing_ops` reads the test-only entry kind
     `testing$func` of NVIDIA's test builds (any parameter and result types); such modules are
@@ -759,7 +760,8 @@ class _Parser:
                 raise self.c.error("operandSegmentSizes is needed for this op", name_token.pos)
             fixed = len(specs) - len(flexible)
             segments = [1 if o.arity is Arity.ONE else len(values) - fixed for o in specs]
-        if len(segments) != len(specs) or sum(segments) != len(values) or min(segments, default=0) < 0:
+        if len(segments) != len(specs) or sum(segments) != len(values) \
+                or min(segments, default=0) < 0:
             raise self.c.error(f"operand segments {list(segments)} do not fit {len(values)} "
                                f"operands of {state.spec.mnemonic}", name_token.pos)
         position = 0

@@ -40,6 +40,10 @@ def _parse_text(path: str, verify: bool = True):
 def _parse_bytes(data: bytes, name: str):
     """Text form -> Module (unverified); bytecode, binary junk and empty input are named as such."""
     from .text import parse_module
+    return parse_module(_text_of(data, name), filename=name)
+
+
+def _text_of(data: bytes, name: str) -> str:
     if data.startswith(MAGIC):
         raise TextSyntaxError("the input is Tile IR bytecode, not text (`tilebc dis` prints its "
                               "text form)", file=name, offset=0)
@@ -53,7 +57,7 @@ def _parse_bytes(data: bytes, name: str):
         # zero bytes is a broken pipeline; a blank line is the empty module (tileirdisasm's text)
         raise TextSyntaxError("the input is empty; expected 'entry', 'global' or 'module'",
                               file=name, line=1, column=1)
-    return parse_module(text, filename=name)
+    return text
 
 
 def _load_any(path: str, verify: bool = True, strict: bool = False):
@@ -214,30 +218,124 @@ def cmd_convert(args) -> int:
     return 0
 
 
+def _mlir_options(args):
+    from .mlir_tools import Options
+    return Options(testing_ops=args.testing_ops, hint_warnings=args.hint_warnings,
+                   hint_errors=args.hint_errors, verify=not args.no_verify)
+
+
+def _read_text(path: str) -> str:
+    return _text_of(read_input(path), _display_name(path))
+
+
+def _run_chunks(args, produce) -> int:
+    """Split the text input, parse and verify each chunk, and hand each clean one's modules to
+    `produce` (which returns its output, or raises TilebcError); diagnostics as MLIR prints them,
+    or checked against the expected-* comments with -verify-diagnostics."""
+    from .mlir_tools import Diagnosed, check_expected, from_error, join_outputs, parse_chunk, \
+        report, split_input
+    name = _display_name(args.input)
+    options = _mlir_options(args)
+    outputs, failed = [], False
+    for chunk in split_input(_read_text(args.input), args.split_input_file):
+        result = parse_chunk(chunk, name, options)
+        produced = list(result.diagnostics)
+        output = None
+        if not result.failed:
+            try:
+                output = produce(result.modules)
+            except Diagnosed as error:
+                produced += error.diags
+            except TilebcError as error:
+                produced.append(from_error(error, name))
+        if args.verify_diagnostics:
+            problems = check_expected(chunk, name, produced)
+            report(problems)
+            failed |= bool(problems)
+        else:
+            report(produced)
+            failed |= any(d.severity == "error" for d in produced)
+        if output is not None and not any(d.severity == "error" for d in produced):
+            outputs.append(output)
+    if not outputs:
+        return 1 if failed else 0
+    if isinstance(outputs[0], bytes):
+        if len(outputs) > 1:
+            raise UsageError(f"{len(outputs)} chunks were translated and a bytecode file holds "
+                             "one module; translate them one file at a time")
+        _write_output(args.output, outputs[0], binary=True, force=args.force)
+    else:
+        _write_output(args.output, join_outputs(outputs), binary=False)
+    return 1 if failed else 0
+
+
+def _print_mlir(modules, args) -> str:
+    from .text import print_module
+    if args.generic:
+        from .text.printer import print_generic
+        return "".join(print_generic(m, debug=args.debug) for m in modules)
+    return "".join(print_module(m, debug=args.debug, mlir=True) for m in modules)
+
+
+def cmd_opt(args) -> int:
+    """cuda-tile-opt's habits: parse, verify, print MLIR's form (no passes)."""
+    if args.input != "-":
+        with open(args.input, "rb") as stream:
+            is_bytecode = stream.read(len(MAGIC)) == MAGIC
+        if is_bytecode:
+            module = _decode(args.input, verify=not args.no_verify)
+            _write_output(args.output, _print_mlir([module], args), binary=False)
+            return 0
+    return _run_chunks(args, lambda modules: _print_mlir(modules, args))
+
+
+def _check_version(text: Optional[str]) -> Optional[Version]:
+    if text is None:
+        return None
+    try:
+        version = Version.parse(text)
+    except Exception:
+        version = None
+    if version not in ALL_VERSIONS:
+        raise UsageError(f"Invalid argument '{text}': the supported versions are "
+                         f"[{ALL_VERSIONS[0]} - {ALL_VERSIONS[-1]}]")
+    return version
+
+
 def cmd_translate(args) -> int:
     """cuda-tile-translate's spellings, so tests written for NVIDIA's tool run against ours."""
+    from .mlir_tools import Diagnosed, refuse_testing_ops, version_problems
     if args.list_versions:
         print("\n".join(str(v) for v in ALL_VERSIONS))
         return 0
-    if args.input is None:
-        raise UsageError("an input file is required")
     modes = [args.cudatilebc_to_mlir, args.mlir_to_cudatilebc, args.roundtrip]
     if sum(modes) != 1:
         raise UsageError("choose exactly one of -cudatilebc-to-mlir, -mlir-to-cudatilebc, "
                          "-test-cudatile-roundtrip")
-    from .text import print_module
+    version = _check_version(args.bytecode_version)
     if args.cudatilebc_to_mlir:
         module = _decode(args.input, verify=not args.no_verify)
-        _write_output(args.output, print_module(module, debug=args.debug), binary=False)
+        _write_output(args.output, _print_mlir([module], args), binary=False)
         return 0
-    module = _parse_text(args.input, verify=not args.no_verify)
-    data = dump(module, args.bytecode_version or module.version)
+    name = _display_name(args.input)
+
+    def encode(modules):
+        if len(modules) > 1:
+            raise UsageError(f"the input holds {len(modules)} modules and a bytecode file "
+                             "holds one (split them with `// -----` and -split-input-file)")
+        data = []
+        for module in modules:
+            refuse_testing_ops(module, name)
+            problems = version_problems(module, version or module.version, name)
+            if problems:
+                raise Diagnosed(problems)
+            data.append(dump(module, version or module.version))
+        return data
+
     if args.mlir_to_cudatilebc:
-        _write_output(args.output, data, binary=True, force=args.force)
-        return 0
-    again = load(data)
-    _write_output(args.output, print_module(again, debug=args.debug), binary=False)
-    return 0
+        return _run_chunks(args, lambda modules: b"".join(encode(modules)))
+    return _run_chunks(args, lambda modules: _print_mlir([load(d) for d in encode(modules)],
+                                                         args))
 
 
 def cmd_demo(args) -> int:
@@ -372,6 +470,30 @@ def _requested_command(argv: List[str]) -> Optional[str]:
     return argv[0] if argv and not argv[0].startswith("-") else None
 
 
+def _mlir_tool_options(command) -> None:
+    """The options MLIR's tools share (single or double dash, as LLVM's option parser takes)."""
+    def flag(name, dest, help=None):
+        command.add_argument(f"-{name}", f"--{name}", dest=dest, action="store_true", help=help)
+    flag("split-input-file", "split_input_file", "handle each `// -----` chunk alone")
+    flag("verify-diagnostics", "verify_diagnostics",
+         "check diagnostics against the input's expected-error/-warning/-note comments")
+    flag("mlir-print-debuginfo", "debug", "print locations")
+    flag("mlir-print-op-generic", "generic", "print ops in MLIR's generic form")
+    flag("allow-unregistered-dialect", "allow_unregistered",
+         "accepted for compatibility (ops of other dialects are still refused)")
+    flag("no-implicit-module", "no_implicit_module",
+         "accepted for compatibility (modules are always explicit)")
+    flag("Wunsupported-hints", "hint_warnings", "warn about optimization hints the target "
+         "does not know (silent by default, as NVIDIA's tools)")
+    flag("Werr-hints", "hint_errors", "with -Wunsupported-hints, such hints are errors")
+    command.add_argument("--testing-ops", action="store_true",
+                         help="read NVIDIA's test-only `testing$func` entries (for running "
+                              "their verifier tests; never written to bytecode)")
+    command.add_argument("-o", dest="output", metavar="OUT")
+    command.add_argument("-f", "--force", action="store_true")
+    command.add_argument("--no-verify", action="store_true")
+
+
 def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     """The argument parser; with `command`, only what that command needs is imported (built-in
     commands, plus `run` or a plugin's command when that is the one asked for)."""
@@ -419,8 +541,8 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
         "translate", help="cuda-tile-translate compatible entry point",
         description="Accepts cuda-tile-translate's options: -cudatilebc-to-mlir, "
         "-mlir-to-cudatilebc, -test-cudatile-roundtrip, -bytecode-version=13.x, "
-        "-no-implicit-module, --list-versions, -o OUT.")
-    translate.add_argument("input", nargs="?", metavar="FILE")
+        "-no-implicit-module, --list-versions, -split-input-file, -verify-diagnostics, -o OUT.")
+    translate.add_argument("input", nargs="?", default="-", metavar="FILE")
     translate.add_argument("-cudatilebc-to-mlir", "--cudatilebc-to-mlir",
                            dest="cudatilebc_to_mlir", action="store_true")
     translate.add_argument("-mlir-to-cudatilebc", "--mlir-to-cudatilebc",
@@ -428,17 +550,21 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     translate.add_argument("-test-cudatile-roundtrip", "--test-cudatile-roundtrip",
                            dest="roundtrip", action="store_true")
     translate.add_argument("-bytecode-version", "--bytecode-version", dest="bytecode_version",
-                           type=_version, metavar="13.x")
-    translate.add_argument("-no-implicit-module", "--no-implicit-module", action="store_true",
-                           help="accepted for compatibility (modules are always explicit)")
-    translate.add_argument("-mlir-print-debuginfo", "--mlir-print-debuginfo", dest="debug",
-                           action="store_true")
+                           metavar="13.x")
     translate.add_argument("-list-versions", "--list-versions", dest="list_versions",
                            action="store_true")
-    translate.add_argument("-o", dest="output", metavar="OUT")
-    translate.add_argument("-f", "--force", action="store_true")
-    translate.add_argument("--no-verify", action="store_true")
+    _mlir_tool_options(translate)
     translate.set_defaults(run=cmd_translate)
+
+    opt = commands.add_parser(
+        "opt", help="cuda-tile-opt compatible: parse, verify, print MLIR's form",
+        description="Parse and verify Tile IR text (or bytecode) and print it as cuda-tile-opt "
+        "does. Accepts -split-input-file, -verify-diagnostics, -mlir-print-op-generic, "
+        "-mlir-print-debuginfo, -Wunsupported-hints, -Werr-hints, -allow-unregistered-dialect, "
+        "-no-implicit-module, -o OUT.")
+    opt.add_argument("input", nargs="?", default="-", metavar="FILE")
+    _mlir_tool_options(opt)
+    opt.set_defaults(run=cmd_opt)
 
     # `run` (the interpreter, numpy) and other packages' commands load only when asked for, or
     # for help and unknown names (whose error lists every command)

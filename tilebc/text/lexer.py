@@ -27,9 +27,9 @@ _TOKEN = re.compile(r"""
 _WORD_TAIL = re.compile(r"[A-Za-z0-9_.]*")
 # MLIR's string escapes: two hex digits, \n, \t, \" and \\; anything else after a backslash is an error.
 _ESCAPE = re.compile(r"\\(?:[0-9A-Fa-f]{2}|[nt\"\\]|(.?))")  # group 1: an invalid one
-# The longest number literal read: 2**64 needs 20 digits; leading zeros and float digits get room,
-# but int() of thousands of digits is slow (and refused by Python past 4300).
-MAX_NUMBER_CHARS = 256
+# The longest number literal read: 2**64 needs 20 digits, but printers write doubles in full
+# (1e300 as 301 digits); int() of decimal text is quadratic and refused by Python past 4300 digits.
+MAX_NUMBER_CHARS = 4096
 # How deep regions, attribute values and locations may nest in text. Each level costs the
 # recursive-descent parser several Python frames; 64 is far beyond real kernels and well inside
 # Python's default recursion limit (1000) wherever the parser is called from.

@@ -202,8 +202,11 @@ class LocationTable:
             # NVIDIA's bytecode writer refuses these ("unsupported location, expected DILocAttr
             # or CallSiteLoc"); its verifier also looks through them for debug scopes. Dropping
             # them would hide both, so they are refused where they are used.
-            raise self.c.error(f"{expr[1]} cannot be written to Tile IR bytecode: expected a "
-                               f"#cuda_tile.di_loc, callsite, file or unknown location", expr[2])
+            kind_name = "FusedLoc" if "fused" in expr[1] else "NameLoc"
+            raise self.c.error(f"unsupported location, got {kind_name}, expected DILocAttr or "
+                               f"CallSiteLoc: {expr[1]} cannot be written to Tile IR bytecode "
+                               f"(expected a #cuda_tile.di_loc, callsite, file or unknown "
+                               f"location)", expr[2])
         if kind in ("file", "word"):
             return expr
         if kind == "callsite":

@@ -35,6 +35,21 @@ def parse_module(text: str, filename: str = "<text>") -> Module:
     return _Parser(text, filename).module()
 
 
+def parse_modules(text: str, filename: str = "<text>", *,
+                  testing_ops: bool = False) -> List[Module]:
+    """Each top-level `cuda_tile.module` of the text as its own Module (items outside any module
+    form one more, as MLIR's implicit module). `testing_ops` reads the test-only entry kind
+    `testing$func` of NVIDIA's test builds (any parameter and result types); such modules are
+    for the verifier only and are refused by the bytecode writer's callers."""
+    parser = _Parser(text, filename)
+    parser.testing_ops = testing_ops
+    return parser.modules()
+
+
+_GENERIC_MODULES = ("cuda_tile.module", "builtin.module")
+_GENERIC_FUNCTIONS = ("cuda_tile.entry", "cuda_tile.testing$func")
+
+
 # ---- ops -----------------------------------------------------------------------------------------
 
 class _OpState:
@@ -61,17 +76,35 @@ class _Parser:
         self._pending_locs: List[Tuple[object, object]] = []  # (op or function, loc expression)
         self._implicit: set = set()  # ids of terminators the text left out
         self.preview = False  # a preview op makes the module public-preview bytecode
+        self.testing_ops = False
+        self._toplevel: Dict[int, Function] = {}  # module id -> entry holding top-level ops
+        self._toplevel_scopes: Dict[int, Dict[str, Value]] = {}
+        self._separate: Optional[List[Module]] = None  # top-level modules kept apart (modules())
 
     # ---- module ----------------------------------------------------------------------------------
 
     def module(self) -> Module:
         module = Module(version=MAX_VERSION, source=self.c.filename)
+        module.item_order = []
         self._items(module, closing=None)
         # Aliases may be defined after their uses: resolve every location now.
         for target, expr in self._pending_locs:
             target.loc = self.locations.location(expr)
         module.preview = self.preview
         return module
+
+    def modules(self) -> List[Module]:
+        implicit = Module(version=MAX_VERSION, source=self.c.filename)
+        implicit.item_order = []
+        self._separate = []
+        self._items(implicit, closing=None)
+        self._close_toplevel()
+        for target, expr in self._pending_locs:
+            target.loc = self.locations.location(expr)
+        found = self._separate + ([implicit] if implicit.item_order else [])
+        for module in found:
+            module.preview = self.preview or any(op.spec.preview for op in module.walk())
+        return found or [implicit]
 
     def _items(self, module: Module, closing: Optional[str]) -> None:
         c = self.c
@@ -90,18 +123,182 @@ class _Parser:
                 self.locations.define()
             elif word == "module" or token.text == "module":
                 c.next()
+                target = module
+                if self._separate is not None and closing is None:
+                    target = Module(version=MAX_VERSION, source=self.c.filename)
+                    target.item_order = []
+                    target.text_pos = c.line_col(token.pos)
+                    self._separate.append(target)
                 if c.peek().kind == "symbol":
-                    module.name = self._symbol_name(c.next())
+                    target.name = self._symbol_name(c.next())
                 if c.accept("attributes"):
                     self._skip_balanced("{", "}")
                 c.expect("{", "to open the module body")
-                self._items(module, closing="}")
-            elif word == "entry":
-                module.functions.append(self._entry())
+                self._items(target, closing="}")
+            elif word == "entry" or (word == "testing$func" and self.testing_ops):
+                function = self._entry()
+                function.testing = word == "testing$func"
+                module.functions.append(function)
+                module.item_order.append(function)
             elif word == "global":
                 module.globals.append(self._global())
+                module.item_order.append(module.globals[-1])
+            elif word == "testing$func":
+                raise c.error("'testing$func' is the test-only entry of NVIDIA's test builds; "
+                              "`tilebc opt --testing-ops` reads it (never into bytecode)")
+            elif token.kind == "string" and unescape(token.text) in _GENERIC_MODULES:
+                self._generic_module(module, closing)
+            elif token.kind == "string" and unescape(token.text) in _GENERIC_FUNCTIONS:
+                function = self._generic_function()
+                module.functions.append(function)
+                module.item_order.append(function)
+            elif self.testing_ops and closing is None and (
+                    token.kind in ("value", "string") or word in OPS_BY_MNEMONIC
+                    or word in MNEMONIC_ALIASES):
+                self._toplevel_op(module)
             else:
                 raise c.error(f"expected 'entry', 'global' or 'module', found '{token.text}'")
+
+    # ---- the module and its entries in MLIR's generic form ---------------------------------
+
+    def _generic_header(self) -> Dict[str, object]:
+        """`"name"()` then the attributes as `<{...}>` or `{...}`; only the ones a module or an
+        entry needs are kept (sym_name, function_type)."""
+        c = self.c
+        c.next()
+        c.expect("(")
+        c.expect(")", "a module or entry takes no operands")
+        found: Dict[str, object] = {}
+        properties = c.accept("<")
+        if c.at("{"):
+            c.expect("{")
+            while not c.accept("}"):
+                if found.get("_seen"):
+                    c.expect(",")
+                found["_seen"] = True
+                key = c.next()
+                name = unescape(key.text) if key.kind == "string" else key.text
+                if not c.accept("="):
+                    continue
+                if name == "sym_name":
+                    found[name] = self._string()
+                elif name == "function_type":
+                    found[name] = self._function_type()
+                else:
+                    self._skip_attribute_value()
+        if properties:
+            c.expect(">")
+        return found
+
+    def _skip_attribute_value(self) -> None:
+        """An attribute value the module or entry does not keep (arg_attrs, visibility)."""
+        c = self.c
+        depth = 0
+        while True:
+            token = c.peek()
+            if token.kind == "eof":
+                raise c.error("unterminated attribute dictionary")
+            if depth == 0 and token.text in (",", "}"):
+                return
+            if token.text in ("[", "{", "(", "<"):
+                depth += 1
+            elif token.text in ("]", "}", ")", ">"):
+                depth -= 1
+            c.next()
+
+    def _function_type(self) -> T.FunctionType:
+        c = self.c
+        inputs, results = [], []
+        c.expect("(")
+        while not c.accept(")"):
+            if inputs:
+                c.expect(",")
+            inputs.append(self.types.type())
+        c.expect("->")
+        if c.accept("("):
+            while not c.accept(")"):
+                if results:
+                    c.expect(",")
+                results.append(self.types.type())
+        else:
+            results.append(self.types.type())
+        return T.FunctionType(tuple(inputs), tuple(results))
+
+    def _generic_trailer(self) -> None:
+        c = self.c
+        c.expect(":")
+        self._function_type()  # `() -> ()`
+        self._loc()
+
+    def _generic_module(self, module: Module, closing: Optional[str]) -> None:
+        c = self.c
+        start = c.peek()
+        attrs = self._generic_header()
+        target = module
+        if self._separate is not None and closing is None:
+            target = Module(version=MAX_VERSION, source=c.filename)
+            target.item_order = []
+            target.text_pos = c.line_col(start.pos)
+            self._separate.append(target)
+        if "sym_name" in attrs:
+            target.name = attrs["sym_name"]
+        c.expect("(", "to open the module's region")
+        c.expect("{")
+        self._items(target, closing="}")
+        c.expect(")")
+        self._generic_trailer()
+
+    def _generic_function(self) -> Function:
+        c = self.c
+        start = c.peek()
+        kind = unescape(start.text)
+        if kind.endswith("testing$func") and not self.testing_ops:
+            raise c.error("'testing$func' is the test-only entry of NVIDIA's test builds; "
+                          "`tilebc opt --testing-ops` reads it (never into bytecode)")
+        attrs = self._generic_header()
+        if "sym_name" not in attrs or "function_type" not in attrs:
+            raise c.error(f"{kind} needs sym_name and function_type", start.pos)
+        c.expect("(", "to open the entry's region")
+        self.scopes = []
+        region = self._generic_region()
+        c.expect(")")
+        block = region.blocks[0] if region.blocks else Block()
+        if not region.blocks:
+            region.blocks.append(block)
+        if not block.ops or not block.ops[-1].spec.terminator:
+            terminator = Op(OPS_BY_MNEMONIC["return"], {"operands": ()}, {}, [])
+            self._implicit.add(id(terminator))
+            block.ops.append(terminator)
+        function = Function(attrs["sym_name"], attrs["function_type"], block)
+        function.testing = kind.endswith("testing$func")
+        function.text_pos = c.line_col(start.pos)
+        self._generic_trailer()
+        return function
+
+    def _toplevel_op(self, module: Module) -> None:
+        """An op outside any entry, as NVIDIA's verifier tests write them (MLIR's implicit
+        module): kept in a nameless test-only entry of its own, checked like any other op."""
+        holder = self._toplevel.get(id(module))
+        if holder is None:
+            block = Block()
+            holder = Function("<top level>", T.FunctionType((), ()), block)
+            holder.testing = True
+            holder.text_pos = self.c.line_col(self.c.peek().pos)
+            self._toplevel[id(module)] = holder
+            self._toplevel_scopes[id(holder)] = {}
+            module.functions.append(holder)
+            module.item_order.append(holder)
+        self.scopes = [self._toplevel_scopes[id(holder)]]
+        holder.body.ops.append(self._op())
+        self.scopes = []
+
+    def _close_toplevel(self) -> None:
+        for holder in self._toplevel.values():
+            ops = holder.body.ops
+            if not ops or not ops[-1].spec.terminator:
+                terminator = Op(OPS_BY_MNEMONIC["return"], {"operands": ()}, {}, [])
+                self._implicit.add(id(terminator))
+                ops.append(terminator)
 
     def _skip_balanced(self, opening: str, closing: str) -> None:
         self.c.expect(opening)
@@ -128,7 +325,7 @@ class _Parser:
 
     def _global(self) -> Global:
         c = self.c
-        c.next()
+        start = c.next()
         visibility = SymbolVisibility.PUBLIC
         if c.at("private") or c.at("public"):
             visibility = SymbolVisibility.from_keyword(c.next().text)
@@ -140,7 +337,9 @@ class _Parser:
             alignment = self._int()
         dense = self._dense_constant()
         self._loc()
-        return Global(name, dense, alignment, visibility, constant)
+        item = Global(name, dense, alignment, visibility, constant)
+        item.text_pos = c.line_col(start.pos)
+        return item
 
     def _entry(self) -> Function:
         c = self.c
@@ -254,6 +453,11 @@ class _Parser:
                     break
             c.expect("=", "after the result names")
         name_token = c.peek()
+        if name_token.kind == "string":
+            state = self._generic_op(c.next(), names)
+            spec = state.spec
+            op = self._build(state, name_token)
+            return self._finish_op(op, spec, state, start, names)
         if name_token.kind != "ident":
             raise c.error(f"expected an operation name, found '{name_token.text or 'end of input'}'")
         c.next()
@@ -266,6 +470,10 @@ class _Parser:
         state.result_count = sum(count for _, count in names) if names else 0
         self._elements(compile_syntax(spec), state)
         op = self._build(state, name_token)
+        return self._finish_op(op, spec, state, start, names)
+
+    def _finish_op(self, op: Op, spec, state: _OpState, start: Token, names) -> Op:
+        c = self.c
         self.preview = self.preview or spec.preview
         op.text_pos = c.line_col(start.pos)
         expr = self._loc(op)
@@ -286,6 +494,206 @@ class _Parser:
                 self._define(scope, token, group[0] if count == 1 else list(group))
                 index += count
         return op
+
+    # ---- MLIR's generic op form --------------------------------------------------------------
+
+    def _generic_op(self, name_token: Token, names) -> _OpState:
+        """`"cuda_tile.NAME"(operands) ({regions})? <{props}>? {attrs}? : (types) -> types`."""
+        c = self.c
+        full = unescape(name_token.text)
+        mnemonic = full[len(PREFIX):] if full.startswith(PREFIX) else None
+        spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic)) if mnemonic else None
+        if spec is None or spec.structural:
+            raise c.error(f"unknown operation '{full}' (only cuda_tile ops are allowed)",
+                          name_token.pos)
+        state = _OpState(spec, name_token.pos)
+        state.result_count = sum(count for _, count in names) if names else 0
+        c.expect("(", "to open the operand list")
+        values: List[Value] = []
+        while not c.accept(")"):
+            if values:
+                c.expect(",")
+            values.append(self._use())
+        if c.accept("("):
+            index = 0
+            while True:
+                state.regions[index] = self._generic_region()
+                index += 1
+                if not c.accept(","):
+                    break
+            c.expect(")", "to close the region list")
+        segments = None
+        for opening, closing in (("<", ">"), ("{", "}")):
+            if opening == "<" and not c.at("<"):
+                continue
+            if opening == "<":
+                c.expect("<")
+            if c.at("{"):
+                segments = self._generic_attrs(state) or segments
+            if opening == "<":
+                c.expect(">")
+        c.expect(":", "before the op's function type")
+        c.expect("(")
+        operand_types = []
+        while not c.accept(")"):
+            if operand_types:
+                c.expect(",")
+            operand_types.append(self.types.type())
+        c.expect("->")
+        result_types = []
+        if c.accept("("):
+            while not c.accept(")"):
+                if result_types:
+                    c.expect(",")
+                result_types.append(self.types.type())
+        else:
+            result_types.append(self.types.type())
+        if len(operand_types) != len(values):
+            raise c.error(f"{len(values)} operands but {len(operand_types)} operand types",
+                          name_token.pos)
+        for value, declared in zip(values, operand_types):
+            if value.type != declared:
+                raise c.error(f"operand {len(state.operands)} has type {value.type}, declared "
+                              f"{declared}", name_token.pos)
+        self._generic_operands(state, values, segments, name_token)
+        self._generic_results(state, result_types, name_token)
+        return state
+
+    def _generic_operands(self, state, values, segments, name_token) -> None:
+        specs = state.spec.operands
+        if segments is None:
+            flexible = [o for o in specs if o.arity is not Arity.ONE]
+            if len(flexible) > 1:
+                raise self.c.error("operandSegmentSizes is needed for this op", name_token.pos)
+            fixed = len(specs) - len(flexible)
+            segments = [1 if o.arity is Arity.ONE else len(values) - fixed for o in specs]
+        if len(segments) != len(specs) or sum(segments) != len(values) \
+                or min(segments, default=0) < 0:
+            raise self.c.error(f"operand segments {list(segments)} do not fit {len(values)} "
+                               f"operands of {state.spec.mnemonic}", name_token.pos)
+        position = 0
+        for operand, size in zip(specs, segments):
+            group = values[position:position + size]
+            position += size
+            if operand.arity is Arity.VARIADIC:
+                state.operands[operand.name] = tuple(group)
+            elif size > 1 or (operand.arity is Arity.ONE and size != 1):
+                raise self.c.error(f"operand '{operand.name}' takes one value, got {size}",
+                                   name_token.pos)
+            else:
+                state.operands[operand.name] = group[0] if group else None
+
+    def _generic_results(self, state, types, name_token) -> None:
+        specs = state.spec.results
+        variadic = [i for i, r in enumerate(specs) if r.variadic]
+        fixed = len(specs) - len(variadic)
+        position = 0
+        for index, result in enumerate(specs):
+            size = max(len(types) - fixed, 0) if result.variadic else 1
+            if not result.variadic and position >= len(types):
+                break  # a result of a newer version left out
+            state.result_types[index] = types[position:position + size]
+            position += size
+        if position != len(types):
+            raise self.c.error(f"{len(types)} result types do not fit {state.spec.mnemonic}",
+                               name_token.pos)
+
+    def _generic_attrs(self, state):
+        """`{name = value, unit_name, ...}`; returns operandSegmentSizes when given."""
+        c = self.c
+        c.expect("{")
+        segments = None
+        by_name = {a.name: a for a in state.spec.attrs}
+        first = True
+        while not c.accept("}"):
+            if not first:
+                c.expect(",")
+            first = False
+            token = c.next()
+            if token.kind not in ("ident", "string"):
+                raise c.error(f"expected an attribute name, found '{token.text}'", token.pos)
+            name = token.text if token.kind == "ident" else unescape(token.text)
+            if name in ("operandSegmentSizes", "operand_segment_sizes"):
+                c.expect("=")
+                c.expect("array")
+                c.expect("<")
+                self.types.type()
+                segments = []
+                if c.accept(":"):
+                    segments.append(self._int())
+                    while c.accept(","):
+                        segments.append(self._int())
+                c.expect(">")
+                continue
+            attr = by_name.get(name)
+            if attr is None:
+                raise c.error(f"{state.spec.mnemonic} has no attribute '{name}'", token.pos)
+            if attr.kind is AttrKind.UNIT:
+                state.attrs[name] = True
+                if c.accept("="):
+                    c.expect("unit")
+                continue
+            c.expect("=")
+            state.attrs[name] = self._generic_attr_value(attr, state)
+        return segments
+
+    def _generic_attr_value(self, attr, state):
+        c = self.c
+        kind = attr.kind
+        if kind is AttrKind.ENUM and c.peek().kind == "hash":
+            c.next()  # #cuda_tile.<enum mnemonic>
+            c.expect("<")
+            value = self._enum_keyword(attr.enum, attr.name)
+            c.expect(">")
+            return value
+        if kind is AttrKind.DENSE:
+            return self._dense_constant()
+        if kind is AttrKind.TAGGED and state.spec.mnemonic == "assume":
+            return self._predicate()
+        if kind is AttrKind.BOOL_ARRAY and c.accept("array"):
+            c.expect("<")
+            self.types.type()
+            items = []
+            if c.accept(":"):
+                items.append(self._bool())
+                while c.accept(","):
+                    items.append(self._bool())
+            c.expect(">")
+            return tuple(items)
+        value = self._attr_value(attr, state)
+        if kind in (AttrKind.INT, AttrKind.BOOL) and c.accept(":"):
+            self.types.type()  # `5 : i32`: the width is the op's
+        return value
+
+    @nesting("regions")
+    def _generic_region(self) -> Region:
+        c = self.c
+        c.expect("{", "to open a region")
+        if c.accept("}"):
+            return Region()
+        block = Block()
+        scope: Dict[str, Value] = {}
+        if c.accept("^"):
+            c.expect_kind("ident", "a block label")
+            if c.accept("("):
+                while not c.accept(")"):
+                    if block.args:
+                        c.expect(",")
+                    token = c.expect_kind("value", "a block argument (%name)")
+                    c.expect(":")
+                    arg = Value(self.types.type(), block, len(block.args))
+                    self._define(scope, token, arg)
+                    block.args.append(arg)
+            c.expect(":")
+        self.scopes.append(scope)
+        while not c.accept("}"):
+            if c.peek().kind == "eof":
+                raise c.error("expected '}' to close the region")
+            if c.at("^"):
+                raise c.error("a Tile IR region holds a single block")
+            block.ops.append(self._op())
+        self.scopes.pop()
+        return Region([block])
 
     def _build(self, state: _OpState, name_token: Token) -> Op:
         spec = state.spec
@@ -521,7 +929,7 @@ class _Parser:
         if kind is AttrKind.TAGGED:
             return self._typed_attr()
         if kind is AttrKind.HINTS:
-            return self._hints()
+            return self._hints(state.spec.mnemonic)
         if kind is AttrKind.TYPE:
             return self.types.type()
         raise c.error(f"attribute {attr.name} has no text form")
@@ -549,6 +957,9 @@ class _Parser:
                 raise self.c.error(f"expected a {element} value, found '{shorten(text)}'",
                                    token.pos) from None
         if text in ("true", "false"):
+            if getattr(element, "bits", None) != 1:  # as MLIR: a boolean is an i1 only
+                raise self.c.error(f"expected integer value for {element}, found '{text}'",
+                                   token.pos)
             return 1 if text == "true" else 0
         value = self.c.int_value(token, f"an integer for {element}")
         bits = 64 if isinstance(element, T.PointerType) else element.bits
@@ -623,7 +1034,7 @@ class _Parser:
         c.expect(">")
         return A.BoundedAttr(*bounds)
 
-    def _hints(self) -> A.OptimizationHintsAttr:
+    def _hints(self, owner: str = "entry") -> A.OptimizationHintsAttr:
         c = self.c
         c.accept("#cuda_tile.optimization_hints")
         c.expect("<")
@@ -633,10 +1044,18 @@ class _Parser:
                 c.expect(",")
             arch = c.next()
             if arch.kind not in ("ident", "string"):
-                raise c.error(f"expected an architecture name, found '{arch.text}'", arch.pos)
+                # NVIDIA's words first (their tests check them)
+                raise c.error(f"expected valid keyword or string: an architecture name, found "
+                              f"'{arch.text}'", arch.pos)
             c.expect("=")
-            entries.append((arch.text if arch.kind == "ident" else unescape(arch.text),
-                            A.DictionaryAttr(self._dictionary(hint=True))))
+            name = arch.text if arch.kind == "ident" else unescape(arch.text)
+            if not c.at("{"):
+                value = c.peek()
+                typed = " : i64" if value.kind == "number" and "." not in value.text else ""
+                raise c.error(f"custom op '{PREFIX}{owner}' expected dictionary attribute for "
+                              f"optimization_hints entry `{name}` got value={value.text}{typed}",
+                              value.pos)
+            entries.append((name, A.DictionaryAttr(self._dictionary(hint=True))))
         return A.OptimizationHintsAttr(tuple(entries))
 
     @nesting("dictionaries")

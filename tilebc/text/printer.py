@@ -23,12 +23,53 @@ from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGro
 INDENT = "  "
 
 
-def print_module(module: Module, debug: bool = False) -> str:
-    """Text of `module` exactly as `tileirdisasm` prints it (`-g` output when `debug`). A type
-    whose text exceeds TYPE_TEXT_LIMIT (a function type that repeats shared parts) is refused
-    with a TilebcError rather than printed cut short."""
+def print_generic(module: Module, debug: bool = False) -> str:
+    """MLIR's form with every op inside entries in MLIR's generic op form
+    (`%r = "cuda_tile.addi"(%a, %b) {attrs} : (types) -> type`); the module, globals and entries
+    keep their own syntax."""
     with exact_type_text():
-        return _ModulePrinter(module, debug).run()
+        printer = _ModulePrinter(module, debug, True)
+        printer.generic = True
+        return printer.run()
+
+
+def print_module(module: Module, debug: bool = False, mlir: bool = False) -> str:
+    """Text of `module` exactly as `tileirdisasm` prints it (`-g` output when `debug`); with
+    `mlir`, as MLIR's tools (cuda-tile-opt, cuda-tile-translate) print it: the body inside
+    `cuda_tile.module @NAME { … }`. A type whose text exceeds TYPE_TEXT_LIMIT (a function type
+    that repeats shared parts) is refused with a TilebcError rather than printed cut short."""
+    with exact_type_text():
+        return _ModulePrinter(module, debug, mlir).run()
+
+
+def module_items(module: Module) -> list:
+    """Globals and entries in the order the text gave them (the parser records it); bytecode
+    keeps globals in their own section, so a decoded module lists them first."""
+    order = getattr(module, "item_order", None)
+    items = list(module.globals) + list(module.functions)
+    if order is not None and len(order) == len(items) \
+            and {id(i) for i in order} == {id(i) for i in items}:
+        return list(order)
+    return items
+
+
+def generic_attr_text(op: Op, attr, value) -> str:
+    """An op attribute as the generic form writes it (what the parser's generic reader takes)."""
+    kind = attr.kind
+    if kind is AttrKind.ENUM:
+        return f"#cuda_tile.{enum_attr_mnemonic(type(value))}<{value.keyword}>"
+    if kind is AttrKind.INT:
+        return f"{value} : i{attr.width}"
+    if kind in (AttrKind.I32_ARRAY, AttrKind.I64_ARRAY, AttrKind.BOOL_ARRAY):
+        width = {AttrKind.I32_ARRAY: "i32", AttrKind.I64_ARRAY: "i64"}.get(kind, "i1")
+        items = [("true" if v else "false") if kind is AttrKind.BOOL_ARRAY else str(v)
+                 for v in value]
+        return f"array<{width}" + (": " + ", ".join(items) if items else "") + ">"
+    if kind is AttrKind.DENSE:
+        return V.dense_constant(value)
+    if kind is AttrKind.TAGGED and op.name == "assume":
+        return V.predicate(value)
+    return attr_text(attr, value)
 
 
 def enum_attr_mnemonic(enum_class) -> str:
@@ -311,13 +352,17 @@ def _element_text(element, op: Op, ctx: _Context):
 # ---- module structure ----------------------------------------------------------------------------
 
 class _ModulePrinter:
-    def __init__(self, module: Module, debug: bool):
+    def __init__(self, module: Module, debug: bool, mlir: bool = False):
         self.module = module
         self.debug = debug
+        self.mlir = mlir
+        self.generic = False
         self.aliases: Optional[LocationAliases] = None
 
     def run(self) -> str:
         module = self.module
+        if self.mlir:
+            return self._run_mlir()
         if not module.globals and not module.functions:
             # MLIR prints an empty module as an empty line; with -g its own (unknown) location
             # still gets an alias
@@ -337,10 +382,37 @@ class _ModulePrinter:
             lines += self.aliases.definitions()
         return "".join(line + "\n" for line in lines)
 
+    def _run_mlir(self) -> str:
+        module = self.module
+        if self.debug:
+            self.aliases = LocationAliases()
+            for item in module_items(module):
+                self.aliases.visit(getattr(item, "loc", None))
+                for op in (item.walk() if isinstance(item, Function) else ()):
+                    self.aliases.visit(op.loc)
+            self.aliases.visit(None)
+            self.aliases.finish()
+        lines = [f"cuda_tile.module {V.symbol(module.name)} {{"]
+        for item in module_items(module):
+            text = self.global_(item) if isinstance(item, Global) else self.function(item)
+            lines += [INDENT + line if line else line for line in text.split("\n")]
+        lines.append("}" + self.loc(None))
+        if self.debug:
+            lines += self.aliases.definitions()
+        return "".join(line + "\n" for line in lines)
+
     def loc(self, loc) -> str:
         return " " + self.aliases.ref(loc) if self.debug else ""
 
     def global_(self, value: Global) -> str:
+        if self.mlir:  # MLIR's own spacing (tileirdisasm doubles a space)
+            words = ["global"] + ([value.visibility.keyword]
+                                 if value.visibility.keyword != "public" else [])
+            text = " ".join(words + (["constant"] if value.constant else [])
+                            + [V.symbol(value.name)])
+            if value.alignment:
+                text += f" alignment = {value.alignment}"
+            return text + " " + V.dense_constant(value.value) + self.loc(None)
         text = "global "
         if value.visibility.keyword != "public":
             text += value.visibility.keyword + " "
@@ -355,7 +427,8 @@ class _ModulePrinter:
         names = FunctionNames(function)
         args = ", ".join(f"{names.ref(a)}: {a.type}{self.arg_attrs(function, i)}"
                          for i, a in enumerate(function.args))
-        text = f"entry {V.symbol(function.name)}({args})"
+        keyword = "testing$func" if getattr(function, "testing", False) else "entry"
+        text = f"{keyword} {V.symbol(function.name)}({args})"
         results = function.type.results
         if results:
             text += " -> " + (str(results[0]) if len(results) == 1
@@ -390,7 +463,55 @@ class _ModulePrinter:
         lines = [inner.indent + self.op(op, inner) for op in ops]
         return "{\n" + "".join(line + "\n" for line in lines) + ctx.indent + "}"
 
+    def generic_op(self, op: Op, ctx: _Context) -> str:
+        spec = op.spec
+        values = op.operand_values
+        text = f'"cuda_tile.{op.name}"(' + ", ".join(ctx.names.ref(v) for v in values) + ")"
+        if op.regions:
+            text += " (" + ", ".join(self.generic_region(r, ctx) for r in op.regions) + ")"
+        attrs = []
+        for attr in spec.attrs:
+            value = op.attrs.get(attr.name)
+            if attr.kind is AttrKind.UNIT:
+                if value:
+                    attrs.append(attr.name)
+            elif value is not None:
+                attrs.append(f"{attr.name} = {generic_attr_text(op, attr, value)}")
+        if len(spec.operands) > 1 and any(o.arity.name != "ONE" for o in spec.operands):
+            sizes = []
+            for operand in spec.operands:
+                group = op.operands.get(operand.name)
+                sizes.append(len(group) if isinstance(group, tuple) else int(group is not None))
+            attrs.append("operandSegmentSizes = array<i32: " + ", ".join(map(str, sizes)) + ">")
+        if attrs:
+            text += " {" + ", ".join(attrs) + "}"
+        results = [str(r.type) for r in op.results]
+        text += " : (" + ", ".join(str(v.type) for v in values) + ") -> " + (
+            results[0] if len(results) == 1 else "(" + ", ".join(results) + ")")
+        prefix = ""
+        if op.results:
+            heads = []
+            for start, count in ctx.names.result_groups(op):
+                heads.append("%" + ctx.names.text[id(op.results[start])]
+                             + (f":{count}" if count > 1 else ""))
+            prefix = ", ".join(heads) + " = "
+        return prefix + text + self.loc(op.loc)
+
+    def generic_region(self, region: Region, ctx: _Context) -> str:
+        if not region.blocks:
+            return "{\n" + ctx.indent + "}"
+        block = region.blocks[0]
+        inner = _Context(self, ctx.names, ctx.indent + INDENT)
+        head = ""
+        if block.args:
+            head = inner.indent + "^bb0(" + ", ".join(
+                f"{ctx.names.ref(a)}: {a.type}" for a in block.args) + "):\n"
+        lines = [inner.indent + self.generic_op(op, inner) for op in block.ops]
+        return "{\n" + head + "".join(line + "\n" for line in lines) + ctx.indent + "}"
+
     def op(self, op: Op, ctx: _Context) -> str:
+        if self.generic:
+            return self.generic_op(op, ctx)
         out = _Out()
         try:
             _walk(compile_syntax(op.spec), op, ctx, out, True)

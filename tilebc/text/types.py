@@ -14,6 +14,7 @@ _ELEMENT = re.compile(r"(?:!cuda_tile\.)?(" + "|".join(map(re.escape, _ELEMENT_N
 _KIND = re.compile(r"(?:!cuda_tile\.)?(tile|ptr|tensor_view|partition_view|strided_view|"
                    r"gather_scatter_view|token)(?![A-Za-z0-9_])")
 _DIM = re.compile(r"(\?|[0-9]+)x")
+_BUILTIN_TYPE = re.compile(r"(tensor|vector|memref|index|complex|tuple|none)(?![A-Za-z0-9_])")
 _INT = re.compile(r"-?[0-9]+")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -97,6 +98,10 @@ class TypeParser:
         kind = self.c.match_raw(_KIND)
         if not kind:
             self.c.pos = start
+            builtin = self.c.match_raw(_BUILTIN_TYPE)
+            if builtin:  # NVIDIA's parser takes these; its bytecode writer then refuses them
+                raise self.c.error(f"unsupported type in bytecode writer: '{builtin.group(1)}' "
+                                   "is an MLIR builtin type, not a Tile IR type", start)
             raise self.fail("a type")
         name = kind.group(1)
         if name == "token":
@@ -116,6 +121,9 @@ class TypeParser:
                 shape.append(self._number(dim, 1))
             element = self.element()
             self.lit(">")
+            if any(d <= 0 for d in shape):  # NVIDIA's parser refuses these in its words
+                raise self.c.error(f"all dimensions must be positive constants, got "
+                                   f"{', '.join(map(str, shape))}", start)
             return T.TileType(tuple(shape), element)
         if name == "tensor_view":
             return self._tensor_view_body()

@@ -1,0 +1,374 @@
+"""`tilebc opt` / `tilebc translate` behave as NVIDIA's cuda-tile-opt / cuda-tile-translate do on
+the flags of their lit suite (small inputs of our own; the suite itself runs from
+conformance/run_cuda_tile_lit.py)."""
+import pytest
+
+import tilebc
+from tilebc.cli import main
+from tilebc.errors import TextSyntaxError
+from tilebc.mlir_tools import check_expected, expected_diagnostics, split_input, Diag
+from tilebc.text import print_module
+from tilebc.text.parser import parse_modules
+
+TWO_MODULES = """\
+cuda_tile.module @first {
+  cuda_tile.global @g <i32: [1, 2]> : !cuda_tile.tile<2xi32>
+  cuda_tile.entry @k() {
+    cuda_tile.return
+  }
+}
+cuda_tile.module @second {
+  entry @k() {
+    %c = constant <i32: 7> : tile<i32>
+    return
+  }
+}
+"""
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path, text, name="in.mlir"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_opt_prints_mlir_form_and_keeps_modules_apart(tmp_path, capsys):
+    code, out, err = run(capsys, "opt", write(tmp_path, TWO_MODULES))
+    assert code == 0, err
+    assert out == (
+        "cuda_tile.module @first {\n"
+        "  global @g <i32: [1, 2]> : tile<2xi32>\n"
+        "  entry @k() {\n"
+        "    return\n"
+        "  }\n"
+        "}\n"
+        "cuda_tile.module @second {\n"
+        "  entry @k() {\n"
+        "    %cst_7_i32 = constant <i32: 7> : tile<i32>\n"
+        "    return\n"
+        "  }\n"
+        "}\n")
+    # the same symbol in two modules is no clash, and the output reads back the same
+    again = write(tmp_path, out, "again.mlir")
+    assert run(capsys, "opt", again)[1] == out
+
+
+def test_dis_keeps_tileirdisasm_form_while_translate_prints_mlir(tmp_path, capsys):
+    module = parse_modules(TWO_MODULES)[1]
+    data = tilebc.dump(module, tilebc.Version(13, 1))
+    path = tmp_path / "k.tilebc"
+    path.write_bytes(data)
+    assert run(capsys, "dis", path)[1] == print_module(tilebc.load(data))
+    assert run(capsys, "dis", path)[1].startswith("entry @k()")
+    code, out, _ = run(capsys, "translate", "-cudatilebc-to-mlir", path)
+    assert code == 0 and out.startswith("cuda_tile.module @kernels {\n  entry @k() {\n")
+    assert run(capsys, "opt", path)[1] == out  # opt reads bytecode as well
+
+
+def test_globals_and_entries_keep_their_text_order():
+    text = ("cuda_tile.module @m {\n  entry @a() {\n    return\n  }\n"
+            "  global private constant @g <f32: 1.0> : tile<1xf32>\n}\n")
+    printed = print_module(parse_modules(text)[0], mlir=True)
+    assert printed.index("entry @a") < printed.index("global private constant @g")
+
+
+def test_split_input_file_keeps_line_numbers_and_joins_outputs(tmp_path, capsys):
+    text = ("cuda_tile.module @a {\n}\n// -----\n"
+            "cuda_tile.module @b {\n  entry @k() {\n    %x = addi %nope, %nope : tile<i32>\n"
+            "  }\n}\n// -----\ncuda_tile.module @c {\n}\n")
+    chunks = split_input(text, True)
+    assert len(chunks) == 3 and chunks[1].count("\n") >= 5
+    path = write(tmp_path, text)
+    code, out, err = run(capsys, "opt", "-split-input-file", path)
+    assert code == 1
+    assert err.strip() == f"{path}:6:15: error: use of undefined value %nope"
+    assert out == "cuda_tile.module @a {\n}\n// -----\ncuda_tile.module @c {\n}\n"
+
+
+def test_verify_diagnostics_reports_mismatches_with_file_and_line(tmp_path, capsys):
+    text = ("cuda_tile.module @m {\n  entry @k() {\n"
+            "    // expected-error @below {{this is not what is said}}\n"
+            "    %x = addi %nope, %nope : tile<i32>\n  }\n}\n"
+            "// -----\n"
+            "cuda_tile.module @n {\n  // expected-warning @+1 {{never said}}\n"
+            "  entry @k() {\n  }\n}\n")
+    path = write(tmp_path, text)
+    code, out, err = run(capsys, "opt", "-split-input-file", "-verify-diagnostics", path)
+    assert code == 1
+    lines = err.splitlines()
+    assert f"{path}:4:15: error: unexpected error: use of undefined value %nope" in lines
+    assert f'{path}:3:8: error: expected error "this is not what is said" was not produced' \
+        in lines
+    assert f'{path}:9:6: error: expected warning "never said" was not produced' in lines
+    # the right text on the right line passes, and exits 0
+    fixed = text.replace("this is not what is said", "undefined value %nope").replace(
+        "  // expected-warning @+1 {{never said}}\n", "")
+    code, _, err = run(capsys, "opt", "-split-input-file", "-verify-diagnostics",
+                       write(tmp_path, fixed, "fixed.mlir"))
+    assert code == 0, err
+
+
+def test_expected_placement_forms():
+    text = ("line1\n// expected-note @above {{a}}\n// expected-error @below {{b}}\n"
+            "// expected-warning @below {{c}}\nline5\nx // expected-remark {{d}}\n"
+            "// expected-error @-6 {{e}}\n// expected-error @unknown {{f}}\n")
+    found, problems = expected_diagnostics(text, "f")
+    assert not problems
+    assert [(e.severity, e.line, e.text) for e in found] == [
+        ("note", 1, "a"), ("error", 5, "b"), ("warning", 5, "c"), ("remark", 6, "d"),
+        ("error", 1, "e"), ("error", None, "f")]
+    text = "// expected-error @below {{b}}\nop\n// expected-error @unknown {{f}}\n"
+    produced = [Diag("error", 2, 1, "xx b yy"), Diag("error", None, None, "f!")]
+    assert check_expected(text, "f", produced) == []
+    wrong_line = check_expected(text, "f", [Diag("error", 3, 1, "xx b yy"), produced[1]])
+    assert [p.message for p in wrong_line] == ["unexpected error: xx b yy",
+                                               'expected error "b" was not produced']
+
+
+def test_hint_warnings_only_when_asked(tmp_path, capsys):
+    text = ("cuda_tile.module @m {\n  entry @k() optimization_hints=<sm_100a={num_cta_in_cga=2}> "
+            "{\n    return\n  }\n}\n")
+    path = write(tmp_path, text)
+    code, out, err = run(capsys, "opt", path)
+    assert code == 0 and err == "" and "sm_100a = {num_cta_in_cga = 2}" in out
+    code, _, err = run(capsys, "opt", "-Wunsupported-hints", path)
+    assert code == 0 and f"{path}:2:3: warning: unknown hint key sm_100a" in err
+    code, _, err = run(capsys, "opt", "-Wunsupported-hints", "-Werr-hints", path)
+    assert code == 1
+    assert f"{path}:2:3: error: Optimization hints verification failed" in err.splitlines()
+
+
+def test_testing_func_only_on_request_and_never_in_bytecode(tmp_path, capsys):
+    text = ("cuda_tile.module @m {\n  testing$func @f(%a: !cuda_tile.token) -> tile<i32> {\n"
+            "    %c = constant <i32: 1> : tile<i32>\n    return %c : tile<i32>\n  }\n}\n")
+    path = write(tmp_path, text)
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1 and "testing$func" in err and f"{path}:2:3: error:" in err
+    code, out, err = run(capsys, "opt", "--testing-ops", path)
+    assert code == 0, err
+    assert "  testing$func @f(%arg0: token) -> tile<i32> {" in out
+    code, _, err = run(capsys, "translate", "--testing-ops", "-mlir-to-cudatilebc", path,
+                       "-o", tmp_path / "x.tilebc")
+    assert code != 0 and "has no bytecode form" in err
+    assert not (tmp_path / "x.tilebc").exists()
+    # as an entry, the same signature breaks the entry rules
+    code, _, err = run(capsys, "opt", write(tmp_path, text.replace("testing$func", "entry"),
+                                            "entry.mlir"))
+    assert code == 1 and "an entry returns nothing" in err
+
+
+@pytest.mark.parametrize("text, version, message", [
+    ("  entry @k() {\n    %i = constant <i32: [1, 2]> : tile<2xi32>\n"
+     "    %r = negi %i overflow<no_signed_wrap> : tile<2xi32>\n  }\n", "13.1",
+     "3:5: error: attribute 'overflow' requires bytecode version 13.2+, but targeting 13.1"),
+    ("  global constant @g <f32: 1.0> : tile<1xf32>\n", "13.2",
+     "1:3: error: constant global `g` cannot be encoded in bytecode version 13.2 (the "
+     "`constant` attribute requires bytecode 13.3+)"),
+    ("  global private @g <f32: 1.0> : tile<1xf32>\n", "13.1",
+     "1:3: error: global `g` uses non-public symbol visibility, which cannot be encoded in "
+     "bytecode version 13.1 (requires bytecode 13.3+)"),
+    ("  entry @k(%p: tile<f8E8M0FNU>) {\n  }\n", "13.1",
+     "error: type 'Float8E8M0FNU' requires bytecode version 13.2+, targeting 13.1"),
+])
+def test_version_errors_in_nvidias_words(tmp_path, capsys, text, version, message):
+    path = write(tmp_path, "cuda_tile.module @m {\n" + text + "}\n")
+    # the body starts on line 2: shift the expected line
+    if message[0].isdigit():
+        line, rest = message.split(":", 1)
+        message = f"{path}:{int(line) + 1}:{rest}"
+    else:
+        message = f"{path}: {message}"
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", f"-bytecode-version={version}",
+                       path, "-o", tmp_path / "out.tilebc")
+    assert code == 1
+    assert message in err.splitlines(), err
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", "-bytecode-version=13.5",
+                       path, "-o", tmp_path / "out.tilebc")
+    assert code == 0, err
+
+
+def test_unsupported_bytecode_version_is_named(tmp_path, capsys):
+    path = write(tmp_path, "cuda_tile.module @m {\n}\n")
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", "-bytecode-version=12.0", path)
+    assert code == 2
+    assert "Invalid argument '12.0': the supported versions are [13.1 - 13.5]" in err
+
+
+def test_long_float_literal_is_read_but_a_hostile_one_is_not():
+    long_text = "1" + "0" * 400 + ".0"  # 1e400 written out: infinity in f64
+    text = f"entry @k() {{\n  %c = constant <f64: {long_text}> : tile<f64>\n  return\n}}\n"
+    module = parse_modules(text)[0]
+    assert "0x7FF0000000000000" in print_module(module)
+    with pytest.raises(TextSyntaxError, match="too long"):
+        parse_modules(text.replace(long_text, "9" * 10000))
+
+
+@pytest.mark.parametrize("hints, message", [
+    ("<sm_100=2>", "custom op 'cuda_tile.entry' expected dictionary attribute for "
+                   "optimization_hints entry `sm_100` got value=2 : i64"),
+    ("<2>", "expected valid keyword or string"),
+])
+def test_malformed_hints_in_nvidias_words(hints, message):
+    text = f"entry @k() optimization_hints={hints} {{\n  return\n}}\n"
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_modules(text)
+    assert message in caught.value.message and caught.value.line == 1
+
+
+def test_hint_value_warnings_in_nvidias_words(tmp_path, capsys):
+    text = ("cuda_tile.module @m {\n  entry @k() optimization_hints=<sm_100={num_cta_in_cga=7, "
+            "occupancy=64, num_qqq=1}> {\n    return\n  }\n}\n")
+    code, _, err = run(capsys, "opt", "-Wunsupported-hints", write(tmp_path, text))
+    assert code == 0
+    for words in ("expected power-of-two \u2264 16 for sm_100.num_cta_in_cga",
+                  "integer value in the range [1, 32] is expected for sm_100.occupancy",
+                  "num_qqq is not known hint for current Operation"):
+        assert words in err, words
+
+
+GENERIC_INPUT = """\
+cuda_tile.module @m {
+  entry @k(%p: tile<ptr<f32>>, %n: tile<i32>) {
+    %a = constant <i32: [1, 2]> : tile<2xi32>
+    %c = "cuda_tile.cmpi"(%a, %a) {comparison_predicate = #cuda_tile.comparison_predicate<less_than>, signedness = #cuda_tile.signedness<unsigned>} : (!cuda_tile.tile<2xi32>, !cuda_tile.tile<2xi32>) -> !cuda_tile.tile<2xi1>
+    %lo = constant <i32: 0> : tile<i32>
+    %one = constant <i32: 1> : tile<i32>
+    %s = for %i in (%lo to %n, step %one) : tile<i32> iter_values(%acc = %lo) -> (tile<i32>) {
+      %t = addi %acc, %i : tile<i32>
+      continue %t : tile<i32>
+    }
+    %r = reduce %a dim=0 identities=[0 : i32] : tile<2xi32> -> tile<i32>
+    (%x: tile<i32>, %y: tile<i32>) {
+      %z = addi %x, %y : tile<i32>
+      yield %z : tile<i32>
+    }
+    %b = assume bounded<0, 42>, %n : tile<i32>
+    return
+  }
+}
+"""
+
+
+def test_generic_form_is_read_and_printed_back(tmp_path, capsys):
+    path = write(tmp_path, GENERIC_INPUT)
+    code, custom, err = run(capsys, "opt", path)
+    assert code == 0, err
+    # the generic input was read as the op itself (values get tilebc's names when printed)
+    assert "%0 = cmpi less_than %cst_i32, %cst_i32, unsigned : tile<2xi32> -> tile<2xi1>" \
+        in custom
+    code, generic, err = run(capsys, "opt", "-mlir-print-op-generic", path)
+    assert code == 0, err
+    assert ('%0 = "cuda_tile.cmpi"(%cst_i32, %cst_i32) {comparison_predicate = '
+            '#cuda_tile.comparison_predicate<less_than>, signedness = '
+            '#cuda_tile.signedness<unsigned>} : (tile<2xi32>, tile<2xi32>) -> tile<2xi1>') \
+        in generic
+    assert ('%for = "cuda_tile.for"(%cst_0_i32, %arg1, %cst_1_i32, %cst_0_i32) ({\n'
+            '      ^bb0(%loopIdx: tile<i32>, %iterArg0: tile<i32>):') in generic
+    assert "{operandSegmentSizes = array<i32: 1, 1, 1, 1>}" in generic
+    assert '"cuda_tile.continue"(%1) : (tile<i32>) -> ()' in generic
+    assert "{dim = 0 : i32, identities = [0 : i32]} : (tile<2xi32>) -> tile<i32>" in generic
+    assert '"cuda_tile.assume"(%arg1) {predicate = bounded<0, 42>}' in generic
+    # generic text reads back to the same IR
+    code, again, err = run(capsys, "opt", write(tmp_path, generic, "generic.mlir"))
+    assert code == 0, err
+    assert again == custom
+
+
+@pytest.mark.parametrize("op, message", [
+    ('"cuda_tile.cmpi"(%a, %a) {comparison_predicate = #cuda_tile.comparison_predicate<less_than>,'
+     ' signedness = #cuda_tile.signedness<signed>} : (tile<2xi32>) -> tile<2xi1>',
+     "2 operands but 1 operand types"),
+    ('"cuda_tile.cmpi"(%a, %a) {bogus = 1} : (tile<2xi32>, tile<2xi32>) -> tile<2xi1>',
+     "cmpi has no attribute 'bogus'"),
+    ('"test.other"(%a) : (tile<2xi32>) -> tile<2xi32>', "unknown operation 'test.other'"),
+    ('"cuda_tile.negi"(%a) : (tile<2xi64>) -> tile<2xi64>',
+     "operand 0 has type tile<2xi32>, declared tile<2xi64>"),
+])
+def test_bad_generic_ops_are_named_with_line(op, message):
+    text = (f"entry @k() {{\n  %a = constant <i32: [1, 2]> : tile<2xi32>\n  %b = {op}\n"
+            "  return\n}\n")
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_modules(text, "g.mlir")
+    assert message in caught.value.message and caught.value.line == 3, str(caught.value)
+
+
+def test_builtin_mlir_types_are_named_as_nvidias_writer_names_them(tmp_path, capsys):
+    path = write(tmp_path, "cuda_tile.module @m {\n  entry @k(%a: tensor<2xi16>) {\n  }\n}\n")
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", path, "-o",
+                       tmp_path / "x.tilebc")
+    assert code == 1
+    assert err.startswith(f"{path}:2:16: error: unsupported type in bytecode writer: 'tensor'")
+
+
+def test_top_level_ops_are_checked_under_testing_ops_only(tmp_path, capsys):
+    """NVIDIA's verifier tests put single ops at the top level (MLIR's implicit module)."""
+    text = ("%c = cuda_tile.constant <i32: 4> : !cuda_tile.tile<i32>\n"
+            "// expected-error @below {{must be a scalar tile of i1}}\n"
+            '"cuda_tile.if"(%c) ({\n  cuda_tile.yield\n}, {\n}) : (!cuda_tile.tile<i32>) -> ()\n')
+    path = write(tmp_path, text)
+    code, _, err = run(capsys, "opt", "--testing-ops", "-verify-diagnostics", path)
+    assert code == 0, err
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1 and f"{path}:1:1: error: expected 'entry', 'global' or 'module'" in err
+
+
+def test_a_boolean_is_an_i1_literal_only():
+    with pytest.raises(TextSyntaxError, match="expected integer value for i8, found 'true'"):
+        parse_modules("entry @k() {\n  %c = constant <i8: true> : tile<i8>\n  return\n}\n")
+    module = parse_modules("entry @k() {\n  %c = constant <i1: true> : tile<i1>\n  return\n}\n")
+    assert "constant <i1: true> : tile<i1>" in print_module(module[0])
+
+
+def test_module_and_entries_in_generic_form():
+    text = ('"cuda_tile.module"() <{sym_name = "gm"}> ({\n'
+            '  "cuda_tile.entry"() <{arg_attrs = [{}], function_type = (!cuda_tile.tile<i32>) '
+            '-> (), sym_name = "k"}> ({\n'
+            '  ^bb0(%a: !cuda_tile.tile<i32>):\n'
+            '    %0 = "cuda_tile.negi"(%a) : (!cuda_tile.tile<i32>) -> !cuda_tile.tile<i32>\n'
+            '    "cuda_tile.return"() : () -> ()\n'
+            '  }) : () -> ()\n'
+            '}) : () -> ()\n')
+    modules = parse_modules(text)
+    assert len(modules) == 1 and modules[0].name == "gm"
+    assert print_module(modules[0], mlir=True) == (
+        "cuda_tile.module @gm {\n  entry @k(%arg0: tile<i32>) {\n"
+        "    %0 = negi %arg0 : tile<i32>\n    return\n  }\n}\n")
+    with pytest.raises(TextSyntaxError, match="testing\\$func"):
+        parse_modules(text.replace("cuda_tile.entry", "cuda_tile.testing$func"))
+    assert parse_modules(text.replace("cuda_tile.entry", "cuda_tile.testing$func"),
+                         testing_ops=True)[0].functions[0].testing
+
+
+def test_a_tile_dimension_of_zero_is_refused_where_the_type_is_written():
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_modules("entry @k() {\n  %c = constant <f32: 0.0> : tile<1x0x2xf32>\n"
+                      "  return\n}\n")
+    assert "all dimensions must be positive constants, got 1, 0, 2" in caught.value.message
+    assert (caught.value.line, caught.value.column) == (2, 30)
+
+
+def test_translate_writes_one_module_per_bytecode_file(tmp_path, capsys):
+    path = write(tmp_path, TWO_MODULES)
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", path, "-o",
+                       tmp_path / "x.tilebc")
+    assert code == 1 and "holds 2 modules and a bytecode file holds one" in err
+    split = write(tmp_path, TWO_MODULES.replace("}\ncuda_tile.module @second",
+                                                "}\n// -----\ncuda_tile.module @second"), "s.mlir")
+    code, out, err = run(capsys, "translate", "-test-cudatile-roundtrip", "-split-input-file",
+                         split)
+    assert code == 0, err
+    assert out.count("cuda_tile.module @kernels {") == 2 and "// -----\n" in out
+
+
+def test_split_chunks_are_not_glued_into_one_bytecode_file(tmp_path, capsys):
+    text = "cuda_tile.module @a {\n}\n// -----\ncuda_tile.module @b {\n}\n"
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", "-split-input-file",
+                       write(tmp_path, text), "-o", tmp_path / "x.tilebc")
+    assert code == 2 and "a bytecode file holds one module" in err
+    assert not (tmp_path / "x.tilebc").exists()

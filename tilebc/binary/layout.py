@@ -8,7 +8,6 @@ import struct
 from typing import Dict, List, Optional, Tuple
 
 from .container import SectionId
-from .primitives import Reader
 
 # Tables whose entries the writer interns, with their offset width and alignment.
 OFFSET_TABLES = {SectionId.STRING: (4, 4), SectionId.TYPE: (4, 4), SectionId.CONSTANT: (8, 8)}
@@ -55,26 +54,32 @@ class FileLayout:
         if payload is None:
             return []
         width, alignment = OFFSET_TABLES[section_id]
-        reader = Reader(payload)
-        count = reader.varint("count")
-        reader.pos += -reader.pos % alignment
-        return _blobs(payload, reader.pos, count, width)
+        count, pos = _varint(payload, 0)
+        return _blobs(payload, pos + -pos % alignment, count, width)
 
     def debug(self) -> Tuple[List[bytes], set]:
-        """(debug attribute entries in file order, the indices the functions' ranges refer to)."""
+        """(debug attribute entries in file order, the indices the functions' runs hold)."""
         payload = self.payload(SectionId.DEBUG)
         if payload is None:
             return [], set()
-        reader = Reader(payload)
-        functions = reader.varint("count")
-        reader.pos += -reader.pos % 4 + 4 * functions
-        count = reader.varint("count")
-        reader.pos += -reader.pos % 8
-        roots = set(struct.unpack_from(f"<{count}Q", payload, reader.pos))
-        reader.pos += 8 * count
-        attrs = reader.varint("count")
-        reader.pos += -reader.pos % 4
-        return _blobs(payload, reader.pos, attrs, 4), roots
+        functions, pos = _varint(payload, 0)
+        count, pos = _varint(payload, pos + -pos % 4 + 4 * functions)
+        pos += -pos % 8
+        roots = set(struct.unpack_from(f"<{count}Q", payload, pos))
+        attrs, pos = _varint(payload, pos + 8 * count)
+        return _blobs(payload, pos + -pos % 4, attrs, 4), roots
+
+
+def _varint(data: bytes, pos: int) -> Tuple[int, int]:
+    """(value, position after it) of a varint the reader has already checked."""
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
 
 
 def _blobs(payload: bytes, start: int, count: int, width: int) -> List[bytes]:

@@ -74,8 +74,9 @@ class _SeededInterner(_Interner):
     def __init__(self, blobs: List[bytes], first_index: int = 0):
         super().__init__(first_index)
         self.blobs = blobs
-        for position, blob in enumerate(blobs):
-            self.index.setdefault(blob, position + first_index)
+        # Built from the end, so that of equal entries the first one keeps its index.
+        self.index = dict(zip(reversed(blobs), range(first_index + len(blobs) - 1,
+                                                     first_index - 1, -1)))
         self.used = bytearray(len(blobs))
 
     def add(self, key, blob: bytes) -> int:
@@ -666,10 +667,13 @@ class ModuleWriter:
         layout = self.layout
         for table, section_id in ((self.strings, SectionId.STRING), (self.types, SectionId.TYPE),
                                   (self.constants, SectionId.CONSTANT)):
-            used = layout.used[section_id]
-            if any(was and not now for was, now in zip(used, table.used)):
+            was = int.from_bytes(layout.used[section_id], "little")
+            if was & ~int.from_bytes(table.used, "little"):
                 raise LayoutMismatch()
-        if any(index and not self.debug.used[index - 1] for index in self.debug_roots):
+        # Every debug attribute the writer interned is in debug_index; 0 is no attribute.
+        missing = self.debug_roots.difference(self.debug_index.values())
+        missing.discard(0)
+        if missing:
             raise LayoutMismatch()
         order = []
         present = set()

@@ -36,7 +36,11 @@ def dump(module: Module, version: Optional[VersionLike] = None) -> bytes:
     `version` is a `Version` or a string such as "13.1" .. "13.5". Raises VersionError for a version
     tilebc cannot write, and EncodeError naming the op or field when the module uses something the
     target version lacks (e.g. entry argument attributes before 13.5) or is not encodable. The
-    module is not verified here: `tilebc.verify` first when it was built by hand."""
+    module is not verified here: `tilebc.verify` first when it was built by hand.
+
+    Tables and sections come in the order of the file the module was decoded from while it still
+    fits that file's layout (so an unmodified module gives the file's bytes back), else in
+    NVIDIA's cuTile order (format_spec.md §4.1)."""
     target = check_supported(Version.parse(version if version is not None else module.version))
     try:
         layout = module.layout

@@ -30,6 +30,7 @@ if str(ROOT) not in sys.path:
 from tilebc import version as V  # noqa: E402
 from tilebc.binary import container as C  # noqa: E402
 from tilebc.binary import reader as R  # noqa: E402
+from tilebc.binary import writer as W  # noqa: E402
 from tilebc.binary.primitives import encode_varint  # noqa: E402
 from tilebc.ir import types as T  # noqa: E402
 from tilebc.numeric.numerics import storage_bytes  # noqa: E402
@@ -98,6 +99,8 @@ def gen_sections() -> str:
                      align_text, required, _code(f"{id_byte:02x}")])
     text = _table(["Id", "Section", "Holds", "Alignment (reader)", "Mandatory",
                    "Id byte tilebc writes"], rows)
+    order = ", ".join(section.name.lower() for section in W.CANONICAL_ORDER)
+    text += f"\n\nSection order tilebc writes (canonical, §4.1): {order}, then `end`."
     text += (f"\n\nHeader tag bit for public-preview files: `0x{C.PREVIEW_TAG_BIT:04x}` "
              f"(valid from {V.PREVIEW_TAG}). Producer section written from {V.PRODUCER_SECTION}.")
     return text

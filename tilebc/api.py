@@ -28,6 +28,10 @@ def load(source: Source, *, verify: bool = True, limits: Optional[DecodeLimits] 
     Bytes that break the format in ways NVIDIA's reader accepts (format_spec.md §16) are read as
     tileirdisasm reads them, each recorded on `module.decode_warnings` (DecodeWarning, category
     "lenient"); `strict=True` refuses them with a DecodeError instead (a lint for producers).
+
+    The module keeps the file's layout (`module.layout`: table and section order, unused entries),
+    so `dump` at the file's version gives its bytes back until an edit changes what the tables
+    must hold (format_spec.md §4.1).
     """
     source, name = _read_file_object(source, limits or DecodeLimits())
     try:

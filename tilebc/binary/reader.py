@@ -31,6 +31,7 @@ from .container import (CHECKED_ON_USE, CLAMPED, EXACT, MAGIC, PREVIEW_TAG_BIT, 
                         SECTION_ALIGNMENT, BlobTable, ConstantTable, Header, Section, SectionId,
                         StringTable, TypeTable, construct_detail, parse_construct)
 from .fastpath import Bail, fast_decoder, varint_tail
+from .layout import FileLayout, used_bitmap
 from .lazyloc import DecodedFunction, DecodedOp, PendingLocations
 from .lenient import WarningLog
 from .limits import DEFAULT_LIMITS, DecodeLimits
@@ -131,6 +132,11 @@ class ModuleReader:
         self.num_ops = 0
         self.num_params = 0  # parameters of the entries read so far
         self.fast_fallbacks = 0  # function bodies the fast decoder handed back (tests watch this)
+        # For the file's layout (layout.py): sections in file order, each entry's debug-function
+        # index, the bytes after the last entry.
+        self.section_spans: List[tuple] = []
+        self.function_slots: List[int] = []
+        self.func_tail = b""
 
     def error(self, message: str, offset: int) -> DecodeError:
         return DecodeError(message, file=self.file, offset=offset)
@@ -206,7 +212,16 @@ class ModuleReader:
         if SectionId.GLOBAL in sections:
             module.globals = self._read_globals(*sections[SectionId.GLOBAL])
         module.functions = self._read_functions(*sections[SectionId.FUNC])
+        if not self.log.warnings:  # a lenient reading is not re-created byte for byte
+            module.layout = self._layout()
         return module
+
+    def _layout(self) -> FileLayout:
+        used = {SectionId.STRING: used_bitmap(len(self.strings), self._string_cache),
+                SectionId.TYPE: used_bitmap(len(self.type_blobs), self._types),
+                SectionId.CONSTANT: used_bitmap(len(self.constant_blobs), self._constants)}
+        return FileLayout(self.version, self.preview, self.data, tuple(self.section_spans),
+                          tuple(self.function_slots), self.func_tail, used)
 
     def _frame_sections(self) -> Dict[SectionId, Tuple[int, bytes]]:
         stream = io.BytesIO(self.data)
@@ -254,6 +269,8 @@ class ModuleReader:
                 self.lenient(f"duplicate {section_id.name.lower()} section", start,
                              "the last one is read, as tileirdisasm does")
             sections[section_id] = (stream.tell() - section.length, section.payload)
+            self.section_spans.append((section_id, section.alignment or 0,
+                                       stream.tell() - section.length, section.length))
 
     def _read_table(self, schema, offset_width: int, base: int, payload: bytes, what: str,
                     slicing: str = EXACT):
@@ -768,6 +785,7 @@ class ModuleReader:
         functions = []
         for _ in range(reader.count("function count", 5)):
             functions.append(self._read_function(reader))
+        self.func_tail = payload[reader.pos:]
         # Writers may pad the end of the section; anything else there is ignored by NVIDIA's reader.
         return functions
 
@@ -803,6 +821,7 @@ class ModuleReader:
                              flags_offset)
         loc_offset = reader.offset
         loc_index = reader.varint("function location")
+        self.function_slots.append(loc_index)
         hints = None
         arg_attrs = None
         if self.version >= ENTRY_ARG_ATTRS or flags & FUNCTION_FLAG_HINTS:

@@ -17,6 +17,7 @@ from ..ops.spec import Arity, AttrKind
 from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS, GLOBAL_VISIBILITY_AND_CONSTANT,
                        POINTER_ATTR, PREVIEW_TAG, PRODUCER_SECTION, UNIFIED_OPTIONAL_BITFIELD,
                        Version, VersionLike, check_supported)
+from .layout import FileLayout, LayoutMismatch
 from .limits import DEFAULT_LIMITS
 from .container import MAGIC, PREVIEW_TAG_BIT, SECTION_ALIGNMENT, SectionId
 from .primitives import INT64_MIN, Writer
@@ -35,9 +36,19 @@ def dump(module: Module, version: Optional[VersionLike] = None) -> bytes:
     `version` is a `Version` or a string such as "13.1" .. "13.5". Raises VersionError for a version
     tilebc cannot write, and EncodeError naming the op or field when the module uses something the
     target version lacks (e.g. entry argument attributes before 13.5) or is not encodable. The
-    module is not verified here: `tilebc.verify` first when it was built by hand."""
+    module is not verified here: `tilebc.verify` first when it was built by hand.
+
+    Tables and sections come in the order of the file the module was decoded from while it still
+    fits that file's layout (so an unmodified module gives the file's bytes back), else in
+    NVIDIA's cuTile order (format_spec.md §4.1)."""
     target = check_supported(Version.parse(version if version is not None else module.version))
     try:
+        layout = module.layout
+        if layout is not None and layout.version == target and layout.preview == module.preview:
+            try:
+                return ModuleWriter(module, target, layout).write()
+            except LayoutMismatch:  # edited since it was read: canonical order
+                pass
         return ModuleWriter(module, target).write()
     except (ValueError, TypeError, OverflowError, struct.error) as error:
         # Malformed IR handed in by a caller (a negative count, a non-integer shape, …).
@@ -60,20 +71,55 @@ class _Interner:
         return found
 
 
+class _SeededInterner(_Interner):
+    """A file's table, in its order: an entry it lacks means the module no longer fits the file.
+    Records which entries are used (blobs are the keys of every table the writer interns)."""
+
+    def __init__(self, blobs: List[bytes], first_index: int = 0):
+        super().__init__(first_index)
+        self.blobs = blobs
+        # Built from the end, so that of equal entries the first one keeps its index.
+        self.index = dict(zip(reversed(blobs), range(first_index + len(blobs) - 1,
+                                                     first_index - 1, -1)))
+        self.used = bytearray(len(blobs))
+
+    def add(self, key, blob: bytes) -> int:
+        found = self.index.get(key)
+        if found is None:
+            raise LayoutMismatch()
+        self.used[found - self.first] = 1
+        return found
+
+
 class ModuleWriter:
-    def __init__(self, module: Module, version: Version):
+    """Writes `module` in NVIDIA's canonical order, or, given the `layout` of the file it was read
+    from, in that file's order (LayoutMismatch when the module no longer fits it)."""
+
+    def __init__(self, module: Module, version: Version, layout: Optional[FileLayout] = None):
         self.module = module
         self.version = version
-        self.strings = _Interner()
-        self.types = _Interner()
+        self.layout = layout
+        self.debug_roots: set = set()
+        if layout is None:
+            self.strings = _Interner()
+            self.types = _Interner()
+            self.constants = _Interner()
+            self.debug = _Interner(first_index=1)
+        else:
+            self.strings = _SeededInterner(layout.table(SectionId.STRING))
+            self.types = _SeededInterner(layout.table(SectionId.TYPE))
+            self.constants = _SeededInterner(layout.table(SectionId.CONSTANT))
+            debug, self.debug_roots = layout.debug()
+            self.debug = _SeededInterner(debug, first_index=1)
         self.type_index: Dict[T.Type, int] = {}
-        self.constants = _Interner()
-        self.debug = _Interner(first_index=1)
         self.debug_index: Dict[object, int] = {}
         # How many table entries deep each entry reaches through its references: a reader refuses
         # chains longer than max_nesting, so the writer refuses to produce them.
         self.type_depth: Dict[int, int] = {}
         self.debug_depth: Dict[int, int] = {0: 0}
+        # Globals whose table entries are not made yet, by name.
+        self.unplaced_globals: Dict[str, object] = {item.name: item for item in module.globals}
+        self.global_entries: Dict[int, tuple] = {}
 
     def fail(self, message: str, op: Optional[Op] = None) -> EncodeError:
         where = f"{op.name}: " if op is not None else ""
@@ -297,12 +343,21 @@ class ModuleWriter:
     def op(self, op: Op, out: Writer, numbering: Dict[int, int], locs: List) -> None:
         spec = op.spec
         version = self.version
-        locs.append(op.loc)
+        # The location is interned before anything of the op, as cuTile's writer does.
+        loc = op.loc
+        locs.append(0 if loc is None else self.debug_index.get(loc) or self.debug_attr(loc))
         if spec.structural:
             raise self.fail("structural op cannot appear in a function body", op)
         if spec.preview and not self.module.preview:
             raise self.fail("preview op needs a module marked preview", op)
         self.need(spec.since, f"op {spec.mnemonic}", op)
+        if self.unplaced_globals:
+            # cuTile defines a global where the body first refers to it.
+            for attr in spec.attrs:
+                if attr.kind is AttrKind.SYMBOL:
+                    item = self.unplaced_globals.pop(op.attrs.get(attr.name), None)
+                    if item is not None:
+                        self._global_entries(item)
         out.varint(spec.opcode)
 
         # Results: those newer than the target are omitted (and must be unused).
@@ -544,11 +599,18 @@ class ModuleWriter:
         if module.preview:
             self.need(PREVIEW_TAG, "public-preview bytecode")
 
+        layout = self.layout
+        if layout is None:
+            # NVIDIA's cuTile writer registers i1 and i32 first, used or not.
+            self.type(T.i1)
+            self.type(T.i32)
+        elif len(layout.function_slots) != len(module.functions):
+            raise LayoutMismatch()
         func_section = Writer()
         func_section.varint(len(module.functions))
         debug_functions: List[List[int]] = []
-        for function in module.functions:
-            self._function(function, func_section, debug_functions)
+        for position, function in enumerate(module.functions):
+            self._function(function, func_section, debug_functions, position)
 
         global_section = None
         if module.globals:
@@ -558,11 +620,9 @@ class ModuleWriter:
                 if item.visibility != SymbolVisibility.PUBLIC or item.constant:
                     self.need(GLOBAL_VISIBILITY_AND_CONSTANT,
                               f"global @{item.name} with private visibility or constant flag")
-                if not item.name:
-                    raise self.fail("global name is empty")
-                global_section.varint(self.string(item.name))
-                global_section.varint(self.type(item.value.type))
-                global_section.varint(self.constant(item.value))
+                entries = self.global_entries.get(id(item)) or self._global_entries(item)
+                for index in entries:
+                    global_section.varint(index)
                 global_section.varint(item.alignment)
                 if version >= GLOBAL_VISIBILITY_AND_CONSTANT:
                     global_section.varint(int(item.visibility))
@@ -574,25 +634,28 @@ class ModuleWriter:
             producer_section = Writer()
             producer_section.varint(self.string(module.producer))
 
-        sections = [(SectionId.FUNC, func_section.buf)]
-        if global_section is not None:
-            sections.append((SectionId.GLOBAL, global_section.buf))
-        if self.constants.blobs:
-            sections.append((SectionId.CONSTANT, encode_offset_table(self.constants.blobs, 8, 8)))
-        if debug_functions:
-            sections.append((SectionId.DEBUG, self._debug_section(debug_functions)))
-        sections.append((SectionId.TYPE, encode_offset_table(self.types.blobs, 4, 4)))
-        if producer_section is not None:
-            sections.append((SectionId.PRODUCER, producer_section.buf))
-        sections.append((SectionId.STRING, encode_offset_table(self.strings.blobs, 4, 4)))
+        payloads = {SectionId.FUNC: func_section.buf, SectionId.GLOBAL: global_section,
+                    SectionId.PRODUCER: producer_section,
+                    SectionId.CONSTANT: encode_offset_table(self.constants.blobs, 8, 8),
+                    SectionId.DEBUG: self._debug_section(debug_functions),
+                    SectionId.TYPE: encode_offset_table(self.types.blobs, 4, 4),
+                    SectionId.STRING: encode_offset_table(self.strings.blobs, 4, 4)}
+        if layout is None:
+            # cuTile's order; it writes the constant and debug sections even when they are empty.
+            order = [(section_id, SECTION_ALIGNMENT[section_id]) for section_id in CANONICAL_ORDER
+                     if payloads[section_id] is not None]
+        else:
+            order = self._file_order(payloads, debug_functions)
 
         out = Writer()
         out.raw(MAGIC)
         out.u8(version.major)
         out.u8(version.minor)
         out.fixed(PREVIEW_TAG_BIT if module.preview else 0, 2)
-        for section_id, payload in sections:
-            alignment = SECTION_ALIGNMENT[section_id]
+        for section_id, alignment in order:
+            payload = payloads[section_id]
+            if isinstance(payload, Writer):
+                payload = payload.buf
             out.u8(int(section_id) | (0x80 if alignment else 0))
             out.varint(len(payload))
             if alignment:
@@ -602,7 +665,44 @@ class ModuleWriter:
         out.u8(SectionId.END)
         return bytes(out.buf)
 
-    def _function(self, function: Function, out: Writer, debug_functions: List[List[int]]) -> None:
+    def _file_order(self, payloads, debug_functions) -> List[tuple]:
+        """The layout's sections, in its order, once the module is known to fit it: every entry it
+        needs was in the file's tables, and every entry it used there it still uses."""
+        layout = self.layout
+        for table, section_id in ((self.strings, SectionId.STRING), (self.types, SectionId.TYPE),
+                                  (self.constants, SectionId.CONSTANT)):
+            was = int.from_bytes(layout.used[section_id], "little")
+            if was & ~int.from_bytes(table.used, "little"):
+                raise LayoutMismatch()
+        # Every debug attribute the writer interned is in debug_index; 0 is no attribute.
+        missing = self.debug_roots.difference(self.debug_index.values())
+        missing.discard(0)
+        if missing:
+            raise LayoutMismatch()
+        order = []
+        present = set()
+        for section_id, alignment, _, _ in layout.sections:
+            present.add(section_id)
+            if payloads[section_id] is None:
+                raise LayoutMismatch()  # a global or producer section the module no longer has
+            order.append((section_id, alignment))
+        if (SectionId.DEBUG not in present and debug_functions) or any(
+                payloads[s] is not None and s not in present
+                for s in (SectionId.GLOBAL, SectionId.PRODUCER)):
+            raise LayoutMismatch()
+        payloads[SectionId.FUNC] += layout.func_tail
+        return order
+
+    def _global_entries(self, item) -> tuple:
+        """The string, type and constant indices of a global, made on first need."""
+        if not item.name:
+            raise self.fail("global name is empty")
+        entries = self.global_entries[id(item)] = (
+            self.string(item.name), self.type(item.value.type), self.constant(item.value))
+        return entries
+
+    def _function(self, function: Function, out: Writer, debug_functions: List[List[int]],
+                  position: int) -> None:
         version = self.version
         body = Writer()
         numbering: Dict[int, int] = {}
@@ -610,10 +710,9 @@ class ModuleWriter:
             numbering[id(arg)] = len(numbering)
         if list(function.type.inputs) != [arg.type for arg in function.args]:
             raise self.fail(f"entry @{function.name}: argument types do not match its signature")
-        locs: List = []
-        for op in function.body.ops:
-            self.op(op, body, numbering, locs)
-
+        # Table entries in the order cuTile creates them: the entry's location, its name and
+        # signature, its hints, then the body op by op.
+        locs: List[int] = [self._loc_index(function.loc)]
         out.varint(self.string(function.name))
         out.varint(self.type(function.type))
         hints = function.optimization_hints
@@ -624,17 +723,21 @@ class ModuleWriter:
             out.u8(FUNCTION_FLAG_KERNEL | (FUNCTION_FLAG_HINTS if hints is not None else 0))
             if arg_attrs is not None and arg_attrs.elements:
                 self.need(ENTRY_ARG_ATTRS, f"argument attributes on entry @{function.name}")
-        if function.loc is not None or any(loc is not None for loc in locs):
-            indices = [self._loc_index(function.loc)] + [self._loc_index(loc) for loc in locs]
-            debug_functions.append(indices)
-            out.varint(len(debug_functions))
-        else:
-            out.varint(0)
+        slot = position + 1 if self.layout is None else self.layout.function_slots[position]
+        if slot:
+            debug_functions.append(locs)
+            if slot != len(debug_functions):
+                raise LayoutMismatch()
+        out.varint(slot)
         if version >= ENTRY_ARG_ATTRS:
             self.tagged_attr(hints or A.OptimizationHintsAttr(()), out)
             self.tagged_attr(arg_attrs or A.ArrayAttr(()), out)
         elif hints is not None:
             self.tagged_attr(hints, out)
+        for op in function.body.ops:
+            self.op(op, body, numbering, locs)
+        if not slot and any(locs):
+            raise LayoutMismatch()  # locations on an entry its file gave none
         out.varint(len(body.buf))
         out.raw(bytes(body.buf))
 
@@ -653,8 +756,16 @@ class ModuleWriter:
         out.align(8)
         for indices in debug_functions:
             out.raw(struct.pack(f"<{len(indices)}Q", *indices))
-        out.raw(bytes(encode_offset_table(self.debug.blobs, 4, 4, base=len(out.buf))))
+        # NVIDIA's reader fails on an empty attribute table; cuTile then writes one `unknown` entry.
+        blobs = self.debug.blobs or [bytes([DEBUG_UNKNOWN])]
+        out.raw(bytes(encode_offset_table(blobs, 4, 4, base=len(out.buf))))
         return out.buf
+
+
+# Sections in the order NVIDIA's cuTile writer emits them (the producer section, which cuTile does
+# not write, goes before the strings as NVIDIA's C++ writer puts it).
+CANONICAL_ORDER = (SectionId.FUNC, SectionId.GLOBAL, SectionId.CONSTANT, SectionId.DEBUG,
+                   SectionId.TYPE, SectionId.PRODUCER, SectionId.STRING)
 
 
 def encode_offset_table(blobs: List[bytes], offset_width: int, alignment: int,

@@ -135,6 +135,9 @@ class Module:
     source: Optional[str] = None  # file it was read from, for diagnostics
     # Lenient readings of a decoded file (tilebc.binary.DecodeWarning); not part of the IR's value.
     decode_warnings: list = field(default_factory=list, compare=False, repr=False)
+    # How the file it was read from laid out its tables (tilebc.binary.layout.FileLayout), for
+    # writing it back byte for byte; None for a module built or parsed. Not part of its value.
+    layout: Optional[object] = field(default=None, compare=False, repr=False)
 
     def function(self, name: str) -> Function:
         for function in self.functions:

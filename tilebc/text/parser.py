@@ -651,15 +651,7 @@ class _Parser:
         if kind is AttrKind.TAGGED and state.spec.mnemonic == "assume":
             return self._predicate()
         if kind is AttrKind.BOOL_ARRAY and c.accept("array"):
-            c.expect("<")
-            self.types.type()
-            items = []
-            if c.accept(":"):
-                items.append(self._bool())
-                while c.accept(","):
-                    items.append(self._bool())
-            c.expect(">")
-            return tuple(items)
+            return self._generic_array(self._bool)
         value = self._attr_value(attr, state)
         if kind in (AttrKind.INT, AttrKind.BOOL) and c.accept(":"):
             self.types.type()  # `5 : i32`: the width is the op's
@@ -884,6 +876,19 @@ class _Parser:
         self.c.next()
         return member
 
+    def _generic_array(self, item) -> tuple:
+        """The rest of MLIR's `array<type: v, ...>` after `array`, each value read by `item`."""
+        c = self.c
+        c.expect("<")
+        self.types.type()
+        items = []
+        if c.accept(":"):
+            items.append(item())
+            while c.accept(","):
+                items.append(item())
+        c.expect(">")
+        return tuple(items)
+
     def _bracketed(self, parse_item) -> tuple:
         c = self.c
         c.expect("[")
@@ -912,15 +917,7 @@ class _Parser:
             return self._symbol_name(c.expect_kind("symbol", "a symbol (@name)"))
         if kind in (AttrKind.I32_ARRAY, AttrKind.I64_ARRAY):
             if c.accept("array"):  # generic form: array<i32: 1, 0>
-                c.expect("<")
-                self.types.type()
-                items = []
-                if c.accept(":"):
-                    items.append(self._int())
-                    while c.accept(","):
-                        items.append(self._int())
-                c.expect(">")
-                return tuple(items)
+                return self._generic_array(self._int)
             return self._bracketed(self._int)
         if kind is AttrKind.BOOL_ARRAY:
             return self._bracketed(self._bool)

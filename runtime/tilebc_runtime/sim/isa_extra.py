@@ -175,17 +175,23 @@ def build_cp(ins, k):
 # ------------------------------------------------------------------------------ ldmatrix
 
 
-@implements("ldmatrix", forms="ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16: lanes "
-                              "8i..8i+7 give the row addresses of matrix i; lane l receives row "
-                              "l/4, elements 2(l%4), 2(l%4)+1 (transposed: that column)")
-def build_ldmatrix(ins, k):
+def matrix_form(ins, k, name):
+    """(matrix count, transposed) of an ldmatrix/stmatrix .sync.aligned.m8n8.{x1,x2,x4}{.trans}
+    .shared.b16 instruction; any other form is refused."""
     mods = Mods(ins, k, ("sync", "aligned", "m8n8", "x1", "x2", "x4", "trans", "shared"))
     counts = [n for n, flag in ((1, "x1"), (2, "x2"), (4, "x4")) if mods.has(flag)]
     if not (mods.has("sync") and mods.has("aligned") and mods.has("m8n8")) or \
             len(counts) != 1 or mods.type != "b16":
-        raise k.unsupported(ins, "only ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}"
+        raise k.unsupported(ins, f"only {name}.sync.aligned.m8n8.{{x1,x2,x4}}{{.trans}}"
                                  "{.shared}.b16 is emulated")
-    count, trans = counts[0], mods.has("trans")
+    return counts[0], mods.has("trans")
+
+
+@implements("ldmatrix", forms="ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16: lanes "
+                              "8i..8i+7 give the row addresses of matrix i; lane l receives row "
+                              "l/4, elements 2(l%4), 2(l%4)+1 (transposed: that column)")
+def build_ldmatrix(ins, k):
+    count, trans = matrix_form(ins, k, "ldmatrix")
     dst, addr = operands(ins, k, 2)
     if not isinstance(dst, Vec) or len(dst.items) != count or not isinstance(addr, Addr):
         raise k.unsupported(ins, f"ldmatrix .x{count} needs {count} destination registers")

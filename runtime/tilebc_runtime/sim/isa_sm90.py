@@ -34,7 +34,7 @@ import ml_dtypes
 import numpy as np
 
 from .registry import Mods, implements, operands
-from .isa_extra import build_cp as build_plain_cp
+from .isa_extra import build_cp as build_plain_cp, matrix_form
 from .isa_memory import Access, _lanes
 from .isa_mma import _tf32_nearest_even, a_coords
 from .syntax import Addr, Imm, Not, PredPair, Reg, Sym, Vec
@@ -368,13 +368,7 @@ def build_setmaxnreg(ins, k):
 @implements("stmatrix", forms="stmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16: the "
                               "inverse of ldmatrix (lanes 8i..8i+7 give matrix i's row addresses)")
 def build_stmatrix(ins, k):
-    mods = Mods(ins, k, ("sync", "aligned", "m8n8", "x1", "x2", "x4", "trans", "shared"))
-    counts = [n for n, flag in ((1, "x1"), (2, "x2"), (4, "x4")) if mods.has(flag)]
-    if not (mods.has("sync") and mods.has("aligned") and mods.has("m8n8")) or \
-            len(counts) != 1 or mods.type != "b16":
-        raise k.unsupported(ins, "only stmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}"
-                                 "{.shared}.b16 is emulated")
-    count, trans = counts[0], mods.has("trans")
+    count, trans = matrix_form(ins, k, "stmatrix")
     addr, src = operands(ins, k, 2)
     if not isinstance(src, Vec) or len(src.items) != count or not isinstance(addr, Addr):
         raise k.unsupported(ins, f"stmatrix .x{count} needs {count} source registers")

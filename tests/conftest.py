@@ -1,6 +1,11 @@
+import functools
 import gc
+import hashlib
 import os
+import pickle
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -51,3 +56,76 @@ def fixture_id(path: Path) -> str:
 @pytest.fixture(scope="session")
 def all_fixture_files():
     return fixture_files()
+
+
+# ---- NVIDIA's tools -----------------------------------------------------------------------------
+from tilebc import oracles  # noqa: E402
+
+HAVE_DISASM = oracles.tool_path("tileirdisasm") is not None
+HAVE_TILEIRAS = oracles.tool_path("tileiras") is not None
+needs_disasm = pytest.mark.skipif(not HAVE_DISASM, reason="needs NVIDIA's tileirdisasm "
+                                  "(pip package nvidia-cuda-tileiras)")
+needs_tileiras = pytest.mark.skipif(not HAVE_TILEIRAS, reason="needs NVIDIA's tileiras "
+                                    "(pip package nvidia-cuda-tileiras)")
+
+_MEMO_ENV = "TILEBC_TEST_TOOL_MEMO"
+
+
+def _memoise_tool_runs():
+    """Run each NVIDIA tool once per (arguments, input bytes) per test session. The tools are
+    deterministic, and several tests hand them the same bytes (our re-encoding of a fixture, the
+    reassembly of its listing, its conversion to a version another fixture file already has);
+    repeated runs were a third of the suite's time. Results are shared between xdist workers
+    through a folder the controlling process makes."""
+    run = oracles._run_on_bytes
+    memo = {}
+
+    def cached(args, data, timeout=120):
+        key = hashlib.sha256(repr(args).encode() + b"\0" + bytes(data)).hexdigest()
+        hit = memo.get(key)
+        folder = os.environ.get(_MEMO_ENV)
+        stored = Path(folder) / key if folder else None
+        if hit is None and stored is not None and stored.is_file():
+            hit = memo[key] = oracles.ToolResult(*pickle.loads(stored.read_bytes()))
+        if hit is None:
+            hit = memo[key] = run(args, data, timeout)
+            if stored is not None and stored.parent.is_dir():
+                partial = stored.with_suffix(f".{os.getpid()}")
+                partial.write_bytes(pickle.dumps((hit.returncode, hit.stdout, hit.stderr)))
+                os.replace(partial, stored)
+        return oracles.ToolResult(hit.returncode, hit.stdout, hit.stderr)
+
+    oracles._run_on_bytes = cached
+
+
+_memoise_tool_runs()
+
+
+def pytest_configure(config):
+    if not os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get(_MEMO_ENV):
+        folder = tempfile.mkdtemp(prefix="tilebc-tool-memo-")
+        os.environ[_MEMO_ENV] = folder  # the xdist workers start later and inherit it
+        config._tilebc_tool_memo = folder
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_tilebc_tool_memo", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(_MEMO_ENV, None)
+
+
+# ---- fixtures decoded once per session ----------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def decoded(path: Path):
+    """The fixture decoded once per session (not verified: the tests that want that verify it).
+    Shared between tests, so a test must not change it; one that mutates IR loads its own copy."""
+    import tilebc
+    return tilebc.load(path, verify=False)
+
+
+@functools.lru_cache(maxsize=None)
+def encoded(path: Path) -> bytes:
+    """Our encoding of the fixture at its own version, once per session."""
+    import tilebc
+    return tilebc.dump(decoded(path))

@@ -7,14 +7,13 @@ import sys
 import pytest
 
 import tilebc
-from tilebc.oracles import tileirdisasm, tool_path
+from tilebc.oracles import tileirdisasm
 from tilebc.text import assemble
 
-from conftest import FIXTURE_DIR, ROOT
+from conftest import FIXTURE_DIR, ROOT, needs_disasm
 
 KERNEL = FIXTURE_DIR / "loop_for_carried" / "loop_for_carried-13.3"
 OLD_KERNEL = FIXTURE_DIR / "elementwise_f32" / "elementwise_f32-13.1"
-needs_disasm = pytest.mark.skipif(tool_path("tileirdisasm") is None, reason="needs tileirdisasm")
 
 BAD_TEXT = "entry @k(%a: tile<i32>) {\n  %0 = addi %a, %nope : tile<i32>\n  return\n}\n"
 # Parses, but breaks two typing rules.

@@ -8,7 +8,7 @@ import tilebc
 from tilebc import oracles
 from tilebc.version import ALL_VERSIONS
 
-from conftest import fixture_files, fixture_id
+from conftest import decoded, encoded, fixture_files, fixture_id
 
 FILES = fixture_files()
 
@@ -19,9 +19,7 @@ def stored(path, suffix):
 
 @pytest.mark.parametrize("path", FILES, ids=fixture_id)
 def test_reencode_same_version(path):
-    original = path.read_bytes()
-    module = tilebc.load(original)
-    ours = tilebc.dump(module)
+    ours = encoded(path)
     assert tilebc.dump(tilebc.load(ours)) == ours, "dump is not deterministic"
     plain = oracles.tileirdisasm(ours)
     assert plain.ok, plain.stderr
@@ -33,7 +31,7 @@ def test_reencode_same_version(path):
 
 @pytest.mark.parametrize("path", FILES, ids=fixture_id)
 def test_convert_to_every_version(path):
-    module = tilebc.load(path.read_bytes())
+    module = decoded(path)
     expected = stored(path, ".dis")
     converted = 0
     for version in ALL_VERSIONS:
@@ -66,7 +64,7 @@ for _path in FILES:
 def test_tileiras_compiles_what_we_write(path):
     """sm_90 first; kernels using Blackwell-only types (fp4, e8m0, e5m3) go to sm_100 or sm_107 (e5m3)."""
     original = path.read_bytes()
-    ours = tilebc.dump(tilebc.load(original))
+    ours = encoded(path)
     for gpu_name in ("sm_90", "sm_100", "sm_107"):
         reference = oracles.tileiras(original, gpu_name)
         if reference.returncode == 5 and "Incompatibility with architecture" in reference.stderr:

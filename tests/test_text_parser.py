@@ -7,13 +7,12 @@ import pytest
 
 import tilebc
 from tilebc.errors import TextSyntaxError
-from tilebc.oracles import tileiras, tileirdisasm, tool_path
+from tilebc.oracles import tileiras, tileirdisasm
 from tilebc.text import assemble, parse_module, print_module
 
-from conftest import fixture_files, fixture_id
+from conftest import fixture_files, fixture_id, needs_disasm, needs_tileiras
 
 FILES = fixture_files()
-needs_disasm = pytest.mark.skipif(tool_path("tileirdisasm") is None, reason="needs tileirdisasm")
 
 
 def _version(path: Path) -> str:
@@ -75,7 +74,7 @@ def reassembled_compiles():
         return dict(zip(NEWEST, pool.map(_compile_reassembled, NEWEST.values())))
 
 
-@pytest.mark.skipif(tool_path("tileiras") is None, reason="needs tileiras")
+@needs_tileiras
 @pytest.mark.parametrize("name", sorted(NEWEST))
 def test_tileiras_compiles_reassembled(name, reassembled_compiles):
     arch, result = reassembled_compiles[name]

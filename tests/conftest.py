@@ -1,9 +1,11 @@
 import functools
 import gc
 import hashlib
+import io
 import os
 import pickle
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -129,3 +131,46 @@ def encoded(path: Path) -> bytes:
     """Our encoding of the fixture at its own version, once per session."""
     import tilebc
     return tilebc.dump(decoded(path))
+
+
+# ---- the command line, in this process ----------------------------------------------------------
+class _Stream(io.TextIOWrapper):
+    """A text stream over bytes, as sys.stdout is: the commands write text and, for binary
+    output, to .buffer."""
+
+    def __init__(self, data: bytes = b""):
+        super().__init__(io.BytesIO(data), encoding="utf-8", errors="surrogateescape",
+                         write_through=True)
+
+    def isatty(self):
+        return False
+
+
+def run_cli(*args, stdin: bytes = b"", cwd=None, env=None) -> subprocess.CompletedProcess:
+    """`tilebc ARGS` run through tilebc.cli.main in this process (a subprocess costs a Python
+    start and the imports, about half a CPU second): the exit status, and stdout/stderr as bytes.
+    An exception that escapes main fails the calling test, as a traceback would."""
+    from tilebc import cli
+    argv = [str(a) for a in args]
+    saved = sys.stdin, sys.stdout, sys.stderr, os.getcwd(), dict(os.environ)
+    sys.stdin, sys.stdout, sys.stderr = _Stream(stdin), _Stream(), _Stream()
+    out, err = sys.stdout, sys.stderr
+    try:
+        os.environ.update(env or {})
+        if cwd is not None:
+            os.chdir(cwd)
+        try:
+            code = cli.main(argv)
+        except SystemExit as stop:  # argparse: --help, usage errors
+            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        for stream in (out, err):
+            if not stream.closed:
+                stream.flush()
+        return subprocess.CompletedProcess(["tilebc", *argv], code, out.buffer.getvalue()
+                                           if not out.closed else b"", err.buffer.getvalue()
+                                           if not err.closed else b"")
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved[:3]
+        os.chdir(saved[3])
+        os.environ.clear()
+        os.environ.update(saved[4])

@@ -65,3 +65,35 @@ entry @k(%p: tile<i1>) {
   %0 = select %p, %c, %d : tile<i1>, tile<4xf32>
   return
 }
+
+// -----
+
+entry @k(%a: tile<f32>) {
+  // expected-error@+1 {{operand 'lhs' must be a tile of integer, got tile<f32>}}
+  %0 = divi %a, %a signed : tile<f32>
+  return
+}
+
+// -----
+
+entry @k(%a: tile<i32>) {
+  // expected-error@+1 {{operand 'source' must be a tile of f16, bf16, f32 or f64, got tile<i32>}}
+  %0 = negf %a : tile<i32>
+  return
+}
+
+// -----
+
+entry @k(%a: tile<f32>) {
+  // expected-error@+1 {{bitcast needs equal widths, f32 is 32 bits and i64 is 64 bits}}
+  %0 = bitcast %a : tile<f32> -> tile<i64>
+  return
+}
+
+// -----
+
+entry @k(%a: tile<i32>) {
+  // expected-error@+1 {{result 'to' must be a tile of float, got tile<i32>}}
+  %0 = itof %a signed : tile<i32> -> tile<i32>
+  return
+}

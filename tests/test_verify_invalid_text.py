@@ -23,6 +23,7 @@ def test_invalid_text_draws_the_expected_diagnostics(path, line, case):
     module = parse_module(case, str(path))
     reported = diagnostics(module)
     assert mismatches(expected, reported) == []
+    assert diagnostics(module, full=True) == reported  # the fast path finds the same
     assert all(d.file == str(path) for d in reported)
     errors = [d for d in reported if d.severity == "error"]
     if errors:

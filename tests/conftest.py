@@ -76,9 +76,9 @@ _MEMO_ENV = "TILEBC_TEST_TOOL_MEMO"
 def _memoise_tool_runs():
     """Run each NVIDIA tool once per (arguments, input bytes) per test session. The tools are
     deterministic, and several tests hand them the same bytes (our re-encoding of a fixture, the
-    reassembly of its listing, its conversion to a version another fixture file already has);
-    repeated runs were a third of the suite's time. Results are shared between xdist workers
-    through a folder the controlling process makes."""
+    reassembly of its listing, its conversion to a version another fixture file already has):
+    of the 7,599 tileirdisasm runs the fixture walks make, 3,845 have distinct inputs. Results
+    are shared between xdist workers through a folder the controlling process makes."""
     run = oracles._run_on_bytes
     memo = {}
 

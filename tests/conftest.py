@@ -1,6 +1,13 @@
+import functools
 import gc
+import hashlib
+import io
 import os
+import pickle
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -51,3 +58,125 @@ def fixture_id(path: Path) -> str:
 @pytest.fixture(scope="session")
 def all_fixture_files():
     return fixture_files()
+
+
+# ---- NVIDIA's tools -----------------------------------------------------------------------------
+from tilebc import oracles  # noqa: E402
+
+HAVE_DISASM = oracles.tool_path("tileirdisasm") is not None
+HAVE_TILEIRAS = oracles.tool_path("tileiras") is not None
+needs_disasm = pytest.mark.skipif(not HAVE_DISASM, reason="needs NVIDIA's tileirdisasm "
+                                  "(pip package nvidia-cuda-tileiras)")
+needs_tileiras = pytest.mark.skipif(not HAVE_TILEIRAS, reason="needs NVIDIA's tileiras "
+                                    "(pip package nvidia-cuda-tileiras)")
+
+_MEMO_ENV = "TILEBC_TEST_TOOL_MEMO"
+
+
+def _memoise_tool_runs():
+    """Run each NVIDIA tool once per (arguments, input bytes) per test session. The tools are
+    deterministic, and several tests hand them the same bytes (our re-encoding of a fixture, the
+    reassembly of its listing, its conversion to a version another fixture file already has):
+    of the 7,599 tileirdisasm runs the fixture walks make, 3,845 have distinct inputs. Results
+    are shared between xdist workers through a folder the controlling process makes."""
+    run = oracles._run_on_bytes
+    memo = {}
+
+    def cached(args, data, timeout=120):
+        key = hashlib.sha256(repr(args).encode() + b"\0" + bytes(data)).hexdigest()
+        hit = memo.get(key)
+        folder = os.environ.get(_MEMO_ENV)
+        stored = Path(folder) / key if folder else None
+        if hit is None and stored is not None and stored.is_file():
+            hit = memo[key] = oracles.ToolResult(*pickle.loads(stored.read_bytes()))
+        if hit is None:
+            hit = memo[key] = run(args, data, timeout)
+            if stored is not None and stored.parent.is_dir():
+                partial = stored.with_suffix(f".{os.getpid()}")
+                partial.write_bytes(pickle.dumps((hit.returncode, hit.stdout, hit.stderr)))
+                os.replace(partial, stored)
+        return oracles.ToolResult(hit.returncode, hit.stdout, hit.stderr)
+
+    oracles._run_on_bytes = cached
+
+
+_memoise_tool_runs()
+
+
+def pytest_configure(config):
+    if not os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get(_MEMO_ENV):
+        folder = tempfile.mkdtemp(prefix="tilebc-tool-memo-")
+        os.environ[_MEMO_ENV] = folder  # the xdist workers start later and inherit it
+        config._tilebc_tool_memo = folder
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_tilebc_tool_memo", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(_MEMO_ENV, None)
+
+
+# ---- fixtures decoded once per session ----------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def decoded(path: Path):
+    """The fixture decoded once per session (not verified: the tests that want that verify it).
+    Shared between tests, so a test must not change it; one that mutates IR loads its own copy."""
+    import tilebc
+    return tilebc.load(path, verify=False)
+
+
+@functools.lru_cache(maxsize=None)
+def encoded(path: Path) -> bytes:
+    """Our canonical encoding of the fixture at its own version (as if the module were built from
+    scratch: the file's recorded layout set aside, since with it the bytes are the file's own)."""
+    import tilebc
+    module = decoded(path)
+    layout, module.layout = module.layout, None
+    try:
+        return tilebc.dump(module)
+    finally:
+        module.layout = layout
+
+
+# ---- the command line, in this process ----------------------------------------------------------
+class _Stream(io.TextIOWrapper):
+    """A text stream over bytes, as sys.stdout is: the commands write text and, for binary
+    output, to .buffer."""
+
+    def __init__(self, data: bytes = b""):
+        super().__init__(io.BytesIO(data), encoding="utf-8", errors="surrogateescape",
+                         write_through=True)
+
+    def isatty(self):
+        return False
+
+
+def run_cli(*args, stdin: bytes = b"", cwd=None, env=None) -> subprocess.CompletedProcess:
+    """`tilebc ARGS` run through tilebc.cli.main in this process (a subprocess costs a Python
+    start and the imports, about half a CPU second): the exit status, and stdout/stderr as bytes.
+    An exception that escapes main fails the calling test, as a traceback would."""
+    from tilebc import cli
+    argv = [str(a) for a in args]
+    saved = sys.stdin, sys.stdout, sys.stderr, os.getcwd(), dict(os.environ)
+    sys.stdin, sys.stdout, sys.stderr = _Stream(stdin), _Stream(), _Stream()
+    out, err = sys.stdout, sys.stderr
+    try:
+        os.environ.update(env or {})
+        if cwd is not None:
+            os.chdir(cwd)
+        try:
+            code = cli.main(argv)
+        except SystemExit as stop:  # argparse: --help, usage errors
+            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        for stream in (out, err):
+            if not stream.closed:
+                stream.flush()
+        return subprocess.CompletedProcess(["tilebc", *argv], code, out.buffer.getvalue()
+                                           if not out.closed else b"", err.buffer.getvalue()
+                                           if not err.closed else b"")
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved[:3]
+        os.chdir(saved[3])
+        os.environ.clear()
+        os.environ.update(saved[4])

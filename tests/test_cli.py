@@ -1,4 +1,5 @@
-"""The `tilebc` command line, run as a subprocess: stdin/stdout, -o, exit codes, messages."""
+"""The `tilebc` command line: stdin/stdout, -o, exit codes, messages. Commands run in this process
+(tilebc.cli.main); the terminal check and `python -m tilebc` run as real processes."""
 import os
 import pty
 import subprocess
@@ -9,13 +10,15 @@ import pytest
 import tilebc
 from tilebc import oracles
 
-from conftest import FIXTURE_DIR, ROOT
+from conftest import FIXTURE_DIR, ROOT, run_cli
 
 SAMPLE = FIXTURE_DIR / "elementwise_f32" / "elementwise_f32-13.3.tilebc"
 SAMPLE_13_5 = FIXTURE_DIR / "atan2_f32" / "atan2_f32-13.5.tilebc"  # atan2 needs 13.2
 
 
 def tilebc_cli(*args, stdin=None, stdout=subprocess.PIPE, cwd=None):
+    if stdout == subprocess.PIPE:
+        return run_cli(*args, stdin=stdin or b"", cwd=cwd or ROOT)
     return subprocess.run([sys.executable, "-m", "tilebc.cli", *map(str, args)], input=stdin,
                           stdout=stdout, stderr=subprocess.PIPE, cwd=cwd or ROOT, timeout=120)
 

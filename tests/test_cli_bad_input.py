@@ -1,19 +1,24 @@
-"""Every `tilebc` sub-command given bad input, as a subprocess: exit status 1 (bad input) or 2 (usage),
-and a first stderr line that names the file, the byte offset or line:col, and what was expected;
-never a traceback, never a stray or partial output file."""
+"""Every `tilebc` sub-command given bad input: exit status 1 (bad input) or 2 (usage), and a first
+stderr line that names the file, the byte offset or line:col, and what was expected; never a
+traceback, never a stray or partial output file. The commands run in this process (tilebc.cli.main);
+the stdin cases run the real `python -m tilebc.cli` end to end."""
 import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import FIXTURE_DIR, ROOT
+from conftest import FIXTURE_DIR, ROOT, run_cli
 
 GOOD = FIXTURE_DIR / "elementwise_f32" / "elementwise_f32-13.3.tilebc"
 ENV = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'runtime'}", "TILEBC_CACHE_DIR": "off"}
 
 
 def tilebc_cli(*args, stdin=b"", cwd=None):
+    return run_cli(*args, stdin=stdin, cwd=cwd or ROOT, env={"TILEBC_CACHE_DIR": "off"})
+
+
+def tilebc_process(*args, stdin=b"", cwd=None):
     return subprocess.run([sys.executable, "-m", "tilebc.cli", *map(str, args)], input=stdin,
                           capture_output=True, cwd=cwd or ROOT, env=ENV, timeout=120)
 
@@ -98,7 +103,7 @@ def test_text_commands_name_the_file_and_position(inputs, tmp_path, command, kin
 
 
 def test_demo_on_truncated_bytecode_names_the_file(inputs):
-    result = tilebc_cli("demo", inputs / "truncated")
+    result = tilebc_process("demo", inputs / "truncated")
     assert result.returncode == 1
     assert error_line(result).startswith(f"tilebc demo: error: {inputs / 'truncated'}: offset 0x64:")
 
@@ -143,12 +148,12 @@ def test_unknown_arch_is_one_clear_line(inputs, tmp_path, arch, expected):
 
 def test_compile_reads_stdin(inputs, tmp_path):
     output = tmp_path / "k.ptx"
-    result = tilebc_cli("compile", "-", "--emit", "ptx", "-o", output,
-                        stdin=(inputs / "bytecode").read_bytes())
+    result = tilebc_process("compile", "-", "--emit", "ptx", "-o", output,
+                            stdin=(inputs / "bytecode").read_bytes())
     assert result.returncode == 0, result.stderr
     assert ".entry float_math_" in output.read_text()
-    bad = tilebc_cli("compile", "-", "--emit", "ptx", "-o", output,
-                     stdin=(inputs / "truncated").read_bytes())
+    bad = tilebc_process("compile", "-", "--emit", "ptx", "-o", output,
+                         stdin=(inputs / "truncated").read_bytes())
     assert bad.returncode == 1
     assert error_line(bad).startswith("tilebc compile: error: <stdin>: offset 0x64:")
 

@@ -1,20 +1,15 @@
-"""`tilebc dis / asm / verify / translate` run as subprocesses on real fixtures, with NVIDIA's
-tileirdisasm as the judge of the bytes we write."""
-import os
-import subprocess
-import sys
-
+"""`tilebc dis / asm / verify / translate` on real fixtures (tilebc.cli.main, in this process), with
+NVIDIA's tileirdisasm as the judge of the bytes we write."""
 import pytest
 
 import tilebc
-from tilebc.oracles import tileirdisasm, tool_path
+from tilebc.oracles import tileirdisasm
 from tilebc.text import assemble
 
-from conftest import FIXTURE_DIR, ROOT
+from conftest import FIXTURE_DIR, ROOT, needs_disasm, run_cli as cli_in_process
 
 KERNEL = FIXTURE_DIR / "loop_for_carried" / "loop_for_carried-13.3"
 OLD_KERNEL = FIXTURE_DIR / "elementwise_f32" / "elementwise_f32-13.1"
-needs_disasm = pytest.mark.skipif(tool_path("tileirdisasm") is None, reason="needs tileirdisasm")
 
 BAD_TEXT = "entry @k(%a: tile<i32>) {\n  %0 = addi %a, %nope : tile<i32>\n  return\n}\n"
 # Parses, but breaks two typing rules.
@@ -23,10 +18,7 @@ INVALID_TEXT = ("entry @k(%a: tile<f32>) {\n  %0 = addi %a, %a : tile<f32>\n"
 
 
 def run_cli(*args, stdin=None, cwd=None):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "runtime"), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "tilebc.cli", *map(str, args)], input=stdin,
-                          capture_output=True, cwd=cwd or ROOT, env=env, timeout=120)
+    return cli_in_process(*args, stdin=stdin or b"", cwd=cwd or ROOT)
 
 
 def _file(stem, suffix: str):

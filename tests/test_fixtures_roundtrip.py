@@ -11,7 +11,7 @@ from tilebc import cli, oracles
 from tilebc.binary.reader import ModuleReader
 from tilebc.version import ALL_VERSIONS
 
-from conftest import fixture_files, fixture_id, shared_path
+from conftest import decoded, encoded, fixture_files, fixture_id, shared_path
 
 FILES = fixture_files()
 
@@ -78,7 +78,7 @@ def test_cpp_writer_files_reencode_to_their_bytes():
 
 @pytest.mark.parametrize("path", FILES, ids=fixture_id)
 def test_convert_to_every_version(path):
-    module = tilebc.load(path.read_bytes())
+    module = decoded(path)
     expected = stored(path, ".dis")
     converted = 0
     for version in ALL_VERSIONS:
@@ -111,7 +111,7 @@ for _path in FILES:
 def test_tileiras_compiles_what_we_write(path):
     """sm_90 first; kernels using Blackwell-only types (fp4, e8m0, e5m3) go to sm_100 or sm_107 (e5m3)."""
     original = path.read_bytes()
-    ours = tilebc.dump(tilebc.load(original))
+    ours = encoded(path)
     for gpu_name in ("sm_90", "sm_100", "sm_107"):
         reference = oracles.tileiras(original, gpu_name)
         if reference.returncode == 5 and "Incompatibility with architecture" in reference.stderr:

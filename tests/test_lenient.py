@@ -20,11 +20,11 @@ from tilebc.binary.primitives import Writer
 from tilebc.binary.reader import ModuleReader
 from tilebc.text import print_module
 
+from conftest import needs_disasm
 from test_malformed import (CASES, FUNC, NVIDIA_ACCEPTS, RETURN, STRING, TYPE, TYPES,
                              V13_1, V13_3, V13_5, S, _section, module_bytes, subprogram_debug)
 
-pytestmark = pytest.mark.skipif(oracles.tool_path("tileirdisasm") is None,
-                                reason="tileirdisasm (nvidia-cuda-tileiras) is not installed")
+pytestmark = needs_disasm
 
 
 @functools.lru_cache(maxsize=None)

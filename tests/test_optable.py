@@ -8,7 +8,7 @@ from tilebc.ir.builder import new_function
 from tilebc.ops import BODY_OPS, OPS_BY_OPCODE, PUBLIC_OPS, max_public_opcode
 from tilebc.version import ALL_VERSIONS, V13_3, V13_4, V13_5
 
-from conftest import fixture_files
+from conftest import decoded, fixture_files
 from handbuilt import KERNELS
 from op_checklist import fixture_gap, gaps
 
@@ -50,7 +50,7 @@ def test_table_matches_nvidia_reader_opcodes(version):
 def test_every_body_op_is_exercised():
     seen = set()
     for path in fixture_files():
-        seen.update(op.name for op in tilebc.load(path).walk())
+        seen.update(op.name for op in decoded(path).walk())
     for build in KERNELS.values():
         module, _ = build()
         seen.update(op.name for op in module.walk())

@@ -17,14 +17,14 @@ import pytest
 
 import tilebc
 from tilebc.errors import EncodeError
-from tilebc.oracles import tileiras, tileirdisasm, tool_path
+from tilebc.oracles import tileiras, tileirdisasm
 from tilebc.text import assemble, parse_module, print_module
 from tilebc.text.values import escape_string
 
+from conftest import needs_disasm, needs_tileiras
 from test_malformed import STRING, S, make_file, read_varint, sections_of, table
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "bytecode"
-needs_disasm = pytest.mark.skipif(tool_path("tileirdisasm") is None, reason="needs tileirdisasm")
 
 # Kernels with every kind of string: entry name, DIFile name/directory, subprogram name,
 # location file names, print / assert format strings, hint keys; one file per version family.
@@ -135,7 +135,7 @@ def test_writer_refuses_a_surrogate_that_is_no_escaped_byte():
         tilebc.dump(module, module.version)
 
 
-@pytest.mark.skipif(tool_path("tileiras") is None, reason="needs tileiras")
+@needs_tileiras
 def test_tileiras_refuses_entry_names_that_are_not_identifiers():
     """Fact pinned for the compile path: tileirdisasm prints any entry name (checked above), but
     tileiras only compiles names like [A-Za-z_$][A-Za-z0-9_$]*: a non-UTF-8 byte, a valid UTF-8

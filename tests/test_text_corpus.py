@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 import tilebc
-from tilebc.oracles import tileiras, tileirdisasm, tool_path
+from tilebc.oracles import tileiras, tileirdisasm
 from tilebc.ops.table import PUBLIC_OPS
 from tilebc.text import assemble, parse_module, print_module
 from tilebc.verify import diagnostics
 
+from conftest import needs_disasm, needs_tileiras
+
 CORPUS = sorted((Path(__file__).parent / "text_corpus").glob("*.mlir"))
 VERSION = "13.5"
-needs_disasm = pytest.mark.skipif(tool_path("tileirdisasm") is None, reason="needs tileirdisasm")
-needs_tileiras = pytest.mark.skipif(tool_path("tileiras") is None, reason="needs tileiras")
 
 
 def _gpu(path: Path) -> str:

@@ -4,8 +4,10 @@ import pytest
 
 import tilebc
 from tilebc.ir import location as L
-from tilebc.oracles import tileirdisasm, tool_path
+from tilebc.oracles import tileirdisasm
 from tilebc.text import parse_module, print_module
+
+from conftest import needs_disasm
 
 TEXT = """\
 cuda_tile.module @m {
@@ -42,7 +44,7 @@ def test_locations_are_read_into_the_ir():
     assert ret.loc is None
 
 
-@pytest.mark.skipif(tool_path("tileirdisasm") is None, reason="needs tileirdisasm")
+@needs_disasm
 def test_hand_written_locations_survive_the_bytecode():
     module = parse_module(TEXT, "k.mlir")
     data = tilebc.dump(module, "13.5")
@@ -75,7 +77,7 @@ def test_subprogram_declaration_flag_is_read():
                                                    0, flags=1)
 
 
-@pytest.mark.skipif(tool_path("tileirdisasm") is None, reason="needs tileirdisasm")
+@needs_disasm
 def test_subprogram_declaration_flag_prints_as_tileirdisasm_prints_it():
     module = parse_module(DECLARATION, "k.mlir")
     data = tilebc.dump(module, "13.5")

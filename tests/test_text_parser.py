@@ -1,6 +1,5 @@
 """The parser/assembler: NVIDIA's disassembly parses back to bytecode tileirdisasm prints the same,
 our own cuda_tile.-prefixed corpus assembles, and malformed text fails at an exact line:col."""
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -8,13 +7,12 @@ import pytest
 import tilebc
 from tilebc.errors import TextSyntaxError
 from tilebc.ir import attrs as A
-from tilebc.oracles import tileiras, tileirdisasm, tool_path
+from tilebc.oracles import tileiras, tileirdisasm
 from tilebc.text import assemble, parse_module, print_module
 
-from conftest import fixture_files, fixture_id
+from conftest import fixture_files, fixture_id, needs_disasm, needs_tileiras
 
 FILES = fixture_files()
-needs_disasm = pytest.mark.skipif(tool_path("tileirdisasm") is None, reason="needs tileirdisasm")
 
 
 def _version(path: Path) -> str:
@@ -90,17 +88,11 @@ def _compile_reassembled(path):
     return None, result
 
 
-@pytest.fixture(scope="session")
-def reassembled_compiles():
-    """tileiras over every kernel once per session, two at a time (the machine is shared)."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(NEWEST, pool.map(_compile_reassembled, NEWEST.values())))
-
-
-@pytest.mark.skipif(tool_path("tileiras") is None, reason="needs tileiras")
+@needs_tileiras
 @pytest.mark.parametrize("name", sorted(NEWEST))
-def test_tileiras_compiles_reassembled(name, reassembled_compiles):
-    arch, result = reassembled_compiles[name]
+def test_tileiras_compiles_reassembled(name):
+    # one kernel per test, so xdist workers split the kernels (tileiras runs are memoised in conftest)
+    arch, result = _compile_reassembled(NEWEST[name])
     assert arch is not None, f"no architecture in {ARCHS} accepts it: {result.stderr}"
     assert result.ok, result.stderr
     if arch != "sm_90":  # only where the original itself is Hopper-incompatible

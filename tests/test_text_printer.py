@@ -11,11 +11,11 @@ from tilebc.ir import (BoundedAttr, DenseElementsAttr, DictionaryAttr, DivByAttr
 from tilebc.ir.builder import new_function
 from tilebc.ops import (AtomicRMWMode, ComparisonPredicate, MemoryOrderingSemantics, MemoryScope,
                         MultimemReductionKind, PtrAttr)
-from tilebc.oracles import tileirdisasm, tool_path
+from tilebc.oracles import tileirdisasm
 from tilebc.text import print_module
 from tilebc.text.floats import format_float
 
-from conftest import fixture_files, fixture_id
+from conftest import decoded, fixture_files, fixture_id, needs_disasm
 from handbuilt import KERNELS, i32_constant
 
 FILES = fixture_files()
@@ -23,13 +23,13 @@ FILES = fixture_files()
 
 @pytest.mark.parametrize("path", FILES, ids=fixture_id)
 def test_fixture_matches_tileirdisasm(path):
-    module = tilebc.load(path)
+    module = decoded(path)
     assert print_module(module) == path.with_suffix(".dis").read_text()
 
 
 @pytest.mark.parametrize("path", FILES, ids=fixture_id)
 def test_fixture_debug_matches_tileirdisasm_g(path):
-    module = tilebc.load(path)
+    module = decoded(path)
     assert print_module(module, debug=True) == path.with_suffix(".dis-g").read_text()
 
 
@@ -147,7 +147,7 @@ HANDBUILT = {**{name: (lambda f=f: f()[0]) for name, f in KERNELS.items()},
              "equal_elements": _equal_elements}
 
 
-@pytest.mark.skipif(tool_path("tileirdisasm") is None, reason="needs NVIDIA's tileirdisasm")
+@needs_disasm
 @pytest.mark.parametrize("name", sorted(HANDBUILT))
 def test_handbuilt_matches_live_tileirdisasm(name):
     module = HANDBUILT[name]()

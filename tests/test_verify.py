@@ -9,13 +9,13 @@ import tilebc
 from tilebc.ops import BODY_OPS
 from tilebc.verify import OP_CONSTRAINTS, diagnostics, verify
 
-from conftest import fixture_files, fixture_id
+from conftest import decoded, fixture_files, fixture_id
 from handbuilt import KERNELS
 
 
 @pytest.mark.parametrize("path", fixture_files(), ids=fixture_id)
 def test_fixture_verifies_clean(path):
-    module = tilebc.load(path)
+    module = decoded(path)
     assert diagnostics(module) == []
     verify(module)
 

@@ -14,8 +14,7 @@ from tilebc.ops.table import BODY_OPS
 from tilebc.text import parse_module
 from tilebc.verify import diagnostics, verify
 
-needs_disasm = pytest.mark.skipif(oracles.tool_path("tileirdisasm") is None,
-                                  reason="NVIDIA tileirdisasm is not installed")
+from conftest import needs_disasm
 
 
 def _combiner_kernel(body: str, op: str = "reduce") -> str:

@@ -41,7 +41,7 @@ from tilebc.ops.table import BODY_OPS
 from tilebc.verify import diagnostics
 from tilebc.verify.opchecks import ftof_rounding_modes
 
-from conftest import fixture_files
+from conftest import fixture_files, needs_tileiras
 
 GPU = "sm_100"
 SAMPLE = 25  # mutations per sweep in the test
@@ -219,8 +219,6 @@ def sample(items: List, count: int) -> List:
     return items[::step][:count]
 
 
-needs_tileiras = pytest.mark.skipif(oracles.tool_path("tileiras") is None,
-                                    reason="NVIDIA tileiras is not installed")
 
 
 @needs_tileiras

@@ -14,7 +14,7 @@ from tilebc.verify import diagnostics, verify
 from tilebc.verify.diagnostics import Collector
 from tilebc.verify.structure import Verifier
 
-from conftest import fixture_files, fixture_id
+from conftest import decoded, fixture_files, fixture_id
 from test_verify_differential import attribute_mutations, sample
 from test_verify_invalid import CASES, _reload, const, kernel
 
@@ -28,7 +28,7 @@ def same_report(module):
 
 @pytest.mark.parametrize("path", fixture_files(), ids=fixture_id)
 def test_fast_path_agrees_on_fixture(path):
-    module = tilebc.load(path, verify=False)
+    module = decoded(path)
     assert same_report(module) == []
     verifier = Verifier(module, Collector(module.source, fail_fast=False))
     verifier.run()

@@ -20,10 +20,10 @@ from tilebc.ops import (IntegerOverflow, MemoryOrderingSemantics as Order, Memor
 from tilebc.verify import diagnostics
 from tilebc.verify.opchecks import ftof_rounding_modes
 
+from conftest import needs_tileiras
 from test_verify_invalid import CASES, VALID, zero_i32
 
-pytestmark = pytest.mark.skipif(oracles.tool_path("tileiras") is None,
-                                reason="NVIDIA tileiras is not installed")
+pytestmark = needs_tileiras
 
 # Rules where tileiras is more lenient than the spec; the test pins tileiras' behaviour.
 TILEIRAS_ACCEPTS = {

@@ -372,3 +372,62 @@ def test_split_chunks_are_not_glued_into_one_bytecode_file(tmp_path, capsys):
                        write(tmp_path, text), "-o", tmp_path / "x.tilebc")
     assert code == 2 and "a bytecode file holds one module" in err
     assert not (tmp_path / "x.tilebc").exists()
+
+
+def _bytecode(text: str, version: str = "13.3") -> bytearray:
+    return bytearray(tilebc.dump(parse_modules(text)[0], version=version))
+
+
+KERNEL = "entry @k() {\n  return\n}\n"
+
+
+def _edit_magic(data):
+    data[0] = 0x7E
+
+
+def _edit_version(data):
+    data[8:10] = bytes([18, 0])
+
+
+def _edit_end(data):
+    data.extend(b"\x00\x00\x00")
+
+
+@pytest.mark.parametrize("edit, offset, words", [
+    (_edit_magic, 0, "invalid magic number: input does not start with the Tile IR magic"),
+    (_edit_version, 8, "unsupported Tile version 18.0.0, this reader supports versions "
+                       "[13.1 - 13.5]"),
+    (_edit_end, None, "end section is not the last section: 3 bytes follow it"),
+])
+def test_reader_errors_in_nvidias_words(tmp_path, capsys, edit, offset, words):
+    data = _bytecode(KERNEL)
+    size = len(data)
+    edit(data)
+    path = tmp_path / "bad.tilebc"
+    path.write_bytes(bytes(data))
+    code, _, err = run(capsys, "translate", "-cudatilebc-to-mlir", path)
+    assert code == 1
+    at = size if offset is None else offset
+    assert f"{path}: offset 0x{at:x}: {words}" in err, err
+
+
+def test_unknown_section_id_in_nvidias_words():
+    data = _bytecode(KERNEL)
+    data[12] = 0x7F  # the first section header
+    with pytest.raises(tilebc.DecodeError) as caught:
+        tilebc.load(bytes(data))
+    assert caught.value.message == "unknown section ID: 127" and caught.value.offset == 12
+
+
+@pytest.mark.parametrize("element, since, name", [
+    ("f4E2M1FN", "13.3", "Float4E2M1FN"), ("i4", "13.3", "Int4"),
+    ("f8E8M0FNU", "13.2", "Float8E8M0FNU"),
+])
+def test_type_newer_than_the_file_is_named_as_nvidias_reader_names_it(element, since, name):
+    data = _bytecode(f"entry @k(%a: tile<{element}>) {{\n  return\n}}\n", since)
+    data[9] -= 1  # claim the version before the type's
+    with pytest.raises(tilebc.DecodeError) as caught:
+        tilebc.load(bytes(data))
+    minor = int(since.split(".")[1]) - 1
+    assert caught.value.message == (f"type '{name}' requires bytecode version {since}+, file "
+                                    f"version is 13.{minor}")

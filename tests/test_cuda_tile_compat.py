@@ -309,7 +309,8 @@ def test_builtin_mlir_types_are_named_as_nvidias_writer_names_them(tmp_path, cap
 def test_top_level_ops_are_checked_under_testing_ops_only(tmp_path, capsys):
     """NVIDIA's verifier tests put single ops at the top level (MLIR's implicit module)."""
     text = ("%c = cuda_tile.constant <i32: 4> : !cuda_tile.tile<i32>\n"
-            "// expected-error @below {{must be a scalar tile of i1}}\n"
+            "// expected-error @below {{operand #0 must be 0D tile of i1 values, but got "
+            "'!cuda_tile.tile<i32>'}}\n"
             '"cuda_tile.if"(%c) ({\n  cuda_tile.yield\n}, {\n}) : (!cuda_tile.tile<i32>) -> ()\n')
     path = write(tmp_path, text)
     code, _, err = run(capsys, "opt", "--testing-ops", "-verify-diagnostics", path)
@@ -431,3 +432,58 @@ def test_type_newer_than_the_file_is_named_as_nvidias_reader_names_it(element, s
     minor = int(since.split(".")[1]) - 1
     assert caught.value.message == (f"type '{name}' requires bytecode version {since}+, file "
                                     f"version is 13.{minor}")
+
+
+def _diagnose(tmp_path, capsys, params: str, body: str) -> str:
+    """The first error `tilebc opt` reports for one op in a test-only entry."""
+    text = (f"cuda_tile.module @m {{\n  testing$func @k({params}) {{\n    {body}\n    return\n"
+            "  }\n}\n")
+    path = write(tmp_path, text)
+    code, _, err = run(capsys, "opt", "--testing-ops", path)
+    assert code == 1, err
+    assert err.startswith(f"{path}:3:5: error: "), err
+    return err.splitlines()[0].split(": error: ", 1)[1]
+
+
+TV = "!cuda_tile.tensor_view<64x64xf16, strides=[1,1]>"
+
+
+@pytest.mark.parametrize("params, body, message", [
+    (f"%v: {TV}", f"%0:3 = get_tensor_shape %v : {TV} -> tile<i32>",
+     "operation defines 2 results but was provided 3 to bind"),
+    (f"%v: {TV}", f'%0:3 = "cuda_tile.get_tensor_shape"(%v) : ({TV}) -> (!cuda_tile.tile<i32>, '
+                  "!cuda_tile.tile<i32>, !cuda_tile.tile<i32>)",
+     "'cuda_tile.get_tensor_shape' op expected 2 results due to tensor rank, but got 3"),
+    ("%v: !cuda_tile.tile<4xi64>", "%0 = get_tensor_shape %v : tile<4xi64> -> tile<i32>",
+     "'cuda_tile.get_tensor_shape' expected tensor_view, got '!cuda_tile.tile<4xi64>' "
+     "(operand 'src')"),
+    (f"%v: {TV}", f"%0:2 = get_tensor_shape %v : {TV} -> tile<f32>",
+     "'cuda_tile.get_tensor_shape' op result #0 must be variadic of 0D tile of i1 or i8 or i16 "
+     "or i32 or i64 values, but got '!cuda_tile.tile<f32>' (result 'results')"),
+    ("%a: tile<4xf32>, %b: tile<4xf32>", "%0 = addi %a, %b : tile<4xf32>",
+     "'cuda_tile.addi' op operand #0 must be tile of i1 or i8 or i16 or i32 or i64 values, but "
+     "got '!cuda_tile.tile<4xf32>' (operand 'lhs')"),
+    ("%a: tile<2x4xf32>", "%0 = permute %a [1, 0] : tile<2x4xf32> -> tile<4x2x1xf32>",
+     "'cuda_tile.permute' op failed to verify that all of {source, result} have same rank "
+     "(result 'result' rank 3 does not match operand 'source' rank 2)"),
+    ("%a: tile<2x4xf32>", "%0 = permute %a [1, 0] : tile<2x4xf32> -> tile<4x2xf16>",
+     "'cuda_tile.permute' op failed to verify that all of {source, result} have the same "
+     "element type (result 'result' element type f16 does not match operand 'source' element "
+     "type f32)"),
+    ("%a: tile<4xf32>", "%0 = permute %a [0] : tile<4xf32> -> tile<4xf32>",
+     "'cuda_tile.permute' op expects at least rank 2, but got: 1 (the source's rank)"),
+    ("%a: tile<2x4xf32>", "%0 = permute %a [1, 0, 2] : tile<2x4xf32> -> tile<4x2xf32>",
+     "'cuda_tile.permute' op expect permutation size (3) to equal the rank of the source (2) "
+     "(permutation [1, 0, 2] must be a permutation of 0..1)"),
+    ("%a: tile<2x4xf32>", "%0 = permute %a [1, 7] : tile<2x4xf32> -> tile<4x2xf32>",
+     "'cuda_tile.permute' op permutation element at index 1 (7) is out of bound [0, 2) "
+     "(permutation [1, 7] must be a permutation of 0..1)"),
+    ("%a: tile<2x4xf32>", "%0 = permute %a [1, 1] : tile<2x4xf32> -> tile<4x2xf32>",
+     "'cuda_tile.permute' op expect permutation elements to be unique (permutation [1, 1] must "
+     "be a permutation of 0..1)"),
+    ("%a: tile<2x4xf32>", "%0 = permute %a [1, 0] : tile<2x4xf32> -> tile<4x4xf32>",
+     "'cuda_tile.permute' op result shape invalid at index 1, expected: 2, but got: 4 (result "
+     "shape 4x4 should be 4x2)"),
+])
+def test_verifier_messages_in_nvidias_words(tmp_path, capsys, params, body, message):
+    assert _diagnose(tmp_path, capsys, params, body) == message

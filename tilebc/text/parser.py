@@ -457,6 +457,7 @@ class _Parser:
             state = self._generic_op(c.next(), names)
             spec = state.spec
             op = self._build(state, name_token)
+            op.generic_form = True
             return self._finish_op(op, spec, state, start, names)
         if name_token.kind != "ident":
             raise c.error(f"expected an operation name, found '{name_token.text or 'end of input'}'")

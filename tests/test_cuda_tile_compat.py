@@ -487,3 +487,22 @@ TV = "!cuda_tile.tensor_view<64x64xf16, strides=[1,1]>"
 ])
 def test_verifier_messages_in_nvidias_words(tmp_path, capsys, params, body, message):
     assert _diagnose(tmp_path, capsys, params, body) == message
+
+
+@pytest.mark.parametrize("body, message, remark_at", [
+    ('  entry @k() {\n    "other.op"() : () -> ()\n    return\n  }\n',
+     "only ops from the 'cuda_tile' dialect are allowed (unknown operation 'other.op', at 3:5)",
+     "3:5"),
+    ("  cuda_tile.constant <f32: 5.0> : !cuda_tile.tile<f32>\n",
+     "only function and global ops are allowed in the body ('cuda_tile.constant' is an op, not "
+     "an entry or a global, at 2:3)", "2:3"),
+])
+def test_foreign_and_stray_ops_are_refused_at_the_module_with_a_remark(tmp_path, capsys, body,
+                                                                       message, remark_at):
+    path = write(tmp_path, "cuda_tile.module @m {\n" + body + "}\n")
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", path, "-o",
+                       tmp_path / "out.tilebc")
+    assert code == 1
+    assert err.splitlines() == [f"{path}:1:1: error: {message}",
+                                f"{path}:{remark_at}: remark: invalid op"], err
+    assert not (tmp_path / "out.tilebc").exists()

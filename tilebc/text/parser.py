@@ -80,6 +80,7 @@ class _Parser:
         self._toplevel: Dict[int, Function] = {}  # module id -> entry holding top-level ops
         self._toplevel_scopes: Dict[int, Dict[str, Value]] = {}
         self._separate: Optional[List[Module]] = None  # top-level modules kept apart (modules())
+        self._module_pos: List[int] = []  # where each enclosing `cuda_tile.module` starts
 
     # ---- module ----------------------------------------------------------------------------------
 
@@ -134,7 +135,9 @@ class _Parser:
                 if c.accept("attributes"):
                     self._skip_balanced("{", "}")
                 c.expect("{", "to open the module body")
+                self._module_pos.append(token.pos)
                 self._items(target, closing="}")
+                self._module_pos.pop()
             elif word == "entry" or (word == "testing$func" and self.testing_ops):
                 function = self._entry()
                 function.testing = word == "testing$func"
@@ -156,8 +159,21 @@ class _Parser:
                     token.kind in ("value", "string") or word in OPS_BY_MNEMONIC
                     or word in MNEMONIC_ALIASES):
                 self._toplevel_op(module)
+            elif closing is not None and self._module_pos and (
+                    word in OPS_BY_MNEMONIC or word in MNEMONIC_ALIASES):
+                raise self._module_error("only function and global ops are allowed in the body",
+                                         f"'{token.text}' is an op, not an entry or a global",
+                                         token.pos)
             else:
                 raise c.error(f"expected 'entry', 'global' or 'module', found '{token.text}'")
+
+    def _module_error(self, message: str, detail: str, pos: int) -> TextSyntaxError:
+        """An error NVIDIA reports at the enclosing module, with the remark `invalid op` at the
+        op (the error says where the op is too, for callers that show one message)."""
+        line, column = self.c.line_col(pos)
+        error = self.c.error(f"{message} ({detail}, at {line}:{column})", self._module_pos[-1])
+        error.remarks = [(line, column, "invalid op")]
+        return error
 
     # ---- the module and its entries in MLIR's generic form ---------------------------------
 
@@ -505,6 +521,9 @@ class _Parser:
         mnemonic = full[len(PREFIX):] if full.startswith(PREFIX) else None
         spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic)) if mnemonic else None
         if spec is None or spec.structural:
+            if self._module_pos and not full.startswith(PREFIX):
+                raise self._module_error("only ops from the 'cuda_tile' dialect are allowed",
+                                         f"unknown operation '{full}'", name_token.pos)
             raise c.error(f"unknown operation '{full}' (only cuda_tile ops are allowed)",
                           name_token.pos)
         state = _OpState(spec, name_token.pos)

@@ -506,3 +506,24 @@ def test_foreign_and_stray_ops_are_refused_at_the_module_with_a_remark(tmp_path,
     assert err.splitlines() == [f"{path}:1:1: error: {message}",
                                 f"{path}:{remark_at}: remark: invalid op"], err
     assert not (tmp_path / "out.tilebc").exists()
+
+
+@pytest.mark.parametrize("literal, type_text, message", [
+    ("<i32: [1, 2, 3]>", "tile<4xi32>", "inferred shape of elements literal ([3]) does not match "
+     "type ([4]) (constant literal has shape [3] but tile<4xi32> has shape [4])"),
+    ("<i32: [[1, 2], [3]]>", "tile<2x2xi32>", "tensor literal is invalid; ranks are not "
+     "consistent between elements (dense constant is not rectangular: this element has shape "
+     "[1], the first one [2])"),
+    ("<i8: 300>", "tile<i8>", "integer constant out of range for type (integer 300 is out of "
+     "range for i8, expected -128 to 255)"),
+    ("<f16: 0x123456>", "tile<f16>", "float constant out of range for type (bit pattern 0x123456 "
+     "does not fit in f16 (16 bits))"),
+    ("<f16: 1.0>", "tile<f32>", "mismatch between the element type: 'f16' and the tile element "
+     "type 'f32' (constant element type f16 does not match tile<f32>)"),
+    ("<i16: XYZ>", "tile<i16>", "expected integer value for i16, found 'XYZ'"),
+])
+def test_constant_literal_errors_in_nvidias_words(literal, type_text, message):
+    text = f"entry @k() {{\n  %c = constant {literal} : {type_text}\n  return\n}}\n"
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_modules(text)
+    assert caught.value.message.split("\n")[0] == message and caught.value.line == 2

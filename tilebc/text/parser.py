@@ -968,8 +968,9 @@ class _Parser:
             if text.lower().startswith("0x"):  # the bit pattern itself
                 bits = self.c.int_value(token, f"{element} bits in hex")
                 if bits >> element.bits:
-                    raise self.c.error(f"bit pattern {shorten(text)} does not fit in {element} "
-                                       f"({element.bits} bits)", token.pos)
+                    raise self.c.error(f"float constant out of range for type (bit pattern "
+                                       f"{shorten(text)} does not fit in {element} "
+                                       f"({element.bits} bits))", token.pos)
                 return bits
             try:
                 return float_to_bits(float(text), element)
@@ -981,7 +982,7 @@ class _Parser:
                 raise self.c.error(f"expected integer value for {element}, found '{text}'",
                                    token.pos)
             return 1 if text == "true" else 0
-        value = self.c.int_value(token, f"an integer for {element}")
+        value = self.c.int_value(token, f"integer value for {element}")
         bits = 64 if isinstance(element, T.PointerType) else element.bits
         self._check_int_range(value, bits, str(element), token)
         return value & ((1 << bits) - 1)
@@ -991,8 +992,9 @@ class _Parser:
         union of both ranges, -2^(bits-1) to 2^bits - 1 (i1: -1 to 1)."""
         low, high = -(1 << (bits - 1)), (1 << bits) - 1
         if not low <= value <= high:
-            raise self.c.error(f"integer {shorten(token.text)} is out of range for {what} "
-                               f"(expected {low} to {high})", token.pos)
+            raise self.c.error(f"integer constant out of range for type (integer "
+                               f"{shorten(token.text)} is out of range for {what}, expected "
+                               f"{low} to {high})", token.pos)
 
     @nesting("attribute values")
     def _typed_attr(self):
@@ -1159,8 +1161,9 @@ class _Parser:
                 if inner is None:
                     inner = shape
                 elif shape != inner:
-                    raise c.error("dense constant is not rectangular: this element has shape "
-                                  f"{list(shape)}, the first one {list(inner)}", pos)
+                    raise c.error("tensor literal is invalid; ranks are not consistent between "
+                                  f"elements (dense constant is not rectangular: this element "
+                                  f"has shape {list(shape)}, the first one {list(inner)})", pos)
                 count += 1
             if not count:
                 raise c.error("a dense constant cannot be empty")
@@ -1174,11 +1177,15 @@ class _Parser:
         if not isinstance(tile_type, T.TileType):
             raise c.error(f"a dense constant needs a tile type, got {tile_type}", type_pos)
         if tile_type.element != element:
-            raise c.error(f"constant element type {element} does not match {tile_type}", type_pos)
+            raise c.error(f"mismatch between the element type: '{element}' and the tile element "
+                          f"type '{tile_type.element}' (constant element type {element} does not "
+                          f"match {tile_type})", type_pos)
         # A single value is a splat of any shape; a list must spell the type's shape exactly.
         if literal_shape and literal_shape != tuple(tile_type.shape):
-            raise c.error(f"constant literal has shape {list(literal_shape)} but {tile_type} has "
-                          f"shape {list(tile_type.shape)}", type_pos)
+            raise c.error(f"inferred shape of elements literal ({list(literal_shape)}) does not "
+                          f"match type ({list(tile_type.shape)}) (constant literal has shape "
+                          f"{list(literal_shape)} but {tile_type} has shape "
+                          f"{list(tile_type.shape)})", type_pos)
         count = tile_type.num_elements
         if element.name == "i1":
             if len(values) == 1:

@@ -79,6 +79,9 @@ RELEASED_TOOLS_DIFFER = OrderedDict([
        "// CHECK-NEXT: 13.5\n"), (r"// CHECK-NEXT: 250\.[0-9]\n", "")])),
     ("Bytecode/unsupportedVersionTest.mlir", ("names the supported range [13.1 - 13.3]; the "
      "released tools' range is [13.1 - 13.5]", [(r"\[13\.1 - 13\.3\]", "[13.1 - 13.5]")])),
+    ("Bytecode/invalid/invalid_structure.mlir", ("names the supported range [13.1 - 13.3] in "
+     "the unsupported-version error; the released tools' range is [13.1 - 13.5]",
+     [(r"\[13\.1 - 13\.3\]", "[13.1 - 13.5]")])),
     ("Bytecode/operationsTest.mlir", ("an entry takes parameters of type token and tensor_view; "
      "the released tileiras refuses them (entry parameters are scalar tiles)", None)),
     ("Dialect/CudaTile/arith.mlir", ("checks the mnemonic `pow`; the released tools print "

@@ -50,7 +50,8 @@ def test_bad_file_exits_1_with_offset_and_no_traceback(tmp_path):
     result = tilebc_cli("info", junk)
     assert result.returncode == 1
     message = result.stderr.decode()
-    assert f"{junk}: offset 0x0: input does not start with the Tile IR magic" in message
+    assert (f"{junk}: offset 0x0: invalid magic number: input does not start with the Tile IR "
+            "magic") in message
     assert "Traceback" not in message
 
 

@@ -50,8 +50,8 @@ BYTECODE_READERS = [["dis"], ["convert", "--to", "13.1"], ["translate", "-cudati
 BYTECODE_EXPECTED = {
     "empty": "offset 0x0: the input is empty; expected Tile IR bytecode",
     "truncated": "offset 0x64: ",
-    "text": "offset 0x0: input does not start with the Tile IR magic",
-    "binary": "offset 0x0: input does not start with the Tile IR magic",
+    "text": "offset 0x0: invalid magic number: input does not start with the Tile IR magic",
+    "binary": "offset 0x0: invalid magic number: input does not start with the Tile IR magic",
     "missing": "No such file or directory",
     "directory": "Is a directory",
 }

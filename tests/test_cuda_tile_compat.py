@@ -309,7 +309,8 @@ def test_builtin_mlir_types_are_named_as_nvidias_writer_names_them(tmp_path, cap
 def test_top_level_ops_are_checked_under_testing_ops_only(tmp_path, capsys):
     """NVIDIA's verifier tests put single ops at the top level (MLIR's implicit module)."""
     text = ("%c = cuda_tile.constant <i32: 4> : !cuda_tile.tile<i32>\n"
-            "// expected-error @below {{must be a scalar tile of i1}}\n"
+            "// expected-error @below {{operand #0 must be 0D tile of i1 values, but got "
+            "'!cuda_tile.tile<i32>'}}\n"
             '"cuda_tile.if"(%c) ({\n  cuda_tile.yield\n}, {\n}) : (!cuda_tile.tile<i32>) -> ()\n')
     path = write(tmp_path, text)
     code, _, err = run(capsys, "opt", "--testing-ops", "-verify-diagnostics", path)
@@ -372,3 +373,157 @@ def test_split_chunks_are_not_glued_into_one_bytecode_file(tmp_path, capsys):
                        write(tmp_path, text), "-o", tmp_path / "x.tilebc")
     assert code == 2 and "a bytecode file holds one module" in err
     assert not (tmp_path / "x.tilebc").exists()
+
+
+def _bytecode(text: str, version: str = "13.3") -> bytearray:
+    return bytearray(tilebc.dump(parse_modules(text)[0], version=version))
+
+
+KERNEL = "entry @k() {\n  return\n}\n"
+
+
+def _edit_magic(data):
+    data[0] = 0x7E
+
+
+def _edit_version(data):
+    data[8:10] = bytes([18, 0])
+
+
+def _edit_end(data):
+    data.extend(b"\x00\x00\x00")
+
+
+@pytest.mark.parametrize("edit, offset, words", [
+    (_edit_magic, 0, "invalid magic number: input does not start with the Tile IR magic"),
+    (_edit_version, 8, "unsupported Tile version 18.0.0, this reader supports versions "
+                       "[13.1 - 13.5]"),
+    (_edit_end, None, "end section is not the last section: 3 bytes follow it"),
+])
+def test_reader_errors_in_nvidias_words(tmp_path, capsys, edit, offset, words):
+    data = _bytecode(KERNEL)
+    size = len(data)
+    edit(data)
+    path = tmp_path / "bad.tilebc"
+    path.write_bytes(bytes(data))
+    code, _, err = run(capsys, "translate", "-cudatilebc-to-mlir", path)
+    assert code == 1
+    at = size if offset is None else offset
+    assert f"{path}: offset 0x{at:x}: {words}" in err, err
+
+
+def test_unknown_section_id_in_nvidias_words():
+    data = _bytecode(KERNEL)
+    data[12] = 0x7F  # the first section header
+    with pytest.raises(tilebc.DecodeError) as caught:
+        tilebc.load(bytes(data))
+    assert caught.value.message == "unknown section ID: 127" and caught.value.offset == 12
+
+
+@pytest.mark.parametrize("element, since, name", [
+    ("f4E2M1FN", "13.3", "Float4E2M1FN"), ("i4", "13.3", "Int4"),
+    ("f8E8M0FNU", "13.2", "Float8E8M0FNU"),
+])
+def test_type_newer_than_the_file_is_named_as_nvidias_reader_names_it(element, since, name):
+    data = _bytecode(f"entry @k(%a: tile<{element}>) {{\n  return\n}}\n", since)
+    data[9] -= 1  # claim the version before the type's
+    with pytest.raises(tilebc.DecodeError) as caught:
+        tilebc.load(bytes(data))
+    minor = int(since.split(".")[1]) - 1
+    assert caught.value.message == (f"type '{name}' requires bytecode version {since}+, file "
+                                    f"version is 13.{minor}")
+
+
+def _diagnose(tmp_path, capsys, params: str, body: str) -> str:
+    """The first error `tilebc opt` reports for one op in a test-only entry."""
+    text = (f"cuda_tile.module @m {{\n  testing$func @k({params}) {{\n    {body}\n    return\n"
+            "  }\n}\n")
+    path = write(tmp_path, text)
+    code, _, err = run(capsys, "opt", "--testing-ops", path)
+    assert code == 1, err
+    assert err.startswith(f"{path}:3:5: error: "), err
+    return err.splitlines()[0].split(": error: ", 1)[1]
+
+
+TV = "!cuda_tile.tensor_view<64x64xf16, strides=[1,1]>"
+
+
+@pytest.mark.parametrize("params, body, message", [
+    (f"%v: {TV}", f"%0:3 = get_tensor_shape %v : {TV} -> tile<i32>",
+     "operation defines 2 results but was provided 3 to bind"),
+    (f"%v: {TV}", f'%0:3 = "cuda_tile.get_tensor_shape"(%v) : ({TV}) -> (!cuda_tile.tile<i32>, '
+                  "!cuda_tile.tile<i32>, !cuda_tile.tile<i32>)",
+     "'cuda_tile.get_tensor_shape' op expected 2 results due to tensor rank, but got 3"),
+    ("%v: !cuda_tile.tile<4xi64>", "%0 = get_tensor_shape %v : tile<4xi64> -> tile<i32>",
+     "'cuda_tile.get_tensor_shape' expected tensor_view, got '!cuda_tile.tile<4xi64>' "
+     "(operand 'src')"),
+    (f"%v: {TV}", f"%0:2 = get_tensor_shape %v : {TV} -> tile<f32>",
+     "'cuda_tile.get_tensor_shape' op result #0 must be variadic of 0D tile of i1 or i8 or i16 "
+     "or i32 or i64 values, but got '!cuda_tile.tile<f32>' (result 'results')"),
+    ("%a: tile<4xf32>, %b: tile<4xf32>", "%0 = addi %a, %b : tile<4xf32>",
+     "'cuda_tile.addi' op operand #0 must be tile of i1 or i8 or i16 or i32 or i64 values, but "
+     "got '!cuda_tile.tile<4xf32>' (operand 'lhs')"),
+    ("%a: tile<2x4xf32>", "%0 = permute %a [1, 0] : tile<2x4xf32> -> tile<4x2x1xf32>",
+     "'cuda_tile.permute' op failed to verify that all of {source, result} have same rank "
+     "(result 'result' rank 3 does not match operand 'source' rank 2)"),
+    ("%a: tile<2x4xf32>", "%0 = permute %a [1, 0] : tile<2x4xf32> -> tile<4x2xf16>",
+     "'cuda_tile.permute' op failed to verify that all of {source, result} have the same "
+     "element type (result 'result' element type f16 does not match operand 'source' element "
+     "type f32)"),
+    ("%a: tile<4xf32>", "%0 = permute %a [0] : tile<4xf32> -> tile<4xf32>",
+     "'cuda_tile.permute' op expects at least rank 2, but got: 1 (the source's rank)"),
+    ("%a: tile<2x4xf32>", "%0 = permute %a [1, 0, 2] : tile<2x4xf32> -> tile<4x2xf32>",
+     "'cuda_tile.permute' op expect permutation size (3) to equal the rank of the source (2) "
+     "(permutation [1, 0, 2] must be a permutation of 0..1)"),
+    ("%a: tile<2x4xf32>", "%0 = permute %a [1, 7] : tile<2x4xf32> -> tile<4x2xf32>",
+     "'cuda_tile.permute' op permutation element at index 1 (7) is out of bound [0, 2) "
+     "(permutation [1, 7] must be a permutation of 0..1)"),
+    ("%a: tile<2x4xf32>", "%0 = permute %a [1, 1] : tile<2x4xf32> -> tile<4x2xf32>",
+     "'cuda_tile.permute' op expect permutation elements to be unique (permutation [1, 1] must "
+     "be a permutation of 0..1)"),
+    ("%a: tile<2x4xf32>", "%0 = permute %a [1, 0] : tile<2x4xf32> -> tile<4x4xf32>",
+     "'cuda_tile.permute' op result shape invalid at index 1, expected: 2, but got: 4 (result "
+     "shape 4x4 should be 4x2)"),
+])
+def test_verifier_messages_in_nvidias_words(tmp_path, capsys, params, body, message):
+    assert _diagnose(tmp_path, capsys, params, body) == message
+
+
+@pytest.mark.parametrize("body, message, remark_at", [
+    ('  entry @k() {\n    "other.op"() : () -> ()\n    return\n  }\n',
+     "only ops from the 'cuda_tile' dialect are allowed (unknown operation 'other.op', at 3:5)",
+     "3:5"),
+    ("  cuda_tile.constant <f32: 5.0> : !cuda_tile.tile<f32>\n",
+     "only function and global ops are allowed in the body ('cuda_tile.constant' is an op, not "
+     "an entry or a global, at 2:3)", "2:3"),
+])
+def test_foreign_and_stray_ops_are_refused_at_the_module_with_a_remark(tmp_path, capsys, body,
+                                                                       message, remark_at):
+    path = write(tmp_path, "cuda_tile.module @m {\n" + body + "}\n")
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", path, "-o",
+                       tmp_path / "out.tilebc")
+    assert code == 1
+    assert err.splitlines() == [f"{path}:1:1: error: {message}",
+                                f"{path}:{remark_at}: remark: invalid op"], err
+    assert not (tmp_path / "out.tilebc").exists()
+
+
+@pytest.mark.parametrize("literal, type_text, message", [
+    ("<i32: [1, 2, 3]>", "tile<4xi32>", "inferred shape of elements literal ([3]) does not match "
+     "type ([4]) (constant literal has shape [3] but tile<4xi32> has shape [4])"),
+    ("<i32: [[1, 2], [3]]>", "tile<2x2xi32>", "tensor literal is invalid; ranks are not "
+     "consistent between elements (dense constant is not rectangular: this element has shape "
+     "[1], the first one [2])"),
+    ("<i8: 300>", "tile<i8>", "integer constant out of range for type (integer 300 is out of "
+     "range for i8, expected -128 to 255)"),
+    ("<f16: 0x123456>", "tile<f16>", "float constant out of range for type (bit pattern 0x123456 "
+     "does not fit in f16 (16 bits))"),
+    ("<f16: 1.0>", "tile<f32>", "mismatch between the element type: 'f16' and the tile element "
+     "type 'f32' (constant element type f16 does not match tile<f32>)"),
+    ("<i16: XYZ>", "tile<i16>", "expected integer value for i16, found 'XYZ'"),
+])
+def test_constant_literal_errors_in_nvidias_words(literal, type_text, message):
+    text = f"entry @k() {{\n  %c = constant {literal} : {type_text}\n  return\n}}\n"
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_modules(text)
+    assert caught.value.message.split("\n")[0] == message and caught.value.line == 2

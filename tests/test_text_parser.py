@@ -120,7 +120,7 @@ MALFORMED = [
     (HEADER + "  %0 = cmpi bigger %arg0, %arg0, signed : tile<i32> -> tile<i1>\n  return\n}\n",
      2, 13, "expected comparison_predicate, one of"),
     (HEADER + "  %0 = constant <i8: 300> : tile<i8>\n  return\n}\n", 2, 22,
-     "integer 300 is out of range for i8"),
+     "integer constant out of range for type (integer 300 is out of range for i8"),
     (HEADER + "  %0 = exti %arg0 sideways : tile<i32> -> tile<i64>\n  return\n}\n", 2, 19,
      "expected signedness, one of"),
     (HEADER + "  return %arg0 : tile<f32>\n}\n", 2, 18,

@@ -514,29 +514,36 @@ def _loop_view_result():
 CASES += [
     # element families and agreement
     Case("addf on integers", _binary("addf", scalar(i32), scalar(i32), scalar(i32)),
-         "type.operand", "addf", "operand 'lhs' must be a tile of f16, bf16, f32 or f64, got tile<i32>"),
+         "type.operand", "addf", "'cuda_tile.addf' op operand #0 must be tile of f16 or bf16 or "
+         "f32 or f64 values, but got '!cuda_tile.tile<i32>' (operand 'lhs')"),
     Case("addf operand types differ", _binary("addf", scalar(f32), scalar(f16), scalar(f32)),
-         "type.mismatch", "addf", "operand 'rhs' type tile<f16> does not match operand 'lhs'"),
+         "type.mismatch", "addf", "'cuda_tile.addf' op failed to verify that all of {lhs, rhs, "
+         "result} have same type (operand 'rhs' type tile<f16> does not match operand 'lhs'"),
     Case("cmpf result not i1", _binary("cmpf", scalar(f32), scalar(f32), scalar(f32), {
         "comparison_predicate": ComparisonPredicate.EQUAL,
         "comparison_ordering": tilebc.ops.ComparisonOrdering.ORDERED}),
          "type.mismatch", "cmpf", "result 'result' must be tile<i1>"),
     Case("select shapes", _select_shapes, "shape.mismatch", "select",
-         "operand 'cond' shape 4 does not match result 'result'"),
+         "'cuda_tile.select' op failed to verify that all of {result, cond} have same shape "
+         "(operand 'cond' shape 4 does not match result 'result'"),
     Case("broadcast element", _unary("broadcast", scalar(f32), scalar(i32)),
-         "type.element_mismatch", "broadcast", "result 'result' element type i32"),
+         "type.element_mismatch", "broadcast", "'cuda_tile.broadcast' op failed to verify that "
+         "all of {source, result} have the same element type (result 'result' element type i32"),
     Case("broadcast rank", _unary("broadcast", scalar(f32), tile((4,), f32)),
-         "shape.rank", "broadcast", "result 'result' rank 1 does not match"),
+         "shape.rank", "broadcast", "'cuda_tile.broadcast' op failed to verify that all of "
+         "{source, result} have same rank (result 'result' rank 1 does not match"),
     Case("broadcast grows a non-1 dim", _tile_op("broadcast", tile((2,), f32), tile((8,), f32)),
          "shape.broadcast", "broadcast", "source shape 2 cannot broadcast to 8", occurrence=1),
     Case("reshape count", _tile_op("reshape", tile((4,), f32), tile((2, 4), f32)),
          "shape.reshape", "reshape", "reshape from 4 to 2x4", occurrence=1),
     Case("permute result shape", _tile_op("permute", tile((2, 4), f32), tile((2, 4), f32),
                                           {"permutation": (1, 0)}),
-         "shape.permute", "permute", "result shape 2x4 should be 4x2"),
+         "shape.permute", "permute", "'cuda_tile.permute' op result shape invalid at index 0, "
+         "expected: 4, but got: 2 (result shape 2x4 should be 4x2)"),
     Case("permutation invalid", _tile_op("permute", tile((2, 4), f32), tile((2, 4), f32),
                                          {"permutation": (0, 0)}),
-         "attr.permutation", "permute", "permutation [0, 0] must be a permutation"),
+         "attr.permutation", "permute", "'cuda_tile.permute' op expect permutation elements to be "
+         "unique (permutation [0, 0] must be a permutation"),
     Case("cat dim", lambda: kernel([scalar(f32)], lambda b, x: b.op(
         "cat", [b.op("reshape", [x], [tile((1,), f32)])] * 2, [tile((2,), f32)], {"dim": 1})),
          "attr.dim", "cat", "dim 1 is outside [0, 1)"),
@@ -562,7 +569,8 @@ CASES += [
     Case("ftof to itself", _unary("ftof", scalar(f32), scalar(f32)),
          "type.noop", "ftof", "converting tile<f32> to itself"),
     Case("int_to_ptr from i32", _unary("int_to_ptr", scalar(i32), scalar(PointerType(f32))),
-         "type.operand", "int_to_ptr", "operand 'source' must be a tile of i64"),
+         "type.operand", "int_to_ptr", "'cuda_tile.int_to_ptr' op operand #0 must be tile of i64 "
+         "values, but got '!cuda_tile.tile<i32>' (operand 'source')"),
     # attribute values
     Case("addf approx", _binary("addf", scalar(f32), scalar(f32), scalar(f32),
                                 {"rounding_mode": RoundingMode.APPROX}),
@@ -638,7 +646,7 @@ CASES += [
          "shape.mma", "mmaf", "lhs 16x8 and rhs 16x16 disagree on K"),
     Case("mmaf on f4E2M1FN", lambda: _mma(tile((16, 16), f4E2M1FN), tile((16, 16), f4E2M1FN),
                                           tile((16, 16), f32)),
-         "type.operand", "mmaf", "operand 'lhs' must be a tile of"),
+         "type.operand", "mmaf", "'cuda_tile.mmaf' op operand #0 must be tile of"),
     Case("mma accumulator type", lambda: _mma(tile((16, 16), bf16), tile((16, 16), bf16),
                                               tile((16, 16), f16)),
          "type.mma", "mmaf", "bf16 inputs need a f32 accumulator, got f16"),
@@ -672,7 +680,8 @@ CASES += [
     Case("get_tensor_shape count", lambda: kernel([scalar(PointerType(f32))], lambda b, p: b.op(
         "get_tensor_shape", [b.op("make_tensor_view", [p, [], []], [TensorViewType(f32, (64,), (1,))])],
         [scalar(i32)] * 2)),
-         "result.count", "get_tensor_shape", "expected 1 results for a rank-1 tensor_view"),
+         "result.count", "get_tensor_shape", "'cuda_tile.get_tensor_shape' op expected 1 "
+         "results due to tensor rank, but got 2"),
     Case("rmw addf on integers", _rmw(i32, AtomicRMWMode.ADDF),
          "atomic.mode", "atomic_rmw_tko", "atomic mode addf works on f16, bf16, f32 and f64 only"),
     Case("rmw xchg on tf32", _rmw(tf32, AtomicRMWMode.XCHG),
@@ -988,10 +997,13 @@ CASES += [
          "attr.inbounds", "store_view_tko", "inbounds has 2 entries for 1 indices"),
     Case("permutation too short", _tile_op("permute", tile((2, 4), f32), tile((4, 2), f32),
                                            {"permutation": (0,)}),
-         "attr.permutation", "permute", "permutation [0] must be a permutation of 0..1"),
+         "attr.permutation", "permute", "'cuda_tile.permute' op expect permutation size (1) to "
+         "equal the rank of the source (2) (permutation [0] must be a permutation of 0..1)"),
     Case("permutation too long", _tile_op("permute", tile((2, 4), f32), tile((4, 2), f32),
                                           {"permutation": (1, 0, 2)}),
-         "attr.permutation", "permute", "permutation [1, 0, 2] must be a permutation of 0..1"),
+         "attr.permutation", "permute", "'cuda_tile.permute' op expect permutation size (3) to "
+         "equal the rank of the source (2) (permutation [1, 0, 2] must be a permutation of "
+         "0..1)"),
     # NVIDIA: "expect identities to match the number of operands" / "expect same type for operand
     # at index: 0 and identity at index: 0 but got: 'f32' and 'none'"
     Case("reduce without identities", _combiner("reduce", f32, ()), "attr.identities", "reduce",
@@ -1121,7 +1133,8 @@ def test_location_from_text_names_line_and_column():
     ops_named(module, "addf")[0].text_pos = (3, 7)
     with pytest.raises(VerificationError) as raised:
         verify(module)
-    assert str(raised.value).startswith("kernel.tileir:3:7: addf: operand 'lhs' must be")
+    assert str(raised.value).startswith("kernel.tileir:3:7: addf: 'cuda_tile.addf' op operand "
+                                        "#0 must be")
 
 
 def test_diagnostics_lists_every_problem_in_walk_order():

@@ -207,6 +207,8 @@ def parse_chunk(text: str, file: str, options: Options) -> ChunkResult:
         result.modules = parse_modules(text, file, testing_ops=options.testing_ops)
     except TilebcError as error:
         result.diagnostics.append(from_error(error, file))
+        for line, column, message in getattr(error, "remarks", ()):
+            result.diagnostics.append(Diag("remark", line, column, message, file))
         return result
     if not options.verify:
         return result

@@ -165,12 +165,13 @@ class ModuleReader:
             raise self.error(f"limit exceeded: input is {len(data)} bytes, more than "
                              f"max_input_bytes={self.limits.max_input_bytes}", 0)
         if len(data) < 8 or data[:8] != MAGIC:
-            raise self.error("input does not start with the Tile IR magic 7f 54 69 6c 65 49 52 00", 0)
+            raise self.error("invalid magic number: input does not start with the Tile IR magic "
+                             "7f 54 69 6c 65 49 52 00", 0)
         header = parse_construct(Header, data[:12], base=0, what="header", file=self.file)
         version = Version(header.major, header.minor)
         if not (MIN_VERSION <= version <= MAX_VERSION):
-            raise self.error(f"unsupported bytecode version {version}; tilebc reads "
-                             f"[{MIN_VERSION} - {MAX_VERSION}]", 8)
+            raise self.error(f"unsupported Tile version {version}.{header.tag}, this reader supports "
+                             f"versions [{MIN_VERSION} - {MAX_VERSION}]", 8)
         self.version = version
         self.max_opcode = max_public_opcode(version)
         if header.tag & ~PREVIEW_TAG_BIT:
@@ -235,7 +236,7 @@ class ModuleReader:
             if id_byte == 0x80:
                 raise self.error("end section must not have the alignment flag set", start)
             if (id_byte & 0x7F) not in SectionId.__members__.values():
-                raise self.error(f"unknown section id {id_byte & 0x7F}", start)
+                raise self.error(f"unknown section ID: {id_byte & 0x7F}", start)
             if id_byte & 0x7F:
                 # construct's VarInt accepts any length; like NVIDIA, refuse varints over 10 bytes.
                 header = Reader(self.data, start + 1, file=self.file)
@@ -256,8 +257,9 @@ class ModuleReader:
                 if section.header.aligned:
                     raise self.error("end section must not have the alignment flag set", start)
                 if stream.tell() != len(self.data):
-                    raise self.error(f"{len(self.data) - stream.tell()} bytes follow the "
-                                     "end-of-bytecode section", stream.tell())
+                    raise self.error("end section is not the last section: "
+                                     f"{len(self.data) - stream.tell()} bytes follow it",
+                                     stream.tell())
                 return sections
             section_id = SectionId(section_id)
             required = SECTION_ALIGNMENT[section_id]
@@ -387,7 +389,7 @@ class ModuleReader:
         element = T.ELEMENT_TYPES_BY_TAG.get(tag)
         if element is not None:
             if element.since > self.version:
-                raise self.error(f"type '{element.name}' requires bytecode version {element.since}+, "
+                raise self.error(f"type '{element.class_name}' requires bytecode version {element.since}+, "
                                  f"file version is {self.version}", tag_offset)
             return element
         since = COMPOSITE_TAG_SINCE.get(tag)
@@ -608,7 +610,7 @@ class ModuleReader:
             offset = reader.offset
             key = self.string(reader.varint("dictionary key"), offset)
             if not key:
-                raise self.error(f"invalid empty attribute name for dictionary element {index}", offset)
+                raise self.error(f"invalid empty attribute name for DictionaryAttr element {index}", offset)
             if key in seen:
                 raise self.error(f"duplicate dictionary key {key!r}", offset)
             seen.add(key)
@@ -792,8 +794,6 @@ class ModuleReader:
     def _read_function(self, reader: Reader) -> Function:
         offset = reader.offset
         name = self.string(reader.varint("function name"), offset)
-        if not name:
-            raise self.error("function name is empty", offset)
         sig_offset = reader.offset
         signature = self._type_ref(reader, "function signature")
         if not isinstance(signature, T.FunctionType):
@@ -835,6 +835,9 @@ class ModuleReader:
             arg_attrs = self.tagged_attr(reader)
             if not isinstance(arg_attrs, A.ArrayAttr):
                 raise self.error("function argument attributes must be an array", attrs_offset)
+        # checked after the hints, as NVIDIA's reader reports a bad hint dictionary first
+        if not name:
+            raise self.error("function name is empty", offset)
         body_length = reader.varint("function body length")
         body_reader = reader.sub(body_length, "function body")
 

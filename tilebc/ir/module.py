@@ -34,7 +34,8 @@ class Op:
     """One operation. `operands` maps each declared operand group to a Value, None (absent optional)
     or a tuple (variadic); `attrs` maps attribute names to values (None: absent optional)."""
 
-    __slots__ = ("spec", "operands", "attrs", "results", "regions", "loc", "offset", "text_pos")
+    __slots__ = ("spec", "operands", "attrs", "results", "regions", "loc", "offset", "text_pos",
+                 "generic_form")
 
     def __init__(self, spec: OpSpec, operands: Dict[str, OperandGroup], attrs: Dict[str, object],
                  result_types: List[Type], regions: Optional[List["Region"]] = None,
@@ -47,6 +48,7 @@ class Op:
         self.loc = loc
         self.offset = offset  # byte offset in the file it was read from, for diagnostics
         self.text_pos: Optional[Tuple[int, int]] = None  # (line, column) when parsed from text
+        self.generic_form = False  # parsed from MLIR's generic op form (its messages differ)
 
     @property
     def name(self) -> str:

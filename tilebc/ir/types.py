@@ -56,6 +56,15 @@ class ElementType(Type):
         return self.name
 
     @property
+    def class_name(self) -> str:
+        """The name NVIDIA's bytecode reader gives the type in its errors (`Float4E2M1FN`, `Int4`)."""
+        if self.kind == "int":
+            return f"Int{self.bits}"
+        if self.name[:1] == "f" and self.name[1:2].isdigit():
+            return "Float" + self.name[1:]
+        return self.name
+
+    @property
     def is_integer(self) -> bool:
         return self.kind == "int"
 

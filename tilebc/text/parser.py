@@ -80,6 +80,7 @@ class _Parser:
         self._toplevel: Dict[int, Function] = {}  # module id -> entry holding top-level ops
         self._toplevel_scopes: Dict[int, Dict[str, Value]] = {}
         self._separate: Optional[List[Module]] = None  # top-level modules kept apart (modules())
+        self._module_pos: List[int] = []  # where each enclosing `cuda_tile.module` starts
 
     # ---- module ----------------------------------------------------------------------------------
 
@@ -134,7 +135,9 @@ class _Parser:
                 if c.accept("attributes"):
                     self._skip_balanced("{", "}")
                 c.expect("{", "to open the module body")
+                self._module_pos.append(token.pos)
                 self._items(target, closing="}")
+                self._module_pos.pop()
             elif word == "entry" or (word == "testing$func" and self.testing_ops):
                 function = self._entry()
                 function.testing = word == "testing$func"
@@ -156,8 +159,21 @@ class _Parser:
                     token.kind in ("value", "string") or word in OPS_BY_MNEMONIC
                     or word in MNEMONIC_ALIASES):
                 self._toplevel_op(module)
+            elif closing is not None and self._module_pos and (
+                    word in OPS_BY_MNEMONIC or word in MNEMONIC_ALIASES):
+                raise self._module_error("only function and global ops are allowed in the body",
+                                         f"'{token.text}' is an op, not an entry or a global",
+                                         token.pos)
             else:
                 raise c.error(f"expected 'entry', 'global' or 'module', found '{token.text}'")
+
+    def _module_error(self, message: str, detail: str, pos: int) -> TextSyntaxError:
+        """An error NVIDIA reports at the enclosing module, with the remark `invalid op` at the
+        op (the error says where the op is too, for callers that show one message)."""
+        line, column = self.c.line_col(pos)
+        error = self.c.error(f"{message} ({detail}, at {line}:{column})", self._module_pos[-1])
+        error.remarks = [(line, column, "invalid op")]
+        return error
 
     # ---- the module and its entries in MLIR's generic form ---------------------------------
 
@@ -457,6 +473,7 @@ class _Parser:
             state = self._generic_op(c.next(), names)
             spec = state.spec
             op = self._build(state, name_token)
+            op.generic_form = True
             return self._finish_op(op, spec, state, start, names)
         if name_token.kind != "ident":
             raise c.error(f"expected an operation name, found '{name_token.text or 'end of input'}'")
@@ -504,6 +521,9 @@ class _Parser:
         mnemonic = full[len(PREFIX):] if full.startswith(PREFIX) else None
         spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic)) if mnemonic else None
         if spec is None or spec.structural:
+            if self._module_pos and not full.startswith(PREFIX):
+                raise self._module_error("only ops from the 'cuda_tile' dialect are allowed",
+                                         f"unknown operation '{full}'", name_token.pos)
             raise c.error(f"unknown operation '{full}' (only cuda_tile ops are allowed)",
                           name_token.pos)
         state = _OpState(spec, name_token.pos)
@@ -945,8 +965,9 @@ class _Parser:
             if text.lower().startswith("0x"):  # the bit pattern itself
                 bits = self.c.int_value(token, f"{element} bits in hex")
                 if bits >> element.bits:
-                    raise self.c.error(f"bit pattern {shorten(text)} does not fit in {element} "
-                                       f"({element.bits} bits)", token.pos)
+                    raise self.c.error(f"float constant out of range for type (bit pattern "
+                                       f"{shorten(text)} does not fit in {element} "
+                                       f"({element.bits} bits))", token.pos)
                 return bits
             try:
                 return float_to_bits(float(text), element)
@@ -958,7 +979,7 @@ class _Parser:
                 raise self.c.error(f"expected integer value for {element}, found '{text}'",
                                    token.pos)
             return 1 if text == "true" else 0
-        value = self.c.int_value(token, f"an integer for {element}")
+        value = self.c.int_value(token, f"integer value for {element}")
         bits = 64 if isinstance(element, T.PointerType) else element.bits
         self._check_int_range(value, bits, str(element), token)
         return value & ((1 << bits) - 1)
@@ -968,8 +989,9 @@ class _Parser:
         union of both ranges, -2^(bits-1) to 2^bits - 1 (i1: -1 to 1)."""
         low, high = -(1 << (bits - 1)), (1 << bits) - 1
         if not low <= value <= high:
-            raise self.c.error(f"integer {shorten(token.text)} is out of range for {what} "
-                               f"(expected {low} to {high})", token.pos)
+            raise self.c.error(f"integer constant out of range for type (integer "
+                               f"{shorten(token.text)} is out of range for {what}, expected "
+                               f"{low} to {high})", token.pos)
 
     @nesting("attribute values")
     def _typed_attr(self):
@@ -1136,8 +1158,9 @@ class _Parser:
                 if inner is None:
                     inner = shape
                 elif shape != inner:
-                    raise c.error("dense constant is not rectangular: this element has shape "
-                                  f"{list(shape)}, the first one {list(inner)}", pos)
+                    raise c.error("tensor literal is invalid; ranks are not consistent between "
+                                  f"elements (dense constant is not rectangular: this element "
+                                  f"has shape {list(shape)}, the first one {list(inner)})", pos)
                 count += 1
             if not count:
                 raise c.error("a dense constant cannot be empty")
@@ -1151,11 +1174,15 @@ class _Parser:
         if not isinstance(tile_type, T.TileType):
             raise c.error(f"a dense constant needs a tile type, got {tile_type}", type_pos)
         if tile_type.element != element:
-            raise c.error(f"constant element type {element} does not match {tile_type}", type_pos)
+            raise c.error(f"mismatch between the element type: '{element}' and the tile element "
+                          f"type '{tile_type.element}' (constant element type {element} does not "
+                          f"match {tile_type})", type_pos)
         # A single value is a splat of any shape; a list must spell the type's shape exactly.
         if literal_shape and literal_shape != tuple(tile_type.shape):
-            raise c.error(f"constant literal has shape {list(literal_shape)} but {tile_type} has "
-                          f"shape {list(tile_type.shape)}", type_pos)
+            raise c.error(f"inferred shape of elements literal ({list(literal_shape)}) does not "
+                          f"match type ({list(tile_type.shape)}) (constant literal has shape "
+                          f"{list(literal_shape)} but {tile_type} has shape "
+                          f"{list(tile_type.shape)})", type_pos)
         count = tile_type.num_elements
         if element.name == "i1":
             if len(values) == 1:

@@ -10,6 +10,7 @@ from typing import Callable, Dict, FrozenSet, Iterable, List, Optional
 
 from ..ir.types import (ELEMENT_TYPES, ElementType, GatherScatterViewType, PartitionViewType,
                         PointerType, StridedViewType, TensorViewType, TileType, TokenType, i1)
+from ..ops.spec import Arity
 from ..ops.table import OPS
 
 Constraint = Callable[["object", "object"], bool]
@@ -65,6 +66,36 @@ def role(op, name: str) -> str:
     return f"{kind} '{name}'"
 
 
+# The order in which NVIDIA's op definitions list element types in their messages.
+_ODS_ORDER = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "tf32", "f8E4M3FN",
+              "f8E5M2", "f8E8M0FNU", "f4E2M1FN", "i4", "fnv8E5M3FNU")
+
+
+def _is_variadic(op, name: str) -> bool:
+    for spec in op.spec.operands:
+        if spec.name == name:
+            return spec.arity is Arity.VARIADIC
+    return any(r.name == name and r.variadic for r in op.spec.results)
+
+
+def ods_tile_desc(op, name: str, elements: FrozenSet, rank: Optional[int]) -> str:
+    """A tile constraint as MLIR's generated verifier words it: `0D tile of i1 or i8 values`."""
+    names = " or ".join(n for n in _ODS_ORDER if ELEMENT_TYPES[n] in elements)
+    desc = f"{'' if rank is None else f'{rank}D '}tile of {names} values"
+    return f"variadic of {desc}" if _is_variadic(op, name) else desc
+
+
+def ods_type_error(op, name: str, v, desc: str, detail: str) -> str:
+    """MLIR's generated message for a value of the wrong type (`'cuda_tile.addf' op operand #0
+    must be …, but got '!cuda_tile.tile<i32>'`), then ours in parentheses."""
+    if name in op.operands:
+        kind, index = "operand", next(i for i, x in enumerate(op.operand_values) if x is v)
+    else:
+        kind, index = "result", v.index
+    return (f"'cuda_tile.{op.name}' op {kind} #{index} must be {desc}, but got "
+            f"'!cuda_tile.{v.type}' ({detail})")
+
+
 def tile_desc(elements: Optional[FrozenSet], rank: Optional[int]) -> str:
     shape = "a scalar tile" if rank == 0 else f"a rank-{rank} tile" if rank else "a tile"
     return f"{shape} of {family_name(elements)}" if elements else shape
@@ -83,7 +114,11 @@ def tile_of(*names: str, elements: Optional[FrozenSet] = None, rank: Optional[in
                 t = v.type
                 if (not isinstance(t, TileType) or (elements is not None and t.element not in elements)
                         or (rank is not None and t.rank != rank)):
-                    return ctx.report(rule, op, f"{role(op, name)} must be {wanted}, got {t}")
+                    message = f"{role(op, name)} must be {wanted}, got {t}"
+                    if elements is not None:
+                        message = ods_type_error(op, name, v, ods_tile_desc(op, name, elements,
+                                                                            rank), role(op, name))
+                    return ctx.report(rule, op, message)
         return True
     return check
 
@@ -103,23 +138,34 @@ def pointer_tile(*names: str, rank: Optional[int] = None) -> Constraint:
     return check
 
 
-def of_kind(*names: str, kind, what: str) -> Constraint:
+def of_kind(*names: str, kind, what: str, ods: Optional[str] = None,
+            parsed: Optional[str] = None) -> Constraint:
+    """`ods`: the constraint as NVIDIA's generated verifier names it; `parsed`: what NVIDIA's
+    custom parser of the op says it expected, when it checks the type while parsing."""
     def check(ctx, op) -> bool:
         for name in names:
             for v in values(op, name):
                 if not isinstance(v.type, kind):
-                    return ctx.report("type.operand", op, f"{role(op, name)} must be {what}, "
-                                                          f"got {v.type}")
+                    message = f"{role(op, name)} must be {what}, got {v.type}"
+                    if parsed and op.text_pos is not None and not getattr(op, "generic_form",
+                                                                          False):
+                        message = (f"'cuda_tile.{op.name}' expected {parsed}, got "
+                                   f"'!cuda_tile.{v.type}' ({role(op, name)})")
+                    elif ods:
+                        message = ods_type_error(op, name, v, ods, role(op, name))
+                    return ctx.report("type.operand", op, message)
         return True
     return check
 
 
 def token(*names: str) -> Constraint:
-    return of_kind(*names, kind=TokenType, what="a token")
+    return of_kind(*names, kind=TokenType, what="a token", ods="cuda tile token type")
 
 
-def tensor_view(*names: str) -> Constraint:
-    return of_kind(*names, kind=TensorViewType, what="a tensor_view")
+def tensor_view(*names: str, parsed: bool = False) -> Constraint:
+    """`parsed`: the op's custom form checks the type while parsing (NVIDIA's words differ)."""
+    return of_kind(*names, kind=TensorViewType, what="a tensor_view",
+                   parsed="tensor_view" if parsed else None)
 
 
 VIEW_KINDS = (PartitionViewType, StridedViewType, GatherScatterViewType)
@@ -127,10 +173,17 @@ VIEW_KINDS = (PartitionViewType, StridedViewType, GatherScatterViewType)
 
 def tile_view(*names: str) -> Constraint:
     return of_kind(*names, kind=VIEW_KINDS,
-                   what="a partition_view, strided_view or gather_scatter_view")
+                   what="a partition_view, strided_view or gather_scatter_view",
+                   ods="TileView instance")
 
 
 # ---- agreement between values ------------------------------------------------------------------
+
+def _all_of(op, names, what: str, detail: str) -> str:
+    """MLIR's generated message for an all-of-these-agree constraint, then ours in parentheses."""
+    return (f"'cuda_tile.{op.name}' op failed to verify that all of {{{', '.join(names)}}} have "
+            f"{what} ({detail})")
+
 
 def same_type(*names: str) -> Constraint:
     def check(ctx, op) -> bool:
@@ -138,8 +191,9 @@ def same_type(*names: str) -> Constraint:
         for name in names[1:]:
             for v in values(op, name):
                 if v.type != first.type:
-                    return ctx.report("type.mismatch", op, f"{role(op, name)} type {v.type} does "
-                                      f"not match {role(op, names[0])} type {first.type}")
+                    return ctx.report("type.mismatch", op, _all_of(
+                        op, names, "same type", f"{role(op, name)} type {v.type} does not match "
+                                                f"{role(op, names[0])} type {first.type}"))
         return True
     return check
 
@@ -150,9 +204,10 @@ def same_shape(*names: str) -> Constraint:
         for name in names[1:]:
             for v in values(op, name):
                 if v.type.shape != first.type.shape:
-                    return ctx.report("shape.mismatch", op, f"{role(op, name)} shape "
-                                      f"{_shape(v.type)} does not match {role(op, names[0])} "
-                                      f"shape {_shape(first.type)}")
+                    return ctx.report("shape.mismatch", op, _all_of(
+                        op, names, "same shape", f"{role(op, name)} shape {_shape(v.type)} does "
+                                                 f"not match {role(op, names[0])} shape "
+                                                 f"{_shape(first.type)}"))
         return True
     return check
 
@@ -163,9 +218,10 @@ def same_element(*names: str) -> Constraint:
         for name in names[1:]:
             for v in values(op, name):
                 if v.type.element != first.type.element:
-                    return ctx.report("type.element_mismatch", op, f"{role(op, name)} element "
-                                      f"type {v.type.element} does not match {role(op, names[0])} "
-                                      f"element type {first.type.element}")
+                    return ctx.report("type.element_mismatch", op, _all_of(
+                        op, names, "the same element type",
+                        f"{role(op, name)} element type {v.type.element} does not match "
+                        f"{role(op, names[0])} element type {first.type.element}"))
         return True
     return check
 
@@ -176,8 +232,10 @@ def same_rank(*names: str) -> Constraint:
         for name in names[1:]:
             for v in values(op, name):
                 if v.type.rank != first.type.rank:
-                    return ctx.report("shape.rank", op, f"{role(op, name)} rank {v.type.rank} "
-                                      f"does not match {role(op, names[0])} rank {first.type.rank}")
+                    return ctx.report("shape.rank", op, _all_of(
+                        op, names, "same rank", f"{role(op, name)} rank {v.type.rank} does not "
+                                                f"match {role(op, names[0])} rank "
+                                                f"{first.type.rank}"))
         return True
     return check
 

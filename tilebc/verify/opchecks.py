@@ -68,16 +68,30 @@ def reshape(ctx, op) -> bool:
 def permute(ctx, op) -> bool:
     source, result = op.operands["source"].type, op.results[0].type
     permutation = list(op.attrs["permutation"])
+    prefix = f"'cuda_tile.{op.name}' op "
     if source.rank < 2:
-        return ctx.report("shape.permute", op, f"source must have rank 2 or more, got "
-                                               f"{source.rank}")
-    if sorted(permutation) != list(range(source.rank)):
-        return ctx.report("attr.permutation", op, f"permutation {permutation} must be a "
-                                                  f"permutation of 0..{source.rank - 1}")
+        return ctx.report("shape.permute", op, f"{prefix}expects at least rank 2, but got: "
+                                               f"{source.rank} (the source's rank)")
+    ours = f"permutation {permutation} must be a permutation of 0..{source.rank - 1}"
+    if len(permutation) != source.rank:
+        return ctx.report("attr.permutation", op, f"{prefix}expect permutation size "
+                                                  f"({len(permutation)}) to equal the rank of the "
+                                                  f"source ({source.rank}) ({ours})")
+    for index, element in enumerate(permutation):
+        if not 0 <= element < source.rank:
+            return ctx.report("attr.permutation", op, f"{prefix}permutation element at index "
+                                                      f"{index} ({element}) is out of bound "
+                                                      f"[0, {source.rank}) ({ours})")
+    if len(set(permutation)) != len(permutation):
+        return ctx.report("attr.permutation", op, f"{prefix}expect permutation elements to be "
+                                                  f"unique ({ours})")
     expected = tuple(source.shape[p] for p in permutation)
-    if result.shape != expected:
-        return ctx.report("shape.permute", op, f"result shape {_shape(result)} should be "
-                                               f"{'x'.join(map(str, expected))}")
+    for index, (want, got) in enumerate(zip(expected, result.shape)):
+        if want != got:
+            return ctx.report("shape.permute", op, f"{prefix}result shape invalid at index "
+                                                   f"{index}, expected: {want}, but got: {got} "
+                                                   f"(result shape {_shape(result)} should be "
+                                                   f"{'x'.join(map(str, expected))})")
     return True
 
 
@@ -410,20 +424,24 @@ def multicast_view(ctx, op) -> bool:
     return True
 
 
+def _shape_result_count(ctx, op, rank: int, why: str) -> bool:
+    if len(op.results) == rank:
+        return True
+    # MLIR's custom parser makes the results from the type, then binds the names given
+    if op.text_pos is not None and not getattr(op, "generic_form", False):
+        return ctx.report("result.count", op, f"operation defines {rank} results but was provided "
+                                              f"{len(op.results)} to bind")
+    return ctx.report("result.count", op, f"'cuda_tile.{op.name}' op expected {rank} results due "
+                                          f"to {why}, but got {len(op.results)}")
+
+
 def get_tensor_shape(ctx, op) -> bool:
-    rank = op.operands["src"].type.rank
-    if len(op.results) != rank:
-        return ctx.report("result.count", op, f"expected {rank} results for a rank-{rank} "
-                                              f"tensor_view, got {len(op.results)}")
-    return True
+    return _shape_result_count(ctx, op, op.operands["src"].type.rank, "tensor rank")
 
 
 def get_index_space_shape(ctx, op) -> bool:
-    rank = len(op.operands["src"].type.tile_shape)
-    if len(op.results) != rank:
-        return ctx.report("result.count", op, f"expected {rank} results for the view's index "
-                                              f"space, got {len(op.results)}")
-    return True
+    return _shape_result_count(ctx, op, len(op.operands["src"].type.tile_shape),
+                               "view index space rank")
 
 
 # ---- pointers and memory -----------------------------------------------------------------------

@@ -165,7 +165,7 @@ _OTHER: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
     "make_strided_view": (tensor_view("tensor_view"), tile_view("result"), oc.make_subview),
     "make_gather_scatter_view": (tensor_view("tensor_view"), tile_view("result"),
                                  oc.make_subview),
-    "get_tensor_shape": (tensor_view("src"), tile_of("results", elements=INT, rank=0),
+    "get_tensor_shape": (tensor_view("src", parsed=True), tile_of("results", elements=INT, rank=0),
                          oc.get_tensor_shape),
     "get_index_space_shape": (tile_view("src"), tile_of("results", elements=INT, rank=0),
                               oc.get_index_space_shape),

@@ -331,13 +331,16 @@ class ModuleReader {
 
 BytecodeInfo ModuleReader::read() {
   if (size_ < 8 || std::memcmp(data_, F::kMagic, 8) != 0)
-    error(0, "input does not start with the Tile IR magic 7f 54 69 6c 65 49 52 00");
+    error(0, "invalid magic number: input does not start with the Tile IR magic "
+             "7f 54 69 6c 65 49 52 00");
   if (size_ < 12) error(size_, "malformed header: truncated input: header needs 12 bytes");
   const F::Version version{data_[8], data_[9]};
   if (version < F::kMinVersion || version > F::kMaxVersion)
     throw Error(Errc::unsupported_version,
-                "unsupported bytecode version " + version_text(version) + "; tilebc reads [" +
-                    version_text(F::kMinVersion) + " - " + version_text(F::kMaxVersion) + "]",
+                "unsupported Tile version " + version_text(version) + "." +
+                    std::to_string(data_[10] | (data_[11] << 8)) +
+                    ", this reader supports versions [" + version_text(F::kMinVersion) + " - " +
+                    version_text(F::kMaxVersion) + "]",
                 file_, 8);
   version_ = version;
   info_.version = Version{version.major, version.minor};
@@ -449,11 +452,12 @@ void ModuleReader::frame_sections() {
     const bool aligned = id_byte & 0x80;
     if (id_byte == 0x80) error(start, "end section must not have the alignment flag set");
     if (id >= sizeof sections_ / sizeof sections_[0])
-      error(start, "unknown section id " + std::to_string(id));
+      error(start, "unknown section ID: " + std::to_string(id));
     pos = start + 1;
     if (id == 0) {
       if (pos != size_)
-        error(pos, std::to_string(size_ - pos) + " bytes follow the end-of-bytecode section");
+        error(pos, "end section is not the last section: " + std::to_string(size_ - pos) +
+                       " bytes follow it");
       return;
     }
     Cursor header = cursor(pos, size_);
@@ -677,13 +681,22 @@ std::string dim_map_text(const std::vector<std::int64_t>& dim_map) {
   return "";
 }
 
+// The name NVIDIA's bytecode reader gives an element type in its errors (Float4E2M1FN, Int4).
+static std::string class_name(const F::ElementInfo& info) {
+  const std::string name = info.name;
+  if (!info.is_float) return "Int" + std::to_string(info.bits);
+  if (name.size() > 1 && name[0] == 'f' && name[1] >= '0' && name[1] <= '9')
+    return "Float" + name.substr(1);
+  return name;
+}
+
 void ModuleReader::decode_type(Cursor& reader, TypeNode& node) {
   const std::uint64_t tag_offset = reader.pos;
   const std::uint64_t tag = reader.varint("type tag");
   for (const auto& info : F::kElements) {
     if (info.tag != tag) continue;
     if (info.since > version_)
-      error(tag_offset, std::string("type '") + info.name + "' requires bytecode version " +
+      error(tag_offset, std::string("type '") + class_name(info) + "' requires bytecode version " +
                             version_text(info.since) + "+, file version is " + version_text(version_));
     node.kind = Kind::element;
     node.element = &info;
@@ -986,7 +999,7 @@ void ModuleReader::dictionary_body(Cursor& reader, int depth, bool hints) {
     const std::uint64_t offset = reader.pos;
     const std::string& key = string(reader.varint("dictionary key"), offset);
     if (key.empty())
-      error(offset, "invalid empty attribute name for dictionary element " + std::to_string(index));
+      error(offset, "invalid empty attribute name for DictionaryAttr element " + std::to_string(index));
     if (std::find(keys.begin(), keys.end(), key) != keys.end())
       error(offset, "duplicate dictionary key " + quoted(key));
     keys.push_back(key);
@@ -1084,7 +1097,6 @@ Entry ModuleReader::read_function(Cursor& reader) {
   Entry entry;
   entry.offset = reader.pos;
   entry.name = string(reader.varint("function name"), entry.offset);
-  if (entry.name.empty()) error(entry.offset, "function name is empty");
   const std::uint64_t signature_offset = reader.pos;
   const TypeNode& signature = type_ref(reader, "function signature");
   if (signature.kind != Kind::function)
@@ -1122,6 +1134,8 @@ Entry ModuleReader::read_function(Cursor& reader) {
     if (tagged_attr(reader) != AttrKind::array)
       error(attrs_offset, "function argument attributes must be an array");
   }
+  // checked after the hints, as NVIDIA's reader reports a bad hint dictionary first
+  if (entry.name.empty()) error(entry.offset, "function name is empty");
   const std::uint64_t body_length = reader.varint("function body length");
   const Cursor body = reader.sub(body_length, "function body");
   entry.body_begin = body.pos;

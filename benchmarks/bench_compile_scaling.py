@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -221,8 +222,8 @@ def main(argv=None) -> int:
 
 
 def write_markdown(path: Path, rows, args, import_seconds, argv) -> None:
-    command = " ".join(["python benchmarks/bench_compile_scaling.py",
-                        *(argv if argv is not None else sys.argv[1:])])
+    command = shlex.join(["python", "benchmarks/bench_compile_scaling.py",
+                          *(argv if argv is not None else sys.argv[1:])])
     title = "Code-size bound lifted (`--unbounded`)" if args.unbounded else "As shipped"
     lines = [f"## {title}", "",
              f"`{command}` — {time.strftime('%Y-%m-%d', time.gmtime())}, one run per case, "

@@ -48,12 +48,12 @@ BASELINE = {
     "tilebc/numeric/convert.py": 9,
     "tilebc/numeric/intops.py": 16,
     "tilebc/text/names.py": 3,
-    "tilebc/text/parser.py": 11,
+    "tilebc/text/parser.py": 10,
     "tilebc/text/printer.py": 4,
     "tilebc/verify/diagnostics.py": 1,
     "tilebc/verify/opchecks.py": 4,
     "tilebc/verify/optable.py": 2,
-    "tilebc/verify/structure.py": 7,
+    "tilebc/verify/structure.py": 6,
 }
 
 

@@ -159,6 +159,8 @@ class OpSpec:
     # (reduce, scan).
     exits_pass: bool = False
     combiner: bool = False
+    # Region ops: the last region may be left out when the op has no results (if without else).
+    else_optional: bool = False
     summary: str = ""
     # Text form: an MLIR-assembly-format-like declaration read by both the printer and the parser
     # (grammar in tilebc/text/syntax.py).

@@ -225,6 +225,7 @@ OPS: Tuple[OpSpec, ...] = (
     _op("if", 0x32, ("condition",), ("results*",), regions=2,
         syntax="$condition (`->` `(` type($results)^ `)`)? custom<Region>(0, yield) "
                "(`else` custom<Region>(1, yield)^)? attr-dict", asm_name="", exits_pass=True,
+        else_optional=True,
         summary="two-way branch with results"),
     _unary("int_to_ptr", 0x33, None, "integers to pointers", syntax=CAST),
     _op("iota", 0x3A, (), syntax="attr-dict `:` type($result)", summary="0, 1, 2, … along a 1-d tile"),

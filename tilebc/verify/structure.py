@@ -437,7 +437,7 @@ class Verifier:
             return
         self.parents.append(op)
         for index, region in enumerate(op.regions):
-            if not region.blocks and op.name == "if" and index == 1:
+            if not region.blocks and op.spec.else_optional and index == op.spec.regions - 1:
                 if op.results:
                     self.ctx.report("region.blocks", op, "an if with results needs an else "
                                                          "region that yields them")

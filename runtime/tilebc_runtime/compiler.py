@@ -217,7 +217,7 @@ def estimate_code_size(function: Function, threads: int) -> Tuple[int, Optional[
                 widest, widest_elements = op, elements
             weight = _EXPANDED_COST if op.name in EXPANDING else _PLAIN_COST
             total += times * slots * weight
-            inner = times * slots if op.name in ("reduce", "scan") else times
+            inner = times * slots if op.spec.combiner else times
             for region in op.regions:
                 for block in region.blocks:
                     pending.append((block.ops, inner))

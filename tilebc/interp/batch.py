@@ -47,7 +47,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..ir.module import Block, Function, Region
-from ..ops.spec import Arity, Effects
+from ..ops.spec import Arity, Effects, Exit, OpSpec
 from .errors import ExecutionError, MemoryCheckError
 from .registry import IMPLEMENTATIONS, LANEWISE, Signal
 from .arena import Scratch
@@ -97,8 +97,8 @@ class BatchSignal(Signal):
 
     __slots__ = ("flags",)
 
-    def __init__(self, kind: str, values, flags):
-        super().__init__(kind, values)
+    def __init__(self, terminator: OpSpec, values, flags):
+        super().__init__(terminator, values)
         self.flags = flags
 
 
@@ -351,7 +351,7 @@ def _uniform(bb: BatchBlock, value, varying: bool, what: str):
 
 @batched("yield", "continue", "break", "return")
 def _terminator(bb, op, impl, groups, flags):
-    return BatchSignal(op.name, groups[0], flags[0])
+    return BatchSignal(op.spec, groups[0], flags[0])
 
 
 @batched("if")
@@ -364,21 +364,21 @@ def _if(bb, op, impl, groups, flags):
     bb.current_op = op
     if signal is None:
         return [], []
-    if signal.kind == "yield":
+    if signal.exit is Exit.VALUES:
         return list(signal.values), list(signal.flags)
     return signal
 
 
 def _loop_body(bb, op, body, leading, leading_flags, carried, carried_flags):
-    """One iteration: (carried, flags), or ("break"/"return", signal)."""
+    """One iteration: (None, carried, flags), or (Exit.LEAVE_LOOP / LEAVE_KERNEL, signal, None)."""
     signal = bb.run_region(body, leading + carried, leading_flags + carried_flags)
     bb.current_op = op
     if signal is None:
         return None, carried, carried_flags
-    if signal.kind == "continue":
+    if signal.exit is Exit.NEXT:
         return None, list(signal.values), list(signal.flags)
-    if signal.kind in ("break", "return"):
-        return signal.kind, signal, None
+    if signal.exit in (Exit.LEAVE_LOOP, Exit.LEAVE_KERNEL):
+        return signal.exit, signal, None
     bb.fail(f"{op.name} body ended with {signal.kind}")
 
 
@@ -403,9 +403,9 @@ def _for(bb, op, impl, groups, flags):
         kind, carried, carried_flags = _loop_body(
             bb, op, op.regions[0], [np.asarray(index).astype(dtype)], [False], carried,
             carried_flags)
-        if kind == "break":
+        if kind is Exit.LEAVE_LOOP:
             return list(carried.values), list(carried.flags)
-        if kind == "return":
+        if kind is Exit.LEAVE_KERNEL:
             return carried
         index += stride
     return carried, carried_flags
@@ -418,9 +418,9 @@ def _loop(bb, op, impl, groups, flags):
         bb.machine.count_iteration(bb)
         kind, carried, carried_flags = _loop_body(bb, op, op.regions[0], [], [], carried,
                                                   carried_flags)
-        if kind == "break":
+        if kind is Exit.LEAVE_LOOP:
             return list(carried.values), list(carried.flags)
-        if kind == "return":
+        if kind is Exit.LEAVE_KERNEL:
             return carried
 
 
@@ -781,7 +781,7 @@ def run_batched(machine, function: Function, grid: Tuple[int, int, int], argumen
     try:
         try:
             signal = block.run_block(function.body, arguments)
-            if signal is not None and signal.kind != "return":
+            if signal is not None and signal.exit is not Exit.LEAVE_KERNEL:
                 block.fail(f"entry body ended with {signal.kind}, expected return")
         finally:
             memory.observer = None

@@ -19,7 +19,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from ..ir.module import Block, Function, Module, Op, Region, Value
-from ..ops.spec import Arity
+from ..ops.spec import Arity, Exit
 from . import numeric_ops
 from ..errors import TilebcError
 from .errors import ExecutionError, MemoryCheckError, UnsupportedError
@@ -233,7 +233,7 @@ class TileBlock:
 
     def run_function(self, function: Function, arguments: Sequence) -> None:
         signal = self.run_block(function.body, arguments)
-        if signal is not None and signal.kind != "return":
+        if signal is not None and signal.exit is not Exit.LEAVE_KERNEL:
             self.fail(f"entry body ended with {signal.kind}, expected return")
 
     def run_region(self, region: Region, arguments: Sequence) -> Optional[Signal]:

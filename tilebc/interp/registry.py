@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Set
 
-from ..ops.spec import Effects
+from ..ops.spec import Effects, OpSpec
 from ..ops.table import OPS_BY_MNEMONIC
 
 IMPLEMENTATIONS: Dict[str, Callable] = {}
@@ -56,12 +56,14 @@ def refuse(mnemonic: str, reason: str) -> None:
 
 
 class Signal:
-    """How a region ended: `kind` is the terminator's mnemonic (yield, continue, break, return)."""
+    """How a region ended: `exit` is where its terminator sends control (OpSpec.exit), `kind` the
+    terminator's mnemonic (for messages)."""
 
-    __slots__ = ("kind", "values")
+    __slots__ = ("kind", "exit", "values")
 
-    def __init__(self, kind: str, values):
-        self.kind = kind
+    def __init__(self, terminator: OpSpec, values):
+        self.kind = terminator.mnemonic
+        self.exit = terminator.exit
         self.values = values
 
     def __repr__(self) -> str:

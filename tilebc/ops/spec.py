@@ -70,6 +70,15 @@ class Family(enum.Enum):
     COMPARE = "compare"
 
 
+class Exit(enum.Enum):
+    """Where a terminator sends control when it ends its region."""
+
+    VALUES = "values"          # back to the op owning the region, with its values (if, combiners)
+    NEXT = "next"              # the enclosing loop's next iteration, with the carried values
+    LEAVE_LOOP = "leave_loop"  # out of the enclosing loop, with its results
+    LEAVE_KERNEL = "leave_kernel"  # out of the kernel
+
+
 class Elements(enum.Enum):
     """Element class of an element-wise family op."""
 
@@ -144,11 +153,14 @@ class OpSpec:
     # whether they may also end an `if` region nested in one of them (early exits).
     ends: Tuple[str, ...] = ()
     through_if: bool = False
+    exit: Optional[Exit] = None  # terminators: where control goes
     # Region ops: early exits (return, continue, break) in its regions leave through it to the
     # enclosing op (`if`); its regions are combiners, which may hold only effect-free ops
     # (reduce, scan).
     exits_pass: bool = False
     combiner: bool = False
+    # Region ops: the last region may be left out when the op has no results (if without else).
+    else_optional: bool = False
     summary: str = ""
     # Text form: an MLIR-assembly-format-like declaration read by both the printer and the parser
     # (grammar in tilebc/text/syntax.py).

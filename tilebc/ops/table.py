@@ -13,8 +13,8 @@ from ..version import V13_1, V13_2, V13_3, V13_4, V13_5, Version
 from .enums import (AtomicRMWMode, ComparisonOrdering, ComparisonPredicate, IntegerOverflow,
                     MemoryOrderingSemantics, MemoryScope, MultimemReductionKind, RoundingMode,
                     Signedness, SymbolVisibility)
-from .spec import (Arity, AttrKind, AttrSpec, Effects, Elements, Family, OperandSpec, OpSpec,
-                   ResultSpec)
+from .spec import (Arity, AttrKind, AttrSpec, Effects, Elements, Exit, Family, OperandSpec,
+                   OpSpec, ResultSpec)
 
 
 T = TypeVar("T")
@@ -113,10 +113,11 @@ def _binary(mnemonic, opcode, elements, summary, attrs=(), names=("lhs", "rhs"),
                commutative=commutative, **_elementwise(elements, names[0]))
 
 
-def _terminator(mnemonic, opcode, summary, ends, through_if=False) -> OpSpec:
-    """Ends a region of one of the `ends` ops (`through_if`: also an `if` region inside one)."""
+def _terminator(mnemonic, opcode, summary, exit, ends, through_if=False) -> OpSpec:
+    """Ends a region of one of the `ends` ops (`through_if`: also an `if` region inside one),
+    sending control to `exit`."""
     return _op(mnemonic, opcode, ("operands*",), (), terminator=True, summary=summary,
-               syntax=VALUES, ends=ends, through_if=through_if)
+               syntax=VALUES, exit=exit, ends=ends, through_if=through_if)
 
 
 OPS: Tuple[OpSpec, ...] = (
@@ -143,7 +144,8 @@ OPS: Tuple[OpSpec, ...] = (
                "`->` type($result) `,` type($result_token)",
         result_like="arg", summary="atomic read-modify-write through a pointer tile"),
     _unary("bitcast", 0x09, None, "reinterpret bits as another type of the same width", syntax=CAST),
-    _terminator("break", 0x0A, "leave a loop with its result values", ("loop",), True),
+    _terminator("break", 0x0A, "leave a loop with its result values", Exit.LEAVE_LOOP,
+                ("loop",), True),
     _unary("broadcast", 0x0B, None, "broadcast size-1 dimensions", syntax=CAST, asm_name="bcast"),
     _op("cat", 0x0C, ("lhs", "rhs"), attrs=(attr("dim", AttrKind.INT, width=64),),
         syntax="$lhs `,` $rhs `dim` `=` $dim attr-dict `:` type($lhs) `,` type($rhs) `->` "
@@ -163,8 +165,8 @@ OPS: Tuple[OpSpec, ...] = (
     _op("constant", 0x10, (), attrs=(attr("value", AttrKind.DENSE),),
         syntax="custom<DenseConstant>($value) attr-dict", asm_name="@constant",
         summary="dense constant tile"),
-    _terminator("continue", 0x11, "next loop iteration with new carried values", ("for", "loop"),
-                True),
+    _terminator("continue", 0x11, "next loop iteration with new carried values", Exit.NEXT,
+                ("for", "loop"), True),
     _unary("cos", 0x12, Elements.FLOAT, "cosine"),
     _unary("cosh", 0x13, Elements.FLOAT, "hyperbolic cosine"),
     _binary("divf", 0x14, Elements.FLOAT, "float division", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}"),
@@ -223,6 +225,7 @@ OPS: Tuple[OpSpec, ...] = (
     _op("if", 0x32, ("condition",), ("results*",), regions=2,
         syntax="$condition (`->` `(` type($results)^ `)`)? custom<Region>(0, yield) "
                "(`else` custom<Region>(1, yield)^)? attr-dict", asm_name="", exits_pass=True,
+        else_optional=True,
         summary="two-way branch with results"),
     _unary("int_to_ptr", 0x33, None, "integers to pointers", syntax=CAST),
     _op("iota", 0x3A, (), syntax="attr-dict `:` type($result)", summary="0, 1, 2, … along a 1-d tile"),
@@ -302,7 +305,7 @@ OPS: Tuple[OpSpec, ...] = (
     _binary("remf", 0x59, Elements.FLOAT, "float remainder"),
     _binary("remi", 0x5A, Elements.INT, "integer remainder", (SIGNEDNESS,), middle="$signedness"),
     _unary("reshape", 0x5B, None, "reshape keeping element order", syntax=CAST, asm_name="reshape"),
-    _terminator("return", 0x5C, "leave the entry", ("entry",), True),
+    _terminator("return", 0x5C, "leave the entry", Exit.LEAVE_KERNEL, ("entry",), True),
     _unary("rsqrt", 0x5D, Elements.FLOAT, "reciprocal square root", (FTZ,),
            syntax=f"$source {FTZ_KW} attr-dict `:` type($result)"),
     _op("scan", 0x5E, ("operands*",), ("results*",),
@@ -346,7 +349,7 @@ OPS: Tuple[OpSpec, ...] = (
         summary="integer truncation"),
     _binary("xori", 0x6C, Elements.INT, "bitwise xor", commutative=True),
     _terminator("yield", 0x6D, "end an if branch or combiner region with values",
-                ("if", "reduce", "scan")),
+                Exit.VALUES, ("if", "reduce", "scan")),
     _binary("atan2", 0x6E, Elements.FLOAT, "two-argument arctangent", names=("x", "y"), since=V13_2),
     _unary("pack", 0x6F, None, "pack a rank-1 tile into i8 bytes", since=V13_3, syntax=CAST),
     _unary("unpack", 0x70, None, "unpack i8 bytes into a rank-1 tile", since=V13_3, syntax=CAST),
@@ -481,6 +484,8 @@ def _check_table() -> None:
                  not OPS_BY_MNEMONIC.get(name, spec).regions]
         if wrong or (spec.ends and not spec.terminator):
             raise RuntimeError(f"{spec.mnemonic} ends regions of ops without regions: {wrong}")
+        if spec.terminator != (spec.exit is not None):
+            raise RuntimeError(f"{spec.mnemonic}: a terminator, and only one, says where it exits")
         if spec.through_if and not any(s.exits_pass for s in OPS):
             raise RuntimeError(f"{spec.mnemonic} leaves through an op no entry lets exits pass")
         if spec.family is not Family.OTHER and spec.elements is None:

@@ -741,7 +741,7 @@ class _Parser:
         result_types = self._result_types(state, operands, name_token)
         regions = [state.regions[i] for i in range(spec.regions) if i in state.regions]
         if len(regions) != spec.regions:
-            if spec.mnemonic == "if" and len(regions) == 1:
+            if spec.else_optional and len(regions) == spec.regions - 1:
                 regions.append(Region())
             else:
                 raise self.c.error(f"{spec.mnemonic} needs {spec.regions} region(s)", name_token.pos)

@@ -18,6 +18,7 @@ from typing import Dict, Tuple
 
 from ..ir.attrs import BoolAttr, DictionaryAttr, IntegerAttr, OptimizationHintsAttr
 from ..ir.types import i1
+from ..ops.table import by_mnemonic
 from ..version import Version
 from .diagnostics import WARNING, Collector
 
@@ -31,13 +32,13 @@ SINGLE_CTA = ("sm_80", "sm_86", "sm_87", "sm_88", "sm_89")
 
 ENTRY_HINTS = ("num_cta_in_cga", "num_worker_warps_per_cta", "occupancy")
 # Hints each op takes (by mnemonic); "entry" is the kernel itself.
-HINTS_FOR: Dict[str, Tuple[str, ...]] = {
+HINTS_FOR: Dict[str, Tuple[str, ...]] = by_mnemonic({
     "entry": ENTRY_HINTS,
     "load_view_tko": ("latency", "allow_tma"),
     "store_view_tko": ("latency", "allow_tma"),
     "load_ptr_tko": ("latency",),
     "store_ptr_tko": ("latency",),
-}
+}, "optimization hints")
 NEWER_HINTS = {"num_worker_warps_per_cta": V13_3}
 
 

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Tuple
 from ..ir.attrs import DenseElementsAttr, DictionaryAttr
 from ..ir.module import Block, Function, Module, Op, Value
 from ..ir.types import ElementType, PointerType, TileType, Type, scalar
-from ..ops.spec import Arity, AttrKind, Effects, OpSpec
+from ..ops.spec import Arity, AttrKind, Effects, Exit, OpSpec
 from ..ops.table import OPS, OPS_BY_MNEMONIC
 from ..version import ALL_VERSIONS, Version
 from .debuginfo import DebugInfoChecker
@@ -437,7 +437,7 @@ class Verifier:
             return
         self.parents.append(op)
         for index, region in enumerate(op.regions):
-            if not region.blocks and op.name == "if" and index == 1:
+            if not region.blocks and op.spec.else_optional and index == op.spec.regions - 1:
                 if op.results:
                     self.ctx.report("region.blocks", op, "an if with results needs an else "
                                                          "region that yields them")
@@ -585,9 +585,9 @@ class Verifier:
             ctx.report("terminator.parent", op, f"{name} must be nested (through if only) in "
                        f"{' or '.join(EXIT_TARGETS[name])}, not in {target_name}")
             return
-        if name == "return":
+        if op.spec.exit is Exit.LEAVE_KERNEL:
             expected = list(self.function.type.results) if self.function is not None else []
-        elif name == "continue" and target_name == "loop":
+        elif op.spec.exit is Exit.NEXT and target_name == "loop":
             expected = [v.type for v in target.operands["initValues"]]
         else:
             expected = [r.type for r in target.results]

@@ -12,14 +12,24 @@ from __future__ import annotations
 from typing import Dict, List
 
 from tilebc.ir.types import GatherScatterViewType, TileType
+from tilebc.ops.table import by_mnemonic
 
-_NOT_FREE = {"fpowi"}  # lowered slot by slot from Cyclic operands
+# What the ops other than element-wise ones do with a flowing value (see the module doc).
+LITERAL = "literal"        # a constant: a splat if its value is
+KEEPS = "keeps"            # the result is the operand's elements (reshape, assume)
+BROADCASTS = "broadcasts"  # copies the operand's elements along new dimensions
+REDUCES = "reduces"        # a reduction: its result has a sliced layout
+STORES = "stores"          # a view store: takes the tile in any layout
+CYCLIC_ONLY = "cyclic"     # an element-wise hook lowered slot by slot from Cyclic operands
+_ROLES = by_mnemonic({"constant": LITERAL, "reshape": KEEPS, "assume": KEEPS,
+                      "broadcast": BROADCASTS, "reduce": REDUCES, "store_view_tko": STORES,
+                      "fpowi": CYCLIC_ONLY}, "layout anchor roles")
 
 
 def _layout_free(op) -> bool:
     from .registry import LOWERINGS
     hook = LOWERINGS.get(op.name)
-    if hook is None or op.name in _NOT_FREE or op.regions or len(op.results) != 1:
+    if hook is None or _ROLES.get(op.name) == CYCLIC_ONLY or op.regions or len(op.results) != 1:
         return False
     return hook.__module__.rsplit(".", 1)[-1] in ("elementwise", "casts")
 
@@ -49,9 +59,10 @@ def _splat(lw, value) -> bool:
         op = value.owner
         if not hasattr(op, "attrs"):  # a block argument
             return False
-        if op.name == "constant":
+        role = _ROLES.get(op.name)
+        if role == LITERAL:
             return op.attrs["value"].is_splat
-        if op.name not in ("reshape", "broadcast", "assume"):
+        if role not in (KEEPS, BROADCASTS):
             return False
         value = op.operand_values[0]
     return False
@@ -68,19 +79,19 @@ def flow_is_layout_free(lw, value, reductions=None) -> bool:
     while work:
         current = work.pop()
         for op in uses.get(current, ()):
-            name = op.name
-            if name in ("reshape", "assume"):
+            role = _ROLES.get(op.name)
+            if role == KEEPS:
                 target = reduced if current in reduced else flow
                 if op.results[0] not in target:
                     target.add(op.results[0])
                     work.append(op.results[0])
                 continue
             if current in reduced:
-                if name == "broadcast" and op.results[0] not in flow:
+                if role == BROADCASTS and op.results[0] not in flow:
                     flow.add(op.results[0])
                     work.append(op.results[0])
                 continue  # any other use converts, as it would after the general reduction
-            if name == "reduce":
+            if role == REDUCES:
                 pending.append(op)
                 if reductions is not None:
                     reductions.append(op)
@@ -89,7 +100,7 @@ def flow_is_layout_free(lw, value, reductions=None) -> bool:
                         reduced.add(result)
                         work.append(result)
                 continue
-            if name == "store_view_tko":
+            if role == STORES:
                 view = op.operands["view"]
                 if op.operands["tile"] is not current and \
                         lw.forward.get(op.operands["tile"], op.operands["tile"]) is not current:

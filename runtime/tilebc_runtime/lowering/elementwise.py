@@ -215,67 +215,76 @@ def reduce_2pi(w, x: str) -> str:
     return r
 
 
-def _math(mnemonic):
-    def decorate(build):
-        def lower(lw, op):
-            def compute(w, cls, regs):
-                return build(w, op, *regs)
-            _float_math(lw, op, compute, f64=f64math.F64_MATH.get(mnemonic))
-        lowers(mnemonic, expands=True)(lower)
-        return build
-    return decorate
+def _math(build):
+    """The lowering of a one-operand float math op from its f32 builder; f64 operands take the
+    op's builder in f64math.F64_MATH."""
+    def lower(lw, op):
+        def compute(w, cls, regs):
+            return build(w, op, *regs)
+        _float_math(lw, op, compute, f64=f64math.F64_MATH.get(op.name))
+    return lower
 
 
-@_math("exp")
+@lowers("exp", expands=True)
+@_math
 def _exp(w, op, x):
     if op.attrs.get("rounding_mode") is RoundingMode.APPROX:
         return exp_f32(w, x)
     return f32math.exp_f32(w, x)
 
 
-@_math("exp2")
+@lowers("exp2", expands=True)
+@_math
 def _exp2(w, op, x):
     out = w.reg("f32")
     w(f"ex2.approx{_ftz(op, 'f32')}.f32 {out}, {x}")
     return out
 
 
-@_math("log2")
+@lowers("log2", expands=True)
+@_math
 def _log2(w, op, x):
     return f32math.log2_f32(w, x)
 
 
-@_math("log")
+@lowers("log", expands=True)
+@_math
 def _log(w, op, x):
     return f32math.log_f32(w, x)
 
 
-@_math("sin")
+@lowers("sin", expands=True)
+@_math
 def _sin(w, op, x):
     return f32math.sin_f32(w, x)
 
 
-@_math("cos")
+@lowers("cos", expands=True)
+@_math
 def _cos(w, op, x):
     return f32math.cos_f32(w, x)
 
 
-@_math("tan")
+@lowers("tan", expands=True)
+@_math
 def _tan(w, op, x):
     return f32math.tan_f32(w, x)
 
 
-@_math("sinh")
+@lowers("sinh", expands=True)
+@_math
 def _sinh(w, op, x):
     return f32math.sinh_f32(w, x)
 
 
-@_math("cosh")
+@lowers("cosh", expands=True)
+@_math
 def _cosh(w, op, x):
     return f32math.cosh_f32(w, x)
 
 
-@_math("tanh")
+@lowers("tanh", expands=True)
+@_math
 def _tanh(w, op, x):
     out = w.reg("f32")
     if op.attrs.get("rounding_mode") is RoundingMode.APPROX:

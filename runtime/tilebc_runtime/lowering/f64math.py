@@ -31,6 +31,8 @@ from decimal import Decimal, localcontext
 from fractions import Fraction
 from math import factorial
 
+from tilebc.ops.table import by_mnemonic
+
 from . import dtypes, intdiv
 
 
@@ -559,6 +561,6 @@ def atan2_f64(w, y, x):
 
 
 # mnemonic -> builder over f64 registers (operands in Tile IR order)
-F64_MATH = {"exp": exp_f64, "exp2": exp2_f64, "log": log_f64, "log2": log2_f64,
-            "sin": sin_f64, "cos": cos_f64, "tan": tan_f64, "sinh": sinh_f64, "cosh": cosh_f64,
-            "tanh": tanh_f64}
+F64_MATH = by_mnemonic({"exp": exp_f64, "exp2": exp2_f64, "log": log_f64, "log2": log2_f64,
+                        "sin": sin_f64, "cos": cos_f64, "tan": tan_f64, "sinh": sinh_f64,
+                        "cosh": cosh_f64, "tanh": tanh_f64}, "f64 math builders")

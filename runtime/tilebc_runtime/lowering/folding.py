@@ -17,6 +17,7 @@ import numpy as np
 from tilebc.ir.module import Op, Value
 from tilebc.ir.types import TileType
 from tilebc.ops.enums import Signedness
+from tilebc.ops.table import by_mnemonic
 
 from .common import Tile, element_bytes
 
@@ -53,34 +54,63 @@ def _evaluate(lw, value: Value) -> Optional[np.ndarray]:
     if bits is None or not isinstance(op, Op) or value.type.num_elements > MAX_ELEMENTS:
         return None
     shape = tuple(value.type.shape)
-    name = op.name
-    if name == "iota":
-        return _wrap(np.arange(value.type.num_elements, dtype=np.int64), bits).reshape(shape)
-    if name == "constant":
-        raw = np.frombuffer(element_bytes(op.attrs["value"]), dtype=f"<i{bits // 8}")
-        return raw.astype(np.int64).reshape(shape)
+    leaf = _LEAVES.get(op.name)
+    if leaf is not None:
+        return leaf(op, value, shape, bits)
     sources = [constant_array(lw, v) for v in op.operand_values]
     if not sources or any(s is None for s in sources):
         return None
-    if name in ("reshape", "assume"):
-        return sources[0].reshape(shape)
-    if name == "broadcast":
-        return np.broadcast_to(sources[0], shape).copy()
-    if name == "permute":
-        return np.transpose(sources[0], list(op.attrs["permutation"])).copy()
-    if name == "exti":
-        source_bits = _bits(op.operand_values[0])
-        if op.attrs.get("signedness") is Signedness.UNSIGNED and source_bits < 64:
-            return sources[0] & ((1 << source_bits) - 1)
-        return sources[0].copy()
-    if name == "trunci":
-        return _wrap(sources[0], bits)
-    if name in ("addi", "subi", "muli"):
+    fold = _FOLDS.get(op.name)
+    return None if fold is None else fold(op, sources, shape, bits)
+
+
+def _iota(op, value, shape, bits):
+    return _wrap(np.arange(value.type.num_elements, dtype=np.int64), bits).reshape(shape)
+
+
+def _constant(op, value, shape, bits):
+    raw = np.frombuffer(element_bytes(op.attrs["value"]), dtype=f"<i{bits // 8}")
+    return raw.astype(np.int64).reshape(shape)
+
+
+def _reshape(op, sources, shape, bits):
+    return sources[0].reshape(shape)
+
+
+def _broadcast(op, sources, shape, bits):
+    return np.broadcast_to(sources[0], shape).copy()
+
+
+def _permute(op, sources, shape, bits):
+    return np.transpose(sources[0], list(op.attrs["permutation"])).copy()
+
+
+def _extend(op, sources, shape, bits):
+    source_bits = _bits(op.operand_values[0])
+    if op.attrs.get("signedness") is Signedness.UNSIGNED and source_bits < 64:
+        return sources[0] & ((1 << source_bits) - 1)
+    return sources[0].copy()
+
+
+def _truncate(op, sources, shape, bits):
+    return _wrap(sources[0], bits)
+
+
+def _arithmetic(ufunc):
+    def fold(op, sources, shape, bits):
         lhs, rhs = np.broadcast_arrays(*sources)
         with np.errstate(over="ignore"):
-            result = {"addi": np.add, "subi": np.subtract, "muli": np.multiply}[name](lhs, rhs)
+            result = ufunc(lhs, rhs)
         return _wrap(result, bits).reshape(shape)
-    return None
+    return fold
+
+
+# Ops whose value needs no operand values, and ops folded from their operands' values.
+_LEAVES = by_mnemonic({"iota": _iota, "constant": _constant}, "compile-time folding")
+_FOLDS = by_mnemonic({"reshape": _reshape, "assume": _reshape, "broadcast": _broadcast,
+                      "permute": _permute, "exti": _extend, "trunci": _truncate,
+                      "addi": _arithmetic(np.add), "subi": _arithmetic(np.subtract),
+                      "muli": _arithmetic(np.multiply)}, "compile-time folding")
 
 
 def affine_form(array: np.ndarray):

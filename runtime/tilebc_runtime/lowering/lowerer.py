@@ -21,6 +21,7 @@ import numpy as np
 from tilebc.errors import TilebcError
 from tilebc.ir.module import Block, Function, Module, Op, Value
 from tilebc.ir.types import ElementType, PointerType, TileType
+from tilebc.ops.spec import Effects
 
 from . import dtypes, intdiv
 from .common import AFTER_MEMORY, FRESH, Frame, SubView, TensorView, Tile, Token  # noqa: F401
@@ -61,7 +62,7 @@ class Lowerer:
         self.exit_label = self.w.label("exit")
         # alloca scratch lives in shared memory, so a kernel with an alloca addresses everything a
         # pointer can reach generically (no state space); other kernels use .global.
-        self.generic_pointers = any(o.name == "alloca" for o in function.walk())
+        self.generic_pointers = any(o.spec.effects is Effects.ALLOC for o in function.walk())
         self.allocas: List[tuple] = []  # (symbol, alignment, bytes) of .shared scratch buffers
         self._cache: Dict[tuple, object] = {}
         # lower_block invocations enclosing the op being lowered (each gets a fresh number), and

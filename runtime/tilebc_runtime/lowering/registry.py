@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
-from tilebc.ops.table import OPS_BY_MNEMONIC
+from tilebc.ops.table import OPS_BY_MNEMONIC, by_mnemonic
 
 LOWERINGS: Dict[str, Callable] = {}
 EXPANDING: set = set()  # mnemonics whose lowering expands each element (see `lowers`)
 
-NOT_LOWERED: Dict[str, str] = {
+NOT_LOWERED: Dict[str, str] = by_mnemonic({
     "multimem_load_reduce_view_tko": "multicast (NVLink SHARP) memory needs multimem.* on sm_90 "
                                      "with multicast objects; not lowered",
     "multimem_reduce_view_tko": "multicast memory: not lowered",
     "multimem_store_view_tko": "multicast memory: not lowered",
-}
+}, "ops not lowered")
 
 
 def lowers(*mnemonics: str, expands: bool = False):

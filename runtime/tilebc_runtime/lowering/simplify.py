@@ -12,6 +12,7 @@ from typing import Dict, Set
 from tilebc.ir.module import Function, Op, Value
 from tilebc.ir.types import TileType, TokenType
 from tilebc.ops.spec import Effects
+from tilebc.ops.table import by_mnemonic
 
 from .folding import constant_array
 
@@ -29,24 +30,21 @@ def forwarding(lw, function: Function) -> Dict[Value, Value]:
         if not op.results or not isinstance(op.results[0].type, TileType):
             continue
         result = op.results[0]
-        target = None
-        if op.name == "permute":
-            target = _undone_permute(op, resolve)
-        elif op.name == "extract":
-            target = _extracted_operand(lw, op, resolve)
+        forwarder = _FORWARDERS.get(op.name)
+        target = forwarder(lw, op, resolve) if forwarder is not None else None
         if target is not None and target.type == result.type:
             forward[result] = target
     return {value: resolve(value) for value in forward}
 
 
-def _undone_permute(op: Op, resolve):
+def _undone_permute(lw, op: Op, resolve):
     """The source when permute(...) composes to the identity (possibly through a permute)."""
     source = resolve(op.operand_values[0])
     perm = list(op.attrs["permutation"])
     if perm == list(range(len(perm))):
         return source
     inner = source.owner
-    if isinstance(inner, Op) and inner.name == "permute":
+    if isinstance(inner, Op) and inner.spec is op.spec:  # a permute too
         first = list(inner.attrs["permutation"])
         # result dim d is source dim perm[d], which is the inner source's dim first[perm[d]]
         if [first[p] for p in perm] == list(range(len(perm))):
@@ -114,3 +112,7 @@ def dead_ops(function: Function, forward: Dict[Value, Value]) -> Set[Op]:
                 work.append(owner)
     return {op for op in ops if op not in live}
 
+
+# Ops whose result may be forwarded to a value computed already: op -> that value or None.
+_FORWARDERS = by_mnemonic({"permute": _undone_permute, "extract": _extracted_operand},
+                          "value forwarding")

@@ -20,6 +20,7 @@ import numpy as np
 from ...numeric import intops
 from ...numeric.convert import int_values
 from ...ops.enums import ComparisonOrdering, ComparisonPredicate, IntegerOverflow, RoundingMode
+from ...ops.table import by_mnemonic
 from .. import numeric_ops as num
 from ..errors import UndefinedError
 from ..registry import implements
@@ -177,14 +178,20 @@ def _integer(tb, op, *operands):
         tb.fail(str(error))
 
 
+# Integer ops whose undefined behaviour is not only an overflow flag broken: divisions (what is
+# undefined), and shifts (whether an overflow flag can be broken too).
+_DIVISIONS = by_mnemonic({"divi": "division by zero or signed overflow (min / -1)",
+                          "remi": "division by zero"}, "undefined integer divisions")
+_SHIFTS = by_mnemonic({"shli": True, "shri": False}, "undefined integer shifts")
+
+
 def _what(op, operands) -> str:
-    if op.name in ("divi", "remi"):
-        return "division by zero" if op.name == "remi" else \
-            "division by zero or signed overflow (min / -1)"
+    if op.name in _DIVISIONS:
+        return _DIVISIONS[op.name]
     flag = IntegerOverflow(op.attrs.get("overflow", IntegerOverflow.NONE))
     broken = f"overflow breaking the {flag.keyword} flag"
-    if op.name in ("shli", "shri"):
-        return "shift amount >= the bit width" + (f" or {broken}" if op.name == "shli" and
+    if op.name in _SHIFTS:
+        return "shift amount >= the bit width" + (f" or {broken}" if _SHIFTS[op.name] and
                                                   flag is not IntegerOverflow.NONE else "")
     return broken
 

@@ -63,12 +63,20 @@ def _bitcast(tb, op, source):
     return _converting(tb, num.bitcast, source, *_elements(op))
 
 
-@implements("int_to_ptr", "ptr_to_int", "ptr_to_ptr", lanewise=True)
-def _pointer_cast(tb, op, source):
+def _pointer_cast(op, source, wide):
     # pointers are uint64 addresses; i64 holds the same 64 bits
-    return [np.asarray(source).astype(np.uint64 if op.name != "ptr_to_int" else np.int64)
-            if np.asarray(source).dtype.itemsize == 8 else
+    return [np.asarray(source).astype(wide) if np.asarray(source).dtype.itemsize == 8 else
             np.asarray(source).astype(np.int64).astype(result_dtype(op))]
+
+
+@implements("int_to_ptr", "ptr_to_ptr", lanewise=True)
+def _to_pointer(tb, op, source):
+    return _pointer_cast(op, source, np.uint64)
+
+
+@implements("ptr_to_int", lanewise=True)
+def _to_integer(tb, op, source):
+    return _pointer_cast(op, source, np.int64)
 
 
 # ------------------------------------------------------------------------------ pack / unpack

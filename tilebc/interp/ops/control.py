@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ops.spec import Exit
 from ..registry import Signal, implements
 from ._common import result_dtype
 
 
 @implements("yield", "continue", "break", "return")
 def _terminator(tb, op, values):
-    return Signal(op.name, values)
+    return Signal(op.spec, values)
 
 
 @implements("get_tile_block_id", per_block=True)
@@ -36,7 +37,7 @@ def _if(tb, op, condition):
     tb.current_op = op
     if signal is None:
         return []
-    if signal.kind == "yield":
+    if signal.exit is Exit.VALUES:
         return list(signal.values)
     return signal  # continue / break / return leave the enclosing loop or entry
 
@@ -59,11 +60,11 @@ def _for(tb, op, lower, upper, step, init_values):
         tb.machine.count_iteration(tb)
         signal = tb.run_region(body, [np.asarray(index).astype(dtype)] + carried)
         tb.current_op = op
-        if signal is None or signal.kind == "continue":
+        if signal is None or signal.exit is Exit.NEXT:
             carried = list(signal.values) if signal is not None else carried
-        elif signal.kind == "break":
+        elif signal.exit is Exit.LEAVE_LOOP:
             return list(signal.values)
-        elif signal.kind == "return":
+        elif signal.exit is Exit.LEAVE_KERNEL:
             return signal
         else:
             tb.fail(f"for body ended with {signal.kind}")
@@ -79,11 +80,11 @@ def _loop(tb, op, init_values):
         tb.machine.count_iteration(tb)
         signal = tb.run_region(body, carried)
         tb.current_op = op
-        if signal is None or signal.kind == "continue":
+        if signal is None or signal.exit is Exit.NEXT:
             carried = list(signal.values) if signal is not None else carried
-        elif signal.kind == "break":
+        elif signal.exit is Exit.LEAVE_LOOP:
             return list(signal.values)
-        elif signal.kind == "return":
+        elif signal.exit is Exit.LEAVE_KERNEL:
             return signal
         else:
             tb.fail(f"loop body ended with {signal.kind}")

@@ -89,7 +89,7 @@ def _store_ptr(tb, op, destination, value, mask, token):
 
 _MULTIMEM = ("multimem ops reduce or broadcast across the devices of a multicast allocation; the "
              "interpreter simulates one device with no multicast memory")
-for _name in ("multimem_load_reduce_view_tko", "multimem_reduce_view_tko",
-              "multimem_store_view_tko"):
-    refuse(_name, _MULTIMEM)
+refuse("multimem_load_reduce_view_tko", _MULTIMEM)
+refuse("multimem_reduce_view_tko", _MULTIMEM)
+refuse("multimem_store_view_tko", _MULTIMEM)
 refuse("preview$call", "calls a foreign device function the interpreter cannot run")

@@ -21,6 +21,7 @@ from typing import Optional
 import numpy as np
 
 from ...ops.enums import Signedness
+from ...ops.spec import Exit
 from .. import numeric_ops as num
 from ..registry import Signal, implements
 from ._common import element_of, result_dtype, result_shape, tile
@@ -101,7 +102,7 @@ def _combine(tb, op, lefts, rights, varying=None):
         signal = tb.run_region(op.regions[0], arguments)
     else:  # batched run: every argument carries the tile-block axis
         signal = tb.run_region(op.regions[0], arguments, [varying] * len(arguments))
-    if signal is None or signal.kind != "yield":
+    if signal is None or signal.exit is not Exit.VALUES:
         tb.fail(f"{op.name} combiner must end with yield", op=op)
     tb.current_op = op
     return [np.asarray(v) for v in signal.values]

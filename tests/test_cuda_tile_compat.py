@@ -527,3 +527,50 @@ def test_constant_literal_errors_in_nvidias_words(literal, type_text, message):
     with pytest.raises(TextSyntaxError) as caught:
         parse_modules(text)
     assert caught.value.message.split("\n")[0] == message and caught.value.line == 2
+
+
+DI_SETUP = """\
+#f = #cuda_tile.di_file<"k.py" in "/src/">
+#cu = #cuda_tile.di_compile_unit<file = #f>
+#sp = #cuda_tile.di_subprogram<file = #f, line = 3, name = "k", linkageName = "k", \
+compileUnit = #cu, scopeLine = 4>
+#sp2 = #cuda_tile.di_subprogram<file = #f, line = 9, name = "h", linkageName = "h", \
+compileUnit = #cu, scopeLine = 9>
+#blk = #cuda_tile.di_lexical_block<scope = #sp, file = #f, line = 5, column = 2>
+#at_k = #cuda_tile.di_loc<loc("/src/k.py":4:1) in #sp>
+#at_blk = #cuda_tile.di_loc<loc("/src/k.py":5:3) in #blk>
+#at_h = #cuda_tile.di_loc<loc("/src/k.py":10:1) in #sp2>
+"""
+SP = ('#cuda_tile.di_subprogram<file = #cuda_tile.di_file<"k.py" in "/src/">, line = 3, '
+      'name = "k", linkageName = "k", compileUnit = #cuda_tile.di_compile_unit<file = '
+      '#cuda_tile.di_file<"k.py" in "/src/">>, scopeLine = 4>')
+SP2 = SP.replace("line = 3", "line = 9").replace('"k"', '"h"').replace("scopeLine = 4",
+                                                                         "scopeLine = 9")
+
+
+@pytest.mark.parametrize("entry, body_loc, line, message", [
+    ("k", "", "#at_blk", "'cuda_tile.entry' op invalid function debug info scope: "
+     "#cuda_tile.di_lexical_block<scope = " + SP + ', file = #cuda_tile.di_file<"k.py" in '
+     '"/src/">, line = 5, column = 2>. Function location must have cuda_tile.di_subprogram debug '
+     "info scope. (an entry's location must be scoped by a subprogram, got a DILexicalBlock)"),
+    ("other", "", "#at_k", "'cuda_tile.entry' op invalid function debug info scope: " + SP
+     + ". Function name \"other\" does not match subprogram scope linkage name \"k\". "
+     "(subprogram 'k' (linkage name 'k', k.py:3) does not match the entry name @other)"),
+    ("k", " loc(#at_k)", "unknown", "'cuda_tile.return' op invalid operation debug info scope: "
+     + SP + ". Operation has debug info scope, but function debug info scope is undefined. "
+     "(location is in subprogram 'k' (linkage name 'k', k.py:3), but the entry has no "
+     "subprogram)"),
+    ("k", " loc(#at_h)", "#at_k", "invalid operation debug info scope: " + SP2 + ". Operation "
+     "debug info scope does not match function debug info scope: " + SP + ". (location is in "
+     "subprogram 'h' (linkage name 'h', k.py:9), not in the entry's subprogram 'k' (linkage "
+     "name 'k', k.py:3))"),
+])
+def test_debug_info_scope_errors_in_nvidias_words(tmp_path, capsys, entry, body_loc, line,
+                                                  message):
+    text = (DI_SETUP + "cuda_tile.module @m {\n"
+            f"  entry @{entry}() {{\n    return{body_loc}\n  }} loc({line})\n}}\n")
+    path = write(tmp_path, text)
+    code, _, err = run(capsys, "opt", "-mlir-print-debuginfo", path)
+    assert code == 1
+    where = "10:3" if not body_loc else "11:5"  # the entry, or its return
+    assert err.splitlines()[0] == f"{path}:{where}: error: {message}", err

@@ -574,3 +574,21 @@ def test_debug_info_scope_errors_in_nvidias_words(tmp_path, capsys, entry, body_
     assert code == 1
     where = "10:3" if not body_loc else "11:5"  # the entry, or its return
     assert err.splitlines()[0] == f"{path}:{where}: error: {message}", err
+
+
+def test_scoped_op_of_another_dialect_in_a_module_body_in_nvidias_words(tmp_path, capsys):
+    path = write(tmp_path, DI_SETUP + 'cuda_tile.module @m {\n  "other.op"() : () -> () '
+                 "loc(#at_k)\n}\n")
+    code, _, err = run(capsys, "opt", "-allow-unregistered-dialect", path)
+    assert code == 1
+    assert err.splitlines() == [
+        f"{path}:10:3: error: 'other.op' op invalid operation debug info scope: "
+        '#cuda_tile.di_loc<loc("/src/k.py":4:1) in ' + SP + ">. Global variables must not have "
+        "scope. (an op of another dialect in a module body, which has no subprogram)"], err
+    # without a scope it is refused at the module, as any op of another dialect there
+    path = write(tmp_path, 'cuda_tile.module @m {\n  "other.op"() : () -> ()\n}\n', "plain.mlir")
+    code, _, err = run(capsys, "opt", "-allow-unregistered-dialect", path)
+    assert code == 1
+    assert err.splitlines() == [f"{path}:1:1: error: only ops from the 'cuda_tile' dialect are "
+                                "allowed (unknown operation 'other.op', at 2:3)",
+                                f"{path}:2:3: remark: invalid op"], err

@@ -521,6 +521,11 @@ def test_foreign_and_stray_ops_are_refused_at_the_module_with_a_remark(tmp_path,
     ("<f16: 1.0>", "tile<f32>", "mismatch between the element type: 'f16' and the tile element "
      "type 'f32' (constant element type f16 does not match tile<f32>)"),
     ("<i16: XYZ>", "tile<i16>", "expected integer value for i16, found 'XYZ'"),
+    ("<tensor<i32> : 1>", "tile<i32>", "expect element type to be one of i1 or i8 or i16 or i32 "
+     "or i64 or f16 or bf16 or f32 or f64 or tf32 or f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN "
+     "values, but got 'tensor<i32>' (expected an element type)"),
+    ("<quux : 1>", "tile<i32>", "'cuda_tile.constant' unknown type: quux (expected an element "
+     "type)"),
 ])
 def test_constant_literal_errors_in_nvidias_words(literal, type_text, message):
     text = f"entry @k() {{\n  %c = constant {literal} : {type_text}\n  return\n}}\n"

@@ -6,6 +6,7 @@ alias definitions are read into op/entry locations (tilebc/text/locations.py).
 """
 from __future__ import annotations
 
+import re
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..errors import TextSyntaxError
@@ -49,6 +50,9 @@ def parse_modules(text: str, filename: str = "<text>", *,
 
 
 _GENERIC_MODULES = ("cuda_tile.module", "builtin.module")
+# The element types NVIDIA's constant parser names when a dense constant's type is not one.
+_DENSE_ELEMENTS = ("i1 or i8 or i16 or i32 or i64 or f16 or bf16 or f32 or f64 or tf32 or "
+                   "f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN")
 _GENERIC_FUNCTIONS = ("cuda_tile.entry", "cuda_tile.testing$func")
 
 
@@ -1162,10 +1166,28 @@ class _Parser:
             state.attrs[ref.name] = self._enum_keyword(ref.spec.enum, ref.name)
             c.expect(">")
 
+    def _dense_element(self):
+        """The element type of a dense constant; anything else refused in NVIDIA's words."""
+        c = self.c
+        pos = c.peek().pos
+        try:
+            return self.types.element()
+        except TextSyntaxError as error:
+            ours = error.message.split("\n")[0]
+            end, depth = pos, 0
+            while end < len(c.text) and c.text[end] != "\n" and (depth or c.text[end] != ":"):
+                depth += {"<": 1, ">": -1}.get(c.text[end], 0)
+                end += 1
+            text = c.text[pos:end].strip()
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
+                raise c.error(f"'cuda_tile.constant' unknown type: {text} ({ours})", pos) from None
+            raise c.error(f"expect element type to be one of {_DENSE_ELEMENTS} values, but got "
+                          f"'{text}' ({ours})", pos) from None
+
     def _dense_constant(self) -> A.DenseElementsAttr:
         c = self.c
         c.expect("<", "to open a dense constant")
-        element = self.types.element()
+        element = self._dense_element()
         c.expect(":")
         values: List[int] = []  # raw bits, in row-major order
 

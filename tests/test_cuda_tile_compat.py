@@ -521,9 +521,79 @@ def test_foreign_and_stray_ops_are_refused_at_the_module_with_a_remark(tmp_path,
     ("<f16: 1.0>", "tile<f32>", "mismatch between the element type: 'f16' and the tile element "
      "type 'f32' (constant element type f16 does not match tile<f32>)"),
     ("<i16: XYZ>", "tile<i16>", "expected integer value for i16, found 'XYZ'"),
+    ("<tensor<i32> : 1>", "tile<i32>", "expect element type to be one of i1 or i8 or i16 or i32 "
+     "or i64 or f16 or bf16 or f32 or f64 or tf32 or f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN "
+     "values, but got 'tensor<i32>' (expected an element type)"),
+    ("<quux : 1>", "tile<i32>", "'cuda_tile.constant' unknown type: quux (expected an element "
+     "type)"),
 ])
 def test_constant_literal_errors_in_nvidias_words(literal, type_text, message):
     text = f"entry @k() {{\n  %c = constant {literal} : {type_text}\n  return\n}}\n"
     with pytest.raises(TextSyntaxError) as caught:
         parse_modules(text)
     assert caught.value.message.split("\n")[0] == message and caught.value.line == 2
+
+
+DI_SETUP = """\
+#f = #cuda_tile.di_file<"k.py" in "/src/">
+#cu = #cuda_tile.di_compile_unit<file = #f>
+#sp = #cuda_tile.di_subprogram<file = #f, line = 3, name = "k", linkageName = "k", \
+compileUnit = #cu, scopeLine = 4>
+#sp2 = #cuda_tile.di_subprogram<file = #f, line = 9, name = "h", linkageName = "h", \
+compileUnit = #cu, scopeLine = 9>
+#blk = #cuda_tile.di_lexical_block<scope = #sp, file = #f, line = 5, column = 2>
+#at_k = #cuda_tile.di_loc<loc("/src/k.py":4:1) in #sp>
+#at_blk = #cuda_tile.di_loc<loc("/src/k.py":5:3) in #blk>
+#at_h = #cuda_tile.di_loc<loc("/src/k.py":10:1) in #sp2>
+"""
+SP = ('#cuda_tile.di_subprogram<file = #cuda_tile.di_file<"k.py" in "/src/">, line = 3, '
+      'name = "k", linkageName = "k", compileUnit = #cuda_tile.di_compile_unit<file = '
+      '#cuda_tile.di_file<"k.py" in "/src/">>, scopeLine = 4>')
+SP2 = SP.replace("line = 3", "line = 9").replace('"k"', '"h"').replace("scopeLine = 4",
+                                                                         "scopeLine = 9")
+
+
+@pytest.mark.parametrize("entry, body_loc, line, message", [
+    ("k", "", "#at_blk", "'cuda_tile.entry' op invalid function debug info scope: "
+     "#cuda_tile.di_lexical_block<scope = " + SP + ', file = #cuda_tile.di_file<"k.py" in '
+     '"/src/">, line = 5, column = 2>. Function location must have cuda_tile.di_subprogram debug '
+     "info scope. (an entry's location must be scoped by a subprogram, got a DILexicalBlock)"),
+    ("other", "", "#at_k", "'cuda_tile.entry' op invalid function debug info scope: " + SP
+     + ". Function name \"other\" does not match subprogram scope linkage name \"k\". "
+     "(subprogram 'k' (linkage name 'k', k.py:3) does not match the entry name @other)"),
+    ("k", " loc(#at_k)", "unknown", "'cuda_tile.return' op invalid operation debug info scope: "
+     + SP + ". Operation has debug info scope, but function debug info scope is undefined. "
+     "(location is in subprogram 'k' (linkage name 'k', k.py:3), but the entry has no "
+     "subprogram)"),
+    ("k", " loc(#at_h)", "#at_k", "invalid operation debug info scope: " + SP2 + ". Operation "
+     "debug info scope does not match function debug info scope: " + SP + ". (location is in "
+     "subprogram 'h' (linkage name 'h', k.py:9), not in the entry's subprogram 'k' (linkage "
+     "name 'k', k.py:3))"),
+])
+def test_debug_info_scope_errors_in_nvidias_words(tmp_path, capsys, entry, body_loc, line,
+                                                  message):
+    text = (DI_SETUP + "cuda_tile.module @m {\n"
+            f"  entry @{entry}() {{\n    return{body_loc}\n  }} loc({line})\n}}\n")
+    path = write(tmp_path, text)
+    code, _, err = run(capsys, "opt", "-mlir-print-debuginfo", path)
+    assert code == 1
+    where = "10:3" if not body_loc else "11:5"  # the entry, or its return
+    assert err.splitlines()[0] == f"{path}:{where}: error: {message}", err
+
+
+def test_scoped_op_of_another_dialect_in_a_module_body_in_nvidias_words(tmp_path, capsys):
+    path = write(tmp_path, DI_SETUP + 'cuda_tile.module @m {\n  "other.op"() : () -> () '
+                 "loc(#at_k)\n}\n")
+    code, _, err = run(capsys, "opt", "-allow-unregistered-dialect", path)
+    assert code == 1
+    assert err.splitlines() == [
+        f"{path}:10:3: error: 'other.op' op invalid operation debug info scope: "
+        '#cuda_tile.di_loc<loc("/src/k.py":4:1) in ' + SP + ">. Global variables must not have "
+        "scope. (an op of another dialect in a module body, which has no subprogram)"], err
+    # without a scope it is refused at the module, as any op of another dialect there
+    path = write(tmp_path, 'cuda_tile.module @m {\n  "other.op"() : () -> ()\n}\n', "plain.mlir")
+    code, _, err = run(capsys, "opt", "-allow-unregistered-dialect", path)
+    assert code == 1
+    assert err.splitlines() == [f"{path}:1:1: error: only ops from the 'cuda_tile' dialect are "
+                                "allowed (unknown operation 'other.op', at 2:3)",
+                                f"{path}:2:3: remark: invalid op"], err

@@ -131,3 +131,25 @@ class LocationAliases:
             return (f"loc(callsite({name(_normal(node.callee))} at "
                     f"{name(_normal(node.caller))}))")
         raise TypeError(f"cannot print debug attribute {node!r}")
+
+
+class _Inline(dict):
+    """Names every attribute by its full text, so that `_define` writes it without aliases."""
+
+    def __init__(self, printer: "LocationAliases"):
+        super().__init__()
+        self.printer = printer
+
+    def get(self, node, default=None):
+        return self.printer._define(_normal(node))
+
+
+def attribute_text(node) -> str:
+    """A location or debug attribute in full, as MLIR writes one into a diagnostic (no aliases):
+    `#cuda_tile.di_lexical_block<scope = #cuda_tile.di_subprogram<…>, …>`."""
+    printer = LocationAliases()
+    printer.names = _Inline(printer)
+    try:
+        return printer._define(_normal(node))
+    except TilebcError:  # subprogram flags with no text form (reported on their own)
+        return repr(node)

@@ -6,11 +6,13 @@ alias definitions are read into op/entry locations (tilebc/text/locations.py).
 """
 from __future__ import annotations
 
+import re
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..errors import TextSyntaxError
 from ..ir import attrs as A
 from ..ir import types as T
+from ..ir.location import CallSiteLoc, DILoc
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
 from ..numeric.convert import float_to_bits
 from ..numeric.numerics import storage_bytes
@@ -19,6 +21,7 @@ from ..ops.spec import Arity, AttrKind
 from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC
 from ..version import MAX_VERSION
 from .lexer import MAX_NESTING, Cursor, Token, nesting, shorten, unescape
+from .debuginfo import attribute_text
 from .locations import LocationTable
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
                      compile_syntax)
@@ -47,6 +50,9 @@ def parse_modules(text: str, filename: str = "<text>", *,
 
 
 _GENERIC_MODULES = ("cuda_tile.module", "builtin.module")
+# The element types NVIDIA's constant parser names when a dense constant's type is not one.
+_DENSE_ELEMENTS = ("i1 or i8 or i16 or i32 or i64 or f16 or bf16 or f32 or f64 or tf32 or "
+                   "f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN")
 _GENERIC_FUNCTIONS = ("cuda_tile.entry", "cuda_tile.testing$func")
 
 
@@ -159,6 +165,8 @@ class _Parser:
                     token.kind in ("value", "string") or word in OPS_BY_MNEMONIC
                     or word in MNEMONIC_ALIASES):
                 self._toplevel_op(module)
+            elif closing is not None and self._module_pos and token.kind == "string":
+                self._foreign_module_op(token)
             elif closing is not None and self._module_pos and (
                     word in OPS_BY_MNEMONIC or word in MNEMONIC_ALIASES):
                 raise self._module_error("only function and global ops are allowed in the body",
@@ -166,6 +174,34 @@ class _Parser:
                                          token.pos)
             else:
                 raise c.error(f"expected 'entry', 'global' or 'module', found '{token.text}'")
+
+    def _foreign_module_op(self, token: Token) -> None:
+        """An op of another dialect written in a module body (`"some.op"() : () -> () loc(...)`):
+        refused at the module, except that one placed in a subprogram is refused at the op first,
+        as NVIDIA's debug-info verifier does (a module-level op has no subprogram)."""
+        c = self.c
+        full = unescape(token.text)
+        error = self._module_error("only ops from the 'cuda_tile' dialect are allowed",
+                                   f"unknown operation '{full}'", token.pos)
+        line = c.line_col(token.pos)[0]
+        c.next()
+        while c.peek().kind != "eof" and not c.at("loc") and c.line_col(c.peek().pos)[0] == line:
+            c.next()
+        try:
+            loc = self.locations.location(self._loc())
+        except TextSyntaxError:
+            raise error from None
+        di_loc = loc
+        while isinstance(di_loc, CallSiteLoc):
+            di_loc = di_loc.caller
+        if isinstance(di_loc, DILoc):
+            # in full (c.error cuts messages at 400 characters; the attribute alone may be longer)
+            quote = c.error("", token.pos)
+            raise TextSyntaxError(f"'{full}' op invalid operation debug info scope: "
+                                  f"{attribute_text(di_loc)}. Global variables must not have "
+                                  f"scope. (an op of another dialect in a module body, which has "
+                                  f"no subprogram){quote.message}", location=quote.location)
+        raise error
 
     def _module_error(self, message: str, detail: str, pos: int) -> TextSyntaxError:
         """An error NVIDIA reports at the enclosing module, with the remark `invalid op` at the
@@ -1130,10 +1166,28 @@ class _Parser:
             state.attrs[ref.name] = self._enum_keyword(ref.spec.enum, ref.name)
             c.expect(">")
 
+    def _dense_element(self):
+        """The element type of a dense constant; anything else refused in NVIDIA's words."""
+        c = self.c
+        pos = c.peek().pos
+        try:
+            return self.types.element()
+        except TextSyntaxError as error:
+            ours = error.message.split("\n")[0]
+            end, depth = pos, 0
+            while end < len(c.text) and c.text[end] != "\n" and (depth or c.text[end] != ":"):
+                depth += {"<": 1, ">": -1}.get(c.text[end], 0)
+                end += 1
+            text = c.text[pos:end].strip()
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
+                raise c.error(f"'cuda_tile.constant' unknown type: {text} ({ours})", pos) from None
+            raise c.error(f"expect element type to be one of {_DENSE_ELEMENTS} values, but got "
+                          f"'{text}' ({ours})", pos) from None
+
     def _dense_constant(self) -> A.DenseElementsAttr:
         c = self.c
         c.expect("<", "to open a dense constant")
-        element = self.types.element()
+        element = self._dense_element()
         c.expect(":")
         values: List[int] = []  # raw bits, in row-major order
 

@@ -22,6 +22,8 @@ from typing import Dict, Optional
 
 from ..ir.location import CallSiteLoc, DILexicalBlock, DILoc, DISubprogram
 from ..ir.module import Function
+from ..text.debuginfo import attribute_text
+from ..text.values import escape_string
 from ..version import Version
 from .diagnostics import Collector
 
@@ -137,19 +139,27 @@ class DebugInfoChecker:
         ctx, loc = self.ctx, function.loc
         if not self.check_fields(function, loc):
             return False
+        # NVIDIA's words first (its DebugInfoVerifier), ours after them in parentheses
         if isinstance(loc, CallSiteLoc):
-            ctx.report("debug.entry_loc", function, "an entry's location must not be a call "
-                                                    "site; expected a loc in its subprogram")
+            ctx.report("debug.entry_loc", function, f"'cuda_tile.entry' op invalid function debug "
+                       f"info location: {attribute_text(loc)}. Function location must not be a "
+                       f"CallSiteLoc. (an entry's location must not be a call site; expected a "
+                       f"loc in its subprogram)")
             return False
         if not isinstance(loc, DILoc):
             return None
         if not isinstance(loc.scope, DISubprogram):
-            ctx.report("debug.entry_scope", function, f"an entry's location must be scoped by a "
-                       f"subprogram, got a {type(loc.scope).__name__}")
+            ctx.report("debug.entry_scope", function, f"'cuda_tile.entry' op invalid function "
+                       f"debug info scope: {attribute_text(loc.scope)}. Function location must "
+                       f"have cuda_tile.di_subprogram debug info scope. (an entry's location "
+                       f"must be scoped by a subprogram, got a {type(loc.scope).__name__})")
             return False
         if loc.scope.linkage_name != function.name:
-            ctx.report("debug.linkage_name", function, f"{_describe(loc.scope)} does not match "
-                       f"the entry name @{function.name}")
+            ctx.report("debug.linkage_name", function, f"'cuda_tile.entry' op invalid function "
+                       f"debug info scope: {attribute_text(loc.scope)}. Function name "
+                       f"\"{function.name}\" does not match subprogram scope linkage name "
+                       f"{escape_string(loc.scope.linkage_name)}. ({_describe(loc.scope)} does "
+                       f"not match the entry name @{function.name})")
             return False
         return loc.scope
 
@@ -164,8 +174,13 @@ class DebugInfoChecker:
         if sub is None or sub is entry_subprogram:
             return
         if entry_subprogram is None:
-            self.ctx.report("debug.op_scope", op, f"location is in {_describe(sub)}, but the "
-                                                  f"entry has no subprogram")
+            self.ctx.report("debug.op_scope", op, f"'cuda_tile.{op.name}' op invalid operation "
+                            f"debug info scope: {attribute_text(sub)}. Operation has debug info "
+                            f"scope, but function debug info scope is undefined. (location is in "
+                            f"{_describe(sub)}, but the entry has no subprogram)")
         elif sub != entry_subprogram:
-            self.ctx.report("debug.op_scope", op, f"location is in {_describe(sub)}, not in the "
-                            f"entry's {_describe(entry_subprogram)}")
+            self.ctx.report("debug.op_scope", op, f"invalid operation debug info scope: "
+                            f"{attribute_text(sub)}. Operation debug info scope does not match "
+                            f"function debug info scope: {attribute_text(entry_subprogram)}. "
+                            f"(location is in {_describe(sub)}, not in the entry's "
+                            f"{_describe(entry_subprogram)})")

@@ -73,8 +73,8 @@ entry @k(%p: tile<i1>) {
 entry @k(%p: tile<i1>) {
   %c0 = constant <i32: 0> : tile<i32>
   %f = constant <f32: 1.0> : tile<f32>
+  // expected-error@+1 {{yield operands (tile<f32>) do not match what if expects (tile<i32>)}}
   %r = if %p -> (tile<i32>) {
-    // expected-error@+1 {{yield operands (tile<f32>) do not match what if expects (tile<i32>)}}
     yield %f : tile<f32>
   } else {
     yield %c0 : tile<i32>

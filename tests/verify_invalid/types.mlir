@@ -1,7 +1,7 @@
 // Operand and result types the verifier refuses (rule family type.*).
 
 entry @k(%a: tile<i32>) {
-  // expected-error@+1 {{operand 'lhs' must be a tile of f16, bf16, f32 or f64, got tile<i32>}}
+  // expected-error@+1 {{'cuda_tile.addf' op operand #0 must be tile of f16 or bf16 or f32 or f64 values, but got '!cuda_tile.tile<i32>' (operand 'lhs')}}
   %0 = addf %a, %a : tile<i32>
   return
 }
@@ -9,7 +9,7 @@ entry @k(%a: tile<i32>) {
 // -----
 
 entry @k(%b: tile<f32>) {
-  // expected-error@+1 {{operand 'lhs' must be a tile of integer, got tile<f32>}}
+  // expected-error@+1 {{'cuda_tile.addi' op operand #0 must be tile of i1 or i8 or i16 or i32 or i64 values, but got '!cuda_tile.tile<f32>' (operand 'lhs')}}
   %0 = addi %b, %b : tile<f32>
   return
 }
@@ -69,7 +69,7 @@ entry @k(%p: tile<i1>) {
 // -----
 
 entry @k(%a: tile<f32>) {
-  // expected-error@+1 {{operand 'lhs' must be a tile of integer, got tile<f32>}}
+  // expected-error@+1 {{'cuda_tile.divi' op operand #0 must be tile of i1 or i8 or i16 or i32 or i64 values, but got '!cuda_tile.tile<f32>' (operand 'lhs')}}
   %0 = divi %a, %a signed : tile<f32>
   return
 }
@@ -77,7 +77,7 @@ entry @k(%a: tile<f32>) {
 // -----
 
 entry @k(%a: tile<i32>) {
-  // expected-error@+1 {{operand 'source' must be a tile of f16, bf16, f32 or f64, got tile<i32>}}
+  // expected-error@+1 {{'cuda_tile.negf' op operand #0 must be tile of f16 or bf16 or f32 or f64 values, but got '!cuda_tile.tile<i32>' (operand 'source')}}
   %0 = negf %a : tile<i32>
   return
 }
@@ -93,7 +93,7 @@ entry @k(%a: tile<f32>) {
 // -----
 
 entry @k(%a: tile<i32>) {
-  // expected-error@+1 {{result 'to' must be a tile of float, got tile<i32>}}
+  // expected-error@+1 {{'cuda_tile.itof' op result #0 must be tile of f16 or bf16 or f32 or f64 or tf32 or f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN or fnv8E5M3FNU values, but got '!cuda_tile.tile<i32>' (result 'to')}}
   %0 = itof %a signed : tile<i32> -> tile<i32>
   return
 }

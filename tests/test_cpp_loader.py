@@ -952,31 +952,33 @@ def test_strings_that_are_not_utf8_list_like_python(cpp_build, tmp_path):
 
 # ---- dynamic shared memory -------------------------------------------------------------------------
 
-HISTOGRAM_U8 = FIXTURES / "la_histogram_u8" / "la_histogram_u8-13.5.tilebc"
 
 
 def test_dynamic_shared_bytes_reach_cpp_from_cache_and_fatbin(cpp_build, tmp_path):
-    """la_histogram_u8's JIT kernel stages 66560 bytes in dynamic shared memory: C++ learns the
+    """A 64x256 i32 transpose's JIT kernel stages 65536 bytes in dynamic shared memory (see
+    runtime/tests/large_exchange.py): C++ learns the
     size (which it passes to cuLaunchKernel and cuFuncSetAttribute) from the cache metadata and
     from the AOT fatbin's metadata, without Python."""
+    sys.path.insert(0, str(ROOT / "runtime" / "tests"))
+    from large_exchange import EXCHANGE_BYTES, TRANSPOSE as LARGE_EXCHANGE
     root = tmp_path / "cache"
-    compiled = _python_compile(HISTOGRAM_U8, "jit", "sm_90", root)
+    compiled = _python_compile(LARGE_EXCHANGE, "jit", "sm_90", root)
     [(name, entry)] = compiled.items()
-    assert entry.dynamic_shared_bytes == 66560
-    [hit] = run_tool(cpp_build, "module", str(HISTOGRAM_U8), "--arch", "sm_90", "--cache", str(root),
+    assert entry.dynamic_shared_bytes == EXCHANGE_BYTES
+    [hit] = run_tool(cpp_build, "module", str(LARGE_EXCHANGE), "--arch", "sm_90", "--cache", str(root),
                      "--no-compile", env=NO_PYTHON)
     image = hit["images"][name]
-    assert image["source"] == "cache" and image["dynamic_shared_bytes"] == 66560, image
+    assert image["source"] == "cache" and image["dynamic_shared_bytes"] == EXCHANGE_BYTES, image
 
-    fatbin = _aot(tmp_path, HISTOGRAM_U8, ["sm_80", "sm_90"])
+    fatbin = _aot(tmp_path, LARGE_EXCHANGE, ["sm_80", "sm_90"])
     metadata = json.loads(Path(f"{fatbin}.json").read_text())
     [meta_entry] = metadata["entries"]
     assert {arch: facts["dynamic_shared_bytes"] for arch, facts in meta_entry["launch"].items()} == {
-        "sm_80": 66560, "sm_90": 66560}
-    assert meta_entry["ptx_launch"]["dynamic_shared_bytes"] == 66560
+        "sm_80": EXCHANGE_BYTES, "sm_90": EXCHANGE_BYTES}
+    assert meta_entry["ptx_launch"]["dynamic_shared_bytes"] == EXCHANGE_BYTES
     for device in ("sm_80", "sm_90", "sm_100"):  # sm_100: the driver JIT-compiles the PTX
         [record] = run_tool(cpp_build, "module", str(fatbin), "--arch", device, env=NO_PYTHON)
-        assert record["images"][name]["dynamic_shared_bytes"] == 66560, (device, record)
+        assert record["images"][name]["dynamic_shared_bytes"] == EXCHANGE_BYTES, (device, record)
     # a kernel that fits statically still asks for nothing
     scalar = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
     _python_compile(scalar, "jit", "sm_90", root)

@@ -3,7 +3,7 @@ exchange area to dynamic shared memory (`.extern .shared`), nvJitLink links it f
 sm_90, the cubin declares only the static part, and the PTX emulator (given the size at launch)
 agrees with numpy and the CPU interpreter.
 
-Kernels: la_histogram_u8 (a 64x256 i32 column sum, 66560 bytes) and cuTile's MatMul-sample tile
+Kernels: a 64x256 i32 transpose (large_exchange.py, 65536 bytes) and cuTile's MatMul-sample tile
 size, a 128x256x64 f16 GEMM (fixtures/kernels/linalg.py's gemm_bias_relu exported here with that
 signature: A and B alone take 48 KiB). No GPU launch happens here: that needs a device."""
 import io
@@ -23,6 +23,7 @@ from tilebc_runtime.launch import cubin_launch_facts, tool_path
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTOGRAM = ROOT / "fixtures" / "bytecode" / "la_histogram_u8" / "la_histogram_u8-13.5.tilebc"
+from large_exchange import EXCHANGE_BYTES, TRANSPOSE  # noqa: E402
 BIG_GEMM = (128, 256, 64)  # TM, TN, TK
 
 
@@ -53,7 +54,7 @@ def compile_source(path: Path, name: str):
 
 # -- compile and link ---------------------------------------------------------------------------
 
-# (arch, expected dynamic bytes): histogram always 66560; the GEMM stages A (16 KiB) and B
+# (arch, expected dynamic bytes): the transpose always 65536; the GEMM stages A (16 KiB) and B
 # (32 KiB) plus its f32 product, in as many block-row chunks as the arch's maximum allows
 # (sm_90: all 128 rows, 128 KiB; sm_80: 64 rows; sm_86/sm_120 with 99 KiB: 32 rows)
 GEMM_DYNAMIC = {"sm_80": 48 * 1024 + 64 * 256 * 4, "sm_86": 48 * 1024 + 32 * 256 * 4,
@@ -70,11 +71,11 @@ def static_section(result) -> int:
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_histogram_links_with_only_dynamic_shared_memory(arch):
-    result = compile(HISTOGRAM, arch=arch)
-    assert result.dynamic_shared_bytes == 66560 and result.shared_memory_bytes == 0
-    # a static kernel's section is its exchange area plus the linker's reserve; the histogram's
-    # is the reserve alone: its 66560 bytes are not in the cubin
+def test_large_exchange_links_with_only_dynamic_shared_memory(arch):
+    result = compile(TRANSPOSE, arch=arch)
+    assert result.dynamic_shared_bytes == EXCHANGE_BYTES and result.shared_memory_bytes == 0
+    # a static kernel's section is its exchange area plus the linker's reserve; the transpose's
+    # is the reserve alone: its exchange bytes are not in the cubin
     static = compile(REDUCE_ROWS, arch=arch)
     assert static.dynamic_shared_bytes == 0 and static.shared_memory_bytes > 0
     reserve = static_section(static) - static.shared_memory_bytes
@@ -105,8 +106,8 @@ def test_cuobjdump_agrees_on_the_shared_sections(tmp_path):
     cuobjdump = tool_path("cuobjdump")
     if cuobjdump is None:
         pytest.skip("cuobjdump not installed")
-    result = compile(HISTOGRAM, arch="sm_80")
-    path = tmp_path / "histogram.cubin"
+    result = compile(TRANSPOSE, arch="sm_80")
+    path = tmp_path / "transpose.cubin"
     path.write_bytes(result.cubin)
     listing = subprocess.run([cuobjdump, "-elf", str(path)], capture_output=True, text=True,
                              timeout=120, check=True).stdout

@@ -343,8 +343,7 @@ def test_pair_with_other_bytes_is_refused():
 
 # -- dynamic shared memory ------------------------------------------------------------------------
 
-HISTOGRAM = (Path(__file__).resolve().parents[2] / "fixtures" / "bytecode" / "la_histogram_u8"
-             / "la_histogram_u8-13.5.tilebc")
+from large_exchange import EXCHANGE_BYTES, TRANSPOSE  # noqa: E402
 
 
 class FakeKernelHandle:
@@ -366,7 +365,7 @@ def dynamic_shared_driver(monkeypatch, tmp_path):
                         fake.attributes.append((attribute, value, kernel, int(dev)))
                         or (cuda_driver.CUresult.CUDA_SUCCESS,))
     from tilebc_runtime.cache import CubinCache
-    fake.module = launch.load(HISTOGRAM, cache=CubinCache(tmp_path))
+    fake.module = launch.load(TRANSPOSE, cache=CubinCache(tmp_path))
     return fake
 
 
@@ -377,24 +376,27 @@ def test_dynamic_shared_memory_reaches_launch_config_and_kernel_attribute(dynami
     from cuda.bindings import driver as cuda_driver
     fake = dynamic_shared_driver
     kernel = fake.module[next(iter(fake.module.entries))]
-    pixels, hist = FakeDLPack(BASE, (64,), "uint8"), FakeDLPack(BASE + 4096, (256,), "int32")
+    source = FakeDLPack(BASE, (64, 256), "int32")
+    target = FakeDLPack(BASE + EXCHANGE_BYTES, (256, 64), "int32")
     for _ in range(2):
-        kernel[(1,)](pixels, hist)
-    # every launch asks for the 66560 dynamic bytes (the JIT's 64x256 i32 column-sum exchange)
-    assert fake.configs == [((1, 1, 1), kernel.compile("sm_90").threads, 66560)] * 2
+        kernel[(1,)](source, target)
+    # every launch asks for the dynamic bytes (the JIT's 64x256 i32 transpose exchange)
+    assert fake.configs == [((1, 1, 1), kernel.compile("sm_90").threads, EXCHANGE_BYTES)] * 2
     # the kernel opted in once, when it was loaded, for the launching device
     attribute = cuda_driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    assert fake.attributes == [(attribute, 66560, f"CUkernel:{kernel.entry}", 0)]
+    assert fake.attributes == [(attribute, EXCHANGE_BYTES, f"CUkernel:{kernel.entry}", 0)]
     # and the cache recorded the size for later processes (and the C++ loader)
-    assert kernel.compile("sm_90").metadata["dynamic_shared_bytes"] == 66560
+    assert kernel.compile("sm_90").metadata["dynamic_shared_bytes"] == EXCHANGE_BYTES
 
 
 def test_dynamic_shared_memory_over_the_device_limit_is_refused(dynamic_shared_driver):
     fake = dynamic_shared_driver
-    fake.handle.properties.max_shared_memory_per_block_optin = 65536  # smaller than the kernel
+    fake.handle.properties.max_shared_memory_per_block_optin = 61440  # smaller than the kernel
     kernel = fake.module[next(iter(fake.module.entries))]
-    with pytest.raises(driver.DriverError, match="66560 bytes of shared memory .* 65536 bytes"):
-        kernel[(1,)](FakeDLPack(BASE, (64,), "uint8"), FakeDLPack(BASE + 4096, (256,), "int32"))
+    with pytest.raises(driver.DriverError,
+                       match=f"{EXCHANGE_BYTES} bytes of shared memory .* 61440 bytes"):
+        kernel[(1,)](FakeDLPack(BASE, (64, 256), "int32"),
+                     FakeDLPack(BASE + EXCHANGE_BYTES, (256, 64), "int32"))
     assert fake.attributes == [] and fake.launches == []
 
 

@@ -315,7 +315,10 @@ def test_sigint_is_one_line_without_a_traceback():
     process = subprocess.Popen(
         [sys.executable, "-m", "tilebc.cli", "run", str(GOOD), "--no-batch", "--grid", "200000",
          "--arg", "rand:float32:12800000", "--arg", "rand:float32:12800000",
-         "--arg", "zeros:float32:12800000"], stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
+         "--arg", "zeros:float32:12800000"], stderr=subprocess.PIPE, cwd=ROOT, env=ENV,
+        # a test worker may ignore SIGINT (pytest-xdist's do), and an ignored signal stays ignored
+        # across exec: give the command the disposition a terminal gives it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # interrupt once the run is under way: after 3 s of CPU time (the imports take about 1 s)
     deadline = time.monotonic() + 120
     while _cpu_seconds(process.pid) < 3 and time.monotonic() < deadline:

@@ -22,14 +22,24 @@ from typing import Dict, Optional
 
 from ..ir.location import CallSiteLoc, DILexicalBlock, DILoc, DISubprogram
 from ..ir.module import Function
-from ..text.debuginfo import attribute_text
-from ..text.values import escape_string
 from ..version import Version
 from .diagnostics import Collector
 
 DISUBPROGRAM_FLAGS_SINCE = Version(13, 5)
 KNOWN_SUBPROGRAM_FLAGS = 0x1  # declaration
 LINE_LIMIT = 1 << 32
+
+
+# The text printer spells NVIDIA's messages; it is loaded only when a message is written, so the
+# JIT (which verifies what it lowers) does not load the text package.
+def attribute_text(attribute) -> str:
+    from ..text.debuginfo import attribute_text as spell
+    return spell(attribute)
+
+
+def escape_string(text: str) -> str:
+    from ..text.values import escape_string as escape
+    return escape(text)
 
 
 def _di_loc(loc) -> Optional[DILoc]:

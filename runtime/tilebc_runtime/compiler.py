@@ -299,7 +299,18 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
         put(f"\t.local .align 8 .b8 __tilebc_printbuf[{lw.local_bytes}];")
     for text, op in zip(w.preamble, w.preamble_origin):
         put(text, op)
+    # a comment where each op's code starts; where a region op (for, if, reduce...) resumes
+    # after a long stretch of its body's code, a shorter one, so its tail is not misread
+    previous, since, commented = None, 0, set()
     for text, op in zip(w.body, w.origin):
+        if op is not None and op is not previous:
+            if id(op) not in commented:
+                commented.add(id(op))
+                put(_ptx_comment(op), op)
+            elif op.regions and since >= 8:
+                put(f"\t// {op.name} (continued)", op)
+            since = 0
+        previous, since = op, since + 1
         put(text, op)
     put(f"{lw.exit_label}:")
     put("\tret;")
@@ -394,12 +405,34 @@ def describe_op(op: Op, module: Module) -> str:
     location = Location.of(op, module.source)
     if location.offset is not None or location.line is not None:
         parts.append(f"at {location}")
+    source = _source_place(op)
+    if source:
+        parts.append(f"(source {source})")
+    return " ".join(parts)
+
+
+def _source_place(op: Op) -> Optional[str]:
+    """file:line:col of the op's debug location (an inlined call's callee), if it has one."""
     loc = op.loc
     while loc is not None and hasattr(loc, "callee"):
         loc = loc.callee
     if loc is not None and hasattr(loc, "filename"):
-        parts.append(f"(source {loc.filename}:{loc.line}:{loc.column})")
-    return " ".join(parts)
+        return f"{loc.filename}:{loc.line}:{loc.column}"
+    return None
+
+
+def _ptx_comment(op: Op) -> str:
+    """The comment above an op's PTX: mnemonic, place in the module (no file name, so the PTX
+    does not depend on where the module was read from) and source line."""
+    parts = [op.name]
+    if op.offset is not None:
+        parts.append(f"offset 0x{op.offset:x}")
+    elif op.text_pos is not None:
+        parts.append(f"line {op.text_pos[0]}:{op.text_pos[1]}")
+    source = _source_place(op)
+    if source:
+        parts.append(source)
+    return "\t// " + " ".join(parts)
 
 
 def link_ptx(ptx: str, arch: int, *, origin=None, module: Optional[Module] = None,

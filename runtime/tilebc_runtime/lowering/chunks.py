@@ -57,6 +57,11 @@ def role(op: Op) -> Optional[str]:
     return kind if kind in ("load", "store") else None
 
 
+def _producer(value: Value) -> Optional[Op]:
+    """The op that makes `value` (None for a block or function argument)."""
+    return value.owner if isinstance(value.owner, Op) else None
+
+
 def _is_uniform(op: Optional[Op], canon) -> bool:
     """The op makes a tile holding one value in every element (lowered as one register)."""
     kind = _ROLES.get(op.name) if op is not None else None
@@ -97,7 +102,8 @@ def _plan_block(block, threads, canon, users, dead) -> Dict[Op, Region]:
 
     def large(value) -> bool:
         t = value.type
-        return isinstance(t, TileType) and -(-t.num_elements // threads) > CHUNK_THRESHOLD
+        return (isinstance(t, TileType) and t.num_elements > 1
+                and -(-t.num_elements // threads) > CHUNK_THRESHOLD)
 
     def view_ok(op) -> bool:
         return not isinstance(canon(op.operands["view"]).type, GatherScatterViewType)
@@ -125,7 +131,7 @@ def _plan_block(block, threads, canon, users, dead) -> Dict[Op, Region]:
         for value in map(canon, op.operand_values):
             if not large(value):
                 continue
-            producer = value.owner if isinstance(value.owner, Op) else None
+            producer = _producer(value)
             if producer in members:
                 parent[find(op)] = find(producer)
             elif not _is_uniform(producer, canon):
@@ -177,7 +183,7 @@ def _region(ops, threads, canon, large) -> Optional[Region]:
     by_op = set(ops)
     for op in ops:
         token = op.operands.get("token") if role(op) in ("load", "store") else None
-        producer = canon(token).owner if token is not None else None
+        producer = _producer(canon(token)) if token is not None else None
         if producer in by_op:
             # ordered after a memory op of the region: safe only on the very same elements,
             # which this thread reads and writes in the same iteration
@@ -195,7 +201,7 @@ def _placeable(region, position, top, anchors, canon, users) -> bool:
     inside = set(region.ops)
     for op in region.ops:
         for value in map(canon, op.operand_values):
-            producer = value.owner if isinstance(value.owner, Op) else None
+            producer = _producer(value)
             if producer is None or producer in inside:
                 continue
             if anchors.get(producer, -1) > anchor:
@@ -215,7 +221,7 @@ def emit(lw, region: Region) -> None:
     # memory ops ordered after earlier memory ops outside the region: one barrier before the loop
     for op in members:
         token = op.operands.get("token") if role(op) in ("load", "store") else None
-        if token is not None and token.owner not in inside \
+        if token is not None and _producer(lw.forward.get(token, token)) not in inside \
                 and getattr(lw.get(token), "after_memory", False):
             lw.barrier()
             break

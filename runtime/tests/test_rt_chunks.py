@@ -215,14 +215,14 @@ def test_a_1m_element_tile_links(arch):
 # The cuTile fixtures that hold a chunkable region once every tile over one element per thread is
 # chunked (at the real threshold none does, so their code is unchanged): element-wise ops of
 # every float and integer width, casts (fp8, fp4 included), compares, masked and padded views,
-# transposed dim_maps, static shapes, regions inside loops and after early returns.
+# transposed dim_maps, static shapes, pointer tiles, regions inside loops and after early returns.
 FIXTURES = ["atan2_f32", "bitcast", "cast_float_int", "cast_float_widths", "cast_fp4", "cast_fp8",
             "cast_fp8_e5m3", "cast_fp8_e8m0", "cast_int_widths", "cast_rounding", "compare_f32",
             "compare_i32_u64", "early_return", "elementwise_bf16", "elementwise_f16",
             "elementwise_f32", "elementwise_f32_flags", "elementwise_f64", "exp_approx",
             "grid_2d_persistent", "int_math_i32", "int_math_i64", "int_math_i8_u16",
             "int_math_u32", "load_store_inbounds", "load_store_order", "load_store_padding",
-            "load_store_static_shape", "scalar_params", "tiled_view", "tuple_params"]
+            "load_store_static_shape", "raw_memory", "scalar_params", "tiled_view", "tuple_params"]
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -238,3 +238,41 @@ def test_fixtures_with_forced_chunks_match_the_interpreters_references(name, sma
                for f in module.functions)
     monkeypatch.setattr(reference, "run", sim.run)
     reference.CASES[name](module)
+
+
+def pointer_tile_kernel(elements: int) -> tilebc.ir.Module:
+    """Through pointer tiles, masked at n: out[i] = x[i] * 3 - i for i < n, where the pointers
+    are a broadcast base plus an iota of the block's elements (load_ptr / store_ptr)."""
+    from tilebc.ir import tile, token
+    module = new_module(tilebc.Version(13, 5))
+    b = module_entry(module, "pointers", [scalar(PointerType(f32)), scalar(PointerType(f32)),
+                                          scalar(i32)])
+    x_ptr, out_ptr, n = b.args
+    start = b.make_token()
+    block, _, _ = b.get_tile_block_id()
+    first = b.muli(block, b.constant(elements, "i32"))
+    index = b.addi(b.iota(result_types=[tile((elements,), i32)]), b.splat(first, (elements,)))
+    inside = b.cmpi(index, b.splat(n, (elements,)), comparison_predicate="less_than",
+                    signedness="signed")
+    values, _ = b.load_ptr_tko(b.offset(b.splat(x_ptr, (elements,)), index), inside,
+                               token=start, memory_ordering_semantics="weak",
+                               result_types=[tile((elements,), f32), token])
+    result = b.subf(b.mulf(values, b.constant(3.0, "f32", (elements,))), b.itof(index, f32))
+    b.store_ptr_tko(b.offset(b.splat(out_ptr, (elements,)), index), result, inside,
+                    token=start, memory_ordering_semantics="weak")
+    b.return_()
+    return module
+
+
+def test_pointer_tiles_with_iota_and_masks_agree_with_the_interpreter(small_chunks):
+    module = pointer_tile_kernel(1024)
+    assert _ptx(module).count(LOOP) == 2
+    n = 2900
+    x = RNG.uniform(-2, 2, 3 * 1024).astype(np.float32)
+    out = np.full(3 * 1024, np.float32(5), np.float32)
+    (interp, interp_out, _), (emulated, emulated_out, _) = _both(module, (3,), x, out,
+                                                                 np.int32(n))
+    _same_bits(interp_out, emulated_out)
+    expected = out.copy()
+    expected[:n] = x[:n] * np.float32(3) - np.arange(n, dtype=np.float32)
+    np.testing.assert_array_equal(emulated_out, expected)

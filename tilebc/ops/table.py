@@ -284,7 +284,7 @@ OPS: Tuple[OpSpec, ...] = (
            syntax=f"$source {OVERFLOW_KW} attr-dict `:` type($result)"),
     _op("offset", 0x51, ("ptr", "offset"),
         syntax="$ptr `,` $offset attr-dict `:` type($ptr) `,` type($offset) `->` type($result)",
-        result_like="ptr", summary="advance pointers by element offsets"),
+        result_like="ptr", summary="advance pointers by element offsets", maps_elements=True),
     _binary("ori", 0x52, Elements.INT, "bitwise or", commutative=True),
     _unary("permute", 0x53, None, "permute tile dimensions", (attr("permutation", AttrKind.I32_ARRAY),),
            syntax="$source $permutation attr-dict `:` type($source) `->` type($result)"),

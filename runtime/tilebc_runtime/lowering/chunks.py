@@ -2,11 +2,12 @@
 
 A tile of N elements over T threads normally takes N/T registers per thread, and every op is
 unrolled over them (lowerer.py), so PTX size and ptxas time grow with N. A region of per-element
-work on tiles over CHUNK_THRESHOLD elements per thread -- view loads, ops the op table marks
-`per_element` (element-wise, compares, casts, select), view stores, reading splat constants and
-scalar broadcasts -- whose values nothing else reads, is lowered once instead, as the body of a
-loop: iteration i handles the elements i*C*T + k*T + t (slot k < C of thread t), so each tile
-takes C registers and the code is emitted once, whatever N. runtime/LAYOUTS.md, "Chunked regions".
+work on tiles over CHUNK_THRESHOLD elements per thread -- loads and stores through views or
+pointer tiles, ops the op table marks `per_element` (element-wise, compares, casts, select,
+pointer offsets), iota, reading splat constants and scalar broadcasts -- whose values nothing
+else reads, is lowered once instead, as the body of a loop: iteration i handles the elements
+i*C*T + k*T + t (slot k < C of thread t), so each tile takes C registers and the code is emitted
+once, whatever N. runtime/LAYOUTS.md, "Chunked regions".
 """
 from __future__ import annotations
 
@@ -29,8 +30,11 @@ CHUNK_SLOTS = 16
 # What each op other than a per-element one is to a region: its memory ends, or (when it makes a
 # tile of one value everywhere) a source the loop body reads as it is.
 _ROLES = by_mnemonic({"load_view_tko": "load", "store_view_tko": "store",
+                      "load_ptr_tko": "load_ptr", "store_ptr_tko": "store_ptr", "iota": "indices",
                       "constant": "splat", "broadcast": "spread", "reshape": "spread"},
                      "chunked regions")
+_MEMORY = ("load", "store", "load_ptr", "store_ptr")
+_MEMBERS = _MEMORY + ("indices",)
 
 
 @dataclass
@@ -47,14 +51,25 @@ class Chunk:
     count: int
     slots: int
     shift: List[Optional[str]]  # per tile dim: .b64 start of this chunk (None: always 0)
+    base: str  # u32: the chunk's first linear element index
 
 
 def role(op: Op) -> Optional[str]:
-    """"load", "store" or "map" for an op a region may hold (None otherwise)."""
+    """What an op a region may hold is to it: "map" (per element), "indices" (iota) or a memory op
+    ("load", "store" through views, "load_ptr", "store_ptr" through pointer tiles); None for
+    other ops."""
     if op.spec.per_element:
         return "map"
     kind = _ROLES.get(op.name)
-    return kind if kind in ("load", "store") else None
+    return kind if kind in _MEMBERS else None
+
+
+def _elements(op, canon) -> tuple:
+    """What identifies the elements a memory op touches (same value: the same elements)."""
+    if role(op) in ("load", "store"):
+        return (canon(op.operands["view"]),) + tuple(canon(v) for v in op.operands["index"])
+    pointers = op.operands["source"] if role(op) == "load_ptr" else op.operands["destination"]
+    return (canon(pointers),)
 
 
 def _producer(value: Value) -> Optional[Op]:
@@ -117,7 +132,9 @@ def _plan_block(block, threads, canon, users, dead) -> Dict[Op, Region]:
             members[op] = kind
         elif kind == "store" and large(canon(op.operands["tile"])) and view_ok(op):
             members[op] = kind
-        elif kind == "map" and any(large(v) for v in op.results):
+        elif kind in ("map", "indices", "load_ptr") and any(large(v) for v in op.results):
+            members[op] = kind
+        elif kind == "store_ptr" and large(canon(op.operands["value"])):
             members[op] = kind
     parent = {op: op for op in members}
 
@@ -182,16 +199,13 @@ def _region(ops, threads, canon, large) -> Optional[Region]:
         slots //= 2
     by_op = set(ops)
     for op in ops:
-        token = op.operands.get("token") if role(op) in ("load", "store") else None
+        token = op.operands.get("token") if role(op) in _MEMORY else None
         producer = _producer(canon(token)) if token is not None else None
         if producer in by_op:
             # ordered after a memory op of the region: safe only on the very same elements,
             # which this thread reads and writes in the same iteration
-            same = (role(producer) in ("load", "store")
-                    and canon(producer.operands["view"]) is canon(op.operands["view"])
-                    and [canon(v) for v in producer.operands["index"]]
-                    == [canon(v) for v in op.operands["index"]])
-            if not same:
+            if role(producer) not in _MEMORY \
+                    or _elements(producer, canon) != _elements(op, canon):
                 return None
     return Region(ops, shape, count, slots)
 
@@ -220,7 +234,7 @@ def emit(lw, region: Region) -> None:
     inside = set(members)
     # memory ops ordered after earlier memory ops outside the region: one barrier before the loop
     for op in members:
-        token = op.operands.get("token") if role(op) in ("load", "store") else None
+        token = op.operands.get("token") if role(op) in _MEMORY else None
         if token is not None and _producer(lw.forward.get(token, token)) not in inside \
                 and getattr(lw.get(token), "after_memory", False):
             lw.barrier()
@@ -243,7 +257,7 @@ def emit(lw, region: Region) -> None:
             w(f"and.b32 {narrow}, {narrow}, {dim - 1}")
         w(f"cvt.u64.u32 {wide}, {narrow}")
         shift.append(wide)
-    lw.chunk = Chunk(region.count, region.slots, shift)
+    lw.chunk = Chunk(region.count, region.slots, shift, base)
     try:
         with lw.fresh_scope():
             for op in members:
@@ -288,4 +302,18 @@ def lower_store(lw, op) -> None:
         lw.store(lw.pointer_space, address, tile.slot(k), tile.element, quals, predicate=ok)
 
 
-HOOKS = {"load": lower_load, "store": lower_store}
+def lower_iota(lw, op) -> None:
+    """One chunk of an iota: the chunk's base plus the slot's index within the chunk."""
+    from .shapes import iota_value
+    w = lw.w
+    result_type = op.results[0].type
+    regs = []
+    for k in range(lw.chunk.slots):
+        index = w.reg("b32")
+        w(f"add.u32 {index}, {lw.elem_index(result_type.num_elements, k)}, {lw.chunk.base}")
+        regs.append(iota_value(lw, index, result_type.element))
+    lw.set(op.results[0], Tile(result_type, regs))
+
+
+# chunk lowerings of their own; the other members' hooks lower them over Lowerer.slots (C) slots
+HOOKS = {"load": lower_load, "store": lower_store, "indices": lower_iota}

@@ -123,16 +123,22 @@ def test_chain_with_a_masked_edge_agrees_with_the_interpreter(small_chunks):
     np.testing.assert_array_equal(emulated, y)
 
 
-def test_2d_casts_select_constants_and_broadcast_agree_with_the_interpreter(small_chunks):
-    module = mixed_2d_kernel()  # 2048 elements: 16 slots per thread, four chunks down the rows
+@pytest.mark.parametrize("tile_shape,rows,cols", [
+    ((32, 64), 70, 100),  # 16 slots per thread: chunks of 512 elements move down the rows
+    ((4, 1024), 10, 2500),  # 32 slots: a chunk is half a row, so both coordinates move
+])
+def test_2d_casts_select_constants_and_broadcast_agree_with_the_interpreter(
+        small_chunks, tile_shape, rows, cols):
+    module = mixed_2d_kernel(tile_shape)
     ptx = _ptx(module)
     assert ptx.count(LOOP) == 2
-    rows, cols = 70, 100  # the last row and column tiles are cut
+    # the last row and column tiles are cut
     x = RNG.uniform(-3, 3, (rows, cols)).astype(np.float32)
     y = RNG.uniform(-3, 3, (rows, cols)).astype(np.float16)
     out = np.full((rows, cols), np.float16(7), np.float16)
     bias = np.array(-0.625, np.float32)
-    interp, emulated = _both(module, (3, 2), x, y, out, np.int32(rows), np.int32(cols), bias)
+    grid = (-(-rows // tile_shape[0]), -(-cols // tile_shape[1]))
+    interp, emulated = _both(module, grid, x, y, out, np.int32(rows), np.int32(cols), bias)
     _same_bits(interp[2], emulated[2])
     expected = np.where(x > 0, x * np.float32(2) + y.astype(np.float32), bias).astype(np.float16)
     np.testing.assert_array_equal(emulated[2], expected)

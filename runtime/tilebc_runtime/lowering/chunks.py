@@ -251,10 +251,15 @@ def emit(lw, region: Region) -> None:
         if dim == 1 or inner * dim <= step:
             shift.append(None)  # this coordinate's bits lie below the chunk size: always 0
             continue
-        narrow, wide = w.reg("b32"), w.reg("b64")
-        w(f"shr.u32 {narrow}, {base}, {inner.bit_length() - 1}")
+        narrow = base
+        if inner > 1:
+            narrow = w.reg("b32")
+            w(f"shr.u32 {narrow}, {base}, {inner.bit_length() - 1}")
         if inner * dim < region.count:  # not the outermost dim: keep its bits only
-            w(f"and.b32 {narrow}, {narrow}, {dim - 1}")
+            masked = w.reg("b32")
+            w(f"and.b32 {masked}, {narrow}, {dim - 1}")
+            narrow = masked
+        wide = w.reg("b64")
         w(f"cvt.u64.u32 {wide}, {narrow}")
         shift.append(wide)
     lw.chunk = Chunk(region.count, region.slots, shift, base)

@@ -178,22 +178,26 @@ def test_values_read_by_a_whole_tile_op_keep_the_unrolled_code(small_chunks):
 
 
 def test_small_tiles_keep_todays_code():
-    # under the real threshold (128 per thread) nothing changes: 16K elements is 128 per thread
-    ptx = _ptx(chain_kernel(1 << 14, 4))
+    # up to the real threshold nothing changes: 4K elements is 32 per thread, one slot each
+    assert chunks.CHUNK_THRESHOLD == 32
+    ptx = _ptx(chain_kernel(1 << 12, 4))
     assert LOOP not in ptx
-    assert ptx.count("add.rn.f32") == 2 * 128
+    assert ptx.count("add.rn.f32") == 2 * 32
+    ptx = _ptx(chain_kernel(1 << 13, 4))  # 64 per thread: chunked
+    assert ptx.count(LOOP) == 2
+    assert ptx.count("add.rn.f32") == 2 * chunks.CHUNK_SLOTS
 
 
 def test_ptx_grows_with_ops_not_with_elements():
     sizes = {}
-    for elements in (1 << 15, 1 << 16, 1 << 20):
+    for elements in (1 << 13, 1 << 16, 1 << 20):
         for ops in (4, 16):
             ptx = _ptx(chain_kernel(elements, ops))
             assert ptx.count(LOOP) == 2
             # instructions and declarations (comments and labels aside)
             sizes[elements, ops] = sum(line.endswith(";") for line in ptx.splitlines())
     for ops in (4, 16):
-        assert sizes[1 << 15, ops] == sizes[1 << 16, ops] == sizes[1 << 20, ops]
+        assert sizes[1 << 13, ops] == sizes[1 << 16, ops] == sizes[1 << 20, ops]
     # each op is one chunk of CHUNK_SLOTS instructions
     assert sizes[1 << 20, 16] - sizes[1 << 20, 4] == 12 * chunks.CHUNK_SLOTS
 

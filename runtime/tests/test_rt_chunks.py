@@ -14,6 +14,7 @@ from tilebc.ir.builder import module_entry, new_module
 from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate
 from tilebc_runtime import compiler, sim
 from tilebc_runtime.lowering import chunks
+from tilebc_runtime.lowering.lowerer import LoweringError
 from tilebc_runtime.sim import runner
 
 RNG = np.random.default_rng(17)
@@ -157,6 +158,14 @@ def test_an_ordered_store_elsewhere_keeps_the_unrolled_code(small_chunks):
     # the store (into another tile) must follow every load of the tile; chunk by chunk it would
     # follow only the loads of its own chunk, so such a region is not chunked
     assert LOOP not in _ptx(in_place_ordered_kernel(512, other_index=True))
+
+
+def test_a_large_tile_that_cannot_be_chunked_is_refused_saying_so():
+    data = tilebc.dump(in_place_ordered_kernel(1 << 16, other_index=True))
+    with pytest.raises(LoweringError, match=r"over the JIT's bound of 256 elements per thread; .*"
+                                            r"not lowered as a loop over register chunks \(its "
+                                            r"shape or its memory order rule that out\)$"):
+        compiler.compile(data, arch="sm_90", emit="ptx")
 
 
 def test_values_read_by_a_whole_tile_op_keep_the_unrolled_code(small_chunks):

@@ -54,6 +54,7 @@ def test_tiles_over_the_per_thread_bound_are_refused_at_once(elements):
     assert "load_view_tko: entry expadd: " in message
     assert (f"a tile of {elements} elements is {elements // 128} elements per thread over 128 "
             f"threads, over the JIT's bound of {MAX_ELEMENTS_PER_THREAD}") in message
+    assert "not lowered as a loop over register chunks: reshape at offset 0x" in message
 
 
 def test_long_unrolled_kernels_are_refused_by_the_instruction_estimate():

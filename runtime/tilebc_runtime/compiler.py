@@ -242,13 +242,24 @@ def check_code_size(module: Module, function: Function, threads: int) -> None:
             f"{widest.name}: entry {function.name}: a tile of {elements} elements is "
             f"{per_thread} elements per thread over {threads} threads, over the JIT's bound of "
             f"{MAX_ELEMENTS_PER_THREAD} elements per thread; use smaller tiles or more threads "
-            "(hint num_worker_warps_per_cta)", **where)
+            f"(hint num_worker_warps_per_cta){_not_chunked(function, threads, widest)}", **where)
     if total > MAX_ESTIMATED_INSTRUCTIONS:
         raise LoweringError(
             f"{widest.name}: entry {function.name}: the kernel would unroll to about {total} PTX "
             f"instructions over {threads} threads (its largest tile, here, has {elements} "
             f"elements), over the JIT's bound of {MAX_ESTIMATED_INSTRUCTIONS}; use smaller tiles "
             "or split the kernel", **where)
+
+
+def _not_chunked(function: Function, threads: int, op: Op) -> str:
+    """Why the tile is unrolled rather than lowered as a loop over chunks (lowering/chunks.py)."""
+    other = chunks.obstacle(function, threads, op)
+    if other is None:
+        return ("; it is not lowered as a loop over register chunks (its shape or its memory "
+                "order rule that out)")
+    where = f" at offset 0x{other.offset:x}" if other.offset is not None else ""
+    return (f"; it is not lowered as a loop over register chunks: {other.name}{where} needs the "
+            "whole tile")
 
 
 def _byte_list(data: bytes) -> str:

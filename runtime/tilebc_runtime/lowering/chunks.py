@@ -323,3 +323,35 @@ def lower_iota(lw, op) -> None:
 
 # chunk lowerings of their own; the other members' hooks lower them over Lowerer.slots (C) slots
 HOOKS = {"load": lower_load, "store": lower_store, "indices": lower_iota}
+
+
+def obstacle(function: Function, threads: int, op: Op) -> Optional[Op]:
+    """An op that keeps `op`'s large tiles from being chunked: one that makes or reads such a
+    tile as a whole (reduce, reshape, permute, mma, ...), found through the per-element ops and
+    memory ops connected to `op`; None when there is none (the tile's shape or memory order is
+    what keeps it whole)."""
+    users: Dict[Value, List[Op]] = {}
+    for inner in function.walk():
+        for value in inner.operand_values:
+            users.setdefault(value, []).append(inner)
+
+    def large(value) -> bool:
+        t = value.type
+        return (isinstance(t, TileType) and t.num_elements > 1
+                and -(-t.num_elements // threads) > CHUNK_THRESHOLD)
+    seen, pending = {op}, [op]
+    while pending:
+        current = pending.pop()
+        if role(current) is None and current is not op:
+            return current
+        values = [v for v in list(current.results) + current.operand_values if large(v)]
+        for value in values:
+            producer = _producer(value)
+            neighbours = list(users.get(value, ()))
+            if producer is not None and not _is_uniform(producer, lambda v: v):
+                neighbours.append(producer)
+            for other in neighbours:
+                if other not in seen:
+                    seen.add(other)
+                    pending.append(other)
+    return None

@@ -9,9 +9,11 @@ Cases: every size in --sizes with 4 ops, then every op count in --ops at --ops-s
 our compile to PTX runs in a forked child of this process (imports already paid, as in a warm
 process) and tileiras in a fresh process, alternating; each has --timeout seconds, after which the
 case is reported as "> S s" and the benchmark goes on. --link also times nvJitLink (PTX -> cubin)
-on our PTX, under the same timeout. --unbounded lifts the JIT's code-size bound (compiler.py
-refuses kernels over 256 elements per thread or ~64K estimated instructions) to measure what the
-lowering itself does with large tiles; without it those cases show the refusal.
+on our PTX, under the same timeout. Tiles over 32 elements per thread are lowered as one loop over
+register chunks (runtime/tilebc_runtime/lowering/chunks.py), so this kernel's PTX does not grow
+with the tile. --unbounded lifts the JIT's code-size bound (compiler.py refuses kernels that are
+not chunked over 256 elements per thread or ~64K estimated instructions) to measure what the
+lowering itself does with such kernels; without it they show the refusal.
 """
 from __future__ import annotations
 

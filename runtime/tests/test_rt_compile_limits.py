@@ -19,8 +19,10 @@ from tilebc_runtime.lowering.lowerer import LoweringError
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def exp_kernel(elements: int, exps: int = 1) -> bytes:
-    """load -> exp (x `exps`) -> addf -> store on one tile of `elements` f32."""
+def exp_kernel(elements: int, exps: int = 1, chunkable: bool = True) -> bytes:
+    """load -> exp (x `exps`) -> addf -> store on one tile of `elements` f32. Not `chunkable`:
+    the exps' result goes through a reshape and back, which the JIT lowers on the whole tile
+    (lowering/chunks.py), so the kernel is unrolled over every slot as before chunked regions."""
     module = new_module(tilebc.Version(13, 5))
     b = module_entry(module, "expadd", [scalar(PointerType(f32)), scalar(i32)])
     x_ptr, size = b.args
@@ -31,6 +33,8 @@ def exp_kernel(elements: int, exps: int = 1) -> bytes:
     y = x
     for _ in range(exps):
         y = b.exp(y)
+    if not chunkable:
+        y = b.reshape(b.reshape(y, (2, elements // 2)), (elements,))
     b.store(b.addf(y, x), tiles, [block], token=token)
     b.return_()
     return tilebc.dump(module)
@@ -39,7 +43,7 @@ def exp_kernel(elements: int, exps: int = 1) -> bytes:
 @pytest.mark.parametrize("elements", [1 << 16, 1 << 20, 1 << 24])
 def test_tiles_over_the_per_thread_bound_are_refused_at_once(elements):
     # before: 64K elements linked for ~110 s in 672 MB; 1M never finished
-    data = exp_kernel(elements)
+    data = exp_kernel(elements, chunkable=False)
     started = time.perf_counter()
     with pytest.raises(LoweringError) as caught:
         compile(data, arch="sm_90", emit="cubin")
@@ -50,11 +54,12 @@ def test_tiles_over_the_per_thread_bound_are_refused_at_once(elements):
     assert "load_view_tko: entry expadd: " in message
     assert (f"a tile of {elements} elements is {elements // 128} elements per thread over 128 "
             f"threads, over the JIT's bound of {MAX_ELEMENTS_PER_THREAD}") in message
+    assert "not lowered as a loop over register chunks: reshape at offset 0x" in message
 
 
 def test_long_unrolled_kernels_are_refused_by_the_instruction_estimate():
     # 32K elements is 256 per thread (at the bound); eight exps on it estimate over 64K instructions
-    data = exp_kernel(1 << 15, exps=8)
+    data = exp_kernel(1 << 15, exps=8, chunkable=False)
     total, _, _ = estimate_code_size(tilebc.load(data).functions[0], 128)
     assert total > MAX_ESTIMATED_INSTRUCTIONS
     with pytest.raises(LoweringError, match=rf"entry expadd: the kernel would unroll to about "
@@ -68,8 +73,20 @@ def test_kernels_within_the_bounds_still_lower():
         assert ".entry expadd(" in compile(data, arch="sm_90", emit="ptx").ptx
 
 
+@pytest.mark.parametrize("elements", [1 << 16, 1 << 20, 1 << 24])
+def test_chunked_regions_are_charged_one_chunk(elements):
+    # the same kernels, per-element from load to store: a loop over 16-slot chunks, whatever
+    # the tile's size, well within both bounds
+    total, widest, _ = estimate_code_size(tilebc.load(exp_kernel(elements, exps=8)).functions[0],
+                                          128)
+    assert total < MAX_ESTIMATED_INSTRUCTIONS // 8
+    assert widest is None or widest.name != "load_view_tko"
+    ptx = compile(exp_kernel(elements, exps=8), arch="sm_90", emit="ptx").ptx
+    assert ptx.count("$L_chunk_") == 2
+
+
 def test_more_threads_bring_a_tile_under_the_bound():
-    module = tilebc.load(exp_kernel(1 << 16))
+    module = tilebc.load(exp_kernel(1 << 16, chunkable=False))
     function = module.functions[0]
     with pytest.raises(LoweringError):
         compiler.check_code_size(module, function, 128)
@@ -90,7 +107,7 @@ def test_every_fixture_is_well_within_the_bounds():
 
 def test_cli_reports_one_line(tmp_path):
     source = tmp_path / "big.tilebc"
-    source.write_bytes(exp_kernel(1 << 20))
+    source.write_bytes(exp_kernel(1 << 20, chunkable=False))
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'runtime'}",
            "TILEBC_CACHE_DIR": "off"}
     done = subprocess.run([sys.executable, "-m", "tilebc", "compile", str(source), "--arch", "sm_90",

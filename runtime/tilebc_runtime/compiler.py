@@ -19,7 +19,7 @@ from tilebc.ir.module import Function, Module, Op
 from tilebc.ir.types import PointerType, TileType
 
 from . import targets
-from .lowering import dtypes
+from .lowering import chunks, dtypes
 from .lowering.lowerer import STATIC_SHARED_LIMIT, Lowerer, LoweringError, Tile
 from .lowering.families import load_all
 from .lowering.registry import EXPANDING
@@ -181,6 +181,7 @@ def choose_threads(module: Module, function: Function, arch: int,
 # lowerer.py). ptxas, inside nvJitLink, takes time superlinear in that code: a load -> exp -> addf ->
 # store kernel links in 0.2 s at 32 elements per thread, 8 s at 256, ~110 s (672 MB) at 512, and
 # never finishes at 8192. A kernel over either bound below is refused before any PTX is generated.
+# Ops of chunked regions (lowering/chunks.py) are charged one chunk: their code is a loop body.
 MAX_ELEMENTS_PER_THREAD = 256      # slots of one tile: a thread has at most 255 registers
 MAX_ESTIMATED_INSTRUCTIONS = 1 << 16
 # Estimated PTX instructions per slot of an op: ops whose lowering expands into long polynomial or
@@ -206,6 +207,7 @@ def estimate_code_size(function: Function, threads: int) -> Tuple[int, Optional[
     scan inlines its combiner region once per slot, other regions (if, for, loop) are lowered
     once."""
     load_all()  # the registrations say which ops expand
+    chunked = chunks.plan(function, threads)
     total, widest, widest_elements = 0, None, 0
     pending: List[Tuple[List[Op], int]] = [(function.body.ops, 1)]  # (ops, times lowered)
     while pending:
@@ -213,7 +215,10 @@ def estimate_code_size(function: Function, threads: int) -> Tuple[int, Optional[
         for op in ops:
             elements = _largest_tile(op)
             slots = 1 if elements == 1 else -(-elements // threads)
-            if elements > widest_elements:
+            region = chunked.get(op)
+            if region is not None:
+                slots = region.slots  # its code is one chunk's, looped over
+            elif elements > widest_elements:
                 widest, widest_elements = op, elements
             weight = _EXPANDED_COST if op.name in EXPANDING else _PLAIN_COST
             total += times * slots * weight
@@ -237,13 +242,24 @@ def check_code_size(module: Module, function: Function, threads: int) -> None:
             f"{widest.name}: entry {function.name}: a tile of {elements} elements is "
             f"{per_thread} elements per thread over {threads} threads, over the JIT's bound of "
             f"{MAX_ELEMENTS_PER_THREAD} elements per thread; use smaller tiles or more threads "
-            "(hint num_worker_warps_per_cta)", **where)
+            f"(hint num_worker_warps_per_cta){_not_chunked(function, threads, widest)}", **where)
     if total > MAX_ESTIMATED_INSTRUCTIONS:
         raise LoweringError(
             f"{widest.name}: entry {function.name}: the kernel would unroll to about {total} PTX "
             f"instructions over {threads} threads (its largest tile, here, has {elements} "
             f"elements), over the JIT's bound of {MAX_ESTIMATED_INSTRUCTIONS}; use smaller tiles "
             "or split the kernel", **where)
+
+
+def _not_chunked(function: Function, threads: int, op: Op) -> str:
+    """Why the tile is unrolled rather than lowered as a loop over chunks (lowering/chunks.py)."""
+    other = chunks.obstacle(function, threads, op)
+    if other is None:
+        return ("; it is not lowered as a loop over register chunks (its shape or its memory "
+                "order rule that out)")
+    where = f" at offset 0x{other.offset:x}" if other.offset is not None else ""
+    return (f"; it is not lowered as a loop over register chunks: {other.name}{where} needs the "
+            "whole tile")
 
 
 def _byte_list(data: bytes) -> str:

@@ -179,6 +179,9 @@ class OpSpec:
     # The result does not depend on the order of the two operands, bit for bit (a reduction may
     # pair partial results in any order and lane pairing).
     commutative: bool = False
+    # Result element i is a function of the operands' elements i alone (casts, select); the
+    # element-wise and compare families are so by definition, see `per_element`.
+    maps_elements: bool = False
     flag_bits: Tuple[FlagBit, ...] = field(init=False)
 
     def __post_init__(self):
@@ -194,6 +197,12 @@ class OpSpec:
         bits = tuple(FlagBit(bit, name, is_operand, since)
                      for bit, (since, _, _, name, is_operand) in enumerate(candidates))
         object.__setattr__(self, "flag_bits", bits)
+
+    @property
+    def per_element(self) -> bool:
+        """Every result element depends only on the operands' elements at the same index (the
+        JIT may lower such ops over any subset of elements, e.g. one chunk at a time)."""
+        return self.maps_elements or self.family in (Family.ELEMENTWISE, Family.COMPARE)
 
     @property
     def has_variadic(self) -> bool:

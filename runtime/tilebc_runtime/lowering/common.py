@@ -145,6 +145,8 @@ SCOPE = {MemoryScope.TL_BLK: "cta", MemoryScope.DEVICE: "gpu", MemoryScope.SYS: 
 
 
 def order_after_token(lw, op) -> None:
+    if lw.chunk is not None:
+        return  # in a chunked region's loop: the barrier stands before the loop (chunks.emit)
     token = op.operands.get("token")
     if token is not None and getattr(lw.get(token), "after_memory", False):
         lw.barrier()

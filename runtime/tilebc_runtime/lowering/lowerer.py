@@ -74,6 +74,11 @@ class Lowerer:
         from .simplify import dead_ops, forwarding
         self.forward: Dict[Value, Value] = forwarding(self, function)
         self.dead = dead_ops(function, self.forward)
+        # large per-element regions lowered as loops over register chunks (chunks.py); `chunk` is
+        # the chunk being lowered, during which a tile of chunk.count elements has chunk.slots slots
+        from .chunks import plan
+        self.chunked = plan(function, threads, self.forward, self.dead)
+        self.chunk = None
 
     # -- diagnostics ---------------------------------------------------------------------------
     def error(self, op: Optional[Op], message: str) -> LoweringError:
@@ -139,6 +144,8 @@ class Lowerer:
         self.values[value] = lowered
 
     def slots(self, count: int) -> int:
+        if self.chunk is not None and count == self.chunk.count:
+            return self.chunk.slots
         return 1 if count == 1 else -(-count // self.T)
 
     def new_tile(self, type: TileType) -> Tile:
@@ -219,10 +226,11 @@ class Lowerer:
         same for every thread (so slot k's address is slot 0's plus a constant), else None.
         Holds e.g. for a [R, C] tile when C divides T (slot k is k*T/C rows further down)."""
         shape = tuple(shape)
-        key = ("deltas", shape, None if layout is None else layout.key())
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        # inside a chunk: its slots, the first of the whole tile's
+        slots = self.slots(count) if layout is None else layout.slots
+        key = ("deltas", shape, None if layout is None else layout.key(), slots)
         if key not in self._cache:
-            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-            slots = self.slots(count) if layout is None else layout.slots
             deltas: List[Optional[tuple]] = [None] * slots
             if layout is not None and count > 1:
                 index = np.stack(np.unravel_index(layout.table(self.T), shape))
@@ -549,6 +557,17 @@ class Lowerer:
         finally:
             self._scope.pop()
 
+    @contextmanager
+    def fresh_scope(self):
+        """Code lowered inside is a block of its own for `scoped` (a loop body: what it computes
+        is not reused after it)."""
+        self._blocks_lowered += 1
+        self._scope.append(self._blocks_lowered)
+        try:
+            yield
+        finally:
+            self._scope.pop()
+
     def scoped(self, key, make):
         """make()'s registers, reused by a later op asking for the same key when that op is
         lowered in the same block invocation or one nested inside it: the registers were then
@@ -566,7 +585,16 @@ class Lowerer:
         from .registry import LOWERINGS, NOT_LOWERED
         if op in self.dead:
             return
+        region = self.chunked.get(op)
         hook = LOWERINGS.get(op.name)
+        if region is not None and self.chunk is None:
+            if op is not region.ops[-1]:
+                return  # lowered in the region's loop, where its last op stands
+            from .chunks import emit
+            hook = lambda lw, _op: emit(lw, region)  # noqa: E731
+        elif region is not None:
+            from .chunks import HOOKS, role
+            hook = HOOKS.get(role(op), hook)
         if hook is None:
             reason = NOT_LOWERED.get(op.name, "no lowering registered")
             raise self.error(op, f"not supported by the JIT: {reason}")

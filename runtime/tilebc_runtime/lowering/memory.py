@@ -157,9 +157,11 @@ def padding_register(lw, element, padding: Optional[PaddingValue]) -> str:
     return immediate(lw, element, float_to_bits(value, element).to_bytes(size, "little"))
 
 
-def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slots=None):
+def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slots=None,
+                   shift=None):
     """Per slot of the accessed tile (held in `layout`, default Cyclic; only the slots listed
-    in `slots` when given): (.b64 address, in-bounds predicate or None)."""
+    in `slots` when given): (.b64 address, in-bounds predicate or None). `shift`: per tile dim, a
+    .b64 register (or None) added to the tile's start, for one chunk of a chunked region."""
     w = lw.w
     vt = view.type
     tensor = view.tensor
@@ -187,6 +189,11 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
         w(f"mul.lo.s64 {start}, {lw.scalar_s64(index_tile)}, {step}")
         starts[dim] = start
     dims = _dim_map(vt)
+    for i, moved in enumerate(shift or ()):
+        if moved is not None:
+            start = w.reg("b64")
+            w(f"add.s64 {start}, {starts[dims[i]]}, {moved}")
+            starts[dims[i]] = start
     checked = [not (i < len(inbounds) and inbounds[i]) for i in range(len(dims))]
     if sparse_tile is not None:
         # the same index tile read by several accesses (a gather and the scatter back) is

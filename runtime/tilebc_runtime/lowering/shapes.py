@@ -48,18 +48,21 @@ def lower_iota(lw, op):
     w = lw.w
     result_type = op.results[0].type
     element = result_type.element
-    regs = []
-    for k in range(lw.slots(result_type.num_elements)):
-        index = lw.elem_index(result_type.num_elements, k)
-        if element.name == "i64":
-            wide = w.reg("b64")
-            w(f"cvt.u64.u32 {wide}, {index}")
-            regs.append(wide)
-        elif element.name in ("i8", "i16"):
-            regs.append(lw.normalize_int(index, element))
-        else:
-            regs.append(index)
+    regs = [iota_value(lw, lw.elem_index(result_type.num_elements, k), element)
+            for k in range(lw.slots(result_type.num_elements))]
     lw.set(op.results[0], Tile(result_type, regs))
+
+
+def iota_value(lw, index: str, element) -> str:
+    """The iota element of u32 linear index `index` in its element type's register."""
+    w = lw.w
+    if element.name == "i64":
+        wide = w.reg("b64")
+        w(f"cvt.u64.u32 {wide}, {index}")
+        return wide
+    if element.name in ("i8", "i16"):
+        return lw.normalize_int(index, element)
+    return index
 
 
 @lowers("reshape")

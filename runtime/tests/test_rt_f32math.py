@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from tilebc.interp.fastmath import ulp_distance
+from tilebc.oracles import tool_path
 from tilebc.ir import PointerType, f32, i32, scalar
 from tilebc.ir.builder import new_function, new_module
 from tilebc.version import MAX_VERSION
@@ -230,8 +231,52 @@ def table(names, count):
     return rows
 
 
+def cost(name: str, arch: str = "sm_90") -> dict:
+    """Instructions per element of `name` (f32): PTX, PTX on f64, SASS (ptxas for `arch`) and
+    SASS FP64 (D* arithmetic and conversions to or from F64). The kernel's loads, stores and
+    addressing are taken out by subtracting the same kernel with negf."""
+    import re
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from tilebc.oracles import require_tool
+    from tilebc_runtime.compiler import compile as jit_compile
+
+    def counts(op):
+        arity = 2 if op in BINARY else 1
+        result = jit_compile(math_kernel(op, arity), arch=arch, emit="ptx")
+        ptx = [line.strip() for line in result.ptx.splitlines()]
+        body = [line for line in ptx if line and not line.startswith(("//", ".", "{", "}", "$"))
+                and line.endswith(";") and not line.startswith("ret")]
+        ptx_f64 = sum(1 for line in body if ".f64" in line.split()[0] or "%fd" in line)
+        with tempfile.TemporaryDirectory(prefix="tilebc-f32math-") as work:
+            source, cubin = Path(work) / "k.ptx", Path(work) / "k.cubin"
+            source.write_text(result.ptx)
+            subprocess.run([require_tool("ptxas"), f"-arch={arch}", "-o", str(cubin),
+                            str(source)], check=True, capture_output=True, timeout=600)
+            dump = subprocess.run([require_tool("cuobjdump"), "-sass", str(cubin)], check=True,
+                                  capture_output=True, text=True, timeout=600).stdout
+        opcodes = [m.group(1) for m in re.finditer(
+            r"/\*[0-9a-f]{4}\*/\s+(?:@!?P\w+\s+)?([A-Z][A-Z0-9_.]*)", dump)]
+        opcodes = [o for o in opcodes if not o.startswith("NOP")]
+        fp64 = sum(1 for o in opcodes if re.match(r"D(ADD|MUL|FMA|SETP|MNMX|SET)\b", o)
+                   or ".F64" in o)
+        per_thread = TILE // getattr(result, "threads_per_cta", 128)
+        return [n / per_thread for n in (len(body), ptx_f64, len(opcodes), fp64)]
+    mine, base = counts(name), counts("negf")
+    return dict(zip(("ptx", "ptx_f64", "sass", "sass_fp64"), (a - b for a, b in zip(mine, base))))
+
+
 if __name__ == "__main__":
     import sys
+    if sys.argv[1:2] == ["--cost"]:
+        print("| op | PTX | PTX f64 | SASS | SASS FP64 |  (per element, sm_90)")
+        for name in (sys.argv[2].split(",") if len(sys.argv) > 2 else list(CUDA_ULPS)):
+            c = cost(name)
+            print(f"| {name} | {c['ptx']:g} | {c['ptx_f64']:g} | {c['sass']:g} | "
+                  f"{c['sass_fp64']:g} |", flush=True)
+        sys.exit(0)
     names = sys.argv[1].split(",") if len(sys.argv) > 1 else list(CUDA_ULPS)
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 15
     for name, worst, bound, where, nans in table(names, count):
@@ -256,3 +301,13 @@ def test_f32_math_needs_no_f64(name):
     ptx = jit_compile(math_kernel(name, 2 if name in BINARY else 1), arch="sm_90",
                       emit="ptx").ptx
     assert ".f64" not in ptx and "%fd" not in ptx
+
+
+@pytest.mark.skipif(tool_path("ptxas") is None or tool_path("cuobjdump") is None,
+                    reason="ptxas/cuobjdump not installed")
+@pytest.mark.parametrize("name", ["exp", "log", "pow", "tanh"])
+def test_f32_math_sass_has_no_fp64(name):
+    """ptxas adds no FP64 of its own either, and the sequences stay short (bounds ~2x today's)."""
+    counts = cost(name)
+    assert counts["sass_fp64"] == 0 and counts["ptx_f64"] == 0
+    assert 0 < counts["sass"] <= {"exp": 40, "log": 75, "pow": 220, "tanh": 100}[name], counts

@@ -125,6 +125,16 @@ def samples(name: str, count: int, seed: int = 7) -> tuple:
             expo[::7] = np.rint(expo[::7])
             expo[::11] = y_any[::11].astype(np.float64)
         x, y = base.astype(np.float32), expo.astype(np.float32)
+        if name == "pow":
+            # x next to 1 with a huge y (y log2 x up to +-120): log2 x must be accurate
+            # relative to itself, not only to 1, since y multiplies its error
+            near = slice(2 * len(specials), None, 5)
+            size = len(x[near])
+            step = rng.integers(-300000, 300000, size)
+            x[near] = (1 + np.where(step == 0, 1, step) * 2.0 ** -23).astype(np.float32)
+            with np.errstate(all="ignore"):
+                y[near] = (rng.uniform(-120, 120, size)
+                           / np.log2(x[near].astype(np.float64))).astype(np.float32)
         x[: len(specials)] = specials
         y[len(specials): 2 * len(specials)] = specials
         return x, y
@@ -208,6 +218,66 @@ def test_specials(name):
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     assert np.array_equal(np.signbit(got[:2]), np.signbit(want[:2])) or name == "cos"
     assert ulp_distance(got[~np.isnan(want)], want[~np.isnan(want)]).max() <= CUDA_ULPS[name]
+
+
+def _least_squares_fit(function, low, high, degree, nodes=4000):
+    """Coefficients (low degree first, rounded to f32) of the polynomial fit to `function` on
+    [low, high]: least squares in relative error at Chebyshev nodes (how the fitted tails in
+    f32math were made)."""
+    k = np.arange(nodes)
+    x = (low + high) / 2 + (high - low) / 2 * np.cos(np.pi * (k + 0.5) / nodes)
+    y = function(x)
+    scaled = np.vander(x, degree + 1, increasing=True) / np.abs(y)[:, None]
+    coefficients = np.linalg.lstsq(scaled, np.sign(y), rcond=None)[0]
+    return coefficients.astype(np.float32).astype(np.float64)
+
+
+def _relative_error(coefficients, function, x) -> float:
+    """log2 of the largest relative error of the polynomial against `function` over x."""
+    got = np.polynomial.polynomial.polyval(x, np.asarray(coefficients, np.float64))
+    want = function(x)
+    return float(np.log2(np.max(np.abs(got - want) / np.abs(want))))
+
+
+def test_polynomials_reach_their_stated_accuracy():
+    """Each polynomial of f32math, with its coefficients as f32, is as accurate as its comment
+    says on its interval (float64 evaluation, so only the fit and the coefficients count), and
+    the fitted ones are reproduced by a plain numpy least-squares fit of the same degree."""
+    from tilebc_runtime.lowering import f32math
+    ln2 = math.log(2)
+
+    def log1p_tail(t):
+        return (np.log1p(t) - t) / (t * t)
+
+    def tanh_tail(u):
+        x = np.sqrt(u)
+        return (np.tanh(x) - x) / (x * u)
+
+    t = np.linspace(-0.25, 0.5, 100001)
+    t = t[t != 0]
+    assert _relative_error(f32math.LOG1P_TAIL, log1p_tail, t) < -26
+    assert _relative_error(_least_squares_fit(log1p_tail, -0.25, 0.5, 10), log1p_tail, t) < -26
+    u = np.linspace(1e-4, TANH_SMALL_SQUARED, 100001)  # float64 tanh(x) - x is noisy below
+    assert _relative_error(f32math.TANH_TAIL, tanh_tail, u) < -24.8
+    assert _relative_error(_least_squares_fit(tanh_tail, 0, TANH_SMALL_SQUARED, 5),
+                           tanh_tail, u) < -24.5
+    # exp's (and pow's 2^f's) degree-7 Taylor polynomial on the reduced range |r| <= ln2/2
+    r = np.linspace(-0.3466, 0.3466, 100001)
+    taylor = [1 / math.factorial(i) for i in range(8)]
+    assert _relative_error(taylor, np.exp, r) < -27
+    # sinh below |x| = 1: x + x^3 S(x^2)
+    x = np.linspace(1e-4, 1, 100001)
+    sinh_odd = np.zeros(2 * len(f32math.SINH_TAIL) + 2)
+    sinh_odd[1], sinh_odd[3::2] = 1.0, f32math.SINH_TAIL
+    assert _relative_error(sinh_odd, np.sinh, x) < -33
+    # pow's log2(1 + r) = r log2(e) + r^2 L(r) for |r| < 2^-7.4 (the table's reduced range)
+    r = np.linspace(-2 ** -7.4, 2 ** -7.4, 100001)
+    r = r[r != 0]
+    log2_poly = [0.0, 1 / ln2, *f32math.LOG2_TAIL]
+    assert _relative_error(log2_poly, lambda v: np.log1p(v) / ln2, r) < -34
+
+
+TANH_SMALL_SQUARED = 0.55 ** 2
 
 
 def test_huge_reduction_table_matches_float64_reduction():

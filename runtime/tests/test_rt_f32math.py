@@ -270,14 +270,28 @@ def test_polynomials_reach_their_stated_accuracy():
     sinh_odd = np.zeros(2 * len(f32math.SINH_TAIL) + 2)
     sinh_odd[1], sinh_odd[3::2] = 1.0, f32math.SINH_TAIL
     assert _relative_error(sinh_odd, np.sinh, x) < -33
-    # pow's log2(1 + r) = r log2(e) + r^2 L(r) for |r| < 2^-7.4 (the table's reduced range)
-    r = np.linspace(-2 ** -7.4, 2 ** -7.4, 100001)
+    # pow's log2(1 + r) = r log2(e) + r^2 L(r) for |r| <= 2^-7 (the table's reduced range)
+    r = np.linspace(-2 ** -7, 2 ** -7, 100001)
     r = r[r != 0]
     log2_poly = [0.0, 1 / ln2, *f32math.LOG2_TAIL]
     assert _relative_error(log2_poly, lambda v: np.log1p(v) / ln2, r) < -34
 
 
 TANH_SMALL_SQUARED = 0.55 ** 2
+
+
+def test_log2_table_reduction_is_exact():
+    """For every reduced mantissa m in [0.75, 1.5), pow's r = m*invc - 1 is an f32 (the fma
+    that computes it is exact) with |r| <= 2^-7, and head + low is -log2(invc)."""
+    from tilebc_runtime.lowering import f32math
+    rows = np.frombuffer(f32math.log2_table(), "<f4").reshape(-1, 4).astype(np.float64)
+    bits = np.arange(0x3F400000, 0x3F400000 + (128 << 16), dtype=np.uint32)
+    m = bits.view(np.float32).astype(np.float64)
+    r = m * rows[(bits - 0x3F400000) >> 16, 0] - 1.0  # exact in float64 (24 x 8 bits)
+    assert np.array_equal(r.astype(np.float32).astype(np.float64), r)
+    assert np.abs(r).max() <= 2.0 ** -7
+    assert np.abs(rows[:, 1] + rows[:, 2] + np.log2(rows[:, 0])).max() < 2.0 ** -48
+    assert all(rows[j, 0] == 1.0 and rows[j, 1] == 0.0 for j in f32math.UNIT_ROWS)
 
 
 def test_huge_reduction_table_matches_float64_reduction():

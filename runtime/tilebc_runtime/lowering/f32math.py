@@ -484,7 +484,7 @@ def tanh_f32(w, x: str) -> str:
 
 # log2 table for pow: 128 rows of (invc, -log2(invc) high, low, 0) as f32; row j covers the
 # reduced mantissas m in [0.75, 1.5) whose bits are 0x3F400000 + j*2^16 + (0 .. 2^16 - 1).
-# invc ~ 1/m with 8 significant bits, so r = m*invc - 1 is exact in f32 (|r| < 2^-7.4). The two
+# invc ~ 1/m with 8 significant bits, so r = m*invc - 1 is exact in f32 (|r| <= 2^-7). The two
 # rows around 1 ([1 - 2^-8, 1 + 2^-7)) take invc = 1: there log2 m is tiny, and head + r log2(e)
 # would cancel to it, leaving the tail's f32 rounding (~2^-39) as a large relative error that
 # pow(x ~ 1, huge y) multiplies by y (thousands of ulps); with r = m - 1 it stays ~2^-24 |r|.

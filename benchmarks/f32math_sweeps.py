@@ -2,7 +2,9 @@
 table of runtime/tests/test_rt_f32math.py (same harness: `.approx` instructions at their
 documented worst case). Results: benchmarks/results/jit-math-accuracy.md.
 
-    PYTHONPATH=.:runtime python benchmarks/f32math_sweeps.py [log,exp,tanh,sinhcosh,pow,pow_near_one,pow_edges]
+    PYTHONPATH=.:runtime python benchmarks/f32math_sweeps.py [NAME,...]
+
+NAMEs: log, exp, tanh, sinhcosh, pow, pow_near_one, pow_edges (default: all).
 
 `log` runs every f32 in [0.5, 2) through log and log2 (2 x 16.8M inputs: tens of CPU minutes).
 """

@@ -21,6 +21,7 @@ import pytest
 from tilebc.interp.fastmath import ulp_distance
 from tilebc.ir import PointerType, f32, i32, scalar
 from tilebc.ir.builder import new_function, new_module
+from tilebc.oracles import tool_path
 from tilebc.version import MAX_VERSION
 
 from tilebc_runtime import sim
@@ -124,6 +125,16 @@ def samples(name: str, count: int, seed: int = 7) -> tuple:
             expo[::7] = np.rint(expo[::7])
             expo[::11] = y_any[::11].astype(np.float64)
         x, y = base.astype(np.float32), expo.astype(np.float32)
+        if name == "pow":
+            # x next to 1 with a huge y (y log2 x up to +-120): log2 x must be accurate
+            # relative to itself, not only to 1, since y multiplies its error
+            near = slice(2 * len(specials), None, 5)
+            size = len(x[near])
+            step = rng.integers(-300000, 300000, size)
+            x[near] = (1 + np.where(step == 0, 1, step) * 2.0 ** -23).astype(np.float32)
+            with np.errstate(all="ignore"):
+                y[near] = (rng.uniform(-120, 120, size)
+                           / np.log2(x[near].astype(np.float64))).astype(np.float32)
         x[: len(specials)] = specials
         y[len(specials): 2 * len(specials)] = specials
         return x, y
@@ -209,6 +220,77 @@ def test_specials(name):
     assert ulp_distance(got[~np.isnan(want)], want[~np.isnan(want)]).max() <= CUDA_ULPS[name]
 
 
+def _least_squares_fit(function, low, high, degree, nodes=4000):
+    """Coefficients (low degree first, rounded to f32) of the polynomial fit to `function` on
+    [low, high]: least squares in relative error at Chebyshev nodes (how the fitted tails in
+    f32math were made)."""
+    k = np.arange(nodes)
+    x = (low + high) / 2 + (high - low) / 2 * np.cos(np.pi * (k + 0.5) / nodes)
+    y = function(x)
+    scaled = np.vander(x, degree + 1, increasing=True) / np.abs(y)[:, None]
+    coefficients = np.linalg.lstsq(scaled, np.sign(y), rcond=None)[0]
+    return coefficients.astype(np.float32).astype(np.float64)
+
+
+def _relative_error(coefficients, function, x) -> float:
+    """log2 of the largest relative error of the polynomial against `function` over x."""
+    got = np.polynomial.polynomial.polyval(x, np.asarray(coefficients, np.float64))
+    want = function(x)
+    return float(np.log2(np.max(np.abs(got - want) / np.abs(want))))
+
+
+def test_polynomials_reach_their_stated_accuracy():
+    """Each polynomial of f32math, with its coefficients as f32, is as accurate as its comment
+    says on its interval (float64 evaluation, so only the fit and the coefficients count), and
+    the fitted ones are reproduced by a plain numpy least-squares fit of the same degree."""
+    from tilebc_runtime.lowering import f32math
+    ln2 = math.log(2)
+
+    def log1p_tail(t):
+        return (np.log1p(t) - t) / (t * t)
+
+    def tanh_tail(u):
+        x = np.sqrt(u)
+        return (np.tanh(x) - x) / (x * u)
+
+    t = np.linspace(-0.25, 0.5, 100001)
+    t = t[t != 0]
+    assert _relative_error(f32math.LOG1P_TAIL, log1p_tail, t) < -26
+    assert _relative_error(_least_squares_fit(log1p_tail, -0.25, 0.5, 10), log1p_tail, t) < -26
+    u = np.linspace(1e-4, f32math.TANH_SMALL ** 2, 100001)  # float64 tanh(x) - x is noisy below
+    assert _relative_error(f32math.TANH_TAIL, tanh_tail, u) < -24.8
+    assert _relative_error(_least_squares_fit(tanh_tail, 0, f32math.TANH_SMALL ** 2, 5),
+                           tanh_tail, u) < -24.5
+    # exp's (and pow's 2^f's) degree-7 Taylor polynomial on the reduced range |r| <= ln2/2
+    r = np.linspace(-0.3466, 0.3466, 100001)
+    taylor = [1 / math.factorial(i) for i in range(8)]
+    assert _relative_error(taylor, np.exp, r) < -27
+    # sinh below |x| = 1: x + x^3 S(x^2)
+    x = np.linspace(1e-4, 1, 100001)
+    sinh_odd = np.zeros(2 * len(f32math.SINH_TAIL) + 2)
+    sinh_odd[1], sinh_odd[3::2] = 1.0, f32math.SINH_TAIL
+    assert _relative_error(sinh_odd, np.sinh, x) < -33
+    # pow's log2(1 + r) = r log2(e) + r^2 L(r) for |r| <= 2^-7 (the table's reduced range)
+    r = np.linspace(-2 ** -7, 2 ** -7, 100001)
+    r = r[r != 0]
+    log2_poly = [0.0, 1 / ln2, *f32math.LOG2_TAIL]
+    assert _relative_error(log2_poly, lambda v: np.log1p(v) / ln2, r) < -34
+
+
+def test_log2_table_reduction_is_exact():
+    """For every reduced mantissa m in [0.75, 1.5), pow's r = m*invc - 1 is an f32 (the fma
+    that computes it is exact) with |r| <= 2^-7, and head + low is -log2(invc)."""
+    from tilebc_runtime.lowering import f32math
+    rows = np.frombuffer(f32math.log2_table(), "<f4").reshape(-1, 4).astype(np.float64)
+    bits = np.arange(0x3F400000, 0x3F400000 + (128 << 16), dtype=np.uint32)
+    m = bits.view(np.float32).astype(np.float64)
+    r = m * rows[(bits - 0x3F400000) >> 16, 0] - 1.0  # exact in float64 (24 x 8 bits)
+    assert np.array_equal(r.astype(np.float32).astype(np.float64), r)
+    assert np.abs(r).max() <= 2.0 ** -7
+    assert np.abs(rows[:, 1] + rows[:, 2] + np.log2(rows[:, 0])).max() < 2.0 ** -48
+    assert all(rows[j, 0] == 1.0 and rows[j, 1] == 0.0 for j in f32math.UNIT_ROWS)
+
+
 def test_huge_reduction_table_matches_float64_reduction():
     """The table's x*2/pi mod 4 for exact powers of two agrees with a long-integer computation."""
     from tilebc_runtime.lowering import f32math
@@ -230,8 +312,52 @@ def table(names, count):
     return rows
 
 
+def cost(name: str, arch: str = "sm_90") -> dict:
+    """Instructions per element of `name` (f32): PTX, PTX on f64, SASS (ptxas for `arch`) and
+    SASS FP64 (D* arithmetic and conversions to or from F64). The kernel's loads, stores and
+    addressing are taken out by subtracting the same kernel with negf."""
+    import re
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from tilebc.oracles import require_tool
+    from tilebc_runtime.compiler import compile as jit_compile
+
+    def counts(op):
+        arity = 2 if op in BINARY else 1
+        result = jit_compile(math_kernel(op, arity), arch=arch, emit="ptx")
+        ptx = [line.strip() for line in result.ptx.splitlines()]
+        body = [line for line in ptx if line and not line.startswith(("//", ".", "{", "}", "$"))
+                and line.endswith(";") and not line.startswith("ret")]
+        ptx_f64 = sum(1 for line in body if ".f64" in line.split()[0] or "%fd" in line)
+        with tempfile.TemporaryDirectory(prefix="tilebc-f32math-") as work:
+            source, cubin = Path(work) / "k.ptx", Path(work) / "k.cubin"
+            source.write_text(result.ptx)
+            subprocess.run([require_tool("ptxas"), f"-arch={arch}", "-o", str(cubin),
+                            str(source)], check=True, capture_output=True, timeout=600)
+            dump = subprocess.run([require_tool("cuobjdump"), "-sass", str(cubin)], check=True,
+                                  capture_output=True, text=True, timeout=600).stdout
+        opcodes = [m.group(1) for m in re.finditer(
+            r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", dump)]
+        opcodes = [o for o in opcodes if not o.startswith("NOP")]
+        fp64 = sum(1 for o in opcodes if re.match(r"D(ADD|MUL|FMA|SETP|MNMX|SET)\b", o)
+                   or ".F64" in o)
+        per_thread = TILE // getattr(result, "threads_per_cta", 128)
+        return [n / per_thread for n in (len(body), ptx_f64, len(opcodes), fp64)]
+    mine, base = counts(name), counts("negf")
+    return dict(zip(("ptx", "ptx_f64", "sass", "sass_fp64"), (a - b for a, b in zip(mine, base))))
+
+
 if __name__ == "__main__":
     import sys
+    if sys.argv[1:2] == ["--cost"]:
+        print("| op | PTX | PTX f64 | SASS | SASS FP64 |  (per element, sm_90)")
+        for name in (sys.argv[2].split(",") if len(sys.argv) > 2 else list(CUDA_ULPS)):
+            c = cost(name)
+            print(f"| {name} | {c['ptx']:g} | {c['ptx_f64']:g} | {c['sass']:g} | "
+                  f"{c['sass_fp64']:g} |", flush=True)
+        sys.exit(0)
     names = sys.argv[1].split(",") if len(sys.argv) > 1 else list(CUDA_ULPS)
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 15
     for name, worst, bound, where, nans in table(names, count):
@@ -256,3 +382,13 @@ def test_f32_math_needs_no_f64(name):
     ptx = jit_compile(math_kernel(name, 2 if name in BINARY else 1), arch="sm_90",
                       emit="ptx").ptx
     assert ".f64" not in ptx and "%fd" not in ptx
+
+
+@pytest.mark.skipif(tool_path("ptxas") is None or tool_path("cuobjdump") is None,
+                    reason="ptxas/cuobjdump not installed")
+@pytest.mark.parametrize("name", ["exp", "log", "pow", "tanh"])
+def test_f32_math_sass_has_no_fp64(name):
+    """ptxas adds no FP64 of its own either, and the sequences stay short (bounds ~2x today's)."""
+    counts = cost(name)
+    assert counts["sass_fp64"] == 0 and counts["ptx_f64"] == 0
+    assert 0 < counts["sass"] <= {"exp": 40, "log": 75, "pow": 220, "tanh": 100}[name], counts

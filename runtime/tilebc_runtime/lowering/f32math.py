@@ -484,7 +484,11 @@ def tanh_f32(w, x: str) -> str:
 
 # log2 table for pow: 128 rows of (invc, -log2(invc) high, low, 0) as f32; row j covers the
 # reduced mantissas m in [0.75, 1.5) whose bits are 0x3F400000 + j*2^16 + (0 .. 2^16 - 1).
-# invc ~ 1/m with 8 significant bits, so r = m*invc - 1 is exact in f32 (|r| < 2^-7.4).
+# invc ~ 1/m with 8 significant bits, so r = m*invc - 1 is exact in f32 (|r| <= 2^-7). The two
+# rows around 1 ([1 - 2^-8, 1 + 2^-7)) take invc = 1: there log2 m is tiny, and head + r log2(e)
+# would cancel to it, leaving the tail's f32 rounding (~2^-39) as a large relative error that
+# pow(x ~ 1, huge y) multiplies by y (thousands of ulps); with r = m - 1 it stays ~2^-24 |r|.
+UNIT_ROWS = (63, 64)
 LOG2_TAIL = tuple(float(np.float32(((-1) ** (k + 1)) / (k + 2) / LN2)) for k in range(6))
 
 
@@ -499,7 +503,7 @@ def log2_table() -> bytes:
     for j in range(128):
         low, high = (float(np.array([0x3F400000 + (i << 16)], np.uint32).view(np.float32)[0])
                      for i in (j, j + 1))
-        invc = _round_to_bits(2.0 / (low + high), 8)
+        invc = 1.0 if j in UNIT_ROWS else _round_to_bits(2.0 / (low + high), 8)
         value = -math.log2(invc)
         head = float(np.float32(value))
         rows += [invc, head, float(np.float32(value - head)), 0.0]
@@ -517,7 +521,8 @@ def _two_sum(w, a: str, b: str):
 
 
 def _log2_pair(w, ax: str):
-    """log2(ax) as an unevaluated f32 pair (relative error ~2^-40) for positive finite ax."""
+    """log2(ax) as an unevaluated f32 pair for positive finite ax (relative error below
+    2^-30: pow multiplies it by |y log2 ax| <= ~150)."""
     op = _f32_ops(w)
     e, t = _log_reduce(w, ax)
     m = op("add.rn.f32", t, _imm(1.0))  # exact: t came from m - 1

@@ -1,5 +1,5 @@
 """`tilebc compile --emit cubin` in a new process: a cubin-cache hit loads neither the verifier,
-the lowering, numpy nor the file lock, and gives the bytes the miss compiled; invalid IR still
+the lowering, numpy, the file lock nor argument packing, and gives the bytes the miss compiled; invalid IR still
 fails with the verifier's message, hit or not."""
 import os
 import subprocess
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "fixtures" / "bytecode" / "nn_softmax_rows" / "nn_softmax_rows-13.5.tilebc"
 ENTRY = "softmax_rows_Kt1_A2f32_3l0_A2f32_3l0_I2_I32"
 HEAVY = ("tilebc.verify", "tilebc_runtime.compiler", "tilebc_runtime.lowering.lowerer", "numpy",
-         "filelock")
+         "filelock", "tilebc_runtime.args")
 
 # Runs the compile command in this fresh interpreter, then lists what it imported.
 PROGRAM = """import sys

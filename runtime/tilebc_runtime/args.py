@@ -16,19 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from tilebc.errors import TilebcError
 from tilebc.ir.attrs import BoundedAttr, DivByAttr
 from tilebc.ir.module import Function, Op, Value
 from tilebc.ir.types import ElementType, PointerType, TensorViewType, TileType
 
-
-class LaunchError(TilebcError):
-    """A kernel cannot be launched as asked (nothing was launched)."""
-
-
-class ArgumentError(LaunchError):
-    """A launch argument does not fit the kernel's signature."""
-
+from .launch_errors import ArgumentError, LaunchError  # noqa: F401  (re-exported)
 
 # Array element dtypes accepted for a pointee type. Tile IR integers are signless, so both
 # signednesses of a width are accepted.

@@ -30,9 +30,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import tilebc
 from tilebc.errors import TilebcError
 
-from . import args as argmod
 from . import driver
-from .args import ArgumentError, LaunchError, Signature, infer_signature
+from .launch_errors import ArgumentError, LaunchError
 from .cache import CacheEntry, CubinCache, KeyFields
 
 _default_cache: Optional[CubinCache] = None
@@ -145,7 +144,8 @@ BACKENDS = {"jit": JitBackend, "tileiras": TileirasBackend}
 # Modules of this package that do not influence generated code, so are left out of the JIT's
 # identity hash (editing the launcher or the PTX emulator must not invalidate every cached cubin).
 _NOT_LOWERING = {"cache.py", "cache_cli.py", "cache_entry.py", "cache_remote.py", "launch.py",
-                 "args.py", "driver.py", "aot.py", "cli.py", "demo.py", "sim/", "perf/"}
+                 "launch_errors.py", "args.py", "driver.py", "aot.py", "cli.py", "demo.py", "sim/",
+                 "perf/"}
 # The parts of tilebc (the format package) that shape the JIT's output: the reader and verifier
 # that build the IR it lowers, the IR, the op table, and the numeric helpers it folds constants
 # with. Not here: the text form (a text file is assembled to bytecode first, and the key hashes
@@ -338,7 +338,9 @@ class LoadedModule:
         self.options = options
         self._cache = cache
         self._backend = None
-        self.entries: Dict[str, Signature] = {f.name: infer_signature(f) for f in module.functions}
+        from .args import infer_signature  # argument packing: not needed to compile
+        self.entries: Dict[str, "Signature"] = {f.name: infer_signature(f)
+                                                for f in module.functions}
         self._kernels: Dict[str, Kernel] = {}
 
     @property
@@ -402,9 +404,10 @@ class Kernel:
 
     def prepare(self, args: Sequence[Any], *, device_id: int, dlpack_stream: int,
                 pointer_device=None, allow_overlap: bool = False,
-                upload=None) -> argmod.PackedArgs:
+                upload=None) -> "argmod.PackedArgs":
         """Check and flatten `args` for this entry (everything before the driver is called).
         `upload(table)` puts a list argument's table on the device: (address, owner)."""
+        from . import args as argmod
         return argmod.pack_arguments(self.signature, args, device_id=device_id,
                                      dlpack_stream=dlpack_stream,
                                      pointer_device=pointer_device or driver.pointer_device,
@@ -458,7 +461,7 @@ class BoundLaunch:
     keep-alive list, which drops them once the stream has passed the last launch."""
 
     def __init__(self, kernel: "Kernel", grid: Tuple[int, int, int], stream, config, function,
-                 packed: argmod.PackedArgs):
+                 packed: "argmod.PackedArgs"):
         self.kernel, self.grid, self.stream = kernel, grid, stream
         self._config, self._function, self._packed = config, function, packed
         self._waited = not packed.producer_streams

@@ -1,6 +1,6 @@
 """`tilebc compile --emit cubin` in a new process: a cubin-cache hit loads neither the verifier,
-the lowering, numpy, the file lock nor argument packing, and gives the bytes the miss compiled; invalid IR still
-fails with the verifier's message, hit or not."""
+the lowering, numpy, the file lock nor argument packing, and gives the bytes the miss compiled;
+invalid IR still fails with the verifier's message, hit or not."""
 import os
 import subprocess
 import sys

@@ -127,7 +127,7 @@ def nvjitlink_module():
 
 @lru_cache(maxsize=None)
 def installed_nvjitlink() -> Tuple[int, int]:
-    """The loaded libnvJitLink's (major, minor), read once per process (the library stays loaded)."""
+    """The loaded libnvJitLink's (major, minor), read once per process (it stays loaded)."""
     return tuple(nvjitlink_module().version())
 
 

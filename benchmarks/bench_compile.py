@@ -6,14 +6,30 @@ Usage: python benchmarks/bench_compile.py [--arch sm_90] [--version 13.5] [--lim
 Runs alternate per file (ours, tileiras, ours, tileiras, ...) so machine load hits both alike; with
 --repeat the median of R runs is reported. Our import cost is reported once, separately; tileiras
 is a fresh process per run, as it is always used. --markdown writes the table to FILE.
+
+       python benchmarks/bench_compile.py --startup [--repeat R] [--baseline DIR] [--record]
+
+--startup times `tilebc compile FILE --entry E --emit cubin -o OUT` as a new process, as the C++
+loader runs it: cold (an empty TILEBC_CACHE_DIR) and warm (a cubin-cache hit), beside
+`tileiras --gpu-name=ARCH` on the same file and `python -c pass`, round after round so load hits
+all alike; `--baseline DIR` times another checkout in the same rounds. Wall and CPU (user + sys)
+medians; .pyc files are written by an untimed first run, as an installed package has them.
+--record writes benchmarks/results/compile-startup.md.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
+import os
+import resource
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "runtime")]
@@ -26,8 +42,18 @@ def main(argv=None) -> int:
     parser.add_argument("--limit", type=int)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--markdown")
+    parser.add_argument("--startup", action="store_true",
+                        help="time `tilebc compile` in a new process, cold and warm, vs tileiras")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="with --startup: another checkout timed in the same rounds")
+    parser.add_argument("--baseline-label", metavar="TEXT",
+                        help="how the results name the baseline (default: its path)")
+    parser.add_argument("--record", action="store_true",
+                        help=f"with --startup: write {STARTUP_RESULTS.relative_to(ROOT)}")
     parser.add_argument("names", nargs="*")
     args = parser.parse_args(argv)
+    if args.startup:
+        return startup(args)
 
     start = time.perf_counter()
     from tilebc_runtime.compiler import compile
@@ -77,6 +103,133 @@ def main(argv=None) -> int:
     if args.markdown:
         write_markdown(Path(args.markdown), rows, ratios, args, import_seconds)
     return 0
+
+
+STARTUP_RESULTS = ROOT / "benchmarks" / "results" / "compile-startup.md"
+# Small kernels. A one-entry module's cubin goes through the cubin cache (cold, then warm); a
+# module of several entries is compiled whole into one cubin, as tileiras does, without the cache.
+STARTUP_KERNELS = ("atomics_raw", "early_return", "nn_softmax_rows")
+
+
+def _child_env(tree: Path, cache: Optional[Path] = None) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), str(tree / "runtime")])
+    if cache is not None:
+        env["TILEBC_CACHE_DIR"] = str(cache)
+    return env
+
+
+def _timed(argv: List[str], env: Optional[Dict[str, str]], cwd=None) -> Tuple[float, float]:
+    """(wall ms, CPU ms: user + sys of the process and its threads) of one new process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(map(str, argv))} failed: {done.stderr.decode()[-400:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall * 1000, cpu * 1000
+
+
+def startup(args) -> int:
+    from tilebc_runtime.launch import tool_path
+    tileiras = tool_path("tileiras")
+    if tileiras is None:
+        raise SystemExit("tileiras not found (pip install nvidia-cuda-tileiras)")
+    trees = {"tilebc": ROOT}
+    if args.baseline:
+        trees["baseline"] = Path(args.baseline).resolve()
+    python, work = sys.executable, Path(tempfile.mkdtemp(prefix="bench_compile_startup_"))
+    repeat = args.repeat if args.repeat > 1 else 5  # the default 1 suits the per-file table
+    times: Dict[Tuple[str, str], List[Tuple[float, float]]] = {}
+
+    def add(row, tool, sample):
+        times.setdefault((row, tool), []).append(sample)
+
+    def compile_argv(path, output, module="tilebc"):
+        return [python, "-m", module, "compile", str(path), "--arch", args.arch, "--emit",
+                "cubin", "-o", str(output)]
+
+    import tilebc
+    kernels = []  # (name, path, entries)
+    for name in STARTUP_KERNELS:
+        path = ROOT / "fixtures" / "bytecode" / name / f"{name}-{args.version}.tilebc"
+        kernels.append((name, path, len(tilebc.load(path).functions)))
+    try:
+        for _, path, _ in kernels:  # untimed: .pyc files and file caches warm
+            for tree in trees.values():
+                _timed(compile_argv(path, work / "warmup.cubin"),
+                       _child_env(tree, work / "warmup-cache"), cwd=tree)
+        for round_number in range(repeat):
+            add("python -c pass", "python", _timed([python, "-c", "pass"], None))
+            for name, path, entries in kernels:
+                for label, tree in trees.items():
+                    cache = work / f"cache-{label}-{name}-{round_number}"
+                    argv, env = compile_argv(path, work / "out.cubin"), _child_env(tree, cache)
+                    add(f"{name} cold", label, _timed(argv, env, cwd=tree))
+                    if entries == 1:
+                        add(f"{name} warm", label, _timed(argv, env, cwd=tree))
+                        # the runtime's own share: its CLI without tilebc's command dispatcher
+                        runtime_cli = compile_argv(path, work / "out.cubin", "tilebc_runtime.cli")
+                        add(f"{name} runtime", label, _timed(runtime_cli, env, cwd=tree))
+                    shutil.rmtree(cache, ignore_errors=True)
+                add(name, "tileiras", _timed([tileiras, f"--gpu-name={args.arch}", "-o",
+                                              str(work / "nv.cubin"), str(path)], None))
+            print(f"round {round_number + 1} done", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report = render_startup(kernels, trees, times, repeat, args)
+    print(report)
+    if args.record:
+        STARTUP_RESULTS.write_text(report)
+        print(f"wrote {STARTUP_RESULTS}", file=sys.stderr)
+    return 0
+
+
+def render_startup(kernels, trees, times, repeat, args) -> str:
+    def median(key, index):
+        return statistics.median(sample[index] for sample in times[key])
+
+    bare = ("python -c pass", "python")
+    python_wall, python_cpu = median(bare, 0), median(bare, 1)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    command = "python benchmarks/bench_compile.py --startup" + (
+        f" --repeat {args.repeat}" if args.repeat != 1 else "") + (
+        " --baseline DIR --baseline-label TEXT" if args.baseline else "") + " --record"
+    lines = [f"# `tilebc compile --emit cubin` in a new process vs tileiras ({args.arch}, "
+             f"bytecode {args.version})", "",
+             f"`{command}`, {datetime.date.today().isoformat()}, {os.cpu_count()} CPUs, load "
+             f"average {load:.1f} at the end (compare within a row: its commands shared each "
+             f"round's load). Median of {repeat} rounds; in each round every command runs once, "
+             "one after another. Cold: an empty TILEBC_CACHE_DIR "
+             "(decode, verify, lower, nvJitLink, store); warm: the next run, a cubin-cache hit; a "
+             "module of several entries is compiled whole into one cubin (as tileiras does), "
+             "without the cache. The `-m tilebc_runtime.cli` row runs the runtime's compile command "
+             "without tilebc's command dispatcher (tilebc/cli.py): the runtime's own share. "
+             "CPU = user + sys of the process (tileiras runs threads). "
+             + (f"Baseline: {args.baseline_label or args.baseline}. " if args.baseline else "") +
+             f"`python -c pass`: {python_wall:.0f} ms wall, {python_cpu:.0f} ms CPU.", "",
+             "| kernel | run | " + " | ".join(f"{label} wall ms | CPU ms" for label in trees)
+             + " | tileiras wall ms | CPU ms | " + " | ".join(f"{label} / tileiras (wall, CPU)"
+                                                          for label in trees) + " |",
+             "|---|---|" + "---:|---:|" * len(trees) + "---:|---:|" + "---:|" * len(trees)]
+    for name, _, entries in kernels:
+        nv_wall, nv_cpu = median((name, "tileiras"), 0), median((name, "tileiras"), 1)
+        runs = {"cold": "cold", "warm": "warm", "runtime": "warm, `-m tilebc_runtime.cli`"}
+        if entries > 1:
+            runs = {"cold": f"{entries} entries, no cache"}
+        for run, title in runs.items():
+            key = f"{name} {run}"
+            cells, ratios = [], []
+            for label in trees:
+                wall, cpu = median((key, label), 0), median((key, label), 1)
+                cells.append(f"{wall:.0f} | {cpu:.0f}")
+                ratios.append(f"{wall / nv_wall:.2f}x, {cpu / nv_cpu:.2f}x")
+            lines.append(f"| {name} | {title} | " + " | ".join(cells)
+                         + f" | {nv_wall:.0f} | {nv_cpu:.0f} | " + " | ".join(ratios) + " |")
+    lines += ["", "Target (issue 20): new-process compile <= 1.0x tileiras."]
+    return "\n".join(lines) + "\n"
 
 
 def write_markdown(path: Path, rows, ratios, args, import_seconds) -> None:

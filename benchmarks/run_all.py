@@ -1,6 +1,6 @@
 """Run every benchmark in one go, each printing its own table beside NVIDIA's tools where they apply.
 
-    .venv/bin/python benchmarks/run_all.py [--quick] [--only codec,text,interp,compile,compile-scaling,cache,sim,model]
+    .venv/bin/python benchmarks/run_all.py [--quick] [--only codec,text,interp,compile,compile-startup,compile-scaling,cache,sim,model]
 
 `--quick` shortens repeats and limits the compile benchmark to a few fixtures (a smoke run); the
 recorded figures in `benchmarks/results/` come from full runs of the individual scripts.
@@ -27,6 +27,8 @@ BENCHMARKS = {
                "CPU interpreter vs the same computation in numpy"),
     "compile": ("bench_compile.py", ["--repeat", "3"], ["--limit", "4"],
                 "our cold JIT compile vs tileiras, alternating"),
+    "compile-startup": ("bench_compile.py", ["--startup"], ["--startup", "--repeat", "2"],
+                        "`tilebc compile` in a new process, cold and warm cache, vs tileiras"),
     "compile-scaling": ("bench_compile_scaling.py", ["--link"],
                         ["--sizes", "1K,4K", "--ops", "1,4", "--ops-size", "4K", "--timeout", "30"],
                         "JIT compile time and PTX size vs tile size and op count, beside tileiras"),

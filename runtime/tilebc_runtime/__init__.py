@@ -13,8 +13,8 @@ def compile(source, entry=None, arch="sm_90", emit="cubin", **options):
 
 def ptx_isa_for(arch) -> str:
     """The PTX ISA version the JIT emits for `arch` with the installed nvJitLink, e.g. '7.8'."""
-    from .targets import choose_ptx_version, nvjitlink_module, parse_arch
-    major, minor = choose_ptx_version(parse_arch(arch), tuple(nvjitlink_module().version()))
+    from .targets import choose_ptx_version, installed_nvjitlink, parse_arch
+    major, minor = choose_ptx_version(parse_arch(arch), installed_nvjitlink())
     return f"{major}.{minor}"
 
 

@@ -16,21 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
-
-from tilebc.errors import TilebcError
 from tilebc.ir.attrs import BoundedAttr, DivByAttr
 from tilebc.ir.module import Function, Op, Value
 from tilebc.ir.types import ElementType, PointerType, TensorViewType, TileType
 
-
-class LaunchError(TilebcError):
-    """A kernel cannot be launched as asked (nothing was launched)."""
-
-
-class ArgumentError(LaunchError):
-    """A launch argument does not fit the kernel's signature."""
-
+from .launch_errors import ArgumentError, LaunchError  # noqa: F401  (re-exported)
 
 # Array element dtypes accepted for a pointee type. Tile IR integers are signless, so both
 # signednesses of a width are accepted.
@@ -46,9 +36,10 @@ ARRAY_DTYPES: Dict[str, Tuple[str, ...]] = {
 RAW_ONLY = ("bf16", "f8E4M3FN", "f8E5M2", "f8E8M0FNU")
 RAW_KINDS = "Vui"  # typestr kinds that only say "so many bytes": void, unsigned, signed
 
-# How a scalar parameter is passed: the numpy type of its kernel-parameter bytes.
-_INT_PARAM = {"i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64}
-_FLOAT_PARAM = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
+# How a scalar parameter is passed: the numpy type (by name) of its kernel-parameter bytes.
+# numpy is imported by the functions that pack arguments, so a compile never loads it.
+_INT_PARAM = {"i1": "bool_", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64"}
+_FLOAT_PARAM = {"f16": "float16", "f32": "float32", "f64": "float64"}
 
 
 @dataclass(frozen=True)
@@ -383,6 +374,7 @@ def view_of(obj: Any, what: str, dlpack_stream: int) -> ArrayView:
 
 
 def _view_from_dlpack(obj: Any, what: str, dlpack_stream: int) -> ArrayView:
+    import numpy as np
     device_type, device_id = obj.__dlpack_device__()
     if device_type == DLPACK_CPU:
         raise ArgumentError(f"{what}: {type(obj).__name__} is a host (CPU) array; copy it to the "
@@ -403,6 +395,7 @@ def _view_from_dlpack(obj: Any, what: str, dlpack_stream: int) -> ArrayView:
 
 
 def _view_from_strided(view: Any, what: str) -> ArrayView:
+    import numpy as np
     if not view.is_device_accessible:
         raise ArgumentError(f"{what}: the StridedMemoryView is host memory; copy it to the GPU first")
     shape = tuple(int(d) for d in view.shape)
@@ -415,6 +408,7 @@ def _view_from_strided(view: Any, what: str) -> ArrayView:
 def _declared_dtype(obj: Any) -> Optional[np.dtype]:
     """The dtype an array object states besides its typestr (cupy's and torch's `.dtype`), or
     None when it has none we can read. torch dtypes are named like ml_dtypes' ("torch.bfloat16")."""
+    import numpy as np
     try:
         declared = getattr(obj, "dtype", None)
     except Exception:  # a property that fails is no statement
@@ -441,6 +435,7 @@ def _declared_dtype(obj: Any) -> Optional[np.dtype]:
 
 def _raw_target(element: ElementType) -> Optional[np.dtype]:
     """The numpy dtype of `element` when a CAI raw typestr may stand for it."""
+    import numpy as np
     if element.name not in RAW_ONLY:
         return None
     import ml_dtypes
@@ -448,6 +443,7 @@ def _raw_target(element: ElementType) -> Optional[np.dtype]:
 
 
 def _view_from_cai(obj: Any, what: str) -> ArrayView:
+    import numpy as np
     interface = obj.__cuda_array_interface__
     try:
         shape = tuple(int(d) for d in interface["shape"])
@@ -498,7 +494,7 @@ class PackedArgs:
     producer_streams: List[int] = field(default_factory=list)
 
 
-Upload = Callable[[np.ndarray], Tuple[int, Any]]  # host table -> (device address, owner)
+Upload = Callable[["np.ndarray"], Tuple[int, Any]]  # host table -> (device address, owner)
 
 
 def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
@@ -508,6 +504,7 @@ def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
     anything reaches the driver. `pointer_device(ptr)` answers which device owns a pointer
     (-1: host memory), for CUDA Array Interface arrays that do not say. `upload(table)` copies a
     list argument's i64 table to the device and returns (address, owner to keep alive)."""
+    import numpy as np
     if len(args) != len(signature.params):
         raise ArgumentError(f"{signature.entry}: expected {len(signature.params)} arguments "
                             f"({signature}), got {len(args)}")
@@ -576,6 +573,7 @@ def _list_table(param: ListParam, arg: Any, what: str, position: int, device_id:
                 ) -> Tuple[Optional[np.ndarray], List[Tuple[str, ArrayView]]]:
     """The i64 table of a list argument (None when the list is empty: the kernel reads no row,
     so address 0 is passed), and its arrays' views."""
+    import numpy as np
     if not isinstance(arg, (list, tuple)):
         raise ArgumentError(f"{what}: expected a list of arrays, got {type(arg).__name__}")
     views, rows = [], []
@@ -642,6 +640,7 @@ def _check_static_layout(param: ArrayParam, view: ArrayView, what: str) -> None:
 
 def _scalar(slot: Slot, value: Any, what: str, signed: bool = False):
     """The numpy scalar holding `value` as the parameter's bytes."""
+    import numpy as np
     element = slot.element
     if isinstance(element, PointerType):
         number = _integer(value, what, 0, 2 ** 64 - 1)
@@ -657,7 +656,7 @@ def _scalar(slot: Slot, value: Any, what: str, signed: bool = False):
             high = 2 ** (bits - 1) - 1 if signed else 2 ** bits - 1
             number = _integer(value, what, -(2 ** (bits - 1)), high)
             signed = number - 2 ** bits if number >= 2 ** (bits - 1) else number
-            packed = _INT_PARAM[element.name](signed)
+            packed = getattr(np, _INT_PARAM[element.name])(signed)
     elif element.name in _FLOAT_PARAM or element.name == "bf16":
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
                                                                          np.floating)):
@@ -666,7 +665,7 @@ def _scalar(slot: Slot, value: Any, what: str, signed: bool = False):
             import ml_dtypes
             packed = np.array(value, dtype=ml_dtypes.bfloat16).view(np.uint16)[()]
         else:
-            packed = _FLOAT_PARAM[element.name](value)
+            packed = getattr(np, _FLOAT_PARAM[element.name])(value)
         return packed
     else:
         raise ArgumentError(f"{what}: scalar parameters of type {element} are not supported")
@@ -678,6 +677,7 @@ def _scalar(slot: Slot, value: Any, what: str, signed: bool = False):
 
 
 def _integer(value: Any, what: str, low: int, high: int) -> int:
+    import numpy as np
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise ArgumentError(f"{what}: expected an integer, got {type(value).__name__}")
     number = int(value)

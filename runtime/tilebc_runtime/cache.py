@@ -20,9 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-import filelock
-import platformdirs
-
 from . import cache_remote
 from .cache_entry import MAX_JSON_BYTES, SCHEMA, CacheEntry, check_metadata, parse_json
 
@@ -152,7 +149,11 @@ def resolve_root(environ: Optional[Mapping[str, str]] = None) -> Tuple[Optional[
     setting = environ.get(ENV_DIR, "").strip()
     if setting.lower() in OFF_VALUES:
         return None, f"disabled by {ENV_DIR}={setting}"
-    chosen = Path(setting).expanduser() if setting else Path(platformdirs.user_cache_dir("tilebc"))
+    if setting:
+        chosen = Path(setting).expanduser()
+    else:
+        import platformdirs  # only for the default location
+        chosen = Path(platformdirs.user_cache_dir("tilebc"))
     source = ENV_DIR if setting else "platformdirs"
     problem = _prepare_directory(chosen)
     if problem is None:
@@ -232,7 +233,8 @@ class CubinCache:
         shard = self.directory / key[:2]
         return shard / f"{key}.cubin", shard / f"{key}.json"
 
-    def _lock(self, key: str) -> filelock.FileLock:
+    def _lock(self, key: str) -> "filelock.FileLock":
+        import filelock  # slow to import (asyncio): only misses and housekeeping lock
         shard = self.directory / key[:2]
         shard.mkdir(mode=0o700, exist_ok=True)
         return filelock.FileLock(str(shard / f"{key}.lock"), timeout=self.lock_timeout, mode=0o600)
@@ -344,6 +346,7 @@ class CubinCache:
             return entry
         if self.root is None:
             return self._compile(fields, key, compile_fn)
+        import filelock
         try:
             lock = self._lock(key)
             lock.acquire()
@@ -462,6 +465,7 @@ class CubinCache:
             log.warning("tilebc cache: eviction failed (%s)", error)
 
     def _remove_unless_locked(self, key: str) -> bool:
+        import filelock
         try:
             lock = self._lock(key)
             lock.acquire(timeout=0)
@@ -518,6 +522,12 @@ class CubinCache:
         if self.root is None or self._recorded.get(backend) == info:
             return
         path = self.directory / TOOLCHAIN_FILE
+        # Already recorded (the usual case): no lock needed, as writers replace the file atomically.
+        current, problem = self._read_toolchain()
+        if problem is None and current["backends"].get(backend) == info:
+            self._recorded[backend] = dict(info)
+            return
+        import filelock
         try:
             with filelock.FileLock(str(self.directory / "toolchain.lock"), timeout=30, mode=0o600):
                 current, problem = self._read_toolchain()

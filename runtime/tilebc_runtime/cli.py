@@ -75,7 +75,7 @@ def run_compile(args) -> int:
         # Decoded once up front so bad input reads as it does in every tilebc command.
         from tilebc.inputs import decode_bytes, read_input
         data = read_input(args.file)
-        decode_bytes(data, name)
+        args.decoded, args.data = decode_bytes(data, name), data
         if args.file == "-":
             args.file = data  # the loaders take bytes as well as paths
         if args.fatbin:
@@ -134,16 +134,23 @@ def _run_ptx(args) -> int:
 def _run_cubin(args) -> int:
     from . import launch
     options = _options(args)
-    loaded = launch.load(args.file, backend=args.backend, options=options)
-    names = [args.entry] if args.entry else list(loaded.entries)
-    if args.entry and args.entry not in loaded.entries:
+    entries = [function.name for function in args.decoded.functions]
+    names = [args.entry] if args.entry else entries
+    if args.entry and args.entry not in entries:
         from tilebc.errors import TilebcError
         raise TilebcError(f"no entry named {args.entry!r} (entries: "
-                          f"{', '.join(loaded.entries) or 'none'})", file=args.display_name)
+                          f"{', '.join(entries) or 'none'})", file=args.display_name)
     output = _default_output(args, ".cubin")
     if len(names) == 1:
         # Through the cache: a later lookup by the Python runtime or the C++ loader hits.
-        entry = loaded[names[0]].compile(args.arch)
+        if args.backend == "jit":
+            # The key needs only the bytes, so a hit neither verifies nor loads the lowering:
+            # the JIT verifies on a miss, and the key's toolchain identity covers the verifier.
+            entry = launch.compile_entry(launch.JitBackend(), launch.default_cache(), args.data,
+                                         args.display_name, names[0], args.arch, options)
+        else:
+            loaded = launch.load(args.file, backend=args.backend, options=options)
+            entry = loaded[names[0]].compile(args.arch)
         _write(output, entry.cubin)
         metadata = dict(entry.metadata)
         if args.verbose:
@@ -152,6 +159,7 @@ def _run_cubin(args) -> int:
     else:
         # Several entries in one cubin: compiled directly (the cache holds one entry per key).
         from .aot import compile_cubin
+        loaded = launch.load(args.file, backend=args.backend, options=options)
         cubin, facts = compile_cubin(loaded.backend, loaded.bytecode, names, None, args.arch,
                                       options)
         _write(output, cubin)

@@ -9,7 +9,7 @@ import os
 import threading
 from typing import Any, Callable, List, Optional, Tuple
 
-from .args import LaunchError
+from .launch_errors import LaunchError
 
 
 class DriverError(LaunchError):

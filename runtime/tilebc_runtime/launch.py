@@ -30,9 +30,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import tilebc
 from tilebc.errors import TilebcError
 
-from . import args as argmod
 from . import driver
-from .args import ArgumentError, LaunchError, Signature, infer_signature
+from .launch_errors import ArgumentError, LaunchError
 from .cache import CacheEntry, CubinCache, KeyFields
 
 _default_cache: Optional[CubinCache] = None
@@ -102,10 +101,6 @@ class JitBackend:
 
     name = "tilebc-jit"
 
-    def __init__(self):
-        from .compiler import compile as jit_compile
-        self._compile = jit_compile
-
     def identity(self) -> str:
         from . import __version__
         return f"tilebc-jit/{__version__}+{lowering_sources_hash()[:16]}"
@@ -115,9 +110,9 @@ class JitBackend:
         return ptx_isa_for(arch)
 
     def nvjitlink(self) -> str:
+        from .targets import installed_nvjitlink
         try:
-            from cuda.bindings import nvjitlink
-            return "%d.%d" % nvjitlink.version()
+            return "%d.%d" % installed_nvjitlink()
         except Exception as error:  # the JIT itself reports a missing nvJitLink when it compiles
             return f"unavailable ({type(error).__name__})"
 
@@ -135,7 +130,9 @@ class JitBackend:
 
     def compile(self, bytecode: bytes, entry: str, arch: str,
                 options: Mapping[str, Any]) -> Tuple[bytes, Dict[str, Any]]:
-        result = self._compile(bytecode, entry, arch, emit="cubin", **dict(options))
+        # Imported here: a cache hit computes its key without loading the lowering.
+        from .compiler import compile as jit_compile
+        result = jit_compile(bytecode, entry, arch, emit="cubin", **dict(options))
         return bytes(result.cubin), {"threads_per_cta": result.threads_per_cta,
                                      "static_shared_bytes": result.shared_memory_bytes,
                                      "dynamic_shared_bytes": result.dynamic_shared_bytes,
@@ -147,7 +144,8 @@ BACKENDS = {"jit": JitBackend, "tileiras": TileirasBackend}
 # Modules of this package that do not influence generated code, so are left out of the JIT's
 # identity hash (editing the launcher or the PTX emulator must not invalidate every cached cubin).
 _NOT_LOWERING = {"cache.py", "cache_cli.py", "cache_entry.py", "cache_remote.py", "launch.py",
-                 "args.py", "driver.py", "aot.py", "cli.py", "demo.py", "sim/", "perf/"}
+                 "launch_errors.py", "args.py", "driver.py", "aot.py", "cli.py", "demo.py", "sim/",
+                 "perf/"}
 # The parts of tilebc (the format package) that shape the JIT's output: the reader and verifier
 # that build the IR it lowers, the IR, the op table, and the numeric helpers it folds constants
 # with. Not here: the text form (a text file is assembled to bytecode first, and the key hashes
@@ -286,6 +284,34 @@ def load(source: Source, *, backend: str = "jit", cache: Optional[CubinCache] = 
     return LoadedModule(bytecode, module, name, backend, cache, dict(options or {}))
 
 
+def key_fields(backend, bytecode: bytes, entry: str, arch: str,
+               options: Mapping[str, Any]) -> KeyFields:
+    """The cache key fields of one entry of `bytecode` compiled by `backend` for `arch`."""
+    return KeyFields(toolchain=backend.identity(), bytecode=bytecode, entry=entry, arch=arch,
+                     ptx_isa=backend.ptx_isa(arch), nvjitlink=backend.nvjitlink(),
+                     options=options)
+
+
+def compile_entry(backend, cache: CubinCache, bytecode: bytes, name: str, entry: str, arch: str,
+                  options: Mapping[str, Any]) -> CacheEntry:
+    """The cubin of `entry` for `arch`, through `cache`; `name` (the bytes' file) names errors.
+
+    Needs no decoded module: the JIT decodes and verifies the bytes itself on a miss, and a hit
+    is bytes that verified before under the same toolchain identity (the key hashes both)."""
+    cache.record_toolchain(backend.name, backend.toolchain_record())
+    try:
+        found = cache.get_or_compile(key_fields(backend, bytecode, entry, arch, options),
+                                     backend.compile)
+    except TilebcError as error:
+        # the backend compiles the module's bytes: name the file they came from
+        if error.file is None and name not in ("<bytes>", "<module>"):
+            error.file = name
+        raise
+    if not found.threads:
+        raise LaunchError(f"{entry}: the compiled cubin does not state its block size")
+    return found
+
+
 def _check_same_module(module, bytecode: bytes, name: str) -> None:
     """Refuse a pair whose bytes plainly are not the Module's: the bytes decode (no verifier) to
     the same version and the same entries with the same parameter types. The cache key and the
@@ -312,7 +338,9 @@ class LoadedModule:
         self.options = options
         self._cache = cache
         self._backend = None
-        self.entries: Dict[str, Signature] = {f.name: infer_signature(f) for f in module.functions}
+        from .args import infer_signature  # argument packing: not needed to compile
+        self.entries: Dict[str, "Signature"] = {f.name: infer_signature(f)
+                                                for f in module.functions}
         self._kernels: Dict[str, Kernel] = {}
 
     @property
@@ -366,31 +394,20 @@ class Kernel:
         self._keep_alive = driver.KeepAlive()
 
     def key_fields(self, arch: str) -> KeyFields:
-        backend = self.module.backend
-        return KeyFields(toolchain=backend.identity(), bytecode=self.module.bytecode,
-                         entry=self.entry, arch=arch, ptx_isa=backend.ptx_isa(arch),
-                         nvjitlink=backend.nvjitlink(), options=self.module.options)
+        return key_fields(self.module.backend, self.module.bytecode, self.entry, arch,
+                          self.module.options)
 
     def compile(self, arch: str) -> CacheEntry:
         """The cubin for `arch` (e.g. "sm_90"), through the cache; needs no GPU."""
-        backend, cache = self.module.backend, self.module.cache
-        cache.record_toolchain(backend.name, backend.toolchain_record())
-        try:
-            entry = cache.get_or_compile(self.key_fields(arch), backend.compile)
-        except TilebcError as error:
-            # the backend compiles the module's bytes: name the file they came from
-            if error.file is None and self.module.name not in ("<bytes>", "<module>"):
-                error.file = self.module.name
-            raise
-        if not entry.threads:
-            raise LaunchError(f"{self.entry}: the compiled cubin does not state its block size")
-        return entry
+        return compile_entry(self.module.backend, self.module.cache, self.module.bytecode,
+                             self.module.name, self.entry, arch, self.module.options)
 
     def prepare(self, args: Sequence[Any], *, device_id: int, dlpack_stream: int,
                 pointer_device=None, allow_overlap: bool = False,
-                upload=None) -> argmod.PackedArgs:
+                upload=None) -> "argmod.PackedArgs":
         """Check and flatten `args` for this entry (everything before the driver is called).
         `upload(table)` puts a list argument's table on the device: (address, owner)."""
+        from . import args as argmod
         return argmod.pack_arguments(self.signature, args, device_id=device_id,
                                      dlpack_stream=dlpack_stream,
                                      pointer_device=pointer_device or driver.pointer_device,
@@ -444,7 +461,7 @@ class BoundLaunch:
     keep-alive list, which drops them once the stream has passed the last launch."""
 
     def __init__(self, kernel: "Kernel", grid: Tuple[int, int, int], stream, config, function,
-                 packed: argmod.PackedArgs):
+                 packed: "argmod.PackedArgs"):
         self.kernel, self.grid, self.stream = kernel, grid, stream
         self._config, self._function, self._packed = config, function, packed
         self._waited = not packed.producer_streams

@@ -7,6 +7,7 @@ given — accepts. Nothing here touches the CUDA driver.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Optional, Tuple
 
 from tilebc.errors import TilebcError
@@ -106,6 +107,7 @@ def choose_ptx_version(arch: int, nvjitlink: Tuple[int, int],
     return need
 
 
+@lru_cache(maxsize=None)  # locating and loading the library is done once per process
 def nvjitlink_module():
     """The cuda-python nvJitLink binding with its shared library located by cuda-pathfinder."""
     try:
@@ -123,10 +125,17 @@ def nvjitlink_module():
     return nvjitlink
 
 
+@lru_cache(maxsize=None)
+def installed_nvjitlink() -> Tuple[int, int]:
+    """The loaded libnvJitLink's (major, minor), read once per process (it stays loaded)."""
+    return tuple(nvjitlink_module().version())
+
+
 def nvjitlink_version() -> Tuple[int, int]:
-    module = nvjitlink_module()
     try:
-        version = tuple(module.version())
+        version = installed_nvjitlink()
+    except TilebcError:
+        raise
     except Exception as exc:
         raise TilebcError(f"cannot load libnvJitLink: {exc}; pip install nvidia-nvjitlink") from exc
     if version < MIN_NVJITLINK:

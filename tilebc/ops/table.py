@@ -465,6 +465,16 @@ def by_mnemonic(registry: Dict[str, T], what: str) -> Dict[str, T]:
     return registry
 
 
+def closing_terminator(region_op: str) -> OpSpec:
+    """The terminator that closes a region of `region_op` when its body simply ends: the one that
+    ends it directly and carries on (values back to the op, the loop's next iteration, the end of
+    the kernel), never an early exit such as break."""
+    for spec in OPS:
+        if region_op in spec.ends and spec.exit is not Exit.LEAVE_LOOP:
+            return spec
+    raise KeyError(f"{region_op!r} has no region that a terminator closes")
+
+
 def max_public_opcode(version: Version) -> int:
     """Opcodes are assigned in version order, so each version admits opcodes up to a maximum."""
     return max(spec.opcode for spec in PUBLIC_OPS if spec.since <= version)

@@ -130,7 +130,7 @@ OPS: Tuple[OpSpec, ...] = (
         syntax="$condition `,` $message attr-dict `:` type($condition)", summary="abort when any element of an i1 tile is false"),
     _op("assume", 0x06, ("value",), attrs=(attr("predicate", AttrKind.TAGGED),),
         syntax="custom<AssumePredicate>($predicate) `,` $value attr-dict `:` type($value)",
-        asm_name="@assume", result_like="value", summary="attach a div_by / same_elements / bounded fact to a value"),
+        asm_name="@assume", result_like="value", forwards="value", summary="attach a div_by / same_elements / bounded fact to a value"),
     _op("atomic_cas_tko", 0x07, ("pointers", "cmp", "val", "mask?", "token?"),
         ("result", RESULT_TOKEN), (ORDERING, SCOPE), segmented=True,
         syntax="$memory_ordering_semantics $memory_scope $pointers `,` $cmp `,` $val (`,` $mask^)? "

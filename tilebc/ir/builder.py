@@ -154,19 +154,21 @@ def _view_tile(view: Value, what: str) -> TileType:
 
 # Ops whose result types follow from their operands by a rule of their own. Element-wise ops,
 # comparisons and `result_like` ops take theirs from the op table, as the verifier does.
-_SPECIAL_RESULTS: Dict[str, Callable[[dict, dict], List[Type]]] = by_mnemonic({
-    "make_token": lambda g, a: [token],
-    "join_tokens": lambda g, a: [token],
-    "get_tile_block_id": lambda g, a: [TileType((), i32)] * 3,
-    "get_num_tile_blocks": lambda g, a: [TileType((), i32)] * 3,
-    "load_view_tko": lambda g, a: [_view_tile(g["view"], "load_view_tko"), token],
-    "load_ptr_tko": lambda g, a: [TileType(_tile_type(g["source"], "load_ptr_tko source").shape,
-                                           g["source"].type.element.pointee), token],
-    "get_tensor_shape": lambda g, a: [TileType((), i32)] * g["src"].type.rank,
-    "get_index_space_shape": lambda g, a: [TileType((), i32)] * len(_view_index_rank(g["src"])),
-    "reduce": lambda g, a: [TileType(tuple(d for i, d in enumerate(v.type.shape) if i != a["dim"]),
-                                     v.type.element) for v in g["operands"]],
-    "scan": lambda g, a: [v.type for v in g["operands"]],
+_SPECIAL_RESULTS: Dict[str, Callable[[OpSpec, dict, dict], List[Type]]] = by_mnemonic({
+    "make_token": lambda s, g, a: [token],
+    "join_tokens": lambda s, g, a: [token],
+    "get_tile_block_id": lambda s, g, a: [TileType((), i32)] * 3,
+    "get_num_tile_blocks": lambda s, g, a: [TileType((), i32)] * 3,
+    "load_view_tko": lambda s, g, a: [_view_tile(g["view"], s.mnemonic), token],
+    "load_ptr_tko": lambda s, g, a: [
+        TileType(_tile_type(g["source"], f"{s.mnemonic} source").shape,
+                 g["source"].type.element.pointee), token],
+    "get_tensor_shape": lambda s, g, a: [TileType((), i32)] * g["src"].type.rank,
+    "get_index_space_shape": lambda s, g, a: [TileType((), i32)] * len(_view_index_rank(g["src"])),
+    "reduce": lambda s, g, a: [
+        TileType(tuple(d for i, d in enumerate(v.type.shape) if i != a["dim"]), v.type.element)
+        for v in g["operands"]],
+    "scan": lambda s, g, a: [v.type for v in g["operands"]],
 }, "builder result rules")
 
 
@@ -184,7 +186,7 @@ def infer_result_types(mnemonic: str, groups: dict, attrs: dict) -> List[Type]:
     spec = _spec(mnemonic)
     special = _SPECIAL_RESULTS.get(spec.mnemonic)
     if special is not None:
-        return list(special(groups, attrs))
+        return list(special(spec, groups, attrs))
     if not spec.results:
         return []
     if all(r.name == "result_token" for r in spec.results):
@@ -411,7 +413,7 @@ class Builder:
                                    pointer.ptr_attr)
         dynamic_shape = [d for d in shape if isinstance(d, Value)]
         dynamic_strides = [s for s in strides if isinstance(s, Value)]
-        return self.op("make_tensor_view", [base, dynamic_shape, dynamic_strides], [view_type])
+        return self.make_tensor_view(base, dynamic_shape, dynamic_strides, result_types=[view_type])
 
     def partition_view(self, view: Value, tile_shape: Sequence[int], padding_value=None,
                        dim_map: Optional[Sequence[int]] = None) -> Value:
@@ -422,20 +424,19 @@ class Builder:
             padding_value = E.PaddingValue.from_keyword(padding_value)
         dim_map = tuple(range(len(tile_shape))) if dim_map is None else tuple(dim_map)
         view_type = PartitionViewType(tuple(tile_shape), view.type, dim_map, padding_value)
-        return self.op("make_partition_view", [view], [view_type])
+        return self.make_partition_view(view, result_types=[view_type])
 
     def load(self, view: Value, index: Sequence[Value], token: Optional[Value] = None,
              ordering="weak", **attrs) -> Tuple[Value, Value]:
         """load_view_tko: (tile, result token)."""
-        return self.op("load_view_tko", {"view": view, "index": list(index), "token": token},
-                       None, {"memory_ordering_semantics": ordering, **attrs})
+        return self.load_view_tko(view, list(index), token, memory_ordering_semantics=ordering,
+                                  **attrs)
 
     def store(self, tile: Value, view: Value, index: Sequence[Value],
               token: Optional[Value] = None, ordering="weak", **attrs) -> Value:
         """store_view_tko: the result token."""
-        return self.op("store_view_tko",
-                       {"tile": tile, "view": view, "index": list(index), "token": token},
-                       None, {"memory_ordering_semantics": ordering, **attrs})
+        return self.store_view_tko(tile, view, list(index), token,
+                                   memory_ordering_semantics=ordering, **attrs)
 
     # ---- regions -------------------------------------------------------------------------------
 

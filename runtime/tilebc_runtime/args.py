@@ -173,9 +173,9 @@ class Signature:
 
 
 def _param_index(function: Function, value: Value) -> Optional[int]:
-    """The parameter a value is, looking through `assume` (which returns its operand's value)."""
-    while isinstance(value.owner, Op) and value.owner.name == "assume":
-        value = value.owner.operands["value"]
+    """The parameter a value is, looking through ops that forward an operand (assume)."""
+    while isinstance(value.owner, Op) and value.owner.spec.forwards:
+        value = value.owner.operands[value.owner.spec.forwards]
     if value.owner is function.body:
         return value.index
     return None
@@ -190,9 +190,9 @@ def infer_signature(function: Function) -> Signature:
                               "scalar tiles (numbers and pointers) can be kernel parameters")
     facts: Dict[int, List[Fact]] = {}
     for op in function.body.ops:  # top level only: these assumes hold for the whole kernel
-        if op.name != "assume":
+        if not op.spec.forwards:
             continue
-        index = _param_index(function, op.operands["value"])
+        index = _param_index(function, op.operands[op.spec.forwards])
         predicate = op.attrs.get("predicate")
         if index is None:
             continue

@@ -493,25 +493,30 @@ def _cat(bb, op, impl, groups, flags):
     return [np.concatenate([lhs, rhs], axis=int(op.attrs["dim"]) + 1)], [True]
 
 
-@batched("extract", "insert")
+@batched("extract")
 @_shape_op
-def _extract_or_insert(bb, op, impl, groups, flags):
+def _extract(bb, op, impl, groups, flags):
     if any(flags[-1]):  # the indices vary: each block picks its own window
         return bb.per_block(op, impl, groups, flags)
-    indices = groups[-1]
-    if op.name == "extract":
-        source = groups[0]
-        window = _window(indices, result_shape(op))
-        for part, size in zip(window, source.shape[1:]):
-            if part.start < 0 or part.stop > size:
-                bb.fail(f"extract index out of range: window {part.start}:{part.stop} of {size}")
-        return [source[(slice(None),) + window]], [True]
-    source, destination = groups[0], groups[1]
+    source, indices = groups[0], groups[-1]
+    window = _window(indices, result_shape(op))
+    for part, size in zip(window, source.shape[1:]):
+        if part.start < 0 or part.stop > size:
+            bb.fail(f"{op.name} index out of range: window {part.start}:{part.stop} of {size}")
+    return [source[(slice(None),) + window]], [True]
+
+
+@batched("insert")
+@_shape_op
+def _insert(bb, op, impl, groups, flags):
+    if any(flags[-1]):  # the indices vary: each block picks its own window
+        return bb.per_block(op, impl, groups, flags)
+    source, destination, indices = groups[0], groups[1], groups[-1]
     window = _window(indices, np.shape(source)[1 if flags[0] else 0:])
     result = np.array(bb.lift(destination, flags[1]), copy=True)
     for part, size in zip(window, result.shape[1:]):
         if part.start < 0 or part.stop > size:
-            bb.fail(f"insert index out of range: window {part.start}:{part.stop} of {size}")
+            bb.fail(f"{op.name} index out of range: window {part.start}:{part.stop} of {size}")
     result[(slice(None),) + window] = source
     return [result], [True]
 

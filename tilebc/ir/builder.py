@@ -27,6 +27,8 @@ types and regions) that the rest is built on.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -34,7 +36,7 @@ import numpy as np
 from ..errors import TilebcError
 from ..ops import enums as E
 from ..ops.spec import Arity, AttrKind, Family, OpSpec
-from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC, by_mnemonic
+from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC, by_mnemonic, closing_terminator
 from ..version import MAX_VERSION, Version
 from .attrs import (DenseElementsAttr, DictionaryAttr, FloatAttr, IntegerAttr,
                     OptimizationHintsAttr)
@@ -54,6 +56,20 @@ def _spec(mnemonic: str) -> OpSpec:
     if spec is None or spec.structural:
         raise BuilderError(f"unknown op {mnemonic!r}")
     return spec
+
+
+def _builds(method):
+    """`method` builds the op its name spells (a trailing `_` dropped: `for_`, `if_`), which the
+    table checks on import; it gets that op's spec after `self`, hidden from its signature."""
+    spec = _spec(method.__name__.rstrip("_"))
+
+    @functools.wraps(method)
+    def build(self, *args, **kwargs):
+        return method(self, spec, *args, **kwargs)
+    signature = inspect.signature(method)
+    parameters = list(signature.parameters.values())
+    build.__signature__ = signature.replace(parameters=parameters[:1] + parameters[2:])
+    return build
 
 
 def _attr_value(spec: OpSpec, name: str, value):
@@ -138,19 +154,21 @@ def _view_tile(view: Value, what: str) -> TileType:
 
 # Ops whose result types follow from their operands by a rule of their own. Element-wise ops,
 # comparisons and `result_like` ops take theirs from the op table, as the verifier does.
-_SPECIAL_RESULTS: Dict[str, Callable[[dict, dict], List[Type]]] = by_mnemonic({
-    "make_token": lambda g, a: [token],
-    "join_tokens": lambda g, a: [token],
-    "get_tile_block_id": lambda g, a: [TileType((), i32)] * 3,
-    "get_num_tile_blocks": lambda g, a: [TileType((), i32)] * 3,
-    "load_view_tko": lambda g, a: [_view_tile(g["view"], "load_view_tko"), token],
-    "load_ptr_tko": lambda g, a: [TileType(_tile_type(g["source"], "load_ptr_tko source").shape,
-                                           g["source"].type.element.pointee), token],
-    "get_tensor_shape": lambda g, a: [TileType((), i32)] * g["src"].type.rank,
-    "get_index_space_shape": lambda g, a: [TileType((), i32)] * len(_view_index_rank(g["src"])),
-    "reduce": lambda g, a: [TileType(tuple(d for i, d in enumerate(v.type.shape) if i != a["dim"]),
-                                     v.type.element) for v in g["operands"]],
-    "scan": lambda g, a: [v.type for v in g["operands"]],
+_SPECIAL_RESULTS: Dict[str, Callable[[OpSpec, dict, dict], List[Type]]] = by_mnemonic({
+    "make_token": lambda s, g, a: [token],
+    "join_tokens": lambda s, g, a: [token],
+    "get_tile_block_id": lambda s, g, a: [TileType((), i32)] * 3,
+    "get_num_tile_blocks": lambda s, g, a: [TileType((), i32)] * 3,
+    "load_view_tko": lambda s, g, a: [_view_tile(g["view"], s.mnemonic), token],
+    "load_ptr_tko": lambda s, g, a: [
+        TileType(_tile_type(g["source"], f"{s.mnemonic} source").shape,
+                 g["source"].type.element.pointee), token],
+    "get_tensor_shape": lambda s, g, a: [TileType((), i32)] * g["src"].type.rank,
+    "get_index_space_shape": lambda s, g, a: [TileType((), i32)] * len(_view_index_rank(g["src"])),
+    "reduce": lambda s, g, a: [
+        TileType(tuple(d for i, d in enumerate(v.type.shape) if i != a["dim"]), v.type.element)
+        for v in g["operands"]],
+    "scan": lambda s, g, a: [v.type for v in g["operands"]],
 }, "builder result rules")
 
 
@@ -168,7 +186,7 @@ def infer_result_types(mnemonic: str, groups: dict, attrs: dict) -> List[Type]:
     spec = _spec(mnemonic)
     special = _SPECIAL_RESULTS.get(spec.mnemonic)
     if special is not None:
-        return list(special(groups, attrs))
+        return list(special(spec, groups, attrs))
     if not spec.results:
         return []
     if all(r.name == "result_token" for r in spec.results):
@@ -304,31 +322,36 @@ class Builder:
         emit.__doc__ = spec.summary
         return emit
 
-    def _region_from(self, arg_types: Sequence[Type], body: RegionBody, terminator: str) -> Region:
+    def _region_from(self, arg_types: Sequence[Type], body: RegionBody, owner: OpSpec) -> Region:
+        """A region of an `owner` op; a body that does not end in a terminator gets the one the
+        op's regions close with, carrying the values `body` returned."""
         region, inner = self.region(arg_types)
         yielded = body(inner, *inner.block.args)
         ops = inner.block.ops
         if not ops or not ops[-1].spec.terminator:
-            inner.op(terminator, [list(yielded or ())])
+            inner.op(closing_terminator(owner.mnemonic).mnemonic, [list(yielded or ())])
         return region
 
     # ---- constants and scalars -----------------------------------------------------------------
 
-    def constant(self, value, element, shape: Sequence[int] = ()) -> Value:
+    @_builds
+    def constant(self, spec: OpSpec, value, element, shape: Sequence[int] = ()) -> Value:
         """A constant tile: `b.constant(0.5, "f32")`, `b.constant(0, i32, (32,))`,
         `b.constant(np.arange(4, dtype=np.int32), "i32", (4,))`."""
         tile_type = TileType(tuple(int(d) for d in shape), _element(element))
-        return self.op("constant", [], [tile_type], {"value": dense_attr(value, tile_type)})
+        return self.op(spec.mnemonic, [], [tile_type], {"value": dense_attr(value, tile_type)})
 
     # ---- shapes --------------------------------------------------------------------------------
 
-    def reshape(self, source: Value, shape: Sequence[int]) -> Value:
-        tile_type = _tile_type(source, "reshape source")
-        return self.op("reshape", [source], [TileType(tuple(shape), tile_type.element)])
+    @_builds
+    def reshape(self, spec: OpSpec, source: Value, shape: Sequence[int]) -> Value:
+        tile_type = _tile_type(source, f"{spec.mnemonic} source")
+        return self.op(spec.mnemonic, [source], [TileType(tuple(shape), tile_type.element)])
 
-    def broadcast(self, source: Value, shape: Sequence[int]) -> Value:
-        tile_type = _tile_type(source, "broadcast source")
-        return self.op("broadcast", [source], [TileType(tuple(shape), tile_type.element)])
+    @_builds
+    def broadcast(self, spec: OpSpec, source: Value, shape: Sequence[int]) -> Value:
+        tile_type = _tile_type(source, f"{spec.mnemonic} source")
+        return self.op(spec.mnemonic, [source], [TileType(tuple(shape), tile_type.element)])
 
     def splat(self, source: Value, shape: Sequence[int]) -> Value:
         """A 0-d tile broadcast to `shape` the way cuTile writes it: reshape to 1x..x1, then
@@ -336,35 +359,42 @@ class Builder:
         ones = self.reshape(source, (1,) * len(shape))
         return self.broadcast(ones, shape)
 
-    def permute(self, source: Value, permutation: Sequence[int]) -> Value:
-        tile_type = _tile_type(source, "permute source")
+    @_builds
+    def permute(self, spec: OpSpec, source: Value, permutation: Sequence[int]) -> Value:
+        tile_type = _tile_type(source, f"{spec.mnemonic} source")
         shape = tuple(tile_type.shape[p] for p in permutation)
-        return self.op("permute", [source], [TileType(shape, tile_type.element)],
+        return self.op(spec.mnemonic, [source], [TileType(shape, tile_type.element)],
                        {"permutation": tuple(permutation)})
 
     # ---- conversions ---------------------------------------------------------------------------
 
-    def _convert(self, mnemonic: str, source: Value, element, attrs) -> Value:
-        tile_type = _tile_type(source, f"{mnemonic} source")
-        return self.op(mnemonic, [source], [TileType(tile_type.shape, _element(element))], attrs)
+    def _convert(self, spec: OpSpec, source: Value, element, attrs) -> Value:
+        tile_type = _tile_type(source, f"{spec.mnemonic} source")
+        return self.op(spec.mnemonic, [source], [TileType(tile_type.shape, _element(element))], attrs)
 
-    def exti(self, source: Value, element, signedness="signed") -> Value:
-        return self._convert("exti", source, element, {"signedness": signedness})
+    @_builds
+    def exti(self, spec: OpSpec, source: Value, element, signedness="signed") -> Value:
+        return self._convert(spec, source, element, {"signedness": signedness})
 
-    def trunci(self, source: Value, element, overflow="none") -> Value:
-        return self._convert("trunci", source, element, {"overflow": overflow})
+    @_builds
+    def trunci(self, spec: OpSpec, source: Value, element, overflow="none") -> Value:
+        return self._convert(spec, source, element, {"overflow": overflow})
 
-    def itof(self, source: Value, element, signedness="signed", **attrs) -> Value:
-        return self._convert("itof", source, element, {"signedness": signedness, **attrs})
+    @_builds
+    def itof(self, spec: OpSpec, source: Value, element, signedness="signed", **attrs) -> Value:
+        return self._convert(spec, source, element, {"signedness": signedness, **attrs})
 
-    def ftoi(self, source: Value, element, signedness="signed", **attrs) -> Value:
-        return self._convert("ftoi", source, element, {"signedness": signedness, **attrs})
+    @_builds
+    def ftoi(self, spec: OpSpec, source: Value, element, signedness="signed", **attrs) -> Value:
+        return self._convert(spec, source, element, {"signedness": signedness, **attrs})
 
-    def ftof(self, source: Value, element, **attrs) -> Value:
-        return self._convert("ftof", source, element, attrs)
+    @_builds
+    def ftof(self, spec: OpSpec, source: Value, element, **attrs) -> Value:
+        return self._convert(spec, source, element, attrs)
 
-    def bitcast(self, source: Value, element) -> Value:
-        return self._convert("bitcast", source, element, {})
+    @_builds
+    def bitcast(self, spec: OpSpec, source: Value, element) -> Value:
+        return self._convert(spec, source, element, {})
 
     # ---- views and memory ----------------------------------------------------------------------
 
@@ -383,7 +413,7 @@ class Builder:
                                    pointer.ptr_attr)
         dynamic_shape = [d for d in shape if isinstance(d, Value)]
         dynamic_strides = [s for s in strides if isinstance(s, Value)]
-        return self.op("make_tensor_view", [base, dynamic_shape, dynamic_strides], [view_type])
+        return self.make_tensor_view(base, dynamic_shape, dynamic_strides, result_types=[view_type])
 
     def partition_view(self, view: Value, tile_shape: Sequence[int], padding_value=None,
                        dim_map: Optional[Sequence[int]] = None) -> Value:
@@ -394,79 +424,83 @@ class Builder:
             padding_value = E.PaddingValue.from_keyword(padding_value)
         dim_map = tuple(range(len(tile_shape))) if dim_map is None else tuple(dim_map)
         view_type = PartitionViewType(tuple(tile_shape), view.type, dim_map, padding_value)
-        return self.op("make_partition_view", [view], [view_type])
+        return self.make_partition_view(view, result_types=[view_type])
 
     def load(self, view: Value, index: Sequence[Value], token: Optional[Value] = None,
              ordering="weak", **attrs) -> Tuple[Value, Value]:
         """load_view_tko: (tile, result token)."""
-        return self.op("load_view_tko", {"view": view, "index": list(index), "token": token},
-                       None, {"memory_ordering_semantics": ordering, **attrs})
+        return self.load_view_tko(view, list(index), token, memory_ordering_semantics=ordering,
+                                  **attrs)
 
     def store(self, tile: Value, view: Value, index: Sequence[Value],
               token: Optional[Value] = None, ordering="weak", **attrs) -> Value:
         """store_view_tko: the result token."""
-        return self.op("store_view_tko",
-                       {"tile": tile, "view": view, "index": list(index), "token": token},
-                       None, {"memory_ordering_semantics": ordering, **attrs})
+        return self.store_view_tko(tile, view, list(index), token,
+                                   memory_ordering_semantics=ordering, **attrs)
 
     # ---- regions -------------------------------------------------------------------------------
 
-    def for_(self, lower: Value, upper: Value, step: Value, init_values: Sequence[Value] = (),
+    @_builds
+    def for_(self, spec: OpSpec, lower: Value, upper: Value, step: Value, init_values: Sequence[Value] = (),
              body: RegionBody = None, **attrs):
         """A counted loop. `body(builder, index, *carried)` returns the next carried values (the
         `continue` is added). Returns the loop's results (a Value, a tuple, or None)."""
         if body is None:
             raise BuilderError("for_ needs a body callback")
         arg_types = [lower.type] + [v.type for v in init_values]
-        region = self._region_from(arg_types, body, "continue")
-        return self.op("for", [lower, upper, step, list(init_values)], None, attrs, [region])
+        region = self._region_from(arg_types, body, spec)
+        return self.op(spec.mnemonic, [lower, upper, step, list(init_values)], None, attrs, [region])
 
-    def loop(self, init_values: Sequence[Value] = (), body: RegionBody = None,
+    @_builds
+    def loop(self, spec: OpSpec, init_values: Sequence[Value] = (), body: RegionBody = None,
              result_types: Optional[Sequence[Type]] = None):
         """An unbounded loop: `body(builder, *carried)` must end in break/continue itself (it may
         return the next carried values for an implicit `continue`). Results default to the carried
         types."""
-        region = self._region_from([v.type for v in init_values], body, "continue")
+        region = self._region_from([v.type for v in init_values], body, spec)
         types = [v.type for v in init_values] if result_types is None else list(result_types)
-        return self.op("loop", [list(init_values)], types, {}, [region])
+        return self.op(spec.mnemonic, [list(init_values)], types, {}, [region])
 
-    def if_(self, condition: Value, then: RegionBody, else_: Optional[RegionBody] = None,
+    @_builds
+    def if_(self, spec: OpSpec, condition: Value, then: RegionBody, else_: Optional[RegionBody] = None,
             result_types: Optional[Sequence[Type]] = None):
         """Two-way branch. `then(builder)` / `else_(builder)` return the values they yield; the
         results take the then-branch's types unless `result_types` is given."""
         then_region, then_builder = self.region()
         yielded = list(then(then_builder) or ())
         if not then_builder.block.ops or not then_builder.block.ops[-1].spec.terminator:
-            then_builder.op("yield", [yielded])
+            then_builder.op(closing_terminator(spec.mnemonic).mnemonic, [yielded])
         regions = [then_region]
         if else_ is not None:
-            regions.append(self._region_from((), else_, "yield"))
+            regions.append(self._region_from((), else_, spec))
         types = [v.type for v in yielded] if result_types is None else list(result_types)
-        return self.op("if", [condition], types, {}, regions)
+        return self.op(spec.mnemonic, [condition], types, {}, regions)
 
-    def _combiner(self, mnemonic: str, operands: Sequence[Value], dim: int, identities,
+    def _combiner(self, spec: OpSpec, operands: Sequence[Value], dim: int, identities,
                   combine: RegionBody, **attrs):
-        elements = [_tile_type(v, f"{mnemonic} operand").element for v in operands]
+        elements = [_tile_type(v, f"{spec.mnemonic} operand").element for v in operands]
         if len(identities) != len(operands):
-            raise BuilderError(f"{mnemonic}: {len(operands)} operands but {len(identities)} "
+            raise BuilderError(f"{spec.mnemonic}: {len(operands)} operands but {len(identities)} "
                                f"identities")
         arg_types = []
         for element in elements:
             arg_types += [TileType((), element)] * 2  # (lhs, rhs) per operand
-        region = self._region_from(arg_types, combine, "yield")
+        region = self._region_from(arg_types, combine, spec)
         identities = tuple(typed_attr(v, e) for v, e in zip(identities, elements))
-        return self.op(mnemonic, [list(operands)], None,
+        return self.op(spec.mnemonic, [list(operands)], None,
                        {"dim": dim, "identities": identities, **attrs}, [region])
 
-    def reduce(self, operands: Sequence[Value], dim: int, identities: Sequence,
+    @_builds
+    def reduce(self, spec: OpSpec, operands: Sequence[Value], dim: int, identities: Sequence,
                combine: RegionBody):
         """Reduce along `dim`. `combine(builder, lhs0, rhs0, lhs1, rhs1, ...)` returns one value per
         operand; identities are numbers (or typed attributes)."""
-        return self._combiner("reduce", operands, dim, identities, combine)
+        return self._combiner(spec, operands, dim, identities, combine)
 
-    def scan(self, operands: Sequence[Value], dim: int, identities: Sequence,
+    @_builds
+    def scan(self, spec: OpSpec, operands: Sequence[Value], dim: int, identities: Sequence,
              combine: RegionBody, reverse: bool = False):
-        return self._combiner("scan", operands, dim, identities, combine, reverse=reverse)
+        return self._combiner(spec, operands, dim, identities, combine, reverse=reverse)
 
 
 def _groups(spec: OpSpec, positional: Sequence, keywords: dict) -> dict:

@@ -47,6 +47,7 @@ from ..ir.types import ELEMENT_TYPES, ElementType
 from .numerics import (FloatFormat, check_storage, decode_bits, encode_exact, float_format, from_bits,
                        to_bits)
 from ..ops.enums import IntegerOverflow, RoundingMode
+from ..ops.table import by_mnemonic
 from ..version import V13_1, V13_2, V13_3, V13_4, Version
 
 
@@ -122,14 +123,23 @@ def rounding_supported(op: str, src: ElementLike, dst: ElementLike, rounding,
                        version: Version) -> bool:
     """Whether `op` (ftof, itof, ftoi) accepts this rounding mode for src -> dst at `version`."""
     src, dst, rounding = _element(src), _element(dst), _rounding(rounding)
-    if op == "ftof":
-        since = FTOF_ROUNDING.get((src.name, dst.name), {}).get(rounding)
-        return since is not None and version >= since
-    if op == "itof":
-        return dst.name != "f8E8M0FNU" and rounding is RM.NEAREST_EVEN
-    if op == "ftoi":
-        return rounding is RM.NEAREST_INT_TO_ZERO
+    rule = _ROUNDING_RULES.get(op)
+    if rule is not None:
+        return rule(src, dst, rounding, version)
     raise ConversionError(f"{op} takes no rounding mode")
+
+
+def _ftof_rounding(src: ElementType, dst: ElementType, rounding, version: Version) -> bool:
+    since = FTOF_ROUNDING.get((src.name, dst.name), {}).get(rounding)
+    return since is not None and version >= since
+
+
+# The ops with a rounding mode: whether they accept one for src -> dst at a version.
+_ROUNDING_RULES = by_mnemonic({
+    "ftof": _ftof_rounding,
+    "itof": lambda src, dst, rounding, version: dst.name != "f8E8M0FNU" and rounding is RM.NEAREST_EVEN,
+    "ftoi": lambda src, dst, rounding, version: rounding is RM.NEAREST_INT_TO_ZERO,
+}, "conversion rounding rules")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -256,7 +266,7 @@ def _propagated_nan(bits: np.ndarray, src: FloatFormat, dst: FloatFormat) -> Opt
 def float_to_float(array, src: ElementLike, dst: ElementLike, rounding=RM.NEAREST_EVEN) -> np.ndarray:
     """ftof: convert a float array of element type `src` to `dst` with `rounding`."""
     src, dst = _element(src), _element(dst)
-    _require(src.is_float and dst.is_float and src != dst, "ftof", src, dst,
+    _require(src.is_float and dst.is_float and src != dst, float_to_float, src, dst,
              "two different float types")
     bits = to_bits(check_storage(array, src, "ftof source"), src)
     src_fmt, dst_fmt = float_format(src), float_format(dst)
@@ -265,8 +275,10 @@ def float_to_float(array, src: ElementLike, dst: ElementLike, rounding=RM.NEARES
     return from_bits(result, dst)
 
 
-def _require(condition: bool, op: str, src: ElementType, dst: ElementType, expected: str) -> None:
+def _require(condition: bool, function, src: ElementType, dst: ElementType, expected: str) -> None:
+    """ConversionError unless `condition`; `function` is the conversion, named by its op."""
     if not condition:
+        op = _OP_OF[function.__name__]
         raise ConversionError(f"{op} from {src.name} to {dst.name} is not defined; expected {expected}")
 
 
@@ -345,7 +357,7 @@ def int_to_float(array, src: ElementLike, dst: ElementLike, signed: bool = True,
                  rounding=RM.NEAREST_EVEN) -> np.ndarray:
     """itof: convert a (signless) integer array to floats, reading it as `signed` or unsigned."""
     src, dst = _element(src), _element(dst)
-    _require(src.is_integer and dst.is_float, "itof", src, dst, "integer -> float")
+    _require(src.is_integer and dst.is_float, int_to_float, src, dst, "integer -> float")
     mode = _rounding(rounding)
     values = int_values(array, src, signed)
     if values.dtype == np.int64:
@@ -387,7 +399,7 @@ def float_to_int(array, src: ElementLike, dst: ElementLike, signed: bool = True,
     signed or unsigned range, NaN giving 0. `saturating` only documents intent: without it, the
     out-of-range elements are undefined in Tile IR (see `float_to_int_undefined`)."""
     src, dst = _element(src), _element(dst)
-    _require(src.is_float and dst.is_integer, "ftoi", src, dst, "float -> integer")
+    _require(src.is_float and dst.is_integer, float_to_int, src, dst, "float -> integer")
     integral = _float_integral(array, src, rounding)
     integral = np.where(np.isnan(integral), 0.0, integral)
     width = dst.bits
@@ -422,7 +434,7 @@ def float_to_int_undefined(array, src: ElementLike, dst: ElementLike, signed: bo
 def ext_int(array, src: ElementLike, dst: ElementLike, signed: bool = True) -> np.ndarray:
     """exti: sign-extend (`signed`) or zero-extend to a strictly wider integer type."""
     src, dst = _element(src), _element(dst)
-    _require(src.is_integer and dst.is_integer and dst.bits > src.bits, "exti", src, dst,
+    _require(src.is_integer and dst.is_integer and dst.bits > src.bits, ext_int, src, dst,
              "a strictly wider integer type")
     return int_from_values(int_values(array, src, signed), dst)
 
@@ -430,7 +442,7 @@ def ext_int(array, src: ElementLike, dst: ElementLike, signed: bool = True) -> n
 def trunc_int(array, src: ElementLike, dst: ElementLike) -> np.ndarray:
     """trunci: keep the low bits of each integer (a strictly narrower integer type)."""
     src, dst = _element(src), _element(dst)
-    _require(src.is_integer and dst.is_integer and dst.bits < src.bits, "trunci", src, dst,
+    _require(src.is_integer and dst.is_integer and dst.bits < src.bits, trunc_int, src, dst,
              "a strictly narrower integer type")
     return from_bits(to_bits(check_storage(array, src, "trunci source"), src), dst)
 
@@ -454,5 +466,12 @@ def bitcast(array, src: ElementLike, dst: ElementLike) -> np.ndarray:
     """bitcast: reinterpret each element's bits as another non-pointer type of the same width
     (tf32 counts as its 19-bit pattern's width; use ptr_to_int/int_to_ptr for pointers)."""
     src, dst = _element(src), _element(dst)
-    _require(src.bits == dst.bits, "bitcast", src, dst, f"a type of the same width ({src.bits} bits)")
+    _require(src.bits == dst.bits, bitcast, src, dst, f"a type of the same width ({src.bits} bits)")
     return from_bits(to_bits(check_storage(array, src, "bitcast source"), src), dst)
+
+
+# The op each conversion function implements.
+CONVERSIONS = by_mnemonic({"ftof": float_to_float, "itof": int_to_float, "ftoi": float_to_int,
+                           "exti": ext_int, "trunci": trunc_int, "bitcast": bitcast},
+                          "conversion functions")
+_OP_OF = {function.__name__: op for op, function in CONVERSIONS.items()}

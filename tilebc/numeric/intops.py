@@ -35,6 +35,7 @@ table's mnemonics and attribute names, for the interpreter.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -411,68 +412,97 @@ def undefined(mnemonic: str, operands: Sequence,
     return _run(mnemonic, operands, kwargs)[1]
 
 
-# Convenience functions, one per op, with Python-friendly keywords.
+# Convenience functions, one per op, with Python-friendly keywords. Each is named after its op (the
+# name is checked against the table on import) and returns its operands and op-table attributes.
 
-def addi(lhs, rhs, overflow=OF.NONE, *, check=False):
-    return evaluate("addi", (lhs, rhs), {"overflow": overflow}, check=check)
+def _convenience(arguments: Callable[..., Tuple[tuple, dict]]) -> Callable[..., np.ndarray]:
+    mnemonic = arguments.__name__
+    if mnemonic not in _OPS:
+        raise RuntimeError(f"integer op convenience function for {mnemonic!r}, not an integer op")
 
-
-def subi(lhs, rhs, overflow=OF.NONE, *, check=False):
-    return evaluate("subi", (lhs, rhs), {"overflow": overflow}, check=check)
-
-
-def muli(lhs, rhs, overflow=OF.NONE, *, check=False):
-    return evaluate("muli", (lhs, rhs), {"overflow": overflow}, check=check)
-
-
-def negi(source, overflow=OF.NONE, *, check=False):
-    return evaluate("negi", (source,), {"overflow": overflow}, check=check)
+    @functools.wraps(arguments)
+    def apply(*args, check=False, **kwargs):
+        operands, attrs = arguments(*args, **kwargs)
+        return evaluate(mnemonic, operands, attrs, check=check)
+    return apply
 
 
+@_convenience
+def addi(lhs, rhs, overflow=OF.NONE):
+    return (lhs, rhs), {"overflow": overflow}
+
+
+@_convenience
+def subi(lhs, rhs, overflow=OF.NONE):
+    return (lhs, rhs), {"overflow": overflow}
+
+
+@_convenience
+def muli(lhs, rhs, overflow=OF.NONE):
+    return (lhs, rhs), {"overflow": overflow}
+
+
+@_convenience
+def negi(source, overflow=OF.NONE):
+    return (source,), {"overflow": overflow}
+
+
+@_convenience
 def absi(source):
-    return evaluate("absi", (source,))
+    return (source,), {}
 
 
+@_convenience
 def mulhii(x, y):
-    return evaluate("mulhii", (x, y))
+    return (x, y), {}
 
 
-def divi(lhs, rhs, signed=True, rounding=RoundingMode.ZERO, *, check=False):
-    return evaluate("divi", (lhs, rhs), {"signedness": signed, "rounding": rounding}, check=check)
+@_convenience
+def divi(lhs, rhs, signed=True, rounding=RoundingMode.ZERO):
+    return (lhs, rhs), {"signedness": signed, "rounding": rounding}
 
 
-def remi(lhs, rhs, signed=True, *, check=False):
-    return evaluate("remi", (lhs, rhs), {"signedness": signed}, check=check)
+@_convenience
+def remi(lhs, rhs, signed=True):
+    return (lhs, rhs), {"signedness": signed}
 
 
-def shli(lhs, rhs, overflow=OF.NONE, *, check=False):
-    return evaluate("shli", (lhs, rhs), {"overflow": overflow}, check=check)
+@_convenience
+def shli(lhs, rhs, overflow=OF.NONE):
+    return (lhs, rhs), {"overflow": overflow}
 
 
-def shri(lhs, rhs, signed=True, *, check=False):
-    return evaluate("shri", (lhs, rhs), {"signedness": signed}, check=check)
+@_convenience
+def shri(lhs, rhs, signed=True):
+    return (lhs, rhs), {"signedness": signed}
 
 
+@_convenience
 def maxi(lhs, rhs, signed=True):
-    return evaluate("maxi", (lhs, rhs), {"signedness": signed})
+    return (lhs, rhs), {"signedness": signed}
 
 
+@_convenience
 def mini(lhs, rhs, signed=True):
-    return evaluate("mini", (lhs, rhs), {"signedness": signed})
+    return (lhs, rhs), {"signedness": signed}
 
 
+@_convenience
 def andi(lhs, rhs):
-    return evaluate("andi", (lhs, rhs))
+    return (lhs, rhs), {}
 
 
+@_convenience
 def ori(lhs, rhs):
-    return evaluate("ori", (lhs, rhs))
+    return (lhs, rhs), {}
 
 
+@_convenience
 def xori(lhs, rhs):
-    return evaluate("xori", (lhs, rhs))
+    return (lhs, rhs), {}
 
 
+@_convenience
 def cmpi(lhs, rhs, predicate, signed=True):
     """i1 (bool) result; equal/not_equal ignore signedness."""
-    return evaluate("cmpi", (lhs, rhs), {"comparison_predicate": predicate, "signedness": signed})
+    return (lhs, rhs), {"comparison_predicate": predicate, "signedness": signed}

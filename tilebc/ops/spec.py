@@ -176,6 +176,9 @@ class OpSpec:
     # Operand whose type the first result has (MLIR's AllTypesMatch / TypesMatchWith): the parser
     # reads it when the syntax prints no result type, the builder infers the result type from it.
     result_like: str = ""
+    # Operand whose value the result is, unchanged (assume only records a fact about it), so
+    # analyses may look through the op to where the value comes from.
+    forwards: str = ""
     # The result does not depend on the order of the two operands, bit for bit (a reduction may
     # pair partial results in any order and lane pairing).
     commutative: bool = False

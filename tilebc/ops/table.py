@@ -130,7 +130,7 @@ OPS: Tuple[OpSpec, ...] = (
         syntax="$condition `,` $message attr-dict `:` type($condition)", summary="abort when any element of an i1 tile is false"),
     _op("assume", 0x06, ("value",), attrs=(attr("predicate", AttrKind.TAGGED),),
         syntax="custom<AssumePredicate>($predicate) `,` $value attr-dict `:` type($value)",
-        asm_name="@assume", result_like="value", summary="attach a div_by / same_elements / bounded fact to a value"),
+        asm_name="@assume", result_like="value", forwards="value", summary="attach a div_by / same_elements / bounded fact to a value"),
     _op("atomic_cas_tko", 0x07, ("pointers", "cmp", "val", "mask?", "token?"),
         ("result", RESULT_TOKEN), (ORDERING, SCOPE), segmented=True,
         syntax="$memory_ordering_semantics $memory_scope $pointers `,` $cmp `,` $val (`,` $mask^)? "
@@ -463,6 +463,16 @@ def by_mnemonic(registry: Dict[str, T], what: str) -> Dict[str, T]:
     if unknown:
         raise RuntimeError(f"{what}: entries for ops the op table does not have: {unknown}")
     return registry
+
+
+def closing_terminator(region_op: str) -> OpSpec:
+    """The terminator that closes a region of `region_op` when its body simply ends: the one that
+    ends it directly and carries on (values back to the op, the loop's next iteration, the end of
+    the kernel), never an early exit such as break."""
+    for spec in OPS:
+        if region_op in spec.ends and spec.exit is not Exit.LEAVE_LOOP:
+            return spec
+    raise KeyError(f"{region_op!r} has no region that a terminator closes")
 
 
 def max_public_opcode(version: Version) -> int:

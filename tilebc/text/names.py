@@ -82,9 +82,9 @@ def suggested_names(op: Op, names: "FunctionNames") -> List[Optional[str]]:
         suggestion[0] = _constant_name(op)
     elif spec.asm_name == "@assume":
         producer = op.operands["value"].owner
-        name = "assume"
+        name = spec.asm_name[1:]  # "@assume": named after the op, or after what it assumes
         if isinstance(producer, Op) and _names_imply_interface(producer):
-            name = "assume_" + (suggested_names(producer, names)[op.operands["value"].index] or "")
+            name = f"{name}_" + (suggested_names(producer, names)[op.operands["value"].index] or "")
         suggestion[0] = name
     elif spec.asm_name:
         suggestion[0] = spec.asm_name

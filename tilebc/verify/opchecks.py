@@ -753,7 +753,7 @@ def loop_carried(ctx, op) -> bool:
     i32-carrying loop; tileirdisasm/tileiras 13.5 accept it). Neither carries nor returns views."""
     inits = [v.type for v in op.operands["initValues"]]
     results = [r.type for r in op.results]
-    if op.spec.mnemonic == "for" and inits != results:
+    if op.spec.result_like and inits != results:  # for: results like the carried values
         return ctx.report("type.mismatch", op, f"result types ({', '.join(map(str, results))}) "
                           f"do not match init types ({', '.join(map(str, inits))})")
     for index, t in enumerate(inits):
@@ -764,8 +764,9 @@ def loop_carried(ctx, op) -> bool:
         if isinstance(t, _VIEW_TYPES):
             return ctx.report("type.view_value", op, f"result {index} is a view ({t}); a loop "
                                                      f"cannot return views")
-    if op.spec.mnemonic == "for":
-        return _region_args(ctx, op, [op.operands["lowerBound"].type] + inits)
+    induction = op.operands.get("lowerBound")  # a counted loop's region takes its index first
+    if induction is not None:
+        return _region_args(ctx, op, [induction.type] + inits)
     return _region_args(ctx, op, inits)
 
 

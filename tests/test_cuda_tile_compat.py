@@ -597,3 +597,78 @@ def test_scoped_op_of_another_dialect_in_a_module_body_in_nvidias_words(tmp_path
     assert err.splitlines() == [f"{path}:1:1: error: only ops from the 'cuda_tile' dialect are "
                                 "allowed (unknown operation 'other.op', at 2:3)",
                                 f"{path}:2:3: remark: invalid op"], err
+
+
+@pytest.mark.parametrize("value", ["2147483647", "-7", "0"])
+def test_decimal_integer_in_a_float_constant_is_refused_with_a_note(tmp_path, capsys, value):
+    """MLIR reads a float literal only with a '.' or an exponent (hex spells the bits)."""
+    path = write(tmp_path, f"entry @k() {{\n  %c = constant <f32: [1.5, {value}]> : "
+                           f"tile<2xf32>\n  return\n}}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines() == [
+        f"{path}:2:29: error: unexpected decimal integer literal for a floating point value "
+        f"(f32 element {value} has no '.' or exponent)",
+        f"{path}:2:29: note: add a trailing dot to make the literal a float"], err
+    for spelled in (f"{value}.", f"{value}.0", "1e3", "0x3f800000"):
+        path = write(tmp_path, f"entry @k() {{\n  %c = constant <f32: [1.5, {spelled}]> : "
+                               f"tile<2xf32>\n  return\n}}\n", "ok.mlir")
+        assert run(capsys, "opt", path)[0] == 0
+
+
+def test_unknown_constant_element_name_draws_both_of_nvidias_errors(tmp_path, capsys):
+    path = write(tmp_path, "entry @k() {\n  %c = constant <pluto : 4.0> : tile<f32>\n"
+                           "  return\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines() == [
+        f"{path}:2:18: error: 'cuda_tile.constant' unknown type: pluto (expected an element "
+        "type)",
+        f"{path}:2:18: error: expect element type to be one of i1 or i8 or i16 or i32 or i64 or "
+        "f16 or bf16 or f32 or f64 or tf32 or f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN "
+        "values, but got '<<NULL TYPE>>'"], err
+
+
+@pytest.mark.parametrize("op_loc, entry_loc, where, words", [
+    # the entry's scope is read through a named location (NVIDIA's verifier looks through it)
+    ("", 'loc("entry"(#at_blk))', "10:3", "Function location must have cuda_tile.di_subprogram"),
+    ("", "loc(fused[unknown, #at_h])", "10:3", 'Function name "k" does not match subprogram'),
+    (' loc("op"(#at_k))', "loc(unknown)", "11:5", "Operation has debug info scope, but function"),
+    (" loc(fused[#at_h])", "loc(#at_k)", "11:5", "Operation debug info scope does not match"),
+])
+def test_scope_errors_are_found_behind_named_and_fused_locations(tmp_path, capsys, op_loc,
+                                                                 entry_loc, where, words):
+    text = (DI_SETUP + "cuda_tile.module @m {\n"
+            f"  entry @k() {{\n    return{op_loc}\n  }} {entry_loc}\n}}\n")
+    path = write(tmp_path, text)
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert len(err.splitlines()) == 1 and err.startswith(f"{path}:{where}: error: "), err
+    assert words in err, err
+
+
+def test_a_named_location_that_verifies_is_still_refused_as_unwritable(tmp_path, capsys):
+    path = write(tmp_path, DI_SETUP + "cuda_tile.module @m {\n  entry @k() {\n"
+                 '    return loc("op"(#at_k))\n  } loc(#at_k)\n}\n')
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.startswith(f"{path}:11:16: error: unsupported location, got NameLoc, expected "
+                          "DILocAttr or CallSiteLoc"), err
+
+
+@pytest.mark.parametrize("definition, message", [
+    ("#cu0 = #cuda_tile.di_compile_unit<>", "expected a parameter name in struct "
+     "(#cuda_tile.di_compile_unit has no parameters)"),
+    ('#sp0 = #cuda_tile.di_subprogram<file = #f, line = 1, linkageName = "k", compileUnit = #cu>',
+     "struct is missing required parameter: name (#cuda_tile.di_subprogram needs 'name')"),
+    ('#sp0 = #cuda_tile.di_subprogram<file = #f, line = 1, name = "k", compileUnit = #cu>',
+     "struct is missing required parameter: linkageName (#cuda_tile.di_subprogram needs "
+     "'linkageName')"),
+])
+def test_malformed_debug_attributes_are_refused_even_unused(tmp_path, capsys, definition,
+                                                            message):
+    """MLIR parses every alias as it is defined, so an unused malformed one is an error too."""
+    path = write(tmp_path, DI_SETUP + definition + "\ncuda_tile.module @m {\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines()[0] == f"{path}:9:8: error: {message}", err

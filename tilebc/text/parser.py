@@ -38,15 +38,21 @@ def parse_module(text: str, filename: str = "<text>") -> Module:
     return _Parser(text, filename).module()
 
 
-def parse_modules(text: str, filename: str = "<text>", *,
-                  testing_ops: bool = False) -> List[Module]:
+def parse_modules(text: str, filename: str = "<text>", *, testing_ops: bool = False,
+                  defer_unwritable: bool = False) -> List[Module]:
     """Each top-level `cuda_tile.module` of the text as its own Module (items outside any module
     form one more, as MLIR's implicit module). `testing_ops` reads the test-only entry kind
     `testing$func` of NVIDIA's test builds (any parameter and result types); such modules are
-    for the verifier only and are refused by the bytecode writer's callers."""
+    for the verifier only and are refused by the bytecode writer's callers. `defer_unwritable`
+    reads a fused or named location as the di_loc inside it and returns, with the modules, the
+    refusals it owes (callers verify first, as NVIDIA's tools do)."""
     parser = _Parser(text, filename)
     parser.testing_ops = testing_ops
-    return parser.modules()
+    parser.locations.defer_unwritable = defer_unwritable
+    modules = parser.modules()
+    if defer_unwritable:
+        return modules, parser.locations.unwritable
+    return modules
 
 
 _GENERIC_MODULES = ("cuda_tile.module", "builtin.module")
@@ -97,6 +103,7 @@ class _Parser:
         # Aliases may be defined after their uses: resolve every location now.
         for target, expr in self._pending_locs:
             target.loc = self.locations.location(expr)
+        self.locations.check_definitions()
         module.preview = self.preview
         return module
 
@@ -108,6 +115,7 @@ class _Parser:
         self._close_toplevel()
         for target, expr in self._pending_locs:
             target.loc = self.locations.location(expr)
+        self.locations.check_definitions()
         found = self._separate + ([implicit] if implicit.item_order else [])
         for module in found:
             module.preview = self.preview or any(op.spec.preview for op in module.walk())
@@ -208,7 +216,7 @@ class _Parser:
         op (the error says where the op is too, for callers that show one message)."""
         line, column = self.c.line_col(pos)
         error = self.c.error(f"{message} ({detail}, at {line}:{column})", self._module_pos[-1])
-        error.remarks = [(line, column, "invalid op")]
+        error.related = [("remark", line, column, "invalid op")]
         return error
 
     # ---- the module and its entries in MLIR's generic form ---------------------------------
@@ -1005,6 +1013,15 @@ class _Parser:
                                        f"{shorten(text)} does not fit in {element} "
                                        f"({element.bits} bits))", token.pos)
                 return bits
+            if token.kind == "number" and re.fullmatch(r"[-+]?[0-9]+", text):
+                # MLIR reads a float only with a '.' or an exponent; hex gives the bits
+                error = self.c.error(f"unexpected decimal integer literal for a floating point "
+                                     f"value ({element} element {shorten(text)} has no '.' or "
+                                     f"exponent)", token.pos)
+                line, column = self.c.line_col(token.pos)
+                error.related = [("note", line, column,
+                                  "add a trailing dot to make the literal a float")]
+                raise error
             try:
                 return float_to_bits(float(text), element)
             except ValueError:
@@ -1180,7 +1197,12 @@ class _Parser:
                 end += 1
             text = c.text[pos:end].strip()
             if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
-                raise c.error(f"'cuda_tile.constant' unknown type: {text} ({ours})", pos) from None
+                # NVIDIA reports the unknown name, then the element check on the null type
+                unknown = c.error(f"'cuda_tile.constant' unknown type: {text} ({ours})", pos)
+                line, column = c.line_col(pos)
+                unknown.related = [("error", line, column, f"expect element type to be one of "
+                                    f"{_DENSE_ELEMENTS} values, but got '<<NULL TYPE>>'")]
+                raise unknown from None
             raise c.error(f"expect element type to be one of {_DENSE_ELEMENTS} values, but got "
                           f"'{text}' ({ours})", pos) from None
 

@@ -672,3 +672,17 @@ def test_malformed_debug_attributes_are_refused_even_unused(tmp_path, capsys, de
     code, _, err = run(capsys, "opt", path)
     assert code == 1
     assert err.splitlines()[0] == f"{path}:9:8: error: {message}", err
+
+
+@pytest.mark.parametrize("keyword, messages", [
+    ("", ["expected valid keyword (expected signedness, one of: unsigned, signed; found ':')",
+          "expected signedness to be one of: {'signed', 'unsigned'}"]),
+    ("upward", ["expected signedness to be one of: {'signed', 'unsigned'} (expected "
+                "signedness, one of: unsigned, signed; found 'upward')"]),
+])
+def test_missing_or_unknown_signedness_in_nvidias_words(tmp_path, capsys, keyword, messages):
+    path = write(tmp_path, f"entry @k(%a: tile<i8>) {{\n  %b = exti %a {keyword}: tile<i8> -> "
+                           f"tile<i16>\n  return\n}}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines() == [f"{path}:2:16: error: {m}" for m in messages], err

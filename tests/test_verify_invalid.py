@@ -559,15 +559,19 @@ CASES += [
                     [const(b, scalar(i32), (2).to_bytes(4, "little"))]], [tile((4,), f32)])),
          "index.bounds", "extract", "index 0 is 2, outside the 2 sub-tiles", severity="warning"),
     Case("iota range", lambda: kernel([], lambda b: b.op("iota", [], [tile((512,), i8)])),
-         "shape.iota", "iota", "512 elements exceed the range of i8"),
+         "shape.iota", "iota", "'cuda_tile.iota' op the number of elements 512 exceeds the "
+         "maximum value of element type 'i8' (512 elements exceed the range of i8)"),
     Case("pack size", _tile_op("pack", tile((4,), f32), tile((8,), i8)),
          "type.pack", "pack", "source is 16 bytes but result is 8 bytes"),
     Case("exti narrows", _unary("exti", scalar(i32), scalar(i8), {"signedness": Signedness.SIGNED}),
-         "type.width", "exti", "exti must widen: i32 to i8"),
+         "type.width", "exti", "'cuda_tile.exti' op extending to smaller or identical "
+         "integer (exti must widen: i32 to i8)"),
     Case("bitcast widths", _unary("bitcast", scalar(f32), scalar(i64)),
-         "type.width", "bitcast", "bitcast needs equal widths"),
+         "type.width", "bitcast", "'cuda_tile.bitcast' op types must be equal width (bitcast "
+         "needs equal widths"),
     Case("ftof to itself", _unary("ftof", scalar(f32), scalar(f32)),
-         "type.noop", "ftof", "converting tile<f32> to itself"),
+         "type.noop", "ftof", "'cuda_tile.ftof' op converting tiles must not be a no-op "
+         "(converting tile<f32> to itself)"),
     Case("int_to_ptr from i32", _unary("int_to_ptr", scalar(i32), scalar(PointerType(f32))),
          "type.operand", "int_to_ptr", "'cuda_tile.int_to_ptr' op operand #0 must be tile of i64 "
          "values, but got '!cuda_tile.tile<i32>' (operand 'source')"),
@@ -580,7 +584,8 @@ CASES += [
          "attr.rounding", "ftof", "rounding_mode positive_inf is not allowed for f32 to f16"),
     Case("itof to f8E8M0FNU", _unary("itof", scalar(i32), scalar(f8E8M0FNU), {
         "signedness": Signedness.SIGNED, "rounding_mode": RoundingMode.NEAREST_EVEN}),
-         "type.operand", "itof", "integer to f8E8M0FNU conversion is not supported"),
+         "type.operand", "itof", "'cuda_tile.itof' op integer to f8E8M0FNU conversion is not "
+         "supported, please first convert to another float type"),
     Case("ftof f8E8M0FNU to f32 positive_inf", _unary("ftof", scalar(f8E8M0FNU), scalar(f32),
                                                      {"rounding_mode": RoundingMode.POSITIVE_INF}),
          "attr.rounding", "ftof", "rounding_mode positive_inf is not allowed for f8E8M0FNU to f32; "

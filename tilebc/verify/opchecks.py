@@ -141,9 +141,15 @@ def insert(ctx, op) -> bool:
 
 def iota(ctx, op) -> bool:
     result = op.results[0].type
+    prefix = f"'cuda_tile.{op.name}' op "
+    if result.rank != 1:
+        return ctx.report("shape.iota", op, f"{prefix}expects result type to be 1-d tile "
+                                            f"(got {result}, of rank {result.rank})")
     if result.element.bits < 64 and result.shape[0] > (1 << result.element.bits):
-        return ctx.report("shape.iota", op, f"{result.shape[0]} elements exceed the range of "
-                                            f"{result.element}")
+        return ctx.report("shape.iota", op, f"{prefix}the number of elements {result.shape[0]} "
+                                            f"exceeds the maximum value of element type "
+                                            f"'{result.element}' ({result.shape[0]} elements "
+                                            f"exceed the range of {result.element})")
     return True
 
 
@@ -169,10 +175,14 @@ def pack_unpack(ctx, op) -> bool:
 def int_width(grow: bool):
     def check(ctx, op) -> bool:
         source, target = op.operands["from"].type.element, op.results[0].type.element
+        prefix = f"'cuda_tile.{op.name}' op "
         if grow and target.bits <= source.bits:
-            return ctx.report("type.width", op, f"exti must widen: {source} to {target}")
+            return ctx.report("type.width", op, f"{prefix}extending to smaller or identical "
+                                                f"integer (exti must widen: {source} to {target})")
         if not grow and target.bits >= source.bits:
-            return ctx.report("type.width", op, f"trunci must narrow: {source} to {target}")
+            return ctx.report("type.width", op, f"{prefix}truncating to larger or identical "
+                                                f"integer (trunci must narrow: {source} to "
+                                                f"{target})")
         return True
     return check
 
@@ -180,8 +190,9 @@ def int_width(grow: bool):
 def bitcast(ctx, op) -> bool:
     source, result = op.operands["source"].type.element, op.results[0].type.element
     if source.bits != result.bits:
-        return ctx.report("type.width", op, f"bitcast needs equal widths, {source} is "
-                          f"{source.bits} bits and {result} is {result.bits} bits")
+        return ctx.report("type.width", op, f"'cuda_tile.{op.name}' op types must be equal "
+                          f"width (bitcast needs equal widths, {source} is {source.bits} bits "
+                          f"and {result} is {result.bits} bits)")
     return True
 
 
@@ -221,7 +232,8 @@ def ftof_rounding_modes(source, target) -> tuple:
 def ftof(ctx, op) -> bool:
     source, target = op.operands["from"].type, op.results[0].type
     if source == target:
-        return ctx.report("type.noop", op, f"converting {target} to itself")
+        return ctx.report("type.noop", op, f"'cuda_tile.{op.name}' op converting tiles must "
+                                           f"not be a no-op (converting {target} to itself)")
     allowed = ftof_rounding_modes(source.element, target.element)
     mode = op.attrs["rounding_mode"]
     if mode not in allowed:
@@ -826,8 +838,9 @@ def combiner(ctx, op) -> bool:
 def itof_target(ctx, op) -> bool:
     target = op.results[0].type.element
     if target == f8e8m0:
-        return ctx.report("type.operand", op, "integer to f8E8M0FNU conversion is not supported; "
-                                              "convert to another float type first")
+        return ctx.report("type.operand", op, f"'cuda_tile.{op.name}' op integer to f8E8M0FNU "
+                                              f"conversion is not supported, please first "
+                                              f"convert to another float type")
     return True
 
 

@@ -119,7 +119,7 @@ _OTHER: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
                same_type("ptr", "result"), same_shape("ptr", "offset")),
     # ---- tile construction and shape
     "constant": (tile_of("result", elements=NUMBER), oc.constant),
-    "iota": (tile_of("result", elements=INT, rank=1), oc.iota),
+    "iota": (tile_of("result", elements=INT), oc.iota),  # the rank in NVIDIA's words
     "broadcast": (tile_of("source", "result"), same_element("source", "result"),
                   same_rank("source", "result"), oc.broadcast),
     "reshape": (tile_of("source", "result"), same_element("source", "result"), oc.reshape),

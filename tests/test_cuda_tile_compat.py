@@ -686,3 +686,18 @@ def test_missing_or_unknown_signedness_in_nvidias_words(tmp_path, capsys, keywor
     code, _, err = run(capsys, "opt", path)
     assert code == 1
     assert err.splitlines() == [f"{path}:2:16: error: {m}" for m in messages], err
+
+
+@pytest.mark.parametrize("op", ["reduce dim=0 identities=[0.0 : f32]",
+                                "scan dim=0 reverse=false identities=[0.0 : f32]"])
+def test_combiner_types_without_operands_in_nvidias_words(tmp_path, capsys, op):
+    """MLIR reads a variadic group's types whatever the operand count, then compares counts."""
+    path = write(tmp_path, f"entry @k() {{\n  %r = {op} : tile<4xf32> -> tile<f32>\n"
+                           "  (%a: tile<f32>, %b: tile<f32>) {\n    yield %a : tile<f32>\n  }\n"
+                           "  return\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    name = op.split()[0]
+    assert err.splitlines()[0] == (f"{path}:2:8: error: custom op 'cuda_tile.{name}' number of "
+                                   "operands and types do not match: got 0 operands and 1 "
+                                   "types"), err

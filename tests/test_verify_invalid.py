@@ -702,11 +702,13 @@ CASES += [
     # control flow and regions
     Case("if returns a view", _if_view_result, "type.view_value", "if", "result 0 is a view"),
     Case("reduce identity type", _reduce_identities, "attr.identities", "reduce",
-         "identity 0 is i32 but operand 0 holds f32"),
+         "'cuda_tile.reduce' op expect same type for operand at index: 0 and identity at "
+         "index: 0 but got: 'f32' and 'i32'"),
     Case("reduce region arguments", _reduce_region, "region.args", "reduce",
-         "region arguments (tile<f32>) should be (tile<f32>, tile<f32>)"),
+         "'cuda_tile.reduce' op expect 2 block arguments but got: 1"),
     Case("print_tko in a reduce body", _reduce_printing, "region.effects", "print_tko",
-         "print_tko has memory effects; only memory-effect-free ops are allowed in a reduce body"),
+         "'cuda_tile.print_tko' op only memory-effect-free operations are allowed inside "
+         "'cuda_tile.reduce' (print_tko has memory effects)"),
     Case("loop returns a view", _loop_view_result, "type.view_value", "loop", "result 0 is a view"),
 ]
 
@@ -1014,18 +1016,24 @@ CASES += [
     # NVIDIA: "expect identities to match the number of operands" / "expect same type for operand
     # at index: 0 and identity at index: 0 but got: 'f32' and 'none'"
     Case("reduce without identities", _combiner("reduce", f32, ()), "attr.identities", "reduce",
-         "expected 1 identities, got 0"),
+         "'cuda_tile.reduce' op expect identities to match the number of operands but got: 1 "
+         "operands and 0 identities"),
     Case("scan with two identities", _combiner("scan", f32, (FloatAttr(f32, 0),) * 2),
-         "attr.identities", "scan", "expected 1 identities, got 2"),
+         "attr.identities", "scan", "'cuda_tile.scan' op expect identities to match the number "
+         "of operands but got: 1 operands and 2 identities"),
     Case("scan identity f64 for f32", _combiner("scan", f32, (FloatAttr(f64, 0),)),
-         "attr.identities", "scan", "identity 0 is f64 but operand 0 holds f32"),
+         "attr.identities", "scan", "'cuda_tile.scan' op expect same type for operand at index: "
+         "0 and identity at index: 0 but got: 'f32' and 'f64'"),
     Case("reduce identity a string", _combiner("reduce", f32, (StringAttr("x"),)),
-         "attr.identities", "reduce", "identity 0 must be an integer, float or bool value, got "
-                                      "StringAttr"),
+         "attr.identities", "reduce", "'cuda_tile.reduce' op expect same type for operand at "
+         "index: 0 and identity at index: 0 but got: 'f32' and 'none' (identity 0 must be an "
+         "integer, float or bool value, got StringAttr)"),
     Case("scan identity a bool for f32", _combiner("scan", f32, (BoolAttr(False),)),
-         "attr.identities", "scan", "identity 0 is i1 but operand 0 holds f32"),
+         "attr.identities", "scan", "'cuda_tile.scan' op expect same type for operand at index: "
+         "0 and identity at index: 0 but got: 'f32' and 'i1'"),
     Case("reduce identity i8 for i1", _combiner("reduce", i1, (IntegerAttr(i8, 0),)),
-         "attr.identities", "reduce", "identity 0 is i8 but operand 0 holds i1"),
+         "attr.identities", "reduce", "'cuda_tile.reduce' op expect same type for operand at "
+         "index: 0 and identity at index: 0 but got: 'i1' and 'i8'"),
     # NVIDIA: "expects argument attribute array to have the same number of elements as the number
     # of function arguments", "Array of dictionary attributes", "arguments may only have dialect
     # attributes"

@@ -905,6 +905,16 @@ class _Parser:
                     c.expect(",")
                 positions.append(c.peek().pos)
                 types.append(self.types.type())
+            if isinstance(group, tuple) and not group:
+                # MLIR reads a variadic group's type list whatever the operand count
+                extra = self._optional_type()
+                while extra is not None:
+                    types.append(extra)
+                    extra = self._optional_type() if c.accept(",") else None
+                if types:
+                    raise c.error(f"custom op 'cuda_tile.{state.spec.mnemonic}' number of "
+                                  f"operands and types do not match: got 0 operands and "
+                                  f"{len(types)} types", state.pos)
             values = group if isinstance(group, tuple) else ((group,) if group is not None else ())
             for value, found, pos in zip(values, types, positions):
                 if value.type != found:
@@ -918,6 +928,18 @@ class _Parser:
                 c.next()
                 types.append(self.types.type())
         state.result_types[element.result] = types
+
+    def _optional_type(self):
+        """A type if one follows, else None (the cursor left where it was)."""
+        c = self.c
+        if c.peek().kind not in ("ident", "bang"):
+            return None
+        saved_pos, saved_peek = c.pos, c._peeked
+        try:
+            return self.types.type()
+        except TextSyntaxError:
+            c.pos, c._peeked = saved_pos, saved_peek
+            return None
 
     # ---- attributes ------------------------------------------------------------------------------
 

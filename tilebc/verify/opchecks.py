@@ -791,48 +791,123 @@ def _identity_type(identity):
     return None
 
 
+def _quoted(t) -> str:
+    """A type as MLIR's diagnostics quote it: '!cuda_tile.tile<1xf32>', 'f32'."""
+    return f"'!cuda_tile.{t}'" if isinstance(t, TileType) else f"'{t}'"
+
+
 @context_dependent  # reads regions
 def combiner(ctx, op) -> bool:
-    """reduce / scan: operand shapes, dim, identities, and the combiner region's signature."""
+    """reduce / scan, in the order NVIDIA's verifier checks them (the attribute and shape
+    constraints, the op, then its combiner region), each in its words and ours after them."""
+    prefix = f"'cuda_tile.{op.name}' op "
     operands = list(op.operands["operands"])
     if not operands:
-        return ctx.report("operand.count", op, "expected at least one operand")
-    if len(op.results) != len(operands):
-        return ctx.report("result.count", op, f"expected {len(operands)} results, one per "
-                                              f"operand, got {len(op.results)}")
+        return ctx.report("operand.count", op, f"{prefix}expect at least 1 operand")
+    dim = op.attrs["dim"]
+    if dim < 0:
+        return ctx.report("attr.dim", op, f"{prefix}attribute 'dim' failed to satisfy constraint: "
+                                          f"32-bit signless integer attribute whose value is "
+                                          f"non-negative (dim {dim} is negative)")
     first = operands[0].type
     for index, v in enumerate(operands):
         if v.type.shape != first.shape:
-            return ctx.report("shape.mismatch", op, f"operand {index} shape {_shape(v.type)} "
-                                                    f"does not match operand 0 shape {_shape(first)}")
-    dim = op.attrs["dim"]
-    if not 0 <= dim < first.rank:
-        return ctx.report("attr.dim", op, f"dim {dim} is outside [0, {first.rank})")
-    for index, (v, r) in enumerate(zip(operands, op.results)):
-        if op.spec.mnemonic == "scan":
-            wanted = v.type
-        else:
-            wanted = TileType(v.type.shape[:dim] + v.type.shape[dim + 1:], v.type.element)
-        if r.type != wanted:
-            return ctx.report("type.mismatch", op, f"result {index} must be {wanted}, got {r.type}")
+            return ctx.report("shape.mismatch", op, f"{prefix}requires the same shape for all "
+                                                    f"operands (operand {index} shape "
+                                                    f"{_shape(v.type)} does not match operand 0 "
+                                                    f"shape {_shape(first)})")
+    if len(op.results) != len(operands):
+        return ctx.report("result.count", op, f"{prefix}expect same number of operands and "
+                                              f"results (expected {len(operands)} results, one "
+                                              f"per operand, got {len(op.results)})")
     identities = op.attrs["identities"]
     elements = identities.elements if hasattr(identities, "elements") else tuple(identities)
     if len(elements) != len(operands):
-        return ctx.report("attr.identities", op, f"expected {len(operands)} identities, got "
-                                                 f"{len(elements)}")
+        return ctx.report("attr.identities", op, f"{prefix}expect identities to match the number "
+                                                 f"of operands but got: {len(operands)} operands "
+                                                 f"and {len(elements)} identities")
     for index, (identity, v) in enumerate(zip(elements, operands)):
         kind = _identity_type(identity)
         if kind is None:
-            return ctx.report("attr.identities", op, f"identity {index} must be an integer, float "
-                              f"or bool value, got {type(identity).__name__}")
+            return ctx.report("attr.identities", op, f"{prefix}expect same type for operand at "
+                              f"index: {index} and identity at index: {index} but got: "
+                              f"'{v.type.element}' and 'none' (identity {index} must be an "
+                              f"integer, float or bool value, got {type(identity).__name__})")
         # NVIDIA lets f16 and bf16 identities stand in for each other (tileirdisasm 13.5, probed)
         if kind != v.type.element and {kind, v.type.element} != {f16, bf16}:
-            return ctx.report("attr.identities", op, f"identity {index} is {kind} but operand "
-                                                     f"{index} holds {v.type.element}")
-    expected = []
-    for v in operands:
-        expected += [scalar(v.type.element)] * 2
-    return _region_args(ctx, op, expected)
+            return ctx.report("attr.identities", op, f"{prefix}expect same type for operand at "
+                                                     f"index: {index} and identity at index: "
+                                                     f"{index} but got: '{v.type.element}' and "
+                                                     f"'{kind}'")
+    if dim >= first.rank:
+        return ctx.report("attr.dim", op, f"{prefix}dimension ({dim}) is out of bound [0, "
+                                          f"{first.rank}) (dim {dim} is outside [0, "
+                                          f"{first.rank}))")
+    wanted = [v.type if op.spec.mnemonic == "scan" else
+              TileType(v.type.shape[:dim] + v.type.shape[dim + 1:], v.type.element)
+              for v in operands]
+    got = [r.type for r in op.results]
+    if got != wanted:
+        if op.spec.mnemonic == "scan":
+            index = next(i for i, (w, g) in enumerate(zip(wanted, got)) if w != g)
+            return ctx.report("type.mismatch", op, f"{prefix}expect same type for operand at "
+                                                   f"index: {index} and result at index: {index} "
+                                                   f"(result {index} must be {wanted[index]}, got "
+                                                   f"{got[index]})")
+        # reduce infers its result types; MLIR reports the mismatch, then the failed inference
+        ctx.report("type.mismatch", op, f"{prefix}inferred type(s) "
+                   f"{', '.join(map(_quoted, wanted))} are incompatible with return type(s) of "
+                   f"operation {', '.join(map(_quoted, got))}")
+        return ctx.report("type.mismatch", op, f"{prefix}failed to infer returned types")
+    return _combiner_region(ctx, op, operands, prefix)
+
+
+def _combiner_region(ctx, op, operands, prefix: str) -> bool:
+    region = op.regions[0] if op.regions else None
+    block = _block(op)
+    if block is None or (not block.args and not block.ops):
+        count = len(region.blocks) if region is not None and (block is None or block.ops) else 0
+        return ctx.report("region.blocks", op, f"{prefix}region #0 ('body') failed to verify "
+                                               f"constraint: region with 1 blocks (the combiner "
+                                               f"region has {count} blocks)")
+    args = [a.type for a in block.args]
+    if len(args) != 2 * len(operands):
+        return ctx.report("region.args", op, f"{prefix}expect {2 * len(operands)} block "
+                                             f"arguments but got: {len(args)}")
+    for index, t in enumerate(args):
+        if not (isinstance(t, TileType) and t.rank == 0):
+            return ctx.report("region.args", op, f"{prefix}expect 0-rank tile type at index: "
+                                                 f"{index} but got: {_quoted(t)}")
+    for index in range(0, len(args), 2):
+        if args[index].element != args[index + 1].element:
+            return ctx.report("region.args", op, f"{prefix}expect same element type for block "
+                                                 f"argument at index: {index} and {index + 1} but "
+                                                 f"got: '{args[index].element}' and "
+                                                 f"'{args[index + 1].element}'")
+    for index, v in enumerate(operands):
+        if v.type.element != args[2 * index].element:
+            return ctx.report("region.args", op, f"{prefix}expect same type for operand at "
+                                                 f"index: {index} and block argument at index: "
+                                                 f"{2 * index} but got: '{v.type.element}' and "
+                                                 f"'{args[2 * index].element}'")
+    last = block.ops[-1] if block.ops else None
+    if last is None or last.spec.mnemonic != "yield":
+        return True  # the structure check names the missing terminator
+    yielded = [v.type for v in last.operands["operands"]]
+    if len(yielded) != len(operands):
+        return ctx.report("terminator.types", op, f"{prefix}expect number of terminators "
+                                                  f"operands ({len(yielded)}) to match number of "
+                                                  f"operands ({len(operands)})")
+    for index, (v, t) in enumerate(zip(operands, yielded)):
+        element = t.element if isinstance(t, TileType) else t
+        if v.type.element != element or not (isinstance(t, TileType) and t.rank == 0):
+            return ctx.report("terminator.types", op, f"{prefix}expect same type for operand at "
+                                                      f"index: {index} and terminator argument at "
+                                                      f"index: {index} but got: "
+                                                      f"'{v.type.element}' and '{element}' (yield "
+                                                      f"operand {index} must be "
+                                                      f"{scalar(v.type.element)}, got {t})")
+    return True
 
 
 def itof_target(ctx, op) -> bool:

@@ -701,3 +701,53 @@ def test_combiner_types_without_operands_in_nvidias_words(tmp_path, capsys, op):
     assert err.splitlines()[0] == (f"{path}:2:8: error: custom op 'cuda_tile.{name}' number of "
                                    "operands and types do not match: got 0 operands and 1 "
                                    "types"), err
+
+
+VIEW_ARGS = ("%v: !cuda_tile.partition_view<tile=(8), !cuda_tile.tensor_view<128xf32, "
+             "strides=[1]>>, %tok: !cuda_tile.token")
+VIEW_TYPE = "partition_view<tile=(8), tensor_view<128xf32, strides=[1]>>"
+
+
+@pytest.mark.parametrize("memory, column, message", [
+    ("bogus", 26, 'invalid memory_ordering_semantics attribute specification. Got "bogus" but '
+     "expect one of: weak, relaxed, acquire, release, acq_rel (expected "
+     "memory_ordering_semantics, one of: weak, relaxed, acquire, release, acq_rel; found "
+     "'bogus')"),
+    ("weak device", 31, 'operation specifies weak memory ordering semantics, but then provides '
+     '"device" scope, expected no memory scope.'),
+    ("relaxed galaxy", 34, 'invalid memory_scope attribute specification. Got "galaxy" but '
+     "expect one of: tl_blk, device, sys"),
+])
+def test_view_access_memory_attributes_in_nvidias_words(tmp_path, capsys, memory, column,
+                                                        message):
+    """load_view_tko/store_view_tko read ordering and scope with NVIDIA's own parser."""
+    path = write(tmp_path, f"testing$func @k({VIEW_ARGS}) {{\n  %c = constant <i32: 0> : "
+                           f"tile<i32>\n  %t, %r = load_view_tko {memory} %v[%c] token = %tok : "
+                           f"{VIEW_TYPE}, tile<i32> -> tile<8xf32>, token\n  return\n}}\n")
+    code, _, err = run(capsys, "opt", "--testing-ops", path)
+    assert code == 1
+    assert err.splitlines() == [f"{path}:3:{column}: error: {message}"], err
+
+
+def test_a_value_used_at_another_type_names_its_prior_use(tmp_path, capsys):
+    """The token operand's type is implied: MLIR reports the clash at the use and notes the
+    definition."""
+    path = write(tmp_path, f"testing$func @k({VIEW_ARGS.replace('!cuda_tile.token', 'i32')}) "
+                           f"{{\n  %c = constant <i32: 0> : tile<i32>\n  %t, %r = load_view_tko "
+                           f"weak %v[%c] token = %tok : {VIEW_TYPE}, tile<i32> -> tile<8xf32>, "
+                           "token\n  return\n}\n")
+    code, _, err = run(capsys, "opt", "--testing-ops", path)
+    assert code == 1
+    assert err.splitlines() == [
+        f"{path}:3:46: error: use of value '%tok' expects different type than prior uses: "
+        "'!cuda_tile.token' vs 'i32'",
+        f"{path}:1:104: note: prior use here"], err
+
+
+def test_a_keyword_where_an_operand_belongs_in_mlirs_words(tmp_path, capsys):
+    path = write(tmp_path, "entry @k(%p: tile<ptr<f32>>) {\n  %v, %t = load_ptr_tko weak blah %p "
+                           ": tile<ptr<f32>> -> tile<f32>, token\n  return\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines() == [f"{path}:2:30: error: expected SSA operand (expected an SSA value "
+                                "(%name), found 'blah')"], err

@@ -635,7 +635,8 @@ CASES += [
          "attr.alignment", "alloca", "alignment 2 is below the 4-byte size of f32"),
     Case("join one token", lambda: kernel([], lambda b: b.op(
         "join_tokens", [[b.op("make_token", [], [token])]], [token])),
-         "operand.count", "join_tokens", "join_tokens needs two or more tokens, got 1"),
+         "operand.count", "join_tokens", "'cuda_tile.join_tokens' op expect two or more tokens "
+         "(join_tokens needs two or more tokens, got 1)"),
     Case("alloca negative count", lambda: kernel([], lambda b: b.op(
         "alloca", [], [scalar(PointerType(f32))], {"num_elem": -1, "alignment": 4})),
          "attr.value", "alloca", "num_elem must not be negative, got -1", reload=False),
@@ -668,14 +669,19 @@ CASES += [
          "attr.inbounds", "load_view_tko", "inbounds has 2 entries for 1 indices"),
     Case("load with release", _load_view(tile((16,), f32), lambda b: [zero_i32(b)],
                                          order=Order.RELEASE, scope=MemoryScope.DEVICE),
-         "memory.ordering", "load_view_tko", "memory ordering release is not allowed"),
+         "memory.ordering", "load_view_tko", "'cuda_tile.load_view_tko' op expect one of: weak, "
+         "relaxed, or acquire, but got: release (memory ordering release is not allowed"),
     Case("weak load with scope", _load_view(tile((16,), f32), lambda b: [zero_i32(b)],
                                             scope=MemoryScope.DEVICE),
-         "memory.scope", "load_view_tko", "a weak access takes no memory scope"),
+         "memory.scope", "load_view_tko", "'cuda_tile.load_view_tko' op weak load must not have "
+         "memory scope (a weak access takes no memory scope"),
     Case("acquire load without scope", _load_ptr(tile((4,), f32), order=Order.ACQUIRE),
-         "memory.scope", "load_ptr_tko", "a acquire access needs a memory scope"),
+         "memory.scope", "load_ptr_tko", "'cuda_tile.load_ptr_tko' op memory scope is required for "
+         "acquire load (a acquire access needs a memory scope)"),
     Case("load_ptr pointee", _load_ptr(tile((4,), i32)),
-         "type.pointee", "load_ptr_tko", "operand 'source' points to f32 but result 'result' holds i32"),
+         "type.pointee", "load_ptr_tko", "'cuda_tile.load_ptr_tko' op failed to verify that "
+         "`source` type is expected a pointer type of `result` type (operand 'source' points to "
+         "f32 but result 'result' holds i32)"),
     Case("tensor_view pointee", lambda: kernel([scalar(PointerType(f32))], lambda b, p: b.op(
         "make_tensor_view", [p, [], []], [TensorViewType(i32, (64,), (1,))])),
          "type.view", "make_tensor_view", "base points to f32 but the tensor_view holds i32"),

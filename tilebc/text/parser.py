@@ -16,7 +16,7 @@ from ..ir.location import CallSiteLoc, DILoc
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
 from ..numeric.convert import float_to_bits
 from ..numeric.numerics import storage_bytes
-from ..ops.enums import SymbolVisibility
+from ..ops.enums import MemoryScope, SymbolVisibility
 from ..ops.spec import Arity, AttrKind
 from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC
 from ..version import MAX_VERSION
@@ -60,6 +60,8 @@ _GENERIC_MODULES = ("cuda_tile.module", "builtin.module")
 _DENSE_ELEMENTS = ("i1 or i8 or i16 or i32 or i64 or f16 or bf16 or f32 or f64 or tf32 or "
                    "f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN")
 _GENERIC_FUNCTIONS = ("cuda_tile.entry", "cuda_tile.testing$func")
+# ops whose ordering and scope NVIDIA reads with a parser of its own (parseMemoryAttributes)
+_VIEW_ACCESS = ("load_view_tko", "store_view_tko")
 
 
 # ---- ops -----------------------------------------------------------------------------------------
@@ -93,6 +95,8 @@ class _Parser:
         self._toplevel_scopes: Dict[int, Dict[str, Value]] = {}
         self._separate: Optional[List[Module]] = None  # top-level modules kept apart (modules())
         self._module_pos: List[int] = []  # where each enclosing `cuda_tile.module` starts
+        self._defined_at: Dict[int, int] = {}  # id(value) -> where its name is defined
+        self._used_at: Dict[int, Tuple[str, int]] = {}  # id(value) -> (name, its latest use)
 
     # ---- module ----------------------------------------------------------------------------------
 
@@ -455,9 +459,15 @@ class _Parser:
         if token.text in scope:
             raise self.c.error(f"redefinition of SSA value {token.text}", token.pos)
         scope[token.text] = value
+        for each in value if isinstance(value, list) else (value,):
+            self._defined_at[id(each)] = token.pos
 
     def _use(self) -> Value:
-        token = self.c.expect_kind("value", "an SSA value (%name)")
+        token = self.c.peek()
+        if token.kind != "value":  # MLIR's words, then ours
+            raise self.c.error(f"expected SSA operand (expected an SSA value (%name), found "
+                               f"'{token.text or 'end of input'}')", token.pos)
+        self.c.next()
         name, _, index = token.text.partition("#")
         for scope in reversed(self.scopes):
             if name in scope:
@@ -470,10 +480,26 @@ class _Parser:
             if not 0 <= position < len(value):
                 raise self.c.error(f"{name} has {len(value)} results; use {name}#0 … "
                                    f"{name}#{len(value) - 1}", token.pos)
-            return value[position]
-        if index:
+            value = value[position]
+        elif index:
             raise self.c.error(f"{name} is a single value and takes no #index", token.pos)
+        self._used_at[id(value)] = (token.text, token.pos)
         return value
+
+    def _prior_use_error(self, value: Value, wanted) -> TextSyntaxError:
+        """MLIR's error for a value used at a type other than its own, with its note at the
+        definition."""
+        name, pos = self._used_at.get(id(value), ("%?", self.c.peek().pos))
+
+        def quoted(t):
+            return f"'{t}'" if isinstance(t, T.ElementType) else f"'!cuda_tile.{t}'"
+        error = self.c.error(f"use of value '{name}' expects different type than prior uses: "
+                             f"{quoted(wanted)} vs {quoted(value.type)}", pos)
+        defined = self._defined_at.get(id(value))
+        if defined is not None:
+            line, column = self.c.line_col(defined)
+            error.related = [("note", line, column, "prior use here")]
+        return error
 
     # ---- blocks and ops --------------------------------------------------------------------------
 
@@ -754,12 +780,18 @@ class _Parser:
     def _build(self, state: _OpState, name_token: Token) -> Op:
         spec = state.spec
         # `load_ptr_tko %p, %x`: the text alone cannot tell a mask from a padding value (both
-        # optional, both after a comma); a mask is always a tile of i1.
+        # optional, both after a comma); a mask is always a tile of i1, a padding value has the
+        # result's type (anything else stays the mask, as MLIR reads it, and is refused as one).
         mask = state.operands.get("mask")
+        result = (state.result_types.get(0) or [None])[0]
         if "paddingValue" in {o.name for o in spec.operands} and mask is not None \
                 and state.operands.get("paddingValue") is None \
-                and getattr(getattr(mask.type, "element", None), "name", "") != "i1":
+                and getattr(getattr(mask.type, "element", None), "name", "") != "i1" \
+                and (result is None or mask.type == result):
             state.operands["paddingValue"], state.operands["mask"] = mask, None
+        token_operand = state.operands.get("token")
+        if isinstance(token_operand, Value) and token_operand.type != T.token:
+            raise self._prior_use_error(token_operand, T.token)  # its type is implied
         operands = {}
         for operand in spec.operands:
             value = state.operands.get(operand.name)
@@ -962,6 +994,29 @@ class _Parser:
         self.c.next()
         return member
 
+    def _view_memory_attributes(self, enum):
+        """The ordering (and a scope after it) of load_view_tko/store_view_tko, refused in the
+        words of NVIDIA's custom parser; a valid scope is left to the optional group."""
+        c = self.c
+        token = c.peek()
+        try:
+            order = self._enum_keyword(enum, "memory_ordering_semantics")
+        except TextSyntaxError as ours:
+            raise c.error(f"invalid memory_ordering_semantics attribute specification. Got "
+                          f"\"{token.text}\" but expect one of: weak, relaxed, acquire, release, "
+                          f"acq_rel ({ours.message.splitlines()[0]})", token.pos) from None
+        scope = c.peek()
+        if scope.kind == "ident":
+            if order.keyword == "weak":
+                raise c.error(f"operation specifies weak memory ordering semantics, but then "
+                              f"provides \"{scope.text}\" scope, expected no memory scope.",
+                              scope.pos)
+            if scope.text not in {m.keyword for m in MemoryScope}:
+                raise c.error(f"invalid memory_scope attribute specification. Got "
+                              f"\"{scope.text}\" but expect one of: tl_blk, device, sys",
+                              scope.pos)
+        return order
+
     def _signedness(self, enum):
         """A signedness keyword of an op's custom form, refused in NVIDIA's parser's words (a
         missing keyword draws MLIR's own error too)."""
@@ -1007,6 +1062,8 @@ class _Parser:
         if kind is AttrKind.ENUM:
             if attr.enum.__name__ == "Signedness":
                 return self._signedness(attr.enum)
+            if attr.name == "memory_ordering_semantics" and state.spec.mnemonic in _VIEW_ACCESS:
+                return self._view_memory_attributes(attr.enum)
             return self._enum_keyword(attr.enum, attr.name)
         if kind is AttrKind.BOOL:
             return self._bool()

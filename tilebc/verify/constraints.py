@@ -92,8 +92,10 @@ def ods_type_error(op, name: str, v, desc: str, detail: str) -> str:
         kind, index = "operand", next(i for i, x in enumerate(op.operand_values) if x is v)
     else:
         kind, index = "result", v.index
-    return (f"'cuda_tile.{op.name}' op {kind} #{index} must be {desc}, but got "
-            f"'!cuda_tile.{v.type}' ({detail})")
+    # builtin types (a bare i32) print without the dialect prefix
+    shown = v.type if isinstance(v.type, ElementType) else f"!cuda_tile.{v.type}"
+    return (f"'cuda_tile.{op.name}' op {kind} #{index} must be {desc}, but got '{shown}' "
+            f"({detail})")
 
 
 def tile_desc(elements: Optional[FrozenSet], rank: Optional[int]) -> str:
@@ -132,8 +134,9 @@ def pointer_tile(*names: str, rank: Optional[int] = None) -> Constraint:
                 t = v.type
                 if (not isinstance(t, TileType) or not isinstance(t.element, PointerType)
                         or (rank is not None and t.rank != rank)):
-                    return ctx.report("type.operand", op, f"{role(op, name)} must be {wanted}, "
-                                                          f"got {t}")
+                    ods = f"{'' if rank is None else f'{rank}D '}tile of Pointer type values"
+                    return ctx.report("type.operand", op, ods_type_error(
+                        op, name, v, ods, f"{role(op, name)} must be {wanted}, got {t}"))
         return True
     return check
 

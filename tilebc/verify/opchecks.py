@@ -6,6 +6,7 @@ verifiers); each function checks one op family and reports the first problem it 
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 from ..ir.attrs import (BoolAttr, BoundedAttr, DenseElementsAttr, DivByAttr, FloatAttr,
                         IntegerAttr, SameElementsAttr)
@@ -458,27 +459,36 @@ def get_index_space_shape(ctx, op) -> bool:
 
 # ---- pointers and memory -----------------------------------------------------------------------
 
-def pointee_matches(pointers: str, data: str):
-    """A pointer tile and the data tile it loads/stores: same shape, pointee = element."""
+def pointee_matches(pointers: str, data: str, nvidia: bool = False):
+    """A pointer tile and the data tile it loads/stores: same shape, pointee = element.
+    `nvidia`: the op's generated verifier words the mismatch (load_ptr_tko, store_ptr_tko)."""
     def check(ctx, op) -> bool:
         ptrs, tile = value(op, pointers).type, value(op, data).type
+        words = (f"'cuda_tile.{op.name}' op failed to verify that `{pointers}` type is expected a "
+                 f"pointer type of `{data}` type (" if nvidia else "")
+        close = ")" if nvidia else ""
         if ptrs.shape != tile.shape:
-            return ctx.report("shape.mismatch", op, f"{role(op, data)} shape {_shape(tile)} does "
-                              f"not match {role(op, pointers)} shape {_shape(ptrs)}")
+            return ctx.report("shape.mismatch", op, f"{words}{role(op, data)} shape "
+                              f"{_shape(tile)} does not match {role(op, pointers)} shape "
+                              f"{_shape(ptrs)}{close}")
         if ptrs.element.pointee != tile.element:
-            return ctx.report("type.pointee", op, f"{role(op, pointers)} points to "
-                              f"{ptrs.element.pointee} but {role(op, data)} holds {tile.element}")
+            return ctx.report("type.pointee", op, f"{words}{role(op, pointers)} points to "
+                              f"{ptrs.element.pointee} but {role(op, data)} holds "
+                              f"{tile.element}{close}")
         return True
     return check
 
 
-def mask_like(mask: str, like: str):
+def mask_like(mask: str, like: str, nvidia: Optional[str] = None):
+    """`nvidia`: the generated verifier's words for the mismatch, where NVIDIA has them."""
     def check(ctx, op) -> bool:
         given = value(op, mask)
         if given is not None and given.type.shape != value(op, like).type.shape:
-            return ctx.report("shape.mismatch", op, f"{role(op, mask)} shape "
-                              f"{_shape(given.type)} does not match {role(op, like)} shape "
-                              f"{_shape(value(op, like).type)}")
+            ours = (f"{role(op, mask)} shape {_shape(given.type)} does not match "
+                    f"{role(op, like)} shape {_shape(value(op, like).type)}")
+            if nvidia:
+                ours = f"'cuda_tile.{op.name}' op failed to verify that {nvidia} ({ours})"
+            return ctx.report("shape.mismatch", op, ours)
         return True
     return check
 
@@ -486,8 +496,11 @@ def mask_like(mask: str, like: str):
 def padding_operand(ctx, op) -> bool:
     padding = op.operands.get("paddingValue")
     if padding is not None and padding.type != op.results[0].type:
-        return ctx.report("type.mismatch", op, f"paddingValue type {padding.type} does not match "
-                                               f"result type {op.results[0].type}")
+        return ctx.report("type.mismatch", op, f"'cuda_tile.{op.name}' op failed to verify "
+                                               f"that type of 'paddingValue' must match the type "
+                                               f"of 'result' (paddingValue type {padding.type} "
+                                               f"does not match result type "
+                                               f"{op.results[0].type})")
     return True
 
 
@@ -501,19 +514,30 @@ def ordering(allowed, *, scoped_optional: bool):
     no scope and every stronger ordering needs one (spec memory model)."""
     listing = ", ".join(o.keyword for o in allowed)
 
+    # NVIDIA's words for plain loads and stores (its verifyMemoryModelLoad/Store)
+    access = {tuple(LOAD_ORDERS): "load", tuple(STORE_ORDERS): "store"}.get(tuple(allowed))
+    nvidia_listing = ", ".join(o.keyword for o in allowed[:-1]) + f", or {allowed[-1].keyword}"
+
     def check(ctx, op) -> bool:
         order = op.attrs["memory_ordering_semantics"]
+        prefix = f"'cuda_tile.{op.name}' op "
         if order not in allowed:
-            return ctx.report("memory.ordering", op, f"memory ordering {order.keyword} is not "
-                                                     f"allowed; expected one of {listing}")
+            ours = f"memory ordering {order.keyword} is not allowed; expected one of {listing}"
+            if access:
+                ours = f"{prefix}expect one of: {nvidia_listing}, but got: {order.keyword} ({ours})"
+            return ctx.report("memory.ordering", op, ours)
         if scoped_optional:
             scope = op.attrs.get("memory_scope")
             if order == Order.WEAK and scope is not None:
-                return ctx.report("memory.scope", op, f"a weak access takes no memory scope, "
-                                                      f"got {scope.keyword}")
+                ours = f"a weak access takes no memory scope, got {scope.keyword}"
+                if access:
+                    ours = f"{prefix}weak {access} must not have memory scope ({ours})"
+                return ctx.report("memory.scope", op, ours)
             if order != Order.WEAK and scope is None:
-                return ctx.report("memory.scope", op, f"a {order.keyword} access needs a "
-                                                      f"memory scope")
+                ours = f"a {order.keyword} access needs a memory scope"
+                if access:
+                    ours = f"{prefix}memory scope is required for {order.keyword} {access} ({ours})"
+                return ctx.report("memory.scope", op, ours)
         return True
     return check
 
@@ -934,6 +958,7 @@ def not_f4(name: str):
 
 def join_tokens(ctx, op) -> bool:
     if len(op.operands["tokens"]) < 2:
-        return ctx.report("operand.count", op, f"join_tokens needs two or more tokens, got "
-                                               f"{len(op.operands['tokens'])}")
+        return ctx.report("operand.count", op, f"'cuda_tile.{op.name}' op expect two or more "
+                                               f"tokens (join_tokens needs two or more tokens, "
+                                               f"got {len(op.operands['tokens'])})")
     return True

@@ -190,11 +190,15 @@ _OTHER: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
     # ---- pointer memory access and atomics
     "load_ptr_tko": (pointer_tile("source"), tile_of("result"), tile_of("mask", elements=I1),
                      tile_of("paddingValue"), token("token", "result_token"),
-                     oc.pointee_matches("source", "result"), oc.mask_like("mask", "source"),
+                     oc.pointee_matches("source", "result", nvidia=True),
+                     oc.mask_like("mask", "source", "shape of 'mask' must match the shape of "
+                                                    "'source'"),
                      oc.padding_operand, LOAD_ORDER),
     "store_ptr_tko": (pointer_tile("destination"), tile_of("value"), tile_of("mask", elements=I1),
-                      token("token", "result_token"), oc.pointee_matches("destination", "value"),
-                      oc.mask_like("mask", "destination"), STORE_ORDER),
+                      token("token", "result_token"),
+                      oc.pointee_matches("destination", "value", nvidia=True),
+                      oc.mask_like("mask", "destination", "shape of 'destination' must match the "
+                                                          "shape of 'mask'"), STORE_ORDER),
     "atomic_rmw_tko": (pointer_tile("pointers"), tile_of("arg", "result"),
                        tile_of("mask", elements=I1), token("token", "result_token"),
                        same_type("arg", "result"), oc.pointee_matches("pointers", "arg"),

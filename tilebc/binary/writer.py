@@ -486,7 +486,16 @@ class ModuleWriter:
         out.varint(len(block.ops))
         if not block.ops:
             raise self.fail("a block needs at least one op (its terminator)")
-        for op in block.ops:
+        ops = block.ops
+        for index, op in enumerate(ops):
+            following = ops[index + 1] if index + 1 < len(ops) else None
+            if op.spec.mnemonic == "extract" and following is not None \
+                    and following.spec.mnemonic == "reshape" \
+                    and following.operand_values[0] is op.results[0] \
+                    and getattr(following.results[0].type, "rank", None) == 0:
+                # cuTile reads an item out of a tile: it registers the item's scalar type
+                # before the 1x…x1 tile `extract` returns (its array_list kernels)
+                self.type(following.results[0].type)
             self.op(op, out, numbering, locs)
         while len(numbering) > mark:
             numbering.popitem()

@@ -751,3 +751,23 @@ def test_a_keyword_where_an_operand_belongs_in_mlirs_words(tmp_path, capsys):
     assert code == 1
     assert err.splitlines() == [f"{path}:2:30: error: expected SSA operand (expected an SSA value "
                                 "(%name), found 'blah')"], err
+
+
+@pytest.mark.parametrize("body, column, name, wanted, got", [
+    ("%r = addi %c, %d : tile<4xi32>", 17, "%d", "tile<4xi32>", "tile<8xi32>"),
+    ("%r = absi %d : tile<4xi32>", 13, "%d", "tile<4xi32>", "tile<8xi32>"),
+    ("%r = negf %c : tile<4xf32>", 13, "%c", "tile<4xf32>", "tile<4xi32>"),
+])
+def test_element_wise_operands_are_read_at_the_written_type(tmp_path, capsys, body, column, name,
+                                                           wanted, got):
+    """An element-wise op writes one type; MLIR resolves its operands at it, so a value of
+    another type is a parse error at its use, with a note at its definition."""
+    path = write(tmp_path, "entry @k() {\n  %c = constant <i32: 1> : tile<4xi32>\n"
+                           f"  %d = constant <i32: 2> : tile<8xi32>\n  {body}\n  return\n}}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    defined = 2 if name == "%c" else 3
+    assert err.splitlines() == [
+        f"{path}:4:{column}: error: use of value '{name}' expects different type than prior "
+        f"uses: '!cuda_tile.{wanted}' vs '!cuda_tile.{got}'",
+        f"{path}:{defined}:3: note: prior use here"], err

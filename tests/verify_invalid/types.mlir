@@ -48,16 +48,6 @@ entry @k(%a: tile<i32>) {
 
 // -----
 
-entry @k(%a: tile<i32>) {
-  %c = constant <i32: 1> : tile<4xi32>
-  %d = constant <i32: 2> : tile<8xi32>
-  // expected-error@+1 {{operand 'rhs' type tile<8xi32> does not match operand 'lhs' type tile<4xi32>}}
-  %0 = addi %c, %d : tile<4xi32>
-  return
-}
-
-// -----
-
 entry @k(%p: tile<i1>) {
   %c = constant <f32: 1.0> : tile<4xf32>
   %d = constant <f32: 2.0> : tile<8xf32>

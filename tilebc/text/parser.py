@@ -17,7 +17,7 @@ from ..ir.module import Block, Function, Global, Module, Op, Region, Value
 from ..numeric.convert import float_to_bits
 from ..numeric.numerics import storage_bytes
 from ..ops.enums import MemoryScope, SymbolVisibility
-from ..ops.spec import Arity, AttrKind
+from ..ops.spec import Arity, AttrKind, Family
 from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC
 from ..version import MAX_VERSION
 from .lexer import MAX_NESTING, Cursor, Token, nesting, shorten, unescape
@@ -792,6 +792,14 @@ class _Parser:
         token_operand = state.operands.get("token")
         if isinstance(token_operand, Value) and token_operand.type != T.token:
             raise self._prior_use_error(token_operand, T.token)  # its type is implied
+        if spec.family is Family.ELEMENTWISE and result is not None:
+            # all of an element-wise op's values have one type: an operand whose type the text
+            # does not write is read at the result's (MLIR resolves it so)
+            for operand in spec.operands:
+                value = state.operands.get(operand.name)
+                if isinstance(value, Value) and operand.name not in state.operand_types \
+                        and value.type != result:
+                    raise self._prior_use_error(value, result)
         operands = {}
         for operand in spec.operands:
             value = state.operands.get(operand.name)

@@ -771,3 +771,26 @@ def test_element_wise_operands_are_read_at_the_written_type(tmp_path, capsys, bo
         f"{path}:4:{column}: error: use of value '{name}' expects different type than prior "
         f"uses: '!cuda_tile.{wanted}' vs '!cuda_tile.{got}'",
         f"{path}:{defined}:3: note: prior use here"], err
+
+
+@pytest.mark.parametrize("op, mode, listing, ours", [
+    ("addf %a, %a", "approx", "'nearest_even', 'zero', 'negative_inf', 'positive_inf'", ""),
+    ("mulf %a, %a", "pippo", "'nearest_even', 'zero', 'negative_inf', 'positive_inf'",
+     " (expected rounding mode, one of: nearest_even, zero, negative_inf, positive_inf, approx, "
+     "full, nearest_int_to_zero, nearest_away; found 'pippo')"),
+    ("sqrt %a", "pippo", "'nearest_even', 'zero', 'negative_inf', 'positive_inf', 'approx'",
+     " (expected rounding mode, one of: nearest_even, zero, negative_inf, positive_inf, approx, "
+     "full, nearest_int_to_zero, nearest_away; found 'pippo')"),
+])
+def test_rounding_keywords_in_nvidias_parser_words(tmp_path, capsys, op, mode, listing, ours):
+    """The custom form lists the modes the op takes; addf/subf/mulf/fma refuse the others while
+    parsing, the rest only an unknown keyword (their verifier names a mode they do not take)."""
+    path = write(tmp_path, f"entry @k(%a: tile<f32>) {{\n  %0 = {op} rounding<{mode}> : "
+                           "tile<f32>\n  return\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    column = len(f"  %0 = {op} rounding<") + 1
+    mnemonic = op.split()[0]
+    assert err.splitlines() == [f"{path}:2:{column}: error: custom op 'cuda_tile.{mnemonic}' "
+                                f"expected rounding mode to be one of: {listing}, got: "
+                                f"'{mode}'{ours}"], err

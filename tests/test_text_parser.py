@@ -150,7 +150,9 @@ MALFORMED += [
      "expected ')' to close loc(...), found 'return'"),
     # parser: wrong attribute keywords
     (FLOAT_HEADER + "  %0 = addf %f, %f rounding<sideways> : tile<f32>\n" + RETURN, 2, 29,
-     "expected rounding mode, one of: nearest_even, zero,"),
+     "custom op 'cuda_tile.addf' expected rounding mode to be one of: 'nearest_even', 'zero', "
+     "'negative_inf', 'positive_inf', got: 'sideways' (expected rounding mode, one of: "
+     "nearest_even, zero,"),
     (HEADER + "  %0 = addi %arg0, %arg0 overflow<maybe> : tile<i32>\n" + RETURN, 2, 35,
      "expected overflow, one of: none, no_signed_wrap"),
     (FLOAT_HEADER + "  %0 = cmpf less_than sometimes %f, %f : tile<f32> -> tile<i1>\n" + RETURN, 2, 23,

@@ -578,7 +578,9 @@ CASES += [
     # attribute values
     Case("addf approx", _binary("addf", scalar(f32), scalar(f32), scalar(f32),
                                 {"rounding_mode": RoundingMode.APPROX}),
-         "attr.rounding", "addf", "rounding_mode approx is not allowed here"),
+         "attr.rounding", "addf", "'cuda_tile.addf' op invalid rounding mode specified, expect "
+         "one of [nearest_even, zero, negative_inf, positive_inf] (rounding_mode approx is not "
+         "allowed here"),
     Case("ftof positive_inf to f16", _unary("ftof", scalar(f32), scalar(f16),
                                             {"rounding_mode": RoundingMode.POSITIVE_INF}),
          "attr.rounding", "ftof", "rounding_mode positive_inf is not allowed for f32 to f16"),
@@ -602,16 +604,19 @@ CASES += [
          "attr.rounding", "itof", "rounding_mode zero is not allowed here"),
     Case("ftz on f16", _binary("addf", scalar(f16), scalar(f16), scalar(f16),
                                {"flush_to_zero": True}),
-         "attr.f32_only", "addf", "flush_to_zero is only supported for f32"),
+         "attr.f32_only", "addf", "'cuda_tile.addf' op flush_to_zero modifier only supported for "
+         "f32 data type, but got: 'f16' (flush_to_zero is only supported for f32"),
     Case("divf approx on f16", _binary("divf", scalar(f16), scalar(f16), scalar(f16),
                                        {"rounding_mode": RoundingMode.APPROX}),
-         "attr.f32_only", "divf", "rounding_mode approx is only supported for f32"),
+         "attr.f32_only", "divf", "'cuda_tile.divf' op approx modifier only supported for f32 data "
+         "type, but got: 'f16' (rounding_mode approx is only supported for f32"),
     Case("negi no_unsigned_wrap", _unary("negi", scalar(i32), scalar(i32),
                                          {"overflow": IntegerOverflow.NO_UNSIGNED_WRAP}),
          "attr.overflow", "negi", "overflow no_unsigned_wrap is not allowed here"),
     Case("unsigned floor division", _binary("divi", scalar(i32), scalar(i32), scalar(i32), {
         "signedness": Signedness.UNSIGNED, "rounding": RoundingMode.NEGATIVE_INF}),
-         "divi.unsigned_floor", "divi", "rounding negative_inf is not allowed here"),
+         "divi.unsigned_floor", "divi", "'cuda_tile.divi' op rounding mode 'negative_inf' is not "
+         "allowed with 'unsigned' flag (rounding negative_inf is not allowed here"),
     Case("assume div_by 3", _unary("assume", scalar(i32), scalar(i32),
                                    {"predicate": DivByAttr(3)}),
          "assume.predicate", "assume", "div_by divisor must be a power of two, got 3"),

@@ -135,3 +135,28 @@ entry @k() {
   %0 = iota : tile<8xf32>
   return
 }
+
+// -----
+
+entry @k(%a: tile<f16>) {
+  // expected-error@+1 {{'cuda_tile.divf' op approx modifier only supported for f32 data type, but got: 'f16' (rounding_mode approx is only supported for f32, got f16)}}
+  %0 = divf %a, %a rounding<approx> : tile<f16>
+  return
+}
+
+// -----
+
+entry @k(%a: tile<f16>) {
+  // flush_to_zero is checked before approx, as NVIDIA's shared div/sqrt check does
+  // expected-error@+1 {{'cuda_tile.sqrt' op flush_to_zero modifier only supported for f32 data type, but got: 'f16' (flush_to_zero is only supported for f32, got f16)}}
+  %0 = sqrt %a rounding<approx> flush_to_zero : tile<f16>
+  return
+}
+
+// -----
+
+entry @k(%a: tile<f32>) {
+  // expected-error@+1 {{'cuda_tile.tanh' op invalid rounding mode specified, expect one of [approx, full] (rounding_mode zero is not allowed here; expected one of approx, full)}}
+  %0 = tanh %a rounding<zero> : tile<f32>
+  return
+}

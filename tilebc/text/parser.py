@@ -18,7 +18,8 @@ from ..numeric.convert import float_to_bits
 from ..numeric.numerics import storage_bytes
 from ..ops.enums import MemoryScope, SymbolVisibility
 from ..ops.spec import Arity, AttrKind, Family
-from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC
+from ..ops.table import (MNEMONIC_ALIASES, OPS_BY_MNEMONIC, ROUNDING_CHECKED_WHEN_PARSED,
+                         ROUNDING_MODES_TAKEN)
 from ..version import MAX_VERSION
 from .lexer import MAX_NESTING, Cursor, Token, nesting, shorten, unescape
 from .debuginfo import attribute_text
@@ -1384,7 +1385,23 @@ class _Parser:
         c = self.c
         if c.accept("rounding"):
             c.expect("<")
-            state.attrs[attr.name] = self._enum_keyword(attr.spec.enum, "rounding mode")
+            token = c.peek()
+            mnemonic = state.spec.mnemonic
+            taken = ROUNDING_MODES_TAKEN.get(mnemonic)
+            try:
+                mode = self._enum_keyword(attr.spec.enum, "rounding mode")
+            except TextSyntaxError as ours:
+                if taken is None:
+                    raise
+                mode, detail = None, ours.message.splitlines()[0]
+            if taken is not None and (mode is None or (
+                    mode not in taken and mnemonic in ROUNDING_CHECKED_WHEN_PARSED)):
+                # NVIDIA's custom parser lists what the op takes
+                listing = ", ".join(f"'{m.keyword}'" for m in taken)
+                raise c.error(f"custom op 'cuda_tile.{mnemonic}' expected rounding mode to be one "
+                              f"of: {listing}, got: '{token.text}'"
+                              + (f" ({detail})" if mode is None else ""), token.pos)
+            state.attrs[attr.name] = mode
             c.expect(">")
 
     def _custom_DenseConstant(self, state, attr):

@@ -275,8 +275,16 @@ def attr_in(name: str, allowed: Iterable, *, rule: str = "attr.value",
         got = op.attrs.get(name)
         if got is None or got in allowed or (when is not None and not when(op)):
             return True
-        ctx.report(rule, op, f"{name} {got.keyword} is not allowed here; expected one of "
-                             f"{listing}", severity)
+        ours = f"{name} {got.keyword} is not allowed here; expected one of {listing}"
+        prefix = f"'cuda_tile.{op.name}' op "
+        if rule == "attr.rounding" and len(allowed) > 1:
+            # NVIDIA's op verifiers list the modes they take, in this order
+            ours = (f"{prefix}invalid rounding mode specified, expect one of "
+                    f"[{listing}] ({ours})")
+        elif rule == "divi.unsigned_floor":
+            ours = (f"{prefix}rounding mode '{got.keyword}' is not allowed with 'unsigned' flag "
+                    f"({ours})")
+        ctx.report(rule, op, ours, severity)
         return severity != "error"
     return check
 
@@ -284,9 +292,12 @@ def attr_in(name: str, allowed: Iterable, *, rule: str = "attr.value",
 def flag_needs_f32(flag: str, *, result: str = "result") -> Constraint:
     """A unit attribute (flush_to_zero) that only f32 supports."""
     def check(ctx, op) -> bool:
-        if op.attrs.get(flag) and value(op, result).type.element != F32:
-            return ctx.report("attr.f32_only", op, f"{flag} is only supported for f32, got "
-                                                   f"{value(op, result).type.element}")
+        element = value(op, result).type.element
+        if op.attrs.get(flag) and element != F32:
+            return ctx.report("attr.f32_only", op, f"'cuda_tile.{op.name}' op {flag} modifier "
+                                                   f"only supported for f32 data type, but got: "
+                                                   f"'{element}' ({flag} is only supported for "
+                                                   f"f32, got {element})")
         return True
     return check
 
@@ -299,8 +310,10 @@ def mode_needs_f32(name: str, modes: Iterable, *, result: str = "result") -> Con
         got = op.attrs.get(name)
         element = value(op, result).type.element
         if got in modes and element != F32:
-            return ctx.report("attr.f32_only", op, f"{name} {got.keyword} is only supported for "
-                                                   f"f32, got {element}")
+            return ctx.report("attr.f32_only", op, f"'cuda_tile.{op.name}' op {got.keyword} "
+                                                   f"modifier only supported for f32 data type, "
+                                                   f"but got: '{element}' ({name} {got.keyword} "
+                                                   f"is only supported for f32, got {element})")
         return True
     return check
 

@@ -12,7 +12,7 @@ from typing import Dict, Optional, Tuple
 from ..ir.types import ELEMENT_TYPES, i1
 from ..ops.enums import (IntegerOverflow, MemoryOrderingSemantics as Order, RoundingMode as RM)
 from ..ops.spec import Elements, Family, OpSpec
-from ..ops.table import BODY_OPS, OPS_BY_MNEMONIC, by_mnemonic
+from ..ops.table import BODY_OPS, OPS_BY_MNEMONIC, ROUNDING_MODES_TAKEN as TAKEN, by_mnemonic
 from . import opchecks as oc
 from .constraints import (BASE_FLOAT, FLOAT, INT, INT_OR_I4, NUMBER, Constraint, attr_in,
                           flag_needs_f32, i1_like, mode_needs_f32, no_extra, pointer_tile,
@@ -23,7 +23,6 @@ i8, i32, i64 = ELEMENT_TYPES["i8"], ELEMENT_TYPES["i32"], ELEMENT_TYPES["i64"]
 f32 = ELEMENT_TYPES["f32"]
 f8e8m0 = ELEMENT_TYPES["f8E8M0FNU"]
 
-IEEE = (RM.NEAREST_EVEN, RM.ZERO, RM.NEGATIVE_INF, RM.POSITIVE_INF)
 I1 = frozenset({i1})
 I8 = frozenset({i8})
 I32 = frozenset({i32})
@@ -57,8 +56,9 @@ def terminator(spec: OpSpec) -> Tuple[Constraint, ...]:
                      f"structure.py"),)
 
 
-def ieee_arith() -> Tuple[Constraint, ...]:
-    return (attr_in("rounding_mode", IEEE, rule="attr.rounding"), flag_needs_f32("flush_to_zero"))
+def ieee_arith(mnemonic: str) -> Tuple[Constraint, ...]:
+    return (attr_in("rounding_mode", TAKEN[mnemonic], rule="attr.rounding"),
+            flag_needs_f32("flush_to_zero"))
 
 
 LOAD_ORDER = oc.ordering(oc.LOAD_ORDERS, scoped_optional=True)
@@ -66,23 +66,24 @@ STORE_ORDER = oc.ordering(oc.STORE_ORDERS, scoped_optional=True)
 
 # What element-wise and comparison ops check beyond their family's rule.
 EXTRA: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
-    "addf": ieee_arith(),
-    "subf": ieee_arith(),
-    "mulf": ieee_arith(),
-    "fma": ieee_arith(),
-    "divf": (attr_in("rounding_mode", IEEE + (RM.APPROX, RM.FULL), rule="attr.rounding"),
-             mode_needs_f32("rounding_mode", (RM.APPROX, RM.FULL)),
-             flag_needs_f32("flush_to_zero")),
+    "addf": ieee_arith("addf"),
+    "subf": ieee_arith("subf"),
+    "mulf": ieee_arith("mulf"),
+    "fma": ieee_arith("fma"),
+    # NVIDIA checks flush_to_zero before approx/full (its shared div/sqrt modifier check)
+    "divf": (attr_in("rounding_mode", TAKEN["divf"], rule="attr.rounding"),
+             flag_needs_f32("flush_to_zero"),
+             mode_needs_f32("rounding_mode", (RM.APPROX, RM.FULL))),
     "maxf": (flag_needs_f32("flush_to_zero"),),
     "minf": (flag_needs_f32("flush_to_zero"),),
-    "exp": (attr_in("rounding_mode", (RM.FULL, RM.APPROX), rule="attr.rounding"),
+    "exp": (attr_in("rounding_mode", TAKEN["exp"], rule="attr.rounding"),
             mode_needs_f32("rounding_mode", (RM.APPROX,))),
-    "tanh": (attr_in("rounding_mode", (RM.FULL, RM.APPROX), rule="attr.rounding"),
+    "tanh": (attr_in("rounding_mode", TAKEN["tanh"], rule="attr.rounding"),
              mode_needs_f32("rounding_mode", (RM.APPROX,))),
     "exp2": (flag_needs_f32("flush_to_zero"),),
     "rsqrt": (flag_needs_f32("flush_to_zero"),),
-    "sqrt": (attr_in("rounding_mode", IEEE + (RM.APPROX,), rule="attr.rounding"),
-             mode_needs_f32("rounding_mode", (RM.APPROX,)), flag_needs_f32("flush_to_zero")),
+    "sqrt": (attr_in("rounding_mode", TAKEN["sqrt"], rule="attr.rounding"),
+             flag_needs_f32("flush_to_zero"), mode_needs_f32("rounding_mode", (RM.APPROX,))),
     # Unsigned floor division must be written rounding<zero> (the same result): NVIDIA's verifier,
     # run by tileiras on load, rejects unsigned rounding<negative_inf>.
     "divi": (attr_in("rounding", (RM.ZERO, RM.NEGATIVE_INF, RM.POSITIVE_INF), rule="attr.rounding"),

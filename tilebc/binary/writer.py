@@ -14,6 +14,7 @@ from ..numeric.dense import dense_size_ok
 from ..ir.shared import brief
 from ..ops.enums import PtrAttr, SymbolVisibility, WireEnum
 from ..ops.spec import Arity, AttrKind
+from ..ops.table import ITEM_READ
 from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS, GLOBAL_VISIBILITY_AND_CONSTANT,
                        POINTER_ATTR, PREVIEW_TAG, PRODUCER_SECTION, UNIFIED_OPTIONAL_BITFIELD,
                        Version, VersionLike, check_supported)
@@ -489,8 +490,8 @@ class ModuleWriter:
         ops = block.ops
         for index, op in enumerate(ops):
             following = ops[index + 1] if index + 1 < len(ops) else None
-            if op.spec.mnemonic == "extract" and following is not None \
-                    and following.spec.mnemonic == "reshape" \
+            if following is not None \
+                    and (op.spec.mnemonic, following.spec.mnemonic) == ITEM_READ \
                     and following.operand_values[0] is op.results[0] \
                     and getattr(following.results[0].type, "rank", None) == 0:
                 # cuTile reads an item out of a tile: it registers the item's scalar type

@@ -68,6 +68,11 @@ ROUNDING_MODES_TAKEN = {
     "tanh": (RoundingMode.APPROX, RoundingMode.FULL),
 }
 ROUNDING_CHECKED_WHEN_PARSED = ("addf", "subf", "mulf", "fma")
+# Ops whose memory ordering and scope NVIDIA reads with a parser of its own (its errors differ).
+OWN_MEMORY_ATTRIBUTE_PARSER = ("load_view_tko", "store_view_tko")
+# cuTile reads an item out of a tile with these two ops in a row; its writer registers the
+# item's scalar type before the 1x…x1 type of the first.
+ITEM_READ = ("extract", "reshape")
 FTZ = unit("flush_to_zero")
 OVERFLOW = enum_attr("overflow", IntegerOverflow, IntegerOverflow.NONE)
 SIGNEDNESS = enum_attr("signedness", Signedness, Signedness.SIGNED)

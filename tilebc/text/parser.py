@@ -18,8 +18,8 @@ from ..numeric.convert import float_to_bits
 from ..numeric.numerics import storage_bytes
 from ..ops.enums import MemoryScope, SymbolVisibility
 from ..ops.spec import Arity, AttrKind, Family
-from ..ops.table import (MNEMONIC_ALIASES, OPS_BY_MNEMONIC, ROUNDING_CHECKED_WHEN_PARSED,
-                         ROUNDING_MODES_TAKEN)
+from ..ops.table import (MNEMONIC_ALIASES, OPS_BY_MNEMONIC, OWN_MEMORY_ATTRIBUTE_PARSER,
+                         ROUNDING_CHECKED_WHEN_PARSED, ROUNDING_MODES_TAKEN)
 from ..version import MAX_VERSION
 from .lexer import MAX_NESTING, Cursor, Token, nesting, shorten, unescape
 from .debuginfo import attribute_text
@@ -61,8 +61,6 @@ _GENERIC_MODULES = ("cuda_tile.module", "builtin.module")
 _DENSE_ELEMENTS = ("i1 or i8 or i16 or i32 or i64 or f16 or bf16 or f32 or f64 or tf32 or "
                    "f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN")
 _GENERIC_FUNCTIONS = ("cuda_tile.entry", "cuda_tile.testing$func")
-# ops whose ordering and scope NVIDIA reads with a parser of its own (parseMemoryAttributes)
-_VIEW_ACCESS = ("load_view_tko", "store_view_tko")
 
 
 # ---- ops -----------------------------------------------------------------------------------------
@@ -1071,7 +1069,7 @@ class _Parser:
         if kind is AttrKind.ENUM:
             if attr.enum.__name__ == "Signedness":
                 return self._signedness(attr.enum)
-            if attr.name == "memory_ordering_semantics" and state.spec.mnemonic in _VIEW_ACCESS:
+            if attr.name == "memory_ordering_semantics" and state.spec.mnemonic in OWN_MEMORY_ATTRIBUTE_PARSER:
                 return self._view_memory_attributes(attr.enum)
             return self._enum_keyword(attr.enum, attr.name)
         if kind is AttrKind.BOOL:

@@ -867,12 +867,13 @@ def combiner(ctx, op) -> bool:
         return ctx.report("attr.dim", op, f"{prefix}dimension ({dim}) is out of bound [0, "
                                           f"{first.rank}) (dim {dim} is outside [0, "
                                           f"{first.rank}))")
-    wanted = [v.type if op.spec.mnemonic == "scan" else
+    scan = op.spec.mnemonic == "scan"
+    wanted = [v.type if scan else
               TileType(v.type.shape[:dim] + v.type.shape[dim + 1:], v.type.element)
               for v in operands]
     got = [r.type for r in op.results]
     if got != wanted:
-        if op.spec.mnemonic == "scan":
+        if scan:
             index = next(i for i, (w, g) in enumerate(zip(wanted, got)) if w != g)
             return ctx.report("type.mismatch", op, f"{prefix}expect same type for operand at "
                                                    f"index: {index} and result at index: {index} "
@@ -915,7 +916,7 @@ def _combiner_region(ctx, op, operands, prefix: str) -> bool:
                                                  f"{2 * index} but got: '{v.type.element}' and "
                                                  f"'{args[2 * index].element}'")
     last = block.ops[-1] if block.ops else None
-    if last is None or last.spec.mnemonic != "yield":
+    if last is None or not last.spec.terminator or op.spec.mnemonic not in last.spec.ends:
         return True  # the structure check names the missing terminator
     yielded = [v.type for v in last.operands["operands"]]
     if len(yielded) != len(operands):

@@ -794,3 +794,14 @@ def test_rounding_keywords_in_nvidias_parser_words(tmp_path, capsys, op, mode, l
     assert err.splitlines() == [f"{path}:2:{column}: error: custom op 'cuda_tile.{mnemonic}' "
                                 f"expected rounding mode to be one of: {listing}, got: "
                                 f"'{mode}'{ours}"], err
+
+
+def test_generic_form_writes_every_type_so_the_verifier_reports_the_clash(tmp_path, capsys):
+    path = write(tmp_path, "entry @k(%a: tile<f32>, %b: tile<f16>) {\n  %0 = \"cuda_tile.addf\"(%a, "
+                           "%b) : (!cuda_tile.tile<f32>, !cuda_tile.tile<f16>) -> "
+                           "!cuda_tile.tile<f32>\n  return\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines() == [f"{path}:2:3: error: 'cuda_tile.addf' op failed to verify that "
+                                "all of {lhs, rhs, result} have same type (operand 'rhs' type "
+                                "tile<f16> does not match operand 'lhs' type tile<f32>)"], err

@@ -71,6 +71,7 @@ class _OpState:
     def __init__(self, spec, pos: int):
         self.spec = spec
         self.pos = pos
+        self.generic = False  # MLIR's generic form: every type is written
         self.operands: Dict[str, object] = {}
         self.attrs: Dict[str, object] = {}
         self.operand_types: Dict[str, List] = {}
@@ -540,6 +541,7 @@ class _Parser:
         name_token = c.peek()
         if name_token.kind == "string":
             state = self._generic_op(c.next(), names)
+            state.generic = True
             spec = state.spec
             op = self._build(state, name_token)
             op.generic_form = True
@@ -788,10 +790,11 @@ class _Parser:
                 and getattr(getattr(mask.type, "element", None), "name", "") != "i1" \
                 and (result is None or mask.type == result):
             state.operands["paddingValue"], state.operands["mask"] = mask, None
+        implied = not state.generic
         token_operand = state.operands.get("token")
-        if isinstance(token_operand, Value) and token_operand.type != T.token:
+        if implied and isinstance(token_operand, Value) and token_operand.type != T.token:
             raise self._prior_use_error(token_operand, T.token)  # its type is implied
-        if spec.family is Family.ELEMENTWISE and result is not None:
+        if implied and spec.family is Family.ELEMENTWISE and result is not None:
             # all of an element-wise op's values have one type: an operand whose type the text
             # does not write is read at the result's (MLIR resolves it so)
             for operand in spec.operands:

@@ -293,8 +293,17 @@ def write_results(args, tests, applicable, outcome) -> None:
              "(lit and filecheck from PyPI; `cuda-tile-translate` = `tilebc translate`, "
              "`cuda-tile-opt` = `tilebc opt`)", "",
              f"**{passed} of {len(applicable)} applicable tests pass "
-             f"({100 * passed / max(1, len(applicable)):.0f} %).**", "",
-             "| directory | pass | fail |", "|---|---:|---:|"]
+             f"({100 * passed / max(1, len(applicable)):.0f} %).**", ""]
+    # the tests the released tools word differently, run in their spelling, counted in as well
+    respelled = [n for n, (_, subs) in RELEASED_TOOLS_DIFFER.items() if subs and n in tests]
+    if respelled:
+        more = sum(outcome.get(n, ("NOT RUN",))[0] == "PASS" for n in respelled)
+        total = len(applicable) + len(respelled)
+        lines += [f"Counting also the {len(respelled)} tests written in the open repository's "
+                  f"spelling where the released tools differ (below), run in the released "
+                  f"spelling: {passed + more} of {total} "
+                  f"({100 * (passed + more) / total:.0f} %).", ""]
+    lines += ["| directory | pass | fail |", "|---|---:|---:|"]
     for directory, (fail, ok) in per_dir.items():
         lines.append(f"| {directory} | {ok} | {fail} |")
     failing = [n for n in applicable if outcome.get(n, ("MISSING",))[0] != "PASS"]

@@ -88,6 +88,17 @@ RELEASED_TOOLS_DIFFER = OrderedDict([
      "`fpowf`", _FPOWF)),
     ("Dialect/CudaTile/ops.mlir", ("checks the mnemonic `pow`; the released tools print "
      "`fpowf`", _FPOWF)),
+    ("Dialect/CudaTile/conversion_invalid.mlir", ("its float type lists end at f4E2M1FN; the "
+     "released tools' generated verifier lists fnv8E5M3FNU too ('... or f4E2M1FN or "
+     "fnv8E5M3FNU values, but got', in tileiras 13.5)",
+     [(r"or f4E2M1FN values, but got", "or f4E2M1FN or fnv8E5M3FNU values, but got")])),
+    ("Dialect/CudaTile/reduce_and_scan_invalid.mlir", ("a reduce/scan body with memory effects "
+     "is refused as 'only pure operations are allowed inside'; the released tools say 'only "
+     "memory-effect-free operations are allowed inside' (tileiras 13.5)",
+     [(r"only pure operations are allowed inside", "only memory-effect-free operations are "
+       "allowed inside")])),
+    ("Dialect/CudaTile/math_invalid.mlir", ("names the float power op 'cuda_tile.pow'; the "
+     "released tools name it 'cuda_tile.fpowf'", [(r"'cuda_tile\.pow' op", "'cuda_tile.fpowf' op")])),
     ("Bytecode/versioning/test_forward_compatibility.mlir", ("test-only bytecode versions "
      "250.x and their test-only ops", None)),
     ("Bytecode/versioning/test_version_250_1.mlir", ("test-only bytecode versions 250.x and "
@@ -282,8 +293,17 @@ def write_results(args, tests, applicable, outcome) -> None:
              "(lit and filecheck from PyPI; `cuda-tile-translate` = `tilebc translate`, "
              "`cuda-tile-opt` = `tilebc opt`)", "",
              f"**{passed} of {len(applicable)} applicable tests pass "
-             f"({100 * passed / max(1, len(applicable)):.0f} %).**", "",
-             "| directory | pass | fail |", "|---|---:|---:|"]
+             f"({100 * passed / max(1, len(applicable)):.0f} %).**", ""]
+    # the tests the released tools word differently, run in their spelling, counted in as well
+    respelled = [n for n, (_, subs) in RELEASED_TOOLS_DIFFER.items() if subs and n in tests]
+    if respelled:
+        more = sum(outcome.get(n, ("NOT RUN",))[0] == "PASS" for n in respelled)
+        total = len(applicable) + len(respelled)
+        lines += [f"Counting also the {len(respelled)} tests written in the open repository's "
+                  f"spelling where the released tools differ (below), run in the released "
+                  f"spelling: {passed + more} of {total} "
+                  f"({100 * (passed + more) / total:.0f} %).", ""]
+    lines += ["| directory | pass | fail |", "|---|---:|---:|"]
     for directory, (fail, ok) in per_dir.items():
         lines.append(f"| {directory} | {ok} | {fail} |")
     failing = [n for n in applicable if outcome.get(n, ("MISSING",))[0] != "PASS"]
@@ -293,7 +313,9 @@ def write_results(args, tests, applicable, outcome) -> None:
     for name in failing:
         code, output = outcome.get(name, ("MISSING", ""))
         lines.append(f"- `{name}` ({code}): {reason_of(output, str(args.suite.parent))}")
-    agreement = [(name, line_agreement(args.suite, name)) for name in applicable]
+    # also the tests whose wording the released tools change (their lines do not change)
+    differing = [n for n, (_, subs) in RELEASED_TOOLS_DIFFER.items() if subs and n in tests]
+    agreement = [(name, line_agreement(args.suite, name)) for name in applicable + differing]
     agreement = [(name, counts) for name, counts in agreement if counts]
     if agreement:
         total = sum(c["rejected"] for _, c in agreement)

@@ -597,3 +597,211 @@ def test_scoped_op_of_another_dialect_in_a_module_body_in_nvidias_words(tmp_path
     assert err.splitlines() == [f"{path}:1:1: error: only ops from the 'cuda_tile' dialect are "
                                 "allowed (unknown operation 'other.op', at 2:3)",
                                 f"{path}:2:3: remark: invalid op"], err
+
+
+@pytest.mark.parametrize("value", ["2147483647", "-7", "0"])
+def test_decimal_integer_in_a_float_constant_is_refused_with_a_note(tmp_path, capsys, value):
+    """MLIR reads a float literal only with a '.' or an exponent (hex spells the bits)."""
+    path = write(tmp_path, f"entry @k() {{\n  %c = constant <f32: [1.5, {value}]> : "
+                           f"tile<2xf32>\n  return\n}}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines() == [
+        f"{path}:2:29: error: unexpected decimal integer literal for a floating point value "
+        f"(f32 element {value} has no '.' or exponent)",
+        f"{path}:2:29: note: add a trailing dot to make the literal a float"], err
+    for spelled in (f"{value}.", f"{value}.0", "1e3", "0x3f800000"):
+        path = write(tmp_path, f"entry @k() {{\n  %c = constant <f32: [1.5, {spelled}]> : "
+                               f"tile<2xf32>\n  return\n}}\n", "ok.mlir")
+        assert run(capsys, "opt", path)[0] == 0
+
+
+def test_unknown_constant_element_name_draws_both_of_nvidias_errors(tmp_path, capsys):
+    path = write(tmp_path, "entry @k() {\n  %c = constant <pluto : 4.0> : tile<f32>\n"
+                           "  return\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines() == [
+        f"{path}:2:18: error: 'cuda_tile.constant' unknown type: pluto (expected an element "
+        "type)",
+        f"{path}:2:18: error: expect element type to be one of i1 or i8 or i16 or i32 or i64 or "
+        "f16 or bf16 or f32 or f64 or tf32 or f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN "
+        "values, but got '<<NULL TYPE>>'"], err
+
+
+@pytest.mark.parametrize("op_loc, entry_loc, where, words", [
+    # the entry's scope is read through a named location (NVIDIA's verifier looks through it)
+    ("", 'loc("entry"(#at_blk))', "10:3", "Function location must have cuda_tile.di_subprogram"),
+    ("", "loc(fused[unknown, #at_h])", "10:3", 'Function name "k" does not match subprogram'),
+    (' loc("op"(#at_k))', "loc(unknown)", "11:5", "Operation has debug info scope, but function"),
+    (" loc(fused[#at_h])", "loc(#at_k)", "11:5", "Operation debug info scope does not match"),
+])
+def test_scope_errors_are_found_behind_named_and_fused_locations(tmp_path, capsys, op_loc,
+                                                                 entry_loc, where, words):
+    text = (DI_SETUP + "cuda_tile.module @m {\n"
+            f"  entry @k() {{\n    return{op_loc}\n  }} {entry_loc}\n}}\n")
+    path = write(tmp_path, text)
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert len(err.splitlines()) == 1 and err.startswith(f"{path}:{where}: error: "), err
+    assert words in err, err
+
+
+def test_a_named_location_that_verifies_is_still_refused_as_unwritable(tmp_path, capsys):
+    path = write(tmp_path, DI_SETUP + "cuda_tile.module @m {\n  entry @k() {\n"
+                 '    return loc("op"(#at_k))\n  } loc(#at_k)\n}\n')
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.startswith(f"{path}:11:16: error: unsupported location, got NameLoc, expected "
+                          "DILocAttr or CallSiteLoc"), err
+
+
+@pytest.mark.parametrize("definition, message", [
+    ("#cu0 = #cuda_tile.di_compile_unit<>", "expected a parameter name in struct "
+     "(#cuda_tile.di_compile_unit has no parameters)"),
+    ('#sp0 = #cuda_tile.di_subprogram<file = #f, line = 1, linkageName = "k", compileUnit = #cu>',
+     "struct is missing required parameter: name (#cuda_tile.di_subprogram needs 'name')"),
+    ('#sp0 = #cuda_tile.di_subprogram<file = #f, line = 1, name = "k", compileUnit = #cu>',
+     "struct is missing required parameter: linkageName (#cuda_tile.di_subprogram needs "
+     "'linkageName')"),
+])
+def test_malformed_debug_attributes_are_refused_even_unused(tmp_path, capsys, definition,
+                                                            message):
+    """MLIR parses every alias as it is defined, so an unused malformed one is an error too."""
+    path = write(tmp_path, DI_SETUP + definition + "\ncuda_tile.module @m {\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines()[0] == f"{path}:9:8: error: {message}", err
+
+
+@pytest.mark.parametrize("keyword, messages", [
+    ("", ["expected valid keyword (expected signedness, one of: unsigned, signed; found ':')",
+          "expected signedness to be one of: {'signed', 'unsigned'}"]),
+    ("upward", ["expected signedness to be one of: {'signed', 'unsigned'} (expected "
+                "signedness, one of: unsigned, signed; found 'upward')"]),
+])
+def test_missing_or_unknown_signedness_in_nvidias_words(tmp_path, capsys, keyword, messages):
+    path = write(tmp_path, f"entry @k(%a: tile<i8>) {{\n  %b = exti %a {keyword}: tile<i8> -> "
+                           f"tile<i16>\n  return\n}}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines() == [f"{path}:2:16: error: {m}" for m in messages], err
+
+
+@pytest.mark.parametrize("op", ["reduce dim=0 identities=[0.0 : f32]",
+                                "scan dim=0 reverse=false identities=[0.0 : f32]"])
+def test_combiner_types_without_operands_in_nvidias_words(tmp_path, capsys, op):
+    """MLIR reads a variadic group's types whatever the operand count, then compares counts."""
+    path = write(tmp_path, f"entry @k() {{\n  %r = {op} : tile<4xf32> -> tile<f32>\n"
+                           "  (%a: tile<f32>, %b: tile<f32>) {\n    yield %a : tile<f32>\n  }\n"
+                           "  return\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    name = op.split()[0]
+    assert err.splitlines()[0] == (f"{path}:2:8: error: custom op 'cuda_tile.{name}' number of "
+                                   "operands and types do not match: got 0 operands and 1 "
+                                   "types"), err
+
+
+VIEW_ARGS = ("%v: !cuda_tile.partition_view<tile=(8), !cuda_tile.tensor_view<128xf32, "
+             "strides=[1]>>, %tok: !cuda_tile.token")
+VIEW_TYPE = "partition_view<tile=(8), tensor_view<128xf32, strides=[1]>>"
+
+
+@pytest.mark.parametrize("memory, column, message", [
+    ("bogus", 26, 'invalid memory_ordering_semantics attribute specification. Got "bogus" but '
+     "expect one of: weak, relaxed, acquire, release, acq_rel (expected "
+     "memory_ordering_semantics, one of: weak, relaxed, acquire, release, acq_rel; found "
+     "'bogus')"),
+    ("weak device", 31, 'operation specifies weak memory ordering semantics, but then provides '
+     '"device" scope, expected no memory scope.'),
+    ("relaxed galaxy", 34, 'invalid memory_scope attribute specification. Got "galaxy" but '
+     "expect one of: tl_blk, device, sys"),
+])
+def test_view_access_memory_attributes_in_nvidias_words(tmp_path, capsys, memory, column,
+                                                        message):
+    """load_view_tko/store_view_tko read ordering and scope with NVIDIA's own parser."""
+    path = write(tmp_path, f"testing$func @k({VIEW_ARGS}) {{\n  %c = constant <i32: 0> : "
+                           f"tile<i32>\n  %t, %r = load_view_tko {memory} %v[%c] token = %tok : "
+                           f"{VIEW_TYPE}, tile<i32> -> tile<8xf32>, token\n  return\n}}\n")
+    code, _, err = run(capsys, "opt", "--testing-ops", path)
+    assert code == 1
+    assert err.splitlines() == [f"{path}:3:{column}: error: {message}"], err
+
+
+def test_a_value_used_at_another_type_names_its_prior_use(tmp_path, capsys):
+    """The token operand's type is implied: MLIR reports the clash at the use and notes the
+    definition."""
+    path = write(tmp_path, f"testing$func @k({VIEW_ARGS.replace('!cuda_tile.token', 'i32')}) "
+                           f"{{\n  %c = constant <i32: 0> : tile<i32>\n  %t, %r = load_view_tko "
+                           f"weak %v[%c] token = %tok : {VIEW_TYPE}, tile<i32> -> tile<8xf32>, "
+                           "token\n  return\n}\n")
+    code, _, err = run(capsys, "opt", "--testing-ops", path)
+    assert code == 1
+    assert err.splitlines() == [
+        f"{path}:3:46: error: use of value '%tok' expects different type than prior uses: "
+        "'!cuda_tile.token' vs 'i32'",
+        f"{path}:1:104: note: prior use here"], err
+
+
+def test_a_keyword_where_an_operand_belongs_in_mlirs_words(tmp_path, capsys):
+    path = write(tmp_path, "entry @k(%p: tile<ptr<f32>>) {\n  %v, %t = load_ptr_tko weak blah %p "
+                           ": tile<ptr<f32>> -> tile<f32>, token\n  return\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines() == [f"{path}:2:30: error: expected SSA operand (expected an SSA value "
+                                "(%name), found 'blah')"], err
+
+
+@pytest.mark.parametrize("body, column, name, wanted, got", [
+    ("%r = addi %c, %d : tile<4xi32>", 17, "%d", "tile<4xi32>", "tile<8xi32>"),
+    ("%r = absi %d : tile<4xi32>", 13, "%d", "tile<4xi32>", "tile<8xi32>"),
+    ("%r = negf %c : tile<4xf32>", 13, "%c", "tile<4xf32>", "tile<4xi32>"),
+])
+def test_element_wise_operands_are_read_at_the_written_type(tmp_path, capsys, body, column, name,
+                                                           wanted, got):
+    """An element-wise op writes one type; MLIR resolves its operands at it, so a value of
+    another type is a parse error at its use, with a note at its definition."""
+    path = write(tmp_path, "entry @k() {\n  %c = constant <i32: 1> : tile<4xi32>\n"
+                           f"  %d = constant <i32: 2> : tile<8xi32>\n  {body}\n  return\n}}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    defined = 2 if name == "%c" else 3
+    assert err.splitlines() == [
+        f"{path}:4:{column}: error: use of value '{name}' expects different type than prior "
+        f"uses: '!cuda_tile.{wanted}' vs '!cuda_tile.{got}'",
+        f"{path}:{defined}:3: note: prior use here"], err
+
+
+@pytest.mark.parametrize("op, mode, listing, ours", [
+    ("addf %a, %a", "approx", "'nearest_even', 'zero', 'negative_inf', 'positive_inf'", ""),
+    ("mulf %a, %a", "pippo", "'nearest_even', 'zero', 'negative_inf', 'positive_inf'",
+     " (expected rounding mode, one of: nearest_even, zero, negative_inf, positive_inf, approx, "
+     "full, nearest_int_to_zero, nearest_away; found 'pippo')"),
+    ("sqrt %a", "pippo", "'nearest_even', 'zero', 'negative_inf', 'positive_inf', 'approx'",
+     " (expected rounding mode, one of: nearest_even, zero, negative_inf, positive_inf, approx, "
+     "full, nearest_int_to_zero, nearest_away; found 'pippo')"),
+])
+def test_rounding_keywords_in_nvidias_parser_words(tmp_path, capsys, op, mode, listing, ours):
+    """The custom form lists the modes the op takes; addf/subf/mulf/fma refuse the others while
+    parsing, the rest only an unknown keyword (their verifier names a mode they do not take)."""
+    path = write(tmp_path, f"entry @k(%a: tile<f32>) {{\n  %0 = {op} rounding<{mode}> : "
+                           "tile<f32>\n  return\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    column = len(f"  %0 = {op} rounding<") + 1
+    mnemonic = op.split()[0]
+    assert err.splitlines() == [f"{path}:2:{column}: error: custom op 'cuda_tile.{mnemonic}' "
+                                f"expected rounding mode to be one of: {listing}, got: "
+                                f"'{mode}'{ours}"], err
+
+
+def test_generic_form_writes_every_type_so_the_verifier_reports_the_clash(tmp_path, capsys):
+    path = write(tmp_path, "entry @k(%a: tile<f32>, %b: tile<f16>) {\n  %0 = \"cuda_tile.addf\"(%a, "
+                           "%b) : (!cuda_tile.tile<f32>, !cuda_tile.tile<f16>) -> "
+                           "!cuda_tile.tile<f32>\n  return\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines() == [f"{path}:2:3: error: 'cuda_tile.addf' op failed to verify that "
+                                "all of {lhs, rhs, result} have same type (operand 'rhs' type "
+                                "tile<f16> does not match operand 'lhs' type tile<f32>)"], err

@@ -118,3 +118,15 @@ def test_a_module_built_from_scratch_is_written_as_cutile_writes_it():
     if tool_path("tileirdisasm") is not None:
         result = tileirdisasm(data)
         assert result.ok, result.stderr
+
+
+def test_an_item_read_out_of_a_tile_registers_its_scalar_type_first():
+    """cuTile's list items: `extract` of a 1x1 tile then `reshape` to a scalar registers the
+    scalar type before the 1x1 tile type, which is how every array_list file is written."""
+    files = sorted((FIXTURE_DIR / "array_list").glob("*.tilebc"))
+    assert len(files) == 5
+    for path in files:
+        original = path.read_bytes()
+        types = table(original, "type")
+        assert types.index(T.TileType((), T.i64)) < types.index(T.TileType((1, 1), T.i64))
+        assert canonical(tilebc.load(original)) == original, path.name

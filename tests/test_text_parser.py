@@ -122,7 +122,7 @@ MALFORMED = [
     (HEADER + "  %0 = constant <i8: 300> : tile<i8>\n  return\n}\n", 2, 22,
      "integer constant out of range for type (integer 300 is out of range for i8"),
     (HEADER + "  %0 = exti %arg0 sideways : tile<i32> -> tile<i64>\n  return\n}\n", 2, 19,
-     "expected signedness, one of"),
+     "expected signedness to be one of: {'signed', 'unsigned'} (expected signedness, one of"),
     (HEADER + "  return %arg0 : tile<f32>\n}\n", 2, 18,
      "return: operand operands has type tile<i32>, but the text says tile<f32>"),
     (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32> ~\n}\n", 2, 38, "unexpected character '~'"),
@@ -150,7 +150,9 @@ MALFORMED += [
      "expected ')' to close loc(...), found 'return'"),
     # parser: wrong attribute keywords
     (FLOAT_HEADER + "  %0 = addf %f, %f rounding<sideways> : tile<f32>\n" + RETURN, 2, 29,
-     "expected rounding mode, one of: nearest_even, zero,"),
+     "custom op 'cuda_tile.addf' expected rounding mode to be one of: 'nearest_even', 'zero', "
+     "'negative_inf', 'positive_inf', got: 'sideways' (expected rounding mode, one of: "
+     "nearest_even, zero,"),
     (HEADER + "  %0 = addi %arg0, %arg0 overflow<maybe> : tile<i32>\n" + RETURN, 2, 35,
      "expected overflow, one of: none, no_signed_wrap"),
     (FLOAT_HEADER + "  %0 = cmpf less_than sometimes %f, %f : tile<f32> -> tile<i1>\n" + RETURN, 2, 23,

@@ -75,7 +75,7 @@ def test_combiner_body_refuses_ops_with_memory_effects(name, op):
     lines = body.splitlines()
     at = next(i for i, line in enumerate(lines) if line.split("=")[-1].split()[0] == culprit)
     assert errors[0].line == 6 + at
-    assert f"only memory-effect-free ops are allowed in a {op} body" in errors[0].message
+    assert f"only memory-effect-free operations are allowed inside 'cuda_tile.{op}'" in errors[0].message
     with pytest.raises(tilebc.VerificationError):
         verify(module)
 

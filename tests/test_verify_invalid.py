@@ -559,28 +559,35 @@ CASES += [
                     [const(b, scalar(i32), (2).to_bytes(4, "little"))]], [tile((4,), f32)])),
          "index.bounds", "extract", "index 0 is 2, outside the 2 sub-tiles", severity="warning"),
     Case("iota range", lambda: kernel([], lambda b: b.op("iota", [], [tile((512,), i8)])),
-         "shape.iota", "iota", "512 elements exceed the range of i8"),
+         "shape.iota", "iota", "'cuda_tile.iota' op the number of elements 512 exceeds the "
+         "maximum value of element type 'i8' (512 elements exceed the range of i8)"),
     Case("pack size", _tile_op("pack", tile((4,), f32), tile((8,), i8)),
          "type.pack", "pack", "source is 16 bytes but result is 8 bytes"),
     Case("exti narrows", _unary("exti", scalar(i32), scalar(i8), {"signedness": Signedness.SIGNED}),
-         "type.width", "exti", "exti must widen: i32 to i8"),
+         "type.width", "exti", "'cuda_tile.exti' op extending to smaller or identical "
+         "integer (exti must widen: i32 to i8)"),
     Case("bitcast widths", _unary("bitcast", scalar(f32), scalar(i64)),
-         "type.width", "bitcast", "bitcast needs equal widths"),
+         "type.width", "bitcast", "'cuda_tile.bitcast' op types must be equal width (bitcast "
+         "needs equal widths"),
     Case("ftof to itself", _unary("ftof", scalar(f32), scalar(f32)),
-         "type.noop", "ftof", "converting tile<f32> to itself"),
+         "type.noop", "ftof", "'cuda_tile.ftof' op converting tiles must not be a no-op "
+         "(converting tile<f32> to itself)"),
     Case("int_to_ptr from i32", _unary("int_to_ptr", scalar(i32), scalar(PointerType(f32))),
          "type.operand", "int_to_ptr", "'cuda_tile.int_to_ptr' op operand #0 must be tile of i64 "
          "values, but got '!cuda_tile.tile<i32>' (operand 'source')"),
     # attribute values
     Case("addf approx", _binary("addf", scalar(f32), scalar(f32), scalar(f32),
                                 {"rounding_mode": RoundingMode.APPROX}),
-         "attr.rounding", "addf", "rounding_mode approx is not allowed here"),
+         "attr.rounding", "addf", "'cuda_tile.addf' op invalid rounding mode specified, expect "
+         "one of [nearest_even, zero, negative_inf, positive_inf] (rounding_mode approx is not "
+         "allowed here"),
     Case("ftof positive_inf to f16", _unary("ftof", scalar(f32), scalar(f16),
                                             {"rounding_mode": RoundingMode.POSITIVE_INF}),
          "attr.rounding", "ftof", "rounding_mode positive_inf is not allowed for f32 to f16"),
     Case("itof to f8E8M0FNU", _unary("itof", scalar(i32), scalar(f8E8M0FNU), {
         "signedness": Signedness.SIGNED, "rounding_mode": RoundingMode.NEAREST_EVEN}),
-         "type.operand", "itof", "integer to f8E8M0FNU conversion is not supported"),
+         "type.operand", "itof", "'cuda_tile.itof' op integer to f8E8M0FNU conversion is not "
+         "supported, please first convert to another float type"),
     Case("ftof f8E8M0FNU to f32 positive_inf", _unary("ftof", scalar(f8E8M0FNU), scalar(f32),
                                                      {"rounding_mode": RoundingMode.POSITIVE_INF}),
          "attr.rounding", "ftof", "rounding_mode positive_inf is not allowed for f8E8M0FNU to f32; "
@@ -597,16 +604,19 @@ CASES += [
          "attr.rounding", "itof", "rounding_mode zero is not allowed here"),
     Case("ftz on f16", _binary("addf", scalar(f16), scalar(f16), scalar(f16),
                                {"flush_to_zero": True}),
-         "attr.f32_only", "addf", "flush_to_zero is only supported for f32"),
+         "attr.f32_only", "addf", "'cuda_tile.addf' op flush_to_zero modifier only supported for "
+         "f32 data type, but got: 'f16' (flush_to_zero is only supported for f32"),
     Case("divf approx on f16", _binary("divf", scalar(f16), scalar(f16), scalar(f16),
                                        {"rounding_mode": RoundingMode.APPROX}),
-         "attr.f32_only", "divf", "rounding_mode approx is only supported for f32"),
+         "attr.f32_only", "divf", "'cuda_tile.divf' op approx modifier only supported for f32 data "
+         "type, but got: 'f16' (rounding_mode approx is only supported for f32"),
     Case("negi no_unsigned_wrap", _unary("negi", scalar(i32), scalar(i32),
                                          {"overflow": IntegerOverflow.NO_UNSIGNED_WRAP}),
          "attr.overflow", "negi", "overflow no_unsigned_wrap is not allowed here"),
     Case("unsigned floor division", _binary("divi", scalar(i32), scalar(i32), scalar(i32), {
         "signedness": Signedness.UNSIGNED, "rounding": RoundingMode.NEGATIVE_INF}),
-         "divi.unsigned_floor", "divi", "rounding negative_inf is not allowed here"),
+         "divi.unsigned_floor", "divi", "'cuda_tile.divi' op rounding mode 'negative_inf' is not "
+         "allowed with 'unsigned' flag (rounding negative_inf is not allowed here"),
     Case("assume div_by 3", _unary("assume", scalar(i32), scalar(i32),
                                    {"predicate": DivByAttr(3)}),
          "assume.predicate", "assume", "div_by divisor must be a power of two, got 3"),
@@ -630,7 +640,8 @@ CASES += [
          "attr.alignment", "alloca", "alignment 2 is below the 4-byte size of f32"),
     Case("join one token", lambda: kernel([], lambda b: b.op(
         "join_tokens", [[b.op("make_token", [], [token])]], [token])),
-         "operand.count", "join_tokens", "join_tokens needs two or more tokens, got 1"),
+         "operand.count", "join_tokens", "'cuda_tile.join_tokens' op expect two or more tokens "
+         "(join_tokens needs two or more tokens, got 1)"),
     Case("alloca negative count", lambda: kernel([], lambda b: b.op(
         "alloca", [], [scalar(PointerType(f32))], {"num_elem": -1, "alignment": 4})),
          "attr.value", "alloca", "num_elem must not be negative, got -1", reload=False),
@@ -663,14 +674,19 @@ CASES += [
          "attr.inbounds", "load_view_tko", "inbounds has 2 entries for 1 indices"),
     Case("load with release", _load_view(tile((16,), f32), lambda b: [zero_i32(b)],
                                          order=Order.RELEASE, scope=MemoryScope.DEVICE),
-         "memory.ordering", "load_view_tko", "memory ordering release is not allowed"),
+         "memory.ordering", "load_view_tko", "'cuda_tile.load_view_tko' op expect one of: weak, "
+         "relaxed, or acquire, but got: release (memory ordering release is not allowed"),
     Case("weak load with scope", _load_view(tile((16,), f32), lambda b: [zero_i32(b)],
                                             scope=MemoryScope.DEVICE),
-         "memory.scope", "load_view_tko", "a weak access takes no memory scope"),
+         "memory.scope", "load_view_tko", "'cuda_tile.load_view_tko' op weak load must not have "
+         "memory scope (a weak access takes no memory scope"),
     Case("acquire load without scope", _load_ptr(tile((4,), f32), order=Order.ACQUIRE),
-         "memory.scope", "load_ptr_tko", "a acquire access needs a memory scope"),
+         "memory.scope", "load_ptr_tko", "'cuda_tile.load_ptr_tko' op memory scope is required for "
+         "acquire load (a acquire access needs a memory scope)"),
     Case("load_ptr pointee", _load_ptr(tile((4,), i32)),
-         "type.pointee", "load_ptr_tko", "operand 'source' points to f32 but result 'result' holds i32"),
+         "type.pointee", "load_ptr_tko", "'cuda_tile.load_ptr_tko' op failed to verify that "
+         "`source` type is expected a pointer type of `result` type (operand 'source' points to "
+         "f32 but result 'result' holds i32)"),
     Case("tensor_view pointee", lambda: kernel([scalar(PointerType(f32))], lambda b, p: b.op(
         "make_tensor_view", [p, [], []], [TensorViewType(i32, (64,), (1,))])),
          "type.view", "make_tensor_view", "base points to f32 but the tensor_view holds i32"),
@@ -697,11 +713,13 @@ CASES += [
     # control flow and regions
     Case("if returns a view", _if_view_result, "type.view_value", "if", "result 0 is a view"),
     Case("reduce identity type", _reduce_identities, "attr.identities", "reduce",
-         "identity 0 is i32 but operand 0 holds f32"),
+         "'cuda_tile.reduce' op expect same type for operand at index: 0 and identity at "
+         "index: 0 but got: 'f32' and 'i32'"),
     Case("reduce region arguments", _reduce_region, "region.args", "reduce",
-         "region arguments (tile<f32>) should be (tile<f32>, tile<f32>)"),
+         "'cuda_tile.reduce' op expect 2 block arguments but got: 1"),
     Case("print_tko in a reduce body", _reduce_printing, "region.effects", "print_tko",
-         "print_tko has memory effects; only memory-effect-free ops are allowed in a reduce body"),
+         "'cuda_tile.print_tko' op only memory-effect-free operations are allowed inside "
+         "'cuda_tile.reduce' (print_tko has memory effects)"),
     Case("loop returns a view", _loop_view_result, "type.view_value", "loop", "result 0 is a view"),
 ]
 
@@ -1009,18 +1027,24 @@ CASES += [
     # NVIDIA: "expect identities to match the number of operands" / "expect same type for operand
     # at index: 0 and identity at index: 0 but got: 'f32' and 'none'"
     Case("reduce without identities", _combiner("reduce", f32, ()), "attr.identities", "reduce",
-         "expected 1 identities, got 0"),
+         "'cuda_tile.reduce' op expect identities to match the number of operands but got: 1 "
+         "operands and 0 identities"),
     Case("scan with two identities", _combiner("scan", f32, (FloatAttr(f32, 0),) * 2),
-         "attr.identities", "scan", "expected 1 identities, got 2"),
+         "attr.identities", "scan", "'cuda_tile.scan' op expect identities to match the number "
+         "of operands but got: 1 operands and 2 identities"),
     Case("scan identity f64 for f32", _combiner("scan", f32, (FloatAttr(f64, 0),)),
-         "attr.identities", "scan", "identity 0 is f64 but operand 0 holds f32"),
+         "attr.identities", "scan", "'cuda_tile.scan' op expect same type for operand at index: "
+         "0 and identity at index: 0 but got: 'f32' and 'f64'"),
     Case("reduce identity a string", _combiner("reduce", f32, (StringAttr("x"),)),
-         "attr.identities", "reduce", "identity 0 must be an integer, float or bool value, got "
-                                      "StringAttr"),
+         "attr.identities", "reduce", "'cuda_tile.reduce' op expect same type for operand at "
+         "index: 0 and identity at index: 0 but got: 'f32' and 'none' (identity 0 must be an "
+         "integer, float or bool value, got StringAttr)"),
     Case("scan identity a bool for f32", _combiner("scan", f32, (BoolAttr(False),)),
-         "attr.identities", "scan", "identity 0 is i1 but operand 0 holds f32"),
+         "attr.identities", "scan", "'cuda_tile.scan' op expect same type for operand at index: "
+         "0 and identity at index: 0 but got: 'f32' and 'i1'"),
     Case("reduce identity i8 for i1", _combiner("reduce", i1, (IntegerAttr(i8, 0),)),
-         "attr.identities", "reduce", "identity 0 is i8 but operand 0 holds i1"),
+         "attr.identities", "reduce", "'cuda_tile.reduce' op expect same type for operand at "
+         "index: 0 and identity at index: 0 but got: 'i1' and 'i8'"),
     # NVIDIA: "expects argument attribute array to have the same number of elements as the number
     # of function arguments", "Array of dictionary attributes", "arguments may only have dialect
     # attributes"

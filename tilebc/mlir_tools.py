@@ -204,11 +204,13 @@ def parse_chunk(text: str, file: str, options: Options) -> ChunkResult:
     from .verify import WARNING, diagnostics
     result = ChunkResult()
     try:
-        result.modules = parse_modules(text, file, testing_ops=options.testing_ops)
+        result.modules, unwritable = parse_modules(text, file, testing_ops=options.testing_ops,
+                                                   defer_unwritable=True)
     except TilebcError as error:
         result.diagnostics.append(from_error(error, file))
-        for line, column, message in getattr(error, "remarks", ()):
-            result.diagnostics.append(Diag("remark", line, column, message, file))
+        # notes, remarks and further errors a parse error carries at their own positions
+        for severity, line, column, message in getattr(error, "related", ()):
+            result.diagnostics.append(Diag(severity, line, column, message, file))
         return result
     if not options.verify:
         return result
@@ -227,6 +229,10 @@ def parse_chunk(text: str, file: str, options: Options) -> ChunkResult:
                                                    HINT_FAILURE, file))
                 continue
             result.diagnostics.append(diag)
+    # a fused or named location is refused once the module verifies (NVIDIA's verifier sees
+    # through it; its bytecode writer refuses it)
+    if unwritable and not any(d.severity == "error" for d in result.diagnostics):
+        result.diagnostics.append(from_error(unwritable[0], file))
     return result
 
 

@@ -17,7 +17,7 @@ entry @k(%b: tile<f32>) {
 // -----
 
 entry @k(%a: tile<i32>) {
-  // expected-error@+1 {{exti must widen: i32 to i16}}
+  // expected-error@+1 {{'cuda_tile.exti' op extending to smaller or identical integer (exti must widen: i32 to i16)}}
   %0 = exti %a signed : tile<i32> -> tile<i16>
   return
 }
@@ -25,7 +25,7 @@ entry @k(%a: tile<i32>) {
 // -----
 
 entry @k(%a: tile<i32>) {
-  // expected-error@+1 {{trunci must narrow: i32 to i64}}
+  // expected-error@+1 {{'cuda_tile.trunci' op truncating to larger or identical integer (trunci must narrow: i32 to i64)}}
   %0 = trunci %a : tile<i32> -> tile<i64>
   return
 }
@@ -33,7 +33,7 @@ entry @k(%a: tile<i32>) {
 // -----
 
 entry @k(%a: tile<f32>) {
-  // expected-error@+1 {{converting tile<f32> to itself}}
+  // expected-error@+1 {{'cuda_tile.ftof' op converting tiles must not be a no-op (converting tile<f32> to itself)}}
   %0 = ftof %a : tile<f32> -> tile<f32>
   return
 }
@@ -43,16 +43,6 @@ entry @k(%a: tile<f32>) {
 entry @k(%a: tile<i32>) {
   // expected-error@+1 {{result 'result' must be tile<i1>, got tile<i32>}}
   %0 = cmpi equal %a, %a, signed : tile<i32> -> tile<i32>
-  return
-}
-
-// -----
-
-entry @k(%a: tile<i32>) {
-  %c = constant <i32: 1> : tile<4xi32>
-  %d = constant <i32: 2> : tile<8xi32>
-  // expected-error@+1 {{operand 'rhs' type tile<8xi32> does not match operand 'lhs' type tile<4xi32>}}
-  %0 = addi %c, %d : tile<4xi32>
   return
 }
 
@@ -85,7 +75,7 @@ entry @k(%a: tile<i32>) {
 // -----
 
 entry @k(%a: tile<f32>) {
-  // expected-error@+1 {{bitcast needs equal widths, f32 is 32 bits and i64 is 64 bits}}
+  // expected-error@+1 {{'cuda_tile.bitcast' op types must be equal width (bitcast needs equal widths, f32 is 32 bits and i64 is 64 bits)}}
   %0 = bitcast %a : tile<f32> -> tile<i64>
   return
 }
@@ -95,5 +85,78 @@ entry @k(%a: tile<f32>) {
 entry @k(%a: tile<i32>) {
   // expected-error@+1 {{'cuda_tile.itof' op result #0 must be tile of f16 or bf16 or f32 or f64 or tf32 or f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN or fnv8E5M3FNU values, but got '!cuda_tile.tile<i32>' (result 'to')}}
   %0 = itof %a signed : tile<i32> -> tile<i32>
+  return
+}
+
+// -----
+
+entry @k(%a: tile<i16>) {
+  // expected-error@+1 {{'cuda_tile.exti' op extending to smaller or identical integer (exti must widen: i16 to i16)}}
+  %0 = exti %a unsigned : tile<i16> -> tile<i16>
+  return
+}
+
+// -----
+
+entry @k(%a: tile<i16>) {
+  // expected-error@+1 {{'cuda_tile.itof' op integer to f8E8M0FNU conversion is not supported, please first convert to another float type}}
+  %0 = itof %a signed : tile<i16> -> tile<f8E8M0FNU>
+  return
+}
+
+// -----
+
+entry @k() {
+  // expected-error@+1 {{'cuda_tile.iota' op expects result type to be 1-d tile (got tile<4x8xi32>, of rank 2)}}
+  %0 = iota : tile<4x8xi32>
+  return
+}
+
+// -----
+
+entry @k() {
+  // expected-error@+1 {{'cuda_tile.iota' op expects result type to be 1-d tile (got tile<i32>, of rank 0)}}
+  %0 = iota : tile<i32>
+  return
+}
+
+// -----
+
+entry @k() {
+  // expected-error@+1 {{'cuda_tile.iota' op the number of elements 512 exceeds the maximum value of element type 'i8' (512 elements exceed the range of i8)}}
+  %0 = iota : tile<512xi8>
+  return
+}
+
+// -----
+
+entry @k() {
+  // expected-error@+1 {{'cuda_tile.iota' op result #0 must be tile of i1 or i8 or i16 or i32 or i64 values, but got '!cuda_tile.tile<8xf32>'}}
+  %0 = iota : tile<8xf32>
+  return
+}
+
+// -----
+
+entry @k(%a: tile<f16>) {
+  // expected-error@+1 {{'cuda_tile.divf' op approx modifier only supported for f32 data type, but got: 'f16' (rounding_mode approx is only supported for f32, got f16)}}
+  %0 = divf %a, %a rounding<approx> : tile<f16>
+  return
+}
+
+// -----
+
+entry @k(%a: tile<f16>) {
+  // flush_to_zero is checked before approx, as NVIDIA's shared div/sqrt check does
+  // expected-error@+1 {{'cuda_tile.sqrt' op flush_to_zero modifier only supported for f32 data type, but got: 'f16' (flush_to_zero is only supported for f32, got f16)}}
+  %0 = sqrt %a rounding<approx> flush_to_zero : tile<f16>
+  return
+}
+
+// -----
+
+entry @k(%a: tile<f32>) {
+  // expected-error@+1 {{'cuda_tile.tanh' op invalid rounding mode specified, expect one of [approx, full] (rounding_mode zero is not allowed here; expected one of approx, full)}}
+  %0 = tanh %a rounding<zero> : tile<f32>
   return
 }

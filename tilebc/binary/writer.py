@@ -14,6 +14,7 @@ from ..numeric.dense import dense_size_ok
 from ..ir.shared import brief
 from ..ops.enums import PtrAttr, SymbolVisibility, WireEnum
 from ..ops.spec import Arity, AttrKind
+from ..ops.table import ITEM_READ
 from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS, GLOBAL_VISIBILITY_AND_CONSTANT,
                        POINTER_ATTR, PREVIEW_TAG, PRODUCER_SECTION, UNIFIED_OPTIONAL_BITFIELD,
                        Version, VersionLike, check_supported)
@@ -486,7 +487,16 @@ class ModuleWriter:
         out.varint(len(block.ops))
         if not block.ops:
             raise self.fail("a block needs at least one op (its terminator)")
-        for op in block.ops:
+        ops = block.ops
+        for index, op in enumerate(ops):
+            following = ops[index + 1] if index + 1 < len(ops) else None
+            if following is not None \
+                    and (op.spec.mnemonic, following.spec.mnemonic) == ITEM_READ \
+                    and following.operand_values[0] is op.results[0] \
+                    and getattr(following.results[0].type, "rank", None) == 0:
+                # cuTile reads an item out of a tile: it registers the item's scalar type
+                # before the 1x…x1 tile `extract` returns (its array_list kernels)
+                self.type(following.results[0].type)
             self.op(op, out, numbering, locs)
         while len(numbering) > mark:
             numbering.popitem()

@@ -56,6 +56,23 @@ def _all_false(operands) -> tuple:
 
 
 ROUNDING = enum_attr("rounding_mode", RoundingMode, RoundingMode.NEAREST_EVEN)
+_IEEE_MODES = (RoundingMode.NEAREST_EVEN, RoundingMode.ZERO, RoundingMode.NEGATIVE_INF,
+               RoundingMode.POSITIVE_INF)
+# The rounding modes a float op takes (NVIDIA's verifier and its text parser list them in this
+# order), and the ops whose custom form refuses the others already while parsing.
+ROUNDING_MODES_TAKEN = {
+    "addf": _IEEE_MODES, "subf": _IEEE_MODES, "mulf": _IEEE_MODES, "fma": _IEEE_MODES,
+    "divf": _IEEE_MODES + (RoundingMode.APPROX, RoundingMode.FULL),
+    "sqrt": _IEEE_MODES + (RoundingMode.APPROX,),
+    "exp": (RoundingMode.APPROX, RoundingMode.FULL),
+    "tanh": (RoundingMode.APPROX, RoundingMode.FULL),
+}
+ROUNDING_CHECKED_WHEN_PARSED = ("addf", "subf", "mulf", "fma")
+# Ops whose memory ordering and scope NVIDIA reads with a parser of its own (its errors differ).
+OWN_MEMORY_ATTRIBUTE_PARSER = ("load_view_tko", "store_view_tko")
+# cuTile reads an item out of a tile with these two ops in a row; its writer registers the
+# item's scalar type before the 1x…x1 type of the first.
+ITEM_READ = ("extract", "reshape")
 FTZ = unit("flush_to_zero")
 OVERFLOW = enum_attr("overflow", IntegerOverflow, IntegerOverflow.NONE)
 SIGNEDNESS = enum_attr("signedness", Signedness, Signedness.SIGNED)

@@ -16,17 +16,25 @@ file location has no debug scope in the format and is written as unknown, as NVI
 does. Named and fused locations are refused where they are used, as NVIDIA's writer refuses them
 (its verifier looks through them for debug scopes, so dropping them would hide scope errors):
 
-    ("unsupported", what, pos)      loc(fused[…]) or loc("name"(…)) / loc("name")
+    ("unsupported", what, pos, parts)  loc(fused[…]) or loc("name"(…)) / loc("name")
+
+The MLIR-like commands defer that refusal until the module verifies (`defer_unwritable`), so a
+scope error inside such a location is reported first, in NVIDIA's words.
 """
 from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
+from ..errors import TextSyntaxError
 from ..ir import location as L
 from .debuginfo import SUBPROGRAM_FLAGS
 from .lexer import MAX_NESTING, Cursor, nesting, unescape
 
 DIALECT = "#cuda_tile."
+
+
+# debug attributes MLIR reads as structs (`key = value` parameters)
+_STRUCTS = ("di_compile_unit", "di_subprogram", "di_lexical_block")
 
 
 class LocationTable:
@@ -36,6 +44,10 @@ class LocationTable:
         self._resolved: Dict[str, object] = {}
         self._resolving: set = set()
         self._alias_chain: List[Tuple[str, int]] = []  # aliases being resolved (name, position)
+        # With `defer_unwritable`, a fused or named location stands for the di_loc inside it (as
+        # NVIDIA's debug-info verifier sees it) and its refusal waits in `unwritable`.
+        self.defer_unwritable = False
+        self.unwritable: List[TextSyntaxError] = []
 
     # ---- reading ---------------------------------------------------------------------------------
 
@@ -85,10 +97,11 @@ class LocationTable:
             if c.at("<"):
                 self._skip_balanced("<", ">")
             c.expect("[", "after fused")
+            parts = []
             while not c.accept("]"):
-                self._loc_body()
+                parts.append(self._loc_body())
                 c.accept(",")
-            return ("unsupported", "a fused location (loc(fused[...]))", token.pos)
+            return ("unsupported", "a fused location (loc(fused[...]))", token.pos, parts)
         if token.kind == "string":
             c.next()
             text = unescape(token.text)
@@ -96,10 +109,11 @@ class LocationTable:
                 line = self._int()
                 column = self._int() if c.accept(":") else 0
                 return ("file", text, line, column)
+            parts = []
             if c.accept("("):  # a named location wraps a child location
-                self._loc_body()
+                parts.append(self._loc_body())
                 c.expect(")", "to close a named location")
-            return ("unsupported", "a named location (loc(\"name\"(...)))", token.pos)
+            return ("unsupported", "a named location (loc(\"name\"(...)))", token.pos, parts)
         raise c.error(f"expected a location, found '{token.text or 'end of input'}'")
 
     @nesting("attribute values")
@@ -159,6 +173,18 @@ class LocationTable:
 
     # ---- resolving -------------------------------------------------------------------------------
 
+    def check_definitions(self) -> None:
+        """Resolve every alias, used or not, so that a malformed one is refused as MLIR's eager
+        attribute parser refuses it (an unused fused or named location is not: nothing writes
+        it)."""
+        defer, found = self.defer_unwritable, list(self.unwritable)
+        self.defer_unwritable = True
+        try:
+            for name in self.definitions:
+                self._resolve(("alias", name, self.definitions[name][1]))
+        finally:
+            self.defer_unwritable, self.unwritable = defer, found
+
     def location(self, expr) -> L.Location:
         """The location an op/entry carries (None: unknown or not representable)."""
         if expr is None:
@@ -203,10 +229,19 @@ class LocationTable:
             # or CallSiteLoc"); its verifier also looks through them for debug scopes. Dropping
             # them would hide both, so they are refused where they are used.
             kind_name = "FusedLoc" if "fused" in expr[1] else "NameLoc"
-            raise self.c.error(f"unsupported location, got {kind_name}, expected DILocAttr or "
+            error = self.c.error(f"unsupported location, got {kind_name}, expected DILocAttr or "
                                f"CallSiteLoc: {expr[1]} cannot be written to Tile IR bytecode "
                                f"(expected a #cuda_tile.di_loc, callsite, file or unknown "
                                f"location)", expr[2])
+            if not self.defer_unwritable:
+                raise error
+            self.unwritable.append(error)
+            # the first part that holds a di_loc (a name's child, a fused list's first such)
+            for part in expr[3]:
+                value = self._resolve(part)
+                if isinstance(value, (L.DILoc, L.CallSiteLoc)):
+                    return value
+            return None
         if kind in ("file", "word"):
             return expr
         if kind == "callsite":
@@ -217,11 +252,16 @@ class LocationTable:
         _, mnemonic, (positional, fields), pos = expr
         used = set()
 
+        if mnemonic in _STRUCTS and not fields and not positional:
+            raise self.c.error(f"expected a parameter name in struct (#cuda_tile.{mnemonic} "
+                               f"has no parameters)", pos)
+
         def field(key, kind, default=None):
             if key not in fields:
                 if default is not None:
                     return default
-                raise self.c.error(f"#cuda_tile.{mnemonic} needs '{key}'", pos)
+                raise self.c.error(f"struct is missing required parameter: {key} "
+                                   f"(#cuda_tile.{mnemonic} needs '{key}')", pos)
             used.add(key)
             value_expr, key_pos = fields[key]
             return self._typed(self._resolve(value_expr), kind, f"{mnemonic} {key}", key_pos)
@@ -238,7 +278,7 @@ class LocationTable:
             value = L.DICompileUnit(field("file", L.DIFile))
         elif mnemonic == "di_subprogram":
             value = L.DISubprogram(field("file", L.DIFile), field("line", int),
-                                   field("name", str), field("linkageName", str, ""),
+                                   field("name", str), field("linkageName", str),
                                    field("compileUnit", L.DICompileUnit),
                                    field("scopeLine", int, 0), self._subprogram_flags(fields, used))
         elif mnemonic == "di_lexical_block":

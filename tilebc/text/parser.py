@@ -16,9 +16,10 @@ from ..ir.location import CallSiteLoc, DILoc
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
 from ..numeric.convert import float_to_bits
 from ..numeric.numerics import storage_bytes
-from ..ops.enums import SymbolVisibility
-from ..ops.spec import Arity, AttrKind
-from ..ops.table import MNEMONIC_ALIASES, OPS_BY_MNEMONIC
+from ..ops.enums import MemoryScope, SymbolVisibility
+from ..ops.spec import Arity, AttrKind, Family
+from ..ops.table import (MNEMONIC_ALIASES, OPS_BY_MNEMONIC, OWN_MEMORY_ATTRIBUTE_PARSER,
+                         ROUNDING_CHECKED_WHEN_PARSED, ROUNDING_MODES_TAKEN)
 from ..version import MAX_VERSION
 from .lexer import MAX_NESTING, Cursor, Token, nesting, shorten, unescape
 from .debuginfo import attribute_text
@@ -38,15 +39,21 @@ def parse_module(text: str, filename: str = "<text>") -> Module:
     return _Parser(text, filename).module()
 
 
-def parse_modules(text: str, filename: str = "<text>", *,
-                  testing_ops: bool = False) -> List[Module]:
+def parse_modules(text: str, filename: str = "<text>", *, testing_ops: bool = False,
+                  defer_unwritable: bool = False) -> List[Module]:
     """Each top-level `cuda_tile.module` of the text as its own Module (items outside any module
     form one more, as MLIR's implicit module). `testing_ops` reads the test-only entry kind
     `testing$func` of NVIDIA's test builds (any parameter and result types); such modules are
-    for the verifier only and are refused by the bytecode writer's callers."""
+    for the verifier only and are refused by the bytecode writer's callers. `defer_unwritable`
+    reads a fused or named location as the di_loc inside it and returns, with the modules, the
+    refusals it owes (callers verify first, as NVIDIA's tools do)."""
     parser = _Parser(text, filename)
     parser.testing_ops = testing_ops
-    return parser.modules()
+    parser.locations.defer_unwritable = defer_unwritable
+    modules = parser.modules()
+    if defer_unwritable:
+        return modules, parser.locations.unwritable
+    return modules
 
 
 _GENERIC_MODULES = ("cuda_tile.module", "builtin.module")
@@ -64,6 +71,7 @@ class _OpState:
     def __init__(self, spec, pos: int):
         self.spec = spec
         self.pos = pos
+        self.generic = False  # MLIR's generic form: every type is written
         self.operands: Dict[str, object] = {}
         self.attrs: Dict[str, object] = {}
         self.operand_types: Dict[str, List] = {}
@@ -87,6 +95,8 @@ class _Parser:
         self._toplevel_scopes: Dict[int, Dict[str, Value]] = {}
         self._separate: Optional[List[Module]] = None  # top-level modules kept apart (modules())
         self._module_pos: List[int] = []  # where each enclosing `cuda_tile.module` starts
+        self._defined_at: Dict[int, int] = {}  # id(value) -> where its name is defined
+        self._used_at: Dict[int, Tuple[str, int]] = {}  # id(value) -> (name, its latest use)
 
     # ---- module ----------------------------------------------------------------------------------
 
@@ -97,6 +107,7 @@ class _Parser:
         # Aliases may be defined after their uses: resolve every location now.
         for target, expr in self._pending_locs:
             target.loc = self.locations.location(expr)
+        self.locations.check_definitions()
         module.preview = self.preview
         return module
 
@@ -108,6 +119,7 @@ class _Parser:
         self._close_toplevel()
         for target, expr in self._pending_locs:
             target.loc = self.locations.location(expr)
+        self.locations.check_definitions()
         found = self._separate + ([implicit] if implicit.item_order else [])
         for module in found:
             module.preview = self.preview or any(op.spec.preview for op in module.walk())
@@ -208,7 +220,7 @@ class _Parser:
         op (the error says where the op is too, for callers that show one message)."""
         line, column = self.c.line_col(pos)
         error = self.c.error(f"{message} ({detail}, at {line}:{column})", self._module_pos[-1])
-        error.remarks = [(line, column, "invalid op")]
+        error.related = [("remark", line, column, "invalid op")]
         return error
 
     # ---- the module and its entries in MLIR's generic form ---------------------------------
@@ -447,9 +459,15 @@ class _Parser:
         if token.text in scope:
             raise self.c.error(f"redefinition of SSA value {token.text}", token.pos)
         scope[token.text] = value
+        for each in value if isinstance(value, list) else (value,):
+            self._defined_at[id(each)] = token.pos
 
     def _use(self) -> Value:
-        token = self.c.expect_kind("value", "an SSA value (%name)")
+        token = self.c.peek()
+        if token.kind != "value":  # MLIR's words, then ours
+            raise self.c.error(f"expected SSA operand (expected an SSA value (%name), found "
+                               f"'{token.text or 'end of input'}')", token.pos)
+        self.c.next()
         name, _, index = token.text.partition("#")
         for scope in reversed(self.scopes):
             if name in scope:
@@ -462,10 +480,26 @@ class _Parser:
             if not 0 <= position < len(value):
                 raise self.c.error(f"{name} has {len(value)} results; use {name}#0 … "
                                    f"{name}#{len(value) - 1}", token.pos)
-            return value[position]
-        if index:
+            value = value[position]
+        elif index:
             raise self.c.error(f"{name} is a single value and takes no #index", token.pos)
+        self._used_at[id(value)] = (token.text, token.pos)
         return value
+
+    def _prior_use_error(self, value: Value, wanted) -> TextSyntaxError:
+        """MLIR's error for a value used at a type other than its own, with its note at the
+        definition."""
+        name, pos = self._used_at.get(id(value), ("%?", self.c.peek().pos))
+
+        def quoted(t):
+            return f"'{t}'" if isinstance(t, T.ElementType) else f"'!cuda_tile.{t}'"
+        error = self.c.error(f"use of value '{name}' expects different type than prior uses: "
+                             f"{quoted(wanted)} vs {quoted(value.type)}", pos)
+        defined = self._defined_at.get(id(value))
+        if defined is not None:
+            line, column = self.c.line_col(defined)
+            error.related = [("note", line, column, "prior use here")]
+        return error
 
     # ---- blocks and ops --------------------------------------------------------------------------
 
@@ -507,6 +541,7 @@ class _Parser:
         name_token = c.peek()
         if name_token.kind == "string":
             state = self._generic_op(c.next(), names)
+            state.generic = True
             spec = state.spec
             op = self._build(state, name_token)
             op.generic_form = True
@@ -746,12 +781,27 @@ class _Parser:
     def _build(self, state: _OpState, name_token: Token) -> Op:
         spec = state.spec
         # `load_ptr_tko %p, %x`: the text alone cannot tell a mask from a padding value (both
-        # optional, both after a comma); a mask is always a tile of i1.
+        # optional, both after a comma); a mask is always a tile of i1, a padding value has the
+        # result's type (anything else stays the mask, as MLIR reads it, and is refused as one).
         mask = state.operands.get("mask")
+        result = (state.result_types.get(0) or [None])[0]
         if "paddingValue" in {o.name for o in spec.operands} and mask is not None \
                 and state.operands.get("paddingValue") is None \
-                and getattr(getattr(mask.type, "element", None), "name", "") != "i1":
+                and getattr(getattr(mask.type, "element", None), "name", "") != "i1" \
+                and (result is None or mask.type == result):
             state.operands["paddingValue"], state.operands["mask"] = mask, None
+        implied = not state.generic
+        token_operand = state.operands.get("token")
+        if implied and isinstance(token_operand, Value) and token_operand.type != T.token:
+            raise self._prior_use_error(token_operand, T.token)  # its type is implied
+        if implied and spec.family is Family.ELEMENTWISE and result is not None:
+            # all of an element-wise op's values have one type: an operand whose type the text
+            # does not write is read at the result's (MLIR resolves it so)
+            for operand in spec.operands:
+                value = state.operands.get(operand.name)
+                if isinstance(value, Value) and operand.name not in state.operand_types \
+                        and value.type != result:
+                    raise self._prior_use_error(value, result)
         operands = {}
         for operand in spec.operands:
             value = state.operands.get(operand.name)
@@ -897,6 +947,16 @@ class _Parser:
                     c.expect(",")
                 positions.append(c.peek().pos)
                 types.append(self.types.type())
+            if isinstance(group, tuple) and not group:
+                # MLIR reads a variadic group's type list whatever the operand count
+                extra = self._optional_type()
+                while extra is not None:
+                    types.append(extra)
+                    extra = self._optional_type() if c.accept(",") else None
+                if types:
+                    raise c.error(f"custom op 'cuda_tile.{state.spec.mnemonic}' number of "
+                                  f"operands and types do not match: got 0 operands and "
+                                  f"{len(types)} types", state.pos)
             values = group if isinstance(group, tuple) else ((group,) if group is not None else ())
             for value, found, pos in zip(values, types, positions):
                 if value.type != found:
@@ -910,6 +970,18 @@ class _Parser:
                 c.next()
                 types.append(self.types.type())
         state.result_types[element.result] = types
+
+    def _optional_type(self):
+        """A type if one follows, else None (the cursor left where it was)."""
+        c = self.c
+        if c.peek().kind not in ("ident", "bang"):
+            return None
+        saved_pos, saved_peek = c.pos, c._peeked
+        try:
+            return self.types.type()
+        except TextSyntaxError:
+            c.pos, c._peeked = saved_pos, saved_peek
+            return None
 
     # ---- attributes ------------------------------------------------------------------------------
 
@@ -931,6 +1003,45 @@ class _Parser:
                                f"{', '.join(m.keyword for m in enum)}; found '{token.text}'") from None
         self.c.next()
         return member
+
+    def _view_memory_attributes(self, enum):
+        """The ordering (and a scope after it) of load_view_tko/store_view_tko, refused in the
+        words of NVIDIA's custom parser; a valid scope is left to the optional group."""
+        c = self.c
+        token = c.peek()
+        try:
+            order = self._enum_keyword(enum, "memory_ordering_semantics")
+        except TextSyntaxError as ours:
+            raise c.error(f"invalid memory_ordering_semantics attribute specification. Got "
+                          f"\"{token.text}\" but expect one of: weak, relaxed, acquire, release, "
+                          f"acq_rel ({ours.message.splitlines()[0]})", token.pos) from None
+        scope = c.peek()
+        if scope.kind == "ident":
+            if order.keyword == "weak":
+                raise c.error(f"operation specifies weak memory ordering semantics, but then "
+                              f"provides \"{scope.text}\" scope, expected no memory scope.",
+                              scope.pos)
+            if scope.text not in {m.keyword for m in MemoryScope}:
+                raise c.error(f"invalid memory_scope attribute specification. Got "
+                              f"\"{scope.text}\" but expect one of: tl_blk, device, sys",
+                              scope.pos)
+        return order
+
+    def _signedness(self, enum):
+        """A signedness keyword of an op's custom form, refused in NVIDIA's parser's words (a
+        missing keyword draws MLIR's own error too)."""
+        token = self.c.peek()
+        try:
+            return self._enum_keyword(enum, "signedness")
+        except TextSyntaxError as ours:
+            words = "expected signedness to be one of: {'signed', 'unsigned'}"
+            detail = ours.message.split("\n")[0]
+            if token.kind == "ident":
+                raise self.c.error(f"{words} ({detail})", token.pos) from None
+            error = self.c.error(f"expected valid keyword ({detail})", token.pos)
+            line, column = self.c.line_col(token.pos)
+            error.related = [("error", line, column, words)]
+            raise error from None
 
     def _generic_array(self, item) -> tuple:
         """The rest of MLIR's `array<type: v, ...>` after `array`, each value read by `item`."""
@@ -959,6 +1070,10 @@ class _Parser:
         c = self.c
         kind = attr.kind
         if kind is AttrKind.ENUM:
+            if attr.enum.__name__ == "Signedness":
+                return self._signedness(attr.enum)
+            if attr.name == "memory_ordering_semantics" and state.spec.mnemonic in OWN_MEMORY_ATTRIBUTE_PARSER:
+                return self._view_memory_attributes(attr.enum)
             return self._enum_keyword(attr.enum, attr.name)
         if kind is AttrKind.BOOL:
             return self._bool()
@@ -1005,6 +1120,15 @@ class _Parser:
                                        f"{shorten(text)} does not fit in {element} "
                                        f"({element.bits} bits))", token.pos)
                 return bits
+            if token.kind == "number" and re.fullmatch(r"[-+]?[0-9]+", text):
+                # MLIR reads a float only with a '.' or an exponent; hex gives the bits
+                error = self.c.error(f"unexpected decimal integer literal for a floating point "
+                                     f"value ({element} element {shorten(text)} has no '.' or "
+                                     f"exponent)", token.pos)
+                line, column = self.c.line_col(token.pos)
+                error.related = [("note", line, column,
+                                  "add a trailing dot to make the literal a float")]
+                raise error
             try:
                 return float_to_bits(float(text), element)
             except ValueError:
@@ -1180,7 +1304,12 @@ class _Parser:
                 end += 1
             text = c.text[pos:end].strip()
             if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
-                raise c.error(f"'cuda_tile.constant' unknown type: {text} ({ours})", pos) from None
+                # NVIDIA reports the unknown name, then the element check on the null type
+                unknown = c.error(f"'cuda_tile.constant' unknown type: {text} ({ours})", pos)
+                line, column = c.line_col(pos)
+                unknown.related = [("error", line, column, f"expect element type to be one of "
+                                    f"{_DENSE_ELEMENTS} values, but got '<<NULL TYPE>>'")]
+                raise unknown from None
             raise c.error(f"expect element type to be one of {_DENSE_ELEMENTS} values, but got "
                           f"'{text}' ({ours})", pos) from None
 
@@ -1257,7 +1386,23 @@ class _Parser:
         c = self.c
         if c.accept("rounding"):
             c.expect("<")
-            state.attrs[attr.name] = self._enum_keyword(attr.spec.enum, "rounding mode")
+            token = c.peek()
+            mnemonic = state.spec.mnemonic
+            taken = ROUNDING_MODES_TAKEN.get(mnemonic)
+            try:
+                mode = self._enum_keyword(attr.spec.enum, "rounding mode")
+            except TextSyntaxError as ours:
+                if taken is None:
+                    raise
+                mode, detail = None, ours.message.splitlines()[0]
+            if taken is not None and (mode is None or (
+                    mode not in taken and mnemonic in ROUNDING_CHECKED_WHEN_PARSED)):
+                # NVIDIA's custom parser lists what the op takes
+                listing = ", ".join(f"'{m.keyword}'" for m in taken)
+                raise c.error(f"custom op 'cuda_tile.{mnemonic}' expected rounding mode to be one "
+                              f"of: {listing}, got: '{token.text}'"
+                              + (f" ({detail})" if mode is None else ""), token.pos)
+            state.attrs[attr.name] = mode
             c.expect(">")
 
     def _custom_DenseConstant(self, state, attr):

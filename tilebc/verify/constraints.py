@@ -92,8 +92,10 @@ def ods_type_error(op, name: str, v, desc: str, detail: str) -> str:
         kind, index = "operand", next(i for i, x in enumerate(op.operand_values) if x is v)
     else:
         kind, index = "result", v.index
-    return (f"'cuda_tile.{op.name}' op {kind} #{index} must be {desc}, but got "
-            f"'!cuda_tile.{v.type}' ({detail})")
+    # builtin types (a bare i32) print without the dialect prefix
+    shown = v.type if isinstance(v.type, ElementType) else f"!cuda_tile.{v.type}"
+    return (f"'cuda_tile.{op.name}' op {kind} #{index} must be {desc}, but got '{shown}' "
+            f"({detail})")
 
 
 def tile_desc(elements: Optional[FrozenSet], rank: Optional[int]) -> str:
@@ -132,8 +134,9 @@ def pointer_tile(*names: str, rank: Optional[int] = None) -> Constraint:
                 t = v.type
                 if (not isinstance(t, TileType) or not isinstance(t.element, PointerType)
                         or (rank is not None and t.rank != rank)):
-                    return ctx.report("type.operand", op, f"{role(op, name)} must be {wanted}, "
-                                                          f"got {t}")
+                    ods = f"{'' if rank is None else f'{rank}D '}tile of Pointer type values"
+                    return ctx.report("type.operand", op, ods_type_error(
+                        op, name, v, ods, f"{role(op, name)} must be {wanted}, got {t}"))
         return True
     return check
 
@@ -272,8 +275,16 @@ def attr_in(name: str, allowed: Iterable, *, rule: str = "attr.value",
         got = op.attrs.get(name)
         if got is None or got in allowed or (when is not None and not when(op)):
             return True
-        ctx.report(rule, op, f"{name} {got.keyword} is not allowed here; expected one of "
-                             f"{listing}", severity)
+        ours = f"{name} {got.keyword} is not allowed here; expected one of {listing}"
+        prefix = f"'cuda_tile.{op.name}' op "
+        if rule == "attr.rounding" and len(allowed) > 1:
+            # NVIDIA's op verifiers list the modes they take, in this order
+            ours = (f"{prefix}invalid rounding mode specified, expect one of "
+                    f"[{listing}] ({ours})")
+        elif rule == "divi.unsigned_floor":
+            ours = (f"{prefix}rounding mode '{got.keyword}' is not allowed with 'unsigned' flag "
+                    f"({ours})")
+        ctx.report(rule, op, ours, severity)
         return severity != "error"
     return check
 
@@ -281,9 +292,12 @@ def attr_in(name: str, allowed: Iterable, *, rule: str = "attr.value",
 def flag_needs_f32(flag: str, *, result: str = "result") -> Constraint:
     """A unit attribute (flush_to_zero) that only f32 supports."""
     def check(ctx, op) -> bool:
-        if op.attrs.get(flag) and value(op, result).type.element != F32:
-            return ctx.report("attr.f32_only", op, f"{flag} is only supported for f32, got "
-                                                   f"{value(op, result).type.element}")
+        element = value(op, result).type.element
+        if op.attrs.get(flag) and element != F32:
+            return ctx.report("attr.f32_only", op, f"'cuda_tile.{op.name}' op {flag} modifier "
+                                                   f"only supported for f32 data type, but got: "
+                                                   f"'{element}' ({flag} is only supported for "
+                                                   f"f32, got {element})")
         return True
     return check
 
@@ -296,8 +310,10 @@ def mode_needs_f32(name: str, modes: Iterable, *, result: str = "result") -> Con
         got = op.attrs.get(name)
         element = value(op, result).type.element
         if got in modes and element != F32:
-            return ctx.report("attr.f32_only", op, f"{name} {got.keyword} is only supported for "
-                                                   f"f32, got {element}")
+            return ctx.report("attr.f32_only", op, f"'cuda_tile.{op.name}' op {got.keyword} "
+                                                   f"modifier only supported for f32 data type, "
+                                                   f"but got: '{element}' ({name} {got.keyword} "
+                                                   f"is only supported for f32, got {element})")
         return True
     return check
 

@@ -6,6 +6,7 @@ verifiers); each function checks one op family and reports the first problem it 
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 from ..ir.attrs import (BoolAttr, BoundedAttr, DenseElementsAttr, DivByAttr, FloatAttr,
                         IntegerAttr, SameElementsAttr)
@@ -141,9 +142,15 @@ def insert(ctx, op) -> bool:
 
 def iota(ctx, op) -> bool:
     result = op.results[0].type
+    prefix = f"'cuda_tile.{op.name}' op "
+    if result.rank != 1:
+        return ctx.report("shape.iota", op, f"{prefix}expects result type to be 1-d tile "
+                                            f"(got {result}, of rank {result.rank})")
     if result.element.bits < 64 and result.shape[0] > (1 << result.element.bits):
-        return ctx.report("shape.iota", op, f"{result.shape[0]} elements exceed the range of "
-                                            f"{result.element}")
+        return ctx.report("shape.iota", op, f"{prefix}the number of elements {result.shape[0]} "
+                                            f"exceeds the maximum value of element type "
+                                            f"'{result.element}' ({result.shape[0]} elements "
+                                            f"exceed the range of {result.element})")
     return True
 
 
@@ -169,10 +176,14 @@ def pack_unpack(ctx, op) -> bool:
 def int_width(grow: bool):
     def check(ctx, op) -> bool:
         source, target = op.operands["from"].type.element, op.results[0].type.element
+        prefix = f"'cuda_tile.{op.name}' op "
         if grow and target.bits <= source.bits:
-            return ctx.report("type.width", op, f"exti must widen: {source} to {target}")
+            return ctx.report("type.width", op, f"{prefix}extending to smaller or identical "
+                                                f"integer (exti must widen: {source} to {target})")
         if not grow and target.bits >= source.bits:
-            return ctx.report("type.width", op, f"trunci must narrow: {source} to {target}")
+            return ctx.report("type.width", op, f"{prefix}truncating to larger or identical "
+                                                f"integer (trunci must narrow: {source} to "
+                                                f"{target})")
         return True
     return check
 
@@ -180,8 +191,9 @@ def int_width(grow: bool):
 def bitcast(ctx, op) -> bool:
     source, result = op.operands["source"].type.element, op.results[0].type.element
     if source.bits != result.bits:
-        return ctx.report("type.width", op, f"bitcast needs equal widths, {source} is "
-                          f"{source.bits} bits and {result} is {result.bits} bits")
+        return ctx.report("type.width", op, f"'cuda_tile.{op.name}' op types must be equal "
+                          f"width (bitcast needs equal widths, {source} is {source.bits} bits "
+                          f"and {result} is {result.bits} bits)")
     return True
 
 
@@ -221,7 +233,8 @@ def ftof_rounding_modes(source, target) -> tuple:
 def ftof(ctx, op) -> bool:
     source, target = op.operands["from"].type, op.results[0].type
     if source == target:
-        return ctx.report("type.noop", op, f"converting {target} to itself")
+        return ctx.report("type.noop", op, f"'cuda_tile.{op.name}' op converting tiles must "
+                                           f"not be a no-op (converting {target} to itself)")
     allowed = ftof_rounding_modes(source.element, target.element)
     mode = op.attrs["rounding_mode"]
     if mode not in allowed:
@@ -446,27 +459,36 @@ def get_index_space_shape(ctx, op) -> bool:
 
 # ---- pointers and memory -----------------------------------------------------------------------
 
-def pointee_matches(pointers: str, data: str):
-    """A pointer tile and the data tile it loads/stores: same shape, pointee = element."""
+def pointee_matches(pointers: str, data: str, nvidia: bool = False):
+    """A pointer tile and the data tile it loads/stores: same shape, pointee = element.
+    `nvidia`: the op's generated verifier words the mismatch (load_ptr_tko, store_ptr_tko)."""
     def check(ctx, op) -> bool:
         ptrs, tile = value(op, pointers).type, value(op, data).type
+        words = (f"'cuda_tile.{op.name}' op failed to verify that `{pointers}` type is expected a "
+                 f"pointer type of `{data}` type (" if nvidia else "")
+        close = ")" if nvidia else ""
         if ptrs.shape != tile.shape:
-            return ctx.report("shape.mismatch", op, f"{role(op, data)} shape {_shape(tile)} does "
-                              f"not match {role(op, pointers)} shape {_shape(ptrs)}")
+            return ctx.report("shape.mismatch", op, f"{words}{role(op, data)} shape "
+                              f"{_shape(tile)} does not match {role(op, pointers)} shape "
+                              f"{_shape(ptrs)}{close}")
         if ptrs.element.pointee != tile.element:
-            return ctx.report("type.pointee", op, f"{role(op, pointers)} points to "
-                              f"{ptrs.element.pointee} but {role(op, data)} holds {tile.element}")
+            return ctx.report("type.pointee", op, f"{words}{role(op, pointers)} points to "
+                              f"{ptrs.element.pointee} but {role(op, data)} holds "
+                              f"{tile.element}{close}")
         return True
     return check
 
 
-def mask_like(mask: str, like: str):
+def mask_like(mask: str, like: str, nvidia: Optional[str] = None):
+    """`nvidia`: the generated verifier's words for the mismatch, where NVIDIA has them."""
     def check(ctx, op) -> bool:
         given = value(op, mask)
         if given is not None and given.type.shape != value(op, like).type.shape:
-            return ctx.report("shape.mismatch", op, f"{role(op, mask)} shape "
-                              f"{_shape(given.type)} does not match {role(op, like)} shape "
-                              f"{_shape(value(op, like).type)}")
+            ours = (f"{role(op, mask)} shape {_shape(given.type)} does not match "
+                    f"{role(op, like)} shape {_shape(value(op, like).type)}")
+            if nvidia:
+                ours = f"'cuda_tile.{op.name}' op failed to verify that {nvidia} ({ours})"
+            return ctx.report("shape.mismatch", op, ours)
         return True
     return check
 
@@ -474,8 +496,11 @@ def mask_like(mask: str, like: str):
 def padding_operand(ctx, op) -> bool:
     padding = op.operands.get("paddingValue")
     if padding is not None and padding.type != op.results[0].type:
-        return ctx.report("type.mismatch", op, f"paddingValue type {padding.type} does not match "
-                                               f"result type {op.results[0].type}")
+        return ctx.report("type.mismatch", op, f"'cuda_tile.{op.name}' op failed to verify "
+                                               f"that type of 'paddingValue' must match the type "
+                                               f"of 'result' (paddingValue type {padding.type} "
+                                               f"does not match result type "
+                                               f"{op.results[0].type})")
     return True
 
 
@@ -489,19 +514,30 @@ def ordering(allowed, *, scoped_optional: bool):
     no scope and every stronger ordering needs one (spec memory model)."""
     listing = ", ".join(o.keyword for o in allowed)
 
+    # NVIDIA's words for plain loads and stores (its verifyMemoryModelLoad/Store)
+    access = {tuple(LOAD_ORDERS): "load", tuple(STORE_ORDERS): "store"}.get(tuple(allowed))
+    nvidia_listing = ", ".join(o.keyword for o in allowed[:-1]) + f", or {allowed[-1].keyword}"
+
     def check(ctx, op) -> bool:
         order = op.attrs["memory_ordering_semantics"]
+        prefix = f"'cuda_tile.{op.name}' op "
         if order not in allowed:
-            return ctx.report("memory.ordering", op, f"memory ordering {order.keyword} is not "
-                                                     f"allowed; expected one of {listing}")
+            ours = f"memory ordering {order.keyword} is not allowed; expected one of {listing}"
+            if access:
+                ours = f"{prefix}expect one of: {nvidia_listing}, but got: {order.keyword} ({ours})"
+            return ctx.report("memory.ordering", op, ours)
         if scoped_optional:
             scope = op.attrs.get("memory_scope")
             if order == Order.WEAK and scope is not None:
-                return ctx.report("memory.scope", op, f"a weak access takes no memory scope, "
-                                                      f"got {scope.keyword}")
+                ours = f"a weak access takes no memory scope, got {scope.keyword}"
+                if access:
+                    ours = f"{prefix}weak {access} must not have memory scope ({ours})"
+                return ctx.report("memory.scope", op, ours)
             if order != Order.WEAK and scope is None:
-                return ctx.report("memory.scope", op, f"a {order.keyword} access needs a "
-                                                      f"memory scope")
+                ours = f"a {order.keyword} access needs a memory scope"
+                if access:
+                    ours = f"{prefix}memory scope is required for {order.keyword} {access} ({ours})"
+                return ctx.report("memory.scope", op, ours)
         return True
     return check
 
@@ -780,55 +816,132 @@ def _identity_type(identity):
     return None
 
 
+def _quoted(t) -> str:
+    """A type as MLIR's diagnostics quote it: '!cuda_tile.tile<1xf32>', 'f32'."""
+    return f"'!cuda_tile.{t}'" if isinstance(t, TileType) else f"'{t}'"
+
+
 @context_dependent  # reads regions
 def combiner(ctx, op) -> bool:
-    """reduce / scan: operand shapes, dim, identities, and the combiner region's signature."""
+    """reduce / scan, in the order NVIDIA's verifier checks them (the attribute and shape
+    constraints, the op, then its combiner region), each in its words and ours after them."""
+    prefix = f"'cuda_tile.{op.name}' op "
     operands = list(op.operands["operands"])
     if not operands:
-        return ctx.report("operand.count", op, "expected at least one operand")
-    if len(op.results) != len(operands):
-        return ctx.report("result.count", op, f"expected {len(operands)} results, one per "
-                                              f"operand, got {len(op.results)}")
+        return ctx.report("operand.count", op, f"{prefix}expect at least 1 operand")
+    dim = op.attrs["dim"]
+    if dim < 0:
+        return ctx.report("attr.dim", op, f"{prefix}attribute 'dim' failed to satisfy constraint: "
+                                          f"32-bit signless integer attribute whose value is "
+                                          f"non-negative (dim {dim} is negative)")
     first = operands[0].type
     for index, v in enumerate(operands):
         if v.type.shape != first.shape:
-            return ctx.report("shape.mismatch", op, f"operand {index} shape {_shape(v.type)} "
-                                                    f"does not match operand 0 shape {_shape(first)}")
-    dim = op.attrs["dim"]
-    if not 0 <= dim < first.rank:
-        return ctx.report("attr.dim", op, f"dim {dim} is outside [0, {first.rank})")
-    for index, (v, r) in enumerate(zip(operands, op.results)):
-        if op.spec.mnemonic == "scan":
-            wanted = v.type
-        else:
-            wanted = TileType(v.type.shape[:dim] + v.type.shape[dim + 1:], v.type.element)
-        if r.type != wanted:
-            return ctx.report("type.mismatch", op, f"result {index} must be {wanted}, got {r.type}")
+            return ctx.report("shape.mismatch", op, f"{prefix}requires the same shape for all "
+                                                    f"operands (operand {index} shape "
+                                                    f"{_shape(v.type)} does not match operand 0 "
+                                                    f"shape {_shape(first)})")
+    if len(op.results) != len(operands):
+        return ctx.report("result.count", op, f"{prefix}expect same number of operands and "
+                                              f"results (expected {len(operands)} results, one "
+                                              f"per operand, got {len(op.results)})")
     identities = op.attrs["identities"]
     elements = identities.elements if hasattr(identities, "elements") else tuple(identities)
     if len(elements) != len(operands):
-        return ctx.report("attr.identities", op, f"expected {len(operands)} identities, got "
-                                                 f"{len(elements)}")
+        return ctx.report("attr.identities", op, f"{prefix}expect identities to match the number "
+                                                 f"of operands but got: {len(operands)} operands "
+                                                 f"and {len(elements)} identities")
     for index, (identity, v) in enumerate(zip(elements, operands)):
         kind = _identity_type(identity)
         if kind is None:
-            return ctx.report("attr.identities", op, f"identity {index} must be an integer, float "
-                              f"or bool value, got {type(identity).__name__}")
+            return ctx.report("attr.identities", op, f"{prefix}expect same type for operand at "
+                              f"index: {index} and identity at index: {index} but got: "
+                              f"'{v.type.element}' and 'none' (identity {index} must be an "
+                              f"integer, float or bool value, got {type(identity).__name__})")
         # NVIDIA lets f16 and bf16 identities stand in for each other (tileirdisasm 13.5, probed)
         if kind != v.type.element and {kind, v.type.element} != {f16, bf16}:
-            return ctx.report("attr.identities", op, f"identity {index} is {kind} but operand "
-                                                     f"{index} holds {v.type.element}")
-    expected = []
-    for v in operands:
-        expected += [scalar(v.type.element)] * 2
-    return _region_args(ctx, op, expected)
+            return ctx.report("attr.identities", op, f"{prefix}expect same type for operand at "
+                                                     f"index: {index} and identity at index: "
+                                                     f"{index} but got: '{v.type.element}' and "
+                                                     f"'{kind}'")
+    if dim >= first.rank:
+        return ctx.report("attr.dim", op, f"{prefix}dimension ({dim}) is out of bound [0, "
+                                          f"{first.rank}) (dim {dim} is outside [0, "
+                                          f"{first.rank}))")
+    scan = op.spec.mnemonic == "scan"
+    wanted = [v.type if scan else
+              TileType(v.type.shape[:dim] + v.type.shape[dim + 1:], v.type.element)
+              for v in operands]
+    got = [r.type for r in op.results]
+    if got != wanted:
+        if scan:
+            index = next(i for i, (w, g) in enumerate(zip(wanted, got)) if w != g)
+            return ctx.report("type.mismatch", op, f"{prefix}expect same type for operand at "
+                                                   f"index: {index} and result at index: {index} "
+                                                   f"(result {index} must be {wanted[index]}, got "
+                                                   f"{got[index]})")
+        # reduce infers its result types; MLIR reports the mismatch, then the failed inference
+        ctx.report("type.mismatch", op, f"{prefix}inferred type(s) "
+                   f"{', '.join(map(_quoted, wanted))} are incompatible with return type(s) of "
+                   f"operation {', '.join(map(_quoted, got))}")
+        return ctx.report("type.mismatch", op, f"{prefix}failed to infer returned types")
+    return _combiner_region(ctx, op, operands, prefix)
+
+
+def _combiner_region(ctx, op, operands, prefix: str) -> bool:
+    region = op.regions[0] if op.regions else None
+    block = _block(op)
+    if block is None or (not block.args and not block.ops):
+        count = len(region.blocks) if region is not None and (block is None or block.ops) else 0
+        return ctx.report("region.blocks", op, f"{prefix}region #0 ('body') failed to verify "
+                                               f"constraint: region with 1 blocks (the combiner "
+                                               f"region has {count} blocks)")
+    args = [a.type for a in block.args]
+    if len(args) != 2 * len(operands):
+        return ctx.report("region.args", op, f"{prefix}expect {2 * len(operands)} block "
+                                             f"arguments but got: {len(args)}")
+    for index, t in enumerate(args):
+        if not (isinstance(t, TileType) and t.rank == 0):
+            return ctx.report("region.args", op, f"{prefix}expect 0-rank tile type at index: "
+                                                 f"{index} but got: {_quoted(t)}")
+    for index in range(0, len(args), 2):
+        if args[index].element != args[index + 1].element:
+            return ctx.report("region.args", op, f"{prefix}expect same element type for block "
+                                                 f"argument at index: {index} and {index + 1} but "
+                                                 f"got: '{args[index].element}' and "
+                                                 f"'{args[index + 1].element}'")
+    for index, v in enumerate(operands):
+        if v.type.element != args[2 * index].element:
+            return ctx.report("region.args", op, f"{prefix}expect same type for operand at "
+                                                 f"index: {index} and block argument at index: "
+                                                 f"{2 * index} but got: '{v.type.element}' and "
+                                                 f"'{args[2 * index].element}'")
+    last = block.ops[-1] if block.ops else None
+    if last is None or not last.spec.terminator or op.spec.mnemonic not in last.spec.ends:
+        return True  # the structure check names the missing terminator
+    yielded = [v.type for v in last.operands["operands"]]
+    if len(yielded) != len(operands):
+        return ctx.report("terminator.types", op, f"{prefix}expect number of terminators "
+                                                  f"operands ({len(yielded)}) to match number of "
+                                                  f"operands ({len(operands)})")
+    for index, (v, t) in enumerate(zip(operands, yielded)):
+        element = t.element if isinstance(t, TileType) else t
+        if v.type.element != element or not (isinstance(t, TileType) and t.rank == 0):
+            return ctx.report("terminator.types", op, f"{prefix}expect same type for operand at "
+                                                      f"index: {index} and terminator argument at "
+                                                      f"index: {index} but got: "
+                                                      f"'{v.type.element}' and '{element}' (yield "
+                                                      f"operand {index} must be "
+                                                      f"{scalar(v.type.element)}, got {t})")
+    return True
 
 
 def itof_target(ctx, op) -> bool:
     target = op.results[0].type.element
     if target == f8e8m0:
-        return ctx.report("type.operand", op, "integer to f8E8M0FNU conversion is not supported; "
-                                              "convert to another float type first")
+        return ctx.report("type.operand", op, f"'cuda_tile.{op.name}' op integer to f8E8M0FNU "
+                                              f"conversion is not supported, please first "
+                                              f"convert to another float type")
     return True
 
 
@@ -847,6 +960,7 @@ def not_f4(name: str):
 
 def join_tokens(ctx, op) -> bool:
     if len(op.operands["tokens"]) < 2:
-        return ctx.report("operand.count", op, f"join_tokens needs two or more tokens, got "
-                                               f"{len(op.operands['tokens'])}")
+        return ctx.report("operand.count", op, f"'cuda_tile.{op.name}' op expect two or more "
+                                               f"tokens (join_tokens needs two or more tokens, "
+                                               f"got {len(op.operands['tokens'])})")
     return True

@@ -12,7 +12,7 @@ from typing import Dict, Optional, Tuple
 from ..ir.types import ELEMENT_TYPES, i1
 from ..ops.enums import (IntegerOverflow, MemoryOrderingSemantics as Order, RoundingMode as RM)
 from ..ops.spec import Elements, Family, OpSpec
-from ..ops.table import BODY_OPS, OPS_BY_MNEMONIC, by_mnemonic
+from ..ops.table import BODY_OPS, OPS_BY_MNEMONIC, ROUNDING_MODES_TAKEN as TAKEN, by_mnemonic
 from . import opchecks as oc
 from .constraints import (BASE_FLOAT, FLOAT, INT, INT_OR_I4, NUMBER, Constraint, attr_in,
                           flag_needs_f32, i1_like, mode_needs_f32, no_extra, pointer_tile,
@@ -23,7 +23,6 @@ i8, i32, i64 = ELEMENT_TYPES["i8"], ELEMENT_TYPES["i32"], ELEMENT_TYPES["i64"]
 f32 = ELEMENT_TYPES["f32"]
 f8e8m0 = ELEMENT_TYPES["f8E8M0FNU"]
 
-IEEE = (RM.NEAREST_EVEN, RM.ZERO, RM.NEGATIVE_INF, RM.POSITIVE_INF)
 I1 = frozenset({i1})
 I8 = frozenset({i8})
 I32 = frozenset({i32})
@@ -57,8 +56,20 @@ def terminator(spec: OpSpec) -> Tuple[Constraint, ...]:
                      f"structure.py"),)
 
 
+def rounding_taken() -> Constraint:
+    """The rounding modes the op takes (the op table's ROUNDING_MODES_TAKEN)."""
+    checks = {}
+
+    def check(ctx, op) -> bool:
+        name = op.spec.mnemonic
+        if name not in checks:
+            checks[name] = attr_in("rounding_mode", TAKEN[name], rule="attr.rounding")
+        return checks[name](ctx, op)
+    return check
+
+
 def ieee_arith() -> Tuple[Constraint, ...]:
-    return (attr_in("rounding_mode", IEEE, rule="attr.rounding"), flag_needs_f32("flush_to_zero"))
+    return (rounding_taken(), flag_needs_f32("flush_to_zero"))
 
 
 LOAD_ORDER = oc.ordering(oc.LOAD_ORDERS, scoped_optional=True)
@@ -70,19 +81,20 @@ EXTRA: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
     "subf": ieee_arith(),
     "mulf": ieee_arith(),
     "fma": ieee_arith(),
-    "divf": (attr_in("rounding_mode", IEEE + (RM.APPROX, RM.FULL), rule="attr.rounding"),
-             mode_needs_f32("rounding_mode", (RM.APPROX, RM.FULL)),
-             flag_needs_f32("flush_to_zero")),
+    # NVIDIA checks flush_to_zero before approx/full (its shared div/sqrt modifier check)
+    "divf": (rounding_taken(),
+             flag_needs_f32("flush_to_zero"),
+             mode_needs_f32("rounding_mode", (RM.APPROX, RM.FULL))),
     "maxf": (flag_needs_f32("flush_to_zero"),),
     "minf": (flag_needs_f32("flush_to_zero"),),
-    "exp": (attr_in("rounding_mode", (RM.FULL, RM.APPROX), rule="attr.rounding"),
+    "exp": (rounding_taken(),
             mode_needs_f32("rounding_mode", (RM.APPROX,))),
-    "tanh": (attr_in("rounding_mode", (RM.FULL, RM.APPROX), rule="attr.rounding"),
+    "tanh": (rounding_taken(),
              mode_needs_f32("rounding_mode", (RM.APPROX,))),
     "exp2": (flag_needs_f32("flush_to_zero"),),
     "rsqrt": (flag_needs_f32("flush_to_zero"),),
-    "sqrt": (attr_in("rounding_mode", IEEE + (RM.APPROX,), rule="attr.rounding"),
-             mode_needs_f32("rounding_mode", (RM.APPROX,)), flag_needs_f32("flush_to_zero")),
+    "sqrt": (rounding_taken(),
+             flag_needs_f32("flush_to_zero"), mode_needs_f32("rounding_mode", (RM.APPROX,))),
     # Unsigned floor division must be written rounding<zero> (the same result): NVIDIA's verifier,
     # run by tileiras on load, rejects unsigned rounding<negative_inf>.
     "divi": (attr_in("rounding", (RM.ZERO, RM.NEGATIVE_INF, RM.POSITIVE_INF), rule="attr.rounding"),
@@ -119,7 +131,7 @@ _OTHER: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
                same_type("ptr", "result"), same_shape("ptr", "offset")),
     # ---- tile construction and shape
     "constant": (tile_of("result", elements=NUMBER), oc.constant),
-    "iota": (tile_of("result", elements=INT, rank=1), oc.iota),
+    "iota": (tile_of("result", elements=INT), oc.iota),  # the rank in NVIDIA's words
     "broadcast": (tile_of("source", "result"), same_element("source", "result"),
                   same_rank("source", "result"), oc.broadcast),
     "reshape": (tile_of("source", "result"), same_element("source", "result"), oc.reshape),
@@ -190,11 +202,15 @@ _OTHER: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
     # ---- pointer memory access and atomics
     "load_ptr_tko": (pointer_tile("source"), tile_of("result"), tile_of("mask", elements=I1),
                      tile_of("paddingValue"), token("token", "result_token"),
-                     oc.pointee_matches("source", "result"), oc.mask_like("mask", "source"),
+                     oc.pointee_matches("source", "result", nvidia=True),
+                     oc.mask_like("mask", "source", "shape of 'mask' must match the shape of "
+                                                    "'source'"),
                      oc.padding_operand, LOAD_ORDER),
     "store_ptr_tko": (pointer_tile("destination"), tile_of("value"), tile_of("mask", elements=I1),
-                      token("token", "result_token"), oc.pointee_matches("destination", "value"),
-                      oc.mask_like("mask", "destination"), STORE_ORDER),
+                      token("token", "result_token"),
+                      oc.pointee_matches("destination", "value", nvidia=True),
+                      oc.mask_like("mask", "destination", "shape of 'destination' must match the "
+                                                          "shape of 'mask'"), STORE_ORDER),
     "atomic_rmw_tko": (pointer_tile("pointers"), tile_of("arg", "result"),
                        tile_of("mask", elements=I1), token("token", "result_token"),
                        same_type("arg", "result"), oc.pointee_matches("pointers", "arg"),

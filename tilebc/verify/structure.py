@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..ir.attrs import DenseElementsAttr, DictionaryAttr
 from ..ir.module import Block, Function, Module, Op, Value
-from ..ir.types import ElementType, PointerType, TileType, Type, scalar
+from ..ir.types import ElementType, PointerType, TileType, Type
 from ..ops.spec import Arity, AttrKind, Effects, Exit, OpSpec
 from ..ops.table import OPS, OPS_BY_MNEMONIC
 from ..version import ALL_VERSIONS, Version
@@ -270,8 +270,12 @@ class Verifier:
             culprit = self.with_effects(op)
             if culprit is not None:
                 inside = "" if culprit is op else f" ({culprit.name} inside)"
-                self.ctx.report("region.effects", op, f"{op.name} has memory effects{inside}; "
-                                f"only memory-effect-free ops are allowed in a {parent.name} body")
+                # the released tools' words (the open repository says "only pure operations")
+                self.ctx.report("region.effects", op, f"'cuda_tile.{op.name}' op only "
+                                f"memory-effect-free operations are allowed inside "
+                                f"'cuda_tile.{parent.name}' ({op.name} has memory "
+                                f"effects{inside})")
+                return  # NVIDIA stops at the first
 
     def with_effects(self, op: Op) -> Optional[Op]:
         """`op` when it has memory effects of its own, the first nested op with some when its
@@ -301,6 +305,8 @@ class Verifier:
         if allowed is None:
             return
         last = block.ops[-1] if block.ops else None
+        if parent is not None and parent.spec.combiner and not block.ops and not block.args:
+            return  # `{}`: an empty region, which the combiner check reports
         if last is None or not last.spec.terminator:
             self.ctx.report("terminator.missing", parent if parent is not None else self.function,
                             f"{where} region must end with {' or '.join(allowed)}")
@@ -567,11 +573,9 @@ class Verifier:
                 ctx.report("terminator.parent", op, f"{name} cannot end a {where} region; it ends "
                                                     f"{', '.join(ends[:-1])} and {ends[-1]} regions")
                 return
-            if not parent.spec.combiner:
-                expected = [r.type for r in parent.results]
-            else:
-                expected = [scalar(v.type.element) for v in parent.operands["operands"]
-                            if isinstance(v.type, TileType)]
+            if parent.spec.combiner:
+                return  # the combiner check compares them, in NVIDIA's words and order
+            expected = [r.type for r in parent.results]
             # reported at the if/reduce/scan whose results disagree (where NVIDIA reports it)
             self.check_operands(op, operands, expected, parent.name, at=parent)
             return

@@ -50,8 +50,87 @@ def lower_if(lw, op):
         lw.set(result, tile)
 
 
+# A `for` with compile-time bounds of at most UNROLL_TRIPS iterations and at most UNROLL_OPS
+# ops in all copies of its body is lowered unrolled: no loop control, the induction variable a
+# constant in each copy, and a copy's loads in one straight-line block with the next copy's.
+UNROLL_TRIPS = 8
+UNROLL_OPS = 320
+_NO_UNROLL = {"mmaf", "mmai", "mmaf_scaled"}  # tensor-core loops keep their register budget
+
+
+def _trip_count(lw, op):
+    from .folding import constant_array
+    bounds = [constant_array(lw, op.operands[name])
+              for name in ("lowerBound", "upperBound", "step")]
+    if any(b is None or b.size != 1 for b in bounds):
+        return None
+    lower, upper, step = (int(b.flat[0]) for b in bounds)
+    if op.attrs.get("unsignedCmp"):
+        bits = 64 if op.operands["lowerBound"].type.element.name == "i64" else 32
+        lower, upper = lower % 2**bits, upper % 2**bits
+    if step <= 0:
+        return None
+    return lower, step, max(0, -(-(upper - lower) // step))
+
+
+def _unrollable(lw, op):
+    """(first, step, trips) when `op` is unrolled (see UNROLL_TRIPS), else None: the body ends
+    with its only `continue` and holds no break."""
+    trip = _trip_count(lw, op)
+    if trip is None or trip[2] > UNROLL_TRIPS:
+        return None
+    body = op.regions[0].blocks[0]
+    if not body.ops or body.ops[-1].name != "continue":
+        return None
+    count = 0
+    stack = [(o, 0) for o in body.ops]
+    while stack:
+        inner, depth = stack.pop()
+        count += 1
+        if inner.name in _NO_UNROLL:
+            return None
+        if inner.name in ("continue", "break") and depth == 0 and inner is not body.ops[-1]:
+            return None
+        nested = depth + (1 if inner.name in ("for", "loop") else 0)
+        for region in inner.regions:
+            for block in region.blocks:
+                stack.extend((o, nested if inner.name in ("for", "loop") else depth)
+                             for o in block.ops)
+    if count * trip[2] > UNROLL_OPS:
+        return None
+    return trip
+
+
+def _lower_for_unrolled(lw, op, first, step, trips):
+    w = lw.w
+    body = op.regions[0].blocks[0]
+    element = op.operands["lowerBound"].type.element
+    cls = dtypes.reg_class(element)
+    values = [lw.get(v) for v in op.operands["initValues"]]
+    for i in range(trips):
+        iv = w.reg(cls)
+        value = (first + i * step) % (2**64 if cls == "b64" else 2**32)
+        w(f"mov.{dtypes.mov_type(cls)} {iv}, {value}")
+        lw.set(body.args[0], Tile(body.args[0].type, [iv]))
+        for arg, tile in zip(body.args[1:], values):
+            lw.set(arg, tile)
+        out = []
+        lw.frames.append(Frame("loop", on_continue=out.extend))
+        try:
+            lw.lower_block(body)
+        finally:
+            lw.frames.pop()
+        values = out
+    for result, tile in zip(op.results, values):
+        lw.set(result, tile)
+
+
 @lowers("for")
 def lower_for(lw, op):
+    unrolled = _unrollable(lw, op)
+    if unrolled is not None:
+        _lower_for_unrolled(lw, op, *unrolled)
+        return
     w = lw.w
     lower = lw.get(op.operands["lowerBound"])
     upper = lw.get(op.operands["upperBound"])
@@ -118,6 +197,9 @@ def _innermost(lw, op, kinds):
 @lowers("continue")
 def lower_continue(lw, op):
     frame = _innermost(lw, op, ("loop",))
+    if frame.on_continue is not None:  # the last op of an unrolled copy: values flow on
+        frame.on_continue([lw.get(v, any_layout=True) for v in op.operand_values])
+        return
     _assign(lw, frame.carried, [lw.get(v) for v in op.operand_values])
     lw.w(f"bra.uni {frame.latch}")
 

@@ -471,6 +471,14 @@ def lower_cmpi(lw, op):
     def compute(regs):
         regs = as_int_regs(lw, regs, element, unsigned)
         out = w.reg("pred")
+        narrow = [lw.widened.get(r) for r in regs] if kind.endswith("64") else [None]
+        if all(narrow) and narrow[0][0] == narrow[1][0]:
+            # i64 values both extended alike from 32 bits compare as those 32 bits do: sign
+            # extension keeps both the signed and the unsigned order, zero extension keeps the
+            # unsigned order and makes the signed one unsigned
+            narrow_kind = ("u" if unsigned or narrow[0][0] == "u" else "s") + "32"
+            w(f"setp.{cmp}.{narrow_kind} {out}, {narrow[0][1]}, {narrow[1][1]}")
+            return out
         w(f"setp.{cmp}.{kind} {out}, {regs[0]}, {regs[1]}")
         return out
     map_slots(lw, op, compute)
@@ -504,6 +512,12 @@ def _simple_int(ptx_op):
     def lower(lw, op):
         def build(w, kind, regs):
             out = w.reg("b64" if kind.endswith("64") else "b32")
+            narrow = [lw.widened.get(r) for r in regs] if ptx_op == "mul.lo" and \
+                kind.endswith("64") and len(regs) == 2 else [None]
+            if all(narrow) and narrow[0][0] == narrow[1][0]:
+                # both factors are 32-bit values extended alike: one widening multiply is exact
+                w(f"mul.wide.{narrow[0][0]}32 {out}, {narrow[0][1]}, {narrow[1][1]}")
+                return out
             w(f"{ptx_op}.{kind} {out}, {', '.join(regs)}")
             return out
         _int_op(lw, op, build)

@@ -4,10 +4,14 @@ branch here is uniform across the CTA (barriers inside the bodies are safe)."""
 from __future__ import annotations
 
 from tilebc.ir.types import TileType
+from tilebc.ops.table import by_mnemonic
 
 from . import dtypes
 from .common import AFTER_MEMORY, Frame, Tile
 from .registry import lowers
+
+
+LOOP_FRAME = "loop"  # the Frame kind of for / loop, which continue / break refer to
 
 
 def _fresh(lw, type):
@@ -55,7 +59,12 @@ def lower_if(lw, op):
 # constant in each copy, and a copy's loads in one straight-line block with the next copy's.
 UNROLL_TRIPS = 8
 UNROLL_OPS = 320
-_NO_UNROLL = {"mmaf", "mmai", "mmaf_scaled"}  # tensor-core loops keep their register budget
+# What an op in a loop body means for unrolling: tensor-core loops keep their register budget;
+# loop exits must be the body's last op (exits of nested loops are theirs).
+_KEEP, _NEXT, _BREAK, _LOOP = "keeps it rolled", "next iteration", "leaves", "nested"
+_UNROLL_ROLES = by_mnemonic({"mmaf": _KEEP, "mmai": _KEEP, "mmaf_scaled": _KEEP,
+                             "continue": _NEXT, "break": _BREAK, "for": _LOOP, "loop": _LOOP},
+                            "loop unrolling")
 
 
 def _trip_count(lw, op):
@@ -80,22 +89,22 @@ def _unrollable(lw, op):
     if trip is None or trip[2] > UNROLL_TRIPS:
         return None
     body = op.regions[0].blocks[0]
-    if not body.ops or body.ops[-1].name != "continue":
+    if not body.ops or _UNROLL_ROLES.get(body.ops[-1].name) != _NEXT:
         return None
     count = 0
     stack = [(o, 0) for o in body.ops]
     while stack:
         inner, depth = stack.pop()
         count += 1
-        if inner.name in _NO_UNROLL:
+        role = _UNROLL_ROLES.get(inner.name)
+        if role == _KEEP:
             return None
-        if inner.name in ("continue", "break") and depth == 0 and inner is not body.ops[-1]:
+        if role in (_NEXT, _BREAK) and depth == 0 and inner is not body.ops[-1]:
             return None
-        nested = depth + (1 if inner.name in ("for", "loop") else 0)
+        nested = depth + (1 if role == _LOOP else 0)
         for region in inner.regions:
             for block in region.blocks:
-                stack.extend((o, nested if inner.name in ("for", "loop") else depth)
-                             for o in block.ops)
+                stack.extend((o, nested) for o in block.ops)
     if count * trip[2] > UNROLL_OPS:
         return None
     return trip
@@ -115,7 +124,7 @@ def _lower_for_unrolled(lw, op, first, step, trips):
         for arg, tile in zip(body.args[1:], values):
             lw.set(arg, tile)
         out = []
-        lw.frames.append(Frame("loop", on_continue=out.extend))
+        lw.frames.append(Frame(LOOP_FRAME, on_continue=out.extend))
         try:
             lw.lower_block(body)
         finally:
@@ -151,7 +160,7 @@ def lower_for(lw, op):
     lw.set(body.args[0], Tile(body.args[0].type, [iv]))
     for arg, tile in zip(body.args[1:], carried):
         lw.set(arg, tile)
-    lw.frames.append(Frame("loop", carried=carried, latch=latch, end=exit_))
+    lw.frames.append(Frame(LOOP_FRAME, carried=carried, latch=latch, end=exit_))
     try:
         lw.lower_block(body)
     finally:
@@ -175,7 +184,7 @@ def lower_loop(lw, op):
     body = op.regions[0].blocks[0]
     for arg, tile in zip(body.args, carried):
         lw.set(arg, tile)
-    lw.frames.append(Frame("loop", carried=carried, latch=head, end=exit_, results=results))
+    lw.frames.append(Frame(LOOP_FRAME, carried=carried, latch=head, end=exit_, results=results))
     try:
         lw.lower_block(body)
         if not _ends_with_terminator(body):
@@ -196,7 +205,7 @@ def _innermost(lw, op, kinds):
 
 @lowers("continue")
 def lower_continue(lw, op):
-    frame = _innermost(lw, op, ("loop",))
+    frame = _innermost(lw, op, (LOOP_FRAME,))
     if frame.on_continue is not None:  # the last op of an unrolled copy: values flow on
         frame.on_continue([lw.get(v, any_layout=True) for v in op.operand_values])
         return
@@ -206,7 +215,7 @@ def lower_continue(lw, op):
 
 @lowers("break")
 def lower_break(lw, op):
-    frame = _innermost(lw, op, ("loop",))
+    frame = _innermost(lw, op, (LOOP_FRAME,))
     _assign(lw, frame.results, [lw.get(v) for v in op.operand_values])
     lw.w(f"bra.uni {frame.end}")
 

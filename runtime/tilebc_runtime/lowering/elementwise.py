@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from tilebc.numeric.numerics import NUMPY_DTYPES
 from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
 
 from . import dtypes, f32math, f64math, intdiv
@@ -76,13 +79,40 @@ lowers("subf")(_binary_float("sub"))
 lowers("mulf")(_binary_float("mul"))
 
 
+def _is_splat_one(lw, value) -> bool:
+    """`value` is a splat of the float 1.0 (a constant, possibly reshaped or broadcast)."""
+    from .anchors import BROADCASTS, KEEPS, LITERAL, _ROLES
+    from .common import element_bytes
+    for _ in range(16):
+        value = lw.forward.get(value, value)
+        op = value.owner
+        role = _ROLES.get(getattr(op, "name", None))
+        if role == LITERAL:
+            attr = op.attrs["value"]
+            if not attr.is_splat and value.type.num_elements != 1:
+                return False
+            size = dtypes.byte_size(value.type.element)
+            raw = element_bytes(attr)[:size]
+            return float(np.frombuffer(raw, NUMPY_DTYPES[dtypes.name_of(
+                value.type.element)])[0]) == 1.0
+        if role not in (KEEPS, BROADCASTS):
+            return False
+        value = op.operand_values[0]
+    return False
+
+
 @lowers("divf")
 def lower_divf(lw, op):
     mode = op.attrs.get("rounding_mode")
+    # 1 / x correctly rounded is the correctly rounded reciprocal (specials alike): rcp.rn
+    reciprocal = mode in (None, RoundingMode.NEAREST_EVEN) and \
+        _is_splat_one(lw, op.operand_values[0])
 
     def compute(w, cls, regs):
         out = w.reg(cls)
-        if mode is RoundingMode.APPROX and cls == "f32":
+        if reciprocal:
+            w(f"rcp.rn{_ftz(op, cls)}.{cls} {out}, {regs[1]}")
+        elif mode is RoundingMode.APPROX and cls == "f32":
             w(f"div.approx{_ftz(op, cls)}.f32 {out}, {regs[0]}, {regs[1]}")
         elif mode is RoundingMode.FULL and cls == "f32":
             w(f"div.full{_ftz(op, cls)}.f32 {out}, {regs[0]}, {regs[1]}")

@@ -46,10 +46,16 @@ def lower_constant(lw, op):
 @lowers("iota")
 def lower_iota(lw, op):
     from .anchors import broadcast_layout
+    result_type = op.results[0].type
+    layout = broadcast_layout(lw, op.results[0]) if result_type.num_elements > 1 else None
+    _iota_in(lw, op, layout)
+
+
+def _iota_in(lw, op, layout):
+    """The iota's tile in `layout` (None: Cyclic)."""
     w = lw.w
     result_type = op.results[0].type
     element = result_type.element
-    layout = broadcast_layout(lw, op.results[0]) if result_type.num_elements > 1 else None
     regs = []
     made = {}
     for k in range(lw.slots(result_type.num_elements) if layout is None else layout.slots):

@@ -272,3 +272,40 @@ def test_atomics_whose_old_values_are_unused_reduce(ordering, red):
     np.testing.assert_array_equal(counts, np.bincount(idx, minlength=8))
     ptx = _ptx(module, threads=64)
     assert ("red." in ptx) == red and ("atom." in ptx) != red
+
+
+FLOOR_DIV = """
+entry @fdiv(%px: tile<ptr<ELEM>>, %x0: tile<i32>, %x1: tile<i32>,
+    %po: tile<ptr<ELEM>>, %o0: tile<i32>, %o1: tile<i32>) {
+  %t0 = make_token : token
+  %zero = constant <i32: 0> : tile<i32>
+  %d = constant <ELEM: DIVISOR> : tile<32xELEM>
+  %vx = make_tensor_view %px, shape = [32], strides = [1] : tensor_view<32xELEM, strides=[1]>
+  %vo = make_tensor_view %po, shape = [32], strides = [1] : tensor_view<32xELEM, strides=[1]>
+  %qx = make_partition_view %vx : partition_view<tile=(32), tensor_view<32xELEM, strides=[1]>>
+  %qo = make_partition_view %vo : partition_view<tile=(32), tensor_view<32xELEM, strides=[1]>>
+  %x, %t1 = load_view_tko weak %qx[%zero] token = %t0 : partition_view<tile=(32), tensor_view<32xELEM, strides=[1]>>, tile<i32> -> tile<32xELEM>, token
+  %q = divi %x, %d signed rounding<negative_inf> : tile<32xELEM>
+  %t2 = store_view_tko weak %q, %qo[%zero] token = %t1 : tile<32xELEM>, partition_view<tile=(32), tensor_view<32xELEM, strides=[1]>>, tile<i32> -> token
+  return
+}
+"""
+
+
+@pytest.mark.parametrize("element,dtype,divisor,shift", [
+    ("i32", np.int32, 8, True), ("i64", np.int64, 2, True), ("i32", np.int32, -4, False),
+    ("i32", np.int32, 6, False)])
+def test_floor_division_by_a_power_of_two_is_a_shift(element, dtype, divisor, shift):
+    text = FLOOR_DIV.replace("ELEM", element).replace("DIVISOR", str(divisor))
+    module = _module(text)
+    info = np.iinfo(dtype)
+    x = np.array([info.min, info.min + 1, info.max, -1, 0, 1, -7, 7, -8, 8, -9, 9] + list(
+        range(-40, 60, 5)), dtype)
+    out = np.zeros(32, dtype)
+    sim.run(module, "fdiv", (1,), x, out, threads=32)
+    with np.errstate(over="ignore"):
+        want = np.floor_divide(x, dtype(divisor))
+    np.testing.assert_array_equal(out, want)
+    ptx = _ptx(module, threads=32)
+    bits = np.dtype(dtype).itemsize * 8
+    assert (f"shr.s{bits} %{'rd' if bits == 64 else 'r'}" in ptx and "selp" not in ptx) == shift

@@ -579,6 +579,13 @@ def _signed_int(ptx_op, *, floor_fix=False):
             cls = "b64" if kind.endswith("64") else "b32"
             bits = int(kind[1:])
             remainder = None
+            if divisor is not None and ptx_op == "div" and not unsigned and floor_fix and \
+                    divisor > 1 and divisor & (divisor - 1) == 0 and \
+                    op.attrs.get("rounding") is RoundingMode.NEGATIVE_INF:
+                # floor division by 2^k is the arithmetic shift right by k
+                out = w.reg(cls)
+                w(f"shr.s{bits} {out}, {regs[0]}, {divisor.bit_length() - 1}")
+                return out
             if divisor is not None and ptx_op == "div":
                 if unsigned:
                     out = intdiv.udiv(w, regs[0], divisor, bits)

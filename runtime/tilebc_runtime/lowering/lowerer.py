@@ -508,8 +508,8 @@ class Lowerer:
         for source, offset in zip(sources, offsets):
             self.smem_write(source, offset)
         self.barrier()
-        out = self.new_tile(result_type)
-        for k in range(len(out.regs)):
+        regs = []  # the loaded registers themselves: no copy waits on each load
+        for k in range(self.slots(result_type.num_elements)):
             mi = self.multi_index(result_type.shape, k)
             choice = source_index(k, mi)
             if len(choice) == 2:
@@ -520,10 +520,9 @@ class Lowerer:
                 a = self.smem_read(offsets[0], index_a, sources[0].element)
                 b = self.smem_read(offsets[1], index_b, sources[1].element)
                 value = self.select(pred, a, b, result_type.element)
-            self.w(f"mov.{dtypes.mov_type(dtypes.reg_class(result_type.element))} "
-                   f"{out.regs[k]}, {value}")
+            regs.append(value)
         self.barrier()
-        return out
+        return Tile(result_type, regs)
 
     def _gather_static(self, sources, result_type, source_index, static, small) -> Tile:
         """`gather` with the source of every (slot, thread) known at compile time. A slot whose
@@ -671,8 +670,9 @@ class Lowerer:
         self.w(f"ld.shared.{memtype} {out}, [{operand}]")
 
     def _gather_by_shuffle(self, sources, result_type, source_index, slots=None) -> Tile:
-        out = self.new_tile(result_type)
-        for k in range(len(out.regs)) if slots is None else slots:
+        count = self.slots(result_type.num_elements)
+        regs: List[Optional[str]] = [None] * count  # the shuffled registers themselves
+        for k in range(count) if slots is None else slots:
             choice = source_index(k, self.multi_index(result_type.shape, k))
             if len(choice) == 2:
                 which, index = choice
@@ -682,9 +682,8 @@ class Lowerer:
                 a = self.shuffle(sources[0].scalar, sources[0].element, "idx", index_a)
                 b = self.shuffle(sources[1].scalar, sources[1].element, "idx", index_b)
                 value = self.select(pred, a, b, result_type.element)
-            self.w(f"mov.{dtypes.mov_type(dtypes.reg_class(result_type.element))} "
-                   f"{out.regs[k]}, {value}")
-        return out
+            regs[k] = value
+        return Tile(result_type, regs)
 
     def select(self, pred: str, a: str, b: str, element) -> str:
         cls = dtypes.reg_class(element)

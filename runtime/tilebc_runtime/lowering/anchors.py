@@ -157,3 +157,61 @@ def rows_layout(lw, value):
                and op.attrs["dim"] == len(shape) - 1 for op in reductions):
         return None
     return Rows(count, lw.T, shape[-1])
+
+
+def _uniform(lw, value, depth: int = 0) -> bool:
+    """A splat (see `_splat`), or an element-wise op of splats: lowered as one register."""
+    if _splat(lw, value):
+        return True
+    value = lw.forward.get(value, value)
+    op = value.owner
+    if depth > 8 or not hasattr(op, "attrs") or not _layout_free(op):
+        return False
+    return all(_uniform(lw, v, depth + 1) for v in op.operand_values)
+
+
+def broadcast_layout(lw, value):
+    """A layout for an index tile (an iota) whose flow only feeds broadcasts that copy it along one
+    dimension of a larger tile: the broadcast result's Cyclic layout sliced along that
+    dimension, so the values are computed where the larger tile needs them and each broadcast
+    is register moves (no shuffle or shared-memory exchange). None when any use of the flow
+    needs another layout, the broadcasts disagree, or the sliced layout holds many more
+    distinct values per thread than Cyclic would."""
+    from .layout import Cyclic, Sliced, distinct_slots
+    uses = _uses(lw)
+    flow = {value}
+    work = [value]
+    pending = []
+    chosen = None
+    while work:
+        current = work.pop()
+        for op in uses.get(current, ()):
+            role = _ROLES.get(op.name)
+            if role == KEEPS or (_layout_free(op) and role != BROADCASTS):
+                if role != KEEPS:
+                    pending.append(op)
+                if op.results[0] not in flow:
+                    flow.add(op.results[0])
+                    work.append(op.results[0])
+                continue
+            if role != BROADCASTS:
+                return None
+            source, shape = tuple(current.type.shape), tuple(op.results[0].type.shape)
+            dims = [d for d, (s, r) in enumerate(zip(source, shape)) if s != r]
+            if len(source) != len(shape) or len(dims) != 1:
+                return None
+            layout = Sliced(Cyclic(op.results[0].type.num_elements, lw.T), shape, dims[0])
+            if chosen is not None and layout != chosen:
+                return None
+            chosen = layout
+    if chosen is None or chosen.count != value.type.num_elements:
+        return None
+    for op in pending:
+        for operand in op.operand_values:
+            operand = lw.forward.get(operand, operand)
+            if operand not in flow and not _uniform(lw, operand):
+                return None
+    cyclic = Cyclic(value.type.num_elements, lw.T)
+    if len(distinct_slots(chosen, lw.T)) > 2 * cyclic.slots:
+        return None
+    return chosen

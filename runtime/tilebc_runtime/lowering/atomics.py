@@ -62,6 +62,14 @@ def _share_results(lw, result_type, regs):
     return shared
 
 
+def _result_unused(lw, op) -> bool:
+    """Nothing reads the old values, and the ordering is one `red` has (it has no acquire)."""
+    from .anchors import _uses
+    if SEMANTICS[op.attrs["memory_ordering_semantics"]] not in ("relaxed", "release"):
+        return False
+    return not _uses(lw).get(op.results[0])
+
+
 def _atomic(lw, op, build):
     w = lw.w
     order_after_token(lw, op)
@@ -71,16 +79,27 @@ def _atomic(lw, op, build):
     result_type = op.results[0].type
     cls = dtypes.reg_class(result_type.element)
     regs = []
+    # nothing reads the old values: a reduction (red) where PTX has one, no result to wait for
+    reduce = _result_unused(lw, op)
     for k in range(lw.slots(result_type.num_elements)):
         guard = _and(lw, lw.owner(result_type.num_elements, k),
                      mask.slot(k) if mask is not None else None)
+        prefix = f"@{guard} " if guard else ""
+        if reduce:
+            text = build(k, None, pointers.slot(k))
+            if text.startswith("red"):
+                w(prefix + text)
+                continue
+            reduce = False
         out = w.reg(cls)
         zero = {"f32": "0f00000000", "f64": "0d0000000000000000"}.get(cls, "0")
         w(f"mov.{dtypes.mov_type(cls)} {out}, {zero}")
-        prefix = f"@{guard} " if guard else ""
         w(prefix + build(k, out, pointers.slot(k)))
         regs.append(out)
-    lw.set(op.results[0], Tile(result_type, _share_results(lw, result_type, regs)))
+    if reduce:  # never read: no registers
+        lw.set(op.results[0], Tile(result_type, [w.reg(cls)] * lw.slots(result_type.num_elements)))
+    else:
+        lw.set(op.results[0], Tile(result_type, _share_results(lw, result_type, regs)))
     set_result_token(lw, op)
 
 
@@ -90,8 +109,14 @@ def lower_atomic_rmw(lw, op):
     mode = op.attrs["mode"]
     suffix = _type_suffix(lw, op, arg.element, mode)
     space = lw.space_suffix()
-    _atomic(lw, op, lambda k, out, ptr: f"atom{_prefix(op)}{space}.{OPERATION[mode]}.{suffix} "
-                                        f"{out}, [{ptr}], {arg.slot(k)}")
+    def build(k, out, ptr):
+        if out is None and mode is not AtomicRMWMode.XCHG:  # result unused: red
+            return f"red{_prefix(op)}{space}.{OPERATION[mode]}.{suffix} [{ptr}], {arg.slot(k)}"
+        if out is None:
+            return ""
+        return f"atom{_prefix(op)}{space}.{OPERATION[mode]}.{suffix} {out}, [{ptr}], " \
+            f"{arg.slot(k)}"
+    _atomic(lw, op, build)
 
 
 @lowers("atomic_cas_tko")
@@ -100,8 +125,8 @@ def lower_atomic_cas(lw, op):
     val: Tile = lw.get(op.operands["val"])
     suffix = _type_suffix(lw, op, val.element, None)
     space = lw.space_suffix()
-    _atomic(lw, op, lambda k, out, ptr: f"atom{_prefix(op)}{space}.cas.{suffix} "
-                                        f"{out}, [{ptr}], {cmp.slot(k)}, {val.slot(k)}")
+    _atomic(lw, op, lambda k, out, ptr: "" if out is None else
+            f"atom{_prefix(op)}{space}.cas.{suffix} {out}, [{ptr}], {cmp.slot(k)}, {val.slot(k)}")
 
 
 @lowers("atomic_red_view_tko")

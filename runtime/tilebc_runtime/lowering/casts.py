@@ -31,6 +31,7 @@ def lower_exti(lw, op):
         if target.name == "i64":
             out = w.reg("b64")
             w(f"cvt.{'u' if unsigned else 's'}64.{'u' if unsigned else 's'}32 {out}, {reg}")
+            lw.widened[out] = ("u" if unsigned else "s", reg)
             return out
         return lw.normalize_int(reg, target) if unsigned else reg
     map_slots(lw, op, compute)

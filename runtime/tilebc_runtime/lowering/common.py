@@ -90,6 +90,7 @@ class Frame:
     carried: List[List[str]] = field(default_factory=list)  # loop: carried registers per value
     latch: Optional[str] = None  # loop: where `continue` goes
     on_yield: Optional[Callable] = None  # region: receives the yielded tiles
+    on_continue: Optional[Callable] = None  # unrolled loop: receives the continued values
 
 
 def element_bytes(attr) -> bytes:

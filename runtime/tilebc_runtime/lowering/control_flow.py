@@ -4,10 +4,14 @@ branch here is uniform across the CTA (barriers inside the bodies are safe)."""
 from __future__ import annotations
 
 from tilebc.ir.types import TileType
+from tilebc.ops.table import by_mnemonic
 
 from . import dtypes
 from .common import AFTER_MEMORY, Frame, Tile
 from .registry import lowers
+
+
+LOOP_FRAME = "loop"  # the Frame kind of for / loop, which continue / break refer to
 
 
 def _fresh(lw, type):
@@ -50,8 +54,92 @@ def lower_if(lw, op):
         lw.set(result, tile)
 
 
+# A `for` with compile-time bounds of at most UNROLL_TRIPS iterations and at most UNROLL_OPS
+# ops in all copies of its body is lowered unrolled: no loop control, the induction variable a
+# constant in each copy, and a copy's loads in one straight-line block with the next copy's.
+UNROLL_TRIPS = 8
+UNROLL_OPS = 320
+# What an op in a loop body means for unrolling: tensor-core loops keep their register budget;
+# loop exits must be the body's last op (exits of nested loops are theirs).
+_KEEP, _NEXT, _BREAK, _LOOP = "keeps it rolled", "next iteration", "leaves", "nested"
+_UNROLL_ROLES = by_mnemonic({"mmaf": _KEEP, "mmai": _KEEP, "mmaf_scaled": _KEEP,
+                             "continue": _NEXT, "break": _BREAK, "for": _LOOP, "loop": _LOOP},
+                            "loop unrolling")
+
+
+def _trip_count(lw, op):
+    from .folding import constant_array
+    bounds = [constant_array(lw, op.operands[name])
+              for name in ("lowerBound", "upperBound", "step")]
+    if any(b is None or b.size != 1 for b in bounds):
+        return None
+    lower, upper, step = (int(b.flat[0]) for b in bounds)
+    if op.attrs.get("unsignedCmp"):
+        bits = 64 if op.operands["lowerBound"].type.element.name == "i64" else 32
+        lower, upper = lower % 2**bits, upper % 2**bits
+    if step <= 0:
+        return None
+    return lower, step, max(0, -(-(upper - lower) // step))
+
+
+def _unrollable(lw, op):
+    """(first, step, trips) when `op` is unrolled (see UNROLL_TRIPS), else None: the body ends
+    with its only `continue` and holds no break."""
+    trip = _trip_count(lw, op)
+    if trip is None or trip[2] > UNROLL_TRIPS:
+        return None
+    body = op.regions[0].blocks[0]
+    if not body.ops or _UNROLL_ROLES.get(body.ops[-1].name) != _NEXT:
+        return None
+    count = 0
+    stack = [(o, 0) for o in body.ops]
+    while stack:
+        inner, depth = stack.pop()
+        count += 1
+        role = _UNROLL_ROLES.get(inner.name)
+        if role == _KEEP:
+            return None
+        if role in (_NEXT, _BREAK) and depth == 0 and inner is not body.ops[-1]:
+            return None
+        nested = depth + (1 if role == _LOOP else 0)
+        for region in inner.regions:
+            for block in region.blocks:
+                stack.extend((o, nested) for o in block.ops)
+    if count * trip[2] > UNROLL_OPS:
+        return None
+    return trip
+
+
+def _lower_for_unrolled(lw, op, first, step, trips):
+    w = lw.w
+    body = op.regions[0].blocks[0]
+    element = op.operands["lowerBound"].type.element
+    cls = dtypes.reg_class(element)
+    values = [lw.get(v) for v in op.operands["initValues"]]
+    for i in range(trips):
+        iv = w.reg(cls)
+        value = (first + i * step) % (2**64 if cls == "b64" else 2**32)
+        w(f"mov.{dtypes.mov_type(cls)} {iv}, {value}")
+        lw.set(body.args[0], Tile(body.args[0].type, [iv]))
+        for arg, tile in zip(body.args[1:], values):
+            lw.set(arg, tile)
+        out = []
+        lw.frames.append(Frame(LOOP_FRAME, on_continue=out.extend))
+        try:
+            lw.lower_block(body)
+        finally:
+            lw.frames.pop()
+        values = out
+    for result, tile in zip(op.results, values):
+        lw.set(result, tile)
+
+
 @lowers("for")
 def lower_for(lw, op):
+    unrolled = _unrollable(lw, op)
+    if unrolled is not None:
+        _lower_for_unrolled(lw, op, *unrolled)
+        return
     w = lw.w
     lower = lw.get(op.operands["lowerBound"])
     upper = lw.get(op.operands["upperBound"])
@@ -72,7 +160,7 @@ def lower_for(lw, op):
     lw.set(body.args[0], Tile(body.args[0].type, [iv]))
     for arg, tile in zip(body.args[1:], carried):
         lw.set(arg, tile)
-    lw.frames.append(Frame("loop", carried=carried, latch=latch, end=exit_))
+    lw.frames.append(Frame(LOOP_FRAME, carried=carried, latch=latch, end=exit_))
     try:
         lw.lower_block(body)
     finally:
@@ -96,7 +184,7 @@ def lower_loop(lw, op):
     body = op.regions[0].blocks[0]
     for arg, tile in zip(body.args, carried):
         lw.set(arg, tile)
-    lw.frames.append(Frame("loop", carried=carried, latch=head, end=exit_, results=results))
+    lw.frames.append(Frame(LOOP_FRAME, carried=carried, latch=head, end=exit_, results=results))
     try:
         lw.lower_block(body)
         if not _ends_with_terminator(body):
@@ -117,14 +205,17 @@ def _innermost(lw, op, kinds):
 
 @lowers("continue")
 def lower_continue(lw, op):
-    frame = _innermost(lw, op, ("loop",))
+    frame = _innermost(lw, op, (LOOP_FRAME,))
+    if frame.on_continue is not None:  # the last op of an unrolled copy: values flow on
+        frame.on_continue([lw.get(v, any_layout=True) for v in op.operand_values])
+        return
     _assign(lw, frame.carried, [lw.get(v) for v in op.operand_values])
     lw.w(f"bra.uni {frame.latch}")
 
 
 @lowers("break")
 def lower_break(lw, op):
-    frame = _innermost(lw, op, ("loop",))
+    frame = _innermost(lw, op, (LOOP_FRAME,))
     _assign(lw, frame.results, [lw.get(v) for v in op.operand_values])
     lw.w(f"bra.uni {frame.end}")
 

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from tilebc.numeric.numerics import NUMPY_DTYPES
 from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
 
 from . import dtypes, f32math, f64math, intdiv
@@ -76,13 +79,40 @@ lowers("subf")(_binary_float("sub"))
 lowers("mulf")(_binary_float("mul"))
 
 
+def _is_splat_one(lw, value) -> bool:
+    """`value` is a splat of the float 1.0 (a constant, possibly reshaped or broadcast)."""
+    from .anchors import BROADCASTS, KEEPS, LITERAL, _ROLES
+    from .common import element_bytes
+    for _ in range(16):
+        value = lw.forward.get(value, value)
+        op = value.owner
+        role = _ROLES.get(getattr(op, "name", None))
+        if role == LITERAL:
+            attr = op.attrs["value"]
+            if not attr.is_splat and value.type.num_elements != 1:
+                return False
+            size = dtypes.byte_size(value.type.element)
+            raw = element_bytes(attr)[:size]
+            return float(np.frombuffer(raw, NUMPY_DTYPES[dtypes.name_of(
+                value.type.element)])[0]) == 1.0
+        if role not in (KEEPS, BROADCASTS):
+            return False
+        value = op.operand_values[0]
+    return False
+
+
 @lowers("divf")
 def lower_divf(lw, op):
     mode = op.attrs.get("rounding_mode")
+    # 1 / x correctly rounded is the correctly rounded reciprocal (specials alike): rcp.rn
+    reciprocal = mode in (None, RoundingMode.NEAREST_EVEN) and \
+        _is_splat_one(lw, op.operand_values[0])
 
     def compute(w, cls, regs):
         out = w.reg(cls)
-        if mode is RoundingMode.APPROX and cls == "f32":
+        if reciprocal:
+            w(f"rcp.rn{_ftz(op, cls)}.{cls} {out}, {regs[1]}")
+        elif mode is RoundingMode.APPROX and cls == "f32":
             w(f"div.approx{_ftz(op, cls)}.f32 {out}, {regs[0]}, {regs[1]}")
         elif mode is RoundingMode.FULL and cls == "f32":
             w(f"div.full{_ftz(op, cls)}.f32 {out}, {regs[0]}, {regs[1]}")
@@ -471,6 +501,14 @@ def lower_cmpi(lw, op):
     def compute(regs):
         regs = as_int_regs(lw, regs, element, unsigned)
         out = w.reg("pred")
+        narrow = [lw.widened.get(r) for r in regs] if kind.endswith("64") else [None]
+        if all(narrow) and narrow[0][0] == narrow[1][0]:
+            # i64 values both extended alike from 32 bits compare as those 32 bits do: sign
+            # extension keeps both the signed and the unsigned order, zero extension keeps the
+            # unsigned order and makes the signed one unsigned
+            narrow_kind = ("u" if unsigned or narrow[0][0] == "u" else "s") + "32"
+            w(f"setp.{cmp}.{narrow_kind} {out}, {narrow[0][1]}, {narrow[1][1]}")
+            return out
         w(f"setp.{cmp}.{kind} {out}, {regs[0]}, {regs[1]}")
         return out
     map_slots(lw, op, compute)
@@ -504,6 +542,12 @@ def _simple_int(ptx_op):
     def lower(lw, op):
         def build(w, kind, regs):
             out = w.reg("b64" if kind.endswith("64") else "b32")
+            narrow = [lw.widened.get(r) for r in regs] if ptx_op == "mul.lo" and \
+                kind.endswith("64") and len(regs) == 2 else [None]
+            if all(narrow) and narrow[0][0] == narrow[1][0]:
+                # both factors are 32-bit values extended alike: one widening multiply is exact
+                w(f"mul.wide.{narrow[0][0]}32 {out}, {narrow[0][1]}, {narrow[1][1]}")
+                return out
             w(f"{ptx_op}.{kind} {out}, {', '.join(regs)}")
             return out
         _int_op(lw, op, build)
@@ -535,6 +579,13 @@ def _signed_int(ptx_op, *, floor_fix=False):
             cls = "b64" if kind.endswith("64") else "b32"
             bits = int(kind[1:])
             remainder = None
+            if divisor is not None and ptx_op == "div" and not unsigned and floor_fix and \
+                    divisor > 1 and divisor & (divisor - 1) == 0 and \
+                    op.attrs.get("rounding") is RoundingMode.NEGATIVE_INF:
+                # floor division by 2^k is the arithmetic shift right by k
+                out = w.reg(cls)
+                w(f"shr.s{bits} {out}, {regs[0]}, {divisor.bit_length() - 1}")
+                return out
             if divisor is not None and ptx_op == "div":
                 if unsigned:
                     out = intdiv.udiv(w, regs[0], divisor, bits)

@@ -20,6 +20,7 @@ from tilebc.ops.enums import Signedness
 from tilebc.ops.table import by_mnemonic
 
 from .common import Tile, element_bytes
+from .layout import Cyclic
 
 MAX_ELEMENTS = 1 << 14  # larger tiles are not worth evaluating at compile time
 INT_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
@@ -155,7 +156,7 @@ def fold_shape_op(lw, op) -> bool:
 def _affine_slot(lw, shape, k: int, offset: int, coefs, wide: bool) -> str:
     """Register with offset + sum coef_d * mi_d for slot k. 32-bit arithmetic wraps like the
     element (i8/i16 results fit, so their sign-extended form comes out exact)."""
-    def make():
+    def compute():
         w = lw.w
         mi = lw.multi_index(shape, k)
         cls, kind = ("b64", "s64") if wide else ("b32", "s32")
@@ -175,4 +176,13 @@ def _affine_slot(lw, shape, k: int, offset: int, coefs, wide: bool) -> str:
                 w(f"mad.lo.{kind} {nxt}, {index}, {coef}, {acc}")
             acc = nxt
         return acc
+
+    def make():
+        # the values slot k holds in each thread, known now: equal rows share one register
+        count = int(np.prod(shape, dtype=np.int64))
+        linear = Cyclic(count, lw.T).table(lw.T)[k]
+        index = np.unravel_index(linear, tuple(shape))
+        values = offset + sum(c * i for c, i in zip(coefs, index)) if coefs else \
+            np.full(linear.shape, offset, np.int64)
+        return lw.per_thread(np.asarray(values, np.int64), compute, wide)
     return lw._cached(("affine", tuple(shape), k, offset, tuple(coefs), wide), make)

@@ -65,6 +65,9 @@ class Lowerer:
         self.generic_pointers = any(o.spec.effects is Effects.ALLOC for o in function.walk())
         self.allocas: List[tuple] = []  # (symbol, alignment, bytes) of .shared scratch buffers
         self._cache: Dict[tuple, object] = {}
+        # .b64 register -> ("s" or "u", the .b32 register it was sign/zero-extended from): its
+        # value for as long as it exists (both are written once), for widening multiplies
+        self.widened: Dict[str, tuple] = {}
         # lower_block invocations enclosing the op being lowered (each gets a fresh number), and
         # values shared between ops: (scope they were computed in, value), see `scoped`
         self._scope: List[int] = []
@@ -204,22 +207,56 @@ class Lowerer:
 
         def make():
             w = self.w
-            e = self.elem_index(count, k) if layout is None else layout.emit_index(self, k)
+            table = (Cyclic(count, self.T) if layout is None else layout).table(self.T)[k]
+            known = np.unravel_index(table, shape)
             result = []
             inner = count
-            for dim in shape:
+            for d, dim in enumerate(shape):
                 inner //= dim
                 if dim == 1:
                     result.append(self.const_u32(0))
                     continue
-                # e < count, so the quotient is below count // inner (small magic numbers)
-                reg = intdiv.udiv(w, e, inner, bound=count - 1)
-                if dim * inner != count:  # not the outermost non-trivial dim: wrap
-                    reg = intdiv.urem(w, reg, dim, bound=count // inner - 1)
-                result.append(reg)
+
+                def compute(inner=inner, dim=dim):
+                    e = self.elem_index(count, k) if layout is None else \
+                        layout.emit_index(self, k)
+                    # e < count, so the quotient is below count // inner (small magic numbers)
+                    reg = intdiv.udiv(w, e, inner, bound=count - 1)
+                    if dim * inner != count:  # not the outermost non-trivial dim: wrap
+                        reg = intdiv.urem(w, reg, dim, bound=count // inner - 1)
+                    return reg
+                result.append(self.per_thread(known[d], compute))
             return result
         with self.preamble():
             return self._cached(("mi", shape, k, None if layout is None else layout.key()), make)
+
+    def per_thread(self, values: np.ndarray, compute: Callable[[], str],
+                   wide: bool = False) -> str:
+        """Register (.b32, or .b64 when `wide`) holding values[t] in thread t, a per-thread value
+        known at compile time; made in the preamble once per distinct row of values: a constant
+        when every thread has the same, an add to an earlier row that differs from it by a
+        constant in every thread, else `compute()` (which emits code giving these values)."""
+        bits = 64 if wide else 32
+        row = np.asarray(values, np.int64).reshape(-1)
+        key = ("row", bits, row.tobytes())
+        if key in self._cache:
+            return self._cache[key]
+        first = int(row[0])
+        shapes = self._cache.setdefault(("row shapes", bits), {})
+        shape_key = (row - first).tobytes()
+        with self.preamble():
+            if np.all(row == first):
+                reg = self.const_b64(first & (2**64 - 1)) if wide else \
+                    self.const_u32(first & 0xFFFFFFFF)
+            elif shape_key in shapes:
+                base, base_first = shapes[shape_key]
+                reg = self.w.reg(f"b{bits}")
+                self.w(f"add.u{bits} {reg}, {base}, {(first - base_first) % 2**bits}")
+            else:
+                reg = compute()
+                shapes[shape_key] = (reg, first)
+        self._cache[key] = reg
+        return reg
 
     def slot_deltas(self, shape, layout=None) -> List[Optional[tuple]]:
         """Per slot k: multi_index(shape, k) - multi_index(shape, 0) when that difference is the
@@ -459,22 +496,28 @@ class Lowerer:
         return out
 
     def gather(self, sources: List[Tile], result_type: TileType,
-               source_index: Callable[[int, List[str]], tuple]) -> Tile:
+               source_index: Callable[[int, List[str]], tuple],
+               static: Optional[Callable[[np.ndarray], tuple]] = None) -> Tile:
         """Build a tile whose elements come from other threads' slots of `sources`.
         `source_index(k, out_multi_index)` emits code and returns (which source, u32 linear index),
         or (which source, index, predicate-choosing-source-1-over-0 ...) via `select` tuples:
         a 2-tuple (i, idx) reads source i; a 4-tuple (pred, idx_a, idx_b, None) reads source 0 at
         idx_a where pred is true, else source 1 at idx_b.
+        `static`, when the op's element movement is known at compile time, maps an array of
+        result linear indices to (which source, source linear index) arrays: see _gather_static.
         Sources of at most 32 elements (a divisor of 32) sit whole in every warp - lane e holds
         element e - so they are read with shfl.sync.idx: no shared memory, no barriers."""
-        if self.T % 32 == 0 and all(s.count <= 32 and 32 % s.count == 0 for s in sources):
+        small = self.T % 32 == 0 and all(s.count <= 32 and 32 % s.count == 0 for s in sources)
+        if static is not None and all(s.layout is None for s in sources):
+            return self._gather_static(sources, result_type, source_index, static, small)
+        if small:
             return self._gather_by_shuffle(sources, result_type, source_index)
         offsets = self.reserve_smem([self.smem_size_of(s.type) for s in sources])
         for source, offset in zip(sources, offsets):
             self.smem_write(source, offset)
         self.barrier()
-        out = self.new_tile(result_type)
-        for k in range(len(out.regs)):
+        regs = []  # the loaded registers themselves: no copy waits on each load
+        for k in range(self.slots(result_type.num_elements)):
             mi = self.multi_index(result_type.shape, k)
             choice = source_index(k, mi)
             if len(choice) == 2:
@@ -485,14 +528,159 @@ class Lowerer:
                 a = self.smem_read(offsets[0], index_a, sources[0].element)
                 b = self.smem_read(offsets[1], index_b, sources[1].element)
                 value = self.select(pred, a, b, result_type.element)
-            self.w(f"mov.{dtypes.mov_type(dtypes.reg_class(result_type.element))} "
-                   f"{out.regs[k]}, {value}")
+            regs.append(value)
         self.barrier()
-        return out
+        return Tile(result_type, regs)
 
-    def _gather_by_shuffle(self, sources, result_type, source_index) -> Tile:
-        out = self.new_tile(result_type)
-        for k in range(len(out.regs)):
+    def _gather_static(self, sources, result_type, source_index, static, small) -> Tile:
+        """`gather` with the source of every (slot, thread) known at compile time. A slot whose
+        element this thread already holds in some source slot is a register move. A slot that
+        reads the same source element in every thread reads it at a constant shared address
+        (consecutive ones as one ld.shared.v2/v4) or, from a small source, with an immediate
+        shuffle lane; equal reads are made once. Slots whose reads differ by the same constant in
+        every thread share one address register. Only what no register holds goes through
+        shared memory, and all loads are issued before any of their values is used."""
+        T = self.T
+        count = result_type.num_elements
+        linear = Cyclic(count, T).table(T)
+        which, index = static(linear)
+        which = np.broadcast_to(np.asarray(which, np.int64), linear.shape)
+        index = np.asarray(index, np.int64)
+        element = result_type.element
+        tables = [Cyclic(s.count, T).table(T) for s in sources]
+        held = []  # per source: row bytes -> slot holding that row in every thread
+        for table in tables:
+            rows: Dict[bytes, int] = {}
+            for j in range(table.shape[0] - 1, -1, -1):
+                rows[np.ascontiguousarray(table[j]).tobytes()] = j
+            held.append(rows)
+        regs: List[Optional[str]] = [None] * linear.shape[0]
+        remote = []
+        for k in range(linear.shape[0]):
+            w0 = int(which[k, 0])
+            if np.all(which[k] == w0):
+                hit = held[w0].get(np.ascontiguousarray(index[k]).tobytes())
+                if hit is not None:
+                    regs[k] = sources[w0].regs[hit] if sources[w0].count > 1 \
+                        else sources[w0].scalar
+                    continue
+            remote.append(k)
+        if not remote:
+            return Tile(result_type, regs)
+        if small:  # every warp holds the sources whole: lane e holds element e
+            dynamic, lanes = [], {}
+            for k in remote:
+                w0 = int(which[k, 0])
+                if np.all(which[k] == w0) and np.all(index[k] == index[k, 0]):
+                    key = (w0, int(index[k, 0]))
+                    if key not in lanes:
+                        lanes[key] = self.shuffle(sources[w0].scalar, sources[w0].element,
+                                                  "idx", key[1])
+                    regs[k] = lanes[key]
+                else:
+                    dynamic.append(k)
+            if dynamic:
+                rest = self._gather_by_shuffle(sources, result_type, source_index, dynamic)
+                for k in dynamic:
+                    regs[k] = rest.regs[k]
+            return Tile(result_type, regs)
+        needed = sorted({int(which[k, 0]) if np.all(which[k] == which[k, 0]) else -1
+                         for k in remote})
+        used = range(len(sources)) if -1 in needed else needed
+        sizes = [self.smem_size_of(s.type) if i in used else 0 for i, s in enumerate(sources)]
+        offsets = self.reserve_smem(sizes)
+        for i in used:
+            self.smem_write(sources[i], offsets[i])
+        self.barrier()
+        size = dtypes.byte_size(element)
+        cls = dtypes.reg_class(element)
+        uniform: Dict[tuple, List[int]] = {}   # (source, element index) -> slots reading it
+        patterns: Dict[tuple, str] = {}        # (source, index[k] - index[k, 0]) -> address reg
+        loads = []  # (slot, address operand) read one element each, after the vector reads
+        for k in remote:
+            w0 = int(which[k, 0])
+            if not np.all(which[k] == w0):
+                choice = source_index(k, self.multi_index(result_type.shape, k))
+                if len(choice) == 2:
+                    regs[k] = self.smem_read(offsets[choice[0]], choice[1],
+                                             sources[choice[0]].element)
+                    continue
+                pred, index_a, index_b, _ = choice
+                a = self.smem_read(offsets[0], index_a, sources[0].element)
+                b = self.smem_read(offsets[1], index_b, sources[1].element)
+                regs[k] = self.select(pred, a, b, element)
+                continue
+            first = int(index[k, 0])
+            if np.all(index[k] == first):
+                uniform.setdefault((w0, first), []).append(k)
+                continue
+            key = (w0, np.ascontiguousarray(index[k] - first).tobytes())
+            if key not in patterns:
+                choice = source_index(k, self.multi_index(result_type.shape, k))
+                reg = choice[1] if len(choice) == 2 else choice[1 + w0]
+                address = self.smem_address(offsets[w0], reg, element)
+                patterns[key] = (address, first)
+            address, base = patterns[key]
+            delta = (first - base) * size
+            loads.append((k, f"{address}+{delta}" if delta else address))
+        # uniform reads: runs of consecutive elements as vector loads where aligned
+        vector_ok = cls in ("b32", "f32", "b64", "f64") and dtypes.name_of(element) != "i1"
+        wide = {4: 4, 8: 2}.get(size, 1) if vector_ok else 1
+        done = set()
+        for (w0, first), slots in sorted(uniform.items()):
+            if (w0, first) in done:
+                continue
+            address = offsets[w0] + first * size
+            run = 1
+            for vec in (wide, 2) if vector_ok else ():
+                if vec > 1 and address % (vec * size) == 0 and \
+                        all((w0, first + j) in uniform for j in range(vec)):
+                    run = vec
+                    break
+            if run == 1:
+                out = self.w.reg(cls)
+                loads.append((None, f"{self.smem_base()}+{address}", out))
+                targets = [out]
+            else:
+                targets = [self.w.reg(cls) for _ in range(run)]
+                self.w(f"ld.shared.v{run}.{dtypes.mem_type(element)} "
+                       f"{{{', '.join(targets)}}}, [{self.smem_base()}+{address}]")
+            for j, reg in enumerate(targets):
+                done.add((w0, first + j))
+                for k in uniform.get((w0, first + j), []):
+                    regs[k] = reg
+        # scalar reads: loads first, then any conversion (i1), so loads overlap
+        pending = []
+        for entry in loads:
+            if len(entry) == 3:
+                _, operand, out = entry
+                self._raw_shared_load(operand, element, out, pending)
+            else:
+                k, operand = entry
+                out = self.w.reg(cls)
+                self._raw_shared_load(operand, element, out, pending)
+                regs[k] = out
+        for byte, out in pending:
+            self.w(f"setp.ne.u16 {out}, {byte}, 0")
+        self.barrier()
+        return Tile(result_type, regs)
+
+    def _raw_shared_load(self, operand: str, element, out: str, pending: list) -> None:
+        """ld.shared of one element into `out`; an i1 is loaded as a byte whose test is left in
+        `pending` (emitted after the other loads)."""
+        name = dtypes.name_of(element)
+        if name == "i1":
+            byte = self.w.reg("b16")
+            self.w(f"ld.shared.u8 {byte}, [{operand}]")
+            pending.append((byte, out))
+            return
+        memtype = "u8" if name in dtypes.BYTE_FLOATS else dtypes.mem_type(element)
+        self.w(f"ld.shared.{memtype} {out}, [{operand}]")
+
+    def _gather_by_shuffle(self, sources, result_type, source_index, slots=None) -> Tile:
+        count = self.slots(result_type.num_elements)
+        regs: List[Optional[str]] = [None] * count  # the shuffled registers themselves
+        for k in range(count) if slots is None else slots:
             choice = source_index(k, self.multi_index(result_type.shape, k))
             if len(choice) == 2:
                 which, index = choice
@@ -502,9 +690,8 @@ class Lowerer:
                 a = self.shuffle(sources[0].scalar, sources[0].element, "idx", index_a)
                 b = self.shuffle(sources[1].scalar, sources[1].element, "idx", index_b)
                 value = self.select(pred, a, b, result_type.element)
-            self.w(f"mov.{dtypes.mov_type(dtypes.reg_class(result_type.element))} "
-                   f"{out.regs[k]}, {value}")
-        return out
+            regs[k] = value
+        return Tile(result_type, regs)
 
     def select(self, pred: str, a: str, b: str, element) -> str:
         cls = dtypes.reg_class(element)

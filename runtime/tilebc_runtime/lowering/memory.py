@@ -174,6 +174,7 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
     # Start coordinate of the tile along each tensor dimension (tile dims map through dim_map).
     index_tiles = [lw.get(v) for v in indices]
     starts = [None] * rank
+    start_parts = {}  # dim -> (.b32 tile index, step) where start = index * step
     sparse = vt.sparse_dim if isinstance(vt, GatherScatterViewType) else None
     sparse_tile = None
     for i, (index_tile, dim) in enumerate(zip(index_tiles, _dim_map(vt))):
@@ -186,7 +187,12 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
             continue
         step = (vt.traversal_strides[i] if isinstance(vt, StridedViewType) else vt.tile_shape[i])
         start = w.reg("b64")
-        w(f"mul.lo.s64 {start}, {lw.scalar_s64(index_tile)}, {step}")
+        narrow_index = _narrow_s32(index_tile)
+        if narrow_index is not None and -2**31 <= step < 2**31:  # exact: both fit in s32
+            w(f"mul.wide.s32 {start}, {narrow_index}, {step}")
+            start_parts[dim] = (narrow_index, step)
+        else:
+            w(f"mul.lo.s64 {start}, {lw.scalar_s64(index_tile)}, {step}")
         starts[dim] = start
     dims = _dim_map(vt)
     for i, moved in enumerate(shift or ()):
@@ -209,28 +215,64 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
     result = []
     if slots is None:
         slots = range(lw.slots(count) if layout is None else layout.slots)
+    # Along a dim whose stride fits in 32 bits, (start + i) * stride = start * stride (the same
+    # for every slot: added to the base once) + i * stride (one widening multiply per slot, as
+    # the in-tile index i is small).
+    narrow = tensor.narrow_strides or [None] * rank
+    split = [narrow[dim] is not None for dim in dims]
+    tile_base = None
     for k in slots:
         if first is not None and deltas[k] is not None and deltas[first[4]] is not None:
             delta = tuple(a - b for a, b in zip(deltas[k], deltas[first[4]]))
             result.append(_shifted_address(lw, tensor, dims, checked, first, delta,
                                            byte_strides, element_size))
             continue
+        if tile_base is None:
+            tile_base = tensor.base
+            for i, dim in enumerate(dims):
+                if split[i]:
+                    scaled, nxt = w.reg("b64"), w.reg("b64")
+                    if dim in start_parts:  # index * stride, then * step * size
+                        index32, step = start_parts[dim]
+                        w(f"mul.wide.s32 {scaled}, {index32}, {narrow[dim]}")
+                        w(f"mad.lo.s64 {nxt}, {scaled}, {step * element_size}, {tile_base}")
+                    else:
+                        w(f"mul.lo.s64 {scaled}, {starts[dim]}, {tensor.strides[dim]}")
+                        w(f"mad.lo.s64 {nxt}, {scaled}, {element_size}, {tile_base}")
+                    tile_base = nxt
         mi = lw.multi_index(tile_shape, k, layout)
-        address = tensor.base
+        address = tile_base
         coords, oks = [], []
+        offset = None  # sum of i * stride over the split dims (elements)
         for i, dim in enumerate(dims):
-            coord = w.reg("b64")
-            w(f"cvt.u64.u32 {coord}, {mi[i]}")
-            w(f"add.s64 {coord}, {coord}, {starts[dim]}")
+            coord = None
             ok = None
+            if checked[i] or not split[i]:
+                coord = w.reg("b64")
+                w(f"cvt.u64.u32 {coord}, {mi[i]}")
+                w(f"add.s64 {coord}, {coord}, {starts[dim]}")
             if checked[i]:
                 ok = w.reg("pred")
                 w(f"setp.lt.u64 {ok}, {coord}, {tensor.shape[dim]}")  # unsigned: negatives fail
             coords.append(coord)
             oks.append(ok)
+            if split[i]:
+                if tile_shape[i] == 1:  # the in-tile index is 0
+                    continue
+                nxt = w.reg("b64")
+                if offset is None:
+                    w(f"mul.wide.s32 {nxt}, {mi[i]}, {narrow[dim]}")
+                else:
+                    w(f"mad.wide.s32 {nxt}, {mi[i]}, {narrow[dim]}, {offset}")
+                offset = nxt
+                continue
             scaled, nxt = w.reg("b64"), w.reg("b64")
             w(f"mul.lo.s64 {scaled}, {coord}, {tensor.strides[dim]}")
             w(f"mad.lo.s64 {nxt}, {scaled}, {element_size}, {address}")
+            address = nxt
+        if offset is not None:
+            nxt = w.reg("b64")
+            w(f"mad.lo.s64 {nxt}, {offset}, {element_size}, {address}")
             address = nxt
         in_bounds = None
         for ok in oks:

@@ -45,12 +45,31 @@ def lower_constant(lw, op):
 
 @lowers("iota")
 def lower_iota(lw, op):
+    from .anchors import broadcast_layout
+    result_type = op.results[0].type
+    layout = broadcast_layout(lw, op.results[0]) if result_type.num_elements > 1 else None
+    _iota_in(lw, op, layout)
+
+
+def _iota_in(lw, op, layout):
+    """The iota's tile in `layout` (None: Cyclic)."""
     w = lw.w
     result_type = op.results[0].type
     element = result_type.element
-    regs = [iota_value(lw, lw.elem_index(result_type.num_elements, k), element)
-            for k in range(lw.slots(result_type.num_elements))]
-    lw.set(op.results[0], Tile(result_type, regs))
+    regs = []
+    made = {}
+    for k in range(lw.slots(result_type.num_elements) if layout is None else layout.slots):
+        if layout is None:
+            index = lw.elem_index(result_type.num_elements, k)
+        else:
+            index = lw.per_thread(layout.table(lw.T)[k],
+                                  lambda k=k: layout.emit_index(lw, k))
+            if index in made:  # a copy of an earlier slot (same values in every thread)
+                regs.append(made[index])
+                continue
+        regs.append(iota_value(lw, index, element))
+        made[index] = regs[-1]
+    lw.set(op.results[0], Tile(result_type, regs, layout))
 
 
 def iota_value(lw, index: str, element) -> str:
@@ -104,7 +123,17 @@ def lower_broadcast(lw, op):
     def index(k, mi):
         picked = [lw.const_u32(0) if s == 1 else m for s, m in zip(src_shape, mi)]
         return 0, lw.linear_index(picked, src_shape)
-    lw.set(op.results[0], lw.gather([source], result_type, index))
+
+    def static(linear):
+        return 0, _broadcast_source(linear, src_shape, tuple(result_type.shape))
+    lw.set(op.results[0], lw.gather([source], result_type, index, static))
+
+
+def _broadcast_source(linear, src_shape, shape):
+    """Source linear indices of a broadcast's result linear indices."""
+    index = np.unravel_index(linear, shape)
+    picked = [np.zeros_like(i) if s == 1 else i for s, i in zip(src_shape, index)]
+    return np.ravel_multi_index(picked, src_shape)
 
 
 def _broadcast_in_registers(lw, source, result_type):
@@ -116,9 +145,7 @@ def _broadcast_in_registers(lw, source, result_type):
     src_shape, shape = tuple(source.type.shape), tuple(result_type.shape)
 
     def to_source(linear):
-        index = np.unravel_index(linear, shape)
-        picked = [np.zeros_like(i) if s == 1 else i for s, i in zip(src_shape, index)]
-        return np.ravel_multi_index(picked, src_shape)
+        return _broadcast_source(linear, src_shape, shape)
     layout = lw.layout_of(source)
     candidates = []
     if isinstance(layout, Sliced) and layout.parent.count == result_type.num_elements:
@@ -148,7 +175,14 @@ def lower_permute(lw, op):
         for d, p in enumerate(perm):
             src_mi[p] = mi[d]
         return 0, lw.linear_index(src_mi, source.type.shape)
-    lw.set(op.results[0], lw.gather([source], result_type, index))
+
+    def static(linear):
+        index = np.unravel_index(linear, tuple(result_type.shape))
+        src = [None] * len(perm)
+        for d, p in enumerate(perm):
+            src[p] = index[d]
+        return 0, np.ravel_multi_index(src, tuple(source.type.shape))
+    lw.set(op.results[0], lw.gather([source], result_type, index, static))
 
 
 @lowers("cat")
@@ -176,7 +210,15 @@ def lower_cat(lw, op):
         w(f"selp.b32 {a}, {in_a}, {zero}, {first}")
         w(f"selp.b32 {b}, {zero}, {in_b_lin}, {first}")
         return first, a, b, None
-    lw.set(op.results[0], lw.gather([lhs, rhs], result_type, index))
+
+    def static(linear):
+        index = list(np.unravel_index(linear, tuple(result_type.shape)))
+        second = index[dim] >= split
+        in_a = np.ravel_multi_index(index, tuple(lhs.type.shape), mode="clip")
+        index[dim] = index[dim] - split * second
+        in_b = np.ravel_multi_index(index, tuple(rhs.type.shape), mode="clip")
+        return second.astype(np.int64), np.where(second, in_b, in_a)
+    lw.set(op.results[0], lw.gather([lhs, rhs], result_type, index, static))
 
 
 def _u32_indices(lw, tiles):

@@ -11,6 +11,7 @@ from typing import Dict, Set
 
 from tilebc.ir.module import Function, Op, Value
 from tilebc.ir.types import TileType, TokenType
+from tilebc.ops.enums import MemoryOrderingSemantics, Signedness
 from tilebc.ops.spec import Effects
 from tilebc.ops.table import by_mnemonic
 
@@ -80,6 +81,83 @@ def _extracted_operand(lw, op: Op, resolve):
     return None
 
 
+# The orders between two integers a comparison holds for: "<", "=", ">" of (lhs, rhs).
+_ORDERS = {"equal": {"="}, "not_equal": {"<", ">"}, "less_than": {"<"},
+           "less_than_or_equal": {"<", "="}, "greater_than": {">"},
+           "greater_than_or_equal": {">", "="}}
+_SWAPPED = {"<": ">", ">": "<", "=": "="}
+
+
+def _comparison(op, resolve):
+    """(lhs, rhs, orders, signed) of an integer comparison, or None."""
+    if not isinstance(op, Op) or _FORWARD_ROLES.get(op.name) != "compare":
+        return None
+    lhs, rhs = (resolve(v) for v in op.operand_values)
+    predicate = op.attrs["comparison_predicate"]
+    orders = _ORDERS[predicate.name.lower()]
+    signed = op.attrs["signedness"] is not Signedness.UNSIGNED
+    return lhs, rhs, set(orders), signed
+
+
+def _implies(known, other):
+    """True when `known` (a comparison, or its negation) makes `other` true, False when it makes
+    it false, None when it does not tell. Both are (lhs, rhs, orders, signed)."""
+    lhs, rhs, orders, signed = known
+    o_lhs, o_rhs, o_orders, o_signed = other
+    if (o_lhs, o_rhs) == (rhs, lhs) and (o_lhs, o_rhs) != (lhs, rhs):
+        o_orders = {_SWAPPED[o] for o in o_orders}
+    elif (o_lhs, o_rhs) != (lhs, rhs):
+        return None
+    if signed != o_signed:  # only equality means the same in both orders
+        if orders == {"="}:
+            return "=" in o_orders
+        if o_orders == {"="} and "=" not in orders:
+            return False
+        if o_orders == {"<", ">"} and "=" not in orders:
+            return True
+        return None
+    if orders <= o_orders:
+        return True
+    if not orders & o_orders:
+        return False
+    return None
+
+
+def _chosen_select(lw, op: Op, resolve):
+    """What select(c, x, y) equals: x and y followed through selects whose condition c (or its
+    negation) decides, then x when both are the same value, or the one of the compared values
+    that both sides equal (select(a != b, a, b) is a; select(a == b, a, b) is b)."""
+    condition, on_true, on_false = (resolve(v) for v in op.operand_values)
+    known = _comparison(condition.owner, resolve)
+    if known is None:
+        return on_true if on_true is on_false else None
+    lhs, rhs, orders, signed = known
+    negated = (lhs, rhs, {"<", "=", ">"} - orders, signed)
+
+    def follow(value, fact):
+        for _ in range(32):
+            inner = value.owner
+            if not isinstance(inner, Op) or inner.spec is not op.spec:
+                return value
+            decided = None
+            inner_known = _comparison(resolve(inner.operand_values[0]).owner, resolve)
+            if inner_known is not None:
+                decided = _implies(fact, inner_known)
+            if decided is None:
+                return value
+            value = resolve(inner.operand_values[1 if decided else 2])
+        return value
+    on_true, on_false = follow(on_true, known), follow(on_false, negated)
+    if on_true is on_false:
+        return on_true
+    if {on_true, on_false} == {lhs, rhs}:
+        if orders == {"="}:
+            return on_false
+        if orders == {"<", ">"}:
+            return on_true
+    return None
+
+
 # Effects (op table) of ops that may go when nothing uses their results: none, or none on memory
 # (assume), or a scratch allocation nobody reads.
 _DROPPABLE = (Effects.NONE, Effects.UNDECLARED, Effects.ALLOC)
@@ -87,7 +165,11 @@ _DROPPABLE = (Effects.NONE, Effects.UNDECLARED, Effects.ALLOC)
 
 def _removable(op: Op) -> bool:
     """No effect besides its results, which are tiles (tokens and views are kept for the
-    lowering's bookkeeping); no regions, not a terminator."""
+    lowering's bookkeeping); no regions, not a terminator. A weak load is removable too: it
+    only reads, and an op ordered after it uses its token (which keeps it)."""
+    if _FORWARD_ROLES.get(op.name) == "read" and not op.regions and op.attrs.get(
+            "memory_ordering_semantics") in (None, MemoryOrderingSemantics.WEAK):
+        return True
     if not op.results or op.regions or op.spec.terminator or op.spec.effects not in _DROPPABLE:
         return False
     return not any(isinstance(r.type, TokenType) for r in op.results) and \
@@ -114,5 +196,7 @@ def dead_ops(function: Function, forward: Dict[Value, Value]) -> Set[Op]:
 
 
 # Ops whose result may be forwarded to a value computed already: op -> that value or None.
-_FORWARDERS = by_mnemonic({"permute": _undone_permute, "extract": _extracted_operand},
-                          "value forwarding")
+_FORWARDERS = by_mnemonic({"permute": _undone_permute, "extract": _extracted_operand,
+                           "select": _chosen_select}, "value forwarding")
+_FORWARD_ROLES = by_mnemonic({"cmpi": "compare", "load_view_tko": "read",
+                              "load_ptr_tko": "read"}, "value forwarding")

@@ -200,6 +200,7 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
             start = w.reg("b64")
             w(f"add.s64 {start}, {starts[dims[i]]}, {moved}")
             starts[dims[i]] = start
+            start_parts.pop(dims[i], None)  # the start is no longer index * step
     checked = [not (i < len(inbounds) and inbounds[i]) for i in range(len(dims))]
     if sparse_tile is not None:
         # the same index tile read by several accesses (a gather and the scatter back) is

@@ -154,11 +154,13 @@ def test_rows_across_warps_take_one_shared_memory_step():
 
 def test_ordered_combiners_keep_lane_order_in_the_same_plan():
     # the last-nonzero combiner does not commute: [4, 32] rows lie one per warp, so the same
-    # butterflies run, each with the lane-order fix-up (the upper lane's partner goes left),
-    # and the result is stored from the sliced layout: no shared memory at all
+    # five steps run as a down tree (the lower lane's value on the left, no lane-order
+    # selects: the combiner's own select per step only), one shuffle brings the result from
+    # the row's first lane, and it is stored from the sliced layout: no shared memory at all
     ptx = _ptx((4, 32), 1, ("ordered", 0), i32, False, 128)
-    assert ptx.count("shfl.sync.bfly") == 5
-    assert ptx.count("selp.b32") >= 2 * 5
+    assert ptx.count("shfl.sync.down") == 5 and ptx.count("shfl.sync.idx") == 1
+    assert "shfl.sync.bfly" not in ptx
+    assert ptx.count("selp.b32") == 5
     assert "bar.sync" not in ptx and "st.shared" not in ptx
 
 

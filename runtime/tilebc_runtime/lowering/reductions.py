@@ -5,11 +5,12 @@ reduce operands first go to shared memory (every thread writes its slots at thei
 reduce: groups of P lanes (P a power of two <= 32, inside one warp) each own a work item - one
 output, or with S > 1 one of S segments of an output's reduced dimension. Lane p of a group walks
 its contiguous chunk of the segment in a uniform loop, then the group combines its lanes in a
-butterfly tree of shfl.sync.bfly steps; every combine keeps the lower lane's value on the left, so
+tree of shfl.sync.down steps; every combine keeps the lower lane's value on the left, so
 the combiner is applied in element order (any parenthesisation of it; Tile IR reduction order is
 unspecified, and this stays exact for associative non-commutative combiners). A single output
-computed by one warp is then already in every thread; otherwise lane 0 of each group writes its
-value to shared memory and each thread combines the S partials of its own result slots, in order.
+computed by one warp is then read from the group's first lane by every thread; otherwise lane 0
+of each group writes its value to shared memory and each thread combines the S partials of its
+own result slots, in order.
 P and S come from a small cost model (serial steps + shuffle steps per thread).
 
 scan: log-step (Hillis-Steele) in the interpreter's exact combine order, one step per power of two
@@ -231,16 +232,15 @@ def _tree_reduce(lw, op):
         w(f"@{again} bra.uni {top}")
         values = accs
         offset = lanes // 2
-        while offset:
-            others = [shuffle_xor(lw, v, e, offset) for v, e in zip(values, elements)]
-            upper, bit = w.reg("pred"), w.reg("b32")
-            w(f"and.b32 {bit}, {lane}, {offset}")
-            w(f"setp.ne.u32 {upper}, {bit}, 0")
-            left = [lw.select(upper, o, v, e) for v, o, e in zip(values, others, elements)]
-            right = [lw.select(upper, v, o, e) for v, o, e in zip(values, others, elements)]
-            values = _combine(lw, op, left, right)
+        while offset:  # a down tree: the group's first lane ends with the whole segment
+            others = [lw.shuffle(v, e, "down", offset) for v, e in zip(values, elements)]
+            values = _combine(lw, op, values, others)
             offset //= 2
         if not share:
+            if lanes > 1:
+                source = w.reg("b32")
+                w(f"and.b32 {source}, {tid}, {31 & ~(lanes - 1)}")
+                values = [lw.shuffle(v, e, "idx", source) for v, e in zip(values, elements)]
             finals = values
             continue
         write = w.reg("pred")
@@ -391,10 +391,14 @@ def _plan(layout, shape, dim, threads, ordered):
 
 
 def _plan_cost(plan, operands: int) -> int:
-    """Serial steps per thread of a layout plan with lane-order fix-ups (a combine, and per
-    operand a shuffle and two selects, per butterfly), in choose_tree's units."""
+    """Serial steps per thread of an ordered layout plan (per shuffle step a combine and a
+    shuffle per operand; without a step across warps, a shuffle per operand to bring the
+    result from the group's first lane), in choose_tree's units."""
     groups, masks, warp_masks, _ = plan
-    per_group = max(len(m) for m in groups) - 1 + len(masks) * (1 + 3 * operands // 2)
+    shuffles = -(-operands // 2)
+    per_group = max(len(m) for m in groups) - 1 + len(masks) * (1 + shuffles)
+    if masks and not warp_masks:
+        per_group += shuffles
     return len(groups) * (per_group + (1 << len(warp_masks)) - 1) + (4 if warp_masks else 0)
 
 
@@ -420,8 +424,8 @@ def _tree(lw, op, values):
 
 
 def _layout_reduce(lw, op) -> bool:
-    """A reduction on the source's own layout: in-thread, shuffle butterflies (lane-order
-    fix-ups only for combiners that need not commute), then at most one shared-memory step
+    """A reduction on the source's own layout: in-thread, shuffle butterflies (a down tree,
+    lower lane on the left, for combiners that need not commute), then at most one shared-memory step
     across warps; the result stays in the sliced layout (in every thread that holds a part of
     its row). False when the plan does not apply."""
     from .layout import Sliced
@@ -452,21 +456,29 @@ def _layout_reduce(lw, op) -> bool:
                for members in groups]
     tid = lw.tid()
     for mask in masks:
-        upper = None
-        if ordered:  # the lane with the mask bit set holds the later elements
-            bit, upper = w.reg("b32"), w.reg("pred")
-            w(f"and.b32 {bit}, {tid}, {mask}")
-            w(f"setp.ne.u32 {upper}, {bit}, 0")
         stepped = []
         for values in partial:
-            others = [shuffle_xor(lw, v, e, mask) for v, e in zip(values, elements)]
-            if upper is None:
-                stepped.append(_combine(lw, op, values, others))
-                continue
-            left = [lw.select(upper, o, v, e) for v, o, e in zip(values, others, elements)]
-            right = [lw.select(upper, v, o, e) for v, o, e in zip(values, others, elements)]
-            stepped.append(_combine(lw, op, left, right))
+            if ordered:
+                # a down tree: the lane with the mask bit clear holds the earlier elements and
+                # takes its partner's (lane + mask) on the right; lanes with a bit of the masks
+                # so far set compute values nobody reads
+                others = [lw.shuffle(v, e, "down", mask) for v, e in zip(values, elements)]
+            else:
+                others = [shuffle_xor(lw, v, e, mask) for v, e in zip(values, elements)]
+            stepped.append(_combine(lw, op, values, others))
         partial = stepped
+    span = 0
+    for mask in masks:
+        span |= mask
+    if ordered and span and not warp_masks:
+        # only the group's first lane holds the result: every lane reads it from there
+        def make_source():
+            reg = w.reg("b32")
+            w(f"and.b32 {reg}, {tid}, {31 & ~span}")
+            return reg
+        source = lw._cached(("reduce-source", span), make_source)
+        partial = [[lw.shuffle(v, e, "idx", source) for v, e in zip(values, elements)]
+                   for values in partial]
     result_types = [r.type for r in op.results]
     sliced = Sliced(layout, shape, dim)
     if warp_masks:
@@ -478,9 +490,6 @@ def _layout_reduce(lw, op) -> bool:
             w(f"shr.u32 {reg}, {tid}, 5")
             return reg
         warp = lw._cached(("warp",), make_warp)
-        span = 0
-        for mask in masks:
-            span |= mask
         leader = None
         if span:  # one lane of each butterfly group writes
             bits = w.reg("b32")

@@ -47,6 +47,11 @@ def _uses(lw) -> Dict[object, List[object]]:
     return lw._cache[key]
 
 
+def unused(lw, value) -> bool:
+    """No live op reads `value`."""
+    return not _uses(lw).get(lw.forward.get(value, value))
+
+
 def _splat(lw, value) -> bool:
     """A value every element of which is the same scalar (a splat constant, or a scalar
     reshaped / broadcast)."""

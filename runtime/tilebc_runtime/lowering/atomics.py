@@ -7,6 +7,7 @@ from tilebc.ops.enums import AtomicRMWMode, MemoryOrderingSemantics
 
 from . import dtypes
 from .common import SCOPE, Tile, and_predicates as _and, order_after_token, set_result_token
+from .anchors import unused
 from .memory import view_addresses
 from .registry import lowers
 
@@ -78,9 +79,20 @@ def _atomic(lw, op, build):
         zero = {"f32": "0f00000000", "f64": "0d0000000000000000"}.get(cls, "0")
         w(f"mov.{dtypes.mov_type(cls)} {out}, {zero}")
         prefix = f"@{guard} " if guard else ""
+        own = lw.owner(result_type.num_elements, k)
+        skip = None
+        if own is not None and result_type.num_elements - k * lw.T <= lw.T - 32:
+            # whole warps own nothing here: they branch around the atomic (and its latency)
+            skip = w.label("atomic")
+            w(f"@!{own} bra {skip}")
         w(prefix + build(k, out, pointers.slot(k)))
+        if skip is not None:
+            w.place(skip)
         regs.append(out)
-    lw.set(op.results[0], Tile(result_type, _share_results(lw, result_type, regs)))
+    if unused(lw, op.results[0]):
+        lw.set(op.results[0], Tile(result_type, regs))  # never read: no need to share it
+    else:
+        lw.set(op.results[0], Tile(result_type, _share_results(lw, result_type, regs)))
     set_result_token(lw, op)
 
 

@@ -282,6 +282,54 @@ def test_rows_table_keeps_rows_in_warps_and_lanes_on_neighbours():
         Rows(256, 96, 64)
 
 
+def test_rows_table_with_fewer_lanes_per_row():
+    from tilebc_runtime.lowering.layout import Rows
+    layout = Rows(256, 128, 32, 16)  # [8, 32] over 4 warps: 16 lanes per row, 2 rows a warp
+    table = layout.table(128)
+    assert layout.slots == 2 and sorted(table.ravel().tolist()) == list(range(256))
+    t = np.arange(128)
+    assert (table // 32 == (t // 16)[None, :]).all()  # both slots of a thread in one row
+    assert (table[1] - table[0] == 16).all()  # a thread's slots 16 apart along its row
+    assert (np.diff(table, axis=1)[:, :15] == 1).all()  # 16 lanes on neighbours (64 bytes)
+    with pytest.raises(ValueError):
+        Rows(256, 128, 32, 8)  # 4 rows a warp x 4 warps > 8 rows
+
+
+def test_row_reductions_with_short_rows_take_fewer_shuffles():
+    # [8, 32] f32 over 128 threads: Cyclic puts two rows in every thread (2 x 5 butterflies);
+    # 16 lanes per row leave one combine in-thread and 4 butterflies
+    module = _scale_kernel((8, 32), f32, align=None, stride_div=None, shape_div=None,
+                           reduce_rows=True)
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128).ptx
+    assert "bar.sync" not in ptx and ptx.count("shfl.sync.bfly") == 4
+    _run_scale(module, 19, 61, (3, 2), 128, f32)
+
+
+def test_argmax_with_an_iota_broadcast_stays_in_the_rows_layout():
+    # reduce_rows: sums, extrema and arg-extrema (the index operand is a broadcast iota, lowered
+    # straight into the loaded tile's layout) of [8, 32] tiles: the four single-op reductions
+    # need no shared memory; each arg-extremum (an ordered combiner: a thread's two elements of
+    # a row are 16 apart) takes the general tree, which writes the tile from its layout (no
+    # conversion first): its three barriers only
+    from pathlib import Path
+    import tilebc
+    root = Path(__file__).resolve().parents[2] / "fixtures" / "bytecode" / "reduce_rows"
+    module = tilebc.load(str(sorted(root.glob("*13.5.tilebc"))[0]))
+    entry = module.functions[0].name
+    ptx = jit_compile(module, entry=entry, arch="sm_90", emit="ptx", threads=128).ptx
+    assert ptx.count("bar.sync") == 2 * 3
+    x = np.random.default_rng(7).standard_normal((16, 32)).astype(np.float32)
+    x[3, 5] = x[3, 9] = x[3].max() + 1  # a tie: the lower index wins
+    outs = [np.zeros(16, np.float32) for _ in range(4)] + [np.zeros(16, np.int32)]
+    expected = [o.copy() for o in outs]
+    interpret(module, entry, (2,), x, *expected)
+    sim.run(module, entry, (2,), x, *outs, threads=128)
+    for index in (1, 2, 4):  # max, min, argmax + argmin: exact
+        assert outs[index].view(np.uint32).tolist() == expected[index].view(np.uint32).tolist()
+    for index in (0, 3):  # sum, product: reassociated (Tile IR leaves the order open)
+        np.testing.assert_allclose(outs[index], expected[index], rtol=1e-5)
+
+
 @pytest.mark.parametrize("tile,threads", [((4, 64), 128), ((8, 128), 64), ((2, 256), 64)])
 def test_row_reductions_of_loaded_tiles_stay_in_their_warps(tile, threads):
     # no vector proof here (no alignment facts): the load picks the Rows layout because its

@@ -73,9 +73,28 @@ def _splat(lw, value) -> bool:
     return False
 
 
-def flow_is_layout_free(lw, value, reductions=None) -> bool:
+def _broadcast_source(lw, value):
+    """The broadcast op that makes `value` (through reshapes), else None."""
+    for _ in range(16):
+        value = lw.forward.get(value, value)
+        op = value.owner
+        if not hasattr(op, "attrs"):
+            return None
+        role = _ROLES.get(op.name)
+        if role == BROADCASTS:
+            return op
+        if role != KEEPS:
+            return None
+        value = op.operand_values[0]
+    return None
+
+
+def flow_is_layout_free(lw, value, reductions=None, broadcasts=None) -> bool:
     """Whether every use of `value`, and of the values computed from it element-wise, handles
-    any layout (see the module doc). `reductions`, a list, receives the flow's reduce ops."""
+    any layout (see the module doc). `reductions`, a list, receives the flow's reduce ops. With
+    `broadcasts`, a list, other operands may also be broadcasts of values from outside the flow
+    (a weight row over the rows, an iota over a reduction's rows): the list receives those
+    broadcast ops, which the caller lowers straight into the flow's layout."""
     uses = _uses(lw)
     flow = {value}
     reduced = set()  # reduction results of the flow and their reshapes
@@ -123,8 +142,12 @@ def flow_is_layout_free(lw, value, reductions=None) -> bool:
     for op in pending:
         for operand in op.operand_values:
             operand = lw.forward.get(operand, operand)
-            if operand not in flow and not _splat(lw, operand):
+            if operand in flow or _splat(lw, operand):
+                continue
+            source = _broadcast_source(lw, operand) if broadcasts is not None else None
+            if source is None or source.results[0] in flow or source.results[0] in reduced:
                 return False
+            broadcasts.append(source)
     return True
 
 
@@ -147,18 +170,39 @@ def divisor(lw, value) -> int:
 
 def rows_layout(lw, value):
     """A Rows layout for a loaded tile whose flow reduces it along its last dimension, when that
-    keeps rows that Cyclic would spread over several warps inside one warp; else None."""
+    keeps rows that Cyclic would spread over several warps inside one warp, or lets a thread
+    hold several elements of one row; else None. Broadcasts from outside the flow that its
+    element-wise ops or reductions read are recorded (`Lowerer.wanted`) to be lowered straight
+    into the layout."""
     from .layout import Rows
+    from . import dtypes
     shape = tuple(value.type.shape)
     count = value.type.num_elements
     warps = lw.T // 32
-    if len(shape) < 2 or shape[-1] <= 32 or shape[-1] % 32 or count % lw.T \
-            or lw.T % 32 or warps & (warps - 1) or warps == 1 or (count // shape[-1]) % warps:
+    if len(shape) < 2 or count % lw.T or lw.T % 32 or warps & (warps - 1):
         return None
-    reductions = []
-    if not flow_is_layout_free(lw, value, reductions):
+    row = shape[-1]
+    rows = count // row
+    # fewest lanes per row (more of a row in-thread) that keep every lane's run a whole number
+    # of 32-byte sectors (the same coalescing as Cyclic) and fill the warps with rows
+    size = max(1, dtypes.byte_size(value.type.element))
+    lanes = None
+    for candidate in (1, 2, 4, 8, 16, 32):
+        if candidate * size < 32 and candidate < 32:
+            continue
+        if row % candidate or rows % (warps * (32 // candidate)):
+            continue
+        lanes = candidate
+        break
+    if lanes is None or (lanes == 32 and (row <= 32 or warps == 1)):
+        return None  # Cyclic already keeps each row in one warp
+    reductions, broadcasts = [], []
+    if not flow_is_layout_free(lw, value, reductions, broadcasts):
         return None
     if not any(tuple(op.operand_values[0].type.shape) == shape
                and op.attrs["dim"] == len(shape) - 1 for op in reductions):
         return None
-    return Rows(count, lw.T, shape[-1])
+    layout = Rows(count, lw.T, row, lanes)
+    for op in broadcasts:
+        lw.wanted[op.results[0]] = layout
+    return layout

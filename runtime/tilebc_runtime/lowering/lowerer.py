@@ -65,6 +65,8 @@ class Lowerer:
         self.generic_pointers = any(o.spec.effects is Effects.ALLOC for o in function.walk())
         self.allocas: List[tuple] = []  # (symbol, alignment, bytes) of .shared scratch buffers
         self._cache: Dict[tuple, object] = {}
+        # broadcast results a load's layout choice wants in its layout (anchors.rows_layout)
+        self.wanted: Dict[Value, object] = {}
         # lower_block invocations enclosing the op being lowered (each gets a fresh number), and
         # values shared between ops: (scope they were computed in, value), see `scoped`
         self._scope: List[int] = []
@@ -399,6 +401,12 @@ class Lowerer:
         return f"{self._cached(('slot_base', size), make)}+{offset + k * self.T * size}"
 
     def smem_write(self, tile: Tile, offset: int) -> None:
+        """Every element of `tile` at its linear index (from its own layout: no conversion)."""
+        if tile.layout is not None and tile.layout is not UNIFORM:
+            for k in distinct_slots(tile.layout, self.T):
+                self.store("shared", self.smem_address(offset, tile.layout.emit_index(self, k),
+                                                       tile.element), tile.regs[k], tile.element)
+            return
         for k in range(self.slots(tile.count)):
             self.store("shared", self.slot_address(offset, tile.count, k, tile.element),
                        tile.slot(k), tile.element)
@@ -451,8 +459,9 @@ class Lowerer:
         return out
 
     def gather(self, sources: List[Tile], result_type: TileType,
-               source_index: Callable[[int, List[str]], tuple]) -> Tile:
-        """Build a tile whose elements come from other threads' slots of `sources`.
+               source_index: Callable[[int, List[str]], tuple], layout=None) -> Tile:
+        """Build a tile (in `layout`, default Cyclic) whose elements come from other threads'
+        slots of `sources`.
         `source_index(k, out_multi_index)` emits code and returns (which source, u32 linear index),
         or (which source, index, predicate-choosing-source-1-over-0 ...) via `select` tuples:
         a 2-tuple (i, idx) reads source i; a 4-tuple (pred, idx_a, idx_b, None) reads source 0 at
@@ -460,14 +469,14 @@ class Lowerer:
         Sources of at most 32 elements (a divisor of 32) sit whole in every warp - lane e holds
         element e - so they are read with shfl.sync.idx: no shared memory, no barriers."""
         if self.T % 32 == 0 and all(s.count <= 32 and 32 % s.count == 0 for s in sources):
-            return self._gather_by_shuffle(sources, result_type, source_index)
+            return self._gather_by_shuffle(sources, result_type, source_index, layout)
         offsets = self.reserve_smem([self.smem_size_of(s.type) for s in sources])
         for source, offset in zip(sources, offsets):
             self.smem_write(source, offset)
         self.barrier()
-        out = self.new_tile(result_type)
+        out = self._new_tile_in(result_type, layout)
         for k in range(len(out.regs)):
-            mi = self.multi_index(result_type.shape, k)
+            mi = self.multi_index(result_type.shape, k, layout)
             choice = source_index(k, mi)
             if len(choice) == 2:
                 which, index = choice
@@ -482,10 +491,16 @@ class Lowerer:
         self.barrier()
         return out
 
-    def _gather_by_shuffle(self, sources, result_type, source_index) -> Tile:
-        out = self.new_tile(result_type)
+    def _new_tile_in(self, type: TileType, layout) -> Tile:
+        if layout is None:
+            return self.new_tile(type)
+        cls = dtypes.reg_class(type.element)
+        return Tile(type, [self.w.reg(cls) for _ in range(layout.slots)], layout)
+
+    def _gather_by_shuffle(self, sources, result_type, source_index, layout=None) -> Tile:
+        out = self._new_tile_in(result_type, layout)
         for k in range(len(out.regs)):
-            choice = source_index(k, self.multi_index(result_type.shape, k))
+            choice = source_index(k, self.multi_index(result_type.shape, k, layout))
             if len(choice) == 2:
                 which, index = choice
                 value = self.shuffle(sources[which].scalar, sources[which].element, "idx", index)

@@ -160,7 +160,8 @@ def _u32_rem(lw, reg: str, divisor: int) -> str:
 
 def _tree_reduce(lw, op):
     w = lw.w
-    sources = [lw.get(v) for v in op.operand_values]
+    # the walk reads shared memory: sources are written there from the layout they are in
+    sources = [lw.get(v, any_layout=True) for v in op.operand_values]
     elements = [s.element for s in sources]
     dim = op.attrs["dim"]
     shape = sources[0].type.shape

@@ -92,7 +92,8 @@ def lower_broadcast(lw, op):
         lw.set(op.results[0], Tile(result_type, [source.scalar], UNIFORM))
         return
     src_shape = source.type.shape
-    free = _broadcast_in_registers(lw, source, result_type)
+    wanted = lw.wanted.get(op.results[0])  # a load's layout whose flow reads this broadcast
+    free = _broadcast_in_registers(lw, source, result_type, wanted)
     if free is not None:
         lw.set(op.results[0], free)
         return
@@ -101,14 +102,15 @@ def lower_broadcast(lw, op):
     def index(k, mi):
         picked = [lw.const_u32(0) if s == 1 else m for s, m in zip(src_shape, mi)]
         return 0, lw.linear_index(picked, src_shape)
-    lw.set(op.results[0], lw.gather([source], result_type, index))
+    lw.set(op.results[0], lw.gather([source], result_type, index, wanted))
 
 
-def _broadcast_in_registers(lw, source, result_type):
+def _broadcast_in_registers(lw, source, result_type, wanted=None):
     """The broadcast as register moves when every thread already holds the source elements its
     result slots need: into the source's parent layout when the source is a reduction's result
-    (softmax's row maximum back over the row), else into Cyclic (e.g. a [1, C] row over [R, C]
-    when C divides the thread count). None when data would have to move between threads."""
+    (softmax's row maximum back over the row), else into `wanted` (when given) or Cyclic (e.g. a
+    [1, C] row over [R, C] when C divides the thread count). None when data would have to move
+    between threads."""
     from .layout import Cyclic, Sliced, register_map
     src_shape, shape = tuple(source.type.shape), tuple(result_type.shape)
 
@@ -120,7 +122,10 @@ def _broadcast_in_registers(lw, source, result_type):
     candidates = []
     if isinstance(layout, Sliced) and layout.parent.count == result_type.num_elements:
         candidates.append(layout.parent)
-    candidates.append(Cyclic(result_type.num_elements, lw.T))
+    if wanted is not None:
+        candidates.append(wanted)
+    else:
+        candidates.append(Cyclic(result_type.num_elements, lw.T))
     for target in candidates:
         mapping = register_map(layout, target, lw.T, to_source)
         if mapping is not None:

@@ -307,17 +307,21 @@ def test_row_reductions_with_short_rows_take_fewer_shuffles():
 
 def test_argmax_with_an_iota_broadcast_stays_in_the_rows_layout():
     # reduce_rows: sums, extrema and arg-extrema (the index operand is a broadcast iota, lowered
-    # straight into the loaded tile's layout) of [8, 32] tiles: the four single-op reductions
-    # need no shared memory; each arg-extremum (an ordered combiner: a thread's two elements of
-    # a row are 16 apart) takes the general tree, which writes the tile from its layout (no
-    # conversion first): its three barriers only
+    # straight into the loaded tile's layout) of [8, 32] tiles, 16 lanes a row, all without
+    # shared memory: the four single-op reductions combine in-thread, then 4 butterflies; each
+    # arg-extremum (an ordered combiner: a thread's two elements of a row are 16 apart) runs a
+    # down tree per slot (elements 0-15, 16-31), combines the two in order, and reads the
+    # result from the row's first lane
     from pathlib import Path
     import tilebc
     root = Path(__file__).resolve().parents[2] / "fixtures" / "bytecode" / "reduce_rows"
     module = tilebc.load(str(sorted(root.glob("*13.5.tilebc"))[0]))
     entry = module.functions[0].name
     ptx = jit_compile(module, entry=entry, arch="sm_90", emit="ptx", threads=128).ptx
-    assert ptx.count("bar.sync") == 2 * 3
+    assert "bar.sync" not in ptx and "st.shared" not in ptx
+    assert ptx.count("shfl.sync.bfly") == 4 * 4
+    assert ptx.count("shfl.sync.down") == 2 * (2 * 4 * 2)  # reductions x slots x steps x operands
+    assert ptx.count("shfl.sync.idx") == 2 * 2
     x = np.random.default_rng(7).standard_normal((16, 32)).astype(np.float32)
     x[3, 5] = x[3, 9] = x[3].max() + 1  # a tie: the lower index wins
     outs = [np.zeros(16, np.float32) for _ in range(4)] + [np.zeros(16, np.int32)]
@@ -328,6 +332,21 @@ def test_argmax_with_an_iota_broadcast_stays_in_the_rows_layout():
         assert outs[index].view(np.uint32).tolist() == expected[index].view(np.uint32).tolist()
     for index in (0, 3):  # sum, product: reassociated (Tile IR leaves the order open)
         np.testing.assert_allclose(outs[index], expected[index], rtol=1e-5)
+
+
+def test_a_second_load_and_a_weight_row_join_the_rows_layout():
+    # nn_add_rms_norm: x + residual (two [4, 64] bf16 loads) squared and summed along rows, then
+    # scaled by a [64] weight row broadcast over the rows: the residual load takes x's Rows
+    # layout, the weight row is gathered once into it (its only shared-memory use), and each
+    # row's sum is 2 slots in-thread and 5 butterflies
+    from pathlib import Path
+    import tilebc
+    root = Path(__file__).resolve().parents[2] / "fixtures" / "bytecode" / "nn_add_rms_norm"
+    module = tilebc.load(str(sorted(root.glob("*13.5.tilebc"))[0]))
+    ptx = jit_compile(module, entry=module.functions[0].name, arch="sm_90", emit="ptx",
+                      threads=128).ptx
+    assert ptx.count("st.shared") == 1 and ptx.count("ld.shared") == 2
+    assert ptx.count("shfl.sync.bfly") == 5
 
 
 @pytest.mark.parametrize("tile,threads", [((4, 64), 128), ((8, 128), 64), ((2, 256), 64)])

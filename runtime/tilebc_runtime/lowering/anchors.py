@@ -73,28 +73,44 @@ def _splat(lw, value) -> bool:
     return False
 
 
-def _broadcast_source(lw, value):
-    """The broadcast op that makes `value` (through reshapes), else None."""
-    for _ in range(16):
-        value = lw.forward.get(value, value)
-        op = value.owner
-        if not hasattr(op, "attrs"):
+def _outside_sources(lw, value, shape, depth=0):
+    """The ops to build in a flow's layout so that `value` (an operand from outside the flow)
+    comes out in it: broadcasts, view loads of the flow's shape read by nothing else, reached
+    through reshapes and element-wise ops of such values and splats. None when there is no such
+    way."""
+    value = lw.forward.get(value, value)
+    if _splat(lw, value):
+        return []
+    op = value.owner
+    if depth > 8 or not hasattr(op, "attrs"):
+        return None
+    if op.name == "load_view_tko" and value is op.results[0] \
+            and tuple(value.type.shape) == shape and len(_uses(lw).get(value, ())) == 1 \
+            and not isinstance(op.operands["view"].type, GatherScatterViewType):
+        return [op]
+    if len(op.results) != 1:
+        return None
+    role = _ROLES.get(op.name)
+    if role == BROADCASTS:
+        return [op]
+    if role != KEEPS and not _layout_free(op):
+        return None
+    found = []
+    for operand in op.operand_values:
+        more = _outside_sources(lw, operand, shape, depth + 1)
+        if more is None:
             return None
-        role = _ROLES.get(op.name)
-        if role == BROADCASTS:
-            return op
-        if role != KEEPS:
-            return None
-        value = op.operand_values[0]
-    return None
+        found += more
+    return found
 
 
 def flow_is_layout_free(lw, value, reductions=None, broadcasts=None) -> bool:
     """Whether every use of `value`, and of the values computed from it element-wise, handles
     any layout (see the module doc). `reductions`, a list, receives the flow's reduce ops. With
-    `broadcasts`, a list, other operands may also be broadcasts of values from outside the flow
-    (a weight row over the rows, an iota over a reduction's rows): the list receives those
-    broadcast ops, which the caller lowers straight into the flow's layout."""
+    `broadcasts`, a list, other operands may also come from outside the flow as broadcasts (a
+    weight row over the rows, an iota over a reduction's rows), other view loads of the same
+    shape (x + residual), or element-wise results of those: the list receives the broadcast and
+    load ops, which are then built straight in the flow's layout."""
     uses = _uses(lw)
     flow = {value}
     reduced = set()  # reduction results of the flow and their reshapes
@@ -144,10 +160,13 @@ def flow_is_layout_free(lw, value, reductions=None, broadcasts=None) -> bool:
             operand = lw.forward.get(operand, operand)
             if operand in flow or _splat(lw, operand):
                 continue
-            source = _broadcast_source(lw, operand) if broadcasts is not None else None
-            if source is None or source.results[0] in flow or source.results[0] in reduced:
+            found = None
+            if broadcasts is not None:
+                found = _outside_sources(lw, operand, tuple(value.type.shape))
+            if found is None or any(o.results[0] in flow or o.results[0] in reduced
+                                    for o in found):
                 return False
-            broadcasts.append(source)
+            broadcasts += found
     return True
 
 
@@ -199,10 +218,23 @@ def rows_layout(lw, value):
     reductions, broadcasts = [], []
     if not flow_is_layout_free(lw, value, reductions, broadcasts):
         return None
-    if not any(tuple(op.operand_values[0].type.shape) == shape
-               and op.attrs["dim"] == len(shape) - 1 for op in reductions):
+    from .reductions import commutative
+    along = [op for op in reductions if tuple(op.operand_values[0].type.shape) == shape
+             and op.attrs["dim"] == len(shape) - 1]
+    # ordered combiners over whole-warp rows take the general tree (through shared memory)
+    # either way: then the layout gains nothing
+    if not along or (lanes == 32 and not any(commutative(op) for op in along)):
         return None
     layout = Rows(count, lw.T, row, lanes)
     for op in broadcasts:
         lw.wanted[op.results[0]] = layout
     return layout
+
+
+def load_layout(lw, value):
+    """The layout a view load's result takes without vector accesses: the one another load's
+    choice asked for (it is read in that load's flow), else rows_layout's."""
+    wanted = lw.wanted.get(lw.forward.get(value, value))
+    if wanted is not None and wanted.count == value.type.num_elements:
+        return wanted
+    return rows_layout(lw, value)

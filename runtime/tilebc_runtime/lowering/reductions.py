@@ -24,7 +24,7 @@ import numpy as np
 from tilebc.ir.types import TileType
 
 from . import dtypes, intdiv
-from .layout import UNIFORM
+from .layout import UNIFORM, Sliced
 from .common import Frame, Tile, immediate
 from .registry import lowers
 
@@ -447,7 +447,7 @@ def _layout_reduce(lw, op) -> bool:
     ordered = not commutative(op)
     plan = _plan(layout, shape, dim, lw.T, ordered)
     if plan is None:
-        return False
+        return ordered and _split_reduce(lw, op, sources, layout, shape, dim)
     groups, masks, warp_masks, slot_group = plan
     outputs = op.results[0].type.num_elements
     if ordered and _plan_cost(plan, len(sources)) > _tree_cost(lw.T, outputs, shape[dim]):
@@ -532,6 +532,106 @@ def _layout_reduce(lw, op) -> bool:
             lw.set(result, Tile(result_type, [partial[0][i]]))
         else:
             lw.set(result, Tile(result_type, [partial[slot_group[k]][i]
+                                              for k in range(layout.slots)], sliced))
+    return True
+
+
+def _split_plan(layout, shape, dim, threads):
+    """For an ordered combiner whose thread holds several elements of a row that are not
+    neighbours (Rows with fewer than 32 lanes: a thread's elements are `lanes` apart): each slot
+    runs its own down tree over the lanes, then the thread combines its slots' results in
+    element order. (groups: per output the slots in element order, masks, slot_group) or None
+    when the rows are not whole inside warps this way."""
+    from .layout import Sliced
+    table = layout.table(threads)
+    out = Sliced(layout, shape, dim).table(threads)
+    length = shape[dim]
+    inner = int(np.prod(shape[dim + 1:], dtype=np.int64))
+    if inner != 1:
+        return None
+    slots = list(range(table.shape[0]))
+    if len({row.tobytes() for row in table}) != len(slots):
+        return None  # copies: not a loaded layout
+    parts = table[:, :, None]  # [slots, threads, n]
+    lanes = np.arange(threads)
+    masks = []
+    for mask in (1, 2, 4, 8, 16):
+        partner = lanes ^ mask
+        if not (out == out[:, partner]).all():
+            continue
+        other = parts[:, partner, :]
+        lower = (lanes < partner)[None, :]
+        left = np.where(lower, parts[..., -1], other[..., -1])
+        right = np.where(lower, other[..., 0], parts[..., 0])
+        if (right - left != 1).any():
+            return None  # the partner's run does not follow on
+        parts = np.sort(np.concatenate([parts, other], axis=2), axis=2)
+        masks.append(mask)
+    # per output, the slots whose runs follow each other make the whole row
+    groups, slot_group, by_output = [], [0] * len(slots), {}
+    for k in slots:
+        g = by_output.setdefault(out[k].tobytes(), len(groups))
+        if g == len(groups):
+            groups.append([])
+        groups[g].append(k)
+        slot_group[k] = g
+    for members in groups:
+        members.sort(key=lambda k: parts[k, 0, 0])
+        runs = parts[members]  # [members, threads, n]
+        if (np.diff(runs[:, :, 0], axis=0) != runs.shape[2]).any() \
+                or runs.shape[0] * runs.shape[2] != length:
+            return None
+    return groups, masks, slot_group
+
+
+def _split_reduce(lw, op, sources, layout, shape, dim) -> bool:
+    """An ordered reduction by _split_plan (False when it does not apply or costs more than the
+    general tree)."""
+    if any(s.layout is not None and s.layout != layout and s.layout is not UNIFORM
+           for s in sources):
+        return False
+    plan = _split_plan(layout, shape, dim, lw.T)
+    if plan is None:
+        return False
+    groups, masks, slot_group = plan
+    outputs = op.results[0].type.num_elements
+    shuffles = -(-len(sources) // 2)
+    per_thread = layout.slots * len(masks) * (1 + shuffles) + layout.slots - len(groups) \
+        + len(groups) * shuffles
+    if per_thread > _tree_cost(lw.T, outputs, shape[dim]):
+        return False
+    w = lw.w
+    elements = [s.element for s in sources]
+    partial = {k: [s.slot(k) for s in sources] for k in range(layout.slots)}
+    for mask in masks:  # down trees: the lane with the mask bit clear holds the earlier run
+        for k, values in partial.items():
+            others = [lw.shuffle(v, e, "down", mask) for v, e in zip(values, elements)]
+            partial[k] = _combine(lw, op, values, others)
+    span = 0
+    for mask in masks:
+        span |= mask
+    tid = lw.tid()
+    source = None
+    if span:
+        def make_source():
+            reg = w.reg("b32")
+            w(f"and.b32 {reg}, {tid}, {31 & ~span}")
+            return reg
+        source = lw._cached(("reduce-source", span), make_source)
+    finals = []
+    for members in groups:
+        value = partial[members[0]]
+        for k in members[1:]:  # in element order
+            value = _combine(lw, op, value, partial[k])
+        if source is not None:
+            value = [lw.shuffle(v, e, "idx", source) for v, e in zip(value, elements)]
+        finals.append(value)
+    sliced = Sliced(layout, shape, dim)
+    for i, result in enumerate(op.results):
+        if outputs == 1:
+            lw.set(result, Tile(result.type, [finals[0][i]]))
+        else:
+            lw.set(result, Tile(result.type, [finals[slot_group[k]][i]
                                               for k in range(layout.slots)], sliced))
     return True
 

@@ -61,7 +61,9 @@ GEMM_DYNAMIC = {"sm_80": 48 * 1024 + 64 * 256 * 4, "sm_86": 48 * 1024 + 32 * 256
                 "sm_90": 48 * 1024 + 128 * 256 * 4, "sm_120": 48 * 1024 + 32 * 256 * 4}
 
 
-REDUCE_ROWS = ROOT / "fixtures" / "bytecode" / "reduce_rows" / "reduce_rows-13.5.tilebc"
+# a kernel with a small static exchange area (its whole-tile reduction crosses warps)
+REDUCE_ALL = ROOT / "fixtures" / "bytecode" / "reduce_all_keepdims" / \
+    "reduce_all_keepdims-13.5.tilebc"
 
 
 def static_section(result) -> int:
@@ -76,7 +78,7 @@ def test_large_exchange_links_with_only_dynamic_shared_memory(arch):
     assert result.dynamic_shared_bytes == EXCHANGE_BYTES and result.shared_memory_bytes == 0
     # a static kernel's section is its exchange area plus the linker's reserve; the transpose's
     # is the reserve alone: its exchange bytes are not in the cubin
-    static = compile(REDUCE_ROWS, arch=arch)
+    static = compile(REDUCE_ALL, arch=arch)
     assert static.dynamic_shared_bytes == 0 and static.shared_memory_bytes > 0
     reserve = static_section(static) - static.shared_memory_bytes
     assert reserve in (0, 1024) and static_section(result) == reserve
@@ -94,7 +96,7 @@ def test_big_gemm_fits_each_arch_maximum(big_gemm, arch):
 
 def test_static_kernels_keep_static_shared_memory():
     # under 48 KiB nothing changes: a sized .shared array in the kernel, no launch request
-    result = compile(REDUCE_ROWS, arch="sm_80")
+    result = compile(REDUCE_ALL, arch="sm_80")
     assert result.dynamic_shared_bytes == 0 and result.shared_memory_bytes > 0
     assert ".extern .shared" not in result.ptx
     assert f"__tilebc_smem[{result.shared_memory_bytes}]" in result.ptx

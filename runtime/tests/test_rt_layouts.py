@@ -154,11 +154,13 @@ def test_rows_across_warps_take_one_shared_memory_step():
 
 def test_ordered_combiners_keep_lane_order_in_the_same_plan():
     # the last-nonzero combiner does not commute: [4, 32] rows lie one per warp, so the same
-    # butterflies run, each with the lane-order fix-up (the upper lane's partner goes left),
-    # and the result is stored from the sliced layout: no shared memory at all
+    # five steps run as a down tree (the lower lane's value on the left, no lane-order
+    # selects: the combiner's own select per step only), one shuffle brings the result from
+    # the row's first lane, and it is stored from the sliced layout: no shared memory at all
     ptx = _ptx((4, 32), 1, ("ordered", 0), i32, False, 128)
-    assert ptx.count("shfl.sync.bfly") == 5
-    assert ptx.count("selp.b32") >= 2 * 5
+    assert ptx.count("shfl.sync.down") == 5 and ptx.count("shfl.sync.idx") == 1
+    assert "shfl.sync.bfly" not in ptx
+    assert ptx.count("selp.b32") == 5
     assert "bar.sync" not in ptx and "st.shared" not in ptx
 
 
@@ -278,6 +280,73 @@ def test_rows_table_keeps_rows_in_warps_and_lanes_on_neighbours():
     assert sorted(table.ravel().tolist()) == list(range(256))
     with pytest.raises(ValueError):
         Rows(256, 96, 64)
+
+
+def test_rows_table_with_fewer_lanes_per_row():
+    from tilebc_runtime.lowering.layout import Rows
+    layout = Rows(256, 128, 32, 16)  # [8, 32] over 4 warps: 16 lanes per row, 2 rows a warp
+    table = layout.table(128)
+    assert layout.slots == 2 and sorted(table.ravel().tolist()) == list(range(256))
+    t = np.arange(128)
+    assert (table // 32 == (t // 16)[None, :]).all()  # both slots of a thread in one row
+    assert (table[1] - table[0] == 16).all()  # a thread's slots 16 apart along its row
+    assert (np.diff(table, axis=1)[:, :15] == 1).all()  # 16 lanes on neighbours (64 bytes)
+    with pytest.raises(ValueError):
+        Rows(256, 128, 32, 8)  # 4 rows a warp x 4 warps > 8 rows
+
+
+def test_row_reductions_with_short_rows_take_fewer_shuffles():
+    # [8, 32] f32 over 128 threads: Cyclic puts two rows in every thread (2 x 5 butterflies);
+    # 16 lanes per row leave one combine in-thread and 4 butterflies
+    module = _scale_kernel((8, 32), f32, align=None, stride_div=None, shape_div=None,
+                           reduce_rows=True)
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128).ptx
+    assert "bar.sync" not in ptx and ptx.count("shfl.sync.bfly") == 4
+    _run_scale(module, 19, 61, (3, 2), 128, f32)
+
+
+def test_argmax_with_an_iota_broadcast_stays_in_the_rows_layout():
+    # reduce_rows: sums, extrema and arg-extrema (the index operand is a broadcast iota, lowered
+    # straight into the loaded tile's layout) of [8, 32] tiles, 16 lanes a row, all without
+    # shared memory: the four single-op reductions combine in-thread, then 4 butterflies; each
+    # arg-extremum (an ordered combiner: a thread's two elements of a row are 16 apart) runs a
+    # down tree per slot (elements 0-15, 16-31), combines the two in order, and reads the
+    # result from the row's first lane
+    from pathlib import Path
+    import tilebc
+    root = Path(__file__).resolve().parents[2] / "fixtures" / "bytecode" / "reduce_rows"
+    module = tilebc.load(str(sorted(root.glob("*13.5.tilebc"))[0]))
+    entry = module.functions[0].name
+    ptx = jit_compile(module, entry=entry, arch="sm_90", emit="ptx", threads=128).ptx
+    assert "bar.sync" not in ptx and "st.shared" not in ptx
+    assert ptx.count("shfl.sync.bfly") == 4 * 4
+    assert ptx.count("shfl.sync.down") == 2 * (2 * 4 * 2)  # reductions x slots x steps x operands
+    assert ptx.count("shfl.sync.idx") == 2 * 2
+    x = np.random.default_rng(7).standard_normal((16, 32)).astype(np.float32)
+    x[3, 5] = x[3, 9] = x[3].max() + 1  # a tie: the lower index wins
+    outs = [np.zeros(16, np.float32) for _ in range(4)] + [np.zeros(16, np.int32)]
+    expected = [o.copy() for o in outs]
+    interpret(module, entry, (2,), x, *expected)
+    sim.run(module, entry, (2,), x, *outs, threads=128)
+    for index in (1, 2, 4):  # max, min, argmax + argmin: exact
+        assert outs[index].view(np.uint32).tolist() == expected[index].view(np.uint32).tolist()
+    for index in (0, 3):  # sum, product: reassociated (Tile IR leaves the order open)
+        np.testing.assert_allclose(outs[index], expected[index], rtol=1e-5)
+
+
+def test_a_second_load_and_a_weight_row_join_the_rows_layout():
+    # nn_add_rms_norm: x + residual (two [4, 64] bf16 loads) squared and summed along rows, then
+    # scaled by a [64] weight row broadcast over the rows: the residual load takes x's Rows
+    # layout, the weight row is gathered once into it (its only shared-memory use), and each
+    # row's sum is 2 slots in-thread and 5 butterflies
+    from pathlib import Path
+    import tilebc
+    root = Path(__file__).resolve().parents[2] / "fixtures" / "bytecode" / "nn_add_rms_norm"
+    module = tilebc.load(str(sorted(root.glob("*13.5.tilebc"))[0]))
+    ptx = jit_compile(module, entry=module.functions[0].name, arch="sm_90", emit="ptx",
+                      threads=128).ptx
+    assert ptx.count("st.shared") == 1 and ptx.count("ld.shared") == 2
+    assert ptx.count("shfl.sync.bfly") == 5
 
 
 @pytest.mark.parametrize("tile,threads", [((4, 64), 128), ((8, 128), 64), ((2, 256), 64)])

@@ -80,6 +80,22 @@ def test_sass_per_ptx_line_and_dynamic_counts():
     assert lc.critical_cycles_per_warp == 20 + 7 * 611 + 6
 
 
+@needs_ptxas
+def test_outlined_slow_path_is_not_charged_to_a_line():
+    """ptxas puts div.rn.f32's slow path in a subroutine after the kernel's EXIT; nvdisasm shows
+    it under the last line marker (here the loop's branch), but it runs only when CALLed."""
+    ptx = LOOP.replace("fma.rn.f32 %f1, %f2, %f2, %f1;", "div.rn.f32 %f3, %f1, %f2;\n"
+                       "add.f32 %f1, %f3, %f2;")
+    facts = sass_facts(ptx, "k", "sm_90")
+    assert sum(facts.outlined.values()) > 20  # the slow path's body
+    lines = ptx.split("\n")
+    branch = next(n for n, text in enumerate(lines, 1) if text.startswith("@%p1 bra"))
+    assert sum(facts.sass_by_line.get(branch, {}).values()) <= 2
+    attributed = sum(sum(c.values()) for c in facts.sass_by_line.values())
+    unmapped = sum(facts.unmapped.values())
+    outlined = sum(facts.outlined.values())
+    assert attributed + unmapped + outlined == facts.sass_count
+
 def test_occupancy_limits():
     hw = Hardware.h100_sxm()
     assert occupancy(128, 32, 0, hw)["ctas_per_sm"] == 16          # 64 warps / 4

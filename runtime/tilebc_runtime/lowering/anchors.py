@@ -20,10 +20,11 @@ KEEPS = "keeps"            # the result is the operand's elements (reshape, assu
 BROADCASTS = "broadcasts"  # copies the operand's elements along new dimensions
 REDUCES = "reduces"        # a reduction: its result has a sliced layout
 STORES = "stores"          # a view store: takes the tile in any layout
+LOADS = "loads"            # a view load: its result's layout is chosen for the load
 CYCLIC_ONLY = "cyclic"     # an element-wise hook lowered slot by slot from Cyclic operands
 _ROLES = by_mnemonic({"constant": LITERAL, "reshape": KEEPS, "assume": KEEPS,
                       "broadcast": BROADCASTS, "reduce": REDUCES, "store_view_tko": STORES,
-                      "fpowi": CYCLIC_ONLY}, "layout anchor roles")
+                      "load_view_tko": LOADS, "fpowi": CYCLIC_ONLY}, "layout anchor roles")
 
 
 def _layout_free(op) -> bool:
@@ -47,6 +48,11 @@ def _uses(lw) -> Dict[object, List[object]]:
     return lw._cache[key]
 
 
+def unused(lw, value) -> bool:
+    """No live op reads `value`."""
+    return not _uses(lw).get(lw.forward.get(value, value))
+
+
 def _splat(lw, value) -> bool:
     """A value every element of which is the same scalar (a splat constant, or a scalar
     reshaped / broadcast)."""
@@ -68,9 +74,44 @@ def _splat(lw, value) -> bool:
     return False
 
 
-def flow_is_layout_free(lw, value, reductions=None) -> bool:
+def _outside_sources(lw, value, shape, depth=0):
+    """The ops to build in a flow's layout so that `value` (an operand from outside the flow)
+    comes out in it: broadcasts, view loads of the flow's shape read by nothing else, reached
+    through reshapes and element-wise ops of such values and splats. None when there is no such
+    way."""
+    value = lw.forward.get(value, value)
+    if _splat(lw, value):
+        return []
+    op = value.owner
+    if depth > 8 or not hasattr(op, "attrs"):
+        return None
+    if _ROLES.get(op.name) == LOADS and value is op.results[0] \
+            and tuple(value.type.shape) == shape and len(_uses(lw).get(value, ())) == 1 \
+            and not isinstance(op.operands["view"].type, GatherScatterViewType):
+        return [op]
+    if len(op.results) != 1:
+        return None
+    role = _ROLES.get(op.name)
+    if role == BROADCASTS:
+        return [op]
+    if role != KEEPS and not _layout_free(op):
+        return None
+    found = []
+    for operand in op.operand_values:
+        more = _outside_sources(lw, operand, shape, depth + 1)
+        if more is None:
+            return None
+        found += more
+    return found
+
+
+def flow_is_layout_free(lw, value, reductions=None, broadcasts=None) -> bool:
     """Whether every use of `value`, and of the values computed from it element-wise, handles
-    any layout (see the module doc). `reductions`, a list, receives the flow's reduce ops."""
+    any layout (see the module doc). `reductions`, a list, receives the flow's reduce ops. With
+    `broadcasts`, a list, other operands may also come from outside the flow as broadcasts (a
+    weight row over the rows, an iota over a reduction's rows), other view loads of the same
+    shape (x + residual), or element-wise results of those: the list receives the broadcast and
+    load ops, which are then built straight in the flow's layout."""
     uses = _uses(lw)
     flow = {value}
     reduced = set()  # reduction results of the flow and their reshapes
@@ -118,8 +159,15 @@ def flow_is_layout_free(lw, value, reductions=None) -> bool:
     for op in pending:
         for operand in op.operand_values:
             operand = lw.forward.get(operand, operand)
-            if operand not in flow and not _splat(lw, operand):
+            if operand in flow or _splat(lw, operand):
+                continue
+            found = None
+            if broadcasts is not None:
+                found = _outside_sources(lw, operand, tuple(value.type.shape))
+            if found is None or any(o.results[0] in flow or o.results[0] in reduced
+                                    for o in found):
                 return False
+            broadcasts += found
     return True
 
 
@@ -131,7 +179,7 @@ def divisor(lw, value) -> int:
     for _ in range(16):
         value = lw.forward.get(value, value)
         op = value.owner
-        if not hasattr(op, "attrs") or op.name != "assume":
+        if not hasattr(op, "attrs") or not op.spec.forwards:
             break
         predicate = op.attrs.get("predicate")
         if isinstance(predicate, DivByAttr) and (predicate.every or 1) == 1:
@@ -142,21 +190,55 @@ def divisor(lw, value) -> int:
 
 def rows_layout(lw, value):
     """A Rows layout for a loaded tile whose flow reduces it along its last dimension, when that
-    keeps rows that Cyclic would spread over several warps inside one warp; else None."""
+    keeps rows that Cyclic would spread over several warps inside one warp, or lets a thread
+    hold several elements of one row; else None. Broadcasts from outside the flow that its
+    element-wise ops or reductions read are recorded (`Lowerer.wanted`) to be lowered straight
+    into the layout."""
     from .layout import Rows
+    from . import dtypes
     shape = tuple(value.type.shape)
     count = value.type.num_elements
     warps = lw.T // 32
-    if len(shape) < 2 or shape[-1] <= 32 or shape[-1] % 32 or count % lw.T \
-            or lw.T % 32 or warps & (warps - 1) or warps == 1 or (count // shape[-1]) % warps:
+    if len(shape) < 2 or count % lw.T or lw.T % 32 or warps & (warps - 1):
         return None
-    reductions = []
-    if not flow_is_layout_free(lw, value, reductions):
+    row = shape[-1]
+    rows = count // row
+    # fewest lanes per row (more of a row in-thread) that keep every lane's run a whole number
+    # of 32-byte sectors (the same coalescing as Cyclic) and fill the warps with rows
+    size = max(1, dtypes.byte_size(value.type.element))
+    lanes = None
+    for candidate in (1, 2, 4, 8, 16, 32):
+        if candidate * size < 32 and candidate < 32:
+            continue
+        if row % candidate or rows % (warps * (32 // candidate)):
+            continue
+        lanes = candidate
+        break
+    if lanes is None or (lanes == 32 and (row <= 32 or warps == 1)):
+        return None  # Cyclic already keeps each row in one warp
+    reductions, broadcasts = [], []
+    if not flow_is_layout_free(lw, value, reductions, broadcasts):
         return None
-    if not any(tuple(op.operand_values[0].type.shape) == shape
-               and op.attrs["dim"] == len(shape) - 1 for op in reductions):
+    from .reductions import commutative
+    along = [op for op in reductions if tuple(op.operand_values[0].type.shape) == shape
+             and op.attrs["dim"] == len(shape) - 1]
+    # ordered combiners over whole-warp rows take the general tree (through shared memory)
+    # either way: then the layout gains nothing
+    if not along or (lanes == 32 and not any(commutative(op) for op in along)):
         return None
-    return Rows(count, lw.T, shape[-1])
+    layout = Rows(count, lw.T, row, lanes)
+    for op in broadcasts:
+        lw.wanted[op.results[0]] = layout
+    return layout
+
+
+def load_layout(lw, value):
+    """The layout a view load's result takes without vector accesses: the one another load's
+    choice asked for (it is read in that load's flow), else rows_layout's."""
+    wanted = lw.wanted.get(lw.forward.get(value, value))
+    if wanted is not None and wanted.count == value.type.num_elements:
+        return wanted
+    return rows_layout(lw, value)
 
 
 def _uniform(lw, value, depth: int = 0) -> bool:

@@ -7,6 +7,7 @@ from tilebc.ops.enums import AtomicRMWMode, MemoryOrderingSemantics
 
 from . import dtypes
 from .common import SCOPE, Tile, and_predicates as _and, order_after_token, set_result_token
+from .anchors import unused
 from .memory import view_addresses
 from .registry import lowers
 
@@ -64,10 +65,9 @@ def _share_results(lw, result_type, regs):
 
 def _result_unused(lw, op) -> bool:
     """Nothing reads the old values, and the ordering is one `red` has (it has no acquire)."""
-    from .anchors import _uses
     if SEMANTICS[op.attrs["memory_ordering_semantics"]] not in ("relaxed", "release"):
         return False
-    return not _uses(lw).get(op.results[0])
+    return unused(lw, op.results[0])
 
 
 def _atomic(lw, op, build):
@@ -85,19 +85,28 @@ def _atomic(lw, op, build):
         guard = _and(lw, lw.owner(result_type.num_elements, k),
                      mask.slot(k) if mask is not None else None)
         prefix = f"@{guard} " if guard else ""
-        if reduce:
-            text = build(k, None, pointers.slot(k))
-            if text.startswith("red"):
-                w(prefix + text)
-                continue
+        own = lw.owner(result_type.num_elements, k)
+        skip = None
+        if own is not None and result_type.num_elements - k * lw.T <= lw.T - 32:
+            # whole warps own nothing here: they branch around the atomic (and its latency)
+            skip = w.label("atomic")
+            w(f"@!{own} bra {skip}")
+        text = build(k, None, pointers.slot(k)) if reduce else None
+        if text is not None and text.startswith("red"):
+            w(prefix + text)
+        else:
             reduce = False
-        out = w.reg(cls)
-        zero = {"f32": "0f00000000", "f64": "0d0000000000000000"}.get(cls, "0")
-        w(f"mov.{dtypes.mov_type(cls)} {out}, {zero}")
-        w(prefix + build(k, out, pointers.slot(k)))
-        regs.append(out)
+            out = w.reg(cls)
+            zero = {"f32": "0f00000000", "f64": "0d0000000000000000"}.get(cls, "0")
+            w(f"mov.{dtypes.mov_type(cls)} {out}, {zero}")
+            w(prefix + build(k, out, pointers.slot(k)))
+            regs.append(out)
+        if skip is not None:
+            w.place(skip)
     if reduce:  # never read: no registers
         lw.set(op.results[0], Tile(result_type, [w.reg(cls)] * lw.slots(result_type.num_elements)))
+    elif unused(lw, op.results[0]):
+        lw.set(op.results[0], Tile(result_type, regs))  # never read: no need to share it
     else:
         lw.set(op.results[0], Tile(result_type, _share_results(lw, result_type, regs)))
     set_result_token(lw, op)

@@ -145,20 +145,23 @@ def fold_shape_op(lw, op) -> bool:
         return False
     offset, coefs = form
     wide = result.type.element.name == "i64"
+    layout = lw.wanted.get(result)  # computed straight in a load's layout that reads it
+    slots = layout.slots if layout is not None else lw.slots(result.type.num_elements)
     regs = []
     with lw.preamble():
-        for k in range(lw.slots(result.type.num_elements)):
-            regs.append(_affine_slot(lw, result.type.shape, k, offset, coefs, wide))
-    lw.set(result, Tile(result.type, regs))
+        for k in range(slots):
+            regs.append(_affine_slot(lw, result.type.shape, k, offset, coefs, wide, layout))
+    lw.set(result, Tile(result.type, regs, layout))
     return True
 
 
-def _affine_slot(lw, shape, k: int, offset: int, coefs, wide: bool) -> str:
-    """Register with offset + sum coef_d * mi_d for slot k. 32-bit arithmetic wraps like the
-    element (i8/i16 results fit, so their sign-extended form comes out exact)."""
+def _affine_slot(lw, shape, k: int, offset: int, coefs, wide: bool, layout=None) -> str:
+    """Register with offset + sum coef_d * mi_d for slot k (of `layout`, default Cyclic). 32-bit
+    arithmetic wraps like the element (i8/i16 results fit, so their sign-extended form comes out
+    exact)."""
     def compute():
         w = lw.w
-        mi = lw.multi_index(shape, k)
+        mi = lw.multi_index(shape, k, layout)
         cls, kind = ("b64", "s64") if wide else ("b32", "s32")
         acc = w.reg(cls)
         w(f"mov.b{64 if wide else 32} {acc}, {offset}")
@@ -180,9 +183,10 @@ def _affine_slot(lw, shape, k: int, offset: int, coefs, wide: bool) -> str:
     def make():
         # the values slot k holds in each thread, known now: equal rows share one register
         count = int(np.prod(shape, dtype=np.int64))
-        linear = Cyclic(count, lw.T).table(lw.T)[k]
+        linear = (layout or Cyclic(count, lw.T)).table(lw.T)[k]
         index = np.unravel_index(linear, tuple(shape))
         values = offset + sum(c * i for c, i in zip(coefs, index)) if coefs else \
             np.full(linear.shape, offset, np.int64)
         return lw.per_thread(np.asarray(values, np.int64), compute, wide)
-    return lw._cached(("affine", tuple(shape), k, offset, tuple(coefs), wide), make)
+    key = None if layout is None else layout.key()
+    return lw._cached(("affine", tuple(shape), k, offset, tuple(coefs), wide, key), make)

@@ -10,7 +10,8 @@ reshape never moves data.
 - Blocked(vec): each thread holds runs of `vec` consecutive elements, e = ((k // vec)*T + t)*vec
   + k % vec; with vec dividing the last dimension a run is a vector for ld/st.v2/v4.
 - Uniform: a splat (one value for every element), usable as any layout.
-- Rows(row): whole rows in one warp, lanes on consecutive elements (for row reductions).
+- Rows(row, lanes): whole rows in one warp, `lanes` lanes per row on consecutive elements (for
+  row reductions).
 - Sliced(parent, shape, dim): a reduction's result along `dim` of a tile of `shape` held in
   `parent`: slot k holds the output parent slot k's element reduces into, so broadcasting it
   back along `dim` into `parent` needs no data movement.
@@ -108,51 +109,57 @@ class Blocked(Layout):
 
 
 class Rows(Layout):
-    """Whole rows (the last dimension, `row` elements, a multiple of 32) in one warp: lanes on
-    32 consecutive elements as in Cyclic (the same coalescing), the registers of a thread along
-    the rest of its row, warps over rows. Reductions along rows then need no shared memory.
-    Built where T is a power of two and the warps divide the rows."""
+    """Whole rows (the last dimension, `row` elements) in one warp: `lanes` lanes (a power of two
+    up to 32 dividing the row) on consecutive elements of a row, 32 / lanes rows side by side in
+    a warp, the registers of a thread along the rest of its row (every `lanes`-th element), warps
+    and then slots over further rows. Reductions along rows then need no shared memory, and fewer
+    lanes per row leave more of a row's combines in-thread. Built where T is a power of two and
+    the warps' rows divide the rows."""
 
-    def __init__(self, count: int, threads: int, row: int):
+    def __init__(self, count: int, threads: int, row: int, lanes: int = 32):
         warps = threads // 32
-        if row % 32 or threads % 32 or warps & (warps - 1) or (count // row) % warps:
-            raise ValueError("a rows layout needs 32 | row and a power-of-two warp count "
-                             "dividing the rows")
+        if lanes < 1 or 32 % lanes or row % lanes or threads % 32 or warps & (warps - 1) \
+                or (count // row) % (warps * (32 // lanes)):
+            raise ValueError("a rows layout needs lanes | 32, lanes | row and a power-of-two warp "
+                             "count whose rows divide the rows")
         self.count = count
         self.threads = threads
         self.row = row
+        self.lanes = lanes
         self.slots = count // threads
 
     def key(self):
-        return ("rows", self.count, self.threads, self.row)
+        return ("rows", self.count, self.threads, self.row, self.lanes)
 
     def table(self, threads: int) -> np.ndarray:
         k = np.arange(self.slots)[:, None]
         t = np.arange(threads)[None, :]
-        per_row = self.row // 32
-        return ((k // per_row) * (threads // 32) + t // 32) * self.row + (k % per_row) * 32 \
-            + t % 32
+        per_row = self.row // self.lanes
+        # thread t's first row is t // lanes of its block of T // lanes rows
+        return ((k // per_row) * (threads // self.lanes) + t // self.lanes) * self.row \
+            + (k % per_row) * self.lanes + t % self.lanes
 
     def emit_index(self, lw, k: int) -> str:
-        per_row = self.row // 32
-        offset = (k // per_row) * lw.T * self.row // 32 + (k % per_row) * 32
+        per_row = self.row // self.lanes
+        offset = (k // per_row) * (lw.T // self.lanes) * self.row + (k % per_row) * self.lanes
+        shift = self.lanes.bit_length() - 1
 
         def base():
             w = lw.w
-            warp, lane, reg = w.reg("b32"), w.reg("b32"), w.reg("b32")
-            w(f"shr.u32 {warp}, {lw.tid()}, 5")
-            w(f"and.b32 {lane}, {lw.tid()}, 31")
-            w(f"mad.lo.u32 {reg}, {warp}, {self.row}, {lane}")
+            first, lane, reg = w.reg("b32"), w.reg("b32"), w.reg("b32")
+            w(f"shr.u32 {first}, {lw.tid()}, {shift}")
+            w(f"and.b32 {lane}, {lw.tid()}, {self.lanes - 1}")
+            w(f"mad.lo.u32 {reg}, {first}, {self.row}, {lane}")
             return reg
 
         def make():
-            start = lw._cached(("rows e", self.row), base)
+            start = lw._cached(("rows e", self.row, self.lanes), base)
             if not offset:
                 return start
             reg = lw.w.reg("b32")
             lw.w(f"add.u32 {reg}, {start}, {offset}")
             return reg
-        return lw._cached(("rows e", self.row, k), make)
+        return lw._cached(("rows e", self.row, self.lanes, k), make)
 
 
 class Sliced(Layout):

@@ -68,6 +68,8 @@ class Lowerer:
         # .b64 register -> ("s" or "u", the .b32 register it was sign/zero-extended from): its
         # value for as long as it exists (both are written once), for widening multiplies
         self.widened: Dict[str, tuple] = {}
+        # broadcast results a load's layout choice wants in its layout (anchors.rows_layout)
+        self.wanted: Dict[Value, object] = {}
         # lower_block invocations enclosing the op being lowered (each gets a fresh number), and
         # values shared between ops: (scope they were computed in, value), see `scoped`
         self._scope: List[int] = []
@@ -444,6 +446,12 @@ class Lowerer:
         return f"{self._cached(('slot_base', size), make)}+{offset + k * self.T * size}"
 
     def smem_write(self, tile: Tile, offset: int) -> None:
+        """Every element of `tile` at its linear index (from its own layout: no conversion)."""
+        if tile.layout is not None and tile.layout is not UNIFORM:
+            for k in distinct_slots(tile.layout, self.T):
+                self.store("shared", self.smem_address(offset, tile.layout.emit_index(self, k),
+                                                       tile.element), tile.regs[k], tile.element)
+            return
         for k in range(self.slots(tile.count)):
             self.store("shared", self.slot_address(offset, tile.count, k, tile.element),
                        tile.slot(k), tile.element)
@@ -497,8 +505,9 @@ class Lowerer:
 
     def gather(self, sources: List[Tile], result_type: TileType,
                source_index: Callable[[int, List[str]], tuple],
-               static: Optional[Callable[[np.ndarray], tuple]] = None) -> Tile:
-        """Build a tile whose elements come from other threads' slots of `sources`.
+               static: Optional[Callable[[np.ndarray], tuple]] = None, layout=None) -> Tile:
+        """Build a tile (in `layout`, default Cyclic) whose elements come from other threads'
+        slots of `sources`.
         `source_index(k, out_multi_index)` emits code and returns (which source, u32 linear index),
         or (which source, index, predicate-choosing-source-1-over-0 ...) via `select` tuples:
         a 2-tuple (i, idx) reads source i; a 4-tuple (pred, idx_a, idx_b, None) reads source 0 at
@@ -509,16 +518,17 @@ class Lowerer:
         element e - so they are read with shfl.sync.idx: no shared memory, no barriers."""
         small = self.T % 32 == 0 and all(s.count <= 32 and 32 % s.count == 0 for s in sources)
         if static is not None and all(s.layout is None for s in sources):
-            return self._gather_static(sources, result_type, source_index, static, small)
+            return self._gather_static(sources, result_type, source_index, static, small,
+                                       layout)
         if small:
-            return self._gather_by_shuffle(sources, result_type, source_index)
+            return self._gather_by_shuffle(sources, result_type, source_index, layout=layout)
         offsets = self.reserve_smem([self.smem_size_of(s.type) for s in sources])
         for source, offset in zip(sources, offsets):
             self.smem_write(source, offset)
         self.barrier()
         regs = []  # the loaded registers themselves: no copy waits on each load
-        for k in range(self.slots(result_type.num_elements)):
-            mi = self.multi_index(result_type.shape, k)
+        for k in range(self._slots_in(result_type, layout)):
+            mi = self.multi_index(result_type.shape, k, layout)
             choice = source_index(k, mi)
             if len(choice) == 2:
                 which, index = choice
@@ -530,9 +540,13 @@ class Lowerer:
                 value = self.select(pred, a, b, result_type.element)
             regs.append(value)
         self.barrier()
-        return Tile(result_type, regs)
+        return Tile(result_type, regs, layout)
 
-    def _gather_static(self, sources, result_type, source_index, static, small) -> Tile:
+    def _slots_in(self, type: TileType, layout) -> int:
+        return self.slots(type.num_elements) if layout is None else layout.slots
+
+    def _gather_static(self, sources, result_type, source_index, static, small,
+                       layout=None) -> Tile:
         """`gather` with the source of every (slot, thread) known at compile time. A slot whose
         element this thread already holds in some source slot is a register move. A slot that
         reads the same source element in every thread reads it at a constant shared address
@@ -542,7 +556,7 @@ class Lowerer:
         shared memory, and all loads are issued before any of their values is used."""
         T = self.T
         count = result_type.num_elements
-        linear = Cyclic(count, T).table(T)
+        linear = (layout or Cyclic(count, T)).table(T)
         which, index = static(linear)
         which = np.broadcast_to(np.asarray(which, np.int64), linear.shape)
         index = np.asarray(index, np.int64)
@@ -566,7 +580,7 @@ class Lowerer:
                     continue
             remote.append(k)
         if not remote:
-            return Tile(result_type, regs)
+            return Tile(result_type, regs, layout)
         if small:  # every warp holds the sources whole: lane e holds element e
             dynamic, lanes = [], {}
             for k in remote:
@@ -580,10 +594,10 @@ class Lowerer:
                 else:
                     dynamic.append(k)
             if dynamic:
-                rest = self._gather_by_shuffle(sources, result_type, source_index, dynamic)
+                rest = self._gather_by_shuffle(sources, result_type, source_index, dynamic, layout)
                 for k in dynamic:
                     regs[k] = rest.regs[k]
-            return Tile(result_type, regs)
+            return Tile(result_type, regs, layout)
         needed = sorted({int(which[k, 0]) if np.all(which[k] == which[k, 0]) else -1
                          for k in remote})
         used = range(len(sources)) if -1 in needed else needed
@@ -600,7 +614,7 @@ class Lowerer:
         for k in remote:
             w0 = int(which[k, 0])
             if not np.all(which[k] == w0):
-                choice = source_index(k, self.multi_index(result_type.shape, k))
+                choice = source_index(k, self.multi_index(result_type.shape, k, layout))
                 if len(choice) == 2:
                     regs[k] = self.smem_read(offsets[choice[0]], choice[1],
                                              sources[choice[0]].element)
@@ -616,7 +630,7 @@ class Lowerer:
                 continue
             key = (w0, np.ascontiguousarray(index[k] - first).tobytes())
             if key not in patterns:
-                choice = source_index(k, self.multi_index(result_type.shape, k))
+                choice = source_index(k, self.multi_index(result_type.shape, k, layout))
                 reg = choice[1] if len(choice) == 2 else choice[1 + w0]
                 address = self.smem_address(offsets[w0], reg, element)
                 patterns[key] = (address, first)
@@ -663,7 +677,7 @@ class Lowerer:
         for byte, out in pending:
             self.w(f"setp.ne.u16 {out}, {byte}, 0")
         self.barrier()
-        return Tile(result_type, regs)
+        return Tile(result_type, regs, layout)
 
     def _raw_shared_load(self, operand: str, element, out: str, pending: list) -> None:
         """ld.shared of one element into `out`; an i1 is loaded as a byte whose test is left in
@@ -677,11 +691,12 @@ class Lowerer:
         memtype = "u8" if name in dtypes.BYTE_FLOATS else dtypes.mem_type(element)
         self.w(f"ld.shared.{memtype} {out}, [{operand}]")
 
-    def _gather_by_shuffle(self, sources, result_type, source_index, slots=None) -> Tile:
-        count = self.slots(result_type.num_elements)
+    def _gather_by_shuffle(self, sources, result_type, source_index, slots=None,
+                           layout=None) -> Tile:
+        count = self._slots_in(result_type, layout)
         regs: List[Optional[str]] = [None] * count  # the shuffled registers themselves
         for k in range(count) if slots is None else slots:
-            choice = source_index(k, self.multi_index(result_type.shape, k))
+            choice = source_index(k, self.multi_index(result_type.shape, k, layout))
             if len(choice) == 2:
                 which, index = choice
                 value = self.shuffle(sources[which].scalar, sources[which].element, "idx", index)
@@ -691,7 +706,7 @@ class Lowerer:
                 b = self.shuffle(sources[1].scalar, sources[1].element, "idx", index_b)
                 value = self.select(pred, a, b, result_type.element)
             regs[k] = value
-        return Tile(result_type, regs)
+        return Tile(result_type, regs, layout)
 
     def select(self, pred: str, a: str, b: str, element) -> str:
         cls = dtypes.reg_class(element)

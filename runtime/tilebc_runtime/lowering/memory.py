@@ -15,7 +15,7 @@ from tilebc.numeric.convert import float_to_bits
 from tilebc.ops.enums import MemoryOrderingSemantics, PaddingValue
 
 from . import dtypes, intdiv
-from .anchors import divisor, flow_is_layout_free, rows_layout
+from .anchors import divisor, flow_is_layout_free, load_layout
 from .common import (SCOPE, SubView, TensorView, Tile, and_predicates as _and, immediate,
                      order_after_token, set_result_token)
 from .layout import UNIFORM, Blocked, distinct_slots
@@ -495,7 +495,7 @@ def lower_load_view(lw, op):
         return
     layout = None
     if not isinstance(view.type, GatherScatterViewType):
-        layout = rows_layout(lw, op.results[0])
+        layout = load_layout(lw, op.results[0])
     regs = []
     for address, ok in view_addresses(lw, op, view, op.operands["index"], result_type.shape,
                                       layout):

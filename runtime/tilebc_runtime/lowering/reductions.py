@@ -5,11 +5,12 @@ reduce operands first go to shared memory (every thread writes its slots at thei
 reduce: groups of P lanes (P a power of two <= 32, inside one warp) each own a work item - one
 output, or with S > 1 one of S segments of an output's reduced dimension. Lane p of a group walks
 its contiguous chunk of the segment in a uniform loop, then the group combines its lanes in a
-butterfly tree of shfl.sync.bfly steps; every combine keeps the lower lane's value on the left, so
+tree of shfl.sync.down steps; every combine keeps the lower lane's value on the left, so
 the combiner is applied in element order (any parenthesisation of it; Tile IR reduction order is
 unspecified, and this stays exact for associative non-commutative combiners). A single output
-computed by one warp is then already in every thread; otherwise lane 0 of each group writes its
-value to shared memory and each thread combines the S partials of its own result slots, in order.
+computed by one warp is then read from the group's first lane by every thread; otherwise lane 0
+of each group writes its value to shared memory and each thread combines the S partials of its
+own result slots, in order.
 P and S come from a small cost model (serial steps + shuffle steps per thread).
 
 scan: log-step (Hillis-Steele) in the interpreter's exact combine order, one step per power of two
@@ -23,7 +24,7 @@ import numpy as np
 from tilebc.ir.types import TileType
 
 from . import dtypes, intdiv
-from .layout import UNIFORM
+from .layout import UNIFORM, Sliced
 from .common import Frame, Tile, immediate
 from .registry import lowers
 
@@ -159,7 +160,8 @@ def _u32_rem(lw, reg: str, divisor: int) -> str:
 
 def _tree_reduce(lw, op):
     w = lw.w
-    sources = [lw.get(v) for v in op.operand_values]
+    # the walk reads shared memory: sources are written there from the layout they are in
+    sources = [lw.get(v, any_layout=True) for v in op.operand_values]
     elements = [s.element for s in sources]
     dim = op.attrs["dim"]
     shape = sources[0].type.shape
@@ -231,16 +233,15 @@ def _tree_reduce(lw, op):
         w(f"@{again} bra.uni {top}")
         values = accs
         offset = lanes // 2
-        while offset:
-            others = [shuffle_xor(lw, v, e, offset) for v, e in zip(values, elements)]
-            upper, bit = w.reg("pred"), w.reg("b32")
-            w(f"and.b32 {bit}, {lane}, {offset}")
-            w(f"setp.ne.u32 {upper}, {bit}, 0")
-            left = [lw.select(upper, o, v, e) for v, o, e in zip(values, others, elements)]
-            right = [lw.select(upper, v, o, e) for v, o, e in zip(values, others, elements)]
-            values = _combine(lw, op, left, right)
+        while offset:  # a down tree: the group's first lane ends with the whole segment
+            others = [lw.shuffle(v, e, "down", offset) for v, e in zip(values, elements)]
+            values = _combine(lw, op, values, others)
             offset //= 2
         if not share:
+            if lanes > 1:
+                source = w.reg("b32")
+                w(f"and.b32 {source}, {tid}, {31 & ~(lanes - 1)}")
+                values = [lw.shuffle(v, e, "idx", source) for v, e in zip(values, elements)]
             finals = values
             continue
         write = w.reg("pred")
@@ -391,10 +392,14 @@ def _plan(layout, shape, dim, threads, ordered):
 
 
 def _plan_cost(plan, operands: int) -> int:
-    """Serial steps per thread of a layout plan with lane-order fix-ups (a combine, and per
-    operand a shuffle and two selects, per butterfly), in choose_tree's units."""
+    """Serial steps per thread of an ordered layout plan (per shuffle step a combine and a
+    shuffle per operand; without a step across warps, a shuffle per operand to bring the
+    result from the group's first lane), in choose_tree's units."""
     groups, masks, warp_masks, _ = plan
-    per_group = max(len(m) for m in groups) - 1 + len(masks) * (1 + 3 * operands // 2)
+    shuffles = -(-operands // 2)
+    per_group = max(len(m) for m in groups) - 1 + len(masks) * (1 + shuffles)
+    if masks and not warp_masks:
+        per_group += shuffles
     return len(groups) * (per_group + (1 << len(warp_masks)) - 1) + (4 if warp_masks else 0)
 
 
@@ -420,8 +425,8 @@ def _tree(lw, op, values):
 
 
 def _layout_reduce(lw, op) -> bool:
-    """A reduction on the source's own layout: in-thread, shuffle butterflies (lane-order
-    fix-ups only for combiners that need not commute), then at most one shared-memory step
+    """A reduction on the source's own layout: in-thread, shuffle butterflies (a down tree,
+    lower lane on the left, for combiners that need not commute), then at most one shared-memory step
     across warps; the result stays in the sliced layout (in every thread that holds a part of
     its row). False when the plan does not apply."""
     from .layout import Sliced
@@ -442,7 +447,7 @@ def _layout_reduce(lw, op) -> bool:
     ordered = not commutative(op)
     plan = _plan(layout, shape, dim, lw.T, ordered)
     if plan is None:
-        return False
+        return ordered and _split_reduce(lw, op, sources, layout, shape, dim)
     groups, masks, warp_masks, slot_group = plan
     outputs = op.results[0].type.num_elements
     if ordered and _plan_cost(plan, len(sources)) > _tree_cost(lw.T, outputs, shape[dim]):
@@ -452,21 +457,29 @@ def _layout_reduce(lw, op) -> bool:
                for members in groups]
     tid = lw.tid()
     for mask in masks:
-        upper = None
-        if ordered:  # the lane with the mask bit set holds the later elements
-            bit, upper = w.reg("b32"), w.reg("pred")
-            w(f"and.b32 {bit}, {tid}, {mask}")
-            w(f"setp.ne.u32 {upper}, {bit}, 0")
         stepped = []
         for values in partial:
-            others = [shuffle_xor(lw, v, e, mask) for v, e in zip(values, elements)]
-            if upper is None:
-                stepped.append(_combine(lw, op, values, others))
-                continue
-            left = [lw.select(upper, o, v, e) for v, o, e in zip(values, others, elements)]
-            right = [lw.select(upper, v, o, e) for v, o, e in zip(values, others, elements)]
-            stepped.append(_combine(lw, op, left, right))
+            if ordered:
+                # a down tree: the lane with the mask bit clear holds the earlier elements and
+                # takes its partner's (lane + mask) on the right; lanes with a bit of the masks
+                # so far set compute values nobody reads
+                others = [lw.shuffle(v, e, "down", mask) for v, e in zip(values, elements)]
+            else:
+                others = [shuffle_xor(lw, v, e, mask) for v, e in zip(values, elements)]
+            stepped.append(_combine(lw, op, values, others))
         partial = stepped
+    span = 0
+    for mask in masks:
+        span |= mask
+    if ordered and span and not warp_masks:
+        # only the group's first lane holds the result: every lane reads it from there
+        def make_source():
+            reg = w.reg("b32")
+            w(f"and.b32 {reg}, {tid}, {31 & ~span}")
+            return reg
+        source = lw._cached(("reduce-source", span), make_source)
+        partial = [[lw.shuffle(v, e, "idx", source) for v, e in zip(values, elements)]
+                   for values in partial]
     result_types = [r.type for r in op.results]
     sliced = Sliced(layout, shape, dim)
     if warp_masks:
@@ -478,9 +491,6 @@ def _layout_reduce(lw, op) -> bool:
             w(f"shr.u32 {reg}, {tid}, 5")
             return reg
         warp = lw._cached(("warp",), make_warp)
-        span = 0
-        for mask in masks:
-            span |= mask
         leader = None
         if span:  # one lane of each butterfly group writes
             bits = w.reg("b32")
@@ -522,6 +532,106 @@ def _layout_reduce(lw, op) -> bool:
             lw.set(result, Tile(result_type, [partial[0][i]]))
         else:
             lw.set(result, Tile(result_type, [partial[slot_group[k]][i]
+                                              for k in range(layout.slots)], sliced))
+    return True
+
+
+def _split_plan(layout, shape, dim, threads):
+    """For an ordered combiner whose thread holds several elements of a row that are not
+    neighbours (Rows with fewer than 32 lanes: a thread's elements are `lanes` apart): each slot
+    runs its own down tree over the lanes, then the thread combines its slots' results in
+    element order. (groups: per output the slots in element order, masks, slot_group) or None
+    when the rows are not whole inside warps this way."""
+    from .layout import Sliced
+    table = layout.table(threads)
+    out = Sliced(layout, shape, dim).table(threads)
+    length = shape[dim]
+    inner = int(np.prod(shape[dim + 1:], dtype=np.int64))
+    if inner != 1:
+        return None
+    slots = list(range(table.shape[0]))
+    if len({row.tobytes() for row in table}) != len(slots):
+        return None  # copies: not a loaded layout
+    parts = table[:, :, None]  # [slots, threads, n]
+    lanes = np.arange(threads)
+    masks = []
+    for mask in (1, 2, 4, 8, 16):
+        partner = lanes ^ mask
+        if not (out == out[:, partner]).all():
+            continue
+        other = parts[:, partner, :]
+        lower = (lanes < partner)[None, :]
+        left = np.where(lower, parts[..., -1], other[..., -1])
+        right = np.where(lower, other[..., 0], parts[..., 0])
+        if (right - left != 1).any():
+            return None  # the partner's run does not follow on
+        parts = np.sort(np.concatenate([parts, other], axis=2), axis=2)
+        masks.append(mask)
+    # per output, the slots whose runs follow each other make the whole row
+    groups, slot_group, by_output = [], [0] * len(slots), {}
+    for k in slots:
+        g = by_output.setdefault(out[k].tobytes(), len(groups))
+        if g == len(groups):
+            groups.append([])
+        groups[g].append(k)
+        slot_group[k] = g
+    for members in groups:
+        members.sort(key=lambda k: parts[k, 0, 0])
+        runs = parts[members]  # [members, threads, n]
+        if (np.diff(runs[:, :, 0], axis=0) != runs.shape[2]).any() \
+                or runs.shape[0] * runs.shape[2] != length:
+            return None
+    return groups, masks, slot_group
+
+
+def _split_reduce(lw, op, sources, layout, shape, dim) -> bool:
+    """An ordered reduction by _split_plan (False when it does not apply or costs more than the
+    general tree)."""
+    if any(s.layout is not None and s.layout != layout and s.layout is not UNIFORM
+           for s in sources):
+        return False
+    plan = _split_plan(layout, shape, dim, lw.T)
+    if plan is None:
+        return False
+    groups, masks, slot_group = plan
+    outputs = op.results[0].type.num_elements
+    shuffles = -(-len(sources) // 2)
+    per_thread = layout.slots * len(masks) * (1 + shuffles) + layout.slots - len(groups) \
+        + len(groups) * shuffles
+    if per_thread > _tree_cost(lw.T, outputs, shape[dim]):
+        return False
+    w = lw.w
+    elements = [s.element for s in sources]
+    partial = {k: [s.slot(k) for s in sources] for k in range(layout.slots)}
+    for mask in masks:  # down trees: the lane with the mask bit clear holds the earlier run
+        for k, values in partial.items():
+            others = [lw.shuffle(v, e, "down", mask) for v, e in zip(values, elements)]
+            partial[k] = _combine(lw, op, values, others)
+    span = 0
+    for mask in masks:
+        span |= mask
+    tid = lw.tid()
+    source = None
+    if span:
+        def make_source():
+            reg = w.reg("b32")
+            w(f"and.b32 {reg}, {tid}, {31 & ~span}")
+            return reg
+        source = lw._cached(("reduce-source", span), make_source)
+    finals = []
+    for members in groups:
+        value = partial[members[0]]
+        for k in members[1:]:  # in element order
+            value = _combine(lw, op, value, partial[k])
+        if source is not None:
+            value = [lw.shuffle(v, e, "idx", source) for v, e in zip(value, elements)]
+        finals.append(value)
+    sliced = Sliced(layout, shape, dim)
+    for i, result in enumerate(op.results):
+        if outputs == 1:
+            lw.set(result, Tile(result.type, [finals[0][i]]))
+        else:
+            lw.set(result, Tile(result.type, [finals[slot_group[k]][i]
                                               for k in range(layout.slots)], sliced))
     return True
 

@@ -114,7 +114,8 @@ def lower_broadcast(lw, op):
         lw.set(op.results[0], Tile(result_type, [source.scalar], UNIFORM))
         return
     src_shape = source.type.shape
-    free = _broadcast_in_registers(lw, source, result_type)
+    wanted = lw.wanted.get(op.results[0])  # a load's layout whose flow reads this broadcast
+    free = _broadcast_in_registers(lw, source, result_type, wanted)
     if free is not None:
         lw.set(op.results[0], free)
         return
@@ -126,7 +127,7 @@ def lower_broadcast(lw, op):
 
     def static(linear):
         return 0, _broadcast_source(linear, src_shape, tuple(result_type.shape))
-    lw.set(op.results[0], lw.gather([source], result_type, index, static))
+    lw.set(op.results[0], lw.gather([source], result_type, index, static, wanted))
 
 
 def _broadcast_source(linear, src_shape, shape):
@@ -136,11 +137,12 @@ def _broadcast_source(linear, src_shape, shape):
     return np.ravel_multi_index(picked, src_shape)
 
 
-def _broadcast_in_registers(lw, source, result_type):
+def _broadcast_in_registers(lw, source, result_type, wanted=None):
     """The broadcast as register moves when every thread already holds the source elements its
     result slots need: into the source's parent layout when the source is a reduction's result
-    (softmax's row maximum back over the row), else into Cyclic (e.g. a [1, C] row over [R, C]
-    when C divides the thread count). None when data would have to move between threads."""
+    (softmax's row maximum back over the row), else into `wanted` (when given) or Cyclic (e.g. a
+    [1, C] row over [R, C] when C divides the thread count). None when data would have to move
+    between threads."""
     from .layout import Cyclic, Sliced, register_map
     src_shape, shape = tuple(source.type.shape), tuple(result_type.shape)
 
@@ -150,7 +152,10 @@ def _broadcast_in_registers(lw, source, result_type):
     candidates = []
     if isinstance(layout, Sliced) and layout.parent.count == result_type.num_elements:
         candidates.append(layout.parent)
-    candidates.append(Cyclic(result_type.num_elements, lw.T))
+    if wanted is not None:
+        candidates.append(wanted)
+    else:
+        candidates.append(Cyclic(result_type.num_elements, lw.T))
     for target in candidates:
         mapping = register_map(layout, target, lw.T, to_source)
         if mapping is not None:

@@ -12,7 +12,10 @@ line that holds an instruction of the kernel, `.loc 1 <that line> 0`; `ptxas -li
 lines in the cubin's line table and `nvdisasm -g` prints them above the SASS they produced. So each
 SASS instruction is attributed to the PTX line it came from (its class from the SASS opcode:
 `sass_class`); SASS before the first line marker belongs to no line (`unmapped`, counted as executed
-once per warp). Multiplying by the emulator's dynamic count of each PTX line gives dynamic SASS
+once per warp). SASS of subroutines ptxas places after the kernel's code (the slow paths of
+`div.rn`, `sqrt.rn` and `rcp.rn`, reached by CALL only for operands outside the fast path's range)
+carries the last marker before it but is not that line's code: it goes to `outlined` and is not
+counted as executed. Multiplying by the emulator's dynamic count of each PTX line gives dynamic SASS
 counts. Known limits: these are the SASS counts of the rolled loops (ptxas's own unrolling would
 save some loop overhead: compare/branch/induction instructions); code that ptxas duplicates
 without a loop (tail duplication) is attributed to one PTX line and counted on every path.
@@ -58,6 +61,7 @@ for _names, _cls in (
     for _name in _names.split():
         _SASS[_name] = _cls
 
+_SUBROUTINE = re.compile(r'^\s*\.type\s+(\S+?)\s*,\s*@function')
 _MARK = re.compile(r'//## File "[^"]*", line (\d+)')
 _SASS_LINE = re.compile(r'^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)')
 _PTXAS_REGS = re.compile(r"Used (\d+) registers")
@@ -95,6 +99,8 @@ class SassFacts:
     # PTX line -> {class: SASS instructions attributed to it}
     sass_by_line: Dict[int, Dict[str, int]] = field(default_factory=dict)
     unmapped: Dict[str, int] = field(default_factory=dict)
+    # SASS of out-of-line subroutines (rare slow paths), counted statically only
+    outlined: Dict[str, int] = field(default_factory=dict)
     static_by_class: Dict[str, int] = field(default_factory=dict)
 
     @property
@@ -103,7 +109,7 @@ class SassFacts:
 
 
 _CACHE: Dict[Tuple[str, str, str], SassFacts] = {}
-_VERSION = 2  # of the facts' format and of how they are made (part of the disk cache key)
+_VERSION = 3  # of the facts' format and of how they are made (part of the disk cache key)
 
 
 def _annotate(ptx: str, lines, nounroll: bool = True) -> str:
@@ -218,13 +224,19 @@ def _read_ptxas(text: str, entry: str, facts: SassFacts) -> None:
 def _read_sass(text: str, entry: str, facts: SassFacts) -> None:
     """SASS of `entry`'s .text section, attributed to the PTX line of the last marker."""
     in_entry = False
+    outlined = False
     line = None
     for row in text.splitlines():
         if row.lstrip().startswith(".section") or row.startswith("//----"):
             in_entry = f".text.{entry}" in row and not row.lstrip().startswith(".section.nv")
             line = None
+            outlined = False
             continue
         if not in_entry:
+            continue
+        sub = _SUBROUTINE.match(row)
+        if sub:  # a function other than the entry: the subroutines after the kernel's code
+            outlined = outlined or sub.group(1) != entry
             continue
         mark = _MARK.search(row)
         if mark:
@@ -238,7 +250,10 @@ def _read_sass(text: str, entry: str, facts: SassFacts) -> None:
             continue
         facts.sass_count += 1
         facts.static_by_class[cls] = facts.static_by_class.get(cls, 0) + 1
-        bucket = facts.unmapped if line is None else facts.sass_by_line.setdefault(line, {})
+        if outlined:
+            bucket = facts.outlined
+        else:
+            bucket = facts.unmapped if line is None else facts.sass_by_line.setdefault(line, {})
         bucket[cls] = bucket.get(cls, 0) + 1
 
 

@@ -31,7 +31,6 @@ BASELINE = {
     "runtime/tilebc_runtime/args.py": 3,
     "runtime/tilebc_runtime/cache.py": 1,
     "runtime/tilebc_runtime/cache_cli.py": 3,
-    "runtime/tilebc_runtime/lowering/anchors.py": 1,
     "runtime/tilebc_runtime/lowering/control_flow.py": 5,
     "runtime/tilebc_runtime/lowering/lowerer.py": 2,
     "runtime/tilebc_runtime/lowering/memory.py": 1,

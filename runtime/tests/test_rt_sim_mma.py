@@ -231,3 +231,100 @@ def test_other_matmuls_keep_the_dot_product_loop():
 def test_tensor_core_path_assembles(arch):
     result = jit_compile(mmaf_kernel("bf16", 32, 32, 32, 2), arch=arch, emit="cubin")
     assert result.cubin[:4] == b"\x7fELF"
+
+
+# ------------------------------------------------------------- the mma accumulator layout
+
+@pytest.mark.parametrize("batches,m,n,threads,grid", [
+    (1, 32, 32, 128, (1, 2, 2)), (1, 64, 16, 64, (1, 2, 1)), (2, 16, 16, 128, (2, 1, 2)),
+    (1, 16, 8, 32, (1, 1, 1))])
+def test_mma_accumulator_layout_is_the_c_fragment_tiled_over_warps(batches, m, n, threads, grid):
+    from tilebc_runtime.lowering.layout import MmaAcc
+    layout = MmaAcc(batches, m, n, threads, grid)
+    table = layout.table(threads)
+    assert table.shape == (batches * m * n // threads, threads)
+    assert sorted(table.ravel().tolist()) == list(range(batches * m * n))  # each element once
+    wb, wm, wn = grid
+    for thread in range(threads):
+        warp, lane = divmod(thread, 32)
+        pb, pm, pn = warp // (wm * wn), warp // wn % wm, warp % wn
+        for k in range(layout.slots):
+            block, i = divmod(k, 4)
+            jb, rest = divmod(block, layout.per_warp[1] * layout.per_warp[2])
+            jm, jn = divmod(rest, layout.per_warp[2])
+            row, col = c_position(lane, i)  # the ISA's formula
+            batch, row = jb * wb + pb, (jm * wm + pm) * 16 + row
+            col += (jn * wn + pn) * 8
+            assert table[k, thread] == (batch * m + row) * n + col
+
+
+def test_mma_accumulator_layout_needs_a_grid_that_divides_the_blocks():
+    from tilebc_runtime.lowering.layout import MmaAcc
+    with pytest.raises(ValueError):
+        MmaAcc(1, 32, 32, 128, (1, 4, 1))  # two block rows over four warps
+    with pytest.raises(ValueError):
+        MmaAcc(1, 32, 32, 128, (1, 1, 2))  # two warps' grid for four warps
+
+
+def _loop_body(ptx: str) -> str:
+    start = ptx.index("$L_for")
+    return ptx[start:ptx.index("$L_latch", start)]
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_loop_carried_accumulator_stays_in_fragments(arch):
+    # matmul_f16: a K loop carrying a 32x32 f32 accumulator through one mmaf per iteration
+    path = FIXTURES / "matmul_f16" / "matmul_f16-13.5.tilebc"
+    body = _loop_body(jit_compile(path, arch=arch, emit="ptx").ptx)
+    assert body.count("mma.sync.aligned.m16n8k16") >= 1
+    # nothing f32 goes through shared memory in the loop: the product is added in the mma's C
+    # fragment and the accumulator is never exchanged back to the default distribution
+    assert "st.shared.f32" not in body and "ld.shared.f32" not in body
+    assert body.count("bar.sync") == 2  # operands staged, then released
+
+
+def test_epilogue_stays_in_the_accumulator_layout():
+    # la_gemm_bias_relu: the loop's accumulator + a broadcast bias row, relu, cast to f16, store;
+    # the bias is rebuilt in the accumulator layout (a shuffle per slot from its 32 elements)
+    # instead of the accumulator going through shared memory to the default distribution
+    path = FIXTURES / "la_gemm_bias_relu" / "la_gemm_bias_relu-13.5.tilebc"
+    ptx = jit_compile(path, arch="sm_80", emit="ptx").ptx
+    epilogue = ptx[ptx.index("\n$L_endfor"):]
+    assert "bar.sync" not in epilogue and "st.shared" not in epilogue
+
+# ------------------------------------------- the fixtures' tensor-core kernels on sm_80 code
+
+def _tensor_core_kernels():
+    """(case module, fixture) for every fixture or family kernel with an mmaf on f16 / bf16 /
+    fp8 operands (the tensor-core path); the other suites run them on sm_90 code only."""
+    import importlib
+    import sys
+    sys.path.insert(0, str(FIXTURES.parents[1] / "tests"))
+    from fixture_cases import CASE_MODULES
+    found = []
+    for family in CASE_MODULES:
+        reference = importlib.import_module(family)
+        for name in sorted(reference.CASES):
+            module = reference.module(name, reference.versions(name)[-1])
+            if any(op.name == "mmaf" and op.operands["lhs"].type.element.name in
+                   ("f16", "bf16", "f8E4M3FN", "f8E5M2")
+                   for function in module.functions for op in function.walk()):
+                found.append((family, name))
+    return found
+
+
+TENSOR_CORE_KERNELS = _tensor_core_kernels()
+
+
+def test_tensor_core_kernels_are_found():
+    assert len(TENSOR_CORE_KERNELS) >= 15, TENSOR_CORE_KERNELS
+
+
+@pytest.mark.parametrize("family,name", TENSOR_CORE_KERNELS,
+                         ids=[name for _, name in TENSOR_CORE_KERNELS])
+def test_tensor_core_kernels_on_sm80_match_the_reference(family, name, monkeypatch):
+    import functools
+    import importlib
+    reference = importlib.import_module(family)
+    monkeypatch.setattr(reference, "run", functools.partial(sim.run, arch="sm_80"))
+    reference.CASES[name](reference.module(name, reference.versions(name)[-1]))

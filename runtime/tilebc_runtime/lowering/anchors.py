@@ -157,3 +157,67 @@ def rows_layout(lw, value):
                and op.attrs["dim"] == len(shape) - 1 for op in reductions):
         return None
     return Rows(count, lw.T, shape[-1])
+
+
+# operand element -> the mma.sync input type it is fed as (f16 holds every fp8 value exactly)
+MMA_INPUT = {"f16": "f16", "bf16": "bf16", "f8E4M3FN": "f16", "f8E5M2": "f16"}
+
+
+def tensor_core_kind(lw, op):
+    """The mma.sync input type ("f16" / "bf16") when mmaf `op` takes the tensor-core path, else
+    None."""
+    if op.name != "mmaf":
+        return None
+    lhs, rhs = (op.operands[n].type for n in ("lhs", "rhs"))
+    result = op.results[0].type
+    if (len(result.shape) not in (2, 3) or result.element.name not in ("f16", "bf16", "f32")
+            or lw.arch < 80 or lw.T % 32):
+        return None
+    kinds = {MMA_INPUT.get(lhs.element.name), MMA_INPUT.get(rhs.element.name)}
+    if len(kinds) != 1 or None in kinds:
+        return None
+    m, n = result.shape[-2:]
+    return kinds.pop() if m % 16 == 0 and n % 8 == 0 and lhs.shape[-1] % 16 == 0 else None
+
+
+def mma_layout(lw, op):
+    """The accumulator layout mmaf `op` produces its result in (layout.MmaAcc), or None when it
+    takes another path. The warp grid minimises the fragments a warp loads per K step (A: 4
+    words per block row, B: 2 per block column, as scalar loads 4 each) over the grids that
+    divide the blocks exactly."""
+    from .layout import MmaAcc
+    if tensor_core_kind(lw, op) is None:
+        return None
+    shape = tuple(op.results[0].type.shape)
+    batches = shape[0] if len(shape) == 3 else 1
+    m, n = shape[-2:]
+    rows, cols, warps = m // 16, n // 8, lw.T // 32
+    best = None
+    for wb in range(1, warps + 1):
+        if warps % wb or batches % wb:
+            continue
+        for wm in range(1, warps // wb + 1):
+            wn = warps // wb // wm
+            if (warps // wb) % wm or rows % wm or cols % wn:
+                continue
+            cost = (batches // wb) * (rows // wm + cols // wn)
+            if best is None or cost < best[0]:
+                best = (cost, (wb, wm, wn))
+    return None if best is None else MmaAcc(batches, m, n, lw.T, best[1])
+
+
+def carried_mma_layout(lw, body, index):
+    """The accumulator layout for loop-carried value `index` (of a `for` body): the one the body's
+    mmaf produces when that mmaf takes the carried value as its accumulator and its result is
+    what `continue` carries on; else None (the value stays Cyclic)."""
+    if not body.ops or body.ops[-1].name != "continue":
+        return None
+    value = body.ops[-1].operand_values[index]
+    value = lw.forward.get(value, value)
+    op = value.owner
+    if not hasattr(op, "name") or op.name != "mmaf" or op in lw.dead:
+        return None
+    acc = op.operands["acc"]
+    if lw.forward.get(acc, acc) is not body.args[1 + index]:
+        return None
+    return mma_layout(lw, op)

@@ -451,23 +451,24 @@ class Lowerer:
         return out
 
     def gather(self, sources: List[Tile], result_type: TileType,
-               source_index: Callable[[int, List[str]], tuple]) -> Tile:
+               source_index: Callable[[int, List[str]], tuple], layout=None) -> Tile:
         """Build a tile whose elements come from other threads' slots of `sources`.
         `source_index(k, out_multi_index)` emits code and returns (which source, u32 linear index),
         or (which source, index, predicate-choosing-source-1-over-0 ...) via `select` tuples:
         a 2-tuple (i, idx) reads source i; a 4-tuple (pred, idx_a, idx_b, None) reads source 0 at
         idx_a where pred is true, else source 1 at idx_b.
         Sources of at most 32 elements (a divisor of 32) sit whole in every warp - lane e holds
-        element e - so they are read with shfl.sync.idx: no shared memory, no barriers."""
+        element e - so they are read with shfl.sync.idx: no shared memory, no barriers. The
+        result is in `layout` (None: Cyclic); the sources are Cyclic."""
         if self.T % 32 == 0 and all(s.count <= 32 and 32 % s.count == 0 for s in sources):
-            return self._gather_by_shuffle(sources, result_type, source_index)
+            return self._gather_by_shuffle(sources, result_type, source_index, layout)
         offsets = self.reserve_smem([self.smem_size_of(s.type) for s in sources])
         for source, offset in zip(sources, offsets):
             self.smem_write(source, offset)
         self.barrier()
-        out = self.new_tile(result_type)
+        out = self._gather_target(result_type, layout)
         for k in range(len(out.regs)):
-            mi = self.multi_index(result_type.shape, k)
+            mi = self.multi_index(result_type.shape, k, layout)
             choice = source_index(k, mi)
             if len(choice) == 2:
                 which, index = choice
@@ -482,10 +483,16 @@ class Lowerer:
         self.barrier()
         return out
 
-    def _gather_by_shuffle(self, sources, result_type, source_index) -> Tile:
-        out = self.new_tile(result_type)
+    def _gather_target(self, result_type: TileType, layout) -> Tile:
+        if layout is None:
+            return self.new_tile(result_type)
+        cls = dtypes.reg_class(result_type.element)
+        return Tile(result_type, [self.w.reg(cls) for _ in range(layout.slots)], layout)
+
+    def _gather_by_shuffle(self, sources, result_type, source_index, layout=None) -> Tile:
+        out = self._gather_target(result_type, layout)
         for k in range(len(out.regs)):
-            choice = source_index(k, self.multi_index(result_type.shape, k))
+            choice = source_index(k, self.multi_index(result_type.shape, k, layout))
             if len(choice) == 2:
                 which, index = choice
                 value = self.shuffle(sources[which].scalar, sources[which].element, "idx", index)

@@ -1,11 +1,16 @@
-"""mmaf / mmai / mmaf_scaled. Operands go to shared memory. mmaf with f16, bf16 or fp8 (e4m3, e5m2)
-operands and an f16, bf16 or f32 accumulator (M % 16 == 0, N % 8 == 0, K % 16 == 0, sm_80+, whole
-warps; batched too) runs on the tensor cores: each warp computes 16x8 blocks of A*B with
-mma.sync.m16n8k16 (f32 accumulation), the blocks go through shared memory and each thread adds its
-accumulator slots in f32 and rounds once to the accumulator type (the reference's semantics). fp8
-operands are widened to f16 on their way to shared memory: every e4m3/e5m2 value is exact in f16, and
-f16 products are exact in the f32 accumulation, so this loses nothing and works on sm_80 too. Everything else: each thread computes its result slots as dot
-products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64 for f64, s32 for i8).
+"""mmaf / mmai / mmaf_scaled. mmaf with f16, bf16 or fp8 (e4m3, e5m2) operands and an f16, bf16 or
+f32 accumulator (M % 16 == 0, N % 8 == 0, K % 16 == 0, sm_80+, whole warps; batched too) runs on
+the tensor cores with mma.sync.m16n8k16 (f32 accumulation). Where the warps tile the 16x8 blocks
+exactly (anchors.mma_layout), the result is produced in the mma accumulator layout (layout.MmaAcc):
+the accumulator enters the first mma as its C fragment and the sum is rounded once to the
+accumulator type (the reference's semantics), with no shared-memory round trip; a `for` that
+carries the accumulator keeps it in that layout (control_flow.py). Otherwise each warp computes
+blocks in turn and the blocks go through shared memory back to the default distribution, where
+each thread adds its accumulator slots in f32 and rounds once. fp8 operands are widened to f16 on
+their way to shared memory: every e4m3/e5m2 value is exact in f16, and f16 products are exact in the
+f32 accumulation, so this loses nothing and works on sm_80 too. Everything else: each thread
+computes its result slots as dot products in a uniform PTX loop (f32 accumulation for
+f16/bf16/tf32/fp8 inputs, f64 for f64, s32 for i8).
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from tilebc.ir.types import ELEMENT_TYPES, TileType
 from tilebc.ops.enums import Signedness
 
 from . import dtypes, intdiv, softfloat
+from .anchors import mma_layout, tensor_core_kind
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
 from .common import Tile
 from .registry import lowers
@@ -127,24 +133,6 @@ def _matmul(lw, op, integer: bool, scaled: bool = False):
 _A_PAIRS = (("g", 0), ("g8", 0), ("g", 8), ("g8", 8))  # (row, column offset added to 2t)
 _B_PAIRS = (0, 8)  # row offset added to 2t; column g
 _D_SLOTS = (("g", 0), ("g", 1), ("g8", 0), ("g8", 1))  # (row, column offset added to 2t)
-
-
-# operand element -> the mma.sync input type it is fed as (f16 holds every fp8 value exactly)
-_MMA_INPUT = {"f16": "f16", "bf16": "bf16", "f8E4M3FN": "f16", "f8E5M2": "f16"}
-
-
-def _tensor_core_kind(lw, op):
-    """The mma.sync input type ("f16" / "bf16") when mmaf `op` takes the tensor-core path, else None."""
-    lhs, rhs = (op.operands[n].type for n in ("lhs", "rhs"))
-    result = op.results[0].type
-    if (len(result.shape) not in (2, 3) or result.element.name not in ("f16", "bf16", "f32")
-            or lw.arch < 80 or lw.T % 32):
-        return None
-    kinds = {_MMA_INPUT.get(lhs.element.name), _MMA_INPUT.get(rhs.element.name)}
-    if len(kinds) != 1 or None in kinds:
-        return None
-    m, n = result.shape[-2:]
-    return kinds.pop() if m % 16 == 0 and n % 8 == 0 and lhs.shape[-1] % 16 == 0 else None
 
 
 def _to_f16(lw, tile: Tile) -> Tile:
@@ -347,9 +335,111 @@ def _mma_blocks(lw, op, kind, offsets, k_dim, n, per_batch, blocks_n, batches, f
     w.place(done)
 
 
+def _mma_in_registers(lw, op, layout):
+    """mmaf on the tensor cores with the accumulator and the result in `layout` (MmaAcc): each
+    warp keeps its blocks' C fragments in f32 registers for the whole K loop (mma.sync adds into
+    them in place), loading each K step's A fragments once per block row and B fragments once
+    per block column of its warp tile. The accumulator enters the first mma as C, so the sum of
+    products plus the accumulator is rounded once to the result type (the reference's
+    semantics); no shared-memory round trip of the product."""
+    w = lw.w
+    acc = lw.convert(lw.get(op.operands["acc"], any_layout=True), layout)
+    lhs, rhs = (lw.get(op.operands[n]) for n in ("lhs", "rhs"))
+    result_type = op.results[0].type
+    m, n = result_type.shape[-2:]
+    k_dim = lhs.type.shape[-1]
+    lhs, rhs = _to_f16(lw, lhs), _to_f16(lw, rhs)
+    kind = lhs.element.name
+    offsets = lw.reserve_smem([lw.smem_size_of(lhs.type), lw.smem_size_of(rhs.type)])
+    lw.smem_write(lhs, offsets[0])
+    lw.smem_write(rhs, offsets[1])
+    lw.barrier()
+    (wb, wm, wn), (batches, rows, cols) = layout.grid, layout.per_warp
+
+    def u32(text_op, *args):
+        out = w.reg("b32")
+        w(f"{text_op} {out}, {', '.join(str(a) for a in args)}")
+        return out
+
+    # per-thread fragment addresses (row-major bytes as in _mma_sync), once per kernel
+    def lanes():
+        lane = u32("and.b32", lw.tid(), 31)
+        warp = u32("shr.u32", lw.tid(), 5)
+        g, t = u32("shr.u32", lane, 2), u32("and.b32", lane, 3)
+        pb, pm, pn = (u32("div.u32", warp, wm * wn), u32("rem.u32", warp, wm * wn),
+                      u32("rem.u32", warp, wn))
+        pm = u32("div.u32", pm, wn)
+        a_row = u32("mad.lo.u32", pm, 16, g)
+        a_row = u32("mad.lo.u32", pb, m, a_row)
+        a_lane = u32("mad.lo.u32", a_row, 2 * k_dim, u32("shl.b32", t, 2))  # A[row][2t]
+        b_col = u32("mad.lo.u32", pn, 8, g)
+        b_row = u32("mad.lo.u32", pb, k_dim, u32("shl.b32", t, 1))
+        b_lane = u32("mad.lo.u32", b_row, 2 * n, u32("shl.b32", b_col, 1))  # B[2t][col]
+        return (u32("add.u32", a_lane, lw.smem_base()), u32("add.u32", b_lane, lw.smem_base()))
+    a_lane, b_lane = lw._cached(("mma lanes", layout.key(), k_dim), lanes)
+    d = []
+    for k in range(layout.slots):
+        reg = w.reg("f32")
+        w(f"mov.f32 {reg}, {dtypes.to_f32(w, acc.slot(k), acc.element)}")
+        d.append(reg)
+
+    def k_step(a_at, b_at, kk, jb):
+        a_frags = []
+        for jm in range(rows):
+            frag = []
+            for row, extra in _A_PAIRS:  # one aligned 4-byte load: two elements of one row
+                reg = w.reg("b32")
+                shift = (jm * wm * 16 + (8 if row == "g8" else 0)) * k_dim + extra + kk
+                w(f"ld.shared.b32 {reg}, [{a_at}+{2 * shift}]")
+                frag.append(reg)
+            a_frags.append(frag)
+        b_frags = []
+        for jn in range(cols):
+            frag = []
+            for extra in _B_PAIRS:  # two rows of one column: two 2-byte loads packed low to high
+                low, high, reg = w.reg("b16"), w.reg("b16"), w.reg("b32")
+                at = 2 * ((extra + kk) * n + jn * wn * 8)
+                w(f"ld.shared.b16 {low}, [{b_at}+{at}]")
+                w(f"ld.shared.b16 {high}, [{b_at}+{at + 2 * n}]")
+                w(f"mov.b32 {reg}, {{{low}, {high}}}")
+                frag.append(reg)
+            b_frags.append(frag)
+        for jm in range(rows):
+            for jn in range(cols):
+                first = 4 * ((jb * rows + jm) * cols + jn)
+                c = ", ".join(d[first:first + 4])
+                w(f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 {{{c}}}, "
+                  f"{{{', '.join(a_frags[jm])}}}, {{{', '.join(b_frags[jn])}}}, {{{c}}}")
+
+    steps = k_dim // 16
+    for jb in range(batches):
+        a_ptr = u32("add.u32", a_lane, offsets[0] + 2 * jb * wb * m * k_dim)
+        b_ptr = u32("add.u32", b_lane, offsets[1] + 2 * jb * wb * k_dim * n)
+        if steps <= _UNROLL_K_STEPS:
+            for step in range(steps):
+                k_step(a_ptr, b_ptr, 16 * step, jb)
+            continue
+        a_end = u32("add.u32", a_ptr, 2 * k_dim)  # a loop whose pointers advance by a K step
+        k_top = w.label("mma_k")
+        w.place(k_top)
+        k_step(a_ptr, b_ptr, 0, jb)
+        w(f"add.u32 {a_ptr}, {a_ptr}, 32")
+        w(f"add.u32 {b_ptr}, {b_ptr}, {32 * n}")
+        more = w.reg("pred")
+        w(f"setp.lt.u32 {more}, {a_ptr}, {a_end}")
+        w(f"@{more} bra.uni {k_top}")
+    lw.barrier()  # the operands' shared memory is free for the next exchange
+    regs = d if result_type.element.name == "f32" else \
+        [dtypes.from_f32(w, reg, result_type.element) for reg in d]
+    lw.set(op.results[0], Tile(result_type, regs, layout))
+
+
 @lowers("mmaf")
 def lower_mmaf(lw, op):
-    if _tensor_core_kind(lw, op):
+    layout = mma_layout(lw, op)
+    if layout is not None:
+        _mma_in_registers(lw, op, layout)
+    elif tensor_core_kind(lw, op):
         _mma_sync(lw, op)
     else:
         _matmul(lw, op, integer=False)

@@ -155,6 +155,9 @@ CASES = [  # kind, m, n, k, batch, threads per CTA
     ("f16", 16, 8, 64, 0, 64),     # one block: one warp works, the other waits
     ("bf16", 64, 16, 16, 0, 32),   # one warp does all 8 blocks
     ("f16", 16, 16, 16, 4, 128),   # batched
+    ("f16", 32, 24, 48, 0, 64),    # odd block columns (ldmatrix .x2), rows staged slot by slot
+    ("bf16", 64, 64, 80, 0, 128),  # a K loop of 5 steps, 2x2 warps over 4x8 blocks
+    ("f16", 32, 16, 32, 2, 64),    # batched, warps over batches
 ]
 
 
@@ -281,6 +284,9 @@ def test_loop_carried_accumulator_stays_in_fragments(arch):
     # fragment and the accumulator is never exchanged back to the default distribution
     assert "st.shared.f32" not in body and "ld.shared.f32" not in body
     assert body.count("bar.sync") == 2  # operands staged, then released
+    # fragments by ldmatrix (B transposed), no scalar shared loads
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in body
+    assert ".trans.shared.b16" in body and "ld.shared" not in body
 
 
 def test_epilogue_stays_in_the_accumulator_layout():

@@ -182,9 +182,9 @@ def tensor_core_kind(lw, op):
 
 def mma_layout(lw, op):
     """The accumulator layout mmaf `op` produces its result in (layout.MmaAcc), or None when it
-    takes another path. The warp grid minimises the fragments a warp loads per K step (A: 4
-    words per block row, B: 2 per block column, as scalar loads 4 each) over the grids that
-    divide the blocks exactly."""
+    takes another path. The warp grid minimises the ldmatrix a warp issues per K step (one .x4
+    per block row for A, one per two block columns for B) over the grids that divide the blocks
+    exactly."""
     from .layout import MmaAcc
     if tensor_core_kind(lw, op) is None:
         return None
@@ -200,7 +200,7 @@ def mma_layout(lw, op):
             wn = warps // wb // wm
             if (warps // wb) % wm or rows % wm or cols % wn:
                 continue
-            cost = (batches // wb) * (rows // wm + cols // wn)
+            cost = (batches // wb) * (rows // wm + -(-(cols // wn) // 2))
             if best is None or cost < best[0]:
                 best = (cost, (wb, wm, wn))
     return None if best is None else MmaAcc(batches, m, n, lw.T, best[1])

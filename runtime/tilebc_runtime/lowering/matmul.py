@@ -335,13 +335,59 @@ def _mma_blocks(lw, op, kind, offsets, k_dim, n, per_batch, blocks_n, batches, f
     w.place(done)
 
 
+def _padded_stride(row: int) -> int:
+    """Elements between row starts of a staged f16 operand with `row` elements a row: rows of
+    an even number of 16-byte chunks get one chunk of padding, so the 8 row addresses of an
+    ldmatrix matrix fall in 8 different 16-byte bank groups (no bank conflicts)."""
+    return row + 8 if (row // 8) % 2 == 0 else row
+
+
+def _stage_padded(lw, tile: Tile, offset: int, row: int, stride: int) -> None:
+    """Store a Cyclic 16-bit tile to shared memory row-major with `stride` elements between rows
+    of `row` elements. Where the thread count and the rows divide one another, every slot is one
+    per-thread base register plus an immediate."""
+    w = lw.w
+    count, T = tile.count, lw.T
+    base_key = ("padded base", row, stride)
+
+    def base():
+        reg = w.reg("b32")
+        if T % row == 0:  # thread t: row t // row, column t % row
+            high, low = w.reg("b32"), w.reg("b32")
+            w(f"div.u32 {high}, {lw.tid()}, {row}")
+            w(f"rem.u32 {low}, {lw.tid()}, {row}")
+            w(f"mad.lo.u32 {reg}, {high}, {stride}, {low}")
+            w(f"mad.lo.u32 {reg}, {reg}, 2, {lw.smem_base()}")
+        else:  # row % T == 0: thread t at column t
+            w(f"mad.lo.u32 {reg}, {lw.tid()}, 2, {lw.smem_base()}")
+        return reg
+    fast = count % T == 0 and (T % row == 0 or row % T == 0)
+    for k in range(lw.slots(count)):
+        if fast:
+            if T % row == 0:
+                at = k * (T // row) * stride
+            else:
+                rows, col = divmod(k * T, row)
+                at = rows * stride + col
+            address = f"{lw._cached(base_key, base)}+{offset + 2 * at}"
+        else:
+            e = lw.elem_index(count, k)
+            high = intdiv.udiv(w, e, row, bound=count - 1)
+            low = intdiv.urem(w, e, row, quotient=high, bound=count - 1)
+            at = w.reg("b32")
+            w(f"mad.lo.u32 {at}, {high}, {stride}, {low}")
+            address = lw.smem_address(offset, at, tile.element)
+        lw.store("shared", address, tile.slot(k), tile.element)
+
+
 def _mma_in_registers(lw, op, layout):
     """mmaf on the tensor cores with the accumulator and the result in `layout` (MmaAcc): each
     warp keeps its blocks' C fragments in f32 registers for the whole K loop (mma.sync adds into
-    them in place), loading each K step's A fragments once per block row and B fragments once
-    per block column of its warp tile. The accumulator enters the first mma as C, so the sum of
-    products plus the accumulator is rounded once to the result type (the reference's
-    semantics); no shared-memory round trip of the product."""
+    them in place). The operands are staged row-major with padded rows (_padded_stride) and read
+    with ldmatrix: A's 16x16 fragment with one .x4 per block row of the warp tile, B's (stored K
+    x N, so transposed) with one .x4.trans per two block columns. The accumulator enters the
+    first mma as C, so the sum of products plus the accumulator is rounded once to the result
+    type (the reference's semantics); no shared-memory round trip of the product."""
     w = lw.w
     acc = lw.convert(lw.get(op.operands["acc"], any_layout=True), layout)
     lhs, rhs = (lw.get(op.operands[n]) for n in ("lhs", "rhs"))
@@ -350,9 +396,11 @@ def _mma_in_registers(lw, op, layout):
     k_dim = lhs.type.shape[-1]
     lhs, rhs = _to_f16(lw, lhs), _to_f16(lw, rhs)
     kind = lhs.element.name
-    offsets = lw.reserve_smem([lw.smem_size_of(lhs.type), lw.smem_size_of(rhs.type)])
-    lw.smem_write(lhs, offsets[0])
-    lw.smem_write(rhs, offsets[1])
+    a_stride, b_stride = _padded_stride(k_dim), _padded_stride(n)
+    all_batches = layout.batches
+    offsets = lw.reserve_smem([2 * all_batches * m * a_stride, 2 * all_batches * k_dim * b_stride])
+    _stage_padded(lw, lhs, offsets[0], k_dim, a_stride)
+    _stage_padded(lw, rhs, offsets[1], n, b_stride)
     lw.barrier()
     (wb, wm, wn), (batches, rows, cols) = layout.grid, layout.per_warp
 
@@ -361,22 +409,28 @@ def _mma_in_registers(lw, op, layout):
         w(f"{text_op} {out}, {', '.join(str(a) for a in args)}")
         return out
 
-    # per-thread fragment addresses (row-major bytes as in _mma_sync), once per kernel
+    # per-thread ldmatrix row addresses, once per kernel: lane l gives row l % 8 of matrix
+    # q = l / 8; A's matrices are (rows 0-7, 8-15) x (columns 0-7, 8-15) in the order of the
+    # mma's a0..a3; B's are (K rows 0-7, 8-15) x (this block column, the next of the warp)
     def lanes():
         lane = u32("and.b32", lw.tid(), 31)
         warp = u32("shr.u32", lw.tid(), 5)
-        g, t = u32("shr.u32", lane, 2), u32("and.b32", lane, 3)
         pb, pm, pn = (u32("div.u32", warp, wm * wn), u32("rem.u32", warp, wm * wn),
                       u32("rem.u32", warp, wn))
         pm = u32("div.u32", pm, wn)
-        a_row = u32("mad.lo.u32", pm, 16, g)
+        within = u32("and.b32", lane, 7)
+        half = u32("and.b32", u32("shr.u32", lane, 3), 1)  # q % 2
+        pair = u32("shr.u32", lane, 4)  # q / 2
+        row8 = u32("mad.lo.u32", half, 8, within)
+        a_row = u32("mad.lo.u32", pm, 16, row8)
         a_row = u32("mad.lo.u32", pb, m, a_row)
-        a_lane = u32("mad.lo.u32", a_row, 2 * k_dim, u32("shl.b32", t, 2))  # A[row][2t]
-        b_col = u32("mad.lo.u32", pn, 8, g)
-        b_row = u32("mad.lo.u32", pb, k_dim, u32("shl.b32", t, 1))
-        b_lane = u32("mad.lo.u32", b_row, 2 * n, u32("shl.b32", b_col, 1))  # B[2t][col]
-        return (u32("add.u32", a_lane, lw.smem_base()), u32("add.u32", b_lane, lw.smem_base()))
-    a_lane, b_lane = lw._cached(("mma lanes", layout.key(), k_dim), lanes)
+        a_at = u32("mad.lo.u32", a_row, a_stride, u32("shl.b32", pair, 3))
+        b_row = u32("mad.lo.u32", pb, k_dim, row8)
+        b_col = u32("mad.lo.u32", pair, 8 * wn, u32("shl.b32", pn, 3))
+        b_at = u32("mad.lo.u32", b_row, b_stride, b_col)
+        return (u32("mad.lo.u32", a_at, 2, lw.smem_base()),
+                u32("mad.lo.u32", b_at, 2, lw.smem_base()))
+    a_lane, b_lane = lw._cached(("mma lanes", layout.key(), k_dim, a_stride, b_stride), lanes)
     d = []
     for k in range(layout.slots):
         reg = w.reg("f32")
@@ -386,24 +440,18 @@ def _mma_in_registers(lw, op, layout):
     def k_step(a_at, b_at, kk, jb):
         a_frags = []
         for jm in range(rows):
-            frag = []
-            for row, extra in _A_PAIRS:  # one aligned 4-byte load: two elements of one row
-                reg = w.reg("b32")
-                shift = (jm * wm * 16 + (8 if row == "g8" else 0)) * k_dim + extra + kk
-                w(f"ld.shared.b32 {reg}, [{a_at}+{2 * shift}]")
-                frag.append(reg)
+            frag = [w.reg("b32") for _ in range(4)]
+            at = 2 * (jm * wm * 16 * a_stride + kk)
+            w(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(frag)}}}, [{a_at}+{at}]")
             a_frags.append(frag)
         b_frags = []
-        for jn in range(cols):
-            frag = []
-            for extra in _B_PAIRS:  # two rows of one column: two 2-byte loads packed low to high
-                low, high, reg = w.reg("b16"), w.reg("b16"), w.reg("b32")
-                at = 2 * ((extra + kk) * n + jn * wn * 8)
-                w(f"ld.shared.b16 {low}, [{b_at}+{at}]")
-                w(f"ld.shared.b16 {high}, [{b_at}+{at + 2 * n}]")
-                w(f"mov.b32 {reg}, {{{low}, {high}}}")
-                frag.append(reg)
-            b_frags.append(frag)
+        for jn in range(0, cols, 2):
+            count = 4 if jn + 1 < cols else 2
+            frag = [w.reg("b32") for _ in range(count)]
+            at = 2 * (kk * b_stride + jn * wn * 8)
+            w(f"ldmatrix.sync.aligned.m8n8.x{count}.trans.shared.b16 {{{', '.join(frag)}}}, "
+              f"[{b_at}+{at}]")
+            b_frags += [frag[:2], frag[2:]] if count == 4 else [frag]
         for jm in range(rows):
             for jn in range(cols):
                 first = 4 * ((jb * rows + jm) * cols + jn)
@@ -413,8 +461,8 @@ def _mma_in_registers(lw, op, layout):
 
     steps = k_dim // 16
     for jb in range(batches):
-        a_ptr = u32("add.u32", a_lane, offsets[0] + 2 * jb * wb * m * k_dim)
-        b_ptr = u32("add.u32", b_lane, offsets[1] + 2 * jb * wb * k_dim * n)
+        a_ptr = u32("add.u32", a_lane, offsets[0] + 2 * jb * wb * m * a_stride)
+        b_ptr = u32("add.u32", b_lane, offsets[1] + 2 * jb * wb * k_dim * b_stride)
         if steps <= _UNROLL_K_STEPS:
             for step in range(steps):
                 k_step(a_ptr, b_ptr, 16 * step, jb)
@@ -424,7 +472,7 @@ def _mma_in_registers(lw, op, layout):
         w.place(k_top)
         k_step(a_ptr, b_ptr, 0, jb)
         w(f"add.u32 {a_ptr}, {a_ptr}, 32")
-        w(f"add.u32 {b_ptr}, {b_ptr}, {32 * n}")
+        w(f"add.u32 {b_ptr}, {b_ptr}, {32 * b_stride}")
         more = w.reg("pred")
         w(f"setp.lt.u32 {more}, {a_ptr}, {a_end}")
         w(f"@{more} bra.uni {k_top}")

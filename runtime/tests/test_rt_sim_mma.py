@@ -220,12 +220,12 @@ def test_narrow_accumulators_and_fp8_use_the_tensor_cores(kind, acc_kind, mma_ki
 
 
 def test_other_matmuls_keep_the_dot_product_loop():
-    # shapes off the 16x8x16 grid, f64 / integer / scaled matmuls are not given to mma.sync;
-    # the f16-accumulator and fp8 fixtures are
+    # shapes off the 16x8x16 grid, f64 / scaled matmuls are not given to mma.sync; the
+    # f16-accumulator, fp8 and i8 fixtures are
     assert "mma.sync" not in jit_compile(mmaf_kernel("f16", 8, 8, 16), arch="sm_90",
                                          emit="ptx").ptx
     for name, tensor_cores in (("matmul_operator", True), ("matmul_fp8", True),
-                               ("mma_scaled_fp8", False), ("matmul_i8", False)):
+                               ("mma_scaled_fp8", False), ("matmul_i8", True)):
         path = FIXTURES / name / f"{name}-13.5.tilebc"
         assert ("mma.sync" in jit_compile(path, arch="sm_90", emit="ptx").ptx) == tensor_cores
 
@@ -240,16 +240,18 @@ def test_tensor_core_path_assembles(arch):
 
 @pytest.mark.parametrize("batches,m,n,threads,grid", [
     (1, 32, 32, 128, (1, 2, 2)), (1, 64, 16, 64, (1, 2, 1)), (2, 16, 16, 128, (2, 1, 2)),
-    (1, 16, 8, 32, (1, 1, 1))])
+    (1, 16, 8, 32, (1, 1, 1)), (1, 16, 16, 128, (1, 1, 2))])
 def test_mma_accumulator_layout_is_the_c_fragment_tiled_over_warps(batches, m, n, threads, grid):
     from tilebc_runtime.lowering.layout import MmaAcc
     layout = MmaAcc(batches, m, n, threads, grid)
     table = layout.table(threads)
-    assert table.shape == (batches * m * n // threads, threads)
-    assert sorted(table.ravel().tolist()) == list(range(batches * m * n))  # each element once
     wb, wm, wn = grid
+    copies = threads // 32 // (wb * wm * wn)  # warps beyond the grid repeat it
+    assert table.shape == (batches * m * n * copies // threads, threads)
+    assert sorted(table.ravel().tolist()) == sorted(list(range(batches * m * n)) * copies)
     for thread in range(threads):
         warp, lane = divmod(thread, 32)
+        warp %= wb * wm * wn
         pb, pm, pn = warp // (wm * wn), warp // wn % wm, warp % wn
         for k in range(layout.slots):
             block, i = divmod(k, 4)
@@ -261,12 +263,12 @@ def test_mma_accumulator_layout_is_the_c_fragment_tiled_over_warps(batches, m, n
             assert table[k, thread] == (batch * m + row) * n + col
 
 
-def test_mma_accumulator_layout_needs_a_grid_that_divides_the_blocks():
+def test_mma_accumulator_layout_needs_a_grid_that_divides_blocks_and_warps():
     from tilebc_runtime.lowering.layout import MmaAcc
     with pytest.raises(ValueError):
         MmaAcc(1, 32, 32, 128, (1, 4, 1))  # two block rows over four warps
     with pytest.raises(ValueError):
-        MmaAcc(1, 32, 32, 128, (1, 1, 2))  # two warps' grid for four warps
+        MmaAcc(1, 32, 32, 128, (1, 1, 3))  # a three-warp grid does not divide four warps
 
 
 def _loop_body(ptx: str) -> str:
@@ -302,7 +304,8 @@ def test_epilogue_stays_in_the_accumulator_layout():
 
 def _tensor_core_kernels():
     """(case module, fixture) for every fixture or family kernel with an mmaf on f16 / bf16 /
-    fp8 operands (the tensor-core path); the other suites run them on sm_90 code only."""
+    fp8 / tf32 operands or an mmai (the tensor-core paths); the other suites run them on sm_90
+    code only."""
     import importlib
     import sys
     sys.path.insert(0, str(FIXTURES.parents[1] / "tests"))
@@ -312,8 +315,8 @@ def _tensor_core_kernels():
         reference = importlib.import_module(family)
         for name in sorted(reference.CASES):
             module = reference.module(name, reference.versions(name)[-1])
-            if any(op.name == "mmaf" and op.operands["lhs"].type.element.name in
-                   ("f16", "bf16", "f8E4M3FN", "f8E5M2")
+            if any(op.name == "mmai" or op.name == "mmaf" and op.operands["lhs"].type.element
+                   .name in ("f16", "bf16", "f8E4M3FN", "f8E5M2", "tf32")
                    for function in module.functions for op in function.walk()):
                 found.append((family, name))
     return found

@@ -164,8 +164,8 @@ MMA_INPUT = {"f16": "f16", "bf16": "bf16", "f8E4M3FN": "f16", "f8E5M2": "f16"}
 
 
 def tensor_core_kind(lw, op):
-    """The mma.sync input type ("f16" / "bf16") when mmaf `op` takes the tensor-core path, else
-    None."""
+    """The mma.sync input type ("f16" / "bf16") when mmaf `op` takes the f16 / bf16 tensor-core
+    path (fp8 widened to f16), else None."""
     if op.name != "mmaf":
         return None
     lhs, rhs = (op.operands[n].type for n in ("lhs", "rhs"))
@@ -180,29 +180,60 @@ def tensor_core_kind(lw, op):
     return kinds.pop() if m % 16 == 0 and n % 8 == 0 and lhs.shape[-1] % 16 == 0 else None
 
 
+def mma_form(lw, op):
+    """(A type, B type, K of one mma.sync) for an mmaf / mmai the accumulator-layout path
+    handles: f16 / bf16 / fp8 (as f16) with m16n8k16, tf32 with m16n8k8 (f32 result), i8 with
+    m16n8k32 (s8 / u8 by the signedness attributes, i32 result); else None."""
+    from tilebc.ops.enums import Signedness
+    kind = tensor_core_kind(lw, op)
+    if kind is not None:
+        return kind, kind, 16
+    if op.name not in ("mmaf", "mmai") or lw.arch < 80 or lw.T % 32:
+        return None
+    lhs, rhs = (op.operands[n].type for n in ("lhs", "rhs"))
+    result = op.results[0].type
+    if len(result.shape) not in (2, 3) or result.shape[-2] % 16 or result.shape[-1] % 8:
+        return None
+    k_dim = lhs.shape[-1]
+    names = (lhs.element.name, rhs.element.name, result.element.name)
+    if op.name == "mmaf" and names == ("tf32", "tf32", "f32") and k_dim % 8 == 0:
+        return "tf32", "tf32", 8
+    if op.name == "mmai" and names == ("i8", "i8", "i32") and k_dim % 32 == 0:
+        sign = {Signedness.UNSIGNED: "u8"}
+        return (sign.get(op.attrs["signedness_lhs"], "s8"),
+                sign.get(op.attrs["signedness_rhs"], "s8"), 32)
+    return None
+
+
 def mma_layout(lw, op):
-    """The accumulator layout mmaf `op` produces its result in (layout.MmaAcc), or None when it
-    takes another path. The warp grid minimises the ldmatrix a warp issues per K step (one .x4
-    per block row for A, one per two block columns for B) over the grids that divide the blocks
-    exactly."""
+    """The accumulator layout mmaf / mmai `op` produces its result in (layout.MmaAcc), or None
+    when it takes another path. The warp grid minimises the mma a warp issues (all warps work when the
+    blocks allow; with fewer blocks than warps, warps repeat the grid's work as copies), then
+    the ldmatrix per K step (one .x4 per block row for A, one per two block columns for B), over
+    the grids that divide the blocks exactly."""
     from .layout import MmaAcc
-    if tensor_core_kind(lw, op) is None:
+    if mma_form(lw, op) is None:
         return None
     shape = tuple(op.results[0].type.shape)
     batches = shape[0] if len(shape) == 3 else 1
     m, n = shape[-2:]
     rows, cols, warps = m // 16, n // 8, lw.T // 32
     best = None
-    for wb in range(1, warps + 1):
-        if warps % wb or batches % wb:
+    for size in range(1, warps + 1):  # grids of `size` warps; the other warps hold copies
+        if warps % size:
             continue
-        for wm in range(1, warps // wb + 1):
-            wn = warps // wb // wm
-            if (warps // wb) % wm or rows % wm or cols % wn:
+        for wb in range(1, size + 1):
+            if size % wb or batches % wb:
                 continue
-            cost = (batches // wb) * (rows // wm + -(-(cols // wn) // 2))
-            if best is None or cost < best[0]:
-                best = (cost, (wb, wm, wn))
+            for wm in range(1, size // wb + 1):
+                wn = size // wb // wm
+                if (size // wb) % wm or rows % wm or cols % wn:
+                    continue
+                # the mma a warp issues first, then its ldmatrix per K step
+                cost = (batches * rows * cols // size,
+                        (batches // wb) * (rows // wm + -(-(cols // wn) // 2)))
+                if best is None or cost < best[0]:
+                    best = (cost, (wb, wm, wn))
     return None if best is None else MmaAcc(batches, m, n, lw.T, best[1])
 
 
@@ -215,7 +246,7 @@ def carried_mma_layout(lw, body, index):
     value = body.ops[-1].operand_values[index]
     value = lw.forward.get(value, value)
     op = value.owner
-    if not hasattr(op, "name") or op.name != "mmaf" or op in lw.dead:
+    if not hasattr(op, "name") or op.name not in ("mmaf", "mmai") or op in lw.dead:
         return None
     acc = op.operands["acc"]
     if lw.forward.get(acc, acc) is not body.args[1 + index]:

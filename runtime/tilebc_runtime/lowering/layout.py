@@ -198,17 +198,20 @@ class Sliced(Layout):
 
 class MmaAcc(Layout):
     """The mma.sync m16n8 accumulator (C/D fragment) layout of a [B, m, n] (or [m, n]) tile: 16x8
-    blocks, warps on a (wb, wm, wn) grid over (batches, block rows, block columns); warp (pb, pm,
-    pn) holds the blocks (jb*wb + pb, jm*wm + pm, jn*wn + pn), slot k = ((jb*RM + jm)*CN + jn)*4
-    + r, and within a block lane l (g = l >> 2, t = l % 4) register r holds row g + 8*(r >> 1),
-    column 2t + (r & 1) (PTX ISA, mma.m16n8k16 C fragment). Built where the grid divides the
-    blocks exactly: every element is held once and slots = count / T."""
+    blocks, warps on a (wb, wm, wn) grid over (batches, block rows, block columns); warp w acts
+    as grid warp w mod G (G = wb*wm*wn dividing the warp count: the others hold copies), and grid
+    warp (pb, pm, pn) holds the blocks (jb*wb + pb, jm*wm + pm, jn*wn + pn), slot k = ((jb*RM +
+    jm)*CN + jn)*4 + r; within a block lane l (g = l >> 2, t = l % 4) register r holds row g +
+    8*(r >> 1), column 2t + (r & 1) (PTX ISA, mma.m16n8k16 C fragment). Built where the grid
+    divides the blocks exactly."""
 
     def __init__(self, batches: int, m: int, n: int, threads: int, grid: Tuple[int, int, int]):
         wb, wm, wn = grid
-        if m % 16 or n % 8 or threads % 32 or wb * wm * wn != threads // 32 \
+        size = wb * wm * wn
+        if m % 16 or n % 8 or threads % 32 or (threads // 32) % size \
                 or batches % wb or (m // 16) % wm or (n // 8) % wn:
-            raise ValueError("an mma accumulator layout needs its warp grid to divide the blocks")
+            raise ValueError("an mma accumulator layout needs its warp grid to divide the blocks "
+                             "and the warps")
         self.batches, self.m, self.n, self.threads, self.grid = batches, m, n, threads, grid
         self.count = batches * m * n
         self.per_warp = (batches // wb, m // 16 // wm, n // 8 // wn)  # (JB, RM, CN)
@@ -228,7 +231,7 @@ class MmaAcc(Layout):
     def table(self, threads: int) -> np.ndarray:
         t = np.arange(threads)
         wb, wm, wn = self.grid
-        warp, lane = t // 32, t % 32
+        warp, lane = t // 32 % (wb * wm * wn), t % 32
         pb, pm, pn = warp // (wm * wn), (warp // wn) % wm, warp % wn
         base = (pb * self.m + pm * 16 + lane // 4) * self.n + pn * 8 + 2 * (lane % 4)
         offsets = np.array([self.slot_offset(k) for k in range(self.slots)], np.int64)
@@ -242,6 +245,7 @@ class MmaAcc(Layout):
             w = lw.w
             warp, lane = w.reg("b32"), w.reg("b32")
             w(f"shr.u32 {warp}, {lw.tid()}, 5")
+            w(f"rem.u32 {warp}, {warp}, {wb * wm * wn}")
             w(f"and.b32 {lane}, {lw.tid()}, 31")
             pb, pm, pn = w.reg("b32"), w.reg("b32"), w.reg("b32")
             w(f"div.u32 {pb}, {warp}, {wm * wn}")

@@ -220,14 +220,27 @@ def test_narrow_accumulators_and_fp8_use_the_tensor_cores(kind, acc_kind, mma_ki
 
 
 def test_other_matmuls_keep_the_dot_product_loop():
-    # shapes off the 16x8x16 grid, f64 / scaled matmuls are not given to mma.sync; the
-    # f16-accumulator, fp8 and i8 fixtures are
+    # shapes off the 16x8 grid and scaled matmuls are not given to mma.sync; the
+    # f16-accumulator, fp8, i8, tf32 and f64 fixtures are
     assert "mma.sync" not in jit_compile(mmaf_kernel("f16", 8, 8, 16), arch="sm_90",
                                          emit="ptx").ptx
     for name, tensor_cores in (("matmul_operator", True), ("matmul_fp8", True),
                                ("mma_scaled_fp8", False), ("matmul_i8", True)):
         path = FIXTURES / name / f"{name}-13.5.tilebc"
         assert ("mma.sync" in jit_compile(path, arch="sm_90", emit="ptx").ptx) == tensor_cores
+
+
+def test_each_element_type_gets_its_mma_shape():
+    def forms(name):
+        ptx = jit_compile(FIXTURES / name / f"{name}-13.5.tilebc", arch="sm_80", emit="ptx").ptx
+        return {line.split()[0] for line in ptx.splitlines() if "mma.sync" in line}
+    assert forms("matmul_bf16_tf32_f64") == {
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+        "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64"}
+    # signed and unsigned i8 (the signedness attributes)
+    assert forms("matmul_i8") == {"mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+                                  "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32"}
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -238,12 +251,14 @@ def test_tensor_core_path_assembles(arch):
 
 # ------------------------------------------------------------- the mma accumulator layout
 
-@pytest.mark.parametrize("batches,m,n,threads,grid", [
-    (1, 32, 32, 128, (1, 2, 2)), (1, 64, 16, 64, (1, 2, 1)), (2, 16, 16, 128, (2, 1, 2)),
-    (1, 16, 8, 32, (1, 1, 1)), (1, 16, 16, 128, (1, 1, 2))])
-def test_mma_accumulator_layout_is_the_c_fragment_tiled_over_warps(batches, m, n, threads, grid):
+@pytest.mark.parametrize("batches,m,n,threads,grid,height", [
+    (1, 32, 32, 128, (1, 2, 2), 16), (1, 64, 16, 64, (1, 2, 1), 16),
+    (2, 16, 16, 128, (2, 1, 2), 16), (1, 16, 8, 32, (1, 1, 1), 16),
+    (1, 16, 16, 128, (1, 1, 2), 16), (1, 16, 16, 64, (1, 2, 1), 8)])
+def test_mma_accumulator_layout_is_the_c_fragment_tiled_over_warps(batches, m, n, threads, grid,
+                                                                   height):
     from tilebc_runtime.lowering.layout import MmaAcc
-    layout = MmaAcc(batches, m, n, threads, grid)
+    layout = MmaAcc(batches, m, n, threads, grid, height)  # height 8: m8n8 (f64) blocks
     table = layout.table(threads)
     wb, wm, wn = grid
     copies = threads // 32 // (wb * wm * wn)  # warps beyond the grid repeat it
@@ -254,11 +269,11 @@ def test_mma_accumulator_layout_is_the_c_fragment_tiled_over_warps(batches, m, n
         warp %= wb * wm * wn
         pb, pm, pn = warp // (wm * wn), warp // wn % wm, warp % wn
         for k in range(layout.slots):
-            block, i = divmod(k, 4)
+            block, i = divmod(k, height // 4)
             jb, rest = divmod(block, layout.per_warp[1] * layout.per_warp[2])
             jm, jn = divmod(rest, layout.per_warp[2])
             row, col = c_position(lane, i)  # the ISA's formula
-            batch, row = jb * wb + pb, (jm * wm + pm) * 16 + row
+            batch, row = jb * wb + pb, (jm * wm + pm) * height + row
             col += (jn * wn + pn) * 8
             assert table[k, thread] == (batch * m + row) * n + col
 
@@ -304,8 +319,8 @@ def test_epilogue_stays_in_the_accumulator_layout():
 
 def _tensor_core_kernels():
     """(case module, fixture) for every fixture or family kernel with an mmaf on f16 / bf16 /
-    fp8 / tf32 operands or an mmai (the tensor-core paths); the other suites run them on sm_90
-    code only."""
+    fp8 / tf32 / f64 operands or an mmai (the tensor-core paths); the other suites run them on
+    sm_90 code only."""
     import importlib
     import sys
     sys.path.insert(0, str(FIXTURES.parents[1] / "tests"))
@@ -316,7 +331,7 @@ def _tensor_core_kernels():
         for name in sorted(reference.CASES):
             module = reference.module(name, reference.versions(name)[-1])
             if any(op.name == "mmai" or op.name == "mmaf" and op.operands["lhs"].type.element
-                   .name in ("f16", "bf16", "f8E4M3FN", "f8E5M2", "tf32")
+                   .name in ("f16", "bf16", "f8E4M3FN", "f8E5M2", "tf32", "f64")
                    for function in module.functions for op in function.walk()):
                 found.append((family, name))
     return found

@@ -183,7 +183,7 @@ def tensor_core_kind(lw, op):
 def mma_form(lw, op):
     """(A type, B type, K of one mma.sync) for an mmaf / mmai the accumulator-layout path
     handles: f16 / bf16 / fp8 (as f16) with m16n8k16, tf32 with m16n8k8 (f32 result), i8 with
-    m16n8k32 (s8 / u8 by the signedness attributes, i32 result); else None."""
+    m16n8k32 (s8 / u8 by the signedness attributes, i32 result), f64 with m8n8k4; else None."""
     from tilebc.ops.enums import Signedness
     kind = tensor_core_kind(lw, op)
     if kind is not None:
@@ -192,10 +192,14 @@ def mma_form(lw, op):
         return None
     lhs, rhs = (op.operands[n].type for n in ("lhs", "rhs"))
     result = op.results[0].type
-    if len(result.shape) not in (2, 3) or result.shape[-2] % 16 or result.shape[-1] % 8:
-        return None
     k_dim = lhs.shape[-1]
     names = (lhs.element.name, rhs.element.name, result.element.name)
+    if len(result.shape) not in (2, 3) or result.shape[-2] % 8 or result.shape[-1] % 8:
+        return None
+    if op.name == "mmaf" and names == ("f64", "f64", "f64") and k_dim % 4 == 0:
+        return "f64", "f64", 4  # m8n8k4: 8x8 blocks
+    if result.shape[-2] % 16:
+        return None
     if op.name == "mmaf" and names == ("tf32", "tf32", "f32") and k_dim % 8 == 0:
         return "tf32", "tf32", 8
     if op.name == "mmai" and names == ("i8", "i8", "i32") and k_dim % 32 == 0:
@@ -207,17 +211,19 @@ def mma_form(lw, op):
 
 def mma_layout(lw, op):
     """The accumulator layout mmaf / mmai `op` produces its result in (layout.MmaAcc), or None
-    when it takes another path. The warp grid minimises the mma a warp issues (all warps work when the
-    blocks allow; with fewer blocks than warps, warps repeat the grid's work as copies), then
-    the ldmatrix per K step (one .x4 per block row for A, one per two block columns for B), over
-    the grids that divide the blocks exactly."""
+    when it takes another path. The warp grid minimises the mma a warp issues (all warps work
+    when the blocks allow; with fewer blocks than warps, warps repeat the grid's work as
+    copies), then the ldmatrix per K step (one .x4 per block row for A, one per two block
+    columns for B), over the grids that divide the blocks exactly."""
     from .layout import MmaAcc
-    if mma_form(lw, op) is None:
+    form = mma_form(lw, op)
+    if form is None:
         return None
+    height = 8 if form[0] == "f64" else 16
     shape = tuple(op.results[0].type.shape)
     batches = shape[0] if len(shape) == 3 else 1
     m, n = shape[-2:]
-    rows, cols, warps = m // 16, n // 8, lw.T // 32
+    rows, cols, warps = m // height, n // 8, lw.T // 32
     best = None
     for size in range(1, warps + 1):  # grids of `size` warps; the other warps hold copies
         if warps % size:
@@ -234,7 +240,7 @@ def mma_layout(lw, op):
                         (batches // wb) * (rows // wm + -(-(cols // wn) // 2)))
                 if best is None or cost < best[0]:
                     best = (cost, (wb, wm, wn))
-    return None if best is None else MmaAcc(batches, m, n, lw.T, best[1])
+    return None if best is None else MmaAcc(batches, m, n, lw.T, best[1], height)
 
 
 def carried_mma_layout(lw, body, index):

@@ -202,38 +202,42 @@ class MmaAcc(Layout):
     as grid warp w mod G (G = wb*wm*wn dividing the warp count: the others hold copies), and grid
     warp (pb, pm, pn) holds the blocks (jb*wb + pb, jm*wm + pm, jn*wn + pn), slot k = ((jb*RM +
     jm)*CN + jn)*4 + r; within a block lane l (g = l >> 2, t = l % 4) register r holds row g +
-    8*(r >> 1), column 2t + (r & 1) (PTX ISA, mma.m16n8k16 C fragment). Built where the grid
-    divides the blocks exactly."""
+    8*(r >> 1), column 2t + (r & 1) (PTX ISA, mma.m16n8k16 C fragment). `height` 8: 8x8 blocks
+    of 2 registers (mma.m8n8k4 .f64). Built where the grid divides the blocks exactly."""
 
-    def __init__(self, batches: int, m: int, n: int, threads: int, grid: Tuple[int, int, int]):
+    def __init__(self, batches: int, m: int, n: int, threads: int, grid: Tuple[int, int, int],
+                 height: int = 16):
         wb, wm, wn = grid
         size = wb * wm * wn
-        if m % 16 or n % 8 or threads % 32 or (threads // 32) % size \
-                or batches % wb or (m // 16) % wm or (n // 8) % wn:
+        if height not in (8, 16) or m % height or n % 8 or threads % 32 \
+                or (threads // 32) % size or batches % wb or (m // height) % wm or (n // 8) % wn:
             raise ValueError("an mma accumulator layout needs its warp grid to divide the blocks "
                              "and the warps")
         self.batches, self.m, self.n, self.threads, self.grid = batches, m, n, threads, grid
         self.count = batches * m * n
-        self.per_warp = (batches // wb, m // 16 // wm, n // 8 // wn)  # (JB, RM, CN)
-        self.slots = 4 * self.per_warp[0] * self.per_warp[1] * self.per_warp[2]
+        self.height = height
+        self.regs = height // 4  # C registers a lane holds per block
+        self.per_warp = (batches // wb, m // height // wm, n // 8 // wn)  # (JB, RM, CN)
+        self.slots = self.regs * self.per_warp[0] * self.per_warp[1] * self.per_warp[2]
 
     def key(self):
-        return ("mma_acc", self.batches, self.m, self.n, self.threads, self.grid)
+        return ("mma_acc", self.batches, self.m, self.n, self.threads, self.grid, self.height)
 
     def slot_offset(self, k: int) -> int:
         """Slot k's linear index minus the thread's base index (block origin + fragment spot)."""
         (wb, wm, wn), (_, rm, cn) = self.grid, self.per_warp
-        block, r = divmod(k, 4)
+        block, r = divmod(k, self.regs)
         jb, rest = divmod(block, rm * cn)
         jm, jn = divmod(rest, cn)
-        return (jb * wb * self.m + (jm * wm * 16 + 8 * (r >> 1))) * self.n + jn * wn * 8 + (r & 1)
+        row = jm * wm * self.height + 8 * (r >> 1)
+        return (jb * wb * self.m + row) * self.n + jn * wn * 8 + (r & 1)
 
     def table(self, threads: int) -> np.ndarray:
         t = np.arange(threads)
         wb, wm, wn = self.grid
         warp, lane = t // 32 % (wb * wm * wn), t % 32
         pb, pm, pn = warp // (wm * wn), (warp // wn) % wm, warp % wn
-        base = (pb * self.m + pm * 16 + lane // 4) * self.n + pn * 8 + 2 * (lane % 4)
+        base = (pb * self.m + pm * self.height + lane // 4) * self.n + pn * 8 + 2 * (lane % 4)
         offsets = np.array([self.slot_offset(k) for k in range(self.slots)], np.int64)
         return offsets[:, None] + base[None, :]
 
@@ -254,7 +258,7 @@ class MmaAcc(Layout):
             w(f"rem.u32 {pn}, {warp}, {wn}")
             row, g, col, out = w.reg("b32"), w.reg("b32"), w.reg("b32"), w.reg("b32")
             w(f"shr.u32 {g}, {lane}, 2")
-            w(f"mad.lo.u32 {row}, {pm}, 16, {g}")
+            w(f"mad.lo.u32 {row}, {pm}, {self.height}, {g}")
             w(f"mad.lo.u32 {row}, {pb}, {self.m}, {row}")
             w(f"and.b32 {col}, {lane}, 3")
             w(f"shl.b32 {col}, {col}, 1")

@@ -1,17 +1,17 @@
 """mmaf / mmai / mmaf_scaled. On sm_80+ with whole warps, M % 16 == 0 and N % 8 == 0, these run on
 the tensor cores with the result in the mma accumulator layout (layout.MmaAcc, see
-runtime/LAYOUTS.md) where the warps tile the 16x8 blocks (anchors.mma_layout): mmaf on f16, bf16
-or fp8 (e4m3, e5m2: widened to f16, exactly; f16 products are exact in the f32 accumulation)
-operands with an f16, bf16 or f32 accumulator through mma.sync.m16n8k16 (K % 16 == 0), tf32
-through m16n8k8, mmai on i8 through m16n8k32 (.s8/.u8). The accumulator enters the first mma as
-its C fragment, so the sum is rounded once to the accumulator type (the reference's semantics),
-with no shared-memory round trip; operands come from padded shared staging through ldmatrix; a
-`for` that carries the accumulator keeps it in that layout (control_flow.py). An f16 / bf16 mmaf
-whose blocks no warp grid divides takes _mma_sync: each warp computes blocks in turn and they go
-through shared memory back to the default distribution, where each thread adds its accumulator
-slots in f32 and rounds once. Everything else: each thread computes its result slots as dot
-products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64 for f64, s32
-for i8).
+runtime/LAYOUTS.md) where the warps tile the blocks (anchors.mma_layout): mmaf on f16, bf16 or fp8
+(e4m3, e5m2: widened to f16, exactly; f16 products are exact in the f32 accumulation) operands
+with an f16, bf16 or f32 accumulator through mma.sync.m16n8k16 (K % 16 == 0), tf32 through
+m16n8k8, f64 through m8n8k4 (8x8 blocks, M % 8 == 0), mmai on i8 through m16n8k32 (.s8/.u8). The
+accumulator enters the first mma as its C fragment, so each K step's sum is rounded once to the
+accumulator type, with no shared-memory round trip; operands come from padded shared staging
+through ldmatrix; a `for` that carries the accumulator keeps it in that layout (control_flow.py).
+An f16 / bf16 mmaf whose blocks no warp grid divides takes _mma_sync: each warp computes blocks in
+turn and they go through shared memory back to the default distribution, where each thread adds
+its accumulator slots in f32 and rounds once. Everything else: each thread computes its result
+slots as dot products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64
+for f64, s32 for i8).
 """
 from __future__ import annotations
 
@@ -413,6 +413,9 @@ def _mma_in_registers(lw, op, layout, form):
     1-byte elements .trans cannot transpose) staged transposed (N x K). The accumulator enters
     the first mma as C, so the sum of products plus the accumulator is rounded once to the
     result type (the reference's semantics); no shared-memory round trip of the product."""
+    if form[0] == "f64":
+        _mma_f64(lw, op, layout)
+        return
     w = lw.w
     a_type, b_type, k_step = form
     acc = lw.convert(lw.get(op.operands["acc"], any_layout=True), layout)
@@ -533,6 +536,93 @@ def _mma_in_registers(lw, op, layout, form):
     regs = d if result_type.element.name in ("f32", "i32") else \
         [dtypes.from_f32(w, reg, result_type.element) for reg in d]
     lw.set(op.results[0], Tile(result_type, regs, layout))
+
+
+def _f64_stride(row: int) -> int:
+    """Elements between row starts of a staged f64 operand: 4 (mod 16), so the 4 rows of 4
+    elements a half-warp reads per fragment fall in 4 different 32-byte bank quarters."""
+    return row + (4 - row) % 16
+
+
+def _mma_f64(lw, op, layout):
+    """f64 mmaf through mma.sync.m8n8k4 in the accumulator layout of 8x8 blocks (one f64 of A
+    and of B per lane, loaded from padded row-major staging: A[g][t], B[t][g])."""
+    w = lw.w
+    acc = lw.convert(lw.get(op.operands["acc"], any_layout=True), layout)
+    lhs, rhs = (lw.get(op.operands[n]) for n in ("lhs", "rhs"))
+    result_type = op.results[0].type
+    m, n = result_type.shape[-2:]
+    k_dim = lhs.type.shape[-1]
+    a_stride, b_stride = _f64_stride(k_dim), _f64_stride(n)
+    offsets = lw.reserve_smem([8 * layout.batches * m * a_stride,
+                               8 * layout.batches * k_dim * b_stride])
+    _stage(lw, lhs, offsets[0], a_stride, False)
+    _stage(lw, rhs, offsets[1], b_stride, False)
+    lw.barrier()
+    (wb, wm, wn), (batches, rows, cols) = layout.grid, layout.per_warp
+
+    def u32(text_op, *args):
+        out = w.reg("b32")
+        w(f"{text_op} {out}, {', '.join(str(a) for a in args)}")
+        return out
+
+    def lanes():
+        lane = u32("and.b32", lw.tid(), 31)
+        warp = u32("rem.u32", u32("shr.u32", lw.tid(), 5), wb * wm * wn)
+        pb, pm, pn = (u32("div.u32", warp, wm * wn), u32("rem.u32", warp, wm * wn),
+                      u32("rem.u32", warp, wn))
+        pm = u32("div.u32", pm, wn)
+        g, t = u32("shr.u32", lane, 2), u32("and.b32", lane, 3)
+        a_row = u32("mad.lo.u32", pb, m, u32("mad.lo.u32", pm, 8, g))
+        a_at = u32("mad.lo.u32", a_row, a_stride, t)  # A[row][t]
+        b_row = u32("mad.lo.u32", pb, k_dim, t)
+        b_at = u32("mad.lo.u32", b_row, b_stride, u32("mad.lo.u32", pn, 8, g))  # B[t][col]
+        return (u32("mad.lo.u32", a_at, 8, lw.smem_base()),
+                u32("mad.lo.u32", b_at, 8, lw.smem_base()))
+    a_lane, b_lane = lw._cached(("mma f64 lanes", layout.key(), k_dim, a_stride, b_stride),
+                                lanes)
+    d = []
+    for k in range(layout.slots):
+        reg = w.reg("f64")
+        w(f"mov.f64 {reg}, {acc.slot(k)}")
+        d.append(reg)
+
+    def k_step_at(a_at, b_at, kk, jb):
+        a_frags, b_frags = [], []
+        for jm in range(rows):
+            reg = w.reg("f64")
+            w(f"ld.shared.f64 {reg}, [{a_at}+{8 * (jm * wm * 8 * a_stride + kk)}]")
+            a_frags.append(reg)
+        for jn in range(cols):
+            reg = w.reg("f64")
+            w(f"ld.shared.f64 {reg}, [{b_at}+{8 * (kk * b_stride + jn * wn * 8)}]")
+            b_frags.append(reg)
+        for jm in range(rows):
+            for jn in range(cols):
+                first = 2 * ((jb * rows + jm) * cols + jn)
+                c = ", ".join(d[first:first + 2])
+                w(f"mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {{{c}}}, {{{a_frags[jm]}}}, "
+                  f"{{{b_frags[jn]}}}, {{{c}}}")
+
+    steps = k_dim // 4
+    for jb in range(batches):
+        a_ptr = u32("add.u32", a_lane, offsets[0] + 8 * jb * wb * m * a_stride)
+        b_ptr = u32("add.u32", b_lane, offsets[1] + 8 * jb * wb * k_dim * b_stride)
+        if steps <= 2 * _UNROLL_K_STEPS:
+            for step in range(steps):
+                k_step_at(a_ptr, b_ptr, 4 * step, jb)
+            continue
+        a_end = u32("add.u32", a_ptr, 8 * k_dim)
+        k_top = w.label("mma_k")
+        w.place(k_top)
+        k_step_at(a_ptr, b_ptr, 0, jb)
+        w(f"add.u32 {a_ptr}, {a_ptr}, 32")
+        w(f"add.u32 {b_ptr}, {b_ptr}, {32 * b_stride}")
+        more = w.reg("pred")
+        w(f"setp.lt.u32 {more}, {a_ptr}, {a_end}")
+        w(f"@{more} bra.uni {k_top}")
+    lw.barrier()  # the operands' shared memory is free for the next exchange
+    lw.set(op.results[0], Tile(result_type, d, layout))
 
 
 @lowers("mmaf")

@@ -315,6 +315,57 @@ def test_epilogue_stays_in_the_accumulator_layout():
     epilogue = ptx[ptx.index("\n$L_endfor"):]
     assert "bar.sync" not in epilogue and "st.shared" not in epilogue
 
+
+def _aligned_mmaf_kernel(m, n, k):
+    """c = a @ b + c over a grid of tiles; c's view is promised 16-byte aligned with a row
+    stride a multiple of 4 (assume div_by), so its stores may be vectors."""
+    from tilebc.ir.attrs import DivByAttr
+    module = new_module("13.5")
+    f16 = ELEMENT_TYPES["f16"]
+    params = []
+    for pointee in (f16, f16, f32):
+        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4  # shape, strides
+    b = new_function(module, "k", params)
+    token = b.make_token()
+    bid = b.get_tile_block_id()
+    zero = b.constant(0, "i32")
+
+    def view(group, shape, aligned):
+        pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
+        if aligned:
+            pointer = b.assume(pointer, predicate=DivByAttr(16))
+            stride = b.assume(stride, predicate=DivByAttr(4))
+        return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
+    lhs, _ = b.load(view(0, (m, k), False), [bid[0], zero], token=token)
+    rhs, _ = b.load(view(1, (k, n), False), [zero, bid[1]], token=token)
+    out = view(2, (m, n), True)
+    acc, _ = b.load(out, [bid[0], bid[1]], token=token)
+    product = b.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])
+    b.store(product, out, [bid[0], bid[1]], token=token)
+    b.return_([])
+    return module
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_accumulator_stores_pairs_as_vectors(arch):
+    m, n, k = 32, 32, 32
+    module = _aligned_mmaf_kernel(m, n, k)
+    ptx = jit_compile(module, entry="k", arch=arch, emit="ptx", threads=128).ptx
+    assert "st.global.v2.f32" in ptx and "st.global.f32" in ptx  # pairs crossing the end: tails
+    rows, cols = 45, 50  # ragged: tiles past both ends
+    pitch = 52  # a row stride that keeps the div_by 4 promise
+    a = RNG.uniform(-1, 1, (rows, k)).astype(np.float16)
+    b = RNG.uniform(-1, 1, (k, cols)).astype(np.float16)
+    c = RNG.uniform(-1, 1, (rows, pitch)).astype(np.float32)[:, :cols]
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, b, expected)
+    sim.run(module, "k", grid, a, b, actual, arch=arch, threads=128)
+    exact = a.astype(np.float64) @ b.astype(np.float64) + c
+    bound = (k + 1) * 2.0 ** -24 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+                                    + np.abs(c))
+    assert np.all(np.abs(actual - exact) <= bound) and np.all(np.abs(expected - exact) <= bound)
+
 # ------------------------------------------- the fixtures' tensor-core kernels on sm_80 code
 
 def _tensor_core_kernels():

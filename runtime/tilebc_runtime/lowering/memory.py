@@ -18,7 +18,7 @@ from . import dtypes, intdiv
 from .anchors import divisor, flow_is_layout_free, rows_layout
 from .common import (SCOPE, SubView, TensorView, Tile, and_predicates as _and, immediate,
                      order_after_token, set_result_token)
-from .layout import UNIFORM, Blocked, distinct_slots
+from .layout import UNIFORM, Blocked, MmaAcc, distinct_slots
 from .registry import lowers
 
 def qualifiers(op, *, store: bool) -> str:
@@ -484,6 +484,11 @@ def lower_store_view(lw, op):
         vec = vector_width(lw, op, view, tile.type.shape, tile.element, quals)
         if vec > 1 and tile.layout == Blocked(tile.count, lw.T, vec):
             _vector_store(lw, op, view, tile, vec, quals)
+            set_result_token(lw, op)
+            return
+        if vec > 1 and isinstance(tile.layout, MmaAcc):
+            # slots 2j, 2j+1 of an mma accumulator are two neighbours in a row (even column)
+            _vector_store(lw, op, view, tile, 2, quals)
             set_result_token(lw, op)
             return
         slots = distinct_slots(tile.layout, lw.T)

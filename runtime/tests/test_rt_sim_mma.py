@@ -366,6 +366,29 @@ def test_accumulator_stores_pairs_as_vectors(arch):
                                     + np.abs(c))
     assert np.all(np.abs(actual - exact) <= bound) and np.all(np.abs(expected - exact) <= bound)
 
+
+def test_copies_of_an_accumulator_are_stored_once():
+    # 16x16: two 16x8 blocks, so 2 of 4 warps form the grid and the other 2 hold copies; only
+    # the grid's warps (threads below 64) store
+    module = mmaf_kernel("f16", 16, 16, 16)
+    ptx = jit_compile(module, arch="sm_80", emit="ptx", threads=128).ptx
+    stores = [line for line in ptx.splitlines() if "st.global" in line]
+    assert len(stores) == 4  # one per accumulator slot
+    lines = [line.strip().rstrip(";") for line in ptx.splitlines()]
+    owner = {line.split()[1].rstrip(",") for line in lines
+             if line.startswith("setp.lt.u32") and line.endswith(", 64")}
+    defs = {line.split()[1].rstrip(","): line for line in lines if line.startswith("and.pred")}
+    for store in stores:  # "@%pN st.global...": %pN = owner and in-bounds
+        guard = store.split()[0].lstrip("@")
+        assert guard in defs and owner & set(defs[guard].replace(",", " ").split()[2:]), store
+    a = RNG.uniform(-1, 1, (16, 16)).astype(np.float16)
+    b = RNG.uniform(-1, 1, (16, 16)).astype(np.float16)
+    c = RNG.uniform(-1, 1, (16, 16)).astype(np.float32)
+    expected, actual = c.copy(), c.copy()
+    interpret(module, None, (1,), a, b, expected)
+    sim.run(module, None, (1,), a, b, actual, arch="sm_80", threads=128)
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
 # ------------------------------------------- the fixtures' tensor-core kernels on sm_80 code
 
 def _tensor_core_kernels():

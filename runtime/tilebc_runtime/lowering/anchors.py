@@ -258,3 +258,21 @@ def carried_mma_layout(lw, body, index):
     if lw.forward.get(acc, acc) is not body.args[1 + index]:
         return None
     return mma_layout(lw, op)
+
+
+def reaches_reduction(lw, value) -> bool:
+    """Whether `value`, or a value computed from it by element-wise ops, reshapes or
+    broadcasts, is reduced."""
+    uses = _uses(lw)
+    seen, work = {value}, [value]
+    while work:
+        for op in uses.get(work.pop(), ()):
+            role = _ROLES.get(op.name)
+            if role == REDUCES:
+                return True
+            if role in (KEEPS, BROADCASTS) or _layout_free(op):
+                for result in op.results:
+                    if result not in seen:
+                        seen.add(result)
+                        work.append(result)
+    return False

@@ -216,6 +216,7 @@ class MmaAcc(Layout):
         self.batches, self.m, self.n, self.threads, self.grid = batches, m, n, threads, grid
         self.count = batches * m * n
         self.height = height
+        self.copies = threads // 32 // size  # warps holding each block
         self.regs = height // 4  # C registers a lane holds per block
         self.per_warp = (batches // wb, m // height // wm, n // 8 // wn)  # (JB, RM, CN)
         self.slots = self.regs * self.per_warp[0] * self.per_warp[1] * self.per_warp[2]

@@ -625,9 +625,20 @@ def _mma_f64(lw, op, layout):
     lw.set(op.results[0], Tile(result_type, d, layout))
 
 
+def _stays_in_fragments(lw, op, layout) -> bool:
+    """Whether an f16 / bf16 mmaf should produce `layout`: not when its result, directly or
+    through element-wise ops, feeds a reduction (on a layout whose warps hold copies that may
+    take more exchanges than the product's own round trip to Cyclic in _mma_sync)."""
+    from .anchors import reaches_reduction
+    acc = lw.get(op.operands["acc"], any_layout=True)
+    return acc.layout == layout or not reaches_reduction(lw, op.results[0])
+
+
 @lowers("mmaf")
 def lower_mmaf(lw, op):
     layout = mma_layout(lw, op)
+    if layout is not None and tensor_core_kind(lw, op) and not _stays_in_fragments(lw, op, layout):
+        layout = None  # the product comes back to Cyclic anyway: _mma_sync does that directly
     if layout is not None:
         _mma_in_registers(lw, op, layout, mma_form(lw, op))
     elif tensor_core_kind(lw, op):

@@ -389,6 +389,38 @@ def test_copies_of_an_accumulator_are_stored_once():
     sim.run(module, None, (1,), a, b, actual, arch="sm_80", threads=128)
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
 
+
+def test_reduced_products_take_the_direct_path_to_cyclic():
+    # row maxima of a @ b (attention's scores): the product lands in Cyclic through shared
+    # memory (no ldmatrix path, whose layout would need its own exchange before the reduction)
+    module = new_module("13.5")
+    f16 = ELEMENT_TYPES["f16"]
+    b = new_function(module, "k", [scalar(PointerType(f16))] + [scalar(i32)] * 4
+                     + [scalar(PointerType(f16))] + [scalar(i32)] * 4
+                     + [scalar(PointerType(f32))] + [scalar(i32)] * 2)
+    token = b.make_token()
+    zero = b.constant(0, "i32")
+    args = b.args
+    tiles = [b.partition_view(b.tensor_view(args[5 * g], args[5 * g + 1:5 * g + 3],
+                                            args[5 * g + 3:5 * g + 5]), (32, 32))
+             for g in range(2)]
+    out = b.partition_view(b.tensor_view(args[10], args[11:12], args[12:13]), (32,))
+    lhs, _ = b.load(tiles[0], [zero, zero], token=token)
+    rhs, _ = b.load(tiles[1], [zero, zero], token=token)
+    scores = b.mmaf(lhs, rhs, b.constant(0.0, "f32", (32, 32)),
+                    result_types=[TileType((32, 32), f32)])
+    top = b.reduce([scores], 1, [float("-inf")], lambda inner, x, y: [inner.maxf(x, y)])
+    b.store(top, out, [zero], token=token)
+    b.return_([])
+    ptx = jit_compile(module, arch="sm_80", emit="ptx", threads=128).ptx
+    assert "mma.sync" in ptx and "ldmatrix" not in ptx
+    a = RNG.uniform(-1, 1, (32, 32)).astype(np.float16)
+    w = RNG.uniform(-1, 1, (32, 32)).astype(np.float16)
+    expected, actual = np.zeros(32, np.float32), np.zeros(32, np.float32)
+    interpret(module, "k", (1,), a, w, expected)
+    sim.run(module, "k", (1,), a, w, actual, arch="sm_80", threads=128)
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
 # ------------------------------------------- the fixtures' tensor-core kernels on sm_80 code
 
 def _tensor_core_kernels():

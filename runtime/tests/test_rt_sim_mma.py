@@ -247,6 +247,9 @@ def test_each_element_type_gets_its_mma_shape():
 def test_tensor_core_path_assembles(arch):
     result = jit_compile(mmaf_kernel("bf16", 32, 32, 32, 2), arch=arch, emit="cubin")
     assert result.cubin[:4] == b"\x7fELF"
+    for name in ("matmul_bf16_tf32_f64", "matmul_i8"):  # tf32, f64, s8/u8 forms and ldmatrix
+        path = FIXTURES / name / f"{name}-13.5.tilebc"
+        assert jit_compile(path, arch=arch, emit="cubin").cubin[:4] == b"\x7fELF"
 
 
 # ------------------------------------------------------------- the mma accumulator layout

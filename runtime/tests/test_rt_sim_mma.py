@@ -155,6 +155,9 @@ CASES = [  # kind, m, n, k, batch, threads per CTA
     ("f16", 16, 8, 64, 0, 64),     # one block: one warp works, the other waits
     ("bf16", 64, 16, 16, 0, 32),   # one warp does all 8 blocks
     ("f16", 16, 16, 16, 4, 128),   # batched
+    ("f16", 32, 24, 48, 0, 64),    # odd block columns (ldmatrix .x2), rows staged slot by slot
+    ("bf16", 64, 64, 80, 0, 128),  # a K loop of 5 steps, 2x2 warps over 4x8 blocks
+    ("f16", 32, 16, 32, 2, 64),    # batched, warps over batches
 ]
 
 
@@ -217,17 +220,244 @@ def test_narrow_accumulators_and_fp8_use_the_tensor_cores(kind, acc_kind, mma_ki
 
 
 def test_other_matmuls_keep_the_dot_product_loop():
-    # shapes off the 16x8x16 grid, f64 / integer / scaled matmuls are not given to mma.sync;
-    # the f16-accumulator and fp8 fixtures are
+    # shapes off the 16x8 grid and scaled matmuls are not given to mma.sync; the
+    # f16-accumulator, fp8, i8, tf32 and f64 fixtures are
     assert "mma.sync" not in jit_compile(mmaf_kernel("f16", 8, 8, 16), arch="sm_90",
                                          emit="ptx").ptx
     for name, tensor_cores in (("matmul_operator", True), ("matmul_fp8", True),
-                               ("mma_scaled_fp8", False), ("matmul_i8", False)):
+                               ("mma_scaled_fp8", False), ("matmul_i8", True)):
         path = FIXTURES / name / f"{name}-13.5.tilebc"
         assert ("mma.sync" in jit_compile(path, arch="sm_90", emit="ptx").ptx) == tensor_cores
+
+
+def test_each_element_type_gets_its_mma_shape():
+    def forms(name):
+        ptx = jit_compile(FIXTURES / name / f"{name}-13.5.tilebc", arch="sm_80", emit="ptx").ptx
+        return {line.split()[0] for line in ptx.splitlines() if "mma.sync" in line}
+    assert forms("matmul_bf16_tf32_f64") == {
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+        "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64"}
+    # signed and unsigned i8 (the signedness attributes)
+    assert forms("matmul_i8") == {"mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+                                  "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32"}
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_tensor_core_path_assembles(arch):
     result = jit_compile(mmaf_kernel("bf16", 32, 32, 32, 2), arch=arch, emit="cubin")
     assert result.cubin[:4] == b"\x7fELF"
+    for name in ("matmul_bf16_tf32_f64", "matmul_i8"):  # tf32, f64, s8/u8 forms and ldmatrix
+        path = FIXTURES / name / f"{name}-13.5.tilebc"
+        assert jit_compile(path, arch=arch, emit="cubin").cubin[:4] == b"\x7fELF"
+
+
+# ------------------------------------------------------------- the mma accumulator layout
+
+@pytest.mark.parametrize("batches,m,n,threads,grid,height", [
+    (1, 32, 32, 128, (1, 2, 2), 16), (1, 64, 16, 64, (1, 2, 1), 16),
+    (2, 16, 16, 128, (2, 1, 2), 16), (1, 16, 8, 32, (1, 1, 1), 16),
+    (1, 16, 16, 128, (1, 1, 2), 16), (1, 16, 16, 64, (1, 2, 1), 8)])
+def test_mma_accumulator_layout_is_the_c_fragment_tiled_over_warps(batches, m, n, threads, grid,
+                                                                   height):
+    from tilebc_runtime.lowering.layout import MmaAcc
+    layout = MmaAcc(batches, m, n, threads, grid, height)  # height 8: m8n8 (f64) blocks
+    table = layout.table(threads)
+    wb, wm, wn = grid
+    copies = threads // 32 // (wb * wm * wn)  # warps beyond the grid repeat it
+    assert table.shape == (batches * m * n * copies // threads, threads)
+    assert sorted(table.ravel().tolist()) == sorted(list(range(batches * m * n)) * copies)
+    for thread in range(threads):
+        warp, lane = divmod(thread, 32)
+        warp %= wb * wm * wn
+        pb, pm, pn = warp // (wm * wn), warp // wn % wm, warp % wn
+        for k in range(layout.slots):
+            block, i = divmod(k, height // 4)
+            jb, rest = divmod(block, layout.per_warp[1] * layout.per_warp[2])
+            jm, jn = divmod(rest, layout.per_warp[2])
+            row, col = c_position(lane, i)  # the ISA's formula
+            batch, row = jb * wb + pb, (jm * wm + pm) * height + row
+            col += (jn * wn + pn) * 8
+            assert table[k, thread] == (batch * m + row) * n + col
+
+
+def test_mma_accumulator_layout_needs_a_grid_that_divides_blocks_and_warps():
+    from tilebc_runtime.lowering.layout import MmaAcc
+    with pytest.raises(ValueError):
+        MmaAcc(1, 32, 32, 128, (1, 4, 1))  # two block rows over four warps
+    with pytest.raises(ValueError):
+        MmaAcc(1, 32, 32, 128, (1, 1, 3))  # a three-warp grid does not divide four warps
+
+
+def _loop_body(ptx: str) -> str:
+    start = ptx.index("$L_for")
+    return ptx[start:ptx.index("$L_latch", start)]
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_loop_carried_accumulator_stays_in_fragments(arch):
+    # matmul_f16: a K loop carrying a 32x32 f32 accumulator through one mmaf per iteration
+    path = FIXTURES / "matmul_f16" / "matmul_f16-13.5.tilebc"
+    body = _loop_body(jit_compile(path, arch=arch, emit="ptx").ptx)
+    assert body.count("mma.sync.aligned.m16n8k16") >= 1
+    # nothing f32 goes through shared memory in the loop: the product is added in the mma's C
+    # fragment and the accumulator is never exchanged back to the default distribution
+    assert "st.shared.f32" not in body and "ld.shared.f32" not in body
+    assert body.count("bar.sync") == 2  # operands staged, then released
+    # fragments by ldmatrix (B transposed), no scalar shared loads
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in body
+    assert ".trans.shared.b16" in body and "ld.shared" not in body
+
+
+def test_epilogue_stays_in_the_accumulator_layout():
+    # la_gemm_bias_relu: the loop's accumulator + a broadcast bias row, relu, cast to f16, store;
+    # the bias is rebuilt in the accumulator layout (a shuffle per slot from its 32 elements)
+    # instead of the accumulator going through shared memory to the default distribution
+    path = FIXTURES / "la_gemm_bias_relu" / "la_gemm_bias_relu-13.5.tilebc"
+    ptx = jit_compile(path, arch="sm_80", emit="ptx").ptx
+    epilogue = ptx[ptx.index("\n$L_endfor"):]
+    assert "bar.sync" not in epilogue and "st.shared" not in epilogue
+
+
+def _aligned_mmaf_kernel(m, n, k):
+    """c = a @ b + c over a grid of tiles; c's view is promised 16-byte aligned with a row
+    stride a multiple of 4 (assume div_by), so its stores may be vectors."""
+    from tilebc.ir.attrs import DivByAttr
+    module = new_module("13.5")
+    f16 = ELEMENT_TYPES["f16"]
+    params = []
+    for pointee in (f16, f16, f32):
+        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4  # shape, strides
+    b = new_function(module, "k", params)
+    token = b.make_token()
+    bid = b.get_tile_block_id()
+    zero = b.constant(0, "i32")
+
+    def view(group, shape, aligned):
+        pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
+        if aligned:
+            pointer = b.assume(pointer, predicate=DivByAttr(16))
+            stride = b.assume(stride, predicate=DivByAttr(4))
+        return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
+    lhs, _ = b.load(view(0, (m, k), False), [bid[0], zero], token=token)
+    rhs, _ = b.load(view(1, (k, n), False), [zero, bid[1]], token=token)
+    out = view(2, (m, n), True)
+    acc, _ = b.load(out, [bid[0], bid[1]], token=token)
+    product = b.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])
+    b.store(product, out, [bid[0], bid[1]], token=token)
+    b.return_([])
+    return module
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_accumulator_stores_pairs_as_vectors(arch):
+    m, n, k = 32, 32, 32
+    module = _aligned_mmaf_kernel(m, n, k)
+    ptx = jit_compile(module, entry="k", arch=arch, emit="ptx", threads=128).ptx
+    assert "st.global.v2.f32" in ptx and "st.global.f32" in ptx  # pairs crossing the end: tails
+    rows, cols = 45, 50  # ragged: tiles past both ends
+    pitch = 52  # a row stride that keeps the div_by 4 promise
+    a = RNG.uniform(-1, 1, (rows, k)).astype(np.float16)
+    b = RNG.uniform(-1, 1, (k, cols)).astype(np.float16)
+    c = RNG.uniform(-1, 1, (rows, pitch)).astype(np.float32)[:, :cols]
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, b, expected)
+    sim.run(module, "k", grid, a, b, actual, arch=arch, threads=128)
+    exact = a.astype(np.float64) @ b.astype(np.float64) + c
+    bound = (k + 1) * 2.0 ** -24 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+                                    + np.abs(c))
+    assert np.all(np.abs(actual - exact) <= bound) and np.all(np.abs(expected - exact) <= bound)
+
+
+def test_copies_of_an_accumulator_are_stored_once():
+    # 16x16: two 16x8 blocks, so 2 of 4 warps form the grid and the other 2 hold copies; only
+    # the grid's warps (threads below 64) store
+    module = mmaf_kernel("f16", 16, 16, 16)
+    ptx = jit_compile(module, arch="sm_80", emit="ptx", threads=128).ptx
+    stores = [line for line in ptx.splitlines() if "st.global" in line]
+    assert len(stores) == 4  # one per accumulator slot
+    lines = [line.strip().rstrip(";") for line in ptx.splitlines()]
+    owner = {line.split()[1].rstrip(",") for line in lines
+             if line.startswith("setp.lt.u32") and line.endswith(", 64")}
+    defs = {line.split()[1].rstrip(","): line for line in lines if line.startswith("and.pred")}
+    for store in stores:  # "@%pN st.global...": %pN = owner and in-bounds
+        guard = store.split()[0].lstrip("@")
+        assert guard in defs and owner & set(defs[guard].replace(",", " ").split()[2:]), store
+    a = RNG.uniform(-1, 1, (16, 16)).astype(np.float16)
+    b = RNG.uniform(-1, 1, (16, 16)).astype(np.float16)
+    c = RNG.uniform(-1, 1, (16, 16)).astype(np.float32)
+    expected, actual = c.copy(), c.copy()
+    interpret(module, None, (1,), a, b, expected)
+    sim.run(module, None, (1,), a, b, actual, arch="sm_80", threads=128)
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_reduced_products_take_the_direct_path_to_cyclic():
+    # row maxima of a @ b (attention's scores): the product lands in Cyclic through shared
+    # memory (no ldmatrix path, whose layout would need its own exchange before the reduction)
+    module = new_module("13.5")
+    f16 = ELEMENT_TYPES["f16"]
+    b = new_function(module, "k", [scalar(PointerType(f16))] + [scalar(i32)] * 4
+                     + [scalar(PointerType(f16))] + [scalar(i32)] * 4
+                     + [scalar(PointerType(f32))] + [scalar(i32)] * 2)
+    token = b.make_token()
+    zero = b.constant(0, "i32")
+    args = b.args
+    tiles = [b.partition_view(b.tensor_view(args[5 * g], args[5 * g + 1:5 * g + 3],
+                                            args[5 * g + 3:5 * g + 5]), (32, 32))
+             for g in range(2)]
+    out = b.partition_view(b.tensor_view(args[10], args[11:12], args[12:13]), (32,))
+    lhs, _ = b.load(tiles[0], [zero, zero], token=token)
+    rhs, _ = b.load(tiles[1], [zero, zero], token=token)
+    scores = b.mmaf(lhs, rhs, b.constant(0.0, "f32", (32, 32)),
+                    result_types=[TileType((32, 32), f32)])
+    top = b.reduce([scores], 1, [float("-inf")], lambda inner, x, y: [inner.maxf(x, y)])
+    b.store(top, out, [zero], token=token)
+    b.return_([])
+    ptx = jit_compile(module, arch="sm_80", emit="ptx", threads=128).ptx
+    assert "mma.sync" in ptx and "ldmatrix" not in ptx
+    a = RNG.uniform(-1, 1, (32, 32)).astype(np.float16)
+    w = RNG.uniform(-1, 1, (32, 32)).astype(np.float16)
+    expected, actual = np.zeros(32, np.float32), np.zeros(32, np.float32)
+    interpret(module, "k", (1,), a, w, expected)
+    sim.run(module, "k", (1,), a, w, actual, arch="sm_80", threads=128)
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
+# ------------------------------------------- the fixtures' tensor-core kernels on sm_80 code
+
+def _tensor_core_kernels():
+    """(case module, fixture) for every fixture or family kernel with an mmaf on f16 / bf16 /
+    fp8 / tf32 / f64 operands or an mmai (the tensor-core paths); the other suites run them on
+    sm_90 code only."""
+    import importlib
+    import sys
+    sys.path.insert(0, str(FIXTURES.parents[1] / "tests"))
+    from fixture_cases import CASE_MODULES
+    found = []
+    for family in CASE_MODULES:
+        reference = importlib.import_module(family)
+        for name in sorted(reference.CASES):
+            module = reference.module(name, reference.versions(name)[-1])
+            if any(op.name == "mmai" or op.name == "mmaf" and op.operands["lhs"].type.element
+                   .name in ("f16", "bf16", "f8E4M3FN", "f8E5M2", "tf32", "f64")
+                   for function in module.functions for op in function.walk()):
+                found.append((family, name))
+    return found
+
+
+TENSOR_CORE_KERNELS = _tensor_core_kernels()
+
+
+def test_tensor_core_kernels_are_found():
+    assert len(TENSOR_CORE_KERNELS) >= 15, TENSOR_CORE_KERNELS
+
+
+@pytest.mark.parametrize("family,name", TENSOR_CORE_KERNELS,
+                         ids=[name for _, name in TENSOR_CORE_KERNELS])
+def test_tensor_core_kernels_on_sm80_match_the_reference(family, name, monkeypatch):
+    import functools
+    import importlib
+    reference = importlib.import_module(family)
+    monkeypatch.setattr(reference, "run", functools.partial(sim.run, arch="sm_80"))
+    reference.CASES[name](reference.module(name, reference.versions(name)[-1]))

@@ -1,7 +1,7 @@
 """The interpreter and the JIT's code on the emulator, on every fixture that multiplies tiles (mmaf,
 mmaf_scaled, mmai), with the fixtures' own inputs. The interpreter gives the exact product sum
-rounded once; the JIT's code gives the same bits where it rounds once too (one tensor-core mma per
-result with K = 16, integer mma) and differs in the last bits where it rounds per step (listed in
+rounded once; the JIT's code gives the same bits where it rounds once too (tensor-core mma with the
+accumulator as C and K = 16 per step, integer mma) and differs in the last bits where it rounds per step (listed in
 ROUNDS_PER_STEP: as a GPU does, within the fixtures' tolerance, which tests/test_rt_sim_fixtures.py
 checks). tests/test_interp_batch.py checks batched = one block at a time."""
 import sys
@@ -23,7 +23,6 @@ MMA_OPS = {"mmaf", "mmaf_scaled", "mmai"}
 # still differ, so a JIT that rounds once fails here until its entry is removed.
 ROUNDS_PER_STEP = {
     "matmul_bf16_tf32_f64": "f64 and tf32 operands: one fma.rn per K step",
-    "matmul_f16": "the mma sum is rounded to f32, then added to the loop-carried accumulator",
     "mma_scaled_fp8": "scaled operands: one fma.rn per K step",
 }
 

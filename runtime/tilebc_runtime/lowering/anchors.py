@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from tilebc.ir.types import GatherScatterViewType, TileType
+from tilebc.ops.spec import Exit
 from tilebc.ops.table import by_mnemonic
 
 # What the ops other than element-wise ones do with a flowing value (see the module doc).
@@ -21,10 +22,11 @@ BROADCASTS = "broadcasts"  # copies the operand's elements along new dimensions
 REDUCES = "reduces"        # a reduction: its result has a sliced layout
 STORES = "stores"          # a view store: takes the tile in any layout
 LOADS = "loads"            # a view load: its result's layout is chosen for the load
+MMA = "mma"                # mmaf / mmai: the result may be made in the accumulator layout
 CYCLIC_ONLY = "cyclic"     # an element-wise hook lowered slot by slot from Cyclic operands
 _ROLES = by_mnemonic({"constant": LITERAL, "reshape": KEEPS, "assume": KEEPS,
                       "broadcast": BROADCASTS, "reduce": REDUCES, "store_view_tko": STORES,
-                      "load_view_tko": LOADS, "fpowi": CYCLIC_ONLY}, "layout anchor roles")
+                      "load_view_tko": LOADS, "fpowi": CYCLIC_ONLY, "mmaf": MMA, "mmai": MMA}, "layout anchor roles")
 
 
 def _layout_free(op) -> bool:
@@ -297,3 +299,122 @@ def broadcast_layout(lw, value):
     if len(distinct_slots(chosen, lw.T)) > 2 * cyclic.slots:
         return None
     return chosen
+
+
+# operand element -> the mma.sync input type it is fed as (f16 holds every fp8 value exactly)
+MMA_INPUT = {"f16": "f16", "bf16": "bf16", "f8E4M3FN": "f16", "f8E5M2": "f16"}
+
+
+def tensor_core_kind(lw, op):
+    """The mma.sync input type ("f16" / "bf16") when mmaf `op` takes the f16 / bf16 tensor-core
+    path (fp8 widened to f16), else None."""
+    if _ROLES.get(op.name) != MMA:
+        return None
+    lhs, rhs = (op.operands[n].type for n in ("lhs", "rhs"))
+    result = op.results[0].type
+    if (len(result.shape) not in (2, 3) or result.element.name not in ("f16", "bf16", "f32")
+            or lw.arch < 80 or lw.T % 32):
+        return None
+    kinds = {MMA_INPUT.get(lhs.element.name), MMA_INPUT.get(rhs.element.name)}
+    if len(kinds) != 1 or None in kinds:
+        return None
+    m, n = result.shape[-2:]
+    return kinds.pop() if m % 16 == 0 and n % 8 == 0 and lhs.shape[-1] % 16 == 0 else None
+
+
+def mma_form(lw, op):
+    """(A type, B type, K of one mma.sync) for an mmaf / mmai the accumulator-layout path
+    handles: f16 / bf16 / fp8 (as f16) with m16n8k16, tf32 with m16n8k8 (f32 result), i8 with
+    m16n8k32 (s8 / u8 by the signedness attributes, i32 result), f64 with m8n8k4; else None."""
+    from tilebc.ops.enums import Signedness
+    kind = tensor_core_kind(lw, op)
+    if kind is not None:
+        return kind, kind, 16
+    if _ROLES.get(op.name) != MMA or lw.arch < 80 or lw.T % 32:
+        return None
+    lhs, rhs = (op.operands[n].type for n in ("lhs", "rhs"))
+    result = op.results[0].type
+    k_dim = lhs.shape[-1]
+    names = (lhs.element.name, rhs.element.name, result.element.name)
+    if len(result.shape) not in (2, 3) or result.shape[-2] % 8 or result.shape[-1] % 8:
+        return None
+    if names == ("f64", "f64", "f64") and k_dim % 4 == 0:
+        return "f64", "f64", 4  # m8n8k4: 8x8 blocks
+    if result.shape[-2] % 16:
+        return None
+    if names == ("tf32", "tf32", "f32") and k_dim % 8 == 0:
+        return "tf32", "tf32", 8
+    if names == ("i8", "i8", "i32") and k_dim % 32 == 0:
+        sign = {Signedness.UNSIGNED: "u8"}
+        return (sign.get(op.attrs["signedness_lhs"], "s8"),
+                sign.get(op.attrs["signedness_rhs"], "s8"), 32)
+    return None
+
+
+def mma_layout(lw, op):
+    """The accumulator layout mmaf / mmai `op` produces its result in (layout.MmaAcc), or None
+    when it takes another path. The warp grid minimises the mma a warp issues (all warps work
+    when the blocks allow; with fewer blocks than warps, warps repeat the grid's work as
+    copies), then the ldmatrix per K step (one .x4 per block row for A, one per two block
+    columns for B), over the grids that divide the blocks exactly."""
+    from .layout import MmaAcc
+    form = mma_form(lw, op)
+    if form is None:
+        return None
+    height = 8 if form[0] == "f64" else 16
+    shape = tuple(op.results[0].type.shape)
+    batches = shape[0] if len(shape) == 3 else 1
+    m, n = shape[-2:]
+    rows, cols, warps = m // height, n // 8, lw.T // 32
+    best = None
+    for size in range(1, warps + 1):  # grids of `size` warps; the other warps hold copies
+        if warps % size:
+            continue
+        for wb in range(1, size + 1):
+            if size % wb or batches % wb:
+                continue
+            for wm in range(1, size // wb + 1):
+                wn = size // wb // wm
+                if (size // wb) % wm or rows % wm or cols % wn:
+                    continue
+                # the mma a warp issues first, then its ldmatrix per K step
+                cost = (batches * rows * cols // size,
+                        (batches // wb) * (rows // wm + -(-(cols // wn) // 2)))
+                if best is None or cost < best[0]:
+                    best = (cost, (wb, wm, wn))
+    return None if best is None else MmaAcc(batches, m, n, lw.T, best[1], height)
+
+
+def carried_mma_layout(lw, body, index):
+    """The accumulator layout for loop-carried value `index` (of a `for` body): the one the body's
+    mmaf produces when that mmaf takes the carried value as its accumulator and its result is
+    what `continue` carries on; else None (the value stays Cyclic)."""
+    if not body.ops or body.ops[-1].spec.exit is not Exit.NEXT:
+        return None
+    value = body.ops[-1].operand_values[index]
+    value = lw.forward.get(value, value)
+    op = value.owner
+    if not hasattr(op, "name") or _ROLES.get(op.name) != MMA or op in lw.dead:
+        return None
+    acc = op.operands["acc"]
+    if lw.forward.get(acc, acc) is not body.args[1 + index]:
+        return None
+    return mma_layout(lw, op)
+
+
+def reaches_reduction(lw, value) -> bool:
+    """Whether `value`, or a value computed from it by element-wise ops, reshapes or
+    broadcasts, is reduced."""
+    uses = _uses(lw)
+    seen, work = {value}, [value]
+    while work:
+        for op in uses.get(work.pop(), ()):
+            role = _ROLES.get(op.name)
+            if role == REDUCES:
+                return True
+            if role in (KEEPS, BROADCASTS) or _layout_free(op):
+                for result in op.results:
+                    if result not in seen:
+                        seen.add(result)
+                        work.append(result)
+    return False

@@ -12,9 +12,12 @@ import numpy as np
 
 from tilebc.ir.types import TileType, TokenType
 from tilebc.ops.enums import MemoryScope, RoundingMode
+from tilebc.ops.table import by_mnemonic
 
 from . import dtypes
 from .layout import UNIFORM
+
+_BROADCAST = by_mnemonic({"broadcast": True}, "broadcasts rebuilt in a consumer's layout")
 
 
 class Tile:
@@ -164,15 +167,74 @@ ROUND = {RoundingMode.NEAREST_EVEN: "rn", RoundingMode.ZERO: "rz", RoundingMode.
          RoundingMode.NEAREST_AWAY: "rn", RoundingMode.FULL: "rn", RoundingMode.APPROX: "rn"}
 
 
+def broadcast_into(lw, value, layout) -> Optional[Tile]:
+    """`value`, when a broadcast computed it, rebuilt in `layout` from the broadcast's (smaller)
+    source: register moves when every thread holds what it needs, else a gather of the source.
+    None for any other value."""
+    from .layout import register_map
+    value = lw.forward.get(value, value)
+    op = value.owner
+    if getattr(op, "name", None) not in _BROADCAST:
+        return None
+
+    def make():
+        source = lw.get(op.operand_values[0], any_layout=True)
+        result_type = op.results[0].type
+        if source.count == 1 or source.layout is UNIFORM:
+            return Tile(result_type, [source.scalar], UNIFORM)
+        src_shape, shape = tuple(source.type.shape), tuple(result_type.shape)
+
+        def to_source(linear):
+            index = np.unravel_index(linear, shape)
+            picked = [np.zeros_like(i) if s == 1 else i for s, i in zip(src_shape, index)]
+            return np.ravel_multi_index(picked, src_shape)
+        mapping = register_map(lw.layout_of(source), layout, lw.T, to_source)
+        if mapping is not None:
+            return Tile(result_type, [source.regs[k] for k in mapping], layout)
+        source = lw.get(op.operand_values[0])
+
+        def index(k, mi):
+            picked = [lw.const_u32(0) if s == 1 else m for s, m in zip(src_shape, mi)]
+            return 0, lw.linear_index(picked, src_shape)
+        return lw.gather([source], result_type, index, lambda linear: (0, to_source(linear)),
+                         layout=layout)
+    return lw.scoped(("broadcast into", value, layout.key()), make)
+
+
+def _into_anchor(lw, op, operands, layouts):
+    """Operands all in the one mma accumulator layout among `layouts` (the others rebuilt from
+    their broadcasts, e.g. a bias row), or None when some operand is no broadcast."""
+    from .layout import MmaAcc
+    anchors = [layout for layout in layouts if isinstance(layout, MmaAcc)]
+    if len(anchors) != 1:
+        return None
+    target = anchors[0]
+    out = []
+    for value, tile in zip(op.operand_values, operands):
+        if tile.count == 1 or tile.layout is UNIFORM or tile.layout == target:
+            out.append(tile)
+            continue
+        rebuilt = broadcast_into(lw, value, target)
+        if rebuilt is None:
+            return None
+        out.append(rebuilt)
+    return target, out
+
+
 def map_slots(lw, op, compute) -> None:
     """Result slot k = compute([operand slot k ...]) for an op with one tile result. The result
-    keeps the operands' layout when they agree (else all go to Cyclic); a slot whose operand
-    registers equal an earlier slot's (copies in a sliced layout) reuses its result."""
+    keeps the operands' layout when they agree (else all go to Cyclic, except that broadcasts
+    meeting an mma accumulator are rebuilt in its layout); a slot whose operand registers equal
+    an earlier slot's (copies in a sliced layout) reuses its result."""
     operands = [lw.get(v, any_layout=True) for v in op.operand_values]
     result_type = op.results[0].type
     layouts = {t.layout for t in operands if t.count > 1 and t.layout is not UNIFORM}
     if not layouts and result_type.num_elements > 1 and any(t.layout is UNIFORM for t in operands):
         layouts = {UNIFORM}  # splats in, a splat out
+    if len(layouts) > 1:
+        anchored = _into_anchor(lw, op, operands, layouts)
+        if anchored is not None:
+            layouts, operands = {anchored[0]}, anchored[1]
     layout = layouts.pop() if len(layouts) == 1 else None
     if layout is None:
         operands = [lw.get(v) for v in op.operand_values]

@@ -7,6 +7,7 @@ from tilebc.ir.types import TileType
 from tilebc.ops.table import by_mnemonic
 
 from . import dtypes
+from .anchors import carried_mma_layout
 from .common import AFTER_MEMORY, Frame, Tile
 from .registry import lowers
 
@@ -22,6 +23,18 @@ def _fresh(lw, type):
 def _assign(lw, targets, values):
     tiles = [(t, v) for t, v in zip(targets, values) if isinstance(t, Tile)]
     lw.parallel_copy([t.regs for t, _ in tiles], [v for _, v in tiles])
+
+
+def _carried(lw, targets, values):
+    """Assign loop-carried `values` (Values) to `targets`, each converted to its target's layout
+    (Cyclic unless the loop keeps an mma accumulator, see lower_for)."""
+    tiles = []
+    for target, value in zip(targets, values):
+        if isinstance(target, Tile) and target.layout is not None:
+            tiles.append(lw.convert(lw.get(value, any_layout=True), target.layout))
+        else:
+            tiles.append(lw.get(value))
+    _assign(lw, targets, tiles)
 
 
 def _ends_with_terminator(block) -> bool:
@@ -149,14 +162,20 @@ def lower_for(lw, op):
     cls = dtypes.reg_class(lower.element)
     iv = w.reg(cls)
     w(f"mov.{dtypes.mov_type(cls)} {iv}, {lower.scalar}")
+    body = op.regions[0].blocks[0]
     carried = [_fresh(lw, v.type) for v in op.operands["initValues"]]
-    _assign(lw, carried, [lw.get(v) for v in op.operands["initValues"]])
+    for index, value in enumerate(op.operands["initValues"]):
+        # an mmaf accumulator carried from iteration to iteration stays in its fragments
+        layout = carried_mma_layout(lw, body, index)
+        if layout is not None:
+            cls = dtypes.reg_class(value.type.element)
+            carried[index] = Tile(value.type, [w.reg(cls) for _ in range(layout.slots)], layout)
+    _carried(lw, carried, op.operands["initValues"])
     head, latch, exit_ = w.label("for"), w.label("latch"), w.label("endfor")
     w.place(head)
     done = w.reg("pred")
     w(f"setp.ge.{kind} {done}, {iv}, {upper.scalar}")
     w(f"@{done} bra.uni {exit_}")
-    body = op.regions[0].blocks[0]
     lw.set(body.args[0], Tile(body.args[0].type, [iv]))
     for arg, tile in zip(body.args[1:], carried):
         lw.set(arg, tile)
@@ -209,7 +228,7 @@ def lower_continue(lw, op):
     if frame.on_continue is not None:  # the last op of an unrolled copy: values flow on
         frame.on_continue([lw.get(v, any_layout=True) for v in op.operand_values])
         return
-    _assign(lw, frame.carried, [lw.get(v) for v in op.operand_values])
+    _carried(lw, frame.carried, op.operand_values)
     lw.w(f"bra.uni {frame.latch}")
 
 

@@ -12,6 +12,7 @@ reshape never moves data.
 - Uniform: a splat (one value for every element), usable as any layout.
 - Rows(row, lanes): whole rows in one warp, `lanes` lanes per row on consecutive elements (for
   row reductions).
+- MmaAcc: the mma.sync accumulator fragments tiled over warps (mmaf results on tensor cores).
 - Sliced(parent, shape, dim): a reduction's result along `dim` of a tile of `shape` held in
   `parent`: slot k holds the output parent slot k's element reduces into, so broadcasting it
   back along `dim` into `parent` needs no data movement.
@@ -200,6 +201,91 @@ class Sliced(Layout):
             w(f"mad.lo.u32 {reg}, {outer}, {inner}, {low}")
             return reg
         return lw._cached(("sliced e", self.key(), k), make)
+
+
+class MmaAcc(Layout):
+    """The mma.sync m16n8 accumulator (C/D fragment) layout of a [B, m, n] (or [m, n]) tile: 16x8
+    blocks, warps on a (wb, wm, wn) grid over (batches, block rows, block columns); warp w acts
+    as grid warp w mod G (G = wb*wm*wn dividing the warp count: the others hold copies), and grid
+    warp (pb, pm, pn) holds the blocks (jb*wb + pb, jm*wm + pm, jn*wn + pn), slot k = ((jb*RM +
+    jm)*CN + jn)*4 + r; within a block lane l (g = l >> 2, t = l % 4) register r holds row g +
+    8*(r >> 1), column 2t + (r & 1) (PTX ISA, mma.m16n8k16 C fragment). `height` 8: 8x8 blocks
+    of 2 registers (mma.m8n8k4 .f64). Built where the grid divides the blocks exactly."""
+
+    def __init__(self, batches: int, m: int, n: int, threads: int, grid: Tuple[int, int, int],
+                 height: int = 16):
+        wb, wm, wn = grid
+        size = wb * wm * wn
+        if height not in (8, 16) or m % height or n % 8 or threads % 32 \
+                or (threads // 32) % size or batches % wb or (m // height) % wm or (n // 8) % wn:
+            raise ValueError("an mma accumulator layout needs its warp grid to divide the blocks "
+                             "and the warps")
+        self.batches, self.m, self.n, self.threads, self.grid = batches, m, n, threads, grid
+        self.count = batches * m * n
+        self.height = height
+        self.copies = threads // 32 // size  # warps holding each block
+        self.regs = height // 4  # C registers a lane holds per block
+        self.per_warp = (batches // wb, m // height // wm, n // 8 // wn)  # (JB, RM, CN)
+        self.slots = self.regs * self.per_warp[0] * self.per_warp[1] * self.per_warp[2]
+
+    def key(self):
+        return ("mma_acc", self.batches, self.m, self.n, self.threads, self.grid, self.height)
+
+    def slot_offset(self, k: int) -> int:
+        """Slot k's linear index minus the thread's base index (block origin + fragment spot)."""
+        (wb, wm, wn), (_, rm, cn) = self.grid, self.per_warp
+        block, r = divmod(k, self.regs)
+        jb, rest = divmod(block, rm * cn)
+        jm, jn = divmod(rest, cn)
+        row = jm * wm * self.height + 8 * (r >> 1)
+        return (jb * wb * self.m + row) * self.n + jn * wn * 8 + (r & 1)
+
+    def table(self, threads: int) -> np.ndarray:
+        t = np.arange(threads)
+        wb, wm, wn = self.grid
+        warp, lane = t // 32 % (wb * wm * wn), t % 32
+        pb, pm, pn = warp // (wm * wn), (warp // wn) % wm, warp % wn
+        base = (pb * self.m + pm * self.height + lane // 4) * self.n + pn * 8 + 2 * (lane % 4)
+        offsets = np.array([self.slot_offset(k) for k in range(self.slots)], np.int64)
+        return offsets[:, None] + base[None, :]
+
+    def emit_base(self, lw) -> str:
+        """u32 register: this thread's base linear index (see slot_offset)."""
+        wb, wm, wn = self.grid
+
+        def make():
+            w = lw.w
+            warp, lane = w.reg("b32"), w.reg("b32")
+            w(f"shr.u32 {warp}, {lw.tid()}, 5")
+            w(f"rem.u32 {warp}, {warp}, {wb * wm * wn}")
+            w(f"and.b32 {lane}, {lw.tid()}, 31")
+            pb, pm, pn = w.reg("b32"), w.reg("b32"), w.reg("b32")
+            w(f"div.u32 {pb}, {warp}, {wm * wn}")
+            w(f"rem.u32 {pm}, {warp}, {wm * wn}")
+            w(f"div.u32 {pm}, {pm}, {wn}")
+            w(f"rem.u32 {pn}, {warp}, {wn}")
+            row, g, col, out = w.reg("b32"), w.reg("b32"), w.reg("b32"), w.reg("b32")
+            w(f"shr.u32 {g}, {lane}, 2")
+            w(f"mad.lo.u32 {row}, {pm}, {self.height}, {g}")
+            w(f"mad.lo.u32 {row}, {pb}, {self.m}, {row}")
+            w(f"and.b32 {col}, {lane}, 3")
+            w(f"shl.b32 {col}, {col}, 1")
+            w(f"mad.lo.u32 {col}, {pn}, 8, {col}")
+            w(f"mad.lo.u32 {out}, {row}, {self.n}, {col}")
+            return out
+        return lw._cached(("mma acc base", self.key()), make)
+
+    def emit_index(self, lw, k: int) -> str:
+        offset = self.slot_offset(k)
+
+        def make():
+            base = self.emit_base(lw)
+            if not offset:
+                return base
+            reg = lw.w.reg("b32")
+            lw.w(f"add.u32 {reg}, {base}, {offset}")
+            return reg
+        return lw._cached(("mma acc e", self.key(), k), make)
 
 
 class Uniform(Layout):

@@ -742,8 +742,9 @@ class Lowerer:
     def parallel_copy(self, targets: List[List[str]], tiles: List[Tile]) -> None:
         """Copy tiles into register groups as one parallel assignment (sources may be targets)."""
         staged = []
-        for tile in tiles:
-            temp = self.new_tile(tile.type)
+        for regs, tile in zip(targets, tiles):  # as many registers as the target (its layout)
+            cls = dtypes.reg_class(tile.element)
+            temp = Tile(tile.type, [self.w.reg(cls) for _ in regs])
             self.copy_into(temp.regs, tile)
             staged.append(temp)
         for regs, temp in zip(targets, staged):

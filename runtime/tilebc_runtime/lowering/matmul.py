@@ -1,18 +1,27 @@
-"""mmaf / mmai / mmaf_scaled. Operands go to shared memory. mmaf with f16, bf16 or fp8 (e4m3, e5m2)
-operands and an f16, bf16 or f32 accumulator (M % 16 == 0, N % 8 == 0, K % 16 == 0, sm_80+, whole
-warps; batched too) runs on the tensor cores: each warp computes 16x8 blocks of A*B with
-mma.sync.m16n8k16 (f32 accumulation), the blocks go through shared memory and each thread adds its
-accumulator slots in f32 and rounds once to the accumulator type (the reference's semantics). fp8
-operands are widened to f16 on their way to shared memory: every e4m3/e5m2 value is exact in f16, and
-f16 products are exact in the f32 accumulation, so this loses nothing and works on sm_80 too. Everything else: each thread computes its result slots as dot
-products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64 for f64, s32 for i8).
+"""mmaf / mmai / mmaf_scaled. On sm_80+ with whole warps, M % 16 == 0 and N % 8 == 0, these run on
+the tensor cores with the result in the mma accumulator layout (layout.MmaAcc, see
+runtime/LAYOUTS.md) where the warps tile the blocks (anchors.mma_layout): mmaf on f16, bf16 or fp8
+(e4m3, e5m2: widened to f16, exactly; f16 products are exact in the f32 accumulation) operands
+with an f16, bf16 or f32 accumulator through mma.sync.m16n8k16 (K % 16 == 0), tf32 through
+m16n8k8, f64 through m8n8k4 (8x8 blocks, M % 8 == 0), mmai on i8 through m16n8k32 (.s8/.u8). The
+accumulator enters the first mma as its C fragment, so each K step's sum is rounded once to the
+accumulator type, with no shared-memory round trip; operands come from padded shared staging
+through ldmatrix; a `for` that carries the accumulator keeps it in that layout (control_flow.py).
+An f16 / bf16 mmaf whose blocks no warp grid divides takes _mma_sync: each warp computes blocks in
+turn and they go through shared memory back to the default distribution, where each thread adds
+its accumulator slots in f32 and rounds once. Everything else: each thread computes its result
+slots as dot products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64
+for f64, s32 for i8).
 """
 from __future__ import annotations
+
+from typing import Optional
 
 from tilebc.ir.types import ELEMENT_TYPES, TileType
 from tilebc.ops.enums import Signedness
 
 from . import dtypes, intdiv, softfloat
+from .anchors import mma_form, mma_layout, tensor_core_kind
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
 from .common import Tile
 from .registry import lowers
@@ -127,24 +136,6 @@ def _matmul(lw, op, integer: bool, scaled: bool = False):
 _A_PAIRS = (("g", 0), ("g8", 0), ("g", 8), ("g8", 8))  # (row, column offset added to 2t)
 _B_PAIRS = (0, 8)  # row offset added to 2t; column g
 _D_SLOTS = (("g", 0), ("g", 1), ("g8", 0), ("g8", 1))  # (row, column offset added to 2t)
-
-
-# operand element -> the mma.sync input type it is fed as (f16 holds every fp8 value exactly)
-_MMA_INPUT = {"f16": "f16", "bf16": "bf16", "f8E4M3FN": "f16", "f8E5M2": "f16"}
-
-
-def _tensor_core_kind(lw, op):
-    """The mma.sync input type ("f16" / "bf16") when mmaf `op` takes the tensor-core path, else None."""
-    lhs, rhs = (op.operands[n].type for n in ("lhs", "rhs"))
-    result = op.results[0].type
-    if (len(result.shape) not in (2, 3) or result.element.name not in ("f16", "bf16", "f32")
-            or lw.arch < 80 or lw.T % 32):
-        return None
-    kinds = {_MMA_INPUT.get(lhs.element.name), _MMA_INPUT.get(rhs.element.name)}
-    if len(kinds) != 1 or None in kinds:
-        return None
-    m, n = result.shape[-2:]
-    return kinds.pop() if m % 16 == 0 and n % 8 == 0 and lhs.shape[-1] % 16 == 0 else None
 
 
 def _to_f16(lw, tile: Tile) -> Tile:
@@ -347,9 +338,310 @@ def _mma_blocks(lw, op, kind, offsets, k_dim, n, per_batch, blocks_n, batches, f
     w.place(done)
 
 
+def _padded_stride(row: int, unit: int) -> int:
+    """Elements between row starts of a staged operand with `row` elements a row and `unit`
+    elements in 16 bytes: rows of an even number of 16-byte chunks get one chunk of padding, so
+    the 8 row addresses of an ldmatrix matrix fall in 8 different 16-byte bank groups (no bank
+    conflicts)."""
+    return row + unit if (row // unit) % 2 == 0 else row
+
+
+def _stage(lw, tile: Tile, offset: int, stride: int, transposed: bool) -> None:
+    """Store a Cyclic [B, R, C] (or [R, C]) tile to shared memory with `stride` elements between
+    rows: row-major (row r, column c at r*stride + c) or transposed (column c's elements along
+    one row: c*stride + r). Where the thread count and the rows divide one another, every slot
+    is one per-thread base register plus an immediate."""
+    w = lw.w
+    count, T = tile.count, lw.T
+    rows, cols = tile.type.shape[-2:]
+    size = dtypes.byte_size(tile.element)
+    batched = len(tile.type.shape) == 3 and tile.type.shape[0] > 1
+
+    def at(row: str, col: str, batch: Optional[str]) -> str:
+        """Element offset (u32 register) of (batch, row, col)."""
+        out = w.reg("b32")
+        if transposed:
+            w(f"mad.lo.u32 {out}, {col}, {stride}, {row}")
+            if batch is not None:
+                w(f"mad.lo.u32 {out}, {batch}, {cols * stride}, {out}")
+        else:
+            w(f"mad.lo.u32 {out}, {row}, {stride}, {col}")
+            if batch is not None:
+                w(f"mad.lo.u32 {out}, {batch}, {rows * stride}, {out}")
+        return out
+
+    def base():
+        if T % cols == 0:
+            row = intdiv.udiv(w, lw.tid(), cols)
+            col = intdiv.urem(w, lw.tid(), cols, quotient=row)
+        else:
+            row, col = lw.const_u32(0), lw.tid()
+        reg = w.reg("b32")
+        w(f"mad.lo.u32 {reg}, {at(row, col, None)}, {size}, {lw.smem_base()}")
+        return reg
+    fast = count % T == 0 and (T % cols == 0 or (cols % T == 0 and not transposed)) \
+        and not (batched and transposed)
+    for k in range(lw.slots(count)):
+        if fast:
+            if T % cols == 0:  # each slot moves T // cols rows down
+                step = k * (T // cols)
+                shift = step if transposed else step * stride
+            else:
+                row, col = divmod(k * T, cols)
+                shift = row * stride + col
+            address = f"{lw._cached(('stage base', cols, stride, transposed, size), base)}" \
+                      f"+{offset + size * shift}"
+        else:
+            e = lw.elem_index(count, k)
+            flat_row = intdiv.udiv(w, e, cols, bound=count - 1)
+            col = intdiv.urem(w, e, cols, quotient=flat_row, bound=count - 1)
+            batch = None
+            row = flat_row
+            if batched:
+                batch = intdiv.udiv(w, flat_row, rows, bound=count // cols - 1)
+                row = intdiv.urem(w, flat_row, rows, quotient=batch, bound=count // cols - 1)
+            address = lw.smem_address(offset, at(row, col, batch), tile.element)
+        lw.store("shared", address, tile.slot(k), tile.element)
+
+
+def _mma_in_registers(lw, op, layout, form):
+    """mmaf / mmai on the tensor cores with the accumulator and the result in `layout` (MmaAcc):
+    each warp keeps its blocks' C fragments in registers for the whole K loop (mma.sync adds into
+    them in place). The operands are staged with padded rows (_padded_stride) and read with
+    ldmatrix: A row-major, one .x4 per block row of the warp tile; B one .x4 per two block
+    columns, for f16 / bf16 row-major (K x N) through .trans, for tf32 and i8 (whose 4- and
+    1-byte elements .trans cannot transpose) staged transposed (N x K). The accumulator enters
+    the first mma as C, so the sum of products plus the accumulator is rounded once to the
+    result type (the reference's semantics); no shared-memory round trip of the product."""
+    if form[0] == "f64":
+        _mma_f64(lw, op, layout)
+        return
+    w = lw.w
+    a_type, b_type, k_step = form
+    acc = lw.convert(lw.get(op.operands["acc"], any_layout=True), layout)
+    lhs, rhs = (lw.get(op.operands[n]) for n in ("lhs", "rhs"))
+    result_type = op.results[0].type
+    m, n = result_type.shape[-2:]
+    k_dim = lhs.type.shape[-1]
+    integer = a_type in ("s8", "u8")
+    if a_type == "tf32":
+        lhs, rhs = _as_tf32(lw, lhs), _as_tf32(lw, rhs)
+        acc_type = "f32"
+    elif integer:
+        acc_type = "s32"
+    else:
+        lhs, rhs = _to_f16(lw, lhs), _to_f16(lw, rhs)
+        acc_type = "f32"
+    size = dtypes.byte_size(lhs.element)
+    unit = 16 // size  # elements in a 16-byte ldmatrix row
+    b_transposed = size != 2
+    a_stride = _padded_stride(k_dim, unit)
+    b_stride = _padded_stride(k_dim if b_transposed else n, unit)
+    all_batches = layout.batches
+    offsets = lw.reserve_smem([size * all_batches * m * a_stride,
+                               size * all_batches * (n if b_transposed else k_dim) * b_stride])
+    _stage(lw, lhs, offsets[0], a_stride, False)
+    _stage(lw, rhs, offsets[1], b_stride, b_transposed)
+    lw.barrier()
+    (wb, wm, wn), (batches, rows, cols) = layout.grid, layout.per_warp
+
+    def u32(text_op, *args):
+        out = w.reg("b32")
+        w(f"{text_op} {out}, {', '.join(str(a) for a in args)}")
+        return out
+
+    # per-thread ldmatrix row addresses, once per kernel: lane l gives row l % 8 of matrix
+    # q = l / 8. A's matrices are (rows 0-7, 8-15) x (K halves 0, 1) in the order of the mma's
+    # a0..a3; B's are (K halves 0, 1) x (this block column, the warp's next one)
+    def lanes():
+        lane = u32("and.b32", lw.tid(), 31)
+        warp = u32("rem.u32", u32("shr.u32", lw.tid(), 5), wb * wm * wn)
+        pb, pm, pn = (u32("div.u32", warp, wm * wn), u32("rem.u32", warp, wm * wn),
+                      u32("rem.u32", warp, wn))
+        pm = u32("div.u32", pm, wn)
+        within = u32("and.b32", lane, 7)
+        half = u32("and.b32", u32("shr.u32", lane, 3), 1)  # q % 2
+        pair = u32("shr.u32", lane, 4)  # q / 2
+        row8 = u32("mad.lo.u32", half, 8, within)
+        a_row = u32("mad.lo.u32", pm, 16, row8)
+        a_row = u32("mad.lo.u32", pb, m, a_row)
+        a_at = u32("mad.lo.u32", a_row, a_stride, u32("mul.lo.u32", pair, unit))
+        column = u32("mad.lo.u32", pair, 8 * wn, u32("shl.b32", pn, 3))
+        if b_transposed:  # row: the block column's n, then the K half
+            b_row = u32("mad.lo.u32", pb, n, u32("add.u32", column, within))
+            b_at = u32("mad.lo.u32", b_row, b_stride, u32("mul.lo.u32", half, unit))
+        else:  # row: K, then the block column's 8 n
+            b_row = u32("mad.lo.u32", pb, k_dim, row8)
+            b_at = u32("mad.lo.u32", b_row, b_stride, column)
+        return (u32("mad.lo.u32", a_at, size, lw.smem_base()),
+                u32("mad.lo.u32", b_at, size, lw.smem_base()))
+    a_lane, b_lane = lw._cached(("mma lanes", layout.key(), form, k_dim, a_stride, b_stride),
+                                lanes)
+    d = []
+    for k in range(layout.slots):
+        reg = w.reg("b32" if integer else "f32")
+        if integer:
+            w(f"mov.b32 {reg}, {acc.slot(k)}")
+        else:
+            w(f"mov.f32 {reg}, {dtypes.to_f32(w, acc.slot(k), acc.element)}")
+        d.append(reg)
+    shape = f"m16n8k{k_step}"
+    trans = "" if b_transposed else ".trans"
+
+    def k_step_at(a_at, b_at, kk, jb):
+        a_frags = []
+        for jm in range(rows):
+            frag = [w.reg("b32") for _ in range(4)]
+            at = size * (jm * wm * 16 * a_stride + kk)
+            w(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(frag)}}}, [{a_at}+{at}]")
+            a_frags.append(frag)
+        b_frags = []
+        for jn in range(0, cols, 2):
+            count = 4 if jn + 1 < cols else 2
+            frag = [w.reg("b32") for _ in range(count)]
+            if b_transposed:
+                at = size * (jn * wn * 8 * b_stride + kk)
+            else:
+                at = size * (kk * b_stride + jn * wn * 8)
+            w(f"ldmatrix.sync.aligned.m8n8.x{count}{trans}.shared.b16 {{{', '.join(frag)}}}, "
+              f"[{b_at}+{at}]")
+            b_frags += [frag[:2], frag[2:]] if count == 4 else [frag]
+        for jm in range(rows):
+            for jn in range(cols):
+                first = 4 * ((jb * rows + jm) * cols + jn)
+                c = ", ".join(d[first:first + 4])
+                w(f"mma.sync.aligned.{shape}.row.col.{acc_type}.{a_type}.{b_type}.{acc_type} "
+                  f"{{{c}}}, {{{', '.join(a_frags[jm])}}}, {{{', '.join(b_frags[jn])}}}, {{{c}}}")
+
+    steps = k_dim // k_step
+    b_advance = k_step * (1 if b_transposed else b_stride)
+    b_batch = (n if b_transposed else k_dim) * b_stride
+    for jb in range(batches):
+        a_ptr = u32("add.u32", a_lane, offsets[0] + size * jb * wb * m * a_stride)
+        b_ptr = u32("add.u32", b_lane, offsets[1] + size * jb * wb * b_batch)
+        if steps <= _UNROLL_K_STEPS:
+            for step in range(steps):
+                k_step_at(a_ptr, b_ptr, k_step * step, jb)
+            continue
+        a_end = u32("add.u32", a_ptr, size * k_dim)  # a loop whose pointers advance by a step
+        k_top = w.label("mma_k")
+        w.place(k_top)
+        k_step_at(a_ptr, b_ptr, 0, jb)
+        w(f"add.u32 {a_ptr}, {a_ptr}, {size * k_step}")
+        w(f"add.u32 {b_ptr}, {b_ptr}, {size * b_advance}")
+        more = w.reg("pred")
+        w(f"setp.lt.u32 {more}, {a_ptr}, {a_end}")
+        w(f"@{more} bra.uni {k_top}")
+    lw.barrier()  # the operands' shared memory is free for the next exchange
+    regs = d if result_type.element.name in ("f32", "i32") else \
+        [dtypes.from_f32(w, reg, result_type.element) for reg in d]
+    lw.set(op.results[0], Tile(result_type, regs, layout))
+
+
+def _f64_stride(row: int) -> int:
+    """Elements between row starts of a staged f64 operand: 4 (mod 16), so the 4 rows of 4
+    elements a half-warp reads per fragment fall in 4 different 32-byte bank quarters."""
+    return row + (4 - row) % 16
+
+
+def _mma_f64(lw, op, layout):
+    """f64 mmaf through mma.sync.m8n8k4 in the accumulator layout of 8x8 blocks (one f64 of A
+    and of B per lane, loaded from padded row-major staging: A[g][t], B[t][g])."""
+    w = lw.w
+    acc = lw.convert(lw.get(op.operands["acc"], any_layout=True), layout)
+    lhs, rhs = (lw.get(op.operands[n]) for n in ("lhs", "rhs"))
+    result_type = op.results[0].type
+    m, n = result_type.shape[-2:]
+    k_dim = lhs.type.shape[-1]
+    a_stride, b_stride = _f64_stride(k_dim), _f64_stride(n)
+    offsets = lw.reserve_smem([8 * layout.batches * m * a_stride,
+                               8 * layout.batches * k_dim * b_stride])
+    _stage(lw, lhs, offsets[0], a_stride, False)
+    _stage(lw, rhs, offsets[1], b_stride, False)
+    lw.barrier()
+    (wb, wm, wn), (batches, rows, cols) = layout.grid, layout.per_warp
+
+    def u32(text_op, *args):
+        out = w.reg("b32")
+        w(f"{text_op} {out}, {', '.join(str(a) for a in args)}")
+        return out
+
+    def lanes():
+        lane = u32("and.b32", lw.tid(), 31)
+        warp = u32("rem.u32", u32("shr.u32", lw.tid(), 5), wb * wm * wn)
+        pb, pm, pn = (u32("div.u32", warp, wm * wn), u32("rem.u32", warp, wm * wn),
+                      u32("rem.u32", warp, wn))
+        pm = u32("div.u32", pm, wn)
+        g, t = u32("shr.u32", lane, 2), u32("and.b32", lane, 3)
+        a_row = u32("mad.lo.u32", pb, m, u32("mad.lo.u32", pm, 8, g))
+        a_at = u32("mad.lo.u32", a_row, a_stride, t)  # A[row][t]
+        b_row = u32("mad.lo.u32", pb, k_dim, t)
+        b_at = u32("mad.lo.u32", b_row, b_stride, u32("mad.lo.u32", pn, 8, g))  # B[t][col]
+        return (u32("mad.lo.u32", a_at, 8, lw.smem_base()),
+                u32("mad.lo.u32", b_at, 8, lw.smem_base()))
+    a_lane, b_lane = lw._cached(("mma f64 lanes", layout.key(), k_dim, a_stride, b_stride),
+                                lanes)
+    d = []
+    for k in range(layout.slots):
+        reg = w.reg("f64")
+        w(f"mov.f64 {reg}, {acc.slot(k)}")
+        d.append(reg)
+
+    def k_step_at(a_at, b_at, kk, jb):
+        a_frags, b_frags = [], []
+        for jm in range(rows):
+            reg = w.reg("f64")
+            w(f"ld.shared.f64 {reg}, [{a_at}+{8 * (jm * wm * 8 * a_stride + kk)}]")
+            a_frags.append(reg)
+        for jn in range(cols):
+            reg = w.reg("f64")
+            w(f"ld.shared.f64 {reg}, [{b_at}+{8 * (kk * b_stride + jn * wn * 8)}]")
+            b_frags.append(reg)
+        for jm in range(rows):
+            for jn in range(cols):
+                first = 2 * ((jb * rows + jm) * cols + jn)
+                c = ", ".join(d[first:first + 2])
+                w(f"mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {{{c}}}, {{{a_frags[jm]}}}, "
+                  f"{{{b_frags[jn]}}}, {{{c}}}")
+
+    steps = k_dim // 4
+    for jb in range(batches):
+        a_ptr = u32("add.u32", a_lane, offsets[0] + 8 * jb * wb * m * a_stride)
+        b_ptr = u32("add.u32", b_lane, offsets[1] + 8 * jb * wb * k_dim * b_stride)
+        if steps <= 2 * _UNROLL_K_STEPS:
+            for step in range(steps):
+                k_step_at(a_ptr, b_ptr, 4 * step, jb)
+            continue
+        a_end = u32("add.u32", a_ptr, 8 * k_dim)
+        k_top = w.label("mma_k")
+        w.place(k_top)
+        k_step_at(a_ptr, b_ptr, 0, jb)
+        w(f"add.u32 {a_ptr}, {a_ptr}, 32")
+        w(f"add.u32 {b_ptr}, {b_ptr}, {32 * b_stride}")
+        more = w.reg("pred")
+        w(f"setp.lt.u32 {more}, {a_ptr}, {a_end}")
+        w(f"@{more} bra.uni {k_top}")
+    lw.barrier()  # the operands' shared memory is free for the next exchange
+    lw.set(op.results[0], Tile(result_type, d, layout))
+
+
+def _stays_in_fragments(lw, op, layout) -> bool:
+    """Whether an f16 / bf16 mmaf should produce `layout`: not when its result, directly or
+    through element-wise ops, feeds a reduction (on a layout whose warps hold copies that may
+    take more exchanges than the product's own round trip to Cyclic in _mma_sync)."""
+    from .anchors import reaches_reduction
+    acc = lw.get(op.operands["acc"], any_layout=True)
+    return acc.layout == layout or not reaches_reduction(lw, op.results[0])
+
+
 @lowers("mmaf")
 def lower_mmaf(lw, op):
-    if _tensor_core_kind(lw, op):
+    layout = mma_layout(lw, op)
+    if layout is not None and tensor_core_kind(lw, op) and not _stays_in_fragments(lw, op, layout):
+        layout = None  # the product comes back to Cyclic anyway: _mma_sync does that directly
+    if layout is not None:
+        _mma_in_registers(lw, op, layout, mma_form(lw, op))
+    elif tensor_core_kind(lw, op):
         _mma_sync(lw, op)
     else:
         _matmul(lw, op, integer=False)
@@ -357,7 +649,11 @@ def lower_mmaf(lw, op):
 
 @lowers("mmai")
 def lower_mmai(lw, op):
-    _matmul(lw, op, integer=True)
+    layout = mma_layout(lw, op)
+    if layout is not None:
+        _mma_in_registers(lw, op, layout, mma_form(lw, op))
+    else:
+        _matmul(lw, op, integer=True)
 
 
 @lowers("mmaf_scaled")

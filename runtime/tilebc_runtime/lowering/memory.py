@@ -18,7 +18,7 @@ from . import dtypes, intdiv
 from .anchors import divisor, flow_is_layout_free, load_layout
 from .common import (SCOPE, SubView, TensorView, Tile, and_predicates as _and, immediate,
                      order_after_token, set_result_token)
-from .layout import UNIFORM, Blocked, distinct_slots
+from .layout import UNIFORM, Blocked, MmaAcc, distinct_slots
 from .registry import lowers
 
 def qualifiers(op, *, store: bool) -> str:
@@ -521,6 +521,15 @@ def _vector_store(lw, op, view, tile, vec, quals):
                 w(f"@{both} st{space}.{memtype} [{address}], {reg}")
 
 
+def _first_warps(lw, threads: int) -> str:
+    """Predicate: this thread is one of the first `threads`."""
+    def make():
+        reg = lw.w.reg("pred")
+        lw.w(f"setp.lt.u32 {reg}, {lw.tid()}, {threads}")
+        return reg
+    return lw._cached(("first threads", threads), make)
+
+
 @lowers("store_view_tko")
 def lower_store_view(lw, op):
     order_after_token(lw, op)
@@ -536,11 +545,20 @@ def lower_store_view(lw, op):
             _vector_store(lw, op, view, tile, vec, quals)
             set_result_token(lw, op)
             return
+        owner = None
+        if isinstance(tile.layout, MmaAcc) and tile.layout.copies > 1:
+            owner = _first_warps(lw, lw.T // tile.layout.copies)  # the copies' warps skip it
+        elif vec > 1 and isinstance(tile.layout, MmaAcc):
+            # slots 2j, 2j+1 of an mma accumulator are two neighbours in a row (even column)
+            _vector_store(lw, op, view, tile, 2, quals)
+            set_result_token(lw, op)
+            return
         slots = distinct_slots(tile.layout, lw.T)
         addresses = view_addresses(lw, op, view, op.operands["index"], tile.type.shape,
                                    tile.layout, slots)
         for k, (address, ok) in zip(slots, addresses):
-            lw.store(lw.pointer_space, address, tile.regs[k], tile.element, quals, predicate=ok)
+            lw.store(lw.pointer_space, address, tile.regs[k], tile.element, quals,
+                     predicate=_and(lw, owner, ok))
         set_result_token(lw, op)
         return
     tile = lw.get(op.operands["tile"])

@@ -70,16 +70,27 @@ class _SpecFacts:
         self.check = check_function(spec, self, check_hints) if self.memoizable else None
 
 
-_FACTS = {spec.mnemonic: _SpecFacts(spec) for spec in OPS_BY_MNEMONIC.values()}
-# The body ops' facts by identity of their (immortal) table spec: an op whose spec is not found
-# here is structural or unknown.
-_BODY_FACTS = {id(spec): _FACTS[spec.mnemonic] for spec in OPS_BY_MNEMONIC.values()
-               if not spec.structural}
+# Body ops' facts by identity of their (immortal) table spec, built at first use: writing out and
+# compiling every op kind's fast path up front costs more than verifying a small module.
+_TABLE_BODY_SPECS = {id(spec): spec for spec in OPS_BY_MNEMONIC.values() if not spec.structural}
+_BODY_FACTS: Dict[int, _SpecFacts] = {}
 
 
 # Facts of body ops added to the table after this module loaded (a test's extension of the table),
 # keyed by the spec itself.
 _LATE_FACTS: Dict[OpSpec, _SpecFacts] = {}
+
+
+def _facts(spec: OpSpec) -> Optional[_SpecFacts]:
+    """The facts of a body op's spec; None for a structural or unknown one."""
+    key = id(spec)
+    facts = _BODY_FACTS.get(key)
+    if facts is not None:
+        return facts
+    if _TABLE_BODY_SPECS.get(key) is spec:
+        facts = _BODY_FACTS[key] = _SpecFacts(spec)
+        return facts
+    return _late_facts(spec)
 
 
 def _late_facts(spec: OpSpec) -> Optional[_SpecFacts]:
@@ -91,8 +102,19 @@ def _late_facts(spec: OpSpec) -> Optional[_SpecFacts]:
     return facts
 
 
-# id(spec) -> the fast path of each op kind whose verdicts may be reused.
-_FAST_CHECKS = {key: facts.check for key, facts in _BODY_FACTS.items() if facts.check is not None}
+class _FastChecks(dict):
+    """id(spec) -> the fast path of each table op kind whose verdicts may be reused (None for
+    the others), compiled at first use."""
+
+    def __missing__(self, key):
+        spec = _TABLE_BODY_SPECS.get(key)
+        if spec is None:
+            return None  # structural, or not the table's: Verifier.op decides
+        check = self[key] = _facts(spec).check
+        return check
+
+
+_FAST_CHECKS = _FastChecks()
 
 
 def _attr_token(value):
@@ -246,10 +268,11 @@ class Verifier:
         ops = block.ops
         if parent is not None and parent.spec.combiner:
             self.effect_free_body(ops, parent)
-        fast = _FAST_CHECKS if self.fast else {}
+        fast = self.fast
         last = len(ops) - 1
         for position, op in enumerate(ops):
-            check = fast.get(id(op.spec))  # the op kind's fast path (see op), called directly
+            # the op kind's fast path (see op), called directly
+            check = _FAST_CHECKS[id(op.spec)] if fast else None
             if check is not None:
                 check(self, op)
             else:
@@ -310,7 +333,7 @@ class Verifier:
 
     def op(self, op: Op) -> None:
         spec = op.spec
-        facts = _BODY_FACTS.get(id(spec)) or _late_facts(spec)
+        facts = _facts(spec)
         if facts is None:
             self.ctx.report("op.unknown", op, f"{spec.mnemonic} cannot appear in a function body")
             return
@@ -329,7 +352,7 @@ class Verifier:
                 self._clean_by_id[key] = clean
                 return clean
         spec = op.spec
-        self.op_in_full(op, spec, _BODY_FACTS.get(id(spec)) or _late_facts(spec), (key, value_key))
+        self.op_in_full(op, spec, _facts(spec), (key, value_key))
         return None
 
     def dominance(self, op: Op, facts: _SpecFacts) -> None:

@@ -6,7 +6,6 @@ import collections
 import io
 import os
 import sys
-from importlib import resources
 from typing import List, Optional, Union
 
 from . import dump, load
@@ -355,6 +354,7 @@ def cmd_demo(args) -> int:
         name, data = args.input, read_input(args.input)
     else:
         name = "embedded demo kernel (text form of cuTile's float_math, elementwise_f32)"
+        from importlib import resources  # only the demo reads package data
         data = resources.files("tilebc").joinpath("data/demo.mlir").read_bytes()
     failures = 0
 

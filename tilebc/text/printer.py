@@ -354,7 +354,7 @@ def _element_text(element, op: Op, ctx: _Context):
 # `_walk` above interprets an op's elements for every op it prints. MLIR's spacing flags depend
 # only on the elements, never on the op, so each op kind's body can be written out once as Python
 # (spaces and literals folded into constants, optional groups as `if`s) and compiled at first use.
-# `_walk` stays the reference the tests compare against.
+# `_walk` prints the first few ops of each kind (a small module is not worth compiling for).
 
 def _attr_dict_text(op: Op, element: AttrDict) -> str:
     extra = [(a.name, op.attrs[a.name]) for a, elided in element.keyword_attrs
@@ -527,6 +527,10 @@ def _op_printer_source(spec) -> tuple:
 
 # id(spec) -> (spec, its compiled body printer); the spec rides along so an id is never reused
 _OP_PRINTERS: Dict[int, tuple] = {}
+_USES: Dict[int, int] = {}  # id(spec) -> ops of the kind printed by the walker so far
+# How many ops of a kind `_walk` prints before the kind's printer is compiled: compiling costs
+# more than walking the elements of a few ops (tests set 0 to print everything compiled).
+COMPILE_AFTER = 8
 
 
 def op_printer(spec):
@@ -542,6 +546,22 @@ def op_printer(spec):
     exec(compile(source, f"<tilebc printer {spec.mnemonic}>", "exec"), namespace)
     _OP_PRINTERS[id(spec)] = (spec, namespace["body"])
     return namespace["body"]
+
+
+def op_body(op: Op, ctx: _Context) -> str:
+    """The op's text after its name, without the location: walked for the first ops of a kind,
+    then by the kind's compiled printer."""
+    spec = op.spec
+    found = _OP_PRINTERS.get(id(spec))
+    if found is not None and found[0] is spec:
+        return found[1](op, ctx)
+    uses = _USES.get(id(spec), 0)
+    if uses >= COMPILE_AFTER:
+        return op_printer(spec)(op, ctx)
+    _USES[id(spec)] = uses + 1
+    out = _Out()
+    _walk(compile_syntax(spec), op, ctx, out, True)
+    return "".join(out.parts)
 
 
 # ---- module structure ----------------------------------------------------------------------------
@@ -709,7 +729,7 @@ class _ModulePrinter:
         if self.generic:
             return self.generic_op(op, ctx)
         try:
-            body = op_printer(op.spec)(op, ctx)
+            body = op_body(op, ctx)
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as error:
             # Only IR that breaks the op's typing rules gets here (the verifier would refuse it).
             raise TilebcError(f"cannot print {op.name}: its operands, attributes or types do not "

@@ -45,7 +45,7 @@ class _SpecFacts:
 
     __slots__ = ("enum_attrs", "required_attrs", "newer_attrs", "newer_operands", "fixed_results",
                  "constraints", "memoizable", "hints", "operand_names", "symbol_ref", "regions",
-                 "in_context", "check")
+                 "in_context", "check", "spec", "uses")
 
     def __init__(self, spec: OpSpec):
         self.enum_attrs = tuple(a for a in spec.attrs if a.kind is AttrKind.ENUM)
@@ -66,8 +66,28 @@ class _SpecFacts:
         self.symbol_ref = any(a.kind is AttrKind.SYMBOL for a in spec.attrs) and not spec.structural
         self.regions = spec.regions
         self.in_context = spec.terminator or self.symbol_ref  # checks that read enclosing ops
-        # The fast path for this op kind (signature.py), when its verdicts may be reused.
-        self.check = check_function(spec, self, check_hints) if self.memoizable else None
+        # The fast path for this op kind (signature.py), when its verdicts may be reused: written
+        # out once the kind has been met COMPILE_AFTER times (compiling costs more than checking
+        # a few ops in full).
+        self.spec = spec
+        self.check = None
+        self.uses = 0
+
+    def fast_check(self):
+        """The op kind's fast path, compiled on the use after COMPILE_AFTER; None before that
+        and for kinds whose verdicts may not be reused."""
+        check = self.check
+        if check is None and self.memoizable:
+            self.uses += 1
+            if self.uses > COMPILE_AFTER:
+                check = self.check = check_function(self.spec, self, check_hints)
+                if _TABLE_BODY_SPECS.get(id(self.spec)) is self.spec:
+                    _FAST_CHECKS[id(self.spec)] = check
+        return check
+
+
+# How many ops of a kind are checked in full before its fast path is compiled (tests set 0).
+COMPILE_AFTER = 8
 
 
 # Body ops' facts by identity of their (immortal) table spec, built at first use: writing out and
@@ -102,19 +122,8 @@ def _late_facts(spec: OpSpec) -> Optional[_SpecFacts]:
     return facts
 
 
-class _FastChecks(dict):
-    """id(spec) -> the fast path of each table op kind whose verdicts may be reused (None for
-    the others), compiled at first use."""
-
-    def __missing__(self, key):
-        spec = _TABLE_BODY_SPECS.get(key)
-        if spec is None:
-            return None  # structural, or not the table's: Verifier.op decides
-        check = self[key] = _facts(spec).check
-        return check
-
-
-_FAST_CHECKS = _FastChecks()
+# id(spec) -> the compiled fast path of each table op kind (see _SpecFacts.fast_check)
+_FAST_CHECKS: Dict[int, object] = {}
 
 
 def _attr_token(value):
@@ -272,7 +281,7 @@ class Verifier:
         last = len(ops) - 1
         for position, op in enumerate(ops):
             # the op kind's fast path (see op), called directly
-            check = _FAST_CHECKS[id(op.spec)] if fast else None
+            check = _FAST_CHECKS.get(id(op.spec)) if fast else None
             if check is not None:
                 check(self, op)
             else:
@@ -337,8 +346,9 @@ class Verifier:
         if facts is None:
             self.ctx.report("op.unknown", op, f"{spec.mnemonic} cannot appear in a function body")
             return
-        if self.fast and facts.check is not None:
-            facts.check(self, op)  # signature.py: op_in_full's checks, verdicts reused
+        check = facts.fast_check() if self.fast else None
+        if check is not None:
+            check(self, op)  # signature.py: op_in_full's checks, verdicts reused
         else:
             self.op_in_full(op, spec, facts, None)
 

@@ -198,7 +198,15 @@ class FunctionNames:
             self._number_op(op, scope)
 
     def _number_op(self, op: Op, scope: _Scope) -> None:
-        if not op.results:
+        results = op.results
+        if not results:
+            return
+        spec = op.spec
+        if spec.asm_name is None and (len(spec.results) < 2
+                                      or any(r.variadic for r in spec.results)):
+            # no suggested names (suggested_names gives only None): one numbered group
+            self.text[id(results[0])] = str(self.next_value)
+            self.next_value += 1
             return
         groups = [0]
         for index, name in enumerate(suggested_names(op, self)):

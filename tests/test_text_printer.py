@@ -13,6 +13,7 @@ from tilebc.ops import (AtomicRMWMode, ComparisonPredicate, MemoryOrderingSemant
                         MultimemReductionKind, PtrAttr)
 from tilebc.oracles import tileirdisasm
 from tilebc.text import print_module
+from tilebc.text import printer as printer_module
 from tilebc.text.floats import format_float
 
 from conftest import decoded, fixture_files, fixture_id, needs_disasm
@@ -21,14 +22,26 @@ from handbuilt import KERNELS, i32_constant
 FILES = fixture_files()
 
 
+@pytest.fixture(params=["walked", "compiled"])
+def op_printers(request, monkeypatch):
+    """Every op printed by walking its syntax elements, or every op by its kind's compiled
+    printer (by default the first few ops of a kind are walked, the rest compiled)."""
+    monkeypatch.setattr(printer_module, "_OP_PRINTERS", {})
+    monkeypatch.setattr(printer_module, "_USES", {})
+    monkeypatch.setattr(printer_module, "COMPILE_AFTER",
+                        0 if request.param == "compiled" else 1 << 60)
+    return request.param
+
+
 @pytest.mark.parametrize("path", FILES, ids=fixture_id)
-def test_fixture_matches_tileirdisasm(path):
+def test_fixture_matches_tileirdisasm(path, op_printers):
     module = decoded(path)
     assert print_module(module) == path.with_suffix(".dis").read_text()
+    assert bool(printer_module._OP_PRINTERS) == (op_printers == "compiled")
 
 
 @pytest.mark.parametrize("path", FILES, ids=fixture_id)
-def test_fixture_debug_matches_tileirdisasm_g(path):
+def test_fixture_debug_matches_tileirdisasm_g(path, op_printers):
     module = decoded(path)
     assert print_module(module, debug=True) == path.with_suffix(".dis-g").read_text()
 

@@ -12,11 +12,19 @@ from tilebc.ir import Value, f32, i32, i64, scalar, tile
 from tilebc.ir.location import DILoc, DISubprogram
 from tilebc.verify import diagnostics, verify
 from tilebc.verify.diagnostics import Collector
+from tilebc.verify import structure
 from tilebc.verify.structure import Verifier
 
 from conftest import decoded, fixture_files, fixture_id
 from test_verify_differential import attribute_mutations, sample
 from test_verify_invalid import CASES, _reload, const, kernel
+
+
+@pytest.fixture(autouse=True)
+def compile_fast_paths(monkeypatch):
+    """The fast path of every op kind from its first op (by default the first few ops of a kind
+    are checked in full before it is compiled)."""
+    monkeypatch.setattr(structure, "COMPILE_AFTER", 0)
 
 
 def same_report(module):

@@ -1,6 +1,8 @@
 """Construct schemas for the container: header, section framing and the offset-indexed tables.
 
 Every schema both parses and builds; `tests/test_container.py` checks build(parse(b)) == b.
+The schemas (and construct) load on first use: the reader frames a well-formed file with the
+plain readers below and turns to a schema only to report (or leniently read) a malformed one.
 """
 from __future__ import annotations
 
@@ -8,9 +10,6 @@ import enum
 import operator
 import re
 from typing import List, Optional, Tuple
-
-import construct as cs
-from construct import this
 
 from ..errors import DecodeError
 from .primitives import PADDING_BYTE
@@ -38,77 +37,94 @@ REQUIRED_SECTIONS = (SectionId.STRING, SectionId.FUNC)
 PREVIEW_TAG_BIT = 0x0001
 
 
-class AbsolutePadding(cs.Construct):
-    """0xCB bytes up to a multiple of `alignment`, measured from the start of the stream (the file)."""
-
-    def __init__(self, alignment):
-        super().__init__()
-        self.alignment = alignment
-
-    def _pad(self, stream, context, path) -> int:
-        alignment = self.alignment(context) if callable(self.alignment) else self.alignment
-        if alignment <= 0 or alignment & (alignment - 1):
-            raise cs.ValidationError(f"alignment {alignment} is not a power of two", path=path)
-        return (-cs.stream_tell(stream, path)) % alignment
-
-    def _parse(self, stream, context, path):
-        pad = self._pad(stream, context, path)
-        start = cs.stream_tell(stream, path)
-        data = cs.stream_read(stream, pad, path)
-        bad = [i for i, byte in enumerate(data) if byte != PADDING_BYTE]
-        if bad:
-            message = f"padding byte is 0x{data[bad[0]]:02x}, expected 0x{PADDING_BYTE:02X}"
-            # A lenient parse passes a list to collect (stream position, message) in, and goes on.
-            sink = context._params.get("padding_sink")
-            if sink is None:
-                raise cs.ValidationError(message, path=path)
-            sink.append((start + bad[0], message))
-        return pad
-
-    def _build(self, obj, stream, context, path):
-        pad = self._pad(stream, context, path)
-        cs.stream_write(stream, bytes([PADDING_BYTE]) * pad, pad, path)
-        return pad
-
-    def _sizeof(self, context, path):
-        raise cs.SizeofError(path=path)
+_SCHEMA_NAMES = ("AbsolutePadding", "Header", "Section", "OffsetTable", "StringTable",
+                 "TypeTable", "ConstantTable")
 
 
-Header = cs.Struct(
-    "magic" / cs.Const(MAGIC),
-    "major" / cs.Int8ul,
-    "minor" / cs.Int8ul,
-    "tag" / cs.Int16ul,
-)
+def _build_schemas() -> dict:
+    import construct as cs
+    from construct import this
 
-Section = cs.Struct(
-    "header" / cs.BitStruct("aligned" / cs.Flag, "id" / cs.BitsInteger(7)),
-    "length" / cs.If(this.header.id != SectionId.END, cs.VarInt),
-    "alignment" / cs.If(this.header.aligned, cs.VarInt),
-    "padding" / cs.If(this.header.aligned, AbsolutePadding(this.alignment)),
-    "payload" / cs.If(this.header.id != SectionId.END, cs.Bytes(this.length)),
-)
+    class AbsolutePadding(cs.Construct):
+        """0xCB bytes up to a multiple of `alignment`, measured from the start of the stream
+        (the file)."""
 
+        def __init__(self, alignment):
+            super().__init__()
+            self.alignment = alignment
 
-def OffsetTable(offset_width: int, alignment: int) -> cs.Struct:
-    """`count`, padding, `count` offsets, then the concatenated blobs (string/type/constant tables).
+        def _pad(self, stream, context, path) -> int:
+            alignment = self.alignment(context) if callable(self.alignment) else self.alignment
+            if alignment <= 0 or alignment & (alignment - 1):
+                raise cs.ValidationError(f"alignment {alignment} is not a power of two", path=path)
+            return (-cs.stream_tell(stream, path)) % alignment
 
-    Offsets are kept as raw bytes so a large table costs one slice, not one construct call per entry.
-    """
-    return cs.Struct(
-        "count" / cs.VarInt,
-        "padding" / AbsolutePadding(alignment),
-        "offsets" / cs.Bytes(this.count * offset_width),
-        "data" / cs.GreedyBytes,
+        def _parse(self, stream, context, path):
+            pad = self._pad(stream, context, path)
+            start = cs.stream_tell(stream, path)
+            data = cs.stream_read(stream, pad, path)
+            bad = [i for i, byte in enumerate(data) if byte != PADDING_BYTE]
+            if bad:
+                message = f"padding byte is 0x{data[bad[0]]:02x}, expected 0x{PADDING_BYTE:02X}"
+                # A lenient parse passes a list to collect (stream position, message) in, and
+                # goes on.
+                sink = context._params.get("padding_sink")
+                if sink is None:
+                    raise cs.ValidationError(message, path=path)
+                sink.append((start + bad[0], message))
+            return pad
+
+        def _build(self, obj, stream, context, path):
+            pad = self._pad(stream, context, path)
+            cs.stream_write(stream, bytes([PADDING_BYTE]) * pad, pad, path)
+            return pad
+
+        def _sizeof(self, context, path):
+            raise cs.SizeofError(path=path)
+
+    Header = cs.Struct(
+        "magic" / cs.Const(MAGIC),
+        "major" / cs.Int8ul,
+        "minor" / cs.Int8ul,
+        "tag" / cs.Int16ul,
+    )
+
+    Section = cs.Struct(
+        "header" / cs.BitStruct("aligned" / cs.Flag, "id" / cs.BitsInteger(7)),
+        "length" / cs.If(this.header.id != SectionId.END, cs.VarInt),
+        "alignment" / cs.If(this.header.aligned, cs.VarInt),
+        "padding" / cs.If(this.header.aligned, AbsolutePadding(this.alignment)),
+        "payload" / cs.If(this.header.id != SectionId.END, cs.Bytes(this.length)),
     )
 
 
-StringTable = OffsetTable(4, 4)
-TypeTable = OffsetTable(4, 4)
-ConstantTable = OffsetTable(8, 8)
+    def OffsetTable(offset_width: int, alignment: int) -> cs.Struct:
+        """`count`, padding, `count` offsets, then the concatenated blobs (string/type/constant
+        tables). Offsets are kept as raw bytes so a large table costs one slice, not one
+        construct call per entry.
+        """
+        return cs.Struct(
+            "count" / cs.VarInt,
+            "padding" / AbsolutePadding(alignment),
+            "offsets" / cs.Bytes(this.count * offset_width),
+            "data" / cs.GreedyBytes,
+        )
+
+    StringTable = OffsetTable(4, 4)
+    TypeTable = OffsetTable(4, 4)
+    ConstantTable = OffsetTable(8, 8)
+    return {name: value for name, value in locals().items() if name in _SCHEMA_NAMES}
 
 
-def construct_detail(error: cs.ConstructError, what: str) -> str:
+def __getattr__(name):
+    # the construct schemas, built once on first access (module attributes from then on)
+    if name in _SCHEMA_NAMES:
+        globals().update(_build_schemas())
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def construct_detail(error, what: str) -> str:
     """construct's error message, said in the format's terms."""
     detail = str(error).split("\n")[-1]
     detail = detail.split(") ", 1)[-1] if detail.startswith("(") else detail
@@ -119,7 +135,7 @@ def construct_detail(error: cs.ConstructError, what: str) -> str:
     return detail
 
 
-def parse_construct(schema: cs.Construct, data: bytes, *, base: int, what: str,
+def parse_construct(schema, data: bytes, *, base: int, what: str,
                     file: Optional[str], padding_sink: Optional[list] = None):
     """Parse `data` (found at absolute offset `base`) with `schema`, translating construct's errors.
 
@@ -129,6 +145,8 @@ def parse_construct(schema: cs.Construct, data: bytes, *, base: int, what: str,
     message) instead of failing.
     """
     import io
+
+    import construct as cs
     stream = io.BytesIO(data)
     try:
         return schema.parse_stream(stream, padding_sink=padding_sink)
@@ -136,6 +154,70 @@ def parse_construct(schema: cs.Construct, data: bytes, *, base: int, what: str,
         detail = construct_detail(error, what)
         raise DecodeError(f"malformed {what}: {detail}", file=file,
                           offset=base + stream.tell()) from None
+
+
+def _uleb(data: bytes, pos: int) -> Tuple[int, int]:
+    """(value, position after it) of the LEB128 varint at `pos`; (-1, pos) when it runs past the
+    data or over 10 bytes (the schema's reading reports that)."""
+    value = shift = 0
+    for index in range(pos, min(pos + 10, len(data))):
+        byte = data[index]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, index + 1
+        shift += 7
+    return -1, pos
+
+
+def _is_padding(data: bytes, pos: int, pad: int) -> bool:
+    chunk = data[pos:pos + pad]
+    return len(chunk) == pad and chunk.count(PADDING_BYTE) == pad
+
+
+def plain_section(data: bytes, start: int):
+    """The section whose header is at `start` as (id, aligned, length, alignment, payload, end),
+    read without construct; None when anything is unusual (short data, a padding byte other than
+    0xCB, an alignment not a power of two), for `Section` to report or read leniently. `alignment`
+    is None when the section is not aligned, `end` the position after it."""
+    id_byte = data[start]
+    section_id, aligned = id_byte & 0x7F, bool(id_byte & 0x80)
+    pos = start + 1
+    length = alignment = None
+    if section_id != SectionId.END:
+        length, pos = _uleb(data, pos)
+        if length < 0:
+            return None
+    if aligned:
+        alignment, pos = _uleb(data, pos)
+        if alignment <= 0 or alignment & (alignment - 1):
+            return None
+        pad = -pos % alignment
+        if not _is_padding(data, pos, pad):
+            return None
+        pos += pad
+    payload = None
+    if section_id != SectionId.END:
+        if pos + length > len(data):
+            return None
+        payload = data[pos:pos + length]
+        pos += length
+    return section_id, aligned, length, alignment, payload, pos
+
+
+def plain_table(payload: bytes, offset_width: int, alignment: int):
+    """An offset table's (count, offsets bytes, data bytes), read as `OffsetTable` reads it but
+    without construct; None when it is not well formed (the schema reports it)."""
+    count, pos = _uleb(payload, 0)
+    if count < 0:
+        return None
+    pad = -pos % alignment
+    if not _is_padding(payload, pos, pad):
+        return None
+    pos += pad
+    stop = pos + count * offset_width
+    if stop > len(payload):
+        return None
+    return count, payload[pos:stop], payload[stop:]
 
 
 def first_misplaced_entry(offsets: List[int], size: int) -> Optional[Tuple[int, str]]:

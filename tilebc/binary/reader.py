@@ -12,8 +12,6 @@ import os
 import struct
 from typing import Dict, List, Optional, Tuple, Union
 
-import construct as cs
-
 from ..errors import DecodeError, TilebcError
 from ..ir import attrs as A
 from ..ir import location as L
@@ -27,9 +25,10 @@ from ..ops.table import OPS_BY_OPCODE, max_public_opcode
 from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS,
                        GLOBAL_VISIBILITY_AND_CONSTANT, MAX_VERSION, MIN_VERSION, POINTER_ATTR,
                        PREVIEW_TAG, UNIFIED_OPTIONAL_BITFIELD, Version)
+from . import container
 from .container import (CHECKED_ON_USE, CLAMPED, EXACT, MAGIC, PREVIEW_TAG_BIT, REQUIRED_SECTIONS,
-                        SECTION_ALIGNMENT, BlobTable, ConstantTable, Header, Section, SectionId,
-                        StringTable, TypeTable, construct_detail, parse_construct)
+                        SECTION_ALIGNMENT, BlobTable, SectionId, construct_detail, parse_construct,
+                        plain_section, plain_table)
 from .fastpath import Bail, fast_decoder, varint_tail
 from .layout import FileLayout, used_bitmap
 from .lazyloc import DecodedFunction, DecodedOp, PendingLocations
@@ -167,16 +166,18 @@ class ModuleReader:
         if len(data) < 8 or data[:8] != MAGIC:
             raise self.error("invalid magic number: input does not start with the Tile IR magic "
                              "7f 54 69 6c 65 49 52 00", 0)
-        header = parse_construct(Header, data[:12], base=0, what="header", file=self.file)
-        version = Version(header.major, header.minor)
+        if len(data) < 12:  # the schema says what is missing
+            parse_construct(container.Header, data[:12], base=0, what="header", file=self.file)
+        major, minor, tag = data[8], data[9], data[10] | data[11] << 8
+        version = Version(major, minor)
         if not (MIN_VERSION <= version <= MAX_VERSION):
-            raise self.error(f"unsupported Tile version {version}.{header.tag}, this reader supports "
+            raise self.error(f"unsupported Tile version {version}.{tag}, this reader supports "
                              f"versions [{MIN_VERSION} - {MAX_VERSION}]", 8)
         self.version = version
         self.max_opcode = max_public_opcode(version)
-        if header.tag & ~PREVIEW_TAG_BIT:
-            raise self.error(f"header has unrecognized version tag bits 0x{header.tag:04x}", 10)
-        if header.tag & PREVIEW_TAG_BIT:
+        if tag & ~PREVIEW_TAG_BIT:
+            raise self.error(f"header has unrecognized version tag bits 0x{tag:04x}", 10)
+        if tag & PREVIEW_TAG_BIT:
             if version < PREVIEW_TAG:
                 raise self.error(f"public-preview tag bit set in a {version} file; preview "
                                  f"bytecode needs version {PREVIEW_TAG}", 10)
@@ -196,14 +197,14 @@ class ModuleReader:
             if not reader.at_end():
                 raise reader.error(f"{reader.remaining} unexpected bytes after the producer")
         if SectionId.TYPE in sections:
-            self.type_blobs = self._read_table(TypeTable, 4, *sections[SectionId.TYPE], "type table",
+            self.type_blobs = self._read_table("TypeTable", 4, *sections[SectionId.TYPE], "type table",
                                                CHECKED_ON_USE)
             if len(self.type_blobs) > self.limits.max_types:
                 raise self.error(f"limit exceeded: type table has {len(self.type_blobs)} entries, "
                                  f"more than max_types={self.limits.max_types}",
                                  sections[SectionId.TYPE][0])
         if SectionId.CONSTANT in sections:
-            self.constant_blobs = self._read_table(ConstantTable, 8, *sections[SectionId.CONSTANT],
+            self.constant_blobs = self._read_table("ConstantTable", 8, *sections[SectionId.CONSTANT],
                                                    "constant table")
         if SectionId.DEBUG in sections:
             self._read_debug(*sections[SectionId.DEBUG])
@@ -225,11 +226,9 @@ class ModuleReader:
                           tuple(self.function_slots), self.func_tail, used)
 
     def _frame_sections(self) -> Dict[SectionId, Tuple[int, bytes]]:
-        stream = io.BytesIO(self.data)
-        stream.seek(12)
         sections: Dict[SectionId, Tuple[int, bytes]] = {}
+        start = 12
         while True:
-            start = stream.tell()
             if start >= len(self.data):
                 raise self.error("truncated input: missing end-of-bytecode section", start)
             id_byte = self.data[start]
@@ -243,50 +242,64 @@ class ModuleReader:
                 header.varint("section length")
                 if id_byte & 0x80:
                     header.varint("section alignment")
-            padding = None if self.strict else []
-            try:
-                section = Section.parse_stream(stream, padding_sink=padding)
-            except cs.ConstructError as error:
-                detail = construct_detail(error, "file")
-                raise self.error(f"malformed section header: {detail}", stream.tell()) from None
-            for position, message in padding or ():
-                self.lenient(f"malformed section header: {message}", position,
-                             "padding is not read (tileirdisasm does not look at it)")
-            section_id = section.header.id
+            found = plain_section(self.data, start)
+            if found is None:  # something unusual: construct's schema reports it or reads on
+                found = self._construct_section(start)
+            section_id, aligned, length, alignment, payload, end = found
             if section_id == SectionId.END:
-                if section.header.aligned:
+                if aligned:
                     raise self.error("end section must not have the alignment flag set", start)
-                if stream.tell() != len(self.data):
+                if end != len(self.data):
                     raise self.error("end section is not the last section: "
-                                     f"{len(self.data) - stream.tell()} bytes follow it",
-                                     stream.tell())
+                                     f"{len(self.data) - end} bytes follow it", end)
                 return sections
             section_id = SectionId(section_id)
             required = SECTION_ALIGNMENT[section_id]
             if required is not None:
-                if not section.header.aligned or section.alignment % required:
+                if not aligned or alignment % required:
                     raise self.error(f"{section_id.name.lower()} section must be aligned to a "
                                      f"multiple of {required}", start)
             if section_id in sections:
                 self.lenient(f"duplicate {section_id.name.lower()} section", start,
                              "the last one is read, as tileirdisasm does")
-            sections[section_id] = (stream.tell() - section.length, section.payload)
-            self.section_spans.append((section_id, section.alignment or 0,
-                                       stream.tell() - section.length, section.length))
+            sections[section_id] = (end - length, payload)
+            self.section_spans.append((section_id, alignment or 0, end - length, length))
+            start = end
+
+    def _construct_section(self, start: int):
+        """plain_section's tuple for a section it would not read, by the `Section` schema."""
+        import construct as cs
+        stream = io.BytesIO(self.data)
+        stream.seek(start)
+        padding = None if self.strict else []
+        try:
+            section = container.Section.parse_stream(stream, padding_sink=padding)
+        except cs.ConstructError as error:
+            detail = construct_detail(error, "file")
+            raise self.error(f"malformed section header: {detail}", stream.tell()) from None
+        for position, message in padding or ():
+            self.lenient(f"malformed section header: {message}", position,
+                         "padding is not read (tileirdisasm does not look at it)")
+        return (section.header.id, section.header.aligned, section.length, section.alignment,
+                section.payload, stream.tell())
 
     def _read_table(self, schema, offset_width: int, base: int, payload: bytes, what: str,
                     slicing: str = EXACT):
         Reader(payload, base=base, file=self.file).varint(f"{what} count")  # at most 10 bytes
-        padding = None if self.strict else []
-        table = parse_construct(schema, payload, base=base, what=what, file=self.file,
-                                padding_sink=padding)
-        for position, message in padding or ():
-            self.lenient(f"malformed {what}: {message}", base + position,
-                         "padding is not read (tileirdisasm does not look at it)")
-        fmt = "<%d%s" % (table.count, "I" if offset_width == 4 else "Q")
-        offsets = list(struct.unpack(fmt, table.offsets))
-        data_base = base + len(payload) - len(table.data)
-        return BlobTable(offsets, table.data, what=what, base=data_base, file=self.file,
+        found = plain_table(payload, offset_width, offset_width)
+        if found is None:  # something unusual: construct's schema reports it or reads on
+            padding = None if self.strict else []
+            table = parse_construct(getattr(container, schema), payload, base=base, what=what,
+                                    file=self.file, padding_sink=padding)
+            for position, message in padding or ():
+                self.lenient(f"malformed {what}: {message}", base + position,
+                             "padding is not read (tileirdisasm does not look at it)")
+            found = table.count, table.offsets, table.data
+        count, offset_bytes, blobs = found
+        fmt = "<%d%s" % (count, "I" if offset_width == 4 else "Q")
+        offsets = list(struct.unpack(fmt, offset_bytes))
+        data_base = base + len(payload) - len(blobs)
+        return BlobTable(offsets, blobs, what=what, base=data_base, file=self.file,
                          slicing=EXACT if self.strict else slicing, on_disorder=self._disorder(slicing),
                          max_overlap=self.limits.max_overlap_bytes)
 
@@ -299,7 +312,7 @@ class ModuleReader:
         return lambda message, offset: self.lenient(message, offset, action.get(slicing, ""))
 
     def _read_strings(self, base: int, payload: bytes) -> None:
-        self.strings = self._read_table(StringTable, 4, base, payload, "string table", CLAMPED)
+        self.strings = self._read_table("StringTable", 4, base, payload, "string table", CLAMPED)
 
     def string(self, index: int, offset: int) -> str:
         cached = self._string_cache.get(index)

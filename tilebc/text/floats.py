@@ -8,7 +8,6 @@ point it falls back to the raw bits in hex (`0x4B800000`). Inf and NaN are alway
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 from ..ir.types import ElementType
 
@@ -48,7 +47,7 @@ def apfloat_to_string(value: float, semantics_precision: int, format_precision: 
         return sign + "0"
     if not format_precision:
         format_precision = 2 + semantics_precision * 59 // 196
-    numerator, denominator = Fraction(abs(value)).as_integer_ratio()
+    numerator, denominator = abs(value).as_integer_ratio()
     exp2 = -(denominator.bit_length() - 1)
     significand = numerator
     # Trailing binary zeros do not count.

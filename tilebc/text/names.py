@@ -20,7 +20,19 @@ from ..numeric.dense import dense_is_splat, dense_is_uniform, storage_bytes
 from .floats import constant_name_part
 
 
+_SANITIZED: Dict[str, str] = {}  # names repeat (cst_0_i32, loopIdx): each is worked out once
+
+
 def _sanitize(name: str) -> str:
+    text = _SANITIZED.get(name)
+    if text is None:
+        if len(_SANITIZED) > 1 << 16:
+            _SANITIZED.clear()
+        text = _SANITIZED[name] = _sanitize_text(name)
+    return text
+
+
+def _sanitize_text(name: str) -> str:
     out = []
     for ch in name:
         if ch.isalnum() or ch in "$._-":
@@ -186,7 +198,15 @@ class FunctionNames:
             self._number_op(op, scope)
 
     def _number_op(self, op: Op, scope: _Scope) -> None:
-        if not op.results:
+        results = op.results
+        if not results:
+            return
+        spec = op.spec
+        if spec.asm_name is None and (len(spec.results) < 2
+                                      or any(r.variadic for r in spec.results)):
+            # no suggested names (suggested_names gives only None): one numbered group
+            self.text[id(results[0])] = str(self.next_value)
+            self.next_value += 1
             return
         groups = [0]
         for index, name in enumerate(suggested_names(op, self)):

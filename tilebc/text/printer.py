@@ -349,6 +349,221 @@ def _element_text(element, op: Op, ctx: _Context):
     raise TilebcError(f"{op.name}: cannot print syntax element {element!r}")
 
 
+# ---- each op's printer, written out from its syntax -------------------------------------------
+#
+# `_walk` above interprets an op's elements for every op it prints. MLIR's spacing flags depend
+# only on the elements, never on the op, so each op kind's body can be written out once as Python
+# (spaces and literals folded into constants, optional groups as `if`s) and compiled at first use.
+# `_walk` prints the first few ops of each kind (a small module is not worth compiling for).
+
+def _attr_dict_text(op: Op, element: AttrDict) -> str:
+    extra = [(a.name, op.attrs[a.name]) for a, elided in element.keyword_attrs
+             if op.attrs[a.name].keyword != elided]
+    if not extra:
+        return ""
+    return " attributes {" + ", ".join(
+        f"{name} = #cuda_tile.{enum_attr_mnemonic(type(value))}<{value.keyword}>"
+        for name, value in extra) + "}"
+
+
+class _Writer:
+    """Source of one op kind's `body(op, ctx)`: what `_walk` appends, as straight-line code."""
+
+    def __init__(self):
+        self.lines: List[str] = []
+        self.constants: Dict[str, object] = {}
+        self.pending = ""    # literal text not yet appended
+        self.indent = "    "
+        self.should_space = True
+        self.last_punct = False
+
+    def constant(self, value) -> str:
+        name = f"K{len(self.constants)}"
+        self.constants[name] = value
+        return name
+
+    def text(self, value: str) -> None:
+        self.pending += value
+
+    def flush(self) -> None:
+        if self.pending:
+            self.lines.append(f"{self.indent}append({self.pending!r})")
+            self.pending = ""
+
+    def code(self, *lines: str) -> None:
+        self.flush()
+        self.lines += [self.indent + line for line in lines]
+
+    def space(self) -> None:
+        """The automatic space before a non-literal element."""
+        if self.should_space:
+            self.text(" ")
+
+    def elements(self, elements, skip=None) -> None:
+        for element in elements:
+            if element is skip:
+                continue
+            if isinstance(element, Literal):
+                if self.should_space and space_before_literal(element.text, self.last_punct):
+                    self.text(" ")
+                self.text(element.text)
+                self.should_space, self.last_punct = after_literal(element.text)
+                continue
+            if isinstance(element, Space):
+                if element.emit:
+                    self.text(" ")
+                self.last_punct = not element.emit
+                self.should_space = False
+                continue
+            if isinstance(element, OptionalGroup):
+                self.optional(element)
+                continue
+            if isinstance(element, AttrDict):
+                if element.keyword_attrs:  # a plain attr-dict prints nothing (tilebc keeps none)
+                    self.code(f"append(_attr_dict_text(op, {self.constant(element)}))")
+            else:
+                self.value(element)
+            self.should_space, self.last_punct = True, False
+
+    def optional(self, group: OptionalGroup) -> None:
+        anchor = group.anchor
+        if isinstance(anchor, OperandRef):
+            self.code(f"g = operands.get({anchor.name!r})",
+                      "if (bool(g) if isinstance(g, tuple) else g is not None):")
+        elif isinstance(anchor, AttrRef) and anchor.spec.kind is AttrKind.UNIT:
+            self.code(f"if attrs.get({anchor.name!r}):")
+        elif isinstance(anchor, AttrRef) and anchor.spec.optional:
+            self.code(f"if attrs.get({anchor.name!r}) is not None:")
+        elif isinstance(anchor, AttrRef):
+            self.code(f"if _attr_present(op, {self.constant(anchor.spec)}):")
+        else:
+            self.code(f"if present(op, {self.constant(anchor)}):")
+        unit_anchor = isinstance(anchor, AttrRef) and anchor.spec.kind is AttrKind.UNIT
+        outer = self.indent
+        self.indent += "    "
+        mark = len(self.lines)
+        self.elements(group.elements, anchor if unit_anchor else None)
+        self.flush()
+        if len(self.lines) == mark:
+            self.lines.append(self.indent + "pass")
+        self.indent = outer
+
+    def value(self, element) -> None:
+        if isinstance(element, OperandRef):
+            self.space()
+            self.code(f"g = operands.get({element.name!r})",
+                      "if g is None:",
+                      "    pass",
+                      "elif isinstance(g, tuple):",
+                      "    append(', '.join([ref(v) for v in g]))",
+                      "else:",
+                      "    append(ref(g))")
+        elif isinstance(element, AttrRef):
+            self.space()
+            kind = element.spec.kind
+            value = f"attrs[{element.name!r}]"
+            if kind is AttrKind.ENUM:
+                self.code(f"append({value}.keyword)")
+            elif kind is AttrKind.INT:
+                self.code(f"append(str({value}))")
+            else:
+                self.code(f"append(attr_text({self.constant(element.spec)}, {value}))")
+        elif isinstance(element, TypeRef):
+            self.space()
+            if element.operand is not None:
+                self.code(f"g = operands.get({element.name!r})",
+                          "if g is None:",
+                          "    pass",
+                          "elif isinstance(g, tuple):",
+                          "    append(', '.join([tt(v.type) for v in g]))",
+                          "else:",
+                          "    append(tt(g.type))")
+            elif not element.variadic:
+                self.code(f"append(tt(op.results[{element.result}].type))")
+            else:
+                self.code(f"append(', '.join(map(str, _types_of(op, "
+                          f"{self.constant(element)}))))")
+        elif isinstance(element, Custom):
+            function, drop_space = DIRECTIVES[element.name]
+            call = f"{self.constant(function)}(op, ctx, *{self.constant(element.args)})"
+            if drop_space and self.should_space:
+                self.code(f"t = {call}", "if t:", "    append(' ')", "append(t)")
+            else:
+                self.space()
+                self.code(f"append({call})")
+        else:
+            self.code(f"raise TilebcError(f'{{op.name}}: cannot print syntax element "
+                      f"{{{self.constant(element)}!r}}')")
+
+
+def _type_texts():
+    """str(type), remembered by identity for one print (a module shares its type objects)."""
+    cache: Dict[int, str] = {}
+    keep = []  # the types whose ids key the cache stay alive while it does
+
+    def type_text(value) -> str:
+        text = cache.get(id(value))
+        if text is None:
+            text = cache[id(value)] = str(value)
+            keep.append(value)
+        return text
+    return type_text
+
+
+def _op_printer_source(spec) -> tuple:
+    """(source of `body(op, ctx)` for ops of `spec`, the constants it names)."""
+    writer = _Writer()
+    writer.elements(compile_syntax(spec))
+    writer.flush()
+    head = ["def body(op, ctx):",
+            "    operands = op.operands",
+            "    attrs = op.attrs",
+            "    ref = ctx.names.ref",
+            "    tt = ctx.printer.type_text",
+            "    parts = []",
+            "    append = parts.append"]
+    return "\n".join(head + writer.lines + ["    return ''.join(parts)"]) + "\n", writer.constants
+
+
+# id(spec) -> (spec, its compiled body printer); the spec rides along so an id is never reused
+_OP_PRINTERS: Dict[int, tuple] = {}
+_USES: Dict[int, int] = {}  # id(spec) -> ops of the kind printed by the walker so far
+# How many ops of a kind `_walk` prints before the kind's printer is compiled: compiling costs
+# more than walking the elements of a few ops (tests set 0 to print everything compiled).
+COMPILE_AFTER = 8
+
+
+def op_printer(spec):
+    """The compiled `body(op, ctx)` of ops of `spec`: their text after the op name, without
+    the location (what `_walk` produces for the op)."""
+    found = _OP_PRINTERS.get(id(spec))
+    if found is not None and found[0] is spec:
+        return found[1]
+    source, constants = _op_printer_source(spec)
+    namespace = {"_attr_dict_text": _attr_dict_text, "_attr_present": _attr_present,
+                 "_types_of": _types_of, "present": present, "attr_text": attr_text,
+                 "TilebcError": TilebcError, **constants}
+    exec(compile(source, f"<tilebc printer {spec.mnemonic}>", "exec"), namespace)
+    _OP_PRINTERS[id(spec)] = (spec, namespace["body"])
+    return namespace["body"]
+
+
+def op_body(op: Op, ctx: _Context) -> str:
+    """The op's text after its name, without the location: walked for the first ops of a kind,
+    then by the kind's compiled printer."""
+    spec = op.spec
+    found = _OP_PRINTERS.get(id(spec))
+    if found is not None and found[0] is spec:
+        return found[1](op, ctx)
+    uses = _USES.get(id(spec), 0)
+    if uses >= COMPILE_AFTER:
+        return op_printer(spec)(op, ctx)
+    _USES[id(spec)] = uses + 1
+    out = _Out()
+    _walk(compile_syntax(spec), op, ctx, out, True)
+    return "".join(out.parts)
+
+
 # ---- module structure ----------------------------------------------------------------------------
 
 class _ModulePrinter:
@@ -358,6 +573,7 @@ class _ModulePrinter:
         self.mlir = mlir
         self.generic = False
         self.aliases: Optional[LocationAliases] = None
+        self.type_text = _type_texts()
 
     def run(self) -> str:
         module = self.module
@@ -512,22 +728,25 @@ class _ModulePrinter:
     def op(self, op: Op, ctx: _Context) -> str:
         if self.generic:
             return self.generic_op(op, ctx)
-        out = _Out()
         try:
-            _walk(compile_syntax(op.spec), op, ctx, out, True)
+            body = op_body(op, ctx)
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as error:
             # Only IR that breaks the op's typing rules gets here (the verifier would refuse it).
             raise TilebcError(f"cannot print {op.name}: its operands, attributes or types do not "
                               f"have the shapes the op's syntax needs ({type(error).__name__}: "
                               f"{error}); `tilebc verify` names the rule", file=self.module.source,
                               offset=op.offset) from None
-        body = "".join(out.parts)
-        prefix = ""
-        if op.results:
-            groups = ctx.names.result_groups(op)
-            heads = []
-            for start, count in groups:
-                head = "%" + ctx.names.text[id(op.results[start])]
-                heads.append(head + (f":{count}" if count > 1 else ""))
-            prefix = ", ".join(heads) + " = "
-        return prefix + op.name + body + self.loc(op.loc)
+        results = op.results
+        if not results:
+            return op.name + body + self.loc(op.loc)
+        names = ctx.names
+        if id(op) not in names.groups:  # one result group
+            head = "%" + names.text[id(results[0])]
+            if len(results) > 1:
+                head += f":{len(results)}"
+            return head + " = " + op.name + body + self.loc(op.loc)
+        heads = []
+        for start, count in names.result_groups(op):
+            head = "%" + names.text[id(results[start])]
+            heads.append(head + (f":{count}" if count > 1 else ""))
+        return ", ".join(heads) + " = " + op.name + body + self.loc(op.loc)

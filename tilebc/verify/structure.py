@@ -45,7 +45,7 @@ class _SpecFacts:
 
     __slots__ = ("enum_attrs", "required_attrs", "newer_attrs", "newer_operands", "fixed_results",
                  "constraints", "memoizable", "hints", "operand_names", "symbol_ref", "regions",
-                 "in_context", "check")
+                 "in_context", "check", "spec", "uses")
 
     def __init__(self, spec: OpSpec):
         self.enum_attrs = tuple(a for a in spec.attrs if a.kind is AttrKind.ENUM)
@@ -66,20 +66,51 @@ class _SpecFacts:
         self.symbol_ref = any(a.kind is AttrKind.SYMBOL for a in spec.attrs) and not spec.structural
         self.regions = spec.regions
         self.in_context = spec.terminator or self.symbol_ref  # checks that read enclosing ops
-        # The fast path for this op kind (signature.py), when its verdicts may be reused.
-        self.check = check_function(spec, self, check_hints) if self.memoizable else None
+        # The fast path for this op kind (signature.py), when its verdicts may be reused: written
+        # out once the kind has been met COMPILE_AFTER times (compiling costs more than checking
+        # a few ops in full).
+        self.spec = spec
+        self.check = None
+        self.uses = 0
+
+    def fast_check(self):
+        """The op kind's fast path, compiled on the use after COMPILE_AFTER; None before that
+        and for kinds whose verdicts may not be reused."""
+        check = self.check
+        if check is None and self.memoizable:
+            self.uses += 1
+            if self.uses > COMPILE_AFTER:
+                check = self.check = check_function(self.spec, self, check_hints)
+                if _TABLE_BODY_SPECS.get(id(self.spec)) is self.spec:
+                    _FAST_CHECKS[id(self.spec)] = check
+        return check
 
 
-_FACTS = {spec.mnemonic: _SpecFacts(spec) for spec in OPS_BY_MNEMONIC.values()}
-# The body ops' facts by identity of their (immortal) table spec: an op whose spec is not found
-# here is structural or unknown.
-_BODY_FACTS = {id(spec): _FACTS[spec.mnemonic] for spec in OPS_BY_MNEMONIC.values()
-               if not spec.structural}
+# How many ops of a kind are checked in full before its fast path is compiled (tests set 0).
+COMPILE_AFTER = 8
+
+
+# Body ops' facts by identity of their (immortal) table spec, built at first use: writing out and
+# compiling every op kind's fast path up front costs more than verifying a small module.
+_TABLE_BODY_SPECS = {id(spec): spec for spec in OPS_BY_MNEMONIC.values() if not spec.structural}
+_BODY_FACTS: Dict[int, _SpecFacts] = {}
 
 
 # Facts of body ops added to the table after this module loaded (a test's extension of the table),
 # keyed by the spec itself.
 _LATE_FACTS: Dict[OpSpec, _SpecFacts] = {}
+
+
+def _facts(spec: OpSpec) -> Optional[_SpecFacts]:
+    """The facts of a body op's spec; None for a structural or unknown one."""
+    key = id(spec)
+    facts = _BODY_FACTS.get(key)
+    if facts is not None:
+        return facts
+    if _TABLE_BODY_SPECS.get(key) is spec:
+        facts = _BODY_FACTS[key] = _SpecFacts(spec)
+        return facts
+    return _late_facts(spec)
 
 
 def _late_facts(spec: OpSpec) -> Optional[_SpecFacts]:
@@ -91,8 +122,8 @@ def _late_facts(spec: OpSpec) -> Optional[_SpecFacts]:
     return facts
 
 
-# id(spec) -> the fast path of each op kind whose verdicts may be reused.
-_FAST_CHECKS = {key: facts.check for key, facts in _BODY_FACTS.items() if facts.check is not None}
+# id(spec) -> the compiled fast path of each table op kind (see _SpecFacts.fast_check)
+_FAST_CHECKS: Dict[int, object] = {}
 
 
 def _attr_token(value):
@@ -246,10 +277,11 @@ class Verifier:
         ops = block.ops
         if parent is not None and parent.spec.combiner:
             self.effect_free_body(ops, parent)
-        fast = _FAST_CHECKS if self.fast else {}
+        fast = self.fast
         last = len(ops) - 1
         for position, op in enumerate(ops):
-            check = fast.get(id(op.spec))  # the op kind's fast path (see op), called directly
+            # the op kind's fast path (see op), called directly
+            check = _FAST_CHECKS.get(id(op.spec)) if fast else None
             if check is not None:
                 check(self, op)
             else:
@@ -316,12 +348,13 @@ class Verifier:
 
     def op(self, op: Op) -> None:
         spec = op.spec
-        facts = _BODY_FACTS.get(id(spec)) or _late_facts(spec)
+        facts = _facts(spec)
         if facts is None:
             self.ctx.report("op.unknown", op, f"{spec.mnemonic} cannot appear in a function body")
             return
-        if self.fast and facts.check is not None:
-            facts.check(self, op)  # signature.py: op_in_full's checks, verdicts reused
+        check = facts.fast_check() if self.fast else None
+        if check is not None:
+            check(self, op)  # signature.py: op_in_full's checks, verdicts reused
         else:
             self.op_in_full(op, spec, facts, None)
 
@@ -335,7 +368,7 @@ class Verifier:
                 self._clean_by_id[key] = clean
                 return clean
         spec = op.spec
-        self.op_in_full(op, spec, _BODY_FACTS.get(id(spec)) or _late_facts(spec), (key, value_key))
+        self.op_in_full(op, spec, _facts(spec), (key, value_key))
         return None
 
     def dominance(self, op: Op, facts: _SpecFacts) -> None:

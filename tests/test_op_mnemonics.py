@@ -40,20 +40,6 @@ SINKS = {"getattr", "hasattr", "setattr", "delattr", "label"}
 KEY_METHODS = {"get", "pop", "setdefault"}
 OP_NAME_ATTRS = {"name", "mnemonic"}
 OPERAND_MAPS = {"operands", "attrs"}
-# Spellings older than the rule, per file; a file may only go down.
-BASELINE = {
-    "fuzz/run_shared.py": 1,
-    "runtime/tilebc_runtime/args.py": 3,
-    "runtime/tilebc_runtime/lowering/control_flow.py": 2,
-    "runtime/tilebc_runtime/lowering/simplify.py": 1,
-    "tilebc/interp/fusion.py": 1,
-    "tilebc/text/names.py": 2,
-    "tilebc/text/parser.py": 9,
-    "tilebc/text/printer.py": 2,
-    "tilebc/verify/diagnostics.py": 1,
-    "tilebc/verify/opchecks.py": 2,
-    "tilebc/verify/structure.py": 6,
-}
 
 
 def _callee(call: ast.Call):
@@ -184,14 +170,10 @@ def scan():
 
 
 def test_mnemonics_are_spelled_only_in_the_table():
-    found = scan()
-    grown = [f"{path}:{line}:{col + 1}: {name!r}" for path, hits in found.items()
-             if len(hits) > BASELINE.get(path, 0) for line, col, name in hits]
-    assert not grown, ("op mnemonics spelled outside tilebc/ops/table.py (use an OpSpec fact, a "
-                       "registration, or by_mnemonic):\n" + "\n".join(grown))
-    shrunk = {path: len(found.get(path, ())) for path, count in BASELINE.items()
-              if len(found.get(path, ())) < count}
-    assert not shrunk, f"fewer spellings than BASELINE says; lower it to {shrunk}"
+    found = [f"{path}:{line}:{col + 1}: {name!r}" for path, hits in scan().items()
+             for line, col, name in hits]
+    assert not found, ("op mnemonics spelled outside tilebc/ops/table.py (use an OpSpec fact, a "
+                       "registration, or by_mnemonic):\n" + "\n".join(found))
 
 
 def _scan_source(tmp_path, text: str):

@@ -14,7 +14,7 @@ from ..ir.module import Block, Function, Global, Module, Op, Region
 from ..ir import attrs as A
 from ..ir.types import exact_type_text
 from ..ops.spec import AttrKind
-from ..ops.table import ENTRY_OP
+from ..ops.table import ENTRY_OP, GLOBAL_OP
 from . import values as V
 from .debuginfo import LocationAliases
 from .names import FunctionNames
@@ -407,7 +407,7 @@ class _ModulePrinter:
 
     def global_(self, value: Global) -> str:
         if self.mlir:  # MLIR's own spacing (tileirdisasm doubles a space)
-            words = ["global"] + ([value.visibility.keyword]
+            words = [GLOBAL_OP.mnemonic] + ([value.visibility.keyword]
                                  if value.visibility.keyword != "public" else [])
             text = " ".join(words + (["constant"] if value.constant else [])
                             + [V.symbol(value.name)])

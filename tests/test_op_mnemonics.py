@@ -135,7 +135,7 @@ class _File:
             return self._passed(self.parent.get(id(parent)), parent.value)
         if isinstance(parent, ast.arguments):
             return True
-        if isinstance(parent, (ast.Assign, ast.AnnAssign)):
+        if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
             return node is parent.value
         if isinstance(parent, ast.Return):
             return self._returns_op_name(parent)
@@ -196,6 +196,7 @@ def test_the_scan_finds_op_references_in_every_position(tmp_path):
         'def hints(owner="entry"): pass',                             # a default
         'where = parent.name if parent is not None else "module"',    # chosen for an op name
         'KIND = "cat"',                                               # a named constant
+        'if (kind := "pack") is not None: pass',                      # named in an expression
         'def node_name(node):',
         '    if node is None:',
         '        return "global"',                                    # returned beside names
@@ -204,7 +205,7 @@ def test_the_scan_finds_op_references_in_every_position(tmp_path):
         '    case "iota": pass',
     ]) + "\n")
     assert [name for _, _, name in found] == ["for", "loop", "return", "entry", "entry", "module",
-                                              "cat", "global", "iota"]
+                                              "cat", "pack", "global", "iota"]
 
 
 def test_the_scan_ignores_operand_attribute_and_field_names(tmp_path):

@@ -114,7 +114,8 @@ class _File:
     def names_op(self, node) -> bool:
         """Whether the string constant `node` sits where it can name an op (module docstring)."""
         parent = self.parent.get(id(node))
-        while isinstance(parent, (ast.IfExp, ast.BoolOp)) and node is not getattr(parent, "test", None):
+        while (isinstance(parent, (ast.IfExp, ast.BoolOp))
+               and node is not getattr(parent, "test", None)):
             node, parent = parent, self.parent.get(id(parent))
         if isinstance(parent, (ast.Tuple, ast.List, ast.Set)):
             outer = self.parent.get(id(parent))

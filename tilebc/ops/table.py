@@ -215,7 +215,8 @@ OPS: Tuple[OpSpec, ...] = (
                "$upperBound `,` `step` $step `)` `:` type($lowerBound) (`iter_values` `(` "
                "custom<IterValues>(0, 1, $initValues) `)` `->` `(` type($initValues)^ `)`)? "
                "custom<Region>(0, continue) attr-dict",
-        asm_name="for", asm_block_args="induction", result_like="initValues", summary="counted loop with carried values"),
+        asm_name="for", asm_block_args="induction", result_like="initValues",
+        summary="counted loop with carried values"),
     _op("ftof", 0x2A, ("from",), ("to",), (ROUNDING,),
         syntax=f"$from {ROUND} attr-dict `:` type($from) `->` type($to)",
         summary="float to float conversion", maps_elements=True),
@@ -267,7 +268,8 @@ OPS: Tuple[OpSpec, ...] = (
     _unary("log2", 0x40, Elements.FLOAT, "base-2 logarithm"),
     _op("loop", 0x41, ("initValues*",), ("results*",), regions=1,
         syntax="custom<LoopSignature>(0, $initValues, $results) custom<Region>(0, continue) "
-               "attr-dict", asm_name="", carried="initValues", summary="unbounded loop left by break"),
+               "attr-dict", asm_name="", carried="initValues",
+        summary="unbounded loop left by break"),
     _op("make_partition_view", 0x42, ("tensor_view",),
         syntax="$tensor_view attr-dict `:` type($result)", asm_name="pview", summary="tile a tensor view into a partition view"),
     _op("make_tensor_view", 0x43, ("base", "dynamicShape*", "dynamicStrides*"), segmented=True,

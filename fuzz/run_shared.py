@@ -139,7 +139,7 @@ def main(argv=None) -> int:
         verdicts[(name, "rejected" if outcome.rejected else "accepted")] += 1
         if outcome.rejected:
             kind, _, message = outcome.rejected.partition(": ")
-            rejections[(kind, _rule(message.split(": ", 1)[-1] if "offset" in message else message))] += 1
+            rejections[(kind, _rule(message.split(": ", 1)[-1] if "offset 0x" in message else message))] += 1
         if cpp is not None and isinstance(payload, bytes) and index % args.cpp_every == 0:
             cpp.add(index, payload)
         if (index + 1) % 10_000 == 0:

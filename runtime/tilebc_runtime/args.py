@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from tilebc.ir.attrs import BoundedAttr, DivByAttr
 from tilebc.ir.module import Function, Op, Value
 from tilebc.ir.types import ElementType, PointerType, TensorViewType, TileType
+from tilebc.ops.table import by_mnemonic
 
 from .launch_errors import ArgumentError, LaunchError  # noqa: F401  (re-exported)
 
@@ -35,6 +36,9 @@ ARRAY_DTYPES: Dict[str, Tuple[str, ...]] = {
 # of these arrives with a raw typestr of the same size; see `_raw_target`.
 RAW_ONLY = ("bf16", "f8E4M3FN", "f8E5M2", "f8E8M0FNU")
 RAW_KINDS = "Vui"  # typestr kinds that only say "so many bytes": void, unsigned, signed
+# Ops that tell how a kernel reads its pointer parameters: views made over one, pointers made
+# from integers.
+_ROLES = by_mnemonic({"make_tensor_view": "view", "int_to_ptr": "pointer"}, "argument roles")
 
 # How a scalar parameter is passed: the numpy type (by name) of its kernel-parameter bytes.
 # numpy is imported by the functions that pack arguments, so a compile never loads it.
@@ -204,7 +208,7 @@ def infer_signature(function: Function) -> Signature:
 
     views: Dict[int, TensorViewType] = {}
     for op in function.walk():
-        if op.name == "make_tensor_view":
+        if _ROLES.get(op.name) == "view":
             base = _param_index(function, op.operands["base"])
             if base is not None and base not in views and _is_array_layout(function, op, base, types):
                 views[base] = op.results[0].type
@@ -246,7 +250,7 @@ def _list_tables(function: Function, types) -> Dict[int, Tuple[int, Optional[Ele
     from the next parameter and C = 1 + 2 * rank columns."""
     found: Dict[int, int] = {}
     for op in function.walk():
-        if op.name != "make_tensor_view":
+        if _ROLES.get(op.name) != "view":
             continue
         base = _param_index(function, op.operands["base"])
         view = op.results[0].type
@@ -263,7 +267,7 @@ def _list_tables(function: Function, types) -> Dict[int, Tuple[int, Optional[Ele
         if len(rows) == 1 and _param_index(function, rows[0]) == base + 1:
             found[base] = (columns - 1) // 2
     pointees = {op.results[0].type.element.pointee for op in function.walk()
-                if op.name == "int_to_ptr"}
+                if _ROLES.get(op.name) == "pointer"}
     element = next(iter(pointees)) if len(pointees) == 1 and len(found) == 1 else None
     return {base: (rank, element) for base, rank in found.items()}
 

@@ -21,6 +21,8 @@ from .ops._common import result_dtype, rounding
 
 FUSED_UFUNCS = by_mnemonic({"addf": np.add, "subf": np.subtract, "mulf": np.multiply,
                             "divf": np.divide}, "fused ufuncs")
+# Stores whose stored tile a fused op may write directly, by the stored operand's name.
+_STORES = by_mnemonic({"store_view_tko": "tile"}, "fused stores")
 _NATIVE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 _FUSIBLE: Dict[int, Tuple[weakref.ref, frozenset]] = {}
 
@@ -37,7 +39,7 @@ def fusible_ops(function: Function) -> frozenset:
         for op in top.walk():
             for value in op.operand_values:
                 uses[value] = uses.get(value, 0) + 1
-    stored = {op.operands["tile"] for op in function.body.ops if op.name == "store_view_tko"}
+    stored = {op.operands[_STORES[op.name]] for op in function.body.ops if op.name in _STORES}
     found = set()
     for op in function.body.ops:
         if op.name in FUSED_UFUNCS and not op.attrs.get("flush_to_zero") and \

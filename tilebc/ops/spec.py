@@ -161,6 +161,11 @@ class OpSpec:
     combiner: bool = False
     # Region ops: the last region may be left out when the op has no results (if without else).
     else_optional: bool = False
+    # Region ops: whether their regions' blocks take arguments (an if's do not).
+    block_args: bool = True
+    # Loops: the operand group whose types `continue` carries to the next iteration when those
+    # need not be the results' (a loop left by break); "" where the results' types are carried.
+    carried: str = ""
     summary: str = ""
     # Text form: an MLIR-assembly-format-like declaration read by both the printer and the parser
     # (grammar in tilebc/text/syntax.py).
@@ -170,8 +175,8 @@ class OpSpec:
     # computed from the op's value / operand. Ops with two or more fixed results name each result
     # after its declaration.
     asm_name: Optional[str] = None
-    # Names of region entry-block arguments in text: "" (argN), "for" (loopIdx, iterArgN),
-    # "reduce" (reduce_lhs/reduce_rhs pairs).
+    # Names of region entry-block arguments in text: "" (argN), "induction" (loopIdx, iterArgN),
+    # "pairs" (reduce_lhs/reduce_rhs pairs).
     asm_block_args: str = ""
     # Operand whose type the first result has (MLIR's AllTypesMatch / TypesMatchWith): the parser
     # reads it when the syntax prints no result type, the builder infers the result type from it.

@@ -215,7 +215,8 @@ OPS: Tuple[OpSpec, ...] = (
                "$upperBound `,` `step` $step `)` `:` type($lowerBound) (`iter_values` `(` "
                "custom<IterValues>(0, 1, $initValues) `)` `->` `(` type($initValues)^ `)`)? "
                "custom<Region>(0, continue) attr-dict",
-        asm_name="for", asm_block_args="for", result_like="initValues", summary="counted loop with carried values"),
+        asm_name="for", asm_block_args="induction", result_like="initValues",
+        summary="counted loop with carried values"),
     _op("ftof", 0x2A, ("from",), ("to",), (ROUNDING,),
         syntax=f"$from {ROUND} attr-dict `:` type($from) `->` type($to)",
         summary="float to float conversion", maps_elements=True),
@@ -242,7 +243,7 @@ OPS: Tuple[OpSpec, ...] = (
     _op("if", 0x32, ("condition",), ("results*",), regions=2,
         syntax="$condition (`->` `(` type($results)^ `)`)? custom<Region>(0, yield) "
                "(`else` custom<Region>(1, yield)^)? attr-dict", asm_name="", exits_pass=True,
-        else_optional=True,
+        else_optional=True, block_args=False,
         summary="two-way branch with results"),
     _unary("int_to_ptr", 0x33, None, "integers to pointers", syntax=CAST, maps_elements=True),
     _op("iota", 0x3A, (), syntax="attr-dict `:` type($result)", summary="0, 1, 2, … along a 1-d tile"),
@@ -267,7 +268,8 @@ OPS: Tuple[OpSpec, ...] = (
     _unary("log2", 0x40, Elements.FLOAT, "base-2 logarithm"),
     _op("loop", 0x41, ("initValues*",), ("results*",), regions=1,
         syntax="custom<LoopSignature>(0, $initValues, $results) custom<Region>(0, continue) "
-               "attr-dict", asm_name="", summary="unbounded loop left by break"),
+               "attr-dict", asm_name="", carried="initValues",
+        summary="unbounded loop left by break"),
     _op("make_partition_view", 0x42, ("tensor_view",),
         syntax="$tensor_view attr-dict `:` type($result)", asm_name="pview", summary="tile a tensor view into a partition view"),
     _op("make_tensor_view", 0x43, ("base", "dynamicShape*", "dynamicStrides*"), segmented=True,
@@ -317,7 +319,7 @@ OPS: Tuple[OpSpec, ...] = (
         (attr("dim", AttrKind.INT, width=32), attr("identities", AttrKind.ATTR_ARRAY)), regions=1,
         syntax="$operands attr-dict ` ` `dim` `` `=` `` $dim `identities` `` `=` `` $identities "
                "`:` type($operands) `->` type($results) custom<ArgumentRegion>(0)",
-        asm_name="reduce", asm_block_args="reduce", combiner=True,
+        asm_name="reduce", asm_block_args="pairs", combiner=True,
         summary="reduce tiles along a dimension with a combiner region"),
     _binary("remf", 0x59, Elements.FLOAT, "float remainder"),
     _binary("remi", 0x5A, Elements.INT, "integer remainder", (SIGNEDNESS,), middle="$signedness"),
@@ -469,6 +471,8 @@ OPS_BY_OPCODE: Dict[int, OpSpec] = {spec.opcode: spec for spec in OPS}
 OPS_BY_MNEMONIC: Dict[str, OpSpec] = {spec.mnemonic: spec for spec in OPS}
 BODY_OPS = tuple(spec for spec in OPS if not spec.structural and not spec.preview)
 PUBLIC_OPS = tuple(spec for spec in OPS if not spec.preview)
+# The structural ops, which the IR holds as Module, Function and Global rather than as Op.
+MODULE_OP, ENTRY_OP, GLOBAL_OP = (OPS_BY_MNEMONIC[name] for name in ("module", "entry", "global"))
 # Names older tools and sources use for the same opcodes.
 MNEMONIC_ALIASES = {"pow": "fpowf", "print": "print_tko"}
 

@@ -106,9 +106,9 @@ def suggested_names(op: Op, names: "FunctionNames") -> List[Optional[str]]:
 def block_arg_names(op: Op, region_index: int, block: Block) -> List[Optional[str]]:
     rule = op.spec.asm_block_args
     args = block.args
-    if rule == "for":
+    if rule == "induction":
         return ["loopIdx"] + [f"iterArg{i}" for i in range(len(args) - 1)]
-    if rule == "reduce":
+    if rule == "pairs":
         names = []
         for i in range(len(args)):
             name = "reduce_lhs" if i % 2 == 0 else "reduce_rhs"

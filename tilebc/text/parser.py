@@ -18,8 +18,9 @@ from ..numeric.convert import float_to_bits
 from ..numeric.numerics import storage_bytes
 from ..ops.enums import MemoryScope, SymbolVisibility
 from ..ops.spec import Arity, AttrKind, Family
-from ..ops.table import (MNEMONIC_ALIASES, OPS_BY_MNEMONIC, OWN_MEMORY_ATTRIBUTE_PARSER,
-                         ROUNDING_CHECKED_WHEN_PARSED, ROUNDING_MODES_TAKEN)
+from ..ops.table import (ENTRY_OP, GLOBAL_OP, MNEMONIC_ALIASES, MODULE_OP, OPS_BY_MNEMONIC,
+                         OWN_MEMORY_ATTRIBUTE_PARSER, ROUNDING_CHECKED_WHEN_PARSED,
+                         ROUNDING_MODES_TAKEN, closing_terminator)
 from ..version import MAX_VERSION
 from .lexer import MAX_NESTING, Cursor, Token, nesting, shorten, unescape
 from .debuginfo import attribute_text
@@ -140,7 +141,7 @@ class _Parser:
             word = token.text[len(PREFIX):] if token.text.startswith(PREFIX) else token.text
             if token.kind == "hash":
                 self.locations.define()
-            elif word == "module" or token.text == "module":
+            elif MODULE_OP.mnemonic in (word, token.text):
                 c.next()
                 target = module
                 if self._separate is not None and closing is None:
@@ -156,12 +157,12 @@ class _Parser:
                 self._module_pos.append(token.pos)
                 self._items(target, closing="}")
                 self._module_pos.pop()
-            elif word == "entry" or (word == "testing$func" and self.testing_ops):
+            elif word == ENTRY_OP.mnemonic or (word == "testing$func" and self.testing_ops):
                 function = self._entry()
                 function.testing = word == "testing$func"
                 module.functions.append(function)
                 module.item_order.append(function)
-            elif word == "global":
+            elif word == GLOBAL_OP.mnemonic:
                 module.globals.append(self._global())
                 module.item_order.append(module.globals[-1])
             elif word == "testing$func":
@@ -330,7 +331,7 @@ class _Parser:
         if not region.blocks:
             region.blocks.append(block)
         if not block.ops or not block.ops[-1].spec.terminator:
-            terminator = Op(OPS_BY_MNEMONIC["return"], {"operands": ()}, {}, [])
+            terminator = Op(closing_terminator(ENTRY_OP.mnemonic), {"operands": ()}, {}, [])
             self._implicit.add(id(terminator))
             block.ops.append(terminator)
         function = Function(attrs["sym_name"], attrs["function_type"], block)
@@ -360,7 +361,7 @@ class _Parser:
         for holder in self._toplevel.values():
             ops = holder.body.ops
             if not ops or not ops[-1].spec.terminator:
-                terminator = Op(OPS_BY_MNEMONIC["return"], {"operands": ()}, {}, [])
+                terminator = Op(closing_terminator(ENTRY_OP.mnemonic), {"operands": ()}, {}, [])
                 self._implicit.add(id(terminator))
                 ops.append(terminator)
 
@@ -441,7 +442,7 @@ class _Parser:
         if c.accept("attributes"):
             self._skip_balanced("{", "}")
         self.scopes = [scope]
-        self._block_ops(block, implicit="return")
+        self._block_ops(block, implicit=closing_terminator(ENTRY_OP.mnemonic).mnemonic)
         self.scopes = []
         function = Function(name, T.FunctionType(tuple(a.type for a in block.args), tuple(results)),
                             block, hints)
@@ -739,7 +740,7 @@ class _Parser:
             return value
         if kind is AttrKind.DENSE:
             return self._dense_constant()
-        if kind is AttrKind.TAGGED and state.spec.mnemonic == "assume":
+        if kind is AttrKind.TAGGED:  # assume's predicate, the one tagged attribute
             return self._predicate()
         if kind is AttrKind.BOOL_ARRAY and c.accept("array"):
             return self._generic_array(self._bool)
@@ -1213,7 +1214,7 @@ class _Parser:
         c.expect(">")
         return A.BoundedAttr(*bounds)
 
-    def _hints(self, owner: str = "entry") -> A.OptimizationHintsAttr:
+    def _hints(self, owner: str = ENTRY_OP.mnemonic) -> A.OptimizationHintsAttr:
         c = self.c
         c.accept("#cuda_tile.optimization_hints")
         c.expect("<")

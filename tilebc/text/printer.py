@@ -14,6 +14,7 @@ from ..ir.module import Block, Function, Global, Module, Op, Region
 from ..ir import attrs as A
 from ..ir.types import exact_type_text
 from ..ops.spec import AttrKind
+from ..ops.table import ENTRY_OP, GLOBAL_OP
 from . import values as V
 from .debuginfo import LocationAliases
 from .names import FunctionNames
@@ -67,7 +68,7 @@ def generic_attr_text(op: Op, attr, value) -> str:
         return f"array<{width}" + (": " + ", ".join(items) if items else "") + ">"
     if kind is AttrKind.DENSE:
         return V.dense_constant(value)
-    if kind is AttrKind.TAGGED and op.name == "assume":
+    if kind is AttrKind.TAGGED:  # assume's predicate, the one tagged attribute
         return V.predicate(value)
     return attr_text(attr, value)
 
@@ -622,7 +623,7 @@ class _ModulePrinter:
 
     def global_(self, value: Global) -> str:
         if self.mlir:  # MLIR's own spacing (tileirdisasm doubles a space)
-            words = ["global"] + ([value.visibility.keyword]
+            words = [GLOBAL_OP.mnemonic] + ([value.visibility.keyword]
                                  if value.visibility.keyword != "public" else [])
             text = " ".join(words + (["constant"] if value.constant else [])
                             + [V.symbol(value.name)])
@@ -643,7 +644,7 @@ class _ModulePrinter:
         names = FunctionNames(function)
         args = ", ".join(f"{names.ref(a)}: {a.type}{self.arg_attrs(function, i)}"
                          for i, a in enumerate(function.args))
-        keyword = "testing$func" if getattr(function, "testing", False) else "entry"
+        keyword = "testing$func" if getattr(function, "testing", False) else ENTRY_OP.mnemonic
         text = f"{keyword} {V.symbol(function.name)}({args})"
         results = function.type.results
         if results:

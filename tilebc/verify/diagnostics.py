@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from ..errors import Location, VerificationError
+from ..ops.table import MODULE_OP
 
 ERROR = "error"
 WARNING = "warning"  # accepted by NVIDIA's tileiras, but outside what the spec allows
@@ -65,7 +66,7 @@ def node_name(node) -> str:
     if spec is not None:
         return spec.mnemonic
     if node is None:
-        return "module"
+        return MODULE_OP.mnemonic
     if hasattr(node, "body"):
         return f"entry @{node.name}"
     return f"global @{node.name}"

@@ -16,6 +16,7 @@ from ..ops.enums import (AtomicRMWMode, MemoryOrderingSemantics as Order, Memory
                          MultimemReductionKind, PtrAttr, RoundingMode as RM,
                          Signedness)
 from ..numeric.formats import FLOAT_FORMATS
+from ..ops.table import by_mnemonic
 from .diagnostics import WARNING
 from .constraints import INT, context_dependent, element_bits, role, shape_text, value
 
@@ -24,6 +25,10 @@ f16, bf16, f32, f64 = (ELEMENT_TYPES[n] for n in ("f16", "bf16", "f32", "f64"))
 tf32 = ELEMENT_TYPES["tf32"]
 f8e4m3, f8e5m2 = ELEMENT_TYPES["f8E4M3FN"], ELEMENT_TYPES["f8E5M2"]
 f8e8m0, f4 = ELEMENT_TYPES["f8E8M0FNU"], ELEMENT_TYPES["f4E2M1FN"]
+# Ops whose result is the literal an attribute holds, by that attribute's name.
+_LITERALS = by_mnemonic({"constant": "value"}, "verifier literal ops")
+# Combiners: whether each result keeps the combined dimension (a running scan) or drops it.
+_KEEPS_DIM = by_mnemonic({"reduce": False, "scan": True}, "verifier combiners")
 
 
 def _shape(t) -> str:
@@ -120,9 +125,10 @@ def _tile_indices(ctx, op, big, small, indices, what: str) -> bool:
 def _constant_i32(value_):
     """The value of a scalar i32 defined by `constant`, else None."""
     owner = value_.owner
-    if getattr(owner, "spec", None) is None or owner.spec.mnemonic != "constant":
+    literal = _LITERALS.get(getattr(getattr(owner, "spec", None), "mnemonic", None))
+    if literal is None:
         return None
-    dense = owner.attrs.get("value")
+    dense = owner.attrs.get(literal)
     if not isinstance(dense, DenseElementsAttr) or len(dense.data) != 4:
         return None
     return int.from_bytes(dense.data, "little", signed=True)
@@ -868,7 +874,7 @@ def combiner(ctx, op) -> bool:
         return ctx.report("attr.dim", op, f"{prefix}dimension ({dim}) is out of bound [0, "
                                           f"{first.rank}) (dim {dim} is outside [0, "
                                           f"{first.rank}))")
-    scan = op.spec.mnemonic == "scan"
+    scan = _KEEPS_DIM[op.spec.mnemonic]
     wanted = [v.type if scan else
               TileType(v.type.shape[:dim] + v.type.shape[dim + 1:], v.type.element)
               for v in operands]

@@ -9,7 +9,7 @@ from ..ir.attrs import DenseElementsAttr, DictionaryAttr
 from ..ir.module import Block, Function, Module, Op, Value
 from ..ir.types import ElementType, PointerType, TileType, Type
 from ..ops.spec import Arity, AttrKind, Effects, Exit, OpSpec
-from ..ops.table import OPS, OPS_BY_MNEMONIC
+from ..ops.table import ENTRY_OP, OPS, OPS_BY_MNEMONIC
 from ..version import ALL_VERSIONS, Version
 from .debuginfo import DebugInfoChecker
 from .diagnostics import Collector
@@ -220,7 +220,7 @@ class Verifier:
                            f"(tile<E> or tile<ptr<E>>), got {param}")
             else:
                 self.type_ok(function, param, f"parameter {index}")
-        check_hints(ctx, function, "entry", function.optimization_hints, self.version)
+        check_hints(ctx, function, ENTRY_OP.mnemonic, function.optimization_hints, self.version)
         if function.arg_attrs is not None:
             self.arg_attrs(function)
         self.entry_body(function)
@@ -332,7 +332,7 @@ class Verifier:
         return found
 
     def block_end(self, block: Block, parent: Optional[Op]) -> None:
-        where = parent.name if parent is not None else "entry"
+        where = parent.name if parent is not None else ENTRY_OP.mnemonic
         allowed = TERMINATORS.get(where)
         if allowed is None:
             return
@@ -485,7 +485,7 @@ class Verifier:
                 self.ctx.report("region.blocks", op, f"region {index} has {len(region.blocks)} "
                                                      f"blocks, expected exactly one")
                 continue
-            if op.name == "if" and region.blocks[0].args:
+            if not op.spec.block_args and region.blocks[0].args:
                 self.ctx.report("region.args", op, f"if region {index} takes no arguments")
             self.block(region.blocks[0], op)
         self.parents.pop()
@@ -602,7 +602,7 @@ class Verifier:
             parent = self.parents[-1] if self.parents else None
             ends = op.spec.ends
             if parent is None or parent.name not in ends:
-                where = parent.name if parent is not None else "entry"
+                where = parent.name if parent is not None else ENTRY_OP.mnemonic
                 ctx.report("terminator.parent", op, f"{name} cannot end a {where} region; it ends "
                                                     f"{', '.join(ends[:-1])} and {ends[-1]} regions")
                 return
@@ -617,15 +617,15 @@ class Verifier:
             if not parent.spec.exits_pass:
                 target = parent
                 break
-        target_name = target.name if target is not None else "entry"
+        target_name = target.name if target is not None else ENTRY_OP.mnemonic
         if target_name not in EXIT_TARGETS[name]:
             ctx.report("terminator.parent", op, f"{name} must be nested (through if only) in "
                        f"{' or '.join(EXIT_TARGETS[name])}, not in {target_name}")
             return
         if op.spec.exit is Exit.LEAVE_KERNEL:
             expected = list(self.function.type.results) if self.function is not None else []
-        elif op.spec.exit is Exit.NEXT and target_name == "loop":
-            expected = [v.type for v in target.operands["initValues"]]
+        elif op.spec.exit is Exit.NEXT and target.spec.carried:
+            expected = [v.type for v in target.operands[target.spec.carried]]
         else:
             expected = [r.type for r in target.results]
         self.check_operands(op, operands, expected, target_name)

@@ -87,7 +87,7 @@ class SubView:
 class Frame:
     """An enclosing construct terminators refer to."""
 
-    kind: str  # "if" | "loop" | "region"
+    kind: str  # "branch" | "loop body" | "region"
     results: List[List[str]] = field(default_factory=list)  # result registers per value
     end: Optional[str] = None  # label after the construct
     carried: List[List[str]] = field(default_factory=list)  # loop: carried registers per value

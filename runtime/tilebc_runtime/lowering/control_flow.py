@@ -12,7 +12,8 @@ from .common import AFTER_MEMORY, Frame, Tile
 from .registry import lowers
 
 
-LOOP_FRAME = "loop"  # the Frame kind of for / loop, which continue / break refer to
+# Frame kinds: for / loop, which continue / break refer to; if, whose yield ends a branch.
+LOOP_FRAME, BRANCH_FRAME = "loop body", "branch"
 
 
 def _fresh(lw, type):
@@ -47,7 +48,7 @@ def lower_if(lw, op):
     condition = lw.get(op.operands["condition"]).scalar
     results = [_fresh(lw, r.type) for r in op.results]
     end, other = w.label("endif"), w.label("else")
-    frame = Frame("if", results=results, end=end)
+    frame = Frame(BRANCH_FRAME, results=results, end=end)
     w(f"@!{condition} bra.uni {other}")
     lw.frames.append(frame)
     try:
@@ -241,7 +242,7 @@ def lower_break(lw, op):
 
 @lowers("yield")
 def lower_yield(lw, op):
-    frame = _innermost(lw, op, ("if", "region"))
+    frame = _innermost(lw, op, (BRANCH_FRAME, "region"))
     values = [lw.get(v) for v in op.operand_values]
     if frame.kind == "region":
         frame.on_yield(values)

@@ -68,7 +68,7 @@ def _extracted_operand(lw, op: Op, resolve):
     if list(source.type.shape) == shape and not any(starts):
         return source
     cat = source.owner
-    if not (isinstance(cat, Op) and cat.name == "cat"):
+    if not (isinstance(cat, Op) and _FORWARD_ROLES.get(cat.name) == "join"):
         return None
     dim = cat.attrs["dim"]
     lhs, rhs = cat.operand_values
@@ -199,4 +199,4 @@ def dead_ops(function: Function, forward: Dict[Value, Value]) -> Set[Op]:
 _FORWARDERS = by_mnemonic({"permute": _undone_permute, "extract": _extracted_operand,
                            "select": _chosen_select}, "value forwarding")
 _FORWARD_ROLES = by_mnemonic({"cmpi": "compare", "load_view_tko": "read",
-                              "load_ptr_tko": "read"}, "value forwarding")
+                              "load_ptr_tko": "read", "cat": "join"}, "value forwarding")

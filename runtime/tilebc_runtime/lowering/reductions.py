@@ -647,6 +647,182 @@ def lower_reduce(lw, op):
         _tree_reduce(lw, op)
 
 
+def _exact_any_order(op) -> bool:
+    """The combiner gives the same bits in any order and grouping: one commutative op of its
+    two integer arguments (integer add/mul/min/max/and/or/xor wrap exactly)."""
+    if not commutative(op):
+        return False
+    element = op.operand_values[0].type.element
+    return dtypes.name_of(element)[0] in "iu"
+
+
+def _hillis_cost(lw, count: int, length: int, inner: int) -> int:
+    """Issue slots per thread of _scan (per step and slot: index, select, exchange, combine)."""
+    steps = (length - 1).bit_length()
+    slots = lw.slots(count)
+    shuffles = lw.T % 32 == 0 and 32 % (length * inner) == 0
+    return steps * (slots * 5 + (0 if shuffles else slots + 16))
+
+
+def _lines_group(lw, shape, dim):
+    """(cost, group) of the cheapest Lines layout for a scan along `dim`, or None."""
+    from .layout import Lines
+    length = shape[dim]
+    best = None
+    group = 1
+    while group <= min(length, lw.T):
+        try:
+            layout = Lines(shape, dim, lw.T, group)
+        except ValueError:
+            group *= 2
+            continue
+        lanes = min(group, 32)
+        warps = group // 32
+        # serial scan + fix-up, shuffle steps (shuffle, combine, select), the exclusive shuffle,
+        # the warp totals' trip through shared memory
+        per_round = 2 * layout.run + 3 * (lanes.bit_length() - 1) + 2 \
+            + (warps + 20 if warps > 1 else 0)
+        cost = layout.rounds * per_round
+        if best is None or cost < best[0]:
+            best = (cost, group)
+        group *= 2
+    return best
+
+
+def _lines_scan(lw, op) -> bool:
+    """A scan whose combiner gives the same bits in any order, in a Lines layout: each thread
+    scans its run serially, the lanes of a group scan the run totals with log-step shuffles,
+    warps of a group add the totals of the warps before them (one shared-memory pass), and each
+    thread combines its run with the total before it. The result stays in the Lines layout.
+    False when it does not apply or costs more than _scan."""
+    from .layout import Lines
+    if lw.T % 32 or not _exact_any_order(op):
+        return False
+    source = lw.get(op.operand_values[0], any_layout=True)
+    shape, dim = tuple(source.type.shape), op.attrs["dim"]
+    length = shape[dim]
+    if length == 1 or source.count == 1:
+        return False
+    inner = int(np.prod(shape[dim + 1:], dtype=np.int64))
+    chosen = _lines_group(lw, shape, dim)
+    if chosen is None:
+        return False
+    # moving into the layout and out again: two exchanges through shared memory
+    cost = chosen[0] + 2 * (lw.slots(source.count) + 12)
+    if source.layout is not None and source.layout is not UNIFORM:
+        cost = chosen[0] + lw.slots(source.count) + 12
+    if cost >= _hillis_cost(lw, source.count, length, inner):
+        return False
+    layout = Lines(shape, dim, lw.T, chosen[1])
+    tile = lw.convert(source, layout)
+    element = tile.element
+    reverse = bool(op.attrs.get("reverse"))
+    w = lw.w
+    run, group = layout.run, layout.group
+    lanes, warps = min(group, 32), group // 32
+    q = layout.emit_position(lw)
+    combine = lambda a, b: _combine(lw, op, [a], [b])[0]  # noqa: E731
+
+    def lane_pred(name, make):
+        return lw._cached(("lines pred", name, group), make)
+
+    def compare(kind, reg, value):
+        def make():
+            pred = w.reg("pred")
+            w(f"setp.{kind}.u32 {pred}, {reg}, {value}")
+            return pred
+        return make
+    lane = q
+    if warps > 1:
+        lane = lw._cached(("lines lane", group), lambda: _u32_rem(lw, q, 32))
+    offset = None
+    if warps > 1:
+        [offset] = lw.reserve_smem([layout.lines * warps * dtypes.byte_size(element)])
+    out = list(tile.regs)
+    totals, runs = [], []
+    for j in range(layout.rounds):
+        regs = out[j * run:(j + 1) * run]
+        order = range(run - 1, -1, -1) if reverse else range(run)
+        previous = None
+        for i in order:  # in-thread serial scan of the run
+            if previous is not None:
+                regs[i] = combine(previous, regs[i])
+            previous = regs[i]
+        runs.append(regs)
+        totals.append(previous)
+    # the run totals, scanned across the lanes of a group (inclusive)
+    step = 1
+    while step < lanes:
+        if reverse:
+            valid = lane_pred(("lt", lanes - step), compare("lt", lane, lanes - step))
+        else:
+            valid = lane_pred(("ge", step), compare("ge", lane, step))
+        for j, total in enumerate(totals):
+            other = lw.shuffle(total, element, "down" if reverse else "up", step)
+            totals[j] = lw.select(valid, combine(other, total), total, element)
+        step *= 2
+    # before each run: the inclusive total of the lane before (after, reversed) it
+    befores, have = [], None
+    if lanes > 1:
+        if reverse:
+            have = lane_pred(("lt", lanes - 1), compare("lt", lane, lanes - 1))
+        else:
+            have = lane_pred(("ge", 1), compare("ge", lane, 1))
+        befores = [lw.shuffle(total, element, "down" if reverse else "up", 1)
+                   for total in totals]
+    if warps > 1:
+        # each warp's total of each line (the group's last lane, reversed the first) goes to
+        # shared memory; a thread combines the totals of the warps before (after) its own
+        warp = lw._cached(("lines warp", group), lambda: _u32_div(lw, q, 32))
+        leader = lane_pred(("leader", reverse),
+                           compare("eq", lane, 0 if reverse else lanes - 1))
+        cells = []
+        for j, total in enumerate(totals):
+            cell = w.reg("b32")
+            w(f"mad.lo.u32 {cell}, {layout.emit_line(lw, j)}, {warps}, {warp}")
+            lw.store("shared", lw.smem_address(offset, cell, element), total, element,
+                     predicate=leader)
+            cells.append(cell)
+        lw.barrier()
+        size = dtypes.byte_size(element)
+        for j in range(layout.rounds):
+            first = w.reg("b32")
+            w(f"sub.u32 {first}, {cells[j]}, {warp}")
+            address = lw.smem_address(0, first, element)
+            parts = [lw.load("shared", f"{address}+{offset + c * size}", element)
+                     for c in range(warps)]
+            # prefix[c]: the combined totals of warps 0..c-1 (reversed: c+1..warps-1)
+            chain = list(range(warps)) if not reverse else list(range(warps - 1, -1, -1))
+            acc, sums = None, {}
+            for c in chain[:-1]:
+                acc = parts[c] if acc is None else combine(acc, parts[c])
+                sums[chain[chain.index(c) + 1]] = acc
+            before_warps = None
+            for c, value in sums.items():
+                pick = lane_pred(("warp", c), compare("eq", warp, c))
+                before_warps = value if before_warps is None else \
+                    lw.select(pick, value, before_warps, element)
+            edge = lane_pred(("edge warp", reverse),
+                             compare("eq", warp, warps - 1 if reverse else 0))
+            # lanes >= warps > 1: the lane before in the warp, then the warps before; the
+            # first warp (reversed the last) has no warps before
+            joined = lw.select(have, combine(before_warps, befores[j]), before_warps, element)
+            befores[j] = lw.select(edge, befores[j], joined, element)
+            runs_have = w.reg("pred")
+            w(f"not.pred {runs_have}, {edge}")
+            w(f"or.pred {runs_have}, {runs_have}, {have}")
+            runs[j] = [lw.select(runs_have, combine(befores[j], r), r, element)
+                       for r in runs[j]]
+        lw.barrier()  # the cells are free for the next op's exchange
+    elif lanes > 1:
+        for j in range(layout.rounds):
+            runs[j] = [lw.select(have, combine(befores[j], r), r, element) for r in runs[j]]
+    regs = [r for rs in runs for r in rs]
+    lw.set(op.results[0], Tile(op.results[0].type, regs, layout))
+    return True
+
+
 @lowers("scan")
 def lower_scan(lw, op):
-    _scan(lw, op)
+    if not _lines_scan(lw, op):
+        _scan(lw, op)

@@ -683,10 +683,28 @@ def _lines_group(lw, shape, dim):
         per_round = 2 * layout.run + 3 * (lanes.bit_length() - 1) + 2 \
             + (warps + 20 if warps > 1 else 0)
         cost = layout.rounds * per_round
+        if layout.inner == 1 and layout.run > 1 and _as_blocked(layout, lw.T) is None:
+            # a thread's run of neighbours, not as vectors: every global access of the
+            # result touches `run` times the sectors
+            group *= 2
+            continue
         if best is None or cost < best[0]:
             best = (cost, group)
         group *= 2
     return best
+
+
+def _as_blocked(layout, threads):
+    """The Blocked layout placing elements as `layout` does (a single line over all threads:
+    vector loads and stores know it), or None."""
+    from .layout import Blocked
+    try:
+        blocked = Blocked(layout.count, threads, layout.run)
+    except ValueError:
+        return None
+    if blocked.slots == layout.slots and (blocked.table(threads) == layout.table(threads)).all():
+        return blocked
+    return None
 
 
 def _lines_scan(lw, op) -> bool:
@@ -714,7 +732,11 @@ def _lines_scan(lw, op) -> bool:
     if cost >= _hillis_cost(lw, source.count, length, inner):
         return False
     layout = Lines(shape, dim, lw.T, chosen[1])
-    tile = lw.convert(source, layout)
+    layout = _as_blocked(layout, lw.T) or layout
+    value = lw.forward.get(op.operand_values[0], op.operand_values[0])
+    tile = lw.scoped(("scan lines of", value, layout.key()), lambda: lw.convert(source, layout))
+    if not isinstance(layout, Lines):
+        layout = Lines(shape, dim, lw.T, chosen[1])  # the same placement, by lines
     element = tile.element
     reverse = bool(op.attrs.get("reverse"))
     w = lw.w
@@ -818,7 +840,7 @@ def _lines_scan(lw, op) -> bool:
         for j in range(layout.rounds):
             runs[j] = [lw.select(have, combine(befores[j], r), r, element) for r in runs[j]]
     regs = [r for rs in runs for r in rs]
-    lw.set(op.results[0], Tile(op.results[0].type, regs, layout))
+    lw.set(op.results[0], Tile(op.results[0].type, regs, tile.layout))
     return True
 
 

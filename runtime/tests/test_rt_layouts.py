@@ -164,6 +164,17 @@ def test_ordered_combiners_keep_lane_order_in_the_same_plan():
     assert "bar.sync" not in ptx and "st.shared" not in ptx
 
 
+def test_ordered_combiners_on_cyclic_tiles_move_into_lines_not_the_walk():
+    # [64, 16] reduced along dim 0 from the default layout: no plan keeps the element order
+    # cheaply there, so the tile moves once into a Lines layout (a run of neighbours per
+    # thread, lanes in element order) and reduces by a down tree: no walk loop over shared
+    # memory, one exchange (two barriers)
+    ptx = _ptx((64, 16), 0, ("ordered", 0), i32, False, 128)
+    assert "$L_reduce" not in ptx
+    assert ptx.count("shfl.sync.down") == 3
+    assert ptx.count("bar.sync") == 2
+
+
 def _scale_kernel(tile, element, *, align, stride_div, shape_div, reduce_rows=False,
                   transpose=False):
     """y = x * 3 + 1 (or, with reduce_rows, y = x - rowmax(x)) over a 2-D tensor of dynamic

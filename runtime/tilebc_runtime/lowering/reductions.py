@@ -24,7 +24,7 @@ import numpy as np
 from tilebc.ir.types import TileType
 
 from . import dtypes, intdiv
-from .layout import UNIFORM, Sliced
+from .layout import UNIFORM, Sliced, register_map
 from .common import Frame, Tile, immediate
 from .registry import lowers
 
@@ -424,34 +424,142 @@ def _tree(lw, op, values):
     return values[0]
 
 
-def _layout_reduce(lw, op) -> bool:
+def _lines_reduce(lw, op) -> bool:
+    """An ordered reduction whose operands' layout has no cheap plan: the operands moved into
+    a Lines layout along the reduced dimension (each thread a run of neighbours, the lanes of
+    a group in element order, a group inside a warp), where the ordered plan is an in-thread
+    run and a down tree of shuffles. False when that costs more than the general tree."""
+    from .layout import Lines
+    from .common import broadcast_into
+    if lw.T % 32:
+        return False
+    first = op.operand_values[0].type
+    shape, dim = tuple(first.shape), op.attrs["dim"]
+    outputs = op.results[0].type.num_elements
+    best = None
+    group = 32
+    while group > 1:
+        try:
+            layout = Lines(shape, dim, lw.T, group)
+        except ValueError:
+            group //= 2
+            continue
+        if layout.slots * lw.T <= 1 << 14:
+            plan = _plan(layout, shape, dim, lw.T, True)
+            if plan is not None:
+                cost = _plan_cost(plan, len(op.operand_values))
+                if best is None or cost < best[0]:
+                    best = (cost, layout, plan)
+        group //= 2
+    if best is None:
+        return False
+    cost, layout, plan = best
+    tiles = [lw.get(v, any_layout=True) for v in op.operand_values]
+    moved = sum(1 for t in tiles if t.layout is not UNIFORM and t.count > 1)
+    # the general tree also shuffles every operand at each of its levels, and sends the
+    # operands through shared memory as the conversion does
+    lanes, _ = choose_tree(lw.T, outputs, shape[dim])
+    levels = lanes.bit_length() - 1
+    tree = _tree_cost(lw.T, outputs, shape[dim]) + levels * -(-len(tiles) // 2)
+    if cost + 4 * moved > tree + 4 * moved:
+        return False
+    sources, moving = [], []
+    for i, (value, tile) in enumerate(zip(op.operand_values, tiles)):
+        if tile.count == 1 or tile.layout is UNIFORM or tile.layout == layout:
+            sources.append(tile)
+            continue
+        rebuilt = broadcast_into(lw, value, layout)
+        if rebuilt is None and register_map(lw.layout_of(tile), layout, lw.T) is not None:
+            rebuilt = lw.convert(tile, layout)
+        sources.append(rebuilt)
+        if rebuilt is None:
+            moving.append(i)
+    for i, tile in zip(moving, _exchange(lw, [tiles[i] for i in moving], layout)):
+        sources[i] = tile
+    return _layout_reduce(lw, op, held=(sources, layout))
+
+
+def _exchange(lw, tiles, layout):
+    """`tiles` in the Lines layout `layout` through shared memory, all with one barrier pair;
+    a thread's run of neighbours (inner 1) of 32-bit elements is read as vectors."""
+    from .layout import distinct_slots
+    if not tiles:
+        return []
+    w = lw.w
+    offsets = lw.reserve_smem([lw.smem_size_of(t.type) for t in tiles])
+    for tile, offset in zip(tiles, offsets):
+        source = lw.layout_of(tile)
+        for k in distinct_slots(source, lw.T):
+            if tile.layout is None:
+                address = lw.slot_address(offset, tile.count, k, tile.element)
+                guard = lw.owner(tile.count, k)
+            else:
+                address = lw.smem_address(offset, source.emit_index(lw, k), tile.element)
+                guard = None
+            lw.store("shared", address, tile.regs[k], tile.element, predicate=guard)
+    lw.barrier()
+    out = []
+    for tile, offset in zip(tiles, offsets):
+        element = tile.element
+        size = dtypes.byte_size(element)
+        vec = 1
+        if layout.inner == 1 and size == 4:
+            vec = min(4, layout.run)
+            while layout.run % vec:
+                vec //= 2
+        regs = []
+        for k in range(0, layout.slots, vec):
+            address = lw.smem_address(offset, layout.emit_index(lw, k), element)
+            if vec == 1:
+                regs.append(lw.load("shared", address, element))
+                continue
+            run = [w.reg(dtypes.reg_class(element)) for _ in range(vec)]
+            w(f"ld.shared.v{vec}.{dtypes.mem_type(element)} {{{', '.join(run)}}}, [{address}]")
+            regs += run
+        out.append(Tile(tile.type, regs, layout))
+    lw.barrier()
+    return out
+
+
+def _layout_reduce(lw, op, held=None) -> bool:
     """A reduction on the source's own layout: in-thread, shuffle butterflies (a down tree,
     lower lane on the left, for combiners that need not commute), then at most one shared-memory step
     across warps; the result stays in the sliced layout (in every thread that holds a part of
-    its row). False when the plan does not apply."""
+    its row). False when the plan does not apply. `held`: (sources, layout) already moved
+    into a layout by _lines_reduce."""
     from .layout import Sliced
     w = lw.w
-    sources = [lw.get(v, any_layout=True) for v in op.operand_values]
-    layouts = {s.layout for s in sources if s.layout is not UNIFORM}
-    if len(layouts) > 1:
-        sources = [lw.get(v) for v in op.operand_values]
-    elif not layouts:
-        return False  # splats only
-    source = next(s for s in sources if s.layout is not UNIFORM)
-    if source.count == 1 or lw.T % 32:
-        return False
-    layout = lw.layout_of(source)
-    shape, dim = tuple(source.type.shape), op.attrs["dim"]
-    if layout.slots * lw.T > 1 << 14:
-        return False  # planning time grows with elements x slots; larger tiles: general path
-    ordered = not commutative(op)
-    plan = _plan(layout, shape, dim, lw.T, ordered)
-    if plan is None:
-        return ordered and _split_reduce(lw, op, sources, layout, shape, dim)
+    if held is not None:
+        sources, layout = held
+        shape, dim = tuple(op.operand_values[0].type.shape), op.attrs["dim"]
+        ordered = True
+        plan = _plan(layout, shape, dim, lw.T, ordered)
+        if plan is None:
+            return False
+    else:
+        sources = [lw.get(v, any_layout=True) for v in op.operand_values]
+        layouts = {s.layout for s in sources if s.layout is not UNIFORM}
+        if len(layouts) > 1:
+            sources = [lw.get(v) for v in op.operand_values]
+        elif not layouts:
+            return False  # splats only
+        source = next(s for s in sources if s.layout is not UNIFORM)
+        if source.count == 1 or lw.T % 32:
+            return False
+        layout = lw.layout_of(source)
+        shape, dim = tuple(source.type.shape), op.attrs["dim"]
+        if layout.slots * lw.T > 1 << 14:
+            return False  # planning time grows with elements x slots; larger tiles: general path
+        ordered = not commutative(op)
+        plan = _plan(layout, shape, dim, lw.T, ordered)
+        if plan is None:
+            return ordered and (_split_reduce(lw, op, sources, layout, shape, dim)
+                                or _lines_reduce(lw, op))
+        outputs = op.results[0].type.num_elements
+        if ordered and _plan_cost(plan, len(sources)) > _tree_cost(lw.T, outputs, shape[dim]):
+            return _lines_reduce(lw, op)
     groups, masks, warp_masks, slot_group = plan
     outputs = op.results[0].type.num_elements
-    if ordered and _plan_cost(plan, len(sources)) > _tree_cost(lw.T, outputs, shape[dim]):
-        return False
     elements = [s.element for s in sources]
     partial = [_tree(lw, op, [[s.slot(k) for s in sources] for k in members])
                for members in groups]

@@ -39,6 +39,23 @@ def test_sliced_table_projects_the_reduced_dimension_away():
     assert columns.table(8).tolist() == [list(range(8))] * 4
 
 
+def test_lines_table_gives_each_thread_a_run_of_one_line():
+    from tilebc_runtime.lowering.layout import Lines
+    # [32, 16] scanned along dim 0 over 128 threads in groups of 8: thread t holds line
+    # (column) t // 8, positions 4*(t % 8) .. 4*(t % 8) + 3, i.e. elements 16 apart
+    layout = Lines((32, 16), 0, 128, 8)
+    table = layout.table(128)
+    assert table.shape == (4, 128)
+    assert sorted(table.ravel().tolist()) == list(range(512))
+    t = 13
+    assert table[:, t].tolist() == [(4 * 5 + i) * 16 + 1 for i in range(4)]
+    # fewer lines than groups side by side: the later groups hold copies
+    small = Lines((8, 2), 0, 64, 4).table(64)
+    assert (small[:, 0] == small[:, 8]).all() and small[:, 4].tolist() == [1, 3]
+    with pytest.raises(ValueError):
+        Lines((24, 4), 0, 128, 16)  # the group must divide the scanned length
+
+
 def test_register_map_finds_same_thread_sources_only():
     parent = Cyclic(32, 8)
     sliced = Sliced(parent, (4, 8), 1)

@@ -15,7 +15,13 @@ P and S come from a small cost model (serial steps + shuffle steps per thread).
 
 scan: log-step (Hillis-Steele) in the interpreter's exact combine order, one step per power of two
 below the scanned length: shfl.sync.up/down when every scanned line sits inside a warp, else an
-exchange through two alternating shared-memory buffers (one barrier per step).
+exchange through two alternating shared-memory buffers (one barrier per step). A combiner that
+gives the same bits in any order (one commutative integer op) instead runs along any dimension
+in a Lines layout (layout.py): a serial scan of each thread's run, log-step shuffles across the
+lanes of a line, one pass across warps through shared memory.
+
+Ordered reductions whose layout has no cheap plan move once into a Lines layout along the
+reduced dimension (runs of neighbours, lanes in element order) rather than walking shared memory.
 """
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 interpreter's bits: float combiners, including a non-associative one that exposes any change of
 combine order, forward and reverse, along every dimension of 1-3-d tiles, with lines inside a
 warp (shuffles) and across warps (shared memory), tiles smaller and larger than the CTA, and a
-two-operand scan; on every arch the JIT emits for. The code is log-step: no loop per element."""
+two-operand scan; on every arch the JIT emits for. The code is log-step: no loop per element.
+Integer scans with one commutative op take the Lines layout path (same bits in any order)."""
 import numpy as np
 import pytest
 

@@ -778,7 +778,20 @@ def _hillis_cost(lw, count: int, length: int, inner: int) -> int:
     return steps * (slots * 5 + (0 if shuffles else slots + 16))
 
 
-def _lines_group(lw, shape, dim):
+def _bank_ways(layout, element) -> int:
+    """The most distinct shared-memory words one bank serves when a warp reads a slot of
+    `layout` from a tile stored at its linear indices (the conversion into it): lines
+    across the inner dimension put positions a multiple of 32 words apart in one bank."""
+    size = dtypes.byte_size(element)
+    words = layout.table(32) * size // 4
+    ways = 1
+    for row in words:
+        distinct = np.unique(row)
+        ways = max(ways, int(np.bincount(distinct % 32, minlength=32).max()))
+    return ways
+
+
+def _lines_group(lw, shape, dim, element):
     """(cost, group) of the cheapest Lines layout for a scan along `dim`, or None."""
     from .layout import Lines
     length = shape[dim]
@@ -797,6 +810,9 @@ def _lines_group(lw, shape, dim):
         per_round = 2 * layout.run + 3 * (lanes.bit_length() - 1) + 2 \
             + (warps + 20 if warps > 1 else 0)
         cost = layout.rounds * per_round
+        ways = _bank_ways(layout, element)
+        if ways > 8:  # measured on the model: up to 8-way the exchange is not what bounds
+            cost += layout.slots * ways
         if layout.inner == 1 and layout.run > 1 and _as_blocked(layout, lw.T) is None:
             # a thread's run of neighbours, not as vectors: every global access of the
             # result touches `run` times the sectors
@@ -836,7 +852,7 @@ def _lines_scan(lw, op) -> bool:
     if length == 1 or source.count == 1:
         return False
     inner = int(np.prod(shape[dim + 1:], dtype=np.int64))
-    chosen = _lines_group(lw, shape, dim)
+    chosen = _lines_group(lw, shape, dim, source.element)
     if chosen is None:
         return False
     # moving into the layout and out again: two exchanges through shared memory

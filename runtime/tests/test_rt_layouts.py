@@ -39,6 +39,23 @@ def test_sliced_table_projects_the_reduced_dimension_away():
     assert columns.table(8).tolist() == [list(range(8))] * 4
 
 
+def test_lines_table_gives_each_thread_a_run_of_one_line():
+    from tilebc_runtime.lowering.layout import Lines
+    # [32, 16] scanned along dim 0 over 128 threads in groups of 8: thread t holds line
+    # (column) t // 8, positions 4*(t % 8) .. 4*(t % 8) + 3, i.e. elements 16 apart
+    layout = Lines((32, 16), 0, 128, 8)
+    table = layout.table(128)
+    assert table.shape == (4, 128)
+    assert sorted(table.ravel().tolist()) == list(range(512))
+    t = 13
+    assert table[:, t].tolist() == [(4 * 5 + i) * 16 + 1 for i in range(4)]
+    # fewer lines than groups side by side: the later groups hold copies
+    small = Lines((8, 2), 0, 64, 4).table(64)
+    assert (small[:, 0] == small[:, 8]).all() and small[:, 4].tolist() == [1, 3]
+    with pytest.raises(ValueError):
+        Lines((24, 4), 0, 128, 16)  # the group must divide the scanned length
+
+
 def test_register_map_finds_same_thread_sources_only():
     parent = Cyclic(32, 8)
     sliced = Sliced(parent, (4, 8), 1)
@@ -162,6 +179,17 @@ def test_ordered_combiners_keep_lane_order_in_the_same_plan():
     assert "shfl.sync.bfly" not in ptx
     assert ptx.count("selp.b32") == 5
     assert "bar.sync" not in ptx and "st.shared" not in ptx
+
+
+def test_ordered_combiners_on_cyclic_tiles_move_into_lines_not_the_walk():
+    # [64, 16] reduced along dim 0 from the default layout: no plan keeps the element order
+    # cheaply there, so the tile moves once into a Lines layout (a run of neighbours per
+    # thread, lanes in element order) and reduces by a down tree: no walk loop over shared
+    # memory, one exchange (two barriers)
+    ptx = _ptx((64, 16), 0, ("ordered", 0), i32, False, 128)
+    assert "$L_reduce" not in ptx
+    assert ptx.count("shfl.sync.down") == 3
+    assert ptx.count("bar.sync") == 2
 
 
 def _scale_kernel(tile, element, *, align, stride_div, shape_div, reduce_rows=False,

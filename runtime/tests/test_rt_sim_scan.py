@@ -2,7 +2,8 @@
 interpreter's bits: float combiners, including a non-associative one that exposes any change of
 combine order, forward and reverse, along every dimension of 1-3-d tiles, with lines inside a
 warp (shuffles) and across warps (shared memory), tiles smaller and larger than the CTA, and a
-two-operand scan; on every arch the JIT emits for. The code is log-step: no loop per element."""
+two-operand scan; on every arch the JIT emits for. The code is log-step: no loop per element.
+Integer scans with one commutative op take the Lines layout path (same bits in any order)."""
 import numpy as np
 import pytest
 
@@ -101,3 +102,58 @@ def test_scan_on_emulator_matches_interpreter_bits(shape, dim, reverse, threads)
     assert result.ptx.count("mul.rn.f32") == (shape[dim] - 1).bit_length() * slots
     assert [line.strip() for line in result.ptx.splitlines() if "bra" in line] == \
         ["bra.uni $L_exit_1;"]
+
+
+# integer scans with one commutative op run in a Lines layout (serial runs, lane shuffles, one
+# pass across warps): (shape, dim, reverse, threads, op)
+INT_CASES = [
+    ((32, 16), 0, False, 128, "addi"), ((32, 16), 0, True, 128, "maxi"),
+    ((16, 8), 0, False, None, "addi"), ((1024,), 0, False, 128, "addi"),
+    ((1024,), 0, True, 256, "xori"), ((64, 16), 0, False, 128, "mini"),
+    ((128, 2), 0, True, 64, "addi"), ((8, 4, 2), 1, False, 64, "addi"),
+    ((4, 256), 1, True, 128, "muli"), ((2, 512, 2), 1, False, 64, "maxi"),
+    ((256, 4), 0, False, 128, "andi"), ((8, 3), 0, False, 32, "addi"),
+]
+
+
+def _int_kernel(shape, dim, reverse, name):
+    count = int(np.prod(shape))
+    module = new_module("13.5")
+    b = new_function(module, "iscan", [scalar(PointerType(i32)), scalar(i32), scalar(i32)] * 2)
+    token = b.make_token()
+    bid = b.get_tile_block_id()[0]
+
+    def tiles(group):
+        pointer, length, stride = b.args[3 * group:3 * group + 3]
+        return b.partition_view(b.tensor_view(pointer, [length], [stride]), (count,))
+    x, _ = b.load(tiles(0), [bid], token=token)
+    identity = {"addi": 0, "xori": 0, "muli": 1, "maxi": -(1 << 31), "mini": (1 << 31) - 1,
+                "andi": -1}[name]
+    extra = {"maxi": {"signedness": _SIGNED}, "mini": {"signedness": _SIGNED}}.get(name, {})
+
+    def combine(inner, lhs, rhs):
+        return [getattr(inner, name)(lhs, rhs, **extra)]
+    result = b.scan([b.reshape(x, shape)], dim, [identity], combine, reverse=reverse)
+    result = result[0] if isinstance(result, tuple) else result
+    b.store(b.reshape(result, (count,)), tiles(1), [bid], token=token)
+    b.return_([])
+    return module
+
+
+@pytest.mark.parametrize("shape,dim,reverse,threads,name", INT_CASES,
+                         ids=[f"{'x'.join(map(str, s))}-d{d}{'-rev' if r else ''}-t{t}-{n}"
+                              for s, d, r, t, n in INT_CASES])
+def test_integer_scan_in_lines_layout_matches_interpreter(shape, dim, reverse, threads, name):
+    rng = np.random.default_rng(7)
+    count = int(np.prod(shape))
+    module = _int_kernel(shape, dim, reverse, name)
+    blocks = 2
+    low, high = (-3, 4) if name == "muli" else (-1000, 1000)
+    x = rng.integers(low, high, count * blocks).astype(np.int32)
+    if name == "andi":
+        x = ~rng.integers(0, 1 << 20, count * blocks).astype(np.int32)
+    reference = [x.copy(), np.zeros_like(x)]
+    interpret(module, "iscan", (blocks,), *reference)
+    out = [x.copy(), np.zeros_like(x)]
+    sim.run(module, "iscan", (blocks,), *out, arch="sm_90", threads=threads)
+    np.testing.assert_array_equal(out[1], reference[1])

@@ -13,6 +13,8 @@ reshape never moves data.
 - Rows(row, lanes): whole rows in one warp, `lanes` lanes per row on consecutive elements (for
   row reductions).
 - MmaAcc: the mma.sync accumulator fragments tiled over warps (mmaf results on tensor cores).
+- Lines(shape, dim, group): a scan's lines over `group` threads each, runs of positions in
+  registers (for scans along any dimension).
 - Sliced(parent, shape, dim): a reduction's result along `dim` of a tile of `shape` held in
   `parent`: slot k holds the output parent slot k's element reduces into, so broadcasting it
   back along `dim` into `parent` needs no data movement.
@@ -161,6 +163,97 @@ class Rows(Layout):
             lw.w(f"add.u32 {reg}, {start}, {offset}")
             return reg
         return lw._cached(("rows e", self.row, self.lanes, k), make)
+
+
+class Lines(Layout):
+    """For a scan along `dim` of a `shape` tile: each line (the elements at one index of the other
+    dimensions) is spread over `group` consecutive threads (a power of two: up to 32 lanes of a
+    warp, or whole warps), thread q of a group holding the run of `run` = length / group
+    consecutive positions q*run .. q*run + run - 1 in its slots; T / group lines side by side,
+    then slots over further lines (wrapping round, as copies, when there are fewer lines). The
+    scan is then serial in-thread, log-step shuffles across lanes and one pass across warps."""
+
+    def __init__(self, shape: Tuple[int, ...], dim: int, threads: int, group: int):
+        length = shape[dim]
+        warps = group // 32
+        if group < 1 or group & (group - 1) or length % group or group > threads \
+                or threads % group or (warps and threads % 32):
+            raise ValueError("a lines layout needs a power-of-two group dividing the scanned "
+                             "length and the threads")
+        self.shape, self.dim, self.threads, self.group = tuple(shape), dim, threads, group
+        self.count = int(np.prod(self.shape, dtype=np.int64))
+        self.length = length
+        self.inner = int(np.prod(self.shape[dim + 1:], dtype=np.int64))
+        self.lines = self.count // length
+        self.run = length // group
+        self.side = threads // group  # lines side by side
+        self.rounds = -(-self.lines // self.side)
+        self.slots = self.rounds * self.run
+
+    def key(self):
+        return ("lines", self.shape, self.dim, self.threads, self.group)
+
+    def line_table(self, threads: int) -> np.ndarray:
+        """int64 [rounds, threads]: the line each round of slots of each thread holds."""
+        j = np.arange(self.rounds)[:, None]
+        t = np.arange(threads)[None, :]
+        return (j * self.side + t // self.group) % self.lines
+
+    def table(self, threads: int) -> np.ndarray:
+        line = np.repeat(self.line_table(threads), self.run, axis=0)
+        i = (np.arange(self.slots) % self.run)[:, None]
+        position = (np.arange(threads) % self.group)[None, :] * self.run + i
+        return (line // self.inner * self.length + position) * self.inner + line % self.inner
+
+    def emit_line(self, lw, j: int) -> str:
+        """u32 register: the line this thread's round j of slots holds."""
+        def make():
+            from . import intdiv
+            w = lw.w
+            reg = w.reg("b32")
+            w(f"shr.u32 {reg}, {lw.tid()}, {self.group.bit_length() - 1}")
+            if j:
+                w(f"add.u32 {reg}, {reg}, {j * self.side}")
+            if (j + 1) * self.side > self.lines:
+                reg = intdiv.urem(w, reg, self.lines, bound=(j + 1) * self.side - 1)
+            return reg
+        return lw._cached(("lines line", self.key(), j), make)
+
+    def emit_position(self, lw) -> str:
+        """u32 register: this thread's index in its group (its run's first position / run)."""
+        def make():
+            reg = lw.w.reg("b32")
+            lw.w(f"and.b32 {reg}, {lw.tid()}, {self.group - 1}")
+            return reg
+        return lw._cached(("lines q", self.group), make)
+
+    def emit_index(self, lw, k: int) -> str:
+        j, i = divmod(k, self.run)
+
+        def base():
+            from . import intdiv
+            w = lw.w
+            line = self.emit_line(lw, j)
+            reg = w.reg("b32")
+            start = w.reg("b32")
+            w(f"mul.lo.u32 {start}, {self.emit_position(lw)}, {self.run * self.inner}")
+            if self.inner == 1:
+                w(f"mad.lo.u32 {reg}, {line}, {self.length}, {start}")
+                return reg
+            outer = intdiv.udiv(w, line, self.inner, bound=self.lines - 1)
+            low = intdiv.urem(w, line, self.inner, bound=self.lines - 1, quotient=outer)
+            w(f"mad.lo.u32 {reg}, {outer}, {self.length * self.inner}, {low}")
+            w(f"add.u32 {reg}, {reg}, {start}")
+            return reg
+
+        def make():
+            first = lw._cached(("lines e", self.key(), j), base)
+            if not i:
+                return first
+            reg = lw.w.reg("b32")
+            lw.w(f"add.u32 {reg}, {first}, {i * self.inner}")
+            return reg
+        return lw._cached(("lines e", self.key(), j, i), make)
 
 
 class Sliced(Layout):

@@ -15,7 +15,13 @@ P and S come from a small cost model (serial steps + shuffle steps per thread).
 
 scan: log-step (Hillis-Steele) in the interpreter's exact combine order, one step per power of two
 below the scanned length: shfl.sync.up/down when every scanned line sits inside a warp, else an
-exchange through two alternating shared-memory buffers (one barrier per step).
+exchange through two alternating shared-memory buffers (one barrier per step). A combiner that
+gives the same bits in any order (one commutative integer op) instead runs along any dimension
+in a Lines layout (layout.py): a serial scan of each thread's run, log-step shuffles across the
+lanes of a line, one pass across warps through shared memory.
+
+Ordered reductions whose layout has no cheap plan move once into a Lines layout along the
+reduced dimension (runs of neighbours, lanes in element order) rather than walking shared memory.
 """
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ import numpy as np
 from tilebc.ir.types import TileType
 
 from . import dtypes, intdiv
-from .layout import UNIFORM, Sliced
+from .layout import UNIFORM, Sliced, register_map
 from .common import Frame, Tile, immediate
 from .registry import lowers
 
@@ -424,34 +430,142 @@ def _tree(lw, op, values):
     return values[0]
 
 
-def _layout_reduce(lw, op) -> bool:
+def _lines_reduce(lw, op) -> bool:
+    """An ordered reduction whose operands' layout has no cheap plan: the operands moved into
+    a Lines layout along the reduced dimension (each thread a run of neighbours, the lanes of
+    a group in element order, a group inside a warp), where the ordered plan is an in-thread
+    run and a down tree of shuffles. False when that costs more than the general tree."""
+    from .layout import Lines
+    from .common import broadcast_into
+    if lw.T % 32:
+        return False
+    first = op.operand_values[0].type
+    shape, dim = tuple(first.shape), op.attrs["dim"]
+    outputs = op.results[0].type.num_elements
+    best = None
+    group = 32
+    while group > 1:
+        try:
+            layout = Lines(shape, dim, lw.T, group)
+        except ValueError:
+            group //= 2
+            continue
+        if layout.slots * lw.T <= 1 << 14:
+            plan = _plan(layout, shape, dim, lw.T, True)
+            if plan is not None:
+                cost = _plan_cost(plan, len(op.operand_values))
+                if best is None or cost < best[0]:
+                    best = (cost, layout, plan)
+        group //= 2
+    if best is None:
+        return False
+    cost, layout, plan = best
+    tiles = [lw.get(v, any_layout=True) for v in op.operand_values]
+    moved = sum(1 for t in tiles if t.layout is not UNIFORM and t.count > 1)
+    # the general tree also shuffles every operand at each of its levels, and sends the
+    # operands through shared memory as the conversion does
+    lanes, _ = choose_tree(lw.T, outputs, shape[dim])
+    levels = lanes.bit_length() - 1
+    tree = _tree_cost(lw.T, outputs, shape[dim]) + levels * -(-len(tiles) // 2)
+    if cost + 4 * moved > tree + 4 * moved:
+        return False
+    sources, moving = [], []
+    for i, (value, tile) in enumerate(zip(op.operand_values, tiles)):
+        if tile.count == 1 or tile.layout is UNIFORM or tile.layout == layout:
+            sources.append(tile)
+            continue
+        rebuilt = broadcast_into(lw, value, layout)
+        if rebuilt is None and register_map(lw.layout_of(tile), layout, lw.T) is not None:
+            rebuilt = lw.convert(tile, layout)
+        sources.append(rebuilt)
+        if rebuilt is None:
+            moving.append(i)
+    for i, tile in zip(moving, _exchange(lw, [tiles[i] for i in moving], layout)):
+        sources[i] = tile
+    return _layout_reduce(lw, op, held=(sources, layout))
+
+
+def _exchange(lw, tiles, layout):
+    """`tiles` in the Lines layout `layout` through shared memory, all with one barrier pair;
+    a thread's run of neighbours (inner 1) of 32-bit elements is read as vectors."""
+    from .layout import distinct_slots
+    if not tiles:
+        return []
+    w = lw.w
+    offsets = lw.reserve_smem([lw.smem_size_of(t.type) for t in tiles])
+    for tile, offset in zip(tiles, offsets):
+        source = lw.layout_of(tile)
+        for k in distinct_slots(source, lw.T):
+            if tile.layout is None:
+                address = lw.slot_address(offset, tile.count, k, tile.element)
+                guard = lw.owner(tile.count, k)
+            else:
+                address = lw.smem_address(offset, source.emit_index(lw, k), tile.element)
+                guard = None
+            lw.store("shared", address, tile.regs[k], tile.element, predicate=guard)
+    lw.barrier()
+    out = []
+    for tile, offset in zip(tiles, offsets):
+        element = tile.element
+        size = dtypes.byte_size(element)
+        vec = 1
+        if layout.inner == 1 and size == 4:
+            vec = min(4, layout.run)
+            while layout.run % vec:
+                vec //= 2
+        regs = []
+        for k in range(0, layout.slots, vec):
+            address = lw.smem_address(offset, layout.emit_index(lw, k), element)
+            if vec == 1:
+                regs.append(lw.load("shared", address, element))
+                continue
+            run = [w.reg(dtypes.reg_class(element)) for _ in range(vec)]
+            w(f"ld.shared.v{vec}.{dtypes.mem_type(element)} {{{', '.join(run)}}}, [{address}]")
+            regs += run
+        out.append(Tile(tile.type, regs, layout))
+    lw.barrier()
+    return out
+
+
+def _layout_reduce(lw, op, held=None) -> bool:
     """A reduction on the source's own layout: in-thread, shuffle butterflies (a down tree,
     lower lane on the left, for combiners that need not commute), then at most one shared-memory step
     across warps; the result stays in the sliced layout (in every thread that holds a part of
-    its row). False when the plan does not apply."""
+    its row). False when the plan does not apply. `held`: (sources, layout) already moved
+    into a layout by _lines_reduce."""
     from .layout import Sliced
     w = lw.w
-    sources = [lw.get(v, any_layout=True) for v in op.operand_values]
-    layouts = {s.layout for s in sources if s.layout is not UNIFORM}
-    if len(layouts) > 1:
-        sources = [lw.get(v) for v in op.operand_values]
-    elif not layouts:
-        return False  # splats only
-    source = next(s for s in sources if s.layout is not UNIFORM)
-    if source.count == 1 or lw.T % 32:
-        return False
-    layout = lw.layout_of(source)
-    shape, dim = tuple(source.type.shape), op.attrs["dim"]
-    if layout.slots * lw.T > 1 << 14:
-        return False  # planning time grows with elements x slots; larger tiles: general path
-    ordered = not commutative(op)
-    plan = _plan(layout, shape, dim, lw.T, ordered)
-    if plan is None:
-        return ordered and _split_reduce(lw, op, sources, layout, shape, dim)
+    if held is not None:
+        sources, layout = held
+        shape, dim = tuple(op.operand_values[0].type.shape), op.attrs["dim"]
+        ordered = True
+        plan = _plan(layout, shape, dim, lw.T, ordered)
+        if plan is None:
+            return False
+    else:
+        sources = [lw.get(v, any_layout=True) for v in op.operand_values]
+        layouts = {s.layout for s in sources if s.layout is not UNIFORM}
+        if len(layouts) > 1:
+            sources = [lw.get(v) for v in op.operand_values]
+        elif not layouts:
+            return False  # splats only
+        source = next(s for s in sources if s.layout is not UNIFORM)
+        if source.count == 1 or lw.T % 32:
+            return False
+        layout = lw.layout_of(source)
+        shape, dim = tuple(source.type.shape), op.attrs["dim"]
+        if layout.slots * lw.T > 1 << 14:
+            return False  # planning time grows with elements x slots; larger tiles: general path
+        ordered = not commutative(op)
+        plan = _plan(layout, shape, dim, lw.T, ordered)
+        if plan is None:
+            return ordered and (_split_reduce(lw, op, sources, layout, shape, dim)
+                                or _lines_reduce(lw, op))
+        outputs = op.results[0].type.num_elements
+        if ordered and _plan_cost(plan, len(sources)) > _tree_cost(lw.T, outputs, shape[dim]):
+            return _lines_reduce(lw, op)
     groups, masks, warp_masks, slot_group = plan
     outputs = op.results[0].type.num_elements
-    if ordered and _plan_cost(plan, len(sources)) > _tree_cost(lw.T, outputs, shape[dim]):
-        return False
     elements = [s.element for s in sources]
     partial = [_tree(lw, op, [[s.slot(k) for s in sources] for k in members])
                for members in groups]
@@ -647,6 +761,220 @@ def lower_reduce(lw, op):
         _tree_reduce(lw, op)
 
 
+def _exact_any_order(op) -> bool:
+    """The combiner gives the same bits in any order and grouping: one commutative op of its
+    two integer arguments (integer add/mul/min/max/and/or/xor wrap exactly)."""
+    if not commutative(op):
+        return False
+    element = op.operand_values[0].type.element
+    return dtypes.name_of(element)[0] in "iu"
+
+
+def _hillis_cost(lw, count: int, length: int, inner: int) -> int:
+    """Issue slots per thread of _scan (per step and slot: index, select, exchange, combine)."""
+    steps = (length - 1).bit_length()
+    slots = lw.slots(count)
+    shuffles = lw.T % 32 == 0 and 32 % (length * inner) == 0
+    return steps * (slots * 5 + (0 if shuffles else slots + 16))
+
+
+def _bank_ways(layout, element) -> int:
+    """The most distinct shared-memory words one bank serves when a warp reads a slot of
+    `layout` from a tile stored at its linear indices (the conversion into it): lines
+    across the inner dimension put positions a multiple of 32 words apart in one bank."""
+    size = dtypes.byte_size(element)
+    words = layout.table(32) * size // 4
+    ways = 1
+    for row in words:
+        distinct = np.unique(row)
+        ways = max(ways, int(np.bincount(distinct % 32, minlength=32).max()))
+    return ways
+
+
+def _lines_group(lw, shape, dim, element):
+    """(cost, group) of the cheapest Lines layout for a scan along `dim`, or None."""
+    from .layout import Lines
+    length = shape[dim]
+    best = None
+    group = 1
+    while group <= min(length, lw.T):
+        try:
+            layout = Lines(shape, dim, lw.T, group)
+        except ValueError:
+            group *= 2
+            continue
+        lanes = min(group, 32)
+        warps = group // 32
+        # serial scan + fix-up, shuffle steps (shuffle, combine, select), the exclusive shuffle,
+        # the warp totals' trip through shared memory
+        per_round = 2 * layout.run + 3 * (lanes.bit_length() - 1) + 2 \
+            + (warps + 20 if warps > 1 else 0)
+        cost = layout.rounds * per_round
+        ways = _bank_ways(layout, element)
+        if ways > 8:  # measured on the model: up to 8-way the exchange is not what bounds
+            cost += layout.slots * ways
+        if layout.inner == 1 and layout.run > 1 and _as_blocked(layout, lw.T) is None:
+            # a thread's run of neighbours, not as vectors: every global access of the
+            # result touches `run` times the sectors
+            group *= 2
+            continue
+        if best is None or cost < best[0]:
+            best = (cost, group)
+        group *= 2
+    return best
+
+
+def _as_blocked(layout, threads):
+    """The Blocked layout placing elements as `layout` does (a single line over all threads:
+    vector loads and stores know it), or None."""
+    from .layout import Blocked
+    try:
+        blocked = Blocked(layout.count, threads, layout.run)
+    except ValueError:
+        return None
+    if blocked.slots == layout.slots and (blocked.table(threads) == layout.table(threads)).all():
+        return blocked
+    return None
+
+
+def _lines_scan(lw, op) -> bool:
+    """A scan whose combiner gives the same bits in any order, in a Lines layout: each thread
+    scans its run serially, the lanes of a group scan the run totals with log-step shuffles,
+    warps of a group add the totals of the warps before them (one shared-memory pass), and each
+    thread combines its run with the total before it. The result stays in the Lines layout.
+    False when it does not apply or costs more than _scan."""
+    from .layout import Lines
+    if lw.T % 32 or not _exact_any_order(op):
+        return False
+    source = lw.get(op.operand_values[0], any_layout=True)
+    shape, dim = tuple(source.type.shape), op.attrs["dim"]
+    length = shape[dim]
+    if length == 1 or source.count == 1:
+        return False
+    inner = int(np.prod(shape[dim + 1:], dtype=np.int64))
+    chosen = _lines_group(lw, shape, dim, source.element)
+    if chosen is None:
+        return False
+    # moving into the layout and out again: two exchanges through shared memory
+    cost = chosen[0] + 2 * (lw.slots(source.count) + 12)
+    if source.layout is not None and source.layout is not UNIFORM:
+        cost = chosen[0] + lw.slots(source.count) + 12
+    if cost >= _hillis_cost(lw, source.count, length, inner):
+        return False
+    layout = Lines(shape, dim, lw.T, chosen[1])
+    layout = _as_blocked(layout, lw.T) or layout
+    value = lw.forward.get(op.operand_values[0], op.operand_values[0])
+    tile = lw.scoped(("scan lines of", value, layout.key()), lambda: lw.convert(source, layout))
+    if not isinstance(layout, Lines):
+        layout = Lines(shape, dim, lw.T, chosen[1])  # the same placement, by lines
+    element = tile.element
+    reverse = bool(op.attrs.get("reverse"))
+    w = lw.w
+    run, group = layout.run, layout.group
+    lanes, warps = min(group, 32), group // 32
+    q = layout.emit_position(lw)
+    combine = lambda a, b: _combine(lw, op, [a], [b])[0]  # noqa: E731
+
+    def lane_pred(name, make):
+        return lw._cached(("lines pred", name, group), make)
+
+    def compare(kind, reg, value):
+        def make():
+            pred = w.reg("pred")
+            w(f"setp.{kind}.u32 {pred}, {reg}, {value}")
+            return pred
+        return make
+    lane = q
+    if warps > 1:
+        lane = lw._cached(("lines lane", group), lambda: _u32_rem(lw, q, 32))
+    offset = None
+    if warps > 1:
+        [offset] = lw.reserve_smem([layout.lines * warps * dtypes.byte_size(element)])
+    out = list(tile.regs)
+    totals, runs = [], []
+    for j in range(layout.rounds):
+        regs = out[j * run:(j + 1) * run]
+        order = range(run - 1, -1, -1) if reverse else range(run)
+        previous = None
+        for i in order:  # in-thread serial scan of the run
+            if previous is not None:
+                regs[i] = combine(previous, regs[i])
+            previous = regs[i]
+        runs.append(regs)
+        totals.append(previous)
+    # the run totals, scanned across the lanes of a group (inclusive)
+    step = 1
+    while step < lanes:
+        if reverse:
+            valid = lane_pred(("lt", lanes - step), compare("lt", lane, lanes - step))
+        else:
+            valid = lane_pred(("ge", step), compare("ge", lane, step))
+        for j, total in enumerate(totals):
+            other = lw.shuffle(total, element, "down" if reverse else "up", step)
+            totals[j] = lw.select(valid, combine(other, total), total, element)
+        step *= 2
+    # before each run: the inclusive total of the lane before (after, reversed) it
+    befores, have = [], None
+    if lanes > 1:
+        if reverse:
+            have = lane_pred(("lt", lanes - 1), compare("lt", lane, lanes - 1))
+        else:
+            have = lane_pred(("ge", 1), compare("ge", lane, 1))
+        befores = [lw.shuffle(total, element, "down" if reverse else "up", 1)
+                   for total in totals]
+    if warps > 1:
+        # each warp's total of each line (the group's last lane, reversed the first) goes to
+        # shared memory; a thread combines the totals of the warps before (after) its own
+        warp = lw._cached(("lines warp", group), lambda: _u32_div(lw, q, 32))
+        leader = lane_pred(("leader", reverse),
+                           compare("eq", lane, 0 if reverse else lanes - 1))
+        cells = []
+        for j, total in enumerate(totals):
+            cell = w.reg("b32")
+            w(f"mad.lo.u32 {cell}, {layout.emit_line(lw, j)}, {warps}, {warp}")
+            lw.store("shared", lw.smem_address(offset, cell, element), total, element,
+                     predicate=leader)
+            cells.append(cell)
+        lw.barrier()
+        size = dtypes.byte_size(element)
+        for j in range(layout.rounds):
+            first = w.reg("b32")
+            w(f"sub.u32 {first}, {cells[j]}, {warp}")
+            address = lw.smem_address(0, first, element)
+            parts = [lw.load("shared", f"{address}+{offset + c * size}", element)
+                     for c in range(warps)]
+            # prefix[c]: the combined totals of warps 0..c-1 (reversed: c+1..warps-1)
+            chain = list(range(warps)) if not reverse else list(range(warps - 1, -1, -1))
+            acc, sums = None, {}
+            for c in chain[:-1]:
+                acc = parts[c] if acc is None else combine(acc, parts[c])
+                sums[chain[chain.index(c) + 1]] = acc
+            before_warps = None
+            for c, value in sums.items():
+                pick = lane_pred(("warp", c), compare("eq", warp, c))
+                before_warps = value if before_warps is None else \
+                    lw.select(pick, value, before_warps, element)
+            edge = lane_pred(("edge warp", reverse),
+                             compare("eq", warp, warps - 1 if reverse else 0))
+            # lanes >= warps > 1: the lane before in the warp, then the warps before; the
+            # first warp (reversed the last) has no warps before
+            joined = lw.select(have, combine(before_warps, befores[j]), before_warps, element)
+            befores[j] = lw.select(edge, befores[j], joined, element)
+            runs_have = w.reg("pred")
+            w(f"not.pred {runs_have}, {edge}")
+            w(f"or.pred {runs_have}, {runs_have}, {have}")
+            runs[j] = [lw.select(runs_have, combine(befores[j], r), r, element)
+                       for r in runs[j]]
+        lw.barrier()  # the cells are free for the next op's exchange
+    elif lanes > 1:
+        for j in range(layout.rounds):
+            runs[j] = [lw.select(have, combine(befores[j], r), r, element) for r in runs[j]]
+    regs = [r for rs in runs for r in rs]
+    lw.set(op.results[0], Tile(op.results[0].type, regs, tile.layout))
+    return True
+
+
 @lowers("scan")
 def lower_scan(lw, op):
-    _scan(lw, op)
+    if not _lines_scan(lw, op):
+        _scan(lw, op)

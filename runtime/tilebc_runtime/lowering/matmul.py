@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from tilebc.ir.types import ELEMENT_TYPES, TileType
 from tilebc.ops.enums import Signedness
 
@@ -76,6 +78,8 @@ def _matmul(lw, op, integer: bool, scaled: bool = False):
     lw.barrier()
     out_element = result_type.element
     work = "s32" if integer else ("f64" if out_element.name == "f64" else "f32")
+    if not scaled and _joint_k_loop(lw, op, lhs, rhs, acc, offsets, integer, work):
+        return
     regs = []
     for k in range(lw.slots(result_type.num_elements)):
         mi = lw.multi_index(shape, k)
@@ -127,6 +131,117 @@ def _matmul(lw, op, integer: bool, scaled: bool = False):
         regs.append(total)
     lw.barrier()
     lw.set(op.results[0], Tile(result_type, regs))
+
+
+def _slot_shifts(lw, shape, k_dim):
+    """Per slot of a Cyclic [B, M, N] (or [M, N]) result: the element distance of its A row and
+    B column from slot 0's, when the same in every thread (else None), as (A elements, B
+    elements)."""
+    count = 1
+    for dim in shape:
+        count *= dim
+    if count % lw.T or lw.slots(count) > 16:
+        return None
+    linear = np.arange(lw.T)[None, :] + lw.T * np.arange(lw.slots(count))[:, None]
+    mi = np.unravel_index(linear, tuple(shape))
+    batch = mi[0] if len(shape) == 3 else np.zeros_like(linear)
+    m, n = shape[-2:]
+    a = (batch * m + mi[-2]) * k_dim  # element of A[batch, row, 0]
+    b = batch * k_dim * n + mi[-1]    # element of B[batch, 0, col]
+    a, b = a - a[:1], b - b[:1]
+    if (a != a[:, :1]).any() or (b != b[:, :1]).any():
+        return None
+    return [(int(x), int(y)) for x, y in zip(a[:, 0], b[:, 0])]
+
+
+def _joint_k_loop(lw, op, lhs, rhs, acc, offsets, integer, work) -> bool:
+    """The per-thread dot products of every result slot in one K loop: A and B read through
+    two pointers (slot 0's row and column) plus immediates, each distinct element once, K
+    unrolled by up to 4. Every slot still sums its products in K order from its accumulator,
+    as the slot-by-slot loop does. False where slots are not a fixed distance apart."""
+    w = lw.w
+    result_type = op.results[0].type
+    shape = result_type.shape
+    k_dim = lhs.type.shape[-1]
+    m, n = shape[-2:]
+    shifts = _slot_shifts(lw, shape, k_dim)
+    if shifts is None:
+        return False
+    out_element = result_type.element
+    a_size, b_size = dtypes.byte_size(lhs.element), dtypes.byte_size(rhs.element)
+    mi = lw.multi_index(shape, 0)
+    batch = mi[0] if len(shape) == 3 else None
+    a_ptr = lw.smem_address(offsets[0], _operand_index(lw, mi, batch, m, k_dim, mi[-2],
+                                                       lw.const_u32(0)), lhs.element)
+    b_ptr = lw.smem_address(offsets[1], _operand_index(lw, mi, batch, k_dim, n,
+                                                       lw.const_u32(0), mi[-1]), rhs.element)
+    a_ptr, b_ptr = _fresh(w, a_ptr), _fresh(w, b_ptr)
+    totals = []
+    for k in range(len(shifts)):
+        total = w.reg("b32" if integer else work)
+        start = acc.slot(k)
+        if integer:
+            w(f"mov.b32 {total}, {start}")
+        elif work == "f64":
+            w(f"mov.f64 {total}, {start}")
+        else:
+            w(f"mov.f32 {total}, {dtypes.to_f32(w, start, out_element)}")
+        totals.append(total)
+    unroll = next(u for u in (4, 2, 1) if k_dim % u == 0)
+    a_end = w.reg("b32")
+    w(f"add.u32 {a_end}, {a_ptr}, {k_dim * a_size}")
+    # A rows are read along K: four 4-byte elements as one 16-byte load (row starts are
+    # 16-byte aligned when K % 4 == 0)
+    vector = unroll == 4 and a_size == 4 and dtypes.reg_class(lhs.element) in ("f32", "b32")
+    top = w.label("dot")
+    w.place(top)
+    rows = {}
+    if vector:
+        for a_shift, _ in shifts:
+            if a_shift not in rows:
+                rows[a_shift] = [w.reg(dtypes.reg_class(lhs.element)) for _ in range(4)]
+                w(f"ld.shared.v4.{dtypes.mem_type(lhs.element)} {{{', '.join(rows[a_shift])}}}, "
+                  f"[{a_ptr}+{a_shift * a_size}]")
+    for kk in range(unroll):
+        a_vals = {a_shift: row[kk] for a_shift, row in rows.items()}
+        b_vals = {}
+        for a_shift, b_shift in shifts:
+            if a_shift not in a_vals:
+                a_vals[a_shift] = lw.load("shared", f"{a_ptr}+{(a_shift + kk) * a_size}",
+                                          lhs.element)
+            if b_shift not in b_vals:
+                b_vals[b_shift] = lw.load("shared", f"{b_ptr}+{(b_shift + kk * n) * b_size}",
+                                          rhs.element)
+        for total, (a_shift, b_shift) in zip(totals, shifts):
+            a, b = a_vals[a_shift], b_vals[b_shift]
+            if integer:
+                if op.attrs["signedness_lhs"] is Signedness.UNSIGNED:
+                    a = lw.zero_extended(a, lhs.element)
+                if op.attrs["signedness_rhs"] is Signedness.UNSIGNED:
+                    b = lw.zero_extended(b, rhs.element)
+                w(f"mad.lo.s32 {total}, {a}, {b}, {total}")
+            elif work == "f64":
+                w(f"fma.rn.f64 {total}, {a}, {b}, {total}")
+            else:
+                w(f"fma.rn.f32 {total}, {dtypes.to_f32(w, a, lhs.element)}, "
+                  f"{dtypes.to_f32(w, b, rhs.element)}, {total}")
+    w(f"add.u32 {a_ptr}, {a_ptr}, {unroll * a_size}")
+    w(f"add.u32 {b_ptr}, {b_ptr}, {unroll * n * b_size}")
+    again = w.reg("pred")
+    w(f"setp.lt.u32 {again}, {a_ptr}, {a_end}")
+    w(f"@{again} bra.uni {top}")
+    regs = [dtypes.from_f32(w, t, out_element) if not integer and work == "f32" else t
+            for t in totals]
+    lw.barrier()
+    lw.set(op.results[0], Tile(result_type, regs))
+    return True
+
+
+def _fresh(w, reg: str) -> str:
+    """A new register holding `reg` (which may be shared, e.g. cached): safe to advance."""
+    out = w.reg("b32")
+    w(f"mov.b32 {out}, {reg}")
+    return out
 
 
 # mma.sync.m16n8k16 fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point

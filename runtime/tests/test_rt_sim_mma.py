@@ -461,3 +461,74 @@ def test_tensor_core_kernels_on_sm80_match_the_reference(family, name, monkeypat
     reference = importlib.import_module(family)
     monkeypatch.setattr(reference, "run", functools.partial(sim.run, arch="sm_80"))
     reference.CASES[name](reference.module(name, reference.versions(name)[-1]))
+
+
+# ------------------------------------------------- register and shared-memory traffic shapes
+
+def _case_ptx(name, arch="sm_80"):
+    """The PTX of every kernel launch of fixture / family case `name` (not run)."""
+    import importlib
+    import sys
+    sys.path.insert(0, str(FIXTURES.parents[1] / "tests"))
+    from fixture_cases import CASE_MODULES
+    from tilebc.interp.api import find_entry
+    from tilebc_runtime.sim.runner import load_any
+    for family in CASE_MODULES:
+        reference = importlib.import_module(family)
+        if name not in reference.CASES:
+            continue
+        found = []
+
+        def record(module_or_path, entry, grid, *args, **kwargs):
+            module = load_any(module_or_path)
+            found.append(jit_compile(module, entry=find_entry(module, entry).name, arch=arch,
+                                     emit="ptx").ptx)
+            raise _Stop
+        saved = reference.run
+        reference.run = record
+        try:
+            reference.CASES[name](reference.module(name, reference.versions(name)[-1]))
+        except _Stop:
+            pass
+        finally:
+            reference.run = saved
+        return found
+    raise KeyError(name)
+
+
+class _Stop(Exception):
+    """Ends a case after its first launch was compiled."""
+
+
+def test_online_softmax_accumulator_stays_in_fragments():
+    # acc = mma(p, v, acc * alpha): the carried accumulator is scaled in the mma layout, so the
+    # loop's continue carries the mma result as it is (no exchange through shared memory)
+    [ptx] = _case_ptx("nn_flash_attention")
+    lines = ptx.splitlines()
+    latch = next(i for i, line in enumerate(lines) if line.startswith("$L_latch"))
+    last_mma = max(i for i in range(latch) if "mma.sync" in lines[i])
+    assert not any("st.shared" in line for line in lines[last_mma:latch])
+
+
+def test_transposed_b_is_staged_from_its_source():
+    # B = transpose(load): the loaded N x K tile is staged as it is and read with ldmatrix
+    # without .trans; the transpose itself moves nothing
+    [ptx] = _case_ptx("la_bmm_transposed_b")
+    loads = [line for line in ptx.splitlines() if "ldmatrix" in line]
+    assert loads and not any(".trans" in line for line in loads)
+    loop = ptx[ptx.index("\n$L_for"):ptx.index("\n$L_endfor")]
+    assert loop.count("bar.sync") == 2  # operands staged; shared memory free again
+
+
+def test_f64_fragments_of_two_k_steps_come_in_one_load():
+    ptx = jit_compile(FIXTURES / "matmul_bf16_tf32_f64" / "matmul_bf16_tf32_f64-13.5.tilebc",
+                      arch="sm_80", emit="ptx").ptx
+    assert "ld.shared.v2.f64" in ptx and "ld.shared.f64 " not in ptx
+
+
+def test_dot_product_slots_share_one_k_loop():
+    # f32 mmaf (no tensor-core form): one K loop per mmaf for all of a thread's result slots
+    for ptx in _case_ptx("sci_matrix_power", "sm_90"):
+        mmas = ptx.count("// mmaf offset")
+        assert mmas and ptx.count("$L_dot") == 2 * mmas  # its label and its branch
+        assert "ld.shared.v4.f32" in ptx

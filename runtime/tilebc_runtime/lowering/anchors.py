@@ -396,10 +396,30 @@ def carried_mma_layout(lw, body, index):
     op = value.owner
     if not hasattr(op, "name") or _ROLES.get(op.name) != MMA or op in lw.dead:
         return None
-    acc = op.operands["acc"]
-    if lw.forward.get(acc, acc) is not body.args[1 + index]:
+    if not _scaled_carry(lw, op.operands["acc"], body.args[1 + index], op.results[0].type.shape):
         return None
     return mma_layout(lw, op)
+
+
+def _scaled_carry(lw, value, carried, shape, depth=0) -> bool:
+    """Whether `value` is the carried value, or an element-wise function of it whose other
+    operands are splats or broadcasts (the online-softmax `acc * alpha`): those are rebuilt in
+    the accumulator layout (elementwise.map_slots), so the carried value can stay in it instead
+    of going through shared memory twice per iteration."""
+    value = lw.forward.get(value, value)
+    if value is carried:
+        return True
+    op = value.owner
+    if depth > 4 or not hasattr(op, "attrs") or not _layout_free(op) \
+            or tuple(value.type.shape) != tuple(shape):
+        return False
+    found = False
+    for operand in op.operand_values:
+        if _scaled_carry(lw, operand, carried, shape, depth + 1):
+            found = True
+        elif _outside_sources(lw, operand, tuple(shape)) is None:
+            return False
+    return found
 
 
 def reaches_reduction(lw, value) -> bool:

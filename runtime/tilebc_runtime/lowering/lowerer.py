@@ -133,7 +133,7 @@ class Lowerer:
             if tile.layout is None:
                 address = self.slot_address(offset, tile.count, k, tile.element)
             else:
-                address = self.smem_address(offset, source.emit_index(self, k), tile.element)
+                address = self.layout_address(offset, source, k, tile.element)
             self.store("shared", address, tile.regs[k], tile.element)
         self.barrier()
         out = []
@@ -141,7 +141,8 @@ class Lowerer:
             if layout is None:
                 out.append(self.smem_read_slot(offset, tile.count, k, tile.element))
             else:
-                out.append(self.smem_read(offset, want.emit_index(self, k), tile.element))
+                out.append(self.load("shared", self.layout_address(offset, want, k, tile.element),
+                                     tile.element))
         self.barrier()
         return Tile(tile.type, out, layout)
 
@@ -445,12 +446,28 @@ class Lowerer:
             return reg
         return f"{self._cached(('slot_base', size), make)}+{offset + k * self.T * size}"
 
+    def layout_address(self, offset: int, layout, k: int, element) -> str:
+        """Shared address (`reg+imm` operand text) of slot k of `layout` in a buffer at `offset`.
+        Layouts whose slots sit at fixed distances from a per-thread base (MmaAcc) share one
+        base register and take the rest as immediates: no address register per slot stays live
+        (across a K loop, say) until the exchange."""
+        if not hasattr(layout, "slot_offset"):
+            return self.smem_address(offset, layout.emit_index(self, k), element)
+        size = dtypes.byte_size(element)
+
+        def make():
+            reg = self.w.reg("b32")
+            self.w(f"mad.lo.u32 {reg}, {layout.emit_base(self)}, {size}, {self.smem_base()}")
+            return reg
+        base = self._cached(("layout base", layout.key(), size), make)
+        return f"{base}+{offset + size * layout.slot_offset(k)}"
+
     def smem_write(self, tile: Tile, offset: int) -> None:
         """Every element of `tile` at its linear index (from its own layout: no conversion)."""
         if tile.layout is not None and tile.layout is not UNIFORM:
             for k in distinct_slots(tile.layout, self.T):
-                self.store("shared", self.smem_address(offset, tile.layout.emit_index(self, k),
-                                                       tile.element), tile.regs[k], tile.element)
+                self.store("shared", self.layout_address(offset, tile.layout, k, tile.element),
+                           tile.regs[k], tile.element)
             return
         for k in range(self.slots(tile.count)):
             self.store("shared", self.slot_address(offset, tile.count, k, tile.element),
@@ -593,10 +610,16 @@ class Lowerer:
                     regs[k] = lanes[key]
                 else:
                     dynamic.append(k)
-            if dynamic:
-                rest = self._gather_by_shuffle(sources, result_type, source_index, dynamic, layout)
+            if dynamic:  # slots reading the same elements in every thread share one shuffle
+                first_of: Dict[tuple, int] = {}
                 for k in dynamic:
-                    regs[k] = rest.regs[k]
+                    first_of.setdefault((np.ascontiguousarray(which[k]).tobytes(),
+                                         np.ascontiguousarray(index[k]).tobytes()), k)
+                unique = sorted(set(first_of.values()))
+                rest = self._gather_by_shuffle(sources, result_type, source_index, unique, layout)
+                for k in dynamic:
+                    regs[k] = rest.regs[first_of[(np.ascontiguousarray(which[k]).tobytes(),
+                                                  np.ascontiguousarray(index[k]).tobytes())]]
             return Tile(result_type, regs, layout)
         needed = sorted({int(which[k, 0]) if np.all(which[k] == which[k, 0]) else -1
                          for k in remote})

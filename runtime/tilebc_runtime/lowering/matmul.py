@@ -11,11 +11,14 @@ An f16 / bf16 mmaf whose blocks no warp grid divides takes _mma_sync: each warp 
 turn and they go through shared memory back to the default distribution, where each thread adds
 its accumulator slots in f32 and rounds once. Everything else: each thread computes its result
 slots as dot products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64
-for f64, s32 for i8).
+for f64, s32 for i8), all slots in one K loop where their rows and columns are a fixed distance
+apart. A transposed B read only by tensor-core mmas is staged from its source (Transposed).
 """
 from __future__ import annotations
 
 from typing import Optional
+
+import numpy as np
 
 from tilebc.ir.types import ELEMENT_TYPES, TileType
 from tilebc.ops.enums import Signedness
@@ -76,6 +79,8 @@ def _matmul(lw, op, integer: bool, scaled: bool = False):
     lw.barrier()
     out_element = result_type.element
     work = "s32" if integer else ("f64" if out_element.name == "f64" else "f32")
+    if not scaled and _joint_k_loop(lw, op, lhs, rhs, acc, offsets, integer, work):
+        return
     regs = []
     for k in range(lw.slots(result_type.num_elements)):
         mi = lw.multi_index(shape, k)
@@ -127,6 +132,117 @@ def _matmul(lw, op, integer: bool, scaled: bool = False):
         regs.append(total)
     lw.barrier()
     lw.set(op.results[0], Tile(result_type, regs))
+
+
+def _slot_shifts(lw, shape, k_dim):
+    """Per slot of a Cyclic [B, M, N] (or [M, N]) result: the element distance of its A row and
+    B column from slot 0's, when the same in every thread (else None), as (A elements, B
+    elements)."""
+    count = 1
+    for dim in shape:
+        count *= dim
+    if count % lw.T or lw.slots(count) > 16:
+        return None
+    linear = np.arange(lw.T)[None, :] + lw.T * np.arange(lw.slots(count))[:, None]
+    mi = np.unravel_index(linear, tuple(shape))
+    batch = mi[0] if len(shape) == 3 else np.zeros_like(linear)
+    m, n = shape[-2:]
+    a = (batch * m + mi[-2]) * k_dim  # element of A[batch, row, 0]
+    b = batch * k_dim * n + mi[-1]    # element of B[batch, 0, col]
+    a, b = a - a[:1], b - b[:1]
+    if (a != a[:, :1]).any() or (b != b[:, :1]).any():
+        return None
+    return [(int(x), int(y)) for x, y in zip(a[:, 0], b[:, 0])]
+
+
+def _joint_k_loop(lw, op, lhs, rhs, acc, offsets, integer, work) -> bool:
+    """The per-thread dot products of every result slot in one K loop: A and B read through
+    two pointers (slot 0's row and column) plus immediates, each distinct element once, K
+    unrolled by up to 4. Every slot still sums its products in K order from its accumulator,
+    as the slot-by-slot loop does. False where slots are not a fixed distance apart."""
+    w = lw.w
+    result_type = op.results[0].type
+    shape = result_type.shape
+    k_dim = lhs.type.shape[-1]
+    m, n = shape[-2:]
+    shifts = _slot_shifts(lw, shape, k_dim)
+    if shifts is None:
+        return False
+    out_element = result_type.element
+    a_size, b_size = dtypes.byte_size(lhs.element), dtypes.byte_size(rhs.element)
+    mi = lw.multi_index(shape, 0)
+    batch = mi[0] if len(shape) == 3 else None
+    a_ptr = lw.smem_address(offsets[0], _operand_index(lw, mi, batch, m, k_dim, mi[-2],
+                                                       lw.const_u32(0)), lhs.element)
+    b_ptr = lw.smem_address(offsets[1], _operand_index(lw, mi, batch, k_dim, n,
+                                                       lw.const_u32(0), mi[-1]), rhs.element)
+    a_ptr, b_ptr = _fresh(w, a_ptr), _fresh(w, b_ptr)
+    totals = []
+    for k in range(len(shifts)):
+        total = w.reg("b32" if integer else work)
+        start = acc.slot(k)
+        if integer:
+            w(f"mov.b32 {total}, {start}")
+        elif work == "f64":
+            w(f"mov.f64 {total}, {start}")
+        else:
+            w(f"mov.f32 {total}, {dtypes.to_f32(w, start, out_element)}")
+        totals.append(total)
+    unroll = next(u for u in (4, 2, 1) if k_dim % u == 0)
+    a_end = w.reg("b32")
+    w(f"add.u32 {a_end}, {a_ptr}, {k_dim * a_size}")
+    # A rows are read along K: four 4-byte elements as one 16-byte load (row starts are
+    # 16-byte aligned when K % 4 == 0)
+    vector = unroll == 4 and a_size == 4 and dtypes.reg_class(lhs.element) in ("f32", "b32")
+    top = w.label("dot")
+    w.place(top)
+    rows = {}
+    if vector:
+        for a_shift, _ in shifts:
+            if a_shift not in rows:
+                rows[a_shift] = [w.reg(dtypes.reg_class(lhs.element)) for _ in range(4)]
+                w(f"ld.shared.v4.{dtypes.mem_type(lhs.element)} {{{', '.join(rows[a_shift])}}}, "
+                  f"[{a_ptr}+{a_shift * a_size}]")
+    for kk in range(unroll):
+        a_vals = {a_shift: row[kk] for a_shift, row in rows.items()}
+        b_vals = {}
+        for a_shift, b_shift in shifts:
+            if a_shift not in a_vals:
+                a_vals[a_shift] = lw.load("shared", f"{a_ptr}+{(a_shift + kk) * a_size}",
+                                          lhs.element)
+            if b_shift not in b_vals:
+                b_vals[b_shift] = lw.load("shared", f"{b_ptr}+{(b_shift + kk * n) * b_size}",
+                                          rhs.element)
+        for total, (a_shift, b_shift) in zip(totals, shifts):
+            a, b = a_vals[a_shift], b_vals[b_shift]
+            if integer:
+                if op.attrs["signedness_lhs"] is Signedness.UNSIGNED:
+                    a = lw.zero_extended(a, lhs.element)
+                if op.attrs["signedness_rhs"] is Signedness.UNSIGNED:
+                    b = lw.zero_extended(b, rhs.element)
+                w(f"mad.lo.s32 {total}, {a}, {b}, {total}")
+            elif work == "f64":
+                w(f"fma.rn.f64 {total}, {a}, {b}, {total}")
+            else:
+                w(f"fma.rn.f32 {total}, {dtypes.to_f32(w, a, lhs.element)}, "
+                  f"{dtypes.to_f32(w, b, rhs.element)}, {total}")
+    w(f"add.u32 {a_ptr}, {a_ptr}, {unroll * a_size}")
+    w(f"add.u32 {b_ptr}, {b_ptr}, {unroll * n * b_size}")
+    again = w.reg("pred")
+    w(f"setp.lt.u32 {again}, {a_ptr}, {a_end}")
+    w(f"@{again} bra.uni {top}")
+    regs = [dtypes.from_f32(w, t, out_element) if not integer and work == "f32" else t
+            for t in totals]
+    lw.barrier()
+    lw.set(op.results[0], Tile(result_type, regs))
+    return True
+
+
+def _fresh(w, reg: str) -> str:
+    """A new register holding `reg` (which may be shared, e.g. cached): safe to advance."""
+    out = w.reg("b32")
+    w(f"mov.b32 {out}, {reg}")
+    return out
 
 
 # mma.sync.m16n8k16 fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point
@@ -346,11 +462,29 @@ def _padded_stride(row: int, unit: int) -> int:
     return row + unit if (row // unit) % 2 == 0 else row
 
 
-def _stage(lw, tile: Tile, offset: int, stride: int, transposed: bool) -> None:
+def _interleave8(w, k: str) -> str:
+    """K position of K index k in paired staging: k = 8q + 4s + t sits at 8q + 2t + s, so the
+    two K steps of 4 that an m8n8k4 lane reads (t and t + 4) are neighbours."""
+    out, low, high = w.reg("b32"), w.reg("b32"), w.reg("b32")
+    w(f"and.b32 {out}, {k}, -8")
+    w(f"and.b32 {low}, {k}, 3")
+    w(f"shl.b32 {low}, {low}, 1")
+    w(f"shr.u32 {high}, {k}, 2")
+    w(f"and.b32 {high}, {high}, 1")
+    w(f"or.b32 {out}, {out}, {low}")
+    w(f"or.b32 {out}, {out}, {high}")
+    return out
+
+
+def _stage(lw, tile: Tile, offset: int, stride: int, transposed: bool,
+           pairs: Optional[str] = None) -> None:
     """Store a Cyclic [B, R, C] (or [R, C]) tile to shared memory with `stride` elements between
     rows: row-major (row r, column c at r*stride + c) or transposed (column c's elements along
     one row: c*stride + r). Where the thread count and the rows divide one another, every slot
-    is one per-thread base register plus an immediate."""
+    is one per-thread base register plus an immediate. For m8n8k4's paired fragments (K % 8 ==
+    0), row-major with K interleaved: `pairs` "cols" (A: column k at _interleave8(k)) or "rows"
+    (B: rows k and k + 4 of each 8 side by side, (k, c) at ((k >> 3)*4 + k % 4)*stride + 2c +
+    (k >> 2) % 2)."""
     w = lw.w
     count, T = tile.count, lw.T
     rows, cols = tile.type.shape[-2:]
@@ -360,6 +494,19 @@ def _stage(lw, tile: Tile, offset: int, stride: int, transposed: bool) -> None:
     def at(row: str, col: str, batch: Optional[str]) -> str:
         """Element offset (u32 register) of (batch, row, col)."""
         out = w.reg("b32")
+        rows_per_batch = rows
+        if pairs == "cols":
+            col = _interleave8(w, col)
+        elif pairs == "rows":
+            half, pair_row, two_col = w.reg("b32"), w.reg("b32"), w.reg("b32")
+            w(f"shr.u32 {half}, {row}, 2")
+            w(f"and.b32 {half}, {half}, 1")
+            w(f"shr.u32 {pair_row}, {row}, 3")
+            low = w.reg("b32")
+            w(f"and.b32 {low}, {row}, 3")
+            w(f"mad.lo.u32 {pair_row}, {pair_row}, 4, {low}")
+            w(f"mad.lo.u32 {two_col}, {col}, 2, {half}")
+            row, col, rows_per_batch = pair_row, two_col, rows // 2
         if transposed:
             w(f"mad.lo.u32 {out}, {col}, {stride}, {row}")
             if batch is not None:
@@ -367,7 +514,7 @@ def _stage(lw, tile: Tile, offset: int, stride: int, transposed: bool) -> None:
         else:
             w(f"mad.lo.u32 {out}, {row}, {stride}, {col}")
             if batch is not None:
-                w(f"mad.lo.u32 {out}, {batch}, {rows * stride}, {out}")
+                w(f"mad.lo.u32 {out}, {batch}, {rows_per_batch * stride}, {out}")
         return out
 
     def base():
@@ -380,16 +527,20 @@ def _stage(lw, tile: Tile, offset: int, stride: int, transposed: bool) -> None:
         w(f"mad.lo.u32 {reg}, {at(row, col, None)}, {size}, {lw.smem_base()}")
         return reg
     fast = count % T == 0 and (T % cols == 0 or (cols % T == 0 and not transposed)) \
-        and not (batched and transposed)
+        and not (batched and transposed) \
+        and not (pairs == "rows" and lw.slots(count) > 1
+                 and (T % cols or (T // cols) % 8))  # slots must keep their pair position
     for k in range(lw.slots(count)):
         if fast:
             if T % cols == 0:  # each slot moves T // cols rows down
                 step = k * (T // cols)
-                shift = step if transposed else step * stride
+                shift = step if transposed else \
+                    (step // 2 if pairs == "rows" else step) * stride
             else:
                 row, col = divmod(k * T, cols)
                 shift = row * stride + col
-            address = f"{lw._cached(('stage base', cols, stride, transposed, size), base)}" \
+            key = ('stage base', cols, stride, transposed, size, pairs)
+            address = f"{lw._cached(key, base)}" \
                       f"+{offset + size * shift}"
         else:
             e = lw.elem_index(count, k)
@@ -404,6 +555,50 @@ def _stage(lw, tile: Tile, offset: int, stride: int, transposed: bool) -> None:
         lw.store("shared", address, tile.slot(k), tile.element)
 
 
+class Transposed:
+    """The lowered value of a permute that swaps the last two dims of `source`, left for the
+    tensor-core mma that reads it as B: it stages `source` ([.., N, K]) row-major as the N x K
+    operand ldmatrix reads without .trans, instead of the permute's exchange plus staging.
+    `make()` lowers the permute after all (an mma that takes another path)."""
+
+    def __init__(self, source, make):
+        self.source, self.make = source, make
+
+
+def staged_transposed(lw, op) -> bool:
+    """Whether permute `op` can be left to the mma's staging (Transposed): it swaps the last
+    two dims, and every op reading it is an mmaf / mmai taking it as B only, with a non-f64
+    mma accumulator layout."""
+    from .anchors import _uses
+    perm = list(op.attrs["permutation"])
+    rank = len(perm)
+    result = op.results[0]
+    if rank not in (2, 3) or perm != list(range(rank - 2)) + [rank - 1, rank - 2] \
+            or result.type.num_elements == 1:
+        return False
+    uses = _uses(lw).get(lw.forward.get(result, result), ())
+    for use in uses:
+        if use.name not in ("mmaf", "mmai"):
+            return False
+        roles = {name: lw.forward.get(v, v) for name, v in use.operands.items()}
+        if roles.get("rhs") is not result or roles.get("lhs") is result \
+                or roles.get("acc") is result:
+            return False
+        form = mma_form(lw, use)
+        if form is None or form[0] == "f64" or mma_layout(lw, use) is None:
+            return False
+    return bool(uses)
+
+
+def _lower_transposed(lw, op) -> None:
+    """An mma not staging its B itself: a Transposed B is lowered as the permute it is."""
+    value = op.operands["rhs"]
+    value = lw.forward.get(value, value)
+    held = lw.values.get(value)
+    if isinstance(held, Transposed):
+        lw.set(value, held.make())
+
+
 def _mma_in_registers(lw, op, layout, form):
     """mmaf / mmai on the tensor cores with the accumulator and the result in `layout` (MmaAcc):
     each warp keeps its blocks' C fragments in registers for the whole K loop (mma.sync adds into
@@ -414,12 +609,16 @@ def _mma_in_registers(lw, op, layout, form):
     the first mma as C, so the sum of products plus the accumulator is rounded once to the
     result type (the reference's semantics); no shared-memory round trip of the product."""
     if form[0] == "f64":
+        _lower_transposed(lw, op)
         _mma_f64(lw, op, layout)
         return
     w = lw.w
     a_type, b_type, k_step = form
     acc = lw.convert(lw.get(op.operands["acc"], any_layout=True), layout)
     lhs, rhs = (lw.get(op.operands[n]) for n in ("lhs", "rhs"))
+    from_source = isinstance(rhs, Transposed)  # B's [.., N, K] source, staged as it is
+    if from_source:
+        rhs = lw.get(rhs.source)
     result_type = op.results[0].type
     m, n = result_type.shape[-2:]
     k_dim = lhs.type.shape[-1]
@@ -434,14 +633,14 @@ def _mma_in_registers(lw, op, layout, form):
         acc_type = "f32"
     size = dtypes.byte_size(lhs.element)
     unit = 16 // size  # elements in a 16-byte ldmatrix row
-    b_transposed = size != 2
+    b_transposed = size != 2 or from_source
     a_stride = _padded_stride(k_dim, unit)
     b_stride = _padded_stride(k_dim if b_transposed else n, unit)
     all_batches = layout.batches
     offsets = lw.reserve_smem([size * all_batches * m * a_stride,
                                size * all_batches * (n if b_transposed else k_dim) * b_stride])
     _stage(lw, lhs, offsets[0], a_stride, False)
-    _stage(lw, rhs, offsets[1], b_stride, b_transposed)
+    _stage(lw, rhs, offsets[1], b_stride, b_transposed and not from_source)
     lw.barrier()
     (wb, wm, wn), (batches, rows, cols) = layout.grid, layout.per_warp
 
@@ -538,26 +737,35 @@ def _mma_in_registers(lw, op, layout, form):
     lw.set(op.results[0], Tile(result_type, regs, layout))
 
 
-def _f64_stride(row: int) -> int:
-    """Elements between row starts of a staged f64 operand: 4 (mod 16), so the 4 rows of 4
-    elements a half-warp reads per fragment fall in 4 different 32-byte bank quarters."""
-    return row + (4 - row) % 16
+def _f64_stride(row: int, want: int) -> int:
+    """Elements between row starts of a staged f64 operand: `want` (mod 16). 4 for scalar
+    fragments (the 4 rows of 4 elements a half-warp reads fall in 4 different 32-byte bank
+    quarters); 8 for paired A (the 2 rows of 4 pairs a quarter-warp reads fill the banks once)."""
+    return row + (want - row) % 16
 
 
 def _mma_f64(lw, op, layout):
-    """f64 mmaf through mma.sync.m8n8k4 in the accumulator layout of 8x8 blocks (one f64 of A
-    and of B per lane, loaded from padded row-major staging: A[g][t], B[t][g])."""
+    """f64 mmaf through mma.sync.m8n8k4 in the accumulator layout of 8x8 blocks: one f64 of A
+    (A[g][t]) and of B (B[t][g]) per lane and K step. Where K % 8 == 0 the operands are staged
+    with K interleaved (_interleave8) and B transposed, so one 16-byte load gives a lane its
+    fragments of two K steps (A[g][t], A[g][t+4] and B[t][g], B[t+4][g]); else row-major with
+    one 8-byte load per fragment."""
     w = lw.w
     acc = lw.convert(lw.get(op.operands["acc"], any_layout=True), layout)
     lhs, rhs = (lw.get(op.operands[n]) for n in ("lhs", "rhs"))
     result_type = op.results[0].type
     m, n = result_type.shape[-2:]
     k_dim = lhs.type.shape[-1]
-    a_stride, b_stride = _f64_stride(k_dim), _f64_stride(n)
+    paired = k_dim % 8 == 0
+    a_stride = _f64_stride(k_dim, 8 if paired else 4)
+    # paired B: K/2 rows of 2N; 4 (mod 16) rows apart, so the 4 rows of 2 pairs a quarter-warp
+    # reads fill the banks once
+    b_stride = _f64_stride(2 * n, 4) if paired else _f64_stride(n, 4)
+    b_rows = k_dim // 2 if paired else k_dim
     offsets = lw.reserve_smem([8 * layout.batches * m * a_stride,
-                               8 * layout.batches * k_dim * b_stride])
-    _stage(lw, lhs, offsets[0], a_stride, False)
-    _stage(lw, rhs, offsets[1], b_stride, False)
+                               8 * layout.batches * b_rows * b_stride])
+    _stage(lw, lhs, offsets[0], a_stride, False, pairs="cols" if paired else None)
+    _stage(lw, rhs, offsets[1], b_stride, False, pairs="rows" if paired else None)
     lw.barrier()
     (wb, wm, wn), (batches, rows, cols) = layout.grid, layout.per_warp
 
@@ -574,50 +782,65 @@ def _mma_f64(lw, op, layout):
         pm = u32("div.u32", pm, wn)
         g, t = u32("shr.u32", lane, 2), u32("and.b32", lane, 3)
         a_row = u32("mad.lo.u32", pb, m, u32("mad.lo.u32", pm, 8, g))
-        a_at = u32("mad.lo.u32", a_row, a_stride, t)  # A[row][t]
-        b_row = u32("mad.lo.u32", pb, k_dim, t)
-        b_at = u32("mad.lo.u32", b_row, b_stride, u32("mad.lo.u32", pn, 8, g))  # B[t][col]
+        column = u32("mad.lo.u32", pn, 8, g)
+        if paired:  # A[row][2t], B pair row t, column 2*column: K steps s = 0, 1
+            a_at = u32("mad.lo.u32", a_row, a_stride, u32("shl.b32", t, 1))
+            b_row = u32("mad.lo.u32", pb, k_dim // 2, t)
+            b_at = u32("mad.lo.u32", b_row, b_stride, u32("shl.b32", column, 1))
+        else:
+            a_at = u32("mad.lo.u32", a_row, a_stride, t)  # A[row][t]
+            b_row = u32("mad.lo.u32", pb, k_dim, t)
+            b_at = u32("mad.lo.u32", b_row, b_stride, column)  # B[t][col]
         return (u32("mad.lo.u32", a_at, 8, lw.smem_base()),
                 u32("mad.lo.u32", b_at, 8, lw.smem_base()))
-    a_lane, b_lane = lw._cached(("mma f64 lanes", layout.key(), k_dim, a_stride, b_stride),
-                                lanes)
+    a_lane, b_lane = lw._cached(("mma f64 lanes", layout.key(), k_dim, a_stride, b_stride,
+                                 paired), lanes)
     d = []
     for k in range(layout.slots):
         reg = w.reg("f64")
         w(f"mov.f64 {reg}, {acc.slot(k)}")
         d.append(reg)
 
-    def k_step_at(a_at, b_at, kk, jb):
-        a_frags, b_frags = [], []
-        for jm in range(rows):
+    def load(at, byte):
+        """[fragment of each K step] from `at`+byte: a pair with paired staging, else one."""
+        if not paired:
             reg = w.reg("f64")
-            w(f"ld.shared.f64 {reg}, [{a_at}+{8 * (jm * wm * 8 * a_stride + kk)}]")
-            a_frags.append(reg)
-        for jn in range(cols):
-            reg = w.reg("f64")
-            w(f"ld.shared.f64 {reg}, [{b_at}+{8 * (kk * b_stride + jn * wn * 8)}]")
-            b_frags.append(reg)
-        for jm in range(rows):
-            for jn in range(cols):
-                first = 2 * ((jb * rows + jm) * cols + jn)
-                c = ", ".join(d[first:first + 2])
-                w(f"mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {{{c}}}, {{{a_frags[jm]}}}, "
-                  f"{{{b_frags[jn]}}}, {{{c}}}")
+            w(f"ld.shared.f64 {reg}, [{at}+{byte}]")
+            return [reg]
+        pair = [w.reg("f64"), w.reg("f64")]
+        w(f"ld.shared.v2.f64 {{{pair[0]}, {pair[1]}}}, [{at}+{byte}]")
+        return pair
 
-    steps = k_dim // 4
+    def k_step_at(a_at, b_at, kk, jb):
+        """K steps kk.. (one, or two when paired): A blocks jm rows of 8 down; B blocks jn
+        columns of 8 right (paired: 16 elements a block in a pair row; kk / 2 pair rows)."""
+        a_frags = [load(a_at, 8 * (jm * wm * 8 * a_stride + kk)) for jm in range(rows)]
+        b_at_k = (kk // 2) * b_stride if paired else kk * b_stride
+        b_frags = [load(b_at, 8 * (b_at_k + jn * wn * 8 * (2 if paired else 1)))
+                   for jn in range(cols)]
+        for s in range(len(a_frags[0])):
+            for jm in range(rows):
+                for jn in range(cols):
+                    first = 2 * ((jb * rows + jm) * cols + jn)
+                    c = ", ".join(d[first:first + 2])
+                    w(f"mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {{{c}}}, "
+                      f"{{{a_frags[jm][s]}}}, {{{b_frags[jn][s]}}}, {{{c}}}")
+
+    step = 8 if paired else 4  # K per k_step_at
+    steps = k_dim // step
     for jb in range(batches):
         a_ptr = u32("add.u32", a_lane, offsets[0] + 8 * jb * wb * m * a_stride)
-        b_ptr = u32("add.u32", b_lane, offsets[1] + 8 * jb * wb * k_dim * b_stride)
-        if steps <= 2 * _UNROLL_K_STEPS:
-            for step in range(steps):
-                k_step_at(a_ptr, b_ptr, 4 * step, jb)
+        b_ptr = u32("add.u32", b_lane, offsets[1] + 8 * jb * wb * b_rows * b_stride)
+        if steps <= (1 if paired else 2) * _UNROLL_K_STEPS:
+            for i in range(steps):
+                k_step_at(a_ptr, b_ptr, step * i, jb)
             continue
         a_end = u32("add.u32", a_ptr, 8 * k_dim)
         k_top = w.label("mma_k")
         w.place(k_top)
         k_step_at(a_ptr, b_ptr, 0, jb)
-        w(f"add.u32 {a_ptr}, {a_ptr}, 32")
-        w(f"add.u32 {b_ptr}, {b_ptr}, {32 * b_stride}")
+        w(f"add.u32 {a_ptr}, {a_ptr}, {8 * step}")
+        w(f"add.u32 {b_ptr}, {b_ptr}, {8 * (step // 2 if paired else step) * b_stride}")
         more = w.reg("pred")
         w(f"setp.lt.u32 {more}, {a_ptr}, {a_end}")
         w(f"@{more} bra.uni {k_top}")
@@ -641,7 +864,9 @@ def lower_mmaf(lw, op):
         layout = None  # the product comes back to Cyclic anyway: _mma_sync does that directly
     if layout is not None:
         _mma_in_registers(lw, op, layout, mma_form(lw, op))
-    elif tensor_core_kind(lw, op):
+        return
+    _lower_transposed(lw, op)
+    if tensor_core_kind(lw, op):
         _mma_sync(lw, op)
     else:
         _matmul(lw, op, integer=False)
@@ -653,6 +878,7 @@ def lower_mmai(lw, op):
     if layout is not None:
         _mma_in_registers(lw, op, layout, mma_form(lw, op))
     else:
+        _lower_transposed(lw, op)
         _matmul(lw, op, integer=True)
 
 

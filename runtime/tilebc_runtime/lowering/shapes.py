@@ -168,12 +168,19 @@ def _broadcast_in_registers(lw, source, result_type, wanted=None):
 def lower_permute(lw, op):
     if fold_shape_op(lw, op):
         return
+    from .matmul import Transposed, staged_transposed
+    if staged_transposed(lw, op):  # the mma stages the source as its transposed B
+        lw.set(op.results[0], Transposed(op.operand_values[0], lambda: _permuted(lw, op)))
+        return
+    lw.set(op.results[0], _permuted(lw, op))
+
+
+def _permuted(lw, op) -> Tile:
     source = lw.get(op.operand_values[0])
     result_type = op.results[0].type
     perm = list(op.attrs["permutation"])
     if source.count == 1:
-        lw.set(op.results[0], Tile(result_type, [source.scalar]))
-        return
+        return Tile(result_type, [source.scalar])
 
     def index(k, mi):
         src_mi = [None] * len(perm)
@@ -187,7 +194,7 @@ def lower_permute(lw, op):
         for d, p in enumerate(perm):
             src[p] = index[d]
         return 0, np.ravel_multi_index(src, tuple(source.type.shape))
-    lw.set(op.results[0], lw.gather([source], result_type, index, static))
+    return lw.gather([source], result_type, index, static)
 
 
 @lowers("cat")

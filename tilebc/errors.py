@@ -36,12 +36,21 @@ class Location:
     def __bool__(self) -> bool:
         return any(v is not None for v in (self.file, self.offset, self.line))
 
+    @property
+    def place(self) -> str:
+        """The place without the file: 'offset 0x1a3', '12:5' or ''."""
+        if self.offset is not None:
+            return f"offset 0x{self.offset:x}"
+        if self.line is not None:
+            return f"{self.line}:{self.column or 1}"
+        return ""
+
     def __str__(self) -> str:
         """'file: offset 0x1a3' or 'file:12:5' (file defaults to '<bytes>' / '<text>')."""
         if self.offset is not None:
-            return f"{self.file or '<bytes>'}: offset 0x{self.offset:x}"
+            return f"{self.file or '<bytes>'}: {self.place}"
         if self.line is not None:
-            return f"{self.file or '<text>'}:{self.line}:{self.column or 1}"
+            return f"{self.file or '<text>'}:{self.place}"
         return self.file or ""
 
 

@@ -441,10 +441,9 @@ def _ptx_comment(op: Op) -> str:
     """The comment above an op's PTX: mnemonic, place in the module (no file name, so the PTX
     does not depend on where the module was read from) and source line."""
     parts = [op.name]
-    if op.offset is not None:
-        parts.append(f"offset 0x{op.offset:x}")
-    elif op.text_pos is not None:
-        parts.append(f"line {op.text_pos[0]}:{op.text_pos[1]}")
+    place = Location.of(op).place
+    if place:
+        parts.append(place)
     source = _source_place(op)
     if source:
         parts.append(source)

@@ -29,6 +29,11 @@ _ROLES = by_mnemonic({"constant": LITERAL, "reshape": KEEPS, "assume": KEEPS,
                       "load_view_tko": LOADS, "fpowi": CYCLIC_ONLY, "mmaf": MMA, "mmai": MMA}, "layout anchor roles")
 
 
+def is_mma(op) -> bool:
+    """An mmaf / mmai (by its anchor role)."""
+    return _ROLES.get(getattr(op, "name", None)) == MMA
+
+
 def _layout_free(op) -> bool:
     from .registry import LOWERINGS
     hook = LOWERINGS.get(op.name)

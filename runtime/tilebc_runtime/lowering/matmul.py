@@ -24,7 +24,7 @@ from tilebc.ir.types import ELEMENT_TYPES, TileType
 from tilebc.ops.enums import Signedness
 
 from . import dtypes, intdiv, softfloat
-from .anchors import mma_form, mma_layout, tensor_core_kind
+from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
 from .common import Tile
 from .registry import lowers
@@ -578,7 +578,7 @@ def staged_transposed(lw, op) -> bool:
         return False
     uses = _uses(lw).get(lw.forward.get(result, result), ())
     for use in uses:
-        if use.name not in ("mmaf", "mmai"):
+        if not is_mma(use):
             return False
         roles = {name: lw.forward.get(v, v) for name, v in use.operands.items()}
         if roles.get("rhs") is not result or roles.get("lhs") is result \

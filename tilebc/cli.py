@@ -8,11 +8,17 @@ import os
 import sys
 from typing import List, Optional, Union
 
-from . import dump, load
+from . import load
 from .errors import Location, TextSyntaxError, TilebcError, UsageError, VersionError
 from .inputs import MAGIC, decode_bytes, display_name, looks_like_text, read_input, verify_module
 from .outputs import same_file, write_output
 from .version import ALL_VERSIONS, Version
+
+
+def dump(module, version=None) -> bytes:
+    # The writer loads only for commands that encode: `dis`, `verify` and `info` start faster.
+    from .binary.writer import dump as encode
+    return encode(module, version)
 
 
 # The input helpers live in tilebc.inputs (below every command line); these names stay for callers.

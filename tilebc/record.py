@@ -7,6 +7,7 @@ hashing, repr and `replace` come from here, with the meaning a frozen dataclass 
 """
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Tuple
 
 
@@ -14,10 +15,28 @@ class FrozenError(AttributeError):
     """Assignment to a field of a frozen record."""
 
 
+def _no_values(record) -> tuple:
+    return ()
+
+
 class Record:
     __slots__ = ()
-    # Fields in declaration order: compared, hashed and shown by repr, in that order.
+    # Fields in declaration order: compared and hashed; `_shown` (default: the same) are the
+    # fields repr shows (a dataclass field with compare=False may still be shown).
     _fields: Tuple[str, ...] = ()
+    _shown: Tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if "_fields" in own:
+            fields = own["_fields"]
+            # One C call collects the compared fields (a tuple even for one field).
+            getter = attrgetter(*fields) if len(fields) > 1 else \
+                (lambda record, name=fields[0]: (getattr(record, name),)) if fields else _no_values
+            cls._values = staticmethod(getter)  # called as self._values(self)
+            if "_shown" not in own:
+                cls._shown = fields
 
     def __setattr__(self, name, value):
         raise FrozenError(f"cannot assign to field {name!r}")
@@ -25,19 +44,18 @@ class Record:
     def __delattr__(self, name):
         raise FrozenError(f"cannot delete field {name!r}")
 
-    def _values(self) -> tuple:
-        return tuple([getattr(self, name) for name in self._fields])
+    _values = staticmethod(_no_values)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._values() == other._values()
+        return self._values(self) == other._values(other)
 
     def __hash__(self):
-        return hash(self._values())
+        return hash(self._values(self))
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._shown)
         return f"{self.__class__.__qualname__}({shown})"
 
     def replace(self, **changes):

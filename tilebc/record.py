@@ -1,9 +1,9 @@
-"""Frozen value classes without dataclass generation at import.
+"""Value classes without dataclass generation at import.
 
-`@dataclass(frozen=True)` writes and compiles five or six methods per class when its module is
-imported (~0.6 ms a class, plus importing `dataclasses` and `inspect`): most of `tilebc dis`'s
-start-up. A `Record` subclass writes its own `__init__` and lists its fields in `_fields`; equality,
-hashing, repr and `replace` come from here, with the meaning a frozen dataclass gives them.
+`@dataclass` writes and compiles several methods per class when its module is imported (~0.6 ms
+a class): most of `tilebc dis`'s start-up. A `Record` (frozen) or `Struct` (mutable) subclass
+writes its own `__init__` and lists its fields in `_fields`; equality, hashing, repr and `replace`
+come from here, with the meaning a dataclass gives them.
 """
 from __future__ import annotations
 
@@ -19,12 +19,16 @@ def _no_values(record) -> tuple:
     return ()
 
 
-class Record:
+class Struct:
+    """A mutable value class: equality and repr over `_fields`, unhashable (a dataclass with
+    eq=True)."""
+
     __slots__ = ()
-    # Fields in declaration order: compared and hashed; `_shown` (default: the same) are the
-    # fields repr shows (a dataclass field with compare=False may still be shown).
+    # Fields in declaration order: compared (and, for a Record, hashed); `_shown` (default: the
+    # same) are the fields repr shows (a dataclass field with compare=False may still be shown).
     _fields: Tuple[str, ...] = ()
     _shown: Tuple[str, ...] = ()
+    _values = staticmethod(_no_values)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -38,25 +42,32 @@ class Record:
             if "_shown" not in own:
                 cls._shown = fields
 
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values(self) == other._values(other)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._shown)
+        return f"{self.__class__.__qualname__}({shown})"
+
+
+class Record(Struct):
+    """A frozen value class (a dataclass with frozen=True): also hashable, and `replace` makes a
+    changed copy."""
+
+    __slots__ = ()
+
     def __setattr__(self, name, value):
         raise FrozenError(f"cannot assign to field {name!r}")
 
     def __delattr__(self, name):
         raise FrozenError(f"cannot delete field {name!r}")
 
-    _values = staticmethod(_no_values)
-
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._values(self) == other._values(other)
-
     def __hash__(self):
         return hash(self._values(self))
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._shown)
-        return f"{self.__class__.__qualname__}({shown})"
 
     def replace(self, **changes):
         """A copy with `changes` applied (dataclasses.replace)."""

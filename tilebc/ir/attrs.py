@@ -11,14 +11,14 @@ from .shared import cached_hash, shared_node
 from .types import ElementType, TileType, Type
 
 
-class Attribute(Record):
-    """Base of tagged attributes: frozen records (tilebc/record.py), compared structurally."""
+class Attribute:
+    """Base of tagged attributes (each a frozen record, tilebc/record.py)."""
 
     __slots__ = ()
 
 
 @cached_hash
-class IntegerAttr(Attribute):
+class IntegerAttr(Attribute, Record):
     _fields = ("type", "value")
 
     # value: signed interpretation (i1: 0/1)
@@ -28,7 +28,7 @@ class IntegerAttr(Attribute):
 
 
 @cached_hash
-class FloatAttr(Attribute):
+class FloatAttr(Attribute, Record):
     _fields = ("type", "bits")
 
     # bits: raw IEEE-like bit pattern; exact for every float type
@@ -43,7 +43,7 @@ class FloatAttr(Attribute):
 
 
 @cached_hash
-class BoolAttr(Attribute):
+class BoolAttr(Attribute, Record):
     _fields = ("value",)
 
     def __init__(self, value: bool):
@@ -51,7 +51,7 @@ class BoolAttr(Attribute):
 
 
 @cached_hash
-class TypeAttr(Attribute):
+class TypeAttr(Attribute, Record):
     _fields = ("value",)
 
     def __init__(self, value: Type):
@@ -59,7 +59,7 @@ class TypeAttr(Attribute):
 
 
 @cached_hash
-class StringAttr(Attribute):
+class StringAttr(Attribute, Record):
     _fields = ("value",)
 
     def __init__(self, value: str):
@@ -67,7 +67,7 @@ class StringAttr(Attribute):
 
 
 @shared_node
-class ArrayAttr(Attribute):
+class ArrayAttr(Attribute, Record):
     _fields = ("elements",)
 
     def __init__(self, elements: Tuple[Attribute, ...]):
@@ -75,7 +75,7 @@ class ArrayAttr(Attribute):
 
 
 @cached_hash
-class DenseElementsAttr(Attribute):
+class DenseElementsAttr(Attribute, Record):
     """Raw little-endian element buffer; one element means splat; i1 non-splat is bit-packed."""
 
     _fields = ("type", "data")
@@ -91,7 +91,7 @@ class DenseElementsAttr(Attribute):
 
 
 @cached_hash
-class DivByAttr(Attribute):
+class DivByAttr(Attribute, Record):
     _fields = ("divisor", "every", "along")
 
     def __init__(self, divisor: int, every: Optional[int] = None, along: Optional[int] = None):
@@ -101,7 +101,7 @@ class DivByAttr(Attribute):
 
 
 @cached_hash
-class SameElementsAttr(Attribute):
+class SameElementsAttr(Attribute, Record):
     _fields = ("values",)
 
     def __init__(self, values: Tuple[int, ...]):
@@ -109,7 +109,7 @@ class SameElementsAttr(Attribute):
 
 
 @shared_node
-class DictionaryAttr(Attribute):
+class DictionaryAttr(Attribute, Record):
     _fields = ("entries",)
 
     def __init__(self, entries: Tuple[Tuple[str, Attribute], ...]):
@@ -123,7 +123,7 @@ class DictionaryAttr(Attribute):
 
 
 @shared_node
-class OptimizationHintsAttr(Attribute):
+class OptimizationHintsAttr(Attribute, Record):
     """Per-architecture hint dictionaries: (("sm_90", DictionaryAttr(...)), ...)."""
 
     _fields = ("entries",)
@@ -133,7 +133,7 @@ class OptimizationHintsAttr(Attribute):
 
 
 @cached_hash
-class BoundedAttr(Attribute):
+class BoundedAttr(Attribute, Record):
     _fields = ("lower", "upper")
 
     def __init__(self, lower: Optional[int] = None, upper: Optional[int] = None):

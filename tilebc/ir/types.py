@@ -36,14 +36,14 @@ def exact_type_text():
         _EXACT_TEXT.reset(token)
 
 
-class Type(Record):
-    """Base of every Tile IR type."""
+class Type:
+    """Base of every Tile IR type (each a frozen record, tilebc/record.py)."""
 
     __slots__ = ()
 
 
 @cached_hash
-class ElementType(Type):
+class ElementType(Type, Record):
     """A scalar element type (`i32`, `f16`, `f8E4M3FN`, …). Use the module-level singletons."""
 
     _fields = ("name",)  # the name alone decides equality
@@ -125,7 +125,7 @@ Dim = Optional[int]
 
 
 @cached_hash
-class PointerType(Type):
+class PointerType(Type, Record):
     _fields = ("pointee", "ptr_attr")
 
     def __init__(self, pointee: ElementType, ptr_attr: PtrAttr = PtrAttr.NONE):
@@ -140,7 +140,7 @@ class PointerType(Type):
 
 
 @cached_hash
-class TileType(Type):
+class TileType(Type, Record):
     _fields = ("shape", "element")
 
     def __init__(self, shape: Tuple[int, ...], element: Union[ElementType, PointerType]):
@@ -169,7 +169,7 @@ def _dims(values: Tuple[Dim, ...], sep: str) -> str:
 
 
 @cached_hash
-class TensorViewType(Type):
+class TensorViewType(Type, Record):
     _fields = ("element", "shape", "strides", "ptr_attr")
 
     def __init__(self, element: ElementType, shape: Tuple[Dim, ...], strides: Tuple[Dim, ...],
@@ -195,7 +195,7 @@ class TensorViewType(Type):
 
 
 @cached_hash
-class PartitionViewType(Type):
+class PartitionViewType(Type, Record):
     _fields = ("tile_shape", "tensor_view", "dim_map", "padding_value")
 
     def __init__(self, tile_shape: Tuple[int, ...], tensor_view: TensorViewType,
@@ -217,7 +217,7 @@ class PartitionViewType(Type):
 
 
 @cached_hash
-class StridedViewType(Type):
+class StridedViewType(Type, Record):
     _fields = ("tile_shape", "traversal_strides", "tensor_view", "dim_map", "padding_value")
 
     def __init__(self, tile_shape: Tuple[int, ...], traversal_strides: Tuple[int, ...],
@@ -242,7 +242,7 @@ class StridedViewType(Type):
 
 
 @cached_hash
-class GatherScatterViewType(Type):
+class GatherScatterViewType(Type, Record):
     _fields = ("tile_shape", "tensor_view", "sparse_dim", "padding_value")
 
     def __init__(self, tile_shape: Tuple[int, ...], tensor_view: TensorViewType, sparse_dim: int,
@@ -261,7 +261,7 @@ class GatherScatterViewType(Type):
 
 
 @cached_hash
-class TokenType(Type):
+class TokenType(Type, Record):
     _fields = ()
 
     def __str__(self) -> str:
@@ -269,7 +269,7 @@ class TokenType(Type):
 
 
 @shared_node
-class FunctionType(Type):
+class FunctionType(Type, Record):
     _fields = ("inputs", "results")
 
     def __init__(self, inputs: Tuple[Type, ...], results: Tuple[Type, ...] = ()):

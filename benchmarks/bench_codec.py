@@ -118,11 +118,11 @@ def _relink(loc, old: str, new: str, memo: dict):
     if key in memo:
         return memo[key][1]
     if isinstance(loc, L.DISubprogram):
-        result = dataclasses.replace(loc, linkage_name=new) if loc.linkage_name == old else loc
+        result = loc.replace(linkage_name=new) if loc.linkage_name == old else loc
     elif isinstance(loc, L.DILexicalBlock):
-        result = dataclasses.replace(loc, scope=_relink(loc.scope, old, new, memo))
+        result = loc.replace(scope=_relink(loc.scope, old, new, memo))
     elif isinstance(loc, L.DILoc):
-        result = dataclasses.replace(loc, scope=_relink(loc.scope, old, new, memo))
+        result = loc.replace(scope=_relink(loc.scope, old, new, memo))
     elif isinstance(loc, L.CallSiteLoc):
         result = L.CallSiteLoc(_relink(loc.callee, old, new, memo),
                                _relink(loc.caller, old, new, memo))

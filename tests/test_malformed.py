@@ -909,7 +909,6 @@ def _fixture_with_debug() -> bytes:
 
 
 def test_lazy_locations_equal_strict():
-    import dataclasses
     from tilebc.ir.module import Function
     data = _fixture_with_debug()
     strict = tilebc.load(data, lazy_debug=False)
@@ -921,8 +920,7 @@ def test_lazy_locations_equal_strict():
     assert [op.loc for op in ops] == expected
     assert lazy.functions[0].loc == strict.functions[0].loc is not None
     # A decoded function compares equal to a plain Function with the same fields.
-    plain = Function(**{f.name: getattr(strict.functions[0], f.name)
-                        for f in dataclasses.fields(Function)})
+    plain = Function(**{name: getattr(strict.functions[0], name) for name in Function._fields})
     assert strict.functions[0] == plain and plain == strict.functions[0]
 
 

@@ -2,7 +2,6 @@
 what checking every op in full reports: on every fixture, every invalid case, a sample of
 attribute mutations, and modules where ops share a signature with clean ops but stand in a wrong
 place (dominance, debug scope)."""
-import dataclasses
 
 import pytest
 
@@ -75,12 +74,12 @@ def _two_copies(name="matmul_f16"):
     second = tilebc.load(path, lazy_debug=False).functions[0]
     second.name += "_2"
     if isinstance(second.loc, DILoc) and isinstance(second.loc.scope, DISubprogram):
-        sub = dataclasses.replace(second.loc.scope, linkage_name=second.name)
+        sub = second.loc.scope.replace(linkage_name=second.name)
         old = second.loc.scope
-        second.loc = dataclasses.replace(second.loc, scope=sub)
+        second.loc = second.loc.replace(scope=sub)
         for op in second.walk():
             if isinstance(op.loc, DILoc) and op.loc.scope is old:
-                op.loc = dataclasses.replace(op.loc, scope=sub)
+                op.loc = op.loc.replace(scope=sub)
     module.functions.append(second)
     assert diagnostics(module) == []
     return module

@@ -4,7 +4,6 @@ the rule id, the op, the start of the message and where the diagnostic points.
 Builder cases are written with our writer and read back when the writer accepts them, so their
 locations are real byte offsets; fixture cases corrupt a loaded cuTile kernel in memory.
 """
-import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -739,7 +738,7 @@ def _rescoped(module, old, new):
     """Every location scoped by `old` moved to `new` (call sites included)."""
     def fix(loc):
         if isinstance(loc, DILoc) and loc.scope == old:
-            return dataclasses.replace(loc, scope=new)
+            return loc.replace(scope=new)
         if isinstance(loc, CallSiteLoc):
             return CallSiteLoc(fix(loc.callee), fix(loc.caller))
         return loc
@@ -752,13 +751,13 @@ def _rescoped(module, old, new):
 
 def _linkage_name():
     module, _, sub, _ = _debug_fixture()
-    return _rescoped(module, sub, dataclasses.replace(sub, linkage_name="bool_ops"))
+    return _rescoped(module, sub, sub.replace(linkage_name="bool_ops"))
 
 
 def _subprogram_name_differs():
     """Only the linkage name is tied to the entry: NVIDIA accepts any plain name."""
     module, _, sub, _ = _debug_fixture()
-    return _rescoped(module, sub, dataclasses.replace(sub, name="renamed"))
+    return _rescoped(module, sub, sub.replace(name="renamed"))
 
 
 def _entry_call_site():
@@ -769,7 +768,7 @@ def _entry_call_site():
 
 def _entry_lexical_block():
     module, function, sub, _ = _debug_fixture()
-    function.loc = dataclasses.replace(function.loc, scope=DILexicalBlock(sub, sub.file, 1, 1))
+    function.loc = function.loc.replace(scope=DILexicalBlock(sub, sub.file, 1, 1))
     return module
 
 
@@ -779,7 +778,7 @@ def _op_in_lexical_block(scope_of):
         module, function, sub, inlined = _debug_fixture()
         op = function.body.ops[1]
         scope = scope_of(sub, inlined.loc.callee.scope)
-        op.loc = dataclasses.replace(op.loc, scope=DILexicalBlock(scope, scope.file, 1, 1))
+        op.loc = op.loc.replace(scope=DILexicalBlock(scope, scope.file, 1, 1))
         return module
     return make
 
@@ -807,7 +806,7 @@ def _entry_without_location():
 def _entry_other_subprogram():
     """The entry's subprogram differs from its ops' in the line only."""
     module, function, sub, _ = _debug_fixture()
-    function.loc = dataclasses.replace(function.loc, scope=dataclasses.replace(sub, line=3))
+    function.loc = function.loc.replace(scope=sub.replace(line=3))
     return module
 
 
@@ -816,7 +815,7 @@ def _subprogram_flags(flags, version=V(13, 5)):
     def make():
         module, _, sub, _ = _debug_fixture()
         module.version = version
-        return _rescoped(module, sub, dataclasses.replace(sub, flags=flags))
+        return _rescoped(module, sub, sub.replace(flags=flags))
     return make
 
 
@@ -826,11 +825,11 @@ def _big_line(where):
         module, function, sub, _ = _debug_fixture()
         op = function.body.ops[1]
         if where == "loc":
-            op.loc = dataclasses.replace(op.loc, line=1 << 32 | 7)
+            op.loc = op.loc.replace(line=1 << 32 | 7)
         elif where == "lexical block":
-            op.loc = dataclasses.replace(op.loc, scope=DILexicalBlock(sub, sub.file, 1 << 32, 1))
+            op.loc = op.loc.replace(scope=DILexicalBlock(sub, sub.file, 1 << 32, 1))
         else:
-            _rescoped(module, sub, dataclasses.replace(sub, scope_line=1 << 32 | 76))
+            _rescoped(module, sub, sub.replace(scope_line=1 << 32 | 76))
         return module
     return make
 

@@ -1,6 +1,6 @@
 """tilebc: an open toolchain for CUDA Tile IR bytecode (versions 13.1–13.5)."""
 from .api import load  # noqa: F401
-from .binary import DecodeLimits, dump  # noqa: F401
+from .binary import DecodeLimits  # noqa: F401
 from .errors import (DecodeError, EncodeError, TextSyntaxError, TilebcError,  # noqa: F401
                      VerificationError, VersionError)
 from .ir import Module  # noqa: F401
@@ -14,6 +14,9 @@ def __getattr__(name):
     if name in ("parse_module", "print_module", "assemble"):
         from . import text
         return getattr(text, name)
+    if name == "dump":  # the writer: `dis`, `verify` and `info` never encode
+        from .binary import dump
+        return dump
     if name == "run":
         from .interp import run
         return run

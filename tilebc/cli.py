@@ -8,11 +8,17 @@ import os
 import sys
 from typing import List, Optional, Union
 
-from . import dump, load
+from . import load
 from .errors import Location, TextSyntaxError, TilebcError, UsageError, VersionError
 from .inputs import MAGIC, decode_bytes, display_name, looks_like_text, read_input, verify_module
 from .outputs import same_file, write_output
 from .version import ALL_VERSIONS, Version
+
+
+def dump(module, version=None) -> bytes:
+    # The writer loads only for commands that encode: `dis`, `verify` and `info` start faster.
+    from .binary.writer import dump as encode
+    return encode(module, version)
 
 
 # The input helpers live in tilebc.inputs (below every command line); these names stay for callers.
@@ -501,6 +507,9 @@ def _mlir_tool_options(command) -> None:
     command.add_argument("--no-verify", action="store_true")
 
 
+BUILT_IN_COMMANDS = ("dis", "asm", "verify", "info", "convert", "translate", "opt", "demo")
+
+
 def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     """The argument parser; with `command`, only what that command needs is imported (built-in
     commands, plus `run` or a plugin's command when that is the one asked for)."""
@@ -508,6 +517,11 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
         prog="tilebc", description="CUDA Tile IR bytecode toolchain. FILE may be - for stdin; "
         "exit status 0 ok, 1 bad input, 2 usage error.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def wanted(name: str) -> bool:
+        # A built-in command builds its own parser alone (each costs start-up time); help, `run`,
+        # plugins and unknown names build them all.
+        return command not in BUILT_IN_COMMANDS or command == name
 
     def add(name, run, help, output=True, force=False):
         command = commands.add_parser(name, help=help, description=help)
@@ -520,58 +534,66 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
         command.set_defaults(run=run)
         return command
 
-    dis = add("dis", cmd_dis, "bytecode -> text, as NVIDIA's tileirdisasm prints it")
-    dis.add_argument("-g", "--debug", action="store_true", help="print debug info (locations)")
-    dis.add_argument("--no-verify", action="store_true", help="skip the verifier")
+    if wanted("dis"):
+        dis = add("dis", cmd_dis, "bytecode -> text, as NVIDIA's tileirdisasm prints it")
+        dis.add_argument("-g", "--debug", action="store_true", help="print debug info (locations)")
+        dis.add_argument("--no-verify", action="store_true", help="skip the verifier")
 
-    asm = add("asm", cmd_asm, "text -> bytecode (default output: FILE with .tilebc suffix)",
-              force=True)
-    asm.add_argument("--target-version", type=_version, metavar="13.x",
-                     help="bytecode version to write (default: 13.5 / the text's own)")
-    asm.add_argument("--no-verify", action="store_true", help="skip the verifier")
+    if wanted("asm"):
+        asm = add("asm", cmd_asm, "text -> bytecode (default output: FILE with .tilebc suffix)",
+                  force=True)
+        asm.add_argument("--target-version", type=_version, metavar="13.x",
+                         help="bytecode version to write (default: 13.5 / the text's own)")
+        asm.add_argument("--no-verify", action="store_true", help="skip the verifier")
 
-    check = add("verify", cmd_verify, "check a bytecode or text file against the typing and "
-                "well-formedness rules", output=False)
-    check.add_argument("-q", "--quiet", action="store_true")
-    check.add_argument("--strict", action="store_true",
-                       help="refuse bytecode that NVIDIA's reader accepts but the format forbids "
-                            "(padding, table order, unknown flag bits, ...) instead of warning")
+    if wanted("verify"):
+        check = add("verify", cmd_verify, "check a bytecode or text file against the typing and "
+                    "well-formedness rules", output=False)
+        check.add_argument("-q", "--quiet", action="store_true")
+        check.add_argument("--strict", action="store_true",
+                           help="refuse bytecode that NVIDIA's reader accepts but the format "
+                                "forbids (padding, table order, unknown flag bits, ...) instead of "
+                                "warning")
 
-    add("info", cmd_info, "version, producer, sections, globals, entries, signatures, hints",
-        output=False)
+    if wanted("info"):
+        add("info", cmd_info, "version, producer, sections, globals, entries, signatures, hints",
+            output=False)
 
-    convert = add("convert", cmd_convert, "re-encode bytecode for another version", force=True)
-    convert.add_argument("--target-version", "--to", dest="target_version", type=_version,
-                         metavar="13.x", help="target version (default: the input's)")
+    if wanted("convert"):
+        convert = add("convert", cmd_convert, "re-encode bytecode for another version", force=True)
+        convert.add_argument("--target-version", "--to", dest="target_version", type=_version,
+                             metavar="13.x", help="target version (default: the input's)")
 
-    translate = commands.add_parser(
-        "translate", help="cuda-tile-translate compatible entry point",
-        description="Accepts cuda-tile-translate's options: -cudatilebc-to-mlir, "
-        "-mlir-to-cudatilebc, -test-cudatile-roundtrip, -bytecode-version=13.x, "
-        "-no-implicit-module, --list-versions, -split-input-file, -verify-diagnostics, -o OUT.")
-    translate.add_argument("input", nargs="?", default="-", metavar="FILE")
-    translate.add_argument("-cudatilebc-to-mlir", "--cudatilebc-to-mlir",
-                           dest="cudatilebc_to_mlir", action="store_true")
-    translate.add_argument("-mlir-to-cudatilebc", "--mlir-to-cudatilebc",
-                           dest="mlir_to_cudatilebc", action="store_true")
-    translate.add_argument("-test-cudatile-roundtrip", "--test-cudatile-roundtrip",
-                           dest="roundtrip", action="store_true")
-    translate.add_argument("-bytecode-version", "--bytecode-version", dest="bytecode_version",
-                           metavar="13.x")
-    translate.add_argument("-list-versions", "--list-versions", dest="list_versions",
-                           action="store_true")
-    _mlir_tool_options(translate)
-    translate.set_defaults(run=cmd_translate)
+    if wanted("translate"):
+        translate = commands.add_parser(
+            "translate", help="cuda-tile-translate compatible entry point",
+            description="Accepts cuda-tile-translate's options: -cudatilebc-to-mlir, "
+            "-mlir-to-cudatilebc, -test-cudatile-roundtrip, -bytecode-version=13.x, "
+            "-no-implicit-module, --list-versions, -split-input-file, -verify-diagnostics, -o OUT.")
+        translate.add_argument("input", nargs="?", default="-", metavar="FILE")
+        translate.add_argument("-cudatilebc-to-mlir", "--cudatilebc-to-mlir",
+                               dest="cudatilebc_to_mlir", action="store_true")
+        translate.add_argument("-mlir-to-cudatilebc", "--mlir-to-cudatilebc",
+                               dest="mlir_to_cudatilebc", action="store_true")
+        translate.add_argument("-test-cudatile-roundtrip", "--test-cudatile-roundtrip",
+                               dest="roundtrip", action="store_true")
+        translate.add_argument("-bytecode-version", "--bytecode-version", dest="bytecode_version",
+                               metavar="13.x")
+        translate.add_argument("-list-versions", "--list-versions", dest="list_versions",
+                               action="store_true")
+        _mlir_tool_options(translate)
+        translate.set_defaults(run=cmd_translate)
 
-    opt = commands.add_parser(
-        "opt", help="cuda-tile-opt compatible: parse, verify, print MLIR's form",
-        description="Parse and verify Tile IR text (or bytecode) and print it as cuda-tile-opt "
-        "does. Accepts -split-input-file, -verify-diagnostics, -mlir-print-op-generic, "
-        "-mlir-print-debuginfo, -Wunsupported-hints, -Werr-hints, -allow-unregistered-dialect, "
-        "-no-implicit-module, -o OUT.")
-    opt.add_argument("input", nargs="?", default="-", metavar="FILE")
-    _mlir_tool_options(opt)
-    opt.set_defaults(run=cmd_opt)
+    if wanted("opt"):
+        opt = commands.add_parser(
+            "opt", help="cuda-tile-opt compatible: parse, verify, print MLIR's form",
+            description="Parse and verify Tile IR text (or bytecode) and print it as cuda-tile-opt "
+            "does. Accepts -split-input-file, -verify-diagnostics, -mlir-print-op-generic, "
+            "-mlir-print-debuginfo, -Wunsupported-hints, -Werr-hints, -allow-unregistered-dialect, "
+            "-no-implicit-module, -o OUT.")
+        opt.add_argument("input", nargs="?", default="-", metavar="FILE")
+        _mlir_tool_options(opt)
+        opt.set_defaults(run=cmd_opt)
 
     # `run` (the interpreter, numpy) and other packages' commands load only when asked for, or
     # for help and unknown names (whose error lists every command)
@@ -587,9 +609,10 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
             parser.epilog = ("tilebc-runtime adds the commands compile and cache once installed "
                              "(pip install -e ./runtime).")
 
-    demo = commands.add_parser("demo", help="run the end-to-end demo on the embedded kernel")
-    demo.add_argument("input", nargs="?")
-    demo.set_defaults(run=cmd_demo)
+    if wanted("demo"):
+        demo = commands.add_parser("demo", help="run the end-to-end demo on the embedded kernel")
+        demo.add_argument("input", nargs="?")
+        demo.set_defaults(run=cmd_demo)
     return parser
 
 

@@ -2,20 +2,25 @@
 offset or line:col)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Optional
 
+from .record import Record
 
-@dataclass(frozen=True)
-class Location:
+
+class Location(Record):
     """Where in the input something was found: a file and either a byte offset (bytecode) or
     line:col (text). Every error, diagnostic and decode warning formats its place with `str()` of
     one of these. (Not the debug-info location an op carries: that is tilebc.ir.location.)"""
 
-    file: Optional[str] = None
-    offset: Optional[int] = None
-    line: Optional[int] = None
-    column: Optional[int] = None
+    _fields = ("file", "offset", "line", "column")
+
+    def __init__(self, file: Optional[str] = None, offset: Optional[int] = None,
+                 line: Optional[int] = None, column: Optional[int] = None):
+        _set = object.__setattr__
+        _set(self, "file", file)
+        _set(self, "offset", offset)
+        _set(self, "line", line)
+        _set(self, "column", column)
 
     @classmethod
     def of(cls, node, file: Optional[str] = None) -> "Location":
@@ -31,7 +36,7 @@ class Location:
 
     def in_file(self, file: Optional[str]) -> "Location":
         """This location, naming `file` if it named none."""
-        return self if self.file is not None or file is None else replace(self, file=file)
+        return self if self.file is not None or file is None else self.replace(file=file)
 
     def __bool__(self) -> bool:
         return any(v is not None for v in (self.file, self.offset, self.line))
@@ -59,7 +64,7 @@ def _location_field(name: str) -> property:
         return getattr(self.location, name)
 
     def set(self, value):
-        self.location = replace(self.location, **{name: value})
+        self.location = self.location.replace(**{name: value})
     return property(get, set, doc=f"`location.{name}` (settable)")
 
 

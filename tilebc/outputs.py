@@ -24,7 +24,6 @@ import errno
 import os
 import stat
 import sys
-import tempfile
 from typing import Optional, Union
 
 from .errors import TilebcError, UsageError  # noqa: F401 (UsageError: re-exported)
@@ -91,6 +90,7 @@ def _write_through(target: str, payload: bytes) -> None:
 
 
 def _replace(target: str, payload: bytes, info: Optional[os.stat_result]) -> None:
+    import tempfile  # only when replacing a file: it costs start-up time (random, shutil)
     descriptor, temp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tilebc-",
                                         suffix=".tmp")
     try:

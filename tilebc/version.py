@@ -2,16 +2,40 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Union
 
 from .errors import VersionError
+from .record import Record
 
 
-@dataclass(frozen=True, order=True)
-class Version:
-    major: int
-    minor: int
+class Version(Record):
+    """A bytecode version, ordered as (major, minor) (a frozen record, tilebc/record.py)."""
+
+    _fields = ("major", "minor")
+
+    def __init__(self, major: int, minor: int):
+        object.__setattr__(self, "major", major)
+        object.__setattr__(self, "minor", minor)
+
+    def __lt__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.major, self.minor) < (other.major, other.minor)
+
+    def __le__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.major, self.minor) <= (other.major, other.minor)
+
+    def __gt__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.major, self.minor) > (other.major, other.minor)
+
+    def __ge__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.major, self.minor) >= (other.major, other.minor)
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"

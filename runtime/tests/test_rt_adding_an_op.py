@@ -76,7 +76,7 @@ PIECES = ("table", "interpreter", "lowering", "kernel")
 
 def _install(monkeypatch, leave_out=()):
     """Put the example's pieces in place (all but `leave_out`) and return the checklist's checks."""
-    spec = EXAMPLE if "table" not in leave_out else table.replace(EXAMPLE, family=Family.OTHER)
+    spec = EXAMPLE if "table" not in leave_out else EXAMPLE.replace(family=Family.OTHER)
     monkeypatch.setitem(table.OPS_BY_MNEMONIC, spec.mnemonic, spec)
     monkeypatch.setitem(table.OPS_BY_OPCODE, spec.opcode, spec)
     if "interpreter" not in leave_out:

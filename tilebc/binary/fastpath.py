@@ -14,7 +14,7 @@ be wrong by accepting something the careful reader rejects or building a differe
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 from ..ir import attrs as A
 from ..ir.module import Value
@@ -295,6 +295,11 @@ def compile_plan(plan: OpPlan, version: Version) -> Callable:
 
 
 _COMPILED: Dict[Tuple[int, Version], Callable] = {}
+
+
+def compiled_decoder(opcode: int, version: Version) -> Optional[Callable]:
+    """The decoder of `opcode` if this process has compiled it already."""
+    return _COMPILED.get((opcode, version))
 
 
 def fast_decoder(plan: OpPlan, version: Version) -> Callable:

@@ -8,7 +8,6 @@ offset, that `load(..., lazy_debug=False)` raises at load time.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import List, Sequence
 
 from ..ir.module import Function, Op
@@ -100,10 +99,9 @@ class DecodedFunction(Function):
         self.__dict__["_loc"] = value
 
     def __eq__(self, other):
-        # Equal to a plain Function with the same fields (the dataclass __eq__ wants one class).
+        # Equal to a plain Function with the same fields (Function's __eq__ wants one class).
         if not isinstance(other, Function):
             return NotImplemented
-        return all(getattr(self, f.name) == getattr(other, f.name)
-                   for f in dataclasses.fields(Function) if f.compare)
+        return all(getattr(self, name) == getattr(other, name) for name in Function._fields)
 
     __hash__ = None

@@ -7,21 +7,27 @@ one of them back into the DecodeError it names: a lint for producers.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import List, Optional, Set, Tuple
 
 from ..errors import Location
+from ..record import Record
 
 
-@dataclass(frozen=True)
-class DecodeWarning:
+class DecodeWarning(Record):
     """A deviation the reader accepted: the strict reader's message, what was done, and where."""
 
-    message: str                 # exactly the DecodeError message `strict=True` raises
-    offset: int                  # absolute byte offset in the file
-    action: str                  # how the bytes were read instead (tileirdisasm's reading)
-    file: Optional[str] = None
-    category: str = "lenient"
+    _fields = ("message", "offset", "action", "file", "category")
+
+    # message: exactly the DecodeError message `strict=True` raises; offset: absolute byte offset
+    # in the file; action: how the bytes were read instead (tileirdisasm's reading).
+    def __init__(self, message: str, offset: int, action: str, file: Optional[str] = None,
+                 category: str = "lenient"):
+        _set = object.__setattr__
+        _set(self, "message", message)
+        _set(self, "offset", offset)
+        _set(self, "action", action)
+        _set(self, "file", file)
+        _set(self, "category", category)
 
     @property
     def location(self) -> Location:

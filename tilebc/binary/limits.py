@@ -15,11 +15,10 @@ caller who trusts the input can raise it: `tilebc.load(data, limits=DecodeLimits
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..record import Record
 
 
-@dataclass(frozen=True)
-class DecodeLimits:
+class DecodeLimits(Record):
     max_input_bytes: int = 1 << 30      # size of the bytecode; every decoded blob is a slice of it
     max_nesting: int = 64               # regions in regions, attributes in attributes, and chains of
     #                                     type or debug-attribute references
@@ -37,10 +36,20 @@ class DecodeLimits:
     #                                     offsets are out of order (read leniently, as NVIDIA does)
     #                                     may exceed the table's size: overlapping entries
 
-    def __post_init__(self):
-        for name, value in vars(self).items():
+    # A frozen record (tilebc/record.py); the defaults above are the class's own attributes.
+    _fields = ("max_input_bytes", "max_nesting", "max_ops", "max_values", "max_types",
+               "max_tile_elements", "max_type_text", "max_overlap_bytes")
+
+    def __init__(self, max_input_bytes: int = max_input_bytes, max_nesting: int = max_nesting,
+                 max_ops: int = max_ops, max_values: int = max_values, max_types: int = max_types,
+                 max_tile_elements: int = max_tile_elements, max_type_text: int = max_type_text,
+                 max_overlap_bytes: int = max_overlap_bytes):
+        values = (max_input_bytes, max_nesting, max_ops, max_values, max_types,
+                  max_tile_elements, max_type_text, max_overlap_bytes)
+        for name, value in zip(self._fields, values):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"DecodeLimits.{name} must be a positive int, got {value!r}")
+            object.__setattr__(self, name, value)
 
 
 DEFAULT_LIMITS = DecodeLimits()

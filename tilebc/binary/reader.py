@@ -29,7 +29,7 @@ from . import container
 from .container import (CHECKED_ON_USE, CLAMPED, EXACT, MAGIC, PREVIEW_TAG_BIT, REQUIRED_SECTIONS,
                         SECTION_ALIGNMENT, BlobTable, SectionId, construct_detail, parse_construct,
                         plain_section, plain_table)
-from .fastpath import Bail, fast_decoder, varint_tail
+from .fastpath import Bail, compiled_decoder, fast_decoder, varint_tail
 from .layout import FileLayout, used_bitmap
 from .lazyloc import DecodedFunction, DecodedOp, PendingLocations
 from .lenient import WarningLog
@@ -98,6 +98,10 @@ def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
 class ModuleReader:
     # Tests switch this off to compare the fast decoder with the careful one.
     use_fast_path = True
+    # Uses of an opcode in a file before the fast path compiles its decoder (~0.5 ms each): until
+    # then the careful reader decodes those ops inside the fast loop, so a small kernel compiles
+    # nothing it reads a few times. Already compiled decoders (this process) are used at once.
+    fast_compile_after = 4
 
     def __init__(self, data: bytes, file: Optional[str] = None, *,
                  limits: DecodeLimits = DEFAULT_LIMITS, lazy_debug: bool = True,
@@ -126,6 +130,7 @@ class ModuleReader:
         self.max_opcode = 0
         self._plans: Dict[int, OpPlan] = {}
         self._fast: Dict[int, object] = {}
+        self._fast_uses: Dict[int, int] = {}  # opcode -> ops read carefully in the fast loop
         self._locations: Dict[int, object] = {0: None}
         self._attr_cache: Dict[tuple, A.Attribute] = {}  # fast path: equal attributes shared
         self.num_ops = 0
@@ -932,8 +937,26 @@ class ModuleReader:
                 raise Bail()
         elif opcode > self.max_opcode or spec.since > self.version:
             raise Bail()
-        decode = self._fast[opcode] = fast_decoder(self._plan(spec), self.version)
+        decode = compiled_decoder(opcode, self.version)
+        if decode is None:
+            uses = self._fast_uses.get(opcode, 0) + 1
+            if uses <= self.fast_compile_after:
+                self._fast_uses[opcode] = uses
+                return ModuleReader._careful_op  # not cached: counted on each use
+            decode = fast_decoder(self._plan(spec), self.version)
+        self._fast[opcode] = decode
         return decode
+
+    def _careful_op(self, reader: Reader, data, pos: int, end: int, values: List[Value],
+                    preorder: List[Op], pending, depth: int, offset: int):
+        """A compiled decoder's stand-in: the careful reader's op (and its regions), read in the
+        fast loop and recorded as the fast decoder records its ops."""
+        reader.pos = offset - reader.base  # at the opcode
+        op = self._read_op(reader, values, depth)
+        for each in op.walk():
+            preorder.append(each)
+            each._pending = pending
+        return op, reader.pos
 
     def _fast_region(self, reader: Reader, data, pos: int, end: int, values: List[Value],
                      preorder: List[Op], pending, depth: int):

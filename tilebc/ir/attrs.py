@@ -4,31 +4,37 @@ Arrays and dictionaries nest and may share elements: hashes are cached and equal
 pair of nested values once (tilebc/ir/shared.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from ..record import Record
 from .shared import cached_hash, shared_node
 from .types import ElementType, TileType, Type
 
 
 class Attribute:
-    """Base of tagged attributes."""
+    """Base of tagged attributes (each a frozen record, tilebc/record.py)."""
 
     __slots__ = ()
 
 
 @cached_hash
-@dataclass(frozen=True)
-class IntegerAttr(Attribute):
-    type: ElementType
-    value: int  # signed interpretation (i1: 0/1)
+class IntegerAttr(Attribute, Record):
+    _fields = ("type", "value")
+
+    # value: signed interpretation (i1: 0/1)
+    def __init__(self, type: ElementType, value: int):
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "value", value)
 
 
 @cached_hash
-@dataclass(frozen=True)
-class FloatAttr(Attribute):
-    type: ElementType
-    bits: int  # raw IEEE-like bit pattern; exact for every float type
+class FloatAttr(Attribute, Record):
+    _fields = ("type", "bits")
+
+    # bits: raw IEEE-like bit pattern; exact for every float type
+    def __init__(self, type: ElementType, bits: int):
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "bits", bits)
 
     @property
     def value(self) -> float:
@@ -37,36 +43,46 @@ class FloatAttr(Attribute):
 
 
 @cached_hash
-@dataclass(frozen=True)
-class BoolAttr(Attribute):
-    value: bool
+class BoolAttr(Attribute, Record):
+    _fields = ("value",)
+
+    def __init__(self, value: bool):
+        object.__setattr__(self, "value", value)
 
 
 @cached_hash
-@dataclass(frozen=True)
-class TypeAttr(Attribute):
-    value: Type
+class TypeAttr(Attribute, Record):
+    _fields = ("value",)
+
+    def __init__(self, value: Type):
+        object.__setattr__(self, "value", value)
 
 
 @cached_hash
-@dataclass(frozen=True)
-class StringAttr(Attribute):
-    value: str
+class StringAttr(Attribute, Record):
+    _fields = ("value",)
+
+    def __init__(self, value: str):
+        object.__setattr__(self, "value", value)
 
 
 @shared_node
-@dataclass(frozen=True)
-class ArrayAttr(Attribute):
-    elements: Tuple[Attribute, ...]
+class ArrayAttr(Attribute, Record):
+    _fields = ("elements",)
+
+    def __init__(self, elements: Tuple[Attribute, ...]):
+        object.__setattr__(self, "elements", elements)
 
 
 @cached_hash
-@dataclass(frozen=True)
-class DenseElementsAttr(Attribute):
+class DenseElementsAttr(Attribute, Record):
     """Raw little-endian element buffer; one element means splat; i1 non-splat is bit-packed."""
 
-    type: TileType
-    data: bytes
+    _fields = ("type", "data")
+
+    def __init__(self, type: TileType, data: bytes):
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "data", data)
 
     @property
     def is_splat(self) -> bool:
@@ -75,23 +91,29 @@ class DenseElementsAttr(Attribute):
 
 
 @cached_hash
-@dataclass(frozen=True)
-class DivByAttr(Attribute):
-    divisor: int
-    every: Optional[int] = None
-    along: Optional[int] = None
+class DivByAttr(Attribute, Record):
+    _fields = ("divisor", "every", "along")
+
+    def __init__(self, divisor: int, every: Optional[int] = None, along: Optional[int] = None):
+        object.__setattr__(self, "divisor", divisor)
+        object.__setattr__(self, "every", every)
+        object.__setattr__(self, "along", along)
 
 
 @cached_hash
-@dataclass(frozen=True)
-class SameElementsAttr(Attribute):
-    values: Tuple[int, ...]
+class SameElementsAttr(Attribute, Record):
+    _fields = ("values",)
+
+    def __init__(self, values: Tuple[int, ...]):
+        object.__setattr__(self, "values", values)
 
 
 @shared_node
-@dataclass(frozen=True)
-class DictionaryAttr(Attribute):
-    entries: Tuple[Tuple[str, Attribute], ...]
+class DictionaryAttr(Attribute, Record):
+    _fields = ("entries",)
+
+    def __init__(self, entries: Tuple[Tuple[str, Attribute], ...]):
+        object.__setattr__(self, "entries", entries)
 
     def get(self, key: str, default=None):
         for name, value in self.entries:
@@ -101,15 +123,19 @@ class DictionaryAttr(Attribute):
 
 
 @shared_node
-@dataclass(frozen=True)
-class OptimizationHintsAttr(Attribute):
+class OptimizationHintsAttr(Attribute, Record):
     """Per-architecture hint dictionaries: (("sm_90", DictionaryAttr(...)), ...)."""
 
-    entries: Tuple[Tuple[str, DictionaryAttr], ...]
+    _fields = ("entries",)
+
+    def __init__(self, entries: Tuple[Tuple[str, DictionaryAttr], ...]):
+        object.__setattr__(self, "entries", entries)
 
 
 @cached_hash
-@dataclass(frozen=True)
-class BoundedAttr(Attribute):
-    lower: Optional[int] = None
-    upper: Optional[int] = None
+class BoundedAttr(Attribute, Record):
+    _fields = ("lower", "upper")
+
+    def __init__(self, lower: Optional[int] = None, upper: Optional[int] = None):
+        object.__setattr__(self, "lower", lower)
+        object.__setattr__(self, "upper", upper)

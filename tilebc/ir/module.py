@@ -1,11 +1,11 @@
 """The IR model: Module → Global / Function → Region → Block → Op → Value."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from ..ops.enums import SymbolVisibility
 from ..ops.spec import Arity, OpSpec
+from ..record import Struct
 from ..version import Version, MAX_VERSION
 from .attrs import ArrayAttr, Attribute, DenseElementsAttr, OptimizationHintsAttr
 from .location import Location
@@ -80,29 +80,42 @@ class Op:
         return f"<Op {self.name}>"
 
 
-@dataclass
-class Block:
-    args: List[Value] = field(default_factory=list)
-    ops: List[Op] = field(default_factory=list)
+# Mutable structs (tilebc/record.py): compared field by field, unhashable, like the dataclasses
+# they replace, without generating methods at import.
+class Block(Struct):
+    _fields = ("args", "ops")
+
+    def __init__(self, args: Optional[List[Value]] = None, ops: Optional[List[Op]] = None):
+        self.args = [] if args is None else args
+        self.ops = [] if ops is None else ops
 
 
-@dataclass
-class Region:
-    blocks: List[Block] = field(default_factory=list)
+class Region(Struct):
+    _fields = ("blocks",)
+
+    def __init__(self, blocks: Optional[List[Block]] = None):
+        self.blocks = [] if blocks is None else blocks
 
 
-@dataclass
-class Function:
+class Function(Struct):
     """A kernel entry (`entry @name(...)`). Its body block's arguments are the kernel parameters."""
 
-    name: str
-    type: FunctionType
-    body: Block
-    optimization_hints: Optional[OptimizationHintsAttr] = None
-    arg_attrs: Optional[ArrayAttr] = None
-    loc: Location = None
-    offset: Optional[int] = None
-    text_pos: Optional[Tuple[int, int]] = None  # (line, column) when parsed from text
+    _fields = ("name", "type", "body", "optimization_hints", "arg_attrs", "loc", "offset",
+               "text_pos")
+
+    # text_pos: (line, column) when parsed from text
+    def __init__(self, name: str, type: FunctionType, body: Block,
+                 optimization_hints: Optional[OptimizationHintsAttr] = None,
+                 arg_attrs: Optional[ArrayAttr] = None, loc: Location = None,
+                 offset: Optional[int] = None, text_pos: Optional[Tuple[int, int]] = None):
+        self.name = name
+        self.type = type
+        self.body = body
+        self.optimization_hints = optimization_hints
+        self.arg_attrs = arg_attrs
+        self.loc = loc
+        self.offset = offset
+        self.text_pos = text_pos
 
     @property
     def args(self) -> List[Value]:
@@ -113,33 +126,44 @@ class Function:
             yield from op.walk()
 
 
-@dataclass
-class Global:
-    name: str
-    value: DenseElementsAttr
-    alignment: int = 0
-    visibility: SymbolVisibility = SymbolVisibility.PUBLIC
-    constant: bool = False
+class Global(Struct):
+    _fields = ("name", "value", "alignment", "visibility", "constant")
+
+    def __init__(self, name: str, value: DenseElementsAttr, alignment: int = 0,
+                 visibility: SymbolVisibility = SymbolVisibility.PUBLIC, constant: bool = False):
+        self.name = name
+        self.value = value
+        self.alignment = alignment
+        self.visibility = visibility
+        self.constant = constant
 
     @property
     def type(self) -> TileType:
         return self.value.type
 
 
-@dataclass
-class Module:
-    functions: List[Function] = field(default_factory=list)
-    globals: List[Global] = field(default_factory=list)
-    version: Version = MAX_VERSION
-    producer: Optional[str] = None
-    preview: bool = False  # header tag bit 0
-    name: str = "kernels"  # not stored in bytecode
-    source: Optional[str] = None  # file it was read from, for diagnostics
-    # Lenient readings of a decoded file (tilebc.binary.DecodeWarning); not part of the IR's value.
-    decode_warnings: list = field(default_factory=list, compare=False, repr=False)
-    # How the file it was read from laid out its tables (tilebc.binary.layout.FileLayout), for
-    # writing it back byte for byte; None for a module built or parsed. Not part of its value.
-    layout: Optional[object] = field(default=None, compare=False, repr=False)
+class Module(Struct):
+    _fields = ("functions", "globals", "version", "producer", "preview", "name", "source")
+
+    # preview: header tag bit 0. name: not stored in bytecode. source: the file it was read from,
+    # for diagnostics. decode_warnings: lenient readings of a decoded file
+    # (tilebc.binary.DecodeWarning). layout: how the file it was read from laid out its tables
+    # (tilebc.binary.layout.FileLayout), for writing it back byte for byte; None for a module
+    # built or parsed. Neither of the last two is part of the module's value (compared, shown).
+    def __init__(self, functions: Optional[List[Function]] = None,
+                 globals: Optional[List[Global]] = None, version: Version = MAX_VERSION,
+                 producer: Optional[str] = None, preview: bool = False, name: str = "kernels",
+                 source: Optional[str] = None, decode_warnings: Optional[list] = None,
+                 layout: Optional[object] = None):
+        self.functions = [] if functions is None else functions
+        self.globals = [] if globals is None else globals
+        self.version = version
+        self.producer = producer
+        self.preview = preview
+        self.name = name
+        self.source = source
+        self.decode_warnings = [] if decode_warnings is None else decode_warnings
+        self.layout = layout
 
     def function(self, name: str) -> Function:
         for function in self.functions:

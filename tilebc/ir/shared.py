@@ -5,15 +5,14 @@ index, so a file of n entries can describe a value whose tree has 2^n nodes: a f
 `Tk = (Tk-1, Tk-1) -> ()`, a call site `callsite(#locN at #locN)`. The readers build such a value
 once per entry, as a DAG. Every walk over it must therefore visit each distinct sub-value once:
 
-* `cached_hash`: a frozen dataclass computes its hash once and keeps it, so hashing a DAG costs one
-  step per distinct node (the dataclass default rehashes the whole tree on every call);
+* `cached_hash`: a frozen dataclass or record computes its hash once and keeps it, so hashing a
+  DAG costs one step per distinct node (the dataclass default rehashes the whole tree on every call);
 * `shared_node`: equality of two values of a class whose instances nest (function types, call
   sites) compares each pair of sub-values once, whatever the sharing (`dag_equal`);
 * `brief`: a bounded rendering for messages and reprs, whatever the size of the tree.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Callable, Dict, List, Tuple
 
 # class -> names of the fields that take part in equality and hashing
@@ -24,6 +23,9 @@ REPR_LIMIT = 4000  # characters of a repr
 
 
 def _compared_fields(cls) -> Tuple[str, ...]:
+    if "__dataclass_fields__" not in cls.__dict__:  # a Record (tilebc/record.py)
+        return tuple(cls._fields)
+    import dataclasses
     return tuple(f.name for f in dataclasses.fields(cls)
                  if (f.compare if f.hash is None else f.hash))
 
@@ -37,7 +39,8 @@ def _getstate(self):
 
 
 def cached_hash(cls):
-    """Class decorator (after @dataclass(frozen=True)): the structural hash, computed once."""
+    """Class decorator (after @dataclass(frozen=True), or on a Record): the structural hash,
+    computed once."""
     names = _compared_fields(cls)
 
     def __hash__(self):

@@ -1,4 +1,5 @@
-"""Tile IR types. All types are frozen dataclasses, so equality is structural, as the spec requires.
+"""Tile IR types. All types are frozen records (tilebc/record.py), so equality is structural, as
+the spec requires.
 
 Function types refer to other types, so tables can share them: hashes are cached, equality and
 `text_size` visit each distinct sub-type once, and the text of a function type is refused by the
@@ -8,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Optional, Tuple, Union
 
 from ..errors import TilebcError
 from ..ops.enums import PaddingValue, PtrAttr
+from ..record import Record
 from ..version import V13_1, V13_2, V13_3, V13_4, Version
 from .shared import BRIEF_LIMIT, brief, cached_hash, repr_pieces, shared_node
 
@@ -36,21 +37,26 @@ def exact_type_text():
 
 
 class Type:
-    """Base of every Tile IR type."""
+    """Base of every Tile IR type (each a frozen record, tilebc/record.py)."""
 
     __slots__ = ()
 
 
 @cached_hash
-@dataclass(frozen=True)
-class ElementType(Type):
+class ElementType(Type, Record):
     """A scalar element type (`i32`, `f16`, `f8E4M3FN`, …). Use the module-level singletons."""
 
-    name: str
-    bits: int = field(compare=False)
-    kind: str = field(compare=False)  # "int" | "float"
-    type_tag: int = field(compare=False, repr=False)
-    since: Version = field(compare=False, repr=False, default=V13_1)
+    _fields = ("name",)  # the name alone decides equality
+    _shown = ("name", "bits", "kind")
+
+    # kind: "int" | "float"
+    def __init__(self, name: str, bits: int, kind: str, type_tag: int, since: Version = V13_1):
+        _set = object.__setattr__
+        _set(self, "name", name)
+        _set(self, "bits", bits)
+        _set(self, "kind", kind)
+        _set(self, "type_tag", type_tag)
+        _set(self, "since", since)
 
     def __str__(self) -> str:
         return self.name
@@ -119,10 +125,13 @@ Dim = Optional[int]
 
 
 @cached_hash
-@dataclass(frozen=True)
-class PointerType(Type):
-    pointee: ElementType
-    ptr_attr: PtrAttr = PtrAttr.NONE
+class PointerType(Type, Record):
+    _fields = ("pointee", "ptr_attr")
+
+    def __init__(self, pointee: ElementType, ptr_attr: PtrAttr = PtrAttr.NONE):
+        _set = object.__setattr__
+        _set(self, "pointee", pointee)
+        _set(self, "ptr_attr", ptr_attr)
 
     def __str__(self) -> str:
         if self.ptr_attr != PtrAttr.NONE:
@@ -131,10 +140,13 @@ class PointerType(Type):
 
 
 @cached_hash
-@dataclass(frozen=True)
-class TileType(Type):
-    shape: Tuple[int, ...]
-    element: Union[ElementType, PointerType]
+class TileType(Type, Record):
+    _fields = ("shape", "element")
+
+    def __init__(self, shape: Tuple[int, ...], element: Union[ElementType, PointerType]):
+        _set = object.__setattr__
+        _set(self, "shape", shape)
+        _set(self, "element", element)
 
     @property
     def rank(self) -> int:
@@ -157,12 +169,16 @@ def _dims(values: Tuple[Dim, ...], sep: str) -> str:
 
 
 @cached_hash
-@dataclass(frozen=True)
-class TensorViewType(Type):
-    element: ElementType
-    shape: Tuple[Dim, ...]
-    strides: Tuple[Dim, ...]
-    ptr_attr: PtrAttr = PtrAttr.NONE
+class TensorViewType(Type, Record):
+    _fields = ("element", "shape", "strides", "ptr_attr")
+
+    def __init__(self, element: ElementType, shape: Tuple[Dim, ...], strides: Tuple[Dim, ...],
+                 ptr_attr: PtrAttr = PtrAttr.NONE):
+        _set = object.__setattr__
+        _set(self, "element", element)
+        _set(self, "shape", shape)
+        _set(self, "strides", strides)
+        _set(self, "ptr_attr", ptr_attr)
 
     @property
     def rank(self) -> int:
@@ -179,12 +195,16 @@ class TensorViewType(Type):
 
 
 @cached_hash
-@dataclass(frozen=True)
-class PartitionViewType(Type):
-    tile_shape: Tuple[int, ...]
-    tensor_view: TensorViewType
-    dim_map: Tuple[int, ...]
-    padding_value: Optional[PaddingValue] = None
+class PartitionViewType(Type, Record):
+    _fields = ("tile_shape", "tensor_view", "dim_map", "padding_value")
+
+    def __init__(self, tile_shape: Tuple[int, ...], tensor_view: TensorViewType,
+                 dim_map: Tuple[int, ...], padding_value: Optional[PaddingValue] = None):
+        _set = object.__setattr__
+        _set(self, "tile_shape", tile_shape)
+        _set(self, "tensor_view", tensor_view)
+        _set(self, "dim_map", dim_map)
+        _set(self, "padding_value", padding_value)
 
     def __str__(self) -> str:
         text = f"partition_view<tile=({_dims(self.tile_shape, 'x')})"
@@ -197,13 +217,18 @@ class PartitionViewType(Type):
 
 
 @cached_hash
-@dataclass(frozen=True)
-class StridedViewType(Type):
-    tile_shape: Tuple[int, ...]
-    traversal_strides: Tuple[int, ...]
-    tensor_view: TensorViewType
-    dim_map: Tuple[int, ...]
-    padding_value: Optional[PaddingValue] = None
+class StridedViewType(Type, Record):
+    _fields = ("tile_shape", "traversal_strides", "tensor_view", "dim_map", "padding_value")
+
+    def __init__(self, tile_shape: Tuple[int, ...], traversal_strides: Tuple[int, ...],
+                 tensor_view: TensorViewType, dim_map: Tuple[int, ...],
+                       padding_value: Optional[PaddingValue] = None):
+        _set = object.__setattr__
+        _set(self, "tile_shape", tile_shape)
+        _set(self, "traversal_strides", traversal_strides)
+        _set(self, "tensor_view", tensor_view)
+        _set(self, "dim_map", dim_map)
+        _set(self, "padding_value", padding_value)
 
     def __str__(self) -> str:
         text = (f"strided_view<tile=({_dims(self.tile_shape, 'x')}), "
@@ -217,12 +242,16 @@ class StridedViewType(Type):
 
 
 @cached_hash
-@dataclass(frozen=True)
-class GatherScatterViewType(Type):
-    tile_shape: Tuple[int, ...]
-    tensor_view: TensorViewType
-    sparse_dim: int
-    padding_value: Optional[PaddingValue] = None
+class GatherScatterViewType(Type, Record):
+    _fields = ("tile_shape", "tensor_view", "sparse_dim", "padding_value")
+
+    def __init__(self, tile_shape: Tuple[int, ...], tensor_view: TensorViewType, sparse_dim: int,
+                 padding_value: Optional[PaddingValue] = None):
+        _set = object.__setattr__
+        _set(self, "tile_shape", tile_shape)
+        _set(self, "tensor_view", tensor_view)
+        _set(self, "sparse_dim", sparse_dim)
+        _set(self, "padding_value", padding_value)
 
     def __str__(self) -> str:
         text = f"gather_scatter_view<tile=({_dims(self.tile_shape, 'x')})"
@@ -232,17 +261,21 @@ class GatherScatterViewType(Type):
 
 
 @cached_hash
-@dataclass(frozen=True)
-class TokenType(Type):
+class TokenType(Type, Record):
+    _fields = ()
+
     def __str__(self) -> str:
         return "token"
 
 
 @shared_node
-@dataclass(frozen=True)
-class FunctionType(Type):
-    inputs: Tuple[Type, ...]
-    results: Tuple[Type, ...] = ()
+class FunctionType(Type, Record):
+    _fields = ("inputs", "results")
+
+    def __init__(self, inputs: Tuple[Type, ...], results: Tuple[Type, ...] = ()):
+        _set = object.__setattr__
+        _set(self, "inputs", inputs)
+        _set(self, "results", results)
 
     def __str__(self) -> str:
         size = text_size(self)

@@ -6,9 +6,9 @@ op's shape is derived from these declarations (see `table.py`); nothing else lis
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Tuple, Type as PyType
 
+from ..record import Record
 from ..version import V13_1, Version
 
 
@@ -86,32 +86,51 @@ class Elements(enum.Enum):
     INT = "int"      # the integer types i1..i64
 
 
-@dataclass(frozen=True)
-class OperandSpec:
-    name: str
-    arity: Arity = Arity.ONE
-    since: Version = V13_1
+# Plain frozen records (tilebc/record.py): the table builds ~120 specs at import, and `tilebc dis`
+# starts faster without generating dataclass methods.
+class OperandSpec(Record):
+    __slots__ = ("name", "arity", "since")
+    _fields = __slots__
+
+    def __init__(self, name: str, arity: Arity = Arity.ONE, since: Version = V13_1):
+        _set = object.__setattr__
+        _set(self, "name", name)
+        _set(self, "arity", arity)
+        _set(self, "since", since)
 
 
-@dataclass(frozen=True)
-class ResultSpec:
-    name: str
-    variadic: bool = False
-    since: Version = V13_1
-    default_type: Any = None  # type the reader synthesizes when the file predates the result
+class ResultSpec(Record):
+    __slots__ = ("name", "variadic", "since", "default_type")
+    _fields = __slots__
+
+    # default_type: the type the reader synthesizes when the file predates the result.
+    def __init__(self, name: str, variadic: bool = False, since: Version = V13_1,
+                 default_type: Any = None):
+        _set = object.__setattr__
+        _set(self, "name", name)
+        _set(self, "variadic", variadic)
+        _set(self, "since", since)
+        _set(self, "default_type", default_type)
 
 
-@dataclass(frozen=True)
-class AttrSpec:
-    name: str
-    kind: AttrKind
-    enum: Optional[PyType] = None
-    optional: bool = False
-    since: Version = V13_1
-    # Value implied when absent (files older than `since`, or elided in text). A callable gets the
-    # op's operand groups, for defaults that depend on them (view `inbounds`).
-    default: Any = None
-    width: int = 64  # INT attributes: the integer width the value must fit in
+class AttrSpec(Record):
+    __slots__ = ("name", "kind", "enum", "optional", "since", "default", "width")
+    _fields = __slots__
+
+    # default: the value implied when absent (files older than `since`, or elided in text); a
+    # callable gets the op's operand groups, for defaults that depend on them (view `inbounds`).
+    # width: INT attributes, the integer width the value must fit in.
+    def __init__(self, name: str, kind: AttrKind, enum: Optional[PyType] = None,
+                 optional: bool = False, since: Version = V13_1, default: Any = None,
+                 width: int = 64):
+        _set = object.__setattr__
+        _set(self, "name", name)
+        _set(self, "kind", kind)
+        _set(self, "enum", enum)
+        _set(self, "optional", optional)
+        _set(self, "since", since)
+        _set(self, "default", default)
+        _set(self, "width", width)
 
     def default_for(self, operands) -> Any:
         return self.default(operands) if callable(self.default) else self.default
@@ -122,77 +141,122 @@ class AttrSpec:
         return self.optional or self.kind is AttrKind.UNIT
 
 
-@dataclass(frozen=True)
-class FlagBit:
-    bit: int
-    name: str
-    is_operand: bool
-    since: Version
+class FlagBit(Record):
+    __slots__ = ("bit", "name", "is_operand", "since")
+    _fields = __slots__
+
+    def __init__(self, bit: int, name: str, is_operand: bool, since: Version):
+        _set = object.__setattr__
+        _set(self, "bit", bit)
+        _set(self, "name", name)
+        _set(self, "is_operand", is_operand)
+        _set(self, "since", since)
 
 
-@dataclass(frozen=True)
-class OpSpec:
-    mnemonic: str
-    opcode: int
-    since: Version = V13_1
-    operands: Tuple[OperandSpec, ...] = ()
-    results: Tuple[ResultSpec, ...] = ()
-    attrs: Tuple[AttrSpec, ...] = ()
-    regions: int = 0
-    # AttrSizedOperandSegments: each operand group is encoded on its own (variadic: count + ids,
-    # optional: id only when its flag bit is set). Otherwise variadic operands share one total count.
-    segmented: bool = False
-    terminator: bool = False
-    structural: bool = False  # entry / global / module: never inside a function body
-    preview: bool = False     # opcode in the preview range, readable only from preview-tagged files
-    # Memory effects; a reduce/scan body may hold only ops whose effects come to NONE.
-    effects: Effects = Effects.MEMORY
-    family: Family = Family.OTHER
-    elements: Optional[Elements] = None  # ELEMENTWISE / COMPARE ops: the operands' element class
-    # Terminators: the region ops whose regions they may end directly (entry: a kernel body), and
-    # whether they may also end an `if` region nested in one of them (early exits).
-    ends: Tuple[str, ...] = ()
-    through_if: bool = False
-    exit: Optional[Exit] = None  # terminators: where control goes
-    # Region ops: early exits (return, continue, break) in its regions leave through it to the
-    # enclosing op (`if`); its regions are combiners, which may hold only effect-free ops
-    # (reduce, scan).
-    exits_pass: bool = False
-    combiner: bool = False
-    # Region ops: the last region may be left out when the op has no results (if without else).
-    else_optional: bool = False
-    # Region ops: whether their regions' blocks take arguments (an if's do not).
-    block_args: bool = True
-    # Loops: the operand group whose types `continue` carries to the next iteration when those
-    # need not be the results' (a loop left by break); "" where the results' types are carried.
-    carried: str = ""
-    summary: str = ""
-    # Text form: an MLIR-assembly-format-like declaration read by both the printer and the parser
-    # (grammar in tilebc/text/syntax.py).
-    syntax: str = ""
-    # Default SSA result names in text: None (op offers none), "" (op takes part in naming but
-    # names nothing), a base name for result 0 ("tview"), or "@constant" / "@assume" for names
-    # computed from the op's value / operand. Ops with two or more fixed results name each result
-    # after its declaration.
-    asm_name: Optional[str] = None
-    # Names of region entry-block arguments in text: "" (argN), "induction" (loopIdx, iterArgN),
-    # "pairs" (reduce_lhs/reduce_rhs pairs).
-    asm_block_args: str = ""
-    # Operand whose type the first result has (MLIR's AllTypesMatch / TypesMatchWith): the parser
-    # reads it when the syntax prints no result type, the builder infers the result type from it.
-    result_like: str = ""
-    # Operand whose value the result is, unchanged (assume only records a fact about it), so
-    # analyses may look through the op to where the value comes from.
-    forwards: str = ""
-    # The result does not depend on the order of the two operands, bit for bit (a reduction may
-    # pair partial results in any order and lane pairing).
-    commutative: bool = False
-    # Result element i is a function of the operands' elements i alone (casts, select); the
-    # element-wise and compare families are so by definition, see `per_element`.
-    maps_elements: bool = False
-    flag_bits: Tuple[FlagBit, ...] = field(init=False)
+class OpSpec(Record):
+    _fields = ("mnemonic", "opcode", "since", "operands", "results", "attrs", "regions",
+               "segmented", "terminator", "structural", "preview", "effects", "family", "elements",
+               "ends", "through_if", "exit", "exits_pass", "combiner", "else_optional",
+               "block_args", "carried", "summary",
+               "syntax", "asm_name", "asm_block_args", "result_like", "forwards", "commutative",
+               "maps_elements", "flag_bits")
 
-    def __post_init__(self):
+    def __init__(self, mnemonic: str,
+                 opcode: int,
+                 since: Version = V13_1,
+                 operands: Tuple[OperandSpec, ...] = (),
+                 results: Tuple[ResultSpec, ...] = (),
+                 attrs: Tuple[AttrSpec, ...] = (),
+                 regions: int = 0,
+                 # AttrSizedOperandSegments: each operand group is encoded on its own (variadic:
+                 # count + ids, optional: id only when its flag bit is set). Otherwise variadic
+                 # operands share one total count.
+                 segmented: bool = False,
+                 terminator: bool = False,
+                 structural: bool = False,  # entry / global / module: never inside a function body
+                 # opcode in the preview range, readable only from preview-tagged files
+                 preview: bool = False,
+                 # Memory effects; a reduce/scan body may hold only ops whose effects come to NONE.
+                 effects: Effects = Effects.MEMORY,
+                 family: Family = Family.OTHER,
+                 # ELEMENTWISE / COMPARE ops: the operands' element class
+                 elements: Optional[Elements] = None,
+                 # Terminators: the region ops whose regions they may end directly (entry: a kernel
+                 # body), and whether they may also end an `if` region nested in one of them (early
+                 # exits).
+                 ends: Tuple[str, ...] = (),
+                 through_if: bool = False,
+                 exit: Optional[Exit] = None,  # terminators: where control goes
+                 # Region ops: early exits (return, continue, break) in its regions leave through it
+                 # to the enclosing op (`if`); its regions are combiners, which may hold only
+                 # effect-free ops (reduce, scan).
+                 exits_pass: bool = False,
+                 combiner: bool = False,
+                 # Region ops: the last region may be left out when the op has no results (if
+                 # without else).
+                 else_optional: bool = False,
+                 # Region ops: whether their regions' blocks take arguments (an if's do not).
+                 block_args: bool = True,
+                 # Loops: the operand group whose types `continue` carries to the next iteration
+                 # when those need not be the results' (a loop left by break); "" where the
+                 # results' types are carried.
+                 carried: str = "",
+                 summary: str = "",
+                 # Text form: an MLIR-assembly-format-like declaration read by both the printer and
+                 # the parser (grammar in tilebc/text/syntax.py).
+                 syntax: str = "",
+                 # Default SSA result names in text: None (op offers none), "" (op takes part in
+                 # naming but names nothing), a base name for result 0 ("tview"), or "@constant" /
+                 # "@assume" for names computed from the op's value / operand. Ops with two or more
+                 # fixed results name each result after its declaration.
+                 asm_name: Optional[str] = None,
+                 # Names of region entry-block arguments in text: "" (argN), "induction"
+                 # (loopIdx, iterArgN), "pairs" (reduce_lhs/reduce_rhs pairs).
+                 asm_block_args: str = "",
+                 # Operand whose type the first result has (MLIR's AllTypesMatch / TypesMatchWith):
+                 # the parser reads it when the syntax prints no result type, the builder infers the
+                 # result type from it.
+                 result_like: str = "",
+                 # Operand whose value the result is, unchanged (assume only records a fact about
+                 # it), so analyses may look through the op to where the value comes from.
+                 forwards: str = "",
+                 # The result does not depend on the order of the two operands, bit for bit (a
+                 # reduction may pair partial results in any order and lane pairing).
+                 commutative: bool = False,
+                 # Result element i is a function of the operands' elements i alone (casts, select);
+                 # the element-wise and compare families are so by definition, see `per_element`.
+                 maps_elements: bool = False):
+        _set = object.__setattr__
+        _set(self, "mnemonic", mnemonic)
+        _set(self, "opcode", opcode)
+        _set(self, "since", since)
+        _set(self, "operands", operands)
+        _set(self, "results", results)
+        _set(self, "attrs", attrs)
+        _set(self, "regions", regions)
+        _set(self, "segmented", segmented)
+        _set(self, "terminator", terminator)
+        _set(self, "structural", structural)
+        _set(self, "preview", preview)
+        _set(self, "effects", effects)
+        _set(self, "family", family)
+        _set(self, "elements", elements)
+        _set(self, "ends", ends)
+        _set(self, "through_if", through_if)
+        _set(self, "exit", exit)
+        _set(self, "exits_pass", exits_pass)
+        _set(self, "combiner", combiner)
+        _set(self, "else_optional", else_optional)
+        _set(self, "block_args", block_args)
+        _set(self, "carried", carried)
+        _set(self, "summary", summary)
+        _set(self, "syntax", syntax)
+        _set(self, "asm_name", asm_name)
+        _set(self, "asm_block_args", asm_block_args)
+        _set(self, "result_like", result_like)
+        _set(self, "forwards", forwards)
+        _set(self, "commutative", commutative)
+        _set(self, "maps_elements", maps_elements)
         # Flag bits are numbered in version order: the optional fields of the op's first version
         # (attributes in declaration order, then optional operands), then the next version's, and so on.
         def effective(since: Version) -> Version:
@@ -204,7 +268,7 @@ class OpSpec:
         candidates.sort(key=lambda c: (c[0], c[1], c[2]))
         bits = tuple(FlagBit(bit, name, is_operand, since)
                      for bit, (since, _, _, name, is_operand) in enumerate(candidates))
-        object.__setattr__(self, "flag_bits", bits)
+        _set(self, "flag_bits", bits)
 
     @property
     def per_element(self) -> bool:

@@ -6,7 +6,6 @@ OPS. Opcodes are frozen wire values (never renumbered). Operand shorthand: "name
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Dict, Tuple, TypeVar
 
 from ..version import V13_1, V13_2, V13_3, V13_4, V13_5, Version
@@ -464,7 +463,7 @@ _EFFECTS = {
     "alloca": Effects.ALLOC,
     "preview$call": Effects.CALL,
 }
-OPS = tuple(replace(spec, effects=_EFFECTS[spec.mnemonic]) if spec.mnemonic in _EFFECTS else spec
+OPS = tuple(spec.replace(effects=_EFFECTS[spec.mnemonic]) if spec.mnemonic in _EFFECTS else spec
             for spec in OPS)
 
 OPS_BY_OPCODE: Dict[int, OpSpec] = {spec.opcode: spec for spec in OPS}

@@ -324,7 +324,21 @@ def _tanh(w, op, x):
 
 
 def pow_f32(w, x, y):
-    """x^y for f32 registers: 2^(y·log2|x|), negative x allowed for integral y."""
+    """x^y for f32 registers: 2^(y·log2|x|), negative x allowed for integral y. Ordinary
+    operands (0 < x < inf, |y log2 x| <= 200) take a path free of special-value fix-ups; the
+    others branch (divergently, rarely taken) to the full sequence."""
+    fast, ordinary = f32math.pow_ordinary_f32(w, x, y)
+    out = w.reg("f32")
+    w(f"mov.f32 {out}, {fast}")
+    done = w.label("pow_ordinary")
+    w(f"@{ordinary} bra {done}")
+    w(f"mov.f32 {out}, {_pow_full_f32(w, x, y)}")
+    w.place(done)
+    return out
+
+
+def _pow_full_f32(w, x, y):
+    """pow_f32 for any operands, C99 / numpy special values included."""
     ax = w.reg("f32")
     w(f"abs.f32 {ax}, {x}")
     out = f32math.pow_magnitude_f32(w, ax, y)

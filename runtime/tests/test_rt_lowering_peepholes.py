@@ -203,7 +203,49 @@ def test_i64_products_and_compares_of_widened_i32_use_32_bit_instructions():
     np.testing.assert_array_equal(out, np.where(below, product, -1))
     ptx = _ptx(module, threads=32)
     assert "mul.wide.s32" in ptx and "mul.lo.s64" not in ptx
-    # the comparison of x with lim (the view's own bounds checks stay 64-bit)
+    # the comparison of x with lim (the views' own bounds checks compare with their static extent)
+    assert _count(ptx, r"setp\.lt\.u32 %p\d+, %r\d+, %r\d+") == 1
+
+
+# out[r, c] = (c - 3 as i64 < lim as i64, unsigned) ? (c - 3) * lim : -1, c - 3 a folded i64
+# iota broadcast over 2 rows
+IOTA64 = """
+entry @iota64(%po: tile<ptr<i64>>, %o0: tile<i32>, %o1: tile<i32>, %o2: tile<i32>, %o3: tile<i32>,
+    %lim: tile<i32>) {
+  %t0 = make_token : token
+  %zero = constant <i32: 0> : tile<i32>
+  %vo = make_tensor_view %po, shape = [2, 16], strides = [16, 1] : tensor_view<2x16xi64, strides=[16,1]>
+  %qo = make_partition_view %vo : partition_view<tile=(2x16), tensor_view<2x16xi64, strides=[16,1]>>
+  %i = iota : tile<16xi32>
+  %iw = exti %i signed : tile<16xi32> -> tile<16xi64>
+  %three = constant <i64: 3> : tile<16xi64>
+  %x1 = subi %iw, %three : tile<16xi64>
+  %x2 = reshape %x1 : tile<16xi64> -> tile<1x16xi64>
+  %x = broadcast %x2 : tile<1x16xi64> -> tile<2x16xi64>
+  %l1 = reshape %lim : tile<i32> -> tile<1x1xi32>
+  %lb = broadcast %l1 : tile<1x1xi32> -> tile<2x16xi32>
+  %lw = exti %lb signed : tile<2x16xi32> -> tile<2x16xi64>
+  %ok = cmpi less_than %x, %lw, unsigned : tile<2x16xi64> -> tile<2x16xi1>
+  %p = muli %x, %lw : tile<2x16xi64>
+  %m1 = constant <i64: -1> : tile<2x16xi64>
+  %r = select %ok, %p, %m1 : tile<2x16xi1>, tile<2x16xi64>
+  %t1 = store_view_tko weak %r, %qo[%zero, %zero] token = %t0 : tile<2x16xi64>, partition_view<tile=(2x16), tensor_view<2x16xi64, strides=[16,1]>>, tile<i32> -> token
+  return
+}
+"""
+
+
+@pytest.mark.parametrize("lim", [20, -2**31, 2**31 - 1])
+def test_i64_constant_tiles_that_fit_in_s32_are_computed_in_32_bits(lim):
+    module = _module(IOTA64)
+    out = np.zeros((2, 16), np.int64)
+    sim.run(module, "iota64", (1,), out, np.int32(lim), threads=32)
+    x = np.broadcast_to(np.arange(16, dtype=np.int64) - 3, (2, 16))
+    below = x.astype(np.uint64) < np.int64(lim).astype(np.uint64)
+    np.testing.assert_array_equal(out, np.where(below, x * lim, -1))
+    ptx = _ptx(module, threads=32)
+    # c - 3 is built in 32 bits and sign-extended once: its product and compare stay narrow
+    assert "mul.lo.s64" not in ptx and "mul.wide.s32" in ptx
     assert _count(ptx, r"setp\.lt\.u32 %p\d+, %r\d+, %r\d+") == 1
 
 

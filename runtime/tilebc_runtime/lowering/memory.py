@@ -195,7 +195,7 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
         narrow_index = _narrow_s32(index_tile)
         if narrow_index is not None and -2**31 <= step < 2**31:  # exact: both fit in s32
             w(f"mul.wide.s32 {start}, {narrow_index}, {step}")
-            start_parts[dim] = (narrow_index, step)
+            start_parts[dim] = (narrow_index, step, indices[i])
         else:
             w(f"mul.lo.s64 {start}, {lw.scalar_s64(index_tile)}, {step}")
         starts[dim] = start
@@ -240,7 +240,7 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
                 if split[i]:
                     scaled, nxt = w.reg("b64"), w.reg("b64")
                     if dim in start_parts:  # index * stride, then * step * size
-                        index32, step = start_parts[dim]
+                        index32, step, _ = start_parts[dim]
                         w(f"mul.wide.s32 {scaled}, {index32}, {narrow[dim]}")
                         w(f"mad.lo.s64 {nxt}, {scaled}, {step * element_size}, {tile_base}")
                     else:
@@ -319,15 +319,19 @@ def _narrow_checks(lw, tensor, dims, checked, start_parts, starts, tile_shape):
     for i, dim in enumerate(dims):
         if not checked[i] or dim not in start_parts or narrow_shape[dim] is None:
             continue
-        index32, step = start_parts[dim]
+        index32, step, value = start_parts[dim]
         if not 0 < step < 2**30 or tile_shape[i] >= 2**30:
             continue
         if step == 1 and tile_shape[i] == 1:
             start32 = index32  # the sign-extended compare equals the u32 one
         else:
-            clamped, start32 = w.reg("b32"), w.reg("b32")
-            w(f"min.u32 {clamped}, {index32}, {-(-2**31 // step)}")
-            w(f"mul.lo.u32 {start32}, {clamped}, {step}")
+            def clamp(index32=index32, step=step):
+                clamped, start32 = w.reg("b32"), w.reg("b32")
+                w(f"min.u32 {clamped}, {index32}, {-(-2**31 // step)}")
+                w(f"mul.lo.u32 {start32}, {clamped}, {step}")
+                return start32
+            # the same index tile and step in several accesses (a load and its store) share it
+            start32 = lw.scoped(("clamped start", lw.forward.get(value, value), step), clamp)
         small[i] = start32
         if tile_shape[i] == 1:
             ok = w.reg("pred")

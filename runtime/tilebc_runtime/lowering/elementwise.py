@@ -612,6 +612,14 @@ def _signed_int(ptx_op, *, floor_fix=False):
             elif divisor is not None:
                 out = (intdiv.urem(w, regs[0], divisor, bits) if unsigned
                        else intdiv.srem(w, regs[0], divisor, bits))
+            elif ptx_op in ("div", "rem"):
+                # a runtime divisor: one truncating division per (dividend, divisor), shared by
+                # the divi and remi of the same operands; a remainder is x - q * d from it (a
+                # rem instruction costs ptxas the same division again)
+                out = quotient = _truncating_quotient(lw, kind, cls, regs)
+                remainder = lambda: _remainder_from(w, kind, cls, regs, quotient)  # noqa: E731
+                if ptx_op == "rem":
+                    return remainder()
             else:
                 out = w.reg(cls)
                 w(f"{ptx_op}.{kind} {out}, {regs[0]}, {regs[1]}")
@@ -620,6 +628,21 @@ def _signed_int(ptx_op, *, floor_fix=False):
             return out
         _int_op(lw, op, build, unsigned=unsigned)
     return lower
+
+
+def _truncating_quotient(lw, kind, cls, regs):
+    def make():
+        out = lw.w.reg(cls)
+        lw.w(f"div.{kind} {out}, {regs[0]}, {regs[1]}")
+        return out
+    return lw.scoped(("truncating quotient", kind, regs[0], regs[1]), make)
+
+
+def _remainder_from(w, kind, cls, regs, quotient):
+    product, out = w.reg(cls), w.reg(cls)
+    w(f"mul.lo.{kind} {product}, {quotient}, {regs[1]}")
+    w(f"sub.{kind} {out}, {regs[0]}, {product}")
+    return out
 
 
 def _constant_divisor(lw, op, unsigned):

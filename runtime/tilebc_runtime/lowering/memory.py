@@ -350,7 +350,14 @@ def _shifted_address(lw, tensor, dims, checked, first, delta, byte_strides, elem
         dim = dims[i]
         if dim not in byte_strides:
             reg = w.reg("b64")
-            w(f"mul.lo.s64 {reg}, {tensor.strides[dim]}, {element_size}")
+            narrow = (tensor.narrow_strides or [None] * len(tensor.strides))[dim]
+            static = tensor.type.strides[dim]
+            if static is not None and -2**63 <= static * element_size < 2**63:
+                w(f"mov.b64 {reg}, {static * element_size}")
+            elif narrow is not None:  # an s32 stride times the element size: one widening multiply
+                w(f"mul.wide.s32 {reg}, {narrow}, {element_size}")
+            else:
+                w(f"mul.lo.s64 {reg}, {tensor.strides[dim]}, {element_size}")
             byte_strides[dim] = reg
         nxt = w.reg("b64")
         w(f"mad.lo.s64 {nxt}, {byte_strides[dim]}, {delta[i]}, {address}")

@@ -614,9 +614,16 @@ def _signed_int(ptx_op, *, floor_fix=False):
                        else intdiv.srem(w, regs[0], divisor, bits))
             elif ptx_op in ("div", "rem"):
                 # a runtime divisor: one truncating division per (dividend, divisor), shared by
-                # the divi and remi of the same operands; a remainder is x - q * d from it (a
-                # rem instruction costs ptxas the same division again)
-                out = quotient = _truncating_quotient(lw, kind, cls, regs)
+                # the divi and a later remi of the same operands; a remainder is x - q * d from
+                # it (a rem instruction costs ptxas the same division again); a remi with no
+                # division before it stays one rem
+                key = ("truncating quotient", kind, regs[0], regs[1])
+                quotient = lw.scoped_hit(key)
+                if ptx_op == "rem" and quotient is None:
+                    out = w.reg(cls)
+                    w(f"rem.{kind} {out}, {regs[0]}, {regs[1]}")
+                    return out
+                out = quotient = lw.scoped(key, lambda: _divide(w, kind, cls, regs))
                 remainder = lambda: _remainder_from(w, kind, cls, regs, quotient)  # noqa: E731
                 if ptx_op == "rem":
                     return remainder()
@@ -630,12 +637,10 @@ def _signed_int(ptx_op, *, floor_fix=False):
     return lower
 
 
-def _truncating_quotient(lw, kind, cls, regs):
-    def make():
-        out = lw.w.reg(cls)
-        lw.w(f"div.{kind} {out}, {regs[0]}, {regs[1]}")
-        return out
-    return lw.scoped(("truncating quotient", kind, regs[0], regs[1]), make)
+def _divide(w, kind, cls, regs):
+    out = w.reg(cls)
+    w(f"div.{kind} {out}, {regs[0]}, {regs[1]}")
+    return out
 
 
 def _remainder_from(w, kind, cls, regs, quotient):

@@ -203,8 +203,112 @@ def test_i64_products_and_compares_of_widened_i32_use_32_bit_instructions():
     np.testing.assert_array_equal(out, np.where(below, product, -1))
     ptx = _ptx(module, threads=32)
     assert "mul.wide.s32" in ptx and "mul.lo.s64" not in ptx
-    # the comparison of x with lim (the view's own bounds checks stay 64-bit)
+    # the comparison of x with lim (the views' own bounds checks compare with their static extent)
     assert _count(ptx, r"setp\.lt\.u32 %p\d+, %r\d+, %r\d+") == 1
+
+
+# out[r, c] = (c - 3 as i64 < lim as i64, unsigned) ? (c - 3) * lim : -1, c - 3 a folded i64
+# iota broadcast over 2 rows
+IOTA64 = """
+entry @iota64(%po: tile<ptr<i64>>, %o0: tile<i32>, %o1: tile<i32>, %o2: tile<i32>, %o3: tile<i32>,
+    %lim: tile<i32>) {
+  %t0 = make_token : token
+  %zero = constant <i32: 0> : tile<i32>
+  %vo = make_tensor_view %po, shape = [2, 16], strides = [16, 1] : tensor_view<2x16xi64, strides=[16,1]>
+  %qo = make_partition_view %vo : partition_view<tile=(2x16), tensor_view<2x16xi64, strides=[16,1]>>
+  %i = iota : tile<16xi32>
+  %iw = exti %i signed : tile<16xi32> -> tile<16xi64>
+  %three = constant <i64: 3> : tile<16xi64>
+  %x1 = subi %iw, %three : tile<16xi64>
+  %x2 = reshape %x1 : tile<16xi64> -> tile<1x16xi64>
+  %x = broadcast %x2 : tile<1x16xi64> -> tile<2x16xi64>
+  %l1 = reshape %lim : tile<i32> -> tile<1x1xi32>
+  %lb = broadcast %l1 : tile<1x1xi32> -> tile<2x16xi32>
+  %lw = exti %lb signed : tile<2x16xi32> -> tile<2x16xi64>
+  %ok = cmpi less_than %x, %lw, unsigned : tile<2x16xi64> -> tile<2x16xi1>
+  %p = muli %x, %lw : tile<2x16xi64>
+  %m1 = constant <i64: -1> : tile<2x16xi64>
+  %r = select %ok, %p, %m1 : tile<2x16xi1>, tile<2x16xi64>
+  %t1 = store_view_tko weak %r, %qo[%zero, %zero] token = %t0 : tile<2x16xi64>, partition_view<tile=(2x16), tensor_view<2x16xi64, strides=[16,1]>>, tile<i32> -> token
+  return
+}
+"""
+
+
+@pytest.mark.parametrize("lim", [20, -2**31, 2**31 - 1])
+def test_i64_constant_tiles_that_fit_in_s32_are_computed_in_32_bits(lim):
+    module = _module(IOTA64)
+    out = np.zeros((2, 16), np.int64)
+    sim.run(module, "iota64", (1,), out, np.int32(lim), threads=32)
+    x = np.broadcast_to(np.arange(16, dtype=np.int64) - 3, (2, 16))
+    below = x.astype(np.uint64) < np.int64(lim).astype(np.uint64)
+    np.testing.assert_array_equal(out, np.where(below, x * lim, -1))
+    ptx = _ptx(module, threads=32)
+    # c - 3 is built in 32 bits and sign-extended once: its product and compare stay narrow
+    assert "mul.lo.s64" not in ptx and "mul.wide.s32" in ptx
+    assert _count(ptx, r"setp\.lt\.u32 %p\d+, %r\d+, %r\d+") == 1
+
+
+# runtime divisors: floor / ceil / truncating divi and remi of the same operands
+DIVS = """
+entry @divs(%px: tile<ptr<SS>>, %x0: tile<i32>, %x1: tile<i32>,
+    %py: tile<ptr<SS>>, %y0: tile<i32>, %y1: tile<i32>,
+    %po: tile<ptr<SS>>, %o0: tile<i32>, %o1: tile<i32>, %o2: tile<i32>, %o3: tile<i32>) {
+  %t0 = make_token : token
+  %zero = constant <i32: 0> : tile<i32>
+  %vx = make_tensor_view %px, shape = [32], strides = [1] : tensor_view<32xSS, strides=[1]>
+  %vy = make_tensor_view %py, shape = [32], strides = [1] : tensor_view<32xSS, strides=[1]>
+  %vo = make_tensor_view %po, shape = [4, 32], strides = [32, 1] : tensor_view<4x32xSS, strides=[32,1]>
+  %qx = make_partition_view %vx : partition_view<tile=(32), tensor_view<32xSS, strides=[1]>>
+  %qy = make_partition_view %vy : partition_view<tile=(32), tensor_view<32xSS, strides=[1]>>
+  %qo = make_partition_view %vo : partition_view<tile=(1x32), tensor_view<4x32xSS, strides=[32,1]>>
+  %x, %t1 = load_view_tko weak %qx[%zero] token = %t0 : partition_view<tile=(32), tensor_view<32xSS, strides=[1]>>, tile<i32> -> tile<32xSS>, token
+  %y, %t2 = load_view_tko weak %qy[%zero] token = %t0 : partition_view<tile=(32), tensor_view<32xSS, strides=[1]>>, tile<i32> -> tile<32xSS>, token
+  %f = divi %x, %y SIGN rounding<negative_inf> : tile<32xSS>
+  %c = divi %x, %y SIGN rounding<positive_inf> : tile<32xSS>
+  %q = divi %x, %y SIGN : tile<32xSS>
+  %r = remi %x, %y SIGN : tile<32xSS>
+  %one = constant <i32: 1> : tile<i32>
+  %two = constant <i32: 2> : tile<i32>
+  %three = constant <i32: 3> : tile<i32>
+  ROWS
+  return
+}
+"""
+
+
+@pytest.mark.parametrize("element,sign", [("i32", "signed"), ("i64", "signed"),
+                                          ("i32", "unsigned")])
+def test_runtime_divisors_divide_once_per_operand_pair(element, sign):
+    rows = "\n  ".join(
+        f"%s{i} = reshape %{v} : tile<32x{element}> -> tile<1x32x{element}>\n  "
+        f"%u{i} = store_view_tko weak %s{i}, %qo[%{idx}, %zero] token = %t2 : tile<1x32x{element}>, "
+        f"partition_view<tile=(1x32), tensor_view<4x32x{element}, strides=[32,1]>>, tile<i32> -> token"
+        for i, (v, idx) in enumerate([("f", "zero"), ("c", "one"), ("q", "two"), ("r", "three")]))
+    text = DIVS.replace("ROWS", rows).replace("SS", element).replace("SIGN", sign)
+    if sign == "unsigned":   # unsigned floor division is rejected: it is the truncating one
+        text = text.replace("rounding<negative_inf>", "")
+    module = _module(text)
+    dtype = np.int64 if element == "i64" else np.int32
+    if sign == "unsigned":
+        dtype = np.uint32
+        x = np.array([0, 1, 7, 2**32 - 1, 2**31, 100, 5, 6] * 4, np.uint32)
+        y = np.array([1, 7, 2, 3, 2**32 - 1, 10, 5, 4] * 4, np.uint32)
+    else:
+        big = np.iinfo(dtype)
+        x = np.array([7, -7, 7, -7, 0, big.max, big.min, 6] * 4, dtype)
+        y = np.array([2, 2, -2, -2, 3, 5, 7, -4] * 4, dtype)
+    out = np.zeros((4, 32), dtype)
+    sim.run(module, "divs", (1,), x.view(dtype), y.view(dtype), out, threads=32)
+    xs, ys = x.astype(object), y.astype(object)
+    floor = [a // b for a, b in zip(xs, ys)]
+    ceil = [-(-a // b) for a, b in zip(xs, ys)]
+    trunc = [abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1) for a, b in zip(xs, ys)]
+    rem = [a - t * b for a, t, b in zip(xs, trunc, ys)]
+    want = np.array([floor, ceil, trunc, rem], dtype=object).astype(np.int64).astype(dtype)
+    np.testing.assert_array_equal(out, want)
+    ptx = _ptx(module, threads=32)
+    assert _count(ptx, r"\bdiv\.[su]\d\d\b") == 1 and _count(ptx, r"\brem\.") == 0
 
 
 RECIPROCAL = """

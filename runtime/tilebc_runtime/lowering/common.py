@@ -75,6 +75,9 @@ class TensorView:
     base_align: int = 1
     shape_div: Optional[List[int]] = None
     stride_div: Optional[List[int]] = None
+    # per extent: a .b32 register (or immediate) holding it when it fits in s32, else None; lets
+    # bounds checks run in 32 bits
+    narrow_shape: Optional[List[Optional[str]]] = None
 
 
 @dataclass

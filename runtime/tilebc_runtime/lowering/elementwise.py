@@ -324,7 +324,21 @@ def _tanh(w, op, x):
 
 
 def pow_f32(w, x, y):
-    """x^y for f32 registers: 2^(y·log2|x|), negative x allowed for integral y."""
+    """x^y for f32 registers: 2^(y·log2|x|), negative x allowed for integral y. Ordinary
+    operands (0 < x < inf, |y log2 x| <= 200) take a path free of special-value fix-ups; the
+    others branch (divergently, rarely taken) to the full sequence."""
+    fast, ordinary = f32math.pow_ordinary_f32(w, x, y)
+    out = w.reg("f32")
+    w(f"mov.f32 {out}, {fast}")
+    done = w.label("pow_ordinary")
+    w(f"@{ordinary} bra {done}")
+    w(f"mov.f32 {out}, {_pow_full_f32(w, x, y)}")
+    w.place(done)
+    return out
+
+
+def _pow_full_f32(w, x, y):
+    """pow_f32 for any operands, C99 / numpy special values included."""
     ax = w.reg("f32")
     w(f"abs.f32 {ax}, {x}")
     out = f32math.pow_magnitude_f32(w, ax, y)
@@ -598,6 +612,21 @@ def _signed_int(ptx_op, *, floor_fix=False):
             elif divisor is not None:
                 out = (intdiv.urem(w, regs[0], divisor, bits) if unsigned
                        else intdiv.srem(w, regs[0], divisor, bits))
+            elif ptx_op in ("div", "rem"):
+                # a runtime divisor: one truncating division per (dividend, divisor), shared by
+                # the divi and a later remi of the same operands; a remainder is x - q * d from
+                # it (a rem instruction costs ptxas the same division again); a remi with no
+                # division before it stays one rem
+                key = ("truncating quotient", kind, regs[0], regs[1])
+                quotient = lw.scoped_hit(key)
+                if ptx_op == "rem" and quotient is None:
+                    out = w.reg(cls)
+                    w(f"rem.{kind} {out}, {regs[0]}, {regs[1]}")
+                    return out
+                out = quotient = lw.scoped(key, lambda: _divide(w, kind, cls, regs))
+                remainder = lambda: _remainder_from(w, kind, cls, regs, quotient)  # noqa: E731
+                if ptx_op == "rem":
+                    return remainder()
             else:
                 out = w.reg(cls)
                 w(f"{ptx_op}.{kind} {out}, {regs[0]}, {regs[1]}")
@@ -606,6 +635,19 @@ def _signed_int(ptx_op, *, floor_fix=False):
             return out
         _int_op(lw, op, build, unsigned=unsigned)
     return lower
+
+
+def _divide(w, kind, cls, regs):
+    out = w.reg(cls)
+    w(f"div.{kind} {out}, {regs[0]}, {regs[1]}")
+    return out
+
+
+def _remainder_from(w, kind, cls, regs, quotient):
+    product, out = w.reg(cls), w.reg(cls)
+    w(f"mul.lo.{kind} {product}, {quotient}, {regs[1]}")
+    w(f"sub.{kind} {out}, {regs[0]}, {product}")
+    return out
 
 
 def _constant_divisor(lw, op, unsigned):

@@ -550,6 +550,48 @@ def _log2_pair(w, ax: str):
     return high, op("sub.rn.f32", small, op("sub.rn.f32", high, s2))
 
 
+def pow_ordinary_f32(w, x: str, y: str):
+    """(x^y, ordinary) for f32 registers: x^y computed as pow_magnitude_f32 does but with none of
+    its special-value selects, and the predicate under which that is pow's exact answer:
+    0 < x < inf with |y log2 x| <= 200 (so y is finite, nothing is clamped and no NaN arises;
+    y = 0 and x = 1 give exactly 1 here, as C wants), or x = +0 with y finite (+0 for y > 0,
+    +inf for y < 0, and 1 for y = 0, where the finite log2 of 0's reduction times 0 is 0).
+    Elsewhere the caller takes the full path."""
+    op = _f32_ops(w)
+    high, low = _log2_pair(w, x)
+    t, value = _exp2_pair(w, y, high, low)
+    bits = op("mov.b32", x, cls="b32")
+    positive, zero, ordinary, on_zero = (w.reg("pred") for _ in range(4))
+    w(f"setp.lt.u32 {positive}, {op('add.s32', bits, '-1', cls='b32')}, 0x7F7FFFFF")
+    w(f"setp.le.and.f32 {ordinary}, {op('abs.f32', t)}, {_imm(200.0)}, {positive}")
+    w(f"setp.eq.b32 {zero}, {bits}, 0")               # +0 only: -0 takes the full path
+    w(f"setp.lt.and.f32 {on_zero}, {op('abs.f32', y)}, 0f7F800000, {zero}")
+    w(f"or.pred {ordinary}, {ordinary}, {on_zero}")
+    up, nonzero = w.reg("pred"), w.reg("pred")
+    w(f"setp.gt.f32 {up}, {y}, 0f00000000")
+    w(f"setp.ne.and.f32 {nonzero}, {y}, 0f00000000, {zero}")
+    return op("selp.f32", op("selp.f32", "0f00000000", "0f7F800000", up), value, nonzero), ordinary
+
+
+def _exp2_pair(w, y: str, high: str, low: str):
+    """(t, 2^(y (high + low))) with t = y high rounded; 2^t by the degree-7 polynomial and two
+    exact scalings (t is clamped to [-200, 200] first)."""
+    op = _f32_ops(w)
+    t = op("mul.rn.f32", y, high)
+    t_low = op("fma.rn.f32", y, low, op("fma.rn.f32", y, high, op("neg.f32", t)))
+    clamped = op("min.f32", op("max.f32", t, _imm(-200.0)), _imm(200.0))
+    n = op("cvt.rni.f32.f32", clamped)
+    f = op("add.rn.f32", op("sub.rn.f32", clamped, n), t_low)
+    p = _horner(w, op("mul.rn.f32", f, _imm(LN2)), tuple(1.0 / math.factorial(i)
+                                                          for i in range(8)))
+    ni = op("cvt.rzi.s32.f32", n, cls="b32")
+    half = op("shr.s32", ni, "1", cls="b32")
+    rest = op("sub.s32", ni, half, cls="b32")
+    scale1 = op("mov.b32", op("shl.b32", op("add.s32", half, "127", cls="b32"), "23", cls="b32"))
+    scale2 = op("mov.b32", op("shl.b32", op("add.s32", rest, "127", cls="b32"), "23", cls="b32"))
+    return t, op("mul.rn.f32", op("mul.rn.f32", p, scale1), scale2)
+
+
 def pow_magnitude_f32(w, ax: str, y: str) -> str:
     """|x|^y = 2^(y log2|x|) for f32 registers in f32 (<= 2 ulp; the sign and C's special
     cases are the caller's): log2|x| as an f32 pair from a 128-entry table, y times it as an
@@ -565,19 +607,7 @@ def pow_magnitude_f32(w, ax: str, y: str) -> str:
     high = op("selp.f32", "0fFF800000", high, zero)
     high = op("selp.f32", "0f7F800000", high, inf)
     high = op("selp.f32", ax, high, nan)
-    t = op("mul.rn.f32", y, high)
-    t_low = op("fma.rn.f32", y, low, op("fma.rn.f32", y, high, op("neg.f32", t)))
-    clamped = op("min.f32", op("max.f32", t, _imm(-200.0)), _imm(200.0))
-    n = op("cvt.rni.f32.f32", clamped)
-    f = op("add.rn.f32", op("sub.rn.f32", clamped, n), t_low)
-    p = _horner(w, op("mul.rn.f32", f, _imm(LN2)), tuple(1.0 / math.factorial(i)
-                                                          for i in range(8)))
-    ni = op("cvt.rzi.s32.f32", n, cls="b32")
-    half = op("shr.s32", ni, "1", cls="b32")
-    rest = op("sub.s32", ni, half, cls="b32")
-    scale1 = op("mov.b32", op("shl.b32", op("add.s32", half, "127", cls="b32"), "23", cls="b32"))
-    scale2 = op("mov.b32", op("shl.b32", op("add.s32", rest, "127", cls="b32"), "23", cls="b32"))
-    value = op("mul.rn.f32", op("mul.rn.f32", p, scale1), scale2)
+    t, value = _exp2_pair(w, y, high, low)
     over, under, undefined = w.reg("pred"), w.reg("pred"), w.reg("pred")
     w(f"setp.gt.f32 {over}, {t}, {_imm(200.0)}")
     w(f"setp.lt.f32 {under}, {t}, {_imm(-200.0)}")

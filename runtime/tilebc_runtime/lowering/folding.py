@@ -159,26 +159,21 @@ def _affine_slot(lw, shape, k: int, offset: int, coefs, wide: bool, layout=None)
     """Register with offset + sum coef_d * mi_d for slot k (of `layout`, default Cyclic). 32-bit
     arithmetic wraps like the element (i8/i16 results fit, so their sign-extended form comes out
     exact)."""
+    # an i64 tile whose every value fits in s32 is computed in 32 bits and sign-extended once,
+    # recorded as widened so i64 compares and multiplies of it can stay narrow
+    span = [c * (d - 1) for c, d in zip(coefs, shape)]
+    narrow = wide and -2**31 <= offset + sum(min(0, v) for v in span) \
+        and offset + sum(max(0, v) for v in span) < 2**31
+
     def compute():
         w = lw.w
-        mi = lw.multi_index(shape, k, layout)
-        cls, kind = ("b64", "s64") if wide else ("b32", "s32")
-        acc = w.reg(cls)
-        w(f"mov.b{64 if wide else 32} {acc}, {offset}")
-        for index, coef in zip(mi, coefs):
-            if not coef:
-                continue
-            if wide:
-                index64 = w.reg("b64")
-                w(f"cvt.u64.u32 {index64}, {index}")
-                index = index64
-            nxt = w.reg(cls)
-            if coef == 1:
-                w(f"add.{kind} {nxt}, {acc}, {index}")
-            else:
-                w(f"mad.lo.{kind} {nxt}, {index}, {coef}, {acc}")
-            acc = nxt
-        return acc
+        if narrow:
+            acc = _affine_compute(lw, shape, k, offset, coefs, False, layout)
+            out = w.reg("b64")
+            w(f"cvt.s64.s32 {out}, {acc}")
+            lw.widened[out] = ("s", acc)
+            return out
+        return _affine_compute(lw, shape, k, offset, coefs, wide, layout)
 
     def make():
         # the values slot k holds in each thread, known now: equal rows share one register
@@ -190,3 +185,25 @@ def _affine_slot(lw, shape, k: int, offset: int, coefs, wide: bool, layout=None)
         return lw.per_thread(np.asarray(values, np.int64), compute, wide)
     key = None if layout is None else layout.key()
     return lw._cached(("affine", tuple(shape), k, offset, tuple(coefs), wide, key), make)
+
+
+def _affine_compute(lw, shape, k, offset, coefs, wide, layout):
+    w = lw.w
+    mi = lw.multi_index(shape, k, layout)
+    cls, kind = ("b64", "s64") if wide else ("b32", "s32")
+    acc = w.reg(cls)
+    w(f"mov.b{64 if wide else 32} {acc}, {offset}")
+    for index, coef in zip(mi, coefs):
+        if not coef:
+            continue
+        if wide:
+            index64 = w.reg("b64")
+            w(f"cvt.u64.u32 {index64}, {index}")
+            index = index64
+        nxt = w.reg(cls)
+        if coef == 1:
+            w(f"add.{kind} {nxt}, {acc}, {index}")
+        else:
+            w(f"mad.lo.{kind} {nxt}, {index}, {coef}, {acc}")
+        acc = nxt
+    return acc

@@ -794,6 +794,12 @@ class Lowerer:
         finally:
             self._scope.pop()
 
+    def scoped_hit(self, key):
+        """What scoped(key, ...) would reuse here, or None (nothing is computed)."""
+        hit = self._scoped.get(key)
+        scope = tuple(self._scope)
+        return hit[1] if hit is not None and scope[:len(hit[0])] == hit[0] else None
+
     def scoped(self, key, make):
         """make()'s registers, reused by a later op asking for the same key when that op is
         lowered in the same block invocation or one nested inside it: the registers were then

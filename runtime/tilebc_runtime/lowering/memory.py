@@ -52,11 +52,15 @@ def lower_make_tensor_view(lw, op):
     shape_div = [power(d, shape_values) for d in view_type.shape]
     stride_div = [power(d, stride_values) for d in view_type.strides]
 
-    def materialise(static, dynamic):
+    shape, narrow_shape = [], []
+    for static in view_type.shape:
         if static is not None:
-            return lw.const_b64(static)
-        return lw.scalar_s64(lw.get(next(dynamic)))
-    shape = [materialise(d, dynamic_shape) for d in view_type.shape]
+            shape.append(lw.const_b64(static))
+            narrow_shape.append(str(static) if 0 <= static < 2**31 else None)
+            continue
+        tile = lw.get(next(dynamic_shape))
+        shape.append(lw.scalar_s64(tile))
+        narrow_shape.append(_narrow_s32(tile))
     strides, narrow = [], []
     for static in view_type.strides:
         if static is not None:
@@ -67,7 +71,8 @@ def lower_make_tensor_view(lw, op):
         strides.append(lw.scalar_s64(tile))
         narrow.append(_narrow_s32(tile))
     lw.set(op.results[0], TensorView(view_type, base, shape, strides, narrow,
-                                     divisor(lw, op.operands["base"]), shape_div, stride_div))
+                                     divisor(lw, op.operands["base"]), shape_div, stride_div,
+                                     narrow_shape))
 
 
 def _narrow_s32(tile: Tile) -> Optional[str]:
@@ -190,7 +195,7 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
         narrow_index = _narrow_s32(index_tile)
         if narrow_index is not None and -2**31 <= step < 2**31:  # exact: both fit in s32
             w(f"mul.wide.s32 {start}, {narrow_index}, {step}")
-            start_parts[dim] = (narrow_index, step)
+            start_parts[dim] = (narrow_index, step, indices[i])
         else:
             w(f"mul.lo.s64 {start}, {lw.scalar_s64(index_tile)}, {step}")
         starts[dim] = start
@@ -222,6 +227,7 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
     narrow = tensor.narrow_strides or [None] * rank
     split = [narrow[dim] is not None for dim in dims]
     tile_base = None
+    small, always = _narrow_checks(lw, tensor, dims, checked, start_parts, starts, tile_shape)
     for k in slots:
         if first is not None and deltas[k] is not None and deltas[first[4]] is not None:
             delta = tuple(a - b for a, b in zip(deltas[k], deltas[first[4]]))
@@ -234,7 +240,7 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
                 if split[i]:
                     scaled, nxt = w.reg("b64"), w.reg("b64")
                     if dim in start_parts:  # index * stride, then * step * size
-                        index32, step = start_parts[dim]
+                        index32, step, _ = start_parts[dim]
                         w(f"mul.wide.s32 {scaled}, {index32}, {narrow[dim]}")
                         w(f"mad.lo.s64 {nxt}, {scaled}, {step * element_size}, {tile_base}")
                     else:
@@ -248,13 +254,29 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
         for i, dim in enumerate(dims):
             coord = None
             ok = None
-            if checked[i] or not split[i]:
-                coord = w.reg("b64")
-                w(f"cvt.u64.u32 {coord}, {mi[i]}")
-                w(f"add.s64 {coord}, {coord}, {starts[dim]}")
-            if checked[i]:
-                ok = w.reg("pred")
-                w(f"setp.lt.u64 {ok}, {coord}, {tensor.shape[dim]}")  # unsigned: negatives fail
+            if i in small:
+                if tile_shape[i] > 1:  # start + in-tile index, 32 bits (see _narrow_checks)
+                    coord, ok = w.reg("b32"), w.reg("pred")
+                    w(f"add.s32 {coord}, {small[i]}, {mi[i]}")
+                    w(f"setp.lt.u32 {ok}, {coord}, {tensor.narrow_shape[dim]}")
+            elif checked[i] or not split[i]:
+                if tile_shape[i] == 1:  # the in-tile index is 0
+                    coord = starts[dim]
+                else:
+                    coord = w.reg("b64")
+                    w(f"cvt.u64.u32 {coord}, {mi[i]}")
+                    w(f"add.s64 {coord}, {coord}, {starts[dim]}")
+                if checked[i]:
+                    ok = w.reg("pred")
+                    w(f"setp.lt.u64 {ok}, {coord}, {tensor.shape[dim]}")  # negatives fail
+            if not split[i] and i in small:  # the address needs the 64-bit coordinate
+                wide = starts[dim]
+                if tile_shape[i] > 1:
+                    wide = w.reg("b64")
+                    w(f"cvt.u64.u32 {wide}, {mi[i]}")
+                    w(f"add.s64 {wide}, {wide}, {starts[dim]}")
+            else:
+                wide = coord
             coords.append(coord)
             oks.append(ok)
             if split[i]:
@@ -268,33 +290,74 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
                 offset = nxt
                 continue
             scaled, nxt = w.reg("b64"), w.reg("b64")
-            w(f"mul.lo.s64 {scaled}, {coord}, {tensor.strides[dim]}")
+            w(f"mul.lo.s64 {scaled}, {wide}, {tensor.strides[dim]}")
             w(f"mad.lo.s64 {nxt}, {scaled}, {element_size}, {address}")
             address = nxt
         if offset is not None:
             nxt = w.reg("b64")
             w(f"mad.lo.s64 {nxt}, {offset}, {element_size}, {address}")
             address = nxt
-        in_bounds = None
+        in_bounds = always
         for ok in oks:
             in_bounds = _and(lw, in_bounds, ok)
         if first is None:
-            first = (address, coords, oks, {}, k)
+            first = (address, coords, oks, {}, k, small, always)
         result.append((address, in_bounds))
     return result
+
+
+def _narrow_checks(lw, tensor, dims, checked, start_parts, starts, tile_shape):
+    """The checked tile dims whose bounds check can run in 32 bits: the start is index * step
+    with both in s32 and the extent in [0, 2^31). The index is clamped (u32, so negatives too)
+    to M = ceil(2^31 / step): below M the 32-bit product is the exact start; at M it is at least
+    2^31, out of bounds as the exact start is. start + in-tile index then stays below 2^32, so
+    each slot compares 32 bits. Returns ({tile dim: .b32 start}, AND of the checks of dims
+    whose tile extent is 1, which hold for every slot, or None)."""
+    w = lw.w
+    narrow_shape = tensor.narrow_shape or [None] * len(tensor.shape)
+    small, always = {}, None
+    for i, dim in enumerate(dims):
+        if not checked[i] or dim not in start_parts or narrow_shape[dim] is None:
+            continue
+        index32, step, value = start_parts[dim]
+        if not 0 < step < 2**30 or tile_shape[i] >= 2**30:
+            continue
+        if step == 1 and tile_shape[i] == 1:
+            start32 = index32  # the sign-extended compare equals the u32 one
+        else:
+            def clamp(index32=index32, step=step):
+                clamped, start32 = w.reg("b32"), w.reg("b32")
+                w(f"min.u32 {clamped}, {index32}, {-(-2**31 // step)}")
+                w(f"mul.lo.u32 {start32}, {clamped}, {step}")
+                return start32
+            # the same index tile and step in several accesses (a load and its store) share it
+            start32 = lw.scoped(("clamped start", lw.forward.get(value, value), step), clamp)
+        small[i] = start32
+        if tile_shape[i] == 1:
+            ok = w.reg("pred")
+            w(f"setp.lt.u32 {ok}, {start32}, {narrow_shape[dim]}")
+            always = _and(lw, always, ok)
+    return small, always
 
 
 def _shifted_address(lw, tensor, dims, checked, first, delta, byte_strides, element_size):
     """(address, predicate) of a slot whose multi-index is slot 0's plus the constant `delta`:
     slot 0's address plus delta * stride per moved dim; only moved dims are re-checked."""
     w = lw.w
-    address, coords, oks, fixed, _ = first
+    address, coords, oks, fixed, _, small, always = first
     moved = [i for i, d in enumerate(delta) if d]
     for i in moved:
         dim = dims[i]
         if dim not in byte_strides:
             reg = w.reg("b64")
-            w(f"mul.lo.s64 {reg}, {tensor.strides[dim]}, {element_size}")
+            narrow = (tensor.narrow_strides or [None] * len(tensor.strides))[dim]
+            static = tensor.type.strides[dim]
+            if static is not None and -2**63 <= static * element_size < 2**63:
+                w(f"mov.b64 {reg}, {static * element_size}")
+            elif narrow is not None:  # an s32 stride times the element size: one widening multiply
+                w(f"mul.wide.s32 {reg}, {narrow}, {element_size}")
+            else:
+                w(f"mul.lo.s64 {reg}, {tensor.strides[dim]}, {element_size}")
             byte_strides[dim] = reg
         nxt = w.reg("b64")
         w(f"mad.lo.s64 {nxt}, {byte_strides[dim]}, {delta[i]}, {address}")
@@ -302,13 +365,18 @@ def _shifted_address(lw, tensor, dims, checked, first, delta, byte_strides, elem
     # the predicates of the dims that did not move are combined once and shared by all slots
     still = tuple(i for i in range(len(dims)) if checked[i] and i not in moved)
     if still not in fixed:
-        combined = None
+        combined = always
         for i in still:
             combined = _and(lw, combined, oks[i])
         fixed[still] = combined
     in_bounds = fixed[still]
     for i in moved:
-        if checked[i]:
+        if i in small:
+            coord, ok = w.reg("b32"), w.reg("pred")
+            w(f"add.s32 {coord}, {coords[i]}, {delta[i]}")
+            w(f"setp.lt.u32 {ok}, {coord}, {tensor.narrow_shape[dims[i]]}")
+            in_bounds = _and(lw, in_bounds, ok)
+        elif checked[i]:
             coord, ok = w.reg("b64"), w.reg("pred")
             w(f"add.s64 {coord}, {coords[i]}, {delta[i]}")
             w(f"setp.lt.u64 {ok}, {coord}, {tensor.shape[dims[i]]}")

@@ -149,7 +149,8 @@ def line_agreement(suite: Path, name: str):
         return None
     from tilebc.mlir_tools import Options, expected_diagnostics, parse_chunk, split_input
     run = next(run for run in runs if "-verify-diagnostics" in run)
-    options = Options(testing_ops=True, hint_warnings="-Wunsupported-hints" in run,
+    options = Options(testing_ops=True, allow_unregistered="-allow-unregistered-dialect" in run,
+                      hint_warnings="-Wunsupported-hints" in run,
                       hint_errors="-Werr-hints" in run)
     counts = {"rejected": 0, "same_line": 0, "missed": [], "extra": [], "accepted": 0}
     for chunk in split_input(text, "-split-input-file" in run):

@@ -805,3 +805,67 @@ def test_generic_form_writes_every_type_so_the_verifier_reports_the_clash(tmp_pa
     assert err.splitlines() == [f"{path}:2:3: error: 'cuda_tile.addf' op failed to verify that "
                                 "all of {lhs, rhs, result} have same type (operand 'rhs' type "
                                 "tile<f16> does not match operand 'lhs' type tile<f32>)"], err
+
+
+FOREIGN = """\
+cuda_tile.module @m {
+  entry @k() {
+    %c = "test.make_cond"() : () -> !cuda_tile.tile<i32>
+    %d = "test.pass"(%c) : (!cuda_tile.tile<i32>) -> !cuda_tile.tile<i32>
+    // expected-error @below{{operand #0 must be 0D tile of i1 values}}
+    if %d {
+    }
+    return
+  }
+}
+"""
+
+
+def test_ops_of_other_dialects_are_verified_around_only_when_allowed(tmp_path, capsys):
+    path = write(tmp_path, FOREIGN)
+    # with the flag, their results stand in for values: the error is the cuda_tile op's
+    code, _, err = run(capsys, "opt", "-allow-unregistered-dialect", "-verify-diagnostics", path)
+    assert (code, err) == (0, "")
+    # without it (the default), the first one is refused, at the module, with the remark
+    code, _, err = run(capsys, "opt", "-verify-diagnostics", path)
+    assert code == 1 and "unknown operation 'test.make_cond'" in err, err
+
+
+def test_ops_of_other_dialects_are_never_printed_nor_encoded(tmp_path, capsys):
+    path = write(tmp_path, FOREIGN.replace("%d {", "%e {").replace(
+        "    // expected-error @below{{operand #0 must be 0D tile of i1 values}}\n",
+        '    %e = "test.to_i1"(%d) : (!cuda_tile.tile<i32>) -> !cuda_tile.tile<i1>\n'))
+    refusal = [f"{path}:1:1: error: only ops from the 'cuda_tile' dialect are allowed (unknown "
+               "operation 'test.make_cond', at 3:10)", f"{path}:3:10: remark: invalid op"]
+    code, _, err = run(capsys, "opt", "-allow-unregistered-dialect", "-verify-diagnostics", path)
+    assert (code, err) == (0, "")  # the module verifies
+    code, out, err = run(capsys, "opt", "-allow-unregistered-dialect", path)
+    assert (code, out, err.splitlines()) == (1, "", refusal)
+    out_file = tmp_path / "out.tilebc"
+    code, _, err = run(capsys, "translate", "-allow-unregistered-dialect", "-mlir-to-cudatilebc",
+                       path, "-o", out_file)
+    assert (code, err.splitlines()) == (1, refusal) and not out_file.exists()
+
+
+@pytest.mark.parametrize("op, message", [
+    ('"test.op"() {value = 1 : i32} : () -> ()', "tilebc reads ops of other dialects "
+     "('test.op') without regions or attributes"),
+    ('"test.op"() ({\n}) : () -> ()', "tilebc reads ops of other dialects ('test.op') without "
+     "regions or attributes"),
+    ('"cuda_tile.no_such_op"() : () -> ()', "unknown operation 'cuda_tile.no_such_op'"),
+])
+def test_what_allow_unregistered_dialect_still_refuses(tmp_path, capsys, op, message):
+    path = write(tmp_path, f"entry @k() {{\n  {op}\n  return\n}}\n")
+    code, _, err = run(capsys, "opt", "-allow-unregistered-dialect", "-verify-diagnostics", path)
+    assert code == 1
+    assert f"{path}:2:" in err and message in err, err
+
+
+def test_a_0d_tensor_view_takes_no_strides():
+    text = "entry @k(%v: tensor_view<f32, strides=[]>) {\n  return\n}\n"
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_modules(text)
+    assert caught.value.message.startswith("strides must not be provided for 0-d tiles")
+    assert (caught.value.line, caught.value.column) == (1, 31)
+    module = parse_modules(text.replace(", strides=[]", ""))[0]  # written as tilebc prints it
+    assert str(module.functions[0].type.inputs[0]) == "tensor_view<f32>"

@@ -220,7 +220,8 @@ def cmd_convert(args) -> int:
 
 def _mlir_options(args):
     from .mlir_tools import Options
-    return Options(testing_ops=args.testing_ops, hint_warnings=args.hint_warnings,
+    return Options(testing_ops=args.testing_ops, allow_unregistered=args.allow_unregistered,
+                   hint_warnings=args.hint_warnings,
                    hint_errors=args.hint_errors, verify=not args.no_verify)
 
 
@@ -241,7 +242,12 @@ def _run_chunks(args, produce) -> int:
         result = parse_chunk(chunk, name, options)
         produced = list(result.diagnostics)
         output = None
-        if not result.failed:
+        if not result.failed and result.unregistered:
+            # ops of other dialects were verified around; tilebc can neither print nor encode
+            # them, so only -verify-diagnostics (which wants no output) goes without the refusal
+            if not args.verify_diagnostics:
+                produced += result.unregistered
+        elif not result.failed:
             try:
                 output = produce(result.modules)
             except Diagnosed as error:
@@ -480,7 +486,8 @@ def _mlir_tool_options(command) -> None:
     flag("mlir-print-debuginfo", "debug", "print locations")
     flag("mlir-print-op-generic", "generic", "print ops in MLIR's generic form")
     flag("allow-unregistered-dialect", "allow_unregistered",
-         "accepted for compatibility (ops of other dialects are still refused)")
+         "read ops of other dialects written in the generic form inside entries, for "
+         "-verify-diagnostics only (they are never printed nor encoded)")
     flag("no-implicit-module", "no_implicit_module",
          "accepted for compatibility (modules are always explicit)")
     flag("Wunsupported-hints", "hint_warnings", "warn about optimization hints the target "

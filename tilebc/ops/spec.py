@@ -185,6 +185,9 @@ class OpSpec:
     # Result element i is a function of the operands' elements i alone (casts, select); the
     # element-wise and compare families are so by definition, see `per_element`.
     maps_elements: bool = False
+    # An op of another dialect, read from text only behind -allow-unregistered-dialect: checked by
+    # nothing but SSA scoping, never printed or encoded (see `unregistered_op`).
+    unregistered: bool = False
     flag_bits: Tuple[FlagBit, ...] = field(init=False)
 
     def __post_init__(self):
@@ -244,3 +247,11 @@ class OpSpec:
 
 
 OpHook = Callable[..., Any]
+
+
+def unregistered_op(name: str) -> OpSpec:
+    """The spec of an op of another dialect (MLIR's -allow-unregistered-dialect): any operands
+    and results, effects unknown (so assumed), no opcode (the writer has no encoding for it)."""
+    return OpSpec(name, opcode=-1, operands=(OperandSpec("operands", Arity.VARIADIC),),
+                  results=(ResultSpec("results", variadic=True),), effects=Effects.CALL,
+                  unregistered=True)

@@ -17,7 +17,7 @@ from ..ir.module import Block, Function, Global, Module, Op, Region, Value
 from ..numeric.convert import float_to_bits
 from ..numeric.numerics import storage_bytes
 from ..ops.enums import MemoryScope, SymbolVisibility
-from ..ops.spec import Arity, AttrKind, Family
+from ..ops.spec import Arity, AttrKind, Family, unregistered_op
 from ..ops.table import (MNEMONIC_ALIASES, OPS_BY_MNEMONIC, OWN_MEMORY_ATTRIBUTE_PARSER,
                          ROUNDING_CHECKED_WHEN_PARSED, ROUNDING_MODES_TAKEN)
 from ..version import MAX_VERSION
@@ -40,19 +40,23 @@ def parse_module(text: str, filename: str = "<text>") -> Module:
 
 
 def parse_modules(text: str, filename: str = "<text>", *, testing_ops: bool = False,
-                  defer_unwritable: bool = False) -> List[Module]:
+                  defer_unwritable: bool = False,
+                  allow_unregistered: bool = False) -> List[Module]:
     """Each top-level `cuda_tile.module` of the text as its own Module (items outside any module
     form one more, as MLIR's implicit module). `testing_ops` reads the test-only entry kind
     `testing$func` of NVIDIA's test builds (any parameter and result types); such modules are
     for the verifier only and are refused by the bytecode writer's callers. `defer_unwritable`
     reads a fused or named location as the di_loc inside it and returns, with the modules, the
-    refusals it owes (callers verify first, as NVIDIA's tools do)."""
+    refusals it owes (callers verify first, as NVIDIA's tools do). `allow_unregistered` (needs
+    `defer_unwritable`) reads ops of other dialects written in the generic form inside entries,
+    each adding its refusal to those owed."""
     parser = _Parser(text, filename)
     parser.testing_ops = testing_ops
+    parser.allow_unregistered = allow_unregistered and defer_unwritable
     parser.locations.defer_unwritable = defer_unwritable
     modules = parser.modules()
     if defer_unwritable:
-        return modules, parser.locations.unwritable
+        return modules, parser.unregistered + parser.locations.unwritable
     return modules
 
 
@@ -91,6 +95,10 @@ class _Parser:
         self._implicit: set = set()  # ids of terminators the text left out
         self.preview = False  # a preview op makes the module public-preview bytecode
         self.testing_ops = False
+        # -allow-unregistered-dialect: ops of other dialects in the generic form are read (for the
+        # verifier only); `unregistered` holds the refusal each owes the printer and the writer
+        self.allow_unregistered = False
+        self.unregistered: List[TextSyntaxError] = []
         self._toplevel: Dict[int, Function] = {}  # module id -> entry holding top-level ops
         self._toplevel_scopes: Dict[int, Dict[str, Value]] = {}
         self._separate: Optional[List[Module]] = None  # top-level modules kept apart (modules())
@@ -591,6 +599,14 @@ class _Parser:
         full = unescape(name_token.text)
         mnemonic = full[len(PREFIX):] if full.startswith(PREFIX) else None
         spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic)) if mnemonic else None
+        if spec is None and self.allow_unregistered and mnemonic is None:
+            spec = unregistered_op(full)
+            message, detail = ("only ops from the 'cuda_tile' dialect are allowed",
+                               f"unknown operation '{full}'")
+            refusal = self._module_error(message, detail, name_token.pos) if self._module_pos \
+                else c.error(f"{message} ({detail})", name_token.pos)
+            refusal.unregistered = True
+            self.unregistered.append(refusal)
         if spec is None or spec.structural:
             if self._module_pos and not full.startswith(PREFIX):
                 raise self._module_error("only ops from the 'cuda_tile' dialect are allowed",
@@ -605,6 +621,9 @@ class _Parser:
             if values:
                 c.expect(",")
             values.append(self._use())
+        if spec.unregistered and (c.at("(") or c.at("<") or c.at("{")):
+            raise c.error(f"tilebc reads ops of other dialects ('{full}') without regions or "
+                          "attributes (with -allow-unregistered-dialect)")
         if c.accept("("):
             index = 0
             while True:

@@ -160,3 +160,25 @@ entry @k(%a: tile<f32>) {
   %0 = tanh %a rounding<zero> : tile<f32>
   return
 }
+
+// -----
+
+// ftof rounding modes: each kind of conversion has its own sentence in tileiras 13.5, and the
+// widening ones take every IEEE mode (the open repository's verifier allows nearest_even only).
+entry @k(%h: tile<f16>, %s: tile<f32>, %d: tile<f64>) {
+  %ok0 = ftof %s rounding<negative_inf> : tile<f32> -> tile<f64>
+  %ok1 = ftof %h rounding<nearest_away> : tile<f16> -> tile<f32>
+  // expected-error@+1 {{'cuda_tile.ftof' op invalid rounding mode specified for widening conversion. Only IEEE float rounding modes are supported: 'nearest_even', 'zero', 'negative_inf', 'positive_inf', 'nearest_away' (rounding_mode approx is not allowed for f16 to f64)}}
+  %0 = ftof %h rounding<approx> : tile<f16> -> tile<f64>
+  // expected-error@+1 {{'cuda_tile.ftof' op invalid rounding mode specified. Only 'nearest_even' and 'zero' are supported for narrowing conversions to standard types (rounding_mode negative_inf is not allowed for f64 to f16)}}
+  %1 = ftof %d rounding<negative_inf> : tile<f64> -> tile<f16>
+  // expected-error@+1 {{'cuda_tile.ftof' op invalid rounding mode specified for conversion from f64 to f32. Only 'nearest_even', 'zero', 'negative_inf', and 'positive_inf' are supported}}
+  %2 = ftof %d rounding<nearest_away> : tile<f64> -> tile<f32>
+  // expected-error@+1 {{'cuda_tile.ftof' op invalid rounding mode specified for conversion from f32 to tf32. Only 'nearest_even', 'zero', and 'nearest_away' are supported}}
+  %3 = ftof %s rounding<positive_inf> : tile<f32> -> tile<tf32>
+  // expected-error@+1 {{'cuda_tile.ftof' op invalid rounding mode specified for conversion to low-precision type. Only 'nearest_even' is supported}}
+  %4 = ftof %h rounding<zero> : tile<f16> -> tile<f8E4M3FN>
+  // expected-error@+1 {{'cuda_tile.ftof' op invalid rounding mode specified for conversion to f8E8M0FNU. Only 'zero' and 'positive_inf' are supported}}
+  %5 = ftof %s rounding<nearest_even> : tile<f32> -> tile<f8E8M0FNU>
+  return
+}

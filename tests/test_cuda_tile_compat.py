@@ -869,3 +869,20 @@ def test_a_0d_tensor_view_takes_no_strides():
     assert (caught.value.line, caught.value.column) == (1, 31)
     module = parse_modules(text.replace(", strides=[]", ""))[0]  # written as tilebc prints it
     assert str(module.functions[0].type.inputs[0]) == "tensor_view<f32>"
+
+
+@pytest.mark.parametrize("op, written, kind", [
+    ("make_partition_view", "tensor_view<?x8xf32, strides=[8,1]>", "partition_view"),
+    ("make_strided_view", "partition_view<tile=(4x8), tensor_view<?x8xf32, strides=[8,1]>>",
+     "strided_view"),
+])
+def test_a_view_maker_refuses_another_kind_of_type_where_it_is_written(op, written, kind):
+    text = ("entry @k(%p: tile<ptr<f32>>, %n: tile<i32>) {\n"
+            "  %t = make_tensor_view %p, shape = [%n, 8], strides = [8, 1] : tile<i32> -> "
+            "tensor_view<?x8xf32, strides=[8,1]>\n"
+            f"  %v = {op} %t\n    : {written}\n  return\n}}\n")
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_modules(text)
+    assert caught.value.message.split("\n")[0] == (
+        f"'cuda_tile.{op}' expected '{kind}' type, but got '!cuda_tile.{written}'")
+    assert (caught.value.line, caught.value.column) == (4, 7)

@@ -99,6 +99,9 @@ class ResultSpec:
     variadic: bool = False
     since: Version = V13_1
     default_type: Any = None  # type the reader synthesizes when the file predates the result
+    # The kind of type the op's custom text form reads for this result ("partition_view"):
+    # NVIDIA's parser refuses any other kind where the type is written.
+    parsed_kind: str = ""
 
 
 @dataclass(frozen=True)

@@ -269,6 +269,7 @@ OPS: Tuple[OpSpec, ...] = (
         syntax="custom<LoopSignature>(0, $initValues, $results) custom<Region>(0, continue) "
                "attr-dict", asm_name="", summary="unbounded loop left by break"),
     _op("make_partition_view", 0x42, ("tensor_view",),
+        (ResultSpec("result", parsed_kind="partition_view"),),
         syntax="$tensor_view attr-dict `:` type($result)", asm_name="pview", summary="tile a tensor view into a partition view"),
     _op("make_tensor_view", 0x43, ("base", "dynamicShape*", "dynamicStrides*"), segmented=True,
         syntax="$base `,` `shape` `=` `[` custom<MixedDims>($dynamicShape, shape) `]` `,` `strides` "
@@ -379,9 +380,11 @@ OPS: Tuple[OpSpec, ...] = (
         syntax="$lhs `,` $rhs `,` $acc `,` $lhs_scale `,` $rhs_scale attr-dict `:` type($lhs) `,` "
                "type($rhs) `,` type($acc) `,` type($lhs_scale) `,` type($rhs_scale)", result_like="acc",
         summary="block-scaled float matrix multiply-accumulate"),
-    _op("make_gather_scatter_view", 0x73, ("tensor_view",), since=V13_3,
+    _op("make_gather_scatter_view", 0x73, ("tensor_view",),
+        (ResultSpec("result", parsed_kind="gather_scatter_view"),), since=V13_3,
         syntax="$tensor_view attr-dict `:` type($result)", asm_name="gsview", summary="view that gathers/scatters along one sparse dimension"),
-    _op("make_strided_view", 0x74, ("tensor_view",), since=V13_3,
+    _op("make_strided_view", 0x74, ("tensor_view",),
+        (ResultSpec("result", parsed_kind="strided_view"),), since=V13_3,
         syntax="$tensor_view attr-dict `:` type($result)", asm_name="sview", summary="view that steps tiles by traversal strides"),
     _op("atomic_red_view_tko", 0x75, ("view", "index*", "value", "token?"), (RESULT_TOKEN,),
         (ORDERING, SCOPE, enum_attr("mode", AtomicRMWMode),

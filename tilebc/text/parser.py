@@ -983,7 +983,13 @@ class _Parser:
                                   f"{value.type}, but the text says {found}", pos)
             state.operand_types[element.name] = types
             return
+        pos = c.peek().pos
         types = [self.types.type()]
+        kind = state.spec.results[element.result].parsed_kind \
+            if element.result < len(state.spec.results) else ""
+        if kind and str(types[0]).split("<", 1)[0] != kind:
+            raise c.error(f"'cuda_tile.{state.spec.mnemonic}' expected '{kind}' type, but got "
+                          f"'!cuda_tile.{types[0]}'", pos)
         if element.variadic:
             while c.at(",") and not self._next_is_value():
                 c.next()

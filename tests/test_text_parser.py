@@ -118,11 +118,14 @@ MALFORMED = [
     (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32>\n  %0 = addi %arg0, %arg0 : tile<i32>\n"
      "  return\n}\n", 3, 3, "redefinition of SSA value %0"),
     (HEADER + "  %0 = cmpi bigger %arg0, %arg0, signed : tile<i32> -> tile<i1>\n  return\n}\n",
-     2, 13, "expected comparison_predicate, one of"),
+     2, 13, "custom op 'cuda_tile.cmpi' expected 'comparison_predicate' to be one of: "
+     "{'equal', 'not_equal', 'less_than', 'less_than_or_equal', 'greater_than', "
+     "'greater_than_or_equal'} (expected comparison_predicate, one of"),
     (HEADER + "  %0 = constant <i8: 300> : tile<i8>\n  return\n}\n", 2, 22,
      "integer constant out of range for type (integer 300 is out of range for i8"),
     (HEADER + "  %0 = exti %arg0 sideways : tile<i32> -> tile<i64>\n  return\n}\n", 2, 19,
-     "expected signedness to be one of: {'signed', 'unsigned'} (expected signedness, one of"),
+     "custom op 'cuda_tile.exti' expected signedness to be one of: {'signed', 'unsigned'} "
+     "(expected signedness, one of"),
     (HEADER + "  return %arg0 : tile<f32>\n}\n", 2, 18,
      "return: operand operands has type tile<i32>, but the text says tile<f32>"),
     (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32> ~\n}\n", 2, 38, "unexpected character '~'"),

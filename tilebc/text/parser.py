@@ -65,6 +65,16 @@ _GENERIC_MODULES = ("cuda_tile.module", "builtin.module")
 _DENSE_ELEMENTS = ("i1 or i8 or i16 or i32 or i64 or f16 or bf16 or f32 or f64 or tf32 or "
                    "f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN")
 _GENERIC_FUNCTIONS = ("cuda_tile.entry", "cuda_tile.testing$func")
+# Enums NVIDIA's ops read with a custom parser: our name for the keyword, and its words when the
+# keyword is missing or unknown.
+_CUSTOM_ENUMS = {
+    "Signedness": ("signedness", "expected signedness to be one of: {'signed', 'unsigned'}"),
+    "ComparisonPredicate": ("comparison_predicate", "expected 'comparison_predicate' to be one "
+                            "of: {'equal', 'not_equal', 'less_than', 'less_than_or_equal', "
+                            "'greater_than', 'greater_than_or_equal'}"),
+    "ComparisonOrdering": ("comparison_ordering", "expected 'comparison_ordering' to be one of: "
+                           "{'ordered', 'unordered'}"),
+}
 
 
 # ---- ops -----------------------------------------------------------------------------------------
@@ -1052,18 +1062,20 @@ class _Parser:
                               scope.pos)
         return order
 
-    def _signedness(self, enum):
-        """A signedness keyword of an op's custom form, refused in NVIDIA's parser's words (a
-        missing keyword draws MLIR's own error too)."""
+    def _custom_enum(self, enum, state: _OpState):
+        """A signedness, comparison predicate or ordering keyword, which NVIDIA's ops read with
+        parsers of their own: refused in their words, prefixed as MLIR prefixes an op parser's
+        errors (a missing keyword draws MLIR's own error too)."""
         token = self.c.peek()
         try:
-            return self._enum_keyword(enum, "signedness")
+            return self._enum_keyword(enum, _CUSTOM_ENUMS[enum.__name__][0])
         except TextSyntaxError as ours:
-            words = "expected signedness to be one of: {'signed', 'unsigned'}"
+            op = f"custom op 'cuda_tile.{state.spec.mnemonic}' "
+            words = op + _CUSTOM_ENUMS[enum.__name__][1]
             detail = ours.message.split("\n")[0]
             if token.kind == "ident":
                 raise self.c.error(f"{words} ({detail})", token.pos) from None
-            error = self.c.error(f"expected valid keyword ({detail})", token.pos)
+            error = self.c.error(f"{op}expected valid keyword ({detail})", token.pos)
             line, column = self.c.line_col(token.pos)
             error.related = [("error", line, column, words)]
             raise error from None
@@ -1095,8 +1107,8 @@ class _Parser:
         c = self.c
         kind = attr.kind
         if kind is AttrKind.ENUM:
-            if attr.enum.__name__ == "Signedness":
-                return self._signedness(attr.enum)
+            if attr.enum.__name__ in _CUSTOM_ENUMS:
+                return self._custom_enum(attr.enum, state)
             if attr.name == "memory_ordering_semantics" and state.spec.mnemonic in OWN_MEMORY_ATTRIBUTE_PARSER:
                 return self._view_memory_attributes(attr.enum)
             return self._enum_keyword(attr.enum, attr.name)

@@ -182,3 +182,19 @@ entry @k(%h: tile<f16>, %s: tile<f32>, %d: tile<f64>) {
   %5 = ftof %s rounding<nearest_even> : tile<f32> -> tile<f8E8M0FNU>
   return
 }
+
+// -----
+
+// A comparison's result: its own type constraint (a tile of i1) first, then the shape it shares
+// with the operands (both in tileiras 13.5's words).
+entry @k(%a: tile<i32>, %b: tile<f32>) {
+  %v = reshape %a : tile<i32> -> tile<1xi32>
+  %w = broadcast %v : tile<1xi32> -> tile<4xi32>
+  // expected-error@+1 {{'cuda_tile.cmpi' op result #0 must be tile of i1 values, but got '!cuda_tile.tile<4xi8>' (result 'result' must be tile<4xi1>, got tile<4xi8>)}}
+  %0 = cmpi less_than %w, %w, signed : tile<4xi32> -> tile<4xi8>
+  // expected-error@+1 {{'cuda_tile.cmpi' op failed to verify that Result type has i1 element type and same shape as operands (result 'result' must be tile<4xi1>, got tile<2xi1>)}}
+  %1 = cmpi less_than %w, %w, signed : tile<4xi32> -> tile<2xi1>
+  // expected-error@+1 {{'cuda_tile.cmpf' op failed to verify that Result type has i1 element type and same shape as operands (result 'result' must be tile<i1>, got tile<1xi1>)}}
+  %2 = cmpf equal ordered %b, %b : tile<f32> -> tile<1xi1>
+  return
+}

@@ -926,3 +926,29 @@ def test_the_writer_refuses_ops_of_other_dialects_even_when_checking_diagnostics
     assert (code, err) == (0, "")
     code, _, err = run(capsys, "opt", "-allow-unregistered-dialect", "-verify-diagnostics", path)
     assert code == 1 and "was not produced" in err  # opt verifies it: nothing to refuse
+
+
+@pytest.mark.parametrize("text, at, message", [
+    # a comparison writes its lhs type only: rhs is read at it
+    ("%r = cmpi equal %a, %b, signed : tile<4xi32> -> tile<4xi1>", "2:23",
+     "use of value '%b' expects different type than prior uses: '!cuda_tile.tile<4xi32>' vs "
+     "'!cuda_tile.tile<4xi16>'"),
+    # select writes the condition's and the result's: both values are read at the result's
+    ("%r = select %c, %a, %b : tile<4xi1>, tile<4xi32>", "2:23",
+     "use of value '%b' expects different type than prior uses: '!cuda_tile.tile<4xi32>' vs "
+     "'!cuda_tile.tile<4xi16>'"),
+    ("%r = select %c, %b, %a : tile<4xi1>, tile<4xi32>", "2:19",
+     "use of value '%b' expects different type than prior uses: '!cuda_tile.tile<4xi32>' vs "
+     "'!cuda_tile.tile<4xi16>'"),
+    # a written type the value does not have is found once the whole form is read (MLIR
+    # resolves operands last), so a missing type is reported first
+    ("%r = select %c, %a, %a : tile<4xi32>,", "3:1", "custom op 'cuda_tile.select' expected "
+     "valid keyword (expected a type, found '}')"),
+])
+def test_values_read_at_the_type_their_op_gives_them(tmp_path, capsys, text, at, message):
+    end = "" if text.endswith(",") else "  return\n"
+    path = write(tmp_path, "testing$func @k(%a: tile<4xi32>, %b: tile<4xi16>, %c: tile<4xi1>) {\n"
+                           f"  {text}\n{end}}}\n")
+    code, _, err = run(capsys, "opt", "--testing-ops", path)
+    assert code == 1
+    assert err.splitlines()[0] == f"{path}:{at}: error: {message}", err

@@ -159,7 +159,9 @@ MALFORMED += [
     (HEADER + "  %0 = addi %arg0, %arg0 overflow<maybe> : tile<i32>\n" + RETURN, 2, 35,
      "expected overflow, one of: none, no_signed_wrap"),
     (FLOAT_HEADER + "  %0 = cmpf less_than sometimes %f, %f : tile<f32> -> tile<i1>\n" + RETURN, 2, 23,
-     "expected comparison_ordering, one of: unordered, ordered; found 'sometimes'"),
+     "custom op 'cuda_tile.cmpf' expected 'comparison_ordering' to be one of: {'ordered', "
+     "'unordered'} (expected comparison_ordering, one of: unordered, ordered; found "
+     "'sometimes')"),
     # parser: type syntax
     (HEADER + "  %0 = addi %arg0, %arg0 : tile<4xq32>\n" + RETURN, 2, 35, "expected an element type"),
     # parser: SSA values used before any definition, aliases, blocks

@@ -522,10 +522,11 @@ CASES += [
     Case("cmpf result not i1", _binary("cmpf", scalar(f32), scalar(f32), scalar(f32), {
         "comparison_predicate": ComparisonPredicate.EQUAL,
         "comparison_ordering": tilebc.ops.ComparisonOrdering.ORDERED}),
-         "type.mismatch", "cmpf", "result 'result' must be tile<i1>"),
+         "type.mismatch", "cmpf", "'cuda_tile.cmpf' op result #0 must be tile of i1 values, but "
+         "got '!cuda_tile.tile<f32>' (result 'result' must be tile<i1>"),
     Case("select shapes", _select_shapes, "shape.mismatch", "select",
-         "'cuda_tile.select' op failed to verify that all of {result, cond} have same shape "
-         "(operand 'cond' shape 4 does not match result 'result'"),
+         "'cuda_tile.select' op failed to verify that all of {cond, val_if_true, val_if_false, "
+         "result} have same shape (operand 'val_if_true' shape"),
     Case("broadcast element", _unary("broadcast", scalar(f32), scalar(i32)),
          "type.element_mismatch", "broadcast", "'cuda_tile.broadcast' op failed to verify that "
          "all of {source, result} have the same element type (result 'result' element type i32"),

@@ -51,8 +51,9 @@ entry @k(%a: tile<i32>) {
 entry @k(%p: tile<i1>) {
   %c = constant <f32: 1.0> : tile<4xf32>
   %d = constant <f32: 2.0> : tile<8xf32>
+  // (the custom form reads %d at the result's type, so only the generic form gets this far)
   // expected-error@+1 {{operand 'val_if_false' type tile<8xf32> does not match operand 'val_if_true' type tile<4xf32>}}
-  %0 = select %p, %c, %d : tile<i1>, tile<4xf32>
+  %0 = "cuda_tile.select"(%p, %c, %d) : (tile<i1>, tile<4xf32>, tile<8xf32>) -> tile<4xf32>
   return
 }
 

@@ -188,6 +188,9 @@ class OpSpec:
     # Result element i is a function of the operands' elements i alone (casts, select); the
     # element-wise and compare families are so by definition, see `per_element`.
     maps_elements: bool = False
+    # Operands (and "result") that MLIR's AllTypesMatch gives one type beyond the element-wise
+    # family's: the parser reads those whose type the text does not write at the written one.
+    types_match: Tuple[str, ...] = ()
     # An op of another dialect, read from text only behind -allow-unregistered-dialect: checked by
     # nothing but SSA scoping, never printed or encoded (see `unregistered_op`).
     unregistered: bool = False

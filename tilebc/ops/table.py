@@ -173,11 +173,12 @@ OPS: Tuple[OpSpec, ...] = (
                enum_attr("comparison_ordering", ComparisonOrdering)),
         syntax="$comparison_predicate $comparison_ordering $lhs `,` $rhs attr-dict `:` type($lhs) "
                "`->` type($result)", family=Family.COMPARE, elements=Elements.FLOAT, effects=Effects.NONE,
+        types_match=("lhs", "rhs"),
         summary="float comparison"),
     _op("cmpi", 0x0F, ("lhs", "rhs"),
         attrs=(enum_attr("comparison_predicate", ComparisonPredicate), SIGNEDNESS),
         syntax="$comparison_predicate $lhs `,` $rhs `,` $signedness attr-dict `:` type($lhs) "
-               "`->` type($result)", family=Family.COMPARE, elements=Elements.INT,
+               "`->` type($result)", family=Family.COMPARE, elements=Elements.INT, types_match=("lhs", "rhs"),
         effects=Effects.NONE, summary="integer comparison"),
     _op("constant", 0x10, (), attrs=(attr("value", AttrKind.DENSE),),
         syntax="custom<DenseConstant>($value) attr-dict", asm_name="@constant",
@@ -335,7 +336,8 @@ OPS: Tuple[OpSpec, ...] = (
         summary="inclusive scan along a dimension with a combiner region"),
     _op("select", 0x5F, ("cond", "val_if_true", "val_if_false"),
         syntax="$cond `,` $val_if_true `,` $val_if_false attr-dict `:` type($cond) `,` "
-               "type($result)", result_like="val_if_true", summary="element-wise choice", maps_elements=True),
+               "type($result)", result_like="val_if_true", summary="element-wise choice", maps_elements=True,
+        types_match=("val_if_true", "val_if_false", "result")),
     _binary("shli", 0x60, Elements.INT, "shift left", (OVERFLOW,), middle=OVERFLOW_KW),
     _binary("shri", 0x61, Elements.INT, "shift right", (SIGNEDNESS,), middle="$signedness"),
     _unary("sin", 0x62, Elements.FLOAT, "sine"),

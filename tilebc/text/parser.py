@@ -86,6 +86,7 @@ class _OpState:
         self.spec = spec
         self.pos = pos
         self.generic = False  # MLIR's generic form: every type is written
+        self.mismatch = None  # a written operand type its value does not have (raised later)
         self.operands: Dict[str, object] = {}
         self.attrs: Dict[str, object] = {}
         self.operand_types: Dict[str, List] = {}
@@ -575,6 +576,8 @@ class _Parser:
         state = _OpState(spec, name_token.pos)
         state.result_count = sum(count for _, count in names) if names else 0
         self._elements(compile_syntax(spec), state)
+        if state.mismatch is not None:
+            raise state.mismatch  # MLIR resolves operands once the whole form is read
         op = self._build(state, name_token)
         return self._finish_op(op, spec, state, start, names)
 
@@ -831,6 +834,16 @@ class _Parser:
                 if isinstance(value, Value) and operand.name not in state.operand_types \
                         and value.type != result:
                     raise self._prior_use_error(value, result)
+        if implied and spec.types_match:
+            written = next((state.operand_types[name][0] for name in spec.types_match
+                            if state.operand_types.get(name)), None)
+            if written is None and "result" in spec.types_match:
+                written = result
+            for name in spec.types_match:
+                value = state.operands.get(name)
+                if written is not None and isinstance(value, Value) \
+                        and name not in state.operand_types and value.type != written:
+                    raise self._prior_use_error(value, written)
         operands = {}
         for operand in spec.operands:
             value = state.operands.get(operand.name)
@@ -975,7 +988,7 @@ class _Parser:
                 if i:
                     c.expect(",")
                 positions.append(c.peek().pos)
-                types.append(self.types.type())
+                types.append(self._custom_type(state))
             if isinstance(group, tuple) and not group:
                 # MLIR reads a variadic group's type list whatever the operand count
                 extra = self._optional_type()
@@ -988,13 +1001,13 @@ class _Parser:
                                   f"{len(types)} types", state.pos)
             values = group if isinstance(group, tuple) else ((group,) if group is not None else ())
             for value, found, pos in zip(values, types, positions):
-                if value.type != found:
-                    raise c.error(f"{state.spec.mnemonic}: operand {element.name} has type "
-                                  f"{value.type}, but the text says {found}", pos)
+                if value.type != found and state.mismatch is None:
+                    state.mismatch = c.error(f"{state.spec.mnemonic}: operand {element.name} has "
+                                             f"type {value.type}, but the text says {found}", pos)
             state.operand_types[element.name] = types
             return
         pos = c.peek().pos
-        types = [self.types.type()]
+        types = [self._custom_type(state)]
         kind = state.spec.results[element.result].parsed_kind \
             if element.result < len(state.spec.results) else ""
         if kind and str(types[0]).split("<", 1)[0] != kind:
@@ -1005,6 +1018,15 @@ class _Parser:
                 c.next()
                 types.append(self.types.type())
         state.result_types[element.result] = types
+
+    def _custom_type(self, state: _OpState):
+        """A type an op's custom form writes; none there is refused in MLIR's words."""
+        token = self.c.peek()
+        if token.kind not in ("ident", "bang"):
+            raise self.c.error(f"custom op 'cuda_tile.{state.spec.mnemonic}' expected valid "
+                               f"keyword (expected a type, found "
+                               f"'{token.text or 'end of input'}')", token.pos)
+        return self.types.type()
 
     def _optional_type(self):
         """A type if one follows, else None (the cursor left where it was)."""

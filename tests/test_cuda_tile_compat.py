@@ -952,3 +952,18 @@ def test_values_read_at_the_type_their_op_gives_them(tmp_path, capsys, text, at,
     code, _, err = run(capsys, "opt", "--testing-ops", path)
     assert code == 1
     assert err.splitlines()[0] == f"{path}:{at}: error: {message}", err
+
+
+def test_a_missing_token_is_reported_where_the_line_before_ends(tmp_path, capsys):
+    """MLIR's rule: a token expected but not found on the next line is missed after the last
+    token read, not at the start of the next line."""
+    path = write(tmp_path, "entry @k(%c: tile<4xi1>, %a: tile<4xf32>) {\n"
+                           "  %r = select %c, %a, %a : tile<4xi1>\n  return\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines()[0] == f"{path}:2:38: error: expected ',' in select, found 'return'"
+    # on the same line, the token found is the place
+    path = write(tmp_path, "entry @k(%c: tile<4xi1>, %a: tile<4xf32>) {\n"
+                           "  %r = select %c, %a, %a : tile<4xi1> return\n}\n", "same.mlir")
+    code, _, err = run(capsys, "opt", path)
+    assert err.splitlines()[0] == f"{path}:2:39: error: expected ',' in select, found 'return'"

@@ -675,10 +675,11 @@ def test_malformed_debug_attributes_are_refused_even_unused(tmp_path, capsys, de
 
 
 @pytest.mark.parametrize("keyword, messages", [
-    ("", ["expected valid keyword (expected signedness, one of: unsigned, signed; found ':')",
-          "expected signedness to be one of: {'signed', 'unsigned'}"]),
-    ("upward", ["expected signedness to be one of: {'signed', 'unsigned'} (expected "
-                "signedness, one of: unsigned, signed; found 'upward')"]),
+    ("", ["custom op 'cuda_tile.exti' expected valid keyword (expected signedness, one of: "
+          "unsigned, signed; found ':')",
+          "custom op 'cuda_tile.exti' expected signedness to be one of: {'signed', 'unsigned'}"]),
+    ("upward", ["custom op 'cuda_tile.exti' expected signedness to be one of: {'signed', "
+                "'unsigned'} (expected signedness, one of: unsigned, signed; found 'upward')"]),
 ])
 def test_missing_or_unknown_signedness_in_nvidias_words(tmp_path, capsys, keyword, messages):
     path = write(tmp_path, f"entry @k(%a: tile<i8>) {{\n  %b = exti %a {keyword}: tile<i8> -> "
@@ -805,3 +806,164 @@ def test_generic_form_writes_every_type_so_the_verifier_reports_the_clash(tmp_pa
     assert err.splitlines() == [f"{path}:2:3: error: 'cuda_tile.addf' op failed to verify that "
                                 "all of {lhs, rhs, result} have same type (operand 'rhs' type "
                                 "tile<f16> does not match operand 'lhs' type tile<f32>)"], err
+
+
+FOREIGN = """\
+cuda_tile.module @m {
+  entry @k() {
+    %c = "test.make_cond"() : () -> !cuda_tile.tile<i32>
+    %d = "test.pass"(%c) : (!cuda_tile.tile<i32>) -> !cuda_tile.tile<i32>
+    // expected-error @below{{operand #0 must be 0D tile of i1 values}}
+    if %d {
+    }
+    return
+  }
+}
+"""
+
+
+def test_ops_of_other_dialects_are_verified_around_only_when_allowed(tmp_path, capsys):
+    path = write(tmp_path, FOREIGN)
+    # with the flag, their results stand in for values: the error is the cuda_tile op's
+    code, _, err = run(capsys, "opt", "-allow-unregistered-dialect", "-verify-diagnostics", path)
+    assert (code, err) == (0, "")
+    # without it (the default), the first one is refused, at the module, with the remark
+    code, _, err = run(capsys, "opt", "-verify-diagnostics", path)
+    assert code == 1 and "unknown operation 'test.make_cond'" in err, err
+
+
+def test_ops_of_other_dialects_are_never_printed_nor_encoded(tmp_path, capsys):
+    path = write(tmp_path, FOREIGN.replace("%d {", "%e {").replace(
+        "    // expected-error @below{{operand #0 must be 0D tile of i1 values}}\n",
+        '    %e = "test.to_i1"(%d) : (!cuda_tile.tile<i32>) -> !cuda_tile.tile<i1>\n'))
+    refusal = [f"{path}:1:1: error: only ops from the 'cuda_tile' dialect are allowed (unknown "
+               "operation 'test.make_cond', at 3:10)", f"{path}:3:10: remark: invalid op"]
+    code, _, err = run(capsys, "opt", "-allow-unregistered-dialect", "-verify-diagnostics", path)
+    assert (code, err) == (0, "")  # the module verifies
+    code, out, err = run(capsys, "opt", "-allow-unregistered-dialect", path)
+    assert (code, out, err.splitlines()) == (1, "", refusal)
+    out_file = tmp_path / "out.tilebc"
+    code, _, err = run(capsys, "translate", "-allow-unregistered-dialect", "-mlir-to-cudatilebc",
+                       path, "-o", out_file)
+    assert (code, err.splitlines()) == (1, refusal) and not out_file.exists()
+
+
+@pytest.mark.parametrize("op, message", [
+    ('"test.op"() {value = 1 : i32} : () -> ()', "tilebc reads ops of other dialects "
+     "('test.op') without regions or attributes"),
+    ('"test.op"() ({\n}) : () -> ()', "tilebc reads ops of other dialects ('test.op') without "
+     "regions or attributes"),
+    ('"cuda_tile.no_such_op"() : () -> ()', "unknown operation 'cuda_tile.no_such_op'"),
+])
+def test_what_allow_unregistered_dialect_still_refuses(tmp_path, capsys, op, message):
+    path = write(tmp_path, f"entry @k() {{\n  {op}\n  return\n}}\n")
+    code, _, err = run(capsys, "opt", "-allow-unregistered-dialect", "-verify-diagnostics", path)
+    assert code == 1
+    assert f"{path}:2:" in err and message in err, err
+
+
+def test_a_0d_tensor_view_takes_no_strides():
+    text = "entry @k(%v: tensor_view<f32, strides=[]>) {\n  return\n}\n"
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_modules(text)
+    assert caught.value.message.startswith("strides must not be provided for 0-d tiles")
+    assert (caught.value.line, caught.value.column) == (1, 31)
+    module = parse_modules(text.replace(", strides=[]", ""))[0]  # written as tilebc prints it
+    assert str(module.functions[0].type.inputs[0]) == "tensor_view<f32>"
+
+
+@pytest.mark.parametrize("op, written, kind", [
+    ("make_partition_view", "tensor_view<?x8xf32, strides=[8,1]>", "partition_view"),
+    ("make_strided_view", "partition_view<tile=(4x8), tensor_view<?x8xf32, strides=[8,1]>>",
+     "strided_view"),
+])
+def test_a_view_maker_refuses_another_kind_of_type_where_it_is_written(op, written, kind):
+    text = ("entry @k(%p: tile<ptr<f32>>, %n: tile<i32>) {\n"
+            "  %t = make_tensor_view %p, shape = [%n, 8], strides = [8, 1] : tile<i32> -> "
+            "tensor_view<?x8xf32, strides=[8,1]>\n"
+            f"  %v = {op} %t\n    : {written}\n  return\n}}\n")
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_modules(text)
+    assert caught.value.message.split("\n")[0] == (
+        f"'cuda_tile.{op}' expected '{kind}' type, but got '!cuda_tile.{written}'")
+    assert (caught.value.line, caught.value.column) == (4, 7)
+
+
+@pytest.mark.parametrize("text, column, messages", [
+    ("cmpi %a, %a, signed", 13, ["custom op 'cuda_tile.cmpi' expected valid keyword (expected "
+     "comparison_predicate, one of: equal, not_equal, less_than, less_than_or_equal, "
+     "greater_than, greater_than_or_equal; found '%a')", "custom op 'cuda_tile.cmpi' expected "
+     "'comparison_predicate' to be one of: {'equal', 'not_equal', 'less_than', "
+     "'less_than_or_equal', 'greater_than', 'greater_than_or_equal'}"]),
+    ("cmpi above %a, %a, signed", 13, ["custom op 'cuda_tile.cmpi' expected "
+     "'comparison_predicate' to be one of: {'equal', 'not_equal', 'less_than', "
+     "'less_than_or_equal', 'greater_than', 'greater_than_or_equal'} (expected "
+     "comparison_predicate, one of: equal, not_equal, less_than, less_than_or_equal, "
+     "greater_than, greater_than_or_equal; found 'above')"]),
+    ("cmpi equal %a, %a, ordered", 27, ["custom op 'cuda_tile.cmpi' expected signedness to be "
+     "one of: {'signed', 'unsigned'} (expected signedness, one of: unsigned, signed; found "
+     "'ordered')"]),
+    ("cmpf equal signed %f, %f", 19, ["custom op 'cuda_tile.cmpf' expected "
+     "'comparison_ordering' to be one of: {'ordered', 'unordered'} (expected "
+     "comparison_ordering, one of: unordered, ordered; found 'signed')"]),
+])
+def test_comparison_keywords_in_nvidias_parser_words(tmp_path, capsys, text, column, messages):
+    types = ("tile<f32> -> tile<i1>" if text.startswith("cmpf") else "tile<i32> -> tile<i1>")
+    path = write(tmp_path, "entry @k(%a: tile<i32>, %f: tile<f32>) {\n"
+                           f"  %r = {text} : {types}\n  return\n}}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines() == [f"{path}:2:{column}: error: {m}" for m in messages], err
+
+
+def test_the_writer_refuses_ops_of_other_dialects_even_when_checking_diagnostics(tmp_path,
+                                                                                 capsys):
+    path = write(tmp_path, "// expected-error @below{{only ops from the 'cuda_tile' dialect are "
+                 "allowed}}\ncuda_tile.module @m {\n  entry @k() {\n    // expected-remark "
+                 "@below{{invalid op}}\n    \"test.op\"() : () -> ()\n    return\n  }\n}\n")
+    code, _, err = run(capsys, "translate", "-mlir-to-cudatilebc", "-allow-unregistered-dialect",
+                       "-verify-diagnostics", path, "-o", tmp_path / "out.tilebc")
+    assert (code, err) == (0, "")
+    code, _, err = run(capsys, "opt", "-allow-unregistered-dialect", "-verify-diagnostics", path)
+    assert code == 1 and "was not produced" in err  # opt verifies it: nothing to refuse
+
+
+@pytest.mark.parametrize("text, at, message", [
+    # a comparison writes its lhs type only: rhs is read at it
+    ("%r = cmpi equal %a, %b, signed : tile<4xi32> -> tile<4xi1>", "2:23",
+     "use of value '%b' expects different type than prior uses: '!cuda_tile.tile<4xi32>' vs "
+     "'!cuda_tile.tile<4xi16>'"),
+    # select writes the condition's and the result's: both values are read at the result's
+    ("%r = select %c, %a, %b : tile<4xi1>, tile<4xi32>", "2:23",
+     "use of value '%b' expects different type than prior uses: '!cuda_tile.tile<4xi32>' vs "
+     "'!cuda_tile.tile<4xi16>'"),
+    ("%r = select %c, %b, %a : tile<4xi1>, tile<4xi32>", "2:19",
+     "use of value '%b' expects different type than prior uses: '!cuda_tile.tile<4xi32>' vs "
+     "'!cuda_tile.tile<4xi16>'"),
+    # a written type the value does not have is found once the whole form is read (MLIR
+    # resolves operands last), so a missing type is reported first
+    ("%r = select %c, %a, %a : tile<4xi32>,", "3:1", "custom op 'cuda_tile.select' expected "
+     "valid keyword (expected a type, found '}')"),
+])
+def test_values_read_at_the_type_their_op_gives_them(tmp_path, capsys, text, at, message):
+    end = "" if text.endswith(",") else "  return\n"
+    path = write(tmp_path, "testing$func @k(%a: tile<4xi32>, %b: tile<4xi16>, %c: tile<4xi1>) {\n"
+                           f"  {text}\n{end}}}\n")
+    code, _, err = run(capsys, "opt", "--testing-ops", path)
+    assert code == 1
+    assert err.splitlines()[0] == f"{path}:{at}: error: {message}", err
+
+
+def test_a_missing_token_is_reported_where_the_line_before_ends(tmp_path, capsys):
+    """MLIR's rule: a token expected but not found on the next line is missed after the last
+    token read, not at the start of the next line."""
+    path = write(tmp_path, "entry @k(%c: tile<4xi1>, %a: tile<4xf32>) {\n"
+                           "  %r = select %c, %a, %a : tile<4xi1>\n  return\n}\n")
+    code, _, err = run(capsys, "opt", path)
+    assert code == 1
+    assert err.splitlines()[0] == f"{path}:2:38: error: expected ',' in select, found 'return'"
+    # on the same line, the token found is the place
+    path = write(tmp_path, "entry @k(%c: tile<4xi1>, %a: tile<4xf32>) {\n"
+                           "  %r = select %c, %a, %a : tile<4xi1> return\n}\n", "same.mlir")
+    code, _, err = run(capsys, "opt", path)
+    assert err.splitlines()[0] == f"{path}:2:39: error: expected ',' in select, found 'return'"

@@ -118,11 +118,14 @@ MALFORMED = [
     (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32>\n  %0 = addi %arg0, %arg0 : tile<i32>\n"
      "  return\n}\n", 3, 3, "redefinition of SSA value %0"),
     (HEADER + "  %0 = cmpi bigger %arg0, %arg0, signed : tile<i32> -> tile<i1>\n  return\n}\n",
-     2, 13, "expected comparison_predicate, one of"),
+     2, 13, "custom op 'cuda_tile.cmpi' expected 'comparison_predicate' to be one of: "
+     "{'equal', 'not_equal', 'less_than', 'less_than_or_equal', 'greater_than', "
+     "'greater_than_or_equal'} (expected comparison_predicate, one of"),
     (HEADER + "  %0 = constant <i8: 300> : tile<i8>\n  return\n}\n", 2, 22,
      "integer constant out of range for type (integer 300 is out of range for i8"),
     (HEADER + "  %0 = exti %arg0 sideways : tile<i32> -> tile<i64>\n  return\n}\n", 2, 19,
-     "expected signedness to be one of: {'signed', 'unsigned'} (expected signedness, one of"),
+     "custom op 'cuda_tile.exti' expected signedness to be one of: {'signed', 'unsigned'} "
+     "(expected signedness, one of"),
     (HEADER + "  return %arg0 : tile<f32>\n}\n", 2, 18,
      "return: operand operands has type tile<i32>, but the text says tile<f32>"),
     (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32> ~\n}\n", 2, 38, "unexpected character '~'"),
@@ -146,7 +149,8 @@ MALFORMED += [
     (HEADER + "  %0 = addi %arg0, %arg0 tile<i32>\n" + RETURN, 2, 26, "expected ':' in addi, found 'tile'"),
     (HEADER + "  %0 = addi %arg0 : tile<i32>\n" + RETURN, 2, 19, "expected ',' in addi, found ':'"),
     ("entry @k(%arg0 tile<i32>) {\n" + RETURN, 1, 16, "expected ':', found 'tile'"),
-    (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32> loc(\"a.py\":1:2\n" + RETURN, 3, 3,
+    # a missing token is reported where the line before ends, as MLIR does
+    (HEADER + "  %0 = addi %arg0, %arg0 : tile<i32> loc(\"a.py\":1:2\n" + RETURN, 2, 52,
      "expected ')' to close loc(...), found 'return'"),
     # parser: wrong attribute keywords
     (FLOAT_HEADER + "  %0 = addf %f, %f rounding<sideways> : tile<f32>\n" + RETURN, 2, 29,
@@ -156,7 +160,9 @@ MALFORMED += [
     (HEADER + "  %0 = addi %arg0, %arg0 overflow<maybe> : tile<i32>\n" + RETURN, 2, 35,
      "expected overflow, one of: none, no_signed_wrap"),
     (FLOAT_HEADER + "  %0 = cmpf less_than sometimes %f, %f : tile<f32> -> tile<i1>\n" + RETURN, 2, 23,
-     "expected comparison_ordering, one of: unordered, ordered; found 'sometimes'"),
+     "custom op 'cuda_tile.cmpf' expected 'comparison_ordering' to be one of: {'ordered', "
+     "'unordered'} (expected comparison_ordering, one of: unordered, ordered; found "
+     "'sometimes')"),
     # parser: type syntax
     (HEADER + "  %0 = addi %arg0, %arg0 : tile<4xq32>\n" + RETURN, 2, 35, "expected an element type"),
     # parser: SSA values used before any definition, aliases, blocks

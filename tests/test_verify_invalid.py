@@ -521,10 +521,11 @@ CASES += [
     Case("cmpf result not i1", _binary("cmpf", scalar(f32), scalar(f32), scalar(f32), {
         "comparison_predicate": ComparisonPredicate.EQUAL,
         "comparison_ordering": tilebc.ops.ComparisonOrdering.ORDERED}),
-         "type.mismatch", "cmpf", "result 'result' must be tile<i1>"),
+         "type.mismatch", "cmpf", "'cuda_tile.cmpf' op result #0 must be tile of i1 values, but "
+         "got '!cuda_tile.tile<f32>' (result 'result' must be tile<i1>"),
     Case("select shapes", _select_shapes, "shape.mismatch", "select",
-         "'cuda_tile.select' op failed to verify that all of {result, cond} have same shape "
-         "(operand 'cond' shape 4 does not match result 'result'"),
+         "'cuda_tile.select' op failed to verify that all of {cond, val_if_true, val_if_false, "
+         "result} have same shape (operand 'val_if_true' shape"),
     Case("broadcast element", _unary("broadcast", scalar(f32), scalar(i32)),
          "type.element_mismatch", "broadcast", "'cuda_tile.broadcast' op failed to verify that "
          "all of {source, result} have the same element type (result 'result' element type i32"),
@@ -582,22 +583,26 @@ CASES += [
          "allowed here"),
     Case("ftof positive_inf to f16", _unary("ftof", scalar(f32), scalar(f16),
                                             {"rounding_mode": RoundingMode.POSITIVE_INF}),
-         "attr.rounding", "ftof", "rounding_mode positive_inf is not allowed for f32 to f16"),
+         "attr.rounding", "ftof", "'cuda_tile.ftof' op invalid rounding mode specified. Only "
+         "'nearest_even' and 'zero' are supported for narrowing conversions to standard types "
+         "(rounding_mode positive_inf is not allowed for f32 to f16)"),
     Case("itof to f8E8M0FNU", _unary("itof", scalar(i32), scalar(f8E8M0FNU), {
         "signedness": Signedness.SIGNED, "rounding_mode": RoundingMode.NEAREST_EVEN}),
          "type.operand", "itof", "'cuda_tile.itof' op integer to f8E8M0FNU conversion is not "
          "supported, please first convert to another float type"),
     Case("ftof f8E8M0FNU to f32 positive_inf", _unary("ftof", scalar(f8E8M0FNU), scalar(f32),
                                                      {"rounding_mode": RoundingMode.POSITIVE_INF}),
-         "attr.rounding", "ftof", "rounding_mode positive_inf is not allowed for f8E8M0FNU to f32; "
-                                  "expected one of nearest_even, zero"),
+         "attr.rounding", "ftof", "'cuda_tile.ftof' op invalid rounding mode specified. Only "
+         "'nearest_even' and 'zero' are supported for narrowing conversions to standard types "
+         "(rounding_mode positive_inf is not allowed for f8E8M0FNU to f32)"),
     Case("ftof f4E2M1FN to f8E4M3FN zero", lambda: kernel([scalar(f32)], lambda b, x: b.op(
         "ftof", [b.op("ftof", [b.op("broadcast", [b.op("reshape", [x], [tile((1,), f32)])],
                                     [tile((2,), f32)])], [tile((2,), f4E2M1FN)])],
         [tile((2,), f8E4M3FN)], {"rounding_mode": RoundingMode.ZERO})),
-         "attr.rounding", "ftof", "rounding_mode zero is not allowed for f4E2M1FN to f8E4M3FN "
-                                  "(exact, but into a low-precision type); expected one of "
-                                  "nearest_even", occurrence=1),
+         "attr.rounding", "ftof", "'cuda_tile.ftof' op invalid rounding mode specified for "
+         "conversion to low-precision type. Only 'nearest_even' is supported (rounding_mode zero "
+         "is not allowed for f4E2M1FN to f8E4M3FN (exact, but into a low-precision type))",
+         occurrence=1),
     Case("itof zero", _unary("itof", scalar(i32), scalar(f32), {
         "signedness": Signedness.SIGNED, "rounding_mode": RoundingMode.ZERO}),
          "attr.rounding", "itof", "rounding_mode zero is not allowed here"),

@@ -232,7 +232,8 @@ def cmd_convert(args) -> int:
 
 def _mlir_options(args):
     from .mlir_tools import Options
-    return Options(testing_ops=args.testing_ops, hint_warnings=args.hint_warnings,
+    return Options(testing_ops=args.testing_ops, allow_unregistered=args.allow_unregistered,
+                   hint_warnings=args.hint_warnings,
                    hint_errors=args.hint_errors, verify=not args.no_verify)
 
 
@@ -240,7 +241,7 @@ def _read_text(path: str) -> str:
     return _text_of(read_input(path), _display_name(path))
 
 
-def _run_chunks(args, produce) -> int:
+def _run_chunks(args, produce, encodes: bool = False) -> int:
     """Split the text input, parse and verify each chunk, and hand each clean one's modules to
     `produce` (which returns its output, or raises TilebcError); diagnostics as MLIR prints them,
     or checked against the expected-* comments with -verify-diagnostics."""
@@ -253,7 +254,13 @@ def _run_chunks(args, produce) -> int:
         result = parse_chunk(chunk, name, options)
         produced = list(result.diagnostics)
         output = None
-        if not result.failed:
+        if not result.failed and result.unregistered:
+            # ops of other dialects were verified around; tilebc can neither print nor encode
+            # them: the writer refuses them (as NVIDIA's does), and so does opt's printer,
+            # except under -verify-diagnostics, which checks no output
+            if encodes or not args.verify_diagnostics:
+                produced += result.unregistered
+        elif not result.failed:
             try:
                 output = produce(result.modules)
             except Diagnosed as error:
@@ -345,9 +352,9 @@ def cmd_translate(args) -> int:
         return data
 
     if args.mlir_to_cudatilebc:
-        return _run_chunks(args, lambda modules: b"".join(encode(modules)))
+        return _run_chunks(args, lambda modules: b"".join(encode(modules)), encodes=True)
     return _run_chunks(args, lambda modules: _print_mlir([load(d) for d in encode(modules)],
-                                                         args))
+                                                         args), encodes=True)
 
 
 def cmd_demo(args) -> int:
@@ -493,7 +500,8 @@ def _mlir_tool_options(command) -> None:
     flag("mlir-print-debuginfo", "debug", "print locations")
     flag("mlir-print-op-generic", "generic", "print ops in MLIR's generic form")
     flag("allow-unregistered-dialect", "allow_unregistered",
-         "accepted for compatibility (ops of other dialects are still refused)")
+         "read ops of other dialects written in the generic form inside entries, for "
+         "-verify-diagnostics only (they are never printed nor encoded)")
     flag("no-implicit-module", "no_implicit_module",
          "accepted for compatibility (modules are always explicit)")
     flag("Wunsupported-hints", "hint_warnings", "warn about optimization hints the target "

@@ -183,6 +183,7 @@ def check_expected(text: str, file: str, produced: List[Diag]) -> List[Diag]:
 @dataclass
 class Options:
     testing_ops: bool = False
+    allow_unregistered: bool = False  # -allow-unregistered-dialect
     hint_warnings: bool = False   # -Wunsupported-hints
     hint_errors: bool = False     # -Werr-hints
     verify: bool = True
@@ -192,6 +193,9 @@ class Options:
 class ChunkResult:
     modules: list = field(default_factory=list)
     diagnostics: List[Diag] = field(default_factory=list)
+    # the refusals owed for ops of other dialects (-allow-unregistered-dialect), which were
+    # verified around but can be neither printed nor encoded
+    unregistered: List[Diag] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -204,14 +208,21 @@ def parse_chunk(text: str, file: str, options: Options) -> ChunkResult:
     from .verify import WARNING, diagnostics
     result = ChunkResult()
     try:
-        result.modules, unwritable = parse_modules(text, file, testing_ops=options.testing_ops,
-                                                   defer_unwritable=True)
+        result.modules, unwritable = parse_modules(
+            text, file, testing_ops=options.testing_ops, defer_unwritable=True,
+            allow_unregistered=options.allow_unregistered)
     except TilebcError as error:
         result.diagnostics.append(from_error(error, file))
         # notes, remarks and further errors a parse error carries at their own positions
         for severity, line, column, message in getattr(error, "related", ()):
             result.diagnostics.append(Diag(severity, line, column, message, file))
         return result
+    # the first op of another dialect is refused (as NVIDIA's writer stops at it)
+    for error in [e for e in unwritable if getattr(e, "unregistered", False)][:1]:
+        result.unregistered.append(from_error(error, file))
+        for severity, line, column, message in getattr(error, "related", ()):
+            result.unregistered.append(Diag(severity, line, column, message, file))
+    unwritable = [e for e in unwritable if not getattr(e, "unregistered", False)]
     if not options.verify:
         return result
     for module in result.modules:

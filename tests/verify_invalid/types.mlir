@@ -51,8 +51,9 @@ entry @k(%a: tile<i32>) {
 entry @k(%p: tile<i1>) {
   %c = constant <f32: 1.0> : tile<4xf32>
   %d = constant <f32: 2.0> : tile<8xf32>
+  // (the custom form reads %d at the result's type, so only the generic form gets this far)
   // expected-error@+1 {{operand 'val_if_false' type tile<8xf32> does not match operand 'val_if_true' type tile<4xf32>}}
-  %0 = select %p, %c, %d : tile<i1>, tile<4xf32>
+  %0 = "cuda_tile.select"(%p, %c, %d) : (tile<i1>, tile<4xf32>, tile<8xf32>) -> tile<4xf32>
   return
 }
 
@@ -158,5 +159,43 @@ entry @k(%a: tile<f16>) {
 entry @k(%a: tile<f32>) {
   // expected-error@+1 {{'cuda_tile.tanh' op invalid rounding mode specified, expect one of [approx, full] (rounding_mode zero is not allowed here; expected one of approx, full)}}
   %0 = tanh %a rounding<zero> : tile<f32>
+  return
+}
+
+// -----
+
+// ftof rounding modes: each kind of conversion has its own sentence in tileiras 13.5, and the
+// widening ones take every IEEE mode (the open repository's verifier allows nearest_even only).
+entry @k(%h: tile<f16>, %s: tile<f32>, %d: tile<f64>) {
+  %ok0 = ftof %s rounding<negative_inf> : tile<f32> -> tile<f64>
+  %ok1 = ftof %h rounding<nearest_away> : tile<f16> -> tile<f32>
+  // expected-error@+1 {{'cuda_tile.ftof' op invalid rounding mode specified for widening conversion. Only IEEE float rounding modes are supported: 'nearest_even', 'zero', 'negative_inf', 'positive_inf', 'nearest_away' (rounding_mode approx is not allowed for f16 to f64)}}
+  %0 = ftof %h rounding<approx> : tile<f16> -> tile<f64>
+  // expected-error@+1 {{'cuda_tile.ftof' op invalid rounding mode specified. Only 'nearest_even' and 'zero' are supported for narrowing conversions to standard types (rounding_mode negative_inf is not allowed for f64 to f16)}}
+  %1 = ftof %d rounding<negative_inf> : tile<f64> -> tile<f16>
+  // expected-error@+1 {{'cuda_tile.ftof' op invalid rounding mode specified for conversion from f64 to f32. Only 'nearest_even', 'zero', 'negative_inf', and 'positive_inf' are supported}}
+  %2 = ftof %d rounding<nearest_away> : tile<f64> -> tile<f32>
+  // expected-error@+1 {{'cuda_tile.ftof' op invalid rounding mode specified for conversion from f32 to tf32. Only 'nearest_even', 'zero', and 'nearest_away' are supported}}
+  %3 = ftof %s rounding<positive_inf> : tile<f32> -> tile<tf32>
+  // expected-error@+1 {{'cuda_tile.ftof' op invalid rounding mode specified for conversion to low-precision type. Only 'nearest_even' is supported}}
+  %4 = ftof %h rounding<zero> : tile<f16> -> tile<f8E4M3FN>
+  // expected-error@+1 {{'cuda_tile.ftof' op invalid rounding mode specified for conversion to f8E8M0FNU. Only 'zero' and 'positive_inf' are supported}}
+  %5 = ftof %s rounding<nearest_even> : tile<f32> -> tile<f8E8M0FNU>
+  return
+}
+
+// -----
+
+// A comparison's result: its own type constraint (a tile of i1) first, then the shape it shares
+// with the operands (both in tileiras 13.5's words).
+entry @k(%a: tile<i32>, %b: tile<f32>) {
+  %v = reshape %a : tile<i32> -> tile<1xi32>
+  %w = broadcast %v : tile<1xi32> -> tile<4xi32>
+  // expected-error@+1 {{'cuda_tile.cmpi' op result #0 must be tile of i1 values, but got '!cuda_tile.tile<4xi8>' (result 'result' must be tile<4xi1>, got tile<4xi8>)}}
+  %0 = cmpi less_than %w, %w, signed : tile<4xi32> -> tile<4xi8>
+  // expected-error@+1 {{'cuda_tile.cmpi' op failed to verify that Result type has i1 element type and same shape as operands (result 'result' must be tile<4xi1>, got tile<2xi1>)}}
+  %1 = cmpi less_than %w, %w, signed : tile<4xi32> -> tile<2xi1>
+  // expected-error@+1 {{'cuda_tile.cmpf' op failed to verify that Result type has i1 element type and same shape as operands (result 'result' must be tile<i1>, got tile<1xi1>)}}
+  %2 = cmpf equal ordered %b, %b : tile<f32> -> tile<1xi1>
   return
 }

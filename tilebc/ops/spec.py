@@ -100,17 +100,20 @@ class OperandSpec(Record):
 
 
 class ResultSpec(Record):
-    __slots__ = ("name", "variadic", "since", "default_type")
+    __slots__ = ("name", "variadic", "since", "default_type", "parsed_kind")
     _fields = __slots__
 
     # default_type: the type the reader synthesizes when the file predates the result.
+    # parsed_kind: the kind of type the op's custom text form reads for this result
+    # ("partition_view"); NVIDIA's parser refuses any other kind where the type is written.
     def __init__(self, name: str, variadic: bool = False, since: Version = V13_1,
-                 default_type: Any = None):
+                 default_type: Any = None, parsed_kind: str = ""):
         _set = object.__setattr__
         _set(self, "name", name)
         _set(self, "variadic", variadic)
         _set(self, "since", since)
         _set(self, "default_type", default_type)
+        _set(self, "parsed_kind", parsed_kind)
 
 
 class AttrSpec(Record):
@@ -159,7 +162,7 @@ class OpSpec(Record):
                "ends", "through_if", "exit", "exits_pass", "combiner", "else_optional",
                "block_args", "carried", "summary",
                "syntax", "asm_name", "asm_block_args", "result_like", "forwards", "commutative",
-               "maps_elements", "flag_bits")
+               "maps_elements", "types_match", "unregistered", "flag_bits")
 
     def __init__(self, mnemonic: str,
                  opcode: int,
@@ -225,7 +228,15 @@ class OpSpec(Record):
                  commutative: bool = False,
                  # Result element i is a function of the operands' elements i alone (casts, select);
                  # the element-wise and compare families are so by definition, see `per_element`.
-                 maps_elements: bool = False):
+                 maps_elements: bool = False,
+                 # Operands (and "result") that MLIR's AllTypesMatch gives one type beyond the
+                 # element-wise family's: the parser reads those whose type the text does not write
+                 # at the written one.
+                 types_match: Tuple[str, ...] = (),
+                 # An op of another dialect, read from text only behind
+                 # -allow-unregistered-dialect: checked by nothing but SSA scoping, never printed
+                 # or encoded (see `unregistered_op`).
+                 unregistered: bool = False):
         _set = object.__setattr__
         _set(self, "mnemonic", mnemonic)
         _set(self, "opcode", opcode)
@@ -257,6 +268,8 @@ class OpSpec(Record):
         _set(self, "forwards", forwards)
         _set(self, "commutative", commutative)
         _set(self, "maps_elements", maps_elements)
+        _set(self, "types_match", types_match)
+        _set(self, "unregistered", unregistered)
         # Flag bits are numbered in version order: the optional fields of the op's first version
         # (attributes in declaration order, then optional operands), then the next version's, and so on.
         def effective(since: Version) -> Version:
@@ -313,3 +326,11 @@ class OpSpec(Record):
 
 
 OpHook = Callable[..., Any]
+
+
+def unregistered_op(name: str) -> OpSpec:
+    """The spec of an op of another dialect (MLIR's -allow-unregistered-dialect): any operands
+    and results, effects unknown (so assumed), no opcode (the writer has no encoding for it)."""
+    return OpSpec(name, opcode=-1, operands=(OperandSpec("operands", Arity.VARIADIC),),
+                  results=(ResultSpec("results", variadic=True),), effects=Effects.CALL,
+                  unregistered=True)

@@ -172,11 +172,12 @@ OPS: Tuple[OpSpec, ...] = (
                enum_attr("comparison_ordering", ComparisonOrdering)),
         syntax="$comparison_predicate $comparison_ordering $lhs `,` $rhs attr-dict `:` type($lhs) "
                "`->` type($result)", family=Family.COMPARE, elements=Elements.FLOAT, effects=Effects.NONE,
+        types_match=("lhs", "rhs"),
         summary="float comparison"),
     _op("cmpi", 0x0F, ("lhs", "rhs"),
         attrs=(enum_attr("comparison_predicate", ComparisonPredicate), SIGNEDNESS),
         syntax="$comparison_predicate $lhs `,` $rhs `,` $signedness attr-dict `:` type($lhs) "
-               "`->` type($result)", family=Family.COMPARE, elements=Elements.INT,
+               "`->` type($result)", family=Family.COMPARE, elements=Elements.INT, types_match=("lhs", "rhs"),
         effects=Effects.NONE, summary="integer comparison"),
     _op("constant", 0x10, (), attrs=(attr("value", AttrKind.DENSE),),
         syntax="custom<DenseConstant>($value) attr-dict", asm_name="@constant",
@@ -270,6 +271,7 @@ OPS: Tuple[OpSpec, ...] = (
                "attr-dict", asm_name="", carried="initValues",
         summary="unbounded loop left by break"),
     _op("make_partition_view", 0x42, ("tensor_view",),
+        (ResultSpec("result", parsed_kind="partition_view"),),
         syntax="$tensor_view attr-dict `:` type($result)", asm_name="pview", summary="tile a tensor view into a partition view"),
     _op("make_tensor_view", 0x43, ("base", "dynamicShape*", "dynamicStrides*"), segmented=True,
         syntax="$base `,` `shape` `=` `[` custom<MixedDims>($dynamicShape, shape) `]` `,` `strides` "
@@ -335,7 +337,8 @@ OPS: Tuple[OpSpec, ...] = (
         summary="inclusive scan along a dimension with a combiner region"),
     _op("select", 0x5F, ("cond", "val_if_true", "val_if_false"),
         syntax="$cond `,` $val_if_true `,` $val_if_false attr-dict `:` type($cond) `,` "
-               "type($result)", result_like="val_if_true", summary="element-wise choice", maps_elements=True),
+               "type($result)", result_like="val_if_true", summary="element-wise choice", maps_elements=True,
+        types_match=("val_if_true", "val_if_false", "result")),
     _binary("shli", 0x60, Elements.INT, "shift left", (OVERFLOW,), middle=OVERFLOW_KW),
     _binary("shri", 0x61, Elements.INT, "shift right", (SIGNEDNESS,), middle="$signedness"),
     _unary("sin", 0x62, Elements.FLOAT, "sine"),
@@ -380,9 +383,11 @@ OPS: Tuple[OpSpec, ...] = (
         syntax="$lhs `,` $rhs `,` $acc `,` $lhs_scale `,` $rhs_scale attr-dict `:` type($lhs) `,` "
                "type($rhs) `,` type($acc) `,` type($lhs_scale) `,` type($rhs_scale)", result_like="acc",
         summary="block-scaled float matrix multiply-accumulate"),
-    _op("make_gather_scatter_view", 0x73, ("tensor_view",), since=V13_3,
+    _op("make_gather_scatter_view", 0x73, ("tensor_view",),
+        (ResultSpec("result", parsed_kind="gather_scatter_view"),), since=V13_3,
         syntax="$tensor_view attr-dict `:` type($result)", asm_name="gsview", summary="view that gathers/scatters along one sparse dimension"),
-    _op("make_strided_view", 0x74, ("tensor_view",), since=V13_3,
+    _op("make_strided_view", 0x74, ("tensor_view",),
+        (ResultSpec("result", parsed_kind="strided_view"),), since=V13_3,
         syntax="$tensor_view attr-dict `:` type($result)", asm_name="sview", summary="view that steps tiles by traversal strides"),
     _op("atomic_red_view_tko", 0x75, ("view", "index*", "value", "token?"), (RESULT_TOKEN,),
         (ORDERING, SCOPE, enum_attr("mode", AtomicRMWMode),

@@ -52,6 +52,7 @@ class Cursor:
         self.text = text
         self.filename = filename
         self.pos = 0
+        self.end = 0  # where the last token read ends
         self._peeked: Optional[Token] = None
         self.depth = 0  # current nesting, all families together (see `nesting`)
         self.depths: Dict[str, int] = {}  # current nesting of each family
@@ -138,7 +139,7 @@ class Cursor:
 
     def next(self) -> Token:
         token = self.peek()
-        self.pos = token.pos + len(token.text)
+        self.pos = self.end = token.pos + len(token.text)
         self._peeked = None
         return token
 
@@ -155,7 +156,13 @@ class Cursor:
         token = self.peek()
         if token.text != text:
             found = shorten(token.text) or "end of input"
-            raise self.error(f"expected '{text}'{' ' + what if what else ''}, found '{found}'")
+            # MLIR reports a missing token that the next line does not hold where the line
+            # before ends (after the last token read)
+            start = self.text.rfind("\n", 0, token.pos) + 1
+            pos = self.end if 0 < self.end <= start and not self.text[start:token.pos].strip() \
+                else token.pos
+            raise self.error(f"expected '{text}'{' ' + what if what else ''}, found '{found}'",
+                             pos)
         return self.next()
 
     def expect_kind(self, kind: str, what: str) -> Token:
@@ -171,7 +178,7 @@ class Cursor:
         self._peeked = None
         match = pattern.match(self.text, self.pos)
         if match:
-            self.pos = match.end()
+            self.pos = self.end = match.end()
         return match
 
 

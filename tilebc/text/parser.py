@@ -17,7 +17,7 @@ from ..ir.module import Block, Function, Global, Module, Op, Region, Value
 from ..numeric.convert import float_to_bits
 from ..numeric.numerics import storage_bytes
 from ..ops.enums import MemoryScope, SymbolVisibility
-from ..ops.spec import Arity, AttrKind, Family
+from ..ops.spec import Arity, AttrKind, Family, unregistered_op
 from ..ops.table import (ENTRY_OP, GLOBAL_OP, MNEMONIC_ALIASES, MODULE_OP, OPS_BY_MNEMONIC,
                          OWN_MEMORY_ATTRIBUTE_PARSER, ROUNDING_CHECKED_WHEN_PARSED,
                          ROUNDING_MODES_TAKEN, closing_terminator)
@@ -41,19 +41,23 @@ def parse_module(text: str, filename: str = "<text>") -> Module:
 
 
 def parse_modules(text: str, filename: str = "<text>", *, testing_ops: bool = False,
-                  defer_unwritable: bool = False) -> List[Module]:
+                  defer_unwritable: bool = False,
+                  allow_unregistered: bool = False) -> List[Module]:
     """Each top-level `cuda_tile.module` of the text as its own Module (items outside any module
     form one more, as MLIR's implicit module). `testing_ops` reads the test-only entry kind
     `testing$func` of NVIDIA's test builds (any parameter and result types); such modules are
     for the verifier only and are refused by the bytecode writer's callers. `defer_unwritable`
     reads a fused or named location as the di_loc inside it and returns, with the modules, the
-    refusals it owes (callers verify first, as NVIDIA's tools do)."""
+    refusals it owes (callers verify first, as NVIDIA's tools do). `allow_unregistered` (needs
+    `defer_unwritable`) reads ops of other dialects written in the generic form inside entries,
+    each adding its refusal to those owed."""
     parser = _Parser(text, filename)
     parser.testing_ops = testing_ops
+    parser.allow_unregistered = allow_unregistered and defer_unwritable
     parser.locations.defer_unwritable = defer_unwritable
     modules = parser.modules()
     if defer_unwritable:
-        return modules, parser.locations.unwritable
+        return modules, parser.unregistered + parser.locations.unwritable
     return modules
 
 
@@ -62,6 +66,16 @@ _GENERIC_MODULES = ("cuda_tile.module", "builtin.module")
 _DENSE_ELEMENTS = ("i1 or i8 or i16 or i32 or i64 or f16 or bf16 or f32 or f64 or tf32 or "
                    "f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN")
 _GENERIC_FUNCTIONS = ("cuda_tile.entry", "cuda_tile.testing$func")
+# Enums NVIDIA's ops read with a custom parser: our name for the keyword, and its words when the
+# keyword is missing or unknown.
+_CUSTOM_ENUMS = {
+    "Signedness": ("signedness", "expected signedness to be one of: {'signed', 'unsigned'}"),
+    "ComparisonPredicate": ("comparison_predicate", "expected 'comparison_predicate' to be one "
+                            "of: {'equal', 'not_equal', 'less_than', 'less_than_or_equal', "
+                            "'greater_than', 'greater_than_or_equal'}"),
+    "ComparisonOrdering": ("comparison_ordering", "expected 'comparison_ordering' to be one of: "
+                           "{'ordered', 'unordered'}"),
+}
 
 
 # ---- ops -----------------------------------------------------------------------------------------
@@ -73,6 +87,7 @@ class _OpState:
         self.spec = spec
         self.pos = pos
         self.generic = False  # MLIR's generic form: every type is written
+        self.mismatch = None  # a written operand type its value does not have (raised later)
         self.operands: Dict[str, object] = {}
         self.attrs: Dict[str, object] = {}
         self.operand_types: Dict[str, List] = {}
@@ -92,6 +107,10 @@ class _Parser:
         self._implicit: set = set()  # ids of terminators the text left out
         self.preview = False  # a preview op makes the module public-preview bytecode
         self.testing_ops = False
+        # -allow-unregistered-dialect: ops of other dialects in the generic form are read (for the
+        # verifier only); `unregistered` holds the refusal each owes the printer and the writer
+        self.allow_unregistered = False
+        self.unregistered: List[TextSyntaxError] = []
         self._toplevel: Dict[int, Function] = {}  # module id -> entry holding top-level ops
         self._toplevel_scopes: Dict[int, Dict[str, Value]] = {}
         self._separate: Optional[List[Module]] = None  # top-level modules kept apart (modules())
@@ -558,6 +577,8 @@ class _Parser:
         state = _OpState(spec, name_token.pos)
         state.result_count = sum(count for _, count in names) if names else 0
         self._elements(compile_syntax(spec), state)
+        if state.mismatch is not None:
+            raise state.mismatch  # MLIR resolves operands once the whole form is read
         op = self._build(state, name_token)
         return self._finish_op(op, spec, state, start, names)
 
@@ -592,6 +613,14 @@ class _Parser:
         full = unescape(name_token.text)
         mnemonic = full[len(PREFIX):] if full.startswith(PREFIX) else None
         spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic)) if mnemonic else None
+        if spec is None and self.allow_unregistered and mnemonic is None:
+            spec = unregistered_op(full)
+            message, detail = ("only ops from the 'cuda_tile' dialect are allowed",
+                               f"unknown operation '{full}'")
+            refusal = self._module_error(message, detail, name_token.pos) if self._module_pos \
+                else c.error(f"{message} ({detail})", name_token.pos)
+            refusal.unregistered = True
+            self.unregistered.append(refusal)
         if spec is None or spec.structural:
             if self._module_pos and not full.startswith(PREFIX):
                 raise self._module_error("only ops from the 'cuda_tile' dialect are allowed",
@@ -606,6 +635,9 @@ class _Parser:
             if values:
                 c.expect(",")
             values.append(self._use())
+        if spec.unregistered and (c.at("(") or c.at("<") or c.at("{")):
+            raise c.error(f"tilebc reads ops of other dialects ('{full}') without regions or "
+                          "attributes (with -allow-unregistered-dialect)")
         if c.accept("("):
             index = 0
             while True:
@@ -803,6 +835,16 @@ class _Parser:
                 if isinstance(value, Value) and operand.name not in state.operand_types \
                         and value.type != result:
                     raise self._prior_use_error(value, result)
+        if implied and spec.types_match:
+            written = next((state.operand_types[name][0] for name in spec.types_match
+                            if state.operand_types.get(name)), None)
+            if written is None and "result" in spec.types_match:
+                written = result
+            for name in spec.types_match:
+                value = state.operands.get(name)
+                if written is not None and isinstance(value, Value) \
+                        and name not in state.operand_types and value.type != written:
+                    raise self._prior_use_error(value, written)
         operands = {}
         for operand in spec.operands:
             value = state.operands.get(operand.name)
@@ -947,7 +989,7 @@ class _Parser:
                 if i:
                     c.expect(",")
                 positions.append(c.peek().pos)
-                types.append(self.types.type())
+                types.append(self._custom_type(state))
             if isinstance(group, tuple) and not group:
                 # MLIR reads a variadic group's type list whatever the operand count
                 extra = self._optional_type()
@@ -960,17 +1002,32 @@ class _Parser:
                                   f"{len(types)} types", state.pos)
             values = group if isinstance(group, tuple) else ((group,) if group is not None else ())
             for value, found, pos in zip(values, types, positions):
-                if value.type != found:
-                    raise c.error(f"{state.spec.mnemonic}: operand {element.name} has type "
-                                  f"{value.type}, but the text says {found}", pos)
+                if value.type != found and state.mismatch is None:
+                    state.mismatch = c.error(f"{state.spec.mnemonic}: operand {element.name} has "
+                                             f"type {value.type}, but the text says {found}", pos)
             state.operand_types[element.name] = types
             return
-        types = [self.types.type()]
+        pos = c.peek().pos
+        types = [self._custom_type(state)]
+        kind = state.spec.results[element.result].parsed_kind \
+            if element.result < len(state.spec.results) else ""
+        if kind and str(types[0]).split("<", 1)[0] != kind:
+            raise c.error(f"'cuda_tile.{state.spec.mnemonic}' expected '{kind}' type, but got "
+                          f"'!cuda_tile.{types[0]}'", pos)
         if element.variadic:
             while c.at(",") and not self._next_is_value():
                 c.next()
                 types.append(self.types.type())
         state.result_types[element.result] = types
+
+    def _custom_type(self, state: _OpState):
+        """A type an op's custom form writes; none there is refused in MLIR's words."""
+        token = self.c.peek()
+        if token.kind not in ("ident", "bang"):
+            raise self.c.error(f"custom op 'cuda_tile.{state.spec.mnemonic}' expected valid "
+                               f"keyword (expected a type, found "
+                               f"'{token.text or 'end of input'}')", token.pos)
+        return self.types.type()
 
     def _optional_type(self):
         """A type if one follows, else None (the cursor left where it was)."""
@@ -1028,18 +1085,20 @@ class _Parser:
                               scope.pos)
         return order
 
-    def _signedness(self, enum):
-        """A signedness keyword of an op's custom form, refused in NVIDIA's parser's words (a
-        missing keyword draws MLIR's own error too)."""
+    def _custom_enum(self, enum, state: _OpState):
+        """A signedness, comparison predicate or ordering keyword, which NVIDIA's ops read with
+        parsers of their own: refused in their words, prefixed as MLIR prefixes an op parser's
+        errors (a missing keyword draws MLIR's own error too)."""
         token = self.c.peek()
         try:
-            return self._enum_keyword(enum, "signedness")
+            return self._enum_keyword(enum, _CUSTOM_ENUMS[enum.__name__][0])
         except TextSyntaxError as ours:
-            words = "expected signedness to be one of: {'signed', 'unsigned'}"
+            op = f"custom op 'cuda_tile.{state.spec.mnemonic}' "
+            words = op + _CUSTOM_ENUMS[enum.__name__][1]
             detail = ours.message.split("\n")[0]
             if token.kind == "ident":
                 raise self.c.error(f"{words} ({detail})", token.pos) from None
-            error = self.c.error(f"expected valid keyword ({detail})", token.pos)
+            error = self.c.error(f"{op}expected valid keyword ({detail})", token.pos)
             line, column = self.c.line_col(token.pos)
             error.related = [("error", line, column, words)]
             raise error from None
@@ -1071,8 +1130,8 @@ class _Parser:
         c = self.c
         kind = attr.kind
         if kind is AttrKind.ENUM:
-            if attr.enum.__name__ == "Signedness":
-                return self._signedness(attr.enum)
+            if attr.enum.__name__ in _CUSTOM_ENUMS:
+                return self._custom_enum(attr.enum, state)
             if attr.name == "memory_ordering_semantics" and state.spec.mnemonic in OWN_MEMORY_ATTRIBUTE_PARSER:
                 return self._view_memory_attributes(attr.enum)
             return self._enum_keyword(attr.enum, attr.name)

@@ -183,6 +183,10 @@ class TypeParser:
         if not shape and self.opt(">"):  # a 0-d view may leave out `, strides=[]`
             return T.TensorViewType(element, (), (), PtrAttr.NONE)
         self.lit(",")
+        if not shape:
+            # NVIDIA's type parser words it so; a 0-d view has no strides to give
+            raise self.c.error("strides must not be provided for 0-d tiles (a 0-d tensor_view "
+                               "is written without `, strides=[]`)")
         self.lit("strides")
         self.lit("=")
         self.lit("[")

@@ -247,10 +247,17 @@ def i1_like(result: str, operand: str) -> Constraint:
     """`result` is an i1 tile of `operand`'s shape (comparisons)."""
     def check(ctx, op) -> bool:
         expected = TileType(value(op, operand).type.shape, i1)
-        got = value(op, result).type
+        v = value(op, result)
+        got = v.type
         if got != expected:
-            return ctx.report("type.mismatch", op, f"{role(op, result)} must be {expected}, "
-                                                   f"got {got}")
+            detail = f"{role(op, result)} must be {expected}, got {got}"
+            # NVIDIA checks the result's own type constraint first, then the shared trait
+            if not isinstance(got, TileType) or got.element != i1:
+                return ctx.report("type.mismatch", op, ods_type_error(
+                    op, result, v, "tile of i1 values", detail))
+            return ctx.report("type.mismatch", op, f"'cuda_tile.{op.name}' op failed to verify "
+                              f"that Result type has i1 element type and same shape as operands "
+                              f"({detail})")
         return True
     return check
 

@@ -247,10 +247,33 @@ def ftof(ctx, op) -> bool:
         why = (" (exact, but into a low-precision type)"
                if target.element.name in _LOW_PRECISION and _widening(source.element, target.element)
                else "")
-        return ctx.report("attr.rounding", op, f"rounding_mode {mode.keyword} is not allowed for "
-                          f"{source.element} to {target.element}{why}; expected one of "
-                          f"{', '.join(m.keyword for m in allowed)}")
+        return ctx.report("attr.rounding", op, f"'cuda_tile.{op.name}' op "
+                          f"{_ftof_rounding_words(source.element, target.element, allowed)} "
+                          f"(rounding_mode {mode.keyword} is not allowed for {source.element} to "
+                          f"{target.element}{why})")
     return True
+
+
+def _ftof_rounding_words(source, target, allowed) -> str:
+    """What tileiras 13.5 says of a rounding mode `ftof_rounding_modes` refuses (each case of
+    that function has its own sentence there)."""
+    quoted = [f"'{m.keyword}'" for m in allowed]
+    listed = " and ".join(quoted) if len(quoted) < 3 else \
+        ", ".join(quoted[:-1]) + ", and " + quoted[-1]
+    verb = "is" if len(quoted) == 1 else "are"
+    if target.name == "f8E8M0FNU":
+        return f"invalid rounding mode specified for conversion to f8E8M0FNU. Only {listed} {verb} supported"
+    if target.name in _LOW_PRECISION:
+        return (f"invalid rounding mode specified for conversion to low-precision type. Only "
+                f"{listed} {verb} supported")
+    if (source.name, target.name) in _SPECIAL_NARROWING:
+        return (f"invalid rounding mode specified for conversion from {source.name} to "
+                f"{target.name}. Only {listed} {verb} supported")
+    if _widening(source, target):
+        return (f"invalid rounding mode specified for widening conversion. Only IEEE float "
+                f"rounding modes are supported: {', '.join(quoted)}")
+    return (f"invalid rounding mode specified. Only {listed} {verb} supported for narrowing "
+            f"conversions to standard types")
 
 
 def pointer_cast(source_name: str, result_name: str):

@@ -146,7 +146,7 @@ _OTHER: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
                oc.insert),
     "select": (tile_of("cond", elements=I1), tile_of("val_if_true", "val_if_false", "result"),
                same_type("val_if_true", "val_if_false", "result"),
-               same_shape("result", "cond"), oc.not_f4("result")),
+               same_shape("cond", "val_if_true", "val_if_false", "result"), oc.not_f4("result")),
     "pack": (tile_of("source", elements=UNPACKED, rank=1), tile_of("result", elements=I8, rank=1),
              oc.pack_unpack),
     "unpack": (tile_of("source", elements=I8, rank=1), tile_of("result", elements=UNPACKED, rank=1),

@@ -349,6 +349,9 @@ class Verifier:
     def op(self, op: Op) -> None:
         spec = op.spec
         facts = _facts(spec)
+        if facts is None and spec.unregistered:
+            self.unregistered(op)
+            return
         if facts is None:
             self.ctx.report("op.unknown", op, f"{spec.mnemonic} cannot appear in a function body")
             return
@@ -357,6 +360,19 @@ class Verifier:
             check(self, op)  # signature.py: op_in_full's checks, verdicts reused
         else:
             self.op_in_full(op, spec, facts, None)
+
+    def unregistered(self, op: Op) -> None:
+        """An op of another dialect (-allow-unregistered-dialect): MLIR knows nothing of it but
+        its values, so only their scoping is checked."""
+        for value in op.operand_values:
+            if value not in self.visible:
+                self.ctx.report("ssa.dominance", op, self.dominance_message(value))
+        for result in op.results:
+            self.type_ok(op, result.type, "result")
+            if result in self.defined:
+                self.ctx.report("ssa.redefined", op, f"value {result!r} is assigned more than once")
+            self.defined.add(result)
+            self.visible.add(result)
 
     def recall(self, op: Op, key: tuple) -> Optional[bool]:
         """The verdict for an op whose identity key is new: an earlier op's with an equal

@@ -403,6 +403,49 @@ def test_aligned_operands_go_to_shared_through_cp_async(arch, align, copy):
     assert np.all(np.abs(actual - exact) <= bound) and np.all(np.abs(expected - exact) <= bound)
 
 
+def test_i8_lhs_goes_through_cp_async_and_transposed_rhs_through_registers():
+    from tilebc.ir.attrs import DivByAttr
+    from tilebc.ops.enums import Signedness
+    m, n, k = 32, 32, 64
+    module = new_module("13.5")
+    i8 = ELEMENT_TYPES["i8"]
+    params = []
+    for pointee in (i8, i8, i32):
+        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4
+    b = new_function(module, "k", params)
+    token = b.make_token()
+    bid = b.get_tile_block_id()
+    zero = b.constant(0, "i32")
+
+    def view(group, shape):
+        pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
+        if group < 2:
+            pointer = b.assume(pointer, predicate=DivByAttr(16))
+            cols = b.assume(cols, predicate=DivByAttr(16))
+            stride = b.assume(stride, predicate=DivByAttr(16))
+        return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
+    lhs, _ = b.load(view(0, (m, k)), [bid[0], zero], token=token)
+    rhs, _ = b.load(view(1, (k, n)), [zero, bid[1]], token=token)
+    out = view(2, (m, n))
+    acc, _ = b.load(out, [bid[0], bid[1]], token=token)
+    product = b.mmai(lhs, rhs, acc, result_types=[TileType((m, n), i32)],
+                     signedness_lhs=Signedness.SIGNED, signedness_rhs=Signedness.SIGNED)
+    b.store(product, out, [bid[0], bid[1]], token=token)
+    b.return_([])
+    ptx = jit_compile(module, entry="k", arch="sm_80", emit="ptx", threads=128).ptx
+    assert ptx.count("cp.async.cg.shared.global") == 1  # A only: B is staged transposed
+    rows, cols = 45, 48
+    a = RNG.integers(-128, 128, (rows, k)).astype(np.int8)
+    bb = RNG.integers(-128, 128, (k, 64)).astype(np.int8)[:, :cols]
+    c = RNG.integers(-1000, 1000, (rows, cols)).astype(np.int32)
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, bb, expected)
+    sim.run(module, "k", grid, a, bb, actual, arch="sm_80", threads=128)
+    assert np.array_equal(expected, a.astype(np.int64) @ bb.astype(np.int64) + c)
+    assert np.array_equal(actual, expected)
+
+
 def _async_k_loop_kernel(m, n, k, steps, store_between):
     """c = a @ b + c with a `for` over `steps` K tiles whose loads feed the mma, a's and b's
     views 16-byte aligned; with `store_between`, the loop stores the acc to c between the

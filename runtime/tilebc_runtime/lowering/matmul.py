@@ -12,7 +12,8 @@ turn and they go through shared memory back to the default distribution, where e
 its accumulator slots in f32 and rounds once. Everything else: each thread computes its result
 slots as dot products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64
 for f64, s32 for i8), all slots in one K loop where their rows and columns are a fixed distance
-apart. A transposed B read only by tensor-core mmas is staged from its source (Transposed).
+apart. A transposed B read only by tensor-core mmas is staged from its source (Transposed); an
+aligned view load read only by one such mma is copied into the staging by cp.async (ViewStaged).
 """
 from __future__ import annotations
 

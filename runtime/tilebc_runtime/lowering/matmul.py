@@ -666,6 +666,8 @@ def async_width(lw, op, view) -> int:
     if form is None or form[0] not in ("f16", "bf16", "s8", "u8") or mma_layout(lw, use) is None:
         return 0
     where = _block_positions(lw)
+    if op not in where or use not in where:
+        return 0
     (ops, at), (use_ops, use_at) = where[op], where[use]
     if ops is not use_ops or use_at < at or any(
             between.spec.effects not in (Effects.NONE, Effects.UNDECLARED)

@@ -349,6 +349,167 @@ def _aligned_mmaf_kernel(m, n, k):
     return module
 
 
+def _async_operands_kernel(m, n, k, align):
+    """c = a @ b + c over a grid of tiles, with a's and b's base pointers promised `align`-byte
+    aligned and their row strides and column counts multiples of align / 2 elements (f16)."""
+    from tilebc.ir.attrs import DivByAttr
+    module = new_module("13.5")
+    f16 = ELEMENT_TYPES["f16"]
+    params = []
+    for pointee in (f16, f16, f32):
+        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4  # shape, strides
+    b = new_function(module, "k", params)
+    token = b.make_token()
+    bid = b.get_tile_block_id()
+    zero = b.constant(0, "i32")
+
+    def view(group, shape):
+        pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
+        if group < 2:
+            pointer = b.assume(pointer, predicate=DivByAttr(align))
+            cols = b.assume(cols, predicate=DivByAttr(align // 2))
+            stride = b.assume(stride, predicate=DivByAttr(align // 2))
+        return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
+    lhs, _ = b.load(view(0, (m, k)), [bid[0], zero], token=token)
+    rhs, _ = b.load(view(1, (k, n)), [zero, bid[1]], token=token)
+    out = view(2, (m, n))
+    acc, _ = b.load(out, [bid[0], bid[1]], token=token)
+    product = b.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])
+    b.store(product, out, [bid[0], bid[1]], token=token)
+    b.return_([])
+    return module
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("align,copy", [(16, "cp.async.cg.shared.global"),
+                                        (4, "cp.async.ca.shared.global")])
+def test_aligned_operands_go_to_shared_through_cp_async(arch, align, copy):
+    m, n, k = 32, 32, 32
+    module = _async_operands_kernel(m, n, k, align)
+    ptx = jit_compile(module, entry="k", arch=arch, emit="ptx", threads=128).ptx
+    assert copy in ptx and "cp.async.wait_group 0" in ptx
+    assert "st.shared.b16" not in ptx  # neither operand is staged through registers
+    rows, cols = 45, 48  # tiles past both ends: their runs read nothing and land as zeros
+    a = RNG.uniform(-1, 1, (rows, 40)).astype(np.float16)[:, :k]  # row stride 40
+    b = RNG.uniform(-1, 1, (k, 56)).astype(np.float16)[:, :cols]
+    c = RNG.uniform(-1, 1, (rows, cols)).astype(np.float32)
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, b, expected)
+    sim.run(module, "k", grid, a, b, actual, arch=arch, threads=128)
+    exact = a.astype(np.float64) @ b.astype(np.float64) + c
+    bound = (k + 1) * 2.0 ** -24 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+                                    + np.abs(c))
+    assert np.all(np.abs(actual - exact) <= bound) and np.all(np.abs(expected - exact) <= bound)
+
+
+def test_i8_lhs_goes_through_cp_async_and_transposed_rhs_through_registers():
+    from tilebc.ir.attrs import DivByAttr
+    from tilebc.ops.enums import Signedness
+    m, n, k = 32, 32, 64
+    module = new_module("13.5")
+    i8 = ELEMENT_TYPES["i8"]
+    params = []
+    for pointee in (i8, i8, i32):
+        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4
+    b = new_function(module, "k", params)
+    token = b.make_token()
+    bid = b.get_tile_block_id()
+    zero = b.constant(0, "i32")
+
+    def view(group, shape):
+        pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
+        if group < 2:
+            pointer = b.assume(pointer, predicate=DivByAttr(16))
+            cols = b.assume(cols, predicate=DivByAttr(16))
+            stride = b.assume(stride, predicate=DivByAttr(16))
+        return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
+    lhs, _ = b.load(view(0, (m, k)), [bid[0], zero], token=token)
+    rhs, _ = b.load(view(1, (k, n)), [zero, bid[1]], token=token)
+    out = view(2, (m, n))
+    acc, _ = b.load(out, [bid[0], bid[1]], token=token)
+    product = b.mmai(lhs, rhs, acc, result_types=[TileType((m, n), i32)],
+                     signedness_lhs=Signedness.SIGNED, signedness_rhs=Signedness.SIGNED)
+    b.store(product, out, [bid[0], bid[1]], token=token)
+    b.return_([])
+    ptx = jit_compile(module, entry="k", arch="sm_80", emit="ptx", threads=128).ptx
+    assert ptx.count("cp.async.cg.shared.global") == 1  # A only: B is staged transposed
+    rows, cols = 45, 48
+    a = RNG.integers(-128, 128, (rows, k)).astype(np.int8)
+    bb = RNG.integers(-128, 128, (k, 64)).astype(np.int8)[:, :cols]
+    c = RNG.integers(-1000, 1000, (rows, cols)).astype(np.int32)
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, bb, expected)
+    sim.run(module, "k", grid, a, bb, actual, arch="sm_80", threads=128)
+    assert np.array_equal(expected, a.astype(np.int64) @ bb.astype(np.int64) + c)
+    assert np.array_equal(actual, expected)
+
+
+def _async_k_loop_kernel(m, n, k, steps, store_between):
+    """c = a @ b + c with a `for` over `steps` K tiles whose loads feed the mma, a's and b's
+    views 16-byte aligned; with `store_between`, the loop stores the acc to c between the
+    loads and the mma (the loads must then stay where they are)."""
+    from tilebc.ir.attrs import DivByAttr
+    module = new_module("13.5")
+    f16 = ELEMENT_TYPES["f16"]
+    params = []
+    for pointee in (f16, f16, f32):
+        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4
+    b = new_function(module, "k", params)
+    token = b.make_token()
+    bid = b.get_tile_block_id()
+    zero, one = b.constant(0, "i32"), b.constant(1, "i32")
+    count = b.constant(steps, "i32")
+
+    def view(group, shape):
+        pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
+        if group < 2:
+            pointer = b.assume(pointer, predicate=DivByAttr(16))
+            cols = b.assume(cols, predicate=DivByAttr(8))
+            stride = b.assume(stride, predicate=DivByAttr(8))
+        return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
+    a_view, b_view, out = view(0, (m, k)), view(1, (k, n)), view(2, (m, n))
+    acc0, _ = b.load(out, [bid[0], bid[1]], token=token)
+
+    def body(lb, i, acc):
+        lhs, _ = lb.load(a_view, [bid[0], i], token=token)
+        rhs, _ = lb.load(b_view, [i, bid[1]], token=token)
+        if store_between:
+            lb.store(acc, out, [bid[0], bid[1]], token=token)
+        return [lb.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])]
+    product = b.for_(zero, count, one, [acc0], body)
+    b.store(product, out, [bid[0], bid[1]], token=token)
+    b.return_([])
+    return module
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("store_between", [False, True])
+def test_k_loop_operands_through_cp_async(arch, store_between):
+    m, n, k, steps = 32, 32, 32, 3
+    module = _async_k_loop_kernel(m, n, k, steps, store_between)
+    ptx = jit_compile(module, entry="k", arch=arch, emit="ptx", threads=128).ptx
+    assert ("cp.async.cg" in ptx) != store_between  # a store between keeps the load in place
+    rows, cols = 45, 48
+    a = RNG.uniform(-1, 1, (rows, k * steps)).astype(np.float16)
+    b = RNG.uniform(-1, 1, (k * steps, cols)).astype(np.float16)
+    c = RNG.uniform(-1, 1, (rows, cols)).astype(np.float32)
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, b, expected)
+    sim.run(module, "k", grid, a, b, actual, arch=arch, threads=128)
+    magnitude = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(c)
+    bound = (k * steps + steps) * 2.0 ** -24 * magnitude
+    assert np.all(np.abs(actual - expected) <= 2 * bound)
+
+
+def test_unaligned_operands_keep_register_staging():
+    ptx = jit_compile(_async_operands_kernel(32, 32, 32, 2), entry="k", arch="sm_80",
+                      emit="ptx", threads=128).ptx
+    assert "cp.async" not in ptx and "st.shared.b16" in ptx  # 2-byte runs: below cp.async's 4
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_accumulator_stores_pairs_as_vectors(arch):
     m, n, k = 32, 32, 32

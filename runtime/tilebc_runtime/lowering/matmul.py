@@ -12,7 +12,8 @@ turn and they go through shared memory back to the default distribution, where e
 its accumulator slots in f32 and rounds once. Everything else: each thread computes its result
 slots as dot products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64
 for f64, s32 for i8), all slots in one K loop where their rows and columns are a fixed distance
-apart. A transposed B read only by tensor-core mmas is staged from its source (Transposed).
+apart. A transposed B read only by tensor-core mmas is staged from its source (Transposed); an
+aligned view load read only by one such mma is copied into the staging by cp.async (ViewStaged).
 """
 from __future__ import annotations
 
@@ -591,12 +592,135 @@ def staged_transposed(lw, op) -> bool:
 
 
 def _lower_transposed(lw, op) -> None:
-    """An mma not staging its B itself: a Transposed B is lowered as the permute it is."""
-    value = op.operands["rhs"]
-    value = lw.forward.get(value, value)
-    held = lw.values.get(value)
-    if isinstance(held, Transposed):
-        lw.set(value, held.make())
+    """An mma not staging its operands itself: a Transposed B is lowered as the permute it is, a
+    ViewStaged operand as the load it is."""
+    for name in ("lhs", "rhs"):
+        value = op.operands[name]
+        value = lw.forward.get(value, value)
+        held = lw.values.get(value)
+        if isinstance(held, (Transposed, ViewStaged)):
+            lw.set(value, held.make())
+
+
+class ViewStaged:
+    """The lowered value of a view load left for the one tensor-core mma that reads it as A or B:
+    the mma copies it from global memory straight into its staging with cp.async (_copy_async),
+    runs of `vec` elements at a time. `make()` lowers the load after all (another path)."""
+
+    def __init__(self, op, view, vec: int, make):
+        self.op, self.view, self.vec, self.make = op, view, vec, make
+        self.type = op.results[0].type
+        self.element = self.type.element
+
+
+def _block_positions(lw):
+    """op -> (its block's op list, its index there), for every op of the function."""
+    key = ("block positions",)
+    if key not in lw._cache:
+        where = {}
+
+        def visit(ops):
+            for i, inner in enumerate(ops):
+                where[inner] = (ops, i)
+                for region in inner.regions:
+                    for block in region.blocks:
+                        visit(block.ops)
+        visit(lw.function.body.ops)
+        lw._cache[key] = where
+    return lw._cache[key]
+
+
+def async_width(lw, op, view) -> int:
+    """Elements per cp.async (4, 8 or 16 bytes) for view load `op` when its tile can go straight
+    to the staging of the tensor-core mma reading it (ViewStaged), else 0: sm_80+ global pointers,
+    a partition view with a stride-1 last dim, alignment and strides proven for the run, zero
+    padding (cp.async zero-fills what it does not read), f16 / bf16 / i8 (no conversion before
+    staging), one mma use as A, or as B staged row-major (f16 / bf16), later in the same block
+    with only loads and ops touching no memory between (the load may move down to it)."""
+    from tilebc.ir.types import PartitionViewType
+    from tilebc.ops.enums import PaddingValue
+    from tilebc.ops.spec import Effects
+    from .anchors import _uses
+    from .memory import _dim_map, qualifiers
+    if lw.arch < 80 or lw.pointer_space != "global" or lw.chunk is not None or lw.T % 32:
+        return 0
+    vt = view.type
+    tensor = view.tensor
+    result = op.results[0]
+    shape = list(result.type.shape)
+    element = dtypes.name_of(result.type.element)
+    if not isinstance(vt, PartitionViewType) or qualifiers(op, store=False) \
+            or tensor.stride_div is None or len(shape) not in (2, 3) \
+            or getattr(vt, "padding_value", None) not in (None, PaddingValue.ZERO) \
+            or element not in ("f16", "bf16", "i8"):
+        return 0
+    uses = _uses(lw).get(lw.forward.get(result, result), ())
+    if len(uses) != 1 or not is_mma(uses[0]) or uses[0].name == "mmaf_scaled":
+        return 0
+    use = uses[0]
+    roles = [name for name in ("lhs", "rhs", "acc")
+             if lw.forward.get(use.operands[name], use.operands[name]) is result]
+    if roles not in (["lhs"], ["rhs"]) or (roles == ["rhs"] and element == "i8"):
+        return 0
+    form = mma_form(lw, use)
+    if form is None or form[0] not in ("f16", "bf16", "s8", "u8") or mma_layout(lw, use) is None:
+        return 0
+    where = _block_positions(lw)
+    if op not in where or use not in where:
+        return 0
+    (ops, at), (use_ops, use_at) = where[op], where[use]
+    if ops is not use_ops or use_at < at or any(
+            between.spec.effects not in (Effects.NONE, Effects.UNDECLARED)
+            and not between.name.startswith("load")
+            for between in ops[at + 1:use_at]):
+        return 0
+    dims = _dim_map(vt)
+    last = dims[-1]
+    if tensor.type.strides[last] != 1:
+        return 0
+    inbounds = list(op.attrs.get("inbounds") or ())
+    checked = not (len(inbounds) >= len(dims) and inbounds[-1])
+    size = dtypes.byte_size(result.type.element)
+    count = result.type.num_elements
+    vec = min(16 // size, shape[-1])
+    while vec * size >= 4 and (count % (vec * lw.T) or tensor.base_align % (vec * size)
+                               or any(tensor.stride_div[d] % vec for d in dims if d != last)
+                               or (checked and tensor.shape_div[last] % vec)):
+        vec //= 2
+    return vec if vec * size >= 4 else 0
+
+
+def _copy_async(lw, staged: ViewStaged, offset: int, stride: int) -> None:
+    """cp.async of a ViewStaged tile into row-major staging at `offset` with `stride` elements
+    between rows (batch b's rows after b * rows * stride); runs outside the tensor read
+    nothing (src-size 0) and land as zeros."""
+    from .layout import Blocked
+    from .memory import view_addresses
+    w = lw.w
+    op, vec = staged.op, staged.vec
+    shape = list(staged.type.shape)
+    rows = shape[-2]
+    size = dtypes.byte_size(staged.element)
+    layout = Blocked(staged.type.num_elements, lw.T, vec)
+    runs = list(range(0, layout.slots, vec))
+    addresses = view_addresses(lw, op, staged.view, op.operands["index"], shape, layout,
+                               slots=runs)
+    width = vec * size
+    kind = "cg" if width == 16 else "ca"  # .cg takes 16 bytes only
+    for k, (src, ok) in zip(runs, addresses):
+        mi = lw.multi_index(shape, k, layout)
+        at = w.reg("b32")
+        w(f"mad.lo.u32 {at}, {mi[-2]}, {stride}, {mi[-1]}")
+        if len(shape) == 3:
+            w(f"mad.lo.u32 {at}, {mi[0]}, {rows * stride}, {at}")
+        dst = w.reg("b32")
+        w(f"mad.lo.u32 {dst}, {at}, {size}, {lw.smem_base()}")
+        tail = ""
+        if ok is not None:
+            read = w.reg("b32")
+            w(f"selp.u32 {read}, {width}, 0, {ok}")
+            tail = f", {read}"
+        w(f"cp.async.{kind}.shared.global [{dst}+{offset}], [{src}], {width}{tail}")
 
 
 def _mma_in_registers(lw, op, layout, form):
@@ -619,6 +743,10 @@ def _mma_in_registers(lw, op, layout, form):
     from_source = isinstance(rhs, Transposed)  # B's [.., N, K] source, staged as it is
     if from_source:
         rhs = lw.get(rhs.source)
+    b_transposed = dtypes.byte_size(lhs.element) != 2 or from_source
+    if isinstance(rhs, ViewStaged) and b_transposed:  # cp.async cannot transpose
+        rhs = rhs.make()
+    copied = [isinstance(t, ViewStaged) for t in (lhs, rhs)]  # staged by cp.async
     result_type = op.results[0].type
     m, n = result_type.shape[-2:]
     k_dim = lhs.type.shape[-1]
@@ -629,18 +757,26 @@ def _mma_in_registers(lw, op, layout, form):
     elif integer:
         acc_type = "s32"
     else:
-        lhs, rhs = _to_f16(lw, lhs), _to_f16(lw, rhs)
+        lhs, rhs = (t if c else _to_f16(lw, t) for t, c in zip((lhs, rhs), copied))
         acc_type = "f32"
     size = dtypes.byte_size(lhs.element)
     unit = 16 // size  # elements in a 16-byte ldmatrix row
-    b_transposed = size != 2 or from_source
     a_stride = _padded_stride(k_dim, unit)
     b_stride = _padded_stride(k_dim if b_transposed else n, unit)
     all_batches = layout.batches
     offsets = lw.reserve_smem([size * all_batches * m * a_stride,
                                size * all_batches * (n if b_transposed else k_dim) * b_stride])
-    _stage(lw, lhs, offsets[0], a_stride, False)
-    _stage(lw, rhs, offsets[1], b_stride, b_transposed and not from_source)
+    if copied[0]:
+        _copy_async(lw, lhs, offsets[0], a_stride)
+    else:
+        _stage(lw, lhs, offsets[0], a_stride, False)
+    if copied[1]:
+        _copy_async(lw, rhs, offsets[1], b_stride)
+    else:
+        _stage(lw, rhs, offsets[1], b_stride, b_transposed and not from_source)
+    if any(copied):  # this thread's copies have landed; the barrier shows them to all
+        w("cp.async.commit_group")
+        w("cp.async.wait_group 0")
     lw.barrier()
     (wb, wm, wn), (batches, rows, cols) = layout.grid, layout.per_warp
 

@@ -552,15 +552,24 @@ def _vector_load(lw, op, view, result_type, padding, vec):
 def lower_load_view(lw, op):
     order_after_token(lw, op)
     view: SubView = lw.get(op.operands["view"])
+    from .matmul import ViewStaged, async_width
+    vec = async_width(lw, op, view)
+    if vec:  # the tensor-core mma reading it copies it to its staging with cp.async
+        lw.set(op.results[0], ViewStaged(op, view, vec, lambda: _load_now(lw, op, view)))
+        set_result_token(lw, op)
+        return
+    lw.set(op.results[0], _load_now(lw, op, view))
+    set_result_token(lw, op)
+
+
+def _load_now(lw, op, view) -> Tile:
     result_type = op.results[0].type
     element = result_type.element
     padding = padding_register(lw, element, getattr(view.type, "padding_value", None))
     quals = qualifiers(op, store=False)
     vec = vector_width(lw, op, view, result_type.shape, element, quals)
     if vec > 1 and flow_is_layout_free(lw, op.results[0]):
-        lw.set(op.results[0], _vector_load(lw, op, view, result_type, padding, vec))
-        set_result_token(lw, op)
-        return
+        return _vector_load(lw, op, view, result_type, padding, vec)
     layout = None
     if not isinstance(view.type, GatherScatterViewType):
         layout = load_layout(lw, op.results[0])
@@ -568,8 +577,7 @@ def lower_load_view(lw, op):
     for address, ok in view_addresses(lw, op, view, op.operands["index"], result_type.shape,
                                       layout):
         regs.append(lw.load(lw.pointer_space, address, element, quals, predicate=ok, default=padding))
-    lw.set(op.results[0], Tile(result_type, regs, layout))
-    set_result_token(lw, op)
+    return Tile(result_type, regs, layout)
 
 
 def _vector_store(lw, op, view, tile, vec, quals):

@@ -1026,11 +1026,20 @@ def _padded_exchange(lw, tile, layout, padding, into):
         e = k * T
         return f"{cyclic}+{offset + (e + pad * (e >> shift)) * size}"
 
+    def lines_index(j):
+        if layout.lines > layout.inner:
+            return _padded_index(lw, layout.emit_index(lw, j * layout.run), shift, pad)
+        # every line within one block of inner elements: the padded run start is
+        # line + q * (run * inner + pad), as cheap as the unpadded one
+        reg = lw.w.reg("b32")
+        lw.w(f"mad.lo.u32 {reg}, {layout.emit_position(lw)}, {(1 << shift) + pad}, "
+             f"{layout.emit_line(lw, j)}")
+        return reg
+
     def lines_at(k):
         j, i = divmod(k, layout.run)
-        base = lw._cached(("padded lines", layout.key(), j, shift, pad), lambda: lw.smem_address(
-            0, _padded_index(lw, layout.emit_index(lw, j * layout.run), shift, pad),
-            tile.element))
+        base = lw._cached(("padded lines", layout.key(), j, shift, pad),
+                          lambda: lw.smem_address(0, lines_index(j), tile.element))
         return f"{base}+{offset + i * layout.inner * size}"
     source_at, target_at = (cyclic_at, lines_at) if into else (lines_at, cyclic_at)
     for k, reg in enumerate(tile.regs):

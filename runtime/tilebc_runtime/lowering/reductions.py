@@ -18,7 +18,8 @@ below the scanned length: shfl.sync.up/down when every scanned line sits inside 
 exchange through two alternating shared-memory buffers (one barrier per step). A combiner that
 gives the same bits in any order (one commutative integer op) instead runs along any dimension
 in a Lines layout (layout.py): a serial scan of each thread's run, log-step shuffles across the
-lanes of a line, one pass across warps through shared memory.
+lanes of a line, one pass across warps through shared memory. A cyclic tile whose lines' lanes
+would all read one bank moves in and back out through a padded buffer (_lines_padding).
 
 Ordered reductions whose layout has no cheap plan move once into a Lines layout along the
 reduced dimension (runs of neighbours, lanes in element order) rather than walking shared memory.

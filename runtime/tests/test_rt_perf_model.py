@@ -157,3 +157,28 @@ def test_tensor_and_fp64_knobs():
     fp64 = _counts(instructions={"fp64": 132 * 1000.0})
     assert estimate(fp64, slow).bounds["fp64"] == pytest.approx(
         32 * estimate(fp64, hw).bounds["fp64"])
+
+
+# LOOP where only warp 0 loops; the other warp leaves at once
+SKEW = LOOP.replace("mov.u32 %r1, 0;\n", "mov.u32 %r1, 0;\nsetp.ge.u32 %p2, %r0, 32;\n"
+                    "@%p2 bra DONE;\n").replace("ret;\n", "DONE:\nret;\n")
+
+
+def test_critical_path_follows_the_slowest_warp():
+    # a CTA ends with its last warp: the idle warp must not halve warp 0's path (the average
+    # over warps did, which made code with idle warps look faster at the latency bound)
+    def critical(ptx):
+        x = np.ones(64 * 7, np.float32)
+        memory = GlobalMemory()
+        base = memory.map(host_bytes(x), "x", alignment=256).base
+        profile = sim.Profile()
+        sim.emulate(ptx, "k", (2,), [base], memory=memory, profile=profile)
+        return profile, launch_counts(profile).critical_cycles_per_warp
+    two, skewed = critical(SKEW)
+    one, alone = critical(SKEW.replace(".maxntid 64", ".maxntid 32"))
+    assert two.warps == 2 and one.warps == 1
+    assert alone > 7 * 600
+    assert skewed == alone
+    # where both warps do the same work, the slowest warp is the average one
+    _, even = critical(LOOP)
+    assert even == 20 + 7 * 611 + 6

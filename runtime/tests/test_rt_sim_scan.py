@@ -157,3 +157,21 @@ def test_integer_scan_in_lines_layout_matches_interpreter(shape, dim, reverse, t
     out = [x.copy(), np.zeros_like(x)]
     sim.run(module, "iscan", (blocks,), *out, arch="sm_90", threads=threads)
     np.testing.assert_array_equal(out[1], reference[1])
+
+
+@pytest.mark.parametrize("shape,reverse", [((32, 16), False), ((64, 16), True)])
+def test_lines_exchange_is_free_of_bank_conflicts(shape, reverse):
+    # a scan along dim 0 of a row-major tile: the lanes of a line read elements run * inner
+    # words apart (a multiple of 32 words: one bank); the padded buffer spreads them
+    count = int(np.prod(shape))
+    module = _int_kernel(shape, 0, reverse, "addi")
+    x = np.random.default_rng(3).integers(-1000, 1000, count).astype(np.int32)
+    reference = [x.copy(), np.zeros_like(x)]
+    interpret(module, "iscan", (1,), *reference)
+    out = [x.copy(), np.zeros_like(x)]
+    profile = sim.Profile()
+    sim.run(module, "iscan", (1,), *out, arch="sm_90", threads=128, profile=profile)
+    np.testing.assert_array_equal(out[1], reference[1])
+    report = profile.report()
+    assert report["shared_wavefronts"] > 0
+    assert report["shared_wavefronts"] == report["shared_ideal_wavefronts"]

@@ -18,7 +18,8 @@ below the scanned length: shfl.sync.up/down when every scanned line sits inside 
 exchange through two alternating shared-memory buffers (one barrier per step). A combiner that
 gives the same bits in any order (one commutative integer op) instead runs along any dimension
 in a Lines layout (layout.py): a serial scan of each thread's run, log-step shuffles across the
-lanes of a line, one pass across warps through shared memory.
+lanes of a line, one pass across warps through shared memory. A cyclic tile whose lines' lanes
+would all read one bank moves in and back out through a padded buffer (_lines_padding).
 
 Ordered reductions whose layout has no cheap plan move once into a Lines layout along the
 reduced dimension (runs of neighbours, lanes in element order) rather than walking shared memory.
@@ -864,7 +865,13 @@ def _lines_scan(lw, op) -> bool:
     layout = Lines(shape, dim, lw.T, chosen[1])
     layout = _as_blocked(layout, lw.T) or layout
     value = lw.forward.get(op.operand_values[0], op.operand_values[0])
-    tile = lw.scoped(("scan lines of", value, layout.key()), lambda: lw.convert(source, layout))
+    padding = _lines_padding(lw, source, layout)
+    if padding is not None:
+        tile = lw.scoped(("scan padded lines of", value, layout.key()),
+                         lambda: _padded_exchange(lw, source, layout, padding, True))
+    else:
+        tile = lw.scoped(("scan lines of", value, layout.key()),
+                         lambda: lw.convert(source, layout))
     if not isinstance(layout, Lines):
         layout = Lines(shape, dim, lw.T, chosen[1])  # the same placement, by lines
     element = tile.element
@@ -970,8 +977,79 @@ def _lines_scan(lw, op) -> bool:
         for j in range(layout.rounds):
             runs[j] = [lw.select(have, combine(befores[j], r), r, element) for r in runs[j]]
     regs = [r for rs in runs for r in rs]
-    lw.set(op.results[0], Tile(op.results[0].type, regs, tile.layout))
+    result = Tile(op.results[0].type, regs, tile.layout)
+    if padding is not None:  # back to the source's layout through the same padded buffer
+        result = _padded_exchange(lw, result, layout, padding, False)
+    lw.set(op.results[0], result)
     return True
+
+
+def _lines_padding(lw, source, layout):
+    """(shift, pad) of a padded shared buffer for moving a cyclic tile into `layout` (Lines) and
+    back, or None. The lanes of a group read positions run * inner elements apart: with that a
+    multiple of 32 words every lane of a group hits one bank. `pad` words after every
+    2**shift = run * inner elements spread them over the banks; one shift and multiply-add per
+    thread and round keeps every slot an immediate offset (a run never crosses a padded block,
+    and neither does a cyclic slot's block of T)."""
+    from .layout import Lines
+    if not isinstance(layout, Lines) or source.layout is not None or source.count % lw.T:
+        return None
+    if dtypes.byte_size(source.element) != 4 or layout.group > 32 or lw.T % 32:
+        return None
+    block = layout.run * layout.inner
+    per_warp = 32 // layout.group  # lines side by side in a warp
+    if block & (block - 1) or block < 32 or lw.T % block or layout.inner % per_warp \
+            or layout.lines % layout.side:
+        return None
+    return block.bit_length() - 1, per_warp
+
+
+def _padded_index(lw, index, shift, pad):
+    w = lw.w
+    high, out = w.reg("b32"), w.reg("b32")
+    w(f"shr.u32 {high}, {index}, {shift}")
+    w(f"mad.lo.u32 {out}, {high}, {pad}, {index}")
+    return out
+
+
+def _padded_exchange(lw, tile, layout, padding, into):
+    """`tile` from the cyclic layout into `layout` (Lines; `into`) or back, through a buffer
+    padded as _lines_padding says (element e at e + pad * (e >> shift))."""
+    shift, pad = padding
+    T, size = lw.T, 4
+    count = tile.count
+    [offset] = lw.reserve_smem([(count + pad * (count >> shift)) * size])
+    cyclic = lw._cached(("padded cyclic", shift, pad),
+                        lambda: lw.smem_address(0, _padded_index(lw, lw.tid(), shift, pad),
+                                                tile.element))
+
+    def cyclic_at(k):
+        e = k * T
+        return f"{cyclic}+{offset + (e + pad * (e >> shift)) * size}"
+
+    def lines_index(j):
+        if layout.lines > layout.inner:
+            return _padded_index(lw, layout.emit_index(lw, j * layout.run), shift, pad)
+        # every line within one block of inner elements: the padded run start is
+        # line + q * (run * inner + pad), as cheap as the unpadded one
+        reg = lw.w.reg("b32")
+        lw.w(f"mad.lo.u32 {reg}, {layout.emit_position(lw)}, {(1 << shift) + pad}, "
+             f"{layout.emit_line(lw, j)}")
+        return reg
+
+    def lines_at(k):
+        j, i = divmod(k, layout.run)
+        base = lw._cached(("padded lines", layout.key(), j, shift, pad),
+                          lambda: lw.smem_address(0, lines_index(j), tile.element))
+        return f"{base}+{offset + i * layout.inner * size}"
+    source_at, target_at = (cyclic_at, lines_at) if into else (lines_at, cyclic_at)
+    for k, reg in enumerate(tile.regs):
+        lw.store("shared", source_at(k), reg, tile.element)
+    lw.barrier()
+    slots = layout.slots if into else lw.slots(count)
+    out = [lw.load("shared", target_at(k), tile.element) for k in range(slots)]
+    lw.barrier()
+    return Tile(tile.type, out, layout if into else None)
 
 
 @lowers("scan")

@@ -28,6 +28,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Dict, Optional
 
+import numpy as np
+
 from .static import dynamic_sass, occupancy
 
 # classes that go through the load/store unit (one warp-instruction per clock per SM)
@@ -182,12 +184,15 @@ def critical_path_per_warp(profile, hw: "Hardware") -> float:
     order, one per cycle at most, each when its source registers are ready (a result is ready
     `hw.latencies[class]` cycles after its instruction issues; global loads
     `hw.memory_latency`), and the block waits for all its results before the next block starts (no overlap
-    across blocks: conservative for software-pipelined loops); times the block's executions,
-    averaged over the warps run."""
+    across blocks: conservative for software-pipelined loops); times the block's executions by
+    each warp index of the CTA (averaged over the CTAs run), for the slowest warp: a CTA ends
+    with its last warp, so warps that idle while one warp works (a single-warp loop of atomics)
+    must not dilute that warp's path. Without per-warp counts, the average over all warps."""
     from ..sim.profile import CLASSES
     image = profile.image
     code = image.code
-    total = 0.0
+    per_warp = getattr(profile, "per_warp_line", None)
+    totals = np.zeros(per_warp.shape[1] if per_warp is not None else 1)
     for start, end in _blocks(image):
         executed = int(profile.per_line[start:end].max()) if end > start else 0
         if not executed:
@@ -219,8 +224,12 @@ def critical_path_per_warp(profile, hw: "Hardware") -> float:
             for name in writes:
                 ready[name] = done
             finish_all = max(finish_all, done if writes or cls == "barrier" else clock)
-        total += max(finish_all, clock) * executed
-    return total / max(1, profile.ctas_run * profile.warps)
+        path = max(finish_all, clock)
+        if per_warp is not None:
+            totals += path * per_warp[start:end].max(axis=0)
+        else:
+            totals[0] += path * executed / max(1, profile.warps)
+    return float(totals.max()) / max(1, profile.ctas_run)
 
 
 def launch_counts(profile, facts=None, footprint_cap: Optional[float] = None,

@@ -14,7 +14,9 @@ warps and lane t belongs to warp t // 32):
 - `instructions[class]`: warp-instructions issued. An instruction is issued for a warp when at
   least one of its threads reaches it, whether or not its guard predicate holds (a predicated-off
   instruction still takes an issue slot). `per_line[pc]` keeps the same count per PTX instruction
-  (index into the kernel's instruction list) so that static SASS expansions can be applied later.
+  (index into the kernel's instruction list) so that static SASS expansions can be applied later;
+  `per_warp_line[pc, w]` splits it by warp index within the CTA (summed over the CTAs run), so
+  that the model can follow the slowest warp of a CTA rather than the average one.
   Classes: see CLASSES and `classify`.
 - global memory: for every warp-level access (ld/st/atom/red/cp.async source on .global or a
   generic address that resolves to global memory), the 32-byte sectors its active lanes touch
@@ -271,6 +273,7 @@ class Profile:
         self.warps = -(-threads // 32)
         code = image.code
         self.per_line = np.zeros(len(code), np.int64)
+        self.per_warp_line = np.zeros((len(code), self.warps), np.int64)
         self.classes = np.zeros(len(code), np.int64)
         self.mem: List[Optional[_MemSpec]] = [None] * len(code)
         self.flops: List[int] = [0] * len(code)
@@ -303,8 +306,11 @@ class Profile:
         holds (None: all, False: none)."""
         if active is None:
             warps = self.warps
+            self.per_warp_line[pc] += 1
         else:
-            warps = int(np.count_nonzero(self._by_warp(active).any(axis=1)))
+            present = self._by_warp(active).any(axis=1)
+            warps = int(np.count_nonzero(present))
+            self.per_warp_line[pc] += present
         self.per_line[pc] += warps
         spec = self.mem[pc]
         cls = self.classes[pc]

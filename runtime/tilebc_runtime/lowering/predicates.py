@@ -86,7 +86,6 @@ class _Pass:
         self.rebuild = rebuild
         self.counts = _written(w.body, w.preamble)
         self.constant = _constants(w.preamble + w.body, self._once)
-        self.fresh: List[str] = []  # predicate registers this run asks the writer for
 
     def _once(self, name: str) -> bool:
         return self.counts.get(name, 0) == 1
@@ -139,7 +138,6 @@ class _Pass:
                     continue
             out.append(line)
             out_origin.append(op)
-        self._declare_fresh()
         return _drop_unread(out, out_origin, self.w.preamble, self._once)
 
     def _reset(self) -> None:
@@ -214,7 +212,6 @@ class _Pass:
         x = self._largest(leaves)
         y = self._build(leaves - self.ands.get(x, frozenset([x])), out, out_origin, op)
         dest = self.w.reg("pred")
-        self.fresh.append(dest)
         self.counts[dest] = 1
         out.append(f"\tand.pred {dest}, {x}, {y};")
         out_origin.append(op)
@@ -245,19 +242,16 @@ class _Pass:
         return (cmp, "u" + width, x, n) in facts
 
     def _or(self, dest, a, b) -> Optional[str]:
-        la = self.ors.get(a, frozenset([a]))
-        lb = self.ors.get(b, frozenset([b]))
         if self._leaves(a) is None or self._leaves(b) is None:
             return None
+        la = self.ors.get(a, frozenset([a]))
+        lb = self.ors.get(b, frozenset([b]))
         if la >= lb:
             return a
         if lb >= la:
             return b
         self.ors[dest] = la | lb
         return None
-
-    def _declare_fresh(self) -> None:
-        pass  # w.reg already counted them into the declarations
 
 
 def _drop_unread(body, origin, preamble, once):

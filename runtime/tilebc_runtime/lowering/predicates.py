@@ -255,28 +255,31 @@ class _Pass:
 
 
 def _drop_unread(body, origin, preamble, once):
-    """Remove unguarded setp/and.pred/or.pred whose single-written destination nobody reads."""
-    while True:
-        reads: Dict[str, int] = {}
-        for line in preamble + body:
-            parsed = _parse(line)
-            names = _REG.findall(line) if parsed is None else (
-                _REG.findall(parsed[0] or "") + [r for part in parsed[2][1:]
-                                                 for r in _REG.findall(part)])
-            if parsed is not None and parsed[2] and parsed[2][0].startswith("["):
-                names += _REG.findall(parsed[2][0])  # a store's address is read
-            for name in names:
-                reads[name] = reads.get(name, 0) + 1
-        keep_body, keep_origin, dropped = [], [], False
-        for line, op in zip(body, origin):
-            parsed = _parse(line)
-            if (parsed is not None and parsed[0] is None and parsed[2]
-                    and (parsed[1].startswith("setp.") or parsed[1] in ("and.pred", "or.pred"))
-                    and once(parsed[2][0]) and not reads.get(parsed[2][0])):
-                dropped = True
-                continue
-            keep_body.append(line)
-            keep_origin.append(op)
-        body, origin = keep_body, keep_origin
-        if not dropped:
-            return body, origin
+    """Remove unguarded setp/and.pred/or.pred whose single-written destination nobody reads;
+    backwards, so a chain that only fed a removed line goes too."""
+    def read(line):
+        parsed = _parse(line)
+        if parsed is None:
+            return _REG.findall(line)
+        guard, _, operands = parsed
+        names = _REG.findall(guard or "")
+        for position, part in enumerate(operands):
+            if position or part.startswith("["):  # a store's address is read
+                names += _REG.findall(part)
+        return names
+
+    reads: Dict[str, int] = {}
+    for line in preamble + body:
+        for name in read(line):
+            reads[name] = reads.get(name, 0) + 1
+    keep = [True] * len(body)
+    for index in range(len(body) - 1, -1, -1):
+        parsed = _parse(body[index])
+        if (parsed is not None and parsed[0] is None and parsed[2]
+                and (parsed[1].startswith("setp.") or parsed[1] in ("and.pred", "or.pred"))
+                and once(parsed[2][0]) and not reads.get(parsed[2][0])):
+            keep[index] = False
+            for name in read(body[index]):
+                reads[name] -= 1
+    return ([line for line, kept in zip(body, keep) if kept],
+            [op for op, kept in zip(origin, keep) if kept])

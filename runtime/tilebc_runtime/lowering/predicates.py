@@ -17,6 +17,8 @@ would have more instructions than before, only the plain duplicate removal is ke
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from itertools import islice
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 _REG = re.compile(r"%[a-z]+\d+")
@@ -26,8 +28,10 @@ _IMM = re.compile(r"^-?(?:0[xX][0-9a-fA-F]+|\d+)$")
 _MOV_IMM = re.compile(r"^mov\.[bsu](?:16|32|64)$")
 
 Leaves = FrozenSet[str]
+_RECENT = 64
 
 
+@lru_cache(maxsize=1 << 16)  # every step of the pass reads the same lines
 def _parse(line: str):
     """(guard, opcode, operands) of an instruction line, or None for labels and scoped blocks."""
     if "\n" in line or "{" in line or "}" in line:
@@ -36,7 +40,7 @@ def _parse(line: str):
     if match is None:
         return None
     guard, opcode, rest = match.groups()
-    return guard, opcode, [part.strip() for part in rest.split(",")] if rest else []
+    return guard, opcode, tuple(part.strip() for part in rest.split(",")) if rest else ()
 
 
 def _written(body: List[str], preamble: List[str]) -> Dict[str, int]:
@@ -68,6 +72,8 @@ def _constants(lines: List[str], once) -> Dict[str, int]:
 
 def simplify_predicates(w) -> None:
     """Rewrite w.body / w.origin in place (w: the kernel's PtxWriter)."""
+    if not any("setp." in line or ".pred" in line for line in w.body):
+        return
     before = _count(w.body)
     full = _Pass(w, rebuild=True).run()
     if _count(full[0]) <= before:
@@ -198,7 +204,8 @@ class _Pass:
     def _largest(self, leaves: Leaves) -> str:
         """The known predicate whose leaves are the largest proper subset of `leaves`."""
         best, size = None, 0
-        for have in self.by_leaves:
+        # the recent conjunctions only: a tap reuses its neighbours', and the scan stays linear
+        for have in islice(reversed(self.by_leaves), _RECENT):
             if have < leaves and len(have) > size:
                 best, size = have, len(have)
         return self.by_leaves[best] if best is not None else sorted(leaves)[0]

@@ -22,6 +22,7 @@ from . import targets
 from .lowering import chunks, dtypes
 from .lowering.lowerer import STATIC_SHARED_LIMIT, Lowerer, LoweringError, Tile
 from .lowering.families import load_all
+from .lowering.predicates import simplify_predicates
 from .lowering.registry import EXPANDING
 
 DEFAULT_THREADS = 128
@@ -288,6 +289,7 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
                 w(f"ld.param.{PARAM_LOAD[name]} {reg}, [{param}]")
             lw.set(arg, Tile(arg.type, [reg]))
     lw.lower_block(function.body)
+    simplify_predicates(w)
     static_bytes, dynamic_bytes = shared_layout(lw, arch)
     lines: List[str] = []
     origin: List[Optional[Op]] = []

@@ -642,7 +642,7 @@ def async_width(lw, op, view) -> int:
     from tilebc.ops.spec import Effects
     from .anchors import _uses
     from .memory import _dim_map, qualifiers
-    if lw.arch < 80 or lw.pointer_space != "global" or lw.chunk is not None or lw.T % 32:
+    if lw.arch < 80 or lw.generic_pointers or lw.chunk is not None or lw.T % 32:
         return 0
     vt = view.type
     tensor = view.tensor
@@ -655,7 +655,7 @@ def async_width(lw, op, view) -> int:
             or element not in ("f16", "bf16", "i8"):
         return 0
     uses = _uses(lw).get(lw.forward.get(result, result), ())
-    if len(uses) != 1 or not is_mma(uses[0]) or uses[0].name == "mmaf_scaled":
+    if len(uses) != 1 or not is_mma(uses[0]):  # mmaf / mmai only (not mmaf_scaled)
         return 0
     use = uses[0]
     roles = [name for name in ("lhs", "rhs", "acc")

@@ -35,6 +35,7 @@ from tilebc.ir.attrs import DenseElementsAttr
 from tilebc.ir.module import Block, Function, Module, Op
 from tilebc.ir.types import ELEMENT_TYPES
 from tilebc.ops.spec import Arity, AttrKind
+from tilebc.record import Record
 
 from . import mutate as bytes_mutate
 
@@ -256,12 +257,16 @@ def _retype(value, old, new):
         return new
     if isinstance(value, tuple):
         return tuple(_retype(v, old, new) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type) and \
-            type(value).__module__.endswith("types"):
-        changes = {f.name: _retype(getattr(value, f.name), old, new)
-                   for f in dataclasses.fields(value)}
-        return dataclasses.replace(value, **changes)
+    if _is_type_record(value) and type(value)._fields:
+        changes = {name: _retype(getattr(value, name), old, new)
+                   for name in type(value)._init_fields()}
+        return value.replace(**changes)
     return value
+
+
+def _is_type_record(value) -> bool:
+    """An IR type (a Record of tilebc.ir.types)."""
+    return isinstance(value, Record) and type(value).__module__.endswith("types")
 
 
 def _convert_dense(attr: DenseElementsAttr, old, new) -> DenseElementsAttr:
@@ -296,7 +301,7 @@ def retype(module: Module, rng: random.Random) -> Optional[str]:
             for key, attr in list(op.attrs.items()):
                 if isinstance(attr, DenseElementsAttr) and attr.type.element == old:
                     op.attrs[key] = _convert_dense(attr, old, new)
-                elif dataclasses.is_dataclass(attr) and type(attr).__module__.endswith("types"):
+                elif _is_type_record(attr):
                     op.attrs[key] = _retype(attr, old, new)
             for region in op.regions:
                 for inner in region.blocks:

@@ -28,7 +28,7 @@ from . import dtypes, intdiv, softfloat
 from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
 from .common import Tile
-from .registry import lowers
+from .registry import defers, lowers
 
 
 def _operand_index(lw, mi, batch, rows, cols, row, col):
@@ -1021,3 +1021,17 @@ def lower_mmai(lw, op):
 @lowers("mmaf_scaled")
 def lower_mmaf_scaled(lw, op):
     _matmul(lw, op, integer=False, scaled=True)
+
+
+@defers("permute")
+def _defer_transpose(lw, op, lower_now):
+    """A permute only tensor-core mmas read as B: left to their staging (Transposed)."""
+    return Transposed(op.operand_values[0], lower_now) if staged_transposed(lw, op) else None
+
+
+@defers("load_view_tko")
+def _defer_view_load(lw, op, lower_now):
+    """A view load only a tensor-core mma reads: copied to its staging by cp.async."""
+    view = lw.get(op.operands["view"])
+    vec = async_width(lw, op, view)
+    return ViewStaged(op, view, vec, lower_now) if vec else None

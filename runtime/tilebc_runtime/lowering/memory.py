@@ -19,7 +19,7 @@ from .anchors import divisor, flow_is_layout_free, load_layout
 from .common import (SCOPE, SubView, TensorView, Tile, and_predicates as _and, immediate,
                      order_after_token, set_result_token)
 from .layout import UNIFORM, Blocked, MmaAcc, distinct_slots
-from .registry import lowers
+from .registry import deferred, lowers
 
 def qualifiers(op, *, store: bool) -> str:
     """ld/st memory-ordering qualifiers for the op's ordering and scope attributes."""
@@ -552,10 +552,9 @@ def _vector_load(lw, op, view, result_type, padding, vec):
 def lower_load_view(lw, op):
     order_after_token(lw, op)
     view: SubView = lw.get(op.operands["view"])
-    from .matmul import ViewStaged, async_width
-    vec = async_width(lw, op, view)
-    if vec:  # the tensor-core mma reading it copies it to its staging with cp.async
-        lw.set(op.results[0], ViewStaged(op, view, vec, lambda: _load_now(lw, op, view)))
+    staged = deferred(lw, op, lambda: _load_now(lw, op, view))
+    if staged is not None:  # the tensor-core mma reading it copies it to its staging (cp.async)
+        lw.set(op.results[0], staged)
         set_result_token(lw, op)
         return
     lw.set(op.results[0], _load_now(lw, op, view))

@@ -52,9 +52,14 @@ PTX_SUBSET = {
             "(log-step scans within a warp). All 32 lanes of "
             "the warp take part (every warp is fully active there)",
     # tensor core
-    "mma": "mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 for mmaf with f16/bf16 "
-           "or fp8 (widened to f16) operands and an f16/bf16/f32 accumulator on sm_80+ "
-           "(matmul.py); fragments loaded from shared memory",
+    "mma": "mma.sync.aligned on sm_80+ (matmul.py): m16n8k16 for f16/bf16 (fp8 widened to f16) "
+           "operands with an f16/bf16/f32 accumulator, m16n8k8 tf32, m16n8k32 s8/u8 with an s32 "
+           "accumulator, m8n8k4 f64; accumulators stay in fragment registers (layout.MmaAcc)",
+    "ldmatrix": "ldmatrix.sync.aligned.m8n8.x2/x4(.trans).shared.b16: mma operand fragments from "
+                "padded shared memory (matmul.py)",
+    "cp": "cp.async.{ca,cg}.shared.global 4/8/16 bytes (src-size 0 zero-fills past the tensor), "
+          "cp.async.commit_group, cp.async.wait_group: mma operands staged without registers "
+          "where alignment is proven (matmul.py)",
     "griddepcontrol": "gdc ops on sm_90+",
 }
 

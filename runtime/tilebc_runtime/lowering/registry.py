@@ -35,3 +35,28 @@ def lowers(*mnemonics: str, expands: bool = False):
         return function
     return register
 
+
+
+# A consumer's family may take a producer op's value in another form than the producer's own
+# lowering (an mma stages a view load with cp.async, or a transposed operand from its source):
+# mnemonic -> hook(lw, op, lower_now) returning the deferred value, or None to lower it now.
+# Registered by the consumer's module, so the producer's module never imports it.
+DEFERRALS: Dict[str, Callable] = {}
+
+
+def defers(mnemonic: str):
+    """Register the decorated function as the deferral hook of `mnemonic` (see DEFERRALS)."""
+    def register(function: Callable) -> Callable:
+        if mnemonic not in OPS_BY_MNEMONIC:
+            raise RuntimeError(f"deferral registered for unknown op {mnemonic!r}")
+        if mnemonic in DEFERRALS:
+            raise RuntimeError(f"two deferrals registered for {mnemonic!r}")
+        DEFERRALS[mnemonic] = function
+        return function
+    return register
+
+
+def deferred(lw, op, lower_now: Callable):
+    """The value a registered consumer takes `op`'s result as, or None (lower it now)."""
+    hook = DEFERRALS.get(op.name)
+    return hook(lw, op, lower_now) if hook is not None else None

@@ -13,7 +13,7 @@ from . import dtypes
 from .common import AFTER_MEMORY, FRESH, Tile, element_bytes, immediate
 from .folding import fold_shape_op
 from .layout import UNIFORM
-from .registry import lowers
+from .registry import deferred, lowers
 
 
 @lowers("constant")
@@ -168,9 +168,9 @@ def _broadcast_in_registers(lw, source, result_type, wanted=None):
 def lower_permute(lw, op):
     if fold_shape_op(lw, op):
         return
-    from .matmul import Transposed, staged_transposed
-    if staged_transposed(lw, op):  # the mma stages the source as its transposed B
-        lw.set(op.results[0], Transposed(op.operand_values[0], lambda: _permuted(lw, op)))
+    staged = deferred(lw, op, lambda: _permuted(lw, op))
+    if staged is not None:  # the mma stages the source as its transposed B
+        lw.set(op.results[0], staged)
         return
     lw.set(op.results[0], _permuted(lw, op))
 

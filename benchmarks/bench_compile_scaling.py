@@ -49,9 +49,15 @@ def size_name(elements: int) -> str:
 
 
 def elementwise_kernel(elements: int, ops: int) -> bytes:
-    """Bytecode of `ew(x: ptr<f32>, n: i32)`: one tile of `elements` f32 per block is loaded, put
-    through `ops` float ops (y = y + x, y = y * x, alternating, starting from y = x) and stored
-    back in place."""
+    """Bytecode of elementwise_module(elements, ops)."""
+    import tilebc
+    return tilebc.dump(elementwise_module(elements, ops))
+
+
+def elementwise_module(elements: int, ops: int):
+    """`ew(x: ptr<f32>, n: i32)`: one tile of `elements` f32 per block is loaded, put through
+    `ops` float ops (y = y + x, y = y * x, alternating, starting from y = x) and stored back in
+    place over a view of dynamic length."""
     import tilebc
     from tilebc.ir.builder import module_entry, new_module
     from tilebc.ir.types import PointerType, f32, i32, scalar
@@ -68,7 +74,7 @@ def elementwise_kernel(elements: int, ops: int) -> bytes:
         y = b.addf(y, x) if index % 2 == 0 else b.mulf(y, x)
     b.store(y, tiles, [block], token=token)
     b.return_()
-    return tilebc.dump(module)
+    return module
 
 
 def _ours_child(conn, data: bytes, arch: str, link: bool, unbounded: bool) -> None:

@@ -2,7 +2,9 @@
 register chunks. Small kernels run with a forced low threshold on the PTX emulator and on the CPU
 interpreter, which must store the same bits; real-size kernels check that the PTX no longer grows
 with the tile and that nvJitLink links a 1M-element tile."""
+import importlib.util
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,22 +31,17 @@ def small_chunks(monkeypatch):
     monkeypatch.setattr(runner, "_IMAGES", {})  # no PTX lowered under the real threshold
 
 
-def chain_kernel(elements: int, ops: int) -> tilebc.ir.Module:
-    """The compile-scaling benchmark's kernel: one f32 tile of `elements`, y = x, then `ops`
-    alternating y + x and y * x, stored in place over a view of dynamic length."""
-    module = new_module(tilebc.Version(13, 5))
-    b = module_entry(module, "ew", [scalar(PointerType(f32)), scalar(i32)])
-    x_ptr, size = b.args
-    token = b.make_token()
-    tiles = b.partition_view(b.tensor_view(x_ptr, shape=[size], strides=[1]), (elements,))
-    block, _, _ = b.get_tile_block_id()
-    x, _ = b.load(tiles, [block], token=token)
-    y = x
-    for index in range(ops):
-        y = b.addf(y, x) if index % 2 == 0 else b.mulf(y, x)
-    b.store(y, tiles, [block], token=token)
-    b.return_()
+def _load_bench():
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_compile_scaling.py"
+    spec = importlib.util.spec_from_file_location("bench_compile_scaling", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
+
+
+# the compile-scaling benchmark's kernel: one f32 tile of `elements`, y = x, then `ops`
+# alternating y + x and y * x, stored in place over a view of dynamic length
+chain_kernel = _load_bench().elementwise_module
 
 
 def mixed_2d_kernel(tile_shape=(32, 64)) -> tilebc.ir.Module:

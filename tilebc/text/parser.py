@@ -436,11 +436,7 @@ class _Parser:
         while not c.at(")"):
             if block.args:
                 c.expect(",")
-            token = c.expect_kind("value", "an argument name (%name)")
-            c.expect(":")
-            arg = Value(self.types.type(), block, len(block.args))
-            self._define(scope, token, arg)
-            block.args.append(arg)
+            self._block_arg(c, block, scope, "an argument name (%name)")
             arg_attrs.append(A.DictionaryAttr(self._dictionary()) if c.at("{")
                              else A.DictionaryAttr(()))
             self._loc()
@@ -474,6 +470,14 @@ class _Parser:
         return function
 
     # ---- values ----------------------------------------------------------------------------------
+
+    def _block_arg(self, c, block: Block, scope: Dict[str, Value], what: str) -> None:
+        """`%name : type`, appended to `block`'s arguments and defined in `scope`."""
+        token = c.expect_kind("value", what)
+        c.expect(":")
+        arg = Value(self.types.type(), block, len(block.args))
+        self._define(scope, token, arg)
+        block.args.append(arg)
 
     def _define(self, scope: Dict[str, Value], token: Token, value: Value) -> None:
         if token.text in scope:
@@ -795,11 +799,7 @@ class _Parser:
                 while not c.accept(")"):
                     if block.args:
                         c.expect(",")
-                    token = c.expect_kind("value", "a block argument (%name)")
-                    c.expect(":")
-                    arg = Value(self.types.type(), block, len(block.args))
-                    self._define(scope, token, arg)
-                    block.args.append(arg)
+                    self._block_arg(c, block, scope, "a block argument (%name)")
             c.expect(":")
         self.scopes.append(scope)
         while not c.accept("}"):

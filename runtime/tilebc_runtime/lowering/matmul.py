@@ -17,6 +17,7 @@ aligned view load read only by one such mma is copied into the staging by cp.asy
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Optional
 
 import numpy as np
@@ -30,6 +31,24 @@ from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
 from .common import Tile
 from .registry import defers, lowers
 
+
+
+def _u32(w, text_op: str, *args) -> str:
+    """A fresh .b32 register written by `text_op` with `args` (the mma paths' index arithmetic)."""
+    out = w.reg("b32")
+    w(f"{text_op} {out}, {', '.join(str(a) for a in args)}")
+    return out
+
+
+def _warp_position(lw, u32, grid):
+    """(lane, batch, row and column position in the warp grid) of this thread's warp; warps past
+    the grid repeat it (copies)."""
+    wb, wm, wn = grid
+    lane = u32("and.b32", lw.tid(), 31)
+    warp = u32("rem.u32", u32("shr.u32", lw.tid(), 5), wb * wm * wn)
+    pb, pm, pn = (u32("div.u32", warp, wm * wn), u32("rem.u32", warp, wm * wn),
+                  u32("rem.u32", warp, wn))
+    return lane, pb, u32("div.u32", pm, wn), pn
 
 def _operand_index(lw, mi, batch, rows, cols, row, col):
     """Linear index of (batch..., row, col) in a [B, rows, cols] or [rows, cols] tile."""
@@ -304,10 +323,7 @@ def _mma_sync(lw, op):
     lw.smem_write(rhs, offsets[1])
     lw.barrier()
 
-    def u32(text_op, *args):
-        out = w.reg("b32")
-        w(f"{text_op} {out}, {', '.join(str(a) for a in args)}")
-        return out
+    u32 = partial(_u32, w)
 
     # Shared addresses split into a lane part (fragment position, computed once), a block part
     # (per 16x8 block) and immediates (fragment halves, K step, buffer offset). Row-major bytes:
@@ -372,10 +388,7 @@ def _mma_blocks(lw, op, kind, offsets, k_dim, n, per_batch, blocks_n, batches, f
     product's block row `first_row_block`."""
     w = lw.w
 
-    def u32(text_op, *args):
-        out = w.reg("b32")
-        w(f"{text_op} {out}, {', '.join(str(a) for a in args)}")
-        return out
+    u32 = partial(_u32, w)
 
     m = per_batch // blocks_n * 16
     # warp w computes blocks w, w + warps, ...: a warp-uniform loop (other warps may be done)
@@ -780,20 +793,13 @@ def _mma_in_registers(lw, op, layout, form):
     lw.barrier()
     (wb, wm, wn), (batches, rows, cols) = layout.grid, layout.per_warp
 
-    def u32(text_op, *args):
-        out = w.reg("b32")
-        w(f"{text_op} {out}, {', '.join(str(a) for a in args)}")
-        return out
+    u32 = partial(_u32, w)
 
     # per-thread ldmatrix row addresses, once per kernel: lane l gives row l % 8 of matrix
     # q = l / 8. A's matrices are (rows 0-7, 8-15) x (K halves 0, 1) in the order of the mma's
     # a0..a3; B's are (K halves 0, 1) x (this block column, the warp's next one)
     def lanes():
-        lane = u32("and.b32", lw.tid(), 31)
-        warp = u32("rem.u32", u32("shr.u32", lw.tid(), 5), wb * wm * wn)
-        pb, pm, pn = (u32("div.u32", warp, wm * wn), u32("rem.u32", warp, wm * wn),
-                      u32("rem.u32", warp, wn))
-        pm = u32("div.u32", pm, wn)
+        lane, pb, pm, pn = _warp_position(lw, u32, layout.grid)
         within = u32("and.b32", lane, 7)
         half = u32("and.b32", u32("shr.u32", lane, 3), 1)  # q % 2
         pair = u32("shr.u32", lane, 4)  # q / 2
@@ -905,17 +911,10 @@ def _mma_f64(lw, op, layout):
     lw.barrier()
     (wb, wm, wn), (batches, rows, cols) = layout.grid, layout.per_warp
 
-    def u32(text_op, *args):
-        out = w.reg("b32")
-        w(f"{text_op} {out}, {', '.join(str(a) for a in args)}")
-        return out
+    u32 = partial(_u32, w)
 
     def lanes():
-        lane = u32("and.b32", lw.tid(), 31)
-        warp = u32("rem.u32", u32("shr.u32", lw.tid(), 5), wb * wm * wn)
-        pb, pm, pn = (u32("div.u32", warp, wm * wn), u32("rem.u32", warp, wm * wn),
-                      u32("rem.u32", warp, wn))
-        pm = u32("div.u32", pm, wn)
+        lane, pb, pm, pn = _warp_position(lw, u32, layout.grid)
         g, t = u32("shr.u32", lane, 2), u32("and.b32", lane, 3)
         a_row = u32("mad.lo.u32", pb, m, u32("mad.lo.u32", pm, 8, g))
         column = u32("mad.lo.u32", pn, 8, g)

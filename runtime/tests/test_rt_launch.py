@@ -157,6 +157,64 @@ def test_raw_pointer_arrays_are_found_through_their_assumes():
                                                           ScalarParam]
 
 
+def test_arrays_at_pointers_whose_shape_and_strides_the_kernel_never_reads():
+    """raw_memory reads x and y only through pointers, so cuTile left their shape and stride
+    parameters without `assume` and the static signature shows bare pointers. An array given
+    there fills them as well, as tilebc.interp.run does (found on an H100: the launch was refused)."""
+    kernel = only_kernel("raw_memory")
+    assert [type(p) for p in kernel.signature.params][:2] == [PointerParam, ScalarParam]
+    x, y = FakeDLPack(BASE, (100,)), FakeDLPack(BASE + 4096, (100,))
+    packed = prepare(kernel, x, y, 10)
+    assert [v.item() for v in packed.values] == [BASE, 100, 1, BASE + 4096, 100, 1, 10]
+    assert [type(v) for v in packed.values] == [np.uint64, np.int32, np.int32] * 2 + [np.int32]
+    flat = prepare(kernel, x, 100, 1, y, 100, 1, 10)  # the flat form is still taken as it was
+    assert [v.item() for v in flat.values] == [BASE, 100, 1, BASE + 4096, 100, 1, 10]
+    with pytest.raises(ArgumentError, match="expected 7 arguments"):
+        prepare(kernel, FakeDLPack(BASE, (10, 10)), y, 10)  # 2-D: no room for its layout
+
+
+def test_torch_float8_tensors_are_read_without_dlpack(monkeypatch):
+    """torch 2.11 refuses to export float8 through DLPack ("Unsupported AOTI dtype code: 24", seen
+    on an H100); a torch CUDA tensor is then read from data_ptr / shape / stride / dtype, and the
+    launch waits on torch's current stream."""
+    import types
+    current = types.SimpleNamespace(cuda_stream=0xabc)
+    fake_torch = types.SimpleNamespace(__version__="0.0", cuda=types.SimpleNamespace(
+        current_stream=lambda device: current, current_device=lambda: 0))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+
+    class Tensor:
+        __module__ = "torch"
+        dtype = "torch.float8_e4m3fn"
+        is_cuda = True
+        device = types.SimpleNamespace(type="cuda", index=0)
+
+        def __init__(self, ptr, shape, stride):
+            self.ptr, self.shape, self._stride = ptr, shape, stride
+
+        def __dlpack__(self, **kwargs):
+            raise RuntimeError("Unsupported AOTI dtype code: 24")
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+        def data_ptr(self):
+            return self.ptr
+
+        def stride(self):
+            return self._stride
+
+    kernel = only_kernel("matmul_fast_acc")
+    a, b = Tensor(BASE, (64, 32), (32, 1)), Tensor(BASE + 8192, (32, 64), (64, 1))
+    out = FakeDLPack(BASE + 65536, (64, 64))
+    packed = prepare(kernel, a, b, out)
+    assert [v.item() for v in packed.values[:5]] == [BASE, 64, 32, 32, 1]
+    assert packed.producer_streams == [0xabc]
+    Tensor.dtype = "torch.float32"  # a dtype the kernel does not take is still refused
+    with pytest.raises(ArgumentError, match="float32"):
+        prepare(kernel, Tensor(BASE, (64, 32), (32, 1)), b, out)
+
+
 # -- packing --------------------------------------------------------------------------------------
 
 def test_packed_values_follow_the_calling_convention_and_cuda_core_accepts_them():
@@ -380,3 +438,44 @@ def test_launch_without_a_gpu_fails_before_launching(monkeypatch):
     kernel = only_kernel("gdc")
     with pytest.raises(driver.DriverError, match="cuda.core.Device failed"):
         kernel[(4,)](FakeDLPack(BASE, (8,)), FakeDLPack(BASE + 4096, (8,)))
+
+
+# -- the driver wrapper ------------------------------------------------------------------------------
+
+def test_driver_call_passes_name_and_function_keywords_through():
+    from tilebc_runtime import driver
+    assert driver.call("label", lambda name, function: (name, function), name="n", function="f") == ("n", "f")
+
+
+@pytest.mark.parametrize("message", [
+    "Device.sync failed: CUDAError: cudaErrorLaunchFailure: An exception occurred on the device",
+    "cuCtxSynchronize failed: CUDA_ERROR_LAUNCH_FAILED"])
+def test_a_device_fault_in_either_spelling_marks_the_context_lost(monkeypatch, message):
+    """cuda.core 1.x reports a trapped kernel as cudaErrorLaunchFailure (seen on an H100 after a
+    device assert), the driver as CUDA_ERROR_LAUNCH_FAILED: both leave the context unusable."""
+    from tilebc_runtime import driver
+    monkeypatch.setattr(driver, "_lost", None)
+    assert isinstance(driver._failed(message), driver.ContextLost)
+    with pytest.raises(driver.ContextLost, match="restart the process"):
+        driver.call("next", lambda: None)
+
+
+def test_load_kernel_names_the_cubin_after_its_entry(monkeypatch):
+    """ObjectCode.from_cubin takes `name=`: it must reach cuda.core, not driver.call's own label."""
+    import cuda.core
+    from tilebc_runtime import driver
+    seen = {}
+
+    class FakeObjectCode:
+        @staticmethod
+        def from_cubin(cubin, *, name=""):
+            seen["from_cubin"] = (cubin, name)
+            return FakeObjectCode()
+
+        def get_kernel(self, entry):
+            seen["get_kernel"] = entry
+            return "kernel"
+
+    monkeypatch.setattr(cuda.core, "ObjectCode", FakeObjectCode)
+    assert driver.load_kernel(b"\x7fELF", "vadd") == "kernel"
+    assert seen == {"from_cubin": (b"\x7fELF", "vadd"), "get_kernel": "vadd"}

@@ -389,6 +389,8 @@ def _view_from_dlpack(obj: Any, what: str, dlpack_stream: int) -> ArrayView:
     try:
         view = StridedMemoryView.from_dlpack(obj, stream_ptr=dlpack_stream)
     except (TypeError, ValueError, BufferError, RuntimeError) as error:
+        if type(obj).__module__ == "torch":  # torch exports no float8 / float4 through DLPack
+            return _view_from_torch(obj, what, error)
         raise ArgumentError(f"{what}: cannot read its DLPack capsule ({error})") from error
     shape = tuple(int(d) for d in view.shape)
     strides = view.strides
@@ -396,6 +398,21 @@ def _view_from_dlpack(obj: Any, what: str, dlpack_stream: int) -> ArrayView:
     owner_device = int(device_id) if device_type == DLPACK_CUDA else None
     return ArrayView(int(view.ptr), shape, strides, np.dtype(view.dtype), owner_device,
                      bool(view.readonly), (obj, view))
+
+
+def _view_from_torch(tensor: Any, what: str, dlpack_error: Exception) -> ArrayView:
+    """A torch CUDA tensor read from its own attributes, for the dtypes torch will not put in a
+    DLPack capsule. The launch waits on torch's current stream, as DLPack's exchange would."""
+    dtype = _declared_dtype(tensor)
+    if dtype is None or not tensor.is_cuda:
+        raise ArgumentError(f"{what}: cannot read its DLPack capsule ({dlpack_error})") from dlpack_error
+    import sys
+    torch = sys.modules["torch"]  # loaded: the tensor is one of its objects
+    device_id = int(tensor.device.index if tensor.device.index is not None else torch.cuda.current_device())
+    stream = int(torch.cuda.current_stream(device_id).cuda_stream)
+    return ArrayView(int(tensor.data_ptr()), tuple(int(d) for d in tensor.shape),
+                     tuple(int(s) for s in tensor.stride()), dtype, device_id, False, tensor,
+                     producer_stream=stream or 1)  # 0 is torch's name for the legacy default stream
 
 
 def _view_from_strided(view: Any, what: str) -> ArrayView:
@@ -510,6 +527,8 @@ def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
     list argument's i64 table to the device and returns (address, owner to keep alive)."""
     import numpy as np
     if len(args) != len(signature.params):
+        signature = _arrays_at_pointers(signature, args) or signature
+    if len(args) != len(signature.params):
         raise ArgumentError(f"{signature.entry}: expected {len(signature.params)} arguments "
                             f"({signature}), got {len(args)}")
     packed = PackedArgs()
@@ -519,7 +538,7 @@ def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
     def hold(view: ArrayView, label: str) -> None:
         arrays.append((label, view))
         packed.keep_alive.append(view.owner)
-        if view.producer_stream is not None:
+        if view.producer_stream is not None and view.producer_stream not in packed.producer_streams:
             packed.producer_streams.append(view.producer_stream)
 
     for position, (param, arg) in enumerate(zip(signature.params, args)):
@@ -570,6 +589,44 @@ def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
         packed.keep_alive.extend((table, owner))
         packed.values[index] = _scalar(slot, address, what)
     return packed
+
+
+def _array_rank(obj: Any) -> Optional[int]:
+    """The number of dimensions of an array-like object, where it says so without a capsule."""
+    interface = getattr(obj, "__cuda_array_interface__", None)
+    shape = interface.get("shape") if isinstance(interface, dict) else getattr(obj, "shape", None)
+    try:
+        return len(tuple(shape))
+    except TypeError:
+        return None
+
+
+def _arrays_at_pointers(signature: Signature, args: Sequence[Any]) -> Optional[Signature]:
+    """The signature read with the interpreter's convention where the static one does not fit the
+    arguments: an array given for a bare pointer parameter also fills the 2 * ndim integer
+    parameters of one type after it (its shape, then its strides). cuTile leaves the `assume` off
+    shape and stride parameters a kernel never reads, so those arrays are not found statically.
+    None unless this reading takes exactly the arguments given."""
+    params, regrouped, index = signature.params, [], 0
+    for arg in args:
+        if index >= len(params):
+            return None
+        param = params[index]
+        rank = _array_rank(arg) if isinstance(param, PointerParam) and is_array_like(arg) else None
+        following = params[index + 1:index + 1 + 2 * rank] if rank else ()
+        if rank and len(following) == 2 * rank and all(
+                isinstance(p, ScalarParam) and p.slot.element.is_integer
+                and p.slot.element == following[0].slot.element for p in following):
+            slots = [p.slot for p in following]
+            regrouped.append(ArrayParam(param.slot, tuple(slots[:rank]), tuple(slots[rank:]),
+                                        (None,) * rank, (None,) * rank))
+            index += 1 + 2 * rank
+        else:
+            regrouped.append(param)
+            index += 1
+    if index != len(params):
+        return None
+    return Signature(signature.entry, tuple(regrouped), signature.slot_count)
 
 
 def _list_table(param: ListParam, arg: Any, what: str, position: int, device_id: int,

@@ -25,7 +25,12 @@ class ContextLost(DriverError):
 STICKY_ERRORS = ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_TIMEOUT", "CUDA_ERROR_ASSERT",
                  "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
                  "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_INVALID_ADDRESS_SPACE",
-                 "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ECC_UNCORRECTABLE")
+                 "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ECC_UNCORRECTABLE",
+                 # the same errors as cuda.core 1.x names them (runtime-API spelling)
+                 "cudaErrorIllegalAddress", "cudaErrorLaunchTimeout", "cudaErrorAssert",
+                 "cudaErrorHardwareStackError", "cudaErrorIllegalInstruction",
+                 "cudaErrorMisalignedAddress", "cudaErrorInvalidAddressSpace", "cudaErrorInvalidPc",
+                 "cudaErrorLaunchFailure", "cudaErrorECCUncorrectable")
 
 _lost: Optional[str] = None  # the failure that made the context unusable
 
@@ -60,8 +65,9 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def call(name: str, function: Callable, *args, **kwargs):
-    """Run one cuda.core / driver call, turning any failure into a DriverError naming the call.
+def call(name: str, function: Callable, /, *args, **kwargs):
+    """Run one cuda.core / driver call, turning any failure into a DriverError naming the call
+    (positional-only, so that `name=` and `function=` reach the callee: from_cubin takes name=).
     Refused up front (ContextLost) once a device fault has made the context unusable."""
     ensure_usable()
     try:

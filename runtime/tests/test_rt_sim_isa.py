@@ -230,7 +230,27 @@ div.u32 %r3, %r1, %r2; st.global.u32 [%rd0+8], %r3;
 div.s32 %r3, %r1, %r9; st.global.u32 [%rd0+12], %r3;
 mov.u32 %r4, -2147483648; mov.u32 %r5, -1; div.s32 %r3, %r4, %r5; st.global.u32 [%rd0+16], %r3;
 rem.u32 %r3, %r1, %r9; st.global.u32 [%rd0+20], %r3;""", out, threads=1)
-    assert out.tolist() == [-3, -1, (2 ** 32 - 7) // 2, -1, -2 ** 31, -7]
+    # x % 0 is all ones like x / 0 (an H100 gave -1, not the dividend)
+    assert out.tolist() == [-3, -1, (2 ** 32 - 7) // 2, -1, -2 ** 31, -1]
+
+
+@also_on_gpu
+def test_division_by_zero_from_memory_is_all_ones_in_every_width():
+    """Operands loaded from memory, so ptxas cannot fold them: these are the H100's answers."""
+    out = np.array([-7, 2, 0] + [0] * 8, np.int32)
+    run_ptx("""ld.global.u32 %r1, [%rd0]; ld.global.u32 %r2, [%rd0+4]; ld.global.u32 %r9, [%rd0+8];
+div.s32 %r3, %r1, %r9; st.global.u32 [%rd0+12], %r3;
+rem.s32 %r3, %r1, %r9; st.global.u32 [%rd0+16], %r3;
+div.u32 %r3, %r2, %r9; st.global.u32 [%rd0+20], %r3;
+rem.u32 %r3, %r2, %r9; st.global.u32 [%rd0+24], %r3;""", out, threads=1)
+    assert out[3:7].tolist() == [-1, -1, -1, -1]
+    wide = np.array([-7, 0, 0, 0, 0, 0], np.int64)
+    run_ptx("""ld.global.u64 %rd1, [%rd0]; ld.global.u64 %rd2, [%rd0+8];
+div.s64 %rd3, %rd1, %rd2; st.global.u64 [%rd0+16], %rd3;
+rem.s64 %rd3, %rd1, %rd2; st.global.u64 [%rd0+24], %rd3;
+div.u64 %rd3, %rd1, %rd2; st.global.u64 [%rd0+32], %rd3;
+rem.u64 %rd3, %rd1, %rd2; st.global.u64 [%rd0+40], %rd3;""", wide, threads=1)
+    assert wide[2:].tolist() == [-1, -1, -1, -1]
 
 
 @also_on_gpu

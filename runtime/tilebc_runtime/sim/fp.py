@@ -212,9 +212,19 @@ def fmin(a, b, nan_propagating: bool = False):
         out = np.fmin(a, b)
         zeros = (a == 0) & (b == 0)
         out = np.where(zeros, np.where(np.signbit(a) | np.signbit(b), -abs(a), abs(a)), out)
-        if nan_propagating:
-            out = np.where(np.isnan(a) | np.isnan(b), a.dtype.type(np.nan), out)
-    return out.astype(a.dtype)
+        out = _canonical_nan(out.astype(a.dtype), (np.isnan(a) | np.isnan(b)) if nan_propagating
+                             else (np.isnan(a) & np.isnan(b)))
+    return out
+
+
+def _canonical_nan(out, where):
+    """PTX min/max give the canonical NaN (all bits but the sign set: 0x7fffffff for f32), never
+    an operand's payload."""
+    if not np.any(where):
+        return out
+    bits = out.view(f"u{out.dtype.itemsize}").copy()
+    bits[np.broadcast_to(where, bits.shape)] = (1 << (8 * out.dtype.itemsize - 1)) - 1
+    return bits.view(out.dtype)
 
 
 def fmax(a, b, nan_propagating: bool = False):
@@ -222,9 +232,9 @@ def fmax(a, b, nan_propagating: bool = False):
         out = np.fmax(a, b)
         zeros = (a == 0) & (b == 0)
         out = np.where(zeros, np.where(np.signbit(a) & np.signbit(b), -abs(a), abs(a)), out)
-        if nan_propagating:
-            out = np.where(np.isnan(a) | np.isnan(b), a.dtype.type(np.nan), out)
-    return out.astype(a.dtype)
+        out = _canonical_nan(out.astype(a.dtype), (np.isnan(a) | np.isnan(b)) if nan_propagating
+                             else (np.isnan(a) & np.isnan(b)))
+    return out
 
 
 # ------------------------------------------------------------------------ approximations

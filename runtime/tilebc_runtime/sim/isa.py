@@ -214,7 +214,8 @@ def build_mad(ins, k):
 
 
 def _int_divide(a, b, ptype, remainder: bool):
-    """Truncating division; x / 0 gives all ones (x % 0 gives x) as the hardware does."""
+    """Truncating division. By zero, the quotient and the remainder are both all ones, signed or
+    unsigned, 32 or 64 bits: what an H100 computed with operands loaded from memory."""
     dtype = DTYPE[ptype]
     a, b = np.broadcast_arrays(np.asarray(a, dtype), np.asarray(b, dtype))
     zero = b == 0
@@ -232,10 +233,8 @@ def _int_divide(a, b, ptype, remainder: bool):
     else:
         q = a // safe
         r = a - q * safe
-    if remainder:
-        return np.where(zero, a, r).astype(dtype)
-    return np.where(zero, dtype.type(-1) if ptype[0] == "s" else np.iinfo(dtype).max,
-                    q).astype(dtype)
+    all_ones = dtype.type(-1) if ptype[0] == "s" else np.iinfo(dtype).max
+    return np.where(zero, all_ones, r if remainder else q).astype(dtype)
 
 
 @implements("div", forms="integer (truncating); f32 .rn/.rz/.rm/.rp/.approx/.full (+.ftz); "

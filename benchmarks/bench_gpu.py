@@ -31,7 +31,7 @@ COPY_BYTES = 256 << 20
 
 def _timed_event(stream):
     from cuda.core import EventOptions
-    return stream.record(options=EventOptions(enable_timing=True))
+    return stream.record(options=EventOptions(timing_enabled=True))
 
 
 def time_launch(kernel, grid, flat_args: Sequence[Any], *, repeat: int = 20, warmup: int = 3,

@@ -132,6 +132,32 @@ def test_expected_kernel_errors_must_still_happen_on_the_device():
     assert "DID NOT RAISE" in result.backends["lenient"].detail
 
 
+def test_launches_after_an_expected_device_assert_are_partial_not_failed():
+    """ft_checked_scale launches again after its expected assert; on a GPU the trap ends the
+    context (seen on an H100), so the device pass reports how far it matched."""
+    from tilebc.interp import KernelAssertionError
+    state = {"trapped": ""}
+
+    def traps_like_a_gpu(module, entry, grid, *args, **options):
+        if state["trapped"]:
+            raise gpu_checks.ContextSpent(state["trapped"])
+        if int(args[2]) <= 0:
+            state["trapped"] = "tile assert: n must be positive"
+            raise KernelAssertionError("cudaErrorLaunchFailure; device said: n must be positive")
+        return interp_run(module, entry, grid, *args, **options)
+    result = gpu_checks.run_fixture_case("ft_checked_scale", "13.5", {"gpu": traps_like_a_gpu})
+    outcome = result.backends["gpu"]
+    assert outcome.status == "partial" and "n must be positive" in outcome.detail
+    assert not outcome.failed
+
+    def wrong_then_traps(module, entry, grid, *args, **options):
+        traps_like_a_gpu(module, entry, grid, *args, **options)
+        args[1][:] += 1  # y: a wrong result before the assert is still a mismatch
+    state["trapped"] = ""
+    result = gpu_checks.run_fixture_case("ft_checked_scale", "13.5", {"gpu": wrong_then_traps})
+    assert result.backends["gpu"].status == "mismatch"
+
+
 def test_fixture_result_round_trips_through_json():
     result = gpu_checks.FixtureResult("x", "13.5", gpu_checks.Outcome("ok"),
                                       {"jit": gpu_checks.Outcome("ok", micros=2.5)})
@@ -317,3 +343,29 @@ def test_workers_are_replaced_after_a_crash_and_the_crash_is_reported(tmp_path, 
     assert by_name["a"]["status"] == "ok" and by_name["b"]["status"] == "ok"
     assert by_name["faulty"]["status"] == "error"
     assert "exit 7" in by_name["faulty"]["detail"] and "device exploded" in by_name["faulty"]["detail"]
+
+
+def test_scale_bench_reads_the_models_large_rows_and_renders_measurements():
+    import bench_gpu_scale
+    estimates = bench_gpu_scale.model_estimates()
+    import bench_model
+    assert set(estimates) == set(bench_model._large_cases())  # every GPU-filling launch has a model row
+    label, ours, theirs = estimates["matmul_f16"][0]
+    assert label.startswith("matmul_f16") and ours > 0 and theirs > 0
+    row = {"entry": "k", "grid": (4, 2), "agreement": "identical", "jit": 5.0, "tileiras": 10.0,
+           "jit_spread": (4.9, 5.1), "tileiras_spread": (9.9, 10.2)}
+    text = bench_gpu_scale.render([(label, row, ours, theirs)], [("x", "ArgumentError: no")],
+                                  "a GPU", "cmd", 1.0)
+    assert "| 4×2 | 5.0 (4.9–5.1) | 10.0 (9.9–10.2) | 0.50 |" in text
+    assert f"{ours / theirs:.2f}" in text and "- x: ArgumentError: no" in text
+
+
+def test_scale_bench_without_a_gpu_says_so_and_exits_zero():
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="",
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "runtime")]))
+    before = (ROOT / "benchmarks" / "results" / "gpu_scale.md").read_text()
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gpu_scale.py")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "no CUDA GPU" in done.stdout
+    assert (ROOT / "benchmarks" / "results" / "gpu_scale.md").read_text() == before  # not overwritten

@@ -548,7 +548,7 @@ $SKIP: """
 # multiples of 1/4 in [-2, 2], so every product and sum is exact and the order of summation
 # cannot change a bit.
 
-HEADER_SM90A = """.version 8.0
+HEADER_SM90A = """.version 8.4
 .target sm_90a
 .address_size 64
 """
@@ -712,6 +712,67 @@ def test_wgmma_two_groups_accumulate_with_commit_and_wait(keep):
     np.testing.assert_array_equal(got, exact(want, np.float32))
 
 
+ELEMENTS = {"tf32": np.float32, "e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2,
+            "s8": np.int8, "u8": np.uint8}
+
+
+@also_on_gpu
+@pytest.mark.parametrize("dtype,atype,btype", [
+    ("f32", "tf32", "tf32"), ("f32", "e4m3", "e5m2"), ("f16", "e5m2", "e5m2"),
+    ("s32", "s8", "u8")])
+def test_wgmma_tf32_fp8_and_int8(dtype, atype, btype):
+    """The other operand types, K-major with the 128-byte swizzle (one wgmma reads 32 bytes of
+    K per row: k8 for tf32, k32 for 8-bit types). Float inputs stay small enough that even a
+    narrow accumulator holds every partial sum exactly; integers use their whole range."""
+    from test_rt_sim_wgmma import descriptor, distribute_accumulators, gather_accumulators, place
+    n, k = 64, 8 if atype == "tf32" else 32
+    rng = np.random.default_rng(15)
+    if dtype == "s32":
+        A = rng.integers(-128, 128, (64, k)).astype(np.int8)
+        B = rng.integers(0, 256, (k, n)).astype(ELEMENTS[btype])
+        C = rng.integers(-2 ** 20, 2 ** 20, (64, n)).astype(np.int32)
+    else:
+        bound = 4 if dtype == "f16" else 8
+        A = (rng.integers(-bound, bound + 1, (64, k)) / 4).astype(ELEMENTS[atype])
+        B = (rng.integers(-bound, bound + 1, (k, n)) / 4).astype(ELEMENTS[btype])
+        C = wg_values(16, np.float32, (64, n))
+    image = np.zeros(16384, np.uint8)
+    place(A, "k", 128, 16, 1024, image, 0)
+    place(B.T.copy(), "k", 128, 16, 1024, image, 8192)
+    tail = "1" if dtype == "s32" else "1, 1, 1"
+    step = (descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128), tail, True)
+    out = run_wgmma(f"{WGMMA}.m64n{n}k{k}.{dtype}.{atype}.{btype}", image,
+                    distribute_accumulators(C, dtype), [step])
+    got = gather_accumulators(out, dtype, n)
+    if dtype == "s32":  # |A B + C| < 2^31 here
+        want = A.astype(np.int64) @ B.astype(np.int64) + C
+    else:
+        want = exact(A.astype(np.float64) @ B.astype(np.float64) + C,
+                     np.float16 if dtype == "f16" else np.float32)
+    np.testing.assert_array_equal(got, want)
+
+
+@also_on_gpu
+@pytest.mark.parametrize("satfinite", [True, False])
+def test_wgmma_s8_satfinite_saturates_else_wraps(satfinite):
+    """127 x 127 summed 32 times onto 2^31 - 1000 overflows s32: .satfinite clamps to
+    2^31 - 1, without it the sum wraps."""
+    from test_rt_sim_wgmma import descriptor, distribute_accumulators, gather_accumulators, place
+    n = 16
+    A, B = np.full((64, 32), 127, np.int8), np.full((32, n), 127, np.int8)
+    C = np.full((64, n), 2 ** 31 - 1000, np.int32)
+    image = np.zeros(16384, np.uint8)
+    place(A, "k", 128, 16, 1024, image, 0)
+    place(B.T.copy(), "k", 128, 16, 1024, image, 8192)
+    sat = ".satfinite" if satfinite else ""
+    out = run_wgmma(f"{WGMMA}.m64n{n}k32{sat}.s32.s8.s8", image,
+                    distribute_accumulators(C, "s32"),
+                    [(descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128), "1", True)])
+    got = gather_accumulators(out, "s32", n)
+    total = 32 * 127 * 127 + 2 ** 31 - 1000
+    assert (got == (2 ** 31 - 1 if satfinite else total - 2 ** 32)).all()
+
+
 def test_wgmma_refusals_name_the_instruction():
     """An N the ISA lacks is refused at load; a descriptor with a base offset (a swizzle
     pattern not at its alignment) and one reaching past shared memory fail at the wgmma."""
@@ -736,18 +797,27 @@ def test_wgmma_refusals_name_the_instruction():
 
 
 def test_wgmma_cases_link_for_sm_90a(monkeypatch):
-    """nvJitLink turns the GPU-checked wgmma cases' PTX into sm_90a cubins (scripts/gpu_checks.py
-    links them so on an sm_90 GPU); one case of each kind, emulated as well."""
+    """nvJitLink turns every GPU-checked wgmma case's PTX into an sm_90a cubin
+    (scripts/gpu_checks.py links them so on an sm_90 GPU; s8 x u8 needs PTX ISA 8.4)."""
     from tilebc_runtime.compiler import link_ptx
-    linked = []
 
-    def link_then_emulate(ptx, entry, grid, threads, arrays, print_stream=None):
+    class Linked(Exception):
+        pass
+
+    def link_only(ptx, entry, grid, threads, arrays, print_stream=None):
         cubin, _log = link_ptx(ptx, "90a")
-        linked.append(cubin[:4])
-        emulate_ptx(ptx, entry, grid, threads, arrays, print_stream)
-    monkeypatch.setitem(globals(), "EXECUTE", link_then_emulate)
-    test_wgmma_m64n64k16_descriptor_layouts("mn", "mn", 64)
-    test_wgmma_bf16_and_f16_accumulators("f16", "f16", 128)
-    test_wgmma_a_from_registers("bf16")
-    test_wgmma_two_groups_accumulate_with_commit_and_wait(False)
-    assert linked == [b"\x7fELF"] * 4
+        assert cubin[:4] == b"\x7fELF"
+        raise Linked  # the emulated run is the case's own test
+    monkeypatch.setitem(globals(), "EXECUTE", link_only)
+    cases = [test for name, test in globals().items()
+             if name.startswith("test_wgmma") and getattr(test, "also_on_gpu", False)]
+    linked = 0
+    for test in cases:
+        mark, = [m for m in test.pytestmark if m.name == "parametrize"]
+        names = [n.strip() for n in mark.args[0].split(",")]
+        for values in mark.args[1]:
+            values = values if isinstance(values, tuple) else (values,)
+            with pytest.raises(Linked):
+                test(**dict(zip(names, values)))
+            linked += 1
+    assert len(cases) == 6 and linked == 21

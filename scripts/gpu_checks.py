@@ -555,9 +555,24 @@ def isa_cases(only: Optional[Sequence[str]] = None) -> List[Tuple[str, Callable,
     return cases
 
 
+class ArchSpecific(Exception):
+    """The case's PTX targets an arch-specific variant (sm_90a) another GPU cannot run."""
+
+
+def link_arch(ptx: str, arch: str) -> str:
+    """The nvJitLink arch for a case: sm_90a PTX (wgmma) links as 90a and runs on sm_90 only."""
+    import re
+    target = re.search(r"^\.target\s+(sm_\d+)(a?)\b", ptx, flags=re.M)
+    if target and target.group(2):
+        if target.group(1) != arch:
+            raise ArchSpecific(f".target {target.group(1)}a PTX cannot run on {arch}")
+        return arch[3:] + "a"
+    return arch[3:]
+
+
 def retarget_ptx(ptx: str, arch: str) -> str:
-    """The suite writes `.target sm_90`; another GPU needs its own target and a PTX ISA new
-    enough for it."""
+    """The suite writes `.target sm_90` (`sm_90a` for wgmma); another GPU needs its own target
+    and a PTX ISA new enough for it."""
     if arch == "sm_90":
         return ptx
     import re
@@ -580,6 +595,7 @@ class PtxExecutor:
     def __call__(self, ptx, entry, grid, threads, arrays, print_stream=None):
         from tilebc_runtime import driver
         from tilebc_runtime.compiler import link_ptx
+        link_arch(ptx, self.arch)  # an arch-specific case on another GPU is skipped
         copies = [np.array(a, copy=True) for a in arrays]
         try:
             self.emulate(ptx, entry, grid, threads, copies, io.StringIO())
@@ -587,7 +603,7 @@ class PtxExecutor:
         except Exception as error:
             self.differences.append(f"emulator: {_short(error)}")
             emulated = False
-        cubin, _log = link_ptx(retarget_ptx(ptx, self.arch), int(self.arch[3:]))
+        cubin, _log = link_ptx(retarget_ptx(ptx, self.arch), link_arch(ptx, self.arch))
         function = driver.load_kernel(cubin, entry)
         device_arrays = [self.arrays.upload(a) for a in arrays]
         grid3 = tuple(grid) + (1,) * (3 - len(tuple(grid)))
@@ -624,6 +640,8 @@ def run_isa_case(case_id: str, test: Callable, kwargs: Dict[str, Any], executor)
     differences_before = len(getattr(executor, "differences", []))
     try:
         test(**kwargs)
+    except ArchSpecific as error:
+        return Outcome("skip", str(error))
     except AssertionError as error:
         seen = getattr(executor, "differences", [])[differences_before:]
         return Outcome("mismatch", f"assertion: {_short(error)}"

@@ -40,17 +40,18 @@ def emulate_ptx(ptx, entry, grid, threads, arrays, print_stream=None):
 EXECUTE = emulate_ptx  # swapped by scripts/gpu_checks.py for its GPU executor
 
 
-def run_ptx(body, *arrays, threads=32, grid=(1,), data="", shared=256, print_stream=None):
+def run_ptx(body, *arrays, threads=32, grid=(1,), data="", shared=256, print_stream=None,
+            header=HEADER, align=16):
     """Run `body` with %rd0.. = the arrays' addresses, %r0 = %tid.x, %rd9 = 4*tid, %rd8 = 8*tid."""
     params = ", ".join(f".param .u64 p{i}" for i in range(len(arrays)))
     loads = "\n".join(f"ld.param.u64 %rd{i}, [p{i}];" for i in range(len(arrays)))
-    ptx = f"""{HEADER}{data}
+    ptx = f"""{header}{data}
 .visible .entry k({params})
 .maxntid {threads}, 1, 1
 {{
 .reg .pred %p<16>; .reg .b16 %h<16>; .reg .b32 %r<40>; .reg .b64 %rd<40>;
 .reg .f32 %f<16>; .reg .f64 %fd<16>;
-.shared .align 16 .b8 smem[{shared}];
+.shared .align {align} .b8 smem[{shared}];
 {loads}
 mov.u32 %r0, %tid.x;
 mul.wide.u32 %rd9, %r0, 4;
@@ -538,3 +539,285 @@ call (retval0), vprintf, (param0, param1); }
 $SKIP: """
     with pytest.raises(SimExecutionError, match="width or precision above 4096"):
         run_ptx(body, threads=4, data=data, print_stream=io.StringIO())
+
+
+# --------------------------------------------------------------- warpgroup MMA (sm_90a)
+# One warpgroup copies a shared-memory image laid out here from the PTX ISA's canonical layouts
+# (test_rt_sim_wgmma.place), points matrix descriptors at it and runs wgmma.mma_async; each
+# thread's accumulators go in and out through the ISA's accumulator figure. Inputs are
+# multiples of 1/4 in [-2, 2], so every product and sum is exact and the order of summation
+# cannot change a bit.
+
+HEADER_SM90A = """.version 8.4
+.target sm_90a
+.address_size 64
+"""
+WGMMA = "wgmma.mma_async.sync.aligned"
+
+
+def wg_values(seed, dtype, shape):
+    return (np.random.default_rng(seed).integers(-8, 9, shape) / 4).astype(dtype)
+
+
+def canonical_offsets(major, swizzle, rows, size=2):
+    """(leading, stride) byte offsets of a compact canonical layout of `rows` x 16 K elements
+    (one K step of a 16-bit wgmma)."""
+    if major == "k":  # none: 8-row core matrices 128 B apart, then the second K chunk
+        return (rows * 16, 128) if swizzle == 0 else (16, 8 * swizzle)
+    if swizzle == 0:  # 16-byte runs along M/N 128 B apart, then the next 8 K-rows
+        return 128 * (rows * size // 16), 128
+    return 16 * swizzle, 8 * swizzle  # swizzle atoms along M/N after both 8-K-row groups
+
+
+def run_wgmma(instruction, image, c_words, steps, a_words=None, waits=(0,), prologue=""):
+    """`steps`: (A descriptor or None for A in registers, B descriptor, trailing operands,
+    commit after it); descriptor starts are relative to the image. Returns the accumulators."""
+    words = np.ascontiguousarray(image).view(np.uint32)
+    acc = c_words.shape[1]
+    out = np.zeros_like(c_words)
+    a_words = np.zeros((128, 4), np.uint32) if a_words is None else a_words
+    lines = [f".reg .b32 %acc<{acc}>; .reg .b32 %a<4>; .reg .b64 %desc<16>;",
+             "mov.u32 %r2, smem; mov.u32 %r3, %r0;",
+             f"$copy: setp.ge.u32 %p0, %r3, {len(words)}; @%p0 bra $copied;",
+             "mul.wide.u32 %rd10, %r3, 4; add.s64 %rd11, %rd0, %rd10; ld.global.b32 %r4, [%rd11];",
+             "shl.b32 %r5, %r3, 2; add.s32 %r6, %r2, %r5; st.shared.b32 [%r6], %r4;",
+             "add.s32 %r3, %r3, 128; bra $copy;",
+             # wgmma reads shared memory through the async proxy
+             "$copied: fence.proxy.async.shared::cta; bar.sync 0;",
+             "cvt.u64.u32 %rd12, %r2; shr.u64 %rd12, %rd12, 4;",  # the image's start field
+             f"mul.wide.u32 %rd13, %r0, {4 * acc}; add.s64 %rd14, %rd1, %rd13; "
+             "add.s64 %rd15, %rd2, %rd13;",
+             "mul.wide.u32 %rd16, %r0, 16; add.s64 %rd16, %rd3, %rd16;"]
+    lines += [f"ld.global.b32 %acc{i}, [%rd14+{4 * i}];" for i in range(acc)]
+    lines += [f"ld.global.b32 %a{i}, [%rd16+{4 * i}];" for i in range(4)]
+    lines += [prologue, "wgmma.fence.sync.aligned;"]
+    d = "{" + ", ".join(f"%acc{i}" for i in range(acc)) + "}"
+    for index, (a_desc, b_desc, tail, commit) in enumerate(steps):
+        b = f"%desc{2 * index}"
+        lines.append(f"mov.b64 {b}, 0x{b_desc:016x}; add.s64 {b}, {b}, %rd12;")
+        a = "{%a0, %a1, %a2, %a3}"
+        if a_desc is not None:
+            a = f"%desc{2 * index + 1}"
+            lines.append(f"mov.b64 {a}, 0x{a_desc:016x}; add.s64 {a}, {a}, %rd12;")
+        lines.append(f"{instruction} {d}, {a}, {b}, {tail};")
+        if commit:
+            lines.append("wgmma.commit_group.sync.aligned;")
+    lines += [f"wgmma.wait_group.sync.aligned {w};" for w in waits]
+    lines += [f"st.global.b32 [%rd15+{4 * i}], %acc{i};" for i in range(acc)]
+    run_ptx("\n".join(lines), words, c_words, out, a_words, threads=128, shared=len(image),
+            header=HEADER_SM90A, align=1024)
+    return out
+
+
+def exact(product, dtype):
+    return product.astype(dtype).astype(np.float64)
+
+
+@also_on_gpu
+@pytest.mark.parametrize("a_major,b_major,swizzle", [
+    ("k", "k", 0), ("k", "k", 32), ("k", "k", 64), ("k", "k", 128), ("mn", "mn", 0),
+    ("mn", "mn", 128), ("mn", "mn", 64), ("mn", "k", 32), ("k", "mn", 32)])
+def test_wgmma_m64n64k16_descriptor_layouts(a_major, b_major, swizzle):
+    """A (64x16) and B (16x64) f16 from descriptors in every major-ness and swizzle mode
+    (MN-major through imm-trans-a/b), f32 accumulators from C: D = A B + C against numpy."""
+    from test_rt_sim_wgmma import descriptor, distribute_accumulators, gather_accumulators, place
+    n = 64
+    A, B = wg_values(1, np.float16, (64, 16)), wg_values(2, np.float16, (16, n))
+    C = wg_values(3, np.float32, (64, n))
+    image = np.zeros(16384, np.uint8)  # A in the first 8 KiB, B in the second
+    a_lead, a_stride = canonical_offsets(a_major, swizzle, 64)
+    b_lead, b_stride = canonical_offsets(b_major, swizzle, n)
+    place(A, a_major, swizzle, a_lead, a_stride, image, 0)
+    place(B.T.copy(), b_major, swizzle, b_lead, b_stride, image, 8192)
+    tail = f"1, 1, 1, {int(a_major == 'mn')}, {int(b_major == 'mn')}"
+    step = (descriptor(0, a_lead, a_stride, swizzle), descriptor(8192, b_lead, b_stride, swizzle),
+            tail, True)
+    out = run_wgmma(f"{WGMMA}.m64n{n}k16.f32.f16.f16", image, distribute_accumulators(C, "f32"),
+                    [step])
+    got = gather_accumulators(out, "f32", n)
+    np.testing.assert_array_equal(got, exact(A.astype(np.float64) @ B + C, np.float32))
+
+
+@also_on_gpu
+@pytest.mark.parametrize("dtype,atype,n", [("f32", "bf16", 256), ("f16", "f16", 128)])
+def test_wgmma_bf16_and_f16_accumulators(dtype, atype, n):
+    """bf16 into f32 at the widest N (128 accumulator registers), and f16 with packed f16
+    accumulators; K-major operands with the 128-byte swizzle."""
+    from test_rt_sim_wgmma import descriptor, distribute_accumulators, gather_accumulators, place
+    element = ml_dtypes.bfloat16 if atype == "bf16" else np.float16
+    A, B = wg_values(4, element, (64, 16)), wg_values(5, element, (16, n))
+    C = wg_values(6, np.float32, (64, n))
+    image = np.zeros(8192 + 128 * n, np.uint8)
+    place(A, "k", 128, 16, 1024, image, 0)
+    place(B.T.copy(), "k", 128, 16, 1024, image, 8192)
+    step = (descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128), "1, 1, 1, 0, 0", True)
+    out = run_wgmma(f"{WGMMA}.m64n{n}k16.{dtype}.{atype}.{atype}", image,
+                    distribute_accumulators(C, dtype), [step])
+    got = gather_accumulators(out, dtype, n)
+    want = A.astype(np.float64) @ B.astype(np.float64) + C
+    np.testing.assert_array_equal(got, exact(want, np.float16 if dtype == "f16" else np.float32))
+
+
+@also_on_gpu
+@pytest.mark.parametrize("atype", ["f16", "bf16"])
+def test_wgmma_a_from_registers(atype):
+    """A in four registers per thread (each warp holds its 16 rows as mma.m16n8k16's A
+    fragment), B from a no-swizzle descriptor; scale-d 0 ignores the accumulators' old values."""
+    from test_rt_sim_wgmma import (a_register_position, descriptor, distribute_accumulators,
+                                   gather_accumulators, place)
+    n = 32
+    element = ml_dtypes.bfloat16 if atype == "bf16" else np.float16
+    A, B = wg_values(7, element, (64, 16)), wg_values(8, element, (16, n))
+    raw = A.view(np.uint16)
+    a_words = np.zeros((128, 4), np.uint32)
+    for tid in range(128):
+        for i in range(8):
+            a_words[tid, i // 2] |= np.uint32(int(raw[a_register_position(i, tid, atype)])
+                                              << (16 * (i % 2)))
+    image = np.zeros(4096, np.uint8)
+    lead, stride = canonical_offsets("k", 0, n)
+    place(B.T.copy(), "k", 0, lead, stride, image, 0)
+    garbage = distribute_accumulators(wg_values(9, np.float32, (64, n)), "f32")
+    out = run_wgmma(f"{WGMMA}.m64n{n}k16.f32.{atype}.{atype}", image, garbage,
+                    [(None, descriptor(0, lead, stride, 0), "0, 1, 1, 0", True)], a_words)
+    got = gather_accumulators(out, "f32", n)
+    np.testing.assert_array_equal(got, exact(A.astype(np.float64) @ B.astype(np.float64),
+                                             np.float32))
+
+
+@also_on_gpu
+@pytest.mark.parametrize("keep", [True, False])
+def test_wgmma_two_groups_accumulate_with_commit_and_wait(keep):
+    """The K loop of a GEMM: two wgmma's whose descriptors step 32 bytes along 128-byte swizzled
+    rows (K 0-15, then 16-31), each its own commit group, retired by wait_group 1 then 0. The
+    first's scale-d is a predicate (C kept or dropped), the second negates A (imm-scale-a -1)
+    and accumulates onto the first's result: D = [C] + A0 B0 - A1 B1."""
+    from test_rt_sim_wgmma import descriptor, distribute_accumulators, gather_accumulators, place
+    n = 64
+    A, B = wg_values(10, np.float16, (64, 32)), wg_values(11, np.float16, (32, n))
+    C = wg_values(12, np.float32, (64, n))
+    image = np.zeros(16384, np.uint8)
+    place(A, "k", 128, 16, 1024, image, 0)
+    place(B.T.copy(), "k", 128, 16, 1024, image, 8192)
+    steps = [(descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128),
+              "%p1, 1, 1, 0, 0", True),
+             (descriptor(32, 16, 1024, 128), descriptor(8192 + 32, 16, 1024, 128),
+              "1, -1, 1, 0, 0", True)]
+    out = run_wgmma(f"{WGMMA}.m64n{n}k16.f32.f16.f16", image, distribute_accumulators(C, "f32"),
+                    steps, waits=(1, 0),
+                    prologue=f"setp.{'lt' if keep else 'ge'}.u32 %p1, %r0, 128;")
+    got = gather_accumulators(out, "f32", n)
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    want = A64[:, :16] @ B64[:16] - A64[:, 16:] @ B64[16:] + (C if keep else 0)
+    np.testing.assert_array_equal(got, exact(want, np.float32))
+
+
+ELEMENTS = {"tf32": np.float32, "e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2,
+            "s8": np.int8, "u8": np.uint8}
+
+
+@also_on_gpu
+@pytest.mark.parametrize("dtype,atype,btype", [
+    ("f32", "tf32", "tf32"), ("f32", "e4m3", "e5m2"), ("f16", "e5m2", "e5m2"),
+    ("s32", "s8", "u8")])
+def test_wgmma_tf32_fp8_and_int8(dtype, atype, btype):
+    """The other operand types, K-major with the 128-byte swizzle (one wgmma reads 32 bytes of
+    K per row: k8 for tf32, k32 for 8-bit types). Float inputs stay small enough that even a
+    narrow accumulator holds every partial sum exactly; integers use their whole range."""
+    from test_rt_sim_wgmma import descriptor, distribute_accumulators, gather_accumulators, place
+    n, k = 64, 8 if atype == "tf32" else 32
+    rng = np.random.default_rng(15)
+    if dtype == "s32":
+        A = rng.integers(-128, 128, (64, k)).astype(np.int8)
+        B = rng.integers(0, 256, (k, n)).astype(ELEMENTS[btype])
+        C = rng.integers(-2 ** 20, 2 ** 20, (64, n)).astype(np.int32)
+    else:
+        bound = 4 if dtype == "f16" else 8
+        A = (rng.integers(-bound, bound + 1, (64, k)) / 4).astype(ELEMENTS[atype])
+        B = (rng.integers(-bound, bound + 1, (k, n)) / 4).astype(ELEMENTS[btype])
+        C = wg_values(16, np.float32, (64, n))
+    image = np.zeros(16384, np.uint8)
+    place(A, "k", 128, 16, 1024, image, 0)
+    place(B.T.copy(), "k", 128, 16, 1024, image, 8192)
+    tail = "1" if dtype == "s32" else "1, 1, 1"
+    step = (descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128), tail, True)
+    out = run_wgmma(f"{WGMMA}.m64n{n}k{k}.{dtype}.{atype}.{btype}", image,
+                    distribute_accumulators(C, dtype), [step])
+    got = gather_accumulators(out, dtype, n)
+    if dtype == "s32":  # |A B + C| < 2^31 here
+        want = A.astype(np.int64) @ B.astype(np.int64) + C
+    else:
+        want = exact(A.astype(np.float64) @ B.astype(np.float64) + C,
+                     np.float16 if dtype == "f16" else np.float32)
+    np.testing.assert_array_equal(got, want)
+
+
+@also_on_gpu
+@pytest.mark.parametrize("satfinite", [True, False])
+def test_wgmma_s8_satfinite_saturates_else_wraps(satfinite):
+    """127 x 127 summed 32 times onto 2^31 - 1000 overflows s32: .satfinite clamps to
+    2^31 - 1, without it the sum wraps."""
+    from test_rt_sim_wgmma import descriptor, distribute_accumulators, gather_accumulators, place
+    n = 16
+    A, B = np.full((64, 32), 127, np.int8), np.full((32, n), 127, np.int8)
+    C = np.full((64, n), 2 ** 31 - 1000, np.int32)
+    image = np.zeros(16384, np.uint8)
+    place(A, "k", 128, 16, 1024, image, 0)
+    place(B.T.copy(), "k", 128, 16, 1024, image, 8192)
+    sat = ".satfinite" if satfinite else ""
+    out = run_wgmma(f"{WGMMA}.m64n{n}k32{sat}.s32.s8.s8", image,
+                    distribute_accumulators(C, "s32"),
+                    [(descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128), "1", True)])
+    got = gather_accumulators(out, "s32", n)
+    total = 32 * 127 * 127 + 2 ** 31 - 1000
+    assert (got == (2 ** 31 - 1 if satfinite else total - 2 ** 32)).all()
+
+
+def test_wgmma_refusals_name_the_instruction():
+    """An N the ISA lacks is refused at load; a descriptor with a base offset (a swizzle
+    pattern not at its alignment) and one reaching past shared memory fail at the wgmma."""
+    from test_rt_sim_wgmma import descriptor, distribute_accumulators, place
+    image = np.zeros(16384, np.uint8)
+    place(wg_values(13, np.float16, (64, 16)), "k", 128, 16, 1024, image, 0)
+    place(wg_values(14, np.float16, (8, 16)), "k", 128, 16, 1024, image, 8192)
+    c_words = distribute_accumulators(np.zeros((64, 8), np.float32), "f32")
+    good = descriptor(8192, 16, 1024, 128)
+    with pytest.raises(UnsupportedInstruction,
+                       match=r"N = 12.*wgmma\.mma_async.*m64n12k16") as info:
+        run_wgmma(f"{WGMMA}.m64n12k16.f32.f16.f16", image,
+                  np.zeros((128, 6), np.uint32), [(0, good, "1, 1, 1, 0, 0", True)])
+    assert info.value.line is not None
+    with pytest.raises(SimExecutionError, match=r"base offset.*wgmma\.mma_async"):
+        run_wgmma(f"{WGMMA}.m64n8k16.f32.f16.f16", image, c_words,
+                  [(descriptor(0, 16, 1024, 128) | 1 << 49, good, "1, 1, 1, 0, 0", True)])
+    with pytest.raises(SimMemoryError, match=r"wgmma\.mma_async"):  # B rows 8-15: 8 KiB on
+        run_wgmma(f"{WGMMA}.m64n16k16.f32.f16.f16", image, np.zeros((128, 8), np.uint32),
+                  [(descriptor(0, 16, 1024, 128), descriptor(8192, 16, 8192, 128),
+                    "1, 1, 1, 0, 0", True)])
+
+
+def test_wgmma_cases_link_for_sm_90a(monkeypatch):
+    """nvJitLink turns every GPU-checked wgmma case's PTX into an sm_90a cubin
+    (scripts/gpu_checks.py links them so on an sm_90 GPU; s8 x u8 needs PTX ISA 8.4)."""
+    from tilebc_runtime.compiler import link_ptx
+
+    class Linked(Exception):
+        pass
+
+    def link_only(ptx, entry, grid, threads, arrays, print_stream=None):
+        cubin, _log = link_ptx(ptx, "90a")
+        assert cubin[:4] == b"\x7fELF"
+        raise Linked  # the emulated run is the case's own test
+    monkeypatch.setitem(globals(), "EXECUTE", link_only)
+    cases = [test for name, test in globals().items()
+             if name.startswith("test_wgmma") and getattr(test, "also_on_gpu", False)]
+    linked = 0
+    for test in cases:
+        mark, = [m for m in test.pytestmark if m.name == "parametrize"]
+        names = [n.strip() for n in mark.args[0].split(",")]
+        for values in mark.args[1]:
+            values = values if isinstance(values, tuple) else (values,)
+            with pytest.raises(Linked):
+                test(**dict(zip(names, values)))
+            linked += 1
+    assert len(cases) == 6 and linked == 21

@@ -452,9 +452,10 @@ def _ptx_comment(op: Op) -> str:
     return "\t// " + " ".join(parts)
 
 
-def link_ptx(ptx: str, arch: int, *, origin=None, module: Optional[Module] = None,
+def link_ptx(ptx: str, arch: Union[int, str], *, origin=None, module: Optional[Module] = None,
              extra_options: Tuple[str, ...] = ()) -> Tuple[bytes, str]:
-    """PTX -> cubin with nvJitLink; returns (cubin, info log)."""
+    """PTX -> cubin with nvJitLink; returns (cubin, info log). `arch`: 90, or "90a" for
+    arch-specific PTX (wgmma)."""
     nvjitlink = targets.nvjitlink_module()
     options = [f"-arch=sm_{arch}", *extra_options]
     handle = nvjitlink.create(len(options), options)

@@ -11,7 +11,7 @@ latency and latency hiding by resident warps) were fitted to ten GPU-filling lau
 H100 (benchmarks/results/gpu_scale.md); the assumptions, the public figures, the fit and the blind
 spots are written down in benchmarks/MODEL.md.
 
-The estimate is the largest of
+The kernel's time combines the largest throughput bound of
 - SM-side throughput on the busiest SM (it runs ceil(grid / SMs) CTAs): issue (all SASS
   instructions, `issue_per_clk` per SM), each pipe (FP32, FP16, FP64, INT, SFU, conversions,
   shuffles, load/store unit) at its warp-instructions per clock, tensor cores (mma flops at the
@@ -20,8 +20,9 @@ The estimate is the largest of
 - memory: DRAM (the unique footprint at the achievable HBM bandwidth), L2 (every sector a warp
   access touches, at the L2 bandwidth, and per active SM at `l2_bytes_per_clk_per_sm`);
 - CTA launch: the GPU starts `cta_launch_per_clk` CTAs per clock over all SMs;
+with
 - latency: waves of resident CTAs (ceil(CTAs per SM / occupancy)) times one warp's critical path
-  (`critical_path_per_warp`: in-order issue over the executed basic blocks with a latency per
+  (`critical_path_per_warp`: issue over the executed basic blocks with a latency per
   instruction class; global loads at `l2_latency` when the launch's footprint fits in L2, else
   `memory_latency`), which decides small grids and low occupancy. Without a profile (counts made
   by hand) a flat `cpi_dependent` per instruction plus a load latency per round of loads.
@@ -197,12 +198,13 @@ def _blocks(image):
 def critical_path_per_warp(profile, hw: "Hardware", memory_latency: Optional[float] = None
                            ) -> float:
     """Cycles one warp spends on dependence chains: per basic block, instructions issue one per
-    cycle at most, each when its source registers are ready, independent ones not held up by a
-    waiting one (ptxas hoists loads above their uses; `hw.reorder_within_blocks` False keeps PTX
-    order) and none above a barrier (a result is ready
-    `hw.latencies[class]` cycles after its instruction issues; global loads `memory_latency`,
-    by default `hw.l2_latency`), and the block waits for all its results before the next block starts (no overlap
-    across blocks: conservative for software-pipelined loops); times the block's executions by
+    cycle at most, each when its source registers are ready (a result is ready
+    `hw.latencies[class]` cycles after its instruction issues; global loads `memory_latency`, by
+    default `hw.l2_latency`); a waiting instruction holds up only those that need its result, as
+    ptxas hoists a block's loads above their uses (`hw.reorder_within_blocks` False: PTX order),
+    and nothing moves above a barrier. The block waits for all its results before the next block
+    starts (no overlap across blocks: conservative for software-pipelined loops); times the
+    block's executions by
     each warp index of the CTA (averaged over the CTAs run), for the slowest warp: a CTA ends
     with its last warp, so warps that idle while one warp works (a single-warp loop of atomics)
     must not dilute that warp's path. Without per-warp counts, the average over all warps."""

@@ -6,10 +6,12 @@
     big = estimate(counts, hw, grid=hw.sms * 64)   # "at scale": same per-CTA work, many waves
     est.time_us, est.bound, est.bounds
 
-Every figure is an ESTIMATE: nothing here has been calibrated on a GPU yet. The assumptions, the
-public figures and the blind spots are written down in benchmarks/MODEL.md.
+Every figure is an ESTIMATE. Four knobs (the per-launch cost, the CTA launch rate, the L2 hit
+latency and latency hiding by resident warps) were fitted to ten GPU-filling launches timed on an
+H100 (benchmarks/results/gpu_scale.md); the assumptions, the public figures, the fit and the blind
+spots are written down in benchmarks/MODEL.md.
 
-The estimate is the largest of
+The kernel's time combines the largest throughput bound of
 - SM-side throughput on the busiest SM (it runs ceil(grid / SMs) CTAs): issue (all SASS
   instructions, `issue_per_clk` per SM), each pipe (FP32, FP16, FP64, INT, SFU, conversions,
   shuffles, load/store unit) at its warp-instructions per clock, tensor cores (mma flops at the
@@ -17,10 +19,16 @@ The estimate is the largest of
   sectors at `l1_sectors_per_clk`);
 - memory: DRAM (the unique footprint at the achievable HBM bandwidth), L2 (every sector a warp
   access touches, at the L2 bandwidth, and per active SM at `l2_bytes_per_clk_per_sm`);
+- CTA launch: the GPU starts `cta_launch_per_clk` CTAs per clock over all SMs;
+with
 - latency: waves of resident CTAs (ceil(CTAs per SM / occupancy)) times one warp's critical path
-  (`critical_path_per_warp`: in-order issue over the executed basic blocks with a latency per
-  instruction class), which decides small grids and low occupancy. Without a profile (counts made
-  by hand) a flat `cpi_dependent` per instruction plus `memory_latency` per round of loads.
+  (`critical_path_per_warp`: issue over the executed basic blocks with a latency per
+  instruction class; global loads at `l2_latency` when the launch's footprint fits in L2, else
+  `memory_latency`), which decides small grids and low occupancy. Without a profile (counts made
+  by hand) a flat `cpi_dependent` per instruction plus a load latency per round of loads.
+Latency and the largest throughput bound overlap only as far as resident warps hide one behind the
+other: the smaller of the two is added in the fraction 1 - resident warps / `full_overlap_warps`.
+Each launch adds `launch_overhead_us`.
 """
 from __future__ import annotations
 
@@ -68,14 +76,20 @@ class Hardware:
     smem_reserved_per_cta: int = 1024
     # latency
     cpi_dependent: float = 4.0          # (fallback without a profile) cycles per instruction
-    memory_latency: float = 600.0       # cycles of a global load (DRAM)
+    memory_latency: float = 600.0       # cycles of a global load that misses L2 (DRAM)
+    l2_latency: float = 250.0           # cycles of a global load that hits L2 (fitted, MODEL.md)
+    l2_bytes: float = 50e6              # a launch whose footprint fits here loads from L2
     barrier_latency: float = 20.0
     # result latency in cycles per PTX instruction class (global loads: memory_latency)
     latencies: Dict[str, float] = field(default_factory=lambda: {
         "fp32": 4.0, "fp16": 4.0, "int": 4.0, "fp64": 8.0, "sfu": 18.0, "conversion": 8.0,
         "tensor": 32.0, "shared_ld": 30.0, "shared_atom": 60.0, "local_ld": 200.0,
         "const_ld": 4.0, "shuffle": 24.0, "other": 4.0, "branch": 4.0})
-    launch_overhead_us: float = 0.0     # not added by default; see MODEL.md
+    # fitted on an H100 (MODEL.md, Calibration): back-to-back launches of one stream
+    launch_overhead_us: float = 3.5     # per launch: grid start, drain and the next launch
+    cta_launch_per_clk: float = 1.0     # CTAs started per clock, all SMs together
+    full_overlap_warps: int = 64        # resident warps per SM that hide latency completely
+    reorder_within_blocks: bool = True  # critical path: a block's independent work overlaps
 
     @staticmethod
     def h100_sxm() -> "Hardware":
@@ -108,6 +122,8 @@ class LaunchCounts:
     barriers: float
     load_rounds_per_warp: float         # rounds of global loads one warp waits for (per CTA)
     critical_cycles_per_warp: Optional[float] = None  # dependence-chain latency of one warp
+    # the same with global loads at DRAM latency (used when the footprint exceeds L2)
+    critical_cycles_per_warp_dram: Optional[float] = None
     registers: int = 0
     spill_bytes: int = 0
     shared_bytes: int = 0
@@ -179,16 +195,21 @@ def _blocks(image):
     return list(zip(leaders, leaders[1:] + [len(code)]))
 
 
-def critical_path_per_warp(profile, hw: "Hardware") -> float:
-    """Cycles one warp spends on dependence chains: per basic block, instructions issue in
-    order, one per cycle at most, each when its source registers are ready (a result is ready
-    `hw.latencies[class]` cycles after its instruction issues; global loads
-    `hw.memory_latency`), and the block waits for all its results before the next block starts (no overlap
-    across blocks: conservative for software-pipelined loops); times the block's executions by
+def critical_path_per_warp(profile, hw: "Hardware", memory_latency: Optional[float] = None
+                           ) -> float:
+    """Cycles one warp spends on dependence chains: per basic block, instructions issue one per
+    cycle at most, each when its source registers are ready (a result is ready
+    `hw.latencies[class]` cycles after its instruction issues; global loads `memory_latency`, by
+    default `hw.l2_latency`); a waiting instruction holds up only those that need its result, as
+    ptxas hoists a block's loads above their uses (`hw.reorder_within_blocks` False: PTX order),
+    and nothing moves above a barrier. The block waits for all its results before the next block
+    starts (no overlap across blocks: conservative for software-pipelined loops); times the
+    block's executions by
     each warp index of the CTA (averaged over the CTAs run), for the slowest warp: a CTA ends
     with its last warp, so warps that idle while one warp works (a single-warp loop of atomics)
     must not dilute that warp's path. Without per-warp counts, the average over all warps."""
     from ..sim.profile import CLASSES
+    load_latency = hw.l2_latency if memory_latency is None else memory_latency
     image = profile.image
     code = image.code
     per_warp = getattr(profile, "per_warp_line", None)
@@ -199,7 +220,9 @@ def critical_path_per_warp(profile, hw: "Hardware") -> float:
             continue
         ready: Dict[str, float] = {}
         finish_all = 0.0
-        clock = 0.0  # issue cycle of the previous instruction (a warp issues in order)
+        clock = 0.0  # issue slot: one instruction per cycle
+        last = 0.0   # latest issue so far
+        fence = 0.0  # nothing moves above a barrier
         for index in range(start, end):
             ins = code[index][4]
             if ins is None:
@@ -207,7 +230,7 @@ def critical_path_per_warp(profile, hw: "Hardware") -> float:
                 continue
             cls = CLASSES[int(profile.classes[index])]
             if cls in ("global_ld", "global_atom"):
-                latency = hw.memory_latency
+                latency = load_latency
             elif cls == "barrier":
                 latency = hw.barrier_latency
             else:
@@ -219,12 +242,19 @@ def critical_path_per_warp(profile, hw: "Hardware") -> float:
                      for name in _registers(operand)]
             if ins.guard is not None:
                 reads.append(ins.guard[0])
-            clock = max([clock + 1.0] + [ready.get(name, 0.0) for name in reads])
-            done = clock + latency
+            clock += 1.0
+            if hw.reorder_within_blocks:  # as ptxas schedules: waiting stalls only dependants
+                issue = max([clock, fence] + [ready.get(name, 0.0) for name in reads])
+            else:  # PTX order: a wait stalls everything after it
+                clock = issue = max([clock] + [ready.get(name, 0.0) for name in reads])
+            if cls == "barrier":
+                fence = issue
+            last = max(last, issue)
+            done = issue + latency
             for name in writes:
                 ready[name] = done
-            finish_all = max(finish_all, done if writes or cls == "barrier" else clock)
-        path = max(finish_all, clock)
+            finish_all = max(finish_all, done if writes or cls == "barrier" else issue)
+        path = max(finish_all, last)
         if per_warp is not None:
             totals += path * per_warp[start:end].max(axis=0)
         else:
@@ -249,6 +279,7 @@ def launch_counts(profile, facts=None, footprint_cap: Optional[float] = None,
     else:
         instructions = {k: float(v) for k, v in report["instructions"].items() if v}
         sass = False
+    hw = hw or Hardware()
     return LaunchCounts(
         grid_ctas=profile.ctas, threads=profile.threads, instructions=instructions, sass=sass,
         tensor_flops={k: float(v) for k, v in report["mma_flops"].items()},
@@ -260,7 +291,8 @@ def launch_counts(profile, facts=None, footprint_cap: Optional[float] = None,
         shared_ideal_wavefronts=report["shared_ideal_wavefronts"],
         dram_bytes=dram,
         barriers=report["barriers"], load_rounds_per_warp=_load_rounds(profile),
-        critical_cycles_per_warp=critical_path_per_warp(profile, hw or Hardware()),
+        critical_cycles_per_warp=critical_path_per_warp(profile, hw),
+        critical_cycles_per_warp_dram=critical_path_per_warp(profile, hw, hw.memory_latency),
         registers=facts.registers if facts else 0,
         spill_bytes=facts.spill_bytes if facts else 0,
         shared_bytes=facts.shared_bytes if facts else 0)
@@ -276,6 +308,8 @@ class Estimate:
     ctas_per_sm: int
     occupancy_limiter: str
     grid_ctas: int
+    exposed: float = 0.0                # fraction of the smaller of latency / throughput added
+    launch_us: float = 0.0              # the per-launch cost included in time_us
 
     def __str__(self) -> str:
         return f"~{self.time_us:.2f} us (estimate; {self.bound}-bound)"
@@ -314,21 +348,35 @@ def estimate(counts: LaunchCounts, hw: Hardware = Hardware(), grid: Optional[int
     bounds["l2"] = max(sector_bytes / hw.l2_bytes_per_s * 1e6,
                        per_sm * 32.0 * (counts.global_sectors + counts.local_sectors) * per /
                        hw.l2_bytes_per_clk_per_sm / clock)
-    bounds["dram"] = counts.dram_bytes * per * target / (hw.dram_bytes_per_s *
-                                                         hw.dram_efficiency) * 1e6
-    # latency: one CTA's critical path, once per wave of resident CTAs on the busiest SM
+    footprint = counts.dram_bytes * per * target
+    bounds["dram"] = footprint / (hw.dram_bytes_per_s * hw.dram_efficiency) * 1e6
+    # the GPU starts CTAs at a fixed rate: this bounds grids of many short CTAs
+    bounds["cta_launch"] = target / hw.cta_launch_per_clk / clock
+    # latency: one CTA's critical path, once per wave of resident CTAs on the busiest SM; loads
+    # hit L2 when the launch's data fits there (back-to-back launches on the same arrays)
+    from_l2 = footprint <= hw.l2_bytes
     if counts.critical_cycles_per_warp is not None:
         critical = counts.critical_cycles_per_warp
+        if not from_l2 and counts.critical_cycles_per_warp_dram is not None:
+            critical = counts.critical_cycles_per_warp_dram
     else:  # no profile of the code: a flat cost per instruction and per round of loads
         per_warp = counts.total_instructions * per / counts.warps
         critical = (per_warp * hw.cpi_dependent +
-                    counts.load_rounds_per_warp * hw.memory_latency +
+                    counts.load_rounds_per_warp * (hw.l2_latency if from_l2 else
+                                                   hw.memory_latency) +
                     counts.barriers * per * hw.barrier_latency)
     waves = math.ceil(per_sm / ctas_per_sm)
-    bounds["latency"] = waves * critical / clock
+    latency = waves * critical / clock
+    throughput = max(bounds.values())
+    bounds["latency"] = latency
     bound = max(bounds, key=lambda name: bounds[name])
-    return Estimate(bounds[bound] + hw.launch_overhead_us, bound, bounds, occ["ctas_per_sm"],
-                    occ["limiter"], target)
+    # resident warps hide latency behind throughput (and the reverse) only in part: the smaller
+    # term shows in the fraction of the SM's warp slots left empty
+    resident = min(per_sm, ctas_per_sm) * counts.warps
+    exposed = max(0.0, 1.0 - resident / hw.full_overlap_warps)
+    kernel = max(throughput, latency) + exposed * min(throughput, latency)
+    return Estimate(kernel + hw.launch_overhead_us, bound, bounds, occ["ctas_per_sm"],
+                    occ["limiter"], target, exposed, hw.launch_overhead_us)
 
 
 def scale_grid(hw: Hardware) -> int:

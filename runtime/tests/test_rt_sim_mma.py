@@ -505,15 +505,18 @@ def test_k_loop_operands_through_cp_async(arch, store_between):
     assert np.all(np.abs(actual - expected) <= 2 * bound)
 
 
-def _pipelined_k_loop_kernel(m, n, k, zero_acc=False):
+def _pipelined_k_loop_kernel(m, n, k, zero_acc=False, element="f16"):
     """c = a @ b + c (`zero_acc`: c = a @ b, c first read after the loop) with a `for` over a
     runtime count of K tiles (the cuTile GEMM shape: both loads index the tile with the
-    induction variable), views 16-byte aligned."""
+    induction variable), views 16-byte aligned; f16 (mmaf, f32 c) or i8 (mmai, i32 c)."""
     from tilebc.ir.attrs import DivByAttr
+    from tilebc.ops.enums import Signedness
     module = new_module("13.5")
-    f16 = ELEMENT_TYPES["f16"]
+    operand = ELEMENT_TYPES[element]
+    out_type = f32 if element == "f16" else i32
+    run = 8 if element == "f16" else 16  # elements in 16 bytes
     params = []
-    for pointee in (f16, f16, f32):
+    for pointee in (operand, operand, out_type):
         params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4
     b = new_function(module, "k", params + [scalar(i32)])
     token = b.make_token()
@@ -524,8 +527,8 @@ def _pipelined_k_loop_kernel(m, n, k, zero_acc=False):
         pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
         if group < 2:
             pointer = b.assume(pointer, predicate=DivByAttr(16))
-            cols = b.assume(cols, predicate=DivByAttr(8))
-            stride = b.assume(stride, predicate=DivByAttr(8))
+            cols = b.assume(cols, predicate=DivByAttr(run))
+            stride = b.assume(stride, predicate=DivByAttr(run))
         return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
     a_view, b_view, out = view(0, (m, k)), view(1, (k, n)), view(2, (m, n))
     if zero_acc:
@@ -536,6 +539,10 @@ def _pipelined_k_loop_kernel(m, n, k, zero_acc=False):
     def body(lb, i, acc):
         lhs, _ = lb.load(a_view, [bid[0], i], token=token)
         rhs, _ = lb.load(b_view, [i, bid[1]], token=token)
+        if element == "i8":
+            return [lb.mmai(lhs, rhs, acc, result_types=[TileType((m, n), i32)],
+                            signedness_lhs=Signedness.SIGNED,
+                            signedness_rhs=Signedness.SIGNED)]
         return [lb.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])]
     product = b.for_(zero, b.args[15], one, [acc0], body)
     b.store(product, out, [bid[0], bid[1]], token=token)
@@ -600,6 +607,44 @@ def test_k_loop_prologue_computes_nothing_later_code_reuses(trips):
     bound = (kk + 1) * 2.0 ** -24 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
     assert np.all(np.abs(expected - exact) <= bound)
     assert np.all(np.abs(actual - exact) <= bound)
+
+
+@pytest.mark.parametrize("trips", [0, 1, 4])
+def test_k_loop_pipeline_with_one_operand_through_registers(trips):
+    """i8: A is copied ahead, B (staged transposed, which cp.async cannot do) goes through
+    registers each iteration above the stages, behind its own barrier."""
+    m, n, k = 32, 32, 64
+    module = _pipelined_k_loop_kernel(m, n, k, element="i8")
+    ptx = jit_compile(module, entry="k", arch="sm_80", emit="ptx", threads=128).ptx
+    head, end = (re.search(rf"^\$L_{label}_\d+:", ptx, re.M).start()
+                 for label in ("for", "endfor"))
+    loop = ptx[head:end]
+    assert ptx[:head].count("cp.async.commit_group") == 2
+    assert loop.count("cp.async.cg.shared.global") == 1 and "st.shared.u8" in loop
+    assert loop.count("cp.async.wait_group") == 1 and "cp.async.wait_group 1;" in loop
+    kk = max(k * trips - 16, 0)
+    rows, cols = 2 * m - 3, 2 * n
+    a = RNG.integers(-128, 128, (rows, kk + 16)).astype(np.int8)[:, :kk]
+    bb = RNG.integers(-128, 128, (kk, cols + 16)).astype(np.int8)[:, :cols]
+    c = RNG.integers(-1000, 1000, (rows, cols)).astype(np.int32)
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, bb, expected, np.int32(trips))
+    sim.run(module, "k", grid, a, bb, actual, np.int32(trips), arch="sm_80", threads=128)
+    assert np.array_equal(expected, a.astype(np.int64) @ bb.astype(np.int64) + c)
+    assert np.array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100", "sm_120"])
+def test_pipelined_k_loops_link(arch):
+    from tilebc_runtime.lowering.ptx import check_subset
+    for element, (m, n, k) in (("f16", (32, 32, 32)), ("f16", (64, 64, 32)),
+                               ("i8", (32, 32, 64))):
+        result = jit_compile(_pipelined_k_loop_kernel(m, n, k, element=element), entry="k",
+                             arch=arch, emit="cubin", threads=128)
+        assert result.cubin[:4] == b"\x7fELF"
+        assert "cp.async.wait_group" in result.ptx
+        assert check_subset(result.ptx) == ()
 
 
 def test_unaligned_operands_keep_register_staging():

@@ -647,6 +647,61 @@ def test_pipelined_k_loops_link(arch):
         assert check_subset(result.ptx) == ()
 
 
+def test_k_loop_pipeline_inside_a_persistent_loop():
+    """A persistent-GEMM shape: an outer loop over c's column tiles holds the K loop and the
+    store; each outer iteration drains its stages and the next one fills them again."""
+    from tilebc.ir.attrs import DivByAttr
+    m, n, k = 32, 32, 32
+    module = new_module("13.5")
+    f16 = ELEMENT_TYPES["f16"]
+    params = []
+    for pointee in (f16, f16, f32):
+        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4
+    b = new_function(module, "k", params + [scalar(i32), scalar(i32)])
+    token = b.make_token()
+    bid = b.get_tile_block_id()
+    zero, one = b.constant(0, "i32"), b.constant(1, "i32")
+
+    def view(group, shape):
+        pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
+        if group < 2:
+            pointer = b.assume(pointer, predicate=DivByAttr(16))
+            cols = b.assume(cols, predicate=DivByAttr(8))
+            stride = b.assume(stride, predicate=DivByAttr(8))
+        return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
+    a_view, b_view, out = view(0, (m, k)), view(1, (k, n)), view(2, (m, n))
+
+    def tile(ob, j, done):
+        acc0, _ = ob.load(out, [bid[0], j], token=token)
+
+        def body(lb, i, acc):
+            lhs, _ = lb.load(a_view, [bid[0], i], token=token)
+            rhs, _ = lb.load(b_view, [i, j], token=token)
+            return [lb.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])]
+        product = ob.for_(zero, b.args[15], one, [acc0], body)
+        ob.store(product, out, [bid[0], j], token=token)
+        return [done]
+    b.for_(zero, b.args[16], one, [zero], tile)
+    b.return_([])
+    ptx = jit_compile(module, entry="k", arch="sm_80", emit="ptx", threads=128).ptx
+    assert ptx.count("cp.async.commit_group") == 3 and "cp.async.wait_group 1;" in ptx
+    trips, kk = 4, 4 * k - 8
+    rows, cols = 2 * m - 3, 3 * n
+    a = RNG.uniform(-1, 1, (rows, kk)).astype(np.float16)
+    bb = RNG.uniform(-1, 1, (kk, cols)).astype(np.float16)
+    c = RNG.uniform(-1, 1, (rows, cols)).astype(np.float32)
+    grid = (-(-rows // m), 1)
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, bb, expected, np.int32(trips), np.int32(cols // n))
+    sim.run(module, "k", grid, a, bb, actual, np.int32(trips), np.int32(cols // n),
+            arch="sm_80", threads=128)
+    exact = a.astype(np.float64) @ bb.astype(np.float64) + c
+    bound = (kk + trips + 1) * 2.0 ** -24 * (
+        np.abs(a.astype(np.float64)) @ np.abs(bb.astype(np.float64)) + np.abs(c))
+    assert np.all(np.abs(expected - exact) <= bound)
+    assert np.all(np.abs(actual - exact) <= bound)
+
+
 def test_unaligned_operands_keep_register_staging():
     ptx = jit_compile(_async_operands_kernel(32, 32, 32, 2), entry="k", arch="sm_80",
                       emit="ptx", threads=128).ptx

@@ -843,8 +843,8 @@ class _KPipeline:
 
     def finish(self) -> None:
         lw = self.lw
-        lw.w("cp.async.wait_group 0")  # the copies past the bound (zeros) land before reuse
-        lw.barrier()
+        lw.w("cp.async.wait_group 0")  # none in flight when the exchange takes the region back
+        lw.barrier()  # and every warp is done reading its stages
         lw.smem_floor = self.saved_floor
         del lw._cache[("k pipeline", self.mma)]
 

@@ -4,6 +4,7 @@ The emulator's fragment layout is checked against the PTX ISA's formulas (writte
 states them: element i of lane l, groupID = l >> 2, threadID_in_group = l % 4), with the fragments
 packed on the host; the lowering's mma.sync path is checked on the emulator against the CPU
 interpreter for shapes where warps own several blocks, uneven block counts and batches."""
+import re
 from pathlib import Path
 
 import ml_dtypes
@@ -502,6 +503,203 @@ def test_k_loop_operands_through_cp_async(arch, store_between):
     magnitude = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(c)
     bound = (k * steps + steps) * 2.0 ** -24 * magnitude
     assert np.all(np.abs(actual - expected) <= 2 * bound)
+
+
+def _pipelined_k_loop_kernel(m, n, k, zero_acc=False, element="f16"):
+    """c = a @ b + c (`zero_acc`: c = a @ b, c first read after the loop) with a `for` over a
+    runtime count of K tiles (the cuTile GEMM shape: both loads index the tile with the
+    induction variable), views 16-byte aligned; f16 (mmaf, f32 c) or i8 (mmai, i32 c)."""
+    from tilebc.ir.attrs import DivByAttr
+    from tilebc.ops.enums import Signedness
+    module = new_module("13.5")
+    operand = ELEMENT_TYPES[element]
+    out_type = f32 if element == "f16" else i32
+    run = 8 if element == "f16" else 16  # elements in 16 bytes
+    params = []
+    for pointee in (operand, operand, out_type):
+        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4
+    b = new_function(module, "k", params + [scalar(i32)])
+    token = b.make_token()
+    bid = b.get_tile_block_id()
+    zero, one = b.constant(0, "i32"), b.constant(1, "i32")
+
+    def view(group, shape):
+        pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
+        if group < 2:
+            pointer = b.assume(pointer, predicate=DivByAttr(16))
+            cols = b.assume(cols, predicate=DivByAttr(run))
+            stride = b.assume(stride, predicate=DivByAttr(run))
+        return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
+    a_view, b_view, out = view(0, (m, k)), view(1, (k, n)), view(2, (m, n))
+    if zero_acc:
+        acc0 = b.constant(0.0, "f32", (m, n))
+    else:
+        acc0, _ = b.load(out, [bid[0], bid[1]], token=token)
+
+    def body(lb, i, acc):
+        lhs, _ = lb.load(a_view, [bid[0], i], token=token)
+        rhs, _ = lb.load(b_view, [i, bid[1]], token=token)
+        if element == "i8":
+            return [lb.mmai(lhs, rhs, acc, result_types=[TileType((m, n), i32)],
+                            signedness_lhs=Signedness.SIGNED,
+                            signedness_rhs=Signedness.SIGNED)]
+        return [lb.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])]
+    product = b.for_(zero, b.args[15], one, [acc0], body)
+    b.store(product, out, [bid[0], bid[1]], token=token)
+    b.return_([])
+    return module
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("m,n,k,stages", [(32, 32, 32, 3), (64, 64, 32, 2)])
+@pytest.mark.parametrize("trips", [0, 1, 2, 5])
+def test_k_loop_copies_run_stages_ahead(arch, m, n, k, stages, trips):
+    """The K loop's operands are copied S-1 iterations ahead into S rotating stages (three where
+    they fit in 24 KiB, else two): a prologue of S-1 commit groups, one wait for
+    all but the newest S-2 groups and one issue per iteration, a drain after the loop. On the
+    emulator copies land only at their wait, so a stage read early or overwritten while read
+    shows in the results; K is ragged (the last tile's tail and the iterations past the bound
+    copy zeros), as are M and N."""
+    module = _pipelined_k_loop_kernel(m, n, k)
+    ptx = jit_compile(module, entry="k", arch=arch, emit="ptx", threads=128).ptx
+    head, end = (re.search(rf"^\$L_{label}_\d+:", ptx, re.M).start()
+                 for label in ("for", "endfor"))
+    prologue, loop = ptx[:head], ptx[head:end]
+    assert prologue.count("cp.async.commit_group") == stages - 1
+    assert loop.count("cp.async.commit_group") == 1
+    assert loop.count("cp.async.wait_group") == 1
+    assert f"cp.async.wait_group {stages - 2};" in loop and "st.shared" not in loop
+    assert loop.count("bar.sync") == 1
+    kk = max(k * trips - 8, 0)  # a's runs of 8 columns are in or out as a whole
+    rows, cols = m + 13, 2 * n - 8
+    a = RNG.uniform(-1, 1, (rows, kk + 8)).astype(np.float16)[:, :kk]  # row stride kk + 8
+    b = RNG.uniform(-1, 1, (kk, cols + 8)).astype(np.float16)[:, :cols]
+    c = RNG.uniform(-1, 1, (rows, cols)).astype(np.float32)
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, b, expected, np.int32(trips))
+    sim.run(module, "k", grid, a, b, actual, np.int32(trips), arch=arch, threads=128)
+    exact = a.astype(np.float64) @ b.astype(np.float64) + c
+    magnitude = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(c)
+    bound = (kk + trips + 1) * 2.0 ** -24 * magnitude
+    assert np.all(np.abs(expected - exact) <= bound)
+    assert np.all(np.abs(actual - exact) <= bound)
+
+
+@pytest.mark.parametrize("trips", [0, 3])
+def test_k_loop_prologue_computes_nothing_later_code_reuses(trips):
+    """The prologue's copies are skipped when the loop runs fewer iterations than it stages:
+    index arithmetic first computed there (the tile row of a and of c) is not reused by the
+    store after the loop."""
+    m, n, k = 32, 32, 32
+    module = _pipelined_k_loop_kernel(m, n, k, zero_acc=True)
+    ptx = jit_compile(module, entry="k", arch="sm_80", emit="ptx", threads=128).ptx
+    assert ptx.count("cp.async.commit_group") == 3
+    kk = k * trips
+    rows, cols = 3 * m - 5, 2 * n - 8  # the last tiles' stores are masked by those checks
+    a = RNG.uniform(-1, 1, (rows, kk + 8)).astype(np.float16)[:, :kk]
+    b = RNG.uniform(-1, 1, (kk, cols + 8)).astype(np.float16)[:, :cols]
+    expected, actual = np.full((rows, cols), 5, np.float32), np.full((rows, cols), 5, np.float32)
+    grid = (-(-rows // m), -(-cols // n))
+    interpret(module, "k", grid, a, b, expected, np.int32(trips))
+    sim.run(module, "k", grid, a, b, actual, np.int32(trips), arch="sm_80", threads=128)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    bound = (kk + 1) * 2.0 ** -24 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    assert np.all(np.abs(expected - exact) <= bound)
+    assert np.all(np.abs(actual - exact) <= bound)
+
+
+@pytest.mark.parametrize("trips", [0, 1, 4])
+def test_k_loop_pipeline_with_one_operand_through_registers(trips):
+    """i8: A is copied ahead, B (staged transposed, which cp.async cannot do) goes through
+    registers each iteration above the stages, behind its own barrier."""
+    m, n, k = 32, 32, 64
+    module = _pipelined_k_loop_kernel(m, n, k, element="i8")
+    ptx = jit_compile(module, entry="k", arch="sm_80", emit="ptx", threads=128).ptx
+    head, end = (re.search(rf"^\$L_{label}_\d+:", ptx, re.M).start()
+                 for label in ("for", "endfor"))
+    loop = ptx[head:end]
+    assert ptx[:head].count("cp.async.commit_group") == 2
+    assert loop.count("cp.async.cg.shared.global") == 1 and "st.shared.u8" in loop
+    assert loop.count("cp.async.wait_group") == 1 and "cp.async.wait_group 1;" in loop
+    kk = max(k * trips - 16, 0)
+    rows, cols = 2 * m - 3, 2 * n
+    a = RNG.integers(-128, 128, (rows, kk + 16)).astype(np.int8)[:, :kk]
+    bb = RNG.integers(-128, 128, (kk, cols + 16)).astype(np.int8)[:, :cols]
+    c = RNG.integers(-1000, 1000, (rows, cols)).astype(np.int32)
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, bb, expected, np.int32(trips))
+    sim.run(module, "k", grid, a, bb, actual, np.int32(trips), arch="sm_80", threads=128)
+    assert np.array_equal(expected, a.astype(np.int64) @ bb.astype(np.int64) + c)
+    assert np.array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100", "sm_120"])
+def test_pipelined_k_loops_link(arch):
+    from tilebc_runtime.lowering.ptx import check_subset
+    for element, (m, n, k) in (("f16", (32, 32, 32)), ("f16", (64, 64, 32)),
+                               ("i8", (32, 32, 64))):
+        result = jit_compile(_pipelined_k_loop_kernel(m, n, k, element=element), entry="k",
+                             arch=arch, emit="cubin", threads=128)
+        assert result.cubin[:4] == b"\x7fELF"
+        assert "cp.async.wait_group" in result.ptx
+        assert check_subset(result.ptx) == ()
+
+
+def test_k_loop_pipeline_inside_a_persistent_loop():
+    """A persistent-GEMM shape: an outer loop over c's column tiles holds the K loop and the
+    store; each outer iteration drains its stages and the next one fills them again."""
+    from tilebc.ir.attrs import DivByAttr
+    m, n, k = 32, 32, 32
+    module = new_module("13.5")
+    f16 = ELEMENT_TYPES["f16"]
+    params = []
+    for pointee in (f16, f16, f32):
+        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4
+    b = new_function(module, "k", params + [scalar(i32), scalar(i32)])
+    token = b.make_token()
+    bid = b.get_tile_block_id()
+    zero, one = b.constant(0, "i32"), b.constant(1, "i32")
+
+    def view(group, shape):
+        pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
+        if group < 2:
+            pointer = b.assume(pointer, predicate=DivByAttr(16))
+            cols = b.assume(cols, predicate=DivByAttr(8))
+            stride = b.assume(stride, predicate=DivByAttr(8))
+        return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
+    a_view, b_view, out = view(0, (m, k)), view(1, (k, n)), view(2, (m, n))
+
+    def tile(ob, j, done):
+        acc0, _ = ob.load(out, [bid[0], j], token=token)
+
+        def body(lb, i, acc):
+            lhs, _ = lb.load(a_view, [bid[0], i], token=token)
+            rhs, _ = lb.load(b_view, [i, j], token=token)
+            return [lb.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])]
+        product = ob.for_(zero, b.args[15], one, [acc0], body)
+        ob.store(product, out, [bid[0], j], token=token)
+        return [done]
+    b.for_(zero, b.args[16], one, [zero], tile)
+    b.return_([])
+    ptx = jit_compile(module, entry="k", arch="sm_80", emit="ptx", threads=128).ptx
+    assert ptx.count("cp.async.commit_group") == 3 and "cp.async.wait_group 1;" in ptx
+    trips, kk = 4, 4 * k - 8
+    rows, cols = 2 * m - 3, 3 * n
+    a = RNG.uniform(-1, 1, (rows, kk)).astype(np.float16)
+    bb = RNG.uniform(-1, 1, (kk, cols)).astype(np.float16)
+    c = RNG.uniform(-1, 1, (rows, cols)).astype(np.float32)
+    grid = (-(-rows // m), 1)
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, bb, expected, np.int32(trips), np.int32(cols // n))
+    sim.run(module, "k", grid, a, bb, actual, np.int32(trips), np.int32(cols // n),
+            arch="sm_80", threads=128)
+    exact = a.astype(np.float64) @ bb.astype(np.float64) + c
+    bound = (kk + trips + 1) * 2.0 ** -24 * (
+        np.abs(a.astype(np.float64)) @ np.abs(bb.astype(np.float64)) + np.abs(c))
+    assert np.all(np.abs(expected - exact) <= bound)
+    assert np.all(np.abs(actual - exact) <= bound)
 
 
 def test_unaligned_operands_keep_register_staging():

@@ -9,7 +9,7 @@ from tilebc.ops.table import by_mnemonic
 from . import dtypes
 from .anchors import carried_mma_layout
 from .common import AFTER_MEMORY, Frame, Tile
-from .registry import lowers
+from .registry import loop_pipeline, lowers
 
 
 # Frame kinds: for / loop, which continue / break refer to; if, whose yield ends a branch.
@@ -148,6 +148,15 @@ def _lower_for_unrolled(lw, op, first, step, trips):
         lw.set(result, tile)
 
 
+class PipelinedLoop:
+    """What a loop pipeline (registry.LOOP_PIPELINES) sees of a rolled `for`: the induction
+    variable, bound and step registers, the compare type (s32, u64, ...) and the constant trip
+    count or None."""
+
+    def __init__(self, iv, upper, step, kind, trips):
+        self.iv, self.upper, self.step, self.kind, self.trips = iv, upper, step, kind, trips
+
+
 @lowers("for")
 def lower_for(lw, op):
     unrolled = _unrollable(lw, op)
@@ -172,14 +181,19 @@ def lower_for(lw, op):
             cls = dtypes.reg_class(value.type.element)
             carried[index] = Tile(value.type, [w.reg(cls) for _ in range(layout.slots)], layout)
     _carried(lw, carried, op.operands["initValues"])
+    lw.set(body.args[0], Tile(body.args[0].type, [iv]))
+    for arg, tile in zip(body.args[1:], carried):
+        lw.set(arg, tile)
+    trip = _trip_count(lw, op)
+    pipeline = loop_pipeline(lw, op, PipelinedLoop(iv, upper.scalar, step.scalar, kind,
+                                                   None if trip is None else trip[2]))
+    if pipeline is not None:  # its first stages are in flight before the first iteration
+        pipeline.prologue()
     head, latch, exit_ = w.label("for"), w.label("latch"), w.label("endfor")
     w.place(head)
     done = w.reg("pred")
     w(f"setp.ge.{kind} {done}, {iv}, {upper.scalar}")
     w(f"@{done} bra.uni {exit_}")
-    lw.set(body.args[0], Tile(body.args[0].type, [iv]))
-    for arg, tile in zip(body.args[1:], carried):
-        lw.set(arg, tile)
     lw.frames.append(Frame(LOOP_FRAME, carried=carried, latch=latch, end=exit_))
     try:
         lw.lower_block(body)
@@ -189,6 +203,8 @@ def lower_for(lw, op):
     w(f"add.{kind} {iv}, {iv}, {step.scalar}")
     w(f"bra.uni {head}")
     w.place(exit_)
+    if pipeline is not None:
+        pipeline.finish()
     for result, tile in zip(op.results, carried):
         lw.set(result, tile)
 

@@ -53,6 +53,9 @@ class Lowerer:
         self.values: Dict[Value, object] = {}
         self.frames: List[Frame] = []
         self.smem_size = 0
+        # exchange buffers start here: below it lies what outlives single ops (a pipelined
+        # loop's cp.async stages, in flight across the loop's iterations)
+        self.smem_floor = 0
         self.smem_peak_op: Optional[Op] = None  # the op whose exchange set smem_size
         self.strings: List[bytes] = []  # .global byte strings (print formats, assert messages)
         self.const_arrays: List[tuple] = []  # (name, ptx type, values) for non-splat constants
@@ -412,7 +415,7 @@ class Lowerer:
 
     def reserve_smem(self, sizes: List[int]) -> List[int]:
         """Offsets (16-byte aligned) for buffers of `sizes` bytes in the shared exchange area."""
-        offsets, top = [], 0
+        offsets, top = [], self.smem_floor
         for size in sizes:
             offsets.append(top)
             top += -(-size // 16) * 16

@@ -14,6 +14,8 @@ slots as dot products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/
 for f64, s32 for i8), all slots in one K loop where their rows and columns are a fixed distance
 apart. A transposed B read only by tensor-core mmas is staged from its source (Transposed); an
 aligned view load read only by one such mma is copied into the staging by cp.async (ViewStaged).
+In a `for` whose body is such loads feeding one mma (a GEMM K loop), those copies run one or
+two iterations ahead through 2-3 rotating stages (_KPipeline).
 """
 from __future__ import annotations
 
@@ -24,12 +26,13 @@ import numpy as np
 
 from tilebc.ir.types import ELEMENT_TYPES, TileType
 from tilebc.ops.enums import Signedness
+from tilebc.ops.table import by_mnemonic
 
 from . import dtypes, intdiv, softfloat
 from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
 from .common import Tile
-from .registry import defers, lowers
+from .registry import defers, lowers, pipelines
 
 
 
@@ -703,10 +706,12 @@ def async_width(lw, op, view) -> int:
     return vec if vec * size >= 4 else 0
 
 
-def _copy_async(lw, staged: ViewStaged, offset: int, stride: int) -> None:
+def _copy_async(lw, staged: ViewStaged, offset: int, stride: int, indices=None,
+                base=None) -> None:
     """cp.async of a ViewStaged tile into row-major staging at `offset` with `stride` elements
     between rows (batch b's rows after b * rows * stride); runs outside the tensor read
-    nothing (src-size 0) and land as zeros."""
+    nothing (src-size 0) and land as zeros. A pipeline stage gives the load's `indices` (for a
+    later iteration) and the stage's `base` register."""
     from .layout import Blocked
     from .memory import view_addresses
     w = lw.w
@@ -716,8 +721,9 @@ def _copy_async(lw, staged: ViewStaged, offset: int, stride: int) -> None:
     size = dtypes.byte_size(staged.element)
     layout = Blocked(staged.type.num_elements, lw.T, vec)
     runs = list(range(0, layout.slots, vec))
-    addresses = view_addresses(lw, op, staged.view, op.operands["index"], shape, layout,
-                               slots=runs)
+    addresses = view_addresses(lw, op, staged.view,
+                               op.operands["index"] if indices is None else indices, shape,
+                               layout, slots=runs)
     width = vec * size
     kind = "cg" if width == 16 else "ca"  # .cg takes 16 bytes only
     for k, (src, ok) in zip(runs, addresses):
@@ -727,13 +733,195 @@ def _copy_async(lw, staged: ViewStaged, offset: int, stride: int) -> None:
         if len(shape) == 3:
             w(f"mad.lo.u32 {at}, {mi[0]}, {rows * stride}, {at}")
         dst = w.reg("b32")
-        w(f"mad.lo.u32 {dst}, {at}, {size}, {lw.smem_base()}")
+        if base is None:
+            w(f"mad.lo.u32 {dst}, {at}, {size}, {lw.smem_base()}")
+        else:  # the loop-invariant byte offset apart, so ptxas can hoist it
+            within = w.reg("b32")
+            w(f"mul.lo.u32 {within}, {at}, {size}")
+            w(f"add.u32 {dst}, {within}, {base}")
         tail = ""
         if ok is not None:
             read = w.reg("b32")
             w(f"selp.u32 {read}, {width}, 0, {ok}")
             tail = f", {read}"
         w(f"cp.async.{kind}.shared.global [{dst}+{offset}], [{src}], {width}{tail}")
+
+
+# The loads a K-loop pipeline copies ahead (the view loads _defer_view_load defers), and the
+# mmas it feeds (True: mmaf, which leaves the fragments when its product reaches a reduction).
+_STAGED_LOADS = by_mnemonic({"load_view_tko": True}, "cp.async K-loop stages")
+_IN_REGISTERS = by_mnemonic({"mmaf": True, "mmai": False}, "cp.async K-loop mmas")
+
+
+class _LaterIteration:
+    """Stands in a view load's indices for the loop's induction variable at a later iteration
+    (its own key, so nothing computed from it is reused for the current iteration)."""
+    __slots__ = ()
+
+
+class _KPipeline:
+    """A `for` whose body feeds its one tensor-core mma from view loads that cp.async can copy
+    (ViewStaged): those copies run `stages - 1` iterations ahead, into `stages` rotating buffers
+    below lw.smem_floor (stage s at region + s * stage_bytes). The prologue issues iterations
+    0..S-2, one commit group each; in iteration i the mma waits for all but the newest S-2
+    groups (its own stage is then in shared memory), synchronizes (every warp is done with
+    iteration i-1's buffer), issues iteration i+S-1 into that buffer and computes from its own.
+    Iterations past the bound commit empty groups (the group count stays the same); a tile's
+    runs past the tensor read nothing and land as zeros (src-size 0), so ragged tails are
+    right. After the loop: wait for everything, synchronize (the region is the exchange's
+    again)."""
+
+    def __init__(self, lw, loop, mma, staged, offsets, strides, stage_bytes, stages, iv_value):
+        self.lw, self.loop, self.mma, self.staged = lw, loop, mma, staged
+        self.offsets, self.strides = offsets, strides
+        self.stage_bytes, self.stages, self.iv_value = stage_bytes, stages, iv_value
+        self.roles = tuple(t is not None for t in staged)
+
+    def _issue(self, ahead: int, base: str) -> None:
+        """Copies of iteration iv + ahead * step into the stage at `base`, then a commit."""
+        lw, loop = self.lw, self.loop
+        w = lw.w
+        wide = loop.kind.endswith("64")
+        later = w.reg("b64" if wide else "b32")
+        if ahead:
+            w(f"mad.lo.{loop.kind} {later}, {loop.step}, {ahead}, {loop.iv}")
+        else:
+            w(f"mov.{'b64' if wide else 'b32'} {later}, {loop.iv}")
+        past, skip = w.reg("pred"), w.label("stage_skip")
+        w(f"setp.ge.{loop.kind} {past}, {later}, {loop.upper}")
+        w(f"@{past} bra.uni {skip}")  # past the bound: an empty group, no copies
+        stand_in = _LaterIteration()
+        lw.set(stand_in, Tile(self.iv_value.type, [later]))
+        with lw.fresh_scope():  # what the copies compute may be skipped: not reused after
+            for role, staged in enumerate(self.staged):
+                if staged is None:
+                    continue
+                indices = [stand_in if lw.forward.get(v, v) is self.iv_value else v
+                           for v in staged.op.operands["index"]]
+                _copy_async(lw, staged, self.offsets[role], self.strides[role],
+                            indices=indices, base=base)
+        w.place(skip)
+        w("cp.async.commit_group")
+
+    def prologue(self) -> None:
+        lw = self.lw
+        w = lw.w
+        self.saved_floor = lw.smem_floor
+        region = lw.reserve_smem([self.stages * self.stage_bytes])[0]
+        lw.smem_floor = region + self.stages * self.stage_bytes
+        self.offsets = [None if o is None else o + region for o in self.offsets]
+        self.read, self.write = w.reg("b32"), w.reg("b32")
+        w(f"mov.u32 {self.read}, 0")
+        w(f"mov.u32 {self.write}, {(self.stages - 1) * self.stage_bytes}")
+        for s in range(self.stages - 1):
+            base = w.reg("b32")
+            w(f"add.u32 {base}, {lw.smem_base()}, {s * self.stage_bytes}")
+            self._issue(s, base)
+        lw._cache[("k pipeline", self.mma)] = self
+
+    def steady(self) -> str:
+        """In the mma, before it reads its operands: this iteration's stage landed and is
+        visible, the next stage is in flight; returns the byte offset of this stage."""
+        lw = self.lw
+        w = lw.w
+        w(f"cp.async.wait_group {self.stages - 2}")
+        lw.barrier()
+        base = w.reg("b32")
+        w(f"add.u32 {base}, {lw.smem_base()}, {self.write}")
+        self._issue(self.stages - 1, base)
+        return self.read
+
+    def advance(self) -> None:
+        """Both stage offsets one buffer on, wrapping after the last."""
+        w = self.lw.w
+        end = self.stages * self.stage_bytes
+        for reg in (self.read, self.write):
+            wrap = w.reg("pred")
+            w(f"add.u32 {reg}, {reg}, {self.stage_bytes}")
+            w(f"setp.eq.u32 {wrap}, {reg}, {end}")
+            w(f"selp.u32 {reg}, 0, {reg}, {wrap}")
+
+    def finish(self) -> None:
+        lw = self.lw
+        lw.w("cp.async.wait_group 0")  # none in flight when the exchange takes the region back
+        lw.barrier()  # and every warp is done reading its stages
+        lw.smem_floor = self.saved_floor
+        del lw._cache[("k pipeline", self.mma)]
+
+
+# Stage buffers may take up to this much shared memory: three stages where they fit, else two.
+_PIPELINE_SHARED = STATIC_SHARED_LIMIT // 2
+
+
+@pipelines
+def _k_loop_pipeline(lw, op, loop):
+    """A _KPipeline for `for` op `op` (see there) when on sm_80+ its body is straight-line code
+    ending in its continue, with one mma taking the in-register path (_mma_in_registers), at
+    least one of whose A / B is a ViewStaged view load whose view and indices come from outside
+    the loop or are its induction variable, and no op that writes memory (the copies run ahead
+    of the body's other effects); else None."""
+    from tilebc.ops.spec import Effects
+    from .anchors import reaches_reduction
+    if lw.arch < 80 or lw.chunk is not None or lw.generic_pointers:
+        return None
+    body = op.regions[0].blocks[0]
+    iv_value = body.args[0]
+    inside = set(body.args)
+    mmas = []
+    for inner in body.ops:
+        if inner.regions or (inner.spec.terminator and inner is not body.ops[-1]):
+            return None
+        inside.update(inner.results)
+        if is_mma(inner):
+            mmas.append(inner)
+        elif not inner.spec.terminator and inner.name not in _STAGED_LOADS and \
+                inner.spec.effects not in (Effects.NONE, Effects.UNDECLARED):
+            return None
+    if len(mmas) != 1:
+        return None
+    mma = mmas[0]
+    layout, form = mma_layout(lw, mma), mma_form(lw, mma)
+    if layout is None or form is None or form[0] == "f64" or mma.name not in _IN_REGISTERS:
+        return None
+    acc = lw.forward.get(mma.operands["acc"], mma.operands["acc"])
+    held = lw.values.get(acc)
+    if _IN_REGISTERS[mma.name] and tensor_core_kind(lw, mma) and not (
+            isinstance(held, Tile) and held.layout == layout) \
+            and reaches_reduction(lw, mma.results[0]):
+        return None  # lower_mmaf takes _mma_sync (see _stays_in_fragments)
+    lhs_type = mma.operands["lhs"].type
+    size = dtypes.byte_size(lhs_type.element)
+    unit = 16 // size
+    m, n = mma.results[0].type.shape[-2:]
+    k_dim = lhs_type.shape[-1]
+    strides = [_padded_stride(k_dim, unit), _padded_stride(n, unit)]
+    rows = [m, k_dim]
+    staged, offsets, stage_bytes = [None, None], [None, None], 0
+    for role, name in enumerate(("lhs", "rhs")):
+        value = lw.forward.get(mma.operands[name], mma.operands[name])
+        load = value.owner
+        if role == 1 and size != 2:  # B staged transposed: cp.async cannot
+            continue
+        if load not in body.ops or load.name not in _STAGED_LOADS \
+                or lw.forward.get(load.operands["view"], load.operands["view"]) in inside \
+                or any(lw.forward.get(v, v) in inside and lw.forward.get(v, v) is not iv_value
+                       for v in load.operands["index"]):
+            continue
+        view = lw.get(load.operands["view"])
+        vec = async_width(lw, load, view)
+        if not vec:
+            continue
+        staged[role] = ViewStaged(load, view, vec, None)
+        offsets[role] = stage_bytes
+        stage_bytes += -(-(size * layout.batches * rows[role] * strides[role]) // 16) * 16
+    if not stage_bytes:
+        return None
+    stages = 3 if 3 * stage_bytes <= _PIPELINE_SHARED else 2
+    if loop.trips is not None:
+        stages = min(stages, loop.trips)
+    if stages < 2 or stages * stage_bytes > _PIPELINE_SHARED:
+        return None
+    return _KPipeline(lw, loop, mma, staged, offsets, strides, stage_bytes, stages, iv_value)
 
 
 def _mma_in_registers(lw, op, layout, form):
@@ -757,9 +945,13 @@ def _mma_in_registers(lw, op, layout, form):
     if from_source:
         rhs = lw.get(rhs.source)
     b_transposed = dtypes.byte_size(lhs.element) != 2 or from_source
-    if isinstance(rhs, ViewStaged) and b_transposed:  # cp.async cannot transpose
-        rhs = rhs.make()
-    copied = [isinstance(t, ViewStaged) for t in (lhs, rhs)]  # staged by cp.async
+    pipe = lw._cache.get(("k pipeline", op))  # a K-loop pipeline's stages hold these
+    ahead = pipe.roles if pipe is not None else (False, False)
+    if isinstance(rhs, ViewStaged) and (b_transposed or pipe is not None and not ahead[1]):
+        rhs = rhs.make()  # cp.async cannot transpose; a pipeline waits for its own groups only
+    if isinstance(lhs, ViewStaged) and pipe is not None and not ahead[0]:
+        lhs = lhs.make()
+    copied = [isinstance(t, ViewStaged) or a for t, a in zip((lhs, rhs), ahead)]
     result_type = op.results[0].type
     m, n = result_type.shape[-2:]
     k_dim = lhs.type.shape[-1]
@@ -777,20 +969,24 @@ def _mma_in_registers(lw, op, layout, form):
     a_stride = _padded_stride(k_dim, unit)
     b_stride = _padded_stride(k_dim if b_transposed else n, unit)
     all_batches = layout.batches
-    offsets = lw.reserve_smem([size * all_batches * m * a_stride,
-                               size * all_batches * (n if b_transposed else k_dim) * b_stride])
-    if copied[0]:
+    wanted = [size * all_batches * m * a_stride,
+              size * all_batches * (n if b_transposed else k_dim) * b_stride]
+    exchange = iter(lw.reserve_smem([b for b, a in zip(wanted, ahead) if not a]))
+    offsets = [pipe.offsets[i] if ahead[i] else next(exchange) for i in range(2)]
+    stage = pipe.steady() if pipe is not None else None  # waits, synchronizes, issues the next
+    if copied[0] and not ahead[0]:
         _copy_async(lw, lhs, offsets[0], a_stride)
-    else:
+    elif not copied[0]:
         _stage(lw, lhs, offsets[0], a_stride, False)
-    if copied[1]:
+    if copied[1] and not ahead[1]:
         _copy_async(lw, rhs, offsets[1], b_stride)
-    else:
+    elif not copied[1]:
         _stage(lw, rhs, offsets[1], b_stride, b_transposed and not from_source)
-    if any(copied):  # this thread's copies have landed; the barrier shows them to all
+    if pipe is None and any(copied):  # this thread's copies landed; the barrier shows them
         w("cp.async.commit_group")
         w("cp.async.wait_group 0")
-    lw.barrier()
+    if not all(ahead):
+        lw.barrier()
     (wb, wm, wn), (batches, rows, cols) = layout.grid, layout.per_warp
 
     u32 = partial(_u32, w)
@@ -857,6 +1053,10 @@ def _mma_in_registers(lw, op, layout, form):
     steps = k_dim // k_step
     b_advance = k_step * (1 if b_transposed else b_stride)
     b_batch = (n if b_transposed else k_dim) * b_stride
+    if ahead[0]:  # this iteration's stage
+        a_lane = u32("add.u32", a_lane, stage)
+    if ahead[1]:
+        b_lane = u32("add.u32", b_lane, stage)
     for jb in range(batches):
         a_ptr = u32("add.u32", a_lane, offsets[0] + size * jb * wb * m * a_stride)
         b_ptr = u32("add.u32", b_lane, offsets[1] + size * jb * wb * b_batch)
@@ -873,7 +1073,10 @@ def _mma_in_registers(lw, op, layout, form):
         more = w.reg("pred")
         w(f"setp.lt.u32 {more}, {a_ptr}, {a_end}")
         w(f"@{more} bra.uni {k_top}")
-    lw.barrier()  # the operands' shared memory is free for the next exchange
+    if not all(ahead):
+        lw.barrier()  # the operands' shared memory is free for the next exchange
+    if pipe is not None:
+        pipe.advance()
     regs = d if result_type.element.name in ("f32", "i32") else \
         [dtypes.from_f32(w, reg, result_type.element) for reg in d]
     lw.set(op.results[0], Tile(result_type, regs, layout))

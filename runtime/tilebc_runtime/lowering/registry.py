@@ -60,3 +60,26 @@ def deferred(lw, op, lower_now: Callable):
     """The value a registered consumer takes `op`'s result as, or None (lower it now)."""
     hook = DEFERRALS.get(op.name)
     return hook(lw, op, lower_now) if hook is not None else None
+
+
+# A family may software-pipeline a `for` across its iterations (matmul: the K loop's cp.async
+# stages): hook(lw, for_op, loop) returning an object with prologue() (emitted before the loop
+# head) and finish() (after its exit), or None. `loop` carries the loop's registers (iv, upper,
+# step, cmp) and its constant trip count or None. Registered by the family, so control_flow
+# never imports it.
+LOOP_PIPELINES: list = []
+
+
+def pipelines(function: Callable) -> Callable:
+    """Register the decorated function as a loop-pipelining hook (see LOOP_PIPELINES)."""
+    LOOP_PIPELINES.append(function)
+    return function
+
+
+def loop_pipeline(lw, op, loop):
+    """The first registered pipeline that takes `for` op `op`, or None."""
+    for hook in LOOP_PIPELINES:
+        plan = hook(lw, op, loop)
+        if plan is not None:
+            return plan
+    return None

@@ -2,9 +2,11 @@
 byte permute (prmt), funnel shift (shf), warp reduction (redux.sync), asynchronous copies
 (cp.async + commit/wait groups), ldmatrix, and .f16/.bf16 scalar arithmetic (add/sub/mul/fma).
 
-cp.async is executed at once (the copy lands when the instruction runs). The ISA only promises
-the data after cp.async.wait_group/wait_all, so an immediate copy is one legal schedule; a kernel
-that reads the destination before waiting is not diagnosed.
+cp.async reads its source when it runs but lands in shared memory only when the issuing thread's
+cp.async.wait_group / wait_all covers its group (the latest legal moment the ISA allows), so a
+kernel that reads a destination before waiting for it reads the old bytes, and one that lets a
+copy land while other threads still read the buffer is caught by the shared-memory race check.
+Copies never waited for do not land.
 """
 from __future__ import annotations
 
@@ -130,16 +132,73 @@ def build_redux(ins, k):
 # ------------------------------------------------------------------------------ async copies
 
 
-@implements("cp", forms="cp.async.{ca,cg}.shared.global [dst], [src], size{, src-size} (copied "
-                        "at once, the rest zero-filled); cp.async.commit_group / wait_group N "
-                        "/ wait_all (no-ops)")
+class AsyncCopies:
+    """A CTA's cp.async copies in flight: each thread's committed group count (its open group's
+    number) and the copies read but not landed, as (group per lane, lanes, shared addresses,
+    bytes, the store that lands them)."""
+
+    def __init__(self, threads: int):
+        self.committed = np.zeros(threads, np.int64)
+        self.pending: list = []
+
+    def land(self, cta, lanes: np.ndarray, keep: np.ndarray) -> None:
+        """Land the copies of `lanes` in groups below keep[lane] (committed groups only)."""
+        limit = np.full(cta.T, -1, np.int64)
+        limit[lanes] = keep[lanes]
+        still = []
+        for group, who, dst, data, store in self.pending:
+            due = group < limit[who]
+            if due.any():
+                size = data.shape[1]
+                store.store(cta, dst[due].reshape(-1), np.repeat(who[due], size),
+                            data[due].reshape(-1))
+            if not due.all():
+                rest = ~due
+                still.append((group[rest], who[rest], dst[rest], data[rest], store))
+        self.pending = still
+
+
+def _async_copies(cta) -> AsyncCopies:
+    state = getattr(cta, "async_copies", None)
+    if state is None:
+        state = cta.async_copies = AsyncCopies(cta.T)
+    return state
+
+
+def land_all_copies(cta, lanes: np.ndarray) -> None:
+    """Every copy `lanes` issued, committed or not (cp.async.mbarrier.arrive waits for them)."""
+    state = getattr(cta, "async_copies", None)
+    if state is not None:
+        state.land(cta, lanes, np.full(cta.T, np.iinfo(np.int64).max, np.int64))
+
+
+@implements("cp", forms="cp.async.{ca,cg}.shared.global [dst], [src], size{, src-size} (source "
+                        "read at once, the rest zero-filled, landing at the wait that covers "
+                        "its group); cp.async.commit_group / wait_group N / wait_all")
 def build_cp(ins, k):
     mods = Mods(ins, k, ("async", "ca", "cg", "shared", "global", "commit_group", "wait_group",
                          "wait_all", "L2::128B", "L2::64B", "L2::256B"), types=(0,))
     if not mods.has("async"):
         raise k.unsupported(ins, "only cp.async is emulated")
-    if mods.has("commit_group") or mods.has("wait_group") or mods.has("wait_all"):
-        return lambda cta, mask: None  # every copy has already landed
+    if mods.has("commit_group"):
+        def commit(cta, mask):
+            _async_copies(cta).committed[_lanes(cta, mask)] += 1
+        return commit
+    if mods.has("wait_group") or mods.has("wait_all"):
+        if mods.has("wait_all"):  # commits the open group, then waits for every group
+            newest = 0
+        elif len(ins.operands) != 1 or not isinstance(ins.operands[0], Imm):
+            raise k.unsupported(ins, "cp.async.wait_group takes an immediate group count")
+        else:
+            newest = int(ins.operands[0].value)
+
+        def wait(cta, mask):
+            state = _async_copies(cta)
+            lanes = _lanes(cta, mask)
+            if mods.has("wait_all"):
+                state.committed[lanes] += 1
+            state.land(cta, lanes, state.committed - newest)
+        return wait
     if not (mods.has("shared") and mods.has("global")) or mods.has("ca") == mods.has("cg"):
         raise k.unsupported(ins, "cp.async needs .ca or .cg and .shared.global")
     if len(ins.operands) not in (3, 4):
@@ -167,8 +226,9 @@ def build_cp(ins, k):
             rows, cols = np.nonzero(wanted)
             data[rows, cols] = load.load(cta, src_addr[rows] + offsets[cols], lanes[rows],
                                          np.dtype(np.uint8))
-        store.store(cta, (dst_addr[:, None] + offsets[None, :]).reshape(-1),
-                    np.repeat(lanes, size), data.reshape(-1))
+        state = _async_copies(cta)
+        state.pending.append((state.committed[lanes].copy(), lanes.copy(),
+                              dst_addr[:, None] + offsets[None, :], data, store))
     return fn
 
 

@@ -34,7 +34,7 @@ import ml_dtypes
 import numpy as np
 
 from .registry import Mods, implements, operands
-from .isa_extra import build_cp as build_plain_cp, matrix_form
+from .isa_extra import build_cp as build_plain_cp, land_all_copies, matrix_form
 from .isa_memory import Access, _lanes
 from .isa_mma import _tf32_nearest_even, a_coords
 from .syntax import Addr, Imm, Not, PredPair, Reg, Sym, Vec
@@ -221,8 +221,9 @@ def build_mbarrier(ins, k):
 # ------------------------------------------------------------------------------- bulk copies
 
 
-@implements("cp", forms="cp.async.{ca,cg}.shared.global (copied at once, zero-filled past "
-                        "src-size), cp.async.commit_group / wait_group / wait_all (no-ops); "
+@implements("cp", forms="cp.async.{ca,cg}.shared.global (zero-filled past src-size, landing "
+                        "at the wait that covers its group), cp.async.commit_group / wait_group "
+                        "/ wait_all; "
                         "cp.async.mbarrier.arrive{.noinc}.shared.b64; cp.async.bulk "
                         "global<->shared with .mbarrier::complete_tx::bytes or .bulk_group, "
                         "cp.async.bulk.commit_group / wait_group{.read}, cp.async.bulk.prefetch "
@@ -239,7 +240,7 @@ def build_cp(ins, k):
 
 def build_cp_async_arrive(ins, k):
     """cp.async.mbarrier.arrive: an arrival once the thread's earlier cp.async copies are done
-    (they are already); without .noinc the pending count is raised first, so it nets out."""
+    (they land here); without .noinc the pending count is raised first, so it nets out."""
     mods = Mods(ins, k, ("async", "mbarrier", "arrive", "noinc") + SHARED)
     if not (mods.has("async") and mods.has("arrive")) or mods.type != "b64":
         raise k.unsupported(ins, "cp.async.mbarrier.arrive{.noinc}.shared.b64 [address]")
@@ -249,6 +250,7 @@ def build_cp_async_arrive(ins, k):
 
     def fn(cta, mask):
         lanes = _lanes(cta, mask)
+        land_all_copies(cta, lanes)
         addresses = _per_lane(cta, get_address(cta), lanes)
         for index, lane in enumerate(lanes):
             address, thread = int(addresses[index]), int(lane)

@@ -505,7 +505,7 @@ def test_k_loop_operands_through_cp_async(arch, store_between):
     assert np.all(np.abs(actual - expected) <= 2 * bound)
 
 
-def _pipelined_k_loop_kernel(m, n, k, zero_acc=False, element="f16"):
+def _pipelined_k_loop_kernel(m, n, k, zero_acc=False, element="f16", lower=0):
     """c = a @ b + c (`zero_acc`: c = a @ b, c first read after the loop) with a `for` over a
     runtime count of K tiles (the cuTile GEMM shape: both loads index the tile with the
     induction variable), views 16-byte aligned; f16 (mmaf, f32 c) or i8 (mmai, i32 c)."""
@@ -544,7 +544,7 @@ def _pipelined_k_loop_kernel(m, n, k, zero_acc=False, element="f16"):
                             signedness_lhs=Signedness.SIGNED,
                             signedness_rhs=Signedness.SIGNED)]
         return [lb.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])]
-    product = b.for_(zero, b.args[15], one, [acc0], body)
+    product = b.for_(b.constant(lower, "i32") if lower else zero, b.args[15], one, [acc0], body)
     b.store(product, out, [bid[0], bid[1]], token=token)
     b.return_([])
     return module
@@ -584,6 +584,22 @@ def test_k_loop_copies_run_stages_ahead(arch, m, n, k, stages, trips):
     bound = (kk + trips + 1) * 2.0 ** -24 * magnitude
     assert np.all(np.abs(expected - exact) <= bound)
     assert np.all(np.abs(actual - exact) <= bound)
+
+
+def test_k_loop_copies_ahead_stop_where_the_induction_variable_would_wrap():
+    """A loop ending at INT32_MAX: the copies two iterations ahead index tile 2**31 + 1, which
+    wraps negative; the copies' bounds checks must still read it as outside (zero fill, no
+    access), so the pipeline needs no overflow guard of its own."""
+    m, n, k = 32, 32, 32
+    top = 2 ** 31 - 1
+    module = _pipelined_k_loop_kernel(m, n, k, lower=top - 2)
+    a = RNG.uniform(-1, 1, (m, k)).astype(np.float16)
+    b = RNG.uniform(-1, 1, (k, n)).astype(np.float16)
+    c = RNG.uniform(-1, 1, (m, n)).astype(np.float32)
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", (1, 1), a, b, expected, np.int32(top))
+    sim.run(module, "k", (1, 1), a, b, actual, np.int32(top), arch="sm_80", threads=128)
+    np.testing.assert_array_equal(actual, expected)
 
 
 @pytest.mark.parametrize("trips", [0, 3])

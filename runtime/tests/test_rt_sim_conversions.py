@@ -210,3 +210,12 @@ def test_narrow_ftoi_saturates_like_the_interpreter(source, target, signedness, 
     (_, expected), (_, actual) = _run_both(module, None, (N // 64,), x,
                                            np.zeros(N, f"int{bits}"))
     _same_bits(expected, actual, x)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_narrow_ftoi_assembles(arch):
+    # ptxas takes the saturating f32/f64 -> 8/16-bit cvt into a 32-bit register
+    for source, target, signedness in [("f32", "i8", "unsigned"), ("f64", "i16", "signed"),
+                                       ("f64", "i8", "unsigned")]:
+        module = ftoi_kernel(source, target, signedness, "nearest_int_to_zero")
+        assert jit_compile(module, arch=arch, emit="cubin").cubin[:4] == b"\x7fELF"

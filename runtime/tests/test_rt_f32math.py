@@ -261,10 +261,15 @@ def test_polynomials_reach_their_stated_accuracy():
     assert _relative_error(f32math.TANH_TAIL, tanh_tail, u) < -24.8
     assert _relative_error(_least_squares_fit(tanh_tail, 0, f32math.TANH_SMALL ** 2, 5),
                            tanh_tail, u) < -24.5
-    # exp's (and pow's 2^f's) degree-7 Taylor polynomial on the reduced range |r| <= ln2/2
+    # exp's degree-7 Taylor polynomial on the reduced range |r| <= ln2/2
     r = np.linspace(-0.3466, 0.3466, 100001)
     taylor = [1 / math.factorial(i) for i in range(8)]
     assert _relative_error(taylor, np.exp, r) < -27
+    # pow's 2^f, degree 6, on |f| <= 0.5005; all its coefficients are f32 and the first is 1
+    f = np.linspace(-0.5005, 0.5005, 200001)
+    assert _relative_error(f32math.EXP2_POLY, np.exp2, f) < -28.2
+    assert all(float(np.float32(c)) == c for c in f32math.EXP2_POLY)
+    assert f32math.EXP2_POLY[0] == 1.0
     # sinh below |x| = 1: x + x^3 S(x^2)
     x = np.linspace(1e-4, 1, 100001)
     sinh_odd = np.zeros(2 * len(f32math.SINH_TAIL) + 2)
@@ -279,16 +284,27 @@ def test_polynomials_reach_their_stated_accuracy():
 
 def test_log2_table_reduction_is_exact():
     """For every reduced mantissa m in [0.75, 1.5), pow's r = m*invc - 1 is an f32 (the fma
-    that computes it is exact) with |r| <= 2^-7, and head + low is -log2(invc)."""
+    that computes it is exact) with |r| <= 2^-7, and head + low is -log2(invc). e + head is an
+    f32 for every exponent e, and s1 + r log2(e) is a fast two-sum (|head| >= |r log2(e)| in
+    every row but the unit ones, where head = 0)."""
     from tilebc_runtime.lowering import f32math
     rows = np.frombuffer(f32math.log2_table(), "<f4").reshape(-1, 4).astype(np.float64)
     bits = np.arange(0x3F400000, 0x3F400000 + (128 << 16), dtype=np.uint32)
     m = bits.view(np.float32).astype(np.float64)
-    r = m * rows[(bits - 0x3F400000) >> 16, 0] - 1.0  # exact in float64 (24 x 8 bits)
+    row = (bits - 0x3F400000) >> 16
+    r = m * rows[row, 0] - 1.0  # exact in float64 (24 x 8 bits)
     assert np.array_equal(r.astype(np.float32).astype(np.float64), r)
     assert np.abs(r).max() <= 2.0 ** -7
-    assert np.abs(rows[:, 1] + rows[:, 2] + np.log2(rows[:, 0])).max() < 2.0 ** -48
+    assert np.abs(rows[:, 1] + rows[:, 2] + np.log2(rows[:, 0])).max() < 2.0 ** -40
     assert all(rows[j, 0] == 1.0 and rows[j, 1] == 0.0 for j in f32math.UNIT_ROWS)
+    e = np.arange(-150, 129, dtype=np.float64)[:, None]
+    sums = e + rows[None, :, 1]
+    assert np.array_equal(sums.astype(np.float32).astype(np.float64), sums)
+    p = np.abs((r.astype(np.float32) * np.float32(f32math.LOG2E_HI)).astype(np.float64))
+    largest = np.zeros(128)
+    np.maximum.at(largest, row, p)
+    off_unit = [j for j in range(128) if j not in f32math.UNIT_ROWS]
+    assert np.all(np.abs(rows[off_unit, 1]) >= largest[off_unit])
 
 
 def test_huge_reduction_table_matches_float64_reduction():

@@ -77,3 +77,52 @@ def test_scoped_values_are_reused_only_where_they_dominate():
     # the block): its own; the outer block after them: its own, reused by the outer block and by a
     # block nested in it
     assert seen == [0, 0, 1, 2, 2, 3, 3, 3]
+
+
+# out[r, c] = exti(v[r]) + c over an 8x16 i64 tile: the broadcast moves v's 32-bit elements (one
+# shuffle per slot, not two halves of each i64) and extends them where they land.
+WIDENED = """
+entry @k(%pv: tile<ptr<{t}>>, %nv: tile<i32>, %sv: tile<i32>, %po: tile<ptr<i64>>,
+         %no: tile<i32>, %so: tile<i32>) {{
+  %t0 = make_token : token
+  %i = iota : tile<8xi32>
+  %rv = reshape %pv : tile<ptr<{t}>> -> tile<1xptr<{t}>>
+  %bv = broadcast %rv : tile<1xptr<{t}>> -> tile<8xptr<{t}>>
+  %qv = offset %bv, %i : tile<8xptr<{t}>>, tile<8xi32> -> tile<8xptr<{t}>>
+  %v, %t1 = load_ptr_tko weak %qv token=%t0 : tile<8xptr<{t}>> -> tile<8x{t}>, token
+  %v2 = reshape %v : tile<8x{t}> -> tile<8x1x{t}>
+  %w = exti %v2 {signedness} : tile<8x1x{t}> -> tile<8x1xi64>
+  %b = broadcast %w : tile<8x1xi64> -> tile<8x16xi64>
+  %c = iota : tile<16xi32>
+  %c2 = reshape %c : tile<16xi32> -> tile<1x16xi32>
+  %cw = exti %c2 signed : tile<1x16xi32> -> tile<1x16xi64>
+  %cb = broadcast %cw : tile<1x16xi64> -> tile<8x16xi64>
+  %sum = addi %b, %cb : tile<8x16xi64>
+  %flat = reshape %sum : tile<8x16xi64> -> tile<128xi64>
+  %j = iota : tile<128xi32>
+  %ro = reshape %po : tile<ptr<i64>> -> tile<1xptr<i64>>
+  %bo = broadcast %ro : tile<1xptr<i64>> -> tile<128xptr<i64>>
+  %qo = offset %bo, %j : tile<128xptr<i64>>, tile<128xi32> -> tile<128xptr<i64>>
+  %t2 = store_ptr_tko weak %qo, %flat token=%t0 : tile<128xptr<i64>>, tile<128xi64> -> token
+  return
+}}
+"""
+
+
+def test_broadcast_of_an_extended_tile_moves_the_narrow_elements():
+    from tilebc.text import parse_module
+    for element, signedness in (("i32", "signed"), ("i32", "unsigned"), ("i16", "signed"),
+                                ("i16", "unsigned")):
+        module = parse_module(WIDENED.format(t=element, signedness=signedness), "w.mlir")
+        module.version = tilebc.Version(13, 5)
+        ptx = compile(module, arch="sm_90", emit="ptx", threads=256).ptx
+        # 128 elements over 256 threads: one slot, one 32-bit shuffle
+        assert len(re.findall(r"\bshfl\.sync\.idx\.b32\b", ptx)) == 1, (element, signedness)
+        dtype = np.dtype(f"int{element[1:]}")
+        v = np.array([-5, 7, np.iinfo(dtype).min, np.iinfo(dtype).max, 0, -1, 3, 100], dtype)
+        out = np.zeros(128, np.int64)
+        sim.run(module, "k", (1,), v, out, threads=256)
+        extended = v.astype(np.int64) if signedness == "signed" else \
+            v.astype(np.int64) & ((1 << (8 * dtype.itemsize)) - 1)
+        np.testing.assert_array_equal(out.reshape(8, 16),
+                                      extended[:, None] + np.arange(16)[None, :])

@@ -100,3 +100,53 @@ def test_only_permutes_that_compose_to_the_identity_are_forwarded(perm, shape, c
     ops = list(function.walk())  # iota, reshape (x), permute (a), permute (b), return
     source, result = ops[1].results[0], ops[3].results[0]
     assert (lw.forward.get(result) is source) is cancels
+
+
+# x % d with Python's sign rule, as cuTile writes it: the truncating remainder and a fix-up.
+FLOOR_MOD = """
+entry @k(%px: tile<ptr<{t}>>, %nx: tile<i32>, %sx: tile<i32>, %po: tile<ptr<{t}>>,
+         %no: tile<i32>, %so: tile<i32>) {{
+  %t0 = make_token : token
+  %i = iota : tile<64xi32>
+  %rx = reshape %px : tile<ptr<{t}>> -> tile<1xptr<{t}>>
+  %bx = broadcast %rx : tile<1xptr<{t}>> -> tile<64xptr<{t}>>
+  %qx = offset %bx, %i : tile<64xptr<{t}>>, tile<64xi32> -> tile<64xptr<{t}>>
+  %x, %t1 = load_ptr_tko weak %qx token=%t0 : tile<64xptr<{t}>> -> tile<64x{t}>, token
+  %d = constant <{t}: {d}> : tile<64x{t}>
+  %d2 = constant <{t}: {d}> : tile<64x{t}>
+  %z = constant <{t}: 0> : tile<64x{t}>
+  %r = remi %x, %d signed : tile<64x{t}>
+  %neg = cmpi less_than %r, %z, signed : tile<64x{t}> -> tile<64xi1>
+  %dneg = cmpi less_than %d2, %z, signed : tile<64x{t}> -> tile<64xi1>
+  %flip = xori %neg, %dneg : tile<64xi1>
+  %nz = cmpi not_equal %r, %z, signed : tile<64x{t}> -> tile<64xi1>
+  %fix = andi %flip, %nz : tile<64xi1>
+  %up = addi %r, %d2 : tile<64x{t}>
+  %m = select %fix, %up, %r : tile<64xi1>, tile<64x{t}>
+  %ro = reshape %po : tile<ptr<{t}>> -> tile<1xptr<{t}>>
+  %bo = broadcast %ro : tile<1xptr<{t}>> -> tile<64xptr<{t}>>
+  %qo = offset %bo, %i : tile<64xptr<{t}>>, tile<64xi32> -> tile<64xptr<{t}>>
+  %t2 = store_ptr_tko weak %qo, %m token=%t0 : tile<64xptr<{t}>>, tile<64x{t}> -> token
+  return
+}}
+"""
+
+
+@pytest.mark.parametrize("element,d", [("i32", 4), ("i64", 8), ("i16", 2), ("i8", 1),
+                                       ("i32", 6), ("i32", -4)])
+def test_floor_modulo_by_a_power_of_two_is_one_and(element, d):
+    module = parse_module(FLOOR_MOD.format(t=element, d=d), "floor_mod.mlir")
+    module.version = tilebc.Version(13, 5)
+    ptx = compile(module, arch="sm_90", emit="ptx").ptx
+    code = [line.strip() for line in ptx.splitlines() if not line.strip().startswith("//")]
+    rewritten = d > 0 and d & (d - 1) == 0
+    assert any(line.startswith("and.b") and line.endswith(f", {d - 1};") for line in code) \
+        == rewritten
+    assert (not any(line.startswith(("rem.", "xor.pred")) for line in code)) == rewritten
+    dtype = np.dtype(f"int{element[1:]}")
+    info = np.iinfo(dtype)
+    x = np.concatenate([[info.min, info.min + 1, info.max, -1, 0, 1, -d, d],
+                        np.random.default_rng(3).integers(info.min, info.max, 56)]).astype(dtype)
+    out = np.zeros(64, dtype)
+    sim.run(module, "k", (1,), x, out)
+    np.testing.assert_array_equal(out, np.mod(x.astype(np.int64), d).astype(dtype))

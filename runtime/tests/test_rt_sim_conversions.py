@@ -5,6 +5,7 @@ subnormals), exact ties of the target format and values next to them.
 The fixture kernels (cast_*) run with such inputs, and hand-built ftof kernels cover the pairs and
 rounding modes no fixture has (f32 -> tf32 with each mode, f64 -> f16/bf16/tf32/f8, which must
 round once from the f64 value)."""
+import re
 import sys
 from pathlib import Path
 
@@ -160,3 +161,61 @@ def test_conversion_sequences_assemble(arch):
                                      ("f32", "tf32", "nearest_away")]:
         result = jit_compile(ftof_kernel(source, target, rounding), arch=arch, emit="cubin")
         assert result.cubin[:4] == b"\x7fELF"
+
+
+# ----------------------------------------------------------------------- hand-built ftoi
+
+def ftoi_kernel(source: str, target: str, signedness: str, rounding: str, version="13.5"):
+    """dst[i] = ftoi(src[i]) (saturating) with `signedness` and `rounding`."""
+    module = new_module(version)
+    src, dst = ELEMENT_TYPES[source], ELEMENT_TYPES[target]
+    params = [scalar(PointerType(src)), scalar(i32), scalar(i32),
+              scalar(PointerType(dst)), scalar(i32), scalar(i32)]
+    b = new_function(module, f"ftoi_{source}_{target}_{signedness}_{rounding}", params)
+    a = b.args
+    start = b.make_token()
+    bid = b.get_tile_block_id()[0]
+    tiles_in = b.partition_view(b.tensor_view(a[0], [a[1]], [a[2]]), (64,))
+    tiles_out = b.partition_view(b.tensor_view(a[3], [a[4]], [a[5]]), (64,))
+    x, _ = b.load(tiles_in, [bid], token=start)
+    y = b.ftoi(x, dst, signedness=signedness, rounding_mode=rounding)
+    b.store(y, tiles_out, [bid], token=start)
+    b.return_([])
+    return module
+
+
+FTOI_CASES = [(source, target, signedness, rounding)
+              for source in ("f32", "f64") for target in ("i8", "i16")
+              for signedness in ("signed", "unsigned")
+              for rounding in ("nearest_int_to_zero", "nearest_even")]
+
+
+@pytest.mark.parametrize("source,target,signedness,rounding", FTOI_CASES,
+                         ids=["-".join(c) for c in FTOI_CASES])
+def test_narrow_ftoi_saturates_like_the_interpreter(source, target, signedness, rounding):
+    # one saturating cvt to the narrow type (no clamp sequence); results bit-identical
+    module = ftoi_kernel(source, target, signedness, rounding)
+    ptx = jit_compile(module, arch="sm_90", emit="ptx").ptx
+    bits = target[1:]
+    kind = "u" if signedness == "unsigned" else "s"
+    converted = re.search(rf"\tcvt\.r[nz]i\.{kind}{bits}\.{source} (%r\d+),", ptx)
+    assert converted
+    assert not re.search(rf"\t(min|max)\.[su]32 %r\d+, {converted.group(1)},", ptx)
+    scale = {"i8": 300.0, "i16": 70000.0}[target]
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = np.concatenate([
+            np.array([np.nan, np.inf, -np.inf, -0.0, 0.5, 1.5, -0.5, -1.5, 127.5, 128.0, -128.5,
+                      -129.0, 255.5, 256.0, 32767.5, 32768.0, -32768.5, 65535.5, 65536.0, 1e30]),
+            RNG.uniform(-scale, scale, N - 20)]).astype(_NUMPY[source])
+    (_, expected), (_, actual) = _run_both(module, None, (N // 64,), x,
+                                           np.zeros(N, f"int{bits}"))
+    _same_bits(expected, actual, x)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_narrow_ftoi_assembles(arch):
+    # ptxas takes the saturating f32/f64 -> 8/16-bit cvt into a 32-bit register
+    for source, target, signedness in [("f32", "i8", "unsigned"), ("f64", "i16", "signed"),
+                                       ("f64", "i8", "unsigned")]:
+        module = ftoi_kernel(source, target, signedness, "nearest_int_to_zero")
+        assert jit_compile(module, arch=arch, emit="cubin").cubin[:4] == b"\x7fELF"

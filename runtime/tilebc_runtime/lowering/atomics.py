@@ -103,13 +103,14 @@ def _atomic(lw, op, build):
             regs.append(out)
         if skip is not None:
             w.place(skip)
+    accessed = w.barriers  # the barriers sharing the old values below come after the access
     if reduce:  # never read: no registers
         lw.set(op.results[0], Tile(result_type, [w.reg(cls)] * lw.slots(result_type.num_elements)))
     elif unused(lw, op.results[0]):
         lw.set(op.results[0], Tile(result_type, regs))  # never read: no need to share it
     else:
         lw.set(op.results[0], Tile(result_type, _share_results(lw, result_type, regs)))
-    set_result_token(lw, op)
+    set_result_token(lw, op, accessed)
 
 
 @lowers("atomic_rmw_tko")

@@ -110,7 +110,7 @@ def lower_ftof(lw, op):
     map_slots(lw, op, lambda regs: float_to_float(lw, regs[0], source, target, rounding))
 
 
-INT_RANGE = {"i8": (-128, 127, 0, 255), "i16": (-32768, 32767, 0, 65535)}
+NARROW_INTS = ("i8", "i16")
 
 
 @lowers("ftoi")
@@ -137,17 +137,11 @@ def lower_ftoi(lw, op):
             w(f"setp.ne.{cls} {out}, {reg}, {dtypes.float_immediate(0.0, cls)}")
             return out
         out = w.reg("b32")
-        w(f"cvt.{mode}.{'u' if unsigned else 's'}32.{cls} {out}, {reg}")  # saturates, NaN -> 0
-        if target.name in INT_RANGE:
-            lo, hi, ulo, uhi = INT_RANGE[target.name]
-            clamped = w.reg("b32")
-            if unsigned:
-                w(f"min.u32 {clamped}, {out}, {uhi}")
-            else:
-                w(f"max.s32 {clamped}, {out}, {lo}")
-                w(f"min.s32 {clamped}, {clamped}, {hi}")
-            return lw.normalize_int(clamped, target)
-        return out
+        # saturates to the destination type's range (NaN -> 0); a narrow type is widened into
+        # the 32-bit register, sign-extended for .s8/.s16 (the form i8/i16 registers keep)
+        bits = dtypes.int_bits(target) if target.name in NARROW_INTS else 32
+        w(f"cvt.{mode}.{'u' if unsigned else 's'}{bits}.{cls} {out}, {reg}")
+        return lw.normalize_int(out, target) if unsigned else out
     map_slots(lw, op, compute)
 
 

@@ -18,7 +18,7 @@ from tilebc.ir.module import Function, Op, Value
 from tilebc.ir.types import GatherScatterViewType, TileType, TokenType
 from tilebc.ops.table import by_mnemonic
 
-from .common import AFTER_MEMORY, Tile
+from .common import Tile, Token, needs_barrier
 
 # Elements per thread above which a region is chunked (two chunks' worth stay unrolled). No
 # fixture has a chunkable region over 16 per thread, so every kernel we carry keeps its code;
@@ -237,7 +237,7 @@ def emit(lw, region: Region) -> None:
     for op in members:
         token = op.operands.get("token") if role(op) in _MEMORY else None
         if token is not None and _producer(lw.forward.get(token, token)) not in inside \
-                and getattr(lw.get(token), "after_memory", False):
+                and needs_barrier(lw, token):
             lw.barrier()
             break
     step = region.slots * lw.T
@@ -274,10 +274,11 @@ def emit(lw, region: Region) -> None:
     w(f"add.u32 {base}, {base}, {step}")
     w(f"setp.lt.u32 {more}, {base}, {region.count}")
     w(f"@{more} bra.uni {head}")
+    after_loop = Token(True, w.barriers)  # every access of the loop is written before here
     for op in members:
         for value in op.results:
             if isinstance(value.type, TokenType):
-                lw.set(value, AFTER_MEMORY)
+                lw.set(value, after_loop)
 
 
 def lower_load(lw, op) -> None:

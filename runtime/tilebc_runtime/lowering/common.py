@@ -49,12 +49,15 @@ class Tile:
 
 
 class Token:
-    """A token's only run-time meaning for the JIT: whether it follows an earlier memory op."""
+    """A token's only run-time meaning for the JIT: whether it follows an earlier memory op, and
+    `barriers`: the writer's bar.sync count when that op's code was written (None: unknown, so a
+    barrier is always due), which lets a later bar.sync settle it (see needs_barrier)."""
 
-    __slots__ = ("after_memory",)
+    __slots__ = ("after_memory", "barriers")
 
-    def __init__(self, after_memory: bool):
+    def __init__(self, after_memory: bool, barriers: Optional[int] = None):
         self.after_memory = after_memory
+        self.barriers = barriers
 
 
 FRESH = Token(False)
@@ -151,18 +154,31 @@ def and_predicates(lw, a, b):
 SCOPE = {MemoryScope.TL_BLK: "cta", MemoryScope.DEVICE: "gpu", MemoryScope.SYS: "sys"}
 
 
+def needs_barrier(lw, token) -> bool:
+    """Whether a memory op ordered after `token` (a Value) needs a bar.sync first: the token
+    follows a memory op and no barrier on every path since then has ordered it already."""
+    lowered = lw.get(token)
+    if not getattr(lowered, "after_memory", False):
+        return False
+    return lowered.barriers is None or not lw.w.barrier_since(lowered.barriers)
+
+
 def order_after_token(lw, op) -> None:
     if lw.chunk is not None:
         return  # in a chunked region's loop: the barrier stands before the loop (chunks.emit)
     token = op.operands.get("token")
-    if token is not None and getattr(lw.get(token), "after_memory", False):
+    if token is not None and needs_barrier(lw, token):
         lw.barrier()
 
 
-def set_result_token(lw, op) -> None:
+def set_result_token(lw, op, barriers: Optional[int] = None) -> None:
+    """Mark the op's token results as following its memory access, written when the writer's
+    barrier count was `barriers` (default: now; pass the count from before any barrier the
+    lowering wrote after the access itself)."""
+    token = Token(True, lw.w.barriers if barriers is None else barriers)
     for result in op.results:
         if isinstance(result.type, TokenType):
-            lw.set(result, AFTER_MEMORY)
+            lw.set(result, token)
 
 
 ROUND = {RoundingMode.NEAREST_EVEN: "rn", RoundingMode.ZERO: "rz", RoundingMode.NEGATIVE_INF: "rm",

@@ -531,6 +531,19 @@ def lower_cmpi(lw, op):
 @lowers("select")
 def lower_select(lw, op):
     element = op.results[0].type.element
+    floor_mod = lw.floor_mods.get(op)
+    if floor_mod is not None:  # x mod 2^k (floor), see simplify.floor_mods
+        x, mask = floor_mod
+        tile = lw.get(x, any_layout=True)
+        width = 64 if dtypes.int_bits(element) == 64 else 32
+        regs, done = [], {}
+        for reg in tile.regs:
+            if reg not in done:
+                done[reg] = lw.w.reg(f"b{width}")
+                lw.w(f"and.b{width} {done[reg]}, {reg}, {mask}")
+            regs.append(done[reg])
+        lw.set(op.results[0], Tile(op.results[0].type, regs, tile.layout))
+        return
     map_slots(lw, op, lambda regs: lw.select(regs[0], regs[1], regs[2], element))
 
 

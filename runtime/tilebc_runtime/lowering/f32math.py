@@ -488,8 +488,19 @@ def tanh_f32(w, x: str) -> str:
 # rows around 1 ([1 - 2^-8, 1 + 2^-7)) take invc = 1: there log2 m is tiny, and head + r log2(e)
 # would cancel to it, leaving the tail's f32 rounding (~2^-39) as a large relative error that
 # pow(x ~ 1, huge y) multiplies by y (thousands of ulps); with r = m - 1 it stays ~2^-24 |r|.
+# -log2(invc) is split as head + low with head a multiple of 2^-HEAD_BITS: e + head is then
+# exact in f32 for every exponent e of a finite f32 (|e| <= 149 < 2^8, 8 + 15 bits), and low
+# (|low| < 2^-16) is rounded to f32 (error < 2^-40, 2^-32 relative to log2 m off the unit rows).
 UNIT_ROWS = (63, 64)
-LOG2_TAIL = tuple(float(np.float32(((-1) ** (k + 1)) / (k + 2) / LN2)) for k in range(6))
+HEAD_BITS = 15
+# log2(1 + r) = r log2(e) + r^2 L(r): L's Taylor terms to r^3 (r^5 of log2), truncation
+# 2^-37 relative on |r| <= 2^-7
+LOG2_TAIL = tuple(float(np.float32(((-1) ** (k + 1)) / (k + 2) / LN2)) for k in range(4))
+# 2^f on |f| <= 0.5005 (pow's reduced range), degree 6: a minimax fit (Lawson's weighted least
+# squares in relative error, each coefficient rounded to f32 before the next is fitted), relative
+# error 2^-28.3 with these f32 coefficients (below the degree-7 Taylor series of e^(f ln2))
+EXP2_POLY = (1.0, 0.6931471824645996, 0.24022647738456726, 0.05550359562039375,
+             0.009618503041565418, 0.0013390997191891074, 0.00015327839355450124)
 
 
 def _round_to_bits(value: float, bits: int) -> float:
@@ -505,19 +516,9 @@ def log2_table() -> bytes:
                      for i in (j, j + 1))
         invc = 1.0 if j in UNIT_ROWS else _round_to_bits(2.0 / (low + high), 8)
         value = -math.log2(invc)
-        head = float(np.float32(value))
+        head = round(value * 2 ** HEAD_BITS) / 2 ** HEAD_BITS
         rows += [invc, head, float(np.float32(value - head)), 0.0]
     return np.array(rows, "<f4").tobytes()
-
-
-def _two_sum(w, a: str, b: str):
-    """(s, err) with s = a + b rounded and s + err = a + b exactly (Knuth's TwoSum)."""
-    op = _f32_ops(w)
-    s = op("add.rn.f32", a, b)
-    bb = op("sub.rn.f32", s, a)
-    err = op("add.rn.f32", op("sub.rn.f32", a, op("sub.rn.f32", s, bb)),
-             op("sub.rn.f32", b, bb))
-    return s, err
 
 
 def _log2_pair(w, ax: str):
@@ -542,10 +543,12 @@ def _log2_pair(w, ax: str):
     p_low = op("fma.rn.f32", r, _imm(LOG2E_LO), op("fma.rn.f32", r, _imm(LOG2E_HI),
                                                    op("neg.f32", p)))
     tail = op("mul.rn.f32", op("mul.rn.f32", r, r), _horner(w, r, LOG2_TAIL))
-    s1, e1 = _two_sum(w, e, head)
-    s2, e2 = _two_sum(w, s1, p)
-    small = op("add.rn.f32", op("add.rn.f32", op("add.rn.f32", tail, p_low), low),
-               op("add.rn.f32", e1, e2))
+    s1 = op("add.rn.f32", e, head)  # exact (see HEAD_BITS)
+    # s1 + p as an exact pair by the fast two-sum: |s1| >= |p| or s1 = 0 (|e + head| > 0.5
+    # for e != 0; off the unit rows |head| is at least twice the largest |r log2 e| of its row)
+    s2 = op("add.rn.f32", s1, p)
+    e2 = op("sub.rn.f32", p, op("sub.rn.f32", s2, s1))
+    small = op("add.rn.f32", op("add.rn.f32", op("add.rn.f32", tail, p_low), low), e2)
     high = op("add.rn.f32", s2, small)
     return high, op("sub.rn.f32", small, op("sub.rn.f32", high, s2))
 
@@ -574,16 +577,15 @@ def pow_ordinary_f32(w, x: str, y: str):
 
 
 def _exp2_pair(w, y: str, high: str, low: str):
-    """(t, 2^(y (high + low))) with t = y high rounded; 2^t by the degree-7 polynomial and two
-    exact scalings (t is clamped to [-200, 200] first)."""
+    """(t, 2^(y (high + low))) with t = y high rounded; 2^t = 2^f 2^n, 2^f by EXP2_POLY and 2^n
+    by two exact scalings (t is clamped to [-200, 200] first)."""
     op = _f32_ops(w)
     t = op("mul.rn.f32", y, high)
     t_low = op("fma.rn.f32", y, low, op("fma.rn.f32", y, high, op("neg.f32", t)))
     clamped = op("min.f32", op("max.f32", t, _imm(-200.0)), _imm(200.0))
     n = op("cvt.rni.f32.f32", clamped)
     f = op("add.rn.f32", op("sub.rn.f32", clamped, n), t_low)
-    p = _horner(w, op("mul.rn.f32", f, _imm(LN2)), tuple(1.0 / math.factorial(i)
-                                                          for i in range(8)))
+    p = _horner(w, f, EXP2_POLY)
     ni = op("cvt.rzi.s32.f32", n, cls="b32")
     half = op("shr.s32", ni, "1", cls="b32")
     rest = op("sub.s32", ni, half, cls="b32")
@@ -595,7 +597,7 @@ def _exp2_pair(w, y: str, high: str, low: str):
 def pow_magnitude_f32(w, ax: str, y: str) -> str:
     """|x|^y = 2^(y log2|x|) for f32 registers in f32 (<= 2 ulp; the sign and C's special
     cases are the caller's): log2|x| as an f32 pair from a 128-entry table, y times it as an
-    exact pair, t = n + f with n = rint(t), 2^f = e^(f ln2) by a degree-7 polynomial, times
+    exact pair, t = n + f with n = rint(t), 2^f by a degree-6 polynomial, times
     2^n as two powers of two (one rounding for subnormal results). |x| = 0 / inf / NaN give
     log2 = -inf / inf / NaN; |t| > 200 is 0 or inf."""
     op = _f32_ops(w)

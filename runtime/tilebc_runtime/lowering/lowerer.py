@@ -79,9 +79,12 @@ class Lowerer:
         self._blocks_lowered = 0
         self._scoped: Dict[tuple, tuple] = {}
         # results equal to an earlier value, and ops nothing needs: not lowered (simplify.py)
-        from .simplify import dead_ops, forwarding
+        from .simplify import dead_ops, floor_mods, forwarding
         self.forward: Dict[Value, Value] = forwarding(self, function)
-        self.dead = dead_ops(function, self.forward)
+        # selects that compute x mod 2^k (floor): lowered as x & (2^k - 1) from x alone
+        self.floor_mods = floor_mods(self, function, self.forward)
+        self.dead = dead_ops(function, self.forward,
+                             {op: [x] for op, (x, _) in self.floor_mods.items()})
         # large per-element regions lowered as loops over register chunks (chunks.py); `chunk` is
         # the chunk being lowered, during which a tile of chunk.count elements has chunk.slots slots
         from .chunks import plan

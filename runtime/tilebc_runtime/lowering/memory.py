@@ -16,8 +16,8 @@ from tilebc.ops.enums import MemoryOrderingSemantics, PaddingValue
 
 from . import dtypes, intdiv
 from .anchors import divisor, flow_is_layout_free, load_layout
-from .common import (SCOPE, SubView, TensorView, Tile, and_predicates as _and, immediate,
-                     order_after_token, set_result_token)
+from .common import (AFTER_MEMORY, SCOPE, SubView, TensorView, Tile, and_predicates as _and,
+                     immediate, order_after_token, set_result_token)
 from .layout import UNIFORM, Blocked, MmaAcc, distinct_slots
 from .registry import deferred, lowers
 
@@ -555,7 +555,8 @@ def lower_load_view(lw, op):
     staged = deferred(lw, op, lambda: _load_now(lw, op, view))
     if staged is not None:  # the tensor-core mma reading it copies it to its staging (cp.async)
         lw.set(op.results[0], staged)
-        set_result_token(lw, op)
+        for result in op.results[1:]:  # the token: the copy is written later, by the mma
+            lw.set(result, AFTER_MEMORY)
         return
     lw.set(op.results[0], _load_now(lw, op, view))
     set_result_token(lw, op)

@@ -79,6 +79,10 @@ class PtxWriter:
         self.in_preamble = False
         self.arch = 90  # the Lowerer sets the real target
         self.const_table = None  # the Lowerer's .const table registry (softfloat decode tables)
+        # bar.sync lines written so far, and their number when the last label was placed: a
+        # barrier written after the last label runs on every path to the current line
+        self.barriers = 0
+        self.barriers_at_label = 0
 
     def reg(self, cls: str) -> str:
         number = self.counts[cls]
@@ -95,10 +99,19 @@ class PtxWriter:
                           else (self.body, self.origin))
         target.append(f"\t{text};")
         origin.append(self.current_op)
+        if text.startswith("bar.sync") and not self.in_preamble:
+            self.barriers += 1
 
     def place(self, label: str) -> None:
         self.body.append(f"{label}:")
         self.origin.append(self.current_op)
+        self.barriers_at_label = self.barriers
+
+    def barrier_since(self, barriers: int) -> bool:
+        """Whether every path to the current line passes a bar.sync written after the moment
+        `self.barriers` was `barriers`: the last one is after that moment and after the last
+        label (code is straight-line from a label on, so nothing can jump past it)."""
+        return self.barriers > max(barriers, self.barriers_at_label)
 
     def declarations(self) -> List[str]:
         return [f"\t.reg {REG_DECL[cls]} \t{REG_PREFIX[cls]}<{count}>;"

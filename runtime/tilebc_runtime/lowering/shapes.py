@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilebc.ir.module import Op
 from tilebc.ir.types import TileType
 from tilebc.numeric.numerics import NUMPY_DTYPES
+from tilebc.ops.enums import Signedness
+from tilebc.ops.table import by_mnemonic
 
 from . import dtypes
-from .common import AFTER_MEMORY, FRESH, Tile, element_bytes, immediate
+from .common import AFTER_MEMORY, FRESH, Tile, Token, element_bytes, immediate
 from .folding import fold_shape_op
 from .layout import UNIFORM
 from .registry import deferred, lowers
@@ -100,8 +103,14 @@ def lower_assume(lw, op):
 def lower_token(lw, op):
     # Tokens order memory operations; the JIT emits memory operations in program order and only
     # needs to know whether a barrier is due (see memory.order_after_token).
-    after = any(getattr(lw.get(v), "after_memory", False) for v in op.operand_values)
-    lw.set(op.results[0], AFTER_MEMORY if after else FRESH)
+    tokens = [lw.get(v) for v in op.operand_values]
+    after = [t for t in tokens if getattr(t, "after_memory", False)]
+    if not after:
+        lw.set(op.results[0], FRESH)
+    elif any(t.barriers is None for t in after):
+        lw.set(op.results[0], AFTER_MEMORY)
+    else:  # settled once the latest of the joined accesses is
+        lw.set(op.results[0], Token(True, max(t.barriers for t in after)))
 
 
 @lowers("broadcast")
@@ -119,6 +128,10 @@ def lower_broadcast(lw, op):
     if free is not None:
         lw.set(op.results[0], free)
         return
+    widened = _broadcast_widened(lw, op, wanted)
+    if widened is not None:
+        lw.set(op.results[0], widened)
+        return
     source = lw.get(op.operand_values[0])
 
     def index(k, mi):
@@ -128,6 +141,50 @@ def lower_broadcast(lw, op):
     def static(linear):
         return 0, _broadcast_source(linear, src_shape, tuple(result_type.shape))
     lw.set(op.results[0], lw.gather([source], result_type, index, static, wanted))
+
+
+_WIDENING = by_mnemonic({"exti": "extend"}, "broadcast of an extended tile")
+
+
+def _broadcast_widened(lw, op, wanted):
+    """broadcast(exti(x)) to i64 of an x of at most 32 bits, built as exti(broadcast(x)): half
+    the data moves between threads, and the result is recorded as widened (i64 compares and
+    multiplies of it stay 32-bit). None for any other broadcast that moves data."""
+    value = op.operand_values[0]
+    producer = lw.forward.get(value, value).owner
+    result_type = op.results[0].type
+    if not isinstance(producer, Op) or _WIDENING.get(producer.name) != "extend" or \
+            dtypes.int_bits(result_type.element) != 64:
+        return None
+    narrow = producer.operand_values[0]
+    element = narrow.type.element
+    if dtypes.name_of(element) not in ("i8", "i16", "i32"):
+        return None
+    source = lw.get(narrow)
+    if source.count == 1 or source.layout is UNIFORM:
+        return None
+    src_shape = source.type.shape
+
+    def index(k, mi):
+        picked = [lw.const_u32(0) if s == 1 else m for s, m in zip(src_shape, mi)]
+        return 0, lw.linear_index(picked, src_shape)
+
+    def static(linear):
+        return 0, _broadcast_source(linear, src_shape, tuple(result_type.shape))
+    moved = lw.gather([source], TileType(tuple(result_type.shape), element), index, static,
+                      wanted)
+    unsigned = producer.attrs["signedness"] is Signedness.UNSIGNED
+    kind = "u" if unsigned else "s"
+    done, regs = {}, []
+    for reg in moved.regs:
+        if reg not in done:
+            low = lw.zero_extended(reg, element) if unsigned else reg
+            out = lw.w.reg("b64")
+            lw.w(f"cvt.{kind}64.{kind}32 {out}, {low}")
+            lw.widened[out] = (kind, low)
+            done[reg] = out
+        regs.append(done[reg])
+    return Tile(result_type, regs, moved.layout)
 
 
 def _broadcast_source(linear, src_shape, shape):

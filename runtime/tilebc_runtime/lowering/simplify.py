@@ -176,9 +176,11 @@ def _removable(op: Op) -> bool:
         all(isinstance(r.type, TileType) for r in op.results)
 
 
-def dead_ops(function: Function, forward: Dict[Value, Value]) -> Set[Op]:
+def dead_ops(function: Function, forward: Dict[Value, Value], reads=None) -> Set[Op]:
     """Removable ops whose results no live op uses (uses read through `forward`), plus every
-    forwarded op (its uses read the forwarded value)."""
+    forwarded op (its uses read the forwarded value). `reads`: op -> the values it reads
+    instead of its operands (an op lowered from other values, see floor_mods)."""
+    reads = reads or {}
     ops = list(function.walk())
     forwarded = {op for op in ops if op.results and all(r in forward for r in op.results)}
     live: Set[Op] = set()
@@ -188,7 +190,7 @@ def dead_ops(function: Function, forward: Dict[Value, Value]) -> Set[Op]:
         if op in live:
             continue
         live.add(op)
-        for value in op.operand_values:
+        for value in reads.get(op, op.operand_values):
             owner = forward.get(value, value).owner
             if isinstance(owner, Op) and owner not in live:
                 work.append(owner)
@@ -200,3 +202,71 @@ _FORWARDERS = by_mnemonic({"permute": _undone_permute, "extract": _extracted_ope
                            "select": _chosen_select}, "value forwarding")
 _FORWARD_ROLES = by_mnemonic({"cmpi": "compare", "load_view_tko": "read",
                               "load_ptr_tko": "read", "cat": "join"}, "value forwarding")
+
+
+# -- floor modulo by a power of two --------------------------------------------------------------
+# cuTile lowers Python's x % d on integers to the truncating remainder and a sign fix-up:
+#   r = remi(x, d) signed; select(((r < 0) xor (d < 0)) and (r != 0), r + d, r)
+# For a constant d = 2^k > 0 that is x & (d - 1) in two's complement: one instruction instead of
+# a dependent chain of about ten.
+_FLOOR_MOD_ROLES = by_mnemonic({"remi": "rem", "addi": "add", "andi": "and", "xori": "xor",
+                                "cmpi": "compare", "select": "choose"}, "floor-modulo rewrite")
+
+
+def floor_mods(lw, function: Function, forward: Dict[Value, Value]) -> Dict[Op, tuple]:
+    """select op -> (x, d - 1) for every select computing x mod d (floor) as above, with d a
+    constant power of two; tiles the chunked lowering may take (chunks.py) are left alone."""
+    def resolve(value):
+        return forward.get(value, value)
+
+    def role(value, name):
+        owner = resolve(value).owner
+        return owner if isinstance(owner, Op) and _FLOOR_MOD_ROLES.get(owner.name) == name \
+            else None
+
+    def constant(value):
+        array = constant_array(lw, resolve(value))
+        if array is None or array.size == 0 or not (array == array.flat[0]).all():
+            return None
+        return int(array.flat[0])
+
+    def compares(value, lhs, rhs, orders):
+        """The comparison `value` is lhs <orders> rhs (signed); a constant side given as int."""
+        known = _comparison(role(value, "compare"), resolve)
+        if known is None or not known[3] or known[2] != orders:
+            return False
+        return all(side == want if not isinstance(want, int) else constant(side) == want
+                   for side, want in zip(known[:2], (lhs, rhs)))
+
+    found = {}
+    for op in function.walk():
+        if _FLOOR_MOD_ROLES.get(op.name) != "choose":
+            continue
+        condition, on_true, on_false = (resolve(v) for v in op.operand_values)
+        rem = role(on_false, "rem")
+        result_type = op.results[0].type
+        if rem is None or rem.attrs.get("signedness") is Signedness.UNSIGNED or \
+                -(-result_type.num_elements // lw.T) > 32:
+            continue
+        x, divisor = rem.operand_values
+        d = constant(divisor)
+        add = role(on_true, "add")
+        both = role(condition, "and")
+        if d is None or d <= 0 or d & (d - 1) or add is None or both is None:
+            continue
+        r = resolve(on_false)
+        if not any(resolve(a) is r and constant(b) == d
+                   for a, b in (add.operand_values, add.operand_values[::-1])):
+            continue
+
+        def sign_fix(p, q):  # p: (r < 0) xor (d < 0), with d < 0 false; q: r != 0
+            xor = role(p, "xor")
+            if xor is None or not compares(q, r, 0, {"<", ">"}):
+                return False
+            a, b = xor.operand_values
+            return any(compares(u, r, 0, {"<"}) and compares(v, d, 0, {"<"})
+                       for u, v in ((a, b), (b, a)))
+        p, q = both.operand_values
+        if sign_fix(p, q) or sign_fix(q, p):
+            found[op] = (x, d - 1)
+    return found

@@ -29,6 +29,7 @@ from . import dtypes, intdiv, softfloat
 from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
 from .common import Tile
+from .layout import UNIFORM
 from .registry import defers, lowers
 
 
@@ -85,6 +86,8 @@ def _matmul(lw, op, integer: bool, scaled: bool = False):
     # array holds the stored f32 bits): mma reads them rounded to tf32, nearest even, as the
     # reference does (tilebc.interp widens tf32 operands through convert's f32 -> tf32)
     lhs, rhs = (_as_tf32(lw, t) for t in (lhs, rhs))
+    if not scaled and not integer and _register_blocked(lw, op, lhs, rhs, acc):
+        return
     operands = [lhs, rhs]
     if scaled:  # lhs_scale [.., M, K/B], rhs_scale [.., K/B, N]: one scale per block of B along K
         lhs_scale, rhs_scale = lw.get(op.operands["lhs_scale"]), lw.get(op.operands["rhs_scale"])
@@ -1034,3 +1037,144 @@ def _defer_view_load(lw, op, lower_now):
     view = lw.get(op.operands["view"])
     vec = async_width(lw, op, view)
     return ViewStaged(op, view, vec, lower_now) if vec else None
+
+
+# -- f32 dot products register-blocked over a few warps ------------------------------------------
+# The per-slot paths give each of the T threads its Cyclic slots: a [16, 16] result is 2 per
+# thread, so every thread reads 3 operand words per K step for 2 FMAs. Here P threads (whole
+# warps, P <= T) each keep an mr x nr sub-tile of accumulators in registers across the K loop,
+# reading mr + nr words per K step (A rows as 16-byte loads along K, B as one nr-wide load), and
+# hand the result back to Cyclic through shared memory. Fewer, fuller threads read far fewer
+# shared words (a [16, 16] x [16, 16] product: one warp of 4 x 2 tiles reads half as many).
+
+_MAX_ACCUMULATORS = 32  # f32 accumulators a thread keeps (registers; occupancy)
+
+
+def _blocked_plan(lw, m: int, n: int, k_dim: int):
+    """(P, mr, nr, tm, tn) minimising shared-memory words read (one wavefront per word a thread
+    reads, per warp), or None. The thread grid tm x tn covers the result, thread (ty, tx) taking
+    rows ty + i*tm and columns tx*nr + j. tn is a multiple of 8 so the 8 lanes of a 16-byte A load
+    phase read one row (a broadcast); nr-wide B loads of a phase cover one contiguous run."""
+    if k_dim % 4:
+        return None
+    best = None
+    for nr in (4, 2, 1):
+        if n % nr:
+            continue
+        tn = n // nr
+        if tn % 8:
+            continue
+        for mr in range(1, m + 1):
+            if m % mr or mr * nr > _MAX_ACCUMULATORS:
+                continue
+            threads = (m // mr) * tn
+            if threads % 32 or threads > lw.T:
+                continue
+            warps = threads // 32
+            # operand reads, the sub-tile's stores and every thread's reads of its slots, plus
+            # a quarter of a warp's FMA chain (few warps: a longer critical path); ties go to
+            # more threads
+            cost = warps * (k_dim * (mr + nr) + mr) + lw.T // 32 * lw.slots(m * n) + \
+                k_dim * mr * nr / 4
+            key = (cost, -threads)
+            if best is None or key < best[0]:
+                best = (key, threads, mr, nr, m // mr, tn)
+    return best[1:] if best else None
+
+
+def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
+    """The f32 product by _blocked_plan's thread sub-tiles; False where it does not apply. Each
+    result element still sums its products in K order from its accumulator (fma.rn.f32 chain),
+    as the other paths and the interpreter do."""
+    w = lw.w
+    result_type = op.results[0].type
+    shape = result_type.shape
+    if len(shape) != 2 or result_type.element.name != "f32" or lw.chunk is not None:
+        return False
+    if any(dtypes.reg_class(t.element) != "f32" or dtypes.byte_size(t.element) != 4
+           for t in (lhs, rhs)):
+        return False
+    m, n = shape
+    k_dim = lhs.type.shape[-1]
+    plan = _blocked_plan(lw, m, n, k_dim)
+    if plan is None:
+        return False
+    threads, mr, nr, tm, tn = plan
+    uniform_acc = acc.count == 1 or acc.layout is UNIFORM
+    tiles = [lhs, rhs] + ([] if uniform_acc else [acc])
+    offsets = lw.reserve_smem([lw.smem_size_of(t.type) for t in tiles] +
+                              [lw.smem_size_of(result_type)])
+    for tile, offset in zip(tiles, offsets):
+        lw.smem_write(tile, offset)
+    lw.barrier()
+    out_at = offsets[-1]
+    skip = w.label("blocked_done")
+    idle = w.reg("pred")
+    w(f"setp.ge.u32 {idle}, {lw.tid()}, {threads}")
+    w(f"@{idle} bra {skip}")
+    ty = _u32(w, "shr.u32", lw.tid(), tn.bit_length() - 1) if tn & (tn - 1) == 0 else \
+        _u32(w, "div.u32", lw.tid(), tn)
+    tx = _u32(w, "sub.u32", lw.tid(), _u32(w, "mul.lo.u32", ty, tn))
+    base = lw.smem_base()
+    # byte addresses of A[ty, 0], B[0, tx*nr] and (result/acc) [ty, tx*nr]
+    a_ptr = _u32(w, "mad.lo.u32", ty, k_dim * 4, base)
+    b_ptr = _u32(w, "mad.lo.u32", tx, nr * 4, base)
+    c_ptr = _u32(w, "mad.lo.u32", ty, n * 4, _u32(w, "mad.lo.u32", tx, nr * 4, base))
+    if offsets[1]:
+        w(f"add.u32 {b_ptr}, {b_ptr}, {offsets[1]}")
+    totals = [[w.reg("f32") for _ in range(nr)] for _ in range(mr)]
+    vec = {4: ".v4", 2: ".v2", 1: ""}
+    for i in range(mr):
+        if uniform_acc:
+            for j in range(nr):
+                w(f"mov.f32 {totals[i][j]}, {acc.regs[0]}")
+        else:
+            _vector_access(w, "ld", vec[nr], totals[i],
+                           f"{c_ptr}+{offsets[2] + i * tm * n * 4}")
+    # K in steps of 4, unrolled whole for short K (all addresses immediates)
+    unrolled = k_dim <= 32
+    steps = k_dim // 4 if unrolled else 1
+    if not unrolled:
+        a_end = _u32(w, "add.u32", a_ptr, k_dim * 4)
+        top = w.label("blocked_k")
+        w.place(top)
+    for step in range(steps):
+        a_rows = []
+        for i in range(mr):
+            regs = [w.reg("f32") for _ in range(4)]
+            _vector_access(w, "ld", ".v4", regs, f"{a_ptr}+{offsets[0] + (i * tm * k_dim + step * 4) * 4}")
+            a_rows.append(regs)
+        b_rows = []
+        for kk in range(4):
+            regs = [w.reg("f32") for _ in range(nr)]
+            _vector_access(w, "ld", vec[nr], regs, f"{b_ptr}+{(step * 4 + kk) * n * 4}")
+            b_rows.append(regs)
+        for kk in range(4):
+            for i in range(mr):
+                for j in range(nr):
+                    t = totals[i][j]
+                    w(f"fma.rn.f32 {t}, {a_rows[i][kk]}, {b_rows[kk][j]}, {t}")
+    if not unrolled:
+        w(f"add.u32 {a_ptr}, {a_ptr}, 16")
+        w(f"add.u32 {b_ptr}, {b_ptr}, {4 * n * 4}")
+        again = w.reg("pred")
+        w(f"setp.lt.u32 {again}, {a_ptr}, {a_end}")
+        w(f"@{again} bra.uni {top}")
+    for i in range(mr):
+        _vector_access(w, "st", vec[nr], totals[i], f"{c_ptr}+{out_at + i * tm * n * 4}")
+    w.place(skip)
+    lw.barrier()
+    regs = [lw.smem_read_slot(out_at, m * n, k, result_type.element)
+            for k in range(lw.slots(m * n))]
+    lw.barrier()
+    lw.set(op.results[0], Tile(result_type, regs))
+    return True
+
+
+def _vector_access(w, kind: str, vec: str, regs, address: str) -> None:
+    """ld/st.shared of f32 registers `regs` at `address` (one vector access when vec)."""
+    values = f"{{{', '.join(regs)}}}" if vec else regs[0]
+    if kind == "ld":
+        w(f"ld.shared{vec}.f32 {values}, [{address}]")
+    else:
+        w(f"st.shared{vec}.f32 [{address}], {values}")

@@ -702,6 +702,10 @@ def test_f32_mmaf_of_sci_matrix_power_is_one_warp_of_register_tiles():
         assert mmas and "$L_dot" not in ptx
         assert ptx.count("ld.shared.v4.f32") == ptx.count("ld.shared.v2.f32") == 16 * mmas
         assert ptx.count("fma.rn.f32") == 128 * mmas
+        # each thread stages its 2 slots of A and of B, but those of x @ x once
+        sections = ptx.split("// mmaf offset")[1:]
+        assert sorted(part[:part.index("bar.sync")].count("st.shared.f32 [")
+                      for part in sections) == [2, 4]
 
 
 # ------------------------------------------------ f32 products in register-blocked thread tiles

@@ -1101,27 +1101,35 @@ def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
         return False
     threads, mr, nr, tm, tn = plan
     uniform_acc = acc.count == 1 or acc.layout is UNIFORM
+    # x @ x (a square power): one copy serves as A and B
+    same = lhs.type == rhs.type and lhs.regs == rhs.regs and lhs.layout == rhs.layout
     tiles = [lhs, rhs] + ([] if uniform_acc else [acc])
     offsets = lw.reserve_smem([lw.smem_size_of(t.type) for t in tiles] +
                               [lw.smem_size_of(result_type)])
-    for tile, offset in zip(tiles, offsets):
-        lw.smem_write(tile, offset)
+    if same:
+        offsets[1] = offsets[0]
+    for index, (tile, offset) in enumerate(zip(tiles, offsets)):
+        if not (same and index == 1):
+            lw.smem_write(tile, offset)
     lw.barrier()
     out_at = offsets[-1]
     skip = w.label("blocked_done")
     idle = w.reg("pred")
     w(f"setp.ge.u32 {idle}, {lw.tid()}, {threads}")
     w(f"@{idle} bra {skip}")
-    ty = _u32(w, "shr.u32", lw.tid(), tn.bit_length() - 1) if tn & (tn - 1) == 0 else \
-        _u32(w, "div.u32", lw.tid(), tn)
-    tx = _u32(w, "sub.u32", lw.tid(), _u32(w, "mul.lo.u32", ty, tn))
-    base = lw.smem_base()
-    # byte addresses of A[ty, 0], B[0, tx*nr] and (result/acc) [ty, tx*nr]
-    a_ptr = _u32(w, "mad.lo.u32", ty, k_dim * 4, base)
-    b_ptr = _u32(w, "mad.lo.u32", tx, nr * 4, base)
-    c_ptr = _u32(w, "mad.lo.u32", ty, n * 4, _u32(w, "mad.lo.u32", tx, nr * 4, base))
-    if offsets[1]:
-        w(f"add.u32 {b_ptr}, {b_ptr}, {offsets[1]}")
+
+    def pointers():  # byte addresses of A[ty, 0], B[0, tx*nr] and (result/acc) [ty, tx*nr]
+        ty = _u32(w, "shr.u32", lw.tid(), tn.bit_length() - 1) if tn & (tn - 1) == 0 else \
+            _u32(w, "div.u32", lw.tid(), tn)
+        tx = _u32(w, "sub.u32", lw.tid(), _u32(w, "mul.lo.u32", ty, tn))
+        base = lw.smem_base()
+        return (_u32(w, "mad.lo.u32", ty, k_dim * 4, base),
+                _u32(w, "mad.lo.u32", tx, nr * 4, base),
+                _u32(w, "mad.lo.u32", ty, n * 4, _u32(w, "mad.lo.u32", tx, nr * 4, base)))
+    a_ptr, b_ptr, c_ptr = lw._cached(("blocked mma", tn, nr, k_dim, n), pointers)
+    unrolled = k_dim <= 32  # K steps of 4 unrolled whole for short K (addresses immediates)
+    if not unrolled:  # pointers that advance: this mma's own copies
+        a_ptr, b_ptr = _fresh(w, a_ptr), _fresh(w, b_ptr)
     totals = [[w.reg("f32") for _ in range(nr)] for _ in range(mr)]
     vec = {4: ".v4", 2: ".v2", 1: ""}
     for i in range(mr):
@@ -1131,24 +1139,33 @@ def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
         else:
             _vector_access(w, "ld", vec[nr], totals[i],
                            f"{c_ptr}+{offsets[2] + i * tm * n * 4}")
-    # K in steps of 4, unrolled whole for short K (all addresses immediates)
-    unrolled = k_dim <= 32
     steps = k_dim // 4 if unrolled else 1
     if not unrolled:
         a_end = _u32(w, "add.u32", a_ptr, k_dim * 4)
         top = w.label("blocked_k")
         w.place(top)
-    for step in range(steps):
+
+    def load_step(step):
         a_rows = []
         for i in range(mr):
             regs = [w.reg("f32") for _ in range(4)]
-            _vector_access(w, "ld", ".v4", regs, f"{a_ptr}+{offsets[0] + (i * tm * k_dim + step * 4) * 4}")
+            at = offsets[0] + (i * tm * k_dim + step * 4) * 4
+            _vector_access(w, "ld", ".v4", regs, f"{a_ptr}+{at}")
             a_rows.append(regs)
         b_rows = []
         for kk in range(4):
             regs = [w.reg("f32") for _ in range(nr)]
-            _vector_access(w, "ld", vec[nr], regs, f"{b_ptr}+{(step * 4 + kk) * n * 4}")
+            at = offsets[1] + (step * 4 + kk) * n * 4
+            _vector_access(w, "ld", vec[nr], regs, f"{b_ptr}+{at}")
             b_rows.append(regs)
+        return a_rows, b_rows
+
+    # the next step's operands are loaded before this step's FMAs (their latency overlaps)
+    ahead = load_step(0)
+    for step in range(steps):
+        a_rows, b_rows = ahead
+        if step + 1 < steps:
+            ahead = load_step(step + 1)
         for kk in range(4):
             for i in range(mr):
                 for j in range(nr):

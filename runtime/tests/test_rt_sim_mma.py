@@ -748,3 +748,48 @@ def test_f32_mmaf_in_register_tiles_sums_in_k_order(m, n, k, threads, working):
     bound = (k + 1) * 2.0 ** -24 * (np.abs(a.astype(np.float64)) @ np.abs(b) + np.abs(c))
     assert np.all(np.abs(expected - exact) <= bound)
     assert np.all(np.abs(actual - exact) <= bound)
+
+
+def _power_loop_kernel(size, steps):
+    """x <- x @ w + x, `steps` times in a `for`; w is loaded before the loop."""
+    module = new_module("13.5")
+    params = []
+    for _ in range(2):
+        params += [scalar(PointerType(f32))] + [scalar(i32)] * 4
+    b = new_function(module, "k", params)
+    token = b.make_token()
+    zero, one = b.constant(0, "i32"), b.constant(1, "i32")
+    views = [b.partition_view(b.tensor_view(b.args[5 * g], b.args[5 * g + 1:5 * g + 3],
+                                            b.args[5 * g + 3:5 * g + 5]), (size, size))
+             for g in range(2)]
+    x0, _ = b.load(views[0], [zero, zero], token=token)
+    w, _ = b.load(views[1], [zero, zero], token=token)
+
+    def body(lb, i, x):
+        return [lb.mmaf(x, w, x, result_types=[TileType((size, size), f32)])]
+    result = b.for_(zero, b.constant(steps, "i32"), one, [x0], body)
+    b.store(result, views[0], [zero, zero], token=token)
+    b.return_([])
+    return module
+
+
+def test_f32_mmaf_b_defined_before_its_loop_stays_in_registers():
+    module = _power_loop_kernel(16, 3)
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128).ptx
+    head = ptx.index("\n$L_for")
+    loop = ptx[head:ptx.index("\n$L_endfor")]
+    # w's 16 x 2 columns per thread are loaded once before the loop; in the loop only the
+    # accumulator's 4 rows of pairs are 8-byte loads, and x alone is staged
+    assert ptx[:head].count("ld.shared.v2.f32") == 16
+    assert loop.count("ld.shared.v2.f32") == 4
+    assert loop[:loop.index("bar.sync")].count("st.shared.f32 [") == 2
+    x = RNG.uniform(-1, 1, (16, 16)).astype(np.float32)
+    w = RNG.uniform(-0.5, 0.5, (16, 16)).astype(np.float32)
+    actual, expected = x.copy(), x.copy()
+    interpret(module, "k", (1,), expected, w)
+    sim.run(module, "k", (1,), actual, w, arch="sm_90", threads=128)
+    chain = x
+    for _ in range(3):
+        chain = _fma_chain(chain, w, chain)
+    assert np.array_equal(actual.view(np.uint32), chain.view(np.uint32))
+    assert np.allclose(actual, expected, rtol=1e-5, atol=1e-5)

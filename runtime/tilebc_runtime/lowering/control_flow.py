@@ -9,7 +9,7 @@ from tilebc.ops.table import by_mnemonic
 from . import dtypes
 from .anchors import carried_mma_layout
 from .common import AFTER_MEMORY, Frame, Tile
-from .registry import lowers
+from .registry import BEFORE_LOOP, lowers
 
 
 # Frame kinds: for / loop, which continue / break refer to; if, whose yield ends a branch.
@@ -172,6 +172,8 @@ def lower_for(lw, op):
             cls = dtypes.reg_class(value.type.element)
             carried[index] = Tile(value.type, [w.reg(cls) for _ in range(layout.slots)], layout)
     _carried(lw, carried, op.operands["initValues"])
+    for hook in BEFORE_LOOP:
+        hook(lw, op)
     head, latch, exit_ = w.label("for"), w.label("latch"), w.label("endfor")
     w.place(head)
     done = w.reg("pred")

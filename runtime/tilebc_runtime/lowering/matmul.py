@@ -30,7 +30,7 @@ from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
 from .common import Tile
 from .layout import UNIFORM
-from .registry import defers, lowers
+from .registry import LOWERINGS, before_loops, defers, lowers
 
 
 
@@ -1082,43 +1082,12 @@ def _blocked_plan(lw, m: int, n: int, k_dim: int):
     return best[1:] if best else None
 
 
-def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
-    """The f32 product by _blocked_plan's thread sub-tiles; False where it does not apply. Each
-    result element still sums its products in K order from its accumulator (fma.rn.f32 chain),
-    as the other paths and the interpreter do."""
+def _tile_pointers(lw, tn: int, nr: int, k_dim: int, n: int):
+    """Byte addresses (computed once per kernel) of A[ty, 0], B[0, tx*nr] and the result's
+    [ty, tx*nr] for thread (ty, tx) of a tm x tn thread grid (buffer offsets to be added)."""
     w = lw.w
-    result_type = op.results[0].type
-    shape = result_type.shape
-    if len(shape) != 2 or result_type.element.name != "f32" or lw.chunk is not None:
-        return False
-    if any(dtypes.reg_class(t.element) != "f32" or dtypes.byte_size(t.element) != 4
-           for t in (lhs, rhs)):
-        return False
-    m, n = shape
-    k_dim = lhs.type.shape[-1]
-    plan = _blocked_plan(lw, m, n, k_dim)
-    if plan is None:
-        return False
-    threads, mr, nr, tm, tn = plan
-    uniform_acc = acc.count == 1 or acc.layout is UNIFORM
-    # x @ x (a square power): one copy serves as A and B
-    same = lhs.type == rhs.type and lhs.regs == rhs.regs and lhs.layout == rhs.layout
-    tiles = [lhs, rhs] + ([] if uniform_acc else [acc])
-    offsets = lw.reserve_smem([lw.smem_size_of(t.type) for t in tiles] +
-                              [lw.smem_size_of(result_type)])
-    if same:
-        offsets[1] = offsets[0]
-    for index, (tile, offset) in enumerate(zip(tiles, offsets)):
-        if not (same and index == 1):
-            lw.smem_write(tile, offset)
-    lw.barrier()
-    out_at = offsets[-1]
-    skip = w.label("blocked_done")
-    idle = w.reg("pred")
-    w(f"setp.ge.u32 {idle}, {lw.tid()}, {threads}")
-    w(f"@{idle} bra {skip}")
 
-    def pointers():  # byte addresses of A[ty, 0], B[0, tx*nr] and (result/acc) [ty, tx*nr]
+    def make():
         ty = _u32(w, "shr.u32", lw.tid(), tn.bit_length() - 1) if tn & (tn - 1) == 0 else \
             _u32(w, "div.u32", lw.tid(), tn)
         tx = _u32(w, "sub.u32", lw.tid(), _u32(w, "mul.lo.u32", ty, tn))
@@ -1126,19 +1095,121 @@ def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
         return (_u32(w, "mad.lo.u32", ty, k_dim * 4, base),
                 _u32(w, "mad.lo.u32", tx, nr * 4, base),
                 _u32(w, "mad.lo.u32", ty, n * 4, _u32(w, "mad.lo.u32", tx, nr * 4, base)))
-    a_ptr, b_ptr, c_ptr = lw._cached(("blocked mma", tn, nr, k_dim, n), pointers)
-    unrolled = k_dim <= 32  # K steps of 4 unrolled whole for short K (addresses immediates)
+    return lw._cached(("blocked mma", tn, nr, k_dim, n), make)
+
+
+def _blocked_shape_plan(lw, result_type, k_dim: int):
+    shape = result_type.shape
+    if len(shape) != 2 or result_type.element.name != "f32" or lw.chunk is not None:
+        return None
+    return _blocked_plan(lw, shape[0], shape[1], k_dim)
+
+
+# f32 registers per thread a B fragment kept across a loop may take
+_HOISTED_REGISTERS = 32
+
+
+@before_loops
+def _hoist_invariant_rhs(lw, loop) -> None:
+    """Before a `for` whose body has an f32 mmaf (of the register tiles) with a B defined before
+    the loop: the working threads load their B columns (K x nr) into registers once, here, and
+    the mmaf neither stages B nor reads it from shared memory in any iteration."""
+    inside, ops, stack = set(), [], [loop]
+    while stack:
+        for region in stack.pop().regions:
+            for block in region.blocks:
+                inside.update(block.args)
+                for inner in block.ops:
+                    inside.update(inner.results)
+                    ops.append(inner)
+                    stack.append(inner)
+    w = lw.w
+    for op in ops:
+        if LOWERINGS.get(op.name) is not lower_mmaf or op in lw.dead:
+            continue
+        lhs, rhs = op.operands["lhs"], op.operands["rhs"]
+        if rhs in inside or lhs is rhs or lhs.type.element.name != "f32" or \
+                rhs.type.element.name != "f32":
+            continue
+        if mma_layout(lw, op) is not None or tensor_core_kind(lw, op):
+            continue
+        k_dim = lhs.type.shape[-1]
+        plan = _blocked_shape_plan(lw, op.results[0].type, k_dim)
+        if plan is None or k_dim * plan[2] > _HOISTED_REGISTERS or k_dim > _UNROLLED_K:
+            continue
+        threads, _, nr, _, tn = plan
+        n = op.results[0].type.shape[1]
+        tile = lw.get(rhs)
+        [offset] = lw.reserve_smem([lw.smem_size_of(tile.type)])
+        lw.smem_write(tile, offset)
+        lw.barrier()
+        _, b_ptr, _ = _tile_pointers(lw, tn, nr, k_dim, n)
+        skip = w.label("hoisted_b")
+        idle = w.reg("pred")
+        w(f"setp.ge.u32 {idle}, {lw.tid()}, {threads}")
+        w(f"@{idle} bra {skip}")
+        rows = []
+        for kk in range(k_dim):
+            regs = [w.reg("f32") for _ in range(nr)]
+            _vector_access(w, "ld", _VEC[nr], regs, f"{b_ptr}+{offset + kk * n * 4}")
+            rows.append(regs)
+        w.place(skip)
+        lw.barrier()
+        lw.scoped(("blocked rhs", op), lambda rows=rows: rows)
+
+
+_UNROLLED_K = 32  # K steps of 4 unrolled whole up to this K (addresses immediates)
+_VEC = {4: ".v4", 2: ".v2", 1: ""}
+
+
+def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
+    """The f32 product by _blocked_plan's thread sub-tiles; False where it does not apply. Each
+    result element still sums its products in K order from its accumulator (fma.rn.f32 chain),
+    as the other paths and the interpreter do."""
+    w = lw.w
+    result_type = op.results[0].type
+    if any(dtypes.reg_class(t.element) != "f32" or dtypes.byte_size(t.element) != 4
+           for t in (lhs, rhs)):
+        return False
+    k_dim = lhs.type.shape[-1]
+    plan = _blocked_shape_plan(lw, result_type, k_dim)
+    if plan is None:
+        return False
+    m, n = result_type.shape
+    threads, mr, nr, tm, tn = plan
+    hoisted = lw.scoped_hit(("blocked rhs", op))  # B's columns already in registers
+    uniform_acc = acc.count == 1 or acc.layout is UNIFORM
+    staged = [lhs] + ([] if hoisted else [rhs]) + ([] if uniform_acc else [acc])
+    # one copy of a tile that is several operands (x @ x, x @ w + x)
+    copy_of = [next(j for j, other in enumerate(staged) if other.type == tile.type and
+                    other.regs == tile.regs and other.layout == tile.layout)
+               for tile in staged]
+    distinct = sorted(set(copy_of))
+    places = lw.reserve_smem([lw.smem_size_of(staged[j].type) for j in distinct] +
+                             [lw.smem_size_of(result_type)])
+    out_at = places.pop()
+    for j, at in zip(distinct, places):
+        lw.smem_write(staged[j], at)
+    offsets = [places[distinct.index(j)] for j in copy_of]
+    a_at = offsets[0]
+    b_at = None if hoisted else offsets[1]
+    acc_at = None if uniform_acc else offsets[-1]
+    lw.barrier()
+    skip = w.label("blocked_done")
+    idle = w.reg("pred")
+    w(f"setp.ge.u32 {idle}, {lw.tid()}, {threads}")
+    w(f"@{idle} bra {skip}")
+    a_ptr, b_ptr, c_ptr = _tile_pointers(lw, tn, nr, k_dim, n)
+    unrolled = k_dim <= _UNROLLED_K
     if not unrolled:  # pointers that advance: this mma's own copies
         a_ptr, b_ptr = _fresh(w, a_ptr), _fresh(w, b_ptr)
     totals = [[w.reg("f32") for _ in range(nr)] for _ in range(mr)]
-    vec = {4: ".v4", 2: ".v2", 1: ""}
     for i in range(mr):
         if uniform_acc:
             for j in range(nr):
                 w(f"mov.f32 {totals[i][j]}, {acc.regs[0]}")
         else:
-            _vector_access(w, "ld", vec[nr], totals[i],
-                           f"{c_ptr}+{offsets[2] + i * tm * n * 4}")
+            _vector_access(w, "ld", _VEC[nr], totals[i], f"{c_ptr}+{acc_at + i * tm * n * 4}")
     steps = k_dim // 4 if unrolled else 1
     if not unrolled:
         a_end = _u32(w, "add.u32", a_ptr, k_dim * 4)
@@ -1149,14 +1220,16 @@ def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
         a_rows = []
         for i in range(mr):
             regs = [w.reg("f32") for _ in range(4)]
-            at = offsets[0] + (i * tm * k_dim + step * 4) * 4
+            at = a_at + (i * tm * k_dim + step * 4) * 4
             _vector_access(w, "ld", ".v4", regs, f"{a_ptr}+{at}")
             a_rows.append(regs)
+        if hoisted is not None:
+            return a_rows, hoisted[step * 4:step * 4 + 4]
         b_rows = []
         for kk in range(4):
             regs = [w.reg("f32") for _ in range(nr)]
-            at = offsets[1] + (step * 4 + kk) * n * 4
-            _vector_access(w, "ld", vec[nr], regs, f"{b_ptr}+{at}")
+            at = b_at + (step * 4 + kk) * n * 4
+            _vector_access(w, "ld", _VEC[nr], regs, f"{b_ptr}+{at}")
             b_rows.append(regs)
         return a_rows, b_rows
 
@@ -1178,7 +1251,7 @@ def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
         w(f"setp.lt.u32 {again}, {a_ptr}, {a_end}")
         w(f"@{again} bra.uni {top}")
     for i in range(mr):
-        _vector_access(w, "st", vec[nr], totals[i], f"{c_ptr}+{out_at + i * tm * n * 4}")
+        _vector_access(w, "st", _VEC[nr], totals[i], f"{c_ptr}+{out_at + i * tm * n * 4}")
     w.place(skip)
     lw.barrier()
     regs = [lw.smem_read_slot(out_at, m * n, k, result_type.element)

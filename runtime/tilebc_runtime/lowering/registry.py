@@ -5,7 +5,7 @@ reason it is not lowered yet); `runtime/tests/test_rt_lowering_coverage.py` enfo
 """
 from __future__ import annotations
 
-from typing import Callable, Dict
+from typing import Callable, Dict, List
 
 from tilebc.ops.table import OPS_BY_MNEMONIC, by_mnemonic
 
@@ -60,3 +60,14 @@ def deferred(lw, op, lower_now: Callable):
     """The value a registered consumer takes `op`'s result as, or None (lower it now)."""
     hook = DEFERRALS.get(op.name)
     return hook(lw, op, lower_now) if hook is not None else None
+
+
+# Hooks run by `for` before its loop head (hook(lw, for_op)): a family may compute there what its
+# ops in the body need from values defined before the loop (loop-invariant operand fragments).
+BEFORE_LOOP: List[Callable] = []
+
+
+def before_loops(function: Callable) -> Callable:
+    """Register the decorated function as a BEFORE_LOOP hook."""
+    BEFORE_LOOP.append(function)
+    return function

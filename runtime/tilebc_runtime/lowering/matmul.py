@@ -9,7 +9,11 @@ accumulator type, with no shared-memory round trip; operands come from padded sh
 through ldmatrix; a `for` that carries the accumulator keeps it in that layout (control_flow.py).
 An f16 / bf16 mmaf whose blocks no warp grid divides takes _mma_sync: each warp computes blocks in
 turn and they go through shared memory back to the default distribution, where each thread adds
-its accumulator slots in f32 and rounds once. Everything else: each thread computes its result
+its accumulator slots in f32 and rounds once. An f32 [M, N] product whose shape fits
+(_blocked_plan) runs in register tiles: a few warps each keep an mr x nr block of accumulators
+across K, read A rows 16 bytes at a time and B rows nr wide, and the result returns to Cyclic
+through shared memory; a B defined before the `for` around the mmaf is read into registers once,
+before the loop. Everything else: each thread computes its result
 slots as dot products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64
 for f64, s32 for i8), all slots in one K loop where their rows and columns are a fixed distance
 apart. A transposed B read only by tensor-core mmas is staged from its source (Transposed); an
@@ -1082,6 +1086,10 @@ def _blocked_plan(lw, m: int, n: int, k_dim: int):
     return best[1:] if best else None
 
 
+_UNROLLED_K = 32  # K steps of 4 unrolled whole up to this K (addresses immediates)
+_VEC = {4: ".v4", 2: ".v2", 1: ""}
+
+
 def _tile_pointers(lw, tn: int, nr: int, k_dim: int, n: int):
     """Byte addresses (computed once per kernel) of A[ty, 0], B[0, tx*nr] and the result's
     [ty, tx*nr] for thread (ty, tx) of a tm x tn thread grid (buffer offsets to be added)."""
@@ -1145,9 +1153,10 @@ def _hoist_invariant_rhs(lw, loop) -> None:
         lw.barrier()
         _, b_ptr, _ = _tile_pointers(lw, tn, nr, k_dim, n)
         skip = w.label("hoisted_b")
-        idle = w.reg("pred")
-        w(f"setp.ge.u32 {idle}, {lw.tid()}, {threads}")
-        w(f"@{idle} bra {skip}")
+        if threads < lw.T:
+            idle = w.reg("pred")
+            w(f"setp.ge.u32 {idle}, {lw.tid()}, {threads}")
+            w(f"@{idle} bra {skip}")
         rows = []
         for kk in range(k_dim):
             regs = [w.reg("f32") for _ in range(nr)]
@@ -1156,10 +1165,6 @@ def _hoist_invariant_rhs(lw, loop) -> None:
         w.place(skip)
         lw.barrier()
         lw.scoped(("blocked rhs", op), lambda rows=rows: rows)
-
-
-_UNROLLED_K = 32  # K steps of 4 unrolled whole up to this K (addresses immediates)
-_VEC = {4: ".v4", 2: ".v2", 1: ""}
 
 
 def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
@@ -1196,9 +1201,10 @@ def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
     acc_at = None if uniform_acc else offsets[-1]
     lw.barrier()
     skip = w.label("blocked_done")
-    idle = w.reg("pred")
-    w(f"setp.ge.u32 {idle}, {lw.tid()}, {threads}")
-    w(f"@{idle} bra {skip}")
+    if threads < lw.T:  # the other threads wait for the result at the barrier
+        idle = w.reg("pred")
+        w(f"setp.ge.u32 {idle}, {lw.tid()}, {threads}")
+        w(f"@{idle} bra {skip}")
     a_ptr, b_ptr, c_ptr = _tile_pointers(lw, tn, nr, k_dim, n)
     unrolled = k_dim <= _UNROLLED_K
     if not unrolled:  # pointers that advance: this mma's own copies

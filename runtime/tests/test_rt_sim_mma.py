@@ -902,8 +902,111 @@ def test_f64_fragments_of_two_k_steps_come_in_one_load():
 
 
 def test_dot_product_slots_share_one_k_loop():
-    # f32 mmaf (no tensor-core form): one K loop per mmaf for all of a thread's result slots
+    # f32 mmaf with K off the register tiles' steps of 4: one K loop for all of a thread's slots
+    ptx = jit_compile(mmaf_kernel("f32", 16, 16, 6), arch="sm_90", emit="ptx").ptx
+    assert ptx.count("$L_dot") == 2  # its label and its branch
+    assert "blocked_done" not in ptx
+
+
+def test_f32_mmaf_of_sci_matrix_power_is_one_warp_of_register_tiles():
+    # [16, 16] x [16, 16]: one warp of 4 x 2 accumulator tiles, K unrolled; per K step of 4 a
+    # thread reads its 4 A rows as 16-byte loads and 4 B row pairs as 8-byte loads
     for ptx in _case_ptx("sci_matrix_power", "sm_90"):
         mmas = ptx.count("// mmaf offset")
-        assert mmas and ptx.count("$L_dot") == 2 * mmas  # its label and its branch
-        assert "ld.shared.v4.f32" in ptx
+        assert mmas and "$L_dot" not in ptx
+        assert ptx.count("ld.shared.v4.f32") == ptx.count("ld.shared.v2.f32") == 16 * mmas
+        assert ptx.count("fma.rn.f32") == 128 * mmas
+        # each thread stages its 2 slots of A and of B, but those of x @ x once
+        sections = ptx.split("// mmaf offset")[1:]
+        assert sorted(part[:part.index("bar.sync")].count("st.shared.f32 [")
+                      for part in sections) == [2, 4]
+
+
+# ------------------------------------------------ f32 products in register-blocked thread tiles
+
+def _fma_chain(a, b, c):
+    """Each c[i, j] + sum over k of a[i, k] * b[k, j] as the JIT sums it: one fma.rn.f32 per k in
+    K order from the accumulator (products exact in f64; f64 sum then f32 rounding, which only a
+    halfway f64 sum could round differently, not met with these seeds)."""
+    out = c.astype(np.float32).copy()
+    for kk in range(a.shape[1]):
+        out = (np.outer(a[:, kk].astype(np.float64), b[kk].astype(np.float64)) +
+               out.astype(np.float64)).astype(np.float32)
+    return out
+
+
+BLOCKED_CASES = [  # m, n, k, threads per CTA, threads that compute
+    (16, 16, 16, 128, 32),   # sci_matrix_exp's shape: one warp of 4 x 2 tiles
+    (16, 16, 8, 64, 32),
+    (32, 32, 16, 128, 64),   # 4 x 4 tiles, K unrolled
+    (64, 64, 64, 128, 128),  # 8 x 4 tiles, a K loop
+    (16, 8, 36, 128, 32),    # nr = 1, K loop of 9 steps
+]
+
+
+@pytest.mark.parametrize("m,n,k,threads,working", BLOCKED_CASES,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}-t{c[3]}" for c in BLOCKED_CASES])
+def test_f32_mmaf_in_register_tiles_sums_in_k_order(m, n, k, threads, working):
+    module = mmaf_kernel("f32", m, n, k)
+    ptx = jit_compile(module, arch="sm_90", emit="ptx", threads=threads).ptx
+    # threads past the working ones skip to the exchange
+    skips = any(line.strip().startswith("setp.ge.u32") and line.endswith(f", {working};")
+                for line in ptx.splitlines())
+    assert skips == (working < threads) and "blocked_done" in ptx
+    assert "ld.shared.v4.f32" in ptx  # A rows along K, 16 bytes at a time
+    a = RNG.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = RNG.uniform(-1, 1, (k, n)).astype(np.float32)
+    c = RNG.uniform(-1, 1, (m, n)).astype(np.float32)
+    actual, expected = c.copy(), c.copy()
+    interpret(module, None, (1,), a, b, expected)
+    sim.run(module, None, (1,), a, b, actual, arch="sm_90", threads=threads)
+    assert np.array_equal(actual.view(np.uint32), _fma_chain(a, b, c).view(np.uint32))
+    exact = np.matmul(a.astype(np.float64), b.astype(np.float64)) + c
+    bound = (k + 1) * 2.0 ** -24 * (np.abs(a.astype(np.float64)) @ np.abs(b) + np.abs(c))
+    assert np.all(np.abs(expected - exact) <= bound)
+    assert np.all(np.abs(actual - exact) <= bound)
+
+
+def _power_loop_kernel(size, steps):
+    """x <- x @ w + x, `steps` times in a `for`; w is loaded before the loop."""
+    module = new_module("13.5")
+    params = []
+    for _ in range(2):
+        params += [scalar(PointerType(f32))] + [scalar(i32)] * 4
+    b = new_function(module, "k", params)
+    token = b.make_token()
+    zero, one = b.constant(0, "i32"), b.constant(1, "i32")
+    views = [b.partition_view(b.tensor_view(b.args[5 * g], b.args[5 * g + 1:5 * g + 3],
+                                            b.args[5 * g + 3:5 * g + 5]), (size, size))
+             for g in range(2)]
+    x0, _ = b.load(views[0], [zero, zero], token=token)
+    w, _ = b.load(views[1], [zero, zero], token=token)
+
+    def body(lb, i, x):
+        return [lb.mmaf(x, w, x, result_types=[TileType((size, size), f32)])]
+    result = b.for_(zero, b.constant(steps, "i32"), one, [x0], body)
+    b.store(result, views[0], [zero, zero], token=token)
+    b.return_([])
+    return module
+
+
+def test_f32_mmaf_b_defined_before_its_loop_stays_in_registers():
+    module = _power_loop_kernel(16, 3)
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128).ptx
+    head = ptx.index("\n$L_for")
+    loop = ptx[head:ptx.index("\n$L_endfor")]
+    # w's 16 x 2 columns per thread are loaded once before the loop; in the loop only the
+    # accumulator's 4 rows of pairs are 8-byte loads, and x alone is staged
+    assert ptx[:head].count("ld.shared.v2.f32") == 16
+    assert loop.count("ld.shared.v2.f32") == 4
+    assert loop[:loop.index("bar.sync")].count("st.shared.f32 [") == 2
+    x = RNG.uniform(-1, 1, (16, 16)).astype(np.float32)
+    w = RNG.uniform(-0.5, 0.5, (16, 16)).astype(np.float32)
+    actual, expected = x.copy(), x.copy()
+    interpret(module, "k", (1,), expected, w)
+    sim.run(module, "k", (1,), actual, w, arch="sm_90", threads=128)
+    chain = x
+    for _ in range(3):
+        chain = _fma_chain(chain, w, chain)
+    assert np.array_equal(actual.view(np.uint32), chain.view(np.uint32))
+    assert np.allclose(actual, expected, rtol=1e-5, atol=1e-5)

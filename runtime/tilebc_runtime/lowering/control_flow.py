@@ -9,7 +9,7 @@ from tilebc.ops.table import by_mnemonic
 from . import dtypes
 from .anchors import carried_mma_layout
 from .common import AFTER_MEMORY, Frame, Tile
-from .registry import loop_pipeline, lowers
+from .registry import BEFORE_LOOP, loop_pipeline, lowers
 
 
 # Frame kinds: for / loop, which continue / break refer to; if, whose yield ends a branch.
@@ -181,6 +181,8 @@ def lower_for(lw, op):
             cls = dtypes.reg_class(value.type.element)
             carried[index] = Tile(value.type, [w.reg(cls) for _ in range(layout.slots)], layout)
     _carried(lw, carried, op.operands["initValues"])
+    for hook in BEFORE_LOOP:  # loop-invariant operands, loaded once before the loop
+        hook(lw, op)
     lw.set(body.args[0], Tile(body.args[0].type, [iv]))
     for arg, tile in zip(body.args[1:], carried):
         lw.set(arg, tile)

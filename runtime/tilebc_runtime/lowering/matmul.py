@@ -9,7 +9,11 @@ accumulator type, with no shared-memory round trip; operands come from padded sh
 through ldmatrix; a `for` that carries the accumulator keeps it in that layout (control_flow.py).
 An f16 / bf16 mmaf whose blocks no warp grid divides takes _mma_sync: each warp computes blocks in
 turn and they go through shared memory back to the default distribution, where each thread adds
-its accumulator slots in f32 and rounds once. Everything else: each thread computes its result
+its accumulator slots in f32 and rounds once. An f32 [M, N] product whose shape fits
+(_blocked_plan) runs in register tiles: a few warps each keep an mr x nr block of accumulators
+across K, read A rows 16 bytes at a time and B rows nr wide, and the result returns to Cyclic
+through shared memory; a B defined before the `for` around the mmaf is read into registers once,
+before the loop. Everything else: each thread computes its result
 slots as dot products in a uniform PTX loop (f32 accumulation for f16/bf16/tf32/fp8 inputs, f64
 for f64, s32 for i8), all slots in one K loop where their rows and columns are a fixed distance
 apart. A transposed B read only by tensor-core mmas is staged from its source (Transposed); an
@@ -32,7 +36,8 @@ from . import dtypes, intdiv, softfloat
 from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
 from .common import Tile
-from .registry import defers, lowers, pipelines
+from .layout import UNIFORM
+from .registry import LOWERINGS, before_loops, defers, lowers, pipelines
 
 
 
@@ -88,6 +93,8 @@ def _matmul(lw, op, integer: bool, scaled: bool = False):
     # array holds the stored f32 bits): mma reads them rounded to tf32, nearest even, as the
     # reference does (tilebc.interp widens tf32 operands through convert's f32 -> tf32)
     lhs, rhs = (_as_tf32(lw, t) for t in (lhs, rhs))
+    if not scaled and not integer and _register_blocked(lw, op, lhs, rhs, acc):
+        return
     operands = [lhs, rhs]
     if scaled:  # lhs_scale [.., M, K/B], rhs_scale [.., K/B, N]: one scale per block of B along K
         lhs_scale, rhs_scale = lw.get(op.operands["lhs_scale"]), lw.get(op.operands["rhs_scale"])
@@ -1237,3 +1244,236 @@ def _defer_view_load(lw, op, lower_now):
     view = lw.get(op.operands["view"])
     vec = async_width(lw, op, view)
     return ViewStaged(op, view, vec, lower_now) if vec else None
+
+
+# -- f32 dot products register-blocked over a few warps ------------------------------------------
+# The per-slot paths give each of the T threads its Cyclic slots: a [16, 16] result is 2 per
+# thread, so every thread reads 3 operand words per K step for 2 FMAs. Here P threads (whole
+# warps, P <= T) each keep an mr x nr sub-tile of accumulators in registers across the K loop,
+# reading mr + nr words per K step (A rows as 16-byte loads along K, B as one nr-wide load), and
+# hand the result back to Cyclic through shared memory. Fewer, fuller threads read far fewer
+# shared words (a [16, 16] x [16, 16] product: one warp of 4 x 2 tiles reads half as many).
+
+_MAX_ACCUMULATORS = 32  # f32 accumulators a thread keeps (registers; occupancy)
+
+
+def _blocked_plan(lw, m: int, n: int, k_dim: int):
+    """(P, mr, nr, tm, tn) minimising shared-memory words read (one wavefront per word a thread
+    reads, per warp), or None. The thread grid tm x tn covers the result, thread (ty, tx) taking
+    rows ty + i*tm and columns tx*nr + j. tn is a multiple of 8 so the 8 lanes of a 16-byte A load
+    phase read one row (a broadcast); nr-wide B loads of a phase cover one contiguous run."""
+    if k_dim % 4:
+        return None
+    best = None
+    for nr in (4, 2, 1):
+        if n % nr:
+            continue
+        tn = n // nr
+        if tn % 8:
+            continue
+        for mr in range(1, m + 1):
+            if m % mr or mr * nr > _MAX_ACCUMULATORS:
+                continue
+            threads = (m // mr) * tn
+            if threads % 32 or threads > lw.T:
+                continue
+            warps = threads // 32
+            # operand reads, the sub-tile's stores and every thread's reads of its slots, plus
+            # a quarter of a warp's FMA chain (few warps: a longer critical path); ties go to
+            # more threads
+            cost = warps * (k_dim * (mr + nr) + mr) + lw.T // 32 * lw.slots(m * n) + \
+                k_dim * mr * nr / 4
+            key = (cost, -threads)
+            if best is None or key < best[0]:
+                best = (key, threads, mr, nr, m // mr, tn)
+    return best[1:] if best else None
+
+
+_UNROLLED_K = 32  # K steps of 4 unrolled whole up to this K (addresses immediates)
+_VEC = {4: ".v4", 2: ".v2", 1: ""}
+
+
+def _tile_pointers(lw, tn: int, nr: int, k_dim: int, n: int):
+    """Byte addresses (computed once per kernel) of A[ty, 0], B[0, tx*nr] and the result's
+    [ty, tx*nr] for thread (ty, tx) of a tm x tn thread grid (buffer offsets to be added)."""
+    w = lw.w
+
+    def make():
+        ty = _u32(w, "shr.u32", lw.tid(), tn.bit_length() - 1) if tn & (tn - 1) == 0 else \
+            _u32(w, "div.u32", lw.tid(), tn)
+        tx = _u32(w, "sub.u32", lw.tid(), _u32(w, "mul.lo.u32", ty, tn))
+        base = lw.smem_base()
+        return (_u32(w, "mad.lo.u32", ty, k_dim * 4, base),
+                _u32(w, "mad.lo.u32", tx, nr * 4, base),
+                _u32(w, "mad.lo.u32", ty, n * 4, _u32(w, "mad.lo.u32", tx, nr * 4, base)))
+    return lw._cached(("blocked mma", tn, nr, k_dim, n), make)
+
+
+def _blocked_shape_plan(lw, result_type, k_dim: int):
+    shape = result_type.shape
+    if len(shape) != 2 or result_type.element.name != "f32" or lw.chunk is not None:
+        return None
+    return _blocked_plan(lw, shape[0], shape[1], k_dim)
+
+
+# f32 registers per thread a B fragment kept across a loop may take
+_HOISTED_REGISTERS = 32
+
+
+@before_loops
+def _hoist_invariant_rhs(lw, loop) -> None:
+    """Before a `for` whose body has an f32 mmaf (of the register tiles) with a B defined before
+    the loop: the working threads load their B columns (K x nr) into registers once, here, and
+    the mmaf neither stages B nor reads it from shared memory in any iteration."""
+    inside, ops, stack = set(), [], [loop]
+    while stack:
+        for region in stack.pop().regions:
+            for block in region.blocks:
+                inside.update(block.args)
+                for inner in block.ops:
+                    inside.update(inner.results)
+                    ops.append(inner)
+                    stack.append(inner)
+    w = lw.w
+    for op in ops:
+        if LOWERINGS.get(op.name) is not lower_mmaf or op in lw.dead:
+            continue
+        lhs, rhs = op.operands["lhs"], op.operands["rhs"]
+        if rhs in inside or lhs is rhs or lhs.type.element.name != "f32" or \
+                rhs.type.element.name != "f32":
+            continue
+        if mma_layout(lw, op) is not None or tensor_core_kind(lw, op):
+            continue
+        k_dim = lhs.type.shape[-1]
+        plan = _blocked_shape_plan(lw, op.results[0].type, k_dim)
+        if plan is None or k_dim * plan[2] > _HOISTED_REGISTERS or k_dim > _UNROLLED_K:
+            continue
+        threads, _, nr, _, tn = plan
+        n = op.results[0].type.shape[1]
+        tile = lw.get(rhs)
+        [offset] = lw.reserve_smem([lw.smem_size_of(tile.type)])
+        lw.smem_write(tile, offset)
+        lw.barrier()
+        _, b_ptr, _ = _tile_pointers(lw, tn, nr, k_dim, n)
+        skip = w.label("hoisted_b")
+        if threads < lw.T:
+            idle = w.reg("pred")
+            w(f"setp.ge.u32 {idle}, {lw.tid()}, {threads}")
+            w(f"@{idle} bra {skip}")
+        rows = []
+        for kk in range(k_dim):
+            regs = [w.reg("f32") for _ in range(nr)]
+            _vector_access(w, "ld", _VEC[nr], regs, f"{b_ptr}+{offset + kk * n * 4}")
+            rows.append(regs)
+        w.place(skip)
+        lw.barrier()
+        lw.scoped(("blocked rhs", op), lambda rows=rows: rows)
+
+
+def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
+    """The f32 product by _blocked_plan's thread sub-tiles; False where it does not apply. Each
+    result element still sums its products in K order from its accumulator (fma.rn.f32 chain),
+    as the other paths and the interpreter do."""
+    w = lw.w
+    result_type = op.results[0].type
+    if any(dtypes.reg_class(t.element) != "f32" or dtypes.byte_size(t.element) != 4
+           for t in (lhs, rhs)):
+        return False
+    k_dim = lhs.type.shape[-1]
+    plan = _blocked_shape_plan(lw, result_type, k_dim)
+    if plan is None:
+        return False
+    m, n = result_type.shape
+    threads, mr, nr, tm, tn = plan
+    hoisted = lw.scoped_hit(("blocked rhs", op))  # B's columns already in registers
+    uniform_acc = acc.count == 1 or acc.layout is UNIFORM
+    staged = [lhs] + ([] if hoisted else [rhs]) + ([] if uniform_acc else [acc])
+    # one copy of a tile that is several operands (x @ x, x @ w + x)
+    copy_of = [next(j for j, other in enumerate(staged) if other.type == tile.type and
+                    other.regs == tile.regs and other.layout == tile.layout)
+               for tile in staged]
+    distinct = sorted(set(copy_of))
+    places = lw.reserve_smem([lw.smem_size_of(staged[j].type) for j in distinct] +
+                             [lw.smem_size_of(result_type)])
+    out_at = places.pop()
+    for j, at in zip(distinct, places):
+        lw.smem_write(staged[j], at)
+    offsets = [places[distinct.index(j)] for j in copy_of]
+    a_at = offsets[0]
+    b_at = None if hoisted else offsets[1]
+    acc_at = None if uniform_acc else offsets[-1]
+    lw.barrier()
+    skip = w.label("blocked_done")
+    if threads < lw.T:  # the other threads wait for the result at the barrier
+        idle = w.reg("pred")
+        w(f"setp.ge.u32 {idle}, {lw.tid()}, {threads}")
+        w(f"@{idle} bra {skip}")
+    a_ptr, b_ptr, c_ptr = _tile_pointers(lw, tn, nr, k_dim, n)
+    unrolled = k_dim <= _UNROLLED_K
+    if not unrolled:  # pointers that advance: this mma's own copies
+        a_ptr, b_ptr = _fresh(w, a_ptr), _fresh(w, b_ptr)
+    totals = [[w.reg("f32") for _ in range(nr)] for _ in range(mr)]
+    for i in range(mr):
+        if uniform_acc:
+            for j in range(nr):
+                w(f"mov.f32 {totals[i][j]}, {acc.regs[0]}")
+        else:
+            _vector_access(w, "ld", _VEC[nr], totals[i], f"{c_ptr}+{acc_at + i * tm * n * 4}")
+    steps = k_dim // 4 if unrolled else 1
+    if not unrolled:
+        a_end = _u32(w, "add.u32", a_ptr, k_dim * 4)
+        top = w.label("blocked_k")
+        w.place(top)
+
+    def load_step(step):
+        a_rows = []
+        for i in range(mr):
+            regs = [w.reg("f32") for _ in range(4)]
+            at = a_at + (i * tm * k_dim + step * 4) * 4
+            _vector_access(w, "ld", ".v4", regs, f"{a_ptr}+{at}")
+            a_rows.append(regs)
+        if hoisted is not None:
+            return a_rows, hoisted[step * 4:step * 4 + 4]
+        b_rows = []
+        for kk in range(4):
+            regs = [w.reg("f32") for _ in range(nr)]
+            at = b_at + (step * 4 + kk) * n * 4
+            _vector_access(w, "ld", _VEC[nr], regs, f"{b_ptr}+{at}")
+            b_rows.append(regs)
+        return a_rows, b_rows
+
+    # the next step's operands are loaded before this step's FMAs (their latency overlaps)
+    ahead = load_step(0)
+    for step in range(steps):
+        a_rows, b_rows = ahead
+        if step + 1 < steps:
+            ahead = load_step(step + 1)
+        for kk in range(4):
+            for i in range(mr):
+                for j in range(nr):
+                    t = totals[i][j]
+                    w(f"fma.rn.f32 {t}, {a_rows[i][kk]}, {b_rows[kk][j]}, {t}")
+    if not unrolled:
+        w(f"add.u32 {a_ptr}, {a_ptr}, 16")
+        w(f"add.u32 {b_ptr}, {b_ptr}, {4 * n * 4}")
+        again = w.reg("pred")
+        w(f"setp.lt.u32 {again}, {a_ptr}, {a_end}")
+        w(f"@{again} bra.uni {top}")
+    for i in range(mr):
+        _vector_access(w, "st", _VEC[nr], totals[i], f"{c_ptr}+{out_at + i * tm * n * 4}")
+    w.place(skip)
+    lw.barrier()
+    regs = [lw.smem_read_slot(out_at, m * n, k, result_type.element)
+            for k in range(lw.slots(m * n))]
+    lw.barrier()
+    lw.set(op.results[0], Tile(result_type, regs))
+    return True
+
+
+def _vector_access(w, kind: str, vec: str, regs, address: str) -> None:
+    """ld/st.shared of f32 registers `regs` at `address` (one vector access when vec)."""
+    values = f"{{{', '.join(regs)}}}" if vec else regs[0]
+    if kind == "ld":
+        w(f"ld.shared{vec}.f32 {values}, [{address}]")
+    else:
+        w(f"st.shared{vec}.f32 [{address}], {values}")

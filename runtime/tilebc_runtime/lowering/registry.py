@@ -5,7 +5,7 @@ reason it is not lowered yet); `runtime/tests/test_rt_lowering_coverage.py` enfo
 """
 from __future__ import annotations
 
-from typing import Callable, Dict
+from typing import Callable, Dict, List
 
 from tilebc.ops.table import OPS_BY_MNEMONIC, by_mnemonic
 
@@ -83,3 +83,14 @@ def loop_pipeline(lw, op, loop):
         if plan is not None:
             return plan
     return None
+
+
+# Hooks run by `for` before its loop head (hook(lw, for_op)): a family may compute there what its
+# ops in the body need from values defined before the loop (loop-invariant operand fragments).
+BEFORE_LOOP: List[Callable] = []
+
+
+def before_loops(function: Callable) -> Callable:
+    """Register the decorated function as a BEFORE_LOOP hook."""
+    BEFORE_LOOP.append(function)
+    return function

@@ -49,12 +49,15 @@ class Tile:
 
 
 class Token:
-    """A token's only run-time meaning for the JIT: whether it follows an earlier memory op."""
+    """A token's only run-time meaning for the JIT: whether it follows an earlier memory op, and
+    where known, the PTX body length just after the last memory op it covers (`position`), so a
+    barrier already emitted after that op in straight-line code can stand for the ordering."""
 
-    __slots__ = ("after_memory",)
+    __slots__ = ("after_memory", "position")
 
-    def __init__(self, after_memory: bool):
+    def __init__(self, after_memory: bool, position: Optional[int] = None):
         self.after_memory = after_memory
+        self.position = position
 
 
 FRESH = Token(False)
@@ -155,14 +158,20 @@ def order_after_token(lw, op) -> None:
     if lw.chunk is not None:
         return  # in a chunked region's loop: the barrier stands before the loop (chunks.emit)
     token = op.operands.get("token")
-    if token is not None and getattr(lw.get(token), "after_memory", False):
+    if token is None:
+        return
+    token = lw.get(token)
+    if getattr(token, "after_memory", False) and not lw.w.barrier_since(token.position):
         lw.barrier()
 
 
 def set_result_token(lw, op) -> None:
+    """The op's memory instructions are all emitted: its token records where they end."""
+    w = lw.w
+    token = AFTER_MEMORY if w.in_preamble else Token(True, len(w.body))
     for result in op.results:
         if isinstance(result.type, TokenType):
-            lw.set(result, AFTER_MEMORY)
+            lw.set(result, token)
 
 
 ROUND = {RoundingMode.NEAREST_EVEN: "rn", RoundingMode.ZERO: "rz", RoundingMode.NEGATIVE_INF: "rm",

@@ -3,7 +3,8 @@ masks and padding, pointer-tile loads and stores, pointer offsets, module global
 
 Every thread loads and stores the elements of its own slots (adjacent threads touch adjacent elements
 of a row, so accesses along a stride-1 dimension coalesce). Memory ops ordered after earlier memory
-ops by a token get a bar.sync first, because another thread of the CTA may own the element.
+ops by a token get a bar.sync first, because another thread of the CTA may own the element, unless
+a bar.sync already stands after those ops in straight-line code (common.order_after_token).
 """
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from tilebc.ops.enums import MemoryOrderingSemantics, PaddingValue
 
 from . import dtypes, intdiv
 from .anchors import divisor, flow_is_layout_free, load_layout
-from .common import (SCOPE, SubView, TensorView, Tile, and_predicates as _and, immediate,
-                     order_after_token, set_result_token)
+from .common import (AFTER_MEMORY, SCOPE, SubView, TensorView, Tile, and_predicates as _and,
+                     immediate, order_after_token, set_result_token)
 from .layout import UNIFORM, Blocked, MmaAcc, distinct_slots
 from .registry import deferred, lowers
 
@@ -555,7 +556,7 @@ def lower_load_view(lw, op):
     staged = deferred(lw, op, lambda: _load_now(lw, op, view))
     if staged is not None:  # the tensor-core mma reading it copies it to its staging (cp.async)
         lw.set(op.results[0], staged)
-        set_result_token(lw, op)
+        lw.set(op.results[1], AFTER_MEMORY)  # its reads come later, at the mma: no position
         return
     lw.set(op.results[0], _load_now(lw, op, view))
     set_result_token(lw, op)

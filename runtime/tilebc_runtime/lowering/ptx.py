@@ -96,6 +96,19 @@ class PtxWriter:
         target.append(f"\t{text};")
         origin.append(self.current_op)
 
+    def barrier_since(self, position: Optional[int]) -> bool:
+        """A bar.sync of every thread stands in the body after `position`, with no label or
+        branch from there to here: every path from that point to this one passed it."""
+        if position is None:
+            return False
+        seen = False
+        for line in self.body[position:]:
+            text = line.strip()
+            if text.endswith(":") or _BRANCH.match(text):
+                return False
+            seen = seen or text == "bar.sync 0;"
+        return seen
+
     def place(self, label: str) -> None:
         self.body.append(f"{label}:")
         self.origin.append(self.current_op)
@@ -110,6 +123,7 @@ def op_of_line(lines: List[str], origin_by_line: Dict[int, object], line: int):
     return origin_by_line.get(line)
 
 
+_BRANCH = re.compile(r"^(?:@!?%\w+\s+)?(?:bra|brx|call|ret|exit)\b")
 _OPCODE = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][a-z0-9_]*)")
 
 

@@ -10,7 +10,7 @@ from tilebc.ir.types import TileType
 from tilebc.numeric.numerics import NUMPY_DTYPES
 
 from . import dtypes
-from .common import AFTER_MEMORY, FRESH, Tile, element_bytes, immediate
+from .common import AFTER_MEMORY, FRESH, Tile, Token, element_bytes, immediate
 from .folding import fold_shape_op
 from .layout import UNIFORM
 from .registry import deferred, lowers
@@ -100,8 +100,14 @@ def lower_assume(lw, op):
 def lower_token(lw, op):
     # Tokens order memory operations; the JIT emits memory operations in program order and only
     # needs to know whether a barrier is due (see memory.order_after_token).
-    after = any(getattr(lw.get(v), "after_memory", False) for v in op.operand_values)
-    lw.set(op.results[0], AFTER_MEMORY if after else FRESH)
+    after = [lw.get(v) for v in op.operand_values if getattr(lw.get(v), "after_memory", False)]
+    positions = [token.position for token in after]
+    if not after:
+        lw.set(op.results[0], FRESH)
+    elif None in positions:
+        lw.set(op.results[0], AFTER_MEMORY)
+    else:  # a barrier after the latest of the joined ops orders them all
+        lw.set(op.results[0], Token(True, max(positions)))
 
 
 @lowers("broadcast")

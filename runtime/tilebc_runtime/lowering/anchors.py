@@ -24,7 +24,8 @@ STORES = "stores"          # a view store: takes the tile in any layout
 LOADS = "loads"            # a view load: its result's layout is chosen for the load
 MMA = "mma"                # mmaf / mmai: the result may be made in the accumulator layout
 CYCLIC_ONLY = "cyclic"     # an element-wise hook lowered slot by slot from Cyclic operands
-_ROLES = by_mnemonic({"constant": LITERAL, "reshape": KEEPS, "assume": KEEPS,
+SCANS = "scans"            # a scan: takes its source in any layout (anchors.scan_anchors)
+_ROLES = by_mnemonic({"scan": SCANS, "constant": LITERAL, "reshape": KEEPS, "assume": KEEPS,
                       "broadcast": BROADCASTS, "reduce": REDUCES, "store_view_tko": STORES,
                       "load_view_tko": LOADS, "fpowi": CYCLIC_ONLY, "mmaf": MMA, "mmai": MMA}, "layout anchor roles")
 
@@ -443,3 +444,60 @@ def reaches_reduction(lw, value) -> bool:
                         seen.add(result)
                         work.append(result)
     return False
+
+
+def scan_anchors(lw) -> None:
+    """Once per function: a scan that would take the Lines path (reductions._lines_scan) within
+    warps, whose source is made element-wise from broadcasts and splats, gets those broadcasts
+    recorded (`Lowerer.wanted`) to be built straight in its Lines layout, so the source arrives
+    in it and the scan needs no exchange through shared memory in or out. Only where every value
+    between the broadcasts and the scan is read by ops that handle any layout."""
+    key = ("scan anchors",)
+    if key in lw._cache:
+        return
+    lw._cache[key] = True
+    from .layout import Lines
+    from .reductions import _exact_any_order, _lines_group
+    if lw.T % 32:
+        return
+    uses = _uses(lw)
+    for op in lw.function.walk():
+        if op in lw.dead or _ROLES.get(op.name) != SCANS or len(op.operand_values) != 1 \
+                or not _exact_any_order(op):
+            continue
+        source = lw.forward.get(op.operand_values[0], op.operand_values[0])
+        shape, dim = tuple(source.type.shape), op.attrs["dim"]
+        if source.type.num_elements % lw.T or shape[dim] % 32:
+            continue  # shorter lines share warps: their reductions across lines cost more
+        chosen = _lines_group(lw, shape, dim, source.type.element)
+        if chosen is None or chosen[1] > 32:
+            continue
+        found = _outside_sources(lw, source, shape)
+        if not found or any(_ROLES.get(o.name) != BROADCASTS or o.results[0] in lw.wanted
+                            for o in found):
+            continue
+        starts = {o.results[0] for o in found}
+        # the values from the broadcasts to the scan's source, each read only by ops that
+        # handle any layout (else the choice would add conversions)
+        cone, work, ok = set(), [source], True
+        while work and ok:
+            value = work.pop()
+            value = lw.forward.get(value, value)
+            if value in cone or value in starts or _splat(lw, value):
+                continue
+            cone.add(value)
+            for user in uses.get(value, ()):
+                role = _ROLES.get(user.name)
+                if not (role in (KEEPS, REDUCES, STORES, SCANS) or _layout_free(user)):
+                    ok = False
+            work += list(value.owner.operand_values)
+        if not ok:
+            continue
+        # lanes along the scanned dim (run 1 where it fits a warp): the flow's other ops then
+        # find a line's elements in one warp and the other dims across slots and warps
+        try:
+            layout = Lines(shape, dim, lw.T, min(shape[dim], 32))
+        except ValueError:
+            continue
+        for o in found:
+            lw.wanted[o.results[0]] = layout

@@ -11,6 +11,7 @@ from tilebc.numeric.numerics import NUMPY_DTYPES
 
 from . import dtypes
 from .common import AFTER_MEMORY, FRESH, Tile, Token, element_bytes, immediate
+from .anchors import scan_anchors
 from .folding import fold_shape_op
 from .layout import UNIFORM
 from .registry import deferred, lowers
@@ -120,7 +121,8 @@ def lower_broadcast(lw, op):
         lw.set(op.results[0], Tile(result_type, [source.scalar], UNIFORM))
         return
     src_shape = source.type.shape
-    wanted = lw.wanted.get(op.results[0])  # a load's layout whose flow reads this broadcast
+    scan_anchors(lw)
+    wanted = lw.wanted.get(op.results[0])  # a load's (or scan's) layout whose flow reads it
     free = _broadcast_in_registers(lw, source, result_type, wanted)
     if free is not None:
         lw.set(op.results[0], free)

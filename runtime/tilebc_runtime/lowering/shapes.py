@@ -11,7 +11,7 @@ from tilebc.numeric.numerics import NUMPY_DTYPES
 
 from . import dtypes
 from .common import AFTER_MEMORY, FRESH, Tile, Token, element_bytes, immediate
-from .anchors import scan_anchors
+from .anchors import pointer_anchors, scan_anchors
 from .folding import fold_shape_op
 from .layout import UNIFORM
 from .registry import deferred, lowers
@@ -113,6 +113,8 @@ def lower_token(lw, op):
 
 @lowers("broadcast")
 def lower_broadcast(lw, op):
+    scan_anchors(lw)  # layouts asked of broadcasts, before any is built (or folded)
+    pointer_anchors(lw)
     if fold_shape_op(lw, op):
         return
     source = lw.get(op.operand_values[0], any_layout=True)
@@ -121,7 +123,6 @@ def lower_broadcast(lw, op):
         lw.set(op.results[0], Tile(result_type, [source.scalar], UNIFORM))
         return
     src_shape = source.type.shape
-    scan_anchors(lw)
     wanted = lw.wanted.get(op.results[0])  # a load's (or scan's) layout whose flow reads it
     free = _broadcast_in_registers(lw, source, result_type, wanted)
     if free is not None:

@@ -295,6 +295,8 @@ class Sliced(Layout):
             reg = w.reg("b32")
             w(f"mad.lo.u32 {reg}, {outer}, {inner}, {low}")
             return reg
+        if not isinstance(self.parent, Lines):
+            return lw._cached(("sliced e", self.key(), k), make)
         # a slot whose indices are another's plus a constant in every thread: one add
         return lw.per_thread(self.table(lw.T)[k],
                              lambda: lw._cached(("sliced e", self.key(), k), make))

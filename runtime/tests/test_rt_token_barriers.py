@@ -123,3 +123,57 @@ def test_a_barrier_in_a_branch_does_not_order_what_follows_the_branch():
     sim.run(_module(STORE_IF_LOAD), "k", (1,), xs, ys, zs, threads=128)
     np.testing.assert_array_equal(ys, np.full(64, 7))
     np.testing.assert_array_equal(zs, np.full(64, 7))
+
+
+# y[i] = x[127 - i] and z[i] = x[127 - i]: both stores follow the load; the second store follows
+# the load (`{after}` = %t1) or the first store (`{after}` = %t2)
+REVERSE_TWICE = """
+entry @k(%x: tile<ptr<f32>>, %nx: tile<i32>, %sx: tile<i32>, %y: tile<ptr<f32>>,
+         %ny: tile<i32>, %sy: tile<i32>, %z: tile<ptr<f32>>, %nz: tile<i32>, %sz: tile<i32>) {{
+  %0 = make_token : token
+  %i = iota : tile<128xi32>
+  %c = constant <i32: 127> : tile<128xi32>
+  %r = subi %c, %i : tile<128xi32>
+  %xr = reshape %x : tile<ptr<f32>> -> tile<1xptr<f32>>
+  %xb = broadcast %xr : tile<1xptr<f32>> -> tile<128xptr<f32>>
+  %px = offset %xb, %r : tile<128xptr<f32>>, tile<128xi32> -> tile<128xptr<f32>>
+  %v, %t1 = load_ptr_tko weak %px token=%0 : tile<128xptr<f32>> -> tile<128xf32>, token
+  %yr = reshape %y : tile<ptr<f32>> -> tile<1xptr<f32>>
+  %yb = broadcast %yr : tile<1xptr<f32>> -> tile<128xptr<f32>>
+  %py = offset %yb, %i : tile<128xptr<f32>>, tile<128xi32> -> tile<128xptr<f32>>
+  %t2 = store_ptr_tko weak %py, %v token=%t1 : tile<128xptr<f32>>, tile<128xf32> -> token
+  %zr = reshape %z : tile<ptr<f32>> -> tile<1xptr<f32>>
+  %zb = broadcast %zr : tile<1xptr<f32>> -> tile<128xptr<f32>>
+  %pz = offset %zb, %i : tile<128xptr<f32>>, tile<128xi32> -> tile<128xptr<f32>>
+  %t3 = store_ptr_tko weak %pz, %v token={after} : tile<128xptr<f32>>, tile<128xf32> -> token
+  return
+}}
+"""
+
+
+def _reverse_twice(after):
+    module = parse_module(REVERSE_TWICE.format(after=after), "k.mlir")
+    module.version = tilebc.Version(13, 5)
+    return module
+
+
+def _reverse_twice_barriers(after):
+    ptx = compile(_reverse_twice(after), entry="k", arch="sm_90", emit="ptx", threads=128).ptx
+    return ptx.count("bar.sync")
+
+
+def _run_reverse_twice(after):
+    x = np.arange(128, dtype=np.float32) * 0.5
+    y, z = np.zeros(128, np.float32), np.zeros(128, np.float32)
+    sim.run(_reverse_twice(after), "k", (1,), x, y, z, threads=128)
+    assert np.array_equal(y, x[::-1]) and np.array_equal(z, x[::-1])
+
+
+def test_two_stores_after_one_load_share_a_barrier():
+    assert _reverse_twice_barriers("%t1") == 1
+    _run_reverse_twice("%t1")
+
+
+def test_a_store_after_a_store_gets_its_own_barrier():
+    assert _reverse_twice_barriers("%t2") == 2
+    _run_reverse_twice("%t2")

@@ -24,7 +24,12 @@ STORES = "stores"          # a view store: takes the tile in any layout
 LOADS = "loads"            # a view load: its result's layout is chosen for the load
 MMA = "mma"                # mmaf / mmai: the result may be made in the accumulator layout
 CYCLIC_ONLY = "cyclic"     # an element-wise hook lowered slot by slot from Cyclic operands
-_ROLES = by_mnemonic({"constant": LITERAL, "reshape": KEEPS, "assume": KEEPS,
+SCANS = "scans"            # a scan: takes its source in any layout (anchors.scan_anchors)
+OFFSETS = "offsets"        # pointer + offset, slot by slot in any layout
+POINTER_LOADS = "pointer loads"    # load_ptr_tko: any layout its pointers come in
+POINTER_STORES = "pointer stores"  # store_ptr_tko: stores from its pointers' layout
+_ROLES = by_mnemonic({"scan": SCANS, "offset": OFFSETS, "load_ptr_tko": POINTER_LOADS,
+                      "store_ptr_tko": POINTER_STORES, "constant": LITERAL, "reshape": KEEPS, "assume": KEEPS,
                       "broadcast": BROADCASTS, "reduce": REDUCES, "store_view_tko": STORES,
                       "load_view_tko": LOADS, "fpowi": CYCLIC_ONLY, "mmaf": MMA, "mmai": MMA}, "layout anchor roles")
 
@@ -101,7 +106,7 @@ def _outside_sources(lw, value, shape, depth=0):
     role = _ROLES.get(op.name)
     if role == BROADCASTS:
         return [op]
-    if role != KEEPS and not _layout_free(op):
+    if role not in (KEEPS, OFFSETS) and not _layout_free(op):
         return None
     found = []
     for operand in op.operand_values:
@@ -443,3 +448,120 @@ def reaches_reduction(lw, value) -> bool:
                         seen.add(result)
                         work.append(result)
     return False
+
+
+def scan_anchors(lw) -> None:
+    """Once per function: a scan that would take the Lines path (reductions._lines_scan) within
+    warps, whose source is made element-wise from broadcasts and splats, gets those broadcasts
+    recorded (`Lowerer.wanted`) to be built straight in its Lines layout, so the source arrives
+    in it and the scan needs no exchange through shared memory in or out. Only where every value
+    between the broadcasts and the scan is read by ops that handle any layout."""
+    key = ("scan anchors",)
+    if key in lw._cache:
+        return
+    lw._cache[key] = True
+    from .layout import Lines
+    from .reductions import _exact_any_order, _lines_group
+    if lw.T % 32:
+        return
+    for op in lw.function.walk():
+        if op in lw.dead or _ROLES.get(op.name) != SCANS or len(op.operand_values) != 1 \
+                or not _exact_any_order(op):
+            continue
+        source = lw.forward.get(op.operand_values[0], op.operand_values[0])
+        shape, dim = tuple(source.type.shape), op.attrs["dim"]
+        if source.type.num_elements % lw.T or shape[dim] % 32:
+            continue  # shorter lines share warps: their reductions across lines cost more
+        chosen = _lines_group(lw, shape, dim, source.type.element)
+        if chosen is None or chosen[1] > 32:
+            continue
+        found = _outside_sources(lw, source, shape)
+        if not found or any(_ROLES.get(o.name) != BROADCASTS or o.results[0] in lw.wanted
+                            for o in found):
+            continue
+        if not _cone_free(lw, [source], found, (KEEPS, REDUCES, STORES, SCANS)):
+            continue
+        # lanes along the scanned dim (run 1 where it fits a warp): the flow's other ops then
+        # find a line's elements in one warp and the other dims across slots and warps
+        try:
+            layout = Lines(shape, dim, lw.T, min(shape[dim], 32))
+        except ValueError:
+            continue
+        for o in found:
+            lw.wanted[o.results[0]] = layout
+
+
+def _cone_free(lw, ends, found, roles) -> bool:
+    """Every value from the ops `found` (built in a chosen layout) to the values `ends` is read
+    only by ops of `roles` or element-wise ones, so building them in that layout adds no
+    conversion."""
+    uses = _uses(lw)
+    starts = {o.results[0] for o in found}
+    cone, work = set(), list(ends)
+    while work:
+        value = work.pop()
+        value = lw.forward.get(value, value)
+        if value in cone or value in starts or _splat(lw, value):
+            continue
+        cone.add(value)
+        for user in uses.get(value, ()):
+            if not (_ROLES.get(user.name) in roles or _layout_free(user)):
+                return False
+        work += list(value.owner.operand_values)
+    return True
+
+
+def pointer_anchors(lw) -> None:
+    """Once per function: a gather straight into a scatter (a load_ptr_tko whose value only a
+    store_ptr_tko stores), every pointer, mask and padding tile of both made from broadcasts
+    (index tiles), splats and element-wise ops, is built in Rows(row, 32 / size lanes): a warp
+    covers 32 / lanes rows of one sector each. Accesses along the row touch as many sectors as
+    Cyclic's; accesses down the columns (a transposing scatter) touch fewer."""
+    key = ("pointer anchors",)
+    if key in lw._cache:
+        return
+    lw._cache[key] = True
+    from .layout import Cyclic, Rows
+    from . import dtypes
+    if lw.T % 32:
+        return
+    uses = _uses(lw)
+    for op in lw.function.walk():
+        if op in lw.dead or _ROLES.get(op.name) != POINTER_LOADS:
+            continue
+        value = op.results[0]
+        readers = uses.get(value, ())
+        if len(readers) != 1 or _ROLES.get(readers[0].name) != POINTER_STORES:
+            continue
+        store = readers[0]
+        if lw.forward.get(store.operands["value"], store.operands["value"]) is not value:
+            continue
+        shape = tuple(value.type.shape)
+        count = value.type.num_elements
+        size = dtypes.byte_size(value.type.element)
+        if len(shape) < 2 or count % lw.T or size > 32:
+            continue
+        lanes = 32 // size
+        try:
+            layout = Rows(count, lw.T, shape[-1], lanes)
+        except ValueError:
+            continue
+        if (layout.table(lw.T) == Cyclic(count, lw.T).table(lw.T)).all():
+            continue
+        ends = [op.operands.get(name) for name in ("source", "mask", "paddingValue")]
+        ends += [store.operands.get(name) for name in ("destination", "mask")]
+        ends = [v for v in ends if v is not None]
+        found = []
+        for end in ends:
+            more = _outside_sources(lw, end, shape)
+            if more is None:
+                found = None
+                break
+            found += more
+        if not found or any(_ROLES.get(o.name) != BROADCASTS or o.results[0] in lw.wanted
+                            for o in found):
+            continue
+        if not _cone_free(lw, ends, found, (KEEPS, OFFSETS, POINTER_LOADS, POINTER_STORES)):
+            continue
+        for o in found:
+            lw.wanted[o.results[0]] = layout

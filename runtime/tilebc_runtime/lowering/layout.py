@@ -253,7 +253,9 @@ class Lines(Layout):
             reg = lw.w.reg("b32")
             lw.w(f"add.u32 {reg}, {first}, {i * self.inner}")
             return reg
-        return lw._cached(("lines e", self.key(), j, i), make)
+        # a slot whose indices are another's plus a constant in every thread: one add
+        return lw.per_thread(self.table(lw.T)[k],
+                             lambda: lw._cached(("lines e", self.key(), j, i), make))
 
 
 class Sliced(Layout):
@@ -293,7 +295,11 @@ class Sliced(Layout):
             reg = w.reg("b32")
             w(f"mad.lo.u32 {reg}, {outer}, {inner}, {low}")
             return reg
-        return lw._cached(("sliced e", self.key(), k), make)
+        if not isinstance(self.parent, Lines):
+            return lw._cached(("sliced e", self.key(), k), make)
+        # a slot whose indices are another's plus a constant in every thread: one add
+        return lw.per_thread(self.table(lw.T)[k],
+                             lambda: lw._cached(("sliced e", self.key(), k), make))
 
 
 class MmaAcc(Layout):

@@ -3,7 +3,8 @@ masks and padding, pointer-tile loads and stores, pointer offsets, module global
 
 Every thread loads and stores the elements of its own slots (adjacent threads touch adjacent elements
 of a row, so accesses along a stride-1 dimension coalesce). Memory ops ordered after earlier memory
-ops by a token get a bar.sync first, because another thread of the CTA may own the element.
+ops by a token get a bar.sync first, because another thread of the CTA may own the element, unless
+a bar.sync already stands after those ops in straight-line code (common.order_after_token).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from . import dtypes, intdiv
 from .anchors import divisor, flow_is_layout_free, load_layout
 from .common import (AFTER_MEMORY, SCOPE, SubView, TensorView, Tile, and_predicates as _and,
                      immediate, order_after_token, set_result_token)
-from .layout import UNIFORM, Blocked, MmaAcc, distinct_slots
+from .layout import UNIFORM, Blocked, MmaAcc, Rows, distinct_slots
 from .registry import deferred, lowers
 
 def qualifiers(op, *, store: bool) -> str:
@@ -645,36 +646,55 @@ def lower_store_view(lw, op):
     set_result_token(lw, op)
 
 
+def _same_layout(lw, values):
+    """The operand tiles (None stays None) and their layout when all are in one Rows layout or
+    splats (anchors.pointer_anchors built them so), else all Cyclic and None. Other layouts
+    (a reduction's result used as offsets) go to Cyclic, where no element has copies."""
+    tiles = [lw.get(v, any_layout=True) if v is not None else None for v in values]
+    layouts = {t.layout for t in tiles if t is not None and t.count > 1
+               and t.layout is not UNIFORM}
+    if len(layouts) == 1 and isinstance(next(iter(layouts)), Rows):
+        return tiles, layouts.pop()
+    return [lw.get(v) if v is not None else None for v in values], None
+
+
 @lowers("load_ptr_tko")
 def lower_load_ptr(lw, op):
     order_after_token(lw, op)
-    pointers: Tile = lw.get(op.operands["source"])
-    mask = op.operands.get("mask")
-    mask = lw.get(mask) if mask is not None else None
-    pad = op.operands.get("paddingValue")
-    pad = lw.get(pad) if pad is not None else None
+    (pointers, mask, pad), layout = _same_layout(
+        lw, [op.operands["source"], op.operands.get("mask"), op.operands.get("paddingValue")])
     result_type = op.results[0].type
     element = result_type.element
     zero = padding_register(lw, element, None) if pad is None else None
     quals = qualifiers(op, store=False)
     regs = []
-    for k in range(lw.slots(result_type.num_elements)):
+    for k in range(layout.slots if layout is not None else lw.slots(result_type.num_elements)):
         predicate = mask.slot(k) if mask is not None else None
         default = pad.slot(k) if pad is not None else zero
         regs.append(lw.load(lw.pointer_space, pointers.slot(k), element, quals, predicate=predicate,
                             default=default if predicate else None))
-    lw.set(op.results[0], Tile(result_type, regs))
+    lw.set(op.results[0], Tile(result_type, regs, layout))
     set_result_token(lw, op)
 
 
 @lowers("store_ptr_tko")
 def lower_store_ptr(lw, op):
     order_after_token(lw, op)
-    pointers: Tile = lw.get(op.operands["destination"])
-    value: Tile = lw.get(op.operands["value"])
+    (pointers, value, mask), layout = _same_layout(
+        lw, [op.operands["destination"], op.operands["value"], op.operands.get("mask")])
+    quals = qualifiers(op, store=True)
+    if layout is not None and pointers.layout is layout:
+        # stored from the layout it is held in: each distinct slot once (copies hold equal
+        # values at equal addresses)
+        for k in distinct_slots(layout, lw.T):
+            lw.store(lw.pointer_space, pointers.regs[k], value.slot(k), value.element, quals,
+                     predicate=mask.slot(k) if mask is not None else None)
+        set_result_token(lw, op)
+        return
+    pointers = lw.get(op.operands["destination"])
+    value = lw.get(op.operands["value"])
     mask = op.operands.get("mask")
     mask = lw.get(mask) if mask is not None else None
-    quals = qualifiers(op, store=True)
     for k in range(lw.slots(value.count)):
         guard = _and(lw, lw.owner(value.count, k), mask.slot(k) if mask is not None else None)
         lw.store(lw.pointer_space, pointers.slot(k), value.slot(k), value.element, quals, predicate=guard)
@@ -684,12 +704,11 @@ def lower_store_ptr(lw, op):
 @lowers("offset")
 def lower_offset(lw, op):
     w = lw.w
-    pointers: Tile = lw.get(op.operands["ptr"])
-    offsets: Tile = lw.get(op.operands["offset"])
+    (pointers, offsets), layout = _same_layout(lw, [op.operands["ptr"], op.operands["offset"]])
     result_type = op.results[0].type
     size = dtypes.byte_size(result_type.element.pointee)
     regs = []
-    for k in range(lw.slots(result_type.num_elements)):
+    for k in range(layout.slots if layout is not None else lw.slots(result_type.num_elements)):
         out = w.reg("b64")
         if offsets.element.name == "i64":
             w(f"mad.lo.s64 {out}, {offsets.slot(k)}, {size}, {pointers.slot(k)}")
@@ -698,7 +717,7 @@ def lower_offset(lw, op):
             w(f"mul.wide.s32 {wide}, {offsets.slot(k)}, {size}")
             w(f"add.s64 {out}, {wide}, {pointers.slot(k)}")
         regs.append(out)
-    lw.set(op.results[0], Tile(result_type, regs))
+    lw.set(op.results[0], Tile(result_type, regs, layout))
 
 
 @lowers("get_global")

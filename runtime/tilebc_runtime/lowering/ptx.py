@@ -61,6 +61,7 @@ PTX_SUBSET = {
           "cp.async.commit_group, cp.async.wait_group: mma operands staged without registers "
           "where alignment is proven (matmul.py)",
     "griddepcontrol": "gdc ops on sm_90+",
+    "redux": "redux.sync.add.s32 / and,or,xor.b32: a whole-warp integer reduction (sm_80+)",
 }
 
 

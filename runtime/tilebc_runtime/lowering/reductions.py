@@ -29,11 +29,27 @@ from __future__ import annotations
 import numpy as np
 
 from tilebc.ir.types import TileType
+from tilebc.ops.table import by_mnemonic
 
 from . import dtypes, intdiv
 from .layout import UNIFORM, Sliced, register_map
 from .common import Frame, Tile, immediate
 from .registry import lowers
+
+
+# combiners a full-warp butterfly can hand to one redux.sync (sm_80+; 32-bit integers)
+_REDUX = by_mnemonic({"addi": "add.s32", "andi": "and.b32", "ori": "or.b32", "xori": "xor.b32"},
+                     "warp reductions in one redux.sync")
+
+
+def _redux(lw, op, sources, masks):
+    """The redux.sync form for a commutative reduction whose butterflies span the whole warp, or
+    None."""
+    if lw.arch < 80 or len(sources) != 1 or sorted(masks) != [1, 2, 4, 8, 16]:
+        return None
+    if dtypes.name_of(sources[0].element) != "i32":  # narrower ints wrap at their width
+        return None
+    return _REDUX.get(op.regions[0].blocks[0].ops[0].name)
 
 
 def _identity_register(lw, attr, element):
@@ -571,7 +587,15 @@ def _layout_reduce(lw, op, held=None) -> bool:
     partial = [_tree(lw, op, [[s.slot(k) for s in sources] for k in members])
                for members in groups]
     tid = lw.tid()
-    for mask in masks:
+    redux = None if ordered else _redux(lw, op, sources, masks)
+    if redux is not None:  # every lane gets the warp's combination, as from the butterflies
+        stepped = []
+        for [value] in partial:
+            out = w.reg("b32")
+            w(f"redux.sync.{redux} {out}, {value}, -1")
+            stepped.append([out])
+        partial = stepped
+    for mask in masks if redux is None else ():
         stepped = []
         for values in partial:
             if ordered:
@@ -853,7 +877,11 @@ def _lines_scan(lw, op) -> bool:
     if length == 1 or source.count == 1:
         return False
     inner = int(np.prod(shape[dim + 1:], dtype=np.int64))
-    chosen = _lines_group(lw, shape, dim, source.element)
+    held = source.layout
+    if isinstance(held, Lines) and held.key() == Lines(shape, dim, lw.T, held.group).key():
+        chosen = (0, held.group)  # made in lines for this scan (anchors.scan_anchors): no moves
+    else:
+        chosen = _lines_group(lw, shape, dim, source.element)
     if chosen is None:
         return False
     # moving into the layout and out again: two exchanges through shared memory

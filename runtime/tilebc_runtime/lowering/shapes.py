@@ -14,6 +14,7 @@ from tilebc.ops.table import by_mnemonic
 
 from . import dtypes
 from .common import AFTER_MEMORY, FRESH, Tile, Token, element_bytes, immediate
+from .anchors import pointer_anchors, scan_anchors
 from .folding import fold_shape_op
 from .layout import UNIFORM
 from .registry import deferred, lowers
@@ -115,6 +116,8 @@ def lower_token(lw, op):
 
 @lowers("broadcast")
 def lower_broadcast(lw, op):
+    scan_anchors(lw)  # layouts asked of broadcasts, before any is built (or folded)
+    pointer_anchors(lw)
     if fold_shape_op(lw, op):
         return
     source = lw.get(op.operand_values[0], any_layout=True)
@@ -123,7 +126,7 @@ def lower_broadcast(lw, op):
         lw.set(op.results[0], Tile(result_type, [source.scalar], UNIFORM))
         return
     src_shape = source.type.shape
-    wanted = lw.wanted.get(op.results[0])  # a load's layout whose flow reads this broadcast
+    wanted = lw.wanted.get(op.results[0])  # a load's (or scan's) layout whose flow reads it
     free = _broadcast_in_registers(lw, source, result_type, wanted)
     if free is not None:
         lw.set(op.results[0], free)

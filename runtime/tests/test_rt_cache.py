@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import stat
 import struct
+import tempfile
 import time
 from pathlib import Path
 
@@ -312,7 +313,7 @@ def test_directory_owned_by_another_user_is_refused(tmp_path):
 
 
 def test_environment_override_fallback_and_off(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache_mod.tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     chosen = tmp_path / "chosen"
     assert resolve_root({"TILEBC_CACHE_DIR": str(chosen)})[0] == chosen

@@ -9,21 +9,21 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import logging
 import os
 import stat
 import struct
-import tempfile
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from . import cache_remote
-from .cache_entry import MAX_JSON_BYTES, SCHEMA, CacheEntry, check_metadata, parse_json
+from tilebc.record import Record
 
-log = logging.getLogger("tilebc_runtime.cache")
+from . import cache_remote
+from .cache_entry import (MAX_JSON_BYTES, SCHEMA, CacheEntry, LazyLogger, check_metadata,
+                          parse_json)
+
+log = LazyLogger("tilebc_runtime.cache")
 
 MAGIC = "tilebc-cubin-cache"
 LAYOUT_DIR = f"v{SCHEMA}"
@@ -32,6 +32,7 @@ ENV_DIR = "TILEBC_CACHE_DIR"
 ENV_MAX_BYTES = "TILEBC_CACHE_MAX_BYTES"
 OFF_VALUES = ("off",)
 TOOLCHAIN_FILE = "toolchain.json"
+MEMO_FILE = "memo.json"  # facts kept between processes for start-up speed (CubinCache.memo)
 
 # compile_fn(bytecode, entry, arch, options) -> (cubin, launch facts). The facts are merged into
 # the entry's metadata: `threads_per_cta`, `static_shared_bytes`, `dynamic_shared_bytes`, `backend`.
@@ -44,17 +45,20 @@ def canonical_options(options: Optional[Mapping[str, Any]]) -> str:
                       ensure_ascii=True, allow_nan=False)
 
 
-@dataclass(frozen=True, eq=True)
-class KeyFields:
-    """Everything that changes the compiled cubin; see the key table in CACHE.md."""
+class KeyFields(Record):
+    """Everything that changes the compiled cubin; see the key table in CACHE.md (a frozen
+    record: dataclasses cost start-up time)."""
 
-    toolchain: str          # backend identity, e.g. "tileiras/13.5.37"
-    bytecode: bytes
-    entry: str
-    arch: str               # "sm_90"
-    ptx_isa: str = ""       # empty for backends that do not emit PTX
-    nvjitlink: str = ""     # empty when nvJitLink is not used
-    options: Mapping[str, Any] = field(default_factory=dict)
+    _fields = ("toolchain", "bytecode", "entry", "arch", "ptx_isa", "nvjitlink", "options")
+
+    def __init__(self, toolchain: str, bytecode: bytes, entry: str, arch: str, ptx_isa: str = "",
+                 nvjitlink: str = "", options: Optional[Mapping[str, Any]] = None):
+        # toolchain: backend identity, e.g. "tileiras/13.5.37"; arch: "sm_90"; ptx_isa empty for
+        # backends that do not emit PTX, nvjitlink when nvJitLink is not used
+        for name, value in (("toolchain", toolchain), ("bytecode", bytecode), ("entry", entry),
+                            ("arch", arch), ("ptx_isa", ptx_isa), ("nvjitlink", nvjitlink),
+                            ("options", {} if options is None else options)):
+            object.__setattr__(self, name, value)
 
     __hash__ = None  # options is a mapping
 
@@ -79,14 +83,18 @@ class KeyFields:
                 "nvjitlink": self.nvjitlink, "options": canonical_options(self.options)}
 
 
-@dataclass(frozen=True)
-class EntryInfo:
-    """One disk entry as `tilebc cache list` shows it."""
+class EntryInfo(Record):
+    """One disk entry as `tilebc cache list` shows it: size is cubin + metadata bytes, last_used
+    the metadata's mtime (set explicitly on each disk hit)."""
 
-    key: str
-    size: int               # cubin + metadata bytes
-    last_used: float        # metadata mtime, set explicitly on each disk hit
-    metadata: Optional[Dict[str, Any]]
+    _fields = ("key", "size", "last_used", "metadata")
+
+    def __init__(self, key: str, size: int, last_used: float,
+                 metadata: Optional[Dict[str, Any]]):
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "last_used", last_used)
+        object.__setattr__(self, "metadata", metadata)
 
 
 def parse_size(text: str) -> int:
@@ -138,6 +146,7 @@ def _prepare_directory(path: Path) -> Optional[str]:
 def fallback_root() -> Path:
     """Per-user directory under the system temp folder, used when the usual one is unusable."""
     user = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+    import tempfile
     return Path(tempfile.gettempdir()) / f"tilebc-cache-{user}"
 
 
@@ -506,11 +515,45 @@ class CubinCache:
         # the toolchains, not entries, and stays.
         if self.toolchain_problem() is not None:
             _unlink_quietly(self.directory / TOOLCHAIN_FILE)
+        _unlink_quietly(self.directory / MEMO_FILE)
         return count
 
     def forget_memory(self) -> None:
         """Drop the in-memory map (the disk is untouched)."""
         self._memory.clear()
+
+    # -- start-up memo --------------------------------------------------------------------------
+    def memo(self, name: str) -> Tuple[Optional[str], Any]:
+        """(fingerprint, value) as stored by `remember`, or (None, None) when there is none (or no
+        disk cache, or the file is untrusted or damaged). For facts that are slow to recompute in
+        every new process (the lowering hash, nvJitLink's version): the caller uses the value only
+        when the fingerprint of everything it depends on is still the same."""
+        if self.root is None or self.trust_problem() is not None:
+            return None, None
+        try:
+            record = json.loads(_read_owned(self.directory / MEMO_FILE, MAX_JSON_BYTES + 1))[name]
+            return str(record["fingerprint"]), record["value"]
+        except Exception:  # missing, untrusted or damaged: recompute
+            return None, None
+
+    def remember(self, name: str, fingerprint: str, value: Any) -> None:
+        """Store `value` under `name` for `fingerprint` in v1/memo.json (best effort: last writer
+        wins, a lost update is recomputed next time)."""
+        if self.root is None or _prepare_directory(self.directory) is not None:
+            return
+        try:
+            try:
+                document = json.loads(_read_owned(self.directory / MEMO_FILE, MAX_JSON_BYTES + 1))
+                if not isinstance(document, dict):
+                    document = {}
+            except Exception:
+                document = {}
+            document[name] = {"fingerprint": fingerprint, "value": value}
+            _replace_atomically(self.directory / MEMO_FILE, json.dumps(document, sort_keys=True)
+                                .encode())
+        except Exception as error:  # cache boundary: never break a compile
+            log.warning("tilebc cache: cannot update %s (%s: %s)", self.directory / MEMO_FILE,
+                        type(error).__name__, error)
 
     # -- toolchain record for hosts without Python ----------------------------------------------
     def record_toolchain(self, backend: str, info: Mapping[str, Any]) -> None:
@@ -604,6 +647,7 @@ def _read_owned(path: Path, limit: int = -1) -> bytes:
 
 
 def _replace_atomically(path: Path, data: bytes) -> None:
+    import tempfile  # writers only: a cache hit reads
     handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         with os.fdopen(handle, "wb") as temp:

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
-import threading
 import time
-import urllib.parse
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
-from .cache_entry import CacheEntry, check_metadata
+from .cache_entry import CacheEntry, LazyLogger, check_metadata
 
-log = logging.getLogger("tilebc_runtime.cache")
+log = LazyLogger("tilebc_runtime.cache")
 
 ENV_REMOTE = "TILEBC_CACHE_REMOTE"
 ENV_REMOTE_TIMEOUT = "TILEBC_CACHE_REMOTE_TIMEOUT"
@@ -53,6 +50,7 @@ class RemoteTier:
 
 def redact(url: str) -> str:
     """`url` without its password, for messages."""
+    import urllib.parse  # on first use: most processes have no remote
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
@@ -82,6 +80,7 @@ class RedisTier(RemoteTier):
         self.ttl = ttl
         self.prefix = prefix
         self._down_until = 0.0
+        import threading  # only with a remote tier
         self._state_lock = threading.Lock()
         if client is None:
             import redis  # optional dependency: tilebc-runtime[redis]
@@ -192,6 +191,7 @@ def open_remote(setting: Union[None, str, RemoteTier],
     text = str(setting).strip()
     if not text or text.lower() == "off":
         return None
+    import urllib.parse  # on first use: most processes have no remote
     scheme = urllib.parse.urlsplit(text).scheme.lower()
     if scheme not in ("redis", "rediss", "unix"):
         log.warning("tilebc cache: ignoring remote %s (only redis://, rediss:// and unix:// are "

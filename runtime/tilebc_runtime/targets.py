@@ -107,6 +107,45 @@ def choose_ptx_version(arch: int, nvjitlink: Tuple[int, int],
     return need
 
 
+_library_path: Optional[str] = None  # the libnvJitLink that cuda-pathfinder loaded, if it says
+# Variables that decide which libnvJitLink cuda-pathfinder finds.
+_SEARCH_ENVIRONMENT = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX", "PATH",
+                       "PYTHONUSERBASE")
+
+
+def nvjitlink_fingerprint(path: Optional[str]) -> Optional[str]:
+    """A digest of what decides which libnvJitLink cuda-pathfinder loads in a new process: the
+    library file at `path` (inode, size, mtime), the interpreter, the search variables, the
+    site-packages folders it scans and their nvidia/ folders (installing a wheel there changes
+    their mtimes) and the dynamic linker's cache. While it holds, a version recorded with it holds
+    without loading the library (cuda.pathfinder and the library: ~100 ms). None without a path."""
+    import hashlib
+    import os
+    import site
+    import sys
+    if not path:
+        return None
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    parts = [sys.version, sys.prefix, path]
+    parts += [f"{name}={os.environ.get(name)}" for name in _SEARCH_ENVIRONMENT]
+    for item in [path, "/etc/ld.so.cache"] + [os.path.join(folder, sub) for folder in folders
+                                              for sub in ("", "nvidia")]:
+        try:
+            info = os.stat(item)
+        except OSError:
+            parts.append(f"{item}: -")
+            continue
+        parts.append(f"{item}: {info.st_ino} {info.st_size} {info.st_mtime_ns}")
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def loaded_nvjitlink_path() -> Optional[str]:
+    """The path of the libnvJitLink loaded by nvjitlink_module(), when cuda-pathfinder told it."""
+    return _library_path
+
+
 @lru_cache(maxsize=None)  # locating and loading the library is done once per process
 def nvjitlink_module():
     """The cuda-python nvJitLink binding with its shared library located by cuda-pathfinder."""
@@ -115,9 +154,10 @@ def nvjitlink_module():
     except ImportError as exc:
         raise TilebcError("nvJitLink bindings not found: pip install cuda-bindings "
                           "nvidia-nvjitlink") from exc
+    global _library_path
     try:
         from cuda import pathfinder
-        pathfinder.load_nvidia_dynamic_lib("nvJitLink")
+        _library_path = pathfinder.load_nvidia_dynamic_lib("nvJitLink").abs_path
     except ImportError:
         pass  # older cuda-bindings find the library themselves
     except Exception as exc:  # pathfinder's DynamicLibNotFoundError and friends

@@ -124,3 +124,18 @@ def test_invalid_ir_is_refused_by_the_verifier_every_time(tmp_path):
         assert "addf: 'cuda_tile.addf' op operand #0 must be tile of f16" in done.stderr
         assert "Traceback" not in done.stderr
     assert not (tmp_path / "k.cubin").exists()
+
+
+def test_emit_ptx_needs_no_nvjitlink_once_its_version_is_recorded(tmp_path):
+    """PTX names the ISA version the installed nvJitLink accepts; with that version recorded in
+    the cache's memo (by an earlier compile), `--emit ptx` declares the same version without
+    loading the library."""
+    import tilebc_runtime
+    cache = tmp_path / "cache"
+    assert compile_in_new_process(cache, SINGLE, "-o", tmp_path / "k.cubin")[0].returncode == 0
+    done, modules = compile_in_new_process(cache, SINGLE, "--emit", "ptx", "-o", tmp_path / "k.ptx")
+    assert done.returncode == 0, done.stderr
+    assert "tilebc_runtime.compiler" in modules  # the probe lowered the kernel
+    assert [name for name in modules if name == "cuda" or name.startswith("cuda.")] == []
+    ptx = (tmp_path / "k.ptx").read_text()
+    assert f".version {tilebc_runtime.ptx_isa_for('sm_90')}\n" in ptx

@@ -121,9 +121,11 @@ def _write(path: str, data, binary: bool = True) -> None:
 
 
 def _run_ptx(args) -> int:
-    from .compiler import compile
     if args.backend != "jit":
         raise UsageError("--emit ptx needs the JIT backend (tileiras does not expose its PTX)")
+    from . import launch
+    launch.prime_from_memo(launch.default_cache())  # nvJitLink's version without loading it
+    from .compiler import compile
     result = compile(args.file, args.entry, args.arch, "ptx", threads=args.threads,
                      verbose=args.verbose)
     output = _default_output(args, ".ptx")

@@ -197,13 +197,13 @@ def lowering_sources_hash() -> str:
 
 
 # Facts of the JIT's cache key that prime_from_memo() took from the cache's memo instead of
-# computing them: "sources" (lowering_sources_hash) and "nvjitlink" ((major, minor)).
+# computing them: "sources" (lowering_sources_hash); nvJitLink's version is targets'.
 _MEMO: Dict[str, Any] = {}
 
 
 def _linker_version() -> Tuple[int, int]:
-    from .targets import installed_nvjitlink
-    return _MEMO.get("nvjitlink") or installed_nvjitlink()
+    from .targets import known_nvjitlink
+    return known_nvjitlink()
 
 
 def _sources_fingerprint(files: List[Tuple[str, Path]]) -> str:
@@ -237,7 +237,7 @@ def prime_from_memo(cache: CubinCache) -> None:
         if isinstance(value, dict) and stored is not None and \
                 stored == targets.nvjitlink_fingerprint(value.get("path")):
             major, minor = value["version"]
-            _MEMO["nvjitlink"] = (int(major), int(minor))
+            targets.recalled_nvjitlink = (int(major), int(minor))
             return
         try:
             version = targets.installed_nvjitlink()

@@ -109,15 +109,16 @@ def choose_ptx_version(arch: int, nvjitlink: Tuple[int, int],
 
 _library_path: Optional[str] = None  # the libnvJitLink that cuda-pathfinder loaded, if it says
 # Variables that decide which libnvJitLink cuda-pathfinder finds.
-_SEARCH_ENVIRONMENT = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX", "PATH",
+_SEARCH_ENVIRONMENT = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX",
                        "PYTHONUSERBASE")
 
 
 def nvjitlink_fingerprint(path: Optional[str]) -> Optional[str]:
     """A digest of what decides which libnvJitLink cuda-pathfinder loads in a new process: the
     library file at `path` (inode, size, mtime), the interpreter, the search variables, the
-    site-packages folders it scans and their nvidia/ folders (installing a wheel there changes
-    their mtimes) and the dynamic linker's cache. While it holds, a version recorded with it holds
+    site-packages folders it scans (installing or removing a wheel adds or drops a dist-info
+    there, which changes the folder's mtime; nvidia/ itself is not stable: tools write beside
+    their files) and the dynamic linker's cache. While it holds, a version recorded with it holds
     without loading the library (cuda.pathfinder and the library: ~100 ms). None without a path."""
     import hashlib
     import os
@@ -129,9 +130,9 @@ def nvjitlink_fingerprint(path: Optional[str]) -> Optional[str]:
     if site.ENABLE_USER_SITE:
         folders.append(site.getusersitepackages())
     parts = [sys.version, sys.prefix, path]
-    parts += [f"{name}={os.environ.get(name)}" for name in _SEARCH_ENVIRONMENT]
-    for item in [path, "/etc/ld.so.cache"] + [os.path.join(folder, sub) for folder in folders
-                                              for sub in ("", "nvidia")]:
+    searched = _SEARCH_ENVIRONMENT + (("PATH",) if os.name == "nt" else ())  # Windows' DLL search
+    parts += [f"{name}={os.environ.get(name)}" for name in searched]
+    for item in [path, "/etc/ld.so.cache"] + folders:
         try:
             info = os.stat(item)
         except OSError:
@@ -171,9 +172,19 @@ def installed_nvjitlink() -> Tuple[int, int]:
     return tuple(nvjitlink_module().version())
 
 
+# nvJitLink's (major, minor) as launch.prime_from_memo recalled it from the cubin cache's memo
+# (its fingerprint still holding), so that PTX and cache keys need not load the library.
+recalled_nvjitlink: Optional[Tuple[int, int]] = None
+
+
+def known_nvjitlink() -> Tuple[int, int]:
+    """The recalled version, else the loaded library's (installed_nvjitlink)."""
+    return recalled_nvjitlink or installed_nvjitlink()
+
+
 def nvjitlink_version() -> Tuple[int, int]:
     try:
-        version = installed_nvjitlink()
+        version = known_nvjitlink()
     except TilebcError:
         raise
     except Exception as exc:

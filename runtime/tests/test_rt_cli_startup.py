@@ -90,9 +90,11 @@ def test_a_stale_memo_is_recomputed_not_trusted(tmp_path):
     assert compile_in_new_process(cache, SINGLE, "-o", output)[0].returncode == 0
     memo_path = cache / "v1" / "memo.json"
     memo = json.loads(memo_path.read_text())
-    true_version, true_hash = memo["nvjitlink"]["value"]["version"], memo["lowering_hash"]["value"]
-    memo["nvjitlink"]["fingerprint"] = memo["lowering_hash"]["fingerprint"] = "stale"
-    memo["nvjitlink"]["value"]["version"], memo["lowering_hash"]["value"] = [12, 0], "0" * 64
+    (linker,) = [name for name in memo if name.startswith("nvjitlink ")]
+    (sources,) = [name for name in memo if name.startswith("lowering_hash ")]
+    true_version, true_hash = memo[linker]["value"]["version"], memo[sources]["value"]
+    memo[linker]["fingerprint"] = memo[sources]["fingerprint"] = "stale"
+    memo[linker]["value"]["version"], memo[sources]["value"] = [12, 0], "0" * 64
     memo_path.write_text(json.dumps(memo))
     compiled = output.read_bytes()
     output.unlink()
@@ -101,8 +103,24 @@ def test_a_stale_memo_is_recomputed_not_trusted(tmp_path):
     assert output.read_bytes() == compiled  # the same key: a hit
     assert "tilebc_runtime.compiler" not in modules and "cuda.bindings.nvjitlink" in modules
     memo = json.loads(memo_path.read_text())
-    assert memo["nvjitlink"]["value"]["version"] == true_version
-    assert memo["lowering_hash"]["value"] == true_hash != "0" * 64
+    assert memo[linker]["value"]["version"] == true_version
+    assert memo[sources]["value"] == true_hash != "0" * 64
+
+
+def test_a_damaged_memo_is_ignored(tmp_path):
+    """Records of the wrong shape (the cache never breaks a compile) are recomputed."""
+    cache, output = tmp_path / "cache", tmp_path / "k.cubin"
+    assert compile_in_new_process(cache, SINGLE, "-o", output)[0].returncode == 0
+    memo_path = cache / "v1" / "memo.json"
+    memo = json.loads(memo_path.read_text())
+    for name in memo:
+        memo[name]["value"] = {"path": None, "version": "x"} if "nvjitlink" in name else 7
+    memo_path.write_text(json.dumps(memo))
+    again, modules = compile_in_new_process(cache, SINGLE, "-o", output)
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
+    assert "tilebc_runtime.compiler" not in modules  # still a hit
+    memo_path.write_text("{not json")
+    assert compile_in_new_process(cache, SINGLE, "-o", output)[0].returncode == 0
 
 
 def _invalid_module() -> bytes:

@@ -225,20 +225,26 @@ def prime_from_memo(cache: CubinCache) -> None:
     if "primed" in _MEMO or not cache.disk_enabled:
         return
     _MEMO["primed"] = True
+    # Named per checkout and per environment: several sharing one cache keep a record each.
     if not lowering_sources_hash.cache_info().currsize:
-        fingerprint = _sources_fingerprint(codegen_source_files())
-        stored, value = cache.memo("lowering_hash")
-        if stored == fingerprint and isinstance(value, str):
+        files = codegen_source_files()
+        name = f"lowering_hash {files[0][1].parent} {Path(__file__).parent}"
+        fingerprint = _sources_fingerprint(files)
+        stored, value = cache.memo(name)
+        if stored == fingerprint and isinstance(value, str) and len(value) == 64:
             _MEMO["sources"] = value
         else:
-            cache.remember("lowering_hash", fingerprint, lowering_sources_hash())
+            cache.remember(name, fingerprint, lowering_sources_hash())
     if not targets.installed_nvjitlink.cache_info().currsize:
-        stored, value = cache.memo("nvjitlink")
-        if isinstance(value, dict) and stored is not None and \
-                stored == targets.nvjitlink_fingerprint(value.get("path")):
-            major, minor = value["version"]
-            targets.recalled_nvjitlink = (int(major), int(minor))
-            return
+        name = f"nvjitlink {sys.prefix}"
+        stored, value = cache.memo(name)
+        try:
+            if stored is not None and stored == targets.nvjitlink_fingerprint(value["path"]):
+                major, minor = value["version"]
+                targets.recalled_nvjitlink = (int(major), int(minor))
+                return
+        except Exception:
+            pass  # a damaged record: load the library and record it again
         try:
             version = targets.installed_nvjitlink()
         except Exception:
@@ -246,7 +252,7 @@ def prime_from_memo(cache: CubinCache) -> None:
         path = targets.loaded_nvjitlink_path()
         fingerprint = targets.nvjitlink_fingerprint(path)
         if fingerprint is not None:
-            cache.remember("nvjitlink", fingerprint, {"path": path, "version": list(version)})
+            cache.remember(name, fingerprint, {"path": path, "version": list(version)})
 
 
 def tool_path(name: str) -> Optional[str]:

@@ -78,3 +78,23 @@ def test_fixture_sections_rebuild_byte_for_byte():
                 break
         assert out.getvalue() == data, path.name
         assert tilebc.load(data).version.minor == data[9]
+
+
+def test_entry_hint_agrees_with_the_decoder_on_every_fixture():
+    """The runtime's cubin-cache lookup names the entry from the framing and string table alone:
+    (entry count, the only entry's name) must be what the full decoder reads."""
+    checked = 0
+    for path in fixture_files():
+        data = path.read_bytes()
+        names = [function.name for function in tilebc.load(data).functions]
+        assert C.entry_hint(data) == (len(names), names[0] if len(names) == 1 else None), path
+        checked += 1
+    assert checked > 100
+
+
+def test_entry_hint_gives_up_on_damaged_input():
+    """Anything unusual is None (the caller then decodes fully and reports the problem)."""
+    data = next(path for path in fixture_files()).read_bytes()
+    assert C.entry_hint(data) is not None
+    for damaged in (b"", data[:11], b"\x00" + data[1:], data[:len(data) // 2], data[:20]):
+        assert C.entry_hint(damaged) is None, damaged[:16]

@@ -233,8 +233,25 @@ class _Entry:
 
 def _fake_group(monkeypatch, entries):
     import importlib.metadata
+    from tilebc import cli
     monkeypatch.setattr(importlib.metadata, "entry_points",
                         lambda group: [entry for entry in entries if group == "tilebc.commands"])
+    # the command line's own reading of entry_points.txt, for a command it is asked to run
+    monkeypatch.setattr(cli, "_named_plugin", lambda group, name: next(
+        (entry.load() for entry in entries if entry.name == name and group == "tilebc.commands"),
+        None))
+
+
+def test_a_named_plugin_is_found_without_importlib_metadata(tmp_path):
+    """`tilebc compile` reads the runtime's entry point from its dist-info directly (importing
+    importlib.metadata is ~30 ms); an unknown name finds nothing."""
+    site = str(runtime_distribution(tmp_path / "site"))
+    out = _probe("import sys\nfrom tilebc import cli\n"
+                 "found = cli._named_plugin(cli.COMMAND_GROUP, 'compile')\n"
+                 "print(found.__module__, found.__name__)\n"
+                 "print(cli._named_plugin(cli.COMMAND_GROUP, 'no-such-command'))\n"
+                 "print('importlib.metadata' in sys.modules)", site)
+    assert out.split("\n")[:3] == ["tilebc_runtime.cli add_compile_parser", "None", "False"]
 
 
 def test_a_plugin_command_is_added_and_dispatched(monkeypatch, capsys):

@@ -1,6 +1,8 @@
-"""`tilebc compile --emit cubin` in a new process: a cubin-cache hit loads neither the verifier,
-the lowering, numpy, the file lock nor argument packing, and gives the bytes the miss compiled;
+"""`tilebc compile --emit cubin` in a new process: a cubin-cache hit loads neither the decoder,
+the verifier, the lowering, nvJitLink (cuda bindings, cuda.pathfinder), numpy, the interpreter,
+entry-point metadata, the file lock nor argument packing, and gives the bytes the miss compiled;
 invalid IR still fails with the verifier's message, hit or not."""
+import json
 import os
 import subprocess
 import sys
@@ -13,8 +15,17 @@ from tilebc.ir.builder import new_function
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "fixtures" / "bytecode" / "nn_softmax_rows" / "nn_softmax_rows-13.5.tilebc"
 ENTRY = "softmax_rows_Kt1_A2f32_3l0_A2f32_3l0_I2_I32"
-HEAVY = ("tilebc.verify", "tilebc_runtime.compiler", "tilebc_runtime.lowering.lowerer", "numpy",
-         "filelock", "tilebc_runtime.args")
+SINGLE = ROOT / "fixtures" / "bytecode" / "atomics_raw" / "atomics_raw-13.5.tilebc"  # one entry
+# Packages (and their submodules) a cubin-cache hit must not load: each is start-up time.
+HEAVY = ("tilebc.verify", "tilebc_runtime.compiler", "tilebc_runtime.lowering", "numpy",
+         "filelock", "tilebc_runtime.args", "tilebc.binary.reader", "tilebc.ir", "tilebc.ops",
+         "tilebc.interp", "tilebc.text", "cuda", "importlib.metadata", "logging", "dataclasses",
+         "subprocess", "hashlib")
+
+
+def heavy_in(modules):
+    return sorted(name for name in modules
+                  if any(name == heavy or name.startswith(heavy + ".") for heavy in HEAVY))
 
 # Runs the compile command in this fresh interpreter, then lists what it imported.
 PROGRAM = """import sys
@@ -25,10 +36,14 @@ sys.exit(code)
 """
 
 
-def compile_in_new_process(cache: Path, *argv):
+# The same through tilebc's command line, which finds `compile` through its entry point.
+DISPATCHED = PROGRAM.replace("tilebc_runtime.cli", "tilebc.cli")
+
+
+def compile_in_new_process(cache: Path, *argv, program=PROGRAM):
     env = {**os.environ, "TILEBC_CACHE_DIR": str(cache),
            "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'runtime'}"}
-    done = subprocess.run([sys.executable, "-c", PROGRAM, "compile", *map(str, argv)],
+    done = subprocess.run([sys.executable, "-c", program, "compile", *map(str, argv)],
                           capture_output=True, text=True, env=env)
     modules = set()
     for line in done.stdout.splitlines():
@@ -48,7 +63,64 @@ def test_a_cache_hit_skips_verifier_and_lowering(tmp_path):
     assert hit.returncode == 0, hit.stderr
     assert output.read_bytes() == compiled and compiled[:4] == b"\x7fELF"
     assert Path(f"{output}.json").is_file()
-    assert [name for name in HEAVY if name in hit_modules] == []
+    assert heavy_in(hit_modules) == []
+
+
+def test_a_hit_through_tilebc_without_entry_decodes_nothing(tmp_path):
+    """`tilebc compile FILE` (no --entry) of a one-entry module: the entry's name comes from the
+    string table, and a hit loads nothing heavy, not even through tilebc's command dispatcher."""
+    cache, output = tmp_path / "cache", tmp_path / "k.cubin"
+    miss, miss_modules = compile_in_new_process(cache, SINGLE, "-o", output, program=DISPATCHED)
+    assert miss.returncode == 0, miss.stderr
+    assert {"tilebc.verify", "tilebc_runtime.compiler", "cuda.bindings.nvjitlink"} <= miss_modules
+    compiled, facts = output.read_bytes(), Path(f"{output}.json").read_text()
+    output.unlink()
+    hit, hit_modules = compile_in_new_process(cache, SINGLE, "-o", output, program=DISPATCHED)
+    assert hit.returncode == 0, hit.stderr
+    assert output.read_bytes() == compiled and Path(f"{output}.json").read_text() == facts
+    assert "tilebc_runtime.launch" in hit_modules  # the probe ran the runtime's command
+    assert heavy_in(hit_modules) == []
+
+
+def test_a_stale_memo_is_recomputed_not_trusted(tmp_path):
+    """The memo gives nvJitLink's version and the lowering hash only while their fingerprints hold:
+    with fingerprints that no longer match (and wrong values), the next run loads nvJitLink and
+    hashes the sources again, computes the true key (a hit) and records the true values."""
+    cache, output = tmp_path / "cache", tmp_path / "k.cubin"
+    assert compile_in_new_process(cache, SINGLE, "-o", output)[0].returncode == 0
+    memo_path = cache / "v1" / "memo.json"
+    memo = json.loads(memo_path.read_text())
+    (linker,) = [name for name in memo if name.startswith("nvjitlink ")]
+    (sources,) = [name for name in memo if name.startswith("lowering_hash ")]
+    true_version, true_hash = memo[linker]["value"]["version"], memo[sources]["value"]
+    memo[linker]["fingerprint"] = memo[sources]["fingerprint"] = "stale"
+    memo[linker]["value"]["version"], memo[sources]["value"] = [12, 0], "0" * 64
+    memo_path.write_text(json.dumps(memo))
+    compiled = output.read_bytes()
+    output.unlink()
+    again, modules = compile_in_new_process(cache, SINGLE, "-o", output, "-v")
+    assert again.returncode == 0, again.stderr
+    assert output.read_bytes() == compiled  # the same key: a hit
+    assert "tilebc_runtime.compiler" not in modules and "cuda.bindings.nvjitlink" in modules
+    memo = json.loads(memo_path.read_text())
+    assert memo[linker]["value"]["version"] == true_version
+    assert memo[sources]["value"] == true_hash != "0" * 64
+
+
+def test_a_damaged_memo_is_ignored(tmp_path):
+    """Records of the wrong shape (the cache never breaks a compile) are recomputed."""
+    cache, output = tmp_path / "cache", tmp_path / "k.cubin"
+    assert compile_in_new_process(cache, SINGLE, "-o", output)[0].returncode == 0
+    memo_path = cache / "v1" / "memo.json"
+    memo = json.loads(memo_path.read_text())
+    for name in memo:
+        memo[name]["value"] = {"path": None, "version": "x"} if "nvjitlink" in name else 7
+    memo_path.write_text(json.dumps(memo))
+    again, modules = compile_in_new_process(cache, SINGLE, "-o", output)
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
+    assert "tilebc_runtime.compiler" not in modules  # still a hit
+    memo_path.write_text("{not json")
+    assert compile_in_new_process(cache, SINGLE, "-o", output)[0].returncode == 0
 
 
 def _invalid_module() -> bytes:
@@ -70,3 +142,18 @@ def test_invalid_ir_is_refused_by_the_verifier_every_time(tmp_path):
         assert "addf: 'cuda_tile.addf' op operand #0 must be tile of f16" in done.stderr
         assert "Traceback" not in done.stderr
     assert not (tmp_path / "k.cubin").exists()
+
+
+def test_emit_ptx_needs_no_nvjitlink_once_its_version_is_recorded(tmp_path):
+    """PTX names the ISA version the installed nvJitLink accepts; with that version recorded in
+    the cache's memo (by an earlier compile), `--emit ptx` declares the same version without
+    loading the library."""
+    import tilebc_runtime
+    cache = tmp_path / "cache"
+    assert compile_in_new_process(cache, SINGLE, "-o", tmp_path / "k.cubin")[0].returncode == 0
+    done, modules = compile_in_new_process(cache, SINGLE, "--emit", "ptx", "-o", tmp_path / "k.ptx")
+    assert done.returncode == 0, done.stderr
+    assert "tilebc_runtime.compiler" in modules  # the probe lowered the kernel
+    assert [name for name in modules if name == "cuda" or name.startswith("cuda.")] == []
+    ptx = (tmp_path / "k.ptx").read_text()
+    assert f".version {tilebc_runtime.ptx_isa_for('sm_90')}\n" in ptx

@@ -347,7 +347,7 @@ def test_tileiras_backend_compiles_through_the_cache(tmp_path, monkeypatch):
     assert entry.threads and entry.shared_bytes > 0
     assert entry.metadata["fields"]["toolchain"].startswith("tileiras/13.")
     # Another process: a disk hit, tileiras is not run again.
-    monkeypatch.setattr(launch.subprocess, "run", lambda *a, **k: pytest.fail("recompiled"))
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("recompiled"))
     again = only_kernel("matmul_f16", backend="tileiras", cache=CubinCache(tmp_path / "cache"))
     assert again.compile("sm_90").cubin == entry.cubin
     assert CubinCache(tmp_path / "cache").toolchain()["backends"]["tileiras"]["identity"] == \

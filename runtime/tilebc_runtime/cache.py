@@ -7,23 +7,22 @@ is pickled, so a cache directory shared between Python versions or hosts is safe
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
-import logging
 import os
 import stat
 import struct
-import tempfile
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from . import cache_remote
-from .cache_entry import MAX_JSON_BYTES, SCHEMA, CacheEntry, check_metadata, parse_json
+from tilebc.record import Record
 
-log = logging.getLogger("tilebc_runtime.cache")
+from . import cache_remote
+from .cache_entry import (MAX_JSON_BYTES, SCHEMA, CacheEntry, LazyLogger, check_metadata,
+                          parse_json, sha256)
+
+log = LazyLogger("tilebc_runtime.cache")
 
 MAGIC = "tilebc-cubin-cache"
 LAYOUT_DIR = f"v{SCHEMA}"
@@ -32,6 +31,7 @@ ENV_DIR = "TILEBC_CACHE_DIR"
 ENV_MAX_BYTES = "TILEBC_CACHE_MAX_BYTES"
 OFF_VALUES = ("off",)
 TOOLCHAIN_FILE = "toolchain.json"
+MEMO_FILE = "memo.json"  # facts kept between processes for start-up speed (CubinCache.memo)
 
 # compile_fn(bytecode, entry, arch, options) -> (cubin, launch facts). The facts are merged into
 # the entry's metadata: `threads_per_cta`, `static_shared_bytes`, `dynamic_shared_bytes`, `backend`.
@@ -44,17 +44,20 @@ def canonical_options(options: Optional[Mapping[str, Any]]) -> str:
                       ensure_ascii=True, allow_nan=False)
 
 
-@dataclass(frozen=True, eq=True)
-class KeyFields:
-    """Everything that changes the compiled cubin; see the key table in CACHE.md."""
+class KeyFields(Record):
+    """Everything that changes the compiled cubin; see the key table in CACHE.md (a frozen
+    record: dataclasses cost start-up time)."""
 
-    toolchain: str          # backend identity, e.g. "tileiras/13.5.37"
-    bytecode: bytes
-    entry: str
-    arch: str               # "sm_90"
-    ptx_isa: str = ""       # empty for backends that do not emit PTX
-    nvjitlink: str = ""     # empty when nvJitLink is not used
-    options: Mapping[str, Any] = field(default_factory=dict)
+    _fields = ("toolchain", "bytecode", "entry", "arch", "ptx_isa", "nvjitlink", "options")
+
+    def __init__(self, toolchain: str, bytecode: bytes, entry: str, arch: str, ptx_isa: str = "",
+                 nvjitlink: str = "", options: Optional[Mapping[str, Any]] = None):
+        # toolchain: backend identity, e.g. "tileiras/13.5.37"; arch: "sm_90"; ptx_isa empty for
+        # backends that do not emit PTX, nvjitlink when nvJitLink is not used
+        for name, value in (("toolchain", toolchain), ("bytecode", bytecode), ("entry", entry),
+                            ("arch", arch), ("ptx_isa", ptx_isa), ("nvjitlink", nvjitlink),
+                            ("options", {} if options is None else options)):
+            object.__setattr__(self, name, value)
 
     __hash__ = None  # options is a mapping
 
@@ -65,7 +68,7 @@ class KeyFields:
                 + [value.encode("utf-8") for value in tail])
 
     def key(self) -> str:
-        digest = hashlib.sha256()
+        digest = sha256()
         for value in self.encoded_fields():
             digest.update(struct.pack("<Q", len(value)))
             digest.update(value)
@@ -74,19 +77,23 @@ class KeyFields:
     def describe(self) -> Dict[str, Any]:
         """The fields in clear, except the bytecode, which is recorded by its sha256."""
         return {"toolchain": self.toolchain,
-                "bytecode_sha256": hashlib.sha256(self.bytecode).hexdigest(),
+                "bytecode_sha256": sha256(self.bytecode).hexdigest(),
                 "entry": self.entry, "arch": self.arch, "ptx_isa": self.ptx_isa,
                 "nvjitlink": self.nvjitlink, "options": canonical_options(self.options)}
 
 
-@dataclass(frozen=True)
-class EntryInfo:
-    """One disk entry as `tilebc cache list` shows it."""
+class EntryInfo(Record):
+    """One disk entry as `tilebc cache list` shows it: size is cubin + metadata bytes, last_used
+    the metadata's mtime (set explicitly on each disk hit)."""
 
-    key: str
-    size: int               # cubin + metadata bytes
-    last_used: float        # metadata mtime, set explicitly on each disk hit
-    metadata: Optional[Dict[str, Any]]
+    _fields = ("key", "size", "last_used", "metadata")
+
+    def __init__(self, key: str, size: int, last_used: float,
+                 metadata: Optional[Dict[str, Any]]):
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "last_used", last_used)
+        object.__setattr__(self, "metadata", metadata)
 
 
 def parse_size(text: str) -> int:
@@ -138,6 +145,7 @@ def _prepare_directory(path: Path) -> Optional[str]:
 def fallback_root() -> Path:
     """Per-user directory under the system temp folder, used when the usual one is unusable."""
     user = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+    import tempfile
     return Path(tempfile.gettempdir()) / f"tilebc-cache-{user}"
 
 
@@ -233,11 +241,10 @@ class CubinCache:
         shard = self.directory / key[:2]
         return shard / f"{key}.cubin", shard / f"{key}.json"
 
-    def _lock(self, key: str) -> "filelock.FileLock":
-        import filelock  # slow to import (asyncio): only misses and housekeeping lock
+    def _lock(self, key: str):
         shard = self.directory / key[:2]
         shard.mkdir(mode=0o700, exist_ok=True)
-        return filelock.FileLock(str(shard / f"{key}.lock"), timeout=self.lock_timeout, mode=0o600)
+        return file_lock(shard / f"{key}.lock", self.lock_timeout)
 
     # -- lookup --------------------------------------------------------------------------------
     def lookup(self, key: str) -> Optional[CacheEntry]:
@@ -309,7 +316,7 @@ class CubinCache:
         if problem is None:
             if len(cubin) != metadata["cubin_size"]:
                 problem = f"cubin truncated ({len(cubin)} of {metadata['cubin_size']} bytes)"
-            elif hashlib.sha256(cubin).hexdigest() != metadata["cubin_sha256"]:
+            elif sha256(cubin).hexdigest() != metadata["cubin_sha256"]:
                 problem = "cubin sha256 does not match its metadata"
         if problem is not None:
             log.warning("tilebc cache: entry %s is corrupt (%s); recompiling", key, problem)
@@ -346,11 +353,10 @@ class CubinCache:
             return entry
         if self.root is None:
             return self._compile(fields, key, compile_fn)
-        import filelock
         try:
             lock = self._lock(key)
             lock.acquire()
-        except (OSError, filelock.Timeout) as error:
+        except OSError as error:  # LockTimeout included
             log.warning("tilebc cache: cannot lock entry %s (%s); compiling without the cache",
                         key, error)
             return self._compile(fields, key, compile_fn, publish=False)
@@ -373,7 +379,7 @@ class CubinCache:
         metadata = dict(extra or {})
         metadata.update({
             "schema": SCHEMA, "key": key, "fields": fields.describe(),
-            "cubin_sha256": hashlib.sha256(cubin).hexdigest(), "cubin_size": len(cubin),
+            "cubin_sha256": sha256(cubin).hexdigest(), "cubin_size": len(cubin),
             "threads_per_cta": metadata.get("threads_per_cta"),
             "dynamic_shared_bytes": metadata.get("dynamic_shared_bytes") or 0,
             "static_shared_bytes": metadata.get("static_shared_bytes") or 0,
@@ -465,11 +471,10 @@ class CubinCache:
             log.warning("tilebc cache: eviction failed (%s)", error)
 
     def _remove_unless_locked(self, key: str) -> bool:
-        import filelock
         try:
             lock = self._lock(key)
             lock.acquire(timeout=0)
-        except (OSError, filelock.Timeout):
+        except OSError:  # LockTimeout included
             return False
         try:
             self._discard(key)
@@ -506,11 +511,45 @@ class CubinCache:
         # the toolchains, not entries, and stays.
         if self.toolchain_problem() is not None:
             _unlink_quietly(self.directory / TOOLCHAIN_FILE)
+        _unlink_quietly(self.directory / MEMO_FILE)
         return count
 
     def forget_memory(self) -> None:
         """Drop the in-memory map (the disk is untouched)."""
         self._memory.clear()
+
+    # -- start-up memo --------------------------------------------------------------------------
+    def memo(self, name: str) -> Tuple[Optional[str], Any]:
+        """(fingerprint, value) as stored by `remember`, or (None, None) when there is none (or no
+        disk cache, or the file is untrusted or damaged). For facts that are slow to recompute in
+        every new process (the lowering hash, nvJitLink's version): the caller uses the value only
+        when the fingerprint of everything it depends on is still the same."""
+        if self.root is None or self.trust_problem() is not None:
+            return None, None
+        try:
+            record = json.loads(_read_owned(self.directory / MEMO_FILE, MAX_JSON_BYTES + 1))[name]
+            return str(record["fingerprint"]), record["value"]
+        except Exception:  # missing, untrusted or damaged: recompute
+            return None, None
+
+    def remember(self, name: str, fingerprint: str, value: Any) -> None:
+        """Store `value` under `name` for `fingerprint` in v1/memo.json (best effort: last writer
+        wins, a lost update is recomputed next time)."""
+        if self.root is None or _prepare_directory(self.directory) is not None:
+            return
+        try:
+            try:
+                document = json.loads(_read_owned(self.directory / MEMO_FILE, MAX_JSON_BYTES + 1))
+                if not isinstance(document, dict):
+                    document = {}
+            except Exception:
+                document = {}
+            document[name] = {"fingerprint": fingerprint, "value": value}
+            _replace_atomically(self.directory / MEMO_FILE, json.dumps(document, sort_keys=True)
+                                .encode())
+        except Exception as error:  # cache boundary: never break a compile
+            log.warning("tilebc cache: cannot update %s (%s: %s)", self.directory / MEMO_FILE,
+                        type(error).__name__, error)
 
     # -- toolchain record for hosts without Python ----------------------------------------------
     def record_toolchain(self, backend: str, info: Mapping[str, Any]) -> None:
@@ -527,9 +566,8 @@ class CubinCache:
         if problem is None and current["backends"].get(backend) == info:
             self._recorded[backend] = dict(info)
             return
-        import filelock
         try:
-            with filelock.FileLock(str(self.directory / "toolchain.lock"), timeout=30, mode=0o600):
+            with file_lock(self.directory / "toolchain.lock", 30):
                 current, problem = self._read_toolchain()
                 if problem is not None:
                     if problem != "missing":
@@ -581,6 +619,71 @@ class CubinCache:
         return document, None
 
 
+class LockTimeout(TimeoutError):
+    """A cache lock not acquired within its timeout (filelock.Timeout's counterpart)."""
+
+
+class _FlockLock:
+    """An exclusive flock(2) on a lock file: the lock filelock's UnixFileLock takes (the two
+    exclude each other), without importing filelock (asyncio: ~10% of a cold `tilebc compile`).
+    Not reentrant; one instance per acquisition, as the cache uses it."""
+
+    def __init__(self, path: Path, timeout: float):
+        self.path, self.timeout, self._fd = str(path), timeout, None
+
+    def acquire(self, timeout: Optional[float] = None) -> None:
+        import fcntl
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                if 0 <= timeout and time.monotonic() >= deadline:
+                    raise LockTimeout(errno.ETIMEDOUT, "lock not acquired in time", self.path) \
+                        from None
+                time.sleep(0.05)
+                continue
+            except BaseException:
+                os.close(fd)
+                raise
+            if os.fstat(fd).st_nlink:  # not unlinked (`clear`) between open and flock
+                self._fd = fd
+                return
+            os.close(fd)
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the last descriptor drops the flock
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def file_lock(path: Path, timeout: float):
+    """An exclusive inter-process lock on `path` (created 0600): acquire(timeout=None) raises
+    an OSError (LockTimeout when the time runs out), release(), or use it as a context manager."""
+    if os.name == "posix":
+        return _FlockLock(path, timeout)
+    import filelock
+
+    class _Lock(filelock.FileLock):
+        def acquire(self, timeout=None, **options):
+            try:
+                return super().acquire(timeout, **options)
+            except filelock.Timeout:
+                raise LockTimeout(errno.ETIMEDOUT, "lock not acquired in time", str(path)) \
+                    from None
+    return _Lock(str(path), timeout=timeout, mode=0o600)
+
+
 def _read_owned(path: Path, limit: int = -1) -> bytes:
     """The bytes of a cache file (at most `limit`), refused with UntrustedError unless it is a
     regular file (not a symlink) owned by this user and not writable by group or others. The
@@ -604,6 +707,7 @@ def _read_owned(path: Path, limit: int = -1) -> bytes:
 
 
 def _replace_atomically(path: Path, data: bytes) -> None:
+    import tempfile  # writers only: a cache hit reads
     handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         with os.fdopen(handle, "wb") as temp:

@@ -12,18 +12,14 @@ costs at most one timeout per `retry_after`. Only Redis is implemented (the `red
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
 import os
-import threading
 import time
-import urllib.parse
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
-from .cache_entry import CacheEntry, check_metadata
+from .cache_entry import CacheEntry, LazyLogger, check_metadata, sha256
 
-log = logging.getLogger("tilebc_runtime.cache")
+log = LazyLogger("tilebc_runtime.cache")
 
 ENV_REMOTE = "TILEBC_CACHE_REMOTE"
 ENV_REMOTE_TIMEOUT = "TILEBC_CACHE_REMOTE_TIMEOUT"
@@ -53,6 +49,7 @@ class RemoteTier:
 
 def redact(url: str) -> str:
     """`url` without its password, for messages."""
+    import urllib.parse  # on first use: most processes have no remote
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
@@ -82,6 +79,7 @@ class RedisTier(RemoteTier):
         self.ttl = ttl
         self.prefix = prefix
         self._down_until = 0.0
+        import threading  # only with a remote tier
         self._state_lock = threading.Lock()
         if client is None:
             import redis  # optional dependency: tilebc-runtime[redis]
@@ -192,6 +190,7 @@ def open_remote(setting: Union[None, str, RemoteTier],
     text = str(setting).strip()
     if not text or text.lower() == "off":
         return None
+    import urllib.parse  # on first use: most processes have no remote
     scheme = urllib.parse.urlsplit(text).scheme.lower()
     if scheme not in ("redis", "rediss", "unix"):
         log.warning("tilebc cache: ignoring remote %s (only redis://, rediss:// and unix:// are "
@@ -215,7 +214,7 @@ def verify(key: str, cubin: bytes, metadata: bytes) -> Tuple[Optional[str], Opti
         return problem, None
     if len(cubin) != parsed["cubin_size"]:
         return f"cubin truncated ({len(cubin)} of {parsed['cubin_size']} bytes)", None
-    if hashlib.sha256(cubin).hexdigest() != parsed["cubin_sha256"]:
+    if sha256(cubin).hexdigest() != parsed["cubin_sha256"]:
         return "cubin sha256 does not match its metadata", None
     return None, parsed
 

@@ -72,10 +72,13 @@ def run_compile(args) -> int:
             raise UsageError("-o -: a cubin or fatbin is written with its metadata OUT.json "
                              "beside it; name an output file (only --emit ptx can go to stdout)")
         _default_output(args, ".fatbin" if args.fatbin else f".{args.emit}")  # refuse early
-        # Decoded once up front so bad input reads as it does in every tilebc command.
         from tilebc.inputs import decode_bytes, read_input
-        data = read_input(args.file)
-        args.decoded, args.data = decode_bytes(data, name), data
+        data = args.data = read_input(args.file)
+        if not args.fatbin and args.emit == "cubin" and args.backend == "jit" and \
+                "," not in args.arch and _run_cached(args):
+            return 0
+        # Decoded once up front so bad input reads as it does in every tilebc command.
+        args.decoded = decode_bytes(data, name)
         if args.file == "-":
             args.file = data  # the loaders take bytes as well as paths
         if args.fatbin:
@@ -118,9 +121,11 @@ def _write(path: str, data, binary: bool = True) -> None:
 
 
 def _run_ptx(args) -> int:
-    from .compiler import compile
     if args.backend != "jit":
         raise UsageError("--emit ptx needs the JIT backend (tileiras does not expose its PTX)")
+    from . import launch
+    launch.prime_from_memo(launch.default_cache())  # nvJitLink's version without loading it
+    from .compiler import compile
     result = compile(args.file, args.entry, args.arch, "ptx", threads=args.threads,
                      verbose=args.verbose)
     output = _default_output(args, ".ptx")
@@ -129,6 +134,37 @@ def _run_ptx(args) -> int:
     if output != "-":
         print(output)
     return 0
+
+
+def _run_cached(args) -> bool:
+    """Write the cubin of a one-entry JIT compile straight from the cubin cache, if it is there,
+    without decoding the bytes or loading the lowering or nvJitLink (the key hashes the bytes,
+    so a hit is bytes that decoded, verified and compiled before). False: compile as usual."""
+    from tilebc.binary.container import entry_hint
+    entry = args.entry
+    if entry is None:
+        hint = entry_hint(args.data)
+        if hint is None or hint[0] != 1:
+            return False  # several entries go into one cubin without the cache
+        entry = hint[1]
+    output = _default_output(args, ".cubin")
+    from . import launch
+    found = launch.cached_entry(launch.JitBackend(), launch.default_cache(), args.data, entry,
+                                args.arch, _options(args))
+    if found is None:
+        return False
+    _write_entry(args, output, entry, found)
+    return True
+
+
+def _write_entry(args, output: str, entry: str, found) -> None:
+    _write(output, found.cubin)
+    if args.verbose:
+        print(f"{entry}: {found.threads} threads/CTA, {found.static_shared_bytes} B shared; "
+              f"cache key {found.key}")
+    _write(f"{output}.json", json.dumps(dict(found.metadata), sort_keys=True, indent=1) + "\n",
+           binary=False)
+    print(output)
 
 
 def _run_cubin(args) -> int:
@@ -151,11 +187,8 @@ def _run_cubin(args) -> int:
         else:
             loaded = launch.load(args.file, backend=args.backend, options=options)
             entry = loaded[names[0]].compile(args.arch)
-        _write(output, entry.cubin)
-        metadata = dict(entry.metadata)
-        if args.verbose:
-            print(f"{names[0]}: {entry.threads} threads/CTA, {entry.static_shared_bytes} B "
-                  f"shared; cache key {entry.key}")
+        _write_entry(args, output, names[0], entry)
+        return 0
     else:
         # Several entries in one cubin: compiled directly (the cache holds one entry per key).
         from .aot import compile_cubin

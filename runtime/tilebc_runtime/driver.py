@@ -6,7 +6,7 @@ and then forked refuses to use it in the child (a CUDA context does not survive 
 from __future__ import annotations
 
 import os
-import threading
+import _thread
 from typing import Any, Callable, List, Optional, Tuple
 
 from .launch_errors import LaunchError
@@ -51,7 +51,7 @@ def _failed(message: str) -> DriverError:
     return DriverError(message)
 
 
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()  # threading.Lock itself; importing threading costs start-up
 _initialised_pid: Optional[int] = None
 _devices: dict = {}
 

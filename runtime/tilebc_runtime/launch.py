@@ -16,13 +16,8 @@ wrap it as `StridedMemoryView.from_buffer(buffer, shape, dtype=...)`.
 """
 from __future__ import annotations
 
-import hashlib
 import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -33,6 +28,7 @@ from tilebc.errors import TilebcError
 from . import driver
 from .launch_errors import ArgumentError, LaunchError
 from .cache import CacheEntry, CubinCache, KeyFields
+from .cache_entry import sha256
 
 _default_cache: Optional[CubinCache] = None
 
@@ -82,6 +78,8 @@ class TileirasBackend:
             else:
                 raise LaunchError(f"backend 'tileiras': unknown or invalid option {name}={value!r} "
                                   f"(known: opt_level 0-3, {', '.join(self._FLAGS)} as bools)")
+        import subprocess
+        import tempfile
         with tempfile.TemporaryDirectory(prefix="tilebc-tileiras-") as folder:
             source, output = Path(folder, "input.tilebc"), Path(folder, "output.cubin")
             source.write_bytes(bytecode)
@@ -103,18 +101,21 @@ class JitBackend:
 
     def identity(self) -> str:
         from . import __version__
-        return f"tilebc-jit/{__version__}+{lowering_sources_hash()[:16]}"
+        return f"tilebc-jit/{__version__}+{(_MEMO.get('sources') or lowering_sources_hash())[:16]}"
 
     def ptx_isa(self, arch: str) -> str:
-        from . import ptx_isa_for
-        return ptx_isa_for(arch)
+        from .targets import choose_ptx_version, parse_arch
+        major, minor = choose_ptx_version(parse_arch(arch), _linker_version())
+        return f"{major}.{minor}"
 
     def nvjitlink(self) -> str:
-        from .targets import installed_nvjitlink
         try:
-            return "%d.%d" % installed_nvjitlink()
+            return "%d.%d" % _linker_version()
         except Exception as error:  # the JIT itself reports a missing nvJitLink when it compiles
             return f"unavailable ({type(error).__name__})"
+
+    def prime(self, cache: CubinCache) -> None:
+        prime_from_memo(cache)
 
     def toolchain_record(self) -> Dict[str, Any]:
         # Every arch the JIT targets, so a host without Python can rebuild key field 7.
@@ -165,14 +166,23 @@ def codegen_source_files() -> List[Tuple[str, Path]]:
     """(name, path) of every source file in the JIT's identity hash, in hashing order: the
     tilebc files in TILEBC_CODEGEN_SOURCES, then tilebc_runtime's files outside _NOT_LOWERING."""
     files = []
-    for package, keep in ((Path(tilebc.__file__).resolve().parent,
+    for package, keep in ((os.path.dirname(os.path.realpath(tilebc.__file__)),
                            lambda name: _listed(name, TILEBC_CODEGEN_SOURCES)),
-                          (Path(__file__).resolve().parent,
+                          (os.path.dirname(os.path.realpath(__file__)),
                            lambda name: not _listed(name, _NOT_LOWERING))):
-        for path in sorted(package.rglob("*.py")):
-            relative = path.relative_to(package).as_posix()
+        found = []
+        # os.walk rather than Path.rglob: a quarter of the time, and this runs in every process
+        for folder, subfolders, names in os.walk(package):
+            subfolders[:] = [name for name in subfolders if name != "__pycache__"]
+            relative = os.path.relpath(folder, package).replace(os.sep, "/")
+            prefix = "" if relative == "." else relative + "/"
+            found += [(prefix + name, os.path.join(folder, name)) for name in names
+                      if name.endswith(".py")]
+        label = os.path.basename(package)
+        # rglob's order: by path parts, so `a/b.py` sorts before `a_b.py`
+        for relative, path in sorted(found, key=lambda item: item[0].split("/")):
             if keep(relative):
-                files.append((f"{package.name}/{relative}", path))
+                files.append((f"{label}/{relative}", Path(path)))
     return files
 
 
@@ -180,10 +190,69 @@ def codegen_source_files() -> List[Tuple[str, Path]]:
 def lowering_sources_hash() -> str:
     """sha256 over tilebc's version and the source of everything that shapes the JIT's output
     (codegen_source_files: name and bytes of each), computed once per process."""
-    digest = hashlib.sha256(f"tilebc {tilebc.__version__}\0".encode())
+    digest = sha256(f"tilebc {tilebc.__version__}\0".encode())
     for name, path in codegen_source_files():
         digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+# Facts of the JIT's cache key that prime_from_memo() took from the cache's memo instead of
+# computing them: "sources" (lowering_sources_hash); nvJitLink's version is targets'.
+_MEMO: Dict[str, Any] = {}
+
+
+def _linker_version() -> Tuple[int, int]:
+    from .targets import known_nvjitlink
+    return known_nvjitlink()
+
+
+def _sources_fingerprint(files: List[Tuple[str, Path]]) -> str:
+    """A digest of the name, inode, size and modification time of each hashed source file: while
+    it holds, so does the lowering hash (~15 ms to recompute: it reads ~1 MB of source)."""
+    parts = [f"tilebc {tilebc.__version__}"]
+    for name, path in files:
+        info = path.stat()
+        parts.append(f"{name} {info.st_ino} {info.st_size} {info.st_mtime_ns}")
+    return sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def prime_from_memo(cache: CubinCache) -> None:
+    """Once per process, before the first key: take the lowering hash and nvJitLink's version from
+    `cache`'s memo where their fingerprints still hold, so that a `tilebc compile` served from
+    the cache neither reads the sources nor loads nvJitLink (cuda.pathfinder and the library:
+    ~100 ms of a new process); otherwise compute them and record them for the next process."""
+    from . import targets
+    if "primed" in _MEMO or not cache.disk_enabled:
+        return
+    _MEMO["primed"] = True
+    # Named per checkout and per environment: several sharing one cache keep a record each.
+    if not lowering_sources_hash.cache_info().currsize:
+        files = codegen_source_files()
+        name = f"lowering_hash {files[0][1].parent} {Path(__file__).parent}"
+        fingerprint = _sources_fingerprint(files)
+        stored, value = cache.memo(name)
+        if stored == fingerprint and isinstance(value, str) and len(value) == 64:
+            _MEMO["sources"] = value
+        else:
+            cache.remember(name, fingerprint, lowering_sources_hash())
+    if not targets.installed_nvjitlink.cache_info().currsize:
+        name = f"nvjitlink {sys.prefix}"
+        stored, value = cache.memo(name)
+        try:
+            if stored is not None and stored == targets.nvjitlink_fingerprint(value["path"]):
+                major, minor = value["version"]
+                targets.recalled_nvjitlink = (int(major), int(minor))
+                return
+        except Exception:
+            pass  # a damaged record: load the library and record it again
+        try:
+            version = targets.installed_nvjitlink()
+        except Exception:
+            return  # reported when the JIT compiles
+        path = targets.loaded_nvjitlink_path()
+        fingerprint = targets.nvjitlink_fingerprint(path)
+        if fingerprint is not None:
+            cache.remember(name, fingerprint, {"path": path, "version": list(version)})
 
 
 def tool_path(name: str) -> Optional[str]:
@@ -195,11 +264,14 @@ def tool_path(name: str) -> Optional[str]:
         candidate = Path(entry or ".") / "nvidia" / "cu13" / "bin" / name
         if candidate.is_file():
             return str(candidate)
+    import shutil
     return shutil.which(name)
 
 
 @lru_cache(maxsize=None)
 def _tileiras_version(path: str) -> str:
+    import re
+    import subprocess
     done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
     match = re.search(r"V(\d+\.\d+\.\d+)", done.stdout)
     if done.returncode != 0 or match is None:
@@ -298,6 +370,8 @@ def compile_entry(backend, cache: CubinCache, bytecode: bytes, name: str, entry:
 
     Needs no decoded module: the JIT decodes and verifies the bytes itself on a miss, and a hit
     is bytes that verified before under the same toolchain identity (the key hashes both)."""
+    if hasattr(backend, "prime"):
+        backend.prime(cache)
     cache.record_toolchain(backend.name, backend.toolchain_record())
     try:
         found = cache.get_or_compile(key_fields(backend, bytecode, entry, arch, options),
@@ -310,6 +384,17 @@ def compile_entry(backend, cache: CubinCache, bytecode: bytes, name: str, entry:
     if not found.threads:
         raise LaunchError(f"{entry}: the compiled cubin does not state its block size")
     return found
+
+
+def cached_entry(backend, cache: CubinCache, bytecode: bytes, entry: str, arch: str,
+                 options: Mapping[str, Any]) -> Optional[CacheEntry]:
+    """compile_entry's result when the cache already holds it, else None (nothing compiled). A
+    hit needs neither the decoder nor the lowering: the key hashes the bytes and the toolchain."""
+    if hasattr(backend, "prime"):
+        backend.prime(cache)
+    cache.record_toolchain(backend.name, backend.toolchain_record())
+    found = cache.lookup(key_fields(backend, bytecode, entry, arch, options).key())
+    return found if found is not None and found.threads else None
 
 
 def _check_same_module(module, bytecode: bytes, name: str) -> None:

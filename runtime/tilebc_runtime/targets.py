@@ -107,6 +107,46 @@ def choose_ptx_version(arch: int, nvjitlink: Tuple[int, int],
     return need
 
 
+_library_path: Optional[str] = None  # the libnvJitLink that cuda-pathfinder loaded, if it says
+# Variables that decide which libnvJitLink cuda-pathfinder finds.
+_SEARCH_ENVIRONMENT = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX",
+                       "PYTHONUSERBASE")
+
+
+def nvjitlink_fingerprint(path: Optional[str]) -> Optional[str]:
+    """A digest of what decides which libnvJitLink cuda-pathfinder loads in a new process: the
+    library file at `path` (inode, size, mtime), the interpreter, the search variables, the
+    site-packages folders it scans (installing or removing a wheel adds or drops a dist-info
+    there, which changes the folder's mtime; nvidia/ itself is not stable: tools write beside
+    their files) and the dynamic linker's cache. While it holds, a version recorded with it holds
+    without loading the library (cuda.pathfinder and the library: ~100 ms). None without a path."""
+    import os
+    import site
+    import sys
+    if not path:
+        return None
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    parts = [sys.version, sys.prefix, path]
+    searched = _SEARCH_ENVIRONMENT + (("PATH",) if os.name == "nt" else ())  # Windows' DLL search
+    parts += [f"{name}={os.environ.get(name)}" for name in searched]
+    for item in [path, "/etc/ld.so.cache"] + folders:
+        try:
+            info = os.stat(item)
+        except OSError:
+            parts.append(f"{item}: -")
+            continue
+        parts.append(f"{item}: {info.st_ino} {info.st_size} {info.st_mtime_ns}")
+    from .cache_entry import sha256
+    return sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def loaded_nvjitlink_path() -> Optional[str]:
+    """The path of the libnvJitLink loaded by nvjitlink_module(), when cuda-pathfinder told it."""
+    return _library_path
+
+
 @lru_cache(maxsize=None)  # locating and loading the library is done once per process
 def nvjitlink_module():
     """The cuda-python nvJitLink binding with its shared library located by cuda-pathfinder."""
@@ -115,9 +155,10 @@ def nvjitlink_module():
     except ImportError as exc:
         raise TilebcError("nvJitLink bindings not found: pip install cuda-bindings "
                           "nvidia-nvjitlink") from exc
+    global _library_path
     try:
         from cuda import pathfinder
-        pathfinder.load_nvidia_dynamic_lib("nvJitLink")
+        _library_path = pathfinder.load_nvidia_dynamic_lib("nvJitLink").abs_path
     except ImportError:
         pass  # older cuda-bindings find the library themselves
     except Exception as exc:  # pathfinder's DynamicLibNotFoundError and friends
@@ -131,9 +172,19 @@ def installed_nvjitlink() -> Tuple[int, int]:
     return tuple(nvjitlink_module().version())
 
 
+# nvJitLink's (major, minor) as launch.prime_from_memo recalled it from the cubin cache's memo
+# (its fingerprint still holding), so that PTX and cache keys need not load the library.
+recalled_nvjitlink: Optional[Tuple[int, int]] = None
+
+
+def known_nvjitlink() -> Tuple[int, int]:
+    """The recalled version, else the loaded library's (installed_nvjitlink)."""
+    return recalled_nvjitlink or installed_nvjitlink()
+
+
 def nvjitlink_version() -> Tuple[int, int]:
     try:
-        version = installed_nvjitlink()
+        version = known_nvjitlink()
     except TilebcError:
         raise
     except Exception as exc:

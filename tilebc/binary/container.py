@@ -303,3 +303,36 @@ class BlobTable:
                                   f"max_overlap_bytes={self.max_overlap}", file=self.file,
                                   offset=self.base)
         return self.base + start, self.data[start:stop]
+
+
+def entry_hint(data: bytes) -> Optional[Tuple[int, Optional[str]]]:
+    """(number of entry functions, the name of the only one or None) read from the framing and the
+    string table alone, or None when anything is unusual or out of range. Not a validation: a
+    cubin-cache lookup by the runtime's `tilebc compile` uses it to skip the decoder (the cache key
+    hashes the bytes, so a hit is bytes that decoded and verified before); a miss decodes fully."""
+    if len(data) < 12 or data[:8] != MAGIC:
+        return None
+    sections, start = {}, 12
+    while True:
+        found = plain_section(data, start) if start < len(data) else None
+        if found is None:
+            return None
+        section_id, payload, start = found[0], found[4], found[5]
+        if section_id == SectionId.END:
+            break
+        sections[section_id] = payload  # a duplicate: the last one counts, as for the reader
+    strings, functions = sections.get(SectionId.STRING), sections.get(SectionId.FUNC)
+    if strings is None or functions is None:
+        return None
+    count, pos = _uleb(functions, 0)
+    if count != 1:
+        return None if count < 0 else (count, None)
+    index, _ = _uleb(functions, pos)
+    table = plain_table(strings, 4, 4)
+    if index < 0 or table is None or index >= table[0]:
+        return None
+    offsets = [int.from_bytes(table[1][i:i + 4], "little") for i in (4 * index, 4 * index + 4)]
+    stop = offsets[1] if index + 1 < table[0] else len(table[2])
+    if not offsets[0] <= stop <= len(table[2]):
+        return None
+    return 1, table[2][offsets[0]:stop].decode("utf-8", "surrogateescape")

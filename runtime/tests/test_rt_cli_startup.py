@@ -20,7 +20,7 @@ SINGLE = ROOT / "fixtures" / "bytecode" / "atomics_raw" / "atomics_raw-13.5.tile
 HEAVY = ("tilebc.verify", "tilebc_runtime.compiler", "tilebc_runtime.lowering", "numpy",
          "filelock", "tilebc_runtime.args", "tilebc.binary.reader", "tilebc.ir", "tilebc.ops",
          "tilebc.interp", "tilebc.text", "cuda", "importlib.metadata", "logging", "dataclasses",
-         "subprocess", "hashlib")
+         "subprocess")
 
 
 def heavy_in(modules):

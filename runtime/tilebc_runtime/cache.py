@@ -7,6 +7,7 @@ is pickled, so a cache directory shared between Python versions or hosts is safe
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import stat
@@ -20,7 +21,7 @@ from tilebc.record import Record
 
 from . import cache_remote
 from .cache_entry import (MAX_JSON_BYTES, SCHEMA, CacheEntry, LazyLogger, check_metadata,
-                          parse_json, sha256)
+                          parse_json)
 
 log = LazyLogger("tilebc_runtime.cache")
 
@@ -68,7 +69,7 @@ class KeyFields(Record):
                 + [value.encode("utf-8") for value in tail])
 
     def key(self) -> str:
-        digest = sha256()
+        digest = hashlib.sha256()
         for value in self.encoded_fields():
             digest.update(struct.pack("<Q", len(value)))
             digest.update(value)
@@ -77,7 +78,7 @@ class KeyFields(Record):
     def describe(self) -> Dict[str, Any]:
         """The fields in clear, except the bytecode, which is recorded by its sha256."""
         return {"toolchain": self.toolchain,
-                "bytecode_sha256": sha256(self.bytecode).hexdigest(),
+                "bytecode_sha256": hashlib.sha256(self.bytecode).hexdigest(),
                 "entry": self.entry, "arch": self.arch, "ptx_isa": self.ptx_isa,
                 "nvjitlink": self.nvjitlink, "options": canonical_options(self.options)}
 
@@ -316,7 +317,7 @@ class CubinCache:
         if problem is None:
             if len(cubin) != metadata["cubin_size"]:
                 problem = f"cubin truncated ({len(cubin)} of {metadata['cubin_size']} bytes)"
-            elif sha256(cubin).hexdigest() != metadata["cubin_sha256"]:
+            elif hashlib.sha256(cubin).hexdigest() != metadata["cubin_sha256"]:
                 problem = "cubin sha256 does not match its metadata"
         if problem is not None:
             log.warning("tilebc cache: entry %s is corrupt (%s); recompiling", key, problem)
@@ -379,7 +380,7 @@ class CubinCache:
         metadata = dict(extra or {})
         metadata.update({
             "schema": SCHEMA, "key": key, "fields": fields.describe(),
-            "cubin_sha256": sha256(cubin).hexdigest(), "cubin_size": len(cubin),
+            "cubin_sha256": hashlib.sha256(cubin).hexdigest(), "cubin_size": len(cubin),
             "threads_per_cta": metadata.get("threads_per_cta"),
             "dynamic_shared_bytes": metadata.get("dynamic_shared_bytes") or 0,
             "static_shared_bytes": metadata.get("static_shared_bytes") or 0,

@@ -8,15 +8,6 @@ from typing import Any, Dict, Optional, Tuple
 from tilebc.record import Record
 
 
-try:  # CPython's own SHA-256: hashlib loads OpenSSL first (~10 ms of a new process)
-    from _sha256 import sha256  # noqa: F401 (3.11)
-except ImportError:
-    try:
-        from _sha2 import sha256  # noqa: F401 (3.12+)
-    except ImportError:  # a build without the built-in hashes
-        from hashlib import sha256  # noqa: F401
-
-
 class LazyLogger:
     """logging.getLogger(name), with logging imported at the first message: a cache hit logs
     nothing, and importing logging is ~5% of a new `tilebc compile` process."""

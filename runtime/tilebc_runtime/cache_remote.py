@@ -12,12 +12,13 @@ costs at most one timeout per `retry_after`. Only Redis is implemented (the `red
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
-from .cache_entry import CacheEntry, LazyLogger, check_metadata, sha256
+from .cache_entry import CacheEntry, LazyLogger, check_metadata
 
 log = LazyLogger("tilebc_runtime.cache")
 
@@ -214,7 +215,7 @@ def verify(key: str, cubin: bytes, metadata: bytes) -> Tuple[Optional[str], Opti
         return problem, None
     if len(cubin) != parsed["cubin_size"]:
         return f"cubin truncated ({len(cubin)} of {parsed['cubin_size']} bytes)", None
-    if sha256(cubin).hexdigest() != parsed["cubin_sha256"]:
+    if hashlib.sha256(cubin).hexdigest() != parsed["cubin_sha256"]:
         return "cubin sha256 does not match its metadata", None
     return None, parsed
 

@@ -120,6 +120,7 @@ def nvjitlink_fingerprint(path: Optional[str]) -> Optional[str]:
     there, which changes the folder's mtime; nvidia/ itself is not stable: tools write beside
     their files) and the dynamic linker's cache. While it holds, a version recorded with it holds
     without loading the library (cuda.pathfinder and the library: ~100 ms). None without a path."""
+    import hashlib
     import os
     import site
     import sys
@@ -138,8 +139,7 @@ def nvjitlink_fingerprint(path: Optional[str]) -> Optional[str]:
             parts.append(f"{item}: -")
             continue
         parts.append(f"{item}: {info.st_ino} {info.st_size} {info.st_mtime_ns}")
-    from .cache_entry import sha256
-    return sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def loaded_nvjitlink_path() -> Optional[str]:

@@ -244,31 +244,6 @@ def test_eight_processes_compile_each_key_once(tmp_path):
         assert hashlib.sha256(entry.cubin).hexdigest() == digest
 
 
-@pytest.mark.skipif(os.name != "posix", reason="the flock lock is the POSIX one")
-def test_cache_lock_and_filelock_exclude_each_other(tmp_path):
-    """The cache's own lock (no filelock import) is the flock filelock takes: a lock held by one
-    is refused to the other, with LockTimeout (an OSError) after the timeout; after release,
-    it is free again, and a lock file removed while waited on is not a lock."""
-    import filelock
-    path = tmp_path / "k.lock"
-    ours = cache_mod.file_lock(path, 0.2)
-    with filelock.FileLock(str(path), timeout=0):
-        started = time.monotonic()
-        with pytest.raises(cache_mod.LockTimeout) as refused:
-            ours.acquire()
-        assert isinstance(refused.value, OSError) and time.monotonic() - started >= 0.2
-    ours.acquire()
-    with pytest.raises(filelock.Timeout):
-        filelock.FileLock(str(path), timeout=0).acquire()
-    with pytest.raises(OSError):
-        cache_mod.file_lock(path, 0).acquire()
-    ours.release()
-    with cache_mod.file_lock(path, 0):
-        pass
-    with cache_mod.file_lock(tmp_path / "new.lock", 0):  # created owner-only
-        assert (os.stat(tmp_path / "new.lock").st_mode & 0o777) == 0o600
-
-
 # -- eviction ------------------------------------------------------------------------------------
 
 def test_lru_eviction_keeps_recently_used_entries(tmp_path):

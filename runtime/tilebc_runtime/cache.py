@@ -242,10 +242,11 @@ class CubinCache:
         shard = self.directory / key[:2]
         return shard / f"{key}.cubin", shard / f"{key}.json"
 
-    def _lock(self, key: str):
+    def _lock(self, key: str) -> "filelock.FileLock":
+        import filelock  # slow to import (asyncio): only misses and housekeeping lock
         shard = self.directory / key[:2]
         shard.mkdir(mode=0o700, exist_ok=True)
-        return file_lock(shard / f"{key}.lock", self.lock_timeout)
+        return filelock.FileLock(str(shard / f"{key}.lock"), timeout=self.lock_timeout, mode=0o600)
 
     # -- lookup --------------------------------------------------------------------------------
     def lookup(self, key: str) -> Optional[CacheEntry]:
@@ -354,10 +355,11 @@ class CubinCache:
             return entry
         if self.root is None:
             return self._compile(fields, key, compile_fn)
+        import filelock
         try:
             lock = self._lock(key)
             lock.acquire()
-        except OSError as error:  # LockTimeout included
+        except (OSError, filelock.Timeout) as error:
             log.warning("tilebc cache: cannot lock entry %s (%s); compiling without the cache",
                         key, error)
             return self._compile(fields, key, compile_fn, publish=False)
@@ -472,10 +474,11 @@ class CubinCache:
             log.warning("tilebc cache: eviction failed (%s)", error)
 
     def _remove_unless_locked(self, key: str) -> bool:
+        import filelock
         try:
             lock = self._lock(key)
             lock.acquire(timeout=0)
-        except OSError:  # LockTimeout included
+        except (OSError, filelock.Timeout):
             return False
         try:
             self._discard(key)
@@ -567,8 +570,9 @@ class CubinCache:
         if problem is None and current["backends"].get(backend) == info:
             self._recorded[backend] = dict(info)
             return
+        import filelock
         try:
-            with file_lock(self.directory / "toolchain.lock", 30):
+            with filelock.FileLock(str(self.directory / "toolchain.lock"), timeout=30, mode=0o600):
                 current, problem = self._read_toolchain()
                 if problem is not None:
                     if problem != "missing":
@@ -618,71 +622,6 @@ class CubinCache:
                 for record in backends.values()):
             return None, "'backends' is not an object of records with an 'identity' string"
         return document, None
-
-
-class LockTimeout(TimeoutError):
-    """A cache lock not acquired within its timeout (filelock.Timeout's counterpart)."""
-
-
-class _FlockLock:
-    """An exclusive flock(2) on a lock file: the lock filelock's UnixFileLock takes (the two
-    exclude each other), without importing filelock (asyncio: ~10% of a cold `tilebc compile`).
-    Not reentrant; one instance per acquisition, as the cache uses it."""
-
-    def __init__(self, path: Path, timeout: float):
-        self.path, self.timeout, self._fd = str(path), timeout, None
-
-    def acquire(self, timeout: Optional[float] = None) -> None:
-        import fcntl
-        timeout = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + timeout
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                if 0 <= timeout and time.monotonic() >= deadline:
-                    raise LockTimeout(errno.ETIMEDOUT, "lock not acquired in time", self.path) \
-                        from None
-                time.sleep(0.05)
-                continue
-            except BaseException:
-                os.close(fd)
-                raise
-            if os.fstat(fd).st_nlink:  # not unlinked (`clear`) between open and flock
-                self._fd = fd
-                return
-            os.close(fd)
-
-    def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)  # closing the last descriptor drops the flock
-
-    def __enter__(self):
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
-def file_lock(path: Path, timeout: float):
-    """An exclusive inter-process lock on `path` (created 0600): acquire(timeout=None) raises
-    an OSError (LockTimeout when the time runs out), release(), or use it as a context manager."""
-    if os.name == "posix":
-        return _FlockLock(path, timeout)
-    import filelock
-
-    class _Lock(filelock.FileLock):
-        def acquire(self, timeout=None, **options):
-            try:
-                return super().acquire(timeout, **options)
-            except filelock.Timeout:
-                raise LockTimeout(errno.ETIMEDOUT, "lock not acquired in time", str(path)) \
-                    from None
-    return _Lock(str(path), timeout=timeout, mode=0o600)
 
 
 def _read_owned(path: Path, limit: int = -1) -> bytes:

@@ -1,6 +1,7 @@
 """How every command writes its output (tilebc/outputs.py), as llvm-dis and wasm-tools users expect:
 special files and symlinks written through, the umask honoured, regular files replaced atomically
-(nothing lost when writing fails), and one error line naming the file. Run as subprocesses."""
+(nothing lost when writing fails), and one error line naming the file. Run as subprocesses, except
+the refusals of bad arguments, which write nothing and run in this process (run_cli)."""
 import errno
 import os
 import signal
@@ -13,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import FIXTURE_DIR, ROOT
+from conftest import FIXTURE_DIR, ROOT, run_cli
 
 GOOD = FIXTURE_DIR / "elementwise_f32" / "elementwise_f32-13.5.tilebc"
 TEXT = GOOD.with_suffix(".dis")
@@ -26,6 +27,12 @@ def tilebc_cli(*args, cwd=None, umask=None, stdout=subprocess.PIPE, stdin=b""):
     return subprocess.run([sys.executable, "-m", "tilebc.cli", *map(str, args)], input=stdin,
                           stdout=stdout, stderr=subprocess.PIPE, cwd=cwd or ROOT, env=ENV,
                           timeout=120, preexec_fn=preexec)
+
+
+def tilebc_here(*args, cwd=None):
+    """`tilebc ARGS` in this process (no Python start-up per call), with the subprocesses' cache
+    setting."""
+    return run_cli(*args, cwd=cwd, env={"TILEBC_CACHE_DIR": "off"})
 
 
 def one_error_line(result) -> str:
@@ -214,7 +221,7 @@ def test_compile_dash_o_dash_writes_ptx_to_stdout(tmp_path):
 
 @pytest.mark.parametrize("extra", [[], ["--emit", "cubin"], ["--fatbin", "--arch", "sm_80,sm_90"]])
 def test_compile_dash_o_dash_refuses_several_files(tmp_path, extra):
-    result = tilebc_cli("compile", GOOD, *extra, "-o", "-", cwd=tmp_path)
+    result = tilebc_here("compile", GOOD, *extra, "-o", "-", cwd=tmp_path)
     assert result.returncode == 2
     assert "name an output file" in one_error_line(result)
     assert os.listdir(tmp_path) == []
@@ -239,7 +246,7 @@ def test_a_default_output_never_overwrites_the_input(tmp_path, argv, name):
     source = tmp_path / name
     content = TEXT.read_bytes() if argv == ["asm"] else GOOD.read_bytes()
     source.write_bytes(content)
-    result = tilebc_cli(argv[0], source, *argv[1:])
+    result = tilebc_here(argv[0], source, *argv[1:])
     assert result.returncode == 2
     assert one_error_line(result).endswith(f"the default output {source} is the input file; "
                                            "name the output with -o")
@@ -271,8 +278,8 @@ def _npy(tmp_path):
 def test_run_bad_npy_is_one_line_naming_the_file(tmp_path, first, expected):
     _npy(tmp_path)
     start = time.perf_counter()
-    result = tilebc_cli("run", GOOD, "--grid", "2", "--arg", first, "--arg", "good.npy",
-                        "--arg", "zeros:float32:128", cwd=tmp_path)
+    result = tilebc_here("run", GOOD, "--grid", "2", "--arg", first, "--arg", "good.npy",
+                         "--arg", "zeros:float32:128", cwd=tmp_path)
     assert time.perf_counter() - start < 30
     assert result.returncode == 1
     assert one_error_line(result) == f"tilebc run: error: {first}: {expected}" or \
@@ -285,8 +292,8 @@ def test_run_bad_npy_is_one_line_naming_the_file(tmp_path, first, expected):
     ("-1", "argument 0: address -1 for parameter 0 (tile<ptr<f32>>) is outside [0, 2**64)"),
 ])
 def test_run_scalar_for_a_pointer_is_one_line(tmp_path, value, expected):
-    result = tilebc_cli("run", GOOD, "--arg", value, "--arg", "zeros:float32:64",
-                        "--arg", "zeros:float32:64")
+    result = tilebc_here("run", GOOD, "--arg", value, "--arg", "zeros:float32:64",
+                         "--arg", "zeros:float32:64")
     assert result.returncode == 1
     assert one_error_line(result) == f"tilebc run: error: {GOOD}: {expected}"
 
@@ -337,8 +344,8 @@ def test_sigint_is_one_line_without_a_traceback():
     ("zeros:float32:-5", "negative extent"),
 ])
 def test_run_generated_arrays_are_bounded(value, expected):
-    result = tilebc_cli("run", GOOD, "--arg", value, "--arg", "zeros:float32:64",
-                        "--arg", "zeros:float32:64")
+    result = tilebc_here("run", GOOD, "--arg", value, "--arg", "zeros:float32:64",
+                         "--arg", "zeros:float32:64")
     assert result.returncode == 2
     assert one_error_line(result).startswith(f"tilebc run: error: bad array argument '{value}': "
                                              f"{expected}")

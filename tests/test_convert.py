@@ -81,6 +81,20 @@ class Table:
     def parity(self, index):
         return int(self.bits[index]) & 1
 
+    def extended(self):
+        """The values with the next value of the unbounded-exponent format at each end, and their
+        mantissa parity; made once per format (a tf32 table has 2**19 entries and the reference
+        rounds one value at a time in the wide-integer tests)."""
+        if not hasattr(self, "_extended"):
+            beyond = self.max + self.top_ulp
+            beyond_parity = int(round(beyond / self.top_ulp)) % 2
+            signed = self.fmt.signed
+            ext = np.concatenate([[-beyond] if signed else [], self.values, [beyond]])
+            parity = np.concatenate([[beyond_parity] if signed else [], self.bits & np.uint64(1),
+                                     [beyond_parity]]).astype(np.int64)
+            self._extended = ext, parity
+        return self._extended
+
 
 
 _TABLES = {}
@@ -122,11 +136,8 @@ def reference_round(values, dst, mode):
     table values. Midpoints of neighbours are exact in float64, so every comparison is exact."""
     fmt = FLOAT_FORMATS[dst]
     tab = table(dst)
-    beyond = tab.max + tab.top_ulp  # next value of the unbounded-exponent format
-    beyond_parity = int(round(beyond / tab.top_ulp)) % 2
-    ext = np.concatenate([[-beyond] if fmt.signed else [], tab.values, [beyond]])
-    parity = np.concatenate([[beyond_parity] if fmt.signed else [], tab.bits & np.uint64(1),
-                             [beyond_parity]]).astype(np.int64)
+    ext, parity = tab.extended()
+    beyond = ext[-1]  # next value of the unbounded-exponent format
     finite = np.isfinite(values)
     x = np.where(finite, values, 0.0)
     x = np.clip(x, ext[0], ext[-1])

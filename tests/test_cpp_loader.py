@@ -657,6 +657,10 @@ def test_cpp_keys_equal_python_keys_for_every_fixture(cpp_build, tmp_path):
         backend = launch.BACKENDS[name]()
         cache.record_toolchain(backend.name, backend.toolchain_record())
     files = fixture_files()
+    ordered = sorted(backends, key=lambda b: launch.BACKENDS[b].name)
+    # each file loaded once per backend; the arch only enters the key fields
+    modules = {path: [launch.load(path, backend=backend, cache=cache) for backend in ordered]
+               for path in files}
     for arch in ("sm_80", "sm_100"):
         records = run_tool(cpp_build, "keys", "--arch", arch, "--cache", str(root), *map(str, files))
         assert len(records) == len(files)
@@ -665,8 +669,7 @@ def test_cpp_keys_equal_python_keys_for_every_fixture(cpp_build, tmp_path):
             assert record["ok"], record
             assert record["backends"] == sorted(launch.BACKENDS[b].name for b in backends)
             expected: Dict[str, List[str]] = {}
-            for backend in sorted(backends, key=lambda b: launch.BACKENDS[b].name):
-                module = launch.load(path, backend=backend, cache=cache)
+            for module in modules[path]:
                 for entry in module.entries:
                     expected.setdefault(entry, []).append(module[entry].key_fields(arch).key())
                     checked += 1

@@ -13,6 +13,7 @@ Run as a script to print the per-op max-ulp table (benchmarks/results/jit-math-a
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 import numpy as np
@@ -332,6 +333,12 @@ def cost(name: str, arch: str = "sm_90") -> dict:
     """Instructions per element of `name` (f32): PTX, PTX on f64, SASS (ptxas for `arch`) and
     SASS FP64 (D* arithmetic and conversions to or from F64). The kernel's loads, stores and
     addressing are taken out by subtracting the same kernel with negf."""
+    mine, base = _counts(name, arch), _counts("negf", arch)
+    return dict(zip(("ptx", "ptx_f64", "sass", "sass_fp64"), (a - b for a, b in zip(mine, base))))
+
+
+@functools.lru_cache(maxsize=None)  # the negf baseline is shared by every op's cost
+def _counts(op: str, arch: str) -> tuple:
     import re
     import subprocess
     import tempfile
@@ -340,29 +347,26 @@ def cost(name: str, arch: str = "sm_90") -> dict:
     from tilebc.oracles import require_tool
     from tilebc_runtime.compiler import compile as jit_compile
 
-    def counts(op):
-        arity = 2 if op in BINARY else 1
-        result = jit_compile(math_kernel(op, arity), arch=arch, emit="ptx")
-        ptx = [line.strip() for line in result.ptx.splitlines()]
-        body = [line for line in ptx if line and not line.startswith(("//", ".", "{", "}", "$"))
-                and line.endswith(";") and not line.startswith("ret")]
-        ptx_f64 = sum(1 for line in body if ".f64" in line.split()[0] or "%fd" in line)
-        with tempfile.TemporaryDirectory(prefix="tilebc-f32math-") as work:
-            source, cubin = Path(work) / "k.ptx", Path(work) / "k.cubin"
-            source.write_text(result.ptx)
-            subprocess.run([require_tool("ptxas"), f"-arch={arch}", "-o", str(cubin),
-                            str(source)], check=True, capture_output=True, timeout=600)
-            dump = subprocess.run([require_tool("cuobjdump"), "-sass", str(cubin)], check=True,
-                                  capture_output=True, text=True, timeout=600).stdout
-        opcodes = [m.group(1) for m in re.finditer(
-            r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", dump)]
-        opcodes = [o for o in opcodes if not o.startswith("NOP")]
-        fp64 = sum(1 for o in opcodes if re.match(r"D(ADD|MUL|FMA|SETP|MNMX|SET)\b", o)
-                   or ".F64" in o)
-        per_thread = TILE // getattr(result, "threads_per_cta", 128)
-        return [n / per_thread for n in (len(body), ptx_f64, len(opcodes), fp64)]
-    mine, base = counts(name), counts("negf")
-    return dict(zip(("ptx", "ptx_f64", "sass", "sass_fp64"), (a - b for a, b in zip(mine, base))))
+    arity = 2 if op in BINARY else 1
+    result = jit_compile(math_kernel(op, arity), arch=arch, emit="ptx")
+    ptx = [line.strip() for line in result.ptx.splitlines()]
+    body = [line for line in ptx if line and not line.startswith(("//", ".", "{", "}", "$"))
+            and line.endswith(";") and not line.startswith("ret")]
+    ptx_f64 = sum(1 for line in body if ".f64" in line.split()[0] or "%fd" in line)
+    with tempfile.TemporaryDirectory(prefix="tilebc-f32math-") as work:
+        source, cubin = Path(work) / "k.ptx", Path(work) / "k.cubin"
+        source.write_text(result.ptx)
+        subprocess.run([require_tool("ptxas"), f"-arch={arch}", "-o", str(cubin),
+                        str(source)], check=True, capture_output=True, timeout=600)
+        dump = subprocess.run([require_tool("cuobjdump"), "-sass", str(cubin)], check=True,
+                              capture_output=True, text=True, timeout=600).stdout
+    opcodes = [m.group(1) for m in re.finditer(
+        r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", dump)]
+    opcodes = [o for o in opcodes if not o.startswith("NOP")]
+    fp64 = sum(1 for o in opcodes if re.match(r"D(ADD|MUL|FMA|SETP|MNMX|SET)\b", o)
+               or ".F64" in o)
+    per_thread = TILE // getattr(result, "threads_per_cta", 128)
+    return tuple(n / per_thread for n in (len(body), ptx_f64, len(opcodes), fp64))
 
 
 if __name__ == "__main__":

@@ -277,3 +277,16 @@ def test_calibration_against_h100_timings(name):
     ratio_before = estimate(counts, before).time_us / measured
     if name != "nn_layer_norm_fwd (tileiras)":
         assert ratio_before < 0.6, ratio_before
+
+
+def test_idle_warps_hide_no_latency():
+    """A 128-thread CTA whose tile fits one warp (three warps exit at once) hides latency like a
+    one-warp CTA, not like four working warps."""
+    hw = Hardware.h100_sxm()
+    working = dict(load_rounds_per_warp=4, critical_cycles_per_warp=4000.0,
+                   instructions={"fp32": 132 * 4 * 300}, grid_ctas=132 * 64)
+    busy = estimate(_counts(**working), hw)
+    idle = estimate(_counts(**working, working_warps=1.0), hw)
+    assert idle.exposed > busy.exposed
+    assert _kernel_us(idle) > _kernel_us(busy)
+    assert estimate(_counts(**working, working_warps=4.0), hw).exposed == busy.exposed

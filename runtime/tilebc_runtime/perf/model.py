@@ -27,7 +27,8 @@ with
   `memory_latency`), which decides small grids and low occupancy. Without a profile (counts made
   by hand) a flat `cpi_dependent` per instruction plus a load latency per round of loads.
 Latency and the largest throughput bound overlap only as far as resident warps hide one behind the
-other: the smaller of the two is added in the fraction 1 - resident warps / `full_overlap_warps`.
+other: the smaller of the two is added in the fraction 1 - resident warps / `full_overlap_warps`,
+where a warp counts by its share of the busiest warp's instructions (idle warps hide nothing).
 Each launch adds `launch_overhead_us`.
 """
 from __future__ import annotations
@@ -127,6 +128,9 @@ class LaunchCounts:
     registers: int = 0
     spill_bytes: int = 0
     shared_bytes: int = 0
+    # warps of a CTA weighted by their share of the busiest warp's instructions: a warp that
+    # exits at once (a 128-thread CTA over a 32-element tile) hides no latency (None: all work)
+    working_warps: Optional[float] = None
 
     @property
     def warps(self) -> int:
@@ -295,7 +299,18 @@ def launch_counts(profile, facts=None, footprint_cap: Optional[float] = None,
         critical_cycles_per_warp_dram=critical_path_per_warp(profile, hw, hw.memory_latency),
         registers=facts.registers if facts else 0,
         spill_bytes=facts.spill_bytes if facts else 0,
-        shared_bytes=facts.shared_bytes if facts else 0)
+        shared_bytes=facts.shared_bytes if facts else 0,
+        working_warps=_working_warps(profile))
+
+
+def _working_warps(profile) -> Optional[float]:
+    """Sum over a CTA's warps of (its instructions / the busiest warp's), from the profile."""
+    per_warp = getattr(profile, "per_warp_line", None)
+    if per_warp is None or not per_warp.size:
+        return None
+    totals = per_warp.sum(axis=0).astype(float)
+    busiest = totals.max()
+    return float(totals.sum() / busiest) if busiest > 0 else None
 
 
 @dataclass
@@ -372,7 +387,8 @@ def estimate(counts: LaunchCounts, hw: Hardware = Hardware(), grid: Optional[int
     bound = max(bounds, key=lambda name: bounds[name])
     # resident warps hide latency behind throughput (and the reverse) only in part: the smaller
     # term shows in the fraction of the SM's warp slots left empty
-    resident = min(per_sm, ctas_per_sm) * counts.warps
+    working = counts.warps if counts.working_warps is None else min(counts.warps, counts.working_warps)
+    resident = min(per_sm, ctas_per_sm) * working
     exposed = max(0.0, 1.0 - resident / hw.full_overlap_warps)
     kernel = max(throughput, latency) + exposed * min(throughput, latency)
     return Estimate(kernel + hw.launch_overhead_us, bound, bounds, occ["ctas_per_sm"],

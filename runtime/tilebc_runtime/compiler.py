@@ -523,11 +523,16 @@ def compile(source, entry: Optional[str] = None, arch="sm_90", emit: str = "cubi
     if needed != ptx_version:
         ptx = set_ptx_version(ptx, needed)
         ptx_version = needed
+    link_arch = arch_number
+    if arch_number == 90 and re.search(r"^\s*wgmma\.", ptx, re.M):
+        # wgmma exists only in sm_90a code; such a cubin runs on sm_90 devices alone
+        ptx = re.sub(r"^\.target sm_90$", ".target sm_90a", ptx, count=1, flags=re.M)
+        link_arch = "90a"
     timings["lower"] = time.perf_counter() - mark
     cubin, log = None, ""
     if emit == "cubin":
         mark = time.perf_counter()
-        cubin, log = link_ptx(ptx, arch_number, origin=origin, module=module,
+        cubin, log = link_ptx(ptx, link_arch, origin=origin, module=module,
                               extra_options=("-verbose",) if verbose else ())
         timings["link"] = time.perf_counter() - mark
     log = "\n".join(notes + ([log] if log else []))

@@ -19,7 +19,9 @@ for f64, s32 for i8), all slots in one K loop where their rows and columns are a
 apart. A transposed B read only by tensor-core mmas is staged from its source (Transposed); an
 aligned view load read only by one such mma is copied into the staging by cp.async (ViewStaged).
 In a `for` whose body is such loads feeding one mma (a GEMM K loop), those copies run one or
-two iterations ahead through 2-3 rotating stages (_KPipeline).
+two iterations ahead through 2-3 rotating stages (_KPipeline). On sm_90 an f16 / bf16 mmaf with
+an f32 result that anchors.wgmma_fits takes runs as warpgroup MMA instead (_wgmma), in the same
+accumulator layout with a 1 x 4 x 1 warp grid (runtime/LAYOUTS.md).
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from tilebc.ops.enums import Signedness
 from tilebc.ops.table import by_mnemonic
 
 from . import dtypes, intdiv, softfloat
-from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind
+from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind, wgmma_fits
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
 from .common import Tile
 from .layout import UNIFORM
@@ -735,8 +737,11 @@ def _copy_async(lw, staged: ViewStaged, offset: int, stride: int, indices=None,
     kind = "cg" if width == 16 else "ca"  # .cg takes 16 bytes only
     for k, (src, ok) in zip(runs, addresses):
         mi = lw.multi_index(shape, k, layout)
-        at = w.reg("b32")
-        w(f"mad.lo.u32 {at}, {mi[-2]}, {stride}, {mi[-1]}")
+        if callable(stride):  # a wgmma operand's canonical layout (_wgmma_place)
+            at = stride(w, mi[-2], mi[-1], shape[-1])
+        else:
+            at = w.reg("b32")
+            w(f"mad.lo.u32 {at}, {mi[-2]}, {stride}, {mi[-1]}")
         if len(shape) == 3:
             w(f"mad.lo.u32 {at}, {mi[0]}, {rows * stride}, {at}")
         dst = w.reg("b32")
@@ -783,6 +788,7 @@ class _KPipeline:
         self.offsets, self.strides = offsets, strides
         self.stage_bytes, self.stages, self.iv_value = stage_bytes, stages, iv_value
         self.roles = tuple(t is not None for t in staged)
+        self.async_proxy = False  # True: a wgmma reads the stages (a proxy fence after copies)
 
     def _issue(self, ahead: int, base: str) -> None:
         """Copies of iteration iv + ahead * step into the stage at `base`, then a commit."""
@@ -832,6 +838,8 @@ class _KPipeline:
         lw = self.lw
         w = lw.w
         w(f"cp.async.wait_group {self.stages - 2}")
+        if self.async_proxy:  # wgmma reads the stage through the async proxy
+            w("fence.proxy.async.shared::cta")
         lw.barrier()
         base = w.reg("b32")
         w(f"add.u32 {base}, {lw.smem_base()}, {self.write}")
@@ -903,6 +911,9 @@ def _k_loop_pipeline(lw, op, loop):
     k_dim = lhs_type.shape[-1]
     strides = [_padded_stride(k_dim, unit), _padded_stride(n, unit)]
     rows = [m, k_dim]
+    wgmma = wgmma_fits(lw, mma)
+    if wgmma:  # _wgmma's canonical layouts, unpadded (B [K, N] MN-major)
+        strides = [_wgmma_place(m, True), _wgmma_place(n, False)]
     staged, offsets, stage_bytes = [None, None], [None, None], 0
     for role, name in enumerate(("lhs", "rhs")):
         value = lw.forward.get(mma.operands[name], mma.operands[name])
@@ -920,7 +931,8 @@ def _k_loop_pipeline(lw, op, loop):
             continue
         staged[role] = ViewStaged(load, view, vec, None)
         offsets[role] = stage_bytes
-        stage_bytes += -(-(size * layout.batches * rows[role] * strides[role]) // 16) * 16
+        row = (k_dim, n)[role] if wgmma else strides[role]
+        stage_bytes += -(-(size * layout.batches * rows[role] * row) // 16) * 16
     if not stage_bytes:
         return None
     stages = 3 if 3 * stage_bytes <= _PIPELINE_SHARED else 2
@@ -928,7 +940,9 @@ def _k_loop_pipeline(lw, op, loop):
         stages = min(stages, loop.trips)
     if stages < 2 or stages * stage_bytes > _PIPELINE_SHARED:
         return None
-    return _KPipeline(lw, loop, mma, staged, offsets, strides, stage_bytes, stages, iv_value)
+    pipe = _KPipeline(lw, loop, mma, staged, offsets, strides, stage_bytes, stages, iv_value)
+    pipe.async_proxy = wgmma
+    return pipe
 
 
 def _mma_in_registers(lw, op, layout, form):
@@ -943,6 +957,9 @@ def _mma_in_registers(lw, op, layout, form):
     if form[0] == "f64":
         _lower_transposed(lw, op)
         _mma_f64(lw, op, layout)
+        return
+    if wgmma_fits(lw, op) and layout.grid == (1, 4, 1):
+        _wgmma(lw, op, layout, form[0])
         return
     w = lw.w
     a_type, b_type, k_step = form
@@ -1087,6 +1104,129 @@ def _mma_in_registers(lw, op, layout, form):
     regs = d if result_type.element.name in ("f32", "i32") else \
         [dtypes.from_f32(w, reg, result_type.element) for reg in d]
     lw.set(op.results[0], Tile(result_type, regs, layout))
+
+
+def wgmma_descriptor(start: int, leading: int, stride: int) -> int:
+    """The constant fields of a no-swizzle wgmma shared-memory matrix descriptor (PTX ISA,
+    "Matrix Descriptor Format"): start address, leading and stride byte offsets, each >> 4 in
+    14 bits (bits 0, 16, 32); swizzle mode 0 (bits 62-63)."""
+    for value in (start, leading, stride):
+        if value % 16 or value >> 4 >= 1 << 14:
+            raise ValueError(f"descriptor field {value} is not a 16-byte multiple under 256 KiB")
+    return start >> 4 | (leading >> 4) << 16 | (stride >> 4) << 32
+
+
+def _canonical_at(w, row: str, col: str, rows: int, cols: int, k_last: bool) -> str:
+    """Element offset (u32 register) of (row, col) of a wgmma operand staged without swizzle in
+    its canonical layout (PTX ISA, "Shared Memory Matrix Layout"), 8 x 16-byte core matrices:
+    an [R, K] tile (k_last) K-major, (r, k) at byte (k >> 3) * 16R + 16r + 2(k & 7) (leading
+    offset 16R between K groups of 8, stride 128 between 8-row groups); a [K, N] tile
+    MN-major, (k, n) at (k >> 3) * 16N + (n >> 3) * 128 + 16(k & 7) + 2(n & 7) (leading 16N,
+    stride 128). Runs of up to 8 elements along the last dim stay contiguous (cp.async)."""
+    u32 = partial(_u32, w)
+    if k_last:
+        at = u32("mad.lo.u32", u32("shr.u32", col, 3), 8 * rows, u32("and.b32", col, 7))
+        return u32("mad.lo.u32", row, 8, at)
+    at = u32("mad.lo.u32", u32("shr.u32", row, 3), 8 * cols, u32("and.b32", col, 7))
+    at = u32("mad.lo.u32", u32("shr.u32", col, 3), 64, at)
+    return u32("mad.lo.u32", u32("and.b32", row, 7), 8, at)
+
+
+def _stage_canonical(lw, tile: Tile, offset: int, k_last: bool) -> None:
+    """Store a Cyclic 2-D tile to shared memory at `offset` in _canonical_at's layout."""
+    w = lw.w
+    rows, cols = tile.type.shape[-2:]
+    for k in range(lw.slots(tile.count)):
+        e = lw.elem_index(tile.count, k)
+        i = intdiv.udiv(w, e, cols, bound=tile.count - 1)
+        j = intdiv.urem(w, e, cols, quotient=i, bound=tile.count - 1)
+        at = _canonical_at(w, i, j, rows, cols, k_last)
+        lw.store("shared", lw.smem_address(offset, at, tile.element), tile.slot(k), tile.element)
+
+
+def _wgmma(lw, op, layout, a_type):
+    """f16 / bf16 mmaf with an f32 result on sm_90 (anchors.wgmma_fits) through
+    wgmma.mma_async.m64nNk16: A [M, K] staged K-major, B [K, N] MN-major (imm-trans-b) or a
+    Transposed B's [N, K] source K-major, without swizzle (_canonical_at), by st.shared or by
+    cp.async (ViewStaged, also a K-loop pipeline's stages); one wgmma per 64 rows and K step
+    from matrix descriptors, all in one commit group. The accumulators are the MmaAcc (1, 4, 1)
+    fragment, which is wgmma's (warp w: rows 16w + g, 16w + g + 8 of each 64), so a `for`
+    carries them in registers; the accumulator enters as D (scale-d 1)."""
+    w = lw.w
+    acc = lw.convert(lw.get(op.operands["acc"], any_layout=True), layout)
+    lhs, rhs = (lw.get(op.operands[n]) for n in ("lhs", "rhs"))
+    from_source = isinstance(rhs, Transposed)
+    if from_source:
+        rhs = lw.get(rhs.source)
+    pipe = lw._cache.get(("k pipeline", op))
+    ahead = pipe.roles if pipe is not None else (False, False)
+    if isinstance(rhs, ViewStaged) and (from_source or pipe is not None and not ahead[1]):
+        rhs = rhs.make()
+    if isinstance(lhs, ViewStaged) and pipe is not None and not ahead[0]:
+        lhs = lhs.make()
+    copied = [isinstance(t, ViewStaged) or a for t, a in zip((lhs, rhs), ahead)]
+    m, n = op.results[0].type.shape
+    k_dim = lhs.type.shape[-1]
+    exchange = iter(lw.reserve_smem([b for b, a in zip((2 * m * k_dim, 2 * n * k_dim), ahead)
+                                     if not a]))
+    offsets = [pipe.offsets[i] if ahead[i] else next(exchange) for i in range(2)]
+    stage = pipe.steady() if pipe is not None else None
+    for role, (tile, k_last) in enumerate(((lhs, True), (rhs, from_source))):
+        if copied[role] and not ahead[role]:
+            _copy_async(lw, tile, offsets[role], _wgmma_place(m if role == 0 else n, k_last))
+        elif not copied[role]:
+            _stage_canonical(lw, tile, offsets[role], k_last)
+    if pipe is None and any(copied):
+        w("cp.async.commit_group")
+        w("cp.async.wait_group 0")
+    if not all(ahead):
+        w("fence.proxy.async.shared::cta")  # generic-proxy writes, read by wgmma's async proxy
+        lw.barrier()
+
+    def base():
+        reg = w.reg("b64")
+        w(f"cvt.u64.u32 {reg}, {lw.smem_base()}")
+        w(f"shr.u64 {reg}, {reg}, 4")
+        return reg
+    starts = [lw._cached(("wgmma smem start",), base)] * 2
+    if stage is not None:  # this iteration's stage: its start field
+        moved = w.reg("b64")
+        w(f"cvt.u64.u32 {moved}, {_u32(w, 'add.u32', lw.smem_base(), stage)}")
+        w(f"shr.u64 {moved}, {moved}, 4")
+        starts = [moved if a else s for a, s in zip(ahead, starts)]
+    d = []
+    for k in range(layout.slots):
+        reg = w.reg("f32")
+        w(f"mov.f32 {reg}, {acc.slot(k)}")
+        d.append(reg)
+    w("wgmma.fence.sync.aligned")
+    per_half = n // 2  # f32 accumulators per thread per 64 rows
+    b_lead = 16 * n  # between B's K groups of 8, K-major [N, K] and MN-major [K, N] alike
+    for step in range(k_dim // 16):
+        b_desc = w.reg("b64")
+        w(f"add.s64 {b_desc}, {starts[1]}, "
+          f"{wgmma_descriptor(offsets[1] + step * 32 * n, b_lead, 128)}")
+        for half in range(m // 64):
+            a_desc = w.reg("b64")
+            at = offsets[0] + step * 32 * m + half * 64 * 16
+            w(f"add.s64 {a_desc}, {starts[0]}, {wgmma_descriptor(at, 16 * m, 128)}")
+            regs = ", ".join(d[half * per_half:(half + 1) * per_half])
+            w(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{a_type}.{a_type} "
+              f"{{{regs}}}, {a_desc}, {b_desc}, 1, 1, 1, 0, {int(not from_source)}")
+    w("wgmma.commit_group.sync.aligned")
+    w("wgmma.wait_group.sync.aligned 0")
+    if not all(ahead):
+        lw.barrier()  # the operands' shared memory is free for the next exchange
+    if pipe is not None:
+        pipe.advance()
+    lw.set(op.results[0], Tile(op.results[0].type, d, layout))
+
+
+def _wgmma_place(rows: int, k_last: bool):
+    """_copy_async's destination for a wgmma operand: _canonical_at (rows: its M or N)."""
+    def place(w, row, col, cols):
+        return _canonical_at(w, row, col, rows, cols, k_last)
+    return place
 
 
 def _f64_stride(row: int, want: int) -> int:

@@ -931,8 +931,11 @@ def _k_loop_pipeline(lw, op, loop):
             continue
         staged[role] = ViewStaged(load, view, vec, None)
         offsets[role] = stage_bytes
-        row = (k_dim, n)[role] if wgmma else strides[role]
-        stage_bytes += -(-(size * layout.batches * rows[role] * row) // 16) * 16
+        if wgmma:
+            staged_bytes = k_dim // 8 * (_leading(m, True) if role == 0 else _leading(n, False))
+        else:
+            staged_bytes = size * layout.batches * rows[role] * strides[role]
+        stage_bytes += -(-staged_bytes // 16) * 16
     if not stage_bytes:
         return None
     stages = 3 if 3 * stage_bytes <= _PIPELINE_SHARED else 2
@@ -1116,32 +1119,84 @@ def wgmma_descriptor(start: int, leading: int, stride: int) -> int:
     return start >> 4 | (leading >> 4) << 16 | (stride >> 4) << 32
 
 
+def _k_group(rows: int) -> int:
+    """Bytes between the K groups of 8 of a K-major wgmma operand of `rows` 16-bit rows: 16 more
+    than the group, so the 16-byte runs of one row in successive groups fall in different banks
+    (a warp staging a row stores without conflicts)."""
+    return 16 * rows + 16
+
+
+# Bytes between the 16-byte N runs of an MN-major B's core matrices (8 K rows of 16 bytes): 16
+# more than a core matrix, so the runs of one K row fall in different banks.
+_MN_RUN = 144
+
+
+def _leading(rows: int, k_last: bool) -> int:
+    """A staged wgmma operand's bytes between K groups of 8 (the descriptor's leading offset;
+    the whole operand is K / 8 of them): K-major _k_group, MN-major rows / 8 runs."""
+    return _k_group(rows) if k_last else rows // 8 * _MN_RUN
+
+
 def _canonical_at(w, row: str, col: str, rows: int, cols: int, k_last: bool) -> str:
     """Element offset (u32 register) of (row, col) of a wgmma operand staged without swizzle in
     its canonical layout (PTX ISA, "Shared Memory Matrix Layout"), 8 x 16-byte core matrices:
-    an [R, K] tile (k_last) K-major, (r, k) at byte (k >> 3) * 16R + 16r + 2(k & 7) (leading
-    offset 16R between K groups of 8, stride 128 between 8-row groups); a [K, N] tile
-    MN-major, (k, n) at (k >> 3) * 16N + (n >> 3) * 128 + 16(k & 7) + 2(n & 7) (leading 16N,
-    stride 128). Runs of up to 8 elements along the last dim stay contiguous (cp.async)."""
+    an [R, K] tile (k_last) K-major, (r, k) at byte (k >> 3) * L + 16r + 2(k & 7) (leading
+    offset L = _k_group(R) between K groups of 8, stride 128 between 8-row groups); a [K, N] tile
+    MN-major, (k, n) at (k >> 3) * L + (n >> 3) * _MN_RUN + 16(k & 7) + 2(n & 7) (leading
+    L = N / 8 * _MN_RUN, stride _MN_RUN). Runs of up to 8 elements along the last dim stay
+    contiguous (cp.async)."""
     u32 = partial(_u32, w)
     if k_last:
-        at = u32("mad.lo.u32", u32("shr.u32", col, 3), 8 * rows, u32("and.b32", col, 7))
+        at = u32("mad.lo.u32", u32("shr.u32", col, 3), _k_group(rows) // 2,
+                 u32("and.b32", col, 7))
         return u32("mad.lo.u32", row, 8, at)
-    at = u32("mad.lo.u32", u32("shr.u32", row, 3), 8 * cols, u32("and.b32", col, 7))
-    at = u32("mad.lo.u32", u32("shr.u32", col, 3), 64, at)
+    at = u32("mad.lo.u32", u32("shr.u32", row, 3), _leading(cols, False) // 2,
+             u32("and.b32", col, 7))
+    at = u32("mad.lo.u32", u32("shr.u32", col, 3), _MN_RUN // 2, at)
     return u32("mad.lo.u32", u32("and.b32", row, 7), 8, at)
 
 
+def _canonical_offset(i: int, j: int, rows: int, cols: int, k_last: bool) -> int:
+    """_canonical_at on constants."""
+    if k_last:
+        return (j >> 3) * (_k_group(rows) // 2) + i * 8 + (j & 7)
+    return (i >> 3) * (_leading(cols, False) // 2) + (j >> 3) * (_MN_RUN // 2) + (i & 7) * 8 \
+        + (j & 7)
+
+
 def _stage_canonical(lw, tile: Tile, offset: int, k_last: bool) -> None:
-    """Store a Cyclic 2-D tile to shared memory at `offset` in _canonical_at's layout."""
+    """Store a Cyclic 2-D tile to shared memory at `offset` in _canonical_at's layout. A slot
+    whose element lands the same distance from slot 0's in every thread is addressed as one
+    per-thread base plus an immediate; others compute their position."""
     w = lw.w
     rows, cols = tile.type.shape[-2:]
+    T, size = lw.T, dtypes.byte_size(tile.element)
+
+    def shift(k):
+        """The constant element distance of slot k from slot 0 in every thread, or None."""
+        if (k + 1) * T > tile.count:
+            return None
+        found = {_canonical_offset(*divmod(t + k * T, cols), rows, cols, k_last)
+                 - _canonical_offset(*divmod(t, cols), rows, cols, k_last) for t in range(T)}
+        return found.pop() if len(found) == 1 else None
+
+    def base():
+        row = intdiv.udiv(w, lw.tid(), cols)
+        col = intdiv.urem(w, lw.tid(), cols, quotient=row)
+        return _u32(w, "mad.lo.u32", _canonical_at(w, row, col, rows, cols, k_last), size,
+                    lw.smem_base())
     for k in range(lw.slots(tile.count)):
-        e = lw.elem_index(tile.count, k)
-        i = intdiv.udiv(w, e, cols, bound=tile.count - 1)
-        j = intdiv.urem(w, e, cols, quotient=i, bound=tile.count - 1)
-        at = _canonical_at(w, i, j, rows, cols, k_last)
-        lw.store("shared", lw.smem_address(offset, at, tile.element), tile.slot(k), tile.element)
+        distance = shift(k) if T <= tile.count else None
+        if distance is not None:
+            first = lw._cached(("canonical stage base", rows, cols, k_last, size), base)
+            address = f"{first}+{offset + size * distance}"
+        else:
+            e = lw.elem_index(tile.count, k)
+            i = intdiv.udiv(w, e, cols, bound=tile.count - 1)
+            j = intdiv.urem(w, e, cols, quotient=i, bound=tile.count - 1)
+            address = lw.smem_address(offset, _canonical_at(w, i, j, rows, cols, k_last),
+                                      tile.element)
+        lw.store("shared", address, tile.slot(k), tile.element)
 
 
 def _wgmma(lw, op, layout, a_type):
@@ -1167,8 +1222,8 @@ def _wgmma(lw, op, layout, a_type):
     copied = [isinstance(t, ViewStaged) or a for t, a in zip((lhs, rhs), ahead)]
     m, n = op.results[0].type.shape
     k_dim = lhs.type.shape[-1]
-    exchange = iter(lw.reserve_smem([b for b, a in zip((2 * m * k_dim, 2 * n * k_dim), ahead)
-                                     if not a]))
+    sizes = (k_dim // 8 * _leading(m, True), k_dim // 8 * _leading(n, from_source))
+    exchange = iter(lw.reserve_smem([b for b, a in zip(sizes, ahead) if not a]))
     offsets = [pipe.offsets[i] if ahead[i] else next(exchange) for i in range(2)]
     stage = pipe.steady() if pipe is not None else None
     for role, (tile, k_last) in enumerate(((lhs, True), (rhs, from_source))):
@@ -1201,15 +1256,16 @@ def _wgmma(lw, op, layout, a_type):
         d.append(reg)
     w("wgmma.fence.sync.aligned")
     per_half = n // 2  # f32 accumulators per thread per 64 rows
-    b_lead = 16 * n  # between B's K groups of 8, K-major [N, K] and MN-major [K, N] alike
+    b_lead = _leading(n, from_source)
+    b_stride = 128 if from_source else _MN_RUN
     for step in range(k_dim // 16):
         b_desc = w.reg("b64")
         w(f"add.s64 {b_desc}, {starts[1]}, "
-          f"{wgmma_descriptor(offsets[1] + step * 32 * n, b_lead, 128)}")
+          f"{wgmma_descriptor(offsets[1] + step * 2 * b_lead, b_lead, b_stride)}")
         for half in range(m // 64):
             a_desc = w.reg("b64")
-            at = offsets[0] + step * 32 * m + half * 64 * 16
-            w(f"add.s64 {a_desc}, {starts[0]}, {wgmma_descriptor(at, 16 * m, 128)}")
+            at = offsets[0] + step * 2 * _k_group(m) + half * 64 * 16
+            w(f"add.s64 {a_desc}, {starts[0]}, {wgmma_descriptor(at, _k_group(m), 128)}")
             regs = ", ".join(d[half * per_half:(half + 1) * per_half])
             w(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{a_type}.{a_type} "
               f"{{{regs}}}, {a_desc}, {b_desc}, 1, 1, 1, 0, {int(not from_source)}")

@@ -1135,3 +1135,15 @@ def test_wgmma_operands_copied_by_cp_async_into_the_canonical_layout(align):
     interpret(module, "k", grid, a, b, expected)
     sim.run(module, "k", grid, a, b, actual, arch="sm_90", threads=128)
     np.testing.assert_array_equal(actual, expected)
+
+
+def test_portable_ptx_and_the_aot_ptx_image_keep_mma_sync():
+    """sm_90a code runs on sm_90 alone, so the PTX a fatbin carries for newer GPUs stays
+    portable: mma.sync, .target sm_90."""
+    from tilebc_runtime.aot import build_fatbin
+    module = _pipelined_k_loop_kernel(128, 128, 64)
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128,
+                      portable=True).ptx
+    assert "wgmma" not in ptx and "mma.sync" in ptx and ".target sm_90\n" in ptx
+    fatbin = build_fatbin(module, "sm_80,sm_90", entry="k", options={"threads": 128})
+    assert b".target sm_90\n" in fatbin.fatbin and b".target sm_90a" not in fatbin.fatbin

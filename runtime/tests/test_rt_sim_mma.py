@@ -1097,6 +1097,8 @@ def test_wgmma_path_links_for_sm_90a():
                          emit="cubin", threads=128)
     assert "wgmma.mma_async" in result.ptx and ".target sm_90a" in result.ptx
     assert result.cubin[:4] == b"\x7fELF"
+    from tilebc_runtime.compiler import link_ptx
+    assert link_ptx(result.ptx, 90)[0][:4] == b"\x7fELF"  # callers linking for sm_90 as such
 
 
 def test_wgmma_descriptor_fields_match_the_emulator_tests():

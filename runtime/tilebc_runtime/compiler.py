@@ -457,7 +457,9 @@ def _ptx_comment(op: Op) -> str:
 def link_ptx(ptx: str, arch: Union[int, str], *, origin=None, module: Optional[Module] = None,
              extra_options: Tuple[str, ...] = ()) -> Tuple[bytes, str]:
     """PTX -> cubin with nvJitLink; returns (cubin, info log). `arch`: 90, or "90a" for
-    arch-specific PTX (wgmma)."""
+    arch-specific PTX (wgmma); 90 with PTX that targets sm_90a links it for sm_90a."""
+    if str(arch) == "90" and re.search(r"^\.target sm_90a\s*$", ptx, re.M):
+        arch = "90a"
     nvjitlink = targets.nvjitlink_module()
     options = [f"-arch=sm_{arch}", *extra_options]
     handle = nvjitlink.create(len(options), options)

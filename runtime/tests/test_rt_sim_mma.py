@@ -562,6 +562,8 @@ def test_k_loop_copies_run_stages_ahead(arch, m, n, k, stages, trips):
     copy zeros), as are M and N."""
     module = _pipelined_k_loop_kernel(m, n, k)
     ptx = jit_compile(module, entry="k", arch=arch, emit="ptx", threads=128).ptx
+    wgmma = arch == "sm_90" and m == 64
+    assert ("wgmma.mma_async" in ptx) == wgmma
     head, end = (re.search(rf"^\$L_{label}_\d+:", ptx, re.M).start()
                  for label in ("for", "endfor"))
     prologue, loop = ptx[:head], ptx[head:end]
@@ -1010,3 +1012,140 @@ def test_f32_mmaf_b_defined_before_its_loop_stays_in_registers():
         chain = _fma_chain(chain, w, chain)
     assert np.array_equal(actual.view(np.uint32), chain.view(np.uint32))
     assert np.allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------- sm_90: warpgroup MMA (wgmma)
+
+def _transposed_b_kernel(kind: str, m: int, n: int, k: int):
+    """c = a @ permute(bt) + c with bt loaded as [N, K] (B staged K-major from its source)."""
+    module = new_module("13.5")
+    element = ELEMENT_TYPES[kind]
+    params = []
+    for pointee in (element, element, f32):
+        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4
+    b = new_function(module, "k", params)
+    token = b.make_token()
+    zero = b.constant(0, "i32")
+    tiles = []
+    for group, shape in enumerate(((m, k), (n, k), (m, n))):
+        base = b.args[5 * group:5 * group + 5]
+        tiles.append(b.partition_view(b.tensor_view(base[0], base[1:3], base[3:5]), shape))
+    lhs, _ = b.load(tiles[0], [zero, zero], token=token)
+    rhs_t, _ = b.load(tiles[1], [zero, zero], token=token)
+    acc, _ = b.load(tiles[2], [zero, zero], token=token)
+    product = b.mmaf(lhs, b.permute(rhs_t, [1, 0]), acc, result_types=[TileType((m, n), f32)])
+    b.store(product, tiles[2], [zero, zero], token=token)
+    b.return_([])
+    return module
+
+
+def _quarters(dtype, shape):
+    """Multiples of 1/4 in [-2, 2]: every product and sum here is exact in f32, so any order of
+    summation gives the interpreter's bits."""
+    return (RNG.integers(-8, 9, shape) / 4).astype(dtype)
+
+
+WGMMA_CASES = [  # kind, m, n, k, B transposed from an [N, K] load
+    ("f16", 64, 64, 16, False),    # one wgmma
+    ("bf16", 128, 32, 48, False),  # two 64-row halves, three K steps
+    ("f16", 64, 256, 32, False),   # the widest N
+    ("bf16", 128, 8, 16, False),   # the narrowest N
+    ("f16", 192, 40, 32, False),   # three halves, N not a power of two
+    ("f16", 64, 48, 32, True),     # B from its [N, K] source, K-major
+    ("bf16", 128, 64, 16, True),
+]
+
+
+@pytest.mark.parametrize("kind,m,n,k,transposed", WGMMA_CASES,
+                         ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}{'-bt' if c[4] else ''}"
+                              for c in WGMMA_CASES])
+def test_sm90_mmaf_runs_on_wgmma_and_matches_the_interpreter(kind, m, n, k, transposed):
+    module = _transposed_b_kernel(kind, m, n, k) if transposed else mmaf_kernel(kind, m, n, k)
+    entry = "k" if transposed else None
+    ptx = jit_compile(module, entry=entry, arch="sm_90", emit="ptx", threads=128).ptx
+    assert ".target sm_90a" in ptx and "mma.sync" not in ptx and "ldmatrix" not in ptx
+    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind}") \
+        == (m // 64) * (k // 16)
+    assert f", 1, 1, 1, 0, {int(not transposed)};" in ptx  # imm-trans-b for a [K, N] B
+    assert "wgmma" not in jit_compile(module, entry=entry, arch="sm_80", emit="ptx",
+                                      threads=128).ptx
+    dtype = np.float16 if kind == "f16" else ml_dtypes.bfloat16
+    a = _quarters(dtype, (m, k))
+    b = _quarters(dtype, (n, k) if transposed else (k, n))
+    c = _quarters(np.float32, (m, n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, entry, (1,), a, b, expected)
+    sim.run(module, entry, (1,), a, b, actual, arch="sm_90", threads=128)
+    np.testing.assert_array_equal(actual, expected)
+    b_kn = b.T if transposed else b
+    np.testing.assert_array_equal(actual, a.astype(np.float64) @ b_kn.astype(np.float64) + c)
+
+
+@pytest.mark.parametrize("kind,m,n,k,threads,result", [
+    ("f16", 32, 32, 32, 128, "f32"),   # M under 64 (the fixtures' GEMM tiles)
+    ("f16", 64, 64, 16, 64, "f32"),    # not one warpgroup
+    ("bf16", 64, 64, 16, 128, "bf16"),  # a bf16 result
+    ("f16", 16, 16, 16, 128, "f16")])
+def test_other_sm90_mmas_keep_mma_sync(kind, m, n, k, threads, result):
+    ptx = jit_compile(mmaf_kernel(kind, m, n, k, acc_kind=result), arch="sm_90", emit="ptx",
+                      threads=threads).ptx
+    assert "mma.sync" in ptx and "wgmma" not in ptx and ".target sm_90\n" in ptx
+
+
+def test_wgmma_path_links_for_sm_90a():
+    result = jit_compile(_pipelined_k_loop_kernel(128, 128, 64), entry="k", arch="sm_90",
+                         emit="cubin", threads=128)
+    assert "wgmma.mma_async" in result.ptx and ".target sm_90a" in result.ptx
+    assert result.cubin[:4] == b"\x7fELF"
+    from tilebc_runtime.compiler import link_ptx
+    assert link_ptx(result.ptx, 90)[0][:4] == b"\x7fELF"  # callers linking for sm_90 as such
+
+
+def test_wgmma_descriptor_fields_match_the_emulator_tests():
+    from test_rt_sim_wgmma import descriptor
+    from tilebc_runtime.lowering.matmul import wgmma_descriptor
+    for start, leading, stride in ((0, 1024, 128), (8192 + 32, 16 * 256, 128), (4096, 16, 1024)):
+        assert wgmma_descriptor(start, leading, stride) == descriptor(start, leading, stride, 0)
+    for bad in ((8, 16, 128), (0, 1 << 18, 128)):
+        with pytest.raises(ValueError):
+            wgmma_descriptor(*bad)
+
+
+def test_large_tile_gemm_keeps_wgmma_accumulators_across_its_k_loop():
+    [ptx] = _case_ptx("la_gemm_large_tile", arch="sm_90")
+    lines = ptx.splitlines()
+    latch = next(i for i, line in enumerate(lines) if line.startswith("$L_latch"))
+    last = max(i for i in range(latch) if "wgmma.mma_async" in lines[i])
+    assert "mma.sync" not in ptx
+    assert not any("st.shared" in line or "ld.shared" in line for line in lines[last:latch])
+
+
+@pytest.mark.parametrize("align", [16, 4])
+def test_wgmma_operands_copied_by_cp_async_into_the_canonical_layout(align):
+    """Aligned view loads go to wgmma's staging by cp.async (16- or 4-byte runs along K for A,
+    along N for B's MN-major layout), ragged tiles zero-filled."""
+    m, n, k = 64, 64, 32
+    module = _async_operands_kernel(m, n, k, align)
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128).ptx
+    assert "wgmma.mma_async" in ptx and "cp.async" in ptx and "st.shared.b16" not in ptx
+    rows, cols = 77, 72
+    a = _quarters(np.float16, (rows, 40))[:, :k]
+    b = _quarters(np.float16, (k, 88))[:, :cols]
+    c = _quarters(np.float32, (rows, cols))
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, b, expected)
+    sim.run(module, "k", grid, a, b, actual, arch="sm_90", threads=128)
+    np.testing.assert_array_equal(actual, expected)
+
+
+def test_portable_ptx_and_the_aot_ptx_image_keep_mma_sync():
+    """sm_90a code runs on sm_90 alone, so the PTX a fatbin carries for newer GPUs stays
+    portable: mma.sync, .target sm_90."""
+    from tilebc_runtime.aot import build_fatbin
+    module = _pipelined_k_loop_kernel(128, 128, 64)
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128,
+                      portable=True).ptx
+    assert "wgmma" not in ptx and "mma.sync" in ptx and ".target sm_90\n" in ptx
+    fatbin = build_fatbin(module, "sm_80,sm_90", entry="k", options={"threads": 128})
+    assert b".target sm_90\n" in fatbin.fatbin and b".target sm_90a" not in fatbin.fatbin

@@ -200,7 +200,8 @@ def build_fatbin(source, archs, *, backend: str = "jit", entry: Optional[str] = 
     ptx_image, ptx_facts, ptx_record = None, None, None
     if ptx:
         newest = archs[-1]
-        jit_options = options if backend == "jit" else {}
+        # PTX that newer GPUs can JIT: nothing arch-specific (sm_90a wgmma)
+        jit_options = {**(options if backend == "jit" else {}), "portable": True}
         try:
             result = _jit_module(bytecode, entry, newest, jit_options, "ptx")
         except TilebcError as error:

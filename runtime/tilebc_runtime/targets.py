@@ -24,6 +24,8 @@ SUBSET_MIN_PTX = (7, 8)
 FEATURE_MIN_PTX = (
     ("cvt with .e4m3x2/.e5m2x2", re.compile(r"^\s*cvt(?:\.\w+)*\.e[45]m[23]x2\b", re.M),
      {89: (8, 1)}),
+    # PTX ISA: wgmma.mma_async, "Introduced in PTX ISA version 8.0", sm_90a only
+    ("wgmma", re.compile(r"^\s*wgmma\.", re.M), {90: (8, 0)}),
 )
 # CUDA toolkit (nvJitLink / driver) version -> newest PTX ISA it accepts.
 TOOLKIT_MAX_PTX = {(12, 0): (8, 0), (12, 1): (8, 1), (12, 2): (8, 2), (12, 3): (8, 3),

@@ -361,6 +361,30 @@ def mma_form(lw, op):
     return None
 
 
+_WGMMA_OPS = by_mnemonic({"mmaf": True}, "wgmma on sm_90")
+
+
+def wgmma_fits(lw, op) -> bool:
+    """Whether mmaf `op` runs as sm_90 warpgroup MMA (wgmma.mma_async, matmul._wgmma): f16 or
+    bf16 operands (not widened fp8) with an f32 result, one [M, N] product (M % 64 == 0, N a
+    multiple of 8 up to 256, K % 16 == 0) and one warpgroup (128 threads). Its accumulator
+    fragment is the MmaAcc layout of a 1 x 4 x 1 warp grid (warp w: rows 16w of each 64)."""
+    if lw.arch != 90 or lw.portable or lw.T != 128 or op.name not in _WGMMA_OPS \
+            or lw.chunk is not None:
+        return False
+    lhs, rhs = (op.operands[n].type for n in ("lhs", "rhs"))
+    result = op.results[0].type
+    names = {lhs.element.name, rhs.element.name}
+    if len(names) != 1 or names.pop() not in ("f16", "bf16") or result.element.name != "f32":
+        return False
+    if len(result.shape) != 2 or tensor_core_kind(lw, op) is None:
+        return False
+    m, n = result.shape
+    # at most 128 f32 accumulators a thread (registers)
+    return m % 64 == 0 and n % 8 == 0 and 8 <= n <= 256 and lhs.shape[-1] % 16 == 0 \
+        and m * n <= 128 * 128
+
+
 def mma_layout(lw, op):
     """The accumulator layout mmaf / mmai `op` produces its result in (layout.MmaAcc), or None
     when it takes another path. The warp grid minimises the mma a warp issues (all warps work
@@ -371,6 +395,9 @@ def mma_layout(lw, op):
     form = mma_form(lw, op)
     if form is None:
         return None
+    if wgmma_fits(lw, op):
+        m, n = op.results[0].type.shape
+        return MmaAcc(1, m, n, lw.T, (1, 4, 1), 16)
     height = 8 if form[0] == "f64" else 16
     shape = tuple(op.results[0].type.shape)
     batches = shape[0] if len(shape) == 3 else 1

@@ -46,6 +46,7 @@ class Lowerer:
         self.function = function
         self.T = threads
         self.arch = arch  # e.g. 90 for sm_90
+        self.portable = False  # True: no arch-specific (sm_90a) instructions
         self.w = PtxWriter()
         self.w.arch = arch
         self.w.const_table = self.const_table

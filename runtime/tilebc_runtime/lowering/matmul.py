@@ -19,7 +19,9 @@ for f64, s32 for i8), all slots in one K loop where their rows and columns are a
 apart. A transposed B read only by tensor-core mmas is staged from its source (Transposed); an
 aligned view load read only by one such mma is copied into the staging by cp.async (ViewStaged).
 In a `for` whose body is such loads feeding one mma (a GEMM K loop), those copies run one or
-two iterations ahead through 2-3 rotating stages (_KPipeline).
+two iterations ahead through 2-3 rotating stages (_KPipeline). On sm_90 an f16 / bf16 mmaf with
+an f32 result that anchors.wgmma_fits takes runs as warpgroup MMA instead (_wgmma), in the same
+accumulator layout with a 1 x 4 x 1 warp grid (runtime/LAYOUTS.md).
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from tilebc.ops.enums import Signedness
 from tilebc.ops.table import by_mnemonic
 
 from . import dtypes, intdiv, softfloat
-from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind
+from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind, wgmma_fits
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
 from .common import Tile
 from .layout import UNIFORM
@@ -735,8 +737,11 @@ def _copy_async(lw, staged: ViewStaged, offset: int, stride: int, indices=None,
     kind = "cg" if width == 16 else "ca"  # .cg takes 16 bytes only
     for k, (src, ok) in zip(runs, addresses):
         mi = lw.multi_index(shape, k, layout)
-        at = w.reg("b32")
-        w(f"mad.lo.u32 {at}, {mi[-2]}, {stride}, {mi[-1]}")
+        if callable(stride):  # a wgmma operand's canonical layout (_wgmma_place)
+            at = stride(w, mi[-2], mi[-1], shape[-1])
+        else:
+            at = w.reg("b32")
+            w(f"mad.lo.u32 {at}, {mi[-2]}, {stride}, {mi[-1]}")
         if len(shape) == 3:
             w(f"mad.lo.u32 {at}, {mi[0]}, {rows * stride}, {at}")
         dst = w.reg("b32")
@@ -783,6 +788,7 @@ class _KPipeline:
         self.offsets, self.strides = offsets, strides
         self.stage_bytes, self.stages, self.iv_value = stage_bytes, stages, iv_value
         self.roles = tuple(t is not None for t in staged)
+        self.async_proxy = False  # True: a wgmma reads the stages (a proxy fence after copies)
 
     def _issue(self, ahead: int, base: str) -> None:
         """Copies of iteration iv + ahead * step into the stage at `base`, then a commit."""
@@ -832,6 +838,8 @@ class _KPipeline:
         lw = self.lw
         w = lw.w
         w(f"cp.async.wait_group {self.stages - 2}")
+        if self.async_proxy:  # wgmma reads the stage through the async proxy
+            w("fence.proxy.async.shared::cta")
         lw.barrier()
         base = w.reg("b32")
         w(f"add.u32 {base}, {lw.smem_base()}, {self.write}")
@@ -903,6 +911,9 @@ def _k_loop_pipeline(lw, op, loop):
     k_dim = lhs_type.shape[-1]
     strides = [_padded_stride(k_dim, unit), _padded_stride(n, unit)]
     rows = [m, k_dim]
+    wgmma = wgmma_fits(lw, mma)
+    if wgmma:  # _wgmma's canonical layouts, unpadded (B [K, N] MN-major)
+        strides = [_wgmma_place(m, True), _wgmma_place(n, False)]
     staged, offsets, stage_bytes = [None, None], [None, None], 0
     for role, name in enumerate(("lhs", "rhs")):
         value = lw.forward.get(mma.operands[name], mma.operands[name])
@@ -920,7 +931,11 @@ def _k_loop_pipeline(lw, op, loop):
             continue
         staged[role] = ViewStaged(load, view, vec, None)
         offsets[role] = stage_bytes
-        stage_bytes += -(-(size * layout.batches * rows[role] * strides[role]) // 16) * 16
+        if wgmma:
+            staged_bytes = k_dim // 8 * (_leading(m, True) if role == 0 else _leading(n, False))
+        else:
+            staged_bytes = size * layout.batches * rows[role] * strides[role]
+        stage_bytes += -(-staged_bytes // 16) * 16
     if not stage_bytes:
         return None
     stages = 3 if 3 * stage_bytes <= _PIPELINE_SHARED else 2
@@ -928,7 +943,9 @@ def _k_loop_pipeline(lw, op, loop):
         stages = min(stages, loop.trips)
     if stages < 2 or stages * stage_bytes > _PIPELINE_SHARED:
         return None
-    return _KPipeline(lw, loop, mma, staged, offsets, strides, stage_bytes, stages, iv_value)
+    pipe = _KPipeline(lw, loop, mma, staged, offsets, strides, stage_bytes, stages, iv_value)
+    pipe.async_proxy = wgmma
+    return pipe
 
 
 def _mma_in_registers(lw, op, layout, form):
@@ -943,6 +960,9 @@ def _mma_in_registers(lw, op, layout, form):
     if form[0] == "f64":
         _lower_transposed(lw, op)
         _mma_f64(lw, op, layout)
+        return
+    if wgmma_fits(lw, op) and layout.grid == (1, 4, 1):
+        _wgmma(lw, op, layout, form[0])
         return
     w = lw.w
     a_type, b_type, k_step = form
@@ -1087,6 +1107,182 @@ def _mma_in_registers(lw, op, layout, form):
     regs = d if result_type.element.name in ("f32", "i32") else \
         [dtypes.from_f32(w, reg, result_type.element) for reg in d]
     lw.set(op.results[0], Tile(result_type, regs, layout))
+
+
+def wgmma_descriptor(start: int, leading: int, stride: int) -> int:
+    """The constant fields of a no-swizzle wgmma shared-memory matrix descriptor (PTX ISA,
+    "Matrix Descriptor Format"): start address, leading and stride byte offsets, each >> 4 in
+    14 bits (bits 0, 16, 32); swizzle mode 0 (bits 62-63)."""
+    for value in (start, leading, stride):
+        if value % 16 or value >> 4 >= 1 << 14:
+            raise ValueError(f"descriptor field {value} is not a 16-byte multiple under 256 KiB")
+    return start >> 4 | (leading >> 4) << 16 | (stride >> 4) << 32
+
+
+def _k_group(rows: int) -> int:
+    """Bytes between the K groups of 8 of a K-major wgmma operand of `rows` 16-bit rows: 16 more
+    than the group, so the 16-byte runs of one row in successive groups fall in different banks
+    (a warp staging a row stores without conflicts)."""
+    return 16 * rows + 16
+
+
+# Bytes between the 16-byte N runs of an MN-major B's core matrices (8 K rows of 16 bytes): 16
+# more than a core matrix, so the runs of one K row fall in different banks.
+_MN_RUN = 144
+
+
+def _leading(rows: int, k_last: bool) -> int:
+    """A staged wgmma operand's bytes between K groups of 8 (the descriptor's leading offset;
+    the whole operand is K / 8 of them): K-major _k_group, MN-major rows / 8 runs."""
+    return _k_group(rows) if k_last else rows // 8 * _MN_RUN
+
+
+def _canonical_at(w, row: str, col: str, rows: int, cols: int, k_last: bool) -> str:
+    """Element offset (u32 register) of (row, col) of a wgmma operand staged without swizzle in
+    its canonical layout (PTX ISA, "Shared Memory Matrix Layout"), 8 x 16-byte core matrices:
+    an [R, K] tile (k_last) K-major, (r, k) at byte (k >> 3) * L + 16r + 2(k & 7) (leading
+    offset L = _k_group(R) between K groups of 8, stride 128 between 8-row groups); a [K, N] tile
+    MN-major, (k, n) at (k >> 3) * L + (n >> 3) * _MN_RUN + 16(k & 7) + 2(n & 7) (leading
+    L = N / 8 * _MN_RUN, stride _MN_RUN). Runs of up to 8 elements along the last dim stay
+    contiguous (cp.async)."""
+    u32 = partial(_u32, w)
+    if k_last:
+        at = u32("mad.lo.u32", u32("shr.u32", col, 3), _k_group(rows) // 2,
+                 u32("and.b32", col, 7))
+        return u32("mad.lo.u32", row, 8, at)
+    at = u32("mad.lo.u32", u32("shr.u32", row, 3), _leading(cols, False) // 2,
+             u32("and.b32", col, 7))
+    at = u32("mad.lo.u32", u32("shr.u32", col, 3), _MN_RUN // 2, at)
+    return u32("mad.lo.u32", u32("and.b32", row, 7), 8, at)
+
+
+def _canonical_offset(i: int, j: int, rows: int, cols: int, k_last: bool) -> int:
+    """_canonical_at on constants."""
+    if k_last:
+        return (j >> 3) * (_k_group(rows) // 2) + i * 8 + (j & 7)
+    return (i >> 3) * (_leading(cols, False) // 2) + (j >> 3) * (_MN_RUN // 2) + (i & 7) * 8 \
+        + (j & 7)
+
+
+def _stage_canonical(lw, tile: Tile, offset: int, k_last: bool) -> None:
+    """Store a Cyclic 2-D tile to shared memory at `offset` in _canonical_at's layout. A slot
+    whose element lands the same distance from slot 0's in every thread is addressed as one
+    per-thread base plus an immediate; others compute their position."""
+    w = lw.w
+    rows, cols = tile.type.shape[-2:]
+    T, size = lw.T, dtypes.byte_size(tile.element)
+
+    def shift(k):
+        """The constant element distance of slot k from slot 0 in every thread, or None."""
+        if (k + 1) * T > tile.count:
+            return None
+        found = {_canonical_offset(*divmod(t + k * T, cols), rows, cols, k_last)
+                 - _canonical_offset(*divmod(t, cols), rows, cols, k_last) for t in range(T)}
+        return found.pop() if len(found) == 1 else None
+
+    def base():
+        row = intdiv.udiv(w, lw.tid(), cols)
+        col = intdiv.urem(w, lw.tid(), cols, quotient=row)
+        return _u32(w, "mad.lo.u32", _canonical_at(w, row, col, rows, cols, k_last), size,
+                    lw.smem_base())
+    for k in range(lw.slots(tile.count)):
+        distance = shift(k) if T <= tile.count else None
+        if distance is not None:
+            first = lw._cached(("canonical stage base", rows, cols, k_last, size), base)
+            address = f"{first}+{offset + size * distance}"
+        else:
+            e = lw.elem_index(tile.count, k)
+            i = intdiv.udiv(w, e, cols, bound=tile.count - 1)
+            j = intdiv.urem(w, e, cols, quotient=i, bound=tile.count - 1)
+            address = lw.smem_address(offset, _canonical_at(w, i, j, rows, cols, k_last),
+                                      tile.element)
+        lw.store("shared", address, tile.slot(k), tile.element)
+
+
+def _wgmma(lw, op, layout, a_type):
+    """f16 / bf16 mmaf with an f32 result on sm_90 (anchors.wgmma_fits) through
+    wgmma.mma_async.m64nNk16: A [M, K] staged K-major, B [K, N] MN-major (imm-trans-b) or a
+    Transposed B's [N, K] source K-major, without swizzle (_canonical_at), by st.shared or by
+    cp.async (ViewStaged, also a K-loop pipeline's stages); one wgmma per 64 rows and K step
+    from matrix descriptors, all in one commit group. The accumulators are the MmaAcc (1, 4, 1)
+    fragment, which is wgmma's (warp w: rows 16w + g, 16w + g + 8 of each 64), so a `for`
+    carries them in registers; the accumulator enters as D (scale-d 1)."""
+    w = lw.w
+    acc = lw.convert(lw.get(op.operands["acc"], any_layout=True), layout)
+    lhs, rhs = (lw.get(op.operands[n]) for n in ("lhs", "rhs"))
+    from_source = isinstance(rhs, Transposed)
+    if from_source:
+        rhs = lw.get(rhs.source)
+    pipe = lw._cache.get(("k pipeline", op))
+    ahead = pipe.roles if pipe is not None else (False, False)
+    if isinstance(rhs, ViewStaged) and (from_source or pipe is not None and not ahead[1]):
+        rhs = rhs.make()
+    if isinstance(lhs, ViewStaged) and pipe is not None and not ahead[0]:
+        lhs = lhs.make()
+    copied = [isinstance(t, ViewStaged) or a for t, a in zip((lhs, rhs), ahead)]
+    m, n = op.results[0].type.shape
+    k_dim = lhs.type.shape[-1]
+    sizes = (k_dim // 8 * _leading(m, True), k_dim // 8 * _leading(n, from_source))
+    exchange = iter(lw.reserve_smem([b for b, a in zip(sizes, ahead) if not a]))
+    offsets = [pipe.offsets[i] if ahead[i] else next(exchange) for i in range(2)]
+    stage = pipe.steady() if pipe is not None else None
+    for role, (tile, k_last) in enumerate(((lhs, True), (rhs, from_source))):
+        if copied[role] and not ahead[role]:
+            _copy_async(lw, tile, offsets[role], _wgmma_place(m if role == 0 else n, k_last))
+        elif not copied[role]:
+            _stage_canonical(lw, tile, offsets[role], k_last)
+    if pipe is None and any(copied):
+        w("cp.async.commit_group")
+        w("cp.async.wait_group 0")
+    if not all(ahead):
+        w("fence.proxy.async.shared::cta")  # generic-proxy writes, read by wgmma's async proxy
+        lw.barrier()
+
+    def base():
+        reg = w.reg("b64")
+        w(f"cvt.u64.u32 {reg}, {lw.smem_base()}")
+        w(f"shr.u64 {reg}, {reg}, 4")
+        return reg
+    starts = [lw._cached(("wgmma smem start",), base)] * 2
+    if stage is not None:  # this iteration's stage: its start field
+        moved = w.reg("b64")
+        w(f"cvt.u64.u32 {moved}, {_u32(w, 'add.u32', lw.smem_base(), stage)}")
+        w(f"shr.u64 {moved}, {moved}, 4")
+        starts = [moved if a else s for a, s in zip(ahead, starts)]
+    d = []
+    for k in range(layout.slots):
+        reg = w.reg("f32")
+        w(f"mov.f32 {reg}, {acc.slot(k)}")
+        d.append(reg)
+    w("wgmma.fence.sync.aligned")
+    per_half = n // 2  # f32 accumulators per thread per 64 rows
+    b_lead = _leading(n, from_source)
+    b_stride = 128 if from_source else _MN_RUN
+    for step in range(k_dim // 16):
+        b_desc = w.reg("b64")
+        w(f"add.s64 {b_desc}, {starts[1]}, "
+          f"{wgmma_descriptor(offsets[1] + step * 2 * b_lead, b_lead, b_stride)}")
+        for half in range(m // 64):
+            a_desc = w.reg("b64")
+            at = offsets[0] + step * 2 * _k_group(m) + half * 64 * 16
+            w(f"add.s64 {a_desc}, {starts[0]}, {wgmma_descriptor(at, _k_group(m), 128)}")
+            regs = ", ".join(d[half * per_half:(half + 1) * per_half])
+            w(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{a_type}.{a_type} "
+              f"{{{regs}}}, {a_desc}, {b_desc}, 1, 1, 1, 0, {int(not from_source)}")
+    w("wgmma.commit_group.sync.aligned")
+    w("wgmma.wait_group.sync.aligned 0")
+    if not all(ahead):
+        lw.barrier()  # the operands' shared memory is free for the next exchange
+    if pipe is not None:
+        pipe.advance()
+    lw.set(op.results[0], Tile(op.results[0].type, d, layout))
+
+
+def _wgmma_place(rows: int, k_last: bool):
+    """_copy_async's destination for a wgmma operand: _canonical_at (rows: its M or N)."""
+    def place(w, row, col, cols):
+        return _canonical_at(w, row, col, rows, cols, k_last)
+    return place
 
 
 def _f64_stride(row: int, want: int) -> int:

@@ -40,7 +40,9 @@ PTX_SUBSET = {
     "copysign": "",
     # control
     "bra": "uniform, or divergent around straight-line code that reconverges (f32 trig huge-argument path)", "ret": "", "trap": "assert failure", "bar": "bar.sync 0",
-    "call": "vprintf only", "membar": "", "fence": "acq_rel/sc fences for orderings",
+    "call": "vprintf only", "membar": "", "fence": "acq_rel/sc fences for orderings; "
+                                                 "fence.proxy.async.shared::cta before wgmma "
+                                                 "reads what st.shared / cp.async wrote",
     # memory model / atomics
     "atom": "global atomics (rmw, cas); generic in kernels with an alloca",
     "red": "global reductions; generic in kernels with an alloca",
@@ -55,6 +57,8 @@ PTX_SUBSET = {
     "mma": "mma.sync.aligned on sm_80+ (matmul.py): m16n8k16 for f16/bf16 (fp8 widened to f16) "
            "operands with an f16/bf16/f32 accumulator, m16n8k8 tf32, m16n8k32 s8/u8 with an s32 "
            "accumulator, m8n8k4 f64; accumulators stay in fragment registers (layout.MmaAcc)",
+    "wgmma": "sm_90a (matmul._wgmma): wgmma.fence, wgmma.mma_async.sync.aligned.m64nNk16.f32."
+             "{f16,bf16} from no-swizzle shared-memory descriptors, commit_group, wait_group 0",
     "ldmatrix": "ldmatrix.sync.aligned.m8n8.x2/x4(.trans).shared.b16: mma operand fragments from "
                 "padded shared memory (matmul.py)",
     "cp": "cp.async.{ca,cg}.shared.global 4/8/16 bytes (src-size 0 zero-fills past the tensor), "

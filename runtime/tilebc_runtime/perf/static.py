@@ -189,6 +189,8 @@ def sass_facts(ptx: str, entry: str, arch: str = "sm_90", instruction_lines=None
 
 
 def _ptxas(arch, source, cubin, facts, entry, lineinfo):
+    if arch == "sm_90" and re.search(r"^\.target sm_90a\s*$", Path(source).read_text(), re.M):
+        arch = "sm_90a"  # wgmma: arch-specific PTX assembles for sm_90a only
     command = [_tool("ptxas"), f"-arch={arch}", "-v", "-o", str(cubin), str(source)]
     if lineinfo:
         command.insert(2, "-lineinfo")

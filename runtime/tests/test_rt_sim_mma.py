@@ -562,8 +562,7 @@ def test_k_loop_copies_run_stages_ahead(arch, m, n, k, stages, trips):
     copy zeros), as are M and N."""
     module = _pipelined_k_loop_kernel(m, n, k)
     ptx = jit_compile(module, entry="k", arch=arch, emit="ptx", threads=128).ptx
-    wgmma = arch == "sm_90" and m == 64
-    assert ("wgmma.mma_async" in ptx) == wgmma
+    assert "wgmma.mma_async" not in ptx  # warpgroup MMA is opt-in (compile(wgmma=True))
     head, end = (re.search(rf"^\$L_{label}_\d+:", ptx, re.M).start()
                  for label in ("for", "endfor"))
     prologue, loop = ptx[:head], ptx[head:end]
@@ -842,7 +841,7 @@ def test_tensor_core_kernels_on_sm80_match_the_reference(family, name, monkeypat
 
 # ------------------------------------------------- register and shared-memory traffic shapes
 
-def _case_ptx(name, arch="sm_80"):
+def _case_ptx(name, arch="sm_80", **options):
     """The PTX of every kernel launch of fixture / family case `name` (not run)."""
     import importlib
     import sys
@@ -859,7 +858,7 @@ def _case_ptx(name, arch="sm_80"):
         def record(module_or_path, entry, grid, *args, **kwargs):
             module = load_any(module_or_path)
             found.append(jit_compile(module, entry=find_entry(module, entry).name, arch=arch,
-                                     emit="ptx").ptx)
+                                     emit="ptx", **options).ptx)
             raise _Stop
         saved = reference.run
         reference.run = record
@@ -1062,7 +1061,7 @@ WGMMA_CASES = [  # kind, m, n, k, B transposed from an [N, K] load
 def test_sm90_mmaf_runs_on_wgmma_and_matches_the_interpreter(kind, m, n, k, transposed):
     module = _transposed_b_kernel(kind, m, n, k) if transposed else mmaf_kernel(kind, m, n, k)
     entry = "k" if transposed else None
-    ptx = jit_compile(module, entry=entry, arch="sm_90", emit="ptx", threads=128).ptx
+    ptx = jit_compile(module, entry=entry, arch="sm_90", emit="ptx", threads=128, wgmma=True).ptx
     assert ".target sm_90a" in ptx and "mma.sync" not in ptx and "ldmatrix" not in ptx
     assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind}") \
         == (m // 64) * (k // 16)
@@ -1075,7 +1074,7 @@ def test_sm90_mmaf_runs_on_wgmma_and_matches_the_interpreter(kind, m, n, k, tran
     c = _quarters(np.float32, (m, n))
     expected, actual = c.copy(), c.copy()
     interpret(module, entry, (1,), a, b, expected)
-    sim.run(module, entry, (1,), a, b, actual, arch="sm_90", threads=128)
+    sim.run(module, entry, (1,), a, b, actual, arch="sm_90", threads=128, wgmma=True)
     np.testing.assert_array_equal(actual, expected)
     b_kn = b.T if transposed else b
     np.testing.assert_array_equal(actual, a.astype(np.float64) @ b_kn.astype(np.float64) + c)
@@ -1088,13 +1087,13 @@ def test_sm90_mmaf_runs_on_wgmma_and_matches_the_interpreter(kind, m, n, k, tran
     ("f16", 16, 16, 16, 128, "f16")])
 def test_other_sm90_mmas_keep_mma_sync(kind, m, n, k, threads, result):
     ptx = jit_compile(mmaf_kernel(kind, m, n, k, acc_kind=result), arch="sm_90", emit="ptx",
-                      threads=threads).ptx
+                      threads=threads, wgmma=True).ptx
     assert "mma.sync" in ptx and "wgmma" not in ptx and ".target sm_90\n" in ptx
 
 
 def test_wgmma_path_links_for_sm_90a():
     result = jit_compile(_pipelined_k_loop_kernel(128, 128, 64), entry="k", arch="sm_90",
-                         emit="cubin", threads=128)
+                         emit="cubin", threads=128, wgmma=True)
     assert "wgmma.mma_async" in result.ptx and ".target sm_90a" in result.ptx
     assert result.cubin[:4] == b"\x7fELF"
     from tilebc_runtime.compiler import link_ptx
@@ -1112,7 +1111,7 @@ def test_wgmma_descriptor_fields_match_the_emulator_tests():
 
 
 def test_large_tile_gemm_keeps_wgmma_accumulators_across_its_k_loop():
-    [ptx] = _case_ptx("la_gemm_large_tile", arch="sm_90")
+    [ptx] = _case_ptx("la_gemm_large_tile", arch="sm_90", wgmma=True)
     lines = ptx.splitlines()
     latch = next(i for i, line in enumerate(lines) if line.startswith("$L_latch"))
     last = max(i for i in range(latch) if "wgmma.mma_async" in lines[i])
@@ -1126,7 +1125,7 @@ def test_wgmma_operands_copied_by_cp_async_into_the_canonical_layout(align):
     along N for B's MN-major layout), ragged tiles zero-filled."""
     m, n, k = 64, 64, 32
     module = _async_operands_kernel(m, n, k, align)
-    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128).ptx
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True).ptx
     assert "wgmma.mma_async" in ptx and "cp.async" in ptx and "st.shared.b16" not in ptx
     rows, cols = 77, 72
     a = _quarters(np.float16, (rows, 40))[:, :k]
@@ -1135,7 +1134,7 @@ def test_wgmma_operands_copied_by_cp_async_into_the_canonical_layout(align):
     grid = (-(-rows // m), -(-cols // n))
     expected, actual = c.copy(), c.copy()
     interpret(module, "k", grid, a, b, expected)
-    sim.run(module, "k", grid, a, b, actual, arch="sm_90", threads=128)
+    sim.run(module, "k", grid, a, b, actual, arch="sm_90", threads=128, wgmma=True)
     np.testing.assert_array_equal(actual, expected)
 
 
@@ -1145,7 +1144,17 @@ def test_portable_ptx_and_the_aot_ptx_image_keep_mma_sync():
     from tilebc_runtime.aot import build_fatbin
     module = _pipelined_k_loop_kernel(128, 128, 64)
     ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128,
-                      portable=True).ptx
+                      portable=True, wgmma=True).ptx
     assert "wgmma" not in ptx and "mma.sync" in ptx and ".target sm_90\n" in ptx
     fatbin = build_fatbin(module, "sm_80,sm_90", entry="k", options={"threads": 128})
     assert b".target sm_90\n" in fatbin.fatbin and b".target sm_90a" not in fatbin.fatbin
+
+
+def test_wgmma_is_opt_in():
+    """Without compile(wgmma=True) sm_90 keeps mma.sync: the warpgroup path is checked on the
+    emulator only, and the model puts it behind mma.sync on la_gemm_large_tile."""
+    module = mmaf_kernel("f16", 64, 64, 16)
+    default = jit_compile(module, arch="sm_90", emit="ptx", threads=128).ptx
+    chosen = jit_compile(module, arch="sm_90", emit="ptx", threads=128, wgmma=True).ptx
+    assert "wgmma" not in default and "mma.sync" in default
+    assert "wgmma.mma_async" in chosen

@@ -369,7 +369,7 @@ def wgmma_fits(lw, op) -> bool:
     bf16 operands (not widened fp8) with an f32 result, one [M, N] product (M % 64 == 0, N a
     multiple of 8 up to 256, K % 16 == 0) and one warpgroup (128 threads). Its accumulator
     fragment is the MmaAcc layout of a 1 x 4 x 1 warp grid (warp w: rows 16w of each 64)."""
-    if lw.arch != 90 or lw.portable or lw.T != 128 or op.name not in _WGMMA_OPS \
+    if lw.arch != 90 or lw.portable or not lw.wgmma or lw.T != 128 or op.name not in _WGMMA_OPS \
             or lw.chunk is not None:
         return False
     lhs, rhs = (op.operands[n].type for n in ("lhs", "rhs"))

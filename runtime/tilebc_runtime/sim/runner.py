@@ -23,14 +23,14 @@ _IMAGES: Dict[Tuple, Tuple[Module, KernelImage, int]] = {}
 
 
 def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
-                    threads: Optional[int] = None) -> Tuple[KernelImage, int, int]:
+                    threads: Optional[int] = None, wgmma: bool = False) -> Tuple[KernelImage, int, int]:
     """The emulator image of one entry (cached per module object), its threads per CTA and the
-    dynamic shared memory its launch requests."""
-    key = (id(module), entry, arch, threads)
+    dynamic shared memory its launch requests. `wgmma`: the JIT's opt-in sm_90 warpgroup MMA."""
+    key = (id(module), entry, arch, threads, wgmma)
     cached = _IMAGES.get(key)
     if cached is not None and cached[0] is module:
         return cached[1:]
-    result = jit_compile(module, entry=entry, arch=arch, emit="ptx", threads=threads)
+    result = jit_compile(module, entry=entry, arch=arch, emit="ptx", threads=threads, wgmma=wgmma)
     image = load_kernel(result.ptx, entry, source=f"<PTX of {module.source or 'module'}>")
     info = result.kernels[entry]
     if len(_IMAGES) > 256:
@@ -42,7 +42,7 @@ def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
 def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
         threads: Optional[int] = None, check_memory: bool = True, allow_aliasing: bool = False,
         uninitialized: Iterable[int] = (), print_stream=None, max_steps: int = 50_000_000,
-        profile=None, **interpreter_only) -> KernelImage:
+        profile=None, wgmma: bool = False, **interpreter_only) -> KernelImage:
     """Run `entry` over `grid` like `tilebc.interp.run`, but through the JIT's PTX on the
     emulator. Interpreter-only options (check_assumptions, shuffle, seed, progress) are accepted
     and ignored: assumptions are not in the PTX, and CTAs run in id order."""
@@ -51,7 +51,7 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
         raise TypeError(f"run() got unexpected keyword arguments {sorted(unknown)}")
     module = load_any(module_or_path)
     function = find_entry(module, entry)
-    image, count, dynamic_shared = compiled_kernel(module, function.name, arch, threads)
+    image, count, dynamic_shared = compiled_kernel(module, function.name, arch, threads, wgmma)
     machine, binder = bind_arguments(module, function, args, check_memory, allow_aliasing,
                                      uninitialized)
     symbols = {f"__tilebc_global_{name}": address

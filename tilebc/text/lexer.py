@@ -16,14 +16,16 @@ from ..errors import TextSyntaxError
 
 _TOKEN = re.compile(r"""
     (?P<value>%[A-Za-z0-9_$.\-]+(?:\#[0-9]+)?)
-  | (?P<symbol>@(?:[A-Za-z_][A-Za-z0-9_$.]*|"(?:[^"\\\n]|\\.)*"))
+  | (?P<symbol>@(?:[A-Za-z_][A-Za-z0-9_$.]*|"[^"\\\n]*(?:\\.[^"\\\n]*)*"))
   | (?P<hash>\#[A-Za-z_][A-Za-z0-9_$.]*)
   | (?P<bang>![A-Za-z_][A-Za-z0-9_$.]*)
-  | (?P<string>"(?:[^"\\\n]|\\.)*")
+  | (?P<string>"[^"\\\n]*(?:\\.[^"\\\n]*)*")
   | (?P<number>-?(?:0x[0-9A-Fa-f]+|[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?))
   | (?P<ident>[A-Za-z_][A-Za-z0-9_$.]*)
   | (?P<punct>->|[()\[\]{}<>,:=?^*+\-])
 """, re.VERBOSE)
+# Strings are matched as `"[^"\\\n]*(?:\\.[^"\\\n]*)*"`: a run of plain characters is one repeat, not
+# an alternation per character (35x faster on the 2.3 MB string of text-fuzz input 3494).
 _WORD_TAIL = re.compile(r"[A-Za-z0-9_.]*")
 # MLIR's string escapes: two hex digits, \n, \t, \" and \\; anything else after a backslash is an error.
 _ESCAPE = re.compile(r"\\(?:[0-9A-Fa-f]{2}|[nt\"\\]|(.?))")  # group 1: an invalid one
@@ -215,28 +217,19 @@ def shorten(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
 
 
+# An escape in a checked string token (see `_check_string`) and the byte it stands for.
+_ESCAPE_SPLIT = re.compile(rb"\\([0-9A-Fa-f]{2}|.)", re.DOTALL)
+_ESCAPE_BYTES = {b"n": b"\n", b"t": b"\t", b'"': b'"', b"\\": b"\\"}
+_ESCAPE_BYTES.update((f"{a}{b}".encode(), bytes([int(a + b, 16)]))
+                     for a in "0123456789abcdefABCDEF" for b in "0123456789abcdefABCDEF")
+
+
 def unescape(token_text: str) -> str:
-    """The value of a quoted string token (MLIR escapes: \\XX hex bytes, \\n, \\t, \\", \\\\)."""
-    body = token_text[1:-1]
-    out = bytearray()
-    index = 0
-    while index < len(body):
-        ch = body[index]
-        if ch != "\\":
-            out += ch.encode("utf-8", "surrogateescape")
-            index += 1
-            continue
-        nxt = body[index + 1]
-        if nxt in '"\\':
-            out.append(ord(nxt))
-            index += 2
-        elif nxt == "n":
-            out.append(10)
-            index += 2
-        elif nxt == "t":
-            out.append(9)
-            index += 2
-        else:
-            out.append(int(body[index + 1:index + 3], 16))
-            index += 3
-    return out.decode("utf-8", "surrogateescape")  # \XX bytes that are not UTF-8 stay raw bytes
+    """The value of a quoted string token (MLIR escapes: \\XX hex bytes, \\n, \\t, \\", \\\\).
+    Works on whole runs (split, map, join) so a long string costs no Python step per character."""
+    data = token_text[1:-1].encode("utf-8", "surrogateescape")
+    if b"\\" in data:
+        pieces = _ESCAPE_SPLIT.split(data)  # literal, escape, literal, escape, ..., literal
+        pieces[1::2] = map(_ESCAPE_BYTES.__getitem__, pieces[1::2])
+        data = b"".join(pieces)
+    return data.decode("utf-8", "surrogateescape")  # \XX bytes that are not UTF-8 stay raw bytes

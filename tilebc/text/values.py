@@ -12,19 +12,22 @@ from .floats import format_float
 _BARE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
 
 
+# A byte printEscapedString writes as an escape (all but printable ASCII other than `"` and `\`),
+# and what it writes; split/map/join keeps a long string free of a Python step per byte.
+_ESCAPED_BYTE = re.compile(rb'([^\x20\x21\x23-\x5b\x5d-\x7e])')
+_BYTE_ESCAPES = {bytes([b]): b"\\\\" if b == 0x5C else b"\\%02X" % b for b in range(256)}
+
+
 def escape_string(text: str) -> str:
     """llvm::printEscapedString inside double quotes, as tileirdisasm prints every string: `\\` as
     `\\\\`, and `"` and every byte outside printable ASCII as `\\XX` (upper-case hex of each byte:
     UTF-8, or the raw byte a lone surrogate from the reader escapes)."""
-    out = []
-    for byte in text.encode("utf-8", "surrogateescape"):
-        if byte == 0x5C:
-            out.append("\\\\")
-        elif 0x20 <= byte < 0x7F and byte != 0x22:
-            out.append(chr(byte))
-        else:
-            out.append("\\%02X" % byte)
-    return '"' + "".join(out) + '"'
+    data = text.encode("utf-8", "surrogateescape")
+    pieces = _ESCAPED_BYTE.split(data)  # plain, escaped byte, plain, ..., plain
+    if len(pieces) > 1:
+        pieces[1::2] = map(_BYTE_ESCAPES.__getitem__, pieces[1::2])
+        data = b"".join(pieces)
+    return '"' + data.decode("ascii") + '"'
 
 
 def symbol(name: str) -> str:

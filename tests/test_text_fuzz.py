@@ -259,7 +259,8 @@ def test_long_string_costs_no_python_step_per_character():
     for error in (small_error, large_error):  # the message is NVIDIA's, the whole name in it
         assert isinstance(error, tilebc.VerificationError)
         assert "does not match subprogram scope linkage name" in error.message
-        assert '"loc(callsite(loc(callsite(' in error.message and "\\\\ \\C3\\A9 at" in error.message
+        assert '"loc(callsite(loc(callsite(' in error.message
+        assert "\\\\ \\C3\\A9 at" in error.message
     assert len(large_error.message) > 3 * 690_000
     # the per-character loops took > 4 lines a character: millions here
     assert large_lines - small_lines < 500, (small_lines, large_lines)
@@ -282,3 +283,20 @@ def test_long_string_token_scans_like_an_identifier():
 
     string, ident = best('"' + run + '\\C3\\A9"'), best("a" + run.replace("(", "_"))
     assert string < 8 * ident, (string, ident)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="possessive repeats need Python 3.11")
+def test_string_of_escapes_is_lexed_in_bounded_memory():
+    """sre kept backtracking state for every escape of a string (~230 bytes each: 226 MiB for a
+    2 MB string of escapes); the repeats are possessive now."""
+    import tracemalloc
+    from tilebc.text.lexer import Cursor, unescape
+    token = '"' + "\\n\\41" * 200_000 + '"'
+    tracemalloc.start()
+    try:
+        assert Cursor(token).peek().text == token
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * len(token), peak  # the token's copy and little more (was 120x)
+    assert unescape(token) == "\nA" * 200_000

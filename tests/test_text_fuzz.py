@@ -211,3 +211,92 @@ def test_valid_deep_but_reasonable_nesting_still_parses():
     body = "if %c {\n" * 30 + "}\n" * 30
     module = parse_module(ENTRY.format(args="%c: tile<i1>", body=body))
     assert len(list(module.functions[0].walk())) >= 30
+
+
+# Text-fuzz input 3494 (deep_nesting inside a -g subprogram's linkageName string: 2.3 MB) took
+# 1.7 s: the string regex tried an alternation per character, and unescape (parsing) and
+# escape_string (the verifier's message) stepped through the string in Python.
+ASSERT_G = (ROOT / "fixtures" / "bytecode" / "assert" / "assert-13.5.dis-g").read_text()
+LINKAGE = 'linkageName = "assert_kernel_Kt1_A1f32_1l0_Si32_I16"'
+
+
+def _long_linkage_name(repeats: int) -> str:
+    # an escaped backslash and UTF-8 escapes between the runs: both escape paths run
+    body = "loc(callsite(" * repeats + "\\\\ \\C3\\A9" + " at #loc))" * repeats
+    assert LINKAGE in ASSERT_G
+    return ASSERT_G.replace(LINKAGE, f'linkageName = "{body}"')
+
+
+def _python_lines(text: str):
+    """(Python lines executed, error) parsing and verifying `text`: a count of interpreted
+    steps, the same on any machine."""
+    from tilebc.verify import verify
+    count = [0]
+
+    def local(frame, event, arg):
+        count[0] += event == "line"
+        return local
+
+    def trace(frame, event, arg):
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        verify(parse_module(text))
+        error = None
+    except tilebc.TilebcError as caught:
+        error = caught
+    finally:
+        sys.settrace(previous)
+    return count[0], error
+
+
+def test_long_string_costs_no_python_step_per_character():
+    _python_lines(_long_linkage_name(1_000))  # imports and caches filled once, before counting
+    small_lines, small_error = _python_lines(_long_linkage_name(1_000))
+    large_lines, large_error = _python_lines(_long_linkage_name(30_000))  # 690 kB string
+    for error in (small_error, large_error):  # the message is NVIDIA's, the whole name in it
+        assert isinstance(error, tilebc.VerificationError)
+        assert "does not match subprogram scope linkage name" in error.message
+        assert '"loc(callsite(loc(callsite(' in error.message
+        assert "\\\\ \\C3\\A9 at" in error.message
+    assert len(large_error.message) > 3 * 690_000
+    # the per-character loops took > 4 lines a character: millions here
+    assert large_lines - small_lines < 500, (small_lines, large_lines)
+
+
+def test_long_string_token_scans_like_an_identifier():
+    """The string pattern is as cheap per character as an identifier's (a ratio of two times in
+    one process: 36x with the old per-character alternation, about 2x now)."""
+    from tilebc.text.lexer import Cursor
+    run = "loc(callsite(" * 80_000
+
+    def best(text):
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            token = Cursor(text).peek()
+            times.append(time.perf_counter() - started)
+        assert len(token.text) == len(text)
+        return min(times)
+
+    string, ident = best('"' + run + '\\C3\\A9"'), best("a" + run.replace("(", "_"))
+    assert string < 8 * ident, (string, ident)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="possessive repeats need Python 3.11")
+def test_string_of_escapes_is_lexed_in_bounded_memory():
+    """sre kept backtracking state for every escape of a string (~230 bytes each: 226 MiB for a
+    2 MB string of escapes); the repeats are possessive now."""
+    import tracemalloc
+    from tilebc.text.lexer import Cursor, unescape
+    token = '"' + "\\n\\41" * 200_000 + '"'
+    tracemalloc.start()
+    try:
+        assert Cursor(token).peek().text == token
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * len(token), peak  # the token's copy and little more (was 120x)
+    assert unescape(token) == "\nA" * 200_000

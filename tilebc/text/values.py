@@ -12,19 +12,33 @@ from .floats import format_float
 _BARE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
 
 
+class _RunEscapes(dict):
+    """A run of bytes printEscapedString writes as `\\XX` each -> its escapes. Single bytes and
+    two-byte UTF-8 letters are looked up; a longer run is escaped by one hex() call."""
+
+    def __missing__(self, run: bytes) -> bytes:
+        return b"\\" + run.hex("\\").upper().encode("ascii")
+
+
+_ESCAPES = _RunEscapes()
+_ESCAPES.update((bytes([b]), b"\\%02X" % b) for b in range(256))
+_ESCAPES.update((bytes([a, b]), b"\\%02X\\%02X" % (a, b))
+                for a in range(0xC2, 0xE0) for b in range(0x80, 0xC0))
+# Runs of bytes outside printable ASCII, and `"` (the backslash is doubled beforehand).
+_ESCAPED_RUN = re.compile(rb'([^\x20\x21\x23-\x7e]+)')
+
+
 def escape_string(text: str) -> str:
     """llvm::printEscapedString inside double quotes, as tileirdisasm prints every string: `\\` as
     `\\\\`, and `"` and every byte outside printable ASCII as `\\XX` (upper-case hex of each byte:
-    UTF-8, or the raw byte a lone surrogate from the reader escapes)."""
-    out = []
-    for byte in text.encode("utf-8", "surrogateescape"):
-        if byte == 0x5C:
-            out.append("\\\\")
-        elif 0x20 <= byte < 0x7F and byte != 0x22:
-            out.append(chr(byte))
-        else:
-            out.append("\\%02X" % byte)
-    return '"' + "".join(out) + '"'
+    UTF-8, or the raw byte a lone surrogate from the reader escapes). Works on runs (split, map,
+    join) so a long string costs no Python step per byte."""
+    data = text.encode("utf-8", "surrogateescape").replace(b"\\", b"\\\\")
+    pieces = _ESCAPED_RUN.split(data)  # plain, escaped run, plain, ..., plain
+    if len(pieces) > 1:
+        pieces[1::2] = map(_ESCAPES.__getitem__, pieces[1::2])
+        data = b"".join(pieces)
+    return '"' + data.decode("ascii") + '"'
 
 
 def symbol(name: str) -> str:

@@ -266,25 +266,6 @@ def test_long_string_costs_no_python_step_per_character():
     assert large_lines - small_lines < 500, (small_lines, large_lines)
 
 
-def test_long_string_token_scans_like_an_identifier():
-    """The string pattern is as cheap per character as an identifier's (a ratio of two times in
-    one process: 36x with the old per-character alternation, about 2x now)."""
-    from tilebc.text.lexer import Cursor
-    run = "loc(callsite(" * 80_000
-
-    def best(text):
-        times = []
-        for _ in range(5):
-            started = time.perf_counter()
-            token = Cursor(text).peek()
-            times.append(time.perf_counter() - started)
-        assert len(token.text) == len(text)
-        return min(times)
-
-    string, ident = best('"' + run + '\\C3\\A9"'), best("a" + run.replace("(", "_"))
-    assert string < 8 * ident, (string, ident)
-
-
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="possessive repeats need Python 3.11")
 def test_string_of_escapes_is_lexed_in_bounded_memory():
     """sre kept backtracking state for every escape of a string (~230 bytes each: 226 MiB for a

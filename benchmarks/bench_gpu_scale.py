@@ -18,7 +18,6 @@ import datetime
 import importlib
 import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -108,15 +107,6 @@ def _agreement(ours, theirs) -> str:
     return f"max abs {worst_abs:.3g}, max rel {worst_rel:.3g}"
 
 
-def _device_name() -> str:
-    try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30)
-        return done.stdout.strip().splitlines()[0] if done.returncode == 0 else "unknown GPU"
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return "unknown GPU"
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*")
@@ -158,7 +148,7 @@ def main(argv=None) -> int:
             label, model_ours, model_theirs = model[index] if index < len(model) else (name, None, None)
             table.append((label, row, model_ours, model_theirs))
         print(f"{name}: done ({len(runner.rows)} launch(es))", flush=True)
-    text = render(table, failures, _device_name(), " ".join(["benchmarks/bench_gpu_scale.py",
+    text = render(table, failures, gpu_checks._device_name(), " ".join(["benchmarks/bench_gpu_scale.py",
                                                              *(argv if argv is not None else sys.argv[1:])]),
                   time.monotonic() - started)
     Path(args.results).write_text(text)

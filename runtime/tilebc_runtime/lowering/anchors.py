@@ -477,16 +477,23 @@ def reaches_reduction(lw, value) -> bool:
     return False
 
 
+def _first_call(lw, what: str) -> bool:
+    """True the first time `what` is asked for in this function's lowering, False after."""
+    key = (what,)
+    if key in lw._cache:
+        return False
+    lw._cache[key] = True
+    return True
+
+
 def scan_anchors(lw) -> None:
     """Once per function: a scan that would take the Lines path (reductions._lines_scan) within
     warps, whose source is made element-wise from broadcasts and splats, gets those broadcasts
     recorded (`Lowerer.wanted`) to be built straight in its Lines layout, so the source arrives
     in it and the scan needs no exchange through shared memory in or out. Only where every value
     between the broadcasts and the scan is read by ops that handle any layout."""
-    key = ("scan anchors",)
-    if key in lw._cache:
+    if not _first_call(lw, "scan anchors"):
         return
-    lw._cache[key] = True
     from .layout import Lines
     from .reductions import _exact_any_order, _lines_group
     if lw.T % 32:
@@ -544,10 +551,8 @@ def pointer_anchors(lw) -> None:
     (index tiles), splats and element-wise ops, is built in Rows(row, 32 / size lanes): a warp
     covers 32 / lanes rows of one sector each. Accesses along the row touch as many sectors as
     Cyclic's; accesses down the columns (a transposing scatter) touch fewer."""
-    key = ("pointer anchors",)
-    if key in lw._cache:
+    if not _first_call(lw, "pointer anchors"):
         return
-    lw._cache[key] = True
     from .layout import Cyclic, Rows
     from . import dtypes
     if lw.T % 32:

@@ -119,11 +119,21 @@ def test_compile_cubin_goes_through_the_cache_and_writes_its_metadata(tmp_path):
     (["--emit", "ptx", "--backend", "tileiras"], "--emit ptx needs the JIT backend"),
     (["--fatbin", "--emit", "ptx"], "--fatbin holds cubins"),
     (["--threads", "64", "--backend", "tileiras"], "--threads applies to the JIT backend only"),
+    (["--wgmma", "--backend", "tileiras"], "--wgmma applies to the JIT backend only"),
 ])
 def test_compile_option_mistakes_are_usage_errors(argv, message, tmp_path):
     done = run_cli(SCALAR, *argv, "-o", tmp_path / "x")
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_compile_wgmma_flag_opts_in_to_warpgroup_mma(tmp_path):
+    gemm = SCALAR.parents[1] / "la_gemm_large_tile" / "la_gemm_large_tile-13.5.tilebc"
+    for flags, expected in (([], 0), (["--wgmma"], 1)):
+        out = tmp_path / f"k{len(flags)}.ptx"
+        done = run_cli(gemm, "--arch", "sm_90", "--emit", "ptx", *flags, "-o", out)
+        assert done.returncode == 0, done.stderr
+        assert ("wgmma.mma_async" in out.read_text()) == bool(expected)
 
 
 def test_compile_bad_entry_and_bad_file(tmp_path):

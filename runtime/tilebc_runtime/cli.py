@@ -36,6 +36,9 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
                         help="cubin compiler: tilebc's JIT (default) or NVIDIA's tileiras")
     parser.add_argument("--threads", type=_positive_int,
                         help="threads per CTA (JIT; default: per kernel)")
+    parser.add_argument("--wgmma", action="store_true",
+                        help="JIT, sm_90: run f16/bf16 products that fit a warpgroup on "
+                             "wgmma.mma_async (opt-in; checked on the emulator only)")
     parser.add_argument("-o", "--output",
                         help="output file (default: FILE with .ptx/.cubin/.fatbin)")
     parser.add_argument("-v", "--verbose", action="store_true",
@@ -55,11 +58,14 @@ def _positive_int(text: str) -> int:
 
 
 def _options(args) -> dict:
-    if args.threads is None:
-        return {}
-    if args.backend != "jit":
-        raise UsageError("--threads applies to the JIT backend only")
-    return {"threads": args.threads}
+    options = {}
+    if args.threads is not None:
+        options["threads"] = args.threads
+    if args.wgmma:
+        options["wgmma"] = True
+    if options and args.backend != "jit":
+        raise UsageError(f"--{next(iter(options))} applies to the JIT backend only")
+    return options
 
 
 def run_compile(args) -> int:
@@ -127,7 +133,7 @@ def _run_ptx(args) -> int:
     launch.prime_from_memo(launch.default_cache())  # nvJitLink's version without loading it
     from .compiler import compile
     result = compile(args.file, args.entry, args.arch, "ptx", threads=args.threads,
-                     verbose=args.verbose)
+                     verbose=args.verbose, wgmma=args.wgmma)
     output = _default_output(args, ".ptx")
     _report(args, result.kernels.values(), result.log)
     _write(output, result.ptx, binary=False)

@@ -1012,6 +1012,105 @@ def _lines_scan(lw, op) -> bool:
     return True
 
 
+def _lines_hillis_cost(lw, layout, operands: int) -> int:
+    """Issue slots per thread of _lines_hillis, the exchanges in and out included."""
+    run, length = layout.run, layout.length
+    per_round, step = 0, 1
+    while step < length:
+        moved = min(step, run)  # registers taken from another lane at this step
+        per_round += 2 * moved + run + moved
+        step *= 2
+    exchanges = 2 * (layout.slots + 12)
+    return operands * (layout.rounds * per_round + exchanges)
+
+
+def _lines_hillis(lw, op) -> bool:
+    """A scan of any combiner (floats, several operands) in a Lines layout whose group fits in a
+    warp: the interpreter's log-step order exactly (see _scan), each thread holding a run of
+    consecutive positions, so a step takes its partner from its own registers or by a shuffle
+    instead of a shared-memory round trip with a barrier. False when it does not apply or
+    costs more than _scan."""
+    from .layout import Lines
+    if lw.T % 32:
+        return False
+    sources = [lw.get(v, any_layout=True) for v in op.operand_values]
+    shape, dim = tuple(sources[0].type.shape), op.attrs["dim"]
+    length = shape[dim]
+    count = sources[0].count
+    inner = int(np.prod(shape[dim + 1:], dtype=np.int64))
+    if length == 1 or count == 1 or length & (length - 1):
+        return False
+    if 32 % (length * inner) == 0:
+        return False  # _scan shuffles already
+    try:
+        layout = Lines(shape, dim, lw.T, min(length, 32))
+    except ValueError:
+        return False
+    steps = (length - 1).bit_length()
+    smem = _hillis_cost(lw, count, length, inner) + \
+        (len(sources) - 1) * steps * lw.slots(count) * 4
+    placed = _as_blocked(layout, lw.T) or layout
+    # a run of neighbours not as vectors touches `run` times the sectors when stored: back to
+    # the source's layout then
+    back = placed is layout and layout.inner == 1 and layout.run > 1
+    cost = _lines_hillis_cost(lw, layout, len(sources))
+    if back:
+        cost += len(sources) * (lw.slots(count) + 12)
+    if cost >= smem:
+        return False
+    tiles = []
+    for value, source in zip(op.operand_values, sources):
+        value = lw.forward.get(value, value)
+        tiles.append(lw.scoped(("scan lines of", value, layout.key()),
+                               lambda source=source: lw.convert(source, placed)))
+    elements = [t.element for t in tiles]
+    reverse = bool(op.attrs.get("reverse"))
+    w = lw.w
+    run, group = layout.run, layout.group
+    q = layout.emit_position(lw)
+
+    def lane_pred(kind, bound):
+        def make():
+            pred = w.reg("pred")
+            w(f"setp.{kind}.u32 {pred}, {q}, {bound}")
+            return pred
+        return lw._cached(("lines pred", (kind, bound), group), make)
+    out = [[] for _ in tiles]
+    for j in range(layout.rounds):
+        values = [list(t.regs[j * run:(j + 1) * run]) for t in tiles]
+        step = 1
+        while step < length:
+            # position p = q * run + i takes its partner p - step (reversed p + step)
+            new = [list(regs) for regs in values]
+            for i in range(run):
+                if step < run:
+                    near = i - step if not reverse else i + step
+                    if 0 <= near < run:  # in this thread, always in range
+                        others, valid = [regs[near] for regs in values], None
+                    else:  # the neighbouring lane's run
+                        near = near % run
+                        others = [lw.shuffle(regs[near], e, "down" if reverse else "up", 1)
+                                  for regs, e in zip(values, elements)]
+                        valid = lane_pred("lt", group - 1) if reverse else lane_pred("ge", 1)
+                else:
+                    lanes = step // run
+                    others = [lw.shuffle(regs[i], e, "down" if reverse else "up", lanes)
+                              for regs, e in zip(values, elements)]
+                    valid = lane_pred("lt", group - lanes) if reverse \
+                        else lane_pred("ge", lanes)
+                combined = _combine(lw, op, others, [regs[i] for regs in values])
+                for n, (c, e) in enumerate(zip(combined, elements)):
+                    new[n][i] = c if valid is None else lw.select(valid, c, values[n][i], e)
+            values = new
+            step *= 2
+        for n, regs in enumerate(values):
+            out[n].extend(regs)
+    for result, regs, tile, source in zip(op.results, out, tiles, sources):
+        scanned = Tile(result.type, regs, tile.layout)
+        lw.set(result, lw.convert(scanned, source.layout) if back else scanned)
+    return True
+
+
 def _lines_padding(lw, source, layout):
     """(shift, pad) of a padded shared buffer for moving a cyclic tile into `layout` (Lines) and
     back, or None. The lanes of a group read positions run * inner elements apart: with that a
@@ -1082,5 +1181,5 @@ def _padded_exchange(lw, tile, layout, padding, into):
 
 @lowers("scan")
 def lower_scan(lw, op):
-    if not _lines_scan(lw, op):
+    if not _lines_scan(lw, op) and (_exact_any_order(op) or not _lines_hillis(lw, op)):
         _scan(lw, op)

@@ -55,8 +55,24 @@ def _auto_named(op: Op) -> bool:
     return op.spec.asm_name is None and len(results) >= 2 and not any(r.variadic for r in results)
 
 
+_CONSTANT_NAMES: Dict[tuple, str] = {}  # (type, data) -> name: constants repeat across kernels
+
+
 def _constant_name(op: Op) -> str:
     dense = op.attrs["value"]
+    data = dense.data
+    if len(data) > 64:
+        return _constant_name_of(dense)
+    key = (dense.type, data)
+    name = _CONSTANT_NAMES.get(key)
+    if name is None:
+        if len(_CONSTANT_NAMES) > 1 << 14:
+            _CONSTANT_NAMES.clear()
+        name = _CONSTANT_NAMES[key] = _constant_name_of(dense)
+    return name
+
+
+def _constant_name_of(dense) -> str:
     element = dense.type.element
     if isinstance(element, ElementType) and element.name == "i1":
         data = dense.data

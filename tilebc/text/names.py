@@ -160,6 +160,7 @@ class FunctionNames:
         self.next_value = 0
         self.next_argument = 0
         self.next_conflict = 0
+        self.refs: Dict[int, str] = {}  # id(value) -> its use text, built on first use
         top = _Scope(None)
         # The entry body is numbered like the region of a top-level op.
         pending: List[Tuple[List[Block], object, int, Tuple[int, int, int], _Scope]] = [
@@ -246,6 +247,12 @@ class FunctionNames:
 
     def ref(self, value: Value) -> str:
         """`%name`, `%N` or `%name#k` for a use of `value`."""
+        text = self.refs.get(id(value))
+        if text is None:
+            text = self.refs[id(value)] = self._ref(value)
+        return text
+
+    def _ref(self, value: Value) -> str:
         owner = value.owner
         if isinstance(owner, Op) and len(owner.results) > 1:
             start, count = 0, len(owner.results)

@@ -730,7 +730,10 @@ class _ModulePrinter:
         if self.generic:
             return self.generic_op(op, ctx)
         try:
-            body = op_body(op, ctx)
+            spec = op.spec
+            found = _OP_PRINTERS.get(id(spec))
+            body = found[1](op, ctx) if found is not None and found[0] is spec \
+                else op_body(op, ctx)
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as error:
             # Only IR that breaks the op's typing rules gets here (the verifier would refuse it).
             raise TilebcError(f"cannot print {op.name}: its operands, attributes or types do not "
@@ -738,16 +741,17 @@ class _ModulePrinter:
                               f"{error}); `tilebc verify` names the rule", file=self.module.source,
                               offset=op.offset) from None
         results = op.results
+        loc = " " + self.aliases.ref(op.loc) if self.debug else ""
         if not results:
-            return op.name + body + self.loc(op.loc)
+            return op.name + body + loc
         names = ctx.names
         if id(op) not in names.groups:  # one result group
             head = "%" + names.text[id(results[0])]
             if len(results) > 1:
                 head += f":{len(results)}"
-            return head + " = " + op.name + body + self.loc(op.loc)
+            return head + " = " + op.name + body + loc
         heads = []
         for start, count in names.result_groups(op):
             head = "%" + names.text[id(results[start])]
             heads.append(head + (f":{count}" if count > 1 else ""))
-        return ", ".join(heads) + " = " + op.name + body + self.loc(op.loc)
+        return ", ".join(heads) + " = " + op.name + body + loc

@@ -234,9 +234,10 @@ def _index_types(op, ctx, index):
     types = [v.type for v in op.operands[index.name]]
     if not types:
         return ""
+    tt = ctx.printer.type_text
     if all(t == types[0] for t in types):
-        return f", {types[0]}"
-    return "".join(f", {t}" for t in types)
+        return ", " + tt(types[0])
+    return "".join(", " + tt(t) for t in types)
 
 
 def _inbounds(op, ctx, attr):
@@ -642,7 +643,8 @@ class _ModulePrinter:
 
     def function(self, function: Function) -> str:
         names = FunctionNames(function)
-        args = ", ".join(f"{names.ref(a)}: {a.type}{self.arg_attrs(function, i)}"
+        tt = self.type_text
+        args = ", ".join(f"{names.ref(a)}: {tt(a.type)}{self.arg_attrs(function, i)}"
                          for i, a in enumerate(function.args))
         keyword = "testing$func" if getattr(function, "testing", False) else ENTRY_OP.mnemonic
         text = f"{keyword} {V.symbol(function.name)}({args})"
@@ -677,8 +679,10 @@ class _ModulePrinter:
         if (implicit_terminator and ops and ops[-1].name == implicit_terminator
                 and not ops[-1].operand_values):
             ops = ops[:-1]
-        lines = [inner.indent + self.op(op, inner) for op in ops]
-        return "{\n" + "".join(line + "\n" for line in lines) + ctx.indent + "}"
+        indent = inner.indent
+        op_text = self.op
+        body = "".join([indent + op_text(op, inner) + "\n" for op in ops])
+        return "{\n" + body + ctx.indent + "}"
 
     def generic_op(self, op: Op, ctx: _Context) -> str:
         spec = op.spec

@@ -55,8 +55,24 @@ def _auto_named(op: Op) -> bool:
     return op.spec.asm_name is None and len(results) >= 2 and not any(r.variadic for r in results)
 
 
+_CONSTANT_NAMES: Dict[tuple, str] = {}  # (type, data) -> name: constants repeat across kernels
+
+
 def _constant_name(op: Op) -> str:
     dense = op.attrs["value"]
+    data = dense.data
+    if len(data) > 64:
+        return _constant_name_of(dense)
+    key = (dense.type, data)
+    name = _CONSTANT_NAMES.get(key)
+    if name is None:
+        if len(_CONSTANT_NAMES) > 1 << 14:
+            _CONSTANT_NAMES.clear()
+        name = _CONSTANT_NAMES[key] = _constant_name_of(dense)
+    return name
+
+
+def _constant_name_of(dense) -> str:
     element = dense.type.element
     if isinstance(element, ElementType) and element.name == "i1":
         data = dense.data
@@ -144,6 +160,7 @@ class FunctionNames:
         self.next_value = 0
         self.next_argument = 0
         self.next_conflict = 0
+        self.refs: Dict[int, str] = {}  # id(value) -> its use text, built on first use
         top = _Scope(None)
         # The entry body is numbered like the region of a top-level op.
         pending: List[Tuple[List[Block], object, int, Tuple[int, int, int], _Scope]] = [
@@ -230,6 +247,12 @@ class FunctionNames:
 
     def ref(self, value: Value) -> str:
         """`%name`, `%N` or `%name#k` for a use of `value`."""
+        text = self.refs.get(id(value))
+        if text is None:
+            text = self.refs[id(value)] = self._ref(value)
+        return text
+
+    def _ref(self, value: Value) -> str:
         owner = value.owner
         if isinstance(owner, Op) and len(owner.results) > 1:
             start, count = 0, len(owner.results)

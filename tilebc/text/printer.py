@@ -234,9 +234,10 @@ def _index_types(op, ctx, index):
     types = [v.type for v in op.operands[index.name]]
     if not types:
         return ""
+    tt = ctx.printer.type_text
     if all(t == types[0] for t in types):
-        return f", {types[0]}"
-    return "".join(f", {t}" for t in types)
+        return ", " + tt(types[0])
+    return "".join(", " + tt(t) for t in types)
 
 
 def _inbounds(op, ctx, attr):
@@ -642,7 +643,8 @@ class _ModulePrinter:
 
     def function(self, function: Function) -> str:
         names = FunctionNames(function)
-        args = ", ".join(f"{names.ref(a)}: {a.type}{self.arg_attrs(function, i)}"
+        tt = self.type_text
+        args = ", ".join(f"{names.ref(a)}: {tt(a.type)}{self.arg_attrs(function, i)}"
                          for i, a in enumerate(function.args))
         keyword = "testing$func" if getattr(function, "testing", False) else ENTRY_OP.mnemonic
         text = f"{keyword} {V.symbol(function.name)}({args})"
@@ -677,8 +679,10 @@ class _ModulePrinter:
         if (implicit_terminator and ops and ops[-1].name == implicit_terminator
                 and not ops[-1].operand_values):
             ops = ops[:-1]
-        lines = [inner.indent + self.op(op, inner) for op in ops]
-        return "{\n" + "".join(line + "\n" for line in lines) + ctx.indent + "}"
+        indent = inner.indent
+        op_text = self.op
+        body = "".join([indent + op_text(op, inner) + "\n" for op in ops])
+        return "{\n" + body + ctx.indent + "}"
 
     def generic_op(self, op: Op, ctx: _Context) -> str:
         spec = op.spec
@@ -730,7 +734,10 @@ class _ModulePrinter:
         if self.generic:
             return self.generic_op(op, ctx)
         try:
-            body = op_body(op, ctx)
+            spec = op.spec
+            found = _OP_PRINTERS.get(id(spec))
+            body = found[1](op, ctx) if found is not None and found[0] is spec \
+                else op_body(op, ctx)
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as error:
             # Only IR that breaks the op's typing rules gets here (the verifier would refuse it).
             raise TilebcError(f"cannot print {op.name}: its operands, attributes or types do not "
@@ -738,16 +745,17 @@ class _ModulePrinter:
                               f"{error}); `tilebc verify` names the rule", file=self.module.source,
                               offset=op.offset) from None
         results = op.results
+        loc = " " + self.aliases.ref(op.loc) if self.debug else ""
         if not results:
-            return op.name + body + self.loc(op.loc)
+            return op.name + body + loc
         names = ctx.names
         if id(op) not in names.groups:  # one result group
             head = "%" + names.text[id(results[0])]
             if len(results) > 1:
                 head += f":{len(results)}"
-            return head + " = " + op.name + body + self.loc(op.loc)
+            return head + " = " + op.name + body + loc
         heads = []
         for start, count in names.result_groups(op):
             head = "%" + names.text[id(results[start])]
             heads.append(head + (f":{count}" if count > 1 else ""))
-        return ", ".join(heads) + " = " + op.name + body + self.loc(op.loc)
+        return ", ".join(heads) + " = " + op.name + body + loc

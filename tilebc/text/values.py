@@ -100,9 +100,23 @@ def dense_body(dense: A.DenseElementsAttr) -> str:
     return nest(0, 0)[0]
 
 
+_DENSE_TEXT: dict = {}  # (type, data) -> text: replicated kernels repeat the same constants
+
+
 def dense_constant(dense: A.DenseElementsAttr) -> str:
     """`<f32: 1.000000e+00> : tile<f32>` as constant and global print it."""
-    return f"<{dense.type.element}: {dense_body(dense)}> : {dense.type}"
+    data = dense.data
+    key = (dense.type, data) if len(data) <= 64 else None  # big buffers are rarely repeated
+    if key is not None:
+        text = _DENSE_TEXT.get(key)
+        if text is not None:
+            return text
+    text = f"<{dense.type.element}: {dense_body(dense)}> : {dense.type}"
+    if key is not None:
+        if len(_DENSE_TEXT) > 1 << 14:
+            _DENSE_TEXT.clear()
+        _DENSE_TEXT[key] = text
+    return text
 
 
 def typed_attr(value: A.Attribute) -> str:

@@ -12,6 +12,7 @@ Rules reproduced here:
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Dict, List, Optional, Tuple
 
 from ..ir.module import Block, Function, Op, Value
@@ -20,19 +21,8 @@ from ..numeric.dense import dense_is_splat, dense_is_uniform, storage_bytes
 from .floats import constant_name_part
 
 
-_SANITIZED: Dict[str, str] = {}  # names repeat (cst_0_i32, loopIdx): each is worked out once
-
-
+@lru_cache(maxsize=1 << 16)  # names repeat (cst_0_i32, loopIdx): each is worked out once
 def _sanitize(name: str) -> str:
-    text = _SANITIZED.get(name)
-    if text is None:
-        if len(_SANITIZED) > 1 << 16:
-            _SANITIZED.clear()
-        text = _SANITIZED[name] = _sanitize_text(name)
-    return text
-
-
-def _sanitize_text(name: str) -> str:
     out = []
     for ch in name:
         if ch.isalnum() or ch in "$._-":

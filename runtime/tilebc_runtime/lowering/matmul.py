@@ -60,6 +60,18 @@ def _warp_position(lw, u32, grid):
                   u32("rem.u32", warp, wn))
     return lane, pb, u32("div.u32", pm, wn), pn
 
+def _multiply_add(lw, op, total: str, a: str, b: str, lhs, rhs, integer: bool) -> None:
+    """total += a * b for an integer product (operands widened by their signedness) or an f64 one."""
+    if not integer:
+        lw.w(f"fma.rn.f64 {total}, {a}, {b}, {total}")
+        return
+    if op.attrs["signedness_lhs"] is Signedness.UNSIGNED:
+        a = lw.zero_extended(a, lhs.element)
+    if op.attrs["signedness_rhs"] is Signedness.UNSIGNED:
+        b = lw.zero_extended(b, rhs.element)
+    lw.w(f"mad.lo.s32 {total}, {a}, {b}, {total}")
+
+
 def _operand_index(lw, mi, batch, rows, cols, row, col):
     """Linear index of (batch..., row, col) in a [B, rows, cols] or [rows, cols] tile."""
     w = lw.w
@@ -132,14 +144,8 @@ def _matmul(lw, op, integer: bool, scaled: bool = False):
         w.place(top)
         a = lw.smem_read(offsets[0], _operand_index(lw, mi, batch, m, k_dim, row, kk), lhs.element)
         b = lw.smem_read(offsets[1], _operand_index(lw, mi, batch, k_dim, n, kk, col), rhs.element)
-        if integer:
-            if op.attrs["signedness_lhs"] is Signedness.UNSIGNED:
-                a = lw.zero_extended(a, lhs.element)
-            if op.attrs["signedness_rhs"] is Signedness.UNSIGNED:
-                b = lw.zero_extended(b, rhs.element)
-            w(f"mad.lo.s32 {total}, {a}, {b}, {total}")
-        elif work == "f64":
-            w(f"fma.rn.f64 {total}, {a}, {b}, {total}")
+        if integer or work == "f64":
+            _multiply_add(lw, op, total, a, b, lhs, rhs, integer)
         else:
             fa = dtypes.to_f32(w, a, lhs.element)
             fb = dtypes.to_f32(w, b, rhs.element)
@@ -247,14 +253,8 @@ def _joint_k_loop(lw, op, lhs, rhs, acc, offsets, integer, work) -> bool:
                                           rhs.element)
         for total, (a_shift, b_shift) in zip(totals, shifts):
             a, b = a_vals[a_shift], b_vals[b_shift]
-            if integer:
-                if op.attrs["signedness_lhs"] is Signedness.UNSIGNED:
-                    a = lw.zero_extended(a, lhs.element)
-                if op.attrs["signedness_rhs"] is Signedness.UNSIGNED:
-                    b = lw.zero_extended(b, rhs.element)
-                w(f"mad.lo.s32 {total}, {a}, {b}, {total}")
-            elif work == "f64":
-                w(f"fma.rn.f64 {total}, {a}, {b}, {total}")
+            if integer or work == "f64":
+                _multiply_add(lw, op, total, a, b, lhs, rhs, integer)
             else:
                 w(f"fma.rn.f32 {total}, {dtypes.to_f32(w, a, lhs.element)}, "
                   f"{dtypes.to_f32(w, b, rhs.element)}, {total}")

@@ -55,11 +55,6 @@ SCHEDULE_DEPENDENT = {
     "sci_stream_compact": "blocks reserve their output ranges with an atomic, in the order they run",
 }
 
-# CUDA errors after which the context cannot be used again (the worker must be replaced).
-STICKY_ERRORS = ("CUDA_ERROR_ASSERT", "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED",
-                 "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_MISALIGNED_ADDRESS",
-                 "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_HARDWARE_STACK_ERROR",
-                 "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_LAUNCH_TIMEOUT")
 FAILING = ("mismatch", "error")
 
 

@@ -30,8 +30,21 @@ for _path in (ROOT, ROOT / "runtime", ROOT / "tests", ROOT / "scripts", ROOT / "
         sys.path.insert(0, str(_path))
 
 DEFAULT_RESULTS = ROOT / "benchmarks" / "results" / "gpu_scale.md"
+GPU_ONLY_RESULTS = ROOT / "benchmarks" / "results" / "gpu_only.md"
 MODEL_RESULTS = ROOT / "benchmarks" / "results" / "model.md"
 BACKENDS = ("jit", "tileiras")
+
+
+def variant_load(label: str):
+    """(backend, load options) for a column label: the two backends, "jit+wgmma" (sm_90's
+    warpgroup mma) and "jit@N" (N threads per CTA instead of the JIT's own choice)."""
+    if label in BACKENDS:
+        return label, {}
+    if label == "jit+wgmma":
+        return "jit", {"wgmma": True}
+    if label.startswith("jit@"):
+        return "jit", {"threads": int(label[4:])}
+    raise ValueError(f"unknown variant {label!r}")
 
 
 def model_estimates(path: Path = MODEL_RESULTS):
@@ -56,9 +69,10 @@ class ScaleRunner:
     """Stands in for a case module's `run`: launches one kernel on every backend, compares the
     backends' results, and times them alternately."""
 
-    def __init__(self, arrays, rounds: int, repeat: int, batch: int):
+    def __init__(self, arrays, rounds: int, repeat: int, batch: int, variants=BACKENDS):
         self.arrays = arrays
         self.rounds, self.repeat, self.batch = rounds, repeat, batch
+        self.variants = tuple(variants)
         self.rows = []
 
     def __call__(self, module, entry, grid, *args, **_interp_only):
@@ -67,28 +81,31 @@ class ScaleRunner:
         from gpu_checks import flatten_launch_args
         from tilebc_runtime import driver
         prepared = {}
-        for backend in BACKENDS:
+        for variant in self.variants:
+            backend, options = variant_load(variant)
             source = module.source if module.source and Path(module.source).is_file() else module
-            kernel = tilebc_runtime.load(source, backend=backend)[entry]
+            kernel = tilebc_runtime.load(source, backend=backend, options=options)[entry]
             copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
             flat, pairs = flatten_launch_args(copies, self.arrays.upload, self.arrays.pointer)
             kernel.launch(grid, *flat, allow_overlap=True)
             driver.call("Device.sync", self.arrays.device.sync)
             for device_array, host in pairs:
                 self.arrays.download(device_array, host)
-            prepared[backend] = (kernel, flat, [host for _, host in pairs])
+            prepared[variant] = (kernel, flat, [host for _, host in pairs])
         agreement = _agreement(prepared["jit"][2], prepared["tileiras"][2])
-        samples = {b: [] for b in BACKENDS}
+        extra = {f"{v}_agreement": _agreement(prepared[v][2], prepared["tileiras"][2])
+                 for v in self.variants if v not in BACKENDS}
+        samples = {b: [] for b in self.variants}
         for round_index in range(self.rounds):
-            order = BACKENDS if round_index % 2 == 0 else BACKENDS[::-1]
+            order = self.variants if round_index % 2 == 0 else self.variants[::-1]
             for backend in order:
                 kernel, flat, _ = prepared[backend]
                 samples[backend].append(time_launch(kernel, grid, flat, repeat=self.repeat,
                                                     warmup=2, batch=self.batch))
         self.rows.append({"entry": entry, "grid": tuple(grid) if isinstance(grid, (tuple, list)) else (grid,),
-                          "agreement": agreement,
-                          **{b: statistics.median(samples[b]) for b in BACKENDS},
-                          **{f"{b}_spread": (min(samples[b]), max(samples[b])) for b in BACKENDS}})
+                          "agreement": agreement, **extra,
+                          **{b: statistics.median(samples[b]) for b in self.variants},
+                          **{f"{b}_spread": (min(samples[b]), max(samples[b])) for b in self.variants}})
 
 
 def _agreement(ours, theirs) -> str:
@@ -107,6 +124,56 @@ def _agreement(ours, theirs) -> str:
     return f"max abs {worst_abs:.3g}, max rel {worst_rel:.3g}"
 
 
+def gpu_only_cases():
+    """Launches the model's table does not have, each a question the model leaves open:
+    one-tile-per-CTA kernels at the model's "at scale" grid (132 × 64 CTAs), a one-CTA launch
+    (the per-launch floor), and the production-tile GEMMs (the fixtures whose products fit sm_90's
+    warpgroup mma; --wgmma times that path too) at 512³–4096³ and a ragged shape: on arrays without
+    alignment facts, and on contiguous 16-byte-aligned ones, where tileiras uses TMA."""
+    import ml_dtypes
+    rng = np.random.default_rng(7)
+    scale = 132 * 64
+
+    def f(shape, dtype=np.float32, low=0.5, high=2.0):
+        return rng.uniform(low, high, shape).astype(dtype)
+
+    def weighted_sum3(ref):   # one 32-element tile per CTA
+        n = scale * 32
+        xs = (f(n, np.float16), f(n), f(n, ml_dtypes.bfloat16))
+        weights = (np.float32(1.5), np.int32(-2), np.float64(0.25), np.float32(0.125))
+        ref.run(ref.module_, ref.entry(ref.module_, 0), (scale,), xs, weights,
+                np.zeros(n, np.float32))
+
+    def nan_compare(ref):   # one 16-element tile per CTA
+        n = scale * 16
+        ref.run(ref.module_, ref.entry(ref.module_, 0), (scale,), f(n, low=-20, high=20),
+                np.zeros(n, np.float32), np.zeros(n, np.int32), np.float32(-0.5))
+
+    def elementwise_one_cta(ref):   # 64 elements, one CTA: what a launch costs at least
+        a, b = f(64), f(64)
+        ref.run(ref.module_, ref.entry(ref.module_), (1,), a, b, np.zeros(64, np.float32))
+
+    def gemm_large_tile(ref):   # 64×128×64 tiles, f16 in, f32 accumulate, bias + relu, f16 out
+        for m, n, k in ((512, 512, 512), (2048, 2048, 2048), (200, 264, 100)):
+            a, b = f((m, k), np.float16, -1, 1), f((k, n), np.float16, -1, 1)
+            bias = f(n, np.float16, -0.5, 0.5)
+            grid = (-(-m // 64) * -(-n // 128),)
+            ref.run(ref.module_, ref.entry(ref.module_), grid, a, b, bias,
+                    np.zeros((m, n), np.float16))
+
+    def gemm_aligned_tile(ref):   # the same GEMM on contiguous, 16-aligned arrays (TMA for tileiras)
+        for m, n, k in ((512, 512, 512), (2048, 2048, 2048), (4096, 4096, 4096), (256, 384, 208)):
+            a, b = f((m, k), np.float16, -1, 1), f((k, n), np.float16, -1, 1)
+            bias = f(n, np.float16, -0.5, 0.5)
+            grid = (-(-m // 64) * -(-n // 128),)
+            ref.run(ref.module_, ref.entry(ref.module_), grid, a, b, bias,
+                    np.zeros((m, n), np.float16))
+
+    return {"ft_weighted_sum3": weighted_sum3, "ft_nan_compare": nan_compare,
+            "elementwise_f32": elementwise_one_cta, "la_gemm_large_tile": gemm_large_tile,
+            "la_gemm_aligned_tile": gemm_aligned_tile}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*")
@@ -115,8 +182,16 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--arrays", default="core", choices=["core", "torch", "cupy"],
                         help="who allocates the device arrays (cuda.core cannot export bfloat16)")
-    parser.add_argument("--results", default=str(DEFAULT_RESULTS))
+    parser.add_argument("--gpu-only", action="store_true",
+                        help="time the launches the model has no row for (gpu_only_cases) instead")
+    parser.add_argument("--wgmma", action="store_true",
+                        help="also time our JIT with sm_90 wgmma (compile option wgmma=True)")
+    parser.add_argument("--threads", default="",
+                        help="comma-separated threads per CTA to time our JIT with as well")
+    parser.add_argument("--results", help="where to write the table (default: results/gpu_scale.md, "
+                                           "or results/gpu_only.md with --gpu-only)")
     args = parser.parse_args(argv)
+    args.results = args.results or str(GPU_ONLY_RESULTS if args.gpu_only else DEFAULT_RESULTS)
     import gpu_checks
     count, reason = gpu_checks.gpu_presence()
     if not count:
@@ -126,14 +201,17 @@ def main(argv=None) -> int:
     from fixture_cases import CASE_MODULES
     started = time.monotonic()
     arrays = gpu_checks.DeviceArrays(args.arrays)
-    estimates = model_estimates()
+    estimates = {} if args.gpu_only else model_estimates()
+    variants = BACKENDS + (("jit+wgmma",) if args.wgmma else ()) + \
+        tuple(f"jit@{int(t)}" for t in args.threads.split(",") if t.strip())
+    cases = gpu_only_cases() if args.gpu_only else bench_model._large_cases()
     table, failures = [], []
-    for name, launch in bench_model._large_cases().items():
+    for name, launch in cases.items():
         if args.names and name not in args.names:
             continue
         reference = next(importlib.import_module(m) for m in CASE_MODULES
                          if name in importlib.import_module(m).CASES)
-        runner = ScaleRunner(arrays, args.rounds, args.repeat, args.batch)
+        runner = ScaleRunner(arrays, args.rounds, args.repeat, args.batch, variants)
         original = reference.run
         reference.run, reference.module_ = runner, reference.module(name, reference.versions(name)[-1])
         try:
@@ -150,13 +228,13 @@ def main(argv=None) -> int:
         print(f"{name}: done ({len(runner.rows)} launch(es))", flush=True)
     text = render(table, failures, gpu_checks._device_name(), " ".join(["benchmarks/bench_gpu_scale.py",
                                                              *(argv if argv is not None else sys.argv[1:])]),
-                  time.monotonic() - started)
+                  time.monotonic() - started, variants)
     Path(args.results).write_text(text)
     print(text)
     return 1 if failures else 0
 
 
-def render(table, failures, device, command, elapsed) -> str:
+def render(table, failures, device, command, elapsed, variants=BACKENDS) -> str:
     lines = ["# GPU timings at GPU-filling sizes: tilebc JIT vs tileiras, and the model",
              "",
              f"Measured on {device}, {datetime.date.today().isoformat()}. Command: `{command}` "
@@ -186,6 +264,19 @@ def render(table, failures, device, command, elapsed) -> str:
         lines += ["", f"Geometric mean jit / tileiras, measured: {geomean:.2f} over {len(ratios)} launches"
                   + (f"; the model's: {float(np.exp(np.mean(np.log(model_ratios)))):.2f}" if model_ratios else "")
                   + " (below 1: ours is faster)."]
+    extra = [v for v in variants if v not in BACKENDS]
+    if extra:
+        lines += ["", "Variants of our JIT, same launches, timed in the same alternating rounds:", "",
+                  "| kernel | grid | " + " | ".join(f"{v} µs | {v} / tileiras | {v} agreement"
+                                                    for v in extra) + " |",
+                  "|---|---|" + "---:|---:|---|" * len(extra)]
+        for label, row, _, _ in table:
+            cells = []
+            for v in extra:
+                low, high = row[f"{v}_spread"]
+                cells.append(f"{row[v]:.1f} ({low:.1f}–{high:.1f}) | {row[v] / row['tileiras']:.2f} | "
+                             f"{row[f'{v}_agreement']}")
+            lines.append(f"| {label} | {'×'.join(map(str, row['grid']))} | " + " | ".join(cells) + " |")
     if failures:
         lines += ["", "Not measured:", ""] + [f"- {name}: {why}" for name, why in failures]
     return "\n".join(lines) + "\n"

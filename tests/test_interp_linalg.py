@@ -384,6 +384,17 @@ def _gemm_large_tile(mod):
     check(c, expected, rtol=1e-2, atol=1e-3)
 
 
+@case("la_gemm_aligned_tile")
+def _gemm_aligned_tile(mod):
+    m, n, k = 128, 256, 96                          # 2x2 output tiles, K ragged over the tile
+    a, b = uniform((m, k), np.float16), uniform((k, n), np.float16)
+    bias = uniform(n, np.float16, -0.5, 0.5)
+    c = np.zeros((m, n), np.float16)
+    run(mod, entry(mod), (4,), a, b, bias, c)
+    expected = np.maximum(f64(a) @ f64(b) + f64(bias)[None, :], 0.0)
+    check(c, expected, rtol=1e-2, atol=1e-3)
+
+
 # ------------------------------------------------------------------------------- tests
 
 PARAMS = [(name, version) for name in sorted(CASES) for version in versions(name)]

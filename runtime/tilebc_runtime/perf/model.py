@@ -19,17 +19,20 @@ The kernel's time combines the largest throughput bound of
   sectors at `l1_sectors_per_clk`);
 - memory: DRAM (the unique footprint at the achievable HBM bandwidth), L2 (every sector a warp
   access touches, at the L2 bandwidth, and per active SM at `l2_bytes_per_clk_per_sm`);
-- CTA launch: the GPU starts `cta_launch_per_clk` CTAs per clock over all SMs;
+- CTA launch: the GPU starts `cta_launch_per_clk` CTAs per clock over all SMs (not on the SM:
+  see below);
 with
 - latency: waves of resident CTAs (ceil(CTAs per SM / occupancy)) times one warp's critical path
   (`critical_path_per_warp`: issue over the executed basic blocks with a latency per
   instruction class; global loads at `l2_latency` when the launch's footprint fits in L2, else
   `memory_latency`), which decides small grids and low occupancy. Without a profile (counts made
   by hand) a flat `cpi_dependent` per instruction plus a load latency per round of loads.
-Latency and the largest throughput bound overlap only as far as resident warps hide one behind the
-other: the smaller of the two is added in the fraction 1 - resident warps / `full_overlap_warps`,
-where a warp counts by its share of the busiest warp's instructions (idle warps hide nothing).
-Each launch adds `launch_overhead_us`.
+On the SM, latency and the largest throughput bound overlap only as far as resident warps hide
+one behind the other: the smaller of the two is added in the fraction 1 - resident warps /
+`full_overlap_warps`, where a warp counts by its share of the busiest warp's instructions (idle
+warps hide nothing). The CTA launch bound is not in that overlap: each CTA's latency hides
+behind the starts of the CTAs after it, so it bounds the kernel as the last start plus one
+CTA's path. Each launch adds `launch_overhead_us`.
 """
 from __future__ import annotations
 
@@ -382,15 +385,22 @@ def estimate(counts: LaunchCounts, hw: Hardware = Hardware(), grid: Optional[int
                     counts.barriers * per * hw.barrier_latency)
     waves = math.ceil(per_sm / ctas_per_sm)
     latency = waves * critical / clock
+    dispatch = bounds.pop("cta_launch")
     throughput = max(bounds.values())
+    bounds["cta_launch"] = dispatch
     bounds["latency"] = latency
-    bound = max(bounds, key=lambda name: bounds[name])
-    # resident warps hide latency behind throughput (and the reverse) only in part: the smaller
-    # term shows in the fraction of the SM's warp slots left empty
+    # on the SM, resident warps hide latency behind throughput (and the reverse) only in part:
+    # the smaller term shows in the fraction of the SM's warp slots left empty
     working = counts.warps if counts.working_warps is None else min(counts.warps, counts.working_warps)
     resident = min(per_sm, ctas_per_sm) * working
     exposed = max(0.0, 1.0 - resident / hw.full_overlap_warps)
-    kernel = max(throughput, latency) + exposed * min(throughput, latency)
+    on_sm = max(throughput, latency) + exposed * min(throughput, latency)
+    # the dispatcher: a CTA's latency overlaps the starts of the CTAs after it, whatever its
+    # warps, so beyond the last start only the last CTA's own path shows
+    chain = dispatch + critical / clock
+    kernel = max(on_sm, chain)
+    bound = "cta_launch" if chain > on_sm else max(
+        (name for name in bounds if name != "cta_launch"), key=lambda name: bounds[name])
     return Estimate(kernel + hw.launch_overhead_us, bound, bounds, occ["ctas_per_sm"],
                     occ["limiter"], target, exposed, hw.launch_overhead_us)
 

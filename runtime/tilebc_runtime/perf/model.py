@@ -385,9 +385,8 @@ def estimate(counts: LaunchCounts, hw: Hardware = Hardware(), grid: Optional[int
                     counts.barriers * per * hw.barrier_latency)
     waves = math.ceil(per_sm / ctas_per_sm)
     latency = waves * critical / clock
-    dispatch = bounds.pop("cta_launch")
-    throughput = max(bounds.values())
-    bounds["cta_launch"] = dispatch
+    on_sm_bounds = [name for name in bounds if name != "cta_launch"]
+    throughput = max(bounds[name] for name in on_sm_bounds)
     bounds["latency"] = latency
     # on the SM, resident warps hide latency behind throughput (and the reverse) only in part:
     # the smaller term shows in the fraction of the SM's warp slots left empty
@@ -397,10 +396,10 @@ def estimate(counts: LaunchCounts, hw: Hardware = Hardware(), grid: Optional[int
     on_sm = max(throughput, latency) + exposed * min(throughput, latency)
     # the dispatcher: a CTA's latency overlaps the starts of the CTAs after it, whatever its
     # warps, so beyond the last start only the last CTA's own path shows
-    chain = dispatch + critical / clock
+    chain = bounds["cta_launch"] + critical / clock
     kernel = max(on_sm, chain)
-    bound = "cta_launch" if chain > on_sm else max(
-        (name for name in bounds if name != "cta_launch"), key=lambda name: bounds[name])
+    bound = "cta_launch" if chain > on_sm else max(on_sm_bounds + ["latency"],
+                                                   key=lambda name: bounds[name])
     return Estimate(kernel + hw.launch_overhead_us, bound, bounds, occ["ctas_per_sm"],
                     occ["limiter"], target, exposed, hw.launch_overhead_us)
 

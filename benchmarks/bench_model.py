@@ -312,10 +312,18 @@ def _large_cases():
         ref.run(ref.module_, ref.entry(ref.module_), (132 * 2,), a, b,
                 np.zeros((m, n), np.float32))
 
+    def gemm_aligned(ref):   # 64x128x64 tiles on contiguous 16-byte-aligned arrays, 2048^3
+        m = n = k = 2048
+        a, b = f((m, k), np.float16, -1, 1), f((k, n), np.float16, -1, 1)
+        bias = f(n, np.float16, -0.5, 0.5)
+        ref.run(ref.module_, ref.entry(ref.module_), ((m // 64) * (n // 128),), a, b, bias,
+                np.zeros((m, n), np.float16))
+
     return {"matmul_f16": gemm, "elementwise_f32": elementwise, "reduce_rows": reduce_rows,
             "nn_softmax_rows": softmax, "nn_layer_norm_fwd": layer_norm,
             "nn_rms_norm_tiled": rms_norm, "dm_adam_step": adam, "la_gemv": gemv,
-            "sci_black_scholes": black_scholes, "la_gemm_persistent": gemm_persistent}
+            "sci_black_scholes": black_scholes, "la_gemm_persistent": gemm_persistent,
+            "la_gemm_aligned_tile": gemm_aligned}
 
 
 def run_large(reference, name, launch, hw, cache_dir):

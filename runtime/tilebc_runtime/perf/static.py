@@ -195,6 +195,11 @@ def _ptxas(arch, source, cubin, facts, entry, lineinfo):
     if lineinfo:
         command.insert(2, "-lineinfo")
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 and "too much shared data" in done.stderr + done.stdout:
+        # static shared memory over 48 KiB (tileiras's multi-stage pipelines): tileiras passes
+        # ptxas this switch for it, so assemble its PTX the same way
+        command.insert(2, "--enable-extended-smem=true")
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"ptxas failed: {(done.stderr or done.stdout).strip()[:400]}")
     if facts is not None:

@@ -866,6 +866,10 @@ class _KPipeline:
 
 # Stage buffers may take up to this much shared memory: three stages where they fit, else two.
 _PIPELINE_SHARED = STATIC_SHARED_LIMIT // 2
+# Stages of production-size tiles (two over _PIPELINE_SHARED) may take this share of the CTA's
+# opt-in shared memory (dynamic): a quarter keeps four CTAs an SM (sm_90: two 26 KiB stages of a
+# 64x128x64 f16 GEMM, whose 128 registers a thread allow four CTAs too).
+_LARGE_STAGES_SHARE = 4
 
 
 @pipelines
@@ -938,10 +942,13 @@ def _k_loop_pipeline(lw, op, loop):
         stage_bytes += -(-staged_bytes // 16) * 16
     if not stage_bytes:
         return None
-    stages = 3 if 3 * stage_bytes <= _PIPELINE_SHARED else 2
+    budget = _PIPELINE_SHARED
+    if 2 * stage_bytes > budget:
+        budget = max(budget, max_shared_per_block(lw.arch) // _LARGE_STAGES_SHARE)
+    stages = 3 if 3 * stage_bytes <= budget else 2
     if loop.trips is not None:
         stages = min(stages, loop.trips)
-    if stages < 2 or stages * stage_bytes > _PIPELINE_SHARED:
+    if stages < 2 or stages * stage_bytes > budget:
         return None
     pipe = _KPipeline(lw, loop, mma, staged, offsets, strides, stage_bytes, stages, iv_value)
     pipe.async_proxy = wgmma

@@ -1151,6 +1151,41 @@ def test_large_tile_gemm_keeps_wgmma_accumulators_across_its_k_loop():
     assert not any("st.shared" in line or "ld.shared" in line for line in lines[last:latch])
 
 
+@pytest.mark.parametrize("m,n,k,stages", [(64, 128, 64, 4), (128, 64, 32, 4)])
+@pytest.mark.parametrize("trips", [0, 1, 2, 5])
+def test_pipelined_wgmma_k_loop_leaves_one_group_in_flight(m, n, k, stages, trips):
+    """A wgmma K loop fed by cp.async stages: iteration i issues its wgmma's into the carried
+    accumulator registers and waits only for iteration i-1's (wgmma.wait_group 1), the copies
+    run S-2 iterations ahead (the stage i-1 read is free one iteration later), one barrier per
+    iteration, and no instruction but the wgmma's touches the accumulators inside the loop. On
+    the emulator an accumulator read before its group is retired sees the old value and a group
+    never retired is an error, so results equal to the interpreter's show the waits suffice."""
+    module = _pipelined_k_loop_kernel(m, n, k)
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True).ptx
+    head, end = (re.search(rf"^\$L_{label}_\d+:", ptx, re.M).start()
+                 for label in ("for", "endfor"))
+    prologue, loop, after = ptx[:head], ptx[head:end], ptx[end:]
+    assert prologue.count("cp.async.commit_group") == stages - 2
+    assert loop.count("cp.async.commit_group") == 1
+    assert re.findall(r"cp\.async\.wait_group \d+", loop) == [f"cp.async.wait_group {stages - 3}"]
+    assert re.findall(r"wgmma\.wait_group\.sync\.aligned \d+", loop) == \
+        ["wgmma.wait_group.sync.aligned 1"]
+    assert loop.count("bar.sync") == 1 and "mov.f32" not in loop
+    assert after.index("wgmma.wait_group.sync.aligned 0") < after.index("cp.async.wait_group 0")
+    kk = max(k * trips - 8, 0)
+    rows, cols = m + 13, 2 * n - 8
+    a = _quarters(np.float16, (rows, kk + 8))[:, :kk]
+    b = _quarters(np.float16, (kk, cols + 8))[:, :cols]
+    c = _quarters(np.float32, (rows, cols))
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, b, expected, np.int32(trips))
+    sim.run(module, "k", grid, a, b, actual, np.int32(trips), arch="sm_90", threads=128,
+            wgmma=True)
+    np.testing.assert_array_equal(actual, expected)
+    np.testing.assert_array_equal(expected, a.astype(np.float64) @ b.astype(np.float64) + c)
+
+
 @pytest.mark.parametrize("align", [16, 4])
 def test_wgmma_operands_copied_by_cp_async_into_the_canonical_layout(align):
     """Aligned view loads go to wgmma's staging by cp.async (16- or 4-byte runs along K for A,

@@ -773,11 +773,13 @@ class _LaterIteration:
 
 class _KPipeline:
     """A `for` whose body feeds its one tensor-core mma from view loads that cp.async can copy
-    (ViewStaged): those copies run `stages - 1` iterations ahead, into `stages` rotating buffers
-    below lw.smem_floor (stage s at region + s * stage_bytes). The prologue issues iterations
-    0..S-2, one commit group each; in iteration i the mma waits for all but the newest S-2
-    groups (its own stage is then in shared memory), synchronizes (every warp is done with
-    iteration i-1's buffer), issues iteration i+S-1 into that buffer and computes from its own.
+    (ViewStaged): those copies run P = `stages - 1 - lag` iterations ahead, into `stages`
+    rotating buffers below lw.smem_floor (stage s at region + s * stage_bytes). The prologue
+    issues iterations 0..P-1, one commit group each; in iteration i the mma waits for all but
+    the newest P-1 groups (its own stage is then in shared memory), synchronizes (every warp is
+    done with iteration i-1-lag's buffer), issues iteration i+P into that buffer and computes
+    from its own. `lag` 1 (wgmma): the mma's of iteration i stay in flight until iteration i+1
+    has issued its own (wgmma.wait_group 1), so their stage is free one iteration later.
     Iterations past the bound commit empty groups (the group count stays the same); a tile's
     runs past the tensor read nothing and land as zeros (src-size 0), so ragged tails are
     right. After the loop: wait for everything, synchronize (the region is the exchange's
@@ -789,6 +791,12 @@ class _KPipeline:
         self.stage_bytes, self.stages, self.iv_value = stage_bytes, stages, iv_value
         self.roles = tuple(t is not None for t in staged)
         self.async_proxy = False  # True: a wgmma reads the stages (a proxy fence after copies)
+        self.lag = 0  # wgmma groups left in flight by an iteration (see _accumulates_in_place)
+
+    @property
+    def ahead(self) -> int:
+        """Iterations the copies run ahead of the mma."""
+        return self.stages - 1 - self.lag
 
     def _issue(self, ahead: int, base: str) -> None:
         """Copies of iteration iv + ahead * step into the stage at `base`, then a commit."""
@@ -825,8 +833,8 @@ class _KPipeline:
         self.offsets = [None if o is None else o + region for o in self.offsets]
         self.read, self.write = w.reg("b32"), w.reg("b32")
         w(f"mov.u32 {self.read}, 0")
-        w(f"mov.u32 {self.write}, {(self.stages - 1) * self.stage_bytes}")
-        for s in range(self.stages - 1):
+        w(f"mov.u32 {self.write}, {self.ahead * self.stage_bytes}")
+        for s in range(self.ahead):
             base = w.reg("b32")
             w(f"add.u32 {base}, {lw.smem_base()}, {s * self.stage_bytes}")
             self._issue(s, base)
@@ -837,13 +845,13 @@ class _KPipeline:
         visible, the next stage is in flight; returns the byte offset of this stage."""
         lw = self.lw
         w = lw.w
-        w(f"cp.async.wait_group {self.stages - 2}")
+        w(f"cp.async.wait_group {self.ahead - 1}")
         if self.async_proxy:  # wgmma reads the stage through the async proxy
             w("fence.proxy.async.shared::cta")
         lw.barrier()
         base = w.reg("b32")
         w(f"add.u32 {base}, {lw.smem_base()}, {self.write}")
-        self._issue(self.stages - 1, base)
+        self._issue(self.ahead, base)
         return self.read
 
     def advance(self) -> None:
@@ -858,6 +866,8 @@ class _KPipeline:
 
     def finish(self) -> None:
         lw = self.lw
+        if self.lag:  # the last iteration's accumulators land
+            lw.w("wgmma.wait_group.sync.aligned 0")
         lw.w("cp.async.wait_group 0")  # none in flight when the exchange takes the region back
         lw.barrier()  # and every warp is done reading its stages
         lw.smem_floor = self.saved_floor
@@ -866,6 +876,10 @@ class _KPipeline:
 
 # Stage buffers may take up to this much shared memory: three stages where they fit, else two.
 _PIPELINE_SHARED = STATIC_SHARED_LIMIT // 2
+# wgmma stages may take this share of the CTA's opt-in shared memory: up to four (one more than
+# mma.sync's three, as the stage an iteration's wgmma's read is free only one iteration later).
+_WGMMA_STAGES_SHARE = 2
+
 # Stages of production-size tiles (two over _PIPELINE_SHARED) may take this share of the CTA's
 # opt-in shared memory (dynamic): a quarter keeps four CTAs an SM (sm_90: two 26 KiB stages of a
 # 64x128x64 f16 GEMM, whose 128 registers a thread allow four CTAs too).
@@ -942,17 +956,42 @@ def _k_loop_pipeline(lw, op, loop):
         stage_bytes += -(-staged_bytes // 16) * 16
     if not stage_bytes:
         return None
-    budget = _PIPELINE_SHARED
-    if 2 * stage_bytes > budget:
+    budget, most = _PIPELINE_SHARED, 3
+    if wgmma:
+        budget, most = max(budget, max_shared_per_block(lw.arch) // _WGMMA_STAGES_SHARE), 4
+    elif 2 * stage_bytes > budget:
         budget = max(budget, max_shared_per_block(lw.arch) // _LARGE_STAGES_SHARE)
-    stages = 3 if 3 * stage_bytes <= budget else 2
+    stages = max(2, min(most, budget // stage_bytes))
     if loop.trips is not None:
         stages = min(stages, loop.trips)
     if stages < 2 or stages * stage_bytes > budget:
         return None
     pipe = _KPipeline(lw, loop, mma, staged, offsets, strides, stage_bytes, stages, iv_value)
     pipe.async_proxy = wgmma
+    if wgmma and stages >= 3 and all(pipe.roles) and _accumulates_in_place(lw, body, mma):
+        pipe.lag = 1
     return pipe
+
+
+def _accumulates_in_place(lw, body, mma) -> bool:
+    """Whether `mma` (in `for` body `body`) may add into the loop-carried accumulator registers
+    themselves while its wgmma's are in flight: its accumulator is a carried value kept in the
+    mma layout that nothing else reads, and its result is read only by the body's `continue`,
+    which carries it on in the same place."""
+    from tilebc.ops.spec import Exit
+    from .anchors import _uses, carried_mma_layout
+    last = body.ops[-1]
+    if last.spec.exit is not Exit.NEXT:
+        return False
+    uses = _uses(lw)
+    acc = lw.forward.get(mma.operands["acc"], mma.operands["acc"])
+    result = mma.results[0]
+    if acc not in body.args[1:] or uses.get(acc) != [mma] or uses.get(result) != [last]:
+        return False
+    index = body.args.index(acc) - 1
+    carried = [lw.forward.get(v, v) for v in last.operand_values]
+    return carried.count(result) == 1 and carried[index] is result \
+        and carried_mma_layout(lw, body, index) is not None
 
 
 def _mma_in_registers(lw, op, layout, form):
@@ -1256,8 +1295,12 @@ def _wgmma(lw, op, layout, a_type):
         w(f"cvt.u64.u32 {moved}, {_u32(w, 'add.u32', lw.smem_base(), stage)}")
         w(f"shr.u64 {moved}, {moved}, 4")
         starts = [moved if a else s for a, s in zip(ahead, starts)]
+    lag = pipe.lag if pipe is not None else 0
     d = []
     for k in range(layout.slots):
+        if lag:  # the carried registers themselves: no move may touch them while in flight
+            d.append(acc.slot(k))
+            continue
         reg = w.reg("f32")
         w(f"mov.f32 {reg}, {acc.slot(k)}")
         d.append(reg)
@@ -1277,7 +1320,7 @@ def _wgmma(lw, op, layout, a_type):
             w(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{a_type}.{a_type} "
               f"{{{regs}}}, {a_desc}, {b_desc}, 1, 1, 1, 0, {int(not from_source)}")
     w("wgmma.commit_group.sync.aligned")
-    w("wgmma.wait_group.sync.aligned 0")
+    w(f"wgmma.wait_group.sync.aligned {lag}")  # lag 1: the previous iteration's have landed
     if not all(ahead):
         lw.barrier()  # the operands' shared memory is free for the next exchange
     if pipe is not None:

@@ -1155,9 +1155,9 @@ def test_large_tile_gemm_keeps_wgmma_accumulators_across_its_k_loop():
 @pytest.mark.parametrize("trips", [0, 1, 2, 5])
 def test_pipelined_wgmma_k_loop_leaves_one_group_in_flight(m, n, k, stages, trips):
     """A wgmma K loop fed by cp.async stages: iteration i issues its wgmma's into the carried
-    accumulator registers and waits only for iteration i-1's (wgmma.wait_group 1), the copies
-    run S-2 iterations ahead (the stage i-1 read is free one iteration later), one barrier per
-    iteration, and no instruction but the wgmma's touches the accumulators inside the loop. On
+    accumulator registers, then the copies of iteration i+S-2 (into the stage i-2 read, free
+    since the barrier), and waits only for iteration i-1's wgmma's (wgmma.wait_group 1); one
+    barrier per iteration, and no instruction but the wgmma's touches the accumulators inside the loop. On
     the emulator an accumulator read before its group is retired sees the old value and a group
     never retired is an error, so results equal to the interpreter's show the waits suffice."""
     module = _pipelined_k_loop_kernel(m, n, k)
@@ -1171,6 +1171,9 @@ def test_pipelined_wgmma_k_loop_leaves_one_group_in_flight(m, n, k, stages, trip
     assert re.findall(r"wgmma\.wait_group\.sync\.aligned \d+", loop) == \
         ["wgmma.wait_group.sync.aligned 1"]
     assert loop.count("bar.sync") == 1 and "mov.f32" not in loop
+    # the tensor core starts right after the barrier; the later K tile's copies follow
+    assert loop.index("bar.sync") < loop.index("wgmma.mma_async") < loop.index("cp.async.cg") \
+        < loop.index("wgmma.wait_group")
     assert after.index("wgmma.wait_group.sync.aligned 0") < after.index("cp.async.wait_group 0")
     kk = max(k * trips - 8, 0)
     rows, cols = m + 13, 2 * n - 8

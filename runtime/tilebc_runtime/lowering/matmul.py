@@ -840,19 +840,26 @@ class _KPipeline:
             self._issue(s, base)
         lw._cache[("k pipeline", self.mma)] = self
 
-    def steady(self) -> str:
+    def steady(self, prefetch: bool = True) -> str:
         """In the mma, before it reads its operands: this iteration's stage landed and is
-        visible, the next stage is in flight; returns the byte offset of this stage."""
+        visible, the next stage is in flight (`prefetch` False: the mma issues it itself
+        later, by prefetch()); returns the byte offset of this stage."""
         lw = self.lw
         w = lw.w
         w(f"cp.async.wait_group {self.ahead - 1}")
         if self.async_proxy:  # wgmma reads the stage through the async proxy
             w("fence.proxy.async.shared::cta")
         lw.barrier()
-        base = w.reg("b32")
-        w(f"add.u32 {base}, {lw.smem_base()}, {self.write}")
-        self._issue(self.ahead, base)
+        if prefetch:
+            self.prefetch()
         return self.read
+
+    def prefetch(self) -> None:
+        """The copies of iteration i + ahead, into the stage the barrier of steady() freed."""
+        w = self.lw.w
+        base = w.reg("b32")
+        w(f"add.u32 {base}, {self.lw.smem_base()}, {self.write}")
+        self._issue(self.ahead, base)
 
     def advance(self) -> None:
         """Both stage offsets one buffer on, wrapping after the last."""
@@ -1271,7 +1278,10 @@ def _wgmma(lw, op, layout, a_type):
     sizes = (k_dim // 8 * _leading(m, True), k_dim // 8 * _leading(n, from_source))
     exchange = iter(lw.reserve_smem([b for b, a in zip(sizes, ahead) if not a]))
     offsets = [pipe.offsets[i] if ahead[i] else next(exchange) for i in range(2)]
-    stage = pipe.steady() if pipe is not None else None
+    lag = pipe.lag if pipe is not None else 0
+    # lag: the copies of a later K tile go after this one's wgmma's, so the tensor core starts
+    # right after the barrier and their address arithmetic overlaps the wgmma's
+    stage = pipe.steady(prefetch=not lag) if pipe is not None else None
     for role, (tile, k_last) in enumerate(((lhs, True), (rhs, from_source))):
         if copied[role] and not ahead[role]:
             _copy_async(lw, tile, offsets[role], _wgmma_place(m if role == 0 else n, k_last))
@@ -1295,7 +1305,6 @@ def _wgmma(lw, op, layout, a_type):
         w(f"cvt.u64.u32 {moved}, {_u32(w, 'add.u32', lw.smem_base(), stage)}")
         w(f"shr.u64 {moved}, {moved}, 4")
         starts = [moved if a else s for a, s in zip(ahead, starts)]
-    lag = pipe.lag if pipe is not None else 0
     d = []
     for k in range(layout.slots):
         if lag:  # the carried registers themselves: no move may touch them while in flight
@@ -1320,6 +1329,8 @@ def _wgmma(lw, op, layout, a_type):
             w(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{a_type}.{a_type} "
               f"{{{regs}}}, {a_desc}, {b_desc}, 1, 1, 1, 0, {int(not from_source)}")
     w("wgmma.commit_group.sync.aligned")
+    if lag:
+        pipe.prefetch()
     w(f"wgmma.wait_group.sync.aligned {lag}")  # lag 1: the previous iteration's have landed
     if not all(ahead):
         lw.barrier()  # the operands' shared memory is free for the next exchange

@@ -603,6 +603,7 @@ def test_production_size_k_loop_stages_go_to_dynamic_shared_memory(trips):
     assert ptx[:head].count("cp.async.commit_group") == 1
     assert loop.count("cp.async.commit_group") == 1 and "cp.async.wait_group 0;" in loop
     assert loop.count("bar.sync") == 1
+    assert len(set(re.findall(r"cp\.async\.cg\.shared\.global \[(%r\d+)\+", loop))) == 2
     other = jit_compile(module, entry="k", arch="sm_86", emit="ptx", threads=128).ptx
     head = re.search(r"^\$L_for_\d+:", other, re.M).start()
     assert "cp.async.commit_group" not in other[:head] and ".extern .shared" not in other
@@ -1171,6 +1172,8 @@ def test_pipelined_wgmma_k_loop_leaves_one_group_in_flight(m, n, k, stages, trip
     assert re.findall(r"wgmma\.wait_group\.sync\.aligned \d+", loop) == \
         ["wgmma.wait_group.sync.aligned 1"]
     assert loop.count("bar.sync") == 1 and "mov.f32" not in loop
+    # each operand's copies: one staging address register plus immediates
+    assert len(set(re.findall(r"cp\.async\.cg\.shared\.global \[(%r\d+)\+", loop))) == 2
     # the tensor core starts right after the barrier; the later K tile's copies follow
     assert loop.index("bar.sync") < loop.index("wgmma.mma_async") < loop.index("cp.async.cg") \
         < loop.index("wgmma.wait_group")

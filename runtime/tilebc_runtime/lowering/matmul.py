@@ -735,28 +735,59 @@ def _copy_async(lw, staged: ViewStaged, offset: int, stride: int, indices=None,
                                layout, slots=runs)
     width = vec * size
     kind = "cg" if width == 16 else "ca"  # .cg takes 16 bytes only
+
+    def place(mi):
+        """Staging element offset of multi-index `mi` (registers, or ints for constants)."""
+        if isinstance(mi[-1], str):
+            if callable(stride):  # a wgmma operand's canonical layout (_wgmma_place)
+                at = stride(w, mi[-2], mi[-1], shape[-1])
+            else:
+                at = w.reg("b32")
+                w(f"mad.lo.u32 {at}, {mi[-2]}, {stride}, {mi[-1]}")
+            if len(shape) == 3:
+                w(f"mad.lo.u32 {at}, {mi[0]}, {rows * stride}, {at}")
+            return at
+        at = stride.constant(mi[-2], mi[-1], shape[-1]) if callable(stride) \
+            else mi[-2] * stride + mi[-1]
+        return at + (mi[0] * rows * stride if len(shape) == 3 else 0)
+
+    # a run whose staging lands the same distance from the first run's in every thread is one
+    # per-thread offset (computed once per kernel) plus an immediate, not its own arithmetic
+    table = layout.table(lw.T)
+    first = [place(np.unravel_index(int(e), shape)) for e in table[0]]
+    key = ("cp.async staging", tuple(shape), vec, size,
+           stride.key if callable(stride) else stride)
+
+    def shift(k):
+        found = {place(np.unravel_index(int(e), shape)) - at for e, at in zip(table[k], first)}
+        return found.pop() if len(found) == 1 else None
+
+    def first_within():
+        return _u32(w, "mul.lo.u32", place(lw.multi_index(shape, 0, layout)), size)
+    shared = None  # the first run's staging address, once it is needed
     for k, (src, ok) in zip(runs, addresses):
-        mi = lw.multi_index(shape, k, layout)
-        if callable(stride):  # a wgmma operand's canonical layout (_wgmma_place)
-            at = stride(w, mi[-2], mi[-1], shape[-1])
+        distance = shift(k)
+        if distance is not None:
+            if shared is None:
+                within = lw._cached(key, first_within)
+                shared = _u32(w, "add.u32", within, lw.smem_base() if base is None else base)
+            dst, at_offset = shared, offset + size * distance
         else:
-            at = w.reg("b32")
-            w(f"mad.lo.u32 {at}, {mi[-2]}, {stride}, {mi[-1]}")
-        if len(shape) == 3:
-            w(f"mad.lo.u32 {at}, {mi[0]}, {rows * stride}, {at}")
-        dst = w.reg("b32")
-        if base is None:
-            w(f"mad.lo.u32 {dst}, {at}, {size}, {lw.smem_base()}")
-        else:  # the loop-invariant byte offset apart, so ptxas can hoist it
-            within = w.reg("b32")
-            w(f"mul.lo.u32 {within}, {at}, {size}")
-            w(f"add.u32 {dst}, {within}, {base}")
+            at = place(lw.multi_index(shape, k, layout))
+            dst = w.reg("b32")
+            if base is None:
+                w(f"mad.lo.u32 {dst}, {at}, {size}, {lw.smem_base()}")
+            else:
+                within = w.reg("b32")
+                w(f"mul.lo.u32 {within}, {at}, {size}")
+                w(f"add.u32 {dst}, {within}, {base}")
+            at_offset = offset
         tail = ""
         if ok is not None:
             read = w.reg("b32")
             w(f"selp.u32 {read}, {width}, 0, {ok}")
             tail = f", {read}"
-        w(f"cp.async.{kind}.shared.global [{dst}+{offset}], [{src}], {width}{tail}")
+        w(f"cp.async.{kind}.shared.global [{dst}+{at_offset}], [{src}], {width}{tail}")
 
 
 # The loads a K-loop pipeline copies ahead (the view loads _defer_view_load defers), and the
@@ -1340,9 +1371,12 @@ def _wgmma(lw, op, layout, a_type):
 
 
 def _wgmma_place(rows: int, k_last: bool):
-    """_copy_async's destination for a wgmma operand: _canonical_at (rows: its M or N)."""
+    """_copy_async's destination for a wgmma operand: _canonical_at (rows: its M or N), with
+    `constant` its value on constants and `key` what identifies it."""
     def place(w, row, col, cols):
         return _canonical_at(w, row, col, rows, cols, k_last)
+    place.constant = lambda i, j, cols: _canonical_offset(i, j, rows, cols, k_last)
+    place.key = ("canonical", rows, k_last)
     return place
 
 

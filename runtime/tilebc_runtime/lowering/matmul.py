@@ -19,7 +19,8 @@ for f64, s32 for i8), all slots in one K loop where their rows and columns are a
 apart. A transposed B read only by tensor-core mmas is staged from its source (Transposed); an
 aligned view load read only by one such mma is copied into the staging by cp.async (ViewStaged).
 In a `for` whose body is such loads feeding one mma (a GEMM K loop), those copies run one or
-two iterations ahead through 2-3 rotating stages (_KPipeline). On sm_90 an f16 / bf16 mmaf with
+two iterations ahead through 2-4 rotating stages (_KPipeline), with a wgmma group left in
+flight across iterations where the loop carries its accumulator. On sm_90 an f16 / bf16 mmaf with
 an f32 result that anchors.wgmma_fits takes runs as warpgroup MMA instead (_wgmma), in the same
 accumulator layout with a 1 x 4 x 1 warp grid (runtime/LAYOUTS.md).
 """

@@ -587,6 +587,39 @@ def test_k_loop_copies_run_stages_ahead(arch, m, n, k, stages, trips):
     assert np.all(np.abs(actual - exact) <= bound)
 
 
+@pytest.mark.parametrize("trips", [1, 3])
+def test_production_size_k_loop_stages_go_to_dynamic_shared_memory(trips):
+    """64x128x64 f16 tiles: a stage (26 KiB padded) is over the 24 KiB the small pipelines keep
+    to, so on sm_90 two stages take a quarter of the CTA's opt-in shared memory (dynamic): the
+    copies of the next K tile overlap this one's mma's, one barrier per iteration. sm_86 (99 KiB
+    a CTA) has no room for them and keeps the unpipelined loop."""
+    m, n, k = 64, 128, 64
+    module = _pipelined_k_loop_kernel(m, n, k)
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128).ptx
+    head, end = (re.search(rf"^\$L_{label}_\d+:", ptx, re.M).start()
+                 for label in ("for", "endfor"))
+    loop = ptx[head:end]
+    assert ".extern .shared" in ptx
+    assert ptx[:head].count("cp.async.commit_group") == 1
+    assert loop.count("cp.async.commit_group") == 1 and "cp.async.wait_group 0;" in loop
+    assert loop.count("bar.sync") == 1
+    assert len(set(re.findall(r"cp\.async\.cg\.shared\.global \[(%r\d+)\+", loop))) == 2
+    other = jit_compile(module, entry="k", arch="sm_86", emit="ptx", threads=128).ptx
+    head = re.search(r"^\$L_for_\d+:", other, re.M).start()
+    assert "cp.async.commit_group" not in other[:head] and ".extern .shared" not in other
+    kk = k * trips - 8
+    rows, cols = m + 5, 2 * n - 8
+    a = _quarters(np.float16, (rows, kk + 8))[:, :kk]
+    b = _quarters(np.float16, (kk, cols + 8))[:, :cols]
+    c = _quarters(np.float32, (rows, cols))
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, b, expected, np.int32(trips))
+    sim.run(module, "k", grid, a, b, actual, np.int32(trips), arch="sm_90", threads=128)
+    np.testing.assert_array_equal(actual, expected)
+    np.testing.assert_array_equal(expected, a.astype(np.float64) @ b.astype(np.float64) + c)
+
+
 def test_k_loop_copies_ahead_stop_where_the_induction_variable_would_wrap():
     """A loop ending at INT32_MAX: the copies two iterations ahead index tile 2**31 + 1, which
     wraps negative; the copies' bounds checks must still read it as outside (zero fill, no
@@ -1117,6 +1150,46 @@ def test_large_tile_gemm_keeps_wgmma_accumulators_across_its_k_loop():
     last = max(i for i in range(latch) if "wgmma.mma_async" in lines[i])
     assert "mma.sync" not in ptx
     assert not any("st.shared" in line or "ld.shared" in line for line in lines[last:latch])
+
+
+@pytest.mark.parametrize("m,n,k,stages", [(64, 128, 64, 4), (128, 64, 32, 4)])
+@pytest.mark.parametrize("trips", [0, 1, 2, 5])
+def test_pipelined_wgmma_k_loop_leaves_one_group_in_flight(m, n, k, stages, trips):
+    """A wgmma K loop fed by cp.async stages: iteration i issues its wgmma's into the carried
+    accumulator registers, then the copies of iteration i+S-2 (into the stage i-2 read, free
+    since the barrier), and waits only for iteration i-1's wgmma's (wgmma.wait_group 1); one
+    barrier per iteration, and no instruction but the wgmma's touches the accumulators inside the loop. On
+    the emulator an accumulator read before its group is retired sees the old value and a group
+    never retired is an error, so results equal to the interpreter's show the waits suffice."""
+    module = _pipelined_k_loop_kernel(m, n, k)
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True).ptx
+    head, end = (re.search(rf"^\$L_{label}_\d+:", ptx, re.M).start()
+                 for label in ("for", "endfor"))
+    prologue, loop, after = ptx[:head], ptx[head:end], ptx[end:]
+    assert prologue.count("cp.async.commit_group") == stages - 2
+    assert loop.count("cp.async.commit_group") == 1
+    assert re.findall(r"cp\.async\.wait_group \d+", loop) == [f"cp.async.wait_group {stages - 3}"]
+    assert re.findall(r"wgmma\.wait_group\.sync\.aligned \d+", loop) == \
+        ["wgmma.wait_group.sync.aligned 1"]
+    assert loop.count("bar.sync") == 1 and "mov.f32" not in loop
+    # each operand's copies: one staging address register plus immediates
+    assert len(set(re.findall(r"cp\.async\.cg\.shared\.global \[(%r\d+)\+", loop))) == 2
+    # the tensor core starts right after the barrier; the later K tile's copies follow
+    assert loop.index("bar.sync") < loop.index("wgmma.mma_async") < loop.index("cp.async.cg") \
+        < loop.index("wgmma.wait_group")
+    assert after.index("wgmma.wait_group.sync.aligned 0") < after.index("cp.async.wait_group 0")
+    kk = max(k * trips - 8, 0)
+    rows, cols = m + 13, 2 * n - 8
+    a = _quarters(np.float16, (rows, kk + 8))[:, :kk]
+    b = _quarters(np.float16, (kk, cols + 8))[:, :cols]
+    c = _quarters(np.float32, (rows, cols))
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, b, expected, np.int32(trips))
+    sim.run(module, "k", grid, a, b, actual, np.int32(trips), arch="sm_90", threads=128,
+            wgmma=True)
+    np.testing.assert_array_equal(actual, expected)
+    np.testing.assert_array_equal(expected, a.astype(np.float64) @ b.astype(np.float64) + c)
 
 
 @pytest.mark.parametrize("align", [16, 4])

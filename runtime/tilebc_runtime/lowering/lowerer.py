@@ -772,6 +772,10 @@ class Lowerer:
 
     def parallel_copy(self, targets: List[List[str]], tiles: List[Tile]) -> None:
         """Copy tiles into register groups as one parallel assignment (sources may be targets)."""
+        # a tile already in its target's registers stays (an accumulator updated in place)
+        pairs = [(regs, tile) for regs, tile in zip(targets, tiles)
+                 if [tile.slot(k) for k in range(len(regs))] != list(regs)]
+        targets, tiles = [p[0] for p in pairs], [p[1] for p in pairs]
         staged = []
         for regs, tile in zip(targets, tiles):  # as many registers as the target (its layout)
             cls = dtypes.reg_class(tile.element)

@@ -19,7 +19,8 @@ for f64, s32 for i8), all slots in one K loop where their rows and columns are a
 apart. A transposed B read only by tensor-core mmas is staged from its source (Transposed); an
 aligned view load read only by one such mma is copied into the staging by cp.async (ViewStaged).
 In a `for` whose body is such loads feeding one mma (a GEMM K loop), those copies run one or
-two iterations ahead through 2-3 rotating stages (_KPipeline). On sm_90 an f16 / bf16 mmaf with
+two iterations ahead through 2-4 rotating stages (_KPipeline), with a wgmma group left in
+flight across iterations where the loop carries its accumulator. On sm_90 an f16 / bf16 mmaf with
 an f32 result that anchors.wgmma_fits takes runs as warpgroup MMA instead (_wgmma), in the same
 accumulator layout with a 1 x 4 x 1 warp grid (runtime/LAYOUTS.md).
 """
@@ -735,28 +736,59 @@ def _copy_async(lw, staged: ViewStaged, offset: int, stride: int, indices=None,
                                layout, slots=runs)
     width = vec * size
     kind = "cg" if width == 16 else "ca"  # .cg takes 16 bytes only
+
+    def place(mi):
+        """Staging element offset of multi-index `mi` (registers, or ints for constants)."""
+        if isinstance(mi[-1], str):
+            if callable(stride):  # a wgmma operand's canonical layout (_wgmma_place)
+                at = stride(w, mi[-2], mi[-1], shape[-1])
+            else:
+                at = w.reg("b32")
+                w(f"mad.lo.u32 {at}, {mi[-2]}, {stride}, {mi[-1]}")
+            if len(shape) == 3:
+                w(f"mad.lo.u32 {at}, {mi[0]}, {rows * stride}, {at}")
+            return at
+        at = stride.constant(mi[-2], mi[-1], shape[-1]) if callable(stride) \
+            else mi[-2] * stride + mi[-1]
+        return at + (mi[0] * rows * stride if len(shape) == 3 else 0)
+
+    # a run whose staging lands the same distance from the first run's in every thread is one
+    # per-thread offset (computed once per kernel) plus an immediate, not its own arithmetic
+    table = layout.table(lw.T)
+    first = [place(np.unravel_index(int(e), shape)) for e in table[0]]
+    key = ("cp.async staging", tuple(shape), vec, size,
+           stride.key if callable(stride) else stride)
+
+    def shift(k):
+        found = {place(np.unravel_index(int(e), shape)) - at for e, at in zip(table[k], first)}
+        return found.pop() if len(found) == 1 else None
+
+    def first_within():
+        return _u32(w, "mul.lo.u32", place(lw.multi_index(shape, 0, layout)), size)
+    shared = None  # the first run's staging address, once it is needed
     for k, (src, ok) in zip(runs, addresses):
-        mi = lw.multi_index(shape, k, layout)
-        if callable(stride):  # a wgmma operand's canonical layout (_wgmma_place)
-            at = stride(w, mi[-2], mi[-1], shape[-1])
+        distance = shift(k)
+        if distance is not None:
+            if shared is None:
+                within = lw._cached(key, first_within)
+                shared = _u32(w, "add.u32", within, lw.smem_base() if base is None else base)
+            dst, at_offset = shared, offset + size * distance
         else:
-            at = w.reg("b32")
-            w(f"mad.lo.u32 {at}, {mi[-2]}, {stride}, {mi[-1]}")
-        if len(shape) == 3:
-            w(f"mad.lo.u32 {at}, {mi[0]}, {rows * stride}, {at}")
-        dst = w.reg("b32")
-        if base is None:
-            w(f"mad.lo.u32 {dst}, {at}, {size}, {lw.smem_base()}")
-        else:  # the loop-invariant byte offset apart, so ptxas can hoist it
-            within = w.reg("b32")
-            w(f"mul.lo.u32 {within}, {at}, {size}")
-            w(f"add.u32 {dst}, {within}, {base}")
+            at = place(lw.multi_index(shape, k, layout))
+            dst = w.reg("b32")
+            if base is None:
+                w(f"mad.lo.u32 {dst}, {at}, {size}, {lw.smem_base()}")
+            else:
+                within = w.reg("b32")
+                w(f"mul.lo.u32 {within}, {at}, {size}")
+                w(f"add.u32 {dst}, {within}, {base}")
+            at_offset = offset
         tail = ""
         if ok is not None:
             read = w.reg("b32")
             w(f"selp.u32 {read}, {width}, 0, {ok}")
             tail = f", {read}"
-        w(f"cp.async.{kind}.shared.global [{dst}+{offset}], [{src}], {width}{tail}")
+        w(f"cp.async.{kind}.shared.global [{dst}+{at_offset}], [{src}], {width}{tail}")
 
 
 # The loads a K-loop pipeline copies ahead (the view loads _defer_view_load defers), and the
@@ -773,11 +805,13 @@ class _LaterIteration:
 
 class _KPipeline:
     """A `for` whose body feeds its one tensor-core mma from view loads that cp.async can copy
-    (ViewStaged): those copies run `stages - 1` iterations ahead, into `stages` rotating buffers
-    below lw.smem_floor (stage s at region + s * stage_bytes). The prologue issues iterations
-    0..S-2, one commit group each; in iteration i the mma waits for all but the newest S-2
-    groups (its own stage is then in shared memory), synchronizes (every warp is done with
-    iteration i-1's buffer), issues iteration i+S-1 into that buffer and computes from its own.
+    (ViewStaged): those copies run P = `stages - 1 - lag` iterations ahead, into `stages`
+    rotating buffers below lw.smem_floor (stage s at region + s * stage_bytes). The prologue
+    issues iterations 0..P-1, one commit group each; in iteration i the mma waits for all but
+    the newest P-1 groups (its own stage is then in shared memory), synchronizes (every warp is
+    done with iteration i-1-lag's buffer), issues iteration i+P into that buffer and computes
+    from its own. `lag` 1 (wgmma): the mma's of iteration i stay in flight until iteration i+1
+    has issued its own (wgmma.wait_group 1), so their stage is free one iteration later.
     Iterations past the bound commit empty groups (the group count stays the same); a tile's
     runs past the tensor read nothing and land as zeros (src-size 0), so ragged tails are
     right. After the loop: wait for everything, synchronize (the region is the exchange's
@@ -789,6 +823,12 @@ class _KPipeline:
         self.stage_bytes, self.stages, self.iv_value = stage_bytes, stages, iv_value
         self.roles = tuple(t is not None for t in staged)
         self.async_proxy = False  # True: a wgmma reads the stages (a proxy fence after copies)
+        self.lag = 0  # wgmma groups left in flight by an iteration (see _accumulates_in_place)
+
+    @property
+    def ahead(self) -> int:
+        """Iterations the copies run ahead of the mma."""
+        return self.stages - 1 - self.lag
 
     def _issue(self, ahead: int, base: str) -> None:
         """Copies of iteration iv + ahead * step into the stage at `base`, then a commit."""
@@ -825,26 +865,33 @@ class _KPipeline:
         self.offsets = [None if o is None else o + region for o in self.offsets]
         self.read, self.write = w.reg("b32"), w.reg("b32")
         w(f"mov.u32 {self.read}, 0")
-        w(f"mov.u32 {self.write}, {(self.stages - 1) * self.stage_bytes}")
-        for s in range(self.stages - 1):
+        w(f"mov.u32 {self.write}, {self.ahead * self.stage_bytes}")
+        for s in range(self.ahead):
             base = w.reg("b32")
             w(f"add.u32 {base}, {lw.smem_base()}, {s * self.stage_bytes}")
             self._issue(s, base)
         lw._cache[("k pipeline", self.mma)] = self
 
-    def steady(self) -> str:
+    def steady(self, prefetch: bool = True) -> str:
         """In the mma, before it reads its operands: this iteration's stage landed and is
-        visible, the next stage is in flight; returns the byte offset of this stage."""
+        visible, the next stage is in flight (`prefetch` False: the mma issues it itself
+        later, by prefetch()); returns the byte offset of this stage."""
         lw = self.lw
         w = lw.w
-        w(f"cp.async.wait_group {self.stages - 2}")
+        w(f"cp.async.wait_group {self.ahead - 1}")
         if self.async_proxy:  # wgmma reads the stage through the async proxy
             w("fence.proxy.async.shared::cta")
         lw.barrier()
-        base = w.reg("b32")
-        w(f"add.u32 {base}, {lw.smem_base()}, {self.write}")
-        self._issue(self.stages - 1, base)
+        if prefetch:
+            self.prefetch()
         return self.read
+
+    def prefetch(self) -> None:
+        """The copies of iteration i + ahead, into the stage the barrier of steady() freed."""
+        w = self.lw.w
+        base = w.reg("b32")
+        w(f"add.u32 {base}, {self.lw.smem_base()}, {self.write}")
+        self._issue(self.ahead, base)
 
     def advance(self) -> None:
         """Both stage offsets one buffer on, wrapping after the last."""
@@ -858,6 +905,8 @@ class _KPipeline:
 
     def finish(self) -> None:
         lw = self.lw
+        if self.lag:  # the last iteration's accumulators land
+            lw.w("wgmma.wait_group.sync.aligned 0")
         lw.w("cp.async.wait_group 0")  # none in flight when the exchange takes the region back
         lw.barrier()  # and every warp is done reading its stages
         lw.smem_floor = self.saved_floor
@@ -866,6 +915,14 @@ class _KPipeline:
 
 # Stage buffers may take up to this much shared memory: three stages where they fit, else two.
 _PIPELINE_SHARED = STATIC_SHARED_LIMIT // 2
+# wgmma stages may take this share of the CTA's opt-in shared memory: up to four (one more than
+# mma.sync's three, as the stage an iteration's wgmma's read is free only one iteration later).
+_WGMMA_STAGES_SHARE = 2
+
+# Stages of production-size tiles (two over _PIPELINE_SHARED) may take this share of the CTA's
+# opt-in shared memory (dynamic): a quarter keeps four CTAs an SM (sm_90: two 26 KiB stages of a
+# 64x128x64 f16 GEMM, whose 128 registers a thread allow four CTAs too).
+_LARGE_STAGES_SHARE = 4
 
 
 @pipelines
@@ -938,14 +995,42 @@ def _k_loop_pipeline(lw, op, loop):
         stage_bytes += -(-staged_bytes // 16) * 16
     if not stage_bytes:
         return None
-    stages = 3 if 3 * stage_bytes <= _PIPELINE_SHARED else 2
+    budget, most = _PIPELINE_SHARED, 3
+    if wgmma:
+        budget, most = max(budget, max_shared_per_block(lw.arch) // _WGMMA_STAGES_SHARE), 4
+    elif 2 * stage_bytes > budget:
+        budget = max(budget, max_shared_per_block(lw.arch) // _LARGE_STAGES_SHARE)
+    stages = max(2, min(most, budget // stage_bytes))
     if loop.trips is not None:
         stages = min(stages, loop.trips)
-    if stages < 2 or stages * stage_bytes > _PIPELINE_SHARED:
+    if stages < 2 or stages * stage_bytes > budget:
         return None
     pipe = _KPipeline(lw, loop, mma, staged, offsets, strides, stage_bytes, stages, iv_value)
     pipe.async_proxy = wgmma
+    if wgmma and stages >= 3 and all(pipe.roles) and _accumulates_in_place(lw, body, mma):
+        pipe.lag = 1
     return pipe
+
+
+def _accumulates_in_place(lw, body, mma) -> bool:
+    """Whether `mma` (in `for` body `body`) may add into the loop-carried accumulator registers
+    themselves while its wgmma's are in flight: its accumulator is a carried value kept in the
+    mma layout that nothing else reads, and its result is read only by the body's `continue`,
+    which carries it on in the same place."""
+    from tilebc.ops.spec import Exit
+    from .anchors import _uses, carried_mma_layout
+    last = body.ops[-1]
+    if last.spec.exit is not Exit.NEXT:
+        return False
+    uses = _uses(lw)
+    acc = lw.forward.get(mma.operands["acc"], mma.operands["acc"])
+    result = mma.results[0]
+    if acc not in body.args[1:] or uses.get(acc) != [mma] or uses.get(result) != [last]:
+        return False
+    index = body.args.index(acc) - 1
+    carried = [lw.forward.get(v, v) for v in last.operand_values]
+    return carried.count(result) == 1 and carried[index] is result \
+        and carried_mma_layout(lw, body, index) is not None
 
 
 def _mma_in_registers(lw, op, layout, form):
@@ -1225,7 +1310,10 @@ def _wgmma(lw, op, layout, a_type):
     sizes = (k_dim // 8 * _leading(m, True), k_dim // 8 * _leading(n, from_source))
     exchange = iter(lw.reserve_smem([b for b, a in zip(sizes, ahead) if not a]))
     offsets = [pipe.offsets[i] if ahead[i] else next(exchange) for i in range(2)]
-    stage = pipe.steady() if pipe is not None else None
+    lag = pipe.lag if pipe is not None else 0
+    # lag: the copies of a later K tile go after this one's wgmma's, so the tensor core starts
+    # right after the barrier and their address arithmetic overlaps the wgmma's
+    stage = pipe.steady(prefetch=not lag) if pipe is not None else None
     for role, (tile, k_last) in enumerate(((lhs, True), (rhs, from_source))):
         if copied[role] and not ahead[role]:
             _copy_async(lw, tile, offsets[role], _wgmma_place(m if role == 0 else n, k_last))
@@ -1251,6 +1339,9 @@ def _wgmma(lw, op, layout, a_type):
         starts = [moved if a else s for a, s in zip(ahead, starts)]
     d = []
     for k in range(layout.slots):
+        if lag:  # the carried registers themselves: no move may touch them while in flight
+            d.append(acc.slot(k))
+            continue
         reg = w.reg("f32")
         w(f"mov.f32 {reg}, {acc.slot(k)}")
         d.append(reg)
@@ -1270,7 +1361,9 @@ def _wgmma(lw, op, layout, a_type):
             w(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{a_type}.{a_type} "
               f"{{{regs}}}, {a_desc}, {b_desc}, 1, 1, 1, 0, {int(not from_source)}")
     w("wgmma.commit_group.sync.aligned")
-    w("wgmma.wait_group.sync.aligned 0")
+    if lag:
+        pipe.prefetch()
+    w(f"wgmma.wait_group.sync.aligned {lag}")  # lag 1: the previous iteration's have landed
     if not all(ahead):
         lw.barrier()  # the operands' shared memory is free for the next exchange
     if pipe is not None:
@@ -1279,9 +1372,12 @@ def _wgmma(lw, op, layout, a_type):
 
 
 def _wgmma_place(rows: int, k_last: bool):
-    """_copy_async's destination for a wgmma operand: _canonical_at (rows: its M or N)."""
+    """_copy_async's destination for a wgmma operand: _canonical_at (rows: its M or N), with
+    `constant` its value on constants and `key` what identifies it."""
     def place(w, row, col, cols):
         return _canonical_at(w, row, col, rows, cols, k_last)
+    place.constant = lambda i, j, cols: _canonical_offset(i, j, rows, cols, k_last)
+    place.key = ("canonical", rows, k_last)
     return place
 
 

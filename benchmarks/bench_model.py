@@ -494,15 +494,18 @@ def write_csv(path, table):
 
 LEGEND = ("Columns: ratio = ours / tileiras estimated time (>1: ours slower) at the case's grid "
           "and at scale (the same per-CTA work over 132 × 64 CTAs); bound = the largest term of "
-          "the model (issue, a pipe: fp32/fp16/fp64/int/sfu/conversion/shuffle/lsu, tensor, "
-          "l1_shared, l2, dram, cta_launch, latency) at the grid / at scale; times include the "
+          "the model (issue, a pipe: fp32/fp16/fp64/int/sfu/conversion/shuffle/lsu, tensor (with "
+          "the L1/shared traffic feeding it), l1_shared, l2, dram, cta_launch, latency) at the "
+          "grid / at scale; times include the "
           "model's per-launch cost; SASS instr = dynamic SASS "
           "warp-instructions; sectors÷ideal = global 32-byte sectors touched / the ideal for the "
           "bytes requested; smem wavefronts÷ideal = shared-memory wavefronts / ideal; bar.sync = "
           "executions per launch; regs, spill bytes and static shared bytes from ptxas -v for "
           "sm_90; CTAs/SM from occupancy. \"(large)\": a GPU-filling launch profiled on 6 "
           "sampled CTAs; #i: the i-th entry launched by the case. tileiras's code is its sm_80 "
-          "PTX (sm_89 for fp8), ours is sm_90 PTX; both assembled for sm_90.")
+          "PTX (sm_89 for fp8), ours is sm_90 PTX; both assembled for sm_90. For GEMMs tileiras's "
+          "sm_90 code (TMA, wgmma) is much faster than its sm_80 code: a GEMM's ratio here is "
+          "not the GPU's (MODEL.md, Calibration: GEMMs).")
 
 
 def record(lines, args):
@@ -513,8 +516,9 @@ def record(lines, args):
             f"Recorded {datetime.date.today().isoformat()} with `{command}` on "
             f"{platform.machine()} ({platform.system()}). Every time below is an ESTIMATE of the "
             "model in `benchmarks/MODEL.md` from emulator counts, with knobs fitted to ten "
-            "GPU-filling launches timed on an H100 (within 0.75-1.36x of them for both compilers; "
-            "MODEL.md, Calibration; results/gpu_scale.md).", "", LEGEND, ""]
+            "GPU-filling launches timed on an H100 (within 0.75-1.34x of them for both compilers; "
+            "MODEL.md, Calibration; results/gpu_scale.md), tensor and L2 terms checked against "
+            "GEMMs timed there (results/gpu_only.md).", "", LEGEND, ""]
     path.write_text("\n".join(head + lines) + "\n")
 
 

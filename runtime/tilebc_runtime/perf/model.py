@@ -8,17 +8,21 @@
 
 Every figure is an ESTIMATE. Four knobs (the per-launch cost, the CTA launch rate, the L2 hit
 latency and latency hiding by resident warps) were fitted to ten GPU-filling launches timed on an
-H100 (benchmarks/results/gpu_scale.md); the assumptions, the public figures, the fit and the blind
+H100 (benchmarks/results/gpu_scale.md), the tensor and L2 terms checked against GEMMs timed there
+(benchmarks/results/gpu_only.md); the assumptions, the public figures, the fit and the blind
 spots are written down in benchmarks/MODEL.md.
 
 The kernel's time combines the largest throughput bound of
 - SM-side throughput on the busiest SM (it runs ceil(grid / SMs) CTAs): issue (all SASS
   instructions, `issue_per_clk` per SM), each pipe (FP32, FP16, FP64, INT, SFU, conversions,
-  shuffles, load/store unit) at its warp-instructions per clock, tensor cores (mma flops at the
-  mma.sync rate for the element type), and L1/shared (shared wavefronts plus global and local
-  sectors at `l1_sectors_per_clk`);
+  shuffles, load/store unit) at its warp-instructions per clock, L1/shared (shared wavefronts
+  plus global and local sectors at `l1_sectors_per_clk`), and tensor cores (mma flops at the
+  mma.sync rate for the element type, plus the launch's L1/shared time: an mma.sync K loop
+  alternates ldmatrix and mma rather than overlapping them);
 - memory: DRAM (the unique footprint at the achievable HBM bandwidth), L2 (every sector a warp
-  access touches, at the L2 bandwidth, and per active SM at `l2_bytes_per_clk_per_sm`);
+  access touches: those it needs at 32 bytes, scattered ones beyond them at
+  `l2_scattered_sector_bytes`, at the L2 bandwidth, and per active SM at
+  `l2_bytes_per_clk_per_sm`);
 - CTA launch: the GPU starts `cta_launch_per_clk` CTAs per clock over all SMs (not on the SM:
   see below);
 with
@@ -67,8 +71,11 @@ class Hardware:
     mma_sync_efficiency: float = 0.6
     l1_sectors_per_clk: float = 4.0     # 128 bytes per SM per clock (shared: 1 wavefront)
     shared_wavefronts_per_clk: float = 1.0
-    l2_bytes_per_s: float = 5.5e12
+    l2_bytes_per_s: float = 12e12       # full-line traffic (MODEL.md, Calibration: GEMMs)
     l2_bytes_per_clk_per_sm: float = 64.0
+    # L2 bandwidth a sector beyond an access's ideal takes (scattered sectors travel alone
+    # in a 64-byte slot: they move at half the full-line byte rate)
+    l2_scattered_sector_bytes: float = 64.0
     dram_bytes_per_s: float = 3.35e12
     dram_efficiency: float = 0.85
     # occupancy
@@ -361,11 +368,18 @@ def estimate(counts: LaunchCounts, hw: Hardware = Hardware(), grid: Optional[int
     cycles["l1_shared"] = (counts.shared_wavefronts / hw.shared_wavefronts_per_clk +
                            (counts.global_sectors + counts.local_sectors) /
                            hw.l1_sectors_per_clk) * per
+    if tensor:  # mma.sync takes its operands from registers that ldmatrix fills from shared
+        # memory: a K loop alternates the two (MODEL.md, Calibration: GEMMs)
+        cycles["tensor"] += cycles["l1_shared"]
     bounds = {name: per_sm * c / clock for name, c in cycles.items()}
-    sector_bytes = 32.0 * (counts.global_sectors + counts.local_sectors) * per * target
-    bounds["l2"] = max(sector_bytes / hw.l2_bytes_per_s * 1e6,
-                       per_sm * 32.0 * (counts.global_sectors + counts.local_sectors) * per /
-                       hw.l2_bytes_per_clk_per_sm / clock)
+    # L2 traffic per CTA: the sectors an access needs at 32 bytes, those it touches beyond
+    # them (scattered) at `l2_scattered_sector_bytes`; hand-made counts without an ideal
+    # count every sector as needed
+    ideal = min(counts.global_sectors, counts.global_ideal_sectors or counts.global_sectors)
+    l2_bytes = (32.0 * (ideal + counts.local_sectors) +
+                hw.l2_scattered_sector_bytes * (counts.global_sectors - ideal)) * per
+    bounds["l2"] = max(l2_bytes * target / hw.l2_bytes_per_s * 1e6,
+                       per_sm * l2_bytes / hw.l2_bytes_per_clk_per_sm / clock)
     footprint = counts.dram_bytes * per * target
     bounds["dram"] = footprint / (hw.dram_bytes_per_s * hw.dram_efficiency) * 1e6
     # the GPU starts CTAs at a fixed rate: this bounds grids of many short CTAs

@@ -313,7 +313,7 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
     # a kernel with dynamic shared memory uses the module-scope `.extern .shared` __tilebc_smem
     # (see lower_module); a static declaration here shadows it for this kernel
     if lw.smem_size and not dynamic_bytes:
-        put(f"\t.shared .align 16 .b8 __tilebc_smem[{lw.smem_size}];")
+        put(f"\t.shared .align {lw.smem_align} .b8 __tilebc_smem[{lw.smem_size}];")
     for symbol, alignment, size in lw.allocas:
         put(f"\t.shared .align {alignment} .b8 {symbol}[{size}];")
     if lw.local_bytes:
@@ -347,6 +347,8 @@ def shared_layout(lw: Lowerer, arch: int) -> Tuple[int, int]:
     launch attribute needed), else it becomes dynamic shared memory, which the launcher opts in
     to up to the architecture's per-CTA maximum."""
     allocas = sum(-(-size // 16) * 16 for _, _, size in lw.allocas)
+    if allocas and lw.smem_size:  # the exchange area's alignment may pad it after them
+        allocas += lw.smem_align - 16
     if allocas + lw.smem_size <= STATIC_SHARED_LIMIT:
         return allocas + lw.smem_size, 0
     limit = targets.max_shared_per_block(arch)
@@ -372,6 +374,7 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
     infos: Dict[str, KernelInfo] = {}
     notes: List[str] = []
     uses_vprintf = uses_dynamic_shared = False
+    dynamic_align = 16
     globals_used = set()
     for index, function in enumerate(functions):
         count, occupancy, more = choose_threads(module, function, arch, threads)
@@ -381,6 +384,8 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
                                                  portable, wgmma)
         uses_vprintf |= lw.uses_vprintf
         uses_dynamic_shared |= info.dynamic_shared_bytes > 0
+        if info.dynamic_shared_bytes:
+            dynamic_align = max(dynamic_align, lw.smem_align)
         globals_used |= lw.globals_used
         for n, data in enumerate(lw.strings):
             data_lines.append(f".global .align 1 .b8 {lw.prefix}_str{n}[{len(data)}] = "
@@ -404,7 +409,7 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
     if uses_dynamic_shared:
         # PTX declares dynamic shared memory only at module scope; its size comes with the launch
         # (LaunchConfig shmem_size / cuLaunchKernel sharedMemBytes)
-        data_lines.insert(0, ".extern .shared .align 16 .b8 __tilebc_smem[];")
+        data_lines.insert(0, f".extern .shared .align {dynamic_align} .b8 __tilebc_smem[];")
     prefix = header + data_lines + [""]
     lines = prefix + kernel_lines
     origin = [None] * len(prefix) + kernel_origin

@@ -1235,6 +1235,39 @@ def test_pipelined_wgmma_k_loop_leaves_one_group_in_flight(m, n, k, stages, trip
     np.testing.assert_array_equal(expected, a.astype(np.float64) @ b.astype(np.float64) + c)
 
 
+@pytest.mark.parametrize("rounded", [True, False])
+def test_swizzled_wgmma_stages_round_a_misplaced_dynamic_shared_base_up(rounded, monkeypatch):
+    """The 128-byte swizzle XORs absolute address bits, so swizzled stages need 1024-byte
+    alignment; where the launch puts dynamic shared memory is the driver's, so the kernel rounds
+    its base up. Emulated with the dynamic area 16 bytes past an alignment (a static variable
+    before it, the extern's .align lowered to 16): the results equal the interpreter's, and
+    without the rounding (`rounded` False) they do not."""
+    from tilebc_runtime.sim import runner
+    m, n, k, trips = 64, 128, 64, 3
+    module = _pipelined_k_loop_kernel(m, n, k)
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True).ptx
+    assert ".extern .shared .align 1024 .b8 __tilebc_smem[];" in ptx
+    rounding = re.compile(r"\tadd\.u32 (%r\d+), \1, 1023;\n\tand\.b32 \1, \1, -1024;\n")
+    assert len(rounding.findall(ptx)) == 1
+    original = runner.load_kernel
+
+    def misplaced(text, *args, **kwargs):
+        text = text.replace(".extern .shared .align 1024", ".extern .shared .align 16")
+        text = text.replace("\n{\n", "\n{\n\t.shared .align 16 .b8 misplace[16];\n", 1)
+        if not rounded:
+            text = rounding.sub("", text)
+        return original(text, *args, **kwargs)
+    monkeypatch.setattr(runner, "load_kernel", misplaced)
+    a = _quarters(np.float16, (m, k * trips))
+    b = _quarters(np.float16, (k * trips, n))
+    c = _quarters(np.float32, (m, n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", (1, 1), a, b, expected, np.int32(trips))
+    sim.run(module, "k", (1, 1), a, b, actual, np.int32(trips), arch="sm_90", threads=128,
+            wgmma=True)
+    assert np.array_equal(actual, expected) == rounded
+
+
 @pytest.mark.parametrize("align", [16, 4])
 def test_wgmma_operands_copied_by_cp_async_into_the_canonical_layout(align):
     """Aligned view loads go to wgmma's staging by cp.async (16- or 4-byte runs along K for A,

@@ -294,6 +294,9 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
     lw.lower_block(function.body)
     simplify_predicates(w)
     static_bytes, dynamic_bytes = shared_layout(lw, arch)
+    if dynamic_bytes and lw.smem_align > 16:
+        _align_dynamic_base(lw)
+        static_bytes, dynamic_bytes = shared_layout(lw, arch)
     lines: List[str] = []
     origin: List[Optional[Op]] = []
 
@@ -339,6 +342,22 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
     info = KernelInfo(function.name, threads, static_bytes, lw.local_bytes, occupancy,
                       dynamic_bytes)
     return lines, origin, info, lw
+
+
+def _align_dynamic_base(lw: Lowerer) -> None:
+    """Round the exchange area's base register up to lw.smem_align (swizzled wgmma operands
+    need 1024-byte-aligned atoms): the `.extern` declaration asks for that alignment, but where
+    the launch places dynamic shared memory is the driver's, so the kernel does not rely on it
+    (one add and one and, and at most smem_align - 16 more bytes)."""
+    w = lw.w
+    reg = lw.smem_base()
+    at = next(i for i, text in enumerate(w.preamble)
+              if text.strip() == f"mov.u32 {reg}, __tilebc_smem;")
+    extra = [f"\tadd.u32 {reg}, {reg}, {lw.smem_align - 1};",
+             f"\tand.b32 {reg}, {reg}, {-lw.smem_align};"]
+    w.preamble[at + 1:at + 1] = extra
+    w.preamble_origin[at + 1:at + 1] = [w.preamble_origin[at]] * len(extra)
+    lw.smem_size += lw.smem_align - 16
 
 
 def shared_layout(lw: Lowerer, arch: int) -> Tuple[int, int]:

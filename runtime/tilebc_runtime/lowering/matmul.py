@@ -1222,8 +1222,8 @@ _SWIZZLE_ATOM = 8 * _SWIZZLE
 def _swizzles(rows: int, cols: int) -> bool:
     """Whether a staged [rows, cols] 16-bit wgmma operand (cols along its contiguous dim: K for
     K-major, N for MN-major) takes the 128-byte swizzle: whole 64-element blocks along cols,
-    whole 8-row atoms. The tensor core then reads 8 rows of one 16-byte column from 8 different
-    bank groups (unswizzled core matrices need the padding below)."""
+    whole 8-row atoms. The layout fast sm_90 GEMMs (tileiras's too) give the tensor core; its
+    rows need no padding, as a row's 8 chunks and a chunk column's 8 rows fill all 32 banks."""
     return cols % (_SWIZZLE // 2) == 0 and rows % 8 == 0
 
 

@@ -1085,6 +1085,8 @@ WGMMA_CASES = [  # kind, m, n, k, B transposed from an [N, K] load
     ("f16", 192, 40, 32, False),   # three halves, N not a power of two
     ("f16", 64, 48, 32, True),     # B from its [N, K] source, K-major
     ("bf16", 128, 64, 16, True),
+    ("bf16", 64, 128, 64, False),  # 128-byte swizzle: A one K block, B two N blocks of 64
+    ("f16", 128, 64, 128, True),   # swizzled, two K blocks of A and of B's [N, K] source
 ]
 
 
@@ -1138,9 +1140,50 @@ def test_wgmma_descriptor_fields_match_the_emulator_tests():
     from tilebc_runtime.lowering.matmul import wgmma_descriptor
     for start, leading, stride in ((0, 1024, 128), (8192 + 32, 16 * 256, 128), (4096, 16, 1024)):
         assert wgmma_descriptor(start, leading, stride) == descriptor(start, leading, stride, 0)
-    for bad in ((8, 16, 128), (0, 1 << 18, 128)):
+        assert wgmma_descriptor(start, leading, stride, 128) == \
+            descriptor(start, leading, stride, 128)
+    for bad in ((8, 16, 128), (0, 1 << 18, 128), (0, 16, 1024, 64)):
         with pytest.raises(ValueError):
             wgmma_descriptor(*bad)
+
+
+@pytest.mark.parametrize("m,n,k,transposed,swizzled", [
+    (64, 128, 64, False, (True, True)),
+    (128, 64, 32, False, (False, True)),  # K 32: A in core matrices, B's N rows swizzled
+    (64, 48, 128, False, (True, False)),  # N 48: B in core matrices
+    (64, 64, 64, True, (True, True)),
+])
+def test_wgmma_operands_take_the_128_byte_swizzle_where_their_rows_are_128_bytes(
+        m, n, k, transposed, swizzled):
+    """An operand whose contiguous dim (K, or N of an MN-major B) is a multiple of 64 16-bit
+    elements is staged with the 128-byte swizzle (16-byte chunks XORed with row % 8) and read
+    through SWIZZLE_128B descriptors (layout type 1, stride 1024 between 8-row atoms; K-major
+    steps 32 bytes into the rows, MN-major 16 rows of 128 bytes), its stage 1024-byte aligned;
+    others keep the padded core matrices (layout type 0)."""
+    module = _transposed_b_kernel("f16", m, n, k) if transposed else mmaf_kernel("f16", m, n, k)
+    entry = "k" if transposed else None
+    ptx = jit_compile(module, entry=entry, arch="sm_90", emit="ptx", threads=128,
+                      wgmma=True).ptx
+    descriptors = [int(v) for v in re.findall(r"add\.s64 %rd\d+, %rd\d+, (\d+);", ptx)]
+    wgmmas = re.findall(r"wgmma\.mma_async\S+ \{[^}]*\}, (%rd\d+), (%rd\d+)", ptx)
+    assert len(wgmmas) == (m // 64) * (k // 16)
+    named = dict(re.findall(r"add\.s64 (%rd\d+), %rd\d+, (\d+);", ptx))
+    for role in (0, 1):
+        fields = [int(named[pair[role]]) for pair in wgmmas]
+        assert {v >> 62 for v in fields} == {int(swizzled[role])}
+        if swizzled[role]:
+            assert {(v >> 32) & 0x3FFF for v in fields} == {1024 >> 4}
+            assert all((v & 0x3FFF) % (1024 >> 4) in (0, 2, 4, 6) for v in fields)
+    assert descriptors
+    if any(swizzled):
+        assert ".align 1024 .b8 __tilebc_smem" in ptx and "xor.b32" in ptx
+    rows_b = (n, k) if transposed else (k, n)
+    a, b = _quarters(np.float16, (m, k)), _quarters(np.float16, rows_b)
+    c = _quarters(np.float32, (m, n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, entry, (1,), a, b, expected)
+    sim.run(module, entry, (1,), a, b, actual, arch="sm_90", threads=128, wgmma=True)
+    np.testing.assert_array_equal(actual, expected)
 
 
 def test_large_tile_gemm_keeps_wgmma_accumulators_across_its_k_loop():
@@ -1190,6 +1233,39 @@ def test_pipelined_wgmma_k_loop_leaves_one_group_in_flight(m, n, k, stages, trip
             wgmma=True)
     np.testing.assert_array_equal(actual, expected)
     np.testing.assert_array_equal(expected, a.astype(np.float64) @ b.astype(np.float64) + c)
+
+
+@pytest.mark.parametrize("rounded", [True, False])
+def test_swizzled_wgmma_stages_round_a_misplaced_dynamic_shared_base_up(rounded, monkeypatch):
+    """The 128-byte swizzle XORs absolute address bits, so swizzled stages need 1024-byte
+    alignment; where the launch puts dynamic shared memory is the driver's, so the kernel rounds
+    its base up. Emulated with the dynamic area 16 bytes past an alignment (a static variable
+    before it, the extern's .align lowered to 16): the results equal the interpreter's, and
+    without the rounding (`rounded` False) they do not."""
+    from tilebc_runtime.sim import runner
+    m, n, k, trips = 64, 128, 64, 3
+    module = _pipelined_k_loop_kernel(m, n, k)
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True).ptx
+    assert ".extern .shared .align 1024 .b8 __tilebc_smem[];" in ptx
+    rounding = re.compile(r"\tadd\.u32 (%r\d+), \1, 1023;\n\tand\.b32 \1, \1, -1024;\n")
+    assert len(rounding.findall(ptx)) == 1
+    original = runner.load_kernel
+
+    def misplaced(text, *args, **kwargs):
+        text = text.replace(".extern .shared .align 1024", ".extern .shared .align 16")
+        text = text.replace("\n{\n", "\n{\n\t.shared .align 16 .b8 misplace[16];\n", 1)
+        if not rounded:
+            text = rounding.sub("", text)
+        return original(text, *args, **kwargs)
+    monkeypatch.setattr(runner, "load_kernel", misplaced)
+    a = _quarters(np.float16, (m, k * trips))
+    b = _quarters(np.float16, (k * trips, n))
+    c = _quarters(np.float32, (m, n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", (1, 1), a, b, expected, np.int32(trips))
+    sim.run(module, "k", (1, 1), a, b, actual, np.int32(trips), arch="sm_90", threads=128,
+            wgmma=True)
+    assert np.array_equal(actual, expected) == rounded
 
 
 @pytest.mark.parametrize("align", [16, 4])

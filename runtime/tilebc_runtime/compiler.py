@@ -294,6 +294,9 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
     lw.lower_block(function.body)
     simplify_predicates(w)
     static_bytes, dynamic_bytes = shared_layout(lw, arch)
+    if dynamic_bytes and lw.smem_align > 16:
+        _align_dynamic_base(lw)
+        static_bytes, dynamic_bytes = shared_layout(lw, arch)
     lines: List[str] = []
     origin: List[Optional[Op]] = []
 
@@ -313,7 +316,7 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
     # a kernel with dynamic shared memory uses the module-scope `.extern .shared` __tilebc_smem
     # (see lower_module); a static declaration here shadows it for this kernel
     if lw.smem_size and not dynamic_bytes:
-        put(f"\t.shared .align 16 .b8 __tilebc_smem[{lw.smem_size}];")
+        put(f"\t.shared .align {lw.smem_align} .b8 __tilebc_smem[{lw.smem_size}];")
     for symbol, alignment, size in lw.allocas:
         put(f"\t.shared .align {alignment} .b8 {symbol}[{size}];")
     if lw.local_bytes:
@@ -341,12 +344,30 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
     return lines, origin, info, lw
 
 
+def _align_dynamic_base(lw: Lowerer) -> None:
+    """Round the exchange area's base register up to lw.smem_align (swizzled wgmma operands
+    need 1024-byte-aligned atoms): the `.extern` declaration asks for that alignment, but where
+    the launch places dynamic shared memory is the driver's, so the kernel does not rely on it
+    (one add and one and, and at most smem_align - 16 more bytes)."""
+    w = lw.w
+    reg = lw.smem_base()
+    at = next(i for i, text in enumerate(w.preamble)
+              if text.strip() == f"mov.u32 {reg}, __tilebc_smem;")
+    extra = [f"\tadd.u32 {reg}, {reg}, {lw.smem_align - 1};",
+             f"\tand.b32 {reg}, {reg}, {-lw.smem_align};"]
+    w.preamble[at + 1:at + 1] = extra
+    w.preamble_origin[at + 1:at + 1] = [w.preamble_origin[at]] * len(extra)
+    lw.smem_size += lw.smem_align - 16
+
+
 def shared_layout(lw: Lowerer, arch: int) -> Tuple[int, int]:
     """(static, dynamic) shared bytes of a lowered kernel. Allocas are always static; the
     exchange area joins them while the sum fits the 48 KiB a CTA gets without opting in (no
     launch attribute needed), else it becomes dynamic shared memory, which the launcher opts in
     to up to the architecture's per-CTA maximum."""
     allocas = sum(-(-size // 16) * 16 for _, _, size in lw.allocas)
+    if allocas and lw.smem_size:  # the exchange area's alignment may pad it after them
+        allocas += lw.smem_align - 16
     if allocas + lw.smem_size <= STATIC_SHARED_LIMIT:
         return allocas + lw.smem_size, 0
     limit = targets.max_shared_per_block(arch)
@@ -372,6 +393,7 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
     infos: Dict[str, KernelInfo] = {}
     notes: List[str] = []
     uses_vprintf = uses_dynamic_shared = False
+    dynamic_align = 16
     globals_used = set()
     for index, function in enumerate(functions):
         count, occupancy, more = choose_threads(module, function, arch, threads)
@@ -381,6 +403,8 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
                                                  portable, wgmma)
         uses_vprintf |= lw.uses_vprintf
         uses_dynamic_shared |= info.dynamic_shared_bytes > 0
+        if info.dynamic_shared_bytes:
+            dynamic_align = max(dynamic_align, lw.smem_align)
         globals_used |= lw.globals_used
         for n, data in enumerate(lw.strings):
             data_lines.append(f".global .align 1 .b8 {lw.prefix}_str{n}[{len(data)}] = "
@@ -404,7 +428,7 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
     if uses_dynamic_shared:
         # PTX declares dynamic shared memory only at module scope; its size comes with the launch
         # (LaunchConfig shmem_size / cuLaunchKernel sharedMemBytes)
-        data_lines.insert(0, ".extern .shared .align 16 .b8 __tilebc_smem[];")
+        data_lines.insert(0, f".extern .shared .align {dynamic_align} .b8 __tilebc_smem[];")
     prefix = header + data_lines + [""]
     lines = prefix + kernel_lines
     origin = [None] * len(prefix) + kernel_origin

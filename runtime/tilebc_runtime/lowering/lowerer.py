@@ -58,6 +58,7 @@ class Lowerer:
         # exchange buffers start here: below it lies what outlives single ops (a pipelined
         # loop's cp.async stages, in flight across the loop's iterations)
         self.smem_floor = 0
+        self.smem_align = 16  # the exchange area's base alignment (swizzled wgmma operands: 1024)
         self.smem_peak_op: Optional[Op] = None  # the op whose exchange set smem_size
         self.strings: List[bytes] = []  # .global byte strings (print formats, assert messages)
         self.const_arrays: List[tuple] = []  # (name, ptx type, values) for non-splat constants
@@ -418,12 +419,14 @@ class Lowerer:
                                                             dtypes.mem_type(element))
         w(f"{guard}st{qualifiers}{self._space(space)}.{memtype} [{address}], {reg}")
 
-    def reserve_smem(self, sizes: List[int]) -> List[int]:
-        """Offsets (16-byte aligned) for buffers of `sizes` bytes in the shared exchange area."""
-        offsets, top = [], self.smem_floor
+    def reserve_smem(self, sizes: List[int], align: int = 16) -> List[int]:
+        """Offsets (`align`-byte aligned, the area's base too) for buffers of `sizes` bytes in
+        the shared exchange area."""
+        self.smem_align = max(self.smem_align, align)
+        offsets, top = [], -(-self.smem_floor // align) * align
         for size in sizes:
             offsets.append(top)
-            top += -(-size // 16) * 16
+            top += -(-size // align) * align
         if top > self.smem_size:
             self.smem_size, self.smem_peak_op = top, self.w.current_op
         return offsets

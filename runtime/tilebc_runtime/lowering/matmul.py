@@ -824,6 +824,7 @@ class _KPipeline:
         self.roles = tuple(t is not None for t in staged)
         self.async_proxy = False  # True: a wgmma reads the stages (a proxy fence after copies)
         self.lag = 0  # wgmma groups left in flight by an iteration (see _accumulates_in_place)
+        self.align = 16  # of the region and of every stage (a swizzled wgmma operand's: 1024)
 
     @property
     def ahead(self) -> int:
@@ -860,7 +861,7 @@ class _KPipeline:
         lw = self.lw
         w = lw.w
         self.saved_floor = lw.smem_floor
-        region = lw.reserve_smem([self.stages * self.stage_bytes])[0]
+        region = lw.reserve_smem([self.stages * self.stage_bytes], self.align)[0]
         lw.smem_floor = region + self.stages * self.stage_bytes
         self.offsets = [None if o is None else o + region for o in self.offsets]
         self.read, self.write = w.reg("b32"), w.reg("b32")
@@ -969,9 +970,10 @@ def _k_loop_pipeline(lw, op, loop):
     strides = [_padded_stride(k_dim, unit), _padded_stride(n, unit)]
     rows = [m, k_dim]
     wgmma = wgmma_fits(lw, mma)
-    if wgmma:  # _wgmma's canonical layouts, unpadded (B [K, N] MN-major)
-        strides = [_wgmma_place(m, True), _wgmma_place(n, False)]
+    if wgmma:  # _wgmma's layouts (B [K, N] MN-major)
+        strides = [_wgmma_place(m, k_dim, True), _wgmma_place(k_dim, n, False)]
     staged, offsets, stage_bytes = [None, None], [None, None], 0
+    shapes, align = ((m, k_dim), (k_dim, n)), 16
     for role, name in enumerate(("lhs", "rhs")):
         value = lw.forward.get(mma.operands[name], mma.operands[name])
         load = value.owner
@@ -987,14 +989,18 @@ def _k_loop_pipeline(lw, op, loop):
         if not vec:
             continue
         staged[role] = ViewStaged(load, view, vec, None)
+        if wgmma and _swizzles(*shapes[role]):  # the swizzle's atoms start 1024-byte aligned
+            align = _SWIZZLE_ATOM
+            stage_bytes = -(-stage_bytes // align) * align
         offsets[role] = stage_bytes
         if wgmma:
-            staged_bytes = k_dim // 8 * (_leading(m, True) if role == 0 else _leading(n, False))
+            staged_bytes = _operand_bytes(*shapes[role], role == 0)
         else:
             staged_bytes = size * layout.batches * rows[role] * strides[role]
         stage_bytes += -(-staged_bytes // 16) * 16
     if not stage_bytes:
         return None
+    stage_bytes = -(-stage_bytes // align) * align
     budget, most = _PIPELINE_SHARED, 3
     if wgmma:
         budget, most = max(budget, max_shared_per_block(lw.arch) // _WGMMA_STAGES_SHARE), 4
@@ -1006,7 +1012,7 @@ def _k_loop_pipeline(lw, op, loop):
     if stages < 2 or stages * stage_bytes > budget:
         return None
     pipe = _KPipeline(lw, loop, mma, staged, offsets, strides, stage_bytes, stages, iv_value)
-    pipe.async_proxy = wgmma
+    pipe.async_proxy, pipe.align = wgmma, align
     if wgmma and stages >= 3 and all(pipe.roles) and _accumulates_in_place(lw, body, mma):
         pipe.lag = 1
     return pipe
@@ -1194,14 +1200,57 @@ def _mma_in_registers(lw, op, layout, form):
     lw.set(op.results[0], Tile(result_type, regs, layout))
 
 
-def wgmma_descriptor(start: int, leading: int, stride: int) -> int:
-    """The constant fields of a no-swizzle wgmma shared-memory matrix descriptor (PTX ISA,
-    "Matrix Descriptor Format"): start address, leading and stride byte offsets, each >> 4 in
-    14 bits (bits 0, 16, 32); swizzle mode 0 (bits 62-63)."""
+def wgmma_descriptor(start: int, leading: int, stride: int, swizzle: int = 0) -> int:
+    """The constant fields of a wgmma shared-memory matrix descriptor (PTX ISA, "Matrix
+    Descriptor Format"): start address, leading and stride byte offsets, each >> 4 in 14 bits
+    (bits 0, 16, 32); the layout type in bits 62-63 (0: no swizzle, 1: 128-byte swizzle);
+    matrix base offset 0 (swizzled operands start at 1024-byte-aligned atoms)."""
     for value in (start, leading, stride):
         if value % 16 or value >> 4 >= 1 << 14:
             raise ValueError(f"descriptor field {value} is not a 16-byte multiple under 256 KiB")
-    return start >> 4 | (leading >> 4) << 16 | (stride >> 4) << 32
+    if swizzle not in (0, _SWIZZLE):
+        raise ValueError(f"swizzle {swizzle}: only none or {_SWIZZLE} bytes")
+    return start >> 4 | (leading >> 4) << 16 | (stride >> 4) << 32 | int(swizzle > 0) << 62
+
+
+# 128-byte swizzle: a staged row of 64 16-bit elements, its 16-byte chunk c at c ^ (row % 8);
+# 8 rows (1024 bytes, the alignment the pattern needs) form one atom
+_SWIZZLE = 128
+_SWIZZLE_ATOM = 8 * _SWIZZLE
+
+
+def _swizzles(rows: int, cols: int) -> bool:
+    """Whether a staged [rows, cols] 16-bit wgmma operand (cols along its contiguous dim: K for
+    K-major, N for MN-major) takes the 128-byte swizzle: whole 64-element blocks along cols,
+    whole 8-row atoms. The layout fast sm_90 GEMMs (tileiras's too) give the tensor core; its
+    rows need no padding, as a row's 8 chunks and a chunk column's 8 rows fill all 32 banks."""
+    return cols % (_SWIZZLE // 2) == 0 and rows % 8 == 0
+
+
+def _swizzled_offset(i: int, j: int, rows: int) -> int:
+    """_swizzled_at on constants."""
+    return (j >> 6) * rows * 64 + i * 64 + ((((j >> 3) & 7) ^ (i & 7)) << 3) + (j & 7)
+
+
+def _swizzled_at(w, row: str, col: str, rows: int) -> str:
+    """Element offset of (row, col) of a 128-byte-swizzled [rows, C] operand: column blocks of
+    64 (`rows` x 128 bytes each, the descriptor's leading offset for MN-major), 128-byte rows,
+    the 16-byte chunk (col >> 3) & 7 XORed with row & 7."""
+    u32 = partial(_u32, w)
+    chunk = u32("xor.b32", u32("and.b32", u32("shr.u32", col, 3), 7), u32("and.b32", row, 7))
+    at = u32("mad.lo.u32", chunk, 8, u32("and.b32", col, 7))
+    at = u32("mad.lo.u32", row, 64, at)
+    return u32("mad.lo.u32", u32("shr.u32", col, 6), rows * 64, at)
+
+
+def _operand_bytes(rows: int, cols: int, k_last: bool) -> int:
+    """Shared bytes of a staged [rows, cols] 16-bit wgmma operand (K-major: [M or N, K];
+    MN-major: [K, N])."""
+    if _swizzles(rows, cols):
+        return 2 * rows * cols
+    if k_last:
+        return cols // 8 * _leading(rows, True)
+    return rows // 8 * _leading(cols, False)
 
 
 def _k_group(rows: int) -> int:
@@ -1223,14 +1272,17 @@ def _leading(rows: int, k_last: bool) -> int:
 
 
 def _canonical_at(w, row: str, col: str, rows: int, cols: int, k_last: bool) -> str:
-    """Element offset (u32 register) of (row, col) of a wgmma operand staged without swizzle in
-    its canonical layout (PTX ISA, "Shared Memory Matrix Layout"), 8 x 16-byte core matrices:
+    """Element offset (u32 register) of (row, col) of a staged [rows, cols] wgmma operand: the
+    128-byte swizzle where _swizzles (_swizzled_at), else without swizzle in its canonical
+    layout (PTX ISA, "Shared Memory Matrix Layout"), 8 x 16-byte core matrices:
     an [R, K] tile (k_last) K-major, (r, k) at byte (k >> 3) * L + 16r + 2(k & 7) (leading
     offset L = _k_group(R) between K groups of 8, stride 128 between 8-row groups); a [K, N] tile
     MN-major, (k, n) at (k >> 3) * L + (n >> 3) * _MN_RUN + 16(k & 7) + 2(n & 7) (leading
     L = N / 8 * _MN_RUN, stride _MN_RUN). Runs of up to 8 elements along the last dim stay
     contiguous (cp.async)."""
     u32 = partial(_u32, w)
+    if _swizzles(rows, cols):
+        return _swizzled_at(w, row, col, rows)
     if k_last:
         at = u32("mad.lo.u32", u32("shr.u32", col, 3), _k_group(rows) // 2,
                  u32("and.b32", col, 7))
@@ -1243,6 +1295,8 @@ def _canonical_at(w, row: str, col: str, rows: int, cols: int, k_last: bool) -> 
 
 def _canonical_offset(i: int, j: int, rows: int, cols: int, k_last: bool) -> int:
     """_canonical_at on constants."""
+    if _swizzles(rows, cols):
+        return _swizzled_offset(i, j, rows)
     if k_last:
         return (j >> 3) * (_k_group(rows) // 2) + i * 8 + (j & 7)
     return (i >> 3) * (_leading(cols, False) // 2) + (j >> 3) * (_MN_RUN // 2) + (i & 7) * 8 \
@@ -1287,7 +1341,8 @@ def _stage_canonical(lw, tile: Tile, offset: int, k_last: bool) -> None:
 def _wgmma(lw, op, layout, a_type):
     """f16 / bf16 mmaf with an f32 result on sm_90 (anchors.wgmma_fits) through
     wgmma.mma_async.m64nNk16: A [M, K] staged K-major, B [K, N] MN-major (imm-trans-b) or a
-    Transposed B's [N, K] source K-major, without swizzle (_canonical_at), by st.shared or by
+    Transposed B's [N, K] source K-major, 128-byte swizzled where _swizzles, else in padded core
+    matrices (_canonical_at), by st.shared or by
     cp.async (ViewStaged, also a K-loop pipeline's stages); one wgmma per 64 rows and K step
     from matrix descriptors, all in one commit group. The accumulators are the MmaAcc (1, 4, 1)
     fragment, which is wgmma's (warp w: rows 16w + g, 16w + g + 8 of each 64), so a `for`
@@ -1307,8 +1362,12 @@ def _wgmma(lw, op, layout, a_type):
     copied = [isinstance(t, ViewStaged) or a for t, a in zip((lhs, rhs), ahead)]
     m, n = op.results[0].type.shape
     k_dim = lhs.type.shape[-1]
-    sizes = (k_dim // 8 * _leading(m, True), k_dim // 8 * _leading(n, from_source))
-    exchange = iter(lw.reserve_smem([b for b, a in zip(sizes, ahead) if not a]))
+    # the staged [rows, cols] of A (K-major) and B (K-major N x K source, or MN-major K x N)
+    shapes = ((m, k_dim), (n, k_dim) if from_source else (k_dim, n))
+    swizzled = [_swizzles(*shape) for shape in shapes]
+    sizes = [_operand_bytes(*shape, k_last) for shape, k_last in zip(shapes, (True, from_source))]
+    exchange = iter(lw.reserve_smem([b for b, a in zip(sizes, ahead) if not a],
+                                    _SWIZZLE_ATOM if any(swizzled) else 16))
     offsets = [pipe.offsets[i] if ahead[i] else next(exchange) for i in range(2)]
     lag = pipe.lag if pipe is not None else 0
     # lag: the copies of a later K tile go after this one's wgmma's, so the tensor core starts
@@ -1316,7 +1375,7 @@ def _wgmma(lw, op, layout, a_type):
     stage = pipe.steady(prefetch=not lag) if pipe is not None else None
     for role, (tile, k_last) in enumerate(((lhs, True), (rhs, from_source))):
         if copied[role] and not ahead[role]:
-            _copy_async(lw, tile, offsets[role], _wgmma_place(m if role == 0 else n, k_last))
+            _copy_async(lw, tile, offsets[role], _wgmma_place(*shapes[role], k_last))
         elif not copied[role]:
             _stage_canonical(lw, tile, offsets[role], k_last)
     if pipe is None and any(copied):
@@ -1347,16 +1406,35 @@ def _wgmma(lw, op, layout, a_type):
         d.append(reg)
     w("wgmma.fence.sync.aligned")
     per_half = n // 2  # f32 accumulators per thread per 64 rows
-    b_lead = _leading(n, from_source)
-    b_stride = 128 if from_source else _MN_RUN
+
+    def k_major(rows, step, first_row):
+        """Descriptor fields of K step `step` of a K-major operand from row `first_row`:
+        swizzled, 64-element K blocks `rows` x 128 bytes apart, the step's 32 bytes into the
+        block's rows (the swizzle XORs absolute address bits, so the start may sit inside an
+        atom), 8-row atoms 1024 apart (the leading offset unused); unswizzled, core matrices."""
+        if _swizzles(rows, k_dim):
+            at = (step >> 2) * rows * _SWIZZLE + (step & 3) * 32 + first_row * _SWIZZLE
+            return at, 16, _SWIZZLE_ATOM, _SWIZZLE
+        return step * 2 * _k_group(rows) + first_row * 16, _k_group(rows), 128, 0
+    if from_source:
+        b_at, b_lead, b_stride, b_swizzle = k_major(n, 0, 0)
+    elif swizzled[1]:  # MN-major: 16 K rows of 128 bytes a step, N blocks of 64 leading apart
+        b_lead, b_stride, b_swizzle = k_dim * _SWIZZLE, _SWIZZLE_ATOM, _SWIZZLE
+    else:
+        b_lead, b_stride, b_swizzle = _leading(n, False), _MN_RUN, 0
     for step in range(k_dim // 16):
+        if from_source:
+            b_at = k_major(n, step, 0)[0]
+        else:
+            b_at = step * 16 * _SWIZZLE if b_swizzle else step * 2 * b_lead
         b_desc = w.reg("b64")
         w(f"add.s64 {b_desc}, {starts[1]}, "
-          f"{wgmma_descriptor(offsets[1] + step * 2 * b_lead, b_lead, b_stride)}")
+          f"{wgmma_descriptor(offsets[1] + b_at, b_lead, b_stride, b_swizzle)}")
         for half in range(m // 64):
             a_desc = w.reg("b64")
-            at = offsets[0] + step * 2 * _k_group(m) + half * 64 * 16
-            w(f"add.s64 {a_desc}, {starts[0]}, {wgmma_descriptor(at, _k_group(m), 128)}")
+            at, lead, stride, swizzle = k_major(m, step, half * 64)
+            w(f"add.s64 {a_desc}, {starts[0]}, "
+              f"{wgmma_descriptor(offsets[0] + at, lead, stride, swizzle)}")
             regs = ", ".join(d[half * per_half:(half + 1) * per_half])
             w(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{a_type}.{a_type} "
               f"{{{regs}}}, {a_desc}, {b_desc}, 1, 1, 1, 0, {int(not from_source)}")
@@ -1371,13 +1449,13 @@ def _wgmma(lw, op, layout, a_type):
     lw.set(op.results[0], Tile(op.results[0].type, d, layout))
 
 
-def _wgmma_place(rows: int, k_last: bool):
-    """_copy_async's destination for a wgmma operand: _canonical_at (rows: its M or N), with
+def _wgmma_place(rows: int, cols: int, k_last: bool):
+    """_copy_async's destination for a staged [rows, cols] wgmma operand: _canonical_at, with
     `constant` its value on constants and `key` what identifies it."""
-    def place(w, row, col, cols):
+    def place(w, row, col, _cols):
         return _canonical_at(w, row, col, rows, cols, k_last)
-    place.constant = lambda i, j, cols: _canonical_offset(i, j, rows, cols, k_last)
-    place.key = ("canonical", rows, k_last)
+    place.constant = lambda i, j, _cols: _canonical_offset(i, j, rows, cols, k_last)
+    place.key = ("canonical", rows, cols, k_last)
     return place
 
 

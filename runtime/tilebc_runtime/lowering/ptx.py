@@ -58,7 +58,8 @@ PTX_SUBSET = {
            "operands with an f16/bf16/f32 accumulator, m16n8k8 tf32, m16n8k32 s8/u8 with an s32 "
            "accumulator, m8n8k4 f64; accumulators stay in fragment registers (layout.MmaAcc)",
     "wgmma": "sm_90a (matmul._wgmma): wgmma.fence, wgmma.mma_async.sync.aligned.m64nNk16.f32."
-             "{f16,bf16} from no-swizzle shared-memory descriptors, commit_group, wait_group 0",
+             "{f16,bf16} from shared-memory descriptors (128-byte swizzle or none), commit_group, "
+             "wait_group 0/1",
     "ldmatrix": "ldmatrix.sync.aligned.m8n8.x2/x4(.trans).shared.b16: mma operand fragments from "
                 "padded shared memory (matmul.py)",
     "cp": "cp.async.{ca,cg}.shared.global 4/8/16 bytes (src-size 0 zero-fills past the tensor), "

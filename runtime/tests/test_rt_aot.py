@@ -127,13 +127,17 @@ def test_compile_option_mistakes_are_usage_errors(argv, message, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def test_compile_wgmma_flag_opts_in_to_warpgroup_mma(tmp_path):
-    gemm = SCALAR.parents[1] / "la_gemm_large_tile" / "la_gemm_large_tile-13.5.tilebc"
-    for flags, expected in (([], 0), (["--wgmma"], 1)):
-        out = tmp_path / f"k{len(flags)}.ptx"
+def test_compile_wgmma_flags_force_or_refuse_warpgroup_mma(tmp_path):
+    fixtures = SCALAR.parents[1]
+    unaligned = fixtures / "la_gemm_large_tile" / "la_gemm_large_tile-13.5.tilebc"
+    aligned = fixtures / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc"
+    for number, (gemm, flags, expected) in enumerate((
+            (unaligned, [], False), (unaligned, ["--wgmma"], True),
+            (aligned, [], True), (aligned, ["--no-wgmma"], False))):
+        out = tmp_path / f"k{number}.ptx"
         done = run_cli(gemm, "--arch", "sm_90", "--emit", "ptx", *flags, "-o", out)
         assert done.returncode == 0, done.stderr
-        assert ("wgmma.mma_async" in out.read_text()) == bool(expected)
+        assert ("wgmma.mma_async" in out.read_text()) == expected, (gemm.name, flags)
 
 
 def test_compile_bad_entry_and_bad_file(tmp_path):

@@ -36,9 +36,10 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
                         help="cubin compiler: tilebc's JIT (default) or NVIDIA's tileiras")
     parser.add_argument("--threads", type=_positive_int,
                         help="threads per CTA (JIT; default: per kernel)")
-    parser.add_argument("--wgmma", action="store_true",
+    parser.add_argument("--wgmma", action=argparse.BooleanOptionalAction, default=None,
                         help="JIT, sm_90: run f16/bf16 products that fit a warpgroup on "
-                             "wgmma.mma_async (opt-in; checked on the emulator only)")
+                             "wgmma.mma_async everywhere (--wgmma) or nowhere (--no-wgmma); "
+                             "default: where cp.async stages both operands")
     parser.add_argument("-o", "--output",
                         help="output file (default: FILE with .ptx/.cubin/.fatbin)")
     parser.add_argument("-v", "--verbose", action="store_true",
@@ -61,8 +62,8 @@ def _options(args) -> dict:
     options = {}
     if args.threads is not None:
         options["threads"] = args.threads
-    if args.wgmma:
-        options["wgmma"] = True
+    if args.wgmma is not None:
+        options["wgmma"] = args.wgmma
     if options and args.backend != "jit":
         raise UsageError(f"--{next(iter(options))} applies to the JIT backend only")
     return options

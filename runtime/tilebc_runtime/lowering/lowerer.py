@@ -48,6 +48,7 @@ class Lowerer:
         self.arch = arch  # e.g. 90 for sm_90
         self.portable = False  # True: no arch-specific (sm_90a) instructions
         self.wgmma = False  # True: warpgroup MMA where anchors.wgmma_fits (opt-in, see compile)
+        self.wgmma_by_stores = False  # a wgmma operand was staged by st.shared (not cp.async)
         self.w = PtxWriter()
         self.w.arch = arch
         self.w.const_table = self.const_table

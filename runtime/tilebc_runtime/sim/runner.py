@@ -23,9 +23,11 @@ _IMAGES: Dict[Tuple, Tuple[Module, KernelImage, int]] = {}
 
 
 def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
-                    threads: Optional[int] = None, wgmma: bool = False) -> Tuple[KernelImage, int, int]:
+                    threads: Optional[int] = None,
+                    wgmma: Optional[bool] = None) -> Tuple[KernelImage, int, int]:
     """The emulator image of one entry (cached per module object), its threads per CTA and the
-    dynamic shared memory its launch requests. `wgmma`: the JIT's opt-in sm_90 warpgroup MMA."""
+    dynamic shared memory its launch requests. `wgmma`: the JIT's sm_90 warpgroup MMA choice
+    (compiler.compile)."""
     key = (id(module), entry, arch, threads, wgmma)
     cached = _IMAGES.get(key)
     if cached is not None and cached[0] is module:
@@ -42,7 +44,7 @@ def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
 def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
         threads: Optional[int] = None, check_memory: bool = True, allow_aliasing: bool = False,
         uninitialized: Iterable[int] = (), print_stream=None, max_steps: int = 50_000_000,
-        profile=None, wgmma: bool = False, **interpreter_only) -> KernelImage:
+        profile=None, wgmma: Optional[bool] = None, **interpreter_only) -> KernelImage:
     """Run `entry` over `grid` like `tilebc.interp.run`, but through the JIT's PTX on the
     emulator. Interpreter-only options (check_assumptions, shuffle, seed, progress) are accepted
     and ignored: assumptions are not in the PTX, and CTAs run in id order."""

@@ -10,7 +10,6 @@ import bisect
 import functools
 import re
 import sys
-from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from ..errors import TextSyntaxError
@@ -21,7 +20,7 @@ _ONCE = "*+" if sys.version_info >= (3, 11) else "*"
 # A quoted string: a run of plain characters is one repeat, not an alternation per character (35x
 # faster on the 2.3 MB string of text-fuzz input 3494).
 _QUOTED = r'"[^"\\\n]*(?:\\.[^"\\\n]*)' + _ONCE + '"'
-_TOKEN = re.compile(r"""
+_TOKENS = r"""
     (?P<value>%[A-Za-z0-9_$.\-]+(?:\#[0-9]+)?)
   | (?P<symbol>@(?:[A-Za-z_][A-Za-z0-9_$.]*|QUOTED))
   | (?P<hash>\#[A-Za-z_][A-Za-z0-9_$.]*)
@@ -30,7 +29,14 @@ _TOKEN = re.compile(r"""
   | (?P<number>-?(?:0x[0-9A-Fa-f]+|[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?))
   | (?P<ident>[A-Za-z_][A-Za-z0-9_$.]*)
   | (?P<punct>->|[()\[\]{}<>,:=?^*+\-])
-""".replace("QUOTED", _QUOTED), re.VERBOSE)
+""".replace("QUOTED", _QUOTED)
+_TOKEN = re.compile(_TOKENS, re.VERBOSE)
+# Spaces and comments, then a token: one match per token (the token's group says where it starts).
+# Each pass of the repeat takes one space or one whole comment, so a failed match cannot backtrack
+# into many ways of splitting a run of spaces.
+_SPACED_TOKEN = re.compile(r"(?:\s|//[^\n]*)" + _ONCE + "(?:" + _TOKENS + ")", re.VERBOSE)
+# Token kinds whose text is checked further (escapes; a number's length and what follows it).
+_CHECKED = frozenset(("string", "symbol", "number"))
 _WORD_TAIL = re.compile(r"[A-Za-z0-9_.]*")
 # MLIR's string escapes: two hex digits, \n, \t, \" and \\; anything else after a backslash is an error.
 _ESCAPE = re.compile(r"\\(?:[0-9A-Fa-f]{2}|[nt\"\\]|(.?))")  # group 1: an invalid one
@@ -49,11 +55,27 @@ _NEWLINE = re.compile("\n")
 _SPACE = re.compile(r"(?:\s+|//[^\n]*)+")
 
 
-@dataclass(frozen=True)
 class Token:
-    kind: str   # value, symbol, hash, bang, string, number, ident, punct, eof
-    text: str
-    pos: int
+    """One token: its kind (value, symbol, hash, bang, string, number, ident, punct, eof), its text
+    and where it starts. A slotted class, not a frozen dataclass: the parser makes one per token and
+    a frozen dataclass's __init__ costs three object.__setattr__ calls."""
+
+    __slots__ = ("kind", "text", "pos")
+
+    def __init__(self, kind: str, text: str, pos: int):
+        self.kind = kind
+        self.text = text
+        self.pos = pos
+
+    def __eq__(self, other):
+        return other.__class__ is Token and (self.kind, self.text, self.pos) == \
+            (other.kind, other.text, other.pos)
+
+    def __hash__(self):
+        return hash((self.kind, self.text, self.pos))
+
+    def __repr__(self) -> str:
+        return f"Token(kind={self.kind!r}, text={self.text!r}, pos={self.pos!r})"
 
 
 class Cursor:
@@ -101,8 +123,20 @@ class Cursor:
             self.pos = match.end()
 
     def peek(self) -> Token:
-        if self._peeked is not None and self._peeked.pos >= self.pos:
-            return self._peeked
+        peeked = self._peeked
+        if peeked is not None and peeked.pos >= self.pos:
+            return peeked
+        match = _SPACED_TOKEN.match(self.text, self.pos)
+        if match is not None:
+            kind = match.lastgroup
+            if kind not in _CHECKED:
+                start = self.pos = match.start(kind)
+                peeked = self._peeked = Token(kind, match.group(kind), start)
+                return peeked
+        return self._peek_checked()
+
+    def _peek_checked(self) -> Token:
+        """peek() for the end of input, a bad character and the tokens whose text is checked."""
         self.skip_space()
         if self.pos >= len(self.text):
             self._peeked = Token("eof", "", self.pos)
@@ -147,41 +181,69 @@ class Cursor:
         except ValueError:
             raise self.error(f"expected {what}, found '{shorten(token.text)}'", token.pos) from None
 
+    # next/at/accept/expect run once or more per token: each reuses the peeked token inline
+    # (a call to peek() costs as much as the rest of them).
+
     def next(self) -> Token:
-        token = self.peek()
+        token = self._peeked
+        if token is None or token.pos < self.pos:
+            token = self.peek()
         self.pos = self.end = token.pos + len(token.text)
         self._peeked = None
         return token
 
     def at(self, text: str) -> bool:
-        return self.peek().text == text
+        token = self._peeked
+        if token is None or token.pos < self.pos:
+            token = self.peek()
+        return token.text == text
 
     def accept(self, text: str) -> bool:
-        if self.at(text):
-            self.next()
+        token = self._peeked
+        if token is None or token.pos < self.pos:
+            token = self.peek()
+        if token.text == text:
+            self.pos = self.end = token.pos + len(text)
+            self._peeked = None
             return True
         return False
 
     def expect(self, text: str, what: Optional[str] = None) -> Token:
-        token = self.peek()
-        if token.text != text:
-            found = shorten(token.text) or "end of input"
-            # MLIR reports a missing token that the next line does not hold where the line
-            # before ends (after the last token read)
-            start = self.text.rfind("\n", 0, token.pos) + 1
-            pos = self.end if 0 < self.end <= start and not self.text[start:token.pos].strip() \
-                else token.pos
-            raise self.error(f"expected '{text}'{' ' + what if what else ''}, found '{found}'",
-                             pos)
-        return self.next()
+        token = self._peeked
+        if token is None or token.pos < self.pos:
+            token = self.peek()
+        if token.text == text:
+            self.pos = self.end = token.pos + len(text)
+            self._peeked = None
+            return token
+        found = shorten(token.text) or "end of input"
+        # MLIR reports a missing token that the next line does not hold where the line
+        # before ends (after the last token read)
+        start = self.text.rfind("\n", 0, token.pos) + 1
+        pos = self.end if 0 < self.end <= start and not self.text[start:token.pos].strip() \
+            else token.pos
+        raise self.error(f"expected '{text}'{' ' + what if what else ''}, found '{found}'", pos)
 
     def expect_kind(self, kind: str, what: str) -> Token:
-        token = self.peek()
+        token = self._peeked
+        if token is None or token.pos < self.pos:
+            token = self.peek()
         if token.kind != kind:
             raise self.error(f"expected {what}, found '{shorten(token.text) or 'end of input'}'")
-        return self.next()
+        self.pos = self.end = token.pos + len(token.text)
+        self._peeked = None
+        return token
 
     # ---- raw characters (types) ------------------------------------------------------------------
+
+    def match_text(self, text: str) -> bool:
+        """match_raw of a literal `text`."""
+        self.skip_space()
+        self._peeked = None
+        if self.text.startswith(text, self.pos):
+            self.pos = self.end = self.pos + len(text)
+            return True
+        return False
 
     def match_raw(self, pattern: re.Pattern):
         self.skip_space()

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 from ..ops.spec import Arity, AttrSpec, OpSpec
 
@@ -128,9 +127,20 @@ def _custom_arg(spec: OpSpec, text: str):
     return text
 
 
-@lru_cache(maxsize=None)
+# id(spec) -> (spec, its elements); the spec is kept so its id stays its own. Keyed by identity:
+# an OpSpec's hash walks all its fields, and the parser asks once per op.
+_COMPILED: Dict[int, Tuple[OpSpec, Tuple[Element, ...]]] = {}
+
+
 def compile_syntax(spec: OpSpec) -> Tuple[Element, ...]:
     """The op's syntax declaration as a tuple of elements (cached per op)."""
+    found = _COMPILED.get(id(spec))
+    if found is None:
+        found = _COMPILED[id(spec)] = (spec, _compile_syntax(spec))
+    return found[1]
+
+
+def _compile_syntax(spec: OpSpec) -> Tuple[Element, ...]:
     text = spec.syntax
     pos = 0
     stack: List[List] = [[]]

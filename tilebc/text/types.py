@@ -17,11 +17,18 @@ _DIM = re.compile(r"(\?|[0-9]+)x")
 _BUILTIN_TYPE = re.compile(r"(tensor|vector|memref|index|complex|tuple|none)(?![A-Za-z0-9_])")
 _INT = re.compile(r"-?[0-9]+")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Where a type's text may end: a word and a <...> nesting up to three deep (a ptr_attr in a
+# tensor_view in a partition_view). A type read once is looked up by this text after that.
+_SPAN = re.compile(r"[A-Za-z_!][A-Za-z0-9_.!]*(?:<(?:[^<>\n]|<(?:[^<>\n]|<[^<>\n]*>)*>)*>)?")
 
 
 class TypeParser:
     def __init__(self, cursor: Cursor):
         self.c = cursor
+        # text -> the type read from it: a module names few distinct types many times, and one
+        # object per distinct type lets the verifier and writer key them by identity (as the
+        # bytecode reader's type table does)
+        self._known = {}
 
     def fail(self, what: str):
         return self.c.error(f"expected {what}", self._pos())
@@ -31,11 +38,11 @@ class TypeParser:
         return self.c.pos
 
     def lit(self, text: str) -> None:
-        if not self.c.match_raw(re.compile(re.escape(text))):
+        if not self.c.match_text(text):
             raise self.fail(f"'{text}' in type")
 
     def opt(self, text: str) -> bool:
-        return bool(self.c.match_raw(re.compile(re.escape(text))))
+        return self.c.match_text(text)
 
     def ints(self, sep: str, allow_dynamic=False) -> Tuple:
         values = []
@@ -91,6 +98,22 @@ class TypeParser:
         return int(text)
 
     def type(self):
+        c = self.c
+        c.skip_space()
+        span = _SPAN.match(c.text, c.pos)
+        if span is not None:
+            known = self._known.get(span.group())
+            if known is not None:
+                c._peeked = None
+                c.pos = c.end = span.end()
+                return known
+            found = self._type()
+            if c.pos == span.end():
+                self._known[span.group()] = found
+            return found
+        return self._type()
+
+    def _type(self):
         start = self._pos()
         match = self.c.match_raw(_ELEMENT)
         if match:  # a bare element type stands for a 0-d tile only where MLIR allows it

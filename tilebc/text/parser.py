@@ -97,6 +97,17 @@ class _OpState:
         self.result_count: Optional[int] = None
 
 
+# id(spec) -> (spec, the names of its operands); asked once per op, derived once per op kind.
+_OPERAND_NAMES: Dict[int, Tuple[object, frozenset]] = {}
+
+
+def _operand_names(spec) -> frozenset:
+    found = _OPERAND_NAMES.get(id(spec))
+    if found is None:
+        found = _OPERAND_NAMES[id(spec)] = (spec, frozenset(o.name for o in spec.operands))
+    return found[1]
+
+
 class _Parser:
     def __init__(self, text: str, filename: str):
         self.c = Cursor(text, filename)
@@ -579,7 +590,8 @@ class _Parser:
         if spec is None or spec.structural or not spec.syntax:
             raise c.error(f"unknown operation '{name_token.text}'", name_token.pos)
         state = _OpState(spec, name_token.pos)
-        state.result_count = sum(count for _, count in names) if names else 0
+        state.result_count = (names[0][1] if len(names) == 1 else sum(n for _, n in names)) \
+            if names else 0
         self._elements(compile_syntax(spec), state)
         if state.mismatch is not None:
             raise state.mismatch  # MLIR resolves operands once the whole form is read
@@ -818,7 +830,7 @@ class _Parser:
         # result's type (anything else stays the mask, as MLIR reads it, and is refused as one).
         mask = state.operands.get("mask")
         result = (state.result_types.get(0) or [None])[0]
-        if "paddingValue" in {o.name for o in spec.operands} and mask is not None \
+        if mask is not None and "paddingValue" in _operand_names(spec) \
                 and state.operands.get("paddingValue") is None \
                 and getattr(getattr(mask.type, "element", None), "name", "") != "i1" \
                 and (result is None or mask.type == result):
@@ -913,25 +925,41 @@ class _Parser:
     # ---- syntax elements -------------------------------------------------------------------------
 
     def _elements(self, elements, state: _OpState) -> None:
+        c = self.c
         for element in elements:
-            self._element(element, state)
+            cls = element.__class__
+            # the commonest elements inline (this loop runs for every element of every op)
+            if cls is Literal:
+                token = c._peeked
+                if token is None or token.pos < c.pos:
+                    token = c.peek()
+                if token.text == element.text:
+                    c.pos = c.end = token.pos + len(token.text)
+                    c._peeked = None
+                else:
+                    c.expect(element.text, f"in {state.spec.mnemonic}")
+            elif cls is OperandRef and element.arity is not Arity.VARIADIC:
+                state.operands[element.name] = self._use()
+            elif cls is not Space:
+                self._element(element, state)
 
     def _element(self, element, state: _OpState) -> None:
         c = self.c
-        if isinstance(element, Literal):
+        cls = element.__class__
+        if cls is Literal:
             c.expect(element.text, f"in {state.spec.mnemonic}")
-        elif isinstance(element, Space):
+        elif cls is Space:
             return
-        elif isinstance(element, OptionalGroup):
+        elif cls is OptionalGroup:
             if self._group_present(element, state):
                 unit = isinstance(element.anchor, AttrRef) and element.anchor.spec.kind is AttrKind.UNIT
                 if unit:
                     state.attrs[element.anchor.name] = True
-                for child in element.elements:
-                    if child is element.anchor and unit:
-                        continue
-                    self._element(child, state)
-        elif isinstance(element, OperandRef):
+                children = element.elements
+                if unit:
+                    children = [child for child in children if child is not element.anchor]
+                self._elements(children, state)
+        elif cls is OperandRef:
             if element.arity is Arity.VARIADIC:
                 values = []
                 if c.peek().kind == "value":
@@ -942,13 +970,13 @@ class _Parser:
                 state.operands[element.name] = tuple(values)
             else:
                 state.operands[element.name] = self._use()
-        elif isinstance(element, AttrRef):
+        elif cls is AttrRef:
             state.attrs[element.name] = self._attr_value(element.spec, state)
-        elif isinstance(element, TypeRef):
+        elif cls is TypeRef:
             self._type_element(element, state)
-        elif isinstance(element, AttrDict):
+        elif cls is AttrDict:
             self._attr_dict(element, state)
-        elif isinstance(element, Custom):
+        elif cls is Custom:
             handler = getattr(self, "_custom_" + element.name, None)
             if handler is None:
                 raise c.error(f"no parser for directive {element.name}")

@@ -8,8 +8,10 @@ point it falls back to the raw bits in hex (`0x4B800000`). Inf and NaN are alway
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from ..ir.types import ElementType
+from ..numeric.ieee import float_from_bits, float_to_bits
 
 # Significand precision (bits, implicit bit included) of each float type, as APFloat defines it.
 _PRECISION = {"f16": 11, "bf16": 8, "f32": 24, "tf32": 11, "f64": 53, "f8E4M3FN": 4,
@@ -98,10 +100,9 @@ def apfloat_to_string(value: float, semantics_precision: int, format_precision: 
     return sign + "0." + "0" * (-whole) + digits
 
 
+@lru_cache(maxsize=1 << 16)  # constants repeat; each costs big-integer digit work
 def format_float(bits: int, element: ElementType) -> str:
     """MLIR's printFloatValue for a float of type `element` given by its bit pattern."""
-    from ..numeric.convert import float_to_bits  # numpy loads when a float value is printed, not before
-    from ..numeric.numerics import float_from_bits
     value = float_from_bits(bits, element)
     if math.isfinite(value):
         precision = _PRECISION[element.name]
@@ -117,7 +118,6 @@ def format_float(bits: int, element: ElementType) -> str:
 def constant_name_part(bits: int, element: ElementType):
     """The `_N` part MLIR's ConstantOp naming adds for a float splat: the value if it converts to a
     64-bit unsigned integer exactly (toward zero), 'NaN' for NaN, otherwise nothing."""
-    from ..numeric.numerics import float_from_bits
     value = float_from_bits(bits, element)
     if math.isnan(value):
         return "NaN"

@@ -14,8 +14,8 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.location import CallSiteLoc, DILoc
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
-from ..numeric.convert import float_to_bits
-from ..numeric.numerics import storage_bytes
+from ..numeric.dense import storage_bytes
+from ..numeric.ieee import float_to_bits
 from ..ops.enums import MemoryScope, SymbolVisibility
 from ..ops.spec import Arity, AttrKind, Family, unregistered_op
 from ..ops.table import (ENTRY_OP, GLOBAL_OP, MNEMONIC_ALIASES, MODULE_OP, OPS_BY_MNEMONIC,

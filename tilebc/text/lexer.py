@@ -31,10 +31,12 @@ _TOKENS = r"""
   | (?P<punct>->|[()\[\]{}<>,:=?^*+\-])
 """.replace("QUOTED", _QUOTED)
 _TOKEN = re.compile(_TOKENS, re.VERBOSE)
+# Spaces and comments taken whole, never given back: a lookahead captures them and the
+# backreference consumes them (an atomic group on every Python), so a failed match cannot find a
+# token inside a comment.
+SPACES = r"(?=((?:\s|//[^\n]*)*))\1"
 # Spaces and comments, then a token: one match per token (the token's group says where it starts).
-# Each pass of the repeat takes one space or one whole comment, so a failed match cannot backtrack
-# into many ways of splitting a run of spaces.
-_SPACED_TOKEN = re.compile(r"(?:\s|//[^\n]*)" + _ONCE + "(?:" + _TOKENS + ")", re.VERBOSE)
+_SPACED_TOKEN = re.compile(SPACES + "(?:" + _TOKENS + ")", re.VERBOSE)
 # Token kinds whose text is checked further (escapes; a number's length and what follows it).
 _CHECKED = frozenset(("string", "symbol", "number"))
 _WORD_TAIL = re.compile(r"[A-Za-z0-9_.]*")

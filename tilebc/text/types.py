@@ -7,7 +7,7 @@ from typing import Tuple
 
 from ..ir import types as T
 from ..ops.enums import PaddingValue, PtrAttr
-from .lexer import Cursor, shorten
+from .lexer import SPACES, Cursor, shorten
 
 _ELEMENT_NAMES = sorted(T.ELEMENT_TYPES, key=len, reverse=True)
 _ELEMENT = re.compile(r"(?:!cuda_tile\.)?(" + "|".join(map(re.escape, _ELEMENT_NAMES)) + r")(?![A-Za-z0-9_])")
@@ -19,7 +19,9 @@ _INT = re.compile(r"-?[0-9]+")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Where a type's text may end: a word and a <...> nesting up to three deep (a ptr_attr in a
 # tensor_view in a partition_view). A type read once is looked up by this text after that.
-_SPAN = re.compile(r"[A-Za-z_!][A-Za-z0-9_.!]*(?:<(?:[^<>\n]|<(?:[^<>\n]|<[^<>\n]*>)*>)*>)?")
+# Spaces and comments before it are skipped by the same match (group 2: the type's text).
+_SPAN = re.compile(SPACES + r"([A-Za-z_!][A-Za-z0-9_.!]*"
+                   r"(?:<(?:[^<>\n]|<(?:[^<>\n]|<[^<>\n]*>)*>)*>)?)")
 
 
 class TypeParser:
@@ -99,17 +101,18 @@ class TypeParser:
 
     def type(self):
         c = self.c
-        c.skip_space()
         span = _SPAN.match(c.text, c.pos)
         if span is not None:
-            known = self._known.get(span.group())
+            text = span.group(2)
+            known = self._known.get(text)
             if known is not None:
                 c._peeked = None
                 c.pos = c.end = span.end()
                 return known
+            c.pos = span.start(2)
             found = self._type()
             if c.pos == span.end():
-                self._known[span.group()] = found
+                self._known[text] = found
             return found
         return self._type()
 

@@ -587,6 +587,22 @@ def test_k_loop_copies_run_stages_ahead(arch, m, n, k, stages, trips):
     assert np.all(np.abs(actual - exact) <= bound)
 
 
+def _check_ragged_k_loop(module, m, n, kk, trips, rows, wgmma):
+    """Run `_pipelined_k_loop_kernel`'s "k" on the sm_90 emulator over ragged M (`rows`), N and K
+    (`kk`, strided views of wider arrays) and compare it with the interpreter and numpy."""
+    cols = 2 * n - 8
+    a = _quarters(np.float16, (rows, kk + 8))[:, :kk]
+    b = _quarters(np.float16, (kk, cols + 8))[:, :cols]
+    c = _quarters(np.float32, (rows, cols))
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, b, expected, np.int32(trips))
+    sim.run(module, "k", grid, a, b, actual, np.int32(trips), arch="sm_90", threads=128,
+            wgmma=wgmma)
+    np.testing.assert_array_equal(actual, expected)
+    np.testing.assert_array_equal(expected, a.astype(np.float64) @ b.astype(np.float64) + c)
+
+
 @pytest.mark.parametrize("trips", [1, 3])
 def test_production_size_k_loop_stages_go_to_dynamic_shared_memory(trips):
     """64x128x64 f16 tiles: a stage (26 KiB padded) is over the 24 KiB the small pipelines keep
@@ -607,18 +623,7 @@ def test_production_size_k_loop_stages_go_to_dynamic_shared_memory(trips):
     other = jit_compile(module, entry="k", arch="sm_86", emit="ptx", threads=128).ptx
     head = re.search(r"^\$L_for_\d+:", other, re.M).start()
     assert "cp.async.commit_group" not in other[:head] and ".extern .shared" not in other
-    kk = k * trips - 8
-    rows, cols = m + 5, 2 * n - 8
-    a = _quarters(np.float16, (rows, kk + 8))[:, :kk]
-    b = _quarters(np.float16, (kk, cols + 8))[:, :cols]
-    c = _quarters(np.float32, (rows, cols))
-    grid = (-(-rows // m), -(-cols // n))
-    expected, actual = c.copy(), c.copy()
-    interpret(module, "k", grid, a, b, expected, np.int32(trips))
-    sim.run(module, "k", grid, a, b, actual, np.int32(trips), arch="sm_90", threads=128,
-            wgmma=False)
-    np.testing.assert_array_equal(actual, expected)
-    np.testing.assert_array_equal(expected, a.astype(np.float64) @ b.astype(np.float64) + c)
+    _check_ragged_k_loop(module, m, n, max(k * trips - 8, 0), trips, m + 5, wgmma=False)
 
 
 def test_k_loop_copies_ahead_stop_where_the_induction_variable_would_wrap():
@@ -1222,18 +1227,7 @@ def test_pipelined_wgmma_k_loop_leaves_one_group_in_flight(m, n, k, stages, trip
     assert loop.index("bar.sync") < loop.index("wgmma.mma_async") < loop.index("cp.async.cg") \
         < loop.index("wgmma.wait_group")
     assert after.index("wgmma.wait_group.sync.aligned 0") < after.index("cp.async.wait_group 0")
-    kk = max(k * trips - 8, 0)
-    rows, cols = m + 13, 2 * n - 8
-    a = _quarters(np.float16, (rows, kk + 8))[:, :kk]
-    b = _quarters(np.float16, (kk, cols + 8))[:, :cols]
-    c = _quarters(np.float32, (rows, cols))
-    grid = (-(-rows // m), -(-cols // n))
-    expected, actual = c.copy(), c.copy()
-    interpret(module, "k", grid, a, b, expected, np.int32(trips))
-    sim.run(module, "k", grid, a, b, actual, np.int32(trips), arch="sm_90", threads=128,
-            wgmma=True)
-    np.testing.assert_array_equal(actual, expected)
-    np.testing.assert_array_equal(expected, a.astype(np.float64) @ b.astype(np.float64) + c)
+    _check_ragged_k_loop(module, m, n, max(k * trips - 8, 0), trips, m + 13, wgmma=True)
 
 
 @pytest.mark.parametrize("rounded", [True, False])

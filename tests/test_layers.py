@@ -2,6 +2,7 @@
 the runtime, and the packages cut apart so far hold no import cycle. The graph is read from the
 source with `ast`, so an import inside a function counts as much as one at the top of a file."""
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,7 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+@functools.lru_cache(maxsize=None)  # read when a test asks, not at collection in every worker
 def import_graph(root: Path = PACKAGE) -> Dict[str, Set[str]]:
     """Module -> the modules it imports anywhere in its source (top level, functions, branches).
     `from package import name` counts as an import of `package.name` when that is a module, else
@@ -105,25 +107,22 @@ def cycles(graph: Dict[str, Set[str]], members: Set[str]) -> List[List[str]]:
     return found
 
 
-GRAPH = import_graph()
-
-
 def test_graph_sees_function_level_imports():
     """The reader itself: a relative import inside a function is an edge."""
-    assert "tilebc.verify" in GRAPH["tilebc.cli"]  # cmd_verify imports it in its body
-    assert "tilebc.binary" in GRAPH["tilebc"]
+    assert "tilebc.verify" in import_graph()["tilebc.cli"]  # cmd_verify imports it in its body
+    assert "tilebc.binary" in import_graph()["tilebc"]
 
 
 def test_format_package_never_imports_the_runtime():
     offenders = {module: sorted(t for t in targets if t.split(".")[0] == "tilebc_runtime")
-                 for module, targets in GRAPH.items()}
+                 for module, targets in import_graph().items()}
     assert not {module: names for module, names in offenders.items() if names}
 
 
 def test_no_import_cycle_in_the_format_package():
     """Among others: the command line and the interpreter's `run`, the interpreter's machine and
     batched runner, convert and numerics import each other in one direction only."""
-    assert cycles(GRAPH, set(GRAPH)) == []
+    assert cycles(import_graph(), set(import_graph())) == []
 
 
 def test_cycle_finder_reports_a_cycle():

@@ -82,6 +82,21 @@ def test_a_hit_through_tilebc_without_entry_decodes_nothing(tmp_path):
     assert heavy_in(hit_modules) == []
 
 
+def test_a_miss_of_a_kernel_without_array_math_skips_numpy(tmp_path):
+    """numpy (about a third of a cold compile) is imported only by lowerings that fold or lay out
+    arrays: the atomics kernel compiles without it, and gives the same cubin as with it loaded."""
+    cache, output = tmp_path / "cache", tmp_path / "k.cubin"
+    miss, modules = compile_in_new_process(cache, SINGLE, "-o", output, program=DISPATCHED)
+    assert miss.returncode == 0, miss.stderr
+    assert "tilebc_runtime.compiler" in modules and "cuda.bindings.nvjitlink" in modules
+    assert "numpy" not in modules
+    preloaded = DISPATCHED.replace("import sys\n", "import sys\nimport numpy\n", 1)
+    again, modules = compile_in_new_process(tmp_path / "other", SINGLE, "-o", tmp_path / "n.cubin",
+                                            program=preloaded)
+    assert again.returncode == 0 and "numpy" in modules, again.stderr
+    assert (tmp_path / "n.cubin").read_bytes() == output.read_bytes()
+
+
 def test_a_stale_memo_is_recomputed_not_trusted(tmp_path):
     """The memo gives nvJitLink's version and the lowering hash only while their fingerprints hold:
     with fingerprints that no longer match (and wrong values), the next run loads nvJitLink and

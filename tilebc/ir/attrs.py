@@ -86,8 +86,8 @@ class DenseElementsAttr(Attribute, Record):
 
     @property
     def is_splat(self) -> bool:
-        from ..numeric import numerics
-        return numerics.dense_is_splat(self.type, self.data)
+        from ..numeric.dense import dense_is_splat  # numerics would import numpy
+        return dense_is_splat(self.type, self.data)
 
 
 @cached_hash

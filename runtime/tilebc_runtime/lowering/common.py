@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
-import numpy as np
+from ..lazy_numpy import np
 
 from tilebc.ir.types import TileType, TokenType
 from tilebc.ops.enums import MemoryScope, RoundingMode

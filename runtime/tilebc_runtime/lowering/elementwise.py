@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
+from ..lazy_numpy import np
 
-from tilebc.numeric.numerics import NUMPY_DTYPES
 from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
 
 from . import dtypes, f32math, f64math, intdiv
@@ -93,6 +92,7 @@ def _is_splat_one(lw, value) -> bool:
                 return False
             size = dtypes.byte_size(value.type.element)
             raw = element_bytes(attr)[:size]
+            from tilebc.numeric.numerics import NUMPY_DTYPES  # numpy: only when a literal is read
             return float(np.frombuffer(raw, NUMPY_DTYPES[dtypes.name_of(
                 value.type.element)])[0]) == 1.0
         if role not in (KEEPS, BROADCASTS):

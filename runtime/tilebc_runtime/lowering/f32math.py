@@ -21,9 +21,10 @@ Tiny |x| (< 2^-12) returns x for sin and tan: the correctly rounded answer, and 
 from __future__ import annotations
 
 import math
+import struct
 from functools import lru_cache
 
-import numpy as np
+from ..lazy_numpy import np
 
 from . import dtypes
 
@@ -32,6 +33,11 @@ CODY_WAITE_LIMIT = 105615.0
 _HUGE_MIN_EXPONENT_FIELD = 143           # the f32 exponent field of 2^16 (< CODY_WAITE_LIMIT)
 _PART_BITS = 28                          # f64 table parts: 28 bits each, so m * part is exact
 _PARTS = 4
+
+
+def _f32(value: float) -> float:
+    """`value` rounded to f32 (ties to even, as a C cast), without importing numpy."""
+    return struct.unpack("<f", struct.pack("<f", value))[0]
 
 
 def _imm(value: float) -> str:
@@ -65,7 +71,7 @@ def _pio2_split_f32():
     pio2 = _pio2_scaled(200)
     pieces, rest = [], pio2
     for _ in range(3):
-        piece = float(np.float32(rest / (1 << 200)))
+        piece = _f32(rest / (1 << 200))
         pieces.append(piece)
         rest -= int(round(piece * (1 << 200)))  # piece is a dyadic rational: exact
     return tuple(pieces)
@@ -304,9 +310,9 @@ def _log_specials(w, x32: str, value: str) -> str:
 # -- exp, log, log2, tanh in f32 ---------------------------------------------------------------
 # ln 2 with 16 significant bits: k * LN2_HI is exact for |k| < 2^8, and LN2_LO carries the rest.
 LN2_HI = 45426.0 / 65536.0
-LN2_LO = float(np.float32(LN2 - LN2_HI))
-LOG2E_HI = float(np.float32(1 / LN2))
-LOG2E_LO = float(np.float32(1 / LN2 - LOG2E_HI))
+LN2_LO = _f32(LN2 - LN2_HI)
+LOG2E_HI = _f32(1 / LN2)
+LOG2E_LO = _f32(1 / LN2 - LOG2E_HI)
 # (log1p(t) - t) / t^2 on t in [-0.25, 0.5]: Chebyshev fit, f32 coefficients (low degree
 # first); relative error 2^-26.2 with the coefficients rounded to f32
 LOG1P_TAIL = (-0.5, 0.3333333134651184, -0.25000011920928955, 0.20000290870666504,
@@ -495,7 +501,7 @@ UNIT_ROWS = (63, 64)
 HEAD_BITS = 15
 # log2(1 + r) = r log2(e) + r^2 L(r): L's Taylor terms to r^3 (r^5 of log2), truncation
 # 2^-37 relative on |r| <= 2^-7
-LOG2_TAIL = tuple(float(np.float32(((-1) ** (k + 1)) / (k + 2) / LN2)) for k in range(4))
+LOG2_TAIL = tuple(_f32(((-1) ** (k + 1)) / (k + 2) / LN2) for k in range(4))
 # 2^f on |f| <= 0.5005 (pow's reduced range), degree 6: a minimax fit (Lawson's weighted least
 # squares in relative error, each coefficient rounded to f32 before the next is fitted), relative
 # error 2^-28.3 with these f32 coefficients (below the degree-7 Taylor series of e^(f ln2))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import numpy as np
+from ..lazy_numpy import np
 
 from tilebc.ir.module import Op, Value
 from tilebc.ir.types import TileType
@@ -97,11 +97,11 @@ def _truncate(op, sources, shape, bits):
     return _wrap(sources[0], bits)
 
 
-def _arithmetic(ufunc):
+def _arithmetic(ufunc: str):  # numpy's name: np is imported at the first fold
     def fold(op, sources, shape, bits):
         lhs, rhs = np.broadcast_arrays(*sources)
         with np.errstate(over="ignore"):
-            result = ufunc(lhs, rhs)
+            result = getattr(np, ufunc)(lhs, rhs)
         return _wrap(result, bits).reshape(shape)
     return fold
 
@@ -110,8 +110,8 @@ def _arithmetic(ufunc):
 _LEAVES = by_mnemonic({"iota": _iota, "constant": _constant}, "compile-time folding")
 _FOLDS = by_mnemonic({"reshape": _reshape, "assume": _reshape, "broadcast": _broadcast,
                       "permute": _permute, "exti": _extend, "trunci": _truncate,
-                      "addi": _arithmetic(np.add), "subi": _arithmetic(np.subtract),
-                      "muli": _arithmetic(np.multiply)}, "compile-time folding")
+                      "addi": _arithmetic("add"), "subi": _arithmetic("subtract"),
+                      "muli": _arithmetic("multiply")}, "compile-time folding")
 
 
 def affine_form(array: np.ndarray):

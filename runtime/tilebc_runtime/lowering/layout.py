@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-import numpy as np
+from ..lazy_numpy import np
 
 
 class Layout:

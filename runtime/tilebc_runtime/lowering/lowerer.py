@@ -13,10 +13,11 @@ runtime/LAYOUTS.md, and are converted to this one for the lowerings that do not 
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from typing import Callable, Dict, List, Optional
 
-import numpy as np
+from ..lazy_numpy import np
 
 from tilebc.errors import TilebcError
 from tilebc.ir.module import Block, Function, Module, Op, Value
@@ -276,7 +277,7 @@ class Lowerer:
         same for every thread (so slot k's address is slot 0's plus a constant), else None.
         Holds e.g. for a [R, C] tile when C divides T (slot k is k*T/C rows further down)."""
         shape = tuple(shape)
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        count = math.prod(shape)  # ints: numpy is imported only when there are slots to compare
         # inside a chunk: its slots, the first of the whole tile's
         slots = self.slots(count) if layout is None else layout.slots
         key = ("deltas", shape, None if layout is None else layout.key(), slots)

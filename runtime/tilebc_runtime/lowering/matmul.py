@@ -29,7 +29,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Optional
 
-import numpy as np
+from ..lazy_numpy import np
 
 from tilebc.ir.types import ELEMENT_TYPES, TileType
 from tilebc.ops.enums import Signedness

@@ -12,7 +12,6 @@ from typing import List, Optional
 
 from tilebc.ir.types import (GatherScatterViewType, PartitionViewType, StridedViewType,
                              TensorViewType)
-from tilebc.numeric.convert import float_to_bits
 from tilebc.ops.enums import MemoryOrderingSemantics, PaddingValue
 
 from . import dtypes, intdiv
@@ -158,8 +157,11 @@ def padding_register(lw, element, padding: Optional[PaddingValue]) -> str:
              PaddingValue.NAN: float("nan"), PaddingValue.POS_INF: float("inf"),
              PaddingValue.NEG_INF: float("-inf")}[padding]
     size = 1 if dtypes.name_of(element) == "i1" else dtypes.byte_size(element)
-    if dtypes.name_of(element) == "ptr" or not element.is_float:
+    # +0.0 is all zero bits in every float format: the common case needs no numpy
+    zero = padding in (None, PaddingValue.ZERO)
+    if dtypes.name_of(element) == "ptr" or not element.is_float or zero:
         return immediate(lw, element, bytes(size))
+    from tilebc.numeric.convert import float_to_bits  # numpy: imported when a constant needs it
     return immediate(lw, element, float_to_bits(value, element).to_bytes(size, "little"))
 
 

@@ -26,7 +26,7 @@ reduced dimension (runs of neighbours, lanes in element order) rather than walki
 """
 from __future__ import annotations
 
-import numpy as np
+from ..lazy_numpy import np
 
 from tilebc.ir.types import TileType
 from tilebc.ops.table import by_mnemonic

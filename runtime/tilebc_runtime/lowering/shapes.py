@@ -4,11 +4,10 @@ count); broadcast of a scalar is free; shape ops whose integer result is known a
 threads (shuffles or shared memory, Lowerer.gather)."""
 from __future__ import annotations
 
-import numpy as np
+from ..lazy_numpy import np
 
 from tilebc.ir.module import Op
 from tilebc.ir.types import TileType
-from tilebc.numeric.numerics import NUMPY_DTYPES
 from tilebc.ops.enums import Signedness
 from tilebc.ops.table import by_mnemonic
 

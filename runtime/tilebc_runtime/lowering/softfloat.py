@@ -17,10 +17,9 @@ f64 exponent field, and f64 sources round once (no double rounding through f32).
 """
 from __future__ import annotations
 
-import numpy as np
+from ..lazy_numpy import np
 
-from tilebc.numeric.convert import float_to_float
-from tilebc.numeric.numerics import FloatFormat, float_format, from_bits
+from tilebc.numeric.formats import FloatFormat, float_format
 
 # Formats that always take the software path, and the ones that do below sm_89.
 ALWAYS_SOFT = ("f4E2M1FN", "fnv8E5M3FNU", "f8E8M0FNU")
@@ -34,6 +33,8 @@ def is_soft(name: str, arch: int) -> bool:
 
 def decode_table(name: str) -> bytes:
     """f32 bit patterns (little-endian) of every code of the format, in code order."""
+    from tilebc.numeric.convert import float_to_float  # numpy: only soft-float kernels load it
+    from tilebc.numeric.numerics import from_bits
     fmt = float_format(name)
     codes = np.arange(1 << fmt.bits, dtype=np.uint64)
     values = float_to_float(from_bits(codes, name), name, "f32")

@@ -353,27 +353,14 @@ def _aligned_mmaf_kernel(m, n, k):
 def _async_operands_kernel(m, n, k, align):
     """c = a @ b + c over a grid of tiles, with a's and b's base pointers promised `align`-byte
     aligned and their row strides and column counts multiples of align / 2 elements (f16)."""
-    from tilebc.ir.attrs import DivByAttr
     module = new_module("13.5")
-    f16 = ELEMENT_TYPES["f16"]
-    params = []
-    for pointee in (f16, f16, f32):
-        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4  # shape, strides
-    b = new_function(module, "k", params)
+    b, views = _aligned_gemm_views(module, "f16", m, n, k, align=align)
     token = b.make_token()
     bid = b.get_tile_block_id()
     zero = b.constant(0, "i32")
-
-    def view(group, shape):
-        pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
-        if group < 2:
-            pointer = b.assume(pointer, predicate=DivByAttr(align))
-            cols = b.assume(cols, predicate=DivByAttr(align // 2))
-            stride = b.assume(stride, predicate=DivByAttr(align // 2))
-        return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
-    lhs, _ = b.load(view(0, (m, k)), [bid[0], zero], token=token)
-    rhs, _ = b.load(view(1, (k, n)), [zero, bid[1]], token=token)
-    out = view(2, (m, n))
+    a_view, b_view, out = views
+    lhs, _ = b.load(a_view, [bid[0], zero], token=token)
+    rhs, _ = b.load(b_view, [zero, bid[1]], token=token)
     acc, _ = b.load(out, [bid[0], bid[1]], token=token)
     product = b.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])
     b.store(product, out, [bid[0], bid[1]], token=token)
@@ -409,25 +396,13 @@ def test_i8_lhs_goes_through_cp_async_and_transposed_rhs_through_registers():
     from tilebc.ops.enums import Signedness
     m, n, k = 32, 32, 64
     module = new_module("13.5")
-    i8 = ELEMENT_TYPES["i8"]
-    params = []
-    for pointee in (i8, i8, i32):
-        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4
-    b = new_function(module, "k", params)
+    b, views = _aligned_gemm_views(module, "i8", m, n, k)
     token = b.make_token()
     bid = b.get_tile_block_id()
     zero = b.constant(0, "i32")
-
-    def view(group, shape):
-        pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
-        if group < 2:
-            pointer = b.assume(pointer, predicate=DivByAttr(16))
-            cols = b.assume(cols, predicate=DivByAttr(16))
-            stride = b.assume(stride, predicate=DivByAttr(16))
-        return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
-    lhs, _ = b.load(view(0, (m, k)), [bid[0], zero], token=token)
-    rhs, _ = b.load(view(1, (k, n)), [zero, bid[1]], token=token)
-    out = view(2, (m, n))
+    a_view, b_view, out = views
+    lhs, _ = b.load(a_view, [bid[0], zero], token=token)
+    rhs, _ = b.load(b_view, [zero, bid[1]], token=token)
     acc, _ = b.load(out, [bid[0], bid[1]], token=token)
     product = b.mmai(lhs, rhs, acc, result_types=[TileType((m, n), i32)],
                      signedness_lhs=Signedness.SIGNED, signedness_rhs=Signedness.SIGNED)
@@ -453,24 +428,12 @@ def _async_k_loop_kernel(m, n, k, steps, store_between):
     loads and the mma (the loads must then stay where they are)."""
     from tilebc.ir.attrs import DivByAttr
     module = new_module("13.5")
-    f16 = ELEMENT_TYPES["f16"]
-    params = []
-    for pointee in (f16, f16, f32):
-        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4
-    b = new_function(module, "k", params)
+    b, views = _aligned_gemm_views(module, "f16", m, n, k)
     token = b.make_token()
     bid = b.get_tile_block_id()
     zero, one = b.constant(0, "i32"), b.constant(1, "i32")
     count = b.constant(steps, "i32")
-
-    def view(group, shape):
-        pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
-        if group < 2:
-            pointer = b.assume(pointer, predicate=DivByAttr(16))
-            cols = b.assume(cols, predicate=DivByAttr(8))
-            stride = b.assume(stride, predicate=DivByAttr(8))
-        return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
-    a_view, b_view, out = view(0, (m, k)), view(1, (k, n)), view(2, (m, n))
+    a_view, b_view, out = views
     acc0, _ = b.load(out, [bid[0], bid[1]], token=token)
 
     def body(lb, i, acc):
@@ -505,32 +468,39 @@ def test_k_loop_operands_through_cp_async(arch, store_between):
     assert np.all(np.abs(actual - expected) <= 2 * bound)
 
 
-def _pipelined_k_loop_kernel(m, n, k, zero_acc=False, element="f16", lower=0):
-    """c = a @ b + c (`zero_acc`: c = a @ b, c first read after the loop) with a `for` over a
-    runtime count of K tiles (the cuTile GEMM shape: both loads index the tile with the
-    induction variable), views 16-byte aligned; f16 (mmaf, f32 c) or i8 (mmai, i32 c)."""
+def _aligned_gemm_views(module, element, m, n, k, loop_counts=0, align=16):
+    """Function "k" of `module` over (a, b, c) arrays, each a pointer and 4 i32 (rows, cols,
+    row stride, unused), then `loop_counts` i32 scalars; a's and b's views proven `align`-byte
+    aligned with cols and stride multiples of `align` bytes (what cp.async staging needs).
+    Returns the builder and the [m, k], [k, n], [m, n] partition views."""
     from tilebc.ir.attrs import DivByAttr
-    from tilebc.ops.enums import Signedness
-    module = new_module("13.5")
     operand = ELEMENT_TYPES[element]
-    out_type = f32 if element == "f16" else i32
-    run = 8 if element == "f16" else 16  # elements in 16 bytes
+    run = align // (2 if element == "f16" else 1)  # elements in `align` bytes
     params = []
-    for pointee in (operand, operand, out_type):
+    for pointee in (operand, operand, f32 if element == "f16" else i32):
         params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4
-    b = new_function(module, "k", params + [scalar(i32)])
-    token = b.make_token()
-    bid = b.get_tile_block_id()
-    zero, one = b.constant(0, "i32"), b.constant(1, "i32")
+    b = new_function(module, "k", params + [scalar(i32)] * loop_counts)
 
     def view(group, shape):
         pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
         if group < 2:
-            pointer = b.assume(pointer, predicate=DivByAttr(16))
+            pointer = b.assume(pointer, predicate=DivByAttr(align))
             cols = b.assume(cols, predicate=DivByAttr(run))
             stride = b.assume(stride, predicate=DivByAttr(run))
         return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
-    a_view, b_view, out = view(0, (m, k)), view(1, (k, n)), view(2, (m, n))
+    return b, (view(0, (m, k)), view(1, (k, n)), view(2, (m, n)))
+
+
+def _pipelined_k_loop_kernel(m, n, k, zero_acc=False, element="f16", lower=0):
+    """c = a @ b + c (`zero_acc`: c = a @ b, c first read after the loop) with a `for` over a
+    runtime count of K tiles (the cuTile GEMM shape: both loads index the tile with the
+    induction variable), views 16-byte aligned; f16 (mmaf, f32 c) or i8 (mmai, i32 c)."""
+    from tilebc.ops.enums import Signedness
+    module = new_module("13.5")
+    b, (a_view, b_view, out) = _aligned_gemm_views(module, element, m, n, k, loop_counts=1)
+    token = b.make_token()
+    bid = b.get_tile_block_id()
+    zero, one = b.constant(0, "i32"), b.constant(1, "i32")
     if zero_acc:
         acc0 = b.constant(0.0, "f32", (m, n))
     else:
@@ -706,26 +676,12 @@ def test_pipelined_k_loops_link(arch):
 def test_k_loop_pipeline_inside_a_persistent_loop():
     """A persistent-GEMM shape: an outer loop over c's column tiles holds the K loop and the
     store; each outer iteration drains its stages and the next one fills them again."""
-    from tilebc.ir.attrs import DivByAttr
     m, n, k = 32, 32, 32
     module = new_module("13.5")
-    f16 = ELEMENT_TYPES["f16"]
-    params = []
-    for pointee in (f16, f16, f32):
-        params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4
-    b = new_function(module, "k", params + [scalar(i32), scalar(i32)])
+    b, (a_view, b_view, out) = _aligned_gemm_views(module, "f16", m, n, k, loop_counts=2)
     token = b.make_token()
     bid = b.get_tile_block_id()
     zero, one = b.constant(0, "i32"), b.constant(1, "i32")
-
-    def view(group, shape):
-        pointer, rows, cols, stride, _ = b.args[5 * group:5 * group + 5]
-        if group < 2:
-            pointer = b.assume(pointer, predicate=DivByAttr(16))
-            cols = b.assume(cols, predicate=DivByAttr(8))
-            stride = b.assume(stride, predicate=DivByAttr(8))
-        return b.partition_view(b.tensor_view(pointer, [rows, cols], [stride, 1]), shape)
-    a_view, b_view, out = view(0, (m, k)), view(1, (k, n)), view(2, (m, n))
 
     def tile(ob, j, done):
         acc0, _ = ob.load(out, [bid[0], j], token=token)

@@ -111,23 +111,28 @@ def test_fixture_conversions_match_the_interpreter_bit_for_bit(name, index, sour
 
 # ----------------------------------------------------------------------- hand-built ftof
 
-def ftof_kernel(source: str, target: str, rounding: str, version="13.5"):
-    """dst[i] = ftof(src[i]) with `rounding` (a tf32 array holds f32 patterns in memory)."""
+def _convert_kernel(name: str, source: str, target: str, convert, version: str):
+    """Function `name`: dst[i] = convert(builder, src tile, dst element type), 64 per block."""
     module = new_module(version)
     src, dst = ELEMENT_TYPES[source], ELEMENT_TYPES[target]
     params = [scalar(PointerType(src)), scalar(i32), scalar(i32),
               scalar(PointerType(dst)), scalar(i32), scalar(i32)]
-    b = new_function(module, f"ftof_{source}_{target}_{rounding}", params)
+    b = new_function(module, name, params)
     a = b.args
     start = b.make_token()
     bid = b.get_tile_block_id()[0]
     tiles_in = b.partition_view(b.tensor_view(a[0], [a[1]], [a[2]]), (64,))
     tiles_out = b.partition_view(b.tensor_view(a[3], [a[4]], [a[5]]), (64,))
     x, _ = b.load(tiles_in, [bid], token=start)
-    y = b.ftof(x, dst, rounding_mode=rounding)
-    b.store(y, tiles_out, [bid], token=start)
+    b.store(convert(b, x, dst), tiles_out, [bid], token=start)
     b.return_([])
     return module
+
+
+def ftof_kernel(source: str, target: str, rounding: str, version="13.5"):
+    """dst[i] = ftof(src[i]) with `rounding` (a tf32 array holds f32 patterns in memory)."""
+    return _convert_kernel(f"ftof_{source}_{target}_{rounding}", source, target,
+                           lambda b, x, dst: b.ftof(x, dst, rounding_mode=rounding), version)
 
 
 _NUMPY = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
@@ -167,21 +172,9 @@ def test_conversion_sequences_assemble(arch):
 
 def ftoi_kernel(source: str, target: str, signedness: str, rounding: str, version="13.5"):
     """dst[i] = ftoi(src[i]) (saturating) with `signedness` and `rounding`."""
-    module = new_module(version)
-    src, dst = ELEMENT_TYPES[source], ELEMENT_TYPES[target]
-    params = [scalar(PointerType(src)), scalar(i32), scalar(i32),
-              scalar(PointerType(dst)), scalar(i32), scalar(i32)]
-    b = new_function(module, f"ftoi_{source}_{target}_{signedness}_{rounding}", params)
-    a = b.args
-    start = b.make_token()
-    bid = b.get_tile_block_id()[0]
-    tiles_in = b.partition_view(b.tensor_view(a[0], [a[1]], [a[2]]), (64,))
-    tiles_out = b.partition_view(b.tensor_view(a[3], [a[4]], [a[5]]), (64,))
-    x, _ = b.load(tiles_in, [bid], token=start)
-    y = b.ftoi(x, dst, signedness=signedness, rounding_mode=rounding)
-    b.store(y, tiles_out, [bid], token=start)
-    b.return_([])
-    return module
+    return _convert_kernel(
+        f"ftoi_{source}_{target}_{signedness}_{rounding}", source, target,
+        lambda b, x, dst: b.ftoi(x, dst, signedness=signedness, rounding_mode=rounding), version)
 
 
 FTOI_CASES = [(source, target, signedness, rounding)

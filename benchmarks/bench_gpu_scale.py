@@ -156,25 +156,22 @@ def gpu_only_cases():
         a, b = f(64), f(64)
         ref.run(ref.module_, ref.entry(ref.module_), (1,), a, b, np.zeros(64, np.float32))
 
-    def gemm_large_tile(ref):   # 64×128×64 tiles, f16 in, f32 accumulate, bias + relu, f16 out
-        for m, n, k in ((512, 512, 512), (2048, 2048, 2048), (200, 264, 100)):
-            a, b = f((m, k), np.float16, -1, 1), f((k, n), np.float16, -1, 1)
-            bias = f(n, np.float16, -0.5, 0.5)
-            grid = (-(-m // 64) * -(-n // 128),)
-            ref.run(ref.module_, ref.entry(ref.module_), grid, a, b, bias,
-                    np.zeros((m, n), np.float16))
-
-    def gemm_aligned_tile(ref):   # the same GEMM on contiguous, 16-aligned arrays (TMA for tileiras)
-        for m, n, k in ((512, 512, 512), (2048, 2048, 2048), (4096, 4096, 4096), (256, 384, 208)):
-            a, b = f((m, k), np.float16, -1, 1), f((k, n), np.float16, -1, 1)
-            bias = f(n, np.float16, -0.5, 0.5)
-            grid = (-(-m // 64) * -(-n // 128),)
-            ref.run(ref.module_, ref.entry(ref.module_), grid, a, b, bias,
-                    np.zeros((m, n), np.float16))
+    def gemm_64x128(*sizes):   # 64×128×64 tiles, f16 in, f32 accumulate, bias + relu, f16 out
+        def launch(ref):
+            for m, n, k in sizes:
+                a, b = f((m, k), np.float16, -1, 1), f((k, n), np.float16, -1, 1)
+                bias = f(n, np.float16, -0.5, 0.5)
+                grid = (-(-m // 64) * -(-n // 128),)
+                ref.run(ref.module_, ref.entry(ref.module_), grid, a, b, bias,
+                        np.zeros((m, n), np.float16))
+        return launch
 
     return {"ft_weighted_sum3": weighted_sum3, "ft_nan_compare": nan_compare,
-            "elementwise_f32": elementwise_one_cta, "la_gemm_large_tile": gemm_large_tile,
-            "la_gemm_aligned_tile": gemm_aligned_tile}
+            "elementwise_f32": elementwise_one_cta,
+            "la_gemm_large_tile": gemm_64x128((512, 512, 512), (2048, 2048, 2048), (200, 264, 100)),
+            # the same GEMM on contiguous, 16-byte-aligned arrays (TMA for tileiras)
+            "la_gemm_aligned_tile": gemm_64x128((512, 512, 512), (2048, 2048, 2048),
+                                                (4096, 4096, 4096), (256, 384, 208))}
 
 
 def main(argv=None) -> int:

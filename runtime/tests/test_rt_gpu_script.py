@@ -360,6 +360,24 @@ def test_scale_bench_reads_the_models_large_rows_and_renders_measurements():
     assert f"{ours / theirs:.2f}" in text and "- x: ArgumentError: no" in text
 
 
+
+def test_scale_bench_variants_load_with_their_options_and_render_in_their_own_table():
+    import bench_gpu_scale
+    assert bench_gpu_scale.variant_load("tileiras") == ("tileiras", {})
+    assert bench_gpu_scale.variant_load("jit+wgmma") == ("jit", {"wgmma": True})
+    assert bench_gpu_scale.variant_load("jit-wgmma") == ("jit", {"wgmma": False})
+    assert bench_gpu_scale.variant_load("jit@64") == ("jit", {"threads": 64})
+    with pytest.raises(ValueError):
+        bench_gpu_scale.variant_load("jit+tma")
+    row = {"entry": "k", "grid": (512,), "agreement": "identical", "jit": 53.0, "tileiras": 40.0,
+           "jit@64": 80.0, "jit_spread": (52.9, 54.2), "tileiras_spread": (39.6, 40.3),
+           "jit@64_spread": (79.0, 81.0), "jit@64_agreement": "max abs 0.001, max rel 0.002"}
+    text = bench_gpu_scale.render([("gemm", row, None, None)], [], "a GPU", "cmd", 1.0,
+                                  ("jit", "tileiras", "jit@64"))
+    assert "| gemm | 512 | 53.0 (52.9–54.2) | 40.0 (39.6–40.3) | 1.32 |" in text
+    assert "| gemm | 512 | 80.0 (79.0–81.0) | 2.00 | max abs 0.001, max rel 0.002 |" in text
+
+
 def test_scale_bench_without_a_gpu_says_so_and_exits_zero():
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="",
                PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "runtime")]))

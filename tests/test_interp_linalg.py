@@ -96,6 +96,15 @@ def _bmm_transposed_b(mod):
     check(c, f64(a) @ f64(b).transpose(0, 2, 1), rtol=1e-5, atol=1e-6)
 
 
+@case("la_bmm_aligned_tile")
+def _bmm_aligned_tile(mod):
+    batch, m, n, k = 2, 128, 128, 96                # 2 x 1 output tiles a batch, K ragged
+    a, b = uniform((batch, m, k), np.float16), uniform((batch, n, k), np.float16)
+    c = np.zeros((batch, m, n), np.float32)
+    run(mod, entry(mod), (2, 1, batch), a, b, c)
+    check(c, f64(a) @ f64(b).transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
+
+
 @case("la_gemm_split_k")
 def _gemm_split_k(mod):
     m, n, k, t, splits = 40, 32, 80, 16, 3          # 5 K tiles over 3 splits: 2 + 2 + 1

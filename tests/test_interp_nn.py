@@ -143,6 +143,20 @@ def _flash_attention(mod):
         check(out, _attention(q, k, v, float(scale), causal), rtol=tol, atol=tol)
 
 
+@case("nn_flash_attention_tile")
+def _flash_attention_tile(mod):
+    # production tiles, head dim 64: 2 query tiles of 64 rows over 128 keys (causal); one of 128
+    # rows over 192 keys (non-causal; the kernel masks no ragged key tile, so whole ones)
+    for index, dtype, tile_m, seq_q, seq_k, causal, tol in (
+            (0, np.float16, 64, 128, 128, True, 1e-2),
+            (1, BF16, 128, 128, 192, False, 3e-2)):
+        q, k, v = (randn((1, 2, seq, 64), dtype) for seq in (seq_q, seq_k, seq_k))
+        out = np.zeros((1, 2, seq_q, 64), dtype)
+        scale = np.float32(0.125)
+        run(mod, entry(mod, index), (seq_q // tile_m, 2), q, k, v, out, scale)
+        check(out, _attention(q, k, v, float(scale), causal), rtol=tol, atol=tol)
+
+
 @case("nn_attention_gqa")
 def _attention_gqa(mod):
     # 4 query heads on 2 K/V heads, queries at positions 8..39 of a 40-token K/V (not a multiple

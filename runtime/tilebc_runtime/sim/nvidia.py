@@ -17,6 +17,22 @@ is also checked by NVIDIA's assembler). The mirror is built once per process in 
 tileiras keeps the entry's name and its parameters one for one (pointers .u64, i32 shapes and
 strides .u32, ...), so the parameter values are bound exactly as `sim.run` and the interpreter
 bind them. The thread count comes from the kernel's .reqntid.
+
+TMA. Where tileiras's sm_90 code moves tiles with cp.async.bulk.tensor it appends one hidden
+128-byte parameter per tensor map, which the driver fills at launch by running host code tileiras
+embeds in the cubin (sim/tensormap.py tells the finding). That code is not in the PTX, so
+`tensor_maps` rebuilds the maps from the Tile IR module: one per tensor view that has partition
+views, in the order the views are made (the i-th hidden parameter holds the i-th), over the view's
+shape and strides at launch, with the partition tile as the box, cut to 128-byte rows with the
+128-byte swizzle (64 / 32 bytes: that swizzle) when the tile has two or more dimensions; the
+map's dimensions are the tiled ones innermost first, then the tile's leading size-1 ones
+outermost first (a [batch, head, seq, d] tensor tiled 1x1x64x64 is copied at {d, seq, batch,
+head}); a tensor only stored to has boxes of at most 64 rows (tileiras's epilogue stores each
+warpgroup's 64 rows on their own). This is
+inferred from tileiras's PTX (its copies' coordinates, expect_tx byte counts, and the swizzle its
+wgmma descriptors and epilogue stores assume), not read from the cubin; a module it does not fit
+(another number of maps, a tensor tiled two ways, a padding other than zero) is refused, and the
+mbarrier byte counts of every copy are checked as the code runs.
 """
 from __future__ import annotations
 
@@ -33,12 +49,15 @@ import tilebc
 from tilebc.interp.api import find_entry
 from tilebc.interp.machine import flatten_grid
 from tilebc.ir.module import Module
+from tilebc.ir.types import PartitionViewType, TensorViewType
+from tilebc.ops.enums import PaddingValue
 from tilebc.oracles import require_tool
 
 from .errors import SimExecutionError
 from .machine import KernelImage, emulate
 from .parser import parse_ptx
 from .runner import bind_arguments, load_any
+from .tensormap import TensorMap
 
 DEFAULT_ARCH = "sm_80"
 
@@ -172,11 +191,14 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = DEFAULT_A
     image = nvidia_kernel(module, function.name, arch, cache_dir)
     machine, binder = bind_arguments(module, function, args, check_memory, allow_aliasing,
                                      uninitialized)
-    if len(image.kernel.params) != len(binder.values):
+    visible = [param for param in image.kernel.params if not param.hidden]
+    if len(visible) != len(binder.values):
         raise SimExecutionError(f"tileiras's kernel {function.name} takes "
-                                f"{len(image.kernel.params)} parameters, the entry "
+                                f"{len(visible)} parameters, the entry "
                                 f"{len(binder.values)}: the calling convention differs",
                                 file=image.source)
+    hidden = [param.name for param in image.kernel.params if param.hidden]
+    maps = dict(zip(hidden, tensor_maps(function, binder.values, len(hidden), image.source)))
     if image.program.dynamic_shared:
         raise SimExecutionError("tileiras's PTX declares dynamic shared memory, whose launch "
                                 "size is not known here", file=image.source)
@@ -185,4 +207,91 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = DEFAULT_A
                                 file=image.source)
     return emulate(image, function.name, flatten_grid(grid), binder.values,
                    memory=machine.memory, threads=image.threads, check=check_memory,
-                   print_stream=print_stream, max_steps=max_steps, profile=profile)
+                   print_stream=print_stream, max_steps=max_steps, profile=profile,
+                   tensor_maps=maps)
+
+
+def _argument_value(value, values, what: str, source: str) -> int:
+    """The launch value of an IR value that is an entry argument, possibly through assumes."""
+    while value.owner is not None and hasattr(value.owner, "spec"):
+        op = value.owner
+        if op.name != "assume":
+            raise SimExecutionError(f"tensor map {what}: computed in the kernel ({op.name}), not "
+                                    "an argument; the map tileiras builds is not known",
+                                    file=source)
+        value = op.operand_values[0]
+    return int(values[value.index])
+
+
+def tensor_maps(function, values, count: int, source: str = "<tileiras PTX>"):
+    """The `count` tensor maps tileiras's hidden parameters hold for a launch of `function` with
+    parameter `values` (see the module's notes): a list of TensorMap, in parameter order."""
+    if not count:
+        return []
+    tiles = {}  # tensor view -> its partition views' types
+    views = []
+    partitions = {}  # partition view -> its tensor view
+    loaded = set()  # tensor views some tile is loaded from
+    for op in function.walk():
+        for value in op.operand_values:
+            if id(value) in partitions and not op.name.startswith("store"):
+                loaded.add(partitions[id(value)])
+        for result in op.results:
+            if isinstance(result.type, TensorViewType):
+                views.append((op, result))
+                tiles[id(result)] = []
+            elif isinstance(result.type, PartitionViewType):
+                (view,) = op.operand_values
+                tiles.setdefault(id(view), []).append(result.type)
+                partitions[id(result)] = id(view)
+    tiled = [(op, view) for op, view in views if tiles[id(view)]]
+    if len(tiled) != count:
+        raise SimExecutionError(f"tileiras's kernel {function.name} declares {count} tensor-map "
+                                f"parameters and has {len(tiled)} tiled tensor views: which map "
+                                "describes which tensor is not known", file=source)
+    maps = []
+    for number, (op, view) in enumerate(tiled):
+        vtype = view.type
+        what = f"{number} ({function.name}, view of rank {vtype.rank})"
+        base, *dynamic = op.operand_values
+        dynamic = iter(dynamic)
+        shape = [_argument_value(next(dynamic), values, what, source) if d is None else d
+                 for d in vtype.shape]
+        strides = [_argument_value(next(dynamic), values, what, source) if d is None else d
+                   for d in vtype.strides]
+        boxes = set()
+        for ptype in tiles[id(view)]:
+            if ptype.padding_value not in (None, PaddingValue.ZERO):
+                raise SimExecutionError(f"tensor map {what}: padding {ptype.padding_value.name} "
+                                        "(only zero fill is modelled)", file=source)
+            box = [1] * vtype.rank
+            for k, dim in enumerate(ptype.dim_map):
+                box[dim] = ptype.tile_shape[k]
+            boxes.add(tuple(box))
+        if len(boxes) != 1 or strides[-1] != 1:
+            raise SimExecutionError(f"tensor map {what}: tiled {len(boxes)} ways or with a "
+                                    "non-unit innermost stride; tileiras's map is not known",
+                                    file=source)
+        tile = next(iter(boxes))
+        units = [d for d in range(vtype.rank) if tile[d] == 1]
+        if units != list(range(len(units))) or len(units) == vtype.rank:
+            raise SimExecutionError(f"tensor map {what}: tile {tile} has size-1 dimensions "
+                                    "inside; the dimension order of tileiras's map is known "
+                                    "only for leading ones", file=source)
+        # the tiled dimensions innermost first, then the size-1 ones outermost first (seen in
+        # tileiras 13.5's 4-d copies: {d, seq, batch, head} of [batch, head, seq, d] tensors)
+        order = [d for d in reversed(range(vtype.rank)) if tile[d] > 1] + units
+        size = vtype.element.bits // 8
+        box = [tile[d] for d in order]
+        swizzle = 0
+        if vtype.rank >= 2:
+            row = min(box[0] * size, 128)
+            box[0] = row // size
+            swizzle = row if row in (32, 64, 128) else 0
+            if id(view) not in loaded:  # stores go out 64 rows at a time (a warpgroup's)
+                box[1] = min(box[1], 64)
+        maps.append(TensorMap(_argument_value(base, values, what, source), size,
+                              tuple(shape[d] for d in order),
+                              tuple(strides[d] * size for d in order[1:]), tuple(box),
+                              swizzle))
+    return maps

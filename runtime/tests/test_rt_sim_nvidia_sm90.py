@@ -29,6 +29,11 @@ CASES = {
     "la_histogram_u8": ("test_interp_linalg", "barrier.sync \t1, 128"),  # warp-specialised
     "dm_cat_split_heads": ("test_interp_datamove", "stmatrix.sync.aligned.m8n8.x1"),
     "ft_checked_scale": ("test_interp_features", "elect.sync"),
+    # TMA through the hidden tensor-map parameters (sim/nvidia.py rebuilds the maps): 2-d loads
+    # and stores and a 1-d load; 3-d with a batch; 4-d with two size-1 dimensions, 64-row stores
+    "la_gemm_aligned_tile": ("test_interp_linalg", "cp.async.bulk.tensor.1d"),
+    "la_bmm_aligned_tile": ("test_interp_linalg", "cp.async.bulk.tensor.3d.global.shared::cta"),
+    "nn_flash_attention_tile": ("test_interp_nn", "cp.async.bulk.tensor.4d.shared::cta.global"),
 }
 
 

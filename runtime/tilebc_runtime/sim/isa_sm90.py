@@ -367,8 +367,8 @@ def build_bulk_tensor(ins, k):
     mods = Mods(ins, k, _TENSOR_FLAGS, types=(0,))
     order = [m for m in ins.modifiers if m in ("shared::cluster", "shared", "global")]
     dims = [int(m[0]) for m in ins.modifiers if re.fullmatch(r"[1-5]d", m)]
-    if not mods.has("tile") or len(dims) != 1 or len(order) != 2:
-        raise k.unsupported(ins, "cp.async.bulk.tensor.Nd.<dst>.<src>.tile (im2col and "
+    if len(dims) != 1 or len(order) != 2:  # .tile is the default mode; others are refused
+        raise k.unsupported(ins, "cp.async.bulk.tensor.Nd.<dst>.<src>{.tile} (im2col and "
                                  "multicast forms are not emulated)")
     rank = dims[0]
     to_shared = order[1] == "global"

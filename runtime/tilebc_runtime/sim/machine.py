@@ -586,9 +586,9 @@ def emulate(ptx, entry: Optional[str], grid, params: Sequence, *,
     addresses (others are mapped fresh with their initialisers). `dynamic_shared_bytes` sizes
     the `.extern .shared` arrays, as a launch's shared-memory size does. `profile` (a
     `sim.profile.Profile`) counts what the launch asks of the hardware (and may run only a
-    sample of the CTAs). `tensor_maps` gives the TMA tensor map (sim.tensormap.TensorMap) each
-    named kernel parameter holds (`.param .align 64 .b8 name[128]`, as a __grid_constant__
-    CUtensorMap or tileiras's hidden parameters). Returns the KernelImage."""
+    sample of the CTAs). A TMA tensor map parameter (`.param .align 64 .b8 name[128]`) takes a
+    sim.tensormap.TensorMap as its value; `tensor_maps` gives those of `.hidden` parameters
+    (tileiras's), by name. Returns the KernelImage."""
     if dynamic_shared_bytes < 0:
         raise SimExecutionError(f"dynamic_shared_bytes must be >= 0, got {dynamic_shared_bytes}")
     image = ptx if isinstance(ptx, KernelImage) else load_kernel(ptx, entry, source)
@@ -600,9 +600,16 @@ def emulate(ptx, entry: Optional[str], grid, params: Sequence, *,
         grid = (grid,)
     grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
     memory = memory if memory is not None else GlobalMemory(checks=check)
+    tensor_maps = dict(tensor_maps or {})
+    visible = [param for param in image.kernel.params if not param.hidden]
+    params = list(params)
+    for index, (param, value) in enumerate(zip(visible, params)):
+        if isinstance(value, TensorMap):  # a CUtensorMap passed by value (__grid_constant__)
+            tensor_maps[param.name] = value
+            params[index] = 0
     launch = Launch(image, grid, threads, memory, pack_params(image, params), check,
                     print_stream, max_steps, global_symbols, dynamic_shared_bytes, profile)
-    for name, tensor_map in (tensor_maps or {}).items():
+    for name, tensor_map in tensor_maps.items():
         if name not in image.param_offsets:
             raise SimExecutionError(f"tensor map for {name}: the kernel has no such parameter",
                                     file=image.source)

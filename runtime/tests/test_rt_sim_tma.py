@@ -43,7 +43,8 @@ def load_box(x, y, expect, issue="[tmap, {%r2, %r3}]", extra="", words=16):
   mov.u32 %r2, {x};
   mov.u32 %r3, {y};
 {extra}
-  cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [smem], {issue}, [bar];
+  cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+      [smem], {issue}, [bar];
   mbarrier.arrive.expect_tx.shared.b64 %rd1, [bar], {expect};
 $issued:
 $wait:
@@ -95,7 +96,8 @@ def test_negative_coordinates_and_the_generic_address_of_the_map():
 def test_128_byte_swizzle_moves_each_16_byte_unit_of_row_r_to_unit_xor_r_mod_8():
     # 8 rows x 64 u16 (128-byte rows): unit j of row r lands at unit j ^ (r % 8) of that row
     source = np.arange(8 * 64, dtype=np.uint16).reshape(8, 64)
-    body = load_box(0, 0, 1024, words=32).replace("st.global.u32 [%rd5], %r5;", """st.global.u32 [%rd5], %r5;
+    store = "st.global.u32 [%rd5], %r5;"
+    body = load_box(0, 0, 1024, words=32).replace(store, store + """
   add.s64 %rd3, %rd3, 128;
   add.s64 %rd5, %rd5, 128;
   ld.shared.u32 %r5, [%rd3];

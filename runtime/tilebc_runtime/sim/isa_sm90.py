@@ -1,10 +1,11 @@
 """Instruction semantics, part 6: sm_90 (Hopper). mbarrier objects, asynchronous bulk copies
-(cp.async.bulk, cp.async.mbarrier.arrive), warpgroup MMA (wgmma.*), elect.sync, setmaxnreg and
-stmatrix, per the PTX ISA.
+(cp.async.bulk, cp.async.mbarrier.arrive), TMA tensor copies (cp.async.bulk.tensor, tile mode,
+through tensor maps bound to kernel parameters: sim/tensormap.py), prefetch, warpgroup MMA
+(wgmma.*), elect.sync, setmaxnreg and stmatrix, per the PTX ISA.
 
-Time. Bulk copies complete when they are issued: the data lands at once and its bytes are
-completed on the mbarrier (one legal schedule; a kernel that reads the destination before its
-wait is not diagnosed). wgmma.mma_async reads its operands when issued but its accumulators
+Time. Bulk and tensor copies complete when they are issued: the data lands at once and its bytes
+are completed on the mbarrier (one legal schedule; a kernel that reads the destination before
+its wait is not diagnosed). wgmma.mma_async reads its operands when issued but its accumulators
 land only when wgmma.wait_group retires the commit group holding it: until then the registers
 keep their old values (a kernel that reads them before waiting computes with stale values, as
 it may on the device), while later wgmma's on the same accumulators chain on the pending

@@ -211,12 +211,12 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = DEFAULT_A
                    tensor_maps=maps)
 
 
-def _argument_value(value, values, what: str, source: str) -> int:
+def _argument_value(value, function, values, what: str, source: str) -> int:
     """The launch value of an IR value that is an entry argument, possibly through assumes."""
-    while value.owner is not None and hasattr(value.owner, "spec"):
+    while value.owner is not function.body:
         op = value.owner
-        if op.name != "assume":
-            raise SimExecutionError(f"tensor map {what}: computed in the kernel ({op.name}), not "
+        if not hasattr(op, "spec") or op.name != "assume":
+            raise SimExecutionError(f"tensor map {what}: computed in the kernel, not "
                                     "an argument; the map tileiras builds is not known",
                                     file=source)
         value = op.operand_values[0]
@@ -234,7 +234,7 @@ def tensor_maps(function, values, count: int, source: str = "<tileiras PTX>"):
     loaded = set()  # tensor views some tile is loaded from
     for op in function.walk():
         for value in op.operand_values:
-            if id(value) in partitions and not op.name.startswith("store"):
+            if id(value) in partitions and op.name.startswith("load"):
                 loaded.add(partitions[id(value)])
         for result in op.results:
             if isinstance(result.type, TensorViewType):
@@ -255,10 +255,11 @@ def tensor_maps(function, values, count: int, source: str = "<tileiras PTX>"):
         what = f"{number} ({function.name}, view of rank {vtype.rank})"
         base, *dynamic = op.operand_values
         dynamic = iter(dynamic)
-        shape = [_argument_value(next(dynamic), values, what, source) if d is None else d
-                 for d in vtype.shape]
-        strides = [_argument_value(next(dynamic), values, what, source) if d is None else d
-                   for d in vtype.strides]
+
+        def launch_value(value):
+            return _argument_value(value, function, values, what, source)
+        shape = [launch_value(next(dynamic)) if d is None else d for d in vtype.shape]
+        strides = [launch_value(next(dynamic)) if d is None else d for d in vtype.strides]
         boxes = set()
         for ptype in tiles[id(view)]:
             if ptype.padding_value not in (None, PaddingValue.ZERO):
@@ -290,8 +291,7 @@ def tensor_maps(function, values, count: int, source: str = "<tileiras PTX>"):
             swizzle = row if row in (32, 64, 128) else 0
             if id(view) not in loaded:  # stores go out 64 rows at a time (a warpgroup's)
                 box[1] = min(box[1], 64)
-        maps.append(TensorMap(_argument_value(base, values, what, source), size,
-                              tuple(shape[d] for d in order),
+        maps.append(TensorMap(launch_value(base), size, tuple(shape[d] for d in order),
                               tuple(strides[d] * size for d in order[1:]), tuple(box),
                               swizzle))
     return maps

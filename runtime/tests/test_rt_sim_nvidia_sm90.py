@@ -70,8 +70,20 @@ GEMMS = {
 UNIT_GEMMS = ("bf16", "s8")  # the sweep (nvidia_sweep --gemms) runs them all
 
 
-def gemm_bytecode(name):
-    """Bytecode of a cuTile GEMM (K loop, ragged K zero padded) for one GEMMS entry."""
+# TMA GEMMs: with shapes, row strides and base addresses divisible by 16 (unit column stride)
+# tileiras moves the tiles with cp.async.bulk.tensor through the maps sim/nvidia.py rebuilds.
+# name -> (input dtype, output dtype, TM, TN, TK): tile rows of 128, 64 and 32 bytes (each its
+# swizzle), 64-row stores of a 128-row tile; M, N and K ragged (zero fill, clipped stores)
+TMA_GEMMS = {
+    "bf16_128x128x64": ("bfloat16", "float32", 128, 128, 64),
+    "e4m3_64x128x32": ("float8_e4m3fn", "float32", 64, 128, 32),
+    "f16_64x32x16": ("float16", "float16", 64, 32, 16),
+}
+
+
+def gemm_bytecode(name, tma=False):
+    """Bytecode of a cuTile GEMM (K loop, ragged K zero padded) for one GEMMS entry, or with
+    `tma` one TMA_GEMMS entry."""
     import io
     ct = pytest.importorskip("cuda.tile")
     compilation = pytest.importorskip("cuda.tile.compilation")
@@ -88,12 +100,14 @@ def gemm_bytecode(name):
         ct.store(C, index=(ct.bid(0), ct.bid(1)), tile=acc)
 
     def array(dtype):
+        aligned = dict(stride_constant=(None, 1), shape_divisible_by=16,
+                       stride_divisible_by=(16, 1), base_addr_divisible_by=16) if tma else \
+            dict(stride_constant=(None, None), shape_divisible_by=1, base_addr_divisible_by=1)
         return compilation.ArrayConstraint(
             getattr(ct, dtype), 2, index_dtype=ct.int32, stride_lower_bound_incl=0,
-            alias_groups=(), may_alias_internally=False, shape_constant=(None, None),
-            stride_constant=(None, None), shape_divisible_by=1, base_addr_divisible_by=1)
-    ins, outs, _ = GEMMS[name]
-    signature = compilation.KernelSignature([array(ins), array(ins), array(outs), 64, 128, 64],
+            alias_groups=(), may_alias_internally=False, shape_constant=(None, None), **aligned)
+    ins, outs, *tiles = TMA_GEMMS[name] if tma else GEMMS[name][:2] + (64, 128, 64)
+    signature = compilation.KernelSignature([array(ins), array(ins), array(outs), *tiles],
                                             compilation.CallingConvention.cutile_python_v1())
     buffer = io.BytesIO()
     compilation.export_kernel(gemm, [signature], buffer, output_format="tileir_bytecode",
@@ -127,3 +141,29 @@ def check_gemm(name, cache_dir=None, seed=0):
 @pytest.mark.parametrize("name", UNIT_GEMMS)
 def test_tileiras_wgmma_gemm_on_emulator_matches_numpy(name, ptx_cache):
     check_gemm(name, ptx_cache)
+
+
+def check_tma_gemm(name, cache_dir=None, seed=0):
+    """tileiras's TMA GEMM on the emulator against numpy: a 2 x 2 grid of tiles with M, N and K
+    16 short of whole tiles; inputs exact in every type (as check_gemm)."""
+    import ml_dtypes
+    data = gemm_bytecode(name, tma=True)
+    ptx = nvidia.tileiras_ptx(data, "sm_90", cache_dir)
+    assert "cp.async.bulk.tensor.2d.shared::cta.global" in ptx
+    assert "cp.async.bulk.tensor.2d.global.shared::cta" in ptx
+    ins, outs, tm, tn, tk = TMA_GEMMS[name]
+    element = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16,
+               "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float32": np.float32}
+    rng = np.random.default_rng(seed)
+    m, n, k = 2 * tm - 16, 2 * tn - 16, 3 * tk - 16
+    a, b = ((rng.integers(-8, 9, shape) / 8).astype(element[ins]) for shape in ((m, k), (k, n)))
+    c = np.full((m, n), 3, element[outs])
+    nvidia.run(data, None, (2, 2), a, b, c, arch="sm_90", cache_dir=cache_dir)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_array_equal(c.astype(np.float64),
+                                  want.astype(element[outs]).astype(np.float64))
+
+
+@pytest.mark.parametrize("name", sorted(TMA_GEMMS))
+def test_tileiras_tma_gemm_on_emulator_matches_numpy(name, ptx_cache):
+    check_tma_gemm(name, ptx_cache)

@@ -72,12 +72,14 @@ UNIT_GEMMS = ("bf16", "s8")  # the sweep (nvidia_sweep --gemms) runs them all
 
 # TMA GEMMs: with shapes, row strides and base addresses divisible by 16 (unit column stride)
 # tileiras moves the tiles with cp.async.bulk.tensor through the maps sim/nvidia.py rebuilds.
-# name -> (input dtype, output dtype, TM, TN, TK): tile rows of 128, 64 and 32 bytes (each its
-# swizzle), 64-row stores of a 128-row tile; M, N and K ragged (zero fill, clipped stores)
+# name -> (input dtype, output dtype, TM, TN, TK, C += A @ B): tile rows of 128, 64 and 32 bytes
+# (each its swizzle), 64-row store slices of a 128-row tile, C loaded and stored (two maps on one
+# tensor, whole 128-row stores); M, N and K ragged (zero fill, clipped stores)
 TMA_GEMMS = {
-    "bf16_128x128x64": ("bfloat16", "float32", 128, 128, 64),
-    "e4m3_64x128x32": ("float8_e4m3fn", "float32", 64, 128, 32),
-    "f16_64x32x16": ("float16", "float16", 64, 32, 16),
+    "bf16_128x128x64": ("bfloat16", "float32", 128, 128, 64, False),
+    "bf16_acc_128x128x64": ("bfloat16", "float32", 128, 128, 64, True),
+    "e4m3_64x128x32": ("float8_e4m3fn", "float32", 64, 128, 32, False),
+    "f16_64x32x16": ("float16", "float16", 64, 32, 16, False),
 }
 
 
@@ -99,6 +101,16 @@ def gemm_bytecode(name, tma=False):
             acc = ct.mma(a, b, acc)
         ct.store(C, index=(ct.bid(0), ct.bid(1)), tile=acc)
 
+    @ct.kernel
+    def gemm_acc(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
+        acc = ct.load(C, index=(ct.bid(0), ct.bid(1)), shape=(TM, TN),
+                      padding_mode=ct.PaddingMode.ZERO)
+        for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+            a = ct.load(A, index=(ct.bid(0), k), shape=(TM, TK), padding_mode=ct.PaddingMode.ZERO)
+            b = ct.load(B, index=(k, ct.bid(1)), shape=(TK, TN), padding_mode=ct.PaddingMode.ZERO)
+            acc = ct.mma(a, b, acc)
+        ct.store(C, index=(ct.bid(0), ct.bid(1)), tile=acc)
+
     def array(dtype):
         aligned = dict(stride_constant=(None, 1), shape_divisible_by=16,
                        stride_divisible_by=(16, 1), base_addr_divisible_by=16) if tma else \
@@ -106,11 +118,13 @@ def gemm_bytecode(name, tma=False):
         return compilation.ArrayConstraint(
             getattr(ct, dtype), 2, index_dtype=ct.int32, stride_lower_bound_incl=0,
             alias_groups=(), may_alias_internally=False, shape_constant=(None, None), **aligned)
-    ins, outs, *tiles = TMA_GEMMS[name] if tma else GEMMS[name][:2] + (64, 128, 64)
+    ins, outs, *tiles, accumulate = TMA_GEMMS[name] if tma else \
+        GEMMS[name][:2] + (64, 128, 64, False)
     signature = compilation.KernelSignature([array(ins), array(ins), array(outs), *tiles],
                                             compilation.CallingConvention.cutile_python_v1())
     buffer = io.BytesIO()
-    compilation.export_kernel(gemm, [signature], buffer, output_format="tileir_bytecode",
+    compilation.export_kernel(gemm_acc if accumulate else gemm, [signature], buffer,
+                              output_format="tileir_bytecode",
                               bytecode_version="13.4", gpu_code=None)
     return buffer.getvalue()
 
@@ -151,15 +165,15 @@ def check_tma_gemm(name, cache_dir=None, seed=0):
     ptx = nvidia.tileiras_ptx(data, "sm_90", cache_dir)
     assert "cp.async.bulk.tensor.2d.shared::cta.global" in ptx
     assert "cp.async.bulk.tensor.2d.global.shared::cta" in ptx
-    ins, outs, tm, tn, tk = TMA_GEMMS[name]
+    ins, outs, tm, tn, tk, accumulate = TMA_GEMMS[name]
     element = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16,
                "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float32": np.float32}
     rng = np.random.default_rng(seed)
     m, n, k = 2 * tm - 16, 2 * tn - 16, 3 * tk - 16
     a, b = ((rng.integers(-8, 9, shape) / 8).astype(element[ins]) for shape in ((m, k), (k, n)))
     c = np.full((m, n), 3, element[outs])
+    want = a.astype(np.float64) @ b.astype(np.float64) + (3 if accumulate else 0)
     nvidia.run(data, None, (2, 2), a, b, c, arch="sm_90", cache_dir=cache_dir)
-    want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_array_equal(c.astype(np.float64),
                                   want.astype(element[outs]).astype(np.float64))
 

@@ -82,11 +82,12 @@ def test_load_fills_outside_the_tensor_with_zeros():
     np.testing.assert_array_equal(out[:16].view(np.uint16).reshape(4, 8), want)
 
 
-def test_negative_coordinates_and_the_generic_address_of_the_map():
+@pytest.mark.parametrize("address", ["  mov.u64 %rd7, tmap;",  # its .param-space address
+                                     "  mov.u64 %rd6, tmap;\n  cvta.param.u64 %rd7, %rd6;"])
+def test_negative_coordinates_and_the_map_through_a_register(address):
     source = np.arange(1, 201, dtype=np.uint16).reshape(5, 40)
     out = np.full(32, 0xDEAD, np.uint32)
-    via_cvta = "  mov.u64 %rd6, tmap;\n  cvta.param.u64 %rd7, %rd6;"
-    launch(kernel(load_box(-2, -1, 64, "[%rd7, {%r2, %r3}]", via_cvta)), source, out,
+    launch(kernel(load_box(-2, -1, 64, "[%rd7, {%r2, %r3}]", address)), source, out,
            ((8, 4), 0))
     want = np.zeros((4, 8), np.uint16)
     want[1:, 2:] = source[0:3, 0:6]

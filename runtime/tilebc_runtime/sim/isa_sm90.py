@@ -39,7 +39,7 @@ from .isa_extra import build_cp as build_plain_cp, land_all_copies, matrix_form
 from .isa_memory import Access, _lanes
 from .isa_mma import _tf32_nearest_even, a_coords
 from .syntax import Addr, Imm, Not, PredPair, Reg, Sym, TensorRef, Vec
-from .state import PARAM_WINDOW, SHARED_BASE, UINT, WINDOW_SIZE
+from .state import PARAM_WINDOW, SHARED_BASE, UINT
 
 STALL_LIMIT = 20_000
 SEMANTICS = ("relaxed", "acquire", "release", "acq_rel", "sc", "cta", "cluster", "gpu", "sys")
@@ -344,7 +344,7 @@ def tensor_map_reader(ins, k, operand):
         else:
             addresses = _per_lane(cta, read(cta), lanes).astype(np.uint64)
             offsets = addresses.astype(np.int64) - PARAM_WINDOW
-            param_space = addresses < np.uint64(WINDOW_SIZE)  # a .param-space address
+            param_space = addresses < np.uint64(k.param_size)  # a .param-space address
             offsets[param_space] = addresses[param_space].astype(np.int64)
         maps = []
         for index, lane in enumerate(lanes):

@@ -238,8 +238,8 @@ def test_cluster_special_registers_of_one_cta_clusters():
 
 
 @pytest.mark.parametrize("line,message", [
-    ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [smem], "
-     "[%rd1, {%r1, %r2}], [bar];", "tensor map"),
+    ("cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes "
+     "[smem], [%rd1, {%r1, %r2, %r3}], [bar];", "im2col"),
     ("setmaxnreg.inc.sync.aligned.u32 20;", "multiple of 8"),
     ("mbarrier.pending_count.b64 %r1, %rd1;", "pending_count"),
 ])

@@ -14,7 +14,7 @@ from . import fp
 from .registry import Mods, implements, is_float, operands
 from .dtypes import DTYPE
 from .syntax import Addr, Sym, Vec
-from .state import LOCAL_WINDOW, SHARED_WINDOW, SINT, UINT, WINDOW_SIZE
+from .state import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, SINT, UINT, WINDOW_SIZE
 
 SPACES = ("global", "shared", "local", "const", "param")
 ORDERING = ("weak", "volatile", "relaxed", "acquire", "release", "acq_rel", "sc",
@@ -70,6 +70,11 @@ class Access:
             if np.any(bad):
                 fault("parameter-space load outside the kernel's parameters",
                       address=int(addresses[np.argmax(bad)]))
+            for start in cta.launch.tensor_maps:  # their bytes are the driver's encoding
+                inside = (offsets + dtype.itemsize > start) & (offsets < start + 128)
+                if np.any(inside):
+                    fault("load from a tensor-map parameter: the bytes of a CUtensorMap are "
+                          "not modelled", address=int(addresses[np.argmax(inside)]))
             raw = np.frombuffer(params, np.uint8)
             idx = offsets[:, None] + np.arange(dtype.itemsize)
             return raw[idx].reshape(-1).view(dtype).copy()
@@ -97,9 +102,10 @@ class Access:
         window = np.full(addresses.shape, 0, np.int8)
         window[(addresses >= SHARED_WINDOW) & (addresses < SHARED_WINDOW + WINDOW_SIZE)] = 1
         window[(addresses >= LOCAL_WINDOW) & (addresses < LOCAL_WINDOW + WINDOW_SIZE)] = 2
+        window[(addresses >= PARAM_WINDOW) & (addresses < PARAM_WINDOW + WINDOW_SIZE)] = 3
         out = None if values is not None else np.zeros(addresses.shape, dtype)
         for code, space, base in ((0, "global", 0), (1, "shared", SHARED_WINDOW),
-                                  (2, "local", LOCAL_WINDOW)):
+                                  (2, "local", LOCAL_WINDOW), (3, "param", PARAM_WINDOW)):
             part = window == code
             if not part.any():
                 continue
@@ -203,7 +209,7 @@ def build_cvta(ins, k):
     space = _space(mods)
     read = k.reader(ins, a, ptype)
     write = k.writer(ins, d, ptype)
-    base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(space, 0)
+    base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "param": PARAM_WINDOW}.get(space, 0)
     to = mods.has("to")
     if ptype not in ("u32", "u64"):
         raise k.unsupported(ins, "cvta is .u32 or .u64")

@@ -1,10 +1,11 @@
 """Instruction semantics, part 6: sm_90 (Hopper). mbarrier objects, asynchronous bulk copies
-(cp.async.bulk, cp.async.mbarrier.arrive), warpgroup MMA (wgmma.*), elect.sync, setmaxnreg and
-stmatrix, per the PTX ISA.
+(cp.async.bulk, cp.async.mbarrier.arrive), TMA tensor copies (cp.async.bulk.tensor, tile mode,
+through tensor maps bound to kernel parameters: sim/tensormap.py), prefetch, warpgroup MMA
+(wgmma.*), elect.sync, setmaxnreg and stmatrix, per the PTX ISA.
 
-Time. Bulk copies complete when they are issued: the data lands at once and its bytes are
-completed on the mbarrier (one legal schedule; a kernel that reads the destination before its
-wait is not diagnosed). wgmma.mma_async reads its operands when issued but its accumulators
+Time. Bulk and tensor copies complete when they are issued: the data lands at once and its bytes
+are completed on the mbarrier (one legal schedule; a kernel that reads the destination before
+its wait is not diagnosed). wgmma.mma_async reads its operands when issued but its accumulators
 land only when wgmma.wait_group retires the commit group holding it: until then the registers
 keep their old values (a kernel that reads them before waiting computes with stale values, as
 it may on the device), while later wgmma's on the same accumulators chain on the pending
@@ -37,8 +38,8 @@ from .registry import Mods, implements, operands
 from .isa_extra import build_cp as build_plain_cp, land_all_copies, matrix_form
 from .isa_memory import Access, _lanes
 from .isa_mma import _tf32_nearest_even, a_coords
-from .syntax import Addr, Imm, Not, PredPair, Reg, Sym, Vec
-from .state import SHARED_BASE, UINT
+from .syntax import Addr, Imm, Not, PredPair, Reg, Sym, TensorRef, Vec
+from .state import PARAM_WINDOW, SHARED_BASE, UINT
 
 STALL_LIMIT = 20_000
 SEMANTICS = ("relaxed", "acquire", "release", "acq_rel", "sc", "cta", "cluster", "gpu", "sys")
@@ -226,9 +227,10 @@ def build_mbarrier(ins, k):
                         "/ wait_all; "
                         "cp.async.mbarrier.arrive{.noinc}.shared.b64; cp.async.bulk "
                         "global<->shared with .mbarrier::complete_tx::bytes or .bulk_group, "
-                        "cp.async.bulk.commit_group / wait_group{.read}, cp.async.bulk.prefetch "
-                        "(cp.async.bulk.tensor is refused: tensor maps are opaque driver "
-                        "objects)")
+                        "cp.async.bulk.commit_group / wait_group{.read}, cp.async.bulk.prefetch; "
+                        "cp.async.bulk.tensor.{1-5}d tile mode, global -> shared with "
+                        ".mbarrier::complete_tx::bytes and shared -> global with .bulk_group, "
+                        "through a tensor map bound to a kernel parameter (sim/tensormap.py)")
 def build_cp(ins, k):
     mods = ins.modifiers
     if "bulk" in mods:
@@ -269,8 +271,7 @@ _BULK_FLAGS = ("async", "bulk", "shared", "shared::cluster", "global", "bulk_gro
 
 def build_bulk(ins, k):
     if "tensor" in ins.modifiers:
-        raise k.unsupported(ins, "cp.async.bulk.tensor (TMA) is not emulated: its tensor map "
-                                 "is an opaque driver object")
+        return build_bulk_tensor(ins, k)
     mods = Mods(ins, k, _BULK_FLAGS, types=(0,))
     if mods.has("commit_group") or mods.has("wait_group"):
         return lambda cta, mask: None  # every bulk copy has already landed
@@ -317,6 +318,148 @@ def build_bulk(ins, k):
                 bar.tx -= size
                 _progress(cta, ins, bar, thread)
     return fn
+
+
+_TENSOR_FLAGS = ("async", "bulk", "tensor", "shared::cluster", "shared", "global", "tile",
+                 "mbarrier::complete_tx::bytes", "bulk_group", "L2::cache_hint") + \
+    tuple(f"{n}d" for n in range(1, 6))
+
+
+def tensor_map_reader(ins, k, operand):
+    """cta -> per-lane callable: the TensorMap at the operand's address (a kernel parameter's
+    .param address, or the generic address cvta.param makes of it)."""
+    if isinstance(operand, Sym) and operand.name in k.param_offsets:
+        offset = k.param_offsets[operand.name][0]
+        read = None
+    elif isinstance(operand, Reg):
+        offset = None
+        read = k.reader(ins, operand, "u64")
+    else:
+        raise k.unsupported(ins, "the tensor map is a kernel parameter or a register holding its "
+                                 "address")
+
+    def lookup(cta, lanes):
+        if read is None:
+            offsets = np.full(len(lanes), offset, np.int64)
+        else:
+            addresses = _per_lane(cta, read(cta), lanes).astype(np.uint64)
+            offsets = addresses.astype(np.int64) - PARAM_WINDOW
+            param_space = addresses < np.uint64(k.param_size)  # a .param-space address
+            offsets[param_space] = addresses[param_space].astype(np.int64)
+        maps = []
+        for index, lane in enumerate(lanes):
+            tensor_map = cta.launch.tensor_maps.get(int(offsets[index]))
+            if tensor_map is None:
+                raise cta.launch.error(cta, ins, "no tensor map at this address: maps are modelled "
+                                       "only as kernel parameters the launch binds one to "
+                                       "(maps in global or constant memory, or built with "
+                                       "tensormap.replace, are not)", thread=int(lane),
+                                       address=int(offsets[index]))
+            maps.append(tensor_map)
+        return maps
+    return lookup
+
+
+def build_bulk_tensor(ins, k):
+    """cp.async.bulk.tensor, tile mode: the box at the coordinates moves between the tensor in
+    global memory and dense (swizzled) shared memory at once (see the module's notes on time);
+    loads fill elements outside the tensor with zeros and complete the box's bytes on the
+    mbarrier, stores write only the elements inside the tensor."""
+    mods = Mods(ins, k, _TENSOR_FLAGS, types=(0,))
+    order = [m for m in ins.modifiers if m in ("shared::cluster", "shared", "global")]
+    dims = [int(m[0]) for m in ins.modifiers if re.fullmatch(r"[1-5]d", m)]
+    if len(dims) != 1 or len(order) != 2:  # .tile is the default mode; others are refused
+        raise k.unsupported(ins, "cp.async.bulk.tensor.Nd.<dst>.<src>{.tile} (im2col and "
+                                 "multicast forms are not emulated)")
+    rank = dims[0]
+    to_shared = order[1] == "global"
+    if to_shared and not mods.has("mbarrier::complete_tx::bytes") or \
+            not to_shared and (order != ["global", "shared"] or not mods.has("bulk_group")):
+        raise k.unsupported(ins, "cp.async.bulk.tensor loads .shared::{cta,cluster}.global "
+                                 "with .mbarrier::complete_tx::bytes, stores "
+                                 ".global.shared::cta with .bulk_group")
+    ops = list(ins.operands)
+    if mods.has("L2::cache_hint"):  # the cache policy operand changes no values
+        ops = ops[:-1]
+    if to_shared:
+        if len(ops) != 3:
+            raise k.unsupported(ins, "cp.async.bulk.tensor load takes [dst], [map, {coords}], "
+                                     "[mbarrier]")
+        shared_op, ref, bar_op = ops
+    else:
+        if len(ops) != 2:
+            raise k.unsupported(ins, "cp.async.bulk.tensor store takes [map, {coords}], [src]")
+        ref, shared_op = ops
+    if not isinstance(ref, TensorRef) or not isinstance(ref.coords, Vec) or \
+            len(ref.coords.items) != rank:
+        raise k.unsupported(ins, f"the tensor operand is [map, {{{rank} coordinates}}]")
+    get_maps = tensor_map_reader(ins, k, ref.tensor)
+    read_coords = [k.reader(ins, item, "s32") for item in ref.coords.items]
+    get_shared = _shared_address(k, ins, shared_op)
+    get_bar = _shared_address(k, ins, bar_op) if to_shared else None
+    shared = Access(k, ins, "shared")
+    memory = Access(k, ins, "global")
+
+    def fn(cta, mask):
+        lanes = _lanes(cta, mask)
+        maps = get_maps(cta, lanes)
+        coords = [_per_lane(cta, read(cta), lanes).astype(np.int64) for read in read_coords]
+        bases = _per_lane(cta, get_shared(cta), lanes)
+        bars = _per_lane(cta, get_bar(cta), lanes) if to_shared else None
+        for index, lane in enumerate(lanes):  # each executing thread issues one copy
+            thread, tensor_map, base = int(lane), maps[index], int(bases[index])
+            if tensor_map.rank != rank:
+                raise cta.launch.error(cta, ins, f"a {rank}d copy through a rank-"
+                                       f"{tensor_map.rank} tensor map", thread=thread)
+            if (base - SHARED_BASE) % tensor_map.shared_alignment():
+                raise cta.launch.error(cta, ins, "the shared-memory box is not aligned to "
+                                       f"{tensor_map.shared_alignment()} bytes", thread=thread,
+                                       address=base)
+            if to_shared:
+                _check_address(cta, ins, int(bars[index]), thread)
+                bar = _barrier(cta, ins, int(bars[index]), thread)
+            where = [int(c[index]) for c in coords]
+            addresses, inside, dense = tensor_map.box_elements(where)
+            size = tensor_map.element_size
+            element = UINT[size]
+            smem = tensor_map.shared_addresses(base, dense)
+            if to_shared:
+                values = np.zeros(len(dense), element)
+                who = np.full(int(inside.sum()), thread)
+                values[inside] = memory.load(cta, addresses[inside], who, element)
+                shared.store(cta, smem, np.full(len(smem), thread), values)
+                bar.tx -= tensor_map.box_bytes
+                _progress(cta, ins, bar, thread)
+            else:
+                values = shared.load(cta, smem, np.full(len(smem), thread), element)
+                memory.store(cta, addresses[inside], np.full(int(inside.sum()), thread),
+                             values[inside])
+    return fn
+
+
+@implements("prefetch", forms="prefetch{.global,.local}.{L1,L2} [a]: no-op; prefetch.tensormap "
+                              "[a]: checks that a tensor map is bound there")
+def build_prefetch(ins, k):
+    mods = Mods(ins, k, ("global", "local", "L1", "L2", "tensormap", "param", "const"),
+                types=(0,))
+    (address,) = operands(ins, k, 1)
+    if not isinstance(address, Addr):
+        raise k.unsupported(ins, "prefetch takes an [address]")
+    if not mods.has("tensormap"):
+        if not (mods.has("L1") or mods.has("L2")) or mods.has("param") or mods.has("const"):
+            raise k.unsupported(ins, "prefetch{.global,.local}.{L1,L2}")
+        return lambda cta, mask: None
+    if address.offset or mods.has("global") or mods.has("local"):
+        raise k.unsupported(ins, "prefetch.tensormap [map] of a kernel parameter's map")
+    get_maps = tensor_map_reader(ins, k, address.base)
+    return lambda cta, mask: get_maps(cta, _lanes(cta, mask)) and None
+
+
+@implements("tensormap", forms="refused: tensormap.replace / cp_fenceproxy rewrite or copy map "
+                               "bytes, whose layout (CUtensorMap) is not modelled")
+def build_tensormap(ins, k):
+    raise k.unsupported(ins, "tensormap.* changes a tensor map's bytes: maps are modelled as "
+                             "objects bound to kernel parameters, their encoding is not")
 
 
 # -------------------------------------------------------------------------------- warp misc

@@ -35,6 +35,7 @@ from .parser import parse_ptx
 from .registry import BUILDERS
 from .state import (LOCAL_WINDOW, SHARED_BASE, SHARED_WINDOW, SINT, UINT, WINDOW_SIZE, Cta)
 from .syntax import Addr, Imm, Instruction, Kernel, Not, Program, Reg, Sym, Vec
+from .tensormap import TensorMap
 
 NORMAL, BRANCH, RETURN, BARRIER, TRAP = range(5)
 EXITED = np.iinfo(np.int64).max
@@ -300,6 +301,7 @@ class Launch:
         self.shared_size = image.shared_size + dynamic_shared_bytes
         self.local_size = image.local_size
         self.clock_ns = 0  # the fake clock (see CLOCKS)
+        self.tensor_maps: Dict[int, TensorMap] = {}  # parameter offset -> the map it holds
         self.globals: Dict[str, int] = dict(global_symbols or {})
         for var in image.program.globals:
             if var.name in self.globals:
@@ -543,11 +545,11 @@ def pack_params(image: KernelImage, values: Sequence) -> bytes:
     """The kernel's parameter buffer from one value per .param (ints, floats, numpy scalars).
     Floats are converted to the parameter's type; integers wrap to its width; numpy values of
     the parameter's width are taken bit for bit."""
-    params = image.kernel.params
+    params = [param for param in image.kernel.params if not param.hidden]
     if len(values) != len(params):
         raise SimExecutionError(f"kernel {image.kernel.name} takes {len(params)} parameters, "
                                 f"got {len(values)}", file=image.source)
-    buffer = bytearray(image.param_size)
+    buffer = bytearray(image.param_size)  # .hidden parameters (tensor maps) stay zero
     for param, value in zip(params, values):
         offset, ptype = image.param_offsets[param.name]
         dtype = DTYPE[ptype]
@@ -573,8 +575,10 @@ def emulate(ptx, entry: Optional[str], grid, params: Sequence, *,
             memory: Optional[GlobalMemory] = None, threads: Optional[int] = None,
             check: bool = True, print_stream=None, max_steps: int = 50_000_000,
             global_symbols: Optional[Dict[str, int]] = None, source: Optional[str] = None,
-            dynamic_shared_bytes: int = 0, profile=None):
-    """Run a PTX kernel over `grid` (1-3 ints) with one value per kernel parameter.
+            dynamic_shared_bytes: int = 0, profile=None,
+            tensor_maps: Optional[Dict[str, TensorMap]] = None):
+    """Run a PTX kernel over `grid` (1-3 ints) with one value per kernel parameter (the
+    `.hidden` ones excepted).
 
     `memory` is the global address space (a `tilebc.interp.memory.GlobalMemory` whose buffers
     hold the kernel's arrays); pointer parameters are addresses in it. `threads` defaults to the
@@ -582,7 +586,9 @@ def emulate(ptx, entry: Optional[str], grid, params: Sequence, *,
     addresses (others are mapped fresh with their initialisers). `dynamic_shared_bytes` sizes
     the `.extern .shared` arrays, as a launch's shared-memory size does. `profile` (a
     `sim.profile.Profile`) counts what the launch asks of the hardware (and may run only a
-    sample of the CTAs). Returns the KernelImage."""
+    sample of the CTAs). A TMA tensor map parameter (`.param .align 64 .b8 name[128]`) takes a
+    sim.tensormap.TensorMap as its value; `tensor_maps` gives those of `.hidden` parameters
+    (tileiras's), by name. Returns the KernelImage."""
     if dynamic_shared_bytes < 0:
         raise SimExecutionError(f"dynamic_shared_bytes must be >= 0, got {dynamic_shared_bytes}")
     image = ptx if isinstance(ptx, KernelImage) else load_kernel(ptx, entry, source)
@@ -594,7 +600,25 @@ def emulate(ptx, entry: Optional[str], grid, params: Sequence, *,
         grid = (grid,)
     grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
     memory = memory if memory is not None else GlobalMemory(checks=check)
+    tensor_maps = dict(tensor_maps or {})
+    visible = [param for param in image.kernel.params if not param.hidden]
+    params = list(params)
+    for index, (param, value) in enumerate(zip(visible, params)):
+        if isinstance(value, TensorMap):  # a CUtensorMap passed by value (__grid_constant__)
+            tensor_maps[param.name] = value
+            params[index] = 0
     launch = Launch(image, grid, threads, memory, pack_params(image, params), check,
                     print_stream, max_steps, global_symbols, dynamic_shared_bytes, profile)
+    for name, tensor_map in tensor_maps.items():
+        if name not in image.param_offsets:
+            raise SimExecutionError(f"tensor map for {name}: the kernel has no such parameter",
+                                    file=image.source)
+        offset, _ = image.param_offsets[name]
+        size = next(param.size for param in image.kernel.params if param.name == name)
+        if size != 128 or offset % 64:
+            raise SimExecutionError(f"tensor map for {name}: a tensor map parameter is 128 "
+                                    "bytes, 64-byte aligned", file=image.source)
+        tensor_map.validate()
+        launch.tensor_maps[offset] = tensor_map
     launch.run()
     return image

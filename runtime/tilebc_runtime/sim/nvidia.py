@@ -17,6 +17,23 @@ is also checked by NVIDIA's assembler). The mirror is built once per process in 
 tileiras keeps the entry's name and its parameters one for one (pointers .u64, i32 shapes and
 strides .u32, ...), so the parameter values are bound exactly as `sim.run` and the interpreter
 bind them. The thread count comes from the kernel's .reqntid.
+
+TMA. Where tileiras's sm_90 code moves tiles with cp.async.bulk.tensor it appends one hidden
+128-byte parameter per tensor map, which the driver fills at launch by running host code tileiras
+embeds in the cubin (sim/tensormap.py tells the finding). That code is not in the PTX, so
+`tensor_maps` rebuilds the maps from the Tile IR module: one per partition view that tiles are
+loaded from or stored through, in the order the views are made (the i-th hidden parameter holds the
+i-th; a tensor loaded and stored has two), over its tensor view's shape and strides at launch, with
+the partition tile as the box, cut to 128-byte rows with the 128-byte swizzle (64 / 32 bytes: that
+swizzle) when the tile has two or more dimensions; the map's dimensions are the tiled ones innermost
+first, then the tile's leading size-1 ones outermost first (a [batch, head, seq, d] tensor tiled
+1x1x64x64 is copied at {d, seq, batch, head}); a store's box has as many rows as fit before the
+source of the next store through the same map (`store_gaps`: tileiras stores a 128-row tile in two
+64-row slices from buffers 64 rows apart, or whole from buffers a tile apart). This is inferred from
+tileiras's PTX (its copies' coordinates, expect_tx byte counts, and the swizzle its wgmma
+descriptors and epilogue stores assume), not read from the cubin; a module it does not fit (another
+number of maps, one view both loaded and stored, a padding other than zero) is refused, and the
+mbarrier byte counts of every copy are checked as the code runs.
 """
 from __future__ import annotations
 
@@ -29,16 +46,22 @@ import tempfile
 from pathlib import Path
 from typing import Dict, Iterable, Optional, Tuple, Union
 
+import numpy as np
+
 import tilebc
 from tilebc.interp.api import find_entry
 from tilebc.interp.machine import flatten_grid
 from tilebc.ir.module import Module
+from tilebc.ir.types import PartitionViewType, TensorViewType
+from tilebc.ops.enums import PaddingValue
 from tilebc.oracles import require_tool
 
 from .errors import SimExecutionError
 from .machine import KernelImage, emulate
 from .parser import parse_ptx
+from .syntax import Addr, Reg, Sym, TensorRef
 from .runner import bind_arguments, load_any
+from .tensormap import TensorMap
 
 DEFAULT_ARCH = "sm_80"
 
@@ -172,11 +195,16 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = DEFAULT_A
     image = nvidia_kernel(module, function.name, arch, cache_dir)
     machine, binder = bind_arguments(module, function, args, check_memory, allow_aliasing,
                                      uninitialized)
-    if len(image.kernel.params) != len(binder.values):
+    visible = [param for param in image.kernel.params if not param.hidden]
+    if len(visible) != len(binder.values):
         raise SimExecutionError(f"tileiras's kernel {function.name} takes "
-                                f"{len(image.kernel.params)} parameters, the entry "
+                                f"{len(visible)} parameters, the entry "
                                 f"{len(binder.values)}: the calling convention differs",
                                 file=image.source)
+    hidden = [param.name for param in image.kernel.params if param.hidden]
+    gaps = store_gaps(image.kernel)
+    maps = dict(zip(hidden, tensor_maps(function, binder.values, len(hidden), image.source,
+                                        [gaps.get(name) for name in hidden])))
     if image.program.dynamic_shared:
         raise SimExecutionError("tileiras's PTX declares dynamic shared memory, whose launch "
                                 "size is not known here", file=image.source)
@@ -185,4 +213,126 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = DEFAULT_A
                                 file=image.source)
     return emulate(image, function.name, flatten_grid(grid), binder.values,
                    memory=machine.memory, threads=image.threads, check=check_memory,
-                   print_stream=print_stream, max_steps=max_steps, profile=profile)
+                   print_stream=print_stream, max_steps=max_steps, profile=profile,
+                   tensor_maps=maps)
+
+
+def _argument_value(value, function, values, what: str, source: str) -> int:
+    """The launch value of an IR value that is an entry argument, possibly through assumes."""
+    while value.owner is not function.body:
+        op = value.owner
+        if not hasattr(op, "spec") or op.name != "assume":
+            raise SimExecutionError(f"tensor map {what}: computed in the kernel, not "
+                                    "an argument; the map tileiras builds is not known",
+                                    file=source)
+        value = op.operand_values[0]
+    return int(values[value.index])
+
+
+def store_gaps(kernel) -> Dict[str, int]:
+    """For each kernel parameter that TMA stores go through with shared sources at two or more
+    constant offsets: the least distance between those offsets (bytes), a bound on the box."""
+    params = {param.name for param in kernel.params}
+    holds: Dict[str, str] = {}  # register -> the parameter whose address it holds
+    offsets: Dict[str, set] = {}
+    for ins in kernel.instructions:
+        ops = ins.operands
+        if ins.opcode in ("mov", "cvta") and len(ops) == 2 and isinstance(ops[0], Reg):
+            source = ops[1]
+            if isinstance(source, Sym) and source.name in params:
+                holds[ops[0].name] = source.name
+            elif isinstance(source, Reg) and source.name in holds:
+                holds[ops[0].name] = holds[source.name]
+        elif ins.opcode == "cp" and "tensor" in ins.modifiers and ops and \
+                isinstance(ops[0], TensorRef) and isinstance(ops[0].tensor, Reg):
+            param = holds.get(ops[0].tensor.name)
+            if param is not None and len(ops) > 1 and isinstance(ops[1], Addr) and \
+                    isinstance(ops[1].base, Sym):
+                offsets.setdefault(param, set()).add((ops[1].base.name, ops[1].offset))
+    gaps = {}
+    for param, places in offsets.items():
+        if len({name for name, _ in places}) == 1 and len(places) > 1:
+            ordered = sorted(offset for _, offset in places)
+            gaps[param] = min(b - a for a, b in zip(ordered, ordered[1:]))
+    return gaps
+
+
+def tensor_maps(function, values, count: int, source: str = "<tileiras PTX>", gaps=None):
+    """The `count` tensor maps tileiras's hidden parameters hold for a launch of `function` with
+    parameter `values` (see the module's notes): a list of TensorMap, in parameter order.
+    `gaps`: per map, the store_gaps bound on its box (None: none known)."""
+    gaps = gaps or [None] * count
+    if not count:
+        return []
+    views = {}  # tensor view -> the op making it
+    partitions = []  # (partition view, its tensor view) in the order they are made
+    uses = {}  # partition view -> the kinds of op ("load" / "store") that copy through it
+    for op in function.walk():
+        for value in op.operand_values:
+            if id(value) in uses and op.name.startswith(("load", "store")):
+                uses[id(value)].add("load" if op.name.startswith("load") else "store")
+        for result in op.results:
+            if isinstance(result.type, TensorViewType):
+                views[id(result)] = op
+            elif isinstance(result.type, PartitionViewType):
+                (view,) = op.operand_values
+                partitions.append((result, view))
+                uses[id(result)] = set()
+    tiled = [(partition, view) for partition, view in partitions if uses[id(partition)]]
+    if len(tiled) != count:
+        raise SimExecutionError(f"tileiras's kernel {function.name} declares {count} tensor-map "
+                                f"parameters and copies through {len(tiled)} partition views: "
+                                "which map describes which tensor is not known", file=source)
+    maps = []
+    for number, (partition, view) in enumerate(tiled):
+        vtype, ptype = view.type, partition.type
+        what = f"{number} ({function.name}, view of rank {vtype.rank})"
+        if id(view) not in views:
+            raise SimExecutionError(f"tensor map {what}: the tensor view is not made in the "
+                                    "kernel", file=source)
+        base, *dynamic = views[id(view)].operand_values
+        dynamic = iter(dynamic)
+
+        def launch_value(value):
+            return _argument_value(value, function, values, what, source)
+        shape = [launch_value(next(dynamic)) if d is None else d for d in vtype.shape]
+        strides = [launch_value(next(dynamic)) if d is None else d for d in vtype.strides]
+        if ptype.padding_value not in (None, PaddingValue.ZERO):
+            raise SimExecutionError(f"tensor map {what}: padding {ptype.padding_value.name} "
+                                    "(only zero fill is modelled)", file=source)
+        if strides[-1] != 1 or len(uses[id(partition)]) != 1:
+            raise SimExecutionError(f"tensor map {what}: a non-unit innermost stride, or tiles "
+                                    "both loaded and stored; tileiras's map is not known",
+                                    file=source)
+        box = [1] * vtype.rank
+        for k, dim in enumerate(ptype.dim_map):
+            box[dim] = ptype.tile_shape[k]
+        tile = tuple(box)
+        units = [d for d in range(vtype.rank) if tile[d] == 1]
+        if units != list(range(len(units))) or len(units) == vtype.rank:
+            raise SimExecutionError(f"tensor map {what}: tile {tile} has size-1 dimensions "
+                                    "inside; the dimension order of tileiras's map is known "
+                                    "only for leading ones", file=source)
+        # the tiled dimensions innermost first, then the size-1 ones outermost first (seen in
+        # tileiras 13.5's 4-d copies: {d, seq, batch, head} of [batch, head, seq, d] tensors)
+        order = [d for d in reversed(range(vtype.rank)) if tile[d] > 1] + units
+        size = vtype.element.bits // 8
+        box = [tile[d] for d in order]
+        swizzle = 0
+        if vtype.rank >= 2:
+            row = min(box[0] * size, 128)
+            box[0] = row // size
+            swizzle = row if row in (32, 64, 128) else 0
+            gap = gaps[number]
+            if uses[id(partition)] == {"store"} and gap is not None:
+                # the box ends before the next store's source: tileiras stores big tiles in
+                # slices (64 rows: one warpgroup's) from buffers packed one after another
+                rows = gap // (box[0] * size * int(np.prod(box[2:])))
+                if rows < 1:
+                    raise SimExecutionError(f"tensor map {what}: store sources {gap} bytes "
+                                            "apart, less than a box row", file=source)
+                box[1] = min(box[1], rows)
+        maps.append(TensorMap(launch_value(base), size, tuple(shape[d] for d in order),
+                              tuple(strides[d] * size for d in order[1:]), tuple(box),
+                              swizzle))
+    return maps

@@ -2,7 +2,7 @@
 (the case modules' `run` swapped for `sim.nvidia.run`), one line per fixture with the outcome.
 
     python -m tilebc_runtime.sim.nvidia_sweep [--arch sm_80|sm_89|sm_90] [--version 13.5] [NAME ...]
-    python -m tilebc_runtime.sim.nvidia_sweep --gemms     # tileiras's sm_90 wgmma GEMMs, every type
+    python -m tilebc_runtime.sim.nvidia_sweep --gemms     # tileiras's sm_90 wgmma and TMA GEMMs
 
 Outcomes: pass; mismatch (the case's reference check failed); unsupported (the emulator refuses
 an instruction or form: the message names it); tileiras (NVIDIA's compiler refused the module);
@@ -61,13 +61,16 @@ def outcome(reference, name, version, arch):
 
 def gemm_outcomes():
     """(name, status, seconds, detail) of runtime/tests/test_rt_sim_nvidia_sm90.py's cuTile
-    GEMMs (64x128x64 tiles: tileiras's sm_90 code uses wgmma) in every operand type."""
+    GEMMs (64x128x64 tiles: tileiras's sm_90 code uses wgmma) in every operand type, then its
+    TMA GEMMs (aligned operands: tileiras moves the tiles with cp.async.bulk.tensor)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
     cases = importlib.import_module("test_rt_sim_nvidia_sm90")
-    for name in cases.GEMMS:
+    checks = [(name, cases.check_gemm) for name in cases.GEMMS] + \
+        [(f"tma {name}", cases.check_tma_gemm) for name in cases.TMA_GEMMS]
+    for name, check in checks:
         start = time.perf_counter()
         try:
-            cases.check_gemm(name)
+            check(name.split()[-1])
             status, detail = "pass", ""
         except AssertionError as error:
             status, detail = "mismatch", " ".join(str(error).split())[:300]
@@ -82,7 +85,8 @@ def main(argv=None) -> int:
     parser.add_argument("--arch", default=nvidia.DEFAULT_ARCH)
     parser.add_argument("--version", default="13.5")
     parser.add_argument("--gemms", action="store_true",
-                        help="run the sm_90 wgmma GEMMs of every operand type instead")
+                        help="run the sm_90 wgmma GEMMs of every operand type and the TMA "
+                             "GEMMs instead")
     options = parser.parse_args(argv)
     counts = {}
     if options.gemms:

@@ -294,10 +294,15 @@ class _Parser:
         for item in _split_top(param_text or ""):
             if not item:
                 continue
-            sub = _Statement(item, stmt.line, stmt.column)
+            # `.hidden .param`: a parameter the caller does not pass (tileiras's tensor maps,
+            # which the launch fills in); it takes its place in the parameter buffer all the same
+            hidden = item.strip().startswith(".hidden")
+            sub = _Statement(item.strip()[len(".hidden"):] if hidden else item, stmt.line,
+                             stmt.column)
             variable = self.variable(sub)
             if variable.space != "param":
                 raise self.error("kernel parameters must be .param", sub)
+            variable.hidden = hidden
             params.append(variable)
         directives = {}
         for found in re.finditer(r"\.(maxntid|reqntid|minnctapersm|maxnreg|reqnctapercluster|"

@@ -5,8 +5,9 @@ address windows of generic addressing.
 Addresses. Global memory is `tilebc.interp.memory.GlobalMemory`, so kernel arrays sit at the same
 simulated 64-bit addresses as in the CPU interpreter. Shared variables start at SHARED_BASE (the
 first 1 KiB of a CTA's shared window is reserved on sm_80+, as on the device); local variables start
-at 0 in each thread's local space. A generic address of shared/local data (cvta) is the state-space
-address plus SHARED_WINDOW / LOCAL_WINDOW; every other generic address is global.
+at 0 in each thread's local space. A generic address of shared/local data or of a kernel parameter
+(cvta) is the state-space address plus SHARED_WINDOW / LOCAL_WINDOW / PARAM_WINDOW; every other
+generic address is global.
 
 Races (shared memory, between two bar.sync): a write to a byte another thread wrote with a
 different value (write-write), a read of a byte another thread wrote (read-after-write), and a
@@ -23,6 +24,7 @@ import numpy as np
 SHARED_BASE = 0x400
 SHARED_WINDOW = 0x1000_0000_0000
 LOCAL_WINDOW = 0x2000_0000_0000
+PARAM_WINDOW = 0x3000_0000_0000  # kernel parameters (cvta.param): read-only
 WINDOW_SIZE = 1 << 32
 
 UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),

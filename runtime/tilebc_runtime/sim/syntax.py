@@ -85,6 +85,7 @@ class Variable:
     align: int
     init: Optional[bytes] = None
     type: str = "b8"
+    hidden: bool = False  # a kernel parameter the launch fills, not the caller (tensor maps)
 
 
 @dataclass

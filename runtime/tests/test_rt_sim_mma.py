@@ -1271,3 +1271,48 @@ def test_sm90_takes_wgmma_by_default_only_where_cp_async_stages_both_operands():
     assert "wgmma" not in never and "mma.sync" in never
     assert "wgmma" not in jit_compile(copied, entry="k", arch="sm_80", emit="ptx",
                                       threads=128).ptx
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_batched_gemm_tiles_reach_the_staging_through_reshape_and_transpose(arch):
+    """la_bmm_aligned_tile loads (1, M, K) and (1, N, K) tiles of 3-D tensors, reshapes them to
+    2-D and transposes B: cp.async still copies both into the mma's staging (B's N x K source
+    K-major, as it is) in the K-loop pipeline, with no st.shared staging and no second load;
+    on sm_90 the product runs on wgmma. The family emulator suite (sm_90) and
+    test_tensor_core_kernel_on_sm80_code check the results."""
+    [ptx] = _case_ptx("la_bmm_aligned_tile", arch)
+    assert "cp.async.cg.shared.global" in ptx and "st.shared.b16" not in ptx
+    assert "ld.global" not in ptx.replace("ld.global.nc", "")  # no register load of A or B
+    if arch == "sm_90":
+        assert "wgmma.mma_async" in ptx and "mma.sync" not in ptx
+    else:
+        assert "ldmatrix" in ptx and "wgmma" not in ptx
+
+
+def _loop_bodies(ptx):
+    """The text between each `for` loop's head label and its exit label."""
+    import re
+    return re.findall(r"\$L_for_\d+:\n(.*?)\$L_endfor_\d+:", ptx, re.S)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_attention_keeps_scores_statistics_and_p_in_registers(arch):
+    """nn_flash_attention_tile (64 or 128 query rows, 64 keys, head dim 64): both products keep
+    warps on whole rows, so a row's max and sum are two lane-quad shuffles; the running max and
+    sum are carried in the reductions' layout; P feeds P.V as mma A fragments from registers;
+    Q's fragments are read once before the key loop; K (loaded through `order`, K dim
+    contiguous) and V reach the staging by cp.async. Per key tile, shared memory holds only K
+    and V. The emulator runs (the family suite on sm_90, test_tensor_core_kernels_on_sm80_*)
+    check the results."""
+    import re
+    for ptx in _case_ptx("nn_flash_attention_tile", arch):
+        offsets = set(re.findall(r"shfl\.sync\.bfly\.b32 [^,]+, [^,]+, (\d+),", ptx))
+        assert offsets == {"1", "2"}, offsets
+        bodies = _loop_bodies(ptx)
+        assert bodies
+        for body in bodies[:1]:  # the unmasked key loop
+            # a warp's 16 or 32 rows: 4 K steps x 8 column blocks per product, two products
+            assert body.count("mma.sync") in (64, 128)
+            assert "ld.global" not in body and "st.shared" not in body
+            assert body.count("cp.async.cg.shared.global") >= 2
+            assert "ld.shared" not in body  # ldmatrix reads K and V; nothing else comes back

@@ -403,6 +403,12 @@ def mma_layout(lw, op):
     batches = shape[0] if len(shape) == 3 else 1
     m, n = shape[-2:]
     rows, cols, warps = m // height, n // 8, lw.T // 32
+    if batches == 1 and rows % warps == 0 and height == 16 and _row_statistics(lw, op, m):
+        # each warp whole rows: a row's max / sum stays within a lane quad (matmul keeps the
+        # product in its fragments, see _stays_in_fragments)
+        layout = MmaAcc(1, m, n, lw.T, (1, warps, 1), height)
+        _broadcasts_wanted_in(lw, op.results[0], layout)
+        return layout
     best = None
     for size in range(1, warps + 1):  # grids of `size` warps; the other warps hold copies
         if warps % size:
@@ -422,6 +428,52 @@ def mma_layout(lw, op):
     return None if best is None else MmaAcc(batches, m, n, lw.T, best[1], height)
 
 
+def _broadcasts_wanted_in(lw, value, layout) -> None:
+    """Once per mma: the broadcasts that element-wise ops of its product read, directly or
+    through element-wise ops of broadcasts and splats (attention's causal mask), are built
+    straight in the product's layout (`Lowerer.wanted`), so the product never leaves it."""
+    key = ("broadcasts wanted", value)
+    if key in lw._cache:
+        return
+    lw._cache[key] = True
+    uses = _uses(lw)
+    shape = tuple(value.type.shape)
+    flow, work = {value}, [value]
+    while work:
+        for op in uses.get(work.pop(), ()):
+            if not (_ROLES.get(op.name) == KEEPS or _layout_free(op)) \
+                    or tuple(op.results[0].type.shape) != shape:
+                continue
+            for operand in op.operand_values:
+                operand = lw.forward.get(operand, operand)
+                if operand in flow:
+                    continue
+                for source in _outside_sources(lw, operand, shape) or ():
+                    if _ROLES.get(source.name) == BROADCASTS:
+                        lw.wanted.setdefault(source.results[0], layout)
+            if op.results[0] not in flow:
+                flow.add(op.results[0])
+                work.append(op.results[0])
+
+
+def _row_statistics(lw, op, m: int) -> bool:
+    """Whether mma `op` is attention's first product (reduced along its rows, see
+    reduced_along_rows) or its second, whose A is computed from such a product of the same rows
+    (then both keep whole rows in each warp, and the rows' statistics scale its accumulator in
+    registers)."""
+    key = ("row statistics", op)
+    if key not in lw._cache:
+        lw._cache[key] = False  # a product feeding its own A (through a loop) is not one
+        found = reduced_along_rows(lw, op.results[0])
+        if not found:
+            lhs = op.operands["lhs"]
+            found = any(is_mma(p) and p is not op and p.results[0].type.shape[-2] == m
+                        and len(p.results[0].type.shape) == 2 and _row_statistics(lw, p, m)
+                        for p in _producers(lw, lhs))
+        lw._cache[key] = found
+    return lw._cache[key]
+
+
 def carried_mma_layout(lw, body, index):
     """The accumulator layout for loop-carried value `index` (of a `for` body): the one the body's
     mmaf produces when that mmaf takes the carried value as its accumulator and its result is
@@ -436,6 +488,66 @@ def carried_mma_layout(lw, body, index):
     if not _scaled_carry(lw, op.operands["acc"], body.args[1 + index], op.results[0].type.shape):
         return None
     return mma_layout(lw, op)
+
+
+def carried_row_layout(lw, body, index):
+    """The layout for loop-carried value `index` (of a `for` body) when `continue` carries on a
+    row statistic of an mma product kept in fragments (attention's running max and sum): an
+    element-wise function, through reshapes, of carried values like it, splats and reductions
+    along the rows of the product, whose accumulator layout gives every warp whole rows. That is the
+    reductions' Sliced layout, so the statistic never goes through shared memory; else None."""
+    from .layout import MmaAcc, Sliced
+    if not body.ops or body.ops[-1].spec.exit is not Exit.NEXT:
+        return None
+    carried = body.args[1 + index]
+    # the loop's other statistics of the same shape (the sum reads the running max)
+    statistics = {arg for arg in body.args[1:] if arg.type == carried.type}
+    found = []
+
+    def visit(value, depth):
+        value = lw.forward.get(value, value)
+        if value in statistics or _splat(lw, value):
+            return True
+        op = value.owner
+        if depth > 8 or not hasattr(op, "name") or op in lw.dead:
+            return False
+        role = _ROLES.get(op.name)
+        if role == REDUCES:
+            found.append(op)
+            return True
+        if role == KEEPS or _layout_free(op):
+            return all(visit(v, depth + 1) for v in op.operand_values)
+        return False
+    if not visit(body.ops[-1].operand_values[index], 0) or not found:
+        return None
+    layouts = set()
+    for reduce_op in found:
+        source = lw.forward.get(reduce_op.operand_values[0], reduce_op.operand_values[0])
+        shape = tuple(source.type.shape)
+        mmas = [op for op in _producers(lw, source) if is_mma(op)]
+        if len(mmas) != 1 or reduce_op.attrs.get("dim") != len(shape) - 1:
+            return None
+        layout = mma_layout(lw, mmas[0])
+        if not isinstance(layout, MmaAcc) or layout.grid != (1, lw.T // 32, 1) \
+                or tuple(mmas[0].results[0].type.shape) != shape:
+            return None
+        layouts.add(Sliced(layout, shape, len(shape) - 1).key())
+        sliced = Sliced(layout, shape, len(shape) - 1)
+    if len(layouts) != 1 or sliced.count != carried.type.num_elements:
+        return None
+    return sliced
+
+
+def _producers(lw, value, depth=0) -> list:
+    """The ops `value` is computed from through element-wise ops and reshapes (itself included),
+    stopping at ops of other kinds."""
+    value = lw.forward.get(value, value)
+    op = value.owner
+    if depth > 8 or not hasattr(op, "name"):
+        return []
+    if _ROLES.get(op.name) == KEEPS or _layout_free(op):
+        return [op] + [p for v in op.operand_values for p in _producers(lw, v, depth + 1)]
+    return [op]
 
 
 def _scaled_carry(lw, value, carried, shape, depth=0) -> bool:
@@ -459,22 +571,39 @@ def _scaled_carry(lw, value, carried, shape, depth=0) -> bool:
     return found
 
 
-def reaches_reduction(lw, value) -> bool:
-    """Whether `value`, or a value computed from it by element-wise ops, reshapes or
-    broadcasts, is reduced."""
+def reductions_reached(lw, value) -> list:
+    """The reductions of `value`, or of values computed from it by element-wise ops, reshapes
+    or broadcasts."""
     uses = _uses(lw)
-    seen, work = {value}, [value]
+    seen, work, found = {value}, [value], []
     while work:
         for op in uses.get(work.pop(), ()):
             role = _ROLES.get(op.name)
             if role == REDUCES:
-                return True
+                found.append(op)
+                continue
             if role in (KEEPS, BROADCASTS) or _layout_free(op):
                 for result in op.results:
                     if result not in seen:
                         seen.add(result)
                         work.append(result)
-    return False
+    return found
+
+
+def reaches_reduction(lw, value) -> bool:
+    """Whether `value`, or a value computed from it by element-wise ops, reshapes or
+    broadcasts, is reduced."""
+    return bool(reductions_reached(lw, value))
+
+
+def reduced_along_rows(lw, value) -> bool:
+    """Whether `value` (an [m, n] product) reaches reductions, each along its last dim only, of
+    tiles shaped like it (the online softmax of attention: a row's max and sum)."""
+    found = reductions_reached(lw, value)
+    shape = tuple(value.type.shape)
+    return bool(found) and len(shape) == 2 and all(
+        op.attrs.get("dim") == len(shape) - 1
+        and all(tuple(v.type.shape) == shape for v in op.operand_values) for op in found)
 
 
 def _first_call(lw, what: str) -> bool:

@@ -7,7 +7,7 @@ from tilebc.ir.types import TileType
 from tilebc.ops.table import by_mnemonic
 
 from . import dtypes
-from .anchors import carried_mma_layout
+from .anchors import carried_mma_layout, carried_row_layout
 from .common import AFTER_MEMORY, Frame, Tile
 from .registry import BEFORE_LOOP, loop_pipeline, lowers
 
@@ -177,6 +177,8 @@ def lower_for(lw, op):
     for index, value in enumerate(op.operands["initValues"]):
         # an mmaf accumulator carried from iteration to iteration stays in its fragments
         layout = carried_mma_layout(lw, body, index)
+        if layout is None:  # a row statistic of such a product stays in its reductions' layout
+            layout = carried_row_layout(lw, body, index)
         if layout is not None:
             cls = dtypes.reg_class(value.type.element)
             carried[index] = Tile(value.type, [w.reg(cls) for _ in range(layout.slots)], layout)

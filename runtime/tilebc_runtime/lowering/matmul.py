@@ -624,8 +624,20 @@ def _lower_transposed(lw, op) -> None:
         value = op.operands[name]
         value = lw.forward.get(value, value)
         held = lw.values.get(value)
+        if isinstance(held, Transposed):
+            made_source(lw, held)
         if isinstance(held, (Transposed, ViewStaged)):
             lw.set(value, held.make())
+
+
+def made_source(lw, transposed: Transposed):
+    """A Transposed's source as a lowered tile: a view load staged through it is loaded now."""
+    source = lw.forward.get(transposed.source, transposed.source)
+    held = lw.values.get(source)
+    if isinstance(held, ViewStaged):
+        held = held.make()
+        lw.set(source, held)
+    return held
 
 
 class ViewStaged:
@@ -633,10 +645,38 @@ class ViewStaged:
     the mma copies it from global memory straight into its staging with cp.async (_copy_async),
     runs of `vec` elements at a time. `make()` lowers the load after all (another path)."""
 
-    def __init__(self, op, view, vec: int, make):
-        self.op, self.view, self.vec, self.make = op, view, vec, make
+    def __init__(self, op, view, vec: int, make, swapped: bool = False):
+        self.op, self.vec, self.make = op, vec, make
         self.type = op.results[0].type
         self.element = self.type.element
+        # swapped: a B tile whose K dim (the second-to-last) is the tensor's contiguous one
+        # (attention's K loaded through `order`): staged as its transpose, the [N, K] source a
+        # Transposed B has, by a view whose last two tile dims trade places
+        self.swapped, self.source_view = swapped, view
+        self.view = _swapped_view(view) if swapped else view
+        if swapped:
+            shape = list(self.type.shape)
+            shape[-2:] = shape[-1], shape[-2]
+            self.type = TileType(tuple(shape), self.element)
+
+    def indices(self, indices):
+        """The load's index operands in the staged view's dim order."""
+        indices = list(indices)
+        if self.swapped:
+            indices[-2:] = indices[-1], indices[-2]
+        return indices
+
+
+def _swapped_view(view):
+    """`view` (a partition view) with its last two tile dims traded."""
+    from tilebc.ir.types import PartitionViewType
+    from .common import SubView
+    vt = view.type
+    dims = list(vt.dim_map or range(len(vt.tile_shape)))
+    tile = list(vt.tile_shape)
+    dims[-2:], tile[-2:] = (dims[-1], dims[-2]), (tile[-1], tile[-2])
+    return SubView(PartitionViewType(tuple(tile), vt.tensor_view, tuple(dims), vt.padding_value),
+                   view.tensor)
 
 
 def _block_positions(lw):
@@ -656,55 +696,134 @@ def _block_positions(lw):
     return lw._cache[key]
 
 
+# Ops between a view load and the mma that stages it with cp.async: a reshape that only drops
+# leading unit dims (a batched view's (1, M, K) tile as the mma's [M, K]), and for B a permute
+# left to the staging (Transposed: the source is staged as it is, K-major).
+_STAGING_CHAIN = by_mnemonic({"reshape": "unit dims", "permute": "transposed B"},
+                             "view loads staged through shape ops")
+
+
+def _drops_unit_dims(source_shape, result_shape) -> bool:
+    def kept(shape):
+        shape = list(shape)
+        while len(shape) > 2 and shape[0] == 1:
+            shape.pop(0)
+        return shape
+    return len(result_shape) >= 2 and kept(source_shape) == kept(result_shape)
+
+
+def staged_use(lw, value):
+    """(mma, role, from_source) for the tensor-core mma that reads `value` (a view load's
+    tile) as `role` ("lhs" / "rhs") through single-use _STAGING_CHAIN ops only, or None;
+    from_source: B reaches it through a Transposed permute."""
+    from .anchors import _uses
+    uses = _uses(lw)
+    value = lw.forward.get(value, value)
+    from_source = False
+    while True:
+        found = uses.get(value, ())
+        if len(found) != 1:
+            return None
+        use = found[0]
+        if is_mma(use):
+            break
+        kind = _STAGING_CHAIN.get(use.name)
+        result = use.results[0]
+        if kind == "unit dims" and _drops_unit_dims(value.type.shape, result.type.shape):
+            pass
+        elif kind == "transposed B" and not from_source and staged_transposed(lw, use):
+            from_source = True
+        else:
+            return None
+        value = lw.forward.get(result, result)
+    roles = [name for name in ("lhs", "rhs", "acc")
+             if lw.forward.get(use.operands[name], use.operands[name]) is value]
+    if roles not in (["lhs"], ["rhs"]) or (from_source and roles != ["rhs"]):
+        return None
+    return use, roles[0], from_source
+
+
+def staged_source(lw, value):
+    """The view load whose tile reaches mma operand `value` through _STAGING_CHAIN ops (the
+    inverse of staged_use), or None."""
+    value = lw.forward.get(value, value)
+    for _ in range(4):
+        owner = value.owner
+        if owner is None or not hasattr(owner, "name"):
+            return None
+        if owner.name in _STAGED_LOADS:
+            return owner
+        if owner.name not in _STAGING_CHAIN:
+            return None
+        value = lw.forward.get(owner.operand_values[0], owner.operand_values[0])
+    return None
+
+
 def async_width(lw, op, view) -> int:
-    """Elements per cp.async (4, 8 or 16 bytes) for view load `op` when its tile can go straight
-    to the staging of the tensor-core mma reading it (ViewStaged), else 0: sm_80+ global pointers,
-    a partition view with a stride-1 last dim, alignment and strides proven for the run, zero
+    """staging(...)'s vec, or 0."""
+    found = staging(lw, op, view)
+    return found[0] if found else 0
+
+
+def staging(lw, op, view):
+    """(vec, swapped) when view load `op`'s tile can go straight to the staging of the
+    tensor-core mma reading it (ViewStaged): cp.async runs of `vec` elements; swapped, B staged
+    as its transpose (see ViewStaged). Else None. Runs are 4, 8 or 16 bytes; what it takes:
+    sm_80+ global pointers, a partition view with a stride-1 last dim (or second-to-last, for a
+    swapped B), alignment and strides proven for the run, zero
     padding (cp.async zero-fills what it does not read), f16 / bf16 / i8 (no conversion before
-    staging), one mma use as A, or as B staged row-major (f16 / bf16), later in the same block
-    with only loads and ops touching no memory between (the load may move down to it)."""
+    staging), one mma use (staged_use) as A, or as B staged as it is (f16 / bf16: row-major
+    K x N, or a transposed B's N x K source), later in the same block with only loads and ops
+    touching no memory between (the load may move down to it)."""
     from tilebc.ir.types import PartitionViewType
     from tilebc.ops.enums import PaddingValue
     from tilebc.ops.spec import Effects
-    from .anchors import _uses
     from .memory import _dim_map, qualifiers
     if lw.arch < 80 or lw.generic_pointers or lw.chunk is not None or lw.T % 32:
-        return 0
+        return None
     vt = view.type
     tensor = view.tensor
     result = op.results[0]
     shape = list(result.type.shape)
     element = dtypes.name_of(result.type.element)
     if not isinstance(vt, PartitionViewType) or qualifiers(op, store=False) \
-            or tensor.stride_div is None or len(shape) not in (2, 3) \
+            or tensor.stride_div is None or len(shape) < 2 \
+            or len([d for d in shape[:-2] if d != 1]) > 1 or len(shape) > 3 and shape[-3] != 1 \
             or getattr(vt, "padding_value", None) not in (None, PaddingValue.ZERO) \
             or element not in ("f16", "bf16", "i8"):
-        return 0
-    uses = _uses(lw).get(lw.forward.get(result, result), ())
-    if len(uses) != 1 or not is_mma(uses[0]):  # mmaf / mmai only (not mmaf_scaled)
-        return 0
-    use = uses[0]
-    roles = [name for name in ("lhs", "rhs", "acc")
-             if lw.forward.get(use.operands[name], use.operands[name]) is result]
-    if roles not in (["lhs"], ["rhs"]) or (roles == ["rhs"] and element == "i8"):
-        return 0
+        return None
+    found = staged_use(lw, result)  # mmaf / mmai only (not mmaf_scaled)
+    if found is None:
+        return None
+    use, role, _ = found
+    if role == "rhs" and element == "i8":
+        return None
     form = mma_form(lw, use)
     if form is None or form[0] not in ("f16", "bf16", "s8", "u8") or mma_layout(lw, use) is None:
-        return 0
+        return None
     where = _block_positions(lw)
     if op not in where or use not in where:
-        return 0
+        return None
     (ops, at), (use_ops, use_at) = where[op], where[use]
     if ops is not use_ops or use_at < at or any(
             between.spec.effects not in (Effects.NONE, Effects.UNDECLARED)
             and not between.name.startswith("load")
             for between in ops[at + 1:use_at]):
-        return 0
+        return None
     dims = _dim_map(vt)
-    last = dims[-1]
-    if tensor.type.strides[last] != 1:
-        return 0
     inbounds = list(op.attrs.get("inbounds") or ())
+    swapped = False
+    if tensor.type.strides[dims[-1]] != 1:
+        # a B whose K dim is the contiguous one: staged as the [N, K] source (f16 / bf16)
+        if role != "rhs" or found[2] or dtypes.byte_size(result.type.element) != 2 \
+                or tensor.type.strides[dims[-2]] != 1:
+            return None
+        if len(inbounds) not in (0, len(dims)) or len(set(inbounds[-2:])) > 1:
+            return None  # view_addresses reads the op's per-dim inbounds in its own order
+        swapped = True
+        dims[-2:], shape[-2:], inbounds[-2:] = dims[-2:][::-1], shape[-2:][::-1], \
+            inbounds[-2:][::-1]
+    last = dims[-1]
     checked = not (len(inbounds) >= len(dims) and inbounds[-1])
     size = dtypes.byte_size(result.type.element)
     count = result.type.num_elements
@@ -713,7 +832,7 @@ def async_width(lw, op, view) -> int:
                                or any(tensor.stride_div[d] % vec for d in dims if d != last)
                                or (checked and tensor.shape_div[last] % vec)):
         vec //= 2
-    return vec if vec * size >= 4 else 0
+    return (vec, swapped) if vec * size >= 4 else None
 
 
 def _copy_async(lw, staged: ViewStaged, offset: int, stride: int, indices=None,
@@ -728,12 +847,13 @@ def _copy_async(lw, staged: ViewStaged, offset: int, stride: int, indices=None,
     op, vec = staged.op, staged.vec
     shape = list(staged.type.shape)
     rows = shape[-2]
+    batched = len(shape) == 3 and shape[0] > 1  # a (1, M, K) or (1, 1, M, K) tile is its [M, K]
     size = dtypes.byte_size(staged.element)
     layout = Blocked(staged.type.num_elements, lw.T, vec)
     runs = list(range(0, layout.slots, vec))
     addresses = view_addresses(lw, op, staged.view,
-                               op.operands["index"] if indices is None else indices, shape,
-                               layout, slots=runs)
+                               staged.indices(op.operands["index"] if indices is None
+                                              else indices), shape, layout, slots=runs)
     width = vec * size
     kind = "cg" if width == 16 else "ca"  # .cg takes 16 bytes only
 
@@ -745,12 +865,12 @@ def _copy_async(lw, staged: ViewStaged, offset: int, stride: int, indices=None,
             else:
                 at = w.reg("b32")
                 w(f"mad.lo.u32 {at}, {mi[-2]}, {stride}, {mi[-1]}")
-            if len(shape) == 3:
+            if batched:
                 w(f"mad.lo.u32 {at}, {mi[0]}, {rows * stride}, {at}")
             return at
         at = stride.constant(mi[-2], mi[-1], shape[-1]) if callable(stride) \
             else mi[-2] * stride + mi[-1]
-        return at + (mi[0] * rows * stride if len(shape) == 3 else 0)
+        return at + (mi[0] * rows * stride if batched else 0)
 
     # a run whose staging lands the same distance from the first run's in every thread is one
     # per-thread offset (computed once per kernel) plus an immediate, not its own arithmetic
@@ -794,6 +914,8 @@ def _copy_async(lw, staged: ViewStaged, offset: int, stride: int, indices=None,
 # The loads a K-loop pipeline copies ahead (the view loads _defer_view_load defers), and the
 # mmas it feeds (True: mmaf, which leaves the fragments when its product reaches a reduction).
 _STAGED_LOADS = by_mnemonic({"load_view_tko": True}, "cp.async K-loop stages")
+# Ops with a combiner region a pipelined K loop's body may hold (pure combiners: straight-line)
+_COMBINING = by_mnemonic({"reduce": True, "scan": True}, "cp.async K-loop combiners")
 _IN_REGISTERS = by_mnemonic({"mmaf": True, "mmai": False}, "cp.async K-loop mmas")
 
 
@@ -817,11 +939,11 @@ class _KPipeline:
     right. After the loop: wait for everything, synchronize (the region is the exchange's
     again)."""
 
-    def __init__(self, lw, loop, mma, staged, offsets, strides, stage_bytes, stages, iv_value):
-        self.lw, self.loop, self.mma, self.staged = lw, loop, mma, staged
-        self.offsets, self.strides = offsets, strides
+    def __init__(self, lw, loop, parts, stage_bytes, stages, iv_value):
+        self.lw, self.loop = lw, loop
+        # per mma, in body order: [mma, staged (A, B), offsets in a stage, strides]
+        self.parts = parts
         self.stage_bytes, self.stages, self.iv_value = stage_bytes, stages, iv_value
-        self.roles = tuple(t is not None for t in staged)
         self.async_proxy = False  # True: a wgmma reads the stages (a proxy fence after copies)
         self.lag = 0  # wgmma groups left in flight by an iteration (see _accumulates_in_place)
         self.align = 16  # of the region and of every stage (a swizzled wgmma operand's: 1024)
@@ -847,13 +969,14 @@ class _KPipeline:
         stand_in = _LaterIteration()
         lw.set(stand_in, Tile(self.iv_value.type, [later]))
         with lw.fresh_scope():  # what the copies compute may be skipped: not reused after
-            for role, staged in enumerate(self.staged):
-                if staged is None:
-                    continue
-                indices = [stand_in if lw.forward.get(v, v) is self.iv_value else v
-                           for v in staged.op.operands["index"]]
-                _copy_async(lw, staged, self.offsets[role], self.strides[role],
-                            indices=indices, base=base)
+            for _, staged_pair, offsets, strides in self.parts:
+                for role, staged in enumerate(staged_pair):
+                    if staged is None:
+                        continue
+                    indices = [stand_in if lw.forward.get(v, v) is self.iv_value else v
+                               for v in staged.op.operands["index"]]
+                    _copy_async(lw, staged, offsets[role], strides[role], indices=indices,
+                                base=base)
         w.place(skip)
         w("cp.async.commit_group")
 
@@ -863,7 +986,8 @@ class _KPipeline:
         self.saved_floor = lw.smem_floor
         region = lw.reserve_smem([self.stages * self.stage_bytes], self.align)[0]
         lw.smem_floor = region + self.stages * self.stage_bytes
-        self.offsets = [None if o is None else o + region for o in self.offsets]
+        for part in self.parts:
+            part[2] = [None if o is None else o + region for o in part[2]]
         self.read, self.write = w.reg("b32"), w.reg("b32")
         w(f"mov.u32 {self.read}, 0")
         w(f"mov.u32 {self.write}, {self.ahead * self.stage_bytes}")
@@ -871,7 +995,29 @@ class _KPipeline:
             base = w.reg("b32")
             w(f"add.u32 {base}, {lw.smem_base()}, {s * self.stage_bytes}")
             self._issue(s, base)
-        lw._cache[("k pipeline", self.mma)] = self
+        for part in self.parts:
+            lw._cache[("k pipeline", part[0])] = self
+
+    def _part(self, mma):
+        return next(part for part in self.parts if part[0] is mma)
+
+    def roles_of(self, mma):
+        """Which of `mma`'s A and B the stages hold."""
+        return tuple(t is not None for t in self._part(mma)[1])
+
+    def offsets_of(self, mma):
+        """Byte offsets of `mma`'s staged A and B within a stage (None: not staged)."""
+        return self._part(mma)[2]
+
+    def enter(self, mma, prefetch: bool = True) -> str:
+        """steady() for the body's first mma; the later ones read the stage it waited for (the
+        iteration's copies are one commit group). Returns the stage's byte offset."""
+        return self.steady(prefetch) if mma is self.parts[0][0] else self.read
+
+    def leave(self, mma) -> None:
+        """advance() after the body's last mma."""
+        if mma is self.parts[-1][0]:
+            self.advance()
 
     def steady(self, prefetch: bool = True) -> str:
         """In the mma, before it reads its operands: this iteration's stage landed and is
@@ -911,7 +1057,8 @@ class _KPipeline:
         lw.w("cp.async.wait_group 0")  # none in flight when the exchange takes the region back
         lw.barrier()  # and every warp is done reading its stages
         lw.smem_floor = self.saved_floor
-        del lw._cache[("k pipeline", self.mma)]
+        for part in self.parts:
+            del lw._cache[("k pipeline", part[0])]
 
 
 # Stage buffers may take up to this much shared memory: three stages where they fit, else two.
@@ -929,12 +1076,12 @@ _LARGE_STAGES_SHARE = 4
 @pipelines
 def _k_loop_pipeline(lw, op, loop):
     """A _KPipeline for `for` op `op` (see there) when on sm_80+ its body is straight-line code
-    ending in its continue, with one mma taking the in-register path (_mma_in_registers), at
-    least one of whose A / B is a ViewStaged view load whose view and indices come from outside
+    ending in its continue, with mmas taking the in-register path (_mma_in_registers), at
+    least one A / B of which is a ViewStaged view load whose view and indices come from outside
     the loop or are its induction variable, and no op that writes memory (the copies run ahead
-    of the body's other effects); else None."""
+    of the body's other effects); else None. Several mmas (attention's two products) share
+    the stages: one stage holds every staged operand of an iteration."""
     from tilebc.ops.spec import Effects
-    from .anchors import reaches_reduction
     if lw.arch < 80 or lw.chunk is not None or lw.generic_pointers:
         return None
     body = op.regions[0].blocks[0]
@@ -942,17 +1089,56 @@ def _k_loop_pipeline(lw, op, loop):
     inside = set(body.args)
     mmas = []
     for inner in body.ops:
-        if inner.regions or (inner.spec.terminator and inner is not body.ops[-1]):
+        if inner.regions and inner.name not in _COMBINING or \
+                (inner.spec.terminator and inner is not body.ops[-1]):
             return None
         inside.update(inner.results)
         if is_mma(inner):
             mmas.append(inner)
+        elif inner.name in _COMBINING:
+            if any(not nested.spec.terminator and
+                   nested.spec.effects not in (Effects.NONE, Effects.UNDECLARED)
+                   for nested in inner.walk() if nested is not inner):
+                return None
         elif not inner.spec.terminator and inner.name not in _STAGED_LOADS and \
                 inner.spec.effects not in (Effects.NONE, Effects.UNDECLARED):
             return None
-    if len(mmas) != 1:
+    if not mmas or len(mmas) > 1 and any(wgmma_fits(lw, mma) for mma in mmas):
+        return None  # wgmma's stages: one mma (see _accumulates_in_place)
+    parts, stage_bytes, align = [], 0, 16
+    for mma in mmas:
+        part = _pipeline_part(lw, mma, body, inside, iv_value, stage_bytes)
+        if part is not None:
+            stage_bytes, part_align = part.pop(), part.pop()
+            align = max(align, part_align)
+            parts.append(part)
+    if not parts or not stage_bytes:
         return None
-    mma = mmas[0]
+    stage_bytes = -(-stage_bytes // align) * align
+    wgmma = wgmma_fits(lw, parts[0][0])
+    budget, most = _PIPELINE_SHARED, 3
+    if wgmma:
+        budget, most = max(budget, max_shared_per_block(lw.arch) // _WGMMA_STAGES_SHARE), 4
+    elif 2 * stage_bytes > budget:
+        budget = max(budget, max_shared_per_block(lw.arch) // _LARGE_STAGES_SHARE)
+    stages = max(2, min(most, budget // stage_bytes))
+    if loop.trips is not None:
+        stages = min(stages, loop.trips)
+    if stages < 2 or stages * stage_bytes > budget:
+        return None
+    pipe = _KPipeline(lw, loop, parts, stage_bytes, stages, iv_value)
+    pipe.async_proxy, pipe.align = wgmma, align
+    mma = parts[0][0]
+    if wgmma and stages >= 3 and all(pipe.roles_of(mma)) \
+            and _accumulates_in_place(lw, body, mma):
+        pipe.lag = 1
+    return pipe
+
+
+def _pipeline_part(lw, mma, body, inside, iv_value, stage_bytes):
+    """[mma, staged, offsets, strides, align, stage_bytes after it] for one mma of a pipelined
+    K loop (its staged operands placed from `stage_bytes` on), or None."""
+    from .anchors import reaches_reduction, reduced_along_rows
     layout, form = mma_layout(lw, mma), mma_form(lw, mma)
     if layout is None or form is None or form[0] == "f64" or mma.name not in _IN_REGISTERS:
         return None
@@ -960,7 +1146,9 @@ def _k_loop_pipeline(lw, op, loop):
     held = lw.values.get(acc)
     if _IN_REGISTERS[mma.name] and tensor_core_kind(lw, mma) and not (
             isinstance(held, Tile) and held.layout == layout) \
-            and reaches_reduction(lw, mma.results[0]):
+            and reaches_reduction(lw, mma.results[0]) and not (
+            layout.grid[0] == layout.grid[2] == 1 and layout.copies == 1
+            and reduced_along_rows(lw, mma.results[0])):
         return None  # lower_mmaf takes _mma_sync (see _stays_in_fragments)
     lhs_type = mma.operands["lhs"].type
     size = dtypes.byte_size(lhs_type.element)
@@ -972,50 +1160,40 @@ def _k_loop_pipeline(lw, op, loop):
     wgmma = wgmma_fits(lw, mma)
     if wgmma:  # _wgmma's layouts (B [K, N] MN-major)
         strides = [_wgmma_place(m, k_dim, True), _wgmma_place(k_dim, n, False)]
-    staged, offsets, stage_bytes = [None, None], [None, None], 0
+    staged, offsets, start = [None, None], [None, None], stage_bytes
     shapes, align = ((m, k_dim), (k_dim, n)), 16
     for role, name in enumerate(("lhs", "rhs")):
-        value = lw.forward.get(mma.operands[name], mma.operands[name])
-        load = value.owner
-        if role == 1 and size != 2:  # B staged transposed: cp.async cannot
+        load = staged_source(lw, mma.operands[name])
+        if load is None or role == 1 and size != 2:  # B staged transposed: cp.async cannot
             continue
-        if load not in body.ops or load.name not in _STAGED_LOADS \
+        found = staged_use(lw, load.results[0])
+        if found is None or found[0] is not mma:
+            continue
+        if load not in body.ops \
                 or lw.forward.get(load.operands["view"], load.operands["view"]) in inside \
                 or any(lw.forward.get(v, v) in inside and lw.forward.get(v, v) is not iv_value
                        for v in load.operands["index"]):
             continue
         view = lw.get(load.operands["view"])
-        vec = async_width(lw, load, view)
-        if not vec:
+        plan = staging(lw, load, view)
+        if not plan:
             continue
-        staged[role] = ViewStaged(load, view, vec, None)
+        if found[2] or plan[1]:  # B's [N, K] source (transposed, or a swapped load), K-major
+            strides[1] = _wgmma_place(n, k_dim, True) if wgmma else _padded_stride(k_dim, unit)
+            rows[1], shapes = n, (shapes[0], (n, k_dim))
+        staged[role] = ViewStaged(load, view, plan[0], None, plan[1])
         if wgmma and _swizzles(*shapes[role]):  # the swizzle's atoms start 1024-byte aligned
             align = _SWIZZLE_ATOM
             stage_bytes = -(-stage_bytes // align) * align
         offsets[role] = stage_bytes
         if wgmma:
-            staged_bytes = _operand_bytes(*shapes[role], role == 0)
+            staged_bytes = _operand_bytes(*shapes[role], role == 0 or found[2] or plan[1])
         else:
             staged_bytes = size * layout.batches * rows[role] * strides[role]
         stage_bytes += -(-staged_bytes // 16) * 16
-    if not stage_bytes:
+    if stage_bytes == start:
         return None
-    stage_bytes = -(-stage_bytes // align) * align
-    budget, most = _PIPELINE_SHARED, 3
-    if wgmma:
-        budget, most = max(budget, max_shared_per_block(lw.arch) // _WGMMA_STAGES_SHARE), 4
-    elif 2 * stage_bytes > budget:
-        budget = max(budget, max_shared_per_block(lw.arch) // _LARGE_STAGES_SHARE)
-    stages = max(2, min(most, budget // stage_bytes))
-    if loop.trips is not None:
-        stages = min(stages, loop.trips)
-    if stages < 2 or stages * stage_bytes > budget:
-        return None
-    pipe = _KPipeline(lw, loop, mma, staged, offsets, strides, stage_bytes, stages, iv_value)
-    pipe.async_proxy, pipe.align = wgmma, align
-    if wgmma and stages >= 3 and all(pipe.roles) and _accumulates_in_place(lw, body, mma):
-        pipe.lag = 1
-    return pipe
+    return [mma, staged, offsets, strides, align, stage_bytes]
 
 
 def _accumulates_in_place(lw, body, mma) -> bool:
@@ -1058,15 +1236,24 @@ def _mma_in_registers(lw, op, layout, form):
     w = lw.w
     a_type, b_type, k_step = form
     acc = lw.convert(lw.get(op.operands["acc"], any_layout=True), layout)
-    lhs, rhs = (lw.get(op.operands[n]) for n in ("lhs", "rhs"))
+    a_held = lw._cache.get(("hoisted A", op)) or \
+        _a_fragments(lw, lw.get(op.operands["lhs"], any_layout=True), layout, form)
+    lhs, rhs = (lw.get(op.operands[n]) if a_held is None or n == "rhs" else a_held.tile
+                for n in ("lhs", "rhs"))
     from_source = isinstance(rhs, Transposed)  # B's [.., N, K] source, staged as it is
     if from_source:
         rhs = lw.get(rhs.source)
+    from_source = from_source or getattr(rhs, "swapped", False)
     b_transposed = dtypes.byte_size(lhs.element) != 2 or from_source
     pipe = lw._cache.get(("k pipeline", op))  # a K-loop pipeline's stages hold these
-    ahead = pipe.roles if pipe is not None else (False, False)
-    if isinstance(rhs, ViewStaged) and (b_transposed or pipe is not None and not ahead[1]):
+    ahead = pipe.roles_of(op) if pipe is not None else (False, False)
+    if isinstance(rhs, ViewStaged) and (b_transposed and not from_source
+                                        or pipe is not None and not ahead[1]):
+        swapped = rhs.swapped
         rhs = rhs.make()  # cp.async cannot transpose; a pipeline waits for its own groups only
+        if swapped:  # the load as it is: B [K, N]
+            from_source = False
+            b_transposed = dtypes.byte_size(lhs.element) != 2
     if isinstance(lhs, ViewStaged) and pipe is not None and not ahead[0]:
         lhs = lhs.make()
     copied = [isinstance(t, ViewStaged) or a for t, a in zip((lhs, rhs), ahead)]
@@ -1087,14 +1274,14 @@ def _mma_in_registers(lw, op, layout, form):
     a_stride = _padded_stride(k_dim, unit)
     b_stride = _padded_stride(k_dim if b_transposed else n, unit)
     all_batches = layout.batches
-    wanted = [size * all_batches * m * a_stride,
+    wanted = [0 if a_held else size * all_batches * m * a_stride,
               size * all_batches * (n if b_transposed else k_dim) * b_stride]
     exchange = iter(lw.reserve_smem([b for b, a in zip(wanted, ahead) if not a]))
-    offsets = [pipe.offsets[i] if ahead[i] else next(exchange) for i in range(2)]
-    stage = pipe.steady() if pipe is not None else None  # waits, synchronizes, issues the next
+    offsets = [pipe.offsets_of(op)[i] if ahead[i] else next(exchange) for i in range(2)]
+    stage = pipe.enter(op) if pipe is not None else None  # waits, synchronizes, issues the next
     if copied[0] and not ahead[0]:
         _copy_async(lw, lhs, offsets[0], a_stride)
-    elif not copied[0]:
+    elif not copied[0] and a_held is None:
         _stage(lw, lhs, offsets[0], a_stride, False)
     if copied[1] and not ahead[1]:
         _copy_async(lw, rhs, offsets[1], b_stride)
@@ -1130,7 +1317,7 @@ def _mma_in_registers(lw, op, layout, form):
             b_at = u32("mad.lo.u32", b_row, b_stride, column)
         return (u32("mad.lo.u32", a_at, size, lw.smem_base()),
                 u32("mad.lo.u32", b_at, size, lw.smem_base()))
-    a_lane, b_lane = lw._cached(("mma lanes", layout.key(), form, k_dim, a_stride, b_stride),
+    a_lane, b_lane = lw._cached(("mma lanes", layout.key(), form, k_dim, a_stride, b_stride, b_transposed),
                                 lanes)
     d = []
     for k in range(layout.slots):
@@ -1146,6 +1333,9 @@ def _mma_in_registers(lw, op, layout, form):
     def k_step_at(a_at, b_at, kk, jb):
         a_frags = []
         for jm in range(rows):
+            if a_held is not None:
+                a_frags.append(a_held.fragment(jb, jm, kk // k_step))
+                continue
             frag = [w.reg("b32") for _ in range(4)]
             at = size * (jm * wm * 16 * a_stride + kk)
             w(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(frag)}}}, [{a_at}+{at}]")
@@ -1178,7 +1368,7 @@ def _mma_in_registers(lw, op, layout, form):
     for jb in range(batches):
         a_ptr = u32("add.u32", a_lane, offsets[0] + size * jb * wb * m * a_stride)
         b_ptr = u32("add.u32", b_lane, offsets[1] + size * jb * wb * b_batch)
-        if steps <= _UNROLL_K_STEPS:
+        if steps <= _UNROLL_K_STEPS or a_held is not None:  # registers: every step unrolled
             for step in range(steps):
                 k_step_at(a_ptr, b_ptr, k_step * step, jb)
             continue
@@ -1194,7 +1384,7 @@ def _mma_in_registers(lw, op, layout, form):
     if not all(ahead):
         lw.barrier()  # the operands' shared memory is free for the next exchange
     if pipe is not None:
-        pipe.advance()
+        pipe.leave(op)
     regs = d if result_type.element.name in ("f32", "i32") else \
         [dtypes.from_f32(w, reg, result_type.element) for reg in d]
     lw.set(op.results[0], Tile(result_type, regs, layout))
@@ -1338,6 +1528,58 @@ def _stage_canonical(lw, tile: Tile, offset: int, k_last: bool) -> None:
         lw.store("shared", address, tile.slot(k), tile.element)
 
 
+class _HeldA:
+    """An f16 / bf16 A operand already in registers as another mma's accumulator fragments of
+    the same warp rows (attention's P): the m16n8k16 A fragment of K step s packs the C
+    registers of block columns 2s and 2s + 1 (PTX ISA, mma.m16n8k16 fragment layouts), so A
+    needs no shared-memory staging and no ldmatrix."""
+
+    def __init__(self, lw, tile):
+        self.lw, self.tile = lw, tile
+
+    def fragment(self, jb: int, jm: int, step: int):
+        source = self.tile.layout
+        _, rm, cn = source.per_warp
+
+        def pair(jn, first):
+            k = ((jb * rm + jm) * cn + jn) * 4 + first
+            key = ("held A pair", self.tile.regs[k], self.tile.regs[k + 1])
+
+            def make():
+                reg = self.lw.w.reg("b32")
+                self.lw.w(f"mov.b32 {reg}, {{{self.tile.regs[k]}, {self.tile.regs[k + 1]}}}")
+                return reg
+            return self.lw.scoped(key, make)
+        return [pair(2 * step, 0), pair(2 * step, 2), pair(2 * step + 1, 0),
+                pair(2 * step + 1, 2)]
+
+
+class _HoistedA:
+    """An A defined before the loop around its mma: its fragments were read from shared memory
+    into registers once, before the loop (_hoist_invariant_a)."""
+
+    def __init__(self, tile, fragments):
+        self.tile, self.fragments = tile, fragments
+
+    def fragment(self, jb: int, jm: int, step: int):
+        return self.fragments[jb, jm, step]
+
+
+def _a_fragments(lw, tile, layout, form):
+    """_HeldA for mma A operand `tile` when it is an f16 / bf16 tile in an mma accumulator
+    layout whose warps hold the same rows as `layout` and whose columns are the K dim; else
+    None."""
+    from .layout import MmaAcc
+    source = getattr(tile, "layout", None)
+    if not isinstance(source, MmaAcc) or form[0] not in ("f16", "bf16") \
+            or dtypes.name_of(tile.element) != form[0] or source.height != 16 \
+            or source.grid != layout.grid or source.copies != 1 or layout.copies != 1 \
+            or source.batches != layout.batches or source.m != layout.m \
+            or source.per_warp[2] % 2 or tile.type.shape[-1] != source.n:
+        return None
+    return _HeldA(lw, tile)
+
+
 def _wgmma(lw, op, layout, a_type):
     """f16 / bf16 mmaf with an f32 result on sm_90 (anchors.wgmma_fits) through
     wgmma.mma_async.m64nNk16: A [M, K] staged K-major, B [K, N] MN-major (imm-trans-b) or a
@@ -1353,9 +1595,12 @@ def _wgmma(lw, op, layout, a_type):
     from_source = isinstance(rhs, Transposed)
     if from_source:
         rhs = lw.get(rhs.source)
+    from_source = from_source or getattr(rhs, "swapped", False)
     pipe = lw._cache.get(("k pipeline", op))
-    ahead = pipe.roles if pipe is not None else (False, False)
-    if isinstance(rhs, ViewStaged) and (from_source or pipe is not None and not ahead[1]):
+    ahead = pipe.roles_of(op) if pipe is not None else (False, False)
+    if isinstance(rhs, ViewStaged) and pipe is not None and not ahead[1]:
+        if rhs.swapped:  # the load as it is: B [K, N]
+            from_source = False
         rhs = rhs.make()
     if isinstance(lhs, ViewStaged) and pipe is not None and not ahead[0]:
         lhs = lhs.make()
@@ -1368,11 +1613,11 @@ def _wgmma(lw, op, layout, a_type):
     sizes = [_operand_bytes(*shape, k_last) for shape, k_last in zip(shapes, (True, from_source))]
     exchange = iter(lw.reserve_smem([b for b, a in zip(sizes, ahead) if not a],
                                     _SWIZZLE_ATOM if any(swizzled) else 16))
-    offsets = [pipe.offsets[i] if ahead[i] else next(exchange) for i in range(2)]
+    offsets = [pipe.offsets_of(op)[i] if ahead[i] else next(exchange) for i in range(2)]
     lag = pipe.lag if pipe is not None else 0
     # lag: the copies of a later K tile go after this one's wgmma's, so the tensor core starts
     # right after the barrier and their address arithmetic overlaps the wgmma's
-    stage = pipe.steady(prefetch=not lag) if pipe is not None else None
+    stage = pipe.enter(op, prefetch=not lag) if pipe is not None else None
     for role, (tile, k_last) in enumerate(((lhs, True), (rhs, from_source))):
         if copied[role] and not ahead[role]:
             _copy_async(lw, tile, offsets[role], _wgmma_place(*shapes[role], k_last))
@@ -1446,7 +1691,7 @@ def _wgmma(lw, op, layout, a_type):
     if not all(ahead):
         lw.barrier()  # the operands' shared memory is free for the next exchange
     if pipe is not None:
-        pipe.advance()
+        pipe.leave(op)
     lw.set(op.results[0], Tile(op.results[0].type, d, layout))
 
 
@@ -1567,10 +1812,15 @@ def _mma_f64(lw, op, layout):
 def _stays_in_fragments(lw, op, layout) -> bool:
     """Whether an f16 / bf16 mmaf should produce `layout`: not when its result, directly or
     through element-wise ops, feeds a reduction (on a layout whose warps hold copies that may
-    take more exchanges than the product's own round trip to Cyclic in _mma_sync)."""
-    from .anchors import reaches_reduction
+    take more exchanges than the product's own round trip to Cyclic in _mma_sync), unless every
+    warp holds whole rows that are only reduced along."""
+    from .anchors import reaches_reduction, reduced_along_rows
     acc = lw.get(op.operands["acc"], any_layout=True)
-    return acc.layout == layout or not reaches_reduction(lw, op.results[0])
+    if acc.layout == layout or not reaches_reduction(lw, op.results[0]):
+        return True
+    # warps holding whole rows, no copies: a row reduction takes two quad shuffles a row
+    return layout.grid[2] == 1 and layout.grid[0] == 1 and layout.copies == 1 \
+        and reduced_along_rows(lw, op.results[0])
 
 
 @lowers("mmaf")
@@ -1609,12 +1859,27 @@ def _defer_transpose(lw, op, lower_now):
     return Transposed(op.operand_values[0], lower_now) if staged_transposed(lw, op) else None
 
 
+@defers("reshape")
+def _defer_reshape(lw, op, lower_now):
+    """A reshape of a view load's tile left to an mma's cp.async staging (_STAGING_CHAIN): the
+    load's ViewStaged again, which lowers the load and then the reshape when made."""
+    source = lw.forward.get(op.operand_values[0], op.operand_values[0])
+    held = lw.values.get(source)
+    if not isinstance(held, ViewStaged):
+        return None
+
+    def make():
+        lw.set(source, held.make())
+        return lower_now()
+    return ViewStaged(held.op, held.source_view, held.vec, make, held.swapped)
+
+
 @defers("load_view_tko")
 def _defer_view_load(lw, op, lower_now):
     """A view load only a tensor-core mma reads: copied to its staging by cp.async."""
     view = lw.get(op.operands["view"])
-    vec = async_width(lw, op, view)
-    return ViewStaged(op, view, vec, lower_now) if vec else None
+    found = staging(lw, op, view)
+    return ViewStaged(op, view, found[0], lower_now, found[1]) if found else None
 
 
 # -- f32 dot products register-blocked over a few warps ------------------------------------------
@@ -1691,11 +1956,66 @@ def _blocked_shape_plan(lw, result_type, k_dim: int):
 _HOISTED_REGISTERS = 32
 
 
+_HOISTED_A_STEPS = 4  # K steps of A fragments kept in registers across a loop (4 per step)
+
+
 @before_loops
-def _hoist_invariant_rhs(lw, loop) -> None:
-    """Before a `for` whose body has an f32 mmaf (of the register tiles) with a B defined before
-    the loop: the working threads load their B columns (K x nr) into registers once, here, and
-    the mmaf neither stages B nor reads it from shared memory in any iteration."""
+def _hoist_invariant_a(lw, loop) -> None:
+    """Before a `for` whose body has a tensor-core f16 / bf16 mmaf keeping its product in
+    fragments, with an A defined before the loop (attention's Q): A is staged and its ldmatrix
+    fragments read into registers once, here, so no iteration stages or reads it again."""
+    from .anchors import reaches_reduction, reduced_along_rows
+    inside, ops = _loop_contents(loop)
+    w = lw.w
+    for op in ops:
+        if LOWERINGS.get(op.name) is not lower_mmaf or op in lw.dead \
+                or ("hoisted A", op) in lw._cache:
+            continue
+        lhs = op.operands["lhs"]
+        layout, form = mma_layout(lw, op), mma_form(lw, op)
+        if lw.forward.get(lhs, lhs) in inside or layout is None or form is None \
+                or form[0] not in ("f16", "bf16") or not tensor_core_kind(lw, op) \
+                or wgmma_fits(lw, op) or layout.copies != 1 or len(lhs.type.shape) != 2:
+            continue
+        if reaches_reduction(lw, op.results[0]) and not (
+                layout.grid[0] == layout.grid[2] == 1 and reduced_along_rows(lw, op.results[0])):
+            continue  # lower_mmaf takes _mma_sync (see _stays_in_fragments)
+        m, k_dim = lhs.type.shape
+        steps = k_dim // form[2]
+        if k_dim % form[2] or steps > _HOISTED_A_STEPS:
+            continue
+        tile = _to_f16(lw, lw.get(lhs))
+        if tile.element.name != form[0]:
+            continue
+        size = dtypes.byte_size(tile.element)
+        unit = 16 // size
+        a_stride = _padded_stride(k_dim, unit)
+        [offset] = lw.reserve_smem([size * m * a_stride])
+        lw.barrier()  # the exchange area may still be read (an earlier loop ran no iteration)
+        _stage(lw, tile, offset, a_stride, False)
+        lw.barrier()
+        u32 = partial(_u32, w)
+        lane, pb, pm, _ = _warp_position(lw, u32, layout.grid)
+        row8 = u32("mad.lo.u32", u32("and.b32", u32("shr.u32", lane, 3), 1), 8,
+                   u32("and.b32", lane, 7))
+        a_at = u32("mad.lo.u32", u32("mad.lo.u32", pm, 16, row8), a_stride,
+                   u32("mul.lo.u32", u32("shr.u32", lane, 4), unit))
+        a_ptr = u32("mad.lo.u32", a_at, size, lw.smem_base())
+        wm, rows = layout.grid[1], layout.per_warp[1]
+        fragments = {}
+        for jm in range(rows):
+            for step in range(steps):
+                frag = [w.reg("b32") for _ in range(4)]
+                at = offset + size * (jm * wm * 16 * a_stride + step * form[2])
+                w(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(frag)}}}, "
+                  f"[{a_ptr}+{at}]")
+                fragments[0, jm, step] = frag
+        lw.barrier()  # the exchange area is free for the loop
+        lw._cache[("hoisted A", op)] = _HoistedA(tile, fragments)
+
+
+def _loop_contents(loop):
+    """(every value defined inside `for` op `loop`, every op inside it)."""
     inside, ops, stack = set(), [], [loop]
     while stack:
         for region in stack.pop().regions:
@@ -1705,6 +2025,15 @@ def _hoist_invariant_rhs(lw, loop) -> None:
                     inside.update(inner.results)
                     ops.append(inner)
                     stack.append(inner)
+    return inside, ops
+
+
+@before_loops
+def _hoist_invariant_rhs(lw, loop) -> None:
+    """Before a `for` whose body has an f32 mmaf (of the register tiles) with a B defined before
+    the loop: the working threads load their B columns (K x nr) into registers once, here, and
+    the mmaf neither stages B nor reads it from shared memory in any iteration."""
+    inside, ops = _loop_contents(loop)
     w = lw.w
     for op in ops:
         if LOWERINGS.get(op.name) is not lower_mmaf or op in lw.dead:

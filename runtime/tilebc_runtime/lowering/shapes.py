@@ -89,9 +89,14 @@ def iota_value(lw, index: str, element) -> str:
 
 @lowers("reshape")
 def lower_reshape(lw, op):
+    staged = deferred(lw, op, lambda: _reshaped(lw, op))
+    lw.set(op.results[0], staged if staged is not None else _reshaped(lw, op))
+
+
+def _reshaped(lw, op) -> Tile:
     # layouts place linear indices, which a reshape keeps
     source = lw.get(op.operand_values[0], any_layout=True)
-    lw.set(op.results[0], Tile(op.results[0].type, source.regs, source.layout))
+    return Tile(op.results[0].type, source.regs, source.layout)
 
 
 @lowers("assume")

@@ -132,7 +132,8 @@ def gpu_only_cases():
     one-tile-per-CTA kernels at the model's "at scale" grid (132 × 64 CTAs), a one-CTA launch
     (the per-launch floor), and the production-tile GEMMs (the fixtures whose products fit sm_90's
     warpgroup mma; --wgmma times that path too) at 512³–4096³ and a ragged shape: on arrays without
-    alignment facts, and on contiguous 16-byte-aligned ones, where tileiras uses TMA."""
+    alignment facts, and on contiguous 16-byte-aligned ones, where tileiras uses TMA; the batched
+    GEMM and flash attention with production tiles on contiguous tensors."""
     import ml_dtypes
     rng = np.random.default_rng(7)
     scale = 132 * 64
@@ -166,12 +167,33 @@ def gpu_only_cases():
                         np.zeros((m, n), np.float16))
         return launch
 
+    def bmm_64x128(*sizes):   # batched A @ B^T, 64×128×64 tiles, f16 in, f32 out
+        def launch(ref):
+            for batch, m, n, k in sizes:
+                a = f((batch, m, k), np.float16, -1, 1)
+                b = f((batch, n, k), np.float16, -1, 1)
+                ref.run(ref.module_, ref.entry(ref.module_), (-(-m // 64), -(-n // 128), batch),
+                        a, b, np.zeros((batch, m, n), np.float32))
+        return launch
+
+    def attention(*shapes):   # (entry, batch, heads, seq, query rows a CTA); head dim 64
+        def launch(ref):
+            for index, batch, heads, seq, rows in shapes:
+                dtype = np.float16 if index == 0 else ml_dtypes.bfloat16
+                q, k, v = (f((batch, heads, seq, 64), dtype, -1, 1) for _ in range(3))
+                ref.run(ref.module_, ref.entry(ref.module_, index), (seq // rows, batch * heads),
+                        q, k, v, np.zeros((batch, heads, seq, 64), dtype), np.float32(0.125))
+        return launch
+
     return {"ft_weighted_sum3": weighted_sum3, "ft_nan_compare": nan_compare,
             "elementwise_f32": elementwise_one_cta,
             "la_gemm_large_tile": gemm_64x128((512, 512, 512), (2048, 2048, 2048), (200, 264, 100)),
             # the same GEMM on contiguous, 16-byte-aligned arrays (TMA for tileiras)
             "la_gemm_aligned_tile": gemm_64x128((512, 512, 512), (2048, 2048, 2048),
-                                                (4096, 4096, 4096), (256, 384, 208))}
+                                                (4096, 4096, 4096), (256, 384, 208)),
+            "la_bmm_aligned_tile": bmm_64x128((8, 1024, 1024, 1024), (16, 2048, 2048, 512)),
+            # heads = the fixture's H (2): batch * 2 (batch, head) pairs on grid y
+            "nn_flash_attention_tile": attention((0, 32, 2, 2048, 64), (1, 32, 2, 2048, 128))}
 
 
 def main(argv=None) -> int:

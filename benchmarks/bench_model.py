@@ -319,11 +319,17 @@ def _large_cases():
         ref.run(ref.module_, ref.entry(ref.module_), ((m // 64) * (n // 128),), a, b, bias,
                 np.zeros((m, n), np.float16))
 
+    def attention(ref):   # causal, 64-row query tiles over 2048 keys, head dim 64, 64 heads
+        batch, seq = 32, 2048
+        q, k, v = (f((batch, 2, seq, 64), np.float16, -1, 1) for _ in range(3))
+        ref.run(ref.module_, ref.entry(ref.module_, 0), (seq // 64, batch * 2), q, k, v,
+                np.zeros_like(q), np.float32(0.125))
+
     return {"matmul_f16": gemm, "elementwise_f32": elementwise, "reduce_rows": reduce_rows,
             "nn_softmax_rows": softmax, "nn_layer_norm_fwd": layer_norm,
             "nn_rms_norm_tiled": rms_norm, "dm_adam_step": adam, "la_gemv": gemv,
             "sci_black_scholes": black_scholes, "la_gemm_persistent": gemm_persistent,
-            "la_gemm_aligned_tile": gemm_aligned}
+            "la_gemm_aligned_tile": gemm_aligned, "nn_flash_attention_tile": attention}
 
 
 def run_large(reference, name, launch, hw, cache_dir):

@@ -1299,11 +1299,12 @@ def _loop_bodies(ptx):
 def test_attention_keeps_scores_statistics_and_p_in_registers(arch):
     """nn_flash_attention_tile (64 or 128 query rows, 64 keys, head dim 64): both products keep
     warps on whole rows, so a row's max and sum are two lane-quad shuffles; the running max and
-    sum are carried in the reductions' layout; P feeds P.V as mma A fragments from registers;
-    Q's fragments are read once before the key loop; K (loaded through `order`, K dim
-    contiguous) and V reach the staging by cp.async. Per key tile, shared memory holds only K
-    and V. The emulator runs (the family suite on sm_90, test_tensor_core_kernels_on_sm80_*)
-    check the results."""
+    sum are carried in the reductions' layout; P feeds P.V as A fragments from registers; Q's
+    fragments are read once before the key loop; K (loaded through `order`, K dim contiguous)
+    and V reach the staging by cp.async, an iteration ahead (one stage holds both). Per key
+    tile, shared memory holds only K and V, and one barrier guards them. On sm_90 both products
+    are wgmma's with A in registers. The emulator runs (the family suite on sm_90,
+    test_tensor_core_kernels_on_sm80_*) check the results."""
     import re
     for ptx in _case_ptx("nn_flash_attention_tile", arch):
         offsets = set(re.findall(r"shfl\.sync\.bfly\.b32 [^,]+, [^,]+, (\d+),", ptx))
@@ -1311,8 +1312,14 @@ def test_attention_keeps_scores_statistics_and_p_in_registers(arch):
         bodies = _loop_bodies(ptx)
         assert bodies
         for body in bodies[:1]:  # the unmasked key loop
-            # a warp's 16 or 32 rows: 4 K steps x 8 column blocks per product, two products
-            assert body.count("mma.sync") in (64, 128)
+            if arch == "sm_90":
+                # 4 K steps a product, one wgmma per 64 rows, A from 4 registers
+                wgmmas = re.findall(r"wgmma\.mma_async[^;]*\}, \{(%r\d+, ){3}%r\d+\}", body)
+                assert len(wgmmas) in (8, 16) and "mma.sync" not in body
+            else:
+                # a warp's 16 or 32 rows: 4 K steps x 8 column blocks per product
+                assert body.count("mma.sync") in (64, 128)
             assert "ld.global" not in body and "st.shared" not in body
+            assert "ld.shared" not in body  # ldmatrix / wgmma read K and V; nothing else
             assert body.count("cp.async.cg.shared.global") >= 2
-            assert "ld.shared" not in body  # ldmatrix reads K and V; nothing else comes back
+            assert body.count("cp.async.wait_group") == 1 and body.count("bar.sync") == 1

@@ -395,9 +395,6 @@ def mma_layout(lw, op):
     form = mma_form(lw, op)
     if form is None:
         return None
-    if wgmma_fits(lw, op):
-        m, n = op.results[0].type.shape
-        return MmaAcc(1, m, n, lw.T, (1, 4, 1), 16)
     height = 8 if form[0] == "f64" else 16
     shape = tuple(op.results[0].type.shape)
     batches = shape[0] if len(shape) == 3 else 1
@@ -405,10 +402,12 @@ def mma_layout(lw, op):
     rows, cols, warps = m // height, n // 8, lw.T // 32
     if batches == 1 and rows % warps == 0 and height == 16 and _row_statistics(lw, op, m):
         # each warp whole rows: a row's max / sum stays within a lane quad (matmul keeps the
-        # product in its fragments, see _stays_in_fragments)
+        # product in its fragments, see _stays_in_fragments); wgmma's layout is one such
         layout = MmaAcc(1, m, n, lw.T, (1, warps, 1), height)
         _broadcasts_wanted_in(lw, op.results[0], layout)
         return layout
+    if wgmma_fits(lw, op):
+        return MmaAcc(1, m, n, lw.T, (1, 4, 1), 16)
     best = None
     for size in range(1, warps + 1):  # grids of `size` warps; the other warps hold copies
         if warps % size:

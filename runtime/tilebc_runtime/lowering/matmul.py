@@ -1103,8 +1103,8 @@ def _k_loop_pipeline(lw, op, loop):
         elif not inner.spec.terminator and inner.name not in _STAGED_LOADS and \
                 inner.spec.effects not in (Effects.NONE, Effects.UNDECLARED):
             return None
-    if not mmas or len(mmas) > 1 and any(wgmma_fits(lw, mma) for mma in mmas):
-        return None  # wgmma's stages: one mma (see _accumulates_in_place)
+    if not mmas or len({wgmma_fits(lw, mma) for mma in mmas}) > 1:
+        return None  # one kind of stage layout and proxy for all
     parts, stage_bytes, align = [], 0, 16
     for mma in mmas:
         part = _pipeline_part(lw, mma, body, inside, iv_value, stage_bytes)
@@ -1129,7 +1129,7 @@ def _k_loop_pipeline(lw, op, loop):
     pipe = _KPipeline(lw, loop, parts, stage_bytes, stages, iv_value)
     pipe.async_proxy, pipe.align = wgmma, align
     mma = parts[0][0]
-    if wgmma and stages >= 3 and all(pipe.roles_of(mma)) \
+    if wgmma and stages >= 3 and len(parts) == 1 and all(pipe.roles_of(mma)) \
             and _accumulates_in_place(lw, body, mma):
         pipe.lag = 1
     return pipe
@@ -1257,6 +1257,8 @@ def _mma_in_registers(lw, op, layout, form):
     if isinstance(lhs, ViewStaged) and pipe is not None and not ahead[0]:
         lhs = lhs.make()
     copied = [isinstance(t, ViewStaged) or a for t, a in zip((lhs, rhs), ahead)]
+    # operands already where the mma reads them: nothing of this op's goes through the exchange
+    covered = (ahead[0] or a_held is not None, ahead[1])
     result_type = op.results[0].type
     m, n = result_type.shape[-2:]
     k_dim = lhs.type.shape[-1]
@@ -1290,7 +1292,7 @@ def _mma_in_registers(lw, op, layout, form):
     if pipe is None and any(copied):  # this thread's copies landed; the barrier shows them
         w("cp.async.commit_group")
         w("cp.async.wait_group 0")
-    if not all(ahead):
+    if not all(covered):
         lw.barrier()
     (wb, wm, wn), (batches, rows, cols) = layout.grid, layout.per_warp
 
@@ -1381,7 +1383,7 @@ def _mma_in_registers(lw, op, layout, form):
         more = w.reg("pred")
         w(f"setp.lt.u32 {more}, {a_ptr}, {a_end}")
         w(f"@{more} bra.uni {k_top}")
-    if not all(ahead):
+    if not all(covered):
         lw.barrier()  # the operands' shared memory is free for the next exchange
     if pipe is not None:
         pipe.leave(op)
@@ -1591,7 +1593,10 @@ def _wgmma(lw, op, layout, a_type):
     carries them in registers; the accumulator enters as D (scale-d 1)."""
     w = lw.w
     acc = lw.convert(lw.get(op.operands["acc"], any_layout=True), layout)
-    lhs, rhs = (lw.get(op.operands[n]) for n in ("lhs", "rhs"))
+    a_held = lw._cache.get(("hoisted A", op)) or \
+        _a_fragments(lw, lw.get(op.operands["lhs"], any_layout=True), layout, (a_type,))
+    lhs = a_held.tile if a_held is not None else lw.get(op.operands["lhs"])
+    rhs = lw.get(op.operands["rhs"])
     from_source = isinstance(rhs, Transposed)
     if from_source:
         rhs = lw.get(rhs.source)
@@ -1605,20 +1610,25 @@ def _wgmma(lw, op, layout, a_type):
     if isinstance(lhs, ViewStaged) and pipe is not None and not ahead[0]:
         lhs = lhs.make()
     copied = [isinstance(t, ViewStaged) or a for t, a in zip((lhs, rhs), ahead)]
+    # operands already where the wgmma reads them: nothing of this op's goes through the exchange
+    covered = (ahead[0] or a_held is not None, ahead[1])
     m, n = op.results[0].type.shape
     k_dim = lhs.type.shape[-1]
     # the staged [rows, cols] of A (K-major) and B (K-major N x K source, or MN-major K x N)
     shapes = ((m, k_dim), (n, k_dim) if from_source else (k_dim, n))
     swizzled = [_swizzles(*shape) for shape in shapes]
     sizes = [_operand_bytes(*shape, k_last) for shape, k_last in zip(shapes, (True, from_source))]
-    exchange = iter(lw.reserve_smem([b for b, a in zip(sizes, ahead) if not a],
+    exchange = iter(lw.reserve_smem([b for b, a in zip(sizes, covered) if not a],
                                     _SWIZZLE_ATOM if any(swizzled) else 16))
-    offsets = [pipe.offsets_of(op)[i] if ahead[i] else next(exchange) for i in range(2)]
+    offsets = [pipe.offsets_of(op)[i] if ahead[i] else None if covered[i] else next(exchange)
+               for i in range(2)]
     lag = pipe.lag if pipe is not None else 0
     # lag: the copies of a later K tile go after this one's wgmma's, so the tensor core starts
     # right after the barrier and their address arithmetic overlaps the wgmma's
     stage = pipe.enter(op, prefetch=not lag) if pipe is not None else None
     for role, (tile, k_last) in enumerate(((lhs, True), (rhs, from_source))):
+        if covered[role] and not ahead[role]:
+            continue  # A in registers
         if copied[role] and not ahead[role]:
             _copy_async(lw, tile, offsets[role], _wgmma_place(*shapes[role], k_last))
         elif not copied[role]:
@@ -1627,7 +1637,7 @@ def _wgmma(lw, op, layout, a_type):
     if pipe is None and any(copied):
         w("cp.async.commit_group")
         w("cp.async.wait_group 0")
-    if not all(ahead):
+    if not all(covered):
         w("fence.proxy.async.shared::cta")  # generic-proxy writes, read by wgmma's async proxy
         lw.barrier()
 
@@ -1677,18 +1687,23 @@ def _wgmma(lw, op, layout, a_type):
         w(f"add.s64 {b_desc}, {starts[1]}, "
           f"{wgmma_descriptor(offsets[1] + b_at, b_lead, b_stride, b_swizzle)}")
         for half in range(m // 64):
+            regs = ", ".join(d[half * per_half:(half + 1) * per_half])
+            if a_held is not None:  # the warp's 16 rows of each 64 (mma.m16n8k16's A fragment)
+                a_regs = ", ".join(a_held.fragment(0, half, step))
+                w(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{a_type}.{a_type} "
+                  f"{{{regs}}}, {{{a_regs}}}, {b_desc}, 1, 1, 1, {int(not from_source)}")
+                continue
             a_desc = w.reg("b64")
             at, lead, stride, swizzle = k_major(m, step, half * 64)
             w(f"add.s64 {a_desc}, {starts[0]}, "
               f"{wgmma_descriptor(offsets[0] + at, lead, stride, swizzle)}")
-            regs = ", ".join(d[half * per_half:(half + 1) * per_half])
             w(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{a_type}.{a_type} "
               f"{{{regs}}}, {a_desc}, {b_desc}, 1, 1, 1, 0, {int(not from_source)}")
     w("wgmma.commit_group.sync.aligned")
     if lag:
         pipe.prefetch()
     w(f"wgmma.wait_group.sync.aligned {lag}")  # lag 1: the previous iteration's have landed
-    if not all(ahead):
+    if not all(covered):
         lw.barrier()  # the operands' shared memory is free for the next exchange
     if pipe is not None:
         pipe.leave(op)
@@ -1975,7 +1990,7 @@ def _hoist_invariant_a(lw, loop) -> None:
         layout, form = mma_layout(lw, op), mma_form(lw, op)
         if lw.forward.get(lhs, lhs) in inside or layout is None or form is None \
                 or form[0] not in ("f16", "bf16") or not tensor_core_kind(lw, op) \
-                or wgmma_fits(lw, op) or layout.copies != 1 or len(lhs.type.shape) != 2:
+                or layout.copies != 1 or len(lhs.type.shape) != 2:
             continue
         if reaches_reduction(lw, op.results[0]) and not (
                 layout.grid[0] == layout.grid[2] == 1 and reduced_along_rows(lw, op.results[0])):

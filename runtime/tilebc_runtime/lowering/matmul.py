@@ -2,7 +2,9 @@
 the tensor cores with the result in the mma accumulator layout (layout.MmaAcc, see
 runtime/LAYOUTS.md) where the warps tile the blocks (anchors.mma_layout): mmaf on f16, bf16 or fp8
 (e4m3, e5m2: widened to f16, exactly; f16 products are exact in the f32 accumulation) operands
-with an f16, bf16 or f32 accumulator through mma.sync.m16n8k16 (K % 16 == 0), tf32 through
+with an f16, bf16 or f32 accumulator through mma.sync.m16n8k16 (K % 16 == 0), fp8 on sm_89+
+with K % 32 == 0 through the native mma.sync.m16n8k32 .e4m3/.e5m2 (f32 accumulators, operands
+staged like i8's: B transposed), tf32 through
 m16n8k8, f64 through m8n8k4 (8x8 blocks, M % 8 == 0), mmai on i8 through m16n8k32 (.s8/.u8). The
 accumulator enters the first mma as its C fragment, so each K step's sum is rounded once to the
 accumulator type, with no shared-memory round trip; operands come from padded shared staging
@@ -1268,6 +1270,8 @@ def _mma_in_registers(lw, op, layout, form):
         acc_type = "f32"
     elif integer:
         acc_type = "s32"
+    elif k_step == 32:  # native fp8 (sm_89+): the bytes go to the mma as they are
+        acc_type = "f32"
     else:
         lhs, rhs = (t if c else _to_f16(lw, t) for t, c in zip((lhs, rhs), copied))
         acc_type = "f32"

@@ -773,8 +773,8 @@ def staging(lw, op, view):
     as its transpose (see ViewStaged). Else None. Runs are 4, 8 or 16 bytes; what it takes:
     sm_80+ global pointers, a partition view with a stride-1 last dim (or second-to-last, for a
     swapped B), alignment and strides proven for the run, zero
-    padding (cp.async zero-fills what it does not read), f16 / bf16 / i8 (no conversion before
-    staging), one mma use (staged_use) as A, or as B staged as it is (f16 / bf16: row-major
+    padding (cp.async zero-fills what it does not read), f16 / bf16 / i8 / fp8 for the native
+    m16n8k32 (no conversion before staging), one mma use (staged_use) as A, or as B staged as it is (f16 / bf16: row-major
     K x N, or a transposed B's N x K source), later in the same block with only loads and ops
     touching no memory between (the load may move down to it)."""
     from tilebc.ir.types import PartitionViewType
@@ -792,17 +792,20 @@ def staging(lw, op, view):
             or tensor.stride_div is None or len(shape) < 2 \
             or len([d for d in shape[:-2] if d != 1]) > 1 or len(shape) > 3 and shape[-3] != 1 \
             or getattr(vt, "padding_value", None) not in (None, PaddingValue.ZERO) \
-            or element not in ("f16", "bf16", "i8"):
+            or element not in ("f16", "bf16", "i8", "f8E4M3FN", "f8E5M2"):
         return None
     found = staged_use(lw, result)  # mmaf / mmai only (not mmaf_scaled)
     if found is None:
         return None
     use, role, _ = found
-    if role == "rhs" and element == "i8":
-        return None
+    if role == "rhs" and dtypes.byte_size(result.type.element) == 1:
+        return None  # 8-bit B is staged transposed
     form = mma_form(lw, use)
-    if form is None or form[0] not in ("f16", "bf16", "s8", "u8") or mma_layout(lw, use) is None:
+    if form is None or form[0] not in ("f16", "bf16", "s8", "u8", "e4m3", "e5m2") \
+            or mma_layout(lw, use) is None:
         return None
+    if element in ("f8E4M3FN", "f8E5M2") and form[2] != 32:
+        return None  # fp8 widened to f16 is converted in registers before its staging
     where = _block_positions(lw)
     if op not in where or use not in where:
         return None

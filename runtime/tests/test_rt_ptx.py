@@ -98,12 +98,27 @@ FP8_FIXTURES = ["cast_fp8", "dm_fp8_dequant", "dm_fp8_quant", "matmul_fp8", "mma
                 "la_gemm_fp8_scaled"]
 
 
+FP8_MMA = "  mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32 {%f1, %f2, %f3, %f4}, " \
+    "{%r1, %r2, %r3, %r4}, {%r5, %r6}, {%f1, %f2, %f3, %f4};\n"
+
+
+def test_native_fp8_mma_needs_ptx_8_4_on_sm_89_and_sm_90():
+    """ptxas 13.5: "Feature 'mma with FP8 floating point type' requires PTX ISA .version 8.4"."""
+    assert targets.choose_ptx_version(89, (13, 5), ptx=FP8_MMA + FP8_FROM) == (8, 4)
+    assert targets.choose_ptx_version(90, (13, 5), ptx=FP8_MMA) == (8, 4)
+    assert targets.choose_ptx_version(120, (13, 5), ptx=FP8_MMA) == (8, 7)
+    assert targets.choose_ptx_version(90, (13, 5), ptx=FP8_MMA.replace("e4m3.e5m2", "f16.f16")
+                                      .replace("k32", "k16")) == (7, 8)
+
+
 @pytest.mark.parametrize("name", FP8_FIXTURES)
 def test_fp8_kernels_assemble_for_sm_89(name, tmp_path):
-    """The JIT declared PTX ISA 7.8 for sm_89 while emitting fp8 cvt, which needs 8.1 there."""
+    """The JIT declared PTX ISA 7.8 for sm_89 while emitting fp8 cvt, which needs 8.1 there (and
+    native fp8 mma, 8.4)."""
     result = compile(fixture(name), arch="sm_89", emit="cubin")
-    assert result.ptx_version == "8.1" and "\n.version 8.1\n" in result.ptx
-    assert re.search(r"cvt\S*\.e[45]m[23]x2", result.ptx) and result.cubin
+    version = "8.4" if name in ("matmul_fp8", "la_gemm_fp8_scaled") else "8.1"
+    assert result.ptx_version == version and f"\n.version {version}\n" in result.ptx
+    assert re.search(r"(cvt|mma)\S*\.e[45]m[23]", result.ptx) and result.cubin
     ptxas = tilebc.oracles.tool_path("ptxas")
     if ptxas is not None:  # NVIDIA's assembler runs without a GPU
         source = tmp_path / f"{name}.ptx"

@@ -188,22 +188,27 @@ def test_tensor_core_mmaf_matches_the_interpreter(kind, m, n, k, batch, threads)
 
 DTYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32,
           "f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E5M2": ml_dtypes.float8_e5m2}
-WIDER_CASES = [  # operand kind, accumulator kind, mma input type, arch
-    ("f16", "f16", "f16", "sm_90"),          # matmul_operator's shape of problem
-    ("bf16", "bf16", "bf16", "sm_80"),
-    ("f8E4M3FN", "f32", "f16", "sm_90"),     # fp8 widened with cvt.rn.f16x2.e4m3x2
-    ("f8E4M3FN", "f32", "f16", "sm_80"),     # fp8 decoded in software, then cvt to f16
-    ("f8E5M2", "f16", "f16", "sm_90"),
+WIDE = "m16n8k16.row.col.f32.f16.f16.f32"
+WIDER_CASES = [  # operand kind, accumulator kind, K, mma form, arch
+    ("f16", "f16", 32, WIDE, "sm_90"),     # matmul_operator's shape of problem
+    ("bf16", "bf16", 32, "m16n8k16.row.col.f32.bf16.bf16.f32", "sm_80"),
+    ("f8E4M3FN", "f32", 32, "m16n8k32.row.col.f32.e4m3.e4m3.f32", "sm_90"),  # native fp8
+    ("f8E4M3FN", "f32", 64, "m16n8k32.row.col.f32.e4m3.e4m3.f32", "sm_89"),
+    ("f8E5M2", "f16", 32, "m16n8k32.row.col.f32.e5m2.e5m2.f32", "sm_90"),
+    ("f8E5M2", "f32", 32, "m16n8k32.row.col.f32.e5m2.e5m2.f32", "sm_120"),
+    ("f8E4M3FN", "f32", 48, WIDE, "sm_90"),  # K not a multiple of 32: widened, cvt.rn.f16x2
+    ("f8E4M3FN", "f32", 32, WIDE, "sm_80"),  # no fp8 mma: decoded in software, then cvt to f16
 ]
 
 
-@pytest.mark.parametrize("kind,acc_kind,mma_kind,arch", WIDER_CASES,
-                         ids=["-".join(c) for c in WIDER_CASES])
-def test_narrow_accumulators_and_fp8_use_the_tensor_cores(kind, acc_kind, mma_kind, arch):
-    m, n, k = 32, 16, 32
+@pytest.mark.parametrize("kind,acc_kind,k,form,arch", WIDER_CASES,
+                         ids=[f"{c[0]}-{c[1]}-k{c[2]}-{c[4]}" for c in WIDER_CASES])
+def test_narrow_accumulators_and_fp8_use_the_tensor_cores(kind, acc_kind, k, form, arch):
+    m, n = 32, 16
     module = mmaf_kernel(kind, m, n, k, acc_kind=acc_kind)
     ptx = jit_compile(module, arch=arch, emit="ptx").ptx
-    assert f"mma.sync.aligned.m16n8k16.row.col.f32.{mma_kind}.{mma_kind}.f32" in ptx
+    assert {line.split()[0] for line in ptx.splitlines() if "mma.sync" in line} == \
+        {f"mma.sync.aligned.{form}"}
     a = RNG.uniform(-1, 1, (m, k)).astype(DTYPES[kind])
     b = RNG.uniform(-1, 1, (k, n)).astype(DTYPES[kind])
     c = RNG.uniform(-1, 1, (m, n)).astype(DTYPES[acc_kind])
@@ -242,6 +247,61 @@ def test_each_element_type_gets_its_mma_shape():
     # signed and unsigned i8 (the signedness attributes)
     assert forms("matmul_i8") == {"mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
                                   "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32"}
+
+
+NATIVE_FP8 = {"matmul_fp8": {"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32",
+                              "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32"},
+              "la_gemm_fp8_scaled": {"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"}}
+
+
+@pytest.mark.parametrize("name", sorted(NATIVE_FP8))
+def test_fp8_fixtures_take_native_mma_from_sm_89_and_link(name):
+    """sm_89+ has mma.sync m16n8k32 .e4m3/.e5m2: the bytes go to the mma as they are (no cvt to
+    f16); sm_80 has no fp8 mma and keeps widening to f16 for m16n8k16."""
+    def forms(ptx):
+        return {line.split()[0] for line in ptx.splitlines() if "mma.sync" in line}
+    path = FIXTURES / name / f"{name}-13.5.tilebc"
+    sm80 = jit_compile(path, arch="sm_80", emit="ptx").ptx
+    assert forms(sm80) == {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"}
+    for arch in ("sm_89", "sm_90", "sm_100", "sm_120"):
+        result = jit_compile(path, arch=arch, emit="cubin")
+        assert forms(result.ptx) == NATIVE_FP8[name], arch
+        assert not re.search(r"cvt\S*\.f16x2\.e[45]m[23]x2", result.ptx), arch
+        assert result.cubin[:4] == b"\x7fELF"
+
+
+FP8_EXACT_CASES = [  # kind, accumulator, m, n, k, batch, threads, arch
+    ("f8E4M3FN", "f32", 32, 32, 32, 0, 128, "sm_90"),   # one K step, 2x2 warps
+    ("f8E4M3FN", "f32", 64, 16, 160, 0, 64, "sm_89"),   # a K loop of 5 steps
+    ("f8E5M2", "f16", 32, 24, 64, 0, 64, "sm_90"),      # odd block columns (ldmatrix .x2)
+    ("f8E5M2", "bf16", 16, 16, 32, 4, 128, "sm_120"),   # batched
+]
+
+
+@pytest.mark.parametrize("kind,acc_kind,m,n,k,batch,threads,arch", FP8_EXACT_CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}x{c[3]}x{c[4]}-b{c[5]}-{c[7]}"
+                              for c in FP8_EXACT_CASES])
+def test_native_fp8_mma_matches_the_interpreter_bit_for_bit(kind, acc_kind, m, n, k, batch,
+                                                            threads, arch):
+    """Operands multiples of 1/4 up to 2 (integers for a narrow accumulator): every product and
+    partial sum is exact in the accumulator, so the emulated native fp8 mma (its fragments,
+    staging and K loop) must equal the interpreter exactly, whatever the order of the sums."""
+    module = mmaf_kernel(kind, m, n, k, batch, acc_kind=acc_kind)
+    ptx = jit_compile(module, arch=arch, emit="ptx", threads=threads).ptx
+    assert {line.split()[0] for line in ptx.splitlines() if "mma.sync" in line} == \
+        {f"mma.sync.aligned.m16n8k32.row.col.f32.{'e4m3' if kind == 'f8E4M3FN' else 'e5m2'}"
+         f".{'e4m3' if kind == 'f8E4M3FN' else 'e5m2'}.f32"}
+    lead = (batch,) if batch else ()
+    step = 4 if acc_kind == "f32" else 1
+    a = (RNG.integers(-2 * step, 2 * step + 1, lead + (m, k)) / step).astype(DTYPES[kind])
+    b = (RNG.integers(-2 * step, 2 * step + 1, lead + (k, n)) / step).astype(DTYPES[kind])
+    c = (RNG.integers(-64, 65, lead + (m, n)) / step ** 2).astype(DTYPES[acc_kind])
+    expected, actual = c.copy(), c.copy()
+    interpret(module, None, (1,), a, b, expected)
+    sim.run(module, None, (1,), a, b, actual, arch=arch, threads=threads)
+    exact = np.matmul(a.astype(np.float64), b.astype(np.float64)) + c.astype(np.float64)
+    np.testing.assert_array_equal(expected.astype(np.float64), exact)
+    np.testing.assert_array_equal(actual.view(np.uint8), expected.view(np.uint8))
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -477,7 +537,7 @@ def _aligned_gemm_views(module, element, m, n, k, loop_counts=0, align=16):
     operand = ELEMENT_TYPES[element]
     run = align // (2 if element == "f16" else 1)  # elements in `align` bytes
     params = []
-    for pointee in (operand, operand, f32 if element == "f16" else i32):
+    for pointee in (operand, operand, i32 if element == "i8" else f32):
         params += [scalar(PointerType(pointee))] + [scalar(i32)] * 4
     b = new_function(module, "k", params + [scalar(i32)] * loop_counts)
 
@@ -661,11 +721,42 @@ def test_k_loop_pipeline_with_one_operand_through_registers(trips):
     assert np.array_equal(actual, expected)
 
 
+@pytest.mark.parametrize("kind,arch", [("f8E4M3FN", "sm_90"), ("f8E5M2", "sm_89")])
+@pytest.mark.parametrize("trips", [0, 1, 3])
+def test_native_fp8_k_loop_copies_a_ahead_and_matches_the_interpreter(kind, arch, trips):
+    """Native fp8 (bytes staged as they are, like i8): A is copied ahead by cp.async, B goes
+    through registers (staged transposed); on exact data (multiples of 1/4 up to 2) the emulator
+    equals the interpreter bit for bit. sm_80 widens fp8 to f16 in registers: no cp.async."""
+    m, n, k = 32, 32, 64
+    module = _pipelined_k_loop_kernel(m, n, k, element=kind)
+    assert "cp.async" not in jit_compile(module, entry="k", arch="sm_80", emit="ptx",
+                                         threads=128).ptx
+    ptx = jit_compile(module, entry="k", arch=arch, emit="ptx", threads=128).ptx
+    head, end = (re.search(rf"^\$L_{label}_\d+:", ptx, re.M).start()
+                 for label in ("for", "endfor"))
+    loop = ptx[head:end]
+    assert ptx[:head].count("cp.async.commit_group") == 2
+    assert loop.count("cp.async.cg.shared.global") == 1 and "st.shared.u8" in loop
+    assert "mma.sync.aligned.m16n8k32.row.col.f32.e" in loop and "cvt" not in loop
+    kk = max(k * trips - 16, 0)
+    rows, cols = 2 * m - 3, 2 * n
+    a = (RNG.integers(-8, 9, (rows, kk + 16)) / 4).astype(DTYPES[kind])[:, :kk]
+    bb = (RNG.integers(-8, 9, (kk, cols + 16)) / 4).astype(DTYPES[kind])[:, :cols]
+    c = (RNG.integers(-64, 65, (rows, cols)) / 16).astype(np.float32)
+    grid = (-(-rows // m), -(-cols // n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", grid, a, bb, expected, np.int32(trips))
+    sim.run(module, "k", grid, a, bb, actual, np.int32(trips), arch=arch, threads=128)
+    assert np.array_equal(expected, a.astype(np.float64) @ bb.astype(np.float64) + c)
+    assert np.array_equal(actual.view(np.uint32), expected.view(np.uint32))
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100", "sm_120"])
 def test_pipelined_k_loops_link(arch):
     from tilebc_runtime.lowering.ptx import check_subset
-    for element, (m, n, k) in (("f16", (32, 32, 32)), ("f16", (64, 64, 32)),
-                               ("i8", (32, 32, 64))):
+    native_fp8 = [] if arch == "sm_80" else [("f8E4M3FN", (32, 32, 64))]  # A by cp.async
+    for element, (m, n, k) in [("f16", (32, 32, 32)), ("f16", (64, 64, 32)),
+                               ("i8", (32, 32, 64))] + native_fp8:
         result = jit_compile(_pipelined_k_loop_kernel(m, n, k, element=element), entry="k",
                              arch=arch, emit="cubin", threads=128)
         assert result.cubin[:4] == b"\x7fELF"

@@ -24,6 +24,10 @@ SUBSET_MIN_PTX = (7, 8)
 FEATURE_MIN_PTX = (
     ("cvt with .e4m3x2/.e5m2x2", re.compile(r"^\s*cvt(?:\.\w+)*\.e[45]m[23]x2\b", re.M),
      {89: (8, 1)}),
+    # ptxas 13.5: "Feature 'mma with FP8 floating point type' requires PTX ISA .version 8.4"
+    # (m16n8k32 .e4m3/.e5m2, sm_89+; sm_100 and newer need a later version anyway)
+    ("mma with .e4m3/.e5m2", re.compile(r"^\s*mma(?:\.\w+)*\.e[45]m[23]\b", re.M),
+     {89: (8, 4), 90: (8, 4)}),
     # PTX ISA: wgmma.mma_async, "Introduced in PTX ISA version 8.0", sm_90a only
     ("wgmma", re.compile(r"^\s*wgmma\.", re.M), {90: (8, 0)}),
 )

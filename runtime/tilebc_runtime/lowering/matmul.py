@@ -2,7 +2,9 @@
 the tensor cores with the result in the mma accumulator layout (layout.MmaAcc, see
 runtime/LAYOUTS.md) where the warps tile the blocks (anchors.mma_layout): mmaf on f16, bf16 or fp8
 (e4m3, e5m2: widened to f16, exactly; f16 products are exact in the f32 accumulation) operands
-with an f16, bf16 or f32 accumulator through mma.sync.m16n8k16 (K % 16 == 0), tf32 through
+with an f16, bf16 or f32 accumulator through mma.sync.m16n8k16 (K % 16 == 0), fp8 on sm_89+
+with K % 32 == 0 through the native mma.sync.m16n8k32 .e4m3/.e5m2 (f32 accumulators, operands
+staged like i8's: B transposed), tf32 through
 m16n8k8, f64 through m8n8k4 (8x8 blocks, M % 8 == 0), mmai on i8 through m16n8k32 (.s8/.u8). The
 accumulator enters the first mma as its C fragment, so each K step's sum is rounded once to the
 accumulator type, with no shared-memory round trip; operands come from padded shared staging
@@ -771,8 +773,8 @@ def staging(lw, op, view):
     as its transpose (see ViewStaged). Else None. Runs are 4, 8 or 16 bytes; what it takes:
     sm_80+ global pointers, a partition view with a stride-1 last dim (or second-to-last, for a
     swapped B), alignment and strides proven for the run, zero
-    padding (cp.async zero-fills what it does not read), f16 / bf16 / i8 (no conversion before
-    staging), one mma use (staged_use) as A, or as B staged as it is (f16 / bf16: row-major
+    padding (cp.async zero-fills what it does not read), f16 / bf16 / i8 / fp8 for the native
+    m16n8k32 (no conversion before staging), one mma use (staged_use) as A, or as B staged as it is (f16 / bf16: row-major
     K x N, or a transposed B's N x K source), later in the same block with only loads and ops
     touching no memory between (the load may move down to it)."""
     from tilebc.ir.types import PartitionViewType
@@ -790,17 +792,20 @@ def staging(lw, op, view):
             or tensor.stride_div is None or len(shape) < 2 \
             or len([d for d in shape[:-2] if d != 1]) > 1 or len(shape) > 3 and shape[-3] != 1 \
             or getattr(vt, "padding_value", None) not in (None, PaddingValue.ZERO) \
-            or element not in ("f16", "bf16", "i8"):
+            or element not in ("f16", "bf16", "i8", "f8E4M3FN", "f8E5M2"):
         return None
     found = staged_use(lw, result)  # mmaf / mmai only (not mmaf_scaled)
     if found is None:
         return None
     use, role, _ = found
-    if role == "rhs" and element == "i8":
-        return None
+    if role == "rhs" and dtypes.byte_size(result.type.element) == 1:
+        return None  # 8-bit B is staged transposed
     form = mma_form(lw, use)
-    if form is None or form[0] not in ("f16", "bf16", "s8", "u8") or mma_layout(lw, use) is None:
+    if form is None or form[0] not in ("f16", "bf16", "s8", "u8", "e4m3", "e5m2") \
+            or mma_layout(lw, use) is None:
         return None
+    if element in ("f8E4M3FN", "f8E5M2") and form[2] != 32:
+        return None  # fp8 widened to f16 is converted in registers before its staging
     where = _block_positions(lw)
     if op not in where or use not in where:
         return None
@@ -1268,6 +1273,8 @@ def _mma_in_registers(lw, op, layout, form):
         acc_type = "f32"
     elif integer:
         acc_type = "s32"
+    elif k_step == 32:  # native fp8 (sm_89+): the bytes go to the mma as they are
+        acc_type = "f32"
     else:
         lhs, rhs = (t if c else _to_f16(lw, t) for t, c in zip((lhs, rhs), copied))
         acc_type = "f32"

@@ -449,3 +449,44 @@ def test_scattered_sectors_take_more_l2_bandwidth():
     # without ideal counts (hand-made counts) every sector counts as needed
     no_ideal = estimate(_counts(**{**fields, "global_ideal_sectors": 0}), hw)
     assert no_ideal.bounds["l2"] == pytest.approx(full_line.bounds["l2"])
+
+
+needs_tileiras = pytest.mark.skipif(tool_path("tileiras") is None, reason="tileiras is not installed")
+
+
+@needs_tileiras
+def test_tma_counts_and_spin_loops_in_the_profile():
+    """The profile of tileiras's sm_90 TMA GEMM: copies counted once per warp (its store warp
+    issues each store from 32 lanes: one UTMASTG), failed mbarrier tries taken back off the
+    instruction counts, and the model keeps TMA's sectors off L1."""
+    import test_interp_linalg as reference
+    from tilebc_runtime.sim import Profile, nvidia
+    module = reference.module("la_gemm_aligned_tile",
+                              reference.versions("la_gemm_aligned_tile")[-1])
+    profiles = []
+
+    def run(module_, entry, grid, *args, **kwargs):
+        profiles.append(Profile())
+        nvidia.run(module_, entry, grid, *args, arch="sm_90", profile=profiles[-1])
+    original = reference.run
+    reference.run = run
+    try:
+        reference.CASES["la_gemm_aligned_tile"](module)
+    finally:
+        reference.run = original
+    (profile,) = profiles
+    report = profile.report()
+    assert report["tma_loads"] == 4 * (2 * 3 + 1) and report["tma_stores"] == 4 * 2
+    assert report["global_st_bytes"] == 128 * 256 * 2
+    assert report["tma_shared_bytes"] == 4 * (2 * 3 * 8192 + 256) + 8 * 8192
+    assert report["mbarrier_waits"] > 0
+    assert profile.per_line.min() >= 0 and profile.per_warp_line.min() >= 0
+    assert profile.class_counts.sum() == profile.per_line.sum()
+    if report["mbarrier_retries"]:  # the emulator's schedule made some tries fail
+        assert profile.spin_loops
+    counts = launch_counts(profile)
+    assert counts.tma_sectors == counts.global_sectors > 0
+    est = estimate(counts, Hardware.h100_sxm())
+    with_l1 = estimate(LaunchCounts(**{**counts.__dict__, "tma_sectors": 0.0}),
+                       Hardware.h100_sxm())
+    assert with_l1.bounds["l1_shared"] > est.bounds["l1_shared"]

@@ -451,7 +451,40 @@ def test_scattered_sectors_take_more_l2_bandwidth():
     assert no_ideal.bounds["l2"] == pytest.approx(full_line.bounds["l2"])
 
 
-needs_tileiras = pytest.mark.skipif(tool_path("tileiras") is None, reason="tileiras is not installed")
+needs_tileiras = pytest.mark.skipif(tool_path("tileiras") is None,
+                                    reason="tileiras is not installed")
+
+
+@needs_tileiras
+def test_sm90_comparison_profiles_tileiras_tma_traffic():
+    """bench_model --sm90 runs la_gemm_aligned_tile (128x256 output in four 64x128 tiles, K = 96
+    over two 64-deep K tiles, f16) through tileiras's sm_90 PTX: a producer warp's TMA loads
+    (A 64x64 and B as two 64x64 boxes per K tile, the bias once), TMA stores (two 64x64 boxes per
+    tile) and mbarrier waits. The profile counts their real traffic: before TMA was counted it
+    had no global traffic at all."""
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    import bench_model
+    import test_interp_linalg as reference
+    hw = Hardware.h100_sxm()
+    recorder, error = bench_model.run_case(reference, "la_gemm_aligned_tile", hw, None,
+                                           Path("/tmp") / "tilebc-model-ptx", check=True,
+                                           their_archs=("sm_90",))
+    assert error is None and not recorder.left_out
+    ((ours, theirs),) = recorder.rows.values()
+    # bytes inside the tensors (K ragged: the zero fill past K = 96 moves no global bytes)
+    loads = 4 * (64 * 96 + 96 * 128 + 128) * 2
+    stores = 128 * 256 * 2
+    assert theirs.sectors == theirs.ideal_sectors == theirs.tma_sectors == (loads + stores) / 32
+    assert theirs.dram == (128 * 96 + 96 * 256 + 256) * 2 + stores  # unique footprint
+    # whole boxes (zero fill included) written to / read from shared memory, 128 B a wavefront,
+    # beside wgmma's operand reads
+    boxes = 4 * (2 * 3 * 64 * 64 * 2 + 128 * 2) + 8 * 64 * 64 * 2
+    assert theirs.wavefronts > boxes / 128
+    # ours (cp.async, no TMA) goes through L1
+    assert ours.tma_sectors == 0 and ours.sectors >= (loads + stores) / 32
 
 
 @needs_tileiras

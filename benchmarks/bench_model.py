@@ -14,6 +14,8 @@ into an estimated time at the case's grid and "at scale" (the same per-CTA work 
 worst first by the at-scale ratio ours / tileiras; kernels left out are listed with the reason.
 
 `--quick` runs a dozen representative cases; `--record` writes benchmarks/results/model.md;
+`--sm90` instead compares ours with tileiras's sm_90 PTX (TMA, wgmma) on the tensor-core fixtures,
+at their size and at sizes timed on an H100 (`--record`: benchmarks/results/model-sm90.md);
 `--sample N` profiles only N CTAs of larger grids (counts extrapolated; results are then not
 checked); `--csv FILE` writes every row.
 """
@@ -64,6 +66,7 @@ class Side:
         self.ideal_wavefronts = 0.0
         self.barriers = 0.0
         self.dram = 0.0
+        self.tma_sectors = 0.0
         self.registers = 0
         self.spills = 0
         self.shared = 0
@@ -85,6 +88,7 @@ class Side:
         self.ideal_wavefronts += counts.shared_ideal_wavefronts
         self.barriers += counts.barriers
         self.dram += counts.dram_bytes
+        self.tma_sectors += counts.tma_sectors
         self.registers = max(self.registers, counts.registers)
         self.spills = max(self.spills, counts.spill_bytes)
         self.shared = max(self.shared, counts.shared_bytes)
@@ -123,7 +127,8 @@ def lines_of(image):
 class Recorder:
     """Stands in for the case module's `run`: both compilers, profiled, per launch."""
 
-    def __init__(self, hw, sample, cache_dir, name):
+    def __init__(self, hw, sample, cache_dir, name, their_archs=("sm_80", "sm_89")):
+        self.their_archs = their_archs
         self.hw = hw
         self.sample = sample
         self.cache_dir = cache_dir
@@ -147,12 +152,12 @@ class Recorder:
         theirs = Profile(sample=self.sample)
         arch = None
         try:
-            for arch in ("sm_80", "sm_89"):
+            for arch in self.their_archs:
                 try:
                     ptx = nvidia.tileiras_ptx(module, arch, self.cache_dir)
                     break
                 except nvidia.TileirasError as error:
-                    if arch == "sm_89":
+                    if arch == self.their_archs[-1]:
                         raise
                     last = error  # noqa: F841
             their_kwargs = dict(kwargs)
@@ -194,11 +199,11 @@ def _short(error) -> str:
     return text[:140]
 
 
-def run_case(reference, name, hw, sample, cache_dir, check):
+def run_case(reference, name, hw, sample, cache_dir, check, their_archs=("sm_80", "sm_89")):
     """(rows, left_out) of one fixture case."""
     versions = reference.versions(name)
     module = reference.module(name, versions[-1])
-    recorder = Recorder(hw, sample, cache_dir, name)
+    recorder = Recorder(hw, sample, cache_dir, name, their_archs)
     original_run, original_check = reference.run, getattr(reference, "check", None)
     reference.run = recorder
     if not check and original_check is not None:
@@ -332,10 +337,10 @@ def _large_cases():
             "la_gemm_aligned_tile": gemm_aligned, "nn_flash_attention_tile": attention}
 
 
-def run_large(reference, name, launch, hw, cache_dir):
+def run_large(reference, name, launch, hw, cache_dir, their_archs=("sm_80", "sm_89")):
     """(recorder, error) of one GPU-filling launch of a fixture kernel (sampled, not checked)."""
     module = reference.module(name, reference.versions(name)[-1])
-    recorder = Recorder(hw, LARGE_SAMPLE, cache_dir, name)
+    recorder = Recorder(hw, LARGE_SAMPLE, cache_dir, name, their_archs)
     original_run = reference.run
     reference.run = recorder
     reference.module_ = module
@@ -348,6 +353,155 @@ def run_large(reference, name, launch, hw, cache_dir):
         reference.run = original_run
         del reference.module_
     return recorder, error
+
+
+# ------------------------------------------------------------------ sm_90: wgmma against TMA
+# The tensor-core fixtures whose production tiles our JIT lowers to wgmma, against tileiras's
+# sm_90 code (TMA, mbarrier pipelines, wgmma), each at the fixture's size and at the sizes timed
+# on an H100 (bench_gpu_scale --gpu-only; measured µs ours / tileiras, H100 SXM, 2026-11-26).
+SM90_FIXTURES = ("la_gemm_aligned_tile", "la_bmm_aligned_tile", "nn_flash_attention_tile")
+SM90_MEASURED = {
+    "la_gemm_aligned_tile 2048³": (54.2, 40.4),
+    "la_gemm_aligned_tile 4096³": (396.0, 345.0),
+    "la_bmm_aligned_tile 8 × 1024³": (57.1, 51.8),
+    "la_bmm_aligned_tile 16 × 2048×2048×512": (236.2, 235.5),
+    "nn_flash_attention_tile causal 32×2×2048×64, 64-row tiles": (133.8, 116.4),
+    "nn_flash_attention_tile 32×2×2048×64, 128-row tiles": (195.8, 170.7),
+}
+
+
+def _sm90_large():
+    """label -> (fixture, launch) of the timed sizes, one launch each."""
+    import numpy as np
+    import ml_dtypes
+    rng = np.random.default_rng(7)
+
+    def f(shape, dtype):
+        return rng.uniform(-1, 1, shape).astype(dtype)
+
+    def gemm(m, n, k):   # 64x128x64 tiles, bias + relu
+        def launch(ref):
+            a, b, bias = f((m, k), np.float16), f((k, n), np.float16), f(n, np.float16)
+            ref.run(ref.module_, ref.entry(ref.module_), ((m // 64) * (n // 128),), a, b,
+                    bias, np.zeros((m, n), np.float16))
+        return launch
+
+    def bmm(batch, m, n, k):   # A @ B^T, f32 out
+        def launch(ref):
+            a, b = f((batch, m, k), np.float16), f((batch, n, k), np.float16)
+            ref.run(ref.module_, ref.entry(ref.module_), (m // 64, n // 128, batch), a, b,
+                    np.zeros((batch, m, n), np.float32))
+        return launch
+
+    def attention(index, rows):   # 32 batches x 2 heads x 2048 x 64
+        def launch(ref):
+            dtype = np.float16 if index == 0 else ml_dtypes.bfloat16
+            q, k, v = (f((32, 2, 2048, 64), dtype) for _ in range(3))
+            ref.run(ref.module_, ref.entry(ref.module_, index), (2048 // rows, 64), q, k, v,
+                    np.zeros_like(q), np.float32(0.125))
+        return launch
+
+    labels = list(SM90_MEASURED)
+    return {labels[0]: ("la_gemm_aligned_tile", gemm(2048, 2048, 2048)),
+            labels[1]: ("la_gemm_aligned_tile", gemm(4096, 4096, 4096)),
+            labels[2]: ("la_bmm_aligned_tile", bmm(8, 1024, 1024, 1024)),
+            labels[3]: ("la_bmm_aligned_tile", bmm(16, 2048, 2048, 512)),
+            labels[4]: ("nn_flash_attention_tile", attention(0, 64)),
+            labels[5]: ("nn_flash_attention_tile", attention(1, 128))}
+
+
+def run_sm90(hw, cache_dir, names=()):
+    """(rows, left): ours (sm_90 PTX) against tileiras's sm_90 PTX; rows are (label, ours,
+    theirs, measured or None)."""
+    rows, left = [], []
+    chosen = [name for name in SM90_FIXTURES if not names or name in names]
+    for reference, name in cases(set(chosen)):
+        t0 = time.perf_counter()
+        recorder, error = run_case(reference, name, hw, None, cache_dir, check=True,
+                                   their_archs=("sm_90",))
+        _sm90_rows(recorder, error, name, None, rows, left)
+        print(f"  {name} (sm_90): {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    fixtures = {name: reference for reference, name in cases(set(chosen))}
+    for label, (name, launch) in _sm90_large().items():
+        if name not in fixtures:
+            continue
+        t0 = time.perf_counter()
+        recorder, error = run_large(fixtures[name], name, launch, hw, cache_dir,
+                                    their_archs=("sm_90",))
+        _sm90_rows(recorder, error, label, SM90_MEASURED[label], rows, left)
+        print(f"  {label} (sm_90): {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+              flush=True)
+    return rows, left
+
+
+def _sm90_rows(recorder, error, label, measured, rows, left):
+    if error:
+        left.append((label, error))
+        return
+    names = kernel_labels(label.split()[0], list(recorder.rows))
+    for entry, (ours, theirs) in recorder.rows.items():
+        row = names[entry] + label[len(label.split()[0]):]
+        if entry in recorder.left_out or not theirs.launches:
+            left.append((row, recorder.left_out.get(entry, "tileiras side not run")))
+        else:
+            rows.append((row, ours, theirs, measured))
+
+
+def render_sm90(rows, left, hw, wall, cpu):
+    out = [f"sm_90: ours (wgmma) / tileiras (TMA + wgmma), ESTIMATED times on {hw.name}; "
+           "measured: the same launches timed on an H100 SXM (bench_gpu_scale --gpu-only, "
+           "2026-11-26).", ""]
+    out.append("| kernel | ours µs est. | tileiras µs est. | ratio est. | ours µs measured | "
+               "tileiras µs measured | ratio measured | est. ÷ measured ours / tileiras | "
+               "bound ours / tileiras | global sectors ours / tileiras (TMA's) | "
+               "smem wavefronts ours / tileiras | SASS instr ours / tileiras | "
+               "regs ours / tileiras | CTAs/SM ours / tileiras |")
+    out.append("|" + "---|" * 14)
+    for label, o, t, measured in rows:
+        if measured:
+            mo, mt = measured
+            meas = (f"{mo:.1f} | {mt:.1f} | {mo / mt:.2f} | "
+                    f"{o.time / mo:.2f} / {t.time / mt:.2f}")
+        else:
+            meas = "- | - | - | -"
+        out.append(f"| {label} | {o.time:.1f} | {t.time:.1f} | {fmt_ratio(o.time, t.time)} | "
+                   f"{meas} | {o.bound} / {t.bound} | {o.sectors:,.0f} / {t.sectors:,.0f} "
+                   f"({t.tma_sectors:,.0f}) | {o.wavefronts:,.0f} / {t.wavefronts:,.0f} | "
+                   f"{o.instructions:,.0f} / {t.instructions:,.0f} | {o.registers} / "
+                   f"{t.registers} | {o.occupancy} / {t.occupancy} |")
+    out.append("")
+    if left:
+        out.append(f"Left out ({len(left)}):")
+        out.append("")
+        out.extend(f"- {name}: {why}" for name, why in left)
+        out.append("")
+    out.append(f"Run time: {wall:.0f} s wall, {cpu:.0f} s CPU ({platform.python_version()}, "
+               f"{environment_note()}).")
+    return out
+
+
+SM90_LEGEND = ("Both sides are sm_90 PTX on the emulator: ours from our JIT (wgmma for these "
+               "production tiles), tileiras's from tileiras --gpu-name=sm_90 (.target sm_90a: "
+               "a producer warp's TMA loads completing on mbarriers, consumer warpgroups on "
+               "wgmma, TMA stores), each assembled by ptxas for sm_90 (sm_90a where the PTX "
+               "targets it). Fixture-size rows are "
+               "the test cases' own launches (checked against numpy); the others are profiled on "
+               f"{LARGE_SAMPLE} sampled CTAs (counts scaled to the grid, not checked). Times "
+               "are at the launch's own grid and include the model's per-launch cost. "
+               "Sectors: global 32-byte sectors (the L2 term), of which TMA's in brackets (they "
+               "skip L1); wavefronts include wgmma's shared operands and TMA's shared writes "
+               "(128 bytes each). MODEL.md, \"sm_90 comparison\", says what the model counts "
+               "of TMA and wgmma and what it does not.")
+
+
+def record_sm90(lines):
+    path = ROOT / "benchmarks" / "results" / "model-sm90.md"
+    command = "PYTHONPATH=.:runtime .venv/bin/python benchmarks/bench_model.py --sm90 --record"
+    head = ["# Performance model, sm_90: our wgmma code vs tileiras's TMA + wgmma code "
+            "(estimates beside H100 timings)", "",
+            f"Recorded {datetime.date.today().isoformat()} with `{command}` on "
+            f"{platform.machine()} ({platform.system()}).", "", SM90_LEGEND, ""]
+    path.write_text("\n".join(head + lines) + "\n")
 
 
 def cases(names):
@@ -385,12 +539,23 @@ def main(argv=None) -> int:
     parser.add_argument("--csv")
     parser.add_argument("--no-large", action="store_true",
                         help="skip the GPU-filling launches (LARGE)")
+    parser.add_argument("--sm90", action="store_true",
+                        help="only the sm_90 table: ours (wgmma) against tileiras's sm_90 PTX "
+                             "(TMA) on the tensor-core fixtures; --record writes "
+                             "results/model-sm90.md")
     args = parser.parse_args(argv)
     names = set(args.names) or (set(QUICK) if args.quick else set())
     hw = Hardware.h100_sxm()
     cache_dir = Path("/tmp") / "tilebc-model-ptx"
     started = time.perf_counter()
     cpu_started = _cpu()
+    if args.sm90:
+        rows, left = run_sm90(hw, cache_dir, set(args.names))
+        lines = render_sm90(rows, left, hw, time.perf_counter() - started, _cpu() - cpu_started)
+        print("\n".join(lines))
+        if args.record:
+            record_sm90(lines)
+        return 0
     table, left = [], []
     for reference, name in cases(names):
         t0 = time.perf_counter()

@@ -449,3 +449,77 @@ def test_scattered_sectors_take_more_l2_bandwidth():
     # without ideal counts (hand-made counts) every sector counts as needed
     no_ideal = estimate(_counts(**{**fields, "global_ideal_sectors": 0}), hw)
     assert no_ideal.bounds["l2"] == pytest.approx(full_line.bounds["l2"])
+
+
+needs_tileiras = pytest.mark.skipif(tool_path("tileiras") is None,
+                                    reason="tileiras is not installed")
+
+
+@needs_tileiras
+def test_sm90_comparison_profiles_tileiras_tma_traffic():
+    """bench_model --sm90 runs la_gemm_aligned_tile (128x256 output in four 64x128 tiles, K = 96
+    over two 64-deep K tiles, f16) through tileiras's sm_90 PTX: a producer warp's TMA loads
+    (A 64x64 and B as two 64x64 boxes per K tile, the bias once), TMA stores (two 64x64 boxes per
+    tile) and mbarrier waits. The profile counts their real traffic: before TMA was counted it
+    had no global traffic at all."""
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    import bench_model
+    import test_interp_linalg as reference
+    hw = Hardware.h100_sxm()
+    recorder, error = bench_model.run_case(reference, "la_gemm_aligned_tile", hw, None,
+                                           Path("/tmp") / "tilebc-model-ptx", check=True,
+                                           their_archs=("sm_90",))
+    assert error is None and not recorder.left_out
+    ((ours, theirs),) = recorder.rows.values()
+    # bytes inside the tensors (K ragged: the zero fill past K = 96 moves no global bytes)
+    loads = 4 * (64 * 96 + 96 * 128 + 128) * 2
+    stores = 128 * 256 * 2
+    assert theirs.sectors == theirs.ideal_sectors == theirs.tma_sectors == (loads + stores) / 32
+    assert theirs.dram == (128 * 96 + 96 * 256 + 256) * 2 + stores  # unique footprint
+    # whole boxes (zero fill included) written to / read from shared memory, 128 B a wavefront,
+    # beside wgmma's operand reads
+    boxes = 4 * (2 * 3 * 64 * 64 * 2 + 128 * 2) + 8 * 64 * 64 * 2
+    assert theirs.wavefronts > boxes / 128
+    # ours (cp.async, no TMA) goes through L1
+    assert ours.tma_sectors == 0 and ours.sectors >= (loads + stores) / 32
+
+
+@needs_tileiras
+def test_tma_counts_and_spin_loops_in_the_profile():
+    """The profile of tileiras's sm_90 TMA GEMM: copies counted once per warp (its store warp
+    issues each store from 32 lanes: one UTMASTG), failed mbarrier tries taken back off the
+    instruction counts, and the model keeps TMA's sectors off L1."""
+    import test_interp_linalg as reference
+    from tilebc_runtime.sim import Profile, nvidia
+    module = reference.module("la_gemm_aligned_tile",
+                              reference.versions("la_gemm_aligned_tile")[-1])
+    profiles = []
+
+    def run(module_, entry, grid, *args, **kwargs):
+        profiles.append(Profile())
+        nvidia.run(module_, entry, grid, *args, arch="sm_90", profile=profiles[-1])
+    original = reference.run
+    reference.run = run
+    try:
+        reference.CASES["la_gemm_aligned_tile"](module)
+    finally:
+        reference.run = original
+    (profile,) = profiles
+    report = profile.report()
+    assert report["tma_loads"] == 4 * (2 * 3 + 1) and report["tma_stores"] == 4 * 2
+    assert report["global_st_bytes"] == 128 * 256 * 2
+    assert report["tma_shared_bytes"] == 4 * (2 * 3 * 8192 + 256) + 8 * 8192
+    assert report["mbarrier_waits"] > 0
+    assert profile.per_line.min() >= 0 and profile.per_warp_line.min() >= 0
+    assert profile.class_counts.sum() == profile.per_line.sum()
+    if report["mbarrier_retries"]:  # the emulator's schedule made some tries fail
+        assert profile.spin_loops
+    counts = launch_counts(profile)
+    assert counts.tma_sectors == counts.global_sectors > 0
+    est = estimate(counts, Hardware.h100_sxm())
+    with_l1 = estimate(LaunchCounts(**{**counts.__dict__, "tma_sectors": 0.0}),
+                       Hardware.h100_sxm())
+    assert with_l1.bounds["l1_shared"] > est.bounds["l1_shared"]

@@ -16,7 +16,8 @@ The kernel's time combines the largest throughput bound of
 - SM-side throughput on the busiest SM (it runs ceil(grid / SMs) CTAs): issue (all SASS
   instructions, `issue_per_clk` per SM), each pipe (FP32, FP16, FP64, INT, SFU, conversions,
   shuffles, load/store unit) at its warp-instructions per clock, L1/shared (shared wavefronts
-  plus global and local sectors at `l1_sectors_per_clk`), and tensor cores (mma flops at the
+  plus global and local sectors at `l1_sectors_per_clk`; TMA's sectors skip L1, its shared
+  writes are wavefronts), and tensor cores (mma flops at the
   mma.sync rate for the element type, plus the launch's L1/shared time: an mma.sync K loop
   alternates ldmatrix and mma rather than overlapping them);
 - memory: DRAM (the unique footprint at the achievable HBM bandwidth), L2 (every sector a warp
@@ -141,6 +142,8 @@ class LaunchCounts:
     # warps of a CTA weighted by their share of the busiest warp's instructions: a warp that
     # exits at once (a 128-thread CTA over a 32-element tile) hides no latency (None: all work)
     working_warps: Optional[float] = None
+    # global sectors moved by TMA (in global_sectors too): L2 traffic that bypasses L1
+    tma_sectors: float = 0.0
 
     @property
     def warps(self) -> int:
@@ -310,7 +313,7 @@ def launch_counts(profile, facts=None, footprint_cap: Optional[float] = None,
         registers=facts.registers if facts else 0,
         spill_bytes=facts.spill_bytes if facts else 0,
         shared_bytes=facts.shared_bytes if facts else 0,
-        working_warps=_working_warps(profile))
+        working_warps=_working_warps(profile), tma_sectors=report.get("tma_sectors", 0))
 
 
 def _working_warps(profile) -> Optional[float]:
@@ -366,7 +369,7 @@ def estimate(counts: LaunchCounts, hw: Hardware = Hardware(), grid: Optional[int
     if tensor:
         cycles["tensor"] = tensor * per
     cycles["l1_shared"] = (counts.shared_wavefronts / hw.shared_wavefronts_per_clk +
-                           (counts.global_sectors + counts.local_sectors) /
+                           (counts.global_sectors - counts.tma_sectors + counts.local_sectors) /
                            hw.l1_sectors_per_clk) * per
     if tensor:  # mma.sync takes its operands from registers that ldmatrix fills from shared
         # memory: a K loop alternates the two (MODEL.md, Calibration: GEMMs)

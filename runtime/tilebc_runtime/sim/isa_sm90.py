@@ -208,6 +208,8 @@ def build_mbarrier(ins, k):
                 done[lane] = bar.phase > int(states[index])
         cta.blocked[lanes] = ~done[lanes]
         cta.any_blocked = bool(cta.blocked.any())
+        if cta.launch.profile is not None:
+            cta.launch.profile.mbarrier_wait(lanes, done)
         if not done[lanes].all():
             cta.stalled_waits += 1
             if cta.stalled_waits > STALL_LIMIT:
@@ -406,6 +408,8 @@ def build_bulk_tensor(ins, k):
         coords = [_per_lane(cta, read(cta), lanes).astype(np.int64) for read in read_coords]
         bases = _per_lane(cta, get_shared(cta), lanes)
         bars = _per_lane(cta, get_bar(cta), lanes) if to_shared else None
+        profile = cta.launch.profile
+        counted = set()
         for index, lane in enumerate(lanes):  # each executing thread issues one copy
             thread, tensor_map, base = int(lane), maps[index], int(bases[index])
             if tensor_map.rank != rank:
@@ -420,6 +424,13 @@ def build_bulk_tensor(ins, k):
                 bar = _barrier(cta, ins, int(bars[index]), thread)
             where = [int(c[index]) for c in coords]
             addresses, inside, dense = tensor_map.box_elements(where)
+            # TMA copies are warp-uniform in SASS (UTMALDG / UTMASTG): the lanes of a warp
+            # issuing the same copy (tileiras's store warp) make one copy on the GPU
+            key = (thread // 32, id(tensor_map), tuple(where), base)
+            if profile is not None and key not in counted:
+                counted.add(key)
+                profile.tma(addresses[inside], tensor_map.element_size, tensor_map.box_bytes,
+                            not to_shared)
             size = tensor_map.element_size
             element = UINT[size]
             smem = tensor_map.shared_addresses(base, dense)

@@ -36,6 +36,15 @@ warps and lane t belongs to warp t // 32):
   memory is interleaved by thread, so a uniform local access is coalesced).
 - `barriers`: bar.sync / barrier executions per CTA (the warp-level issues are in the
   "barrier" class).
+- TMA (cp.async.bulk.tensor, sm_90): one copy per issuing thread, counted by the copy itself
+  (isa_sm90 calls `tma`): the box's elements inside the tensor as global sectors and bytes
+  (loads or stores; the ideal is ceil(bytes / 32)) and in the footprint, the whole box (zero fill
+  included) as shared wavefronts at 128 bytes each (the TMA unit writes or reads whole swizzled
+  lines: no bank conflicts), and separately in `tma_*` so the model can keep them off L1.
+- mbarrier waits (try_wait / test_wait): warp-level waits in `mbarrier_waits`. A failed wait
+  on the emulator is a schedule artefact (its threads loop back and try again; the GPU suspends
+  the warp in try_wait), so each failed try is counted in `mbarrier_retries` and its spin loop
+  (the wait's block, branching back to itself) is taken back off the instruction counts.
 
 Sampling: `Profile(sample=N)` runs N CTAs spread evenly over the grid (first and last included)
 and `report()` scales every count by grid / N (`scale`); the footprint is scaled the same way,
@@ -94,6 +103,10 @@ def classify(ins) -> str:
                                                                                     "global_st")
     if op in ("atom", "red"):
         return "shared_atom" if _space(ins) == "shared" else "global_atom"
+    if op == "cp" and "bulk" in mods and "tensor" in mods:  # TMA: global first when a store
+        return "global_st" if [m for m in mods if m in ("global", "shared", "shared::cta",
+                                                       "shared::cluster")][:1] == ["global"] \
+            else "global_ld"
     if op == "cp":
         return "global_ld" if "async" in mods and ("ca" in mods or "cg" in mods) else "other"
     if op == "ldmatrix":
@@ -170,6 +183,26 @@ def _mma_kind(ins) -> str:
     if "bf16" in types:
         return "f16"
     return "f16"
+
+
+def _spin_loops(code) -> Dict[int, tuple]:
+    """pc of each mbarrier try_wait / test_wait that spins in a loop of its own -> [lo, hi) of
+    that loop (its branch back goes to lo, at most 4 instructions above the wait, and comes at
+    most 3 after it)."""
+    loops = {}
+    for pc, entry in enumerate(code):
+        ins = entry[4]
+        if ins is None or ins.opcode != "mbarrier" or not \
+                {"try_wait", "test_wait"} & set(ins.modifiers):
+            continue
+        for later in range(pc + 1, min(pc + 4, len(code))):
+            branch = code[later][4]
+            target = getattr(code[later][3], "target", None)
+            if branch is not None and branch.opcode == "bra" and target is not None:
+                if pc - 4 <= target <= pc:
+                    loops[pc] = (target, later + 1)
+                break
+    return loops
 
 
 class _MemSpec:
@@ -257,6 +290,13 @@ class Profile:
         self.shared_ideal_wavefronts = 0
         self.local_sectors = 0
         self.mma_flops: Dict[str, int] = {}
+        self.tma_loads = 0
+        self.tma_stores = 0
+        self.tma_sectors = 0
+        self.tma_shared_bytes = 0
+        self.mbarrier_waits = 0
+        self.mbarrier_retries = 0
+        self._pc = 0
         self._read: List[np.ndarray] = []
         self._written: List[np.ndarray] = []
         self._pending = 0
@@ -293,6 +333,7 @@ class Profile:
                 self.flops[index] = _mma_flops(ins) // 4  # a warpgroup's 4 warps issue it
                 self.mma_kinds[index] = _mma_kind(ins)
                 self.wgmma_wavefronts[index] = _wgmma_wavefronts(ins)
+        self.spin_loops = _spin_loops(code)
         self.class_counts = np.zeros(len(CLASSES), np.int64)
         total = grid[0] * grid[1] * grid[2]
         if self.sample is None or self.sample >= total:
@@ -304,6 +345,7 @@ class Profile:
     def step(self, pc: int, cta, active, executing) -> None:
         """`active`: threads at this instruction (None: all); `executing`: those whose guard
         holds (None: all, False: none)."""
+        self._pc = pc
         if active is None:
             warps = self.warps
             self.per_warp_line[pc] += 1
@@ -328,6 +370,51 @@ class Profile:
 
     def barrier(self) -> None:
         self.barriers += 1
+
+    # -- called by sm_90 instructions as they run ---------------------------------------------
+    def mbarrier_wait(self, lanes: np.ndarray, done: np.ndarray) -> None:
+        """An mbarrier try_wait / test_wait at the last stepped pc: `lanes` waited, `done[lane]`
+        whether each one's phase had completed."""
+        warps = np.unique(lanes // 32)
+        failed = np.unique(lanes[~done[lanes]] // 32)
+        self.mbarrier_waits += warps.size - failed.size
+        if not failed.size:
+            return
+        self.mbarrier_retries += failed.size
+        loop = self.spin_loops.get(self._pc)
+        if loop is not None:  # the try that follows repeats the loop: not an issue on the GPU
+            lo, hi = loop
+            self.per_line[lo:hi] -= failed.size
+            np.subtract.at(self.per_warp_line, (slice(lo, hi), failed), 1)
+            np.subtract.at(self.class_counts, self.classes[lo:hi], failed.size)
+
+    def tma(self, addresses: np.ndarray, size: int, box_bytes: int, store: bool) -> None:
+        """One cp.async.bulk.tensor copy: `addresses` of its elements inside the tensor (the
+        others are zero-filled or not written), `size` bytes each, `box_bytes` moved to or from
+        shared memory."""
+        sectors = np.unique(addresses >> np.uint64(5))
+        nbytes = int(addresses.size) * size
+        ideal = -(-nbytes // 32)
+        if store:
+            self.tma_stores += 1
+            self.global_st_sectors += sectors.size
+            self.global_st_ideal += ideal
+            self.global_st_bytes += nbytes
+            self._written.append(sectors)
+        else:
+            self.tma_loads += 1
+            self.global_ld_sectors += sectors.size
+            self.global_ld_ideal += ideal
+            self.global_ld_bytes += nbytes
+            self._read.append(sectors)
+        self.tma_sectors += sectors.size
+        self.tma_shared_bytes += box_bytes
+        waves = -(-box_bytes // 128)
+        self.shared_wavefronts += waves
+        self.shared_ideal_wavefronts += waves
+        self._pending += sectors.size
+        if self._pending > 2_000_000:
+            self._compact()
 
     def _by_warp(self, mask: np.ndarray) -> np.ndarray:
         pad = self.warps * 32 - mask.size
@@ -490,4 +577,8 @@ class Profile:
             "local_sectors": sc(self.local_sectors),
             "barriers": sc(self.barriers),
             "mma_flops": {k: sc(v) for k, v in self.mma_flops.items()},
+            "tma_loads": sc(self.tma_loads), "tma_stores": sc(self.tma_stores),
+            "tma_sectors": sc(self.tma_sectors), "tma_shared_bytes": sc(self.tma_shared_bytes),
+            "mbarrier_waits": sc(self.mbarrier_waits),
+            "mbarrier_retries": sc(self.mbarrier_retries),
         }

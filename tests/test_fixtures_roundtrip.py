@@ -99,11 +99,20 @@ def test_convert_to_every_version(path):
             assert tilebc.Version.parse(match.group(1)) > version
             continue
         converted += 1
-        result = oracles.tileirdisasm(data)
-        assert result.ok, f"{version}: {result.stderr}"
-        assert oracles.without_hint_keys(result.stdout) == oracles.without_hint_keys(expected), \
+        assert data[8:10] == bytes([version.major, version.minor])
+        sibling = path.parent / f"{path.parent.name}-{version}.tilebc"
+        if path.parent.name not in FOLDED_LOCATIONS and sibling.is_file() \
+                and data == sibling.read_bytes():
+            # cuTile's own file at that version (4 conversions in 10): test_reencode_same_version
+            # shows tileirdisasm prints its stored listing, test_verify decodes and verifies it
+            listing = stored(sibling, ".dis")
+        else:
+            result = oracles.tileirdisasm(data)
+            assert result.ok, f"{version}: {result.stderr}"
+            listing = result.stdout
+            assert tilebc.load(data).version == version
+        assert oracles.without_hint_keys(listing) == oracles.without_hint_keys(expected), \
             f"text differs at {version}"
-        assert tilebc.load(data).version == version
 
 
 NEWEST = {}

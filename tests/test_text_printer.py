@@ -22,12 +22,18 @@ from handbuilt import KERNELS, i32_constant
 FILES = fixture_files()
 
 
+# The "compiled" tests' printers, compiled once per kind per process as outside the tests (a
+# compile per kind per test cost more than the printing).
+_COMPILED_PRINTERS = {}
+
+
 @pytest.fixture(params=["walked", "compiled"])
 def op_printers(request, monkeypatch):
     """Every op printed by walking its syntax elements, or every op by its kind's compiled
     printer (by default the first few ops of a kind are walked, the rest compiled)."""
-    monkeypatch.setattr(printer_module, "_OP_PRINTERS", {})
-    monkeypatch.setattr(printer_module, "_USES", {})
+    monkeypatch.setattr(printer_module, "_OP_PRINTERS",
+                        _COMPILED_PRINTERS if request.param == "compiled" else {})
+    monkeypatch.setattr(printer_module, "_USES", {})  # kind -> ops walked
     monkeypatch.setattr(printer_module, "COMPILE_AFTER",
                         0 if request.param == "compiled" else 1 << 60)
     return request.param
@@ -37,7 +43,9 @@ def op_printers(request, monkeypatch):
 def test_fixture_matches_tileirdisasm(path, op_printers):
     module = decoded(path)
     assert print_module(module) == path.with_suffix(".dis").read_text()
-    assert bool(printer_module._OP_PRINTERS) == (op_printers == "compiled")
+    # walked: no printer compiled; compiled: no op walked
+    assert bool(printer_module._OP_PRINTERS) == (op_printers == "compiled") \
+        == (not printer_module._USES)
 
 
 @pytest.mark.parametrize("path", FILES, ids=fixture_id)

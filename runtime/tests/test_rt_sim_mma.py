@@ -888,32 +888,43 @@ def test_reduced_products_take_the_direct_path_to_cyclic():
 
 # ------------------------------------------- the fixtures' tensor-core kernels on sm_80 code
 
-def _tensor_core_kernels():
-    """(case module, fixture) for every fixture or family kernel with an mmaf on f16 / bf16 /
-    fp8 / tf32 / f64 operands or an mmai (the tensor-core paths); the other suites run them on
-    sm_90 code only."""
+# An mmai, or an mmaf whose first operand (lhs) is a tile of a tensor-core element type, in
+# tileirdisasm's listing: `%4 = mmaf %a, %b, %c : tile<64x64xf16>, ...`.
+_TENSOR_CORE_OP = re.compile(r"= (?:mmai |mmaf [^:\n]*: tile<(?:\d+x)*"
+                             r"(?:f16|bf16|f8E4M3FN|f8E5M2|tf32|f64)>)")
+
+
+def _case_kernels():
+    """(family, name, newest fixture file) of every fixture or family case."""
     import importlib
     import sys
     sys.path.insert(0, str(FIXTURES.parents[1] / "tests"))
-    from conftest import decoded
     from fixture_cases import CASE_MODULES
-    found = []
     for family in CASE_MODULES:
         reference = importlib.import_module(family)
         for name in sorted(reference.CASES):
-            # decoded, not verified: this runs at collection in every worker; the test verifies
-            module = decoded(FIXTURES / name / f"{name}-{reference.versions(name)[-1]}.tilebc")
-            if any(op.name == "mmai" or op.name == "mmaf" and op.operands["lhs"].type.element
-                   .name in ("f16", "bf16", "f8E4M3FN", "f8E5M2", "tf32", "f64")
-                   for function in module.functions for op in function.walk()):
-                found.append((family, name))
-    return found
+            yield family, name, FIXTURES / name / f"{name}-{reference.versions(name)[-1]}.tilebc"
+
+
+def _tensor_core_kernels():
+    """(case module, fixture) for every fixture or family kernel with an mmaf on f16 / bf16 /
+    fp8 / tf32 / f64 operands or an mmai (the tensor-core paths); the other suites run them on
+    sm_90 code only. Read from the stored listings, not decoded: this runs at collection in every
+    worker (test_tensor_core_kernels_are_found checks it against the decoded IR)."""
+    return [(family, name) for family, name, path in _case_kernels()
+            if _TENSOR_CORE_OP.search(path.with_suffix(".dis").read_text())]
 
 
 TENSOR_CORE_KERNELS = _tensor_core_kernels()
 
 
 def test_tensor_core_kernels_are_found():
+    from conftest import decoded  # on the path through _case_kernels
+    found = [(family, name) for family, name, path in _case_kernels()
+             if any(op.name == "mmai" or op.name == "mmaf" and op.operands["lhs"].type.element
+                    .name in ("f16", "bf16", "f8E4M3FN", "f8E5M2", "tf32", "f64")
+                    for function in decoded(path).functions for op in function.walk())]
+    assert TENSOR_CORE_KERNELS == found
     assert len(TENSOR_CORE_KERNELS) >= 15, TENSOR_CORE_KERNELS
 
 

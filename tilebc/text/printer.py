@@ -6,6 +6,7 @@ signatures) and the `custom<…>` directives are written out here.
 """
 from __future__ import annotations
 
+import gc
 import re
 from typing import Dict, List, Optional
 
@@ -39,8 +40,14 @@ def print_module(module: Module, debug: bool = False, mlir: bool = False) -> str
     `mlir`, as MLIR's tools (cuda-tile-opt, cuda-tile-translate) print it: the body inside
     `cuda_tile.module @NAME { … }`. A type whose text exceeds TYPE_TEXT_LIMIT (a function type
     that repeats shared parts) is refused with a TilebcError rather than printed cut short."""
-    with exact_type_text():
-        return _ModulePrinter(module, debug, mlir).run()
+    collecting = gc.isenabled()
+    gc.disable()  # the names and aliases tables are many small objects; collections would
+    try:          # rescan the whole module each time (as in the reader and the verifier)
+        with exact_type_text():
+            return _ModulePrinter(module, debug, mlir).run()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def module_items(module: Module) -> list:

@@ -10,6 +10,7 @@ import gc
 import re
 from typing import Dict, List, Optional
 
+from ..codecache import compile_generated
 from ..errors import TilebcError
 from ..ir.module import Block, Function, Global, Module, Op, Region
 from ..ir import attrs as A
@@ -552,7 +553,7 @@ def op_printer(spec):
     namespace = {"_attr_dict_text": _attr_dict_text, "_attr_present": _attr_present,
                  "_types_of": _types_of, "present": present, "attr_text": attr_text,
                  "TilebcError": TilebcError, **constants}
-    exec(compile(source, f"<tilebc printer {spec.mnemonic}>", "exec"), namespace)
+    exec(compile_generated(source, f"<tilebc printer {spec.mnemonic}>"), namespace)
     _OP_PRINTERS[id(spec)] = (spec, namespace["body"])
     return namespace["body"]
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import io
 import os
 import sys
@@ -679,7 +680,19 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    own_process = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _main(argv)
+    finally:
+        if own_process:
+            # The process ends next. A decoded or parsed module is garbage held in reference
+            # cycles (values and their ops): the collection at interpreter exit would walk all of
+            # it (~0.4 s CPU after `dis` of the 1.4 MB module). Frozen objects are not collected.
+            gc.freeze()
+
+
+def _main(argv: List[str]) -> int:
     command = _requested_command(argv)
     parser = build_parser(command)
     if command is not None and command not in parser._subparsers._group_actions[0].choices \

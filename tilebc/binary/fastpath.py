@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Optional, Tuple
 
+from ..codecache import compile_generated
 from ..ir import attrs as A
 from ..ir.module import Value
 from ..ops.spec import Arity, AttrKind
@@ -288,7 +289,7 @@ def compile_plan(plan: OpPlan, version: Version) -> Callable:
     src.add("    return op, pos\n")
     code = "".join(src.lines)
     namespace = dict(src.env)
-    exec(compile(code, f"<tilebc fast decoder: {spec.mnemonic} @ {version}>", "exec"), namespace)
+    exec(compile_generated(code, f"<tilebc fast decoder: {spec.mnemonic} @ {version}>"), namespace)
     decode = namespace["decode"]
     decode.source = code  # for debugging and tests
     return decode

@@ -47,6 +47,7 @@ from .tags import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTION
 _DYNAMIC = INT64_MIN
 
 _MISSING = object()
+_LOC_SCOPES = (L.DISubprogram, L.DILexicalBlock)  # what a DILoc's scope may be
 
 UNKNOWN_FUNCTION_FLAGS_REFUSED = Version(13, 4)  # NVIDIA ignores unknown function flag bits before
 
@@ -767,6 +768,10 @@ class ModuleReader:
         cached = self._locations.get(index, _MISSING)
         if cached is not _MISSING:
             return cached
+        value = self._plain_loc(index)
+        if value is not None:
+            self._debug_attrs[index] = self._locations[index] = value
+            return value
         value = self.debug_attr(index, offset)
         if value is None or isinstance(value, L.UnknownDebugAttr):
             return None
@@ -775,6 +780,52 @@ class ModuleReader:
                              offset)
         self._locations[index] = value
         return value
+
+    def _plain_loc(self, index: int):
+        """The DILoc of debug entry `index` read inline when it is the usual case: an exactly
+        sliced entry of five short varints whose scope and file name are already decoded. None
+        otherwise (the careful path then reads it). Most op locations are such entries, and the
+        careful path's reader object and checks per entry cost a third of verifying."""
+        table = self.debug_blobs
+        if not isinstance(table, container.BlobTable) or table.slicing is not EXACT \
+                or self._debug_in_progress:
+            return None
+        offsets = table.offsets
+        if not 0 < index <= len(offsets):
+            return None
+        data = table.data
+        pos = offsets[index - 1]
+        stop = offsets[index] if index < len(offsets) else len(data)
+        if stop - pos < 5 or data[pos] != DEBUG_LOC:
+            return None
+        pos += 1
+        fields = []
+        for _ in range(4):
+            if pos >= stop:
+                return None
+            value = data[pos]
+            pos += 1
+            if value >= 0x80:
+                value &= 0x7F
+                shift = 7
+                while True:
+                    if pos >= stop or shift > 28:  # longer ones: the careful path
+                        return None
+                    byte = data[pos]
+                    pos += 1
+                    value |= (byte & 0x7F) << shift
+                    if byte < 0x80:
+                        break
+                    shift += 7
+            fields.append(value)
+        if pos != stop:
+            return None
+        scope_index, name_index, line, column = fields
+        scope = self._debug_attrs.get(scope_index)
+        name = self._string_cache.get(name_index)
+        if name is None or scope.__class__ not in _LOC_SCOPES:
+            return None
+        return L.DILoc(scope, name, line, column)
 
     # ---- globals ---------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 
 from ..version import V13_1, V13_4, V13_5, Version
 
@@ -9,7 +10,7 @@ from ..version import V13_1, V13_4, V13_5, Version
 class WireEnum(enum.IntEnum):
     """An enum whose members carry their text keyword and the first version that has them."""
 
-    @property
+    @functools.cached_property  # kept in the member: Enum's `name` costs a descriptor call
     def keyword(self) -> str:
         return self.name.lower()
 
@@ -19,10 +20,13 @@ class WireEnum(enum.IntEnum):
 
     @classmethod
     def from_keyword(cls, keyword: str) -> "WireEnum":
-        for member in cls:
-            if member.keyword == keyword:
-                return member
-        raise KeyError(keyword)
+        table = cls.__dict__.get("_by_keyword")
+        if table is None:  # built on first use: the parser looks up every enum keyword it reads
+            table = {}
+            for member in cls:
+                table.setdefault(member.keyword, member)
+            setattr(cls, "_by_keyword", table)
+        return table[keyword]
 
 
 class Signedness(WireEnum):

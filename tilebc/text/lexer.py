@@ -13,6 +13,7 @@ import sys
 from typing import Dict, List, Optional
 
 from ..errors import TextSyntaxError
+from ..speedups import scan_token as _scan_token
 
 # A repeat of groups that keeps no backtracking state per pass where Python has possessive
 # repeats (3.11): otherwise sre holds ~100 bytes per escape (a 2 MB string of escapes: ~200 MiB).
@@ -128,6 +129,14 @@ class Cursor:
         peeked = self._peeked
         if peeked is not None and peeked.pos >= self.pos:
             return peeked
+        if _scan_token is not None:  # the compiled scanner: the common tokens in one call
+            found = _scan_token(self.text, self.pos)
+            if found is not None:
+                kind, text, start = found
+                self.pos = start
+                peeked = self._peeked = Token(kind, text, start)
+                return peeked
+            return self._peek_checked()
         match = _SPACED_TOKEN.match(self.text, self.pos)
         if match is not None:
             kind = match.lastgroup

@@ -6,9 +6,11 @@ signatures) and the `custom<…>` directives are written out here.
 """
 from __future__ import annotations
 
+import gc
 import re
 from typing import Dict, List, Optional
 
+from ..codecache import compile_generated
 from ..errors import TilebcError
 from ..ir.module import Block, Function, Global, Module, Op, Region
 from ..ir import attrs as A
@@ -39,8 +41,14 @@ def print_module(module: Module, debug: bool = False, mlir: bool = False) -> str
     `mlir`, as MLIR's tools (cuda-tile-opt, cuda-tile-translate) print it: the body inside
     `cuda_tile.module @NAME { … }`. A type whose text exceeds TYPE_TEXT_LIMIT (a function type
     that repeats shared parts) is refused with a TilebcError rather than printed cut short."""
-    with exact_type_text():
-        return _ModulePrinter(module, debug, mlir).run()
+    collecting = gc.isenabled()
+    gc.disable()  # the names and aliases tables are many small objects; collections would
+    try:          # rescan the whole module each time (as in the reader and the verifier)
+        with exact_type_text():
+            return _ModulePrinter(module, debug, mlir).run()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def module_items(module: Module) -> list:
@@ -545,7 +553,7 @@ def op_printer(spec):
     namespace = {"_attr_dict_text": _attr_dict_text, "_attr_present": _attr_present,
                  "_types_of": _types_of, "present": present, "attr_text": attr_text,
                  "TilebcError": TilebcError, **constants}
-    exec(compile(source, f"<tilebc printer {spec.mnemonic}>", "exec"), namespace)
+    exec(compile_generated(source, f"<tilebc printer {spec.mnemonic}>"), namespace)
     _OP_PRINTERS[id(spec)] = (spec, namespace["body"])
     return namespace["body"]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Callable, List
 
+from ..codecache import compile_generated
 from ..ir.attrs import DenseElementsAttr
 from ..ir.module import Value
 from ..ops.spec import Arity, AttrKind, OpSpec
@@ -130,7 +131,7 @@ def _check_source(spec: OpSpec, facts) -> str:
 def _compile(source: str, name: str, spec: OpSpec, **extra):
     namespace = {"Value": Value, "MARKER": object(), "DENSE": DenseElementsAttr, "SPEC": spec,
                  **extra}  # MARKER: keys of different op kinds never compare equal
-    exec(compile(source, f"<verify {name} {spec.mnemonic}>", "exec"), namespace)
+    exec(compile_generated(source, f"<verify {name} {spec.mnemonic}>"), namespace)
     return namespace[name]
 
 

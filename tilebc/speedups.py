@@ -1,0 +1,19 @@
+"""The optional compiled helpers (tilebc/_speedups.c), or None where they are not built.
+
+The package installs and works without a C compiler: every caller keeps its pure-Python path and
+uses a helper only when it is here. TILEBC_PURE=1 in the environment forces the pure path (the
+tests run both ways).
+"""
+from __future__ import annotations
+
+import os
+
+scan_token = None
+
+if not os.environ.get("TILEBC_PURE"):
+    try:
+        from ._speedups import scan_token  # noqa: F811
+    except ImportError:  # not built (no compiler when installed): the pure path
+        pass
+
+ACTIVE = scan_token is not None

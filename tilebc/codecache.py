@@ -20,7 +20,10 @@ _usable = None  # whether the directory exists or could be made
 
 def compile_generated(source: str, filename: str):
     """compile(source, filename, "exec"), from the cache when an earlier process compiled it."""
-    from _blake2 import blake2b  # hashlib would load OpenSSL: 3 ms of every start-up
+    try:
+        from _blake2 import blake2b  # hashlib would load OpenSSL: 3 ms of every start-up
+    except ImportError:  # a Python built without the module
+        from hashlib import blake2b
     key = blake2b(_TAG + b"\0" + filename.encode() + b"\0" + source.encode(),
                           digest_size=16).hexdigest()
     path = os.path.join(_DIRECTORY, key + ".code")
@@ -42,7 +45,7 @@ def _store(path: str, code) -> None:
         if not _usable:
             os.makedirs(_DIRECTORY, exist_ok=True)
             _usable = True
-        temporary = f"{path}.{os.getpid()}.tmp"
+        temporary = f"{path}.{os.getpid()}.{id(code):x}.tmp"  # one writer per name
         with open(temporary, "wb") as stream:
             stream.write(marshal.dumps(code))
         os.replace(temporary, path)  # readers see the whole file or none

@@ -4,7 +4,7 @@ The promise checked: for any module that decodes and verifies,
 * `tilebc_runtime.compile(module, arch=sm_80|sm_90, emit="ptx")` returns PTX (which nvJitLink
   links, checked on a sample) or raises a TilebcError; never another exception, never slowly;
 * `tilebc.interp.run` with arguments bound per the entry's signature runs or raises a TilebcError
-  (bounded by `max_iterations` and a wall-clock alarm).
+  (bounded by `max_iterations` and an alarm on the process's CPU time).
 
 Inputs come from the cuTile fixtures through two kinds of mutation:
 * IR-level (`IR_MUTATORS`): decode a fixture, change one thing the verifier may still accept
@@ -52,15 +52,17 @@ class Overrun(BaseException):
 
 @contextmanager
 def deadline(seconds: float):
+    """Overrun after `seconds` of this process's CPU time (all threads): the work a stage does,
+    whatever else the machine runs (a wall-clock alarm fired on a busy CI machine)."""
     def fire(signum, frame):
-        raise Overrun(f"took more than {seconds:g} s")
-    previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+        raise Overrun(f"took more than {seconds:g} s of CPU time")
+    previous = signal.signal(signal.SIGPROF, fire)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
 
 
 # ---- IR-level mutators ----------------------------------------------------------------------

@@ -6,13 +6,13 @@ first use (`lazyloc.py`) unless `lazy_debug=False`. Limits on untrusted input ar
 """
 from __future__ import annotations
 
-import gc
 import io
 import os
 import struct
 from typing import Dict, List, Optional, Tuple, Union
 
 from ..errors import DecodeError, TilebcError
+from ..gcpause import collection_paused
 from ..ir import attrs as A
 from ..ir import location as L
 from ..ir import types as T
@@ -85,15 +85,9 @@ def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
             raise TilebcError(f"cannot read bytecode: {error.strerror}", file=file) from None
     else:
         data = bytes(source)
-    collecting = gc.isenabled()
-    gc.disable()  # a module is many small objects; collections during decoding only cost time
-    try:
-        module = ModuleReader(data, file, limits=limits, lazy_debug=lazy_debug,
-                              strict=strict).read()
-    finally:
-        if collecting:
-            gc.enable()
-    return module
+    with collection_paused():
+        return ModuleReader(data, file, limits=limits, lazy_debug=lazy_debug,
+                            strict=strict).read()
 
 
 class ModuleReader:

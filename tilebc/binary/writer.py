@@ -2,11 +2,11 @@
 anything the target version cannot represent; never drops information silently."""
 from __future__ import annotations
 
-import gc
 import struct
 from typing import Dict, List, Optional
 
 from ..errors import EncodeError
+from ..gcpause import collection_paused
 from ..ir import attrs as A
 from ..ir import location as L
 from ..ir import types as T
@@ -44,22 +44,19 @@ def dump(module: Module, version: Optional[VersionLike] = None) -> bytes:
     fits that file's layout (so an unmodified module gives the file's bytes back), else in
     NVIDIA's cuTile order (format_spec.md §4.1)."""
     target = check_supported(Version.parse(version if version is not None else module.version))
-    collecting = gc.isenabled()
-    gc.disable()  # the interning tables are many small objects: collections would rescan them
     try:
-        layout = module.layout
-        if layout is not None and layout.version == target and layout.preview == module.preview:
-            try:
-                return ModuleWriter(module, target, layout).write()
-            except LayoutMismatch:  # edited since it was read: canonical order
-                pass
-        return ModuleWriter(module, target).write()
+        with collection_paused():
+            layout = module.layout
+            if layout is not None and layout.version == target \
+                    and layout.preview == module.preview:
+                try:
+                    return ModuleWriter(module, target, layout).write()
+                except LayoutMismatch:  # edited since it was read: canonical order
+                    pass
+            return ModuleWriter(module, target).write()
     except (ValueError, TypeError, OverflowError, struct.error) as error:
         # Malformed IR handed in by a caller (a negative count, a non-integer shape, …).
         raise EncodeError(f"cannot encode module: {error} (target version {target})") from error
-    finally:
-        if collecting:
-            gc.enable()
 
 
 class _Interner:

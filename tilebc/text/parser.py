@@ -6,8 +6,6 @@ alias definitions are read into op/entry locations (tilebc/text/locations.py).
 """
 from __future__ import annotations
 
-import contextlib
-import gc
 import re
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -24,6 +22,7 @@ from ..ops.table import (ENTRY_OP, GLOBAL_OP, MNEMONIC_ALIASES, MODULE_OP, OPS_B
                          OWN_MEMORY_ATTRIBUTE_PARSER, ROUNDING_CHECKED_WHEN_PARSED,
                          ROUNDING_MODES_TAKEN, closing_terminator)
 from ..version import MAX_VERSION
+from ..gcpause import collection_paused
 from .lexer import MAX_NESTING, Cursor, Token, nesting, shorten, unescape
 from .debuginfo import attribute_text
 from .locations import LocationTable
@@ -39,21 +38,8 @@ MAX_RESULTS = 1 << 16
 
 def parse_module(text: str, filename: str = "<text>") -> Module:
     """Parse Tile IR text into a Module; raises TextSyntaxError with line:col on bad input."""
-    with _collection_paused():
+    with collection_paused():
         return _Parser(text, filename).module()
-
-
-@contextlib.contextmanager
-def _collection_paused():
-    """The module under construction is many small objects and no garbage cycles: collections
-    would rescan all of it again and again (a fifth of parsing the 1.4 MB text)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def parse_modules(text: str, filename: str = "<text>", *, testing_ops: bool = False,
@@ -71,7 +57,7 @@ def parse_modules(text: str, filename: str = "<text>", *, testing_ops: bool = Fa
     parser.testing_ops = testing_ops
     parser.allow_unregistered = allow_unregistered and defer_unwritable
     parser.locations.defer_unwritable = defer_unwritable
-    with _collection_paused():
+    with collection_paused():
         modules = parser.modules()
     if defer_unwritable:
         return modules, parser.unregistered + parser.locations.unwritable

@@ -6,7 +6,6 @@ signatures) and the `custom<…>` directives are written out here.
 """
 from __future__ import annotations
 
-import gc
 import re
 from typing import Dict, List, Optional
 
@@ -17,6 +16,7 @@ from ..ir import attrs as A
 from ..ir.types import exact_type_text
 from ..ops.spec import AttrKind
 from ..ops.table import ENTRY_OP, GLOBAL_OP
+from ..gcpause import collection_paused
 from . import values as V
 from .debuginfo import LocationAliases
 from .names import FunctionNames
@@ -41,14 +41,8 @@ def print_module(module: Module, debug: bool = False, mlir: bool = False) -> str
     `mlir`, as MLIR's tools (cuda-tile-opt, cuda-tile-translate) print it: the body inside
     `cuda_tile.module @NAME { … }`. A type whose text exceeds TYPE_TEXT_LIMIT (a function type
     that repeats shared parts) is refused with a TilebcError rather than printed cut short."""
-    collecting = gc.isenabled()
-    gc.disable()  # the names and aliases tables are many small objects; collections would
-    try:          # rescan the whole module each time (as in the reader and the verifier)
-        with exact_type_text():
-            return _ModulePrinter(module, debug, mlir).run()
-    finally:
-        if collecting:
-            gc.enable()
+    with collection_paused(), exact_type_text():
+        return _ModulePrinter(module, debug, mlir).run()
 
 
 def module_items(module: Module) -> list:

@@ -5,29 +5,15 @@ problem found (one per op at most), each with its rule id, op, location and mess
 """
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
 from typing import List
 
 from ..ir.module import Module
+from ..gcpause import collection_paused
 from .diagnostics import ERROR, WARNING, Collector, Diagnostic, StopChecking
 from .optable import OP_CONSTRAINTS
 from .structure import Verifier
 
 __all__ = ["verify", "diagnostics", "Diagnostic", "OP_CONSTRAINTS", "ERROR", "WARNING"]
-
-
-@contextmanager
-def _collection_paused():
-    """The walk makes many short-lived objects but no garbage cycles worth collecting meanwhile;
-    collections triggered by those allocations would rescan the whole module (as in the reader)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def diagnostics(module: Module, *, warnings: bool = True, full: bool = False) -> List[Diagnostic]:
@@ -36,7 +22,7 @@ def diagnostics(module: Module, *, warnings: bool = True, full: bool = False) ->
     from scratch instead of reusing the verdict of an earlier op with the same signature (slower;
     the same diagnostics)."""
     collector = Collector(module.source, fail_fast=False)
-    with _collection_paused():
+    with collection_paused():
         Verifier(module, collector, fast=not full).run()
     found = collector.diagnostics
     return found if warnings else [d for d in found if d.severity == ERROR]
@@ -46,7 +32,7 @@ def verify(module: Module) -> None:
     """Raise VerificationError (with .rule and .diagnostic) for the first error in `module`."""
     collector = Collector(module.source, fail_fast=True)
     try:
-        with _collection_paused():
+        with collection_paused():
             Verifier(module, collector).run()
     except StopChecking:
         pass

@@ -1,0 +1,21 @@
+"""One context manager for the phases that build or walk a whole module (decode, encode, parse,
+print, verify): a module is many small objects and few garbage cycles, so collections triggered
+by their allocations would rescan the growing module again and again (a fifth of parsing the
+1.4 MB text) and free nearly nothing."""
+from __future__ import annotations
+
+import contextlib
+import gc
+
+
+@contextlib.contextmanager
+def collection_paused():
+    """Automatic garbage collection off inside the block; back as it was after (nesting and a
+    caller that turned it off itself are kept)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()

@@ -152,8 +152,9 @@ _NOT_LOWERING = {"cache.py", "cache_cli.py", "cache_entry.py", "cache_remote.py"
 # with. Not here: the text form (a text file is assembled to bytecode first, and the key hashes
 # those bytes), the CPU interpreter, the command line and the NVIDIA tool finder.
 # runtime/tests/test_rt_cache_key.py checks that the JIT imports nothing of tilebc outside these.
-TILEBC_CODEGEN_SOURCES = ("__init__.py", "api.py", "version.py", "errors.py", "record.py", "numeric/__init__.py",
-                          "numeric/numerics.py", "numeric/formats.py", "numeric/convert.py", "numeric/dense.py",
+TILEBC_CODEGEN_SOURCES = ("__init__.py", "api.py", "version.py", "errors.py", "record.py", "gcpause.py",
+                          "codecache.py", "numeric/__init__.py", "numeric/numerics.py",
+                          "numeric/formats.py", "numeric/convert.py", "numeric/dense.py",
                           "numeric/dtypes.py", "binary/", "ir/", "ops/", "verify/")
 
 

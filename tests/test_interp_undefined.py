@@ -106,3 +106,34 @@ def test_binder_is_public_and_binds_like_run():
     assert [memory.buffer_at(int(v)).data.base is not None for v in values] == [True] * 3
     with pytest.raises(tilebc.interp.ArgumentError, match="takes 3 parameters"):
         bind_arguments(module.functions[0], GlobalMemory(), [tilebc.interp.Pointer(arrays[0])])
+
+
+# ---- undetermined padding ------------------------------------------------------------------
+
+
+def _ragged_copy_kernel(padding):
+    """out = the 16-wide tile of a 10-element f32 array (its last 6 elements are padding)."""
+    module = Module(version=tilebc.Version(13, 5))
+    f32 = ELEMENT_TYPES["f32"]
+    b = new_function(module, "k", [scalar(PointerType(f32))] * 2)
+    source, out = b.args
+    zero = b.constant(0, "i32")
+    values, _ = b.load(b.partition_view(b.tensor_view(source, [10], [1]), [16], padding), [zero])
+    b.store(values, b.partition_view(b.tensor_view(out, [16], [1]), [16]), [zero])
+    b.op("return", [[]])
+    return module
+
+
+@pytest.mark.parametrize("padding", [None, "zero"])
+def test_undetermined_padding_reads_nan_only_when_checking(padding):
+    """A view load with no padding value fills its out-of-bounds elements with an undetermined
+    value: 0 by default, NaN with check_undefined=True (where a result relies on it, it shows,
+    as on a GPU whose loads fill them with NaN); a zero padding value stays 0 either way."""
+    module = _ragged_copy_kernel(padding)
+    source = np.arange(10, dtype=np.float32) + 1
+    for check, expected_tail in ((False, 0.0), (True, np.nan if padding is None else 0.0)):
+        out = np.full(16, -1, np.float32)
+        run(module, "k", (1,), tilebc.interp.Pointer(source), tilebc.interp.Pointer(out),
+            check_undefined=check)
+        np.testing.assert_array_equal(out[:10], source)
+        np.testing.assert_array_equal(out[10:], np.full(6, expected_tail, np.float32))

@@ -240,7 +240,9 @@ def run(module_or_path, entry: Optional[str], grid, *args, check_memory: bool = 
     * check_assumptions: verify every `assume` predicate (bounded, div_by, same_elements).
     * check_undefined: fault on undefined integer behaviour (overflow against an op's
       no_signed_wrap / no_unsigned_wrap / no_wrap flag, division by zero, signed min / -1, shift
-      amounts >= the bit width), naming the op, the tile block and the element.
+      amounts >= the bit width), naming the op, the tile block and the element; and read a view
+      load's undetermined padding (no padding_value) as NaN in float tiles, so that results
+      depending on it show (by default it reads as 0).
     * shuffle / seed: run tile blocks in a seeded random order instead of by flattened id.
     * allow_aliasing: accept array arguments that share memory (cuTile alias groups).
     * uninitialized: positions of array arguments whose contents count as uninitialised, so

@@ -186,7 +186,8 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                         help="accept array arguments that share memory")
     parser.add_argument("--check-undefined", action="store_true",
                         help="fault on undefined integer behaviour (overflow against nsw/nuw "
-                             "flags, division by zero, shift amounts >= the width)")
+                             "flags, division by zero, shift amounts >= the width); read "
+                             "undetermined load padding as NaN in float tiles")
     parser.add_argument("--no-batch", action="store_true",
                         help="run tile blocks one at a time instead of all at once")
     parser.add_argument("--batch-memory", type=_size, metavar="SIZE",

@@ -55,8 +55,12 @@ class TiledView:
                      for k in range(len(self.tile_shape)))
 
 
-def padding_fill(padding: Optional[PaddingValue], dtype: np.dtype):
-    """The scalar that fills out-of-bounds elements of a load. Undetermined padding reads as 0."""
+def padding_fill(padding: Optional[PaddingValue], dtype: np.dtype, poison: bool = False):
+    """The scalar that fills out-of-bounds elements of a load. Undetermined padding reads as 0,
+    or with `poison` (check_undefined) as NaN in a float tile, so that a result depending on it
+    shows: compilers fill it as they like (tileiras's TMA loads can give NaN there)."""
+    if padding is None and poison and dtype.kind == "f":
+        return np.asarray(np.nan).astype(dtype)
     if padding is None or padding is PaddingValue.ZERO:
         return np.zeros((), dtype=dtype)
     value = {PaddingValue.NEG_ZERO: -0.0, PaddingValue.NAN: np.nan,

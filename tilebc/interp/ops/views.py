@@ -128,12 +128,13 @@ def _load_view(tb, op, view, indices, token):
         if window.full:
             return [np.array(region, dtype=dtype), TOKEN]
         values = np.empty(tiled.tile_shape, dtype=tiled.tensor.dtype)
-        values[...] = padding_fill(tiled.padding, tiled.tensor.dtype)
+        values[...] = padding_fill(tiled.padding, tiled.tensor.dtype,
+                                   tb.options.check_undefined)
         if region is not None:
             values[window.box] = region
         return [values.astype(dtype, copy=False), TOKEN]
     tiled, addresses, mask = view_access(tb, op, view, indices)
-    fill = padding_fill(tiled.padding, tiled.tensor.dtype)
+    fill = padding_fill(tiled.padding, tiled.tensor.dtype, tb.options.check_undefined)
     values = tb.memory.load(addresses, tiled.tensor.dtype, None if mask.all() else mask,
                             tb.memory_fault, fill)
     return [values.astype(dtype, copy=False), TOKEN]

@@ -761,12 +761,6 @@ def staged_source(lw, value):
     return None
 
 
-def async_width(lw, op, view) -> int:
-    """staging(...)'s vec, or 0."""
-    found = staging(lw, op, view)
-    return found[0] if found else 0
-
-
 def staging(lw, op, view):
     """(vec, swapped) when view load `op`'s tile can go straight to the staging of the
     tensor-core mma reading it (ViewStaged): cp.async runs of `vec` elements; swapped, B staged

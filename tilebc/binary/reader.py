@@ -734,7 +734,7 @@ class ModuleReader:
             file = self._debug_ref(reader, L.DIFile, "lexical block file")
             return L.DILexicalBlock(scope, file, reader.varint("line"), reader.varint("column"))
         if tag == DEBUG_LOC:
-            scope = self._debug_ref(reader, (L.DISubprogram, L.DILexicalBlock), "location scope")
+            scope = self._debug_ref(reader, _LOC_SCOPES, "location scope")
             return L.DILoc(scope, string("location file name"), reader.varint("line"),
                            reader.varint("column"))
         if tag == DEBUG_SUBPROGRAM:
@@ -794,25 +794,16 @@ class ModuleReader:
             return None
         pos += 1
         fields = []
-        for _ in range(4):
-            if pos >= stop:
-                return None
-            value = data[pos]
-            pos += 1
-            if value >= 0x80:
-                value &= 0x7F
-                shift = 7
-                while True:
-                    if pos >= stop or shift > 28:  # longer ones: the careful path
-                        return None
-                    byte = data[pos]
-                    pos += 1
-                    value |= (byte & 0x7F) << shift
-                    if byte < 0x80:
-                        break
-                    shift += 7
-            fields.append(value)
-        if pos != stop:
+        try:
+            for _ in range(4):
+                value = data[pos]
+                pos += 1
+                if value >= 0x80:
+                    value, pos = varint_tail(data, pos, value)
+                fields.append(value)
+        except (Bail, IndexError):  # malformed: the careful path says what is wrong
+            return None
+        if pos != stop:  # a field ran into the next entry, or bytes are left over
             return None
         scope_index, name_index, line, column = fields
         scope = self._debug_attrs.get(scope_index)

@@ -332,19 +332,16 @@ def tensor_core_kind(lw, op):
     return kinds.pop() if m % 16 == 0 and n % 8 == 0 and lhs.shape[-1] % 16 == 0 else None
 
 
-# fp8 element -> the mma.sync input type of the native m16n8k32 form (PTX ISA 8.4, sm_89+)
-MMA_FP8 = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
-
-
 def mma_form(lw, op):
     """(A type, B type, K of one mma.sync) for an mmaf / mmai the accumulator-layout path
     handles: f16 / bf16 with m16n8k16, fp8 with m16n8k32 (.e4m3 / .e5m2, f32 accumulators) on
     sm_89+ where K % 32 == 0, else as f16 with m16n8k16, tf32 with m16n8k8 (f32 result), i8 with
     m16n8k32 (s8 / u8 by the signedness attributes, i32 result), f64 with m8n8k4; else None."""
     from tilebc.ops.enums import Signedness
+    from . import dtypes
     kind = tensor_core_kind(lw, op)
     if kind is not None:
-        fp8 = [MMA_FP8.get(op.operands[n].type.element.name) for n in ("lhs", "rhs")]
+        fp8 = [dtypes.FP8_PTX.get(op.operands[n].type.element.name) for n in ("lhs", "rhs")]
         if None not in fp8 and lw.arch >= 89 and op.operands["lhs"].type.shape[-1] % 32 == 0:
             return fp8[0], fp8[1], 32
         return kind, kind, 16
@@ -527,7 +524,7 @@ def carried_row_layout(lw, body, index):
         return False
     if not visit(body.ops[-1].operand_values[index], 0) or not found:
         return None
-    layouts = set()
+    layouts = {}
     for reduce_op in found:
         source = lw.forward.get(reduce_op.operand_values[0], reduce_op.operand_values[0])
         shape = tuple(source.type.shape)
@@ -538,11 +535,12 @@ def carried_row_layout(lw, body, index):
         if not isinstance(layout, MmaAcc) or layout.grid != (1, lw.T // 32, 1) \
                 or tuple(mmas[0].results[0].type.shape) != shape:
             return None
-        layouts.add(Sliced(layout, shape, len(shape) - 1).key())
         sliced = Sliced(layout, shape, len(shape) - 1)
-    if len(layouts) != 1 or sliced.count != carried.type.num_elements:
+        layouts[sliced.key()] = sliced
+    if len(layouts) != 1:
         return None
-    return sliced
+    [sliced] = layouts.values()
+    return sliced if sliced.count == carried.type.num_elements else None
 
 
 def _producers(lw, value, depth=0) -> list:

@@ -28,7 +28,8 @@ BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f
 NARROW_FLOATS = ("f16", "bf16", "f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f4E2M1FN", "fnv8E5M3FNU")
 # One-byte float codes: loaded and stored as u8 (f4E2M1FN: one code per byte, in the low nibble).
 BYTE_FLOATS = ("f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f4E2M1FN", "fnv8E5M3FNU")
-FP8_PTX = {"f8E4M3FN": "e4m3x2", "f8E5M2": "e5m2x2"}
+# fp8 element -> its PTX type (mma.sync operands; cvt takes pairs, `.e4m3x2`)
+FP8_PTX = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
 
 
 def name_of(element) -> str:
@@ -94,7 +95,7 @@ def to_f32(w, reg: str, element: ElementType) -> str:
     elif name in FP8_PTX:
         pair = w.reg("b32")
         low, high = w.reg("b16"), w.reg("b16")
-        w(f"cvt.rn.f16x2.{FP8_PTX[name]} {pair}, {reg}")
+        w(f"cvt.rn.f16x2.{FP8_PTX[name]}x2 {pair}, {reg}")
         w(f"mov.b32 {{{low}, {high}}}, {pair}")
         w(f"cvt.f32.f16 {out}, {low}")
     elif name == "f8E8M0FNU":
@@ -133,7 +134,7 @@ def from_f32(w, reg: str, element: ElementType, rounding: str = "rn") -> str:
     elif name in FP8_PTX:
         zero = w.reg("f32")
         w(f"mov.f32 {zero}, 0f00000000")
-        w(f"cvt.rn.satfinite.{FP8_PTX[name]}.f32 {out}, {zero}, {reg}")
+        w(f"cvt.rn.satfinite.{FP8_PTX[name]}x2.f32 {out}, {zero}, {reg}")
     else:
         raise TilebcError(f"cannot convert f32 to {name}")
     return out

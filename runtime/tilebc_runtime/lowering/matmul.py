@@ -299,7 +299,7 @@ def _to_f16(lw, tile: Tile) -> Tile:
     for reg in tile.regs:
         if softfloat_free(w, name):  # sm_89+: one cvt gives the f16 pair; keep the low half
             pair, low, high = w.reg("b32"), w.reg("b16"), w.reg("b16")
-            w(f"cvt.rn.f16x2.{dtypes.FP8_PTX[name]} {pair}, {reg}")
+            w(f"cvt.rn.f16x2.{dtypes.FP8_PTX[name]}x2 {pair}, {reg}")
             w(f"mov.b32 {{{low}, {high}}}, {pair}")
         else:
             low = w.reg("b16")
@@ -1137,18 +1137,14 @@ def _k_loop_pipeline(lw, op, loop):
 def _pipeline_part(lw, mma, body, inside, iv_value, stage_bytes):
     """[mma, staged, offsets, strides, align, stage_bytes after it] for one mma of a pipelined
     K loop (its staged operands placed from `stage_bytes` on), or None."""
-    from .anchors import reaches_reduction, reduced_along_rows
     layout, form = mma_layout(lw, mma), mma_form(lw, mma)
     if layout is None or form is None or form[0] == "f64" or mma.name not in _IN_REGISTERS:
         return None
     acc = lw.forward.get(mma.operands["acc"], mma.operands["acc"])
     held = lw.values.get(acc)
-    if _IN_REGISTERS[mma.name] and tensor_core_kind(lw, mma) and not (
-            isinstance(held, Tile) and held.layout == layout) \
-            and reaches_reduction(lw, mma.results[0]) and not (
-            layout.grid[0] == layout.grid[2] == 1 and layout.copies == 1
-            and reduced_along_rows(lw, mma.results[0])):
-        return None  # lower_mmaf takes _mma_sync (see _stays_in_fragments)
+    if _IN_REGISTERS[mma.name] and tensor_core_kind(lw, mma) and not _keeps_fragments(
+            lw, mma, layout, held.layout if isinstance(held, Tile) else None):
+        return None  # lower_mmaf takes _mma_sync
     lhs_type = mma.operands["lhs"].type
     size = dtypes.byte_size(lhs_type.element)
     unit = 16 // size
@@ -1826,15 +1822,19 @@ def _mma_f64(lw, op, layout):
 
 
 def _stays_in_fragments(lw, op, layout) -> bool:
-    """Whether an f16 / bf16 mmaf should produce `layout`: not when its result, directly or
-    through element-wise ops, feeds a reduction (on a layout whose warps hold copies that may
-    take more exchanges than the product's own round trip to Cyclic in _mma_sync), unless every
-    warp holds whole rows that are only reduced along."""
+    """Whether an f16 / bf16 mmaf should produce `layout` (see _keeps_fragments)."""
+    return _keeps_fragments(lw, op, layout, lw.get(op.operands["acc"], any_layout=True).layout)
+
+
+def _keeps_fragments(lw, op, layout, acc_layout) -> bool:
+    """Whether mmaf `op`'s product stays in `layout` given its accumulator's layout (None: not
+    known yet): not when it feeds a reduction, directly or through element-wise ops (on a layout
+    whose warps hold copies that may take more exchanges than the product's own round trip to
+    Cyclic in _mma_sync), unless the accumulator is already in the layout or every warp holds
+    whole rows that are only reduced along (two quad shuffles a row)."""
     from .anchors import reaches_reduction, reduced_along_rows
-    acc = lw.get(op.operands["acc"], any_layout=True)
-    if acc.layout == layout or not reaches_reduction(lw, op.results[0]):
+    if acc_layout == layout or not reaches_reduction(lw, op.results[0]):
         return True
-    # warps holding whole rows, no copies: a row reduction takes two quad shuffles a row
     return layout.grid[2] == 1 and layout.grid[0] == 1 and layout.copies == 1 \
         and reduced_along_rows(lw, op.results[0])
 
@@ -1980,7 +1980,6 @@ def _hoist_invariant_a(lw, loop) -> None:
     """Before a `for` whose body has a tensor-core f16 / bf16 mmaf keeping its product in
     fragments, with an A defined before the loop (attention's Q): A is staged and its ldmatrix
     fragments read into registers once, here, so no iteration stages or reads it again."""
-    from .anchors import reaches_reduction, reduced_along_rows
     inside, ops = _loop_contents(loop)
     w = lw.w
     for op in ops:
@@ -1993,9 +1992,8 @@ def _hoist_invariant_a(lw, loop) -> None:
                 or form[0] not in ("f16", "bf16") or not tensor_core_kind(lw, op) \
                 or layout.copies != 1 or len(lhs.type.shape) != 2:
             continue
-        if reaches_reduction(lw, op.results[0]) and not (
-                layout.grid[0] == layout.grid[2] == 1 and reduced_along_rows(lw, op.results[0])):
-            continue  # lower_mmaf takes _mma_sync (see _stays_in_fragments)
+        if not _keeps_fragments(lw, op, layout, None):
+            continue  # lower_mmaf takes _mma_sync
         m, k_dim = lhs.type.shape
         steps = k_dim // form[2]
         if k_dim % form[2] or steps > _HOISTED_A_STEPS:

@@ -187,6 +187,8 @@ def test_result_index_with_many_digits():
      "location aliases refer to each other more than 64 levels deep"),
 ])
 def test_deep_nesting_is_refused_not_a_recursion_error(what, text, message):
+    # An untimed first pass: a worker's first parse also compiles the parser's generated code.
+    assert message in _error(text).message
     started = time.process_time()
     assert message in _error(text).message
     assert time.process_time() - started < 1.0, what

@@ -2,7 +2,8 @@
 
 The corpus is NVIDIA's disassembly of the cuTile fixtures (`fixtures/bytecode/*/*.dis`, `.dis-g`)
 plus the hand-written MLIR-form files in `tests/text_corpus/`. Each mutator takes the text, a random
-source (`random.Random`, or hypothesis's `st.randoms()`) and the corpus, and returns new text.
+source (`random.Random`) and the corpus, and returns new text; a mutator picks its spot as the
+first match after a random position rather than listing every match of the text.
 
 `check(text, version)` runs `tilebc.text.assemble(text, version, verify=True)`; the input must
 either assemble or raise a TilebcError subclass whose position (line:col) lies inside the text.
@@ -66,6 +67,16 @@ def _spans(pattern: re.Pattern, text: str) -> List[Tuple[int, int]]:
     return [m.span() for m in pattern.finditer(text)]
 
 
+def _pick(pattern: re.Pattern, text: str, rng: random.Random,
+          group: int = 0) -> Optional[Tuple[int, int]]:
+    """A random match of `pattern`: the first one at or after a random position, wrapping around.
+    Listing every match of a 10 KB text for each pick cost most of a fuzz pass; this favours
+    matches after long gaps, which does not matter to a fuzzer."""
+    at = rng.randrange(len(text) + 1)
+    found = pattern.search(text, at) or pattern.search(text)
+    return found.span(group) if found else None
+
+
 def _replace_span(text: str, span: Tuple[int, int], new: str) -> str:
     return text[:span[0]] + new + text[span[1]:]
 
@@ -93,77 +104,69 @@ DIMS = ("0", "1", "3", "-1", "-4", "?", "", "65536", "4294967296", "999999999999
 
 # ---- mutators --------------------------------------------------------------------------------------
 
-def _tokens(text: str) -> List[Tuple[int, int]]:
-    return _spans(_TOKEN, text)
-
-
 def delete_token(text: str, rng: random.Random, pool: Sequence[Entry]) -> str:
-    spans = _tokens(text)
     for _ in range(rng.choice((1, 1, 1, 2, 5))):
-        if not spans:
+        span = _pick(_TOKEN, text, rng)
+        if span is None:
             break
-        span = spans.pop(rng.randrange(len(spans)))
         text = _replace_span(text, span, "")
-        spans = _tokens(text)
     return text
 
 
 def duplicate_token(text: str, rng: random.Random, pool: Sequence[Entry]) -> str:
-    spans = _tokens(text)
-    if not spans:
+    span = _pick(_TOKEN, text, rng)
+    if span is None:
         return text
-    start, end = rng.choice(spans)
+    start, end = span
     copies = rng.choice((1, 1, 2, 10))
     return text[:end] + (" " + text[start:end]) * copies + text[end:]
 
 
 def swap_tokens(text: str, rng: random.Random, pool: Sequence[Entry]) -> str:
-    spans = _tokens(text)
-    if len(spans) < 2:
+    """A token and the next one (or one anywhere in the text) change places."""
+    first = _pick(_TOKEN, text, rng)
+    if first is None:
         return text
-    index = rng.randrange(len(spans) - 1)
-    other = index + 1 if rng.random() < 0.6 else rng.randrange(len(spans))
-    a, b = sorted((spans[index], spans[other]))
-    if a == b:
+    following = _TOKEN.search(text, first[1])
+    if rng.random() < 0.6 and following is not None:
+        second = following.span()
+    else:
+        second = _pick(_TOKEN, text, rng)
+    a, b = sorted((first, second))
+    if a[1] > b[0]:  # the same token, or overlapping ones
         return text
     return text[:a[0]] + text[b[0]:b[1]] + text[a[1]:b[0]] + text[a[0]:a[1]] + text[b[1]:]
 
 
 def replace_number(text: str, rng: random.Random, pool: Sequence[Entry]) -> str:
-    spans = _spans(_NUMBER, text)
-    if not spans:
-        return text
     for _ in range(rng.choice((1, 1, 3))):
-        span = rng.choice(spans)
-        text = _replace_span(text, span, rng.choice(NUMBERS))
-        spans = _spans(_NUMBER, text)
-        if not spans:
+        span = _pick(_NUMBER, text, rng)
+        if span is None:
             break
+        text = _replace_span(text, span, rng.choice(NUMBERS))
     return text
 
 
 def replace_ident(text: str, rng: random.Random, pool: Sequence[Entry]) -> str:
-    spans = _spans(_IDENT, text)
-    if not spans:
+    span = _pick(_IDENT, text, rng)
+    if span is None:
         return text
-    span = rng.choice(spans)
     if rng.random() < 0.5:
         new = rng.choice(IDENTS)
     else:  # another word of the same text: a type or keyword where a different one belongs
-        new = text[slice(*rng.choice(spans))]
+        new = text[slice(*_pick(_IDENT, text, rng))]
     return _replace_span(text, span, new)
 
 
 def replace_value(text: str, rng: random.Random, pool: Sequence[Entry]) -> str:
     """SSA names: another name of the file (use before definition, redefinition), a result
     group index, an undefined name."""
-    spans = _spans(_VALUE, text)
-    if not spans:
+    span = _pick(_VALUE, text, rng)
+    if span is None:
         return text
-    span = rng.choice(spans)
     choice = rng.random()
     if choice < 0.5:
-        new = text[slice(*rng.choice(spans))]
+        new = text[slice(*_pick(_VALUE, text, rng))]
     elif choice < 0.7:
         new = text[slice(*span)] + rng.choice(("#0", "#1", "#99", "#-1", "#"))
     else:
@@ -172,19 +175,18 @@ def replace_value(text: str, rng: random.Random, pool: Sequence[Entry]) -> str:
 
 
 BRACKETS = "()[]{}<>\"\\,:=?^*+-"
+_BRACKET = re.compile("[" + re.escape(BRACKETS) + "]")
 
 
 def bracket_damage(text: str, rng: random.Random, pool: Sequence[Entry]) -> str:
     """Insert or delete brackets, quotes, backslashes and punctuation."""
-    positions = [i for i, ch in enumerate(text) if ch in BRACKETS]
     for _ in range(rng.choice((1, 1, 2, 4))):
-        if positions and rng.random() < 0.5:
-            at = rng.choice(positions)
-            text = text[:at] + text[at + 1:]
+        span = _pick(_BRACKET, text, rng) if rng.random() < 0.5 else None
+        if span is not None:
+            text = _replace_span(text, span, "")
         else:
             at = rng.randrange(len(text) + 1)
             text = text[:at] + rng.choice(BRACKETS) + text[at:]
-        positions = [i for i, ch in enumerate(text) if ch in BRACKETS]
     return text
 
 
@@ -194,11 +196,11 @@ ESCAPES = ("\\", "\\\\", "\\\"", "\\n", "\\t", "\\0", "\\x", "\\G", "\\zz", "\\F
 
 
 def escape_damage(text: str, rng: random.Random, pool: Sequence[Entry]) -> str:
-    spans = _spans(_STRING, text)
-    if not spans:
+    span = _pick(_STRING, text, rng)
+    if span is None:
         at = rng.randrange(len(text) + 1)
         return text[:at] + '"' + rng.choice(ESCAPES) + '"' + text[at:]
-    start, end = rng.choice(spans)
+    start, end = span
     at = rng.randrange(start + 1, end)
     return text[:at] + rng.choice(ESCAPES) + text[at:]
 
@@ -221,10 +223,10 @@ def splice_lines(text: str, rng: random.Random, pool: Sequence[Entry]) -> str:
 
 def shape_edit(text: str, rng: random.Random, pool: Sequence[Entry]) -> str:
     """Dimensions of tile<...>/tensor_view<...> types: 0, negative, huge, dynamic, missing."""
-    spans = [m.span(1) for m in _DIMS.finditer(text)]
-    if not spans:
+    span = _pick(_DIMS, text, rng, group=1)
+    if span is None:
         return text
-    start, end = rng.choice(spans)
+    start, end = span
     dims = text[start:end].split("x")[:-1]
     dims[rng.randrange(len(dims))] = rng.choice(DIMS)
     if rng.random() < 0.2:
@@ -238,10 +240,10 @@ ATTR_VALUES = ("0", "-1", "[]", "[1, 2]", "{}", "\"\"", "true", "#cuda_tile.bogu
 
 
 def attr_value_edit(text: str, rng: random.Random, pool: Sequence[Entry]) -> str:
-    spans = [m.span(2) for m in _ATTR_VALUE.finditer(text)]
-    if not spans:
+    span = _pick(_ATTR_VALUE, text, rng, group=2)
+    if span is None:
         return text
-    return _replace_span(text, rng.choice(spans), rng.choice(ATTR_VALUES))
+    return _replace_span(text, span, rng.choice(ATTR_VALUES))
 
 
 def loc_damage(text: str, rng: random.Random, pool: Sequence[Entry]) -> str:

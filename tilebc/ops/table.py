@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, Tuple, TypeVar
 
-from ..version import V13_1, V13_2, V13_3, V13_4, V13_5, Version
+from ..version import ALL_VERSIONS, V13_1, V13_2, V13_3, V13_4, V13_5, Version
 from .enums import (AtomicRMWMode, ComparisonOrdering, ComparisonPredicate, IntegerOverflow,
                     MemoryOrderingSemantics, MemoryScope, MultimemReductionKind, RoundingMode,
                     Signedness, SymbolVisibility)
@@ -502,7 +502,15 @@ def closing_terminator(region_op: str) -> OpSpec:
 
 def max_public_opcode(version: Version) -> int:
     """Opcodes are assigned in version order, so each version admits opcodes up to a maximum."""
-    return max(spec.opcode for spec in PUBLIC_OPS if spec.since <= version)
+    known = _MAX_PUBLIC_OPCODE.get((version.major, version.minor))
+    if known is None:
+        return max(spec.opcode for spec in PUBLIC_OPS if spec.since <= version)
+    return known
+
+
+# Asked once per decoded module: a fuzz pass decodes tens of thousands.
+_MAX_PUBLIC_OPCODE = {(v.major, v.minor): max(spec.opcode for spec in PUBLIC_OPS if spec.since <= v)
+                      for v in ALL_VERSIONS}
 
 
 def _check_table() -> None:

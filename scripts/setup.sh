@@ -7,6 +7,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" -e ./runtime
+# Bytecode caches for the editable packages, written even where PYTHONDONTWRITEBYTECODE is set
+# (there every test worker and every CLI subprocess would compile them again from source).
+.venv/bin/python -m compileall -q -j 0 tilebc runtime/tilebc_runtime fuzz >/dev/null
 
 # The remote cache tier's tests start Debian's redis-server on loopback. Install it where apt-get
 # can (as root, or through passwordless sudo); best effort and quiet: without it those tests skip.

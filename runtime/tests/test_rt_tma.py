@@ -118,15 +118,20 @@ def test_tma_k_loop_on_emulator_matches_the_interpreter(trips, rows):
         expected, a[:, :used].astype(np.float64) @ b[:used].astype(np.float64) + c)
 
 
-def test_aligned_gemm_fixture_on_emulator_with_tma_matches_the_interpreter():
-    """The fixture's own case (128 x 256 output in 2 x 2 CTAs, K = 96: a ragged second box)
-    on the emulator: tma=True PTX gives the bits of the cp.async PTX (the same wgmma's on the
-    same stage contents), and the interpreter's values up to f32 summation order."""
+@pytest.mark.parametrize("name,boxes", [("la_gemm_aligned_tile", 3), ("la_bmm_aligned_tile", 2)])
+def test_fixtures_taking_tma_on_emulator_match_the_interpreter(name, boxes):
+    """The fixtures whose sm_90 wgmma K loops take TMA (the aligned GEMM: 128 x 256 output in
+    2 x 2 CTAs, K = 96, a ragged second box; the batched GEMM: 3-d maps over (1, rows, 64)
+    boxes, B its [N, K] source), their own cases on the emulator: tma=True PTX gives the bits
+    of the cp.async PTX (the same wgmma's on the same stage contents), and the interpreter's
+    values up to f32 summation order."""
     import importlib
     sys.path.insert(0, str(FIXTURES.parents[1] / "tests"))
     from fixture_cases import CASE_MODULES
+    [ptx] = _case_ptx(name, arch="sm_90", tma=True)
+    assert _loop(ptx)[1].count("cp.async.bulk.tensor") == boxes
     reference = next(importlib.import_module(m) for m in CASE_MODULES
-                     if "la_gemm_aligned_tile" in importlib.import_module(m).CASES)
+                     if name in importlib.import_module(m).CASES)
     compared = []
 
     def both(module, entry, grid, *args, **kwargs):
@@ -144,8 +149,7 @@ def test_aligned_gemm_fixture_on_emulator_with_tma_matches_the_interpreter():
     saved = reference.run
     reference.run = both
     try:
-        reference.CASES["la_gemm_aligned_tile"](reference.module(
-            "la_gemm_aligned_tile", reference.versions("la_gemm_aligned_tile")[-1]))
+        reference.CASES[name](reference.module(name, reference.versions(name)[-1]))
     finally:
         reference.run = saved
     assert compared

@@ -1033,16 +1033,18 @@ class _KPipeline:
                 name, rows, cols = self.tma[(id(mma), role)]
                 indices = [later if lw.forward.get(v, v) is self.iv_value else v
                            for v in staged.op.operands["index"]]
-                y, x = (_tile_start(lw, v, step) for v, step in zip(indices, (rows, cols)))
+                shape = staged.type.shape  # [..., rows, cols], leading dims 1
+                # map dim j: tile dim -1-j, from index * extent
+                coords = [_tile_start(lw, v, step) for v, step in zip(indices, shape)][::-1]
                 address = lw._cached(("tensor map", name), partial(_param_address, w, name))
+                x = coords[0]
                 for block in range(cols // 64):
-                    column = x
                     if block:
-                        column = _u32(w, "add.s32", x, 64 * block) if x.startswith("%") \
+                        coords[0] = _u32(w, "add.s32", x, 64 * block) if x.startswith("%") \
                             else str(int(x) + 64 * block)
-                    w("cp.async.bulk.tensor.2d.shared::cluster.global.tile"
+                    w(f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global.tile"
                       f".mbarrier::complete_tx::bytes [{base}+{offsets[role] + block * rows * 128}],"
-                      f" [{address}, {{{column}, {y}}}], [{bar}]")
+                      f" [{address}, {{{', '.join(coords)}}}], [{bar}]")
 
     def prologue(self) -> None:
         lw = self.lw
@@ -1263,12 +1265,12 @@ def _tma_stages(lw, parts):
             if staged is None:
                 continue
             shape = tuple(staged.type.shape)
-            if staged.swapped or len(shape) != 2 or not _swizzles(*shape):
+            if staged.swapped or not _swizzles(*shape[-2:]):
                 return None
             plan = tma.plan(lw, staged.op, staged.view, shape)
             if plan is None:
                 return None
-            found[(id(mma), role)] = (plan, shape)
+            found[(id(mma), role)] = (plan, shape[-2:])
     if not found:
         return None
     return {key: (tma.tensor_map(lw, plan, shape[0]), *shape)

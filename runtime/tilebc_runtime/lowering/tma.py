@@ -26,6 +26,7 @@ _MAKES_TENSOR = by_mnemonic({"make_tensor_view": True}, "TMA tensor map sources"
 SWIZZLE = 128  # bytes: the only swizzle the wgmma stages use
 BOX_COLS = SWIZZLE // 2  # 16-bit elements of one 128-byte box row
 MAX_BOX = 256  # elements per box dimension (cuTensorMapEncodeTiled)
+MAX_RANK = 5
 
 
 @dataclass(frozen=True)
@@ -64,29 +65,31 @@ def _source(lw, static, values) -> Optional[tuple]:
 
 
 def plan(lw, load, staged_view, shape) -> Optional[Tuple[tuple, tuple, tuple, tuple]]:
-    """(array, element, dims, strides) of the map that moves view load `load`'s [rows, cols]
-    tile (`shape`, the staged view's own dim order) into 128-byte swizzled staging, or None
-    where TMA cannot: a rank-2 tensor view made by make_tensor_view from parameters, its
-    contiguous dim the tile's last, base and row stride 16-byte aligned by the assumed facts,
-    16-bit elements, whole 64-element column blocks, at most 256 rows."""
+    """(array, element, dims, strides) of the map that moves view load `load`'s [..., rows,
+    cols] tile (`shape`, the staged view's own dim order; leading dims 1, as a batched GEMM's
+    (1, M, K)) into 128-byte swizzled staging, or None where TMA cannot: a tensor view of rank
+    2 to 5 made by make_tensor_view from parameters, its contiguous dim the tile's last, base
+    and every other stride 16-byte multiples by the assumed facts, 16-bit elements, whole
+    64-element column blocks, at most 256 rows. Map dim j is the tensor dim of tile dim -1-j."""
     from tilebc.ir.types import PartitionViewType
     from tilebc.ops.enums import PaddingValue
     from .common import SubView
     if not isinstance(staged_view, SubView) or not isinstance(staged_view.type, PartitionViewType):
         return None
     vt, tensor = staged_view.type, staged_view.tensor
-    rows, cols = shape
+    rank = len(shape)
+    if not 2 <= rank <= MAX_RANK or len(tensor.shape) != rank or any(d != 1 for d in shape[:-2]):
+        return None
+    rows, cols = shape[-2:]
     size = dtypes.byte_size(tensor.type.element)
-    if len(shape) != 2 or len(tensor.shape) != 2 or size != 2 or cols % BOX_COLS \
-            or rows % 8 or rows > MAX_BOX or tensor.stride_div is None:
+    if size != 2 or cols % BOX_COLS or rows % 8 or rows > MAX_BOX or tensor.stride_div is None:
         return None
     # TMA fills what lies outside the tensor with zeros: only zero / undetermined padding
     if getattr(vt, "padding_value", None) not in (None, PaddingValue.ZERO):
         return None
-    dims = list(vt.dim_map or range(2))
-    inner, outer = dims[-1], dims[-2]
-    if tensor.type.strides[inner] != 1 or tensor.base_align % 16 \
-            or (tensor.stride_div[outer] * size) % 16:
+    order = list(vt.dim_map or range(rank))[::-1]  # tensor dims, map dim 0 first
+    if tensor.type.strides[order[0]] != 1 or tensor.base_align % 16 \
+            or any((tensor.stride_div[d] * size) % 16 for d in order[1:]):
         return None
     if any(dtypes.name_of(v.type.element) != "i32" for v in load.operands["index"]):
         return None  # box coordinates are 32-bit
@@ -102,15 +105,15 @@ def plan(lw, load, staged_view, shape) -> Optional[Tuple[tuple, tuple, tuple, tu
     steps = [_source(lw, s, stride_values) for s in tensor.type.strides]
     if array is None or None in extents or None in steps:
         return None
-    return (array, dtypes.name_of(tensor.type.element), (extents[inner], extents[outer]),
-            (steps[outer],))
+    return (array, dtypes.name_of(tensor.type.element), tuple(extents[d] for d in order),
+            tuple(steps[d] for d in order[1:]))
 
 
 def tensor_map(lw, found, rows: int) -> str:
     """The kernel parameter of the map for `found` (plan()'s answer) with boxes of `rows` rows,
     declared once per kernel (lw.tensor_maps)."""
     array, element, dims, strides = found
-    box = (BOX_COLS, rows)
+    box = (BOX_COLS, rows) + (1,) * (len(dims) - 2)
     for existing in lw.tensor_maps:
         if (existing.array, existing.element, existing.dims, existing.strides, existing.box) \
                 == (array, element, dims, strides, box):

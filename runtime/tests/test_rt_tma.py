@@ -233,3 +233,28 @@ def test_fewer_tma_stages_with_and_without_a_wgmma_group_in_flight(monkeypatch, 
     sim.run(module, "k", grid, a, b, actual, np.int32(trips), arch="sm_90", threads=128,
             wgmma=True, tma=True)
     np.testing.assert_array_equal(actual, expected)
+
+
+def test_encode_asks_the_driver_for_the_recorded_tiled_map(monkeypatch):
+    from cuda.bindings import driver as cu
+    from tilebc_runtime import tensor_maps
+    seen = []
+
+    def fake_encode(*args):
+        seen.append(args)
+        mapped = cu.CUtensorMap()
+        return (cu.CUresult.CUDA_SUCCESS, mapped)
+    monkeypatch.setattr(cu, "cuTensorMapEncodeTiled", fake_encode)
+    found = tensor_maps.TiledMap("k_tmap_0", "bf16", 0x20000, (72, 100, 3), (160, 16000),
+                                 (64, 32, 1), 128)
+    mapped = tensor_maps.encode(found)
+    [(kind, rank, address, dims, strides, box, steps, interleave, swizzle, l2, fill)] = seen
+    assert kind == cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 and rank == 3
+    assert address == 0x20000 and [int(d) for d in dims] == [72, 100, 3]
+    assert [int(s) for s in strides] == [160, 16000] and [int(b) for b in box] == [64, 32, 1]
+    assert [int(s) for s in steps] == [1, 1, 1]
+    assert interleave == cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE
+    assert swizzle == cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B
+    assert fill == cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE  # zeros
+    argument = tensor_maps.kernel_argument(mapped)
+    assert len(bytes(argument)) == 128

@@ -118,7 +118,8 @@ def test_tma_k_loop_on_emulator_matches_the_interpreter(trips, rows):
         expected, a[:, :used].astype(np.float64) @ b[:used].astype(np.float64) + c)
 
 
-@pytest.mark.parametrize("name,boxes", [("la_gemm_aligned_tile", 3), ("la_bmm_aligned_tile", 2)])
+@pytest.mark.parametrize("name,boxes", [("la_gemm_aligned_tile", 3), ("la_bmm_aligned_tile", 2),
+                                        ("nn_flash_attention_tile", 2)])
 def test_fixtures_taking_tma_on_emulator_match_the_interpreter(name, boxes):
     """The fixtures whose sm_90 wgmma K loops take TMA (the aligned GEMM: 128 x 256 output in
     2 x 2 CTAs, K = 96, a ragged second box; the batched GEMM: 3-d maps over (1, rows, 64)

@@ -1031,8 +1031,8 @@ class _KPipeline:
                 if staged is None:
                     continue
                 name, rows, cols = self.tma[(id(mma), role)]
-                indices = [later if lw.forward.get(v, v) is self.iv_value else v
-                           for v in staged.op.operands["index"]]
+                indices = staged.indices([later if lw.forward.get(v, v) is self.iv_value
+                                          else v for v in staged.op.operands["index"]])
                 shape = staged.type.shape  # [..., rows, cols], leading dims 1
                 # map dim j: tile dim -1-j, from index * extent
                 coords = [_tile_start(lw, v, step) for v, step in zip(indices, shape)][::-1]
@@ -1265,7 +1265,7 @@ def _tma_stages(lw, parts):
             if staged is None:
                 continue
             shape = tuple(staged.type.shape)
-            if staged.swapped or not _swizzles(*shape[-2:]):
+            if not _swizzles(*shape[-2:]):
                 return None
             plan = tma.plan(lw, staged.op, staged.view, shape)
             if plan is None:

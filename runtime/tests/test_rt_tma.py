@@ -259,3 +259,37 @@ def test_encode_asks_the_driver_for_the_recorded_tiled_map(monkeypatch):
     assert fill == cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE  # zeros
     argument = tensor_maps.kernel_argument(mapped)
     assert len(bytes(argument)) == 128
+
+
+def test_constant_tile_indices_become_box_coordinates():
+    """A loaded at the constant row block 0 in every CTA (a loop-invariant, non-block index):
+    every CTA's product reads rows 0..63 through the same map."""
+    m, n, k, trips = 64, 128, 64, 3
+    module = new_module("13.5")
+    b, (a_view, b_view, out) = _aligned_gemm_views(module, "f16", m, n, k, loop_counts=1)
+    token = b.make_token()
+    bid = b.get_tile_block_id()
+    zero, one = b.constant(0, "i32"), b.constant(1, "i32")
+    acc0, _ = b.load(out, [bid[0], bid[1]], token=token)
+
+    def body(lb, i, acc):
+        lhs, _ = lb.load(a_view, [zero, i], token=token)
+        rhs, _ = lb.load(b_view, [i, bid[1]], token=token)
+        return [lb.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])]
+    product = b.for_(zero, b.args[15], one, [acc0], body)
+    b.store(product, out, [bid[0], bid[1]], token=token)
+    b.return_([])
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True,
+                      tma=True).ptx
+    assert _loop(ptx)[1].count("cp.async.bulk.tensor") == 3
+    kk, cols = k * trips, 2 * n
+    a = _quarters(np.float16, (m, kk))
+    bb = _quarters(np.float16, (kk, cols))
+    c = _quarters(np.float32, (2 * m, cols))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, "k", (2, 2), a, bb, expected, np.int32(trips))
+    sim.run(module, "k", (2, 2), a, bb, actual, np.int32(trips), arch="sm_90", threads=128,
+            wgmma=True, tma=True)
+    np.testing.assert_array_equal(actual, expected)
+    np.testing.assert_array_equal(expected[64:], a.astype(np.float64) @ bb.astype(np.float64)
+                                  + c[64:])

@@ -942,11 +942,8 @@ def _param_address(w, name: str) -> str:
 
 
 def _tile_start(lw, value, step: int) -> str:
-    """index * step for an i32 tile index (a register, or an immediate where it is constant)."""
-    reg = lw.get(value).scalar
-    if not reg.startswith("%"):
-        return str(int(reg, 0) * step)
-    return _u32(lw.w, "mul.lo.s32", reg, step)
+    """A register with index * step for an i32 tile index (scalars are registers)."""
+    return _u32(lw.w, "mul.lo.s32", lw.get(value).scalar, step)
 
 
 class _KPipeline:
@@ -1040,8 +1037,7 @@ class _KPipeline:
                 x = coords[0]
                 for block in range(cols // 64):
                     if block:
-                        coords[0] = _u32(w, "add.s32", x, 64 * block) if x.startswith("%") \
-                            else str(int(x) + 64 * block)
+                        coords[0] = _u32(w, "add.s32", x, 64 * block)
                     w(f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global.tile"
                       f".mbarrier::complete_tx::bytes [{base}+{offsets[role] + block * rows * 128}],"
                       f" [{address}, {{{', '.join(coords)}}}], [{bar}]")

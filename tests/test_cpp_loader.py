@@ -995,3 +995,15 @@ def test_dynamic_shared_bytes_reach_cpp_from_cache_and_fatbin(cpp_build, tmp_pat
     [small] = run_tool(cpp_build, "module", str(scalar), "--arch", "sm_90", "--cache", str(root), "--no-compile",
                        env=NO_PYTHON)
     assert [(i["source"], i["dynamic_shared_bytes"]) for i in small["images"].values()] == [("cache", 0)]
+
+
+def test_aot_tma_entries_are_refused_by_the_loader(cpp_build, tmp_path):
+    """compile --tma: the entry takes TMA tensor maps the C++ loader does not build, so loading
+    the fatbin names that instead of launching the kernel without them."""
+    fixture = FIXTURES / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc"
+    fatbin = _aot(tmp_path, fixture, ["sm_90"], "--no-ptx", "--tma")
+    [record] = run_tool(cpp_build, "module", str(fatbin))
+    assert "needs TMA tensor maps (compiled with tma=True)" in record["message"], record
+    plain = _aot(tmp_path, fixture, ["sm_90"], "--no-ptx")
+    [record] = run_tool(cpp_build, "module", str(plain), "--arch", "sm_90")
+    assert "message" not in record and next(iter(record["images"].values()))["source"] == "fatbin"

@@ -120,6 +120,7 @@ def test_compile_cubin_goes_through_the_cache_and_writes_its_metadata(tmp_path):
     (["--fatbin", "--emit", "ptx"], "--fatbin holds cubins"),
     (["--threads", "64", "--backend", "tileiras"], "--threads applies to the JIT backend only"),
     (["--wgmma", "--backend", "tileiras"], "--wgmma applies to the JIT backend only"),
+    (["--tma", "--backend", "tileiras"], "--tma applies to the JIT backend only"),
 ])
 def test_compile_option_mistakes_are_usage_errors(argv, message, tmp_path):
     done = run_cli(SCALAR, *argv, "-o", tmp_path / "x")
@@ -182,3 +183,18 @@ def test_compile_every_entry_into_one_cubin(tmp_path):
         {name: info.threads_per_cta for name, info in direct.kernels.items()}
     for name in names:
         assert launch.cubin_launch_facts(direct.cubin, name)[1] == direct.kernels[name].shared_memory_bytes
+
+
+def test_compile_tma_flag_fills_wgmma_stages_with_tma_and_marks_the_fatbin_facts(tmp_path):
+    aligned = SCALAR.parents[1] / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc"
+    for flags, expected in (([], False), (["--tma"], True)):
+        out = tmp_path / f"k{len(flags)}.ptx"
+        done = run_cli(aligned, "--arch", "sm_90", "--emit", "ptx", *flags, "-o", out)
+        assert done.returncode == 0, done.stderr
+        assert ("cp.async.bulk.tensor" in out.read_text()) == expected, flags
+    # the C++ loader builds no tensor maps: the fatbin's launch facts say the entry needs them
+    out = tmp_path / "k.fatbin"
+    done = run_cli(aligned, "--arch", "sm_90", "--fatbin", "--no-ptx", "--tma", "-o", out)
+    assert done.returncode == 0, done.stderr
+    [entry] = json.loads((tmp_path / "k.fatbin.json").read_text())["entries"]
+    assert entry["launch"]["sm_90"]["tensor_maps"] == 2

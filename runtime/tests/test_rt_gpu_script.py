@@ -367,8 +367,9 @@ def test_scale_bench_variants_load_with_their_options_and_render_in_their_own_ta
     assert bench_gpu_scale.variant_load("jit+wgmma") == ("jit", {"wgmma": True})
     assert bench_gpu_scale.variant_load("jit-wgmma") == ("jit", {"wgmma": False})
     assert bench_gpu_scale.variant_load("jit@64") == ("jit", {"threads": 64})
+    assert bench_gpu_scale.variant_load("jit+tma") == ("jit", {"tma": True})
     with pytest.raises(ValueError):
-        bench_gpu_scale.variant_load("jit+tma")
+        bench_gpu_scale.variant_load("jit+nothing")
     row = {"entry": "k", "grid": (512,), "agreement": "identical", "jit": 53.0, "tileiras": 40.0,
            "jit@64": 80.0, "jit_spread": (52.9, 54.2), "tileiras_spread": (39.6, 40.3),
            "jit@64_spread": (79.0, 81.0), "jit@64_agreement": "max abs 0.001, max rel 0.002"}

@@ -51,7 +51,8 @@ class FakeDriver:
         self.handle = types.SimpleNamespace(device_id=0)
         self.launches, self.waits, self.configs = [], [], []
         entry = types.SimpleNamespace(threads=128, dynamic_shared_bytes=0, static_shared_bytes=0,
-                                      cubin=b"\x7fELF")
+                                      cubin=b"\x7fELF", tensor_maps=())
+        self.entry = entry
         monkeypatch.setattr(driver, "device", lambda device_id=None: self.handle)
         monkeypatch.setattr(driver, "resolve_stream", lambda stream, handle: (self.stream, 77))
         monkeypatch.setattr(driver, "arch_of", lambda handle: "sm_90")
@@ -435,3 +436,51 @@ def test_threads_zero_is_refused_not_taken_as_the_default():
 
 
 ROOT_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bytecode"
+
+
+def test_tensor_maps_are_encoded_from_the_arguments_and_passed_after_them(fake_driver,
+                                                                         monkeypatch):
+    """A compile(tma=True) entry: its maps are resolved from the packed values once per
+    binding, encoded, and passed by value after the kernel's parameters through launch_raw."""
+    from tilebc_runtime import tensor_maps
+    fake_driver.entry.tensor_maps = ({
+        "param": "k_tmap_0", "array": 3, "element": "f16", "rank": 2,
+        "dims": [["const", 64], ["param", 4]], "strides": [["const", 64]], "box": [64, 8],
+        "swizzle": 128, "oob_fill": "zero", "interleave": "none"},)
+    encoded, raw = [], []
+    monkeypatch.setattr(tensor_maps, "encode", lambda found: encoded.append(found)
+                        or types.SimpleNamespace(opaque=list(range(16))))
+    monkeypatch.setattr(driver, "launch_raw", lambda *args: raw.append(args))
+    kernel = only_kernel("aliasing_arrays")
+    bound = kernel.bind(2, FakeDLPack(BASE, (64,)), FakeDLPack(BASE + 4096, (64,)))
+    bound.launch()
+    bound.launch()
+    assert encoded == [tensor_maps.TiledMap("k_tmap_0", "f16", BASE + 4096, (64, 64), (128,),
+                                            (64, 8), 128)]
+    assert fake_driver.launches == [] and len(raw) == 2
+    stream, grid, threads, shared, function, values, maps = raw[0]
+    assert (grid, threads, shared, function) == ((2, 1, 1), 128, 0, ("function", kernel.entry))
+    assert [int(v) for v in values] == [BASE, 64, 1, BASE + 4096, 64, 1]
+    assert [list(m) for m in maps] == [list(range(16))]
+
+
+def test_launch_raw_points_the_driver_at_each_parameter_in_order(monkeypatch):
+    import ctypes
+    import numpy as np
+    from cuda.bindings import driver as cu
+    seen = []
+
+    def fake_launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        pointers = (ctypes.c_void_p * 3).from_address(params)
+        seen.append(((gx, gy, gz, bx, shared), ctypes.string_at(pointers[0], 8),
+                     ctypes.string_at(pointers[1], 4), ctypes.string_at(pointers[2], 128)))
+        return (cu.CUresult.CUDA_SUCCESS,)
+    monkeypatch.setattr(cu, "cuLaunchKernel", fake_launch)
+    blob = (ctypes.c_uint64 * 16)(*range(100, 116))
+    driver.launch_raw(types.SimpleNamespace(handle=0), (3, 2, 1), 128, 4096,
+                      types.SimpleNamespace(handle=0x1234), [np.uint64(BASE), np.int32(-5)],
+                      [blob])
+    [(dims, pointer, scalar, table)] = seen
+    assert dims == (3, 2, 1, 128, 4096)
+    assert pointer == np.uint64(BASE).tobytes() and scalar == np.int32(-5).tobytes()
+    assert table == bytes(blob)

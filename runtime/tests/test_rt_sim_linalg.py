@@ -41,9 +41,9 @@ def test_emulator_needs_the_dynamic_bytes_at_launch(monkeypatch):
     real = runner.compiled_kernel
 
     def without_dynamic_bytes(*args, **kwargs):
-        image, threads, dynamic = real(*args, **kwargs)
+        image, threads, dynamic, maps = real(*args, **kwargs)
         assert dynamic == EXCHANGE_BYTES
-        return image, threads, 0
+        return image, threads, 0, maps
     monkeypatch.setattr(runner, "compiled_kernel", without_dynamic_bytes)
     with pytest.raises(SimMemoryError, match="shared"):
         sim.run(module, "transpose", (1,), Pointer(source), Pointer(np.zeros((256, 64), np.int32)),

@@ -69,9 +69,13 @@ def _jit_module(bytecode: bytes, entry: Optional[str], arch: str, options: Mappi
 
 
 def _jit_facts(result) -> Facts:
-    return {name: {"threads_per_cta": info.threads_per_cta,
-                   "dynamic_shared_bytes": info.dynamic_shared_bytes}
-            for name, info in result.kernels.items()}
+    facts = {}
+    for name, info in result.kernels.items():
+        facts[name] = {"threads_per_cta": info.threads_per_cta,
+                       "dynamic_shared_bytes": info.dynamic_shared_bytes}
+        if info.tensor_maps:  # compile(tma=True): the C++ loader refuses such an entry
+            facts[name]["tensor_maps"] = len(info.tensor_maps)
+    return facts
 
 
 def compile_cubin(backend, bytecode: bytes, names: List[str], entry: Optional[str], arch: str,

@@ -45,6 +45,12 @@ class CacheEntry(Record):
         return self.metadata.get("dynamic_shared_bytes") or 0
 
     @property
+    def tensor_maps(self) -> tuple:
+        """TMA tensor maps the launch passes after the kernel's parameters (compile(tma=True);
+        records as tilebc_runtime.tensor_maps reads them), or ()."""
+        return tuple(self.metadata.get("tensor_maps") or ())
+
+    @property
     def static_shared_bytes(self) -> int:
         """Shared memory already declared in the cubin (informational)."""
         return self.metadata.get("static_shared_bytes") or 0

@@ -40,6 +40,10 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
                         help="JIT, sm_90: run f16/bf16 products that fit a warpgroup on "
                              "wgmma.mma_async everywhere (--wgmma) or nowhere (--no-wgmma); "
                              "default: where cp.async stages both operands")
+    parser.add_argument("--tma", action="store_true", default=None,
+                        help="JIT, sm_90: fill wgmma K-loop stages with TMA where the views "
+                             "allow (the kernel then takes tensor maps its launcher builds; "
+                             "the C++ loader refuses such kernels)")
     parser.add_argument("-o", "--output",
                         help="output file (default: FILE with .ptx/.cubin/.fatbin)")
     parser.add_argument("-v", "--verbose", action="store_true",
@@ -64,6 +68,8 @@ def _options(args) -> dict:
         options["threads"] = args.threads
     if args.wgmma is not None:
         options["wgmma"] = args.wgmma
+    if args.tma:
+        options["tma"] = True
     if options and args.backend != "jit":
         raise UsageError(f"--{next(iter(options))} applies to the JIT backend only")
     return options
@@ -134,7 +140,7 @@ def _run_ptx(args) -> int:
     launch.prime_from_memo(launch.default_cache())  # nvJitLink's version without loading it
     from .compiler import compile
     result = compile(args.file, args.entry, args.arch, "ptx", threads=args.threads,
-                     verbose=args.verbose, wgmma=args.wgmma)
+                     verbose=args.verbose, wgmma=args.wgmma, tma=bool(args.tma))
     output = _default_output(args, ".ptx")
     _report(args, result.kernels.values(), result.log)
     _write(output, result.ptx, binary=False)

@@ -238,3 +238,20 @@ def launch_with(stream, config, kernel, values: List[Any]) -> None:
 def launch(stream, grid: Tuple[int, int, int], threads: int, shared_bytes: int, kernel,
            values: List[Any]) -> None:
     launch_with(stream, launch_config(grid, threads, shared_bytes), kernel, values)
+
+
+def launch_raw(stream, grid: Tuple[int, int, int], threads: int, shared_bytes: int, kernel,
+               values: List[Any], blobs: List[Any]) -> None:
+    """cuLaunchKernel with the parameter pointer array built here: `values` (numpy scalars, as
+    args.pack_arguments makes them) then `blobs` (ctypes objects passed by value: tensor maps,
+    128 bytes each, which cuda.core's launch does not take as raw bytes)."""
+    import ctypes
+    from cuda.bindings import driver
+    ensure_usable()
+    storage = [ctypes.create_string_buffer(value.tobytes(), max(value.nbytes, 1))
+               for value in values] + list(blobs)
+    pointers = (ctypes.c_void_p * len(storage))(*[ctypes.addressof(item) for item in storage])
+    function = driver.CUfunction(int(kernel.handle))  # a CUkernel launches as a CUfunction
+    check("cuLaunchKernel", driver.cuLaunchKernel(
+        function, *grid, threads, 1, 1, shared_bytes, driver.CUstream(int(stream.handle)),
+        ctypes.addressof(pointers), 0))

@@ -134,10 +134,14 @@ class JitBackend:
         # Imported here: a cache hit computes its key without loading the lowering.
         from .compiler import compile as jit_compile
         result = jit_compile(bytecode, entry, arch, emit="cubin", **dict(options))
-        return bytes(result.cubin), {"threads_per_cta": result.threads_per_cta,
-                                     "static_shared_bytes": result.shared_memory_bytes,
-                                     "dynamic_shared_bytes": result.dynamic_shared_bytes,
-                                     "backend": self.name}
+        metadata = {"threads_per_cta": result.threads_per_cta,
+                    "static_shared_bytes": result.shared_memory_bytes,
+                    "dynamic_shared_bytes": result.dynamic_shared_bytes,
+                    "backend": self.name}
+        maps = result._only().tensor_maps
+        if maps:  # compile(tma=True): the launcher builds these after the kernel's parameters
+            metadata["tensor_maps"] = [dict(record) for record in maps]
+        return bytes(result.cubin), metadata
 
 
 BACKENDS = {"jit": JitBackend, "tileiras": TileirasBackend}
@@ -146,7 +150,7 @@ BACKENDS = {"jit": JitBackend, "tileiras": TileirasBackend}
 # identity hash (editing the launcher or the PTX emulator must not invalidate every cached cubin).
 _NOT_LOWERING = {"cache.py", "cache_cli.py", "cache_entry.py", "cache_remote.py", "launch.py",
                  "launch_errors.py", "args.py", "driver.py", "aot.py", "cli.py", "demo.py", "sim/",
-                 "perf/"}
+                 "perf/", "tensor_maps.py"}
 # The parts of tilebc (the format package) that shape the JIT's output: the reader and verifier
 # that build the IR it lowers, the IR, the op table, and the numeric helpers it folds constants
 # with. Not here: the text form (a text file is assembled to bytecode first, and the key hashes
@@ -517,6 +521,13 @@ class Kernel:
                               upload=lambda table: driver.upload(handle, core_stream, table))
         function, entry = self._function_for(handle)
         config = driver.launch_config(grid3, entry.threads, entry.dynamic_shared_bytes)
+        if entry.tensor_maps:
+            # TMA kernels (compile(tma=True)) take their tensor maps by value after their own
+            # parameters, encoded from this launch's arrays
+            from . import tensor_maps
+            encoded = [tensor_maps.kernel_argument(tensor_maps.encode(found))
+                       for found in tensor_maps.resolve_all(entry.tensor_maps, packed.values)]
+            config = _WithTensorMaps(grid3, entry.threads, entry.dynamic_shared_bytes, encoded)
         return BoundLaunch(self, grid3, core_stream, config, function, packed)
 
     def launch(self, grid, *args, stream=None, device: Optional[int] = None,
@@ -544,6 +555,16 @@ class Kernel:
         return f"<Kernel {self.signature}>"
 
 
+class _WithTensorMaps:
+    """The launch configuration of a kernel with TMA tensor maps: cuda.core's launch takes no
+    raw 128-byte arguments, so these launch through driver.launch_raw."""
+
+    __slots__ = ("grid", "threads", "shared_bytes", "maps")
+
+    def __init__(self, grid, threads: int, shared_bytes: int, maps):
+        self.grid, self.threads, self.shared_bytes, self.maps = grid, threads, shared_bytes, maps
+
+
 class BoundLaunch:
     """A kernel with its grid, stream and packed arguments (see `Kernel.bind`).
 
@@ -567,7 +588,12 @@ class BoundLaunch:
         if not self._waited:  # CAI producers: once is enough, later launches follow in order
             driver.wait_for_producers(self.stream, self._packed.producer_streams)
             self._waited = True
-        driver.launch_with(self.stream, self._config, self._function, self._packed.values)
+        if isinstance(self._config, _WithTensorMaps):
+            c = self._config
+            driver.launch_raw(self.stream, c.grid, c.threads, c.shared_bytes, self._function,
+                              self._packed.values, c.maps)
+        else:
+            driver.launch_with(self.stream, self._config, self._function, self._packed.values)
         self._pending = True
 
     def release(self) -> None:

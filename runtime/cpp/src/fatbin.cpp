@@ -196,6 +196,10 @@ AotMetadata read_aot_metadata(const std::string& metadata_json, const std::uint8
       need(facts, facts && facts->is_object(), "entry '" + entry.name + "' has no launch facts for " + arch);
       LaunchInfo info;
       info.arch = arch;
+      // TMA kernels (compile(tma=True)) take tensor maps the launcher must encode; not built here
+      need(facts, !facts->get("tensor_maps"),
+           "entry '" + entry.name + "' for " + arch + " needs TMA tensor maps (compiled with "
+           "tma=True), which this loader does not build; compile it without tma");
       const Json* threads = facts->get("threads_per_cta");
       const auto count = threads ? threads->as_int64() : std::nullopt;
       need(threads, count && *count > 0 && *count <= 1024,
@@ -212,6 +216,9 @@ AotMetadata read_aot_metadata(const std::string& metadata_json, const std::uint8
     ptx_info.arch = metadata.ptx_arch;
     if (!metadata.ptx_arch.empty()) {
       const Json* facts = item.get("ptx_launch");
+      need(facts, !facts || !facts->get("tensor_maps"),
+           "entry '" + entry.name + "' PTX needs TMA tensor maps (compiled with tma=True), which "
+           "this loader does not build; compile it without tma");
       const Json* threads = facts ? facts->get("threads_per_cta") : nullptr;
       const auto count = threads ? threads->as_int64() : std::nullopt;
       need(threads, count && *count > 0 && *count <= 1024,

@@ -281,6 +281,7 @@ Image compile_with_python(ModuleState& state, const Entry& entry, const std::str
   image.arch = arch;
   image.detail = command;
   std::ifstream cubin(output, std::ios::binary);
+  bool needs_maps = false;  // a TMA kernel (compile(tma=True)): its tensor maps are not built here
   if (status == 0 && cubin) {
     image.bytes.assign(std::istreambuf_iterator<char>(cubin), std::istreambuf_iterator<char>());
     // A metadata file beside the output, when the runtime writes one, gives the launch facts.
@@ -290,6 +291,7 @@ Image compile_with_python(ModuleState& state, const Entry& entry, const std::str
       text << facts.rdbuf();
       try {
         const Json json = Json::parse(text.str(), output + ".json");
+        needs_maps = json.get("tensor_maps") != nullptr;
         if (const Json* threads = json.get("threads_per_cta"))
           if (auto value = threads->as_int64()) image.threads_per_cta = unsigned(*value);
         if (const Json* shared = json.get("dynamic_shared_bytes"))
@@ -305,6 +307,9 @@ Image compile_with_python(ModuleState& state, const Entry& entry, const std::str
                                           (status == 0 ? "wrote no cubin" : "exited with status " + std::to_string(status)) +
                                           (log.empty() ? "" : ":\n" + log),
                 state.name);
+  if (needs_maps)
+    throw Error(Errc::compile_failed, "`" + command + "` built a kernel that needs TMA tensor maps "
+                "(compiled with tma=True), which this loader does not build", state.name);
   return image;
 }
 

@@ -24,7 +24,10 @@ In a `for` whose body is such loads feeding one mma (a GEMM K loop), those copie
 two iterations ahead through 2-4 rotating stages (_KPipeline), with a wgmma group left in
 flight across iterations where the loop carries its accumulator. On sm_90 an f16 / bf16 mmaf with
 an f32 result that anchors.wgmma_fits takes runs as warpgroup MMA instead (_wgmma), in the same
-accumulator layout with a 1 x 4 x 1 warp grid (runtime/LAYOUTS.md).
+accumulator layout with a 1 x 4 x 1 warp grid (runtime/LAYOUTS.md). With compile(tma=True) a wgmma
+pipeline whose staged operands are all 128-byte swizzled and described by tensor maps (tma.py)
+fills its stages by TMA: thread 0 issues cp.async.bulk.tensor into each stage, completing the
+stage's mbarrier, whose phase the consumers wait for.
 """
 from __future__ import annotations
 
@@ -924,6 +927,25 @@ class _LaterIteration:
     __slots__ = ()
 
 
+def _not_thread_0(lw) -> str:
+    reg = lw.w.reg("pred")
+    lw.w(f"setp.ne.u32 {reg}, {lw.tid()}, 0")
+    return reg
+
+
+def _param_address(w, name: str) -> str:
+    """The generic address of kernel parameter `name` (a tensor map: TMA reads it there)."""
+    symbol, reg = w.reg("b64"), w.reg("b64")
+    w(f"mov.b64 {symbol}, {name}")
+    w(f"cvta.param.u64 {reg}, {symbol}")
+    return reg
+
+
+def _tile_start(lw, value, step: int) -> str:
+    """A register with index * step for an i32 tile index (scalars are registers)."""
+    return _u32(lw.w, "mul.lo.s32", lw.get(value).scalar, step)
+
+
 class _KPipeline:
     """A `for` whose body feeds its one tensor-core mma from view loads that cp.async can copy
     (ViewStaged): those copies run P = `stages - 1 - lag` iterations ahead, into `stages`
@@ -946,14 +968,19 @@ class _KPipeline:
         self.async_proxy = False  # True: a wgmma reads the stages (a proxy fence after copies)
         self.lag = 0  # wgmma groups left in flight by an iteration (see _accumulates_in_place)
         self.align = 16  # of the region and of every stage (a swizzled wgmma operand's: 1024)
+        # TMA (compile(tma=True)): (mma, role) -> (map parameter, rows, cols) for every staged
+        # operand; thread 0 fills a stage with cp.async.bulk.tensor, completing that stage's
+        # mbarrier, which the consumers wait on (phase parity) instead of cp.async groups
+        self.tma = None
 
     @property
     def ahead(self) -> int:
         """Iterations the copies run ahead of the mma."""
         return self.stages - 1 - self.lag
 
-    def _issue(self, ahead: int, base: str) -> None:
-        """Copies of iteration iv + ahead * step into the stage at `base`, then a commit."""
+    def _issue(self, ahead: int, base: str, bar: Optional[str] = None) -> None:
+        """Copies of iteration iv + ahead * step into the stage at `base`, then a commit (TMA:
+        the bulk tensor copies, completing the stage's mbarrier at `bar`)."""
         lw, loop = self.lw, self.loop
         w = lw.w
         wide = loop.kind.endswith("64")
@@ -964,9 +991,16 @@ class _KPipeline:
             w(f"mov.{'b64' if wide else 'b32'} {later}, {loop.iv}")
         past, skip = w.reg("pred"), w.label("stage_skip")
         w(f"setp.ge.{loop.kind} {past}, {later}, {loop.upper}")
-        w(f"@{past} bra.uni {skip}")  # past the bound: an empty group, no copies
         stand_in = _LaterIteration()
         lw.set(stand_in, Tile(self.iv_value.type, [later]))
+        if self.tma is not None:  # thread 0 alone; past the bound nothing (no phase to wait)
+            w(f"@{past} bra {skip}")
+            w(f"@{self.follower} bra {skip}")
+            with lw.fresh_scope():
+                self._issue_tma(stand_in, base, bar)
+            w.place(skip)
+            return
+        w(f"@{past} bra.uni {skip}")  # past the bound: an empty group, no copies
         with lw.fresh_scope():  # what the copies compute may be skipped: not reused after
             for _, staged_pair, offsets, strides in self.parts:
                 for role, staged in enumerate(staged_pair):
@@ -979,6 +1013,35 @@ class _KPipeline:
         w.place(skip)
         w("cp.async.commit_group")
 
+    def _issue_tma(self, later, base: str, bar: str) -> None:
+        """Thread 0's part of _issue with TMA: the stage's mbarrier expects the boxes' bytes,
+        then one cp.async.bulk.tensor per 64-column block of each operand, at the later
+        iteration's tile coordinates (x along the contiguous dim, y along rows)."""
+        lw = self.lw
+        w = lw.w
+        total = sum(rows * cols * 2 for rows, cols in
+                    ((plan[1], plan[2]) for plan in self.tma.values()))
+        state = w.reg("b64")
+        w(f"mbarrier.arrive.expect_tx.shared::cta.b64 {state}, [{bar}], {total}")
+        for mma, staged_pair, offsets, _ in self.parts:
+            for role, staged in enumerate(staged_pair):
+                if staged is None:
+                    continue
+                name, rows, cols = self.tma[(id(mma), role)]
+                indices = staged.indices([later if lw.forward.get(v, v) is self.iv_value
+                                          else v for v in staged.op.operands["index"]])
+                shape = staged.type.shape  # [..., rows, cols], leading dims 1
+                # map dim j: tile dim -1-j, from index * extent
+                coords = [_tile_start(lw, v, step) for v, step in zip(indices, shape)][::-1]
+                address = lw._cached(("tensor map", name), partial(_param_address, w, name))
+                x = coords[0]
+                for block in range(cols // 64):
+                    if block:
+                        coords[0] = _u32(w, "add.s32", x, 64 * block)
+                    w(f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global.tile"
+                      f".mbarrier::complete_tx::bytes [{base}+{offsets[role] + block * rows * 128}],"
+                      f" [{address}, {{{', '.join(coords)}}}], [{bar}]")
+
     def prologue(self) -> None:
         lw = self.lw
         w = lw.w
@@ -990,10 +1053,13 @@ class _KPipeline:
         self.read, self.write = w.reg("b32"), w.reg("b32")
         w(f"mov.u32 {self.read}, 0")
         w(f"mov.u32 {self.write}, {self.ahead * self.stage_bytes}")
+        bars = None
+        if self.tma is not None:
+            bars = self._init_barriers()
         for s in range(self.ahead):
             base = w.reg("b32")
             w(f"add.u32 {base}, {lw.smem_base()}, {s * self.stage_bytes}")
-            self._issue(s, base)
+            self._issue(s, base, None if bars is None else f"{bars}+{8 * s}")
         for part in self.parts:
             lw._cache[("k pipeline", part[0])] = self
 
@@ -1018,16 +1084,49 @@ class _KPipeline:
         if mma is self.parts[-1][0]:
             self.advance()
 
+    def _init_barriers(self) -> str:
+        """One mbarrier per stage (a static .shared array, apart from the exchange area), set
+        up by thread 0 for one arrival; the phase each consumer waits for starts at 0. Returns
+        the array's shared address register."""
+        lw = self.lw
+        w = lw.w
+        symbol = f"{lw.prefix}_tma_bar{len(lw.allocas)}"
+        lw.allocas.append((symbol, 8, 8 * self.stages))
+        bars = w.reg("b32")
+        w(f"mov.u32 {bars}, {symbol}")
+        self.bars = bars
+        self.follower = lw._cached(("not thread 0",), partial(_not_thread_0, lw))
+        ready = w.label("tma_ready")
+        w(f"@{self.follower} bra {ready}")
+        for s in range(self.stages):
+            w(f"mbarrier.init.shared::cta.b64 [{bars}+{8 * s}], 1")
+        w("fence.mbarrier_init.release.cluster")
+        w.place(ready)
+        # the region's earlier generic-proxy writes (exchanges) come before TMA's async writes
+        w("fence.proxy.async.shared::cta")
+        lw.barrier()
+        self.bar_read, self.bar_write, self.phase = w.reg("b32"), w.reg("b32"), w.reg("b32")
+        w(f"mov.u32 {self.bar_read}, {bars}")
+        w(f"add.u32 {self.bar_write}, {bars}, {8 * self.ahead}")
+        w(f"mov.u32 {self.phase}, 0")
+        return bars
+
     def steady(self, prefetch: bool = True) -> str:
         """In the mma, before it reads its operands: this iteration's stage landed and is
         visible, the next stage is in flight (`prefetch` False: the mma issues it itself
         later, by prefetch()); returns the byte offset of this stage."""
         lw = self.lw
         w = lw.w
-        w(f"cp.async.wait_group {self.ahead - 1}")
-        if self.async_proxy:  # wgmma reads the stage through the async proxy
-            w("fence.proxy.async.shared::cta")
-        lw.barrier()
+        if self.tma is not None:  # the stage's bytes have arrived once its phase completes
+            done, again = w.reg("pred"), w.label("tma_wait")
+            w.place(again)
+            w(f"mbarrier.try_wait.parity.shared::cta.b64 {done}, [{self.bar_read}], {self.phase}")
+            w(f"@!{done} bra {again}")
+        else:
+            w(f"cp.async.wait_group {self.ahead - 1}")
+            if self.async_proxy:  # wgmma reads the stage through the async proxy
+                w("fence.proxy.async.shared::cta")
+        lw.barrier()  # every warp is done with the stage prefetch() refills
         if prefetch:
             self.prefetch()
         return self.read
@@ -1037,10 +1136,11 @@ class _KPipeline:
         w = self.lw.w
         base = w.reg("b32")
         w(f"add.u32 {base}, {self.lw.smem_base()}, {self.write}")
-        self._issue(self.ahead, base)
+        self._issue(self.ahead, base, self.bar_write if self.tma is not None else None)
 
     def advance(self) -> None:
-        """Both stage offsets one buffer on, wrapping after the last."""
+        """Both stage offsets one buffer on, wrapping after the last (TMA: the mbarrier
+        addresses too, and the phase the next wait expects flips when the reads wrap)."""
         w = self.lw.w
         end = self.stages * self.stage_bytes
         for reg in (self.read, self.write):
@@ -1048,13 +1148,28 @@ class _KPipeline:
             w(f"add.u32 {reg}, {reg}, {self.stage_bytes}")
             w(f"setp.eq.u32 {wrap}, {reg}, {end}")
             w(f"selp.u32 {reg}, 0, {reg}, {wrap}")
+            if self.tma is None:
+                continue
+            bar = self.bar_read if reg is self.read else self.bar_write
+            w(f"add.u32 {bar}, {bar}, 8")
+            w(f"selp.u32 {bar}, {self.bars}, {bar}, {wrap}")
+            if reg is self.read:
+                w(f"@{wrap} xor.b32 {self.phase}, {self.phase}, 1")
 
     def finish(self) -> None:
         lw = self.lw
+        w = lw.w
         if self.lag:  # the last iteration's accumulators land
-            lw.w("wgmma.wait_group.sync.aligned 0")
-        lw.w("cp.async.wait_group 0")  # none in flight when the exchange takes the region back
+            w("wgmma.wait_group.sync.aligned 0")
+        if self.tma is None:
+            w("cp.async.wait_group 0")  # none in flight when the exchange takes the region back
         lw.barrier()  # and every warp is done reading its stages
+        if self.tma is not None:  # every issued stage was waited for: the barriers may go
+            done = w.label("tma_done")
+            w(f"@{self.follower} bra {done}")
+            for s in range(self.stages):
+                w(f"mbarrier.inval.shared::cta.b64 [{self.bars}+{8 * s}]")
+            w.place(done)
         lw.smem_floor = self.saved_floor
         for part in self.parts:
             del lw._cache[("k pipeline", part[0])]
@@ -1131,7 +1246,31 @@ def _k_loop_pipeline(lw, op, loop):
     if wgmma and stages >= 3 and len(parts) == 1 and all(pipe.roles_of(mma)) \
             and _accumulates_in_place(lw, body, mma):
         pipe.lag = 1
+    if wgmma and getattr(lw, "tma", False):
+        pipe.tma = _tma_stages(lw, parts)
     return pipe
+
+
+def _tma_stages(lw, parts):
+    """_KPipeline.tma for a wgmma pipeline's parts when every staged operand is 128-byte
+    swizzled and has a tensor map (tma.plan), else None (the stages stay cp.async's)."""
+    from . import tma
+    found = {}
+    for mma, staged_pair, _, _ in parts:
+        for role, staged in enumerate(staged_pair):
+            if staged is None:
+                continue
+            shape = tuple(staged.type.shape)
+            if not _swizzles(*shape[-2:]):
+                return None
+            plan = tma.plan(lw, staged.op, staged.view, shape)
+            if plan is None:
+                return None
+            found[(id(mma), role)] = (plan, shape[-2:])
+    if not found:
+        return None
+    return {key: (tma.tensor_map(lw, plan, shape[0]), *shape)
+            for key, (plan, shape) in found.items()}
 
 
 def _pipeline_part(lw, mma, body, inside, iv_value, stage_bytes):

@@ -23,28 +23,31 @@ _IMAGES: Dict[Tuple, Tuple[Module, KernelImage, int]] = {}
 
 
 def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
-                    threads: Optional[int] = None,
-                    wgmma: Optional[bool] = None) -> Tuple[KernelImage, int, int]:
-    """The emulator image of one entry (cached per module object), its threads per CTA and the
-    dynamic shared memory its launch requests. `wgmma`: the JIT's sm_90 warpgroup MMA choice
-    (compiler.compile)."""
-    key = (id(module), entry, arch, threads, wgmma)
+                    threads: Optional[int] = None, wgmma: Optional[bool] = None,
+                    tma: bool = False) -> Tuple[KernelImage, int, int, tuple]:
+    """The emulator image of one entry (cached per module object), its threads per CTA, the
+    dynamic shared memory its launch requests and its tensor map records (KernelInfo).
+    `wgmma`, `tma`: the JIT's sm_90 choices (compiler.compile)."""
+    key = (id(module), entry, arch, threads, wgmma, tma)
     cached = _IMAGES.get(key)
     if cached is not None and cached[0] is module:
         return cached[1:]
-    result = jit_compile(module, entry=entry, arch=arch, emit="ptx", threads=threads, wgmma=wgmma)
+    result = jit_compile(module, entry=entry, arch=arch, emit="ptx", threads=threads, wgmma=wgmma,
+                         tma=tma)
     image = load_kernel(result.ptx, entry, source=f"<PTX of {module.source or 'module'}>")
     info = result.kernels[entry]
     if len(_IMAGES) > 256:
         _IMAGES.clear()
-    _IMAGES[key] = (module, image, info.threads_per_cta, info.dynamic_shared_bytes)
-    return image, info.threads_per_cta, info.dynamic_shared_bytes
+    _IMAGES[key] = (module, image, info.threads_per_cta, info.dynamic_shared_bytes,
+                    info.tensor_maps)
+    return image, info.threads_per_cta, info.dynamic_shared_bytes, info.tensor_maps
 
 
 def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
         threads: Optional[int] = None, check_memory: bool = True, allow_aliasing: bool = False,
         uninitialized: Iterable[int] = (), print_stream=None, max_steps: int = 50_000_000,
-        profile=None, wgmma: Optional[bool] = None, **interpreter_only) -> KernelImage:
+        profile=None, wgmma: Optional[bool] = None, tma: bool = False,
+        **interpreter_only) -> KernelImage:
     """Run `entry` over `grid` like `tilebc.interp.run`, but through the JIT's PTX on the
     emulator. Interpreter-only options (check_assumptions, shuffle, seed, progress) are accepted
     and ignored: assumptions are not in the PTX, and CTAs run in id order."""
@@ -53,12 +56,18 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
         raise TypeError(f"run() got unexpected keyword arguments {sorted(unknown)}")
     module = load_any(module_or_path)
     function = find_entry(module, entry)
-    image, count, dynamic_shared = compiled_kernel(module, function.name, arch, threads, wgmma)
+    image, count, dynamic_shared, maps = compiled_kernel(module, function.name, arch, threads,
+                                                         wgmma, tma)
     machine, binder = bind_arguments(module, function, args, check_memory, allow_aliasing,
                                      uninitialized)
     symbols = {f"__tilebc_global_{name}": address
                for name, address in machine.global_addresses.items()}
-    return emulate(image, function.name, flatten_grid(grid), binder.values,
+    values = list(binder.values)
+    if maps:  # built from this launch's arguments, as the CUDA launcher does
+        from .. import tensor_maps
+        values += [tensor_maps.for_emulator(found)
+                   for found in tensor_maps.resolve_all(maps, values)]
+    return emulate(image, function.name, flatten_grid(grid), values,
                    memory=machine.memory, threads=count, check=check_memory,
                    print_stream=print_stream, max_steps=max_steps, global_symbols=symbols,
                    dynamic_shared_bytes=dynamic_shared, profile=profile)

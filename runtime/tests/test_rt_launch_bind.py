@@ -441,7 +441,7 @@ ROOT_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bytecode"
 def test_tensor_maps_are_encoded_from_the_arguments_and_passed_after_them(fake_driver,
                                                                          monkeypatch):
     """A compile(tma=True) entry: its maps are resolved from the packed values once per
-    binding, encoded, and passed by value after the kernel's parameters through launch_raw."""
+    binding, encoded, and passed by value after the kernel's parameters through RawLaunch."""
     from tilebc_runtime import tensor_maps
     fake_driver.entry.tensor_maps = ({
         "param": "k_tmap_0", "array": 3, "element": "f16", "rank": 2,
@@ -450,14 +450,23 @@ def test_tensor_maps_are_encoded_from_the_arguments_and_passed_after_them(fake_d
     encoded, raw = [], []
     monkeypatch.setattr(tensor_maps, "encode", lambda found: encoded.append(found)
                         or types.SimpleNamespace(opaque=list(range(16))))
-    monkeypatch.setattr(driver, "launch_raw", lambda *args: raw.append(args))
+    launched = []
+
+    class FakeRawLaunch:
+        def __init__(self, *args):
+            raw.append(args)
+
+        def launch(self):
+            launched.append(self)
+    monkeypatch.setattr(driver, "RawLaunch", FakeRawLaunch)
     kernel = only_kernel("aliasing_arrays")
     bound = kernel.bind(2, FakeDLPack(BASE, (64,)), FakeDLPack(BASE + 4096, (64,)))
     bound.launch()
     bound.launch()
     assert encoded == [tensor_maps.TiledMap("k_tmap_0", "f16", BASE + 4096, (64, 64), (128,),
                                             (64, 8), 128)]
-    assert fake_driver.launches == [] and len(raw) == 2
+    # the parameter block is built once for the binding, then launched twice
+    assert fake_driver.launches == [] and len(raw) == 1 and len(launched) == 2
     stream, grid, threads, shared, function, values, maps = raw[0]
     assert (grid, threads, shared, function) == ((2, 1, 1), 128, 0, ("function", kernel.entry))
     assert [int(v) for v in values] == [BASE, 64, 1, BASE + 4096, 64, 1]

@@ -240,18 +240,32 @@ def launch(stream, grid: Tuple[int, int, int], threads: int, shared_bytes: int, 
     launch_with(stream, launch_config(grid, threads, shared_bytes), kernel, values)
 
 
-def launch_raw(stream, grid: Tuple[int, int, int], threads: int, shared_bytes: int, kernel,
-               values: List[Any], blobs: List[Any]) -> None:
-    """cuLaunchKernel with the parameter pointer array built here: `values` (numpy scalars, as
+class RawLaunch:
+    """One kernel launch through cuLaunchKernel, its parameter block built once so that each
+    `launch()` is a single driver call (building the block costs ~50 us of Python per launch,
+    more than a small kernel runs). Parameters: `values` (numpy scalars, as
     args.pack_arguments makes them) then `blobs` (ctypes objects passed by value: tensor maps,
     128 bytes each, which cuda.core's launch does not take as raw bytes)."""
-    import ctypes
-    from cuda.bindings import driver
-    ensure_usable()
-    storage = [ctypes.create_string_buffer(value.tobytes(), max(value.nbytes, 1))
-               for value in values] + list(blobs)
-    pointers = (ctypes.c_void_p * len(storage))(*[ctypes.addressof(item) for item in storage])
-    function = driver.CUfunction(int(kernel.handle))  # a CUkernel launches as a CUfunction
-    check("cuLaunchKernel", driver.cuLaunchKernel(
-        function, *grid, threads, 1, 1, shared_bytes, driver.CUstream(int(stream.handle)),
-        ctypes.addressof(pointers), 0))
+
+    def __init__(self, stream, grid: Tuple[int, int, int], threads: int, shared_bytes: int,
+                 kernel, values: List[Any], blobs: List[Any]):
+        import ctypes
+        from cuda.bindings import driver as cu
+        self._storage = [ctypes.create_string_buffer(value.tobytes(), max(value.nbytes, 1))
+                         for value in values] + list(blobs)
+        self._pointers = (ctypes.c_void_p * len(self._storage))(
+            *[ctypes.addressof(item) for item in self._storage])
+        function = cu.CUfunction(int(kernel.handle))  # a CUkernel launches as a CUfunction
+        self._call = cu.cuLaunchKernel
+        self._arguments = (function, *grid, threads, 1, 1, shared_bytes,
+                           cu.CUstream(int(stream.handle)), ctypes.addressof(self._pointers), 0)
+
+    def launch(self) -> None:
+        ensure_usable()
+        check("cuLaunchKernel", self._call(*self._arguments))
+
+
+def launch_raw(stream, grid: Tuple[int, int, int], threads: int, shared_bytes: int, kernel,
+               values: List[Any], blobs: List[Any]) -> None:
+    """One launch through RawLaunch."""
+    RawLaunch(stream, grid, threads, shared_bytes, kernel, values, blobs).launch()

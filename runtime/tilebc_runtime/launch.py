@@ -557,7 +557,7 @@ class Kernel:
 
 class _WithTensorMaps:
     """The launch configuration of a kernel with TMA tensor maps: cuda.core's launch takes no
-    raw 128-byte arguments, so these launch through driver.launch_raw."""
+    raw 128-byte arguments, so these launch through driver.RawLaunch."""
 
     __slots__ = ("grid", "threads", "shared_bytes", "maps")
 
@@ -578,6 +578,7 @@ class BoundLaunch:
         self._config, self._function, self._packed = config, function, packed
         self._waited = not packed.producer_streams
         self._pending = False  # launched since the last release
+        self._raw = None  # the driver.RawLaunch of a kernel with tensor maps
 
     @property
     def values(self):
@@ -589,9 +590,11 @@ class BoundLaunch:
             driver.wait_for_producers(self.stream, self._packed.producer_streams)
             self._waited = True
         if isinstance(self._config, _WithTensorMaps):
-            c = self._config
-            driver.launch_raw(self.stream, c.grid, c.threads, c.shared_bytes, self._function,
-                              self._packed.values, c.maps)
+            if self._raw is None:  # the parameter block once per binding, not per launch
+                c = self._config
+                self._raw = driver.RawLaunch(self.stream, c.grid, c.threads, c.shared_bytes,
+                                             self._function, self._packed.values, c.maps)
+            self._raw.launch()
         else:
             driver.launch_with(self.stream, self._config, self._function, self._packed.values)
         self._pending = True

@@ -38,16 +38,16 @@ BACKENDS = ("jit", "tileiras")
 def variant_load(label: str):
     """(backend, load options) for a column label: the two backends, "jit+wgmma" / "jit-wgmma"
     (sm_90's warpgroup mma wherever it fits / never; the JIT's own choice is in between),
-    "jit+tma" (sm_90 wgmma K-loop stages filled by TMA where the views allow) and "jit@N" (N
-    threads per CTA instead of the JIT's own choice)."""
+    "jit-tma" (sm_90 wgmma K-loop stages filled by cp.async instead of the default TMA) and
+    "jit@N" (N threads per CTA instead of the JIT's own choice)."""
     if label in BACKENDS:
         return label, {}
     if label == "jit+wgmma":
         return "jit", {"wgmma": True}
     if label == "jit-wgmma":
         return "jit", {"wgmma": False}
-    if label == "jit+tma":
-        return "jit", {"tma": True}
+    if label == "jit-tma":
+        return "jit", {"tma": False}
     if label.startswith("jit@"):
         return "jit", {"threads": int(label[4:])}
     raise ValueError(f"unknown variant {label!r}")
@@ -213,8 +213,8 @@ def main(argv=None) -> int:
                         help="also time our JIT with sm_90 wgmma wherever it fits and nowhere "
                              "(compile option wgmma=True / False)")
     parser.add_argument("--tma", action="store_true",
-                        help="also time our JIT with TMA-filled sm_90 wgmma K-loop stages "
-                             "(compile option tma=True)")
+                        help="also time our JIT with cp.async-filled sm_90 wgmma K-loop stages "
+                             "instead of the default TMA (compile option tma=False)")
     parser.add_argument("--threads", default="",
                         help="comma-separated threads per CTA to time our JIT with as well")
     parser.add_argument("--results", help="where to write the table (default: results/gpu_scale.md, "
@@ -232,7 +232,7 @@ def main(argv=None) -> int:
     arrays = gpu_checks.DeviceArrays(args.arrays)
     estimates = {} if args.gpu_only else model_estimates()
     variants = BACKENDS + (("jit+wgmma", "jit-wgmma") if args.wgmma else ()) + \
-        (("jit+tma",) if args.tma else ()) + \
+        (("jit-tma",) if args.tma else ()) + \
         tuple(f"jit@{int(t)}" for t in args.threads.split(",") if t.strip())
     cases = gpu_only_cases() if args.gpu_only else bench_model._large_cases()
     table, failures = [], []

@@ -187,8 +187,8 @@ def test_compile_every_entry_into_one_cubin(tmp_path):
 
 def test_compile_tma_flag_fills_wgmma_stages_with_tma_and_marks_the_fatbin_facts(tmp_path):
     aligned = SCALAR.parents[1] / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc"
-    for flags, expected in (([], False), (["--tma"], True)):
-        out = tmp_path / f"k{len(flags)}.ptx"
+    for flags, expected in (([], True), (["--tma"], True), (["--no-tma"], False)):
+        out = tmp_path / f"k{''.join(flags)}.ptx"
         done = run_cli(aligned, "--arch", "sm_90", "--emit", "ptx", *flags, "-o", out)
         assert done.returncode == 0, done.stderr
         assert ("cp.async.bulk.tensor" in out.read_text()) == expected, flags

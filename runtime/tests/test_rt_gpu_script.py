@@ -367,7 +367,7 @@ def test_scale_bench_variants_load_with_their_options_and_render_in_their_own_ta
     assert bench_gpu_scale.variant_load("jit+wgmma") == ("jit", {"wgmma": True})
     assert bench_gpu_scale.variant_load("jit-wgmma") == ("jit", {"wgmma": False})
     assert bench_gpu_scale.variant_load("jit@64") == ("jit", {"threads": 64})
-    assert bench_gpu_scale.variant_load("jit+tma") == ("jit", {"tma": True})
+    assert bench_gpu_scale.variant_load("jit-tma") == ("jit", {"tma": False})
     with pytest.raises(ValueError):
         bench_gpu_scale.variant_load("jit+nothing")
     row = {"entry": "k", "grid": (512,), "agreement": "identical", "jit": 53.0, "tileiras": 40.0,

@@ -1,4 +1,4 @@
-"""compile(tma=True): sm_90 wgmma K-loop stages filled by TMA (lowering/tma.py, matmul._KPipeline),
+"""TMA (the sm_90 default; compile(tma=False) turns it off): sm_90 wgmma K-loop stages filled by TMA (lowering/tma.py, matmul._KPipeline),
 the tensor map records in the kernel metadata, the host-side maps built from launch arguments
 (tensor_maps.py), and the emulator against the interpreter, ragged shapes included."""
 import json
@@ -28,9 +28,10 @@ def _loop(ptx):
 
 
 def test_aligned_gemm_fixture_fills_its_stages_with_tma():
-    [ptx] = _case_ptx("la_gemm_aligned_tile", arch="sm_90", tma=True)
-    [default] = _case_ptx("la_gemm_aligned_tile", arch="sm_90")
+    [ptx] = _case_ptx("la_gemm_aligned_tile", arch="sm_90")  # TMA is the sm_90 default
+    [default] = _case_ptx("la_gemm_aligned_tile", arch="sm_90", tma=False)
     assert "cp.async.bulk.tensor" not in default and "cp.async.cg" in default
+    assert _case_ptx("la_gemm_aligned_tile", arch="sm_90", tma=True) == [ptx]
     assert ptx.count(".param .align 64 .b8 ") == 2  # A's map and B's
     prologue, loop = _loop(ptx)
     assert "mbarrier.init.shared::cta.b64" in prologue
@@ -54,7 +55,7 @@ def test_tensor_map_records_name_the_arrays_and_the_boxes():
                 record["oob_fill"], record["interleave"]) == ("f16", 2, [64, 64], 128, "zero", "none")
         assert f".param .align 64 .b8 {record['param']}[128]" in result.ptx
     json.dumps(info.tensor_maps)  # cache metadata and AOT facts are JSON
-    plain = jit_compile(ALIGNED, arch="sm_90", emit="ptx")
+    plain = jit_compile(ALIGNED, arch="sm_90", emit="ptx", tma=False)
     assert next(iter(plain.kernels.values())).tensor_maps == ()
     from tilebc_runtime.aot import _jit_facts
     assert next(iter(_jit_facts(result).values()))["tensor_maps"] == 2
@@ -139,8 +140,8 @@ def test_fixtures_taking_tma_on_emulator_match_the_interpreter(name, boxes):
         copies = [np.array(x, copy=True) if isinstance(x, np.ndarray) else x for x in args]
         staged = [np.array(x, copy=True) if isinstance(x, np.ndarray) else x for x in args]
         interpret(module, entry, grid, *copies)
-        sim.run(module, entry, grid, *staged, arch="sm_90")
-        sim.run(module, entry, grid, *args, arch="sm_90", tma=True)
+        sim.run(module, entry, grid, *staged, arch="sm_90", tma=False)
+        sim.run(module, entry, grid, *args, arch="sm_90")
         for mine, cp_async, theirs in zip(args, staged, copies):
             if isinstance(mine, np.ndarray):
                 np.testing.assert_array_equal(mine, cp_async)
@@ -206,7 +207,9 @@ def test_jit_backend_metadata_carries_the_maps():
     entry = tilebc.load(data).functions[0].name
     _, metadata = JitBackend().compile(data, entry, "sm_90", {"tma": True})
     assert [m["box"] for m in metadata["tensor_maps"]] == [[64, 64], [64, 64]]
-    _, plain = JitBackend().compile(data, entry, "sm_90", {})
+    _, default = JitBackend().compile(data, entry, "sm_90", {})
+    assert default["tensor_maps"] == metadata["tensor_maps"]
+    _, plain = JitBackend().compile(data, entry, "sm_90", {"tma": False})
     assert "tensor_maps" not in plain
 
 

@@ -46,7 +46,7 @@ class CacheEntry(Record):
 
     @property
     def tensor_maps(self) -> tuple:
-        """TMA tensor maps the launch passes after the kernel's parameters (compile(tma=True);
+        """TMA tensor maps the launch passes after the kernel's parameters (TMA kernels;
         records as tilebc_runtime.tensor_maps reads them), or ()."""
         return tuple(self.metadata.get("tensor_maps") or ())
 

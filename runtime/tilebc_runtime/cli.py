@@ -40,10 +40,10 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
                         help="JIT, sm_90: run f16/bf16 products that fit a warpgroup on "
                              "wgmma.mma_async everywhere (--wgmma) or nowhere (--no-wgmma); "
                              "default: where cp.async stages both operands")
-    parser.add_argument("--tma", action="store_true", default=None,
+    parser.add_argument("--tma", action=argparse.BooleanOptionalAction, default=None,
                         help="JIT, sm_90: fill wgmma K-loop stages with TMA where the views "
-                             "allow (the kernel then takes tensor maps its launcher builds; "
-                             "the C++ loader refuses such kernels)")
+                             "allow (default; the kernel then takes tensor maps its launcher "
+                             "builds) or never (--no-tma)")
     parser.add_argument("-o", "--output",
                         help="output file (default: FILE with .ptx/.cubin/.fatbin)")
     parser.add_argument("-v", "--verbose", action="store_true",
@@ -68,8 +68,8 @@ def _options(args) -> dict:
         options["threads"] = args.threads
     if args.wgmma is not None:
         options["wgmma"] = args.wgmma
-    if args.tma:
-        options["tma"] = True
+    if args.tma is not None:
+        options["tma"] = args.tma
     if options and args.backend != "jit":
         raise UsageError(f"--{next(iter(options))} applies to the JIT backend only")
     return options
@@ -140,7 +140,7 @@ def _run_ptx(args) -> int:
     launch.prime_from_memo(launch.default_cache())  # nvJitLink's version without loading it
     from .compiler import compile
     result = compile(args.file, args.entry, args.arch, "ptx", threads=args.threads,
-                     verbose=args.verbose, wgmma=args.wgmma, tma=bool(args.tma))
+                     verbose=args.verbose, wgmma=args.wgmma, tma=args.tma)
     output = _default_output(args, ".ptx")
     _report(args, result.kernels.values(), result.log)
     _write(output, result.ptx, binary=False)

@@ -139,7 +139,7 @@ class JitBackend:
                     "dynamic_shared_bytes": result.dynamic_shared_bytes,
                     "backend": self.name}
         maps = result._only().tensor_maps
-        if maps:  # compile(tma=True): the launcher builds these after the kernel's parameters
+        if maps:  # TMA kernels: the launcher builds these after the kernel's parameters
             metadata["tensor_maps"] = [dict(record) for record in maps]
         return bytes(result.cubin), metadata
 
@@ -522,7 +522,7 @@ class Kernel:
         function, entry = self._function_for(handle)
         config = driver.launch_config(grid3, entry.threads, entry.dynamic_shared_bytes)
         if entry.tensor_maps:
-            # TMA kernels (compile(tma=True)) take their tensor maps by value after their own
+            # TMA kernels (sm_90 default, lowering/tma.py) take their tensor maps by value after their own
             # parameters, encoded from this launch's arrays
             from . import tensor_maps
             encoded = [tensor_maps.kernel_argument(tensor_maps.encode(found))

@@ -1,4 +1,4 @@
-"""Host side of the JIT's TMA tensor maps (compile(tma=True), lowering/tma.py): from a kernel's
+"""Host side of the JIT's TMA tensor maps (sm_90 default, lowering/tma.py): from a kernel's
 metadata record and the flat parameter values of one launch, the tiled map to encode. The
 CUDA launcher encodes it with cuTensorMapEncodeTiled (`encode`); the emulator's runner turns it
 into a sim.tensormap.TensorMap (`for_emulator`). Nothing here imports CUDA at module level."""

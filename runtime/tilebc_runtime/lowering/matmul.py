@@ -24,8 +24,8 @@ In a `for` whose body is such loads feeding one mma (a GEMM K loop), those copie
 two iterations ahead through 2-4 rotating stages (_KPipeline), with a wgmma group left in
 flight across iterations where the loop carries its accumulator. On sm_90 an f16 / bf16 mmaf with
 an f32 result that anchors.wgmma_fits takes runs as warpgroup MMA instead (_wgmma), in the same
-accumulator layout with a 1 x 4 x 1 warp grid (runtime/LAYOUTS.md). With compile(tma=True) a wgmma
-pipeline whose staged operands are all 128-byte swizzled and described by tensor maps (tma.py)
+accumulator layout with a 1 x 4 x 1 warp grid (runtime/LAYOUTS.md). By default (compile's tma) a
+wgmma pipeline whose staged operands are all 128-byte swizzled and described by tensor maps (tma.py)
 fills its stages by TMA: thread 0 issues cp.async.bulk.tensor into each stage, completing the
 stage's mbarrier, whose phase the consumers wait for.
 """
@@ -968,7 +968,7 @@ class _KPipeline:
         self.async_proxy = False  # True: a wgmma reads the stages (a proxy fence after copies)
         self.lag = 0  # wgmma groups left in flight by an iteration (see _accumulates_in_place)
         self.align = 16  # of the region and of every stage (a swizzled wgmma operand's: 1024)
-        # TMA (compile(tma=True)): (mma, role) -> (map parameter, rows, cols) for every staged
+        # TMA (the sm_90 default): (mma, role) -> (map parameter, rows, cols) for every staged
         # operand; thread 0 fills a stage with cp.async.bulk.tensor, completing that stage's
         # mbarrier, which the consumers wait on (phase parity) instead of cp.async groups
         self.tma = None

@@ -42,7 +42,8 @@ PTX_SUBSET = {
     "bra": "uniform, or divergent around straight-line code that reconverges (f32 trig huge-argument path)", "ret": "", "trap": "assert failure", "bar": "bar.sync 0",
     "call": "vprintf only", "membar": "", "fence": "acq_rel/sc fences for orderings; "
                                                  "fence.proxy.async.shared::cta before wgmma "
-                                                 "reads what st.shared / cp.async wrote",
+                                                 "reads what st.shared / cp.async wrote; "
+                                                 "fence.mbarrier_init after TMA barriers' init",
     # memory model / atomics
     "atom": "global atomics (rmw, cas); generic in kernels with an alloca",
     "red": "global reductions; generic in kernels with an alloca",
@@ -64,7 +65,10 @@ PTX_SUBSET = {
                 "padded shared memory (matmul.py)",
     "cp": "cp.async.{ca,cg}.shared.global 4/8/16 bytes (src-size 0 zero-fills past the tensor), "
           "cp.async.commit_group, cp.async.wait_group: mma operands staged without registers "
-          "where alignment is proven (matmul.py)",
+          "where alignment is proven (matmul.py); sm_90: cp.async.bulk.tensor.{1..5}d.shared::cluster"
+          ".global.tile.mbarrier::complete_tx::bytes from a tensor-map parameter (lowering/tma.py)",
+    "mbarrier": "sm_90 TMA stages (lowering/tma.py): init, arrive.expect_tx, try_wait.parity, "
+                "inval, on shared::cta b64 barriers",
     "griddepcontrol": "gdc ops on sm_90+",
     "redux": "redux.sync.add.s32 / and,or,xor.b32: a whole-warp integer reduction (sm_80+)",
 }

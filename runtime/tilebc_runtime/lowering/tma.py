@@ -1,4 +1,4 @@
-"""TMA tensor maps for the sm_90 wgmma K-loop pipeline (`compile(tma=True)`, runtime/LAYOUTS.md).
+"""TMA tensor maps for the sm_90 wgmma K-loop pipeline (the sm_90 default, runtime/LAYOUTS.md).
 
 A staged operand whose stage layout is the 128-byte swizzle (matmul._swizzles) is what a tiled
 tensor map with SWIZZLE_128B writes: boxes of 64 16-bit elements (128-byte rows) by the tile's

@@ -24,7 +24,7 @@ _IMAGES: Dict[Tuple, Tuple[Module, KernelImage, int]] = {}
 
 def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
                     threads: Optional[int] = None, wgmma: Optional[bool] = None,
-                    tma: bool = False) -> Tuple[KernelImage, int, int, tuple]:
+                    tma: Optional[bool] = None) -> Tuple[KernelImage, int, int, tuple]:
     """The emulator image of one entry (cached per module object), its threads per CTA, the
     dynamic shared memory its launch requests and its tensor map records (KernelInfo).
     `wgmma`, `tma`: the JIT's sm_90 choices (compiler.compile)."""
@@ -46,7 +46,7 @@ def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
 def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
         threads: Optional[int] = None, check_memory: bool = True, allow_aliasing: bool = False,
         uninitialized: Iterable[int] = (), print_stream=None, max_steps: int = 50_000_000,
-        profile=None, wgmma: Optional[bool] = None, tma: bool = False,
+        profile=None, wgmma: Optional[bool] = None, tma: Optional[bool] = None,
         **interpreter_only) -> KernelImage:
     """Run `entry` over `grid` like `tilebc.interp.run`, but through the JIT's PTX on the
     emulator. Interpreter-only options (check_assumptions, shuffle, seed, progress) are accepted

@@ -104,8 +104,18 @@ def test_tma_k_loop_on_emulator_matches_the_interpreter(trips, rows):
                       tma=True).ptx
     assert "cp.async.bulk.tensor" in ptx
     kk = max(k * trips - 8, 56)  # trips 0 reads nothing (a map needs non-empty extents)
+    a, b, c, expected = _ragged_run_matches(module, m, n, kk, rows, trips)
+    used = min(kk, k * trips)
+    np.testing.assert_array_equal(
+        expected, a[:, :used].astype(np.float64) @ b[:used].astype(np.float64) + c)
+
+
+def _ragged_run_matches(module, m, n, kk, rows, trips):
+    """Run the K-loop kernel over ragged rows, 2n - 8 columns and kk of K (row strides 8
+    elements longer) on the interpreter and on the emulator's TMA code; the two must agree
+    bit for bit. Returns the inputs and the result."""
     cols = 2 * n - 8
-    a = _quarters(np.float16, (rows, kk + 8))[:, :kk]  # row stride kk + 8 (a multiple of 64)
+    a = _quarters(np.float16, (rows, kk + 8))[:, :kk]
     b = _quarters(np.float16, (kk, cols + 8))[:, :cols]
     c = _quarters(np.float32, (rows, cols))
     grid = (-(-rows // m), -(-cols // n))
@@ -114,9 +124,7 @@ def test_tma_k_loop_on_emulator_matches_the_interpreter(trips, rows):
     sim.run(module, "k", grid, a, b, actual, np.int32(trips), arch="sm_90", threads=128,
             wgmma=True, tma=True)
     np.testing.assert_array_equal(actual, expected)
-    used = min(kk, k * trips)
-    np.testing.assert_array_equal(
-        expected, a[:, :used].astype(np.float64) @ b[:used].astype(np.float64) + c)
+    return a, b, c, expected
 
 
 @pytest.mark.parametrize("name,boxes", [("la_gemm_aligned_tile", 3), ("la_bmm_aligned_tile", 2),
@@ -227,16 +235,7 @@ def test_fewer_tma_stages_with_and_without_a_wgmma_group_in_flight(monkeypatch, 
                       tma=True).ptx
     assert f".b8 __tilebc_k0_tma_bar" in ptx and f"[{8 * stages}];" in ptx
     assert (f"wgmma.wait_group.sync.aligned {lag};" in _loop(ptx)[1])
-    kk, cols = k * trips - 8, 2 * n - 8
-    a = _quarters(np.float16, (rows, kk + 8))[:, :kk]
-    b = _quarters(np.float16, (kk, cols + 8))[:, :cols]
-    c = _quarters(np.float32, (rows, cols))
-    grid = (-(-rows // m), -(-cols // n))
-    expected, actual = c.copy(), c.copy()
-    interpret(module, "k", grid, a, b, expected, np.int32(trips))
-    sim.run(module, "k", grid, a, b, actual, np.int32(trips), arch="sm_90", threads=128,
-            wgmma=True, tma=True)
-    np.testing.assert_array_equal(actual, expected)
+    _ragged_run_matches(module, m, n, k * trips - 8, rows, trips)
 
 
 def test_encode_asks_the_driver_for_the_recorded_tiled_map(monkeypatch):

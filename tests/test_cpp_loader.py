@@ -145,12 +145,24 @@ def test_generated_tables_are_current():
     assert proc.returncode == 0, proc.stderr
 
 
-def test_cpp_unit_tests(cpp_build):
-    """Argument checking, launch refusing before the driver, no-driver message, SHA-256 vectors."""
-    proc = subprocess.run([str(cpp_build / "tilebc_cpp_tests"), str(ROOT / "fixtures")], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **SANITIZER_ENV})
+def test_cpp_unit_tests(cpp_build, tmp_path):
+    """Argument checking, launch refusing before the driver, no-driver message, SHA-256 vectors;
+    and TMA launches against a fake driver table: la_gemm_aligned_tile compiled with tma=True,
+    its maps read from a real AOT fatbin and a real cache entry."""
+    fixture = FIXTURES / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc"
+    fatbin = _aot(tmp_path, fixture, ["sm_90"], "--no-ptx", "--tma")
+    root = tmp_path / "cache"
+    root.mkdir(mode=0o700)
+    out = tmp_path / "gemm.cubin"
+    proc = subprocess.run([sys.executable, "-m", "tilebc.cli", "compile", str(fixture), "--arch", "sm_90",
+                           "--emit", "cubin", "--tma", "-o", str(out)], capture_output=True, text=True,
+                          timeout=600, env=_tool_env(TILEBC_CACHE_DIR=str(root)))
+    assert proc.returncode == 0, proc.stderr
+    key = json.loads(Path(f"{out}.json").read_text())["key"]
+    proc = subprocess.run([str(cpp_build / "tilebc_cpp_tests"), str(ROOT / "fixtures"), str(fatbin), str(root), key],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **SANITIZER_ENV})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert " 0 failures" in proc.stdout
+    assert " 0 failures" in proc.stdout and "Sanitizer" not in proc.stderr, proc.stdout + proc.stderr
 
 
 def test_example_lists_a_fixture(cpp_build):
@@ -997,13 +1009,48 @@ def test_dynamic_shared_bytes_reach_cpp_from_cache_and_fatbin(cpp_build, tmp_pat
     assert [(i["source"], i["dynamic_shared_bytes"]) for i in small["images"].values()] == [("cache", 0)]
 
 
-def test_aot_tma_entries_are_refused_by_the_loader(cpp_build, tmp_path):
-    """compile --tma: the entry takes TMA tensor maps the C++ loader does not build, so loading
-    the fatbin names that instead of launching the kernel without them."""
+def test_aot_tma_entries_load_with_their_tensor_maps(cpp_build, tmp_path):
+    """compile --tma: the fatbin's launch facts carry the map records, which the loader reads (and
+    launches with, tests/cpp_tests.cpp); records it could not encode from are refused by name."""
     fixture = FIXTURES / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc"
     fatbin = _aot(tmp_path, fixture, ["sm_90"], "--no-ptx", "--tma")
-    [record] = run_tool(cpp_build, "module", str(fatbin))
-    assert "needs TMA tensor maps (compiled with tma=True)" in record["message"], record
-    plain = _aot(tmp_path, fixture, ["sm_90"], "--no-ptx")
-    [record] = run_tool(cpp_build, "module", str(plain), "--arch", "sm_90")
-    assert "message" not in record and next(iter(record["images"].values()))["source"] == "fatbin"
+    [record] = run_tool(cpp_build, "module", str(fatbin), "--arch", "sm_90")
+    [image] = record["images"].values()
+    assert (image["source"], image["tensor_map_arrays"]) == ("fatbin", [0, 5]), record
+    metadata = json.loads(Path(f"{fatbin}.json").read_text())
+    [entry] = metadata["entries"]
+    name = entry["name"]
+    cases = [
+        (lambda m: m.update(swizzle=48), "swizzle must be 0, 32, 64 or 128"),
+        (lambda m: m.update(box=[257, 64]), "box dims must be 1..256"),
+        (lambda m: m.update(box=[64]), "'box' must list rank values"),
+        (lambda m: m.update(rank=6), "rank must be 1..5"),
+        (lambda m: m.update(element="f32"), "element must be f16 or bf16"),
+        (lambda m: m.update(interleave="16b"), "interleave must be \"none\""),
+        (lambda m: m.update(oob_fill="nan"), "oob_fill must be \"zero\""),
+        (lambda m: m.update(dims=[["param", 2]]), "'dims' must list 2 values for rank 2"),
+        (lambda m: m.update(dims=[["const", 0], ["param", 1]]), "each of 'dims' must be"),
+        (lambda m: m.update(strides=[["size", 3]]), "each of 'strides' must be"),
+        (lambda m: m.update(array=18), f"entry '{name}' tensor map {name}_tmap_0: 'array' 18 is not a pointer"),
+        (lambda m: m.update(array=1), "'array' 1 is not a pointer parameter"),
+        (lambda m: m.update(dims=[["param", 0], ["param", 1]]), "parameter 0 is not an integer parameter"),
+        (lambda m: m.pop("param"), "has no 'param' name"),
+    ]
+    for change, expected in cases:
+        broken = json.loads(json.dumps(metadata))
+        change(broken["entries"][0]["launch"]["sm_90"]["tensor_maps"][0])
+        Path(f"{fatbin}.json").write_text(json.dumps(broken))
+        [record] = run_tool(cpp_build, "module", str(fatbin))
+        assert expected in record.get("message", ""), (expected, record)
+
+
+def test_compile_output_tensor_maps_reach_the_loader(cpp_build, tmp_path):
+    """A miss compiled through `tilebc compile` (here with --tma added) takes the maps from the
+    OUT.cubin.json beside the cubin."""
+    _runtime()
+    fixture = FIXTURES / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc"
+    bin_dir = _shim(tmp_path / "bin", f'exec {sys.executable} -m tilebc.cli "$@" --tma\n')
+    env = {**_tool_env(), "TILEBC_COMPILER": str(bin_dir / "tilebc"), "TILEBC_CACHE_DIR": "off"}
+    [record] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_90", env=env)
+    [image] = record["images"].values()
+    assert (image["source"], image["tensor_map_arrays"]) == ("compiled", [0, 5]), record

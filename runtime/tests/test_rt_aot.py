@@ -192,9 +192,12 @@ def test_compile_tma_flag_fills_wgmma_stages_with_tma_and_marks_the_fatbin_facts
         done = run_cli(aligned, "--arch", "sm_90", "--emit", "ptx", *flags, "-o", out)
         assert done.returncode == 0, done.stderr
         assert ("cp.async.bulk.tensor" in out.read_text()) == expected, flags
-    # the C++ loader builds no tensor maps: the fatbin's launch facts say the entry needs them
+    # the fatbin's launch facts carry the map records a host (the C++ loader) encodes at launch
     out = tmp_path / "k.fatbin"
     done = run_cli(aligned, "--arch", "sm_90", "--fatbin", "--no-ptx", "--tma", "-o", out)
     assert done.returncode == 0, done.stderr
     [entry] = json.loads((tmp_path / "k.fatbin.json").read_text())["entries"]
-    assert entry["launch"]["sm_90"]["tensor_maps"] == 2
+    maps = entry["launch"]["sm_90"]["tensor_maps"]
+    assert [(m["array"], m["dims"], m["strides"], m["box"]) for m in maps] == [
+        (0, [["param", 2], ["param", 1]], [["param", 3]], [64, 64]),
+        (5, [["param", 7], ["param", 6]], [["param", 8]], [64, 64])]

@@ -73,8 +73,8 @@ def _jit_facts(result) -> Facts:
     for name, info in result.kernels.items():
         facts[name] = {"threads_per_cta": info.threads_per_cta,
                        "dynamic_shared_bytes": info.dynamic_shared_bytes}
-        if info.tensor_maps:  # a TMA kernel (sm_90 default, lowering/tma.py)
-            facts[name]["tensor_maps"] = len(info.tensor_maps)
+        if info.tensor_maps:  # a TMA kernel (sm_90 default, lowering/tma.py): hosts encode these
+            facts[name]["tensor_maps"] = [dict(record) for record in info.tensor_maps]
     return facts
 
 

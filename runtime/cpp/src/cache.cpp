@@ -251,8 +251,14 @@ std::optional<CachedCubin> cache_lookup(const std::string& root, const std::stri
     const auto number = value->as_int64();
     return number && *number > 0 && *number < (1 << 30) ? static_cast<unsigned>(*number) : 0;
   };
-  // a TMA kernel (compile(tma=True)) needs tensor maps this loader does not build: not a hit
-  if (metadata.get("tensor_maps")) return std::nullopt;
+  // a TMA kernel (compile(tma=True)): maps the launch builds; records it cannot read are a miss
+  if (const Json* maps = metadata.get("tensor_maps")) {
+    try {
+      entry.tensor_maps = parse_tensor_maps(*maps, "cache entry " + key, stem + ".json");
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+  }
   entry.threads_per_cta = unsigned_member("threads_per_cta");
   entry.dynamic_shared_bytes = unsigned_member("dynamic_shared_bytes");
   return entry;

@@ -13,6 +13,7 @@ namespace {
 
 std::once_flag g_once;
 Api g_api;
+const Api* g_substitute = nullptr;  // set_api_for_testing
 std::string g_failure;  // set when opening failed: every later call reports the same reason
 
 template <class F>
@@ -54,6 +55,9 @@ void open_driver() {
   bind(library, g_api.MemcpyHtoD, "cuMemcpyHtoD_v2", missing);
   bind(library, g_api.MemcpyDtoH, "cuMemcpyDtoH_v2", missing);
   bind(library, g_api.CtxSynchronize, "cuCtxSynchronize", missing);
+  // optional: only TMA kernels need it (tensor_map_encoder names it when absent)
+  g_api.TensorMapEncodeTiled = reinterpret_cast<decltype(g_api.TensorMapEncodeTiled)>(
+      dlsym(library, "cuTensorMapEncodeTiled"));
   if (!missing.empty()) {
     g_failure = path + " lacks " + missing + "; the NVIDIA driver is too old or this is not libcuda";
     return;
@@ -69,10 +73,22 @@ void open_driver() {
 
 }  // namespace
 
+void set_api_for_testing(const Api* table) { g_substitute = table; }
+
 const Api& api() {
+  if (g_substitute) return *g_substitute;
   std::call_once(g_once, open_driver);
   if (!g_failure.empty()) throw Error(Errc::driver_unavailable, g_failure);
   return g_api;
+}
+
+decltype(Api::TensorMapEncodeTiled) tensor_map_encoder() {
+  const Api& cuda = api();
+  if (!cuda.TensorMapEncodeTiled)
+    throw Error(Errc::driver_unavailable,
+                "the CUDA driver lacks cuTensorMapEncodeTiled, which TMA kernels (compiled with tma=True) "
+                "need; install an NVIDIA driver for CUDA 12.0 or newer");
+  return cuda.TensorMapEncodeTiled;
 }
 
 void check(CUresult result, const char* call) {

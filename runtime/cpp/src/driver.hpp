@@ -29,11 +29,23 @@ struct Api {
   CUresult (*MemcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*MemcpyDtoH)(void*, CUdeviceptr, size_t);
   CUresult (*CtxSynchronize)();
+  // CUDA 12.0+; null on older drivers, which then cannot launch TMA kernels (tensor_map_encoder)
+  CUresult (*TensorMapEncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*,
+                                   CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                   CUtensorMapFloatOOBfill);
 };
 
 /// The driver, opened and initialised once (thread-safe). Throws Errc::driver_unavailable with
 /// what to install when libcuda cannot be opened, lacks a symbol, or cuInit fails.
 const Api& api();
+
+/// Tests only: use `table` instead of libcuda from now on (null: back to libcuda).
+void set_api_for_testing(const Api* table);
+
+/// The driver's cuTensorMapEncodeTiled; throws Errc::driver_unavailable naming it when the
+/// driver lacks it (older than CUDA 12.0).
+decltype(Api::TensorMapEncodeTiled) tensor_map_encoder();
 
 /// Throw Errc::driver_error naming `call` and the result's name and description.
 void check(CUresult result, const char* call);

@@ -196,10 +196,6 @@ AotMetadata read_aot_metadata(const std::string& metadata_json, const std::uint8
       need(facts, facts && facts->is_object(), "entry '" + entry.name + "' has no launch facts for " + arch);
       LaunchInfo info;
       info.arch = arch;
-      // TMA kernels (compile(tma=True)) take tensor maps the launcher must encode; not built here
-      need(facts, !facts->get("tensor_maps"),
-           "entry '" + entry.name + "' for " + arch + " needs TMA tensor maps (compiled with "
-           "tma=True), which this loader does not build; compile it without tma");
       const Json* threads = facts->get("threads_per_cta");
       const auto count = threads ? threads->as_int64() : std::nullopt;
       need(threads, count && *count > 0 && *count <= 1024,
@@ -210,15 +206,16 @@ AotMetadata read_aot_metadata(const std::string& metadata_json, const std::uint8
         need(shared, bytes && *bytes >= 0 && *bytes < (1 << 30), "bad dynamic_shared_bytes");
         info.dynamic_shared_bytes = static_cast<unsigned>(*bytes);
       }
+      if (const Json* maps = facts->get("tensor_maps")) {
+        info.tensor_maps = parse_tensor_maps(*maps, "fatbin metadata: entry '" + entry.name + "' for " + arch, file);
+        check_tensor_maps(info.tensor_maps, entry, file);
+      }
       launch.push_back(info);
     }
     LaunchInfo ptx_info;
     ptx_info.arch = metadata.ptx_arch;
     if (!metadata.ptx_arch.empty()) {
       const Json* facts = item.get("ptx_launch");
-      need(facts, !facts || !facts->get("tensor_maps"),
-           "entry '" + entry.name + "' PTX needs TMA tensor maps (compiled with tma=True), which "
-           "this loader does not build; compile it without tma");
       const Json* threads = facts ? facts->get("threads_per_cta") : nullptr;
       const auto count = threads ? threads->as_int64() : std::nullopt;
       need(threads, count && *count > 0 && *count <= 1024,
@@ -228,6 +225,10 @@ AotMetadata read_aot_metadata(const std::string& metadata_json, const std::uint8
         const auto bytes = shared->as_int64();
         need(shared, bytes && *bytes >= 0 && *bytes < (1 << 30), "bad dynamic_shared_bytes");
         ptx_info.dynamic_shared_bytes = static_cast<unsigned>(*bytes);
+      }
+      if (const Json* maps = facts->get("tensor_maps")) {
+        ptx_info.tensor_maps = parse_tensor_maps(*maps, "fatbin metadata: entry '" + entry.name + "' PTX", file);
+        check_tensor_maps(ptx_info.tensor_maps, entry, file);
       }
     }
     metadata.entries.push_back(std::move(entry));

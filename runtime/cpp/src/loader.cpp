@@ -281,7 +281,7 @@ Image compile_with_python(ModuleState& state, const Entry& entry, const std::str
   image.arch = arch;
   image.detail = command;
   std::ifstream cubin(output, std::ios::binary);
-  bool needs_maps = false;  // a TMA kernel (compile(tma=True)): its tensor maps are not built here
+  std::string maps_problem;  // tensor_maps the launch could not build from
   if (status == 0 && cubin) {
     image.bytes.assign(std::istreambuf_iterator<char>(cubin), std::istreambuf_iterator<char>());
     // A metadata file beside the output, when the runtime writes one, gives the launch facts.
@@ -291,7 +291,14 @@ Image compile_with_python(ModuleState& state, const Entry& entry, const std::str
       text << facts.rdbuf();
       try {
         const Json json = Json::parse(text.str(), output + ".json");
-        needs_maps = json.get("tensor_maps") != nullptr;
+        if (const Json* maps = json.get("tensor_maps")) {
+          try {
+            image.tensor_maps = parse_tensor_maps(*maps, "entry '" + entry.name + "'", output + ".json");
+            check_tensor_maps(image.tensor_maps, entry, output + ".json");
+          } catch (const Error& error) {
+            maps_problem = error.message();
+          }
+        }
         if (const Json* threads = json.get("threads_per_cta"))
           if (auto value = threads->as_int64()) image.threads_per_cta = unsigned(*value);
         if (const Json* shared = json.get("dynamic_shared_bytes"))
@@ -307,9 +314,9 @@ Image compile_with_python(ModuleState& state, const Entry& entry, const std::str
                                           (status == 0 ? "wrote no cubin" : "exited with status " + std::to_string(status)) +
                                           (log.empty() ? "" : ":\n" + log),
                 state.name);
-  if (needs_maps)
-    throw Error(Errc::compile_failed, "`" + command + "` built a kernel that needs TMA tensor maps "
-                "(compiled with tma=True), which this loader does not build", state.name);
+  if (!maps_problem.empty())
+    throw Error(Errc::compile_failed, "`" + command + "` described its TMA tensor maps in a way this "
+                "loader cannot launch: " + maps_problem, state.name);
   return image;
 }
 
@@ -371,11 +378,13 @@ Image resolve_image(ModuleState& state, std::size_t index, const std::string& re
     if (from_ptx) {
       image.threads_per_cta = state.aot.ptx_launch[index].threads_per_cta;
       image.dynamic_shared_bytes = state.aot.ptx_launch[index].dynamic_shared_bytes;
+      image.tensor_maps = state.aot.ptx_launch[index].tensor_maps;
     }
     for (const LaunchInfo& info : state.aot.launch[index]) {
       if (from_ptx || info.arch != chosen) continue;
       image.threads_per_cta = info.threads_per_cta;
       image.dynamic_shared_bytes = info.dynamic_shared_bytes;
+      image.tensor_maps = info.tensor_maps;
     }
     return image;
   }
@@ -385,12 +394,18 @@ Image resolve_image(ModuleState& state, std::size_t index, const std::string& re
   auto lookup = [&]() -> std::optional<Image> {
     for (const std::string& key : keys) {
       if (auto hit = cache_lookup(root, key)) {
+        try {
+          check_tensor_maps(hit->tensor_maps, entry, hit->cubin_path);
+        } catch (const Error&) {
+          continue;  // maps that do not fit this entry's parameters: a damaged entry is a miss
+        }
         Image image;
         image.source = Image::Source::cache;
         image.arch = arch;
         image.bytes = std::move(hit->cubin);
         image.threads_per_cta = hit->threads_per_cta;
         image.dynamic_shared_bytes = hit->dynamic_shared_bytes;
+        image.tensor_maps = std::move(hit->tensor_maps);
         image.detail = hit->cubin_path;
         return image;
       }
@@ -518,6 +533,34 @@ std::vector<std::string> Module::cache_keys(const std::string& entry, const std:
   return root.empty() ? std::vector<std::string>{} : keys_for(*state_, entry, arch, root);
 }
 
+// ---- tensor maps -------------------------------------------------------------------------------
+
+namespace {
+
+/// cuTensorMapEncodeTiled as tilebc_runtime/tensor_maps.py encode() calls it: interleave none,
+/// L2 promotion 128 B, OOB fill NONE (zeros), element strides 1.
+void encode_tensor_map(const TiledMap& map, CUtensorMap& out, const std::string& entry) {
+  const auto encode = driver::tensor_map_encoder();
+  const CUtensorMapDataType type =
+      map.element == "bf16" ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+  if (map.swizzle == 32) swizzle = CU_TENSOR_MAP_SWIZZLE_32B;
+  if (map.swizzle == 64) swizzle = CU_TENSOR_MAP_SWIZZLE_64B;
+  if (map.swizzle == 128) swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  const std::vector<cuuint64_t> dims(map.dims.begin(), map.dims.end());
+  const std::vector<cuuint64_t> strides(map.strides.begin(), map.strides.end());
+  const std::vector<cuuint32_t> box(map.box.begin(), map.box.end());
+  const std::vector<cuuint32_t> element_strides(map.dims.size(), 1);
+  const std::string call = "cuTensorMapEncodeTiled('" + entry + "' tensor map " + map.param + ")";
+  driver::check(encode(&out, type, static_cast<cuuint32_t>(map.dims.size()),
+                       reinterpret_cast<void*>(static_cast<std::uintptr_t>(map.address)), dims.data(),
+                       strides.data(), box.data(), element_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE,
+                       swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                call.c_str());
+}
+
+}  // namespace
+
 // ---- Function ----------------------------------------------------------------------------------
 
 // Dynamic shared memory a launch may request without CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES.
@@ -538,6 +581,7 @@ void Function::launch_args(Dim3 grid, const std::vector<Arg>& args, Stream strea
   const std::string key = entry.name + "@" + arch;
   CUfunction function = nullptr;
   unsigned threads = 0, shared = 0;
+  std::vector<TensorMapRecord> maps;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     auto found = state_->functions.find(key);
@@ -545,6 +589,7 @@ void Function::launch_args(Dim3 grid, const std::vector<Arg>& args, Stream strea
       function = found->second.first;
       threads = found->second.second;
       shared = state_->images[key].dynamic_shared_bytes;
+      maps = state_->images[key].tensor_maps;
     } else {
       Image image = resolve_image(*state_, index_, arch);
       const std::string module_key = state_->fatbin ? "@" + image.arch : key;
@@ -571,6 +616,7 @@ void Function::launch_args(Dim3 grid, const std::vector<Arg>& args, Stream strea
                                             static_cast<int>(shared)),
                       "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
       }
+      maps = image.tensor_maps;
       image.bytes.clear();  // the driver has its own copy
       state_->images[key] = image;
       state_->functions[key] = {function, threads};
@@ -581,6 +627,13 @@ void Function::launch_args(Dim3 grid, const std::vector<Arg>& args, Stream strea
   for (std::size_t index = 0; index < args.size(); ++index) {
     storage[index] = args[index].storage;  // little-endian: the low bytes are the value
     pointers[index] = &storage[index];
+  }
+  // TMA kernels take their maps by value after their own parameters (128 bytes, 64-aligned),
+  // encoded from this launch's arguments; `encoded` outlives the launch call
+  std::vector<CUtensorMap> encoded(maps.size());
+  for (std::size_t index = 0; index < maps.size(); ++index) {
+    encode_tensor_map(resolve_tensor_map(maps[index], entry, args), encoded[index], entry.name);
+    pointers.push_back(&encoded[index]);
   }
   driver::check(cuda.LaunchKernel(function, grid.x, grid.y, grid.z, threads, 1, 1, shared,
                                   static_cast<CUstream>(stream.handle), pointers.data(), nullptr),

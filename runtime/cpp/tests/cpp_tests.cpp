@@ -1,11 +1,15 @@
 // C++ unit tests that need no GPU: argument checking, launch refusing before the driver, the
-// no-driver message, SHA-256 vectors and error formatting. Run: tilebc_cpp_tests FIXTURES_DIR
+// no-driver message, SHA-256 vectors and error formatting, and TMA launches against a fake driver
+// table. Run: tilebc_cpp_tests FIXTURES_DIR [TMA_FATBIN CACHE_ROOT CACHE_KEY]
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "driver.hpp"
 #include "tilebc/loader.hpp"
 #include "tilebc/sha256.hpp"
 
@@ -34,6 +38,187 @@ void expect_error(const std::string& name, tilebc::Errc code, const std::string&
     return;
   }
   expect(false, name + ": no error thrown");
+}
+
+// ---- a driver table that records what the loader passes ----------------------------------------
+
+struct EncodeCall {
+  CUtensorMapDataType type;
+  unsigned rank;
+  std::uint64_t address;
+  std::vector<std::uint64_t> dims, strides;
+  std::vector<std::uint32_t> box, element_strides;
+  CUtensorMapInterleave interleave;
+  CUtensorMapSwizzle swizzle;
+  CUtensorMapL2promotion l2;
+  CUtensorMapFloatOOBfill fill;
+};
+std::vector<EncodeCall> g_encoded;
+std::vector<std::vector<unsigned char>> g_params;  // each kernel parameter's bytes at the last launch
+std::vector<bool> g_param_aligned;                 // each at a 64-byte-aligned address
+unsigned g_block = 0, g_shared = 0, g_shared_attribute = 0;
+std::size_t g_param_bytes[32];                     // the sizes the launch is checked with
+
+CUresult fake_name(CUresult, const char** text) { *text = "FAKE"; return CUDA_SUCCESS; }
+CUresult fake_context(CUcontext* context) { *context = reinterpret_cast<CUcontext>(0x1); return CUDA_SUCCESS; }
+CUresult fake_device(CUdevice* device) { *device = 0; return CUDA_SUCCESS; }
+CUresult fake_attribute(int* value, CUdevice_attribute attribute, CUdevice) {
+  *value = attribute == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9 : 0;
+  return CUDA_SUCCESS;
+}
+CUresult fake_load(CUmodule* module, const void*) { *module = reinterpret_cast<CUmodule>(0x2); return CUDA_SUCCESS; }
+CUresult fake_function(CUfunction* function, CUmodule, const char*) {
+  *function = reinterpret_cast<CUfunction>(0x3);
+  return CUDA_SUCCESS;
+}
+CUresult fake_set_attribute(CUfunction, CUfunction_attribute, int value) {
+  g_shared_attribute = unsigned(value);
+  return CUDA_SUCCESS;
+}
+CUresult fake_launch(CUfunction, unsigned, unsigned, unsigned, unsigned block, unsigned, unsigned, unsigned shared,
+                     CUstream, void** params, void**) {
+  g_block = block;
+  g_shared = shared;
+  g_params.clear();
+  g_param_aligned.clear();
+  for (std::size_t index = 0; g_param_bytes[index]; ++index) {
+    const auto* bytes = static_cast<const unsigned char*>(params[index]);
+    g_params.emplace_back(bytes, bytes + g_param_bytes[index]);
+    g_param_aligned.push_back(reinterpret_cast<std::uintptr_t>(params[index]) % 64 == 0);
+  }
+  return CUDA_SUCCESS;
+}
+CUresult fake_encode(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
+                     const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                     const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
+                     CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill fill) {
+  EncodeCall call{type, rank, reinterpret_cast<std::uintptr_t>(address), {dims, dims + rank},
+                  {strides, strides + rank - 1}, {box, box + rank}, {element_strides, element_strides + rank},
+                  interleave, swizzle, l2, fill};
+  g_encoded.push_back(call);
+  // a recognisable map: every byte the call's number
+  std::memset(map, int(g_encoded.size()), sizeof(CUtensorMap));
+  return CUDA_SUCCESS;
+}
+
+tilebc::driver::Api fake_api() {
+  tilebc::driver::Api api{};
+  api.GetErrorName = fake_name;
+  api.GetErrorString = fake_name;
+  api.CtxGetCurrent = fake_context;
+  api.CtxGetDevice = fake_device;
+  api.DeviceGetAttribute = fake_attribute;
+  api.ModuleLoadData = fake_load;
+  api.ModuleGetFunction = fake_function;
+  api.FuncSetAttribute = fake_set_attribute;
+  api.LaunchKernel = fake_launch;
+  api.TensorMapEncodeTiled = fake_encode;
+  return api;
+}
+
+// la_gemm_aligned_tile compiled for sm_90 with tma=True: C = relu(A @ B + bias), A [M, K], B [K, N].
+constexpr std::uint64_t kA = 0x7f0000100000, kB = 0x7f0000200000, kBias = 0x7f0000300000, kC = 0x7f0000400000;
+
+std::vector<tilebc::Arg> gemm_args(std::uint64_t a, std::int32_t k, std::int32_t lda) {
+  using tilebc::DevicePtr;
+  const std::int32_t m = 256, n = 64;
+  return {DevicePtr{a, "f16"}, m, k, lda, std::int32_t(1), DevicePtr{kB, "f16"}, k, n, n, std::int32_t(1),
+          DevicePtr{kBias, "f16"}, n, std::int32_t(1), DevicePtr{kC, "f16"}, m, n, n, std::int32_t(1)};
+}
+
+/// What tilebc_runtime.tensor_maps encode() passes for the same values (run once in Python):
+/// resolve(record, values) gave dims (128, 256), strides (256,) for A and (64, 128), (128,) for B,
+/// both f16, box (64, 64), swizzle 128.
+void expect_gemm_encodes(const std::string& where) {
+  expect(g_encoded.size() == 2, where + ": two maps encoded");
+  if (g_encoded.size() != 2) return;
+  const std::uint64_t addresses[2] = {kA, kB};
+  const std::vector<std::uint64_t> dims[2] = {{128, 256}, {64, 128}};
+  const std::vector<std::uint64_t> strides[2] = {{256}, {128}};
+  for (int index = 0; index < 2; ++index) {
+    const EncodeCall& call = g_encoded[index];
+    const std::string map = where + ": map " + std::to_string(index);
+    expect(call.type == CU_TENSOR_MAP_DATA_TYPE_FLOAT16 && call.rank == 2, map + " f16, rank 2");
+    expect(call.address == addresses[index], map + " address");
+    expect(call.dims == dims[index], map + " dims innermost first");
+    expect(call.strides == strides[index], map + " byte strides");
+    expect((call.box == std::vector<std::uint32_t>{64, 64}), map + " box");
+    expect((call.element_strides == std::vector<std::uint32_t>{1, 1}), map + " element strides");
+    expect(call.interleave == CU_TENSOR_MAP_INTERLEAVE_NONE && call.swizzle == CU_TENSOR_MAP_SWIZZLE_128B &&
+               call.l2 == CU_TENSOR_MAP_L2_PROMOTION_L2_128B && call.fill == CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+           map + " interleave, swizzle, L2 promotion, OOB fill");
+  }
+}
+
+void tma_tests(const std::string& fatbin, const std::string& cache_root, const std::string& key) {
+  const tilebc::driver::Api api = fake_api();
+  tilebc::driver::set_api_for_testing(&api);
+  const auto module = tilebc::Module::load(fatbin);
+  const auto kernel = module.function(module.entries().at(0).name);
+  const std::string& name = kernel.name();
+  // 18 parameters of 8 or 4 bytes, then the two 128-byte maps
+  std::size_t index = 0;
+  for (const auto& param : kernel.entry().params) g_param_bytes[index++] = param.size;
+  g_param_bytes[index++] = 128;
+  g_param_bytes[index++] = 128;
+  g_param_bytes[index] = 0;
+
+  const auto image = kernel.image("sm_90");
+  expect(image.tensor_maps.size() == 2 && image.tensor_maps[0].array == 0 && image.tensor_maps[1].array == 5,
+         "fatbin image lists the maps of arrays 0 and 5");
+  kernel.launch_args(tilebc::Dim3(4, 1), gemm_args(kA, 128, 128));
+  expect_gemm_encodes("fatbin launch");
+  expect(g_block == 128 && g_shared == 99312 && g_shared_attribute == 99312, "fatbin launch facts");
+  expect(g_params.size() == 20, "20 kernel parameters");
+  if (g_params.size() == 20) {
+    expect(g_params[18] == std::vector<unsigned char>(128, 1) && g_params[19] == std::vector<unsigned char>(128, 2),
+           "the encoded maps follow the kernel's parameters, in record order");
+    expect(g_param_aligned[18] && g_param_aligned[19], "maps are 64-byte aligned");
+    std::uint64_t k = 0;
+    std::memcpy(&k, g_params[2].data(), 4);
+    expect(k == 128, "the kernel's own parameters are unchanged");
+  }
+
+  // Where TMA cannot encode the launch's arrays, the entry, map and argument are named.
+  const std::string map0 = "'" + name + "' tensor map " + name + "_tmap_0 (argument 0): ";
+  g_encoded.clear();
+  expect_error("unaligned base", tilebc::Errc::argument_mismatch,
+               map0 + "base address 0x7f0000100008 is not 16-byte aligned",
+               [&] { kernel.launch_args(tilebc::Dim3(1), gemm_args(kA + 8, 128, 128)); });
+  expect_error("empty extent", tilebc::Errc::argument_mismatch, map0 + "extents (0, 256): TMA needs",
+               [&] { kernel.launch_args(tilebc::Dim3(1), gemm_args(kA, 0, 128)); });
+  expect_error("unaligned stride", tilebc::Errc::argument_mismatch,
+               map0 + "strides (100) of 2-byte elements: TMA needs byte strides that are positive multiples of 16",
+               [&] { kernel.launch_args(tilebc::Dim3(1), gemm_args(kA, 128, 100)); });
+  expect_error("negative stride", tilebc::Errc::argument_mismatch, map0 + "strides (-128) of 2-byte",
+               [&] { kernel.launch_args(tilebc::Dim3(1), gemm_args(kA, 128, -128)); });
+  expect(g_encoded.empty(), "nothing encoded for refused launches");
+
+  // A driver older than CUDA 12.0 has no cuTensorMapEncodeTiled.
+  tilebc::driver::Api old = api;
+  old.TensorMapEncodeTiled = nullptr;
+  tilebc::driver::set_api_for_testing(&old);
+  expect_error("no encoder", tilebc::Errc::driver_unavailable, "the CUDA driver lacks cuTensorMapEncodeTiled",
+               [&] { kernel.launch_args(tilebc::Dim3(1), gemm_args(kA, 128, 128)); });
+  tilebc::driver::set_api_for_testing(&api);
+
+  // The same kernel's cache entry (tilebc compile --emit cubin --tma) records the same maps.
+  const auto hit = tilebc::cache_lookup(cache_root, key);
+  expect(hit.has_value(), "cache entry " + key + " is a hit");
+  if (hit) {
+    expect(hit->tensor_maps.size() == 2, "cache entry lists two maps");
+    for (std::size_t map = 0; map < hit->tensor_maps.size() && map < image.tensor_maps.size(); ++map) {
+      const auto& a = hit->tensor_maps[map];
+      const auto& b = image.tensor_maps[map];
+      expect(a.param == b.param && a.array == b.array && a.element == b.element && a.box == b.box &&
+                 a.swizzle == b.swizzle && a.dims.size() == b.dims.size() && a.strides.size() == b.strides.size(),
+             "cache and fatbin maps agree");
+      for (std::size_t dim = 0; dim < a.dims.size() && dim < b.dims.size(); ++dim)
+        expect(a.dims[dim].from_param == b.dims[dim].from_param && a.dims[dim].value == b.dims[dim].value,
+               "cache and fatbin dims agree");
+    }
+  }
+  tilebc::driver::set_api_for_testing(nullptr);
 }
 
 }  // namespace
@@ -161,6 +346,8 @@ int main(int argc, char** argv) {
   const tilebc::Error located(tilebc::Errc::malformed, "bad thing", "k.tilebc", 0x1a3);
   expect(std::string(located.what()) == "k.tilebc: offset 0x1a3: bad thing", "error what()");
   expect(located.code() == tilebc::make_error_code(tilebc::Errc::malformed), "error_code");
+
+  if (argc >= 5) tma_tests(argv[2], argv[3], argv[4]);
 
   std::cout << g_checks << " checks, " << g_failures << " failures\n";
   return g_failures ? 1 : 0;

@@ -236,6 +236,9 @@ int module(const std::map<std::string, std::string>& flags, const std::vector<st
             item.members()["threads_per_cta"] = Json::integer(image.threads_per_cta);
             item.members()["dynamic_shared_bytes"] = Json::integer(image.dynamic_shared_bytes);
             item.members()["detail"] = Json::string(image.detail);
+            auto maps = Json::array();  // TMA kernels: the arrays their tensor maps describe
+            for (const auto& map : image.tensor_maps) maps.items().push_back(Json::integer(map.array));
+            item.members()["tensor_map_arrays"] = maps;
           } catch (const tilebc::Error& error) {
             item = error_json(file, error);
           }

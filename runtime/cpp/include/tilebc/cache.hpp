@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tilebc/tensor_map.hpp"
+
 namespace tilebc {
 
 constexpr const char* kCacheMagic = "tilebc-cubin-cache";
@@ -68,6 +70,7 @@ struct CachedCubin {
   std::vector<std::uint8_t> cubin;
   unsigned threads_per_cta = 0;        ///< 0: not recorded
   unsigned dynamic_shared_bytes = 0;
+  std::vector<TensorMapRecord> tensor_maps;  ///< TMA kernels: the maps a launch appends
 };
 
 /// <root>/v1/<key[0:2]>/<key>.cubin + .json, trusted on the Python runtime's terms: every level

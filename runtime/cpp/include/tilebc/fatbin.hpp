@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tilebc/bytecode.hpp"
+#include "tilebc/tensor_map.hpp"
 
 namespace tilebc {
 
@@ -31,6 +32,8 @@ struct LaunchInfo {
   std::string arch;
   unsigned threads_per_cta = 0;
   unsigned dynamic_shared_bytes = 0;
+  /// TMA tensor maps (compile(tma=True)) the launch appends after the kernel's own parameters.
+  std::vector<TensorMapRecord> tensor_maps;
 };
 
 /// The metadata of an AOT fatbin: the entries (with signatures) and the per-arch launch facts.

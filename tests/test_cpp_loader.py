@@ -1060,3 +1060,16 @@ def test_compile_output_tensor_maps_reach_the_loader(cpp_build, tmp_path):
     [record] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_90", env=env)
     [image] = record["images"].values()
     assert (image["source"], image["tensor_map_arrays"]) == ("compiled", [0, 5]), record
+
+
+def test_default_sm90_cache_entry_hands_its_tensor_maps_to_cpp(cpp_build, tmp_path):
+    """TMA is the sm_90 default: the Python runtime's cache entry for the aligned GEMM is a hit for
+    the C++ loader's own keys, and its image carries the entry's tensor maps."""
+    fixture = FIXTURES / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc"
+    root = tmp_path / "cache"
+    [entry] = _python_compile(fixture, "jit", "sm_90", root).values()
+    assert [m["array"] for m in entry.tensor_maps] == [0, 5]
+    [record] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_90", "--cache", str(root), "--no-compile",
+                        env=NO_PYTHON)
+    [image] = record["images"].values()
+    assert (image["source"], image["tensor_map_arrays"]) == ("cache", [0, 5]), record

@@ -181,6 +181,58 @@ def test_example_lists_a_fixture(cpp_build):
     assert "tile<i1>: integer, 1 bytes" in proc.stdout
 
 
+def _gemm_fixture(build: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(build / "gemm_fixture"), *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **SANITIZER_ENV, **env})
+    assert "Sanitizer" not in proc.stderr and "runtime error" not in proc.stderr, proc.stderr[-6000:]
+    return proc
+
+
+def test_gemm_example_without_a_driver_fails_with_the_loaders_error(cpp_build, tmp_path):
+    """gemm_fixture (GPU validation of la_gemm_aligned_tile's TMA launch) loads the module, then
+    stops at its first device allocation with the loader's driver error, exit 1, nothing on stdout."""
+    fixture = FIXTURES / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc"
+    missing = tmp_path / "no-such-libcuda.so.1"
+    proc = _gemm_fixture(cpp_build, str(fixture), "512", "512", "512", TILEBC_LIBCUDA=str(missing))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(f"error: cannot open the CUDA driver library {missing}"), proc.stderr
+    # a file that is not bytecode fails earlier, at load, with the reader's error
+    bogus = tmp_path / "not.tilebc"
+    bogus.write_bytes(b"not bytecode at all")
+    proc = _gemm_fixture(cpp_build, str(bogus), "64", "128", "64", TILEBC_LIBCUDA=str(missing))
+    assert proc.returncode == 1 and proc.stderr.startswith(f"error: {bogus}"), proc.stderr
+    assert "CUDA driver" not in proc.stderr
+    # another kernel's parameter list is refused before the driver is opened
+    other = FIXTURES / "la_bmm_aligned_tile" / "la_bmm_aligned_tile-13.5.tilebc"
+    proc = _gemm_fixture(cpp_build, str(other), "64", "128", "64", TILEBC_LIBCUDA=str(missing))
+    assert proc.returncode == 1 and proc.stderr.startswith("error: 'bmm_transposed_b_"), proc.stderr
+    assert "takes 21 arguments" in proc.stderr and proc.stderr.rstrip().endswith("got 18"), proc.stderr
+
+
+def test_gemm_example_reads_an_aot_fatbin_up_to_the_driver(cpp_build, tmp_path):
+    """The GPU run's second form, an sm_90 AOT fatbin: it loads (one entry, the GEMM's signature)
+    and stops at the driver like the bytecode does."""
+    fatbin = _aot(tmp_path, FIXTURES / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc", ["sm_90"])
+    missing = tmp_path / "no-such-libcuda.so.1"
+    proc = _gemm_fixture(cpp_build, str(fatbin), "208", "400", "80", TILEBC_LIBCUDA=str(missing))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: cannot open the CUDA driver library {missing}"), proc.stderr
+
+
+@pytest.mark.parametrize("args", [(), ("k.tilebc",), ("k.tilebc", "64", "64"), ("k.tilebc", "64", "64", "64", "1"),
+                                  ("k.tilebc", "200", "384", "208"), ("k.tilebc", "0", "64", "64"),
+                                  ("k.tilebc", "64", "64x", "64")])
+def test_gemm_example_refuses_bad_usage_with_exit_2(cpp_build, args):
+    """Wrong arity prints the usage; sizes the kernel's div_by<16> facts would not hold for are
+    refused before anything is loaded (the file named does not exist)."""
+    proc = _gemm_fixture(cpp_build, *args)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.stdout == ""
+    expected = "usage: gemm_fixture" if len(args) != 4 else "error: M, N and K must be multiples of 16"
+    assert proc.stderr.startswith(expected), proc.stderr
+
+
 # ---- the reader against the Python reader --------------------------------------------------------
 
 @pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])

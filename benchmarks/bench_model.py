@@ -361,12 +361,12 @@ def run_large(reference, name, launch, hw, cache_dir, their_archs=("sm_80", "sm_
 # on an H100 (bench_gpu_scale --gpu-only; measured µs ours / tileiras, H100 SXM, 2026-11-26).
 SM90_FIXTURES = ("la_gemm_aligned_tile", "la_bmm_aligned_tile", "nn_flash_attention_tile")
 SM90_MEASURED = {
-    "la_gemm_aligned_tile 2048³": (54.2, 40.4),
-    "la_gemm_aligned_tile 4096³": (396.0, 345.0),
-    "la_bmm_aligned_tile 8 × 1024³": (57.1, 51.8),
-    "la_bmm_aligned_tile 16 × 2048×2048×512": (236.2, 235.5),
-    "nn_flash_attention_tile causal 32×2×2048×64, 64-row tiles": (133.8, 116.4),
-    "nn_flash_attention_tile 32×2×2048×64, 128-row tiles": (195.8, 170.7),
+    "la_gemm_aligned_tile 2048³": (44.5, 40.2),
+    "la_gemm_aligned_tile 4096³": (317.5, 350.4),
+    "la_bmm_aligned_tile 8 × 1024³": (49.5, 51.6),
+    "la_bmm_aligned_tile 16 × 2048×2048×512": (215.6, 239.8),
+    "nn_flash_attention_tile causal 32×2×2048×64, 64-row tiles": (113.7, 116.6),
+    "nn_flash_attention_tile 32×2×2048×64, 128-row tiles": (178.9, 166.4),
 }
 
 

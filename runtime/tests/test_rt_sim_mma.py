@@ -1264,14 +1264,15 @@ def test_large_tile_gemm_keeps_wgmma_accumulators_across_its_k_loop():
 @pytest.mark.parametrize("m,n,k,stages", [(64, 128, 64, 4), (128, 64, 32, 4)])
 @pytest.mark.parametrize("trips", [0, 1, 2, 5])
 def test_pipelined_wgmma_k_loop_leaves_one_group_in_flight(m, n, k, stages, trips):
-    """A wgmma K loop fed by cp.async stages: iteration i issues its wgmma's into the carried
+    """A wgmma K loop fed by cp.async stages (tma=False; TMA stages: test_rt_tma.py): iteration i issues its wgmma's into the carried
     accumulator registers, then the copies of iteration i+S-2 (into the stage i-2 read, free
     since the barrier), and waits only for iteration i-1's wgmma's (wgmma.wait_group 1); one
     barrier per iteration, and no instruction but the wgmma's touches the accumulators inside the loop. On
     the emulator an accumulator read before its group is retired sees the old value and a group
     never retired is an error, so results equal to the interpreter's show the waits suffice."""
     module = _pipelined_k_loop_kernel(m, n, k)
-    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True).ptx
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True,
+                      tma=False).ptx
     head, end = (re.search(rf"^\$L_{label}_\d+:", ptx, re.M).start()
                  for label in ("for", "endfor"))
     prologue, loop, after = ptx[:head], ptx[head:end], ptx[end:]
@@ -1300,7 +1301,8 @@ def test_swizzled_wgmma_stages_round_a_misplaced_dynamic_shared_base_up(rounded,
     from tilebc_runtime.sim import runner
     m, n, k, trips = 64, 128, 64, 3
     module = _pipelined_k_loop_kernel(m, n, k)
-    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True).ptx
+    ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True,
+                      tma=False).ptx
     assert ".extern .shared .align 1024 .b8 __tilebc_smem[];" in ptx
     rounding = re.compile(r"\tadd\.u32 (%r\d+), \1, 1023;\n\tand\.b32 \1, \1, -1024;\n")
     assert len(rounding.findall(ptx)) == 1
@@ -1319,7 +1321,7 @@ def test_swizzled_wgmma_stages_round_a_misplaced_dynamic_shared_base_up(rounded,
     expected, actual = c.copy(), c.copy()
     interpret(module, "k", (1, 1), a, b, expected, np.int32(trips))
     sim.run(module, "k", (1, 1), a, b, actual, np.int32(trips), arch="sm_90", threads=128,
-            wgmma=True)
+            wgmma=True, tma=False)
     assert np.array_equal(actual, expected) == rounded
 
 
@@ -1369,7 +1371,9 @@ def test_sm90_takes_wgmma_by_default_only_where_cp_async_stages_both_operands():
     never = jit_compile(copied, entry="k", arch="sm_90", emit="ptx", threads=128,
                         wgmma=False).ptx
     assert "wgmma.mma_async" in default and "mma.sync" not in default
-    assert "cp.async.cg.shared.global" in default
+    assert "cp.async.bulk.tensor" in default  # aligned views: TMA fills the stages
+    copies = jit_compile(copied, entry="k", arch="sm_90", emit="ptx", threads=128, tma=False).ptx
+    assert "wgmma.mma_async" in copies and "cp.async.cg.shared.global" in copies
     assert "wgmma" not in never and "mma.sync" in never
     assert "wgmma" not in jit_compile(copied, entry="k", arch="sm_80", emit="ptx",
                                       threads=128).ptx
@@ -1382,11 +1386,14 @@ def test_batched_gemm_tiles_reach_the_staging_through_reshape_and_transpose(arch
     K-major, as it is) in the K-loop pipeline, with no st.shared staging and no second load;
     on sm_90 the product runs on wgmma. The family emulator suite (sm_90) and
     test_tensor_core_kernel_on_sm80_code check the results."""
-    [ptx] = _case_ptx("la_bmm_aligned_tile", arch)
+    [ptx] = _case_ptx("la_bmm_aligned_tile", arch, tma=False)
     assert "cp.async.cg.shared.global" in ptx and "st.shared.b16" not in ptx
     assert "ld.global" not in ptx.replace("ld.global.nc", "")  # no register load of A or B
     if arch == "sm_90":
         assert "wgmma.mma_async" in ptx and "mma.sync" not in ptx
+        # by default TMA fills the same stages: 3-d maps over the (1, M, K) and (1, N, K) tiles
+        [tma] = _case_ptx("la_bmm_aligned_tile", arch)
+        assert "cp.async.bulk.tensor.3d" in tma and "cp.async.cg" not in tma
     else:
         assert "ldmatrix" in ptx and "wgmma" not in ptx
 
@@ -1423,5 +1430,9 @@ def test_attention_keeps_scores_statistics_and_p_in_registers(arch):
                 assert body.count("mma.sync") in (64, 128)
             assert "ld.global" not in body and "st.shared" not in body
             assert "ld.shared" not in body  # ldmatrix / wgmma read K and V; nothing else
-            assert body.count("cp.async.cg.shared.global") >= 2
-            assert body.count("cp.async.wait_group") == 1 and body.count("bar.sync") == 1
+            if arch == "sm_90":  # TMA (the default there): thread 0 copies K's and V's boxes
+                assert body.count("cp.async.bulk.tensor") >= 2
+                assert body.count("mbarrier.try_wait") == 1 and body.count("bar.sync") == 1
+            else:
+                assert body.count("cp.async.cg.shared.global") >= 2
+                assert body.count("cp.async.wait_group") == 1 and body.count("bar.sync") == 1

@@ -270,18 +270,22 @@ def build_ldmatrix(ins, k):
         addresses = np.broadcast_to(np.asarray(get_address(cta), np.uint64), (T,))
         active = np.ones(T, np.bool_) if mask is None else mask
         out = [np.zeros(T, np.uint32) for _ in range(count)]
-        for warp in np.nonzero(active.reshape(-1, 32).any(axis=1))[0]:
-            base = 32 * warp
+        warps = np.nonzero(active.reshape(-1, 32).any(axis=1))[0]
+        if len(warps):  # every active warp's matrices in one shared-memory read
+            base = 32 * warps
+            # lanes 8i..8i+7 of a warp give matrix i's 8 row starts: (warps, matrix, row)
+            rows = addresses.reshape(-1, 32)[warps, :8 * count].reshape(len(warps), count, 8)
+            where = (rows[..., None] + np.arange(8, dtype=np.uint64) * np.uint64(2)).reshape(-1)
+            tile = shared.load(cta, where, np.repeat(base, 64 * count), np.dtype(np.uint16)) \
+                .reshape(len(warps), count, 8, 8)
+            if trans:
+                tile = tile.swapaxes(2, 3)
+            low = tile[:, :, row, pair].astype(np.uint32)
+            high = tile[:, :, row, pair + 1].astype(np.uint32)
+            values = low | (high << np.uint32(16))  # (warps, matrix, lane)
+            lanes = (base[:, None] + lane).reshape(-1)
             for matrix in range(count):
-                rows = addresses[base + 8 * matrix: base + 8 * matrix + 8]  # 8 row starts
-                where = (rows[:, None] + np.arange(8, dtype=np.uint64) * np.uint64(2)).reshape(-1)
-                tile = shared.load(cta, where, np.full(64, base), np.dtype(np.uint16)) \
-                    .reshape(8, 8)
-                if trans:
-                    tile = tile.T
-                low = tile[row, pair].astype(np.uint32)
-                high = tile[row, pair + 1].astype(np.uint32)
-                out[matrix][base:base + 32] = low | (high << np.uint32(16))
+                out[matrix][lanes] = values[:, matrix].reshape(-1)
         for value, write in zip(out, writes):
             write(cta, value, mask)
     return fn

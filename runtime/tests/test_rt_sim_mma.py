@@ -617,7 +617,7 @@ def test_k_loop_copies_run_stages_ahead(arch, m, n, k, stages, trips):
     assert np.all(np.abs(actual - exact) <= bound)
 
 
-def _check_ragged_k_loop(module, m, n, kk, trips, rows, wgmma):
+def _check_ragged_k_loop(module, m, n, kk, trips, rows, wgmma, tma=None):
     """Run `_pipelined_k_loop_kernel`'s "k" on the sm_90 emulator over ragged M (`rows`), N and K
     (`kk`, strided views of wider arrays) and compare it with the interpreter and numpy."""
     cols = 2 * n - 8
@@ -628,7 +628,7 @@ def _check_ragged_k_loop(module, m, n, kk, trips, rows, wgmma):
     expected, actual = c.copy(), c.copy()
     interpret(module, "k", grid, a, b, expected, np.int32(trips))
     sim.run(module, "k", grid, a, b, actual, np.int32(trips), arch="sm_90", threads=128,
-            wgmma=wgmma)
+            wgmma=wgmma, tma=tma)
     np.testing.assert_array_equal(actual, expected)
     np.testing.assert_array_equal(expected, a.astype(np.float64) @ b.astype(np.float64) + c)
 
@@ -1264,11 +1264,11 @@ def test_large_tile_gemm_keeps_wgmma_accumulators_across_its_k_loop():
 @pytest.mark.parametrize("m,n,k,stages", [(64, 128, 64, 4), (128, 64, 32, 4)])
 @pytest.mark.parametrize("trips", [0, 1, 2, 5])
 def test_pipelined_wgmma_k_loop_leaves_one_group_in_flight(m, n, k, stages, trips):
-    """A wgmma K loop fed by cp.async stages (tma=False; TMA stages: test_rt_tma.py): iteration i issues its wgmma's into the carried
-    accumulator registers, then the copies of iteration i+S-2 (into the stage i-2 read, free
-    since the barrier), and waits only for iteration i-1's wgmma's (wgmma.wait_group 1); one
-    barrier per iteration, and no instruction but the wgmma's touches the accumulators inside the loop. On
-    the emulator an accumulator read before its group is retired sees the old value and a group
+    """A wgmma K loop fed by cp.async stages (tma=False; TMA's: test_rt_tma.py): iteration i
+    issues its wgmma's into the carried accumulator registers, then the copies of iteration
+    i+S-2 (into the stage i-2 read, free since the barrier), and waits only for iteration i-1's
+    wgmma's (wgmma.wait_group 1); one barrier per iteration, and no instruction but the wgmma's
+    touches the accumulators inside the loop. On the emulator an accumulator read before its group is retired sees the old value and a group
     never retired is an error, so results equal to the interpreter's show the waits suffice."""
     module = _pipelined_k_loop_kernel(m, n, k)
     ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True,
@@ -1288,7 +1288,8 @@ def test_pipelined_wgmma_k_loop_leaves_one_group_in_flight(m, n, k, stages, trip
     assert loop.index("bar.sync") < loop.index("wgmma.mma_async") < loop.index("cp.async.cg") \
         < loop.index("wgmma.wait_group")
     assert after.index("wgmma.wait_group.sync.aligned 0") < after.index("cp.async.wait_group 0")
-    _check_ragged_k_loop(module, m, n, max(k * trips - 8, 0), trips, m + 13, wgmma=True)
+    _check_ragged_k_loop(module, m, n, max(k * trips - 8, 0), trips, m + 13, wgmma=True,
+                         tma=False)
 
 
 @pytest.mark.parametrize("rounded", [True, False])

@@ -448,7 +448,7 @@ def _sm90_rows(recorder, error, label, measured, rows, left):
 
 
 def render_sm90(rows, left, hw, wall, cpu):
-    out = [f"sm_90: ours (wgmma) / tileiras (TMA + wgmma), ESTIMATED times on {hw.name}; "
+    out = [f"sm_90: ours (TMA + wgmma) / tileiras (TMA + wgmma), ESTIMATED times on {hw.name}; "
            "measured: the same launches timed on an H100 SXM (bench_gpu_scale --gpu-only, "
            "2026-11-26).", ""]
     out.append("| kernel | ours µs est. | tileiras µs est. | ratio est. | ours µs measured | "
@@ -480,8 +480,8 @@ def render_sm90(rows, left, hw, wall, cpu):
     return out
 
 
-SM90_LEGEND = ("Both sides are sm_90 PTX on the emulator: ours from our JIT (wgmma for these "
-               "production tiles), tileiras's from tileiras --gpu-name=sm_90 (.target sm_90a: "
+SM90_LEGEND = ("Both sides are sm_90 PTX on the emulator: ours from our JIT (wgmma K loops "
+               "whose stages TMA fills, for these production tiles), tileiras's from tileiras --gpu-name=sm_90 (.target sm_90a: "
                "a producer warp's TMA loads completing on mbarriers, consumer warpgroups on "
                "wgmma, TMA stores), each assembled by ptxas for sm_90 (sm_90a where the PTX "
                "targets it). Fixture-size rows are "
@@ -497,7 +497,7 @@ SM90_LEGEND = ("Both sides are sm_90 PTX on the emulator: ours from our JIT (wgm
 def record_sm90(lines):
     path = ROOT / "benchmarks" / "results" / "model-sm90.md"
     command = "PYTHONPATH=.:runtime .venv/bin/python benchmarks/bench_model.py --sm90 --record"
-    head = ["# Performance model, sm_90: our wgmma code vs tileiras's TMA + wgmma code "
+    head = ["# Performance model, sm_90: our TMA + wgmma code vs tileiras's TMA + wgmma code "
             "(estimates beside H100 timings)", "",
             f"Recorded {datetime.date.today().isoformat()} with `{command}` on "
             f"{platform.machine()} ({platform.system()}).", "", SM90_LEGEND, ""]
@@ -540,7 +540,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-large", action="store_true",
                         help="skip the GPU-filling launches (LARGE)")
     parser.add_argument("--sm90", action="store_true",
-                        help="only the sm_90 table: ours (wgmma) against tileiras's sm_90 PTX "
+                        help="only the sm_90 table: ours (TMA + wgmma) against tileiras's sm_90 PTX "
                              "(TMA) on the tensor-core fixtures; --record writes "
                              "results/model-sm90.md")
     args = parser.parse_args(argv)

@@ -166,8 +166,10 @@ class _Writer:
         anchor = group.anchor
         present = self.temporary()
         first = group.elements[0]
+        settled = isinstance(anchor, TypeRef) and anchor.operand is not None
         if isinstance(first, Literal):
-            self.peeked()
+            if not settled:
+                self.peeked()
             test = f"t.text == {first.text!r}"
         elif isinstance(first, OperandRef):
             test = "c.peek().kind == 'value'"
@@ -181,8 +183,8 @@ class _Writer:
         if test is None:  # no test for such a first element: refused where the group is met
             undecided = self.constant(f"cannot decide optional group starting with {first!r}")
             undecided = f"raise c.error({undecided})"
-        if isinstance(anchor, TypeRef) and anchor.operand is not None:
-            # presence settled by the operand read before the types
+        if settled:
+            # presence settled by the operand read before the types; else the token decides
             self.code(f"if {anchor.name!r} in operands:",
                       f"    g = operands[{anchor.name!r}]",
                       f"    {present} = bool(g) if isinstance(g, tuple) else g is not None",
@@ -198,8 +200,7 @@ class _Writer:
             self.code(undecided)
             return
         unit = isinstance(anchor, AttrRef) and anchor.spec.kind is AttrKind.UNIT
-        literal_test = test is not None and test.startswith("t.text") \
-            and not isinstance(anchor, TypeRef)
+        literal_test = test is not None and test.startswith("t.text") and not settled
         self.code(f"if {present}:")
         outer = self.indent
         self.indent += "    "

@@ -71,3 +71,39 @@ def test_errors_name_the_place_and_what_was_expected(bad, line, column, words):
         parse_module(text)
     assert (caught.value.line, caught.value.column) == (line, column)
     assert caught.value.message.startswith(words)
+
+
+GENERIC = """\
+cuda_tile.module @m {
+  entry @e(%a: tile<i32>, %c: tile<i1>) {
+    LINE
+    return
+  }
+}
+"""
+
+
+# building the op from what was read (parser._build), after the generated code or MLIR's generic
+# form: line:col and words as before the parsers were generated
+@pytest.mark.parametrize("line, column, words", [
+    ('%r = "cuda_tile.cmpi"(%a, %a) : (tile<i32>, tile<i32>) -> tile<i1>', 10,
+     "cmpi needs attribute 'comparison_predicate'"),
+    ('"cuda_tile.if"(%c) : (tile<i1>) -> ()', 5, "if needs 2 region(s)"),
+    ("%r = addi %a, %c : tile<i32>", 19, "use of value '%c' expects different type than prior "
+     "uses: '!cuda_tile.tile<i32>' vs '!cuda_tile.tile<i1>'"),
+])
+def test_build_errors(line, column, words):
+    with pytest.raises(TextSyntaxError) as caught:
+        parse_module(GENERIC.replace("LINE", line))
+    assert (caught.value.line, caught.value.column) == (3, column)
+    assert caught.value.message.startswith(words)
+
+
+def test_build_fills_defaults_and_keeps_written_attributes():
+    def overflow(line):
+        return parse_module(GENERIC.replace("LINE", line)).functions[0].body.ops[0] \
+            .attrs["overflow"].keyword
+    assert overflow('%r = "cuda_tile.addi"(%a, %a) : (tile<i32>, tile<i32>) -> tile<i32>') \
+        == "none"
+    assert overflow('%r = "cuda_tile.addi"(%a, %a) {overflow = #cuda_tile.overflow<no_signed_wrap>}'
+                    ' : (tile<i32>, tile<i32>) -> tile<i32>') == "no_signed_wrap"

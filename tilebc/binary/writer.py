@@ -125,7 +125,7 @@ class ModuleWriter:
         # Globals whose table entries are not made yet, by name.
         self.unplaced_globals: Dict[str, object] = {item.name: item for item in module.globals}
         self.global_entries: Dict[int, tuple] = {}
-        self._plans: Dict[int, tuple] = {}  # id(spec) -> _plan(spec)
+        self._plans: Dict[int, "_OpPlan"] = {}  # id(spec) -> its plan (which keeps the spec)
 
     def fail(self, message: str, op: Optional[Op] = None) -> EncodeError:
         where = f"{op.name}: " if op is not None else ""

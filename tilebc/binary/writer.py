@@ -3,6 +3,7 @@ anything the target version cannot represent; never drops information silently."
 from __future__ import annotations
 
 import struct
+import sys
 from typing import Dict, List, Optional
 
 from ..errors import EncodeError
@@ -124,6 +125,7 @@ class ModuleWriter:
         # Globals whose table entries are not made yet, by name.
         self.unplaced_globals: Dict[str, object] = {item.name: item for item in module.globals}
         self.global_entries: Dict[int, tuple] = {}
+        self._plans: Dict[int, "_OpPlan"] = {}  # id(spec) -> its plan (which keeps the spec)
 
     def fail(self, message: str, op: Optional[Op] = None) -> EncodeError:
         where = f"{op.name}: " if op is not None else ""
@@ -344,9 +346,16 @@ class ModuleWriter:
 
     # ---- ops -------------------------------------------------------------------------------------
 
+    def _plan(self, spec) -> "_OpPlan":
+        found = self._plans.get(id(spec))
+        if found is None or found.spec is not spec:
+            found = self._plans[id(spec)] = _OpPlan(spec, self.version)
+        return found
+
     def op(self, op: Op, out: Writer, numbering: Dict[int, int], locs: List) -> None:
         spec = op.spec
         version = self.version
+        plan = self._plan(spec)
         # The location is interned before anything of the op, as cuTile's writer does.
         loc = op.loc
         locs.append(0 if loc is None else self.debug_index.get(loc) or self.debug_attr(loc))
@@ -354,7 +363,8 @@ class ModuleWriter:
             raise self.fail("structural op cannot appear in a function body", op)
         if spec.preview and not self.module.preview:
             raise self.fail("preview op needs a module marked preview", op)
-        self.need(spec.since, f"op {spec.mnemonic}", op)
+        if not plan.kind_current:
+            self.need(spec.since, f"op {spec.mnemonic}", op)
         if self.unplaced_globals:
             # cuTile defines a global where the body first refers to it.
             for attr in spec.attrs:
@@ -365,37 +375,37 @@ class ModuleWriter:
         out.varint(spec.opcode)
 
         # Results: those newer than the target are omitted (and must be unused).
-        serialized = [value for value, result in zip(op.results, self._result_specs(op))
-                      if result.since <= version]
-        if spec.counted_results:
+        if plan.unfiltered is not None and len(op.results) <= plan.unfiltered:
+            serialized = op.results
+        else:
+            serialized = [value for value, result in zip(op.results, self._result_specs(op))
+                          if result.since <= version]
+        if plan.counted:
             out.varint(len(serialized))
         for value in serialized:
             out.varint(self.type(value.type))
 
         # Flags.
         flags = 0
-        for bit in spec.flag_bits:
+        for bit, unit, current in plan.flag_bits:
             if bit.is_operand:
                 present = op.operands.get(bit.name) is not None
             else:
                 attr_value = op.attrs.get(bit.name)
-                present = bool(attr_value) if spec.attr(bit.name).kind is AttrKind.UNIT \
-                    else attr_value is not None
+                present = bool(attr_value) if unit else attr_value is not None
             if present:
-                self.need(max(bit.since, spec.since), f"{bit.name}", op)
+                if not current:
+                    self.need(max(bit.since, spec.since), f"{bit.name}", op)
                 flags |= 1 << bit.bit
-        flags_since = spec.flags_since
-        if flags_since is not None and version >= flags_since:
+        if plan.write_flags:
             out.varint(flags)
 
-        # Attributes.
-        for attr in spec.attrs:
+        # Attributes (unit attributes are flags).
+        for attr, current in plan.attrs:
             value = op.attrs.get(attr.name)
-            if attr.kind is AttrKind.UNIT:
-                continue
             if attr.optional and value is None:
                 continue
-            if attr.since > version:
+            if not current:
                 default = attr.default_for(op.operands)
                 if value is not None and value != default and not (
                         attr.kind is AttrKind.BOOL_ARRAY and not any(value)):
@@ -409,36 +419,33 @@ class ModuleWriter:
             self._op_attr(op, attr, value, out)
 
         # Operands.
-        def ref(value: Value) -> None:
-            index = numbering.get(id(value))
-            if index is None:
-                owner = value.owner
-                if isinstance(owner, Op) and value in owner.results:
-                    result = self._result_specs(owner)[owner.results.index(value)]
-                    if result.since > version:
-                        raise self.fail(f"uses {owner.name}'s {result.name}, which needs bytecode "
-                                        f"version {result.since} or newer", op)
-                raise self.fail(f"operand {value!r} is not defined before its use in this region",
-                                op)
-            out.varint(index)
-
-        groups = [(o, op.operands.get(o.name)) for o in spec.operands]
-        if spec.segmented:
-            for operand, group in groups:
+        get = numbering.get
+        operands = op.operands
+        layout = plan.layout
+        if layout == 2:
+            for operand in spec.operands:
+                group = operands.get(operand.name)
+                self._required(group, operand, op)
+                index = get(id(group))
+                out.varint(self._undefined(group, op) if index is None else index)
+        elif layout == 0:
+            for operand in spec.operands:
+                group = operands.get(operand.name)
                 if operand.arity is Arity.ONE:
                     self._required(group, operand, op)
-                    ref(group)
+                    self._ref(group, out, numbering, op)
                 elif operand.arity is Arity.OPTIONAL:
                     if group is not None:
-                        ref(group)
+                        self._ref(group, out, numbering, op)
                 else:
                     group = group or ()
                     out.varint(len(group))
                     for value in group:
-                        ref(value)
-        elif any(o.arity is Arity.VARIADIC for o in spec.operands):
+                        self._ref(value, out, numbering, op)
+        else:
             flat = []
-            for operand, group in groups:
+            for operand in spec.operands:
+                group = operands.get(operand.name)
                 if operand.arity is Arity.VARIADIC:
                     flat.extend(group or ())
                 else:
@@ -446,11 +453,8 @@ class ModuleWriter:
                     flat.append(group)
             out.varint(len(flat))
             for value in flat:
-                ref(value)
-        else:
-            for operand, group in groups:
-                self._required(group, operand, op)
-                ref(group)
+                index = get(id(value))
+                out.varint(self._undefined(value, op) if index is None else index)
 
         # Regions: block arguments take the indices the op's results get afterwards.
         if spec.regions:
@@ -464,6 +468,20 @@ class ModuleWriter:
 
         for value in serialized:
             numbering[id(value)] = len(numbering)
+
+    def _ref(self, value: Value, out: Writer, numbering: Dict[int, int], op: Op) -> None:
+        index = numbering.get(id(value))
+        out.varint(self._undefined(value, op) if index is None else index)
+
+    def _undefined(self, value: Value, op: Op):
+        """The error for an operand not numbered (not defined before its use)."""
+        owner = value.owner
+        if isinstance(owner, Op) and value in owner.results:
+            result = self._result_specs(owner)[owner.results.index(value)]
+            if result.since > self.version:
+                raise self.fail(f"uses {owner.name}'s {result.name}, which needs bytecode "
+                                f"version {result.since} or newer", op)
+        raise self.fail(f"operand {value!r} is not defined before its use in this region", op)
 
     def _result_specs(self, op: Op):
         specs = []
@@ -779,6 +797,31 @@ class ModuleWriter:
 # not write, goes before the strings as NVIDIA's C++ writer puts it).
 CANONICAL_ORDER = (SectionId.FUNC, SectionId.GLOBAL, SectionId.CONSTANT, SectionId.DEBUG,
                    SectionId.TYPE, SectionId.PRODUCER, SectionId.STRING)
+
+
+class _OpPlan:
+    """What encoding ops of one kind at one target version asks once, not per op."""
+
+    __slots__ = ("spec", "kind_current", "unfiltered", "counted", "flag_bits", "write_flags",
+                 "attrs", "layout")
+
+    def __init__(self, spec, version: Version):
+        self.spec = spec
+        self.kind_current = not spec.since > version
+        # how many results are written without asking each one's version (None: ask)
+        self.unfiltered = None if not all(r.since <= version for r in spec.results) else \
+            sys.maxsize if any(r.variadic for r in spec.results) else len(spec.results)
+        self.counted = spec.counted_results
+        # (bit, whether it is a unit attribute's, whether its version needs no check)
+        self.flag_bits = tuple(
+            (bit, not bit.is_operand and spec.attr(bit.name).kind is AttrKind.UNIT,
+             not max(bit.since, spec.since) > version) for bit in spec.flag_bits)
+        self.write_flags = spec.flags_since is not None and version >= spec.flags_since
+        self.attrs = tuple((attr, not attr.since > version) for attr in spec.attrs
+                           if attr.kind is not AttrKind.UNIT)
+        # operands: 0 segmented, 1 one flat list with variadic groups, 2 fixed
+        self.layout = 0 if spec.segmented else \
+            1 if any(o.arity is Arity.VARIADIC for o in spec.operands) else 2
 
 
 def encode_offset_table(blobs: List[bytes], offset_width: int, alignment: int,

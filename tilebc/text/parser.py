@@ -1,8 +1,9 @@
 """Text → Module. Reads tileirdisasm output and the `cuda_tile.`-prefixed MLIR form.
 
-Per-op syntax is the op table's `syntax` declaration (the same elements the printer walks), so
-every op the printer can print is parsed the same way back. Debug locations (`loc(...)`) and
-alias definitions are read into op/entry locations (tilebc/text/locations.py).
+Per-op syntax is the op table's `syntax` declaration (the same elements the printer walks), read
+by a function generated from it per op kind (tilebc/text/parsegen.py), so every op the printer can
+print is parsed the same way back. Debug locations (`loc(...)`) and alias definitions are read
+into op/entry locations (tilebc/text/locations.py).
 """
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ from ..gcpause import collection_paused
 from .lexer import MAX_NESTING, Cursor, Token, nesting, shorten, unescape
 from .debuginfo import attribute_text
 from .locations import LocationTable
-from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
-                     compile_syntax)
+from .syntax import AttrDict, TypeRef
+from .parsegen import op_parser
 from .types import TypeParser
 
 PREFIX = "cuda_tile."
@@ -109,6 +110,11 @@ def _operand_names(spec) -> frozenset:
     if found is None:
         found = _OPERAND_NAMES[id(spec)] = (spec, frozenset(o.name for o in spec.operands))
     return found[1]
+
+
+def _op_parser(spec):
+    """The generated function that reads an op of `spec` after its name (tilebc/text/parsegen.py)."""
+    return op_parser(spec, _Parser, _CUSTOM_ENUMS, OWN_MEMORY_ATTRIBUTE_PARSER)
 
 
 class _Parser:
@@ -595,7 +601,7 @@ class _Parser:
         state = _OpState(spec, name_token.pos)
         state.result_count = (names[0][1] if len(names) == 1 else sum(n for _, n in names)) \
             if names else 0
-        self._elements(compile_syntax(spec), state)
+        _op_parser(spec)(self, state)
         if state.mismatch is not None:
             raise state.mismatch  # MLIR resolves operands once the whole form is read
         op = self._build(state, name_token)
@@ -925,65 +931,7 @@ class _Parser:
             first = first or given[0]
         return types
 
-    # ---- syntax elements -------------------------------------------------------------------------
-
-    def _elements(self, elements, state: _OpState) -> None:
-        c = self.c
-        for element in elements:
-            cls = element.__class__
-            # the commonest elements inline (this loop runs for every element of every op)
-            if cls is Literal:
-                token = c._peeked
-                if token is None or token.pos < c.pos:
-                    token = c.peek()
-                if token.text == element.text:
-                    c.pos = c.end = token.pos + len(token.text)
-                    c._peeked = None
-                else:
-                    c.expect(element.text, f"in {state.spec.mnemonic}")
-            elif cls is OperandRef and element.arity is not Arity.VARIADIC:
-                state.operands[element.name] = self._use()
-            elif cls is not Space:
-                self._element(element, state)
-
-    def _element(self, element, state: _OpState) -> None:
-        c = self.c
-        cls = element.__class__
-        if cls is Literal:
-            c.expect(element.text, f"in {state.spec.mnemonic}")
-        elif cls is Space:
-            return
-        elif cls is OptionalGroup:
-            if self._group_present(element, state):
-                unit = isinstance(element.anchor, AttrRef) and element.anchor.spec.kind is AttrKind.UNIT
-                if unit:
-                    state.attrs[element.anchor.name] = True
-                children = element.elements
-                if unit:
-                    children = [child for child in children if child is not element.anchor]
-                self._elements(children, state)
-        elif cls is OperandRef:
-            if element.arity is Arity.VARIADIC:
-                values = []
-                if c.peek().kind == "value":
-                    values.append(self._use())
-                    while c.at(",") and self._next_is_value():
-                        c.next()
-                        values.append(self._use())
-                state.operands[element.name] = tuple(values)
-            else:
-                state.operands[element.name] = self._use()
-        elif cls is AttrRef:
-            state.attrs[element.name] = self._attr_value(element.spec, state)
-        elif cls is TypeRef:
-            self._type_element(element, state)
-        elif cls is AttrDict:
-            self._attr_dict(element, state)
-        elif cls is Custom:
-            handler = getattr(self, "_custom_" + element.name, None)
-            if handler is None:
-                raise c.error(f"no parser for directive {element.name}")
-            handler(state, *element.args)
+    # ---- syntax elements (called by the generated op parsers, tilebc/text/parsegen.py) ---------
 
     def _next_is_value(self) -> bool:
         saved_pos, saved_peek = self.c.pos, self.c._peeked
@@ -991,24 +939,6 @@ class _Parser:
         result = self.c.peek().kind == "value"
         self.c.pos, self.c._peeked = saved_pos, saved_peek
         return result
-
-    def _group_present(self, group: OptionalGroup, state: _OpState) -> bool:
-        anchor = group.anchor
-        # Presence already settled by an earlier element (types of an operand parsed before).
-        if isinstance(anchor, TypeRef) and anchor.operand is not None and anchor.name in state.operands:
-            value = state.operands[anchor.name]
-            return bool(value) if isinstance(value, tuple) else value is not None
-        first = group.elements[0]
-        token = self.c.peek()
-        if isinstance(first, Literal):
-            return token.text == first.text
-        if isinstance(first, OperandRef):
-            return token.kind == "value"
-        if isinstance(first, AttrRef) and first.spec.kind is AttrKind.ENUM:
-            return token.text in {m.keyword for m in first.spec.enum}
-        if isinstance(first, TypeRef):
-            return token.kind in ("ident", "bang")
-        raise self.c.error(f"cannot decide optional group starting with {first!r}")
 
     def _type_element(self, element: TypeRef, state: _OpState) -> None:
         c = self.c

@@ -1,0 +1,244 @@
+"""Per-op parse functions generated from the op table's syntax declarations.
+
+Each op kind's `syntax` (tilebc/text/syntax.py) becomes the source of one function
+`body(p, state)`, compiled once (and kept on disk by tilebc/codecache.py), that reads the op's
+text after its name as straight code: literals are compared inline, operands read by `p._use()`,
+optional groups decided by the test their anchor implies, and attributes, types, attr-dicts and
+custom directives handed to the parser's methods for them. `p` is the text parser
+(tilebc/text/parser.py) and `state` its `_OpState` for the op. Errors are the parser's own: the
+same message at the same position as walking the elements would give.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from ..codecache import compile_generated
+from ..ir.module import Value
+from ..ops.spec import Arity, AttrKind
+from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
+                     compile_syntax)
+
+
+class _Writer:
+    """Collects the lines of one generated function and the constants they name."""
+
+    def __init__(self, spec, parser_class, custom_enums, own_memory_parser):
+        self.spec = spec
+        self.parser_class = parser_class  # whose `_custom_<name>` methods read directives
+        self.custom_enums = custom_enums
+        self.own_memory_parser = own_memory_parser
+        self.lines: List[str] = []
+        self.constants: Dict[str, object] = {}
+        self.indent = "    "
+        self.temporaries = 0
+        self.fresh = False  # whether `t` holds the next token (nothing read since it was peeked)
+
+    def constant(self, value) -> str:
+        name = f"K{len(self.constants)}"
+        self.constants[name] = value
+        return name
+
+    def temporary(self) -> str:
+        self.temporaries += 1
+        return f"v{self.temporaries}"
+
+    def code(self, *lines: str) -> None:
+        self.lines += [self.indent + line for line in lines]
+        self.fresh = False
+
+    def peeked(self) -> None:
+        """`t` = the next token, reusing the peeked one (as Cursor.accept does)."""
+        if not self.fresh:
+            self.code("t = c._peeked",
+                      "if t is None or t.pos < c.pos:",
+                      "    t = c.peek()")
+            self.fresh = True
+
+    def elements(self, elements) -> None:
+        for element in elements:
+            if isinstance(element, Literal):
+                self.literal(element.text)
+            elif isinstance(element, Space):
+                continue
+            elif isinstance(element, OperandRef):
+                self.operand(element)
+            elif isinstance(element, OptionalGroup):
+                self.optional(element)
+            elif isinstance(element, AttrRef):
+                self.attr(element)
+            elif isinstance(element, TypeRef):
+                self.type_ref(element)
+            elif isinstance(element, AttrDict):
+                self.attr_dict(element)
+            elif isinstance(element, Custom):
+                self.custom(element)
+            else:  # a new element kind the generator does not know: refused where it is met
+                self.code(f"raise c.error({self.constant(f'cannot parse element {element!r}')})")
+
+    def literal(self, text: str) -> None:
+        self.peeked()
+        self.code(f"if t.text == {text!r}:",
+                  f"    c.pos = c.end = t.pos + {len(text)}",
+                  "    c._peeked = None",
+                  "else:",
+                  f"    c.expect({text!r}, {('in ' + self.spec.mnemonic)!r})")
+
+    def operand(self, element: OperandRef) -> None:
+        if element.arity is not Arity.VARIADIC:
+            self.code(f"operands[{element.name!r}] = use()")
+            return
+        # a comma-separated run of values; a comma not followed by a value is left for the
+        # next element
+        self.code("values = []",
+                  "if c.peek().kind == 'value':",
+                  "    values.append(use())",
+                  "    while c.at(',') and p._next_is_value():",
+                  "        c.next()",
+                  "        values.append(use())",
+                  f"operands[{element.name!r}] = tuple(values)")
+
+    def attr(self, element: AttrRef) -> None:
+        attr = element.spec
+        target = f"attrs[{element.name!r}]"
+        if attr.kind is AttrKind.ENUM:
+            enum = self.constant(attr.enum)
+            if attr.enum.__name__ in self.custom_enums:
+                self.code(f"{target} = p._custom_enum({enum}, state)")
+            elif attr.name == "memory_ordering_semantics" \
+                    and self.spec.mnemonic in self.own_memory_parser:
+                self.code(f"{target} = p._view_memory_attributes({enum})")
+            else:
+                self.code(f"{target} = p._enum_keyword({enum}, {attr.name!r})")
+        else:
+            self.code(f"{target} = p._attr_value({self.constant(attr)}, state)")
+
+    def type_ref(self, element: TypeRef) -> None:
+        spec = self.spec
+        ref = self.constant(element)
+        if element.operand is not None:
+            # One value read before its type (the common case) inline; a group, an absent
+            # optional operand or a type written before its operand by the parser's method.
+            self.code(f"g = operands.get({element.name!r})",
+                      "if g.__class__ is Value:",
+                      "    t = c.peek()",
+                      "    found = custom_type(state)",
+                      "    if g.type != found and state.mismatch is None:",
+                      f"        state.mismatch = c.error(f'{spec.mnemonic}: operand {element.name} "
+                      "has type {g.type}, but the text says {found}', t.pos)",
+                      f"    state.operand_types[{element.name!r}] = [found]",
+                      "else:",
+                      f"    p._type_element({ref}, state)")
+            return
+        kind = spec.results[element.result].parsed_kind if element.result < len(spec.results) \
+            else ""
+        self.code("t = c.peek()",
+                  "found = custom_type(state)")
+        if kind:
+            self.code(f"if str(found).split('<', 1)[0] != {kind!r}:",
+                      f"    raise c.error(\"'cuda_tile.{spec.mnemonic}' expected '{kind}' type, "
+                      "but got '!cuda_tile.\" + str(found) + \"'\", t.pos)")
+        if element.variadic:
+            self.code("types = [found]",
+                      "while c.at(',') and not p._next_is_value():",
+                      "    c.next()",
+                      "    types.append(p.types.type())",
+                      f"state.result_types[{element.result}] = types")
+        else:
+            self.code(f"state.result_types[{element.result}] = [found]")
+
+    def attr_dict(self, element: AttrDict) -> None:
+        if element.keyword_attrs:  # the elided attributes take their keyword value: always called
+            self.code(f"p._attr_dict({self.constant(element)}, state)")
+            return
+        self.peeked()
+        self.code("if t.text == 'attributes' or t.text == '{':",
+                  f"    p._attr_dict({self.constant(element)}, state)")
+
+    def custom(self, element: Custom) -> None:
+        name = "_custom_" + element.name
+        if not hasattr(self.parser_class, name):
+            self.code(f"raise c.error({self.constant(f'no parser for directive {element.name}')})")
+            return
+        args = "".join(", " + self.constant(arg) for arg in element.args)
+        self.code(f"p.{name}(state{args})")
+
+    def optional(self, group: OptionalGroup) -> None:
+        anchor = group.anchor
+        present = self.temporary()
+        first = group.elements[0]
+        settled = isinstance(anchor, TypeRef) and anchor.operand is not None
+        if isinstance(first, Literal):
+            if not settled:
+                self.peeked()
+            test = f"t.text == {first.text!r}"
+        elif isinstance(first, OperandRef):
+            test = "c.peek().kind == 'value'"
+        elif isinstance(first, AttrRef) and first.spec.kind is AttrKind.ENUM:
+            keywords = frozenset(m.keyword for m in first.spec.enum)
+            test = f"c.peek().text in {self.constant(keywords)}"
+        elif isinstance(first, TypeRef):
+            test = "c.peek().kind in ('ident', 'bang')"
+        else:
+            test = None
+        if test is None:  # no test for such a first element: refused where the group is met
+            undecided = self.constant(f"cannot decide optional group starting with {first!r}")
+            undecided = f"raise c.error({undecided})"
+        if settled:
+            # presence settled by the operand read before the types; else the token decides
+            self.code(f"if {anchor.name!r} in operands:",
+                      f"    g = operands[{anchor.name!r}]",
+                      f"    {present} = bool(g) if isinstance(g, tuple) else g is not None",
+                      "else:")
+            if first.__class__ is Literal:
+                self.code("    t = c._peeked",
+                          "    if t is None or t.pos < c.pos:",
+                          "        t = c.peek()")
+            self.code(f"    {present} = {test}" if test else f"    {undecided}")
+        elif test:
+            self.code(f"{present} = {test}")
+        else:
+            self.code(undecided)
+            return
+        unit = isinstance(anchor, AttrRef) and anchor.spec.kind is AttrKind.UNIT
+        literal_test = test is not None and test.startswith("t.text") and not settled
+        self.code(f"if {present}:")
+        outer = self.indent
+        self.indent += "    "
+        mark = len(self.lines)
+        if unit:
+            self.code(f"attrs[{anchor.name!r}] = True")
+        self.fresh = literal_test  # the test only looked at `t`
+        self.elements([child for child in group.elements if not (unit and child is anchor)])
+        if len(self.lines) == mark:
+            self.code("pass")
+        self.indent = outer
+        self.fresh = False
+
+
+def op_parser_source(spec, parser_class, custom_enums, own_memory_parser) -> tuple:
+    """(source of `body(p, state)` for ops of `spec`, the constants it names)."""
+    writer = _Writer(spec, parser_class, custom_enums, own_memory_parser)
+    writer.elements(compile_syntax(spec))
+    head = ["def body(p, state):",
+            "    c = p.c",
+            "    use = p._use",
+            "    custom_type = p._custom_type",
+            "    operands = state.operands",
+            "    attrs = state.attrs"]
+    return "\n".join(head + writer.lines + ["    return None"]) + "\n", writer.constants
+
+
+# id(spec) -> (spec, its compiled parse function); the spec rides along so an id is never reused
+_OP_PARSERS: Dict[int, tuple] = {}
+
+
+def op_parser(spec, parser_class, custom_enums, own_memory_parser):
+    """The compiled `body(p, state)` that reads ops of `spec` after their name."""
+    found = _OP_PARSERS.get(id(spec))
+    if found is not None and found[0] is spec:
+        return found[1]
+    source, constants = op_parser_source(spec, parser_class, custom_enums, own_memory_parser)
+    namespace = {"Value": Value, **constants}
+    exec(compile_generated(source, f"<tilebc parser {spec.mnemonic}>"), namespace)
+    _OP_PARSERS[id(spec)] = (spec, namespace["body"])
+    return namespace["body"]

@@ -197,6 +197,9 @@ def test_gemm_example_without_a_driver_fails_with_the_loaders_error(cpp_build, t
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout == ""
     assert proc.stderr.startswith(f"error: cannot open the CUDA driver library {missing}"), proc.stderr
+    # K = 0 (empty A and B; the launch encodes their maps over zeros) passes the argument checks
+    proc = _gemm_fixture(cpp_build, str(fixture), "64", "128", "0", TILEBC_LIBCUDA=str(missing))
+    assert proc.returncode == 1 and proc.stderr.startswith("error: cannot open the CUDA driver"), proc.stderr
     # a file that is not bytecode fails earlier, at load, with the reader's error
     bogus = tmp_path / "not.tilebc"
     bogus.write_bytes(b"not bytecode at all")

@@ -473,6 +473,40 @@ def test_tensor_maps_are_encoded_from_the_arguments_and_passed_after_them(fake_d
     assert [list(m) for m in maps] == [list(range(16))]
 
 
+def test_empty_array_maps_are_encoded_over_one_zeroed_scratch(fake_driver, monkeypatch):
+    """A map whose array has a zero extent (cuTensorMapEncodeTiled refuses extent 0) is encoded
+    over the device's zeroed scratch, extents 1 and strides 16; the scratch is allocated and
+    zeroed once (on the launch stream, waited for) and reused by later bindings."""
+    from cuda.bindings import driver as cu
+    from tilebc_runtime import tensor_maps
+    fake_driver.entry.tensor_maps = ({
+        "param": "k_tmap_0", "array": 3, "element": "f16", "rank": 2,
+        "dims": [["const", 64], ["param", 4]], "strides": [["const", 64]], "box": [64, 8],
+        "swizzle": 128, "oob_fill": "zero", "interleave": "none"},)
+    encoded, allocations, memsets, syncs = [], [], [], []
+    monkeypatch.setattr(tensor_maps, "encode", lambda found: encoded.append(found)
+                        or types.SimpleNamespace(opaque=list(range(16))))
+    monkeypatch.setattr(driver, "RawLaunch", lambda *args: types.SimpleNamespace(
+        launch=lambda: None))
+    monkeypatch.setattr(driver, "_zero_scratch", {})
+    fake_driver.handle.allocate = lambda nbytes, stream: allocations.append((nbytes, stream)) \
+        or types.SimpleNamespace(handle=0xE000_0000)
+    monkeypatch.setattr(cu, "cuMemsetD8Async", lambda *args: memsets.append(args)
+                        or (cu.CUresult.CUDA_SUCCESS,))
+    monkeypatch.setattr(fake_driver.stream, "sync", lambda: syncs.append(1))
+    kernel = only_kernel("aliasing_arrays")
+    for _ in range(2):
+        kernel.bind(2, FakeDLPack(BASE, (64,)), FakeDLPack(BASE + 4096, (0,))).launch()
+    kernel.bind(2, FakeDLPack(BASE, (64,)), FakeDLPack(BASE + 4096, (64,))).launch()
+    over = tensor_maps.TiledMap("k_tmap_0", "f16", 0xE000_0000, (1, 1), (16,), (64, 8), 128)
+    assert encoded == [over, over, tensor_maps.TiledMap("k_tmap_0", "f16", BASE + 4096, (64, 64),
+                                                        (128,), (64, 8), 128)]
+    assert allocations == [(tensor_maps.ZERO_SCRATCH_BYTES, fake_driver.stream)]
+    [(address, value, count, stream)] = memsets
+    assert (int(address), value, count) == (0xE000_0000, 0, tensor_maps.ZERO_SCRATCH_BYTES)
+    assert int(stream) == fake_driver.stream.handle and syncs == [1]
+
+
 def test_launch_raw_points_the_driver_at_each_parameter_in_order(monkeypatch):
     import ctypes
     import numpy as np

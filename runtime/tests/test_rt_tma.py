@@ -103,11 +103,41 @@ def test_tma_k_loop_on_emulator_matches_the_interpreter(trips, rows):
     ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True,
                       tma=True).ptx
     assert "cp.async.bulk.tensor" in ptx
-    kk = max(k * trips - 8, 56)  # trips 0 reads nothing (a map needs non-empty extents)
+    kk = max(k * trips - 8, 0)  # trips 0: K = 0, the maps over A and B are empty
     a, b, c, expected = _ragged_run_matches(module, m, n, kk, rows, trips)
     used = min(kk, k * trips)
     np.testing.assert_array_equal(
         expected, a[:, :used].astype(np.float64) @ b[:used].astype(np.float64) + c)
+
+
+def test_tma_over_rows_of_an_empty_array_reads_zeros():
+    """M rows of an A whose K extent is 0 while the loop still runs (trips 2): every box is
+    out of bounds, so the emulator's maps over the zero scratch give zeros and C is unchanged,
+    as in the interpreter."""
+    m, n, k = 64, 128, 64
+    module = _pipelined_k_loop_kernel(m, n, k)
+    a, b, c, expected = _ragged_run_matches(module, m, n, 0, 69, 2)
+    np.testing.assert_array_equal(expected, c)
+
+
+def test_aligned_gemm_fixture_with_k_0_on_emulator():
+    """la_gemm_aligned_tile with K = 0 (an empty batch of products) through its TMA code on the
+    emulator: relu(bias) in every row, as the interpreter gives."""
+    import tilebc
+    module = tilebc.load(ALIGNED.read_bytes())
+    entry = module.functions[0].name
+    [ptx] = _case_ptx("la_gemm_aligned_tile", arch="sm_90")
+    assert "cp.async.bulk.tensor" in ptx
+    m, n = 128, 256
+    bias = _quarters(np.float16, (n,))
+    results = []
+    for runner in (interpret, sim.run):
+        a, b = np.zeros((m, 0), np.float16), np.zeros((0, n), np.float16)
+        c = np.full((m, n), np.nan, np.float16)
+        runner(module, entry, (4,), a, b, bias, c)
+        results.append(c)
+    np.testing.assert_array_equal(results[1], results[0])
+    np.testing.assert_array_equal(results[0], np.broadcast_to(np.maximum(bias, 0), (m, n)))
 
 
 def _ragged_run_matches(module, m, n, kk, rows, trips):
@@ -191,7 +221,7 @@ def test_tma_ptx_links_for_sm_90a_without_spills(tmp_path):
 
 
 def test_host_maps_come_from_the_launch_arguments():
-    from tilebc_runtime.tensor_maps import for_emulator, resolve
+    from tilebc_runtime.tensor_maps import for_emulator, over_zeros, resolve
     record = {"param": "k_tmap_0", "array": 0, "element": "f16", "rank": 2,
               "dims": [["param", 2], ["const", 100]], "strides": [["param", 3]],
               "box": [64, 32], "swizzle": 128, "oob_fill": "zero", "interleave": "none"}
@@ -203,7 +233,17 @@ def test_host_maps_come_from_the_launch_arguments():
     with pytest.raises(LaunchError, match="16-byte aligned"):
         resolve(record, [np.uint64(0x10008)] + values[1:])
     with pytest.raises(LaunchError, match="extents"):
-        resolve(record, values[:2] + [np.int32(0), values[3]])
+        resolve(record, values[:2] + [np.int32(-1), values[3]])
+    # an empty array: base and strides are not read, the map goes over the zero scratch
+    empty = resolve(record, [np.uint64(0x10008), np.int32(100), np.int32(0), np.int32(77)])
+    assert empty.empty and empty.dims == (0, 100) and not found.empty
+    moved = over_zeros(empty, 0x4000)
+    assert (moved.address, moved.dims, moved.strides, moved.box, moved.swizzle, moved.element) \
+        == (0x4000, (1, 1), (16,), (64, 32), 128, "f16")
+    assert for_emulator(moved).problem() is None
+    assert over_zeros(found, 0x4000) is found
+    with pytest.raises(LaunchError, match="not 16-byte aligned"):
+        over_zeros(empty, 0x4008)
     with pytest.raises(LaunchError, match="multiples of 16"):
         resolve(record, values[:3] + [np.int32(76)])
 

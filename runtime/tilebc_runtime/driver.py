@@ -54,11 +54,13 @@ def _failed(message: str) -> DriverError:
 _lock = _thread.allocate_lock()  # threading.Lock itself; importing threading costs start-up
 _initialised_pid: Optional[int] = None
 _devices: dict = {}
+_zero_scratch: dict = {}  # device id -> (address, cuda.core Buffer), kept for the process
 
 
 def _forget_after_fork() -> None:
     # The child keeps _initialised_pid (the parent's) so that use is refused with a clear message.
     _devices.clear()
+    _zero_scratch.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -192,6 +194,23 @@ def upload(handle, stream, host) -> Tuple[int, Any]:
     check("cuMemcpyHtoDAsync", driver.cuMemcpyHtoDAsync(
         address, host.ctypes.data, host.nbytes, driver.CUstream(int(stream.handle))))
     return address, (buffer, host)
+
+
+def zero_scratch(handle, stream, nbytes: int) -> int:
+    """The address of a zeroed buffer of `nbytes` on device `handle`, allocated and zeroed once
+    per device and kept for the process (TMA maps over empty arrays point at it:
+    tensor_maps.over_zeros). The first call waits for the zeroing, so any stream may use it."""
+    with _lock:
+        held = _zero_scratch.get(handle.device_id)
+        if held is None:
+            from cuda.bindings import driver
+            buffer = call("Device.allocate", handle.allocate, nbytes, stream=stream)
+            address = int(buffer.handle)
+            check("cuMemsetD8Async", driver.cuMemsetD8Async(
+                address, 0, nbytes, driver.CUstream(int(stream.handle))))
+            call("Stream.sync", stream.sync)
+            held = _zero_scratch[handle.device_id] = (address, buffer)
+        return held[0]
 
 
 def load_kernel(cubin: bytes, entry: str):

@@ -525,8 +525,12 @@ class Kernel:
             # TMA kernels (sm_90 default, lowering/tma.py) take their tensor maps by value after their own
             # parameters, encoded from this launch's arrays
             from . import tensor_maps
-            encoded = [tensor_maps.kernel_argument(tensor_maps.encode(found))
-                       for found in tensor_maps.resolve_all(entry.tensor_maps, packed.values)]
+            # (a map over an empty array is encoded over the device's zeroed scratch)
+            found = tensor_maps.resolve_all(entry.tensor_maps, packed.values)
+            scratch = driver.zero_scratch(handle, core_stream, tensor_maps.ZERO_SCRATCH_BYTES) \
+                if any(each.empty for each in found) else 0
+            encoded = [tensor_maps.kernel_argument(tensor_maps.encode(
+                tensor_maps.over_zeros(each, scratch))) for each in found]
             config = _WithTensorMaps(grid3, entry.threads, entry.dynamic_shared_bytes, encoded)
         return BoundLaunch(self, grid3, core_stream, config, function, packed)
 

@@ -4,12 +4,16 @@ CUDA launcher encodes it with cuTensorMapEncodeTiled (`encode`); the emulator's 
 into a sim.tensormap.TensorMap (`for_emulator`). Nothing here imports CUDA at module level."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence, Tuple
 
 from .launch_errors import LaunchError
 
 ELEMENT_BYTES = {"f16": 2, "bf16": 2}
+
+# Bytes of the zeroed per-device buffer that maps over empty arrays are encoded over (`over_zeros`):
+# their one in-bounds element lies at its start; a little more than 16 for TMA's fetch granules.
+ZERO_SCRATCH_BYTES = 256
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,11 @@ class TiledMap:
     box: Tuple[int, ...]
     swizzle: int
 
+    @property
+    def empty(self) -> bool:
+        """The array has a zero extent: every element a copy asks for lies out of bounds."""
+        return 0 in self.dims
+
 
 def _value(source, values: Sequence, what: str) -> int:
     kind, number = source
@@ -38,7 +47,9 @@ def _value(source, values: Sequence, what: str) -> int:
 def resolve(record: dict, values: Sequence) -> TiledMap:
     """The map `record` (KernelInfo.tensor_maps / cache metadata) describes for a launch whose
     flat kernel parameters are `values`; LaunchError where TMA cannot encode it (the kernel's
-    facts, checked at launch, make base and strides valid; an empty or oversized dim is not)."""
+    facts, checked at launch, make base and strides valid; an oversized dim is not). A map over
+    an empty array (`empty`) is returned with its zero extent, its base and strides unchecked
+    (nothing is read through them): the launcher encodes it `over_zeros` instead."""
     element = record["element"]
     if element not in ELEMENT_BYTES or record.get("interleave", "none") != "none" \
             or record.get("oob_fill", "zero") != "zero":
@@ -55,10 +66,12 @@ def resolve(record: dict, values: Sequence) -> TiledMap:
     problem = None
     if len(dims) != record["rank"] or len(strides) != len(dims) - 1 or len(box) != len(dims):
         problem = "rank, dims, strides and box disagree"
+    elif any(not 0 <= d < 2 ** 32 for d in dims):
+        problem = f"extents {dims}: TMA needs every extent in 1 .. 2^32-1 (0: an empty array)"
+    elif found.empty:
+        pass
     elif address % 16:
         problem = f"base address 0x{address:x} is not 16-byte aligned"
-    elif any(not 1 <= d < 2 ** 32 for d in dims):
-        problem = f"extents {dims}: TMA needs every extent in 1 .. 2^32-1"
     elif any(s % 16 or not 0 < s < 2 ** 40 for s in strides):
         problem = f"byte strides {strides}: TMA needs positive multiples of 16 below 2^40"
     if problem:
@@ -69,6 +82,20 @@ def resolve(record: dict, values: Sequence) -> TiledMap:
 
 def resolve_all(records: Sequence[dict], values: Sequence) -> Tuple[TiledMap, ...]:
     return tuple(resolve(record, values) for record in records or ())
+
+
+def over_zeros(found: TiledMap, scratch: int) -> TiledMap:
+    """The map to encode for `found`: itself, or for an empty one the same element type, box
+    and swizzle over the zeroed buffer at `scratch` (16-byte aligned, ZERO_SCRATCH_BYTES), every
+    extent 1 and every stride 16 bytes. TMA cannot encode a zero extent, and a copy through
+    this map reads element 0 (zero) or zero-fills the rest: the padding the empty array gives."""
+    if not found.empty:
+        return found
+    if scratch % 16:
+        raise LaunchError(f"tensor map {found.param}: zero scratch 0x{scratch:x} is not 16-byte "
+                          "aligned")
+    rank = len(found.dims)
+    return replace(found, address=scratch, dims=(1,) * rank, strides=(16,) * (rank - 1))
 
 
 def for_emulator(found: TiledMap):

@@ -1,7 +1,7 @@
 // Run the la_gemm_aligned_tile fixture, C = relu(A @ B + bias) in f16, on the GPU and compare its
 // output exactly with a reference computed here.
 //
-//   gemm_fixture FILE M N K     FILE: the fixture's bytecode, or an AOT fatbin of it
+//   gemm_fixture FILE M N K     FILE: the fixture's bytecode, or an AOT fatbin of it; K may be 0
 //
 // A [M,K], B [K,N], bias [N] and C [M,N] are contiguous f16 arrays, each passed as cuTile does:
 // base pointer, then its shape, then its strides (32-bit). The fixture is specialized for shapes
@@ -59,11 +59,11 @@ double round_to_half(double x) {
   return std::fabs(rounded) > 65504 ? std::copysign(INFINITY, x) : rounded;
 }
 
-std::int32_t size_argument(const char* text) {
+std::int32_t size_argument(const char* text, long smallest = 16) {
   std::size_t used = 0;
   const long value = std::stol(text, &used);
   // the kernel assumes multiples of 16; 2^15 keeps every index and stride in 32 bits
-  if (used != std::string(text).size() || value < 16 || value > (1 << 15) || value % 16 != 0)
+  if (used != std::string(text).size() || value < smallest || value > (1 << 15) || value % 16 != 0)
     throw std::invalid_argument(text);
   return std::int32_t(value);
 }
@@ -72,16 +72,16 @@ std::int32_t size_argument(const char* text) {
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::cerr << "usage: gemm_fixture FILE_OR_FATBIN M N K   (M, N, K: multiples of 16)\n";
+    std::cerr << "usage: gemm_fixture FILE_OR_FATBIN M N K   (M, N, K: multiples of 16; K may be 0)\n";
     return 2;
   }
   std::int32_t M, N, K;
   try {
     M = size_argument(argv[2]);
     N = size_argument(argv[3]);
-    K = size_argument(argv[4]);
+    K = size_argument(argv[4], 0);  // K = 0: empty A and B, C = relu(bias) (TMA maps over zeros)
   } catch (const std::exception&) {
-    std::cerr << "error: M, N and K must be multiples of 16 from 16 to 32768\n";
+    std::cerr << "error: M, N and K must be multiples of 16 from 16 to 32768 (K also 0)\n";
     return 2;
   }
   try {
@@ -119,8 +119,10 @@ int main(int argc, char** argv) {
 
     // Device memory opens the driver: without one, this is where a tilebc::Error comes from.
     tilebc::DeviceBuffer da(a.size() * 2), db(b.size() * 2), dbias(bias.size() * 2), dc(c.size() * 2);
-    da.upload(a.data(), a.size() * 2);
-    db.upload(b.data(), b.size() * 2);
+    if (K) {  // nothing to copy into the empty A and B
+      da.upload(a.data(), a.size() * 2);
+      db.upload(b.data(), b.size() * 2);
+    }
     dbias.upload(bias.data(), bias.size() * 2);
     dc.upload(c.data(), c.size() * 2);
 

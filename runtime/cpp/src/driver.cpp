@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <map>
 #include <mutex>
 
 #include "tilebc/error.hpp"
@@ -15,6 +16,8 @@ std::once_flag g_once;
 Api g_api;
 const Api* g_substitute = nullptr;  // set_api_for_testing
 std::string g_failure;  // set when opening failed: every later call reports the same reason
+std::mutex g_scratch_mutex;
+std::map<CUcontext, CUdeviceptr> g_scratch;  // zero_scratch, per context, never freed
 
 template <class F>
 void bind(void* library, F& slot, const char* symbol, std::string& missing) {
@@ -54,6 +57,7 @@ void open_driver() {
   bind(library, g_api.MemFree, "cuMemFree_v2", missing);
   bind(library, g_api.MemcpyHtoD, "cuMemcpyHtoD_v2", missing);
   bind(library, g_api.MemcpyDtoH, "cuMemcpyDtoH_v2", missing);
+  bind(library, g_api.MemsetD8, "cuMemsetD8_v2", missing);
   bind(library, g_api.CtxSynchronize, "cuCtxSynchronize", missing);
   // optional: only TMA kernels need it (tensor_map_encoder names it when absent)
   g_api.TensorMapEncodeTiled = reinterpret_cast<decltype(g_api.TensorMapEncodeTiled)>(
@@ -73,7 +77,11 @@ void open_driver() {
 
 }  // namespace
 
-void set_api_for_testing(const Api* table) { g_substitute = table; }
+void set_api_for_testing(const Api* table) {
+  std::lock_guard<std::mutex> lock(g_scratch_mutex);
+  g_substitute = table;
+  g_scratch.clear();  // the buffers belonged to the previous table's contexts
+}
 
 const Api& api() {
   if (g_substitute) return *g_substitute;
@@ -114,6 +122,26 @@ CUdevice current_device() {
   check(cuda.DevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
   check(cuda.CtxSetCurrent(context), "cuCtxSetCurrent");
   return device;
+}
+
+std::uint64_t zero_scratch(std::size_t bytes) {
+  current_device();
+  const Api& cuda = api();
+  CUcontext context = nullptr;
+  check(cuda.CtxGetCurrent(&context), "cuCtxGetCurrent");
+  std::lock_guard<std::mutex> lock(g_scratch_mutex);
+  auto found = g_scratch.find(context);
+  if (found != g_scratch.end()) return found->second;
+  CUdeviceptr address = 0;
+  check(cuda.MemAlloc(&address, bytes), "cuMemAlloc(TMA zero scratch)");
+  // synchronous: zeroed before any stream's launch can read it
+  const CUresult zeroed = cuda.MemsetD8(address, 0, bytes);
+  if (zeroed != CUDA_SUCCESS) {
+    cuda.MemFree(address);
+    check(zeroed, "cuMemsetD8(TMA zero scratch)");
+  }
+  g_scratch[context] = address;
+  return address;
 }
 
 }  // namespace driver

@@ -3,6 +3,8 @@
 
 #include <cuda.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace tilebc {
@@ -28,6 +30,7 @@ struct Api {
   CUresult (*MemFree)(CUdeviceptr);
   CUresult (*MemcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*MemcpyDtoH)(void*, CUdeviceptr, size_t);
+  CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
   CUresult (*CtxSynchronize)();
   // CUDA 12.0+; null on older drivers, which then cannot launch TMA kernels (tensor_map_encoder)
   CUresult (*TensorMapEncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
@@ -46,6 +49,11 @@ void set_api_for_testing(const Api* table);
 /// The driver's cuTensorMapEncodeTiled; throws Errc::driver_unavailable naming it when the
 /// driver lacks it (older than CUDA 12.0).
 decltype(Api::TensorMapEncodeTiled) tensor_map_encoder();
+
+/// A zeroed device buffer of `bytes` (16-byte aligned) in the current context, allocated and
+/// zeroed on first use per context and kept for the process: TMA maps over empty arrays are
+/// encoded over it (tensor_map.hpp over_zeros). Thread-safe; later calls must not ask for more.
+std::uint64_t zero_scratch(std::size_t bytes);
 
 /// Throw Errc::driver_error naming `call` and the result's name and description.
 void check(CUresult result, const char* call);

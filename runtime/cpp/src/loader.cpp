@@ -631,8 +631,16 @@ void Function::launch_args(Dim3 grid, const std::vector<Arg>& args, Stream strea
   // TMA kernels take their maps by value after their own parameters (128 bytes, 64-aligned),
   // encoded from this launch's arguments; `encoded` outlives the launch call
   std::vector<CUtensorMap> encoded(maps.size());
+  std::vector<TiledMap> resolved;
+  bool any_empty = false;
+  for (const TensorMapRecord& record : maps) {
+    resolved.push_back(resolve_tensor_map(record, entry, args));
+    any_empty = any_empty || resolved.back().empty();
+  }
+  // a map over an empty array goes over the context's zeroed scratch (extent 0 cannot be encoded)
+  const std::uint64_t scratch = any_empty ? driver::zero_scratch(kTensorMapZeroScratchBytes) : 0;
   for (std::size_t index = 0; index < maps.size(); ++index) {
-    encode_tensor_map(resolve_tensor_map(maps[index], entry, args), encoded[index], entry.name);
+    encode_tensor_map(over_zeros(resolved[index], scratch), encoded[index], entry.name);
     pointers.push_back(&encoded[index]);
   }
   driver::check(cuda.LaunchKernel(function, grid.x, grid.y, grid.z, threads, 1, 1, shared,

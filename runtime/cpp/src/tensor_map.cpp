@@ -148,16 +148,16 @@ TiledMap resolve_tensor_map(const TensorMapRecord& record, const Entry& entry, c
   for (const MapValue& source : record.dims) dims.push_back(value(source));
   for (const MapValue& source : record.strides) strides.push_back(value(source));
   for (std::int64_t dim : dims) map.dims.push_back(static_cast<std::uint64_t>(dim));
-  if (map.address % 16) {
+  for (std::int64_t dim : dims)
+    if (dim < 0 || static_cast<std::uint64_t>(dim) > kMaxExtent) {
+      problem = "extents " + values_text(dims) + ": TMA needs every extent in 1 .. 2^32-1 (0: an empty array)";
+      break;
+    }
+  if (problem.empty() && map.empty()) {
+    map.strides.assign(strides.size(), 0);  // nothing is read through them: see over_zeros
+  } else if (problem.empty() && map.address % 16) {
     problem = "base address " + address_hex(map.address) + " is not 16-byte aligned";
-  } else {
-    for (std::int64_t dim : dims)
-      if (dim < 1 || static_cast<std::uint64_t>(dim) > kMaxExtent) {
-        problem = "extents " + values_text(dims) + ": TMA needs every extent in 1 .. 2^32-1";
-        break;
-      }
-  }
-  if (problem.empty()) {
+  } else if (problem.empty()) {
     bool bad = false;
     for (std::int64_t stride : strides) {
       // elements to bytes without overflow: anything at or past the limit is refused anyway
@@ -174,6 +174,24 @@ TiledMap resolve_tensor_map(const TensorMapRecord& record, const Entry& entry, c
     throw Error(Errc::argument_mismatch, "'" + entry.name + "' tensor map " + record.param + " (argument " +
                                              std::to_string(record.array) + "): " + problem);
   return map;
+}
+
+bool TiledMap::empty() const {
+  for (std::uint64_t dim : dims)
+    if (dim == 0) return true;
+  return false;
+}
+
+TiledMap over_zeros(const TiledMap& map, std::uint64_t scratch) {
+  if (!map.empty()) return map;
+  if (scratch % 16)
+    throw Error(Errc::driver_error, "tensor map " + map.param + ": zero scratch " + address_hex(scratch) +
+                                        " is not 16-byte aligned");
+  TiledMap moved = map;
+  moved.address = scratch;
+  moved.dims.assign(map.dims.size(), 1);
+  moved.strides.assign(map.dims.size() - 1, 16);
+  return moved;
 }
 
 }  // namespace tilebc

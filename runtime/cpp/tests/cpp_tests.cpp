@@ -60,7 +60,19 @@ unsigned g_block = 0, g_shared = 0, g_shared_attribute = 0;
 std::size_t g_param_bytes[32];                     // the sizes the launch is checked with
 
 CUresult fake_name(CUresult, const char** text) { *text = "FAKE"; return CUDA_SUCCESS; }
-CUresult fake_context(CUcontext* context) { *context = reinterpret_cast<CUcontext>(0x1); return CUDA_SUCCESS; }
+std::uintptr_t g_context = 0x1;                    // the context fake_context reports current
+std::vector<std::pair<std::uintptr_t, std::size_t>> g_allocated;  // (context, bytes) per cuMemAlloc
+std::vector<std::pair<std::uint64_t, std::size_t>> g_zeroed;      // (address, bytes) set to 0 by cuMemsetD8
+CUresult fake_context(CUcontext* context) { *context = reinterpret_cast<CUcontext>(g_context); return CUDA_SUCCESS; }
+CUresult fake_alloc(CUdeviceptr* address, std::size_t bytes) {
+  g_allocated.emplace_back(g_context, bytes);
+  *address = 0x7f0000900000 + 0x1000 * g_allocated.size();
+  return CUDA_SUCCESS;
+}
+CUresult fake_memset(CUdeviceptr address, unsigned char value, std::size_t bytes) {
+  if (value == 0) g_zeroed.emplace_back(address, bytes);
+  return CUDA_SUCCESS;
+}
 CUresult fake_device(CUdevice* device) { *device = 0; return CUDA_SUCCESS; }
 CUresult fake_attribute(int* value, CUdevice_attribute attribute, CUdevice) {
   *value = attribute == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9 : 0;
@@ -113,6 +125,8 @@ tilebc::driver::Api fake_api() {
   api.FuncSetAttribute = fake_set_attribute;
   api.LaunchKernel = fake_launch;
   api.TensorMapEncodeTiled = fake_encode;
+  api.MemAlloc = fake_alloc;
+  api.MemsetD8 = fake_memset;
   return api;
 }
 
@@ -185,14 +199,39 @@ void tma_tests(const std::string& fatbin, const std::string& cache_root, const s
   expect_error("unaligned base", tilebc::Errc::argument_mismatch,
                map0 + "base address 0x7f0000100008 is not 16-byte aligned",
                [&] { kernel.launch_args(tilebc::Dim3(1), gemm_args(kA + 8, 128, 128)); });
-  expect_error("empty extent", tilebc::Errc::argument_mismatch, map0 + "extents (0, 256): TMA needs",
-               [&] { kernel.launch_args(tilebc::Dim3(1), gemm_args(kA, 0, 128)); });
+  expect_error("negative extent", tilebc::Errc::argument_mismatch, map0 + "extents (-64, 256): TMA needs",
+               [&] { kernel.launch_args(tilebc::Dim3(1), gemm_args(kA, -64, 128)); });
   expect_error("unaligned stride", tilebc::Errc::argument_mismatch,
                map0 + "strides (100) of 2-byte elements: TMA needs byte strides that are positive multiples of 16",
                [&] { kernel.launch_args(tilebc::Dim3(1), gemm_args(kA, 128, 100)); });
   expect_error("negative stride", tilebc::Errc::argument_mismatch, map0 + "strides (-128) of 2-byte",
                [&] { kernel.launch_args(tilebc::Dim3(1), gemm_args(kA, 128, -128)); });
   expect(g_encoded.empty(), "nothing encoded for refused launches");
+
+  // K = 0 (an empty batch): both maps are over empty arrays, so they are encoded over the
+  // context's zeroed scratch, extents 1 and strides 16; the scratch is made once per context.
+  for (std::uintptr_t context : {0x1, 0x1, 0x5}) {
+    g_context = context;
+    kernel.launch_args(tilebc::Dim3(4, 1), gemm_args(kA + 8, 0, 7));  // base and strides unread
+  }
+  g_context = 0x1;
+  const std::uint64_t first = 0x7f0000901000, second = 0x7f0000902000;
+  expect((g_allocated == std::vector<std::pair<std::uintptr_t, std::size_t>>{{0x1, 256}, {0x5, 256}}),
+         "one 256-byte scratch per context");
+  expect((g_zeroed == std::vector<std::pair<std::uint64_t, std::size_t>>{{first, 256}, {second, 256}}),
+         "each scratch zeroed once, whole");
+  expect(g_encoded.size() == 6, "K = 0: two maps per launch encoded");
+  for (std::size_t index = 0; index < g_encoded.size(); ++index) {
+    const EncodeCall& call = g_encoded[index];
+    const std::string map = "K = 0 map " + std::to_string(index);
+    expect(call.address == (index < 4 ? first : second), map + " over the context's scratch");
+    expect((call.dims == std::vector<std::uint64_t>{1, 1}) && (call.strides == std::vector<std::uint64_t>{16}),
+           map + " extents 1, strides 16");
+    expect((call.box == std::vector<std::uint32_t>{64, 64}) && call.swizzle == CU_TENSOR_MAP_SWIZZLE_128B &&
+               call.type == CU_TENSOR_MAP_DATA_TYPE_FLOAT16 && call.fill == CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+           map + " keeps its element type, box, swizzle and zero fill");
+  }
+  g_encoded.clear();
 
   // A driver older than CUDA 12.0 has no cuTensorMapEncodeTiled.
   tilebc::driver::Api old = api;

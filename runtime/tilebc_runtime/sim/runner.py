@@ -65,8 +65,14 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
     values = list(binder.values)
     if maps:  # built from this launch's arguments, as the CUDA launcher does
         from .. import tensor_maps
-        values += [tensor_maps.for_emulator(found)
-                   for found in tensor_maps.resolve_all(maps, values)]
+        found = tensor_maps.resolve_all(maps, values)
+        scratch = 0
+        if any(each.empty for each in found):  # zeroed memory, as the CUDA launcher's scratch
+            import numpy as np
+            scratch = machine.memory.map(np.zeros(tensor_maps.ZERO_SCRATCH_BYTES, np.uint8),
+                                         "TMA zero scratch").base
+        values += [tensor_maps.for_emulator(tensor_maps.over_zeros(each, scratch))
+                   for each in found]
     return emulate(image, function.name, flatten_grid(grid), values,
                    memory=machine.memory, threads=count, check=check_memory,
                    print_stream=print_stream, max_steps=max_steps, global_symbols=symbols,

@@ -3,6 +3,7 @@
 // launcher does (tilebc_runtime/tensor_maps.py).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -52,11 +53,23 @@ struct TiledMap {
   std::vector<std::uint64_t> strides;
   std::vector<std::uint32_t> box;
   unsigned swizzle = 0;
+
+  /// A zero extent: every element a copy asks for lies outside the tensor.
+  bool empty() const;
 };
+
+/// Bytes of the zeroed per-context buffer maps over empty arrays are encoded over.
+constexpr std::size_t kTensorMapZeroScratchBytes = 256;
+
+/// The map to encode for `map`: itself, or for an empty one the same element type, box and
+/// swizzle over the zeroed buffer at `scratch`, every extent 1 and every stride 16 bytes
+/// (TMA cannot encode a zero extent; copies then read zero or zero-fill: the same as padding).
+TiledMap over_zeros(const TiledMap& map, std::uint64_t scratch);
 
 /// The map `record` describes for a launch of `entry` with `args` (already checked against it).
 /// Throws Errc::argument_mismatch, naming the entry, the map and the parameter, where TMA
-/// cannot encode it (base or stride not a multiple of 16 bytes, an empty or oversized extent).
+/// cannot encode it (base or stride not a multiple of 16 bytes, a negative or oversized extent).
+/// A map over an empty array is returned `empty()`, its base and strides unchecked (unread).
 TiledMap resolve_tensor_map(const TensorMapRecord& record, const Entry& entry, const std::vector<Arg>& args);
 
 /// Bytes of one element of a map's element type (0 when unknown).

@@ -35,6 +35,8 @@ def test_aligned_gemm_fixture_fills_its_stages_with_tma():
     assert ptx.count(".param .align 64 .b8 ") == 2  # A's map and B's
     prologue, loop = _loop(ptx)
     assert "mbarrier.init.shared::cta.b64" in prologue
+    # every thread's earlier global and shared writes are ordered before TMA's async proxy
+    assert "\tfence.proxy.async;\n" in prologue
     # A: one 64x64 box; B [64, 128]: two 64-column boxes; one stage a K step, thread 0 alone
     assert loop.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier") == 3
     assert loop.count("mbarrier.try_wait.parity") == 1 and loop.count("bar.sync") == 1

@@ -1102,8 +1102,10 @@ class _KPipeline:
             w(f"mbarrier.init.shared::cta.b64 [{bars}+{8 * s}], 1")
         w("fence.mbarrier_init.release.cluster")
         w.place(ready)
-        # the region's earlier generic-proxy writes (exchanges) come before TMA's async writes
-        w("fence.proxy.async.shared::cta")
+        # the kernel's earlier generic-proxy writes come before TMA's async accesses: the
+        # region's (exchanges) before its writes, global stores before its reads (an array the
+        # kernel wrote and then loads through a map)
+        w("fence.proxy.async")
         lw.barrier()
         self.bar_read, self.bar_write, self.phase = w.reg("b32"), w.reg("b32"), w.reg("b32")
         w(f"mov.u32 {self.bar_read}, {bars}")

@@ -43,7 +43,8 @@ PTX_SUBSET = {
     "call": "vprintf only", "membar": "", "fence": "acq_rel/sc fences for orderings; "
                                                  "fence.proxy.async.shared::cta before wgmma "
                                                  "reads what st.shared / cp.async wrote; "
-                                                 "fence.mbarrier_init after TMA barriers' init",
+                                                 "fence.mbarrier_init after TMA barriers' init; "
+                                                 "fence.proxy.async (all spaces) before TMA",
     # memory model / atomics
     "atom": "global atomics (rmw, cas); generic in kernels with an alloca",
     "red": "global reductions; generic in kernels with an alloca",

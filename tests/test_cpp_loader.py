@@ -1090,7 +1090,8 @@ def test_aot_tma_entries_load_with_their_tensor_maps(cpp_build, tmp_path):
         (lambda m: m.update(interleave="16b"), "interleave must be \"none\""),
         (lambda m: m.update(oob_fill="nan"), "oob_fill must be \"zero\""),
         (lambda m: m.update(dims=[["param", 2]]), "'dims' must list 2 values for rank 2"),
-        (lambda m: m.update(dims=[["const", 0], ["param", 1]]), "each of 'dims' must be"),
+        (lambda m: m.update(dims=[["const", -1], ["param", 1]]), "each of 'dims' must be"),
+        (lambda m: m.update(strides=[["const", 0]]), "each of 'strides' must be"),
         (lambda m: m.update(strides=[["size", 3]]), "each of 'strides' must be"),
         (lambda m: m.update(array=18), f"entry '{name}' tensor map {name}_tmap_0: 'array' 18 is not a pointer"),
         (lambda m: m.update(array=1), "'array' 1 is not a pointer parameter"),
@@ -1103,6 +1104,12 @@ def test_aot_tma_entries_load_with_their_tensor_maps(cpp_build, tmp_path):
         Path(f"{fatbin}.json").write_text(json.dumps(broken))
         [record] = run_tool(cpp_build, "module", str(fatbin))
         assert expected in record.get("message", ""), (expected, record)
+    # a constant zero extent is an empty array (its map goes over the zero scratch), not an error
+    broken = json.loads(json.dumps(metadata))
+    broken["entries"][0]["launch"]["sm_90"]["tensor_maps"][0]["dims"][1] = ["const", 0]
+    Path(f"{fatbin}.json").write_text(json.dumps(broken))
+    [record] = run_tool(cpp_build, "module", str(fatbin), "--arch", "sm_90")
+    assert "message" not in record and record["images"], record
 
 
 def test_compile_output_tensor_maps_reach_the_loader(cpp_build, tmp_path):
@@ -1115,6 +1122,19 @@ def test_compile_output_tensor_maps_reach_the_loader(cpp_build, tmp_path):
     [record] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_90", env=env)
     [image] = record["images"].values()
     assert (image["source"], image["tensor_map_arrays"]) == ("compiled", [0, 5]), record
+
+
+def test_unreadable_compile_facts_are_an_error_not_a_launch_without_maps(cpp_build, tmp_path):
+    """The facts beside a compiled cubin say whether it takes tensor maps: where they exist but
+    cannot be read, the loader refuses the image rather than launch a TMA kernel without them."""
+    _runtime()
+    fixture = FIXTURES / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc"
+    bin_dir = _shim(tmp_path / "bin", f'{sys.executable} -m tilebc.cli "$@" || exit $?\n'
+                    'for a in "$@"; do out=$a; done\necho "{{" > "$out.json"\n')
+    env = {**_tool_env(), "TILEBC_COMPILER": str(bin_dir / "tilebc"), "TILEBC_CACHE_DIR": "off"}
+    [record] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_90", env=env)
+    [image] = record["images"].values()
+    assert "source" not in image and "launch facts are unreadable" in json.dumps(image), record
 
 
 def test_default_sm90_cache_entry_hands_its_tensor_maps_to_cpp(cpp_build, tmp_path):

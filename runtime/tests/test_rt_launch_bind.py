@@ -507,7 +507,9 @@ def test_empty_array_maps_are_encoded_over_one_zeroed_scratch(fake_driver, monke
     assert int(stream) == fake_driver.stream.handle and syncs == [1]
 
 
-def test_launch_raw_points_the_driver_at_each_parameter_in_order(monkeypatch):
+def test_raw_launch_points_the_driver_at_each_parameter_in_order(monkeypatch):
+    """RawLaunch builds the parameter block once; each launch hands the driver the same
+    pointers, one per parameter in order, the tensor map's 128 bytes by value."""
     import ctypes
     import numpy as np
     from cuda.bindings import driver as cu
@@ -520,10 +522,14 @@ def test_launch_raw_points_the_driver_at_each_parameter_in_order(monkeypatch):
         return (cu.CUresult.CUDA_SUCCESS,)
     monkeypatch.setattr(cu, "cuLaunchKernel", fake_launch)
     blob = (ctypes.c_uint64 * 16)(*range(100, 116))
-    driver.launch_raw(types.SimpleNamespace(handle=0), (3, 2, 1), 128, 4096,
-                      types.SimpleNamespace(handle=0x1234), [np.uint64(BASE), np.int32(-5)],
-                      [blob])
-    [(dims, pointer, scalar, table)] = seen
+    raw = driver.RawLaunch(types.SimpleNamespace(handle=0), (3, 2, 1), 128, 4096,
+                           types.SimpleNamespace(handle=0x1234), [np.uint64(BASE), np.int32(-5)],
+                           [blob])
+    raw.launch()
+    raw.launch()
+    first, second = seen
+    assert first == second
+    (dims, pointer, scalar, table) = first
     assert dims == (3, 2, 1, 128, 4096)
     assert pointer == np.uint64(BASE).tobytes() and scalar == np.int32(-5).tobytes()
     assert table == bytes(blob)

@@ -248,6 +248,13 @@ def test_host_maps_come_from_the_launch_arguments():
         over_zeros(empty, 0x4008)
     with pytest.raises(LaunchError, match="multiples of 16"):
         resolve(record, values[:3] + [np.int32(76)])
+    # a constant zero extent (a view of static shape 0) is an empty array too
+    static_empty = resolve({**record, "dims": [["param", 2], ["const", 0]]}, values)
+    assert static_empty.empty and static_empty.dims == (72, 0)
+    # metadata a cache handed over that lacks a field, or names a parameter past the launch's
+    for broken in ({k: v for k, v in record.items() if k != "rank"}, {**record, "array": 9}):
+        with pytest.raises(LaunchError, match="malformed"):
+            resolve(broken, values)
 
 
 def test_jit_backend_metadata_carries_the_maps():

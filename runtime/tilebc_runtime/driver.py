@@ -282,9 +282,3 @@ class RawLaunch:
     def launch(self) -> None:
         ensure_usable()
         check("cuLaunchKernel", self._call(*self._arguments))
-
-
-def launch_raw(stream, grid: Tuple[int, int, int], threads: int, shared_bytes: int, kernel,
-               values: List[Any], blobs: List[Any]) -> None:
-    """One launch through RawLaunch."""
-    RawLaunch(stream, grid, threads, shared_bytes, kernel, values, blobs).launch()

@@ -50,6 +50,14 @@ def resolve(record: dict, values: Sequence) -> TiledMap:
     facts, checked at launch, make base and strides valid; an oversized dim is not). A map over
     an empty array (`empty`) is returned with its zero extent, its base and strides unchecked
     (nothing is read through them): the launcher encodes it `over_zeros` instead."""
+    try:
+        return _resolve(record, values)
+    except (KeyError, IndexError, TypeError, ValueError) as error:  # metadata a cache handed over
+        raise LaunchError(f"tensor map metadata {str(record)[:200]} is malformed "
+                          f"({type(error).__name__}: {error})") from None
+
+
+def _resolve(record: dict, values: Sequence) -> TiledMap:
     element = record["element"]
     if element not in ELEMENT_BYTES or record.get("interleave", "none") != "none" \
             or record.get("oob_fill", "zero") != "zero":

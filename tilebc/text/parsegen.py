@@ -118,13 +118,15 @@ class _Writer:
         if element.operand is not None:
             # One value read before its type (the common case) inline; a group, an absent
             # optional operand or a type written before its operand by the parser's method.
+            # table names reach the generated code as constants, never spliced into its text
+            prefix = self.constant(f"{spec.mnemonic}: operand {element.name} has type ")
             self.code(f"g = operands.get({element.name!r})",
                       "if g.__class__ is Value:",
                       "    t = c.peek()",
                       "    found = custom_type(state)",
                       "    if g.type != found and state.mismatch is None:",
-                      f"        state.mismatch = c.error(f'{spec.mnemonic}: operand {element.name} "
-                      "has type {g.type}, but the text says {found}', t.pos)",
+                      f"        state.mismatch = c.error({prefix} + f'{{g.type}}, but the text "
+                      "says {found}', t.pos)",
                       f"    state.operand_types[{element.name!r}] = [found]",
                       "else:",
                       f"    p._type_element({ref}, state)")
@@ -134,9 +136,10 @@ class _Writer:
         self.code("t = c.peek()",
                   "found = custom_type(state)")
         if kind:
+            expected = self.constant(f"'cuda_tile.{spec.mnemonic}' expected '{kind}' type, but "
+                                     "got '!cuda_tile.")
             self.code(f"if str(found).split('<', 1)[0] != {kind!r}:",
-                      f"    raise c.error(\"'cuda_tile.{spec.mnemonic}' expected '{kind}' type, "
-                      "but got '!cuda_tile.\" + str(found) + \"'\", t.pos)")
+                      f"    raise c.error({expected} + str(found) + \"'\", t.pos)")
         if element.variadic:
             self.code("types = [found]",
                       "while c.at(',') and not p._next_is_value():",
@@ -228,17 +231,19 @@ def op_parser_source(spec, parser_class, custom_enums, own_memory_parser) -> tup
     return "\n".join(head + writer.lines + ["    return None"]) + "\n", writer.constants
 
 
-# id(spec) -> (spec, its compiled parse function); the spec rides along so an id is never reused
+# ids of (spec, parser class, custom enums, memory parser) -> (spec, its compiled parse
+# function); the spec rides along so an id is never reused
 _OP_PARSERS: Dict[int, tuple] = {}
 
 
 def op_parser(spec, parser_class, custom_enums, own_memory_parser):
     """The compiled `body(p, state)` that reads ops of `spec` after their name."""
-    found = _OP_PARSERS.get(id(spec))
+    key = (id(spec), id(parser_class), id(custom_enums), id(own_memory_parser))
+    found = _OP_PARSERS.get(key)
     if found is not None and found[0] is spec:
         return found[1]
     source, constants = op_parser_source(spec, parser_class, custom_enums, own_memory_parser)
     namespace = {"Value": Value, **constants}
     exec(compile_generated(source, f"<tilebc parser {spec.mnemonic}>"), namespace)
-    _OP_PARSERS[id(spec)] = (spec, namespace["body"])
+    _OP_PARSERS[key] = (spec, namespace["body"])
     return namespace["body"]

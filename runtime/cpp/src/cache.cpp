@@ -251,7 +251,7 @@ std::optional<CachedCubin> cache_lookup(const std::string& root, const std::stri
     const auto number = value->as_int64();
     return number && *number > 0 && *number < (1 << 30) ? static_cast<unsigned>(*number) : 0;
   };
-  // a TMA kernel (compile(tma=True)): maps the launch builds; records it cannot read are a miss
+  // a TMA kernel (the JIT's sm_90 default): maps the launch builds; records it cannot read are a miss
   if (const Json* maps = metadata.get("tensor_maps")) {
     try {
       entry.tensor_maps = parse_tensor_maps(*maps, "cache entry " + key, stem + ".json");

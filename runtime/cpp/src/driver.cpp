@@ -94,7 +94,7 @@ decltype(Api::TensorMapEncodeTiled) tensor_map_encoder() {
   const Api& cuda = api();
   if (!cuda.TensorMapEncodeTiled)
     throw Error(Errc::driver_unavailable,
-                "the CUDA driver lacks cuTensorMapEncodeTiled, which TMA kernels (compiled with tma=True) "
+                "the CUDA driver lacks cuTensorMapEncodeTiled, which TMA kernels (the JIT's sm_90 default) "
                 "need; install an NVIDIA driver for CUDA 12.0 or newer");
   return cuda.TensorMapEncodeTiled;
 }
@@ -134,8 +134,10 @@ std::uint64_t zero_scratch(std::size_t bytes) {
   if (found != g_scratch.end()) return found->second;
   CUdeviceptr address = 0;
   check(cuda.MemAlloc(&address, bytes), "cuMemAlloc(TMA zero scratch)");
-  // synchronous: zeroed before any stream's launch can read it
-  const CUresult zeroed = cuda.MemsetD8(address, 0, bytes);
+  // cuMemsetD8 may return before the zeros land (and runs on the legacy stream, which a
+  // non-blocking stream does not wait for): synchronize before any launch can read them
+  CUresult zeroed = cuda.MemsetD8(address, 0, bytes);
+  if (zeroed == CUDA_SUCCESS) zeroed = cuda.CtxSynchronize();
   if (zeroed != CUDA_SUCCESS) {
     cuda.MemFree(address);
     check(zeroed, "cuMemsetD8(TMA zero scratch)");

@@ -303,8 +303,10 @@ Image compile_with_python(ModuleState& state, const Entry& entry, const std::str
           if (auto value = threads->as_int64()) image.threads_per_cta = unsigned(*value);
         if (const Json* shared = json.get("dynamic_shared_bytes"))
           if (auto value = shared->as_int64()) image.dynamic_shared_bytes = unsigned(*value);
-      } catch (const Error&) {
-        // unreadable facts: the driver is asked at launch instead
+      } catch (const Error& error) {
+        // a TMA kernel launched without the maps its facts describe would read past its
+        // parameters, so facts that exist but cannot be read are an error
+        maps_problem = "its launch facts are unreadable: " + error.message();
       }
     }
   }
@@ -315,8 +317,8 @@ Image compile_with_python(ModuleState& state, const Entry& entry, const std::str
                                           (log.empty() ? "" : ":\n" + log),
                 state.name);
   if (!maps_problem.empty())
-    throw Error(Errc::compile_failed, "`" + command + "` described its TMA tensor maps in a way this "
-                "loader cannot launch: " + maps_problem, state.name);
+    throw Error(Errc::compile_failed, "`" + command + "` described its launch (" + output +
+                ".json) in a way this loader cannot use: " + maps_problem, state.name);
   return image;
 }
 

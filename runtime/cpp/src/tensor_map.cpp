@@ -85,7 +85,8 @@ std::vector<TensorMapRecord> parse_tensor_maps(const Json& list, const std::stri
         const auto number = pair ? json_integer(&source.items()[1]) : std::nullopt;
         if (kind == "param" && number && *number >= 0 && *number < (1 << 20)) {
           out.push_back({true, static_cast<std::uint64_t>(*number)});
-        } else if (kind == "const" && number && *number >= 1 && static_cast<std::uint64_t>(*number) <= limit) {
+        } else if (kind == "const" && number && *number >= (key == "dims" ? 0 : 1) &&
+                   static_cast<std::uint64_t>(*number) <= limit) {
           out.push_back({false, static_cast<std::uint64_t>(*number)});
         } else {
           fail(named + ": each of '" + key + "' must be [\"param\", index] or [\"const\", 1.." +

@@ -69,10 +69,12 @@ CUresult fake_alloc(CUdeviceptr* address, std::size_t bytes) {
   *address = 0x7f0000900000 + 0x1000 * g_allocated.size();
   return CUDA_SUCCESS;
 }
+std::size_t g_synchronized = 0;  // cuCtxSynchronize calls: the scratch's zeros land before use
 CUresult fake_memset(CUdeviceptr address, unsigned char value, std::size_t bytes) {
   if (value == 0) g_zeroed.emplace_back(address, bytes);
   return CUDA_SUCCESS;
 }
+CUresult fake_synchronize() { ++g_synchronized; return CUDA_SUCCESS; }
 CUresult fake_device(CUdevice* device) { *device = 0; return CUDA_SUCCESS; }
 CUresult fake_attribute(int* value, CUdevice_attribute attribute, CUdevice) {
   *value = attribute == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9 : 0;
@@ -127,6 +129,7 @@ tilebc::driver::Api fake_api() {
   api.TensorMapEncodeTiled = fake_encode;
   api.MemAlloc = fake_alloc;
   api.MemsetD8 = fake_memset;
+  api.CtxSynchronize = fake_synchronize;
   return api;
 }
 
@@ -220,6 +223,7 @@ void tma_tests(const std::string& fatbin, const std::string& cache_root, const s
          "one 256-byte scratch per context");
   expect((g_zeroed == std::vector<std::pair<std::uint64_t, std::size_t>>{{first, 256}, {second, 256}}),
          "each scratch zeroed once, whole");
+  expect(g_synchronized == 2, "each scratch's zeroing waited for before its first launch");
   expect(g_encoded.size() == 6, "K = 0: two maps per launch encoded");
   for (std::size_t index = 0; index < g_encoded.size(); ++index) {
     const EncodeCall& call = g_encoded[index];

@@ -82,7 +82,7 @@ def plan(lw, load, staged_view, shape) -> Optional[Tuple[tuple, tuple, tuple, tu
         return None
     rows, cols = shape[-2:]
     size = dtypes.byte_size(tensor.type.element)
-    if size != 2 or cols % BOX_COLS or rows % 8 or rows > MAX_BOX or tensor.stride_div is None:
+    if dtypes.name_of(tensor.type.element) not in ("f16", "bf16") or cols % BOX_COLS or rows % 8 or rows > MAX_BOX or tensor.stride_div is None:
         return None
     # TMA fills what lies outside the tensor with zeros: only zero / undetermined padding
     if getattr(vt, "padding_value", None) not in (None, PaddingValue.ZERO):

@@ -32,7 +32,7 @@ struct LaunchInfo {
   std::string arch;
   unsigned threads_per_cta = 0;
   unsigned dynamic_shared_bytes = 0;
-  /// TMA tensor maps (compile(tma=True)) the launch appends after the kernel's own parameters.
+  /// TMA tensor maps (the JIT's sm_90 default) the launch appends after the kernel's own parameters.
   std::vector<TensorMapRecord> tensor_maps;
 };
 

@@ -89,7 +89,7 @@ struct Image {
   std::vector<std::uint8_t> bytes;
   unsigned threads_per_cta = 0;  ///< 0: ask the driver (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
   unsigned dynamic_shared_bytes = 0;
-  /// TMA kernels (compile(tma=True)): the tensor maps each launch encodes from its arguments
+  /// TMA kernels (the JIT's sm_90 default): the tensor maps each launch encodes from its arguments
   /// and passes after the kernel's own parameters.
   std::vector<TensorMapRecord> tensor_maps;
   std::string detail;            ///< cache key, compile command, or fatbin path

@@ -1,4 +1,4 @@
-// TMA tensor maps of kernels compiled with tma=True (runtime/LAYOUTS.md, "TMA"): the records in
+// TMA tensor maps of the JIT's sm_90 kernels (runtime/LAYOUTS.md, "TMA"): the records in
 // their launch facts, and the tiled maps a launch encodes from its argument values, as the Python
 // launcher does (tilebc_runtime/tensor_maps.py).
 #pragma once

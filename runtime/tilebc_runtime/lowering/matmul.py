@@ -919,6 +919,30 @@ _STAGED_LOADS = by_mnemonic({"load_view_tko": True}, "cp.async K-loop stages")
 # Ops with a combiner region a pipelined K loop's body may hold (pure combiners: straight-line)
 _COMBINING = by_mnemonic({"reduce": True, "scan": True}, "cp.async K-loop combiners")
 _IN_REGISTERS = by_mnemonic({"mmaf": True, "mmai": False}, "cp.async K-loop mmas")
+# Memory ops that only read (every other op with memory effects may write)
+_READS_ONLY = by_mnemonic({"load_view_tko": True, "load_ptr_tko": True}, "TMA proxy fence")
+_LOOPS = by_mnemonic({"for": True, "loop": True}, "TMA proxy fence")
+
+
+def _may_follow_writes(function, loop_op) -> bool:
+    """Whether a memory write can come before `loop_op` runs: one earlier in program order, or
+    one inside a loop around it (an earlier iteration's). Only then do TMA's async reads need the
+    generic proxy's writes fenced (a fence over global memory costs every CTA a few percent)."""
+    from tilebc.ops.spec import Effects
+
+    def writes(op) -> bool:
+        effects = op.spec.effects
+        return effects in (Effects.ATOMIC, Effects.CALL) or \
+            (effects is Effects.MEMORY and op.name not in _READS_ONLY)
+    for op in function.walk():
+        if op is loop_op:
+            return False
+        if op.regions and op.name in _LOOPS and any(inner is loop_op for inner in op.walk()):
+            if any(writes(inner) for inner in op.walk()):
+                return True
+        elif writes(op):
+            return True
+    return False
 
 
 class _LaterIteration:
@@ -972,6 +996,7 @@ class _KPipeline:
         # operand; thread 0 fills a stage with cp.async.bulk.tensor, completing that stage's
         # mbarrier, which the consumers wait on (phase parity) instead of cp.async groups
         self.tma = None
+        self.after_writes = False  # TMA: a memory write may precede the loop (_may_follow_writes)
 
     @property
     def ahead(self) -> int:
@@ -1103,9 +1128,9 @@ class _KPipeline:
         w("fence.mbarrier_init.release.cluster")
         w.place(ready)
         # the kernel's earlier generic-proxy writes come before TMA's async accesses: the
-        # region's (exchanges) before its writes, global stores before its reads (an array the
-        # kernel wrote and then loads through a map)
-        w("fence.proxy.async")
+        # region's (exchanges) before its writes, and where the kernel may have written global
+        # memory already, its stores before TMA's reads (an array it wrote, then loads by a map)
+        w("fence.proxy.async" if self.after_writes else "fence.proxy.async.shared::cta")
         lw.barrier()
         self.bar_read, self.bar_write, self.phase = w.reg("b32"), w.reg("b32"), w.reg("b32")
         w(f"mov.u32 {self.bar_read}, {bars}")
@@ -1250,6 +1275,7 @@ def _k_loop_pipeline(lw, op, loop):
         pipe.lag = 1
     if wgmma and getattr(lw, "tma", False):
         pipe.tma = _tma_stages(lw, parts)
+        pipe.after_writes = pipe.tma is not None and _may_follow_writes(lw.function, op)
     return pipe
 
 

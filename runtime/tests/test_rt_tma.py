@@ -65,24 +65,35 @@ def test_tensor_map_records_name_the_arrays_and_the_boxes():
     assert "tensor_maps" not in next(iter(_jit_facts(plain).values()))
 
 
-def test_kernel_whose_facts_do_not_allow_tma_keeps_cp_async():
-    """Views only 8-byte aligned: cp.async still stages them (8-byte runs), but TMA needs a
-    16-byte-aligned base and row stride, so tma=True changes nothing."""
-    m, n, k = 64, 128, 64
+def _gemm_loop(m, n, k, align=16, a_row_block=None, store_first=False):
+    """C[bid] += A[row block, i] @ B[i, bid.y] over the K loop, from _aligned_gemm_views:
+    `a_row_block` "zero" reads A's row block 0 in every CTA (else the CTA's own), `store_first`
+    writes C back before the loop."""
     module = new_module("13.5")
-    b, (a_view, b_view, out) = _aligned_gemm_views(module, "f16", m, n, k, loop_counts=1, align=8)
+    b, (a_view, b_view, out) = _aligned_gemm_views(module, "f16", m, n, k, loop_counts=1,
+                                                   align=align)
     token = b.make_token()
     bid = b.get_tile_block_id()
     zero, one = b.constant(0, "i32"), b.constant(1, "i32")
     acc0, _ = b.load(out, [bid[0], bid[1]], token=token)
+    if store_first:
+        b.store(acc0, out, [bid[0], bid[1]], token=token)
+    row = zero if a_row_block == "zero" else bid[0]
 
     def body(lb, i, acc):
-        lhs, _ = lb.load(a_view, [bid[0], i], token=token)
+        lhs, _ = lb.load(a_view, [row, i], token=token)
         rhs, _ = lb.load(b_view, [i, bid[1]], token=token)
         return [lb.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])]
     product = b.for_(zero, b.args[15], one, [acc0], body)
     b.store(product, out, [bid[0], bid[1]], token=token)
     b.return_([])
+    return module
+
+
+def test_kernel_whose_facts_do_not_allow_tma_keeps_cp_async():
+    """Views only 8-byte aligned: cp.async still stages them (8-byte runs), but TMA needs a
+    16-byte-aligned base and row stride, so tma=True changes nothing."""
+    module = _gemm_loop(64, 128, 64, align=8)
     result = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True,
                          tma=True)
     assert "cp.async.bulk.tensor" not in result.ptx and "mbarrier" not in result.ptx
@@ -317,20 +328,7 @@ def test_constant_tile_indices_become_box_coordinates():
     """A loaded at the constant row block 0 in every CTA (a loop-invariant, non-block index):
     every CTA's product reads rows 0..63 through the same map."""
     m, n, k, trips = 64, 128, 64, 3
-    module = new_module("13.5")
-    b, (a_view, b_view, out) = _aligned_gemm_views(module, "f16", m, n, k, loop_counts=1)
-    token = b.make_token()
-    bid = b.get_tile_block_id()
-    zero, one = b.constant(0, "i32"), b.constant(1, "i32")
-    acc0, _ = b.load(out, [bid[0], bid[1]], token=token)
-
-    def body(lb, i, acc):
-        lhs, _ = lb.load(a_view, [zero, i], token=token)
-        rhs, _ = lb.load(b_view, [i, bid[1]], token=token)
-        return [lb.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])]
-    product = b.for_(zero, b.args[15], one, [acc0], body)
-    b.store(product, out, [bid[0], bid[1]], token=token)
-    b.return_([])
+    module = _gemm_loop(m, n, k, a_row_block="zero")
     ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True,
                       tma=True).ptx
     assert _loop(ptx)[1].count("cp.async.bulk.tensor") == 3
@@ -352,21 +350,7 @@ def test_a_store_before_the_k_loop_is_fenced_from_the_tma_reads():
     thread's generic-proxy writes must be fenced from TMA's async reads (fence.proxy.async over
     every state space, then the barrier), and the results stay the interpreter's."""
     m, n, k, trips = 64, 128, 64, 3
-    module = new_module("13.5")
-    b, (a_view, b_view, out) = _aligned_gemm_views(module, "f16", m, n, k, loop_counts=1)
-    token = b.make_token()
-    bid = b.get_tile_block_id()
-    zero, one = b.constant(0, "i32"), b.constant(1, "i32")
-    acc0, _ = b.load(out, [bid[0], bid[1]], token=token)
-    b.store(acc0, out, [bid[0], bid[1]], token=token)
-
-    def body(lb, i, acc):
-        lhs, _ = lb.load(a_view, [bid[0], i], token=token)
-        rhs, _ = lb.load(b_view, [i, bid[1]], token=token)
-        return [lb.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])]
-    product = b.for_(zero, b.args[15], one, [acc0], body)
-    b.store(product, out, [bid[0], bid[1]], token=token)
-    b.return_([])
+    module = _gemm_loop(m, n, k, store_first=True)
     ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True).ptx
     prologue, loop = _loop(ptx)
     assert "cp.async.bulk.tensor" in loop and "\tfence.proxy.async;\n" in prologue

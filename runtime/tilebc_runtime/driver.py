@@ -200,17 +200,17 @@ def zero_scratch(handle, stream, nbytes: int) -> int:
     """The address of a zeroed buffer of `nbytes` on device `handle`, allocated and zeroed once
     per device and kept for the process (TMA maps over empty arrays point at it:
     tensor_maps.over_zeros). The first call waits for the zeroing, so any stream may use it."""
-    with _lock:
-        held = _zero_scratch.get(handle.device_id)
-        if held is None:
-            from cuda.bindings import driver
-            buffer = call("Device.allocate", handle.allocate, nbytes, stream=stream)
-            address = int(buffer.handle)
-            check("cuMemsetD8Async", driver.cuMemsetD8Async(
-                address, 0, nbytes, driver.CUstream(int(stream.handle))))
-            call("Stream.sync", stream.sync)
-            held = _zero_scratch[handle.device_id] = (address, buffer)
-        return held[0]
+    held = _zero_scratch.get(handle.device_id)
+    if held is None:  # made outside the lock: the sync must not hold up other threads' device()
+        from cuda.bindings import driver
+        buffer = call("Device.allocate", handle.allocate, nbytes, stream=stream)
+        address = int(buffer.handle)
+        check("cuMemsetD8Async", driver.cuMemsetD8Async(
+            address, 0, nbytes, driver.CUstream(int(stream.handle))))
+        call("Stream.sync", stream.sync)
+        with _lock:  # a thread that raced here first keeps its buffer; this one is dropped
+            held = _zero_scratch.setdefault(handle.device_id, (address, buffer))
+    return held[0]
 
 
 def load_kernel(cubin: bytes, entry: str):

@@ -1,9 +1,12 @@
-"""Per-(op, version) decoding plans: the op table's declaration of one op, specialised to one file version.
+"""Per-(op, version) plans: the op table's declaration of one op, specialised to one version.
 
 Both decoders read their per-op facts from here: the careful reader in `reader.py` interprets a plan
-step by step, and `fastpath.py` compiles the same plan into straight-line Python.
+step by step, and `fastpath.py` compiles the same plan into straight-line Python. The writer reads
+the same plan for the target version (the `encode_*` facts).
 """
 from __future__ import annotations
+
+import sys
 
 from ..ir import types as T
 from ..ops.spec import Arity, AttrKind
@@ -17,11 +20,13 @@ SEGMENTED, FLAT, FIXED = "segmented", "flat", "fixed"
 
 
 class OpPlan:
-    """Everything about decoding `spec` that depends only on the file's version, computed once."""
+    """Everything about decoding or encoding `spec` that depends only on the version, computed
+    once."""
 
     __slots__ = ("spec", "counted_results", "variadic_results", "num_serialized", "synthesized",
                  "has_flags", "known_flags", "attr_steps", "pending_defaults", "operand_mode",
-                 "operand_steps", "num_fixed_operands")
+                 "operand_steps", "num_fixed_operands", "kind_current", "encode_results",
+                 "encode_flag_bits", "encode_attrs")
 
     def __init__(self, spec, version: Version):
         self.spec = spec
@@ -65,3 +70,15 @@ class OpPlan:
             self.operand_mode = FLAT
         else:
             self.operand_mode = FIXED
+        # Encoding: whether the op itself exists in the version; how many results are written
+        # without asking each one's version (None: ask); per flag bit whether it is a unit
+        # attribute's and needs no version check; the attributes written as values (not flags)
+        # with whether each needs no version check.
+        self.kind_current = spec.since <= version
+        self.encode_results = None if self.synthesized else \
+            sys.maxsize if self.variadic_results else len(spec.results)
+        self.encode_flag_bits = tuple(
+            (bit, not bit.is_operand and spec.attr(bit.name).kind is AttrKind.UNIT,
+             max(bit.since, spec.since) <= version) for bit in spec.flag_bits)
+        self.encode_attrs = tuple((attr, attr.since <= version) for attr in spec.attrs
+                                  if attr.kind is not AttrKind.UNIT)

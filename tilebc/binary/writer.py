@@ -3,7 +3,6 @@ anything the target version cannot represent; never drops information silently."
 from __future__ import annotations
 
 import struct
-import sys
 from typing import Dict, List, Optional
 
 from ..errors import EncodeError
@@ -22,6 +21,7 @@ from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS, GLOBAL_VISIBILITY_AN
                        Version, VersionLike, check_supported)
 from .layout import FileLayout, LayoutMismatch
 from .limits import DEFAULT_LIMITS
+from .plans import FIXED, SEGMENTED, OpPlan
 from .container import MAGIC, PREVIEW_TAG_BIT, SECTION_ALIGNMENT, SectionId
 from .primitives import INT64_MIN, Writer
 from .tags import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTIONARY, ATTR_DIV_BY,
@@ -125,7 +125,7 @@ class ModuleWriter:
         # Globals whose table entries are not made yet, by name.
         self.unplaced_globals: Dict[str, object] = {item.name: item for item in module.globals}
         self.global_entries: Dict[int, tuple] = {}
-        self._plans: Dict[int, "_OpPlan"] = {}  # id(spec) -> its plan (which keeps the spec)
+        self._plans: Dict[int, OpPlan] = {}  # id(spec) -> its plan (which keeps the spec)
 
     def fail(self, message: str, op: Optional[Op] = None) -> EncodeError:
         where = f"{op.name}: " if op is not None else ""
@@ -346,10 +346,10 @@ class ModuleWriter:
 
     # ---- ops -------------------------------------------------------------------------------------
 
-    def _plan(self, spec) -> "_OpPlan":
+    def _plan(self, spec) -> OpPlan:
         found = self._plans.get(id(spec))
         if found is None or found.spec is not spec:
-            found = self._plans[id(spec)] = _OpPlan(spec, self.version)
+            found = self._plans[id(spec)] = OpPlan(spec, self.version)
         return found
 
     def op(self, op: Op, out: Writer, numbering: Dict[int, int], locs: List) -> None:
@@ -375,19 +375,19 @@ class ModuleWriter:
         out.varint(spec.opcode)
 
         # Results: those newer than the target are omitted (and must be unused).
-        if plan.unfiltered is not None and len(op.results) <= plan.unfiltered:
+        if plan.encode_results is not None and len(op.results) <= plan.encode_results:
             serialized = op.results
         else:
             serialized = [value for value, result in zip(op.results, self._result_specs(op))
                           if result.since <= version]
-        if plan.counted:
+        if plan.counted_results:
             out.varint(len(serialized))
         for value in serialized:
             out.varint(self.type(value.type))
 
         # Flags.
         flags = 0
-        for bit, unit, current in plan.flag_bits:
+        for bit, unit, current in plan.encode_flag_bits:
             if bit.is_operand:
                 present = op.operands.get(bit.name) is not None
             else:
@@ -397,11 +397,11 @@ class ModuleWriter:
                 if not current:
                     self.need(max(bit.since, spec.since), f"{bit.name}", op)
                 flags |= 1 << bit.bit
-        if plan.write_flags:
+        if plan.has_flags:
             out.varint(flags)
 
         # Attributes (unit attributes are flags).
-        for attr, current in plan.attrs:
+        for attr, current in plan.encode_attrs:
             value = op.attrs.get(attr.name)
             if attr.optional and value is None:
                 continue
@@ -421,14 +421,14 @@ class ModuleWriter:
         # Operands.
         get = numbering.get
         operands = op.operands
-        layout = plan.layout
-        if layout == 2:
+        mode = plan.operand_mode
+        if mode is FIXED:
             for operand in spec.operands:
                 group = operands.get(operand.name)
                 self._required(group, operand, op)
                 index = get(id(group))
                 out.varint(self._undefined(group, op) if index is None else index)
-        elif layout == 0:
+        elif mode is SEGMENTED:
             for operand in spec.operands:
                 group = operands.get(operand.name)
                 if operand.arity is Arity.ONE:
@@ -797,31 +797,6 @@ class ModuleWriter:
 # not write, goes before the strings as NVIDIA's C++ writer puts it).
 CANONICAL_ORDER = (SectionId.FUNC, SectionId.GLOBAL, SectionId.CONSTANT, SectionId.DEBUG,
                    SectionId.TYPE, SectionId.PRODUCER, SectionId.STRING)
-
-
-class _OpPlan:
-    """What encoding ops of one kind at one target version asks once, not per op."""
-
-    __slots__ = ("spec", "kind_current", "unfiltered", "counted", "flag_bits", "write_flags",
-                 "attrs", "layout")
-
-    def __init__(self, spec, version: Version):
-        self.spec = spec
-        self.kind_current = not spec.since > version
-        # how many results are written without asking each one's version (None: ask)
-        self.unfiltered = None if not all(r.since <= version for r in spec.results) else \
-            sys.maxsize if any(r.variadic for r in spec.results) else len(spec.results)
-        self.counted = spec.counted_results
-        # (bit, whether it is a unit attribute's, whether its version needs no check)
-        self.flag_bits = tuple(
-            (bit, not bit.is_operand and spec.attr(bit.name).kind is AttrKind.UNIT,
-             not max(bit.since, spec.since) > version) for bit in spec.flag_bits)
-        self.write_flags = spec.flags_since is not None and version >= spec.flags_since
-        self.attrs = tuple((attr, not attr.since > version) for attr in spec.attrs
-                           if attr.kind is not AttrKind.UNIT)
-        # operands: 0 segmented, 1 one flat list with variadic groups, 2 fixed
-        self.layout = 0 if spec.segmented else \
-            1 if any(o.arity is Arity.VARIADIC for o in spec.operands) else 2
 
 
 def encode_offset_table(blobs: List[bytes], offset_width: int, alignment: int,

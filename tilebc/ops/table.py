@@ -6,9 +6,10 @@ OPS. Opcodes are frozen wire values (never renumbered). Operand shorthand: "name
 """
 from __future__ import annotations
 
+import functools
 from typing import Dict, Tuple, TypeVar
 
-from ..version import ALL_VERSIONS, V13_1, V13_2, V13_3, V13_4, V13_5, Version
+from ..version import V13_1, V13_2, V13_3, V13_4, V13_5, Version
 from .enums import (AtomicRMWMode, ComparisonOrdering, ComparisonPredicate, IntegerOverflow,
                     MemoryOrderingSemantics, MemoryScope, MultimemReductionKind, RoundingMode,
                     Signedness, SymbolVisibility)
@@ -500,17 +501,10 @@ def closing_terminator(region_op: str) -> OpSpec:
     raise KeyError(f"{region_op!r} has no region that a terminator closes")
 
 
+@functools.lru_cache(maxsize=None)  # asked once per decoded module: a fuzz pass decodes 20,000
 def max_public_opcode(version: Version) -> int:
     """Opcodes are assigned in version order, so each version admits opcodes up to a maximum."""
-    known = _MAX_PUBLIC_OPCODE.get((version.major, version.minor))
-    if known is None:
-        return max(spec.opcode for spec in PUBLIC_OPS if spec.since <= version)
-    return known
-
-
-# Asked once per decoded module: a fuzz pass decodes tens of thousands.
-_MAX_PUBLIC_OPCODE = {(v.major, v.minor): max(spec.opcode for spec in PUBLIC_OPS if spec.since <= v)
-                      for v in ALL_VERSIONS}
+    return max(spec.opcode for spec in PUBLIC_OPS if spec.since <= version)
 
 
 def _check_table() -> None:

@@ -101,6 +101,14 @@ def test_kernel_whose_facts_do_not_allow_tma_keeps_cp_async():
     assert result.kernels["k"].tensor_maps == ()
 
 
+def test_maps_are_planned_only_for_types_the_launchers_encode():
+    from tilebc_runtime import tensor_maps
+    from tilebc_runtime.lowering import tma
+    assert set(tma.ELEMENTS) == set(tensor_maps.ELEMENT_BYTES)
+    cpp = (FIXTURES.parents[1] / "runtime" / "cpp" / "src" / "tensor_map.cpp").read_text()
+    assert "element must be f16 or bf16" in cpp  # the C++ loader's refusal of any other
+
+
 def test_tma_is_sm_90_only():
     for arch in ("sm_80", "sm_100"):
         ptx = jit_compile(ALIGNED, arch=arch, emit="ptx", tma=True).ptx

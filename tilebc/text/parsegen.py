@@ -233,7 +233,7 @@ def op_parser_source(spec, parser_class, custom_enums, own_memory_parser) -> tup
 
 # ids of (spec, parser class, custom enums, memory parser) -> (spec, its compiled parse
 # function); the spec rides along so an id is never reused
-_OP_PARSERS: Dict[int, tuple] = {}
+_OP_PARSERS: Dict[tuple, tuple] = {}
 
 
 def op_parser(spec, parser_class, custom_enums, own_memory_parser):

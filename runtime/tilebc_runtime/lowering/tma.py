@@ -27,6 +27,9 @@ SWIZZLE = 128  # bytes: the only swizzle the wgmma stages use
 BOX_COLS = SWIZZLE // 2  # 16-bit elements of one 128-byte box row
 MAX_BOX = 256  # elements per box dimension (cuTensorMapEncodeTiled)
 MAX_RANK = 5
+# Element types a map is planned for: the 16-bit wgmma operands, which every launcher encodes
+# (tensor_maps.ELEMENT_BYTES, runtime/cpp tensor_map.cpp; test_rt_tma checks they agree)
+ELEMENTS = ("f16", "bf16")
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ def plan(lw, load, staged_view, shape) -> Optional[Tuple[tuple, tuple, tuple, tu
         return None
     rows, cols = shape[-2:]
     size = dtypes.byte_size(tensor.type.element)
-    if dtypes.name_of(tensor.type.element) not in ("f16", "bf16") or cols % BOX_COLS or rows % 8 or rows > MAX_BOX or tensor.stride_div is None:
+    if dtypes.name_of(tensor.type.element) not in ELEMENTS or cols % BOX_COLS or rows % 8 or rows > MAX_BOX or tensor.stride_div is None:
         return None
     # TMA fills what lies outside the tensor with zeros: only zero / undetermined padding
     if getattr(vt, "padding_value", None) not in (None, PaddingValue.ZERO):

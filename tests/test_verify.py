@@ -1,5 +1,4 @@
-"""The verifier accepts every real kernel, covers every op, and stays cheaper than decoding."""
-import time
+"""The verifier accepts every real kernel and covers every op (its cost: bench_codec.py)."""
 
 import pytest
 
@@ -42,18 +41,6 @@ def test_every_constraint_entry_checks_or_says_why_not():
             assert callable(constraint), mnemonic
             if hasattr(constraint, "reason"):
                 assert constraint.reason.strip(), mnemonic
-
-
-def test_verifying_costs_less_than_decoding():
-    blobs = [path.read_bytes() for path in fixture_files()]
-    start = time.perf_counter()
-    modules = [tilebc.load(blob) for blob in blobs]
-    decoding = time.perf_counter() - start
-    start = time.perf_counter()
-    for module in modules:
-        verify(module)
-    verifying = time.perf_counter() - start
-    assert verifying < decoding, (verifying, decoding)
 
 
 @pytest.mark.parametrize("args, ok", [(2, True), (1, False)])

@@ -326,9 +326,9 @@ def test_sigint_is_one_line_without_a_traceback():
         # a test worker may ignore SIGINT (pytest-xdist's do), and an ignored signal stays ignored
         # across exec: give the command the disposition a terminal gives it
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    # interrupt once the run is under way: after 3 s of CPU time (the imports take about 1 s)
+    # interrupt once the run is under way: after 1.5 s of CPU time (imports take about 0.3 s)
     deadline = time.monotonic() + 120
-    while _cpu_seconds(process.pid) < 3 and time.monotonic() < deadline:
+    while _cpu_seconds(process.pid) < 1.5 and time.monotonic() < deadline:
         assert process.poll() is None, process.stderr.read()
         time.sleep(0.2)
     process.send_signal(signal.SIGINT)

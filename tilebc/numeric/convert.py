@@ -407,6 +407,10 @@ def int_to_float(array, src: ElementLike, dst: ElementLike, signed: bool = True,
     _require(src.is_integer and dst.is_float, int_to_float, src, dst, "integer -> float")
     mode = _rounding(rounding)
     values = int_values(array, src, signed)
+    if src.bits <= 32 and dst.name in ("f32", "f64") and mode is RM.NEAREST_EVEN:
+        # |value| < 2^32: numpy's int64 cast is one correctly rounded conversion (exact for f64)
+        result = np.asarray(values).astype(np.int64).astype(NUMPY_DTYPES[dst.name])
+        return result[()] if result.ndim == 0 else result  # a 0-d result is a scalar, as below
     if values.dtype == np.int64:
         negative = values < 0
         magnitude = np.where(negative, (~values.view(np.uint64)) + np.uint64(1),

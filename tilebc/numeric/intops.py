@@ -115,6 +115,14 @@ class _Operands:
             self._unsigned = [int_values(a, self.element, False) for a in self._arrays]
         return self._unsigned
 
+    def native(self, ufunc, reading: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+        """`ufunc` on the storage itself, whose integer arithmetic wraps at the width as the op
+        does (i8..i64); i1's is logic, so i1 stores `reading(unsigned a, unsigned b)`."""
+        if self.width == 1:
+            (ua, ub) = self.unsigned
+            return self.store(reading(ua, ub))
+        return ufunc(self._arrays[0], self._arrays[1])
+
     def store(self, values) -> np.ndarray:
         """Storage of values (int64 or uint64) wrapped to the width."""
         return int_from_values(np.asarray(values), self.element)
@@ -191,38 +199,36 @@ Core = Tuple[np.ndarray, Optional[np.ndarray], str]
 
 
 def _addi(ops: _Operands, overflow=OF.NONE) -> Core:
-    (ua, ub) = ops.unsigned
-    result = ops.store(ua + ub)
+    result = ops.native(np.add, lambda ua, ub: ua + ub)
 
     def signed_breaks():
         (sa, sb), sr = ops.signed, int_values(result, ops.element, True)
         return ((sa < 0) == (sb < 0)) & ((sr < 0) != (sa < 0))
-    return result, _wrap_flags(ops, overflow, signed_breaks,
-                               lambda: int_values(result, ops.element, False) < ua), "overflow"
+    return result, _wrap_flags(ops, overflow, signed_breaks, lambda: int_values(
+        result, ops.element, False) < ops.unsigned[0]), "overflow"
 
 
 def _subi(ops: _Operands, overflow=OF.NONE) -> Core:
-    (ua, ub) = ops.unsigned
-    result = ops.store(ua - ub)
+    result = ops.native(np.subtract, lambda ua, ub: ua - ub)
 
     def signed_breaks():
         (sa, sb), sr = ops.signed, int_values(result, ops.element, True)
         return ((sa < 0) != (sb < 0)) & ((sr < 0) != (sa < 0))
-    return result, _wrap_flags(ops, overflow, signed_breaks, lambda: ua < ub), "overflow"
+    return result, _wrap_flags(ops, overflow, signed_breaks,
+                               lambda: ops.unsigned[0] < ops.unsigned[1]), "overflow"
 
 
 def _muli(ops: _Operands, overflow=OF.NONE) -> Core:
-    (ua, ub) = ops.unsigned
-    result = ops.store(ua * ub)
+    result = ops.native(np.multiply, lambda ua, ub: ua * ub)
     high = []  # the unsigned product's high half, made once for either flag
 
     def unsigned_high():
         if not high:
-            high.append(_mulhi_unsigned(ua, ub, ops.width))
+            high.append(_mulhi_unsigned(*ops.unsigned, ops.width))
         return high[0]
 
     def signed_breaks():
-        (sa, sb) = ops.signed
+        (sa, sb), (ua, ub) = ops.signed, ops.unsigned
         # high half of the signed product: subtract b (a) where a (b) is negative, mod 2^width
         signed_high = (unsigned_high() - np.where(sa < 0, ub, U64(0))
                        - np.where(sb < 0, ua, U64(0))) & ops.mask
@@ -360,8 +366,7 @@ def _extreme(pick_max: bool) -> Callable[..., Core]:
 
 def _bitwise(fn) -> Callable[..., Core]:
     def core(ops: _Operands) -> Core:
-        ua, ub = ops.unsigned
-        return ops.store(fn(ua, ub)), _nothing_undefined(ops), ""
+        return ops.native(fn, fn), _nothing_undefined(ops), ""
     return core
 
 
@@ -388,8 +393,15 @@ def _predicate(value) -> ComparisonPredicate:
 
 
 def _cmpi(ops: _Operands, predicate, signed=True) -> Core:
-    a, b = ops.signed if _signed_flag(signed) else ops.unsigned
-    result = _COMPARE[_predicate(predicate)](a, b)
+    compare = _COMPARE[_predicate(predicate)]
+    if _signed_flag(signed):
+        if ops.width == 1:  # i1 read as signed: true is -1, below false
+            result = compare(*ops.signed)
+        else:  # the storage is the signed reading
+            result = compare(*ops._arrays)
+    else:
+        a, b = ops.unsigned
+        result = compare(a, b)
     return np.asarray(result, np.bool_), _nothing_undefined(ops), ""
 
 

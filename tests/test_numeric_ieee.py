@@ -48,7 +48,7 @@ def test_float_to_bits_matches_convert(name):
 def test_float_from_bits_matches_numerics(name):
     element = T.ELEMENT_TYPES[name]
     rng = random.Random(7)
-    patterns = [rng.getrandbits(element.bits + 3) for _ in range(5000)]  # bits past the width: ignored
+    patterns = [rng.getrandbits(element.bits + 3) for _ in range(5000)]  # past the width: ignored
     # numerics.float_from_bits decodes a one-element array; decoding all at once gives the same
     # values (element-wise), without a numpy pipeline per pattern
     fmt = numerics.float_format(element)

@@ -10,7 +10,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pytest
+# One BLAS thread per process, set before numpy loads (here, in the xdist workers, which inherit
+# it, and in the tests' subprocesses): the interpreter's matmuls are small, and OpenBLAS's extra
+# threads spin on the cores the other workers need (mmaf's exact_dot took 8x the CPU).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_DIR = ROOT / "fixtures" / "bytecode"

@@ -367,18 +367,27 @@ def test_itof_wide_sources_edges_and_random(src, dst, mode, signed):
     array = from_bits(np.array(patterns, dtype=np.uint64), src)
     result = convert.int_to_float(array, src, dst, signed=signed, rounding=mode)
     got = to_bits(result, dst)
-    for pattern, have_bits in zip(patterns, got.tolist()):
-        exact = int_value(pattern, width, signed)
-        want = _round_int_reference(exact, dst, mode)
-        have = float(reference_values(dst, np.array([have_bits], dtype=np.uint64))[0])
+    exacts = [int_value(pattern, width, signed) for pattern in patterns]
+    # reference_values and reference_round are element-wise: one call for all the values
+    haves = reference_values(dst, got).tolist()
+    for exact, have, want in zip(exacts, haves, _round_int_references(exacts, dst, mode)):
         assert have == want, (exact, dst, mode.keyword, have, want)
 
 
+def _round_int_references(exacts, dst, mode):
+    """`_round_int_reference` of each value; the table's rounding of all in one call."""
+    wants = [_round_int_reference(exact, dst, mode) for exact in exacts]
+    if FLOAT_FORMATS[dst].bits <= 19:  # every value still goes through the table
+        wants = reference_round(np.array(wants, dtype=np.float64), dst, mode).tolist()
+    return wants
+
+
 def _round_int_reference(exact, dst, mode):
-    """Round a Python int by exact comparison with the target's neighbours."""
+    """Round a Python int by exact comparison with the target's neighbours (for targets of at
+    most 19 bits, rounded to the target's precision only: the table applies the range rules)."""
     fmt = FLOAT_FORMATS[dst]
     if fmt.bits <= 19 and float(exact) == exact:
-        return float(reference_round(np.array([float(exact)]), dst, mode)[0])
+        return float(exact)
     precision = fmt.man_bits + 1
     magnitude = abs(exact)
     if magnitude.bit_length() <= precision:
@@ -398,10 +407,7 @@ def _round_int_reference(exact, dst, mode):
     else:
         up = lost > half or (lost == half and kept & 1)
     value = float((kept + int(up)) << shift)
-    value = -value if negative else value
-    if fmt.bits <= 19:  # rounded to the right precision; the table applies the range rules
-        return float(reference_round(np.array([value]), dst, mode)[0])
-    return value
+    return -value if negative else value
 
 
 # ---------------------------------------------------------------------------------------------------

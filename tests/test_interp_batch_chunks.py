@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import test_interp_fixtures as fixtures
-from conftest import ROOT
+from conftest import ROOT, run_cli
 from test_interp_batch import FALLBACKS, BothWays
 import tilebc
 from tilebc.interp import MemoryCheckError, Pointer, api, batch
@@ -151,22 +151,20 @@ def test_peak_memory_stays_under_the_budget_and_results_are_equal():
 
 def test_cli_run_takes_a_budget(tmp_path):
     source = ROOT / "fixtures" / "bytecode" / "elementwise_f32" / "elementwise_f32-13.5.tilebc"
-    argv = [sys.executable, "-m", "tilebc", "run", str(source), "--grid", "4",
+    # `tilebc run` in this process (conftest.run_cli): each run seeds its rand: inputs itself
+    argv = ["run", str(source), "--grid", "4",
             "--arg", "rand:float32:256", "--arg", "rand:float32:256", "--arg", "zeros:float32:256"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     outputs = []
     for extra in ([], ["--batch-memory", "1"], ["--no-batch"]):
         out = tmp_path / f"out{len(outputs)}.npz"
-        done = subprocess.run(argv + extra + ["--out", str(out)], capture_output=True, text=True,
-                              timeout=120, env=env)
+        done = run_cli(*argv, *extra, "--out", str(out))
         assert done.returncode == 0, done.stderr
         with np.load(out) as saved:
             outputs.append(saved["arg2"].tobytes())
     assert outputs[0] == outputs[1] == outputs[2]
-    bad = subprocess.run(argv + ["--batch-memory", "lots"], capture_output=True, text=True,
-                         timeout=120, env=env)
+    bad = run_cli(*argv, "--batch-memory", "lots")  # an escaping exception would fail here
     assert bad.returncode == 2
-    assert "bad size 'lots'" in bad.stderr and "Traceback" not in bad.stderr
+    assert b"bad size 'lots'" in bad.stderr and b"Traceback" not in bad.stderr
 
 
 def test_a_chunk_leaves_no_reference_cycle():

@@ -6,6 +6,7 @@ so it shares no arithmetic with the implementation.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -22,19 +23,29 @@ OF = IntegerOverflow
 RM = RoundingMode
 
 
+# The operand lists are the same for every case of a width: their storage and readings are made
+# once per list (read-only, so no case can change another's inputs).
+
+def _frozen(array):
+    array.setflags(write=False)
+    return array
+
+
+@functools.lru_cache(maxsize=None)
 def storage(bits, width):
-    """Storage array of unsigned bit patterns (Python ints)."""
+    """Storage array of unsigned bit patterns (a tuple of Python ints)."""
     bits = np.array([int(b) for b in bits], dtype=np.uint64)
     if width == 1:
-        return bits.astype(np.bool_)
-    return bits.astype(np.dtype(f"u{width // 8}")).view(STORAGE[width])
+        return _frozen(bits.astype(np.bool_))
+    return _frozen(bits.astype(np.dtype(f"u{width // 8}")).view(STORAGE[width]))
 
 
+@functools.lru_cache(maxsize=None)
 def readings(bits, width):
-    """(signed, unsigned) Python-int object arrays of bit patterns."""
+    """(signed, unsigned) Python-int object arrays of bit patterns (a tuple of Python ints)."""
     unsigned = np.array([int(b) for b in bits], dtype=object)
     signed = np.array([b - (1 << width) if b >> (width - 1) else b for b in unsigned], dtype=object)
-    return signed, unsigned
+    return _frozen(signed), _frozen(unsigned)
 
 
 def wrap(values, width):
@@ -189,10 +200,11 @@ def check(width, a_bits, b_bits, op, attrs):
                              f"{a_bits[wrong[0]]:#x}, {b_bits[wrong[0]]:#x}")
 
 
+@functools.lru_cache(maxsize=None)
 def all_pairs(width):
     values = range(1 << width)
     pairs = list(itertools.product(values, values))
-    return [p[0] for p in pairs], [p[1] for p in pairs]
+    return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -210,6 +222,7 @@ def edge_values(width):
     return sorted(v % top for v in values)
 
 
+@functools.lru_cache(maxsize=None)
 def sampled_pairs(width, seed):
     edges = edge_values(width)
     a_bits = [a for a in edges for _ in edges]
@@ -221,7 +234,7 @@ def sampled_pairs(width, seed):
     for _ in range(300):  # small magnitudes (and shift amounts in range), either sign
         a_bits.append(int(rng.integers(-300, 300)) % (1 << width))
         b_bits.append(int(rng.integers(0, width + 2)))
-    return a_bits, b_bits
+    return tuple(a_bits), tuple(b_bits)
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)

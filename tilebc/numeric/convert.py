@@ -44,8 +44,8 @@ import numpy as np
 
 from ..errors import TilebcError
 from ..ir.types import ELEMENT_TYPES, ElementType
-from .numerics import (FloatFormat, check_storage, decode_bits, encode_exact, float_format, from_bits,
-                       to_bits)
+from .numerics import (NUMPY_DTYPES, FloatFormat, check_storage, decode_bits, encode_exact,
+                       float_format, from_bits, to_bits)
 from ..ops.enums import IntegerOverflow, RoundingMode
 from ..ops.table import by_mnemonic
 from ..version import V13_1, V13_2, V13_3, V13_4, Version
@@ -263,12 +263,40 @@ def _propagated_nan(bits: np.ndarray, src: FloatFormat, dst: FloatFormat) -> Opt
 # ftof
 
 
+# ftof pairs whose nearest-even result numpy's (ml_dtypes') cast gives bit for bit on every value
+# but NaN: exact widenings, and narrowings between IEEE formats with subnormals, where the
+# correctly rounded result is unique (and overflow gives Inf, as above). True: a narrowing.
+_NATIVE_FTOF = {("f16", "f32"): False, ("bf16", "f32"): False, ("f16", "f64"): False,
+                ("bf16", "f64"): False, ("f32", "f64"): False,
+                ("f32", "f16"): True, ("f32", "bf16"): True, ("f64", "f32"): True}
+# float -> (bits as unsigned, magnitude mask, +Inf): NaN is a magnitude above Inf. Read from the
+# bits, as isnan would raise the invalid flag on signalling NaNs.
+_NAN_ABOVE = {"f16": (np.uint16, 0x7FFF, 0x7C00), "bf16": (np.uint16, 0x7FFF, 0x7F80),
+              "f32": (np.uint32, 0x7FFFFFFF, 0x7F800000),
+              "f64": (np.uint64, 0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000)}
+
+
+def _has_nan(array: np.ndarray, element: ElementType) -> bool:
+    unsigned, mask, inf = _NAN_ABOVE[element.name]
+    return bool(((array.view(unsigned) & unsigned(mask)) > unsigned(inf)).any())
+
+
 def float_to_float(array, src: ElementLike, dst: ElementLike, rounding=RM.NEAREST_EVEN) -> np.ndarray:
     """ftof: convert a float array of element type `src` to `dst` with `rounding`."""
     src, dst = _element(src), _element(dst)
     _require(src.is_float and dst.is_float and src != dst, float_to_float, src, dst,
              "two different float types")
-    bits = to_bits(check_storage(array, src, "ftof source"), src)
+    array = check_storage(array, src, "ftof source")
+    narrowing = _NATIVE_FTOF.get((src.name, dst.name))
+    if (narrowing is not None and _rounding(rounding) is RM.NEAREST_EVEN
+            and not _has_nan(array, src)):  # NaN payloads follow the rules above, not the CPU's
+        if narrowing:
+            with np.errstate(over="ignore"):  # overflow to Inf is the result, as below
+                result = array.astype(NUMPY_DTYPES[dst.name])
+        else:
+            result = array.astype(NUMPY_DTYPES[dst.name])
+        return result[()] if result.ndim == 0 else result  # a 0-d result is a scalar, as below
+    bits = to_bits(array, src)
     src_fmt, dst_fmt = float_format(src), float_format(dst)
     values = decode_bits(bits, src_fmt)
     result = round_float64(values, dst, rounding, _propagated_nan(bits, src_fmt, dst_fmt))
@@ -294,9 +322,24 @@ def int_range(element: ElementLike, signed: bool):
     return 0, (1 << bits) - 1
 
 
+# Storage of the byte-multiple integers -> its unsigned view: their readings and stores are plain
+# numpy casts (sign extension, truncation), the fast path of the integer ops.
+_WHOLE_INTS = {name: (NUMPY_DTYPES[name], np.dtype(f"u{NUMPY_DTYPES[name].itemsize}"))
+               for name in ("i8", "i16", "i32", "i64")}
+
+
 def int_values(array, element: ElementLike, signed: bool) -> np.ndarray:
     """Integer values of signless storage: int64 when signed, uint64 when unsigned."""
     element = _element(element)
+    whole = _WHOLE_INTS.get(element.name)
+    if whole is not None:
+        array = np.asarray(array)
+        if array.dtype is whole[0]:
+            if not signed:
+                return array.view(whole[1]).astype(np.uint64)
+            values = array.astype(np.int64)
+            # a 0-d reading is a numpy scalar below 64 bits, as the general path gives
+            return values[()] if values.ndim == 0 and element.bits < 64 else values
     bits = to_bits(check_storage(array, element), element)
     if not signed:
         return bits
@@ -310,6 +353,10 @@ def int_values(array, element: ElementLike, signed: bool) -> np.ndarray:
 def int_from_values(values, element: ElementLike) -> np.ndarray:
     """Storage array holding the low bits of integer values (int64 or uint64 arrays)."""
     values = np.asarray(values)
+    whole = _WHOLE_INTS.get(element if isinstance(element, str) else element.name)
+    if whole is not None and values.dtype.kind in "iu":
+        stored = values.astype(whole[0])  # keeps the low bits, as from_bits does
+        return stored[()] if stored.ndim == 0 else stored
     return from_bits(values.astype(np.int64).view(np.uint64) if values.dtype.kind == "i"
                      else values.astype(np.uint64), element)
 
@@ -360,6 +407,10 @@ def int_to_float(array, src: ElementLike, dst: ElementLike, signed: bool = True,
     _require(src.is_integer and dst.is_float, int_to_float, src, dst, "integer -> float")
     mode = _rounding(rounding)
     values = int_values(array, src, signed)
+    if src.bits <= 32 and dst.name in ("f32", "f64") and mode is RM.NEAREST_EVEN:
+        # |value| < 2^32: numpy's int64 cast is one correctly rounded conversion (exact for f64)
+        result = np.asarray(values).astype(np.int64).astype(NUMPY_DTYPES[dst.name])
+        return result[()] if result.ndim == 0 else result  # a 0-d result is a scalar, as below
     if values.dtype == np.int64:
         negative = values < 0
         magnitude = np.where(negative, (~values.view(np.uint64)) + np.uint64(1),

@@ -66,6 +66,10 @@ _BY_DTYPE = {np.dtype(np.bool_): "i1", np.dtype(np.int8): "i8", np.dtype(np.int1
 U64 = np.uint64
 
 
+# bits -> (width, mask of the width, signed minimum)
+_WIDTHS = {bits: (bits, U64((1 << bits) - 1), -(1 << (bits - 1))) for bits in (1, 8, 16, 32, 64)}
+
+
 def element_of(array) -> ElementType:
     """The integer element type whose storage `array` is, or IntegerOpError."""
     dtype = np.asarray(array).dtype
@@ -77,22 +81,47 @@ def element_of(array) -> ElementType:
 
 
 class _Operands:
-    """Both readings of each operand, plus the width's constants."""
+    """Both readings of each operand, plus the width's constants. The readings are made when an
+    op first asks (most ops read one of them)."""
 
-    def __init__(self, op: str, arrays: Sequence):
+    __slots__ = ("element", "width", "mask", "min", "shape", "need_mask", "_arrays", "_signed",
+                 "_unsigned")
+
+    def __init__(self, op: str, arrays: Sequence, need_mask: bool = True):
         arrays = [np.asarray(a) for a in arrays]
         self.element = element_of(arrays[0])
+        first = arrays[0]
         for other in arrays[1:]:
-            if other.dtype != arrays[0].dtype:
+            if other.dtype != first.dtype:
                 raise IntegerOpError(f"{op}: operands must have the same element type; got "
                                      f"{self.element.name} and numpy dtype {other.dtype}")
-        if len(arrays) > 1:
+        if len(arrays) > 1 and any(other.shape != first.shape for other in arrays[1:]):
             arrays = list(np.broadcast_arrays(*arrays))
-        self.width = self.element.bits
-        self.mask = U64((1 << self.width) - 1)
-        self.signed = [int_values(a, self.element, True) for a in arrays]
-        self.unsigned = [int_values(a, self.element, False) for a in arrays]
-        self.min = -(1 << (self.width - 1))
+        self._arrays = arrays
+        self.shape = arrays[0].shape
+        self.need_mask = need_mask  # False: the caller reads the result only (cores skip the mask)
+        self._signed = self._unsigned = None
+        self.width, self.mask, self.min = _WIDTHS[self.element.bits]
+
+    @property
+    def signed(self):
+        if self._signed is None:
+            self._signed = [int_values(a, self.element, True) for a in self._arrays]
+        return self._signed
+
+    @property
+    def unsigned(self):
+        if self._unsigned is None:
+            self._unsigned = [int_values(a, self.element, False) for a in self._arrays]
+        return self._unsigned
+
+    def native(self, ufunc, reading: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+        """`ufunc` on the storage itself, whose integer arithmetic wraps at the width as the op
+        does (i8..i64); i1's is logic, so i1 stores `reading(unsigned a, unsigned b)`."""
+        if self.width == 1:
+            (ua, ub) = self.unsigned
+            return self.store(reading(ua, ub))
+        return ufunc(self._arrays[0], self._arrays[1])
 
     def store(self, values) -> np.ndarray:
         """Storage of values (int64 or uint64) wrapped to the width."""
@@ -131,14 +160,23 @@ def _signed_flag(signed) -> bool:
     return bool(signed)
 
 
-def _wrap_flags(overflow, signed_breaks, unsigned_breaks) -> np.ndarray:
+def _wrap_flags(ops: "_Operands", overflow, signed_breaks: Callable[[], np.ndarray],
+                unsigned_breaks: Callable[[], np.ndarray]) -> Optional[np.ndarray]:
+    """The elements breaking the flag's promise (None when `ops` needs no mask); the breaks are
+    computed only for the flags that ask."""
     flag = _overflow(overflow)
-    broken = np.zeros(np.shape(signed_breaks), bool)
+    if not ops.need_mask:
+        return None
+    broken = np.zeros(ops.shape, bool)
     if flag in (OF.NO_SIGNED_WRAP, OF.NO_WRAP):
-        broken = broken | signed_breaks
+        broken = broken | signed_breaks()
     if flag in (OF.NO_UNSIGNED_WRAP, OF.NO_WRAP):
-        broken = broken | unsigned_breaks
+        broken = broken | unsigned_breaks()
     return broken
+
+
+def _nothing_undefined(ops: "_Operands") -> Optional[np.ndarray]:
+    return np.zeros(ops.shape, bool) if ops.need_mask else None
 
 
 def _mulhi_unsigned(a: np.ndarray, b: np.ndarray, width: int) -> np.ndarray:
@@ -154,35 +192,50 @@ def _mulhi_unsigned(a: np.ndarray, b: np.ndarray, width: int) -> np.ndarray:
 
 
 # -------------------------------------------------------------------------------------------------
-# The ops. Each core function returns (result storage, undefined mask, what makes it undefined).
+# The ops. Each core function returns (result storage, undefined mask, what makes it undefined);
+# the mask is None when the operands say no mask is needed (`evaluate`).
 
-Core = Tuple[np.ndarray, np.ndarray, str]
+Core = Tuple[np.ndarray, Optional[np.ndarray], str]
 
 
 def _addi(ops: _Operands, overflow=OF.NONE) -> Core:
-    (sa, sb), (ua, ub) = ops.signed, ops.unsigned
-    result = ops.store(ua + ub)
-    sr, ur = int_values(result, ops.element, True), int_values(result, ops.element, False)
-    signed_breaks = ((sa < 0) == (sb < 0)) & ((sr < 0) != (sa < 0))
-    return result, _wrap_flags(overflow, signed_breaks, ur < ua), "overflow"
+    result = ops.native(np.add, lambda ua, ub: ua + ub)
+
+    def signed_breaks():
+        (sa, sb), sr = ops.signed, int_values(result, ops.element, True)
+        return ((sa < 0) == (sb < 0)) & ((sr < 0) != (sa < 0))
+    return result, _wrap_flags(ops, overflow, signed_breaks, lambda: int_values(
+        result, ops.element, False) < ops.unsigned[0]), "overflow"
 
 
 def _subi(ops: _Operands, overflow=OF.NONE) -> Core:
-    (sa, sb), (ua, ub) = ops.signed, ops.unsigned
-    result = ops.store(ua - ub)
-    sr = int_values(result, ops.element, True)
-    signed_breaks = ((sa < 0) != (sb < 0)) & ((sr < 0) != (sa < 0))
-    return result, _wrap_flags(overflow, signed_breaks, ua < ub), "overflow"
+    result = ops.native(np.subtract, lambda ua, ub: ua - ub)
+
+    def signed_breaks():
+        (sa, sb), sr = ops.signed, int_values(result, ops.element, True)
+        return ((sa < 0) != (sb < 0)) & ((sr < 0) != (sa < 0))
+    return result, _wrap_flags(ops, overflow, signed_breaks,
+                               lambda: ops.unsigned[0] < ops.unsigned[1]), "overflow"
 
 
 def _muli(ops: _Operands, overflow=OF.NONE) -> Core:
-    (sa, sb), (ua, ub) = ops.signed, ops.unsigned
-    result = ops.store(ua * ub)
-    high = _mulhi_unsigned(ua, ub, ops.width)
-    # high half of the signed product: subtract b (a) where a (b) is negative, modulo 2^width
-    signed_high = (high - np.where(sa < 0, ub, U64(0)) - np.where(sb < 0, ua, U64(0))) & ops.mask
-    sign_fill = np.where(int_values(result, ops.element, True) < 0, ops.mask, U64(0))
-    return result, _wrap_flags(overflow, signed_high != sign_fill, high != 0), "overflow"
+    result = ops.native(np.multiply, lambda ua, ub: ua * ub)
+    high = []  # the unsigned product's high half, made once for either flag
+
+    def unsigned_high():
+        if not high:
+            high.append(_mulhi_unsigned(*ops.unsigned, ops.width))
+        return high[0]
+
+    def signed_breaks():
+        (sa, sb), (ua, ub) = ops.signed, ops.unsigned
+        # high half of the signed product: subtract b (a) where a (b) is negative, mod 2^width
+        signed_high = (unsigned_high() - np.where(sa < 0, ub, U64(0))
+                       - np.where(sb < 0, ua, U64(0))) & ops.mask
+        sign_fill = np.where(int_values(result, ops.element, True) < 0, ops.mask, U64(0))
+        return signed_high != sign_fill
+    return result, _wrap_flags(ops, overflow, signed_breaks,
+                               lambda: unsigned_high() != 0), "overflow"
 
 
 def _negi(ops: _Operands, overflow=OF.NONE) -> Core:
@@ -190,20 +243,21 @@ def _negi(ops: _Operands, overflow=OF.NONE) -> Core:
     if flag is OF.NO_UNSIGNED_WRAP:
         raise IntegerOpError("negi: the no_unsigned_wrap flag is not supported (negation is signed; "
                              "use none, no_signed_wrap or no_wrap)")
-    (sa,), (ua,) = ops.signed, ops.unsigned
+    (ua,) = ops.unsigned
     result = ops.store(U64(0) - ua)
-    return result, _wrap_flags(flag, sa == ops.min, ua != 0), "overflow"
+    return result, _wrap_flags(ops, flag, lambda: ops.signed[0] == ops.min,
+                               lambda: ua != 0), "overflow"
 
 
 def _absi(ops: _Operands) -> Core:
     (sa,), (ua,) = ops.signed, ops.unsigned
     magnitude = np.where(sa < 0, U64(0) - ua, ua)  # unsigned reading: |min| = 2^(width-1)
-    return ops.store(magnitude), np.zeros(sa.shape, bool), ""
+    return ops.store(magnitude), _nothing_undefined(ops), ""
 
 
 def _mulhii(ops: _Operands) -> Core:
     (ua, ub) = ops.unsigned
-    return ops.store(_mulhi_unsigned(ua, ub, ops.width)), np.zeros(ua.shape, bool), ""
+    return ops.store(_mulhi_unsigned(ua, ub, ops.width)), _nothing_undefined(ops), ""
 
 
 def _rounding(value) -> RoundingMode:
@@ -278,13 +332,17 @@ def _shift_amount(ops: _Operands) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def _shli(ops: _Operands, overflow=OF.NONE) -> Core:
-    (sa, _), (ua, _) = ops.signed, ops.unsigned
+    (ua, _) = ops.unsigned
     amount, too_far = _shift_amount(ops)
     result = ops.store(np.where(too_far, U64(0), ua << amount))
-    kept_s = int_values(result, ops.element, True) >> amount.astype(np.int64)
-    kept_u = int_values(result, ops.element, False) >> amount
-    broken = _wrap_flags(overflow, kept_s != sa, kept_u != ua)
-    return result, too_far | (broken & ~too_far), "shift amount >= width or overflow"
+
+    def signed_breaks():
+        kept = int_values(result, ops.element, True) >> amount.astype(np.int64)
+        return kept != ops.signed[0]
+    broken = _wrap_flags(ops, overflow, signed_breaks,
+                         lambda: (int_values(result, ops.element, False) >> amount) != ua)
+    what = "shift amount >= width or overflow"
+    return result, None if broken is None else too_far | (broken & ~too_far), what
 
 
 def _shri(ops: _Operands, signed=True) -> Core:
@@ -302,14 +360,13 @@ def _extreme(pick_max: bool) -> Callable[..., Core]:
         a, b = ops.signed if _signed_flag(signed) else ops.unsigned
         take_a = a >= b if pick_max else a <= b
         chosen = np.where(take_a, ops.unsigned[0], ops.unsigned[1])
-        return ops.store(chosen), np.zeros(a.shape, bool), ""
+        return ops.store(chosen), _nothing_undefined(ops), ""
     return core
 
 
 def _bitwise(fn) -> Callable[..., Core]:
     def core(ops: _Operands) -> Core:
-        ua, ub = ops.unsigned
-        return ops.store(fn(ua, ub)), np.zeros(ua.shape, bool), ""
+        return ops.native(fn, fn), _nothing_undefined(ops), ""
     return core
 
 
@@ -336,9 +393,16 @@ def _predicate(value) -> ComparisonPredicate:
 
 
 def _cmpi(ops: _Operands, predicate, signed=True) -> Core:
-    a, b = ops.signed if _signed_flag(signed) else ops.unsigned
-    result = _COMPARE[_predicate(predicate)](a, b)
-    return np.asarray(result, np.bool_), np.zeros(a.shape, bool), ""
+    compare = _COMPARE[_predicate(predicate)]
+    if _signed_flag(signed):
+        if ops.width == 1:  # i1 read as signed: true is -1, below false
+            result = compare(*ops.signed)
+        else:  # the storage is the signed reading
+            result = compare(*ops._arrays)
+    else:
+        a, b = ops.unsigned
+        result = compare(a, b)
+    return np.asarray(result, np.bool_), _nothing_undefined(ops), ""
 
 
 # mnemonic -> (core, {op-table attribute name: core keyword}); operand counts come from the op table
@@ -366,12 +430,16 @@ _OPS: Dict[str, Tuple[Callable[..., Core], int, Dict[str, str]]] = {
 MNEMONICS = tuple(_OPS)
 
 
-def _run(mnemonic: str, operands: Sequence, kwargs: Mapping[str, object]) -> Core:
+def _run(mnemonic: str, operands: Sequence, kwargs: Mapping[str, object],
+         need_mask: bool = True) -> Core:
     core, count, _ = _OPS[mnemonic]
     if len(operands) != count:
         raise IntegerOpError(f"{mnemonic} takes {count} operand(s), got {len(operands)}")
+    ops = _Operands(mnemonic, operands, need_mask)
+    if ops.shape:  # numpy warns of integer overflow on scalars only, never on arrays
+        return core(ops, **kwargs)
     with np.errstate(over="ignore"):  # wrapping is the semantics
-        return core(_Operands(mnemonic, operands), **kwargs)
+        return core(ops, **kwargs)
 
 
 def _raise_if_undefined(mnemonic: str, operands: Sequence, core: Core) -> None:
@@ -396,7 +464,7 @@ def evaluate(mnemonic: str, operands: Sequence, attrs: Optional[Mapping[str, obj
         raise IntegerOpError(f"{mnemonic!r} is not an integer op; expected one of {', '.join(MNEMONICS)}")
     names = _OPS[mnemonic][2]
     kwargs = {names[k]: v for k, v in (attrs or {}).items() if k in names and v is not None}
-    core = _run(mnemonic, operands, kwargs)
+    core = _run(mnemonic, operands, kwargs, need_mask=check)
     if check:
         _raise_if_undefined(mnemonic, operands, core)
     return core[0]

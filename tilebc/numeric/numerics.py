@@ -32,6 +32,8 @@ def storage_dtype(element) -> np.dtype:
 def check_storage(array, element, what: str = "array") -> np.ndarray:
     """`array` as a numpy array, or a TilebcError if its dtype is not the element type's storage."""
     array = np.asarray(array)
+    if array.dtype is NUMPY_DTYPES.get(element if isinstance(element, str) else element.name):
+        return array  # the common case, without the checks' lookups (called per op)
     expected = storage_dtype(element)
     if array.dtype != expected:
         raise TilebcError(f"{what} of {_name(element)} must have numpy dtype {expected}, "
@@ -42,7 +44,9 @@ def check_storage(array, element, what: str = "array") -> np.ndarray:
 def to_bits(array, element) -> np.ndarray:
     """The element bit patterns (uint64, low `bits` bits) of an array in storage form."""
     name = _name(element)
-    array = check_storage(array, element)
+    array = np.asarray(array)
+    if array.dtype is not NUMPY_DTYPES.get(name):
+        array = check_storage(array, element)
     if name == "i1":
         return array.astype(np.uint64)
     raw = array.view(_UINT_OF_SIZE[array.dtype.itemsize]).astype(np.uint64)

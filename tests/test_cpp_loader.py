@@ -60,7 +60,9 @@ def _configure_and_build(cmake: str) -> Path:
     if not (BUILD / "CMakeCache.txt").exists():
         ninja = shutil.which("ninja") or shutil.which("ninja", path=str(Path(sys.executable).parent))
         generator = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
+        # -g1: line tables, all a sanitizer report's stack needs; full -g costs an eighth more CPU.
         subprocess.run([cmake, *generator, "-S", str(CPP), "-B", str(BUILD), "-DCMAKE_BUILD_TYPE=Debug",
+                        "-DCMAKE_CXX_FLAGS_DEBUG=-g1", "-DCMAKE_C_FLAGS_DEBUG=-g1",
                         "-DTILEBC_SANITIZE=ON", "-DTILEBC_UNITY_BUILD=ON",
                         f"-DPython3_EXECUTABLE={sys.executable}"],
                        check=True, capture_output=True, timeout=300)
@@ -735,12 +737,15 @@ def test_cpp_keys_equal_python_keys_for_every_fixture(cpp_build, tmp_path):
     files = fixture_files()
     ordered = sorted(backends, key=lambda b: launch.BACKENDS[b].name)
     # each file decoded and verified once (the first backend loads the path, the others the
-    # module with its bytes: the keys hash the bytes); the arch only enters the key fields
+    # module carrying its file's bytes: the keys hash the bytes; a (module, bytes) pair would
+    # decode the bytes again to check they match); the arch only enters the key fields
     modules = {}
     for path in files:
         first = launch.load(path, backend=ordered[0], cache=cache)
-        modules[path] = [first] + [launch.load((first.module, first.bytecode), backend=backend, cache=cache)
+        first.module.source_bytes = first.bytecode
+        modules[path] = [first] + [launch.load(first.module, backend=backend, cache=cache)
                                    for backend in ordered[1:]]
+        assert all(loaded.bytecode == first.bytecode for loaded in modules[path])  # not re-encoded
     for arch in ("sm_80", "sm_100"):
         records = run_tool(cpp_build, "keys", "--arch", arch, "--cache", str(root), *map(str, files))
         assert len(records) == len(files)
@@ -817,21 +822,33 @@ def test_cache_miss_runs_the_python_runtime_which_fills_the_cache(cpp_build, tmp
 
 # ---- AOT fatbin ----------------------------------------------------------------------------------
 
+# (fixture, archs, extra) -> the files an identical `tilebc compile` wrote (tests edit their copies)
+_AOT_OUTPUTS: Dict[tuple, Dict[str, bytes]] = {}
+
+
 def _aot(tmp_path: Path, fixture: Path, archs: List[str], *extra: str) -> Path:
-    """`tilebc compile FILE --arch A,B --fatbin -o kernels.fatbin [extra]`, run as a process."""
+    """`tilebc compile FILE --arch A,B --fatbin -o kernels.fatbin [extra]`, run as a process
+    (once per worker for the same arguments: a repeat gets a copy of what that run wrote)."""
     _runtime()
+    out = tmp_path / "kernels.fatbin"
+    request = (str(fixture), tuple(archs), extra)
+    if request in _AOT_OUTPUTS:
+        for name, data in _AOT_OUTPUTS[request].items():
+            (tmp_path / name).write_bytes(data)
+        return out
     if tool_path("fatbinary") is None:
         try:
             from cuda.bindings import nvfatbin
             nvfatbin.version()
         except Exception:
             pytest.skip("neither libnvfatbin nor NVIDIA's fatbinary is installed")
-    out = tmp_path / "kernels.fatbin"
+    before = set(tmp_path.iterdir())
     proc = subprocess.run([sys.executable, "-m", "tilebc.cli", "compile", str(fixture), "--arch", ",".join(archs),
                            "--fatbin", "-o", str(out), *extra], capture_output=True, text=True, timeout=600,
                           env=_tool_env(TILEBC_CACHE_DIR="off"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"{out}: "), proc.stdout
+    _AOT_OUTPUTS[request] = {path.name: path.read_bytes() for path in set(tmp_path.iterdir()) - before}
     return out
 
 

@@ -1190,8 +1190,11 @@ std::vector<std::uint8_t> read_file(const std::string& path) {
   std::ifstream stream(path, std::ios::binary);
   if (!stream)
     throw Error(Errc::io, std::string("cannot read file: ") + std::strerror(errno), path);
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(stream)),
-                                  std::istreambuf_iterator<char>());
+  // Whole blocks, not a byte-at-a-time iterator (a fifth of `tilebc-inspect list` under ASan).
+  std::vector<std::uint8_t> bytes;
+  char block[1 << 16];
+  while (stream.read(block, sizeof block) || stream.gcount() > 0)
+    bytes.insert(bytes.end(), block, block + stream.gcount());
   if (stream.bad()) throw Error(Errc::io, "cannot read file: read failed", path);
   return bytes;
 }

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tilebc/json.hpp"
@@ -48,15 +49,15 @@ Json entries_json(const std::vector<tilebc::Entry>& entries) {
       p.members()["element"] = Json::string(param.element);
       p.members()["bits"] = Json::integer(param.bits);
       p.members()["size"] = Json::integer(param.size);
-      params.items().push_back(p);
+      params.items().push_back(std::move(p));
     }
-    item.members()["params"] = params;
+    item.members()["params"] = std::move(params);
     auto results = Json::array();
     for (const auto& result : entry.results) results.items().push_back(Json::string(result));
-    item.members()["results"] = results;
+    item.members()["results"] = std::move(results);
     item.members()["body"] = Json::array({Json::integer(static_cast<std::int64_t>(entry.body_begin)),
                                           Json::integer(static_cast<std::int64_t>(entry.body_end))});
-    list.items().push_back(item);
+    list.items().push_back(std::move(item));
   }
   return list;
 }
@@ -77,16 +78,16 @@ int list(const std::vector<std::string>& files, bool strict) {
       for (const auto& range : info.undecoded)
         undecoded.items().push_back(Json::array({Json::integer(static_cast<std::int64_t>(range.first)),
                                                  Json::integer(static_cast<std::int64_t>(range.second))}));
-      object.members()["undecoded"] = undecoded;
+      object.members()["undecoded"] = std::move(undecoded);
       auto warnings = Json::array();
       for (const auto& warning : info.warnings) {
         auto item = Json::object();
         item.members()["message"] = Json::string(warning.message);
         item.members()["offset"] = Json::integer(static_cast<std::int64_t>(warning.offset));
         item.members()["action"] = Json::string(warning.action);
-        warnings.items().push_back(item);
+        warnings.items().push_back(std::move(item));
       }
-      object.members()["warnings"] = warnings;
+      object.members()["warnings"] = std::move(warnings);
       std::cout << object.dump() << "\n";
     } catch (const tilebc::Error& error) {
       std::cout << error_json(file, error).dump() << "\n";
@@ -120,8 +121,8 @@ int truncations(const std::vector<std::string>& files) {
     object.members()["file"] = Json::string(file);
     object.members()["size"] = Json::integer(static_cast<std::int64_t>(bytes.size()));
     object.members()["rejected"] = Json::integer(rejected);
-    object.members()["accepted"] = accepted;
-    object.members()["bad_offsets"] = bad_offsets;
+    object.members()["accepted"] = std::move(accepted);
+    object.members()["bad_offsets"] = std::move(bad_offsets);
     std::cout << object.dump() << "\n";
   }
   return 0;
@@ -146,7 +147,7 @@ int key(const std::map<std::string, std::string>& flags, const std::vector<std::
       auto object = Json::object();
       object.members()["file"] = Json::string(file);
       object.members()["ok"] = Json::boolean(true);
-      object.members()["keys"] = keys;
+      object.members()["keys"] = std::move(keys);
       std::cout << object.dump() << "\n";
     } catch (const tilebc::Error& error) {
       std::cout << error_json(file, error).dump() << "\n";
@@ -169,14 +170,14 @@ int keys(const std::map<std::string, std::string>& flags, const std::vector<std:
       for (const auto& entry : loaded.entries()) {
         auto list = Json::array();
         for (const auto& key : loaded.cache_keys(entry.name, arch)) list.items().push_back(Json::string(key));
-        per_entry.members()[entry.name] = list;
+        per_entry.members()[entry.name] = std::move(list);
       }
       auto object = Json::object();
       object.members()["file"] = Json::string(file);
       object.members()["ok"] = Json::boolean(true);
       object.members()["root"] = Json::string(root);
-      object.members()["backends"] = backends;
-      object.members()["keys"] = per_entry;
+      object.members()["backends"] = backends;  // the same for every file
+      object.members()["keys"] = std::move(per_entry);
       std::cout << object.dump() << "\n";
     } catch (const tilebc::Error& error) {
       std::cout << error_json(file, error).dump() << "\n";
@@ -196,12 +197,12 @@ int fatbin(const std::vector<std::string>& files) {
         item.members()["arch"] = Json::string("sm_" + std::to_string(image.arch));
         item.members()["offset"] = Json::integer(static_cast<std::int64_t>(image.offset));
         item.members()["size"] = Json::integer(static_cast<std::int64_t>(image.size));
-        images.items().push_back(item);
+        images.items().push_back(std::move(item));
       }
       auto object = Json::object();
       object.members()["file"] = Json::string(file);
       object.members()["ok"] = Json::boolean(true);
-      object.members()["images"] = images;
+      object.members()["images"] = std::move(images);
       std::cout << object.dump() << "\n";
     } catch (const tilebc::Error& error) {
       std::cout << error_json(file, error).dump() << "\n";
@@ -238,13 +239,13 @@ int module(const std::map<std::string, std::string>& flags, const std::vector<st
             item.members()["detail"] = Json::string(image.detail);
             auto maps = Json::array();  // TMA kernels: the arrays their tensor maps describe
             for (const auto& map : image.tensor_maps) maps.items().push_back(Json::integer(map.array));
-            item.members()["tensor_map_arrays"] = maps;
+            item.members()["tensor_map_arrays"] = std::move(maps);
           } catch (const tilebc::Error& error) {
             item = error_json(file, error);
           }
-          images.members()[entry.name] = item;
+          images.members()[entry.name] = std::move(item);
         }
-        object.members()["images"] = images;
+        object.members()["images"] = std::move(images);
       }
       std::cout << object.dump() << "\n";
     } catch (const tilebc::Error& error) {

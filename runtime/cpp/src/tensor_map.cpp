@@ -73,7 +73,8 @@ std::vector<TensorMapRecord> parse_tensor_maps(const Json& list, const std::stri
       fail(named + ": swizzle must be 0, 32, 64 or 128");
     record.swizzle = static_cast<unsigned>(*swizzle);
     // ["const", n] or ["param", index]; a constant must itself be a valid extent / stride
-    auto values = [&](const char* key, std::size_t count, std::uint64_t limit) {
+    // an extent may be 0 (an empty array), a stride may not
+    auto values = [&](const char* key, std::size_t count, std::uint64_t least, std::uint64_t limit) {
       const Json* found = item.get(key);
       if (!found || !found->is_array() || found->items().size() != count)
         fail(named + ": '" + key + "' must list " + std::to_string(count) + " values for rank " +
@@ -85,19 +86,20 @@ std::vector<TensorMapRecord> parse_tensor_maps(const Json& list, const std::stri
         const auto number = pair ? json_integer(&source.items()[1]) : std::nullopt;
         if (kind == "param" && number && *number >= 0 && *number < (1 << 20)) {
           out.push_back({true, static_cast<std::uint64_t>(*number)});
-        } else if (kind == "const" && number && *number >= (key == "dims" ? 0 : 1) &&
+        } else if (kind == "const" && number && *number >= 0 &&
+                   static_cast<std::uint64_t>(*number) >= least &&
                    static_cast<std::uint64_t>(*number) <= limit) {
           out.push_back({false, static_cast<std::uint64_t>(*number)});
         } else {
-          fail(named + ": each of '" + key + "' must be [\"param\", index] or [\"const\", 1.." +
-               std::to_string(limit) + "]");
+          fail(named + ": each of '" + key + "' must be [\"param\", index] or [\"const\", " +
+               std::to_string(least) + ".." + std::to_string(limit) + "]");
         }
       }
       return out;
     };
     const std::size_t count = static_cast<std::size_t>(*rank);
-    record.dims = values("dims", count, kMaxExtent);
-    record.strides = values("strides", count - 1, kStrideLimit / 16);
+    record.dims = values("dims", count, 0, kMaxExtent);
+    record.strides = values("strides", count - 1, 1, kStrideLimit / 16);
     const Json* box = item.get("box");
     if (!box || !box->is_array() || box->items().size() != count) fail(named + ": 'box' must list rank values");
     for (const Json& value : box->items()) {

@@ -153,6 +153,23 @@ def encoded(path: Path) -> bytes:
         module.layout = layout
 
 
+@functools.lru_cache(maxsize=None)
+def verified_version(data: bytes):
+    """The version of `data` decoded and verified (tilebc.load), once per distinct bytes per
+    session: a kernel converted to a version from each of its files is mostly the same bytes
+    (2,269 conversions of the fixtures, 981 distinct). A failure raises each time."""
+    import tilebc
+    return tilebc.load(data).version
+
+
+@functools.lru_cache(maxsize=None)
+def assembled(path: Path, suffix: str) -> bytes:
+    """The stored listing `path.with_suffix(suffix)` assembled (and verified) at the fixture's
+    version, once per session for the tests that each hand it to an NVIDIA tool."""
+    from tilebc.text import assemble
+    return assemble(path.with_suffix(suffix).read_text(), path.stem.rsplit("-", 1)[1], str(path))
+
+
 # ---- the command line, in this process ----------------------------------------------------------
 class _Stream(io.TextIOWrapper):
     """A text stream over bytes, as sys.stdout is: the commands write text and, for binary

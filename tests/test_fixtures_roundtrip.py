@@ -11,7 +11,8 @@ from tilebc import cli, oracles
 from tilebc.binary.reader import ModuleReader
 from tilebc.version import ALL_VERSIONS
 
-from conftest import decoded, encoded, fixture_files, fixture_id, shared_path, tileiras_accepts
+from conftest import (decoded, encoded, fixture_files, fixture_id, shared_path, tileiras_accepts,
+                      verified_version)
 
 FILES = fixture_files()
 # Kernels whose files hold debug attributes of cuTile operations that emit no bytecode op (folded
@@ -38,8 +39,9 @@ def table_entries(data):
 @pytest.mark.parametrize("path", FILES, ids=fixture_id)
 def test_reencode_same_version(path, capsysbinary):
     original = path.read_bytes()
-    # not verified here: test_verify.py verifies these bytes (and `ours` where they are the same)
-    module = tilebc.load(original, verify=False)
+    # not verified here: test_verify.py verifies these bytes (and `ours` where they are the same);
+    # the session's decoding of the file, shared with the other fixture walks
+    module = decoded(path)
     assert tilebc.dump(module) == original, "an unmodified file does not re-encode to its bytes"
     # To stdout: the same code path as to a file, without a file system sync per fixture.
     assert cli.main(["convert", str(path), "--target-version", str(module.version),
@@ -47,9 +49,8 @@ def test_reencode_same_version(path, capsysbinary):
     assert capsysbinary.readouterr().out == original, \
         "convert to the file's own version is not the identity"
 
-    # The canonical writer: the module as if built from scratch.
-    module.layout = None
-    ours = tilebc.dump(module)
+    # The canonical writer: the module as if built from scratch (the session's encoding).
+    ours = encoded(path)
     again = tilebc.load(ours, verify=ours != original)
     again.layout = None
     assert tilebc.dump(again) == ours, "dump is not deterministic"
@@ -110,7 +111,7 @@ def test_convert_to_every_version(path):
             result = oracles.tileirdisasm(data)
             assert result.ok, f"{version}: {result.stderr}"
             listing = result.stdout
-            assert tilebc.load(data).version == version
+            assert verified_version(data) == version
         assert oracles.without_hint_keys(listing) == oracles.without_hint_keys(expected), \
             f"text differs at {version}"
 

@@ -10,7 +10,8 @@ from tilebc.ir import attrs as A
 from tilebc.oracles import tileirdisasm
 from tilebc.text import assemble, parse_module, print_module
 
-from conftest import fixture_files, fixture_id, needs_disasm, needs_tileiras, tileiras_accepts
+from conftest import (assembled, fixture_files, fixture_id, needs_disasm, needs_tileiras,
+                      tileiras_accepts)
 
 FILES = fixture_files()
 
@@ -23,7 +24,7 @@ def _version(path: Path) -> str:
 @pytest.mark.parametrize("path", FILES, ids=fixture_id)
 def test_disassembly_reassembles(path):
     text = path.with_suffix(".dis").read_text()
-    data = assemble(text, _version(path), str(path))
+    data = assembled(path, ".dis")  # assemble(text, the file's version), shared per session
     result = tileirdisasm(data)
     assert result.ok, result.stderr
     assert result.stdout == text
@@ -79,7 +80,7 @@ ARCHS = ("sm_90", "sm_100", "sm_107")  # Blackwell-only types (fp4, e8m0, e5m3) 
 def _compile_reassembled(path):
     """(arch, result) for the first architecture whose tileiras does not reject the kernel's
     types; what the architecture supports is checked against the original bytes."""
-    data = assemble(path.with_suffix(".dis").read_text(), _version(path), str(path))
+    data = assembled(path, ".dis")
     for arch in ARCHS:
         result = tileiras_accepts(data, arch)
         if result.returncode == 5 and "Incompatibility with architecture" in result.stderr:

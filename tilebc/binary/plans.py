@@ -82,3 +82,17 @@ class OpPlan:
              max(bit.since, spec.since) <= version) for bit in spec.flag_bits)
         self.encode_attrs = tuple((attr, attr.since <= version) for attr in spec.attrs
                                   if attr.kind is not AttrKind.UNIT)
+
+
+_PLANS = {}  # (id(spec), version) -> plan; a plan holds its spec, so the id stays its own
+
+
+def plan_for(spec, version: Version) -> OpPlan:
+    """The plan of `spec` at `version`, made once per process: every reader and writer of a file
+    used to make its own (a fixture walk made ~90,000 for ~600 distinct ones). Specs are frozen
+    records; a spec replaced in the table (a test adding an op) is a new object and gets its own."""
+    key = (id(spec), version)
+    plan = _PLANS.get(key)
+    if plan is None or plan.spec is not spec:
+        plan = _PLANS[key] = OpPlan(spec, version)
+    return plan

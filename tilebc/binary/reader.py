@@ -34,7 +34,7 @@ from .layout import FileLayout, used_bitmap
 from .lazyloc import DecodedFunction, DecodedOp, PendingLocations
 from .lenient import WarningLog
 from .limits import DEFAULT_LIMITS, DecodeLimits
-from .plans import ABSENT, FLAT, OPTIONAL, READ, SEGMENTED, UNIT, OpPlan
+from .plans import ABSENT, FLAT, OPTIONAL, READ, SEGMENTED, UNIT, OpPlan, plan_for
 from .primitives import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reader
 from .tags import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTIONARY, ATTR_DIV_BY,
                    ATTR_FLOAT, ATTR_HINTS, ATTR_INTEGER, ATTR_SAME_ELEMENTS, ATTR_STRING, ATTR_TYPE,
@@ -1096,7 +1096,7 @@ class ModuleReader:
         """Everything about decoding `spec` that depends only on the file's version, computed once."""
         plan = self._plans.get(spec.opcode)
         if plan is None:
-            plan = self._plans[spec.opcode] = OpPlan(spec, self.version)
+            plan = self._plans[spec.opcode] = plan_for(spec, self.version)
         return plan
 
     def _read_op(self, reader: Reader, values: List[Value], depth: int) -> Op:

@@ -82,3 +82,18 @@ class OpPlan:
              max(bit.since, spec.since) <= version) for bit in spec.flag_bits)
         self.encode_attrs = tuple((attr, attr.since <= version) for attr in spec.attrs
                                   if attr.kind is not AttrKind.UNIT)
+
+
+# (id(spec), major, minor) -> plan, shared by every reader and writer of the process: a plan costs
+# more to build than most small files take to decode. The plan keeps its spec alive, and the
+# identity check guards against an id reused by another spec.
+_SHARED = {}
+
+
+def plan_for(spec, version: Version) -> OpPlan:
+    """The plan of `spec` at `version`, built once per process."""
+    key = (id(spec), version.major, version.minor)
+    plan = _SHARED.get(key)
+    if plan is None or plan.spec is not spec:
+        plan = _SHARED[key] = OpPlan(spec, version)
+    return plan

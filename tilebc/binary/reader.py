@@ -34,7 +34,7 @@ from .layout import FileLayout, used_bitmap
 from .lazyloc import DecodedFunction, DecodedOp, PendingLocations
 from .lenient import WarningLog
 from .limits import DEFAULT_LIMITS, DecodeLimits
-from .plans import ABSENT, FLAT, OPTIONAL, READ, SEGMENTED, UNIT, OpPlan
+from .plans import ABSENT, FLAT, OPTIONAL, READ, SEGMENTED, UNIT, OpPlan, plan_for
 from .primitives import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reader
 from .tags import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTIONARY, ATTR_DIV_BY,
                    ATTR_FLOAT, ATTR_HINTS, ATTR_INTEGER, ATTR_SAME_ELEMENTS, ATTR_STRING, ATTR_TYPE,
@@ -47,6 +47,7 @@ from .tags import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTION
 _DYNAMIC = INT64_MIN
 
 _MISSING = object()
+_SECTION_IDS = frozenset(SectionId.__members__.values())
 _LOC_SCOPES = (L.DISubprogram, L.DILexicalBlock)  # what a DILoc's scope may be
 
 UNKNOWN_FUNCTION_FLAGS_REFUSED = Version(13, 4)  # NVIDIA ignores unknown function flag bits before
@@ -234,7 +235,7 @@ class ModuleReader:
             id_byte = self.data[start]
             if id_byte == 0x80:
                 raise self.error("end section must not have the alignment flag set", start)
-            if (id_byte & 0x7F) not in SectionId.__members__.values():
+            if (id_byte & 0x7F) not in _SECTION_IDS:
                 raise self.error(f"unknown section ID: {id_byte & 0x7F}", start)
             if id_byte & 0x7F:
                 # construct's VarInt accepts any length; like NVIDIA, refuse varints over 10 bytes.
@@ -1093,10 +1094,12 @@ class ModuleReader:
         return values[index]
 
     def _plan(self, spec) -> OpPlan:
-        """Everything about decoding `spec` that depends only on the file's version, computed once."""
+        """Everything about decoding `spec` that depends only on the file's version. `_plans` holds
+        the opcodes this file has passed the opcode checks for (so it is per reader); the plans
+        themselves are shared by the process."""
         plan = self._plans.get(spec.opcode)
         if plan is None:
-            plan = self._plans[spec.opcode] = OpPlan(spec, self.version)
+            plan = self._plans[spec.opcode] = plan_for(spec, self.version)
         return plan
 
     def _read_op(self, reader: Reader, values: List[Value], depth: int) -> Op:

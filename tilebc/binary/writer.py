@@ -21,7 +21,7 @@ from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS, GLOBAL_VISIBILITY_AN
                        Version, VersionLike, check_supported)
 from .layout import FileLayout, LayoutMismatch
 from .limits import DEFAULT_LIMITS
-from .plans import FIXED, SEGMENTED, OpPlan
+from .plans import FIXED, SEGMENTED, OpPlan, plan_for
 from .container import MAGIC, PREVIEW_TAG_BIT, SECTION_ALIGNMENT, SectionId
 from .primitives import INT64_MIN, Writer
 from .tags import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTIONARY, ATTR_DIV_BY,
@@ -349,7 +349,7 @@ class ModuleWriter:
     def _plan(self, spec) -> OpPlan:
         found = self._plans.get(id(spec))
         if found is None or found.spec is not spec:
-            found = self._plans[id(spec)] = OpPlan(spec, self.version)
+            found = self._plans[id(spec)] = plan_for(spec, self.version)
         return found
 
     def op(self, op: Op, out: Writer, numbering: Dict[int, int], locs: List) -> None:

@@ -385,10 +385,13 @@ class ModuleReader:
     def _enum(self, reader: Reader, enum, what: str):
         offset = reader.offset
         value = reader.varint(what)
-        try:
-            member = enum(value)
-        except ValueError:
-            raise self.error(f"invalid {what} value {value}", offset) from None
+        # the members by value first: what enum(value) looks in before anything else
+        member = enum._value2member_map_.get(value)
+        if member is None:
+            try:
+                member = enum(value)
+            except ValueError:
+                raise self.error(f"invalid {what} value {value}", offset) from None
         if member.since > self.version:
             raise self.error(f"enum value {value} of {enum.__name__} is not available in bytecode "
                              f"version {self.version} (needs {member.since})", offset)

@@ -29,6 +29,7 @@ from typing import Callable, List, Optional, Tuple
 
 import tilebc
 from tilebc.binary.reader import ModuleReader
+from tilebc.gcpause import collection_paused
 
 
 @dataclass
@@ -51,33 +52,57 @@ class Outcome:
 
 
 def ir_signature(module: tilebc.Module):
-    """A comparable picture of a module: ops, attributes, types, value numbering, locations."""
+    """A comparable picture of a module: ops, attributes, types, value numbering, locations.
+
+    Types and op locations appear as indices into a table of their distinct values (by equality,
+    in order of first appearance) that ends the signature: two signatures are equal exactly when
+    the values are position by position, and each pair of distinct types is compared once rather
+    than at every value (most of the cost of comparing two decodings of a file)."""
     numbers = {}
+    by_id = {}     # id of a type or location -> its index in `table`
+    by_value = {}  # type or location -> its index (equal values share one)
+    table = []
+
+    def intern(item):
+        index = by_id.get(id(item))
+        if index is None:
+            index = by_value.get(item)
+            if index is None:
+                index = by_value[item] = len(table)
+                table.append(item)
+            by_id[id(item)] = index
+        return index
 
     def define(value):
         numbers[id(value)] = len(numbers)
-        return value.type
+        return intern(value.type)
 
     def use(group):
         if group is None:
             return None
         if isinstance(group, tuple):
-            return tuple(numbers[id(v)] for v in group)
+            return tuple([numbers[id(v)] for v in group])
         return numbers[id(group)]
 
     def block(b):
-        args = tuple(define(a) for a in b.args)
-        return args, tuple(op_(o) for o in b.ops)
+        args = tuple([define(a) for a in b.args])
+        return args, tuple([op_(o) for o in b.ops])
 
     def op_(o):
-        operands = tuple((k, use(v)) for k, v in o.operands.items())
-        regions = tuple(tuple(block(b) for b in r.blocks) for r in o.regions)
-        results = tuple(define(r) for r in o.results)
-        return (o.spec.opcode, o.offset, operands, tuple(o.attrs.items()), results, regions, o.loc)
+        operands = tuple([(k, use(v)) for k, v in o.operands.items()])
+        regions = tuple([tuple([block(b) for b in r.blocks]) for r in o.regions]) \
+            if o.regions else ()
+        results = tuple([define(r) for r in o.results])
+        return (o.spec.opcode, o.offset, operands, tuple(o.attrs.items()), results, regions,
+                intern(o.loc))
 
-    functions = tuple((f.name, f.type, f.optimization_hints, f.arg_attrs, f.loc, f.offset,
-                       block(f.body)) for f in module.functions)
-    return (module.version, module.producer, module.preview, tuple(module.globals), functions)
+    # Many small tuples and no cycles: collections triggered while building would only rescan
+    # the modules being compared (tilebc/gcpause.py).
+    with collection_paused():
+        functions = tuple([(f.name, f.type, f.optimization_hints, f.arg_attrs, f.loc, f.offset,
+                            block(f.body)) for f in module.functions])
+    return (module.version, module.producer, module.preview, tuple(module.globals), functions,
+            tuple(table))
 
 
 def warning_keys(module: tilebc.Module):

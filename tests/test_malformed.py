@@ -924,6 +924,26 @@ def test_lazy_locations_equal_strict():
     assert strict.functions[0] == plain and plain == strict.functions[0]
 
 
+def test_decoded_op_sets_every_slot_as_op_does():
+    """DecodedOp spells out Op.__init__ (the careful reader makes one per op): every slot Op's
+    constructor sets, DecodedOp's sets to the same value."""
+    from tilebc.binary.lazyloc import DecodedOp
+    from tilebc.ir import types as T
+    from tilebc.ir.module import Op
+    from tilebc.ops.table import OPS_BY_OPCODE
+    spec = OPS_BY_OPCODE[min(OPS_BY_OPCODE)]
+    for regions, loc in ((None, None), ([object()], object())):
+        args = (spec, {"x": None}, {"a": 1}, [T.token, T.token], regions, loc, 7)
+        plain, decoded = Op(*args), DecodedOp(*args)
+        for name in Op.__slots__:
+            ours, theirs = getattr(decoded, name), getattr(plain, name)
+            if name == "results":
+                ours = [(v.type, v.index, v.owner is decoded) for v in ours]
+                theirs = [(v.type, v.index, v.owner is plain) for v in theirs]
+            assert ours == theirs, name
+        assert decoded._pending is None
+
+
 def test_lazy_location_error_repeats():
     """A broken debug attribute raises on every read until fixed, with the strict load's error."""
     data = module_bytes(loc=1, debug=debug_section([0, 1], [b"\x02\x00\x00"]))

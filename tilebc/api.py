@@ -7,7 +7,7 @@ from typing import BinaryIO, Union
 from typing import Optional
 
 from .binary import reader
-from .binary.limits import DecodeLimits
+from .binary.limits import DEFAULT_LIMITS, DecodeLimits
 from .errors import TilebcError
 from .ir.module import Module
 
@@ -33,11 +33,13 @@ def load(source: Source, *, verify: bool = True, limits: Optional[DecodeLimits] 
     so `dump` at the file's version gives its bytes back until an edit changes what the tables
     must hold (format_spec.md §4.1).
     """
-    source, name = _read_file_object(source, limits or DecodeLimits())
+    source, name = _read_file_object(source, limits or DEFAULT_LIMITS)
     try:
         module = reader.load(source, limits=limits, lazy_debug=lazy_debug, strict=strict)
     except TilebcError as error:
-        error.file = error.file or name
+        file = error.file or name
+        if file is not error.file:  # the setter copies the whole location
+            error.file = file
         raise
     module.source = module.source or name
     if verify:

@@ -43,6 +43,8 @@ class Struct:
                 cls._shown = fields
 
     def __eq__(self, other):
+        if self is other:  # what comparing the fields finds (tuples check identity first)
+            return True
         if other.__class__ is not self.__class__:
             return NotImplemented
         return self._values(self) == other._values(other)

@@ -16,26 +16,28 @@ class Version(Record):
     def __init__(self, major: int, minor: int):
         object.__setattr__(self, "major", major)
         object.__setattr__(self, "minor", minor)
+        # the order's key, made once: the readers compare versions for every op, type and enum
+        object.__setattr__(self, "_order", (major, minor))
 
     def __lt__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (self.major, self.minor) < (other.major, other.minor)
+        return self._order < other._order
 
     def __le__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (self.major, self.minor) <= (other.major, other.minor)
+        return self._order <= other._order
 
     def __gt__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (self.major, self.minor) > (other.major, other.minor)
+        return self._order > other._order
 
     def __ge__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (self.major, self.minor) >= (other.major, other.minor)
+        return self._order >= other._order
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"

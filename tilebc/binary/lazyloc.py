@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
-from ..ir.module import Function, Op
+from ..ir.module import Function, Op, Value
 
 _LOC_SLOT = Op.__dict__["loc"]  # Op's own storage for `loc`, under the property below
 
@@ -20,9 +20,19 @@ class DecodedOp(Op):
 
     __slots__ = ("_pending",)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, spec, operands, attrs, result_types, regions=None, loc=None, offset=None):
+        # Op.__init__ spelled out (the careful reader makes one per op): no argument packing, and
+        # `loc` stored in the slot, not through the property below.
         self._pending = None
-        super().__init__(*args, **kwargs)
+        self.spec = spec
+        self.operands = operands
+        self.attrs = attrs
+        self.results = [Value(t, self, i) for i, t in enumerate(result_types)]
+        self.regions = regions or []
+        _LOC_SLOT.__set__(self, loc)
+        self.offset = offset
+        self.text_pos = None
+        self.generic_form = False
 
     @property
     def loc(self):

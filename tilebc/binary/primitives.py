@@ -92,6 +92,12 @@ class Reader:
 
     def count(self, what: str, min_bytes_each: int = 1) -> int:
         """A varint element count, checked against the bytes that remain."""
+        pos = self.pos
+        if pos < self.end:  # a one-byte count that fits: the common case, without the calls
+            value = self.data[pos]
+            if value < 0x80 and value * min_bytes_each < self.end - pos:
+                self.pos = pos + 1
+                return value
         start = self.offset
         value = self.varint(what)
         if value * min_bytes_each > self.end - self.pos:

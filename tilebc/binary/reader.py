@@ -47,6 +47,7 @@ from .tags import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTION
 _DYNAMIC = INT64_MIN
 
 _MISSING = object()
+_SECTION_IDS = frozenset(SectionId.__members__.values())
 _LOC_SCOPES = (L.DISubprogram, L.DILexicalBlock)  # what a DILoc's scope may be
 
 UNKNOWN_FUNCTION_FLAGS_REFUSED = Version(13, 4)  # NVIDIA ignores unknown function flag bits before
@@ -234,7 +235,7 @@ class ModuleReader:
             id_byte = self.data[start]
             if id_byte == 0x80:
                 raise self.error("end section must not have the alignment flag set", start)
-            if (id_byte & 0x7F) not in SectionId.__members__.values():
+            if (id_byte & 0x7F) not in _SECTION_IDS:
                 raise self.error(f"unknown section ID: {id_byte & 0x7F}", start)
             if id_byte & 0x7F:
                 # construct's VarInt accepts any length; like NVIDIA, refuse varints over 10 bytes.
@@ -384,10 +385,13 @@ class ModuleReader:
     def _enum(self, reader: Reader, enum, what: str):
         offset = reader.offset
         value = reader.varint(what)
-        try:
-            member = enum(value)
-        except ValueError:
-            raise self.error(f"invalid {what} value {value}", offset) from None
+        # the members by value first: what enum(value) looks in before anything else
+        member = enum._value2member_map_.get(value)
+        if member is None:
+            try:
+                member = enum(value)
+            except ValueError:
+                raise self.error(f"invalid {what} value {value}", offset) from None
         if member.since > self.version:
             raise self.error(f"enum value {value} of {enum.__name__} is not available in bytecode "
                              f"version {self.version} (needs {member.since})", offset)
@@ -1093,7 +1097,9 @@ class ModuleReader:
         return values[index]
 
     def _plan(self, spec) -> OpPlan:
-        """Everything about decoding `spec` that depends only on the file's version, computed once."""
+        """Everything about decoding `spec` that depends only on the file's version. `_plans` holds
+        the opcodes this file has passed the opcode checks for (so it is per reader); the plans
+        themselves are shared by the process."""
         plan = self._plans.get(spec.opcode)
         if plan is None:
             plan = self._plans[spec.opcode] = plan_for(spec, self.version)

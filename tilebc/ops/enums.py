@@ -14,7 +14,7 @@ class WireEnum(enum.IntEnum):
     def keyword(self) -> str:
         return self.name.lower()
 
-    @property
+    @functools.cached_property  # the table is fixed; the decoders ask for every member they read
     def since(self) -> Version:
         return _VALUE_SINCE.get((type(self).__name__, int(self)), V13_1)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
+import operator
 import re
 import sys
 from typing import Dict, List, Optional
@@ -54,7 +56,6 @@ MAX_NUMBER_CHARS = 4096
 MAX_NESTING = 64
 # The source line quoted under an error shows this many characters either side of the caret.
 _QUOTE_WINDOW = 80
-_NEWLINE = re.compile("\n")
 _SPACE = re.compile(r"(?:\s+|//[^\n]*)+")
 
 
@@ -99,7 +100,11 @@ class Cursor:
         # are found once and searched (a scan per op made parsing quadratic in the text's size).
         newlines = self._newlines
         if newlines is None:
-            newlines = self._newlines = [m.start() for m in _NEWLINE.finditer(self.text)]
+            # line k's newline is at the lengths of lines 0..k plus k (all in C: no step per line)
+            lines = self.text.split("\n")
+            del lines[-1]
+            newlines = self._newlines = list(map(operator.add, itertools.accumulate(map(len, lines)),
+                                                 itertools.count()))
         line = bisect.bisect_left(newlines, pos)
         start = newlines[line - 1] + 1 if line else 0
         return line + 1, pos - start + 1

@@ -3,6 +3,7 @@ the partition/strided/gather-scatter views), read from the op parser's cursor.""
 from __future__ import annotations
 
 import re
+import sys
 from typing import Tuple
 
 from ..ir import types as T
@@ -20,8 +21,14 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Where a type's text may end: a word and a <...> nesting up to three deep (a ptr_attr in a
 # tensor_view in a partition_view). A type read once is looked up by this text after that.
 # Spaces and comments before it are skipped by the same match (group 2: the type's text).
-_SPAN = re.compile(SPACES + r"([A-Za-z_!][A-Za-z0-9_.!]*"
-                   r"(?:<(?:[^<>\n]|<(?:[^<>\n]|<[^<>\n]*>)*>)*>)?)")
+# Each character decides its branch, so nothing given back could match otherwise: where Python
+# has possessive repeats (3.11), runs of plain characters are taken whole (a third faster).
+if sys.version_info >= (3, 11):
+    _SPAN = re.compile(SPACES + r"([A-Za-z_!][A-Za-z0-9_.!]*"
+                       r"(?:<(?:[^<>\n]++|<(?:[^<>\n]++|<[^<>\n]*+>)*+>)*+>)?)")
+else:
+    _SPAN = re.compile(SPACES + r"([A-Za-z_!][A-Za-z0-9_.!]*"
+                       r"(?:<(?:[^<>\n]|<(?:[^<>\n]|<[^<>\n]*>)*>)*>)?)")
 
 
 class TypeParser:

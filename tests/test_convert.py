@@ -292,6 +292,24 @@ def test_ftof_nearest_matches_ml_dtypes_in_range():
         assert np.array_equal(ours, theirs), dst
 
 
+@pytest.mark.parametrize("src, dst, normal, below", [
+    ("f32", "f64", 2.0 ** -126, 2.0 ** -140),   # a subnormal source
+    ("f64", "f32", 2.0 ** -126, 2.0 ** -130),   # a normal source whose result is subnormal
+    ("f32", "f16", 2.0 ** -14, 2.0 ** -20),
+    ("f16", "f32", 2.0 ** -14, 2.0 ** -20),
+])
+def test_ftof_takes_the_cpu_cast_only_above_both_normal_ranges(src, dst, normal, below):
+    """Subnormals go through the rounding rules, not the CPU's cast, which a library that sets
+    flush-to-zero / denormals-are-zero would turn into zeros."""
+    dtype = np.dtype(REFERENCE_DTYPES.get(src, src.replace("f", "float")))
+    assert convert._native_cast_exact(np.array([0.0, -normal, 3.0], dtype), ELEMENT_TYPES[src],
+                                      ELEMENT_TYPES[dst])
+    assert not convert._native_cast_exact(np.array([3.0, below], dtype), ELEMENT_TYPES[src],
+                                          ELEMENT_TYPES[dst])
+    expected = np.array([below], np.float64).astype(REFERENCE_DTYPES.get(dst, dst.replace("f", "float")))
+    assert convert.float_to_float(np.array([below], dtype), src, dst).tolist() == expected.tolist()
+
+
 def test_ftof_nan_payload_matches_numpy():
     patterns = np.array([0x7FC00000, 0xFFC00001, 0x7F800001, 0x7FFFFFFF], dtype=np.uint32)
     source = patterns.view(np.float32)

@@ -85,6 +85,9 @@ class OpPlan:
 
 
 _PLANS = {}  # (id(spec), version) -> plan; a plan holds its spec, so the id stays its own
+# The table has ~120 ops x 5 versions; specs made per op (another dialect's, read from text) would
+# otherwise accumulate for the life of the process.
+_MAX_PLANS = 4096
 
 
 def plan_for(spec, version: Version) -> OpPlan:
@@ -94,5 +97,7 @@ def plan_for(spec, version: Version) -> OpPlan:
     key = (id(spec), version)
     plan = _PLANS.get(key)
     if plan is None or plan.spec is not spec:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
         plan = _PLANS[key] = OpPlan(spec, version)
     return plan

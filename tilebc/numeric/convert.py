@@ -38,6 +38,7 @@ the target range with NaN giving 0 - the saturating ftoi of 13.4 and PTX's cvt.r
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional, Union
 
 import numpy as np
@@ -276,9 +277,28 @@ _NAN_ABOVE = {"f16": (np.uint16, 0x7FFF, 0x7C00), "bf16": (np.uint16, 0x7FFF, 0x
               "f64": (np.uint64, 0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000)}
 
 
-def _has_nan(array: np.ndarray, element: ElementType) -> bool:
-    unsigned, mask, inf = _NAN_ABOVE[element.name]
-    return bool(((array.view(unsigned) & unsigned(mask)) > unsigned(inf)).any())
+# Smallest normal magnitude of either format (2^-14 f16, 2^-126 f32/bf16, 2^-1022 f64).
+_TINY_EXPONENT = {"f16": -14, "bf16": -126, "f32": -126, "f64": -1022}
+
+
+@functools.lru_cache(maxsize=None)
+def _normal_floor(src: str, dst: str) -> int:
+    """The magnitude bits, in `src`, of the smallest value normal in both formats: below it the
+    CPU's cast would follow its flush-to-zero / denormals-are-zero modes, which a library may set."""
+    unsigned = _NAN_ABOVE[src][0]
+    tiny = 2.0 ** max(_TINY_EXPONENT[src], _TINY_EXPONENT[dst])
+    return int(np.array(tiny, dtype=NUMPY_DTYPES[src]).view(unsigned))
+
+
+def _native_cast_exact(array: np.ndarray, src: ElementType, dst: ElementType) -> bool:
+    """True where the CPU's cast gives the rounding rules' bits: no NaN (payloads follow the rules
+    above) and no nonzero magnitude below the normal range of either format (FTZ/DAZ)."""
+    unsigned, mask, inf = _NAN_ABOVE[src.name]
+    magnitude = array.view(unsigned) & unsigned(mask)
+    if (magnitude > unsigned(inf)).any():
+        return False
+    floor = unsigned(_normal_floor(src.name, dst.name))
+    return not ((magnitude < floor) & (magnitude != 0)).any()
 
 
 def float_to_float(array, src: ElementLike, dst: ElementLike, rounding=RM.NEAREST_EVEN) -> np.ndarray:
@@ -289,7 +309,7 @@ def float_to_float(array, src: ElementLike, dst: ElementLike, rounding=RM.NEARES
     array = check_storage(array, src, "ftof source")
     narrowing = _NATIVE_FTOF.get((src.name, dst.name))
     if (narrowing is not None and _rounding(rounding) is RM.NEAREST_EVEN
-            and not _has_nan(array, src)):  # NaN payloads follow the rules above, not the CPU's
+            and _native_cast_exact(array, src, dst)):
         if narrowing:
             with np.errstate(over="ignore"):  # overflow to Inf is the result, as below
                 result = array.astype(NUMPY_DTYPES[dst.name])

@@ -1,7 +1,8 @@
 """How every command writes its output (tilebc/outputs.py), as llvm-dis and wasm-tools users expect:
 special files and symlinks written through, the umask honoured, regular files replaced atomically
-(nothing lost when writing fails), and one error line naming the file. Run as subprocesses, except
-the refusals of bad arguments, which write nothing and run in this process (run_cli)."""
+(nothing lost when writing fails), and one error line naming the file. The commands run in this
+process (run_cli: what they write to a path is the same, without a Python start per call); the
+process's own plumbing (its stdout on a full device, SIGINT) is tested on a subprocess."""
 import errno
 import os
 import signal
@@ -22,17 +23,21 @@ ENV = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'runtime'}", "TILEBC_CACHE_D
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-def tilebc_cli(*args, cwd=None, umask=None, stdout=subprocess.PIPE, stdin=b""):
-    preexec = (lambda: os.umask(umask)) if umask is not None else None
-    return subprocess.run([sys.executable, "-m", "tilebc.cli", *map(str, args)], input=stdin,
-                          stdout=stdout, stderr=subprocess.PIPE, cwd=cwd or ROOT, env=ENV,
-                          timeout=120, preexec_fn=preexec)
+def tilebc_process(*args, stdout=subprocess.PIPE):
+    """`tilebc ARGS` as a process of its own, for the tests of the process's plumbing."""
+    return subprocess.run([sys.executable, "-m", "tilebc.cli", *map(str, args)],
+                          stdout=stdout, stderr=subprocess.PIPE, cwd=ROOT, env=ENV, timeout=120)
 
 
-def tilebc_here(*args, cwd=None):
+def tilebc_here(*args, cwd=None, umask=None, stdin=b""):
     """`tilebc ARGS` in this process (no Python start-up per call), with the subprocesses' cache
-    setting."""
-    return run_cli(*args, cwd=cwd, env={"TILEBC_CACHE_DIR": "off"})
+    setting and, where given, the umask a shell would give the command."""
+    saved = os.umask(umask) if umask is not None else None
+    try:
+        return run_cli(*args, cwd=cwd, stdin=stdin, env={"TILEBC_CACHE_DIR": "off"})
+    finally:
+        if saved is not None:
+            os.umask(saved)
 
 
 def one_error_line(result) -> str:
@@ -55,7 +60,7 @@ def test_a_fifo_is_written_through_not_replaced(tmp_path):
     received = []
     reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
     reader.start()
-    result = tilebc_cli("dis", GOOD, "-o", fifo)
+    result = tilebc_here("dis", GOOD, "-o", fifo)
     reader.join(timeout=10)
     if reader.is_alive():  # nothing opened the FIFO: release the reader
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
@@ -72,7 +77,7 @@ def test_a_device_node_is_written_through_not_replaced(tmp_path):
     os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
     for argv in (["dis", GOOD], ["asm", TEXT], ["convert", GOOD, "--to", "13.1"],
                  ["compile", GOOD, "--emit", "ptx"]):
-        result = tilebc_cli(*argv, "-o", node)
+        result = tilebc_here(*argv, "-o", node)
         assert result.returncode == 0, (argv, result.stderr)
         assert stat.S_ISCHR(os.lstat(node).st_mode), argv
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
@@ -82,7 +87,7 @@ def test_a_device_node_is_written_through_not_replaced(tmp_path):
 def test_a_full_device_names_the_file(tmp_path):
     node = tmp_path / "full"
     os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 7))
-    result = tilebc_cli("dis", GOOD, "-o", node)
+    result = tilebc_here("dis", GOOD, "-o", node)
     assert result.returncode == 1
     assert one_error_line(result) == (f"tilebc dis: error: {node}: cannot write the output: "
                                       f"{os.strerror(errno.ENOSPC)}")
@@ -93,7 +98,7 @@ def test_stdout_on_a_full_device_names_stdout(tmp_path):
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
     with open("/dev/full", "wb") as full:  # a redirection: the device is opened, never replaced
-        result = tilebc_cli("dis", GOOD, stdout=full)
+        result = tilebc_process("dis", GOOD, stdout=full)
     assert result.returncode == 1
     assert one_error_line(result) == (f"tilebc dis: error: <stdout>: cannot write the output: "
                                       f"{os.strerror(errno.ENOSPC)}")
@@ -106,7 +111,7 @@ def test_a_symlink_is_followed_and_stays_a_link(tmp_path):
     target.write_text("old\n")
     link = tmp_path / "link.mlir"
     link.symlink_to(target.name)
-    result = tilebc_cli("dis", GOOD, "-o", link)
+    result = tilebc_here("dis", GOOD, "-o", link)
     assert result.returncode == 0, result.stderr
     assert link.is_symlink() and os.readlink(link) == target.name
     assert target.read_bytes() == TEXT.read_bytes()
@@ -116,7 +121,7 @@ def test_a_symlink_is_followed_and_stays_a_link(tmp_path):
 def test_a_dangling_symlink_creates_its_target(tmp_path):
     link = tmp_path / "link.tilebc"
     link.symlink_to("made.tilebc")
-    result = tilebc_cli("asm", TEXT, "-o", link)
+    result = tilebc_here("asm", TEXT, "-o", link)
     assert result.returncode == 0, result.stderr
     assert link.is_symlink()
     assert (tmp_path / "made.tilebc").read_bytes()[:8] == b"\x7fTileIR\x00"
@@ -133,7 +138,7 @@ def test_new_outputs_honour_the_umask(tmp_path, umask, mode):
     for command, output in outputs.items():
         source = TEXT if command == "asm" else GOOD
         extra = ["--emit", "ptx"] if command == "compile" else []
-        result = tilebc_cli(command, source, *extra, "-o", output, umask=umask)
+        result = tilebc_here(command, source, *extra, "-o", output, umask=umask)
         assert result.returncode == 0, result.stderr
         assert stat.S_IMODE(os.stat(output).st_mode) == mode, command
 
@@ -142,7 +147,7 @@ def test_a_replaced_file_keeps_its_mode(tmp_path):
     output = tmp_path / "k.mlir"
     output.write_text("old\n")
     os.chmod(output, 0o640)
-    result = tilebc_cli("dis", GOOD, "-o", output, umask=0o022)
+    result = tilebc_here("dis", GOOD, "-o", output, umask=0o022)
     assert result.returncode == 0, result.stderr
     assert stat.S_IMODE(os.stat(output).st_mode) == 0o640
     assert output.read_bytes() == TEXT.read_bytes()
@@ -178,7 +183,7 @@ def small_tmpfs(tmp_path):
 def test_full_disk_names_the_file_and_keeps_the_old_one(small_tmpfs, argv):
     """Regression: a full disk said `error: : No space left on device`."""
     output = small_tmpfs / "old.mlir"
-    result = tilebc_cli(*argv, "-o", output)
+    result = tilebc_here(*argv, "-o", output)
     assert result.returncode == 1
     assert one_error_line(result) == (f"tilebc {argv[0]}: error: {output}: cannot write the "
                                       f"output: {os.strerror(errno.ENOSPC)}")
@@ -207,14 +212,14 @@ def test_full_disk_simulated(tmp_path, monkeypatch, capsys):
 
 def test_compile_dash_o_dash_writes_ptx_to_stdout(tmp_path):
     """Regression: `tilebc compile -o -` wrote files named `-` and `-.json`."""
-    result = tilebc_cli("compile", GOOD, "--emit", "ptx", "-o", "-", cwd=tmp_path)
+    result = tilebc_here("compile", GOOD, "--emit", "ptx", "-o", "-", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert b".entry float_math_" in result.stdout
     assert os.listdir(tmp_path) == []
-    piped = tilebc_cli("compile", "-", "--emit", "ptx", "-o", "-", stdin=GOOD.read_bytes(),
+    piped = tilebc_here("compile", "-", "--emit", "ptx", "-o", "-", stdin=GOOD.read_bytes(),
                        cwd=tmp_path)
     assert piped.returncode == 0 and piped.stdout == result.stdout
-    verbose = tilebc_cli("compile", GOOD, "--emit", "ptx", "-v", "-o", "-", cwd=tmp_path)
+    verbose = tilebc_here("compile", GOOD, "--emit", "ptx", "-v", "-o", "-", cwd=tmp_path)
     assert verbose.stdout == result.stdout  # the per-kernel facts go to stderr
     assert b"threads/CTA" in verbose.stderr
 
@@ -233,8 +238,8 @@ def test_default_names_keep_dots_in_folder_names(tmp_path):
     folder.mkdir()
     (folder / "kernel").write_bytes(GOOD.read_bytes())
     (folder / "text").write_bytes(TEXT.read_bytes())
-    assert tilebc_cli("compile", "proj.v2/kernel", "--emit", "ptx", cwd=tmp_path).returncode == 0
-    assert tilebc_cli("asm", "proj.v2/text", cwd=tmp_path).returncode == 0
+    assert tilebc_here("compile", "proj.v2/kernel", "--emit", "ptx", cwd=tmp_path).returncode == 0
+    assert tilebc_here("asm", "proj.v2/text", cwd=tmp_path).returncode == 0
     assert sorted(os.listdir(folder)) == ["kernel", "kernel.ptx", "text", "text.tilebc"]
     assert sorted(os.listdir(tmp_path)) == ["proj.v2"]
 
@@ -301,7 +306,7 @@ def test_run_scalar_for_a_pointer_is_one_line(tmp_path, value, expected):
 def test_run_out_is_written_by_the_output_rules(tmp_path):
     link = tmp_path / "result.npz"
     link.symlink_to("real.npz")
-    result = tilebc_cli("run", GOOD, "--grid", "2", "--arg", "rand:float32:128",
+    result = tilebc_here("run", GOOD, "--grid", "2", "--arg", "rand:float32:128",
                         "--arg", "rand:float32:128", "--arg", "zeros:float32:128",
                         "--out", link, umask=0o002)
     assert result.returncode == 0, result.stderr

@@ -23,6 +23,7 @@ The test runs an evenly spaced sample of each sweep (SAMPLE mutations), so it st
 """
 from __future__ import annotations
 
+import functools
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, List, Tuple
@@ -41,7 +42,7 @@ from tilebc.ops.table import BODY_OPS
 from tilebc.verify import diagnostics
 from tilebc.verify.opchecks import ftof_rounding_modes
 
-from conftest import fixture_files, needs_tileiras
+from conftest import decoded, fixture_files, needs_tileiras
 
 GPU = "sm_100"
 SAMPLE = 25  # mutations per sweep in the test
@@ -76,12 +77,18 @@ def _choices(spec, current):
     return []
 
 
-def attribute_mutations() -> Iterator[Tuple[str, object]]:
+@functools.lru_cache(maxsize=None)
+def attribute_mutations() -> Tuple[Tuple[str, object], ...]:
+    """Listed once per process (two tests walk them); each build() loads its own copy."""
+    return tuple(_attribute_mutations())
+
+
+def _attribute_mutations() -> Iterator[Tuple[str, object]]:
     seen = set()
     for path in fixture_files():
         if not path.name.endswith("-13.5.tilebc"):
             continue
-        module = tilebc.load(path)
+        module = decoded(path)  # only read here; the fixtures' validity is tested elsewhere
         for index, op in enumerate(module.walk()):
             types = (tuple(str(v.type) for v in op.operand_values),
                      tuple(str(r.type) for r in op.results))

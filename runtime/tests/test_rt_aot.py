@@ -3,7 +3,6 @@
 The C++ loader reading these fatbins and cache entries is tested in tests/test_cpp_loader.py."""
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from importlib import resources
@@ -17,6 +16,9 @@ from tilebc.errors import TilebcError
 from tilebc_runtime import aot, launch
 from tilebc_runtime.cache import CubinCache
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+import conftest  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures" / "bytecode"
 SCALAR = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
@@ -24,10 +26,16 @@ HAVE_PACKER = launch.tool_path("fatbinary") is not None or aot._nvfatbin()[0] is
 
 
 def run_cli(*argv, cache_dir="off"):
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'runtime'}",
-           "TILEBC_CACHE_DIR": str(cache_dir)}
-    return subprocess.run([sys.executable, "-m", "tilebc.cli", "compile", *map(str, argv)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    """`tilebc compile ARGV` in this process (conftest.run_cli: no Python start per call), its
+    output as text. The process-wide cache is made afresh from TILEBC_CACHE_DIR, as in a new
+    process, and the test's own put back after."""
+    saved, launch._default_cache = launch._default_cache, None
+    try:
+        done = conftest.run_cli("compile", *argv, env={"TILEBC_CACHE_DIR": str(cache_dir)})
+    finally:
+        launch._default_cache = saved
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(),
+                                       done.stderr.decode())
 
 
 def test_parse_archs_sorts_dedupes_and_names_the_bad_item():

@@ -7,6 +7,7 @@ Kernels: a 64x256 i32 transpose (large_exchange.py, 65536 bytes) and cuTile's Ma
 size, a 128x256x64 f16 GEMM (fixtures/kernels/linalg.py's gemm_bias_relu exported here with that
 signature: A and B alone take 48 KiB, 51 KiB with their rows padded for ldmatrix). No GPU launch
 happens here: that needs a device."""
+import functools
 import io
 import os
 import subprocess
@@ -19,7 +20,7 @@ import pytest
 
 import tilebc
 from tilebc_runtime import sim, targets
-from tilebc_runtime.compiler import compile
+from tilebc_runtime.compiler import compile as jit_compile
 from tilebc_runtime.launch import cubin_launch_facts, tool_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +47,13 @@ def big_gemm() -> bytes:
     export_kernel(module.gemm_bias_relu, [signature], buffer, output_format="tileir_bytecode",
                   bytecode_version="13.4")
     return buffer.getvalue()
+
+
+@functools.lru_cache(maxsize=None)
+def compile(source, arch: str, emit: str = "cubin"):
+    """The JIT's result for (source, arch, emit), compiled once per process: several tests read
+    the same kernel's result (the tests only read it)."""
+    return jit_compile(source, arch=arch, emit=emit)
 
 
 def compile_source(path: Path, name: str):

@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Tuple, Union
 
 import tilebc
 from tilebc.errors import Location, TilebcError, VerificationError
+from tilebc.gcpause import collection_paused
 from tilebc.ir.module import Function, Module, Op
 from tilebc.ir.types import PointerType, TileType
 
@@ -576,8 +577,9 @@ def compile(source, entry: Optional[str] = None, arch="sm_90", emit: str = "cubi
     # lowering), then the version the generated instructions need on it.
     ptx_version = targets.choose_ptx_version(arch_number, nvjitlink, driver_version)
     mark = time.perf_counter()
-    ptx, origin, infos, notes = lower_module(module, functions, arch_number, ptx_version, threads,
-                                             portable, wgmma, tma)
+    with collection_paused():  # lowering builds many objects and leaves few cycles
+        ptx, origin, infos, notes = lower_module(module, functions, arch_number, ptx_version,
+                                                 threads, portable, wgmma, tma)
     needed = targets.choose_ptx_version(arch_number, nvjitlink, driver_version, ptx=ptx)
     if needed != ptx_version:
         ptx = set_ptx_version(ptx, needed)

@@ -26,6 +26,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import ml_dtypes
 import numpy as np
 
+from tilebc.gcpause import collection_paused
 from tilebc.interp.memory import GlobalMemory
 
 from .dtypes import DTYPE, TYPES  # noqa: F401  (TYPES re-exported)
@@ -57,6 +58,12 @@ class KernelImage:
     """A kernel ready to run: compiled instructions, register storage types, symbol layout."""
 
     def __init__(self, program: Program, kernel: Kernel):
+        # thousands of closures per kernel and no garbage cycles: collections while they are
+        # made would rescan them again and again
+        with collection_paused():
+            self._build(program, kernel)
+
+    def _build(self, program: Program, kernel: Kernel) -> None:
         self.program = program
         self.kernel = kernel
         self.source = program.source

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Tuple
 
+from tilebc.gcpause import collection_paused
+
 from .errors import PtxSyntaxError
 from .inline import inline_calls
 from .syntax import (Addr, Imm, Instruction, Kernel, Not, Operand, PredPair, Program,  # noqa: F401
@@ -29,6 +31,9 @@ _IDENT = re.compile(r"^[A-Za-z_$%][\w$.]*$")
 _INT = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*)U?$")
 _FLOATBITS = re.compile(r"^0([fFdD])([0-9a-fA-F]+)$")
 _DECIMAL_FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
+_GUARD = re.compile(r"^@(!?)(%?[A-Za-z_$][\w$]*)\s+")
+_OPCODE = re.compile(r"^([a-z][a-z0-9_]*)((?:\.[A-Za-z0-9_]+(?:::[A-Za-z0-9_]+)*)*)\s*(.*)$", re.S)
+_ADDRESS = re.compile(r"^([%A-Za-z_$][\w$.]*)?\s*(?:([+-])\s*(-?\w+))?$")
 
 
 def _strip_comments(text: str) -> str:
@@ -50,9 +55,17 @@ class _Statement:
         self.column = column
 
 
+_SPECIAL = re.compile(r"[\n{};:]")
+_LABEL = re.compile(r"\s*[A-Za-z_$][\w$]*\s*")
+_SPLIT = re.compile(r"[\[\]{}(),]")
+_BRACKET = re.compile(r"[\[\]{}()]")
+
+
 def _statements(text: str):
     """Split PTX into statements: text up to `;`, labels `name:`, and `{` / `}` braces that
-    are not inside an instruction (initialisers `= {..}` and vector operands stay intact)."""
+    are not inside an instruction (initialisers `= {..}` and vector operands stay intact).
+    Runs of ordinary characters are taken whole; only newlines, braces, `;` and `:` are looked
+    at one by one."""
     out = []
     line, column = 1, 1
     start = None  # (line, column) of the current statement
@@ -60,18 +73,26 @@ def _statements(text: str):
     depth = 0  # braces inside the current statement (initialiser / vector operand)
     i = 0
     n = len(text)
-    while i < n:
-        ch = text[i]
+    for match in _SPECIAL.finditer(text):
+        at = match.start()
+        if at > i:  # ordinary characters: leading blanks before a statement are skipped
+            run = text[i:at]
+            if start is None:
+                body = run.lstrip(" \t\r")
+                column += len(run) - len(body)
+                run = body
+                if run:
+                    start = (line, column)
+            if run:
+                buf.append(run)
+                column += len(run)
+        i = at + 1
+        ch = text[at]
         if ch == "\n":
             line += 1
             column = 1
             if buf:
                 buf.append(" ")
-            i += 1
-            continue
-        if start is None and ch in " \t\r":
-            i += 1
-            column += 1
             continue
         if start is None:
             start = (line, column)
@@ -84,7 +105,6 @@ def _statements(text: str):
             if not so_far.strip():
                 out.append(_Statement("{", *start))
                 buf, start = [], None
-                i += 1
                 column += 1
                 continue
             depth += 1
@@ -94,25 +114,30 @@ def _statements(text: str):
                     raise PtxSyntaxError("missing ';' before '}'", line=start[0], column=start[1])
                 out.append(_Statement("}", *start))
                 buf, start = [], None
-                i += 1
                 column += 1
                 continue
             depth -= 1
         elif ch == ";" and depth == 0:
             out.append(_Statement("".join(buf).strip(), *start))
             buf, start = [], None
-            i += 1
             column += 1
             continue
-        elif ch == ":" and depth == 0 and re.fullmatch(r"\s*[A-Za-z_$][\w$]*\s*", "".join(buf)):
+        elif ch == ":" and depth == 0 and _LABEL.fullmatch("".join(buf)):
             out.append(_Statement("".join(buf).strip() + ":", *start))
             buf, start = [], None
-            i += 1
             column += 1
             continue
         buf.append(ch)
-        i += 1
         column += 1
+    if i < n:
+        run = text[i:]
+        if start is None:
+            body = run.lstrip(" \t\r")
+            column += len(run) - len(body)
+            run = body
+            if run:
+                start = (line, column)
+        buf.append(run)
     if "".join(buf).strip():
         raise PtxSyntaxError("statement without a terminating ';'", line=start[0],
                              column=start[1])
@@ -120,18 +145,25 @@ def _statements(text: str):
 
 
 def _split_top(text: str, sep: str = ",") -> List[str]:
-    parts, depth, buf = [], 0, []
-    for ch in text:
+    if not _BRACKET.search(text):  # nothing nests: a plain split
+        parts = [part.strip() for part in text.split(sep)]
+        return parts if len(parts) > 1 or parts[0] else []
+    parts, depth, begin = [], 0, 0
+    if sep == ",":
+        found = _SPLIT.finditer(text)
+    else:
+        found = re.finditer("[" + re.escape("[]{}()" + sep) + "]", text)
+    for match in found:
+        ch = match.group()
         if ch in "[{(":
             depth += 1
         elif ch in "]})":
             depth -= 1
         if ch == sep and depth == 0:
-            parts.append("".join(buf).strip())
-            buf = []
-        else:
-            buf.append(ch)
-    tail = "".join(buf).strip()
+            at = match.start()
+            parts.append(text[begin:at].strip())
+            begin = at + 1
+    tail = text[begin:].strip()
     if tail or parts:
         parts.append(tail)
     return parts
@@ -145,6 +177,8 @@ class _Parser:
         self.source = source
         self.statements = _statements(text)
         self.pos = 0
+        self.operands: Dict[str, Operand] = {}
+        self.bodies: Dict[str, tuple] = {}
 
     def error(self, message: str, stmt: Optional[_Statement] = None) -> PtxSyntaxError:
         stmt = stmt or (self.statements[self.pos] if self.pos < len(self.statements) else None)
@@ -417,12 +451,20 @@ class _Parser:
     def instruction(self, stmt: _Statement) -> Instruction:
         text = stmt.text
         guard = None
-        match = re.match(r"^@(!?)(%?[A-Za-z_$][\w$]*)\s+", text)
-        if match:
-            guard = (match.group(2), bool(match.group(1)))
-            text = text[match.end():]
-        match = re.match(r"^([a-z][a-z0-9_]*)((?:\.[A-Za-z0-9_]+(?:::[A-Za-z0-9_]+)*)*)\s*(.*)$",
-                         text, re.S)
+        if text.startswith("@"):
+            match = _GUARD.match(text)
+            if match:
+                guard = (match.group(2), bool(match.group(1)))
+                text = text[match.end():]
+        # the same instruction text recurs (unrolled code): read it once per program
+        body = self.bodies.get(text)
+        if body is None:
+            body = self.bodies[text] = self.instruction_body(text, stmt)
+        return Instruction(body[0], body[1], body[2], guard, stmt.line, stmt.column, stmt.text)
+
+    def instruction_body(self, text: str, stmt: _Statement):
+        """(opcode, modifiers, operands) of an instruction's text after its guard."""
+        match = _OPCODE.match(text)
         if not match:
             raise self.error("cannot read the instruction", stmt)
         opcode, mods, rest = match.groups()
@@ -431,9 +473,9 @@ class _Parser:
         if opcode == "call":
             operands = self.call_operands(rest, stmt)
         else:
-            operands = tuple(self.operand(item, stmt) for item in _split_top(rest)) if rest else ()
-        return Instruction(opcode, modifiers, operands, guard, stmt.line, stmt.column,
-                           stmt.text)
+            operands = tuple(self.cached_operand(item, stmt) for item in _split_top(rest)) \
+                if rest else ()
+        return opcode, modifiers, operands
 
     def call_operands(self, rest: str, stmt) -> Tuple[Operand, ...]:
         # call{.uni} (ret), func, (a, b);   or   call func, (a, b);
@@ -447,6 +489,14 @@ class _Parser:
             else:
                 out.append(Sym(item))
         return tuple(out)
+
+    def cached_operand(self, text: str, stmt) -> Operand:
+        """operand(), remembered by text: operands are immutable, and kernels repeat a few
+        registers and addresses over and over."""
+        found = self.operands.get(text)
+        if found is None:
+            found = self.operands[text] = self.operand(text, stmt)
+        return found
 
     def operand(self, text: str, stmt) -> Operand:
         text = text.strip()
@@ -485,7 +535,7 @@ class _Parser:
         raise self.error(f"cannot read operand {text!r}", stmt)
 
     def address(self, text: str, stmt) -> Addr:
-        match = re.match(r"^([%A-Za-z_$][\w$.]*)?\s*(?:([+-])\s*(-?\w+))?$", text)
+        match = _ADDRESS.match(text)
         if not match:
             if _INT.match(text):
                 return Addr(None, _int(text))
@@ -562,5 +612,6 @@ def _terminate_line_directives(text: str) -> str:
 
 def parse_ptx(text: str, source: Optional[str] = None) -> Program:
     """Parse PTX text (as the JIT writes it) into a Program."""
-    return inline_calls(_Parser(_terminate_line_directives(_strip_comments(text)),
-                                source).parse())
+    with collection_paused():  # a program is many small objects and no garbage cycles
+        return inline_calls(_Parser(_terminate_line_directives(_strip_comments(text)),
+                                    source).parse())

@@ -19,7 +19,10 @@ from tilebc.ir.module import Module
 from ..compiler import compile as jit_compile, load_module
 from .machine import KernelImage, emulate, load_kernel
 
-_IMAGES: Dict[Tuple, Tuple[Module, KernelImage, int]] = {}
+_IMAGES: Dict[Tuple, Tuple[Module, KernelImage, int]] = {}  # least recently used first
+# Runs of one module come in bursts, so the newest few images are the ones reused; each image
+# held is many thousand closures that every full garbage collection walks.
+_IMAGES_KEPT = 16
 
 
 def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
@@ -29,15 +32,16 @@ def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
     dynamic shared memory its launch requests and its tensor map records (KernelInfo).
     `wgmma`, `tma`: the JIT's sm_90 choices (compiler.compile)."""
     key = (id(module), entry, arch, threads, wgmma, tma)
-    cached = _IMAGES.get(key)
+    cached = _IMAGES.pop(key, None)
     if cached is not None and cached[0] is module:
+        _IMAGES[key] = cached  # now the most recently used
         return cached[1:]
     result = jit_compile(module, entry=entry, arch=arch, emit="ptx", threads=threads, wgmma=wgmma,
                          tma=tma)
     image = load_kernel(result.ptx, entry, source=f"<PTX of {module.source or 'module'}>")
     info = result.kernels[entry]
-    if len(_IMAGES) > 256:
-        _IMAGES.clear()
+    while len(_IMAGES) >= _IMAGES_KEPT:
+        del _IMAGES[next(iter(_IMAGES))]
     _IMAGES[key] = (module, image, info.threads_per_cta, info.dynamic_shared_bytes,
                     info.tensor_maps)
     return image, info.threads_per_cta, info.dynamic_shared_bytes, info.tensor_maps

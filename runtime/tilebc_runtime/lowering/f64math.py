@@ -16,8 +16,10 @@ Methods (errors measured on the PTX emulator against numpy, see runtime/tests/te
     summed in double-double. Taylor polynomials on |r| <= π/4, quadrant from q mod 4. Known
     limit: the double-double sum leaves ~2^-100 absolute error in r, so the rare huge doubles
     whose reduced argument is below ~2^-48 lose bits (8 ulp at the hardest, 5.319372648326541e255).
-  sinh, cosh, tanh: from expm1 (2^k·(expm1(r) + 1 - 2^-k)) so small |x| keeps full precision;
-    e^|x|/2 is formed with the exponent lowered by one so sinh/cosh do not overflow early.
+  sinh, cosh: from expm1 (2^k·(expm1(r) + 1 - 2^-k)) so small |x| keeps full precision;
+    e^|x|/2 is formed with the exponent lowered by one so they do not overflow early. tanh:
+    its Taylor series below |x| = 0.8 (coefficients from Bernoulli numbers), 1 - 2/(e^2|x| + 1)
+    above.
   pow: log|x| in double-double (s = f/(2+f) with its remainder), y·log in double-double, exp of
     the pair; C99 special cases (pow(x, ±0) = 1, pow(1, y) = 1, pow(-1, ±inf) = 1, odd-integer
     signs, NaN for negative x with non-integer y).

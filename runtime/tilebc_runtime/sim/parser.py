@@ -9,6 +9,7 @@ register, special register, immediate (decimal, hex, 0f/0d float bits), symbol, 
 """
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Dict, List, Optional, Tuple
 
@@ -73,8 +74,8 @@ def _statements(text: str):
     depth = 0  # braces inside the current statement (initialiser / vector operand)
     i = 0
     n = len(text)
-    for match in _SPECIAL.finditer(text):
-        at = match.start()
+    # each special character's position, then the end of the text (its last run of characters)
+    for at in itertools.chain((match.start() for match in _SPECIAL.finditer(text)), (n,)):
         if at > i:  # ordinary characters: leading blanks before a statement are skipped
             run = text[i:at]
             if start is None:
@@ -86,6 +87,8 @@ def _statements(text: str):
             if run:
                 buf.append(run)
                 column += len(run)
+        if at == n:
+            break
         i = at + 1
         ch = text[at]
         if ch == "\n":
@@ -129,15 +132,6 @@ def _statements(text: str):
             continue
         buf.append(ch)
         column += 1
-    if i < n:
-        run = text[i:]
-        if start is None:
-            body = run.lstrip(" \t\r")
-            column += len(run) - len(body)
-            run = body
-            if run:
-                start = (line, column)
-        buf.append(run)
     if "".join(buf).strip():
         raise PtxSyntaxError("statement without a terminating ';'", line=start[0],
                              column=start[1])

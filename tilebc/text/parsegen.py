@@ -15,6 +15,7 @@ from typing import Dict, List
 from ..codecache import compile_generated
 from ..ir.module import Value
 from ..ops.spec import Arity, AttrKind
+from .types import TYPE_SPAN
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
                      compile_syntax)
 
@@ -121,25 +122,25 @@ class _Writer:
             # table names reach the generated code as constants, never spliced into its text
             prefix = self.constant(f"{spec.mnemonic}: operand {element.name} has type ")
             self.code(f"g = operands.get({element.name!r})",
-                      "if g.__class__ is Value:",
-                      "    t = c.peek()",
-                      "    found = custom_type(state)",
-                      "    if g.type != found and state.mismatch is None:",
+                      "if g.__class__ is Value:")
+            self.indent += "    "
+            self.read_type()
+            self.indent = self.indent[:-4]
+            self.code("    if g.type != found and state.mismatch is None:",
                       f"        state.mismatch = c.error({prefix} + f'{{g.type}}, but the text "
-                      "says {found}', t.pos)",
+                      "says {found}', start)",
                       f"    state.operand_types[{element.name!r}] = [found]",
                       "else:",
                       f"    p._type_element({ref}, state)")
             return
         kind = spec.results[element.result].parsed_kind if element.result < len(spec.results) \
             else ""
-        self.code("t = c.peek()",
-                  "found = custom_type(state)")
+        self.read_type()
         if kind:
             expected = self.constant(f"'cuda_tile.{spec.mnemonic}' expected '{kind}' type, but "
                                      "got '!cuda_tile.")
             self.code(f"if str(found).split('<', 1)[0] != {kind!r}:",
-                      f"    raise c.error({expected} + str(found) + \"'\", t.pos)")
+                      f"    raise c.error({expected} + str(found) + \"'\", start)")
         if element.variadic:
             self.code("types = [found]",
                       "while c.at(',') and not p._next_is_value():",
@@ -148,6 +149,20 @@ class _Writer:
                       f"state.result_types[{element.result}] = types")
         else:
             self.code(f"state.result_types[{element.result}] = [found]")
+
+    def read_type(self) -> None:
+        """`found` = the type an op's custom form writes, `start` = where it starts. A type text
+        read before is looked up without scanning its first word as a token (that word is an
+        ident or bang token: every type text starts with a letter or `!cuda_tile.`)."""
+        self.code("span = type_span(c.text, c.pos)",
+                  "found = known_types.get(span.group(2)) if span is not None else None",
+                  "if found is not None:",
+                  "    start = span.start(2)",
+                  "    c._peeked = None",
+                  "    c.pos = c.end = span.end()",
+                  "else:",
+                  "    start = c.peek().pos",
+                  "    found = custom_type(state)")
 
     def attr_dict(self, element: AttrDict) -> None:
         if element.keyword_attrs:  # the elided attributes take their keyword value: always called
@@ -226,6 +241,8 @@ def op_parser_source(spec, parser_class, custom_enums, own_memory_parser) -> tup
             "    c = p.c",
             "    use = p._use",
             "    custom_type = p._custom_type",
+            "    known_types = p.types._known",
+            "    type_span = TYPE_SPAN",
             "    operands = state.operands",
             "    attrs = state.attrs"]
     return "\n".join(head + writer.lines + ["    return None"]) + "\n", writer.constants
@@ -243,7 +260,7 @@ def op_parser(spec, parser_class, custom_enums, own_memory_parser):
     if found is not None and found[0] is spec:
         return found[1]
     source, constants = op_parser_source(spec, parser_class, custom_enums, own_memory_parser)
-    namespace = {"Value": Value, **constants}
+    namespace = {"Value": Value, "TYPE_SPAN": TYPE_SPAN, **constants}
     exec(compile_generated(source, f"<tilebc parser {spec.mnemonic}>"), namespace)
     _OP_PARSERS[key] = (spec, namespace["body"])
     return namespace["body"]

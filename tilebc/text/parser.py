@@ -137,6 +137,7 @@ class _Parser:
         self._module_pos: List[int] = []  # where each enclosing `cuda_tile.module` starts
         self._defined_at: Dict[int, int] = {}  # id(value) -> where its name is defined
         self._used_at: Dict[int, Tuple[str, int]] = {}  # id(value) -> (name, its latest use)
+        self._bodies: Dict[str, tuple] = {}  # op name as written -> (spec, its op parser)
 
     # ---- module ----------------------------------------------------------------------------------
 
@@ -503,22 +504,33 @@ class _Parser:
         if token.text in scope:
             raise self.c.error(f"redefinition of SSA value {token.text}", token.pos)
         scope[token.text] = value
-        for each in value if isinstance(value, list) else (value,):
-            self._defined_at[id(each)] = token.pos
+        if value.__class__ is list:
+            for each in value:
+                self._defined_at[id(each)] = token.pos
+        else:
+            self._defined_at[id(value)] = token.pos
 
     def _use(self) -> Value:
-        token = self.c.peek()
+        c = self.c
+        token = c._peeked  # Cursor.next inline, as the generated op parsers do
+        if token is None or token.pos < c.pos:
+            token = c.peek()
+        text = token.text
         if token.kind != "value":  # MLIR's words, then ours
-            raise self.c.error(f"expected SSA operand (expected an SSA value (%name), found "
-                               f"'{token.text or 'end of input'}')", token.pos)
-        self.c.next()
-        name, _, index = token.text.partition("#")
-        for scope in reversed(self.scopes):
-            if name in scope:
-                value = scope[name]
-                break
-        else:
-            raise self.c.error(f"use of undefined value {name}", token.pos)
+            raise c.error(f"expected SSA operand (expected an SSA value (%name), found "
+                          f"'{text or 'end of input'}')", token.pos)
+        c.pos = c.end = token.pos + len(text)
+        c._peeked = None
+        name, _, index = text.partition("#") if "#" in text else (text, "", "")
+        scopes = self.scopes
+        value = scopes[-1].get(name) if scopes else None  # the innermost scope first
+        if value is None:
+            for scope in reversed(scopes):
+                if name in scope:
+                    value = scope[name]
+                    break
+            else:
+                raise c.error(f"use of undefined value {name}", token.pos)
         if isinstance(value, list):  # a result group
             position = int(index) if index.isdigit() and len(index) < 20 else -1
             if not 0 <= position < len(value):
@@ -566,7 +578,9 @@ class _Parser:
 
     def _op(self) -> Op:
         c = self.c
-        start = c.peek()
+        start = c._peeked  # Cursor.peek inline (once or more per op)
+        if start is None or start.pos < c.pos:
+            start = c.peek()
         names: List[Tuple[Token, int]] = []
         if start.kind == "value":
             while True:
@@ -582,7 +596,9 @@ class _Parser:
                 if not c.accept(","):
                     break
             c.expect("=", "after the result names")
-        name_token = c.peek()
+        name_token = c._peeked
+        if name_token is None or name_token.pos < c.pos:
+            name_token = c.peek()
         if name_token.kind == "string":
             state = self._generic_op(c.next(), names)
             state.generic = True
@@ -592,16 +608,21 @@ class _Parser:
             return self._finish_op(op, spec, state, start, names)
         if name_token.kind != "ident":
             raise c.error(f"expected an operation name, found '{name_token.text or 'end of input'}'")
-        c.next()
-        mnemonic = name_token.text[len(PREFIX):] if name_token.text.startswith(PREFIX) \
-            else name_token.text
-        spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic))
-        if spec is None or spec.structural or not spec.syntax:
-            raise c.error(f"unknown operation '{name_token.text}'", name_token.pos)
+        text = name_token.text
+        c.pos = c.end = name_token.pos + len(text)  # Cursor.next inline
+        c._peeked = None
+        known = self._bodies.get(text)
+        if known is None:
+            mnemonic = text[len(PREFIX):] if text.startswith(PREFIX) else text
+            spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic))
+            if spec is None or spec.structural or not spec.syntax:
+                raise c.error(f"unknown operation '{text}'", name_token.pos)
+            known = self._bodies[text] = (spec, _op_parser(spec))
+        spec = known[0]
         state = _OpState(spec, name_token.pos)
         state.result_count = (names[0][1] if len(names) == 1 else sum(n for _, n in names)) \
             if names else 0
-        _op_parser(spec)(self, state)
+        known[1](self, state)
         if state.mismatch is not None:
             raise state.mismatch  # MLIR resolves operands once the whole form is read
         op = self._build(state, name_token)
@@ -611,7 +632,10 @@ class _Parser:
         c = self.c
         self.preview = self.preview or spec.preview
         op.text_pos = c.line_col(start.pos)
-        expr = self._loc(op)
+        token = c._peeked  # most ops have no loc(...): LocationTable.trailer's test inline
+        if token is None or token.pos < c.pos:
+            token = c.peek()
+        expr = self._loc(op) if token.text == "loc" else None
         # A terminator the text left out carries its parent's location (as MLIR's builder does).
         for region in op.regions:
             for block in region.blocks:

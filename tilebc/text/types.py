@@ -30,6 +30,8 @@ else:
     _SPAN = re.compile(SPACES + r"([A-Za-z_!][A-Za-z0-9_.!]*"
                        r"(?:<(?:[^<>\n]|<(?:[^<>\n]|<[^<>\n]*>)*>)*>)?)")
 
+TYPE_SPAN = _SPAN.match  # for the generated op parsers (tilebc/text/parsegen.py)
+
 
 class TypeParser:
     def __init__(self, cursor: Cursor):

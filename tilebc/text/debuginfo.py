@@ -70,15 +70,25 @@ class LocationAliases:
         self._order: Dict[object, int] = {}
         self._depth: Dict[object, int] = {}
         self.names: Dict[object, str] = {}
+        # id(loc) -> (loc, its `loc(#…)` text, or None before `finish`): a module shares its
+        # location objects, so most are found by identity without hashing their trees
+        self._known: Dict[int, tuple] = {}
 
     def visit(self, loc) -> None:
+        known = self._known.get(id(loc))
+        if known is not None and known[0] is loc:
+            return
+        self._known[id(loc)] = (loc, None)
+        self._visit(loc)
+
+    def _visit(self, loc) -> None:
         node = _normal(loc)
         if node in self._order:
             return
         self._order[node] = len(self._order)
         depth = 0
         for child in _children(node):
-            self.visit(child)
+            self._visit(child)
             depth = max(depth, self._depth[child] + 1)
         self._depth[node] = depth
 
@@ -93,7 +103,12 @@ class LocationAliases:
         self._sorted = ordered
 
     def ref(self, loc) -> str:
-        return f"loc({self.names[_normal(loc)]})"
+        known = self._known.get(id(loc))
+        if known is not None and known[0] is loc and known[1] is not None:
+            return known[1]
+        text = f"loc({self.names[_normal(loc)]})"
+        self._known[id(loc)] = (loc, text)
+        return text
 
     def definitions(self) -> List[str]:
         return [f"{self.names[node]} = {self._define(node)}" for node in self._sorted]

@@ -48,8 +48,25 @@ def _auto_named(op: Op) -> bool:
 _CONSTANT_NAMES: Dict[tuple, str] = {}  # (type, data) -> name: constants repeat across kernels
 
 
+# id(attribute) -> (attribute, name): a decoded module shares one attribute among its equal
+# constants, so most are found without hashing the type
+_CONSTANT_BY_ID: Dict[int, tuple] = {}
+
+
 def _constant_name(op: Op) -> str:
     dense = op.attrs["value"]
+    found = _CONSTANT_BY_ID.get(id(dense))
+    if found is not None and found[0] is dense:
+        return found[1]
+    name = _constant_name_by_value(dense)
+    if len(dense.data) <= 64:  # large ones are not kept alive
+        if len(_CONSTANT_BY_ID) > 1 << 14:
+            _CONSTANT_BY_ID.clear()
+        _CONSTANT_BY_ID[id(dense)] = (dense, name)
+    return name
+
+
+def _constant_name_by_value(dense) -> str:
     data = dense.data
     if len(data) > 64:
         return _constant_name_of(dense)
@@ -102,7 +119,7 @@ def suggested_names(op: Op, names: "FunctionNames") -> List[Optional[str]]:
         producer = op.operands["value"].owner
         name = spec.asm_name[1:]  # "@assume": named after the op, or after what it assumes
         if isinstance(producer, Op) and _names_imply_interface(producer):
-            name = f"{name}_" + (suggested_names(producer, names)[op.operands["value"].index] or "")
+            name = f"{name}_" + (names.suggestion(producer)[op.operands["value"].index] or "")
         suggestion[0] = name
     elif spec.asm_name:
         suggestion[0] = spec.asm_name
@@ -170,6 +187,7 @@ class FunctionNames:
         self.groups: Dict[int, List[int]] = {}  # id(op) -> sorted result-group starts
         self.refs: Dict[Value, str] = {}        # every value's use text
         self.ref = self.refs.__getitem__        # `%name`, `%N` or `%name#k` for a use of a value
+        self._suggested: Dict[int, List[Optional[str]]] = {}  # id(op) -> suggested_names(op)
         self.next_value = 0
         self.next_argument = 0
         self.next_conflict = 0
@@ -189,17 +207,28 @@ class FunctionNames:
                 for index, region in enumerate(op.regions):
                     pending.append((region.blocks, op, index, counters, scope))
 
+    def suggestion(self, op: Op) -> List[Optional[str]]:
+        """suggested_names(op), remembered for the ops numbered so far (`assume` asks again)."""
+        found = self._suggested.get(id(op))
+        return found if found is not None else suggested_names(op, self)
+
     def _unique(self, name: str, scope: _Scope) -> str:
         name = _sanitize(name)
-        if name in scope:
-            while True:
-                probe = f"{name}_{self.next_conflict}"
-                self.next_conflict += 1
-                if probe not in scope:
-                    name = probe
-                    break
+        outer = scope
+        while outer is not None and name not in outer.names:
+            outer = outer.parent
+        if outer is not None:  # in use in this scope or an enclosing one
+            name = self._renamed(name, scope)
         scope.names.add(name)
         return name
+
+    def _renamed(self, name: str, scope: _Scope) -> str:
+        """`name_K` for a name in use, K the function's next conflict number not in use either."""
+        while True:
+            probe = f"{name}_{self.next_conflict}"
+            self.next_conflict += 1
+            if probe not in scope:
+                return probe
 
     def _set(self, value: Value, name: Optional[str], scope: _Scope) -> None:
         if not name:
@@ -249,24 +278,25 @@ class FunctionNames:
                 else:
                     for result in results:
                         refs[result] = f"%{head}#{result.index}"
+            elif rule and rule[0] != "@" and len(results) == 1:  # the op's one fixed name
+                name = _sanitize(rule)
+                outer = scope
+                while outer is not None and name not in outer.names:
+                    outer = outer.parent
+                if outer is not None:
+                    name = self._renamed(name, scope)
+                scope.names.add(name)
+                first = results[0]
+                text[first] = name
+                refs[first] = "%" + name
             else:
                 self._number_named(op, scope)
-
-    def _number_op(self, op: Op, scope: _Scope) -> None:
-        """Names one op's results (what `_number_block` does for each op of a block)."""
-        if not op.results:
-            return
-        if _rule(op.spec) is None:
-            self._set(op.results[0], None, scope)
-            if len(op.results) > 1:
-                self._group_refs(op, [0])
-            return
-        self._number_named(op, scope)
 
     def _number_named(self, op: Op, scope: _Scope) -> None:
         results = op.results
         groups = [0]
-        for index, name in enumerate(suggested_names(op, self)):
+        suggestion = self._suggested[id(op)] = suggested_names(op, self)
+        for index, name in enumerate(suggestion):
             if name is not None:
                 self._set(results[index], name, scope)
                 if index:

@@ -79,18 +79,19 @@ class LocationAliases:
         if known is not None and known[0] is loc:
             return
         self._known[id(loc)] = (loc, None)
-        self._visit(loc)
+        self._visit(_normal(loc))
 
-    def _visit(self, loc) -> None:
-        node = _normal(loc)
-        if node in self._order:
-            return
+    def _visit(self, node) -> int:
+        """Records `node` (normalised) and what it refers to, in pre-order; its alias depth."""
+        depth = self._depth.get(node)
+        if depth is not None:
+            return depth
         self._order[node] = len(self._order)
         depth = 0
         for child in _children(node):
-            self._visit(child)
-            depth = max(depth, self._depth[child] + 1)
+            depth = max(depth, self._visit(child) + 1)
         self._depth[node] = depth
+        return depth
 
     def finish(self) -> None:
         ordered = sorted(self._order, key=lambda n: (self._depth[n], _alias_name(n), self._order[n]))

@@ -70,17 +70,28 @@ class LocationAliases:
         self._order: Dict[object, int] = {}
         self._depth: Dict[object, int] = {}
         self.names: Dict[object, str] = {}
+        # id(loc) -> (loc, its `loc(#…)` text, or None before `finish`): a module shares its
+        # location objects, so most are found by identity without hashing their trees
+        self._known: Dict[int, tuple] = {}
 
     def visit(self, loc) -> None:
-        node = _normal(loc)
-        if node in self._order:
+        known = self._known.get(id(loc))
+        if known is not None and known[0] is loc:
             return
+        self._known[id(loc)] = (loc, None)
+        self._visit(_normal(loc))
+
+    def _visit(self, node) -> int:
+        """Records `node` (normalised) and what it refers to, in pre-order; its alias depth."""
+        depth = self._depth.get(node)
+        if depth is not None:
+            return depth
         self._order[node] = len(self._order)
         depth = 0
         for child in _children(node):
-            self.visit(child)
-            depth = max(depth, self._depth[child] + 1)
+            depth = max(depth, self._visit(child) + 1)
         self._depth[node] = depth
+        return depth
 
     def finish(self) -> None:
         ordered = sorted(self._order, key=lambda n: (self._depth[n], _alias_name(n), self._order[n]))
@@ -93,7 +104,12 @@ class LocationAliases:
         self._sorted = ordered
 
     def ref(self, loc) -> str:
-        return f"loc({self.names[_normal(loc)]})"
+        known = self._known.get(id(loc))
+        if known is not None and known[0] is loc and known[1] is not None:
+            return known[1]
+        text = f"loc({self.names[_normal(loc)]})"
+        self._known[id(loc)] = (loc, text)
+        return text
 
     def definitions(self) -> List[str]:
         return [f"{self.names[node]} = {self._define(node)}" for node in self._sorted]

@@ -48,8 +48,25 @@ def _auto_named(op: Op) -> bool:
 _CONSTANT_NAMES: Dict[tuple, str] = {}  # (type, data) -> name: constants repeat across kernels
 
 
+# id(attribute) -> (attribute, name): a decoded module shares one attribute among its equal
+# constants, so most are found without hashing the type
+_CONSTANT_BY_ID: Dict[int, tuple] = {}
+
+
 def _constant_name(op: Op) -> str:
     dense = op.attrs["value"]
+    found = _CONSTANT_BY_ID.get(id(dense))
+    if found is not None and found[0] is dense:
+        return found[1]
+    name = _constant_name_by_value(dense)
+    if len(dense.data) <= 64:  # large ones are not kept alive
+        if len(_CONSTANT_BY_ID) > 1 << 14:
+            _CONSTANT_BY_ID.clear()
+        _CONSTANT_BY_ID[id(dense)] = (dense, name)
+    return name
+
+
+def _constant_name_by_value(dense) -> str:
     data = dense.data
     if len(data) > 64:
         return _constant_name_of(dense)
@@ -102,7 +119,7 @@ def suggested_names(op: Op, names: "FunctionNames") -> List[Optional[str]]:
         producer = op.operands["value"].owner
         name = spec.asm_name[1:]  # "@assume": named after the op, or after what it assumes
         if isinstance(producer, Op) and _names_imply_interface(producer):
-            name = f"{name}_" + (suggested_names(producer, names)[op.operands["value"].index] or "")
+            name = f"{name}_" + (names.suggestion(producer)[op.operands["value"].index] or "")
         suggestion[0] = name
     elif spec.asm_name:
         suggestion[0] = spec.asm_name
@@ -141,16 +158,39 @@ class _Scope:
         return False
 
 
+# result-naming rule of each op kind: id(spec) -> (spec, rule); the spec rides along so an id is
+# never reused. Rules: None (no suggestion: one numbered group), "auto", "@constant", "@assume",
+# or the fixed name
+_RULES: Dict[int, tuple] = {}
+
+
+def _rule(spec):
+    found = _RULES.get(id(spec))
+    if found is not None and found[0] is spec:
+        return found[1]
+    if spec.asm_name is not None:
+        rule = spec.asm_name
+    elif len(spec.results) >= 2 and not any(r.variadic for r in spec.results):
+        rule = "auto"
+    else:
+        rule = None
+    _RULES[id(spec)] = (spec, rule)
+    return rule
+
+
 class FunctionNames:
-    """Text names of every value in one function: `names[id(value)]` is the text after `%`."""
+    """Text names of every value in one function: `text[value]` is the text after `%` of each
+    result-group head and argument, `refs[value]` the use text of every value (`%name#k`)."""
 
     def __init__(self, function: Function):
-        self.text: Dict[int, str] = {}          # id(value) -> "name" or "N" (result-group heads)
+        self.text: Dict[Value, str] = {}        # "name" or "N" (result-group heads, arguments)
         self.groups: Dict[int, List[int]] = {}  # id(op) -> sorted result-group starts
+        self.refs: Dict[Value, str] = {}        # every value's use text
+        self.ref = self.refs.__getitem__        # `%name`, `%N` or `%name#k` for a use of a value
+        self._suggested: Dict[int, List[Optional[str]]] = {}  # id(op) -> suggested_names(op)
         self.next_value = 0
         self.next_argument = 0
         self.next_conflict = 0
-        self.refs: Dict[int, str] = {}  # id(value) -> its use text, built on first use
         top = _Scope(None)
         # The entry body is numbered like the region of a top-level op.
         pending: List[Tuple[List[Block], object, int, Tuple[int, int, int], _Scope]] = [
@@ -159,73 +199,126 @@ class FunctionNames:
             blocks, owner, region_index, counters, parent = pending.pop()
             self.next_value, self.next_argument, self.next_conflict = counters
             scope = _Scope(parent)
+            nested: List[Op] = []
             for block_index, block in enumerate(blocks):
-                self._number_block(block, owner, region_index, block_index == 0, scope)
+                self._number_block(block, owner, region_index, block_index == 0, scope, nested)
             counters = (self.next_value, self.next_argument, self.next_conflict)
-            for block in blocks:
-                for op in block.ops:
-                    for index, region in enumerate(op.regions):
-                        pending.append((region.blocks, op, index, counters, scope))
+            for op in nested:
+                for index, region in enumerate(op.regions):
+                    pending.append((region.blocks, op, index, counters, scope))
+
+    def suggestion(self, op: Op) -> List[Optional[str]]:
+        """suggested_names(op), remembered for the ops numbered so far (`assume` asks again)."""
+        found = self._suggested.get(id(op))
+        return found if found is not None else suggested_names(op, self)
 
     def _unique(self, name: str, scope: _Scope) -> str:
         name = _sanitize(name)
-        if name in scope:
-            while True:
-                probe = f"{name}_{self.next_conflict}"
-                self.next_conflict += 1
-                if probe not in scope:
-                    name = probe
-                    break
+        outer = scope
+        while outer is not None and name not in outer.names:
+            outer = outer.parent
+        if outer is not None:  # in use in this scope or an enclosing one
+            name = self._renamed(name, scope)
         scope.names.add(name)
         return name
 
+    def _renamed(self, name: str, scope: _Scope) -> str:
+        """`name_K` for a name in use, K the function's next conflict number not in use either."""
+        while True:
+            probe = f"{name}_{self.next_conflict}"
+            self.next_conflict += 1
+            if probe not in scope:
+                return probe
+
     def _set(self, value: Value, name: Optional[str], scope: _Scope) -> None:
         if not name:
-            self.text[id(value)] = str(self.next_value)
+            text = str(self.next_value)
             self.next_value += 1
         else:
-            self.text[id(value)] = self._unique(name, scope)
+            text = self._unique(name, scope)
+        self.text[value] = text
+        self.refs[value] = "%" + text
 
     def _number_block(self, block: Block, owner, region_index: int, entry: bool,
-                      scope: _Scope) -> None:
-        given = block_arg_names(owner, region_index, block) if isinstance(owner, Op) \
-            else [None] * len(block.args)
-        for arg, name in zip(block.args, given):
-            if name:
-                self._set(arg, name, scope)
-        for arg, name in zip(block.args, given):
-            if name:
-                continue
-            if entry:
-                self._set(arg, f"arg{self.next_argument}", scope)
-                self.next_argument += 1
-            else:
-                self._set(arg, None, scope)
+                      scope: _Scope, nested: List[Op]) -> None:
+        args = block.args
+        if args:
+            given = block_arg_names(owner, region_index, block) if isinstance(owner, Op) \
+                else [None] * len(args)
+            for arg, name in zip(args, given):
+                if name:
+                    self._set(arg, name, scope)
+            for arg, name in zip(args, given):
+                if name:
+                    continue
+                if entry:
+                    self._set(arg, f"arg{self.next_argument}", scope)
+                    self.next_argument += 1
+                else:
+                    self._set(arg, None, scope)
+        text = self.text
+        refs = self.refs
+        rules = _RULES
         for op in block.ops:
-            self._number_op(op, scope)
+            if op.regions:
+                nested.append(op)
+            results = op.results
+            if not results:
+                continue
+            spec = op.spec
+            found = rules.get(id(spec))
+            rule = found[1] if found is not None and found[0] is spec else _rule(spec)
+            if rule is None:  # no suggested names: one numbered group
+                head = str(self.next_value)
+                self.next_value += 1
+                first = results[0]
+                text[first] = head
+                if len(results) == 1:
+                    refs[first] = "%" + head
+                else:
+                    for result in results:
+                        refs[result] = f"%{head}#{result.index}"
+            elif rule and rule[0] != "@" and len(results) == 1:  # the op's one fixed name
+                name = _sanitize(rule)
+                outer = scope
+                while outer is not None and name not in outer.names:
+                    outer = outer.parent
+                if outer is not None:
+                    name = self._renamed(name, scope)
+                scope.names.add(name)
+                first = results[0]
+                text[first] = name
+                refs[first] = "%" + name
+            else:
+                self._number_named(op, scope)
 
-    def _number_op(self, op: Op, scope: _Scope) -> None:
+    def _number_named(self, op: Op, scope: _Scope) -> None:
         results = op.results
-        if not results:
-            return
-        spec = op.spec
-        if spec.asm_name is None and (len(spec.results) < 2
-                                      or any(r.variadic for r in spec.results)):
-            # no suggested names (suggested_names gives only None): one numbered group
-            self.text[id(results[0])] = str(self.next_value)
-            self.next_value += 1
-            return
         groups = [0]
-        for index, name in enumerate(suggested_names(op, self)):
+        suggestion = self._suggested[id(op)] = suggested_names(op, self)
+        for index, name in enumerate(suggestion):
             if name is not None:
-                self._set(op.results[index], name, scope)
+                self._set(results[index], name, scope)
                 if index:
                     groups.append(index)
-        if id(op.results[0]) not in self.text:
-            self.text[id(op.results[0])] = str(self.next_value)
-            self.next_value += 1
+        if results[0] not in self.text:
+            self._set(results[0], None, scope)
         if len(groups) > 1:
-            self.groups[id(op)] = sorted(groups)
+            self.groups[id(op)] = groups
+        if len(results) > 1:
+            self._group_refs(op, groups)
+
+    def _group_refs(self, op: Op, starts: List[int]) -> None:
+        """Use texts of a multi-result op's results: `%head` alone in its group, else `%head#k`."""
+        results = op.results
+        ends = starts[1:] + [len(results)]
+        for start, end in zip(starts, ends):
+            head = self.text[results[start]]
+            if end - start == 1:
+                self.refs[results[start]] = "%" + head
+            else:
+                for k in range(end - start):
+                    self.refs[results[start + k]] = f"%{head}#{k}"
 
     # ---- printing ------------------------------------------------------------------------------
 
@@ -234,23 +327,3 @@ class FunctionNames:
         starts = self.groups.get(id(op), [0])
         ends = starts[1:] + [len(op.results)]
         return [(s, e - s) for s, e in zip(starts, ends)]
-
-    def ref(self, value: Value) -> str:
-        """`%name`, `%N` or `%name#k` for a use of `value`."""
-        text = self.refs.get(id(value))
-        if text is None:
-            text = self.refs[id(value)] = self._ref(value)
-        return text
-
-    def _ref(self, value: Value) -> str:
-        owner = value.owner
-        if isinstance(owner, Op) and len(owner.results) > 1:
-            start, count = 0, len(owner.results)
-            for group_start, group_count in self.result_groups(owner):
-                if group_start <= value.index < group_start + group_count:
-                    start, count = group_start, group_count
-            head = self.text[id(owner.results[start])]
-            if count == 1:
-                return "%" + head
-            return f"%{head}#{value.index - start}"
-        return "%" + self.text[id(value)]

@@ -570,6 +570,15 @@ def op_body(op: Op, ctx: _Context) -> str:
 
 # ---- module structure ----------------------------------------------------------------------------
 
+def _visit_locations(ops, visit) -> None:
+    """visit(op.loc) for `ops` and the ops nested in them, in pre-order (Function.walk's order)."""
+    for op in ops:
+        visit(op.loc)
+        for region in op.regions:
+            for block in region.blocks:
+                _visit_locations(block.ops, visit)
+
+
 class _ModulePrinter:
     def __init__(self, module: Module, debug: bool, mlir: bool = False):
         self.module = module
@@ -593,8 +602,7 @@ class _ModulePrinter:
                 self.aliases.visit(None)
             for function in module.functions:
                 self.aliases.visit(function.loc)
-                for op in function.walk():
-                    self.aliases.visit(op.loc)
+                _visit_locations(function.body.ops, self.aliases.visit)
             self.aliases.finish()
         lines = [self.global_(g) for g in module.globals]
         lines += [self.function(f) for f in module.functions]
@@ -715,7 +723,7 @@ class _ModulePrinter:
         if op.results:
             heads = []
             for start, count in ctx.names.result_groups(op):
-                heads.append("%" + ctx.names.text[id(op.results[start])]
+                heads.append("%" + ctx.names.text[op.results[start]]
                              + (f":{count}" if count > 1 else ""))
             prefix = ", ".join(heads) + " = "
         return prefix + text + self.loc(op.loc)
@@ -749,15 +757,15 @@ class _ModulePrinter:
         results = op.results
         loc = " " + self.aliases.ref(op.loc) if self.debug else ""
         if not results:
-            return op.name + body + loc
+            return spec.mnemonic + body + loc
         names = ctx.names
+        if len(results) == 1:
+            return names.refs[results[0]] + " = " + spec.mnemonic + body + loc
         if id(op) not in names.groups:  # one result group
-            head = "%" + names.text[id(results[0])]
-            if len(results) > 1:
-                head += f":{len(results)}"
-            return head + " = " + op.name + body + loc
+            return (f"%{names.text[results[0]]}:{len(results)} = " + spec.mnemonic + body
+                    + loc)
         heads = []
         for start, count in names.result_groups(op):
-            head = "%" + names.text[id(results[start])]
+            head = "%" + names.text[results[start]]
             heads.append(head + (f":{count}" if count > 1 else ""))
         return ", ".join(heads) + " = " + op.name + body + loc

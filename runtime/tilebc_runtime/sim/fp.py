@@ -162,9 +162,18 @@ def fma(a, b, c, ftype: str, mode=RM.NEAREST_EVEN):
         return np.where(finite, fast if mode is RM.NEAREST_EVEN else fast, a * b + c)
     out = fast.copy()
     idx = np.nonzero(need)[0]
-    exact = [Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i])) for i in idx]
+    exact = [_exact_fma(float(a[i]), float(b[i]), float(c[i])) for i in idx]
     out[idx] = _exact_f64(exact, mode)
     return out
+
+
+def _exact_fma(a: float, b: float, c: float) -> Fraction:
+    """a * b + c as an exact Fraction (finite operands), normalised once rather than after
+    each Fraction operation."""
+    na, da = a.as_integer_ratio()
+    nb, db = b.as_integer_ratio()
+    nc, dc = c.as_integer_ratio()
+    return Fraction(na * nb * dc + nc * da * db, da * db * dc)
 
 
 def div(a, b, ftype: str, mode=RM.NEAREST_EVEN):

@@ -40,7 +40,7 @@ def ftz(x: np.ndarray) -> np.ndarray:
     if x.dtype != np.float32:
         return x
     sub = (np.abs(x) < _F32_MIN_NORMAL) & (x != 0)
-    if not np.any(sub):
+    if not sub.any():
         return x
     return np.where(sub, np.copysign(np.float32(0), x), x).astype(np.float32)
 
@@ -61,7 +61,7 @@ def _round_to_odd(hi, lo):
     """hi + lo (|lo| below hi's half-ulp) rounded to odd at 53 bits: inexact results get an odd
     last bit, so a second rounding to <= 51 bits is correct in every mode."""
     inexact = (lo != 0) & np.isfinite(hi)
-    if not np.any(inexact):
+    if not inexact.any():
         return hi
     bits = hi.view(np.uint64)
     even = (bits & np.uint64(1)) == 0
@@ -158,13 +158,22 @@ def fma(a, b, c, ftype: str, mode=RM.NEAREST_EVEN):
         need = finite & ((p_err != 0) | (s_err != 0))
     else:
         need = finite
-    if not np.any(need):
+    if not need.any():
         return np.where(finite, fast if mode is RM.NEAREST_EVEN else fast, a * b + c)
     out = fast.copy()
     idx = np.nonzero(need)[0]
-    exact = [Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i])) for i in idx]
+    exact = [_exact_fma(float(a[i]), float(b[i]), float(c[i])) for i in idx]
     out[idx] = _exact_f64(exact, mode)
     return out
+
+
+def _exact_fma(a: float, b: float, c: float) -> Fraction:
+    """a * b + c as an exact Fraction (finite operands), normalised once rather than after
+    each Fraction operation."""
+    na, da = a.as_integer_ratio()
+    nb, db = b.as_integer_ratio()
+    nc, dc = c.as_integer_ratio()
+    return Fraction(na * nb * dc + nc * da * db, da * db * dc)
 
 
 def div(a, b, ftype: str, mode=RM.NEAREST_EVEN):
@@ -220,7 +229,7 @@ def fmin(a, b, nan_propagating: bool = False):
 def _canonical_nan(out, where):
     """PTX min/max give the canonical NaN (all bits but the sign set: 0x7fffffff for f32), never
     an operand's payload."""
-    if not np.any(where):
+    if not where.any():
         return out
     bits = out.view(f"u{out.dtype.itemsize}").copy()
     bits[np.broadcast_to(where, bits.shape)] = (1 << (8 * out.dtype.itemsize - 1)) - 1

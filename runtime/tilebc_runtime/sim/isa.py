@@ -419,7 +419,9 @@ def build_fma(ins, k):
     mode = mods.rounding()
 
     def compute(x, y, z):
-        x, y, z = np.broadcast_arrays(np.asarray(x), np.asarray(y), np.asarray(z))
+        x, y, z = np.asarray(x), np.asarray(y), np.asarray(z)
+        if not x.shape == y.shape == z.shape:  # immediates: broadcasting costs a few us
+            x, y, z = np.broadcast_arrays(x, y, z)
         return fp.fma(x, y, z, ptype, mode)
     return float_pipeline(mods, compute, 3, readers, write)
 

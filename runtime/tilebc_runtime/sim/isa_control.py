@@ -244,7 +244,7 @@ def build_shfl(ins, k):
         executing = _warp_active(cta, mask, rm(cta))
         me = np.ones(T, np.bool_) if mask is None else mask
         bad = me & valid & ~executing[np.minimum(source, T - 1)] | me & (source >= T)
-        if np.any(bad):
+        if bad.any():
             t = int(np.argmax(bad))
             raise cta.launch.error(cta, ins, f"shfl.sync: thread {t} reads lane {int(j[t])}, "
                                    f"which is not executing the shuffle (undefined)",

@@ -67,12 +67,12 @@ class Access:
             params = cta.launch.params
             offsets = addresses.astype(np.int64)
             bad = (offsets < 0) | (offsets + dtype.itemsize > len(params))
-            if np.any(bad):
+            if bad.any():
                 fault("parameter-space load outside the kernel's parameters",
                       address=int(addresses[np.argmax(bad)]))
             for start in cta.launch.tensor_maps:  # their bytes are the driver's encoding
                 inside = (offsets + dtype.itemsize > start) & (offsets < start + 128)
-                if np.any(inside):
+                if inside.any():
                     fault("load from a tensor-map parameter: the bytes of a CUtensorMap are "
                           "not modelled", address=int(addresses[np.argmax(inside)]))
             raw = np.frombuffer(params, np.uint8)
@@ -121,7 +121,10 @@ class Access:
 def _element_addresses(address, lanes, count, size, T):
     """[lanes, count] addresses of a vector access (count 1: scalar)."""
     base = np.asarray(address, np.uint64)
-    base = np.full(len(lanes), base, np.uint64) if base.ndim == 0 else base[lanes]
+    if base.ndim == 0:
+        base = np.full(len(lanes), base, np.uint64)
+    elif len(lanes) != T:  # every lane: the addresses as they are (read only)
+        base = base[lanes]
     if count == 1:
         return base
     return (base[:, None] + np.arange(count, dtype=np.uint64) * np.uint64(size)).reshape(-1)
@@ -150,7 +153,8 @@ def build_ld(ins, k):
     def fn(cta, mask):
         lanes = _lanes(cta, mask)
         addresses = _element_addresses(get_address(cta), lanes, count, dtype.itemsize, cta.T)
-        loaded = access.load(cta, addresses, np.repeat(lanes, count), dtype).reshape(-1, count)
+        loaded = access.load(cta, addresses, np.repeat(lanes, count) if count > 1 else lanes,
+                             dtype).reshape(-1, count)
         for index, write in enumerate(writes):
             if mask is None:
                 write(cta, loaded[:, index], None)
@@ -197,7 +201,7 @@ def build_st(ins, k):
             columns.append(np.full(len(lanes), value, dtype) if value.ndim == 0
                            else value[lanes])
         values = np.stack(columns, axis=1).reshape(-1) if count > 1 else columns[0]
-        access.store(cta, addresses, np.repeat(lanes, count), values)
+        access.store(cta, addresses, np.repeat(lanes, count) if count > 1 else lanes, values)
     return fn
 
 
@@ -292,21 +296,52 @@ def _build_atomic(ins, k, returns: bool):
         # validate every address (bounds, alignment) before changing anything
         access.load(cta, addresses, lanes, dtype)
         old = np.empty(len(lanes), dtype)
-        for i in range(len(lanes)):  # thread order: one legal serialisation
-            single = addresses[i:i + 1]
-            current = _raw_load(cta, access, single, lanes[i:i + 1], dtype)
-            value = operand[0][i]
-            compare = None
-            if op == "cas":
-                compare, value = operand[0][i], operand[1][i]
-            new = _apply(op, current, value, compare, dtype)
-            _raw_store(cta, access, single, lanes[i:i + 1], np.asarray([new], dtype))
-            old[i] = current
+        direct = _global_elements(cta, space, addresses, dtype)
+        if direct is not None:  # one writable global buffer: update its elements in place
+            typed, index, initialised, offsets = direct
+            for i, at in enumerate(index.tolist()):  # thread order: one legal serialisation
+                current = typed[at]
+                value = operand[0][i]
+                compare = None
+                if op == "cas":
+                    compare, value = operand[0][i], operand[1][i]
+                typed[at] = _apply(op, current, value, compare, dtype)
+                old[i] = current
+            if initialised is not None:
+                initialised[(offsets[:, None] + np.arange(dtype.itemsize)).reshape(-1)] = True
+        else:
+            for i in range(len(lanes)):  # thread order: one legal serialisation
+                single = addresses[i:i + 1]
+                current = _raw_load(cta, access, single, lanes[i:i + 1], dtype)
+                value = operand[0][i]
+                compare = None
+                if op == "cas":
+                    compare, value = operand[0][i], operand[1][i]
+                new = _apply(op, current, value, compare, dtype)
+                _raw_store(cta, access, single, lanes[i:i + 1], np.asarray([new], dtype))
+                old[i] = current
         if write is not None:
             full = np.zeros(cta.T, dtype)
             full[lanes] = old
             write(cta, full, mask)
     return fn
+
+
+def _global_elements(cta, space, addresses, dtype):
+    """(typed view, element indices, initialised bytes or None, byte offsets) when every
+    address (already validated) is global and in one writable buffer; else None."""
+    if space == "generic":
+        if ((addresses >= SHARED_WINDOW) & (addresses < PARAM_WINDOW + WINDOW_SIZE)).any():
+            return None
+    elif space != "global":
+        return None
+    memory = cta.launch.memory
+    buffer = memory.buffer_at(int(addresses.min()))
+    if buffer is None or buffer.readonly or \
+            int(addresses.max()) + dtype.itemsize > buffer.end:
+        return None
+    offsets = (addresses - np.uint64(buffer.base)).astype(np.intp)
+    return buffer.typed(dtype), offsets // dtype.itemsize, buffer.initialised, offsets
 
 
 def _raw_load(cta, access, address, lane, dtype):

@@ -147,6 +147,26 @@ def _exact_f64_matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray
     return sums.reshape(C.shape[0], C.shape[1], C.shape[2])
 
 
+def _flat_coords(coords, count: int):
+    """Every lane's (row, col) of the first `count` elements as two flat index arrays (element
+    by element, lanes in order), or None if two of them name one cell (then the elements are
+    placed one by one, the later winning)."""
+    rows = np.concatenate([np.broadcast_to(coords[i][0], (32,)) for i in range(count)])
+    cols = np.concatenate([np.broadcast_to(coords[i][1], (32,)) for i in range(count)])
+    if len(set(zip(rows.tolist(), cols.tolist()))) != len(rows):
+        return None
+    return rows, cols
+
+
+def _place(target, values: np.ndarray, cells) -> None:
+    """target[w, row, col] = values[element, 32 * w + lane] for every element at once."""
+    count, T = values.shape
+    warps = T // 32
+    rows, cols = cells
+    target[:, rows, cols] = values.reshape(count, warps, 32).transpose(1, 0, 2).reshape(
+        warps, count * 32)
+
+
 def _vector(ins, k, operand, count: int, what: str):
     if not isinstance(operand, Vec) or len(operand.items) != count:
         raise k.unsupported(ins, f"mma needs {count} registers for {what}")
@@ -191,6 +211,9 @@ def build_mma(ins, k):
     writes = [k.writer(ins, r, "b32" if dtype == "f16" else dtype) for r in d_regs]
     A_at, B_at, C_at = a_coords(m, kk, _pack(atype)), b_coords(kk, _pack(btype)), c_coords(m)
     work = np.int64 if integer else np.float64
+    a_cells = _flat_coords(A_at, len(read_a) * _pack(atype))
+    b_cells = _flat_coords(B_at, len(read_b) * _pack(btype))
+    c_cells = _flat_coords(C_at, len(read_c) * (2 if ctype == "f16" else 1))
 
     def fn(cta, mask):
         T = cta.T
@@ -211,17 +234,26 @@ def build_mma(ins, k):
         B = np.zeros((warps, kk, n), work)
         C = np.zeros((warps, m, n), work)
 
-        def scatter(target, readers, ptype, coords):
+        def scatter(target, readers, ptype, coords, cells):
+            if cells is not None:  # every register's elements placed in one assignment
+                words = np.stack([np.broadcast_to(np.asarray(read(cta)), (T,))
+                                  for read in readers])
+                parts = _elements(words, ptype)
+                _place(target, np.stack(parts, axis=1).reshape(-1, T), cells)
+                return
             index = 0
             for read in readers:
                 for values in _elements(np.broadcast_to(np.asarray(read(cta)), (T,)), ptype):
                     row, col = coords[index]
                     target[:, row, col] = values.reshape(warps, 32)
                     index += 1
-        scatter(A, read_a, atype, A_at)
-        scatter(B, read_b, btype, B_at)
+        scatter(A, read_a, atype, A_at, a_cells)
+        scatter(B, read_b, btype, B_at, b_cells)
         if ctype == "f16":
-            scatter(C, read_c, "f16", C_at)
+            scatter(C, read_c, "f16", C_at, c_cells)
+        elif c_cells is not None:
+            _place(C, np.stack([np.broadcast_to(np.asarray(read(cta)), (T,)).astype(work)
+                                for read in read_c]), c_cells)
         else:
             for index, read in enumerate(read_c):
                 row, col = C_at[index]

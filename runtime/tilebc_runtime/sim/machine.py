@@ -151,6 +151,10 @@ class KernelImage:
                     if storage != dtype:
                         raise self.unsupported(ins, f"{name} used as .{ptype}")
                     return lambda cta: cta.r[name]
+                if storage.itemsize == dtype.itemsize:  # the common case: one step
+                    if storage == dtype:
+                        return lambda cta: cta.r[name]
+                    return lambda cta: cta.r[name].view(dtype)
                 return _converter(lambda cta: cta.r[name], storage.itemsize, dtype, ptype)
             if name in CLOCKS:
                 width, high = CLOCKS[name]
@@ -204,12 +208,14 @@ class KernelImage:
             convert = lambda v: v.view(UINT[dtype.itemsize]).astype(storage)  # noqa: E731
 
         def put(cta, value, mask):
-            value = np.asarray(value, dtype)
+            if value.__class__ is not np.ndarray or value.dtype != dtype:
+                value = np.asarray(value, dtype)
             if value.shape != (cta.T,):
                 value = np.full(cta.T, value, dtype)
             if convert is not None:
                 value = convert(value)
-            cta.r[name] = value if mask is None else np.where(mask, value, cta.r[name])
+            r = cta.r
+            r[name] = value if mask is None else np.where(mask, value, r[name])
         return put
 
     def address(self, ins: Instruction, operand: Addr, width: str = "u64") -> Callable:

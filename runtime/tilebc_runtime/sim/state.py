@@ -35,8 +35,15 @@ SINT = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32),
 Fault = Callable[..., None]  # fault(message, address=None, thread=None, race=False)
 
 
+_BYTES = {size: np.arange(size, dtype=np.int64) for size in (1, 2, 4, 8, 16)}
+_INT64_MAX = np.iinfo(np.int64).max
+
+
 def _byte_indices(offsets: np.ndarray, size: int) -> np.ndarray:
-    return offsets.astype(np.int64)[:, None] + np.arange(size, dtype=np.int64)
+    step = _BYTES.get(size)
+    if step is None:
+        step = np.arange(size, dtype=np.int64)
+    return offsets.astype(np.int64)[:, None] + step
 
 
 class SharedMemory:
@@ -60,12 +67,12 @@ class SharedMemory:
     def _offsets(self, addresses: np.ndarray, itemsize: int, fault: Fault, tids, verb: str):
         offsets = addresses.astype(np.int64) - SHARED_BASE
         bad = (offsets < 0) | (offsets + itemsize > self.size)
-        if np.any(bad):
+        if bad.any():
             k = int(np.argmax(bad))
             fault(f"shared-memory {verb} of {itemsize} byte(s) outside the CTA's {self.size} "
                   f"bytes of shared variables", address=int(addresses[k]), thread=int(tids[k]))
         misaligned = offsets % itemsize != 0
-        if np.any(misaligned):
+        if misaligned.any():
             k = int(np.argmax(misaligned))
             fault(f"misaligned shared-memory {verb}: address is not a multiple of {itemsize}",
                   address=int(addresses[k]), thread=int(tids[k]))
@@ -78,13 +85,13 @@ class SharedMemory:
         idx = _byte_indices(offsets, size)
         if self.check:
             unwritten = ~self.written[idx].all(axis=1)
-            if np.any(unwritten):
+            if unwritten.any():
                 k = int(np.argmax(unwritten))
                 fault("read of shared memory that no thread of this CTA has written",
                       address=int(addresses[k]), thread=int(tids[k]))
             raced = ((self.w_epoch[idx] == self.epoch)
                      & (self.w_thread[idx] != tids[:, None])).any(axis=1)
-            if np.any(raced):
+            if raced.any():
                 k = int(np.argmax(raced))
                 writer = int(self.w_thread[idx[k]][self.w_epoch[idx[k]] == self.epoch][0])
                 fault(f"shared-memory race: thread {int(tids[k])} reads a byte thread {writer} "
@@ -93,7 +100,7 @@ class SharedMemory:
             flat = idx.reshape(-1)
             threads = np.repeat(tids.astype(np.int64), size)
             stale = self.r_epoch[flat] != self.epoch
-            self.r_min[flat[stale]] = np.iinfo(np.int64).max
+            self.r_min[flat[stale]] = _INT64_MAX
             self.r_max[flat[stale]] = -1
             self.r_epoch[flat] = self.epoch
             np.minimum.at(self.r_min, flat, threads)
@@ -114,14 +121,14 @@ class SharedMemory:
             order = np.argsort(flat, kind="stable")
             sf, sv, st = flat[order], newflat[order], threads[order]
             clash = (sf[1:] == sf[:-1]) & (sv[1:] != sv[:-1]) & (st[1:] != st[:-1])
-            if np.any(clash):
+            if clash.any():
                 k = int(np.argmax(clash))
                 fault(f"shared-memory race: threads {int(st[k])} and {int(st[k + 1])} write "
                       f"different values to one byte in the same instruction",
                       address=int(sf[k]) + SHARED_BASE, thread=int(st[k + 1]), race=True)
             same_epoch = self.w_epoch[flat] == self.epoch
             ww = same_epoch & (self.w_thread[flat] != threads) & (self.data[flat] != newflat)
-            if np.any(ww):
+            if ww.any():
                 k = int(np.argmax(ww))
                 fault(f"shared-memory race: thread {int(threads[k])} overwrites a byte thread "
                       f"{int(self.w_thread[flat[k]])} wrote (different value) with no bar.sync "
@@ -129,7 +136,7 @@ class SharedMemory:
                       thread=int(threads[k]), race=True)
             read = self.r_epoch[flat] == self.epoch
             war = read & ((self.r_min[flat] != threads) | (self.r_max[flat] != threads))
-            if np.any(war):
+            if war.any():
                 k = int(np.argmax(war))
                 reader = int(self.r_min[flat[k]]) if self.r_min[flat[k]] != threads[k] \
                     else int(self.r_max[flat[k]])
@@ -153,7 +160,7 @@ class LocalMemory:
     def _offsets(self, addresses, itemsize, fault, tids, verb):
         offsets = addresses.astype(np.int64)
         bad = (offsets < 0) | (offsets + itemsize > self.size)
-        if np.any(bad):
+        if bad.any():
             k = int(np.argmax(bad))
             fault(f"local-memory {verb} of {itemsize} byte(s) outside the thread's {self.size} "
                   f"bytes of local variables", address=int(addresses[k]), thread=int(tids[k]))

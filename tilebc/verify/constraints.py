@@ -340,5 +340,16 @@ def context_dependent(check: Constraint) -> Constraint:
     return check
 
 
+def context_tail(context: Constraint):
+    """Mark a constraint whose last part reads more than the op's own types and attributes
+    (defining ops, regions); `context` is that part alone: on an op whose first part passes, it
+    reports and returns exactly what the whole constraint does. The first part's verdicts are then
+    reused across ops like any other (structure.py), and `context` is run on every op."""
+    def mark(check: Constraint) -> Constraint:
+        check.context = context
+        return check
+    return mark
+
+
 def element_bits(element: ElementType) -> int:
     return 32 if element.name == "tf32" else element.bits

@@ -18,7 +18,7 @@ from ..ops.enums import (AtomicRMWMode, MemoryOrderingSemantics as Order, Memory
 from ..numeric.formats import FLOAT_FORMATS
 from ..ops.table import by_mnemonic
 from .diagnostics import WARNING
-from .constraints import INT, context_dependent, element_bits, role, shape_text, value
+from .constraints import INT, context_tail, element_bits, role, shape_text, value
 
 i1, i8, i32, i64 = (ELEMENT_TYPES[n] for n in ("i1", "i8", "i32", "i64"))
 f16, bf16, f32, f64 = (ELEMENT_TYPES[n] for n in ("f16", "bf16", "f32", "f64"))
@@ -112,13 +112,24 @@ def _tile_indices(ctx, op, big, small, indices, what: str) -> bool:
         if index.type != scalar(i32):
             return ctx.report("type.operand", op, f"index {position} must be tile<i32>, got "
                                                   f"{index.type}")
-        known = _constant_i32(index)
-        last = big.shape[position] // small.shape[position] - 1
-        if known is not None and not 0 <= known <= last:
-            # undefined behaviour at run time, but NVIDIA's verifier only warns
-            ctx.report("index.bounds", op, f"index {position} is {known}, outside the "
-                                           f"{last + 1} sub-tiles along dimension {position}",
-                       "warning")
+        _index_bounds(ctx, op, big, small, position, index)
+    return True
+
+
+def _index_bounds(ctx, op, big, small, position: int, index) -> None:
+    known = _constant_i32(index)
+    last = big.shape[position] // small.shape[position] - 1
+    if known is not None and not 0 <= known <= last:
+        # undefined behaviour at run time, but NVIDIA's verifier only warns
+        ctx.report("index.bounds", op, f"index {position} is {known}, outside the "
+                                       f"{last + 1} sub-tiles along dimension {position}",
+                   "warning")
+
+
+def _all_index_bounds(ctx, op, big, small, indices) -> bool:
+    """_tile_indices' warnings alone, for indices whose types and count it found right."""
+    for position, index in enumerate(indices):
+        _index_bounds(ctx, op, big, small, position, index)
     return True
 
 
@@ -134,13 +145,23 @@ def _constant_i32(value_):
     return int.from_bytes(dense.data, "little", signed=True)
 
 
-@context_dependent  # reads the defining ops of its indices
+def _extract_bounds(ctx, op) -> bool:
+    return _all_index_bounds(ctx, op, op.operands["source"].type, op.results[0].type,
+                             op.operands["indices"])
+
+
+def _insert_bounds(ctx, op) -> bool:
+    return _all_index_bounds(ctx, op, op.operands["destination"].type,
+                             op.operands["source"].type, op.operands["indices"])
+
+
+@context_tail(_extract_bounds)  # reads the defining ops of its indices
 def extract(ctx, op) -> bool:
     return _tile_indices(ctx, op, op.operands["source"].type, op.results[0].type,
                          op.operands["indices"], "result")
 
 
-@context_dependent  # reads the defining ops of its indices
+@context_tail(_insert_bounds)  # reads the defining ops of its indices
 def insert(ctx, op) -> bool:
     return _tile_indices(ctx, op, op.operands["destination"].type, op.operands["source"].type,
                          op.operands["indices"], "source")
@@ -811,7 +832,15 @@ def _region_args(ctx, op, expected) -> bool:
     return True
 
 
-@context_dependent  # reads regions
+def _loop_region_args(ctx, op) -> bool:
+    inits = [v.type for v in op.operands["initValues"]]
+    induction = op.operands.get("lowerBound")  # a counted loop's region takes its index first
+    if induction is not None:
+        return _region_args(ctx, op, [induction.type] + inits)
+    return _region_args(ctx, op, inits)
+
+
+@context_tail(_loop_region_args)  # reads regions
 def loop_carried(ctx, op) -> bool:
     """for: results are the carried values (same types as the inits). loop: results are what its
     `break`s yield, independent of the carried values (NVIDIA's Ops.td example returns f32 from an
@@ -829,10 +858,7 @@ def loop_carried(ctx, op) -> bool:
         if isinstance(t, _VIEW_TYPES):
             return ctx.report("type.view_value", op, f"result {index} is a view ({t}); a loop "
                                                      f"cannot return views")
-    induction = op.operands.get("lowerBound")  # a counted loop's region takes its index first
-    if induction is not None:
-        return _region_args(ctx, op, [induction.type] + inits)
-    return _region_args(ctx, op, inits)
+    return _loop_region_args(ctx, op)
 
 
 def _identity_type(identity):
@@ -850,7 +876,11 @@ def _quoted(t) -> str:
     return f"'!cuda_tile.{t}'" if isinstance(t, TileType) else f"'{t}'"
 
 
-@context_dependent  # reads regions
+def _combiner_body(ctx, op) -> bool:
+    return _combiner_region(ctx, op, list(op.operands["operands"]), f"'cuda_tile.{op.name}' op ")
+
+
+@context_tail(_combiner_body)  # reads regions
 def combiner(ctx, op) -> bool:
     """reduce / scan, in the order NVIDIA's verifier checks them (the attribute and shape
     constraints, the op, then its combiner region), each in its words and ours after them."""
@@ -914,7 +944,7 @@ def combiner(ctx, op) -> bool:
                    f"{', '.join(map(_quoted, wanted))} are incompatible with return type(s) of "
                    f"operation {', '.join(map(_quoted, got))}")
         return ctx.report("type.mismatch", op, f"{prefix}failed to infer returned types")
-    return _combiner_region(ctx, op, operands, prefix)
+    return _combiner_body(ctx, op)
 
 
 def _combiner_region(ctx, op, operands, prefix: str) -> bool:

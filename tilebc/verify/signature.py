@@ -20,8 +20,10 @@ from ..ir.attrs import DenseElementsAttr
 from ..ir.module import Value
 from ..ops.spec import Arity, AttrKind, OpSpec
 
-# Integer and bool arrays: tuples of plain numbers, cheap to hash and compare by value.
-VALUE_ARRAYS = (AttrKind.I32_ARRAY, AttrKind.I64_ARRAY, AttrKind.BOOL_ARRAY)
+# Integer and bool arrays: tuples of plain numbers, cheap to hash and compare by value. Attribute
+# arrays (reduce identities) and hint dictionaries are new objects in every op as well; they enter
+# by value too, as Verifier.value_key would compare them.
+VALUE_ARRAYS = (AttrKind.I32_ARRAY, AttrKind.I64_ARRAY, AttrKind.BOOL_ARRAY, AttrKind.ATTR_ARRAY)
 
 def _key_lines(spec: OpSpec, marker: str, bail: str) -> List[str]:
     """Statements computing `key` and `in_scope` for an op of `spec` (in `op`, with the
@@ -62,19 +64,30 @@ def _key_lines(spec: OpSpec, marker: str, bail: str) -> List[str]:
         if attr.kind is AttrKind.DENSE:
             # No check reads the bytes of an op's own dense value (the reader checks their
             # length); its class and type decide, so constants of one type share a verdict.
-            parts.append(f"*((DENSE, id({a}.type)) if {a}.__class__ is DENSE else (None, id({a})))")
+            lines += [f"    if {a}.__class__ is DENSE:", f"        k{i} = DENSE",
+                      f"        v{i} = id({a}.type)",
+                      "    else:", f"        k{i} = None", f"        v{i} = id({a})"]
+            parts += [f"k{i}", f"v{i}"]
         elif attr.kind in VALUE_ARRAYS:
             # Each op has its own tuple: compare by value, element classes included (True == 1).
-            parts.append(f"*(({a}, tuple(map(type, {a}))) if {a}.__class__ is tuple else "
-                         f"(None, id({a})))")
+            lines += [f"    if {a}.__class__ is tuple:", f"        k{i} = {a}",
+                      f"        v{i} = tuple(map(type, {a}))",
+                      "    else:", f"        k{i} = None", f"        v{i} = id({a})"]
+            parts += [f"k{i}", f"v{i}"]
+        elif attr.kind is AttrKind.HINTS:
+            parts += [f"{a}.__class__", a]
         else:
             parts.append(f"id({a})")
     # Results last: their count varies with variadic results.
     if any(r.variadic for r in spec.results):
-        parts.append("*[id(r.type) for r in results]")
+        parts.append("tuple([id(r.type) for r in results])")
     else:
-        lines += [f"    if len(results) != {len(spec.results)}:", "        BAIL"]
-        parts += [f"id(results[{i}].type)" for i in range(len(spec.results))]
+        count = len(spec.results)
+        lines += [f"    if len(results) != {count}:", "        BAIL"]
+        if count:
+            lines.append(f"    {', '.join(f'r{i}' for i in range(count))}{',' * (count == 1)} = "
+                         f"results")
+        parts += [f"id(r{i}.type)" for i in range(count)]
     lines.append(f"    key = ({', '.join(parts)},)")
     return [line.replace("BAIL", bail) for line in lines]
 
@@ -110,6 +123,11 @@ def _check_source(spec: OpSpec, facts) -> str:
               "            if found[2] is not None or (found[1] is not None",
               "                                        and found[1] is not entry_subprogram):",
               "                debug.op(op, entry_subprogram, loc)"]
+    if facts.context_checks:
+        # the context parts of the last constraints (constraints.context_tail), while they pass
+        lines += ["    for context in CONTEXT:",
+                  "        if not context(verifier.ctx, op):",
+                  "            break"]
     if spec.terminator:
         lines.append("    verifier.terminator(op)")
     if facts.symbol_ref:
@@ -118,13 +136,19 @@ def _check_source(spec: OpSpec, facts) -> str:
         lines.append("    verifier.regions(op, SPEC)")
     else:
         lines += ["    if op.regions:", "        verifier.regions(op, SPEC)"]
-    lines += ["    defined = verifier.defined",
-              "    for result in results:",
-              "        if result in defined:",
-              "            verifier.ctx.report('ssa.redefined', op, f'value {result!r} is "
-              "assigned more than once')",
-              "        defined.add(result)",
-              "        visible.add(result)"]
+    # each result defined, in order (the same Value twice is a redefinition)
+    if any(r.variadic for r in spec.results):
+        names, indent = ["result"], "    "
+        lines += ["    defined = verifier.defined", "    for result in results:"]
+    else:
+        names, indent = [f"r{i}" for i in range(len(spec.results))], ""
+        lines += ["    defined = verifier.defined"] if names else []
+    for name in names:
+        lines += [f"{indent}    if {name} in defined:",
+                  f"{indent}        verifier.ctx.report('ssa.redefined', op, f'value {{{name}!r}} is "
+                  "assigned more than once')",
+                  f"{indent}    defined.add({name})",
+                  f"{indent}    visible.add({name})"]
     return "\n".join(lines) + "\n"
 
 
@@ -138,4 +162,4 @@ def _compile(source: str, name: str, spec: OpSpec, **extra):
 def check_function(spec: OpSpec, facts, check_hints) -> Callable:
     """The verifier's fast path for ops of `spec`; `facts` are the verifier's facts of the spec."""
     return _compile(_check_source(spec, facts), "check", spec, FACTS=facts,
-                    check_hints=check_hints)
+                    check_hints=check_hints, CONTEXT=facts.context_checks)

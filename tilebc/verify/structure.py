@@ -44,7 +44,7 @@ class _SpecFacts:
     """What the shared checks need of one op spec, computed once."""
 
     __slots__ = ("enum_attrs", "required_attrs", "newer_attrs", "newer_operands", "fixed_results",
-                 "constraints", "memoizable", "hints", "operand_names", "symbol_ref", "regions",
+                 "constraints", "tail", "context_checks", "memoizable", "hints", "operand_names", "symbol_ref", "regions",
                  "in_context", "check", "spec", "uses")
 
     def __init__(self, spec: OpSpec):
@@ -55,10 +55,19 @@ class _SpecFacts:
         self.newer_operands = tuple(o for o in spec.operands if o.since > spec.since)
         self.fixed_results = (None if any(r.variadic for r in spec.results)
                               else len(spec.results))
-        self.constraints = constraints_for(spec) or ()
-        # Verdicts of the signature checks (see Verifier.signature_key) may be reused only when
-        # every constraint reads nothing but the op's own types and attributes.
+        constraints = constraints_for(spec) or ()
+        # Constraints whose last part reads the op's context (constraints.context_tail) end the
+        # list; their context parts run on every op, also where the verdict is reused.
+        signature = len(constraints)
+        while signature and getattr(constraints[signature - 1], "context", None) is not None:
+            signature -= 1
+        self.constraints = constraints[:signature]
+        self.tail = constraints[signature:]
+        self.context_checks = tuple(c.context for c in self.tail)
+        # Verdicts of the signature checks (see Verifier.value_key) may be reused only when
+        # every other constraint reads nothing but the op's own types and attributes.
         self.memoizable = not any(getattr(c, "context_dependent", False)
+                                  or getattr(c, "context", None) is not None
                                   for c in self.constraints)
         self.hints = spec.mnemonic in HINTS_FOR
         self.operand_names = tuple(o.name for o in spec.operands)
@@ -277,16 +286,17 @@ class Verifier:
         ops = block.ops
         if parent is not None and parent.spec.combiner:
             self.effect_free_body(ops, parent)
-        fast = self.fast
+        checks = _FAST_CHECKS if self.fast else {}
         last = len(ops) - 1
         for position, op in enumerate(ops):
+            spec = op.spec
             # the op kind's fast path (see op), called directly
-            check = _FAST_CHECKS.get(id(op.spec)) if fast else None
+            check = checks.get(id(spec))
             if check is not None:
                 check(self, op)
             else:
                 self.op(op)
-            if op.spec.terminator and position != last:
+            if spec.terminator and position != last:
                 self.ctx.report("terminator.position", op, f"{op.name} must be the last op of its "
                                                            f"block")
         self.block_end(block, parent)
@@ -404,7 +414,8 @@ class Verifier:
         """The same signature by value (types and attributes compared as values), or None when
         some type or attribute is not hashable. Only reached when the id key is new; each object
         is hashed once, then stands for the first equal one seen (its canonical id)."""
-        canonical = self.canonical_id
+        # an object seen before is looked up here (ids are never 0); canonical_id places a new one
+        seen, canonical = self._canonical_ids.get, self.canonical_id
         try:
             key = [id(op.spec), tuple(op.operands)]
             append = key.append
@@ -412,16 +423,19 @@ class Verifier:
                 if group is None:
                     append(None)
                 elif group.__class__ is tuple:
-                    append(tuple([canonical(value.type, value.type) for value in group]))
+                    append(tuple([seen(id(value.type)) or canonical(value.type, value.type)
+                                  for value in group]))
                 else:
-                    append(canonical(group.type, group.type))
+                    type_ = group.type
+                    append(seen(id(type_)) or canonical(type_, type_))
             attrs = op.attrs
             append(tuple(attrs))
             for attr in attrs.values():
-                append(canonical(attr, None))
+                append(seen(id(attr)) or canonical(attr, None))
             append(_RESULTS)
             for result in op.results:
-                append(canonical(result.type, result.type))
+                type_ = result.type
+                append(seen(id(type_)) or canonical(type_, type_))
         except TypeError:
             return None
         return tuple(key)
@@ -443,7 +457,8 @@ class Verifier:
         ctx = self.ctx
         found = ctx.diagnostics
         before = len(found)
-        shaped = self.arity(op, spec, facts)
+        # with keys, the fast path found the operand groups and result count as declared
+        shaped = self.arity(op, spec, facts, keys is not None)
         clean = shaped and len(found) == before
         for value in op.operand_values if shaped else ():
             if value not in self.visible:
@@ -468,6 +483,12 @@ class Verifier:
                         passed = False
                         break
             clean = clean and passed and len(found) == before
+            if passed:
+                # what these report when they pass comes from their context parts alone
+                for constraint in facts.tail:
+                    if not constraint(ctx, op):
+                        clean = False
+                        break
             if attributes_ok:
                 if spec.terminator:
                     self.terminator(op)
@@ -522,8 +543,9 @@ class Verifier:
 
     # ---- shared per-op checks ------------------------------------------------------------------
 
-    def arity(self, op: Op, spec: OpSpec, facts: _SpecFacts) -> bool:
-        for operand in spec.operands:
+    def arity(self, op: Op, spec: OpSpec, facts: _SpecFacts, counted: bool = False) -> bool:
+        """`counted`: the operand groups and the result count are known to be as declared."""
+        for operand in () if counted else spec.operands:
             group = op.operands.get(operand.name, None)
             if operand.arity is Arity.VARIADIC:
                 good = isinstance(group, tuple) and all(isinstance(v, Value) for v in group)
@@ -534,7 +556,8 @@ class Verifier:
             if not good:
                 return self.ctx.report("op.arity", op, f"operand group '{operand.name}' must be "
                                                        f"{operand.arity.value} value(s), got {group!r}")
-        if facts.fixed_results is not None and len(op.results) != facts.fixed_results:
+        if (not counted and facts.fixed_results is not None
+                and len(op.results) != facts.fixed_results):
             return self.ctx.report("op.arity", op, f"{op.name} has {len(op.results)} results, "
                                                    f"expected {facts.fixed_results}")
         for result in op.results:

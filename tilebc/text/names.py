@@ -214,10 +214,7 @@ class FunctionNames:
 
     def _unique(self, name: str, scope: _Scope) -> str:
         name = _sanitize(name)
-        outer = scope
-        while outer is not None and name not in outer.names:
-            outer = outer.parent
-        if outer is not None:  # in use in this scope or an enclosing one
+        if name in scope:  # in use in this scope or an enclosing one
             name = self._renamed(name, scope)
         scope.names.add(name)
         return name
@@ -279,13 +276,7 @@ class FunctionNames:
                     for result in results:
                         refs[result] = f"%{head}#{result.index}"
             elif rule and rule[0] != "@" and len(results) == 1:  # the op's one fixed name
-                name = _sanitize(rule)
-                outer = scope
-                while outer is not None and name not in outer.names:
-                    outer = outer.parent
-                if outer is not None:
-                    name = self._renamed(name, scope)
-                scope.names.add(name)
+                name = self._unique(rule, scope)
                 first = results[0]
                 text[first] = name
                 refs[first] = "%" + name

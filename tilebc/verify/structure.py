@@ -44,8 +44,8 @@ class _SpecFacts:
     """What the shared checks need of one op spec, computed once."""
 
     __slots__ = ("enum_attrs", "required_attrs", "newer_attrs", "newer_operands", "fixed_results",
-                 "constraints", "tail", "context_checks", "memoizable", "hints", "operand_names", "symbol_ref", "regions",
-                 "in_context", "check", "spec", "uses")
+                 "constraints", "tail", "context_checks", "memoizable", "hints", "operand_names",
+                 "symbol_ref", "regions", "in_context", "check", "spec", "uses")
 
     def __init__(self, spec: OpSpec):
         self.enum_attrs = tuple(a for a in spec.attrs if a.kind is AttrKind.ENUM)

@@ -2,7 +2,7 @@
 
 Importing this package never touches the CUDA driver; the driver is opened on first launch.
 """
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401 (re-exported)
 
 
 def compile(source, entry=None, arch="sm_90", emit="cubin", **options):

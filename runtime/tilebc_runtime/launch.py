@@ -100,7 +100,7 @@ class JitBackend:
     name = "tilebc-jit"
 
     def identity(self) -> str:
-        from . import __version__
+        from ._version import __version__
         return f"tilebc-jit/{__version__}+{(_MEMO.get('sources') or lowering_sources_hash())[:16]}"
 
     def ptx_isa(self, arch: str) -> str:

@@ -455,6 +455,37 @@ class ContextSpent(Exception):
     """A launch asked for after an expected device assert: the trap ended this CUDA context."""
 
 
+def lowered_as_backend(backend: str) -> str:
+    """`jit@sm_80`: our JIT's code for sm_80 (mma.sync, ldmatrix, cp.async; no TMA or wgmma),
+    its PTX linked for the GPU at hand (PTX runs on later GPUs), so one GPU checks the lowering
+    of an older arch. Registered with the runtime's backends under its own cache identity."""
+    from tilebc_runtime import launch
+    if backend in launch.BACKENDS or not backend.startswith("jit@"):
+        return backend
+    lower_as = backend.split("@", 1)[1]
+
+    class LoweredAs(launch.JitBackend):
+        name = f"tilebc-jit-lowered-as-{lower_as}"
+
+        def identity(self) -> str:
+            return f"{super().identity()}+lowered-as-{lower_as}"
+
+        def compile(self, bytecode, entry, arch, options):
+            from tilebc_runtime.compiler import compile as jit_compile, link_ptx
+            from tilebc_runtime.targets import parse_arch
+            if parse_arch(lower_as) > parse_arch(arch):
+                raise launch.LaunchError(f"{lower_as} code cannot run on {arch}")
+            result = jit_compile(bytecode, entry, lower_as, emit="ptx", **dict(options))
+            cubin, _log = link_ptx(result.ptx, parse_arch(arch))
+            return cubin, {"threads_per_cta": result.threads_per_cta,
+                           "static_shared_bytes": result.shared_memory_bytes,
+                           "dynamic_shared_bytes": result.dynamic_shared_bytes,
+                           "backend": self.name}
+
+    launch.BACKENDS[backend] = LoweredAs
+    return backend
+
+
 class GpuLauncher:
     """A drop-in for tilebc.interp.run that launches through tilebc_runtime on one backend."""
 
@@ -469,7 +500,8 @@ class GpuLauncher:
         import tilebc_runtime
         if id(module) not in self._loaded:
             source = module.source if module.source and Path(module.source).is_file() else module
-            self._loaded[id(module)] = tilebc_runtime.load(source, backend=self.backend)
+            self._loaded[id(module)] = tilebc_runtime.load(
+                source, backend=lowered_as_backend(self.backend))
         return self._loaded[id(module)]
 
     def __call__(self, module, entry, grid, *args, print_stream=None, allow_aliasing=False,
@@ -820,7 +852,9 @@ def count_failures(fixtures: Sequence[FixtureResult], isa: Sequence[Tuple[str, O
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backends", default="jit,tileiras")
+    parser.add_argument("--backends", default="jit,tileiras",
+                        help="jit, tileiras, or jit@sm_80 (etc.): our code for an older arch, "
+                             "its PTX linked for this GPU")
     parser.add_argument("--versions", default="latest", help="latest, all, or one (e.g. 13.3)")
     parser.add_argument("--arrays", default="core", choices=["core", "torch", "cupy"])
     parser.add_argument("--only", default="", help="comma-separated fixture names / ISA case ids")

@@ -317,12 +317,14 @@ def _large_cases():
         ref.run(ref.module_, ref.entry(ref.module_), (132 * 2,), a, b,
                 np.zeros((m, n), np.float32))
 
-    def gemm_aligned(ref):   # 64x128x64 tiles on contiguous 16-byte-aligned arrays, 2048^3
-        m = n = k = 2048
-        a, b = f((m, k), np.float16, -1, 1), f((k, n), np.float16, -1, 1)
-        bias = f(n, np.float16, -0.5, 0.5)
-        ref.run(ref.module_, ref.entry(ref.module_), ((m // 64) * (n // 128),), a, b, bias,
-                np.zeros((m, n), np.float16))
+    def gemm_aligned(size):   # 64x128x64 tiles on contiguous 16-byte-aligned arrays, size^3
+        def launch(ref):
+            m = n = k = size
+            a, b = f((m, k), np.float16, -1, 1), f((k, n), np.float16, -1, 1)
+            bias = f(n, np.float16, -0.5, 0.5)
+            ref.run(ref.module_, ref.entry(ref.module_), ((m // 64) * (n // 128),), a, b, bias,
+                    np.zeros((m, n), np.float16))
+        return launch
 
     def attention(ref):   # causal, 64-row query tiles over 2048 keys, head dim 64, 64 heads
         batch, seq = 32, 2048
@@ -330,11 +332,16 @@ def _large_cases():
         ref.run(ref.module_, ref.entry(ref.module_, 0), (seq // 64, batch * 2), q, k, v,
                 np.zeros_like(q), np.float32(0.125))
 
-    return {"matmul_f16": gemm, "elementwise_f32": elementwise, "reduce_rows": reduce_rows,
-            "nn_softmax_rows": softmax, "nn_layer_norm_fwd": layer_norm,
-            "nn_rms_norm_tiled": rms_norm, "dm_adam_step": adam, "la_gemv": gemv,
-            "sci_black_scholes": black_scholes, "la_gemm_persistent": gemm_persistent,
-            "la_gemm_aligned_tile": gemm_aligned, "nn_flash_attention_tile": attention}
+    # name -> [(label, launch)]: "(large)", or "(large, WHAT)" where a kernel has several sizes
+    return {"matmul_f16": [("large", gemm)], "elementwise_f32": [("large", elementwise)],
+            "reduce_rows": [("large", reduce_rows)], "nn_softmax_rows": [("large", softmax)],
+            "nn_layer_norm_fwd": [("large", layer_norm)], "nn_rms_norm_tiled": [("large", rms_norm)],
+            "dm_adam_step": [("large", adam)], "la_gemv": [("large", gemv)],
+            "sci_black_scholes": [("large", black_scholes)],
+            "la_gemm_persistent": [("large", gemm_persistent)],
+            "la_gemm_aligned_tile": [("large", gemm_aligned(2048)),
+                                     ("large, 512³", gemm_aligned(512))],
+            "nn_flash_attention_tile": [("large", attention)]}
 
 
 def run_large(reference, name, launch, hw, cache_dir, their_archs=("sm_80", "sm_89")):
@@ -578,20 +585,21 @@ def main(argv=None) -> int:
         chosen = set(large) & names if names else set(large)
         # cases() takes an empty set for every case: none of the named ones is GPU-filling
         for reference, name in cases(chosen) if chosen else ():
-            t0 = time.perf_counter()
-            recorder, error = run_large(reference, name, large[name], hw, cache_dir)
-            if error:
-                left.append((f"{name} (large)", error))
-            labels = kernel_labels(name, list(recorder.rows))
-            for entry, (ours, theirs) in recorder.rows.items():
-                label = labels[entry] + " (large)"
-                if entry in recorder.left_out or not theirs.launches:
-                    left.append((label, recorder.left_out.get(entry, "tileiras side not run")))
-                    continue
-                if not error:
-                    table.append((label, ours, theirs))
-            print(f"  {name} (large): {time.perf_counter() - t0:.1f} s", file=sys.stderr,
-                  flush=True)
+            for what, launch in large[name]:
+                t0 = time.perf_counter()
+                recorder, error = run_large(reference, name, launch, hw, cache_dir)
+                if error:
+                    left.append((f"{name} ({what})", error))
+                labels = kernel_labels(name, list(recorder.rows))
+                for entry, (ours, theirs) in recorder.rows.items():
+                    label = f"{labels[entry]} ({what})"
+                    if entry in recorder.left_out or not theirs.launches:
+                        left.append((label, recorder.left_out.get(entry, "tileiras side not run")))
+                        continue
+                    if not error:
+                        table.append((label, ours, theirs))
+                print(f"  {name} ({what}): {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+                      flush=True)
     wall = time.perf_counter() - started
     cpu = _cpu() - cpu_started
     table.sort(key=lambda row: -(row[1].scale_time / row[2].scale_time

@@ -13,7 +13,9 @@ into an estimated time at the case's grid and "at scale" (the same per-CTA work 
 132 × 64 CTAs). One row per kernel entry (launches of one entry in a case are summed), sorted
 worst first by the at-scale ratio ours / tileiras; kernels left out are listed with the reason.
 
-`--quick` runs a dozen representative cases; `--record` writes benchmarks/results/model.md;
+`--arch sm_80` runs our JIT's code for that target instead of sm_90 (the model and the SASS
+stay the H100's); `--quick` runs a dozen representative cases; `--record` writes
+benchmarks/results/model.md;
 `--sm90` instead compares ours with tileiras's sm_90 PTX (TMA, wgmma) on the tensor-core fixtures,
 at their size and at sizes timed on an H100 (`--record`: benchmarks/results/model-sm90.md);
 `--sample N` profiles only N CTAs of larger grids (counts extrapolated; results are then not
@@ -113,11 +115,19 @@ class Side:
 _OUR_PTX = {}
 
 
-def our_ptx(module, entry):
-    key = (id(module), entry)
+def _our_compiled(module, entry):
+    key = (id(module), entry, OUR_ARCH)
     if key not in _OUR_PTX:
-        _OUR_PTX[key] = (module, jit_compile(module, entry=entry, arch=OUR_ARCH, emit="ptx").ptx)
+        _OUR_PTX[key] = (module, jit_compile(module, entry=entry, arch=OUR_ARCH, emit="ptx"))
     return _OUR_PTX[key][1]
+
+
+def _with_dynamic_shared(facts, dynamic):
+    """`facts` with the launch's dynamic shared memory added to ptxas's static figure: a
+    pipeline's stages over 48 KiB are dynamic, and occupancy must count them."""
+    import dataclasses
+    return dataclasses.replace(facts, shared_bytes=facts.shared_bytes + dynamic) if dynamic \
+        else facts
 
 
 def lines_of(image):
@@ -142,8 +152,10 @@ class Recorder:
         theirs_args = copy.deepcopy(args)
         ours = Profile(sample=self.sample)
         image = sim.run(module, entry, grid, *args, arch=OUR_ARCH, profile=ours, **kwargs)
-        facts = sass_facts(our_ptx(module, function.name), function.name, SASS_ARCH,
+        compiled = _our_compiled(module, function.name)
+        facts = sass_facts(compiled.ptx, function.name, SASS_ARCH,
                            instruction_lines=lines_of(image), cache_dir=self.cache_dir)
+        facts = _with_dynamic_shared(facts, compiled.dynamic_shared_bytes)
         ours_side, theirs_side = self.rows.setdefault(function.name, (Side(), Side()))
         cap = _array_bytes(args)
         ours_side.add(launch_counts(ours, facts, cap, self.hw), self.hw)
@@ -537,6 +549,7 @@ def kernel_labels(case, entries):
 
 
 def main(argv=None) -> int:
+    global OUR_ARCH
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*")
     parser.add_argument("--quick", action="store_true")
@@ -546,11 +559,15 @@ def main(argv=None) -> int:
     parser.add_argument("--csv")
     parser.add_argument("--no-large", action="store_true",
                         help="skip the GPU-filling launches (LARGE)")
+    parser.add_argument("--arch", default=OUR_ARCH,
+                        help="the target our JIT compiles for (e.g. sm_80: its mma.sync, "
+                             "ldmatrix and cp.async code); the model stays the H100's")
     parser.add_argument("--sm90", action="store_true",
                         help="only the sm_90 table: ours (TMA + wgmma) against tileiras's sm_90 PTX "
                              "(TMA) on the tensor-core fixtures; --record writes "
                              "results/model-sm90.md")
     args = parser.parse_args(argv)
+    OUR_ARCH = args.arch
     names = set(args.names) or (set(QUICK) if args.quick else set())
     hw = Hardware.h100_sxm()
     cache_dir = Path("/tmp") / "tilebc-model-ptx"
@@ -690,14 +707,16 @@ LEGEND = ("Columns: ratio = ours / tileiras estimated time (>1: ours slower) at 
 def record(lines, args):
     path = ROOT / "benchmarks" / "results" / "model.md"
     command = "PYTHONPATH=.:runtime .venv/bin/python benchmarks/bench_model.py --record" + \
-        (" --quick" if args.quick else "") + (f" --sample {args.sample}" if args.sample else "")
+        (" --quick" if args.quick else "") + (f" --sample {args.sample}" if args.sample else "") + \
+        (f" --arch {args.arch}" if args.arch != "sm_90" else "")
     head = ["# Performance model: our JIT vs tileiras (estimates)", "",
             f"Recorded {datetime.date.today().isoformat()} with `{command}` on "
             f"{platform.machine()} ({platform.system()}). Every time below is an ESTIMATE of the "
             "model in `benchmarks/MODEL.md` from emulator counts, with knobs fitted to ten "
             "GPU-filling launches timed on an H100 (within 0.75-1.34x of them for both compilers; "
             "MODEL.md, Calibration; results/gpu_scale.md), tensor and L2 terms checked against "
-            "GEMMs timed there (results/gpu_only.md).", "", LEGEND, ""]
+            "GEMMs timed there (results/gpu_only.md).", "",
+            LEGEND.replace("ours is sm_90 PTX", f"ours is {OUR_ARCH} PTX"), ""]
     path.write_text("\n".join(head + lines) + "\n")
 
 

@@ -524,3 +524,35 @@ def test_tma_counts_and_spin_loops_in_the_profile():
     with_l1 = estimate(LaunchCounts(**{**counts.__dict__, "tma_sectors": 0.0}),
                        Hardware.h100_sxm())
     assert with_l1.bounds["l1_shared"] > est.bounds["l1_shared"]
+
+
+@needs_tileiras
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_bench_model_runs_our_code_for_an_arch_and_counts_its_dynamic_shared_memory(
+        arch, monkeypatch):
+    """bench_model --arch compiles and runs our side for that target (sm_80: mma.sync and
+    cp.async; sm_90: wgmma whose TMA stages are dynamic shared memory, over 48 KiB) and the
+    occupancy it reports counts the stages: ptxas -v sees only the static part."""
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    import bench_model
+    import test_interp_linalg as reference
+    monkeypatch.setattr(bench_model, "OUR_ARCH", arch)
+    hw = Hardware.h100_sxm()
+    recorder, error = bench_model.run_case(reference, "la_gemm_aligned_tile", hw, None,
+                                           Path("/tmp") / "tilebc-model-ptx", check=True)
+    assert error is None
+    ((entry, (ours, _)),) = recorder.rows.items()
+    module = reference.module("la_gemm_aligned_tile",
+                              reference.versions("la_gemm_aligned_tile")[-1])
+    compiled = bench_model._our_compiled(module, entry)
+    assert f".target {arch}" in compiled.ptx
+    if arch == "sm_80":
+        assert "mma.sync" in compiled.ptx and compiled.dynamic_shared_bytes == 0
+        assert ours.shared == 26624  # one static 26 KiB stage
+    else:
+        assert "wgmma.mma_async" in compiled.ptx and compiled.dynamic_shared_bytes > 48 * 1024
+        assert ours.shared >= compiled.dynamic_shared_bytes
+        assert ours.occupancy == hw.shared_per_sm // (ours.shared + hw.smem_reserved_per_cta)

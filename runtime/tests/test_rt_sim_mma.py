@@ -1384,9 +1384,10 @@ def test_sm90_takes_wgmma_by_default_only_where_cp_async_stages_both_operands():
 def test_batched_gemm_tiles_reach_the_staging_through_reshape_and_transpose(arch):
     """la_bmm_aligned_tile loads (1, M, K) and (1, N, K) tiles of 3-D tensors, reshapes them to
     2-D and transposes B: cp.async still copies both into the mma's staging (B's N x K source
-    K-major, as it is) in the K-loop pipeline, with no st.shared staging and no second load;
-    on sm_90 the product runs on wgmma. The family emulator suite (sm_90) and
-    test_tensor_core_kernel_on_sm80_code check the results."""
+    K-major, as it is), with no st.shared staging and no second load; on sm_90 the product runs
+    on wgmma, in a pipeline (test_production_gemm_k_loops_pipeline_where_the_model_says). The
+    family emulator suite (sm_90) and test_tensor_core_kernels_on_sm80_match_the_reference
+    check the results."""
     [ptx] = _case_ptx("la_bmm_aligned_tile", arch, tma=False)
     assert "cp.async.cg.shared.global" in ptx and "st.shared.b16" not in ptx
     assert "ld.global" not in ptx.replace("ld.global.nc", "")  # no register load of A or B
@@ -1397,6 +1398,37 @@ def test_batched_gemm_tiles_reach_the_staging_through_reshape_and_transpose(arch
         assert "cp.async.bulk.tensor.3d" in tma and "cp.async.cg" not in tma
     else:
         assert "ldmatrix" in ptx and "wgmma" not in ptx
+
+
+def _k_loop_groups(ptx):
+    """(cp.async groups committed before the first loop, its body's cp.async.wait_group N's,
+    its body's commits, whether the stages are dynamic shared memory)."""
+    head = re.search(r"^\$L_for_\d+:", ptx, re.M).start()
+    body = ptx[head:re.search(r"^\$L_endfor_\d+:", ptx, re.M).start()]
+    return (ptx[:head].count("cp.async.commit_group"),
+            [int(n) for n in re.findall(r"cp\.async\.wait_group (\d+)", body)],
+            body.count("cp.async.commit_group"), ".extern .shared" in ptx)
+
+
+@pytest.mark.parametrize("name,stage", [("la_gemm_aligned_tile", 26624),
+                                        ("la_bmm_aligned_tile", 27648)])
+def test_production_gemm_k_loops_pipeline_where_the_model_says(name, stage):
+    """The 64x128x64 f16 production tiles (one stage: 26 / 27 KiB padded). sm_90 pipelines
+    them: wgmma three stages (two groups ahead, wait_group 1), mma.sync two (one ahead). On
+    sm_80, sm_86 and sm_120 each iteration copies its tile and waits for it (wait_group 0), in
+    one static stage: two dynamic stages would leave sm_80 (164 KiB an SM) 3 CTAs (bmm: 2)
+    instead of 4, which the performance model (bench_model.py --arch sm_80, its H100 knobs with
+    164 KiB of shared memory an SM) puts at 1.03-1.07x today's time at scale (GEMM 2048^3:
+    1.07x at its grid) for 0.99x at the fixtures' grids; three stages (2 CTAs) at 1.07-1.17x.
+    sm_86 / sm_120 (99 KiB a CTA) have no room for two."""
+    for arch in ("sm_80", "sm_86", "sm_120"):
+        [ptx] = _case_ptx(name, arch)
+        assert _k_loop_groups(ptx) == (0, [0], 1, False), arch
+        assert f"__tilebc_smem[{stage}]" in ptx
+    [mma_sync] = _case_ptx(name, "sm_90", tma=False, wgmma=False)
+    assert _k_loop_groups(mma_sync) == (1, [0], 1, True)
+    [wgmma] = _case_ptx(name, "sm_90", tma=False)
+    assert _k_loop_groups(wgmma) == (2, [1], 1, True) and "wgmma.mma_async" in wgmma
 
 
 def _loop_bodies(ptx):

@@ -1210,7 +1210,9 @@ _WGMMA_STAGES_SHARE = 2
 
 # Stages of production-size tiles (two over _PIPELINE_SHARED) may take this share of the CTA's
 # opt-in shared memory (dynamic): a quarter keeps four CTAs an SM (sm_90: two 26 KiB stages of a
-# 64x128x64 f16 GEMM, whose 128 registers a thread allow four CTAs too).
+# 64x128x64 f16 GEMM, whose 128 registers a thread allow four CTAs too). sm_80's 163 KiB leave
+# those tiles unpipelined: two stages would cost a CTA an SM, slower at scale by the model
+# (test_production_gemm_k_loops_pipeline_where_the_model_says has the figures).
 _LARGE_STAGES_SHARE = 4
 
 

@@ -504,31 +504,12 @@ def link_ptx(ptx: str, arch: Union[int, str], *, origin=None, module: Optional[M
     arch-specific PTX (wgmma); 90 with PTX that targets sm_90a links it for sm_90a."""
     if str(arch) == "90" and re.search(r"^\.target sm_90a\s*$", ptx, re.M):
         arch = "90a"
-    nvjitlink = targets.nvjitlink_module()
-    options = [f"-arch=sm_{arch}", *extra_options]
-    handle = nvjitlink.create(len(options), options)
+    from .linker import LinkFailure
     try:
-        data = ptx.encode()
-        try:
-            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "tilebc.ptx")
-            nvjitlink.complete(handle)
-        except nvjitlink.nvJitLinkError as exc:
-            log = _log(nvjitlink, handle, error=True)
-            raise _link_error(exc, log, ptx, arch, origin, module) from None
-        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
-        nvjitlink.get_linked_cubin(handle, cubin)
-        return bytes(cubin), _log(nvjitlink, handle, error=False)
-    finally:
-        nvjitlink.destroy(handle)
-
-
-def _log(nvjitlink, handle, *, error: bool) -> str:
-    size = (nvjitlink.get_error_log_size if error else nvjitlink.get_info_log_size)(handle)
-    if not size:
-        return ""
-    buffer = bytearray(size)
-    (nvjitlink.get_error_log if error else nvjitlink.get_info_log)(handle, buffer)
-    return bytes(buffer).rstrip(b"\0").decode(errors="replace")
+        return targets.nvjitlink_module().link_ptx(ptx.encode(), [f"-arch=sm_{arch}",
+                                                                  *extra_options])
+    except LinkFailure as failure:
+        raise _link_error(failure, failure.log, ptx, arch, origin, module) from None
 
 
 def _link_error(exc, log, ptx, arch, origin, module) -> LinkError:

@@ -97,6 +97,17 @@ def test_a_miss_of_a_kernel_without_array_math_skips_numpy(tmp_path):
     assert (tmp_path / "n.cubin").read_bytes() == output.read_bytes()
 
 
+def test_a_miss_of_a_view_kernel_in_the_default_layout_skips_numpy(tmp_path):
+    """Loads and stores through views in the default (cyclic) layout index threads without numpy
+    (lowerer._unravel), so early_return compiles without importing it."""
+    views = ROOT / "fixtures" / "bytecode" / "early_return" / "early_return-13.5.tilebc"
+    miss, modules = compile_in_new_process(tmp_path / "cache", views, "-o", tmp_path / "k.cubin",
+                                           program=DISPATCHED)
+    assert miss.returncode == 0, miss.stderr
+    assert "tilebc_runtime.lowering.memory" in modules and "numpy" not in modules
+    assert (tmp_path / "k.cubin").read_bytes()[:4] == b"\x7fELF"
+
+
 def test_a_stale_memo_is_recomputed_not_trusted(tmp_path):
     """The memo gives nvJitLink's version and the lowering hash only while their fingerprints hold:
     with fingerprints that no longer match (and wrong values), the next run loads nvJitLink and

@@ -708,8 +708,8 @@ def _read_owned(path: Path, limit: int = -1) -> bytes:
 
 
 def _replace_atomically(path: Path, data: bytes) -> None:
-    import tempfile  # writers only: a cache hit reads
-    handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    from tilebc.outputs import temp_file  # not tempfile: start-up time
+    handle, temp_name = temp_file(str(path.parent), ".tmp-", path.suffix)
     try:
         with os.fdopen(handle, "wb") as temp:
             temp.write(data)

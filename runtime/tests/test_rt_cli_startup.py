@@ -106,6 +106,7 @@ def test_a_miss_of_a_view_kernel_in_the_default_layout_skips_numpy(tmp_path):
     assert miss.returncode == 0, miss.stderr
     assert "tilebc_runtime.lowering.memory" in modules and "numpy" not in modules
     assert "dataclasses" not in modules  # value classes are tilebc.record's
+    assert "tilebc_runtime.lowering.f64math" not in modules  # f64 math only
     assert (tmp_path / "k.cubin").read_bytes()[:4] == b"\x7fELF"
 
 

@@ -373,3 +373,21 @@ def test_run_scalars_must_fit_their_parameter(value, expected):
     with pytest.raises(ArgumentError, match="argument 1: " + re.escape(expected)):
         run(tilebc.load(GOOD), None, (1,), arrays[0], number, 1, arrays[1], 64, 1, arrays[2],
             64, 1)
+
+
+def test_temp_files_are_new_private_and_distinct(tmp_path, monkeypatch):
+    """outputs.temp_file (mkstemp without tempfile's start-up cost): mode 0600, never an existing
+    file (a name that is taken is drawn again), distinct names."""
+    from tilebc import outputs
+    made = [outputs.temp_file(str(tmp_path), ".t-", ".x") for _ in range(20)]
+    for descriptor, path in made:
+        os.close(descriptor)
+        assert os.path.basename(path).startswith(".t-") and path.endswith(".x")
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert len({path for _, path in made}) == 20
+    draws = iter([b"\0" * 6, b"\0" * 6, b"\1" * 6])  # the first name exists: drawn again
+    monkeypatch.setattr(outputs.os, "urandom", lambda n: next(draws))
+    os.close(outputs.temp_file(str(tmp_path), "k", "")[0])
+    descriptor, path = outputs.temp_file(str(tmp_path), "k", "")
+    os.close(descriptor)
+    assert path == str(tmp_path / ("k" + "01" * 6))

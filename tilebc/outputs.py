@@ -90,9 +90,7 @@ def _write_through(target: str, payload: bytes) -> None:
 
 
 def _replace(target: str, payload: bytes, info: Optional[os.stat_result]) -> None:
-    import tempfile  # only when replacing a file: it costs start-up time (random, shutil)
-    descriptor, temp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tilebc-",
-                                        suffix=".tmp")
+    descriptor, temp = temp_file(os.path.dirname(target), ".tilebc-", ".tmp")
     try:
         with os.fdopen(descriptor, "wb") as stream:
             stream.write(payload)
@@ -111,6 +109,20 @@ def _replace(target: str, payload: bytes, info: Optional[os.stat_result]) -> Non
         except FileNotFoundError:
             pass
         raise
+
+
+def temp_file(folder: str, prefix: str, suffix: str):
+    """(descriptor, path) of a new file in `folder` that no one else opened, mode 0600, as
+    tempfile.mkstemp makes it; tempfile itself costs start-up time (random, weakref)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | \
+        getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        path = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}{suffix}")
+        try:
+            return os.open(path, flags, 0o600), path
+        except FileExistsError:
+            continue  # taken: draw another name
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name", folder)
 
 
 def current_umask() -> int:

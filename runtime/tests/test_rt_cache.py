@@ -511,3 +511,25 @@ def test_a_fifo_in_place_of_an_entry_file_is_refused_without_waiting(disk_cache)
     assert CubinCache(disk_cache.root).lookup(fields.key()) is None
     assert disk_cache.toolchain() == {} and "not a regular file" in disk_cache.toolchain_problem()
     assert time.monotonic() - started < 5
+
+
+def test_file_lock_excludes_filelock_and_another_of_its_own(tmp_path):
+    """The cache's flock lock and filelock's (which the C++ tests and older tilebc take) exclude
+    each other both ways; a lock that cannot be had in time raises TimeoutError, an OSError."""
+    filelock = pytest.importorskip("filelock")
+    path = str(tmp_path / "k.lock")
+    ours = cache_mod.FileLock(path, 0)
+    with ours:
+        with pytest.raises(filelock.Timeout):
+            filelock.FileLock(path).acquire(timeout=0)
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            cache_mod.FileLock(path, 0.2).acquire()
+        assert time.monotonic() - started >= 0.2
+    theirs = filelock.FileLock(path)
+    with theirs:
+        with pytest.raises(OSError):
+            cache_mod.FileLock(path, 0).acquire()
+    with cache_mod.FileLock(path, 0):  # free again once released
+        pass
+    assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0

@@ -72,7 +72,7 @@ def test_a_hit_through_tilebc_without_entry_decodes_nothing(tmp_path):
     cache, output = tmp_path / "cache", tmp_path / "k.cubin"
     miss, miss_modules = compile_in_new_process(cache, SINGLE, "-o", output, program=DISPATCHED)
     assert miss.returncode == 0, miss.stderr
-    assert {"tilebc.verify", "tilebc_runtime.compiler", "cuda.bindings.nvjitlink"} <= miss_modules
+    assert {"tilebc.verify", "tilebc_runtime.compiler", "tilebc_runtime.linker"} <= miss_modules
     compiled, facts = output.read_bytes(), Path(f"{output}.json").read_text()
     output.unlink()
     hit, hit_modules = compile_in_new_process(cache, SINGLE, "-o", output, program=DISPATCHED)
@@ -88,13 +88,26 @@ def test_a_miss_of_a_kernel_without_array_math_skips_numpy(tmp_path):
     cache, output = tmp_path / "cache", tmp_path / "k.cubin"
     miss, modules = compile_in_new_process(cache, SINGLE, "-o", output, program=DISPATCHED)
     assert miss.returncode == 0, miss.stderr
-    assert "tilebc_runtime.compiler" in modules and "cuda.bindings.nvjitlink" in modules
+    assert "tilebc_runtime.compiler" in modules and "tilebc_runtime.linker" in modules
     assert "numpy" not in modules
     preloaded = DISPATCHED.replace("import sys\n", "import sys\nimport numpy\n", 1)
     again, modules = compile_in_new_process(tmp_path / "other", SINGLE, "-o", tmp_path / "n.cubin",
                                             program=preloaded)
     assert again.returncode == 0 and "numpy" in modules, again.stderr
     assert (tmp_path / "n.cubin").read_bytes() == output.read_bytes()
+
+
+def test_a_miss_of_a_view_kernel_in_the_default_layout_skips_numpy(tmp_path):
+    """Loads and stores through views in the default (cyclic) layout index threads without numpy
+    (lowerer._unravel), so early_return compiles without importing it."""
+    views = ROOT / "fixtures" / "bytecode" / "early_return" / "early_return-13.5.tilebc"
+    miss, modules = compile_in_new_process(tmp_path / "cache", views, "-o", tmp_path / "k.cubin",
+                                           program=DISPATCHED)
+    assert miss.returncode == 0, miss.stderr
+    assert "tilebc_runtime.lowering.memory" in modules and "numpy" not in modules
+    assert "dataclasses" not in modules  # value classes are tilebc.record's
+    assert "tilebc_runtime.lowering.f64math" not in modules  # f64 math only
+    assert (tmp_path / "k.cubin").read_bytes()[:4] == b"\x7fELF"
 
 
 def test_a_stale_memo_is_recomputed_not_trusted(tmp_path):
@@ -116,7 +129,7 @@ def test_a_stale_memo_is_recomputed_not_trusted(tmp_path):
     again, modules = compile_in_new_process(cache, SINGLE, "-o", output, "-v")
     assert again.returncode == 0, again.stderr
     assert output.read_bytes() == compiled  # the same key: a hit
-    assert "tilebc_runtime.compiler" not in modules and "cuda.bindings.nvjitlink" in modules
+    assert "tilebc_runtime.compiler" not in modules and "tilebc_runtime.linker" in modules
     memo = json.loads(memo_path.read_text())
     assert memo[linker]["value"]["version"] == true_version
     assert memo[sources]["value"] == true_hash != "0" * 64

@@ -242,11 +242,10 @@ class CubinCache:
         shard = self.directory / key[:2]
         return shard / f"{key}.cubin", shard / f"{key}.json"
 
-    def _lock(self, key: str) -> "filelock.FileLock":
-        import filelock  # slow to import (asyncio): only misses and housekeeping lock
+    def _lock(self, key: str) -> "FileLock":
         shard = self.directory / key[:2]
         shard.mkdir(mode=0o700, exist_ok=True)
-        return filelock.FileLock(str(shard / f"{key}.lock"), timeout=self.lock_timeout, mode=0o600)
+        return FileLock(str(shard / f"{key}.lock"), self.lock_timeout)
 
     # -- lookup --------------------------------------------------------------------------------
     def lookup(self, key: str) -> Optional[CacheEntry]:
@@ -355,11 +354,10 @@ class CubinCache:
             return entry
         if self.root is None:
             return self._compile(fields, key, compile_fn)
-        import filelock
         try:
             lock = self._lock(key)
             lock.acquire()
-        except (OSError, filelock.Timeout) as error:
+        except OSError as error:  # filelock.Timeout is an OSError too
             log.warning("tilebc cache: cannot lock entry %s (%s); compiling without the cache",
                         key, error)
             return self._compile(fields, key, compile_fn, publish=False)
@@ -474,11 +472,10 @@ class CubinCache:
             log.warning("tilebc cache: eviction failed (%s)", error)
 
     def _remove_unless_locked(self, key: str) -> bool:
-        import filelock
         try:
             lock = self._lock(key)
             lock.acquire(timeout=0)
-        except (OSError, filelock.Timeout):
+        except OSError:
             return False
         try:
             self._discard(key)
@@ -570,9 +567,8 @@ class CubinCache:
         if problem is None and current["backends"].get(backend) == info:
             self._recorded[backend] = dict(info)
             return
-        import filelock
         try:
-            with filelock.FileLock(str(self.directory / "toolchain.lock"), timeout=30, mode=0o600):
+            with FileLock(str(self.directory / "toolchain.lock"), 30):
                 current, problem = self._read_toolchain()
                 if problem is not None:
                     if problem != "missing":
@@ -624,6 +620,71 @@ class CubinCache:
         return document, None
 
 
+try:
+    import fcntl
+except ImportError:  # Windows: filelock's own lock
+    fcntl = None
+
+
+class FileLock:
+    """An exclusive lock on the file `path`, held between acquire() and release(): flock(2), as
+    filelock takes it on POSIX, so the two exclude each other (and the C++ loader's flock).
+    filelock itself costs ~30 ms of start-up; it still serves where flock is missing (Windows, a
+    filesystem without flock). Failing to lock in `timeout` seconds (< 0: wait forever) raises
+    TimeoutError, an OSError like filelock.Timeout."""
+
+    POLL_SECONDS = 0.05
+
+    def __init__(self, path: str, timeout: float):
+        self.path, self.timeout = path, timeout
+        self._fd: Optional[int] = None
+        self._fallback = None  # a filelock.FileLock where flock is missing
+
+    def acquire(self, timeout: Optional[float] = None) -> None:
+        timeout = self.timeout if timeout is None else timeout
+        if fcntl is None or self._fallback is not None:
+            return self._acquire_fallback(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as error:
+                os.close(fd)
+                if error.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    return self._acquire_fallback(timeout)  # e.g. ENOSYS on some mounts
+                if 0 <= timeout and time.monotonic() >= deadline:
+                    raise TimeoutError(errno.ETIMEDOUT, "lock not acquired in time",
+                                       self.path) from None
+                time.sleep(self.POLL_SECONDS)
+                continue
+            self._fd = fd
+            return None
+
+    def _acquire_fallback(self, timeout: float) -> None:
+        if self._fallback is None:
+            import filelock
+            self._fallback = filelock.FileLock(self.path, timeout=self.timeout, mode=0o600)
+        self._fallback.acquire(timeout=timeout)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        elif self._fallback is not None:
+            self._fallback.release()
+
+    def __enter__(self) -> "FileLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
+
+
 def _read_owned(path: Path, limit: int = -1) -> bytes:
     """The bytes of a cache file (at most `limit`), refused with UntrustedError unless it is a
     regular file (not a symlink) owned by this user and not writable by group or others. The
@@ -647,8 +708,8 @@ def _read_owned(path: Path, limit: int = -1) -> bytes:
 
 
 def _replace_atomically(path: Path, data: bytes) -> None:
-    import tempfile  # writers only: a cache hit reads
-    handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    from tilebc.outputs import temp_file  # not tempfile: start-up time
+    handle, temp_name = temp_file(str(path.parent), ".tmp-", path.suffix)
     try:
         with os.fdopen(handle, "wb") as temp:
             temp.write(data)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
 import tilebc
 from tilebc.errors import Location, TilebcError, VerificationError
 from tilebc.gcpause import collection_paused
+from tilebc.record import Struct  # not dataclasses: ~10 ms of a cold compile's start-up
 from tilebc.ir.module import Function, Module, Op
 from tilebc.ir.types import PointerType, TileType
 
@@ -44,29 +44,38 @@ class LinkError(TilebcError):
         self.op = op
 
 
-@dataclass
-class KernelInfo:
-    name: str
-    threads_per_cta: int
-    shared_memory_bytes: int
-    local_memory_bytes: int
-    min_ctas_per_sm: Optional[int] = None
-    # the launch must request this much dynamic shared memory (0: everything is static)
-    dynamic_shared_bytes: int = 0
-    # TMA tensor maps the launcher builds and passes after the kernel's own parameters, in
-    # order (lowering/tma.py: TensorMapPlan.record())
-    tensor_maps: Tuple[dict, ...] = ()
+class KernelInfo(Struct):
+    _fields = ("name", "threads_per_cta", "shared_memory_bytes", "local_memory_bytes",
+               "min_ctas_per_sm", "dynamic_shared_bytes", "tensor_maps")
+
+    # dynamic_shared_bytes: the launch must request this much dynamic shared memory (0:
+    # everything is static); tensor_maps: TMA tensor maps the launcher builds and passes after
+    # the kernel's own parameters, in order (lowering/tma.py: TensorMapPlan.record())
+    def __init__(self, name: str, threads_per_cta: int, shared_memory_bytes: int,
+                 local_memory_bytes: int, min_ctas_per_sm: Optional[int] = None,
+                 dynamic_shared_bytes: int = 0, tensor_maps: Tuple[dict, ...] = ()):
+        self.name = name
+        self.threads_per_cta = threads_per_cta
+        self.shared_memory_bytes = shared_memory_bytes
+        self.local_memory_bytes = local_memory_bytes
+        self.min_ctas_per_sm = min_ctas_per_sm
+        self.dynamic_shared_bytes = dynamic_shared_bytes
+        self.tensor_maps = tensor_maps
 
 
-@dataclass
-class CompileResult:
-    arch: str
-    ptx_version: str
-    ptx: str
-    cubin: Optional[bytes]
-    kernels: Dict[str, KernelInfo]
-    log: str = ""
-    timings: Dict[str, float] = field(default_factory=dict)
+class CompileResult(Struct):
+    _fields = ("arch", "ptx_version", "ptx", "cubin", "kernels", "log", "timings")
+
+    def __init__(self, arch: str, ptx_version: str, ptx: str, cubin: Optional[bytes],
+                 kernels: Dict[str, KernelInfo], log: str = "",
+                 timings: Optional[Dict[str, float]] = None):
+        self.arch = arch
+        self.ptx_version = ptx_version
+        self.ptx = ptx
+        self.cubin = cubin
+        self.kernels = kernels
+        self.log = log
+        self.timings = {} if timings is None else timings
 
     def _only(self) -> KernelInfo:
         return next(iter(self.kernels.values()))
@@ -504,31 +513,12 @@ def link_ptx(ptx: str, arch: Union[int, str], *, origin=None, module: Optional[M
     arch-specific PTX (wgmma); 90 with PTX that targets sm_90a links it for sm_90a."""
     if str(arch) == "90" and re.search(r"^\.target sm_90a\s*$", ptx, re.M):
         arch = "90a"
-    nvjitlink = targets.nvjitlink_module()
-    options = [f"-arch=sm_{arch}", *extra_options]
-    handle = nvjitlink.create(len(options), options)
+    from .linker import LinkFailure
     try:
-        data = ptx.encode()
-        try:
-            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "tilebc.ptx")
-            nvjitlink.complete(handle)
-        except nvjitlink.nvJitLinkError as exc:
-            log = _log(nvjitlink, handle, error=True)
-            raise _link_error(exc, log, ptx, arch, origin, module) from None
-        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
-        nvjitlink.get_linked_cubin(handle, cubin)
-        return bytes(cubin), _log(nvjitlink, handle, error=False)
-    finally:
-        nvjitlink.destroy(handle)
-
-
-def _log(nvjitlink, handle, *, error: bool) -> str:
-    size = (nvjitlink.get_error_log_size if error else nvjitlink.get_info_log_size)(handle)
-    if not size:
-        return ""
-    buffer = bytearray(size)
-    (nvjitlink.get_error_log if error else nvjitlink.get_info_log)(handle, buffer)
-    return bytes(buffer).rstrip(b"\0").decode(errors="replace")
+        return targets.nvjitlink_module().link_ptx(ptx.encode(), [f"-arch=sm_{arch}",
+                                                                  *extra_options])
+    except LinkFailure as failure:
+        raise _link_error(failure, failure.log, ptx, arch, origin, module) from None
 
 
 def _link_error(exc, log, ptx, arch, origin, module) -> LinkError:

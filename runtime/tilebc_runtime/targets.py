@@ -113,7 +113,6 @@ def choose_ptx_version(arch: int, nvjitlink: Tuple[int, int],
     return need
 
 
-_library_path: Optional[str] = None  # the libnvJitLink that cuda-pathfinder loaded, if it says
 # Variables that decide which libnvJitLink cuda-pathfinder finds.
 _SEARCH_ENVIRONMENT = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX",
                        "PYTHONUSERBASE")
@@ -149,27 +148,25 @@ def nvjitlink_fingerprint(path: Optional[str]) -> Optional[str]:
 
 
 def loaded_nvjitlink_path() -> Optional[str]:
-    """The path of the libnvJitLink loaded by nvjitlink_module(), when cuda-pathfinder told it."""
-    return _library_path
+    """The path of the libnvJitLink that nvjitlink_module() opened, when known."""
+    return nvjitlink_module().path if nvjitlink_module.cache_info().currsize else None
 
 
 @lru_cache(maxsize=None)  # locating and loading the library is done once per process
 def nvjitlink_module():
-    """The cuda-python nvJitLink binding with its shared library located by cuda-pathfinder."""
+    """nvJitLink (linker.NvJitLink) on the library cuda-pathfinder would choose."""
+    from . import linker
     try:
-        from cuda.bindings import nvjitlink
+        library, path = linker.locate_and_open()
     except ImportError as exc:
-        raise TilebcError("nvJitLink bindings not found: pip install cuda-bindings "
-                          "nvidia-nvjitlink") from exc
-    global _library_path
-    try:
-        from cuda import pathfinder
-        _library_path = pathfinder.load_nvidia_dynamic_lib("nvJitLink").abs_path
-    except ImportError:
-        pass  # older cuda-bindings find the library themselves
-    except Exception as exc:  # pathfinder's DynamicLibNotFoundError and friends
+        raise TilebcError("libnvJitLink not found and cuda-pathfinder is missing to search for "
+                          "it: pip install cuda-bindings nvidia-nvjitlink") from exc
+    except Exception as exc:  # pathfinder's DynamicLibNotFoundError, a failed dlopen, ...
         raise TilebcError(f"libnvJitLink not found ({exc}); pip install nvidia-nvjitlink") from exc
-    return nvjitlink
+    try:
+        return linker.NvJitLink(library, path)
+    except AttributeError as exc:  # a library without the nvJitLink entry points
+        raise TilebcError(f"{path or 'libnvJitLink'} is not a usable nvJitLink ({exc})") from exc
 
 
 @lru_cache(maxsize=None)

@@ -3,30 +3,29 @@ for its conversion-range checks; numerics.py builds the numpy conversions on the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Dict, Optional
 
 from ..errors import TilebcError
+from ..record import Record  # not dataclasses: start-up time
 
 # Float formats: the parameters every conversion and constant encoder reads.
 
 
-@dataclass(frozen=True)
-class FloatFormat:
+class FloatFormat(Record):
     """An IEEE-like binary format. `nan` is "ieee" (all-ones exponent with a non-zero mantissa),
     "all_ones" (only the all-ones pattern, per sign) or "none"; `saturating` formats convert with
-    satfinite semantics (type-system seed 5.1.3): they never produce Inf and clamp to ±MAX_NORM."""
+    satfinite semantics (type-system seed 5.1.3): they never produce Inf and clamp to ±MAX_NORM.
+    `nan_to_max`: a NaN source converts to +MAX_NORM (e4m3, and e2m1 which has no NaN)."""
 
-    name: str
-    exp_bits: int
-    man_bits: int
-    bias: int
-    signed: bool = True
-    inf: bool = True
-    nan: str = "ieee"
-    subnormals: bool = True
-    saturating: bool = False
-    nan_to_max: bool = False  # a NaN source converts to +MAX_NORM (e4m3, and e2m1 which has no NaN)
+    _fields = ("name", "exp_bits", "man_bits", "bias", "signed", "inf", "nan", "subnormals",
+               "saturating", "nan_to_max")
+
+    def __init__(self, name: str, exp_bits: int, man_bits: int, bias: int, signed: bool = True,
+                 inf: bool = True, nan: str = "ieee", subnormals: bool = True,
+                 saturating: bool = False, nan_to_max: bool = False):
+        for field, value in zip(self._fields, (name, exp_bits, man_bits, bias, signed, inf, nan,
+                                               subnormals, saturating, nan_to_max)):
+            object.__setattr__(self, field, value)
 
     @property
     def bits(self) -> int:

@@ -1,23 +1,25 @@
 """What the verifier reports: one Diagnostic per problem, with the place it was found."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import List, Optional
 
 from ..errors import Location, VerificationError
 from ..ops.table import MODULE_OP
+from ..record import Record  # not dataclasses: start-up time
 
 ERROR = "error"
 WARNING = "warning"  # accepted by NVIDIA's tileiras, but outside what the spec allows
 
 
-@dataclass(frozen=True)
-class Diagnostic:
-    rule: str               # stable rule id, e.g. "ssa.dominance"
-    op: str                 # op mnemonic, or "entry" / "global" / "module"
-    message: str            # lower-case, says what was expected
-    location: Location = Location()
-    severity: str = ERROR
+class Diagnostic(Record):
+    _fields = ("rule", "op", "message", "location", "severity")
+
+    # rule: a stable rule id, e.g. "ssa.dominance"; op: the op mnemonic, or "entry" / "global" /
+    # "module"; message: lower-case, says what was expected
+    def __init__(self, rule: str, op: str, message: str, location: Location = Location(),
+                 severity: str = ERROR):
+        for name, value in zip(self._fields, (rule, op, message, location, severity)):
+            object.__setattr__(self, name, value)
 
     # the location's parts, read as the error's are
     file = property(lambda self: self.location.file)

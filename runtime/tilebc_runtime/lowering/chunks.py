@@ -11,12 +11,12 @@ once, whatever N. runtime/LAYOUTS.md, "Chunked regions".
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from tilebc.ir.module import Function, Op, Value
 from tilebc.ir.types import GatherScatterViewType, TileType, TokenType
 from tilebc.ops.table import by_mnemonic
+from tilebc.record import Struct  # not dataclasses: start-up time
 
 from .common import Tile, Token, needs_barrier
 
@@ -38,21 +38,26 @@ _MEMORY = ("load", "store", "load_ptr", "store_ptr")
 _MEMBERS = _MEMORY + ("indices",)
 
 
-@dataclass
-class Region:
-    ops: List[Op]  # in block order; the last is where the loop is emitted
-    shape: tuple  # of its large tiles
-    count: int  # elements of its large tiles
-    slots: int  # C: slots per thread per chunk
+class Region(Struct):
+    _fields = ("ops", "shape", "count", "slots")
+
+    def __init__(self, ops: List[Op], shape: tuple, count: int, slots: int):
+        self.ops = ops  # in block order; the last is where the loop is emitted
+        self.shape = shape  # of its large tiles
+        self.count = count  # elements of its large tiles
+        self.slots = slots  # C: slots per thread per chunk
 
 
-@dataclass
-class Chunk:
+class Chunk(Struct):
     """The chunk being lowered: tiles of `count` elements have `slots` slots per thread."""
-    count: int
-    slots: int
-    shift: List[Optional[str]]  # per tile dim: .b64 start of this chunk (None: always 0)
-    base: str  # u32: the chunk's first linear element index
+
+    _fields = ("count", "slots", "shift", "base")
+
+    def __init__(self, count: int, slots: int, shift: List[Optional[str]], base: str):
+        self.count = count
+        self.slots = slots
+        self.shift = shift  # per tile dim: .b64 start of this chunk (None: always 0)
+        self.base = base  # u32: the chunk's first linear element index
 
 
 def role(op: Op) -> Optional[str]:

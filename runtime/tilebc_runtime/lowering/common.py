@@ -5,7 +5,6 @@ slots. Nothing here imports a family module or the lowerer, so the lowering pack
 graph has no cycle (runtime/tests/test_rt_lowering_imports.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 from ..lazy_numpy import np
@@ -13,6 +12,7 @@ from ..lazy_numpy import np
 from tilebc.ir.types import TileType, TokenType
 from tilebc.ops.enums import MemoryScope, RoundingMode
 from tilebc.ops.table import by_mnemonic
+from tilebc.record import Struct  # not dataclasses: start-up time
 
 from . import dtypes
 from .layout import UNIFORM
@@ -64,42 +64,56 @@ FRESH = Token(False)
 AFTER_MEMORY = Token(True)
 
 
-@dataclass
-class TensorView:
-    type: object  # TensorViewType
-    base: str  # .b64 register
-    shape: List[str]  # .b64 registers (static dims are materialised once)
-    strides: List[str]  # .b64 registers, in elements
-    # per stride: a .b32 register (or immediate) holding it when it fits in s32, else None; lets
-    # index * stride be one mul.wide.s32 instead of a 64-bit multiply
-    narrow_strides: Optional[List[Optional[str]]] = None
-    # what is known at compile time, for vector accesses: the base address's alignment in
-    # bytes, and per dim the power of two the extent and the stride (elements) are multiples of
-    base_align: int = 1
-    shape_div: Optional[List[int]] = None
-    stride_div: Optional[List[int]] = None
-    # per extent: a .b32 register (or immediate) holding it when it fits in s32, else None; lets
-    # bounds checks run in 32 bits
-    narrow_shape: Optional[List[Optional[str]]] = None
+class TensorView(Struct):
+    _fields = ("type", "base", "shape", "strides", "narrow_strides", "base_align", "shape_div",
+               "stride_div", "narrow_shape")
+
+    def __init__(self, type: object, base: str, shape: List[str], strides: List[str],
+                 narrow_strides: Optional[List[Optional[str]]] = None, base_align: int = 1,
+                 shape_div: Optional[List[int]] = None, stride_div: Optional[List[int]] = None,
+                 narrow_shape: Optional[List[Optional[str]]] = None):
+        self.type = type  # TensorViewType
+        self.base = base  # .b64 register
+        self.shape = shape  # .b64 registers (static dims are materialised once)
+        self.strides = strides  # .b64 registers, in elements
+        # per stride: a .b32 register (or immediate) holding it when it fits in s32, else None;
+        # lets index * stride be one mul.wide.s32 instead of a 64-bit multiply
+        self.narrow_strides = narrow_strides
+        # what is known at compile time, for vector accesses: the base address's alignment in
+        # bytes, and per dim the power of two the extent and the stride (elements) are
+        # multiples of
+        self.base_align = base_align
+        self.shape_div = shape_div
+        self.stride_div = stride_div
+        # per extent: a .b32 register (or immediate) holding it when it fits in s32, else None;
+        # lets bounds checks run in 32 bits
+        self.narrow_shape = narrow_shape
 
 
-@dataclass
-class SubView:
-    type: object  # PartitionViewType / StridedViewType / GatherScatterViewType
-    tensor: TensorView
+class SubView(Struct):
+    _fields = ("type", "tensor")
+
+    def __init__(self, type: object, tensor: TensorView):
+        self.type = type  # PartitionViewType / StridedViewType / GatherScatterViewType
+        self.tensor = tensor
 
 
-@dataclass
-class Frame:
+class Frame(Struct):
     """An enclosing construct terminators refer to."""
 
-    kind: str  # "branch" | "loop body" | "region"
-    results: List[List[str]] = field(default_factory=list)  # result registers per value
-    end: Optional[str] = None  # label after the construct
-    carried: List[List[str]] = field(default_factory=list)  # loop: carried registers per value
-    latch: Optional[str] = None  # loop: where `continue` goes
-    on_yield: Optional[Callable] = None  # region: receives the yielded tiles
-    on_continue: Optional[Callable] = None  # unrolled loop: receives the continued values
+    _fields = ("kind", "results", "end", "carried", "latch", "on_yield", "on_continue")
+
+    def __init__(self, kind: str, results: Optional[List[List[str]]] = None,
+                 end: Optional[str] = None, carried: Optional[List[List[str]]] = None,
+                 latch: Optional[str] = None, on_yield: Optional[Callable] = None,
+                 on_continue: Optional[Callable] = None):
+        self.kind = kind  # "branch" | "loop body" | "region"
+        self.results = [] if results is None else results  # result registers per value
+        self.end = end  # label after the construct
+        self.carried = [] if carried is None else carried  # loop: carried registers per value
+        self.latch = latch  # loop: where `continue` goes
+        self.on_yield = on_yield  # region: receives the yielded tiles
+        self.on_continue = on_continue  # unrolled loop: receives the continued values
 
 
 def element_bytes(attr) -> bytes:

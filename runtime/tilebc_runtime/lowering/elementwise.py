@@ -21,7 +21,7 @@ from ..lazy_numpy import np
 
 from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
 
-from . import dtypes, f32math, f64math, intdiv
+from . import dtypes, f32math, intdiv
 from .folding import constant_array
 from .common import ROUND, Tile, map_slots
 from .registry import lowers
@@ -55,6 +55,16 @@ def _float_math(lw, op, compute, *, keep_f64=False, f64=None) -> None:
         wide = [dtypes.to_f32(w, r, element) for r in regs]
         return dtypes.from_f32(w, compute(w, "f32", wide), element, rounding)
     map_slots(lw, op, per_slot)
+
+
+def _f64(op, builder):
+    """`builder(f64math)` when `op`'s operands are f64, else None (_float_math takes the f64
+    builder for f64 operands only): f64math, whose exact constants take ~4 ms to derive, is
+    imported when a kernel computes in f64."""
+    if op.operand_values[0].type.element.name != "f64":
+        return None
+    from . import f64math
+    return builder(f64math)
 
 
 def _ftz(op, cls):
@@ -251,7 +261,7 @@ def _math(build):
     def lower(lw, op):
         def compute(w, cls, regs):
             return build(w, op, *regs)
-        _float_math(lw, op, compute, f64=f64math.F64_MATH.get(op.name))
+        _float_math(lw, op, compute, f64=_f64(op, lambda f64math: f64math.F64_MATH.get(op.name)))
     return lower
 
 
@@ -383,7 +393,8 @@ def _pow_full_f32(w, x, y):
 
 @lowers("fpowf", expands=True)
 def lower_fpowf(lw, op):
-    _float_math(lw, op, lambda w, cls, regs: pow_f32(w, regs[0], regs[1]), f64=f64math.pow_f64)
+    _float_math(lw, op, lambda w, cls, regs: pow_f32(w, regs[0], regs[1]),
+                f64=_f64(op, lambda f64math: f64math.pow_f64))
 
 
 @lowers("fpowi", expands=True)
@@ -399,6 +410,7 @@ def lower_fpowi(lw, op):
         if element.name == "f64":  # an i64 exponent beyond 2^53 rounds; pow is 0/inf/±1 there
             yd = w.reg("f64")
             w(f"cvt.rn.f64.s{bits} {yd}, {exponent.slot(k)}")
+            from . import f64math
             return f64math.pow_f64(w, x, yd)
         xf = dtypes.to_f32(w, x, element)
         yf = w.reg("f32")
@@ -445,7 +457,7 @@ def lower_atan2(lw, op):
         w(f"setp.nan.f32 {any_nan}, {x}, {y}")
         w(f"selp.f32 {out}, 0f7FC00000, {out}, {any_nan}")
         return out
-    _float_math(lw, op, compute, f64=f64math.atan2_f64)
+    _float_math(lw, op, compute, f64=_f64(op, lambda f64math: f64math.atan2_f64))
 
 
 @lowers("remf", expands=True)

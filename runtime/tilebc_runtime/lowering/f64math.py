@@ -31,6 +31,7 @@ from __future__ import annotations
 import struct
 from decimal import Decimal, localcontext
 from fractions import Fraction
+from functools import lru_cache
 from math import factorial
 
 from tilebc.ops.table import by_mnemonic
@@ -108,9 +109,13 @@ def _bernoulli(count: int):
 # tanh x = x + x·z·P(z), z = x², from tanh's Taylor series 2^2n (2^2n - 1) B_2n x^(2n-1) / (2n)!:
 # below TANH_SERIES_LIMIT each term is at most 0.26 of the one before, so 32 reach 2^-62
 TANH_SERIES_LIMIT = 0.8
-_B = _bernoulli(68)
-TANH_SERIES = [float(Fraction(4 ** n * (4 ** n - 1)) * _B[2 * n] / factorial(2 * n))
-               for n in range(33, 1, -1)]
+
+
+@lru_cache(maxsize=None)  # on first use: the exact Bernoulli numbers take ~10 ms to build
+def tanh_series():
+    numbers = _bernoulli(68)
+    return [float(Fraction(4 ** n * (4 ** n - 1)) * numbers[2 * n] / factorial(2 * n))
+            for n in range(33, 1, -1)]
           # e^r, highest first
 EXPM1_TAYLOR = [1 / factorial(n) for n in range(14, 1, -1)]         # (e^r - 1 - r) / r²
 SIN_TAYLOR = [(-1) ** n / factorial(2 * n + 1) for n in range(9, 0, -1)]   # (sin r - r) / r³
@@ -278,7 +283,7 @@ def tanh_f64(w, x):
     # |x| < 0.8: the series (-t/(t+2), t = e^-2|x| - 1, compounds expm1's error with two
     # roundings: up to 2.3 ulp); above, 1 - 2/(e^2|x| + 1) stays within about 1 ulp
     z = e.mul(ax, ax)
-    series = e.fma(e.mul(ax, z), e.horner(z, TANH_SERIES), ax)
+    series = e.fma(e.mul(ax, z), e.horner(z, tanh_series()), ax)
     t = _expm1(e, e.mul(ax, imm(2.0)))
     above = e.sub(imm(1.0), e.div(imm(2.0), e.add(t, imm(2.0))))
     small = e.setp("lt", ax, imm(TANH_SERIES_LIMIT))

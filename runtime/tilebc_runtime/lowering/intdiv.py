@@ -26,23 +26,24 @@ Division by zero is not handled here (callers keep the hardware instruction for 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
+
+from tilebc.record import Record  # not dataclasses: start-up time
 
 
 def is_power_of_two(value: int) -> bool:
     return value > 0 and value & (value - 1) == 0
 
 
-@dataclass(frozen=True)
-class UnsignedPlan:
+class UnsignedPlan(Record):
     """q = ((x >> pre_shift) * multiplier) >> (bits + shift), as N-bit instructions; `add`:
     the multiplier is 2^bits + multiplier (the add-and-halve fix-up); multiplier 0: a shift."""
 
-    pre_shift: int
-    multiplier: int
-    add: bool
-    shift: int
+    _fields = ("pre_shift", "multiplier", "add", "shift")
+
+    def __init__(self, pre_shift: int, multiplier: int, add: bool, shift: int):
+        for name, value in zip(self._fields, (pre_shift, multiplier, add, shift)):
+            object.__setattr__(self, name, value)
 
     def evaluate(self, x: int, bits: int) -> int:
         """The quotient the emitted instructions compute (a reference for tests)."""
@@ -56,16 +57,16 @@ class UnsignedPlan:
         return high >> self.shift
 
 
-@dataclass(frozen=True)
-class SignedPlan:
+class SignedPlan(Record):
     """See the module docstring: `power` set: |d| = 2^power; else the multiplier (as a signed
     N-bit value), whether x is added to the high product, and the arithmetic shift."""
 
-    negate: bool
-    power: Optional[int]
-    multiplier: int
-    add: bool
-    shift: int
+    _fields = ("negate", "power", "multiplier", "add", "shift")
+
+    def __init__(self, negate: bool, power: Optional[int], multiplier: int, add: bool,
+                 shift: int):
+        for name, value in zip(self._fields, (negate, power, multiplier, add, shift)):
+            object.__setattr__(self, name, value)
 
     def evaluate(self, x: int, bits: int) -> int:
         """The quotient the emitted instructions compute (signed values; a reference for tests)."""

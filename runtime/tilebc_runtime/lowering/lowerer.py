@@ -35,6 +35,16 @@ from .ptx import PtxWriter
 from ..targets import STATIC_SHARED_LIMIT  # noqa: E402  (re-exported for the lowering modules)
 
 
+def _unravel(linear, shape) -> List[List[int]]:
+    """np.unravel_index of in-range row-major indices, as lists of ints: the default layout's
+    per-thread indices need no numpy (~60 ms of a cold `tilebc compile` of a small kernel)."""
+    result, inner = [], math.prod(shape)
+    for dim in shape:
+        inner //= dim
+        result.append([(value // inner) % dim for value in linear])
+    return result
+
+
 class LoweringError(TilebcError):
     """A Tile IR construct the JIT cannot lower (names the op and where it came from)."""
 
@@ -223,8 +233,10 @@ class Lowerer:
 
         def make():
             w = self.w
-            table = (Cyclic(count, self.T) if layout is None else layout).table(self.T)[k]
-            known = np.unravel_index(table, shape)
+            if layout is None:  # cyclic: slot k of thread t holds (t + k*T) % count
+                known = _unravel([(t + k * self.T) % count for t in range(self.T)], shape)
+            else:
+                known = np.unravel_index(layout.table(self.T)[k], shape)
             result = []
             inner = count
             for d, dim in enumerate(shape):
@@ -253,15 +265,17 @@ class Lowerer:
         when every thread has the same, an add to an earlier row that differs from it by a
         constant in every thread, else `compute()` (which emits code giving these values)."""
         bits = 64 if wide else 32
-        row = np.asarray(values, np.int64).reshape(-1)
-        key = ("row", bits, row.tobytes())
+        # plain ints: the cyclic layout's rows come without numpy (see _unravel)
+        row = tuple(values) if isinstance(values, (list, tuple)) else \
+            tuple(np.asarray(values, np.int64).reshape(-1).tolist())
+        key = ("row", bits, row)
         if key in self._cache:
             return self._cache[key]
-        first = int(row[0])
+        first = row[0]
         shapes = self._cache.setdefault(("row shapes", bits), {})
-        shape_key = (row - first).tobytes()
+        shape_key = tuple(value - first for value in row)
         with self.preamble():
-            if np.all(row == first):
+            if not any(shape_key):
                 reg = self.const_b64(first & (2**64 - 1)) if wide else \
                     self.const_u32(first & 0xFFFFFFFF)
             elif shape_key in shapes:
@@ -288,8 +302,15 @@ class Lowerer:
             if layout is not None and count > 1:
                 index = np.stack(np.unravel_index(layout.table(self.T), shape))
             elif count > 1 and count % self.T == 0:
-                linear = np.arange(self.T)[None, :] + self.T * np.arange(slots)[:, None]
-                index = np.stack(np.unravel_index(linear, shape))  # [rank, slots, T]
+                # cyclic, whole rows: slot k of thread t holds t + k*T, below count (no numpy)
+                T = self.T
+                first = _unravel(range(T), shape)
+                for k in range(slots):
+                    moved = [[a - b for a, b in zip(now, then)]
+                             for now, then in zip(_unravel(range(k * T, k * T + T), shape), first)]
+                    if all(len(set(dim)) == 1 for dim in moved):
+                        deltas[k] = tuple(dim[0] for dim in moved)
+                index = None
             else:
                 index = None
             if index is not None:

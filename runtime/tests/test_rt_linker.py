@@ -1,0 +1,78 @@
+"""The ctypes nvJitLink (linker.py) against cuda.bindings' binding and cuda.pathfinder's choice:
+same library, same version, the same cubin bytes, the same failure names."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tilebc_runtime import linker, targets
+from tilebc_runtime.compiler import load_module, lower_module
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "fixtures" / "bytecode" / "elementwise_f32" / "elementwise_f32-13.5.tilebc"
+
+nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink")
+
+
+def _ptx() -> bytes:
+    module = load_module(FIXTURE)
+    return lower_module(module, module.functions, 90, (7, 8))[0].encode()
+
+
+def _bindings_cubin(ptx: bytes) -> bytes:
+    handle = nvjitlink.create(1, ["-arch=sm_90"])
+    try:
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx, len(ptx), "tilebc.ptx")
+        nvjitlink.complete(handle)
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+        return bytes(cubin)
+    finally:
+        nvjitlink.destroy(handle)
+
+
+def test_same_version_and_cubin_as_cuda_bindings():
+    ours = targets.nvjitlink_module()
+    assert ours.version() == tuple(nvjitlink.version())
+    ptx = _ptx()
+    cubin, _ = ours.link_ptx(ptx, ["-arch=sm_90"])
+    assert cubin[:4] == b"\x7fELF" and cubin == _bindings_cubin(ptx)
+    assert linker._INPUT_PTX == int(nvjitlink.InputType.PTX)
+
+
+def test_a_failure_reads_as_cuda_bindings_error():
+    ptx = _ptx().replace(b"add.rn.f32", b"add.rn.f33")
+    with pytest.raises(linker.LinkFailure) as info:
+        targets.nvjitlink_module().link_ptx(ptx, ["-arch=sm_90"])
+    assert str(info.value) == str(nvjitlink.nvJitLinkError(info.value.status))
+    assert info.value.call in ("AddData", "Complete") and "f33" in info.value.log
+    with pytest.raises(linker.LinkFailure) as info:  # refused before any input
+        targets.nvjitlink_module().link_ptx(ptx, ["-no-such-option"])
+    assert info.value.call == "Create"
+
+
+# In a new process: the library the fast path opens is cuda.pathfinder's pick, and a link on the
+# fast path imports neither cuda.pathfinder nor cuda.bindings.
+PROBE = """import sys
+from tilebc_runtime import linker, targets
+path = linker.wheel_library()
+module = targets.nvjitlink_module()
+print(path == module.path, any(name.startswith("cuda") for name in sys.modules))
+from cuda import pathfinder
+found = pathfinder.load_nvidia_dynamic_lib("nvJitLink")
+print(found.abs_path == module.path, found.found_via)
+"""
+
+
+def test_the_fast_path_opens_the_library_pathfinder_picks():
+    if linker.wheel_library() is None:
+        pytest.skip("no nvJitLink wheel in site-packages: the fast path is not taken")
+    env_path = f"{ROOT}:{ROOT / 'runtime'}"
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                          env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.split("\n")[:2]
+    assert first == "True False"  # its own path, without importing cuda.*
+    # pathfinder sees the library loaded already, at the same path as its own search gives
+    assert second.split()[0] == "True"

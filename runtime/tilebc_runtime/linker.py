@@ -1,0 +1,162 @@
+"""libnvJitLink through ctypes: PTX -> cubin without cuda.bindings or cuda.pathfinder.
+
+Importing cuda.bindings.nvjitlink imports cuda.pathfinder (~50 ms of a ~200 ms cold `tilebc
+compile`). The calls are the same C entry points the binding makes (its unversioned names), so
+the cubin is the same. The library is the one cuda.pathfinder would load: where its first search
+step (the NVIDIA wheels in site-packages) finds it and nothing has loaded another one, that file
+is opened here directly; anywhere else cuda.pathfinder is asked, as before.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import site
+import sys
+from typing import Optional, Sequence, Tuple
+
+# cuda.pathfinder's nvJitLink descriptor on Linux: wheel folders and sonames, in its order.
+_WHEEL_DIRS = (("nvidia", "cu13", "lib"), ("nvidia", "nvjitlink", "lib"))
+_SONAMES = ("libnvJitLink.so.13", "libnvJitLink.so.12")
+_INPUT_PTX = 2  # nvJitLinkInputType NVJITLINK_INPUT_PTX
+
+
+class LinkFailure(Exception):
+    """A nvJitLink call returned `status` (an nvJitLinkResult other than success)."""
+
+    def __init__(self, status: int, call: str):
+        self.status, self.call, self.log = status, call, ""
+        super().__init__(f"{_status_name(status)} ({status})")
+
+
+def _status_name(status: int) -> str:
+    # Named by cuda.bindings' enum when it is there: only failures pay for its import.
+    try:
+        from cuda.bindings.nvjitlink import Result
+        return Result(status).name
+    except Exception:
+        return "nvJitLink error"
+
+
+def _site_folders() -> list:
+    """site-packages folders in cuda.pathfinder's order (a venv's own, then the user's)."""
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        user = site.getusersitepackages()
+        if user:
+            folders.insert(1 if sys.prefix != sys.base_prefix else 0, user)
+    return folders
+
+
+def wheel_library() -> Optional[str]:
+    """The libnvJitLink of an NVIDIA wheel that cuda.pathfinder's site-packages step would pick,
+    or None (not Linux, or no such wheel)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    folders = _site_folders()
+    for parts in _WHEEL_DIRS:
+        for folder in folders:
+            directory = os.path.join(folder, *parts)
+            for soname in _SONAMES:
+                path = os.path.join(directory, soname)
+                if os.path.isfile(path):
+                    return path
+    return None
+
+
+def _already_loaded() -> bool:
+    for soname in _SONAMES:
+        try:
+            ctypes.CDLL(soname, mode=os.RTLD_NOLOAD)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def locate_and_open() -> Tuple[ctypes.CDLL, Optional[str]]:
+    """(the opened library, its path when known), as cuda.pathfinder would choose it."""
+    path = wheel_library()
+    if path is not None and not _already_loaded():
+        # pathfinder's flags, so a later cuda.bindings user shares this handle
+        return ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_GLOBAL), path
+    try:
+        from cuda import pathfinder
+    except ImportError:  # no searcher: the dynamic linker's own search
+        return _system_library(), None
+    found = pathfinder.load_nvidia_dynamic_lib("nvJitLink")
+    return ctypes.CDLL(found.abs_path or _SONAMES[0], handle=found._handle_uint), found.abs_path
+
+
+def _system_library() -> ctypes.CDLL:
+    for soname in _SONAMES:
+        try:
+            return ctypes.CDLL(soname, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+        except OSError:
+            continue
+    raise OSError(f"none of {', '.join(_SONAMES)} on the dynamic linker's path")
+
+
+class NvJitLink:
+    """The nvJitLink calls the JIT makes, on one opened library."""
+
+    def __init__(self, library: ctypes.CDLL, path: Optional[str] = None):
+        self.path = path
+        size_p, handle_p = ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_void_p)
+        self._functions = {}
+        for name, arguments in (
+                ("Version", [ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint)]),
+                ("Create", [handle_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_char_p)]),
+                ("Destroy", [handle_p]),
+                ("AddData", [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
+                             ctypes.c_char_p]),
+                ("Complete", [ctypes.c_void_p]),
+                ("GetLinkedCubinSize", [ctypes.c_void_p, size_p]),
+                ("GetLinkedCubin", [ctypes.c_void_p, ctypes.c_void_p]),
+                ("GetErrorLogSize", [ctypes.c_void_p, size_p]),
+                ("GetErrorLog", [ctypes.c_void_p, ctypes.c_char_p]),
+                ("GetInfoLogSize", [ctypes.c_void_p, size_p]),
+                ("GetInfoLog", [ctypes.c_void_p, ctypes.c_char_p])):
+            function = getattr(library, "nvJitLink" + name)
+            function.argtypes, function.restype = arguments, ctypes.c_int
+            self._functions[name] = function
+
+    def _call(self, name: str, *arguments) -> None:
+        status = self._functions[name](*arguments)
+        if status:
+            raise LinkFailure(status, name)
+
+    def version(self) -> Tuple[int, int]:
+        major, minor = ctypes.c_uint(), ctypes.c_uint()
+        self._call("Version", ctypes.byref(major), ctypes.byref(minor))
+        return major.value, minor.value
+
+    def link_ptx(self, ptx: bytes, options: Sequence[str], name: str = "tilebc.ptx"
+                 ) -> Tuple[bytes, str]:
+        """(cubin, info log) of one PTX input. LinkFailure carries the error log as `log`."""
+        handle = ctypes.c_void_p()
+        encoded = [option.encode() for option in options]
+        self._call("Create", ctypes.byref(handle), len(encoded),
+                   (ctypes.c_char_p * len(encoded))(*encoded))
+        try:
+            try:
+                self._call("AddData", handle, _INPUT_PTX, ptx, len(ptx), name.encode())
+                self._call("Complete", handle)
+            except LinkFailure as failure:
+                failure.log = self._log(handle, "Error")
+                raise
+            size = ctypes.c_size_t()
+            self._call("GetLinkedCubinSize", handle, ctypes.byref(size))
+            cubin = ctypes.create_string_buffer(size.value)
+            self._call("GetLinkedCubin", handle, cubin)
+            return cubin.raw, self._log(handle, "Info")
+        finally:
+            self._call("Destroy", ctypes.byref(handle))
+
+    def _log(self, handle, which: str) -> str:
+        size = ctypes.c_size_t()
+        self._call(f"Get{which}LogSize", handle, ctypes.byref(size))
+        if not size.value:
+            return ""
+        buffer = ctypes.create_string_buffer(size.value)
+        self._call(f"Get{which}Log", handle, buffer)
+        return buffer.raw.rstrip(b"\0").decode(errors="replace")

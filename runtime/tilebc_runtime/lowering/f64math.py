@@ -16,9 +16,9 @@ Methods (errors measured on the PTX emulator):
     (REDUCTION_LIMIT) by Cody-Waite with a three-part π/2 (x - q·P1 exact); above, Payne-Hanek:
     x·2/π mod 4 from eight 24-bit chunks of a 2/π table (.const), each product exact as a
     double-double, summed in double-double. Taylor polynomials on |r| <= π/4 give sin and cos
-    as double-doubles, quadrant from q mod 4; tan divides them as double-doubles. Known limit:
-    the double-double sum leaves ~2^-100 absolute error in r, so the rare huge doubles whose
-    reduced argument is below ~2^-48 lose bits (8 ulp at the hardest, 5.319372648326541e255).
+    as double-doubles, quadrant from q mod 4; tan divides them as double-doubles. The hardest
+    double for the reduction (5.319372648326541e255, reduced argument ~2^-61) stays at 0.36 ulp
+    (tan) against long double.
   sinh, cosh: below |x| = 22, e^|x| and e^-|x| as double-doubles, halved sum or difference
     (sinh below 1 by its Taylor series); above, e^|x|/2 with the exponent lowered by one so they
     do not overflow early. tanh: its Taylor series below |x| = 0.8 (coefficients from Bernoulli

@@ -22,7 +22,7 @@ Methods (errors measured on the PTX emulator):
   sinh, cosh: below |x| = 22, e^|x| and e^-|x| as double-doubles, halved sum or difference
     (sinh below 1 by its Taylor series); above, e^|x|/2 with the exponent lowered by one so they
     do not overflow early. tanh: its Taylor series below |x| = 0.8 (coefficients from Bernoulli
-    numbers), 1 - 2/(e^2|x| + 1) above.
+    numbers), 1 - 2/(e^2|x| + 1) above with e^2|x| and the quotient as double-doubles.
   pow: log|x| in double-double (s = f/(2+f) with its remainder), y·log in double-double, exp of
     the pair; C99 special cases (pow(x, ±0) = 1, pow(1, y) = 1, pow(-1, ±inf) = 1, odd-integer
     signs, NaN for negative x with non-integer y).
@@ -116,7 +116,6 @@ _B = _bernoulli(68)
 TANH_SERIES = [float(Fraction(4 ** n * (4 ** n - 1)) * _B[2 * n] / factorial(2 * n))
                for n in range(33, 1, -1)]
           # e^r, highest first
-EXPM1_TAYLOR = [1 / factorial(n) for n in range(14, 1, -1)]         # (e^r - 1 - r) / r²
 SINH_SERIES_LIMIT = 1.0   # sinh x = x + x·z·P(z) below: the tail stays under 18 % of x
 SINH_TAYLOR = [1 / factorial(2 * n + 1) for n in range(10, 0, -1)]  # (sinh x - x) / x³
 SIN_TAYLOR = [(-1) ** n / factorial(2 * n + 1) for n in range(9, 0, -1)]   # (sin r - r) / r³
@@ -250,21 +249,10 @@ def exp2_f64(w, x):
     return e.nan_through(e.scale(p, e.to_s32(q)), x)
 
 
-def _expm1(e: _Emit, x):
-    """e^x - 1 for x <= 711 (clamped below at -40, where it is -1 in f64)."""
-    r, k = _exp_reduce(e, x, lo=-40.0)
-    em = e.fma(e.mul(r, r), e.horner(r, EXPM1_TAYLOR), r)
-    capped = e.op(f"min.s32 {{out}}, {k}, 60", "b32")
-    minus = e.op(f"neg.s32 {{out}}, {capped}", "b32")
-    shift = e.sub(imm(1.0), e.pow2(minus))            # 1 - 2^-k, exact for k <= 53
-    return e.scale(e.add(em, shift), k)
-
-
-def _exp_pair(e: _Emit, ax):
-    """(e^ax, e^-ax) as double-doubles for 0 <= ax <= 22, each within ~0.2 ulp: ax = k·ln2 + r
-    with r exact (ax - k·LN2_HI needs no more than 53 bits here) plus k·LN2_LO, e^r as
-    (1 + r) + r²·Q(r) with both sums' rounding errors kept, e^-ax = 2^-k / e^r by one
-    division and its remainder."""
+def _exp_dd(e: _Emit, ax):
+    """e^ax = (m + m_lo)·2^k for 0 <= ax <= 40, m + m_lo within ~0.2 ulp: ax = k·ln2 + r with r
+    exact (ax - k·LN2_HI fits 53 bits once k >= 1) plus k·LN2_LO, e^r as (1 + r) + r²·Q(r)
+    with both sums' rounding errors kept. Returns (m, m_lo, k as s32)."""
     q = e.round_int(e.mul(ax, imm(INV_LN2)))
     nq = e.neg(q)
     r = e.fma(nq, imm(LN2_HI), ax)
@@ -279,8 +267,13 @@ def _exp_pair(e: _Emit, ax):
     b_err = e.add(e.sub(a, b), v)
     lo = e.fma(r_lo, b, e.fma(z_lo, tail, e.add(a_err, b_err)))
     m = e.add(b, lo)
-    m_lo = e.sub(lo, e.sub(m, b))
-    k = e.to_s32(q)
+    return m, e.sub(lo, e.sub(m, b)), e.to_s32(q)
+
+
+def _exp_pair(e: _Emit, ax):
+    """(e^ax, e^-ax) as double-doubles for 0 <= ax <= 22, e^-ax = 2^-k / m by one division and
+    its remainder."""
+    m, m_lo, k = _exp_dd(e, ax)
     up = e.pow2(k)
     down = e.pow2(e.op(f"neg.s32 {{out}}, {k}", "b32"))
     inv = e.div(down, m)
@@ -330,11 +323,20 @@ def tanh_f64(w, x):
     e = _Emit(w)
     ax = e.abs(x)
     # |x| < 0.8: the series (-t/(t+2), t = e^-2|x| - 1, compounds expm1's error with two
-    # roundings: up to 2.3 ulp); above, 1 - 2/(e^2|x| + 1) stays within about 1 ulp
+    # roundings: up to 2.3 ulp); above, 1 - 2/(e^2|x| + 1) with e^2|x|, the denominator and the
+    # quotient as double-doubles (rounded e^2|x| reached 1.03 ulp); 2|x| >= 40 gives 1
     z = e.mul(ax, ax)
     series = e.fma(e.mul(ax, z), e.horner(z, TANH_SERIES), ax)
-    t = _expm1(e, e.mul(ax, imm(2.0)))
-    above = e.sub(imm(1.0), e.div(imm(2.0), e.add(t, imm(2.0))))
+    m, m_lo, k = _exp_dd(e, e.op(f"min.f64 {{out}}, {e.mul(ax, imm(2.0))}, {imm(40.0)}"))
+    up = e.pow2(k)
+    grown, grown_lo = e.mul(m, up), e.mul(m_lo, up)
+    den = e.add(grown, imm(1.0))                      # e^2|x| >= 4.9 > 1 here
+    den_lo = e.add(e.add(e.sub(grown, den), imm(1.0)), grown_lo)
+    q = e.div(imm(2.0), den)
+    q_lo = e.mul(e.fma(e.neg(q), den_lo, e.fma(e.neg(q), den, imm(2.0))), e.mul(q, imm(0.5)))
+    one_minus = e.sub(imm(1.0), q)
+    err = e.sub(e.sub(imm(1.0), one_minus), q)        # exact: 1 >= q
+    above = e.add(one_minus, e.sub(err, q_lo))
     small = e.setp("lt", ax, imm(TANH_SERIES_LIMIT))
     out = e.op(f"copysign.f64 {{out}}, {x}, {e.sel(series, above, small)}")
     return e.nan_through(out, x)

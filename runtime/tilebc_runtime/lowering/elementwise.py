@@ -11,7 +11,8 @@ Precision (what each math op promises; narrow floats are computed in f32 and rou
   minimax polynomial (~2 ulp).
   remf: x - trunc(x/y)·y (exact only while the quotient fits the significand).
   f64: add/sub/mul/div/fma/sqrt are exact IEEE; exp/exp2/log/log2/sin/cos/tan/sinh/cosh/tanh/
-  pow/fpowi/atan2 run in double precision (f64math.py: <= 2 ulp, C99 special values).
+  pow/fpowi/atan2 run in double precision (f64math.py: within CUDA's double ulp bounds, C99
+  special values).
 """
 from __future__ import annotations
 

@@ -2,29 +2,33 @@
 kernels get f64 answers instead of an f32 detour.
 
 Each builder takes the PtxWriter and f64 register names and returns the f64 result register.
-Accuracy: <= 2 ulp against numpy float64 on every function (1 ulp on most), special values
-(±0, ±inf, NaN, subnormals, overflow/underflow edges) as C99/numpy give them.
-Methods (errors measured on the PTX emulator against numpy, see runtime/tests/test_rt_f64_math.py):
+Accuracy: within CUDA's documented double bounds (1 ulp; tan, pow, atan2 2) as real error
+against a long-double reference, 0.5-0.9 ulp measured (runtime/tests/test_rt_f64_math.py),
+special values (±0, ±inf, NaN, subnormals, overflow/underflow edges) as C99/numpy give them.
+Methods (errors measured on the PTX emulator):
   exp, exp2: Cody-Waite reduction by a two-part ln2 to |r| <= ln2/2, degree-13 Taylor polynomial,
     scale by 2^k in two steps (2^(k/2) twice) so results near overflow and in the subnormal range
     round once.
   log, log2: x = m·2^e with m in [sqrt(1/2), sqrt(2)), f = m-1, s = f/(2+f) and the atanh series
-    log(1+f) = f - (f²/2 - s·(f²/2 + R(s²)))  (subnormals pre-scaled by 2^54).
-  sin, cos, tan: r = x - q·π/2, q = round(x·2/π): for |x| < 2^40 (REDUCTION_LIMIT) by Cody-Waite
-    with a three-part π/2 (the first product exact under fma); above, Payne-Hanek: x·2/π mod 4
-    from eight 24-bit chunks of a 2/π table (.const), each product exact as a double-double,
-    summed in double-double. Taylor polynomials on |r| <= π/4, quadrant from q mod 4. Known
-    limit: the double-double sum leaves ~2^-100 absolute error in r, so the rare huge doubles
-    whose reduced argument is below ~2^-48 lose bits (8 ulp at the hardest, 5.319372648326541e255).
-  sinh, cosh: from expm1 (2^k·(expm1(r) + 1 - 2^-k)) so small |x| keeps full precision;
-    e^|x|/2 is formed with the exponent lowered by one so they do not overflow early. tanh:
-    its Taylor series below |x| = 0.8 (coefficients from Bernoulli numbers), 1 - 2/(e^2|x| + 1)
-    above.
+    log(1+f) = f - (f²/2 - s·(f²/2 + R(s²)))  (subnormals pre-scaled by 2^54); log2 keeps
+    f - f²/2 as a double-double and multiplies by 1/ln2 in double-double.
+  sin, cos, tan: r + r_lo = x - q·π/2 (a double-double), q = round(x·2/π): for |x| < 2^40
+    (REDUCTION_LIMIT) by Cody-Waite with a three-part π/2 (x - q·P1 exact); above, Payne-Hanek:
+    x·2/π mod 4 from eight 24-bit chunks of a 2/π table (.const), each product exact as a
+    double-double, summed in double-double. Taylor polynomials on |r| <= π/4 give sin and cos
+    as double-doubles, quadrant from q mod 4; tan divides them as double-doubles. The hardest
+    double for the reduction (5.319372648326541e255, reduced argument ~2^-61) stays at 0.36 ulp
+    (tan) against long double.
+  sinh, cosh: below |x| = 22, e^|x| and e^-|x| as double-doubles, halved sum or difference
+    (sinh below 1 by its Taylor series); above, e^|x|/2 with the exponent lowered by one so they
+    do not overflow early. tanh: its Taylor series below |x| = 0.8 (coefficients from Bernoulli
+    numbers), 1 - 2/(e^2|x| + 1) above with e^2|x| and the quotient as double-doubles.
   pow: log|x| in double-double (s = f/(2+f) with its remainder), y·log in double-double, exp of
     the pair; C99 special cases (pow(x, ±0) = 1, pow(1, y) = 1, pow(-1, ±inf) = 1, odd-integer
     signs, NaN for negative x with non-integer y).
   atan2: atan(t) by Taylor series on |t| <= tan(π/8) after reducing the ratio min/max through
-    atan(a) = π/4 + atan((a-1)/(a+1)), then octant constants j·π/4 in double-double.
+    atan(a) = π/4 + atan((a-1)/(a+1)), t as a double-double, then octant constants j·π/4 in
+    double-double.
 """
 from __future__ import annotations
 
@@ -117,10 +121,14 @@ def tanh_series():
     return [float(Fraction(4 ** n * (4 ** n - 1)) * numbers[2 * n] / factorial(2 * n))
             for n in range(33, 1, -1)]
           # e^r, highest first
-EXPM1_TAYLOR = [1 / factorial(n) for n in range(14, 1, -1)]         # (e^r - 1 - r) / r²
+SINH_SERIES_LIMIT = 1.0   # sinh x = x + x·z·P(z) below: the tail stays under 18 % of x
+SINH_TAYLOR = [1 / factorial(2 * n + 1) for n in range(10, 0, -1)]  # (sinh x - x) / x³
 SIN_TAYLOR = [(-1) ** n / factorial(2 * n + 1) for n in range(9, 0, -1)]   # (sin r - r) / r³
 COS_TAYLOR = [(-1) ** n / factorial(2 * n) for n in range(9, 0, -1)]       # (cos r - 1) / r²
 LOG_SERIES = [2 / (2 * k + 1) for k in range(10, 0, -1)]            # 2·atanh(s) = 2s + s·z·P(z)
+# pow's double-double log needs ~2^-66 relative (y·log x reaches 745): three more terms, as
+# the truncated s^23 term is 2^-60.5 of the log at s = 3 - 2·sqrt(2) (4 ulp in pow)
+LOG_SERIES_DD = [2 / (2 * k + 1) for k in range(13, 1, -1)]         # 2s⁵/5 + 2s⁷/7 + ...
 ATAN_SERIES = [(-1) ** n / (2 * n + 1) for n in range(21, 0, -1)]   # (atan t - t) / t³
 
 
@@ -246,21 +254,60 @@ def exp2_f64(w, x):
     return e.nan_through(e.scale(p, e.to_s32(q)), x)
 
 
-def _expm1(e: _Emit, x):
-    """e^x - 1 for x <= 711 (clamped below at -40, where it is -1 in f64)."""
-    r, k = _exp_reduce(e, x, lo=-40.0)
-    em = e.fma(e.mul(r, r), e.horner(r, EXPM1_TAYLOR), r)
-    capped = e.op(f"min.s32 {{out}}, {k}, 60", "b32")
-    minus = e.op(f"neg.s32 {{out}}, {capped}", "b32")
-    shift = e.sub(imm(1.0), e.pow2(minus))            # 1 - 2^-k, exact for k <= 53
-    return e.scale(e.add(em, shift), k)
+def _exp_dd(e: _Emit, ax):
+    """e^ax = (m + m_lo)·2^k for 0 <= ax <= 40, m + m_lo within ~0.2 ulp: ax = k·ln2 + r with r
+    exact (ax - k·LN2_HI fits 53 bits once k >= 1) plus k·LN2_LO, e^r as (1 + r) + r²·Q(r)
+    with both sums' rounding errors kept. Returns (m, m_lo, k as s32)."""
+    q = e.round_int(e.mul(ax, imm(INV_LN2)))
+    nq = e.neg(q)
+    r = e.fma(nq, imm(LN2_HI), ax)
+    r_lo = e.mul(nq, imm(LN2_LO))
+    z = e.mul(r, r)
+    z_lo = e.fma(r, r, e.neg(z))
+    tail = e.horner(r, EXP_TAYLOR[:-2])               # (e^r - 1 - r) / r²
+    v = e.mul(z, tail)
+    a = e.add(imm(1.0), r)
+    a_err = e.add(e.sub(imm(1.0), a), r)
+    b = e.add(a, v)
+    b_err = e.add(e.sub(a, b), v)
+    lo = e.fma(r_lo, b, e.fma(z_lo, tail, e.add(a_err, b_err)))
+    m = e.add(b, lo)
+    return m, e.sub(lo, e.sub(m, b)), e.to_s32(q)
+
+
+def _exp_pair(e: _Emit, ax):
+    """(e^ax, e^-ax) as double-doubles for 0 <= ax <= 22, e^-ax = 2^-k / m by one division and
+    its remainder."""
+    m, m_lo, k = _exp_dd(e, ax)
+    up = e.pow2(k)
+    down = e.pow2(e.op(f"neg.s32 {{out}}, {k}", "b32"))
+    inv = e.div(down, m)
+    remainder = e.fma(e.neg(inv), m, down)            # exact
+    inv_lo = e.mul(e.fma(e.neg(inv), m_lo, remainder), e.mul(inv, up))
+    return (e.mul(m, up), e.mul(m_lo, up)), (inv, inv_lo)
+
+
+def _half_sum(e: _Emit, big, small, sign: float):
+    """(big + sign·small) / 2 for double-doubles with |big| >= |small|, one final rounding."""
+    b, b_lo = big
+    s, s_lo = small
+    if sign < 0:
+        s, s_lo = e.neg(s), e.neg(s_lo)
+    hi = e.add(b, s)
+    err = e.add(e.sub(b, hi), s)
+    return e.mul(imm(0.5), e.add(hi, e.add(err, e.add(b_lo, s_lo))))
 
 
 def sinh_f64(w, x):
     e = _Emit(w)
     ax = e.abs(x)
-    t = _expm1(e, e.op(f"min.f64 {{out}}, {ax}, {imm(22.0)}"))
-    near = e.mul(imm(0.5), e.add(t, e.div(t, e.add(t, imm(1.0)))))
+    # e^|x|/2 - e^-|x|/2 from double-double exponentials below 22, the series below 1
+    # (expm1-based, t + t/(t+1) reached 2 ulp: it compounds expm1's error with two roundings)
+    grown, shrunk = _exp_pair(e, e.op(f"min.f64 {{out}}, {ax}, {imm(22.0)}"))
+    near = _half_sum(e, grown, shrunk, -1.0)
+    z = e.mul(ax, ax)
+    series = e.fma(e.mul(ax, z), e.horner(z, SINH_TAYLOR), ax)
+    near = e.sel(series, near, e.setp("lt", ax, imm(SINH_SERIES_LIMIT)))
     far = _exp_with(e, ax, offset=-1)                 # e^|x| / 2 without early overflow
     big = e.setp("ge", ax, imm(22.0))
     out = e.op(f"copysign.f64 {{out}}, {x}, {e.sel(far, near, big)}")
@@ -270,8 +317,8 @@ def sinh_f64(w, x):
 def cosh_f64(w, x):
     e = _Emit(w)
     ax = e.abs(x)
-    ex = _exp_with(e, e.op(f"min.f64 {{out}}, {ax}, {imm(22.0)}"))
-    near = e.add(e.mul(imm(0.5), ex), e.div(imm(0.5), ex))
+    grown, shrunk = _exp_pair(e, e.op(f"min.f64 {{out}}, {ax}, {imm(22.0)}"))
+    near = _half_sum(e, grown, shrunk, 1.0)
     far = _exp_with(e, ax, offset=-1)
     big = e.setp("ge", ax, imm(22.0))
     return e.nan_through(e.sel(far, near, big), x)
@@ -281,11 +328,20 @@ def tanh_f64(w, x):
     e = _Emit(w)
     ax = e.abs(x)
     # |x| < 0.8: the series (-t/(t+2), t = e^-2|x| - 1, compounds expm1's error with two
-    # roundings: up to 2.3 ulp); above, 1 - 2/(e^2|x| + 1) stays within about 1 ulp
+    # roundings: up to 2.3 ulp); above, 1 - 2/(e^2|x| + 1) with e^2|x|, the denominator and the
+    # quotient as double-doubles (rounded e^2|x| reached 1.03 ulp); 2|x| >= 40 gives 1
     z = e.mul(ax, ax)
     series = e.fma(e.mul(ax, z), e.horner(z, tanh_series()), ax)
-    t = _expm1(e, e.mul(ax, imm(2.0)))
-    above = e.sub(imm(1.0), e.div(imm(2.0), e.add(t, imm(2.0))))
+    m, m_lo, k = _exp_dd(e, e.op(f"min.f64 {{out}}, {e.mul(ax, imm(2.0))}, {imm(40.0)}"))
+    up = e.pow2(k)
+    grown, grown_lo = e.mul(m, up), e.mul(m_lo, up)
+    den = e.add(grown, imm(1.0))                      # e^2|x| >= 4.9 > 1 here
+    den_lo = e.add(e.add(e.sub(grown, den), imm(1.0)), grown_lo)
+    q = e.div(imm(2.0), den)
+    q_lo = e.mul(e.fma(e.neg(q), den_lo, e.fma(e.neg(q), den, imm(2.0))), e.mul(q, imm(0.5)))
+    one_minus = e.sub(imm(1.0), q)
+    err = e.sub(e.sub(imm(1.0), one_minus), q)        # exact: 1 >= q
+    above = e.add(one_minus, e.sub(err, q_lo))
     small = e.setp("lt", ax, imm(TANH_SERIES_LIMIT))
     out = e.op(f"copysign.f64 {{out}}, {x}, {e.sel(series, above, small)}")
     return e.nan_through(out, x)
@@ -309,11 +365,16 @@ def _log_split(e: _Emit, x):
     return exponent, e.sub(m, imm(1.0))
 
 
-def _log1p_parts(e: _Emit, f):
-    """log(1+f) for |f| < 0.42 as f - (hfsq - s·(hfsq + R)), fdlibm's arrangement."""
+def _log_series(e: _Emit, f):
+    """s = f/(2+f) and R = 2·atanh(s) - 2s - ... arranged as z·P(z), z = s²."""
     s = e.div(f, e.add(imm(2.0), f))
     z = e.mul(s, s)
-    r = e.mul(z, e.horner(z, LOG_SERIES))
+    return s, e.mul(z, e.horner(z, LOG_SERIES))
+
+
+def _log1p_parts(e: _Emit, f):
+    """log(1+f) for |f| < 0.42 as f - (hfsq - s·(hfsq + R)), fdlibm's arrangement."""
+    s, r = _log_series(e, f)
     hfsq = e.mul(e.mul(imm(0.5), f), f)
     return s, r, hfsq
 
@@ -334,12 +395,24 @@ def log_f64(w, x):
 
 
 def log2_f64(w, x):
+    """k + log(1+f)/ln2 with log(1+f) as hi + lo (f - f²/2 and its rounding error kept) and the
+    product by 1/ln2 as a double-double: one rounding at the end (rounding log(1+f) first and
+    scaling it after reached 2 ulp)."""
     e = _Emit(w)
     k, f = _log_split(e, x)
-    s, r, hfsq = _log1p_parts(e, f)
-    ln = e.sub(f, e.sub(hfsq, e.mul(s, e.add(hfsq, r))))
-    out = e.fma(ln, imm(INV_LN2_HI), e.fma(ln, imm(INV_LN2_LO), k))
-    return _log_specials(e, x, out)
+    s, r = _log_series(e, f)
+    half_f = e.mul(f, imm(0.5))
+    hfsq = e.mul(half_f, f)
+    hfsq_lo = e.fma(half_f, f, e.neg(hfsq))           # f²/2 = hfsq + hfsq_lo exactly
+    hi = e.sub(f, hfsq)
+    err = e.sub(e.sub(f, hi), hfsq)                   # exact: |f| > f²/2
+    lo = e.fma(s, e.add(hfsq, r), e.sub(err, hfsq_lo))
+    p = e.mul(hi, imm(INV_LN2_HI))
+    p_lo = e.fma(hi, imm(INV_LN2_HI), e.neg(p))
+    tail = e.fma(lo, imm(INV_LN2_HI), e.fma(hi, imm(INV_LN2_LO), p_lo))
+    top = e.add(k, p)                                 # |p| <= 1/2 <= |k| unless k = 0
+    tail = e.add(e.add(e.sub(k, top), p), tail)
+    return _log_specials(e, x, e.add(top, tail))
 
 
 def _two_sum(e: _Emit, a, b):
@@ -366,7 +439,7 @@ def _log_dd(e: _Emit, ax):
     third = e.mul(cube, imm(TWO_THIRDS[0]))
     third_l = e.fma(cube, imm(TWO_THIRDS[0]), e.neg(third))
     third_l = e.fma(cube, imm(TWO_THIRDS[1]), e.fma(cube_l, imm(TWO_THIRDS[0]), third_l))
-    rest = e.mul(e.mul(cube, z), e.horner(z, LOG_SERIES[:-1]))   # 2s⁵/5 + 2s⁷/7 + ...
+    rest = e.mul(e.mul(cube, z), e.horner(z, LOG_SERIES_DD))
     a = e.mul(k, imm(LN2_HI_SHORT))                   # exact
     s2 = e.mul(s, imm(2.0))
     hi, err = _two_sum(e, a, s2)
@@ -412,15 +485,23 @@ def pow_f64(w, x, y):
 
 # -- trigonometry --------------------------------------------------------------------------
 def _reduce_pio2(e: _Emit, x):
-    """x = q·π/2 + r, |r| <= π/4 (+ rounding); returns (r, q mod 4 as s32)."""
+    """x = q·π/2 + (r + r_lo), |r| <= π/4 (+ rounding), r + r_lo a double-double; returns
+    (r, r_lo, q mod 4 as s32). x - q·P1 is exact (both are multiples of ulp(x) or 2^-53
+    and the difference is below 1), so only the q·(P2 + P3) tail is rounded."""
     q = e.round_int(e.mul(x, imm(TWO_OVER_PI)))
     nq = e.neg(q)
-    r = e.fma(nq, imm(PIO2[2]), e.fma(nq, imm(PIO2[1]), e.fma(nq, imm(PIO2[0]), x)))
-    r = e.sel(x, r, e.setp("eq", q, imm(0.0)))       # keeps -0 (P3 < 0 would turn it into +0)
+    t = e.fma(nq, imm(PIO2[0]), x)
+    w = e.mul(q, imm(PIO2[1]))
+    w_lo = e.fma(q, imm(PIO2[1]), e.neg(w))          # q·P2 = w + w_lo exactly
+    r, err = _two_sum(e, t, e.neg(w))
+    lo = e.fma(nq, imm(PIO2[2]), e.sub(err, w_lo))
+    r_hi = e.add(r, lo)
+    r_lo = e.sub(lo, e.sub(r_hi, r))
+    r_hi = e.sel(x, r_hi, e.setp("eq", q, imm(0.0)))  # keeps -0 (the additions give +0)
     # q mod 4 from the low bits of a 64-bit integer (q < 2^40 here)
     quadrant = e.op(f"cvt.rni.s64.f64 {{out}}, {q}", "b64")
     low = e.op(f"cvt.u32.u64 {{out}}, {quadrant}", "b32")
-    return r, e.op(f"and.b32 {{out}}, {low}, 3", "b32")
+    return r_hi, r_lo, e.op(f"and.b32 {{out}}, {low}, 3", "b32")
 
 
 def _mod4(e: _Emit, v):
@@ -482,29 +563,46 @@ def _reduce_payne_hanek(e: _Emit, x):
     r_lo = e.fma(f_hi, imm(PIO2[0]), e.neg(r_hi))
     r_lo = e.fma(f_lo, imm(PIO2[0]), e.fma(f_hi, imm(PIO2[1]), r_lo))
     r = e.add(r_hi, r_lo)
+    r_lo = e.sub(r_lo, e.sub(r, r_hi))               # exact: |r_hi| >= |r_lo|
     quadrant = e.op(f"cvt.rni.s32.f64 {{out}}, {q}", "b32")
     # odd symmetry: x < 0 reduces to -(r) with quadrant -q
     negative = e.setp("lt", x, imm(0.0))
     r = e.sel(e.neg(r), r, negative)
+    r_lo = e.sel(e.neg(r_lo), r_lo, negative)
     flipped = e.op(f"neg.s32 {{out}}, {quadrant}", "b32")
     quadrant = e.op(f"selp.b32 {{out}}, {flipped}, {quadrant}, {negative}", "b32")
-    return r, e.op(f"and.b32 {{out}}, {quadrant}, 3", "b32")
+    return r, r_lo, e.op(f"and.b32 {{out}}, {quadrant}, 3", "b32")
 
 
 def _reduce(e: _Emit, x):
-    """Cody-Waite below REDUCTION_LIMIT, Payne-Hanek above."""
-    r, n = _reduce_pio2(e, x)
-    r_big, n_big = _reduce_payne_hanek(e, x)
+    """Cody-Waite below REDUCTION_LIMIT, Payne-Hanek above: (r, r_lo, quadrant)."""
+    r, r_lo, n = _reduce_pio2(e, x)
+    r_big, r_lo_big, n_big = _reduce_payne_hanek(e, x)
     big = e.setp("ge", e.abs(x), imm(REDUCTION_LIMIT))
-    return e.sel(r_big, r, big), e.op(f"selp.b32 {{out}}, {n_big}, {n}, {big}", "b32")
+    return (e.sel(r_big, r, big), e.sel(r_lo_big, r_lo, big),
+            e.op(f"selp.b32 {{out}}, {n_big}, {n}, {big}", "b32"))
 
 
-def _sin_cos_poly(e: _Emit, r):
+def _sin_cos_dd(e: _Emit, r, r_lo):
+    """sin and cos of r + r_lo (|r| <= π/4) as double-doubles ((s, s_lo), (c, c_lo)), each
+    within ~0.1 ulp before its final rounding: r_lo enters to first order, cos keeps 1 - r²/2
+    exact (fdlibm's arrangement) with the rounding error of r² carried."""
     z = e.mul(r, r)
-    sin = e.fma(e.mul(r, z), e.horner(z, SIN_TAYLOR), r)
-    sin = e.sel(r, sin, e.setp("eq", r, imm(0.0)))   # sin(-0) = -0 (the fma would give +0)
-    cos = e.fma(z, e.horner(z, COS_TAYLOR), imm(1.0))
-    return sin, cos
+    z_lo = e.fma(r, r, e.neg(z))
+    # sin(r + r_lo) = r + r³·S(z) + r_lo·(1 - z/2)
+    half_z = e.mul(z, imm(0.5))
+    tail = e.fma(e.mul(r, z), e.horner(z, SIN_TAYLOR), e.fma(r_lo, e.neg(half_z), r_lo))
+    s = e.add(r, tail)
+    s_lo = e.sub(tail, e.sub(s, r))
+    s = e.sel(r, s, e.setp("eq", r, imm(0.0)))       # sin(-0) = -0 (the sum would give +0)
+    # cos(r + r_lo) = (1 - z/2) + z²·C(z) - z_lo/2 - r·r_lo
+    w = e.sub(imm(1.0), half_z)
+    w_err = e.sub(e.sub(imm(1.0), w), half_z)
+    small = e.sub(w_err, e.fma(r, r_lo, e.mul(z_lo, imm(0.5))))
+    rest = e.fma(e.mul(z, z), e.horner(z, COS_TAYLOR[:-1]), small)
+    c = e.add(w, rest)
+    c_lo = e.sub(rest, e.sub(c, w))
+    return (s, s_lo), (c, c_lo)
 
 
 def _bit(e: _Emit, n, mask):
@@ -520,8 +618,8 @@ def _trig_guard(e: _Emit, x, out):
 
 def sin_f64(w, x):
     e = _Emit(w)
-    r, n = _reduce(e, x)
-    sin, cos = _sin_cos_poly(e, r)
+    r, r_lo, n = _reduce(e, x)
+    (sin, _), (cos, _) = _sin_cos_dd(e, r, r_lo)
     v = e.sel(cos, sin, _bit(e, n, 1))
     v = e.sel(e.neg(v), v, _bit(e, n, 2))
     return _trig_guard(e, x, v)
@@ -529,8 +627,8 @@ def sin_f64(w, x):
 
 def cos_f64(w, x):
     e = _Emit(w)
-    r, n = _reduce(e, x)
-    sin, cos = _sin_cos_poly(e, r)
+    r, r_lo, n = _reduce(e, x)
+    (sin, _), (cos, _) = _sin_cos_dd(e, r, r_lo)
     v = e.sel(sin, cos, _bit(e, n, 1))
     n1 = e.op(f"add.s32 {{out}}, {n}, 1", "b32")
     v = e.sel(e.neg(v), v, _bit(e, n1, 2))
@@ -538,10 +636,21 @@ def cos_f64(w, x):
 
 
 def tan_f64(w, x):
+    """sin/cos (or -cos/sin in odd quadrants) divided as double-doubles: one rounding of the
+    quotient plus ~0.2 ulp from the two kernels (the plain quotient of rounded sin and cos
+    reached 3 ulp next to ±π/2)."""
     e = _Emit(w)
-    r, n = _reduce(e, x)
-    sin, cos = _sin_cos_poly(e, r)
-    v = e.sel(e.neg(e.div(cos, sin)), e.div(sin, cos), _bit(e, n, 1))
+    r, r_lo, n = _reduce(e, x)
+    (s, s_lo), (c, c_lo) = _sin_cos_dd(e, r, r_lo)
+    odd = _bit(e, n, 1)
+    num, num_lo = e.sel(c, s, odd), e.sel(c_lo, s_lo, odd)
+    den, den_lo = e.sel(s, c, odd), e.sel(s_lo, c_lo, odd)
+    q = e.div(num, den)
+    remainder = e.fma(e.neg(q), den, num)            # exact
+    q_lo = e.div(e.fma(e.neg(q), den_lo, e.add(remainder, num_lo)), den)
+    v = e.add(q, q_lo)
+    v = e.sel(e.neg(v), v, odd)
+    v = e.sel(r, v, e.setp("eq", r, imm(0.0)))       # tan(±0) = ±0
     return _trig_guard(e, x, v)
 
 
@@ -561,10 +670,23 @@ def atan2_f64(w, y, x):
     big = e.op(f"max.f64 {{out}}, {ax}, {ay}")
     small = e.op(f"min.f64 {{out}}, {ax}, {ay}")
     reduced = e.setp("gt", small, e.mul(big, imm(TAN_PI_8)))
-    t = e.sel(e.div(e.sub(small, big), e.add(small, big)), e.div(small, big), reduced)
-    t = e.sel(imm(0.0), t, e.setp("eq", big, imm(0.0)))
+    # t + t_lo = num/den with the roundings of s - b, s + b and the quotient kept: rounding t
+    # alone cost up to 1.5 ulp relative, 2.1 ulp at the end
+    diff, diff_lo = _two_sum(e, small, e.neg(big))
+    total, total_lo = _two_sum(e, small, big)
+    num, num_lo = e.sel(diff, small, reduced), e.sel(diff_lo, imm(0.0), reduced)
+    den, den_lo = e.sel(total, big, reduced), e.sel(total_lo, imm(0.0), reduced)
+    t = e.div(num, den)
+    t_lo = e.fma(e.neg(t), den_lo, e.add(e.fma(e.neg(t), den, num), num_lo))
+    t_lo = e.div(t_lo, den)
+    degenerate = e.setp("eq", big, imm(0.0))
+    t = e.sel(imm(0.0), t, degenerate)
+    t_lo = e.sel(imm(0.0), t_lo, degenerate)
     z = e.mul(t, t)
-    atan = e.fma(e.mul(t, z), e.horner(z, ATAN_SERIES), t)
+    # atan(t + t_lo) = t + t³·P(z) + t_lo/(1 + z)
+    tail = e.fma(e.mul(t, z), e.horner(z, ATAN_SERIES), e.fma(t_lo, e.neg(z), t_lo))
+    atan = e.add(t, tail)
+    atan_lo = e.sub(tail, e.sub(atan, t))
     # angle = C + sign·atan(t) with C = j·π/4
     swap = e.setp("gt", ay, ax)
     xbits = e.op(f"mov.b64 {{out}}, {x}", "b64")
@@ -578,12 +700,15 @@ def atan2_f64(w, y, x):
     j = e.op(f"selp.s32 {{out}}, {j_left}, {j_right}, {left}", "b32")
     minus = e.pred("xor", swap, left)
     signed = e.sel(e.neg(atan), atan, minus)
+    signed_lo = e.sel(e.neg(atan_lo), atan_lo, minus)
     c_hi, c_lo = imm(0.0), imm(0.0)
     for index in range(1, 5):
         hit = e.setp("eq", j, str(index), "s32")
         c_hi = e.sel(imm(PIO4_MULTIPLES[index][0]), c_hi, hit)
         c_lo = e.sel(imm(PIO4_MULTIPLES[index][1]), c_lo, hit)
-    angle = e.add(c_hi, e.add(c_lo, signed))
+    angle = e.add(c_hi, signed)                       # |c_hi| >= π/4 > |signed| or c_hi = 0
+    angle_err = e.add(e.sub(c_hi, angle), signed)
+    angle = e.add(angle, e.add(angle_err, e.add(c_lo, signed_lo)))
     out = e.op(f"copysign.f64 {{out}}, {y}, {angle}")
     return e.nan_through(out, x, y)
 

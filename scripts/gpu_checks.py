@@ -582,6 +582,48 @@ def isa_cases(only: Optional[Sequence[str]] = None) -> List[Tuple[str, Callable,
     return cases
 
 
+def math_suite():
+    import test_rt_f64_math
+    return test_rt_f64_math
+
+
+def math_cases(only: Optional[Sequence[str]] = None) -> List[str]:
+    """The f64 functions test_rt_f64_math bounds by CUDA's documented ulps (its generators
+    give their inputs; fpowi's integer exponents have none)."""
+    return [name for name in sorted(math_suite().CUDA_ULPS)
+            if name != "fpowi" and (not only or name in only)]
+
+
+def run_math_case(name: str, arrays: "DeviceArrays", count: int, compared: int = 2048) -> Outcome:
+    """Our JIT's f64 `name` on the GPU over the suite's generators at `count` draws: the real
+    error against long double within CUDA's bound, and the GPU's bits equal to the emulator's
+    on the first `compared` inputs."""
+    import zlib
+    from tilebc.ir import f64
+    suite = math_suite()
+    if not suite.EXTENDED:
+        return Outcome("skip", "numpy long double is no wider than double here")
+    suite.RNG = np.random.default_rng([20261126, zlib.crc32(name.encode())])
+    args = suite.inputs(name, count)
+    mnemonic = suite.MNEMONIC.get(name, name)
+    module = suite.elementwise_kernel(mnemonic, [f64] * len(args))
+    size = -(-len(args[0]) // suite.TILE) * suite.TILE
+    out = np.zeros(size)
+    GpuLauncher("jit", arrays)(module, module.functions[0].name, (size // suite.TILE,),
+                               *(np.resize(a, size) for a in args), out)
+    got = out[:len(args[0])]
+    error = suite.ulp_error(got, suite.exact(suite.REFERENCE[name], *args))
+    worst = int(np.argmax(error))
+    bound = suite.CUDA_ULPS[name]
+    emulated = suite.emulate(mnemonic, *(a[:compared] for a in args))
+    same = np.array_equal(emulated.view(np.int64), got[:compared].view(np.int64))
+    detail = (f"max {error[worst]:.3f} ulp (CUDA's bound {bound}) over {len(got):,} inputs, at "
+              f"{tuple(float(a[worst]) for a in args)}; {int((error > 0.5).sum()):,} over 0.5 "
+              f"ulp; GPU bits {'equal' if same else 'DIFFER from'} the emulator's on the first "
+              f"{min(compared, len(got)):,}")
+    return Outcome("ok" if error[worst] <= bound and same else "mismatch", detail)
+
+
 class ArchSpecific(Exception):
     """The case's PTX targets an arch-specific variant (sm_90a) another GPU cannot run."""
 
@@ -733,6 +775,12 @@ def worker_main(out_path: str, request: dict) -> int:
             test, kwargs = by_id[job["name"]]
             record = {"kind": "isa", "name": job["name"],
                       "outcome": asdict(run_isa_case(job["name"], test, kwargs, executor))}
+        elif job["kind"] == "math":
+            try:
+                outcome = run_math_case(job["name"], arrays, options.get("math_inputs", 65536))
+            except Exception as error:
+                outcome = Outcome("error", _short(error))
+            record = {"kind": "math", "name": job["name"], "outcome": asdict(outcome)}
         else:  # bandwidth
             record = {"kind": "bandwidth", "rows": bench_gpu.copy_bandwidth(arrays.device)}
         lost = _context_healthy()
@@ -819,7 +867,8 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def render_summary(fixtures: Sequence[FixtureResult], isa: Sequence[Tuple[str, Outcome]],
-                   backends: Sequence[str], unrun: Sequence[str] = ()) -> str:
+                   backends: Sequence[str], unrun: Sequence[str] = (),
+                   math: Sequence[Tuple[str, Outcome]] = ()) -> str:
     """The console summary: one row per fixture and per failing ISA case, then the totals."""
     header = ["fixture", "version", "interp"] + list(backends)
     rows = []
@@ -837,8 +886,12 @@ def render_summary(fixtures: Sequence[FixtureResult], isa: Sequence[Tuple[str, O
     if problems:
         parts.append(_table(["fixture", "where", "status", "detail"],
                             [(n, w, o.status, o.detail[:200]) for n, w, o in problems]))
-    failures = count_failures(fixtures, isa)
-    parts.append(f"{len(fixtures)} fixture runs, {len(isa)} ISA cases, {failures} failing"
+    if math:
+        parts.append(_table(["f64 function", "status", "detail"],
+                            [(name, o.status, o.detail) for name, o in math]))
+    failures = count_failures(fixtures, isa) + sum(o.failed for _, o in math)
+    parts.append(f"{len(fixtures)} fixture runs, {len(isa)} ISA cases, {len(math)} f64 "
+                 f"functions, {failures} failing"
                  + (f", {len(unrun)} not run (time budget)" if unrun else ""))
     return "\n\n".join(parts)
 
@@ -860,6 +913,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--only", default="", help="comma-separated fixture names / ISA case ids")
     parser.add_argument("--no-fixtures", action="store_true")
     parser.add_argument("--no-isa", action="store_true")
+    parser.add_argument("--no-math", action="store_true",
+                        help="skip the f64 math accuracy sweep (runtime/tests/test_rt_f64_math.py)")
+    parser.add_argument("--math-inputs", type=int, default=65536,
+                        help="draws per generator of the f64 math sweep")
     parser.add_argument("--no-bench", action="store_true")
     parser.add_argument("--repeat", type=int, default=20, help="timed samples per kernel")
     parser.add_argument("--warmup", type=int, default=3)
@@ -887,17 +944,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                  for n, v in fixture_jobs(args.versions, only or None) for b in backends]
     if not args.no_isa:
         jobs += [{"kind": "isa", "name": case_id} for case_id, _, _ in isa_cases(only or None)]
+    if not args.no_math:
+        jobs += [{"kind": "math", "name": name} for name in math_cases(only or None)]
     if not args.no_bench:
         jobs.append({"kind": "bandwidth"})
     options = {"backends": backends, "arrays": args.arrays, "bench": not args.no_bench,
-               "repeat": args.repeat, "warmup": args.warmup, "batch": args.batch}
+               "repeat": args.repeat, "warmup": args.warmup, "batch": args.batch,
+               "math_inputs": args.math_inputs}
     print(f"gpu_checks: {count} GPU(s); {len(jobs)} jobs, backends {', '.join(backends)}",
           flush=True)
     records, unrun = run_workers(jobs, options, started + args.budget)
     fixtures = merge_fixture_records([r for r in records if r["kind"] == "fixture"])
     isa = [(r["name"], Outcome(**r["outcome"])) for r in records if r["kind"] == "isa"]
+    math = [(r["name"], Outcome(**r["outcome"])) for r in records if r["kind"] == "math"]
     bandwidth = next((r for r in records if r["kind"] == "bandwidth"), None)
-    print(render_summary(fixtures, isa, backends, [job_key(j) for j in unrun]))
+    print(render_summary(fixtures, isa, backends, [job_key(j) for j in unrun], math))
     if not args.no_bench:
         import bench_gpu
         Path(args.results).write_text(bench_gpu.render_markdown(
@@ -905,7 +966,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 ["scripts/gpu_checks.py", *(argv if argv is not None else sys.argv[1:])]),
             elapsed=time.monotonic() - started))
         print(f"timings written to {args.results}")
-    failing = count_failures(fixtures, isa) + len(unrun)
+    failing = count_failures(fixtures, isa) + sum(o.failed for _, o in math) + len(unrun)
     return 1 if failing else 0
 
 

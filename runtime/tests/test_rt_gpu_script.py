@@ -272,7 +272,7 @@ def test_summary_lists_every_fixture_and_counts_failures():
     assert "| bitcast | 13.5 | ok | ok | ok |" in text
     assert "| cast_fp4 | 13.5 | ok | mismatch | refused |" in text
     assert "1/2 ok" in text and "| test_b | error | boom |" in text
-    assert "2 fixture runs, 2 ISA cases, 2 failing, 1 not run" in text
+    assert "2 fixture runs, 2 ISA cases, 0 f64 functions, 2 failing, 1 not run" in text
     assert gpu_checks.count_failures(_results(), isa) == 2
 
 
@@ -412,3 +412,33 @@ def test_jit_lowered_for_sm80_links_for_the_gpu_at_hand(tmp_path):
     with pytest.raises(LaunchError, match="sm_90 code cannot run on sm_80"):
         gpu_checks.lowered_as_backend("jit@sm_90")
         launch.BACKENDS["jit@sm_90"]().compile(path.read_bytes(), entry, "sm_80", {})
+
+
+# -- the f64 math sweep -------------------------------------------------------------------------
+
+class _EmulatorLauncher:
+    """Stands in for GpuLauncher: runs the kernel on the PTX emulator, then applies `damage`."""
+    damage = staticmethod(lambda out: None)
+
+    def __init__(self, backend, arrays):
+        assert backend == "jit"
+
+    def __call__(self, module, entry, grid, *args):
+        from tilebc_runtime import sim
+        sim.run(module, entry, grid, *args)
+        self.damage(args[-1])
+
+
+def test_math_sweep_bounds_the_error_and_compares_bits(monkeypatch):
+    assert "tan" in gpu_checks.math_cases() and "fpowi" not in gpu_checks.math_cases()
+    assert gpu_checks.math_cases(["tanh", "x"]) == ["tanh"]
+    monkeypatch.setattr(gpu_checks, "GpuLauncher", _EmulatorLauncher)
+    outcome = gpu_checks.run_math_case("tanh", None, 64, compared=128)
+    assert outcome.status == "ok", outcome.detail
+    assert "(CUDA's bound 1)" in outcome.detail and "GPU bits equal" in outcome.detail
+
+    def one_ulp_off(out):  # the sweep must see both: the error and the differing bits
+        out[5] = np.nextafter(np.nextafter(out[5], np.inf), np.inf)
+    monkeypatch.setattr(_EmulatorLauncher, "damage", staticmethod(one_ulp_off))
+    outcome = gpu_checks.run_math_case("tanh", None, 64, compared=128)
+    assert outcome.status == "mismatch" and "DIFFER" in outcome.detail

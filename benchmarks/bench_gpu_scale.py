@@ -1,6 +1,7 @@
 """GPU timings at GPU-filling sizes: our JIT vs tileiras, beside the performance model's estimates.
 
     python benchmarks/bench_gpu_scale.py [--rounds 5] [--arrays core|torch] [--results FILE] [NAME ...]
+        [--variant LABEL:opt=value[,opt=value] ...]   # our JIT with other compile options too
 
 The launches are bench_model.py's "(large)" cases: fixture kernels over grids and arrays that fill
 an H100 many times over. Each kernel is launched once per backend on its own copy of the inputs and
@@ -35,11 +36,14 @@ MODEL_RESULTS = ROOT / "benchmarks" / "results" / "model.md"
 BACKENDS = ("jit", "tileiras")
 
 
-def variant_load(label: str):
+def variant_load(label: str, custom=None):
     """(backend, load options) for a column label: the two backends, "jit+wgmma" / "jit-wgmma"
     (sm_90's warpgroup mma wherever it fits / never; the JIT's own choice is in between),
-    "jit-tma" (sm_90 wgmma K-loop stages filled by cp.async instead of the default TMA) and
-    "jit@N" (N threads per CTA instead of the JIT's own choice)."""
+    "jit-tma" (sm_90 wgmma K-loop stages filled by cp.async instead of the default TMA),
+    "jit@N" (N threads per CTA instead of the JIT's own choice) and the labels of `custom`
+    ({label: JIT compile options}, from --variant)."""
+    if custom and label in custom:
+        return "jit", dict(custom[label])
     if label in BACKENDS:
         return label, {}
     if label == "jit+wgmma":
@@ -51,6 +55,43 @@ def variant_load(label: str):
     if label.startswith("jit@"):
         return "jit", {"threads": int(label[4:])}
     raise ValueError(f"unknown variant {label!r}")
+
+
+def _option_value(text: str):
+    """A --variant option value: true / false, an integer, else the text itself."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def parse_variant(text: str):
+    """(label, JIT compile options) from --variant's LABEL:opt=value[,opt=value]."""
+    label, colon, spec = text.partition(":")
+    label = label.strip()
+    pairs = [item.partition("=") for item in spec.split(",") if item.strip()]
+    if not colon or not label or not pairs or any(not eq or not k.strip() for k, eq, _ in pairs):
+        raise ValueError(f"--variant {text!r}: expected LABEL:option=value[,option=value]")
+    if label in BACKENDS or label.startswith("jit@") or label in ("jit+wgmma", "jit-wgmma",
+                                                                      "jit-tma"):
+        raise ValueError(f"--variant {text!r}: label {label!r} names a built-in column")
+    return label, {k.strip(): _option_value(v.strip()) for k, _, v in pairs}
+
+
+def variant_columns(args):
+    """(column labels, {custom label: options}) for the parsed command line."""
+    custom = {}
+    for text in args.variant:
+        label, options = parse_variant(text)
+        if label in custom:
+            raise ValueError(f"--variant label {label!r} given twice")
+        custom[label] = options
+    variants = BACKENDS + (("jit+wgmma", "jit-wgmma") if args.wgmma else ()) + \
+        (("jit-tma",) if args.tma else ()) + \
+        tuple(f"jit@{int(t)}" for t in args.threads.split(",") if t.strip()) + tuple(custom)
+    return variants, custom
 
 
 def model_estimates(path: Path = MODEL_RESULTS):
@@ -75,10 +116,12 @@ class ScaleRunner:
     """Stands in for a case module's `run`: launches one kernel on every backend, compares the
     backends' results, and times them alternately."""
 
-    def __init__(self, arrays, rounds: int, repeat: int, batch: int, variants=BACKENDS):
+    def __init__(self, arrays, rounds: int, repeat: int, batch: int, variants=BACKENDS,
+                 custom=None):
         self.arrays = arrays
         self.rounds, self.repeat, self.batch = rounds, repeat, batch
         self.variants = tuple(variants)
+        self.custom = dict(custom or {})
         self.rows = []
 
     def __call__(self, module, entry, grid, *args, **_interp_only):
@@ -88,7 +131,7 @@ class ScaleRunner:
         from tilebc_runtime import driver
         prepared = {}
         for variant in self.variants:
-            backend, options = variant_load(variant)
+            backend, options = variant_load(variant, self.custom)
             source = module.source if module.source and Path(module.source).is_file() else module
             kernel = tilebc_runtime.load(source, backend=backend, options=options)[entry]
             copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
@@ -217,10 +260,18 @@ def main(argv=None) -> int:
                              "instead of the default TMA (compile option tma=False)")
     parser.add_argument("--threads", default="",
                         help="comma-separated threads per CTA to time our JIT with as well")
+    parser.add_argument("--variant", action="append", default=[],
+                        help="also time our JIT with these compile options, as column LABEL: "
+                             "LABEL:opt=value[,opt=value] (true/false, integers, else text; "
+                             "repeatable), e.g. empty:tma_sync=empty")
     parser.add_argument("--results", help="where to write the table (default: results/gpu_scale.md, "
                                            "or results/gpu_only.md with --gpu-only)")
     args = parser.parse_args(argv)
     args.results = args.results or str(GPU_ONLY_RESULTS if args.gpu_only else DEFAULT_RESULTS)
+    try:
+        variants, custom = variant_columns(args)
+    except ValueError as error:
+        parser.error(str(error))
     import gpu_checks
     count, reason = gpu_checks.gpu_presence()
     if not count:
@@ -231,9 +282,6 @@ def main(argv=None) -> int:
     started = time.monotonic()
     arrays = gpu_checks.DeviceArrays(args.arrays)
     estimates = {} if args.gpu_only else model_estimates()
-    variants = BACKENDS + (("jit+wgmma", "jit-wgmma") if args.wgmma else ()) + \
-        (("jit-tma",) if args.tma else ()) + \
-        tuple(f"jit@{int(t)}" for t in args.threads.split(",") if t.strip())
     # the model's GPU-filling launches (a kernel's other sizes, "(large, …)", are timed in gpu_only)
     cases = gpu_only_cases() if args.gpu_only else {
         name: launches[0][1] for name, launches in bench_model._large_cases().items()}
@@ -243,7 +291,7 @@ def main(argv=None) -> int:
             continue
         reference = next(importlib.import_module(m) for m in CASE_MODULES
                          if name in importlib.import_module(m).CASES)
-        runner = ScaleRunner(arrays, args.rounds, args.repeat, args.batch, variants)
+        runner = ScaleRunner(arrays, args.rounds, args.repeat, args.batch, variants, custom)
         original = reference.run
         reference.run, reference.module_ = runner, reference.module(name, reference.versions(name)[-1])
         try:

@@ -113,12 +113,14 @@ class Side:
 
 
 _OUR_PTX = {}
+OUR_OPTIONS = {}  # JIT compile options of our side (--jit-option)
 
 
 def _our_compiled(module, entry):
-    key = (id(module), entry, OUR_ARCH)
+    key = (id(module), entry, OUR_ARCH, tuple(sorted(OUR_OPTIONS.items())))
     if key not in _OUR_PTX:
-        _OUR_PTX[key] = (module, jit_compile(module, entry=entry, arch=OUR_ARCH, emit="ptx"))
+        _OUR_PTX[key] = (module, jit_compile(module, entry=entry, arch=OUR_ARCH, emit="ptx",
+                                             **OUR_OPTIONS))
     return _OUR_PTX[key][1]
 
 
@@ -151,7 +153,8 @@ class Recorder:
         function = find_entry(module, entry)
         theirs_args = copy.deepcopy(args)
         ours = Profile(sample=self.sample)
-        image = sim.run(module, entry, grid, *args, arch=OUR_ARCH, profile=ours, **kwargs)
+        image = sim.run(module, entry, grid, *args, arch=OUR_ARCH, profile=ours,
+                        **{**kwargs, **OUR_OPTIONS})
         compiled = _our_compiled(module, function.name)
         facts = sass_facts(compiled.ptx, function.name, SASS_ARCH,
                            instruction_lines=lines_of(image), cache_dir=self.cache_dir)
@@ -548,6 +551,18 @@ def kernel_labels(case, entries):
     return labels
 
 
+def jit_options(texts):
+    """{option: value} from --jit-option's OPT=VALUE texts (true / false, integers, else text)."""
+    found = {}
+    for text in texts:
+        option, eq, value = (part.strip() for part in text.partition("="))
+        if not eq or not option:
+            raise ValueError(f"--jit-option {text!r}: expected OPT=VALUE")
+        found[option] = value.lower() == "true" if value.lower() in ("true", "false") \
+            else int(value) if value.lstrip("-").isdigit() else value
+    return found
+
+
 def main(argv=None) -> int:
     global OUR_ARCH
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -566,8 +581,15 @@ def main(argv=None) -> int:
                         help="only the sm_90 table: ours (TMA + wgmma) against tileiras's sm_90 PTX "
                              "(TMA) on the tensor-core fixtures; --record writes "
                              "results/model-sm90.md")
+    parser.add_argument("--jit-option", action="append", default=[], metavar="OPT=VALUE",
+                        help="a compile option of our JIT (true/false, integers, else text; "
+                             "repeatable), e.g. tma_sync=empty")
     args = parser.parse_args(argv)
     OUR_ARCH = args.arch
+    try:
+        OUR_OPTIONS.update(jit_options(args.jit_option))
+    except ValueError as error:
+        parser.error(str(error))
     names = set(args.names) or (set(QUICK) if args.quick else set())
     hw = Hardware.h100_sxm()
     cache_dir = Path("/tmp") / "tilebc-model-ptx"
@@ -576,6 +598,8 @@ def main(argv=None) -> int:
     if args.sm90:
         rows, left = run_sm90(hw, cache_dir, set(args.names))
         lines = render_sm90(rows, left, hw, time.perf_counter() - started, _cpu() - cpu_started)
+        if OUR_OPTIONS:
+            lines[:0] = [f"Our JIT's compile options: {OUR_OPTIONS}", ""]
         print("\n".join(lines))
         if args.record:
             record_sm90(lines)

@@ -2,6 +2,7 @@
 replay of the interpreter fixture cases (with launchers that stand in for the GPU), argument
 flattening, result comparison, the ISA-suite plumbing, output capture, report rendering, and the
 no-GPU exit."""
+import argparse
 import ctypes
 import os
 import subprocess
@@ -442,3 +443,38 @@ def test_math_sweep_bounds_the_error_and_compares_bits(monkeypatch):
     monkeypatch.setattr(_EmulatorLauncher, "damage", staticmethod(one_ulp_off))
     outcome = gpu_checks.run_math_case("tanh", None, 64, compared=128)
     assert outcome.status == "mismatch" and "DIFFER" in outcome.detail
+
+
+def test_scale_bench_variant_flag_names_jit_compile_options(capsys):
+    import bench_gpu_scale
+    assert bench_gpu_scale.parse_variant("empty:tma_sync=empty") == ("empty", {"tma_sync": "empty"})
+    assert bench_gpu_scale.parse_variant(" big : threads=256, tma=false ,wgmma=True") == \
+        ("big", {"threads": 256, "tma": False, "wgmma": True})
+    for bad in ("empty", "empty:", ":tma_sync=empty", "x:tma_sync", "jit:tma=false",
+                "jit-tma:tma=false", "jit@64:threads=64"):
+        with pytest.raises(ValueError):
+            bench_gpu_scale.parse_variant(bad)
+    custom = {"empty": {"tma_sync": "empty"}}
+    assert bench_gpu_scale.variant_load("empty", custom) == ("jit", {"tma_sync": "empty"})
+    assert bench_gpu_scale.variant_load("jit-tma", custom) == ("jit", {"tma": False})
+    with pytest.raises(ValueError):
+        bench_gpu_scale.variant_load("empty")
+    # the columns: built-in variants first, then --variant's in the order given
+    parser = argparse.Namespace(wgmma=False, tma=True, threads="64",
+                                variant=["empty:tma_sync=empty", "b:tma_sync=barrier"])
+    assert bench_gpu_scale.variant_columns(parser) == (
+        ("jit", "tileiras", "jit-tma", "jit@64", "empty", "b"),
+        {"empty": {"tma_sync": "empty"}, "b": {"tma_sync": "barrier"}})
+    parser.variant.append("empty:tma=false")
+    with pytest.raises(ValueError, match="given twice"):
+        bench_gpu_scale.variant_columns(parser)
+    with pytest.raises(SystemExit):  # refused before looking for a GPU
+        bench_gpu_scale.main(["--variant", "nothing"])
+    assert "expected LABEL:option=value" in capsys.readouterr().err
+    row = {"entry": "k", "grid": (512,), "agreement": "identical", "jit": 53.0, "tileiras": 40.0,
+           "empty": 48.0, "jit_spread": (52.9, 54.2), "tileiras_spread": (39.6, 40.3),
+           "empty_spread": (47.0, 49.0), "empty_agreement": "identical"}
+    text = bench_gpu_scale.render([("gemm", row, None, None)], [], "a GPU", "cmd", 1.0,
+                                  ("jit", "tileiras", "empty"))
+    assert "| empty µs | empty / tileiras | empty agreement |" in text
+    assert "| gemm | 512 | 48.0 (47.0–49.0) | 1.20 | identical |" in text

@@ -556,3 +556,25 @@ def test_bench_model_runs_our_code_for_an_arch_and_counts_its_dynamic_shared_mem
         assert "wgmma.mma_async" in compiled.ptx and compiled.dynamic_shared_bytes > 48 * 1024
         assert ours.shared >= compiled.dynamic_shared_bytes
         assert ours.occupancy == hw.shared_per_sm // (ours.shared + hw.smem_reserved_per_cta)
+
+
+def test_bench_model_jit_options_reach_our_side(monkeypatch):
+    """bench_model --jit-option: our PTX (and our emulator runs) take the compile options."""
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    import bench_model
+    import tilebc
+    assert bench_model.jit_options(["tma_sync=empty", " tma = true", "threads=128"]) == \
+        {"tma_sync": "empty", "tma": True, "threads": 128}
+    for bad in ("tma_sync", "=empty"):
+        with pytest.raises(ValueError):
+            bench_model.jit_options([bad])
+    module = tilebc.load((root / "fixtures" / "bytecode" / "la_gemm_aligned_tile" /
+                          "la_gemm_aligned_tile-13.5.tilebc").read_bytes())
+    entry = module.functions[0].name
+    monkeypatch.setattr(bench_model, "OUR_OPTIONS", {"tma_sync": "empty"})
+    assert "tma_free" in bench_model._our_compiled(module, entry).ptx
+    monkeypatch.setattr(bench_model, "OUR_OPTIONS", {})
+    assert "tma_free" not in bench_model._our_compiled(module, entry).ptx

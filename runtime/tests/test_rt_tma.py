@@ -21,7 +21,7 @@ from tilebc_runtime.compiler import compile as jit_compile
 from tilebc_runtime.launch_errors import LaunchError
 
 ALIGNED = FIXTURES / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc"
-SYNCS = ("barrier", "empty", "empty_late")  # compile's tma_sync
+SYNCS = ("barrier", "empty")  # compile's tma_sync
 
 
 def _loop(ptx):
@@ -291,7 +291,7 @@ def test_fewer_tma_stages_with_and_without_a_wgmma_group_in_flight(monkeypatch, 
     module = _pipelined_k_loop_kernel(m, n, k)
     ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True,
                       tma=True, tma_sync=sync).ptx
-    bars = stages * (1 if sync == "barrier" else 2)  # the empty barriers after the full ones
+    bars = stages * (2 if sync == "empty" else 1)  # the empty barriers after the full ones
     assert f".b8 __tilebc_k0_tma_bar" in ptx and f"[{8 * bars}];" in ptx
     assert (f"wgmma.wait_group.sync.aligned {lag};" in _loop(ptx)[1])
     _check_ragged_k_loop(module, m, n, k * trips - 8, trips, rows, wgmma=True, tma=True,
@@ -396,45 +396,24 @@ def _empty_sync_checks(ptx, lag, barrier_ptx=None):
         assert f"wgmma.wait_group.sync.aligned {lag};" in loop
 
 
-@pytest.mark.parametrize("sync", ["empty", "empty_late"])
 @pytest.mark.parametrize("name,lag", [("la_gemm_aligned_tile", 1), ("la_bmm_aligned_tile", 1),
                                       ("nn_flash_attention_tile", 0)])
-def test_empty_sync_takes_no_cta_barrier_in_the_k_loop(name, lag, sync):
-    for ptx, default in zip(_case_ptx(name, arch="sm_90", tma_sync=sync),
+def test_empty_sync_takes_no_cta_barrier_in_the_k_loop(name, lag):
+    for ptx, default in zip(_case_ptx(name, arch="sm_90", tma_sync="empty"),
                             _case_ptx(name, arch="sm_90")):
         assert "tma_free" not in default and _loop(default)[1].count("bar.sync") == 1
         _empty_sync_checks(ptx, lag, default)
 
 
-def test_empty_late_refills_after_the_first_products_wgmmas():
-    """Attention (no group in flight): "empty" refills before the iteration's first wgmma, as
-    the barrier does; "empty_late" after its commit. A GEMM refills after it either way."""
-    for ptx, default in zip(_case_ptx("nn_flash_attention_tile", arch="sm_90",
-                                      tma_sync="empty_late"),
-                            _case_ptx("nn_flash_attention_tile", arch="sm_90")):
-        _empty_sync_checks(ptx, 0, default)
-        for loop in _loops(ptx):
-            assert loop.index("wgmma.commit_group") < loop.index("cp.async.bulk.tensor")
-    for ptx in _case_ptx("nn_flash_attention_tile", arch="sm_90", tma_sync="empty"):
-        for loop in _loops(ptx):
-            assert loop.index("cp.async.bulk.tensor") < loop.index("wgmma.mma_async")
-    assert _case_ptx("la_gemm_aligned_tile", arch="sm_90", tma_sync="empty_late") == \
-        _case_ptx("la_gemm_aligned_tile", arch="sm_90", tma_sync="empty")
-
-
-@pytest.mark.parametrize("sync", ["empty", "empty_late"])
-def test_empty_sync_with_two_stages_releases_each_iterations_own_stage(monkeypatch, sync):
+def test_empty_sync_with_two_stages_releases_each_iterations_own_stage(monkeypatch):
     """Two stages (no wgmma group in flight): the refill at the top of iteration i waits for
     the release of iteration i - 1, made right after its wait_group 0."""
     from tilebc_runtime.lowering import matmul
     monkeypatch.setattr(matmul, "_WGMMA_STAGES_SHARE", 4)
     ptx = jit_compile(_pipelined_k_loop_kernel(64, 128, 64), entry="k", arch="sm_90",
-                      emit="ptx", threads=128, wgmma=True, tma=True, tma_sync=sync).ptx
+                      emit="ptx", threads=128, wgmma=True, tma=True, tma_sync="empty").ptx
     assert "_tma_bar0[32];" in ptx
     _empty_sync_checks(ptx, 0)
-    loop = _loops(ptx)[0]  # empty_late: the refill after the wgmma's, before their wait
-    assert (loop.index("wgmma.commit_group") < loop.index("cp.async.bulk.tensor")) == \
-        (sync == "empty_late")
 
 
 def test_tma_sync_is_checked_and_keys_the_cache(tmp_path, monkeypatch):
@@ -459,4 +438,4 @@ def test_tma_sync_is_checked_and_keys_the_cache(tmp_path, monkeypatch):
         out = tmp_path / f"{sync}.ptx"
         assert cli.main(["compile", str(ALIGNED), "--emit", "ptx", "--tma-sync", sync,
                          "-o", str(out)]) == 0
-        assert ("tma_free" in out.read_text()) == (sync != "barrier")
+        assert ("tma_free" in out.read_text()) == (sync == "empty")

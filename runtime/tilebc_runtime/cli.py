@@ -44,12 +44,11 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
                         help="JIT, sm_90: fill wgmma K-loop stages with TMA where the views "
                              "allow (default; the kernel then takes tensor maps its launcher "
                              "builds) or never (--no-tma)")
-    parser.add_argument("--tma-sync", choices=("barrier", "empty", "empty_late"),  # TMA_SYNCS
+    parser.add_argument("--tma-sync", choices=("barrier", "empty"),  # compiler.TMA_SYNCS
                         default=None,
                         help="JIT, sm_90: how a TMA K loop frees a stage before refilling it: "
                              "a CTA barrier each K step (barrier, the default) or per-stage "
-                             "empty mbarriers the warps arrive on (empty; empty_late: refills "
-                             "after the first wgmma's also without a group in flight)")
+                             "empty mbarriers the warps arrive on (empty)")
     parser.add_argument("-o", "--output",
                         help="output file (default: FILE with .ptx/.cubin/.fatbin)")
     parser.add_argument("-v", "--verbose", action="store_true",

@@ -277,7 +277,7 @@ def _not_chunked(function: Function, threads: int, op: Op) -> str:
 
 
 # compile's tma_sync values (lowering/matmul.py _KPipeline.sync)
-TMA_SYNCS = ("barrier", "empty", "empty_late")
+TMA_SYNCS = ("barrier", "empty")
 
 
 def _byte_list(data: bytes) -> str:
@@ -563,10 +563,7 @@ def compile(source, entry: Optional[str] = None, arch="sm_90", emit: str = "cubi
     (lowering/tma.py). `tma_sync`: how such a K loop knows a stage is free before thread 0
     refills it: "barrier" (default) a CTA barrier (bar.sync) every K step; "empty" one "empty"
     mbarrier per stage, on which each warp arrives once the wgmma's reading the stage retired
-    and which thread 0 waits for, so no warp waits for the others in the loop; "empty_late" as
-    "empty", and where no wgmma group stays in flight across iterations (attention's two
-    products) thread 0 refills after issuing the first product's wgmma's rather than before
-    (a GEMM's K loop refills there already)."""
+    and which thread 0 waits for, so no warp waits for the others in the loop."""
     if emit not in ("ptx", "cubin"):
         raise TilebcError(f"emit must be 'ptx' or 'cubin', not {emit!r}")
     if tma_sync not in TMA_SYNCS:

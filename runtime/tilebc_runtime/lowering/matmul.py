@@ -29,8 +29,7 @@ wgmma pipeline whose staged operands are all 128-byte swizzled and described by 
 fills its stages by TMA: thread 0 issues cp.async.bulk.tensor into each stage, completing the
 stage's mbarrier, whose phase the consumers wait for. Before a refill, compile's tma_sync
 "barrier" (default) takes a CTA barrier each K step; "empty" has each warp arrive on the stage's
-"empty" mbarrier once its wgmma's reading it retired, which thread 0 waits for instead
-("empty_late": also, with no wgmma group in flight, the refill follows the first wgmma's).
+"empty" mbarrier once its wgmma's reading it retired, which thread 0 waits for instead.
 """
 from __future__ import annotations
 
@@ -1011,7 +1010,6 @@ class _KPipeline:
         self.tma = None
         self.after_writes = False  # TMA: a memory write may precede the loop (_may_follow_writes)
         self.sync = "barrier"  # TMA: how thread 0 knows a stage is free (compile's tma_sync)
-        self.late = False  # TMA, sync "empty": lag 0 refills after the first mma's wgmma's too
 
     @property
     def ahead(self) -> int:
@@ -1133,12 +1131,6 @@ class _KPipeline:
             self._issue(s, base, None if bars is None else f"{bars}+{8 * s}")
         for part in self.parts:
             lw._cache[("k pipeline", part[0])] = self
-
-    def refill_late(self, mma) -> bool:
-        """Whether `mma`'s wgmma's are issued before this iteration's refill (prefetch() after
-        them, enter(prefetch=False)): with a group left in flight, or where `late` (no
-        barrier orders the refill then) for the body's first mma."""
-        return bool(self.lag) or self.late and self.tma is not None and mma is self.parts[0][0]
 
     def _part(self, mma):
         return next(part for part in self.parts if part[0] is mma)
@@ -1349,8 +1341,7 @@ def _k_loop_pipeline(lw, op, loop):
     if wgmma and getattr(lw, "tma", False):
         pipe.tma = _tma_stages(lw, parts)
         pipe.after_writes = pipe.tma is not None and _may_follow_writes(lw.function, op)
-        sync = getattr(lw, "tma_sync", "barrier")
-        pipe.sync, pipe.late = "barrier" if sync == "barrier" else "empty", sync == "empty_late"
+        pipe.sync = getattr(lw, "tma_sync", "barrier")
     return pipe
 
 
@@ -1862,10 +1853,9 @@ def _wgmma(lw, op, layout, a_type):
     offsets = [pipe.offsets_of(op)[i] if ahead[i] else None if covered[i] else next(exchange)
                for i in range(2)]
     lag = pipe.lag if pipe is not None else 0
-    # lag (or a late refill): the copies of a later K tile go after this one's wgmma's, so the
-    # tensor core starts right after the wait and their address arithmetic overlaps the wgmma's
-    late = pipe is not None and pipe.refill_late(op)
-    stage = pipe.enter(op, prefetch=not late) if pipe is not None else None
+    # lag: the copies of a later K tile go after this one's wgmma's, so the tensor core starts
+    # right after the barrier and their address arithmetic overlaps the wgmma's
+    stage = pipe.enter(op, prefetch=not lag) if pipe is not None else None
     for role, (tile, k_last) in enumerate(((lhs, True), (rhs, from_source))):
         if covered[role] and not ahead[role]:
             continue  # A in registers
@@ -1940,7 +1930,7 @@ def _wgmma(lw, op, layout, a_type):
             w(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{a_type}.{a_type} "
               f"{{{regs}}}, {a_desc}, {b_desc}, 1, 1, 1, 0, {int(not from_source)}")
     w("wgmma.commit_group.sync.aligned")
-    if late:
+    if lag:
         pipe.prefetch()
     w(f"wgmma.wait_group.sync.aligned {lag}")  # lag 1: the previous iteration's have landed
     if not all(covered):

@@ -617,7 +617,7 @@ def test_k_loop_copies_run_stages_ahead(arch, m, n, k, stages, trips):
     assert np.all(np.abs(actual - exact) <= bound)
 
 
-def _check_ragged_k_loop(module, m, n, kk, trips, rows, wgmma, tma=None, tma_sync="barrier"):
+def _check_ragged_k_loop(module, m, n, kk, trips, rows, wgmma, tma=None):
     """Run `_pipelined_k_loop_kernel`'s "k" on the sm_90 emulator over ragged M (`rows`), N and K
     (`kk`, strided views of wider arrays) and compare it with the interpreter and numpy."""
     cols = 2 * n - 8
@@ -628,7 +628,7 @@ def _check_ragged_k_loop(module, m, n, kk, trips, rows, wgmma, tma=None, tma_syn
     expected, actual = c.copy(), c.copy()
     interpret(module, "k", grid, a, b, expected, np.int32(trips))
     sim.run(module, "k", grid, a, b, actual, np.int32(trips), arch="sm_90", threads=128,
-            wgmma=wgmma, tma=tma, tma_sync=tma_sync)
+            wgmma=wgmma, tma=tma)
     np.testing.assert_array_equal(actual, expected)
     np.testing.assert_array_equal(expected, a.astype(np.float64) @ b.astype(np.float64) + c)
 

@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-from functools import partial
 
 import numpy as np
 import pytest
@@ -21,7 +20,6 @@ from tilebc_runtime.compiler import compile as jit_compile
 from tilebc_runtime.launch_errors import LaunchError
 
 ALIGNED = FIXTURES / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc"
-SYNCS = ("barrier", "empty")  # compile's tma_sync
 
 
 def _loop(ptx):
@@ -117,45 +115,41 @@ def test_tma_is_sm_90_only():
         assert "cp.async.bulk.tensor" not in ptx, arch
 
 
-@pytest.mark.parametrize("sync", SYNCS)
 @pytest.mark.parametrize("trips,rows", [(0, 64), (1, 69), (3, 133), (5, 64)])
-def test_tma_k_loop_on_emulator_matches_the_interpreter(trips, rows, sync):
+def test_tma_k_loop_on_emulator_matches_the_interpreter(trips, rows):
     """Ragged M (rows), N (cols = 2n - 8) and K (64 trips - 8: the last box's tail lies past
     the tensor and is zero-filled), 4 stages two ahead over 0, 1, 3 and 5 iterations (phases
     wrap); the emulator lands a box only when its mbarrier phase is waited for."""
     m, n, k = 64, 128, 64
     module = _pipelined_k_loop_kernel(m, n, k)
     ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True,
-                      tma=True, tma_sync=sync).ptx
+                      tma=True).ptx
     assert "cp.async.bulk.tensor" in ptx
     kk = max(k * trips - 8, 0)  # trips 0: K = 0, the maps over A and B are empty
-    _check_ragged_k_loop(module, m, n, kk, trips, rows, wgmma=True, tma=True, tma_sync=sync)
+    _check_ragged_k_loop(module, m, n, kk, trips, rows, wgmma=True, tma=True)
 
 
-@pytest.mark.parametrize("sync", SYNCS)
-def test_tma_over_rows_of_an_empty_array_reads_zeros(sync):
+def test_tma_over_rows_of_an_empty_array_reads_zeros():
     """M rows of an A whose K extent is 0 while the loop still runs (trips 2): every box is
     out of bounds, so the emulator's maps over the zero scratch give zeros and C is unchanged,
     as in the interpreter."""
     m, n, k = 64, 128, 64
     module = _pipelined_k_loop_kernel(m, n, k)
-    _check_ragged_k_loop(module, m, n, 0, 2, 69, wgmma=True, tma=True,  # A @ B = 0: C stays
-                         tma_sync=sync)
+    _check_ragged_k_loop(module, m, n, 0, 2, 69, wgmma=True, tma=True)  # A @ B = 0: C stays
 
 
-@pytest.mark.parametrize("sync", SYNCS)
-def test_aligned_gemm_fixture_with_k_0_on_emulator(sync):
+def test_aligned_gemm_fixture_with_k_0_on_emulator():
     """la_gemm_aligned_tile with K = 0 (an empty batch of products) through its TMA code on the
     emulator: relu(bias) in every row, as the interpreter gives."""
     import tilebc
     module = tilebc.load(ALIGNED.read_bytes())
     entry = module.functions[0].name
-    [ptx] = _case_ptx("la_gemm_aligned_tile", arch="sm_90", tma_sync=sync)
+    [ptx] = _case_ptx("la_gemm_aligned_tile", arch="sm_90")
     assert "cp.async.bulk.tensor" in ptx
     m, n = 128, 256
     bias = _quarters(np.float16, (n,))
     results = []
-    for runner in (interpret, partial(sim.run, tma_sync=sync)):
+    for runner in (interpret, sim.run):
         a, b = np.zeros((m, 0), np.float16), np.zeros((0, n), np.float16)
         c = np.full((m, n), np.nan, np.float16)
         runner(module, entry, (4,), a, b, bias, c)
@@ -164,21 +158,19 @@ def test_aligned_gemm_fixture_with_k_0_on_emulator(sync):
     np.testing.assert_array_equal(results[0], np.broadcast_to(np.maximum(bias, 0), (m, n)))
 
 
-@pytest.mark.parametrize("sync", SYNCS)
 @pytest.mark.parametrize("name,boxes", [("la_gemm_aligned_tile", 3), ("la_bmm_aligned_tile", 2),
                                         ("nn_flash_attention_tile", 2)])
-def test_fixtures_taking_tma_on_emulator_match_the_interpreter(name, boxes, sync):
+def test_fixtures_taking_tma_on_emulator_match_the_interpreter(name, boxes):
     """The fixtures whose sm_90 wgmma K loops take TMA (the aligned GEMM: 128 x 256 output in
     2 x 2 CTAs, K = 96, a ragged second box; the batched GEMM: 3-d maps over (1, rows, 64)
     boxes, B its [N, K] source), their own cases on the emulator: tma=True PTX gives the bits
     of the cp.async PTX (the same wgmma's on the same stage contents), and the interpreter's
-    values up to f32 summation order (each tma_sync)."""
+    values up to f32 summation order."""
     import importlib
     sys.path.insert(0, str(FIXTURES.parents[1] / "tests"))
     from fixture_cases import CASE_MODULES
-    [ptx] = _case_ptx(name, arch="sm_90", tma=True, tma_sync=sync)
+    [ptx] = _case_ptx(name, arch="sm_90", tma=True)
     assert _loop(ptx)[1].count("cp.async.bulk.tensor") == boxes
-    assert _loop(ptx)[1].count("bar.sync") == (sync == "barrier")
     reference = next(importlib.import_module(m) for m in CASE_MODULES
                      if name in importlib.import_module(m).CASES)
     compared = []
@@ -188,7 +180,7 @@ def test_fixtures_taking_tma_on_emulator_match_the_interpreter(name, boxes, sync
         staged = [np.array(x, copy=True) if isinstance(x, np.ndarray) else x for x in args]
         interpret(module, entry, grid, *copies)
         sim.run(module, entry, grid, *staged, arch="sm_90", tma=False)
-        sim.run(module, entry, grid, *args, arch="sm_90", tma_sync=sync)
+        sim.run(module, entry, grid, *args, arch="sm_90")
         for mine, cp_async, theirs in zip(args, staged, copies):
             if isinstance(mine, np.ndarray):
                 np.testing.assert_array_equal(mine, cp_async)
@@ -215,9 +207,8 @@ def _ptxas():
     return found
 
 
-@pytest.mark.parametrize("sync", SYNCS)
-def test_tma_ptx_links_for_sm_90a_without_spills(tmp_path, sync):
-    result = jit_compile(ALIGNED, arch="sm_90", emit="cubin", tma=True, tma_sync=sync)
+def test_tma_ptx_links_for_sm_90a_without_spills(tmp_path):
+    result = jit_compile(ALIGNED, arch="sm_90", emit="cubin", tma=True)
     assert ".target sm_90a" in result.ptx and result.cubin[:4] == b"\x7fELF"
     ptxas = _ptxas()
     if ptxas is None:
@@ -278,10 +269,9 @@ def test_jit_backend_metadata_carries_the_maps():
     assert "tensor_maps" not in plain
 
 
-@pytest.mark.parametrize("sync", SYNCS)
 @pytest.mark.parametrize("share,stages,lag", [(3, 3, 1), (4, 2, 0)])
 def test_fewer_tma_stages_with_and_without_a_wgmma_group_in_flight(monkeypatch, share, stages,
-                                                                   lag, sync):
+                                                                   lag):
     """Less shared memory for the stages: 3 (copies one iteration ahead, a wgmma group left in
     flight) or 2 (no group in flight: the stage is refilled right after the barrier); phases
     wrap every `stages` iterations."""
@@ -290,12 +280,10 @@ def test_fewer_tma_stages_with_and_without_a_wgmma_group_in_flight(monkeypatch, 
     m, n, k, trips, rows = 64, 128, 64, 5, 69
     module = _pipelined_k_loop_kernel(m, n, k)
     ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128, wgmma=True,
-                      tma=True, tma_sync=sync).ptx
-    bars = stages * (2 if sync == "empty" else 1)  # the empty barriers after the full ones
-    assert f".b8 __tilebc_k0_tma_bar" in ptx and f"[{8 * bars}];" in ptx
+                      tma=True).ptx
+    assert f".b8 __tilebc_k0_tma_bar" in ptx and f"[{8 * stages}];" in ptx
     assert (f"wgmma.wait_group.sync.aligned {lag};" in _loop(ptx)[1])
-    _check_ragged_k_loop(module, m, n, k * trips - 8, trips, rows, wgmma=True, tma=True,
-                         tma_sync=sync)
+    _check_ragged_k_loop(module, m, n, k * trips - 8, trips, rows, wgmma=True, tma=True)
 
 
 def test_encode_asks_the_driver_for_the_recorded_tiled_map(monkeypatch):
@@ -362,80 +350,3 @@ def test_a_store_before_the_k_loop_is_fenced_from_the_tma_reads():
     sim.run(module, "k", (2, 2), a, bb, actual, np.int32(trips), arch="sm_90", threads=128,
             wgmma=True)
     np.testing.assert_array_equal(actual, expected)
-
-
-def _loops(ptx):
-    return re.findall(r"^(\$L_for_\d+:.*?^\$L_endfor_\d+:)", ptx, re.M | re.S)
-
-
-def _empty_sync_checks(ptx, lag, barrier_ptx=None):
-    """Each TMA K loop of `ptx` (tma_sync "empty"): full barriers for one arrival, then as many
-    empty ones for one per warp (4); in the loop no bar.sync (one fewer than in `barrier_ptx`,
-    the default's, where the body synchronizes for itself), thread 0 waits for the refilled
-    stage's empty barrier before arming its full one, and lane 0 of each warp arrives on an
-    empty barrier after the wgmma.wait_group retiring the stage (lag 1: the previous one's)."""
-    sizes = [int(n) for n in re.findall(r"\.b8 __tilebc_k\d+_tma_bar\d+\[(\d+)\];", ptx)]
-    loops = _loops(ptx)
-    assert sizes and len(loops) == len(sizes)
-    barriers = [loop.count("bar.sync") - 1 for loop in _loops(barrier_ptx)] if barrier_ptx \
-        else [0] * len(loops)
-    for size, loop, others in zip(sizes, loops, barriers):
-        stages = size // 16
-        inits = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\+(\d+)\], (\d+);", ptx)
-        assert [(int(at), int(n)) for at, n in inits[:2 * stages]] == \
-            [(8 * s, 1) for s in range(stages)] + [(8 * s, 4) for s in range(stages, 2 * stages)]
-        assert loop.count("bar.sync") == others
-        refill = re.search(r"@%p\d+ bra (\$L_stage_skip_\d+);\n(.*?)^\1:", loop, re.M | re.S)
-        wait, arm = (refill.group(2).find(text) for text in
-                     (f"mbarrier.try_wait.parity.shared::cta.b64", "mbarrier.arrive.expect_tx"))
-        assert 0 <= wait < arm and f"+{8 * stages}], %r" in refill.group(2)[:arm]
-        release = re.search(rf"^\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 %rd\d+, "
-                            rf"\[%r\d+\+{8 * stages}\];", loop, re.M)
-        assert release and loop.rfind("wgmma.wait_group.sync.aligned", 0, release.start()) \
-            > loop.find(refill.group(0))
-        assert f"wgmma.wait_group.sync.aligned {lag};" in loop
-
-
-@pytest.mark.parametrize("name,lag", [("la_gemm_aligned_tile", 1), ("la_bmm_aligned_tile", 1),
-                                      ("nn_flash_attention_tile", 0)])
-def test_empty_sync_takes_no_cta_barrier_in_the_k_loop(name, lag):
-    for ptx, default in zip(_case_ptx(name, arch="sm_90", tma_sync="empty"),
-                            _case_ptx(name, arch="sm_90")):
-        assert "tma_free" not in default and _loop(default)[1].count("bar.sync") == 1
-        _empty_sync_checks(ptx, lag, default)
-
-
-def test_empty_sync_with_two_stages_releases_each_iterations_own_stage(monkeypatch):
-    """Two stages (no wgmma group in flight): the refill at the top of iteration i waits for
-    the release of iteration i - 1, made right after its wait_group 0."""
-    from tilebc_runtime.lowering import matmul
-    monkeypatch.setattr(matmul, "_WGMMA_STAGES_SHARE", 4)
-    ptx = jit_compile(_pipelined_k_loop_kernel(64, 128, 64), entry="k", arch="sm_90",
-                      emit="ptx", threads=128, wgmma=True, tma=True, tma_sync="empty").ptx
-    assert "_tma_bar0[32];" in ptx
-    _empty_sync_checks(ptx, 0)
-
-
-def test_tma_sync_is_checked_and_keys_the_cache(tmp_path, monkeypatch):
-    from tilebc.errors import TilebcError
-    from tilebc_runtime.launch import JitBackend, key_fields
-    with pytest.raises(TilebcError, match="tma_sync must be one of 'barrier', 'empty'"):
-        jit_compile(ALIGNED, arch="sm_90", emit="ptx", tma_sync="producer")
-    data = ALIGNED.read_bytes()
-    backend = JitBackend()
-    keys = {key_fields(backend, data, "k", "sm_90", options).key()
-            for options in ({}, {"tma_sync": "empty"}, {"tma_sync": "barrier"})}
-    assert len(keys) == 3
-    import tilebc
-    entry = tilebc.load(data).functions[0].name
-    empty, _ = backend.compile(data, entry, "sm_90", {"tma_sync": "empty"})
-    default, _ = backend.compile(data, entry, "sm_90", {})
-    assert empty != default
-    from tilebc_runtime import cli
-    from tilebc_runtime.compiler import TMA_SYNCS
-    monkeypatch.setenv("TILEBC_CACHE_DIR", str(tmp_path / "cache"))
-    for sync in TMA_SYNCS:  # the CLI's choices are compile's
-        out = tmp_path / f"{sync}.ptx"
-        assert cli.main(["compile", str(ALIGNED), "--emit", "ptx", "--tma-sync", sync,
-                         "-o", str(out)]) == 0
-        assert ("tma_free" in out.read_text()) == (sync == "empty")

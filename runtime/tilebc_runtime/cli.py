@@ -44,11 +44,6 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
                         help="JIT, sm_90: fill wgmma K-loop stages with TMA where the views "
                              "allow (default; the kernel then takes tensor maps its launcher "
                              "builds) or never (--no-tma)")
-    parser.add_argument("--tma-sync", choices=("barrier", "empty"),  # compiler.TMA_SYNCS
-                        default=None,
-                        help="JIT, sm_90: how a TMA K loop frees a stage before refilling it: "
-                             "a CTA barrier each K step (barrier, the default) or per-stage "
-                             "empty mbarriers the warps arrive on (empty)")
     parser.add_argument("-o", "--output",
                         help="output file (default: FILE with .ptx/.cubin/.fatbin)")
     parser.add_argument("-v", "--verbose", action="store_true",
@@ -75,8 +70,6 @@ def _options(args) -> dict:
         options["wgmma"] = args.wgmma
     if args.tma is not None:
         options["tma"] = args.tma
-    if args.tma_sync is not None:
-        options["tma_sync"] = args.tma_sync
     if options and args.backend != "jit":
         raise UsageError(f"--{next(iter(options))} applies to the JIT backend only")
     return options
@@ -147,8 +140,7 @@ def _run_ptx(args) -> int:
     launch.prime_from_memo(launch.default_cache())  # nvJitLink's version without loading it
     from .compiler import compile
     result = compile(args.file, args.entry, args.arch, "ptx", threads=args.threads,
-                     verbose=args.verbose, wgmma=args.wgmma, tma=args.tma,
-                     tma_sync=args.tma_sync or "barrier")
+                     verbose=args.verbose, wgmma=args.wgmma, tma=args.tma)
     output = _default_output(args, ".ptx")
     _report(args, result.kernels.values(), result.log)
     _write(output, result.ptx, binary=False)

@@ -61,7 +61,6 @@ class Lowerer:
         self.wgmma = False  # True: warpgroup MMA where anchors.wgmma_fits (opt-in, see compile)
         self.wgmma_by_stores = False  # a wgmma operand was staged by st.shared (not cp.async)
         self.tma = False  # True: TMA fills wgmma K-loop stages where it can (sm_90 default, see compile)
-        self.tma_sync = "barrier"  # how TMA K loops free a stage (compile's tma_sync)
         self.tensor_maps: List[object] = []  # tma.TensorMapPlan per map parameter
         self.w = PtxWriter()
         self.w.arch = arch

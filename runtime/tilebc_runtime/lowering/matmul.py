@@ -27,9 +27,7 @@ an f32 result that anchors.wgmma_fits takes runs as warpgroup MMA instead (_wgmm
 accumulator layout with a 1 x 4 x 1 warp grid (runtime/LAYOUTS.md). By default (compile's tma) a
 wgmma pipeline whose staged operands are all 128-byte swizzled and described by tensor maps (tma.py)
 fills its stages by TMA: thread 0 issues cp.async.bulk.tensor into each stage, completing the
-stage's mbarrier, whose phase the consumers wait for. Before a refill, compile's tma_sync
-"barrier" (default) takes a CTA barrier each K step; "empty" has each warp arrive on the stage's
-"empty" mbarrier once its wgmma's reading it retired, which thread 0 waits for instead.
+stage's mbarrier, whose phase the consumers wait for.
 """
 from __future__ import annotations
 
@@ -959,12 +957,6 @@ def _not_thread_0(lw) -> str:
     return reg
 
 
-def _lane_0(lw) -> str:
-    lane, reg = _u32(lw.w, "and.b32", lw.tid(), 31), lw.w.reg("pred")
-    lw.w(f"setp.eq.u32 {reg}, {lane}, 0")
-    return reg
-
-
 def _param_address(w, name: str) -> str:
     """The generic address of kernel parameter `name` (a tensor map: TMA reads it there)."""
     symbol, reg = w.reg("b64"), w.reg("b64")
@@ -990,11 +982,7 @@ class _KPipeline:
     Iterations past the bound commit empty groups (the group count stays the same); a tile's
     runs past the tensor read nothing and land as zeros (src-size 0), so ragged tails are
     right. After the loop: wait for everything, synchronize (the region is the exchange's
-    again). TMA with `sync` "empty": no barrier per iteration; each stage also has an "empty"
-    mbarrier (one arrival per warp), whose phase p completes once every warp retired the
-    wgmma's of the stage's p-th use, and thread 0 waits for the phase of the use before a
-    refill (parity 1 on a fresh barrier passes: the stage's first fill waits for nothing).
-    Fills stay in order, so a warp is never two phases behind on either barrier."""
+    again)."""
 
     def __init__(self, lw, loop, parts, stage_bytes, stages, iv_value):
         self.lw, self.loop = lw, loop
@@ -1009,18 +997,15 @@ class _KPipeline:
         # mbarrier, which the consumers wait on (phase parity) instead of cp.async groups
         self.tma = None
         self.after_writes = False  # TMA: a memory write may precede the loop (_may_follow_writes)
-        self.sync = "barrier"  # TMA: how thread 0 knows a stage is free (compile's tma_sync)
 
     @property
     def ahead(self) -> int:
         """Iterations the copies run ahead of the mma."""
         return self.stages - 1 - self.lag
 
-    def _issue(self, ahead: int, base: str, bar: Optional[str] = None,
-               refill: bool = False) -> None:
+    def _issue(self, ahead: int, base: str, bar: Optional[str] = None) -> None:
         """Copies of iteration iv + ahead * step into the stage at `base`, then a commit (TMA:
-        the bulk tensor copies, completing the stage's mbarrier at `bar`; `refill`: a stage
-        used before, whose "empty" phase thread 0 waits for first where sync is "empty")."""
+        the bulk tensor copies, completing the stage's mbarrier at `bar`)."""
         lw, loop = self.lw, self.loop
         w = lw.w
         wide = loop.kind.endswith("64")
@@ -1037,8 +1022,6 @@ class _KPipeline:
             w(f"@{past} bra {skip}")
             w(f"@{self.follower} bra {skip}")
             with lw.fresh_scope():
-                if refill and self.sync == "empty":
-                    self._wait_empty(bar)
                 self._issue_tma(stand_in, base, bar)
             w.place(skip)
             return
@@ -1054,33 +1037,6 @@ class _KPipeline:
                                 base=base)
         w.place(skip)
         w("cp.async.commit_group")
-
-    def _wait_empty(self, bar: str) -> None:
-        """Thread 0, before refilling the stage whose full mbarrier is at `bar`: every warp
-        released the stage's last use (the empty barrier's phase of parity empty_phase)."""
-        w = self.lw.w
-        done, again = w.reg("pred"), w.label("tma_free")
-        w.place(again)
-        w(f"mbarrier.try_wait.parity.shared::cta.b64 {done}, [{bar}+{8 * self.stages}], "
-          f"{self.empty_phase}")
-        w(f"@!{done} bra {again}")
-
-    def _release(self) -> None:
-        """sync "empty", after the wait_group that retired the wgmma's of a stage: lane 0 of
-        each warp arrives on that stage's empty mbarrier (lag 1: the previous iteration's
-        stage, none in the first iteration; lag 0: this iteration's)."""
-        w = self.lw.w
-        lane0, state = self.lane0, w.reg("b64")
-        if not self.lag:
-            w(f"@{lane0} mbarrier.arrive.shared::cta.b64 {state}, "
-              f"[{self.bar_read}+{8 * self.stages}]")
-            return
-        some, go = w.reg("pred"), w.reg("pred")
-        w(f"setp.ne.u32 {some}, {self.started}, 0")  # (a shared address may be 0)
-        w(f"and.pred {go}, {some}, {lane0}")
-        w(f"@{go} mbarrier.arrive.shared::cta.b64 {state}, [{self.release}+{8 * self.stages}]")
-        w(f"mov.u32 {self.release}, {self.bar_read}")
-        w(f"mov.u32 {self.started}, 1")
 
     def _issue_tma(self, later, base: str, bar: str) -> None:
         """Thread 0's part of _issue with TMA: the stage's mbarrier expects the boxes' bytes,
@@ -1149,22 +1105,18 @@ class _KPipeline:
         return self.steady(prefetch) if mma is self.parts[0][0] else self.read
 
     def leave(self, mma) -> None:
-        """advance() after the body's last mma (sync "empty": _release() first)."""
+        """advance() after the body's last mma."""
         if mma is self.parts[-1][0]:
-            if self.tma is not None and self.sync == "empty":
-                self._release()
             self.advance()
 
     def _init_barriers(self) -> str:
         """One mbarrier per stage (a static .shared array, apart from the exchange area), set
-        up by thread 0 for one arrival; the phase each consumer waits for starts at 0 (sync
-        "empty": then one empty mbarrier per stage, one arrival per warp). Returns the array's
-        shared address register."""
+        up by thread 0 for one arrival; the phase each consumer waits for starts at 0. Returns
+        the array's shared address register."""
         lw = self.lw
         w = lw.w
-        empty = self.sync == "empty"
         symbol = f"{lw.prefix}_tma_bar{len(lw.allocas)}"
-        lw.allocas.append((symbol, 8, 8 * self.stages * (2 if empty else 1)))
+        lw.allocas.append((symbol, 8, 8 * self.stages))
         bars = w.reg("b32")
         w(f"mov.u32 {bars}, {symbol}")
         self.bars = bars
@@ -1173,10 +1125,6 @@ class _KPipeline:
         w(f"@{self.follower} bra {ready}")
         for s in range(self.stages):
             w(f"mbarrier.init.shared::cta.b64 [{bars}+{8 * s}], 1")
-        if empty:
-            warps = -(-lw.T // 32)
-            for s in range(self.stages):
-                w(f"mbarrier.init.shared::cta.b64 [{bars}+{8 * (self.stages + s)}], {warps}")
         w("fence.mbarrier_init.release.cluster")
         w.place(ready)
         # the kernel's earlier generic-proxy writes come before TMA's async accesses: the
@@ -1188,13 +1136,6 @@ class _KPipeline:
         w(f"mov.u32 {self.bar_read}, {bars}")
         w(f"add.u32 {self.bar_write}, {bars}, {8 * self.ahead}")
         w(f"mov.u32 {self.phase}, 0")
-        if empty:  # refills wait for the parity-1 phase first: on a fresh barrier it passes
-            self.lane0 = lw._cached(("lane 0",), partial(_lane_0, lw))
-            self.empty_phase, self.release = w.reg("b32"), w.reg("b32")
-            self.started = w.reg("b32")  # lag 1: an earlier iteration's stage to release
-            w(f"mov.u32 {self.empty_phase}, 1")
-            w(f"mov.u32 {self.release}, 0")
-            w(f"mov.u32 {self.started}, 0")
         return bars
 
     def steady(self, prefetch: bool = True) -> str:
@@ -1212,8 +1153,7 @@ class _KPipeline:
             w(f"cp.async.wait_group {self.ahead - 1}")
             if self.async_proxy:  # wgmma reads the stage through the async proxy
                 w("fence.proxy.async.shared::cta")
-        if self.tma is None or self.sync == "barrier":
-            lw.barrier()  # every warp is done with the stage prefetch() refills
+        lw.barrier()  # every warp is done with the stage prefetch() refills
         if prefetch:
             self.prefetch()
         return self.read
@@ -1223,8 +1163,7 @@ class _KPipeline:
         w = self.lw.w
         base = w.reg("b32")
         w(f"add.u32 {base}, {self.lw.smem_base()}, {self.write}")
-        self._issue(self.ahead, base, self.bar_write if self.tma is not None else None,
-                    refill=True)
+        self._issue(self.ahead, base, self.bar_write if self.tma is not None else None)
 
     def advance(self) -> None:
         """Both stage offsets one buffer on, wrapping after the last (TMA: the mbarrier
@@ -1243,8 +1182,6 @@ class _KPipeline:
             w(f"selp.u32 {bar}, {self.bars}, {bar}, {wrap}")
             if reg is self.read:
                 w(f"@{wrap} xor.b32 {self.phase}, {self.phase}, 1")
-            elif self.sync == "empty":  # the next refill of a stage waits for its next use
-                w(f"@{wrap} xor.b32 {self.empty_phase}, {self.empty_phase}, 1")
 
     def finish(self) -> None:
         lw = self.lw
@@ -1341,7 +1278,6 @@ def _k_loop_pipeline(lw, op, loop):
     if wgmma and getattr(lw, "tma", False):
         pipe.tma = _tma_stages(lw, parts)
         pipe.after_writes = pipe.tma is not None and _may_follow_writes(lw.function, op)
-        pipe.sync = getattr(lw, "tma_sync", "barrier")
     return pipe
 
 

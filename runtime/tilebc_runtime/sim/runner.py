@@ -27,18 +27,17 @@ _IMAGES_KEPT = 16
 
 def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
                     threads: Optional[int] = None, wgmma: Optional[bool] = None,
-                    tma: Optional[bool] = None,
-                    tma_sync: str = "barrier") -> Tuple[KernelImage, int, int, tuple]:
+                    tma: Optional[bool] = None) -> Tuple[KernelImage, int, int, tuple]:
     """The emulator image of one entry (cached per module object), its threads per CTA, the
     dynamic shared memory its launch requests and its tensor map records (KernelInfo).
-    `wgmma`, `tma`, `tma_sync`: the JIT's sm_90 choices (compiler.compile)."""
-    key = (id(module), entry, arch, threads, wgmma, tma, tma_sync)
+    `wgmma`, `tma`: the JIT's sm_90 choices (compiler.compile)."""
+    key = (id(module), entry, arch, threads, wgmma, tma)
     cached = _IMAGES.pop(key, None)
     if cached is not None and cached[0] is module:
         _IMAGES[key] = cached  # now the most recently used
         return cached[1:]
     result = jit_compile(module, entry=entry, arch=arch, emit="ptx", threads=threads, wgmma=wgmma,
-                         tma=tma, tma_sync=tma_sync)
+                         tma=tma)
     image = load_kernel(result.ptx, entry, source=f"<PTX of {module.source or 'module'}>")
     info = result.kernels[entry]
     while len(_IMAGES) >= _IMAGES_KEPT:
@@ -52,7 +51,7 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
         threads: Optional[int] = None, check_memory: bool = True, allow_aliasing: bool = False,
         uninitialized: Iterable[int] = (), print_stream=None, max_steps: int = 50_000_000,
         profile=None, wgmma: Optional[bool] = None, tma: Optional[bool] = None,
-        tma_sync: str = "barrier", **interpreter_only) -> KernelImage:
+        **interpreter_only) -> KernelImage:
     """Run `entry` over `grid` like `tilebc.interp.run`, but through the JIT's PTX on the
     emulator. Interpreter-only options (check_assumptions, shuffle, seed, progress) are accepted
     and ignored: assumptions are not in the PTX, and CTAs run in id order."""
@@ -62,7 +61,7 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = "sm_90",
     module = load_any(module_or_path)
     function = find_entry(module, entry)
     image, count, dynamic_shared, maps = compiled_kernel(module, function.name, arch, threads,
-                                                         wgmma, tma, tma_sync)
+                                                         wgmma, tma)
     machine, binder = bind_arguments(module, function, args, check_memory, allow_aliasing,
                                      uninitialized)
     symbols = {f"__tilebc_global_{name}": address

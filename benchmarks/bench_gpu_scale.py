@@ -263,7 +263,7 @@ def main(argv=None) -> int:
     parser.add_argument("--variant", action="append", default=[],
                         help="also time our JIT with these compile options, as column LABEL: "
                              "LABEL:opt=value[,opt=value] (true/false, integers, else text; "
-                             "repeatable), e.g. empty:tma_sync=empty")
+                             "repeatable), e.g. cpasync:tma=false")
     parser.add_argument("--results", help="where to write the table (default: results/gpu_scale.md, "
                                            "or results/gpu_only.md with --gpu-only)")
     args = parser.parse_args(argv)

@@ -583,7 +583,7 @@ def main(argv=None) -> int:
                              "results/model-sm90.md")
     parser.add_argument("--jit-option", action="append", default=[], metavar="OPT=VALUE",
                         help="a compile option of our JIT (true/false, integers, else text; "
-                             "repeatable), e.g. tma_sync=empty")
+                             "repeatable), e.g. tma=false")
     args = parser.parse_args(argv)
     OUR_ARCH = args.arch
     try:

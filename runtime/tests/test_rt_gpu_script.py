@@ -447,25 +447,25 @@ def test_math_sweep_bounds_the_error_and_compares_bits(monkeypatch):
 
 def test_scale_bench_variant_flag_names_jit_compile_options(capsys):
     import bench_gpu_scale
-    assert bench_gpu_scale.parse_variant("empty:tma_sync=empty") == ("empty", {"tma_sync": "empty"})
+    assert bench_gpu_scale.parse_variant("cpasync:tma=false") == ("cpasync", {"tma": False})
     assert bench_gpu_scale.parse_variant(" big : threads=256, tma=false ,wgmma=True") == \
         ("big", {"threads": 256, "tma": False, "wgmma": True})
-    for bad in ("empty", "empty:", ":tma_sync=empty", "x:tma_sync", "jit:tma=false",
+    for bad in ("cpasync", "cpasync:", ":tma=false", "x:tma", "jit:tma=false",
                 "jit-tma:tma=false", "jit@64:threads=64"):
         with pytest.raises(ValueError):
             bench_gpu_scale.parse_variant(bad)
-    custom = {"empty": {"tma_sync": "empty"}}
-    assert bench_gpu_scale.variant_load("empty", custom) == ("jit", {"tma_sync": "empty"})
+    custom = {"cpasync": {"tma": False}}
+    assert bench_gpu_scale.variant_load("cpasync", custom) == ("jit", {"tma": False})
     assert bench_gpu_scale.variant_load("jit-tma", custom) == ("jit", {"tma": False})
     with pytest.raises(ValueError):
-        bench_gpu_scale.variant_load("empty")
+        bench_gpu_scale.variant_load("cpasync")
     # the columns: built-in variants first, then --variant's in the order given
     parser = argparse.Namespace(wgmma=False, tma=True, threads="64",
-                                variant=["empty:tma_sync=empty", "b:tma_sync=barrier"])
+                                variant=["cpasync:tma=false", "mma:wgmma=false"])
     assert bench_gpu_scale.variant_columns(parser) == (
-        ("jit", "tileiras", "jit-tma", "jit@64", "empty", "b"),
-        {"empty": {"tma_sync": "empty"}, "b": {"tma_sync": "barrier"}})
-    parser.variant.append("empty:tma=false")
+        ("jit", "tileiras", "jit-tma", "jit@64", "cpasync", "mma"),
+        {"cpasync": {"tma": False}, "mma": {"wgmma": False}})
+    parser.variant.append("cpasync:threads=64")
     with pytest.raises(ValueError, match="given twice"):
         bench_gpu_scale.variant_columns(parser)
     with pytest.raises(SystemExit):  # refused before looking for a GPU

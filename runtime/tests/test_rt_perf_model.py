@@ -566,15 +566,15 @@ def test_bench_model_jit_options_reach_our_side(monkeypatch):
     sys.path.insert(0, str(root / "benchmarks"))
     import bench_model
     import tilebc
-    assert bench_model.jit_options(["tma_sync=empty", " tma = true", "threads=128"]) == \
-        {"tma_sync": "empty", "tma": True, "threads": 128}
-    for bad in ("tma_sync", "=empty"):
+    assert bench_model.jit_options(["wgmma=false", " tma = true", "threads=128"]) == \
+        {"wgmma": False, "tma": True, "threads": 128}
+    for bad in ("tma", "=false"):
         with pytest.raises(ValueError):
             bench_model.jit_options([bad])
     module = tilebc.load((root / "fixtures" / "bytecode" / "la_gemm_aligned_tile" /
                           "la_gemm_aligned_tile-13.5.tilebc").read_bytes())
     entry = module.functions[0].name
-    monkeypatch.setattr(bench_model, "OUR_OPTIONS", {"tma_sync": "empty"})
-    assert "tma_free" in bench_model._our_compiled(module, entry).ptx
+    monkeypatch.setattr(bench_model, "OUR_OPTIONS", {"tma": False})
+    assert "cp.async.bulk.tensor" not in bench_model._our_compiled(module, entry).ptx
     monkeypatch.setattr(bench_model, "OUR_OPTIONS", {})
-    assert "tma_free" not in bench_model._our_compiled(module, entry).ptx
+    assert "cp.async.bulk.tensor" in bench_model._our_compiled(module, entry).ptx

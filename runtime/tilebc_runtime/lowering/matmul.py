@@ -1207,6 +1207,11 @@ _PIPELINE_SHARED = STATIC_SHARED_LIMIT // 2
 # wgmma stages may take this share of the CTA's opt-in shared memory: up to four (one more than
 # mma.sync's three, as the stage an iteration's wgmma's read is free only one iteration later).
 _WGMMA_STAGES_SHARE = 2
+# TMA-filled stages: four only where they fit in a quarter of it (four CTAs an SM), else two, with
+# no wgmma group left in flight (on sm_90 every TMA stage, 16 KiB or more, takes two). Timed on an
+# H200 (results/gpu_only_h200.md), the 64x128x64 f16 GEMM (24 KiB stages) at 2048³: two stages
+# 35.7 µs, three 47.1, four 39.7 (tileiras 35.7); at 4096³ two are 1.7 % slower than four, the
+# batched GEMM 4-5 % faster, attention the same; a 32-CTA grid 7.1 against 6.0 µs.
 
 # Stages of production-size tiles (two over _PIPELINE_SHARED) may take this share of the CTA's
 # opt-in shared memory (dynamic): a quarter keeps four CTAs an SM (sm_90: two 26 KiB stages of a
@@ -1259,9 +1264,13 @@ def _k_loop_pipeline(lw, op, loop):
         return None
     stage_bytes = -(-stage_bytes // align) * align
     wgmma = wgmma_fits(lw, parts[0][0])
+    tma_plan = _tma_stages(lw, parts) if wgmma and getattr(lw, "tma", False) else None
     budget, most = _PIPELINE_SHARED, 3
     if wgmma:
         budget, most = max(budget, max_shared_per_block(lw.arch) // _WGMMA_STAGES_SHARE), 4
+        if tma_plan is not None and \
+                4 * stage_bytes > max_shared_per_block(lw.arch) // _LARGE_STAGES_SHARE:
+            most = 2  # four CTAs an SM over two stages (see _WGMMA_STAGES_SHARE)
     elif 2 * stage_bytes > budget:
         budget = max(budget, max_shared_per_block(lw.arch) // _LARGE_STAGES_SHARE)
     stages = max(2, min(most, budget // stage_bytes))
@@ -1275,9 +1284,9 @@ def _k_loop_pipeline(lw, op, loop):
     if wgmma and stages >= 3 and len(parts) == 1 and all(pipe.roles_of(mma)) \
             and _accumulates_in_place(lw, body, mma):
         pipe.lag = 1
-    if wgmma and getattr(lw, "tma", False):
-        pipe.tma = _tma_stages(lw, parts)
-        pipe.after_writes = pipe.tma is not None and _may_follow_writes(lw.function, op)
+    if tma_plan is not None:
+        pipe.tma = tma_plan
+        pipe.after_writes = _may_follow_writes(lw.function, op)
     return pipe
 
 

@@ -214,6 +214,19 @@ def _short(error) -> str:
     return text[:140]
 
 
+def model_cache_dir() -> Path:
+    """Where PTX, SASS facts and tileiras's PTX are kept between runs: the user's own cache
+    folder, owner-only (checked as the cubin cache's root is), not a shared temp path whose
+    files another user could plant."""
+    import platformdirs
+    from tilebc_runtime.cache import _prepare_directory
+    path = Path(platformdirs.user_cache_dir("tilebc")) / "model-ptx"
+    problem = _prepare_directory(path)
+    if problem:
+        raise SystemExit(f"bench_model: {path} {problem}")
+    return path
+
+
 def run_case(reference, name, hw, sample, cache_dir, check, their_archs=("sm_80", "sm_89")):
     """(rows, left_out) of one fixture case."""
     versions = reference.versions(name)
@@ -592,7 +605,7 @@ def main(argv=None) -> int:
         parser.error(str(error))
     names = set(args.names) or (set(QUICK) if args.quick else set())
     hw = Hardware.h100_sxm()
-    cache_dir = Path("/tmp") / "tilebc-model-ptx"
+    cache_dir = model_cache_dir()
     started = time.perf_counter()
     cpu_started = _cpu()
     if args.sm90:

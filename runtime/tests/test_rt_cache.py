@@ -1,4 +1,5 @@
 """Disk cache: key, atomic publish, corruption recovery, concurrency, eviction, permissions, off."""
+import errno
 import hashlib
 import json
 import logging
@@ -533,3 +534,24 @@ def test_file_lock_excludes_filelock_and_another_of_its_own(tmp_path):
     with cache_mod.FileLock(path, 0):  # free again once released
         pass
     assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0
+
+
+def test_file_lock_falls_back_to_filelock_where_flock_is_missing(tmp_path, monkeypatch):
+    """A filesystem without flock (ENOSYS): filelock's marker-file lock takes over at once, and
+    does not take the empty file the flock attempt opened for another owner's marker."""
+    pytest.importorskip("filelock")
+    import warnings
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+    monkeypatch.setattr(cache_mod.fcntl, "flock", no_flock)
+    path = str(tmp_path / "k.lock")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # filelock warns that it falls back
+        started = time.monotonic()
+        with cache_mod.FileLock(path, 2):
+            with pytest.raises(OSError):
+                cache_mod.FileLock(path, 0).acquire()
+        with cache_mod.FileLock(path, 2):  # free again once released
+            pass
+        assert time.monotonic() - started < 1.5

@@ -5,6 +5,7 @@ no-GPU exit."""
 import argparse
 import ctypes
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -443,6 +444,7 @@ def test_math_sweep_bounds_the_error_and_compares_bits(monkeypatch):
     monkeypatch.setattr(_EmulatorLauncher, "damage", staticmethod(one_ulp_off))
     outcome = gpu_checks.run_math_case("tanh", None, 64, compared=128)
     assert outcome.status == "mismatch" and "DIFFER" in outcome.detail
+    assert float(re.search(r"max ([\d.]+) ulp", outcome.detail).group(1)) > 1.5
 
 
 def test_scale_bench_variant_flag_names_jit_compile_options(capsys):

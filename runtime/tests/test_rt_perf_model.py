@@ -44,6 +44,12 @@ ret;
 """
 
 
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory):
+    """bench_model's PTX / SASS cache for this module's runs: a folder of the test's own."""
+    return tmp_path_factory.mktemp("model-ptx")
+
+
 def test_sass_class_names():
     assert sass_class("FFMA") == "fp32" and sass_class("LDG.E.128") == "global_ld"
     assert sass_class("HMMA.16816.F32") == "tensor" and sass_class("MUFU.EX2") == "sfu"
@@ -456,7 +462,7 @@ needs_tileiras = pytest.mark.skipif(tool_path("tileiras") is None,
 
 
 @needs_tileiras
-def test_sm90_comparison_profiles_tileiras_tma_traffic():
+def test_sm90_comparison_profiles_tileiras_tma_traffic(model_cache):
     """bench_model --sm90 runs la_gemm_aligned_tile (128x256 output in four 64x128 tiles, K = 96
     over two 64-deep K tiles, f16) through tileiras's sm_90 PTX: a producer warp's TMA loads
     (A 64x64 and B as two 64x64 boxes per K tile, the bias once), TMA stores (two 64x64 boxes per
@@ -470,7 +476,7 @@ def test_sm90_comparison_profiles_tileiras_tma_traffic():
     import test_interp_linalg as reference
     hw = Hardware.h100_sxm()
     recorder, error = bench_model.run_case(reference, "la_gemm_aligned_tile", hw, None,
-                                           Path("/tmp") / "tilebc-model-ptx", check=True,
+                                           model_cache, check=True,
                                            their_archs=("sm_90",))
     assert error is None and not recorder.left_out
     ((ours, theirs),) = recorder.rows.values()
@@ -529,7 +535,7 @@ def test_tma_counts_and_spin_loops_in_the_profile():
 @needs_tileiras
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_bench_model_runs_our_code_for_an_arch_and_counts_its_dynamic_shared_memory(
-        arch, monkeypatch):
+        arch, monkeypatch, model_cache):
     """bench_model --arch compiles and runs our side for that target (sm_80: mma.sync and
     cp.async; sm_90: wgmma whose TMA stages are dynamic shared memory, over 48 KiB) and the
     occupancy it reports counts the stages: ptxas -v sees only the static part."""
@@ -542,7 +548,7 @@ def test_bench_model_runs_our_code_for_an_arch_and_counts_its_dynamic_shared_mem
     monkeypatch.setattr(bench_model, "OUR_ARCH", arch)
     hw = Hardware.h100_sxm()
     recorder, error = bench_model.run_case(reference, "la_gemm_aligned_tile", hw, None,
-                                           Path("/tmp") / "tilebc-model-ptx", check=True)
+                                           model_cache, check=True)
     assert error is None
     ((entry, (ours, _)),) = recorder.rows.items()
     module = reference.module("la_gemm_aligned_tile",

@@ -67,10 +67,10 @@ def test_tensor_map_records_name_the_arrays_and_the_boxes():
     assert "tensor_maps" not in next(iter(_jit_facts(plain).values()))
 
 
-def _gemm_loop(m, n, k, align=16, a_row_block=None, store_first=False):
+def _gemm_loop(m, n, k, align=16, a_row_block=None, store_first=False, trips=None):
     """C[bid] += A[row block, i] @ B[i, bid.y] over the K loop, from _aligned_gemm_views:
     `a_row_block` "zero" reads A's row block 0 in every CTA (else the CTA's own), `store_first`
-    writes C back before the loop."""
+    writes C back before the loop, `trips` a constant trip count (else the kernel's argument)."""
     module = new_module("13.5")
     b, (a_view, b_view, out) = _aligned_gemm_views(module, "f16", m, n, k, loop_counts=1,
                                                    align=align)
@@ -86,10 +86,22 @@ def _gemm_loop(m, n, k, align=16, a_row_block=None, store_first=False):
         lhs, _ = lb.load(a_view, [row, i], token=token)
         rhs, _ = lb.load(b_view, [i, bid[1]], token=token)
         return [lb.mmaf(lhs, rhs, acc, result_types=[TileType((m, n), f32)])]
-    product = b.for_(zero, b.args[15], one, [acc0], body)
+    upper = b.args[15] if trips is None else b.constant(trips, "i32")
+    product = b.for_(zero, upper, one, [acc0], body)
     b.store(product, out, [bid[0], bid[1]], token=token)
     b.return_([])
     return module
+
+
+def test_a_loop_too_short_to_pipeline_declares_no_tensor_maps():
+    """One constant trip: no pipeline, so no maps among the kernel's parameters either (each
+    would be built on every launch for nothing)."""
+    short = jit_compile(_gemm_loop(64, 128, 64, trips=1), entry="k", arch="sm_90", emit="ptx",
+                        threads=128, wgmma=True, tma=True)
+    assert short.kernels["k"].tensor_maps == () and ".b8 " not in short.ptx.split("{")[0]
+    longer = jit_compile(_gemm_loop(64, 128, 64, trips=4), entry="k", arch="sm_90", emit="ptx",
+                         threads=128, wgmma=True, tma=True)
+    assert len(longer.kernels["k"].tensor_maps) == 2 and "cp.async.bulk.tensor" in longer.ptx
 
 
 def test_kernel_whose_facts_do_not_allow_tma_keeps_cp_async():

@@ -6,6 +6,7 @@ is pickled, so a cache directory shared between Python versions or hosts is safe
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -646,13 +647,20 @@ class FileLock:
             return self._acquire_fallback(timeout)
         deadline = time.monotonic() + timeout
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            fd, created = self._open()
+            if fd is None:
+                continue  # created and removed by another process in between: again
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as error:
                 os.close(fd)
                 if error.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    return self._acquire_fallback(timeout)  # e.g. ENOSYS on some mounts
+                    # e.g. ENOSYS on some mounts: filelock's marker-file lock takes over, and
+                    # would take an empty file left here for another owner's marker
+                    if created:
+                        with contextlib.suppress(OSError):
+                            os.unlink(self.path)
+                    return self._acquire_fallback(timeout)
                 if 0 <= timeout and time.monotonic() >= deadline:
                     raise TimeoutError(errno.ETIMEDOUT, "lock not acquired in time",
                                        self.path) from None
@@ -660,6 +668,19 @@ class FileLock:
                 continue
             self._fd = fd
             return None
+
+    def _open(self):
+        """(descriptor, whether this call created the file), or (None, False) when the file
+        vanished between the two opens."""
+        flags = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            return os.open(self.path, flags), False
+        except FileNotFoundError:
+            pass
+        try:
+            return os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
+        except FileExistsError:
+            return None, False
 
     def _acquire_fallback(self, timeout: float) -> None:
         if self._fallback is None:

@@ -150,7 +150,10 @@ class NvJitLink:
             self._call("GetLinkedCubin", handle, cubin)
             return cubin.raw, self._log(handle, "Info")
         finally:
-            self._call("Destroy", ctypes.byref(handle))
+            # a failed Destroy must not hide the error the link itself raised
+            status = self._functions["Destroy"](ctypes.byref(handle))
+            if status and sys.exc_info()[0] is None:
+                raise LinkFailure(status, "Destroy")
 
     def _log(self, handle, which: str) -> str:
         size = ctypes.c_size_t()

@@ -158,9 +158,6 @@ def nvjitlink_module():
     from . import linker
     try:
         library, path = linker.locate_and_open()
-    except ImportError as exc:
-        raise TilebcError("libnvJitLink not found and cuda-pathfinder is missing to search for "
-                          "it: pip install cuda-bindings nvidia-nvjitlink") from exc
     except Exception as exc:  # pathfinder's DynamicLibNotFoundError, a failed dlopen, ...
         raise TilebcError(f"libnvJitLink not found ({exc}); pip install nvidia-nvjitlink") from exc
     try:

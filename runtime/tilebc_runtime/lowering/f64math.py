@@ -3,7 +3,8 @@ kernels get f64 answers instead of an f32 detour.
 
 Each builder takes the PtxWriter and f64 register names and returns the f64 result register.
 Accuracy: within CUDA's documented double bounds (1 ulp; tan, pow, atan2 2) as real error
-against a long-double reference, 0.5-0.9 ulp measured (runtime/tests/test_rt_f64_math.py),
+against a long-double reference (maxima per op in benchmarks/results/jit-math-accuracy.md: 0.57-0.89
+ulp, pow 1.25),
 special values (±0, ±inf, NaN, subnormals, overflow/underflow edges) as C99/numpy give them.
 Methods (errors measured on the PTX emulator):
   exp, exp2: Cody-Waite reduction by a two-part ln2 to |r| <= ln2/2, degree-13 Taylor polynomial,

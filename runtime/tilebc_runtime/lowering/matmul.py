@@ -1264,11 +1264,11 @@ def _k_loop_pipeline(lw, op, loop):
         return None
     stage_bytes = -(-stage_bytes // align) * align
     wgmma = wgmma_fits(lw, parts[0][0])
-    tma_plan = _tma_stages(lw, parts) if wgmma and getattr(lw, "tma", False) else None
+    tma_plans = _tma_plans(lw, parts) if wgmma and getattr(lw, "tma", False) else None
     budget, most = _PIPELINE_SHARED, 3
     if wgmma:
         budget, most = max(budget, max_shared_per_block(lw.arch) // _WGMMA_STAGES_SHARE), 4
-        if tma_plan is not None and \
+        if tma_plans is not None and \
                 4 * stage_bytes > max_shared_per_block(lw.arch) // _LARGE_STAGES_SHARE:
             most = 2  # four CTAs an SM over two stages (see _WGMMA_STAGES_SHARE)
     elif 2 * stage_bytes > budget:
@@ -1284,15 +1284,16 @@ def _k_loop_pipeline(lw, op, loop):
     if wgmma and stages >= 3 and len(parts) == 1 and all(pipe.roles_of(mma)) \
             and _accumulates_in_place(lw, body, mma):
         pipe.lag = 1
-    if tma_plan is not None:
-        pipe.tma = tma_plan
+    if tma_plans is not None:
+        pipe.tma = _tma_stages(lw, tma_plans)
         pipe.after_writes = _may_follow_writes(lw.function, op)
     return pipe
 
 
-def _tma_stages(lw, parts):
-    """_KPipeline.tma for a wgmma pipeline's parts when every staged operand is 128-byte
-    swizzled and has a tensor map (tma.plan), else None (the stages stay cp.async's)."""
+def _tma_plans(lw, parts):
+    """{(id(mma), role): (tma.plan, tile shape)} for a wgmma pipeline's parts when every staged
+    operand is 128-byte swizzled and has a tensor map, else None (the stages stay cp.async's).
+    Declares nothing: _tma_stages does, once the pipeline is certain."""
     from . import tma
     found = {}
     for mma, staged_pair, _, _ in parts:
@@ -1306,10 +1307,15 @@ def _tma_stages(lw, parts):
             if plan is None:
                 return None
             found[(id(mma), role)] = (plan, shape[-2:])
-    if not found:
-        return None
+    return found or None
+
+
+def _tma_stages(lw, plans):
+    """_KPipeline.tma from _tma_plans' answer: each staged operand's tensor map parameter
+    (declared here), rows and columns."""
+    from . import tma
     return {key: (tma.tensor_map(lw, plan, shape[0]), *shape)
-            for key, (plan, shape) in found.items()}
+            for key, (plan, shape) in plans.items()}
 
 
 def _pipeline_part(lw, mma, body, inside, iv_value, stage_bytes):

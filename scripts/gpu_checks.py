@@ -477,14 +477,7 @@ def lowered_as_backend(backend: str) -> str:
                 raise launch.LaunchError(f"{lower_as} code cannot run on {arch}")
             result = jit_compile(bytecode, entry, lower_as, emit="ptx", **dict(options))
             cubin, _log = link_ptx(result.ptx, parse_arch(arch))
-            metadata = {"threads_per_cta": result.threads_per_cta,
-                        "static_shared_bytes": result.shared_memory_bytes,
-                        "dynamic_shared_bytes": result.dynamic_shared_bytes,
-                        "backend": self.name}
-            maps = result._only().tensor_maps
-            if maps:  # as JitBackend: the launcher builds them after the kernel's parameters
-                metadata["tensor_maps"] = [dict(record) for record in maps]
-            return cubin, metadata
+            return cubin, self.metadata(result)
 
     launch.BACKENDS[backend] = LoweredAs
     return backend

@@ -134,6 +134,10 @@ class JitBackend:
         # Imported here: a cache hit computes its key without loading the lowering.
         from .compiler import compile as jit_compile
         result = jit_compile(bytecode, entry, arch, emit="cubin", **dict(options))
+        return bytes(result.cubin), self.metadata(result)
+
+    def metadata(self, result) -> Dict[str, Any]:
+        """The cache entry's launch facts of one compiled entry (compiler.CompileResult)."""
         metadata = {"threads_per_cta": result.threads_per_cta,
                     "static_shared_bytes": result.shared_memory_bytes,
                     "dynamic_shared_bytes": result.dynamic_shared_bytes,
@@ -141,7 +145,7 @@ class JitBackend:
         maps = result._only().tensor_maps
         if maps:  # TMA kernels: the launcher builds these after the kernel's parameters
             metadata["tensor_maps"] = [dict(record) for record in maps]
-        return bytes(result.cubin), metadata
+        return metadata
 
 
 BACKENDS = {"jit": JitBackend, "tileiras": TileirasBackend}

@@ -17,9 +17,12 @@ The kernel's time combines the largest throughput bound of
   instructions, `issue_per_clk` per SM), each pipe (FP32, FP16, FP64, INT, SFU, conversions,
   shuffles, load/store unit) at its warp-instructions per clock, L1/shared (shared wavefronts
   plus global and local sectors at `l1_sectors_per_clk`; TMA's sectors skip L1, its shared
-  writes are wavefronts), and tensor cores (mma flops at the
+  writes are wavefronts), and tensor cores (mma.sync flops at the
   mma.sync rate for the element type, plus the launch's L1/shared time: an mma.sync K loop
-  alternates ldmatrix and mma rather than overlapping them);
+  alternates ldmatrix and mma rather than overlapping them; wgmma flops at the peak rate times
+  `wgmma_efficiency`, plus the launch's issue time: wgmma reads shared memory itself, but a
+  warpgroup waiting on its group issues nothing, and what it issues between groups (attention's
+  softmax) needs the group's result);
 - memory: DRAM (the unique footprint at the achievable HBM bandwidth), L2 (every sector a warp
   access touches: those it needs at 32 bytes, scattered ones beyond them at
   `l2_scattered_sector_bytes`, at the L2 bandwidth, and per active SM at
@@ -70,6 +73,8 @@ class Hardware:
     tensor_flops_per_clk: Dict[str, float] = field(default_factory=lambda: {
         "f16": 4096.0, "tf32": 2048.0, "int8": 8192.0, "fp8": 8192.0, "f64": 256.0})
     mma_sync_efficiency: float = 0.6
+    # wgmma (sm_90) runs at the peak rate above (MODEL.md, "sm_90 comparison": the wgmma term)
+    wgmma_efficiency: float = 1.0
     l1_sectors_per_clk: float = 4.0     # 128 bytes per SM per clock (shared: 1 wavefront)
     shared_wavefronts_per_clk: float = 1.0
     l2_bytes_per_s: float = 12e12       # full-line traffic (MODEL.md, Calibration: GEMMs)
@@ -144,6 +149,8 @@ class LaunchCounts:
     working_warps: Optional[float] = None
     # global sectors moved by TMA (in global_sectors too): L2 traffic that bypasses L1
     tma_sectors: float = 0.0
+    # the part of tensor_flops issued by wgmma (per element type): the wgmma tensor term
+    wgmma_flops: Dict[str, float] = field(default_factory=dict)
 
     @property
     def warps(self) -> int:
@@ -313,7 +320,23 @@ def launch_counts(profile, facts=None, footprint_cap: Optional[float] = None,
         registers=facts.registers if facts else 0,
         spill_bytes=facts.spill_bytes if facts else 0,
         shared_bytes=facts.shared_bytes if facts else 0,
-        working_warps=_working_warps(profile), tma_sectors=report.get("tma_sectors", 0))
+        working_warps=_working_warps(profile), tma_sectors=report.get("tma_sectors", 0),
+        wgmma_flops=_wgmma_flops(profile))
+
+
+def _wgmma_flops(profile) -> Dict[str, float]:
+    """Flops of the launch's wgmma.mma_async instructions per element type (scaled to the
+    grid), from the profile's per-line counts and flops."""
+    flops: Dict[str, int] = {}
+    per_line = profile.per_line
+    for index, entry in enumerate(profile.image.code):
+        ins = entry[4]
+        if ins is not None and ins.opcode == "wgmma" and "mma_async" in ins.modifiers and \
+                per_line[index]:
+            kind = profile.mma_kinds[index]
+            flops[kind] = flops.get(kind, 0) + int(per_line[index]) * profile.flops[index]
+    # scaled as the report scales mma_flops, so that wgmma-only launches leave no mma.sync part
+    return {kind: float(round(value * profile.scale)) for kind, value in flops.items()}
 
 
 def _working_warps(profile) -> Optional[float]:
@@ -364,16 +387,24 @@ def estimate(counts: LaunchCounts, hw: Hardware = Hardware(), grid: Optional[int
     lsu = sum(ins.get(c, 0) for c in LSU)
     if lsu:
         cycles["lsu"] = lsu * per / hw.rates["lsu"]
+    wgmma = counts.wgmma_flops
+    # mma.sync flops: the rest (a sampled launch's scaled counts may differ in the last flop)
+    sync = {kind: flops - wgmma.get(kind, 0.0) for kind, flops in counts.tensor_flops.items()}
     tensor = sum(flops / (hw.tensor_flops_per_clk.get(kind, 4096.0) * hw.mma_sync_efficiency)
-                 for kind, flops in counts.tensor_flops.items())
-    if tensor:
-        cycles["tensor"] = tensor * per
+                 for kind, flops in sync.items() if flops > 1e-6 * counts.tensor_flops[kind])
+    tensor_wgmma = sum(flops / (hw.tensor_flops_per_clk.get(kind, 4096.0) * hw.wgmma_efficiency)
+                       for kind, flops in wgmma.items())
+    if tensor or tensor_wgmma:
+        cycles["tensor"] = (tensor + tensor_wgmma) * per
     cycles["l1_shared"] = (counts.shared_wavefronts / hw.shared_wavefronts_per_clk +
                            (counts.global_sectors - counts.tma_sectors + counts.local_sectors) /
                            hw.l1_sectors_per_clk) * per
     if tensor:  # mma.sync takes its operands from registers that ldmatrix fills from shared
         # memory: a K loop alternates the two (MODEL.md, Calibration: GEMMs)
         cycles["tensor"] += cycles["l1_shared"]
+    if tensor_wgmma:  # wgmma reads shared memory itself; its warpgroup issues nothing while it
+        # waits for the group, and attention's softmax needs the group's result (MODEL.md, sm_90)
+        cycles["tensor"] += cycles["issue"]
     bounds = {name: per_sm * c / clock for name, c in cycles.items()}
     # L2 traffic per CTA: the sectors an access needs at 32 bytes, those it touches beyond
     # them (scattered) at `l2_scattered_sector_bytes`; hand-made counts without an ideal

@@ -163,6 +163,9 @@ class Writer:
         self.buf = bytearray()
 
     def varint(self, value: int) -> None:
+        if value < 0x80 and value >= 0:  # one byte (most values); `value < …` first as below
+            self.buf.append(value)
+            return
         if value < 0:
             raise ValueError(f"varint cannot encode negative value {value}")
         buf = self.buf

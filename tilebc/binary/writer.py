@@ -118,6 +118,11 @@ class ModuleWriter:
             self.debug = _SeededInterner(debug, first_index=1)
         self.type_index: Dict[T.Type, int] = {}
         self.debug_index: Dict[object, int] = {}
+        # id(value) -> (value, index) in front of type_index and debug_index: the same objects
+        # recur op after op, and a structural hash is a Python call each time (the value is
+        # kept, so its id cannot be reused by another object while the writer lives).
+        self._type_ids: Dict[int, tuple] = {}
+        self._debug_ids: Dict[int, tuple] = {}
         # How many table entries deep each entry reaches through its references: a reader refuses
         # chains longer than max_nesting, so the writer refuses to produce them.
         self.type_depth: Dict[int, int] = {}
@@ -146,8 +151,12 @@ class ModuleWriter:
         return self.strings.add(data, data)
 
     def type(self, value: T.Type) -> int:
+        seen = self._type_ids.get(id(value))
+        if seen is not None and seen[0] is value:
+            return seen[1]
         found = self.type_index.get(value)
         if found is not None:
+            self._type_ids[id(value)] = (value, found)
             return found
         writer = Writer()
         self._encode_type(value, writer)
@@ -160,6 +169,7 @@ class ModuleWriter:
         self.type_depth[found] = self._depth(
             "type", value, self.type_depth, [self.type_index[part] for part in _type_parts(value)])
         self.type_index[value] = found
+        self._type_ids[id(value)] = (value, found)
         return found
 
     def _depth(self, what: str, value, depths: Dict[int, int], refs: List[int]) -> int:
@@ -355,10 +365,16 @@ class ModuleWriter:
     def op(self, op: Op, out: Writer, numbering: Dict[int, int], locs: List) -> None:
         spec = op.spec
         version = self.version
-        plan = self._plan(spec)
+        plan = self._plans.get(id(spec))
+        if plan is None or plan.spec is not spec:
+            plan = self._plan(spec)
         # The location is interned before anything of the op, as cuTile's writer does.
         loc = op.loc
-        locs.append(0 if loc is None else self.debug_index.get(loc) or self.debug_attr(loc))
+        if loc is None:
+            locs.append(0)
+        else:
+            seen = self._debug_ids.get(id(loc))
+            locs.append(seen[1] if seen is not None and seen[0] is loc else self.debug_attr(loc))
         if spec.structural:
             raise self.fail("structural op cannot appear in a function body", op)
         if spec.preview and not self.module.preview:
@@ -372,7 +388,14 @@ class ModuleWriter:
                     item = self.unplaced_globals.pop(op.attrs.get(attr.name), None)
                     if item is not None:
                         self._global_entries(item)
-        out.varint(spec.opcode)
+        # varints below 0x80 (most opcodes, counts, table indices, value numbers) appended inline
+        buf = out.buf
+        varint = out.varint
+        opcode = spec.opcode
+        if 0 <= opcode < 0x80:
+            buf.append(opcode)
+        else:
+            varint(opcode)
 
         # Results: those newer than the target are omitted (and must be unused).
         if plan.encode_results is not None and len(op.results) <= plan.encode_results:
@@ -381,29 +404,50 @@ class ModuleWriter:
             serialized = [value for value, result in zip(op.results, self._result_specs(op))
                           if result.since <= version]
         if plan.counted_results:
-            out.varint(len(serialized))
+            varint(len(serialized))
+        type_ids = self._type_ids
         for value in serialized:
-            out.varint(self.type(value.type))
+            value_type = value.type
+            seen = type_ids.get(id(value_type))
+            index = seen[1] if seen is not None and seen[0] is value_type else self.type(value_type)
+            if index < 0x80:
+                buf.append(index)
+            else:
+                varint(index)
 
         # Flags.
         flags = 0
+        operands = op.operands
+        attrs = op.attrs
         for bit, unit, current in plan.encode_flag_bits:
             if bit.is_operand:
-                present = op.operands.get(bit.name) is not None
+                present = operands.get(bit.name) is not None
             else:
-                attr_value = op.attrs.get(bit.name)
+                attr_value = attrs.get(bit.name)
                 present = bool(attr_value) if unit else attr_value is not None
             if present:
                 if not current:
                     self.need(max(bit.since, spec.since), f"{bit.name}", op)
                 flags |= 1 << bit.bit
         if plan.has_flags:
-            out.varint(flags)
+            if flags < 0x80:
+                buf.append(flags)
+            else:
+                varint(flags)
 
         # Attributes (unit attributes are flags).
         for attr, current in plan.encode_attrs:
-            value = op.attrs.get(attr.name)
-            if attr.optional and value is None:
+            value = attrs.get(attr.name)
+            if value is None and attr.optional:
+                continue
+            if current and attr.kind is _ENUM and value.__class__ is attr.enum \
+                    and value.since <= version:
+                # _op_attr's enum case inline (most attributes are enums a version has)
+                number = int(value)
+                if 0 <= number < 0x80:
+                    buf.append(number)
+                else:
+                    varint(number)
                 continue
             if not current:
                 default = attr.default_for(op.operands)
@@ -420,14 +464,19 @@ class ModuleWriter:
 
         # Operands.
         get = numbering.get
-        operands = op.operands
         mode = plan.operand_mode
         if mode is FIXED:
             for operand in spec.operands:
                 group = operands.get(operand.name)
-                self._required(group, operand, op)
+                if not isinstance(group, Value):
+                    self._required(group, operand, op)
                 index = get(id(group))
-                out.varint(self._undefined(group, op) if index is None else index)
+                if index is None:
+                    varint(self._undefined(group, op))
+                elif index < 0x80:
+                    buf.append(index)
+                else:
+                    varint(index)
         elif mode is SEGMENTED:
             for operand in spec.operands:
                 group = operands.get(operand.name)
@@ -451,10 +500,15 @@ class ModuleWriter:
                 else:
                     self._required(group, operand, op)
                     flat.append(group)
-            out.varint(len(flat))
+            varint(len(flat))
             for value in flat:
                 index = get(id(value))
-                out.varint(self._undefined(value, op) if index is None else index)
+                if index is None:
+                    varint(self._undefined(value, op))
+                elif index < 0x80:
+                    buf.append(index)
+                else:
+                    varint(index)
 
         # Regions: block arguments take the indices the op's results get afterwards.
         if spec.regions:
@@ -562,9 +616,15 @@ class ModuleWriter:
     # ---- debug info ------------------------------------------------------------------------------
 
     def debug_attr(self, value) -> int:
+        seen = self._debug_ids.get(id(value))
+        if seen is not None and seen[0] is value:
+            return seen[1]
         found = self.debug_index.get(value)
         if found is not None:
+            self._debug_ids[id(value)] = (value, found)
             return found
+        if value.__class__ is L.DILoc:
+            return self._di_loc(value)
         out = Writer()
         refs: List[int] = []
         if isinstance(value, L.UnknownDebugAttr):
@@ -620,6 +680,28 @@ class ModuleWriter:
         found = self.debug.add(blob, blob)
         self.debug_depth[found] = self._depth("debug attribute", value, self.debug_depth, refs)
         self.debug_index[value] = found
+        self._debug_ids[id(value)] = (value, found)
+        return found
+
+    def _di_loc(self, value: L.DILoc) -> int:
+        """debug_attr of a DILoc not interned yet (one per op in most files), its steps inline."""
+        scope = self.debug_attr(value.scope)
+        out = Writer()
+        buf = out.buf
+        buf.append(DEBUG_LOC)
+        for item in (scope, self.string(value.filename), value.line, value.column):
+            if item < 0x80 and item >= 0:  # varint's own test first: the same TypeError
+                buf.append(item)
+            else:
+                out.varint(item)
+        blob = bytes(buf)
+        found = self.debug.add(blob, blob)
+        depth = 1 + self.debug_depth[scope]
+        if depth > DEFAULT_LIMITS.max_nesting:
+            self._depth("debug attribute", value, self.debug_depth, [scope])  # raises
+        self.debug_depth[found] = depth
+        self.debug_index[value] = found
+        self._debug_ids[id(value)] = (value, found)
         return found
 
     # ---- module ----------------------------------------------------------------------------------
@@ -813,6 +895,9 @@ def encode_offset_table(blobs: List[bytes], offset_width: int, alignment: int,
     for blob in blobs:
         out.raw(blob)
     return out.buf
+
+
+_ENUM = AttrKind.ENUM
 
 
 def _show(value) -> str:

@@ -57,27 +57,23 @@ def variant_load(label: str, custom=None):
     raise ValueError(f"unknown variant {label!r}")
 
 
-def _option_value(text: str):
-    """A --variant option value: true / false, an integer, else the text itself."""
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    try:
-        return int(text)
-    except ValueError:
-        return text
-
-
 def parse_variant(text: str):
-    """(label, JIT compile options) from --variant's LABEL:opt=value[,opt=value]."""
+    """(label, JIT compile options) from --variant's LABEL:opt=value[,opt=value]; the values
+    read as bench_model's --jit-option reads them."""
+    import bench_model
     label, colon, spec = text.partition(":")
     label = label.strip()
-    pairs = [item.partition("=") for item in spec.split(",") if item.strip()]
-    if not colon or not label or not pairs or any(not eq or not k.strip() for k, eq, _ in pairs):
+    items = [item for item in spec.split(",") if item.strip()]
+    try:
+        options = bench_model.jit_options(items)
+    except ValueError:
+        options = None
+    if not colon or not label or not options:
         raise ValueError(f"--variant {text!r}: expected LABEL:option=value[,option=value]")
     if label in BACKENDS or label.startswith("jit@") or label in ("jit+wgmma", "jit-wgmma",
                                                                       "jit-tma"):
         raise ValueError(f"--variant {text!r}: label {label!r} names a built-in column")
-    return label, {k.strip(): _option_value(v.strip()) for k, _, v in pairs}
+    return label, options
 
 
 def variant_columns(args):

@@ -887,16 +887,17 @@ def render_summary(fixtures: Sequence[FixtureResult], isa: Sequence[Tuple[str, O
     if math:
         parts.append(_table(["f64 function", "status", "detail"],
                             [(name, o.status, o.detail) for name, o in math]))
-    failures = count_failures(fixtures, isa) + sum(o.failed for _, o in math)
+    failures = count_failures(fixtures, isa, math)
     parts.append(f"{len(fixtures)} fixture runs, {len(isa)} ISA cases, {len(math)} f64 "
                  f"functions, {failures} failing"
                  + (f", {len(unrun)} not run (time budget)" if unrun else ""))
     return "\n\n".join(parts)
 
 
-def count_failures(fixtures: Sequence[FixtureResult], isa: Sequence[Tuple[str, Outcome]]) -> int:
+def count_failures(fixtures: Sequence[FixtureResult], isa: Sequence[Tuple[str, Outcome]],
+                   math: Sequence[Tuple[str, Outcome]] = ()) -> int:
     failing = sum(1 for r in fixtures for o in [r.interp, *r.backends.values()] if o.failed)
-    return failing + sum(1 for _, o in isa if o.failed)
+    return failing + sum(1 for _, o in [*isa, *math] if o.failed)
 
 
 # -- main ---------------------------------------------------------------------------------------
@@ -964,7 +965,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 ["scripts/gpu_checks.py", *(argv if argv is not None else sys.argv[1:])]),
             elapsed=time.monotonic() - started))
         print(f"timings written to {args.results}")
-    failing = count_failures(fixtures, isa) + sum(o.failed for _, o in math) + len(unrun)
+    failing = count_failures(fixtures, isa, math) + len(unrun)
     return 1 if failing else 0
 
 

@@ -23,9 +23,10 @@ def _name(path):
 
 
 def _uses_tensor_cores(path):
-    """Whether the fixture's listing (its version's .dis) has an mmaf / mmai op."""
+    """Whether the fixture's listing (its version's .dis) has an mma op (mmaf, mmai, and their
+    block-scaled forms)."""
     text = path.with_suffix(".dis").read_text()
-    return re.search(r"= mma[fi]\b", text) is not None
+    return re.search(r"= mma[fi](?:_scaled)?\b", text) is not None
 
 
 def _compile_or_expect(path, arch, verbose=False):

@@ -394,13 +394,14 @@ def test_scale_bench_without_a_gpu_says_so_and_exits_zero():
 
 # -- our code for an older arch on the GPU at hand ---------------------------------------------
 
-def test_jit_lowered_for_sm80_links_for_the_gpu_at_hand(tmp_path):
+def test_jit_lowered_for_sm80_links_for_the_gpu_at_hand(tmp_path, monkeypatch):
     """`--backends jit@sm_80`: the aligned GEMM, which takes TMA and wgmma when lowered for sm_90,
     comes out as sm_80 code (no tensor maps) linked for sm_90, cached apart from the JIT's own."""
     import tilebc_runtime
     from tilebc_runtime import launch
     from tilebc_runtime.cache import CubinCache
     path = ROOT / "fixtures" / "bytecode" / "la_gemm_aligned_tile" / "la_gemm_aligned_tile-13.5.tilebc"
+    monkeypatch.setattr(launch, "BACKENDS", dict(launch.BACKENDS))  # registered for this test only
     backend = gpu_checks.lowered_as_backend("jit@sm_80")
     assert gpu_checks.lowered_as_backend("jit") == "jit"
     older = tilebc_runtime.load(path, backend=backend, cache=CubinCache(tmp_path))
@@ -411,8 +412,8 @@ def test_jit_lowered_for_sm80_links_for_the_gpu_at_hand(tmp_path):
     compiled = older[entry].compile("sm_90")
     assert compiled.cubin[:4] == b"\x7fELF" and compiled.threads == 128
     assert not compiled.tensor_maps and native[entry].compile("sm_90").tensor_maps
+    gpu_checks.lowered_as_backend("jit@sm_90")
     with pytest.raises(LaunchError, match="sm_90 code cannot run on sm_80"):
-        gpu_checks.lowered_as_backend("jit@sm_90")
         launch.BACKENDS["jit@sm_90"]().compile(path.read_bytes(), entry, "sm_80", {})
 
 

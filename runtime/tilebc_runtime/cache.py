@@ -629,8 +629,8 @@ except ImportError:  # Windows: filelock's own lock
 
 class FileLock:
     """An exclusive lock on the file `path`, held between acquire() and release(): flock(2), as
-    filelock takes it on POSIX, so the two exclude each other (and the C++ loader's flock).
-    filelock itself costs ~30 ms of start-up; it still serves where flock is missing (Windows, a
+    filelock takes it on POSIX, so the two exclude each other (older tilebc and the C++ build
+    tests take filelock's). filelock itself costs ~30 ms of start-up; it still serves where flock is missing (Windows, a
     filesystem without flock). Failing to lock in `timeout` seconds (< 0: wait forever) raises
     TimeoutError, an OSError like filelock.Timeout."""
 

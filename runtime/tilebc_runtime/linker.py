@@ -37,7 +37,7 @@ def _status_name(status: int) -> str:
         return "nvJitLink error"
 
 
-def _site_folders() -> list:
+def site_folders() -> list:
     """site-packages folders in cuda.pathfinder's order (a venv's own, then the user's)."""
     folders = list(site.getsitepackages())
     if site.ENABLE_USER_SITE:
@@ -52,7 +52,7 @@ def wheel_library() -> Optional[str]:
     or None (not Linux, or no such wheel)."""
     if not sys.platform.startswith("linux"):
         return None
-    folders = _site_folders()
+    folders = site_folders()
     for parts in _WHEEL_DIRS:
         for folder in folders:
             directory = os.path.join(folder, *parts)

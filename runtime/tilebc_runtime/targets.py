@@ -127,13 +127,11 @@ def nvjitlink_fingerprint(path: Optional[str]) -> Optional[str]:
     without loading the library (cuda.pathfinder and the library: ~100 ms). None without a path."""
     import hashlib
     import os
-    import site
     import sys
+    from .linker import site_folders
     if not path:
         return None
-    folders = list(site.getsitepackages())
-    if site.ENABLE_USER_SITE:
-        folders.append(site.getusersitepackages())
+    folders = site_folders()
     parts = [sys.version, sys.prefix, path]
     searched = _SEARCH_ENVIRONMENT + (("PATH",) if os.name == "nt" else ())  # Windows' DLL search
     parts += [f"{name}={os.environ.get(name)}" for name in searched]

@@ -623,7 +623,7 @@ class ModuleWriter:
         if found is not None:
             self._debug_ids[id(value)] = (value, found)
             return found
-        if value.__class__ is L.DILoc:
+        if isinstance(value, L.DILoc):  # one per op in most files: its own short path
             return self._di_loc(value)
         out = Writer()
         refs: List[int] = []
@@ -644,14 +644,6 @@ class ModuleWriter:
             out.varint(DEBUG_LEXICAL_BLOCK)
             for item in (scope, file, value.line, value.column):
                 out.varint(item)
-        elif isinstance(value, L.DILoc):
-            scope = self.debug_attr(value.scope)
-            refs = [scope]
-            out.varint(DEBUG_LOC)
-            out.varint(scope)
-            out.varint(self.string(value.filename))
-            out.varint(value.line)
-            out.varint(value.column)
         elif isinstance(value, L.DISubprogram):
             file, unit = self.debug_attr(value.file), self.debug_attr(value.compile_unit)
             refs = [file, unit]
@@ -684,7 +676,7 @@ class ModuleWriter:
         return found
 
     def _di_loc(self, value: L.DILoc) -> int:
-        """debug_attr of a DILoc not interned yet (one per op in most files), its steps inline."""
+        """debug_attr of a DILoc not interned yet: its scope, file name, line and column."""
         scope = self.debug_attr(value.scope)
         out = Writer()
         buf = out.buf

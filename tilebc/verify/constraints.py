@@ -333,13 +333,6 @@ def no_extra(reason: str) -> Constraint:
     return check
 
 
-def context_dependent(check: Constraint) -> Constraint:
-    """Mark a constraint that reads more than the op's own operand/result types and attributes
-    (defining ops, regions): its op kind's verdicts are then never reused across ops."""
-    check.context_dependent = True
-    return check
-
-
 def context_tail(context: Constraint):
     """Mark a constraint whose last part reads more than the op's own types and attributes
     (defining ops, regions); `context` is that part alone: on an op whose first part passes, it

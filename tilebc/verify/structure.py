@@ -66,8 +66,7 @@ class _SpecFacts:
         self.context_checks = tuple(c.context for c in self.tail)
         # Verdicts of the signature checks (see Verifier.value_key) may be reused only when
         # every other constraint reads nothing but the op's own types and attributes.
-        self.memoizable = not any(getattr(c, "context_dependent", False)
-                                  or getattr(c, "context", None) is not None
+        self.memoizable = not any(getattr(c, "context", None) is not None
                                   for c in self.constraints)
         self.hints = spec.mnemonic in HINTS_FOR
         self.operand_names = tuple(o.name for o in spec.operands)

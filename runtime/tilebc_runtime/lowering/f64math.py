@@ -98,7 +98,8 @@ _TWO_OVER_PI_FIXED = (2 << (CHUNK_BITS * CHUNK_COUNT + _PI_BITS)) // _pi_fixed(_
 TWO_OVER_PI_CHUNKS = [(_TWO_OVER_PI_FIXED >> (CHUNK_BITS * (CHUNK_COUNT - 1 - j))) & 0xFFFFFF
                       for j in range(CHUNK_COUNT)]
 
-EXP_TAYLOR = [1 / factorial(n) for n in range(13, -1, -1)]
+EXP_TAYLOR = [1 / factorial(n) for n in range(13, -1, -1)]          # e^r, highest first
+
 
 def _bernoulli(count: int):
     """B_0 .. B_{count-1} as fractions (the Akiyama-Tanigawa recurrence)."""
@@ -121,7 +122,8 @@ def tanh_series():
     numbers = _bernoulli(68)
     return [float(Fraction(4 ** n * (4 ** n - 1)) * numbers[2 * n] / factorial(2 * n))
             for n in range(33, 1, -1)]
-          # e^r, highest first
+
+
 SINH_SERIES_LIMIT = 1.0   # sinh x = x + x·z·P(z) below: the tail stays under 18 % of x
 SINH_TAYLOR = [1 / factorial(2 * n + 1) for n in range(10, 0, -1)]  # (sinh x - x) / x³
 SIN_TAYLOR = [(-1) ** n / factorial(2 * n + 1) for n in range(9, 0, -1)]   # (sin r - r) / r³
@@ -303,7 +305,6 @@ def sinh_f64(w, x):
     e = _Emit(w)
     ax = e.abs(x)
     # e^|x|/2 - e^-|x|/2 from double-double exponentials below 22, the series below 1
-    # (expm1-based, t + t/(t+1) reached 2 ulp: it compounds expm1's error with two roundings)
     grown, shrunk = _exp_pair(e, e.op(f"min.f64 {{out}}, {ax}, {imm(22.0)}"))
     near = _half_sum(e, grown, shrunk, -1.0)
     z = e.mul(ax, ax)
@@ -328,9 +329,8 @@ def cosh_f64(w, x):
 def tanh_f64(w, x):
     e = _Emit(w)
     ax = e.abs(x)
-    # |x| < 0.8: the series (-t/(t+2), t = e^-2|x| - 1, compounds expm1's error with two
-    # roundings: up to 2.3 ulp); above, 1 - 2/(e^2|x| + 1) with e^2|x|, the denominator and the
-    # quotient as double-doubles (rounded e^2|x| reached 1.03 ulp); 2|x| >= 40 gives 1
+    # |x| < 0.8: the series; above, 1 - 2/(e^2|x| + 1) with e^2|x|, the denominator and the
+    # quotient as double-doubles (a rounded e^2|x| costs up to 1.03 ulp); 2|x| >= 40 gives 1
     z = e.mul(ax, ax)
     series = e.fma(e.mul(ax, z), e.horner(z, tanh_series()), ax)
     m, m_lo, k = _exp_dd(e, e.op(f"min.f64 {{out}}, {e.mul(ax, imm(2.0))}, {imm(40.0)}"))

@@ -321,22 +321,7 @@ def launch_counts(profile, facts=None, footprint_cap: Optional[float] = None,
         spill_bytes=facts.spill_bytes if facts else 0,
         shared_bytes=facts.shared_bytes if facts else 0,
         working_warps=_working_warps(profile), tma_sectors=report.get("tma_sectors", 0),
-        wgmma_flops=_wgmma_flops(profile))
-
-
-def _wgmma_flops(profile) -> Dict[str, float]:
-    """Flops of the launch's wgmma.mma_async instructions per element type (scaled to the
-    grid), from the profile's per-line counts and flops."""
-    flops: Dict[str, int] = {}
-    per_line = profile.per_line
-    for index, entry in enumerate(profile.image.code):
-        ins = entry[4]
-        if ins is not None and ins.opcode == "wgmma" and "mma_async" in ins.modifiers and \
-                per_line[index]:
-            kind = profile.mma_kinds[index]
-            flops[kind] = flops.get(kind, 0) + int(per_line[index]) * profile.flops[index]
-    # scaled as the report scales mma_flops, so that wgmma-only launches leave no mma.sync part
-    return {kind: float(round(value * profile.scale)) for kind, value in flops.items()}
+        wgmma_flops={k: float(v) for k, v in report.get("wgmma_flops", {}).items()})
 
 
 def _working_warps(profile) -> Optional[float]:
@@ -388,10 +373,10 @@ def estimate(counts: LaunchCounts, hw: Hardware = Hardware(), grid: Optional[int
     if lsu:
         cycles["lsu"] = lsu * per / hw.rates["lsu"]
     wgmma = counts.wgmma_flops
-    # mma.sync flops: the rest (a sampled launch's scaled counts may differ in the last flop)
+    # mma.sync flops: the rest
     sync = {kind: flops - wgmma.get(kind, 0.0) for kind, flops in counts.tensor_flops.items()}
     tensor = sum(flops / (hw.tensor_flops_per_clk.get(kind, 4096.0) * hw.mma_sync_efficiency)
-                 for kind, flops in sync.items() if flops > 1e-6 * counts.tensor_flops[kind])
+                 for kind, flops in sync.items() if flops > 0)
     tensor_wgmma = sum(flops / (hw.tensor_flops_per_clk.get(kind, 4096.0) * hw.wgmma_efficiency)
                        for kind, flops in wgmma.items())
     if tensor or tensor_wgmma:

@@ -290,6 +290,7 @@ class Profile:
         self.shared_ideal_wavefronts = 0
         self.local_sectors = 0
         self.mma_flops: Dict[str, int] = {}
+        self.wgmma_flops: Dict[str, int] = {}  # the part of mma_flops wgmma.mma_async issues
         self.tma_loads = 0
         self.tma_stores = 0
         self.tma_sectors = 0
@@ -319,6 +320,7 @@ class Profile:
         self.flops: List[int] = [0] * len(code)
         self.mma_kinds: List[str] = [""] * len(code)
         self.wgmma_wavefronts: List[int] = [0] * len(code)
+        self.is_wgmma: List[bool] = [False] * len(code)  # wgmma.mma_async lines
         for index, entry in enumerate(code):
             ins = entry[4]
             if ins is None:
@@ -333,6 +335,7 @@ class Profile:
                 self.flops[index] = _mma_flops(ins) // 4  # a warpgroup's 4 warps issue it
                 self.mma_kinds[index] = _mma_kind(ins)
                 self.wgmma_wavefronts[index] = _wgmma_wavefronts(ins)
+                self.is_wgmma[index] = True
         self.spin_loops = _spin_loops(code)
         self.class_counts = np.zeros(len(CLASSES), np.int64)
         total = grid[0] * grid[1] * grid[2]
@@ -362,6 +365,8 @@ class Profile:
         if self.flops[pc]:
             kind = self.mma_kinds[pc]
             self.mma_flops[kind] = self.mma_flops.get(kind, 0) + warps * self.flops[pc]
+            if self.is_wgmma[pc]:
+                self.wgmma_flops[kind] = self.wgmma_flops.get(kind, 0) + warps * self.flops[pc]
             if self.wgmma_wavefronts[pc] and executing is not False:
                 # a warpgroup reads its shared operands once (counted a quarter per warp)
                 share = warps * self.wgmma_wavefronts[pc] // 4
@@ -577,6 +582,7 @@ class Profile:
             "local_sectors": sc(self.local_sectors),
             "barriers": sc(self.barriers),
             "mma_flops": {k: sc(v) for k, v in self.mma_flops.items()},
+            "wgmma_flops": {k: sc(v) for k, v in self.wgmma_flops.items()},
             "tma_loads": sc(self.tma_loads), "tma_stores": sc(self.tma_stores),
             "tma_sectors": sc(self.tma_sectors), "tma_shared_bytes": sc(self.tma_shared_bytes),
             "mbarrier_waits": sc(self.mbarrier_waits),

@@ -77,6 +77,13 @@ class Cyclic(Layout):
         linear = np.arange(threads)[None, :] + threads * np.arange(self.slots)[:, None]
         return linear % self.count
 
+    def row(self, k: int, threads: int) -> list:
+        """table(threads)[k] as plain ints: slot k of thread t holds (t + k*T) % count (the
+        default layout's indices need no numpy on the compile path)."""
+        if self.count == 1:
+            return [0] * threads
+        return [(t + k * threads) % self.count for t in range(threads)]
+
     def emit_index(self, lw, k: int) -> str:
         return lw.elem_index(self.count, k)
 

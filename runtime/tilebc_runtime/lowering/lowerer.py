@@ -233,8 +233,8 @@ class Lowerer:
 
         def make():
             w = self.w
-            if layout is None:  # cyclic: slot k of thread t holds (t + k*T) % count
-                known = _unravel([(t + k * self.T) % count for t in range(self.T)], shape)
+            if layout is None:
+                known = _unravel(Cyclic(count, self.T).row(k, self.T), shape)
             else:
                 known = np.unravel_index(layout.table(self.T)[k], shape)
             result = []
@@ -302,12 +302,12 @@ class Lowerer:
             if layout is not None and count > 1:
                 index = np.stack(np.unravel_index(layout.table(self.T), shape))
             elif count > 1 and count % self.T == 0:
-                # cyclic, whole rows: slot k of thread t holds t + k*T, below count (no numpy)
-                T = self.T
-                first = _unravel(range(T), shape)
+                # cyclic, whole rows (no numpy: Cyclic.row)
+                cyclic = Cyclic(count, self.T)
+                first = _unravel(cyclic.row(0, self.T), shape)
                 for k in range(slots):
                     moved = [[a - b for a, b in zip(now, then)]
-                             for now, then in zip(_unravel(range(k * T, k * T + T), shape), first)]
+                             for now, then in zip(_unravel(cyclic.row(k, self.T), shape), first)]
                     if all(len(set(dim)) == 1 for dim in moved):
                         deltas[k] = tuple(dim[0] for dim in moved)
                 index = None

@@ -416,6 +416,14 @@ def log2_f64(w, x):
     return _log_specials(e, x, e.add(top, tail))
 
 
+def _dd_div(e: _Emit, num, num_lo, den, den_lo):
+    """(num + num_lo) / (den + den_lo) as a double-double: the rounded quotient and its
+    correction from the exact remainder of the division."""
+    q = e.div(num, den)
+    remainder = e.fma(e.neg(q), den, num)            # exact
+    return q, e.div(e.fma(e.neg(q), den_lo, e.add(remainder, num_lo)), den)
+
+
 def _two_sum(e: _Emit, a, b):
     """a + b = hi + err exactly (Knuth's TwoSum)."""
     hi = e.add(a, b)
@@ -646,9 +654,7 @@ def tan_f64(w, x):
     odd = _bit(e, n, 1)
     num, num_lo = e.sel(c, s, odd), e.sel(c_lo, s_lo, odd)
     den, den_lo = e.sel(s, c, odd), e.sel(s_lo, c_lo, odd)
-    q = e.div(num, den)
-    remainder = e.fma(e.neg(q), den, num)            # exact
-    q_lo = e.div(e.fma(e.neg(q), den_lo, e.add(remainder, num_lo)), den)
+    q, q_lo = _dd_div(e, num, num_lo, den, den_lo)
     v = e.add(q, q_lo)
     v = e.sel(e.neg(v), v, odd)
     v = e.sel(r, v, e.setp("eq", r, imm(0.0)))       # tan(±0) = ±0
@@ -677,9 +683,7 @@ def atan2_f64(w, y, x):
     total, total_lo = _two_sum(e, small, big)
     num, num_lo = e.sel(diff, small, reduced), e.sel(diff_lo, imm(0.0), reduced)
     den, den_lo = e.sel(total, big, reduced), e.sel(total_lo, imm(0.0), reduced)
-    t = e.div(num, den)
-    t_lo = e.fma(e.neg(t), den_lo, e.add(e.fma(e.neg(t), den, num), num_lo))
-    t_lo = e.div(t_lo, den)
+    t, t_lo = _dd_div(e, num, num_lo, den, den_lo)
     degenerate = e.setp("eq", big, imm(0.0))
     t = e.sel(imm(0.0), t, degenerate)
     t_lo = e.sel(imm(0.0), t_lo, degenerate)

@@ -270,35 +270,27 @@ def _propagated_nan(bits: np.ndarray, src: FloatFormat, dst: FloatFormat) -> Opt
 _NATIVE_FTOF = {("f16", "f32"): False, ("bf16", "f32"): False, ("f16", "f64"): False,
                 ("bf16", "f64"): False, ("f32", "f64"): False,
                 ("f32", "f16"): True, ("f32", "bf16"): True, ("f64", "f32"): True}
-# float -> (bits as unsigned, magnitude mask, +Inf): NaN is a magnitude above Inf. Read from the
-# bits, as isnan would raise the invalid flag on signalling NaNs.
-_NAN_ABOVE = {"f16": (np.uint16, 0x7FFF, 0x7C00), "bf16": (np.uint16, 0x7FFF, 0x7F80),
-              "f32": (np.uint32, 0x7FFFFFFF, 0x7F800000),
-              "f64": (np.uint64, 0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000)}
-
-
-# Smallest normal magnitude of either format (2^-14 f16, 2^-126 f32/bf16, 2^-1022 f64).
-_TINY_EXPONENT = {"f16": -14, "bf16": -126, "f32": -126, "f64": -1022}
-
-
 @functools.lru_cache(maxsize=None)
-def _normal_floor(src: str, dst: str) -> int:
-    """The magnitude bits, in `src`, of the smallest value normal in both formats: below it the
-    CPU's cast would follow its flush-to-zero / denormals-are-zero modes, which a library may set."""
-    unsigned = _NAN_ABOVE[src][0]
-    tiny = 2.0 ** max(_TINY_EXPONENT[src], _TINY_EXPONENT[dst])
-    return int(np.array(tiny, dtype=NUMPY_DTYPES[src]).view(unsigned))
+def _magnitude_limits(src: str, dst: str):
+    """(unsigned dtype of `src`'s bits, magnitude mask, +Inf's bits, the bits of the smallest
+    magnitude normal in both formats), from the formats' FloatFormat."""
+    fmt, other = float_format(src), float_format(dst)
+    inf = ((1 << fmt.exp_bits) - 1) << fmt.man_bits
+    floor = (max(fmt.emin, other.emin) + fmt.bias) << fmt.man_bits  # 2^e, mantissa 0
+    return np.dtype(f"u{fmt.bits // 8}").type, fmt.sign_bit - 1, inf, floor
 
 
 def _native_cast_exact(array: np.ndarray, src: ElementType, dst: ElementType) -> bool:
     """True where the CPU's cast gives the rounding rules' bits: no NaN (payloads follow the rules
-    above) and no nonzero magnitude below the normal range of either format (FTZ/DAZ)."""
-    unsigned, mask, inf = _NAN_ABOVE[src.name]
+    above; NaN is a magnitude above Inf, read from the bits, as isnan would raise the invalid flag
+    on signalling NaNs) and no nonzero magnitude below the normal range of either format: there
+    the CPU's cast would follow its flush-to-zero / denormals-are-zero modes, which a library
+    may set."""
+    unsigned, mask, inf, floor = _magnitude_limits(src.name, dst.name)
     magnitude = array.view(unsigned) & unsigned(mask)
     if (magnitude > unsigned(inf)).any():
         return False
-    floor = unsigned(_normal_floor(src.name, dst.name))
-    return not ((magnitude < floor) & (magnitude != 0)).any()
+    return not ((magnitude < unsigned(floor)) & (magnitude != 0)).any()
 
 
 def float_to_float(array, src: ElementLike, dst: ElementLike, rounding=RM.NEAREST_EVEN) -> np.ndarray:

@@ -36,6 +36,11 @@ MODEL_RESULTS = ROOT / "benchmarks" / "results" / "model.md"
 BACKENDS = ("jit", "tileiras")
 
 
+# the --wgmma and --tma columns: our JIT with these compile options
+BUILT_IN_VARIANTS = {"jit+wgmma": {"wgmma": True}, "jit-wgmma": {"wgmma": False},
+                     "jit-tma": {"tma": False}}
+
+
 def variant_load(label: str, custom=None):
     """(backend, load options) for a column label: the two backends, "jit+wgmma" / "jit-wgmma"
     (sm_90's warpgroup mma wherever it fits / never; the JIT's own choice is in between),
@@ -46,12 +51,8 @@ def variant_load(label: str, custom=None):
         return "jit", dict(custom[label])
     if label in BACKENDS:
         return label, {}
-    if label == "jit+wgmma":
-        return "jit", {"wgmma": True}
-    if label == "jit-wgmma":
-        return "jit", {"wgmma": False}
-    if label == "jit-tma":
-        return "jit", {"tma": False}
+    if label in BUILT_IN_VARIANTS:
+        return "jit", dict(BUILT_IN_VARIANTS[label])
     if label.startswith("jit@"):
         return "jit", {"threads": int(label[4:])}
     raise ValueError(f"unknown variant {label!r}")
@@ -70,8 +71,7 @@ def parse_variant(text: str):
         options = None
     if not colon or not label or not options:
         raise ValueError(f"--variant {text!r}: expected LABEL:option=value[,option=value]")
-    if label in BACKENDS or label.startswith("jit@") or label in ("jit+wgmma", "jit-wgmma",
-                                                                      "jit-tma"):
+    if label in BACKENDS or label.startswith("jit@") or label in BUILT_IN_VARIANTS:
         raise ValueError(f"--variant {text!r}: label {label!r} names a built-in column")
     return label, options
 

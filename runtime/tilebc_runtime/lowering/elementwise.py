@@ -32,17 +32,19 @@ ATAN_COEFFS = (0.999999988082299, -0.33333120742995825, 0.1999371506313169, -0.1
                -0.01682636167773477, 0.0030496670689966615)
 
 
-def _float_math(lw, op, compute, *, keep_f64=False, f64=None) -> None:
+def _float_math(lw, op, compute, *, keep_f64=False, f64=False) -> None:
     """Run `compute(w, cls, regs) -> reg` on f32 (or f64 when keep_f64) registers and round back;
-    `f64(w, *regs) -> reg`, when given, computes f64 operands in double precision instead."""
+    `f64`: f64 operands are computed in double precision instead, by f64math's builder for the op
+    (imported only then: its exact constants take ~4 ms to derive)."""
     w = lw.w
     element = op.operand_values[0].type.element
     rounding = ROUND.get(op.attrs.get("rounding_mode"), "rn")
 
     def per_slot(regs):
         if element.name == "f64":
-            if f64 is not None:
-                return f64(w, *regs)
+            builder = _f64_builder(op) if f64 else None
+            if builder is not None:
+                return builder(w, *regs)
             if keep_f64:
                 return compute(w, "f64", regs)
             narrow = []
@@ -58,14 +60,10 @@ def _float_math(lw, op, compute, *, keep_f64=False, f64=None) -> None:
     map_slots(lw, op, per_slot)
 
 
-def _f64(op, builder):
-    """`builder(f64math)` when `op`'s operands are f64, else None (_float_math takes the f64
-    builder for f64 operands only): f64math, whose exact constants take ~4 ms to derive, is
-    imported when a kernel computes in f64."""
-    if op.operand_values[0].type.element.name != "f64":
-        return None
-    from . import f64math
-    return builder(f64math)
+def _f64_builder(op):
+    """f64math's double-precision builder for `op`, or None (then computed through f32)."""
+    from .f64math import F64_MATH
+    return F64_MATH.get(op.name)
 
 
 def _ftz(op, cls):
@@ -262,7 +260,7 @@ def _math(build):
     def lower(lw, op):
         def compute(w, cls, regs):
             return build(w, op, *regs)
-        _float_math(lw, op, compute, f64=_f64(op, lambda f64math: f64math.F64_MATH.get(op.name)))
+        _float_math(lw, op, compute, f64=True)
     return lower
 
 
@@ -395,7 +393,7 @@ def _pow_full_f32(w, x, y):
 @lowers("fpowf", expands=True)
 def lower_fpowf(lw, op):
     _float_math(lw, op, lambda w, cls, regs: pow_f32(w, regs[0], regs[1]),
-                f64=_f64(op, lambda f64math: f64math.pow_f64))
+                f64=True)
 
 
 @lowers("fpowi", expands=True)
@@ -458,7 +456,7 @@ def lower_atan2(lw, op):
         w(f"setp.nan.f32 {any_nan}, {x}, {y}")
         w(f"selp.f32 {out}, 0f7FC00000, {out}, {any_nan}")
         return out
-    _float_math(lw, op, compute, f64=_f64(op, lambda f64math: f64math.atan2_f64))
+    _float_math(lw, op, compute, f64=True)
 
 
 @lowers("remf", expands=True)

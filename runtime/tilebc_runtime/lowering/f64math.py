@@ -721,4 +721,5 @@ def atan2_f64(w, y, x):
 # mnemonic -> builder over f64 registers (operands in Tile IR order)
 F64_MATH = by_mnemonic({"exp": exp_f64, "exp2": exp2_f64, "log": log_f64, "log2": log2_f64,
                         "sin": sin_f64, "cos": cos_f64, "tan": tan_f64, "sinh": sinh_f64,
-                        "cosh": cosh_f64, "tanh": tanh_f64}, "f64 math builders")
+                        "cosh": cosh_f64, "tanh": tanh_f64, "fpowf": pow_f64,
+                        "atan2": atan2_f64}, "f64 math builders")

@@ -597,29 +597,28 @@ def run_math_case(name: str, arrays: "DeviceArrays", count: int, compared: int =
     error against long double within CUDA's bound, and the GPU's bits equal to the emulator's
     on the first `compared` inputs."""
     import zlib
-    from tilebc.ir import f64
     suite = math_suite()
     if not suite.EXTENDED:
         return Outcome("skip", "numpy long double is no wider than double here")
     suite.RNG = np.random.default_rng([20261126, zlib.crc32(name.encode())])
     args = suite.inputs(name, count)
     mnemonic = suite.MNEMONIC.get(name, name)
-    module = suite.elementwise_kernel(mnemonic, [f64] * len(args))
-    size = -(-len(args[0]) // suite.TILE) * suite.TILE
-    out = np.zeros(size)
-    GpuLauncher("jit", arrays)(module, module.functions[0].name, (size // suite.TILE,),
-                               *(np.resize(a, size) for a in args), out)
-    got = out[:len(args[0])]
-    error = suite.ulp_error(got, suite.exact(suite.REFERENCE[name], *args))
+    got = suite.emulate(mnemonic, *args, run=GpuLauncher("jit", arrays))
+    exact = suite.exact(suite.REFERENCE[name], *args)
+    error = suite.ulp_error(got, exact)
     worst = int(np.argmax(error))
-    bound = suite.CUDA_ULPS[name]
     emulated = suite.emulate(mnemonic, *(a[:compared] for a in args))
     same = np.array_equal(emulated.view(np.int64), got[:compared].view(np.int64))
-    detail = (f"max {error[worst]:.3f} ulp (CUDA's bound {bound}) over {len(got):,} inputs, at "
-              f"{tuple(float(a[worst]) for a in args)}; {int((error > 0.5).sum()):,} over 0.5 "
-              f"ulp; GPU bits {'equal' if same else 'DIFFER from'} the emulator's on the first "
+    detail = (f"max {error[worst]:.3f} ulp (CUDA's bound {suite.CUDA_ULPS[name]}) over "
+              f"{len(got):,} inputs, at {tuple(float(a[worst]) for a in args)}; "
+              f"{int((error > 0.5).sum()):,} over 0.5 ulp; GPU bits "
+              f"{'equal' if same else 'DIFFER from'} the emulator's on the first "
               f"{min(compared, len(got)):,}")
-    return Outcome("ok" if error[worst] <= bound and same else "mismatch", detail)
+    try:  # the test's own judgement: the bound, and the sign of every zero
+        suite.assert_close(name, args, got, exact)
+    except AssertionError as failure:
+        return Outcome("mismatch", f"{detail}; {failure}")
+    return Outcome("ok" if same else "mismatch", detail)
 
 
 class ArchSpecific(Exception):

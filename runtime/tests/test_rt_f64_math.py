@@ -51,13 +51,15 @@ def elementwise_kernel(mnemonic: str, elements):
     return module
 
 
-def emulate(mnemonic, *inputs, elements=None):
+def emulate(mnemonic, *inputs, elements=None, run=None):
+    """The op over `inputs` on the PTX emulator (or through `run`, tilebc.interp.run's signature:
+    scripts/gpu_checks.py launches the same kernel on a GPU)."""
     elements = elements or [f64] * len(inputs)
     size = -(-len(inputs[0]) // TILE) * TILE
     padded = [np.resize(v, size) for v in inputs]
     module = elementwise_kernel(mnemonic, elements)
     out = np.zeros(size)
-    sim.run(module, module.functions[0].name, (size // TILE,), *padded, out)
+    (run or sim.run)(module, module.functions[0].name, (size // TILE,), *padded, out)
     return out[:len(inputs[0])]
 
 

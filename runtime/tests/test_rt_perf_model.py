@@ -2,6 +2,9 @@
 dynamic SASS counts from a profiled launch, and the bounds of the H100 estimate on hand-made
 counts (every time is an estimate; these tests pin the arithmetic, and the calibration test pins
 the fitted knobs to launches timed on an H100)."""
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -42,6 +45,17 @@ st.global.f32 [%rd4], %f1;
 ret;
 }
 """
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench_model():
+    """benchmarks/bench_model.py, imported once (its folder put on the path once)."""
+    if str(ROOT / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_model
+    return bench_model
 
 
 @pytest.fixture(scope="module")
@@ -571,11 +585,7 @@ def test_sm90_comparison_profiles_tileiras_tma_traffic(model_cache):
     (A 64x64 and B as two 64x64 boxes per K tile, the bias once), TMA stores (two 64x64 boxes per
     tile) and mbarrier waits. The profile counts their real traffic: before TMA was counted it
     had no global traffic at all."""
-    import sys
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root / "benchmarks"))
-    import bench_model
+    bench_model = _bench_model()
     import test_interp_linalg as reference
     hw = Hardware.h100_sxm()
     recorder, error = bench_model.run_case(reference, "la_gemm_aligned_tile", hw, None,
@@ -645,11 +655,7 @@ def test_bench_model_runs_our_code_for_an_arch_and_counts_its_dynamic_shared_mem
     """bench_model --arch compiles and runs our side for that target (sm_80: mma.sync and
     cp.async; sm_90: wgmma whose TMA stages are dynamic shared memory, over 48 KiB) and the
     occupancy it reports counts the stages: ptxas -v sees only the static part."""
-    import sys
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root / "benchmarks"))
-    import bench_model
+    bench_model = _bench_model()
     import test_interp_linalg as reference
     monkeypatch.setattr(bench_model, "OUR_ARCH", arch)
     hw = Hardware.h100_sxm()
@@ -672,18 +678,14 @@ def test_bench_model_runs_our_code_for_an_arch_and_counts_its_dynamic_shared_mem
 
 def test_bench_model_jit_options_reach_our_side(monkeypatch):
     """bench_model --jit-option: our PTX (and our emulator runs) take the compile options."""
-    import sys
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root / "benchmarks"))
-    import bench_model
+    bench_model = _bench_model()
     import tilebc
     assert bench_model.jit_options(["wgmma=false", " tma = true", "threads=128"]) == \
         {"wgmma": False, "tma": True, "threads": 128}
     for bad in ("tma", "=false"):
         with pytest.raises(ValueError):
             bench_model.jit_options([bad])
-    module = tilebc.load((root / "fixtures" / "bytecode" / "la_gemm_aligned_tile" /
+    module = tilebc.load((ROOT / "fixtures" / "bytecode" / "la_gemm_aligned_tile" /
                           "la_gemm_aligned_tile-13.5.tilebc").read_bytes())
     entry = module.functions[0].name
     monkeypatch.setattr(bench_model, "OUR_OPTIONS", {"tma": False})

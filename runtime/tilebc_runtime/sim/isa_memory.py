@@ -289,6 +289,12 @@ def _build_atomic(ins, k, returns: bool):
     get_address = k.address(ins, addr)
     access = Access(k, ins, space)
 
+    def updated(operand, i, current):
+        """Lane i's new value from the element's current one (cas: operand 0 is the compare)."""
+        if op == "cas":
+            return _apply(op, current, operand[1][i], operand[0][i], dtype)
+        return _apply(op, current, operand[0][i], None, dtype)
+
     def fn(cta, mask):
         lanes = _lanes(cta, mask)
         addresses = _element_addresses(get_address(cta), lanes, 1, dtype.itemsize, cta.T)
@@ -301,11 +307,7 @@ def _build_atomic(ins, k, returns: bool):
             typed, index, initialised, offsets = direct
             for i, at in enumerate(index.tolist()):  # thread order: one legal serialisation
                 current = typed[at]
-                value = operand[0][i]
-                compare = None
-                if op == "cas":
-                    compare, value = operand[0][i], operand[1][i]
-                typed[at] = _apply(op, current, value, compare, dtype)
+                typed[at] = updated(operand, i, current)
                 old[i] = current
             if initialised is not None:
                 initialised[(offsets[:, None] + np.arange(dtype.itemsize)).reshape(-1)] = True
@@ -313,11 +315,7 @@ def _build_atomic(ins, k, returns: bool):
             for i in range(len(lanes)):  # thread order: one legal serialisation
                 single = addresses[i:i + 1]
                 current = _raw_load(cta, access, single, lanes[i:i + 1], dtype)
-                value = operand[0][i]
-                compare = None
-                if op == "cas":
-                    compare, value = operand[0][i], operand[1][i]
-                new = _apply(op, current, value, compare, dtype)
+                new = updated(operand, i, current)
                 _raw_store(cta, access, single, lanes[i:i + 1], np.asarray([new], dtype))
                 old[i] = current
         if write is not None:

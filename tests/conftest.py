@@ -65,7 +65,7 @@ def fixture_id(path: Path) -> str:
 def fixture_kernels() -> dict:
     """Every fixture kernel (its folder's name) -> its files, one per bytecode version, oldest
     first. The fixture walks run one test per kernel: pytest's own cost per test (some 3 ms under
-    xdist) was a large part of a walk that took one test per file."""
+    xdist) would be a large part of a walk with one test per file."""
     kernels = {}
     for path in fixture_files():
         kernels.setdefault(path.parent.name, []).append(path)

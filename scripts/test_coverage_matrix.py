@@ -4,10 +4,11 @@
     python scripts/test_coverage_matrix.py            # summary: stage -> fixture files per version
     python scripts/test_coverage_matrix.py --cells    # also every (stage, fixture file) cell
 
-A collected test is tied to a fixture file by its parameters (a path under fixtures/bytecode, or a
-`name, version` pair); its stages come from STAGES below, keyed by test function. A test that takes
-a fixture file but is missing from STAGES is an error, so a new fixture walk must say what it
-checks. Compare the output before and after a change to the tests: the cells must not shrink.
+A collected test is tied to fixture files by its parameters (a path under fixtures/bytecode, a
+`name, version` pair, or a `fixture_kernel` name: every file of that kernel, as the tests walk
+them); its stages come from STAGES below, keyed by test function. A test that takes a fixture file
+but is missing from STAGES is an error, so a new fixture walk must say what it checks. Compare
+the output before and after a change to the tests: the cells must not shrink.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "bytecode"
 
-# test function -> the stages it runs on its fixture file
+# test function -> the stages it runs on its fixture file (or each of its kernel's files)
 STAGES = {
     "test_reencode_same_version": ("decode", "re-encode", "print=tileirdisasm", "print -g=tileirdisasm -g"),
     "test_convert_to_every_version": ("decode", "convert to other versions", "print=tileirdisasm"),
@@ -52,18 +53,25 @@ STAGES = {
 }
 
 
-def fixture_of(item):
-    """The fixture file a test runs on (path relative to fixtures/bytecode), or None."""
+def fixtures_of(item):
+    """The fixture files a test runs on (paths relative to fixtures/bytecode); empty for none."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     for value in params.values():
         if isinstance(value, Path) and value.suffix == ".tilebc" and FIXTURES in value.parents:
-            return str(value.relative_to(FIXTURES))
+            return [str(value.relative_to(FIXTURES))]
+    # a per-kernel test walks every version file of its kernel
+    kernel = params.get("fixture_kernel")
+    if isinstance(kernel, str):
+        files = sorted((FIXTURES / kernel).glob("*.tilebc"))
+        if not files:
+            raise ValueError(f"{item.nodeid}: no fixture files for kernel {kernel!r}")
+        return [str(path.relative_to(FIXTURES)) for path in files]
     name, version = params.get("name"), params.get("version")
     if isinstance(name, str) and isinstance(version, str):
         path = FIXTURES / name / f"{name}-{version}.tilebc"
         if path.is_file():
-            return str(path.relative_to(FIXTURES))
-    return None
+            return [str(path.relative_to(FIXTURES))]
+    return []
 
 
 class Collect:
@@ -92,8 +100,8 @@ def main(argv=None) -> int:
     unknown = set()
     fixture_tests = 0
     for item in collector.items:
-        fixture = fixture_of(item)
-        if fixture is None:
+        fixtures = fixtures_of(item)
+        if not fixtures:
             continue
         fixture_tests += 1
         function = item.originalname or item.name
@@ -101,7 +109,7 @@ def main(argv=None) -> int:
             unknown.add(f"{item.path.relative_to(ROOT)}::{function}")
             continue
         for stage in STAGES[function]:
-            cells[stage].add(fixture)
+            cells[stage].update(fixtures)
             tests[stage] += 1
     print("# Fixture files x stages, from the test suite's collection")
     print(f"tests collected: {len(collector.items)}; tied to a fixture file: {fixture_tests}; "

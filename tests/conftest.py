@@ -1,3 +1,4 @@
+import contextlib
 import functools
 import gc
 import hashlib
@@ -8,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 # One BLAS thread per process, set before numpy loads (here, in the xdist workers, which inherit
@@ -64,6 +66,56 @@ def frozen_heap():
 
 def fixture_id(path: Path) -> str:
     return path.stem
+
+
+def fixture_kernels() -> dict:
+    """Every fixture kernel (its folder's name) -> its files, one per bytecode version, oldest
+    first. The fixture walks run one test per kernel: pytest's own cost per test (some 3 ms under
+    xdist) would be a large part of a walk with one test per file."""
+    kernels = {}
+    for path in fixture_files():
+        kernels.setdefault(path.parent.name, []).append(path)
+    return kernels
+
+
+class CaseFailures:
+    """Gathers what fails across the cases of one test (a kernel's version files), so that a
+    failing case does not hide the ones after it; `raise_any` then fails the test naming each
+    failing case, the line that failed and its message.
+
+        failures = CaseFailures()
+        for path in files:
+            with failures.case(path.name):
+                ...
+        failures.raise_any()
+    """
+
+    def __init__(self):
+        self.failures = []
+        self.cases = 0
+
+    @contextlib.contextmanager
+    def case(self, label: str):
+        self.cases += 1
+        try:
+            yield
+        except Exception as error:  # an unexpected exception fails only its case, as an assert does
+            self.failures.append((label, error))
+
+    def raise_any(self):
+        if not self.failures:
+            return
+        reports = []
+        for label, error in self.failures:
+            if isinstance(error, AssertionError):
+                frame = traceback.extract_tb(error.__traceback__)[-1]
+                where = f"{Path(frame.filename).name}:{frame.lineno}"
+                reports.append(f"{label}: {where}: {error}")
+            else:  # the whole traceback: where it was raised is the point
+                reports.append(f"{label}: " + "".join(traceback.format_exception(error)))
+        pytest.fail(f"{len(self.failures)} of {self.cases} cases failed: "
+                    + ", ".join(label for label, _ in self.failures) + "\n\n"
+                    + "\n\n".join(reports), pytrace=False)
 
 
 @pytest.fixture(scope="session")

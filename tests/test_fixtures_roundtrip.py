@@ -11,10 +11,11 @@ from tilebc import cli, oracles
 from tilebc.binary.reader import ModuleReader
 from tilebc.version import ALL_VERSIONS
 
-from conftest import (decoded, encoded, fixture_files, fixture_id, shared_path, tileiras_accepts,
-                      verified_version)
+from conftest import (CaseFailures, decoded, encoded, fixture_files, fixture_id, fixture_kernels,
+                      shared_path, tileiras_accepts, verified_version)
 
 FILES = fixture_files()
+FIXTURE_KERNELS = fixture_kernels()
 # Kernels whose files hold debug attributes of cuTile operations that emit no bytecode op (folded
 # or no-op ones): nothing in the module refers to them, so only the recorded layout writes them.
 # Every other fixture comes out of the canonical writer as cuTile's bytes (format_spec.md §4.1).
@@ -36,8 +37,17 @@ def table_entries(data):
             "debug": [reader.debug_attr(i, 0) for i in range(1, len(reader.debug_blobs) + 1)]}
 
 
-@pytest.mark.parametrize("path", FILES, ids=fixture_id)
-def test_reencode_same_version(path, capsysbinary):
+@pytest.mark.parametrize("fixture_kernel", sorted(FIXTURE_KERNELS))
+def test_reencode_same_version(fixture_kernel, capsysbinary):
+    failures = CaseFailures()
+    for path in FIXTURE_KERNELS[fixture_kernel]:
+        with failures.case(path.name):
+            capsysbinary.readouterr()  # nothing a failed case left unread
+            _check_reencode_same_version(path, capsysbinary)
+    failures.raise_any()
+
+
+def _check_reencode_same_version(path, capsysbinary):
     original = path.read_bytes()
     # not verified here: test_verify.py verifies these bytes (and `ours` where they are the same);
     # the session's decoding of the file, shared with the other fixture walks
@@ -83,8 +93,16 @@ def test_cpp_writer_files_reencode_to_their_bytes():
         assert tilebc.dump(module) != original, f"{path.name}: written in cuTile's order already"
 
 
-@pytest.mark.parametrize("path", FILES, ids=fixture_id)
-def test_convert_to_every_version(path):
+@pytest.mark.parametrize("fixture_kernel", sorted(FIXTURE_KERNELS))
+def test_convert_to_every_version(fixture_kernel):
+    failures = CaseFailures()
+    for path in FIXTURE_KERNELS[fixture_kernel]:
+        with failures.case(path.name):
+            _check_convert_to_every_version(path)
+    failures.raise_any()
+
+
+def _check_convert_to_every_version(path):
     module = decoded(path)
     expected = stored(path, ".dis")
     converted = 0

@@ -23,9 +23,12 @@ import tilebc  # noqa: E402
 from fuzz.harness import NvidiaOracle, check, classify, compare_text  # noqa: E402
 from fuzz.mutate import MUTATORS, corpus, mutate  # noqa: E402
 
+from conftest import CaseFailures, fixture_kernels  # noqa: E402
+
 CI_INPUTS = 20_000
 CI_PARTS = 4
 POOL = corpus()
+FIXTURE_KERNELS = fixture_kernels()
 
 
 def test_corpus_covers_every_version():
@@ -95,26 +98,26 @@ def test_nvidia_differential_sample():
     assert not untriaged, untriaged
 
 
-FIXTURE_FILES = sorted((ROOT / "fixtures" / "bytecode").glob("*/*.tilebc"))
-
-
-@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.stem)
-def test_fast_decoder_on_fixture(path):
+@pytest.mark.parametrize("fixture_kernel", sorted(FIXTURE_KERNELS))
+def test_fast_decoder_on_fixture(fixture_kernel):
     """Every real fixture goes through the fast decoder without falling back, and the fast decoder
     (every op compiled), the default mix (ops seen a few times read carefully in the fast loop),
     the careful decoder and lazy/strict debug decoding all build the same IR."""
     from fuzz.harness import _careful_load, _materialise, ir_signature
     from tilebc.binary.reader import ModuleReader
-    import tilebc
-    data = path.read_bytes()
-    reader = ModuleReader(data, str(path), lazy_debug=False)
-    reader.fast_compile_after = 0
-    strict = reader.read()
-    assert reader.fast_fallbacks == 0
-    lazy = tilebc.load(data)
-    _materialise(lazy)
-    careful = _careful_load(data)
-    assert ir_signature(strict) == ir_signature(careful) == ir_signature(lazy)
+    failures = CaseFailures()
+    for path in FIXTURE_KERNELS[fixture_kernel]:
+        with failures.case(path.name):
+            data = path.read_bytes()
+            reader = ModuleReader(data, str(path), lazy_debug=False)
+            reader.fast_compile_after = 0
+            strict = reader.read()
+            assert reader.fast_fallbacks == 0
+            lazy = tilebc.load(data)
+            _materialise(lazy)
+            careful = _careful_load(data)
+            assert ir_signature(strict) == ir_signature(careful) == ir_signature(lazy)
+    failures.raise_any()
 
 
 def test_abandoned_fast_path_frees_its_work():

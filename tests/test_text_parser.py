@@ -10,10 +10,11 @@ from tilebc.ir import attrs as A
 from tilebc.oracles import tileirdisasm
 from tilebc.text import assemble, parse_module, print_module
 
-from conftest import (assembled, fixture_files, fixture_id, needs_disasm, needs_tileiras,
-                      tileiras_accepts)
+from conftest import (CaseFailures, assembled, fixture_files, fixture_id, fixture_kernels,
+                      needs_disasm, needs_tileiras, tileiras_accepts)
 
 FILES = fixture_files()
+FIXTURE_KERNELS = fixture_kernels()
 
 
 def _version(path: Path) -> str:
@@ -21,13 +22,17 @@ def _version(path: Path) -> str:
 
 
 @needs_disasm
-@pytest.mark.parametrize("path", FILES, ids=fixture_id)
-def test_disassembly_reassembles(path):
-    text = path.with_suffix(".dis").read_text()
-    data = assembled(path, ".dis")  # assemble(text, the file's version), shared per session
-    result = tileirdisasm(data)
-    assert result.ok, result.stderr
-    assert result.stdout == text
+@pytest.mark.parametrize("fixture_kernel", sorted(FIXTURE_KERNELS))
+def test_disassembly_reassembles(fixture_kernel):
+    failures = CaseFailures()
+    for path in FIXTURE_KERNELS[fixture_kernel]:
+        with failures.case(path.name):
+            text = path.with_suffix(".dis").read_text()
+            data = assembled(path, ".dis")  # assemble(text, the file's version), shared per session
+            result = tileirdisasm(data)
+            assert result.ok, result.stderr
+            assert result.stdout == text
+    failures.raise_any()
 
 
 @pytest.mark.parametrize("path", FILES[::7], ids=fixture_id)
@@ -46,10 +51,18 @@ def _sorted_dictionaries(value):
 
 
 @needs_disasm
-@pytest.mark.parametrize("path", FILES, ids=fixture_id)
-def test_debug_listing_reassembles(path):
+@pytest.mark.parametrize("fixture_kernel", sorted(FIXTURE_KERNELS))
+def test_debug_listing_reassembles(fixture_kernel):
     """`asm(dis -g x)` keeps every location: tileirdisasm -g prints the listing it came from, and
     the bytes are cuTile's unless the text lacks what made them differ."""
+    failures = CaseFailures()
+    for path in FIXTURE_KERNELS[fixture_kernel]:
+        with failures.case(path.name):
+            _check_debug_listing_reassembles(path)
+    failures.raise_any()
+
+
+def _check_debug_listing_reassembles(path):
     text = path.with_suffix(".dis-g").read_text()
     data = assemble(text, _version(path), str(path))
     result = tileirdisasm(data, debug_info=True)

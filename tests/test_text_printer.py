@@ -1,5 +1,6 @@
 """The printer against NVIDIA's tileirdisasm: stored disassembly of every fixture, and live runs of
 the disassembler on hand-built modules for ops and values cuTile never emits."""
+import contextlib
 import struct
 
 import pytest
@@ -16,10 +17,10 @@ from tilebc.text import print_module
 from tilebc.text import printer as printer_module
 from tilebc.text.floats import format_float
 
-from conftest import decoded, fixture_files, fixture_id, needs_disasm
+from conftest import CaseFailures, decoded, fixture_kernels, needs_disasm
 from handbuilt import KERNELS, i32_constant
 
-FILES = fixture_files()
+FIXTURE_KERNELS = fixture_kernels()
 
 
 # The "compiled" tests' printers, compiled once per kind per process as outside the tests (a
@@ -27,31 +28,45 @@ FILES = fixture_files()
 _COMPILED_PRINTERS = {}
 
 
-@pytest.fixture(params=["walked", "compiled"])
-def op_printers(request, monkeypatch):
-    """Every op printed by walking its syntax elements, or every op by its kind's compiled
-    printer (by default the first few ops of a kind are walked, the rest compiled)."""
-    monkeypatch.setattr(printer_module, "_OP_PRINTERS",
-                        _COMPILED_PRINTERS if request.param == "compiled" else {})
-    monkeypatch.setattr(printer_module, "_USES", {})  # kind -> ops walked
-    monkeypatch.setattr(printer_module, "COMPILE_AFTER",
-                        0 if request.param == "compiled" else 1 << 60)
-    return request.param
+@contextlib.contextmanager
+def op_printers(kind):
+    """Every op printed by walking its syntax elements ("walked"), or every op by its kind's
+    compiled printer ("compiled"; by default the first few ops of a kind are walked, the rest
+    compiled)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(printer_module, "_OP_PRINTERS",
+                      _COMPILED_PRINTERS if kind == "compiled" else {})
+        patch.setattr(printer_module, "_USES", {})  # kind -> ops walked
+        patch.setattr(printer_module, "COMPILE_AFTER", 0 if kind == "compiled" else 1 << 60)
+        yield
 
 
-@pytest.mark.parametrize("path", FILES, ids=fixture_id)
-def test_fixture_matches_tileirdisasm(path, op_printers):
-    module = decoded(path)
-    assert print_module(module) == path.with_suffix(".dis").read_text()
-    # walked: no printer compiled; compiled: no op walked
-    assert bool(printer_module._OP_PRINTERS) == (op_printers == "compiled") \
-        == (not printer_module._USES)
+PRINTERS = ("walked", "compiled")
 
 
-@pytest.mark.parametrize("path", FILES, ids=fixture_id)
-def test_fixture_debug_matches_tileirdisasm_g(path, op_printers):
-    module = decoded(path)
-    assert print_module(module, debug=True) == path.with_suffix(".dis-g").read_text()
+@pytest.mark.parametrize("fixture_kernel", sorted(FIXTURE_KERNELS))
+def test_fixture_matches_tileirdisasm(fixture_kernel):
+    failures = CaseFailures()
+    for path in FIXTURE_KERNELS[fixture_kernel]:
+        for kind in PRINTERS:
+            with failures.case(f"{path.name} ({kind})"), op_printers(kind):
+                module = decoded(path)
+                assert print_module(module) == path.with_suffix(".dis").read_text()
+                # walked: no printer compiled; compiled: no op walked
+                assert bool(printer_module._OP_PRINTERS) == (kind == "compiled") \
+                    == (not printer_module._USES)
+    failures.raise_any()
+
+
+@pytest.mark.parametrize("fixture_kernel", sorted(FIXTURE_KERNELS))
+def test_fixture_debug_matches_tileirdisasm_g(fixture_kernel):
+    failures = CaseFailures()
+    for path in FIXTURE_KERNELS[fixture_kernel]:
+        for kind in PRINTERS:
+            with failures.case(f"{path.name} ({kind})"), op_printers(kind):
+                module = decoded(path)
+                assert print_module(module, debug=True) == path.with_suffix(".dis-g").read_text()
+    failures.raise_any()
 
 
 def _constants_and_names():

@@ -8,15 +8,21 @@ import tilebc
 from tilebc.ops import BODY_OPS
 from tilebc.verify import OP_CONSTRAINTS, diagnostics, verify
 
-from conftest import decoded, fixture_files, fixture_id
+from conftest import CaseFailures, decoded, fixture_kernels
 from handbuilt import KERNELS
 
+FIXTURE_KERNELS = fixture_kernels()
 
-@pytest.mark.parametrize("path", fixture_files(), ids=fixture_id)
-def test_fixture_verifies_clean(path):
-    module = decoded(path)
-    assert diagnostics(module) == []
-    verify(module)
+
+@pytest.mark.parametrize("fixture_kernel", sorted(FIXTURE_KERNELS))
+def test_fixture_verifies_clean(fixture_kernel):
+    failures = CaseFailures()
+    for path in FIXTURE_KERNELS[fixture_kernel]:
+        with failures.case(path.name):
+            module = decoded(path)
+            assert diagnostics(module) == []
+            verify(module)
+    failures.raise_any()
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))

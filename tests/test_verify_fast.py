@@ -14,9 +14,11 @@ from tilebc.verify.diagnostics import Collector
 from tilebc.verify import structure
 from tilebc.verify.structure import Verifier
 
-from conftest import decoded, fixture_files, fixture_id
+from conftest import CaseFailures, decoded, fixture_files, fixture_kernels
 from test_verify_differential import attribute_mutations, sample
 from test_verify_invalid import CASES, _reload, const, kernel
+
+FIXTURE_KERNELS = fixture_kernels()
 
 
 @pytest.fixture(autouse=True)
@@ -33,15 +35,19 @@ def same_report(module):
     return fast
 
 
-@pytest.mark.parametrize("path", fixture_files(), ids=fixture_id)
-def test_fast_path_agrees_on_fixture(path):
-    module = decoded(path)
-    assert same_report(module) == []
-    verifier = Verifier(module, Collector(module.source, fail_fast=False))
-    verifier.run()
-    ops = sum(1 for _ in module.walk())
-    if ops >= 50:  # a real kernel repeats signatures: most ops reuse a verdict
-        assert len(verifier._clean_by_id) < ops
+@pytest.mark.parametrize("fixture_kernel", sorted(FIXTURE_KERNELS))
+def test_fast_path_agrees_on_fixture(fixture_kernel):
+    failures = CaseFailures()
+    for path in FIXTURE_KERNELS[fixture_kernel]:
+        with failures.case(path.name):
+            module = decoded(path)
+            assert same_report(module) == []
+            verifier = Verifier(module, Collector(module.source, fail_fast=False))
+            verifier.run()
+            ops = sum(1 for _ in module.walk())
+            if ops >= 50:  # a real kernel repeats signatures: most ops reuse a verdict
+                assert len(verifier._clean_by_id) < ops
+    failures.raise_any()
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

@@ -171,7 +171,7 @@ class GlobalMemory:
             offsets = group - np.uint64(buffer.base)
             if self.checks and itemsize > 1:
                 misaligned = (group % np.uint64(itemsize)) != 0
-                if np.any(misaligned):
+                if np.count_nonzero(misaligned):  # cheaper than np.any on small arrays
                     bad = int(group[np.argmax(misaligned)])
                     fault(f"misaligned {action}: address is not a multiple of {itemsize}", bad)
             result.append((buffer, positions, offsets))

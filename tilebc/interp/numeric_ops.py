@@ -217,10 +217,15 @@ def round_to_odd(total, error):
     """total + error (an exact float64 pair) rounded to float64 toward odd: an inexact result
     whose last significand bit is 0 steps one ulp toward the error. A later rounding to a format
     at least two bits narrower then rounds the exact value correctly (no double rounding)."""
+    # count_nonzero: the cheapest truth test of a small bool array (np.any reduces through ufunc
+    # machinery); != is a quiet comparison, raising no floating-point flag to silence
+    inexact = np.not_equal(error, 0)
+    if not np.count_nonzero(inexact):  # an exact pair (the common case) needs no bit tests
+        return total
     with np.errstate(all="ignore"):
         even = (total.view(np.uint64) & np.uint64(1)) == 0
-        move = (error != 0) & even & np.isfinite(total)
-        if not np.any(move):
+        move = inexact & even & np.isfinite(total)
+        if not np.count_nonzero(move):
             return total
         return np.where(move, np.nextafter(total, np.where(error > 0, np.inf, -np.inf)), total)
 

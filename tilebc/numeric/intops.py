@@ -366,7 +366,9 @@ def _extreme(pick_max: bool) -> Callable[..., Core]:
 
 def _bitwise(fn) -> Callable[..., Core]:
     def core(ops: _Operands) -> Core:
-        return ops.native(fn, fn), _nothing_undefined(ops), ""
+        # on i1's bool storage numpy's and/or/xor are the logic ops, bit for bit what the 0/1
+        # readings give, so every width applies `fn` to the storage itself
+        return fn(*ops._arrays), _nothing_undefined(ops), ""
     return core
 
 

@@ -177,7 +177,7 @@ def build_call(ins, k):
                 dtype = {("i", 4): np.int32, ("i", 8): np.int64, ("u", 4): np.uint32,
                          ("u", 8): np.uint64, ("f", 8): np.float64, ("p", 8): np.uint64,
                          ("s", 8): np.uint64}[(kind, size)]
-                value = Access(k, ins, "generic").load(
+                value = Access(ins, "generic").load(
                     cta, np.asarray([address], np.uint64), np.asarray([lane]),
                     np.dtype(dtype))[0]
                 if kind == "s":

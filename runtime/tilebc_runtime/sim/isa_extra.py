@@ -209,7 +209,7 @@ def build_cp(ins, k):
     size = int(size.value)
     read_src_size = k.reader(ins, ins.operands[3], "u32") if len(ins.operands) == 4 else None
     get_dst, get_src = k.address(ins, dst), k.address(ins, src)
-    load, store = Access(k, ins, "global"), Access(k, ins, "shared")
+    load, store = Access(ins, "global"), Access(ins, "shared")
 
     def fn(cta, mask):
         lanes = _lanes(cta, mask)
@@ -257,7 +257,7 @@ def build_ldmatrix(ins, k):
         raise k.unsupported(ins, f"ldmatrix .x{count} needs {count} destination registers")
     writes = [k.writer(ins, r, "b32") for r in dst.items]
     get_address = k.address(ins, addr)
-    shared = Access(k, ins, "shared")
+    shared = Access(ins, "shared")
     lane = np.arange(32)
     row, pair = lane >> 2, 2 * (lane & 3)
 

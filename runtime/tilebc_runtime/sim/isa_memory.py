@@ -37,8 +37,9 @@ def _lanes(cta, mask) -> np.ndarray:
 class Access:
     """Reads and writes of one state space for a set of lanes (addresses already computed)."""
 
-    def __init__(self, k, ins, space: str):
-        self.k = k
+    # No reference to the KernelImage: its code holds the accesses, and a cycle back to it would
+    # leave every image to the full garbage collections (refcounting frees it otherwise).
+    def __init__(self, ins, space: str):
         self.ins = ins
         self.space = space
 
@@ -109,7 +110,7 @@ class Access:
             part = window == code
             if not part.any():
                 continue
-            access = Access(self.k, self.ins, space)
+            access = Access(self.ins, space)
             local = addresses[part] - np.uint64(base)
             if values is None:
                 out[part] = access.load(cta, local, lanes[part], dtype)
@@ -148,7 +149,7 @@ def build_ld(ins, k):
     get_address = k.address(ins, addr)
     writes = [k.writer(ins, t, ptype) for t in targets]
     dtype = DTYPE[ptype]
-    access = Access(k, ins, space)
+    access = Access(ins, space)
 
     def fn(cta, mask):
         lanes = _lanes(cta, mask)
@@ -190,7 +191,7 @@ def build_st(ins, k):
         raise k.unsupported(ins, f"{count} source(s) expected")
     reads = [k.reader(ins, s, ptype) for s in sources]
     get_address = k.address(ins, addr)
-    access = Access(k, ins, space)
+    access = Access(ins, space)
 
     def fn(cta, mask):
         lanes = _lanes(cta, mask)
@@ -287,7 +288,7 @@ def _build_atomic(ins, k, returns: bool):
     dtype = DTYPE[ptype]
     reads = [k.reader(ins, v, ptype) for v in values]
     get_address = k.address(ins, addr)
-    access = Access(k, ins, space)
+    access = Access(ins, space)
 
     def updated(operand, i, current):
         """Lane i's new value from the element's current one (cas: operand 0 is the compare)."""

@@ -294,8 +294,8 @@ def build_bulk(ins, k):
     get_dst, get_src = _shared_address(k, ins, ops[0]), _shared_address(k, ins, ops[1])
     read_size = k.reader(ins, ops[2], "u32")
     get_bar = _shared_address(k, ins, ops[3]) if completes else None
-    source = Access(k, ins, "shared" if order[1] != "global" else "global")
-    target = Access(k, ins, "shared" if to_shared else "global")
+    source = Access(ins, "shared" if order[1] != "global" else "global")
+    target = Access(ins, "shared" if to_shared else "global")
 
     def fn(cta, mask):
         lanes = _lanes(cta, mask)
@@ -399,8 +399,8 @@ def build_bulk_tensor(ins, k):
     read_coords = [k.reader(ins, item, "s32") for item in ref.coords.items]
     get_shared = _shared_address(k, ins, shared_op)
     get_bar = _shared_address(k, ins, bar_op) if to_shared else None
-    shared = Access(k, ins, "shared")
-    memory = Access(k, ins, "global")
+    shared = Access(ins, "shared")
+    memory = Access(ins, "global")
 
     def fn(cta, mask):
         lanes = _lanes(cta, mask)
@@ -530,7 +530,7 @@ def build_stmatrix(ins, k):
         raise k.unsupported(ins, f"stmatrix .x{count} needs {count} source registers")
     reads = [k.reader(ins, r, "b32") for r in src.items]
     get_address = k.address(ins, addr)
-    shared = Access(k, ins, "shared")
+    shared = Access(ins, "shared")
     lane = np.arange(32)
     row, pair = lane >> 2, 2 * (lane & 3)
 
@@ -757,7 +757,7 @@ def build_wgmma(ins, k):
     pack = 4 // size
     D_at = accumulator_coords(n)
     A_at = a_register_coords(kk, pack) if a_in_registers else None
-    shared = Access(k, ins, "shared")
+    shared = Access(ins, "shared")
     work = np.int64 if integer else np.float64
 
     def operand_from_shared(cta, value, rows, k_major, ptype, thread):

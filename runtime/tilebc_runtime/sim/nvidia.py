@@ -66,7 +66,10 @@ from .tensormap import TensorMap
 DEFAULT_ARCH = "sm_80"
 
 _PTX: Dict[Tuple[str, str], str] = {}       # (bytecode sha256, arch) -> PTX text
-_IMAGES: Dict[Tuple[str, str, str], KernelImage] = {}
+_IMAGES: Dict[Tuple[str, str, str], KernelImage] = {}  # least recently used first
+# The sim tests reuse an image within ten others of its last use; each image held is many
+# thousand closures that every full garbage collection walks.
+_IMAGES_KEPT = 16
 _MIRROR: Optional[Path] = None
 
 _SHIM = """#!/bin/sh
@@ -171,14 +174,18 @@ def nvidia_kernel(module: Module, entry: str, arch: str = DEFAULT_ARCH,
     ptx = tileiras_ptx(module, arch, cache_dir)
     digest = hashlib.sha256(ptx.encode()).hexdigest()
     key = (digest, entry, arch)
-    if key not in _IMAGES:
+    image = _IMAGES.pop(key, None)
+    if image is None:
         source = f"<tileiras {arch} PTX of {module.source or 'module'}>"
         program = parse_ptx(ptx, source)
         if entry not in program.kernels:
             raise SimExecutionError(f"tileiras's PTX has no kernel {entry} (it has "
                                     f"{', '.join(sorted(program.kernels))})", file=source)
-        _IMAGES[key] = KernelImage(program, program.kernels[entry])
-    return _IMAGES[key]
+        image = KernelImage(program, program.kernels[entry])
+        while len(_IMAGES) >= _IMAGES_KEPT:
+            del _IMAGES[next(iter(_IMAGES))]
+    _IMAGES[key] = image  # now the most recently used
+    return image
 
 
 def run(module_or_path, entry: Optional[str], grid, *args, arch: str = DEFAULT_ARCH,

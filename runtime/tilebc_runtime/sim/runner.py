@@ -20,9 +20,10 @@ from ..compiler import compile as jit_compile, load_module
 from .machine import KernelImage, emulate, load_kernel
 
 _IMAGES: Dict[Tuple, Tuple[Module, KernelImage, int]] = {}  # least recently used first
-# Runs of one module come in bursts, so the newest few images are the ones reused; each image
-# held is many thousand closures that every full garbage collection walks.
-_IMAGES_KEPT = 16
+# Runs of one module come in bursts, so the newest few images are the ones reused (in the sim
+# tests every hit is on one of the last two); each image held is many thousand closures that
+# every full garbage collection walks.
+_IMAGES_KEPT = 4
 
 
 def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",

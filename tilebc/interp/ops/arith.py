@@ -143,7 +143,7 @@ def _float_extreme(pick_nan, pick_number, prefer_negative_zero):
         chooser = pick_nan if op.attrs.get("propagate_nan") else pick_number
         out = _native_output(tb, dtype, lhs, rhs)
         result = np.asarray(chooser(lhs, rhs) if out is None else chooser(lhs, rhs, out=out))
-        if not np.any(result == 0):  # cheap common case: no signed-zero pair to settle
+        if not np.count_nonzero(result == 0):  # cheap common case: no signed-zero pair to settle
             return [tile(result, dtype)]
         both_zero = (np.asarray(lhs) == 0) & (np.asarray(rhs) == 0)
         if np.any(both_zero):
@@ -227,7 +227,7 @@ def _cmpf(tb, op, lhs, rhs):
     predicate = _PREDICATES[ComparisonPredicate(op.attrs["comparison_predicate"])]
     unordered = np.isnan(lhs) | np.isnan(rhs)
     result = predicate(lhs, rhs)
-    if np.any(unordered):
+    if np.count_nonzero(unordered):  # cheaper than np.any on small arrays
         wanted = op.attrs["comparison_ordering"] == ComparisonOrdering.UNORDERED
         result = np.where(unordered, wanted, result)
     return [np.asarray(result, dtype=np.bool_)]

@@ -137,6 +137,13 @@ def _careful_load(data: bytes):
 
 def check(data: bytes, *, differential: bool = True) -> Outcome:
     """Decode `data` every way and check the invariants above."""
+    # Collections inside would only rescan the modules still being compared (each load re-enables
+    # collection on return); once the check is over they are garbage, collected in one pass.
+    with collection_paused():
+        return _check(data, differential)
+
+
+def _check(data: bytes, differential: bool) -> Outcome:
     started, cpu_started = time.perf_counter(), time.thread_time()
     module, error, foreign = _attempt(lambda: tilebc.load(data, lazy_debug=False, verify=False))
     outcome = Outcome(accepted=module is not None, seconds=time.perf_counter() - started,

@@ -237,14 +237,16 @@ class ModuleReader:
                 raise self.error("end section must not have the alignment flag set", start)
             if (id_byte & 0x7F) not in _SECTION_IDS:
                 raise self.error(f"unknown section ID: {id_byte & 0x7F}", start)
-            if id_byte & 0x7F:
-                # construct's VarInt accepts any length; like NVIDIA, refuse varints over 10 bytes.
-                header = Reader(self.data, start + 1, file=self.file)
-                header.varint("section length")
-                if id_byte & 0x80:
-                    header.varint("section alignment")
             found = plain_section(self.data, start)
             if found is None:  # something unusual: construct's schema reports it or reads on
+                if id_byte & 0x7F:
+                    # construct's VarInt accepts any length; like NVIDIA, refuse varints over 10
+                    # bytes. (A header plain_section reads has varints of at most 10 bytes that
+                    # fit in 64 bits: a larger length or alignment cannot fit the data.)
+                    header = Reader(self.data, start + 1, file=self.file)
+                    header.varint("section length")
+                    if id_byte & 0x80:
+                        header.varint("section alignment")
                 found = self._construct_section(start)
             section_id, aligned, length, alignment, payload, end = found
             if section_id == SectionId.END:

@@ -52,6 +52,10 @@ _LOC_SCOPES = (L.DISubprogram, L.DILexicalBlock)  # what a DILoc's scope may be
 
 UNKNOWN_FUNCTION_FLAGS_REFUSED = Version(13, 4)  # NVIDIA ignores unknown function flag bits before
 
+# (version, preview) -> {opcode: compiled decoder} for the opcodes `_fast_decoder` let through in
+# such a file. Bounded: five versions, two tags, one entry per opcode.
+_FAST_READY: Dict[Tuple[Version, bool], Dict[int, object]] = {}
+
 
 def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
          limits: Optional[DecodeLimits] = None, lazy_debug: bool = True,
@@ -183,6 +187,9 @@ class ModuleReader:
                 raise self.error(f"public-preview tag bit set in a {version} file; preview "
                                  f"bytecode needs version {PREVIEW_TAG}", 10)
             self.preview = True
+        # The compiled decoders of the opcodes that passed the checks above in a file of this
+        # version and preview tag (the checks depend on nothing else): not looked up one by one.
+        self._fast = dict(_FAST_READY.get((version, self.preview), ()))
         sections = self._frame_sections()
         for required in REQUIRED_SECTIONS:
             if required not in sections:
@@ -987,6 +994,7 @@ class ModuleReader:
                 return ModuleReader._careful_op  # not cached: counted on each use
             decode = fast_decoder(self._plan(spec), self.version)
         self._fast[opcode] = decode
+        _FAST_READY.setdefault((self.version, self.preview), {})[opcode] = decode
         return decode
 
     def _careful_op(self, reader: Reader, data, pos: int, end: int, values: List[Value],

@@ -57,52 +57,71 @@ def ir_signature(module: tilebc.Module):
     Types and op locations appear as indices into a table of their distinct values (by equality,
     in order of first appearance) that ends the signature: two signatures are equal exactly when
     the values are position by position, and each pair of distinct types is compared once rather
-    than at every value (most of the cost of comparing two decodings of a file)."""
-    numbers = {}
+    than at every value (most of the cost of comparing two decodings of a file).
+
+    The function bodies are one flat list, each sequence (block arguments, ops, regions, blocks,
+    results) preceded by its length, so equal lists mean equal trees: no tuple per op and block
+    to build and compare."""
+    numbers = {}   # id of a value -> its number, in order of definition
     by_id = {}     # id of a type or location -> its index in `table`
     by_value = {}  # type or location -> its index (equal values share one)
     table = []
+    flat = []
+    append = flat.append
 
     def intern(item):
-        index = by_id.get(id(item))
+        index = by_value.get(item)
         if index is None:
-            index = by_value.get(item)
-            if index is None:
-                index = by_value[item] = len(table)
-                table.append(item)
-            by_id[id(item)] = index
+            index = by_value[item] = len(table)
+            table.append(item)
+        by_id[id(item)] = index
         return index
 
-    def define(value):
-        numbers[id(value)] = len(numbers)
-        return intern(value.type)
-
-    def use(group):
-        if group is None:
-            return None
-        if isinstance(group, tuple):
-            return tuple([numbers[id(v)] for v in group])
-        return numbers[id(group)]
+    def define_all(values):
+        append(len(values))
+        for value in values:
+            numbers[id(value)] = len(numbers)
+            index = by_id.get(id(value.type))
+            append(intern(value.type) if index is None else index)
 
     def block(b):
-        args = tuple([define(a) for a in b.args])
-        return args, tuple([op_(o) for o in b.ops])
+        define_all(b.args)
+        ops = b.ops
+        append(len(ops))
+        for o in ops:
+            append(o.spec.opcode)
+            append(o.offset)
+            operands = []
+            for name, group in o.operands.items():
+                if group is None:
+                    operands.append((name, None))
+                elif isinstance(group, tuple):
+                    operands.append((name, tuple([numbers[id(v)] for v in group])))
+                else:
+                    operands.append((name, numbers[id(group)]))
+            append(tuple(operands))
+            append(tuple(o.attrs.items()))
+            regions = o.regions
+            append(len(regions))
+            for region in regions:
+                blocks = region.blocks
+                append(len(blocks))
+                for inner in blocks:
+                    block(inner)
+            define_all(o.results)  # after the regions: their values are numbered first
+            loc = o.loc
+            index = by_id.get(id(loc))
+            append(intern(loc) if index is None else index)
 
-    def op_(o):
-        operands = tuple([(k, use(v)) for k, v in o.operands.items()])
-        regions = tuple([tuple([block(b) for b in r.blocks]) for r in o.regions]) \
-            if o.regions else ()
-        results = tuple([define(r) for r in o.results])
-        return (o.spec.opcode, o.offset, operands, tuple(o.attrs.items()), results, regions,
-                intern(o.loc))
-
-    # Many small tuples and no cycles: collections triggered while building would only rescan
-    # the modules being compared (tilebc/gcpause.py).
+    # Many small objects: collections triggered while building would only rescan the modules
+    # being compared (tilebc/gcpause.py).
     with collection_paused():
-        functions = tuple([(f.name, f.type, f.optimization_hints, f.arg_attrs, f.loc, f.offset,
-                            block(f.body)) for f in module.functions])
-    return (module.version, module.producer, module.preview, tuple(module.globals), functions,
-            tuple(table))
+        functions = []
+        for f in module.functions:
+            functions.append((f.name, f.type, f.optimization_hints, f.arg_attrs, f.loc, f.offset))
+            block(f.body)
+    return (module.version, module.producer, module.preview, tuple(module.globals),
+            tuple(functions), flat, tuple(table))
 
 
 def warning_keys(module: tilebc.Module):
@@ -137,6 +156,13 @@ def _careful_load(data: bytes):
 
 def check(data: bytes, *, differential: bool = True) -> Outcome:
     """Decode `data` every way and check the invariants above."""
+    # Collections inside would only rescan the modules still being compared (each load re-enables
+    # collection on return); once the check is over they are garbage, collected in one pass.
+    with collection_paused():
+        return _check(data, differential)
+
+
+def _check(data: bytes, differential: bool) -> Outcome:
     started, cpu_started = time.perf_counter(), time.thread_time()
     module, error, foreign = _attempt(lambda: tilebc.load(data, lazy_debug=False, verify=False))
     outcome = Outcome(accepted=module is not None, seconds=time.perf_counter() - started,

@@ -52,6 +52,10 @@ _LOC_SCOPES = (L.DISubprogram, L.DILexicalBlock)  # what a DILoc's scope may be
 
 UNKNOWN_FUNCTION_FLAGS_REFUSED = Version(13, 4)  # NVIDIA ignores unknown function flag bits before
 
+# (version, preview) -> {opcode: compiled decoder} for the opcodes `_fast_decoder` let through in
+# such a file. Bounded: five versions, two tags, one entry per opcode.
+_FAST_READY: Dict[Tuple[Version, bool], Dict[int, object]] = {}
+
 
 def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
          limits: Optional[DecodeLimits] = None, lazy_debug: bool = True,
@@ -183,6 +187,9 @@ class ModuleReader:
                 raise self.error(f"public-preview tag bit set in a {version} file; preview "
                                  f"bytecode needs version {PREVIEW_TAG}", 10)
             self.preview = True
+        # The compiled decoders of the opcodes that passed the checks above in a file of this
+        # version and preview tag (the checks depend on nothing else): not looked up one by one.
+        self._fast = dict(_FAST_READY.get((version, self.preview), ()))
         sections = self._frame_sections()
         for required in REQUIRED_SECTIONS:
             if required not in sections:
@@ -237,14 +244,16 @@ class ModuleReader:
                 raise self.error("end section must not have the alignment flag set", start)
             if (id_byte & 0x7F) not in _SECTION_IDS:
                 raise self.error(f"unknown section ID: {id_byte & 0x7F}", start)
-            if id_byte & 0x7F:
-                # construct's VarInt accepts any length; like NVIDIA, refuse varints over 10 bytes.
-                header = Reader(self.data, start + 1, file=self.file)
-                header.varint("section length")
-                if id_byte & 0x80:
-                    header.varint("section alignment")
             found = plain_section(self.data, start)
             if found is None:  # something unusual: construct's schema reports it or reads on
+                if id_byte & 0x7F:
+                    # construct's VarInt accepts any length; like NVIDIA, refuse varints over 10
+                    # bytes. (A header plain_section reads has varints of at most 10 bytes that
+                    # fit in 64 bits: a larger length or alignment cannot fit the data.)
+                    header = Reader(self.data, start + 1, file=self.file)
+                    header.varint("section length")
+                    if id_byte & 0x80:
+                        header.varint("section alignment")
                 found = self._construct_section(start)
             section_id, aligned, length, alignment, payload, end = found
             if section_id == SectionId.END:
@@ -985,6 +994,7 @@ class ModuleReader:
                 return ModuleReader._careful_op  # not cached: counted on each use
             decode = fast_decoder(self._plan(spec), self.version)
         self._fast[opcode] = decode
+        _FAST_READY.setdefault((self.version, self.preview), {})[opcode] = decode
         return decode
 
     def _careful_op(self, reader: Reader, data, pos: int, end: int, values: List[Value],

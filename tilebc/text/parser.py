@@ -546,7 +546,11 @@ class _Parser:
                           f"'{text or 'end of input'}')", token.pos)
         c.pos = c.end = token.pos + len(text)
         c._peeked = None
-        name, _, index = text.partition("#") if "#" in text else (text, "", "")
+        if "#" in text:
+            name, _, index = text.partition("#")
+        else:
+            name = text
+            index = ""
         scopes = self.scopes
         value = scopes[-1].get(name) if scopes else None  # the innermost scope first
         if value is None:
@@ -556,7 +560,7 @@ class _Parser:
                     break
             else:
                 raise c.error(f"use of undefined value {name}", token.pos)
-        if isinstance(value, list):  # a result group
+        if value.__class__ is list:  # a result group
             position = int(index) if index.isdigit() and len(index) < 20 else -1
             if not 0 <= position < len(value):
                 raise self.c.error(f"{name} has {len(value)} results; use {name}#0 … "

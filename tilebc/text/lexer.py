@@ -150,8 +150,10 @@ class Cursor:
         if match is not None:
             kind = match.lastgroup
             if kind not in _CHECKED:
-                start = self.pos = match.start(kind)
-                peeked = self._peeked = Token(kind, match.group(kind), start)
+                peeked = self._peeked = _new_token(Token)  # as above: no __init__ frame
+                peeked.kind = kind
+                peeked.text = match.group(kind)
+                peeked.pos = self.pos = match.start(kind)
                 return peeked
         return self._peek_checked()
 

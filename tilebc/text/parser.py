@@ -101,15 +101,40 @@ class _OpState:
         self.result_count: Optional[int] = None
 
 
-# id(spec) -> (spec, the names of its operands); asked once per op, derived once per op kind.
-_OPERAND_NAMES: Dict[int, Tuple[object, frozenset]] = {}
+class _BuildPlan:
+    """What `_Parser._build` needs of an op kind, derived once per kind: its operand groups and
+    attributes as flat tuples, and which of the per-op checks apply at all."""
+
+    __slots__ = ("spec", "operands", "attrs", "swaps_padding", "elementwise", "types_match",
+                 "matches_result", "one_result", "regions")
+
+    def __init__(self, spec):
+        self.spec = spec  # held so the id keying _BUILD_PLANS is never reused
+        # (name, 0 optional / 1 required / 2 variadic)
+        self.operands = tuple((o.name, 2 if o.arity is Arity.VARIADIC else
+                               1 if o.arity is Arity.ONE else 0) for o in spec.operands)
+        # (name, the attribute when absent needs a default, else its absent value)
+        self.attrs = tuple((a.name, None, False) if a.kind is AttrKind.UNIT else
+                           (a.name, None, None) if a.optional else (a.name, a, None)
+                           for a in spec.attrs)
+        self.swaps_padding = any(o.name == "paddingValue" for o in spec.operands)
+        self.elementwise = spec.family is Family.ELEMENTWISE
+        self.types_match = spec.types_match
+        self.matches_result = "result" in spec.types_match
+        # a single result that is not variadic: its type is the one the text wrote, when it did
+        self.one_result = len(spec.results) == 1 and not spec.results[0].variadic
+        self.regions = spec.regions
 
 
-def _operand_names(spec) -> frozenset:
-    found = _OPERAND_NAMES.get(id(spec))
-    if found is None:
-        found = _OPERAND_NAMES[id(spec)] = (spec, frozenset(o.name for o in spec.operands))
-    return found[1]
+# id(spec) -> its _BuildPlan; asked once per op, derived once per op kind (specs are immutable).
+_BUILD_PLANS: Dict[int, _BuildPlan] = {}
+
+
+def _build_plan(spec) -> _BuildPlan:
+    plan = _BUILD_PLANS.get(id(spec))
+    if plan is None or plan.spec is not spec:
+        plan = _BUILD_PLANS[id(spec)] = _BuildPlan(spec)
+    return plan
 
 
 def _op_parser(spec):
@@ -136,7 +161,7 @@ class _Parser:
         self._separate: Optional[List[Module]] = None  # top-level modules kept apart (modules())
         self._module_pos: List[int] = []  # where each enclosing `cuda_tile.module` starts
         self._defined_at: Dict[int, int] = {}  # id(value) -> where its name is defined
-        self._used_at: Dict[int, Tuple[str, int]] = {}  # id(value) -> (name, its latest use)
+        self._used_at: Dict[int, Token] = {}  # id(value) -> the token of its latest use
         self._bodies: Dict[str, tuple] = {}  # op name as written -> (spec, its op parser)
 
     # ---- module ----------------------------------------------------------------------------------
@@ -521,7 +546,11 @@ class _Parser:
                           f"'{text or 'end of input'}')", token.pos)
         c.pos = c.end = token.pos + len(text)
         c._peeked = None
-        name, _, index = text.partition("#") if "#" in text else (text, "", "")
+        if "#" in text:
+            name, _, index = text.partition("#")
+        else:
+            name = text
+            index = ""
         scopes = self.scopes
         value = scopes[-1].get(name) if scopes else None  # the innermost scope first
         if value is None:
@@ -531,7 +560,7 @@ class _Parser:
                     break
             else:
                 raise c.error(f"use of undefined value {name}", token.pos)
-        if isinstance(value, list):  # a result group
+        if value.__class__ is list:  # a result group
             position = int(index) if index.isdigit() and len(index) < 20 else -1
             if not 0 <= position < len(value):
                 raise self.c.error(f"{name} has {len(value)} results; use {name}#0 … "
@@ -539,13 +568,14 @@ class _Parser:
             value = value[position]
         elif index:
             raise self.c.error(f"{name} is a single value and takes no #index", token.pos)
-        self._used_at[id(value)] = (token.text, token.pos)
+        self._used_at[id(value)] = token
         return value
 
     def _prior_use_error(self, value: Value, wanted) -> TextSyntaxError:
         """MLIR's error for a value used at a type other than its own, with its note at the
         definition."""
-        name, pos = self._used_at.get(id(value), ("%?", self.c.peek().pos))
+        use = self._used_at.get(id(value))
+        name, pos = (use.text, use.pos) if use is not None else ("%?", self.c.peek().pos)
 
         def quoted(t):
             return f"'{t}'" if isinstance(t, T.ElementType) else f"'!cuda_tile.{t}'"
@@ -637,16 +667,24 @@ class _Parser:
             token = c.peek()
         expr = self._loc(op) if token.text == "loc" else None
         # A terminator the text left out carries its parent's location (as MLIR's builder does).
-        for region in op.regions:
-            for block in region.blocks:
-                if expr is not None and block.ops and id(block.ops[-1]) in self._implicit:
-                    self._pending_locs.append((block.ops[-1], expr))
+        if expr is not None:
+            for region in op.regions:
+                for block in region.blocks:
+                    if block.ops and id(block.ops[-1]) in self._implicit:
+                        self._pending_locs.append((block.ops[-1], expr))
         # Bind result names.
         if names:
             if state.result_count != len(op.results):
                 raise c.error(f"{spec.mnemonic} defines {len(op.results)} results but "
                               f"{state.result_count} names were given", start.pos)
             scope = self.scopes[-1]
+            if len(names) == 1 and names[0][1] == 1:  # `%x = ...`: _define inline
+                token = names[0][0]
+                if token.text in scope:
+                    raise c.error(f"redefinition of SSA value {token.text}", token.pos)
+                value = scope[token.text] = op.results[0]
+                self._defined_at[id(value)] = token.pos
+                return op
             index = 0
             for token, count in names:
                 group = op.results[index:index + count]
@@ -858,68 +896,83 @@ class _Parser:
 
     def _build(self, state: _OpState, name_token: Token) -> Op:
         spec = state.spec
+        plan = _build_plan(spec)
+        given = state.operands
         # `load_ptr_tko %p, %x`: the text alone cannot tell a mask from a padding value (both
         # optional, both after a comma); a mask is always a tile of i1, a padding value has the
         # result's type (anything else stays the mask, as MLIR reads it, and is refused as one).
-        mask = state.operands.get("mask")
-        result = (state.result_types.get(0) or [None])[0]
-        if mask is not None and "paddingValue" in _operand_names(spec) \
-                and state.operands.get("paddingValue") is None \
-                and getattr(getattr(mask.type, "element", None), "name", "") != "i1" \
-                and (result is None or mask.type == result):
-            state.operands["paddingValue"], state.operands["mask"] = mask, None
+        result_types = state.result_types
+        result = (result_types.get(0) or (None,))[0] if result_types else None
+        if plan.swaps_padding:
+            mask = given.get("mask")
+            if mask is not None and given.get("paddingValue") is None \
+                    and getattr(getattr(mask.type, "element", None), "name", "") != "i1" \
+                    and (result is None or mask.type == result):
+                given["paddingValue"], given["mask"] = mask, None
         implied = not state.generic
-        token_operand = state.operands.get("token")
-        if implied and isinstance(token_operand, Value) and token_operand.type != T.token:
-            raise self._prior_use_error(token_operand, T.token)  # its type is implied
-        if implied and spec.family is Family.ELEMENTWISE and result is not None:
-            # all of an element-wise op's values have one type: an operand whose type the text
-            # does not write is read at the result's (MLIR resolves it so)
-            for operand in spec.operands:
-                value = state.operands.get(operand.name)
-                if isinstance(value, Value) and operand.name not in state.operand_types \
-                        and value.type != result:
-                    raise self._prior_use_error(value, result)
-        if implied and spec.types_match:
-            written = next((state.operand_types[name][0] for name in spec.types_match
-                            if state.operand_types.get(name)), None)
-            if written is None and "result" in spec.types_match:
-                written = result
-            for name in spec.types_match:
-                value = state.operands.get(name)
-                if written is not None and isinstance(value, Value) \
-                        and name not in state.operand_types and value.type != written:
-                    raise self._prior_use_error(value, written)
+        if implied:
+            token_operand = given.get("token")
+            if token_operand.__class__ is Value and token_operand.type != T.token:
+                raise self._prior_use_error(token_operand, T.token)  # its type is implied
+            if plan.elementwise and result is not None:
+                # all of an element-wise op's values have one type: an operand whose type the
+                # text does not write is read at the result's (MLIR resolves it so)
+                for name, _ in plan.operands:
+                    value = given.get(name)
+                    if value.__class__ is Value and value.type != result \
+                            and name not in state.operand_types:
+                        raise self._prior_use_error(value, result)
+            if plan.types_match:
+                written = None
+                read_types = state.operand_types
+                for name in plan.types_match:
+                    found = read_types.get(name)
+                    if found:
+                        written = found[0]
+                        break
+                if written is None and plan.matches_result:
+                    written = result
+                if written is not None:
+                    for name in plan.types_match:
+                        value = given.get(name)
+                        if value.__class__ is Value and name not in read_types \
+                                and value.type != written:
+                            raise self._prior_use_error(value, written)
         operands = {}
-        for operand in spec.operands:
-            value = state.operands.get(operand.name)
-            if operand.arity is Arity.VARIADIC:
+        for name, arity in plan.operands:
+            value = given.get(name)
+            if arity == 2:
                 value = tuple(value or ())
-            elif operand.arity is Arity.ONE and value is None:
-                raise self.c.error(f"{spec.mnemonic} needs operand '{operand.name}'", name_token.pos)
-            operands[operand.name] = value
+            elif arity == 1 and value is None:
+                raise self.c.error(f"{spec.mnemonic} needs operand '{name}'", name_token.pos)
+            operands[name] = value
         attrs = {}
-        for attr in spec.attrs:
-            if attr.name in state.attrs:
-                attrs[attr.name] = state.attrs[attr.name]
-            elif attr.kind is AttrKind.UNIT:
-                attrs[attr.name] = False
-            elif attr.optional:
-                attrs[attr.name] = None
+        read = state.attrs
+        for name, needs_default, absent in plan.attrs:
+            value = read.get(name, read)
+            if value is not read:
+                attrs[name] = value
+            elif needs_default is None:
+                attrs[name] = absent
             else:
-                default = attr.default_for(operands)
+                default = needs_default.default_for(operands)
                 if default is None:
-                    raise self.c.error(f"{spec.mnemonic} needs attribute '{attr.name}'",
+                    raise self.c.error(f"{spec.mnemonic} needs attribute '{name}'",
                                        name_token.pos)
-                attrs[attr.name] = default
-        result_types = self._result_types(state, operands, name_token)
+                attrs[name] = default
+        if result is not None and plan.one_result:
+            types = [result]
+        else:
+            types = self._result_types(state, operands, name_token)
+        if not plan.regions:
+            return Op(spec, operands, attrs, types)
         regions = [state.regions[i] for i in range(spec.regions) if i in state.regions]
         if len(regions) != spec.regions:
             if spec.else_optional and len(regions) == spec.regions - 1:
                 regions.append(Region())
             else:
                 raise self.c.error(f"{spec.mnemonic} needs {spec.regions} region(s)", name_token.pos)
-        return Op(spec, operands, attrs, result_types, regions)
+        return Op(spec, operands, attrs, types, regions)
 
     def _result_types(self, state: _OpState, operands, name_token) -> List:
         spec = state.spec

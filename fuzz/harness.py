@@ -156,8 +156,8 @@ def _careful_load(data: bytes):
 
 def check(data: bytes, *, differential: bool = True) -> Outcome:
     """Decode `data` every way and check the invariants above."""
-    # Collections inside would only rescan the modules still being compared (each load re-enables
-    # collection on return); once the check is over they are garbage, collected in one pass.
+    # Collections inside would only rescan the modules still being compared (each load would
+    # re-enable collection on return); once the check is over they are garbage, collected in one pass.
     with collection_paused():
         return _check(data, differential)
 

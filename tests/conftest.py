@@ -19,8 +19,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # A test process holds hundreds of MB of session caches (decoded fixtures, tool results), which
 # every full collection walks again: at Python's default thresholds (700, 10, 10) a fixture walk
-# spent ~12 % of its CPU in the collector, at these ~5 % (young collections stay cheap; cycles
-# are still collected, a little later).
+# spent ~12 % of its CPU in the collector, at these ~5 %. Young collections stay cheap; a full
+# one comes after some 2 million surviving allocations instead of 70,000, so cyclic garbage
+# (an emulator image with tensor-map reads, say) waits that much longer.
 gc.set_threshold(5000, 20, 20)
 
 import pytest  # noqa: E402
@@ -101,6 +102,9 @@ class CaseFailures:
             yield
         except Exception as error:  # an unexpected exception fails only its case, as an assert does
             self.failures.append((label, error))
+        except BaseException:  # pytest.skip / fail / exit: not before reporting what already failed
+            self.raise_any()
+            raise
 
     def raise_any(self):
         if not self.failures:

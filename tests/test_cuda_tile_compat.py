@@ -967,3 +967,14 @@ def test_a_missing_token_is_reported_where_the_line_before_ends(tmp_path, capsys
                            "  %r = select %c, %a, %a : tile<4xi1> return\n}\n", "same.mlir")
     code, _, err = run(capsys, "opt", path)
     assert err.splitlines()[0] == f"{path}:2:39: error: expected ',' in select, found 'return'"
+
+
+def test_parsing_ops_of_other_dialects_keeps_nothing_per_parse(tmp_path, capsys):
+    # each foreign op gets a spec of its own; a per-kind cache keyed by it would grow per parse
+    from tilebc.text import parser
+    path = write(tmp_path, FOREIGN)
+    run(capsys, "opt", "-allow-unregistered-dialect", "-verify-diagnostics", path)
+    kept = len(parser._BUILD_PLANS)
+    for _ in range(5):
+        assert run(capsys, "opt", "-allow-unregistered-dialect", "-verify-diagnostics", path)[0] == 0
+    assert len(parser._BUILD_PLANS) == kept

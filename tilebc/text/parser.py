@@ -131,6 +131,8 @@ _BUILD_PLANS: Dict[int, _BuildPlan] = {}
 
 
 def _build_plan(spec) -> _BuildPlan:
+    if spec.unregistered:  # a fresh spec per foreign op: kept, they would pile up without bound
+        return _BuildPlan(spec)
     plan = _BUILD_PLANS.get(id(spec))
     if plan is None or plan.spec is not spec:
         plan = _BUILD_PLANS[id(spec)] = _BuildPlan(spec)

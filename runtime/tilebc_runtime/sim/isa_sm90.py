@@ -340,13 +340,15 @@ def tensor_map_reader(ins, k, operand):
         raise k.unsupported(ins, "the tensor map is a kernel parameter or a register holding its "
                                  "address")
 
+    param_size = np.uint64(k.param_size)  # not k itself: the image's code must not hold it
+
     def lookup(cta, lanes):
         if read is None:
             offsets = np.full(len(lanes), offset, np.int64)
         else:
             addresses = _per_lane(cta, read(cta), lanes).astype(np.uint64)
             offsets = addresses.astype(np.int64) - PARAM_WINDOW
-            param_space = addresses < np.uint64(k.param_size)  # a .param-space address
+            param_space = addresses < param_size  # a .param-space address
             offsets[param_space] = addresses[param_space].astype(np.int64)
         maps = []
         for index, lane in enumerate(lanes):

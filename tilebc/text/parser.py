@@ -110,9 +110,7 @@ class _BuildPlan:
 
     def __init__(self, spec):
         self.spec = spec  # held so the id keying _BUILD_PLANS is never reused
-        # (name, 0 optional / 1 required / 2 variadic)
-        self.operands = tuple((o.name, 2 if o.arity is Arity.VARIADIC else
-                               1 if o.arity is Arity.ONE else 0) for o in spec.operands)
+        self.operands = tuple((o.name, o.arity) for o in spec.operands)
         # (name, the attribute when absent needs a default, else its absent value)
         self.attrs = tuple((a.name, None, False) if a.kind is AttrKind.UNIT else
                            (a.name, None, None) if a.optional else (a.name, a, None)
@@ -680,13 +678,6 @@ class _Parser:
                 raise c.error(f"{spec.mnemonic} defines {len(op.results)} results but "
                               f"{state.result_count} names were given", start.pos)
             scope = self.scopes[-1]
-            if len(names) == 1 and names[0][1] == 1:  # `%x = ...`: _define inline
-                token = names[0][0]
-                if token.text in scope:
-                    raise c.error(f"redefinition of SSA value {token.text}", token.pos)
-                value = scope[token.text] = op.results[0]
-                self._defined_at[id(value)] = token.pos
-                return op
             index = 0
             for token, count in names:
                 group = op.results[index:index + count]
@@ -943,9 +934,9 @@ class _Parser:
         operands = {}
         for name, arity in plan.operands:
             value = given.get(name)
-            if arity == 2:
+            if arity is Arity.VARIADIC:
                 value = tuple(value or ())
-            elif arity == 1 and value is None:
+            elif arity is Arity.ONE and value is None:
                 raise self.c.error(f"{spec.mnemonic} needs operand '{name}'", name_token.pos)
             operands[name] = value
         attrs = {}

@@ -113,6 +113,23 @@ def test_schedule_dependent_differences_are_reported_not_failed():
     assert "lane order" in result.backends["bad"].detail and not result.backends["bad"].failed
 
 
+def _swap_first_two_rows_of_a_segment(module, entry, grid, ids, cursor, sorted_tok, x, x_sorted):
+    """dm_moe_permute as a GPU may leave it: two tokens of expert 0 took each other's slots."""
+    interp_run(module, entry, grid, ids, cursor, sorted_tok, x, x_sorted)
+    sorted_tok[[0, 1]] = sorted_tok[[1, 0]]
+    x_sorted[[0, 1]] = x_sorted[[1, 0]]
+
+
+def test_an_atomic_order_difference_is_order_but_a_broken_case_check_is_a_mismatch():
+    reordered = gpu_checks.run_fixture_case("dm_moe_permute", "13.5",
+                                            {"gpu": _swap_first_two_rows_of_a_segment})
+    assert reordered.interp.status == "ok"
+    assert reordered.backends["gpu"].status == "order", reordered.backends["gpu"]
+    # its case's own checks hold in any order, so breaking one of them is not excused as order
+    broken = gpu_checks.run_fixture_case("dm_moe_permute", "13.5", {"bad": _add_one_to_outputs})
+    assert broken.backends["bad"].status == "mismatch" and broken.backends["bad"].failed
+
+
 def test_launcher_errors_are_errors_and_tileiras_refusals_are_refusals():
     def broken(*args, **options):
         raise LaunchError("driver says no")

@@ -17,7 +17,7 @@ worst first by the at-scale ratio ours / tileiras; kernels left out are listed w
 stay the H100's); `--quick` runs a dozen representative cases; `--record` writes
 benchmarks/results/model.md;
 `--sm90` instead compares ours with tileiras's sm_90 PTX (TMA, wgmma) on the tensor-core fixtures,
-at their size and at sizes timed on an H200 (`--record`: benchmarks/results/model-sm90.md);
+at their size and at sizes timed on an H100 (`--record`: benchmarks/results/model-sm90.md);
 `--sample N` profiles only N CTAs of larger grids (counts extrapolated; results are then not
 checked); `--csv FILE` writes every row.
 """
@@ -393,15 +393,15 @@ def run_large(reference, name, launch, hw, cache_dir, their_archs=("sm_80", "sm_
 # ------------------------------------------------------------------ sm_90: wgmma against TMA
 # The tensor-core fixtures whose production tiles our JIT lowers to wgmma, against tileiras's
 # sm_90 code (TMA, mbarrier pipelines, wgmma), each at the fixture's size and at the sizes timed
-# on a Hopper GPU (bench_gpu_scale --gpu-only; measured µs ours / tileiras, 2026-11-26).
+# on a Hopper GPU (bench_gpu_scale --gpu-only; measured µs ours / tileiras, 2026-11-27).
 SM90_FIXTURES = ("la_gemm_aligned_tile", "la_bmm_aligned_tile", "nn_flash_attention_tile")
-SM90_MEASURED = {  # an H200 (same SMs and clocks as the H100 SXM), results/gpu_only_h200.md
-    "la_gemm_aligned_tile 2048³": (35.7, 35.7),
-    "la_gemm_aligned_tile 4096³": (295.0, 306.7),
-    "la_bmm_aligned_tile 8 × 1024³": (43.0, 46.6),
-    "la_bmm_aligned_tile 16 × 2048×2048×512": (195.8, 237.3),
-    "nn_flash_attention_tile causal 32×2×2048×64, 64-row tiles": (115.6, 117.6),
-    "nn_flash_attention_tile 32×2×2048×64, 128-row tiles": (179.0, 167.1),
+SM90_MEASURED = {  # an H100 80GB HBM3 (the model's knobs' GPU), results/gpu_only.md
+    "la_gemm_aligned_tile 2048³": (38.7, 41.0),
+    "la_gemm_aligned_tile 4096³": (335.5, 346.9),
+    "la_bmm_aligned_tile 8 × 1024³": (48.5, 51.6),
+    "la_bmm_aligned_tile 16 × 2048×2048×512": (211.4, 245.7),
+    "nn_flash_attention_tile causal 32×2×2048×64, 64-row tiles": (114.8, 117.1),
+    "nn_flash_attention_tile 32×2×2048×64, 128-row tiles": (164.6, 169.6),
 }
 
 
@@ -484,8 +484,8 @@ def _sm90_rows(recorder, error, label, measured, rows, left):
 
 def render_sm90(rows, left, hw, wall, cpu):
     out = [f"sm_90: ours (TMA + wgmma) / tileiras (TMA + wgmma), ESTIMATED times on {hw.name}; "
-           "measured: the same launches timed on an H200 (bench_gpu_scale --gpu-only, "
-           "2026-11-26; results/gpu_only_h200.md).", ""]
+           "measured: the same launches timed on an H100 (bench_gpu_scale --gpu-only, "
+           "2026-11-27; results/gpu_only.md).", ""]
     out.append("| kernel | ours µs est. | tileiras µs est. | ratio est. | ours µs measured | "
                "tileiras µs measured | ratio measured | est. ÷ measured ours / tileiras | "
                "bound ours / tileiras | global sectors ours / tileiras (TMA's) | "
@@ -533,7 +533,7 @@ def record_sm90(lines):
     path = ROOT / "benchmarks" / "results" / "model-sm90.md"
     command = "PYTHONPATH=.:runtime .venv/bin/python benchmarks/bench_model.py --sm90 --record"
     head = ["# Performance model, sm_90: our TMA + wgmma code vs tileiras's TMA + wgmma code "
-            "(estimates beside H200 timings)", "",
+            "(estimates beside H100 timings)", "",
             f"Recorded {datetime.date.today().isoformat()} with `{command}` on "
             f"{platform.machine()} ({platform.system()}).", "", SM90_LEGEND, ""]
     path.write_text("\n".join(head + lines) + "\n")

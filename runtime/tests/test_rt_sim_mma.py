@@ -1181,9 +1181,71 @@ def test_sm90_mmaf_runs_on_wgmma_and_matches_the_interpreter(kind, m, n, k, tran
     np.testing.assert_array_equal(actual, a.astype(np.float64) @ b_kn.astype(np.float64) + c)
 
 
+TWO_WARPGROUP_CASES = [  # kind, M, N, K, B transposed ([N, K] source)
+    ("f16", 128, 64, 64, False),   # A 128-byte swizzled: the second warpgroup 64 rows further
+    ("bf16", 256, 32, 32, False),  # A in core matrices (K 32), two row groups per warpgroup
+    ("f16", 128, 64, 128, True),   # B K-major from its source, two K blocks
+]
+
+
+@pytest.mark.parametrize("kind,m,n,k,transposed", TWO_WARPGROUP_CASES,
+                         ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}{'-bt' if c[4] else ''}"
+                              for c in TWO_WARPGROUP_CASES])
+def test_two_warpgroups_each_take_64_of_every_128_rows(kind, m, n, k, transposed):
+    """256 threads: warpgroup g issues the wgmma's of rows 64 g of every 128 (its A descriptors
+    start 64 g rows further), accumulating in MmaAcc (1, 8, 1); B is shared."""
+    module = _transposed_b_kernel(kind, m, n, k) if transposed else mmaf_kernel(kind, m, n, k)
+    entry = "k" if transposed else None
+    ptx = jit_compile(module, entry=entry, arch="sm_90", emit="ptx", threads=256, wgmma=True).ptx
+    assert "mma.sync" not in ptx
+    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind}") \
+        == (m // 128) * (k // 16)
+    dtype = np.float16 if kind == "f16" else ml_dtypes.bfloat16
+    a = _quarters(dtype, (m, k))
+    b = _quarters(dtype, (n, k) if transposed else (k, n))
+    c = _quarters(np.float32, (m, n))
+    expected, actual = c.copy(), c.copy()
+    interpret(module, entry, (1,), a, b, expected)
+    sim.run(module, entry, (1,), a, b, actual, arch="sm_90", threads=256, wgmma=True)
+    np.testing.assert_array_equal(actual, expected)
+
+
+def test_attention_with_128_query_rows_takes_two_warpgroups_on_sm90():
+    """The JIT's own thread choice: 256 threads (two wgmma warpgroups) for the 128-row entry of
+    nn_flash_attention_tile on sm_90, where one warpgroup holding all 128 rows' scores and
+    outputs needs ~230 registers a thread (timed on an H100: 1.07x tileiras's time with 128
+    threads, 0.96x with 256); 128 for its 64-row entry, on sm_80, and without wgmma."""
+    from tilebc_runtime.compiler import load_module, select_entries
+    module = load_module(FIXTURES / "nn_flash_attention_tile"
+                         / "nn_flash_attention_tile-13.5.tilebc")
+    threads = {}
+    for function in select_entries(module, None):
+        rows = max(op.results[0].type.shape[0] for op in function.walk() if op.name == "mmaf")
+        for arch, wgmma in (("sm_90", None), ("sm_80", None), ("sm_90", False)):
+            result = jit_compile(module, entry=function.name, arch=arch, emit="ptx", wgmma=wgmma)
+            threads[rows, arch, wgmma] = result.threads_per_cta
+            if (rows, arch, wgmma) == (128, "sm_90", None):
+                assert "wgmma.mma_async" in result.ptx and "mma.sync" not in result.ptx
+    assert threads == {(128, "sm_90", None): 256, (128, "sm_80", None): 128,
+                       (128, "sm_90", False): 128, (64, "sm_90", None): 128,
+                       (64, "sm_80", None): 128, (64, "sm_90", False): 128}
+
+
+def test_two_warpgroups_only_where_the_product_runs_on_wgmma():
+    """A 128-row product whose operands cp.async stages takes 256 threads and wgmma; one whose
+    operands go through st.shared runs on mma.sync (compile's default), with 128 threads."""
+    aligned = jit_compile(_async_operands_kernel(128, 64, 64, 16), entry="k", arch="sm_90",
+                          emit="ptx")
+    assert aligned.threads_per_cta == 256 and "wgmma.mma_async" in aligned.ptx
+    staged = jit_compile(mmaf_kernel("f16", 128, 64, 64), arch="sm_90", emit="ptx")
+    assert staged.threads_per_cta == 128 and "mma.sync" in staged.ptx
+    assert "wgmma" not in staged.ptx
+
+
 @pytest.mark.parametrize("kind,m,n,k,threads,result", [
     ("f16", 32, 32, 32, 128, "f32"),   # M under 64 (the fixtures' GEMM tiles)
     ("f16", 64, 64, 16, 64, "f32"),    # not one warpgroup
+    ("f16", 64, 64, 16, 256, "f32"),   # two warpgroups, but under 64 rows each
     ("bf16", 64, 64, 16, 128, "bf16"),  # a bf16 result
     ("f16", 16, 16, 16, 128, "f16")])
 def test_other_sm90_mmas_keep_mma_sync(kind, m, n, k, threads, result):

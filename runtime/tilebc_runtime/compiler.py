@@ -21,6 +21,7 @@ from tilebc.ir.types import PointerType, TileType
 
 from . import targets
 from .lowering import chunks, dtypes
+from .lowering.anchors import takes_two_warpgroups
 from .lowering.lowerer import STATIC_SHARED_LIMIT, Lowerer, LoweringError, Tile
 from .lowering.families import load_all
 from .lowering.predicates import simplify_predicates
@@ -152,10 +153,13 @@ def check_module(module: Module, functions: List[Function]) -> None:
 
 # -- stage 3: lower --------------------------------------------------------------------------
 def choose_threads(module: Module, function: Function, arch: int,
-                   requested: Optional[int] = None) -> Tuple[int, Optional[int], List[str]]:
+                   requested: Optional[int] = None,
+                   warpgroup_mma: bool = False) -> Tuple[int, Optional[int], List[str]]:
     """Threads per CTA, min CTAs per SM (from the `occupancy` hint) and log notes.
-    An explicit request wins, then the `num_worker_warps_per_cta` hint, then a size rule: 128
-    threads, halved (down to one warp) while half of them still cover the largest tile."""
+    An explicit request wins, then the `num_worker_warps_per_cta` hint, then two warpgroups
+    where `warpgroup_mma` (sm_90 code that may use wgmma) and a product takes them
+    (anchors.takes_two_warpgroups), then a size rule: 128 threads, halved (down to one warp)
+    while half of them still cover the largest tile."""
     notes = []
     hints = {}
     if function.optimization_hints is not None:
@@ -178,8 +182,11 @@ def choose_threads(module: Module, function: Function, arch: int,
             raise TilebcError(f"threads per CTA must be a multiple of 32 in [32, 1024], "
                               f"got {requested}")
         return requested, occupancy, notes
+    ops = list(function.walk())
+    if warpgroup_mma and any(takes_two_warpgroups(op) for op in ops):
+        return 2 * DEFAULT_THREADS, occupancy, notes
     largest = 1
-    for op in function.walk():
+    for op in ops:
         for value in op.results:
             if isinstance(value.type, TileType):
                 largest = max(largest, value.type.num_elements)
@@ -423,11 +430,20 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
     dynamic_align = 16
     globals_used = set()
     for index, function in enumerate(functions):
-        count, occupancy, more = choose_threads(module, function, arch, threads)
+        warpgroups = arch == 90 and not portable and wgmma is not False
+        count, occupancy, more = choose_threads(module, function, arch, threads, warpgroups)
         notes += more
+        plain = choose_threads(module, function, arch, threads)[0] if warpgroups else count
         check_code_size(module, function, count)
         lines, origin, info, lw = lower_function(module, function, arch, count, occupancy, index,
                                                  portable, wgmma, tma)
+        if plain != count and not any(line.lstrip().startswith("wgmma.") for line in lines):
+            # two warpgroups were for wgmma; mma.sync code (operands through st.shared) keeps
+            # the size rule's count
+            count = plain
+            check_code_size(module, function, count)
+            lines, origin, info, lw = lower_function(module, function, arch, count, occupancy,
+                                                     index, portable, wgmma, tma)
         uses_vprintf |= lw.uses_vprintf
         uses_dynamic_shared |= info.dynamic_shared_bytes > 0
         if info.dynamic_shared_bytes:

@@ -24,10 +24,11 @@ In a `for` whose body is such loads feeding one mma (a GEMM K loop), those copie
 two iterations ahead through 2-4 rotating stages (_KPipeline), with a wgmma group left in
 flight across iterations where the loop carries its accumulator. On sm_90 an f16 / bf16 mmaf with
 an f32 result that anchors.wgmma_fits takes runs as warpgroup MMA instead (_wgmma), in the same
-accumulator layout with a 1 x 4 x 1 warp grid (runtime/LAYOUTS.md). By default (compile's tma) a
-wgmma pipeline whose staged operands are all 128-byte swizzled and described by tensor maps (tma.py)
-fills its stages by TMA: thread 0 issues cp.async.bulk.tensor into each stage, completing the
-stage's mbarrier, whose phase the consumers wait for.
+accumulator layout with a 1 x 4 x 1 warp grid, or 1 x 8 x 1 with two warpgroups (256 threads, which
+compile picks for 128-row products: anchors.takes_two_warpgroups; runtime/LAYOUTS.md). By default
+(compile's tma) a wgmma pipeline whose staged operands are all 128-byte swizzled and described by
+tensor maps (tma.py) fills its stages by TMA: thread 0 issues cp.async.bulk.tensor into each stage,
+completing the stage's mbarrier, whose phase the consumers wait for.
 """
 from __future__ import annotations
 
@@ -1409,7 +1410,7 @@ def _mma_in_registers(lw, op, layout, form):
         _lower_transposed(lw, op)
         _mma_f64(lw, op, layout)
         return
-    if wgmma_fits(lw, op) and layout.grid == (1, 4, 1):
+    if wgmma_fits(lw, op) and layout.grid == (1, lw.T // 32, 1):
         _wgmma(lw, op, layout, form[0])
         return
     w = lw.w
@@ -1768,10 +1769,11 @@ def _wgmma(lw, op, layout, a_type):
     wgmma.mma_async.m64nNk16: A [M, K] staged K-major, B [K, N] MN-major (imm-trans-b) or a
     Transposed B's [N, K] source K-major, 128-byte swizzled where _swizzles, else in padded core
     matrices (_canonical_at), by st.shared or by
-    cp.async (ViewStaged, also a K-loop pipeline's stages); one wgmma per 64 rows and K step
-    from matrix descriptors, all in one commit group. The accumulators are the MmaAcc (1, 4, 1)
-    fragment, which is wgmma's (warp w: rows 16w + g, 16w + g + 8 of each 64), so a `for`
-    carries them in registers; the accumulator enters as D (scale-d 1)."""
+    cp.async (ViewStaged, also a K-loop pipeline's stages); per K step, each warpgroup issues
+    one wgmma for each of its 64-row groups (warpgroup g of G: rows 64 g of every 64 G) from
+    matrix descriptors, all in one commit group. The accumulators are the MmaAcc (1, 4 G, 1)
+    fragment, which is wgmma's (warp w: rows 16 (w mod 4) + g, + 8 of its warpgroup's 64), so
+    a `for` carries them in registers; the accumulator enters as D (scale-d 1)."""
     w = lw.w
     acc = lw.convert(lw.get(op.operands["acc"], any_layout=True), layout)
     a_held = lw._cache.get(("hoisted A", op)) or \
@@ -1843,6 +1845,7 @@ def _wgmma(lw, op, layout, a_type):
         d.append(reg)
     w("wgmma.fence.sync.aligned")
     per_half = n // 2  # f32 accumulators per thread per 64 rows
+    groups = lw.T // 128  # warpgroup g takes rows 64 g of every 64 x groups (MmaAcc (1, T/32, 1))
 
     def k_major(rows, step, first_row):
         """Descriptor fields of K step `step` of a K-major operand from row `first_row`:
@@ -1859,6 +1862,15 @@ def _wgmma(lw, op, layout, a_type):
         b_lead, b_stride, b_swizzle = k_dim * _SWIZZLE, _SWIZZLE_ATOM, _SWIZZLE
     else:
         b_lead, b_stride, b_swizzle = _leading(n, False), _MN_RUN, 0
+    a_start = starts[0]
+    if groups > 1 and a_held is None:  # this warpgroup's first row: 64 g rows further in A
+        row_bytes = _SWIZZLE if _swizzles(m, k_dim) else 16
+        shift = w.reg("b32")
+        w(f"shr.u32 {shift}, {lw.tid()}, 7")
+        w(f"mul.lo.u32 {shift}, {shift}, {64 * row_bytes >> 4}")
+        a_start = w.reg("b64")
+        w(f"cvt.u64.u32 {a_start}, {shift}")
+        w(f"add.s64 {a_start}, {a_start}, {starts[0]}")
     for step in range(k_dim // 16):
         if from_source:
             b_at = k_major(n, step, 0)[0]
@@ -1867,7 +1879,7 @@ def _wgmma(lw, op, layout, a_type):
         b_desc = w.reg("b64")
         w(f"add.s64 {b_desc}, {starts[1]}, "
           f"{wgmma_descriptor(offsets[1] + b_at, b_lead, b_stride, b_swizzle)}")
-        for half in range(m // 64):
+        for half in range(m // (64 * groups)):
             regs = ", ".join(d[half * per_half:(half + 1) * per_half])
             if a_held is not None:  # the warp's 16 rows of each 64 (mma.m16n8k16's A fragment)
                 a_regs = ", ".join(a_held.fragment(0, half, step))
@@ -1875,8 +1887,8 @@ def _wgmma(lw, op, layout, a_type):
                   f"{{{regs}}}, {{{a_regs}}}, {b_desc}, 1, 1, 1, {int(not from_source)}")
                 continue
             a_desc = w.reg("b64")
-            at, lead, stride, swizzle = k_major(m, step, half * 64)
-            w(f"add.s64 {a_desc}, {starts[0]}, "
+            at, lead, stride, swizzle = k_major(m, step, half * 64 * groups)
+            w(f"add.s64 {a_desc}, {a_start}, "
               f"{wgmma_descriptor(offsets[0] + at, lead, stride, swizzle)}")
             w(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{a_type}.{a_type} "
               f"{{{regs}}}, {a_desc}, {b_desc}, 1, 1, 1, 0, {int(not from_source)}")

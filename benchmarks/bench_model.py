@@ -594,6 +594,9 @@ def main(argv=None) -> int:
                         help="only the sm_90 table: ours (TMA + wgmma) against tileiras's sm_90 PTX "
                              "(TMA) on the tensor-core fixtures; --record writes "
                              "results/model-sm90.md")
+    parser.add_argument("--mma-kind", action="store_true",
+                        help="only the mma kernels, under the JIT's own wgmma / mma.sync choice "
+                             "and each forced; --record writes results/model-mma-kind.md")
     parser.add_argument("--jit-option", action="append", default=[], metavar="OPT=VALUE",
                         help="a compile option of our JIT (true/false, integers, else text; "
                              "repeatable), e.g. tma=false")
@@ -608,6 +611,13 @@ def main(argv=None) -> int:
     cache_dir = model_cache_dir()
     started = time.perf_counter()
     cpu_started = _cpu()
+    if args.mma_kind:
+        rows = run_mma_kind(hw, cache_dir, names or mma_cases())
+        lines = render_mma_kind(rows, time.perf_counter() - started, _cpu() - cpu_started)
+        print("\n".join(lines))
+        if args.record:
+            record_mma_kind(lines)
+        return 0
     if args.sm90:
         rows, left = run_sm90(hw, cache_dir, set(args.names))
         lines = render_sm90(rows, left, hw, time.perf_counter() - started, _cpu() - cpu_started)
@@ -617,43 +627,7 @@ def main(argv=None) -> int:
         if args.record:
             record_sm90(lines)
         return 0
-    table, left = [], []
-    for reference, name in cases(names):
-        t0 = time.perf_counter()
-        recorder, error = run_case(reference, name, hw, args.sample, cache_dir,
-                                   check=args.sample is None)
-        if error and not recorder.rows:
-            left.append((name, error))
-        elif error:
-            left.append((name, f"(rows kept) {error}"))
-        labels = kernel_labels(name, list(recorder.rows))
-        for entry, (ours, theirs) in recorder.rows.items():
-            label = labels[entry]
-            if entry in recorder.left_out or not theirs.launches:
-                left.append((label, recorder.left_out.get(entry, "tileiras side not run")))
-                continue
-            table.append((label, ours, theirs))
-        print(f"  {name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    if not args.no_large:
-        large = _large_cases()
-        chosen = set(large) & names if names else set(large)
-        # cases() takes an empty set for every case: none of the named ones is GPU-filling
-        for reference, name in cases(chosen) if chosen else ():
-            for what, launch in large[name]:
-                t0 = time.perf_counter()
-                recorder, error = run_large(reference, name, launch, hw, cache_dir)
-                if error:
-                    left.append((f"{name} ({what})", error))
-                labels = kernel_labels(name, list(recorder.rows))
-                for entry, (ours, theirs) in recorder.rows.items():
-                    label = f"{labels[entry]} ({what})"
-                    if entry in recorder.left_out or not theirs.launches:
-                        left.append((label, recorder.left_out.get(entry, "tileiras side not run")))
-                        continue
-                    if not error:
-                        table.append((label, ours, theirs))
-                print(f"  {name} ({what}): {time.perf_counter() - t0:.1f} s", file=sys.stderr,
-                      flush=True)
+    table, left = model_rows(names, hw, args.sample, cache_dir, args.no_large)
     wall = time.perf_counter() - started
     cpu = _cpu() - cpu_started
     table.sort(key=lambda row: -(row[1].scale_time / row[2].scale_time
@@ -710,6 +684,118 @@ def render(table, left, hw, wall, cpu, args):
     out.append(f"Run time: {wall:.0f} s wall, {cpu:.0f} s CPU ({platform.python_version()}, "
                f"{environment_note()}).")
     return out
+
+
+def model_rows(names, hw, sample, cache_dir, no_large):
+    """(table, left out) of the named cases (all when empty) and their GPU-filling launches:
+    table rows (label, ours, theirs)."""
+    table, left = [], []
+    for reference, name in cases(names):
+        t0 = time.perf_counter()
+        recorder, error = run_case(reference, name, hw, sample, cache_dir,
+                                   check=sample is None)
+        if error and not recorder.rows:
+            left.append((name, error))
+        elif error:
+            left.append((name, f"(rows kept) {error}"))
+        labels = kernel_labels(name, list(recorder.rows))
+        for entry, (ours, theirs) in recorder.rows.items():
+            label = labels[entry]
+            if entry in recorder.left_out or not theirs.launches:
+                left.append((label, recorder.left_out.get(entry, "tileiras side not run")))
+                continue
+            table.append((label, ours, theirs))
+        print(f"  {name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    if not no_large:
+        large = _large_cases()
+        chosen = set(large) & names if names else set(large)
+        # cases() takes an empty set for every case: none of the named ones is GPU-filling
+        for reference, name in cases(chosen) if chosen else ():
+            for what, launch in large[name]:
+                t0 = time.perf_counter()
+                recorder, error = run_large(reference, name, launch, hw, cache_dir)
+                if error:
+                    left.append((f"{name} ({what})", error))
+                labels = kernel_labels(name, list(recorder.rows))
+                for entry, (ours, theirs) in recorder.rows.items():
+                    label = f"{labels[entry]} ({what})"
+                    if entry in recorder.left_out or not theirs.launches:
+                        left.append((label, recorder.left_out.get(entry, "tileiras side not run")))
+                        continue
+                    if not error:
+                        table.append((label, ours, theirs))
+                print(f"  {name} ({what}): {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+                      flush=True)
+    return table, left
+
+
+# ------------------------------------------------------------- sm_90: which tensor-core instruction
+MMA_KINDS = (("wgmma", {"wgmma": True}), ("mma.sync", {"wgmma": False}))
+
+
+def mma_cases():
+    """The fixture cases whose newest bytecode has an mmaf / mmai."""
+    from tilebc_runtime.lowering.anchors import is_mma
+    found = set()
+    for reference, name in cases(set()):
+        module = reference.module(name, reference.versions(name)[-1])
+        if any(is_mma(op) for function in module.functions for op in function.walk()):
+            found.add(name)
+    return found
+
+
+def run_mma_kind(hw, cache_dir, names):
+    """Rows (label, JIT's choice, {kind: forced}) of our sm_90 code under compile's own choice of
+    wgmma or mma.sync and under each forced, estimated by the model at scale."""
+    configs = {}
+    for label, options in (("default", {}),) + MMA_KINDS:
+        OUR_OPTIONS.clear()
+        OUR_OPTIONS.update(options)
+        table, _ = model_rows(names, hw, None, cache_dir, False)
+        configs[label] = {row[0]: row[1] for row in table}
+    OUR_OPTIONS.clear()
+    return [(label, ours, {kind: configs[kind].get(label) for kind, _ in MMA_KINDS})
+            for label, ours in configs["default"].items()]
+
+
+def _same_code(a, b) -> bool:
+    return a is not None and b is not None and a.instructions == b.instructions \
+        and a.scale_time == b.scale_time
+
+
+def render_mma_kind(rows, wall, cpu):
+    out = ["| kernel | JIT's choice µs | wgmma µs | mma.sync µs | JIT's kind | model's pick |",
+           "|---|---:|---:|---:|---|---|"]
+    agree = choices = 0
+    for label, ours, forced in sorted(rows):
+        wgmma, sync = forced["wgmma"], forced["mma.sync"]
+        if _same_code(wgmma, sync):
+            continue  # wgmma does not fit: no choice to make
+        kind = "wgmma" if _same_code(ours, wgmma) else "mma.sync" if _same_code(ours, sync) \
+            else "other"
+        pick = "wgmma" if wgmma.scale_time < sync.scale_time else "mma.sync"
+        choices += 1
+        agree += kind == pick
+        out.append(f"| {label} | {ours.scale_time:,.1f} | {wgmma.scale_time:,.1f} | "
+                   f"{sync.scale_time:,.1f} | {kind} | {pick}{'' if kind == pick else ' (differs)'} |")
+    head = [f"The JIT's kind is the model's pick on {agree} of the {choices} launches where both "
+            f"apply ({len(rows) - choices} other launches of mma kernels: wgmma does not fit, the "
+            "code is the same).", ""]
+    return head + out + ["", f"Run time: {wall:.0f} s wall, {cpu:.0f} s CPU."]
+
+
+def record_mma_kind(lines):
+    path = ROOT / "benchmarks" / "results" / "model-mma-kind.md"
+    command = "PYTHONPATH=.:runtime .venv/bin/python benchmarks/bench_model.py --mma-kind --record"
+    head = ["# Performance model: wgmma or mma.sync on sm_90, the JIT's choice against the model's", "",
+            f"Recorded {datetime.date.today().isoformat()} with `{command}` on {platform.machine()} "
+            f"({platform.system()}). compile's default (wgmma=None) lowers an sm_90 product that "
+            "wgmma fits to wgmma unless an operand would go through st.shared, then to mma.sync "
+            "(a rule timed on an H100, runtime/LAYOUTS.md). Here each kernel of the fixtures with "
+            "an mmaf / mmai is compiled three ways (the default, wgmma=True, wgmma=False), and the "
+            "model (MODEL.md) estimates each at scale (µs over 132 × 64 CTAs, or the GPU-filling "
+            "launch's grid); the model's pick is the faster estimate. Estimates, not timings.", ""]
+    path.write_text("\n".join(head + lines) + "\n")
 
 
 def write_csv(path, table):

@@ -692,3 +692,23 @@ def test_bench_model_jit_options_reach_our_side(monkeypatch):
     assert "cp.async.bulk.tensor" not in bench_model._our_compiled(module, entry).ptx
     monkeypatch.setattr(bench_model, "OUR_OPTIONS", {})
     assert "cp.async.bulk.tensor" in bench_model._our_compiled(module, entry).ptx
+
+
+def test_mma_kind_table_counts_where_the_jit_and_the_model_agree():
+    """bench_model --mma-kind: a launch whose forced kinds give the same code is no choice; the
+    JIT's kind is the forced kind whose code it equals; the model's pick is the faster estimate."""
+    from types import SimpleNamespace as Side
+    bench_model = _bench_model()
+    fast, slow, other = Side(instructions=10, scale_time=1.0), \
+        Side(instructions=20, scale_time=2.0), Side(instructions=30, scale_time=3.0)
+    rows = [("a", fast, {"wgmma": fast, "mma.sync": slow}),    # wgmma, picked
+            ("b", slow, {"wgmma": fast, "mma.sync": slow}),    # mma.sync where wgmma is faster
+            ("c", slow, {"wgmma": slow, "mma.sync": slow}),    # no choice
+            ("d", other, {"wgmma": fast, "mma.sync": slow})]   # neither forced kind's code
+    lines = bench_model.render_mma_kind(rows, 1.0, 1.0)
+    assert lines[0].startswith("The JIT's kind is the model's pick on 1 of the 3 launches")
+    assert "(1 other launches" in lines[0]
+    table = {line.split(" | ")[0][2:]: line for line in lines if line.startswith("| ")}
+    assert table["a"].endswith("| wgmma | wgmma |")
+    assert table["b"].endswith("| mma.sync | wgmma (differs) |")
+    assert table["d"].endswith("| other | wgmma (differs) |") and "c" not in table

@@ -1156,16 +1156,29 @@ WGMMA_CASES = [  # kind, m, n, k, B transposed from an [N, K] load
 ]
 
 
-@pytest.mark.parametrize("kind,m,n,k,transposed", WGMMA_CASES,
-                         ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}{'-bt' if c[4] else ''}"
-                              for c in WGMMA_CASES])
-def test_sm90_mmaf_runs_on_wgmma_and_matches_the_interpreter(kind, m, n, k, transposed):
+TWO_WARPGROUP_CASES = [  # kind, M, N, K, B transposed: 256 threads
+    ("f16", 128, 64, 64, False),   # A 128-byte swizzled: the second warpgroup 64 rows further
+    ("bf16", 256, 32, 32, False),  # A in core matrices (K 32), two row groups per warpgroup
+    ("f16", 128, 64, 128, True),   # B K-major from its source, two K blocks
+]
+
+
+@pytest.mark.parametrize("kind,m,n,k,transposed,threads",
+                         [c + (128,) for c in WGMMA_CASES]
+                         + [c + (256,) for c in TWO_WARPGROUP_CASES],
+                         ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}{'-bt' if c[4] else ''}-t{t}"
+                              for cs, t in ((WGMMA_CASES, 128), (TWO_WARPGROUP_CASES, 256))
+                              for c in cs])
+def test_sm90_mmaf_runs_on_wgmma_and_matches_the_interpreter(kind, m, n, k, transposed, threads):
+    """One warpgroup, or two (256 threads): warpgroup g issues the wgmma's of rows 64 g of every
+    128 (its A descriptors start 64 g rows further), accumulating in MmaAcc (1, 8, 1)."""
     module = _transposed_b_kernel(kind, m, n, k) if transposed else mmaf_kernel(kind, m, n, k)
     entry = "k" if transposed else None
-    ptx = jit_compile(module, entry=entry, arch="sm_90", emit="ptx", threads=128, wgmma=True).ptx
+    ptx = jit_compile(module, entry=entry, arch="sm_90", emit="ptx", threads=threads,
+                      wgmma=True).ptx
     assert ".target sm_90a" in ptx and "mma.sync" not in ptx and "ldmatrix" not in ptx
     assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind}") \
-        == (m // 64) * (k // 16)
+        == (m // (64 * (threads // 128))) * (k // 16)
     assert f", 1, 1, 1, 0, {int(not transposed)};" in ptx  # imm-trans-b for a [K, N] B
     assert "wgmma" not in jit_compile(module, entry=entry, arch="sm_80", emit="ptx",
                                       threads=128).ptx
@@ -1175,39 +1188,10 @@ def test_sm90_mmaf_runs_on_wgmma_and_matches_the_interpreter(kind, m, n, k, tran
     c = _quarters(np.float32, (m, n))
     expected, actual = c.copy(), c.copy()
     interpret(module, entry, (1,), a, b, expected)
-    sim.run(module, entry, (1,), a, b, actual, arch="sm_90", threads=128, wgmma=True)
+    sim.run(module, entry, (1,), a, b, actual, arch="sm_90", threads=threads, wgmma=True)
     np.testing.assert_array_equal(actual, expected)
     b_kn = b.T if transposed else b
     np.testing.assert_array_equal(actual, a.astype(np.float64) @ b_kn.astype(np.float64) + c)
-
-
-TWO_WARPGROUP_CASES = [  # kind, M, N, K, B transposed ([N, K] source)
-    ("f16", 128, 64, 64, False),   # A 128-byte swizzled: the second warpgroup 64 rows further
-    ("bf16", 256, 32, 32, False),  # A in core matrices (K 32), two row groups per warpgroup
-    ("f16", 128, 64, 128, True),   # B K-major from its source, two K blocks
-]
-
-
-@pytest.mark.parametrize("kind,m,n,k,transposed", TWO_WARPGROUP_CASES,
-                         ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}{'-bt' if c[4] else ''}"
-                              for c in TWO_WARPGROUP_CASES])
-def test_two_warpgroups_each_take_64_of_every_128_rows(kind, m, n, k, transposed):
-    """256 threads: warpgroup g issues the wgmma's of rows 64 g of every 128 (its A descriptors
-    start 64 g rows further), accumulating in MmaAcc (1, 8, 1); B is shared."""
-    module = _transposed_b_kernel(kind, m, n, k) if transposed else mmaf_kernel(kind, m, n, k)
-    entry = "k" if transposed else None
-    ptx = jit_compile(module, entry=entry, arch="sm_90", emit="ptx", threads=256, wgmma=True).ptx
-    assert "mma.sync" not in ptx
-    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind}") \
-        == (m // 128) * (k // 16)
-    dtype = np.float16 if kind == "f16" else ml_dtypes.bfloat16
-    a = _quarters(dtype, (m, k))
-    b = _quarters(dtype, (n, k) if transposed else (k, n))
-    c = _quarters(np.float32, (m, n))
-    expected, actual = c.copy(), c.copy()
-    interpret(module, entry, (1,), a, b, expected)
-    sim.run(module, entry, (1,), a, b, actual, arch="sm_90", threads=256, wgmma=True)
-    np.testing.assert_array_equal(actual, expected)
 
 
 def test_attention_with_128_query_rows_takes_two_warpgroups_on_sm90():

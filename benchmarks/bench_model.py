@@ -766,9 +766,15 @@ def _same_code(a, b) -> bool:
 def render_mma_kind(rows, wall, cpu):
     out = ["| kernel | JIT's choice µs | wgmma µs | mma.sync µs | JIT's kind | model's pick |",
            "|---|---:|---:|---:|---|---|"]
-    agree = choices = 0
+    agree = choices = not_run = 0
     for label, ours, forced in sorted(rows):
         wgmma, sync = forced["wgmma"], forced["mma.sync"]
+        if wgmma is None or sync is None:
+            out.append(f"| {label} | {ours.scale_time:,.1f} | "
+                       f"{'-' if wgmma is None else f'{wgmma.scale_time:,.1f}'} | "
+                       f"{'-' if sync is None else f'{sync.scale_time:,.1f}'} | - | not run |")
+            not_run += 1
+            continue  # a forced kind failed (its error is in that run's log)
         if _same_code(wgmma, sync):
             continue  # wgmma does not fit: no choice to make
         kind = "wgmma" if _same_code(ours, wgmma) else "mma.sync" if _same_code(ours, sync) \
@@ -778,9 +784,10 @@ def render_mma_kind(rows, wall, cpu):
         agree += kind == pick
         out.append(f"| {label} | {ours.scale_time:,.1f} | {wgmma.scale_time:,.1f} | "
                    f"{sync.scale_time:,.1f} | {kind} | {pick}{'' if kind == pick else ' (differs)'} |")
+    failed = f"; {not_run} where a forced kind did not run" if not_run else ""
     head = [f"The JIT's kind is the model's pick on {agree} of the {choices} launches where both "
-            f"apply ({len(rows) - choices} other launches of mma kernels: wgmma does not fit, the "
-            "code is the same).", ""]
+            f"apply ({len(rows) - choices - not_run} other launches of mma kernels: wgmma does not "
+            f"fit, the code is the same{failed}).", ""]
     return head + out + ["", f"Run time: {wall:.0f} s wall, {cpu:.0f} s CPU."]
 
 

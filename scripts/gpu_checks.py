@@ -256,12 +256,12 @@ def _device_pass(cases, name: str, module, seed: int, launcher: Launcher,
         except (Exception, _pytest_failed()) as error:
             text = _short(error)
             if isinstance(error, (AssertionError, _pytest_failed())):
-                problems.append(f"case assertion: {text}")
+                reference_problems.append(f"case assertion: {text}")
             elif "tileiras failed" in text:
                 return Outcome("refused", text)
             else:
                 return Outcome("error", text)
-    if seen[0] != len(interp_log.arrays) and not problems:
+    if seen[0] != len(interp_log.arrays) and not problems and not reference_problems:
         problems.append(f"{seen[0]} checks on the device, {len(interp_log.arrays)} on the interpreter")
     problems += reference_problems
     if problems:

@@ -128,6 +128,16 @@ def test_an_atomic_order_difference_is_order_but_a_broken_case_check_is_a_mismat
     # its case's own checks hold in any order, so breaking one of them is not excused as order
     broken = gpu_checks.run_fixture_case("dm_moe_permute", "13.5", {"bad": _add_one_to_outputs})
     assert broken.backends["bad"].status == "mismatch" and broken.backends["bad"].failed
+    # a failing assert of such a case (stream compaction's untouched tail) likewise
+    broken = gpu_checks.run_fixture_case("sci_stream_compact", "13.5",
+                                         {"bad": _write_past_the_kept_elements})
+    assert broken.backends["bad"].status == "mismatch", broken.backends["bad"]
+    assert broken.backends["bad"].detail.startswith("case assertion")
+
+
+def _write_past_the_kept_elements(module, entry, grid, x, out, out_idx, count, threshold):
+    interp_run(module, entry, grid, x, out, out_idx, count, threshold)
+    out[-1] = 0.0  # past the kept elements, which must stay as the case filled them
 
 
 def test_launcher_errors_are_errors_and_tileiras_refusals_are_refusals():

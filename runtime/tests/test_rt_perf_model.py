@@ -704,7 +704,8 @@ def test_mma_kind_table_counts_where_the_jit_and_the_model_agree():
     rows = [("a", fast, {"wgmma": fast, "mma.sync": slow}),    # wgmma, picked
             ("b", slow, {"wgmma": fast, "mma.sync": slow}),    # mma.sync where wgmma is faster
             ("c", slow, {"wgmma": slow, "mma.sync": slow}),    # no choice
-            ("d", other, {"wgmma": fast, "mma.sync": slow})]   # neither forced kind's code
+            ("d", other, {"wgmma": fast, "mma.sync": slow}),   # neither forced kind's code
+            ("e", fast, {"wgmma": fast, "mma.sync": None})]    # a forced kind failed
     lines = bench_model.render_mma_kind(rows, 1.0, 1.0)
     assert lines[0].startswith("The JIT's kind is the model's pick on 1 of the 3 launches")
     assert "(1 other launches" in lines[0]
@@ -712,3 +713,4 @@ def test_mma_kind_table_counts_where_the_jit_and_the_model_agree():
     assert table["a"].endswith("| wgmma | wgmma |")
     assert table["b"].endswith("| mma.sync | wgmma (differs) |")
     assert table["d"].endswith("| other | wgmma (differs) |") and "c" not in table
+    assert table["e"].endswith("| - | - | not run |")

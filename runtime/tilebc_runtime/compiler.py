@@ -434,12 +434,18 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
         count, occupancy, more = choose_threads(module, function, arch, threads, warpgroups)
         notes += more
         plain = choose_threads(module, function, arch, threads)[0] if warpgroups else count
-        check_code_size(module, function, count)
-        lines, origin, info, lw = lower_function(module, function, arch, count, occupancy, index,
-                                                 portable, wgmma, tma)
-        if plain != count and not any(line.lstrip().startswith("wgmma.") for line in lines):
-            # two warpgroups were for wgmma; mma.sync code (operands through st.shared) keeps
-            # the size rule's count
+        try:
+            check_code_size(module, function, count)
+            lines, origin, info, lw = lower_function(module, function, arch, count, occupancy,
+                                                     index, portable, wgmma, tma)
+            on_wgmma = any(line.lstrip().startswith("wgmma.") for line in lines)
+        except TilebcError:  # LoweringError, a code-size refusal
+            if plain == count:
+                raise
+            on_wgmma = False
+        if plain != count and not on_wgmma:
+            # two warpgroups were for wgmma; mma.sync code (operands through st.shared), or a
+            # kernel the lowering refuses at 256 threads, keeps the size rule's count
             count = plain
             check_code_size(module, function, count)
             lines, origin, info, lw = lower_function(module, function, arch, count, occupancy,

@@ -369,42 +369,41 @@ def mma_form(lw, op):
 _WGMMA_OPS = by_mnemonic({"mmaf": True}, "wgmma on sm_90")
 
 
-def wgmma_fits(lw, op) -> bool:
-    """Whether mmaf `op` runs as sm_90 warpgroup MMA (wgmma.mma_async, matmul._wgmma): f16 or
-    bf16 operands (not widened fp8) with an f32 result, one [M, N] product (N a multiple of 8 up
-    to 256, K % 16 == 0) and one or two warpgroups (128 or 256 threads), each taking 64 of every
-    64 x warpgroups rows (M a multiple of that). Its accumulator fragment is the MmaAcc layout of
-    a 1 x warps x 1 warp grid (warp w: rows 16 (w mod 4) of its warpgroup's 64)."""
-    if lw.arch != 90 or lw.portable or not lw.wgmma or lw.T not in (128, 256) \
-            or op.name not in _WGMMA_OPS or lw.chunk is not None:
-        return False
-    lhs, rhs = (op.operands[n].type for n in ("lhs", "rhs"))
-    result = op.results[0].type
-    names = {lhs.element.name, rhs.element.name}
-    if len(names) != 1 or names.pop() not in ("f16", "bf16") or result.element.name != "f32":
-        return False
-    if len(result.shape) != 2 or tensor_core_kind(lw, op) is None:
-        return False
-    m, n = result.shape
-    # at most 128 f32 accumulators a thread (registers)
-    return m % (lw.T // 2) == 0 and n % 8 == 0 and 8 <= n <= 256 and lhs.shape[-1] % 16 == 0 \
-        and m * n <= 128 * lw.T
-
-
-def takes_two_warpgroups(op) -> bool:
-    """Whether sm_90 should run mmaf `op` with two warpgroups (256 threads, 64 of every 128
-    rows each; wgmma_fits): f16 / bf16 operands, an f32 [M, N] result with M a multiple of 128
-    (attention's 128-query-row tiles, 128-row GEMM tiles). Each thread then holds half the
-    accumulators, so ptxas has room for two CTAs an SM, and one warpgroup's softmax or epilogue
-    overlaps the other's tensor-core work (tileiras takes 256 threads for these; timed on an H100,
-    benchmarks/results/gpu_only.md)."""
+def _wgmma_product(op, threads: int) -> bool:
+    """The op-only half of wgmma_fits: an mmaf of f16 or bf16 operands with an f32 [M, N] result,
+    N a multiple of 8 up to 256, K % 16 == 0, and M a multiple of 64 per warpgroup of `threads`
+    with at most 128 f32 accumulators a thread (registers)."""
     if op.name not in _WGMMA_OPS:
         return False
     lhs, rhs, result = op.operands["lhs"].type, op.operands["rhs"].type, op.results[0].type
     names = {lhs.element.name, rhs.element.name}
-    return len(result.shape) == 2 and result.element.name == "f32" and len(names) == 1 \
-        and names.pop() in ("f16", "bf16") and result.shape[0] % 128 == 0 \
-        and result.shape[1] % 8 == 0 and result.shape[1] <= 256 and lhs.shape[-1] % 16 == 0
+    if len(names) != 1 or names.pop() not in ("f16", "bf16") or result.element.name != "f32" \
+            or len(result.shape) != 2:
+        return False
+    m, n = result.shape
+    return m % (threads // 2) == 0 and n % 8 == 0 and 8 <= n <= 256 \
+        and lhs.shape[-1] % 16 == 0 and m * n <= 128 * threads
+
+
+def wgmma_fits(lw, op) -> bool:
+    """Whether mmaf `op` runs as sm_90 warpgroup MMA (wgmma.mma_async, matmul._wgmma): a product
+    _wgmma_product takes (not widened fp8) and one or two warpgroups (128 or 256 threads), each
+    taking 64 of every 64 x warpgroups rows. Its accumulator fragment is the MmaAcc layout of a
+    1 x warps x 1 warp grid (warp w: rows 16 (w mod 4) of its warpgroup's 64)."""
+    if lw.arch != 90 or lw.portable or not lw.wgmma or lw.T not in (128, 256) \
+            or lw.chunk is not None:
+        return False
+    return _wgmma_product(op, lw.T) and tensor_core_kind(lw, op) is not None
+
+
+def takes_two_warpgroups(op) -> bool:
+    """Whether sm_90 should run mmaf `op` with two warpgroups (256 threads, 64 of every 128
+    rows each): a wgmma product (_wgmma_product) with M a multiple of 128 (attention's
+    128-query-row tiles, 128-row GEMM tiles). Each thread then holds half the accumulators, so
+    ptxas has room for two CTAs an SM, and one warpgroup's softmax or epilogue overlaps the
+    other's tensor-core work (tileiras takes 256 threads for these; timed on an H100,
+    benchmarks/results/gpu_only.md)."""
+    return _wgmma_product(op, 256)
 
 
 def mma_layout(lw, op):

@@ -1865,12 +1865,16 @@ def _wgmma(lw, op, layout, a_type):
     a_start = starts[0]
     if groups > 1 and a_held is None:  # this warpgroup's first row: 64 g rows further in A
         row_bytes = _SWIZZLE if _swizzles(m, k_dim) else 16
-        shift = w.reg("b32")
-        w(f"shr.u32 {shift}, {lw.tid()}, 7")
-        w(f"mul.lo.u32 {shift}, {shift}, {64 * row_bytes >> 4}")
+
+        def group_shift():  # once per kernel (preamble), not per K step
+            shift, wide = w.reg("b32"), w.reg("b64")
+            w(f"shr.u32 {shift}, {lw.tid()}, 7")
+            w(f"mul.lo.u32 {shift}, {shift}, {64 * row_bytes >> 4}")
+            w(f"cvt.u64.u32 {wide}, {shift}")
+            return wide
         a_start = w.reg("b64")
-        w(f"cvt.u64.u32 {a_start}, {shift}")
-        w(f"add.s64 {a_start}, {a_start}, {starts[0]}")
+        w(f"add.s64 {a_start}, {lw._cached(('wgmma group shift', row_bytes), group_shift)}, "
+          f"{starts[0]}")
     for step in range(k_dim // 16):
         if from_source:
             b_at = k_major(n, step, 0)[0]

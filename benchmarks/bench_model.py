@@ -796,12 +796,13 @@ def record_mma_kind(lines):
     command = "PYTHONPATH=.:runtime .venv/bin/python benchmarks/bench_model.py --mma-kind --record"
     head = ["# Performance model: wgmma or mma.sync on sm_90, the JIT's choice against the model's", "",
             f"Recorded {datetime.date.today().isoformat()} with `{command}` on {platform.machine()} "
-            f"({platform.system()}). compile's default (wgmma=None) lowers an sm_90 product that "
-            "wgmma fits to wgmma unless an operand would go through st.shared, then to mma.sync "
-            "(a rule timed on an H100, runtime/LAYOUTS.md). Here each kernel of the fixtures with "
-            "an mmaf / mmai is compiled three ways (the default, wgmma=True, wgmma=False), and the "
-            "model (MODEL.md) estimates each at scale (µs over 132 × 64 CTAs, or the GPU-filling "
-            "launch's grid); the model's pick is the faster estimate. Estimates, not timings.", ""]
+            f"({platform.system()}). compile's default (wgmma=None) lowers an sm_90 kernel with a "
+            "product that wgmma fits both ways and keeps the one the model estimates faster from "
+            "counts read off the PTX text (no launch: perf/ptx_counts.py). Here each kernel of the "
+            "fixtures with an mmaf / mmai is compiled three ways (the default, wgmma=True, "
+            "wgmma=False), and the model (MODEL.md) estimates each at scale from the emulator's "
+            "counts of real launches (µs over 132 × 64 CTAs, or the GPU-filling launch's grid); "
+            "the model's pick is the faster of those estimates. Estimates, not timings.", ""]
     path.write_text("\n".join(head + lines) + "\n")
 
 

@@ -1403,29 +1403,6 @@ def test_portable_ptx_and_the_aot_ptx_image_keep_mma_sync():
     assert b".target sm_90\n" in fatbin.fatbin and b".target sm_90a" not in fatbin.fatbin
 
 
-def test_sm90_takes_wgmma_by_default_only_where_cp_async_stages_both_operands():
-    """The default (compile(wgmma=None)) runs a warpgroup-sized product on wgmma only where
-    cp.async stages both operands: on an H100 that is 2x faster than mma.sync on the aligned
-    GEMM, while operands staged by st.shared made it 1.45x slower (results/gpu_only.md).
-    wgmma=True forces it wherever it fits, wgmma=False never."""
-    by_stores = mmaf_kernel("f16", 64, 64, 16)
-    default = jit_compile(by_stores, arch="sm_90", emit="ptx", threads=128).ptx
-    forced = jit_compile(by_stores, arch="sm_90", emit="ptx", threads=128, wgmma=True).ptx
-    assert "wgmma" not in default and "mma.sync" in default
-    assert "wgmma.mma_async" in forced
-    copied = _pipelined_k_loop_kernel(128, 128, 64)
-    default = jit_compile(copied, entry="k", arch="sm_90", emit="ptx", threads=128).ptx
-    never = jit_compile(copied, entry="k", arch="sm_90", emit="ptx", threads=128,
-                        wgmma=False).ptx
-    assert "wgmma.mma_async" in default and "mma.sync" not in default
-    assert "cp.async.bulk.tensor" in default  # aligned views: TMA fills the stages
-    copies = jit_compile(copied, entry="k", arch="sm_90", emit="ptx", threads=128, tma=False).ptx
-    assert "wgmma.mma_async" in copies and "cp.async.cg.shared.global" in copies
-    assert "wgmma" not in never and "mma.sync" in never
-    assert "wgmma" not in jit_compile(copied, entry="k", arch="sm_80", emit="ptx",
-                                      threads=128).ptx
-
-
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_batched_gemm_tiles_reach_the_staging_through_reshape_and_transpose(arch):
     """la_bmm_aligned_tile loads (1, M, K) and (1, N, K) tiles of 3-D tensors, reshapes them to

@@ -289,18 +289,11 @@ def _byte_list(data: bytes) -> str:
 
 def lower_function(module: Module, function: Function, arch: int, threads: int,
                    occupancy: Optional[int], index: int, portable: bool = False,
-                   wgmma: Optional[bool] = None, tma: Optional[bool] = None):
-    """One kernel: (PTX lines, origin op per line, KernelInfo, lowerer). `wgmma` None: warpgroup
-    MMA only where cp.async stages every operand (timed on an H100: 2x faster than mma.sync
-    there, 1.45x slower with operands staged by st.shared; benchmarks/results/gpu_only.md).
-    `tma` (None or True; False turns it off): wgmma K-loop stages filled by TMA where the views
-    allow (lowering/tma.py)."""
-    if wgmma is None:
-        lowered = lower_function(module, function, arch, threads, occupancy, index, portable, True,
-                                 tma)
-        if arch != 90 or portable or not lowered[3].wgmma_by_stores:
-            return lowered
-        wgmma = False
+                   wgmma: bool = False, tma: Optional[bool] = None):
+    """One kernel at `threads`: (PTX lines, origin op per line, KernelInfo, lowerer). `wgmma`:
+    warpgroup MMA wherever it fits (lower_kernel makes the default choice). `tma` (None or True;
+    False turns it off): wgmma K-loop stages filled by TMA where the views allow
+    (lowering/tma.py)."""
     load_all()
     lw = Lowerer(module, function, threads=threads, arch=arch, prefix=f"__tilebc_k{index}")
     lw.portable = portable
@@ -414,6 +407,50 @@ def shared_layout(lw: Lowerer, arch: int) -> Tuple[int, int]:
     return allocas, lw.smem_size
 
 
+def lower_kernel(module: Module, function: Function, arch: int, threads: Optional[int],
+                 index: int, portable: bool = False, wgmma: Optional[bool] = None,
+                 tma: Optional[bool] = None):
+    """((PTX lines, origin op per line, KernelInfo, lowerer), log notes) of one kernel, with its
+    thread count (choose_threads). On sm_90 (not portable) a product that fits a warpgroup may
+    run on wgmma (with two warpgroups where it takes them) or on mma.sync (at the size rule's
+    count): `wgmma` True or False forces one; None (the default) lowers the kernel both ways and
+    takes the one the performance model estimates faster from the PTX (perf/ptx_counts.py)."""
+    warpgroups = arch == 90 and not portable and wgmma is not False
+    count, occupancy, notes = choose_threads(module, function, arch, threads, warpgroups)
+    plain = choose_threads(module, function, arch, threads)[0] if warpgroups else count
+
+    def lower(at: int, on_wgmma: bool):
+        check_code_size(module, function, at)
+        return lower_function(module, function, arch, at, occupancy, index, portable, on_wgmma,
+                              tma)
+
+    try:
+        first = lower(count, warpgroups)
+        on_wgmma = any(line.lstrip().startswith("wgmma.") for line in first[0])
+    except TilebcError:  # LoweringError, a code-size refusal
+        if plain == count:
+            raise
+        first, on_wgmma = None, False
+    if not on_wgmma:
+        # no product on wgmma: two warpgroups were for it, and a kernel the lowering refuses at
+        # 256 threads keeps the size rule's count
+        return (first if plain == count else lower(plain, warpgroups)), notes
+    if wgmma:
+        return first, notes
+    try:
+        second = lower(plain, False)
+    except TilebcError:
+        return first, notes
+    from .perf.ptx_counts import cheaper  # only kernels with a choice pay for the model
+    pick, times = cheaper([(lowered[0], at, lowered[2].shared_memory_bytes +
+                            lowered[2].dynamic_shared_bytes)
+                           for lowered, at in ((first, count), (second, plain))])
+    notes.append(f"{function.name}: wgmma ({count} threads) {times[0]:.0f} us, mma.sync "
+                 f"({plain} threads) {times[1]:.0f} us at scale by the performance model's "
+                 f"estimate: {('wgmma', 'mma.sync')[pick]}")
+    return (first, second)[pick], notes
+
+
 def lower_module(module: Module, functions: List[Function], arch: int, ptx_version,
                  threads: Optional[int] = None, portable: bool = False,
                  wgmma: Optional[bool] = None, tma: Optional[bool] = None):
@@ -430,26 +467,9 @@ def lower_module(module: Module, functions: List[Function], arch: int, ptx_versi
     dynamic_align = 16
     globals_used = set()
     for index, function in enumerate(functions):
-        warpgroups = arch == 90 and not portable and wgmma is not False
-        count, occupancy, more = choose_threads(module, function, arch, threads, warpgroups)
+        (lines, origin, info, lw), more = lower_kernel(module, function, arch, threads, index,
+                                                       portable, wgmma, tma)
         notes += more
-        plain = choose_threads(module, function, arch, threads)[0] if warpgroups else count
-        try:
-            check_code_size(module, function, count)
-            lines, origin, info, lw = lower_function(module, function, arch, count, occupancy,
-                                                     index, portable, wgmma, tma)
-            on_wgmma = any(line.lstrip().startswith("wgmma.") for line in lines)
-        except TilebcError:  # LoweringError, a code-size refusal
-            if plain == count:
-                raise
-            on_wgmma = False
-        if plain != count and not on_wgmma:
-            # two warpgroups were for wgmma; mma.sync code (operands through st.shared), or a
-            # kernel the lowering refuses at 256 threads, keeps the size rule's count
-            count = plain
-            check_code_size(module, function, count)
-            lines, origin, info, lw = lower_function(module, function, arch, count, occupancy,
-                                                     index, portable, wgmma, tma)
         uses_vprintf |= lw.uses_vprintf
         uses_dynamic_shared |= info.dynamic_shared_bytes > 0
         if info.dynamic_shared_bytes:
@@ -566,9 +586,9 @@ def compile(source, entry: Optional[str] = None, arch="sm_90", emit: str = "cubi
     """Compile Tile IR bytecode (a path, bytes or a Module) for one GPU architecture.
     emit="ptx" stops after lowering; emit="cubin" also links with nvJitLink. `portable`: no
     arch-specific instructions (sm_90a's wgmma), so newer GPUs can JIT the PTX. `wgmma`, on
-    sm_90, for the f16/bf16 products that fit a warpgroup: None (default) runs them on
-    wgmma.mma_async where cp.async stages both operands (aligned views), mma.sync otherwise;
-    True wherever they fit; False never. `tma`, on sm_90: None (default) fills the stages of a
+    sm_90, for the f16/bf16 products that fit a warpgroup: None (default) lowers such a kernel
+    both ways and keeps the one the performance model estimates faster (lower_kernel; the
+    reasons are in the log); True runs them on wgmma.mma_async wherever they fit; False never. `tma`, on sm_90: None (default) fills the stages of a
     wgmma GEMM K loop whose staged operands are 128-byte swizzled with TMA (cp.async.bulk.tensor
     into mbarrier-tracked stages) where the views' facts allow (timed on an H100: 0.94x
     tileiras's time on a 4096^3 GEMM where cp.async stages gave 1.11x;

@@ -59,7 +59,6 @@ class Lowerer:
         self.arch = arch  # e.g. 90 for sm_90
         self.portable = False  # True: no arch-specific (sm_90a) instructions
         self.wgmma = False  # True: warpgroup MMA where anchors.wgmma_fits (opt-in, see compile)
-        self.wgmma_by_stores = False  # a wgmma operand was staged by st.shared (not cp.async)
         self.tma = False  # True: TMA fills wgmma K-loop stages where it can (sm_90 default, see compile)
         self.tensor_maps: List[object] = []  # tma.TensorMapPlan per map parameter
         self.w = PtxWriter()

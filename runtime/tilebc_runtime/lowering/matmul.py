@@ -1816,7 +1816,6 @@ def _wgmma(lw, op, layout, a_type):
             _copy_async(lw, tile, offsets[role], _wgmma_place(*shapes[role], k_last))
         elif not copied[role]:
             _stage_canonical(lw, tile, offsets[role], k_last)
-            lw.wgmma_by_stores = True
     if pipe is None and any(copied):
         w("cp.async.commit_group")
         w("cp.async.wait_group 0")

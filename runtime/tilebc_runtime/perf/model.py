@@ -48,8 +48,6 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Dict, Optional
 
-import numpy as np
-
 from .static import dynamic_sass, occupancy
 
 # classes that go through the load/store unit (one warp-instruction per clock per SM)
@@ -232,6 +230,8 @@ def critical_path_per_warp(profile, hw: "Hardware", memory_latency: Optional[flo
     each warp index of the CTA (averaged over the CTAs run), for the slowest warp: a CTA ends
     with its last warp, so warps that idle while one warp works (a single-warp loop of atomics)
     must not dilute that warp's path. Without per-warp counts, the average over all warps."""
+    import numpy as np  # here: the compiler imports this module for `estimate` alone
+
     from ..sim.profile import CLASSES
     load_latency = hw.l2_latency if memory_latency is None else memory_latency
     image = profile.image

@@ -78,8 +78,7 @@ def _statements(lines: Sequence[str]):
             if part.startswith("@"):
                 part = part.split(None, 1)[1] if " " in part else ""
             head, _, rest = part.partition(" ")
-            opcode, *modifiers = head.split(".")
-            yield "ins", _Instruction(opcode, modifiers, rest)
+            yield "ins", (head, rest)
 
 
 def _weights(code: List[_Instruction], labels: Dict[str, int], trip: int) -> List[float]:
@@ -118,13 +117,23 @@ def ptx_counts(lines: Sequence[str], threads: int, shared_bytes: int = 0,
                trip: int = TRIP) -> LaunchCounts:
     """One CTA's counts (grid_ctas = 1) of the kernel whose PTX lines are `lines`."""
     code: List[_Instruction] = []
+    classes: List[str] = []
     labels: Dict[str, int] = {}
+    known: Dict[str, tuple] = {}  # opcode with modifiers -> (opcode, modifiers, class)
     for kind, item in _statements(lines):
         if kind == "label":
             labels[item] = len(code)
-        else:
-            code.append(item)
+            continue
+        head, rest = item
+        shape = known.get(head)
+        if shape is None:
+            opcode, *modifiers = head.split(".")
+            shape = known[head] = (opcode, modifiers,
+                                   classify(_Instruction(opcode, modifiers, "")))
+        code.append(_Instruction(shape[0], shape[1], rest))
+        classes.append(shape[2])
     weights = _weights(code, labels, trip)
+    block_starts = set(labels.values())
     warps = -(-threads // 32)
     instructions: Dict[str, float] = {}
     flops: Dict[str, float] = {}
@@ -132,10 +141,9 @@ def ptx_counts(lines: Sequence[str], threads: int, shared_bytes: int = 0,
     sectors = wavefronts = tma = barriers = rounds = 0.0
     block_loads = set()
     block = 0
-    for at, (ins, weight) in enumerate(zip(code, weights)):
-        if at in labels.values():
+    for at, (ins, weight, cls) in enumerate(zip(code, weights, classes)):
+        if at in block_starts:
             block = at
-        cls = classify(ins)
         passes = weight * warps  # warp-instructions
         instructions[cls] = instructions.get(cls, 0.0) + passes
         op, mods = ins.opcode, ins.modifiers

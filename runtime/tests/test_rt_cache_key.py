@@ -41,6 +41,9 @@ def copied_tree(tmp_path_factory):
     ("tilebc/numeric/numerics.py", True),
     ("runtime/tilebc_runtime/lowering/elementwise.py", True),
     ("runtime/tilebc_runtime/compiler.py", True),
+    ("runtime/tilebc_runtime/perf/model.py", True),       # it picks wgmma or mma.sync
+    ("runtime/tilebc_runtime/perf/ptx_counts.py", True),
+    ("runtime/tilebc_runtime/perf/static.py", False),     # ptxas's facts, for the emulator's counts
     ("tilebc/cli.py", False),
     ("tilebc/interp/machine.py", False),
     ("tilebc/text/printer.py", False),

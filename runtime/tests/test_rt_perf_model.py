@@ -12,8 +12,8 @@ from tilebc.interp.memory import GlobalMemory, host_bytes
 from tilebc.oracles import tool_path
 from tilebc_runtime import sim
 from tilebc_runtime.perf.model import (Hardware, LaunchCounts, critical_path_per_warp, estimate,
-                                       launch_counts, scale_grid)
-from tilebc_runtime.perf.static import dynamic_sass, occupancy, sass_class, sass_facts
+                                       launch_counts, occupancy, scale_grid)
+from tilebc_runtime.perf.static import dynamic_sass, sass_class, sass_facts
 
 needs_ptxas = pytest.mark.skipif(tool_path("tileiras") is None and tool_path("ptxas") is None,
                                  reason="ptxas is not installed")

@@ -14,7 +14,7 @@ from tilebc_runtime.perf.model import Hardware, launch_counts
 from tilebc_runtime.perf.ptx_counts import TRIP, cheaper
 
 from test_rt_perf_model import LOOP
-from test_rt_sim_mma import RNG, _pipelined_k_loop_kernel, mmaf_kernel
+from test_rt_sim_mma import FIXTURES, RNG, _pipelined_k_loop_kernel, mmaf_kernel
 
 
 def test_a_loop_counts_as_the_emulator_runs_it_at_that_trip_count():
@@ -76,6 +76,7 @@ def test_a_spinning_wait_counts_once_and_tma_bytes_come_from_expect_tx():
     ret;
     """.splitlines()
     counts = ptx_counts.ptx_counts(lines, threads=64, trip=5)
+    assert counts.load_rounds_per_warp == 5  # the TMA load's block, each pass
     # two warps; the body 5 times, the wait inside it too (once a pass, not spinning)
     assert counts.instructions["tensor"] == 2 * 5
     assert counts.tensor_flops == {"f16": 2 * 5 * 2 * 16 * 8 * 16}
@@ -83,6 +84,31 @@ def test_a_spinning_wait_counts_once_and_tma_bytes_come_from_expect_tx():
     assert counts.shared_wavefronts == 5 * 8192 / 128 + 2 * 5 * 4  # TMA lines, 4 matrices
     assert counts.barriers == 5 and counts.instructions["barrier"] == 2 * 5
     assert counts.total_instructions == 2 * (1 + 5 * 10 + 1)  # mov, the body, ret
+
+
+def test_a_loop_with_a_continue_and_a_held_a_operand():
+    """Two branches back to one head are one loop (a `continue` and the latch), not two nested
+    ones; a wgmma whose A is a register vector reads only B from shared memory (as the profile
+    counts it), and the entry's parameter list is no instruction."""
+    lines = """
+    .visible .entry k(
+        .param .u64 k_param_0
+    )
+    {
+    $L_head:
+    @%p1 bra.uni $L_head;
+    wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%f1, %f2}, %rd1, %rd2, 1, 1, 1, 0, 1;
+    wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%f1, %f2}, {%r1, %r2, %r3, %r4}, %rd2, 1, 1, 1, 1;
+    @%p2 bra $L_head;
+    ret;
+    }
+    """.splitlines()
+    counts = ptx_counts.ptx_counts(lines, threads=128, trip=4)
+    assert counts.total_instructions == 4 * (1 + 4 * 4)  # four warps: ret, and the body 4 times
+    b_bytes, a_bytes = 64 * 16 * 2, 64 * 16 * 2
+    per_pass = ((b_bytes + a_bytes) // 128 + b_bytes // 128)  # once per warpgroup
+    assert counts.shared_wavefronts == 4 * per_pass
+    assert counts.wgmma_flops == {"f16": 4 * 2 * 2 * 64 * 64 * 16}
 
 
 def _choice(ptx: str) -> str:
@@ -109,6 +135,27 @@ def test_sm90_default_takes_the_kind_the_model_estimates_faster():
     assert _choice(copies) == "wgmma" and "cp.async.cg.shared.global" in copies
     assert "wgmma" not in jit_compile(copied, entry="k", arch="sm_80", emit="ptx",
                                       threads=128).ptx
+
+
+def test_a_kernel_refused_at_256_threads_still_gets_the_models_choice(monkeypatch):
+    """The 128-row attention takes two warpgroups on wgmma; where the lowering refuses 256
+    threads, wgmma with one warpgroup and mma.sync are compared at 128."""
+    from tilebc.errors import TilebcError
+    from tilebc_runtime import compiler
+    original = compiler.check_code_size
+
+    def refuse_256(module, function, threads):
+        if threads == 256:
+            raise TilebcError("refused at 256 threads")
+        return original(module, function, threads)
+    path = FIXTURES / "nn_flash_attention_tile" / "nn_flash_attention_tile-13.5.tilebc"
+    assert 256 in [k.threads_per_cta for k in jit_compile(path, arch="sm_90",
+                                                          emit="ptx").kernels.values()]
+    monkeypatch.setattr(compiler, "check_code_size", refuse_256)
+    result = jit_compile(path, arch="sm_90", emit="ptx")
+    assert [k.threads_per_cta for k in result.kernels.values()] == [128, 128]
+    estimates = [line for line in result.log.splitlines() if "estimate" in line]
+    assert len(estimates) == 2 and all("wgmma (128 threads)" in line for line in estimates)
 
 
 def test_the_choice_follows_the_models_knobs(monkeypatch):

@@ -1217,7 +1217,7 @@ def test_attention_with_128_query_rows_takes_two_warpgroups_on_sm90():
 
 def test_two_warpgroups_only_where_the_product_runs_on_wgmma():
     """A 128-row product whose operands cp.async stages takes 256 threads and wgmma; one whose
-    operands go through st.shared runs on mma.sync (compile's default), with 128 threads."""
+    operands would go through st.shared runs on mma.sync (the model's pick), with 128 threads."""
     aligned = jit_compile(_async_operands_kernel(128, 64, 64, 16), entry="k", arch="sm_90",
                           emit="ptx")
     assert aligned.threads_per_cta == 256 and "wgmma.mma_async" in aligned.ptx

@@ -40,7 +40,7 @@ def add_compile_parser(subparsers) -> argparse.ArgumentParser:
                         help="JIT, sm_90: run f16/bf16 products that fit a warpgroup on "
                              "wgmma.mma_async everywhere (--wgmma) or nowhere (--no-wgmma); "
                              "default: where the performance model estimates it faster "
-                             "than mma.sync (-v prints the estimates)")
+                             "than mma.sync (--emit ptx -v prints the estimates)")
     parser.add_argument("--tma", action=argparse.BooleanOptionalAction, default=None,
                         help="JIT, sm_90: fill wgmma K-loop stages with TMA where the views "
                              "allow (default; the kernel then takes tensor maps its launcher "

@@ -407,6 +407,10 @@ def shared_layout(lw: Lowerer, arch: int) -> Tuple[int, int]:
     return allocas, lw.smem_size
 
 
+def _on_wgmma(lines: List[str]) -> bool:
+    return any(line.lstrip().startswith("wgmma.") for line in lines)
+
+
 def lower_kernel(module: Module, function: Function, arch: int, threads: Optional[int],
                  index: int, portable: bool = False, wgmma: Optional[bool] = None,
                  tma: Optional[bool] = None):
@@ -426,20 +430,21 @@ def lower_kernel(module: Module, function: Function, arch: int, threads: Optiona
 
     try:
         first = lower(count, warpgroups)
-        on_wgmma = any(line.lstrip().startswith("wgmma.") for line in first[0])
     except TilebcError:  # LoweringError, a code-size refusal
         if plain == count:
             raise
-        first, on_wgmma = None, False
-    if not on_wgmma:
-        # no product on wgmma: two warpgroups were for it, and a kernel the lowering refuses at
-        # 256 threads keeps the size rule's count
-        return (first if plain == count else lower(plain, warpgroups)), notes
-    if wgmma:
+        first = None
+    if first is None or (plain != count and not _on_wgmma(first[0])):
+        # two warpgroups were for wgmma: a kernel that has none there, or that the lowering
+        # refuses at 256 threads, takes the size rule's count
+        count = plain
+        first = lower(count, warpgroups)
+    if wgmma or not _on_wgmma(first[0]):
         return first, notes
     try:
         second = lower(plain, False)
-    except TilebcError:
+    except TilebcError as error:
+        notes.append(f"{function.name}: wgmma, as the mma.sync lowering was refused: {error}")
         return first, notes
     from .perf.ptx_counts import cheaper  # only kernels with a choice pay for the model
     pick, times = cheaper([(lowered[0], at, lowered[2].shared_memory_bytes +
@@ -588,11 +593,11 @@ def compile(source, entry: Optional[str] = None, arch="sm_90", emit: str = "cubi
     arch-specific instructions (sm_90a's wgmma), so newer GPUs can JIT the PTX. `wgmma`, on
     sm_90, for the f16/bf16 products that fit a warpgroup: None (default) lowers such a kernel
     both ways and keeps the one the performance model estimates faster (lower_kernel; the
-    reasons are in the log); True runs them on wgmma.mma_async wherever they fit; False never. `tma`, on sm_90: None (default) fills the stages of a
-    wgmma GEMM K loop whose staged operands are 128-byte swizzled with TMA (cp.async.bulk.tensor
-    into mbarrier-tracked stages) where the views' facts allow (timed on an H100: 0.94x
-    tileiras's time on a 4096^3 GEMM where cp.async stages gave 1.11x;
-    benchmarks/results/gpu_only.md); False never. The kernel then takes tensor map parameters
+    reasons are in the log); True runs them on wgmma.mma_async wherever they fit; False never.
+    `tma`, on sm_90: None (default) fills the stages of a wgmma GEMM K loop whose staged
+    operands are 128-byte swizzled with TMA (cp.async.bulk.tensor into mbarrier-tracked stages)
+    where the views' facts allow (timed on an H100: 0.94x tileiras's time on a 4096^3 GEMM
+    where cp.async stages gave 1.11x; benchmarks/results/gpu_only.md); False never. The kernel then takes tensor map parameters
     after its own, which KernelInfo.tensor_maps describes and the launcher builds
     (lowering/tma.py)."""
     if emit not in ("ptx", "cubin"):

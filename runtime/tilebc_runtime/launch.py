@@ -152,9 +152,10 @@ BACKENDS = {"jit": JitBackend, "tileiras": TileirasBackend}
 
 # Modules of this package that do not influence generated code, so are left out of the JIT's
 # identity hash (editing the launcher or the PTX emulator must not invalidate every cached cubin).
+# The rest of perf/ is in: the compiler asks its model whether a product runs on wgmma.
 _NOT_LOWERING = {"cache.py", "cache_cli.py", "cache_entry.py", "cache_remote.py", "launch.py",
                  "launch_errors.py", "args.py", "driver.py", "aot.py", "cli.py", "demo.py", "sim/",
-                 "perf/", "tensor_maps.py"}
+                 "perf/static.py", "tensor_maps.py"}
 # The parts of tilebc (the format package) that shape the JIT's output: the reader and verifier
 # that build the IR it lowers, the IR, the op table, and the numeric helpers it folds constants
 # with. Not here: the text form (a text file is assembled to bytecode first, and the key hashes

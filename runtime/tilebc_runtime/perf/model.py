@@ -48,7 +48,6 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Dict, Optional
 
-from .static import dynamic_sass, occupancy
 
 # classes that go through the load/store unit (one warp-instruction per clock per SM)
 LSU = ("global_ld", "global_st", "global_atom", "shared_ld", "shared_st", "shared_atom",
@@ -292,6 +291,8 @@ def launch_counts(profile, facts=None, footprint_cap: Optional[float] = None,
     PTX) the instruction counts are dynamic SASS counts; without, PTX warp-instructions.
     `footprint_cap` (e.g. the bytes of the launch's arrays) bounds the extrapolated DRAM
     footprint of a sampled launch."""
+    from .static import dynamic_sass  # ptxas's facts: not needed by the compiler's estimates
+
     report = profile.report()
     dram = report["footprint_read_bytes"] + report["footprint_written_bytes"]
     if footprint_cap is not None:
@@ -349,6 +350,25 @@ class Estimate:
 
     def __str__(self) -> str:
         return f"~{self.time_us:.2f} us (estimate; {self.bound}-bound)"
+
+
+def occupancy(threads: int, registers: int, shared_bytes: int, hw) -> Dict[str, int]:
+    """CTAs per SM and what limits it: warps, registers (allocated per warp in units of
+    `hw.reg_alloc_unit` registers), shared memory (plus `hw.smem_reserved_per_cta`), CTA slots."""
+    warps = -(-threads // 32)
+    regs = max(1, registers)
+    per_warp = -(-(regs * 32) // hw.reg_alloc_unit) * hw.reg_alloc_unit
+    limits = {
+        "cta_slots": hw.max_ctas_per_sm,
+        "warps": hw.max_warps_per_sm // warps,
+        "registers": hw.registers_per_sm // (per_warp * warps),
+        "shared": (hw.shared_per_sm // (shared_bytes + hw.smem_reserved_per_cta)
+                   if shared_bytes else hw.max_ctas_per_sm),
+    }
+    ctas = max(0, min(limits.values()))
+    limiter = min(limits, key=lambda name: limits[name])
+    return {"ctas_per_sm": ctas, "limiter": limiter, "warps_per_sm": ctas * warps, **{
+        f"limit_{k}": v for k, v in limits.items()}}
 
 
 def estimate(counts: LaunchCounts, hw: Hardware = Hardware(), grid: Optional[int] = None,

@@ -12,12 +12,14 @@ spinning on itself, which counts once: the GPU suspends the warp there. Memory: 
 taken as coalesced and free of bank conflicts (the lowering's layouts are swizzled for that):
 ceil(bytes a warp moves / 32) global sectors and ceil(bytes / 128) shared wavefronts per warp
 access; ldmatrix / stmatrix one wavefront a matrix; a wgmma's shared operands once per
-warpgroup; a TMA load the bytes its mbarrier expects, once per CTA. Left out, since both
-lowerings of one kernel share them: the DRAM footprint (the same tensors) and registers.
+warpgroup; a TMA load the bytes its mbarrier expects, once per CTA. The DRAM footprint is left
+out: both lowerings of a kernel read and write the same tensors.
 
 What this cannot see (the emulator's counts can): trip counts, branches taken by some warps only,
 bank conflicts and uncoalesced accesses. Two lowerings of the same kernel share the first two,
-which is why this is used to rank lowerings and never to predict a time.
+which is why this is used to rank lowerings and never to predict a time. Nor registers (ptxas
+allocates them after this): occupancy is reckoned from threads and shared memory alone, which
+flatters a lowering that needs many registers a thread (wgmma's accumulators with one warpgroup).
 """
 from __future__ import annotations
 
@@ -63,38 +65,42 @@ def _split_operands(text: str) -> List[str]:
 
 
 def _statements(lines: Sequence[str]):
-    """('label', name) and ('ins', _Instruction) in program order; directives, declarations and
-    scope braces dropped."""
+    """('label', name) and ('ins', (opcode with modifiers, operand text)) in program order;
+    guards, directives, declarations and scope braces dropped."""
     for line in lines:
-        line = line.split("//", 1)[0]
-        for part in line.replace("{", " ").replace("}", " ").split(";"):
-            part = part.strip()
-            if not part or part.startswith("."):
-                continue
+        for part in line.split("//", 1)[0].split(";"):
+            # a scope's braces open or close a statement; a vector operand's come after the opcode
+            part = part.strip().lstrip("{}").strip()
+            if not part or not (part[0].isalpha() or part[0] in "@$_%"):
+                continue  # directives, declarations, the parameter list's ")"
             label = _LABEL.match(part)
             if label:
                 yield "label", label.group(1)
                 continue
-            if part.startswith("@"):
-                part = part.split(None, 1)[1] if " " in part else ""
-            head, _, rest = part.partition(" ")
-            yield "ins", (head, rest)
+            fields = part.split(None, 1)
+            if part.startswith("@"):  # the guard
+                fields = fields[1].split(None, 1) if len(fields) > 1 else []
+            if fields:
+                yield "ins", (fields[0], fields[1] if len(fields) > 1 else "")
 
 
 def _weights(code: List[_Instruction], labels: Dict[str, int], trip: int) -> List[float]:
-    """Passes of each instruction per CTA: `trip` for every loop around it."""
-    depth = [0] * len(code)
+    """Passes of each instruction per CTA: `trip` for every loop around it. A loop is a label
+    and the last branch back to it (a `continue` is another branch back to the same head)."""
+    loops: Dict[int, int] = {}  # head -> last instruction of the loop
     for at, ins in enumerate(code):
         if ins.opcode != "bra" or not ins.operands:
             continue
         start = labels.get(ins.operands[0])
-        if start is None or start > at:
-            continue  # a forward branch
-        body = code[start:at + 1]
+        if start is not None and start <= at:  # a branch back
+            loops[start] = max(at, loops.get(start, at))
+    depth = [0] * len(code)
+    for start, end in loops.items():
+        body = code[start:end + 1]
         if len(body) <= 8 and any(i.opcode == "mbarrier" and
                                   {"try_wait", "test_wait"} & set(i.modifiers) for i in body):
             continue  # a wait spinning on itself
-        for inner in range(start, at + 1):
+        for inner in range(start, end + 1):
             depth[inner] += 1
     return [float(trip) ** d for d in depth]
 
@@ -133,7 +139,9 @@ def ptx_counts(lines: Sequence[str], threads: int, shared_bytes: int = 0,
         code.append(_Instruction(shape[0], shape[1], rest))
         classes.append(shape[2])
     weights = _weights(code, labels, trip)
-    block_starts = set(labels.values())
+    # basic blocks (as the profile's load rounds count them): from labels and after branches
+    block_starts = set(labels.values()) | {at + 1 for at, ins in enumerate(code)
+                                           if ins.opcode in ("bra", "brx", "call", "ret", "exit")}
     warps = -(-threads // 32)
     instructions: Dict[str, float] = {}
     flops: Dict[str, float] = {}
@@ -144,6 +152,8 @@ def ptx_counts(lines: Sequence[str], threads: int, shared_bytes: int = 0,
     for at, (ins, weight, cls) in enumerate(zip(code, weights, classes)):
         if at in block_starts:
             block = at
+        if cls == "global_ld":  # ld.global, cp.async, a TMA load: a round of loads to wait for
+            block_loads.add(block)
         passes = weight * warps  # warp-instructions
         instructions[cls] = instructions.get(cls, 0.0) + passes
         op, mods = ins.opcode, ins.modifiers
@@ -168,7 +178,6 @@ def ptx_counts(lines: Sequence[str], threads: int, shared_bytes: int = 0,
             moved = 32 * _tail_int(ins.operands[2])
             sectors += passes * -(-moved // 32)
             wavefronts += passes * -(-moved // 128)
-            block_loads.add(block)
         elif op in ("ld", "st", "atom", "red"):
             moved = 32 * _access_bytes(ins)
             space = space_of(ins)
@@ -176,8 +185,6 @@ def ptx_counts(lines: Sequence[str], threads: int, shared_bytes: int = 0,
                 wavefronts += passes * -(-moved // 128)
             elif space in ("global", "generic"):
                 sectors += passes * -(-moved // 32)
-                if op == "ld":
-                    block_loads.add(block)
         elif cls == "barrier" and op in ("bar", "barrier") and "arrive" not in mods:
             barriers += weight
     for start in block_loads:

@@ -1,5 +1,5 @@
 """Static facts of a PTX kernel from NVIDIA's assembler, without a GPU: registers, spills, shared
-memory and barriers (`ptxas -v`), occupancy from those, and the SASS each PTX line becomes.
+memory and barriers (`ptxas -v`), and the SASS each PTX line becomes.
 
     facts = sass_facts(ptx_text, entry, arch="sm_90")
     facts.registers, facts.spill_bytes, facts.shared_bytes, facts.sass_by_line
@@ -264,25 +264,6 @@ def _read_sass(text: str, entry: str, facts: SassFacts) -> None:
         bucket[cls] = bucket.get(cls, 0) + 1
 
 
-def occupancy(threads: int, registers: int, shared_bytes: int, hw) -> Dict[str, int]:
-    """CTAs per SM and what limits it: warps, registers (allocated per warp in units of
-    `hw.reg_alloc_unit` registers), shared memory (plus `hw.smem_reserved_per_cta`), CTA slots."""
-    warps = -(-threads // 32)
-    regs = max(1, registers)
-    per_warp = -(-(regs * 32) // hw.reg_alloc_unit) * hw.reg_alloc_unit
-    limits = {
-        "cta_slots": hw.max_ctas_per_sm,
-        "warps": hw.max_warps_per_sm // warps,
-        "registers": hw.registers_per_sm // (per_warp * warps),
-        "shared": (hw.shared_per_sm // (shared_bytes + hw.smem_reserved_per_cta)
-                   if shared_bytes else hw.max_ctas_per_sm),
-    }
-    ctas = max(0, min(limits.values()))
-    limiter = min(limits, key=lambda name: limits[name])
-    return {"ctas_per_sm": ctas, "limiter": limiter, "warps_per_sm": ctas * warps, **{
-        f"limit_{k}": v for k, v in limits.items()}}
-
-
 def dynamic_sass(profile, facts: SassFacts) -> Dict[str, int]:
     """Dynamic SASS instructions per class: every SASS instruction of a PTX line times the
     warp-level executions of that line in `profile` (counts unscaled; the caller scales).
@@ -314,5 +295,5 @@ def environment_note() -> str:
         return "ptxas: unknown"
 
 
-__all__ = ["SassFacts", "sass_facts", "sass_class", "occupancy", "dynamic_sass",
+__all__ = ["SassFacts", "sass_facts", "sass_class", "dynamic_sass",
            "environment_note"]

@@ -405,3 +405,21 @@ def test_loads_keep_cyclic_when_their_flow_needs_it():
     np.testing.assert_array_equal(outs[1], outs[0])
     tiles = (x * 3 + 1).reshape(2, 32, 2, 32).transpose(0, 2, 3, 1).transpose(0, 2, 1, 3)
     np.testing.assert_array_equal(outs[0], tiles.reshape(rows, cols))
+
+
+def test_a_tile_whose_shared_memory_copy_does_not_fit_reduces_in_its_layout():
+    """[32, 1024] f32 summed along dim 0 (a layer-norm backward's dW reduction): the general
+    path copies the 128 KiB tile to shared memory, which sm_90 has and sm_120 (99 KiB) has
+    not. There the reduction plans on the tile's own layout instead: no shared memory, and the
+    emulator's sm_120 result equals the interpreter's (sm_90 keeps the general path)."""
+    module, count, out_count = _kernel((32, 1024), 0, ("addf", 0.0), f32, False)
+    on_120 = jit_compile(module, entry="k", arch="sm_120", emit="ptx", threads=128)
+    on_90 = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128)
+    assert on_120.kernels["k"].dynamic_shared_bytes == on_120.kernels["k"].shared_memory_bytes == 0
+    assert on_90.kernels["k"].dynamic_shared_bytes >= count * 4
+    x = _inputs(f32, count, 1, np.random.default_rng(3))
+    expected = np.zeros(out_count, np.float32)
+    interpret(module, "k", (1,), x, expected)
+    out = np.zeros_like(expected)
+    sim.run(module, "k", (1,), x.copy(), out, threads=128, arch="sm_120")
+    assert out.view(np.uint32).tolist() == expected.view(np.uint32).tolist()

@@ -544,6 +544,15 @@ def _exchange(lw, tiles, layout):
     return out
 
 
+def _general_path_fits(lw, op) -> bool:
+    """Whether the general path's copy of the operands (and its partials) fits in a CTA's shared
+    memory on the target, above what the kernel holds there for good (its floor)."""
+    from ..targets import max_shared_per_block
+    operands = sum(lw.smem_size_of(v.type) for v in op.operand_values)
+    partials = sum(r.type.num_elements * lw.T // 32 * 8 for r in op.results)
+    return lw.smem_floor + operands + partials <= max_shared_per_block(lw.arch)
+
+
 def _layout_reduce(lw, op, held=None) -> bool:
     """A reduction on the source's own layout: in-thread, shuffle butterflies (a down tree,
     lower lane on the left, for combiners that need not commute), then at most one shared-memory step
@@ -571,8 +580,12 @@ def _layout_reduce(lw, op, held=None) -> bool:
             return False
         layout = lw.layout_of(source)
         shape, dim = tuple(source.type.shape), op.attrs["dim"]
-        if layout.slots * lw.T > 1 << 14:
-            return False  # planning time grows with elements x slots; larger tiles: general path
+        if layout.slots * lw.T > 1 << 14 and (layout.slots * lw.T > 1 << 18 or
+                                               _general_path_fits(lw, op)):
+            # planning time grows with elements x slots: larger tiles take the general path
+            # where their copy fits in shared memory (a 32 x 1024 f32 tile, 128 KiB, does not on
+            # sm_120)
+            return False
         ordered = not commutative(op)
         plan = _plan(layout, shape, dim, lw.T, ordered)
         if plan is None:

@@ -712,6 +712,26 @@ def test_wgmma_two_groups_accumulate_with_commit_and_wait(keep):
     np.testing.assert_array_equal(got, exact(want, np.float32))
 
 
+@pytest.mark.parametrize("commit", [True, False])
+def test_wgmma_accumulators_touched_in_flight_land_first(commit):
+    """A store of the accumulators with no wgmma.wait_group before it (committed or not): the
+    results land first, as ptxas serialises the pipeline there, so the store writes D = A B + C
+    and the CTA ends with nothing in flight."""
+    from test_rt_sim_wgmma import descriptor, distribute_accumulators, gather_accumulators, place
+    n = 64
+    A, B = wg_values(20, np.float16, (64, 16)), wg_values(21, np.float16, (16, n))
+    C = wg_values(22, np.float32, (64, n))
+    image = np.zeros(16384, np.uint8)
+    place(A, "k", 128, 16, 1024, image, 0)
+    place(B.T.copy(), "k", 128, 16, 1024, image, 8192)
+    steps = [(descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128), "1, 1, 1, 0, 0",
+              commit)]
+    out = run_wgmma(f"{WGMMA}.m64n{n}k16.f32.f16.f16", image, distribute_accumulators(C, "f32"),
+                    steps, waits=())
+    want = A.astype(np.float64) @ B.astype(np.float64) + C
+    np.testing.assert_array_equal(gather_accumulators(out, "f32", n), exact(want, np.float32))
+
+
 ELEMENTS = {"tf32": np.float32, "e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2,
             "s8": np.int8, "u8": np.uint8}
 

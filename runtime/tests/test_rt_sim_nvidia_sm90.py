@@ -181,3 +181,56 @@ def check_tma_gemm(name, cache_dir=None, seed=0):
 @pytest.mark.parametrize("name", sorted(TMA_GEMMS))
 def test_tileiras_tma_gemm_on_emulator_matches_numpy(name, ptx_cache):
     check_tma_gemm(name, ptx_cache)
+
+
+def persistent_bmm_bytecode():
+    """A cuTile batched GEMM whose CTAs each walk several batches, A stored K-major
+    ([batch, K, M], transposed in the kernel); bf16 in, bf16 out."""
+    import io
+    ct = pytest.importorskip("cuda.tile")
+    compilation = pytest.importorskip("cuda.tile.compilation")
+
+    @ct.kernel
+    def bmm_at(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
+        for batch in range(ct.bid(0), A.shape[0], ct.num_blocks(0)):
+            acc = ct.full((TM, TN), 0, dtype=ct.float32)
+            for k in range(ct.num_tiles(A, axis=1, shape=(1, TK, TM))):
+                a = ct.reshape(ct.load(A, index=(batch, k, 0), shape=(1, TK, TM),
+                                       padding_mode=ct.PaddingMode.ZERO), (TK, TM))
+                b = ct.reshape(ct.load(B, index=(batch, k, 0), shape=(1, TK, TN),
+                                       padding_mode=ct.PaddingMode.ZERO), (TK, TN))
+                acc = ct.mma(ct.transpose(a), b, acc)
+            ct.store(C, index=(batch, 0, 0),
+                     tile=ct.reshape(ct.astype(acc, C.dtype), (1, TM, TN)))
+
+    array = compilation.ArrayConstraint(
+        ct.bfloat16, 3, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
+        may_alias_internally=False, shape_constant=(None, None, None),
+        stride_constant=(None, None, 1), shape_divisible_by=16, stride_divisible_by=(16, 16, 1),
+        base_addr_divisible_by=16)
+    signature = compilation.KernelSignature([array] * 3 + [64, 64, 32],
+                                            compilation.CallingConvention.cutile_python_v1())
+    buffer = io.BytesIO()
+    compilation.export_kernel(bmm_at, [signature], buffer, output_format="tileir_bytecode",
+                              bytecode_version="13.4", gpu_code=None)
+    return buffer.getvalue()
+
+
+def test_tileiras_copies_of_in_flight_accumulators_see_their_results(ptx_cache):
+    """tileiras's sm_90 code for a persistent batched GEMM copies the wgmma accumulators with
+    `mov` into the next batch's chain before waiting for them (ptxas serialises there). The
+    emulator lands the in-flight results first (the profile counts it): the second batch is
+    exact, where stale copies gave errors of ~8."""
+    import ml_dtypes
+    from tilebc_runtime.sim import Profile
+    data = persistent_bmm_bytecode()
+    assert "wgmma.mma_async" in nvidia.tileiras_ptx(data, "sm_90", ptx_cache)
+    rng = np.random.default_rng(0)
+    a, b = ((rng.integers(-8, 9, (2, 64, 64)) / 8).astype(ml_dtypes.bfloat16) for _ in range(2))
+    c = np.zeros((2, 64, 64), ml_dtypes.bfloat16)
+    profile = Profile()
+    nvidia.run(data, None, (1,), a, b, c, arch="sm_90", cache_dir=ptx_cache, profile=profile)
+    want = np.einsum("bkm,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_array_equal(c.astype(np.float64),
+                                  want.astype(ml_dtypes.bfloat16).astype(np.float64))
+    assert profile.report()["wgmma_serialized"] >= 1

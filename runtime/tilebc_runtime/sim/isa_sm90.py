@@ -6,10 +6,14 @@ through tensor maps bound to kernel parameters: sim/tensormap.py), prefetch, war
 Time. Bulk and tensor copies complete when they are issued: the data lands at once and its bytes
 are completed on the mbarrier (one legal schedule; a kernel that reads the destination before
 its wait is not diagnosed). wgmma.mma_async reads its operands when issued but its accumulators
-land only when wgmma.wait_group retires the commit group holding it: until then the registers
-keep their old values (a kernel that reads them before waiting computes with stale values, as
-it may on the device), while later wgmma's on the same accumulators chain on the pending
-results, as the hardware pipeline does. A CTA that ends with results not retired is an error.
+land only when wgmma.wait_group retires the commit group holding it, while later wgmma's on the
+same accumulators chain on the pending results, as the hardware pipeline does. Another
+instruction that reads or writes an accumulator register of a wgmma still in flight first lands
+the groups up to the one holding it (a profile counts these: `wgmma_serialized`): ptxas does the
+same, serialising the pipeline there rather than letting the instruction see a stale value
+(tileiras's sm_90 code copies accumulators with `mov` between a persistent loop's iterations).
+For the JIT's own code (sim.run: KernelImage.serialize_wgmma False) such a touch is an error.
+A CTA that ends with results not retired is an error.
 
 mbarrier. The 8-byte object in shared memory is modelled beside the memory (Cta.mbarriers, keyed
 by its shared address): the current phase number, the arrivals still expected in it, the
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from .registry import Mods, implements, operands
+from .registry import KERNEL_PASSES, Mods, implements, operands
 from .isa_extra import build_cp as build_plain_cp, land_all_copies, matrix_form
 from .isa_memory import Access, _lanes
 from .isa_mma import _tf32_nearest_even, a_coords
@@ -661,6 +665,73 @@ def a_register_coords(k: int, pack: int):
 _SHAPE = re.compile(r"^m64n(\d+)k(\d+)$")
 
 
+def _land(cta, group) -> None:
+    """Write one group's wgmma results to their registers."""
+    for name, (write, value, where) in group.items():
+        write(cta, value, where)
+        if cta.wgmma_pending.get(name, (None,))[0] is value:
+            del cta.wgmma_pending[name]
+
+
+def _operand_registers(operand):
+    if isinstance(operand, Reg):
+        return [operand.name]
+    if isinstance(operand, Not):
+        return _operand_registers(operand.operand)
+    if isinstance(operand, Addr):
+        return _operand_registers(operand.base)
+    if isinstance(operand, (Vec, TensorRef)):
+        items = operand.items if isinstance(operand, Vec) else (operand.tensor, operand.coords)
+        return [name for item in items for name in _operand_registers(item)]
+    if isinstance(operand, PredPair):
+        return [operand.first.name, operand.second.name]
+    return []
+
+
+def _serialize_accumulator_uses(code) -> None:
+    """Wrap each non-wgmma instruction that names a wgmma accumulator register so that it first
+    lands the in-flight results it would touch (see the module's docstring)."""
+    accumulators = set()
+    for entry in code:
+        ins = entry[4]
+        if ins is not None and ins.opcode == "wgmma" and "mma_async" in ins.modifiers:
+            accumulators.update(_operand_registers(ins.operands[0]))
+    if not accumulators:
+        return
+    for index, (kind, fn, guard, control, ins) in enumerate(code):
+        if fn is None or ins is None or ins.opcode == "wgmma":
+            continue
+        touched = tuple(accumulators.intersection(
+            name for operand in ins.operands for name in _operand_registers(operand)))
+        if touched:
+            code[index] = (kind, _landing_first(fn, touched, ins), guard, control, ins)
+
+
+def _landing_first(fn, names, ins):
+    def run(cta, mask):
+        pending = cta.wgmma_pending
+        if pending and any(name in pending for name in names):
+            if not cta.launch.image.serialize_wgmma:
+                raise cta.launch.error(cta, ins, "touches an accumulator of a wgmma.mma_async "
+                                       "still in flight (ptxas would serialise the wgmma "
+                                       "pipeline here): wait for its group first")
+            while any(name in pending for name in names):
+                if cta.wgmma_groups:
+                    _land(cta, cta.wgmma_groups.pop(0))
+                elif cta.wgmma_open:  # issued, not yet committed: it is waited for too
+                    group, cta.wgmma_open = cta.wgmma_open, {}
+                    _land(cta, group)
+                else:
+                    break
+            if cta.launch.profile is not None:
+                cta.launch.profile.wgmma_serialized += 1
+        fn(cta, mask)
+    return run
+
+
+KERNEL_PASSES.append(_serialize_accumulator_uses)
+
+
 @implements("wgmma", forms="wgmma.fence (no-op), commit_group, wait_group N (the accumulators "
                            "of retired groups land); wgmma.mma_async.sync.aligned.m64nNkK "
                            "f16/bf16 (k16), tf32 (k8), e4m3/e5m2 (k32), s8/u8 (k32, .satfinite) "
@@ -688,10 +759,7 @@ def build_wgmma(ins, k):
 
             def wait(cta, mask):  # the results of all but the `keep` newest groups land
                 while len(cta.wgmma_groups) > keep:
-                    for name, (write, value, where) in cta.wgmma_groups.pop(0).items():
-                        write(cta, value, where)
-                        if cta.wgmma_pending.get(name, (None,))[0] is value:
-                            del cta.wgmma_pending[name]
+                    _land(cta, cta.wgmma_groups.pop(0))
             return wait
         return lambda cta, mask: None
     shapes = [m for m in mods if _SHAPE.match(m)]

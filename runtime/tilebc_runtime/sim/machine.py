@@ -33,7 +33,7 @@ from .dtypes import DTYPE, TYPES  # noqa: F401  (TYPES re-exported)
 from .errors import (SharedRaceError, SimExecutionError, SimMemoryError, SimTrap,
                      UnsupportedInstruction)
 from .parser import parse_ptx
-from .registry import BUILDERS
+from .registry import BUILDERS, KERNEL_PASSES
 from .state import (LOCAL_WINDOW, SHARED_BASE, SHARED_WINDOW, SINT, UINT, WINDOW_SIZE, Cta)
 from .syntax import Addr, Imm, Instruction, Kernel, Not, Program, Reg, Sym, Vec
 from .tensormap import TensorMap
@@ -67,6 +67,9 @@ class KernelImage:
         self.program = program
         self.kernel = kernel
         self.source = program.source
+        # an instruction touching an accumulator of a wgmma in flight: lands it first, as
+        # ptxas serialises there (False: an error; the runner checks the JIT's own code so)
+        self.serialize_wgmma = True
         self.registers: Dict[str, np.dtype] = {}
         for name, rtype in kernel.registers.items():
             self.registers[name] = np.dtype(np.bool_) if rtype == "pred" else \
@@ -127,6 +130,8 @@ class KernelImage:
             else:
                 self.code.append((NORMAL, action, guard, None, ins))
         self.code.append((RETURN, None, None, Control(RETURN), None))  # falling off the end
+        for kernel_pass in KERNEL_PASSES:
+            kernel_pass(self.code)
 
     # -- errors at load time -------------------------------------------------------------------
     def unsupported(self, ins: Instruction, message: str) -> UnsupportedInstruction:

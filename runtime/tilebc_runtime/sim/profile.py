@@ -45,6 +45,8 @@ warps and lane t belongs to warp t // 32):
   on the emulator is a schedule artefact (its threads loop back and try again; the GPU suspends
   the warp in try_wait), so each failed try is counted in `mbarrier_retries` and its spin loop
   (the wait's block, branching back to itself) is taken back off the instruction counts.
+- `wgmma_serialized`: instructions that touched an accumulator of a wgmma still in flight and so
+  landed its result first (isa_sm90.py), where ptxas serialises the wgmma pipeline.
 
 Sampling: `Profile(sample=N)` runs N CTAs spread evenly over the grid (first and last included)
 and `report()` scales every count by grid / N (`scale`); the footprint is scaled the same way,
@@ -180,6 +182,7 @@ class Profile:
         self.tma_shared_bytes = 0
         self.mbarrier_waits = 0
         self.mbarrier_retries = 0
+        self.wgmma_serialized = 0  # instructions that landed in-flight wgmma results first
         self._pc = 0
         self._read: List[np.ndarray] = []
         self._written: List[np.ndarray] = []
@@ -470,4 +473,5 @@ class Profile:
             "tma_sectors": sc(self.tma_sectors), "tma_shared_bytes": sc(self.tma_shared_bytes),
             "mbarrier_waits": sc(self.mbarrier_waits),
             "mbarrier_retries": sc(self.mbarrier_retries),
+            "wgmma_serialized": sc(self.wgmma_serialized),
         }

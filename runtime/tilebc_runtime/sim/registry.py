@@ -18,6 +18,9 @@ from .syntax import Instruction
 
 BUILDERS: Dict[str, Callable] = {}
 IMPLEMENTED: Dict[str, str] = {}
+# passes over a kernel's compiled code once every instruction is built: fn(code) -> None, free
+# to replace an entry's action (isa_sm90: uses of in-flight wgmma accumulators)
+KERNEL_PASSES: List[Callable] = []
 
 
 def implements(*opcodes: str, forms: str = ""):

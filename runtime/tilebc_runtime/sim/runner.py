@@ -40,6 +40,7 @@ def compiled_kernel(module: Module, entry: str, arch: str = "sm_90",
     result = jit_compile(module, entry=entry, arch=arch, emit="ptx", threads=threads, wgmma=wgmma,
                          tma=tma)
     image = load_kernel(result.ptx, entry, source=f"<PTX of {module.source or 'module'}>")
+    image.serialize_wgmma = False  # our code waits for its accumulators before touching them
     info = result.kernels[entry]
     while len(_IMAGES) >= _IMAGES_KEPT:
         del _IMAGES[next(iter(_IMAGES))]

@@ -344,3 +344,14 @@ def test_bounded_and_same_elements():
     assert _holds(SameElementsAttr((2, 2)), grouped)
     assert _holds(SameElementsAttr((1, 2)), grouped)
     assert not _holds(SameElementsAttr((1, 4)), grouped)
+
+
+def test_overlap_check_looks_at_bytes_not_ranges():
+    """interp.run's aliasing check: interleaved views sharing no byte are independent arrays;
+    views sharing one are not, wherever they sort in address order."""
+    from tilebc.interp.memory import overlapping_pairs
+    buffer = np.zeros((4, 64), np.float32)
+    assert overlapping_pairs([buffer[:, :32], buffer[:, 32:]]) == []
+    assert overlapping_pairs([buffer[:, :32], buffer[:, 16:48]]) == [(0, 1)]
+    assert overlapping_pairs([buffer, buffer[0, 2:4], buffer[3, 8:16]]) == [(0, 1), (0, 2)]
+    assert overlapping_pairs([buffer[0::2], buffer[1::2], buffer[:0]]) == []

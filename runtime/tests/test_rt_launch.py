@@ -479,3 +479,20 @@ def test_load_kernel_names_the_cubin_after_its_entry(monkeypatch):
     monkeypatch.setattr(cuda.core, "ObjectCode", FakeObjectCode)
     assert driver.load_kernel(b"\x7fELF", "vadd") == "kernel"
     assert seen == {"from_cubin": (b"\x7fELF", "vadd"), "get_kernel": "vadd"}
+
+
+def test_interleaved_arrays_that_share_no_byte_are_not_an_overlap():
+    """The two halves of a [4, 64] tensor's last dimension (torch's chunk(2, dim=-1), which
+    NVIDIA's MoE sample passes to one kernel) interleave in memory without sharing a byte: not an
+    overlap. Halves shifted by 16 elements share bytes, and an overlap between the first and
+    third array in address order is found past a disjoint one between them."""
+    signature = type("Signature", (), {"entry": "k"})()
+
+    def view(offset, shape=(4, 32), strides=(64, 1)):
+        return argmod.ArrayView(BASE + offset, shape, strides, np.dtype("float32"), 0, False, None)
+    argmod._check_no_overlap(signature, [("0", view(0)), ("1", view(128))])
+    with pytest.raises(ArgumentError, match="arguments 0 and 1 overlap in memory"):
+        argmod._check_no_overlap(signature, [("0", view(0)), ("1", view(64))])
+    with pytest.raises(ArgumentError, match="arguments 0 and 2 overlap in memory"):
+        argmod._check_no_overlap(signature, [("0", view(0, (2, 16))), ("1", view(128, (1, 16))),
+                                             ("2", view(288, (1, 8)))])

@@ -748,13 +748,17 @@ def _integer(value: Any, what: str, low: int, high: int) -> int:
 
 
 def _check_no_overlap(signature: Signature, arrays: List[Tuple[str, ArrayView]]) -> None:
-    order = {label: index for index, (label, _) in enumerate(arrays)}
-    extents = sorted((extent, label) for label, view in arrays
-                     if (extent := view.byte_extent()) is not None)
-    for (first, first_label), (second, second_label) in zip(extents, extents[1:]):
-        if second[0] < first[1]:
-            one, other = sorted((first_label, second_label), key=order.get)
-            raise ArgumentError(
-                f"{signature.entry}: arrays for arguments {one} and {other} overlap in memory (bytes 0x{second[0]:x}-"
-                f"0x{min(first[1], second[1]):x}); pass allow_overlap=True if the kernel was "
-                "compiled for aliasing arrays")
+    extents = [(label, view, view.byte_extent()) for label, view in arrays]
+    extents = [item for item in extents if item[2] is not None]
+    spans = sorted(extent for _, _, extent in extents)
+    if all(first[1] <= second[0] for first, second in zip(spans, spans[1:])):
+        return  # disjoint byte ranges: nothing more to look at
+    from tilebc.interp.memory import overlapping_pairs
+    pairs = overlapping_pairs([(view.ptr, view.shape, [s * view.itemsize for s in view.strides],
+                                view.itemsize) for _, view, _ in extents])
+    if pairs:
+        (one, _, first), (other, _, second) = (extents[index] for index in pairs[0])
+        raise ArgumentError(
+            f"{signature.entry}: arrays for arguments {one} and {other} overlap in memory (bytes "
+            f"0x{max(first[0], second[0]):x}-0x{min(first[1], second[1]):x}); pass "
+            "allow_overlap=True if the kernel was compiled for aliasing arrays")

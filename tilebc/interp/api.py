@@ -192,17 +192,13 @@ class Binder:
         return self.values
 
     def check_overlaps(self):
-        spans = []
-        for label, array in self.arrays:
-            if array.size:
-                low, high = np.lib.array_utils.byte_bounds(array)
-                spans.append((low, high, label))
-        spans.sort()
-        for (low_a, high_a, label_a), (low_b, high_b, label_b) in zip(spans, spans[1:]):
-            if low_b < high_a:
-                raise MemoryCheckError(f"{label_a} and {label_b} overlap in memory; pass "
-                                       f"allow_aliasing=True if the kernel expects aliasing",
-                                       address=None)
+        from .memory import overlapping_pairs
+        pairs = overlapping_pairs([array for _, array in self.arrays])
+        if pairs:
+            first, second = pairs[0]
+            raise MemoryCheckError(f"{self.arrays[first][0]} and {self.arrays[second][0]} "
+                                   "overlap in memory; pass allow_aliasing=True if the kernel "
+                                   "expects aliasing", address=None)
 
 
 _Binder = Binder  # the name the PTX emulator's runner used before Binder was public

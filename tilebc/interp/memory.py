@@ -21,6 +21,48 @@ ALIGNMENT = 256
 GAP = 4096  # unmapped bytes between buffers, so off-by-a-little accesses fault
 
 
+def overlapping_pairs(views):
+    """The pairs (i, j), i < j, of `views` that have a byte in common. A view is a numpy array,
+    or (address, shape, byte strides, itemsize) for memory this process cannot read (a device
+    array): nothing is read either way. Views whose byte ranges interleave without sharing a
+    byte (the two halves of a tensor's last dimension) do not overlap; views too intricate for
+    numpy's bounded search count as overlapping."""
+    arrays = [_described(view) for view in views]
+    spans = sorted((np.lib.array_utils.byte_bounds(a), index) for index, a in enumerate(arrays)
+                   if a.size)
+    found = []
+    for position, ((low, high), first) in enumerate(spans):
+        for (other_low, _), second in spans[position + 1:]:
+            if other_low >= high:
+                break  # sorted by their first byte: no later view reaches back into this one
+            if _share_a_byte(arrays[first], arrays[second]):
+                found.append(tuple(sorted((first, second))))
+    return found
+
+
+class _Interface:
+    """An array interface over an address, for numpy's overlap test (which reads no data)."""
+
+    def __init__(self, address: int, shape, strides, itemsize: int):
+        self.__array_interface__ = {"version": 3, "data": (address, True), "shape": tuple(shape),
+                                    "strides": tuple(strides), "typestr": f"|V{itemsize}"}
+
+
+def _described(view):
+    if isinstance(view, np.ndarray):
+        return view
+    address, shape, strides, itemsize = view
+    return np.asarray(_Interface(address, shape, strides, itemsize))
+
+
+def _share_a_byte(first: np.ndarray, second: np.ndarray) -> bool:
+    too_hard = getattr(getattr(np, "exceptions", np), "TooHardError")
+    try:
+        return bool(np.shares_memory(first, second, max_work=1 << 20))
+    except too_hard:
+        return True
+
+
 class Buffer:
     """One mapped region: `data` is a flat uint8 view of the host memory it stands for."""
 

@@ -234,3 +234,57 @@ def test_tileiras_copies_of_in_flight_accumulators_see_their_results(ptx_cache):
     np.testing.assert_array_equal(c.astype(np.float64),
                                   want.astype(ml_dtypes.bfloat16).astype(np.float64))
     assert profile.report()["wgmma_serialized"] >= 1
+
+
+def two_products_bytecode():
+    """C0 = A0 @ B, then C1 = A1 @ B, f16 64 x 64 tiles through TMA (aligned views); the
+    views are made in the order B, A0, C0, A1, C1."""
+    import io
+    ct = pytest.importorskip("cuda.tile")
+    compilation = pytest.importorskip("cuda.tile.compilation")
+
+    @ct.kernel
+    def two_products(A0, A1, B, C0, C1, T: ct.Constant[int]):
+        row = ct.bid(0)
+        b = ct.load(B, index=(0, 0), shape=(T, T))
+        first = ct.mma(ct.load(A0, index=(row, 0), shape=(T, T)), b,
+                       ct.full((T, T), 0, dtype=ct.float32))
+        ct.store(C0, index=(row, 0), tile=ct.astype(first, C0.dtype))
+        second = ct.mma(ct.load(A1, index=(row, 0), shape=(T, T)), b,
+                        ct.full((T, T), 0, dtype=ct.float32))
+        ct.store(C1, index=(row, 0), tile=ct.astype(second, C1.dtype))
+
+    array = compilation.ArrayConstraint(
+        ct.float16, 2, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
+        may_alias_internally=False, shape_constant=(None, None), stride_constant=(None, 1),
+        shape_divisible_by=16, stride_divisible_by=(16, 1), base_addr_divisible_by=16)
+    signature = compilation.KernelSignature([array] * 5 + [64],
+                                            compilation.CallingConvention.cutile_python_v1())
+    buffer = io.BytesIO()
+    compilation.export_kernel(two_products, [signature], buffer, output_format="tileir_bytecode",
+                              bytecode_version="13.4", gpu_code=None)
+    return buffer.getvalue()
+
+
+def test_tileiras_numbers_its_tensor_maps_loads_first_in_order_of_use(ptx_cache):
+    """tileiras's five maps for two products sharing B: its PTX loads through the first three
+    and stores through the last two, and the loads are A0, B, A1 (the order the first product
+    uses its operands, then the second), not the order the views are made (B first; stores
+    between). Bound so, the products are exact and no input is written."""
+    import tilebc
+    data = two_products_bytecode()
+    module = tilebc.load(data)
+    image = nvidia.nvidia_kernel(module, module.functions[0].name, "sm_90", ptx_cache)
+    hidden = [param.name for param in image.kernel.params if param.hidden]
+    copies = nvidia.map_copies(image.kernel)
+    assert [copies[name] for name in hidden] == [{("load", 2)}] * 3 + [{("store", 2)}] * 2
+    rng = np.random.default_rng(1)
+    a0, a1 = ((rng.integers(-4, 5, (128, 64)) / 4).astype(np.float16) for _ in range(2))
+    b = (rng.integers(-4, 5, (64, 64)) / 4).astype(np.float16)
+    inputs = a0.copy(), a1.copy(), b.copy()
+    c0, c1 = np.zeros((128, 64), np.float16), np.zeros((128, 64), np.float16)
+    nvidia.run(data, None, (2,), a0, a1, b, c0, c1, arch="sm_90", cache_dir=ptx_cache)
+    for got, a in ((c0, inputs[0]), (c1, inputs[1])):
+        np.testing.assert_array_equal(got, (a.astype(np.float64) @ b).astype(np.float16))
+    for kept, given in zip((a0, a1, b), inputs):
+        np.testing.assert_array_equal(kept, given)

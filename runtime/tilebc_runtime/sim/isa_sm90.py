@@ -217,10 +217,14 @@ def build_mbarrier(ins, k):
         if not done[lanes].all():
             cta.stalled_waits += 1
             if cta.stalled_waits > STALL_LIMIT:
-                thread = int(lanes[np.argmin(done[lanes])])
+                index = int(np.argmin(done[lanes]))
+                thread = int(lanes[index])
+                bar = _barrier(cta, ins, int(addresses[index]), thread)
                 raise cta.launch.error(cta, ins, f"deadlock: mbarrier waits failed "
                                        f"{STALL_LIMIT} times with no arrival in between (no "
-                                       "running thread completes the phase)", thread=thread)
+                                       "running thread completes the phase; it still expects "
+                                       f"{bar.pending} arrival(s) and {bar.tx} transaction "
+                                       "byte(s))", thread=thread)
         write(cta, done, mask)
     return wait
 

@@ -22,8 +22,11 @@ TMA. Where tileiras's sm_90 code moves tiles with cp.async.bulk.tensor it append
 128-byte parameter per tensor map, which the driver fills at launch by running host code tileiras
 embeds in the cubin (sim/tensormap.py tells the finding). That code is not in the PTX, so
 `tensor_maps` rebuilds the maps from the Tile IR module: one per partition view that tiles are
-loaded from or stored through, in the order the views are made (the i-th hidden parameter holds the
-i-th; a tensor loaded and stored has two), over its tensor view's shape and strides at launch, with
+loaded from or stored through (a tensor loaded and stored has two), the loaded views first in the
+order their tiles are first used, then the stored ones in the order they are made (the order
+tileiras numbers its hidden parameters in; where that does not give each parameter the direction
+and rank of the copies its PTX makes through it, the order the views are made is tried, and else
+the launch is refused), over its tensor view's shape and strides at launch, with
 the partition tile as the box, cut to 128-byte rows with the 128-byte swizzle (64 / 32 bytes: that
 swizzle) when the tile has two or more dimensions; the map's dimensions are the tiled ones innermost
 first, then the tile's leading size-1 ones outermost first (a [batch, head, seq, d] tensor tiled
@@ -210,8 +213,10 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = DEFAULT_A
                                 file=image.source)
     hidden = [param.name for param in image.kernel.params if param.hidden]
     gaps = store_gaps(image.kernel)
+    copies = map_copies(image.kernel)
     maps = dict(zip(hidden, tensor_maps(function, binder.values, len(hidden), image.source,
-                                        [gaps.get(name) for name in hidden])))
+                                        [gaps.get(name) for name in hidden],
+                                        [copies.get(name) for name in hidden])))
     if image.program.dynamic_shared:
         raise SimExecutionError("tileiras's PTX declares dynamic shared memory, whose launch "
                                 "size is not known here", file=image.source)
@@ -222,6 +227,30 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = DEFAULT_A
                    memory=machine.memory, threads=image.threads, check=check_memory,
                    print_stream=print_stream, max_steps=max_steps, profile=profile,
                    tensor_maps=maps)
+
+
+def _in_parameter_order(tiled, uses, first_use, copies, name: str, source: str):
+    """The views in the order of tileiras's map parameters. tileiras numbers the loaded views
+    first, in the order their tiles are first used (operand order within an op: A, then B of
+    an mma), then the stored ones in the order they are made; where that gives a parameter
+    copies (direction, rank) its PTX does not make, the order the views are made is tried.
+    Neither fitting, which map is which is not known, and that is an error rather than a
+    guess."""
+    def fits(order):
+        return all(seen is None or seen == {(direction, view.type.rank)
+                                            for direction in uses[id(partition)]}
+                   for (partition, view), seen in zip(order, copies))
+    never = (float("inf"), 0)
+    by_use = sorted(tiled, key=lambda item: ("load" not in uses[id(item[0])],
+                                             first_use.get(id(item[0]), never)))
+    for order in (by_use, tiled):
+        if fits(order):
+            return order
+    wanted = ", ".join("?" if seen is None else "+".join(f"{d} {r}-d" for d, r in sorted(seen))
+                       for seen in copies)
+    raise SimExecutionError(f"tileiras's kernel {name}: its tensor-map parameters copy "
+                            f"({wanted}), which no known order of the kernel's views gives: "
+                            "which map describes which tensor is not known", file=source)
 
 
 def _argument_value(value, function, values, what: str, source: str) -> int:
@@ -236,12 +265,11 @@ def _argument_value(value, function, values, what: str, source: str) -> int:
     return int(values[value.index])
 
 
-def store_gaps(kernel) -> Dict[str, int]:
-    """For each kernel parameter that TMA stores go through with shared sources at two or more
-    constant offsets: the least distance between those offsets (bytes), a bound on the box."""
+def _address_holders(kernel):
+    """Yield (instruction, holds) over the kernel, `holds` mapping each register that holds a
+    kernel parameter's address (through mov / cvta) to that parameter, as of the instruction."""
     params = {param.name for param in kernel.params}
-    holds: Dict[str, str] = {}  # register -> the parameter whose address it holds
-    offsets: Dict[str, set] = {}
+    holds: Dict[str, str] = {}
     for ins in kernel.instructions:
         ops = ins.operands
         if ins.opcode in ("mov", "cvta") and len(ops) == 2 and isinstance(ops[0], Reg):
@@ -250,7 +278,36 @@ def store_gaps(kernel) -> Dict[str, int]:
                 holds[ops[0].name] = source.name
             elif isinstance(source, Reg) and source.name in holds:
                 holds[ops[0].name] = holds[source.name]
-        elif ins.opcode == "cp" and "tensor" in ins.modifiers and ops and \
+        yield ins, holds
+
+
+def map_copies(kernel) -> Dict[str, set]:
+    """For each parameter that cp.async.bulk.tensor copies go through: the set of (direction,
+    rank) of those copies, direction "load" (global to shared) or "store"."""
+    found: Dict[str, set] = {}
+    for ins, holds in _address_holders(kernel):
+        if ins.opcode != "cp" or "tensor" not in ins.modifiers:
+            continue
+        refs = [op for op in ins.operands if isinstance(op, TensorRef)]
+        if len(refs) != 1 or not isinstance(refs[0].tensor, Reg):
+            continue
+        param = holds.get(refs[0].tensor.name)
+        spaces = [m for m in ins.modifiers if m in ("global", "shared", "shared::cta",
+                                                    "shared::cluster")]
+        ranks = [int(m[:-1]) for m in ins.modifiers if m[:-1].isdigit() and m.endswith("d")]
+        if param is not None and spaces and ranks:
+            found.setdefault(param, set()).add(("store" if spaces[0] == "global" else "load",
+                                                ranks[0]))
+    return found
+
+
+def store_gaps(kernel) -> Dict[str, int]:
+    """For each kernel parameter that TMA stores go through with shared sources at two or more
+    constant offsets: the least distance between those offsets (bytes), a bound on the box."""
+    offsets: Dict[str, set] = {}
+    for ins, holds in _address_holders(kernel):
+        ops = ins.operands
+        if ins.opcode == "cp" and "tensor" in ins.modifiers and ops and \
                 isinstance(ops[0], TensorRef) and isinstance(ops[0].tensor, Reg):
             param = holds.get(ops[0].tensor.name)
             if param is not None and len(ops) > 1 and isinstance(ops[1], Addr) and \
@@ -264,20 +321,28 @@ def store_gaps(kernel) -> Dict[str, int]:
     return gaps
 
 
-def tensor_maps(function, values, count: int, source: str = "<tileiras PTX>", gaps=None):
+def tensor_maps(function, values, count: int, source: str = "<tileiras PTX>", gaps=None,
+                copies=None):
     """The `count` tensor maps tileiras's hidden parameters hold for a launch of `function` with
     parameter `values` (see the module's notes): a list of TensorMap, in parameter order.
-    `gaps`: per map, the store_gaps bound on its box (None: none known)."""
+    `gaps`: per map, the store_gaps bound on its box (None: none known); `copies`: per map, the
+    map_copies of its parameter in the PTX (None: not known), which the views must match."""
     gaps = gaps or [None] * count
     if not count:
         return []
     views = {}  # tensor view -> the op making it
     partitions = []  # (partition view, its tensor view) in the order they are made
     uses = {}  # partition view -> the kinds of op ("load" / "store") that copy through it
-    for op in function.walk():
-        for value in op.operand_values:
+    loaded = {}  # id of a tile loaded through a partition view -> that view's id
+    first_use = {}  # partition view -> (op number, operand number) of its first loaded tile's use
+    for number, op in enumerate(function.walk()):
+        for position, value in enumerate(op.operand_values):
+            if id(value) in loaded:
+                first_use.setdefault(loaded[id(value)], (number, position))
             if id(value) in uses and op.name.startswith(("load", "store")):
                 uses[id(value)].add("load" if op.name.startswith("load") else "store")
+                if op.name.startswith("load"):
+                    loaded[id(op.results[0])] = id(value)
         for result in op.results:
             if isinstance(result.type, TensorViewType):
                 views[id(result)] = op
@@ -290,6 +355,8 @@ def tensor_maps(function, values, count: int, source: str = "<tileiras PTX>", ga
         raise SimExecutionError(f"tileiras's kernel {function.name} declares {count} tensor-map "
                                 f"parameters and copies through {len(tiled)} partition views: "
                                 "which map describes which tensor is not known", file=source)
+    tiled = _in_parameter_order(tiled, uses, first_use, copies or [None] * count, function.name,
+                                source)
     maps = []
     for number, (partition, view) in enumerate(tiled):
         vtype, ptype = view.type, partition.type

@@ -597,9 +597,9 @@ def compile(source, entry: Optional[str] = None, arch="sm_90", emit: str = "cubi
     `tma`, on sm_90: None (default) fills the stages of a wgmma GEMM K loop whose staged
     operands are 128-byte swizzled with TMA (cp.async.bulk.tensor into mbarrier-tracked stages)
     where the views' facts allow (timed on an H100: 0.94x tileiras's time on a 4096^3 GEMM
-    where cp.async stages gave 1.11x; benchmarks/results/gpu_only.md); False never. The kernel then takes tensor map parameters
-    after its own, which KernelInfo.tensor_maps describes and the launcher builds
-    (lowering/tma.py)."""
+    where cp.async stages gave 1.11x; benchmarks/results/gpu_only.md); False never. The kernel
+    then takes tensor map parameters after its own, which KernelInfo.tensor_maps describes and
+    the launcher builds (lowering/tma.py)."""
     if emit not in ("ptx", "cubin"):
         raise TilebcError(f"emit must be 'ptx' or 'cubin', not {emit!r}")
     timings = {}

@@ -288,3 +288,45 @@ def test_tileiras_numbers_its_tensor_maps_loads_first_in_order_of_use(ptx_cache)
         np.testing.assert_array_equal(got, (a.astype(np.float64) @ b).astype(np.float16))
     for kept, given in zip((a0, a1, b), inputs):
         np.testing.assert_array_equal(kept, given)
+
+
+def row_max_bytecode(element: str, columns: int):
+    """Each row's largest element and its column, 4 rows a tile, through TMA (aligned views):
+    no mma anywhere."""
+    import io
+    ct = pytest.importorskip("cuda.tile")
+    compilation = pytest.importorskip("cuda.tile.compilation")
+
+    @ct.kernel
+    def row_max(X, Top, Where, R: ct.Constant[int], C: ct.Constant[int]):
+        tile = ct.load(X, index=(ct.bid(0), 0), shape=(R, C))
+        ct.store(Top, index=(ct.bid(0),), tile=ct.astype(ct.max(tile, axis=1), Top.dtype))
+        ct.store(Where, index=(ct.bid(0),), tile=ct.astype(ct.argmax(tile, axis=1), Where.dtype))
+
+    def array(dtype, rank):
+        return compilation.ArrayConstraint(
+            getattr(ct, dtype), rank, index_dtype=ct.int32, stride_lower_bound_incl=0,
+            alias_groups=(), may_alias_internally=False, shape_constant=(None,) * rank,
+            stride_constant=(None,) * (rank - 1) + (1,), shape_divisible_by=16,
+            stride_divisible_by=(16,) * (rank - 1) + (1,), base_addr_divisible_by=16)
+    signature = compilation.KernelSignature(
+        [array(element, 2), array(element, 1), array("int32", 1), 4, columns],
+        compilation.CallingConvention.cutile_python_v1())
+    buffer = io.BytesIO()
+    compilation.export_kernel(row_max, [signature], buffer, output_format="tileir_bytecode",
+                              bytecode_version="13.4", gpu_code=None)
+    return buffer.getvalue()
+
+
+def test_tileiras_copies_unswizzled_rows_where_no_wgmma_reads_them(ptx_cache):
+    """Without wgmma tileiras's maps copy the tile's 64-byte rows unswizzled; a map with the
+    64-byte swizzle permuted their 16-byte chunks (wrong maxima and columns)."""
+    element, columns = "float32", 16
+    data = row_max_bytecode(element, columns)
+    assert "cp.async.bulk.tensor.2d" in nvidia.tileiras_ptx(data, "sm_90", ptx_cache)
+    rng = np.random.default_rng(2)
+    x = rng.permutation(16 * columns).reshape(16, columns).astype(element)
+    top, where = np.zeros(16, element), np.zeros(16, np.int32)
+    nvidia.run(data, None, (4,), x, top, where, arch="sm_90", cache_dir=ptx_cache)
+    np.testing.assert_array_equal(top, x.max(axis=1))
+    np.testing.assert_array_equal(where, x.argmax(axis=1))

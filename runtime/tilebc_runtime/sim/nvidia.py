@@ -28,7 +28,10 @@ tileiras numbers its hidden parameters in; where that does not give each paramet
 and rank of the copies its PTX makes through it, the order the views are made is tried, and else
 the launch is refused), over its tensor view's shape and strides at launch, with
 the partition tile as the box, cut to 128-byte rows with the 128-byte swizzle (64 / 32 bytes: that
-swizzle) when the tile has two or more dimensions; the map's dimensions are the tiled ones innermost
+swizzle) when the tile has two or more dimensions and the kernel multiplies on wgmma (a kernel
+without wgmma is taken to copy whole rows unswizzled: right for the rows of 128 bytes or less
+seen, while tileiras sometimes cuts longer ones, which shows as an mbarrier waiting for
+transaction bytes); the map's dimensions are the tiled ones innermost
 first, then the tile's leading size-1 ones outermost first (a [batch, head, seq, d] tensor tiled
 1x1x64x64 is copied at {d, seq, batch, head}); a store's box has as many rows as fit before the
 source of the next store through the same map (`store_gaps`: tileiras stores a 128-row tile in two
@@ -214,9 +217,10 @@ def run(module_or_path, entry: Optional[str], grid, *args, arch: str = DEFAULT_A
     hidden = [param.name for param in image.kernel.params if param.hidden]
     gaps = store_gaps(image.kernel)
     copies = map_copies(image.kernel)
+    swizzled = any(ins.opcode == "wgmma" for ins in image.kernel.instructions)
     maps = dict(zip(hidden, tensor_maps(function, binder.values, len(hidden), image.source,
                                         [gaps.get(name) for name in hidden],
-                                        [copies.get(name) for name in hidden])))
+                                        [copies.get(name) for name in hidden], swizzled)))
     if image.program.dynamic_shared:
         raise SimExecutionError("tileiras's PTX declares dynamic shared memory, whose launch "
                                 "size is not known here", file=image.source)
@@ -322,11 +326,13 @@ def store_gaps(kernel) -> Dict[str, int]:
 
 
 def tensor_maps(function, values, count: int, source: str = "<tileiras PTX>", gaps=None,
-                copies=None):
+                copies=None, swizzled: bool = True):
     """The `count` tensor maps tileiras's hidden parameters hold for a launch of `function` with
     parameter `values` (see the module's notes): a list of TensorMap, in parameter order.
     `gaps`: per map, the store_gaps bound on its box (None: none known); `copies`: per map, the
-    map_copies of its parameter in the PTX (None: not known), which the views must match."""
+    map_copies of its parameter in the PTX (None: not known), which the views must match;
+    `swizzled`: the kernel's tiles feed wgmma (128-byte rows, swizzled), else tileiras copies
+    whole tile rows unswizzled."""
     gaps = gaps or [None] * count
     if not count:
         return []
@@ -393,7 +399,7 @@ def tensor_maps(function, values, count: int, source: str = "<tileiras PTX>", ga
         size = vtype.element.bits // 8
         box = [tile[d] for d in order]
         swizzle = 0
-        if vtype.rank >= 2:
+        if vtype.rank >= 2 and swizzled:
             row = min(box[0] * size, 128)
             box[0] = row // size
             swizzle = row if row in (32, 64, 128) else 0

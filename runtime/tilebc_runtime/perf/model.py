@@ -185,22 +185,6 @@ _NO_DESTINATION = {"st", "red", "bar", "barrier", "bra", "ret", "exit", "membar"
                    "brx", "pmevent"}
 
 
-def _registers(operand):
-    """Register names read or written through an operand."""
-    from ..sim.parser import Addr, Not, PredPair, Reg, Vec
-    if isinstance(operand, Reg):
-        return [operand.name]
-    if isinstance(operand, Not):
-        return _registers(operand.operand)
-    if isinstance(operand, Addr):
-        return _registers(operand.base) if operand.base is not None else []
-    if isinstance(operand, Vec):
-        return [name for item in operand.items for name in _registers(item)]
-    if isinstance(operand, PredPair):
-        return [operand.first.name, operand.second.name]
-    return []
-
-
 def _blocks(image):
     """[start, end) index ranges of the basic blocks of the kernel's code."""
     code = image.code
@@ -232,6 +216,7 @@ def critical_path_per_warp(profile, hw: "Hardware", memory_latency: Optional[flo
     import numpy as np  # here: the compiler imports this module for `estimate` alone
 
     from ..sim.profile import CLASSES
+    from ..sim.syntax import registers_of
     load_latency = hw.l2_latency if memory_latency is None else memory_latency
     image = profile.image
     code = image.code
@@ -260,9 +245,9 @@ def critical_path_per_warp(profile, hw: "Hardware", memory_latency: Optional[flo
                 latency = hw.latencies.get(cls, 4.0)
             operands = ins.operands
             writes = [] if ins.opcode in _NO_DESTINATION or not operands else \
-                _registers(operands[0])
+                registers_of(operands[0])
             reads = [name for operand in (operands[1:] if writes else operands)
-                     for name in _registers(operand)]
+                     for name in registers_of(operand)]
             if ins.guard is not None:
                 reads.append(ins.guard[0])
             clock += 1.0

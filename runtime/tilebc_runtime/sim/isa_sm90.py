@@ -42,7 +42,7 @@ from .registry import KERNEL_PASSES, Mods, implements, operands
 from .isa_extra import build_cp as build_plain_cp, land_all_copies, matrix_form
 from .isa_memory import Access, _lanes
 from .isa_mma import _tf32_nearest_even, a_coords
-from .syntax import Addr, Imm, Not, PredPair, Reg, Sym, TensorRef, Vec
+from .syntax import Addr, Imm, Not, PredPair, Reg, Sym, TensorRef, Vec, registers_of
 from .state import PARAM_WINDOW, SHARED_BASE, UINT
 
 STALL_LIMIT = 20_000
@@ -677,21 +677,6 @@ def _land(cta, group) -> None:
             del cta.wgmma_pending[name]
 
 
-def _operand_registers(operand):
-    if isinstance(operand, Reg):
-        return [operand.name]
-    if isinstance(operand, Not):
-        return _operand_registers(operand.operand)
-    if isinstance(operand, Addr):
-        return _operand_registers(operand.base)
-    if isinstance(operand, (Vec, TensorRef)):
-        items = operand.items if isinstance(operand, Vec) else (operand.tensor, operand.coords)
-        return [name for item in items for name in _operand_registers(item)]
-    if isinstance(operand, PredPair):
-        return [operand.first.name, operand.second.name]
-    return []
-
-
 def _serialize_accumulator_uses(code) -> None:
     """Wrap each non-wgmma instruction that names a wgmma accumulator register so that it first
     lands the in-flight results it would touch (see the module's docstring)."""
@@ -699,14 +684,14 @@ def _serialize_accumulator_uses(code) -> None:
     for entry in code:
         ins = entry[4]
         if ins is not None and ins.opcode == "wgmma" and "mma_async" in ins.modifiers:
-            accumulators.update(_operand_registers(ins.operands[0]))
+            accumulators.update(registers_of(ins.operands[0]))
     if not accumulators:
         return
     for index, (kind, fn, guard, control, ins) in enumerate(code):
         if fn is None or ins is None or ins.opcode == "wgmma":
             continue
         touched = tuple(accumulators.intersection(
-            name for operand in ins.operands for name in _operand_registers(operand)))
+            name for operand in ins.operands for name in registers_of(operand)))
         if touched:
             code[index] = (kind, _landing_first(fn, touched, ins), guard, control, ins)
 

@@ -59,6 +59,21 @@ class Not:
 Operand = Union[Reg, Imm, Sym, Addr, Vec, PredPair, Not, TensorRef]
 
 
+def registers_of(operand) -> List[str]:
+    """Names of the registers an operand reads or writes (a tensor copy's coordinates aside)."""
+    if isinstance(operand, Reg):
+        return [operand.name]
+    if isinstance(operand, Not):
+        return registers_of(operand.operand)
+    if isinstance(operand, Addr):
+        return registers_of(operand.base) if operand.base is not None else []
+    if isinstance(operand, Vec):
+        return [name for item in operand.items for name in registers_of(item)]
+    if isinstance(operand, PredPair):
+        return [operand.first.name, operand.second.name]
+    return []
+
+
 # -------------------------------------------------------------------------------- statements
 
 

@@ -686,8 +686,9 @@ def test_wgmma_a_from_registers(atype):
 
 
 @also_on_gpu
-@pytest.mark.parametrize("retire", ["wait", "stores", "stores, second uncommitted"])
-@pytest.mark.parametrize("keep", [True, False])
+@pytest.mark.parametrize("keep,retire", [(keep, retire) for retire in ("wait", "stores",
+                                                                     "stores, second uncommitted")
+                                          for keep in (True, False)])
 def test_wgmma_two_groups_accumulate_with_commit_and_wait(keep, retire):
     """The K loop of a GEMM: two wgmma's whose descriptors step 32 bytes along 128-byte swizzled
     rows (K 0-15, then 16-31), each its own commit group, retired by wait_group 1 then 0. The
@@ -823,4 +824,4 @@ def test_wgmma_cases_link_for_sm_90a(monkeypatch):
             with pytest.raises(Linked):
                 test(**dict(zip(names, values)))
             linked += 1
-    assert len(cases) == 6 and linked == 21
+    assert len(cases) == 6 and linked == 25

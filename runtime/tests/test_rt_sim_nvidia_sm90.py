@@ -183,12 +183,34 @@ def test_tileiras_tma_gemm_on_emulator_matches_numpy(name, ptx_cache):
     check_tma_gemm(name, ptx_cache)
 
 
+def tma_array(dtype: str, rank: int):
+    """An array parameter as cuTile specialises an aligned, row-major tensor (TMA-eligible):
+    unit inner stride, shapes, outer strides and base divisible by 16."""
+    ct = pytest.importorskip("cuda.tile")
+    compilation = pytest.importorskip("cuda.tile.compilation")
+    return compilation.ArrayConstraint(
+        getattr(ct, dtype), rank, index_dtype=ct.int32, stride_lower_bound_incl=0,
+        alias_groups=(), may_alias_internally=False, shape_constant=(None,) * rank,
+        stride_constant=(None,) * (rank - 1) + (1,), shape_divisible_by=16,
+        stride_divisible_by=(16,) * (rank - 1) + (1,), base_addr_divisible_by=16)
+
+
+def exported(kernel, parameters) -> bytes:
+    """Bytecode 13.4 of a cuTile kernel for one signature (cuTile Python's calling convention)."""
+    import io
+    compilation = pytest.importorskip("cuda.tile.compilation")
+    signature = compilation.KernelSignature(parameters,
+                                            compilation.CallingConvention.cutile_python_v1())
+    buffer = io.BytesIO()
+    compilation.export_kernel(kernel, [signature], buffer, output_format="tileir_bytecode",
+                              bytecode_version="13.4", gpu_code=None)
+    return buffer.getvalue()
+
+
 def persistent_bmm_bytecode():
     """A cuTile batched GEMM whose CTAs each walk several batches, A stored K-major
     ([batch, K, M], transposed in the kernel); bf16 in, bf16 out."""
-    import io
     ct = pytest.importorskip("cuda.tile")
-    compilation = pytest.importorskip("cuda.tile.compilation")
 
     @ct.kernel
     def bmm_at(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
@@ -203,17 +225,7 @@ def persistent_bmm_bytecode():
             ct.store(C, index=(batch, 0, 0),
                      tile=ct.reshape(ct.astype(acc, C.dtype), (1, TM, TN)))
 
-    array = compilation.ArrayConstraint(
-        ct.bfloat16, 3, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
-        may_alias_internally=False, shape_constant=(None, None, None),
-        stride_constant=(None, None, 1), shape_divisible_by=16, stride_divisible_by=(16, 16, 1),
-        base_addr_divisible_by=16)
-    signature = compilation.KernelSignature([array] * 3 + [64, 64, 32],
-                                            compilation.CallingConvention.cutile_python_v1())
-    buffer = io.BytesIO()
-    compilation.export_kernel(bmm_at, [signature], buffer, output_format="tileir_bytecode",
-                              bytecode_version="13.4", gpu_code=None)
-    return buffer.getvalue()
+    return exported(bmm_at, [tma_array("bfloat16", 3)] * 3 + [64, 64, 32])
 
 
 def test_tileiras_copies_of_in_flight_accumulators_see_their_results(ptx_cache):
@@ -239,9 +251,7 @@ def test_tileiras_copies_of_in_flight_accumulators_see_their_results(ptx_cache):
 def two_products_bytecode():
     """C0 = A0 @ B, then C1 = A1 @ B, f16 64 x 64 tiles through TMA (aligned views); the
     views are made in the order B, A0, C0, A1, C1."""
-    import io
     ct = pytest.importorskip("cuda.tile")
-    compilation = pytest.importorskip("cuda.tile.compilation")
 
     @ct.kernel
     def two_products(A0, A1, B, C0, C1, T: ct.Constant[int]):
@@ -254,16 +264,7 @@ def two_products_bytecode():
                         ct.full((T, T), 0, dtype=ct.float32))
         ct.store(C1, index=(row, 0), tile=ct.astype(second, C1.dtype))
 
-    array = compilation.ArrayConstraint(
-        ct.float16, 2, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
-        may_alias_internally=False, shape_constant=(None, None), stride_constant=(None, 1),
-        shape_divisible_by=16, stride_divisible_by=(16, 1), base_addr_divisible_by=16)
-    signature = compilation.KernelSignature([array] * 5 + [64],
-                                            compilation.CallingConvention.cutile_python_v1())
-    buffer = io.BytesIO()
-    compilation.export_kernel(two_products, [signature], buffer, output_format="tileir_bytecode",
-                              bytecode_version="13.4", gpu_code=None)
-    return buffer.getvalue()
+    return exported(two_products, [tma_array("float16", 2)] * 5 + [64])
 
 
 def test_tileiras_numbers_its_tensor_maps_loads_first_in_order_of_use(ptx_cache):
@@ -293,9 +294,7 @@ def test_tileiras_numbers_its_tensor_maps_loads_first_in_order_of_use(ptx_cache)
 def row_max_bytecode(element: str, columns: int):
     """Each row's largest element and its column, 4 rows a tile, through TMA (aligned views):
     no mma anywhere."""
-    import io
     ct = pytest.importorskip("cuda.tile")
-    compilation = pytest.importorskip("cuda.tile.compilation")
 
     @ct.kernel
     def row_max(X, Top, Where, R: ct.Constant[int], C: ct.Constant[int]):
@@ -303,19 +302,8 @@ def row_max_bytecode(element: str, columns: int):
         ct.store(Top, index=(ct.bid(0),), tile=ct.astype(ct.max(tile, axis=1), Top.dtype))
         ct.store(Where, index=(ct.bid(0),), tile=ct.astype(ct.argmax(tile, axis=1), Where.dtype))
 
-    def array(dtype, rank):
-        return compilation.ArrayConstraint(
-            getattr(ct, dtype), rank, index_dtype=ct.int32, stride_lower_bound_incl=0,
-            alias_groups=(), may_alias_internally=False, shape_constant=(None,) * rank,
-            stride_constant=(None,) * (rank - 1) + (1,), shape_divisible_by=16,
-            stride_divisible_by=(16,) * (rank - 1) + (1,), base_addr_divisible_by=16)
-    signature = compilation.KernelSignature(
-        [array(element, 2), array(element, 1), array("int32", 1), 4, columns],
-        compilation.CallingConvention.cutile_python_v1())
-    buffer = io.BytesIO()
-    compilation.export_kernel(row_max, [signature], buffer, output_format="tileir_bytecode",
-                              bytecode_version="13.4", gpu_code=None)
-    return buffer.getvalue()
+    return exported(row_max, [tma_array(element, 2), tma_array(element, 1),
+                              tma_array("int32", 1), 4, columns])
 
 
 def test_tileiras_copies_unswizzled_rows_where_no_wgmma_reads_them(ptx_cache):

@@ -181,6 +181,19 @@ def _u32_rem(lw, reg: str, divisor: int) -> str:
     return intdiv.urem(lw.w, reg, divisor)
 
 
+def _tree_buffers(lw, op):
+    """Bytes of the shared-memory buffers _tree_reduce takes: the operands' copies, then (where
+    groups of lanes leave partials) one partial per work item and operand."""
+    length = op.operand_values[0].type.shape[op.attrs["dim"]]
+    outputs = op.results[0].type.num_elements
+    segments = choose_tree(lw.T, outputs, length)[1]
+    sizes = [lw.smem_size_of(v.type) for v in op.operand_values]
+    if not (outputs == 1 and segments == 1):
+        sizes += [outputs * segments * dtypes.byte_size(v.type.element)
+                  for v in op.operand_values]
+    return sizes
+
+
 def _tree_reduce(lw, op):
     w = lw.w
     # the walk reads shared memory: sources are written there from the layout they are in
@@ -200,10 +213,7 @@ def _tree_reduce(lw, op):
     rounds = -(-items // groups)
     chunk = -(-length // (lanes * segments))
     share = not (outputs == 1 and segments == 1)
-    sizes = [lw.smem_size_of(s.type) for s in sources]
-    if share:
-        sizes += [items * dtypes.byte_size(e) for e in elements]
-    offsets = lw.reserve_smem(sizes)
+    offsets = lw.reserve_smem(_tree_buffers(lw, op))
     for source, offset in zip(sources, offsets):
         lw.smem_write(source, offset)
     lw.barrier()
@@ -545,12 +555,11 @@ def _exchange(lw, tiles, layout):
 
 
 def _general_path_fits(lw, op) -> bool:
-    """Whether the general path's copy of the operands (and its partials) fits in a CTA's shared
-    memory on the target, above what the kernel holds there for good (its floor)."""
+    """Whether the general path's buffers fit in a CTA's shared memory on the target, above what
+    the kernel holds there for good (its floor)."""
     from ..targets import max_shared_per_block
-    operands = sum(lw.smem_size_of(v.type) for v in op.operand_values)
-    partials = sum(r.type.num_elements * lw.T // 32 * 8 for r in op.results)
-    return lw.smem_floor + operands + partials <= max_shared_per_block(lw.arch)
+    return lw.smem_floor + sum(-(-size // 16) * 16 for size in _tree_buffers(lw, op)) \
+        <= max_shared_per_block(lw.arch)
 
 
 def _layout_reduce(lw, op, held=None) -> bool:

@@ -62,6 +62,7 @@ from tilebc.ir.types import PartitionViewType, TensorViewType
 from tilebc.ops.enums import PaddingValue
 from tilebc.oracles import require_tool
 
+from ..perf.ptx_classes import classify
 from .errors import SimExecutionError
 from .machine import KernelImage, emulate
 from .parser import parse_ptx
@@ -296,12 +297,10 @@ def map_copies(kernel) -> Dict[str, set]:
         if len(refs) != 1 or not isinstance(refs[0].tensor, Reg):
             continue
         param = holds.get(refs[0].tensor.name)
-        spaces = [m for m in ins.modifiers if m in ("global", "shared", "shared::cta",
-                                                    "shared::cluster")]
         ranks = [int(m[:-1]) for m in ins.modifiers if m[:-1].isdigit() and m.endswith("d")]
-        if param is not None and spaces and ranks:
-            found.setdefault(param, set()).add(("store" if spaces[0] == "global" else "load",
-                                                ranks[0]))
+        if param is not None and ranks:
+            direction = "store" if classify(ins) == "global_st" else "load"
+            found.setdefault(param, set()).add((direction, ranks[0]))
     return found
 
 

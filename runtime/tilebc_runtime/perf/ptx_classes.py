@@ -5,7 +5,7 @@ gives the model (ptx_counts.py) both classify with these, so the two agree by co
 Instructions are duck-typed: anything with `opcode`, `modifiers` (and `operands`) will do."""
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 CLASSES = ("fp32", "fp16", "fp64", "int", "sfu", "conversion", "tensor", "global_ld",
            "global_st", "global_atom", "shared_ld", "shared_st", "shared_atom", "local_ld",
@@ -91,6 +91,21 @@ def classify(ins) -> str:
             return "int"
         return "int"
     return "other"
+
+
+def access_width(ins) -> Tuple[int, int]:
+    """(bytes of an element, elements) one thread moves in an ld / ldu / st (its vector width),
+    an atom / red (one element), or (16, matrices) in an ldmatrix / stmatrix (16-byte rows, 8
+    lanes' worth a matrix)."""
+    op, mods = ins.opcode, ins.modifiers
+    if op in ("ldmatrix", "stmatrix"):
+        return 16, 4 if "x4" in mods else 2 if "x2" in mods else 1
+    types = types_of(ins)
+    if op in ("atom", "red"):
+        return (8 if types and types[0] in ("b64", "u64", "s64", "f64") else
+                2 if types and types[0] in ("f16", "bf16", "b16") else 4), 1
+    size = SIZES.get(types[0], 4) if types else 4
+    return size, 4 if "v4" in mods else 2 if "v2" in mods else 8 if "v8" in mods else 1
 
 
 def mma_flops(ins) -> int:

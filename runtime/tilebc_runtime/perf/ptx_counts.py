@@ -27,13 +27,11 @@ import re
 from typing import Dict, List, Sequence, Tuple
 
 from .model import Hardware, LaunchCounts, estimate, scale_grid
-from .ptx_classes import SIZES, classify, mma_flops, mma_kind, space_of, types_of, \
+from .ptx_classes import access_width, classify, mma_flops, mma_kind, space_of, \
     wgmma_wavefronts
 
 TRIP = 8  # passes of a loop whose trip count the text does not give
 _LABEL = re.compile(r"^([$%\w.]+):$")
-_VECTOR = {"v2": 2, "v4": 4, "v8": 8}
-_MATRICES = {"x1": 1, "x2": 2, "x4": 4}
 
 
 class _Instruction:
@@ -105,13 +103,6 @@ def _weights(code: List[_Instruction], labels: Dict[str, int], trip: int) -> Lis
     return [float(trip) ** d for d in depth]
 
 
-def _access_bytes(ins: _Instruction) -> int:
-    """Bytes one thread moves in an ld / st / atom: element size times vector width."""
-    types = types_of(ins)
-    size = SIZES.get(types[-1], 4) if types else 4
-    return size * max([_VECTOR.get(m, 1) for m in ins.modifiers] + [1])
-
-
 def _tail_int(text: str) -> int:
     try:
         return int(text, 0)
@@ -168,7 +159,7 @@ def ptx_counts(lines: Sequence[str], threads: int, shared_bytes: int = 0,
             in_registers = len(ins.operands) > 1 and ins.operands[1].startswith("{")
             wavefronts += passes / 4 * wgmma_wavefronts(ins, in_registers)
         elif op in ("ldmatrix", "stmatrix"):
-            wavefronts += passes * max([_MATRICES.get(m, 0) for m in mods] + [1])
+            wavefronts += passes * access_width(ins)[1]  # a matrix: 8 rows of 16 bytes
         elif op == "mbarrier" and "expect_tx" in mods and ins.operands:
             moved = _tail_int(ins.operands[-1]) * weight  # once per CTA: one thread expects
             sectors += moved / 32
@@ -179,7 +170,8 @@ def ptx_counts(lines: Sequence[str], threads: int, shared_bytes: int = 0,
             sectors += passes * -(-moved // 32)
             wavefronts += passes * -(-moved // 128)
         elif op in ("ld", "st", "atom", "red"):
-            moved = 32 * _access_bytes(ins)
+            size, count = access_width(ins)
+            moved = 32 * size * count
             space = space_of(ins)
             if space == "shared":
                 wavefronts += passes * -(-moved // 128)

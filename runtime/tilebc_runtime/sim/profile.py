@@ -59,8 +59,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ..perf.ptx_classes import (CLASS_INDEX, CLASSES, SIZES, classify, mma_flops, mma_kind,
-                                 space_of, types_of, wgmma_wavefronts)
+from ..perf.ptx_classes import (CLASS_INDEX, CLASSES, access_width, classify, mma_flops,
+                                 mma_kind, space_of, types_of, wgmma_wavefronts)
 from .syntax import Imm, Vec
 from .state import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 
@@ -110,15 +110,12 @@ def _mem_spec(ins, image) -> Optional[_MemSpec]:
             types = types_of(ins)
             if not types:
                 return None
-            size = SIZES.get(types[0], 4)
-            count = 4 if "v4" in mods else 2 if "v2" in mods else 8 if "v8" in mods else 1
+            size, count = access_width(ins)
             operand = ins.operands[1] if op != "st" else ins.operands[0]
             return _MemSpec("ld" if op != "st" else "st", space, size, count,
                             image.address(ins, operand), store=op == "st")
         if op in ("atom", "red"):
-            types = types_of(ins)
-            size = 8 if types and types[0] in ("b64", "u64", "s64", "f64") else \
-                2 if types and types[0] in ("f16", "bf16", "b16") else 4
+            size = access_width(ins)[0]
             operand = ins.operands[1] if op == "atom" else ins.operands[0]
             return _MemSpec("atom", space_of(ins), size, 1, image.address(ins, operand), store=True)
         if op == "cp" and "async" in mods and ("ca" in mods or "cg" in mods):
@@ -127,8 +124,8 @@ def _mem_spec(ins, image) -> Optional[_MemSpec]:
             return _MemSpec("cp", "global", size, 1, image.address(ins, ins.operands[1]),
                             image.address(ins, ins.operands[0]))
         if op == "ldmatrix":
-            count = 4 if "x4" in mods else 2 if "x2" in mods else 1
-            return _MemSpec("ldmatrix", "shared", 16, count, image.address(ins, ins.operands[1]))
+            return _MemSpec("ldmatrix", "shared", *access_width(ins),
+                            image.address(ins, ins.operands[1]))
     except Exception:  # an operand form the image cannot address: count the issue only
         return None
     return None

@@ -1,5 +1,6 @@
 """The `tilebc` command line: stdin/stdout, -o, exit codes, messages. Commands run in this process
 (tilebc.cli.main); the terminal check and `python -m tilebc` run as real processes."""
+import gc
 import os
 import pty
 import subprocess
@@ -147,3 +148,31 @@ def test_python_dash_m_tilebc_is_the_cli():
     result = subprocess.run([sys.executable, "-m", "tilebc", "translate", "--list-versions"],
                             capture_output=True, timeout=60)
     assert result.returncode == 0 and result.stdout.split()[0] == b"13.1"
+
+
+# Counts the collections that run inside tilebc.cli.main() of a new process, then its exit code.
+_COLLECTIONS_PROBE = """import gc, sys
+inside, runs = [False], []
+gc.callbacks.append(lambda phase, info: runs.append(1) if phase == "start" and inside[0] else None)
+from tilebc.cli import main
+sys.argv[0] = "tilebc"
+inside[0] = True
+code = main()
+inside[0] = False
+print("COLLECTIONS", len(runs), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("command", ["dis", "verify"])
+def test_one_shot_commands_run_no_collection(command, tmp_path):
+    """dis, asm, verify, info and convert keep all they build until the process ends, so their own
+    process runs no garbage collection (each would walk the whole module for nothing); in this
+    process (run_cli) the library's usual collections stay on."""
+    largest = max(FIXTURE_DIR.glob("*/*-13.5.tilebc"), key=lambda path: path.stat().st_size)
+    argv = [command, largest] + (["-o", tmp_path / "out.mlir"] if command == "dis" else [])
+    done = subprocess.run([sys.executable, "-c", _COLLECTIONS_PROBE, *map(str, argv)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1] == "COLLECTIONS 0"
+    assert run_cli(*argv).returncode == 0 and gc.isenabled()

@@ -679,9 +679,19 @@ def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that read one input, build its module, write the result and end: what they make lives
+# until the process exits, so automatic collections would only walk it (a module's values and ops
+# form cycles that are never garbage before exit): 0.35 s of `dis` and 0.9 s of `asm` of the 1.4 MB
+# module. The garbage they leave in cycles is bounded by the input, which the decoder's and parser's
+# limits bound (not so `compile`: each entry's lowering leaves ~0.4 MB of cycles).
+_ONE_SHOT = ("dis", "asm", "verify", "info", "convert")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     own_process = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
+    if own_process and _requested_command(argv) in _ONE_SHOT:
+        gc.disable()
     try:
         return _main(argv)
     finally:

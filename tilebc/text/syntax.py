@@ -20,59 +20,84 @@ the previous element suppressed it; punctuation decides its own spacing (`should
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple, Union
 
 from ..ops.spec import Arity, AttrSpec, OpSpec
+from ..record import Record
 
 
-@dataclass(frozen=True)
-class Literal:
-    text: str
+# Elements are frozen records (tilebc/record.py): equal and hashed by their fields, as frozen
+# dataclasses would be, without generating methods at import (~10 ms of every `tilebc dis`).
+def _set_fields(record, names, values) -> None:
+    for name, value in zip(names, values):
+        object.__setattr__(record, name, value)
 
 
-@dataclass(frozen=True)
-class Space:
-    emit: bool  # ` ` emits a space; `` suppresses the next one
+class Literal(Record):
+    __slots__ = ("text",)
+    _fields = __slots__
+
+    def __init__(self, text: str):
+        object.__setattr__(self, "text", text)
 
 
-@dataclass(frozen=True)
-class OperandRef:
-    name: str
-    index: int       # position in spec.operands
-    arity: Arity
+class Space(Record):
+    __slots__ = ("emit",)  # ` ` emits a space; `` suppresses the next one
+    _fields = __slots__
+
+    def __init__(self, emit: bool):
+        object.__setattr__(self, "emit", emit)
 
 
-@dataclass(frozen=True)
-class AttrRef:
-    name: str
-    spec: AttrSpec
+class OperandRef(Record):
+    __slots__ = ("name", "index", "arity")  # index: position in spec.operands
+    _fields = __slots__
+
+    def __init__(self, name: str, index: int, arity: Arity):
+        _set_fields(self, self._fields, (name, index, arity))
 
 
-@dataclass(frozen=True)
-class TypeRef:
-    name: str
-    operand: Optional[int] = None   # index in spec.operands
-    result: Optional[int] = None    # index in spec.results
-    variadic: bool = False
+class AttrRef(Record):
+    __slots__ = ("name", "spec")
+    _fields = __slots__
+
+    def __init__(self, name: str, spec: AttrSpec):
+        _set_fields(self, self._fields, (name, spec))
 
 
-@dataclass(frozen=True)
-class Custom:
-    name: str
-    args: Tuple[object, ...]  # OperandRef / AttrRef / TypeRef-free names / ints / words
+class TypeRef(Record):
+    # operand: index in spec.operands; result: index in spec.results
+    __slots__ = ("name", "operand", "result", "variadic")
+    _fields = __slots__
+
+    def __init__(self, name: str, operand: Optional[int] = None, result: Optional[int] = None,
+                 variadic: bool = False):
+        _set_fields(self, self._fields, (name, operand, result, variadic))
 
 
-@dataclass(frozen=True)
-class AttrDict:
+class Custom(Record):
+    __slots__ = ("name", "args")  # args: OperandRef / AttrRef / TypeRef / ints / bare words
+    _fields = __slots__
+
+    def __init__(self, name: str, args: Tuple[object, ...]):
+        _set_fields(self, self._fields, (name, args))
+
+
+class AttrDict(Record):
     # (attribute, text of the value elided in print) for attr-dict-with-keyword
-    keyword_attrs: Tuple[Tuple[AttrRef, str], ...] = ()
+    __slots__ = ("keyword_attrs",)
+    _fields = __slots__
+
+    def __init__(self, keyword_attrs: Tuple[Tuple[AttrRef, str], ...] = ()):
+        object.__setattr__(self, "keyword_attrs", keyword_attrs)
 
 
-@dataclass(frozen=True)
-class OptionalGroup:
-    elements: Tuple[object, ...]
-    anchor: object
+class OptionalGroup(Record):
+    __slots__ = ("elements", "anchor")
+    _fields = __slots__
+
+    def __init__(self, elements: Tuple[object, ...], anchor: object):
+        _set_fields(self, self._fields, (elements, anchor))
 
 
 Element = Union[Literal, Space, OperandRef, AttrRef, TypeRef, Custom, AttrDict, OptionalGroup]

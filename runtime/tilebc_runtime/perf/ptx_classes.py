@@ -5,6 +5,7 @@ gives the model (ptx_counts.py) both classify with these, so the two agree by co
 Instructions are duck-typed: anything with `opcode`, `modifiers` (and `operands`) will do."""
 from __future__ import annotations
 
+import re
 from typing import List, Tuple
 
 CLASSES = ("fp32", "fp16", "fp64", "int", "sfu", "conversion", "tensor", "global_ld",
@@ -23,6 +24,35 @@ _INT_ONLY = {"and", "or", "xor", "not", "cnot", "shl", "shr", "popc", "clz", "br
 SIZES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,
          "b64": 8, "u64": 8, "s64": 8, "f64": 8}
 _SPACES = ("global", "shared", "local", "const", "param")
+_SPLIT = re.compile(r"[\[\]{}(),]")
+_BRACKET = re.compile(r"[\[\]{}()]")
+
+
+def split_top(text: str, sep: str = ",") -> List[str]:
+    """`text` split at each `sep` outside brackets, braces and parentheses, parts stripped (the
+    operands of an instruction, the items of a parameter list or an initializer)."""
+    if not _BRACKET.search(text):  # nothing nests: a plain split
+        parts = [part.strip() for part in text.split(sep)]
+        return parts if len(parts) > 1 or parts[0] else []
+    parts, depth, begin = [], 0, 0
+    if sep == ",":
+        found = _SPLIT.finditer(text)
+    else:
+        found = re.finditer("[" + re.escape("[]{}()" + sep) + "]", text)
+    for match in found:
+        ch = match.group()
+        if ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        if ch == sep and depth == 0:
+            at = match.start()
+            parts.append(text[begin:at].strip())
+            begin = at + 1
+    tail = text[begin:].strip()
+    if tail or parts:
+        parts.append(tail)
+    return parts
 
 
 def types_of(ins) -> List[str]:

@@ -27,7 +27,7 @@ import re
 from typing import Dict, List, Sequence, Tuple
 
 from .model import Hardware, LaunchCounts, estimate, scale_grid
-from .ptx_classes import access_width, classify, mma_flops, mma_kind, space_of, \
+from .ptx_classes import access_width, classify, mma_flops, mma_kind, space_of, split_top, \
     wgmma_wavefronts
 
 TRIP = 8  # passes of a loop whose trip count the text does not give
@@ -43,23 +43,8 @@ class _Instruction:
     @property
     def operands(self) -> List[str]:  # split on demand: few instructions need them
         if self._operands is None:
-            self._operands = _split_operands(self.text)
+            self._operands = split_top(self.text)
         return self._operands
-
-
-def _split_operands(text: str) -> List[str]:
-    out, depth, start = [], 0, 0
-    for at, char in enumerate(text):
-        if char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-        elif char == "," and depth == 0:
-            out.append(text[start:at].strip())
-            start = at + 1
-    if text[start:].strip():
-        out.append(text[start:].strip())
-    return out
 
 
 def _statements(lines: Sequence[str]):

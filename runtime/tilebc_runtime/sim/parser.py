@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Tuple
 
 from tilebc.gcpause import collection_paused
 
+from ..perf.ptx_classes import split_top as _split_top
 from .errors import PtxSyntaxError
 from .inline import inline_calls
 from .syntax import (Addr, Imm, Instruction, Kernel, Not, Operand, PredPair, Program,  # noqa: F401
@@ -58,8 +59,6 @@ class _Statement:
 
 _SPECIAL = re.compile(r"[\n{};:]")
 _LABEL = re.compile(r"\s*[A-Za-z_$][\w$]*\s*")
-_SPLIT = re.compile(r"[\[\]{}(),]")
-_BRACKET = re.compile(r"[\[\]{}()]")
 
 
 def _statements(text: str):
@@ -136,31 +135,6 @@ def _statements(text: str):
         raise PtxSyntaxError("statement without a terminating ';'", line=start[0],
                              column=start[1])
     return out
-
-
-def _split_top(text: str, sep: str = ",") -> List[str]:
-    if not _BRACKET.search(text):  # nothing nests: a plain split
-        parts = [part.strip() for part in text.split(sep)]
-        return parts if len(parts) > 1 or parts[0] else []
-    parts, depth, begin = [], 0, 0
-    if sep == ",":
-        found = _SPLIT.finditer(text)
-    else:
-        found = re.finditer("[" + re.escape("[]{}()" + sep) + "]", text)
-    for match in found:
-        ch = match.group()
-        if ch in "[{(":
-            depth += 1
-        elif ch in "]})":
-            depth -= 1
-        if ch == sep and depth == 0:
-            at = match.start()
-            parts.append(text[begin:at].strip())
-            begin = at + 1
-    tail = text[begin:].strip()
-    if tail or parts:
-        parts.append(tail)
-    return parts
 
 
 # ---------------------------------------------------------------------------------- parsing

@@ -60,6 +60,7 @@ from tilebc.interp.machine import flatten_grid
 from tilebc.ir.module import Module
 from tilebc.ir.types import PartitionViewType, TensorViewType
 from tilebc.ops.enums import PaddingValue
+from tilebc.ops.table import by_mnemonic
 from tilebc.oracles import require_tool
 
 from ..perf.ptx_classes import classify
@@ -324,6 +325,11 @@ def store_gaps(kernel) -> Dict[str, int]:
     return gaps
 
 
+# The ops that copy a tile through a partition view, which tileiras makes with TMA on sm_90.
+_VIEW_COPIES = by_mnemonic({"load_view_tko": "load", "store_view_tko": "store"},
+                           "tileiras's tensor-map copies")
+
+
 def tensor_maps(function, values, count: int, source: str = "<tileiras PTX>", gaps=None,
                 copies=None, swizzled: bool = True):
     """The `count` tensor maps tileiras's hidden parameters hold for a launch of `function` with
@@ -344,9 +350,10 @@ def tensor_maps(function, values, count: int, source: str = "<tileiras PTX>", ga
         for position, value in enumerate(op.operand_values):
             if id(value) in loaded:
                 first_use.setdefault(loaded[id(value)], (number, position))
-            if id(value) in uses and op.name.startswith(("load", "store")):
-                uses[id(value)].add("load" if op.name.startswith("load") else "store")
-                if op.name.startswith("load"):
+            copy = _VIEW_COPIES.get(op.name) if id(value) in uses else None
+            if copy is not None:
+                uses[id(value)].add(copy)
+                if copy == "load":
                     loaded[id(op.results[0])] = id(value)
         for result in op.results:
             if isinstance(result.type, TensorViewType):

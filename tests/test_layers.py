@@ -170,12 +170,15 @@ def test_runtime_declares_its_commands_and_demo_step():
 
 def test_text_tools_load_neither_the_runtime_nor_the_interpreter(tmp_path):
     """`import tilebc.cli`, then `dis`, `verify`, `info` and `asm` in one process, leave the
-    runtime, the interpreter, cuda bindings, entry-point metadata and dataclasses (with inspect
-    and ast, ~10 ms of a start) unloaded, even with the runtime's entry points installed."""
+    runtime, the interpreter, cuda bindings, entry-point metadata, dataclasses (with inspect
+    and ast, ~10 ms of a start), typing (~3 ms: annotations are never evaluated) and shutil
+    (argparse's help width; with zlib, bz2 and lzma) unloaded, even with the runtime's entry
+    points installed."""
     sample = next((ROOT / "fixtures" / "bytecode").glob("*/*-13.5.tilebc"))
     text, again = tmp_path / "k.mlir", tmp_path / "k.tilebc"
     commands = [["dis", str(sample), "-o", str(text)], ["verify", "-q", str(sample)],
-                ["info", str(sample)], ["asm", str(text), "-o", str(again)]]
+                ["info", str(sample)], ["asm", str(text), "-o", str(again)],
+                ["convert", str(sample), "--to", "13.3", "-o", str(tmp_path / "old.tilebc")]]
     out = _probe(
         "import contextlib, io, sys\nimport tilebc.cli\n"
         f"for argv in {commands!r}:\n"
@@ -185,7 +188,8 @@ def test_text_tools_load_neither_the_runtime_nor_the_interpreter(tmp_path):
     loaded = out.split()
     assert text.read_text().startswith("entry @") and again.read_bytes().startswith(b"\x7fTileIR")
     assert "tilebc.text.printer" in loaded and "tilebc.verify" in loaded  # the probe ran
-    for prefix in ("tilebc_runtime", "tilebc.interp", "cuda", "importlib.metadata", "dataclasses"):
+    for prefix in ("tilebc_runtime", "tilebc.interp", "cuda", "importlib.metadata", "dataclasses",
+                   "typing", "shutil"):
         assert not [name for name in loaded if name == prefix or name.startswith(prefix + ".")], \
             prefix
 

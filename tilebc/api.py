@@ -1,20 +1,18 @@
 """The front door: load/dump with the verifier on by default (opt out with `verify=False`)."""
 from __future__ import annotations
 
+import io
 import os
-from typing import BinaryIO, Union
-
-from typing import Optional
 
 from .binary import reader
 from .binary.limits import DEFAULT_LIMITS, DecodeLimits
 from .errors import TilebcError
 from .ir.module import Module
 
-Source = Union[bytes, bytearray, memoryview, str, os.PathLike, BinaryIO]
+Source = bytes | bytearray | memoryview | str | os.PathLike | io.BufferedIOBase
 
 
-def load(source: Source, *, verify: bool = True, limits: Optional[DecodeLimits] = None,
+def load(source: Source, *, verify: bool = True, limits: DecodeLimits | None = None,
          lazy_debug: bool = True, strict: bool = False) -> Module:
     """Decode bytecode (bytes, a path, or a file object opened in binary mode) into a Module,
     then verify it.

@@ -7,7 +7,6 @@ import gc
 import io
 import os
 import sys
-from typing import List, Optional, Union
 
 from .errors import Location, TextSyntaxError, TilebcError, UsageError, VersionError
 from .inputs import MAGIC, decode_bytes, display_name, looks_like_text, read_input, verify_module
@@ -99,7 +98,7 @@ class _BytesStdin:
         self.buffer = io.BytesIO(data)
 
 
-def _write_output(path: Optional[str], data: Union[bytes, str], *, binary: bool,
+def _write_output(path: str | None, data: bytes | str, *, binary: bool,
                   force: bool = False) -> None:
     """`None`/`-`: stdout (binary refused to a terminal unless forced); else the file, replaced
     atomically or written through (tilebc/outputs.py)."""
@@ -315,7 +314,7 @@ def cmd_opt(args) -> int:
     return _run_chunks(args, lambda modules: _print_mlir(modules, args))
 
 
-def _check_version(text: Optional[str]) -> Optional[Version]:
+def _check_version(text: str | None) -> Version | None:
     if text is None:
         return None
     try:
@@ -470,7 +469,7 @@ COMMAND_GROUP = "tilebc.commands"
 DEMO_GROUP = "tilebc.demo"
 
 
-def plugins(group: str, name: Optional[str] = None) -> List[tuple]:
+def plugins(group: str, name: str | None = None) -> list[tuple]:
     """(entry-point name, loaded object) for the entry points of `group`, in name order: only the
     one called `name` when there is one, else all. Metadata is read here, on demand, so commands
     built into tilebc never pay for it. A plugin that fails to load is left out with a warning
@@ -531,7 +530,7 @@ def _named_plugin(group: str, name: str):
     return None
 
 
-def _requested_command(argv: List[str]) -> Optional[str]:
+def _requested_command(argv: list[str]) -> str | None:
     """The sub-command `argv` names, or None (help, or no command): all commands are then built."""
     return argv[0] if argv and not argv[0].startswith("-") else None
 
@@ -561,13 +560,46 @@ def _mlir_tool_options(command) -> None:
     command.add_argument("--no-verify", action="store_true")
 
 
+def _terminal_columns() -> int:
+    """The width help is wrapped to, looked up as shutil.get_terminal_size does (COLUMNS, then the
+    terminal, then 80)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter without shutil: argparse builds one for every argument added (not
+    only for help) and sizes it through shutil, whose import, with zlib, bz2 and lzma, cost every
+    command ~1.5 ms."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        super().__init__(prog, indent_increment, max_help_position,
+                         _terminal_columns() - 2 if width is None else width)
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser whose formatter is _HelpFormatter; subcommands' parsers are of this
+    class too (add_subparsers makes them of the parent's class)."""
+
+    def __init__(self, *args, formatter_class=_HelpFormatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+
 BUILT_IN_COMMANDS = ("dis", "asm", "verify", "info", "convert", "translate", "opt", "demo")
 
 
-def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; with `command`, only what that command needs is imported (built-in
     commands, plus `run` or a plugin's command when that is the one asked for)."""
-    parser = argparse.ArgumentParser(
+    parser = _ArgumentParser(
         prog="tilebc", description="CUDA Tile IR bytecode toolchain. FILE may be - for stdin; "
         "exit status 0 ok, 1 bad input, 2 usage error.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -691,7 +723,7 @@ _ONE_SHOT = ("dis", "asm", "verify", "info", "convert")
 _YOUNG_THRESHOLD = 100_000
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     own_process = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     if own_process:
@@ -709,7 +741,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             gc.freeze()
 
 
-def _main(argv: List[str]) -> int:
+def _main(argv: list[str]) -> int:
     command = _requested_command(argv)
     parser = build_parser(command)
     if command is not None and command not in parser._subparsers._group_actions[0].choices \

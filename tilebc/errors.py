@@ -2,7 +2,6 @@
 offset or line:col)."""
 from __future__ import annotations
 
-from typing import Optional
 
 from .record import Record
 
@@ -14,8 +13,8 @@ class Location(Record):
 
     _fields = ("file", "offset", "line", "column")
 
-    def __init__(self, file: Optional[str] = None, offset: Optional[int] = None,
-                 line: Optional[int] = None, column: Optional[int] = None):
+    def __init__(self, file: str | None = None, offset: int | None = None,
+                 line: int | None = None, column: int | None = None):
         _set = object.__setattr__
         _set(self, "file", file)
         _set(self, "offset", offset)
@@ -23,7 +22,7 @@ class Location(Record):
         _set(self, "column", column)
 
     @classmethod
-    def of(cls, node, file: Optional[str] = None) -> "Location":
+    def of(cls, node, file: str | None = None) -> Location:
         """The place of an Op, Function or Global: its byte offset if it was decoded, else its
         line:col if it was parsed, else just the file."""
         offset = getattr(node, "offset", None)
@@ -34,7 +33,7 @@ class Location(Record):
             return cls(file, None, position[0], position[1])
         return cls(file)
 
-    def in_file(self, file: Optional[str]) -> "Location":
+    def in_file(self, file: str | None) -> Location:
         """This location, naming `file` if it named none."""
         return self if self.file is not None or file is None else self.replace(file=file)
 
@@ -78,9 +77,9 @@ class TilebcError(Exception):
 
     category = None
 
-    def __init__(self, message: str, *, file: Optional[str] = None,
-                 offset: Optional[int] = None, line: Optional[int] = None,
-                 column: Optional[int] = None, location: Optional[Location] = None):
+    def __init__(self, message: str, *, file: str | None = None,
+                 offset: int | None = None, line: int | None = None,
+                 column: int | None = None, location: Location | None = None):
         super().__init__(message)
         self.message = message
         self.location = location if location is not None else Location(file, offset, line, column)

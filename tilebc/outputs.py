@@ -24,12 +24,11 @@ import errno
 import os
 import stat
 import sys
-from typing import Optional, Union
 
 from .errors import TilebcError, UsageError  # noqa: F401 (UsageError: re-exported)
 
 
-def write_output(path: Optional[Union[str, os.PathLike]], data: Union[bytes, str], *,
+def write_output(path: str | os.PathLike | None, data: bytes | str, *,
                  binary: bool = True, force: bool = False) -> None:
     """Write `data` (str is UTF-8 encoded) to `path` by the rules of this module's docstring."""
     payload = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else bytes(data)
@@ -89,7 +88,7 @@ def _write_through(target: str, payload: bytes) -> None:
         stream.write(payload)
 
 
-def _replace(target: str, payload: bytes, info: Optional[os.stat_result]) -> None:
+def _replace(target: str, payload: bytes, info: os.stat_result | None) -> None:
     descriptor, temp = temp_file(os.path.dirname(target), ".tilebc-", ".tmp")
     try:
         with os.fdopen(descriptor, "wb") as stream:

@@ -8,7 +8,6 @@ come from here, with the meaning a dataclass gives them.
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Tuple
 
 
 class FrozenError(AttributeError):
@@ -26,8 +25,8 @@ class Struct:
     __slots__ = ()
     # Fields in declaration order: compared (and, for a Record, hashed); `_shown` (default: the
     # same) are the fields repr shows (a dataclass field with compare=False may still be shown).
-    _fields: Tuple[str, ...] = ()
-    _shown: Tuple[str, ...] = ()
+    _fields: tuple[str, ...] = ()
+    _shown: tuple[str, ...] = ()
     _values = staticmethod(_no_values)
 
     def __init_subclass__(cls, **kwargs):
@@ -77,6 +76,6 @@ class Record(Struct):
                                  for name in self._init_fields()}, **changes)
 
     @classmethod
-    def _init_fields(cls) -> Tuple[str, ...]:
+    def _init_fields(cls) -> tuple[str, ...]:
         code = cls.__init__.__code__
         return code.co_varnames[1:code.co_argcount + code.co_kwonlyargcount]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-from typing import Union
 
 from .errors import VersionError
 from .record import Record
@@ -43,7 +42,7 @@ class Version(Record):
         return f"{self.major}.{self.minor}"
 
     @classmethod
-    def parse(cls, value: "VersionLike") -> "Version":
+    def parse(cls, value: VersionLike) -> Version:
         """Accept a Version, a "13.3" string or a (13, 3) tuple."""
         if isinstance(value, Version):
             return value
@@ -56,7 +55,7 @@ class Version(Record):
         raise VersionError(f"cannot parse bytecode version {value!r}; expected a string like '13.3'")
 
 
-VersionLike = Union[Version, str, tuple]
+VersionLike = Version | str | tuple
 
 V13_1 = Version(13, 1)
 V13_2 = Version(13, 2)

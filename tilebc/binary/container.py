@@ -9,7 +9,6 @@ from __future__ import annotations
 import enum
 import operator
 import re
-from typing import List, Optional, Tuple
 
 from ..errors import DecodeError
 from .primitives import PADDING_BYTE
@@ -136,7 +135,7 @@ def construct_detail(error, what: str) -> str:
 
 
 def parse_construct(schema, data: bytes, *, base: int, what: str,
-                    file: Optional[str], padding_sink: Optional[list] = None):
+                    file: str | None, padding_sink: list | None = None):
     """Parse `data` (found at absolute offset `base`) with `schema`, translating construct's errors.
 
     Alignment inside a payload is relative to the payload start; sections are aligned at least as
@@ -156,7 +155,7 @@ def parse_construct(schema, data: bytes, *, base: int, what: str,
                           offset=base + stream.tell()) from None
 
 
-def _uleb(data: bytes, pos: int) -> Tuple[int, int]:
+def _uleb(data: bytes, pos: int) -> tuple[int, int]:
     """(value, position after it) of the LEB128 varint at `pos`; (-1, pos) when it runs past the
     data or over 10 bytes (the schema's reading reports that)."""
     value = shift = 0
@@ -220,7 +219,7 @@ def plain_table(payload: bytes, offset_width: int, alignment: int):
     return count, payload[pos:stop], payload[stop:]
 
 
-def first_misplaced_entry(offsets: List[int], size: int) -> Optional[Tuple[int, str]]:
+def first_misplaced_entry(offsets: list[int], size: int) -> tuple[int, str] | None:
     """(index, message) of the first entry that does not run from offsets[i] to offsets[i+1] (the
     last one to `size`) inside the data, or None when every entry does."""
     previous = 0
@@ -232,8 +231,8 @@ def first_misplaced_entry(offsets: List[int], size: int) -> Optional[Tuple[int, 
     return None
 
 
-def split_blobs(offsets: List[int], data: bytes, *, what: str, base: int,
-                file: Optional[str]) -> List[bytes]:
+def split_blobs(offsets: list[int], data: bytes, *, what: str, base: int,
+                file: str | None) -> list[bytes]:
     """Blob i runs from offsets[i] to offsets[i+1] (the last one to the end of the data)."""
     bad = first_misplaced_entry(offsets, len(data))
     if bad is not None:
@@ -260,8 +259,8 @@ class BlobTable:
 
     __slots__ = ("offsets", "data", "base", "what", "file", "slicing", "budget", "max_overlap")
 
-    def __init__(self, offsets: List[int], data: bytes, *, what: str, base: int,
-                 file: Optional[str], slicing: str = EXACT, on_disorder=None,
+    def __init__(self, offsets: list[int], data: bytes, *, what: str, base: int,
+                 file: str | None, slicing: str = EXACT, on_disorder=None,
                  max_overlap: int = 1 << 26):
         self.offsets = offsets
         self.data = data
@@ -284,7 +283,7 @@ class BlobTable:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def __getitem__(self, index: int) -> Tuple[int, bytes]:
+    def __getitem__(self, index: int) -> tuple[int, bytes]:
         offsets = self.offsets
         start = offsets[index]
         size = len(self.data)
@@ -305,7 +304,7 @@ class BlobTable:
         return self.base + start, self.data[start:stop]
 
 
-def entry_hint(data: bytes) -> Optional[Tuple[int, Optional[str]]]:
+def entry_hint(data: bytes) -> tuple[int, str | None] | None:
     """(number of entry functions, the name of the only one or None) read from the framing and the
     string table alone, or None when anything is unusual or out of range. Not a validation: a
     cubin-cache lookup by the runtime's `tilebc compile` uses it to skip the decoder (the cache key

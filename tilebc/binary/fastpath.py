@@ -14,7 +14,7 @@ be wrong by accepting something the careful reader rejects or building a differe
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Tuple
+from collections.abc import Callable
 
 from ..codecache import compile_generated
 from ..ir import attrs as A
@@ -33,7 +33,7 @@ class Bail(Exception):
 # it every abandoned body's frames) alive, since re-raising an instance extends its traceback.
 
 
-def varint_tail(data, pos: int, first: int) -> Tuple[int, int]:
+def varint_tail(data, pos: int, first: int) -> tuple[int, int]:
     """The rest of a varint whose first byte `first` (>= 0x80) was just read; same limits as Reader."""
     result = first & 0x7F
     shift = 7
@@ -54,7 +54,7 @@ def varint_tail(data, pos: int, first: int) -> Tuple[int, int]:
 ATTR_DIV_BY, ATTR_BOUNDED = 8, 12  # the tagged attributes `assume` predicates use
 
 
-def _signed(data, pos: int) -> Tuple[int, int]:
+def _signed(data, pos: int) -> tuple[int, int]:
     """A zigzag varint (the careful reader's `zigzag`)."""
     value = data[pos]
     pos += 1
@@ -295,10 +295,10 @@ def compile_plan(plan: OpPlan, version: Version) -> Callable:
     return decode
 
 
-_COMPILED: Dict[Tuple[int, Version], Callable] = {}
+_COMPILED: dict[tuple[int, Version], Callable] = {}
 
 
-def compiled_decoder(opcode: int, version: Version) -> Optional[Callable]:
+def compiled_decoder(opcode: int, version: Version) -> Callable | None:
     """The decoder of `opcode` if this process has compiled it already."""
     return _COMPILED.get((opcode, version))
 

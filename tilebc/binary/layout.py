@@ -5,7 +5,6 @@ bytes (the rule is in format_spec.md, "Table order")."""
 from __future__ import annotations
 
 import struct
-from typing import Dict, List, Optional, Tuple
 
 from .container import SectionId
 
@@ -27,8 +26,8 @@ class FileLayout:
     __slots__ = ("version", "preview", "data", "sections", "function_slots", "func_tail", "used")
 
     def __init__(self, version, preview: bool, data: bytes,
-                 sections: Tuple[Tuple[SectionId, int, int, int], ...],
-                 function_slots: Tuple[int, ...], func_tail: bytes, used: Dict[SectionId, bytes]):
+                 sections: tuple[tuple[SectionId, int, int, int], ...],
+                 function_slots: tuple[int, ...], func_tail: bytes, used: dict[SectionId, bytes]):
         self.version = version
         self.preview = preview
         self.data = data
@@ -42,13 +41,13 @@ class FileLayout:
         # entry i. Entries at 0 were written unused (cuTile's i1, ...) and may stay unused.
         self.used = used
 
-    def payload(self, section_id: SectionId) -> Optional[bytes]:
+    def payload(self, section_id: SectionId) -> bytes | None:
         for found, _, offset, length in self.sections:
             if found == section_id:
                 return self.data[offset:offset + length]
         return None
 
-    def table(self, section_id: SectionId) -> List[bytes]:
+    def table(self, section_id: SectionId) -> list[bytes]:
         """The entries of a string, type or constant table, in file order."""
         payload = self.payload(section_id)
         if payload is None:
@@ -57,7 +56,7 @@ class FileLayout:
         count, pos = _varint(payload, 0)
         return _blobs(payload, pos + -pos % alignment, count, width)
 
-    def debug(self) -> Tuple[List[bytes], set]:
+    def debug(self) -> tuple[list[bytes], set]:
         """(debug attribute entries in file order, the indices the functions' runs hold)."""
         payload = self.payload(SectionId.DEBUG)
         if payload is None:
@@ -70,7 +69,7 @@ class FileLayout:
         return _blobs(payload, pos + -pos % 4, attrs, 4), roots
 
 
-def _varint(data: bytes, pos: int) -> Tuple[int, int]:
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """(value, position after it) of a varint the reader has already checked."""
     value = shift = 0
     while True:
@@ -82,7 +81,7 @@ def _varint(data: bytes, pos: int) -> Tuple[int, int]:
         shift += 7
 
 
-def _blobs(payload: bytes, start: int, count: int, width: int) -> List[bytes]:
+def _blobs(payload: bytes, start: int, count: int, width: int) -> list[bytes]:
     offsets = list(struct.unpack_from(f"<{count}{'I' if width == 4 else 'Q'}", payload, start))
     data = payload[start + width * count:]
     return [data[a:b] for a, b in zip(offsets, offsets[1:] + [len(data)])]

@@ -8,7 +8,7 @@ offset, that `load(..., lazy_debug=False)` raises at load time.
 """
 from __future__ import annotations
 
-from typing import List, Sequence
+from collections.abc import Sequence
 
 from ..ir.module import Function, Op, Value
 
@@ -58,7 +58,7 @@ class PendingLocations:
 
     __slots__ = ("reader", "ops", "indices", "offset")
 
-    def __init__(self, reader, ops: List[DecodedOp], indices: Sequence[int], offset: int):
+    def __init__(self, reader, ops: list[DecodedOp], indices: Sequence[int], offset: int):
         self.reader = reader
         self.ops = ops
         self.indices = indices

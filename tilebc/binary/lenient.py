@@ -7,7 +7,6 @@ one of them back into the DecodeError it names: a lint for producers.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Set, Tuple
 
 from ..errors import Location
 from ..record import Record
@@ -20,7 +19,7 @@ class DecodeWarning(Record):
 
     # message: exactly the DecodeError message `strict=True` raises; offset: absolute byte offset
     # in the file; action: how the bytes were read instead (tileirdisasm's reading).
-    def __init__(self, message: str, offset: int, action: str, file: Optional[str] = None,
+    def __init__(self, message: str, offset: int, action: str, file: str | None = None,
                  category: str = "lenient"):
         _set = object.__setattr__
         _set(self, "message", message)
@@ -43,9 +42,9 @@ class WarningLog:
 
     __slots__ = ("warnings", "_seen", "file")
 
-    def __init__(self, file: Optional[str]):
-        self.warnings: List[DecodeWarning] = []
-        self._seen: Set[Tuple[str, int]] = set()
+    def __init__(self, file: str | None):
+        self.warnings: list[DecodeWarning] = []
+        self._seen: set[tuple[str, int]] = set()
         self.file = file
 
     def add(self, message: str, offset: int, action: str) -> None:

@@ -6,7 +6,6 @@ hostile input fails with a DecodeError that carries the absolute file offset.
 from __future__ import annotations
 
 import struct
-from typing import List, Optional
 
 from ..errors import DecodeError
 
@@ -30,8 +29,8 @@ class Reader:
 
     __slots__ = ("data", "pos", "end", "base", "file")
 
-    def __init__(self, data: bytes, pos: int = 0, end: Optional[int] = None, *, base: int = 0,
-                 file: Optional[str] = None):
+    def __init__(self, data: bytes, pos: int = 0, end: int | None = None, *, base: int = 0,
+                 file: str | None = None):
         self.data = data
         self.pos = pos
         self.end = len(data) if end is None else end
@@ -46,13 +45,13 @@ class Reader:
     def remaining(self) -> int:
         return self.end - self.pos
 
-    def error(self, message: str, offset: Optional[int] = None) -> DecodeError:
+    def error(self, message: str, offset: int | None = None) -> DecodeError:
         return DecodeError(message, file=self.file, offset=self.offset if offset is None else offset)
 
     def at_end(self) -> bool:
         return self.pos >= self.end
 
-    def sub(self, length: int, what: str) -> "Reader":
+    def sub(self, length: int, what: str) -> Reader:
         """A reader over the next `length` bytes; advances past them."""
         self.need(length, what)
         start = self.pos
@@ -128,7 +127,7 @@ class Reader:
         self.pos += size
         return value
 
-    def int_array(self, width: int, what: str) -> List[int]:
+    def int_array(self, width: int, what: str) -> list[int]:
         """varint count + `width`-byte little-endian signed integers."""
         count = self.count(f"{what} length", width)
         start = self.pos

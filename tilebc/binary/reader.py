@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import os
 import struct
-from typing import Dict, List, Optional, Tuple, Union
 
 from ..errors import DecodeError, TilebcError
 from ..gcpause import collection_paused
@@ -54,11 +53,11 @@ UNKNOWN_FUNCTION_FLAGS_REFUSED = Version(13, 4)  # NVIDIA ignores unknown functi
 
 # (version, preview) -> {opcode: compiled decoder} for the opcodes `_fast_decoder` let through in
 # such a file. Bounded: five versions, two tags, one entry per opcode.
-_FAST_READY: Dict[Tuple[Version, bool], Dict[int, object]] = {}
+_FAST_READY: dict[tuple[Version, bool], dict[int, object]] = {}
 
 
-def load(source: Union[bytes, bytearray, memoryview, str, os.PathLike], *,
-         limits: Optional[DecodeLimits] = None, lazy_debug: bool = True,
+def load(source: bytes | bytearray | memoryview | str | os.PathLike, *,
+         limits: DecodeLimits | None = None, lazy_debug: bool = True,
          strict: bool = False) -> Module:
     """Decode a Tile IR bytecode file (bytes or a path) into a Module.
 
@@ -103,7 +102,7 @@ class ModuleReader:
     # nothing it reads a few times. Already compiled decoders (this process) are used at once.
     fast_compile_after = 4
 
-    def __init__(self, data: bytes, file: Optional[str] = None, *,
+    def __init__(self, data: bytes, file: str | None = None, *,
                  limits: DecodeLimits = DEFAULT_LIMITS, lazy_debug: bool = True,
                  strict: bool = False):
         self.data = data
@@ -114,32 +113,32 @@ class ModuleReader:
         self.lazy_debug = lazy_debug
         self.version = MIN_VERSION
         self.strings: BlobTable = ()
-        self._string_cache: Dict[int, str] = {}
+        self._string_cache: dict[int, str] = {}
         self.type_blobs: BlobTable = ()
-        self._types: Dict[int, T.Type] = {}
+        self._types: dict[int, T.Type] = {}
         self._types_in_progress: set = set()
         self.constant_blobs: BlobTable = ()
-        self._constants: Dict[int, bytes] = {}
+        self._constants: dict[int, bytes] = {}
         self.debug_blobs: BlobTable = ()
-        self._debug_attrs: Dict[int, object] = {}
+        self._debug_attrs: dict[int, object] = {}
         self._debug_in_progress: set = set()
-        self.debug_function_indices: List[List[int]] = []
-        self._debug_indices: List[int] = []
-        self._debug_firsts: Tuple[int, ...] = ()
+        self.debug_function_indices: list[list[int]] = []
+        self._debug_indices: list[int] = []
+        self._debug_firsts: tuple[int, ...] = ()
         self.preview = False
         self.max_opcode = 0
-        self._plans: Dict[int, OpPlan] = {}
-        self._fast: Dict[int, object] = {}
-        self._fast_uses: Dict[int, int] = {}  # opcode -> ops read carefully in the fast loop
-        self._locations: Dict[int, object] = {0: None}
-        self._attr_cache: Dict[tuple, A.Attribute] = {}  # fast path: equal attributes shared
+        self._plans: dict[int, OpPlan] = {}
+        self._fast: dict[int, object] = {}
+        self._fast_uses: dict[int, int] = {}  # opcode -> ops read carefully in the fast loop
+        self._locations: dict[int, object] = {0: None}
+        self._attr_cache: dict[tuple, A.Attribute] = {}  # fast path: equal attributes shared
         self.num_ops = 0
         self.num_params = 0  # parameters of the entries read so far
         self.fast_fallbacks = 0  # function bodies the fast decoder handed back (tests watch this)
         # For the file's layout (layout.py): sections in file order, each entry's debug-function
         # index, the bytes after the last entry.
-        self.section_spans: List[tuple] = []
-        self.function_slots: List[int] = []
+        self.section_spans: list[tuple] = []
+        self.function_slots: list[int] = []
         self.func_tail = b""
 
     def error(self, message: str, offset: int) -> DecodeError:
@@ -233,8 +232,8 @@ class ModuleReader:
         return FileLayout(self.version, self.preview, self.data, tuple(self.section_spans),
                           tuple(self.function_slots), self.func_tail, used)
 
-    def _frame_sections(self) -> Dict[SectionId, Tuple[int, bytes]]:
-        sections: Dict[SectionId, Tuple[int, bytes]] = {}
+    def _frame_sections(self) -> dict[SectionId, tuple[int, bytes]]:
+        sections: dict[SectionId, tuple[int, bytes]] = {}
         start = 12
         while True:
             if start >= len(self.data):
@@ -353,7 +352,7 @@ class ModuleReader:
         return result
 
     def _decode_entry(self, in_progress: set, index: int, offset: int, what: str, nesting: str,
-                      entry: Tuple[int, bytes], decode):
+                      entry: tuple[int, bytes], decode):
         """Decode one type or debug-attribute table entry, refusing reference cycles and chains
         deeper than max_nesting; bytes left over in the entry are a lenient reading."""
         if index in in_progress:
@@ -827,7 +826,7 @@ class ModuleReader:
 
     # ---- globals ---------------------------------------------------------------------------------
 
-    def _read_globals(self, base: int, payload: bytes) -> List[Global]:
+    def _read_globals(self, base: int, payload: bytes) -> list[Global]:
         reader = Reader(payload, base=base, file=self.file)
         result = []
         for _ in range(reader.count("global count", 4)):
@@ -849,7 +848,7 @@ class ModuleReader:
 
     # ---- functions and ops -----------------------------------------------------------------------
 
-    def _read_functions(self, base: int, payload: bytes) -> List[Function]:
+    def _read_functions(self, base: int, payload: bytes) -> list[Function]:
         reader = Reader(payload, base=base, file=self.file)
         functions = []
         for _ in range(reader.count("function count", 5)):
@@ -921,7 +920,7 @@ class ModuleReader:
         indices = None
         if loc_index and loc_index <= len(self.debug_function_indices):
             indices = self.debug_function_indices[loc_index - 1]
-        preorder: List[Op] = []
+        preorder: list[Op] = []
         pending = None if indices is None else PendingLocations(self, preorder, indices, loc_offset)
         block.ops = self._read_body(body_reader, args, preorder, pending)
         function = DecodedFunction(name, signature, block, hints, arg_attrs, offset=offset)
@@ -933,8 +932,8 @@ class ModuleReader:
             self._attach_locations(function, loc_index, loc_offset, preorder, pending)
         return function
 
-    def _read_body(self, reader: Reader, args: List[Value], preorder: List[Op],
-                   pending: Optional[PendingLocations]) -> List[Op]:
+    def _read_body(self, reader: Reader, args: list[Value], preorder: list[Op],
+                   pending: PendingLocations | None) -> list[Op]:
         """The ops of a function body, by the fast decoder if it can, else by the careful one."""
         if self.use_fast_path:
             values = list(args)
@@ -958,8 +957,8 @@ class ModuleReader:
             op._pending = pending
         return ops
 
-    def _fast_ops(self, reader: Reader, pos: int, end: int, values: List[Value],
-                  preorder: List[Op], pending) -> List[Op]:
+    def _fast_ops(self, reader: Reader, pos: int, end: int, values: list[Value],
+                  preorder: list[Op], pending) -> list[Op]:
         data, base = reader.data, reader.base
         decoders = self._fast
         ops = []
@@ -997,8 +996,8 @@ class ModuleReader:
         _FAST_READY.setdefault((self.version, self.preview), {})[opcode] = decode
         return decode
 
-    def _careful_op(self, reader: Reader, data, pos: int, end: int, values: List[Value],
-                    preorder: List[Op], pending, depth: int, offset: int):
+    def _careful_op(self, reader: Reader, data, pos: int, end: int, values: list[Value],
+                    preorder: list[Op], pending, depth: int, offset: int):
         """A compiled decoder's stand-in: the careful reader's op (and its regions), read in the
         fast loop and recorded as the fast decoder records its ops."""
         reader.pos = offset - reader.base  # at the opcode
@@ -1008,8 +1007,8 @@ class ModuleReader:
             each._pending = pending
         return op, reader.pos
 
-    def _fast_region(self, reader: Reader, data, pos: int, end: int, values: List[Value],
-                     preorder: List[Op], pending, depth: int):
+    def _fast_region(self, reader: Reader, data, pos: int, end: int, values: list[Value],
+                     preorder: list[Op], pending, depth: int):
         """One region for the fast decoder: (Region, position after it)."""
         if depth > self.limits.max_nesting:
             raise Bail()
@@ -1064,13 +1063,13 @@ class ModuleReader:
             region.blocks.append(block)
         return region, pos
 
-    def _check_values(self, values: List[Value], offset: int) -> None:
+    def _check_values(self, values: list[Value], offset: int) -> None:
         if len(values) > self.limits.max_values:
             raise self.error(f"limit exceeded: more than max_values={self.limits.max_values} values "
                              "in scope", offset)
 
     def _attach_locations(self, function: Function, loc_index: int, offset: int,
-                          preorder: List[Op], pending: Optional[PendingLocations]) -> None:
+                          preorder: list[Op], pending: PendingLocations | None) -> None:
         if loc_index > len(self.debug_function_indices):
             raise self.error(f"failed to read function location: debug function index {loc_index} "
                              f"out of range ({len(self.debug_function_indices)})", offset)
@@ -1094,7 +1093,7 @@ class ModuleReader:
         else:
             function._pending_loc = (self, indices[0], offset)
 
-    def _value(self, reader: Reader, values: List[Value]) -> Value:
+    def _value(self, reader: Reader, values: list[Value]) -> Value:
         data, pos = reader.data, reader.pos
         if pos < reader.end and data[pos] < 0x80:  # one-byte index: the common case
             index = data[pos]
@@ -1115,7 +1114,7 @@ class ModuleReader:
             plan = self._plans[spec.opcode] = plan_for(spec, self.version)
         return plan
 
-    def _read_op(self, reader: Reader, values: List[Value], depth: int) -> Op:
+    def _read_op(self, reader: Reader, values: list[Value], depth: int) -> Op:
         if depth > self.limits.max_nesting:
             raise reader.error(f"limit exceeded: regions nested deeper than "
                                f"max_nesting={self.limits.max_nesting}")
@@ -1226,7 +1225,7 @@ class ModuleReader:
             values.extend(op.results)
         return op
 
-    def _read_region(self, reader: Reader, values: List[Value], depth: int) -> Region:
+    def _read_region(self, reader: Reader, values: list[Value], depth: int) -> Region:
         region = Region()
         for _ in range(reader.count("block count")):
             mark = len(values)

@@ -3,7 +3,6 @@ anything the target version cannot represent; never drops information silently."
 from __future__ import annotations
 
 import struct
-from typing import Dict, List, Optional
 
 from ..errors import EncodeError
 from ..gcpause import collection_paused
@@ -33,7 +32,7 @@ from .tags import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTION
                    TAG_TENSOR_VIEW, TAG_TILE, TAG_TOKEN)
 
 
-def dump(module: Module, version: Optional[VersionLike] = None) -> bytes:
+def dump(module: Module, version: VersionLike | None = None) -> bytes:
     """Encode `module` as Tile IR bytecode for `version` (default: the module's own version).
 
     `version` is a `Version` or a string such as "13.1" .. "13.5". Raises VersionError for a version
@@ -64,8 +63,8 @@ class _Interner:
     """Assigns table indices in first-use order; equal keys share one index."""
 
     def __init__(self, first_index: int = 0):
-        self.index: Dict[object, int] = {}
-        self.blobs: List[bytes] = []
+        self.index: dict[object, int] = {}
+        self.blobs: list[bytes] = []
         self.first = first_index
 
     def add(self, key, blob: bytes) -> int:
@@ -80,7 +79,7 @@ class _SeededInterner(_Interner):
     """A file's table, in its order: an entry it lacks means the module no longer fits the file.
     Records which entries are used (blobs are the keys of every table the writer interns)."""
 
-    def __init__(self, blobs: List[bytes], first_index: int = 0):
+    def __init__(self, blobs: list[bytes], first_index: int = 0):
         super().__init__(first_index)
         self.blobs = blobs
         # Built from the end, so that of equal entries the first one keeps its index.
@@ -100,7 +99,7 @@ class ModuleWriter:
     """Writes `module` in NVIDIA's canonical order, or, given the `layout` of the file it was read
     from, in that file's order (LayoutMismatch when the module no longer fits it)."""
 
-    def __init__(self, module: Module, version: Version, layout: Optional[FileLayout] = None):
+    def __init__(self, module: Module, version: Version, layout: FileLayout | None = None):
         self.module = module
         self.version = version
         self.layout = layout
@@ -116,27 +115,27 @@ class ModuleWriter:
             self.constants = _SeededInterner(layout.table(SectionId.CONSTANT))
             debug, self.debug_roots = layout.debug()
             self.debug = _SeededInterner(debug, first_index=1)
-        self.type_index: Dict[T.Type, int] = {}
-        self.debug_index: Dict[object, int] = {}
+        self.type_index: dict[T.Type, int] = {}
+        self.debug_index: dict[object, int] = {}
         # id(value) -> (value, index) in front of type_index and debug_index: the same objects
         # recur op after op, and a structural hash is a Python call each time (the value is
         # kept, so its id cannot be reused by another object while the writer lives).
-        self._type_ids: Dict[int, tuple] = {}
-        self._debug_ids: Dict[int, tuple] = {}
+        self._type_ids: dict[int, tuple] = {}
+        self._debug_ids: dict[int, tuple] = {}
         # How many table entries deep each entry reaches through its references: a reader refuses
         # chains longer than max_nesting, so the writer refuses to produce them.
-        self.type_depth: Dict[int, int] = {}
-        self.debug_depth: Dict[int, int] = {0: 0}
+        self.type_depth: dict[int, int] = {}
+        self.debug_depth: dict[int, int] = {0: 0}
         # Globals whose table entries are not made yet, by name.
-        self.unplaced_globals: Dict[str, object] = {item.name: item for item in module.globals}
-        self.global_entries: Dict[int, tuple] = {}
-        self._plans: Dict[int, OpPlan] = {}  # id(spec) -> its plan (which keeps the spec)
+        self.unplaced_globals: dict[str, object] = {item.name: item for item in module.globals}
+        self.global_entries: dict[int, tuple] = {}
+        self._plans: dict[int, OpPlan] = {}  # id(spec) -> its plan (which keeps the spec)
 
-    def fail(self, message: str, op: Optional[Op] = None) -> EncodeError:
+    def fail(self, message: str, op: Op | None = None) -> EncodeError:
         where = f"{op.name}: " if op is not None else ""
         return EncodeError(f"{where}{message} (target version {self.version})")
 
-    def need(self, since: Version, what: str, op: Optional[Op] = None) -> None:
+    def need(self, since: Version, what: str, op: Op | None = None) -> None:
         if since > self.version:
             raise self.fail(f"{what} needs bytecode version {since} or newer", op)
 
@@ -172,7 +171,7 @@ class ModuleWriter:
         self._type_ids[id(value)] = (value, found)
         return found
 
-    def _depth(self, what: str, value, depths: Dict[int, int], refs: List[int]) -> int:
+    def _depth(self, what: str, value, depths: dict[int, int], refs: list[int]) -> int:
         """1 + the deepest entry in `refs`; an EncodeError past the reader's max_nesting."""
         depth = 1 + max((depths[ref] for ref in refs), default=0)
         if depth > DEFAULT_LIMITS.max_nesting:
@@ -268,7 +267,7 @@ class ModuleWriter:
         blob = bytes(writer.buf)
         return self.constants.add(blob, blob)
 
-    def enum(self, value: WireEnum, what: str, op: Optional[Op], out: Writer) -> None:
+    def enum(self, value: WireEnum, what: str, op: Op | None, out: Writer) -> None:
         if not isinstance(value, WireEnum):
             raise self.fail(f"{what} must be an enum member, got {value!r}", op)
         self.need(value.since, f"{what} value {value.keyword}", op)
@@ -276,7 +275,7 @@ class ModuleWriter:
 
     # ---- attributes ------------------------------------------------------------------------------
 
-    def tagged_attr(self, value: A.Attribute, out: Writer, op: Optional[Op] = None) -> None:
+    def tagged_attr(self, value: A.Attribute, out: Writer, op: Op | None = None) -> None:
         if isinstance(value, A.IntegerAttr):
             element = self.type(value.type)
             out.varint(ATTR_INTEGER)
@@ -362,7 +361,7 @@ class ModuleWriter:
             found = self._plans[id(spec)] = plan_for(spec, self.version)
         return found
 
-    def op(self, op: Op, out: Writer, numbering: Dict[int, int], locs: List) -> None:
+    def op(self, op: Op, out: Writer, numbering: dict[int, int], locs: list) -> None:
         spec = op.spec
         version = self.version
         plan = self._plans.get(id(spec))
@@ -523,7 +522,7 @@ class ModuleWriter:
         for value in serialized:
             numbering[id(value)] = len(numbering)
 
-    def _ref(self, value: Value, out: Writer, numbering: Dict[int, int], op: Op) -> None:
+    def _ref(self, value: Value, out: Writer, numbering: dict[int, int], op: Op) -> None:
         index = numbering.get(id(value))
         out.varint(self._undefined(value, op) if index is None else index)
 
@@ -550,7 +549,7 @@ class ModuleWriter:
         if not isinstance(group, Value):
             raise self.fail(f"operand {operand.name} is missing", op)
 
-    def block(self, block: Block, out: Writer, numbering: Dict[int, int], locs: List) -> None:
+    def block(self, block: Block, out: Writer, numbering: dict[int, int], locs: list) -> None:
         out.varint(len(block.args))
         for arg in block.args:
             out.varint(self.type(arg.type))
@@ -626,7 +625,7 @@ class ModuleWriter:
         if isinstance(value, L.DILoc):  # one per op in most files: its own short path
             return self._di_loc(value)
         out = Writer()
-        refs: List[int] = []
+        refs: list[int] = []
         if isinstance(value, L.UnknownDebugAttr):
             out.varint(DEBUG_UNKNOWN)
         elif isinstance(value, L.DIFile):
@@ -713,7 +712,7 @@ class ModuleWriter:
             raise LayoutMismatch()
         func_section = Writer()
         func_section.varint(len(module.functions))
-        debug_functions: List[List[int]] = []
+        debug_functions: list[list[int]] = []
         for position, function in enumerate(module.functions):
             self._function(function, func_section, debug_functions, position)
 
@@ -770,7 +769,7 @@ class ModuleWriter:
         out.u8(SectionId.END)
         return bytes(out.buf)
 
-    def _file_order(self, payloads, debug_functions) -> List[tuple]:
+    def _file_order(self, payloads, debug_functions) -> list[tuple]:
         """The layout's sections, in its order, once the module is known to fit it: every entry it
         needs was in the file's tables, and every entry it used there it still uses."""
         layout = self.layout
@@ -806,18 +805,18 @@ class ModuleWriter:
             self.string(item.name), self.type(item.value.type), self.constant(item.value))
         return entries
 
-    def _function(self, function: Function, out: Writer, debug_functions: List[List[int]],
+    def _function(self, function: Function, out: Writer, debug_functions: list[list[int]],
                   position: int) -> None:
         version = self.version
         body = Writer()
-        numbering: Dict[int, int] = {}
+        numbering: dict[int, int] = {}
         for arg in function.args:
             numbering[id(arg)] = len(numbering)
         if list(function.type.inputs) != [arg.type for arg in function.args]:
             raise self.fail(f"entry @{function.name}: argument types do not match its signature")
         # Table entries in the order cuTile creates them: the entry's location, its name and
         # signature, its hints, then the body op by op.
-        locs: List[int] = [self._loc_index(function.loc)]
+        locs: list[int] = [self._loc_index(function.loc)]
         out.varint(self.string(function.name))
         out.varint(self.type(function.type))
         hints = function.optimization_hints
@@ -849,7 +848,7 @@ class ModuleWriter:
     def _loc_index(self, loc) -> int:
         return 0 if loc is None else self.debug_attr(loc)
 
-    def _debug_section(self, debug_functions: List[List[int]]) -> bytearray:
+    def _debug_section(self, debug_functions: list[list[int]]) -> bytearray:
         out = Writer()
         out.varint(len(debug_functions))
         out.align(4)
@@ -873,7 +872,7 @@ CANONICAL_ORDER = (SectionId.FUNC, SectionId.GLOBAL, SectionId.CONSTANT, Section
                    SectionId.TYPE, SectionId.PRODUCER, SectionId.STRING)
 
 
-def encode_offset_table(blobs: List[bytes], offset_width: int, alignment: int,
+def encode_offset_table(blobs: list[bytes], offset_width: int, alignment: int,
                         base: int = 0) -> bytearray:
     """count, padding to `alignment` (measured from `base`), offsets, then the concatenated blobs:
     the layout of the string, type and constant tables and of the debug attribute table."""
@@ -896,7 +895,7 @@ def _show(value) -> str:
     return value.keyword if isinstance(value, WireEnum) else repr(value)
 
 
-def _type_parts(value: T.Type) -> List[T.Type]:
+def _type_parts(value: T.Type) -> list[T.Type]:
     """The types a type's table entry refers to."""
     if isinstance(value, T.PointerType):
         return [value.pointee]

@@ -4,7 +4,6 @@ Arrays and dictionaries nest and may share elements: hashes are cached and equal
 pair of nested values once (tilebc/ir/shared.py)."""
 from __future__ import annotations
 
-from typing import Optional, Tuple
 
 from ..record import Record
 from .shared import cached_hash, shared_node
@@ -70,7 +69,7 @@ class StringAttr(Attribute, Record):
 class ArrayAttr(Attribute, Record):
     _fields = ("elements",)
 
-    def __init__(self, elements: Tuple[Attribute, ...]):
+    def __init__(self, elements: tuple[Attribute, ...]):
         object.__setattr__(self, "elements", elements)
 
 
@@ -94,7 +93,7 @@ class DenseElementsAttr(Attribute, Record):
 class DivByAttr(Attribute, Record):
     _fields = ("divisor", "every", "along")
 
-    def __init__(self, divisor: int, every: Optional[int] = None, along: Optional[int] = None):
+    def __init__(self, divisor: int, every: int | None = None, along: int | None = None):
         object.__setattr__(self, "divisor", divisor)
         object.__setattr__(self, "every", every)
         object.__setattr__(self, "along", along)
@@ -104,7 +103,7 @@ class DivByAttr(Attribute, Record):
 class SameElementsAttr(Attribute, Record):
     _fields = ("values",)
 
-    def __init__(self, values: Tuple[int, ...]):
+    def __init__(self, values: tuple[int, ...]):
         object.__setattr__(self, "values", values)
 
 
@@ -112,7 +111,7 @@ class SameElementsAttr(Attribute, Record):
 class DictionaryAttr(Attribute, Record):
     _fields = ("entries",)
 
-    def __init__(self, entries: Tuple[Tuple[str, Attribute], ...]):
+    def __init__(self, entries: tuple[tuple[str, Attribute], ...]):
         object.__setattr__(self, "entries", entries)
 
     def get(self, key: str, default=None):
@@ -128,7 +127,7 @@ class OptimizationHintsAttr(Attribute, Record):
 
     _fields = ("entries",)
 
-    def __init__(self, entries: Tuple[Tuple[str, DictionaryAttr], ...]):
+    def __init__(self, entries: tuple[tuple[str, DictionaryAttr], ...]):
         object.__setattr__(self, "entries", entries)
 
 
@@ -136,6 +135,6 @@ class OptimizationHintsAttr(Attribute, Record):
 class BoundedAttr(Attribute, Record):
     _fields = ("lower", "upper")
 
-    def __init__(self, lower: Optional[int] = None, upper: Optional[int] = None):
+    def __init__(self, lower: int | None = None, upper: int | None = None):
         object.__setattr__(self, "lower", lower)
         object.__setattr__(self, "upper", upper)

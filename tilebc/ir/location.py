@@ -6,7 +6,6 @@ Call sites and lexical blocks refer to other entries of the debug table, which m
 copy."""
 from __future__ import annotations
 
-from typing import Optional, Union
 
 from ..record import Record
 from .shared import cached_hash, shared_node
@@ -60,7 +59,7 @@ class DILexicalBlock(Record):
         _set(self, "column", column)
 
 
-DIScope = Union[DISubprogram, DILexicalBlock]
+DIScope = DISubprogram | DILexicalBlock
 
 
 @cached_hash
@@ -92,6 +91,6 @@ class UnknownDebugAttr(Record):
     _fields = ()
 
 
-Location = Optional[Union[DILoc, CallSiteLoc]]
-DebugAttr = Union[DIFile, DICompileUnit, DISubprogram, DILexicalBlock, DILoc, CallSiteLoc,
-                  UnknownDebugAttr]
+Location = DILoc | CallSiteLoc | None
+DebugAttr = (DIFile | DICompileUnit | DISubprogram | DILexicalBlock | DILoc | CallSiteLoc
+             | UnknownDebugAttr)

@@ -1,7 +1,7 @@
 """The IR model: Module → Global / Function → Region → Block → Op → Value."""
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Tuple, Union
+from collections.abc import Iterator
 
 from ..ops.enums import SymbolVisibility
 from ..ops.spec import Arity, OpSpec
@@ -17,7 +17,7 @@ class Value:
 
     __slots__ = ("type", "owner", "index", "name_hint")
 
-    def __init__(self, type: Type, owner=None, index: int = 0, name_hint: Optional[str] = None):
+    def __init__(self, type: Type, owner=None, index: int = 0, name_hint: str | None = None):
         self.type = type
         self.owner = owner  # the defining Op, or the Block for arguments
         self.index = index
@@ -27,7 +27,7 @@ class Value:
         return f"<Value {self.name_hint or self.index}: {self.type}>"
 
 
-OperandGroup = Union[Value, None, Tuple[Value, ...]]
+OperandGroup = Value | None | tuple[Value, ...]
 
 
 class Op:
@@ -37,9 +37,9 @@ class Op:
     __slots__ = ("spec", "operands", "attrs", "results", "regions", "loc", "offset", "text_pos",
                  "generic_form")
 
-    def __init__(self, spec: OpSpec, operands: Dict[str, OperandGroup], attrs: Dict[str, object],
-                 result_types: List[Type], regions: Optional[List["Region"]] = None,
-                 loc: Location = None, offset: Optional[int] = None):
+    def __init__(self, spec: OpSpec, operands: dict[str, OperandGroup], attrs: dict[str, object],
+                 result_types: list[Type], regions: list[Region] | None = None,
+                 loc: Location = None, offset: int | None = None):
         self.spec = spec
         self.operands = operands
         self.attrs = attrs
@@ -47,7 +47,7 @@ class Op:
         self.regions = regions or []
         self.loc = loc
         self.offset = offset  # byte offset in the file it was read from, for diagnostics
-        self.text_pos: Optional[Tuple[int, int]] = None  # (line, column) when parsed from text
+        self.text_pos: tuple[int, int] | None = None  # (line, column) when parsed from text
         self.generic_form = False  # parsed from MLIR's generic op form (its messages differ)
 
     @property
@@ -55,9 +55,9 @@ class Op:
         return self.spec.mnemonic
 
     @property
-    def operand_values(self) -> List[Value]:
+    def operand_values(self) -> list[Value]:
         """All operands in declaration order, absent optionals skipped."""
-        values: List[Value] = []
+        values: list[Value] = []
         for spec in self.spec.operands:
             group = self.operands.get(spec.name)
             if group is None:
@@ -68,7 +68,7 @@ class Op:
                 values.append(group)
         return values
 
-    def walk(self) -> Iterator["Op"]:
+    def walk(self) -> Iterator[Op]:
         """This op, then every op nested in its regions, in pre-order (the debug-section order)."""
         yield self
         for region in self.regions:
@@ -85,7 +85,7 @@ class Op:
 class Block(Struct):
     _fields = ("args", "ops")
 
-    def __init__(self, args: Optional[List[Value]] = None, ops: Optional[List[Op]] = None):
+    def __init__(self, args: list[Value] | None = None, ops: list[Op] | None = None):
         self.args = [] if args is None else args
         self.ops = [] if ops is None else ops
 
@@ -93,7 +93,7 @@ class Block(Struct):
 class Region(Struct):
     _fields = ("blocks",)
 
-    def __init__(self, blocks: Optional[List[Block]] = None):
+    def __init__(self, blocks: list[Block] | None = None):
         self.blocks = [] if blocks is None else blocks
 
 
@@ -105,9 +105,9 @@ class Function(Struct):
 
     # text_pos: (line, column) when parsed from text
     def __init__(self, name: str, type: FunctionType, body: Block,
-                 optimization_hints: Optional[OptimizationHintsAttr] = None,
-                 arg_attrs: Optional[ArrayAttr] = None, loc: Location = None,
-                 offset: Optional[int] = None, text_pos: Optional[Tuple[int, int]] = None):
+                 optimization_hints: OptimizationHintsAttr | None = None,
+                 arg_attrs: ArrayAttr | None = None, loc: Location = None,
+                 offset: int | None = None, text_pos: tuple[int, int] | None = None):
         self.name = name
         self.type = type
         self.body = body
@@ -118,7 +118,7 @@ class Function(Struct):
         self.text_pos = text_pos
 
     @property
-    def args(self) -> List[Value]:
+    def args(self) -> list[Value]:
         return self.body.args
 
     def walk(self) -> Iterator[Op]:
@@ -150,11 +150,11 @@ class Module(Struct):
     # (tilebc.binary.DecodeWarning). layout: how the file it was read from laid out its tables
     # (tilebc.binary.layout.FileLayout), for writing it back byte for byte; None for a module
     # built or parsed. Neither of the last two is part of the module's value (compared, shown).
-    def __init__(self, functions: Optional[List[Function]] = None,
-                 globals: Optional[List[Global]] = None, version: Version = MAX_VERSION,
-                 producer: Optional[str] = None, preview: bool = False, name: str = "kernels",
-                 source: Optional[str] = None, decode_warnings: Optional[list] = None,
-                 layout: Optional[object] = None):
+    def __init__(self, functions: list[Function] | None = None,
+                 globals: list[Global] | None = None, version: Version = MAX_VERSION,
+                 producer: str | None = None, preview: bool = False, name: str = "kernels",
+                 source: str | None = None, decode_warnings: list | None = None,
+                 layout: object | None = None):
         self.functions = [] if functions is None else functions
         self.globals = [] if globals is None else globals
         self.version = version

@@ -13,16 +13,16 @@ once per entry, as a DAG. Every walk over it must therefore visit each distinct 
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Tuple
+from collections.abc import Callable
 
 # class -> names of the fields that take part in equality and hashing
-_DAG_FIELDS: Dict[type, Tuple[str, ...]] = {}
+_DAG_FIELDS: dict[type, tuple[str, ...]] = {}
 
 BRIEF_LIMIT = 200  # characters of a value's text that messages show
 REPR_LIMIT = 4000  # characters of a repr
 
 
-def _compared_fields(cls) -> Tuple[str, ...]:
+def _compared_fields(cls) -> tuple[str, ...]:
     if "__dataclass_fields__" not in cls.__dict__:  # a Record (tilebc/record.py)
         return tuple(cls._fields)
     import dataclasses
@@ -134,13 +134,13 @@ def dag_equal(left, right) -> bool:
 def brief(value, render: Callable[[object], str] = str, limit: int = BRIEF_LIMIT) -> str:
     """`value`'s text cut to about `limit` characters (then ending in `…`), built without
     unfolding more of a shared structure than it shows."""
-    out: List[str] = []
+    out: list[str] = []
     if _emit(value, render, out, limit) < 0:
         return "".join(out)[:limit] + "…"
     return "".join(out)
 
 
-def _emit(value, render, out: List[str], budget: int) -> int:
+def _emit(value, render, out: list[str], budget: int) -> int:
     """Appends pieces of `value`'s text to `out`; returns the budget left (< 0: cut short)."""
     pieces = getattr(value, "_text_pieces", None)
     if pieces is None or value.__class__ not in _DAG_FIELDS:

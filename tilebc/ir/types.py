@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 from contextvars import ContextVar
-from typing import Optional, Tuple, Union
 
 from ..errors import TilebcError
 from ..ops.enums import PaddingValue, PtrAttr
@@ -121,7 +120,7 @@ f4E2M1FN = ELEMENT_TYPES["f4E2M1FN"]
 fnv8E5M3FNU = ELEMENT_TYPES["fnv8E5M3FNU"]
 
 # Dynamic dims and strides are `?` in text and INT64_MIN in bytes; in the IR they are None.
-Dim = Optional[int]
+Dim = int | None
 
 
 @cached_hash
@@ -143,7 +142,7 @@ class PointerType(Type, Record):
 class TileType(Type, Record):
     _fields = ("shape", "element")
 
-    def __init__(self, shape: Tuple[int, ...], element: Union[ElementType, PointerType]):
+    def __init__(self, shape: tuple[int, ...], element: ElementType | PointerType):
         _set = object.__setattr__
         _set(self, "shape", shape)
         _set(self, "element", element)
@@ -164,7 +163,7 @@ class TileType(Type, Record):
         return f"tile<{dims}{self.element}>"
 
 
-def _dims(values: Tuple[Dim, ...], sep: str) -> str:
+def _dims(values: tuple[Dim, ...], sep: str) -> str:
     return sep.join("?" if v is None else str(v) for v in values)
 
 
@@ -172,7 +171,7 @@ def _dims(values: Tuple[Dim, ...], sep: str) -> str:
 class TensorViewType(Type, Record):
     _fields = ("element", "shape", "strides", "ptr_attr")
 
-    def __init__(self, element: ElementType, shape: Tuple[Dim, ...], strides: Tuple[Dim, ...],
+    def __init__(self, element: ElementType, shape: tuple[Dim, ...], strides: tuple[Dim, ...],
                  ptr_attr: PtrAttr = PtrAttr.NONE):
         _set = object.__setattr__
         _set(self, "element", element)
@@ -198,8 +197,8 @@ class TensorViewType(Type, Record):
 class PartitionViewType(Type, Record):
     _fields = ("tile_shape", "tensor_view", "dim_map", "padding_value")
 
-    def __init__(self, tile_shape: Tuple[int, ...], tensor_view: TensorViewType,
-                 dim_map: Tuple[int, ...], padding_value: Optional[PaddingValue] = None):
+    def __init__(self, tile_shape: tuple[int, ...], tensor_view: TensorViewType,
+                 dim_map: tuple[int, ...], padding_value: PaddingValue | None = None):
         _set = object.__setattr__
         _set(self, "tile_shape", tile_shape)
         _set(self, "tensor_view", tensor_view)
@@ -220,9 +219,9 @@ class PartitionViewType(Type, Record):
 class StridedViewType(Type, Record):
     _fields = ("tile_shape", "traversal_strides", "tensor_view", "dim_map", "padding_value")
 
-    def __init__(self, tile_shape: Tuple[int, ...], traversal_strides: Tuple[int, ...],
-                 tensor_view: TensorViewType, dim_map: Tuple[int, ...],
-                       padding_value: Optional[PaddingValue] = None):
+    def __init__(self, tile_shape: tuple[int, ...], traversal_strides: tuple[int, ...],
+                 tensor_view: TensorViewType, dim_map: tuple[int, ...],
+                       padding_value: PaddingValue | None = None):
         _set = object.__setattr__
         _set(self, "tile_shape", tile_shape)
         _set(self, "traversal_strides", traversal_strides)
@@ -245,8 +244,8 @@ class StridedViewType(Type, Record):
 class GatherScatterViewType(Type, Record):
     _fields = ("tile_shape", "tensor_view", "sparse_dim", "padding_value")
 
-    def __init__(self, tile_shape: Tuple[int, ...], tensor_view: TensorViewType, sparse_dim: int,
-                 padding_value: Optional[PaddingValue] = None):
+    def __init__(self, tile_shape: tuple[int, ...], tensor_view: TensorViewType, sparse_dim: int,
+                 padding_value: PaddingValue | None = None):
         _set = object.__setattr__
         _set(self, "tile_shape", tile_shape)
         _set(self, "tensor_view", tensor_view)
@@ -272,7 +271,7 @@ class TokenType(Type, Record):
 class FunctionType(Type, Record):
     _fields = ("inputs", "results")
 
-    def __init__(self, inputs: Tuple[Type, ...], results: Tuple[Type, ...] = ()):
+    def __init__(self, inputs: tuple[Type, ...], results: tuple[Type, ...] = ()):
         _set = object.__setattr__
         _set(self, "inputs", inputs)
         _set(self, "results", results)

@@ -3,7 +3,6 @@ for its conversion-range checks; numerics.py builds the numpy conversions on the
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional
 
 from ..errors import TilebcError
 from ..record import Record  # not dataclasses: start-up time
@@ -66,7 +65,7 @@ class FloatFormat(Record):
         return 1 << (self.bits - 1) if self.signed else 0
 
     @property
-    def canonical_nan(self) -> Optional[int]:
+    def canonical_nan(self) -> int | None:
         if self.nan == "none":
             return None
         if self.nan == "all_ones":
@@ -74,7 +73,7 @@ class FloatFormat(Record):
         return (((1 << self.exp_bits) - 1) << self.man_bits) | (1 << (self.man_bits - 1))
 
 
-FLOAT_FORMATS: Dict[str, FloatFormat] = {f.name: f for f in (
+FLOAT_FORMATS: dict[str, FloatFormat] = {f.name: f for f in (
     FloatFormat("f16", 5, 10, 15),
     FloatFormat("bf16", 8, 7, 127),
     FloatFormat("f32", 8, 23, 127),

@@ -6,10 +6,14 @@ op's shape is derived from these declarations (see `table.py`); nothing else lis
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Optional, Tuple, Type as PyType
+from collections.abc import Callable
 
 from ..record import Record
 from ..version import V13_1, Version
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every command's start ~3 ms
+    from typing import Any
 
 
 class Arity(enum.Enum):
@@ -123,7 +127,7 @@ class AttrSpec(Record):
     # default: the value implied when absent (files older than `since`, or elided in text); a
     # callable gets the op's operand groups, for defaults that depend on them (view `inbounds`).
     # width: INT attributes, the integer width the value must fit in.
-    def __init__(self, name: str, kind: AttrKind, enum: Optional[PyType] = None,
+    def __init__(self, name: str, kind: AttrKind, enum: type | None = None,
                  optional: bool = False, since: Version = V13_1, default: Any = None,
                  width: int = 64):
         _set = object.__setattr__
@@ -167,9 +171,9 @@ class OpSpec(Record):
     def __init__(self, mnemonic: str,
                  opcode: int,
                  since: Version = V13_1,
-                 operands: Tuple[OperandSpec, ...] = (),
-                 results: Tuple[ResultSpec, ...] = (),
-                 attrs: Tuple[AttrSpec, ...] = (),
+                 operands: tuple[OperandSpec, ...] = (),
+                 results: tuple[ResultSpec, ...] = (),
+                 attrs: tuple[AttrSpec, ...] = (),
                  regions: int = 0,
                  # AttrSizedOperandSegments: each operand group is encoded on its own (variadic:
                  # count + ids, optional: id only when its flag bit is set). Otherwise variadic
@@ -183,13 +187,13 @@ class OpSpec(Record):
                  effects: Effects = Effects.MEMORY,
                  family: Family = Family.OTHER,
                  # ELEMENTWISE / COMPARE ops: the operands' element class
-                 elements: Optional[Elements] = None,
+                 elements: Elements | None = None,
                  # Terminators: the region ops whose regions they may end directly (entry: a kernel
                  # body), and whether they may also end an `if` region nested in one of them (early
                  # exits).
-                 ends: Tuple[str, ...] = (),
+                 ends: tuple[str, ...] = (),
                  through_if: bool = False,
-                 exit: Optional[Exit] = None,  # terminators: where control goes
+                 exit: Exit | None = None,  # terminators: where control goes
                  # Region ops: early exits (return, continue, break) in its regions leave through it
                  # to the enclosing op (`if`); its regions are combiners, which may hold only
                  # effect-free ops (reduce, scan).
@@ -212,7 +216,7 @@ class OpSpec(Record):
                  # naming but names nothing), a base name for result 0 ("tview"), or "@constant" /
                  # "@assume" for names computed from the op's value / operand. Ops with two or more
                  # fixed results name each result after its declaration.
-                 asm_name: Optional[str] = None,
+                 asm_name: str | None = None,
                  # Names of region entry-block arguments in text: "" (argN), "induction"
                  # (loopIdx, iterArgN), "pairs" (reduce_lhs/reduce_rhs pairs).
                  asm_block_args: str = "",
@@ -232,7 +236,7 @@ class OpSpec(Record):
                  # Operands (and "result") that MLIR's AllTypesMatch gives one type beyond the
                  # element-wise family's: the parser reads those whose type the text does not write
                  # at the written one.
-                 types_match: Tuple[str, ...] = (),
+                 types_match: tuple[str, ...] = (),
                  # An op of another dialect, read from text only behind
                  # -allow-unregistered-dialect: checked by nothing but SSA scoping, never printed
                  # or encoded (see `unregistered_op`).
@@ -300,13 +304,13 @@ class OpSpec(Record):
         return self.has_variadic
 
     @property
-    def flags_since(self) -> Optional[Version]:
+    def flags_since(self) -> Version | None:
         """First version whose files carry this op's flags varint (None: the op has no flags)."""
         if not self.flag_bits:
             return None
         return min(b.since for b in self.flag_bits)
 
-    def flag_bit(self, name: str) -> Optional[FlagBit]:
+    def flag_bit(self, name: str) -> FlagBit | None:
         for bit in self.flag_bits:
             if bit.name == name:
                 return bit
@@ -325,7 +329,7 @@ class OpSpec(Record):
         raise KeyError(f"{self.mnemonic} has no operand {name!r}")
 
 
-OpHook = Callable[..., Any]
+OpHook = Callable[..., "Any"]
 
 
 def unregistered_op(name: str) -> OpSpec:

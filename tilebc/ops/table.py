@@ -7,7 +7,6 @@ OPS. Opcodes are frozen wire values (never renumbered). Operand shorthand: "name
 from __future__ import annotations
 
 import functools
-from typing import Dict, Tuple, TypeVar
 
 from ..version import V13_1, V13_2, V13_3, V13_4, V13_5, Version
 from .enums import (AtomicRMWMode, ComparisonOrdering, ComparisonPredicate, IntegerOverflow,
@@ -17,10 +16,13 @@ from .spec import (Arity, AttrKind, AttrSpec, Effects, Elements, Exit, Family, O
                    OpSpec, ResultSpec)
 
 
-T = TypeVar("T")
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every command's start ~3 ms
+    from typing import TypeVar
+    T = TypeVar("T")
 
 
-def _operands(*names, since: Version = V13_1) -> Tuple[OperandSpec, ...]:
+def _operands(*names, since: Version = V13_1) -> tuple[OperandSpec, ...]:
     specs = []
     for name in names:
         if isinstance(name, OperandSpec):
@@ -34,7 +36,7 @@ def _operands(*names, since: Version = V13_1) -> Tuple[OperandSpec, ...]:
     return tuple(specs)
 
 
-def _results(*names) -> Tuple[ResultSpec, ...]:
+def _results(*names) -> tuple[ResultSpec, ...]:
     return tuple(n if isinstance(n, ResultSpec) else
                  ResultSpec(n.rstrip("*"), variadic=n.endswith("*")) for n in names)
 
@@ -137,7 +139,7 @@ def _terminator(mnemonic, opcode, summary, exit, ends, through_if=False) -> OpSp
                syntax=VALUES, exit=exit, ends=ends, through_if=through_if)
 
 
-OPS: Tuple[OpSpec, ...] = (
+OPS: tuple[OpSpec, ...] = (
     _unary("absf", 0x00, Elements.FLOAT, "float absolute value"),
     _unary("absi", 0x01, Elements.INT, "integer absolute value"),
     _binary("addf", 0x02, Elements.FLOAT, "float addition", (ROUNDING, FTZ), middle=f"{ROUND} {FTZ_KW}", commutative=True),
@@ -472,8 +474,8 @@ _EFFECTS = {
 OPS = tuple(spec.replace(effects=_EFFECTS[spec.mnemonic]) if spec.mnemonic in _EFFECTS else spec
             for spec in OPS)
 
-OPS_BY_OPCODE: Dict[int, OpSpec] = {spec.opcode: spec for spec in OPS}
-OPS_BY_MNEMONIC: Dict[str, OpSpec] = {spec.mnemonic: spec for spec in OPS}
+OPS_BY_OPCODE: dict[int, OpSpec] = {spec.opcode: spec for spec in OPS}
+OPS_BY_MNEMONIC: dict[str, OpSpec] = {spec.mnemonic: spec for spec in OPS}
 BODY_OPS = tuple(spec for spec in OPS if not spec.structural and not spec.preview)
 PUBLIC_OPS = tuple(spec for spec in OPS if not spec.preview)
 # The structural ops, which the IR holds as Module, Function and Global rather than as Op.
@@ -482,7 +484,7 @@ MODULE_OP, ENTRY_OP, GLOBAL_OP = (OPS_BY_MNEMONIC[name] for name in ("module", "
 MNEMONIC_ALIASES = {"pow": "fpowf", "print": "print_tko"}
 
 
-def by_mnemonic(registry: Dict[str, T], what: str) -> Dict[str, T]:
+def by_mnemonic(registry: dict[str, T], what: str) -> dict[str, T]:
     """`registry` (per-op entries keyed by mnemonic) after checking every key is an op of the table:
     the one way, besides the registration decorators, that code outside this file names ops."""
     unknown = sorted(set(registry) - set(OPS_BY_MNEMONIC))

@@ -7,7 +7,6 @@ and by alias name; each name is numbered in that order (`#loc`, `#loc1`, …).
 """
 from __future__ import annotations
 
-from typing import Dict, List
 
 from ..errors import TilebcError
 from ..ir import location as L
@@ -31,7 +30,7 @@ def _file_loc(loc: L.DILoc):
     return ("file", loc.filename, loc.line, loc.column)
 
 
-def _children(node) -> List[object]:
+def _children(node) -> list[object]:
     if isinstance(node, L.DILoc):
         return [_file_loc(node), node.scope]
     if isinstance(node, L.CallSiteLoc):
@@ -67,12 +66,12 @@ class LocationAliases:
     """Collects locations with `visit`, then names them (`finish`) and prints definitions."""
 
     def __init__(self):
-        self._order: Dict[object, int] = {}
-        self._depth: Dict[object, int] = {}
-        self.names: Dict[object, str] = {}
+        self._order: dict[object, int] = {}
+        self._depth: dict[object, int] = {}
+        self.names: dict[object, str] = {}
         # id(loc) -> (loc, its `loc(#…)` text, or None before `finish`): a module shares its
         # location objects, so most are found by identity without hashing their trees
-        self._known: Dict[int, tuple] = {}
+        self._known: dict[int, tuple] = {}
 
     def visit(self, loc) -> None:
         known = self._known.get(id(loc))
@@ -95,7 +94,7 @@ class LocationAliases:
 
     def finish(self) -> None:
         ordered = sorted(self._order, key=lambda n: (self._depth[n], _alias_name(n), self._order[n]))
-        counts: Dict[str, int] = {}
+        counts: dict[str, int] = {}
         for node in ordered:
             base = _alias_name(node)
             count = counts.get(base, 0)
@@ -111,7 +110,7 @@ class LocationAliases:
         self._known[id(loc)] = (loc, text)
         return text
 
-    def definitions(self) -> List[str]:
+    def definitions(self) -> list[str]:
         return [f"{self.names[node]} = {self._define(node)}" for node in self._sorted]
 
     def _define(self, node) -> str:
@@ -152,7 +151,7 @@ class LocationAliases:
 class _Inline(dict):
     """Names every attribute by its full text, so that `_define` writes it without aliases."""
 
-    def __init__(self, printer: "LocationAliases"):
+    def __init__(self, printer: LocationAliases):
         super().__init__()
         self.printer = printer
 

@@ -12,7 +12,6 @@ import itertools
 import operator
 import re
 import sys
-from typing import Dict, List, Optional
 
 from ..errors import TextSyntaxError
 from ..speedups import scan_token as _scan_token
@@ -91,10 +90,10 @@ class Cursor:
         self.filename = filename
         self.pos = 0
         self.end = 0  # where the last token read ends
-        self._peeked: Optional[Token] = None
+        self._peeked: Token | None = None
         self.depth = 0  # current nesting, all families together (see `nesting`)
-        self.depths: Dict[str, int] = {}  # current nesting of each family
-        self._newlines: Optional[List[int]] = None  # offsets of "\n", found on first use
+        self.depths: dict[str, int] = {}  # current nesting of each family
+        self._newlines: list[int] | None = None  # offsets of "\n", found on first use
 
     # ---- positions and errors --------------------------------------------------------------------
 
@@ -112,7 +111,7 @@ class Cursor:
         start = newlines[line - 1] + 1 if line else 0
         return line + 1, pos - start + 1
 
-    def error(self, message: str, pos: Optional[int] = None) -> TextSyntaxError:
+    def error(self, message: str, pos: int | None = None) -> TextSyntaxError:
         pos = self.peek().pos if pos is None else pos
         line, column = self.line_col(pos)
         start = self.text.rfind("\n", 0, pos) + 1
@@ -230,7 +229,7 @@ class Cursor:
             return True
         return False
 
-    def expect(self, text: str, what: Optional[str] = None) -> Token:
+    def expect(self, text: str, what: str | None = None) -> Token:
         token = self._peeked
         if token is None or token.pos < self.pos:
             token = self.peek()

@@ -23,7 +23,6 @@ scope error inside such a location is reported first, in NVIDIA's words.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
 
 from ..errors import TextSyntaxError
 from ..ir import location as L
@@ -40,14 +39,14 @@ _STRUCTS = ("di_compile_unit", "di_subprogram", "di_lexical_block")
 class LocationTable:
     def __init__(self, cursor: Cursor):
         self.c = cursor
-        self.definitions: Dict[str, Tuple[object, int]] = {}  # alias -> (expression, position)
-        self._resolved: Dict[str, object] = {}
+        self.definitions: dict[str, tuple[object, int]] = {}  # alias -> (expression, position)
+        self._resolved: dict[str, object] = {}
         self._resolving: set = set()
-        self._alias_chain: List[Tuple[str, int]] = []  # aliases being resolved (name, position)
+        self._alias_chain: list[tuple[str, int]] = []  # aliases being resolved (name, position)
         # With `defer_unwritable`, a fused or named location stands for the di_loc inside it (as
         # NVIDIA's debug-info verifier sees it) and its refusal waits in `unwritable`.
         self.defer_unwritable = False
-        self.unwritable: List[TextSyntaxError] = []
+        self.unwritable: list[TextSyntaxError] = []
 
     # ---- reading ---------------------------------------------------------------------------------
 
@@ -143,8 +142,8 @@ class LocationTable:
     def _attribute(self, mnemonic: str, pos: int):
         c = self.c
         c.expect("<")
-        positional: List[object] = []
-        fields: Dict[str, object] = {}
+        positional: list[object] = []
+        fields: dict[str, object] = {}
         while not c.accept(">"):
             if positional or fields:
                 if not c.accept("in"):

@@ -13,7 +13,6 @@ Rules reproduced here:
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Dict, List, Optional, Tuple
 
 from ..ir.module import Block, Function, Op, Value
 from ..ir.types import ElementType
@@ -45,12 +44,12 @@ def _auto_named(op: Op) -> bool:
     return op.spec.asm_name is None and len(results) >= 2 and not any(r.variadic for r in results)
 
 
-_CONSTANT_NAMES: Dict[tuple, str] = {}  # (type, data) -> name: constants repeat across kernels
+_CONSTANT_NAMES: dict[tuple, str] = {}  # (type, data) -> name: constants repeat across kernels
 
 
 # id(attribute) -> (attribute, name): a decoded module shares one attribute among its equal
 # constants, so most are found without hashing the type
-_CONSTANT_BY_ID: Dict[int, tuple] = {}
+_CONSTANT_BY_ID: dict[int, tuple] = {}
 
 
 def _constant_name(op: Op) -> str:
@@ -105,10 +104,10 @@ def _constant_name_of(dense) -> str:
     return f"{name}_{element}"
 
 
-def suggested_names(op: Op, names: "FunctionNames") -> List[Optional[str]]:
+def suggested_names(op: Op, names: FunctionNames) -> list[str | None]:
     """The names op suggests for its results (None: no suggestion), as getAsmResultNames would."""
     spec = op.spec
-    suggestion: List[Optional[str]] = [None] * len(op.results)
+    suggestion: list[str | None] = [None] * len(op.results)
     if not op.results:
         return suggestion
     if _auto_named(op):
@@ -126,7 +125,7 @@ def suggested_names(op: Op, names: "FunctionNames") -> List[Optional[str]]:
     return suggestion
 
 
-def block_arg_names(op: Op, region_index: int, block: Block) -> List[Optional[str]]:
+def block_arg_names(op: Op, region_index: int, block: Block) -> list[str | None]:
     rule = op.spec.asm_block_args
     args = block.args
     if rule == "induction":
@@ -145,7 +144,7 @@ def block_arg_names(op: Op, region_index: int, block: Block) -> List[Optional[st
 class _Scope:
     __slots__ = ("names", "parent")
 
-    def __init__(self, parent: Optional["_Scope"]):
+    def __init__(self, parent: _Scope | None):
         self.names = set()
         self.parent = parent
 
@@ -161,7 +160,7 @@ class _Scope:
 # result-naming rule of each op kind: id(spec) -> (spec, rule); the spec rides along so an id is
 # never reused. Rules: None (no suggestion: one numbered group), "auto", "@constant", "@assume",
 # or the fixed name
-_RULES: Dict[int, tuple] = {}
+_RULES: dict[int, tuple] = {}
 
 
 def _rule(spec):
@@ -183,23 +182,23 @@ class FunctionNames:
     result-group head and argument, `refs[value]` the use text of every value (`%name#k`)."""
 
     def __init__(self, function: Function):
-        self.text: Dict[Value, str] = {}        # "name" or "N" (result-group heads, arguments)
-        self.groups: Dict[int, List[int]] = {}  # id(op) -> sorted result-group starts
-        self.refs: Dict[Value, str] = {}        # every value's use text
+        self.text: dict[Value, str] = {}        # "name" or "N" (result-group heads, arguments)
+        self.groups: dict[int, list[int]] = {}  # id(op) -> sorted result-group starts
+        self.refs: dict[Value, str] = {}        # every value's use text
         self.ref = self.refs.__getitem__        # `%name`, `%N` or `%name#k` for a use of a value
-        self._suggested: Dict[int, List[Optional[str]]] = {}  # id(op) -> suggested_names(op)
+        self._suggested: dict[int, list[str | None]] = {}  # id(op) -> suggested_names(op)
         self.next_value = 0
         self.next_argument = 0
         self.next_conflict = 0
         top = _Scope(None)
         # The entry body is numbered like the region of a top-level op.
-        pending: List[Tuple[List[Block], object, int, Tuple[int, int, int], _Scope]] = [
+        pending: list[tuple[list[Block], object, int, tuple[int, int, int], _Scope]] = [
             ([function.body], None, 0, (0, 0, 0), top)]
         while pending:
             blocks, owner, region_index, counters, parent = pending.pop()
             self.next_value, self.next_argument, self.next_conflict = counters
             scope = _Scope(parent)
-            nested: List[Op] = []
+            nested: list[Op] = []
             for block_index, block in enumerate(blocks):
                 self._number_block(block, owner, region_index, block_index == 0, scope, nested)
             counters = (self.next_value, self.next_argument, self.next_conflict)
@@ -207,7 +206,7 @@ class FunctionNames:
                 for index, region in enumerate(op.regions):
                     pending.append((region.blocks, op, index, counters, scope))
 
-    def suggestion(self, op: Op) -> List[Optional[str]]:
+    def suggestion(self, op: Op) -> list[str | None]:
         """suggested_names(op), remembered for the ops numbered so far (`assume` asks again)."""
         found = self._suggested.get(id(op))
         return found if found is not None else suggested_names(op, self)
@@ -227,7 +226,7 @@ class FunctionNames:
             if probe not in scope:
                 return probe
 
-    def _set(self, value: Value, name: Optional[str], scope: _Scope) -> None:
+    def _set(self, value: Value, name: str | None, scope: _Scope) -> None:
         if not name:
             text = str(self.next_value)
             self.next_value += 1
@@ -237,7 +236,7 @@ class FunctionNames:
         self.refs[value] = "%" + text
 
     def _number_block(self, block: Block, owner, region_index: int, entry: bool,
-                      scope: _Scope, nested: List[Op]) -> None:
+                      scope: _Scope, nested: list[Op]) -> None:
         args = block.args
         if args:
             given = block_arg_names(owner, region_index, block) if isinstance(owner, Op) \
@@ -299,7 +298,7 @@ class FunctionNames:
         if len(results) > 1:
             self._group_refs(op, groups)
 
-    def _group_refs(self, op: Op, starts: List[int]) -> None:
+    def _group_refs(self, op: Op, starts: list[int]) -> None:
         """Use texts of a multi-result op's results: `%head` alone in its group, else `%head#k`."""
         results = op.results
         ends = starts[1:] + [len(results)]
@@ -313,7 +312,7 @@ class FunctionNames:
 
     # ---- printing ------------------------------------------------------------------------------
 
-    def result_groups(self, op: Op) -> List[Tuple[int, int]]:
+    def result_groups(self, op: Op) -> list[tuple[int, int]]:
         """(first result, count) of each printed result group."""
         starts = self.groups.get(id(op), [0])
         ends = starts[1:] + [len(op.results)]

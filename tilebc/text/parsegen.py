@@ -10,7 +10,6 @@ same message at the same position as walking the elements would give.
 """
 from __future__ import annotations
 
-from typing import Dict, List
 
 from ..codecache import compile_generated
 from ..ir.module import Value
@@ -28,8 +27,8 @@ class _Writer:
         self.parser_class = parser_class  # whose `_custom_<name>` methods read directives
         self.custom_enums = custom_enums
         self.own_memory_parser = own_memory_parser
-        self.lines: List[str] = []
-        self.constants: Dict[str, object] = {}
+        self.lines: list[str] = []
+        self.constants: dict[str, object] = {}
         self.indent = "    "
         self.temporaries = 0
         self.fresh = False  # whether `t` holds the next token (nothing read since it was peeked)
@@ -250,7 +249,7 @@ def op_parser_source(spec, parser_class, custom_enums, own_memory_parser) -> tup
 
 # ids of (spec, parser class, custom enums, memory parser) -> (spec, its compiled parse
 # function); the spec rides along so an id is never reused
-_OP_PARSERS: Dict[tuple, tuple] = {}
+_OP_PARSERS: dict[tuple, tuple] = {}
 
 
 def op_parser(spec, parser_class, custom_enums, own_memory_parser):

@@ -8,7 +8,7 @@ into op/entry locations (tilebc/text/locations.py).
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
 
 from ..errors import TextSyntaxError
 from ..ir import attrs as A
@@ -45,7 +45,7 @@ def parse_module(text: str, filename: str = "<text>") -> Module:
 
 def parse_modules(text: str, filename: str = "<text>", *, testing_ops: bool = False,
                   defer_unwritable: bool = False,
-                  allow_unregistered: bool = False) -> List[Module]:
+                  allow_unregistered: bool = False) -> list[Module]:
     """Each top-level `cuda_tile.module` of the text as its own Module (items outside any module
     form one more, as MLIR's implicit module). `testing_ops` reads the test-only entry kind
     `testing$func` of NVIDIA's test builds (any parameter and result types); such modules are
@@ -92,13 +92,13 @@ class _OpState:
         self.pos = pos
         self.generic = False  # MLIR's generic form: every type is written
         self.mismatch = None  # a written operand type its value does not have (raised later)
-        self.operands: Dict[str, object] = {}
-        self.attrs: Dict[str, object] = {}
-        self.operand_types: Dict[str, List] = {}
-        self.result_types: Dict[int, List] = {}   # spec result index -> types
-        self.regions: Dict[int, Region] = {}
-        self.block_args: Dict[int, List[Tuple[str, Callable]]] = {}  # region -> (name, type thunk)
-        self.result_count: Optional[int] = None
+        self.operands: dict[str, object] = {}
+        self.attrs: dict[str, object] = {}
+        self.operand_types: dict[str, list] = {}
+        self.result_types: dict[int, list] = {}   # spec result index -> types
+        self.regions: dict[int, Region] = {}
+        self.block_args: dict[int, list[tuple[str, Callable]]] = {}  # region -> (name, type thunk)
+        self.result_count: int | None = None
 
 
 class _BuildPlan:
@@ -125,7 +125,7 @@ class _BuildPlan:
 
 
 # id(spec) -> its _BuildPlan; asked once per op, derived once per op kind (specs are immutable).
-_BUILD_PLANS: Dict[int, _BuildPlan] = {}
+_BUILD_PLANS: dict[int, _BuildPlan] = {}
 
 
 def _build_plan(spec) -> _BuildPlan:
@@ -146,23 +146,23 @@ class _Parser:
     def __init__(self, text: str, filename: str):
         self.c = Cursor(text, filename)
         self.types = TypeParser(self.c)
-        self.scopes: List[Dict[str, Value]] = []
+        self.scopes: list[dict[str, Value]] = []
         self.locations = LocationTable(self.c)
-        self._pending_locs: List[Tuple[object, object]] = []  # (op or function, loc expression)
+        self._pending_locs: list[tuple[object, object]] = []  # (op or function, loc expression)
         self._implicit: set = set()  # ids of terminators the text left out
         self.preview = False  # a preview op makes the module public-preview bytecode
         self.testing_ops = False
         # -allow-unregistered-dialect: ops of other dialects in the generic form are read (for the
         # verifier only); `unregistered` holds the refusal each owes the printer and the writer
         self.allow_unregistered = False
-        self.unregistered: List[TextSyntaxError] = []
-        self._toplevel: Dict[int, Function] = {}  # module id -> entry holding top-level ops
-        self._toplevel_scopes: Dict[int, Dict[str, Value]] = {}
-        self._separate: Optional[List[Module]] = None  # top-level modules kept apart (modules())
-        self._module_pos: List[int] = []  # where each enclosing `cuda_tile.module` starts
-        self._defined_at: Dict[int, int] = {}  # id(value) -> where its name is defined
-        self._used_at: Dict[int, Token] = {}  # id(value) -> the token of its latest use
-        self._bodies: Dict[str, tuple] = {}  # op name as written -> (spec, its op parser)
+        self.unregistered: list[TextSyntaxError] = []
+        self._toplevel: dict[int, Function] = {}  # module id -> entry holding top-level ops
+        self._toplevel_scopes: dict[int, dict[str, Value]] = {}
+        self._separate: list[Module] | None = None  # top-level modules kept apart (modules())
+        self._module_pos: list[int] = []  # where each enclosing `cuda_tile.module` starts
+        self._defined_at: dict[int, int] = {}  # id(value) -> where its name is defined
+        self._used_at: dict[int, Token] = {}  # id(value) -> the token of its latest use
+        self._bodies: dict[str, tuple] = {}  # op name as written -> (spec, its op parser)
 
     # ---- module ----------------------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ class _Parser:
         module.preview = self.preview
         return module
 
-    def modules(self) -> List[Module]:
+    def modules(self) -> list[Module]:
         implicit = Module(version=MAX_VERSION, source=self.c.filename)
         implicit.item_order = []
         self._separate = []
@@ -191,7 +191,7 @@ class _Parser:
             module.preview = self.preview or any(op.spec.preview for op in module.walk())
         return found or [implicit]
 
-    def _items(self, module: Module, closing: Optional[str]) -> None:
+    def _items(self, module: Module, closing: str | None) -> None:
         c = self.c
         while True:
             token = c.peek()
@@ -291,14 +291,14 @@ class _Parser:
 
     # ---- the module and its entries in MLIR's generic form ---------------------------------
 
-    def _generic_header(self) -> Dict[str, object]:
+    def _generic_header(self) -> dict[str, object]:
         """`"name"()` then the attributes as `<{...}>` or `{...}`; only the ones a module or an
         entry needs are kept (sym_name, function_type)."""
         c = self.c
         c.next()
         c.expect("(")
         c.expect(")", "a module or entry takes no operands")
-        found: Dict[str, object] = {}
+        found: dict[str, object] = {}
         properties = c.accept("<")
         if c.at("{"):
             c.expect("{")
@@ -360,7 +360,7 @@ class _Parser:
         self._function_type()  # `() -> ()`
         self._loc()
 
-    def _generic_module(self, module: Module, closing: Optional[str]) -> None:
+    def _generic_module(self, module: Module, closing: str | None) -> None:
         c = self.c
         start = c.peek()
         attrs = self._generic_header()
@@ -477,8 +477,8 @@ class _Parser:
         name = self._symbol_name(c.expect_kind("symbol", "an entry name (@name)"))
         c.expect("(", "to open the argument list")
         block = Block()
-        scope: Dict[str, Value] = {}
-        arg_attrs: List[A.DictionaryAttr] = []
+        scope: dict[str, Value] = {}
+        arg_attrs: list[A.DictionaryAttr] = []
         while not c.at(")"):
             if block.args:
                 c.expect(",")
@@ -517,7 +517,7 @@ class _Parser:
 
     # ---- values ----------------------------------------------------------------------------------
 
-    def _block_arg(self, c, block: Block, scope: Dict[str, Value], what: str) -> None:
+    def _block_arg(self, c, block: Block, scope: dict[str, Value], what: str) -> None:
         """`%name : type`, appended to `block`'s arguments and defined in `scope`."""
         token = c.expect_kind("value", what)
         c.expect(":")
@@ -525,7 +525,7 @@ class _Parser:
         self._define(scope, token, arg)
         block.args.append(arg)
 
-    def _define(self, scope: Dict[str, Value], token: Token, value: Value) -> None:
+    def _define(self, scope: dict[str, Value], token: Token, value: Value) -> None:
         if token.text in scope:
             raise self.c.error(f"redefinition of SSA value {token.text}", token.pos)
         scope[token.text] = value
@@ -590,7 +590,7 @@ class _Parser:
     # ---- blocks and ops --------------------------------------------------------------------------
 
     @nesting("regions")
-    def _block_ops(self, block: Block, implicit: Optional[str] = None) -> None:
+    def _block_ops(self, block: Block, implicit: str | None = None) -> None:
         c = self.c
         c.expect("{", "to open a region")
         while not c.accept("}"):
@@ -611,7 +611,7 @@ class _Parser:
         start = c._peeked  # Cursor.peek inline (once or more per op)
         if start is None or start.pos < c.pos:
             start = c.peek()
-        names: List[Tuple[Token, int]] = []
+        names: list[tuple[Token, int]] = []
         if start.kind == "value":
             while True:
                 token = c.expect_kind("value", "a result name (%name)")
@@ -710,7 +710,7 @@ class _Parser:
         state = _OpState(spec, name_token.pos)
         state.result_count = sum(count for _, count in names) if names else 0
         c.expect("(", "to open the operand list")
-        values: List[Value] = []
+        values: list[Value] = []
         while not c.accept(")"):
             if values:
                 c.expect(",")
@@ -868,7 +868,7 @@ class _Parser:
         if c.accept("}"):
             return Region()
         block = Block()
-        scope: Dict[str, Value] = {}
+        scope: dict[str, Value] = {}
         if c.accept("^"):
             c.expect_kind("ident", "a block label")
             if c.accept("("):
@@ -967,9 +967,9 @@ class _Parser:
                 raise self.c.error(f"{spec.mnemonic} needs {spec.regions} region(s)", name_token.pos)
         return Op(spec, operands, attrs, types, regions)
 
-    def _result_types(self, state: _OpState, operands, name_token) -> List:
+    def _result_types(self, state: _OpState, operands, name_token) -> list:
         spec = state.spec
-        types: List = []
+        types: list = []
         first = None
         for index, result in enumerate(spec.results):
             given = state.result_types.get(index)
@@ -1409,9 +1409,9 @@ class _Parser:
         c.expect("<", "to open a dense constant")
         element = self._dense_element()
         c.expect(":")
-        values: List[int] = []  # raw bits, in row-major order
+        values: list[int] = []  # raw bits, in row-major order
 
-        def parse_value(depth: int) -> Tuple[int, ...]:
+        def parse_value(depth: int) -> tuple[int, ...]:
             """Read one value or nested list; returns the shape it spells (a scalar: ())."""
             if not c.at("["):
                 token = c.next()
@@ -1422,7 +1422,7 @@ class _Parser:
             if depth >= MAX_NESTING:
                 raise c.error(f"dense constant nested more than {MAX_NESTING} levels deep")
             c.next()
-            inner: Optional[Tuple[int, ...]] = None
+            inner: tuple[int, ...] | None = None
             count = 0
             while not c.accept("]"):
                 if count:
@@ -1608,7 +1608,7 @@ class _Parser:
 
     def _custom_Region(self, state, index, implicit=None):
         block = Block()
-        scope: Dict[str, Value] = {}
+        scope: dict[str, Value] = {}
         for position, (token, type_of) in enumerate(state.block_args.get(index, [])):
             arg = Value(type_of(), block, position)
             block.args.append(arg)

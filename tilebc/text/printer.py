@@ -7,7 +7,6 @@ signatures) and the `custom<…>` directives are written out here.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional
 
 from ..codecache import compile_generated
 from ..errors import TilebcError
@@ -98,7 +97,7 @@ def _attr_present(op: Op, attr) -> bool:
     return True
 
 
-def _types_of(op: Op, ref: TypeRef) -> List:
+def _types_of(op: Op, ref: TypeRef) -> list:
     if ref.operand is not None:
         group = op.operands.get(ref.name)
         if group is None:
@@ -158,7 +157,7 @@ def attr_text(attr, value) -> str:
 class _Context:
     """What directives need besides the op: value names, indentation, the module printer."""
 
-    def __init__(self, printer: "_ModulePrinter", names: FunctionNames, indent: str):
+    def __init__(self, printer: _ModulePrinter, names: FunctionNames, indent: str):
         self.printer = printer
         self.names = names
         self.indent = indent
@@ -268,7 +267,7 @@ def _call_signature(op, ctx, callee, operands, *attrs_and_results):
 
 
 # name -> (print function, whether an empty result also drops the space before it)
-DIRECTIVES: Dict[str, tuple] = {
+DIRECTIVES: dict[str, tuple] = {
     "Rounding": (_rounding, False),
     "DenseConstant": (lambda op, ctx, a: V.dense_constant(op.attrs[a.name]), False),
     "AssumePredicate": (lambda op, ctx, a: V.predicate(op.attrs[a.name]), False),
@@ -292,7 +291,7 @@ class _Out:
     """Op text under construction plus MLIR's two spacing flags."""
 
     def __init__(self):
-        self.parts: List[str] = []
+        self.parts: list[str] = []
         self.should_space = True
         self.last_punct = False
 
@@ -374,8 +373,8 @@ class _Writer:
     """Source of one op kind's `body(op, ctx)`: what `_walk` appends, as straight-line code."""
 
     def __init__(self):
-        self.lines: List[str] = []
-        self.constants: Dict[str, object] = {}
+        self.lines: list[str] = []
+        self.constants: dict[str, object] = {}
         self.pending = ""    # literal text not yet appended
         self.indent = "    "
         self.should_space = True
@@ -502,7 +501,7 @@ class _Writer:
 
 def _type_texts():
     """str(type), remembered by identity for one print (a module shares its type objects)."""
-    cache: Dict[int, str] = {}
+    cache: dict[int, str] = {}
     keep = []  # the types whose ids key the cache stay alive while it does
 
     def type_text(value) -> str:
@@ -530,8 +529,8 @@ def _op_printer_source(spec) -> tuple:
 
 
 # id(spec) -> (spec, its compiled body printer); the spec rides along so an id is never reused
-_OP_PRINTERS: Dict[int, tuple] = {}
-_USES: Dict[int, int] = {}  # id(spec) -> ops of the kind printed by the walker so far
+_OP_PRINTERS: dict[int, tuple] = {}
+_USES: dict[int, int] = {}  # id(spec) -> ops of the kind printed by the walker so far
 # How many ops of a kind `_walk` prints before the kind's printer is compiled: compiling costs
 # more than walking the elements of a few ops (tests set 0 to print everything compiled).
 COMPILE_AFTER = 8
@@ -585,7 +584,7 @@ class _ModulePrinter:
         self.debug = debug
         self.mlir = mlir
         self.generic = False
-        self.aliases: Optional[LocationAliases] = None
+        self.aliases: LocationAliases | None = None
         self.type_text = _type_texts()
 
     def run(self) -> str:

@@ -20,7 +20,6 @@ the previous element suppressed it; punctuation decides its own spacing (`should
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Tuple, Union
 
 from ..ops.spec import Arity, AttrSpec, OpSpec
 from ..record import Record
@@ -70,7 +69,7 @@ class TypeRef(Record):
     __slots__ = ("name", "operand", "result", "variadic")
     _fields = __slots__
 
-    def __init__(self, name: str, operand: Optional[int] = None, result: Optional[int] = None,
+    def __init__(self, name: str, operand: int | None = None, result: int | None = None,
                  variadic: bool = False):
         _set_fields(self, self._fields, (name, operand, result, variadic))
 
@@ -79,7 +78,7 @@ class Custom(Record):
     __slots__ = ("name", "args")  # args: OperandRef / AttrRef / TypeRef / ints / bare words
     _fields = __slots__
 
-    def __init__(self, name: str, args: Tuple[object, ...]):
+    def __init__(self, name: str, args: tuple[object, ...]):
         _set_fields(self, self._fields, (name, args))
 
 
@@ -88,7 +87,7 @@ class AttrDict(Record):
     __slots__ = ("keyword_attrs",)
     _fields = __slots__
 
-    def __init__(self, keyword_attrs: Tuple[Tuple[AttrRef, str], ...] = ()):
+    def __init__(self, keyword_attrs: tuple[tuple[AttrRef, str], ...] = ()):
         object.__setattr__(self, "keyword_attrs", keyword_attrs)
 
 
@@ -96,11 +95,11 @@ class OptionalGroup(Record):
     __slots__ = ("elements", "anchor")
     _fields = __slots__
 
-    def __init__(self, elements: Tuple[object, ...], anchor: object):
+    def __init__(self, elements: tuple[object, ...], anchor: object):
         _set_fields(self, self._fields, (elements, anchor))
 
 
-Element = Union[Literal, Space, OperandRef, AttrRef, TypeRef, Custom, AttrDict, OptionalGroup]
+Element = Literal | Space | OperandRef | AttrRef | TypeRef | Custom | AttrDict | OptionalGroup
 
 _TOKEN = re.compile(r"""\s*(?:
     (?P<lit>`[^`]*`)
@@ -154,10 +153,10 @@ def _custom_arg(spec: OpSpec, text: str):
 
 # id(spec) -> (spec, its elements); the spec is kept so its id stays its own. Keyed by identity:
 # an OpSpec's hash walks all its fields, and the parser asks once per op.
-_COMPILED: Dict[int, Tuple[OpSpec, Tuple[Element, ...]]] = {}
+_COMPILED: dict[int, tuple[OpSpec, tuple[Element, ...]]] = {}
 
 
-def compile_syntax(spec: OpSpec) -> Tuple[Element, ...]:
+def compile_syntax(spec: OpSpec) -> tuple[Element, ...]:
     """The op's syntax declaration as a tuple of elements (cached per op)."""
     found = _COMPILED.get(id(spec))
     if found is None:
@@ -165,11 +164,11 @@ def compile_syntax(spec: OpSpec) -> Tuple[Element, ...]:
     return found[1]
 
 
-def _compile_syntax(spec: OpSpec) -> Tuple[Element, ...]:
+def _compile_syntax(spec: OpSpec) -> tuple[Element, ...]:
     text = spec.syntax
     pos = 0
-    stack: List[List] = [[]]
-    anchors: List[Optional[object]] = [None]
+    stack: list[list] = [[]]
+    anchors: list[object | None] = [None]
     while True:
         while pos < len(text) and text[pos].isspace():
             pos += 1
@@ -228,6 +227,6 @@ def space_before_literal(value: str, last_was_punctuation: bool) -> bool:
     return value[0] not in "<>(){}[],"
 
 
-def after_literal(value: str) -> Tuple[bool, bool]:
+def after_literal(value: str) -> tuple[bool, bool]:
     """(should_emit_space, last_was_punctuation) after printing a literal."""
     return (len(value) != 1 or value[0] not in "<({["), (value[0] != "_" and not value[0].isalpha())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Tuple
 
 from ..ir import types as T
 from ..ops.enums import PaddingValue, PtrAttr
@@ -55,7 +54,7 @@ class TypeParser:
     def opt(self, text: str) -> bool:
         return self.c.match_text(text)
 
-    def ints(self, sep: str, allow_dynamic=False) -> Tuple:
+    def ints(self, sep: str, allow_dynamic=False) -> tuple:
         values = []
         pattern = re.compile(r"\?|-?[0-9]+" if allow_dynamic else r"-?[0-9]+")
         first = True

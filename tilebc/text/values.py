@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-from typing import List
 
 from ..ir import attrs as A
 from ..ir.types import ElementType, PointerType, TileType
@@ -13,17 +12,18 @@ _BARE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
 
 
 class _RunEscapes(dict):
-    """A run of bytes printEscapedString writes as `\\XX` each -> its escapes. Single bytes and
-    two-byte UTF-8 letters are looked up; a longer run is escaped by one hex() call."""
+    """A run of bytes printEscapedString writes as `\\XX` each -> its escapes, by one hex() call.
+    Runs of one or two bytes (a control byte, a two-byte UTF-8 letter) are kept once seen:
+    filling the table ahead cost every start of the printer a millisecond."""
 
     def __missing__(self, run: bytes) -> bytes:
-        return b"\\" + run.hex("\\").upper().encode("ascii")
+        escaped = b"\\" + run.hex("\\").upper().encode("ascii")
+        if len(run) <= 2:
+            self[run] = escaped
+        return escaped
 
 
 _ESCAPES = _RunEscapes()
-_ESCAPES.update((bytes([b]), b"\\%02X" % b) for b in range(256))
-_ESCAPES.update((bytes([a, b]), b"\\%02X\\%02X" % (a, b))
-                for a in range(0xC2, 0xE0) for b in range(0x80, 0xC0))
 # Runs of bytes outside printable ASCII, and `"` (the backslash is doubled beforehand).
 _ESCAPED_RUN = re.compile(rb'([^\x20\x21\x23-\x7e]+)')
 
@@ -63,7 +63,7 @@ def element_text(raw: int, element) -> str:
     return _int_text(raw, bits)
 
 
-def dense_elements(dense: A.DenseElementsAttr) -> List[int]:
+def dense_elements(dense: A.DenseElementsAttr) -> list[int]:
     """The raw element values of a dense buffer (a splat, or elements all equal, give one)."""
     element = dense.type.element
     data = dense.data

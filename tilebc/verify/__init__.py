@@ -5,7 +5,6 @@ problem found (one per op at most), each with its rule id, op, location and mess
 """
 from __future__ import annotations
 
-from typing import List
 
 from ..ir.module import Module
 from ..gcpause import collection_paused
@@ -16,7 +15,7 @@ from .structure import Verifier
 __all__ = ["verify", "diagnostics", "Diagnostic", "OP_CONSTRAINTS", "ERROR", "WARNING"]
 
 
-def diagnostics(module: Module, *, warnings: bool = True, full: bool = False) -> List[Diagnostic]:
+def diagnostics(module: Module, *, warnings: bool = True, full: bool = False) -> list[Diagnostic]:
     """Every problem in `module`, in walk order. Warnings mark IR NVIDIA's compiler accepts although
     the spec does not allow it; leave them out with `warnings=False`. `full=True` checks every op
     from scratch instead of reusing the verdict of an earlier op with the same signature (slower;

@@ -6,7 +6,7 @@ earlier ones checked (kinds first, then shapes, then attribute values).
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, FrozenSet, Iterable, List, Optional
+from collections.abc import Callable, Iterable
 
 from ..ir.types import (ELEMENT_TYPES, ElementType, GatherScatterViewType, PartitionViewType,
                         PointerType, StridedViewType, TensorViewType, TileType, TokenType, i1)
@@ -28,17 +28,17 @@ _FAMILY_NAMES = {INT: "integer", INT_OR_I4: "integer", BASE_FLOAT: "f16, bf16, f
                  FLOAT: "float", NUMBER: "number", ANY_ELEMENT: "element"}
 
 # Where each declared result sits in `op.results`, per op (variadic results come last).
-_RESULT_SLOTS: Dict[str, Dict[str, int]] = {
+_RESULT_SLOTS: dict[str, dict[str, int]] = {
     spec.mnemonic: {r.name: i for i, r in enumerate(spec.results)} for spec in OPS}
 
 
-def family_name(elements: FrozenSet) -> str:
+def family_name(elements: frozenset) -> str:
     if elements in _FAMILY_NAMES:
         return _FAMILY_NAMES[elements]
     return ", ".join(sorted(str(e) for e in elements))
 
 
-def values(op, name: str) -> List:
+def values(op, name: str) -> list:
     """The values an operand group or a result name stands for (empty when absent)."""
     if name in op.operands:
         group = op.operands[name]
@@ -78,7 +78,7 @@ def _is_variadic(op, name: str) -> bool:
     return any(r.name == name and r.variadic for r in op.spec.results)
 
 
-def ods_tile_desc(op, name: str, elements: FrozenSet, rank: Optional[int]) -> str:
+def ods_tile_desc(op, name: str, elements: frozenset, rank: int | None) -> str:
     """A tile constraint as MLIR's generated verifier words it: `0D tile of i1 or i8 values`."""
     names = " or ".join(n for n in _ODS_ORDER if ELEMENT_TYPES[n] in elements)
     desc = f"{'' if rank is None else f'{rank}D '}tile of {names} values"
@@ -98,14 +98,14 @@ def ods_type_error(op, name: str, v, desc: str, detail: str) -> str:
             f"({detail})")
 
 
-def tile_desc(elements: Optional[FrozenSet], rank: Optional[int]) -> str:
+def tile_desc(elements: frozenset | None, rank: int | None) -> str:
     shape = "a scalar tile" if rank == 0 else f"a rank-{rank} tile" if rank else "a tile"
     return f"{shape} of {family_name(elements)}" if elements else shape
 
 
 # ---- kinds -----------------------------------------------------------------------------------
 
-def tile_of(*names: str, elements: Optional[FrozenSet] = None, rank: Optional[int] = None,
+def tile_of(*names: str, elements: frozenset | None = None, rank: int | None = None,
             rule: str = "type.operand") -> Constraint:
     """Each named operand/result is a tile (of the given element family and rank)."""
     wanted = tile_desc(elements, rank)
@@ -125,7 +125,7 @@ def tile_of(*names: str, elements: Optional[FrozenSet] = None, rank: Optional[in
     return check
 
 
-def pointer_tile(*names: str, rank: Optional[int] = None) -> Constraint:
+def pointer_tile(*names: str, rank: int | None = None) -> Constraint:
     wanted = "a scalar tile of pointers" if rank == 0 else "a tile of pointers"
 
     def check(ctx, op) -> bool:
@@ -141,8 +141,8 @@ def pointer_tile(*names: str, rank: Optional[int] = None) -> Constraint:
     return check
 
 
-def of_kind(*names: str, kind, what: str, ods: Optional[str] = None,
-            parsed: Optional[str] = None) -> Constraint:
+def of_kind(*names: str, kind, what: str, ods: str | None = None,
+            parsed: str | None = None) -> Constraint:
     """`ods`: the constraint as NVIDIA's generated verifier names it; `parsed`: what NVIDIA's
     custom parser of the op says it expected, when it checks the type while parsing."""
     def check(ctx, op) -> bool:
@@ -273,7 +273,7 @@ def shape_text(t) -> str:
 # ---- attribute values --------------------------------------------------------------------------
 
 def attr_in(name: str, allowed: Iterable, *, rule: str = "attr.value",
-            when: Optional[Callable] = None, severity: str = "error") -> Constraint:
+            when: Callable | None = None, severity: str = "error") -> Constraint:
     """Attribute `name` is one of `allowed` (enum members). `when(op)` limits the check."""
     allowed = tuple(allowed)
     listing = ", ".join(a.keyword for a in allowed)

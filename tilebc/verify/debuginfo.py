@@ -18,7 +18,6 @@ mean a different location to NVIDIA than to us (and print differently).
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
 
 from ..ir.location import CallSiteLoc, DILexicalBlock, DILoc, DISubprogram
 from ..ir.module import Function
@@ -42,7 +41,7 @@ def escape_string(text: str) -> str:
     return escape(text)
 
 
-def _di_loc(loc) -> Optional[DILoc]:
+def _di_loc(loc) -> DILoc | None:
     """The `loc` that places `loc` in a scope: itself, or a call site's caller (inlined code is
     scoped where it was called)."""
     while isinstance(loc, CallSiteLoc):
@@ -69,9 +68,9 @@ class DebugInfoChecker:
         self.version = version
         # id(loc) -> (loc, subprogram, problem); id(scope) -> (scope, subprogram, problem). The
         # objects ride along so that their ids stay theirs while the checker lives.
-        self.resolved: Dict[int, tuple] = {}
-        self.scopes: Dict[int, tuple] = {}
-        self.call_sites: Dict[int, tuple] = {}  # id(call site) -> (call site, problem)
+        self.resolved: dict[int, tuple] = {}
+        self.scopes: dict[int, tuple] = {}
+        self.call_sites: dict[int, tuple] = {}  # id(call site) -> (call site, problem)
 
     def resolve(self, loc) -> tuple:
         """(loc, its subprogram or None, (rule, message) of a bad number or flag in it or None),
@@ -109,7 +108,7 @@ class DebugInfoChecker:
 
     # ---- the numbers and flags inside locations ------------------------------------------------
 
-    def field_problem(self, loc) -> Optional[tuple]:
+    def field_problem(self, loc) -> tuple | None:
         """(rule, message) for the first out-of-range number or bad flag in `loc`, else None.
         Call sites may share their parts (`callsite(#loc1 at #loc1)`), so each is checked once."""
         if isinstance(loc, CallSiteLoc):
@@ -124,7 +123,7 @@ class DebugInfoChecker:
             return _line_problem(loc)
         return self.scope(loc.scope)[2]
 
-    def _subprogram_problem(self, sub: DISubprogram) -> Optional[tuple]:
+    def _subprogram_problem(self, sub: DISubprogram) -> tuple | None:
         if sub.line >= LINE_LIMIT or sub.scope_line >= LINE_LIMIT:
             return ("debug.line_range", f"{_describe(sub)} has a line or scopeLine beyond 32 "
                     f"bits (NVIDIA keeps only the low 32 bits)")
@@ -173,7 +172,7 @@ class DebugInfoChecker:
             return False
         return loc.scope
 
-    def op(self, op, entry_subprogram: Optional[DISubprogram], loc=None) -> None:
+    def op(self, op, entry_subprogram: DISubprogram | None, loc=None) -> None:
         if loc is None:
             loc = op.loc
         _, sub, problem = self.resolve(loc)

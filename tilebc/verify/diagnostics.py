@@ -1,7 +1,6 @@
 """What the verifier reports: one Diagnostic per problem, with the place it was found."""
 from __future__ import annotations
 
-from typing import List, Optional
 
 from ..errors import Location, VerificationError
 from ..ops.table import MODULE_OP
@@ -47,10 +46,10 @@ class StopChecking(Exception):
 class Collector:
     """Collects diagnostics while the verifier walks a module."""
 
-    def __init__(self, file: Optional[str], fail_fast: bool):
+    def __init__(self, file: str | None, fail_fast: bool):
         self.file = file
         self.fail_fast = fail_fast
-        self.diagnostics: List[Diagnostic] = []
+        self.diagnostics: list[Diagnostic] = []
 
     def report(self, rule: str, node, message: str, severity: str = ERROR) -> bool:
         """Record a problem at `node` (an Op, Function, Global, or None for the module). Returns

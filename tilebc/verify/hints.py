@@ -14,7 +14,6 @@ A hint entry that is not a dictionary is an error: NVIDIA's reader refuses it.
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
 
 from ..ir.attrs import BoolAttr, DictionaryAttr, IntegerAttr, OptimizationHintsAttr
 from ..ir.types import i1
@@ -32,7 +31,7 @@ SINGLE_CTA = ("sm_80", "sm_86", "sm_87", "sm_88", "sm_89")
 
 ENTRY_HINTS = ("num_cta_in_cga", "num_worker_warps_per_cta", "occupancy")
 # Hints each op takes (by mnemonic); "entry" is the kernel itself.
-HINTS_FOR: Dict[str, Tuple[str, ...]] = by_mnemonic({
+HINTS_FOR: dict[str, tuple[str, ...]] = by_mnemonic({
     "entry": ENTRY_HINTS,
     "load_view_tko": ("latency", "allow_tma"),
     "store_view_tko": ("latency", "allow_tma"),

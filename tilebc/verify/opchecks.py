@@ -6,7 +6,6 @@ verifiers); each function checks one op family and reports the first problem it 
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from ..ir.attrs import (BoolAttr, BoundedAttr, DenseElementsAttr, DivByAttr, FloatAttr,
                         IntegerAttr, SameElementsAttr)
@@ -529,7 +528,7 @@ def pointee_matches(pointers: str, data: str, nvidia: bool = False):
     return check
 
 
-def mask_like(mask: str, like: str, nvidia: Optional[str] = None):
+def mask_like(mask: str, like: str, nvidia: str | None = None):
     """`nvidia`: the generated verifier's words for the mismatch, where NVIDIA has them."""
     def check(ctx, op) -> bool:
         given = value(op, mask)

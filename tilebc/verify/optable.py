@@ -7,7 +7,6 @@ Terminators and region nesting are checked by `structure.py`; their entries say 
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
 
 from ..ir.types import ELEMENT_TYPES, i1
 from ..ops.enums import (IntegerOverflow, MemoryOrderingSemantics as Order, RoundingMode as RM)
@@ -37,7 +36,7 @@ UNPACKED = NUMBER | INT_OR_I4
 ELEMENT_CLASSES = {Elements.FLOAT: BASE_FLOAT, Elements.INT: INT}
 
 
-def family_constraints(spec: OpSpec) -> Tuple[Constraint, ...]:
+def family_constraints(spec: OpSpec) -> tuple[Constraint, ...]:
     """The typing rule of the op's family (spec.py `Family`); the builder infers result types from
     the same declaration (`result_like`)."""
     names = tuple(o.name for o in spec.operands)
@@ -50,7 +49,7 @@ def family_constraints(spec: OpSpec) -> Tuple[Constraint, ...]:
     return ()
 
 
-def terminator(spec: OpSpec) -> Tuple[Constraint, ...]:
+def terminator(spec: OpSpec) -> tuple[Constraint, ...]:
     parents = ", ".join(spec.ends + (("through if",) if spec.through_if else ()))
     return (no_extra(f"terminator: parent ({parents}) and operand types are checked by "
                      f"structure.py"),)
@@ -68,7 +67,7 @@ def rounding_taken() -> Constraint:
     return check
 
 
-def ieee_arith() -> Tuple[Constraint, ...]:
+def ieee_arith() -> tuple[Constraint, ...]:
     return (rounding_taken(), flag_needs_f32("flush_to_zero"))
 
 
@@ -76,7 +75,7 @@ LOAD_ORDER = oc.ordering(oc.LOAD_ORDERS, scoped_optional=True)
 STORE_ORDER = oc.ordering(oc.STORE_ORDERS, scoped_optional=True)
 
 # What element-wise and comparison ops check beyond their family's rule.
-EXTRA: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
+EXTRA: dict[str, tuple[Constraint, ...]] = by_mnemonic({
     "addf": ieee_arith(),
     "subf": ieee_arith(),
     "mulf": ieee_arith(),
@@ -106,7 +105,7 @@ EXTRA: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
                                   IntegerOverflow.NO_WRAP), rule="attr.overflow"),),
 }, "verifier typing extras")
 
-_OTHER: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
+_OTHER: dict[str, tuple[Constraint, ...]] = by_mnemonic({
     # ---- float arithmetic beyond the element-wise family
     "fpowi": (tile_of("source", "result", elements=BASE_FLOAT), same_type("source", "result"),
               tile_of("exponent", elements=INT), same_shape("source", "exponent")),
@@ -239,7 +238,7 @@ _OTHER: Dict[str, Tuple[Constraint, ...]] = by_mnemonic({
 }, "verifier typing rules")
 
 
-def constraints_for(spec: OpSpec) -> Optional[Tuple[Constraint, ...]]:
+def constraints_for(spec: OpSpec) -> tuple[Constraint, ...] | None:
     """The op's typing constraints: its family's rule plus EXTRA, or its _OTHER entry; None when
     the op has neither."""
     if spec.terminator:
@@ -260,5 +259,5 @@ def _check() -> None:
 
 
 _check()
-OP_CONSTRAINTS: Dict[str, Tuple[Constraint, ...]] = {
+OP_CONSTRAINTS: dict[str, tuple[Constraint, ...]] = {
     spec.mnemonic: constraints_for(spec) for spec in BODY_OPS if constraints_for(spec) is not None}

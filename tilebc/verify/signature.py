@@ -13,7 +13,7 @@ be unhashable in hand-built IR: such an op is checked in full as well.
 """
 from __future__ import annotations
 
-from typing import Callable, List
+from collections.abc import Callable
 
 from ..codecache import compile_generated
 from ..ir.attrs import DenseElementsAttr
@@ -25,7 +25,7 @@ from ..ops.spec import Arity, AttrKind, OpSpec
 # by value too, as Verifier.value_key would compare them.
 VALUE_ARRAYS = (AttrKind.I32_ARRAY, AttrKind.I64_ARRAY, AttrKind.BOOL_ARRAY, AttrKind.ATTR_ARRAY)
 
-def _key_lines(spec: OpSpec, marker: str, bail: str) -> List[str]:
+def _key_lines(spec: OpSpec, marker: str, bail: str) -> list[str]:
     """Statements computing `key` and `in_scope` for an op of `spec` (in `op`, with the
     in-scope values in `visible`); `bail` leaves when the op is not shaped as declared."""
     lines = ["    operands = op.operands",

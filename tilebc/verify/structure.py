@@ -3,7 +3,6 @@ plus the per-op checks every op shares (arity, attribute values, version availab
 typing rules come from `optable.OP_CONSTRAINTS`."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
 
 from ..ir.attrs import DenseElementsAttr, DictionaryAttr
 from ..ir.module import Block, Function, Module, Op, Value
@@ -21,10 +20,10 @@ from .typesys import type_problems, type_since
 _TERMINATOR_SPECS = tuple(reversed([spec for spec in OPS if spec.terminator]))  # newest first
 
 
-def _terminators() -> Dict[str, Tuple[str, ...]]:
+def _terminators() -> dict[str, tuple[str, ...]]:
     """Which terminators may end a region of each parent ("entry" is a kernel body), from the op
     table's `ends` / `through_if`."""
-    by_parent: Dict[str, List[str]] = {}
+    by_parent: dict[str, list[str]] = {}
     for spec in _TERMINATOR_SPECS:
         for parent in spec.ends:
             by_parent.setdefault(parent, []).append(spec.mnemonic)
@@ -101,15 +100,15 @@ COMPILE_AFTER = 8
 # Body ops' facts by identity of their (immortal) table spec, built at first use: writing out and
 # compiling every op kind's fast path up front costs more than verifying a small module.
 _TABLE_BODY_SPECS = {id(spec): spec for spec in OPS_BY_MNEMONIC.values() if not spec.structural}
-_BODY_FACTS: Dict[int, _SpecFacts] = {}
+_BODY_FACTS: dict[int, _SpecFacts] = {}
 
 
 # Facts of body ops added to the table after this module loaded (a test's extension of the table),
 # keyed by the spec itself.
-_LATE_FACTS: Dict[OpSpec, _SpecFacts] = {}
+_LATE_FACTS: dict[OpSpec, _SpecFacts] = {}
 
 
-def _facts(spec: OpSpec) -> Optional[_SpecFacts]:
+def _facts(spec: OpSpec) -> _SpecFacts | None:
     """The facts of a body op's spec; None for a structural or unknown one."""
     key = id(spec)
     facts = _BODY_FACTS.get(key)
@@ -121,7 +120,7 @@ def _facts(spec: OpSpec) -> Optional[_SpecFacts]:
     return _late_facts(spec)
 
 
-def _late_facts(spec: OpSpec) -> Optional[_SpecFacts]:
+def _late_facts(spec: OpSpec) -> _SpecFacts | None:
     if spec.structural or OPS_BY_MNEMONIC.get(spec.mnemonic) is not spec:
         return None
     facts = _LATE_FACTS.get(spec)
@@ -131,7 +130,7 @@ def _late_facts(spec: OpSpec) -> Optional[_SpecFacts]:
 
 
 # id(spec) -> the compiled fast path of each table op kind (see _SpecFacts.fast_check)
-_FAST_CHECKS: Dict[int, object] = {}
+_FAST_CHECKS: dict[int, object] = {}
 
 
 def _attr_token(value):
@@ -159,8 +158,8 @@ class Verifier:
         self.globals = {}
         self.visible = set()      # values in scope at the current point
         self.defined = set()      # every value defined so far (single assignment)
-        self.parents: List[Op] = []  # ops whose regions enclose the current point
-        self.function: Optional[Function] = None
+        self.parents: list[Op] = []  # ops whose regions enclose the current point
+        self.function: Function | None = None
         self.debug = DebugInfoChecker(ctx, self.version)
         self.entry_subprogram = None  # the current entry's DISubprogram; False: not checked
         # Fast path: ops of one kind with the same operand/result types and attributes get the
@@ -168,12 +167,12 @@ class Verifier:
         # constraints), so a clean verdict is computed once and reused. `fast=False` checks every
         # op in full (the reference the fast path is tested against).
         self.fast = fast
-        self._clean_by_id: Dict[tuple, bool] = {}     # keyed by ids of live objects of this module
-        self._clean_by_value: Dict[tuple, bool] = {}  # keyed by the types and attribute values
+        self._clean_by_id: dict[tuple, bool] = {}     # keyed by ids of live objects of this module
+        self._clean_by_value: dict[tuple, bool] = {}  # keyed by the types and attribute values
         self._clean_types = set()                     # ids of types that passed type_ok
-        self._canonical: Dict[object, object] = {}    # value -> first equal object seen
-        self._canonical_ids: Dict[int, int] = {}      # id(object) -> id of its canonical one
-        self._effects: Dict[int, Optional[Op]] = {}   # id(op) -> an op with effects in it, or None
+        self._canonical: dict[object, object] = {}    # value -> first equal object seen
+        self._canonical_ids: dict[int, int] = {}      # id(object) -> id of its canonical one
+        self._effects: dict[int, Op | None] = {}   # id(op) -> an op with effects in it, or None
 
     # ---- module level --------------------------------------------------------------------------
 
@@ -273,7 +272,7 @@ class Verifier:
         self.defined.add(value)
         self.visible.add(value)
 
-    def block(self, block: Block, parent: Optional[Op]) -> None:
+    def block(self, block: Block, parent: Op | None) -> None:
         owner = parent if parent is not None else self.function
         outer = self.visible
         if parent is not None:
@@ -318,7 +317,7 @@ class Verifier:
                                 f"effects{inside})")
                 return  # NVIDIA stops at the first
 
-    def with_effects(self, op: Op) -> Optional[Op]:
+    def with_effects(self, op: Op) -> Op | None:
         """`op` when it has memory effects of its own, the first nested op with some when its
         effects are those of its regions, else None. Memoised: each op is walked once."""
         key = id(op)
@@ -340,7 +339,7 @@ class Verifier:
         self._effects[key] = found
         return found
 
-    def block_end(self, block: Block, parent: Optional[Op]) -> None:
+    def block_end(self, block: Block, parent: Op | None) -> None:
         where = parent.name if parent is not None else ENTRY_OP.mnemonic
         allowed = TERMINATORS.get(where)
         if allowed is None:
@@ -383,7 +382,7 @@ class Verifier:
             self.defined.add(result)
             self.visible.add(result)
 
-    def recall(self, op: Op, key: tuple) -> Optional[bool]:
+    def recall(self, op: Op, key: tuple) -> bool | None:
         """The verdict for an op whose identity key is new: an earlier op's with an equal
         signature by value, else None once the op is checked in full (its verdict recorded)."""
         value_key = self.value_key(op)
@@ -409,7 +408,7 @@ class Verifier:
 
     # ---- signature keys (fast path) ------------------------------------------------------------
 
-    def value_key(self, op: Op) -> Optional[tuple]:
+    def value_key(self, op: Op) -> tuple | None:
         """The same signature by value (types and attributes compared as values), or None when
         some type or attribute is not hashable. Only reached when the id key is new; each object
         is hashed once, then stands for the first equal one seen (its canonical id)."""

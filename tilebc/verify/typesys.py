@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Tuple
 
 from ..ir.types import (PTR_ATTR_SINCE, TYPE_KIND_SINCE, ElementType, FunctionType,
                         GatherScatterViewType, PartitionViewType, PointerType, StridedViewType,
@@ -16,7 +15,7 @@ MAX_TILE_ELEMENTS = 1 << 24
 FLOAT_ONLY_PADDING = frozenset({PaddingValue.NEG_ZERO, PaddingValue.NAN, PaddingValue.POS_INF,
                                 PaddingValue.NEG_INF})
 
-Problem = Tuple[str, str]  # (rule id, message)
+Problem = tuple[str, str]  # (rule id, message)
 
 
 def _is_power_of_two(value: int) -> bool:
@@ -27,7 +26,7 @@ def _dims(shape) -> str:
     return "x".join("?" if d is None else str(d) for d in shape) or "()"
 
 
-def _tile_problems(shape, element) -> Tuple[Problem, ...]:
+def _tile_problems(shape, element) -> tuple[Problem, ...]:
     count = 1
     for dim in shape:
         if not isinstance(dim, int) or dim <= 0:
@@ -46,7 +45,7 @@ def _tile_problems(shape, element) -> Tuple[Problem, ...]:
     return ()
 
 
-def _tensor_view_problems(view: TensorViewType) -> Tuple[Problem, ...]:
+def _tensor_view_problems(view: TensorViewType) -> tuple[Problem, ...]:
     if len(view.shape) != len(view.strides):
         return (("type.tensor_view", f"tensor_view shape rank {len(view.shape)} does not match "
                                      f"stride rank {len(view.strides)}"),)
@@ -59,7 +58,7 @@ def _tensor_view_problems(view: TensorViewType) -> Tuple[Problem, ...]:
     return ()
 
 
-def _subview_problems(kind: str, tile_shape, view: TensorViewType, padding) -> Tuple[Problem, ...]:
+def _subview_problems(kind: str, tile_shape, view: TensorViewType, padding) -> tuple[Problem, ...]:
     problems = _tensor_view_problems(view)
     if problems:
         return problems
@@ -77,7 +76,7 @@ def _subview_problems(kind: str, tile_shape, view: TensorViewType, padding) -> T
     return ()
 
 
-def _dim_map_problems(kind: str, dim_map, rank: int) -> Tuple[Problem, ...]:
+def _dim_map_problems(kind: str, dim_map, rank: int) -> tuple[Problem, ...]:
     if sorted(dim_map) != list(range(rank)):
         return ((f"type.{kind}", f"dim_map {list(dim_map)} must be a permutation of "
                                  f"0..{rank - 1}"),)
@@ -85,7 +84,7 @@ def _dim_map_problems(kind: str, dim_map, rank: int) -> Tuple[Problem, ...]:
 
 
 @lru_cache(maxsize=4096)
-def type_problems(type_: Type) -> Tuple[Problem, ...]:
+def type_problems(type_: Type) -> tuple[Problem, ...]:
     """Problems of a type on its own (cached: types are immutable and compared structurally)."""
     if isinstance(type_, TileType):
         element = type_.element
@@ -127,7 +126,7 @@ def type_problems(type_: Type) -> Tuple[Problem, ...]:
 
 
 @lru_cache(maxsize=4096)
-def type_since(type_: Type) -> Tuple[Version, str]:
+def type_since(type_: Type) -> tuple[Version, str]:
     """The first version that can express `type_`, and the part of it that needs that version."""
     need, why = V13_1, ""
 

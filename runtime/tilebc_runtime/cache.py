@@ -16,13 +16,17 @@ import struct
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from collections.abc import Callable, Mapping
 
 from tilebc.record import Record
 
 from . import cache_remote
 from .cache_entry import (MAX_JSON_BYTES, SCHEMA, CacheEntry, LazyLogger, check_metadata,
                           parse_json)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every command's start ~3 ms
+    from typing import Any
 
 log = LazyLogger("tilebc_runtime.cache")
 
@@ -37,10 +41,10 @@ MEMO_FILE = "memo.json"  # facts kept between processes for start-up speed (Cubi
 
 # compile_fn(bytecode, entry, arch, options) -> (cubin, launch facts). The facts are merged into
 # the entry's metadata: `threads_per_cta`, `static_shared_bytes`, `dynamic_shared_bytes`, `backend`.
-CompileFn = Callable[[bytes, str, str, Dict[str, Any]], Tuple[bytes, Dict[str, Any]]]
+CompileFn = Callable[[bytes, str, str, dict[str, "Any"]], tuple[bytes, dict[str, "Any"]]]
 
 
-def canonical_options(options: Optional[Mapping[str, Any]]) -> str:
+def canonical_options(options: Mapping[str, Any] | None) -> str:
     """Compile options as canonical JSON: sorted keys, `,`/`:` separators, ASCII only."""
     return json.dumps(dict(options or {}), sort_keys=True, separators=(",", ":"),
                       ensure_ascii=True, allow_nan=False)
@@ -53,7 +57,7 @@ class KeyFields(Record):
     _fields = ("toolchain", "bytecode", "entry", "arch", "ptx_isa", "nvjitlink", "options")
 
     def __init__(self, toolchain: str, bytecode: bytes, entry: str, arch: str, ptx_isa: str = "",
-                 nvjitlink: str = "", options: Optional[Mapping[str, Any]] = None):
+                 nvjitlink: str = "", options: Mapping[str, Any] | None = None):
         # toolchain: backend identity, e.g. "tileiras/13.5.37"; arch: "sm_90"; ptx_isa empty for
         # backends that do not emit PTX, nvjitlink when nvJitLink is not used
         for name, value in (("toolchain", toolchain), ("bytecode", bytecode), ("entry", entry),
@@ -63,7 +67,7 @@ class KeyFields(Record):
 
     __hash__ = None  # options is a mapping
 
-    def encoded_fields(self) -> List[bytes]:
+    def encoded_fields(self) -> list[bytes]:
         text = (MAGIC, str(SCHEMA), self.toolchain)
         tail = (self.entry, self.arch, self.ptx_isa, self.nvjitlink, canonical_options(self.options))
         return ([value.encode("utf-8") for value in text] + [bytes(self.bytecode)]
@@ -76,7 +80,7 @@ class KeyFields(Record):
             digest.update(value)
         return digest.hexdigest()
 
-    def describe(self) -> Dict[str, Any]:
+    def describe(self) -> dict[str, Any]:
         """The fields in clear, except the bytecode, which is recorded by its sha256."""
         return {"toolchain": self.toolchain,
                 "bytecode_sha256": hashlib.sha256(self.bytecode).hexdigest(),
@@ -91,7 +95,7 @@ class EntryInfo(Record):
     _fields = ("key", "size", "last_used", "metadata")
 
     def __init__(self, key: str, size: int, last_used: float,
-                 metadata: Optional[Dict[str, Any]]):
+                 metadata: dict[str, Any] | None):
         object.__setattr__(self, "key", key)
         object.__setattr__(self, "size", size)
         object.__setattr__(self, "last_used", last_used)
@@ -107,7 +111,7 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
-def _foreign_problem(info: os.stat_result) -> Optional[str]:
+def _foreign_problem(info: os.stat_result) -> str | None:
     """Why a cache folder or file with this status may hold another user's data, or None: it must
     be owned by this user and not writable by group or others."""
     if hasattr(os, "getuid"):
@@ -118,7 +122,7 @@ def _foreign_problem(info: os.stat_result) -> Optional[str]:
     return None
 
 
-def _owner_only_problem(path: Path) -> Optional[str]:
+def _owner_only_problem(path: Path) -> str | None:
     """Why `path` is unsafe to trust as a cache directory, or None."""
     info = os.stat(path)
     if not stat.S_ISDIR(info.st_mode):
@@ -135,7 +139,7 @@ class UntrustedError(OSError):
     """A cache folder or file that another user could have written (see `_foreign_problem`)."""
 
 
-def _prepare_directory(path: Path) -> Optional[str]:
+def _prepare_directory(path: Path) -> str | None:
     """Create `path` owner-only if missing; return why it cannot be used, or None."""
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -151,7 +155,7 @@ def fallback_root() -> Path:
     return Path(tempfile.gettempdir()) / f"tilebc-cache-{user}"
 
 
-def resolve_root(environ: Optional[Mapping[str, str]] = None) -> Tuple[Optional[Path], str]:
+def resolve_root(environ: Mapping[str, str] | None = None) -> tuple[Path | None, str]:
     """The cache root to use and a one-line reason, from TILEBC_CACHE_DIR or platformdirs.
 
     Returns (None, reason) when the disk cache is off or no safe directory can be used."""
@@ -199,15 +203,15 @@ class CubinCache:
     the disk: read through on a miss, written back after each compile (cache_remote.py).
     """
 
-    def __init__(self, root: Optional[os.PathLike] = None, *, max_bytes: int = DEFAULT_MAX_BYTES,
+    def __init__(self, root: os.PathLike | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES,
                  memory_entries: int = 512, lock_timeout: float = 600.0, reason: str = "",
-                 remote: "Optional[str | cache_remote.RemoteTier]" = None):
+                 remote: str | cache_remote.RemoteTier | None = None):
         self.max_bytes = max_bytes
         self.memory_entries = memory_entries
         self.lock_timeout = lock_timeout
-        self._memory: "OrderedDict[str, CacheEntry]" = OrderedDict()
-        self._recorded: Dict[str, Dict[str, Any]] = {}  # toolchain records already written
-        self.root: Optional[Path] = None
+        self._memory: OrderedDict[str, CacheEntry] = OrderedDict()
+        self._recorded: dict[str, dict[str, Any]] = {}  # toolchain records already written
+        self.root: Path | None = None
         self.reason = reason
         self.remote = cache_remote.open_remote(remote)
         if root is not None:
@@ -221,7 +225,7 @@ class CubinCache:
                 self.reason = f"off: {root} {problem}"
 
     @classmethod
-    def from_environment(cls, environ: Optional[Mapping[str, str]] = None, **kwargs) -> "CubinCache":
+    def from_environment(cls, environ: Mapping[str, str] | None = None, **kwargs) -> CubinCache:
         environ = os.environ if environ is None else environ
         root, reason = resolve_root(environ)
         kwargs.setdefault("max_bytes", _max_bytes_from(environ))
@@ -235,21 +239,21 @@ class CubinCache:
         return self.root is not None
 
     @property
-    def directory(self) -> Optional[Path]:
+    def directory(self) -> Path | None:
         return None if self.root is None else self.root / LAYOUT_DIR
 
-    def paths(self, key: str) -> Tuple[Path, Path]:
+    def paths(self, key: str) -> tuple[Path, Path]:
         """(cubin path, metadata path) of `key`."""
         shard = self.directory / key[:2]
         return shard / f"{key}.cubin", shard / f"{key}.json"
 
-    def _lock(self, key: str) -> "FileLock":
+    def _lock(self, key: str) -> FileLock:
         shard = self.directory / key[:2]
         shard.mkdir(mode=0o700, exist_ok=True)
         return FileLock(str(shard / f"{key}.lock"), self.lock_timeout)
 
     # -- lookup --------------------------------------------------------------------------------
-    def lookup(self, key: str) -> Optional[CacheEntry]:
+    def lookup(self, key: str) -> CacheEntry | None:
         """The verified entry for `key` from memory or disk, or None (a miss)."""
         entry = self._memory.get(key)
         if entry is not None:
@@ -264,7 +268,7 @@ class CubinCache:
             self._remember(entry)
         return entry
 
-    def _read_disk(self, key: str) -> Optional[CacheEntry]:
+    def _read_disk(self, key: str) -> CacheEntry | None:
         if self.root is None:
             return None
         try:
@@ -274,7 +278,7 @@ class CubinCache:
                         type(error).__name__, error)
             return None
 
-    def trust_problem(self, folder: Optional[Path] = None) -> Optional[str]:
+    def trust_problem(self, folder: Path | None = None) -> str | None:
         """Why the cache cannot be trusted now, or None: the root, v1/ and `folder` (a shard)
         must each be a directory owned by this user and not writable by group or others. A
         missing level is no problem: there is nothing below it to read. Checked before every
@@ -293,7 +297,7 @@ class CubinCache:
                 return f"{level} {problem}"
         return None
 
-    def _read_entry(self, key: str) -> Optional[CacheEntry]:
+    def _read_entry(self, key: str) -> CacheEntry | None:
         cubin_path, meta_path = self.paths(key)
         refused = self.trust_problem(meta_path.parent)
         if refused is not None:
@@ -418,7 +422,7 @@ class CubinCache:
                 log.warning("tilebc cache: cannot remove %s (%s)", path, error)
 
     # -- housekeeping ---------------------------------------------------------------------------
-    def disk_entries(self) -> List[EntryInfo]:
+    def disk_entries(self) -> list[EntryInfo]:
         """Every published entry on disk (metadata present), oldest use first."""
         if self.root is None or not self.directory.is_dir():
             return []
@@ -443,7 +447,7 @@ class CubinCache:
     def total_bytes(self) -> int:
         return sum(info.size for info in self.disk_entries())
 
-    def prune(self, max_bytes: Optional[int] = None, keep: Optional[str] = None) -> List[str]:
+    def prune(self, max_bytes: int | None = None, keep: str | None = None) -> list[str]:
         """Remove corrupt entries, stray temp files and orphan cubins, then least recently used
         entries until the disk size is at most `max_bytes` (default: this cache's bound).
         Entries locked by another process are skipped. Returns the removed keys."""
@@ -521,7 +525,7 @@ class CubinCache:
         self._memory.clear()
 
     # -- start-up memo --------------------------------------------------------------------------
-    def memo(self, name: str) -> Tuple[Optional[str], Any]:
+    def memo(self, name: str) -> tuple[str | None, Any]:
         """(fingerprint, value) as stored by `remember`, or (None, None) when there is none (or no
         disk cache, or the file is untrusted or damaged). For facts that are slow to recompute in
         every new process (the lowering hash, nvJitLink's version): the caller uses the value only
@@ -582,7 +586,7 @@ class CubinCache:
         except Exception as error:  # cache boundary: recording must never break a compile
             log.warning("tilebc cache: cannot update %s (%s: %s)", path, type(error).__name__, error)
 
-    def toolchain(self) -> Dict[str, Any]:
+    def toolchain(self) -> dict[str, Any]:
         """toolchain.json as recorded: {"schema": 1, "backends": {name: record}}, or {} when it is
         missing or damaged (`toolchain_problem()` says why)."""
         if self.root is None:
@@ -590,13 +594,13 @@ class CubinCache:
         document, problem = self._read_toolchain()
         return {} if problem is not None else document
 
-    def toolchain_problem(self) -> Optional[str]:
+    def toolchain_problem(self) -> str | None:
         """Why toolchain.json cannot be used ("missing" when absent), or None when it can."""
         if self.root is None:
             return "no disk cache"
         return self._read_toolchain()[1]
 
-    def _read_toolchain(self) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+    def _read_toolchain(self) -> tuple[dict[str, Any] | None, str | None]:
         """(document, None) when toolchain.json has the shape CACHE.md gives, else (None, why)."""
         path = self.directory / TOOLCHAIN_FILE
         refused = self.trust_problem()
@@ -638,10 +642,10 @@ class FileLock:
 
     def __init__(self, path: str, timeout: float):
         self.path, self.timeout = path, timeout
-        self._fd: Optional[int] = None
+        self._fd: int | None = None
         self._fallback = None  # a filelock.FileLock where flock is missing
 
-    def acquire(self, timeout: Optional[float] = None) -> None:
+    def acquire(self, timeout: float | None = None) -> None:
         timeout = self.timeout if timeout is None else timeout
         if fcntl is None or self._fallback is not None:
             return self._acquire_fallback(timeout)
@@ -698,7 +702,7 @@ class FileLock:
         elif self._fallback is not None:
             self._fallback.release()
 
-    def __enter__(self) -> "FileLock":
+    def __enter__(self) -> FileLock:
         self.acquire()
         return self
 

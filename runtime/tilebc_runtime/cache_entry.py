@@ -3,9 +3,12 @@ the remote tier (cache_remote.py)."""
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Optional, Tuple
 
 from tilebc.record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every command's start ~3 ms
+    from typing import Any
 
 
 class LazyLogger:
@@ -29,13 +32,13 @@ class CacheEntry(Record):
 
     _fields = ("key", "cubin", "metadata")
 
-    def __init__(self, key: str, cubin: bytes, metadata: Dict[str, Any]):
+    def __init__(self, key: str, cubin: bytes, metadata: dict[str, Any]):
         object.__setattr__(self, "key", key)
         object.__setattr__(self, "cubin", cubin)
         object.__setattr__(self, "metadata", metadata)
 
     @property
-    def threads(self) -> Optional[int]:
+    def threads(self) -> int | None:
         """Threads per CTA the kernel was compiled for (metadata `threads_per_cta`)."""
         return self.metadata.get("threads_per_cta")
 
@@ -64,7 +67,7 @@ _REQUIRED_METADATA = {"schema": int, "key": str, "cubin_sha256": str, "cubin_siz
 _LAUNCH_METADATA = ("threads_per_cta", "dynamic_shared_bytes")
 
 
-def parse_json(raw: bytes) -> Tuple[Any, Optional[str]]:
+def parse_json(raw: bytes) -> tuple[Any, str | None]:
     """(value, None), or (None, why) for bytes that are not JSON we can read: invalid, too large,
     or nested so deeply that the parser runs out of stack (RecursionError)."""
     if len(raw) > MAX_JSON_BYTES:
@@ -77,7 +80,7 @@ def parse_json(raw: bytes) -> Tuple[Any, Optional[str]]:
         return None, f"is not JSON ({error})"
 
 
-def check_metadata(raw: bytes, key: str) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
+def check_metadata(raw: bytes, key: str) -> tuple[str | None, dict[str, Any] | None]:
     """(problem, metadata): problem is None when the metadata is well-formed and names `key`."""
     metadata, problem = parse_json(raw)
     if problem is not None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Dict, List, Optional, Tuple, Union
 
 import tilebc
 from tilebc.errors import Location, TilebcError, VerificationError
@@ -53,8 +52,8 @@ class KernelInfo(Struct):
     # everything is static); tensor_maps: TMA tensor maps the launcher builds and passes after
     # the kernel's own parameters, in order (lowering/tma.py: TensorMapPlan.record())
     def __init__(self, name: str, threads_per_cta: int, shared_memory_bytes: int,
-                 local_memory_bytes: int, min_ctas_per_sm: Optional[int] = None,
-                 dynamic_shared_bytes: int = 0, tensor_maps: Tuple[dict, ...] = ()):
+                 local_memory_bytes: int, min_ctas_per_sm: int | None = None,
+                 dynamic_shared_bytes: int = 0, tensor_maps: tuple[dict, ...] = ()):
         self.name = name
         self.threads_per_cta = threads_per_cta
         self.shared_memory_bytes = shared_memory_bytes
@@ -67,9 +66,9 @@ class KernelInfo(Struct):
 class CompileResult(Struct):
     _fields = ("arch", "ptx_version", "ptx", "cubin", "kernels", "log", "timings")
 
-    def __init__(self, arch: str, ptx_version: str, ptx: str, cubin: Optional[bytes],
-                 kernels: Dict[str, KernelInfo], log: str = "",
-                 timings: Optional[Dict[str, float]] = None):
+    def __init__(self, arch: str, ptx_version: str, ptx: str, cubin: bytes | None,
+                 kernels: dict[str, KernelInfo], log: str = "",
+                 timings: dict[str, float] | None = None):
         self.arch = arch
         self.ptx_version = ptx_version
         self.ptx = ptx
@@ -101,7 +100,7 @@ class CompileResult(Struct):
 
 
 # -- stage 1: load ---------------------------------------------------------------------------
-def load_module(source: Union[str, os.PathLike, bytes, Module]) -> Module:
+def load_module(source: str | os.PathLike | bytes | Module) -> Module:
     if isinstance(source, Module):
         return source
     if isinstance(source, (bytes, bytearray)):
@@ -113,7 +112,7 @@ def load_module(source: Union[str, os.PathLike, bytes, Module]) -> Module:
 
 
 # -- stage 2: check --------------------------------------------------------------------------
-def select_entries(module: Module, entry: Optional[str]) -> List[Function]:
+def select_entries(module: Module, entry: str | None) -> list[Function]:
     if entry is None:
         if not module.functions:
             raise VerificationError("module has no entry to compile", file=module.source)
@@ -132,7 +131,7 @@ def _where(module, function: Function):
 PTX_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 
 
-def check_module(module: Module, functions: List[Function]) -> None:
+def check_module(module: Module, functions: list[Function]) -> None:
     """The checks the JIT relies on: kernel parameters are scalars of ABI-representable types."""
     for function in functions:
         if not PTX_IDENTIFIER.fullmatch(function.name):
@@ -153,8 +152,8 @@ def check_module(module: Module, functions: List[Function]) -> None:
 
 # -- stage 3: lower --------------------------------------------------------------------------
 def choose_threads(module: Module, function: Function, arch: int,
-                   requested: Optional[int] = None,
-                   warpgroup_mma: bool = False) -> Tuple[int, Optional[int], List[str]]:
+                   requested: int | None = None,
+                   warpgroup_mma: bool = False) -> tuple[int, int | None, list[str]]:
     """Threads per CTA, min CTAs per SM (from the `occupancy` hint) and log notes.
     An explicit request wins, then the `num_worker_warps_per_cta` hint, then two warpgroups
     where `warpgroup_mma` (sm_90 code that may use wgmma) and a product takes them
@@ -221,7 +220,7 @@ def _largest_tile(op: Op) -> int:
     return largest
 
 
-def estimate_code_size(function: Function, threads: int) -> Tuple[int, Optional[Op], int]:
+def estimate_code_size(function: Function, threads: int) -> tuple[int, Op | None, int]:
     """(estimated PTX instructions, op with the largest tile, that tile's elements) of a kernel.
 
     Each op costs its slots per thread (of its largest tile) times a per-op weight; a reduce or
@@ -230,7 +229,7 @@ def estimate_code_size(function: Function, threads: int) -> Tuple[int, Optional[
     load_all()  # the registrations say which ops expand
     chunked = chunks.plan(function, threads)
     total, widest, widest_elements = 0, None, 0
-    pending: List[Tuple[List[Op], int]] = [(function.body.ops, 1)]  # (ops, times lowered)
+    pending: list[tuple[list[Op], int]] = [(function.body.ops, 1)]  # (ops, times lowered)
     while pending:
         ops, times = pending.pop()
         for op in ops:
@@ -288,8 +287,8 @@ def _byte_list(data: bytes) -> str:
 
 
 def lower_function(module: Module, function: Function, arch: int, threads: int,
-                   occupancy: Optional[int], index: int, portable: bool = False,
-                   wgmma: bool = False, tma: Optional[bool] = None):
+                   occupancy: int | None, index: int, portable: bool = False,
+                   wgmma: bool = False, tma: bool | None = None):
     """One kernel at `threads`: (PTX lines, origin op per line, KernelInfo, lowerer). `wgmma`:
     warpgroup MMA wherever it fits (lower_kernel makes the default choice). `tma` (None or True;
     False turns it off): wgmma K-loop stages filled by TMA where the views allow
@@ -321,8 +320,8 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
     if dynamic_bytes and lw.smem_align > 16:
         _align_dynamic_base(lw)
         static_bytes, dynamic_bytes = shared_layout(lw, arch)
-    lines: List[str] = []
-    origin: List[Optional[Op]] = []
+    lines: list[str] = []
+    origin: list[Op | None] = []
 
     def put(text, op=None):
         lines.append(text)
@@ -386,7 +385,7 @@ def _align_dynamic_base(lw: Lowerer) -> None:
     lw.smem_size += lw.smem_align - 16
 
 
-def shared_layout(lw: Lowerer, arch: int) -> Tuple[int, int]:
+def shared_layout(lw: Lowerer, arch: int) -> tuple[int, int]:
     """(static, dynamic) shared bytes of a lowered kernel. Allocas are always static; the
     exchange area joins them while the sum fits the 48 KiB a CTA gets without opting in (no
     launch attribute needed), else it becomes dynamic shared memory, which the launcher opts in
@@ -407,13 +406,13 @@ def shared_layout(lw: Lowerer, arch: int) -> Tuple[int, int]:
     return allocas, lw.smem_size
 
 
-def _on_wgmma(lines: List[str]) -> bool:
+def _on_wgmma(lines: list[str]) -> bool:
     return any(line.lstrip().startswith("wgmma.") for line in lines)
 
 
-def lower_kernel(module: Module, function: Function, arch: int, threads: Optional[int],
-                 index: int, portable: bool = False, wgmma: Optional[bool] = None,
-                 tma: Optional[bool] = None):
+def lower_kernel(module: Module, function: Function, arch: int, threads: int | None,
+                 index: int, portable: bool = False, wgmma: bool | None = None,
+                 tma: bool | None = None):
     """((PTX lines, origin op per line, KernelInfo, lowerer), log notes) of one kernel, with its
     thread count (choose_threads). On sm_90 (not portable) a product that fits a warpgroup may
     run on wgmma (with two warpgroups where it takes them) or on mma.sync (at the size rule's
@@ -456,18 +455,18 @@ def lower_kernel(module: Module, function: Function, arch: int, threads: Optiona
     return (first, second)[pick], notes
 
 
-def lower_module(module: Module, functions: List[Function], arch: int, ptx_version,
-                 threads: Optional[int] = None, portable: bool = False,
-                 wgmma: Optional[bool] = None, tma: Optional[bool] = None):
+def lower_module(module: Module, functions: list[Function], arch: int, ptx_version,
+                 threads: int | None = None, portable: bool = False,
+                 wgmma: bool | None = None, tma: bool | None = None):
     """PTX text for the kernels, origin op per PTX line (1-based index - 1), KernelInfos, notes."""
     header = ["//", f"// Generated by tilebc_runtime (Tile IR {module.version} -> PTX)", "//",
               f".version {ptx_version[0]}.{ptx_version[1]}", f".target sm_{arch}",
               ".address_size 64", ""]
-    data_lines: List[str] = []
-    kernel_lines: List[str] = []
-    kernel_origin: List[Optional[Op]] = []
-    infos: Dict[str, KernelInfo] = {}
-    notes: List[str] = []
+    data_lines: list[str] = []
+    kernel_lines: list[str] = []
+    kernel_origin: list[Op | None] = []
+    infos: dict[str, KernelInfo] = {}
+    notes: list[str] = []
     uses_vprintf = uses_dynamic_shared = False
     dynamic_align = 16
     globals_used = set()
@@ -531,7 +530,7 @@ def describe_op(op: Op, module: Module) -> str:
     return " ".join(parts)
 
 
-def _source_place(op: Op) -> Optional[str]:
+def _source_place(op: Op) -> str | None:
     """file:line:col of the op's debug location (an inlined call's callee), if it has one."""
     loc = op.loc
     while loc is not None and hasattr(loc, "callee"):
@@ -554,8 +553,8 @@ def _ptx_comment(op: Op) -> str:
     return "\t// " + " ".join(parts)
 
 
-def link_ptx(ptx: str, arch: Union[int, str], *, origin=None, module: Optional[Module] = None,
-             extra_options: Tuple[str, ...] = ()) -> Tuple[bytes, str]:
+def link_ptx(ptx: str, arch: int | str, *, origin=None, module: Module | None = None,
+             extra_options: tuple[str, ...] = ()) -> tuple[bytes, str]:
     """PTX -> cubin with nvJitLink; returns (cubin, info log). `arch`: 90, or "90a" for
     arch-specific PTX (wgmma); 90 with PTX that targets sm_90a links it for sm_90a."""
     if str(arch) == "90" and re.search(r"^\.target sm_90a\s*$", ptx, re.M):
@@ -584,10 +583,10 @@ def _link_error(exc, log, ptx, arch, origin, module) -> LinkError:
 
 
 # -- the whole pipeline ----------------------------------------------------------------------
-def compile(source, entry: Optional[str] = None, arch="sm_90", emit: str = "cubin", *,
-            threads: Optional[int] = None, driver_version: Optional[Tuple[int, int]] = None,
+def compile(source, entry: str | None = None, arch="sm_90", emit: str = "cubin", *,
+            threads: int | None = None, driver_version: tuple[int, int] | None = None,
             verbose: bool = False, portable: bool = False,
-            wgmma: Optional[bool] = None, tma: Optional[bool] = None) -> CompileResult:
+            wgmma: bool | None = None, tma: bool | None = None) -> CompileResult:
     """Compile Tile IR bytecode (a path, bytes or a Module) for one GPU architecture.
     emit="ptx" stops after lowering; emit="cubin" also links with nvJitLink. `portable`: no
     arch-specific instructions (sm_90a's wgmma), so newer GPUs can JIT the PTX. `wgmma`, on

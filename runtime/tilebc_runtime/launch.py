@@ -21,7 +21,7 @@ import os
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from collections.abc import Mapping, Sequence
 
 import tilebc
 from tilebc.errors import TilebcError
@@ -30,7 +30,9 @@ from . import driver
 from .launch_errors import ArgumentError, LaunchError
 from .cache import CacheEntry, CubinCache, KeyFields
 
-_default_cache: Optional[CubinCache] = None
+TYPE_CHECKING = False
+
+_default_cache: CubinCache | None = None
 
 
 def default_cache() -> CubinCache:
@@ -49,7 +51,7 @@ class TileirasBackend:
     name = "tileiras"
     _FLAGS = {"lineinfo": "--lineinfo", "device_debug": "--device-debug"}
 
-    def __init__(self, path: Optional[str] = None):
+    def __init__(self, path: str | None = None):
         self.path = path or tool_path("tileiras")
         if self.path is None:
             raise LaunchError("backend 'tileiras' needs NVIDIA's tileiras: install it with `pip "
@@ -64,11 +66,11 @@ class TileirasBackend:
     def nvjitlink(self) -> str:
         return ""
 
-    def toolchain_record(self) -> Dict[str, Any]:
+    def toolchain_record(self) -> dict[str, Any]:
         return {"identity": self.identity(), "ptx_isa": {}, "nvjitlink": ""}
 
     def compile(self, bytecode: bytes, entry: str, arch: str,
-                options: Mapping[str, Any]) -> Tuple[bytes, Dict[str, Any]]:
+                options: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]:
         flags = []
         for name, value in sorted(options.items()):
             if name == "opt_level" and value in (0, 1, 2, 3):
@@ -117,7 +119,7 @@ class JitBackend:
     def prime(self, cache: CubinCache) -> None:
         prime_from_memo(cache)
 
-    def toolchain_record(self) -> Dict[str, Any]:
+    def toolchain_record(self) -> dict[str, Any]:
         # Every arch the JIT targets, so a host without Python can rebuild key field 7.
         from .targets import ARCH_MIN_PTX
         from tilebc.errors import TilebcError
@@ -130,13 +132,13 @@ class JitBackend:
         return {"identity": self.identity(), "ptx_isa": table, "nvjitlink": self.nvjitlink()}
 
     def compile(self, bytecode: bytes, entry: str, arch: str,
-                options: Mapping[str, Any]) -> Tuple[bytes, Dict[str, Any]]:
+                options: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]:
         # Imported here: a cache hit computes its key without loading the lowering.
         from .compiler import compile as jit_compile
         result = jit_compile(bytecode, entry, arch, emit="cubin", **dict(options))
         return bytes(result.cubin), self.metadata(result)
 
-    def metadata(self, result) -> Dict[str, Any]:
+    def metadata(self, result) -> dict[str, Any]:
         """The cache entry's launch facts of one compiled entry (compiler.CompileResult)."""
         metadata = {"threads_per_cta": result.threads_per_cta,
                     "static_shared_bytes": result.shared_memory_bytes,
@@ -172,14 +174,14 @@ def _listed(relative: str, entries) -> bool:
                for entry in entries)
 
 
-def codegen_source_files() -> List[Tuple[str, Path]]:
+def codegen_source_files() -> list[tuple[str, Path]]:
     """(name, path) of every source file in the JIT's identity hash, in hashing order: the
     tilebc files in TILEBC_CODEGEN_SOURCES, then tilebc_runtime's files outside _NOT_LOWERING."""
     return list(_walk_codegen_sources())
 
 
 @lru_cache(maxsize=None)  # a cold compile asks twice (fingerprint, then hash): walk once (~2.5 ms)
-def _walk_codegen_sources() -> Tuple[Tuple[str, Path], ...]:
+def _walk_codegen_sources() -> tuple[tuple[str, Path], ...]:
     files = []
     for package, keep in ((os.path.dirname(os.path.realpath(tilebc.__file__)),
                            lambda name: _listed(name, TILEBC_CODEGEN_SOURCES)),
@@ -213,15 +215,15 @@ def lowering_sources_hash() -> str:
 
 # Facts of the JIT's cache key that prime_from_memo() took from the cache's memo instead of
 # computing them: "sources" (lowering_sources_hash); nvJitLink's version is targets'.
-_MEMO: Dict[str, Any] = {}
+_MEMO: dict[str, Any] = {}
 
 
-def _linker_version() -> Tuple[int, int]:
+def _linker_version() -> tuple[int, int]:
     from .targets import known_nvjitlink
     return known_nvjitlink()
 
 
-def _sources_fingerprint(files: List[Tuple[str, Path]]) -> str:
+def _sources_fingerprint(files: list[tuple[str, Path]]) -> str:
     """A digest of the name, inode, size and modification time of each hashed source file: while
     it holds, so does the lowering hash (~15 ms to recompute: it reads ~1 MB of source)."""
     parts = [f"tilebc {tilebc.__version__}"]
@@ -270,7 +272,7 @@ def prime_from_memo(cache: CubinCache) -> None:
             cache.remember(name, fingerprint, {"path": path, "version": list(version)})
 
 
-def tool_path(name: str) -> Optional[str]:
+def tool_path(name: str) -> str | None:
     """An NVIDIA tool: $TILEBC_<NAME>, the nvidia/cu13/bin of a wheel on sys.path, then $PATH."""
     override = os.environ.get(f"TILEBC_{name.upper()}")
     if override:
@@ -294,7 +296,7 @@ def _tileiras_version(path: str) -> str:
     return match.group(1)
 
 
-def cubin_launch_facts(cubin: bytes, entry: str) -> Tuple[Optional[int], int]:
+def cubin_launch_facts(cubin: bytes, entry: str) -> tuple[int | None, int]:
     """(threads per CTA from the kernel's required block size, static shared bytes) of `entry`.
 
     Reads the cubin's ELF section headers: `.nv.info.<entry>` holds EIATTR_REQNTID (0x10) and
@@ -334,12 +336,14 @@ def cubin_launch_facts(cubin: bytes, entry: str) -> Tuple[Optional[int], int]:
 
 # -- modules and kernels ----------------------------------------------------------------------
 
-Source = Union[bytes, bytearray, memoryview, str, os.PathLike, "tilebc.Module",
-               Tuple["tilebc.Module", bytes]]
+if TYPE_CHECKING:  # annotations only: importing typing costs every command's start ~3 ms
+    from typing import Any, Union
+    Source = Union[bytes, bytearray, memoryview, str, os.PathLike, "tilebc.Module",
+                   tuple["tilebc.Module", bytes]]
 
 
-def load(source: Source, *, backend: str = "jit", cache: Optional[CubinCache] = None,
-         options: Optional[Mapping[str, Any]] = None) -> "LoadedModule":
+def load(source: Source, *, backend: str = "jit", cache: CubinCache | None = None,
+         options: Mapping[str, Any] | None = None) -> LoadedModule:
     """Read Tile IR bytecode; nothing is compiled yet.
 
     `source` is bytes, a path, a tilebc Module, or `(module, data)`: a Module together with the
@@ -402,7 +406,7 @@ def compile_entry(backend, cache: CubinCache, bytecode: bytes, name: str, entry:
 
 
 def cached_entry(backend, cache: CubinCache, bytecode: bytes, entry: str, arch: str,
-                 options: Mapping[str, Any]) -> Optional[CacheEntry]:
+                 options: Mapping[str, Any]) -> CacheEntry | None:
     """compile_entry's result when the cache already holds it, else None (nothing compiled). A
     hit needs neither the decoder nor the lowering: the key hashes the bytes and the toolchain."""
     if hasattr(backend, "prime"):
@@ -430,7 +434,7 @@ class LoadedModule:
     """A bytecode module: `entries` maps each entry name to its signature; `m[name]` a Kernel."""
 
     def __init__(self, bytecode: bytes, module, name: str, backend: str,
-                 cache: Optional[CubinCache], options: Dict[str, Any]):
+                 cache: CubinCache | None, options: dict[str, Any]):
         self.bytecode = bytecode
         self.module = module
         self.name = name
@@ -439,9 +443,9 @@ class LoadedModule:
         self._cache = cache
         self._backend = None
         from .args import infer_signature  # argument packing: not needed to compile
-        self.entries: Dict[str, "Signature"] = {f.name: infer_signature(f)
+        self.entries: dict[str, Signature] = {f.name: infer_signature(f)
                                                 for f in module.functions}
-        self._kernels: Dict[str, Kernel] = {}
+        self._kernels: dict[str, Kernel] = {}
 
     @property
     def cache(self) -> CubinCache:
@@ -453,7 +457,7 @@ class LoadedModule:
             self._backend = BACKENDS[self.backend_name]()
         return self._backend
 
-    def __getitem__(self, entry: str) -> "Kernel":
+    def __getitem__(self, entry: str) -> Kernel:
         entry = self._resolve(entry)
         if entry not in self._kernels:
             self._kernels[entry] = Kernel(self, entry)
@@ -475,7 +479,7 @@ class LoadedModule:
         return f"<LoadedModule {self.name}: {', '.join(map(str, self.entries.values()))}>"
 
 
-def _grid3(grid) -> Tuple[int, int, int]:
+def _grid3(grid) -> tuple[int, int, int]:
     dims = (grid,) if isinstance(grid, int) else tuple(grid)
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
                                           for d in dims):
@@ -490,7 +494,7 @@ class Kernel:
         self.module = module
         self.entry = entry
         self.signature = module.entries[entry]
-        self._loaded: Dict[int, Tuple[Any, CacheEntry]] = {}  # device id -> (kernel, entry)
+        self._loaded: dict[int, tuple[Any, CacheEntry]] = {}  # device id -> (kernel, entry)
         self._keep_alive = driver.KeepAlive()
 
     def key_fields(self, arch: str) -> KeyFields:
@@ -504,7 +508,7 @@ class Kernel:
 
     def prepare(self, args: Sequence[Any], *, device_id: int, dlpack_stream: int,
                 pointer_device=None, allow_overlap: bool = False,
-                upload=None) -> "argmod.PackedArgs":
+                upload=None) -> argmod.PackedArgs:
         """Check and flatten `args` for this entry (everything before the driver is called).
         `upload(table)` puts a list argument's table on the device: (address, owner)."""
         from . import args as argmod
@@ -513,8 +517,8 @@ class Kernel:
                                      pointer_device=pointer_device or driver.pointer_device,
                                      allow_overlap=allow_overlap, upload=upload)
 
-    def bind(self, grid, *args, stream=None, device: Optional[int] = None,
-             allow_overlap: bool = False) -> "BoundLaunch":
+    def bind(self, grid, *args, stream=None, device: int | None = None,
+             allow_overlap: bool = False) -> BoundLaunch:
         """Check and pack `args` once for launching many times: `bound.launch()` repeats the launch
         on `stream` with the same arguments (the arrays' contents may change in between; their
         addresses, shapes and strides may not). The BoundLaunch keeps the arrays alive."""
@@ -539,14 +543,14 @@ class Kernel:
             config = _WithTensorMaps(grid3, entry.threads, entry.dynamic_shared_bytes, encoded)
         return BoundLaunch(self, grid3, core_stream, config, function, packed)
 
-    def launch(self, grid, *args, stream=None, device: Optional[int] = None,
+    def launch(self, grid, *args, stream=None, device: int | None = None,
                allow_overlap: bool = False) -> None:
         """Launch once on `stream` (default: the device's default stream); returns at once."""
         bound = self.bind(grid, *args, stream=stream, device=device, allow_overlap=allow_overlap)
         bound.launch()
         bound.release()
 
-    def _function_for(self, handle) -> Tuple[Any, CacheEntry]:
+    def _function_for(self, handle) -> tuple[Any, CacheEntry]:
         loaded = self._loaded.get(handle.device_id)
         if loaded is None:
             entry = self.compile(driver.arch_of(handle))
@@ -557,7 +561,7 @@ class Kernel:
             self._loaded[handle.device_id] = loaded
         return loaded
 
-    def __getitem__(self, grid) -> "_GridLaunch":
+    def __getitem__(self, grid) -> _GridLaunch:
         return _GridLaunch(self, grid)
 
     def __repr__(self) -> str:
@@ -581,8 +585,8 @@ class BoundLaunch:
     `release()` (or leaving a `with` block, or dropping the object) hands them to the kernel's
     keep-alive list, which drops them once the stream has passed the last launch."""
 
-    def __init__(self, kernel: "Kernel", grid: Tuple[int, int, int], stream, config, function,
-                 packed: "argmod.PackedArgs"):
+    def __init__(self, kernel: Kernel, grid: tuple[int, int, int], stream, config, function,
+                 packed: argmod.PackedArgs):
         self.kernel, self.grid, self.stream = kernel, grid, stream
         self._config, self._function, self._packed = config, function, packed
         self._waited = not packed.producer_streams
@@ -616,7 +620,7 @@ class BoundLaunch:
             except driver.ContextLost:
                 pass  # the device runs nothing more: there is no launch left to outlive
 
-    def __enter__(self) -> "BoundLaunch":
+    def __enter__(self) -> BoundLaunch:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -640,7 +644,7 @@ class _GridLaunch:
     def __init__(self, kernel: Kernel, grid):
         self.kernel, self.grid = kernel, _grid3(grid)
 
-    def __call__(self, *args, stream=None, device: Optional[int] = None,
+    def __call__(self, *args, stream=None, device: int | None = None,
                  allow_overlap: bool = False) -> None:
         self.kernel.launch(self.grid, *args, stream=stream, device=device,
                            allow_overlap=allow_overlap)

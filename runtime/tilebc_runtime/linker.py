@@ -12,7 +12,7 @@ import ctypes
 import os
 import site
 import sys
-from typing import Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 # cuda.pathfinder's nvJitLink descriptor on Linux: wheel folders and sonames, in its order.
 _WHEEL_DIRS = (("nvidia", "cu13", "lib"), ("nvidia", "nvjitlink", "lib"))
@@ -47,7 +47,7 @@ def site_folders() -> list:
     return folders
 
 
-def wheel_library() -> Optional[str]:
+def wheel_library() -> str | None:
     """The libnvJitLink of an NVIDIA wheel that cuda.pathfinder's site-packages step would pick,
     or None (not Linux, or no such wheel)."""
     if not sys.platform.startswith("linux"):
@@ -73,7 +73,7 @@ def _already_loaded() -> bool:
     return False
 
 
-def locate_and_open() -> Tuple[ctypes.CDLL, Optional[str]]:
+def locate_and_open() -> tuple[ctypes.CDLL, str | None]:
     """(the opened library, its path when known), as cuda.pathfinder would choose it."""
     path = wheel_library()
     if path is not None and not _already_loaded():
@@ -99,7 +99,7 @@ def _system_library() -> ctypes.CDLL:
 class NvJitLink:
     """The nvJitLink calls the JIT makes, on one opened library."""
 
-    def __init__(self, library: ctypes.CDLL, path: Optional[str] = None):
+    def __init__(self, library: ctypes.CDLL, path: str | None = None):
         self.path = path
         size_p, handle_p = ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_void_p)
         self._functions = {}
@@ -125,13 +125,13 @@ class NvJitLink:
         if status:
             raise LinkFailure(status, name)
 
-    def version(self) -> Tuple[int, int]:
+    def version(self) -> tuple[int, int]:
         major, minor = ctypes.c_uint(), ctypes.c_uint()
         self._call("Version", ctypes.byref(major), ctypes.byref(minor))
         return major.value, minor.value
 
     def link_ptx(self, ptx: bytes, options: Sequence[str], name: str = "tilebc.ptx"
-                 ) -> Tuple[bytes, str]:
+                 ) -> tuple[bytes, str]:
         """(cubin, info log) of one PTX input. LinkFailure carries the error log as `log`."""
         handle = ctypes.c_void_p()
         encoded = [option.encode() for option in options]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Optional, Tuple
 
 from tilebc.errors import TilebcError
 
@@ -70,7 +69,7 @@ def parse_arch(arch) -> int:
     return number
 
 
-def max_ptx_for(toolkit: Tuple[int, int]) -> Tuple[int, int]:
+def max_ptx_for(toolkit: tuple[int, int]) -> tuple[int, int]:
     """Newest PTX ISA a toolkit version accepts (newer, unknown toolkits: the newest we know)."""
     known = [v for v in TOOLKIT_MAX_PTX if v <= tuple(toolkit)]
     if not known:
@@ -79,7 +78,7 @@ def max_ptx_for(toolkit: Tuple[int, int]) -> Tuple[int, int]:
     return TOOLKIT_MAX_PTX[max(known)]
 
 
-def features_ptx_version(arch: int, ptx: str) -> Tuple[Tuple[int, int], Optional[str]]:
+def features_ptx_version(arch: int, ptx: str) -> tuple[tuple[int, int], str | None]:
     """The PTX ISA version the instructions in `ptx` need on `arch` beyond the baseline, and
     which instruction needs it ((0, 0), None: nothing beyond the baseline)."""
     need, what = (0, 0), None
@@ -90,9 +89,9 @@ def features_ptx_version(arch: int, ptx: str) -> Tuple[Tuple[int, int], Optional
     return need, what
 
 
-def choose_ptx_version(arch: int, nvjitlink: Tuple[int, int],
-                       driver: Optional[Tuple[int, int]] = None,
-                       ptx: Optional[str] = None) -> Tuple[int, int]:
+def choose_ptx_version(arch: int, nvjitlink: tuple[int, int],
+                       driver: tuple[int, int] | None = None,
+                       ptx: str | None = None) -> tuple[int, int]:
     """The PTX ISA version to declare for `arch`: what the architecture needs, and with `ptx` (the
     generated code) also what its instructions need there."""
     need = max(ARCH_MIN_PTX[arch], SUBSET_MIN_PTX)
@@ -118,7 +117,7 @@ _SEARCH_ENVIRONMENT = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFI
                        "PYTHONUSERBASE")
 
 
-def nvjitlink_fingerprint(path: Optional[str]) -> Optional[str]:
+def nvjitlink_fingerprint(path: str | None) -> str | None:
     """A digest of what decides which libnvJitLink cuda-pathfinder loads in a new process: the
     library file at `path` (inode, size, mtime), the interpreter, the search variables, the
     site-packages folders it scans (installing or removing a wheel adds or drops a dist-info
@@ -145,7 +144,7 @@ def nvjitlink_fingerprint(path: Optional[str]) -> Optional[str]:
     return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def loaded_nvjitlink_path() -> Optional[str]:
+def loaded_nvjitlink_path() -> str | None:
     """The path of the libnvJitLink that nvjitlink_module() opened, when known."""
     return nvjitlink_module().path if nvjitlink_module.cache_info().currsize else None
 
@@ -165,22 +164,22 @@ def nvjitlink_module():
 
 
 @lru_cache(maxsize=None)
-def installed_nvjitlink() -> Tuple[int, int]:
+def installed_nvjitlink() -> tuple[int, int]:
     """The loaded libnvJitLink's (major, minor), read once per process (it stays loaded)."""
     return tuple(nvjitlink_module().version())
 
 
 # nvJitLink's (major, minor) as launch.prime_from_memo recalled it from the cubin cache's memo
 # (its fingerprint still holding), so that PTX and cache keys need not load the library.
-recalled_nvjitlink: Optional[Tuple[int, int]] = None
+recalled_nvjitlink: tuple[int, int] | None = None
 
 
-def known_nvjitlink() -> Tuple[int, int]:
+def known_nvjitlink() -> tuple[int, int]:
     """The recalled version, else the loaded library's (installed_nvjitlink)."""
     return recalled_nvjitlink or installed_nvjitlink()
 
 
-def nvjitlink_version() -> Tuple[int, int]:
+def nvjitlink_version() -> tuple[int, int]:
     try:
         version = known_nvjitlink()
     except TilebcError:
@@ -193,7 +192,7 @@ def nvjitlink_version() -> Tuple[int, int]:
     return version
 
 
-def driver_version() -> Optional[Tuple[int, int]]:
+def driver_version() -> tuple[int, int] | None:
     """The CUDA driver's version, or None without a driver. Opens the driver: call on demand only."""
     try:
         from cuda.bindings import driver

@@ -9,7 +9,6 @@ splats, or reductions of the flow broadcast back.
 """
 from __future__ import annotations
 
-from typing import Dict, List
 
 from tilebc.ir.types import GatherScatterViewType, TileType
 from tilebc.ops.spec import Exit
@@ -47,10 +46,10 @@ def _layout_free(op) -> bool:
     return hook.__module__.rsplit(".", 1)[-1] in ("elementwise", "casts")
 
 
-def _uses(lw) -> Dict[object, List[object]]:
+def _uses(lw) -> dict[object, list[object]]:
     key = ("uses",)
     if key not in lw._cache:
-        uses: Dict[object, List[object]] = {}
+        uses: dict[object, list[object]] = {}
         for op in lw.function.walk():
             if op in lw.dead:
                 continue

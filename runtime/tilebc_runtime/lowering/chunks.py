@@ -11,7 +11,6 @@ once, whatever N. runtime/LAYOUTS.md, "Chunked regions".
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
 
 from tilebc.ir.module import Function, Op, Value
 from tilebc.ir.types import GatherScatterViewType, TileType, TokenType
@@ -41,7 +40,7 @@ _MEMBERS = _MEMORY + ("indices",)
 class Region(Struct):
     _fields = ("ops", "shape", "count", "slots")
 
-    def __init__(self, ops: List[Op], shape: tuple, count: int, slots: int):
+    def __init__(self, ops: list[Op], shape: tuple, count: int, slots: int):
         self.ops = ops  # in block order; the last is where the loop is emitted
         self.shape = shape  # of its large tiles
         self.count = count  # elements of its large tiles
@@ -53,14 +52,14 @@ class Chunk(Struct):
 
     _fields = ("count", "slots", "shift", "base")
 
-    def __init__(self, count: int, slots: int, shift: List[Optional[str]], base: str):
+    def __init__(self, count: int, slots: int, shift: list[str | None], base: str):
         self.count = count
         self.slots = slots
         self.shift = shift  # per tile dim: .b64 start of this chunk (None: always 0)
         self.base = base  # u32: the chunk's first linear element index
 
 
-def role(op: Op) -> Optional[str]:
+def role(op: Op) -> str | None:
     """What an op a region may hold is to it: "map" (per element), "indices" (iota) or a memory op
     ("load", "store" through views, "load_ptr", "store_ptr" through pointer tiles); None for
     other ops."""
@@ -78,12 +77,12 @@ def _elements(op, canon) -> tuple:
     return (canon(pointers),)
 
 
-def _producer(value: Value) -> Optional[Op]:
+def _producer(value: Value) -> Op | None:
     """The op that makes `value` (None for a block or function argument)."""
     return value.owner if isinstance(value.owner, Op) else None
 
 
-def _is_uniform(op: Optional[Op], canon) -> bool:
+def _is_uniform(op: Op | None, canon) -> bool:
     """The op makes a tile holding one value in every element (lowered as one register)."""
     kind = _ROLES.get(op.name) if op is not None else None
     if kind == "splat":
@@ -94,13 +93,13 @@ def _is_uniform(op: Optional[Op], canon) -> bool:
     return False
 
 
-def plan(function: Function, threads: int, forward=None, dead=()) -> Dict[Op, Region]:
+def plan(function: Function, threads: int, forward=None, dead=()) -> dict[Op, Region]:
     """Every op lowered as part of a chunked region, with its region."""
     forward = forward or {}
 
     def canon(value: Value) -> Value:
         return forward.get(value, value)
-    users: Dict[Value, List[Op]] = {}
+    users: dict[Value, list[Op]] = {}
     blocks = [function.body]
     for op in function.walk():
         blocks.extend(block for region in op.regions for block in region.blocks)
@@ -108,13 +107,13 @@ def plan(function: Function, threads: int, forward=None, dead=()) -> Dict[Op, Re
             continue
         for value in op.operand_values:
             users.setdefault(canon(value), []).append(op)
-    planned: Dict[Op, Region] = {}
+    planned: dict[Op, Region] = {}
     for block in blocks:
         planned.update(_plan_block(block, threads, canon, users, dead))
     return planned
 
 
-def _plan_block(block, threads, canon, users, dead) -> Dict[Op, Region]:
+def _plan_block(block, threads, canon, users, dead) -> dict[Op, Region]:
     position = {op: i for i, op in enumerate(block.ops)}
     top = {}  # every op nested in this block -> its ancestor in this block
     for op in block.ops:
@@ -162,7 +161,7 @@ def _plan_block(block, threads, canon, users, dead) -> Dict[Op, Region]:
         for value in op.results:
             if large(value) and any(user not in members for user in users.get(value, ())):
                 bad.add(op)  # read by something that needs the whole tile
-    groups: Dict[Op, List[Op]] = {}
+    groups: dict[Op, list[Op]] = {}
     for op in members:
         groups.setdefault(find(op), []).append(op)
     regions = []
@@ -184,7 +183,7 @@ def _plan_block(block, threads, canon, users, dead) -> Dict[Op, Region]:
     return {op: region for region in regions for op in region.ops}
 
 
-def _region(ops, threads, canon, large) -> Optional[Region]:
+def _region(ops, threads, canon, large) -> Region | None:
     shapes = set()
     for op in ops:
         for value in list(op.results) + [canon(v) for v in op.operand_values]:
@@ -331,12 +330,12 @@ def lower_iota(lw, op) -> None:
 HOOKS = {"load": lower_load, "store": lower_store, "indices": lower_iota}
 
 
-def obstacle(function: Function, threads: int, op: Op) -> Optional[Op]:
+def obstacle(function: Function, threads: int, op: Op) -> Op | None:
     """An op that keeps `op`'s large tiles from being chunked: one that makes or reads such a
     tile as a whole (reduce, reshape, permute, mma, ...), found through the per-element ops and
     memory ops connected to `op`; None when there is none (the tile's shape or memory order is
     what keeps it whole)."""
-    users: Dict[Value, List[Op]] = {}
+    users: dict[Value, list[Op]] = {}
     for inner in function.walk():
         for value in inner.operand_values:
             users.setdefault(value, []).append(inner)

@@ -5,7 +5,7 @@ slots. Nothing here imports a family module or the lowerer, so the lowering pack
 graph has no cycle (runtime/tests/test_rt_lowering_imports.py)."""
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from collections.abc import Callable
 
 from ..lazy_numpy import np
 
@@ -27,7 +27,7 @@ class Tile:
 
     __slots__ = ("type", "regs", "layout")
 
-    def __init__(self, type: TileType, regs: List[str], layout=None):
+    def __init__(self, type: TileType, regs: list[str], layout=None):
         self.type = type
         self.regs = regs
         self.layout = layout
@@ -55,7 +55,7 @@ class Token:
 
     __slots__ = ("after_memory", "barriers")
 
-    def __init__(self, after_memory: bool, barriers: Optional[int] = None):
+    def __init__(self, after_memory: bool, barriers: int | None = None):
         self.after_memory = after_memory
         self.barriers = barriers
 
@@ -68,10 +68,10 @@ class TensorView(Struct):
     _fields = ("type", "base", "shape", "strides", "narrow_strides", "base_align", "shape_div",
                "stride_div", "narrow_shape")
 
-    def __init__(self, type: object, base: str, shape: List[str], strides: List[str],
-                 narrow_strides: Optional[List[Optional[str]]] = None, base_align: int = 1,
-                 shape_div: Optional[List[int]] = None, stride_div: Optional[List[int]] = None,
-                 narrow_shape: Optional[List[Optional[str]]] = None):
+    def __init__(self, type: object, base: str, shape: list[str], strides: list[str],
+                 narrow_strides: list[str | None] | None = None, base_align: int = 1,
+                 shape_div: list[int] | None = None, stride_div: list[int] | None = None,
+                 narrow_shape: list[str | None] | None = None):
         self.type = type  # TensorViewType
         self.base = base  # .b64 register
         self.shape = shape  # .b64 registers (static dims are materialised once)
@@ -103,10 +103,10 @@ class Frame(Struct):
 
     _fields = ("kind", "results", "end", "carried", "latch", "on_yield", "on_continue")
 
-    def __init__(self, kind: str, results: Optional[List[List[str]]] = None,
-                 end: Optional[str] = None, carried: Optional[List[List[str]]] = None,
-                 latch: Optional[str] = None, on_yield: Optional[Callable] = None,
-                 on_continue: Optional[Callable] = None):
+    def __init__(self, kind: str, results: list[list[str]] | None = None,
+                 end: str | None = None, carried: list[list[str]] | None = None,
+                 latch: str | None = None, on_yield: Callable | None = None,
+                 on_continue: Callable | None = None):
         self.kind = kind  # "branch" | "loop body" | "region"
         self.results = [] if results is None else results  # result registers per value
         self.end = end  # label after the construct
@@ -185,7 +185,7 @@ def order_after_token(lw, op) -> None:
         lw.barrier()
 
 
-def set_result_token(lw, op, barriers: Optional[int] = None) -> None:
+def set_result_token(lw, op, barriers: int | None = None) -> None:
     """Mark the op's token results as following its memory access, written when the writer's
     barrier count was `barriers` (default: now; pass the count from before any barrier the
     lowering wrote after the access itself)."""
@@ -200,7 +200,7 @@ ROUND = {RoundingMode.NEAREST_EVEN: "rn", RoundingMode.ZERO: "rz", RoundingMode.
          RoundingMode.NEAREST_AWAY: "rn", RoundingMode.FULL: "rn", RoundingMode.APPROX: "rn"}
 
 
-def broadcast_into(lw, value, layout) -> Optional[Tile]:
+def broadcast_into(lw, value, layout) -> Tile | None:
     """`value`, when a broadcast computed it, rebuilt in `layout` from the broadcast's (smaller)
     source: register moves when every thread holds what it needs, else a gather of the source.
     None for any other value."""

@@ -10,7 +10,6 @@ else from a table in the constant bank. The registers are computed once, in the 
 """
 from __future__ import annotations
 
-from typing import Optional
 
 from ..lazy_numpy import np
 
@@ -26,7 +25,7 @@ MAX_ELEMENTS = 1 << 14  # larger tiles are not worth evaluating at compile time
 INT_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
 
 
-def _bits(value: Value) -> Optional[int]:
+def _bits(value: Value) -> int | None:
     if not isinstance(value.type, TileType):
         return None
     return INT_BITS.get(getattr(value.type.element, "name", None))
@@ -40,7 +39,7 @@ def _wrap(array: np.ndarray, bits: int) -> np.ndarray:
     return ((array.astype(np.int64) + half) & ((1 << bits) - 1)) - half
 
 
-def constant_array(lw, value: Value) -> Optional[np.ndarray]:
+def constant_array(lw, value: Value) -> np.ndarray | None:
     """The element values (int64, shaped like the tile) of an integer tile known at compile time,
     or None. Memoised per lowering."""
     memo = lw._cache.setdefault(("folded",), {})
@@ -49,7 +48,7 @@ def constant_array(lw, value: Value) -> Optional[np.ndarray]:
     return memo[value]
 
 
-def _evaluate(lw, value: Value) -> Optional[np.ndarray]:
+def _evaluate(lw, value: Value) -> np.ndarray | None:
     bits = _bits(value)
     op = value.owner
     if bits is None or not isinstance(op, Op) or value.type.num_elements > MAX_ELEMENTS:

@@ -26,7 +26,6 @@ Division by zero is not handled here (callers keep the hardware instruction for 
 """
 from __future__ import annotations
 
-from typing import Optional
 
 from tilebc.record import Record  # not dataclasses: start-up time
 
@@ -63,7 +62,7 @@ class SignedPlan(Record):
 
     _fields = ("negate", "power", "multiplier", "add", "shift")
 
-    def __init__(self, negate: bool, power: Optional[int], multiplier: int, add: bool,
+    def __init__(self, negate: bool, power: int | None, multiplier: int, add: bool,
                  shift: int):
         for name, value in zip(self._fields, (negate, power, multiplier, add, shift)):
             object.__setattr__(self, name, value)
@@ -86,7 +85,7 @@ class SignedPlan(Record):
         return signed(-q) if self.negate else q
 
 
-def unsigned_plan(divisor: int, bits: int, bound: Optional[int] = None) -> UnsignedPlan:
+def unsigned_plan(divisor: int, bits: int, bound: int | None = None) -> UnsignedPlan:
     """The cheapest exact sequence for x // divisor over 0 <= x <= bound (default 2^bits - 1)."""
     if not 0 < divisor < (1 << bits):
         raise ValueError(f"unsigned divisor {divisor} out of range for {bits} bits")
@@ -144,7 +143,7 @@ def _hex(value: int, bits: int) -> str:
     return f"0x{value & ((1 << bits) - 1):0{bits // 4}X}"
 
 
-def udiv(w, x: str, divisor: int, bits: int = 32, bound: Optional[int] = None) -> str:
+def udiv(w, x: str, divisor: int, bits: int = 32, bound: int | None = None) -> str:
     """Register holding x // divisor (x an unsigned `bits`-bit register, divisor > 0)."""
     plan = unsigned_plan(divisor, bits, bound)
     cls, kind = _cls(bits), f"u{bits}"
@@ -164,8 +163,8 @@ def udiv(w, x: str, divisor: int, bits: int = 32, bound: Optional[int] = None) -
     return emit(f"shr.{kind}", high, str(plan.shift)) if plan.shift else high
 
 
-def urem(w, x: str, divisor: int, bits: int = 32, bound: Optional[int] = None,
-         quotient: Optional[str] = None) -> str:
+def urem(w, x: str, divisor: int, bits: int = 32, bound: int | None = None,
+         quotient: str | None = None) -> str:
     """Register holding x % divisor (unsigned); `quotient` reuses an x // divisor at hand."""
     out = w.reg(_cls(bits))
     if is_power_of_two(divisor):
@@ -202,7 +201,7 @@ def sdiv(w, x: str, divisor: int, bits: int = 32) -> str:
     return emit(f"neg.{kind}", q) if plan.negate else q
 
 
-def srem(w, x: str, divisor: int, bits: int = 32, quotient: Optional[str] = None) -> str:
+def srem(w, x: str, divisor: int, bits: int = 32, quotient: str | None = None) -> str:
     """Register holding x - trunc(x / divisor) * divisor (the sign of x), divisor != 0."""
     if quotient is None:
         quotient = sdiv(w, x, divisor, bits)

@@ -26,7 +26,6 @@ else one exchange through shared memory.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
 
 from ..lazy_numpy import np
 
@@ -48,7 +47,7 @@ class Layout:
         """u32 register: the linear element index slot k of this thread holds."""
         raise NotImplementedError
 
-    def reshaped(self, count: int) -> "Layout":
+    def reshaped(self, count: int) -> Layout:
         """The same placement for a tile of the same count viewed with another shape."""
         return self
 
@@ -180,7 +179,7 @@ class Lines(Layout):
     then slots over further lines (wrapping round, as copies, when there are fewer lines). The
     scan is then serial in-thread, log-step shuffles across lanes and one pass across warps."""
 
-    def __init__(self, shape: Tuple[int, ...], dim: int, threads: int, group: int):
+    def __init__(self, shape: tuple[int, ...], dim: int, threads: int, group: int):
         length = shape[dim]
         warps = group // 32
         if group < 1 or group & (group - 1) or length % group or group > threads \
@@ -268,7 +267,7 @@ class Lines(Layout):
 class Sliced(Layout):
     """A reduction result along `dim` of a `shape` tile held in `parent` (see the module doc)."""
 
-    def __init__(self, parent: Layout, shape: Tuple[int, ...], dim: int):
+    def __init__(self, parent: Layout, shape: tuple[int, ...], dim: int):
         self.parent = parent
         self.shape = tuple(shape)
         self.dim = dim
@@ -318,7 +317,7 @@ class MmaAcc(Layout):
     8*(r >> 1), column 2t + (r & 1) (PTX ISA, mma.m16n8k16 C fragment). `height` 8: 8x8 blocks
     of 2 registers (mma.m8n8k4 .f64). Built where the grid divides the blocks exactly."""
 
-    def __init__(self, batches: int, m: int, n: int, threads: int, grid: Tuple[int, int, int],
+    def __init__(self, batches: int, m: int, n: int, threads: int, grid: tuple[int, int, int],
                  height: int = 16):
         wb, wm, wn = grid
         size = wb * wm * wn
@@ -409,7 +408,7 @@ UNIFORM = Uniform()
 
 
 def register_map(source: Layout, target: Layout, threads: int,
-                 target_to_source=None) -> Optional[List[int]]:
+                 target_to_source=None) -> list[int] | None:
     """Per target slot k, a source slot holding (in the same thread, for every thread) the
     element target slot k needs, or None when some element must come from another thread.
     `target_to_source` maps target linear indices to source linear indices (default: same)."""
@@ -417,7 +416,7 @@ def register_map(source: Layout, target: Layout, threads: int,
     if target_to_source is not None:
         want = target_to_source(want)
     have = source.table(threads)
-    rows: Dict[bytes, int] = {}
+    rows: dict[bytes, int] = {}
     for k in range(have.shape[0] - 1, -1, -1):  # the first slot wins
         rows[np.ascontiguousarray(have[k]).tobytes()] = k
     result = []
@@ -429,7 +428,7 @@ def register_map(source: Layout, target: Layout, threads: int,
     return result
 
 
-def distinct_slots(layout: Layout, threads: int) -> List[int]:
+def distinct_slots(layout: Layout, threads: int) -> list[int]:
     """Slots whose element differs from every earlier slot's in some thread (the others are
     copies of an earlier slot in every thread)."""
     table = layout.table(threads)

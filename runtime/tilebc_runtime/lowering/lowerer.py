@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from typing import Callable, Dict, List, Optional
+from collections.abc import Callable
 
 from ..lazy_numpy import np
 
@@ -35,7 +35,7 @@ from .ptx import PtxWriter
 from ..targets import STATIC_SHARED_LIMIT  # noqa: E402  (re-exported for the lowering modules)
 
 
-def _unravel(linear, shape) -> List[List[int]]:
+def _unravel(linear, shape) -> list[list[int]]:
     """np.unravel_index of in-range row-major indices, as lists of ints: the default layout's
     per-thread indices need no numpy (~60 ms of a cold `tilebc compile` of a small kernel)."""
     result, inner = [], math.prod(shape)
@@ -60,21 +60,21 @@ class Lowerer:
         self.portable = False  # True: no arch-specific (sm_90a) instructions
         self.wgmma = False  # True: warpgroup MMA where anchors.wgmma_fits (opt-in, see compile)
         self.tma = False  # True: TMA fills wgmma K-loop stages where it can (sm_90 default, see compile)
-        self.tensor_maps: List[object] = []  # tma.TensorMapPlan per map parameter
+        self.tensor_maps: list[object] = []  # tma.TensorMapPlan per map parameter
         self.w = PtxWriter()
         self.w.arch = arch
         self.w.const_table = self.const_table
-        self._tables: Dict[str, str] = {}
-        self.values: Dict[Value, object] = {}
-        self.frames: List[Frame] = []
+        self._tables: dict[str, str] = {}
+        self.values: dict[Value, object] = {}
+        self.frames: list[Frame] = []
         self.smem_size = 0
         # exchange buffers start here: below it lies what outlives single ops (a pipelined
         # loop's cp.async stages, in flight across the loop's iterations)
         self.smem_floor = 0
         self.smem_align = 16  # the exchange area's base alignment (swizzled wgmma operands: 1024)
-        self.smem_peak_op: Optional[Op] = None  # the op whose exchange set smem_size
-        self.strings: List[bytes] = []  # .global byte strings (print formats, assert messages)
-        self.const_arrays: List[tuple] = []  # (name, ptx type, values) for non-splat constants
+        self.smem_peak_op: Op | None = None  # the op whose exchange set smem_size
+        self.strings: list[bytes] = []  # .global byte strings (print formats, assert messages)
+        self.const_arrays: list[tuple] = []  # (name, ptx type, values) for non-splat constants
         self.uses_vprintf = False
         self.globals_used = set()
         self.local_bytes = 0
@@ -82,21 +82,21 @@ class Lowerer:
         # alloca scratch lives in shared memory, so a kernel with an alloca addresses everything a
         # pointer can reach generically (no state space); other kernels use .global.
         self.generic_pointers = any(o.spec.effects is Effects.ALLOC for o in function.walk())
-        self.allocas: List[tuple] = []  # (symbol, alignment, bytes) of .shared scratch buffers
-        self._cache: Dict[tuple, object] = {}
+        self.allocas: list[tuple] = []  # (symbol, alignment, bytes) of .shared scratch buffers
+        self._cache: dict[tuple, object] = {}
         # .b64 register -> ("s" or "u", the .b32 register it was sign/zero-extended from): its
         # value for as long as it exists (both are written once), for widening multiplies
-        self.widened: Dict[str, tuple] = {}
+        self.widened: dict[str, tuple] = {}
         # broadcast results a load's layout choice wants in its layout (anchors.rows_layout)
-        self.wanted: Dict[Value, object] = {}
+        self.wanted: dict[Value, object] = {}
         # lower_block invocations enclosing the op being lowered (each gets a fresh number), and
         # values shared between ops: (scope they were computed in, value), see `scoped`
-        self._scope: List[int] = []
+        self._scope: list[int] = []
         self._blocks_lowered = 0
-        self._scoped: Dict[tuple, tuple] = {}
+        self._scoped: dict[tuple, tuple] = {}
         # results equal to an earlier value, and ops nothing needs: not lowered (simplify.py)
         from .simplify import dead_ops, floor_mods, forwarding
-        self.forward: Dict[Value, Value] = forwarding(self, function)
+        self.forward: dict[Value, Value] = forwarding(self, function)
         # selects that compute x mod 2^k (floor): lowered as x & (2^k - 1) from x alone
         self.floor_mods = floor_mods(self, function, self.forward)
         self.dead = dead_ops(function, self.forward,
@@ -108,7 +108,7 @@ class Lowerer:
         self.chunk = None
 
     # -- diagnostics ---------------------------------------------------------------------------
-    def error(self, op: Optional[Op], message: str) -> LoweringError:
+    def error(self, op: Op | None, message: str) -> LoweringError:
         where = {}
         if op is not None:
             if op.offset is not None:
@@ -220,7 +220,7 @@ class Lowerer:
             return reg
         return self._cached(("e", count, k), make)
 
-    def multi_index(self, shape, k: int, layout=None) -> List[str]:
+    def multi_index(self, shape, k: int, layout=None) -> list[str]:
         """u32 registers: the multi-index (row-major) of slot k in a tile of `shape` (held in
         `layout`, default Cyclic)."""
         shape = tuple(shape)
@@ -287,7 +287,7 @@ class Lowerer:
         self._cache[key] = reg
         return reg
 
-    def slot_deltas(self, shape, layout=None) -> List[Optional[tuple]]:
+    def slot_deltas(self, shape, layout=None) -> list[tuple | None]:
         """Per slot k: multi_index(shape, k) - multi_index(shape, 0) when that difference is the
         same for every thread (so slot k's address is slot 0's plus a constant), else None.
         Holds e.g. for a [R, C] tile when C divides T (slot k is k*T/C rows further down)."""
@@ -297,7 +297,7 @@ class Lowerer:
         slots = self.slots(count) if layout is None else layout.slots
         key = ("deltas", shape, None if layout is None else layout.key(), slots)
         if key not in self._cache:
-            deltas: List[Optional[tuple]] = [None] * slots
+            deltas: list[tuple | None] = [None] * slots
             if layout is not None and count > 1:
                 index = np.stack(np.unravel_index(layout.table(self.T), shape))
             elif count > 1 and count % self.T == 0:
@@ -320,7 +320,7 @@ class Lowerer:
             self._cache[key] = deltas
         return self._cache[key]
 
-    def owner(self, count: int, k: int) -> Optional[str]:
+    def owner(self, count: int, k: int) -> str | None:
         """Predicate: this thread owns slot k (None: always). Side effects are guarded by it."""
         if count % self.T == 0:
             return None
@@ -402,7 +402,7 @@ class Lowerer:
         return self._space(self.pointer_space)
 
     def load(self, space: str, address: str, element, qualifiers: str = "",
-             predicate: Optional[str] = None, default: Optional[str] = None) -> str:
+             predicate: str | None = None, default: str | None = None) -> str:
         """Load one element; with `predicate`, lanes where it is false get `default`."""
         w = self.w
         name = dtypes.name_of(element)
@@ -430,7 +430,7 @@ class Lowerer:
         return out
 
     def store(self, space: str, address: str, reg: str, element, qualifiers: str = "",
-              predicate: Optional[str] = None) -> None:
+              predicate: str | None = None) -> None:
         w = self.w
         name = dtypes.name_of(element)
         guard = f"@{predicate} " if predicate else ""
@@ -443,7 +443,7 @@ class Lowerer:
                                                             dtypes.mem_type(element))
         w(f"{guard}st{qualifiers}{self._space(space)}.{memtype} [{address}], {reg}")
 
-    def reserve_smem(self, sizes: List[int], align: int = 16) -> List[int]:
+    def reserve_smem(self, sizes: list[int], align: int = 16) -> list[int]:
         """Offsets (`align`-byte aligned, the area's base too) for buffers of `sizes` bytes in
         the shared exchange area."""
         self.smem_align = max(self.smem_align, align)
@@ -555,9 +555,9 @@ class Lowerer:
         w(f"mov.b64 {out}, {{{low2}, {high2}}}")
         return out
 
-    def gather(self, sources: List[Tile], result_type: TileType,
-               source_index: Callable[[int, List[str]], tuple],
-               static: Optional[Callable[[np.ndarray], tuple]] = None, layout=None) -> Tile:
+    def gather(self, sources: list[Tile], result_type: TileType,
+               source_index: Callable[[int, list[str]], tuple],
+               static: Callable[[np.ndarray], tuple] | None = None, layout=None) -> Tile:
         """Build a tile (in `layout`, default Cyclic) whose elements come from other threads'
         slots of `sources`.
         `source_index(k, out_multi_index)` emits code and returns (which source, u32 linear index),
@@ -616,11 +616,11 @@ class Lowerer:
         tables = [Cyclic(s.count, T).table(T) for s in sources]
         held = []  # per source: row bytes -> slot holding that row in every thread
         for table in tables:
-            rows: Dict[bytes, int] = {}
+            rows: dict[bytes, int] = {}
             for j in range(table.shape[0] - 1, -1, -1):
                 rows[np.ascontiguousarray(table[j]).tobytes()] = j
             held.append(rows)
-        regs: List[Optional[str]] = [None] * linear.shape[0]
+        regs: list[str | None] = [None] * linear.shape[0]
         remote = []
         for k in range(linear.shape[0]):
             w0 = int(which[k, 0])
@@ -646,7 +646,7 @@ class Lowerer:
                 else:
                     dynamic.append(k)
             if dynamic:  # slots reading the same elements in every thread share one shuffle
-                first_of: Dict[tuple, int] = {}
+                first_of: dict[tuple, int] = {}
                 for k in dynamic:
                     first_of.setdefault((np.ascontiguousarray(which[k]).tobytes(),
                                          np.ascontiguousarray(index[k]).tobytes()), k)
@@ -666,8 +666,8 @@ class Lowerer:
         self.barrier()
         size = dtypes.byte_size(element)
         cls = dtypes.reg_class(element)
-        uniform: Dict[tuple, List[int]] = {}   # (source, element index) -> slots reading it
-        patterns: Dict[tuple, str] = {}        # (source, index[k] - index[k, 0]) -> address reg
+        uniform: dict[tuple, list[int]] = {}   # (source, element index) -> slots reading it
+        patterns: dict[tuple, str] = {}        # (source, index[k] - index[k, 0]) -> address reg
         loads = []  # (slot, address operand) read one element each, after the vector reads
         for k in remote:
             w0 = int(which[k, 0])
@@ -752,7 +752,7 @@ class Lowerer:
     def _gather_by_shuffle(self, sources, result_type, source_index, slots=None,
                            layout=None) -> Tile:
         count = self._slots_in(result_type, layout)
-        regs: List[Optional[str]] = [None] * count  # the shuffled registers themselves
+        regs: list[str | None] = [None] * count  # the shuffled registers themselves
         for k in range(count) if slots is None else slots:
             choice = source_index(k, self.multi_index(result_type.shape, k, layout))
             if len(choice) == 2:
@@ -779,7 +779,7 @@ class Lowerer:
             self.w(f"selp.{dtypes.mov_type(cls)} {out}, {a}, {b}, {pred}")
         return out
 
-    def linear_index(self, indices: List[str], shape) -> str:
+    def linear_index(self, indices: list[str], shape) -> str:
         """u32 register: row-major linear index of u32 `indices` in `shape`."""
         w = self.w
         acc = None
@@ -792,12 +792,12 @@ class Lowerer:
             acc = nxt
         return acc if acc is not None else self.const_u32(0)
 
-    def copy_into(self, regs: List[str], tile: Tile) -> None:
+    def copy_into(self, regs: list[str], tile: Tile) -> None:
         cls = dtypes.reg_class(tile.element)
         for k, reg in enumerate(regs):
             self.w(f"mov.{dtypes.mov_type(cls)} {reg}, {tile.slot(k)}")
 
-    def parallel_copy(self, targets: List[List[str]], tiles: List[Tile]) -> None:
+    def parallel_copy(self, targets: list[list[str]], tiles: list[Tile]) -> None:
         """Copy tiles into register groups as one parallel assignment (sources may be targets)."""
         # a tile already in its target's registers stays (an accumulator updated in place)
         pairs = [(regs, tile) for regs, tile in zip(targets, tiles)

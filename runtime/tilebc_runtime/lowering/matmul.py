@@ -33,7 +33,6 @@ completing the stage's mbarrier, whose phase the consumers wait for.
 from __future__ import annotations
 
 from functools import partial
-from typing import Optional
 
 from ..lazy_numpy import np
 
@@ -510,7 +509,7 @@ def _interleave8(w, k: str) -> str:
 
 
 def _stage(lw, tile: Tile, offset: int, stride: int, transposed: bool,
-           pairs: Optional[str] = None) -> None:
+           pairs: str | None = None) -> None:
     """Store a Cyclic [B, R, C] (or [R, C]) tile to shared memory with `stride` elements between
     rows: row-major (row r, column c at r*stride + c) or transposed (column c's elements along
     one row: c*stride + r). Where the thread count and the rows divide one another, every slot
@@ -524,7 +523,7 @@ def _stage(lw, tile: Tile, offset: int, stride: int, transposed: bool,
     size = dtypes.byte_size(tile.element)
     batched = len(tile.type.shape) == 3 and tile.type.shape[0] > 1
 
-    def at(row: str, col: str, batch: Optional[str]) -> str:
+    def at(row: str, col: str, batch: str | None) -> str:
         """Element offset (u32 register) of (batch, row, col)."""
         out = w.reg("b32")
         rows_per_batch = rows
@@ -1004,7 +1003,7 @@ class _KPipeline:
         """Iterations the copies run ahead of the mma."""
         return self.stages - 1 - self.lag
 
-    def _issue(self, ahead: int, base: str, bar: Optional[str] = None) -> None:
+    def _issue(self, ahead: int, base: str, bar: str | None = None) -> None:
         """Copies of iteration iv + ahead * step into the stage at `base`, then a commit (TMA:
         the bulk tensor copies, completing the stage's mbarrier at `bar`)."""
         lw, loop = self.lw, self.loop

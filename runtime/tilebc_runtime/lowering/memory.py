@@ -8,7 +8,6 @@ a bar.sync already stands after those ops in straight-line code (common.order_af
 """
 from __future__ import annotations
 
-from typing import List, Optional
 
 from tilebc.ir.types import (GatherScatterViewType, PartitionViewType, StridedViewType,
                              TensorViewType)
@@ -75,7 +74,7 @@ def lower_make_tensor_view(lw, op):
                                      narrow_shape))
 
 
-def _narrow_s32(tile: Tile) -> Optional[str]:
+def _narrow_s32(tile: Tile) -> str | None:
     """The .b32 register holding a signed integer scalar of at most 32 bits (sign-extended, as
     tiles keep them), or None for i64 / i1 / pointers."""
     element = tile.element
@@ -89,7 +88,7 @@ def lower_make_view(lw, op):
     lw.set(op.results[0], SubView(op.results[0].type, lw.get(op.operands["tensor_view"])))
 
 
-def _shape_results(lw, op, values: List[str]):
+def _shape_results(lw, op, values: list[str]):
     w = lw.w
     for result, reg in zip(op.results, values):
         if result.type.element.name == "i64":
@@ -152,7 +151,7 @@ def lower_get_index_space_shape(lw, op):
     _shape_results(lw, op, counts)
 
 
-def padding_register(lw, element, padding: Optional[PaddingValue]) -> str:
+def padding_register(lw, element, padding: PaddingValue | None) -> str:
     value = {None: 0.0, PaddingValue.ZERO: 0.0, PaddingValue.NEG_ZERO: -0.0,
              PaddingValue.NAN: float("nan"), PaddingValue.POS_INF: float("inf"),
              PaddingValue.NEG_INF: float("-inf")}[padding]
@@ -439,7 +438,7 @@ def _gather_addresses(lw, tensor, dims, checked, starts, sparse, sparse_coords, 
     return result
 
 
-def _gather_sparse(lw, index_tile: Tile, tile_shape, sparse: int) -> List[tuple]:
+def _gather_sparse(lw, index_tile: Tile, tile_shape, sparse: int) -> list[tuple]:
     """Per slot: the tensor coordinate along the sparse dim, read from the index tile, as
     (.b64 register, .b32 register holding it when the index type is at most 32 bits, else None)."""
     w = lw.w

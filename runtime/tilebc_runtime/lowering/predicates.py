@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from itertools import islice
-from typing import Dict, FrozenSet, List, Optional, Tuple
 
 _REG = re.compile(r"%[a-z]+\d+")
 _INSTR = re.compile(r"^\t(@!?%\w+\s+)?([a-z][\w.]*)\s*(.*);$")
@@ -27,7 +26,7 @@ _SETP = re.compile(r"^setp\.(eq|ne|lt|le|gt|ge)\.([su](?:16|32|64)|b(?:16|32|64)
 _IMM = re.compile(r"^-?(?:0[xX][0-9a-fA-F]+|\d+)$")
 _MOV_IMM = re.compile(r"^mov\.[bsu](?:16|32|64)$")
 
-Leaves = FrozenSet[str]
+Leaves = frozenset[str]
 _RECENT = 64
 
 
@@ -43,10 +42,10 @@ def _parse(line: str):
     return guard, opcode, tuple(part.strip() for part in rest.split(",")) if rest else ()
 
 
-def _written(body: List[str], preamble: List[str]) -> Dict[str, int]:
+def _written(body: list[str], preamble: list[str]) -> dict[str, int]:
     """How often each register is the destination (first operand) of a line; anything not
     parsed as a plain instruction counts every register in it as written (conservative)."""
-    counts: Dict[str, int] = {}
+    counts: dict[str, int] = {}
     for line in preamble + body:
         parsed = _parse(line)
         if parsed is None:
@@ -58,7 +57,7 @@ def _written(body: List[str], preamble: List[str]) -> Dict[str, int]:
     return counts
 
 
-def _constants(lines: List[str], once) -> Dict[str, int]:
+def _constants(lines: list[str], once) -> dict[str, int]:
     """Registers written once by a `mov` of an immediate: their value."""
     values = {}
     for line in lines:
@@ -82,7 +81,7 @@ def simplify_predicates(w) -> None:
     w.body, w.origin = _Pass(w, rebuild=False).run()
 
 
-def _count(body: List[str]) -> int:
+def _count(body: list[str]) -> int:
     return sum(1 for line in body if _parse(line) is not None)
 
 
@@ -106,11 +105,11 @@ class _Pass:
             return operand
         return None
 
-    def run(self) -> Tuple[List[str], List[object]]:
+    def run(self) -> tuple[list[str], list[object]]:
         body, origin = list(self.w.body), list(self.w.origin)
-        rename: Dict[str, str] = {}
-        out: List[str] = []
-        out_origin: List[object] = []
+        rename: dict[str, str] = {}
+        out: list[str] = []
+        out_origin: list[object] = []
         self._reset()
         for line, op in zip(body, origin):
             parsed = _parse(line)
@@ -147,14 +146,14 @@ class _Pass:
         return _drop_unread(out, out_origin, self.w.preamble, self._once)
 
     def _reset(self) -> None:
-        self.setps: Dict[tuple, str] = {}
-        self.atoms: Dict[str, tuple] = {}  # predicate -> (cmp, type, a, b) of its setp
-        self.ands: Dict[str, Leaves] = {}  # predicate -> its leaves, for conjunctions here
-        self.by_leaves: Dict[Leaves, str] = {}
-        self.ors: Dict[str, Leaves] = {}
+        self.setps: dict[tuple, str] = {}
+        self.atoms: dict[str, tuple] = {}  # predicate -> (cmp, type, a, b) of its setp
+        self.ands: dict[str, Leaves] = {}  # predicate -> its leaves, for conjunctions here
+        self.by_leaves: dict[Leaves, str] = {}
+        self.ors: dict[str, Leaves] = {}
 
     # ---------------------------------------------------------------- setp
-    def _setp(self, dest, opcode, a, b) -> Optional[str]:
+    def _setp(self, dest, opcode, a, b) -> str | None:
         match = _SETP.match(opcode)
         va, vb = self._value(a), self._value(b)
         if match is None or va is None or vb is None:
@@ -167,7 +166,7 @@ class _Pass:
         return None
 
     # ---------------------------------------------------------------- and / or
-    def _leaves(self, pred: str) -> Optional[Leaves]:
+    def _leaves(self, pred: str) -> Leaves | None:
         if pred in self.ands:
             return self.ands[pred]
         if _REG.fullmatch(pred) and pred.startswith("%p") and self._once(pred):
@@ -248,7 +247,7 @@ class _Pass:
             return False
         return (cmp, "u" + width, x, n) in facts
 
-    def _or(self, dest, a, b) -> Optional[str]:
+    def _or(self, dest, a, b) -> str | None:
         if self._leaves(a) is None or self._leaves(b) is None:
             return None
         la = self.ors.get(a, frozenset([a]))
@@ -275,7 +274,7 @@ def _drop_unread(body, origin, preamble, once):
                 names += _REG.findall(part)
         return names
 
-    reads: Dict[str, int] = {}
+    reads: dict[str, int] = {}
     for line in preamble + body:
         for name in read(line):
             reads[name] = reads.get(name, 0) + 1

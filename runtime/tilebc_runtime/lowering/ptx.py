@@ -6,7 +6,6 @@ run it. `PTX_SUBSET` is the one place that lists it; `check_subset` rejects anyt
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Tuple
 
 # Register classes: the only register kinds the lowering uses.
 REG_PREFIX = {"pred": "%p", "b16": "%h", "b32": "%r", "b64": "%rd", "f32": "%f", "f64": "%fd"}
@@ -80,11 +79,11 @@ class PtxWriter:
     instruction, except loop-carried and branch-result registers (written by `mov` only)."""
 
     def __init__(self):
-        self.counts: Dict[str, int] = {cls: 0 for cls in REG_PREFIX}
-        self.preamble: List[str] = []
-        self.body: List[str] = []
-        self.origin: List[Optional[object]] = []  # the Tile IR op behind each body line
-        self.preamble_origin: List[Optional[object]] = []
+        self.counts: dict[str, int] = {cls: 0 for cls in REG_PREFIX}
+        self.preamble: list[str] = []
+        self.body: list[str] = []
+        self.origin: list[object | None] = []  # the Tile IR op behind each body line
+        self.preamble_origin: list[object | None] = []
         self.current_op = None
         self.labels = 0
         self.in_preamble = False
@@ -124,12 +123,12 @@ class PtxWriter:
         label (code is straight-line from a label on, so nothing can jump past it)."""
         return self.barriers > max(barriers, self.barriers_at_label)
 
-    def declarations(self) -> List[str]:
+    def declarations(self) -> list[str]:
         return [f"\t.reg {REG_DECL[cls]} \t{REG_PREFIX[cls]}<{count}>;"
                 for cls, count in self.counts.items() if count]
 
 
-def op_of_line(lines: List[str], origin_by_line: Dict[int, object], line: int):
+def op_of_line(lines: list[str], origin_by_line: dict[int, object], line: int):
     """The Tile IR op that produced PTX line `line` (1-based), or None."""
     return origin_by_line.get(line)
 
@@ -154,6 +153,6 @@ def opcodes_used(ptx: str) -> set:
     return used
 
 
-def check_subset(ptx: str) -> Tuple[str, ...]:
+def check_subset(ptx: str) -> tuple[str, ...]:
     """Opcodes in `ptx` outside PTX_SUBSET (empty when the kernel stays inside it)."""
     return tuple(sorted(opcodes_used(ptx) - set(PTX_SUBSET)))

@@ -5,14 +5,14 @@ reason it is not lowered yet); `runtime/tests/test_rt_lowering_coverage.py` enfo
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from collections.abc import Callable
 
 from tilebc.ops.table import OPS_BY_MNEMONIC, by_mnemonic
 
-LOWERINGS: Dict[str, Callable] = {}
+LOWERINGS: dict[str, Callable] = {}
 EXPANDING: set = set()  # mnemonics whose lowering expands each element (see `lowers`)
 
-NOT_LOWERED: Dict[str, str] = by_mnemonic({
+NOT_LOWERED: dict[str, str] = by_mnemonic({
     "multimem_load_reduce_view_tko": "multicast (NVLink SHARP) memory needs multimem.* on sm_90 "
                                      "with multicast objects; not lowered",
     "multimem_reduce_view_tko": "multicast memory: not lowered",
@@ -41,7 +41,7 @@ def lowers(*mnemonics: str, expands: bool = False):
 # lowering (an mma stages a view load with cp.async, or a transposed operand from its source):
 # mnemonic -> hook(lw, op, lower_now) returning the deferred value, or None to lower it now.
 # Registered by the consumer's module, so the producer's module never imports it.
-DEFERRALS: Dict[str, Callable] = {}
+DEFERRALS: dict[str, Callable] = {}
 
 
 def defers(mnemonic: str):
@@ -87,7 +87,7 @@ def loop_pipeline(lw, op, loop):
 
 # Hooks run by `for` before its loop head (hook(lw, for_op)): a family may compute there what its
 # ops in the body need from values defined before the loop (loop-invariant operand fragments).
-BEFORE_LOOP: List[Callable] = []
+BEFORE_LOOP: list[Callable] = []
 
 
 def before_loops(function: Callable) -> Callable:

@@ -7,7 +7,6 @@ finds the side-effect-free ops no live op needs once uses are forwarded; the Low
 """
 from __future__ import annotations
 
-from typing import Dict, Set
 
 from tilebc.ir.module import Function, Op, Value
 from tilebc.ir.types import TileType, TokenType
@@ -18,9 +17,9 @@ from tilebc.ops.table import by_mnemonic
 from .folding import constant_array
 
 
-def forwarding(lw, function: Function) -> Dict[Value, Value]:
+def forwarding(lw, function: Function) -> dict[Value, Value]:
     """result -> the earlier value it is equal to (element for element, same type)."""
-    forward: Dict[Value, Value] = {}
+    forward: dict[Value, Value] = {}
 
     def resolve(value: Value) -> Value:
         while value in forward:
@@ -176,14 +175,14 @@ def _removable(op: Op) -> bool:
         all(isinstance(r.type, TileType) for r in op.results)
 
 
-def dead_ops(function: Function, forward: Dict[Value, Value], reads=None) -> Set[Op]:
+def dead_ops(function: Function, forward: dict[Value, Value], reads=None) -> set[Op]:
     """Removable ops whose results no live op uses (uses read through `forward`), plus every
     forwarded op (its uses read the forwarded value). `reads`: op -> the values it reads
     instead of its operands (an op lowered from other values, see floor_mods)."""
     reads = reads or {}
     ops = list(function.walk())
     forwarded = {op for op in ops if op.results and all(r in forward for r in op.results)}
-    live: Set[Op] = set()
+    live: set[Op] = set()
     work = [op for op in ops if not _removable(op) and op not in forwarded]
     while work:
         op = work.pop()
@@ -213,7 +212,7 @@ _FLOOR_MOD_ROLES = by_mnemonic({"remi": "rem", "addi": "add", "andi": "and", "xo
                                 "cmpi": "compare", "select": "choose"}, "floor-modulo rewrite")
 
 
-def floor_mods(lw, function: Function, forward: Dict[Value, Value]) -> Dict[Op, tuple]:
+def floor_mods(lw, function: Function, forward: dict[Value, Value]) -> dict[Op, tuple]:
     """select op -> (x, d - 1) for every select computing x mod d (floor) as above, with d a
     constant power of two; tiles the chunked lowering may take (chunks.py) are left alone."""
     def resolve(value):

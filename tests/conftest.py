@@ -66,7 +66,7 @@ def frozen_heap():
 class _FreezeBetweenTests:
     """After each test, collect once and freeze what survives (session caches, module globals,
     fixtures still in scope): no later collection walks it again. In a full run the collector took
-    56 s of the workers' CPU with the old generations walked over and over; 43 s this way.
+    56 s of the workers' CPU with the old generations walked over and over; 44 s this way.
     Cyclic garbage among frozen objects is never reclaimed; what becomes garbage later is a
     fixture of module scope at most, and a run's peak memory is unchanged (~830 MB)."""
 

@@ -47,14 +47,33 @@ def _written(body: list[str], preamble: list[str]) -> dict[str, int]:
     parsed as a plain instruction counts every register in it as written (conservative)."""
     counts: dict[str, int] = {}
     for line in preamble + body:
-        parsed = _parse(line)
-        if parsed is None:
-            names = _REG.findall(line)
-        else:
-            names = _REG.findall(parsed[2][0]) if parsed[2] else []
-        for name in names:
+        for name in _writes(line):
             counts[name] = counts.get(name, 0) + 1
     return counts
+
+
+@lru_cache(maxsize=1 << 16)  # both passes and _written read the same lines
+def _writes(line: str) -> tuple[str, ...]:
+    """The registers a line counts as writing (see _written)."""
+    parsed = _parse(line)
+    if parsed is None:
+        return tuple(_REG.findall(line))
+    return tuple(_REG.findall(parsed[2][0])) if parsed[2] else ()
+
+
+@lru_cache(maxsize=1 << 16)
+def _reads(line: str) -> tuple[str, ...]:
+    """The registers a line reads: its guard and every operand but the destination (a store's
+    address too); every register of a line not parsed as a plain instruction."""
+    parsed = _parse(line)
+    if parsed is None:
+        return tuple(_REG.findall(line))
+    guard, _, operands = parsed
+    names = _REG.findall(guard or "")
+    for position, part in enumerate(operands):
+        if position or part.startswith("["):  # a store's address is read
+            names += _REG.findall(part)
+    return tuple(names)
 
 
 def _constants(lines: list[str], once) -> dict[str, int]:
@@ -82,7 +101,7 @@ def simplify_predicates(w) -> None:
 
 
 def _count(body: list[str]) -> int:
-    return sum(1 for line in body if _parse(line) is not None)
+    return len(body) - list(map(_parse, body)).count(None)
 
 
 class _Pass:
@@ -263,20 +282,9 @@ class _Pass:
 def _drop_unread(body, origin, preamble, once):
     """Remove unguarded setp/and.pred/or.pred whose single-written destination nobody reads;
     backwards, so a chain that only fed a removed line goes too."""
-    def read(line):
-        parsed = _parse(line)
-        if parsed is None:
-            return _REG.findall(line)
-        guard, _, operands = parsed
-        names = _REG.findall(guard or "")
-        for position, part in enumerate(operands):
-            if position or part.startswith("["):  # a store's address is read
-                names += _REG.findall(part)
-        return names
-
     reads: dict[str, int] = {}
     for line in preamble + body:
-        for name in read(line):
+        for name in _reads(line):
             reads[name] = reads.get(name, 0) + 1
     keep = [True] * len(body)
     for index in range(len(body) - 1, -1, -1):
@@ -285,7 +293,7 @@ def _drop_unread(body, origin, preamble, once):
                 and (parsed[1].startswith("setp.") or parsed[1] in ("and.pred", "or.pred"))
                 and once(parsed[2][0]) and not reads.get(parsed[2][0])):
             keep[index] = False
-            for name in read(body[index]):
+            for name in _reads(body[index]):
                 reads[name] -= 1
     return ([line for line, kept in zip(body, keep) if kept],
             [op for op, kept in zip(origin, keep) if kept])

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..ops.enums import SymbolVisibility
-from ..ops.spec import Arity, OpSpec
+from ..ops.spec import OpSpec
 from ..record import Struct
 from ..version import Version, MAX_VERSION
 from .attrs import ArrayAttr, Attribute, DenseElementsAttr, OptimizationHintsAttr
@@ -58,11 +58,12 @@ class Op:
     def operand_values(self) -> list[Value]:
         """All operands in declaration order, absent optionals skipped."""
         values: list[Value] = []
-        for spec in self.spec.operands:
-            group = self.operands.get(spec.name)
+        get = self.operands.get
+        for name, variadic in self.spec.operand_layout:
+            group = get(name)
             if group is None:
                 continue
-            if spec.arity is Arity.VARIADIC:
+            if variadic:
                 values.extend(group)
             else:
                 values.append(group)

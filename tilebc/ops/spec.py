@@ -290,7 +290,9 @@ class OpSpec(Record):
             maps_elements=maps_elements,
             types_match=types_match,
             unregistered=unregistered,
-            flag_bits=_flag_bits(since, attrs, operands))
+            flag_bits=_flag_bits(since, attrs, operands),
+            # (name, variadic) of each operand group, for Op.operand_values (not a field: derived)
+            operand_layout=tuple((o.name, o.arity is Arity.VARIADIC) for o in operands))
 
     @property
     def per_element(self) -> bool:

@@ -169,7 +169,7 @@ def _flag_bits(op_since: Version, attrs, operands) -> tuple[FlagBit, ...]:
                    for i, o in enumerate(operands) if o.arity is Arity.OPTIONAL]
     if not candidates:
         return ()
-    candidates.sort(key=lambda c: (c[0]._order, c[1], c[2]))
+    candidates.sort(key=lambda c: c[:3])  # version, attributes before operands, position
     return tuple(FlagBit(bit, name, is_operand, since)
                  for bit, (since, _, _, name, is_operand) in enumerate(candidates))
 

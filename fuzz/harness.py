@@ -120,6 +120,7 @@ def ir_signature(module: tilebc.Module):
         for f in module.functions:
             functions.append((f.name, f.type, f.optimization_hints, f.arg_attrs, f.loc, f.offset))
             block(f.body)
+    block = None  # it calls itself through its closure: unbound, the cycle is gone at return
     return (module.version, module.producer, module.preview, tuple(module.globals),
             tuple(functions), flat, tuple(table))
 
@@ -141,7 +142,9 @@ def _attempt(fn: Callable[[], object]) -> Tuple[Optional[object], Optional[tileb
     try:
         return fn(), None, None
     except tilebc.DecodeError as error:
-        return None, error, None
+        # Without its traceback: the frames in it would hold this error in a cycle (and, with
+        # it, the half-read module), left for the garbage collector.
+        return None, error.with_traceback(None), None
     except Exception:  # noqa: BLE001 - exactly what the fuzzer exists to catch
         return None, None, traceback.format_exc(limit=8)
 

@@ -154,21 +154,24 @@ def test_python_dash_m_tilebc_is_the_cli():
 _COLLECTIONS_PROBE = """import gc, sys
 inside, runs = [False], []
 gc.callbacks.append(lambda phase, info: runs.append(1) if phase == "start" and inside[0] else None)
-from tilebc.cli import main
+from tilebc import cli
+hard_exit = cli._hard_exit
+def report(code):
+    print("COLLECTIONS", len(runs), file=sys.stderr)
+    hard_exit(code)
+cli._hard_exit = report
 sys.argv[0] = "tilebc"
 inside[0] = True
-code = main()
-inside[0] = False
-print("COLLECTIONS", len(runs), file=sys.stderr)
-sys.exit(code)
+sys.exit(cli.main())
 """
 
 
 @pytest.mark.parametrize("command", ["dis", "verify"])
 def test_one_shot_commands_run_no_collection(command, tmp_path):
     """dis, asm, verify, info and convert keep all they build until the process ends, so their own
-    process runs no garbage collection (each would walk the whole module for nothing); in this
-    process (run_cli) the library's usual collections stay on."""
+    process runs no garbage collection (each would walk the whole module for nothing) and ends
+    without freeing it object by object (the probe reports from the hard exit); in this process
+    (run_cli) the library's usual collections stay on and main returns."""
     largest = max(FIXTURE_DIR.glob("*/*-13.5.tilebc"), key=lambda path: path.stat().st_size)
     argv = [command, largest] + (["-o", tmp_path / "out.mlir"] if command == "dis" else [])
     done = subprocess.run([sys.executable, "-c", _COLLECTIONS_PROBE, *map(str, argv)],

@@ -35,14 +35,14 @@ _verify = verify_module
 
 def _decode(path: str, verify: bool = True, strict: bool = False):
     """Read bytecode from a path or stdin; errors name the file."""
-    module = decode_bytes(read_input(path), display_name(path), strict=strict)
+    module = _hold(decode_bytes(read_input(path), display_name(path), strict=strict))
     if verify:
         verify_module(module)
     return module
 
 
 def _parse_text(path: str, verify: bool = True):
-    module = _parse_bytes(read_input(path), _display_name(path))
+    module = _hold(_parse_bytes(read_input(path), _display_name(path)))
     if verify:
         _verify(module)
     return module
@@ -712,11 +712,20 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 # Commands that read one input, build its module, write the result and end: what they make lives
-# until the process exits, so automatic collections would only walk it (a module's values and ops
-# form cycles that are never garbage before exit): 0.35 s of `dis` and 0.9 s of `asm` of the 1.4 MB
-# module. The garbage they leave in cycles is bounded by the input, which the decoder's and parser's
-# limits bound (not so `compile`: each entry's lowering leaves ~0.4 MB of cycles).
+# until the process exits, so automatic collections would only walk it: 0.35 s of `dis` and 0.9 s
+# of `asm` of the 1.4 MB module. The garbage they leave in cycles is bounded by the input, which
+# the decoder's and parser's limits bound. In their own process the module is held to the end and
+# the process ends without tearing down its objects (_hard_exit): freeing a module object by
+# object, which the IR's lack of cycles would otherwise do as the command returns, costs ~0.1 s
+# per 1.4 MB of bytecode, for nothing.
 _ONE_SHOT = ("dis", "asm", "verify", "info", "convert")
+_held: list | None = None  # a one-shot command's modules, in its own process
+
+
+def _hold(module):
+    if _held is not None:
+        _held.append(module)
+    return module
 # The other commands collect after every 100,000 net allocations instead of 700: a small kernel's
 # `compile` (imports and one lowering) then runs no collection instead of ~34 (~8 ms); a collection
 # still comes after at most ~10-20 MB of new objects.
@@ -724,21 +733,45 @@ _YOUNG_THRESHOLD = 100_000
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _held
     own_process = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
-    if own_process:
-        if _requested_command(argv) in _ONE_SHOT:
-            gc.disable()
-        else:
-            gc.set_threshold(_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    one_shot = own_process and _requested_command(argv) in _ONE_SHOT
+    if one_shot:
+        gc.disable()
+        _held = []
+    elif own_process:
+        gc.set_threshold(_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     try:
-        return _main(argv)
+        code = _main(argv)
     finally:
         if own_process:
-            # The process ends next. A decoded or parsed module is garbage held in reference
-            # cycles (values and their ops): the collection at interpreter exit would walk all of
-            # it (~0.4 s CPU after `dis` of the 1.4 MB module). Frozen objects are not collected.
+            # The process ends next: the collection at interpreter exit would walk everything
+            # still alive (~0.4 s CPU after `dis` of the 1.4 MB module). Frozen objects are not
+            # collected.
             gc.freeze()
+    if one_shot:
+        _hard_exit(code)
+    return code
+
+
+def _hard_exit(code: int) -> None:
+    """End the process with `code` now, its output flushed, skipping the interpreter's teardown
+    (which would free every object one by one). Only after a command ran to its end: an escaping
+    exception (a traceback, SystemExit from argparse) takes the normal way out."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):  # a reader that stopped early (`| head`): not ours
+        pass
+    except OSError as error:
+        print(f"tilebc: error: cannot write the output: {error.strerror or error}",
+              file=sys.stderr)
+        code = code or 1
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):  # closed by _main after a broken pipe
+        pass
+    os._exit(code)
 
 
 def _main(argv: list[str]) -> int:

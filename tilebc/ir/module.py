@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from weakref import ref as _weak
 
 from ..ops.enums import SymbolVisibility
 from ..ops.spec import OpSpec
@@ -13,15 +14,29 @@ from .types import FunctionType, TileType, Type
 
 
 class Value:
-    """An SSA value: a function or block argument, or an op result."""
+    """An SSA value: a function or block argument, or an op result.
 
-    __slots__ = ("type", "owner", "index", "name_hint")
+    `owner` is the defining Op, or the Block for an argument, held by a weak reference: the IR
+    has no reference cycles, so a module nobody holds is freed at once, without the garbage
+    collector walking it. A value outlives its owner only where the owner was dropped (an op
+    made and never put in a block); its owner is then None."""
+
+    __slots__ = ("type", "_owner", "index", "name_hint")
 
     def __init__(self, type: Type, owner=None, index: int = 0, name_hint: str | None = None):
         self.type = type
-        self.owner = owner  # the defining Op, or the Block for arguments
+        self._owner = None if owner is None else _weak(owner)
         self.index = index
         self.name_hint = name_hint
+
+    @property
+    def owner(self):
+        owner = self._owner
+        return None if owner is None else owner()
+
+    @owner.setter
+    def owner(self, owner) -> None:
+        self._owner = None if owner is None else _weak(owner)
 
     def __repr__(self) -> str:
         return f"<Value {self.name_hint or self.index}: {self.type}>"
@@ -35,7 +50,7 @@ class Op:
     or a tuple (variadic); `attrs` maps attribute names to values (None: absent optional)."""
 
     __slots__ = ("spec", "operands", "attrs", "results", "regions", "loc", "offset", "text_pos",
-                 "generic_form")
+                 "generic_form", "__weakref__")
 
     def __init__(self, spec: OpSpec, operands: dict[str, OperandGroup], attrs: dict[str, object],
                  result_types: list[Type], regions: list[Region] | None = None,

@@ -1404,43 +1404,45 @@ class _Parser:
             raise c.error(f"expect element type to be one of {_DENSE_ELEMENTS} values, but got "
                           f"'{text}' ({ours})", pos) from None
 
+    def _dense_values(self, element, values: list[int], depth: int) -> tuple[int, ...]:
+        """Read one value or nested list of a dense constant into `values` (raw bits); returns
+        the shape it spells (a scalar: ()). A method, not a closure: a closure that calls itself
+        is a reference cycle, which would keep the parser and its module for the collector."""
+        c = self.c
+        if not c.at("["):
+            token = c.next()
+            if token.kind not in ("number", "ident"):
+                raise c.error(f"expected a {element} value, found '{token.text}'", token.pos)
+            values.append(self._number_for(element, token))
+            return ()
+        if depth >= MAX_NESTING:
+            raise c.error(f"dense constant nested more than {MAX_NESTING} levels deep")
+        c.next()
+        inner: tuple[int, ...] | None = None
+        count = 0
+        while not c.accept("]"):
+            if count:
+                c.expect(",")
+            pos = c.peek().pos
+            shape = self._dense_values(element, values, depth + 1)
+            if inner is None:
+                inner = shape
+            elif shape != inner:
+                raise c.error("tensor literal is invalid; ranks are not consistent between "
+                              f"elements (dense constant is not rectangular: this element "
+                              f"has shape {list(shape)}, the first one {list(inner)})", pos)
+            count += 1
+        if not count:
+            raise c.error("a dense constant cannot be empty")
+        return (count,) + inner
+
     def _dense_constant(self) -> A.DenseElementsAttr:
         c = self.c
         c.expect("<", "to open a dense constant")
         element = self._dense_element()
         c.expect(":")
         values: list[int] = []  # raw bits, in row-major order
-
-        def parse_value(depth: int) -> tuple[int, ...]:
-            """Read one value or nested list; returns the shape it spells (a scalar: ())."""
-            if not c.at("["):
-                token = c.next()
-                if token.kind not in ("number", "ident"):
-                    raise c.error(f"expected a {element} value, found '{token.text}'", token.pos)
-                values.append(self._number_for(element, token))
-                return ()
-            if depth >= MAX_NESTING:
-                raise c.error(f"dense constant nested more than {MAX_NESTING} levels deep")
-            c.next()
-            inner: tuple[int, ...] | None = None
-            count = 0
-            while not c.accept("]"):
-                if count:
-                    c.expect(",")
-                pos = c.peek().pos
-                shape = parse_value(depth + 1)
-                if inner is None:
-                    inner = shape
-                elif shape != inner:
-                    raise c.error("tensor literal is invalid; ranks are not consistent between "
-                                  f"elements (dense constant is not rectangular: this element "
-                                  f"has shape {list(shape)}, the first one {list(inner)})", pos)
-                count += 1
-            if not count:
-                raise c.error("a dense constant cannot be empty")
-            return (count,) + inner
-
-        literal_shape = parse_value(0)
+        literal_shape = self._dense_values(element, values, 0)
         c.expect(">")
         c.expect(":")
         type_pos = c.peek().pos
@@ -1568,7 +1570,7 @@ class _Parser:
         token = self.c.expect_kind("value", "a block argument name")
         lower = state.spec.operands[0].name
         state.block_args.setdefault(region, []).append(
-            (token, lambda: state.operands[lower].type))
+            (token, lambda operands=state.operands: operands[lower].type))
 
     def _custom_IterValues(self, state, region, first, init):
         c = self.c

@@ -86,18 +86,19 @@ def dense_body(dense: A.DenseElementsAttr) -> str:
     if len(values) == 1:
         return element_text(values[0], element)
     texts = [element_text(v, element) for v in values]
-    shape = dense.type.shape
+    return _nested(texts, dense.type.shape, 0, 0)[0]
 
-    def nest(offset: int, dim: int):
-        if dim == len(shape):
-            return texts[offset], offset + 1
-        parts = []
-        for _ in range(shape[dim]):
-            text, offset = nest(offset, dim + 1)
-            parts.append(text)
-        return "[" + ", ".join(parts) + "]", offset
 
-    return nest(0, 0)[0]
+def _nested(texts: list[str], shape, offset: int, dim: int) -> tuple[str, int]:
+    """(the nested list of `texts` from `offset` along dims `dim`..., the offset after it). A
+    function, not a closure: one that calls itself is a reference cycle, left to the collector."""
+    if dim == len(shape):
+        return texts[offset], offset + 1
+    parts = []
+    for _ in range(shape[dim]):
+        text, offset = _nested(texts, shape, offset, dim + 1)
+        parts.append(text)
+    return "[" + ", ".join(parts) + "]", offset
 
 
 _DENSE_TEXT: dict = {}  # (type, data) -> text: replicated kernels repeat the same constants

@@ -509,6 +509,24 @@ def carried_mma_layout(lw, body, index):
     return mma_layout(lw, op)
 
 
+def _row_statistic(lw, statistics, found: list, value, depth: int) -> bool:
+    """Whether `value` is carried_row_layout's kind of row statistic; the reductions it goes
+    through are added to `found`."""
+    value = lw.forward.get(value, value)
+    if value in statistics or _splat(lw, value):
+        return True
+    op = value.owner
+    if depth > 8 or not hasattr(op, "name") or op in lw.dead:
+        return False
+    role = _ROLES.get(op.name)
+    if role == REDUCES:
+        found.append(op)
+        return True
+    if role == KEEPS or _layout_free(op):
+        return all(_row_statistic(lw, statistics, found, v, depth + 1) for v in op.operand_values)
+    return False
+
+
 def carried_row_layout(lw, body, index):
     """The layout for loop-carried value `index` (of a `for` body) when `continue` carries on a
     row statistic of an mma product kept in fragments (attention's running max and sum): an
@@ -522,22 +540,8 @@ def carried_row_layout(lw, body, index):
     # the loop's other statistics of the same shape (the sum reads the running max)
     statistics = {arg for arg in body.args[1:] if arg.type == carried.type}
     found = []
-
-    def visit(value, depth):
-        value = lw.forward.get(value, value)
-        if value in statistics or _splat(lw, value):
-            return True
-        op = value.owner
-        if depth > 8 or not hasattr(op, "name") or op in lw.dead:
-            return False
-        role = _ROLES.get(op.name)
-        if role == REDUCES:
-            found.append(op)
-            return True
-        if role == KEEPS or _layout_free(op):
-            return all(visit(v, depth + 1) for v in op.operand_values)
-        return False
-    if not visit(body.ops[-1].operand_values[index], 0) or not found:
+    if not _row_statistic(lw, statistics, found, body.ops[-1].operand_values[index], 0) \
+            or not found:
         return None
     layouts = {}
     for reduce_op in found:

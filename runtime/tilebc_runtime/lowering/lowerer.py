@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
+from functools import partial
 from collections.abc import Callable
 
 from ..lazy_numpy import np
@@ -63,7 +64,6 @@ class Lowerer:
         self.tensor_maps: list[object] = []  # tma.TensorMapPlan per map parameter
         self.w = PtxWriter()
         self.w.arch = arch
-        self.w.const_table = self.const_table
         self._tables: dict[str, str] = {}
         self.values: dict[Value, object] = {}
         self.frames: list[Frame] = []
@@ -75,6 +75,10 @@ class Lowerer:
         self.smem_peak_op: Op | None = None  # the op whose exchange set smem_size
         self.strings: list[bytes] = []  # .global byte strings (print formats, assert messages)
         self.const_arrays: list[tuple] = []  # (name, ptx type, values) for non-splat constants
+        # The writer's table registry: a function, not this Lowerer's bound method, which would
+        # make a reference cycle (Lowerer -> writer -> method -> Lowerer) that keeps the module
+        # being compiled alive until the garbage collector runs.
+        self.w.const_table = partial(_const_table, prefix, self.const_arrays, self._tables)
         self.uses_vprintf = False
         self.globals_used = set()
         self.local_bytes = 0
@@ -892,12 +896,17 @@ class Lowerer:
 
     def const_table(self, key: str, payload: bytes) -> str:
         """Symbol of a read-only .const byte table (emitted once per kernel per key)."""
-        if key not in self._tables:
-            name = f"{self.prefix}_const{len(self.const_arrays)}"
-            self.const_arrays.append((name, payload))
-            self._tables[key] = name
-        return self._tables[key]
+        return _const_table(self.prefix, self.const_arrays, self._tables, key, payload)
 
     def add_string(self, data: bytes) -> str:
         self.strings.append(data + b"\0")
         return f"{self.prefix}_str{len(self.strings) - 1}"
+
+
+def _const_table(prefix: str, arrays: list[tuple], tables: dict[str, str], key: str,
+                 payload: bytes) -> str:
+    if key not in tables:
+        name = f"{prefix}_const{len(arrays)}"
+        arrays.append((name, payload))
+        tables[key] = name
+    return tables[key]

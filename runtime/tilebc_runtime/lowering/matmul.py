@@ -689,14 +689,13 @@ def _block_positions(lw):
     key = ("block positions",)
     if key not in lw._cache:
         where = {}
-
-        def visit(ops):
+        pending = [lw.function.body.ops]
+        while pending:
+            ops = pending.pop()
             for i, inner in enumerate(ops):
                 where[inner] = (ops, i)
                 for region in inner.regions:
-                    for block in region.blocks:
-                        visit(block.ops)
-        visit(lw.function.body.ops)
+                    pending.extend(block.ops for block in region.blocks)
         lw._cache[key] = where
     return lw._cache[key]
 

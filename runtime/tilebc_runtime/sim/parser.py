@@ -521,20 +521,23 @@ class _Parser:
         return Addr(Reg(base) if base.startswith("%") else Sym(base), value)
 
 
+def _bare_register(operand, names):
+    """`operand` with each symbol in `names` read as a register."""
+    if isinstance(operand, Sym) and operand.name in names:
+        return Reg(operand.name)
+    if isinstance(operand, Vec):
+        return Vec(tuple(_bare_register(item, names) for item in operand.items))
+    if isinstance(operand, Addr) and operand.base is not None:
+        return Addr(_bare_register(operand.base, names), operand.offset)
+    if isinstance(operand, PredPair):
+        return PredPair(_bare_register(operand.first, names), _bare_register(operand.second, names))
+    if isinstance(operand, Not):
+        return Not(_bare_register(operand.operand, names))
+    return operand
+
+
 def _bare_registers(ins: Instruction, names) -> Instruction:
-    def fix(operand):
-        if isinstance(operand, Sym) and operand.name in names:
-            return Reg(operand.name)
-        if isinstance(operand, Vec):
-            return Vec(tuple(fix(item) for item in operand.items))
-        if isinstance(operand, Addr) and operand.base is not None:
-            return Addr(fix(operand.base), operand.offset)
-        if isinstance(operand, PredPair):
-            return PredPair(fix(operand.first), fix(operand.second))
-        if isinstance(operand, Not):
-            return Not(fix(operand.operand))
-        return operand
-    operands = tuple(fix(op) for op in ins.operands)
+    operands = tuple(_bare_register(op, names) for op in ins.operands)
     return ins if operands == ins.operands else \
         Instruction(ins.opcode, ins.modifiers, operands, ins.guard, ins.line, ins.column,
                     ins.text)

@@ -66,6 +66,24 @@ def test_a_cache_hit_skips_verifier_and_lowering(tmp_path):
     assert heavy_in(hit_modules) == []
 
 
+# The same, counting the bytecode decodes (the binary reader's `load`).
+COUNTING = PROGRAM.replace("import sys\n", """import sys
+from tilebc.binary import reader
+decodes, plain_load = [], reader.load
+reader.load = lambda *args, **kwargs: decodes.append(1) or plain_load(*args, **kwargs)
+""").replace("sys.exit(code)", "print('DECODES', len(decodes))\nsys.exit(code)")
+
+
+def test_a_miss_decodes_the_input_once(tmp_path):
+    """The command decodes the bytes up front (bad input reads as in every tilebc command); the
+    JIT then compiles that module, verified, instead of decoding the bytes again."""
+    done, _ = compile_in_new_process(tmp_path / "cache", SINGLE, "-o", tmp_path / "k.cubin",
+                                     program=COUNTING)
+    assert done.returncode == 0, done.stderr
+    assert "DECODES 1" in done.stdout.splitlines()
+    assert (tmp_path / "k.cubin").read_bytes()[:4] == b"\x7fELF"
+
+
 def test_a_hit_through_tilebc_without_entry_decodes_nothing(tmp_path):
     """`tilebc compile FILE` (no --entry) of a one-entry module: the entry's name comes from the
     string table, and a hit loads nothing heavy, not even through tilebc's command dispatcher."""

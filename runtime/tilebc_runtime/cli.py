@@ -196,7 +196,8 @@ def _run_cubin(args) -> int:
         if args.backend == "jit":
             # The key needs only the bytes, so a hit neither verifies nor loads the lowering:
             # the JIT verifies on a miss, and the key's toolchain identity covers the verifier.
-            entry = launch.compile_entry(launch.JitBackend(), launch.default_cache(), args.data,
+            backend = launch.JitBackend(decoded=(args.data, args.decoded))
+            entry = launch.compile_entry(backend, launch.default_cache(), args.data,
                                          args.display_name, names[0], args.arch, options)
         else:
             loaded = launch.load(args.file, backend=args.backend, options=options)

@@ -101,6 +101,11 @@ class JitBackend:
 
     name = "tilebc-jit"
 
+    def __init__(self, decoded: tuple[bytes, Any] | None = None):
+        # (bytes, the unverified Module they decoded to): a miss on those bytes compiles the
+        # Module instead of decoding them again (`tilebc compile` has decoded them already).
+        self.decoded = decoded
+
     def identity(self) -> str:
         from ._version import __version__
         return f"tilebc-jit/{__version__}+{(_MEMO.get('sources') or lowering_sources_hash())[:16]}"
@@ -135,7 +140,12 @@ class JitBackend:
                 options: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]:
         # Imported here: a cache hit computes its key without loading the lowering.
         from .compiler import compile as jit_compile
-        result = jit_compile(bytecode, entry, arch, emit="cubin", **dict(options))
+        source = bytecode
+        if self.decoded is not None and self.decoded[0] == bytecode:
+            from tilebc.verify import verify
+            source = self.decoded[1]
+            verify(source)  # as compiling the bytes would (they decoded, unverified)
+        result = jit_compile(source, entry, arch, emit="cubin", **dict(options))
         return bytes(result.cubin), self.metadata(result)
 
     def metadata(self, result) -> dict[str, Any]:

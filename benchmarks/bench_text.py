@@ -46,11 +46,24 @@ import bench_codec  # noqa: E402
 
 RESULTS = os.path.join(REPO, "benchmarks", "results", "text.md")
 TARGETS = {"100k": 95 * 1024, "1.4m": 1400 * 1024}
-PROBE = ("import sys, runpy\nsys.argv = ['tilebc'] + sys.argv[1:]\n"
-         "try:\n    runpy.run_module('tilebc', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-         "heavy = ('tilebc_runtime', 'tilebc.interp', 'cuda', 'numpy')\n"
-         "print(' '.join(p for p in heavy if any(m == p or m.startswith(p + '.') "
-         "for m in sys.modules)) or 'none', file=sys.stderr)\n")
+# Reports the packages loaded when the command ends: from its hard exit (a one-shot command in
+# its own process ends with os._exit), or after it returns (older trees).
+PROBE = """import sys, runpy
+sys.argv = ['tilebc'] + sys.argv[1:]
+heavy = ('tilebc_runtime', 'tilebc.interp', 'cuda', 'numpy')
+def report():
+    print(' '.join(p for p in heavy if any(m == p or m.startswith(p + '.') for m in sys.modules))
+          or 'none', file=sys.stderr)
+from tilebc import cli
+hard_exit = getattr(cli, '_hard_exit', None)
+if hard_exit is not None:
+    cli._hard_exit = lambda code: (report(), hard_exit(code))
+try:
+    runpy.run_module('tilebc', run_name='__main__')
+except SystemExit:
+    pass
+report()
+"""
 
 
 def build_inputs(directory: str, disasm: Optional[str]) -> Dict[str, Dict[str, str]]:

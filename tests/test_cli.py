@@ -179,3 +179,15 @@ def test_one_shot_commands_run_no_collection(command, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines()[-1] == "COLLECTIONS 0"
     assert run_cli(*argv).returncode == 0 and gc.isenabled()
+
+
+def test_a_profiled_one_shot_command_ends_normally(tmp_path):
+    """Under a profiler (or a tracer such as coverage) a one-shot command takes the normal way
+    out, so the tool can write its results at exit."""
+    fixture = next(FIXTURE_DIR.glob("*/*-13.5.tilebc"))
+    stats = tmp_path / "dis.prof"
+    done = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(stats), "-m", "tilebc",
+                           "dis", str(fixture), "-o", str(tmp_path / "out.mlir")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert stats.stat().st_size > 0 and (tmp_path / "out.mlir").stat().st_size > 0

@@ -750,7 +750,8 @@ def main(argv: list[str] | None = None) -> int:
             # still alive (~0.4 s CPU after `dis` of the 1.4 MB module). Frozen objects are not
             # collected.
             gc.freeze()
-    if one_shot:
+    # Not under a tracer or profiler (coverage, cProfile): they write their results at exit.
+    if one_shot and sys.gettrace() is None and sys.getprofile() is None:
         _hard_exit(code)
     return code
 

@@ -726,6 +726,8 @@ def _hold(module):
     if _held is not None:
         _held.append(module)
     return module
+
+
 # The other commands collect after every 100,000 net allocations instead of 700: a small kernel's
 # `compile` (imports and one lowering) then runs no collection instead of ~34 (~8 ms); a collection
 # still comes after at most ~10-20 MB of new objects.

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import tilebc
+from tilebc.gcpause import collection_paused
 from tilebc_runtime.compiler import compile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,14 +21,9 @@ KERNELS = ["nn_flash_attention", "ft_f64_math", "la_gemm_large_tile", "la_cumsum
 def test_a_compiled_module_is_freed_without_the_collector(name, arch):
     path = ROOT / "fixtures" / "bytecode" / name / f"{name}-13.5.tilebc"
     gc.collect()
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collection_paused():  # what is freed here is freed by reference counting
         ref = _compiled_and_dropped(path, arch)
         assert ref() is None, "lowering left a reference cycle that keeps the module alive"
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _compiled_and_dropped(path, arch):

@@ -894,10 +894,6 @@ class Lowerer:
         self.globals_used.add(name)
         return f"__tilebc_global_{name}"
 
-    def const_table(self, key: str, payload: bytes) -> str:
-        """Symbol of a read-only .const byte table (emitted once per kernel per key)."""
-        return _const_table(self.prefix, self.const_arrays, self._tables, key, payload)
-
     def add_string(self, data: bytes) -> str:
         self.strings.append(data + b"\0")
         return f"{self.prefix}_str{len(self.strings) - 1}"
@@ -905,6 +901,7 @@ class Lowerer:
 
 def _const_table(prefix: str, arrays: list[tuple], tables: dict[str, str], key: str,
                  payload: bytes) -> str:
+    """Symbol of a read-only .const byte table (emitted once per kernel per key)."""
     if key not in tables:
         name = f"{prefix}_const{len(arrays)}"
         arrays.append((name, payload))

@@ -6,6 +6,14 @@ import pytest
 
 from tilebc.interp.memory import GlobalMemory, host_bytes
 from tilebc_runtime import sim
+from tilebc_runtime.sim import isa_sm90
+
+
+@pytest.fixture
+def quick_deadlock(monkeypatch):
+    """A wait that can never complete is reported after far fewer failed waits than the default
+    limit: the same report, without spinning through 20,000 of them (seconds per launch)."""
+    monkeypatch.setattr(isa_sm90, "STALL_LIMIT", 200)
 
 
 def kernel(body, params="", threads=128, shared=""):
@@ -153,7 +161,7 @@ $done:"""
     np.testing.assert_array_equal(out, np.arange(128, dtype=np.uint32) * 7)
 
 
-def test_wait_that_can_never_complete_is_a_deadlock():
+def test_wait_that_can_never_complete_is_a_deadlock(quick_deadlock):
     body = INIT.format(count=1000) + """
   mbarrier.arrive.shared.b64 %rd1, [bar];
 $wait:
@@ -287,7 +295,7 @@ def test_warp_specialised_consumer_waits_for_the_producer_warp():
     np.testing.assert_array_equal(out, np.arange(32, dtype=np.uint32) * 11)
 
 
-def test_named_barrier_needs_its_threads_together():
+def test_named_barrier_needs_its_threads_together(quick_deadlock):
     ptx = kernel(PRODUCER_CONSUMER.replace("{named}", "barrier.sync 1, 32;"), ".param .u64 pout",
                  threads=96)
     with pytest.raises(sim.SimExecutionError, match="barrier 1 for 32 threads reached by 64"):

@@ -87,6 +87,9 @@ RESULT_TOKEN = ResultSpec("result_token")
 
 def _op(mnemonic, opcode, operands=(), results=("result",), attrs=(), *, since=V13_1,
         regions=0, segmented=False, terminator=False, summary="", **extra) -> OpSpec:
+    effects = _EFFECTS.get(mnemonic)
+    if effects is not None:  # declared below, by name, rather than in every op's entry
+        extra["effects"] = effects
     return OpSpec(mnemonic=mnemonic, opcode=opcode, since=since,
                   operands=_operands(*operands), results=_results(*results), attrs=tuple(attrs),
                   regions=regions, segmented=segmented, terminator=terminator, summary=summary,
@@ -138,6 +141,29 @@ def _terminator(mnemonic, opcode, summary, exit, ends, through_if=False) -> OpSp
     return _op(mnemonic, opcode, ("operands*",), (), terminator=True, summary=summary,
                syntax=VALUES, exit=exit, ends=ends, through_if=through_if)
 
+
+# Memory effects (cuda-tile Ops.td: Pure / NoMemoryEffect, RecursiveMemoryEffects; the ops newer
+# than that file checked inside a reduce body with tileirdisasm 13.5). Element-wise and comparison
+# ops are effect-free by their family (below); ops not named here read or write memory
+# (Effects.MEMORY): loads, stores, fences, multimem and grid-dependency ops.
+_EFFECT_FREE = frozenset("""
+    bitcast broadcast cat constant exti extract fpowi ftof ftoi get_global get_index_space_shape
+    get_num_tile_blocks get_tensor_shape get_tile_block_id insert int_to_ptr iota itof join_tokens
+    make_gather_scatter_view make_partition_view make_strided_view make_tensor_view make_token
+    mmaf mmaf_scaled mmai offset pack permute ptr_to_int ptr_to_ptr reshape select trunci unpack
+    yield""".split())
+_EFFECTS = {
+    **{name: Effects.NONE for name in _EFFECT_FREE},
+    **{name: Effects.RECURSIVE for name in ("if", "for", "loop", "reduce", "scan")},
+    # declare no effect trait, so count as having effects, but read and write nothing
+    **{name: Effects.UNDECLARED for name in ("assume", "return", "break", "continue")},
+    **{name: Effects.ATOMIC for name in ("atomic_rmw_tko", "atomic_cas_tko",
+                                         "atomic_red_view_tko")},
+    "print_tko": Effects.OUTPUT,
+    "assert": Effects.TRAP,
+    "alloca": Effects.ALLOC,
+    "preview$call": Effects.CALL,
+}
 
 OPS: tuple[OpSpec, ...] = (
     _unary("absf", 0x00, Elements.FLOAT, "float absolute value"),
@@ -449,30 +475,6 @@ OPS: tuple[OpSpec, ...] = (
                "$results)", summary="call a foreign function (public preview)"),
 )
 
-# Memory effects (cuda-tile Ops.td: Pure / NoMemoryEffect, RecursiveMemoryEffects; the ops newer
-# than that file checked inside a reduce body with tileirdisasm 13.5). Element-wise and comparison
-# ops are effect-free by their family (above); ops not named here read or write memory
-# (Effects.MEMORY): loads, stores, fences, multimem and grid-dependency ops.
-_EFFECT_FREE = frozenset("""
-    bitcast broadcast cat constant exti extract fpowi ftof ftoi get_global get_index_space_shape
-    get_num_tile_blocks get_tensor_shape get_tile_block_id insert int_to_ptr iota itof join_tokens
-    make_gather_scatter_view make_partition_view make_strided_view make_tensor_view make_token
-    mmaf mmaf_scaled mmai offset pack permute ptr_to_int ptr_to_ptr reshape select trunci unpack
-    yield""".split())
-_EFFECTS = {
-    **{name: Effects.NONE for name in _EFFECT_FREE},
-    **{name: Effects.RECURSIVE for name in ("if", "for", "loop", "reduce", "scan")},
-    # declare no effect trait, so count as having effects, but read and write nothing
-    **{name: Effects.UNDECLARED for name in ("assume", "return", "break", "continue")},
-    **{name: Effects.ATOMIC for name in ("atomic_rmw_tko", "atomic_cas_tko",
-                                         "atomic_red_view_tko")},
-    "print_tko": Effects.OUTPUT,
-    "assert": Effects.TRAP,
-    "alloca": Effects.ALLOC,
-    "preview$call": Effects.CALL,
-}
-OPS = tuple(spec.replace(effects=_EFFECTS[spec.mnemonic]) if spec.mnemonic in _EFFECTS else spec
-            for spec in OPS)
 
 OPS_BY_OPCODE: dict[int, OpSpec] = {spec.opcode: spec for spec in OPS}
 OPS_BY_MNEMONIC: dict[str, OpSpec] = {spec.mnemonic: spec for spec in OPS}
@@ -518,6 +520,10 @@ def _check_table() -> None:
     twice = sorted(name for name in _EFFECTS if OPS_BY_MNEMONIC[name].family is not Family.OTHER)
     if twice:
         raise RuntimeError(f"effects of family ops are the family's: {twice}")
+    unset = sorted(name for name, effects in _EFFECTS.items()
+                   if OPS_BY_MNEMONIC[name].effects is not effects)
+    if unset:  # an entry built without _op
+        raise RuntimeError(f"effects declared but not applied: {unset}")
     for spec in OPS:
         wrong = [name for name in spec.ends if name != "entry" and
                  not OPS_BY_MNEMONIC.get(name, spec).regions]

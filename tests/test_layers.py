@@ -207,6 +207,22 @@ def test_numpy_loads_only_for_values(tmp_path):
     assert out.split() == ["False", "True"]
 
 
+def test_dis_verify_and_info_leave_unneeded_work_undone(tmp_path):
+    """What `dis`, `verify` and `info` never need stays unloaded or unbuilt, for their start-up:
+    weakref.py (the IR takes weakref.ref from _weakref) and the verifier's table of every op's
+    constraints (the verifier asks per op kind)."""
+    sample = next((ROOT / "fixtures" / "bytecode").glob("*/*-13.5.tilebc"))
+    commands = [["dis", str(sample), "-o", str(tmp_path / "k.mlir")], ["verify", "-q", str(sample)],
+                ["info", str(sample)]]
+    out = _probe("import contextlib, io, sys\nimport tilebc.cli\n"
+                 f"for argv in {commands!r}:\n"
+                 "    with contextlib.redirect_stdout(io.StringIO()):\n"
+                 "        assert tilebc.cli.main(argv) == 0, argv\n"
+                 "import tilebc.verify.optable as optable\n"
+                 "print('weakref' in sys.modules, 'OP_CONSTRAINTS' in vars(optable))", str(tmp_path))
+    assert out.split() == ["False", "False"]
+
+
 def test_help_and_unknown_commands_come_from_entry_points(tmp_path):
     """The real declarations of runtime/pyproject.toml, as pip installs them: help lists the
     runtime's commands, and `compile` parses with the runtime's own parser."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 from ..ir.module import Module
 from ..gcpause import collection_paused
 from .diagnostics import ERROR, WARNING, Collector, Diagnostic, StopChecking
-from .optable import OP_CONSTRAINTS
 from .structure import Verifier
 
 __all__ = ["verify", "diagnostics", "Diagnostic", "OP_CONSTRAINTS", "ERROR", "WARNING"]
@@ -38,3 +37,10 @@ def verify(module: Module) -> None:
     for found in collector.diagnostics:
         if found.severity == ERROR:
             raise found.to_error()
+
+
+def __getattr__(name):
+    if name == "OP_CONSTRAINTS":  # made on first use (optable.py)
+        from .optable import OP_CONSTRAINTS
+        return OP_CONSTRAINTS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -259,5 +259,17 @@ def _check() -> None:
 
 
 _check()
-OP_CONSTRAINTS: dict[str, tuple[Constraint, ...]] = {
-    spec.mnemonic: constraints_for(spec) for spec in BODY_OPS if constraints_for(spec) is not None}
+
+
+def __getattr__(name):
+    # OP_CONSTRAINTS (every body op's constraints) is made on first use: the verifier asks
+    # constraints_for per op kind it meets, and building all ~100 entries costs each start-up.
+    if name == "OP_CONSTRAINTS":
+        table: dict[str, tuple[Constraint, ...]] = {}
+        for spec in BODY_OPS:
+            constraints = constraints_for(spec)
+            if constraints is not None:
+                table[spec.mnemonic] = constraints
+        globals()[name] = table
+        return table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

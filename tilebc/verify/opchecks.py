@@ -761,11 +761,11 @@ _CONVERSIONS = "diuoxXeEfFgGaAcsSpn%\0"
 # The interpreter's bound on a conversion's width and precision (tilebc/interp/ops/debug.py has the
 # same number; a test ties them). tileiras accepts any: the host's C printf formats device output.
 PRINT_MAX_WIDTH = 4096
-_WIDTH_PRECISION = re.compile(r"%[-+ #0]*(\d*)(?:\.(\d*))?")
+_WIDTH_PRECISION = r"%[-+ #0]*(\d*)(?:\.(\d*))?"  # compiled on first use, by re's cache
 
 
 def _print_width_warning(ctx, op, conversion: str) -> None:
-    match = _WIDTH_PRECISION.match(conversion)
+    match = re.match(_WIDTH_PRECISION, conversion)
     numbers = [group.lstrip("0") for group in match.groups() if group] if match else []
     if any(len(number) > 4 and int(number[:12]) > PRINT_MAX_WIDTH for number in numbers):
         ctx.report("print.format", op, f"conversion {conversion[:40]!r} asks for a width or "

@@ -163,10 +163,12 @@ class FlagBit(Record):
 def _flag_bits(op_since: Version, attrs, operands) -> tuple[FlagBit, ...]:
     """Flag bits are numbered in version order: the optional fields of the op's first version
     (attributes in declaration order, then optional operands), then the next version's, and so on."""
+    # (the table builds ~110 specs at import, most without attributes: skip the empty scans)
     candidates = [(max(a.since, op_since), 0, i, a.name, False)
-                  for i, a in enumerate(attrs) if a.in_flags]
-    candidates += [(max(o.since, op_since), 1, i, o.name, True)
-                   for i, o in enumerate(operands) if o.arity is Arity.OPTIONAL]
+                  for i, a in enumerate(attrs) if a.in_flags] if attrs else []
+    if operands:
+        candidates += [(max(o.since, op_since), 1, i, o.name, True)
+                       for i, o in enumerate(operands) if o.arity is Arity.OPTIONAL]
     if not candidates:
         return ()
     candidates.sort(key=lambda c: c[:3])  # version, attributes before operands, position
@@ -292,7 +294,7 @@ class OpSpec(Record):
             unregistered=unregistered,
             flag_bits=_flag_bits(since, attrs, operands),
             # (name, variadic) of each operand group, for Op.operand_values (not a field: derived)
-            operand_layout=tuple((o.name, o.arity is Arity.VARIADIC) for o in operands))
+            operand_layout=tuple([(o.name, o.arity is Arity.VARIADIC) for o in operands]))
 
     @property
     def per_element(self) -> bool:

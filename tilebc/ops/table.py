@@ -41,6 +41,19 @@ def _results(*names) -> tuple[ResultSpec, ...]:
                  ResultSpec(n.rstrip("*"), variadic=n.endswith("*")) for n in names)
 
 
+# Operand and result declarations -> their (frozen) specs, made once for all the ops that declare
+# alike: most ops share a few ("source",), ("lhs", "rhs"), ("result",).
+_DECLARED: dict[tuple, tuple] = {}
+
+
+def _declared(make, names) -> tuple:
+    key = (make, tuple(names))
+    found = _DECLARED.get(key)
+    if found is None:
+        found = _DECLARED[key] = make(*names)
+    return found
+
+
 def enum_attr(name, enum, default=None, *, optional=False, since=V13_1) -> AttrSpec:
     return AttrSpec(name, AttrKind.ENUM, enum=enum, default=default, optional=optional, since=since)
 
@@ -91,7 +104,8 @@ def _op(mnemonic, opcode, operands=(), results=("result",), attrs=(), *, since=V
     if effects is not None:  # declared below, by name, rather than in every op's entry
         extra["effects"] = effects
     return OpSpec(mnemonic=mnemonic, opcode=opcode, since=since,
-                  operands=_operands(*operands), results=_results(*results), attrs=tuple(attrs),
+                  operands=_declared(_operands, operands),
+                  results=_declared(_results, results), attrs=tuple(attrs),
                   regions=regions, segmented=segmented, terminator=terminator, summary=summary,
                   **extra)
 

@@ -209,8 +209,8 @@ def test_numpy_loads_only_for_values(tmp_path):
 
 def test_dis_verify_and_info_leave_unneeded_work_undone(tmp_path):
     """What `dis`, `verify` and `info` never need stays unloaded or unbuilt, for their start-up:
-    weakref.py (the IR takes weakref.ref from _weakref) and the verifier's table of every op's
-    constraints (the verifier asks per op kind)."""
+    weakref.py (the IR takes weakref.ref from _weakref), the printer's location aliases (for -g
+    only) and the verifier's table of every op's constraints (the verifier asks per op kind)."""
     sample = next((ROOT / "fixtures" / "bytecode").glob("*/*-13.5.tilebc"))
     commands = [["dis", str(sample), "-o", str(tmp_path / "k.mlir")], ["verify", "-q", str(sample)],
                 ["info", str(sample)]]
@@ -219,8 +219,9 @@ def test_dis_verify_and_info_leave_unneeded_work_undone(tmp_path):
                  "    with contextlib.redirect_stdout(io.StringIO()):\n"
                  "        assert tilebc.cli.main(argv) == 0, argv\n"
                  "import tilebc.verify.optable as optable\n"
-                 "print('weakref' in sys.modules, 'OP_CONSTRAINTS' in vars(optable))", str(tmp_path))
-    assert out.split() == ["False", "False"]
+                 "print('weakref' in sys.modules, 'tilebc.text.debuginfo' in sys.modules,\n"
+                 "      'OP_CONSTRAINTS' in vars(optable))", str(tmp_path))
+    assert out.split() == ["False", "False", "False"]
 
 
 def test_help_and_unknown_commands_come_from_entry_points(tmp_path):

@@ -17,10 +17,13 @@ from ..ops.spec import AttrKind
 from ..ops.table import ENTRY_OP, GLOBAL_OP
 from ..gcpause import collection_paused
 from . import values as V
-from .debuginfo import LocationAliases
 from .names import FunctionNames
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
                      after_literal, compile_syntax, space_before_literal)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # loaded for -g only (_aliases)
+    from .debuginfo import LocationAliases
 
 INDENT = "  "
 
@@ -578,6 +581,11 @@ def _visit_locations(ops, visit) -> None:
                 _visit_locations(block.ops, visit)
 
 
+def _aliases() -> LocationAliases:
+    from .debuginfo import LocationAliases  # only -g prints locations
+    return LocationAliases()
+
+
 class _ModulePrinter:
     def __init__(self, module: Module, debug: bool, mlir: bool = False):
         self.module = module
@@ -596,7 +604,7 @@ class _ModulePrinter:
             # still gets an alias
             return "\n#loc = loc(unknown)\n" if self.debug else "\n"
         if self.debug:
-            self.aliases = LocationAliases()
+            self.aliases = _aliases()
             for _ in module.globals:
                 self.aliases.visit(None)
             for function in module.functions:
@@ -612,7 +620,7 @@ class _ModulePrinter:
     def _run_mlir(self) -> str:
         module = self.module
         if self.debug:
-            self.aliases = LocationAliases()
+            self.aliases = _aliases()
             for item in module_items(module):
                 self.aliases.visit(getattr(item, "loc", None))
                 for op in (item.walk() if isinstance(item, Function) else ()):

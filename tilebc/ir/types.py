@@ -7,7 +7,6 @@ printer (cut short elsewhere) past TYPE_TEXT_LIMIT characters (tilebc/ir/shared.
 """
 from __future__ import annotations
 
-import contextlib
 from contextvars import ContextVar
 
 from ..errors import TilebcError
@@ -24,15 +23,18 @@ TYPE_TEXT_LIMIT = 1 << 16
 _EXACT_TEXT: ContextVar[bool] = ContextVar("tilebc_exact_type_text", default=False)
 
 
-@contextlib.contextmanager
-def exact_type_text():
+class exact_type_text:
     """Within this context, a type whose text exceeds TYPE_TEXT_LIMIT raises TilebcError when
-    printed instead of printing cut short (the printer must not emit a shortened type)."""
-    token = _EXACT_TEXT.set(True)
-    try:
-        yield
-    finally:
-        _EXACT_TEXT.reset(token)
+    printed instead of printing cut short (the printer must not emit a shortened type). A class
+    rather than a contextlib generator, as tilebc.gcpause.collection_paused."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _EXACT_TEXT.set(True)
+
+    def __exit__(self, *exc_info) -> None:
+        _EXACT_TEXT.reset(self._token)
 
 
 class Type:

@@ -194,17 +194,25 @@ def test_text_tools_load_neither_the_runtime_nor_the_interpreter(tmp_path):
             prefix
 
 
+def _after_text_commands(sample, tmp_path, report: str) -> list[str]:
+    """The words `report` prints in a new interpreter after `dis`, `verify` and `info` of
+    `sample` ran there (their output swallowed without contextlib, which must stay unloaded)."""
+    commands = [["dis", str(sample), "-o", str(tmp_path / "k.mlir")], ["verify", "-q", str(sample)],
+                ["info", str(sample)]]
+    return _probe("import io, sys\nimport tilebc.cli\n"
+                  f"for argv in {commands!r}:\n"
+                  "    shown, sys.stdout = sys.stdout, io.StringIO()\n"
+                  "    try:\n"
+                  "        assert tilebc.cli.main(argv) == 0, argv\n"
+                  "    finally:\n"
+                  "        sys.stdout = shown\n" + report, str(tmp_path)).split()
+
+
 def test_numpy_loads_only_for_values(tmp_path):
     """A kernel without float constants is printed, verified and described without numpy."""
     sample = ROOT / "fixtures" / "bytecode" / "atomics_unsigned" / "atomics_unsigned-13.5.tilebc"
-    commands = [["dis", str(sample), "-o", str(tmp_path / "k.mlir")], ["verify", "-q", str(sample)],
-                ["info", str(sample)]]
-    out = _probe("import contextlib, io, sys\nimport tilebc.cli\n"
-                 f"for argv in {commands!r}:\n"
-                 "    with contextlib.redirect_stdout(io.StringIO()):\n"
-                 "        assert tilebc.cli.main(argv) == 0, argv\n"
-                 "print('numpy' in sys.modules, 'tilebc.text.printer' in sys.modules)", str(tmp_path))
-    assert out.split() == ["False", "True"]
+    report = "print('numpy' in sys.modules, 'tilebc.text.printer' in sys.modules)"
+    assert _after_text_commands(sample, tmp_path, report) == ["False", "True"]
 
 
 def test_dis_verify_and_info_leave_unneeded_work_undone(tmp_path):
@@ -213,20 +221,10 @@ def test_dis_verify_and_info_leave_unneeded_work_undone(tmp_path):
     the installed `tilebc` command need not), the printer's location aliases (for -g only) and the
     verifier's table of every op's constraints (the verifier asks per op kind)."""
     sample = next((ROOT / "fixtures" / "bytecode").glob("*/*-13.5.tilebc"))
-    commands = [["dis", str(sample), "-o", str(tmp_path / "k.mlir")], ["verify", "-q", str(sample)],
-                ["info", str(sample)]]
-    out = _probe("import io, sys\nimport tilebc.cli\n"
-                 f"for argv in {commands!r}:\n"
-                 "    shown, sys.stdout = sys.stdout, io.StringIO()\n"
-                 "    try:\n"
-                 "        assert tilebc.cli.main(argv) == 0, argv\n"
-                 "    finally:\n"
-                 "        sys.stdout = shown\n"
-                 "import tilebc.verify.optable as optable\n"
-                 "print('weakref' in sys.modules, 'contextlib' in sys.modules,\n"
-                 "      'tilebc.text.debuginfo' in sys.modules, 'OP_CONSTRAINTS' in vars(optable))",
-                 str(tmp_path))
-    assert out.split() == ["False", "False", "False", "False"]
+    report = ("import tilebc.verify.optable as optable\n"
+              "print('weakref' in sys.modules, 'contextlib' in sys.modules,\n"
+              "      'tilebc.text.debuginfo' in sys.modules, 'OP_CONSTRAINTS' in vars(optable))")
+    assert _after_text_commands(sample, tmp_path, report) == ["False", "False", "False", "False"]
 
 
 def test_help_and_unknown_commands_come_from_entry_points(tmp_path):

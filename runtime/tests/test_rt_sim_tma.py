@@ -7,8 +7,9 @@ import pytest
 
 from tilebc.interp.memory import GlobalMemory, host_bytes
 from tilebc_runtime import sim
-from tilebc_runtime.sim import isa_sm90
 from tilebc_runtime.sim.tensormap import TensorMap
+
+from test_rt_sim_sm90 import quick_deadlock  # noqa: F401 (a fixture)
 
 
 def kernel(body, threads=32):
@@ -115,11 +116,10 @@ def test_128_byte_swizzle_moves_each_16_byte_unit_of_row_r_to_unit_xor_r_mod_8()
     assert not np.array_equal(got[1], source[1])  # row 1 really moved
 
 
-def test_the_phase_waits_for_the_box_bytes(monkeypatch):
+def test_the_phase_waits_for_the_box_bytes(quick_deadlock):
     # expecting 16 bytes more than the box brings: the phase never completes
     source = np.arange(1, 201, dtype=np.uint16).reshape(5, 40)
     out = np.zeros(32, np.uint32)
-    monkeypatch.setattr(isa_sm90, "STALL_LIMIT", 200)  # the same report, sooner
     with pytest.raises(sim.SimExecutionError, match="deadlock: mbarrier waits failed 200 times"):
         launch(kernel(load_box(0, 0, 80)), source, out, ((8, 4), 0))
 

@@ -801,8 +801,8 @@ exec {tool_path('tileiras')} --gpu-name=$arch "$file" -o "$out"
 
 
 def test_cache_miss_runs_the_python_runtime_which_fills_the_cache(cpp_build, tmp_path):
-    """A miss with TILEBC_PYTHON set runs `python -m tilebc.cli compile ... --emit cubin -o OUT`
-    for real; the runtime stores the cubin in the loader's cache (TILEBC_CACHE_DIR is passed on),
+    """A miss with TILEBC_PYTHON set runs `python -m tilebc_runtime.cli compile ... --emit cubin
+    -o OUT` for real; the runtime stores the cubin in the loader's cache (TILEBC_CACHE_DIR is passed on),
     so the loader returns the cache entry, and the next process hits without Python."""
     _runtime()
     fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
@@ -820,6 +820,37 @@ def test_cache_miss_runs_the_python_runtime_which_fills_the_cache(cpp_build, tmp
     [again] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_86", "--cache", str(root), "--no-compile",
                        env=NO_PYTHON)
     assert again["images"][name]["source"] == "cache"
+
+
+def test_cache_miss_compiles_with_a_runtime_that_is_not_installed(cpp_build, tmp_path):
+    """TILEBC_PYTHON naming an interpreter that imports tilebc and the runtime as plain folders,
+    without their package metadata (a vendored copy, or a GPU machine given only the source
+    tree): no entry point registers the runtime's commands with `tilebc`, and the loader's
+    compile still runs."""
+    _runtime()
+    import sysconfig
+    import venv
+    # A new venv holding, through links, this venv's packages minus tilebc's and tilebc-runtime's
+    # installs (their metadata and .pth files), plus the two packages' source folders.
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(tmp_path / "venv")
+    ours = Path(sysconfig.get_paths()["purelib"])
+    [theirs] = (tmp_path / "venv" / "lib").glob("python*/site-packages")
+    for entry in ours.iterdir():
+        if not entry.name.lower().startswith(("tilebc", "__editable__")) and entry.suffix != ".pth":
+            (theirs / entry.name).symlink_to(entry)
+    (theirs / "tilebc").symlink_to(ROOT / "tilebc")
+    (theirs / "tilebc_runtime").symlink_to(ROOT / "runtime" / "tilebc_runtime")
+    python = tmp_path / "venv" / "bin" / "python"
+    env = {**os.environ, "PYTHONPATH": ""}  # (run_tool starts from os.environ)
+    probe = subprocess.run([str(python), "-m", "tilebc.cli", "compile", "--help"], capture_output=True,
+                           text=True, env=env, timeout=120)
+    assert probe.returncode != 0 and "invalid choice: 'compile'" in probe.stderr, \
+        "the stand-in interpreter still sees the runtime's entry points"
+    fixture = FIXTURES / "scalar_params" / "scalar_params-13.5.tilebc"
+    env.update(TILEBC_PYTHON=str(python), TILEBC_COMPILER="", PATH="/usr/bin:/bin")
+    [record] = run_tool(cpp_build, "module", str(fixture), "--arch", "sm_86", "--cache",
+                        str(tmp_path / "cache"), env=env)
+    assert [image.get("source") for image in record["images"].values()] == ["cache"], record
 
 
 # ---- AOT fatbin ----------------------------------------------------------------------------------

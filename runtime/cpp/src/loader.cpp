@@ -163,7 +163,9 @@ std::vector<std::string> compiler_command(const Options& options, std::string& t
   if (python && *python) {
     tried = "TILEBC_PYTHON=" + std::string(python);
     const std::string found = std::strchr(python, '/') ? std::string(python) : find_on_path(python);
-    if (!found.empty() && is_executable(found)) return {found, "-m", "tilebc.cli"};
+    // The runtime's own command module: it needs no entry point, so a runtime that is importable
+    // but not pip-installed (on PYTHONPATH) still compiles.
+    if (!found.empty() && is_executable(found)) return {found, "-m", "tilebc_runtime.cli"};
     return {};
   }
   tried = "`tilebc` on PATH";

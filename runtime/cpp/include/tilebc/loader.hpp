@@ -75,7 +75,7 @@ struct Options {
   std::string cache_dir;
   std::string arch;        ///< target override ("sm_90"); empty: the current device's
   std::string compiler;    ///< command for `compile`; empty: $TILEBC_COMPILER, `tilebc` on PATH, or
-                           ///< `$TILEBC_PYTHON -m tilebc.cli`
+                           ///< `$TILEBC_PYTHON -m tilebc_runtime.cli`
   bool allow_compile = true;
   /// Refuse the deviations NVIDIA's reader accepts (ReadOptions::strict) instead of reading them
   /// as it does and listing them in Module::warnings().

@@ -8,7 +8,7 @@ Precision (what each math op promises; narrow floats are computed in f32 and rou
   then polynomials (1-3 ulp); exp/log/log2/sinh/cosh/tanh/pow: f32 range reductions and FMA
   polynomials (1-2 ulp; pow's log2 as an f32 pair from a 128-entry table); exp2: ex2.approx
   (2 ulp); exp/tanh with the `approx` rounding mode keep the .approx forms. atan2: degree-8
-  minimax polynomial (~2 ulp).
+  minimax polynomial (~2 ulp). fpowi by a constant exponent of 0 or 2: 1 and x·x (exact).
   remf: x - trunc(x/y)·y (exact only while the quotient fits the significand).
   f64: add/sub/mul/div/fma/sqrt are exact IEEE; exp/exp2/log/log2/sin/cos/tan/sinh/cosh/tanh/
   pow/fpowi/atan2 run in double precision (f64math.py: within CUDA's double ulp bounds, C99
@@ -396,15 +396,35 @@ def lower_fpowf(lw, op):
                 f64=True)
 
 
+def _uniform_exponent(lw, op) -> int | None:
+    """fpowi's exponent when it is one compile-time constant for every element (`x ** 2` in
+    cuTile), else None."""
+    values = constant_array(lw, op.operand_values[1])
+    if values is None or values.size == 0 or not (values == values.flat[0]).all():
+        return None
+    return int(values.flat[0])
+
+
 @lowers("fpowi", expands=True)
 def lower_fpowi(lw, op):
     w = lw.w
     base, exponent = (lw.get(v) for v in op.operand_values)
     element = base.element
     rounding = "rn"
+    # x^0 = 1 (NaN included) and x^2 = x*x, rounded once: a narrow float's square is exact in
+    # f32, so these equal pow correctly rounded, without pow's ~60 instructions a slot (f64 keeps
+    # its pow: its square is not exact in any wider type here).
+    constant = _uniform_exponent(lw, op) if element.name != "f64" else None
 
     def per_slot(k):
         x = base.slot(k)
+        if constant == 0:
+            return dtypes.from_f32(w, f32_const(w, 1.0), element, rounding)
+        if constant == 2:
+            xf = dtypes.to_f32(w, x, element)
+            square = w.reg("f32")
+            w(f"mul.rn.f32 {square}, {xf}, {xf}")
+            return dtypes.from_f32(w, square, element, rounding)
         bits = 64 if exponent.element.name == "i64" else 32
         if element.name == "f64":  # an i64 exponent beyond 2^53 rounds; pow is 0/inf/±1 there
             yd = w.reg("f64")

@@ -597,6 +597,7 @@ def run_on_gpu(folder: Path, results: Path | None, rounds: int, timed_arrays: st
         return 0
     with open(folder / "cases.pkl", "rb") as stream:
         cases = pickle.load(stream)
+    os.environ.setdefault("TILEBC_CACHE_DIR", str(folder / "cache"))  # tileiras's cubins are there
     device = _device_name()
     arrays = gpu_checks.DeviceArrays("torch")
     started = time.time()

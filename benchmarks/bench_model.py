@@ -28,6 +28,7 @@ import copy
 import datetime
 import importlib
 import platform
+import re
 import sys
 import time
 import traceback
@@ -209,6 +210,7 @@ def _array_bytes(args) -> float:
 
 def _short(error) -> str:
     text = " ".join(str(error).split())
+    text = re.sub(r"\b\w{40,}\b", "…", text)  # cuTile's mangled kernel names would fill it
     if "unsupported type" in text:
         text = text[text.index("unsupported type"):]
     return text[:140]

@@ -5,6 +5,7 @@ tilebc: kernels nobody on this team wrote, exported by cuTile at every bytecode 
     python conformance/run_cutile_python.py CHECKOUT [--results conformance/cutile-python.md]
     python conformance/run_cutile_python.py CHECKOUT --export DIR   # bytecode, inputs, tileiras cubins
     python conformance/run_cutile_python.py --gpu DIR [--results FILE]  # on a GPU machine
+    python conformance/run_cutile_python.py --model DIR [NAME ...]       # the performance model
 
 CHECKOUT is a clone of NVIDIA/cutile-python (a work tree, or a bare git directory: its HEAD's
 test/kernels is extracted). Its kernel modules are imported from a temporary copy; nothing of them
@@ -573,7 +574,7 @@ def export_for_gpu(checkout: Path, folder: Path) -> int:
         timing = []
         for aligned in (True, False):
             for name, module_name, function, params in timing_cases():
-                # fused_moe's expert ids per block (67 here) are not a multiple of 16: never aligned
+                # fused_moe's expert id per row block: as many as the blocks, not a multiple of 16
                 params = [("ca",) + p[1:] if aligned and p[0] == "a" and not (name == "fused_moe" and i == 5)
                           else p for i, p in enumerate(params)]
                 data = export(getattr(modules[module_name], function), params, "13.5")
@@ -699,18 +700,79 @@ def render_gpu(device, commit, checked, timed, seconds, rounds) -> str:
     return "\n".join(lines)
 
 
+def run_model(folder: Path, results: Path, names) -> int:
+    """The performance model (benchmarks/bench_model.py's recorder: both compilers' sm_90 PTX on the
+    emulator, sampled CTAs, H100 knobs) on the aligned timing cases, beside the GPU's figures."""
+    import bench_model
+    import tilebc
+    from tilebc_runtime.perf.model import Hardware
+    with open(folder / "cases.pkl", "rb") as stream:
+        cases = pickle.load(stream)
+    os.environ.setdefault("TILEBC_CACHE_DIR", str(folder / "cache"))
+    measured = _measured(results.parent / "cutile-python-gpu.md")
+    hw = Hardware.h100_sxm()
+    started = time.time()
+    rows = []
+    for case in cases["timing"]:
+        if not case["aligned"] or (names and case["name"] not in names):
+            continue
+        grid, args = timing_inputs(case["name"])
+        recorder = bench_model.Recorder(hw, bench_model.LARGE_SAMPLE, bench_model.model_cache_dir(),
+                                        case["name"], their_archs=("sm_90",))
+        recorder(tilebc.load(case["data"]), case["entry"], grid, *args)
+        ours, theirs = recorder.rows[case["entry"]]
+        left = recorder.left_out.get(case["entry"])
+        rows.append((case["name"], ours, None if left else theirs, left, measured.get(case["name"])))
+        print(case["name"], f"{ours.time:.1f}", "-" if left else f"{theirs.time:.1f}", flush=True)
+    lines = ["# The performance model on NVIDIA's cutile-python kernels", "",
+             f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. Command: "
+             f"`python conformance/run_cutile_python.py --model DIR` ({time.time() - started:.0f} s), on the "
+             "aligned timing cases of `--export DIR`. Model: µs at the launch's grid on the H100 knobs "
+             f"(benchmarks/MODEL.md), {bench_model.LARGE_SAMPLE} CTAs profiled; measured: "
+             "conformance/cutile-python-gpu.md (an H200, whose memory is ~1.4x an H100's).", "",
+             "| kernel | model ours µs (bound) | model tileiras µs (bound) | model ratio | measured ratio |",
+             "|---|---:|---:|---:|---:|"]
+    for name, ours, theirs, left, seen in rows:
+        ratio = f"{ours.time / theirs.time:.2f}" if theirs and theirs.time else "–"
+        them = f"{theirs.time:.1f} ({theirs.bound})" if theirs else \
+            f"– (not on the emulator: {left.split('>: ', 1)[-1][:120]})"
+        lines.append(f"| {name} | {ours.time:.1f} ({ours.bound}) | {them} | {ratio} | "
+                     f"{seen if seen else '–'} |")
+    lines.append("")
+    results.write_text("\n".join(lines))
+    print(f"wrote {results}", file=sys.stderr)
+    return 0
+
+
+def _measured(path: Path) -> dict:
+    """kernel -> its measured ours / tileiras ratio (aligned rows) from a --gpu results file."""
+    found = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            if len(cells) == 7 and cells[1] == "aligned":
+                found[cells[0]] = cells[5]
+    return found
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkout", nargs="?", type=Path, help="a clone of NVIDIA/cutile-python")
     parser.add_argument("--results", type=Path, help=f"results file (default for the CPU checks: {RESULTS})")
     parser.add_argument("--export", type=Path, metavar="DIR", help="write the GPU machine's cases to DIR")
     parser.add_argument("--gpu", type=Path, metavar="DIR", help="run DIR's cases on this machine's GPU")
+    parser.add_argument("--model", type=Path, metavar="DIR",
+                        help="the performance model on DIR's aligned timing cases (no GPU)")
+    parser.add_argument("names", nargs="*", help="with --model: only these timing cases")
     parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds (--gpu)")
     parser.add_argument("--timed", choices=("aligned", "dynamic", "both"), default="both",
                         help="which arrays of the timing cases to time (--gpu)")
     args = parser.parse_args(argv)
     if args.gpu:
         return run_on_gpu(args.gpu, args.results, args.rounds, args.timed)
+    if args.model:
+        names = ([str(args.checkout)] if args.checkout else []) + args.names
+        return run_model(args.model, args.results or RESULTS.with_name("cutile-python-model.md"), names)
     if args.checkout is None:
         parser.error("CHECKOUT is needed (a clone of NVIDIA/cutile-python)")
     if args.export:

@@ -8,7 +8,7 @@ Precision (what each math op promises; narrow floats are computed in f32 and rou
   then polynomials (1-3 ulp); exp/log/log2/sinh/cosh/tanh/pow: f32 range reductions and FMA
   polynomials (1-2 ulp; pow's log2 as an f32 pair from a 128-entry table); exp2: ex2.approx
   (2 ulp); exp/tanh with the `approx` rounding mode keep the .approx forms. atan2: degree-8
-  minimax polynomial (~2 ulp). fpowi by a constant exponent of 0 or 2: 1 and x·x (exact).
+  minimax polynomial (~2 ulp). fpowi / fpowf by a splat exponent of 0 or 2: 1 and x·x (exact).
   remf: x - trunc(x/y)·y (exact only while the quotient fits the significand).
   f64: add/sub/mul/div/fma/sqrt are exact IEEE; exp/exp2/log/log2/sin/cos/tan/sinh/cosh/tanh/
   pow/fpowi/atan2 run in double precision (f64math.py: within CUDA's double ulp bounds, C99
@@ -23,7 +23,7 @@ from ..lazy_numpy import np
 from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
 
 from . import dtypes, f32math, intdiv
-from .folding import constant_array
+from .folding import constant_array, uniform_float
 from .common import ROUND, Tile, map_slots
 from .registry import lowers
 
@@ -390,10 +390,23 @@ def _pow_full_f32(w, x, y):
     return out
 
 
+def _square(w, x: str) -> str:
+    out = w.reg("f32")
+    w(f"mul.rn.f32 {out}, {x}, {x}")
+    return out
+
+
 @lowers("fpowf", expands=True)
 def lower_fpowf(lw, op):
-    _float_math(lw, op, lambda w, cls, regs: pow_f32(w, regs[0], regs[1]),
-                f64=True)
+    # A splat exponent of 2 or 0 (cuTile's `x ** 2` below bytecode 13.4): x*x and 1, as fpowi.
+    exponent = uniform_float(op.operand_values[1]) \
+        if op.operand_values[0].type.element.name != "f64" else None
+    if exponent == 2.0:
+        _float_math(lw, op, lambda w, cls, regs: _square(w, regs[0]))
+    elif exponent == 0.0:  # -0.0 too: pow(x, ±0) = 1 for every x, NaN included
+        _float_math(lw, op, lambda w, cls, regs: f32_const(w, 1.0))
+    else:
+        _float_math(lw, op, lambda w, cls, regs: pow_f32(w, regs[0], regs[1]), f64=True)
 
 
 def _uniform_exponent(lw, op) -> int | None:
@@ -421,10 +434,7 @@ def lower_fpowi(lw, op):
         if constant == 0:
             return dtypes.from_f32(w, f32_const(w, 1.0), element, rounding)
         if constant == 2:
-            xf = dtypes.to_f32(w, x, element)
-            square = w.reg("f32")
-            w(f"mul.rn.f32 {square}, {xf}, {xf}")
-            return dtypes.from_f32(w, square, element, rounding)
+            return dtypes.from_f32(w, _square(w, dtypes.to_f32(w, x, element)), element, rounding)
         bits = 64 if exponent.element.name == "i64" else 32
         if element.name == "f64":  # an i64 exponent beyond 2^53 rounds; pow is 0/inf/±1 there
             yd = w.reg("f64")

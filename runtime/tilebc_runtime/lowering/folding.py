@@ -113,6 +113,33 @@ _FOLDS = by_mnemonic({"reshape": _reshape, "assume": _reshape, "broadcast": _bro
                       "muli": _arithmetic("multiply")}, "compile-time folding")
 
 
+# Ops that keep a splat a splat of the same value, and the op that makes one.
+_SPLAT_KEEPING = by_mnemonic({"reshape": True, "assume": True, "broadcast": True},
+                             "compile-time float splats")
+_SPLAT_MAKING = by_mnemonic({"constant": True}, "compile-time float splats")
+_FLOAT_STORAGE = {"f16": "<f2", "f32": "<f4", "f64": "<f8"}
+
+
+def uniform_float(value: Value) -> float | None:
+    """The one value of a float tile that is a splat constant at compile time (a `constant`,
+    through reshapes, assumes and broadcasts; f16, bf16, f32 or f64), or None."""
+    op = value.owner
+    while isinstance(op, Op) and op.name in _SPLAT_KEEPING:
+        value = op.operand_values[0]
+        op = value.owner
+    name = getattr(value.type.element, "name", None)
+    storage = _FLOAT_STORAGE.get(name, "<u2" if name == "bf16" else None)
+    if storage is None or not isinstance(op, Op) or op.name not in _SPLAT_MAKING:
+        return None
+    values = np.frombuffer(element_bytes(op.attrs["value"]), dtype=storage)
+    bits = values.view(f"<u{values.itemsize}")
+    if values.size == 0 or not (bits == bits[0]).all():
+        return None
+    if name == "bf16":  # the high half of an f32
+        return float(np.array([int(bits[0]) << 16], np.uint32).view(np.float32)[0])
+    return float(values[0])
+
+
 def affine_form(array: np.ndarray):
     """(offset, coefs) with array[i] == offset + sum(coefs[d] * i[d]) for every multi-index i,
     or None when the values are not affine in the multi-index."""

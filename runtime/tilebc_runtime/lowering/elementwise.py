@@ -23,7 +23,7 @@ from ..lazy_numpy import np
 from tilebc.ops.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
 
 from . import dtypes, f32math, intdiv
-from .folding import constant_array, uniform_float
+from .folding import uniform_float, uniform_int
 from .common import ROUND, Tile, map_slots
 from .registry import lowers
 
@@ -409,15 +409,6 @@ def lower_fpowf(lw, op):
         _float_math(lw, op, lambda w, cls, regs: pow_f32(w, regs[0], regs[1]), f64=True)
 
 
-def _uniform_exponent(lw, op) -> int | None:
-    """fpowi's exponent when it is one compile-time constant for every element (`x ** 2` in
-    cuTile), else None."""
-    values = constant_array(lw, op.operand_values[1])
-    if values is None or values.size == 0 or not (values == values.flat[0]).all():
-        return None
-    return int(values.flat[0])
-
-
 @lowers("fpowi", expands=True)
 def lower_fpowi(lw, op):
     w = lw.w
@@ -427,7 +418,7 @@ def lower_fpowi(lw, op):
     # x^0 = 1 (NaN included) and x^2 = x*x, rounded once: a narrow float's square is exact in
     # f32, so these equal pow correctly rounded, without pow's ~60 instructions a slot (f64 keeps
     # its pow: its square is not exact in any wider type here).
-    constant = _uniform_exponent(lw, op) if element.name != "f64" else None
+    constant = uniform_int(lw, op.operand_values[1]) if element.name != "f64" else None
 
     def per_slot(k):
         x = base.slot(k)
@@ -711,10 +702,9 @@ def _constant_divisor(lw, op, unsigned):
         dtypes.name_of(op.operand_values[1].type.element))
     if bits is None:
         return None
-    values = constant_array(lw, op.operand_values[1])
-    if values is None or values.size == 0 or not (values == values.flat[0]).all():
+    value = uniform_int(lw, op.operand_values[1])
+    if value is None:
         return None
-    value = int(values.flat[0])
     if unsigned:
         value &= (1 << bits) - 1
     return value or None

@@ -48,6 +48,15 @@ def constant_array(lw, value: Value) -> np.ndarray | None:
     return memo[value]
 
 
+def uniform_int(lw, value: Value) -> int | None:
+    """The one value of an integer tile whose every element is the same compile-time constant,
+    or None."""
+    array = constant_array(lw, value)
+    if array is None or array.size == 0 or not (array == array.flat[0]).all():
+        return None
+    return int(array.flat[0])
+
+
 def _evaluate(lw, value: Value) -> np.ndarray | None:
     bits = _bits(value)
     op = value.owner

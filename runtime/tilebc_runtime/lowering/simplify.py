@@ -14,7 +14,7 @@ from tilebc.ops.enums import MemoryOrderingSemantics, Signedness
 from tilebc.ops.spec import Effects
 from tilebc.ops.table import by_mnemonic
 
-from .folding import constant_array
+from .folding import constant_array, uniform_int
 
 
 def forwarding(lw, function: Function) -> dict[Value, Value]:
@@ -224,10 +224,7 @@ def floor_mods(lw, function: Function, forward: dict[Value, Value]) -> dict[Op, 
             else None
 
     def constant(value):
-        array = constant_array(lw, resolve(value))
-        if array is None or array.size == 0 or not (array == array.flat[0]).all():
-            return None
-        return int(array.flat[0])
+        return uniform_int(lw, resolve(value))
 
     def compares(value, lhs, rhs, orders):
         """The comparison `value` is lhs <orders> rhs (signed); a constant side given as int."""

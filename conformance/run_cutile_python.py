@@ -53,7 +53,6 @@ for _path in (ROOT, ROOT / "runtime", ROOT / "scripts", ROOT / "benchmarks"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-VERSIONS = ("13.1", "13.2", "13.3", "13.4", "13.5")
 RESULTS = ROOT / "conformance" / "cutile-python.md"
 
 
@@ -325,51 +324,54 @@ def import_kernels(checkout: Path, scratch: Path) -> dict:
     return {name: importlib.import_module(f"kernels.{name}") for name in names}
 
 
+def _fixture_module(name: str, relative: str):
+    """One of our fixture generator's modules, loaded by path: its `kernels` folder would clash
+    with NVIDIA's `kernels` package on sys.path."""
+    import importlib.util
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "fixtures" / relative)
+        module = sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def signature(params):
+    """The KernelSignature of a case's parameters, with the fixture kernels' helpers: `arr` for
+    arrays with dynamic shapes and no facts, `contiguous` for a contiguous, 16-byte-aligned
+    tensor (sig then picks the v2 calling convention)."""
     import cuda.tile as ct
-    from cuda.tile.compilation import (ArrayConstraint, CallingConvention, KernelSignature,
-                                       ListConstraint, ScalarConstraint)
+    from cuda.tile.compilation import ListConstraint
     import ml_dtypes
+    common = _fixture_module("tilebc_fixture_common", "kernels/_common.py")
     to_ct = {np.dtype(np.float16): ct.float16, np.dtype(np.float32): ct.float32,
              np.dtype(np.int32): ct.int32, np.dtype(ml_dtypes.float8_e4m3fn): ct.float8_e4m3fn,
              np.dtype(ml_dtypes.float8_e8m0fnu): ct.float8_e8m0fnu}
-
-    def array(x, aligned):
-        rank = x.ndim
-        if not aligned:  # dynamic shapes and strides, no divisibility or alignment facts
-            return ArrayConstraint(to_ct[x.dtype], rank, index_dtype=ct.int32, stride_lower_bound_incl=0,
-                                   alias_groups=(), may_alias_internally=False, shape_constant=(None,) * rank,
-                                   stride_constant=(None,) * rank, shape_divisible_by=1, base_addr_divisible_by=1)
-        # as cuTile specialises a contiguous torch tensor whose sizes are multiples of 16
-        return ArrayConstraint(to_ct[x.dtype], rank, index_dtype=ct.int32, stride_lower_bound_incl=0,
-                               alias_groups=(), may_alias_internally=False, shape_constant=(None,) * rank,
-                               stride_constant=(None,) * (rank - 1) + (1,),
-                               shape_divisible_by=(1,) * max(rank - 2, 0) + (16,) * min(rank, 2),
-                               stride_divisible_by=(16,) * (rank - 1) + (1,), base_addr_divisible_by=16)
-    out, v2 = [], False
+    out = []
     for param in params:
         kind = param[0]
-        if kind in ("a", "ca"):
-            out.append(array(param[1], kind == "ca"))
-            v2 |= kind == "ca"
+        if kind == "a":
+            out.append(common.arr(to_ct[param[1].dtype], param[1].ndim))
+        elif kind == "ca":
+            out.append(common.contiguous(to_ct[param[1].dtype], param[1].ndim))
         elif kind == "l":
-            out.append(ListConstraint(array(param[1][0], False), alias_groups=(), elements_may_alias=False))
+            first = param[1][0]
+            out.append(ListConstraint(common.arr(to_ct[first.dtype], first.ndim), alias_groups=(),
+                                      elements_may_alias=False))
         elif kind == "s":
-            out.append(ScalarConstraint({"f32": ct.float32, "i32": ct.int32}[param[1]]))
+            out.append(common.scalar({"f32": ct.float32, "i32": ct.int32}[param[1]]))
         else:
             out.append(param[1])
-    cc = CallingConvention.cutile_python_v2() if v2 else CallingConvention.cutile_python_v1()
-    return KernelSignature(out, cc)
+    return common.sig(*out)
 
 
 def export(function, params, version: str) -> bytes:
-    import cuda.tile._compile as compile_module
-    from cuda.tile.compilation import export_kernel
-    compile_module.dev_features_enabled = lambda: True  # 13.5 is dev-only in cuTile 1.7 (fixtures/generate.py)
-    stream = io.BytesIO()
-    export_kernel(function, [signature(params)], stream, output_format="tileir_bytecode", bytecode_version=version,
-                  gpu_code="sm_90" if version in ("13.1", "13.2") else None)
-    return stream.getvalue()
+    """cuTile's bytecode of `function` at `version`, as fixtures/generate.py exports ours (13.5
+    enabled, 13.1/13.2 for its architecture)."""
+    generate = _fixture_module("tilebc_fixture_generate", "generate.py")
+    common = _fixture_module("tilebc_fixture_common", "kernels/_common.py")
+    generate.enable_dev_bytecode_versions()
+    fixture = common.Fixture(getattr(function, "__name__", "kernel"), function, [signature(params)])
+    return generate.export_one(fixture, version)
 
 
 def runtime_args(params):
@@ -392,20 +394,20 @@ def flat(args):
 
 
 def disagreement(actual, expected):
-    """Arrays of `actual` that differ from `expected` beyond f16/fp8 (3e-2) or f32 (1e-4) tolerance."""
+    """Arrays of `actual` that differ from `expected`: exactly for integers, within 3e-2 for
+    16-bit and 8-bit floats, 1e-4 for wider ones (gpu_checks.compare_arrays)."""
+    from gpu_checks import compare_arrays
     bad = []
     for index, (x, y) in enumerate(zip(flat(actual), flat(expected))):
-        if not isinstance(x, np.ndarray):
-            continue
-        if x.dtype.kind in "iub":
-            if not np.array_equal(x, y):
-                bad.append(f"argument {index}: {int(np.sum(x != y))} elements differ")
-            continue
-        x64, y64 = np.asarray(x, np.float64), np.asarray(y, np.float64)
-        tolerance = 3e-2 if x.dtype.itemsize <= 2 else 1e-4
-        if not np.allclose(x64, y64, rtol=tolerance, atol=tolerance, equal_nan=True):
-            bad.append(f"argument {index}: max abs difference {np.nanmax(np.abs(x64 - y64)):.3g}")
+        if isinstance(x, np.ndarray):
+            found = compare_arrays(x, y, rtol=_tolerance(x), atol=_tolerance(x))
+            if found is not None:
+                bad.append(f"argument {index}: {found}")
     return bad
+
+
+def _tolerance(array: np.ndarray) -> float:
+    return 0.0 if array.dtype.kind in "iub" else 3e-2 if array.dtype.itemsize <= 2 else 1e-4
 
 
 # ---- checks -------------------------------------------------------------------------------------
@@ -472,11 +474,12 @@ def execution(data: bytes, params, grid, reference, tileiras: bool):
                for x, y in zip(flat(before), flat(expected))):
         problems.append("the interpreter's run wrote nothing")
     if reference is not None:
+        from gpu_checks import compare_arrays
         for index, value in reference(before).items():
             got = flat(expected)[index]
-            tolerance = 3e-2 if got.dtype.itemsize <= 2 else 1e-4
-            if not np.allclose(np.asarray(got, np.float64), value, rtol=tolerance, atol=tolerance):
-                problems.append(f"interpreter vs numpy: argument {index}")
+            found = compare_arrays(got, value, rtol=_tolerance(got), atol=_tolerance(got))
+            if found is not None:
+                problems.append(f"interpreter vs numpy: argument {index}: {found}")
         notes.append("numpy")
     runs = [("JIT sm_80", lambda args: sim.run(module, entry, grid, *args, arch="sm_80")),
             ("JIT sm_90", lambda args: sim.run(module, entry, grid, *args, arch="sm_90"))]
@@ -502,7 +505,7 @@ def check(checkout: Path, results: Path) -> int:
         for name, module_name, function, params, grid, reference in small_cases():
             kernel = getattr(modules[module_name], function)
             files, refused = {}, []
-            for version in VERSIONS:
+            for version in _fixture_module("tilebc_fixture_generate", "generate.py").VERSIONS:
                 try:
                     files[version] = export(kernel, params, version)
                 except Exception as error:  # noqa: BLE001 - cuTile's refusal, recorded

@@ -9,7 +9,9 @@ import tempfile
 from pathlib import Path
 
 ROWS, COLUMNS = 64, 256
-EXCHANGE_BYTES = ROWS * COLUMNS * 4
+# the permute stages the source with a 4-byte pad after each row, so that reading it down its
+# columns hits 32 banks (lowering/staging.py)
+EXCHANGE_BYTES = ROWS * (COLUMNS + 1) * 4
 
 
 def transpose_bytecode() -> bytes:

@@ -227,7 +227,7 @@ def _scale_kernel(tile, element, *, align, stride_div, shape_div, reduce_rows=Fa
         three = b.constant(3, element.name, tile)
         one = b.constant(1, element.name, tile)
         y = getattr(b, "add" + kind)(getattr(b, "mul" + kind)(x, three), one)
-    if transpose:  # a square tile, transposed: permute handles only the Cyclic layout
+    if transpose:  # a square tile, transposed
         y = b.permute(y, (1, 0))
     b.store(y, view(1), [bid[0], bid[1]], token=token)
     b.return_([])
@@ -388,12 +388,13 @@ def test_row_reductions_of_loaded_tiles_stay_in_their_warps(tile, threads):
     _run_scale(module, 2 * tile[0] + 1, 2 * tile[1] - 3, (3, 2), threads, f32)
 
 
-def test_loads_keep_cyclic_when_their_flow_needs_it():
-    # the loaded tile reaches a permute, which handles only Cyclic tiles: the load stays Cyclic
-    # (no vector access, which would need a conversion), and the result is still right
+def test_a_load_feeding_a_permute_takes_vectors():
+    # the loaded tile reaches a permute, whose exchange reads any layout that holds each element
+    # once: the load takes vector accesses (Blocked), and so does the store of the permuted
+    # tile, which the permute makes in Blocked (lowering/vectors.flow_vector_width)
     module = _scale_kernel((32, 32), f32, align=16, stride_div=4, shape_div=16, transpose=True)
     ptx = jit_compile(module, entry="k", arch="sm_90", emit="ptx", threads=128).ptx
-    assert ".v4." not in ptx
+    assert ptx.count("ld.global.v4.f32") == ptx.count("st.global.v4.f32") == 2
     rows = cols = 64
     dtype = np.float32
     x = np.random.default_rng(3).integers(-1000, 1000, (rows, cols)).astype(dtype)

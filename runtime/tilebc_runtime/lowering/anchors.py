@@ -3,7 +3,8 @@ every op its value flows into handles any layout, so the choice never adds a con
 
 Ops that handle any layout: the element-wise ops lowered by elementwise.map_slots (every hook
 of elementwise.py and casts.py but fpowi), reshape, assume, broadcast, reduce (its result is a
-sliced layout; whatever uses it converts as the general reduction would have) and view stores.
+sliced layout; whatever uses it converts as the general reduction would have), view stores,
+and permute (its exchange reads the source from any layout that holds each element once).
 The other operands of an element-wise op must be in the same layout: values of the same flow,
 splats, or reductions of the flow broadcast back.
 """
@@ -27,10 +28,11 @@ SCANS = "scans"            # a scan: takes its source in any layout (anchors.sca
 OFFSETS = "offsets"        # pointer + offset, slot by slot in any layout
 POINTER_LOADS = "pointer loads"    # load_ptr_tko: any layout its pointers come in
 POINTER_STORES = "pointer stores"  # store_ptr_tko: stores from its pointers' layout
+MOVES = "moves"            # permute: reads its source in any layout held once (Lowerer.gather)
 _ROLES = by_mnemonic({"scan": SCANS, "offset": OFFSETS, "load_ptr_tko": POINTER_LOADS,
                       "store_ptr_tko": POINTER_STORES, "constant": LITERAL, "reshape": KEEPS, "assume": KEEPS,
                       "broadcast": BROADCASTS, "reduce": REDUCES, "store_view_tko": STORES,
-                      "load_view_tko": LOADS, "fpowi": CYCLIC_ONLY, "mmaf": MMA, "mmai": MMA}, "layout anchor roles")
+                      "load_view_tko": LOADS, "permute": MOVES, "fpowi": CYCLIC_ONLY, "mmaf": MMA, "mmai": MMA}, "layout anchor roles")
 
 
 def is_mma(op) -> bool:
@@ -116,9 +118,10 @@ def _outside_sources(lw, value, shape, depth=0):
     return found
 
 
-def flow_is_layout_free(lw, value, reductions=None, broadcasts=None) -> bool:
+def flow_is_layout_free(lw, value, reductions=None, broadcasts=None, stores=None) -> bool:
     """Whether every use of `value`, and of the values computed from it element-wise, handles
-    any layout (see the module doc). `reductions`, a list, receives the flow's reduce ops. With
+    any layout (see the module doc). `reductions`, a list, receives the flow's reduce ops, and
+    `stores`, a list, its view stores. With
     `broadcasts`, a list, other operands may also come from outside the flow as broadcasts (a
     weight row over the rows, an iota over a reduction's rows), other view loads of the same
     shape (x + residual), or element-wise results of those: the list receives the broadcast and
@@ -159,7 +162,11 @@ def flow_is_layout_free(lw, value, reductions=None, broadcasts=None) -> bool:
                     return False
                 if isinstance(view.type, GatherScatterViewType):
                     return False
+                if stores is not None:
+                    stores.append(op)
                 continue
+            if role == MOVES:
+                continue  # its result is a new value, laid out on its own
             if _layout_free(op):
                 pending.append(op)
                 if op.results[0] not in flow:

@@ -25,9 +25,9 @@ from tilebc.ir.module import Block, Function, Module, Op, Value
 from tilebc.ir.types import ElementType, PointerType, TileType
 from tilebc.ops.spec import Effects
 
-from . import dtypes, intdiv
+from . import dtypes, intdiv, staging
 from .common import AFTER_MEMORY, FRESH, Frame, SubView, TensorView, Tile, Token  # noqa: F401
-from .layout import UNIFORM, Cyclic, distinct_slots, register_map
+from .layout import UNIFORM, Blocked, Cyclic, distinct_slots, register_map
 from .ptx import PtxWriter
 
 
@@ -512,6 +512,42 @@ class Lowerer:
             self.store("shared", self.slot_address(offset, tile.count, k, tile.element),
                        tile.slot(k), tile.element)
 
+    def _write_staged(self, tile: Tile, offset: int, place, table, vector: int) -> None:
+        """Every element of `tile` (`table`: its layout's table, each element held once or in
+        Cyclic's copies) into a buffer at `offset` placed by `place` (staging.Padded, None:
+        unpadded). Slots at a constant distance from slot 0 in every thread share one base
+        register; runs of `vector` slots that land whole and aligned are one st.shared.v."""
+        size = dtypes.byte_size(tile.element)
+        positions = staging.position(place, table)
+        deltas = positions - positions[0]
+        layout = self.layout_of(tile)
+
+        def make():
+            index = layout.emit_index(self, 0)
+            if place is not None:
+                index = place.emit(self.w, index)
+            return self.smem_address(0, index, tile.element)
+        base = self._cached(("staged base", layout.key(), place, size), make)
+
+        def address(k):
+            if np.all(deltas[k] == deltas[k, 0]):
+                return f"{base}+{offset + int(deltas[k, 0]) * size}"
+            index = layout.emit_index(self, k)
+            return self.smem_address(offset, index if place is None else place.emit(self.w, index),
+                                     tile.element)
+        k = 0
+        while k < table.shape[0]:
+            run = positions[k:k + vector]
+            if vector > 1 and len(run) == vector and np.all(run - run[0] == np.arange(vector)[:, None]) \
+                    and np.all((run[0] * size) % (vector * size) == 0):
+                registers = ", ".join(tile.regs[k:k + vector])
+                self.w(f"st.shared.v{vector}.{dtypes.mem_type(tile.element)} [{address(k)}], "
+                       f"{{{registers}}}")
+                k += vector
+                continue
+            self.store("shared", address(k), tile.slot(k), tile.element)
+            k += 1
+
     def smem_read_slot(self, offset: int, count: int, k: int, element) -> str:
         """This thread's slot k of a `count`-element buffer written by smem_write."""
         return self.load("shared", self.slot_address(offset, count, k, element), element)
@@ -571,11 +607,17 @@ class Lowerer:
         `static`, when the op's element movement is known at compile time, maps an array of
         result linear indices to (which source, source linear index) arrays: see _gather_static.
         Sources of at most 32 elements (a divisor of 32) sit whole in every warp - lane e holds
-        element e - so they are read with shfl.sync.idx: no shared memory, no barriers."""
-        small = self.T % 32 == 0 and all(s.count <= 32 and 32 % s.count == 0 for s in sources)
-        if static is not None and all(s.layout is None for s in sources):
-            return self._gather_static(sources, result_type, source_index, static, small,
-                                       layout)
+        element e - so they are read with shfl.sync.idx: no shared memory, no barriers.
+        A static gather takes sources in any layout that holds each element once (a vector
+        load's Blocked) as they are; other layouts are converted to Cyclic first."""
+        def whole_in_warps():
+            return self.T % 32 == 0 and all(s.count <= 32 and 32 % s.count == 0
+                                            and s.layout is None for s in sources)
+        if static is not None and all(s.layout is None or self.held_once(s) for s in sources):
+            return self._gather_static(sources, result_type, source_index, static,
+                                       whole_in_warps(), layout)
+        sources = [self.convert(s, None) if s.layout is not None else s for s in sources]
+        small = whole_in_warps()
         if small:
             return self._gather_by_shuffle(sources, result_type, source_index, layout=layout)
         offsets = self.reserve_smem([self.smem_size_of(s.type) for s in sources])
@@ -598,6 +640,27 @@ class Lowerer:
         self.barrier()
         return Tile(result_type, regs, layout)
 
+    def _crosses_a_limit(self, plain: list[int], padded: list[int]) -> bool:
+        """Whether exchange buffers of `padded` bytes would pass a shared-memory limit (the 48 KiB
+        a CTA has without opting in, the arch's maximum) that buffers of `plain` bytes keep
+        under: padding is worth neither a launch attribute nor a failed compile."""
+        from ..targets import max_shared_per_block
+        allocas = sum(-(-size // 16) * 16 for _, _, size in self.allocas)
+        floor = allocas + -(-self.smem_floor // 16) * 16
+
+        def top(sizes):
+            return floor + sum(-(-size // 16) * 16 for size in sizes)
+        return any(top(plain) <= limit < top(padded)
+                   for limit in (STATIC_SHARED_LIMIT, max_shared_per_block(self.arch)))
+
+    def held_once(self, tile: Tile) -> bool:
+        """Whether the tile's layout holds each element in exactly one (slot, thread)."""
+        layout = tile.layout
+        if layout is None or layout is UNIFORM or layout.slots * self.T != tile.count:
+            return False
+        table = layout.table(self.T)
+        return len(np.unique(table)) == tile.count
+
     def _slots_in(self, type: TileType, layout) -> int:
         return self.slots(type.num_elements) if layout is None else layout.slots
 
@@ -617,7 +680,7 @@ class Lowerer:
         which = np.broadcast_to(np.asarray(which, np.int64), linear.shape)
         index = np.asarray(index, np.int64)
         element = result_type.element
-        tables = [Cyclic(s.count, T).table(T) for s in sources]
+        tables = [self.layout_of(s).table(T) for s in sources]
         held = []  # per source: row bytes -> slot holding that row in every thread
         for table in tables:
             rows: dict[bytes, int] = {}
@@ -663,12 +726,33 @@ class Lowerer:
         needed = sorted({int(which[k, 0]) if np.all(which[k] == which[k, 0]) else -1
                          for k in remote})
         used = range(len(sources)) if -1 in needed else needed
-        sizes = [self.smem_size_of(s.type) if i in used else 0 for i, s in enumerate(sources)]
+        size = dtypes.byte_size(element)
+        places = [None] * len(sources)
+        vectors = [getattr(s.layout, "vec", 1) if isinstance(s.layout, Blocked) else 1
+                   for s in sources]
+        if -1 not in needed:  # every read names its source at compile time: stage each padded
+            for i in used:    # where that cuts bank conflicts (staging.py)
+                if len(sources[i].regs) != tables[i].shape[0]:
+                    continue
+                reads = [index[k] for k in remote if int(which[k, 0]) == i
+                         and not np.all(index[k] == index[k, 0])]
+                places[i] = staging.choose_placement(
+                    sources[i].count, size, tables[i][::vectors[i]],
+                    np.array(reads).reshape(-1, T), vectors[i])
+        if any(places) and self._crosses_a_limit(
+                [s.count * size if i in used else 0 for i, s in enumerate(sources)],
+                [staging.buffer_bytes(places[i], s.count, size) if i in used else 0
+                 for i, s in enumerate(sources)]):
+            places = [None] * len(sources)
+        sizes = [staging.buffer_bytes(places[i], s.count, size) if i in used else 0
+                 for i, s in enumerate(sources)]
         offsets = self.reserve_smem(sizes)
         for i in used:
-            self.smem_write(sources[i], offsets[i])
+            if places[i] is None and sources[i].layout is None:
+                self.smem_write(sources[i], offsets[i])
+            else:
+                self._write_staged(sources[i], offsets[i], places[i], tables[i], vectors[i])
         self.barrier()
-        size = dtypes.byte_size(element)
         cls = dtypes.reg_class(element)
         uniform: dict[tuple, list[int]] = {}   # (source, element index) -> slots reading it
         patterns: dict[tuple, str] = {}        # (source, index[k] - index[k, 0]) -> address reg
@@ -690,10 +774,14 @@ class Lowerer:
             if np.all(index[k] == first):
                 uniform.setdefault((w0, first), []).append(k)
                 continue
-            key = (w0, np.ascontiguousarray(index[k] - first).tobytes())
+            placed = staging.position(places[w0], index[k])
+            first = int(placed[0])
+            key = (w0, np.ascontiguousarray(placed - first).tobytes())
             if key not in patterns:
                 choice = source_index(k, self.multi_index(result_type.shape, k, layout))
                 reg = choice[1] if len(choice) == 2 else choice[1 + w0]
+                if places[w0] is not None:
+                    reg = places[w0].emit(self.w, reg)
                 address = self.smem_address(offsets[w0], reg, element)
                 patterns[key] = (address, first)
             address, base = patterns[key]
@@ -706,11 +794,13 @@ class Lowerer:
         for (w0, first), slots in sorted(uniform.items()):
             if (w0, first) in done:
                 continue
-            address = offsets[w0] + first * size
+            address = offsets[w0] + int(staging.position(places[w0], first)) * size
             run = 1
             for vec in (wide, 2) if vector_ok else ():
                 if vec > 1 and address % (vec * size) == 0 and \
-                        all((w0, first + j) in uniform for j in range(vec)):
+                        all((w0, first + j) in uniform and staging.position(
+                            places[w0], first + j) == staging.position(places[w0], first) + j
+                            for j in range(vec)):
                     run = vec
                     break
             if run == 1:

@@ -776,7 +776,8 @@ def staging(lw, op, view):
     from tilebc.ir.types import PartitionViewType
     from tilebc.ops.enums import PaddingValue
     from tilebc.ops.spec import Effects
-    from .memory import _dim_map, qualifiers
+    from .memory import qualifiers
+    from .vectors import view_dims
     if lw.arch < 80 or lw.generic_pointers or lw.chunk is not None or lw.T % 32:
         return None
     vt = view.type
@@ -811,7 +812,7 @@ def staging(lw, op, view):
             and not between.name.startswith("load")
             for between in ops[at + 1:use_at]):
         return None
-    dims = _dim_map(vt)
+    dims = view_dims(vt)
     inbounds = list(op.attrs.get("inbounds") or ())
     swapped = False
     if tensor.type.strides[dims[-1]] != 1:

@@ -9,31 +9,16 @@ a bar.sync already stands after those ops in straight-line code (common.order_af
 from __future__ import annotations
 
 
-from tilebc.ir.types import (GatherScatterViewType, PartitionViewType, StridedViewType,
-                             TensorViewType)
-from tilebc.ops.enums import MemoryOrderingSemantics, PaddingValue
+from tilebc.ir.types import GatherScatterViewType, StridedViewType, TensorViewType
+from tilebc.ops.enums import PaddingValue
 
 from . import dtypes, intdiv
-from .anchors import divisor, flow_is_layout_free, load_layout
-from .common import (AFTER_MEMORY, SCOPE, SubView, TensorView, Tile, and_predicates as _and,
+from .anchors import flow_is_layout_free, load_layout
+from .common import (AFTER_MEMORY, SubView, TensorView, Tile, and_predicates as _and,
                      immediate, order_after_token, set_result_token)
 from .layout import UNIFORM, Blocked, MmaAcc, Rows, distinct_slots
 from .registry import deferred, lowers
-
-def qualifiers(op, *, store: bool) -> str:
-    """ld/st memory-ordering qualifiers for the op's ordering and scope attributes."""
-    ordering = op.attrs.get("memory_ordering_semantics")
-    scope = SCOPE.get(op.attrs.get("memory_scope"), "gpu")
-    if ordering in (None, MemoryOrderingSemantics.WEAK):
-        return ""
-    if ordering is MemoryOrderingSemantics.RELAXED:
-        return f".relaxed.{scope}"
-    if ordering is MemoryOrderingSemantics.ACQUIRE:
-        return f".acquire.{scope}"
-    if ordering is MemoryOrderingSemantics.RELEASE:
-        return f".release.{scope}"
-    return f".{'release' if store else 'acquire'}.{scope}"  # acq_rel on a plain load/store
-
+from .vectors import divisibility, qualifiers, vector_width, view_dims
 
 @lowers("make_tensor_view")
 def lower_make_tensor_view(lw, op):
@@ -41,15 +26,7 @@ def lower_make_tensor_view(lw, op):
     base = lw.get(op.operands["base"]).scalar
     dynamic_shape = iter(op.operands["dynamicShape"])
     dynamic_strides = iter(op.operands["dynamicStrides"])
-
-    def power(static, values):
-        if static is not None:
-            return static & -static if static else 1 << 30
-        return divisor(lw, next(values))
-    shape_values = iter(op.operands["dynamicShape"])
-    stride_values = iter(op.operands["dynamicStrides"])
-    shape_div = [power(d, shape_values) for d in view_type.shape]
-    stride_div = [power(d, stride_values) for d in view_type.strides]
+    base_align, shape_div, stride_div = divisibility(lw, op)
 
     shape, narrow_shape = [], []
     for static in view_type.shape:
@@ -69,9 +46,8 @@ def lower_make_tensor_view(lw, op):
         tile = lw.get(next(dynamic_strides))
         strides.append(lw.scalar_s64(tile))
         narrow.append(_narrow_s32(tile))
-    lw.set(op.results[0], TensorView(view_type, base, shape, strides, narrow,
-                                     divisor(lw, op.operands["base"]), shape_div, stride_div,
-                                     narrow_shape))
+    lw.set(op.results[0], TensorView(view_type, base, shape, strides, narrow, base_align,
+                                     shape_div, stride_div, narrow_shape))
 
 
 def _narrow_s32(tile: Tile) -> str | None:
@@ -106,10 +82,6 @@ def lower_get_tensor_shape(lw, op):
     _shape_results(lw, op, tensor.shape)
 
 
-def _dim_map(view_type):
-    return list(getattr(view_type, "dim_map", None) or range(len(view_type.tile_shape)))
-
-
 def _div_s64_by(lw, reg: str, divisor: int) -> str:
     """reg / divisor (s64, truncating) for a constant divisor: ptxas expands a 64-bit div into a
     long subroutine even for constants, so this is a shift or a multiply-high (intdiv.py)."""
@@ -127,7 +99,7 @@ def lower_get_index_space_shape(lw, op):
     vt = view.type
     counts = []
     for i, tile_dim in enumerate(vt.tile_shape):
-        size = view.tensor.shape[_dim_map(vt)[i]]
+        size = view.tensor.shape[view_dims(vt)[i]]
         if isinstance(vt, GatherScatterViewType):
             # indexed by element (dense dims) or by row (the sparse dim): one index per element
             counts.append(size)
@@ -184,7 +156,7 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
     start_parts = {}  # dim -> (.b32 tile index, step) where start = index * step
     sparse = vt.sparse_dim if isinstance(vt, GatherScatterViewType) else None
     sparse_tile = None
-    for i, (index_tile, dim) in enumerate(zip(index_tiles, _dim_map(vt))):
+    for i, (index_tile, dim) in enumerate(zip(index_tiles, view_dims(vt))):
         if i == sparse:
             sparse_tile = index_tile
             continue
@@ -201,7 +173,7 @@ def view_addresses(lw, op, view: SubView, indices, tile_shape, layout=None, slot
         else:
             w(f"mul.lo.s64 {start}, {lw.scalar_s64(index_tile)}, {step}")
         starts[dim] = start
-    dims = _dim_map(vt)
+    dims = view_dims(vt)
     for i, moved in enumerate(shift or ()):
         if moved is not None:
             start = w.reg("b64")
@@ -471,44 +443,15 @@ def _gather_sparse(lw, index_tile: Tile, tile_shape, sparse: int) -> list[tuple]
 
 
 # element types whose registers and memory type are the same width (ld/st.v need that)
-VECTOR_TYPES = ("f16", "bf16", "f32", "f64", "i32", "i64")
-
-
-def vector_width(lw, op, view: SubView, tile_shape, element, quals: str) -> int:
-    """Elements per vector access (ld/st.v2/v4, at most 16 bytes) that this view access is
-    proven to allow: a partition view whose last tile dim runs along a stride-1 tensor dim, an
-    aligned base, other strides multiples of the vector, and a blocked layout that fits the
-    tile (1: scalar accesses)."""
-    vt = view.type
-    tensor = view.tensor
-    if not isinstance(vt, PartitionViewType) or quals or tensor.stride_div is None:
-        return 1
-    if dtypes.name_of(element) not in VECTOR_TYPES or not tile_shape:
-        return 1
-    size = dtypes.byte_size(element)
-    dims = _dim_map(vt)
-    last = dims[-1]
-    if tensor.type.strides[last] != 1:
-        return 1
-    count = 1
-    for d in tile_shape:
-        count *= d
-    vec = min(4, 16 // size, tile_shape[-1])
-    while vec > 1 and (count % (vec * lw.T) or tensor.base_align % (vec * size)
-                       or any(tensor.stride_div[d] % vec for d in dims if d != last)):
-        vec //= 2
-    return vec
-
-
 def _vector_guards(lw, op, view, vec, addresses):
     """Per run of `vec` slots: (predicate for the vector access or None, predicate for the
     element-by-element tail or None). The run is wholly inside or wholly outside the tensor
     when the last dim is unchecked or its extent a multiple of vec; else the vector access
     needs its last element inside and the rest goes element by element."""
     w = lw.w
-    last = _dim_map(view.type)[-1]
+    last = view_dims(view.type)[-1]
     inbounds = list(op.attrs.get("inbounds") or ())
-    checked = not (len(inbounds) >= len(_dim_map(view.type)) and inbounds[-1])
+    checked = not (len(inbounds) >= len(view_dims(view.type)) and inbounds[-1])
     whole = not checked or view.tensor.shape_div[last] % vec == 0
     guards = []
     for start in range(0, len(addresses), vec):

@@ -22,7 +22,7 @@ PTX_SUBSET = {
     "ld": "global, shared, const, param loads (optionally .relaxed/.acquire with a scope); with no "
           "state space (generic address) in kernels that contain an alloca; ld.const.f32 reads the "
           "f32 decode tables of software float formats (softfloat.py); ld.global.v2/.v4 for "
-          "view loads proven aligned (memory.vector_width)",
+          "view loads proven aligned (vectors.vector_width)",
     "st": "global, shared, local stores (optionally .relaxed/.release with a scope); generic (no "
           "state space) in kernels that contain an alloca; st.global.v2/.v4 as for ld",
     "cvt": "integer widen/narrow, int<->float, float<->float incl. bf16 and fp8 pairs; cvt.u16.u32 / "

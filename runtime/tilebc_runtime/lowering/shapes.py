@@ -240,8 +240,14 @@ def lower_permute(lw, op):
 
 
 def _permuted(lw, op) -> Tile:
-    source = lw.get(op.operand_values[0])
+    """The permuted tile, read from the source in its own layout (a vector load's) and made in
+    Blocked where every store its value reaches takes vectors (vectors.flow_vector_width)."""
+    from .layout import Blocked
+    from .vectors import flow_vector_width
+    source = lw.get(op.operand_values[0], any_layout=True)
     result_type = op.results[0].type
+    vec = flow_vector_width(lw, op.results[0])
+    layout = Blocked(result_type.num_elements, lw.T, vec) if vec > 1 else None
     perm = list(op.attrs["permutation"])
     if source.count == 1:
         return Tile(result_type, [source.scalar])
@@ -258,7 +264,7 @@ def _permuted(lw, op) -> Tile:
         for d, p in enumerate(perm):
             src[p] = index[d]
         return 0, np.ravel_multi_index(src, tuple(source.type.shape))
-    return lw.gather([source], result_type, index, static)
+    return lw.gather([source], result_type, index, static, layout)
 
 
 @lowers("cat")

@@ -154,6 +154,9 @@ class Lowerer:
         mapping = register_map(source, want, self.T)
         if mapping is not None:
             return Tile(tile.type, [tile.regs[k] for k in mapping], layout)
+        staged = self._convert_staged(tile, source, want)
+        if staged is not None:
+            return Tile(tile.type, staged, layout)
         [offset] = self.reserve_smem([self.smem_size_of(tile.type)])
         for k in distinct_slots(source, self.T):
             if tile.layout is None:
@@ -512,41 +515,29 @@ class Lowerer:
             self.store("shared", self.slot_address(offset, tile.count, k, tile.element),
                        tile.slot(k), tile.element)
 
-    def _write_staged(self, tile: Tile, offset: int, place, table, vector: int) -> None:
-        """Every element of `tile` (`table`: its layout's table, each element held once or in
-        Cyclic's copies) into a buffer at `offset` placed by `place` (staging.Padded, None:
-        unpadded). Slots at a constant distance from slot 0 in every thread share one base
-        register; runs of `vector` slots that land whole and aligned are one st.shared.v."""
+    def _write_staged(self, tile: Tile, offset: int, place, table, vector: int,
+                      slots=None) -> None:
+        """The tile's `slots` (default: all; `table`: its layout's table) into a buffer at
+        `offset` placed by `place` (staging.Padded, None: unpadded). Slots at a constant
+        distance from slot 0 in every thread share one base register; runs of `vector` slots
+        that land whole and aligned are one st.shared.v."""
         size = dtypes.byte_size(tile.element)
         positions = staging.position(place, table)
-        deltas = positions - positions[0]
-        layout = self.layout_of(tile)
-
-        def make():
-            index = layout.emit_index(self, 0)
-            if place is not None:
-                index = place.emit(self.w, index)
-            return self.smem_address(0, index, tile.element)
-        base = self._cached(("staged base", layout.key(), place, size), make)
-
-        def address(k):
-            if np.all(deltas[k] == deltas[k, 0]):
-                return f"{base}+{offset + int(deltas[k, 0]) * size}"
-            index = layout.emit_index(self, k)
-            return self.smem_address(offset, index if place is None else place.emit(self.w, index),
-                                     tile.element)
-        k = 0
-        while k < table.shape[0]:
-            run = positions[k:k + vector]
-            if vector > 1 and len(run) == vector and np.all(run - run[0] == np.arange(vector)[:, None]) \
-                    and np.all((run[0] * size) % (vector * size) == 0):
+        address = self._staged_addresses(offset, place, self.layout_of(tile), positions,
+                                          tile.element)
+        slots = list(range(table.shape[0])) if slots is None else list(slots)
+        i = 0
+        while i < len(slots):
+            k = slots[i]
+            if slots[i:i + vector] == list(range(k, k + vector)) \
+                    and self._vector_run(positions, k, vector, size):
                 registers = ", ".join(tile.regs[k:k + vector])
                 self.w(f"st.shared.v{vector}.{dtypes.mem_type(tile.element)} [{address(k)}], "
                        f"{{{registers}}}")
-                k += vector
+                i += vector
                 continue
             self.store("shared", address(k), tile.slot(k), tile.element)
-            k += 1
+            i += 1
 
     def smem_read_slot(self, offset: int, count: int, k: int, element) -> str:
         """This thread's slot k of a `count`-element buffer written by smem_write."""
@@ -640,6 +631,89 @@ class Lowerer:
         self.barrier()
         return Tile(result_type, regs, layout)
 
+    def _convert_staged(self, tile: Tile, source, want) -> list[str] | None:
+        """The registers of `want`'s slots through a padded buffer (staging.py) and vector
+        accesses of Blocked sides, where either cuts the exchange's wavefronts; None to keep the
+        plain exchange."""
+        size = dtypes.byte_size(tile.element)
+        slots = distinct_slots(source, self.T)
+        vectors = [self.shared_vector(side, size) for side in (source, want)]
+        writes, reads = source.table(self.T)[slots], want.table(self.T)
+        place = staging.choose_placement(tile.count, size, writes[::vectors[0]],
+                                         reads[::vectors[1]], *vectors)
+        if place is None and vectors == [1, 1]:
+            return None
+        if place is not None and self._crosses_a_limit([tile.count * size],
+                                                       [place.buffer_elements(tile.count) * size]):
+            place = None
+        [offset] = self.reserve_smem([staging.buffer_bytes(place, tile.count, size)])
+        self._write_staged(tile, offset, place, source.table(self.T), vectors[0], slots)
+        self.barrier()
+        out = self._read_staged(offset, place, want, tile.element, vectors[1])
+        self.barrier()
+        return out
+
+    def _read_staged(self, offset: int, place, layout, element, vector: int) -> list[str]:
+        """Every slot of `layout` from a buffer at `offset` placed by `place`: slots at a constant
+        distance from slot 0 in every thread share one base register; runs of `vector` slots
+        that lie whole and aligned are one ld.shared.v."""
+        size = dtypes.byte_size(element)
+        table = layout.table(self.T)
+        positions = staging.position(place, table)
+        address = self._staged_addresses(offset, place, layout, positions, element)
+        cls = dtypes.reg_class(element)
+        out, k = [], 0
+        while k < table.shape[0]:
+            if self._vector_run(positions, k, vector, size):
+                run = [self.w.reg(cls) for _ in range(vector)]
+                self.w(f"ld.shared.v{vector}.{dtypes.mem_type(element)} {{{', '.join(run)}}}, "
+                       f"[{address(k)}]")
+                out += run
+                k += vector
+                continue
+            out.append(self.load("shared", address(k), element))
+            k += 1
+        return out
+
+    def _staged_addresses(self, offset: int, place, layout, positions, element):
+        """k -> the shared address operand of slot k of `layout` in a placed buffer."""
+        size = dtypes.byte_size(element)
+        deltas = positions - positions[0]
+
+        def make():
+            index = layout.emit_index(self, 0)
+            if place is not None:
+                index = place.emit(self.w, index)
+            return self.smem_address(0, index, element)
+        base = self._cached(("staged base", layout.key(), place, size), make)
+
+        def address(k):
+            if np.all(deltas[k] == deltas[k, 0]):
+                return f"{base}+{offset + int(deltas[k, 0]) * size}"
+            index = layout.emit_index(self, k)
+            if place is not None:
+                index = place.emit(self.w, index)
+            return self.smem_address(offset, index, element)
+        return address
+
+    @staticmethod
+    def shared_vector(layout, size: int) -> int:
+        """Elements per ld/st.shared.v of a layout's runs: a Blocked layout's run, halved down to
+        at most 4 elements of at most 16 bytes (1: scalar accesses)."""
+        vec = layout.vec if isinstance(layout, Blocked) else 1
+        while vec > 1 and (vec > 4 or vec * size > 16):
+            vec //= 2
+        return vec
+
+    @staticmethod
+    def _vector_run(positions, k: int, vector: int, size: int) -> bool:
+        """Slots k .. k+vector-1 sit at consecutive positions, aligned to the vector, in every
+        thread."""
+        run = positions[k:k + vector]
+        return vector > 1 and len(run) == vector \
+            and bool(np.all(run - run[0] == np.arange(vector)[:, None])) \
+            and bool(np.all((run[0] * size) % (vector * size) == 0))
+
     def _crosses_a_limit(self, plain: list[int], padded: list[int]) -> bool:
         """Whether exchange buffers of `padded` bytes would pass a shared-memory limit (the 48 KiB
         a CTA has without opting in, the arch's maximum) that buffers of `plain` bytes keep
@@ -728,8 +802,7 @@ class Lowerer:
         used = range(len(sources)) if -1 in needed else needed
         size = dtypes.byte_size(element)
         places = [None] * len(sources)
-        vectors = [getattr(s.layout, "vec", 1) if isinstance(s.layout, Blocked) else 1
-                   for s in sources]
+        vectors = [self.shared_vector(s.layout, size) for s in sources]
         if -1 not in needed:  # every read names its source at compile time: stage each padded
             for i in used:    # where that cuts bank conflicts (staging.py)
                 if len(sources[i].regs) != tables[i].shape[0]:

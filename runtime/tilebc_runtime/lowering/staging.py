@@ -71,14 +71,17 @@ def wavefronts(positions, size: int) -> int:
     return int(per_bank.max(axis=-1).sum())
 
 
-def choose_placement(count: int, size: int, writes, reads, vector: int = 1) -> Padded | None:
+def choose_placement(count: int, size: int, writes, reads, vector: int = 1,
+                     read_vector: int = 1) -> Padded | None:
     """The placement of a `count`-element buffer of `size`-byte elements with the fewest
     wavefronts over `writes` and `reads` (each (accesses, threads) arrays of linear indices, either
-    may have no rows); None (unpadded) unless a padding is strictly cheaper. With `vector` > 1 the
-    writes are vector accesses of that many elements (`writes` holds each one's first index), so
-    only paddings that keep every vector whole and aligned are candidates."""
-    groups = [(np.asarray(r, np.int64), width) for r, width in ((writes, vector), (reads, 1))
-              if len(r)]
+    may have no rows); None (unpadded) unless a padding is strictly cheaper. With `vector` (or
+    `read_vector`) > 1 the writes (reads) are vector accesses of that many elements, the array
+    holding each one's first index, so only paddings that keep every vector whole and aligned
+    are candidates."""
+    groups = [(np.asarray(r, np.int64), width) for r, width in ((writes, vector),
+                                                                (reads, read_vector)) if len(r)]
+    vector = max(vector, read_vector)
     if count <= 1 or not groups:
         return None
 

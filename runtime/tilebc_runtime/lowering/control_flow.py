@@ -8,6 +8,7 @@ from tilebc.ops.table import by_mnemonic
 
 from . import dtypes
 from .anchors import carried_mma_layout, carried_row_layout
+from .vectors import pointer_layout
 from .common import AFTER_MEMORY, Frame, Tile
 from .registry import BEFORE_LOOP, loop_pipeline, lowers
 
@@ -179,6 +180,8 @@ def lower_for(lw, op):
         layout = carried_mma_layout(lw, body, index)
         if layout is None:  # a row statistic of such a product stays in its reductions' layout
             layout = carried_row_layout(lw, body, index)
+        if layout is None and getattr(value.type, "shape", None):  # around vector pointer accesses
+            layout = pointer_layout(lw, value.type.shape)
         if layout is not None:
             cls = dtypes.reg_class(value.type.element)
             carried[index] = Tile(value.type, [w.reg(cls) for _ in range(layout.slots)], layout)

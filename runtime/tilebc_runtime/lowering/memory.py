@@ -18,7 +18,7 @@ from .common import (AFTER_MEMORY, SubView, TensorView, Tile, and_predicates as 
                      immediate, order_after_token, set_result_token)
 from .layout import UNIFORM, Blocked, MmaAcc, Rows, distinct_slots
 from .registry import deferred, lowers
-from .vectors import divisibility, qualifiers, vector_width, view_dims
+from .vectors import divisibility, pointer_layout, qualifiers, vector_width, view_dims
 
 @lowers("make_tensor_view")
 def lower_make_tensor_view(lw, op):
@@ -591,15 +591,27 @@ def lower_store_view(lw, op):
 
 
 def _same_layout(lw, values):
-    """The operand tiles (None stays None) and their layout when all are in one Rows layout or
-    splats (anchors.pointer_anchors built them so), else all Cyclic and None. Other layouts
-    (a reduction's result used as offsets) go to Cyclic, where no element has copies."""
+    """The operand tiles (None stays None) and their layout when all are in one Rows layout
+    (anchors.pointer_anchors built them so) or one Blocked layout (vectors.pointer_layout) or
+    splats, else all Cyclic and None. Other layouts (a reduction's result used as offsets) go to
+    Cyclic, where no element has copies."""
     tiles = [lw.get(v, any_layout=True) if v is not None else None for v in values]
     layouts = {t.layout for t in tiles if t is not None and t.count > 1
                and t.layout is not UNIFORM}
-    if len(layouts) == 1 and isinstance(next(iter(layouts)), Rows):
+    if len(layouts) == 1 and isinstance(next(iter(layouts)), (Rows, Blocked)):
         return tiles, layouts.pop()
     return [lw.get(v) if v is not None else None for v in values], None
+
+
+def _vector_runs(lw, op, layout) -> int:
+    """Elements per ld/st.v of a pointer access whose tiles are in `layout`: the Blocked layout
+    vectors.pointer_layout chose for them (1: element by element)."""
+    if not isinstance(layout, Blocked):
+        return 1
+    shape = op.operands["source" if "source" in op.operands else "destination"].type.shape
+    if pointer_layout(lw, shape) is not layout:
+        return 1
+    return layout.vec
 
 
 @lowers("load_ptr_tko")
@@ -612,6 +624,24 @@ def lower_load_ptr(lw, op):
     zero = padding_register(lw, element, None) if pad is None else None
     quals = qualifiers(op, store=False)
     regs = []
+    vec = _vector_runs(lw, op, layout)
+    if vec > 1:  # each run of vec slots: consecutive aligned elements under one mask bit
+        cls, memtype = dtypes.reg_class(element), dtypes.mem_type(element)
+        for start in range(0, layout.slots, vec):
+            run = [lw.w.reg(cls) for _ in range(vec)]
+            predicate = mask.slot(start) if mask is not None else None
+            guard = ""
+            if predicate is not None:
+                guard = f"@{predicate} "
+                for j, reg in enumerate(run):
+                    default = pad.slot(start + j) if pad is not None else zero
+                    lw.w(f"mov.{dtypes.mov_type(cls)} {reg}, {default}")
+            lw.w(f"{guard}ld{lw.space_suffix()}.v{vec}.{memtype} {{{', '.join(run)}}}, "
+                 f"[{pointers.slot(start)}]")
+            regs += run
+        lw.set(op.results[0], Tile(result_type, regs, layout))
+        set_result_token(lw, op)
+        return
     for k in range(layout.slots if layout is not None else lw.slots(result_type.num_elements)):
         predicate = mask.slot(k) if mask is not None else None
         default = pad.slot(k) if pad is not None else zero
@@ -627,6 +657,16 @@ def lower_store_ptr(lw, op):
     (pointers, value, mask), layout = _same_layout(
         lw, [op.operands["destination"], op.operands["value"], op.operands.get("mask")])
     quals = qualifiers(op, store=True)
+    vec = _vector_runs(lw, op, layout)
+    if vec > 1 and pointers.layout is layout and value.layout in (layout, UNIFORM):
+        memtype = dtypes.mem_type(value.element)
+        for start in range(0, layout.slots, vec):
+            guard = f"@{mask.slot(start)} " if mask is not None else ""
+            run = ", ".join(value.slot(start + j) for j in range(vec))
+            lw.w(f"{guard}st{lw.space_suffix()}.v{vec}.{memtype} [{pointers.slot(start)}], "
+                 f"{{{run}}}")
+        set_result_token(lw, op)
+        return
     if layout is not None and pointers.layout is layout:
         # stored from the layout it is held in: each distinct slot once (copies hold equal
         # values at equal addresses)

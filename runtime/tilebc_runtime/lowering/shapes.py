@@ -49,8 +49,11 @@ def lower_constant(lw, op):
 @lowers("iota")
 def lower_iota(lw, op):
     from .anchors import broadcast_layout
+    from .vectors import pointer_layout
     result_type = op.results[0].type
-    layout = broadcast_layout(lw, op.results[0]) if result_type.num_elements > 1 else None
+    layout = None
+    if result_type.num_elements > 1:
+        layout = pointer_layout(lw, result_type.shape) or broadcast_layout(lw, op.results[0])
     _iota_in(lw, op, layout)
 
 

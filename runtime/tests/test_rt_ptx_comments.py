@@ -35,3 +35,20 @@ def test_comments_do_not_depend_on_where_the_module_was_read_from(tmp_path):
     copy = tmp_path / "elsewhere.tilebc"
     copy.write_bytes(SOFTMAX.read_bytes())
     assert compile(copy, emit="ptx").ptx == compile(SOFTMAX, emit="ptx").ptx
+
+
+def test_a_file_name_that_is_not_printable_is_escaped_in_the_comments():
+    # debug info may name any file: a newline would end the comment and put the rest of the name
+    # into the PTX; a byte that is not UTF-8 (kept as a surrogate) cannot be passed to nvJitLink
+    from tilebc.ir.location import DILoc
+    from tilebc_runtime.compiler import link_ptx
+    module = tilebc.load(SOFTMAX.read_bytes())
+    for function in module.functions:
+        for op in function.walk():
+            if isinstance(op.loc, DILoc):
+                op.loc = DILoc(op.loc.scope, "k\nret;\udc80.py", op.loc.line, op.loc.column)
+    ptx = compile(module, emit="ptx").ptx
+    assert "k\\x0aret;\\x80.py:" in ptx and "\nret;\udc80" not in ptx
+    assert all(line.isascii() for line in ptx.splitlines())
+    cubin, _ = link_ptx(ptx, 90, module=module)
+    assert cubin[:4] == b"\x7fELF"

@@ -536,8 +536,26 @@ def _source_place(op: Op) -> str | None:
     while loc is not None and hasattr(loc, "callee"):
         loc = loc.callee
     if loc is not None and hasattr(loc, "filename"):
-        return f"{loc.filename}:{loc.line}:{loc.column}"
+        return f"{_printable(loc.filename)}:{loc.line}:{loc.column}"
     return None
+
+
+def _printable(text: str) -> str:
+    """`text` with everything outside printable ASCII escaped (\\xNN; an undecodable byte kept
+    as a surrogate, as \\xNN of the byte): a file name from a module's debug info may hold a
+    newline, which would end the PTX comment, or bytes that are not UTF-8, which nvJitLink's
+    input cannot carry."""
+    if text.isascii() and text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that did not decode (surrogateescape)
+            code -= 0xDC00
+        out.append(ch if " " <= ch <= "~" else
+                   f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000
+                   else f"\\U{code:08x}")
+    return "".join(out)
 
 
 def _ptx_comment(op: Op) -> str:

@@ -129,8 +129,10 @@ def _gemm_persistent(mod):
 
 @case("la_transpose")
 def _transpose(mod):
+    # entry 2: contiguous aligned arrays (extents multiples of 16), ragged against 64x64 tiles
     for index, dtype, shape, grid in ((0, np.float32, (20, 13), (2, 2)),
-                                      (1, np.float16, (9, 30), (2, 2))):
+                                      (1, np.float16, (9, 30), (2, 2)),
+                                      (2, np.float16, (80, 144), (2, 3))):
         x = uniform(shape, dtype)
         y = np.zeros(shape[::-1], dtype)
         run(mod, entry(mod, index), grid, x, y)

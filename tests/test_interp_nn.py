@@ -71,6 +71,13 @@ def _rms_norm_gather(mod):
     ref_y, ref_rstd = _rms_reference(x, w, 1e-5)
     check(rstd, ref_rstd, rtol=1e-5)
     check(y, ref_y, rtol=1e-2, atol=1e-2)
+    # entry 1: contiguous aligned rows of 1008 (the last 512-element chunk masked)
+    x, w = randn((16, 1008), np.float16), randn(1008, np.float16)
+    y, rstd = np.zeros_like(x), np.zeros(16, np.float32)
+    run(mod, entry(mod, 1), (16,), x, w, y, rstd, np.float32(1e-5))
+    ref_y, ref_rstd = _rms_reference(x, w, 1e-5)
+    check(rstd, ref_rstd, rtol=1e-5)
+    check(y, ref_y, rtol=1e-2, atol=1e-2)
 
 
 @case("nn_add_rms_norm")

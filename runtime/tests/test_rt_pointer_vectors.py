@@ -120,3 +120,77 @@ def test_aligned_rows_move_four_elements_per_access(chunks):
     assert "ld.global.b16" not in ptx and "st.global.b16" not in ptx
     plain = jit_compile(parse_module(_kernel(False, chunks)), "rows", "sm_90", emit="ptx").ptx
     assert ".v2." not in plain and ".v4." not in plain
+
+
+def _variant(old: str, new: str, chunks: str = "constant") -> str:
+    text = _kernel(True, chunks)
+    assert old in text
+    return text.replace(old, new)
+
+
+# a start one element past the aligned one, and the row bound compared the other way round
+MISALIGNED = ("    %col = addi %starts, %iota : tile<256xi32>\n",
+              "    %col0 = addi %starts, %iota : tile<256xi32>\n"
+              "    %ones = broadcast %one_r : tile<1xi32> -> tile<256xi32>\n"
+              "    %col = addi %col0, %ones : tile<256xi32>\n")
+SWAPPED = ("cmpi less_than %col, %limit, signed", "cmpi greater_than %limit, %col, signed")
+
+
+def test_a_misaligned_run_stays_scalar_and_right():
+    old, new = MISALIGNED
+    text = _variant(old, new).replace(
+        "  %row = muli", "  %one_r = reshape %one : tile<i32> -> tile<1xi32>\n  %row = muli")
+    module = parse_module(text)
+    ptx = jit_compile(module, "rows", "sm_90", emit="ptx").ptx
+    assert ".v2." not in ptx and ".v4." not in ptx
+    x = _aligned((2, 4 * CHUNK), np.float16)
+    x[:] = np.random.default_rng(6).standard_normal(x.shape)
+    expected = _run(interpret, module, x, 4 * CHUNK - 48)
+    actual = _run(sim.run, module, x, 4 * CHUNK - 48, arch="sm_90")
+    assert np.array_equal(actual[0].view(np.uint16), expected[0].view(np.uint16))
+
+
+def test_the_bound_on_either_side_of_the_comparison_masks_whole_runs():
+    module = parse_module(_variant(*SWAPPED))
+    ptx = jit_compile(module, "rows", "sm_90", emit="ptx").ptx
+    assert ptx.count("ld.global.v2.b16") == 4
+    x = _aligned((2, 4 * CHUNK), np.float16)
+    x[:] = np.random.default_rng(8).standard_normal(x.shape)
+    expected = _run(interpret, module, x, 4 * CHUNK - 48)
+    actual = _run(sim.run, module, x, 4 * CHUNK - 48, arch="sm_80")
+    assert np.array_equal(actual[0].view(np.uint16), expected[0].view(np.uint16))
+
+
+def test_run_facts_claim_nothing_they_cannot_prove():
+    from tilebc_runtime.lowering import families  # noqa: F401  (registers the lowerings)
+    from tilebc_runtime.lowering.lowerer import Lowerer
+    from tilebc_runtime.lowering.vectors import run_facts
+    text = _kernel(True, "argument").replace(
+        "    %at = addi %rows, %col : tile<256xi32>\n",
+        "    %at = addi %rows, %col : tile<256xi32>\n"
+        "    %twice = addi %col, %col : tile<256xi32>\n"
+        "    %edge = cmpi less_than_or_equal %col, %limit, signed : tile<256xi32> -> "
+        "tile<256xi1>\n")
+    module = parse_module(text)
+    function = module.functions[0]
+    lw = Lowerer(module, function, threads=128, arch=90)
+    loop = next(op for op in function.walk() if op.regions)
+    body = [op.name for op in loop.regions[0].blocks[0].ops]
+    assert body[3:9] == ["addi", "cmpi", "addi", "addi", "cmpi", "offset"], body
+    values = dict(zip(("col", "in", "at", "twice", "edge", "px"),
+                      (op.results[0] for op in loop.regions[0].blocks[0].ops[3:9])))
+    values["iota"] = next(op for op in function.walk() if op.name == "iota").results[0]
+
+    def facts(name):
+        found = run_facts(lw, values[name])
+        return found.contig, found.const, found.div
+    assert facts("iota") == (CHUNK, 1, 1 << 30)
+    assert facts("col") == (CHUNK, 1, CHUNK)  # chunk * 256 + iota: runs start at multiples
+    assert facts("twice")[0] == 1             # 2 * col steps by two
+    assert facts("in")[1] == 16               # col < cols, cols div_by 16
+    assert facts("edge")[1] == 1              # col <= cols flips inside a run
+    assert facts("px")[0] == CHUNK and facts("px")[2] == 16  # bytes: the base's div_by 16
+    # the loop-carried sum is a block argument: nothing is known of it
+    carried = loop.regions[0].blocks[0].args[1]
+    found = run_facts(lw, carried)
+    assert (found.contig, found.const, found.div) == (1, 1, 1)

@@ -135,7 +135,7 @@ class RunFacts:
         """The facts with contig cut to `length`: group starts come `length` apart."""
         if length >= self.contig:
             return self
-        return RunFacts(length, self.const, min(self.div, length) if length > 1 else self.div)
+        return RunFacts(length, self.const, min(self.div, length))
 
 
 _UNKNOWN_DIV = 1 << 30
@@ -168,7 +168,7 @@ def _run_facts(lw, value, depth: int) -> RunFacts:
     length = shape[-1] if shape else 1
     op = value.owner
     if not hasattr(op, "attrs"):  # a block argument: a loop's induction variable, or unknown
-        return RunFacts(1, length, _induction_div(lw, value) if length == 1 else 1)
+        return RunFacts(1, 1, _induction_div(lw, value) if length == 1 else 1)
     if depth > 24:
         return nothing
     rule = _FACT_RULES.get(op.name)
@@ -206,6 +206,7 @@ def _run_facts(lw, value, depth: int) -> RunFacts:
         for facts, other in ((a, op.operand_values[1]), (b, op.operand_values[0])):
             if uniform_int(lw, other) == 1:
                 return facts
+        a, b = a.runs_of(1), b.runs_of(1)  # divisors of every element, not of run starts
         return RunFacts(1, min(a.const, b.const), min(a.div * b.div, _UNKNOWN_DIV))
     if rule == _LOGIC:
         a, b = operands

@@ -263,3 +263,26 @@ cp.async.wait_all;""", x)
     assert r["instructions"]["global_ld"] == 1
     assert r["global_ld_sectors"] == 16 and r["global_ld_ideal_sectors"] == 16
     assert r["shared_wavefronts"] == 4 and r["shared_ideal_wavefronts"] == 4
+
+
+def test_sector_sets_merge_a_logarithmic_number_of_times(monkeypatch):
+    # a working set of 8 M distinct sectors arriving 20,000 at a time: the merge threshold grows
+    # with what stays after each merge (it used to merge everything again on every access past
+    # 2 M: quadratic), and the merged set is the same as numpy's
+    from tilebc_runtime.sim import profile as module
+    merges = []
+    distinct = module._distinct
+    monkeypatch.setattr(module, "_distinct", lambda values: merges.append(values.size)
+                        or distinct(values))
+    p = Profile()
+    for i in range(400):
+        p._read.append(np.arange(i * 20000, (i + 1) * 20000, dtype=np.uint64))
+        p._pending += 20000
+        if p._pending > p._compact_at:
+            p._compact()
+    assert 1 <= len(merges) <= 3
+    p._compact()
+    assert np.array_equal(p._read[0], np.arange(8_000_000, dtype=np.uint64))
+    shuffled = np.random.default_rng(2).integers(0, 1 << 40, 50_000).astype(np.uint64)
+    assert np.array_equal(distinct(np.concatenate([shuffled, shuffled[::3]])),
+                          np.unique(shuffled))

@@ -712,7 +712,9 @@ def run_model(folder: Path, results: Path, names) -> int:
     with open(folder / "cases.pkl", "rb") as stream:
         cases = pickle.load(stream)
     os.environ.setdefault("TILEBC_CACHE_DIR", str(folder / "cache"))
-    measured = _measured(results.parent / "cutile-python-gpu.md")
+    gpu_results = results.parent / "cutile-python-gpu.md"
+    measured = _measured(gpu_results)
+    measured_on = _dated(gpu_results)
     hw = Hardware.h100_sxm()
     started = time.time()
     rows = []
@@ -732,7 +734,9 @@ def run_model(folder: Path, results: Path, names) -> int:
              f"`python conformance/run_cutile_python.py --model DIR` ({time.time() - started:.0f} s), on the "
              "aligned timing cases of `--export DIR`. Model: µs at the launch's grid on the H100 knobs "
              f"(benchmarks/MODEL.md), {bench_model.LARGE_SAMPLE} CTAs profiled; measured: "
-             "conformance/cutile-python-gpu.md (an H200, whose memory is ~1.4x an H100's).", "",
+             "conformance/cutile-python-gpu.md (an H200, whose memory is ~1.4x an H100's"
+             + (f"; the code of {measured_on}, which may be older than this model run's"
+                if measured_on else "") + ").", "",
              "| kernel | model ours µs (bound) | model tileiras µs (bound) | model ratio | measured ratio |",
              "|---|---:|---:|---:|---:|"]
     for name, ours, theirs, left, seen in rows:
@@ -745,6 +749,15 @@ def run_model(folder: Path, results: Path, names) -> int:
     results.write_text("\n".join(lines))
     print(f"wrote {results}", file=sys.stderr)
     return 0
+
+
+def _dated(path: Path) -> str | None:
+    """The date line of a --gpu results file ("2026-11-27 14:28 UTC"), or None."""
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.startswith("Date: "):
+                return line[len("Date: "):].split(";")[0].strip()
+    return None
 
 
 def _measured(path: Path) -> dict:

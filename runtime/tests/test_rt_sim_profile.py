@@ -271,8 +271,8 @@ def test_sector_sets_merge_a_logarithmic_number_of_times(monkeypatch):
     # 2 M: quadratic), and the merged set is the same as numpy's
     from tilebc_runtime.sim import profile as module
     merges = []
-    distinct = module._distinct
-    monkeypatch.setattr(module, "_distinct", lambda values: merges.append(values.size)
+    distinct = module.distinct
+    monkeypatch.setattr(module, "distinct", lambda values: merges.append(values.size)
                         or distinct(values))
     p = Profile()
     for i in range(400):

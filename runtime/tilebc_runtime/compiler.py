@@ -390,7 +390,7 @@ def shared_layout(lw: Lowerer, arch: int) -> tuple[int, int]:
     exchange area joins them while the sum fits the 48 KiB a CTA gets without opting in (no
     launch attribute needed), else it becomes dynamic shared memory, which the launcher opts in
     to up to the architecture's per-CTA maximum."""
-    allocas = sum(-(-size // 16) * 16 for _, _, size in lw.allocas)
+    allocas = lw.alloca_bytes()
     if allocas and lw.smem_size:  # the exchange area's alignment may pad it after them
         allocas += lw.smem_align - 16
     if allocas + lw.smem_size <= STATIC_SHARED_LIMIT:

@@ -714,13 +714,16 @@ class Lowerer:
             and bool(np.all(run - run[0] == np.arange(vector)[:, None])) \
             and bool(np.all((run[0] * size) % (vector * size) == 0))
 
+    def alloca_bytes(self) -> int:
+        """The .shared scratch buffers' bytes, each rounded up to 16."""
+        return sum(-(-size // 16) * 16 for _, _, size in self.allocas)
+
     def _crosses_a_limit(self, plain: list[int], padded: list[int]) -> bool:
         """Whether exchange buffers of `padded` bytes would pass a shared-memory limit (the 48 KiB
         a CTA has without opting in, the arch's maximum) that buffers of `plain` bytes keep
         under: padding is worth neither a launch attribute nor a failed compile."""
         from ..targets import max_shared_per_block
-        allocas = sum(-(-size // 16) * 16 for _, _, size in self.allocas)
-        floor = allocas + -(-self.smem_floor // 16) * 16
+        floor = self.alloca_bytes() + -(-self.smem_floor // 16) * 16
 
         def top(sizes):
             return floor + sum(-(-size // 16) * 16 for size in sizes)

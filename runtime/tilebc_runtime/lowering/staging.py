@@ -12,9 +12,8 @@ from __future__ import annotations
 from tilebc.record import Record
 
 from ..lazy_numpy import np
+from ..perf.banks import WARP, access_wavefronts
 
-BANKS = 32        # 4-byte banks of shared memory
-WARP = 32
 MAX_GROWTH = 8    # a padded buffer is at most 1/MAX_GROWTH larger than the unpadded one
 PAD_BYTES = (4, 8, 16)
 
@@ -51,24 +50,9 @@ def buffer_bytes(place: Padded | None, count: int, size: int) -> int:
 
 
 def wavefronts(positions, size: int) -> int:
-    """Shared-memory wavefronts of warp-wide accesses: `positions` is (accesses, threads) element
-    positions of `size` bytes; per access and warp, the largest number of distinct 4-byte words
-    that fall in one bank (a word read by several lanes is one broadcast)."""
-    pos = np.asarray(positions, np.int64)
-    accesses, threads = pos.shape
-    if threads % WARP:
-        pos = np.concatenate([pos, np.repeat(pos[:, :1], WARP - threads % WARP, axis=1)], axis=1)
-    per_element = max(1, size // 4)
-    words = ((pos * size) // 4)[:, :, None] + np.arange(per_element)
-    warps = pos.shape[1] // WARP
-    words = words.reshape(accesses, warps, WARP * per_element)
-    ordered = np.sort(words, axis=-1)
-    first = np.ones(ordered.shape, bool)
-    first[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
-    per_bank = np.zeros((accesses, warps, BANKS), np.int64)
-    a, b, _ = np.indices(ordered.shape)
-    np.add.at(per_bank, (a, b, ordered % BANKS), first)
-    return int(per_bank.max(axis=-1).sum())
+    """Shared-memory wavefronts of warp-wide accesses of `size` bytes at element positions
+    `positions` ((accesses, threads)), as the emulator's profile counts them (perf/banks.py)."""
+    return access_wavefronts(positions, size)
 
 
 def choose_placement(count: int, size: int, writes, reads, vector: int = 1,
@@ -104,5 +88,7 @@ def choose_placement(count: int, size: int, writes, reads, vector: int = 1,
             candidate = cost(place)
             if candidate < best_cost:
                 best, best_cost = place, candidate
+                if best_cost <= floor:  # nothing does better than no conflicts
+                    return best
         shift += 1
     return best

@@ -139,12 +139,21 @@ class RunFacts:
 
 
 _UNKNOWN_DIV = 1 << 30
-_ADD, _MUL, _EXTEND, _COMPARE, _LOGIC, _OFFSET, _IOTA, _SPLAT, _KEEP, _SPREAD = (
-    "add", "multiply", "extend", "compare", "logic", "offset", "iota", "splat", "keep", "spread")
-_FACT_RULES = by_mnemonic({
+# What the ops that run_facts and pointer_layout follow do, beside anchors' roles (splats,
+# reshape/assume, broadcast, offset): index arithmetic, iota, and counted loops.
+_ADD, _MUL, _EXTEND, _COMPARE, _LOGIC, _IOTA, _LOOP, _CARRY = (
+    "add", "multiply", "extend", "compare", "logic", "index", "loop", "carry")
+_INDEX_OPS = by_mnemonic({
     "addi": _ADD, "muli": _MUL, "exti": _EXTEND, "trunci": _EXTEND, "cmpi": _COMPARE,
-    "andi": _LOGIC, "ori": _LOGIC, "offset": _OFFSET, "iota": _IOTA, "constant": _SPLAT,
-    "assume": _KEEP, "reshape": _KEEP, "broadcast": _SPREAD}, "pointer run facts")
+    "andi": _LOGIC, "ori": _LOGIC, "iota": _IOTA, "for": _LOOP, "continue": _CARRY},
+    "pointer run facts")
+
+
+def _rule(op):
+    """The op's kind for run_facts: an anchors role (LITERAL, KEEPS, BROADCASTS, OFFSETS) or an
+    _INDEX_OPS kind."""
+    from .anchors import _ROLES
+    return _ROLES.get(op.name) or _INDEX_OPS.get(op.name)
 
 
 def _pow2(value: int) -> int:
@@ -171,33 +180,34 @@ def _run_facts(lw, value, depth: int) -> RunFacts:
         return RunFacts(1, 1, _induction_div(lw, value) if length == 1 else 1)
     if depth > 24:
         return nothing
-    rule = _FACT_RULES.get(op.name)
+    from .anchors import BROADCASTS, KEEPS, LITERAL, OFFSETS
+    rule = _rule(op)
     if rule == _IOTA:
         return RunFacts(length, 1, _UNKNOWN_DIV)
-    if rule == _SPLAT:
+    if rule == LITERAL:
         if not op.attrs["value"].is_splat:
             return nothing
         integer = value.type.element.name != "i1" and not getattr(value.type.element,
                                                                   "is_float", False)
         constant = uniform_int(lw, value) if integer else None
         return RunFacts(1, length, _pow2(constant) if constant is not None else 1)
-    if rule in (_KEEP, _SPREAD):
+    if rule in (KEEPS, BROADCASTS):
         source = op.operand_values[0]
         facts = run_facts(lw, source, depth + 1)
         div = max(facts.div, divisor(lw, value)) if op.spec.forwards else facts.div
-        if source.type.num_elements == 1 or (rule == _SPREAD and source.type.shape[-1] == 1):
+        if source.type.num_elements == 1 or (rule == BROADCASTS and source.type.shape[-1] == 1):
             return RunFacts(1, length, div)  # one value along the last dim
         if tuple(source.type.shape)[-1:] != shape[-1:]:
             return nothing
         return RunFacts(facts.contig, facts.const, div)
-    if rule not in (_EXTEND, _ADD, _OFFSET, _MUL, _LOGIC, _COMPARE):
+    if rule not in (_EXTEND, _ADD, OFFSETS, _MUL, _LOGIC, _COMPARE):
         return nothing
     operands = [run_facts(lw, v, depth + 1) for v in op.operand_values]
     if rule == _EXTEND:
         return operands[0]
-    if rule in (_ADD, _OFFSET):
+    if rule in (_ADD, OFFSETS):
         a, b = operands
-        scale = dtypes.byte_size(value.type.element.pointee) if rule == _OFFSET else 1
+        scale = dtypes.byte_size(value.type.element.pointee) if rule == OFFSETS else 1
         contig = max(min(a.contig, b.const), min(b.contig, a.const))
         a, b = a.runs_of(contig), b.runs_of(contig)
         return RunFacts(contig, min(a.const, b.const), min(a.div, b.div * scale))
@@ -223,8 +233,8 @@ def _induction_div(lw, value) -> int:
     key = ("induction variables",)
     if key not in lw._cache:  # the first argument of each counted loop's body -> the loop
         lw._cache[key] = {id(o.regions[0].blocks[0].args[0]): o for o in lw.function.walk()
-                          if _LOOPS.get(o.name) and o.regions and o.regions[0].blocks
-                          and o.regions[0].blocks[0].args}
+                          if _INDEX_OPS.get(o.name) == _LOOP and o.regions
+                          and o.regions[0].blocks and o.regions[0].blocks[0].args}
     loop = lw._cache[key].get(id(value))
     if loop is None:
         return divisor(lw, value)
@@ -232,9 +242,6 @@ def _induction_div(lw, value) -> int:
     if lower is None or step is None:
         return 1
     return min(_pow2(lower), _pow2(step))
-
-
-_LOOPS = by_mnemonic({"for": "counted loop"}, "induction variables")
 
 
 def _compare_const(op, a: RunFacts, b: RunFacts) -> int:
@@ -253,14 +260,6 @@ def _compare_const(op, a: RunFacts, b: RunFacts) -> int:
         return best
     group = min(run.contig, run.div, other.const, other.div)
     return max(best, group if group > 1 else 1)
-
-
-# What may touch a tile of a shape that pointer_layout lays out: ops that take and give any
-# layout (anchors' roles and element-wise ops), iota (built in the layout), and counted loops
-# carrying it (their carried registers take the layout).
-_INDEX, _LOOP, _CARRY = "index", "loop", "carry"
-_SHAPE_USERS = by_mnemonic({"iota": _INDEX, "for": _LOOP, "continue": _CARRY},
-                           "ops around vector pointer accesses")
 
 
 def pointer_layout(lw, shape):
@@ -331,11 +330,11 @@ def _closed(lw, shape) -> bool:
         operands = [v for v in op.operand_values if ours(v)]
         if not results and not operands:
             continue
-        role, kind = _ROLES.get(op.name), _SHAPE_USERS.get(op.name)
+        role, kind = _ROLES.get(op.name), _INDEX_OPS.get(op.name)
         if role in (OFFSETS, POINTER_LOADS, POINTER_STORES) or kind in (_LOOP, _CARRY) \
                 or (role == REDUCES and not results):
             continue
-        if kind == _INDEX or _layout_free(op):
+        if kind == _IOTA or _layout_free(op):
             continue
         if role == LITERAL and op.attrs["value"].is_splat:
             continue

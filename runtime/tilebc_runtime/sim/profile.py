@@ -59,24 +59,13 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from ..perf.banks import distinct, ideal_wavefronts, lanes_per_phase, shared_wavefronts
 from ..perf.ptx_classes import (CLASS_INDEX, CLASSES, access_width, classify, mma_flops,
                                  mma_kind, space_of, types_of, wgmma_wavefronts)
 from .syntax import Imm, Vec
 from .state import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 
 _COMPACT_AT = 2_000_000  # pending sector ids that start a merge of the read/written lists
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """np.unique of a large 1-D array by one sort: numpy 2.4's np.unique takes ~50x longer on
-    millions of sector ids (11 s for 8 M)."""
-    ordered = np.sort(values, kind="stable")
-    if ordered.size < 2:
-        return ordered
-    keep = np.empty(ordered.size, np.bool_)
-    keep[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
-    return ordered[keep]
 
 
 def _wgmma_wavefronts(ins) -> int:
@@ -143,26 +132,6 @@ def _mem_spec(ins, image) -> Optional[_MemSpec]:
     except Exception:  # an operand form the image cannot address: count the issue only
         return None
     return None
-
-
-def _shared_wavefronts(group: np.ndarray, words: np.ndarray) -> int:
-    """Wavefronts of shared accesses: words[i] = 4-byte word touched by access element i,
-    group[i] = its (warp, phase) number. Per group the largest count of distinct words in one
-    bank; summed over the groups."""
-    if words.size == 0:
-        return 0
-    keys = np.unique((group.astype(np.int64) << 32) | words.astype(np.int64))
-    banks = np.unique(((keys >> 32) << 5) | (keys & 31), return_counts=True)
-    group_of = banks[0] >> 5
-    starts = np.flatnonzero(np.concatenate(([True], group_of[1:] != group_of[:-1])))
-    return int(np.maximum.reduceat(banks[1], starts).sum())
-
-
-def _ideal_wavefronts(warp: np.ndarray, words: np.ndarray) -> int:
-    """ceil(distinct bytes / 128) per warp, at least 1 per warp that accesses."""
-    distinct = np.unique((warp.astype(np.int64) << 32) | words.astype(np.int64))
-    per_warp = np.unique(distinct >> 32, return_counts=True)[1]
-    return int(np.maximum(1, -(-(per_warp * 4) // 128)).sum())
 
 
 class Profile:
@@ -295,7 +264,7 @@ class Profile:
         """One cp.async.bulk.tensor copy: `addresses` of its elements inside the tensor (the
         others are zero-filled or not written), `size` bytes each, `box_bytes` moved to or from
         shared memory."""
-        sectors = _distinct(addresses >> np.uint64(5))
+        sectors = distinct(addresses >> np.uint64(5))
         nbytes = int(addresses.size) * size
         ideal = -(-nbytes // 32)
         if store:
@@ -377,19 +346,19 @@ class Profile:
         warp = (lanes // 32).astype(np.uint64)
         sectors = addresses >> np.uint64(5)
         touched = np.unique((sectors << np.uint64(6)) | warp).size
-        distinct = np.unique((addresses << np.uint64(6)) | warp)
-        per_warp = np.bincount((distinct & np.uint64(63)).astype(np.int64))
+        requested = np.unique((addresses << np.uint64(6)) | warp)
+        per_warp = np.bincount((requested & np.uint64(63)).astype(np.int64))
         ideal = int(np.sum(-(-(per_warp[per_warp > 0] * size) // 32)))
         unique_sectors = np.unique(sectors)
         if store:
             self.global_st_sectors += touched
             self.global_st_ideal += ideal
-            self.global_st_bytes += int(distinct.size) * size
+            self.global_st_bytes += int(requested.size) * size
             self._written.append(unique_sectors)
         else:
             self.global_ld_sectors += touched
             self.global_ld_ideal += ideal
-            self.global_ld_bytes += int(distinct.size) * size
+            self.global_ld_bytes += int(requested.size) * size
             self._read.append(unique_sectors)
         self._pending += unique_sectors.size
         if self._pending > self._compact_at:
@@ -399,7 +368,7 @@ class Profile:
         for name in ("_read", "_written"):
             parts = getattr(self, name)
             if len(parts) > 1:
-                setattr(self, name, [_distinct(np.concatenate(parts))])
+                setattr(self, name, [distinct(np.concatenate(parts))])
         self._pending = sum(p.size for p in self._read + self._written)
         # what stays after merging counts toward the next merge: without the doubling, a working
         # set over the threshold merged it all again on every access (quadratic in the accesses)
@@ -407,7 +376,7 @@ class Profile:
 
     def _shared(self, lanes, base, size, count) -> None:
         per_thread = size * count
-        lanes_per_phase = 32 // max(1, min(per_thread // 4, 4)) if per_thread >= 4 else 32
+        phase_lanes = lanes_per_phase(per_thread)
         words_per_element = max(1, -(-size // 4))
         offsets = (np.arange(count, dtype=np.uint64) * np.uint64(size))
         addresses = (base[:, None] + offsets[None, :]).reshape(-1)
@@ -418,9 +387,9 @@ class Profile:
             lane_of = np.repeat(lane_of, words_per_element)
         words = (addresses >> np.uint64(2)) & np.uint64(0xFFFFFFFF)
         warp = lane_of // 32
-        phase = (lane_of % 32) // lanes_per_phase
-        self.shared_wavefronts += _shared_wavefronts(warp * 32 + phase, words)
-        self.shared_ideal_wavefronts += _ideal_wavefronts(warp, words)
+        phase = (lane_of % 32) // phase_lanes
+        self.shared_wavefronts += shared_wavefronts(warp * 32 + phase, words)
+        self.shared_ideal_wavefronts += ideal_wavefronts(warp, words)
 
     def _ldmatrix(self, spec: _MemSpec, cta, executing) -> None:
         T = cta.T
@@ -435,7 +404,7 @@ class Profile:
         words = (starts[..., None] + np.arange(4, dtype=np.uint64)).reshape(-1)  # 16 B a row
         group = np.broadcast_to((warps[:, None] * 32 + matrices[None, :])[..., None, None],
                                 rows.shape + (4,)).reshape(-1)
-        self.shared_wavefronts += _shared_wavefronts(group, words & np.uint64(0xFFFFFFFF))
+        self.shared_wavefronts += shared_wavefronts(group, words & np.uint64(0xFFFFFFFF))
         self.shared_ideal_wavefronts += len(warps) * spec.count
 
     def _local(self, lanes, size, count) -> None:

@@ -10,9 +10,9 @@ is a fresh process per run, as it is always used. --markdown writes the table to
        python benchmarks/bench_compile.py --startup [--repeat R] [--baseline DIR] [--record]
 
 --startup times `tilebc compile FILE --entry E --emit cubin -o OUT` as a new process, as the C++
-loader runs it: cold (an empty TILEBC_CACHE_DIR) and warm (a cubin-cache hit), beside
-`tileiras --gpu-name=ARCH` on the same file and `python -c pass`, round after round so load hits
-all alike; `--baseline DIR` times another checkout in the same rounds. Wall and CPU (user + sys)
+loader runs it: cold (an empty TILEBC_CACHE_DIR), miss (a cache in use that lacks this kernel) and
+warm (a cubin-cache hit), beside `tileiras --gpu-name=ARCH` on the same file and `python -c pass`,
+round after round so load hits all alike; `--baseline DIR` times another checkout in the same rounds. Wall and CPU (user + sys)
 medians; .pyc files are written by an untimed first run, as an installed package has them.
 --record writes benchmarks/results/compile-startup.md.
 """
@@ -170,6 +170,13 @@ def startup(args) -> int:
                     add(f"{name} cold", label, _timed(argv, env, cwd=tree))
                     if entries == 1:
                         add(f"{name} warm", label, _timed(argv, env, cwd=tree))
+                        # a miss in a cache in use: it holds another kernel and the memo
+                        other = next(path for other_name, path, _ in kernels if other_name != name)
+                        used = work / f"used-{label}-{name}-{round_number}"
+                        used_env = _child_env(tree, used)
+                        _timed(compile_argv(other, work / "other.cubin"), used_env, cwd=tree)
+                        add(f"{name} miss", label, _timed(argv, used_env, cwd=tree))
+                        shutil.rmtree(used, ignore_errors=True)
                         # the runtime's own share: its CLI without tilebc's command dispatcher
                         runtime_cli = compile_argv(path, work / "out.cubin", "tilebc_runtime.cli")
                         add(f"{name} runtime", label, _timed(runtime_cli, env, cwd=tree))
@@ -203,7 +210,9 @@ def render_startup(kernels, trees, times, repeat, args) -> str:
              f"average {load:.1f} at the end (compare within a row: its commands shared each "
              f"round's load). Median of {repeat} rounds; in each round every command runs once, "
              "one after another. Cold: an empty TILEBC_CACHE_DIR "
-             "(decode, verify, lower, nvJitLink, store); warm: the next run, a cubin-cache hit; a "
+             "(decode, verify, lower, nvJitLink, store); miss: the same in a cache in use (it "
+             "holds another kernel's cubin and the memo of the lowering hash and nvJitLink's "
+             "version, so nvJitLink opens in the background while the kernel lowers); warm: the next run, a cubin-cache hit; a "
              "module of several entries is compiled whole into one cubin (as tileiras does), "
              "without the cache. The `-m tilebc_runtime.cli` row runs the runtime's compile command "
              "without tilebc's command dispatcher (tilebc/cli.py): the runtime's own share. "
@@ -216,7 +225,8 @@ def render_startup(kernels, trees, times, repeat, args) -> str:
              "|---|---|" + "---:|---:|" * len(trees) + "---:|---:|" + "---:|" * len(trees)]
     for name, _, entries in kernels:
         nv_wall, nv_cpu = median((name, "tileiras"), 0), median((name, "tileiras"), 1)
-        runs = {"cold": "cold", "warm": "warm", "runtime": "warm, `-m tilebc_runtime.cli`"}
+        runs = {"cold": "cold", "miss": "miss", "warm": "warm",
+                "runtime": "warm, `-m tilebc_runtime.cli`"}
         if entries > 1:
             runs = {"cold": f"{entries} entries, no cache"}
         for run, title in runs.items():

@@ -76,3 +76,24 @@ def test_the_fast_path_opens_the_library_pathfinder_picks():
     assert first == "True False"  # its own path, without importing cuda.*
     # pathfinder sees the library loaded already, at the same path as its own search gives
     assert second.split()[0] == "True"
+
+
+# In a new process: the library opened in the background (start_loading) is the wheel's, and the
+# link then uses that handle.
+BACKGROUND_PROBE = """from tilebc_runtime import linker, targets
+targets.start_loading_nvjitlink()
+path = linker._loading.get("path")
+module = targets.nvjitlink_module()
+print(path == module.path == linker.wheel_library(), module.version() >= (12, 0),
+      linker._loading["done"].locked())
+"""
+
+
+def test_the_library_opened_in_the_background_is_the_one_linked():
+    if linker.wheel_library() is None:
+        pytest.skip("no nvJitLink wheel in site-packages: nothing is opened in the background")
+    env_path = f"{ROOT}:{ROOT / 'runtime'}"
+    done = subprocess.run([sys.executable, "-c", BACKGROUND_PROBE], capture_output=True,
+                          text=True, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "False"]

@@ -91,6 +91,9 @@ def run_compile(args) -> int:
         if not args.fatbin and args.emit == "cubin" and args.backend == "jit" and \
                 "," not in args.arch and _run_cached(args):
             return 0
+        if args.backend == "jit" and (args.fatbin or args.emit == "cubin"):
+            from .targets import start_loading_nvjitlink
+            start_loading_nvjitlink()  # while the bytes decode and lower
         # Decoded once up front so bad input reads as it does in every tilebc command.
         args.decoded = decode_bytes(data, name)
         if args.file == "-":

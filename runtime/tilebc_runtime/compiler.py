@@ -619,6 +619,8 @@ def compile(source, entry: str | None = None, arch="sm_90", emit: str = "cubin",
     the launcher builds (lowering/tma.py)."""
     if emit not in ("ptx", "cubin"):
         raise TilebcError(f"emit must be 'ptx' or 'cubin', not {emit!r}")
+    if emit == "cubin":
+        targets.start_loading_nvjitlink()
     timings = {}
     start = time.perf_counter()
     module = load_module(source)

@@ -252,6 +252,11 @@ def prime_from_memo(cache: CubinCache) -> None:
     if "primed" in _MEMO or not cache.disk_enabled:
         return
     _MEMO["primed"] = True
+    nvjitlink_name = f"nvjitlink {sys.prefix}"
+    recalled = targets.installed_nvjitlink.cache_info().currsize or \
+        _recall_nvjitlink(cache, nvjitlink_name)
+    if not recalled:
+        targets.start_loading_nvjitlink()  # the library opens while the sources are hashed
     # Named per checkout and per environment: several sharing one cache keep a record each.
     if not lowering_sources_hash.cache_info().currsize:
         files = codegen_source_files()
@@ -262,16 +267,7 @@ def prime_from_memo(cache: CubinCache) -> None:
             _MEMO["sources"] = value
         else:
             cache.remember(name, fingerprint, lowering_sources_hash())
-    if not targets.installed_nvjitlink.cache_info().currsize:
-        name = f"nvjitlink {sys.prefix}"
-        stored, value = cache.memo(name)
-        try:
-            if stored is not None and stored == targets.nvjitlink_fingerprint(value["path"]):
-                major, minor = value["version"]
-                targets.recalled_nvjitlink = (int(major), int(minor))
-                return
-        except Exception:
-            pass  # a damaged record: load the library and record it again
+    if not recalled:
         try:
             version = targets.installed_nvjitlink()
         except Exception:
@@ -279,7 +275,21 @@ def prime_from_memo(cache: CubinCache) -> None:
         path = targets.loaded_nvjitlink_path()
         fingerprint = targets.nvjitlink_fingerprint(path)
         if fingerprint is not None:
-            cache.remember(name, fingerprint, {"path": path, "version": list(version)})
+            cache.remember(nvjitlink_name, fingerprint, {"path": path, "version": list(version)})
+
+
+def _recall_nvjitlink(cache: CubinCache, name: str) -> bool:
+    """Take nvJitLink's version from `cache`'s memo where its fingerprint still holds."""
+    from . import targets
+    stored, value = cache.memo(name)
+    try:
+        if stored is not None and stored == targets.nvjitlink_fingerprint(value["path"]):
+            major, minor = value["version"]
+            targets.recalled_nvjitlink = (int(major), int(minor))
+            return True
+    except Exception:
+        pass  # a damaged record: load the library and record it again
+    return False
 
 
 def tool_path(name: str) -> str | None:

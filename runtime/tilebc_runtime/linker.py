@@ -73,10 +73,55 @@ def _already_loaded() -> bool:
     return False
 
 
+# The wheel library a background thread is opening (start_loading): its path and a lock the
+# thread holds until dlopen returns.
+_loading: dict = {}
+
+
+def start_loading() -> None:
+    """Begin opening the wheel's libnvJitLink on another thread, so that the dynamic loader's
+    ~15 ms overlap the work before the first link. ctypes.CDLL holds the GIL while it opens a
+    library; a foreign call does not, so the thread calls libc's dlopen. locate_and_open()
+    waits for it and opens the same file again (the loader only counts the reference)."""
+    if _loading or not sys.platform.startswith("linux"):
+        return
+    path = wheel_library()
+    if path is None or _already_loaded():
+        return
+    try:
+        dlopen = ctypes.CDLL(None).dlopen
+    except (OSError, AttributeError):
+        return
+    dlopen.argtypes, dlopen.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_void_p
+    # An extension module imported while the thread is in dlopen waits for the loader's lock:
+    # those that the decoder and the lowering import are loaded first.
+    import _thread
+    import contextvars  # noqa: F401
+    import math  # noqa: F401
+    done = _thread.allocate_lock()
+    done.acquire()
+    _loading.update(path=path, done=done)
+
+    def load() -> None:
+        try:
+            dlopen(path.encode(), os.RTLD_NOW | os.RTLD_GLOBAL)  # a failure shows in the real open
+        finally:
+            done.release()
+    _thread.start_new_thread(load, ())
+
+
+def _loaded_here(path: str) -> bool:
+    """Whether `path` is the library start_loading opened (waiting for it to finish)."""
+    if _loading.get("path") != path:
+        return False
+    with _loading["done"]:
+        return True
+
+
 def locate_and_open() -> tuple[ctypes.CDLL, str | None]:
     """(the opened library, its path when known), as cuda.pathfinder would choose it."""
     path = wheel_library()
-    if path is not None and not _already_loaded():
+    if path is not None and (_loaded_here(path) or not _already_loaded()):
         # pathfinder's flags, so a later cuda.bindings user shares this handle
         return ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_GLOBAL), path
     try:

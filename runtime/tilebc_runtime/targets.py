@@ -163,6 +163,14 @@ def nvjitlink_module():
         raise TilebcError(f"{path or 'libnvJitLink'} is not a usable nvJitLink ({exc})") from exc
 
 
+def start_loading_nvjitlink() -> None:
+    """Let the library load in the background while the caller lowers (linker.start_loading);
+    nothing if nvjitlink_module() has opened it already."""
+    if not nvjitlink_module.cache_info().currsize:
+        from . import linker
+        linker.start_loading()
+
+
 @lru_cache(maxsize=None)
 def installed_nvjitlink() -> tuple[int, int]:
     """The loaded libnvJitLink's (major, minor), read once per process (it stays loaded)."""

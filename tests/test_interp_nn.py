@@ -152,14 +152,16 @@ def _flash_attention(mod):
 
 @case("nn_flash_attention_tile")
 def _flash_attention_tile(mod):
-    # production tiles, head dim 64: 2 query tiles of 64 rows over 128 keys (causal); one of 128
-    # rows over 192 keys (non-causal; the kernel masks no ragged key tile, so whole ones)
-    for index, dtype, tile_m, seq_q, seq_k, causal, tol in (
-            (0, np.float16, 64, 128, 128, True, 1e-2),
-            (1, BF16, 128, 128, 192, False, 3e-2)):
-        q, k, v = (randn((1, 2, seq, 64), dtype) for seq in (seq_q, seq_k, seq_k))
-        out = np.zeros((1, 2, seq_q, 64), dtype)
-        scale = np.float32(0.125)
+    # production tiles: at head dim 64, 2 query tiles of 64 rows over 128 keys (causal) and one
+    # of 128 rows over 192 keys (non-causal; the kernel masks no ragged key tile, so whole
+    # ones); at head dim 128, 64 rows over two key tiles of 128 (Q held in registers by the loop)
+    for index, dtype, tile_m, seq_q, seq_k, dim, causal, tol in (
+            (0, np.float16, 64, 128, 128, 64, True, 1e-2),
+            (1, BF16, 128, 128, 192, 64, False, 3e-2),
+            (2, np.float16, 64, 64, 256, 128, False, 1e-2)):
+        q, k, v = (randn((1, 2, seq, dim), dtype) for seq in (seq_q, seq_k, seq_k))
+        out = np.zeros((1, 2, seq_q, dim), dtype)
+        scale = np.float32(dim ** -0.5)
         run(mod, entry(mod, index), (seq_q // tile_m, 2), q, k, v, out, scale)
         check(out, _attention(q, k, v, float(scale), causal), rtol=tol, atol=tol)
 

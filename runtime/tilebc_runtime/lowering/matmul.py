@@ -2171,6 +2171,10 @@ _HOISTED_REGISTERS = 32
 
 
 _HOISTED_A_STEPS = 4  # K steps of A fragments kept in registers across a loop (4 per step)
+# ... or more steps, where all of a thread's A fragments fit this many registers: attention's Q
+# at head dim 128 (8 steps of one 16-row block). Staged again in every iteration instead, it
+# costs a wgmma kernel ~40 % of the loop's instructions and 16 KiB of shared memory.
+_HOISTED_A_REGISTERS = 32
 
 
 @before_loops
@@ -2194,7 +2198,8 @@ def _hoist_invariant_a(lw, loop) -> None:
             continue  # lower_mmaf takes _mma_sync
         m, k_dim = lhs.type.shape
         steps = k_dim // form[2]
-        if k_dim % form[2] or steps > _HOISTED_A_STEPS:
+        registers = 4 * steps * layout.per_warp[1]
+        if k_dim % form[2] or (steps > _HOISTED_A_STEPS and registers > _HOISTED_A_REGISTERS):
             continue
         tile = _to_f16(lw, lw.get(lhs))
         if tile.element.name != form[0]:

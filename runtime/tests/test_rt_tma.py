@@ -379,3 +379,27 @@ def test_a_store_before_the_k_loop_is_fenced_from_the_tma_reads():
     sim.run(module, "k", (2, 2), a, bb, actual, np.int32(trips), arch="sm_90", threads=128,
             wgmma=True)
     np.testing.assert_array_equal(actual, expected)
+
+
+def test_attention_at_head_dim_128_refills_each_operand_buffer_after_its_product():
+    """nn_flash_attention_tile's head-dim-128 entry (64 query rows, 128-key tiles: 64 KiB of K
+    and V a stage, so no two stages fit): one buffer each for K and V, each refilled for the next
+    iteration right after its wgmma's (matmul._PartPipeline); Q's fragments stay in registers
+    (every wgmma takes A from registers, no shared store in the loop). The emulator runs both
+    forms against the interpreter in test_fixtures_taking_tma_on_emulator_match_the_interpreter."""
+    import tilebc
+    path = FIXTURES / "nn_flash_attention_tile" / "nn_flash_attention_tile-13.5.tilebc"
+    entry = tilebc.load(path.read_bytes()).functions[2].name
+    for tma, issued, waits in ((True, "cp.async.bulk.tensor", "mbarrier.try_wait"),
+                               (False, "cp.async.cg", "cp.async.wait_group 1")):
+        ptx = jit_compile(path, entry=entry, arch="sm_90", emit="ptx", tma=tma).ptx
+        before, loop = _loop(ptx)
+        products = re.findall(r"wgmma\.mma_async\S* \{[^}]*\}, (\S)", loop)
+        assert len(products) == 16 and set(products) == {"{"}  # A from registers
+        assert "st.shared" not in loop and "ldmatrix" in before
+        assert loop.count(waits) == 2
+        # K then V of iteration 0 before the loop; in it, each refilled after its product
+        assert before.count(issued) == loop.count(issued) > 0
+        refills = [loop.find(issued, loop.find("wgmma.wait_group", at))
+                   for at in (0, loop.find("wgmma.wait_group") + 1)]
+        assert all(found > 0 for found in refills)

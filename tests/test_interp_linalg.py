@@ -120,8 +120,15 @@ def _gemm_persistent(mod):
     bf = ml_dtypes.bfloat16
     a, b = uniform((m, k), bf), uniform((k, n), bf)
     c = np.full((m, n), np.nan, np.float32)         # every element must be written
-    run(mod, entry(mod), (4,), a, b, c)
+    run(mod, entry(mod, 0), (4,), a, b, c)
     check(c, f64(a) @ f64(b), rtol=1e-5, atol=1e-5)
+    # entry 1: production tiles (128 x 128, K steps of 64) on contiguous f16 arrays: 4 output
+    # tiles over 3 blocks, 6 K steps each (a persistent K loop's stages all filled)
+    m, n, k = 256, 256, 384
+    a, b = uniform((m, k), np.float16), uniform((k, n), np.float16)
+    c = np.full((m, n), np.nan, np.float16)
+    run(mod, entry(mod, 1), (3,), a, b, c)
+    check(c, f64(a) @ f64(b), rtol=2e-3, atol=2e-3)
 
 
 # ------------------------------------------------------------------------ data movement

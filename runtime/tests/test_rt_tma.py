@@ -403,3 +403,43 @@ def test_attention_at_head_dim_128_refills_each_operand_buffer_after_its_product
         refills = [loop.find(issued, loop.find("wgmma.wait_group", at))
                    for at in (0, loop.find("wgmma.wait_group") + 1)]
         assert all(found > 0 for found in refills)
+
+
+def test_persistent_gemm_fills_deeper_stages_and_matches_on_emulator():
+    """la_gemm_persistent's production entry (128x128 tiles, K steps of 64, each CTA striding over
+    output tiles by the grid size): its K loop takes five 32 KiB stages where a one-tile-a-CTA
+    GEMM of the same tiles takes two (no other CTA on the SM hides its loads). Its case on the
+    emulator, with TMA and with cp.async stages, gives the interpreter's values."""
+    import tilebc
+    path = FIXTURES / "la_gemm_persistent" / "la_gemm_persistent-13.5.tilebc"
+    entry = tilebc.load(path.read_bytes()).functions[1].name
+    ptx = jit_compile(path, entry=entry, arch="sm_90", emit="ptx").ptx
+    assert ptx.count("mbarrier.init") == 5
+    one_tile = jit_compile(ALIGNED, arch="sm_90", emit="ptx").ptx
+    assert one_tile.count("mbarrier.init") == 2
+    import importlib
+    sys.path.insert(0, str(FIXTURES.parents[1] / "tests"))
+    reference = importlib.import_module("test_interp_linalg")
+    compared = []
+
+    def both(module, name, grid, *args, **kwargs):
+        copies = [np.array(x, copy=True) if isinstance(x, np.ndarray) else x for x in args]
+        staged = [np.array(x, copy=True) if isinstance(x, np.ndarray) else x for x in args]
+        interpret(module, name, grid, *copies)
+        sim.run(module, name, grid, *staged, arch="sm_90", tma=False)
+        sim.run(module, name, grid, *args, arch="sm_90")
+        for mine, cp_async, theirs in zip(args, staged, copies):
+            if isinstance(mine, np.ndarray):
+                np.testing.assert_array_equal(mine, cp_async)
+                np.testing.assert_allclose(mine.astype(np.float64), theirs.astype(np.float64),
+                                           rtol=2e-3, atol=1e-3)
+        compared.append(name)
+    saved = reference.run
+    reference.run = both
+    try:
+        reference.CASES["la_gemm_persistent"](reference.module("la_gemm_persistent",
+                                                                reference.versions(
+                                                                    "la_gemm_persistent")[-1]))
+    finally:
+        reference.run = saved
+    assert entry in compared

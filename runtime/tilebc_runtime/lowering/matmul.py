@@ -1326,7 +1326,9 @@ def _k_loop_pipeline(lw, op, loop):
     wgmma = wgmma_fits(lw, parts[0][0])
     tma_plans = _tma_plans(lw, parts) if wgmma and getattr(lw, "tma", False) else None
     budget, most = _PIPELINE_SHARED, 3
-    if wgmma:
+    if wgmma and _strides_by_the_grid(lw, op):
+        budget, most = max_shared_per_block(lw.arch) * 3 // 4, _PERSISTENT_STAGES
+    elif wgmma:
         budget, most = max(budget, max_shared_per_block(lw.arch) // _WGMMA_STAGES_SHARE), 4
         if tma_plans is not None and \
                 4 * stage_bytes > max_shared_per_block(lw.arch) // _LARGE_STAGES_SHARE:
@@ -1355,6 +1357,49 @@ def _k_loop_pipeline(lw, op, loop):
         pipe.tma = _tma_stages(lw, tma_plans)
         pipe.after_writes = _may_follow_writes(lw.function, op)
     return pipe
+
+
+# A persistent kernel's K loop (_strides_by_the_grid) may fill this many stages, in up to three
+# quarters of the CTA's opt-in shared memory. Its grid is sized to the SMs, one CTA each, so no
+# other CTA hides the loads' latency: with two 32 KiB stages (one in flight, ~0.3 us of
+# 128x128x64 wgmma's to cover a load) an H200 measured NVIDIA's persistent GEMM at 2.38x
+# tileiras's time, which runs six (conformance/cutile-python-gpu.md).
+_PERSISTENT_STAGES = 6
+
+
+def _strides_by_the_grid(lw, loop_op) -> bool:
+    """Whether a `for` around `loop_op` steps by the grid's size (get_num_tile_blocks): the
+    persistent form, where each CTA works through several output tiles."""
+    def enclosing(ops, trail):
+        for op in ops:
+            if op is loop_op:
+                return trail
+            for region in op.regions:
+                for block in region.blocks:
+                    found = enclosing(block.ops, trail + [op])
+                    if found is not None:
+                        return found
+        return None
+    for outer in enclosing(lw.function.body.ops, []) or ():
+        if outer.name not in _LOOPS or "step" not in outer.operands:
+            continue
+        step = outer.operands["step"]
+        step = step[0] if isinstance(step, (list, tuple)) else step
+        while step is not None:
+            step = lw.forward.get(step, step)
+            owner = step.owner
+            if owner is None or not hasattr(owner, "spec"):
+                break
+            if owner.name in _GRID_SIZE:
+                return True
+            if owner.name not in _PASSES_VALUE:
+                break
+            step = owner.operand_values[0]
+    return False
+
+
+_GRID_SIZE = by_mnemonic({"get_num_tile_blocks": True}, "persistent loops")
+_PASSES_VALUE = by_mnemonic({"assume": True}, "persistent loops")
 
 
 def _tma_plans(lw, parts):

@@ -153,9 +153,9 @@ def test_a_kernel_refused_at_256_threads_still_gets_the_models_choice(monkeypatc
                                                           emit="ptx").kernels.values()]
     monkeypatch.setattr(compiler, "check_code_size", refuse_256)
     result = jit_compile(path, arch="sm_90", emit="ptx")
-    assert [k.threads_per_cta for k in result.kernels.values()] == [128, 128]
+    assert [k.threads_per_cta for k in result.kernels.values()] == [128, 128, 128]
     estimates = [line for line in result.log.splitlines() if "estimate" in line]
-    assert len(estimates) == 2 and all("wgmma (128 threads)" in line for line in estimates)
+    assert len(estimates) == 3 and all("wgmma (128 threads)" in line for line in estimates)
 
 
 def test_the_choice_follows_the_models_knobs(monkeypatch):

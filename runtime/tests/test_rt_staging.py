@@ -124,16 +124,16 @@ def test_placement_pads_only_where_it_pays():
 
 
 def test_an_aligned_transpose_moves_vectors_through_padded_rows():
-    # cuTile's 64x64 f16 transpose of contiguous aligned arrays: 4-element vector loads, shared
-    # writes and stores (8 each per thread instead of 32); the exchange pads 8 bytes after every
-    # 4 rows (256 elements), which keeps the vector writes aligned and the column reads, 16 rows
-    # 4 apart in a warp, in distinct banks
+    # cuTile's 64x64 f16 transpose of contiguous aligned arrays: 16-byte global loads, shared
+    # writes and stores (8 elements as .v4.b32 pairs: 4 each per thread instead of 32); the
+    # exchange pads 16 bytes after every 8 rows (512 elements), which keeps the vector writes
+    # aligned and spreads the column reads over the banks (the ideal wavefront count)
     module = parse_module(_kernel("f16", (64, 64), (1, 0), aligned=True))
     ptx = jit_compile(module, "permute", "sm_90", emit="ptx").ptx
-    for access in ("ld.global.v4.b16", "st.global.v4.b16", "st.shared.v4.b16"):
-        assert ptx.count(access) == 8, access
+    for access in ("ld.global.v4.b32", "st.global.v4.b32", "st.shared.v4.b32"):
+        assert ptx.count(access) == 4, access
     assert ptx.count("ld.shared.b16") == 32
-    assert f"__tilebc_smem[{(4096 + 16 * 4) * 2}]" in ptx
+    assert f"__tilebc_smem[{(4096 + 7 * 8) * 2}]" in ptx
     x = np.arange(64 * 64).reshape(64, 64).astype(np.float16)
     profile = Profile()
     assert np.array_equal(_run(sim.run, module, x, (1, 0), arch="sm_90", profile=profile), x.T)

@@ -280,3 +280,41 @@ def map_slots(lw, op, compute) -> None:
             done[inputs] = compute(list(inputs))
         regs.append(done[inputs])
     lw.set(op.results[0], Tile(result_type, regs, layout))
+
+
+# PTX vectors have at most 4 elements; 16 bytes of 2-byte elements move as .v4.b32 of pairs
+MAX_VECTOR_BYTES = 16
+
+
+def most_elements(size: int) -> int:
+    """The most elements of `size` bytes one vector access moves (vector_access)."""
+    return min(8 if size == 2 else 4, MAX_VECTOR_BYTES // size)
+
+
+def vector_access(w, kind: str, space: str, memtype: str, regs, address: str,
+                  guard: str = "") -> None:
+    """One ld/st{space}.v of `regs` at `address` (`kind` "ld" or "st"). Eight 2-byte elements
+    go as .v4.b32, each b32 a pair (the lower address in the low half, as little-endian memory
+    has it). A guarded load leaves `regs` as the caller set them where the guard is off."""
+    if len(regs) <= 4:
+        vector = f"{{{', '.join(regs)}}}"
+        operands = f"{vector}, [{address}]" if kind == "ld" else f"[{address}], {vector}"
+        w(f"{guard}{kind}{space}.v{len(regs)}.{memtype} {operands}")
+        return
+    pairs = [w.reg("b32") for _ in range(len(regs) // 2)]
+    if kind == "st" and not all(reg.startswith("%") for reg in regs):
+        regs = list(regs)  # an immediate element: through a register, as a pair takes those
+        for i, reg in enumerate(regs):
+            if not reg.startswith("%"):
+                regs[i] = w.reg("b16")
+                w(f"mov.b16 {regs[i]}, {reg}")
+    halves = [f"{{{regs[2 * i]}, {regs[2 * i + 1]}}}" for i in range(len(pairs))]
+    if kind == "st" or guard:
+        for pair, half in zip(pairs, halves):
+            w(f"mov.b32 {pair}, {half}")
+    if kind == "st":
+        w(f"{guard}st{space}.v{len(pairs)}.b32 [{address}], {{{', '.join(pairs)}}}")
+        return
+    w(f"{guard}ld{space}.v{len(pairs)}.b32 {{{', '.join(pairs)}}}, [{address}]")
+    for pair, half in zip(pairs, halves):
+        w(f"mov.b32 {half}, {pair}")

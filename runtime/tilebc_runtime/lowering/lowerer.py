@@ -27,6 +27,7 @@ from tilebc.ops.spec import Effects
 
 from . import dtypes, intdiv, staging
 from .common import AFTER_MEMORY, FRESH, Frame, SubView, TensorView, Tile, Token  # noqa: F401
+from .common import most_elements, vector_access
 from .layout import UNIFORM, Blocked, Cyclic, distinct_slots, register_map
 from .ptx import PtxWriter
 
@@ -531,9 +532,8 @@ class Lowerer:
             k = slots[i]
             if slots[i:i + vector] == list(range(k, k + vector)) \
                     and self._vector_run(positions, k, vector, size):
-                registers = ", ".join(tile.regs[k:k + vector])
-                self.w(f"st.shared.v{vector}.{dtypes.mem_type(tile.element)} [{address(k)}], "
-                       f"{{{registers}}}")
+                vector_access(self.w, "st", ".shared", dtypes.mem_type(tile.element),
+                              tile.regs[k:k + vector], address(k))
                 i += vector
                 continue
             self.store("shared", address(k), tile.slot(k), tile.element)
@@ -666,8 +666,7 @@ class Lowerer:
         while k < table.shape[0]:
             if self._vector_run(positions, k, vector, size):
                 run = [self.w.reg(cls) for _ in range(vector)]
-                self.w(f"ld.shared.v{vector}.{dtypes.mem_type(element)} {{{', '.join(run)}}}, "
-                       f"[{address(k)}]")
+                vector_access(self.w, "ld", ".shared", dtypes.mem_type(element), run, address(k))
                 out += run
                 k += vector
                 continue
@@ -699,9 +698,10 @@ class Lowerer:
     @staticmethod
     def shared_vector(layout, size: int) -> int:
         """Elements per ld/st.shared.v of a layout's runs: a Blocked layout's run, halved down to
-        at most 4 elements of at most 16 bytes (1: scalar accesses)."""
+        at most 16 bytes (8 2-byte elements go as 4 pairs; common.vector_access) (1: scalar
+        accesses)."""
         vec = layout.vec if isinstance(layout, Blocked) else 1
-        while vec > 1 and (vec > 4 or vec * size > 16):
+        while vec > 1 and vec > most_elements(size):
             vec //= 2
         return vec
 
@@ -885,8 +885,8 @@ class Lowerer:
                 targets = [out]
             else:
                 targets = [self.w.reg(cls) for _ in range(run)]
-                self.w(f"ld.shared.v{run}.{dtypes.mem_type(element)} "
-                       f"{{{', '.join(targets)}}}, [{self.smem_base()}+{address}]")
+                vector_access(self.w, "ld", ".shared", dtypes.mem_type(element), targets,
+                              f"{self.smem_base()}+{address}")
             for j, reg in enumerate(targets):
                 done.add((w0, first + j))
                 for k in uniform.get((w0, first + j), []):

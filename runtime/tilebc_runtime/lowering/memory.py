@@ -15,7 +15,7 @@ from tilebc.ops.enums import PaddingValue
 from . import dtypes, intdiv
 from .anchors import flow_is_layout_free, load_layout
 from .common import (AFTER_MEMORY, SubView, TensorView, Tile, and_predicates as _and,
-                     immediate, order_after_token, set_result_token)
+                     immediate, order_after_token, set_result_token, vector_access)
 from .layout import UNIFORM, Blocked, MmaAcc, Rows, distinct_slots
 from .registry import deferred, lowers
 from .vectors import divisibility, pointer_layout, qualifiers, vector_width, view_dims
@@ -483,7 +483,7 @@ def _vector_load(lw, op, view, result_type, padding, vec):
             for reg in run:
                 w(f"mov.{dtypes.mov_type(cls)} {reg}, {padding}")
         guard = f"@{ok} " if ok is not None else ""
-        w(f"{guard}ld{space}.v{vec}.{memtype} {{{', '.join(run)}}}, [{addresses[start][0]}]")
+        vector_access(w, "ld", space, memtype, run, addresses[start][0], guard)
         if tail is not None:
             for j, reg in enumerate(run):
                 address, element_ok = addresses[start + j]
@@ -534,7 +534,7 @@ def _vector_store(lw, op, view, tile, vec, quals):
                                  range(0, len(addresses), vec)):
         run = tile.regs[start:start + vec]
         guard = f"@{ok} " if ok is not None else ""
-        w(f"{guard}st{space}.v{vec}.{memtype} [{addresses[start][0]}], {{{', '.join(run)}}}")
+        vector_access(w, "st", space, memtype, run, addresses[start][0], guard)
         if tail is not None:
             for j, reg in enumerate(run):
                 address, element_ok = addresses[start + j]
@@ -636,8 +636,8 @@ def lower_load_ptr(lw, op):
                 for j, reg in enumerate(run):
                     default = pad.slot(start + j) if pad is not None else zero
                     lw.w(f"mov.{dtypes.mov_type(cls)} {reg}, {default}")
-            lw.w(f"{guard}ld{lw.space_suffix()}.v{vec}.{memtype} {{{', '.join(run)}}}, "
-                 f"[{pointers.slot(start)}]")
+            vector_access(lw.w, "ld", lw.space_suffix(), memtype, run, pointers.slot(start),
+                          guard)
             regs += run
         lw.set(op.results[0], Tile(result_type, regs, layout))
         set_result_token(lw, op)
@@ -662,9 +662,8 @@ def lower_store_ptr(lw, op):
         memtype = dtypes.mem_type(value.element)
         for start in range(0, layout.slots, vec):
             guard = f"@{mask.slot(start)} " if mask is not None else ""
-            run = ", ".join(value.slot(start + j) for j in range(vec))
-            lw.w(f"{guard}st{lw.space_suffix()}.v{vec}.{memtype} [{pointers.slot(start)}], "
-                 f"{{{run}}}")
+            run = [value.slot(start + j) for j in range(vec)]
+            vector_access(lw.w, "st", lw.space_suffix(), memtype, run, pointers.slot(start), guard)
         set_result_token(lw, op)
         return
     if layout is not None and pointers.layout is layout:

@@ -9,7 +9,7 @@ from tilebc.ops.table import by_mnemonic
 
 from . import dtypes
 from .anchors import divisor, flow_is_layout_free
-from .common import SCOPE, SubView, TensorView
+from .common import SCOPE, SubView, TensorView, most_elements
 
 
 def qualifiers(op, *, store: bool) -> str:
@@ -50,8 +50,6 @@ def divisibility(lw, op) -> tuple[int, list[int], list[int]]:
 
 
 VECTOR_TYPES = ("f16", "bf16", "f32", "f64", "i32", "i64")
-
-
 def vector_width(lw, op, view: SubView, tile_shape, element, quals: str) -> int:
     """Elements per vector access (ld/st.v2/v4, at most 16 bytes) that this view access is
     proven to allow: a partition view whose last tile dim runs along a stride-1 tensor dim, an
@@ -71,7 +69,7 @@ def vector_width(lw, op, view: SubView, tile_shape, element, quals: str) -> int:
     count = 1
     for d in tile_shape:
         count *= d
-    vec = min(4, 16 // size, tile_shape[-1])
+    vec = min(most_elements(size), tile_shape[-1])
     while vec > 1 and (count % (vec * lw.T) or tensor.base_align % (vec * size)
                        or any(tensor.stride_div[d] % vec for d in dims if d != last)):
         vec //= 2
@@ -282,7 +280,7 @@ def pointer_access_width(lw, op) -> int:
         return 1
     size = dtypes.byte_size(element)
     facts = run_facts(lw, pointers)
-    vec = min(4, 16 // size, facts.contig, max(1, facts.div // size))
+    vec = min(most_elements(size), facts.contig, max(1, facts.div // size))
     mask = op.operands.get("mask")
     if mask is not None:
         vec = min(vec, run_facts(lw, mask).const)

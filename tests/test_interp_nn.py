@@ -344,8 +344,15 @@ def _layer_norm_bwd(mod):
 def _rms_norm_persistent(mod):
     x, w = randn((10, 64), np.float16), randn(64, np.float16)
     y = np.zeros_like(x)
-    run(mod, entry(mod), (2,), x, y, w, np.float32(1e-6))
+    run(mod, entry(mod, 0), (2,), x, y, w, np.float32(1e-6))
     check(y, _rms_reference(x, w, 1e-6)[0], rtol=1e-2, atol=1e-2)
+    # entry 1: rows of 256 in tiles of 2 whole rows, 7 row tiles (the last ragged) over 3
+    # blocks, then over 8 (one block has no tile)
+    x, w = randn((13, 256), np.float16), randn(256, np.float16)
+    for blocks in (3, 8):
+        y = np.zeros_like(x)
+        run(mod, entry(mod, 1), (blocks,), x, y, w, np.float32(1e-6))
+        check(y, _rms_reference(x, w, 1e-6)[0], rtol=1e-2, atol=1e-2)
 
 
 @case("nn_welford")

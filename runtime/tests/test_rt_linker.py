@@ -97,3 +97,38 @@ def test_the_library_opened_in_the_background_is_the_one_linked():
                           text=True, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True", "False"]
+
+
+# A fork while the library opens in the background waits for it (os.register_at_fork), so the
+# child neither inherits a held lock nor a half-done load; a thread that cannot start leaves the
+# open to locate_and_open.
+FORK_PROBE = """import os, _thread
+from tilebc_runtime import linker, targets
+targets.start_loading_nvjitlink()
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if targets.nvjitlink_module().version() >= (12, 0) else 3)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+NO_THREAD_PROBE = """import _thread
+from tilebc_runtime import linker, targets
+def refuse(*args):
+    raise RuntimeError("can't start new thread")
+_thread.start_new_thread = refuse
+targets.start_loading_nvjitlink()
+print(linker._loading == {}, targets.nvjitlink_module().path == linker.wheel_library())
+"""
+
+
+@pytest.mark.parametrize("probe,expected", [(FORK_PROBE, ["0"]),
+                                            (NO_THREAD_PROBE, ["True", "True"])])
+def test_background_open_survives_fork_and_a_refused_thread(probe, expected):
+    if linker.wheel_library() is None:
+        pytest.skip("no nvJitLink wheel in site-packages: nothing is opened in the background")
+    env_path = f"{ROOT}:{ROOT / 'runtime'}"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == expected

@@ -176,3 +176,22 @@ def test_layout_conversions_stage_with_fewer_bank_conflicts(name, ideal, monkeyp
         assert totals[0] == totals[1] > 0
     else:  # the mma accumulator's exchanges come near the ideal, not all the way
         assert totals[1] < totals[0] <= 1.25 * totals[1]
+
+
+def test_a_transpose_of_16_bit_integers_held_in_32_bit_registers_links_and_runs():
+    # i16 lives in .b32 registers: its Blocked runs go through shared memory 4 at a time, never as
+    # the .b32 pairs of 8 that f16's .b16 registers take (a pair of .b32 registers is no operand
+    # of mov.b32), here reached through bitcasts around the permute of the aligned f16 kernel
+    text = _kernel("f16", (64, 64), (1, 0), aligned=True)
+    f16, i16 = "tile<64x64xf16>", "tile<64x64xi16>"
+    text = text.replace(f"  %p = permute %t [1, 0] : {f16} -> {f16}",
+                        f"  %i = bitcast %t : {f16} -> {i16}\n"
+                        f"  %q = permute %i [1, 0] : {i16} -> {i16}\n"
+                        f"  %p = bitcast %q : {i16} -> {f16}")
+    assert "bitcast" in text
+    module = parse_module(text)
+    result = jit_compile(module, "permute", "sm_90", emit="cubin")
+    assert result.cubin[:4] == b"\x7fELF"  # ptxas took it
+    assert "st.shared.v4.s16" in result.ptx and "st.shared.v4.b32" not in result.ptx
+    x = np.arange(64 * 64).reshape(64, 64).astype(np.float16)
+    assert np.array_equal(_run(sim.run, module, x, (1, 0), arch="sm_90"), x.T)

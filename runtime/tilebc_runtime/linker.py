@@ -100,14 +100,26 @@ def start_loading() -> None:
     import math  # noqa: F401
     done = _thread.allocate_lock()
     done.acquire()
-    _loading.update(path=path, done=done)
 
     def load() -> None:
         try:
             dlopen(path.encode(), os.RTLD_NOW | os.RTLD_GLOBAL)  # a failure shows in the real open
         finally:
             done.release()
-    _thread.start_new_thread(load, ())
+    try:
+        _thread.start_new_thread(load, ())
+    except RuntimeError:  # no thread to be had: locate_and_open opens it itself
+        return
+    _loading.update(path=path, done=done)
+    if hasattr(os, "register_at_fork"):  # a child must not inherit a load in progress
+        os.register_at_fork(before=_wait_for_loading)
+
+
+def _wait_for_loading() -> None:
+    done = _loading.get("done")
+    if done is not None:
+        with done:
+            pass
 
 
 def _loaded_here(path: str) -> bool:

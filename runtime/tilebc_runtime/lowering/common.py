@@ -286,9 +286,13 @@ def map_slots(lw, op, compute) -> None:
 MAX_VECTOR_BYTES = 16
 
 
-def most_elements(size: int) -> int:
-    """The most elements of `size` bytes one vector access moves (vector_access)."""
-    return min(8 if size == 2 else 4, MAX_VECTOR_BYTES // size)
+def most_elements(element) -> int:
+    """The most elements of type `element` one vector access moves: 16 bytes, eight 2-byte
+    elements held in .b16 registers going as pairs (vector_access)."""
+    size = dtypes.byte_size(element)
+    if size == 2 and dtypes.reg_class(element) == "b16":
+        return 8
+    return min(4, MAX_VECTOR_BYTES // size)
 
 
 def vector_access(w, kind: str, space: str, memtype: str, regs, address: str,

@@ -637,7 +637,7 @@ class Lowerer:
         plain exchange."""
         size = dtypes.byte_size(tile.element)
         slots = distinct_slots(source, self.T)
-        vectors = [self.shared_vector(side, size) for side in (source, want)]
+        vectors = [self.shared_vector(side, tile.element) for side in (source, want)]
         writes, reads = source.table(self.T)[slots], want.table(self.T)
         place = staging.choose_placement(tile.count, size, writes[::vectors[0]],
                                          reads[::vectors[1]], *vectors)
@@ -696,12 +696,12 @@ class Lowerer:
         return address
 
     @staticmethod
-    def shared_vector(layout, size: int) -> int:
+    def shared_vector(layout, element) -> int:
         """Elements per ld/st.shared.v of a layout's runs: a Blocked layout's run, halved down to
         at most 16 bytes (8 2-byte elements go as 4 pairs; common.vector_access) (1: scalar
         accesses)."""
         vec = layout.vec if isinstance(layout, Blocked) else 1
-        while vec > 1 and vec > most_elements(size):
+        while vec > 1 and vec > most_elements(element):
             vec //= 2
         return vec
 
@@ -805,7 +805,7 @@ class Lowerer:
         used = range(len(sources)) if -1 in needed else needed
         size = dtypes.byte_size(element)
         places = [None] * len(sources)
-        vectors = [self.shared_vector(s.layout, size) for s in sources]
+        vectors = [self.shared_vector(s.layout, element) for s in sources]
         if -1 not in needed:  # every read names its source at compile time: stage each padded
             for i in used:    # where that cuts bank conflicts (staging.py)
                 if len(sources[i].regs) != tables[i].shape[0]:

@@ -69,7 +69,7 @@ def vector_width(lw, op, view: SubView, tile_shape, element, quals: str) -> int:
     count = 1
     for d in tile_shape:
         count *= d
-    vec = min(most_elements(size), tile_shape[-1])
+    vec = min(most_elements(element), tile_shape[-1])
     while vec > 1 and (count % (vec * lw.T) or tensor.base_align % (vec * size)
                        or any(tensor.stride_div[d] % vec for d in dims if d != last)):
         vec //= 2
@@ -280,7 +280,7 @@ def pointer_access_width(lw, op) -> int:
         return 1
     size = dtypes.byte_size(element)
     facts = run_facts(lw, pointers)
-    vec = min(most_elements(size), facts.contig, max(1, facts.div // size))
+    vec = min(most_elements(element), facts.contig, max(1, facts.div // size))
     mask = op.operands.get("mask")
     if mask is not None:
         vec = min(vec, run_facts(lw, mask).const)

@@ -103,8 +103,14 @@ def test_batched_masked_scalar_load_with_a_varying_mask():
 def test_batched_reduce_whose_body_yields_a_value_from_outside():
     """fuzz input seed 20261121 #4315: la_trsv_lower with its reduce body's yield swapped for a
     tile<f32> defined outside the region, which differs per tile block. The batched run failed
-    internally (the block axis did not broadcast over the lanes); it must batch and agree."""
-    result = jit.replay(20261121, 4315)
+    internally (the block axis did not broadcast over the lanes); it must batch and agree.
+    Replayed over a pool of that one file as long as the run's (982 files): the draw lands on it
+    with the same random state after it, whatever other fixtures were added or grew since."""
+    name = "la_trsv_lower"
+    base = (f"{name}-13.2", (FIXTURE_DIR / name / f"{name}-13.2.tilebc").read_bytes())
+    result = jit.replay(20261121, 4315, pool=[base] * 982)
+    assert result.case.mutations == ["swap: yield.operands swapped for a visible tile<f32>",
+                                     "int: reduce.dim=0"]
     assert result.loaded and not result.failures, result.failures
     module = tilebc.load(result.case.data)
     args = _arguments(module, seed=4315)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tilebc.ir.types import GatherScatterViewType, StridedViewType, TensorViewType
 from tilebc.ops.enums import PaddingValue
+from tilebc.ops.table import by_mnemonic
 
 from . import dtypes, intdiv
 from .anchors import flow_is_layout_free, load_layout
@@ -496,6 +497,11 @@ def _vector_load(lw, op, view, result_type, padding, vec):
 @lowers("load_view_tko")
 def lower_load_view(lw, op):
     order_after_token(lw, op)
+    earlier = _same_load(lw, op)
+    if earlier is not None and isinstance(lw.values.get(earlier.results[0]), Tile):
+        lw.set(op.results[0], lw.get(earlier.results[0], any_layout=True))
+        set_result_token(lw, op)
+        return
     view: SubView = lw.get(op.operands["view"])
     staged = deferred(lw, op, lambda: _load_now(lw, op, view))
     if staged is not None:  # the tensor-core mma reading it copies it to its staging (cp.async)
@@ -759,3 +765,113 @@ def lower_alloca(lw, op):
     w(f"mov.u64 {address}, {symbol}")
     w(f"cvta.shared.u64 {generic}, {address}")
     lw.set(op.results[0], Tile(op.results[0].type, [generic]))
+
+
+# -- a view load that reads what an earlier one read -----------------------------------------------
+_PARTITIONS = by_mnemonic({"make_partition_view": True}, "loads read again")
+_CONSTANTS = by_mnemonic({"constant": True}, "loads read again")
+_ONCE_LOOPS = by_mnemonic({"for": True}, "loads read again")
+_EARLY_EXITS = by_mnemonic({"break": True, "return": True}, "loads read again")
+_VIEW_LOADS = by_mnemonic({"load_view_tko": True}, "loads read again")
+_READS_ONLY = by_mnemonic({"load_view_tko": True, "load_ptr_tko": True}, "loads read again")
+
+
+def _same_load(lw, op):
+    """An earlier view load whose tile `op` may take instead of reading memory again: the same
+    token, the same view (or a partition view of the same tensor view with the same type), the
+    same indices (the same value, or equal constants, counting the induction variable of a loop
+    that runs once as its start), the same attributes but hints, in straight-line code before
+    `op` (every op around it up to a block that also holds `op` is a loop that runs once, with
+    no early exit), and no op between the two that may write memory (the same token would let
+    `op` miss such a write, but the interpreter and the other paths read after it). NVIDIA's
+    persistent RMSNorm loads each row twice, in two such loops: once for its sum of squares,
+    once to scale it. None where there is no such load."""
+    key = ("same loads",)
+    if key not in lw._cache:
+        lw._cache[key] = {} if lw.chunk is not None else _same_loads(lw)
+    return lw._cache[key].get(op)
+
+
+def _same_loads(lw) -> dict:
+    return _SameLoads(lw).found
+
+
+class _SameLoads:
+    """_same_load's answer for a whole function, in one walk (a class, not nested functions: a
+    recursive closure is a reference cycle, and lowering must free the module without the
+    collector)."""
+
+    def __init__(self, lw):
+        from tilebc.ops.spec import Effects
+        self.lw, self.forward = lw, lw.forward
+        self.once = {}  # induction variable of a loop that runs once -> its start
+        self.writing = (Effects.MEMORY, Effects.ATOMIC, Effects.CALL, Effects.ALLOC)
+        self.found = {}
+        self.visit(lw.function.body, {})
+
+    def runs_once(self, loop) -> bool:
+        from .folding import constant_array
+        bounds = [constant_array(self.lw, loop.operands[name])
+                  for name in ("lowerBound", "upperBound", "step")]
+        if any(b is None or b.size != 1 for b in bounds):
+            return False
+        lower, upper, step = (int(b.flat[0]) for b in bounds)
+        body = loop.regions[0].blocks[0]
+        if not (step > 0 and lower < upper <= lower + step) or not body.ops:
+            return False
+        if any(inner.name in _EARLY_EXITS for inner in loop.walk()):
+            return False
+        self.once[body.args[0]] = lower
+        return True
+
+    def may_write(self, op) -> bool:
+        return any(inner.spec.effects in self.writing and inner.name not in _READS_ONLY
+                   for inner in op.walk())
+
+    def index_key(self, value):
+        from .folding import constant_array
+        value = self.forward.get(value, value)
+        if value in self.once:
+            return ("constant", self.once[value])
+        owner = value.owner
+        if owner is not None and hasattr(owner, "spec") and owner.name in _CONSTANTS:
+            found = constant_array(self.lw, value)
+            if found is not None and found.size == 1:
+                return ("constant", int(found.flat[0]) if found.dtype.kind in "iub"
+                        else float(found.flat[0]))
+        return value
+
+    def view_key(self, value):
+        value = self.forward.get(value, value)
+        owner = value.owner
+        if owner is not None and hasattr(owner, "spec") and owner.name in _PARTITIONS:
+            tensor = owner.operand_values[0]
+            return ("partition", self.forward.get(tensor, tensor), str(value.type))
+        return value
+
+    def load_key(self, load):
+        token = load.operands.get("token")
+        attrs = tuple(sorted((name, repr(v)) for name, v in load.attrs.items()
+                             if name != "optimization_hints"))
+        return (None if token is None else self.forward.get(token, token),
+                self.view_key(load.operands["view"]),
+                tuple(self.index_key(v) for v in load.operands["index"]),
+                str(load.results[0].type), attrs)
+
+    def visit(self, block, seen) -> None:
+        """`seen`: key -> load, for the loads whose tiles stand in straight-line code here."""
+        for inner in block.ops:
+            if inner.name in _VIEW_LOADS and not self.lw.chunked.get(inner):
+                key = self.load_key(inner)
+                if key in seen:
+                    self.found[inner] = seen[key]
+                else:
+                    seen[key] = inner
+            for region in inner.regions:
+                for nested in region.blocks:
+                    if inner.name in _ONCE_LOOPS and self.runs_once(inner):
+                        self.visit(nested, seen)  # its loads stay valid after it
+                    else:
+                        self.visit(nested, dict(seen))  # its loads do not
+            if self.may_write(inner):
+                seen.clear()  # a later load reads after the write

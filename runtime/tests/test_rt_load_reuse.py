@@ -1,7 +1,10 @@
-"""A view load that reads what an earlier one read takes its tile (memory._same_load): NVIDIA's
-persistent RMSNorm reads each row twice, once for its sum of squares and once to scale it; with
-no write between them, the second read is the first one's registers. A write between them keeps
-the second read, whatever its token says, so the JIT reads what the interpreter reads."""
+"""Loads of persistent loops. A view load that reads what an earlier one read takes its tile
+(memory._same_load): NVIDIA's persistent RMSNorm reads each row twice, once for its sum of
+squares and once to scale it; with no write between them, the second read is the first one's
+registers. A write between them keeps the second read, whatever its token says, so the JIT reads
+what the interpreter reads. And the row is read an iteration ahead (memory._Prefetch): the
+prologue reads the first, each iteration the next (the emulator runs the fixture's case, a block
+with no row included, in test_rt_sim_families)."""
 import re
 from pathlib import Path
 
@@ -38,15 +41,21 @@ KERNEL = f"""entry @k(%x: tile<ptr<f32>>, %n: tile<i32>, %xs: tile<i32>, %y: til
 """
 
 
-def test_the_persistent_rms_norm_reads_each_row_once():
+def test_the_persistent_rms_norm_reads_each_row_once_and_an_iteration_ahead():
     module = tilebc.load(PERSISTENT.read_bytes())
     whole_rows = module.functions[1].name  # a row a tile: both column loops run once
     for arch in ("sm_80", "sm_90"):
         ptx = jit_compile(module, whole_rows, arch, emit="ptx").ptx
         loop = ptx[re.search(r"^\$L_for_\d+:", ptx, re.M).start():]
         # a block's 2 x 256 f16 row tile over 128 threads: one vector of 4 halves each, read
-        # once though the kernel loads it twice
+        # once though the kernel loads it twice, and an iteration ahead: the first row before
+        # the loop, the next one in it, moved into the current one's registers at its latch
+        before = ptx[:len(ptx) - len(loop)]
         assert re.findall(r"ld\.global\S*", loop) == ["ld.global.v4.b16"]
+        assert re.findall(r"ld\.global\S*", before[before.index("// for offset"):]) == \
+            ["ld.global.v4.b16"]
+        latch = loop[:loop.index("bra.uni $L_latch")]
+        assert len(re.findall(r"mov\.b16 %h\d+, %h\d+;\n", latch[-400:])) == 4
 
 
 @pytest.mark.parametrize("token", ["%ts", "%token"])

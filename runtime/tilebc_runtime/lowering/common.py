@@ -101,12 +101,13 @@ class SubView(Struct):
 class Frame(Struct):
     """An enclosing construct terminators refer to."""
 
-    _fields = ("kind", "results", "end", "carried", "latch", "on_yield", "on_continue")
+    _fields = ("kind", "results", "end", "carried", "latch", "on_yield", "on_continue",
+               "on_latch")
 
     def __init__(self, kind: str, results: list[list[str]] | None = None,
                  end: str | None = None, carried: list[list[str]] | None = None,
                  latch: str | None = None, on_yield: Callable | None = None,
-                 on_continue: Callable | None = None):
+                 on_continue: Callable | None = None, on_latch: Callable | None = None):
         self.kind = kind  # "branch" | "loop body" | "region"
         self.results = [] if results is None else results  # result registers per value
         self.end = end  # label after the construct
@@ -114,6 +115,7 @@ class Frame(Struct):
         self.latch = latch  # loop: where `continue` goes
         self.on_yield = on_yield  # region: receives the yielded tiles
         self.on_continue = on_continue  # unrolled loop: receives the continued values
+        self.on_latch = on_latch  # rolled loop: emits what `continue` moves besides the values
 
 
 def element_bytes(attr) -> bytes:
@@ -322,3 +324,53 @@ def vector_access(w, kind: str, space: str, memtype: str, regs, address: str,
     w(f"{guard}ld{space}.v{len(pairs)}.b32 {{{', '.join(pairs)}}}, [{address}]")
     for pair, half in zip(pairs, halves):
         w(f"mov.b32 {half}, {pair}")
+
+
+class LaterIteration:
+    """Stands in a view load's indices for a loop's induction variable (or an inner loop's) at
+    another iteration (its own key, so nothing computed from it is reused for the current
+    iteration)."""
+    __slots__ = ()
+
+
+_PERSISTENT_LOOPS = by_mnemonic({"for": True}, "persistent loops")
+_GRID_SIZE = by_mnemonic({"get_num_tile_blocks": True}, "persistent loops")
+_PASSES_VALUE = by_mnemonic({"assume": True}, "persistent loops")
+
+
+def steps_by_the_grid(lw, for_op) -> bool:
+    """Whether `for_op` steps by the grid's size (get_num_tile_blocks): the persistent form,
+    where each CTA works through several tiles (such grids are sized to the SMs)."""
+    if for_op.name not in _PERSISTENT_LOOPS:
+        return False
+    step = for_op.operands["step"]
+    while step is not None:
+        step = lw.forward.get(step, step)
+        owner = step.owner
+        if owner is None or not hasattr(owner, "spec"):
+            return False
+        if owner.name in _GRID_SIZE:
+            return True
+        if owner.name not in _PASSES_VALUE:
+            return False
+        step = owner.operand_values[0]
+    return False
+
+
+def strides_by_the_grid(lw, loop_op) -> bool:
+    """Whether a `for` around `loop_op` steps by the grid's size (steps_by_the_grid)."""
+    trail, stack = {}, [(op, None) for op in lw.function.body.ops]
+    while stack:  # (an op, the op around it): a walk without a recursive closure
+        op, around = stack.pop()
+        trail[op] = around
+        if op is loop_op:
+            break
+        for region in op.regions:
+            for block in region.blocks:
+                stack.extend((inner, op) for inner in block.ops)
+    around = trail.get(loop_op)
+    while around is not None:
+        if steps_by_the_grid(lw, around):
+            return True
+        around = trail.get(around)
+    return False

@@ -201,7 +201,8 @@ def lower_for(lw, op):
     done = w.reg("pred")
     w(f"setp.ge.{kind} {done}, {iv}, {upper.scalar}")
     w(f"@{done} bra.uni {exit_}")
-    lw.frames.append(Frame(LOOP_FRAME, carried=carried, latch=latch, end=exit_))
+    lw.frames.append(Frame(LOOP_FRAME, carried=carried, latch=latch, end=exit_,
+                           on_latch=getattr(pipeline, "latch", None)))
     try:
         lw.lower_block(body)
     finally:
@@ -253,6 +254,8 @@ def lower_continue(lw, op):
         frame.on_continue([lw.get(v, any_layout=True) for v in op.operand_values])
         return
     _carried(lw, frame.carried, op.operand_values)
+    if frame.on_latch is not None:
+        frame.on_latch()
     lw.w(f"bra.uni {frame.latch}")
 
 

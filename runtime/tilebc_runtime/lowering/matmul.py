@@ -43,7 +43,7 @@ from tilebc.ops.table import by_mnemonic
 from . import dtypes, intdiv, softfloat
 from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind, wgmma_fits
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
-from .common import Tile
+from .common import LaterIteration, Tile, strides_by_the_grid
 from .layout import UNIFORM
 from .registry import LOWERINGS, before_loops, defers, lowers, pipelines
 
@@ -945,12 +945,6 @@ def _may_follow_writes(function, loop_op) -> bool:
     return False
 
 
-class _LaterIteration:
-    """Stands in a view load's indices for the loop's induction variable at a later iteration
-    (its own key, so nothing computed from it is reused for the current iteration)."""
-    __slots__ = ()
-
-
 def _not_thread_0(lw) -> str:
     reg = lw.w.reg("pred")
     lw.w(f"setp.ne.u32 {reg}, {lw.tid()}, 0")
@@ -1017,7 +1011,7 @@ class _KPipeline:
             w(f"mov.{'b64' if wide else 'b32'} {later}, {loop.iv}")
         past, skip = w.reg("pred"), w.label("stage_skip")
         w(f"setp.ge.{loop.kind} {past}, {later}, {loop.upper}")
-        stand_in = _LaterIteration()
+        stand_in = LaterIteration()
         lw.set(stand_in, Tile(self.iv_value.type, [later]))
         if self.tma is not None:  # thread 0 alone; past the bound nothing (no phase to wait)
             w(f"@{past} bra {skip}")
@@ -1326,7 +1320,7 @@ def _k_loop_pipeline(lw, op, loop):
     wgmma = wgmma_fits(lw, parts[0][0])
     tma_plans = _tma_plans(lw, parts) if wgmma and getattr(lw, "tma", False) else None
     budget, most = _PIPELINE_SHARED, 3
-    if wgmma and _strides_by_the_grid(lw, op):
+    if wgmma and strides_by_the_grid(lw, op):
         budget, most = max_shared_per_block(lw.arch) * 3 // 4, _PERSISTENT_STAGES
     elif wgmma:
         budget, most = max(budget, max_shared_per_block(lw.arch) // _WGMMA_STAGES_SHARE), 4
@@ -1359,47 +1353,12 @@ def _k_loop_pipeline(lw, op, loop):
     return pipe
 
 
-# A persistent kernel's K loop (_strides_by_the_grid) may fill this many stages, in up to three
+# A persistent kernel's K loop (common.strides_by_the_grid) may fill this many stages, in up to three
 # quarters of the CTA's opt-in shared memory. Its grid is sized to the SMs, one CTA each, so no
 # other CTA hides the loads' latency: with two 32 KiB stages (one in flight, ~0.3 us of
 # 128x128x64 wgmma's to cover a load) an H200 measured NVIDIA's persistent GEMM at 2.38x
 # tileiras's time, which runs six (conformance/cutile-python-gpu.md).
 _PERSISTENT_STAGES = 6
-
-
-def _strides_by_the_grid(lw, loop_op) -> bool:
-    """Whether a `for` around `loop_op` steps by the grid's size (get_num_tile_blocks): the
-    persistent form, where each CTA works through several output tiles."""
-    def enclosing(ops, trail):
-        for op in ops:
-            if op is loop_op:
-                return trail
-            for region in op.regions:
-                for block in region.blocks:
-                    found = enclosing(block.ops, trail + [op])
-                    if found is not None:
-                        return found
-        return None
-    for outer in enclosing(lw.function.body.ops, []) or ():
-        if outer.name not in _LOOPS or "step" not in outer.operands:
-            continue
-        step = outer.operands["step"]
-        step = step[0] if isinstance(step, (list, tuple)) else step
-        while step is not None:
-            step = lw.forward.get(step, step)
-            owner = step.owner
-            if owner is None or not hasattr(owner, "spec"):
-                break
-            if owner.name in _GRID_SIZE:
-                return True
-            if owner.name not in _PASSES_VALUE:
-                break
-            step = owner.operand_values[0]
-    return False
-
-
-_GRID_SIZE = by_mnemonic({"get_num_tile_blocks": True}, "persistent loops")
-_PASSES_VALUE = by_mnemonic({"assume": True}, "persistent loops")
 
 
 def _tma_plans(lw, parts):

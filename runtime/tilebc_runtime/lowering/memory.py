@@ -16,9 +16,10 @@ from tilebc.ops.table import by_mnemonic
 from . import dtypes, intdiv
 from .anchors import flow_is_layout_free, load_layout
 from .common import (AFTER_MEMORY, SubView, TensorView, Tile, and_predicates as _and,
-                     immediate, order_after_token, set_result_token, vector_access)
+                     LaterIteration, immediate, order_after_token, set_result_token,
+                     steps_by_the_grid, vector_access)
 from .layout import UNIFORM, Blocked, MmaAcc, Rows, distinct_slots
-from .registry import deferred, lowers
+from .registry import deferred, lowers, pipelines
 from .vectors import divisibility, pointer_layout, qualifiers, vector_width, view_dims
 
 @lowers("make_tensor_view")
@@ -467,12 +468,20 @@ def _vector_guards(lw, op, view, vec, addresses):
     return guards
 
 
-def _vector_load(lw, op, view, result_type, padding, vec):
+def _guarded(lw, addresses, guard):
+    """view_addresses' pairs with `guard` (a predicate register or None) and-ed in."""
+    if guard is None:
+        return addresses
+    return [(address, _and(lw, ok, guard)) for address, ok in addresses]
+
+
+def _vector_load(lw, op, view, result_type, padding, vec, indices, guard=None):
     from .layout import Blocked
     w = lw.w
     element = result_type.element
     layout = Blocked(result_type.num_elements, lw.T, vec)
-    addresses = view_addresses(lw, op, view, op.operands["index"], result_type.shape, layout)
+    addresses = _guarded(lw, view_addresses(lw, op, view, indices, result_type.shape, layout),
+                         guard)
     cls = dtypes.reg_class(element)
     memtype = dtypes.mem_type(element)
     space = lw.space_suffix()
@@ -503,6 +512,11 @@ def lower_load_view(lw, op):
         set_result_token(lw, op)
         return
     view: SubView = lw.get(op.operands["view"])
+    prefetch = lw._cache.get(("prefetched", op))
+    if prefetch is not None:  # loaded an iteration ahead (_Prefetch)
+        lw.set(op.results[0], prefetch.take(op, view))
+        set_result_token(lw, op)
+        return
     staged = deferred(lw, op, lambda: _load_now(lw, op, view))
     if staged is not None:  # the tensor-core mma reading it copies it to its staging (cp.async)
         lw.set(op.results[0], staged)
@@ -513,20 +527,23 @@ def lower_load_view(lw, op):
     set_result_token(lw, op)
 
 
-def _load_now(lw, op, view) -> Tile:
+def _load_now(lw, op, view, indices=None, guard=None) -> Tile:
+    """The tile `op` loads, at `indices` (default its own index operands); `guard`: a predicate
+    register that must hold for any element to be read."""
     result_type = op.results[0].type
     element = result_type.element
+    indices = op.operands["index"] if indices is None else indices
     padding = padding_register(lw, element, getattr(view.type, "padding_value", None))
     quals = qualifiers(op, store=False)
     vec = vector_width(lw, op, view, result_type.shape, element, quals)
     if vec > 1 and flow_is_layout_free(lw, op.results[0]):
-        return _vector_load(lw, op, view, result_type, padding, vec)
+        return _vector_load(lw, op, view, result_type, padding, vec, indices, guard)
     layout = None
     if not isinstance(view.type, GatherScatterViewType):
         layout = load_layout(lw, op.results[0])
     regs = []
-    for address, ok in view_addresses(lw, op, view, op.operands["index"], result_type.shape,
-                                      layout):
+    for address, ok in _guarded(lw, view_addresses(lw, op, view, indices, result_type.shape,
+                                                   layout), guard):
         regs.append(lw.load(lw.pointer_space, address, element, quals, predicate=ok, default=padding))
     return Tile(result_type, regs, layout)
 
@@ -875,3 +892,122 @@ class _SameLoads:
                         self.visit(nested, dict(seen))  # its loads do not
             if self.may_write(inner):
                 seen.clear()  # a later load reads after the write
+
+
+# -- loads an iteration ahead in persistent loops ---------------------------------------------------
+_MMAS = by_mnemonic({"mmaf": True, "mmai": True, "mmaf_scaled": True}, "loads an iteration ahead")
+
+
+@pipelines
+def _prefetch_loads(lw, op, loop):
+    """A _Prefetch for persistent `for` op `op` (it steps by the grid size, so one CTA an SM runs
+    it and no other CTA hides a load's latency) whose body ends in its only `continue` and holds
+    no mma: its view loads whose view and token come from before the loop and whose indices
+    are the induction variable, values from before the loop or the induction variables of
+    loops inside it that run once (those loads are in straight-line code), except loads that
+    take an earlier load's tile (_same_load); None if there is none."""
+    if lw.chunk is not None or not steps_by_the_grid(lw, op):
+        return None
+    body = op.regions[0].blocks[0]
+    if not body.ops or not body.ops[-1].spec.terminator:
+        return None
+    inside = set()
+    for inner in op.walk():
+        if inner.name in _MMAS or (inner is not op and inner.name in _EARLY_EXITS):
+            return None
+        if inner is not op:
+            inside.update(inner.results)
+        for region in inner.regions:
+            for block in region.blocks:
+                inside.update(block.args)
+    reuse = _SameLoads(lw)
+    loads = {}
+    forward = lw.forward
+    outer = body.args[0]
+
+    blocks = [(body, {})]  # straight-line blocks: the body, loops inside it that run once
+    while blocks:
+        block, ivs = blocks.pop()
+        for inner in block.ops:
+            if inner.name in _VIEW_LOADS and inner not in reuse.found:
+                view, token = inner.operands["view"], inner.operands.get("token")
+                if forward.get(view, view) not in inside and (
+                        token is None or forward.get(token, token) not in inside) and all(
+                        forward.get(v, v) is outer or forward.get(v, v) in ivs or
+                        forward.get(v, v) not in inside for v in inner.operands["index"]):
+                    loads[inner] = dict(ivs)
+            elif inner.name in _ONCE_LOOPS and reuse.runs_once(inner):
+                nested = inner.regions[0].blocks[0]
+                blocks.append((nested, {**ivs, nested.args[0]: reuse.once[nested.args[0]]}))
+    return _Prefetch(lw, loop, outer, loads) if loads else None
+
+
+class _Prefetch:
+    """Each listed view load of a persistent loop's body, issued one iteration ahead into
+    registers: the prologue loads iteration 0's tiles; in each iteration the load takes the
+    registers loaded before and issues the next iteration's tile into fresh ones, which
+    `continue` moves into the first ones. Accesses past the loop's bound are predicated off (a
+    branch around them would end the straight-line code that overlaps the load with the
+    iteration's work). So a load's latency overlaps the previous iteration's work: cuTile's weak
+    view loads whose token comes from before the loop are ordered with nothing it writes."""
+
+    def __init__(self, lw, loop, outer, loads):
+        self.lw, self.loop, self.outer, self.loads = lw, loop, outer, loads
+        self.current, self.pending = {}, []
+
+    def _indices(self, load, iv: str):
+        """`load`'s index operands with the induction variable at register `iv` and those of
+        the loops inside that run once at their one value."""
+        lw = self.lw
+        out = []
+        for value in load.operands["index"]:
+            found = lw.forward.get(value, value)
+            if found is self.outer or found in self.loads[load]:
+                stand = LaterIteration()
+                if found is self.outer:
+                    reg = iv
+                else:
+                    cls = dtypes.reg_class(value.type.element)
+                    reg = lw.w.reg(cls)
+                    lw.w(f"mov.{dtypes.mov_type(cls)} {reg}, {self.loads[load][found]}")
+                lw.set(stand, Tile(value.type, [reg]))
+                value = stand
+            out.append(value)
+        return out
+
+    def _issue(self, load, view, iv: str) -> Tile:
+        w = self.lw.w
+        within = w.reg("pred")
+        w(f"setp.lt.{self.loop.kind} {within}, {iv}, {self.loop.upper}")
+        with self.lw.fresh_scope():  # computed for another iteration: not reused for this one
+            return _load_now(self.lw, load, view, self._indices(load, iv), within)
+
+    def prologue(self) -> None:
+        lw = self.lw
+        for load in self.loads:
+            self.current[load] = self._issue(load, lw.get(load.operands["view"]), self.loop.iv)
+            lw._cache[("prefetched", load)] = self
+
+    def take(self, load, view) -> Tile:
+        """The tile loaded for this iteration; issues the next iteration's."""
+        lw = self.lw
+        w = lw.w
+        later = w.reg("b64" if self.loop.kind.endswith("64") else "b32")
+        w(f"add.{self.loop.kind} {later}, {self.loop.iv}, {self.loop.step}")
+        current, following = self.current[load], self._issue(load, view, later)
+        if following.layout != current.layout or len(following.regs) != len(current.regs):
+            raise lw.error(load, "a load issued an iteration ahead changed its layout")
+        self.pending.append((current, following))
+        return current
+
+    def latch(self) -> None:
+        """At `continue`: the next iteration's tiles become the current ones."""
+        w = self.lw.w
+        for current, following in self.pending:
+            cls = dtypes.reg_class(current.element)
+            for now, later in zip(current.regs, following.regs):
+                w(f"mov.{dtypes.mov_type(cls)} {now}, {later}")
+
+    def finish(self) -> None:
+        for load in self.loads:
+            del self.lw._cache[("prefetched", load)]

@@ -180,11 +180,18 @@ def test_fixtures_taking_tma_on_emulator_match_the_interpreter(name, boxes):
     boxes, B its [N, K] source), their own cases on the emulator: tma=True PTX gives the bits
     of the cp.async PTX (the same wgmma's on the same stage contents), and the interpreter's
     values up to f32 summation order."""
+    [ptx] = _case_ptx(name, arch="sm_90", tma=True)
+    assert _loop(ptx)[1].count("cp.async.bulk.tensor") == boxes
+    assert _case_both_ways(name)
+
+
+def _case_both_ways(name):
+    """Fixture `name`'s own case, each launch run by the interpreter and on the emulator at
+    sm_90 with TMA and with cp.async stages: the two emulated runs bit for bit, and the
+    interpreter's values up to f32 summation order. Returns the entries compared."""
     import importlib
     sys.path.insert(0, str(FIXTURES.parents[1] / "tests"))
     from fixture_cases import CASE_MODULES
-    [ptx] = _case_ptx(name, arch="sm_90", tma=True)
-    assert _loop(ptx)[1].count("cp.async.bulk.tensor") == boxes
     reference = next(importlib.import_module(m) for m in CASE_MODULES
                      if name in importlib.import_module(m).CASES)
     compared = []
@@ -207,7 +214,7 @@ def test_fixtures_taking_tma_on_emulator_match_the_interpreter(name, boxes):
         reference.CASES[name](reference.module(name, reference.versions(name)[-1]))
     finally:
         reference.run = saved
-    assert compared
+    return compared
 
 
 def _ptxas():
@@ -417,29 +424,4 @@ def test_persistent_gemm_fills_deeper_stages_and_matches_on_emulator():
     assert ptx.count("mbarrier.init") == 5
     one_tile = jit_compile(ALIGNED, arch="sm_90", emit="ptx").ptx
     assert one_tile.count("mbarrier.init") == 2
-    import importlib
-    sys.path.insert(0, str(FIXTURES.parents[1] / "tests"))
-    reference = importlib.import_module("test_interp_linalg")
-    compared = []
-
-    def both(module, name, grid, *args, **kwargs):
-        copies = [np.array(x, copy=True) if isinstance(x, np.ndarray) else x for x in args]
-        staged = [np.array(x, copy=True) if isinstance(x, np.ndarray) else x for x in args]
-        interpret(module, name, grid, *copies)
-        sim.run(module, name, grid, *staged, arch="sm_90", tma=False)
-        sim.run(module, name, grid, *args, arch="sm_90")
-        for mine, cp_async, theirs in zip(args, staged, copies):
-            if isinstance(mine, np.ndarray):
-                np.testing.assert_array_equal(mine, cp_async)
-                np.testing.assert_allclose(mine.astype(np.float64), theirs.astype(np.float64),
-                                           rtol=2e-3, atol=1e-3)
-        compared.append(name)
-    saved = reference.run
-    reference.run = both
-    try:
-        reference.CASES["la_gemm_persistent"](reference.module("la_gemm_persistent",
-                                                                reference.versions(
-                                                                    "la_gemm_persistent")[-1]))
-    finally:
-        reference.run = saved
-    assert entry in compared
+    assert entry in _case_both_ways("la_gemm_persistent")

@@ -338,23 +338,27 @@ _GRID_SIZE = by_mnemonic({"get_num_tile_blocks": True}, "persistent loops")
 _PASSES_VALUE = by_mnemonic({"assume": True}, "persistent loops")
 
 
+def traced_to(lw, value, wanted, through, steps: int = 8):
+    """The op in `wanted` (mnemonics) that makes `value`, following first operands back
+    through ops in `through` (at most `steps` of them), or None."""
+    value = lw.forward.get(value, value)
+    for _ in range(steps + 1):
+        owner = value.owner
+        if owner is None or not hasattr(owner, "spec"):
+            return None
+        if owner.name in wanted:
+            return owner
+        if owner.name not in through:
+            return None
+        value = lw.forward.get(owner.operand_values[0], owner.operand_values[0])
+    return None
+
+
 def steps_by_the_grid(lw, for_op) -> bool:
     """Whether `for_op` steps by the grid's size (get_num_tile_blocks): the persistent form,
     where each CTA works through several tiles (such grids are sized to the SMs)."""
-    if for_op.name not in _PERSISTENT_LOOPS:
-        return False
-    step = for_op.operands["step"]
-    while step is not None:
-        step = lw.forward.get(step, step)
-        owner = step.owner
-        if owner is None or not hasattr(owner, "spec"):
-            return False
-        if owner.name in _GRID_SIZE:
-            return True
-        if owner.name not in _PASSES_VALUE:
-            return False
-        step = owner.operand_values[0]
-    return False
+    return for_op.name in _PERSISTENT_LOOPS and \
+        traced_to(lw, for_op.operands["step"], _GRID_SIZE, _PASSES_VALUE) is not None
 
 
 def strides_by_the_grid(lw, loop_op) -> bool:

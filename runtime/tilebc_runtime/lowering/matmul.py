@@ -43,7 +43,7 @@ from tilebc.ops.table import by_mnemonic
 from . import dtypes, intdiv, softfloat
 from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind, wgmma_fits
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
-from .common import LaterIteration, Tile, strides_by_the_grid
+from .common import LaterIteration, Tile, strides_by_the_grid, traced_to
 from .layout import UNIFORM
 from .registry import LOWERINGS, before_loops, defers, lowers, pipelines
 
@@ -750,17 +750,7 @@ def staged_use(lw, value):
 def staged_source(lw, value):
     """The view load whose tile reaches mma operand `value` through _STAGING_CHAIN ops (the
     inverse of staged_use), or None."""
-    value = lw.forward.get(value, value)
-    for _ in range(4):
-        owner = value.owner
-        if owner is None or not hasattr(owner, "name"):
-            return None
-        if owner.name in _STAGED_LOADS:
-            return owner
-        if owner.name not in _STAGING_CHAIN:
-            return None
-        value = lw.forward.get(owner.operand_values[0], owner.operand_values[0])
-    return None
+    return traced_to(lw, value, _STAGED_LOADS, _STAGING_CHAIN, steps=3)
 
 
 def staging(lw, op, view):

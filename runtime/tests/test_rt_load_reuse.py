@@ -70,3 +70,89 @@ def test_a_write_between_two_loads_keeps_the_second(token):
         results.append(y)
     np.testing.assert_array_equal(results[0], 2 * np.arange(16, dtype=np.float32))
     np.testing.assert_array_equal(results[1], results[0])
+
+
+# Kernels where taking an earlier tile, or reading an iteration ahead, would read other values
+# than the interpreter: each must run as the interpreter runs it. x and y are f32[N] (16-element
+# tiles); BODY sits after the views.
+FRAME = f"""entry @k(%x: tile<ptr<f32>>, %n: tile<i32>, %xs: tile<i32>, %y: tile<ptr<f32>>, \
+%yn: tile<i32>, %ys: tile<i32>) optimization_hints=<default = {{}}> {{
+  %token = make_token : token
+  %z = constant <i32: 0> : tile<i32>
+  %one = constant <i32: 1> : tile<i32>
+  %four = constant <i32: 4> : tile<i32>
+  %bid, %by, %bz = get_tile_block_id : tile<i32>
+  %nb, %nby, %nbz = get_num_tile_blocks : tile<i32>
+  %vx = make_tensor_view %x, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+  %vy = make_tensor_view %y, shape = [%yn], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+  %px = make_partition_view %vx : {VIEW}
+  %py = make_partition_view %vy : {VIEW}
+BODY
+  return
+}}
+"""
+LOAD = f"load_view_tko weak %px[{{}}] token = %token : {VIEW}, tile<i32> -> tile<16xf32>, token"
+STORE = "store_view_tko weak {}, %p{}[{}] token = %token : tile<16xf32>, " + VIEW + \
+    ", tile<i32> -> token"
+CASES = {
+    # the loop writes x[0:16] after reading it: its next iteration must read the new values
+    "a loop rewrites what it read": f"""
+  %a, %ta = {LOAD.format('%z')}
+  for %i in (%z to %four, step %one) : tile<i32> {{
+    %c, %tc = {LOAD.format('%z')}
+    %b = addf %c, %c : tile<16xf32>
+    %ts = {STORE.format('%b', 'x', '%z')}
+    continue
+  }}
+  %s = {STORE.format('%a', 'y', '%z')}""",
+    # a loop that runs once, but may skip its load (block 1 does): the later load must read
+    # for itself
+    "a run-once loop may skip its load": f"""
+  %odd = cmpi equal %bid, %one, signed : tile<i32> -> tile<i1>
+  %two = constant <i32: 2> : tile<i32>
+  %later = addi %bid, %two : tile<i32>
+  for %i in (%z to %one, step %one) : tile<i32> {{
+    if %odd {{
+      continue
+    }}
+    %a, %ta = {LOAD.format('%bid')}
+    %b = addf %a, %a : tile<16xf32>
+    continue
+  }}
+  %c, %tc = {LOAD.format('%bid')}
+  %t = {STORE.format('%c', 'y', '%later')}""",
+    # a persistent loop whose first iteration continues early: later loads still move on
+    "a persistent loop continues early": f"""
+  for %i in (%bid to %four, step %nb) : tile<i32> {{
+    %first = cmpi equal %i, %z, signed : tile<i32> -> tile<i1>
+    if %first {{
+      continue
+    }}
+    %a, %ta = {LOAD.format('%i')}
+    %s = {STORE.format('%a', 'y', '%i')}
+    continue
+  }}""",
+    # a persistent loop (one block) writes the row its next iteration reads
+    "a persistent loop reads what it wrote": f"""
+  for %i in (%bid to %four, step %nb) : tile<i32> {{
+    %a, %ta = {LOAD.format('%i')}
+    %i1 = addi %i, %one : tile<i32>
+    %a2 = addf %a, %a : tile<16xf32>
+    %s = {STORE.format('%a2', 'x', '%i1')}
+    continue
+  }}""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_loads_read_what_the_interpreter_reads(name):
+    module = parse_module(FRAME.replace("BODY", CASES[name]))
+    jit_compile(module, "k", "sm_90", emit="cubin")  # ptxas takes it
+    results = []
+    for runner in (tilebc.interp.run, lambda *a: sim.run(*a, arch="sm_90")):
+        x, y = np.arange(80, dtype=np.float32), np.zeros(80, np.float32)
+        runner(module, "k", (1 if "what it wrote" in name else 2,), x, y)
+        results.append((x, y))
+    for (x0, y0), (x1, y1) in [results]:
+        np.testing.assert_array_equal(x1, x0)
+        np.testing.assert_array_equal(y1, y0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 from tilebc.ir.types import GatherScatterViewType, StridedViewType, TensorViewType
-from tilebc.ops.enums import PaddingValue
+from tilebc.ops.enums import MemoryOrderingSemantics, PaddingValue
 from tilebc.ops.table import by_mnemonic
 
 from . import dtypes, intdiv
@@ -788,7 +788,21 @@ def lower_alloca(lw, op):
 _PARTITIONS = by_mnemonic({"make_partition_view": True}, "loads read again")
 _CONSTANTS = by_mnemonic({"constant": True}, "loads read again")
 _ONCE_LOOPS = by_mnemonic({"for": True}, "loads read again")
-_EARLY_EXITS = by_mnemonic({"break": True, "return": True}, "loads read again")
+_LOOP_OPS = by_mnemonic({"for": True, "loop": True}, "loads read again")
+_BRANCHES = by_mnemonic({"if": True}, "loads read again")
+_EXITS = by_mnemonic({"break": True, "return": True, "continue": True}, "loads read again")
+
+
+def _exits_early(op) -> bool:
+    """Whether a break, return or continue inside `op` (a loop) is anything but the last op of
+    a loop body: code after it in the body may not run."""
+    ends = set()
+    for inner in op.walk():
+        if inner.name in _LOOP_OPS:
+            body = inner.regions[0].blocks[0]
+            if body.ops:
+                ends.add(body.ops[-1])
+    return any(inner.name in _EXITS and inner not in ends for inner in op.walk())
 _VIEW_LOADS = by_mnemonic({"load_view_tko": True}, "loads read again")
 _READS_ONLY = by_mnemonic({"load_view_tko": True, "load_ptr_tko": True}, "loads read again")
 
@@ -834,9 +848,8 @@ class _SameLoads:
             return False
         lower, upper, step = (int(b.flat[0]) for b in bounds)
         body = loop.regions[0].blocks[0]
-        if not (step > 0 and lower < upper <= lower + step) or not body.ops:
-            return False
-        if any(inner.name in _EARLY_EXITS for inner in loop.walk()):
+        if loop.attrs.get("unsignedCmp") or not (step > 0 and lower < upper <= lower + step) \
+                or not body.ops or _exits_early(loop):
             return False
         self.once[body.args[0]] = lower
         return True
@@ -876,9 +889,11 @@ class _SameLoads:
                 str(load.results[0].type), attrs)
 
     def visit(self, block, seen) -> None:
-        """`seen`: key -> load, for the loads whose tiles stand in straight-line code here."""
+        """`seen`: key -> load, for the weak loads whose tiles stand in straight-line code here
+        with no write since."""
         for inner in block.ops:
-            if inner.name in _VIEW_LOADS and not self.lw.chunked.get(inner):
+            if inner.name in _VIEW_LOADS and not self.lw.chunked.get(inner) and \
+                    inner.attrs.get("memory_ordering_semantics") is MemoryOrderingSemantics.WEAK:
                 key = self.load_key(inner)
                 if key in seen:
                     self.found[inner] = seen[key]
@@ -888,14 +903,28 @@ class _SameLoads:
                 for nested in region.blocks:
                     if inner.name in _ONCE_LOOPS and self.runs_once(inner):
                         self.visit(nested, seen)  # its loads stay valid after it
-                    else:
-                        self.visit(nested, dict(seen))  # its loads do not
+                    elif inner.name in _BRANCHES:
+                        self.visit(nested, dict(seen))  # runs at most once; its loads may not
+                    else:  # a loop may write later in its body, before its next iteration
+                        self.visit(nested, {})
             if self.may_write(inner):
                 seen.clear()  # a later load reads after the write
 
 
 # -- loads an iteration ahead in persistent loops ---------------------------------------------------
 _MMAS = by_mnemonic({"mmaf": True, "mmai": True, "mmaf_scaled": True}, "loads an iteration ahead")
+
+
+_STORES = by_mnemonic({"store_view_tko": True}, "loads an iteration ahead")
+
+
+def _tensor_of(lw, view):
+    """The tensor view a partition view is made from (else the view itself)."""
+    owner = view.owner
+    if owner is not None and hasattr(owner, "spec") and owner.name in _PARTITIONS:
+        tensor = owner.operand_values[0]
+        return lw.forward.get(tensor, tensor)
+    return view
 
 
 @pipelines
@@ -911,12 +940,17 @@ def _prefetch_loads(lw, op, loop):
     body = op.regions[0].blocks[0]
     if not body.ops or not body.ops[-1].spec.terminator:
         return None
-    inside = set()
+    if _exits_early(op):
+        return None  # a continue before the last op would skip the moves of later loads
+    inside, written = set(), set()
     for inner in op.walk():
-        if inner.name in _MMAS or (inner is not op and inner.name in _EARLY_EXITS):
+        if inner.name in _MMAS:
             return None
         if inner is not op:
             inside.update(inner.results)
+        if inner.name in _STORES:  # the tensor views the loop writes through
+            view = lw.forward.get(inner.operands["view"], inner.operands["view"])
+            written.add(_tensor_of(lw, view))
         for region in inner.regions:
             for block in region.blocks:
                 inside.update(block.args)
@@ -929,8 +963,11 @@ def _prefetch_loads(lw, op, loop):
     while blocks:
         block, ivs = blocks.pop()
         for inner in block.ops:
-            if inner.name in _VIEW_LOADS and inner not in reuse.found:
+            if inner.name in _VIEW_LOADS and inner not in reuse.found and \
+                    not lw.chunked.get(inner):
                 view, token = inner.operands["view"], inner.operands.get("token")
+                if _tensor_of(lw, forward.get(view, view)) in written:
+                    continue  # read back what an iteration writes: in order, as written
                 if forward.get(view, view) not in inside and (
                         token is None or forward.get(token, token) not in inside) and all(
                         forward.get(v, v) is outer or forward.get(v, v) in ivs or
@@ -985,6 +1022,7 @@ class _Prefetch:
     def prologue(self) -> None:
         lw = self.lw
         for load in self.loads:
+            order_after_token(lw, load)  # its token's writes (before the loop) come first
             self.current[load] = self._issue(load, lw.get(load.operands["view"]), self.loop.iv)
             lw._cache[("prefetched", load)] = self
 

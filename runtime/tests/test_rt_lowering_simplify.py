@@ -150,3 +150,37 @@ def test_floor_modulo_by_a_power_of_two_is_one_and(element, d):
     out = np.zeros(64, dtype)
     sim.run(module, "k", (1,), x, out)
     np.testing.assert_array_equal(out, np.mod(x.astype(np.int64), d).astype(dtype))
+
+
+# An extract whose window is the whole source takes the source, whatever its index value (only
+# 0 is in bounds): NVIDIA's persistent RMSNorm extracts its weight row at a run-once loop's
+# induction variable. Here the index is a kernel argument (0 at launch).
+WHOLE = f"""
+entry @k(%px: tile<ptr<f32>>, %x0: tile<i32>, %x1: tile<i32>, %x2: tile<i32>, %x3: tile<i32>,
+    %po: tile<ptr<f32>>, %o0: tile<i32>, %o1: tile<i32>, %o2: tile<i32>, %o3: tile<i32>,
+    %at: tile<i32>) {{
+  %t0 = make_token : token
+  %zero = constant <i32: 0> : tile<i32>
+  %vx = make_tensor_view %px, shape = [8, 16], strides = [16, 1] : {VIEW}
+  %qx = make_partition_view %vx : {PART}
+  %x, %t1 = load_view_tko weak %qx[%zero, %zero] token = %t0 : {PART}, tile<i32> -> tile<8x16xf32>, token
+  %e = extract %x[%at, %at] : tile<8x16xf32> -> tile<8x16xf32>
+  %vo = make_tensor_view %po, shape = [8, 16], strides = [16, 1] : {VIEW}
+  %qo = make_partition_view %vo : {PART}
+  %t2 = store_view_tko weak %e, %qo[%zero, %zero] token = %t0 : tile<8x16xf32>, {PART}, tile<i32> -> token
+  return
+}}
+"""
+
+
+def test_an_extract_of_the_whole_source_moves_nothing():
+    module = parse_module(WHOLE, "whole.mlir")
+    module.version = tilebc.Version(13, 5)
+    body = _body(module)
+    assert "shared" not in body  # no exchange: the stored tile is the loaded one
+    x = np.arange(128, dtype=np.float32).reshape(8, 16) - 40.5
+    ours, reference = np.zeros_like(x), np.zeros_like(x)
+    sim.run(module, "k", (1,), x, ours, np.int32(0))
+    interpret(module, "k", (1,), x, reference, np.int32(0))
+    np.testing.assert_array_equal(reference, x)
+    np.testing.assert_array_equal(ours, x)

@@ -53,9 +53,12 @@ def _undone_permute(lw, op: Op, resolve):
 
 
 def _extracted_operand(lw, op: Op, resolve):
-    """For extract with compile-time indices: the whole source (one window) or the cat operand
-    that exactly fills the window."""
+    """For extract: the whole source where the window is the whole source (whatever the
+    indices say: only 0 is in bounds), or, with compile-time indices, the cat operand that
+    exactly fills the window."""
     source = resolve(op.operands["source"])
+    if list(source.type.shape) == list(op.results[0].type.shape):
+        return source
     indices = []
     for value in op.operands["indices"]:
         array = constant_array(lw, value)

@@ -105,20 +105,25 @@ CASES = {
     continue
   }}
   %s = {STORE.format('%a', 'y', '%z')}""",
-    # a loop that runs once, but may skip its load (block 1 does): the later load must read
-    # for itself
+    # a loop that runs once, but skips its load (x has 80 elements): the later load must read
+    # for itself (the reduction keeps the skipped load in the code)
     "a run-once loop may skip its load": f"""
-  %odd = cmpi equal %bid, %one, signed : tile<i32> -> tile<i1>
-  %two = constant <i32: 2> : tile<i32>
-  %later = addi %bid, %two : tile<i32>
+  %eighty = constant <i32: 80> : tile<i32>
+  %skip = cmpi equal %n, %eighty, signed : tile<i32> -> tile<i1>
   for %i in (%z to %one, step %one) : tile<i32> {{
-    if %odd {{
+    if %skip {{
       continue
     }}
     %a, %ta = {LOAD.format('%bid')}
-    %b = addf %a, %a : tile<16xf32>
+    %f = reduce %a dim=0 identities=[0.000000e+0 : f32] : tile<16xf32> -> tile<f32>
+    (%e0: tile<f32>, %e1: tile<f32>) {{
+      %s0 = addf %e0, %e1 : tile<f32>
+      yield %s0 : tile<f32>
+    }}
     continue
   }}
+  %two = constant <i32: 2> : tile<i32>
+  %later = addi %bid, %two : tile<i32>
   %c, %tc = {LOAD.format('%bid')}
   %t = {STORE.format('%c', 'y', '%later')}""",
     # a persistent loop whose first iteration continues early: later loads still move on

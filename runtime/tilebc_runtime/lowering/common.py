@@ -302,6 +302,10 @@ def vector_access(w, kind: str, space: str, memtype: str, regs, address: str,
     """One ld/st{space}.v of `regs` at `address` (`kind` "ld" or "st"). Eight 2-byte elements
     go as .v4.b32, each b32 a pair (the lower address in the low half, as little-endian memory
     has it). A guarded load leaves `regs` as the caller set them where the guard is off."""
+    if len(regs) == 1:
+        operands = f"{regs[0]}, [{address}]" if kind == "ld" else f"[{address}], {regs[0]}"
+        w(f"{guard}{kind}{space}.{memtype} {operands}")
+        return
     if len(regs) <= 4:
         vector = f"{{{', '.join(regs)}}}"
         operands = f"{vector}, [{address}]" if kind == "ld" else f"[{address}], {vector}"
@@ -326,6 +330,22 @@ def vector_access(w, kind: str, space: str, memtype: str, regs, address: str,
         w(f"mov.b32 {half}, {pair}")
 
 
+_LOOP_KINDS: dict[str, bool] = {}
+
+
+def is_loop(op) -> bool:
+    """Whether `op` is a loop (the op table: its region ends in a terminator that goes on to the
+    next iteration)."""
+    if not op.regions:
+        return False
+    found = _LOOP_KINDS.get(op.name)
+    if found is None:
+        from tilebc.ops.spec import Exit
+        from tilebc.ops.table import closing_terminator
+        found = _LOOP_KINDS[op.name] = closing_terminator(op.name).exit is Exit.NEXT
+    return found
+
+
 class LaterIteration:
     """Stands in a view load's indices for a loop's induction variable (or an inner loop's) at
     another iteration (its own key, so nothing computed from it is reused for the current
@@ -333,7 +353,6 @@ class LaterIteration:
     __slots__ = ()
 
 
-_PERSISTENT_LOOPS = by_mnemonic({"for": True}, "persistent loops")
 _GRID_SIZE = by_mnemonic({"get_num_tile_blocks": True}, "persistent loops")
 _PASSES_VALUE = by_mnemonic({"assume": True}, "persistent loops")
 
@@ -357,7 +376,7 @@ def traced_to(lw, value, wanted, through, steps: int = 8):
 def steps_by_the_grid(lw, for_op) -> bool:
     """Whether `for_op` steps by the grid's size (get_num_tile_blocks): the persistent form,
     where each CTA works through several tiles (such grids are sized to the SMs)."""
-    return for_op.name in _PERSISTENT_LOOPS and \
+    return is_loop(for_op) and "step" in for_op.operands and \
         traced_to(lw, for_op.operands["step"], _GRID_SIZE, _PASSES_VALUE) is not None
 
 

@@ -43,7 +43,8 @@ from tilebc.ops.table import by_mnemonic
 from . import dtypes, intdiv, softfloat
 from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind, wgmma_fits
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
-from .common import LaterIteration, Tile, strides_by_the_grid, traced_to
+from .common import (LaterIteration, Tile, is_loop, strides_by_the_grid, traced_to,
+                     vector_access)
 from .layout import UNIFORM
 from .registry import LOWERINGS, before_loops, defers, lowers, pipelines
 
@@ -911,7 +912,6 @@ _COMBINING = by_mnemonic({"reduce": True, "scan": True}, "cp.async K-loop combin
 _IN_REGISTERS = by_mnemonic({"mmaf": True, "mmai": False}, "cp.async K-loop mmas")
 # Memory ops that only read (every other op with memory effects may write)
 _READS_ONLY = by_mnemonic({"load_view_tko": True, "load_ptr_tko": True}, "TMA proxy fence")
-_LOOPS = by_mnemonic({"for": True, "loop": True}, "TMA proxy fence")
 
 
 def _may_follow_writes(function, loop_op) -> bool:
@@ -927,7 +927,7 @@ def _may_follow_writes(function, loop_op) -> bool:
     for op in function.walk():
         if op is loop_op:
             return False
-        if op.regions and op.name in _LOOPS and any(inner is loop_op for inner in op.walk()):
+        if is_loop(op) and any(inner is loop_op for inner in op.walk()):
             if any(writes(inner) for inner in op.walk()):
                 return True
         elif writes(op):
@@ -1343,8 +1343,8 @@ def _k_loop_pipeline(lw, op, loop):
     return pipe
 
 
-# A persistent kernel's K loop (common.strides_by_the_grid) may fill this many stages, in up to three
-# quarters of the CTA's opt-in shared memory. Its grid is sized to the SMs, one CTA each, so no
+# A persistent kernel's K loop (common.strides_by_the_grid) may fill this many stages, in up to
+# three quarters of the CTA's opt-in shared memory. Its grid is sized to the SMs, one CTA each, so no
 # other CTA hides the loads' latency: with two 32 KiB stages (one in flight, ~0.3 us of
 # 128x128x64 wgmma's to cover a load) an H200 measured NVIDIA's persistent GEMM at 2.38x
 # tileiras's time, which runs six (conformance/cutile-python-gpu.md).
@@ -2201,7 +2201,6 @@ def _blocked_plan(lw, m: int, n: int, k_dim: int):
 
 
 _UNROLLED_K = 32  # K steps of 4 unrolled whole up to this K (addresses immediates)
-_VEC = {4: ".v4", 2: ".v2", 1: ""}
 
 
 def _tile_pointers(lw, tn: int, nr: int, k_dim: int, n: int):
@@ -2341,7 +2340,7 @@ def _hoist_invariant_rhs(lw, loop) -> None:
         rows = []
         for kk in range(k_dim):
             regs = [w.reg("f32") for _ in range(nr)]
-            _vector_access(w, "ld", _VEC[nr], regs, f"{b_ptr}+{offset + kk * n * 4}")
+            vector_access(w, "ld", ".shared", "f32", regs, f"{b_ptr}+{offset + kk * n * 4}")
             rows.append(regs)
         w.place(skip)
         lw.barrier()
@@ -2396,7 +2395,8 @@ def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
             for j in range(nr):
                 w(f"mov.f32 {totals[i][j]}, {acc.regs[0]}")
         else:
-            _vector_access(w, "ld", _VEC[nr], totals[i], f"{c_ptr}+{acc_at + i * tm * n * 4}")
+            vector_access(w, "ld", ".shared", "f32", totals[i],
+                          f"{c_ptr}+{acc_at + i * tm * n * 4}")
     steps = k_dim // 4 if unrolled else 1
     if not unrolled:
         a_end = _u32(w, "add.u32", a_ptr, k_dim * 4)
@@ -2408,7 +2408,7 @@ def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
         for i in range(mr):
             regs = [w.reg("f32") for _ in range(4)]
             at = a_at + (i * tm * k_dim + step * 4) * 4
-            _vector_access(w, "ld", ".v4", regs, f"{a_ptr}+{at}")
+            vector_access(w, "ld", ".shared", "f32", regs, f"{a_ptr}+{at}")
             a_rows.append(regs)
         if hoisted is not None:
             return a_rows, hoisted[step * 4:step * 4 + 4]
@@ -2416,7 +2416,7 @@ def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
         for kk in range(4):
             regs = [w.reg("f32") for _ in range(nr)]
             at = b_at + (step * 4 + kk) * n * 4
-            _vector_access(w, "ld", _VEC[nr], regs, f"{b_ptr}+{at}")
+            vector_access(w, "ld", ".shared", "f32", regs, f"{b_ptr}+{at}")
             b_rows.append(regs)
         return a_rows, b_rows
 
@@ -2438,7 +2438,7 @@ def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
         w(f"setp.lt.u32 {again}, {a_ptr}, {a_end}")
         w(f"@{again} bra.uni {top}")
     for i in range(mr):
-        _vector_access(w, "st", _VEC[nr], totals[i], f"{c_ptr}+{out_at + i * tm * n * 4}")
+        vector_access(w, "st", ".shared", "f32", totals[i], f"{c_ptr}+{out_at + i * tm * n * 4}")
     w.place(skip)
     lw.barrier()
     regs = [lw.smem_read_slot(out_at, m * n, k, result_type.element)
@@ -2446,12 +2446,3 @@ def _register_blocked(lw, op, lhs, rhs, acc) -> bool:
     lw.barrier()
     lw.set(op.results[0], Tile(result_type, regs))
     return True
-
-
-def _vector_access(w, kind: str, vec: str, regs, address: str) -> None:
-    """ld/st.shared of f32 registers `regs` at `address` (one vector access when vec)."""
-    values = f"{{{', '.join(regs)}}}" if vec else regs[0]
-    if kind == "ld":
-        w(f"ld.shared{vec}.f32 {values}, [{address}]")
-    else:
-        w(f"st.shared{vec}.f32 [{address}], {values}")

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 from tilebc.ir.types import GatherScatterViewType, StridedViewType, TensorViewType
 from tilebc.ops.enums import MemoryOrderingSemantics, PaddingValue
-from tilebc.ops.table import by_mnemonic
+from tilebc.ops.spec import Effects, Exit
 
 from . import dtypes, intdiv
-from .anchors import flow_is_layout_free, load_layout
+from .anchors import (LOADS, POINTER_LOADS, STORES, _ROLES, flow_is_layout_free, is_mma,
+                      load_layout)
 from .common import (AFTER_MEMORY, SubView, TensorView, Tile, and_predicates as _and,
                      LaterIteration, immediate, order_after_token, set_result_token,
-                     steps_by_the_grid, vector_access)
+                     is_loop, steps_by_the_grid, vector_access)
 from .layout import UNIFORM, Blocked, MmaAcc, Rows, distinct_slots
 from .registry import deferred, lowers, pipelines
-from .vectors import divisibility, pointer_layout, qualifiers, vector_width, view_dims
+from .vectors import (PARTITION_VIEW, VIEW_MAKERS, divisibility, pointer_layout, qualifiers,
+                      vector_width, view_dims)
 
 @lowers("make_tensor_view")
 def lower_make_tensor_view(lw, op):
@@ -784,27 +786,18 @@ def lower_alloca(lw, op):
     lw.set(op.results[0], Tile(op.results[0].type, [generic]))
 
 
-# -- a view load that reads what an earlier one read -----------------------------------------------
-_PARTITIONS = by_mnemonic({"make_partition_view": True}, "loads read again")
-_CONSTANTS = by_mnemonic({"constant": True}, "loads read again")
-_ONCE_LOOPS = by_mnemonic({"for": True}, "loads read again")
-_LOOP_OPS = by_mnemonic({"for": True, "loop": True}, "loads read again")
-_BRANCHES = by_mnemonic({"if": True}, "loads read again")
-_EXITS = by_mnemonic({"break": True, "return": True, "continue": True}, "loads read again")
+# -- a view load that reads what an earlier one read ---------------------------------------------
+_LEAVING = (Exit.NEXT, Exit.LEAVE_LOOP, Exit.LEAVE_KERNEL)  # continue, break, return
+_WRITING = (Effects.MEMORY, Effects.ATOMIC, Effects.CALL, Effects.ALLOC)  # may write memory
+_READING = (LOADS, POINTER_LOADS)  # memory ops that only read
 
 
 def _exits_early(op) -> bool:
     """Whether a break, return or continue inside `op` (a loop) is anything but the last op of
     a loop body: code after it in the body may not run."""
-    ends = set()
-    for inner in op.walk():
-        if inner.name in _LOOP_OPS:
-            body = inner.regions[0].blocks[0]
-            if body.ops:
-                ends.add(body.ops[-1])
-    return any(inner.name in _EXITS and inner not in ends for inner in op.walk())
-_VIEW_LOADS = by_mnemonic({"load_view_tko": True}, "loads read again")
-_READS_ONLY = by_mnemonic({"load_view_tko": True, "load_ptr_tko": True}, "loads read again")
+    ends = {inner.regions[0].blocks[0].ops[-1] for inner in op.walk()
+            if is_loop(inner) and inner.regions[0].blocks[0].ops}
+    return any(inner.spec.exit in _LEAVING and inner not in ends for inner in op.walk())
 
 
 def _same_load(lw, op):
@@ -817,45 +810,51 @@ def _same_load(lw, op):
     `op` miss such a write, but the interpreter and the other paths read after it). NVIDIA's
     persistent RMSNorm loads each row twice, in two such loops: once for its sum of squares,
     once to scale it. None where there is no such load."""
+    return _same_loads(lw).found.get(op)
+
+
+def _same_loads(lw) -> "_SameLoads":
+    """The function's _SameLoads, made once (in a chunked region's loop: none found)."""
     key = ("same loads",)
     if key not in lw._cache:
-        lw._cache[key] = {} if lw.chunk is not None else _same_loads(lw)
-    return lw._cache[key].get(op)
-
-
-def _same_loads(lw) -> dict:
-    return _SameLoads(lw).found
+        lw._cache[key] = _SameLoads(None if lw.chunk is not None else lw)
+    return lw._cache[key]
 
 
 class _SameLoads:
-    """_same_load's answer for a whole function, in one walk (a class, not nested functions: a
-    recursive closure is a reference cycle, and lowering must free the module without the
-    collector)."""
+    """_same_load's answer for a whole function, in one walk: `found` (later load -> earlier),
+    `once` (induction variable of a loop that runs once -> its start) and `once_loops`. A class,
+    not nested functions (a recursive closure is a reference cycle, and lowering must free the
+    module without the collector); it keeps no reference to the lowerer once made."""
 
     def __init__(self, lw):
-        from tilebc.ops.spec import Effects
+        self.found, self.once, self.once_loops = {}, {}, set()
+        if lw is None:
+            return
         self.lw, self.forward = lw, lw.forward
-        self.once = {}  # induction variable of a loop that runs once -> its start
-        self.writing = (Effects.MEMORY, Effects.ATOMIC, Effects.CALL, Effects.ALLOC)
-        self.found = {}
         self.visit(lw.function.body, {})
+        self.lw = self.forward = None
 
     def runs_once(self, loop) -> bool:
         from .folding import constant_array
+        if "lowerBound" not in loop.operands or loop.attrs.get("unsignedCmp"):
+            return False
         bounds = [constant_array(self.lw, loop.operands[name])
                   for name in ("lowerBound", "upperBound", "step")]
         if any(b is None or b.size != 1 for b in bounds):
             return False
         lower, upper, step = (int(b.flat[0]) for b in bounds)
         body = loop.regions[0].blocks[0]
-        if loop.attrs.get("unsignedCmp") or not (step > 0 and lower < upper <= lower + step) \
-                or not body.ops or _exits_early(loop):
+        if not (step > 0 and lower < upper <= lower + step) or not body.ops or \
+                _exits_early(loop):
             return False
         self.once[body.args[0]] = lower
+        self.once_loops.add(loop)
         return True
 
-    def may_write(self, op) -> bool:
-        return any(inner.spec.effects in self.writing and inner.name not in _READS_ONLY
+    @staticmethod
+    def may_write(op) -> bool:
+        return any(inner.spec.effects in _WRITING and _ROLES.get(inner.name) not in _READING
                    for inner in op.walk())
 
     def index_key(self, value):
@@ -863,28 +862,19 @@ class _SameLoads:
         value = self.forward.get(value, value)
         if value in self.once:
             return ("constant", self.once[value])
-        owner = value.owner
-        if owner is not None and hasattr(owner, "spec") and owner.name in _CONSTANTS:
-            found = constant_array(self.lw, value)
-            if found is not None and found.size == 1:
-                return ("constant", int(found.flat[0]) if found.dtype.kind in "iub"
-                        else float(found.flat[0]))
-        return value
-
-    def view_key(self, value):
-        value = self.forward.get(value, value)
-        owner = value.owner
-        if owner is not None and hasattr(owner, "spec") and owner.name in _PARTITIONS:
-            tensor = owner.operand_values[0]
-            return ("partition", self.forward.get(tensor, tensor), str(value.type))
+        found = constant_array(self.lw, value)
+        if found is not None and found.size == 1:
+            return ("constant", int(found.flat[0]) if found.dtype.kind in "iub"
+                    else float(found.flat[0]))
         return value
 
     def load_key(self, load):
         token = load.operands.get("token")
         attrs = tuple(sorted((name, repr(v)) for name, v in load.attrs.items()
                              if name != "optimization_hints"))
+        view = self.forward.get(load.operands["view"], load.operands["view"])
         return (None if token is None else self.forward.get(token, token),
-                self.view_key(load.operands["view"]),
+                _tensor_of(self.lw, view), str(view.type),
                 tuple(self.index_key(v) for v in load.operands["index"]),
                 str(load.results[0].type), attrs)
 
@@ -892,36 +882,33 @@ class _SameLoads:
         """`seen`: key -> load, for the weak loads whose tiles stand in straight-line code here
         with no write since."""
         for inner in block.ops:
-            if inner.name in _VIEW_LOADS and not self.lw.chunked.get(inner) and \
+            if _ROLES.get(inner.name) == LOADS and not self.lw.chunked.get(inner) and \
                     inner.attrs.get("memory_ordering_semantics") is MemoryOrderingSemantics.WEAK:
                 key = self.load_key(inner)
                 if key in seen:
                     self.found[inner] = seen[key]
                 else:
                     seen[key] = inner
+            loop = is_loop(inner)
+            once = loop and self.runs_once(inner)
             for region in inner.regions:
                 for nested in region.blocks:
-                    if inner.name in _ONCE_LOOPS and self.runs_once(inner):
+                    if once:
                         self.visit(nested, seen)  # its loads stay valid after it
-                    elif inner.name in _BRANCHES:
-                        self.visit(nested, dict(seen))  # runs at most once; its loads may not
+                    elif not loop:
+                        self.visit(nested, dict(seen))  # an if's: its loads may not run
                     else:  # a loop may write later in its body, before its next iteration
                         self.visit(nested, {})
             if self.may_write(inner):
                 seen.clear()  # a later load reads after the write
 
 
-# -- loads an iteration ahead in persistent loops ---------------------------------------------------
-_MMAS = by_mnemonic({"mmaf": True, "mmai": True, "mmaf_scaled": True}, "loads an iteration ahead")
-
-
-_STORES = by_mnemonic({"store_view_tko": True}, "loads an iteration ahead")
-
-
+# -- loads an iteration ahead in persistent loops -------------------------------------------------
 def _tensor_of(lw, view):
     """The tensor view a partition view is made from (else the view itself)."""
     owner = view.owner
-    if owner is not None and hasattr(owner, "spec") and owner.name in _PARTITIONS:
+    if owner is not None and hasattr(owner, "spec") and \
+            VIEW_MAKERS.get(owner.name) == PARTITION_VIEW:
         tensor = owner.operand_values[0]
         return lw.forward.get(tensor, tensor)
     return view
@@ -944,17 +931,17 @@ def _prefetch_loads(lw, op, loop):
         return None  # a continue before the last op would skip the moves of later loads
     inside, written = set(), set()
     for inner in op.walk():
-        if inner.name in _MMAS:
+        if is_mma(inner):
             return None
         if inner is not op:
             inside.update(inner.results)
-        if inner.name in _STORES:  # the tensor views the loop writes through
+        if _ROLES.get(inner.name) == STORES:  # the tensor views the loop writes through
             view = lw.forward.get(inner.operands["view"], inner.operands["view"])
             written.add(_tensor_of(lw, view))
         for region in inner.regions:
             for block in region.blocks:
                 inside.update(block.args)
-    reuse = _SameLoads(lw)
+    reuse = _same_loads(lw)
     loads = {}
     forward = lw.forward
     outer = body.args[0]
@@ -963,7 +950,7 @@ def _prefetch_loads(lw, op, loop):
     while blocks:
         block, ivs = blocks.pop()
         for inner in block.ops:
-            if inner.name in _VIEW_LOADS and inner not in reuse.found and \
+            if _ROLES.get(inner.name) == LOADS and inner not in reuse.found and \
                     not lw.chunked.get(inner):
                 view, token = inner.operands["view"], inner.operands.get("token")
                 if _tensor_of(lw, forward.get(view, view)) in written:
@@ -973,7 +960,7 @@ def _prefetch_loads(lw, op, loop):
                         forward.get(v, v) is outer or forward.get(v, v) in ivs or
                         forward.get(v, v) not in inside for v in inner.operands["index"]):
                     loads[inner] = dict(ivs)
-            elif inner.name in _ONCE_LOOPS and reuse.runs_once(inner):
+            elif inner in reuse.once_loops:
                 nested = inner.regions[0].blocks[0]
                 blocks.append((nested, {**ivs, nested.args[0]: reuse.once[nested.args[0]]}))
     return _Prefetch(lw, loop, outer, loads) if loads else None

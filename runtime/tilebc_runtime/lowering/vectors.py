@@ -77,8 +77,8 @@ def vector_width(lw, op, view: SubView, tile_shape, element, quals: str) -> int:
 
 
 # how a view store's view is made, for planned_store_width
-_PARTITION, _TENSOR = "partition view", "tensor view"
-_VIEW_MAKERS = by_mnemonic({"make_partition_view": _PARTITION, "make_tensor_view": _TENSOR},
+PARTITION_VIEW, TENSOR_VIEW = "partition view", "tensor view"
+VIEW_MAKERS = by_mnemonic({"make_partition_view": PARTITION_VIEW, "make_tensor_view": TENSOR_VIEW},
                            "view makers of planned stores")
 
 
@@ -87,10 +87,10 @@ def planned_store_width(lw, op) -> int:
     view of a make_tensor_view (1 for views made any other way)."""
     view = lw.forward.get(op.operands["view"], op.operands["view"])
     maker = view.owner
-    if _VIEW_MAKERS.get(getattr(maker, "name", None)) != _PARTITION:
+    if VIEW_MAKERS.get(getattr(maker, "name", None)) != PARTITION_VIEW:
         return 1
     tensor_value = lw.forward.get(maker.operands["tensor_view"], maker.operands["tensor_view"])
-    if _VIEW_MAKERS.get(getattr(tensor_value.owner, "name", None)) != _TENSOR:
+    if VIEW_MAKERS.get(getattr(tensor_value.owner, "name", None)) != TENSOR_VIEW:
         return 1
     base_align, shape_div, stride_div = divisibility(lw, tensor_value.owner)
     tensor = TensorView(tensor_value.type, None, [], [], None, base_align, shape_div, stride_div)

@@ -194,6 +194,13 @@ def startup(args) -> int:
     return 0
 
 
+def _commit(tree: Path) -> str:
+    """The checkout's commit (short), or "a checkout without git"."""
+    done = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else "a checkout without git"
+
+
 def render_startup(kernels, trees, times, repeat, args) -> str:
     def median(key, index):
         return statistics.median(sample[index] for sample in times[key])
@@ -217,6 +224,7 @@ def render_startup(kernels, trees, times, repeat, args) -> str:
              "without the cache. The `-m tilebc_runtime.cli` row runs the runtime's compile command "
              "without tilebc's command dispatcher (tilebc/cli.py): the runtime's own share. "
              "CPU = user + sys of the process (tileiras runs threads). "
+             + f"tilebc: {_commit(ROOT)}. "
              + (f"Baseline: {args.baseline_label or args.baseline}. " if args.baseline else "") +
              f"`python -c pass`: {python_wall:.0f} ms wall, {python_cpu:.0f} ms CPU.", "",
              "| kernel | run | " + " | ".join(f"{label} wall ms | CPU ms" for label in trees)

@@ -64,10 +64,12 @@ def tileirdisasm(data: bytes, *, debug_info: bool = False) -> ToolResult:
     return _run_on_bytes(args, data)
 
 
-def tileiras(data: bytes, gpu_name: str = "sm_90", *, opt_level: Optional[int] = None) -> ToolResult:
+def tileiras(data: bytes, gpu_name: str = "sm_90", *, opt_level: Optional[int] = None,
+             executable: Optional[str] = None) -> ToolResult:
     """Compile bytecode to a cubin with NVIDIA's tileiras (the cubin is discarded); `opt_level`
-    None keeps the tool's default (3)."""
-    args = [require_tool("tileiras"), f"--gpu-name={gpu_name}", "-o", "{dir}/out.cubin", "{input}"]
+    None keeps the tool's default (3); `executable` another tileiras than tool_path's."""
+    args = [executable or require_tool("tileiras"), f"--gpu-name={gpu_name}", "-o",
+            "{dir}/out.cubin", "{input}"]
     if opt_level is not None:
         args.insert(1, f"--opt-level={opt_level}")
     return _run_on_bytes(args, data, timeout=300)

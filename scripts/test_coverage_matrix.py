@@ -47,6 +47,8 @@ STAGES = {
     "test_builder_reproduces_fixture": ("builder reproduces",),
     "test_fixture_on_emulator_matches_reference": ("JIT+emulate vs numpy",),
     "test_family_kernel_on_emulator_matches_reference": ("JIT+emulate vs numpy",),
+    "test_each_architectures_own_code_matches_the_references": (
+        "JIT every other arch, emulate its own code",),
     "test_fixture_links": ("JIT to PTX, link (sm_80/sm_90)",),
     "test_fixture_links_blackwell": ("JIT to PTX, link (sm_100/sm_120)",),
     "test_oldest_bytecode_links": ("JIT to PTX, link (oldest version)",),
@@ -71,6 +73,11 @@ def fixtures_of(item):
         path = FIXTURES / name / f"{name}-{version}.tilebc"
         if path.is_file():
             return [str(path.relative_to(FIXTURES))]
+    # a per-family test walks the newest file of each kernel its reference module has cases for
+    family = sys.modules.get(params.get("family")) if isinstance(params.get("family"), str) else None
+    if family is not None and hasattr(family, "CASES") and hasattr(family, "versions"):
+        return [f"{kernel}/{kernel}-{family.versions(kernel)[-1]}.tilebc"
+                for kernel in sorted(family.CASES)]
     return []
 
 

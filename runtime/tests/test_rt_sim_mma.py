@@ -886,58 +886,6 @@ def test_reduced_products_take_the_direct_path_to_cyclic():
     sim.run(module, "k", (1,), a, w, actual, arch="sm_80", threads=128)
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
 
-# ------------------------------------------- the fixtures' tensor-core kernels on sm_80 code
-
-# An mmai, or an mmaf whose first operand (lhs) is a tile of a tensor-core element type, in
-# tileirdisasm's listing: `%4 = mmaf %a, %b, %c : tile<64x64xf16>, ...`.
-_TENSOR_CORE_OP = re.compile(r"= (?:mmai |mmaf [^:\n]*: tile<(?:\d+x)*"
-                             r"(?:f16|bf16|f8E4M3FN|f8E5M2|tf32|f64)>)")
-
-
-def _case_kernels():
-    """(family, name, newest fixture file) of every fixture or family case."""
-    import importlib
-    import sys
-    sys.path.insert(0, str(FIXTURES.parents[1] / "tests"))
-    from fixture_cases import CASE_MODULES
-    for family in CASE_MODULES:
-        reference = importlib.import_module(family)
-        for name in sorted(reference.CASES):
-            yield family, name, FIXTURES / name / f"{name}-{reference.versions(name)[-1]}.tilebc"
-
-
-def _tensor_core_kernels():
-    """(case module, fixture) for every fixture or family kernel with an mmaf on f16 / bf16 /
-    fp8 / tf32 / f64 operands or an mmai (the tensor-core paths); the other suites run them on
-    sm_90 code only. Read from the stored listings, not decoded: this runs at collection in every
-    worker (test_tensor_core_kernels_are_found checks it against the decoded IR)."""
-    return [(family, name) for family, name, path in _case_kernels()
-            if _TENSOR_CORE_OP.search(path.with_suffix(".dis").read_text())]
-
-
-TENSOR_CORE_KERNELS = _tensor_core_kernels()
-
-
-def test_tensor_core_kernels_are_found():
-    from conftest import decoded  # on the path through _case_kernels
-    found = [(family, name) for family, name, path in _case_kernels()
-             if any(op.name == "mmai" or op.name == "mmaf" and op.operands["lhs"].type.element
-                    .name in ("f16", "bf16", "f8E4M3FN", "f8E5M2", "tf32", "f64")
-                    for function in decoded(path).functions for op in function.walk())]
-    assert TENSOR_CORE_KERNELS == found
-    assert len(TENSOR_CORE_KERNELS) >= 15, TENSOR_CORE_KERNELS
-
-
-@pytest.mark.parametrize("family,name", TENSOR_CORE_KERNELS,
-                         ids=[name for _, name in TENSOR_CORE_KERNELS])
-def test_tensor_core_kernels_on_sm80_match_the_reference(family, name, monkeypatch):
-    import functools
-    import importlib
-    reference = importlib.import_module(family)
-    monkeypatch.setattr(reference, "run", functools.partial(sim.run, arch="sm_80"))
-    reference.CASES[name](reference.module(name, reference.versions(name)[-1]))
-
-
 # ------------------------------------------------- register and shared-memory traffic shapes
 
 def _case_ptx(name, arch="sm_80", **options):
@@ -1409,8 +1357,8 @@ def test_batched_gemm_tiles_reach_the_staging_through_reshape_and_transpose(arch
     2-D and transposes B: cp.async still copies both into the mma's staging (B's N x K source
     K-major, as it is), with no st.shared staging and no second load; on sm_90 the product runs
     on wgmma, in a pipeline (test_production_gemm_k_loops_pipeline_where_the_model_says). The
-    family emulator suite (sm_90) and test_tensor_core_kernels_on_sm80_match_the_reference
-    check the results."""
+    family emulator suite (sm_90) and test_rt_sim_archs.py (sm_80's own code) check the
+    results."""
     [ptx] = _case_ptx("la_bmm_aligned_tile", arch, tma=False)
     assert "cp.async.cg.shared.global" in ptx and "st.shared.b16" not in ptx
     assert "ld.global" not in ptx.replace("ld.global.nc", "")  # no register load of A or B
@@ -1469,7 +1417,7 @@ def test_attention_keeps_scores_statistics_and_p_in_registers(arch):
     and V reach the staging by cp.async, an iteration ahead (one stage holds both). Per key
     tile, shared memory holds only K and V, and one barrier guards them. On sm_90 both products
     are wgmma's with A in registers. The emulator runs (the family suite on sm_90,
-    test_tensor_core_kernels_on_sm80_*) check the results."""
+    test_rt_sim_archs.py on the other architectures' own code) check the results."""
     import re
     for ptx in _case_ptx("nn_flash_attention_tile", arch):
         offsets = set(re.findall(r"shfl\.sync\.bfly\.b32 [^,]+, [^,]+, (\d+),", ptx))

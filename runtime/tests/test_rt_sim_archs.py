@@ -1,0 +1,59 @@
+"""The JIT's code for every architecture it emits, on the emulator against the interpreter.
+
+test_rt_sim_fixtures.py and test_rt_sim_families.py run every fixture kernel's sm_90 code. Most
+kernels lower to the same code for every architecture; TMA and wgmma (sm_90 only), fp8
+conversions and mma (sm_89 on), griddepcontrol (sm_90 on) and the shared memory a CTA may have
+make the differences. Here every kernel is lowered for each other architecture; code that is
+sm_90's, or that of an architecture already run, apart from the lines naming the architecture and
+the PTX ISA version, is covered by that run, and other code runs on the emulator for its
+architecture against the same numpy references.
+"""
+import functools
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from conftest import CaseFailures  # noqa: E402
+from fixture_cases import CASE_MODULES  # noqa: E402
+
+from tilebc_runtime import sim, targets  # noqa: E402
+from tilebc_runtime.compiler import compile as jit_compile  # noqa: E402
+
+EMULATED_IN_FULL = "sm_90"
+OTHER_ARCHS = [f"sm_{number}" for number in sorted(targets.ARCH_MIN_PTX)
+               if f"sm_{number}" != EMULATED_IN_FULL]
+
+
+def _code(module, arch: str) -> str:
+    """The module's PTX for `arch` without the lines naming the architecture and PTX ISA."""
+    ptx = jit_compile(module, None, arch, "ptx").ptx
+    return "\n".join(line for line in ptx.splitlines()
+                     if not line.startswith((".version", ".target", "//")))
+
+
+def test_the_architectures_are_those_the_jit_takes():
+    assert set(OTHER_ARCHS) | {EMULATED_IN_FULL} == {f"sm_{n}" for n in targets.ARCH_MIN_PTX}
+    assert {"sm_80", "sm_86", "sm_89", "sm_100", "sm_120"} <= set(OTHER_ARCHS), OTHER_ARCHS
+
+
+@pytest.mark.parametrize("family", CASE_MODULES)
+def test_each_architectures_own_code_matches_the_references(family, monkeypatch):
+    reference = importlib.import_module(family)
+    failures = CaseFailures()
+    for name in sorted(reference.CASES):
+        module = reference.module(name, reference.versions(name)[-1])
+        with failures.case(name):
+            covered = {_code(module, EMULATED_IN_FULL)}
+            for arch in OTHER_ARCHS:
+                code = _code(module, arch)
+                if code in covered:
+                    continue
+                covered.add(code)
+                with monkeypatch.context() as patch:
+                    patch.setattr(reference, "run", functools.partial(sim.run, arch=arch))
+                    reference.CASES[name](module)
+    failures.raise_any()

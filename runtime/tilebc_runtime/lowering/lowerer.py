@@ -968,19 +968,37 @@ class Lowerer:
             self.w(f"mov.{dtypes.mov_type(cls)} {reg}, {tile.slot(k)}")
 
     def parallel_copy(self, targets: list[list[str]], tiles: list[Tile]) -> None:
-        """Copy tiles into register groups as one parallel assignment (sources may be targets)."""
-        # a tile already in its target's registers stays (an accumulator updated in place)
-        pairs = [(regs, tile) for regs, tile in zip(targets, tiles)
-                 if [tile.slot(k) for k in range(len(regs))] != list(regs)]
-        targets, tiles = [p[0] for p in pairs], [p[1] for p in pairs]
-        staged = []
-        for regs, tile in zip(targets, tiles):  # as many registers as the target (its layout)
+        """Copy tiles into register groups as one parallel assignment (sources may be targets).
+
+        A move goes out once no other pending move reads its target; only a cycle (targets that
+        read each other, as in a swap) goes through a temporary register. Staging every value
+        instead doubled the moves at each loop latch and left ptxas copies it kept in SASS."""
+        moves = {}  # target register -> (source, register class); one in place stays
+        for regs, tile in zip(targets, tiles):
             cls = dtypes.reg_class(tile.element)
-            temp = Tile(tile.type, [self.w.reg(cls) for _ in regs])
-            self.copy_into(temp.regs, tile)
-            staged.append(temp)
-        for regs, temp in zip(targets, staged):
-            self.copy_into(regs, temp)
+            for k, reg in enumerate(regs):
+                source = tile.slot(k)
+                if source != reg:
+                    moves[reg] = (source, cls)
+        readers = {}  # source register -> how many pending moves read it
+        for source, _ in moves.values():
+            readers[source] = readers.get(source, 0) + 1
+        while moves:
+            ready = [target for target in moves if not readers.get(target)]
+            if not ready:  # every pending target is read by another move: break one cycle
+                target = next(iter(moves))
+                cls = moves[target][1]
+                temp = self.w.reg(cls)
+                self.w(f"mov.{dtypes.mov_type(cls)} {temp}, {target}")
+                for other, (source, other_cls) in list(moves.items()):
+                    if source == target:
+                        moves[other] = (temp, other_cls)
+                readers[temp] = readers.pop(target)
+                continue
+            for target in ready:
+                source, cls = moves.pop(target)
+                self.w(f"mov.{dtypes.mov_type(cls)} {target}, {source}")
+                readers[source] -= 1
 
     # -- walking -------------------------------------------------------------------------------
     def lower_block(self, block: Block) -> None:

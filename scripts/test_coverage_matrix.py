@@ -28,11 +28,11 @@ FIXTURES = ROOT / "fixtures" / "bytecode"
 STAGES = {
     "test_reencode_same_version": ("decode", "re-encode", "print=tileirdisasm", "print -g=tileirdisasm -g"),
     "test_convert_to_every_version": ("decode", "convert to other versions", "print=tileirdisasm"),
-    "test_tileiras_compiles_what_we_write": ("re-encode", "tileiras compiles"),
+    "test_tileiras_compiles_what_we_write": ("re-encode", "tileiras lowers to PTX"),
     "test_disassembly_reassembles": ("parse/assemble", "print=tileirdisasm"),
     "test_debug_listing_parses_like_plain": ("parse/assemble",),
     "test_debug_listing_reassembles": ("parse/assemble", "print -g=tileirdisasm -g"),
-    "test_tileiras_compiles_reassembled": ("parse/assemble", "tileiras compiles"),
+    "test_tileiras_compiles_reassembled": ("parse/assemble", "tileiras lowers to PTX"),
     "test_fixture_matches_tileirdisasm": ("decode", "print=stored listing"),
     "test_fixture_debug_matches_tileirdisasm_g": ("decode", "print -g=stored listing"),
     "test_fixture_verifies_clean": ("decode", "verify"),

@@ -259,16 +259,23 @@ def pytest_configure(config):
             config._tilebc_front_end, os.environ[_FRONT_END_ENV] = made
 
 
+_FRONT_END_PREFIX = "tilebc-test-tileiras-"
+
+
 def _make_front_end() -> tuple[str, str] | None:
-    """(folder, tool) of a tileiras_front_end: in a temporary folder, else beside the tool's own
-    folder where the temporary one is on another filesystem. None where neither works."""
+    """(folder, tool) of a tileiras_front_end: in a temporary folder, else, for the NVIDIA wheel's
+    tileiras (site-packages/nvidia/cu13/bin), in site-packages/nvidia, where the temporary folder
+    is on another filesystem. None where neither works."""
     real = oracles.tool_path("tileiras")
     places = [None]
-    if real is not None:  # site-packages/nvidia, for site-packages/nvidia/cu13/bin/tileiras
-        places.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(real)))))
+    _remove_stale_front_ends(tempfile.gettempdir())
+    wheel = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(real)))) if real else ""
+    if os.path.basename(wheel) == "nvidia":
+        _remove_stale_front_ends(wheel)
+        places.append(wheel)
     for place in places:
         try:
-            folder = tempfile.mkdtemp(prefix="tilebc-test-tileiras-", dir=place)
+            folder = tempfile.mkdtemp(prefix=_FRONT_END_PREFIX, dir=place)
         except OSError:
             continue
         try:
@@ -279,6 +286,23 @@ def _make_front_end() -> tuple[str, str] | None:
             return folder, tool
         shutil.rmtree(folder, ignore_errors=True)
     return None
+
+
+def _remove_stale_front_ends(folder: str, age: float = 86400) -> None:
+    """Copies a killed session left in `folder` over a day ago (a hard link keeps the tileiras
+    it was made from on disk after the wheel is replaced; a running session's copy is younger)."""
+    import time
+    try:
+        names = [name for name in os.listdir(folder) if name.startswith(_FRONT_END_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            if time.time() - os.lstat(path).st_mtime > age and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def pytest_unconfigure(config):

@@ -1440,3 +1440,50 @@ def test_attention_keeps_scores_statistics_and_p_in_registers(arch):
             else:
                 assert body.count("cp.async.cg.shared.global") >= 2
                 assert body.count("cp.async.wait_group") == 1 and body.count("bar.sync") == 1
+
+
+# ------------------------------------------- wgmma groups: nothing they read written after the fence
+
+_WGMMA_GROUP = re.compile(r"^\s*wgmma\.fence\.sync\.aligned;\n(.*?)^\s*wgmma\.commit_group",
+                          re.M | re.S)
+
+
+def _group_hazards(ptx: str) -> list:
+    """(register, instruction) for each register a wgmma of a fence ... commit group reads (its
+    accumulators and A fragments) that another instruction of the group writes: ptxas then makes
+    every wgmma of the group wait for the one before it."""
+    hazards = []
+    for group in _WGMMA_GROUP.findall(ptx):
+        lines = [line.strip() for line in group.splitlines() if line.strip()
+                 and not line.strip().startswith("//")]
+        read = set()
+        for line in lines:
+            if line.startswith("wgmma.mma_async"):
+                read.update(re.findall(r"%\w+", line.split("}, ", 1)[0] + "}" +
+                                       (line.split("}, ", 2)[1] if line.count("{") > 1 else "")))
+        for line in lines:
+            if line.startswith("wgmma."):
+                continue
+            written = re.match(r"(?:@!?%\w+\s+)?[\w.:]+\s+(%\w+)", line)
+            if written and written.group(1) in read:
+                hazards.append((written.group(1), line))
+    return hazards
+
+
+def test_group_hazards_are_found():
+    ptx = ("\twgmma.fence.sync.aligned;\n\tmov.b32 %r5, {%h1, %h2};\n"
+           "\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2}, {%r5, %r6}, %rd1, "
+           "1, 1, 1, 0;\n\twgmma.commit_group.sync.aligned;\n")
+    assert _group_hazards(ptx) == [("%r5", "mov.b32 %r5, {%h1, %h2};")]
+    assert _group_hazards(ptx.replace("%r5", "%r7", 1)) == []
+
+
+@pytest.mark.parametrize("name", ["nn_flash_attention_tile", "la_gemm_aligned_tile",
+                                  "la_bmm_aligned_tile"])
+def test_wgmma_groups_read_nothing_written_after_their_fence(name):
+    """A from registers (attention's P.V, whose P is packed to f16 pairs) is packed before the
+    fence; the accumulators' copies too."""
+    codes = _case_ptx(name, "sm_90")
+    assert any("wgmma.mma_async" in ptx for ptx in codes)
+    for ptx in codes:
+        assert _group_hazards(ptx) == [], name

@@ -1902,9 +1902,14 @@ def _wgmma(lw, op, layout, a_type):
         reg = w.reg("f32")
         w(f"mov.f32 {reg}, {acc.slot(k)}")
         d.append(reg)
-    w("wgmma.fence.sync.aligned")
     per_half = n // 2  # f32 accumulators per thread per 64 rows
     groups = lw.T // 128  # warpgroup g takes rows 64 g of every 64 x groups (MmaAcc (1, T/32, 1))
+    # A's registers are packed before the fence: ptxas makes every wgmma of the group wait for
+    # the one before it (a warpgroup arrive and a scoreboard wait each) where a register a wgmma
+    # reads is written after the fence
+    held = {(half, step): a_held.fragment(0, half, step) for step in range(k_dim // 16)
+            for half in range(m // (64 * groups))} if a_held is not None else {}
+    w("wgmma.fence.sync.aligned")
 
     def k_major(rows, step, first_row):
         """Descriptor fields of K step `step` of a K-major operand from row `first_row`:
@@ -1945,7 +1950,7 @@ def _wgmma(lw, op, layout, a_type):
         for half in range(m // (64 * groups)):
             regs = ", ".join(d[half * per_half:(half + 1) * per_half])
             if a_held is not None:  # the warp's 16 rows of each 64 (mma.m16n8k16's A fragment)
-                a_regs = ", ".join(a_held.fragment(0, half, step))
+                a_regs = ", ".join(held[half, step])
                 w(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{a_type}.{a_type} "
                   f"{{{regs}}}, {{{a_regs}}}, {b_desc}, 1, 1, 1, {int(not from_source)}")
                 continue

@@ -94,6 +94,7 @@ BODY
 LOAD = f"load_view_tko weak %px[{{}}] token = %token : {VIEW}, tile<i32> -> tile<16xf32>, token"
 STORE = "store_view_tko weak {}, %p{}[{}] token = %token : tile<16xf32>, " + VIEW + \
     ", tile<i32> -> token"
+STRIDED = "strided_view<tile=(16), traversal_strides=[16], tensor_view<?xf32, strides=[1]>>"
 CASES = {
     # the loop writes x[0:16] after reading it: its next iteration must read the new values
     "a loop rewrites what it read": f"""
@@ -137,6 +138,28 @@ CASES = {
     %s = {STORE.format('%a', 'y', '%i')}
     continue
   }}""",
+    # the same, writing through a strided view of x's tensor view
+    "a persistent loop reads what it wrote through a strided view": f"""
+  %sx = make_strided_view %vx : {STRIDED}
+  for %i in (%bid to %four, step %nb) : tile<i32> {{
+    %a, %ta = {LOAD.format('%i')}
+    %i1 = addi %i, %one : tile<i32>
+    %a2 = addf %a, %a : tile<16xf32>
+    %s = store_view_tko weak %a2, %sx[%i1] token = %token : tile<16xf32>, {STRIDED}, \
+tile<i32> -> token
+    continue
+  }}""",
+    # the same, writing through a second tensor view of x's pointer
+    "a persistent loop reads what it wrote through another tensor view": f"""
+  %vx2 = make_tensor_view %x, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+  %px2 = make_partition_view %vx2 : {VIEW}
+  for %i in (%bid to %four, step %nb) : tile<i32> {{
+    %a, %ta = {LOAD.format('%i')}
+    %i1 = addi %i, %one : tile<i32>
+    %a2 = addf %a, %a : tile<16xf32>
+    %s = {STORE.format('%a2', 'x2', '%i1')}
+    continue
+  }}""",
     # a persistent loop (one block) writes the row its next iteration reads
     "a persistent loop reads what it wrote": f"""
   for %i in (%bid to %four, step %nb) : tile<i32> {{
@@ -158,6 +181,6 @@ def test_loads_read_what_the_interpreter_reads(name):
         x, y = np.arange(80, dtype=np.float32), np.zeros(80, np.float32)
         runner(module, "k", (1 if "what it wrote" in name else 2,), x, y)
         results.append((x, y))
-    for (x0, y0), (x1, y1) in [results]:
-        np.testing.assert_array_equal(x1, x0)
-        np.testing.assert_array_equal(y1, y0)
+    (x0, y0), (x1, y1) = results
+    np.testing.assert_array_equal(x1, x0)
+    np.testing.assert_array_equal(y1, y0)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 
 from tilebc.ir.types import GatherScatterViewType, TileType
-from tilebc.ops.spec import Exit
+from tilebc.ops.spec import Effects, Exit
 from tilebc.ops.table import by_mnemonic
 
 # What the ops other than element-wise ones do with a flowing value (see the module doc).
@@ -38,6 +38,15 @@ _ROLES = by_mnemonic({"scan": SCANS, "offset": OFFSETS, "load_ptr_tko": POINTER_
 def is_mma(op) -> bool:
     """An mmaf / mmai (by its anchor role)."""
     return _ROLES.get(getattr(op, "name", None)) == MMA
+
+
+_WRITING = (Effects.MEMORY, Effects.ATOMIC, Effects.CALL)
+
+
+def writes_memory(op) -> bool:
+    """Whether `op` itself may write memory: by the op table's effects, memory ops, atomics and
+    calls, except the memory ops that only read (view and pointer loads, by their roles)."""
+    return op.spec.effects in _WRITING and _ROLES.get(op.name) not in (LOADS, POINTER_LOADS)
 
 
 def _layout_free(op) -> bool:

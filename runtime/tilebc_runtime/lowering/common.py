@@ -354,12 +354,12 @@ class LaterIteration:
 
 
 _GRID_SIZE = by_mnemonic({"get_num_tile_blocks": True}, "persistent loops")
-_PASSES_VALUE = by_mnemonic({"assume": True}, "persistent loops")
 
 
-def traced_to(lw, value, wanted, through, steps: int = 8):
-    """The op in `wanted` (mnemonics) that makes `value`, following first operands back
-    through ops in `through` (at most `steps` of them), or None."""
+def traced_to(lw, value, wanted, through=None, steps: int = 8):
+    """The op in `wanted` (mnemonics) that makes `value`, following first operands back through
+    ops in `through` (mnemonics), or with `through` None through the ops that pass an operand on
+    unchanged (the op table's `forwards`: assume); at most `steps` of them. None if none."""
     value = lw.forward.get(value, value)
     for _ in range(steps + 1):
         owner = value.owner
@@ -367,9 +367,15 @@ def traced_to(lw, value, wanted, through, steps: int = 8):
             return None
         if owner.name in wanted:
             return owner
-        if owner.name not in through:
+        if through is None:
+            if not owner.spec.forwards:
+                return None
+            value = owner.operands[owner.spec.forwards]
+        elif owner.name in through:
+            value = owner.operand_values[0]
+        else:
             return None
-        value = lw.forward.get(owner.operand_values[0], owner.operand_values[0])
+        value = lw.forward.get(value, value)
     return None
 
 
@@ -377,7 +383,7 @@ def steps_by_the_grid(lw, for_op) -> bool:
     """Whether `for_op` steps by the grid's size (get_num_tile_blocks): the persistent form,
     where each CTA works through several tiles (such grids are sized to the SMs)."""
     return is_loop(for_op) and "step" in for_op.operands and \
-        traced_to(lw, for_op.operands["step"], _GRID_SIZE, _PASSES_VALUE) is not None
+        traced_to(lw, for_op.operands["step"], _GRID_SIZE) is not None
 
 
 def strides_by_the_grid(lw, loop_op) -> bool:

@@ -10,6 +10,7 @@ from . import dtypes
 from .anchors import carried_mma_layout, carried_row_layout
 from .vectors import pointer_layout
 from .common import AFTER_MEMORY, Frame, Tile
+from .folding import trip_count
 from .registry import BEFORE_LOOP, loop_pipeline, lowers
 
 
@@ -82,25 +83,10 @@ _UNROLL_ROLES = by_mnemonic({"mmaf": _KEEP, "mmai": _KEEP, "mmaf_scaled": _KEEP,
                             "loop unrolling")
 
 
-def _trip_count(lw, op):
-    from .folding import constant_array
-    bounds = [constant_array(lw, op.operands[name])
-              for name in ("lowerBound", "upperBound", "step")]
-    if any(b is None or b.size != 1 for b in bounds):
-        return None
-    lower, upper, step = (int(b.flat[0]) for b in bounds)
-    if op.attrs.get("unsignedCmp"):
-        bits = 64 if op.operands["lowerBound"].type.element.name == "i64" else 32
-        lower, upper = lower % 2**bits, upper % 2**bits
-    if step <= 0:
-        return None
-    return lower, step, max(0, -(-(upper - lower) // step))
-
-
 def _unrollable(lw, op):
     """(first, step, trips) when `op` is unrolled (see UNROLL_TRIPS), else None: the body ends
     with its only `continue` and holds no break."""
-    trip = _trip_count(lw, op)
+    trip = trip_count(lw, op)
     if trip is None or trip[2] > UNROLL_TRIPS:
         return None
     body = op.regions[0].blocks[0]
@@ -191,7 +177,7 @@ def lower_for(lw, op):
     lw.set(body.args[0], Tile(body.args[0].type, [iv]))
     for arg, tile in zip(body.args[1:], carried):
         lw.set(arg, tile)
-    trip = _trip_count(lw, op)
+    trip = trip_count(lw, op)
     pipeline = loop_pipeline(lw, op, PipelinedLoop(iv, upper.scalar, step.scalar, kind,
                                                    None if trip is None else trip[2]))
     if pipeline is not None:  # its first stages are in flight before the first iteration

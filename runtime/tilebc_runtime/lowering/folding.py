@@ -242,3 +242,18 @@ def _affine_compute(lw, shape, k, offset, coefs, wide, layout):
             w(f"mad.lo.{kind} {nxt}, {index}, {coef}, {acc}")
         acc = nxt
     return acc
+
+
+def trip_count(lw, op):
+    """(first, step, trips) of a `for` whose bounds are compile-time constants, else None."""
+    bounds = [constant_array(lw, op.operands[name])
+              for name in ("lowerBound", "upperBound", "step")]
+    if any(b is None or b.size != 1 for b in bounds):
+        return None
+    lower, upper, step = (int(b.flat[0]) for b in bounds)
+    if op.attrs.get("unsignedCmp"):
+        bits = 64 if op.operands["lowerBound"].type.element.name == "i64" else 32
+        lower, upper = lower % 2**bits, upper % 2**bits
+    if step <= 0:
+        return None
+    return lower, step, max(0, -(-(upper - lower) // step))

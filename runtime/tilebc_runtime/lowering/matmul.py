@@ -41,7 +41,8 @@ from tilebc.ops.enums import Signedness
 from tilebc.ops.table import by_mnemonic
 
 from . import dtypes, intdiv, softfloat
-from .anchors import is_mma, mma_form, mma_layout, tensor_core_kind, wgmma_fits
+from .anchors import (is_mma, mma_form, mma_layout, tensor_core_kind, wgmma_fits,
+                      writes_memory)
 from ..targets import STATIC_SHARED_LIMIT, max_shared_per_block
 from .common import (LaterIteration, Tile, is_loop, strides_by_the_grid, traced_to,
                      vector_access)
@@ -910,27 +911,19 @@ _STAGED_LOADS = by_mnemonic({"load_view_tko": True}, "cp.async K-loop stages")
 # Ops with a combiner region a pipelined K loop's body may hold (pure combiners: straight-line)
 _COMBINING = by_mnemonic({"reduce": True, "scan": True}, "cp.async K-loop combiners")
 _IN_REGISTERS = by_mnemonic({"mmaf": True, "mmai": False}, "cp.async K-loop mmas")
-# Memory ops that only read (every other op with memory effects may write)
-_READS_ONLY = by_mnemonic({"load_view_tko": True, "load_ptr_tko": True}, "TMA proxy fence")
 
 
 def _may_follow_writes(function, loop_op) -> bool:
     """Whether a memory write can come before `loop_op` runs: one earlier in program order, or
     one inside a loop around it (an earlier iteration's). Only then do TMA's async reads need the
     generic proxy's writes fenced (a fence over global memory costs every CTA a few percent)."""
-    from tilebc.ops.spec import Effects
-
-    def writes(op) -> bool:
-        effects = op.spec.effects
-        return effects in (Effects.ATOMIC, Effects.CALL) or \
-            (effects is Effects.MEMORY and op.name not in _READS_ONLY)
     for op in function.walk():
         if op is loop_op:
             return False
         if is_loop(op) and any(inner is loop_op for inner in op.walk()):
-            if any(writes(inner) for inner in op.walk()):
+            if any(writes_memory(inner) for inner in op.walk()):
                 return True
-        elif writes(op):
+        elif writes_memory(op):
             return True
     return False
 

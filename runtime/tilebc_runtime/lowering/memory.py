@@ -11,18 +11,18 @@ from __future__ import annotations
 
 from tilebc.ir.types import GatherScatterViewType, StridedViewType, TensorViewType
 from tilebc.ops.enums import MemoryOrderingSemantics, PaddingValue
-from tilebc.ops.spec import Effects, Exit
+from tilebc.ops.spec import Exit
 
 from . import dtypes, intdiv
-from .anchors import (LOADS, POINTER_LOADS, STORES, _ROLES, flow_is_layout_free, is_mma,
-                      load_layout)
+from .anchors import (LOADS, STORES, _ROLES, flow_is_layout_free, is_mma, load_layout,
+                      writes_memory)
 from .common import (AFTER_MEMORY, SubView, TensorView, Tile, and_predicates as _and,
                      LaterIteration, immediate, order_after_token, set_result_token,
                      is_loop, steps_by_the_grid, vector_access)
 from .layout import UNIFORM, Blocked, MmaAcc, Rows, distinct_slots
 from .registry import deferred, lowers, pipelines
-from .vectors import (PARTITION_VIEW, VIEW_MAKERS, divisibility, pointer_layout, qualifiers,
-                      vector_width, view_dims)
+from .vectors import (PARTITION_VIEW, TENSOR_VIEW, VIEW_MAKERS, divisibility, pointer_layout,
+                      qualifiers, vector_width, view_dims)
 
 @lowers("make_tensor_view")
 def lower_make_tensor_view(lw, op):
@@ -772,7 +772,7 @@ def lower_alloca(lw, op):
         raise lw.error(op, f"alignment {alignment} is not a power of two")
     # allocas are static .shared buffers (the exchange area moves to dynamic shared memory when
     # both do not fit in 48 KiB together, see compiler.py), so only allocas count here
-    used = sum(-(-bytes_ // 16) * 16 for _, _, bytes_ in lw.allocas)
+    used = lw.alloca_bytes()
     if used + size > ALLOCA_LIMIT:
         raise lw.error(op, f"{size} bytes of tile-block scratch (with {used} bytes already used) "
                            f"exceed the {ALLOCA_LIMIT}-byte static shared memory the JIT places "
@@ -788,8 +788,6 @@ def lower_alloca(lw, op):
 
 # -- a view load that reads what an earlier one read ---------------------------------------------
 _LEAVING = (Exit.NEXT, Exit.LEAVE_LOOP, Exit.LEAVE_KERNEL)  # continue, break, return
-_WRITING = (Effects.MEMORY, Effects.ATOMIC, Effects.CALL, Effects.ALLOC)  # may write memory
-_READING = (LOADS, POINTER_LOADS)  # memory ops that only read
 
 
 def _exits_early(op) -> bool:
@@ -814,10 +812,10 @@ def _same_load(lw, op):
 
 
 def _same_loads(lw) -> "_SameLoads":
-    """The function's _SameLoads, made once (in a chunked region's loop: none found)."""
+    """The function's _SameLoads, made once."""
     key = ("same loads",)
     if key not in lw._cache:
-        lw._cache[key] = _SameLoads(None if lw.chunk is not None else lw)
+        lw._cache[key] = _SameLoads(lw)
     return lw._cache[key]
 
 
@@ -829,33 +827,25 @@ class _SameLoads:
 
     def __init__(self, lw):
         self.found, self.once, self.once_loops = {}, {}, set()
-        if lw is None:
-            return
         self.lw, self.forward = lw, lw.forward
         self.visit(lw.function.body, {})
         self.lw = self.forward = None
 
     def runs_once(self, loop) -> bool:
-        from .folding import constant_array
-        if "lowerBound" not in loop.operands or loop.attrs.get("unsignedCmp"):
+        from .folding import trip_count
+        if "lowerBound" not in loop.operands:
             return False
-        bounds = [constant_array(self.lw, loop.operands[name])
-                  for name in ("lowerBound", "upperBound", "step")]
-        if any(b is None or b.size != 1 for b in bounds):
-            return False
-        lower, upper, step = (int(b.flat[0]) for b in bounds)
+        trip = trip_count(self.lw, loop)
         body = loop.regions[0].blocks[0]
-        if not (step > 0 and lower < upper <= lower + step) or not body.ops or \
-                _exits_early(loop):
+        if trip is None or trip[2] != 1 or not body.ops or _exits_early(loop):
             return False
-        self.once[body.args[0]] = lower
+        self.once[body.args[0]] = trip[0]
         self.once_loops.add(loop)
         return True
 
     @staticmethod
     def may_write(op) -> bool:
-        return any(inner.spec.effects in _WRITING and _ROLES.get(inner.name) not in _READING
-                   for inner in op.walk())
+        return any(writes_memory(inner) for inner in op.walk())
 
     def index_key(self, value):
         from .folding import constant_array
@@ -904,6 +894,31 @@ class _SameLoads:
 
 
 # -- loads an iteration ahead in persistent loops -------------------------------------------------
+def _memory_of(lw, view):
+    """The entry parameter whose memory `view` reads or writes: back through the views it is
+    made from (the makers' tensor_view operand), make_tensor_view's base and ops that pass an
+    operand on (the op table's `forwards`); None where the chain ends elsewhere (a pointer
+    computed in the kernel may point anywhere)."""
+    value = lw.forward.get(view, view)
+    for _ in range(16):
+        owner = value.owner
+        if owner is lw.function.body:
+            return value
+        if owner is None or not hasattr(owner, "spec"):
+            return None
+        operands = owner.operands
+        if "tensor_view" in operands:
+            value = operands["tensor_view"]
+        elif VIEW_MAKERS.get(owner.name) == TENSOR_VIEW:
+            value = operands["base"]
+        elif owner.spec.forwards:
+            value = operands[owner.spec.forwards]
+        else:
+            return None
+        value = lw.forward.get(value, value)
+    return None
+
+
 def _tensor_of(lw, view):
     """The tensor view a partition view is made from (else the view itself)."""
     owner = view.owner
@@ -921,7 +936,9 @@ def _prefetch_loads(lw, op, loop):
     no mma: its view loads whose view and token come from before the loop and whose indices
     are the induction variable, values from before the loop or the induction variables of
     loops inside it that run once (those loads are in straight-line code), except loads that
-    take an earlier load's tile (_same_load); None if there is none."""
+    take an earlier load's tile (_same_load) and loads of a parameter's memory the loop writes;
+    None if there is none, or if the loop writes memory other than through a view of a
+    parameter (_memory_of)."""
     if lw.chunk is not None or not steps_by_the_grid(lw, op):
         return None
     body = op.regions[0].blocks[0]
@@ -929,15 +946,18 @@ def _prefetch_loads(lw, op, loop):
         return None
     if _exits_early(op):
         return None  # a continue before the last op would skip the moves of later loads
-    inside, written = set(), set()
+    inside, written = set(), set()  # written: the parameters whose memory the loop writes
     for inner in op.walk():
         if is_mma(inner):
             return None
         if inner is not op:
             inside.update(inner.results)
-        if _ROLES.get(inner.name) == STORES:  # the tensor views the loop writes through
-            view = lw.forward.get(inner.operands["view"], inner.operands["view"])
-            written.add(_tensor_of(lw, view))
+        if writes_memory(inner):
+            memory = _memory_of(lw, inner.operands["view"]) \
+                if _ROLES.get(inner.name) == STORES else None
+            if memory is None:
+                return None  # a write to memory not known: every load stays in its place
+            written.add(memory)
         for region in inner.regions:
             for block in region.blocks:
                 inside.update(block.args)
@@ -953,8 +973,9 @@ def _prefetch_loads(lw, op, loop):
             if _ROLES.get(inner.name) == LOADS and inner not in reuse.found and \
                     not lw.chunked.get(inner):
                 view, token = inner.operands["view"], inner.operands.get("token")
-                if _tensor_of(lw, forward.get(view, view)) in written:
-                    continue  # read back what an iteration writes: in order, as written
+                memory = _memory_of(lw, view)
+                if memory is None or memory in written:
+                    continue  # it may read what an iteration writes: in order, as written
                 if forward.get(view, view) not in inside and (
                         token is None or forward.get(token, token) not in inside) and all(
                         forward.get(v, v) is outer or forward.get(v, v) in ivs or
@@ -978,6 +999,8 @@ class _Prefetch:
     def __init__(self, lw, loop, outer, loads):
         self.lw, self.loop, self.outer, self.loads = lw, loop, outer, loads
         self.current, self.pending = {}, []
+        self.within = {}  # induction register -> the predicate that it is before the bound
+        self.later = None  # the next iteration's induction register, made by the first take
 
     def _indices(self, load, iv: str):
         """`load`'s index operands with the induction variable at register `iv` and those of
@@ -1001,8 +1024,10 @@ class _Prefetch:
 
     def _issue(self, load, view, iv: str) -> Tile:
         w = self.lw.w
-        within = w.reg("pred")
-        w(f"setp.lt.{self.loop.kind} {within}, {iv}, {self.loop.upper}")
+        within = self.within.get(iv)
+        if within is None:  # once for all of an iteration's loads (they are straight-line code)
+            within = self.within[iv] = w.reg("pred")
+            w(f"setp.lt.{self.loop.kind} {within}, {iv}, {self.loop.upper}")
         with self.lw.fresh_scope():  # computed for another iteration: not reused for this one
             return _load_now(self.lw, load, view, self._indices(load, iv), within)
 
@@ -1017,9 +1042,10 @@ class _Prefetch:
         """The tile loaded for this iteration; issues the next iteration's."""
         lw = self.lw
         w = lw.w
-        later = w.reg("b64" if self.loop.kind.endswith("64") else "b32")
-        w(f"add.{self.loop.kind} {later}, {self.loop.iv}, {self.loop.step}")
-        current, following = self.current[load], self._issue(load, view, later)
+        if self.later is None:
+            self.later = w.reg("b64" if self.loop.kind.endswith("64") else "b32")
+            w(f"add.{self.loop.kind} {self.later}, {self.loop.iv}, {self.loop.step}")
+        current, following = self.current[load], self._issue(load, view, self.later)
         if following.layout != current.layout or len(following.regs) != len(current.regs):
             raise lw.error(load, "a load issued an iteration ahead changed its layout")
         self.pending.append((current, following))

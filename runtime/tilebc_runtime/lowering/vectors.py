@@ -8,7 +8,7 @@ from tilebc.ops.enums import MemoryOrderingSemantics
 from tilebc.ops.table import by_mnemonic
 
 from . import dtypes
-from .anchors import divisor, flow_is_layout_free
+from .anchors import BROADCASTS, KEEPS, LITERAL, OFFSETS, _ROLES, divisor, flow_is_layout_free
 from .common import SCOPE, SubView, TensorView, most_elements
 
 
@@ -50,6 +50,8 @@ def divisibility(lw, op) -> tuple[int, list[int], list[int]]:
 
 
 VECTOR_TYPES = ("f16", "bf16", "f32", "f64", "i32", "i64")
+
+
 def vector_width(lw, op, view: SubView, tile_shape, element, quals: str) -> int:
     """Elements per vector access (ld/st.v2/v4, at most 16 bytes) that this view access is
     proven to allow: a partition view whose last tile dim runs along a stride-1 tensor dim, an
@@ -150,7 +152,6 @@ _INDEX_OPS = by_mnemonic({
 def _rule(op):
     """The op's kind for run_facts: an anchors role (LITERAL, KEEPS, BROADCASTS, OFFSETS) or an
     _INDEX_OPS kind."""
-    from .anchors import _ROLES
     return _ROLES.get(op.name) or _INDEX_OPS.get(op.name)
 
 
@@ -178,7 +179,6 @@ def _run_facts(lw, value, depth: int) -> RunFacts:
         return RunFacts(1, 1, _induction_div(lw, value) if length == 1 else 1)
     if depth > 24:
         return nothing
-    from .anchors import BROADCASTS, KEEPS, LITERAL, OFFSETS
     rule = _rule(op)
     if rule == _IOTA:
         return RunFacts(length, 1, _UNKNOWN_DIV)

@@ -8,6 +8,7 @@ is opened here directly; anywhere else cuda.pathfinder is asked, as before.
 """
 from __future__ import annotations
 
+import _thread
 import ctypes
 import os
 import site
@@ -74,8 +75,9 @@ def _already_loaded() -> bool:
 
 
 # The wheel library a background thread is opening (start_loading): its path and a lock the
-# thread holds until dlopen returns.
+# thread holds until dlopen returns; _starting makes the check and the start one step.
 _loading: dict = {}
+_starting = _thread.allocate_lock()
 
 
 def start_loading() -> None:
@@ -85,34 +87,36 @@ def start_loading() -> None:
     waits for it and opens the same file again (the loader only counts the reference)."""
     if _loading or not sys.platform.startswith("linux"):
         return
-    path = wheel_library()
-    if path is None or _already_loaded():
-        return
-    try:
-        dlopen = ctypes.CDLL(None).dlopen
-    except (OSError, AttributeError):
-        return
-    dlopen.argtypes, dlopen.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_void_p
-    # An extension module imported while the thread is in dlopen waits for the loader's lock:
-    # those that the decoder and the lowering import are loaded first.
-    import _thread
-    import contextvars  # noqa: F401
-    import math  # noqa: F401
-    done = _thread.allocate_lock()
-    done.acquire()
-
-    def load() -> None:
+    with _starting:  # two threads compiling at once start one load
+        if _loading:
+            return
+        path = wheel_library()
+        if path is None or _already_loaded():
+            return
         try:
-            dlopen(path.encode(), os.RTLD_NOW | os.RTLD_GLOBAL)  # a failure shows in the real open
-        finally:
+            dlopen = ctypes.CDLL(None).dlopen
+        except (OSError, AttributeError):
+            return
+        dlopen.argtypes, dlopen.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_void_p
+        # An extension module imported while the thread is in dlopen waits for the loader's
+        # lock: those that the decoder and the lowering import are loaded first.
+        import contextvars  # noqa: F401
+        import math  # noqa: F401
+        encoded = os.fsencode(path)
+        done = _thread.allocate_lock()
+        done.acquire()
+
+        def load() -> None:
+            try:
+                dlopen(encoded, os.RTLD_NOW | os.RTLD_GLOBAL)  # a failure shows in the real open
+            finally:
+                done.release()
+        _loading.update(path=path, done=done)  # before the thread: a fork waits for it
+        try:
+            _thread.start_new_thread(load, ())
+        except RuntimeError:  # no thread to be had: locate_and_open opens it itself
+            _loading.clear()
             done.release()
-    try:
-        _thread.start_new_thread(load, ())
-    except RuntimeError:  # no thread to be had: locate_and_open opens it itself
-        return
-    _loading.update(path=path, done=done)
-    if hasattr(os, "register_at_fork"):  # a child must not inherit a load in progress
-        os.register_at_fork(before=_wait_for_loading)
 
 
 def _wait_for_loading() -> None:
@@ -120,6 +124,10 @@ def _wait_for_loading() -> None:
     if done is not None:
         with done:
             pass
+
+
+if hasattr(os, "register_at_fork"):  # a child must not inherit a load in progress
+    os.register_at_fork(before=_wait_for_loading)
 
 
 def _loaded_here(path: str) -> bool:

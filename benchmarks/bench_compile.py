@@ -12,8 +12,8 @@ is a fresh process per run, as it is always used. --markdown writes the table to
 --startup times `tilebc compile FILE --entry E --emit cubin -o OUT` as a new process, as the C++
 loader runs it: cold (an empty TILEBC_CACHE_DIR), miss (a cache in use that lacks this kernel) and
 warm (a cubin-cache hit), beside `tileiras --gpu-name=ARCH` on the same file and `python -c pass`,
-round after round so load hits all alike; `--baseline DIR` times another checkout in the same rounds. Wall and CPU (user + sys)
-medians; .pyc files are written by an untimed first run, as an installed package has them.
+round after round so load hits all alike; `--baseline DIR` times another checkout in the same
+rounds. Wall and CPU (user + sys) medians; .pyc files are written by an untimed first run, as an installed package has them.
 --record writes benchmarks/results/compile-startup.md.
 """
 from __future__ import annotations
@@ -171,7 +171,8 @@ def startup(args) -> int:
                     if entries == 1:
                         add(f"{name} warm", label, _timed(argv, env, cwd=tree))
                         # a miss in a cache in use: it holds another kernel and the memo
-                        other = next(path for other_name, path, _ in kernels if other_name != name)
+                        other = next(path for other_name, path, count in kernels
+                                     if other_name != name and count == 1)
                         used = work / f"used-{label}-{name}-{round_number}"
                         used_env = _child_env(tree, used)
                         _timed(compile_argv(other, work / "other.cubin"), used_env, cwd=tree)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import importlib
 import io
 import sys
 from pathlib import Path
@@ -74,12 +73,6 @@ def fixtures_of(item):
         path = FIXTURES / name / f"{name}-{version}.tilebc"
         if path.is_file():
             return [str(path.relative_to(FIXTURES))]
-    # a per-family test walks the newest file of each kernel its reference module has cases for
-    family = params.get("family")
-    family = importlib.import_module(family) if isinstance(family, str) else None
-    if family is not None and hasattr(family, "CASES") and hasattr(family, "versions"):
-        return [f"{kernel}/{kernel}-{family.versions(kernel)[-1]}.tilebc"
-                for kernel in sorted(family.CASES)]
     return []
 
 

@@ -161,10 +161,8 @@ def tileiras_accepts(data: bytes, gpu_name: str = "sm_90"):
     (the optimiser works on the same in-memory IR) in a tenth of the time (12 s -> 1 s for the
     largest kernel). Architecture refusals (exit 5) are the same at both levels. Where it can,
     the run stops at tileiras's PTX (tileiras_front_end): ptxas reads that PTX, not our bytes."""
-    front_end = os.environ.get(_FRONT_END_ENV)
-    if front_end:
-        return oracles.tileiras(data, gpu_name, opt_level=0, executable=front_end)
-    return oracles.tileiras(data, gpu_name, opt_level=0)
+    return oracles.tileiras(data, gpu_name, opt_level=0,
+                            executable=os.environ.get(_FRONT_END_ENV) or None)
 
 
 _FRONT_END_ENV = "TILEBC_TEST_TILEIRAS_FRONT_END"

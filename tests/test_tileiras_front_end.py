@@ -76,7 +76,7 @@ def test_the_fixture_compiles_use_the_front_end(monkeypatch):
         if made is not None:
             shutil.rmtree(made[0], ignore_errors=True)
         assert made is None, "a front end could be made, but the session has none"
-        return
+        pytest.skip("no front end here: the fixture compiles run tileiras itself")
     assert open(os.path.join(os.path.dirname(tool), "ptxas")).read() == conftest._PTXAS_STAND_IN
     called = []
     monkeypatch.setattr(oracles, "_run_on_bytes",

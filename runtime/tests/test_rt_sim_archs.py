@@ -10,6 +10,7 @@ architecture against the same numpy references.
 """
 import functools
 import importlib
+import re
 import sys
 from pathlib import Path
 
@@ -17,7 +18,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from conftest import CaseFailures  # noqa: E402
 from fixture_cases import CASE_MODULES  # noqa: E402
 
 from tilebc_runtime import sim, targets  # noqa: E402
@@ -39,20 +39,32 @@ def _code(module, arch: str) -> tuple:
                        repr(info.tensor_maps)) for name, info in sorted(result.kernels.items()))
 
 
-@pytest.mark.parametrize("family", CASE_MODULES)
-def test_each_architectures_own_code_matches_the_references(family, monkeypatch):
+def _params():
+    params = []
+    for family in CASE_MODULES:
+        reference = importlib.import_module(family)
+        params += [(family, name, reference.versions(name)[-1]) for name in sorted(reference.CASES)]
+    return params
+
+
+PARAMS = _params()
+
+
+@pytest.mark.parametrize("family,name,version", PARAMS, ids=[n for _, n, _ in PARAMS])
+def test_each_architectures_own_code_matches_the_references(family, name, version, monkeypatch):
     reference = importlib.import_module(family)
-    failures = CaseFailures()
-    for name in sorted(reference.CASES):
-        module = reference.module(name, reference.versions(name)[-1])
-        with failures.case(name):
-            covered = {_code(module, EMULATED_IN_FULL)}
-            for arch in OTHER_ARCHS:
-                code = _code(module, arch)
-                if code in covered:
-                    continue
-                covered.add(code)
-                with monkeypatch.context() as patch:
-                    patch.setattr(reference, "run", functools.partial(sim.run, arch=arch))
-                    reference.CASES[name](module)
-    failures.raise_any()
+    module = reference.module(name, version)
+    sm_90 = _code(module, EMULATED_IN_FULL)
+    covered, emulated = {sm_90}, []
+    for arch in OTHER_ARCHS:
+        code = _code(module, arch)
+        if code in covered:
+            continue
+        covered.add(code)
+        emulated.append(arch)
+        with monkeypatch.context() as patch:
+            patch.setattr(reference, "run", functools.partial(sim.run, arch=arch))
+            reference.CASES[name](module)
+    # sm_90's TMA and wgmma exist nowhere else: such code must have had another run here
+    if re.search(r"^\s*(wgmma\.|cp\.async\.bulk\.tensor)", sm_90[0], re.M):
+        assert "sm_80" in emulated, emulated

@@ -138,38 +138,29 @@ CASES = {
     %s = {STORE.format('%a', 'y', '%i')}
     continue
   }}""",
-    # the same, writing through a strided view of x's tensor view
-    "a persistent loop reads what it wrote through a strided view": f"""
-  %sx = make_strided_view %vx : {STRIDED}
-  for %i in (%bid to %four, step %nb) : tile<i32> {{
-    %a, %ta = {LOAD.format('%i')}
-    %i1 = addi %i, %one : tile<i32>
-    %a2 = addf %a, %a : tile<16xf32>
-    %s = store_view_tko weak %a2, %sx[%i1] token = %token : tile<16xf32>, {STRIDED}, \
-tile<i32> -> token
-    continue
-  }}""",
-    # the same, writing through a second tensor view of x's pointer
-    "a persistent loop reads what it wrote through another tensor view": f"""
-  %vx2 = make_tensor_view %x, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
-  %px2 = make_partition_view %vx2 : {VIEW}
-  for %i in (%bid to %four, step %nb) : tile<i32> {{
-    %a, %ta = {LOAD.format('%i')}
-    %i1 = addi %i, %one : tile<i32>
-    %a2 = addf %a, %a : tile<16xf32>
-    %s = {STORE.format('%a2', 'x2', '%i1')}
-    continue
-  }}""",
-    # a persistent loop (one block) writes the row its next iteration reads
-    "a persistent loop reads what it wrote": f"""
-  for %i in (%bid to %four, step %nb) : tile<i32> {{
-    %a, %ta = {LOAD.format('%i')}
-    %i1 = addi %i, %one : tile<i32>
-    %a2 = addf %a, %a : tile<16xf32>
-    %s = {STORE.format('%a2', 'x', '%i1')}
-    continue
-  }}""",
 }
+# A persistent loop (one block) writes the row its next iteration reads: through x's own
+# partition view, a strided view of its tensor view, or a second tensor view of its pointer.
+WRITE_BACK = """{views}
+  for %i in (%bid to %four, step %nb) : tile<i32> {{
+    %a, %ta = """ + LOAD.format('%i') + """
+    %i1 = addi %i, %one : tile<i32>
+    %a2 = addf %a, %a : tile<16xf32>
+    %s = {store}
+    continue
+  }}"""
+CASES.update({
+    "a persistent loop reads what it wrote": WRITE_BACK.format(
+        views="", store=STORE.format('%a2', 'x', '%i1')),
+    "a persistent loop reads what it wrote through a strided view": WRITE_BACK.format(
+        views=f"  %sx = make_strided_view %vx : {STRIDED}",
+        store=f"store_view_tko weak %a2, %sx[%i1] token = %token : tile<16xf32>, {STRIDED}, "
+              "tile<i32> -> token"),
+    "a persistent loop reads what it wrote through another tensor view": WRITE_BACK.format(
+        views="  %vx2 = make_tensor_view %x, shape = [%n], strides = [1] : tile<i32> -> "
+              f"tensor_view<?xf32, strides=[1]>\n  %px2 = make_partition_view %vx2 : {VIEW}",
+        store=STORE.format('%a2', 'x2', '%i1')),
+})
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

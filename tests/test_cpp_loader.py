@@ -1,10 +1,10 @@
 """The C++ host loader (runtime/cpp): built once per session with CMake under AddressSanitizer and
 UBSan, then compared with the Python reader and driven through its cache, compile and AOT paths.
 
-Needs cmake and a C++17 compiler (skipped otherwise); needs no GPU. The build lives in
-runtime/cpp/build/pytest-asan and is reused (incremental) by later test runs. The library is built
-as one translation unit there (a quarter less CPU under the sanitizers); test_cpp_package.py builds
-its sources one by one, so each still compiles on its own.
+Needs cmake and a C++17 compiler (skipped otherwise); needs no GPU. The build (cpp_builds.py) lives
+in runtime/cpp/build/pytest-asan and is reused (incremental) by later test runs. The library is
+built as one translation unit there (a quarter less CPU under the sanitizers); test_cpp_package.py
+builds its sources one by one, so each still compiles on its own.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from typing import Dict, List, Optional
 
 import pytest
 
+import cpp_builds
 from conftest import shared_path
 
 import tilebc
@@ -29,7 +30,6 @@ from tilebc.oracles import tool_path
 
 ROOT = Path(__file__).resolve().parent.parent
 CPP = ROOT / "runtime" / "cpp"
-BUILD = CPP / "build" / "pytest-asan"
 FIXTURES = ROOT / "fixtures" / "bytecode"
 SANITIZER_ENV = {
     "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=97",
@@ -41,37 +41,13 @@ SANITIZER_ENV = {
 
 @pytest.fixture(scope="session")
 def cpp_build() -> Path:
-    # The test extra installs cmake and ninja wheels into the venv; its bin/ may not be on PATH.
-    cmake = shutil.which("cmake") or shutil.which("cmake", path=str(Path(sys.executable).parent))
-    if cmake is None or not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
-        pytest.skip("cmake and a C++17 compiler are needed to build runtime/cpp")
-    BUILD.mkdir(parents=True, exist_ok=True)
-    try:  # pytest-xdist workers share the build directory: one builds, the others wait
-        from filelock import FileLock
-        lock = FileLock(str(BUILD) + ".lock")
-    except ImportError:
-        import contextlib
-        lock = contextlib.nullcontext()
-    with lock:
-        return _configure_and_build(cmake)
-
-
-def _configure_and_build(cmake: str) -> Path:
-    if not (BUILD / "CMakeCache.txt").exists():
-        ninja = shutil.which("ninja") or shutil.which("ninja", path=str(Path(sys.executable).parent))
-        generator = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
-        # -g1: line tables, all a sanitizer report's stack needs; full -g costs an eighth more CPU.
-        # Measured with GCC 12 and not taken: -O1 (2.6x the library's compile CPU), -Og (no less), a
-        # precompiled header for the tools (building it costs what the four tools save).
-        subprocess.run([cmake, *generator, "-S", str(CPP), "-B", str(BUILD), "-DCMAKE_BUILD_TYPE=Debug",
-                        "-DCMAKE_CXX_FLAGS_DEBUG=-g1", "-DCMAKE_C_FLAGS_DEBUG=-g1",
-                        "-DTILEBC_SANITIZE=ON", "-DTILEBC_UNITY_BUILD=ON",
-                        f"-DPython3_EXECUTABLE={sys.executable}"],
-                       check=True, capture_output=True, timeout=300)
-    build = subprocess.run([cmake, "--build", str(BUILD), "--parallel", "2"], capture_output=True, text=True,
-                           timeout=600)
-    assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
-    return BUILD
+    missing = cpp_builds.missing_tools()
+    if missing:
+        pytest.skip(f"building runtime/cpp needs {' and '.join(missing)}")
+    try:
+        return cpp_builds.asan_build()
+    except cpp_builds.BuildError as error:
+        pytest.fail(str(error), pytrace=False)
 
 
 def run_tool(build: Path, *args: str, env: Optional[Dict[str, str]] = None, timeout: int = 300) -> List[dict]:

@@ -2,8 +2,9 @@
 tree, then a CMake project that calls find_package(tilebc CONFIG REQUIRED) and links
 tilebc::loader, and a C program built with `cc $(pkg-config --cflags --libs tilebc)`.
 
-The library is built once (no sanitizers, no tools) in runtime/cpp/build/pytest-package and
-reused by later test runs; the prefix and the consumers live in the test run's temp folder.
+The library is built once (no sanitizers, no tools; cpp_builds.py) in
+runtime/cpp/build/pytest-package and reused by later test runs; the prefix and the consumers live
+in the test run's temp folder.
 Needs cmake and C/C++ compilers; the pkg-config test also needs pkg-config. No GPU.
 """
 from __future__ import annotations
@@ -11,21 +12,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import cpp_builds
 import tilebc
 
 ROOT = Path(__file__).resolve().parent.parent
-CPP = ROOT / "runtime" / "cpp"
-BUILD = CPP / "build" / "pytest-package"
 FIXTURE = ROOT / "fixtures" / "bytecode" / "scalar_params" / "scalar_params-13.5.tilebc"
-
-
-def _tool(name: str):
-    return shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
 
 
 def _run(command, **kwargs) -> subprocess.CompletedProcess:
@@ -35,31 +30,18 @@ def _run(command, **kwargs) -> subprocess.CompletedProcess:
     return proc
 
 
-def _generator():
-    ninja = _tool("ninja")
-    return ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
-
-
 @pytest.fixture(scope="session")
 def installed_prefix(tmp_path_factory) -> Path:
-    cmake = _tool("cmake")
-    if cmake is None or not (shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")) \
-            or not shutil.which("cc"):
-        pytest.skip("cmake and C/C++ compilers are needed to build and install runtime/cpp")
-    BUILD.mkdir(parents=True, exist_ok=True)
-    try:  # pytest-xdist workers share the build directory: one builds, the others wait
-        from filelock import FileLock
-        lock = FileLock(str(BUILD) + ".lock")
-    except ImportError:
-        import contextlib
-        lock = contextlib.nullcontext()
+    missing = cpp_builds.missing_tools(c_compiler=True)
+    if missing:
+        pytest.skip(f"building and installing runtime/cpp needs {' and '.join(missing)}")
     prefix = tmp_path_factory.mktemp("prefix")
-    with lock:
-        if not (BUILD / "CMakeCache.txt").exists():
-            _run([cmake, *_generator(), "-S", CPP, "-B", BUILD, "-DTILEBC_BUILD_TOOLS=OFF",
-                  f"-DPython3_EXECUTABLE={sys.executable}"], timeout=300)
-        _run([cmake, "--build", BUILD, "--parallel", "2"])
-        _run([cmake, "--install", BUILD, "--prefix", prefix], timeout=120)
+    try:
+        build = cpp_builds.package_build()
+    except cpp_builds.BuildError as error:
+        pytest.fail(str(error), pytrace=False)
+    with cpp_builds.locked(build):  # no other worker rebuilds it while it is copied
+        _run([cpp_builds.tool("cmake"), "--install", build, "--prefix", prefix], timeout=120)
     return prefix
 
 
@@ -122,11 +104,11 @@ def test_find_package_links_tilebc_loader(installed_prefix, tmp_path):
     (project / "main.cpp").write_text(_CONSUMER_CPP)
     (project / "main.c").write_text(_CONSUMER_C)
     build = tmp_path / "consumer-build"
-    configure = _run([_tool("cmake"), *_generator(), "-S", project, "-B", build,
+    configure = _run([cpp_builds.tool("cmake"), *cpp_builds.generator(), "-S", project, "-B", build,
                       f"-DCMAKE_PREFIX_PATH={installed_prefix}"], timeout=300)
     assert "tilebc 99.0 found: 0" in configure.stdout  # the version file refuses other versions
     assert "tilebc found: 0.1.0" in configure.stdout
-    _run([_tool("cmake"), "--build", build, "--parallel", "2"])
+    _run([cpp_builds.tool("cmake"), "--build", build, "--parallel", "2"])
     name = _entry_name()
     out = _run([build / "app", FIXTURE], timeout=60).stdout
     assert out.startswith(f"{name} (tile<ptr<f32>>, tile<i32>")
@@ -159,7 +141,8 @@ def test_pkg_config_builds_the_c_example(installed_prefix, tmp_path):
         includes = [Path(flag[2:]).resolve() for flag in flags if flag.startswith("-I")]
         assert includes == [(prefix / "include").resolve()], flags
         program = tmp_path / f"list_entries-{prefix.name}"
-        _run([shutil.which("cc"), "-std=c99", "-Wall", "-Werror", CPP / "examples" / "list_entries.c", "-o",
-              program, *flags], timeout=300)
+        source = cpp_builds.CPP / "examples" / "list_entries.c"
+        _run([shutil.which("cc"), "-std=c99", "-Wall", "-Werror", source, "-o", program, *flags],
+             timeout=300)
         out = _run([program, FIXTURE], timeout=60).stdout
         assert f"  {_entry_name()} (tile<ptr<f32>>, tile<i32>" in out

@@ -17,14 +17,17 @@ would have more instructions than before, only the plain duplicate removal is ke
 from __future__ import annotations
 
 import re
+from collections import Counter
 from functools import lru_cache
-from itertools import islice
+from itertools import chain, islice
 
 _REG = re.compile(r"%[a-z]+\d+")
 _INSTR = re.compile(r"^\t(@!?%\w+\s+)?([a-z][\w.]*)\s*(.*);$")
 _SETP = re.compile(r"^setp\.(eq|ne|lt|le|gt|ge)\.([su](?:16|32|64)|b(?:16|32|64))$")
 _IMM = re.compile(r"^-?(?:0[xX][0-9a-fA-F]+|\d+)$")
 _MOV_IMM = re.compile(r"^mov\.[bsu](?:16|32|64)$")
+# the predicate instructions the pass rewrites or drops (with `setp.`)
+_PREDICATE_LOGIC = ("and.pred", "or.pred")
 
 Leaves = frozenset[str]
 _RECENT = 64
@@ -45,11 +48,7 @@ def _parse(line: str):
 def _written(body: list[str], preamble: list[str]) -> dict[str, int]:
     """How often each register is the destination (first operand) of a line; anything not
     parsed as a plain instruction counts every register in it as written (conservative)."""
-    counts: dict[str, int] = {}
-    for line in preamble + body:
-        for name in _writes(line):
-            counts[name] = counts.get(name, 0) + 1
-    return counts
+    return Counter(chain.from_iterable(map(_writes, preamble + body)))
 
 
 @lru_cache(maxsize=1 << 16)  # both passes and _written read the same lines
@@ -59,6 +58,12 @@ def _writes(line: str) -> tuple[str, ...]:
     if parsed is None:
         return tuple(_REG.findall(line))
     return tuple(_REG.findall(parsed[2][0])) if parsed[2] else ()
+
+
+@lru_cache(maxsize=1 << 16)
+def _registers(line: str) -> tuple[str, ...]:
+    """Every register a line names."""
+    return tuple(_REG.findall(line))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -76,32 +81,36 @@ def _reads(line: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+@lru_cache(maxsize=1 << 16)
+def _immediate_move(line: str) -> tuple[str, int] | None:
+    """(destination, value) of an unguarded `mov` of an immediate, else None."""
+    if not line.startswith("\tmov."):
+        return None
+    parsed = _parse(line)
+    if parsed and parsed[0] is None and _MOV_IMM.match(parsed[1]) and len(parsed[2]) == 2:
+        dest, source = parsed[2]
+        if _IMM.match(source):
+            return dest, int(source, 0)
+    return None
+
+
 def _constants(lines: list[str], once) -> dict[str, int]:
     """Registers written once by a `mov` of an immediate: their value."""
-    values = {}
-    for line in lines:
-        parsed = _parse(line)
-        if parsed and parsed[0] is None and _MOV_IMM.match(parsed[1]) and len(parsed[2]) == 2:
-            dest, source = parsed[2]
-            if once(dest) and _IMM.match(source):
-                values[dest] = int(source, 0)
-    return values
+    return {dest: value for dest, value in filter(None, map(_immediate_move, lines))
+            if once(dest)}
 
 
 def simplify_predicates(w) -> None:
     """Rewrite w.body / w.origin in place (w: the kernel's PtxWriter)."""
     if not any("setp." in line or ".pred" in line for line in w.body):
         return
-    before = _count(w.body)
-    full = _Pass(w, rebuild=True).run()
-    if _count(full[0]) <= before:
-        w.body, w.origin = full
+    full = _Pass(w, rebuild=True)
+    body, origin = full.run()
+    # only instruction lines are added or removed, so this compares instruction counts
+    if full.added <= full.removed:
+        w.body, w.origin = body, origin
         return
     w.body, w.origin = _Pass(w, rebuild=False).run()
-
-
-def _count(body: list[str]) -> int:
-    return len(body) - list(map(_parse, body)).count(None)
 
 
 class _Pass:
@@ -110,6 +119,9 @@ class _Pass:
         self.rebuild = rebuild
         self.counts = _written(w.body, w.preamble)
         self.constant = _constants(w.preamble + w.body, self._once)
+        self.added = self.removed = 0  # instruction lines
+        # indices in the output of unguarded predicate instructions (what _drop_unread may drop)
+        self.droppable: list[int] = []
 
     def _once(self, name: str) -> bool:
         return self.counts.get(name, 0) == 1
@@ -125,44 +137,51 @@ class _Pass:
         return None
 
     def run(self) -> tuple[list[str], list[object]]:
-        body, origin = list(self.w.body), list(self.w.origin)
         rename: dict[str, str] = {}
         out: list[str] = []
         out_origin: list[object] = []
+        droppable = self.droppable
         self._reset()
-        for line, op in zip(body, origin):
+        for line, op in zip(self.w.body, self.w.origin):
             parsed = _parse(line)
             if parsed is None:
                 self._reset()  # a label, or a scoped block: knowledge stops here
                 out.append(line)
                 out_origin.append(op)
                 continue
-            if rename:
+            # renamed registers are predicates: a line without one needs no substitution
+            if rename and "%p" in line and any(name in rename for name in _registers(line)):
                 line = _REG.sub(lambda m: rename.get(m.group(0), m.group(0)), line)
                 parsed = _parse(line)
             guard, opcode, operands = parsed
-            dest = operands[0] if operands else None
-            plain = guard is None and dest is not None and dest.startswith("%p") and self._once(dest)
-            if plain and opcode.startswith("setp.") and len(operands) == 3:
-                same = self._setp(dest, opcode, operands[1], operands[2])
+            if guard is not None or not operands:
+                out.append(line)
+                out_origin.append(op)
+                continue
+            is_setp = opcode.startswith("setp.")
+            if not is_setp and opcode not in _PREDICATE_LOGIC:
+                out.append(line)
+                out_origin.append(op)
+                continue
+            dest = operands[0]
+            if len(operands) == 3 and dest.startswith("%p") and self._once(dest):
+                if is_setp:
+                    same = self._setp(dest, opcode, operands[1], operands[2])
+                elif opcode == "and.pred":
+                    same = self._and(dest, operands[1], operands[2], out, out_origin, op)
+                    if same is not None and not isinstance(same, str):
+                        line = f"\tand.pred {dest}, {same[0]}, {same[1]};"
+                        same = None
+                else:
+                    same = self._or(dest, operands[1], operands[2])
                 if same is not None:
                     rename[dest] = same
+                    self.removed += 1
                     continue
-            elif plain and opcode == "and.pred" and len(operands) == 3:
-                replacement = self._and(dest, operands[1], operands[2], out, out_origin, op)
-                if isinstance(replacement, str):
-                    rename[dest] = replacement
-                    continue
-                if replacement is not None:
-                    line = f"\tand.pred {dest}, {replacement[0]}, {replacement[1]};"
-            elif plain and opcode == "or.pred" and len(operands) == 3:
-                same = self._or(dest, operands[1], operands[2])
-                if same is not None:
-                    rename[dest] = same
-                    continue
+            droppable.append(len(out))
             out.append(line)
             out_origin.append(op)
-        return _drop_unread(out, out_origin, self.w.preamble, self._once)
+        return self._drop_unread(out, out_origin)
 
     def _reset(self) -> None:
         self.setps: dict[tuple, str] = {}
@@ -238,6 +257,8 @@ class _Pass:
         y = self._build(leaves - self.ands.get(x, frozenset([x])), out, out_origin, op)
         dest = self.w.reg("pred")
         self.counts[dest] = 1
+        self.droppable.append(len(out))
+        self.added += 1
         out.append(f"\tand.pred {dest}, {x}, {y};")
         out_origin.append(op)
         self._record(dest, leaves)
@@ -278,22 +299,20 @@ class _Pass:
         self.ors[dest] = la | lb
         return None
 
-
-def _drop_unread(body, origin, preamble, once):
-    """Remove unguarded setp/and.pred/or.pred whose single-written destination nobody reads;
-    backwards, so a chain that only fed a removed line goes too."""
-    reads: dict[str, int] = {}
-    for line in preamble + body:
-        for name in _reads(line):
-            reads[name] = reads.get(name, 0) + 1
-    keep = [True] * len(body)
-    for index in range(len(body) - 1, -1, -1):
-        parsed = _parse(body[index])
-        if (parsed is not None and parsed[0] is None and parsed[2]
-                and (parsed[1].startswith("setp.") or parsed[1] in ("and.pred", "or.pred"))
-                and once(parsed[2][0]) and not reads.get(parsed[2][0])):
-            keep[index] = False
-            for name in _reads(body[index]):
-                reads[name] -= 1
-    return ([line for line, kept in zip(body, keep) if kept],
-            [op for op, kept in zip(origin, keep) if kept])
+    def _drop_unread(self, body, origin):
+        """Remove unguarded setp/and.pred/or.pred whose single-written destination nobody
+        reads; backwards, so a chain that only fed a removed line goes too. Only the lines
+        run() recorded in self.droppable can go, so only they are visited."""
+        reads = Counter(chain.from_iterable(map(_reads, self.w.preamble + body)))
+        dropped = set()
+        for index in reversed(self.droppable):
+            dest = _parse(body[index])[2][0]
+            if self._once(dest) and not reads.get(dest):
+                dropped.add(index)
+                for name in _reads(body[index]):
+                    reads[name] -= 1
+        if not dropped:
+            return body, origin
+        self.removed += len(dropped)
+        return ([line for index, line in enumerate(body) if index not in dropped],
+                [op for index, op in enumerate(origin) if index not in dropped])

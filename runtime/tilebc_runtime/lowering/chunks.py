@@ -99,10 +99,14 @@ def plan(function: Function, threads: int, forward=None, dead=()) -> dict[Op, Re
 
     def canon(value: Value) -> Value:
         return forward.get(value, value)
-    users: dict[Value, list[Op]] = {}
+    ops = list(function.walk())
     blocks = [function.body]
-    for op in function.walk():
+    for op in ops:
         blocks.extend(block for region in op.regions for block in region.blocks)
+    if not _any_large(ops, blocks, threads):
+        return {}  # the usual case: no tile to chunk, so no need to trace uses
+    users: dict[Value, list[Op]] = {}
+    for op in ops:
         if op in dead:
             continue
         for value in op.operand_values:
@@ -111,6 +115,17 @@ def plan(function: Function, threads: int, forward=None, dead=()) -> dict[Op, Re
     for block in blocks:
         planned.update(_plan_block(block, threads, canon, users, dead))
     return planned
+
+
+def _any_large(ops, blocks, threads) -> bool:
+    """Whether any op result or block argument (every value an op can read, forwarded or not)
+    is a tile of over CHUNK_THRESHOLD elements per thread."""
+    bound = CHUNK_THRESHOLD * threads  # ceil(n / threads) > CHUNK_THRESHOLD <=> n > bound
+    for values in [op.results for op in ops] + [block.args for block in blocks]:
+        for value in values:
+            if isinstance(value.type, TileType) and value.type.num_elements > bound:
+                return True
+    return False
 
 
 def _plan_block(block, threads, canon, users, dead) -> dict[Op, Region]:

@@ -351,6 +351,7 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
     # a comment where each op's code starts; where a region op (for, if, reduce...) resumes
     # after a long stretch of its body's code, a shorter one, so its tail is not misread
     previous, since, commented = None, 0, set()
+    add_line, add_origin = lines.append, origin.append
     for text, op in zip(w.body, w.origin):
         if op is not None and op is not previous:
             if id(op) not in commented:
@@ -360,7 +361,8 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
                 put(f"\t// {op.name} (continued)", op)
             since = 0
         previous, since = op, since + 1
-        put(text, op)
+        add_line(text)
+        add_origin(op)
     put(f"{lw.exit_label}:")
     put("\tret;")
     put("}")
@@ -407,6 +409,8 @@ def shared_layout(lw: Lowerer, arch: int) -> tuple[int, int]:
 
 
 def _on_wgmma(lines: list[str]) -> bool:
+    if "wgmma." not in "\n".join(lines):  # the usual case, without a Python loop over lines
+        return False
     return any(line.lstrip().startswith("wgmma.") for line in lines)
 
 

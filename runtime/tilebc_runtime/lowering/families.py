@@ -4,7 +4,15 @@ through the registry."""
 from __future__ import annotations
 
 
+_loaded = False
+
+
 def load_all() -> None:
-    """Import every op-family module so their hooks register (idempotent)."""
+    """Import every op-family module so their hooks register (idempotent; after the first call
+    it returns at once: it runs at every lowering)."""
+    global _loaded
+    if _loaded:
+        return
     from . import (atomics, casts, control_flow, debug, elementwise, grid, matmul,  # noqa: F401
                    memory, packing, reductions, shapes)
+    _loaded = True

@@ -30,6 +30,7 @@ from .common import AFTER_MEMORY, FRESH, Frame, SubView, TensorView, Tile, Token
 from .common import most_elements, vector_access
 from .layout import UNIFORM, Blocked, Cyclic, distinct_slots, register_map
 from .ptx import PtxWriter
+from .registry import LOWERINGS, NOT_LOWERED
 
 
 # static shared memory a CTA gets without opting in to more: the exchange area is declared
@@ -1041,7 +1042,6 @@ class Lowerer:
         return value
 
     def lower_op(self, op: Op) -> None:
-        from .registry import LOWERINGS, NOT_LOWERED
         if op in self.dead:
             return
         region = self.chunked.get(op)

@@ -869,12 +869,17 @@ def _copy_async(lw, staged: ViewStaged, offset: int, stride: int, indices=None,
     # a run whose staging lands the same distance from the first run's in every thread is one
     # per-thread offset (computed once per kernel) plus an immediate, not its own arithmetic
     table = layout.table(lw.T)
-    first = [place(np.unravel_index(int(e), shape)) for e in table[0]]
+    coords = np.unravel_index(table, shape)  # once for the table, not per element
+
+    def multi_indices(k):
+        """The multi-index of each element slot k holds, thread by thread."""
+        return zip(*(dim[k] for dim in coords))
+    first = [place(mi) for mi in multi_indices(0)]
     key = ("cp.async staging", tuple(shape), vec, size,
            stride.key if callable(stride) else stride)
 
     def shift(k):
-        found = {place(np.unravel_index(int(e), shape)) - at for e, at in zip(table[k], first)}
+        found = {place(mi) - at for mi, at in zip(multi_indices(k), first)}
         return found.pop() if len(found) == 1 else None
 
     def first_within():

@@ -303,7 +303,12 @@ class _Pass:
         """Remove unguarded setp/and.pred/or.pred whose single-written destination nobody
         reads; backwards, so a chain that only fed a removed line goes too. Only the lines
         run() recorded in self.droppable can go, so only they are visited."""
-        reads = Counter(chain.from_iterable(map(_reads, self.w.preamble + body)))
+        lines = self.w.preamble + body
+        if all(_parse(body[index])[2][0].startswith("%p") for index in self.droppable):
+            # only the reads of the droppable lines' destinations matter: when those are all
+            # %p registers, the lines without "%p" add nothing to them
+            lines = [line for line in lines if "%p" in line]
+        reads = Counter(chain.from_iterable(map(_reads, lines)))
         dropped = set()
         for index in reversed(self.droppable):
             dest = _parse(body[index])[2][0]

@@ -21,6 +21,8 @@ from collections import Counter
 from functools import lru_cache
 from itertools import chain, islice
 
+from .ptx import REG_PREFIX
+
 _REG = re.compile(r"%[a-z]+\d+")
 _INSTR = re.compile(r"^\t(@!?%\w+\s+)?([a-z][\w.]*)\s*(.*);$")
 _SETP = re.compile(r"^setp\.(eq|ne|lt|le|gt|ge)\.([su](?:16|32|64)|b(?:16|32|64))$")
@@ -104,13 +106,43 @@ def simplify_predicates(w) -> None:
     """Rewrite w.body / w.origin in place (w: the kernel's PtxWriter)."""
     if not any("setp." in line or ".pred" in line for line in w.body):
         return
-    full = _Pass(w, rebuild=True)
-    body, origin = full.run()
+    body, sources, predicates = _simplified(tuple(w.body), tuple(w.preamble),
+                                            w.counts["pred"])
+    w.body = list(body)
+    w.origin = [w.origin[index] for index in sources]
+    w.counts["pred"] = predicates
+
+
+# The pass is a function of the text alone, and a kernel lowered for several architectures (the
+# tests lower every fixture for each) mostly gets the same text: the result is memoised.
+@lru_cache(maxsize=32)
+def _simplified(body: tuple[str, ...], preamble: tuple[str, ...],
+                predicates: int) -> tuple[tuple[str, ...], tuple[int, ...], int]:
+    """(new body, the index in `body` of the line each new line comes from, predicate registers
+    then declared) of a body whose writer had declared `predicates` predicate registers."""
+    text = _Text(body, preamble, predicates)
+    full = _Pass(text, rebuild=True)
+    lines, sources = full.run()
     # only instruction lines are added or removed, so this compares instruction counts
-    if full.added <= full.removed:
-        w.body, w.origin = body, origin
-        return
-    w.body, w.origin = _Pass(w, rebuild=False).run()
+    if full.added > full.removed:
+        lines, sources = _Pass(text, rebuild=False).run()
+    return tuple(lines), tuple(sources), text.predicates
+
+
+class _Text:
+    """What the pass reads of a PtxWriter, with each body line's index as its origin, and the
+    writer's numbering of new predicate registers."""
+
+    def __init__(self, body, preamble, predicates: int):
+        self.body = list(body)
+        self.preamble = list(preamble)
+        self.origin = range(len(body))
+        self.predicates = predicates
+
+    def reg(self, cls: str) -> str:  # the pass makes predicate registers only
+        number = self.predicates
+        self.predicates += 1
+        return f"{REG_PREFIX[cls]}{number}"
 
 
 class _Pass:

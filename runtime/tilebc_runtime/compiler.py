@@ -214,9 +214,12 @@ _PLAIN_COST = 4
 def _largest_tile(op: Op) -> int:
     """Elements of the largest tile an op reads or writes (1 when it has none)."""
     largest = 1
-    for value in list(op.results) + op.operand_values:
-        if isinstance(value.type, TileType):
-            largest = max(largest, value.type.num_elements)
+    for values in (op.results, op.operand_values):
+        for value in values:
+            if isinstance(value.type, TileType):
+                elements = value.type.num_elements
+                if elements > largest:
+                    largest = elements
     return largest
 
 

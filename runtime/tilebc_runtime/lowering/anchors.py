@@ -61,7 +61,7 @@ def _uses(lw) -> dict[object, list[object]]:
     key = ("uses",)
     if key not in lw._cache:
         uses: dict[object, list[object]] = {}
-        for op in lw.function.walk():
+        for op in lw.ops:
             if op in lw.dead:
                 continue
             for value in op.operand_values:
@@ -667,7 +667,7 @@ def scan_anchors(lw) -> None:
     from .reductions import _exact_any_order, _lines_group
     if lw.T % 32:
         return
-    for op in lw.function.walk():
+    for op in lw.ops:
         if op in lw.dead or _ROLES.get(op.name) != SCANS or len(op.operand_values) != 1 \
                 or not _exact_any_order(op):
             continue
@@ -727,7 +727,7 @@ def pointer_anchors(lw) -> None:
     if lw.T % 32:
         return
     uses = _uses(lw)
-    for op in lw.function.walk():
+    for op in lw.ops:
         if op in lw.dead or _ROLES.get(op.name) != POINTER_LOADS:
             continue
         value = op.results[0]

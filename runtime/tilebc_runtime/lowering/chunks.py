@@ -93,13 +93,14 @@ def _is_uniform(op: Op | None, canon) -> bool:
     return False
 
 
-def plan(function: Function, threads: int, forward=None, dead=()) -> dict[Op, Region]:
-    """Every op lowered as part of a chunked region, with its region."""
+def plan(function: Function, threads: int, forward=None, dead=(), ops=None) -> dict[Op, Region]:
+    """Every op lowered as part of a chunked region, with its region. `ops`: the function's
+    ops in pre-order, where the caller has them."""
     forward = forward or {}
 
     def canon(value: Value) -> Value:
         return forward.get(value, value)
-    ops = list(function.walk())
+    ops = list(function.walk()) if ops is None else ops
     blocks = [function.body]
     for op in ops:
         blocks.extend(block for region in op.regions for block in region.blocks)

@@ -58,6 +58,9 @@ class Lowerer:
         self.prefix = prefix  # per-kernel symbol prefix (strings, constants)
         self.module = module
         self.function = function
+        # every op of the function in pre-order (function.walk()), walked once for all the
+        # analyses of this lowering
+        self.ops: list[Op] = list(function.walk())
         self.T = threads
         self.arch = arch  # e.g. 90 for sm_90
         self.portable = False  # True: no arch-specific (sm_90a) instructions
@@ -87,7 +90,7 @@ class Lowerer:
         self.exit_label = self.w.label("exit")
         # alloca scratch lives in shared memory, so a kernel with an alloca addresses everything a
         # pointer can reach generically (no state space); other kernels use .global.
-        self.generic_pointers = any(o.spec.effects is Effects.ALLOC for o in function.walk())
+        self.generic_pointers = any(o.spec.effects is Effects.ALLOC for o in self.ops)
         self.allocas: list[tuple] = []  # (symbol, alignment, bytes) of .shared scratch buffers
         self._cache: dict[tuple, object] = {}
         # .b64 register -> ("s" or "u", the .b32 register it was sign/zero-extended from): its
@@ -102,15 +105,15 @@ class Lowerer:
         self._scoped: dict[tuple, tuple] = {}
         # results equal to an earlier value, and ops nothing needs: not lowered (simplify.py)
         from .simplify import dead_ops, floor_mods, forwarding
-        self.forward: dict[Value, Value] = forwarding(self, function)
+        self.forward: dict[Value, Value] = forwarding(self, self.ops)
         # selects that compute x mod 2^k (floor): lowered as x & (2^k - 1) from x alone
-        self.floor_mods = floor_mods(self, function, self.forward)
-        self.dead = dead_ops(function, self.forward,
+        self.floor_mods = floor_mods(self, self.ops, self.forward)
+        self.dead = dead_ops(self.ops, self.forward,
                              {op: [x] for op, (x, _) in self.floor_mods.items()})
         # large per-element regions lowered as loops over register chunks (chunks.py); `chunk` is
         # the chunk being lowered, during which a tile of chunk.count elements has chunk.slots slots
         from .chunks import plan
-        self.chunked = plan(function, threads, self.forward, self.dead)
+        self.chunked = plan(function, threads, self.forward, self.dead, self.ops)
         self.chunk = None
 
     # -- diagnostics ---------------------------------------------------------------------------

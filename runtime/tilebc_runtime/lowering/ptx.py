@@ -105,11 +105,13 @@ class PtxWriter:
 
     def __call__(self, text: str) -> None:
         """Emit one instruction (without the trailing semicolon)."""
-        target, origin = ((self.preamble, self.preamble_origin) if self.in_preamble
-                          else (self.body, self.origin))
-        target.append(f"\t{text};")
-        origin.append(self.current_op)
-        if text.startswith("bar.sync") and not self.in_preamble:
+        if self.in_preamble:
+            self.preamble.append(f"\t{text};")
+            self.preamble_origin.append(self.current_op)
+            return
+        self.body.append(f"\t{text};")
+        self.origin.append(self.current_op)
+        if text.startswith("bar.sync"):
             self.barriers += 1
 
     def place(self, label: str) -> None:

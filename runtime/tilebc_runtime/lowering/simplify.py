@@ -8,7 +8,7 @@ finds the side-effect-free ops no live op needs once uses are forwarded; the Low
 from __future__ import annotations
 
 
-from tilebc.ir.module import Function, Op, Value
+from tilebc.ir.module import Op, Value
 from tilebc.ir.types import TileType, TokenType
 from tilebc.ops.enums import MemoryOrderingSemantics, Signedness
 from tilebc.ops.spec import Effects
@@ -17,8 +17,9 @@ from tilebc.ops.table import by_mnemonic
 from .folding import constant_array, uniform_int
 
 
-def forwarding(lw, function: Function) -> dict[Value, Value]:
-    """result -> the earlier value it is equal to (element for element, same type)."""
+def forwarding(lw, ops: list[Op]) -> dict[Value, Value]:
+    """result -> the earlier value it is equal to (element for element, same type); `ops`: the
+    function's ops in pre-order."""
     forward: dict[Value, Value] = {}
 
     def resolve(value: Value) -> Value:
@@ -26,7 +27,7 @@ def forwarding(lw, function: Function) -> dict[Value, Value]:
             value = forward[value]
         return value
 
-    for op in function.walk():
+    for op in ops:
         if not op.results or not isinstance(op.results[0].type, TileType):
             continue
         result = op.results[0]
@@ -178,12 +179,12 @@ def _removable(op: Op) -> bool:
         all(isinstance(r.type, TileType) for r in op.results)
 
 
-def dead_ops(function: Function, forward: dict[Value, Value], reads=None) -> set[Op]:
-    """Removable ops whose results no live op uses (uses read through `forward`), plus every
-    forwarded op (its uses read the forwarded value). `reads`: op -> the values it reads
-    instead of its operands (an op lowered from other values, see floor_mods)."""
+def dead_ops(ops: list[Op], forward: dict[Value, Value], reads=None) -> set[Op]:
+    """Of a function's `ops`, the removable ones whose results no live op uses (uses read
+    through `forward`), plus every forwarded op (its uses read the forwarded value). `reads`:
+    op -> the values it reads instead of its operands (an op lowered from other values, see
+    floor_mods)."""
     reads = reads or {}
-    ops = list(function.walk())
     forwarded = {op for op in ops if op.results and all(r in forward for r in op.results)}
     live: set[Op] = set()
     work = [op for op in ops if not _removable(op) and op not in forwarded]
@@ -215,7 +216,7 @@ _FLOOR_MOD_ROLES = by_mnemonic({"remi": "rem", "addi": "add", "andi": "and", "xo
                                 "cmpi": "compare", "select": "choose"}, "floor-modulo rewrite")
 
 
-def floor_mods(lw, function: Function, forward: dict[Value, Value]) -> dict[Op, tuple]:
+def floor_mods(lw, ops: list[Op], forward: dict[Value, Value]) -> dict[Op, tuple]:
     """select op -> (x, d - 1) for every select computing x mod d (floor) as above, with d a
     constant power of two; tiles the chunked lowering may take (chunks.py) are left alone."""
     def resolve(value):
@@ -238,7 +239,7 @@ def floor_mods(lw, function: Function, forward: dict[Value, Value]) -> dict[Op, 
                    for side, want in zip(known[:2], (lhs, rhs)))
 
     found = {}
-    for op in function.walk():
+    for op in ops:
         if _FLOOR_MOD_ROLES.get(op.name) != "choose":
             continue
         condition, on_true, on_false = (resolve(v) for v in op.operand_values)

@@ -230,7 +230,7 @@ def _induction_div(lw, value) -> int:
     from .folding import uniform_int
     key = ("induction variables",)
     if key not in lw._cache:  # the first argument of each counted loop's body -> the loop
-        lw._cache[key] = {id(o.regions[0].blocks[0].args[0]): o for o in lw.function.walk()
+        lw._cache[key] = {id(o.regions[0].blocks[0].args[0]): o for o in lw.ops
                           if _INDEX_OPS.get(o.name) == _LOOP and o.regions
                           and o.regions[0].blocks and o.regions[0].blocks[0].args}
     loop = lw._cache[key].get(id(value))
@@ -293,7 +293,7 @@ def _pointer_layouts(lw) -> dict:
     if lw.T % 32:
         return {}
     widths: dict[tuple, list[int]] = {}
-    for op in lw.function.walk():
+    for op in lw.ops:
         if op in lw.dead or _ROLES.get(op.name) not in (POINTER_LOADS, POINTER_STORES):
             continue
         shape = tuple(op.operands["source" if _ROLES.get(op.name) == POINTER_LOADS
@@ -321,7 +321,7 @@ def _closed(lw, shape) -> bool:
     def ours(value):
         return isinstance(value.type, TileType) and tuple(value.type.shape) == shape
 
-    for op in lw.function.walk():
+    for op in lw.ops:
         if op in lw.dead:
             continue
         results = [v for v in op.results if ours(v)]

@@ -320,7 +320,27 @@ def commutative(op) -> bool:
             and list(end.operand_values) == [body.results[0]])
 
 
+# _plan's answers by (layout key, shape, dim, threads, ordered): a pure function of those, asked
+# again for every architecture a kernel is lowered for; callers only read the plans
+_PLANS: dict[tuple, tuple | None] = {}
+_PLANS_KEPT = 256
+
+
 def _plan(layout, shape, dim, threads, ordered):
+    """_work_out_plan's answer, memoised (the layout's key names its table)."""
+    key = (layout.key(), tuple(shape), dim, threads, ordered)
+    try:
+        return _PLANS[key]
+    except KeyError:
+        pass
+    plan = _work_out_plan(layout, shape, dim, threads, ordered)
+    if len(_PLANS) >= _PLANS_KEPT:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
+
+
+def _work_out_plan(layout, shape, dim, threads, ordered):
     """How a reduction along `dim` of a tile held in `layout` runs in three stages, or None when
     the layout does not allow it with code that is the same for every thread:
     (groups: per output slot group the source slots combined in-thread, in element order,

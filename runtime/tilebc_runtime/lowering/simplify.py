@@ -175,8 +175,10 @@ def _removable(op: Op) -> bool:
         return True
     if not op.results or op.regions or op.spec.terminator or op.spec.effects not in _DROPPABLE:
         return False
-    return not any(isinstance(r.type, TokenType) for r in op.results) and \
-        all(isinstance(r.type, TileType) for r in op.results)
+    for result in op.results:  # tiles only (a token is no tile)
+        if not isinstance(result.type, TileType) or isinstance(result.type, TokenType):
+            return False
+    return True
 
 
 def dead_ops(ops: list[Op], forward: dict[Value, Value], reads=None) -> set[Op]:
@@ -185,7 +187,8 @@ def dead_ops(ops: list[Op], forward: dict[Value, Value], reads=None) -> set[Op]:
     op -> the values it reads instead of its operands (an op lowered from other values, see
     floor_mods)."""
     reads = reads or {}
-    forwarded = {op for op in ops if op.results and all(r in forward for r in op.results)}
+    forwarded = {op for op in ops if op.results and all(r in forward for r in op.results)} \
+        if forward else set()
     live: set[Op] = set()
     work = [op for op in ops if not _removable(op) and op not in forwarded]
     while work:

@@ -113,9 +113,10 @@ def simplify_predicates(w) -> None:
     w.counts["pred"] = predicates
 
 
-# The pass is a function of the text alone, and a kernel lowered for several architectures (the
-# tests lower every fixture for each) mostly gets the same text: the result is memoised.
-@lru_cache(maxsize=32)
+# The pass is a function of the text alone, and a kernel lowered for several architectures (an AOT
+# fatbin, the tests' lowering of every fixture for each) mostly gets the same text, one arch after
+# another: the last few results are kept (a few, since each holds a whole kernel body twice).
+@lru_cache(maxsize=4)
 def _simplified(body: tuple[str, ...], preamble: tuple[str, ...],
                 predicates: int) -> tuple[tuple[str, ...], tuple[int, ...], int]:
     """(new body, the index in `body` of the line each new line comes from, predicate registers

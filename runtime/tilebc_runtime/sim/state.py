@@ -43,7 +43,7 @@ def _byte_indices(offsets: np.ndarray, size: int) -> np.ndarray:
     step = _BYTES.get(size)
     if step is None:
         step = np.arange(size, dtype=np.int64)
-    return offsets.astype(np.int64)[:, None] + step
+    return offsets.astype(np.int64, copy=False)[:, None] + step
 
 
 class SharedMemory:
@@ -60,11 +60,21 @@ class SharedMemory:
         self.r_epoch = np.full(size, -1, np.int64)
         self.r_min = np.zeros(size, np.int64)  # smallest / largest reader thread this epoch
         self.r_max = np.zeros(size, np.int64)
+        self._scratch = None  # for _distinct
 
     def barrier(self) -> None:
         self.epoch += 1
 
     def _offsets(self, addresses: np.ndarray, itemsize: int, fault: Fault, tids, verb: str):
+        if addresses.dtype.itemsize == 8 and addresses.dtype.kind in "iu" and \
+                itemsize <= self.size and itemsize in _BYTES:
+            # one unsigned comparison covers both bounds (a negative offset wraps to a huge
+            # one), one AND the alignment (SHARED_BASE is 16-aligned); any fault is reported
+            # by the exact checks below
+            wrapped = addresses.view(np.uint64) - np.uint64(SHARED_BASE)
+            if not np.count_nonzero(wrapped > self.size - itemsize) and \
+                    not np.count_nonzero(wrapped & (itemsize - 1)):
+                return wrapped.view(np.int64)  # = addresses.astype(np.int64) - SHARED_BASE
         offsets = addresses.astype(np.int64) - SHARED_BASE
         bad = (offsets < 0) | (offsets + itemsize > self.size)
         if bad.any():
@@ -84,28 +94,42 @@ class SharedMemory:
         offsets = self._offsets(addresses, size, fault, tids, "load")
         idx = _byte_indices(offsets, size)
         if self.check:
-            unwritten = ~self.written[idx].all(axis=1)
-            if unwritten.any():
+            # count_nonzero instead of .any()/.all(): a fraction of their cost on small arrays
+            written = self.written[idx]
+            if np.count_nonzero(written) != written.size:
+                unwritten = ~written.all(axis=1)
                 k = int(np.argmax(unwritten))
                 fault("read of shared memory that no thread of this CTA has written",
                       address=int(addresses[k]), thread=int(tids[k]))
-            raced = ((self.w_epoch[idx] == self.epoch)
-                     & (self.w_thread[idx] != tids[:, None])).any(axis=1)
-            if raced.any():
-                k = int(np.argmax(raced))
-                writer = int(self.w_thread[idx[k]][self.w_epoch[idx[k]] == self.epoch][0])
-                fault(f"shared-memory race: thread {int(tids[k])} reads a byte thread {writer} "
-                      f"wrote with no bar.sync in between", address=int(addresses[k]),
-                      thread=int(tids[k]), race=True)
+            this_epoch = self.w_epoch[idx] == self.epoch
+            if np.count_nonzero(this_epoch):
+                raced = (this_epoch & (self.w_thread[idx] != tids[:, None])).any(axis=1)
+                if np.count_nonzero(raced):
+                    k = int(np.argmax(raced))
+                    writer = int(self.w_thread[idx[k]][self.w_epoch[idx[k]] == self.epoch][0])
+                    fault(f"shared-memory race: thread {int(tids[k])} reads a byte thread "
+                          f"{writer} wrote with no bar.sync in between",
+                          address=int(addresses[k]), thread=int(tids[k]), race=True)
             flat = idx.reshape(-1)
-            threads = np.repeat(tids.astype(np.int64), size)
+            threads = tids.astype(np.int64, copy=False).repeat(size)
             stale = self.r_epoch[flat] != self.epoch
-            self.r_min[flat[stale]] = _INT64_MAX
-            self.r_max[flat[stale]] = -1
-            self.r_epoch[flat] = self.epoch
+            if np.count_nonzero(stale):
+                self.r_min[flat[stale]] = _INT64_MAX
+                self.r_max[flat[stale]] = -1
+                self.r_epoch[flat] = self.epoch
             np.minimum.at(self.r_min, flat, threads)
             np.maximum.at(self.r_max, flat, threads)
         return self.data[idx].reshape(-1).view(dtype).copy()
+
+    def _distinct(self, flat: np.ndarray) -> bool:
+        """Whether no byte offset occurs twice in `flat`: each position stamps its own index
+        into a scratch array, a repeated offset keeps only its last stamp."""
+        scratch = self._scratch
+        if scratch is None:
+            scratch = self._scratch = np.empty(self.size, np.int64)
+        order = np.arange(flat.size)
+        scratch[flat] = order
+        return not np.count_nonzero(scratch[flat] != order)
 
     def store(self, addresses: np.ndarray, tids: np.ndarray, values: np.ndarray,
               fault: Fault) -> None:
@@ -116,33 +140,37 @@ class SharedMemory:
         new = values.view(np.uint8).reshape(-1, size)
         if self.check:
             flat, newflat = idx.reshape(-1), new.reshape(-1)
-            threads = np.repeat(tids.astype(np.int64), size)
-            # two lanes of this instruction writing different values to one byte
-            order = np.argsort(flat, kind="stable")
-            sf, sv, st = flat[order], newflat[order], threads[order]
-            clash = (sf[1:] == sf[:-1]) & (sv[1:] != sv[:-1]) & (st[1:] != st[:-1])
-            if clash.any():
-                k = int(np.argmax(clash))
-                fault(f"shared-memory race: threads {int(st[k])} and {int(st[k + 1])} write "
-                      f"different values to one byte in the same instruction",
-                      address=int(sf[k]) + SHARED_BASE, thread=int(st[k + 1]), race=True)
+            threads = tids.astype(np.int64, copy=False).repeat(size)
+            # two lanes of this instruction writing different values to one byte (only
+            # possible when some byte is written twice)
+            if not self._distinct(flat):
+                order = np.argsort(flat, kind="stable")
+                sf, sv, st = flat[order], newflat[order], threads[order]
+                clash = (sf[1:] == sf[:-1]) & (sv[1:] != sv[:-1]) & (st[1:] != st[:-1])
+                if clash.any():
+                    k = int(np.argmax(clash))
+                    fault(f"shared-memory race: threads {int(st[k])} and {int(st[k + 1])} "
+                          f"write different values to one byte in the same instruction",
+                          address=int(sf[k]) + SHARED_BASE, thread=int(st[k + 1]), race=True)
             same_epoch = self.w_epoch[flat] == self.epoch
-            ww = same_epoch & (self.w_thread[flat] != threads) & (self.data[flat] != newflat)
-            if ww.any():
-                k = int(np.argmax(ww))
-                fault(f"shared-memory race: thread {int(threads[k])} overwrites a byte thread "
-                      f"{int(self.w_thread[flat[k]])} wrote (different value) with no bar.sync "
-                      f"in between", address=int(flat[k]) + SHARED_BASE,
-                      thread=int(threads[k]), race=True)
+            if np.count_nonzero(same_epoch):
+                ww = same_epoch & (self.w_thread[flat] != threads) & (self.data[flat] != newflat)
+                if ww.any():
+                    k = int(np.argmax(ww))
+                    fault(f"shared-memory race: thread {int(threads[k])} overwrites a byte "
+                          f"thread {int(self.w_thread[flat[k]])} wrote (different value) with "
+                          f"no bar.sync in between", address=int(flat[k]) + SHARED_BASE,
+                          thread=int(threads[k]), race=True)
             read = self.r_epoch[flat] == self.epoch
-            war = read & ((self.r_min[flat] != threads) | (self.r_max[flat] != threads))
-            if war.any():
-                k = int(np.argmax(war))
-                reader = int(self.r_min[flat[k]]) if self.r_min[flat[k]] != threads[k] \
-                    else int(self.r_max[flat[k]])
-                fault(f"shared-memory race: thread {int(threads[k])} writes a byte thread "
-                      f"{reader} read with no bar.sync in between", address=int(flat[k]) +
-                      SHARED_BASE, thread=int(threads[k]), race=True)
+            if np.count_nonzero(read):
+                war = read & ((self.r_min[flat] != threads) | (self.r_max[flat] != threads))
+                if war.any():
+                    k = int(np.argmax(war))
+                    reader = int(self.r_min[flat[k]]) if self.r_min[flat[k]] != threads[k] \
+                        else int(self.r_max[flat[k]])
+                    fault(f"shared-memory race: thread {int(threads[k])} writes a byte thread "
+                          f"{reader} read with no bar.sync in between", address=int(flat[k]) +
+                          SHARED_BASE, thread=int(threads[k]), race=True)
             self.w_thread[flat] = threads
             self.w_epoch[flat] = self.epoch
         self.data[idx] = new

@@ -89,18 +89,20 @@ def _mul_hi(a, b, ptype):
         wide = np.int64 if ptype[0] == "s" else np.uint64
         product = a.astype(wide) * b.astype(wide)
         return (product >> (8 * dtype.itemsize)).astype(dtype)
-    # 64-bit: exact with Python integers (rare in the JIT's output)
-    out = np.empty(np.broadcast(a, b).shape, dtype)
-    aa, bb = np.broadcast_arrays(a, b)
-    for i in range(out.size):
-        out.flat[i] = ((int(aa.flat[i]) * int(bb.flat[i])) >> 64) & ((1 << 64) - 1) \
-            if ptype[0] != "s" else _signed64(((int(aa.flat[i]) * int(bb.flat[i])) >> 64))
-    return out
-
-
-def _signed64(value: int):
-    value &= (1 << 64) - 1
-    return value - (1 << 64) if value >= 1 << 63 else value
+    # 64-bit: the 128-bit product from 32-bit halves, wrapping uint64 arithmetic
+    ua = np.asarray(a).astype(dtype).view(np.uint64)
+    ub = np.asarray(b).astype(dtype).view(np.uint64)
+    low32, shift = np.uint64(0xFFFFFFFF), np.uint64(32)
+    a_lo, a_hi = ua & low32, ua >> shift
+    b_lo, b_hi = ub & low32, ub >> shift
+    lo_lo = a_lo * b_lo
+    middle = a_hi * b_lo + (lo_lo >> shift)  # < 2^64: no wrap
+    middle2 = a_lo * b_hi + (middle & low32)
+    high = a_hi * b_hi + (middle >> shift) + (middle2 >> shift)
+    if ptype[0] == "s":  # signed high half: subtract the other operand for each negative one
+        high = high - np.where(ua >> np.uint64(63), ub, np.uint64(0)) \
+            - np.where(ub >> np.uint64(63), ua, np.uint64(0))
+    return np.asarray(high).view(dtype).reshape(np.broadcast(a, b).shape)
 
 
 def _wide(ptype):
@@ -358,6 +360,23 @@ def build_shift(ins, k):
     bits = 8 * dtype.itemsize
     arithmetic = ins.opcode == "shr" and ptype[0] == "s"
     left = ins.opcode == "shl"
+    if isinstance(b, Imm):
+        # an immediate amount: the clamping and the width test are decided here
+        n = int(np.asarray(rb(None)).astype(np.uint64))
+        amount = np.asarray(min(n, bits - 1)).astype(dtype)[()]
+        if n >= bits and not arithmetic:
+            zero = dtype.type(0)
+
+            def zeros(cta, mask):
+                x = np.asarray(ra(cta), dtype)
+                write(cta, np.full(x.shape, zero, dtype), mask)
+            return zeros
+        shift = np.left_shift if left else np.right_shift
+
+        def shift_by_immediate(cta, mask):
+            x = np.asarray(ra(cta), dtype)
+            write(cta, shift(x, amount).astype(dtype, copy=False), mask)
+        return shift_by_immediate
 
     def fn(cta, mask):
         x = np.asarray(ra(cta), dtype)

@@ -68,7 +68,7 @@ class Access:
             params = cta.launch.params
             offsets = addresses.astype(np.int64)
             bad = (offsets < 0) | (offsets + dtype.itemsize > len(params))
-            if bad.any():
+            if np.count_nonzero(bad):
                 fault("parameter-space load outside the kernel's parameters",
                       address=int(addresses[np.argmax(bad)]))
             for start in cta.launch.tensor_maps:  # their bytes are the driver's encoding
@@ -76,6 +76,11 @@ class Access:
                 if inside.any():
                     fault("load from a tensor-map parameter: the bytes of a CUtensorMap are "
                           "not modelled", address=int(addresses[np.argmax(inside)]))
+            first = int(offsets[0]) if len(offsets) else 0
+            if len(offsets) and not np.count_nonzero(offsets != first):
+                # one parameter for every lane (the usual ld.param): its value, repeated
+                value = np.frombuffer(params, dtype, 1, first)
+                return value.repeat(len(offsets))
             raw = np.frombuffer(params, np.uint8)
             idx = offsets[:, None] + np.arange(dtype.itemsize)
             return raw[idx].reshape(-1).view(dtype).copy()

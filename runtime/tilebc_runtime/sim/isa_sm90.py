@@ -818,6 +818,11 @@ def build_wgmma(ins, k):
     A_at = a_register_coords(kk, pack) if a_in_registers else None
     shared = Access(ins, "shared")
     work = np.int64 if integer else np.float64
+    # every accumulator element's (row, column), one row per register: (registers, 128)
+    D_rows = np.stack([rows for rows, _ in D_at])
+    D_cols = np.stack([cols for _, cols in D_at])
+    out_type = np.float32 if dtype == "f32" else np.int32
+    operand_addresses: dict = {}  # (descriptor, rows, k_major) -> addresses (a k loop repeats)
 
     def operand_from_shared(cta, value, rows, k_major, ptype, thread):
         desc = Descriptor.decode(int(value))
@@ -825,7 +830,13 @@ def build_wgmma(ins, k):
             raise cta.launch.error(cta, ins, "wgmma descriptor with a non-zero matrix base "
                                    "offset (a swizzle pattern not starting at its alignment) "
                                    "is not emulated", thread=thread)
-        where = desc.addresses(rows, kk, size, k_major).astype(np.uint64).reshape(-1)
+        key = (int(value), rows, k_major)
+        where = operand_addresses.get(key)
+        if where is None:
+            if len(operand_addresses) >= 256:
+                operand_addresses.clear()
+            where = desc.addresses(rows, kk, size, k_major).astype(np.uint64).reshape(-1)
+            operand_addresses[key] = where
         bits = shared.load(cta, where, np.full(where.size, thread), UINT[size])
         return _wgmma_elements(bits, ptype).reshape(rows, kk)
 
@@ -857,7 +868,12 @@ def build_wgmma(ins, k):
         pending = cta.wgmma_pending  # accumulators of wgmma's still in flight chain on
         c_words = [pending[name][0] if name in pending else
                    np.broadcast_to(np.asarray(r(cta)), (T,)) for name, r in zip(d_names, read_d)]
-        outputs = [np.array(w, copy=True) for w in c_words]
+        stacked = dtype != "f16" and all(w.dtype == c_words[0].dtype for w in c_words)
+        if stacked:  # the registers as rows of one array: each group reads and writes them at once
+            words = np.stack(c_words)
+            outputs = list(words)
+        else:
+            outputs = [np.array(w, copy=True) for w in c_words]
         for group in np.nonzero(groups.any(axis=1))[0]:
             base = 128 * int(group)
             if a_in_registers:
@@ -882,7 +898,9 @@ def build_wgmma(ins, k):
                 Bt = -Bt
             product = A @ Bt.T
             C = np.zeros((64, n), work)
-            if keep:
+            if keep and stacked:
+                C[D_rows, D_cols] = words[:, base:base + 128].astype(work)
+            elif keep:
                 for index, word in enumerate(c_words):
                     word = word[base:base + 128]
                     if dtype == "f16":
@@ -899,6 +917,9 @@ def build_wgmma(ins, k):
                 if flags.has("satfinite"):
                     D = np.clip(D, -2 ** 31, 2 ** 31 - 1)
                 D = D.astype(np.uint64).astype(np.uint32).view(np.int32)
+            if stacked:
+                words[:, base:base + 128] = D[D_rows, D_cols].astype(out_type)
+                continue
             for index in range(len(outputs)):
                 if dtype == "f16":
                     (r0, c0), (r1, c1) = D_at[2 * index], D_at[2 * index + 1]

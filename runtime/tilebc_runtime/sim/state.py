@@ -221,9 +221,13 @@ class Cta:
         self.launch = launch
         self.ctaid = ctaid
         self.T = threads
-        self.r: Dict[str, np.ndarray] = {name: np.zeros(threads, dtype)
-                                         for name, dtype in registers.items()}
-        self.tids = np.arange(threads, dtype=np.int64)
+        template = getattr(launch, "_cta_template", None)
+        if template is None or template[0] is not registers or template[1] != threads:
+            template = launch._cta_template = _launch_template(launch, registers, threads)
+        _, _, zero_registers, self.tids, fixed_specials = template
+        # registers are replaced, never written in place (a mov already shares its source's
+        # array), so every CTA may start from the same zero arrays
+        self.r: Dict[str, np.ndarray] = dict(zero_registers)
         self.shared = SharedMemory(launch.shared_size, launch.check)
         self.local = LocalMemory(launch.local_size, threads)
         self.call_params: Dict[str, np.ndarray] = {}
@@ -243,32 +247,47 @@ class Cta:
         self.wgmma_pending: Dict[str, tuple] = {}
         self.wgmma_open: Dict[str, tuple] = {}
         self.wgmma_groups: list = []
-        self.special = self._specials()
-
-    def _specials(self) -> Dict[str, np.ndarray]:
-        T = self.T
-        tid = np.arange(T, dtype=np.uint32)
-        grid = self.launch.grid
-        zeros = np.zeros(T, np.uint32)
-        values = {"%tid.x": tid, "%tid.y": zeros, "%tid.z": zeros,
-                  "%ntid.x": np.full(T, T, np.uint32), "%ntid.y": np.ones(T, np.uint32),
-                  "%ntid.z": np.ones(T, np.uint32), "%laneid": tid % 32,
-                  "%warpid": tid // 32, "%nwarpid": np.full(T, -(-T // 32), np.uint32),
-                  "%smid": zeros, "%nsmid": np.ones(T, np.uint32),
-                  "%lanemask_eq": (np.uint32(1) << (tid % 32)).astype(np.uint32),
-                  "%lanemask_lt": ((np.uint64(1) << (tid % 32).astype(np.uint64))
-                                   - np.uint64(1)).astype(np.uint32),
-                  "%lanemask_le": ((np.uint64(1) << (tid % 32 + 1).astype(np.uint64))
-                                   - np.uint64(1)).astype(np.uint32)}
-        ones = np.ones(T, np.uint32)
+        self.special = dict(fixed_specials)
         for axis, k in (("x", 0), ("y", 1), ("z", 2)):
-            values[f"%ctaid.{axis}"] = np.full(T, self.ctaid[k], np.uint32)
-            values[f"%nctaid.{axis}"] = np.full(T, grid[k], np.uint32)
-            # clusters of one CTA (a launch without cluster dimensions)
-            values[f"%clusterid.{axis}"] = values[f"%ctaid.{axis}"]
-            values[f"%nclusterid.{axis}"] = values[f"%nctaid.{axis}"]
-            values[f"%cluster_ctaid.{axis}"] = zeros
-            values[f"%cluster_nctaid.{axis}"] = ones
-        values["%cluster_ctarank"] = zeros
-        values["%cluster_nctarank"] = ones
-        return values
+            self.special[f"%ctaid.{axis}"] = self.special[f"%clusterid.{axis}"] = \
+                np.full(threads, ctaid[k], np.uint32)
+
+
+def _launch_template(launch, registers: Dict[str, np.dtype], threads: int) -> tuple:
+    """What every CTA of a launch starts with: (registers, threads, zero register values,
+    thread ids, the special registers that do not depend on the CTA id)."""
+    zeros: Dict[np.dtype, np.ndarray] = {}
+    zero_registers = {name: zeros.setdefault(dtype, np.zeros(threads, dtype))
+                      for name, dtype in registers.items()}
+    specials = _specials(threads, launch.grid, (0, 0, 0))
+    for axis in "xyz":
+        del specials[f"%ctaid.{axis}"], specials[f"%clusterid.{axis}"]
+    return registers, threads, zero_registers, np.arange(threads, dtype=np.int64), specials
+
+
+def _specials(T: int, grid, ctaid) -> Dict[str, np.ndarray]:
+    """The special registers' values in a CTA of `T` threads (`ctaid`) of `grid`."""
+    tid = np.arange(T, dtype=np.uint32)
+    zeros = np.zeros(T, np.uint32)
+    values = {"%tid.x": tid, "%tid.y": zeros, "%tid.z": zeros,
+              "%ntid.x": np.full(T, T, np.uint32), "%ntid.y": np.ones(T, np.uint32),
+              "%ntid.z": np.ones(T, np.uint32), "%laneid": tid % 32,
+              "%warpid": tid // 32, "%nwarpid": np.full(T, -(-T // 32), np.uint32),
+              "%smid": zeros, "%nsmid": np.ones(T, np.uint32),
+              "%lanemask_eq": (np.uint32(1) << (tid % 32)).astype(np.uint32),
+              "%lanemask_lt": ((np.uint64(1) << (tid % 32).astype(np.uint64))
+                               - np.uint64(1)).astype(np.uint32),
+              "%lanemask_le": ((np.uint64(1) << (tid % 32 + 1).astype(np.uint64))
+                               - np.uint64(1)).astype(np.uint32)}
+    ones = np.ones(T, np.uint32)
+    for axis, k in (("x", 0), ("y", 1), ("z", 2)):
+        values[f"%ctaid.{axis}"] = np.full(T, ctaid[k], np.uint32)
+        values[f"%nctaid.{axis}"] = np.full(T, grid[k], np.uint32)
+        # clusters of one CTA (a launch without cluster dimensions)
+        values[f"%clusterid.{axis}"] = values[f"%ctaid.{axis}"]
+        values[f"%nclusterid.{axis}"] = values[f"%nctaid.{axis}"]
+        values[f"%cluster_ctaid.{axis}"] = zeros
+        values[f"%cluster_nctaid.{axis}"] = ones
+    values["%cluster_ctarank"] = zeros
+    values["%cluster_nctarank"] = ones
+    return values

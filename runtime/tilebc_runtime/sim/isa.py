@@ -17,7 +17,7 @@ from tilebc.ops.enums import RoundingMode as RM
 from . import fp, isa_extra
 from .dtypes import DTYPE, TYPES
 from .registry import (FLOAT_FLAGS, HALF_TYPES, Mods, float_pipeline, implements, is_float,
-                       operands, signed_of, unsigned_of)
+                       operands, per_thread, signed_of, unsigned_of)
 from .syntax import Imm, PredPair, Reg, Sym, Vec
 from .state import SINT, UINT
 
@@ -407,7 +407,7 @@ def build_bits(ins, k):
 
     def fn(cta, mask):
         x = np.asarray(ra(cta)).astype(np.uint64)
-        x = np.broadcast_to(x, (cta.T,))
+        x = per_thread(x, cta.T)
         if ins.opcode == "popc":
             out = np.array([bin(int(v)).count("1") for v in x], np.uint32)
         elif ins.opcode == "clz":

@@ -12,7 +12,7 @@ import re
 import numpy as np
 from tilebc.interp.ops.debug import PRINT_MAX_WIDTH
 
-from .registry import Mods, implements, operands
+from .registry import Mods, implements, operands, per_thread
 from .machine import BARRIER, BRANCH, RETURN, TRAP, Control
 from .syntax import PredPair, Sym, Vec
 from .state import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
@@ -198,7 +198,7 @@ def _warp_active(cta, mask, membermask):
     """Per thread: is it executing, and in its warp's membermask."""
     active = np.ones(cta.T, np.bool_) if mask is None else mask.copy()
     lane = cta.tids % 32
-    members = (np.broadcast_to(np.asarray(membermask, np.uint32), (cta.T,))
+    members = (per_thread(np.asarray(membermask, np.uint32), cta.T)
                >> lane.astype(np.uint32)) & 1
     return active & (members == 1)
 
@@ -222,8 +222,8 @@ def build_shfl(ins, k):
         T = cta.T
         lane = (cta.tids % 32).astype(np.int64)
         base = cta.tids - lane
-        bval = np.broadcast_to(np.asarray(rb(cta)).astype(np.int64), (T,))
-        cval = np.broadcast_to(np.asarray(rc(cta)).astype(np.int64), (T,))
+        bval = per_thread(np.asarray(rb(cta)).astype(np.int64), T)
+        cval = per_thread(np.asarray(rc(cta)).astype(np.int64), T)
         clamp, segmask = cval & 0x1F, (cval >> 8) & 0x1F
         max_lane = (lane & segmask) | (clamp & ~segmask)
         min_lane = lane & segmask
@@ -249,7 +249,7 @@ def build_shfl(ins, k):
             raise cta.launch.error(cta, ins, f"shfl.sync: thread {t} reads lane {int(j[t])}, "
                                    f"which is not executing the shuffle (undefined)",
                                    thread=t)
-        values = np.broadcast_to(np.asarray(ra(cta)), (T,))
+        values = per_thread(np.asarray(ra(cta)), T)
         write_d(cta, values[source], mask)
         if write_p is not None:
             write_p(cta, valid, mask)
@@ -272,7 +272,7 @@ def build_vote(ins, k):
 
     def fn(cta, mask):
         T = cta.T
-        pred = np.broadcast_to(np.asarray(ra(cta)), (T,))
+        pred = per_thread(np.asarray(ra(cta)), T)
         members = _warp_active(cta, mask, rm(cta))
         warps = -(-T // 32)
         padded = np.zeros(warps * 32, np.bool_)

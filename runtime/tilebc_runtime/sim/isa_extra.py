@@ -15,7 +15,7 @@ import numpy as np
 from tilebc.numeric import convert
 
 from . import fp
-from .registry import Mods, implements, operands
+from .registry import Mods, implements, operands, per_thread
 from .isa_control import _warp_active
 from .isa_memory import Access, _lanes
 from .dtypes import DTYPE
@@ -109,7 +109,7 @@ def build_redux(ins, k):
         T = cta.T
         executing = _warp_active(cta, mask, rm(cta))
         me = np.ones(T, np.bool_) if mask is None else mask
-        members = np.broadcast_to(np.asarray(rm(cta), np.uint32), (T,))
+        members = per_thread(np.asarray(rm(cta), np.uint32), T)
         lane = cta.tids % 32
         if np.any(me & ~executing) or np.any(me & ((members >> lane.astype(np.uint32)) & 1
                                                    == 0)):
@@ -117,7 +117,7 @@ def build_redux(ins, k):
             raise cta.launch.error(cta, ins, "redux.sync: the membermask names lanes that do "
                                    "not execute it, or omits the executing lane (undefined)",
                                    thread=t)
-        values = np.broadcast_to(np.asarray(ra(cta)), (T,)).astype(wide)
+        values = per_thread(np.asarray(ra(cta)), T).astype(wide)
         out = np.zeros(T, wide)
         for start in range(0, T, 32):
             part = slice(start, start + 32)
@@ -215,11 +215,11 @@ def build_cp(ins, k):
         lanes = _lanes(cta, mask)
         count = np.full(len(lanes), size, np.int64)
         if read_src_size is not None:
-            given = np.broadcast_to(np.asarray(read_src_size(cta), np.int64), (cta.T,))[lanes]
+            given = per_thread(np.asarray(read_src_size(cta), np.int64), cta.T)[lanes]
             count = np.minimum(given, size)
         offsets = np.arange(size, dtype=np.uint64)
-        src_addr = np.broadcast_to(np.asarray(get_src(cta), np.uint64), (cta.T,))[lanes]
-        dst_addr = np.broadcast_to(np.asarray(get_dst(cta), np.uint64), (cta.T,))[lanes]
+        src_addr = per_thread(np.asarray(get_src(cta), np.uint64), cta.T)[lanes]
+        dst_addr = per_thread(np.asarray(get_dst(cta), np.uint64), cta.T)[lanes]
         data = np.zeros((len(lanes), size), np.uint8)
         wanted = offsets[None, :] < count[:, None].astype(np.uint64)
         if wanted.any():  # only the src-size bytes are read (the rest may be out of bounds)
@@ -267,7 +267,7 @@ def build_ldmatrix(ins, k):
                                                       | ~mask.reshape(-1, 32).any(axis=1))):
             raise cta.launch.error(cta, ins, "ldmatrix.sync.aligned executed by part of a warp "
                                    "(undefined)")
-        addresses = np.broadcast_to(np.asarray(get_address(cta), np.uint64), (T,))
+        addresses = per_thread(np.asarray(get_address(cta), np.uint64), T)
         active = np.ones(T, np.bool_) if mask is None else mask
         out = [np.zeros(T, np.uint32) for _ in range(count)]
         warps = np.nonzero(active.reshape(-1, 32).any(axis=1))[0]
@@ -403,7 +403,7 @@ def build_carry(ins, k):
     mask_all = (1 << bits) - 1
 
     def ints(values, T):  # exact Python integers: 64-bit products need 128 bits
-        return [int(v) for v in np.broadcast_to(np.asarray(values), (T,))]
+        return [int(v) for v in per_thread(np.asarray(values), T)]
 
     def fn(cta, mask):
         T = cta.T

@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 
 from . import fp
-from .registry import Mods, implements, is_float, operands
+from .registry import Mods, implements, is_float, operands, per_thread
 from .dtypes import DTYPE
 from .syntax import Addr, Sym, Vec
 from .state import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, SINT, UINT, WINDOW_SIZE
@@ -304,7 +304,7 @@ def _build_atomic(ins, k, returns: bool):
     def fn(cta, mask):
         lanes = _lanes(cta, mask)
         addresses = _element_addresses(get_address(cta), lanes, 1, dtype.itemsize, cta.T)
-        operand = [np.broadcast_to(np.asarray(r(cta), dtype), (cta.T,))[lanes] for r in reads]
+        operand = [per_thread(np.asarray(r(cta), dtype), cta.T)[lanes] for r in reads]
         # validate every address (bounds, alignment) before changing anything
         access.load(cta, addresses, lanes, dtype)
         old = np.empty(len(lanes), dtype)

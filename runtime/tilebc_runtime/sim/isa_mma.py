@@ -38,7 +38,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from .registry import Mods, implements, operands
+from .registry import Mods, implements, operands, per_thread
 from .syntax import Vec
 
 # element type -> (bits, numpy storage view or None for integers/tf32/f64 handled apart)
@@ -236,14 +236,14 @@ def build_mma(ins, k):
 
         def scatter(target, readers, ptype, coords, cells):
             if cells is not None:  # every register's elements placed in one assignment
-                words = np.stack([np.broadcast_to(np.asarray(read(cta)), (T,))
+                words = np.stack([per_thread(np.asarray(read(cta)), T)
                                   for read in readers])
                 parts = _elements(words, ptype)
                 _place(target, np.stack(parts, axis=1).reshape(-1, T), cells)
                 return
             index = 0
             for read in readers:
-                for values in _elements(np.broadcast_to(np.asarray(read(cta)), (T,)), ptype):
+                for values in _elements(per_thread(np.asarray(read(cta)), T), ptype):
                     row, col = coords[index]
                     target[:, row, col] = values.reshape(warps, 32)
                     index += 1
@@ -252,12 +252,12 @@ def build_mma(ins, k):
         if ctype == "f16":
             scatter(C, read_c, "f16", C_at, c_cells)
         elif c_cells is not None:
-            _place(C, np.stack([np.broadcast_to(np.asarray(read(cta)), (T,)).astype(work)
+            _place(C, np.stack([per_thread(np.asarray(read(cta)), T).astype(work)
                                 for read in read_c]), c_cells)
         else:
             for index, read in enumerate(read_c):
                 row, col = C_at[index]
-                values = np.broadcast_to(np.asarray(read(cta)), (T,))
+                values = per_thread(np.asarray(read(cta)), T)
                 C[:, row, col] = values.astype(work).reshape(warps, 32)
         if integer:
             D = np.matmul(A, B) + C

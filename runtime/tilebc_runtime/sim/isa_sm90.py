@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from .registry import KERNEL_PASSES, Mods, implements, operands
+from .registry import KERNEL_PASSES, Mods, implements, operands, per_thread
 from .isa_extra import build_cp as build_plain_cp, land_all_copies, matrix_form
 from .isa_memory import Access, _lanes
 from .isa_mma import _tf32_nearest_even, a_coords
@@ -99,7 +99,7 @@ def _shared_address(k, ins, operand):
 
 
 def _per_lane(cta, value, lanes):
-    return np.broadcast_to(np.asarray(value), (cta.T,))[lanes]
+    return per_thread(np.asarray(value), cta.T)[lanes]
 
 
 @implements("mbarrier", forms="mbarrier.init / inval / arrive{.expect_tx,.noComplete} / "
@@ -503,7 +503,7 @@ def build_elect(ins, k):
         T = cta.T
         active = np.ones(T, np.bool_) if mask is None else mask
         lane = (cta.tids % 32).astype(np.uint32)
-        members = (np.broadcast_to(np.asarray(read_mask(cta), np.uint32), (T,)) >> lane) & 1
+        members = (per_thread(np.asarray(read_mask(cta), np.uint32), T) >> lane) & 1
         if np.any(active & (members == 0)):
             t = int(np.argmax(active & (members == 0)))
             raise cta.launch.error(cta, ins, "elect.sync executed by a lane outside its "
@@ -551,8 +551,8 @@ def build_stmatrix(ins, k):
                                 | ~active.reshape(-1, 32).any(axis=1)):
             raise cta.launch.error(cta, ins, "stmatrix.sync.aligned executed by part of a warp "
                                    "(undefined)")
-        addresses = np.broadcast_to(np.asarray(get_address(cta), np.uint64), (T,))
-        values = [np.broadcast_to(np.asarray(read(cta), np.uint32), (T,)) for read in reads]
+        addresses = per_thread(np.asarray(get_address(cta), np.uint64), T)
+        values = [per_thread(np.asarray(read(cta), np.uint32), T) for read in reads]
         for warp in np.nonzero(active.reshape(-1, 32).any(axis=1))[0]:
             base = 32 * warp
             for matrix in range(count):
@@ -841,7 +841,7 @@ def build_wgmma(ins, k):
         return _wgmma_elements(bits, ptype).reshape(rows, kk)
 
     def uniform(cta, values, base, what):
-        group = np.broadcast_to(np.asarray(values), (cta.T,))[base:base + 128]
+        group = per_thread(np.asarray(values), cta.T)[base:base + 128]
         if np.any(group != group[0]):
             raise cta.launch.error(cta, ins, f"wgmma: the {what} differs between the threads "
                                    "of a warpgroup", thread=base + int(np.argmax(group != group[0])))
@@ -860,14 +860,14 @@ def build_wgmma(ins, k):
             raise cta.launch.error(cta, ins, f"wgmma.mma_async.aligned executed by part of "
                                    f"warpgroup {g} (undefined)",
                                    thread=128 * g + int(np.argmin(groups[g])))
-        scales = np.broadcast_to(np.asarray(read_scale(cta)), (T,))
+        scales = per_thread(np.asarray(read_scale(cta)), T)
         b_desc = read_b(cta)
         a_desc = None if a_in_registers else read_a(cta)
-        a_words = [np.broadcast_to(np.asarray(r(cta), np.uint32), (T,)) for r in read_a] \
+        a_words = [per_thread(np.asarray(r(cta), np.uint32), T) for r in read_a] \
             if a_in_registers else None
         pending = cta.wgmma_pending  # accumulators of wgmma's still in flight chain on
         c_words = [pending[name][0] if name in pending else
-                   np.broadcast_to(np.asarray(r(cta)), (T,)) for name, r in zip(d_names, read_d)]
+                   per_thread(np.asarray(r(cta)), T) for name, r in zip(d_names, read_d)]
         stacked = dtype != "f16" and all(w.dtype == c_words[0].dtype for w in c_words)
         if stacked:  # the registers as rows of one array: each group reads and writes them at once
             words = np.stack(c_words)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
+import numpy as np
+
 from tilebc.ops.enums import RoundingMode as RM
 
 from . import fp
@@ -63,6 +65,15 @@ class Mods:
     def rounding(self, default=RM.NEAREST_EVEN):
         found = [fp.ROUNDING[f] for f in self.flags if f in fp.ROUNDING]
         return found[0] if found else default
+
+
+def per_thread(value, T: int):
+    """`value` (an array or a scalar) as an array of T values: the array itself when it is one
+    already (np.broadcast_to costs several microseconds), else a read-only broadcast view.
+    Callers only read it."""
+    if value.__class__ is np.ndarray and value.shape == (T,):
+        return value
+    return np.broadcast_to(value, (T,))
 
 
 def operands(ins: Instruction, k: "KernelImage", count: int):

@@ -78,7 +78,7 @@ def _wrap_binary(ptype, op):
     dtype = DTYPE[ptype]
 
     def compute(a, b):
-        return op(np.asarray(a, dtype), np.asarray(b, dtype)).astype(dtype)
+        return op(np.asarray(a, dtype), np.asarray(b, dtype)).astype(dtype, copy=False)
     return compute
 
 
@@ -212,7 +212,8 @@ def build_mad(ins, k):
                                                      ptype) + np.asarray(rc(cta), dtype))
                                        .astype(dtype), mask)
     return lambda cta, mask: write(cta, (np.asarray(ra(cta), dtype) * np.asarray(rb(cta), dtype)
-                                         + np.asarray(rc(cta), dtype)).astype(dtype), mask)
+                                         + np.asarray(rc(cta), dtype)).astype(dtype, copy=False),
+                                   mask)
 
 
 def _int_divide(a, b, ptype, remainder: bool):

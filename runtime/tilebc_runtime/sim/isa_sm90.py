@@ -420,6 +420,7 @@ def build_bulk_tensor(ins, k):
         bars = _per_lane(cta, get_bar(cta), lanes) if to_shared else None
         profile = cta.launch.profile
         counted = set()
+        boxes: dict = {}  # the lanes of a warp usually issue the same copy: its addresses once
         for index, lane in enumerate(lanes):  # each executing thread issues one copy
             thread, tensor_map, base = int(lane), maps[index], int(bases[index])
             if tensor_map.rank != rank:
@@ -433,7 +434,14 @@ def build_bulk_tensor(ins, k):
                 _check_address(cta, ins, int(bars[index]), thread)
                 bar = _barrier(cta, ins, int(bars[index]), thread)
             where = [int(c[index]) for c in coords]
-            addresses, inside, dense = tensor_map.box_elements(where)
+            box_key = (id(tensor_map), tuple(where), base)
+            box = boxes.get(box_key)
+            if box is None:
+                addresses, inside, dense = tensor_map.box_elements(where)
+                box = boxes[box_key] = (addresses, inside, dense, addresses[inside],
+                                        int(inside.sum()),
+                                        tensor_map.shared_addresses(base, dense))
+            addresses, inside, dense, inside_addresses, inside_count, smem = box
             # TMA copies are warp-uniform in SASS (UTMALDG / UTMASTG): the lanes of a warp
             # issuing the same copy (tileiras's store warp) make one copy on the GPU
             key = (thread // 32, id(tensor_map), tuple(where), base)
@@ -443,17 +451,16 @@ def build_bulk_tensor(ins, k):
                             not to_shared)
             size = tensor_map.element_size
             element = UINT[size]
-            smem = tensor_map.shared_addresses(base, dense)
             if to_shared:
                 values = np.zeros(len(dense), element)
-                who = np.full(int(inside.sum()), thread)
-                values[inside] = memory.load(cta, addresses[inside], who, element)
+                who = np.full(inside_count, thread)
+                values[inside] = memory.load(cta, inside_addresses, who, element)
                 shared.store(cta, smem, np.full(len(smem), thread), values)
                 bar.tx -= tensor_map.box_bytes
                 _progress(cta, ins, bar, thread)
             else:
                 values = shared.load(cta, smem, np.full(len(smem), thread), element)
-                memory.store(cta, addresses[inside], np.full(int(inside.sum()), thread),
+                memory.store(cta, inside_addresses, np.full(inside_count, thread),
                              values[inside])
     return fn
 

@@ -213,7 +213,8 @@ class KernelImage:
             convert = lambda v: v.view(UINT[dtype.itemsize]).astype(storage)  # noqa: E731
 
         def put(cta, value, mask):
-            if value.__class__ is not np.ndarray or value.dtype != dtype:
+            if value.__class__ is not np.ndarray or value.dtype is not dtype and \
+                    value.dtype != dtype:  # (`is`: the usual case, without the comparison)
                 value = np.asarray(value, dtype)
             if value.shape != (cta.T,):
                 value = np.full(cta.T, value, dtype)

@@ -546,9 +546,9 @@ def _comparison(cmp: str, ptype: str):
     else:
         dtype = DTYPE[ptype]
     op = _INT_CMP[cmp]
-    return lambda a, b: op(np.asarray(a).view(dtype) if np.ndim(a) else np.asarray(a).astype(dtype),
-                           np.asarray(b).view(dtype) if np.ndim(b) else
-                           np.asarray(b).astype(dtype))
+    # (setp passes arrays: .ndim instead of np.ndim, a Python-level call)
+    return lambda a, b: op(a.view(dtype) if a.ndim else a.astype(dtype),
+                           b.view(dtype) if b.ndim else b.astype(dtype))
 
 
 CMP_NAMES = set(_INT_CMP) | set(_FLOAT_CMP) | {c + "u" for c in _FLOAT_CMP} | {"num", "nan"}
@@ -584,13 +584,10 @@ def build_setp(ins, k):
         if flush:
             a, b = fp.ftz(a), fp.ftz(b)
         t = compare(a, b)
-        p, q = t, ~t
-        if combine is not None:
-            c = rc(cta)
-            p, q = combine(p, c), combine(q, c)
-        write_p(cta, p, mask)
-        if write_q is not None:
-            write_q(cta, q, mask)
+        c = rc(cta) if combine is not None else None
+        write_p(cta, t if c is None else combine(t, c), mask)
+        if write_q is not None:  # the complement only when there is a q to write
+            write_q(cta, ~t if c is None else combine(~t, c), mask)
     return fn
 
 

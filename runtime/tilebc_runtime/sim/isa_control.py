@@ -14,7 +14,7 @@ from tilebc.interp.ops.debug import PRINT_MAX_WIDTH
 
 from .registry import Mods, implements, operands, per_thread
 from .machine import BARRIER, BRANCH, RETURN, TRAP, Control
-from .syntax import PredPair, Sym, Vec
+from .syntax import Imm, PredPair, Sym, Vec
 from .state import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 
 
@@ -217,8 +217,28 @@ def build_shfl(ins, k):
         write_d, write_p = k.writer(ins, dst.first, "b32"), k.writer(ins, dst.second, "pred")
     else:
         write_d, write_p = k.writer(ins, dst, "b32"), None
+    # lane, mask and clamp operands that are immediates (the usual shuffle) make the source
+    # lanes of a whole-CTA shuffle the same at every execution: T -> (source, valid), or False
+    # when the exact path must run (it reports the undefined reads)
+    constant = all(isinstance(x, Imm) for x in (b, c, membermask))
+    whole_cta: dict = {}
 
     def fn(cta, mask):
+        if constant and mask is None:
+            known = whole_cta.get(cta.T)
+            if known is None:
+                known = whole_cta[cta.T] = plan(cta, None)
+            if known is not False:
+                source, valid = known
+                write_d(cta, per_thread(np.asarray(ra(cta)), cta.T)[source], None)
+                if write_p is not None:
+                    write_p(cta, valid, None)
+                return
+        plan(cta, mask, run=True)
+
+    def plan(cta, mask, run=False):
+        """The shuffle's (source lanes, valid); run: also write the results (and report an
+        undefined read); without run, False where a read is undefined."""
         T = cta.T
         lane = (cta.tids % 32).astype(np.int64)
         base = cta.tids - lane
@@ -244,6 +264,8 @@ def build_shfl(ins, k):
         executing = _warp_active(cta, mask, rm(cta))
         me = np.ones(T, np.bool_) if mask is None else mask
         bad = me & valid & ~executing[np.minimum(source, T - 1)] | me & (source >= T)
+        if not run:
+            return False if np.count_nonzero(bad) else (source, valid)
         if bad.any():
             t = int(np.argmax(bad))
             raise cta.launch.error(cta, ins, f"shfl.sync: thread {t} reads lane {int(j[t])}, "

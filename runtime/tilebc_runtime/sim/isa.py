@@ -58,6 +58,17 @@ def build_mov(ins, k):
         return fn
     read = k.reader(ins, src, ptype)
     write = k.writer(ins, dst, ptype)
+    storage = k.registers.get(src.name) if isinstance(src, Reg) else None
+    if storage is not None and isinstance(dst, Reg) and k.registers.get(dst.name) == storage \
+            and storage.itemsize == DTYPE[ptype].itemsize:
+        # a register copy between registers of one storage type: the array itself (the
+        # reader's and writer's views of it cancel out)
+        source, target = src.name, dst.name
+
+        def copy(cta, mask):
+            r = cta.r
+            r[target] = r[source] if mask is None else np.where(mask, r[source], r[target])
+        return copy
     return lambda cta, mask: write(cta, read(cta), mask)
 
 

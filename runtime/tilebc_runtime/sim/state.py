@@ -117,8 +117,15 @@ class SharedMemory:
                 self.r_min[flat[stale]] = _INT64_MAX
                 self.r_max[flat[stale]] = -1
                 self.r_epoch[flat] = self.epoch
-            np.minimum.at(self.r_min, flat, threads)
-            np.maximum.at(self.r_max, flat, threads)
+            if len(tids) and not np.count_nonzero(tids != tids[0]):
+                # one reader (a bulk or wgmma operand read): a plain assignment gives a
+                # repeated byte the same value, so no ufunc.at is needed
+                reader = threads[0]
+                self.r_min[flat] = np.minimum(self.r_min[flat], reader)
+                self.r_max[flat] = np.maximum(self.r_max[flat], reader)
+            else:
+                np.minimum.at(self.r_min, flat, threads)
+                np.maximum.at(self.r_max, flat, threads)
         return self.data[idx].reshape(-1).view(dtype).copy()
 
     def _distinct(self, flat: np.ndarray) -> bool:

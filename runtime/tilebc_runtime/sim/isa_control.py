@@ -228,6 +228,9 @@ def build_shfl(ins, k):
             known = whole_cta.get(cta.T)
             if known is None:
                 known = whole_cta[cta.T] = plan(cta, None)
+                if known is not False:  # kept for every later CTA and launch: read-only
+                    for array in known:
+                        array.setflags(write=False)
             if known is not False:
                 source, valid = known
                 write_d(cta, per_thread(np.asarray(ra(cta)), cta.T)[source], None)

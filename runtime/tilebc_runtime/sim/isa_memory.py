@@ -177,7 +177,8 @@ def build_ld(ins, k):
 def _load_parameter(ins, get_address, write, dtype, access):
     """ld.param of a kernel parameter at a fixed address: every lane reads the same bytes, so
     the checks (those of Access.load) and the read are done once for the CTA."""
-    address = np.uint64(get_address(None))  # a parameter symbol plus an offset: a constant
+    with np.errstate(over="ignore"):  # as at run time (Launch.run): an offset may wrap
+        address = np.uint64(get_address(None))  # a parameter symbol plus an offset: a constant
     offset, size = int(np.asarray(address).astype(np.int64)), dtype.itemsize
 
     def general(cta, mask):

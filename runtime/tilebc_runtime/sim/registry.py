@@ -70,7 +70,8 @@ class Mods:
 def per_thread(value, T: int):
     """`value` (an array or a scalar) as an array of T values: the array itself when it is one
     already (np.broadcast_to costs several microseconds), else a read-only broadcast view.
-    Callers only read it."""
+    Callers only read it: the array may be a register's value, which other registers and CTAs
+    share (registers are replaced, never written in place)."""
     if value.__class__ is np.ndarray and value.shape == (T,):
         return value
     return np.broadcast_to(value, (T,))

@@ -269,7 +269,12 @@ def _launch_template(launch, registers: Dict[str, np.dtype], threads: int) -> tu
     specials = _specials(threads, launch.grid, (0, 0, 0))
     for axis in "xyz":
         del specials[f"%ctaid.{axis}"], specials[f"%clusterid.{axis}"]
-    return registers, threads, zero_registers, np.arange(threads, dtype=np.int64), specials
+    tids = np.arange(threads, dtype=np.int64)
+    # shared by every CTA of the launch: a write into one in place would change them all, so
+    # such a write fails loudly instead
+    for value in (*zeros.values(), *specials.values(), tids):
+        value.setflags(write=False)
+    return registers, threads, zero_registers, tids, specials
 
 
 def _specials(T: int, grid, ctaid) -> Dict[str, np.ndarray]:

@@ -155,10 +155,6 @@ def build_ld(ins, k):
     writes = [k.writer(ins, t, ptype) for t in targets]
     dtype = DTYPE[ptype]
     access = Access(ins, space)
-    if space == "param" and count == 1 and isinstance(addr, Addr) and \
-            isinstance(addr.base, Sym) and k.symbols.get(addr.base.name, ("",))[0] == "param":
-        return _load_parameter(ins, get_address, writes[0], dtype, access)
-
     def fn(cta, mask):
         lanes = _lanes(cta, mask)
         addresses = _element_addresses(get_address(cta), lanes, count, dtype.itemsize, cta.T)
@@ -172,35 +168,6 @@ def build_ld(ins, k):
                 full[lanes] = loaded[:, index]
                 write(cta, full, mask)
     return fn
-
-
-def _load_parameter(ins, get_address, write, dtype, access):
-    """ld.param of a kernel parameter at a fixed address: every lane reads the same bytes, so
-    the checks (those of Access.load) and the read are done once for the CTA."""
-    with np.errstate(over="ignore"):  # as at run time (Launch.run): an offset may wrap
-        address = np.uint64(get_address(None))  # a parameter symbol plus an offset: a constant
-    offset, size = int(np.asarray(address).astype(np.int64)), dtype.itemsize
-
-    def general(cta, mask):
-        lanes = _lanes(cta, mask)
-        addresses = np.full(len(lanes), address, np.uint64)
-        loaded = access.load(cta, addresses, lanes, dtype)
-        full = np.zeros(cta.T, dtype)
-        full[lanes] = loaded
-        write(cta, full, mask)
-
-    def load_parameter(cta, mask):
-        if mask is not None:
-            general(cta, mask)
-            return
-        launch = cta.launch
-        params = launch.params
-        if offset < 0 or offset + size > len(params) or any(
-                offset + size > start and offset < start + 128 for start in launch.tensor_maps):
-            general(cta, mask)  # Access.load reports it
-            return
-        write(cta, np.frombuffer(params, dtype, 1, offset).repeat(cta.T), None)
-    return load_parameter
 
 
 @implements("st", forms="st{.ordering.scope}{.space}{.cache}{.v2/.v4}.T on .global/.shared/"

@@ -985,10 +985,9 @@ class _KPipeline:
         """Iterations the copies run ahead of the mma."""
         return self.stages - 1 - self.lag
 
-    def _issue(self, ahead: int, base: str, bar: str | None = None, parts=None) -> None:
+    def _issue(self, ahead: int, base: str, bar: str | None = None) -> None:
         """Copies of iteration iv + ahead * step into the stage at `base`, then a commit (TMA:
-        the bulk tensor copies, completing the stage's mbarrier at `bar`). `parts`: only
-        these of self.parts (default all)."""
+        the bulk tensor copies, completing the stage's mbarrier at `bar`)."""
         lw, loop = self.lw, self.loop
         w = lw.w
         wide = loop.kind.endswith("64")
@@ -1005,12 +1004,12 @@ class _KPipeline:
             w(f"@{past} bra {skip}")
             w(f"@{self.follower} bra {skip}")
             with lw.fresh_scope():
-                self._issue_tma(stand_in, base, bar, self.parts if parts is None else parts)
+                self._issue_tma(stand_in, base, bar)
             w.place(skip)
             return
         w(f"@{past} bra.uni {skip}")  # past the bound: an empty group, no copies
         with lw.fresh_scope():  # what the copies compute may be skipped: not reused after
-            for _, staged_pair, offsets, strides in self.parts if parts is None else parts:
+            for _, staged_pair, offsets, strides in self.parts:
                 for role, staged in enumerate(staged_pair):
                     if staged is None:
                         continue
@@ -1021,17 +1020,17 @@ class _KPipeline:
         w.place(skip)
         w("cp.async.commit_group")
 
-    def _issue_tma(self, later, base: str, bar: str, parts) -> None:
+    def _issue_tma(self, later, base: str, bar: str) -> None:
         """Thread 0's part of _issue with TMA: the stage's mbarrier expects the boxes' bytes,
-        then one cp.async.bulk.tensor per 64-column block of each operand of `parts`, at the
-        later iteration's tile coordinates (x along the contiguous dim, y along rows)."""
+        then one cp.async.bulk.tensor per 64-column block of each operand, at the later
+        iteration's tile coordinates (x along the contiguous dim, y along rows)."""
         lw = self.lw
         w = lw.w
-        total = sum(rows * cols * 2 for (mma_id, _), (_, rows, cols) in self.tma.items()
-                    if any(id(part[0]) == mma_id for part in parts))
+        total = sum(rows * cols * 2 for rows, cols in
+                    ((plan[1], plan[2]) for plan in self.tma.values()))
         state = w.reg("b64")
         w(f"mbarrier.arrive.expect_tx.shared::cta.b64 {state}, [{bar}], {total}")
-        for mma, staged_pair, offsets, _ in parts:
+        for mma, staged_pair, offsets, _ in self.parts:
             for role, staged in enumerate(staged_pair):
                 if staged is None:
                     continue
@@ -1185,65 +1184,6 @@ class _KPipeline:
             del lw._cache[("k pipeline", part[0])]
 
 
-class _PartPipeline(_KPipeline):
-    """A K/V loop's pipeline where two whole stages do not fit (attention at head dim 128 with
-    128-key tiles: 64 KiB a stage): one buffer per mma's staged operands, each refilled for the
-    next iteration as soon as its mma of this one is done. The prologue issues every part's
-    copies of iteration 0 in body order; each mma waits for its own part of this iteration,
-    and after it, once every warp is done with the buffer, issues its part of the next
-    iteration. So the next iteration's K tile arrives during this one's softmax and P·V, and V
-    during the next Q·Kᵀ. cp.async: one commit group per part, an mma waits for all but the
-    newest `parts - 1`; TMA: one mbarrier per part, whose phase parity is the iteration's."""
-
-    def __init__(self, lw, loop, parts, stage_bytes, iv_value):
-        super().__init__(lw, loop, parts, stage_bytes, 1, iv_value)
-
-    def prologue(self) -> None:
-        lw = self.lw
-        w = lw.w
-        self.saved_floor = lw.smem_floor
-        region = lw.reserve_smem([self.stage_bytes], self.align)[0]
-        lw.smem_floor = region + self.stage_bytes
-        for part in self.parts:
-            part[2] = [None if o is None else o + region for o in part[2]]
-        self.read = w.reg("b32")
-        w(f"mov.u32 {self.read}, 0")
-        if self.tma is not None:
-            self.stages = len(self.parts)  # one mbarrier each (_init_barriers, finish)
-            self._init_barriers()
-        for index, part in enumerate(self.parts):
-            self._issue(0, lw.smem_base(), self._bar(index), parts=[part])
-        for part in self.parts:
-            lw._cache[("k pipeline", part[0])] = self
-
-    def _bar(self, index: int) -> str | None:
-        return None if self.tma is None else f"{self.bars}+{8 * index}"
-
-    def enter(self, mma, prefetch: bool = True) -> str:
-        w = self.lw.w
-        if self.tma is not None:  # the part's bytes have arrived once its phase completes
-            index = self.parts.index(self._part(mma))
-            done, again = w.reg("pred"), w.label("tma_wait")
-            w.place(again)
-            w(f"mbarrier.try_wait.parity.shared::cta.b64 {done}, [{self._bar(index)}], "
-              f"{self.phase}")
-            w(f"@!{done} bra {again}")
-            return self.read
-        w(f"cp.async.wait_group {len(self.parts) - 1}")
-        if self.async_proxy:
-            w("fence.proxy.async.shared::cta")
-        self.lw.barrier()  # every warp's copies of this part have landed
-        return self.read
-
-    def leave(self, mma) -> None:
-        self.lw.barrier()  # every warp is done reading the part's buffer
-        part = self._part(mma)
-        index = self.parts.index(part)
-        self._issue(1, self.lw.smem_base(), self._bar(index), parts=[part])
-        if self.tma is not None and index == len(self.parts) - 1:
-            self.lw.w(f"xor.b32 {self.phase}, {self.phase}, 1")  # the next iteration's parity
-
-
 # Stage buffers may take up to this much shared memory: three stages where they fit, else two.
 _PIPELINE_SHARED = STATIC_SHARED_LIMIT // 2
 # wgmma stages may take this share of the CTA's opt-in shared memory: up to four (one more than
@@ -1321,14 +1261,7 @@ def _k_loop_pipeline(lw, op, loop):
     if loop.trips is not None:
         stages = min(stages, loop.trips)
     if stages < 2 or stages * stage_bytes > budget:
-        if len(parts) < 2 or stage_bytes > budget or loop.trips == 1:
-            return None
-        pipe = _PartPipeline(lw, loop, parts, stage_bytes, iv_value)
-        pipe.async_proxy, pipe.align = wgmma, align
-        if tma_plans is not None:
-            pipe.tma = _tma_stages(lw, tma_plans)
-            pipe.after_writes = _may_follow_writes(lw.function, op)
-        return pipe
+        return None
     pipe = _KPipeline(lw, loop, parts, stage_bytes, stages, iv_value)
     pipe.async_proxy, pipe.align = wgmma, align
     mma = parts[0][0]

@@ -6,8 +6,18 @@ fixtures/kernels/<family>.py. scripts/gpu_checks.py and the completeness test re
 
 import numpy as np
 
+from tilebc.interp import run as interp_run
+
 CASE_MODULES = ("test_interp_fixtures", "test_interp_nn", "test_interp_linalg", "test_interp_features",
                 "test_interp_datamove", "test_interp_sci")
+
+
+def run(module, entry, grid, *args, **options):
+    """tilebc.interp.run with every `assume` checked: a case whose arguments break what its kernel
+    assumes (a shape not divisible as the signature says, say) fails here, as the GPU launcher
+    refuses it, instead of passing on the CPU alone."""
+    options.setdefault("check_assumptions", True)
+    return interp_run(module, entry, grid, *args, **options)
 
 
 def case_registry():

@@ -38,12 +38,14 @@ def _arrays(argument):
 class BothWays:
     """Stands in for `run` in the fixture cases: runs the launch one block at a time, restores
     the arrays, runs it again with batching allowed, and checks that memory, printed output,
-    raised errors and the kernels' results agree bit for bit."""
+    raised errors and the kernels' results agree bit for bit. Both runs check every `assume`."""
 
     def __init__(self):
         self.reports = []
 
     def __call__(self, module, entry, grid, *args, **options):
+        # every assume checked: a case whose arguments break what its kernel assumes fails here
+        options.setdefault("check_assumptions", True)
         arrays = _arrays(list(args))
         before = [a.copy() for a in arrays]
         stream = options.pop("print_stream", None)

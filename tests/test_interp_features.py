@@ -13,9 +13,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fixture_cases import case_registry, f64, cdiv
+from fixture_cases import case_registry, f64, cdiv, run
 from test_interp_fixtures import check, entry, module, versions
-from tilebc.interp import KernelAssertionError, UndefinedError, run
+from tilebc.interp import KernelAssertionError, UndefinedError
 from tilebc.interp import run as interp_run
 
 BF16 = ml_dtypes.bfloat16

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from fixture_cases import case_registry
+from fixture_cases import case_registry, run
 import tilebc
-from tilebc.interp import KernelAssertionError, run
+from tilebc.interp import KernelAssertionError
 
 MANIFEST = json.loads((ROOT / "fixtures" / "manifest.json").read_text())
 _MODULES = {}

@@ -10,9 +10,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fixture_cases import case_registry, f64
+from fixture_cases import case_registry, f64, run
 from test_interp_fixtures import check, entry, module, versions
-from tilebc.interp import run
 
 BF16 = ml_dtypes.bfloat16
 RNG = np.random.default_rng(20240611)
@@ -346,10 +345,10 @@ def _rms_norm_persistent(mod):
     y = np.zeros_like(x)
     run(mod, entry(mod, 0), (2,), x, y, w, np.float32(1e-6))
     check(y, _rms_reference(x, w, 1e-6)[0], rtol=1e-2, atol=1e-2)
-    # entry 1: rows of 256 in tiles of 2 whole rows, 7 row tiles (the last ragged) over 3
-    # blocks, then over 8 (one block has no tile)
-    x, w = randn((13, 256), np.float16), randn(256, np.float16)
-    for blocks in (3, 8):
+    # entry 1 (contiguous arrays: rows a multiple of 16): rows of 256 in tiles of 2 whole rows,
+    # 8 row tiles over 3 blocks (3, 3, 2), then over 9 (one block has no tile)
+    x, w = randn((16, 256), np.float16), randn(256, np.float16)
+    for blocks in (3, 9):
         y = np.zeros_like(x)
         run(mod, entry(mod, 1), (blocks,), x, y, w, np.float32(1e-6))
         check(y, _rms_reference(x, w, 1e-6)[0], rtol=1e-2, atol=1e-2)

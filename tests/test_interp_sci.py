@@ -12,9 +12,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fixture_cases import case_registry, f64, cdiv
+from fixture_cases import case_registry, f64, cdiv, run
 from test_interp_fixtures import check, entry, module, versions
-from tilebc.interp import run
 
 BF16 = ml_dtypes.bfloat16
 RNG = np.random.default_rng(20240923)

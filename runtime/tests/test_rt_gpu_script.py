@@ -508,3 +508,51 @@ def test_scale_bench_variant_flag_names_jit_compile_options(capsys):
                                   ("jit", "tileiras", "empty"))
     assert "| empty µs | empty / tileiras | empty agreement |" in text
     assert "| gemm | 512 | 48.0 (47.0–49.0) | 1.20 | identical |" in text
+
+
+# -- scripts/gpu_prepare.py --------------------------------------------------------------------
+
+import gpu_prepare  # noqa: E402
+
+
+def test_gpu_prepare_lists_the_newest_file_of_every_fixture():
+    files = gpu_prepare.newest_fixture_files()
+    assert len(files) == len({f.parent for f in files}) == len(MANIFEST_NAMES)
+    for path in files:
+        versions = [p.stem.rsplit("-", 1)[1] for p in path.parent.glob("*.tilebc")]
+        newest = max(versions, key=lambda v: tuple(map(int, v.split("."))))
+        assert path.stem.endswith(f"-{newest}")
+
+
+def test_gpu_prepare_run_script_is_valid_bash_naming_every_step(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(gpu_prepare.run_script(".gpu"))
+    done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = script.read_text()
+    for step in ("scripts/gpu_checks.py --backends jit,jit@sm_80,tileiras",
+                 "bench_gpu_scale.py --threads", "bench_gpu_scale.py --gpu-only --tma",
+                 "run_cutile_python.py", "ctest", "launch_fixture", "gemm_fixture", "--fatbin"):
+        assert step in text, step
+    assert "TILEBC_TILEIRAS=$PWD/.gpu/tileiras" in text and "$OUT/log.txt" in text
+
+
+def test_gpu_prepare_tileiras_stand_in_prints_the_version_and_compiles_nothing(tmp_path):
+    from tilebc_runtime.launch import _tileiras_version, tool_path
+    if tool_path("tileiras") is None:
+        pytest.skip("tileiras is not installed")
+    stand_in = tmp_path / "tileiras"
+    gpu_prepare.write_tileiras_stand_in(stand_in)
+    assert _tileiras_version(str(stand_in)) == _tileiras_version(tool_path("tileiras"))
+    done = subprocess.run([str(stand_in), "--gpu-name=sm_90", "-o", "x.cubin", "x.tilebc"],
+                          capture_output=True, text=True)
+    assert done.returncode != 0
+
+
+def test_gpu_prepare_refuses_a_folder_outside_the_checkout_or_not_ignored(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        gpu_prepare.main([str(tmp_path / "out")])
+    assert "not inside the checkout" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        gpu_prepare.main([str(ROOT / "runtime")])
+    assert "is not ignored by git" in capsys.readouterr().err

@@ -12,11 +12,11 @@ the device tool carries it when asked to (`carry: [DIR]`). It receives:
   tileiras's version) and fails for anything else, so a cubin missing from the cache is reported
   as tileiras failing instead of being built by something else.
 - DIR/wheels: the runtime's dependencies that the GPU machine's image lacks (construct,
-  platformdirs, nvidia-nvfatbin), for its Python 3.12 on x86-64.
+  platformdirs), for its Python 3.12 on x86-64.
 - DIR/cases, with --cutile-python: NVIDIA's cutile-python kernels exported for the GPU step of
   conformance/run_cutile_python.py, with tileiras's cubins in DIR/cases/cache.
-- DIR/run.sh: the checks in one command, each step time-limited, the log and the tables under
-  $OUT: scripts/gpu_checks.py on our sm_90 and sm_80 code and tileiras's cubins, the two
+- DIR/run.sh: the checks in one command, each step time-limited, the log, the tables and the
+  C++ build's log under $OUT, exit status 1 when a step failed: scripts/gpu_checks.py on our sm_90 and sm_80 code and tileiras's cubins, the two
   GPU-filling benchmarks, the cutile-python GPU step, and the C++ loader's build, tests and
   examples (a launch through a cache miss and a hit, the TMA GEMM from bytecode and from an AOT
   fatbin, each checked against its CPU reference).
@@ -38,8 +38,9 @@ for _path in (ROOT, ROOT / "runtime"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-# what the GPU image lacks of the runtime's dependencies (seen on its H100 and H200 machines)
-MISSING_ON_GPU_MACHINE = ("construct", "platformdirs", "nvidia-nvfatbin")
+# what the GPU image lacks of the runtime's dependencies (seen on its H100 and H200 machines; its
+# CUDA toolkit brings nvJitLink and nvfatbin)
+MISSING_ON_GPU_MACHINE = ("construct", "platformdirs")
 WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
                    "manylinux2014_x86_64", "manylinux1_x86_64")
 
@@ -62,10 +63,11 @@ def _compile_with_tileiras(path: Path) -> list[tuple[str, str, str]]:
     import tilebc
     import tilebc_runtime
     module = tilebc.load(path)
+    loaded = tilebc_runtime.load(str(path), backend="tileiras")  # keyed by the file's bytes, as the checks load it
     done = []
     for function in module.functions:
         try:
-            tilebc_runtime.load(module, backend="tileiras")[function.name].compile("sm_90")
+            loaded[function.name].compile("sm_90")
             done.append((path.name, function.name, "ok"))
         except tilebc.TilebcError as error:  # tileiras refuses some types on sm_90
             done.append((path.name, function.name, str(error).splitlines()[0][:160]))
@@ -107,48 +109,57 @@ def download_wheels(folder: Path) -> None:
 
 
 def run_script(folder: str) -> str:
-    """The GPU machine's command: one step after another, each under `timeout`, all output
-    teed to $OUT/log.txt and the tables written under $OUT."""
+    """The GPU machine's command: one step after another, each under `timeout` (about 6 minutes
+    in all on an H100; the device tool allows 10 a command), all output teed to $OUT/log.txt, the
+    tables and the C++ build's log written under $OUT. Exits 1 when any step failed."""
     d = shlex.quote(folder)
     return f"""#!/bin/bash
 # Made by scripts/gpu_prepare.py. Run from the checkout's root on the GPU machine: bash {d}/run.sh
+set -o pipefail
 export PYTHONUNBUFFERED=1
 OUT=${{OUT:-/tmp/gpu-out}}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
-    --target /tmp/tilebc-site {d}/wheels/*.whl || exit 3
+if compgen -G "{d}/wheels/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
+        --target /tmp/tilebc-site {d}/wheels/*.whl || exit 3
+fi
 export PYTHONPATH=/tmp/tilebc-site:$PWD:$PWD/runtime
 export TILEBC_TILEIRAS=$PWD/{d}/tileiras TILEBC_CACHE_DIR=$PWD/{d}/cache
+failed=0
 step() {{ echo "=== $1 $(date +%T)"; }}
+check() {{ "$@" || {{ echo "FAILED ($?): $*"; failed=1; }}; }}
 {{
-step machine; nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader
+step machine; timeout 20 nvidia-smi -L; timeout 20 nvidia-smi --query-gpu=driver_version --format=csv,noheader
 step fixtures
-timeout 240 python3 scripts/gpu_checks.py --backends jit,jit@sm_80,tileiras --no-bench \\
-    --arrays torch --math-inputs 131072 --budget 230
+check timeout 200 python3 scripts/gpu_checks.py --backends jit,jit@sm_80,tileiras --no-bench \\
+    --arrays torch --math-inputs 131072 --budget 190
 step gpu-filling
-timeout 90 python3 benchmarks/bench_gpu_scale.py --threads 32,64,128,256 --arrays torch \\
+check timeout 80 python3 benchmarks/bench_gpu_scale.py --threads 32,64,128,256 --arrays torch \\
     --results "$OUT/gpu_scale.md"
-timeout 70 python3 benchmarks/bench_gpu_scale.py --gpu-only --tma --arrays torch \\
+check timeout 60 python3 benchmarks/bench_gpu_scale.py --gpu-only --tma --arrays torch \\
     --results "$OUT/gpu_only.md"
 if [ -d {d}/cases ]; then
     step cutile-python
-    TILEBC_CACHE_DIR=$PWD/{d}/cases/cache timeout 130 python3 conformance/run_cutile_python.py \\
+    check env TILEBC_CACHE_DIR=$PWD/{d}/cases/cache timeout 110 python3 conformance/run_cutile_python.py \\
         --gpu {d}/cases --rounds 3 --timed aligned --results "$OUT/cutile-python-gpu.md"
 fi
 step c++
 export TILEBC_CACHE_DIR=/tmp/tilebc-cpp-cache TILEBC_PYTHON=python3
+rm -rf "$TILEBC_CACHE_DIR"  # the first launch must be a miss, also on a machine still warm
 B=/tmp/tilebc-cpp; G=fixtures/bytecode/la_gemm_aligned_tile/la_gemm_aligned_tile-13.5.tilebc
 E=fixtures/bytecode/elementwise_f32/elementwise_f32-13.5.tilebc
-timeout 150 bash -c "cmake -S runtime/cpp -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null \\
-    && cmake --build $B >/dev/null" && echo built
-(cd $B && timeout 60 ctest --output-on-failure 2>&1 | tail -3)
-for pass in miss hit; do  # the cache is empty at first: the loader runs `tilebc compile`
-    $B/launch_fixture $E float_math_Kt1_A1f32_1l0_A1f32_1l0_A1f32_1l0_I64 4096 | tail -1
-    echo "launch_fixture ($pass): exit ${{PIPESTATUS[0]}}"; done
+check timeout 100 bash -c "cmake -S runtime/cpp -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release \\
+    && cmake --build $B" > "$OUT/cmake.log" 2>&1 && echo built
+check timeout 30 ctest --test-dir $B --output-on-failure
+for pass in miss hit; do  # the loader runs `tilebc compile` on the miss
+    check timeout 30 $B/launch_fixture $E float_math_Kt1_A1f32_1l0_A1f32_1l0_A1f32_1l0_I64 4096
+done
 for size in "512 512 512" "208 400 80" "2048 2048 2048" "128 256 0"; do
-    $B/gemm_fixture $G $size; done
-python3 -m tilebc_runtime.cli compile $G --fatbin --arch sm_80,sm_90 -o /tmp/gemm.fatbin \\
-    && for size in "512 512 512" "2048 2048 2048" "208 400 80"; do $B/gemm_fixture /tmp/gemm.fatbin $size; done
+    check timeout 30 $B/gemm_fixture $G $size; done
+check timeout 30 python3 -m tilebc_runtime.cli compile $G --fatbin --arch sm_80,sm_90 -o /tmp/gemm.fatbin
+for size in "512 512 512" "2048 2048 2048" "208 400 80"; do
+    check timeout 30 $B/gemm_fixture /tmp/gemm.fatbin $size; done
 step end
+exit $failed
 }} 2>&1 | tee "$OUT/log.txt"
 """
 
@@ -166,7 +177,9 @@ def main(argv=None) -> int:
     except ValueError:
         parser.error(f"{args.folder} is not inside the checkout {ROOT}")
     existed = folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)  # a pattern with a trailing / matches folders only
+    if not folder.parent.is_dir():
+        parser.error(f"{folder.parent} does not exist")
+    folder.mkdir(exist_ok=True)  # a pattern with a trailing / matches folders only
     ignored = subprocess.run(["git", "check-ignore", "-q", str(relative)], cwd=ROOT).returncode == 0
     if not ignored:
         if not existed:

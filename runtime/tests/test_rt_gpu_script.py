@@ -549,6 +549,38 @@ def test_gpu_prepare_tileiras_stand_in_prints_the_version_and_compiles_nothing(t
     assert done.returncode != 0
 
 
+def test_gpu_prepare_without_wheels_writes_a_run_script_that_installs_none(monkeypatch, capsys):
+    """main's whole path with the slow parts stood in for: an ignored folder of the checkout gets
+    the tileiras stand-in and run.sh; without --no-wheels it would also get the wheels."""
+    from tilebc_runtime.launch import tool_path
+    if tool_path("tileiras") is None:
+        pytest.skip("tileiras is not installed")
+    if subprocess.run(["git", "rev-parse"], cwd=ROOT, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    build = ROOT / "build"  # ignored by the checkout's .gitignore
+    made_build = not build.exists()
+    folder = build / f"gpu-prepare-test-{os.getpid()}"
+    build.mkdir(exist_ok=True)
+    filled = []
+    monkeypatch.setattr(gpu_prepare, "fill_tileiras_cache",
+                        lambda cache, workers=2: filled.append(cache) or (0, []))
+    monkeypatch.setattr(gpu_prepare, "download_wheels", lambda folder: pytest.fail("downloaded"))
+    try:
+        assert gpu_prepare.main([str(folder), "--no-wheels"]) == 0
+        assert filled == [folder / "cache"]
+        assert "ready in" in capsys.readouterr().out
+        assert (folder / "tileiras").stat().st_mode & 0o111
+        done = subprocess.run(["bash", "-n", str(folder / "run.sh")], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        relative = folder.relative_to(ROOT)
+        script = (folder / "run.sh").read_text()
+        assert f'compgen -G "{relative}/wheels/*.whl"' in script  # installs only wheels it has
+        assert f"TILEBC_TILEIRAS=$PWD/{relative}/tileiras" in script
+    finally:
+        import shutil
+        shutil.rmtree(build if made_build else folder, ignore_errors=True)
+
+
 def test_gpu_prepare_refuses_a_folder_outside_the_checkout_or_not_ignored(tmp_path, capsys):
     with pytest.raises(SystemExit):
         gpu_prepare.main([str(tmp_path / "out")])

@@ -22,6 +22,7 @@ import gpu_checks  # noqa: E402
 from tilebc.interp import run as interp_run  # noqa: E402
 from tilebc_runtime.args import LaunchError  # noqa: E402
 
+FIXTURES_ROOT = ROOT / "fixtures" / "bytecode"
 MANIFEST_NAMES = sorted(gpu_checks.fixture_cases().MANIFEST["fixtures"])
 
 
@@ -588,3 +589,38 @@ def test_gpu_prepare_refuses_a_folder_outside_the_checkout_or_not_ignored(tmp_pa
     with pytest.raises(SystemExit):
         gpu_prepare.main([str(ROOT / "runtime")])
     assert "is not ignored by git" in capsys.readouterr().err
+
+
+# -- scripts/gpu_verified.py -------------------------------------------------------------------
+
+import gpu_verified  # noqa: E402
+
+
+def test_gpu_verified_digest_ignores_comments_and_sees_code():
+    ptx = "// a note\n.version 8.0\n  // kernel.py:3:1\n  add.s32 %r1, %r2, %r3;\n"
+    same = ".version 8.0\n  // kernel.py:9:9\n  add.s32 %r1, %r2, %r3;\n// other\n"
+    assert gpu_verified.ptx_digest(ptx) == gpu_verified.ptx_digest(same)
+    assert gpu_verified.ptx_digest(ptx) != gpu_verified.ptx_digest(ptx.replace("%r3", "%r4"))
+    assert gpu_verified.changed({"a": "1", "b": "2"}, {"a": "1", "b": "3", "c": "4"}) == ["b", "c"]
+
+
+def test_gpu_verified_digests_every_entry_for_both_archs_the_same_way_twice():
+    import tilebc
+    path = FIXTURES_ROOT / "nn_attention_gqa" / "nn_attention_gqa-13.5.tilebc"
+    first = gpu_verified._digests_of(path)
+    entries = [f.name for f in tilebc.load(path).functions]
+    assert sorted(first) == sorted(f"nn_attention_gqa:{e}@{a}" for e in entries
+                                   for a in gpu_verified.ARCHS)
+    assert all(len(d) == 16 and not d.startswith("refused") for d in first.values())
+    assert gpu_verified._digests_of(path) == first
+
+
+def test_gpu_verified_record_names_what_checked_it_and_only_fixture_kernels():
+    import json
+    record = json.loads(gpu_verified.RECORD.read_text())
+    assert record["checked"] and record["date"] and record["archs"] == list(gpu_verified.ARCHS)
+    fixtures = {p.name for p in FIXTURES_ROOT.iterdir() if p.is_dir()}
+    for key, digest in record["digests"].items():
+        name, rest = key.split(":", 1)
+        assert name in fixtures and rest.rsplit("@", 1)[1] in gpu_verified.ARCHS, key
+        assert len(digest) == 16 or digest.startswith("refused: "), key

@@ -533,3 +533,42 @@ def test_raw_launch_points_the_driver_at_each_parameter_in_order(monkeypatch):
     assert dims == (3, 2, 1, 128, 4096)
     assert pointer == np.uint64(BASE).tobytes() and scalar == np.int32(-5).tobytes()
     assert table == bytes(blob)
+
+
+# -- the emulator refuses what the launcher refuses ---------------------------------------------
+
+PERSISTENT = Path(__file__).resolve().parents[2] / "fixtures" / "bytecode" / \
+    "nn_rms_norm_persistent" / "nn_rms_norm_persistent-13.5.tilebc"
+
+
+@pytest.mark.parametrize("rows,pitch,refusal", [
+    (13, 256, "argument 0 (array<?x?xf16, index i32>) shape[0] = 13 must be divisible by 16 "
+              "(the kernel assumes div_by<16>)"),
+    (16, 264, "argument 0 (array<?x?xf16, index i32>) stride[0] = 264 must be divisible by 16 "
+              "(the kernel assumes div_by<16>)"),
+    (16, 272, None)])
+def test_the_emulator_refuses_the_launches_the_gpu_launcher_refuses_in_its_words(
+        fake_driver, rows, pitch, refusal):
+    """nn_rms_norm_persistent's whole-row entry assumes arrays whose two sizes and row stride
+    are multiples of 16. The same arguments go to the GPU launcher (fake driver, device arrays)
+    and to the emulator (numpy arrays, strided alike): both refuse in the same words, or both
+    take them."""
+    from tilebc_runtime import sim
+    module = tilebc.load(PERSISTENT)
+    entry = module.functions[1].name
+    kernel = launch.load(PERSISTENT)[entry]
+    x, y = (np.zeros((rows, pitch), np.float16)[:, :256] for _ in range(2))
+    weight = np.zeros(256, np.float16)
+    device = [FakeDLPack(BASE, (rows, 256), "float16", strides=(pitch, 1)),
+              FakeDLPack(BASE + 2 ** 20, (rows, 256), "float16", strides=(pitch, 1)),
+              FakeDLPack(BASE + 2 ** 21, (256,), "float16")]
+    said = []
+    for run in (lambda: kernel.bind((2,), *device, np.float32(1e-6)),
+                lambda: sim.run(module, entry, (2,), x, y, weight, np.float32(1e-6),
+                                arch="sm_90")):
+        try:
+            run()
+            said.append(None)
+        except launch.ArgumentError as error:
+            said.append(str(error))
+    assert said == [None if refusal is None else f"{entry}: {refusal}"] * 2

@@ -823,7 +823,8 @@ def test_accumulator_stores_pairs_as_vectors(arch):
     b = RNG.uniform(-1, 1, (k, cols)).astype(np.float16)
     c = RNG.uniform(-1, 1, (rows, pitch)).astype(np.float32)[:, :cols]
     grid = (-(-rows // m), -(-cols // n))
-    expected, actual = c.copy(), c.copy()
+    expected, actual = (np.zeros((rows, pitch), np.float32)[:, :cols] for _ in range(2))
+    expected[...], actual[...] = c, c  # strided like c (a copy would be contiguous: pitch 50)
     interpret(module, "k", grid, a, b, expected)
     sim.run(module, "k", grid, a, b, actual, arch=arch, threads=128)
     exact = a.astype(np.float64) @ b.astype(np.float64) + c

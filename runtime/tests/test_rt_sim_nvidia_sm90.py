@@ -183,15 +183,16 @@ def test_tileiras_tma_gemm_on_emulator_matches_numpy(name, ptx_cache):
     check_tma_gemm(name, ptx_cache)
 
 
-def tma_array(dtype: str, rank: int):
+def tma_array(dtype: str, rank: int, shape_divisible_by=16):
     """An array parameter as cuTile specialises an aligned, row-major tensor (TMA-eligible):
-    unit inner stride, shapes, outer strides and base divisible by 16."""
+    unit inner stride, outer strides and base divisible by 16, shapes divisible by
+    `shape_divisible_by` (one number for every dimension, or one per dimension)."""
     ct = pytest.importorskip("cuda.tile")
     compilation = pytest.importorskip("cuda.tile.compilation")
     return compilation.ArrayConstraint(
         getattr(ct, dtype), rank, index_dtype=ct.int32, stride_lower_bound_incl=0,
         alias_groups=(), may_alias_internally=False, shape_constant=(None,) * rank,
-        stride_constant=(None,) * (rank - 1) + (1,), shape_divisible_by=16,
+        stride_constant=(None,) * (rank - 1) + (1,), shape_divisible_by=shape_divisible_by,
         stride_divisible_by=(16,) * (rank - 1) + (1,), base_addr_divisible_by=16)
 
 
@@ -225,7 +226,8 @@ def persistent_bmm_bytecode():
             ct.store(C, index=(batch, 0, 0),
                      tile=ct.reshape(ct.astype(acc, C.dtype), (1, TM, TN)))
 
-    return exported(bmm_at, [tma_array("bfloat16", 3)] * 3 + [64, 64, 32])
+    # the batch count (2 in the test) is no multiple of 16, as cuTile would see it
+    return exported(bmm_at, [tma_array("bfloat16", 3, (1, 16, 16))] * 3 + [64, 64, 32])
 
 
 def test_tileiras_copies_of_in_flight_accumulators_see_their_results(ptx_cache):

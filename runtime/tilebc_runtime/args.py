@@ -544,13 +544,12 @@ def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
     for position, (param, arg) in enumerate(zip(signature.params, args)):
         what = f"{signature.entry}: argument {position} ({param.describe()})"
         views: List[Tuple[str, ArrayView]] = []
+        roles = slot_roles(param)
         if isinstance(param, ArrayParam):
             view = _checked_view(arg, what, param.element, param.rank, device_id, dlpack_stream,
                                  pointer_device)
             _check_static_layout(param, view, what)
             values = [view.ptr, *view.shape, *view.strides]
-            roles = ["base address"] + [f"shape[{d}]" for d in range(param.rank)] + \
-                    [f"stride[{d}]" for d in range(param.rank)]
             views.append((str(position), view))
         elif isinstance(param, ListParam):
             table, views = _list_table(param, arg, what, position, device_id, dlpack_stream,
@@ -560,7 +559,7 @@ def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
                     raise ArgumentError(f"{what}: a list argument needs a device to hold its "
                                         "table")
                 tables.append((len(packed.values), param.table, table, f"{what} table address"))
-            values, roles = [0, len(views)], ["table address", "length"]
+            values = [0, len(views)]
         elif isinstance(param, PointerParam):
             if is_array_like(arg):
                 view = _checked_view(arg, what, param.element, None, device_id, dlpack_stream,
@@ -572,9 +571,8 @@ def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
             else:
                 raise ArgumentError(f"{what}: expected an array or an integer address, got "
                                     f"{type(arg).__name__}")
-            roles = ["address"]
         else:
-            values, roles = [arg], ["value"]
+            values = [arg]
         for slot, value, role in zip(param.slots, values, roles):
             # Shapes and strides are signed index values; a plain scalar parameter is signless.
             signed = role.startswith(("shape", "stride"))
@@ -589,6 +587,56 @@ def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
         packed.keep_alive.extend((table, owner))
         packed.values[index] = _scalar(slot, address, what)
     return packed
+
+
+def slot_roles(param: Param) -> List[str]:
+    """What each flat parameter of `param` holds, as the launch errors name it."""
+    if isinstance(param, ArrayParam):
+        return (["base address"] + [f"shape[{d}]" for d in range(param.rank)]
+                + [f"stride[{d}]" for d in range(param.rank)])
+    if isinstance(param, ListParam):
+        return ["table address", "length"]
+    if isinstance(param, PointerParam):
+        return ["address"]
+    return ["value"]
+
+
+def check_host_arguments(signature: Signature, args: Sequence[Any]) -> None:
+    """What a launch checks of the arguments' values, for host (numpy) arguments that a launcher
+    binds itself (the emulator), so that it refuses the launches the GPU launcher refuses, with
+    the same words (ArgumentError): the `assume` facts on scalars and on arrays' shapes and
+    strides (in elements, as the caller's array has them), and the static shapes and strides a
+    view was compiled for. Base addresses are the binder's own, so their facts are not checked;
+    neither are arguments that do not map one to one onto the signature's parameters."""
+    import numpy as np
+    if len(args) != len(signature.params):
+        return
+    for position, (param, arg) in enumerate(zip(signature.params, args)):
+        what = f"{signature.entry}: argument {position} ({param.describe()})"
+        if isinstance(param, ArrayParam) and isinstance(arg, np.ndarray) and arg.ndim == param.rank:
+            shape = [int(n) for n in arg.shape]
+            strides = [int(step) // arg.itemsize for step in arg.strides]
+            _check_static_layout(param, _HostLayout(shape, strides), what)
+            numbers: List[Optional[int]] = [None, *shape, *strides]
+        elif isinstance(param, ScalarParam) and isinstance(arg, (int, np.integer)) \
+                and not isinstance(arg, (bool, np.bool_)):
+            numbers = [int(arg)]
+        else:
+            continue
+        for slot, role, number in zip(param.slots, slot_roles(param), numbers):
+            for fact in slot.facts if number is not None else ():
+                problem = fact.violated_by(number)
+                if problem:
+                    label = what if role == "value" else f"{what} {role}"
+                    raise ArgumentError(f"{label} = {number} {problem}")
+
+
+@dataclass(frozen=True)
+class _HostLayout:
+    """The shape and strides (elements) of a host array, for _check_static_layout."""
+
+    shape: List[int]
+    strides: List[int]
 
 
 def _array_rank(obj: Any) -> Optional[int]:
@@ -693,6 +741,8 @@ def _check_static_layout(param: ArrayParam, view: ArrayView, what: str) -> None:
         if static is not None and static != actual:
             raise ArgumentError(f"{what}: shape[{dim}] is {actual}, the kernel was compiled for "
                                 f"{static}")
+    if 0 in view.shape:
+        return  # no element: its strides address nothing (numpy may give such an array 0 strides)
     for dim, (static, actual) in enumerate(zip(param.static_strides, view.strides)):
         if static is not None and static != actual and view.shape[dim] > 1:
             raise ArgumentError(f"{what}: stride[{dim}] is {actual} elements, the kernel was "

@@ -16,6 +16,7 @@ from tilebc.interp.api import Binder as _Binder, find_entry
 from tilebc.interp.machine import Machine, Options, flatten_grid
 from tilebc.ir.module import Module
 
+from ..args import check_host_arguments, infer_signature
 from ..compiler import compile as jit_compile, load_module
 from .machine import KernelImage, emulate, load_kernel
 
@@ -109,5 +110,7 @@ def bind_arguments(module: Module, function, args, check_memory: bool = True,
                             f"arguments filled {binder.position}")
     if check_memory and not allow_aliasing:
         binder.check_overlaps()
+    # what the GPU launcher refuses, the emulator refuses too
+    check_host_arguments(infer_signature(function), args)
     binder.keep = keep  # host buffers the bound values point into stay alive with the binder
     return machine, binder

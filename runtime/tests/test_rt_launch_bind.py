@@ -572,3 +572,38 @@ def test_the_emulator_refuses_the_launches_the_gpu_launcher_refuses_in_its_words
         except launch.ArgumentError as error:
             said.append(str(error))
     assert said == [None if refusal is None else f"{entry}: {refusal}"] * 2
+
+
+def test_the_emulator_checks_an_argument_only_against_the_parameter_it_fills():
+    """An array fills a pointer, a size and a stride; a Pointer fills one slot. Passed as a
+    Pointer plus two integers for the first array and an array for the second pointer (the
+    interpreter's calling convention allows it), no argument lines up with a parameter of the
+    launch signature, so none is held to another's facts: the stride 1 is not the div_by<16>
+    size it sits beside in the signature."""
+    from tilebc.interp.api import Pointer
+    from tilebc.text import parse_module
+    from tilebc_runtime import sim
+    view, tile = "tensor_view<?xf32, strides=[?]>", "tile<16xf32>"
+    unit = "tensor_view<?xf32, strides=[1]>"
+    part, unit_part = (f"partition_view<tile=(16), {v}>" for v in (view, unit))
+    module = parse_module(f"""
+entry @k(%q: tile<ptr<f32>>, %qn: tile<i32>, %qs: tile<i32>, %p: tile<ptr<f32>>, %pn: tile<i32>, %ps: tile<i32>) {{
+  %t0 = make_token : token
+  %z = constant <i32: 0> : tile<i32>
+  %pn_d = assume div_by<16>, %pn : tile<i32>
+  %vq = make_tensor_view %q, shape = [%qn], strides = [%qs] : tile<i32> -> {view}
+  %vp = make_tensor_view %p, shape = [%pn_d], strides = [1] : tile<i32> -> {unit}
+  %a = make_partition_view %vq : {part}
+  %b = make_partition_view %vp : {unit_part}
+  %x, %t1 = load_view_tko weak %a[%z] token = %t0 : {part}, tile<i32> -> {tile}, token
+  %t2 = store_view_tko weak %x, %b[%z] token = %t1 : {tile}, {unit_part}, tile<i32> -> token
+  return
+}}
+""", "k.mlir")
+    module.version = tilebc.Version(13, 5)
+    source, out = np.arange(16, dtype=np.float32), np.zeros(16, np.float32)
+    sim.run(module, "k", (1,), Pointer(source), np.int32(16), np.int32(1), out, arch="sm_90")
+    np.testing.assert_array_equal(out, source)
+    with pytest.raises(launch.ArgumentError, match=r"argument 1 \(array<\?xf32, index i32>\) "
+                                                    r"shape\[0\] = 8 must be divisible by 16"):
+        sim.run(module, "k", (1,), source, np.zeros(8, np.float32), arch="sm_90")

@@ -823,14 +823,18 @@ def test_accumulator_stores_pairs_as_vectors(arch):
     b = RNG.uniform(-1, 1, (k, cols)).astype(np.float16)
     c = RNG.uniform(-1, 1, (rows, pitch)).astype(np.float32)[:, :cols]
     grid = (-(-rows // m), -(-cols // n))
-    expected, actual = (np.zeros((rows, pitch), np.float32)[:, :cols] for _ in range(2))
-    expected[...], actual[...] = c, c  # strided like c (a copy would be contiguous: pitch 50)
+    # strided like c (a copy would be contiguous: pitch 50); the padding columns NaN, which no
+    # store may touch
+    padded = [np.full((rows, pitch), np.nan, np.float32) for _ in range(2)]
+    expected, actual = (whole[:, :cols] for whole in padded)
+    expected[...], actual[...] = c, c
     interpret(module, "k", grid, a, b, expected)
     sim.run(module, "k", grid, a, b, actual, arch=arch, threads=128)
     exact = a.astype(np.float64) @ b.astype(np.float64) + c
     bound = (k + 1) * 2.0 ** -24 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
                                     + np.abs(c))
     assert np.all(np.abs(actual - exact) <= bound) and np.all(np.abs(expected - exact) <= bound)
+    assert all(np.isnan(whole[:, cols:]).all() for whole in padded)
 
 
 def test_copies_of_an_accumulator_are_stored_once():

@@ -18,9 +18,8 @@ TYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8}
 
 def _kernel(element: str, shape, permutation, aligned: bool = False) -> str:
     """x (shape) permuted into y. `aligned`: cuTile's facts for contiguous 16-byte-aligned arrays
-    (`assume div_by<16>` on the pointers, on those of the last two sizes that are multiples of
-    16, and on the outer strides; a static unit last stride), which let the JIT load and store
-    with vectors."""
+    (`assume div_by<16>` on the pointers, on the sizes that are multiples of 16 and on the outer
+    strides; a static unit last stride), which let the JIT load and store with vectors."""
     rank = len(shape)
     out_shape = [shape[p] for p in permutation]
     last = rank - 1 if aligned else rank
@@ -42,8 +41,8 @@ def _kernel(element: str, shape, permutation, aligned: bool = False) -> str:
 
     def view(pointer, args, result, sizes_of):
         base = fact(pointer, f"ptr<{element}>")
-        sizes = [fact(f"{args}{k}", "i32") if k >= rank - 2 and sizes_of[k] % 16 == 0
-                 else f"%{args}{k}" for k in range(rank)]
+        sizes = [fact(f"{args}{k}", "i32") if sizes_of[k] % 16 == 0 else f"%{args}{k}"
+                 for k in range(rank)]
         strides = [fact(f"{args}{rank + k}", "i32") for k in range(last)] + ["1"] * (rank - last)
         lines.append(f"  %{result} = make_tensor_view {base}, shape = [{', '.join(sizes)}], "
                      f"strides = [{', '.join(strides)}] : tile<i32> -> {tensor}")

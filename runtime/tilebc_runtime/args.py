@@ -601,30 +601,33 @@ def slot_roles(param: Param) -> List[str]:
     return ["value"]
 
 
-def check_host_arguments(signature: Signature, args: Sequence[Any]) -> None:
+def check_host_arguments(signature: Signature, bound: Sequence[Tuple[int, Any]]) -> None:
     """What a launch checks of the arguments' values, for host (numpy) arguments that a launcher
     binds itself (the emulator), so that it refuses the launches the GPU launcher refuses, with
-    the same words (ArgumentError): the `assume` facts on scalars and on arrays' shapes and
-    strides (in elements, as the caller's array has them), and the static shapes and strides a
-    view was compiled for. Base addresses are the binder's own, so their facts are not checked;
-    neither are arguments that do not map one to one onto the signature's parameters."""
+    the same words (ArgumentError): the `assume` facts on scalars and on arrays' base addresses,
+    shapes and strides (in elements), as the caller's arrays have them, and the static shapes and
+    strides a view was compiled for. `bound` pairs each argument with the first flat parameter it
+    filled; one that does not fill exactly one parameter of the signature is not checked."""
     import numpy as np
-    if len(args) != len(signature.params):
-        return
-    for position, (param, arg) in enumerate(zip(signature.params, args)):
+    params = {param.slots[0].index: (position, param)
+              for position, param in enumerate(signature.params)}
+    for first, arg in bound:
+        if first not in params:
+            continue
+        position, param = params[first]
         what = f"{signature.entry}: argument {position} ({param.describe()})"
         if isinstance(param, ArrayParam) and isinstance(arg, np.ndarray) and arg.ndim == param.rank:
             shape = [int(n) for n in arg.shape]
             strides = [int(step) // arg.itemsize for step in arg.strides]
             _check_static_layout(param, _HostLayout(shape, strides), what)
-            numbers: List[Optional[int]] = [None, *shape, *strides]
+            numbers: List[Optional[int]] = [int(arg.ctypes.data), *shape, *strides]
         elif isinstance(param, ScalarParam) and isinstance(arg, (int, np.integer)) \
                 and not isinstance(arg, (bool, np.bool_)):
             numbers = [int(arg)]
         else:
             continue
         for slot, role, number in zip(param.slots, slot_roles(param), numbers):
-            for fact in slot.facts if number is not None else ():
+            for fact in slot.facts:
                 problem = fact.violated_by(number)
                 if problem:
                     label = what if role == "value" else f"{what} {role}"

@@ -102,15 +102,17 @@ def bind_arguments(module: Module, function, args, check_memory: bool = True,
     machine = Machine(module, Options(check_memory=check_memory))
     binder = _Binder(function, machine.memory, uninitialized)
     keep: list = []
+    bound = []  # (first flat parameter, argument)
     for index, argument in enumerate(args):
+        bound.append((binder.position, argument))
         binder.bind(argument, f"argument {index}", index, keep)
     if binder.position != len(binder.params):
         from tilebc.interp.errors import ArgumentError
         raise ArgumentError(f"entry {function.name} takes {len(binder.params)} parameters; the "
                             f"arguments filled {binder.position}")
+    # what the GPU launcher refuses, the emulator refuses too (overlaps last, as it does)
+    check_host_arguments(infer_signature(function), bound)
     if check_memory and not allow_aliasing:
         binder.check_overlaps()
-    # what the GPU launcher refuses, the emulator refuses too
-    check_host_arguments(infer_signature(function), args)
     binder.keep = keep  # host buffers the bound values point into stay alive with the binder
     return machine, binder

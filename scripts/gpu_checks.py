@@ -216,11 +216,8 @@ def _interp_pass(cases, name: str, module, seed: int) -> Tuple[_CheckLog, Option
         if problem:
             log.problems.append(f"check {len(log.arrays)} vs reference: {problem}")
 
-    from functools import partial
-    from tilebc.interp import run as interp_run
-    # every assume checked, as the CPU suite runs the cases
-    with _patched_case_module(cases, partial(interp_run, check_assumptions=True), recording_check,
-                              seed):
+    from fixture_cases import run as run_case  # every assume checked, as the CPU suite runs them
+    with _patched_case_module(cases, run_case, recording_check, seed):
         try:
             cases.CASES[name](module)
         except (Exception, _pytest_failed()) as error:  # a plain assert in the case, or the interpreter failing

@@ -25,6 +25,7 @@ the device tool carries it when asked to (`carry: [DIR]`). It receives:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -46,14 +47,15 @@ WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_
 
 
 def newest_fixture_files(root: Path = ROOT) -> list[Path]:
-    """The newest bytecode version of every fixture."""
-    def version(path: Path) -> tuple[int, ...]:
-        return tuple(int(part) for part in path.stem.rsplit("-", 1)[1].split("."))
+    """The newest bytecode file of every fixture, from fixtures/manifest.json."""
+    manifest = json.loads((root / "fixtures" / "manifest.json").read_text())
     newest = []
-    for folder in sorted((root / "fixtures" / "bytecode").iterdir()):
-        files = sorted(folder.glob("*.tilebc"), key=version) if folder.is_dir() else []
+    for name, record in sorted(manifest["fixtures"].items()):
+        files = {version: entry["file"] for version, entry in record["versions"].items()
+                 if "file" in entry}
         if files:
-            newest.append(files[-1])
+            latest = max(files, key=lambda version: tuple(map(int, version.split("."))))
+            newest.append(root / "fixtures" / files[latest])
     return newest
 
 
@@ -62,10 +64,9 @@ def _compile_with_tileiras(path: Path) -> list[tuple[str, str, str]]:
     cache TILEBC_CACHE_DIR names."""
     import tilebc
     import tilebc_runtime
-    module = tilebc.load(path)
     loaded = tilebc_runtime.load(str(path), backend="tileiras")  # keyed by the file's bytes, as the checks load it
     done = []
-    for function in module.functions:
+    for function in loaded.module.functions:
         try:
             loaded[function.name].compile("sm_90")
             done.append((path.name, function.name, "ok"))

@@ -9,7 +9,7 @@ import importlib
 
 import test_interp_fixtures as fixtures
 import tilebc
-from fixture_cases import CASE_MODULES
+from fixture_cases import CASE_MODULES, run as run_case
 from tilebc.interp import ExecutionError, KernelAssertionError, MemoryCheckError, Pointer, api
 
 # Fixtures that must not run batched, and a word of the reason each gives.
@@ -38,21 +38,20 @@ def _arrays(argument):
 class BothWays:
     """Stands in for `run` in the fixture cases: runs the launch one block at a time, restores
     the arrays, runs it again with batching allowed, and checks that memory, printed output,
-    raised errors and the kernels' results agree bit for bit. Both runs check every `assume`."""
+    raised errors and the kernels' results agree bit for bit. Both runs check every `assume`
+    (fixture_cases.run)."""
 
     def __init__(self):
         self.reports = []
 
     def __call__(self, module, entry, grid, *args, **options):
-        # every assume checked: a case whose arguments break what its kernel assumes fails here
-        options.setdefault("check_assumptions", True)
         arrays = _arrays(list(args))
         before = [a.copy() for a in arrays]
         stream = options.pop("print_stream", None)
         sequential_text = io.StringIO()
         try:
-            api.run(module, entry, grid, *args, batch=False, print_stream=sequential_text,
-                    **options)
+            run_case(module, entry, grid, *args, batch=False, print_stream=sequential_text,
+                     **options)
             sequential_error = None
         except tilebc.TilebcError as error:
             sequential_error = error
@@ -62,7 +61,7 @@ class BothWays:
         batched_text = io.StringIO() if stream is None else stream
         start = batched_text.tell()
         try:
-            report = api.run(module, entry, grid, *args, print_stream=batched_text, **options)
+            report = run_case(module, entry, grid, *args, print_stream=batched_text, **options)
         except tilebc.TilebcError as error:
             assert sequential_error is not None, f"only the batched run raised {error}"
             assert type(error) is type(sequential_error) and str(error) == str(sequential_error)

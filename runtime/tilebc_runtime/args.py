@@ -576,8 +576,7 @@ def pack_arguments(signature: Signature, args: Sequence[Any], *, device_id: int,
         for slot, value, role in zip(param.slots, values, roles):
             # Shapes and strides are signed index values; a plain scalar parameter is signless.
             signed = role.startswith(("shape", "stride"))
-            packed.values.append(_scalar(slot, value, what if role == "value" else f"{what} {role}",
-                                         signed=signed))
+            packed.values.append(_scalar(slot, value, _slot_label(what, role), signed=signed))
         for label, view in views:
             hold(view, label)
     if not allow_overlap:
@@ -627,11 +626,7 @@ def check_host_arguments(signature: Signature, bound: Sequence[Tuple[int, Any]])
         else:
             continue
         for slot, role, number in zip(param.slots, slot_roles(param), numbers):
-            for fact in slot.facts:
-                problem = fact.violated_by(number)
-                if problem:
-                    label = what if role == "value" else f"{what} {role}"
-                    raise ArgumentError(f"{label} = {number} {problem}")
+            _check_facts(slot, number, _slot_label(what, role))
 
 
 @dataclass(frozen=True)
@@ -783,11 +778,20 @@ def _scalar(slot: Slot, value: Any, what: str, signed: bool = False):
         return packed
     else:
         raise ArgumentError(f"{what}: scalar parameters of type {element} are not supported")
+    _check_facts(slot, number, what)
+    return packed
+
+
+def _slot_label(what: str, role: str) -> str:
+    return what if role == "value" else f"{what} {role}"
+
+
+def _check_facts(slot: Slot, number: int, label: str) -> None:
+    """ArgumentError where `number` breaks one of the `assume` facts on its parameter."""
     for fact in slot.facts:
         problem = fact.violated_by(number)
         if problem:
-            raise ArgumentError(f"{what} = {number} {problem}")
-    return packed
+            raise ArgumentError(f"{label} = {number} {problem}")
 
 
 def _integer(value: Any, what: str, low: int, high: int) -> int:

@@ -245,15 +245,18 @@ def test_integer_mma_saturates_or_wraps(satfinite):
     assert (got == (2**31 - 1 if satfinite else total - 2**32)).all()
 
 
-def test_tf32_operand_bits_are_read_rounded_to_nearest_even():
+def test_tf32_operand_bits_are_read_with_the_low_13_dropped():
+    # what an H200 did with tileiras's code for f32 data in tf32 arrays (results/gpu.md)
     form = ("m16n8k8", "f32", "tf32", "tf32", "f32")
     A = np.zeros((16, 8), np.float32)
     B = np.zeros((8, 8), np.float32)
-    A[0, 0] = np.float32(1 + 2**-11 + 2**-20)  # above the tf32 halfway point: rounds up
-    A[1, 0] = np.float32(1 + 2**-11)           # a tie: to even (1.0)
+    A[0, 0] = np.float32(1 + 2**-11 + 2**-20)  # above the tf32 halfway point: still 1
+    A[1, 0] = np.float32(-(1 + 2**-10 + 2**-12))  # toward zero, not away
+    A[2, 0] = np.float32(1 + 2**-10)           # a tf32 value: kept
     B[0, :] = 1
     got = _run_mma(form, A, B, np.zeros((16, 8), np.float32))
-    assert got[0, 0] == np.float32(1 + 2**-10) and got[1, 0] == 1
+    assert got[0, 0] == 1 and got[1, 0] == np.float32(-(1 + 2**-10))
+    assert got[2, 0] == np.float32(1 + 2**-10)
 
 
 @pytest.mark.parametrize("instruction", [

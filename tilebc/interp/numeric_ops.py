@@ -333,6 +333,14 @@ def to_tf32(x) -> np.ndarray:
     return convert.float_to_float(np.asarray(x, dtype=np.float32), "f32", "tf32")
 
 
+def tf32_operand(x) -> np.ndarray:
+    """A tf32 mma operand as the tensor cores read it: the top 19 bits of its f32 pattern (the low
+    13 dropped, NaN and Inf patterns included). tileiras gives words loaded from a tf32 array to
+    mma unconverted, and on H100/H200 the product is that of the truncated values."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
+    return bits.view(np.float32)
+
+
 def cast_value(value, element):
     """A Python / numpy scalar converted to a 0-d tile of `element` (kernel scalar arguments)."""
     dtype = np_dtype(element)

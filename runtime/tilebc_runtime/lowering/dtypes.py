@@ -140,6 +140,15 @@ def from_f32(w, reg: str, element: ElementType, rounding: str = "rn") -> str:
     return out
 
 
+def tf32_operand(w, reg: str) -> str:
+    """`reg` (f32) as an mma reads a .tf32 operand: its low 13 bits dropped (one `and`)."""
+    bits, out = w.reg("b32"), w.reg("f32")
+    w(f"mov.b32 {bits}, {reg}")
+    w(f"and.b32 {bits}, {bits}, -8192")
+    w(f"mov.b32 {out}, {bits}")
+    return out
+
+
 # Integer increments that round the low 13 mantissa bits away (tf32 keeps 10 of f32's 23).
 _TF32_INCREMENT = {"rn": None, "rna": 0x1000, "rz": 0}
 

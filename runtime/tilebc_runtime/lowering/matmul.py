@@ -100,7 +100,7 @@ def _block_index(lw, kk, block: int) -> str:
 def _as_tf32(lw, tile: Tile) -> Tile:
     if tile.element.name != "tf32":
         return tile
-    return Tile(tile.type, [dtypes.round_tf32(lw.w, reg) for reg in tile.regs])
+    return Tile(tile.type, [dtypes.tf32_operand(lw.w, reg) for reg in tile.regs])
 
 
 def _matmul(lw, op, integer: bool, scaled: bool = False):
@@ -112,8 +112,8 @@ def _matmul(lw, op, integer: bool, scaled: bool = False):
     m, n = shape[-2], shape[-1]
     k_dim = lhs.type.shape[-1]
     # tf32 inputs are f32 registers that may carry more precision (a tile loaded from a tf32
-    # array holds the stored f32 bits): mma reads them rounded to tf32, nearest even, as the
-    # reference does (tilebc.interp widens tf32 operands through convert's f32 -> tf32)
+    # array holds the stored f32 bits): the tensor cores drop the low 13 bits, and the paths
+    # without them do the same (tilebc.interp's tf32_operand)
     lhs, rhs = (_as_tf32(lw, t) for t in (lhs, rhs))
     if not scaled and not integer and _register_blocked(lw, op, lhs, rhs, acc):
         return

@@ -23,10 +23,10 @@ register r sits at
 Numerics: float products of f16/bf16/tf32/fp8 values are exact in f64; their sum plus C is formed
 in f64 and rounded once to the accumulator type. The device sums in an unspecified order with
 unspecified intermediate rounding, so results agree with it to about K ulps, not bit for bit.
-A .tf32 operand register holding an f32 pattern that is not a tf32 value is read rounded to
-tf32, nearest even: the ISA leaves this open, tilebc's interpreter and lowering read tf32 arrays
-that way, and tileiras feeds such arrays to mma unconverted (matmul_bf16_tf32_f64); what a GPU
-does (rounding or dropping the low 13 bits) is not verified here. f64 mma is
+A .tf32 operand register holding an f32 pattern that is not a tf32 value is read with its low 13
+bits dropped: the ISA leaves this open; an H200 gave the truncated operands' product for
+tileiras's code, which feeds words loaded from tf32 arrays to mma unconverted (2026-11-28,
+benchmarks/results/gpu.md). f64 mma is
 computed exactly (products split with Dekker's method, then math.fsum) and rounded once. Integer
 mma is exact in int64; .satfinite clamps to the s32 range, without it the sum wraps. A warp only
 partly executing the instruction is undefined behaviour (.aligned) and reported.
@@ -100,7 +100,7 @@ def _elements(words: np.ndarray, ptype: str) -> list:
         return [np.asarray(words, np.float64)]
     words = np.asarray(words).astype(np.uint32)
     if ptype == "tf32":
-        return [_tf32_nearest_even(words)]
+        return [_tf32_top_bits(words)]
     bits = 32 // _pack(ptype)
     field = np.uint32((1 << bits) - 1)
     out = []
@@ -115,12 +115,9 @@ def _elements(words: np.ndarray, ptype: str) -> list:
     return out
 
 
-def _tf32_nearest_even(words: np.ndarray) -> np.ndarray:
-    """f32 bit patterns read as .tf32: rounded to 10 fraction bits, nearest even (see above)."""
-    wide = words.astype(np.uint64)
-    rounded = ((wide + 0xFFF + ((wide >> 13) & 1)) >> 13) << 13
-    rounded = np.where(np.isfinite(words.view(np.float32)), rounded, wide)  # keep Inf/NaN
-    return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
+def _tf32_top_bits(words: np.ndarray) -> np.ndarray:
+    """f32 bit patterns read as .tf32: the low 13 bits dropped (see above)."""
+    return (words & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
 
 
 def _split(x: np.ndarray):

@@ -41,7 +41,7 @@ import numpy as np
 from .registry import KERNEL_PASSES, Mods, implements, operands, per_thread
 from .isa_extra import build_cp as build_plain_cp, land_all_copies, matrix_form
 from .isa_memory import Access, _lanes
-from .isa_mma import _tf32_nearest_even, a_coords
+from .isa_mma import _tf32_top_bits, a_coords
 from .syntax import Addr, Imm, Not, PredPair, Reg, Sym, TensorRef, Vec, registers_of
 from .state import PARAM_WINDOW, SHARED_BASE, UINT
 
@@ -644,7 +644,7 @@ class Descriptor:
 def _wgmma_elements(bits: np.ndarray, ptype: str) -> np.ndarray:
     """Raw element bits -> float64 (int64 for integers) values."""
     if ptype == "tf32":
-        return _tf32_nearest_even(bits.astype(np.uint32))
+        return _tf32_top_bits(bits.astype(np.uint32))
     values = bits.astype(UINT[_WGMMA_TYPES[ptype][0]]).view(_ELEMENT_VIEW[ptype])
     return values.astype(np.int64 if ptype in ("s8", "u8") else np.float64)
 

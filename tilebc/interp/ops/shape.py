@@ -9,7 +9,8 @@ sequential result; float sums may differ from a left-to-right loop by rounding (
 the association order unspecified).
 
 mma: products and sums are formed in the accumulator's type, at least f32: f16 / bf16 / tf32 / f8
-inputs are widened to f32 (tf32 first rounded to tf32), f64 stays f64, and the result is rounded
+inputs are widened to f32 (tf32 read as the tensor cores read it: the low 13 bits of its f32 pattern
+dropped), f64 stays f64, and the result is rounded
 once to the accumulator type. The device's tensor cores sum in an unspecified order, so f32 results
 agree to a relative error of about K * 2^-24 (stated tolerance for low-precision mma tests).
 Integer mma sums exactly and wraps to i32.
@@ -190,7 +191,7 @@ def _widen(values, element) -> np.ndarray:
     if element.name == "f64":
         return np.asarray(values, dtype=np.float64)
     if element.name == "tf32":
-        return num.to_tf32(values)
+        return num.tf32_operand(values)
     values = np.asarray(values)
     if values.dtype == np.float16 and values.size >= 4096:
         return _f16_to_f32(values)

@@ -50,18 +50,70 @@ def test_scan_token_matches_the_lexer_on_random_text():
     assert declined  # the cases it leaves to the regular expressions do occur
 
 
-def test_lexer_tokens_are_the_same_on_both_paths(monkeypatch):
-    import tilebc.text.lexer as lexer
-    text = open(CORPUS[0], encoding="utf-8").read()
-
-    def tokens():
-        cursor, out = Cursor(text), []
-        while True:
+def _tokens(cursor_class, text):
+    """Every token up to the end, or up to the first error (text as tokens: types, read
+    character by character by the parser, stop it at their dimension lists)."""
+    from tilebc.errors import TextSyntaxError
+    cursor, out = cursor_class(text), []
+    while True:
+        try:
             token = cursor.next()
-            out.append((token.kind, token.text, token.pos))
-            if token.kind == "eof":
-                return out
+        except TextSyntaxError as error:
+            return out + [("error", str(error))]
+        out.append((token.kind, token.text, token.pos))
+        if token.kind == "eof":
+            return out
 
-    compiled = tokens()
-    monkeypatch.setattr(lexer, "_scan_token", None)
-    assert tokens() == compiled
+
+@pytest.mark.parametrize("path", CORPUS[:12], ids=os.path.basename)
+def test_compiled_cursor_reads_the_tokens_the_python_cursor_reads(path):
+    from tilebc.text.lexer import PyCursor
+    assert Cursor is not PyCursor  # the compiled token methods are in use
+    text = open(path, encoding="utf-8").read()
+    read = _tokens(Cursor, text)
+    assert len(read) > 10 and read == _tokens(PyCursor, text)
+
+
+def test_compiled_cursor_methods_match_the_python_ones_on_random_text():
+    # the same calls on both cursors: equal results, positions and errors
+    from tilebc.errors import TextSyntaxError
+    from tilebc.text.lexer import PyCursor
+    alphabet = ["%a", "%b#1", "@f", '"s"', "#x", "!t", "12", "-3", "0x1f", "->", "(", ")", ":",
+                "=", ",", "{", "}", "<", ">", " ", "\n", "// c\n", "addi", "x", "\xa0", "\"", "12ab"]
+    rng = random.Random(7)
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+        calls = [(rng.choice(["peek", "next", "at", "accept", "expect", "expect_kind"]),
+                  rng.choice(["(", ":", "addi", "value", "ident", "eof"])) for _ in range(6)]
+        seen = []
+        for cursor_class in (Cursor, PyCursor):
+            cursor, log = cursor_class(text, "t.mlir"), []
+            for method, argument in calls:
+                try:
+                    if method in ("peek", "next"):
+                        token = getattr(cursor, method)()
+                        result = (token.kind, token.text, token.pos)
+                    elif method in ("at", "accept"):
+                        result = getattr(cursor, method)(argument)
+                    elif method == "expect":
+                        token = cursor.expect(argument, "here")
+                        result = (token.kind, token.text, token.pos)
+                    else:
+                        token = cursor.expect_kind(argument, "a " + argument)
+                        result = (token.kind, token.text, token.pos)
+                except TextSyntaxError as error:
+                    result = ("error", str(error))
+                log.append((result, cursor.pos, cursor.end))
+            seen.append(log)
+        assert seen[0] == seen[1], (text, calls)
+
+
+def test_compiled_token_behaves_as_the_python_token():
+    from tilebc.text.lexer import PyToken
+    compiled = speedups.Token("value", "%x", 3)
+    plain = PyToken("value", "%x", 3)
+    assert repr(compiled) == repr(plain) == "Token(kind='value', text='%x', pos=3)"
+    assert compiled == speedups.Token("value", "%x", 3) and hash(compiled) == hash(plain)
+    assert compiled != speedups.Token("value", "%x", 4)
+    with pytest.raises(AttributeError):
+        compiled.pos = 5  # tokens are values

@@ -7,9 +7,16 @@
  * character among the spaces or where a token starts. The Python lexer then reads the token its
  * own way (its regular expressions stay the one definition of the grammar; this must agree with
  * them whenever it returns a token).
+ *
+ * Token and CursorBase: the lexer's token and the token-level methods of its Cursor (peek, next,
+ * at, accept, expect, expect_kind), which the parser calls about ten times per op. They use
+ * scan_token's scanner and call back into the Python subclass for everything else: the tokens it
+ * declines (`_peek_checked`) and the errors (`_expect_failed`, `_expect_kind_failed`), so the
+ * grammar's rare cases and every message keep one definition, in tilebc/text/lexer.py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 static PyObject *kind_value, *kind_hash, *kind_bang, *kind_ident, *kind_punct;
 
@@ -31,28 +38,19 @@ static int is_digit(Py_UCS4 ch) {
     return ch >= '0' && ch <= '9';
 }
 
-static PyObject *scan_token(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyUnicode_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "scan_token(text: str, pos: int)");
-        return NULL;
-    }
-    PyObject *text = args[0];
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred())
-        return NULL;
-#if PY_VERSION_HEX < 0x030C0000 /* strings are always ready from 3.12 on */
-    if (PyUnicode_READY(text) < 0)
-        return NULL;
-#endif
+/* The scanner: 1 with the token's kind (borrowed) and its [start, stop) when it reads one,
+ * 0 when it declines (see scan_token). `text` must be a ready str. */
+static int scan(PyObject *text, Py_ssize_t pos, PyObject **token_kind, Py_ssize_t *start_out,
+                Py_ssize_t *stop_out) {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     if (pos < 0)
-        Py_RETURN_NONE;
+        return 0;
     /* spaces and comments (ASCII whitespace only: others go to the regular expressions) */
     for (;;) {
         if (pos >= n)
-            Py_RETURN_NONE;
+            return 0;
         Py_UCS4 ch = PyUnicode_READ(kind, data, pos);
         if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r' || ch == '\f' || ch == '\v') {
             pos++;
@@ -67,10 +65,9 @@ static PyObject *scan_token(PyObject *self, PyObject *const *args, Py_ssize_t na
     Py_ssize_t start = pos;
     Py_UCS4 ch = PyUnicode_READ(kind, data, pos);
     Py_UCS4 next = pos + 1 < n ? PyUnicode_READ(kind, data, pos + 1) : 0;
-    PyObject *token_kind;
     if (ch == '%') {
         if (!is_value_char(next))
-            Py_RETURN_NONE;
+            return 0;
         pos += 2;
         while (pos < n && is_value_char(PyUnicode_READ(kind, data, pos)))
             pos++;
@@ -80,31 +77,60 @@ static PyObject *scan_token(PyObject *self, PyObject *const *args, Py_ssize_t na
             while (pos < n && is_digit(PyUnicode_READ(kind, data, pos)))
                 pos++;
         }
-        token_kind = kind_value;
+        *token_kind = kind_value;
     } else if (ch == '#' || ch == '!') {
         if (!is_name_start(next))
-            Py_RETURN_NONE;
+            return 0;
         pos += 2;
         while (pos < n && is_word(PyUnicode_READ(kind, data, pos)))
             pos++;
-        token_kind = ch == '#' ? kind_hash : kind_bang;
+        *token_kind = ch == '#' ? kind_hash : kind_bang;
     } else if (is_name_start(ch)) {
         pos++;
         while (pos < n && is_word(PyUnicode_READ(kind, data, pos)))
             pos++;
-        token_kind = kind_ident;
+        *token_kind = kind_ident;
     } else if (ch == '-') {
         if (is_digit(next))
-            Py_RETURN_NONE; /* a negative number */
+            return 0; /* a negative number */
         pos += next == '>' ? 2 : 1;
-        token_kind = kind_punct;
-    } else if (ch < 128 && strchr("()[]{}<>,:=?^*+", (int)ch) != NULL && ch != 0) {
+        *token_kind = kind_punct;
+    } else if (ch < 128 && ch != 0 && strchr("()[]{}<>,:=?^*+", (int)ch) != NULL) {
         pos++;
-        token_kind = kind_punct;
+        *token_kind = kind_punct;
     } else {
-        Py_RETURN_NONE;
+        return 0;
     }
-    PyObject *token_text = PyUnicode_Substring(text, start, pos);
+    *start_out = start;
+    *stop_out = pos;
+    return 1;
+}
+
+static int ready(PyObject *text) {
+#if PY_VERSION_HEX < 0x030C0000 /* strings are always ready from 3.12 on */
+    return PyUnicode_READY(text);
+#else
+    (void)text;
+    return 0;
+#endif
+}
+
+static PyObject *scan_token(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "scan_token(text: str, pos: int)");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    if (ready(text) < 0)
+        return NULL;
+    PyObject *token_kind;
+    Py_ssize_t start, stop;
+    if (!scan(text, pos, &token_kind, &start, &stop))
+        Py_RETURN_NONE;
+    PyObject *token_text = PyUnicode_Substring(text, start, stop);
     if (token_text == NULL)
         return NULL;
     PyObject *where = PyLong_FromSsize_t(start);
@@ -126,13 +152,313 @@ static PyObject *scan_token(PyObject *self, PyObject *const *args, Py_ssize_t na
     return result;
 }
 
+/* ---- Token -------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *kind;
+    PyObject *text;
+    Py_ssize_t pos;
+} TokenObject;
+
+static PyTypeObject TokenType;
+
+static PyObject *token_make(PyObject *kind, PyObject *text, Py_ssize_t pos) {
+    TokenObject *token = PyObject_New(TokenObject, &TokenType);
+    if (token == NULL)
+        return NULL;
+    Py_INCREF(kind);
+    Py_INCREF(text);
+    token->kind = kind;
+    token->text = text;
+    token->pos = pos;
+    return (PyObject *)token;
+}
+
+static PyObject *token_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"kind", "text", "pos", NULL};
+    PyObject *kind, *text;
+    Py_ssize_t pos;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UUn:Token", names, &kind, &text, &pos))
+        return NULL;
+    return token_make(kind, text, pos);
+}
+
+static void token_dealloc(TokenObject *token) {
+    Py_XDECREF(token->kind);
+    Py_XDECREF(token->text);
+    PyObject_Free(token);
+}
+
+static PyObject *token_repr(TokenObject *token) {
+    return PyUnicode_FromFormat("Token(kind=%R, text=%R, pos=%zd)", token->kind, token->text,
+                                token->pos);
+}
+
+static PyObject *token_richcompare(PyObject *a, PyObject *b, int op) {
+    if ((op != Py_EQ && op != Py_NE) || !Py_IS_TYPE(a, &TokenType) || !Py_IS_TYPE(b, &TokenType))
+        Py_RETURN_NOTIMPLEMENTED;
+    TokenObject *x = (TokenObject *)a, *y = (TokenObject *)b;
+    int equal = x->pos == y->pos;
+    if (equal) {
+        equal = PyObject_RichCompareBool(x->kind, y->kind, Py_EQ);
+        if (equal > 0)
+            equal = PyObject_RichCompareBool(x->text, y->text, Py_EQ);
+        if (equal < 0)
+            return NULL;
+    }
+    return PyBool_FromLong(op == Py_EQ ? equal : !equal);
+}
+
+static Py_hash_t token_hash(TokenObject *token) {
+    PyObject *key = Py_BuildValue("(OOn)", token->kind, token->text, token->pos);
+    if (key == NULL)
+        return -1;
+    Py_hash_t hash = PyObject_Hash(key);
+    Py_DECREF(key);
+    return hash;
+}
+
+static PyMemberDef token_members[] = {
+    {"kind", T_OBJECT_EX, offsetof(TokenObject, kind), READONLY, "value, symbol, hash, bang, "
+     "string, number, ident, punct or eof"},
+    {"text", T_OBJECT_EX, offsetof(TokenObject, text), READONLY, "the token's text"},
+    {"pos", T_PYSSIZET, offsetof(TokenObject, pos), READONLY, "where it starts"},
+    {NULL},
+};
+
+static PyTypeObject TokenType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tilebc._speedups.Token",
+    .tp_basicsize = sizeof(TokenObject),
+    .tp_dealloc = (destructor)token_dealloc,
+    .tp_repr = (reprfunc)token_repr,
+    .tp_hash = (hashfunc)token_hash,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Token(kind, text, pos): one token of Tile IR text (immutable)",
+    .tp_richcompare = token_richcompare,
+    .tp_members = token_members,
+    .tp_new = token_new,
+};
+
+/* ---- CursorBase --------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *text;    /* str */
+    Py_ssize_t pos;    /* where scanning resumes */
+    Py_ssize_t end;    /* where the last token read ends */
+    PyObject *peeked;  /* the Token peek() read last, or NULL */
+} CursorObject;
+
+static PyObject *name_peek_checked, *name_expect_failed, *name_expect_kind_failed;
+
+static int cursor_traverse(CursorObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->text);
+    Py_VISIT(self->peeked);
+    return 0;
+}
+
+static int cursor_clear(CursorObject *self) {
+    Py_CLEAR(self->text);
+    Py_CLEAR(self->peeked);
+    return 0;
+}
+
+/* A Python subclass's instances come here through subtype_dealloc, which releases their
+ * (heap) type itself: this static base must not. */
+static void cursor_dealloc(CursorObject *self) {
+    PyObject_GC_UnTrack(self);
+    cursor_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The next token (a new reference): the one peeked while it is still ahead, else scanned here,
+ * else read by the subclass's _peek_checked(). */
+static PyObject *cursor_peek_token(CursorObject *self) {
+    PyObject *peeked = self->peeked;
+    if (peeked != NULL && Py_IS_TYPE(peeked, &TokenType)
+            && ((TokenObject *)peeked)->pos >= self->pos) {
+        Py_INCREF(peeked);
+        return peeked;
+    }
+    PyObject *text = self->text;
+    if (text == NULL || !PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "Cursor.text must be a str");
+        return NULL;
+    }
+    if (ready(text) < 0)
+        return NULL;
+    PyObject *token_kind;
+    Py_ssize_t start, stop;
+    if (!scan(text, self->pos, &token_kind, &start, &stop))
+        return PyObject_CallMethodNoArgs((PyObject *)self, name_peek_checked);
+    PyObject *token_text = PyUnicode_Substring(text, start, stop);
+    if (token_text == NULL)
+        return NULL;
+    PyObject *token = token_make(token_kind, token_text, start);
+    Py_DECREF(token_text);
+    if (token == NULL)
+        return NULL;
+    Py_INCREF(token);
+    Py_XSETREF(self->peeked, token);
+    self->pos = start;
+    return token;
+}
+
+static int check_token(PyObject *token) {
+    if (Py_IS_TYPE(token, &TokenType))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "_peek_checked() returned %.100s, not a Token",
+                 Py_TYPE(token)->tp_name);
+    return -1;
+}
+
+/* Consume `token`, which ends `length` characters after its start. */
+static void cursor_advance(CursorObject *self, PyObject *token, Py_ssize_t length) {
+    self->pos = self->end = ((TokenObject *)token)->pos + length;
+    Py_CLEAR(self->peeked);
+}
+
+static PyObject *cursor_peek(CursorObject *self, PyObject *unused) {
+    PyObject *token = cursor_peek_token(self);
+    if (token != NULL && check_token(token) < 0)
+        Py_CLEAR(token);
+    return token;
+}
+
+static PyObject *cursor_next(CursorObject *self, PyObject *unused) {
+    PyObject *token = cursor_peek(self, NULL);
+    if (token != NULL)
+        cursor_advance(self, token, PyUnicode_GET_LENGTH(((TokenObject *)token)->text));
+    return token;
+}
+
+/* 1 when the next token's text is `text`, 0 when not, -1 on error; *token_out gets the token. */
+static int cursor_is(CursorObject *self, PyObject *text, PyObject **token_out) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "expected a str");
+        return -1;
+    }
+    PyObject *token = cursor_peek(self, NULL);
+    if (token == NULL)
+        return -1;
+    int equal = PyUnicode_Compare(((TokenObject *)token)->text, text) == 0;
+    if (PyErr_Occurred()) {
+        Py_DECREF(token);
+        return -1;
+    }
+    *token_out = token;
+    return equal;
+}
+
+static PyObject *cursor_at(CursorObject *self, PyObject *text) {
+    PyObject *token;
+    int equal = cursor_is(self, text, &token);
+    if (equal < 0)
+        return NULL;
+    Py_DECREF(token);
+    return PyBool_FromLong(equal);
+}
+
+static PyObject *cursor_accept(CursorObject *self, PyObject *text) {
+    PyObject *token;
+    int equal = cursor_is(self, text, &token);
+    if (equal < 0)
+        return NULL;
+    if (equal)
+        cursor_advance(self, token, PyUnicode_GET_LENGTH(text));
+    Py_DECREF(token);
+    return PyBool_FromLong(equal);
+}
+
+static PyObject *cursor_expect(CursorObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "expect(text, what=None)");
+        return NULL;
+    }
+    PyObject *token;
+    int equal = cursor_is(self, args[0], &token);
+    if (equal < 0)
+        return NULL;
+    if (equal) {
+        cursor_advance(self, token, PyUnicode_GET_LENGTH(args[0]));
+        return token;
+    }
+    PyObject *what = nargs > 1 ? args[1] : Py_None;
+    PyObject *result = PyObject_CallMethodObjArgs((PyObject *)self, name_expect_failed, token,
+                                                  args[0], what, NULL);
+    Py_DECREF(token);
+    return result;
+}
+
+static PyObject *cursor_expect_kind(CursorObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "expect_kind(kind, what)");
+        return NULL;
+    }
+    PyObject *token = cursor_peek(self, NULL);
+    if (token == NULL)
+        return NULL;
+    int equal = PyObject_RichCompareBool(((TokenObject *)token)->kind, args[0], Py_EQ);
+    if (equal < 0) {
+        Py_DECREF(token);
+        return NULL;
+    }
+    if (equal) {
+        cursor_advance(self, token, PyUnicode_GET_LENGTH(((TokenObject *)token)->text));
+        return token;
+    }
+    PyObject *result = PyObject_CallMethodObjArgs((PyObject *)self, name_expect_kind_failed,
+                                                  token, args[0], args[1], NULL);
+    Py_DECREF(token);
+    return result;
+}
+
+static PyMethodDef cursor_methods[] = {
+    {"peek", (PyCFunction)cursor_peek, METH_NOARGS, "the next token, not consumed"},
+    {"next", (PyCFunction)cursor_next, METH_NOARGS, "the next token, consumed"},
+    {"at", (PyCFunction)cursor_at, METH_O, "whether the next token's text is `text`"},
+    {"accept", (PyCFunction)cursor_accept, METH_O,
+     "consume the next token when its text is `text`; whether it did"},
+    {"expect", (PyCFunction)(void (*)(void))cursor_expect, METH_FASTCALL,
+     "the next token, consumed, when its text is `text`; else _expect_failed(token, text, what)"},
+    {"expect_kind", (PyCFunction)(void (*)(void))cursor_expect_kind, METH_FASTCALL,
+     "the next token, consumed, when its kind is `kind`; else _expect_kind_failed(token, kind, "
+     "what)"},
+    {NULL},
+};
+
+static PyMemberDef cursor_members[] = {
+    {"text", T_OBJECT, offsetof(CursorObject, text), 0, "the text being read"},
+    {"pos", T_PYSSIZET, offsetof(CursorObject, pos), 0, "where scanning resumes"},
+    {"end", T_PYSSIZET, offsetof(CursorObject, end), 0, "where the last token read ends"},
+    {"_peeked", T_OBJECT, offsetof(CursorObject, peeked), 0, "the token peek() read last"},
+    {NULL},
+};
+
+static PyTypeObject CursorType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tilebc._speedups.CursorBase",
+    .tp_basicsize = sizeof(CursorObject),
+    .tp_dealloc = (destructor)cursor_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The token-level methods of tilebc.text.lexer.Cursor (subclass it)",
+    .tp_traverse = (traverseproc)cursor_traverse,
+    .tp_clear = (inquiry)cursor_clear,
+    .tp_methods = cursor_methods,
+    .tp_members = cursor_members,
+    .tp_new = PyType_GenericNew,
+    .tp_free = PyObject_GC_Del,
+};
+
 static PyMethodDef methods[] = {
     {"scan_token", (PyCFunction)(void (*)(void))scan_token, METH_FASTCALL,
      "scan_token(text, pos) -> (kind, text, start) or None (see the module's source)"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
+static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "tilebc._speedups",
     "Optional compiled helpers for tilebc's text tools (pure-Python fallbacks in tilebc.speedups)",
     -1, methods,
@@ -144,7 +470,28 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     kind_bang = PyUnicode_InternFromString("bang");
     kind_ident = PyUnicode_InternFromString("ident");
     kind_punct = PyUnicode_InternFromString("punct");
-    if (!kind_value || !kind_hash || !kind_bang || !kind_ident || !kind_punct)
+    name_peek_checked = PyUnicode_InternFromString("_peek_checked");
+    name_expect_failed = PyUnicode_InternFromString("_expect_failed");
+    name_expect_kind_failed = PyUnicode_InternFromString("_expect_kind_failed");
+    if (!kind_value || !kind_hash || !kind_bang || !kind_ident || !kind_punct
+            || !name_peek_checked || !name_expect_failed || !name_expect_kind_failed)
         return NULL;
-    return PyModule_Create(&module);
+    if (PyType_Ready(&TokenType) < 0 || PyType_Ready(&CursorType) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL)
+        return NULL;
+    Py_INCREF(&TokenType);
+    if (PyModule_AddObject(module, "Token", (PyObject *)&TokenType) < 0) {
+        Py_DECREF(&TokenType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    Py_INCREF(&CursorType);
+    if (PyModule_AddObject(module, "CursorBase", (PyObject *)&CursorType) < 0) {
+        Py_DECREF(&CursorType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 
 scan_token = None
+Token = None  # the lexer's token type
+CursorBase = None  # the token-level methods of the lexer's Cursor
 
 if not os.environ.get("TILEBC_PURE"):
     try:
-        from ._speedups import scan_token  # noqa: F811
+        from ._speedups import CursorBase, Token, scan_token  # noqa: F811
     except ImportError:  # not built (no compiler when installed): the pure path
         pass
 

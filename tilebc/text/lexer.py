@@ -14,7 +14,7 @@ import re
 import sys
 
 from ..errors import TextSyntaxError
-from ..speedups import scan_token as _scan_token
+from ..speedups import CursorBase as _CompiledCursorBase, Token as _CompiledToken
 
 # A repeat of groups that keeps no backtracking state per pass where Python has possessive
 # repeats (3.11): otherwise sre holds ~100 bytes per escape (a 2 MB string of escapes: ~200 MiB).
@@ -58,10 +58,11 @@ _QUOTE_WINDOW = 80
 _SPACE = re.compile(r"(?:\s+|//[^\n]*)+")
 
 
-class Token:
+class PyToken:
     """One token: its kind (value, symbol, hash, bang, string, number, ident, punct, eof), its text
     and where it starts. A slotted class, not a frozen dataclass: the parser makes one per token and
-    a frozen dataclass's __init__ costs three object.__setattr__ calls."""
+    a frozen dataclass's __init__ costs three object.__setattr__ calls. The compiled helpers have
+    their own (Token below), made by their Cursor's methods."""
 
     __slots__ = ("kind", "text", "pos")
 
@@ -71,7 +72,7 @@ class Token:
         self.pos = pos
 
     def __eq__(self, other):
-        return other.__class__ is Token and (self.kind, self.text, self.pos) == \
+        return other.__class__ is PyToken and (self.kind, self.text, self.pos) == \
             (other.kind, other.text, other.pos)
 
     def __hash__(self):
@@ -81,10 +82,84 @@ class Token:
         return f"Token(kind={self.kind!r}, text={self.text!r}, pos={self.pos!r})"
 
 
+Token = _CompiledToken or PyToken
 _new_token = object.__new__
 
 
-class Cursor:
+class _PyTokenMethods:
+    """The token-level methods in Python; the compiled CursorBase has the same ones, reading
+    the common tokens itself and the others through _peek_checked."""
+
+    # ---- tokens ----------------------------------------------------------------------------------
+
+    def peek(self) -> Token:
+        peeked = self._peeked
+        if peeked is not None and peeked.pos >= self.pos:
+            return peeked
+        match = _SPACED_TOKEN.match(self.text, self.pos)
+        if match is not None:
+            kind = match.lastgroup
+            if kind not in _CHECKED:
+                # a token made without its __init__ frame (a fifth of the cost of a token)
+                peeked = self._peeked = _new_token(PyToken)
+                peeked.kind = kind
+                peeked.text = match.group(kind)
+                peeked.pos = self.pos = match.start(kind)
+                return peeked
+        return self._peek_checked()
+
+    # next/at/accept/expect run once or more per token: each reuses the peeked token inline
+    # (a call to peek() costs as much as the rest of them).
+
+    def next(self) -> Token:
+        token = self._peeked
+        if token is None or token.pos < self.pos:
+            token = self.peek()
+        self.pos = self.end = token.pos + len(token.text)
+        self._peeked = None
+        return token
+
+    def at(self, text: str) -> bool:
+        token = self._peeked
+        if token is None or token.pos < self.pos:
+            token = self.peek()
+        return token.text == text
+
+    def accept(self, text: str) -> bool:
+        token = self._peeked
+        if token is None or token.pos < self.pos:
+            token = self.peek()
+        if token.text == text:
+            self.pos = self.end = token.pos + len(text)
+            self._peeked = None
+            return True
+        return False
+
+    def expect(self, text: str, what: str | None = None) -> Token:
+        token = self._peeked
+        if token is None or token.pos < self.pos:
+            token = self.peek()
+        if token.text == text:
+            self.pos = self.end = token.pos + len(text)
+            self._peeked = None
+            return token
+        return self._expect_failed(token, text, what)
+
+    def expect_kind(self, kind: str, what: str) -> Token:
+        token = self._peeked
+        if token is None or token.pos < self.pos:
+            token = self.peek()
+        if token.kind != kind:
+            return self._expect_kind_failed(token, kind, what)
+        self.pos = self.end = token.pos + len(token.text)
+        self._peeked = None
+        return token
+
+
+class _CursorCommon:
+    """The Cursor's own methods beside the token-level ones (_PyTokenMethods or the compiled
+    CursorBase), which call back into these for declined tokens and errors."""
+
     def __init__(self, text: str, filename: str = "<text>"):
         self.text = text
         self.filename = filename
@@ -125,36 +200,10 @@ class Cursor:
         detail = f"{shorten(message, 400)}\n  {source_line}\n  {' ' * caret}^"
         return TextSyntaxError(detail, file=self.filename, line=line, column=column)
 
-    # ---- tokens ----------------------------------------------------------------------------------
-
     def skip_space(self) -> None:
         match = _SPACE.match(self.text, self.pos)
         if match:
             self.pos = match.end()
-
-    def peek(self) -> Token:
-        peeked = self._peeked
-        if peeked is not None and peeked.pos >= self.pos:
-            return peeked
-        if _scan_token is not None:  # the compiled scanner: the common tokens in one call
-            found = _scan_token(self.text, self.pos)
-            if found is not None:
-                # a Token made without its __init__ frame (a fifth of the cost of a token)
-                peeked = self._peeked = _new_token(Token)
-                peeked.kind, peeked.text, peeked.pos = found
-                self.pos = peeked.pos
-                return peeked
-            return self._peek_checked()
-        match = _SPACED_TOKEN.match(self.text, self.pos)
-        if match is not None:
-            kind = match.lastgroup
-            if kind not in _CHECKED:
-                peeked = self._peeked = _new_token(Token)  # as above: no __init__ frame
-                peeked.kind = kind
-                peeked.text = match.group(kind)
-                peeked.pos = self.pos = match.start(kind)
-                return peeked
-        return self._peek_checked()
 
     def _peek_checked(self) -> Token:
         """peek() for the end of input, a bad character and the tokens whose text is checked."""
@@ -202,41 +251,7 @@ class Cursor:
         except ValueError:
             raise self.error(f"expected {what}, found '{shorten(token.text)}'", token.pos) from None
 
-    # next/at/accept/expect run once or more per token: each reuses the peeked token inline
-    # (a call to peek() costs as much as the rest of them).
-
-    def next(self) -> Token:
-        token = self._peeked
-        if token is None or token.pos < self.pos:
-            token = self.peek()
-        self.pos = self.end = token.pos + len(token.text)
-        self._peeked = None
-        return token
-
-    def at(self, text: str) -> bool:
-        token = self._peeked
-        if token is None or token.pos < self.pos:
-            token = self.peek()
-        return token.text == text
-
-    def accept(self, text: str) -> bool:
-        token = self._peeked
-        if token is None or token.pos < self.pos:
-            token = self.peek()
-        if token.text == text:
-            self.pos = self.end = token.pos + len(text)
-            self._peeked = None
-            return True
-        return False
-
-    def expect(self, text: str, what: str | None = None) -> Token:
-        token = self._peeked
-        if token is None or token.pos < self.pos:
-            token = self.peek()
-        if token.text == text:
-            self.pos = self.end = token.pos + len(text)
-            self._peeked = None
-            return token
+    def _expect_failed(self, token: Token, text: str, what: str | None):
         found = shorten(token.text) or "end of input"
         # MLIR reports a missing token that the next line does not hold where the line
         # before ends (after the last token read)
@@ -245,15 +260,8 @@ class Cursor:
             else token.pos
         raise self.error(f"expected '{text}'{' ' + what if what else ''}, found '{found}'", pos)
 
-    def expect_kind(self, kind: str, what: str) -> Token:
-        token = self._peeked
-        if token is None or token.pos < self.pos:
-            token = self.peek()
-        if token.kind != kind:
-            raise self.error(f"expected {what}, found '{shorten(token.text) or 'end of input'}'")
-        self.pos = self.end = token.pos + len(token.text)
-        self._peeked = None
-        return token
+    def _expect_kind_failed(self, token: Token, kind: str, what: str):
+        raise self.error(f"expected {what}, found '{shorten(token.text) or 'end of input'}'")
 
     # ---- raw characters (types) ------------------------------------------------------------------
 
@@ -273,6 +281,17 @@ class Cursor:
         if match:
             self.pos = self.end = match.end()
         return match
+
+
+class PyCursor(_CursorCommon, _PyTokenMethods):
+    """The Cursor in pure Python (TILEBC_PURE=1, or the compiled helpers not built)."""
+
+
+if _CompiledCursorBase is not None:
+    class Cursor(_CursorCommon, _CompiledCursorBase):
+        """A position-based scanner over Tile IR text (its token-level methods compiled)."""
+else:
+    Cursor = PyCursor
 
 
 def nesting(what: str):

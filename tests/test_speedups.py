@@ -117,3 +117,25 @@ def test_compiled_token_behaves_as_the_python_token():
     assert compiled != speedups.Token("value", "%x", 4)
     with pytest.raises(AttributeError):
         compiled.pos = 5  # tokens are values
+
+
+def test_compiled_cursor_survives_what_python_code_may_set():
+    # the members are writable from Python: odd values give Python errors, never a crash
+    cursor = Cursor("%a = addi", "t.mlir")
+    cursor._peeked = ("value", "%a", 0)  # not a Token: ignored, the text is scanned again
+    assert (cursor.peek().kind, cursor.peek().text) == ("value", "%a")
+    cursor.pos = 10**6  # past the end: the end-of-input token
+    assert cursor.next().kind == "eof"
+    cursor.pos = -5  # before the start: read from 0, as the regular expressions read it
+    assert (cursor.peek().text, cursor.peek().pos) == ("%a", 0)
+    cursor.text, cursor._peeked = b"%a", None
+    with pytest.raises(TypeError):
+        cursor.peek()
+
+
+def test_compiled_cursor_on_long_and_unusual_text():
+    from tilebc.text.lexer import PyCursor
+    texts = ["x" * 200_000 + " y", "%v" + "a" * 100_000, "\x00%a", "%a\ud800 b", "é %a",
+             "a\u2028b", "//" + "c" * 1000 + "\n%z"]
+    for text in texts:
+        assert _tokens(Cursor, text) == _tokens(PyCursor, text)

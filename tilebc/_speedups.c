@@ -46,7 +46,7 @@ static int scan(PyObject *text, Py_ssize_t pos, PyObject **token_kind, Py_ssize_
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     if (pos < 0)
-        return 0;
+        pos = 0; /* as re's match(text, pos) reads a negative pos */
     /* spaces and comments (ASCII whitespace only: others go to the regular expressions) */
     for (;;) {
         if (pos >= n)

@@ -115,15 +115,27 @@ def tilebc_launcher(python: str) -> List[str]:
     return [python, script] if os.path.isfile(script) else [python, "-m", "tilebc"]
 
 
-def run_once(argv: List[str], env: Optional[Dict[str, str]] = None) -> float:
+PEAK_KB: Dict[tuple, int] = {}  # (row, tool) -> the largest peak resident set of its runs, KiB
+
+
+def run_once(argv: List[str], env: Optional[Dict[str, str]] = None,
+             key: Optional[tuple] = None) -> float:
+    """Wall seconds of one run; its peak resident set goes to PEAK_KB[key] (os.wait4's rusage
+    of this child alone)."""
     # `-m`/`-c` put the working directory first on sys.path: run in the tree being timed
     cwd = env["PYTHONPATH"].split(os.pathsep)[0] if env else None
     start = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                          cwd=cwd)
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                               cwd=cwd)
+    errors = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
     elapsed = time.perf_counter() - start
-    if done.returncode:
-        raise SystemExit(f"{' '.join(argv)} failed: {done.stderr.decode()[-400:]}")
+    process.returncode = os.waitstatus_to_exitcode(status)
+    process.stderr.close()
+    if process.returncode:
+        raise SystemExit(f"{' '.join(argv)} failed: {errors.decode()[-400:]}")
+    if key is not None:
+        PEAK_KB[key] = max(PEAK_KB.get(key, 0), usage.ru_maxrss)
     return elapsed
 
 
@@ -214,7 +226,7 @@ def main(argv=None) -> int:
     for round_number in range(max(job[4] for job in jobs)):
         for row, tool, argv, env, rounds in jobs:
             if round_number < rounds:
-                times.setdefault((row, tool), []).append(run_once(argv, env))
+                times.setdefault((row, tool), []).append(run_once(argv, env, (row, tool)))
         print(f"round {round_number + 1} done", file=sys.stderr, flush=True)
 
     loaded = {tree_name: (loaded_by_dis(tree, small["bytecode"]),
@@ -284,6 +296,14 @@ def render(inputs, trees, times, loaded, disasm, args) -> str:
     large = inputs["1.4m"]
     lines.append(f"- convert: `convert FILE --target-version {large['older']}`, one version below "
                  f"the modules' {large['version']}")
+    peaks = [(row, tool, PEAK_KB[(row, tool)]) for row in ("dis 1.4m", "dis -g 1.4m", "asm 1.4m",
+                                                           "verify 1.4m") for tool in tools
+             if (row, tool) in PEAK_KB]
+    if peaks:
+        lines.append("- peak memory of the 1.4m rows (largest resident set of a run, MiB; x the "
+                     "bytecode): " + "; ".join(
+                         f"{row} {tool} {kib / 1024:.0f} ({kib * 1024 / large['size']:.0f}x)"
+                         for row, tool, kib in peaks))
     for tool, (what, milliseconds) in loaded.items():
         lines.append(f"- `tilebc dis` small ({tool}) loads, of tilebc_runtime, tilebc.interp, "
                      f"cuda, numpy: {what}; imports take {milliseconds:.0f} ms "

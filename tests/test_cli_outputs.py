@@ -208,6 +208,73 @@ def test_full_disk_simulated(tmp_path, monkeypatch, capsys):
     assert os.listdir(tmp_path) == ["k.mlir"]
 
 
+# ------------------------------------------------------------------------------ streamed text
+
+def test_pieces_are_written_as_they_come_and_a_failure_keeps_the_old_file(tmp_path):
+    """`dis` writes its text an entry at a time (write_output given a function of pieces): an
+    error while the pieces are made leaves the old file and no temp file."""
+    from tilebc import outputs
+    from tilebc.errors import TilebcError
+    output = tmp_path / "k.mlir"
+    output.write_text("old\n")
+    written = []
+
+    def pieces():
+        for piece in ("a\n", "b\n"):
+            written.append(piece)
+            yield piece
+        raise TilebcError("a type too long to print")
+    with pytest.raises(TilebcError):
+        outputs.write_output(output, pieces, binary=False)
+    assert written == ["a\n", "b\n"]
+    assert output.read_text() == "old\n" and os.listdir(tmp_path) == ["k.mlir"]
+    outputs.write_output(output, lambda: iter(["é\n", b"\xff\n"]), binary=False)
+    assert output.read_bytes() == "é\n".encode() + b"\xff\n"
+
+
+@pytest.mark.parametrize("refused", ["temp file", "rename"])
+def test_pieces_are_made_again_where_the_file_is_rewritten_in_place(tmp_path, monkeypatch,
+                                                                    refused):
+    """The file cannot be replaced (no temp file beside it in a folder we may not write, or the
+    rename refused; simulated, as root may write anywhere): it is rewritten in place, from
+    another call of the function where the first one's pieces were already written."""
+    from tilebc import outputs
+    output = tmp_path / "k.mlir"
+    output.write_text("old\n")
+    calls = []
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+    def pieces():
+        calls.append(1)
+        yield "new "
+        yield "text\n"
+    if refused == "temp file":
+        monkeypatch.setattr(outputs, "temp_file", refuse)
+    else:
+        monkeypatch.setattr(outputs.os, "replace", refuse)
+    outputs.write_output(output, pieces, binary=False)
+    assert output.read_text() == "new text\n"
+    assert len(calls) == (1 if refused == "temp file" else 2)
+    assert os.listdir(tmp_path) == ["k.mlir"]
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["plain", "-g"])
+def test_dis_pieces_join_to_the_printed_text(debug):
+    from tilebc import load
+    from tilebc.text import print_module
+    from tilebc.text.printer import module_text_pieces
+    from tilebc.ir import Module
+    for path in sorted(FIXTURE_DIR.glob("*/*-13.5.tilebc"))[:40]:
+        module = load(path)
+        pieces = list(module_text_pieces(module, debug=debug))
+        assert len(pieces) >= len(module.functions) + len(module.globals)
+        assert "".join(pieces) == print_module(module, debug=debug), path
+    empty = Module()
+    assert "".join(module_text_pieces(empty, debug=debug)) == print_module(empty, debug=debug)
+
+
 # ----------------------------------------------------------------------------- output names
 
 def test_compile_dash_o_dash_writes_ptx_to_stdout(tmp_path):

@@ -98,8 +98,7 @@ class _BytesStdin:
         self.buffer = io.BytesIO(data)
 
 
-def _write_output(path: str | None, data: bytes | str, *, binary: bool,
-                  force: bool = False) -> None:
+def _write_output(path: str | None, data, *, binary: bool, force: bool = False) -> None:
     """`None`/`-`: stdout (binary refused to a terminal unless forced); else the file, replaced
     atomically or written through (tilebc/outputs.py)."""
     write_output(path, data, binary=binary, force=force)
@@ -118,9 +117,10 @@ def _default_bytecode_output(path: str) -> str:
 
 
 def cmd_dis(args) -> int:
-    from .text import print_module
+    from .text.printer import module_text_pieces
     module = _decode(args.input, verify=not args.no_verify)
-    _write_output(args.output, print_module(module, debug=args.debug), binary=False)
+    # written an entry at a time: the text of a large module is never held whole
+    _write_output(args.output, lambda: module_text_pieces(module, debug=args.debug), binary=False)
     return 0
 
 

@@ -24,32 +24,55 @@ import errno
 import os
 import stat
 import sys
+from collections.abc import Callable, Iterable
 
 from .errors import TilebcError, UsageError  # noqa: F401 (UsageError: re-exported)
 
 
-def write_output(path: str | os.PathLike | None, data: bytes | str, *,
+Pieces = Callable[[], Iterable[bytes]]
+
+
+def write_output(path: str | os.PathLike | None,
+                 data: bytes | str | Callable[[], Iterable[bytes | str]], *,
                  binary: bool = True, force: bool = False) -> None:
-    """Write `data` (str is UTF-8 encoded) to `path` by the rules of this module's docstring."""
-    payload = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else bytes(data)
+    """Write `data` (str is UTF-8 encoded) to `path` by the rules of this module's docstring.
+
+    `data` may also be a function returning the output in pieces (`tilebc dis`: one entry at a
+    time), written as they come so that a large output is never held whole. A file is still
+    replaced atomically: an error while the pieces are made (an exception from the function)
+    leaves the old file and no temp file. The function is called a second time only where a file
+    that could not be replaced is rewritten in place."""
+    pieces = _pieces(data)
     if path is None or os.fspath(path) == "-":
-        _write_stdout(payload, binary=binary, force=force)
+        _write_stdout(pieces, binary=binary, force=force)
         return
     name = os.fspath(path)
     try:
-        write_file(name, payload)
+        _write_file(name, pieces)
     except OSError as error:
         reason = error.strerror or str(error)
         raise TilebcError(f"cannot write the output: {reason}", file=name) from None
 
 
-def _write_stdout(payload: bytes, *, binary: bool, force: bool) -> None:
+def _encoded(piece: bytes | str) -> bytes:
+    return piece.encode("utf-8", "surrogateescape") if isinstance(piece, str) else bytes(piece)
+
+
+def _pieces(data) -> Pieces:
+    if callable(data):
+        return lambda: map(_encoded, data())
+    payload = _encoded(data)
+    return lambda: (payload,)
+
+
+def _write_stdout(pieces: Pieces, *, binary: bool, force: bool) -> None:
     if binary and sys.stdout.isatty() and not force:
         raise UsageError("refusing to write binary bytecode to a terminal; use -o FILE, redirect, "
                          "or -f to force")
     try:
         sys.stdout.flush()
-        sys.stdout.buffer.write(payload)
+        for piece in pieces():
+            sys.stdout.buffer.write(piece)
         sys.stdout.buffer.flush()
     except BrokenPipeError:
         raise  # a reader that stopped early (`| head`): the CLI ends quietly
@@ -61,6 +84,10 @@ def _write_stdout(payload: bytes, *, binary: bool, force: bool) -> None:
 def write_file(name: str, payload: bytes) -> None:
     """Write `payload` to the file `name` (symlinks followed, special files written through,
     regular files replaced atomically); OSError on failure, with no temp file left behind."""
+    _write_file(name, lambda: (payload,))
+
+
+def _write_file(name: str, pieces: Pieces) -> None:
     target = os.path.realpath(name)  # the final target of a symlink chain, dangling or not
     try:
         info = os.stat(target)
@@ -69,30 +96,32 @@ def write_file(name: str, payload: bytes) -> None:
     if info is not None and stat.S_ISDIR(info.st_mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
     if info is not None and not stat.S_ISREG(info.st_mode):
-        _write_through(target, payload)
+        _write_through(target, pieces)
         return
     try:
-        _replace(target, payload, info)
+        _replace(target, pieces, info)
     except PermissionError:
         # no temp file beside it (a folder we may not write), or its owner cannot be kept: the
         # file itself may still be writable, as it is for tools that truncate and write
         if info is None or not os.access(target, os.W_OK):
             raise
-        _write_through(target, payload)
+        _write_through(target, pieces)
 
 
-def _write_through(target: str, payload: bytes) -> None:
+def _write_through(target: str, pieces: Pieces) -> None:
     flags = os.O_WRONLY | os.O_TRUNC | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
     descriptor = os.open(target, flags)
     with os.fdopen(descriptor, "wb") as stream:
-        stream.write(payload)
+        for piece in pieces():
+            stream.write(piece)
 
 
-def _replace(target: str, payload: bytes, info: os.stat_result | None) -> None:
+def _replace(target: str, pieces: Pieces, info: os.stat_result | None) -> None:
     descriptor, temp = temp_file(os.path.dirname(target), ".tilebc-", ".tmp")
     try:
         with os.fdopen(descriptor, "wb") as stream:
-            stream.write(payload)
+            for piece in pieces():
+                stream.write(piece)
             stream.flush()
             os.fsync(stream.fileno())  # a full disk or quota can surface only here
         if info is None:

@@ -7,6 +7,7 @@ signatures) and the `custom<…>` directives are written out here.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from ..codecache import compile_generated
 from ..errors import TilebcError
@@ -35,7 +36,7 @@ def print_generic(module: Module, debug: bool = False) -> str:
     with exact_type_text():
         printer = _ModulePrinter(module, debug, True)
         printer.generic = True
-        return printer.run()
+        return "".join(printer.pieces())
 
 
 def print_module(module: Module, debug: bool = False, mlir: bool = False) -> str:
@@ -44,7 +45,14 @@ def print_module(module: Module, debug: bool = False, mlir: bool = False) -> str
     `cuda_tile.module @NAME { … }`. A type whose text exceeds TYPE_TEXT_LIMIT (a function type
     that repeats shared parts) is refused with a TilebcError rather than printed cut short."""
     with collection_paused(), exact_type_text():
-        return _ModulePrinter(module, debug, mlir).run()
+        return "".join(_ModulePrinter(module, debug, mlir).pieces())
+
+
+def module_text_pieces(module: Module, debug: bool = False) -> Iterator[str]:
+    """print_module's text (without `mlir`) in pieces, one global or entry at a time (with -g,
+    the location aliases last), for a writer that streams it: the whole text is never held."""
+    with collection_paused(), exact_type_text():
+        yield from _ModulePrinter(module, debug).pieces()
 
 
 def module_items(module: Module) -> list:
@@ -595,15 +603,18 @@ class _ModulePrinter:
         self.aliases: LocationAliases | None = None
         self.type_text = _type_texts()
 
-    def run(self) -> str:
+    def pieces(self) -> Iterator[str]:
+        """The text: each global and entry a piece, then (-g) the aliases' definitions."""
         module = self.module
         if self.mlir:
-            return self._run_mlir()
+            yield self._run_mlir()
+            return
         if not module.globals and not module.functions:
             # MLIR prints an empty module as an empty line; with -g its own (unknown) location
             # still gets an alias
-            return "\n#loc = loc(unknown)\n" if self.debug else "\n"
-        if self.debug:
+            yield "\n#loc = loc(unknown)\n" if self.debug else "\n"
+            return
+        if self.debug:  # aliases are numbered in order of first use, before any is printed
             self.aliases = _aliases()
             for _ in module.globals:
                 self.aliases.visit(None)
@@ -611,11 +622,12 @@ class _ModulePrinter:
                 self.aliases.visit(function.loc)
                 _visit_locations(function.body.ops, self.aliases.visit)
             self.aliases.finish()
-        lines = [self.global_(g) for g in module.globals]
-        lines += [self.function(f) for f in module.functions]
+        for value in module.globals:
+            yield self.global_(value) + "\n"
+        for function in module.functions:
+            yield self.function(function) + "\n"
         if self.debug:
-            lines += self.aliases.definitions()
-        return "".join(line + "\n" for line in lines)
+            yield "".join(line + "\n" for line in self.aliases.definitions())
 
     def _run_mlir(self) -> str:
         module = self.module

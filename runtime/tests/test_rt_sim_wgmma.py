@@ -436,3 +436,39 @@ def test_results_never_retired_are_reported(drop):
     ptx = "\n".join(line for line in ptx.splitlines() if "st.global" not in line)
     with pytest.raises(sim.SimExecutionError, match="no wgmma.commit_group"):
         run_wgmma(ptx, image, np.zeros((128, 4), np.uint32))
+
+
+@pytest.mark.parametrize("change", ["fenced", "accumulator written after the fence",
+                                    "A written after the fence", "no fence"])
+def test_registers_written_after_wgmma_fence_are_refused_in_our_code(change):
+    """The ISA's wgmma.fence rule: an accumulator or A register another instruction wrote is
+    read by wgmma.mma_async only after a wgmma.fence (else undefined: ptxas serialises the
+    pipeline, or the hardware reads the earlier value; the emulator would read the new one).
+    Refused in the JIT's own code; tileiras's code, which the emulator runs as ptxas would
+    compile it, is not judged by it."""
+    from tilebc_runtime.sim.machine import load_kernel
+    image = np.zeros(16384, np.uint8)
+    place(_values("f16", (64, 16)), "k", 128, 1, 1024, image, 0)
+    place(_values("f16", (8, 16)), "k", 128, 1, 1024, image, 8192)
+    fence = "  wgmma.fence.sync.aligned;\n"
+    ptx = kernel_ptx("m64n8k16", "f32", "f16", "f16",
+                     [(descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128))],
+                     a_registers=change.startswith("A"), shared_bytes=16384)
+    write = {"accumulator written after the fence": "  add.u32 %acc1, %acc1, 0;\n",
+             "A written after the fence": "  add.u32 %a2, %a2, 0;\n"}.get(change)
+    if write:
+        ptx = ptx.replace(fence, fence + write)
+    elif change == "no fence":
+        ptx = ptx.replace(fence, "")
+    for ours in (True, False):
+        kernel = load_kernel(ptx, "k")
+        kernel.serialize_wgmma = not ours
+        if ours and change != "fenced":
+            with pytest.raises(sim.SimExecutionError,
+                               match="since the last wgmma.fence, which the PTX ISA leaves "
+                               "undefined .*: `" +
+                               ("ld.global.b32 %acc3" if change == "no fence"
+                                else "add.u32 %(acc1|a2)") + ".*with no wgmma.fence between"):
+                run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+        else:
+            run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))

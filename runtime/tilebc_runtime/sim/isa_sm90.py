@@ -12,7 +12,9 @@ instruction that reads or writes an accumulator register of a wgmma still in fli
 the groups up to the one holding it (a profile counts these: `wgmma_serialized`): ptxas does the
 same, serialising the pipeline there rather than letting the instruction see a stale value
 (tileiras's sm_90 code copies accumulators with `mov` between a persistent loop's iterations).
-For the JIT's own code (sim.run: KernelImage.serialize_wgmma False) such a touch is an error.
+For the JIT's own code (sim.run: KernelImage.serialize_wgmma False) such a touch is an error,
+and so is a wgmma.mma_async reading an accumulator or A register that another instruction wrote
+after the last wgmma.fence (the ISA's fence rule: undefined, which ptxas serialises).
 A CTA that ends with results not retired is an error.
 
 mbarrier. The 8-byte object in shared memory is modelled beside the memory (Cta.mbarriers, keyed
@@ -728,7 +730,72 @@ def _landing_first(fn, names, ins):
 KERNEL_PASSES.append(_serialize_accumulator_uses)
 
 
-@implements("wgmma", forms="wgmma.fence (no-op), commit_group, wait_group N (the accumulators "
+def _is_mma_async(ins) -> bool:
+    return ins is not None and ins.opcode == "wgmma" and "mma_async" in ins.modifiers
+
+
+def _fenced_operands(code) -> None:
+    """The PTX ISA's rule for wgmma.fence: a register that another instruction wrote may be read
+    as a wgmma.mma_async accumulator or A fragment only after a wgmma.fence (chained
+    wgmma.mma_async's on the same accumulators need none between them), and a warpgroup's first
+    wgmma.mma_async needs one before it; otherwise the result is undefined (ptxas serialises the
+    pipeline there, or the hardware reads the register's earlier value), while the emulator
+    reads the latest, so it checks the rule instead. Looked for backwards
+    from each wgmma.mma_async through straight-line code (a branch target ends the search
+    without a verdict); for the JIT's own code a breach is an error when the wgmma runs."""
+    targets = {entry[3].target for entry in code
+               if entry[3] is not None and getattr(entry[3], "target", None) is not None}
+    for index, (kind, fn, guard, control, ins) in enumerate(code):
+        if fn is None or not _is_mma_async(ins):
+            continue
+        read = set(registers_of(ins.operands[0]))
+        if isinstance(ins.operands[1], Vec):  # A from registers
+            read.update(registers_of(ins.operands[1]))
+        writer = _unfenced_writer(code, index, read, targets)
+        if writer is not None:
+            code[index] = (kind, _refusing_unfenced(fn, ins, writer), guard, control, ins)
+
+
+def _unfenced_writer(code, index, read, targets):
+    """The instruction before code[index] that wrote one of `read` with no wgmma.fence between
+    (the kernel's start, for no fence at all); None when a fence comes first or a branch target
+    leaves it open."""
+    for j in range(index - 1, -1, -1):
+        if j + 1 in targets:
+            return None
+        ins = code[j][4]
+        if ins is None or _is_mma_async(ins):
+            continue
+        if ins.opcode == "wgmma":
+            if "fence" in ins.modifiers:
+                return None
+            continue
+        first = ins.operands[0] if ins.operands else None
+        if isinstance(first, (Reg, Vec)) and read.intersection(registers_of(first)):
+            return ins
+    return "start"
+
+
+def _refusing_unfenced(fn, ins, writer):
+    if writer == "start":
+        why = "the kernel issues it with no wgmma.fence before it"
+    else:
+        why = (f"`{writer.text}` (line {writer.line}) writes one of its accumulator or A "
+               "registers with no wgmma.fence between")
+
+    def run(cta, mask):
+        if not cta.launch.image.serialize_wgmma:
+            raise cta.launch.error(cta, ins, f"wgmma.mma_async reads registers written since "
+                                   f"the last wgmma.fence, which the PTX ISA leaves undefined "
+                                   f"(ptxas may serialise the wgmma pipeline there): {why}")
+        fn(cta, mask)
+    return run
+
+
+KERNEL_PASSES.append(_fenced_operands)
+
+
+@implements("wgmma", forms="wgmma.fence (its rule checked before the run), commit_group, wait_group N (the accumulators "
                            "of retired groups land); wgmma.mma_async.sync.aligned.m64nNkK "
                            "f16/bf16 (k16), tf32 (k8), e4m3/e5m2 (k32), s8/u8 (k32, .satfinite) "
                            "with A from a descriptor or registers and B from a descriptor "

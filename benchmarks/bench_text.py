@@ -115,28 +115,35 @@ def tilebc_launcher(python: str) -> List[str]:
     return [python, script] if os.path.isfile(script) else [python, "-m", "tilebc"]
 
 
-PEAK_KB: Dict[tuple, int] = {}  # (row, tool) -> the largest peak resident set of its runs, KiB
-
-
-def run_once(argv: List[str], env: Optional[Dict[str, str]] = None,
-             key: Optional[tuple] = None) -> float:
-    """Wall seconds of one run; its peak resident set goes to PEAK_KB[key] (os.wait4's rusage
-    of this child alone)."""
+def run_once(argv: List[str], env: Optional[Dict[str, str]] = None) -> float:
     # `-m`/`-c` put the working directory first on sys.path: run in the tree being timed
     cwd = env["PYTHONPATH"].split(os.pathsep)[0] if env else None
     start = time.perf_counter()
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                               cwd=cwd)
-    errors = process.stderr.read()
-    _, status, usage = os.wait4(process.pid, 0)
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                          cwd=cwd)
     elapsed = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    process.stderr.close()
-    if process.returncode:
-        raise SystemExit(f"{' '.join(argv)} failed: {errors.decode()[-400:]}")
-    if key is not None:
-        PEAK_KB[key] = max(PEAK_KB.get(key, 0), usage.ru_maxrss)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(argv)} failed: {done.stderr.decode()[-400:]}")
     return elapsed
+
+
+GNU_TIME = "/usr/bin/time"
+
+
+def peak_kib(argv: List[str], env: Optional[Dict[str, str]] = None) -> Optional[int]:
+    """The command's peak resident set in KiB, through GNU time (which waits on the command
+    alone: a child of this process would report at least this process's own peak, as Linux
+    keeps it across exec), in a run of its own; None without GNU time."""
+    if not os.access(GNU_TIME, os.X_OK):
+        return None
+    cwd = env["PYTHONPATH"].split(os.pathsep)[0] if env else None
+    with tempfile.NamedTemporaryFile("r") as report:
+        done = subprocess.run([GNU_TIME, "-f", "%M", "-o", report.name, *argv],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+        words = report.read().split()
+    if done.returncode or not words or not words[-1].isdigit():
+        return None
+    return int(words[-1])
 
 
 def loaded_by_dis(tree: str, path: str) -> str:
@@ -226,13 +233,19 @@ def main(argv=None) -> int:
     for round_number in range(max(job[4] for job in jobs)):
         for row, tool, argv, env, rounds in jobs:
             if round_number < rounds:
-                times.setdefault((row, tool), []).append(run_once(argv, env, (row, tool)))
+                times.setdefault((row, tool), []).append(run_once(argv, env))
         print(f"round {round_number + 1} done", file=sys.stderr, flush=True)
 
+    peaks = {}  # (row, tool) -> KiB, one run each after the timed rounds
+    for row, tool, argv, env, _ in jobs:
+        if row in ("dis 1.4m", "dis -g 1.4m", "asm 1.4m", "verify 1.4m"):
+            found = peak_kib(argv, env)
+            if found is not None:
+                peaks[(row, tool)] = found
     loaded = {tree_name: (loaded_by_dis(tree, small["bytecode"]),
                           min(import_ms(tree, small["bytecode"]) for _ in range(3)))
               for tree_name, tree in trees.items()}
-    report = render(inputs, trees, times, loaded, disasm, args)
+    report = render(inputs, trees, times, loaded, disasm, args, peaks)
     print(report)
     if args.record:
         with open(RESULTS, "w") as stream:
@@ -241,7 +254,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def render(inputs, trees, times, loaded, disasm, args) -> str:
+def render(inputs, trees, times, loaded, disasm, args, peaks) -> str:
     def cell(row, tool):
         found = times.get((row, tool))
         if not found:
@@ -296,14 +309,14 @@ def render(inputs, trees, times, loaded, disasm, args) -> str:
     large = inputs["1.4m"]
     lines.append(f"- convert: `convert FILE --target-version {large['older']}`, one version below "
                  f"the modules' {large['version']}")
-    peaks = [(row, tool, PEAK_KB[(row, tool)]) for row in ("dis 1.4m", "dis -g 1.4m", "asm 1.4m",
-                                                           "verify 1.4m") for tool in tools
-             if (row, tool) in PEAK_KB]
-    if peaks:
-        lines.append("- peak memory of the 1.4m rows (largest resident set of a run, MiB; x the "
-                     "bytecode): " + "; ".join(
+    found = [(row, tool, peaks[(row, tool)]) for row in ("dis 1.4m", "dis -g 1.4m", "asm 1.4m",
+                                                         "verify 1.4m") for tool in tools
+             if (row, tool) in peaks]
+    if found:
+        lines.append("- peak memory of the 1.4m rows (resident set, MiB, and x the bytecode; one "
+                     "run each under GNU time after the timed rounds): " + "; ".join(
                          f"{row} {tool} {kib / 1024:.0f} ({kib * 1024 / large['size']:.0f}x)"
-                         for row, tool, kib in peaks))
+                         for row, tool, kib in found))
     for tool, (what, milliseconds) in loaded.items():
         lines.append(f"- `tilebc dis` small ({tool}) loads, of tilebc_runtime, tilebc.interp, "
                      f"cuda, numpy: {what}; imports take {milliseconds:.0f} ms "

@@ -260,6 +260,26 @@ def test_pieces_are_made_again_where_the_file_is_rewritten_in_place(tmp_path, mo
     assert os.listdir(tmp_path) == ["k.mlir"]
 
 
+def test_a_failure_while_rewriting_in_place_keeps_the_old_file(tmp_path, monkeypatch):
+    """Where the file is rewritten in place, the pieces are made whole before it is truncated:
+    an error while printing leaves the old contents."""
+    from tilebc import outputs
+    from tilebc.errors import TilebcError
+    output = tmp_path / "k.mlir"
+    output.write_text("old\n")
+
+    def no_temp_file(folder, prefix, suffix):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), folder)
+
+    def pieces():
+        yield "partial\n"
+        raise TilebcError("a type too long to print")
+    monkeypatch.setattr(outputs, "temp_file", no_temp_file)
+    with pytest.raises(TilebcError):
+        outputs.write_output(output, pieces, binary=False)
+    assert output.read_text() == "old\n"
+
+
 @pytest.mark.parametrize("debug", [False, True], ids=["plain", "-g"])
 def test_dis_pieces_join_to_the_printed_text(debug):
     from tilebc import load

@@ -16,7 +16,10 @@ Every command of both CLIs (`tilebc asm/dis/convert/translate/run`, `tilebc comp
 * anything else that exists (a device such as /dev/null, a FIFO) is opened and written through,
   never replaced;
 * an OS failure is one TilebcError naming the path the user gave: "OUT: cannot write the output:
-  No space left on device".
+  No space left on device";
+* output made in pieces (`tilebc dis`, an entry at a time) is written as it is made, never held
+  whole, by the same rules: an error while it is made leaves a regular file as it was, and what
+  came before it on stdout or in a special file.
 """
 from __future__ import annotations
 
@@ -38,10 +41,12 @@ def write_output(path: str | os.PathLike | None,
     """Write `data` (str is UTF-8 encoded) to `path` by the rules of this module's docstring.
 
     `data` may also be a function returning the output in pieces (`tilebc dis`: one entry at a
-    time), written as they come so that a large output is never held whole. A file is still
-    replaced atomically: an error while the pieces are made (an exception from the function)
-    leaves the old file and no temp file. The function is called a second time only where a file
-    that could not be replaced is rewritten in place."""
+    time), written as they come so that a large output is never held whole. A regular file is
+    still replaced atomically: an error while the pieces are made (an exception from the
+    function) leaves the old file and no temp file; where it cannot be replaced and is rewritten
+    in place, the pieces are made again and joined before it is truncated, so the same holds.
+    Stdout and special files (a FIFO, a device) take the pieces as they come: an error leaves
+    what came before it there, as with any streaming tool."""
     pieces = _pieces(data)
     if path is None or os.fspath(path) == "-":
         _write_stdout(pieces, binary=binary, force=force)
@@ -105,7 +110,8 @@ def _write_file(name: str, pieces: Pieces) -> None:
         # file itself may still be writable, as it is for tools that truncate and write
         if info is None or not os.access(target, os.W_OK):
             raise
-        _write_through(target, pieces)
+        text = b"".join(pieces())  # made whole before the file is truncated (see write_output)
+        _write_through(target, lambda: (text,))
 
 
 def _write_through(target: str, pieces: Pieces) -> None:

@@ -259,6 +259,29 @@ def test_tf32_operand_bits_are_read_with_the_low_13_dropped():
     assert got[2, 0] == np.float32(1 + 2**-10)
 
 
+def test_tf32_operands_read_alike_by_the_interpreter_and_the_emulator():
+    """One reading of a tf32 mma operand everywhere: the interpreter's (tilebc.interp, whose
+    tf32 tiles hold f32 words) and the emulator's mma/wgmma (isa_mma) keep the top 19 bits of
+    every pattern. Specials follow from that: Inf and a NaN with a payload bit in the top 10
+    stay so; a NaN whose payload is only in the low 13 bits reads as Inf (not seen on a GPU)."""
+    from tilebc.interp.numeric_ops import tf32_operand
+    from tilebc_runtime.sim.isa_mma import _tf32_top_bits
+    rng = np.random.default_rng(3)
+    words = np.concatenate([rng.integers(0, 2**32, 4096, dtype=np.uint64).astype(np.uint32),
+                            np.array([0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0x00000001,
+                                      0x80001FFF, 0x3F800FFF], np.uint32)])
+    interpreted = tf32_operand(words.view(np.float32)).view(np.uint32)
+    assert (interpreted == words & 0xFFFFE000).all()
+    emulated = _tf32_top_bits(words)  # float64: a NaN's payload is not kept bit for bit
+    nan = np.isnan(emulated)
+    assert (nan == np.isnan(interpreted.view(np.float32))).all()
+    assert (emulated[~nan] == interpreted.view(np.float32)[~nan]).all()
+    specials = interpreted[-7:].view(np.float32)
+    assert np.isposinf(specials[0]) and np.isneginf(specials[1]) and np.isnan(specials[2])
+    assert np.isposinf(specials[3]) and specials[4] == 0 and specials[5] == 0
+    assert specials[6] == 1.0
+
+
 @pytest.mark.parametrize("instruction", [
     "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32",       # its own quad-pair layout
     "mma.sync.aligned.m16n8k16.row.col.f32.tf32.tf32.f32",   # no such tf32 shape

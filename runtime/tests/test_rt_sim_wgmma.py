@@ -7,6 +7,8 @@ per swizzle mode as "16-byte chunk c of row r lands at chunk c XOR f(r)" (the em
 XORs address bits), so a misread descriptor field, major-ness or swizzle fails. The same
 layouts, run through test_rt_sim_isa's @also_on_gpu wgmma cases, matched an H200 bit for bit.
 """
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -438,8 +440,20 @@ def test_results_never_retired_are_reported(drop):
         run_wgmma(ptx, image, np.zeros((128, 4), np.uint32))
 
 
-@pytest.mark.parametrize("change", ["fenced", "accumulator written after the fence",
-                                    "A written after the fence", "no fence"])
+# (what is done to the kernel, the writer the refusal names or None where the kernel runs)
+FENCE_CASES = {
+    "fenced": None,
+    "accumulator written after the fence": "add.u32 %acc1",
+    "A written after the fence": "add.u32 %a2",
+    "no fence": "ld.global.b32 %acc3",
+    "shfl writes an accumulator": "shfl.sync.idx.b32 %acc1|%p2",
+    "predicated fence": "ld.global.b32 %acc3",
+    "chained wgmma's": None,  # the same shape on the same accumulators needs no fence between
+    "a branch target between": None,  # control may come from elsewhere: no verdict
+}
+
+
+@pytest.mark.parametrize("change", list(FENCE_CASES))
 def test_registers_written_after_wgmma_fence_are_refused_in_our_code(change):
     """The ISA's wgmma.fence rule: an accumulator or A register another instruction wrote is
     read by wgmma.mma_async only after a wgmma.fence (else undefined: ptxas serialises the
@@ -451,24 +465,31 @@ def test_registers_written_after_wgmma_fence_are_refused_in_our_code(change):
     place(_values("f16", (64, 16)), "k", 128, 1, 1024, image, 0)
     place(_values("f16", (8, 16)), "k", 128, 1, 1024, image, 8192)
     fence = "  wgmma.fence.sync.aligned;\n"
+    step = (descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128))
     ptx = kernel_ptx("m64n8k16", "f32", "f16", "f16",
-                     [(descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128))],
+                     [step, step] if change == "chained wgmma's" else [step],
                      a_registers=change.startswith("A"), shared_bytes=16384)
-    write = {"accumulator written after the fence": "  add.u32 %acc1, %acc1, 0;\n",
-             "A written after the fence": "  add.u32 %a2, %a2, 0;\n"}.get(change)
-    if write:
-        ptx = ptx.replace(fence, fence + write)
+    after_fence = {"accumulator written after the fence": "  add.u32 %acc1, %acc1, 0;\n",
+                   "A written after the fence": "  add.u32 %a2, %a2, 0;\n",
+                   "shfl writes an accumulator":
+                       "  shfl.sync.idx.b32 %acc1|%p2, %acc1, 0, 31, -1;\n",
+                   "a branch target between": "  add.u32 %acc1, %acc1, 0;\n$elsewhere:\n"}
+    if change in after_fence:
+        ptx = ptx.replace(fence, fence + after_fence[change])
+    if change == "a branch target between":  # a branch (never taken) to the label
+        ptx = ptx.replace(fence, "  setp.ne.u32 %p3, %r0, %r0;\n  @%p3 bra $elsewhere;\n" + fence)
     elif change == "no fence":
         ptx = ptx.replace(fence, "")
+    elif change == "predicated fence":
+        ptx = ptx.replace(fence, "  @%p1 wgmma.fence.sync.aligned;\n")
+    writer = FENCE_CASES[change]
     for ours in (True, False):
         kernel = load_kernel(ptx, "k")
         kernel.serialize_wgmma = not ours
-        if ours and change != "fenced":
+        if ours and writer is not None:
             with pytest.raises(sim.SimExecutionError,
                                match="since the last wgmma.fence, which the PTX ISA leaves "
-                               "undefined .*: `" +
-                               ("ld.global.b32 %acc3" if change == "no fence"
-                                else "add.u32 %(acc1|a2)") + ".*with no wgmma.fence between"):
-                run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+                               "undefined .*: `" + re.escape(writer) + ".*with no wgmma.fence"):
+                run_wgmma(kernel, image, np.zeros((128, 4), np.uint32), scale=1)
         else:
-            run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+            run_wgmma(kernel, image, np.zeros((128, 4), np.uint32), scale=1)

@@ -209,7 +209,7 @@ class _CursorCommon:
         """peek() for the end of input, a bad character and the tokens whose text is checked."""
         self.skip_space()
         if self.pos >= len(self.text):
-            self._peeked = Token("eof", "", self.pos)
+            self._peeked = self._token("eof", "", self.pos)
             return self._peeked
         match = _TOKEN.match(self.text, self.pos)
         if not match:
@@ -227,7 +227,7 @@ class _CursorCommon:
             tail = _WORD_TAIL.match(self.text, match.end())
             if tail.end() > match.end():
                 raise self.error(f"malformed number '{self.text[self.pos:tail.end()]}'", self.pos)
-        self._peeked = Token(match.lastgroup, match.group(), self.pos)
+        self._peeked = self._token(match.lastgroup, match.group(), self.pos)
         return self._peeked
 
     def _check_string(self, token_text: str, pos: int) -> None:
@@ -286,10 +286,14 @@ class _CursorCommon:
 class PyCursor(_CursorCommon, _PyTokenMethods):
     """The Cursor in pure Python (TILEBC_PURE=1, or the compiled helpers not built)."""
 
+    _token = PyToken  # every token it reads of one class
+
 
 if _CompiledCursorBase is not None:
     class Cursor(_CursorCommon, _CompiledCursorBase):
         """A position-based scanner over Tile IR text (its token-level methods compiled)."""
+
+        _token = Token  # the compiled methods take only these
 else:
     Cursor = PyCursor
 

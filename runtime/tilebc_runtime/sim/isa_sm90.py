@@ -14,7 +14,8 @@ same, serialising the pipeline there rather than letting the instruction see a s
 (tileiras's sm_90 code copies accumulators with `mov` between a persistent loop's iterations).
 For the JIT's own code (sim.run: KernelImage.serialize_wgmma False) such a touch is an error,
 and so is a wgmma.mma_async reading an accumulator or A register that another instruction wrote
-after the last wgmma.fence (the ISA's fence rule: undefined, which ptxas serialises).
+after the last wgmma.fence (the ISA's fence rule: undefined, which ptxas serialises; checked in
+straight-line code).
 A CTA that ends with results not retired is an error.
 
 mbarrier. The 8-byte object in shared memory is modelled beside the memory (Cta.mbarriers, keyed
@@ -741,8 +742,9 @@ def _fenced_operands(code) -> None:
     wgmma.mma_async needs one before it; otherwise the result is undefined (ptxas serialises the
     pipeline there, or the hardware reads the register's earlier value), while the emulator
     reads the latest, so it checks the rule instead. Looked for backwards
-    from each wgmma.mma_async through straight-line code (a branch target ends the search
-    without a verdict); for the JIT's own code a breach is an error when the wgmma runs."""
+    from each wgmma.mma_async through straight-line code only: a branch target ends the search
+    without a verdict, so writes on other paths (a loop's back edge, a branch around the fence)
+    go unchecked. For the JIT's own code a breach is an error when the wgmma runs."""
     targets = {entry[3].target for entry in code
                if entry[3] is not None and getattr(entry[3], "target", None) is not None}
     for index, (kind, fn, guard, control, ins) in enumerate(code):
@@ -756,22 +758,31 @@ def _fenced_operands(code) -> None:
             code[index] = (kind, _refusing_unfenced(fn, ins, writer), guard, control, ins)
 
 
+def _shape_of(ins):
+    return next((m for m in ins.modifiers if _SHAPE.match(m)), None)
+
+
 def _unfenced_writer(code, index, read, targets):
     """The instruction before code[index] that wrote one of `read` with no wgmma.fence between
     (the kernel's start, for no fence at all); None when a fence comes first or a branch target
-    leaves it open."""
+    leaves it open. Earlier wgmma.mma_async's of the same shape chain without one."""
+    shape = _shape_of(code[index][4])
     for j in range(index - 1, -1, -1):
         if j + 1 in targets:
             return None
-        ins = code[j][4]
-        if ins is None or _is_mma_async(ins):
+        guard, ins = code[j][2], code[j][4]
+        if ins is None:
+            continue
+        if _is_mma_async(ins):
+            if _shape_of(ins) != shape and read.intersection(registers_of(ins.operands[0])):
+                return ins
             continue
         if ins.opcode == "wgmma":
-            if "fence" in ins.modifiers:
+            if "fence" in ins.modifiers and guard is None:  # a predicated fence may not run
                 return None
             continue
-        first = ins.operands[0] if ins.operands else None
-        if isinstance(first, (Reg, Vec)) and read.intersection(registers_of(first)):
+        first = ins.operands[0] if ins.operands else None  # the destination, where there is one
+        if isinstance(first, (Reg, Vec, PredPair)) and read.intersection(registers_of(first)):
             return ins
     return "start"
 

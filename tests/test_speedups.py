@@ -7,10 +7,18 @@ import random
 
 import pytest
 
-from tilebc.text.lexer import _CHECKED, _SPACED_TOKEN, Cursor
+from tilebc.text.lexer import _CHECKED, _SPACED_TOKEN
 
 speedups = pytest.importorskip("tilebc._speedups")
 CORPUS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "text_corpus", "*.mlir")))
+
+
+def _compiled_cursor():
+    """The lexer's Cursor on the compiled token methods, made here so that the comparisons below
+    also run where TILEBC_PURE=1 makes the lexer's own Cursor the pure one."""
+    from tilebc.text import lexer
+    return type("CompiledCursor", (lexer._CursorCommon, speedups.CursorBase),
+                {"_token": speedups.Token})
 
 
 def _by_regex(text: str, pos: int):
@@ -68,9 +76,8 @@ def _tokens(cursor_class, text):
 @pytest.mark.parametrize("path", CORPUS[:12], ids=os.path.basename)
 def test_compiled_cursor_reads_the_tokens_the_python_cursor_reads(path):
     from tilebc.text.lexer import PyCursor
-    assert Cursor is not PyCursor  # the compiled token methods are in use
     text = open(path, encoding="utf-8").read()
-    read = _tokens(Cursor, text)
+    read = _tokens(_compiled_cursor(), text)
     assert len(read) > 10 and read == _tokens(PyCursor, text)
 
 
@@ -86,7 +93,7 @@ def test_compiled_cursor_methods_match_the_python_ones_on_random_text():
         calls = [(rng.choice(["peek", "next", "at", "accept", "expect", "expect_kind"]),
                   rng.choice(["(", ":", "addi", "value", "ident", "eof"])) for _ in range(6)]
         seen = []
-        for cursor_class in (Cursor, PyCursor):
+        for cursor_class in (_compiled_cursor(), PyCursor):
             cursor, log = cursor_class(text, "t.mlir"), []
             for method, argument in calls:
                 try:
@@ -108,6 +115,13 @@ def test_compiled_cursor_methods_match_the_python_ones_on_random_text():
         assert seen[0] == seen[1], (text, calls)
 
 
+def test_the_lexer_uses_the_compiled_cursor_unless_told_not_to():
+    from tilebc.text.lexer import Cursor as used, PyCursor
+    assert (used is PyCursor) == bool(os.environ.get("TILEBC_PURE"))
+    if used is not PyCursor:
+        assert issubclass(used, speedups.CursorBase)
+
+
 def test_compiled_token_behaves_as_the_python_token():
     from tilebc.text.lexer import PyToken
     compiled = speedups.Token("value", "%x", 3)
@@ -121,7 +135,7 @@ def test_compiled_token_behaves_as_the_python_token():
 
 def test_compiled_cursor_survives_what_python_code_may_set():
     # the members are writable from Python: odd values give Python errors, never a crash
-    cursor = Cursor("%a = addi", "t.mlir")
+    cursor = _compiled_cursor()("%a = addi", "t.mlir")
     cursor._peeked = ("value", "%a", 0)  # not a Token: ignored, the text is scanned again
     assert (cursor.peek().kind, cursor.peek().text) == ("value", "%a")
     cursor.pos = 10**6  # past the end: the end-of-input token
@@ -138,4 +152,4 @@ def test_compiled_cursor_on_long_and_unusual_text():
     texts = ["x" * 200_000 + " y", "%v" + "a" * 100_000, "\x00%a", "%a\ud800 b", "é %a",
              "a\u2028b", "//" + "c" * 1000 + "\n%z"]
     for text in texts:
-        assert _tokens(Cursor, text) == _tokens(PyCursor, text)
+        assert _tokens(_compiled_cursor(), text) == _tokens(PyCursor, text)

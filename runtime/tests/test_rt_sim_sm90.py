@@ -108,6 +108,32 @@ $wait:
     assert out[0, 1] == 0  # the arrival alone left 256 transaction bytes outstanding
 
 
+def test_a_bulk_copy_lands_when_its_mbarrier_is_waited_on():
+    """A bulk copy lands at the latest moment the ISA allows, the next wait on its mbarrier: the
+    issuing thread reading the destination before it waits reads the old contents (as the
+    hardware may), and the new ones after the wait."""
+    body = INIT.format(count=1) + """
+  mov.u32 %r8, smem;
+  @%p0 bra $issued;
+  mov.u32 %r13, 48879;
+  st.shared.u32 [%r8], %r13;
+  mbarrier.arrive.expect_tx.shared.b64 _, [bar], 256;
+  ld.param.u64 %rd3, [psrc];
+  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r8], [%rd3], 256, [bar];
+  ld.shared.u32 %r14, [%r8];
+  """ + store_u32("%r14", 1, 1) + """
+$wait:
+  mbarrier.try_wait.parity.shared::cta.b64 %p7, [bar], 0, 1000;
+  @!%p7 bra $wait;
+  ld.shared.u32 %r15, [%r8];
+  """ + store_u32("%r15", 1, 0) + """
+$issued:"""
+    src = np.arange(64, dtype=np.uint32) + 7
+    out = np.zeros(2, np.uint32)
+    launch(kernel(body, ".param .u64 psrc, .param .u64 pout"), src, out)
+    assert out[1] == 48879 and out[0] == src[0]
+
+
 def test_cp_async_mbarrier_arrive_noinc_orders_shared_memory():
     """Each thread copies its word with cp.async and arrives (noinc); once the phase completes
     every thread reads its neighbour's word (no bar.sync: the mbarrier orders it)."""

@@ -3,9 +3,10 @@
 through tensor maps bound to kernel parameters: sim/tensormap.py), prefetch, warpgroup MMA
 (wgmma.*), elect.sync, setmaxnreg and stmatrix, per the PTX ISA.
 
-Time. Bulk and tensor copies complete when they are issued: the data lands at once and its bytes
-are completed on the mbarrier (one legal schedule; a kernel that reads the destination before
-its wait is not diagnosed). wgmma.mma_async reads its operands when issued but its accumulators
+Time. Bulk and tensor copies to shared memory read their source when they are issued and land
+at the latest moment the ISA allows: when a thread next waits on their mbarrier, which then sees
+their bytes completed (as cp.async lands at the wait that covers its group). A kernel that reads
+the destination before its wait reads the old contents, as the hardware may. wgmma.mma_async reads its operands when issued but its accumulators
 land only when wgmma.wait_group retires the commit group holding it, while later wgmma's on the
 same accumulators chain on the pending results, as the hardware pipeline does. Another
 instruction that reads or writes an accumulator register of a wgmma still in flight first lands
@@ -36,7 +37,7 @@ the CTA's own shared memory.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
@@ -62,6 +63,15 @@ class MBarrier:
     pending: int  # arrivals still missing in the current phase
     phase: int = 0
     tx: int = 0  # transaction bytes expected and not yet completed
+    # bulk and tensor copies issued and not yet landed: each lands its bytes in shared memory and
+    # completes them on this barrier when a thread next waits on it (_deliver)
+    in_flight: list = field(default_factory=list)
+
+
+def _deliver(bar: MBarrier) -> None:
+    """Land the copies in flight on `bar`, in the order they were issued."""
+    while bar.in_flight:
+        bar.in_flight.pop(0)()
 
 
 def _barrier(cta, ins, address: int, thread: int) -> MBarrier:
@@ -209,6 +219,7 @@ def build_mbarrier(ins, k):
             address, thread = int(addresses[index]), int(lane)
             _check_address(cta, ins, address, thread)
             bar = _barrier(cta, ins, address, thread)
+            _deliver(bar)
             if parity:  # the phase of that parity before the current one is complete
                 done[lane] = (bar.phase & 1) != (int(states[index]) & 1)
             else:
@@ -326,10 +337,16 @@ def build_bulk(ins, k):
             offsets = np.arange(size, dtype=np.uint64)
             who = np.full(size, thread)
             data = source.load(cta, np.uint64(src) + offsets, who, np.dtype(np.uint8))
-            target.store(cta, np.uint64(dst) + offsets, who, data)
-            if completes:
+            if not completes:
+                target.store(cta, np.uint64(dst) + offsets, who, data)
+                continue
+
+            def land(bar=bar, where=np.uint64(dst) + offsets, who=who, data=data, size=size,
+                     thread=thread):
+                target.store(cta, where, who, data)
                 bar.tx -= size
                 _progress(cta, ins, bar, thread)
+            bar.in_flight.append(land)
     return fn
 
 
@@ -458,9 +475,13 @@ def build_bulk_tensor(ins, k):
                 values = np.zeros(len(dense), element)
                 who = np.full(inside_count, thread)
                 values[inside] = memory.load(cta, inside_addresses, who, element)
-                shared.store(cta, smem, np.full(len(smem), thread), values)
-                bar.tx -= tensor_map.box_bytes
-                _progress(cta, ins, bar, thread)
+
+                def land(bar=bar, smem=smem, values=values, size=tensor_map.box_bytes,
+                         thread=thread):
+                    shared.store(cta, smem, np.full(len(smem), thread), values)
+                    bar.tx -= size
+                    _progress(cta, ins, bar, thread)
+                bar.in_flight.append(land)
             else:
                 values = shared.load(cta, smem, np.full(len(smem), thread), element)
                 memory.store(cta, inside_addresses, np.full(inside_count, thread),

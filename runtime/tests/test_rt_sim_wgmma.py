@@ -493,3 +493,29 @@ def test_registers_written_after_wgmma_fence_are_refused_in_our_code(change):
                 run_wgmma(kernel, image, np.zeros((128, 4), np.uint32), scale=1)
         else:
             run_wgmma(kernel, image, np.zeros((128, 4), np.uint32), scale=1)
+
+
+@pytest.mark.parametrize("where", ["before the wait", "after the wait"])
+def test_a_registers_touched_before_the_wait_are_refused_in_our_code(where):
+    """The ISA's rule for A in registers: no other instruction reads or writes them until a
+    wgmma.wait_group retires the wgmma (the hardware may read them until then; the emulator
+    reads them at issue). Refused in the JIT's own code; after the wait they are free again."""
+    from tilebc_runtime.sim.machine import load_kernel
+    image = np.zeros(16384, np.uint8)
+    place(_values("f16", (8, 16)), "k", 128, 1, 1024, image, 8192)
+    ptx = kernel_ptx("m64n8k16", "f32", "f16", "f16",
+                     [(None, descriptor(8192, 16, 1024, 128))], a_registers=True,
+                     shared_bytes=16384)
+    anchor = ("  wgmma.commit_group.sync.aligned;\n" if where == "before the wait"
+              else "  ld.param.u64 %rd10, [pd];\n")
+    ptx = ptx.replace(anchor, "  add.u32 %r9, %a1, 0;\n" + anchor)
+    for ours in (True, False):
+        kernel = load_kernel(ptx, "k")
+        kernel.serialize_wgmma = not ours
+        if ours and where == "before the wait":
+            with pytest.raises(sim.SimExecutionError,
+                               match="touches an A register of `wgmma.mma_async.* before a "
+                                     "wgmma.wait_group retires it.*`add.u32 %r9, %a1, 0`"):
+                run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+        else:
+            run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))

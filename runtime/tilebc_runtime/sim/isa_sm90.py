@@ -15,7 +15,8 @@ same, serialising the pipeline there rather than letting the instruction see a s
 (tileiras's sm_90 code copies accumulators with `mov` between a persistent loop's iterations).
 For the JIT's own code (sim.run: KernelImage.serialize_wgmma False) such a touch is an error,
 and so is a wgmma.mma_async reading an accumulator or A register that another instruction wrote
-after the last wgmma.fence (the ISA's fence rule: undefined, which ptxas serialises; checked in
+after the last wgmma.fence (the ISA's fence rule: undefined, which ptxas serialises), or any
+instruction touching a wgmma's A registers before a wgmma.wait_group retires it (both checked in
 straight-line code).
 A CTA that ends with results not retired is an error.
 
@@ -825,6 +826,46 @@ def _refusing_unfenced(fn, ins, writer):
 
 
 KERNEL_PASSES.append(_fenced_operands)
+
+
+def _a_registers_left_alone(code) -> None:
+    """The PTX ISA's rule for a wgmma.mma_async's A fragment in registers: no other instruction
+    may read or write those registers until a wgmma.wait_group retires its group (the hardware
+    may read them at any time before). The emulator reads them when the wgmma is issued, so it
+    checks the rule instead: looked for forwards from each such wgmma through straight-line
+    code up to the next wgmma.wait_group (which it takes to retire the group); a branch or a
+    branch target ends the search without a verdict. For the JIT's own code a breach is an error
+    when the offending instruction runs."""
+    targets = {entry[3].target for entry in code
+               if entry[3] is not None and getattr(entry[3], "target", None) is not None}
+    for index, (_, fn, _, _, ins) in enumerate(code):
+        if fn is None or not _is_mma_async(ins) or not isinstance(ins.operands[1], Vec):
+            continue
+        registers = set(registers_of(ins.operands[1]))
+        for j in range(index + 1, len(code)):
+            if j in targets or code[j][3] is not None:  # control may come or go elsewhere
+                break
+            kind, other_fn, guard, control, other = code[j]
+            if other is None or _is_mma_async(other):
+                continue
+            if other.opcode == "wgmma" and "wait_group" in other.modifiers:
+                break
+            if any(registers.intersection(registers_of(operand)) for operand in other.operands):
+                code[j] = (kind, _refusing_a_access(other_fn, other, ins), guard, control, other)
+
+
+def _refusing_a_access(fn, ins, wgmma):
+    def run(cta, mask):
+        if not cta.launch.image.serialize_wgmma:
+            raise cta.launch.error(cta, ins, f"touches an A register of `{wgmma.text}` (line "
+                                   f"{wgmma.line}) before a wgmma.wait_group retires it, which "
+                                   "the PTX ISA leaves undefined (the hardware may read the "
+                                   "register then)")
+        fn(cta, mask)
+    return run
+
+
+KERNEL_PASSES.append(_a_registers_left_alone)
 
 
 @implements("wgmma", forms="wgmma.fence (its rule checked before the run), commit_group, wait_group N (the accumulators "

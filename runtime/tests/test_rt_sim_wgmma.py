@@ -519,3 +519,32 @@ def test_a_registers_touched_before_the_wait_are_refused_in_our_code(where):
                 run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
         else:
             run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+
+
+@pytest.mark.parametrize("where", ["before the wait", "after the wait", "elsewhere"])
+def test_stores_to_shared_memory_a_wgmma_reads_in_flight_are_refused_in_our_code(where):
+    """A wgmma.mma_async may read its shared-memory operands until a wgmma.wait_group retires
+    it; the emulator reads them at issue, so in the JIT's own code a store to those bytes in
+    between is refused (a stage refilled too early). Bytes it does not read are free."""
+    from tilebc_runtime.sim.machine import load_kernel
+    image = np.zeros(16384, np.uint8)
+    place(_values("f16", (64, 16)), "k", 128, 1, 1024, image, 0)
+    place(_values("f16", (8, 16)), "k", 128, 1, 1024, image, 8192)
+    ptx = kernel_ptx("m64n8k16", "f32", "f16", "f16",
+                     [(descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128))],
+                     shared_bytes=16384)
+    anchor = ("  ld.param.u64 %rd10, [pd];\n" if where == "after the wait"
+              else "  wgmma.commit_group.sync.aligned;\n")
+    offset = 12288 if where == "elsewhere" else 8192  # B's first row, or past both operands
+    ptx = ptx.replace(anchor, f"  setp.eq.u32 %p2, %r0, 0;\n  @%p2 st.shared.b32 [%r2+{offset}], "
+                              "%r0;\n" + anchor)
+    for ours in (True, False):
+        kernel = load_kernel(ptx, "k")
+        kernel.serialize_wgmma = not ours
+        if ours and where == "before the wait":
+            with pytest.raises(sim.SimMemoryError,
+                               match="overwrites shared memory that a wgmma.mma_async still "
+                                     "in flight reads"):
+                run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+        else:
+            run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))

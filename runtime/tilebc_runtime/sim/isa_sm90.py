@@ -17,7 +17,8 @@ For the JIT's own code (sim.run: KernelImage.serialize_wgmma False) such a touch
 and so is a wgmma.mma_async reading an accumulator or A register that another instruction wrote
 after the last wgmma.fence (the ISA's fence rule: undefined, which ptxas serialises), or any
 instruction touching a wgmma's A registers before a wgmma.wait_group retires it (both checked in
-straight-line code).
+straight-line code). A wgmma reads its shared-memory operands when issued; in the JIT's own code
+a store to those bytes before its group lands is refused (the hardware may read them until then).
 A CTA that ends with results not retired is an error.
 
 mbarrier. The 8-byte object in shared memory is modelled beside the memory (Cta.mbarriers, keyed
@@ -701,12 +702,34 @@ def a_register_coords(k: int, pack: int):
 _SHAPE = re.compile(r"^m64n(\d+)k(\d+)$")
 
 
+_READS = "shared bytes read"  # a group's key for the shared memory its wgmma's read
+
+
 def _land(cta, group) -> None:
-    """Write one group's wgmma results to their registers."""
-    for name, (write, value, where) in group.items():
+    """Write one group's wgmma results to their registers; the shared memory its wgmma's read
+    is free to be written again."""
+    for name, entry in group.items():
+        if name == _READS:
+            for offsets in entry:
+                np.subtract.at(cta.shared.async_reads, offsets, 1)
+            continue
+        write, value, where = entry
         write(cta, value, where)
         if cta.wgmma_pending.get(name, (None,))[0] is value:
             del cta.wgmma_pending[name]
+
+
+def _reading(cta, where, size: int) -> None:
+    """Mark the `size`-byte elements at shared addresses `where` as read by a wgmma of the
+    open group until it lands (the JIT's own code: a store there meanwhile is refused)."""
+    shared = cta.shared
+    if shared.async_reads is None:
+        shared.async_reads = np.zeros(shared.size, np.int32)
+    offsets = ((where - np.uint64(SHARED_BASE)).astype(np.int64)[:, None]
+               + np.arange(size, dtype=np.int64)).reshape(-1)
+    offsets = offsets[(offsets >= 0) & (offsets < shared.size)]
+    np.add.at(shared.async_reads, offsets, 1)
+    cta.wgmma_open.setdefault(_READS, []).append(offsets)
 
 
 def _serialize_accumulator_uses(code) -> None:
@@ -985,6 +1008,8 @@ def build_wgmma(ins, k):
             where = desc.addresses(rows, kk, size, k_major).astype(np.uint64).reshape(-1)
             operand_addresses[key] = where
         bits = shared.load(cta, where, np.full(where.size, thread), UINT[size])
+        if not cta.launch.image.serialize_wgmma:
+            _reading(cta, where, size)
         return _wgmma_elements(bits, ptype).reshape(rows, kk)
 
     def uniform(cta, values, base, what):

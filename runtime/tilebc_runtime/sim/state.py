@@ -61,6 +61,9 @@ class SharedMemory:
         self.r_min = np.zeros(size, np.int64)  # smallest / largest reader thread this epoch
         self.r_max = np.zeros(size, np.int64)
         self._scratch = None  # for _distinct
+        # per byte, how many wgmma.mma_async's still in flight read it (the JIT's own code only;
+        # None until one is issued): a store to such a byte is refused
+        self.async_reads: np.ndarray | None = None
 
     def barrier(self) -> None:
         self.epoch += 1
@@ -145,6 +148,14 @@ class SharedMemory:
         offsets = self._offsets(addresses, size, fault, tids, "store")
         idx = _byte_indices(offsets, size)
         new = values.view(np.uint8).reshape(-1, size)
+        if self.async_reads is not None:
+            busy = self.async_reads[idx.reshape(-1)] > 0
+            if busy.any():
+                k = int(np.argmax(busy))
+                fault("overwrites shared memory that a wgmma.mma_async still in flight reads "
+                      "(undefined: the hardware may read it until a wgmma.wait_group retires "
+                      "the wgmma)", address=int(idx.reshape(-1)[k]) + SHARED_BASE,
+                      thread=int(tids.reshape(-1).repeat(size)[k]))
         if self.check:
             flat, newflat = idx.reshape(-1), new.reshape(-1)
             threads = tids.astype(np.int64, copy=False).repeat(size)

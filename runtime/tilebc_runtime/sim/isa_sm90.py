@@ -710,8 +710,8 @@ def _land(cta, group) -> None:
     is free to be written again."""
     for name, entry in group.items():
         if name == _READS:
-            for offsets in entry:
-                np.subtract.at(cta.shared.async_reads, offsets, 1)
+            for offsets in entry:  # each operand's bytes are distinct
+                cta.shared.async_reads[offsets] -= 1
             continue
         write, value, where = entry
         write(cta, value, where)
@@ -719,16 +719,20 @@ def _land(cta, group) -> None:
             del cta.wgmma_pending[name]
 
 
-def _reading(cta, where, size: int) -> None:
-    """Mark the `size`-byte elements at shared addresses `where` as read by a wgmma of the
-    open group until it lands (the JIT's own code: a store there meanwhile is refused)."""
+def _byte_offsets(where, size: int) -> np.ndarray:
+    """The shared-memory byte offsets of the `size`-byte elements at addresses `where` (which
+    the load before has checked lie inside it)."""
+    return ((where - np.uint64(SHARED_BASE)).astype(np.int64)[:, None]
+            + np.arange(size, dtype=np.int64)).reshape(-1)
+
+
+def _reading(cta, offsets) -> None:
+    """Mark the shared bytes at `offsets` (distinct) as read by a wgmma of the open group until
+    it lands (the JIT's own code: a store there meanwhile is refused)."""
     shared = cta.shared
     if shared.async_reads is None:
         shared.async_reads = np.zeros(shared.size, np.int32)
-    offsets = ((where - np.uint64(SHARED_BASE)).astype(np.int64)[:, None]
-               + np.arange(size, dtype=np.int64)).reshape(-1)
-    offsets = offsets[(offsets >= 0) & (offsets < shared.size)]
-    np.add.at(shared.async_reads, offsets, 1)
+    shared.async_reads[offsets] += 1
     cta.wgmma_open.setdefault(_READS, []).append(offsets)
 
 
@@ -1001,15 +1005,18 @@ def build_wgmma(ins, k):
                                    "offset (a swizzle pattern not starting at its alignment) "
                                    "is not emulated", thread=thread)
         key = (int(value), rows, k_major)
-        where = operand_addresses.get(key)
-        if where is None:
+        found = operand_addresses.get(key)
+        if found is None:
             if len(operand_addresses) >= 256:
                 operand_addresses.clear()
             where = desc.addresses(rows, kk, size, k_major).astype(np.uint64).reshape(-1)
-            operand_addresses[key] = where
+            found = operand_addresses[key] = [where, None]  # the byte offsets when first asked
+        where = found[0]
         bits = shared.load(cta, where, np.full(where.size, thread), UINT[size])
         if not cta.launch.image.serialize_wgmma:
-            _reading(cta, where, size)
+            if found[1] is None:
+                found[1] = _byte_offsets(where, size)
+            _reading(cta, found[1])
         return _wgmma_elements(bits, ptype).reshape(rows, kk)
 
     def uniform(cta, values, base, what):

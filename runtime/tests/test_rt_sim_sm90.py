@@ -134,6 +134,37 @@ $issued:"""
     assert out[1] == 48879 and out[0] == src[0]
 
 
+COPY_IN_FLIGHT = INIT.format(count=1) + """
+  @%p0 bra $issued;
+  mbarrier.arrive.expect_tx.shared.b64 _, [bar], 256;
+  ld.param.u64 %rd3, [psrc];
+  mov.u32 %r8, smem;
+  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r8], [%rd3], 256, [bar];
+  {after}
+$issued:"""
+
+
+@pytest.mark.parametrize("verb", ["init", "inval"])
+def test_an_mbarrier_reset_with_copies_in_flight_is_refused(verb):
+    after = ("mov.u32 %r1, 1;\n  mbarrier.init.shared::cta.b64 [bar], %r1;" if verb == "init"
+             else "mbarrier.inval.shared::cta.b64 [bar];")
+    src = np.arange(64, dtype=np.uint32)
+    with pytest.raises(sim.SimExecutionError, match="still complete on this mbarrier"):
+        launch(kernel(COPY_IN_FLIGHT.replace("{after}", after), ".param .u64 psrc"), src)
+
+
+def test_a_copy_never_waited_for_is_reported_in_our_code():
+    """Our code must wait for every copy it issues (tileiras's is not judged by it)."""
+    from tilebc_runtime.sim.machine import load_kernel
+    ptx = kernel(COPY_IN_FLIGHT.replace("{after}", ""), ".param .u64 psrc")
+    src = np.arange(64, dtype=np.uint32)
+    image = load_kernel(ptx, "k")
+    image.serialize_wgmma = False
+    with pytest.raises(sim.SimExecutionError, match="no thread waited for on their mbarrier"):
+        launch(image, src)
+    launch(ptx, src)
+
+
 def test_cp_async_mbarrier_arrive_noinc_orders_shared_memory():
     """Each thread copies its word with cp.async and arrives (noinc); once the phase completes
     every thread reads its neighbour's word (no bar.sync: the mbarrier orders it)."""

@@ -172,3 +172,21 @@ def test_map_forms_not_modelled_are_refused():
     with pytest.raises(sim.UnsupportedInstruction, match="tensormap"):
         sim.load_kernel(kernel("  tensormap.replace.tile.global_address.shared::cta.b1024.b64 "
                                "[smem], %rd1;"), "k")
+
+
+def test_a_box_lands_when_its_mbarrier_is_waited_on():
+    """A tensor copy lands at the latest moment the ISA allows, the next wait on its mbarrier:
+    read before the wait, the destination still holds what it held (as on the hardware it may)."""
+    source = np.arange(1, 201, dtype=np.uint16).reshape(5, 40)
+    out = np.full(32, 0xDEAD, np.uint32)
+    before = """  mov.u32 %r9, smem;
+  mov.u32 %r10, 48879;
+  st.shared.u32 [%r9], %r10;"""
+    body = load_box(0, 0, 64, extra=before).replace("$issued:\n", """  ld.shared.u32 %r11, [%r9];
+  ld.param.u64 %rd8, [pout];
+  st.global.u32 [%rd8+64], %r11;
+$issued:
+""", 1)
+    launch(kernel(body), source, out, ((8, 4), 0))
+    assert out[16] == 48879  # thread 0's read before its wait
+    np.testing.assert_array_equal(out[:16].view(np.uint16).reshape(4, 8), source[:4, :8])

@@ -548,3 +548,61 @@ def test_stores_to_shared_memory_a_wgmma_reads_in_flight_are_refused_in_our_code
                 run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
         else:
             run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+
+
+def test_a_registers_stay_in_flight_past_a_wait_that_keeps_their_group():
+    """`wgmma.wait_group 1` right after the wgmma's own commit keeps that group in flight: its A
+    registers are still not to be touched (refused in our code)."""
+    from tilebc_runtime.sim.machine import load_kernel
+    image = np.zeros(16384, np.uint8)
+    place(_values("f16", (8, 16)), "k", 128, 1, 1024, image, 8192)
+    ptx = kernel_ptx("m64n8k16", "f32", "f16", "f16",
+                     [(None, descriptor(8192, 16, 1024, 128))], a_registers=True,
+                     shared_bytes=16384)
+    wait = "  wgmma.wait_group.sync.aligned 0;\n"
+    ptx = ptx.replace(wait, "  wgmma.wait_group.sync.aligned 1;\n  add.u32 %r9, %a1, 0;\n" + wait)
+    kernel = load_kernel(ptx, "k")
+    kernel.serialize_wgmma = False
+    with pytest.raises(sim.SimExecutionError, match="touches an A register of `wgmma"):
+        run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+
+
+@pytest.mark.parametrize("into", ["A by a store", "B by a bulk copy"])
+def test_writing_a_wgmmas_shared_operands_in_flight_is_refused_in_our_code(into):
+    """Both operands' bytes are held while the wgmma is in flight: a store into A, and a bulk
+    copy issued into B (refused when issued, though it would land only at its mbarrier's wait,
+    since the hardware may land it at once)."""
+    from tilebc_runtime.sim.machine import load_kernel
+    image = np.zeros(16384, np.uint8)
+    place(_values("f16", (64, 16)), "k", 128, 1, 1024, image, 0)
+    place(_values("f16", (8, 16)), "k", 128, 1, 1024, image, 8192)
+    ptx = kernel_ptx("m64n8k16", "f32", "f16", "f16",
+                     [(descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128))],
+                     shared_bytes=16384)
+    commit = "  wgmma.commit_group.sync.aligned;\n"
+    wait = "  wgmma.wait_group.sync.aligned 0;\n"
+    if into == "A by a store":
+        ptx = ptx.replace(commit, "  setp.eq.u32 %p2, %r0, 0;\n  @%p2 st.shared.b32 [%r2], "
+                                  "%r0;\n" + commit)
+        error = sim.SimMemoryError
+        message = "overwrites shared memory that a wgmma.mma_async still in flight reads"
+    else:
+        ptx = ptx.replace(commit, """  add.u32 %r12, %r2, 16000;
+  add.u32 %r13, %r2, 8192;
+  setp.eq.u32 %p2, %r0, 0;
+  @%p2 mbarrier.init.shared::cta.b64 [%r12], 1;
+  bar.sync 0;
+  @%p2 mbarrier.arrive.expect_tx.shared::cta.b64 %rd12, [%r12], 16;
+  @%p2 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r13], [%rd0], 16, [%r12];
+""" + commit).replace(wait, wait + """$mwait:
+  mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r12], 0;
+  @!%p3 bra $mwait;
+""")
+        error = sim.SimExecutionError
+        message = "copies into shared memory that a wgmma.mma_async still in flight reads"
+    kernel = load_kernel(ptx, "k")
+    kernel.serialize_wgmma = False
+    with pytest.raises(error, match=message):
+        run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+    kernel = load_kernel(ptx, "k")  # tileiras's code is not judged by it
+    run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))

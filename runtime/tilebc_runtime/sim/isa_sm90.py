@@ -76,6 +76,29 @@ def _deliver(bar: MBarrier) -> None:
         bar.in_flight.pop(0)()
 
 
+def _no_copies_in_flight(cta, ins, bar, thread: int) -> None:
+    """mbarrier.init / inval over an object that copies still complete on is undefined."""
+    if bar is not None and bar.in_flight:
+        raise cta.launch.error(cta, ins, f"{len(bar.in_flight)} bulk or tensor copie(s) still "
+                               "complete on this mbarrier (undefined): wait on it first",
+                               thread=thread)
+
+
+def _not_read_in_flight(cta, ins, offsets, thread: int) -> None:
+    """A copy issued into shared bytes that a wgmma still in flight reads (the JIT's own code:
+    _reading); checked at issue, since the copy may land at once on the hardware."""
+    reads = cta.shared.async_reads
+    if reads is not None and cta.shared.async_live:
+        inside = offsets[(offsets >= 0) & (offsets < reads.size)]
+        busy = np.count_nonzero(reads[inside])
+        if busy:
+            at = int(inside[np.argmax(reads[inside] > 0)])
+            raise cta.launch.error(cta, ins, "copies into shared memory that a wgmma.mma_async "
+                                   "still in flight reads (undefined: the hardware may read it "
+                                   "until a wgmma.wait_group retires the wgmma)", thread=thread,
+                                   address=at + SHARED_BASE)
+
+
 def _barrier(cta, ins, address: int, thread: int) -> MBarrier:
     state = cta.mbarriers.get(address)
     if state is None:
@@ -153,6 +176,8 @@ def build_mbarrier(ins, k):
             for index, lane in enumerate(lanes):  # in thread order
                 address, thread = int(addresses[index]), int(lane)
                 _check_address(cta, ins, address, thread)
+                if verb in ("init", "inval"):
+                    _no_copies_in_flight(cta, ins, cta.mbarriers.get(address), thread)
                 if verb == "init":
                     arrivals = int(values[index])
                     if not 1 <= arrivals < 2 ** 20:
@@ -342,6 +367,7 @@ def build_bulk(ins, k):
             if not completes:
                 target.store(cta, np.uint64(dst) + offsets, who, data)
                 continue
+            _not_read_in_flight(cta, ins, (dst - SHARED_BASE) + offsets.astype(np.int64), thread)
 
             def land(bar=bar, where=np.uint64(dst) + offsets, who=who, data=data, size=size,
                      thread=thread):
@@ -477,6 +503,8 @@ def build_bulk_tensor(ins, k):
                 values = np.zeros(len(dense), element)
                 who = np.full(inside_count, thread)
                 values[inside] = memory.load(cta, inside_addresses, who, element)
+                _not_read_in_flight(cta, ins, _byte_offsets(np.asarray(smem, np.uint64), size),
+                                    thread)
 
                 def land(bar=bar, smem=smem, values=values, size=tensor_map.box_bytes,
                          thread=thread):
@@ -712,6 +740,7 @@ def _land(cta, group) -> None:
         if name == _READS:
             for offsets in entry:  # each operand's bytes are distinct
                 cta.shared.async_reads[offsets] -= 1
+            cta.shared.async_live -= len(entry)
             continue
         write, value, where = entry
         write(cta, value, where)
@@ -733,6 +762,7 @@ def _reading(cta, offsets) -> None:
     if shared.async_reads is None:
         shared.async_reads = np.zeros(shared.size, np.int32)
     shared.async_reads[offsets] += 1
+    shared.async_live += 1
     cta.wgmma_open.setdefault(_READS, []).append(offsets)
 
 
@@ -860,8 +890,8 @@ def _a_registers_left_alone(code) -> None:
     may read or write those registers until a wgmma.wait_group retires its group (the hardware
     may read them at any time before). The emulator reads them when the wgmma is issued, so it
     checks the rule instead: looked for forwards from each such wgmma through straight-line
-    code up to the next wgmma.wait_group (which it takes to retire the group); a branch or a
-    branch target ends the search without a verdict. For the JIT's own code a breach is an error
+    code up to the wgmma.wait_group N that retires its group (more than N groups committed since
+    it); a branch, a barrier or a branch target ends the search without a verdict. For the JIT's own code a breach is an error
     when the offending instruction runs."""
     targets = {entry[3].target for entry in code
                if entry[3] is not None and getattr(entry[3], "target", None) is not None}
@@ -869,14 +899,21 @@ def _a_registers_left_alone(code) -> None:
         if fn is None or not _is_mma_async(ins) or not isinstance(ins.operands[1], Vec):
             continue
         registers = set(registers_of(ins.operands[1]))
+        committed = 0  # groups committed since (and with) this wgmma's
         for j in range(index + 1, len(code)):
             if j in targets or code[j][3] is not None:  # control may come or go elsewhere
                 break
             kind, other_fn, guard, control, other = code[j]
             if other is None or _is_mma_async(other):
                 continue
+            if other.opcode == "wgmma" and "commit_group" in other.modifiers:
+                committed += 1
+                continue
             if other.opcode == "wgmma" and "wait_group" in other.modifiers:
-                break
+                keep = other.operands[0] if other.operands else None
+                if isinstance(keep, Imm) and committed > int(keep.value):
+                    break  # its group is retired
+                continue
             if any(registers.intersection(registers_of(operand)) for operand in other.operands):
                 code[j] = (kind, _refusing_a_access(other_fn, other, ins), guard, control, other)
 

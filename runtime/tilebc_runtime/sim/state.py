@@ -64,6 +64,7 @@ class SharedMemory:
         # per byte, how many wgmma.mma_async's still in flight read it (the JIT's own code only;
         # None until one is issued): a store to such a byte is refused
         self.async_reads: np.ndarray | None = None
+        self.async_live = 0  # how many read records of wgmma's in flight hold counts there
 
     def barrier(self) -> None:
         self.epoch += 1
@@ -148,7 +149,7 @@ class SharedMemory:
         offsets = self._offsets(addresses, size, fault, tids, "store")
         idx = _byte_indices(offsets, size)
         new = values.view(np.uint8).reshape(-1, size)
-        if self.async_reads is not None:
+        if self.async_live and np.count_nonzero(self.async_reads[idx.reshape(-1)]):
             busy = self.async_reads[idx.reshape(-1)] > 0
             if busy.any():
                 k = int(np.argmax(busy))

@@ -495,114 +495,92 @@ def test_registers_written_after_wgmma_fence_are_refused_in_our_code(change):
             run_wgmma(kernel, image, np.zeros((128, 4), np.uint32), scale=1)
 
 
+def _one_wgmma(a_registers=False):
+    """(shared-memory image, PTX) of one m64n8k16 wgmma: A 64x16 f16 at 0 (or in registers), B
+    8x16 at 8192, both K-major with the 128-byte swizzle."""
+    image = np.zeros(16384, np.uint8)
+    if not a_registers:
+        place(_values("f16", (64, 16)), "k", 128, 1, 1024, image, 0)
+    place(_values("f16", (8, 16)), "k", 128, 1, 1024, image, 8192)
+    a = None if a_registers else descriptor(0, 16, 1024, 128)
+    ptx = kernel_ptx("m64n8k16", "f32", "f16", "f16", [(a, descriptor(8192, 16, 1024, 128))],
+                     a_registers=a_registers, shared_bytes=16384)
+    return image, ptx
+
+
+def _run_as(ptx, image, ours, refused=None, match=None):
+    """Run `ptx` as the JIT's own code (`ours`) or as tileiras's; with `refused`, expect that
+    error."""
+    from tilebc_runtime.sim.machine import load_kernel
+    kernel = load_kernel(ptx, "k")
+    kernel.serialize_wgmma = not ours
+    if refused is None:
+        run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+        return
+    with pytest.raises(refused, match=match):
+        run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+
+
+COMMIT = "  wgmma.commit_group.sync.aligned;\n"
+WAIT = "  wgmma.wait_group.sync.aligned 0;\n"
+AFTER_WAIT = "  ld.param.u64 %rd10, [pd];\n"
+THREAD_0 = "  setp.eq.u32 %p2, %r0, 0;\n"
+
+
 @pytest.mark.parametrize("where", ["before the wait", "after the wait"])
 def test_a_registers_touched_before_the_wait_are_refused_in_our_code(where):
     """The ISA's rule for A in registers: no other instruction reads or writes them until a
     wgmma.wait_group retires the wgmma (the hardware may read them until then; the emulator
     reads them at issue). Refused in the JIT's own code; after the wait they are free again."""
-    from tilebc_runtime.sim.machine import load_kernel
-    image = np.zeros(16384, np.uint8)
-    place(_values("f16", (8, 16)), "k", 128, 1, 1024, image, 8192)
-    ptx = kernel_ptx("m64n8k16", "f32", "f16", "f16",
-                     [(None, descriptor(8192, 16, 1024, 128))], a_registers=True,
-                     shared_bytes=16384)
-    anchor = ("  wgmma.commit_group.sync.aligned;\n" if where == "before the wait"
-              else "  ld.param.u64 %rd10, [pd];\n")
+    image, ptx = _one_wgmma(a_registers=True)
+    anchor = COMMIT if where == "before the wait" else AFTER_WAIT
     ptx = ptx.replace(anchor, "  add.u32 %r9, %a1, 0;\n" + anchor)
-    for ours in (True, False):
-        kernel = load_kernel(ptx, "k")
-        kernel.serialize_wgmma = not ours
-        if ours and where == "before the wait":
-            with pytest.raises(sim.SimExecutionError,
-                               match="touches an A register of `wgmma.mma_async.* before a "
-                                     "wgmma.wait_group retires it.*`add.u32 %r9, %a1, 0`"):
-                run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
-        else:
-            run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
-
-
-@pytest.mark.parametrize("where", ["before the wait", "after the wait", "elsewhere"])
-def test_stores_to_shared_memory_a_wgmma_reads_in_flight_are_refused_in_our_code(where):
-    """A wgmma.mma_async may read its shared-memory operands until a wgmma.wait_group retires
-    it; the emulator reads them at issue, so in the JIT's own code a store to those bytes in
-    between is refused (a stage refilled too early). Bytes it does not read are free."""
-    from tilebc_runtime.sim.machine import load_kernel
-    image = np.zeros(16384, np.uint8)
-    place(_values("f16", (64, 16)), "k", 128, 1, 1024, image, 0)
-    place(_values("f16", (8, 16)), "k", 128, 1, 1024, image, 8192)
-    ptx = kernel_ptx("m64n8k16", "f32", "f16", "f16",
-                     [(descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128))],
-                     shared_bytes=16384)
-    anchor = ("  ld.param.u64 %rd10, [pd];\n" if where == "after the wait"
-              else "  wgmma.commit_group.sync.aligned;\n")
-    offset = 12288 if where == "elsewhere" else 8192  # B's first row, or past both operands
-    ptx = ptx.replace(anchor, f"  setp.eq.u32 %p2, %r0, 0;\n  @%p2 st.shared.b32 [%r2+{offset}], "
-                              "%r0;\n" + anchor)
-    for ours in (True, False):
-        kernel = load_kernel(ptx, "k")
-        kernel.serialize_wgmma = not ours
-        if ours and where == "before the wait":
-            with pytest.raises(sim.SimMemoryError,
-                               match="overwrites shared memory that a wgmma.mma_async still "
-                                     "in flight reads"):
-                run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
-        else:
-            run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+    refused = where == "before the wait"
+    _run_as(ptx, image, True, sim.SimExecutionError if refused else None,
+            "touches an A register of `wgmma.mma_async.* before a wgmma.wait_group retires "
+            "it.*`add.u32 %r9, %a1, 0`")
+    _run_as(ptx, image, False)
 
 
 def test_a_registers_stay_in_flight_past_a_wait_that_keeps_their_group():
     """`wgmma.wait_group 1` right after the wgmma's own commit keeps that group in flight: its A
     registers are still not to be touched (refused in our code)."""
-    from tilebc_runtime.sim.machine import load_kernel
-    image = np.zeros(16384, np.uint8)
-    place(_values("f16", (8, 16)), "k", 128, 1, 1024, image, 8192)
-    ptx = kernel_ptx("m64n8k16", "f32", "f16", "f16",
-                     [(None, descriptor(8192, 16, 1024, 128))], a_registers=True,
-                     shared_bytes=16384)
-    wait = "  wgmma.wait_group.sync.aligned 0;\n"
-    ptx = ptx.replace(wait, "  wgmma.wait_group.sync.aligned 1;\n  add.u32 %r9, %a1, 0;\n" + wait)
-    kernel = load_kernel(ptx, "k")
-    kernel.serialize_wgmma = False
-    with pytest.raises(sim.SimExecutionError, match="touches an A register of `wgmma"):
-        run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+    image, ptx = _one_wgmma(a_registers=True)
+    ptx = ptx.replace(WAIT, "  wgmma.wait_group.sync.aligned 1;\n  add.u32 %r9, %a1, 0;\n" + WAIT)
+    _run_as(ptx, image, True, sim.SimExecutionError, "touches an A register of `wgmma")
 
 
-@pytest.mark.parametrize("into", ["A by a store", "B by a bulk copy"])
-def test_writing_a_wgmmas_shared_operands_in_flight_is_refused_in_our_code(into):
-    """Both operands' bytes are held while the wgmma is in flight: a store into A, and a bulk
-    copy issued into B (refused when issued, though it would land only at its mbarrier's wait,
-    since the hardware may land it at once)."""
-    from tilebc_runtime.sim.machine import load_kernel
-    image = np.zeros(16384, np.uint8)
-    place(_values("f16", (64, 16)), "k", 128, 1, 1024, image, 0)
-    place(_values("f16", (8, 16)), "k", 128, 1, 1024, image, 8192)
-    ptx = kernel_ptx("m64n8k16", "f32", "f16", "f16",
-                     [(descriptor(0, 16, 1024, 128), descriptor(8192, 16, 1024, 128))],
-                     shared_bytes=16384)
-    commit = "  wgmma.commit_group.sync.aligned;\n"
-    wait = "  wgmma.wait_group.sync.aligned 0;\n"
-    if into == "A by a store":
-        ptx = ptx.replace(commit, "  setp.eq.u32 %p2, %r0, 0;\n  @%p2 st.shared.b32 [%r2], "
-                                  "%r0;\n" + commit)
-        error = sim.SimMemoryError
-        message = "overwrites shared memory that a wgmma.mma_async still in flight reads"
-    else:
-        ptx = ptx.replace(commit, """  add.u32 %r12, %r2, 16000;
+@pytest.mark.parametrize("where", ["into B before the wait", "into B after the wait",
+                                   "beside the operands", "into A before the wait"])
+def test_stores_to_shared_memory_a_wgmma_reads_in_flight_are_refused_in_our_code(where):
+    """A wgmma.mma_async may read its shared-memory operands until a wgmma.wait_group retires
+    it; the emulator reads them at issue, so in the JIT's own code a store to those bytes in
+    between is refused (a stage refilled too early). Bytes it does not read are free."""
+    image, ptx = _one_wgmma()
+    anchor = AFTER_WAIT if where.endswith("after the wait") else COMMIT
+    # A's first row at 0, B's at 8192; 12288 is past both
+    offset = {"into A before the wait": 0, "beside the operands": 12288}.get(where, 8192)
+    ptx = ptx.replace(anchor, f"{THREAD_0}  @%p2 st.shared.b32 [%r2+{offset}], %r0;\n" + anchor)
+    refused = where.endswith("before the wait")
+    _run_as(ptx, image, True, sim.SimMemoryError if refused else None,
+            "overwrites shared memory that a wgmma.mma_async still in flight reads")
+    _run_as(ptx, image, False)
+
+
+def test_a_copy_issued_into_a_wgmmas_operand_in_flight_is_refused_in_our_code():
+    """A bulk copy issued into B while the wgmma is in flight is refused when issued, though it
+    lands only at its mbarrier's wait (after the wgmma's here): the hardware may land it at once."""
+    image, ptx = _one_wgmma()
+    ptx = ptx.replace(COMMIT, f"""  add.u32 %r12, %r2, 16000;
   add.u32 %r13, %r2, 8192;
-  setp.eq.u32 %p2, %r0, 0;
-  @%p2 mbarrier.init.shared::cta.b64 [%r12], 1;
+{THREAD_0}  @%p2 mbarrier.init.shared::cta.b64 [%r12], 1;
   bar.sync 0;
   @%p2 mbarrier.arrive.expect_tx.shared::cta.b64 %rd12, [%r12], 16;
   @%p2 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r13], [%rd0], 16, [%r12];
-""" + commit).replace(wait, wait + """$mwait:
+""" + COMMIT).replace(WAIT, WAIT + """$mwait:
   mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r12], 0;
   @!%p3 bra $mwait;
 """)
-        error = sim.SimExecutionError
-        message = "copies into shared memory that a wgmma.mma_async still in flight reads"
-    kernel = load_kernel(ptx, "k")
-    kernel.serialize_wgmma = False
-    with pytest.raises(error, match=message):
-        run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
-    kernel = load_kernel(ptx, "k")  # tileiras's code is not judged by it
-    run_wgmma(kernel, image, np.zeros((128, 4), np.uint32))
+    _run_as(ptx, image, True, sim.SimExecutionError,
+            "copies into shared memory that a wgmma.mma_async still in flight reads")
+    _run_as(ptx, image, False)

@@ -108,8 +108,8 @@ class _PyTokenMethods:
                 return peeked
         return self._peek_checked()
 
-    # next/at/accept/expect run once or more per token: each reuses the peeked token inline
-    # (a call to peek() costs as much as the rest of them).
+    # next/at/_take run once or more per token: each reuses the peeked token inline (a call to
+    # peek() costs as much as the rest of them).
 
     def next(self) -> Token:
         token = self._peeked
@@ -125,25 +125,23 @@ class _PyTokenMethods:
             token = self.peek()
         return token.text == text
 
-    def accept(self, text: str) -> bool:
+    def _take(self, text: str) -> tuple[Token, bool]:
+        """(the next token, whether it was `text` and so consumed)."""
         token = self._peeked
         if token is None or token.pos < self.pos:
             token = self.peek()
-        if token.text == text:
-            self.pos = self.end = token.pos + len(text)
-            self._peeked = None
-            return True
-        return False
+        if token.text != text:
+            return token, False
+        self.pos = self.end = token.pos + len(text)
+        self._peeked = None
+        return token, True
+
+    def accept(self, text: str) -> bool:
+        return self._take(text)[1]
 
     def expect(self, text: str, what: str | None = None) -> Token:
-        token = self._peeked
-        if token is None or token.pos < self.pos:
-            token = self.peek()
-        if token.text == text:
-            self.pos = self.end = token.pos + len(text)
-            self._peeked = None
-            return token
-        return self._expect_failed(token, text, what)
+        token, taken = self._take(text)
+        return token if taken else self._expect_failed(token, text, what)
 
     def expect_kind(self, kind: str, what: str) -> Token:
         token = self._peeked

@@ -6,9 +6,11 @@ through tensor maps bound to kernel parameters: sim/tensormap.py), prefetch, war
 Time. Bulk and tensor copies to shared memory read their source when they are issued and land
 at the latest moment the ISA allows: when a thread next waits on their mbarrier, which then sees
 their bytes completed (as cp.async lands at the wait that covers its group). A kernel that reads
-the destination before its wait reads the old contents, as the hardware may. wgmma.mma_async reads its operands when issued but its accumulators
-land only when wgmma.wait_group retires the commit group holding it, while later wgmma's on the
-same accumulators chain on the pending results, as the hardware pipeline does. Another
+the destination before its wait reads the old contents, as the hardware may.
+
+wgmma.mma_async reads its operands when issued but its accumulators land only when
+wgmma.wait_group retires the commit group holding it, while later wgmma's on the same
+accumulators chain on the pending results, as the hardware pipeline does. Another
 instruction that reads or writes an accumulator register of a wgmma still in flight first lands
 the groups up to the one holding it (a profile counts these: `wgmma_serialized`): ptxas does the
 same, serialising the pipeline there rather than letting the instruction see a stale value
@@ -87,16 +89,16 @@ def _no_copies_in_flight(cta, ins, bar, thread: int) -> None:
 def _not_read_in_flight(cta, ins, offsets, thread: int) -> None:
     """A copy issued into shared bytes that a wgmma still in flight reads (the JIT's own code:
     _reading); checked at issue, since the copy may land at once on the hardware."""
-    reads = cta.shared.async_reads
-    if reads is not None and cta.shared.async_live:
-        inside = offsets[(offsets >= 0) & (offsets < reads.size)]
-        busy = np.count_nonzero(reads[inside])
-        if busy:
-            at = int(inside[np.argmax(reads[inside] > 0)])
-            raise cta.launch.error(cta, ins, "copies into shared memory that a wgmma.mma_async "
-                                   "still in flight reads (undefined: the hardware may read it "
-                                   "until a wgmma.wait_group retires the wgmma)", thread=thread,
-                                   address=at + SHARED_BASE)
+    shared = cta.shared
+    if not shared.async_live:
+        return
+    inside = offsets[(offsets >= 0) & (offsets < shared.size)]
+    busy = shared.read_in_flight(inside)
+    if busy is not None:
+        raise cta.launch.error(cta, ins, "copies into shared memory that a wgmma.mma_async still "
+                               "in flight reads (undefined: the hardware may read it until a "
+                               "wgmma.wait_group retires the wgmma)", thread=thread,
+                               address=int(inside[busy]) + SHARED_BASE)
 
 
 def _barrier(cta, ins, address: int, thread: int) -> MBarrier:
@@ -814,6 +816,22 @@ def _is_mma_async(ins) -> bool:
     return ins is not None and ins.opcode == "wgmma" and "mma_async" in ins.modifiers
 
 
+def _branch_targets(code) -> set:
+    """The code indices a branch may jump to (where straight-line reasoning must stop)."""
+    return {entry[3].target for entry in code
+            if entry[3] is not None and getattr(entry[3], "target", None) is not None}
+
+
+def _refused_in_our_code(fn, ins, message: str):
+    """`fn`, refusing to run in the JIT's own code (KernelImage.serialize_wgmma False) with
+    `message`; tileiras's code, which ptxas compiles to what the emulator runs, is not judged."""
+    def run(cta, mask):
+        if not cta.launch.image.serialize_wgmma:
+            raise cta.launch.error(cta, ins, message)
+        fn(cta, mask)
+    return run
+
+
 def _fenced_operands(code) -> None:
     """The PTX ISA's rule for wgmma.fence: a register that another instruction wrote may be read
     as a wgmma.mma_async accumulator or A fragment only after a wgmma.fence (chained
@@ -824,8 +842,7 @@ def _fenced_operands(code) -> None:
     from each wgmma.mma_async through straight-line code only: a branch target ends the search
     without a verdict, so writes on other paths (a loop's back edge, a branch around the fence)
     go unchecked. For the JIT's own code a breach is an error when the wgmma runs."""
-    targets = {entry[3].target for entry in code
-               if entry[3] is not None and getattr(entry[3], "target", None) is not None}
+    targets = _branch_targets(code)
     for index, (kind, fn, guard, control, ins) in enumerate(code):
         if fn is None or not _is_mma_async(ins):
             continue
@@ -833,8 +850,15 @@ def _fenced_operands(code) -> None:
         if isinstance(ins.operands[1], Vec):  # A from registers
             read.update(registers_of(ins.operands[1]))
         writer = _unfenced_writer(code, index, read, targets)
-        if writer is not None:
-            code[index] = (kind, _refusing_unfenced(fn, ins, writer), guard, control, ins)
+        if writer is None:
+            continue
+        why = ("the kernel issues it with no wgmma.fence before it" if writer == "start" else
+               f"`{writer.text}` (line {writer.line}) writes one of its accumulator or A "
+               "registers with no wgmma.fence between")
+        code[index] = (kind, _refused_in_our_code(
+            fn, ins, "wgmma.mma_async reads registers written since the last wgmma.fence, which "
+            f"the PTX ISA leaves undefined (ptxas may serialise the wgmma pipeline there): {why}"),
+            guard, control, ins)
 
 
 def _shape_of(ins):
@@ -866,22 +890,6 @@ def _unfenced_writer(code, index, read, targets):
     return "start"
 
 
-def _refusing_unfenced(fn, ins, writer):
-    if writer == "start":
-        why = "the kernel issues it with no wgmma.fence before it"
-    else:
-        why = (f"`{writer.text}` (line {writer.line}) writes one of its accumulator or A "
-               "registers with no wgmma.fence between")
-
-    def run(cta, mask):
-        if not cta.launch.image.serialize_wgmma:
-            raise cta.launch.error(cta, ins, f"wgmma.mma_async reads registers written since "
-                                   f"the last wgmma.fence, which the PTX ISA leaves undefined "
-                                   f"(ptxas may serialise the wgmma pipeline there): {why}")
-        fn(cta, mask)
-    return run
-
-
 KERNEL_PASSES.append(_fenced_operands)
 
 
@@ -891,10 +899,9 @@ def _a_registers_left_alone(code) -> None:
     may read them at any time before). The emulator reads them when the wgmma is issued, so it
     checks the rule instead: looked for forwards from each such wgmma through straight-line
     code up to the wgmma.wait_group N that retires its group (more than N groups committed since
-    it); a branch, a barrier or a branch target ends the search without a verdict. For the JIT's own code a breach is an error
-    when the offending instruction runs."""
-    targets = {entry[3].target for entry in code
-               if entry[3] is not None and getattr(entry[3], "target", None) is not None}
+    it); a branch, a barrier or a branch target ends the search without a verdict. For the
+    JIT's own code a breach is an error when the offending instruction runs."""
+    targets = _branch_targets(code)
     for index, (_, fn, _, _, ins) in enumerate(code):
         if fn is None or not _is_mma_async(ins) or not isinstance(ins.operands[1], Vec):
             continue
@@ -915,25 +922,18 @@ def _a_registers_left_alone(code) -> None:
                     break  # its group is retired
                 continue
             if any(registers.intersection(registers_of(operand)) for operand in other.operands):
-                code[j] = (kind, _refusing_a_access(other_fn, other, ins), guard, control, other)
-
-
-def _refusing_a_access(fn, ins, wgmma):
-    def run(cta, mask):
-        if not cta.launch.image.serialize_wgmma:
-            raise cta.launch.error(cta, ins, f"touches an A register of `{wgmma.text}` (line "
-                                   f"{wgmma.line}) before a wgmma.wait_group retires it, which "
-                                   "the PTX ISA leaves undefined (the hardware may read the "
-                                   "register then)")
-        fn(cta, mask)
-    return run
+                code[j] = (kind, _refused_in_our_code(
+                    other_fn, other, f"touches an A register of `{ins.text}` (line {ins.line}) "
+                    "before a wgmma.wait_group retires it, which the PTX ISA leaves undefined "
+                    "(the hardware may read the register then)"), guard, control, other)
 
 
 KERNEL_PASSES.append(_a_registers_left_alone)
 
 
-@implements("wgmma", forms="wgmma.fence (its rule checked before the run), commit_group, wait_group N (the accumulators "
-                           "of retired groups land); wgmma.mma_async.sync.aligned.m64nNkK "
+@implements("wgmma", forms="wgmma.fence (its rule checked before the run), commit_group, "
+                           "wait_group N (the accumulators of retired groups land); "
+                           "wgmma.mma_async.sync.aligned.m64nNkK "
                            "f16/bf16 (k16), tf32 (k8), e4m3/e5m2 (k32), s8/u8 (k32, .satfinite) "
                            "with A from a descriptor or registers and B from a descriptor "
                            "(K- or MN-major, no swizzle or 32/64/128-byte swizzle), scale-d, "

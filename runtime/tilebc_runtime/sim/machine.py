@@ -355,7 +355,7 @@ class Launch:
                                      "no wgmma.commit_group + wait_group retired (they never "
                                      "land in the registers)", SimExecutionError)
                 if not self.image.serialize_wgmma and any(
-                        getattr(bar, "in_flight", None) for bar in cta.mbarriers.values()):
+                        bar.in_flight for bar in cta.mbarriers.values()):
                     raise self.error(cta, None, "the CTA finished with bulk or tensor copies to "
                                      "shared memory no thread waited for on their mbarrier",
                                      SimExecutionError)

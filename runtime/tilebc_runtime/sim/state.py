@@ -69,6 +69,14 @@ class SharedMemory:
     def barrier(self) -> None:
         self.epoch += 1
 
+    def read_in_flight(self, offsets: np.ndarray):
+        """The index in `offsets` (byte offsets inside this memory) of the first byte that a
+        wgmma.mma_async still in flight reads, or None."""
+        if not self.async_live:
+            return None
+        busy = self.async_reads[offsets] > 0
+        return int(np.argmax(busy)) if busy.any() else None
+
     def _offsets(self, addresses: np.ndarray, itemsize: int, fault: Fault, tids, verb: str):
         if addresses.dtype.itemsize == 8 and addresses.dtype.kind in "iu" and \
                 itemsize <= self.size and itemsize in _BYTES:
@@ -149,14 +157,12 @@ class SharedMemory:
         offsets = self._offsets(addresses, size, fault, tids, "store")
         idx = _byte_indices(offsets, size)
         new = values.view(np.uint8).reshape(-1, size)
-        if self.async_live and np.count_nonzero(self.async_reads[idx.reshape(-1)]):
-            busy = self.async_reads[idx.reshape(-1)] > 0
-            if busy.any():
-                k = int(np.argmax(busy))
-                fault("overwrites shared memory that a wgmma.mma_async still in flight reads "
-                      "(undefined: the hardware may read it until a wgmma.wait_group retires "
-                      "the wgmma)", address=int(idx.reshape(-1)[k]) + SHARED_BASE,
-                      thread=int(tids.reshape(-1).repeat(size)[k]))
+        busy = self.read_in_flight(idx.reshape(-1))
+        if busy is not None:
+            fault("overwrites shared memory that a wgmma.mma_async still in flight reads "
+                  "(undefined: the hardware may read it until a wgmma.wait_group retires the "
+                  "wgmma)", address=int(idx.reshape(-1)[busy]) + SHARED_BASE,
+                  thread=int(tids.reshape(-1).repeat(size)[busy]))
         if self.check:
             flat, newflat = idx.reshape(-1), new.reshape(-1)
             threads = tids.astype(np.int64, copy=False).repeat(size)

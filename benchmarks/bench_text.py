@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -146,6 +146,30 @@ def peak_kib(argv: List[str], env: Optional[Dict[str, str]] = None) -> Optional[
     return int(words[-1])
 
 
+# Memory a decode allocates (tracemalloc's peak, in bytes): the file is read first, so its own
+# bytes are not counted; then the same with the verifier (which decodes the lazy locations).
+DECODE_MEMORY_PROBE = """import sys, tracemalloc
+import tilebc
+from tilebc.verify import verify
+data = open(sys.argv[1], 'rb').read()
+tracemalloc.start()
+module = tilebc.load(data, verify=False)
+decoded = tracemalloc.get_traced_memory()[1]
+verify(module)
+print(decoded, tracemalloc.get_traced_memory()[1])
+"""
+
+
+def decode_memory(tree: str, path: str) -> Optional[Tuple[int, int]]:
+    """(peak bytes of the decode, peak bytes with the verifier after it) in a new process."""
+    done = subprocess.run([sys.executable, "-c", DECODE_MEMORY_PROBE, path], capture_output=True,
+                          text=True, env=env_for(tree), cwd=tree)
+    words = done.stdout.split()
+    if done.returncode or len(words) != 2:
+        return None
+    return int(words[0]), int(words[1])
+
+
 def loaded_by_dis(tree: str, path: str) -> str:
     done = subprocess.run([sys.executable, "-c", PROBE, "dis", path, "-o", os.devnull],
                           capture_output=True, text=True, env=env_for(tree), cwd=tree)
@@ -242,10 +266,12 @@ def main(argv=None) -> int:
             found = peak_kib(argv, env)
             if found is not None:
                 peaks[(row, tool)] = found
+    decoded = {tree_name: decode_memory(tree, inputs["1.4m"]["bytecode"])
+               for tree_name, tree in trees.items()}
     loaded = {tree_name: (loaded_by_dis(tree, small["bytecode"]),
                           min(import_ms(tree, small["bytecode"]) for _ in range(3)))
               for tree_name, tree in trees.items()}
-    report = render(inputs, trees, times, loaded, disasm, args, peaks)
+    report = render(inputs, trees, times, loaded, disasm, args, peaks, decoded)
     print(report)
     if args.record:
         with open(RESULTS, "w") as stream:
@@ -254,7 +280,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def render(inputs, trees, times, loaded, disasm, args, peaks) -> str:
+def render(inputs, trees, times, loaded, disasm, args, peaks, decoded) -> str:
     def cell(row, tool):
         found = times.get((row, tool))
         if not found:
@@ -317,6 +343,13 @@ def render(inputs, trees, times, loaded, disasm, args, peaks) -> str:
                      "run each under GNU time after the timed rounds): " + "; ".join(
                          f"{row} {tool} {kib / 1024:.0f} ({kib * 1024 / large['size']:.0f}x)"
                          for row, tool, kib in found))
+    for tool, found in decoded.items():
+        if found is not None:
+            lines.append(f"- memory of the decoded 1.4m module ({tool}; tracemalloc's peak in a new "
+                         "process, the file's own bytes not counted; issue 20's target: at most "
+                         f"40x the file): `tilebc.load(data, verify=False)` {found[0] / 2**20:.1f} "
+                         f"MiB ({found[0] / large['size']:.1f}x); with `verify` after it "
+                         f"{found[1] / 2**20:.1f} MiB ({found[1] / large['size']:.1f}x)")
     for tool, (what, milliseconds) in loaded.items():
         lines.append(f"- `tilebc dis` small ({tool}) loads, of tilebc_runtime, tilebc.interp, "
                      f"cuda, numpy: {what}; imports take {milliseconds:.0f} ms "

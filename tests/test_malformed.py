@@ -943,7 +943,37 @@ def test_decoded_op_sets_every_slot_as_op_does():
                 ours = [(v.type, v.index, v.owner is decoded) for v in ours]
                 theirs = [(v.type, v.index, v.owner is plain) for v in theirs]
             assert ours == theirs, name
-        assert decoded._pending is None
+        assert DecodedOp.__slots__ == ()  # nothing of its own: a pending location uses `loc`
+
+
+def test_decoded_ops_share_what_cannot_change():
+    """A large module has an op per ~20 bytes, so the reader shares what is frozen or empty: the
+    ops using one constant of one type hold one attribute, ops without regions the one empty
+    tuple."""
+    path = next(p for p in sorted(FIXTURES.glob("*/*-13.5.tilebc"))
+                if _constant_uses(tilebc.load(p)) > 8)
+    module = tilebc.load(path)
+    shared = {}
+    for op in _all_ops(module):
+        if op.name == "constant":
+            value = op.attrs["value"]
+            assert shared.setdefault((value.type, value.data), value) is value
+        if not op.spec.regions:
+            assert op.regions == ()
+    assert len(shared) < _constant_uses(module)  # some constant is used twice
+
+
+def _all_ops(module):
+    pending = [op for function in module.functions for op in function.body.ops]
+    while pending:
+        op = pending.pop()
+        yield op
+        pending.extend(inner for region in op.regions for block in region.blocks
+                       for inner in block.ops)
+
+
+def _constant_uses(module) -> int:
+    return sum(op.name == "constant" for op in _all_ops(module))
 
 
 def test_lazy_location_error_repeats():

@@ -114,7 +114,7 @@ def test_a_module_built_from_scratch_is_written_as_cutile_writes_it():
     assert [span[0].name for span in reader.section_spans] == [
         "FUNC", "CONSTANT", "DEBUG", "TYPE", "STRING"]
     assert len(reader.constant_blobs) == 0
-    assert len(reader.debug_blobs) == 1 and reader.debug_function_indices == [[0, 0]]
+    assert len(reader.debug_blobs) == 1 and [list(indices) for indices in reader.debug_function_indices] == [[0, 0]]
     if tool_path("tileirdisasm") is not None:
         result = tileirdisasm(data)
         assert result.ok, result.stderr

@@ -1157,10 +1157,12 @@ def test_location_from_a_fixture_file_names_file_and_offset():
 
 
 def test_location_from_text_names_line_and_column():
-    module = kernel([scalar(i32), scalar(i32)], lambda b, x, y: b.op(
-        "addf", [x, y], [scalar(i32)]))
-    module.source = "kernel.tileir"
-    ops_named(module, "addf")[0].text_pos = (3, 7)
+    from tilebc.text import parse_module
+    module = parse_module("cuda_tile.module @m {\n"
+                          "  entry @k(%x: tile<i32>, %y: tile<i32>) {\n"
+                          "      %0 = addf %x, %y : tile<i32>\n"
+                          "    return\n  }\n}\n", "kernel.tileir")
+    assert ops_named(module, "addf")[0].text_pos == (3, 7)
     with pytest.raises(VerificationError) as raised:
         verify(module)
     assert str(raised.value).startswith("kernel.tileir:3:7: addf: 'cuda_tile.addf' op operand "

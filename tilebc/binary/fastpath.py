@@ -21,7 +21,7 @@ from ..ir import attrs as A
 from ..ir.module import Value
 from ..ops.spec import Arity, AttrKind
 from ..version import Version
-from .lazyloc import DecodedOp
+from .lazyloc import DecodedOp, store_loc_slot
 from .plans import ABSENT, FIXED, FLAT, OPTIONAL, READ, SEGMENTED, UNIT, OpPlan
 
 
@@ -132,7 +132,7 @@ class _Source:
         self.lines = []
         self.env = {"varint_tail": varint_tail, "Bail": Bail, "new": object.__new__,
                     "fast_tagged": fast_tagged,
-                    "DecodedOp": DecodedOp, "Value": Value}
+                    "DecodedOp": DecodedOp, "Value": Value, "set_loc": store_loc_slot}
 
     def const(self, name: str, value) -> str:
         self.env[name] = value
@@ -270,11 +270,11 @@ def compile_plan(plan: OpPlan, version: Version) -> Callable:
                 "        region, pos = mr._fast_region(reader, data, pos, end, values, preorder, "
                 "pending, depth + 1)\n        regions.append(region)\n")
     else:
-        src.add("    regions = []\n")
+        src.add("    regions = ()\n")
     # The op and its results.
     src.add("    op.spec = SPEC\n    op.operands = operands\n    op.attrs = attrs\n"
-            "    op.regions = regions\n    op.offset = offset\n    op.text_pos = None\n"
-            "    op._pending = pending\n")
+            "    op.regions = regions\n    op.offset = offset\n"
+            "    if pending is not None:\n        set_loc(op, pending)\n")
     if plan.synthesized:
         synth = src.const("SYNTHESIZED", list(plan.synthesized))
         src.add(f"    results = [Value(t, op, i) for i, t in enumerate(rtypes + {synth})]\n"

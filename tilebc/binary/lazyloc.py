@@ -16,40 +16,54 @@ _LOC_SLOT = Op.__dict__["loc"]  # Op's own storage for `loc`, under the property
 
 
 class DecodedOp(Op):
-    """An Op read from bytecode: `loc` is materialised on first access. Otherwise a plain Op."""
+    """An Op read from bytecode: `loc` is materialised on first access. Otherwise a plain Op.
 
-    __slots__ = ("_pending",)
+    Until then its `loc` slot holds the function's PendingLocations (shared by all its ops: no
+    slot of its own per op); an unset slot means no location."""
+
+    __slots__ = ()
 
     def __init__(self, spec, operands, attrs, result_types, regions=None, loc=None, offset=None):
         # Op.__init__ spelled out (the careful reader makes one per op): no argument packing, and
         # `loc` stored in the slot, not through the property below.
-        self._pending = None
         self.spec = spec
         self.operands = operands
         self.attrs = attrs
         self.results = [Value(t, self, i) for i, t in enumerate(result_types)]
-        self.regions = regions or []
+        self.regions = regions or ()
         _LOC_SLOT.__set__(self, loc)
         self.offset = offset
-        self.text_pos = None
-        self.generic_form = False
 
     @property
     def loc(self):
-        pending = self._pending
-        if pending is not None:
-            pending.materialise()
         try:
-            return _LOC_SLOT.__get__(self, DecodedOp)
+            value = _LOC_SLOT.__get__(self, DecodedOp)
         except AttributeError:  # the fast decoder leaves the slot unset for "no location"
             return None
+        if value.__class__ is PendingLocations:
+            value.materialise()
+            return _LOC_SLOT.__get__(self, DecodedOp)
+        return value
 
     @loc.setter
     def loc(self, value) -> None:
-        pending = self._pending
-        if pending is not None:
-            pending.materialise()  # the other ops of the function keep their decoded locations
+        try:
+            current = _LOC_SLOT.__get__(self, DecodedOp)
+        except AttributeError:
+            current = None
+        if current.__class__ is PendingLocations:
+            current.materialise()  # the other ops of the function keep their decoded locations
         _LOC_SLOT.__set__(self, value)
+
+
+# Stores an op's `loc` slot, bypassing DecodedOp's property (the fast decoder's pending locations).
+store_loc_slot = _LOC_SLOT.__set__
+
+
+def defer_location(op: Op, pending: PendingLocations | None) -> None:
+    """Let `op`'s location come from `pending` on first use (None: keep what it has)."""
+    if pending is not None:
+        store_loc_slot(op, pending)
 
 
 class PendingLocations:
@@ -76,10 +90,11 @@ class PendingLocations:
         except RecursionError:  # only with an absurd max_nesting; never let it escape
             raise self.reader.error("limit exceeded: debug attributes nested too deeply for "
                                     "Python's stack (lower max_nesting)", offset) from None
+        if len(locations) < len(ops):  # ops past the function's indices have none
+            locations += [None] * (len(ops) - len(locations))
         set_loc = _LOC_SLOT.__set__
         for op, loc in zip(ops, locations):
             set_loc(op, loc)
-            op._pending = None
         self.ops = None
         self.reader = None
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import os
 import struct
+import sys
+from array import array
 
 from ..errors import DecodeError, TilebcError
 from ..gcpause import collection_paused
@@ -30,7 +32,7 @@ from .container import (CHECKED_ON_USE, CLAMPED, EXACT, MAGIC, PREVIEW_TAG_BIT, 
                         plain_section, plain_table)
 from .fastpath import Bail, compiled_decoder, fast_decoder, varint_tail
 from .layout import FileLayout, used_bitmap
-from .lazyloc import DecodedFunction, DecodedOp, PendingLocations
+from .lazyloc import DecodedFunction, DecodedOp, PendingLocations, defer_location
 from .lenient import WarningLog
 from .limits import DEFAULT_LIMITS, DecodeLimits
 from .plans import ABSENT, FLAT, OPTIONAL, READ, SEGMENTED, UNIT, OpPlan, plan_for
@@ -94,6 +96,27 @@ def load(source: bytes | bytearray | memoryview | str | os.PathLike, *,
                             strict=strict).read()
 
 
+
+def _uint64_array(raw: bytes) -> array:
+    """Little-endian 64-bit unsigned numbers as an array('Q')."""
+    return _unsigned_array(raw, "Q", 8)
+
+
+def _uint32_array(raw: bytes) -> array:
+    """Little-endian 32-bit unsigned numbers as an array('I')."""
+    return _unsigned_array(raw, "I", 4)
+
+
+def _unsigned_array(raw: bytes, code: str, size: int) -> array:
+    numbers = array(code)
+    if numbers.itemsize != size:  # not this width on this platform: a list of ints
+        return list(struct.unpack(f"<{len(raw) // size}{code}", raw))  # type: ignore[return-value]
+    numbers.frombytes(raw)
+    if sys.byteorder != "little":
+        numbers.byteswap()
+    return numbers
+
+
 class ModuleReader:
     # Tests switch this off to compare the fast decoder with the careful one.
     use_fast_path = True
@@ -119,6 +142,9 @@ class ModuleReader:
         self._types_in_progress: set = set()
         self.constant_blobs: BlobTable = ()
         self._constants: dict[int, bytes] = {}
+        # (constant index, tile type) -> its attribute, shared by the ops that use it (attributes
+        # are frozen; a module reuses few constants across many ops)
+        self._dense: dict[tuple, A.DenseElementsAttr] = {}
         self.debug_blobs: BlobTable = ()
         self._debug_attrs: dict[int, object] = {}
         self._debug_in_progress: set = set()
@@ -214,7 +240,9 @@ class ModuleReader:
             self.constant_blobs = self._read_table("ConstantTable", 8, *sections[SectionId.CONSTANT],
                                                    "constant table")
         if SectionId.DEBUG in sections:
-            self._read_debug(*sections[SectionId.DEBUG])
+            # popped: the section's copy is not kept while the bodies decode (what the debug
+            # table needs of it, _read_debug copies)
+            self._read_debug(*sections.pop(SectionId.DEBUG))
         module = Module(version=version, producer=producer, preview=self.preview, source=self.file)
         # The same list the log fills: lazily decoded debug attributes add theirs when first read.
         module.decode_warnings = self.log.warnings
@@ -534,6 +562,10 @@ class ModuleReader:
         return value
 
     def dense(self, tile_type: T.Type, index: int, offset: int) -> A.DenseElementsAttr:
+        key = (index, tile_type)
+        found = self._dense.get(key)
+        if found is not None:
+            return found
         if not isinstance(tile_type, T.TileType):
             raise self.error(f"dense constant needs a tile type, got {brief(tile_type)}", offset)
         data = self.constant(index, offset)
@@ -545,8 +577,9 @@ class ModuleReader:
             self.lenient(f"constant {index} is a one-byte i1 splat of 0x{data[0]:02x}, expected "
                          f"0x00 or 0xFF", offset, "read as a splat of true (0xFF), as tileirdisasm "
                          "takes any non-zero byte")
-            data = b"\xff"
-        return A.DenseElementsAttr(tile_type, data)
+            return A.DenseElementsAttr(tile_type, b"\xff")  # not shared: each use is warned of
+        found = self._dense[key] = A.DenseElementsAttr(tile_type, data)
+        return found
 
     # ---- attributes ------------------------------------------------------------------------------
 
@@ -663,8 +696,9 @@ class ModuleReader:
                                                                  "debug function offsets"))
         num_indices = reader.count("debug index count", 8)
         reader.align(8, "debug indices", padding)
-        raw = reader.raw(8 * num_indices, "debug indices")
-        indices = list(struct.unpack(f"<{num_indices}Q", raw))
+        # An array, not a list: a large module has an index per op (8 bytes each instead of
+        # 40 for a list slot and its int)
+        indices = _uint64_array(reader.raw(8 * num_indices, "debug indices"))
         num_attrs = reader.count("debug attribute count", 4)
         reader.align(4, "debug attribute offsets", padding)
         if num_attrs == 0 and reader.at_end():
@@ -672,8 +706,7 @@ class ModuleReader:
             # fails at the section's end ("failed to read debug info offset pointer"); match it.
             raise reader.error("debug section ends at its empty attribute table: at least one byte "
                                "must follow the attribute count and its padding")
-        offsets = list(struct.unpack(f"<{num_attrs}I", reader.raw(4 * num_attrs,
-                                                                  "debug attribute offsets")))
+        offsets = _uint32_array(reader.raw(4 * num_attrs, "debug attribute offsets"))
         data_start = reader.pos
         self.debug_blobs = BlobTable(offsets, payload[data_start:], what="debug attribute table",
                                      base=base + data_start, file=self.file,
@@ -954,7 +987,7 @@ class ModuleReader:
         for op in ops:
             preorder.extend(op.walk())
         for op in preorder:
-            op._pending = pending
+            defer_location(op, pending)
         return ops
 
     def _fast_ops(self, reader: Reader, pos: int, end: int, values: list[Value],
@@ -1004,7 +1037,7 @@ class ModuleReader:
         op = self._read_op(reader, values, depth)
         for each in op.walk():
             preorder.append(each)
-            each._pending = pending
+            defer_location(each, pending)
         return op, reader.pos
 
     def _fast_region(self, reader: Reader, data, pos: int, end: int, values: list[Value],

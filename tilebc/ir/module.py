@@ -21,13 +21,12 @@ class Value:
     collector walking it. A value outlives its owner only where the owner was dropped (an op
     made and never put in a block); its owner is then None."""
 
-    __slots__ = ("type", "_owner", "index", "name_hint")
+    __slots__ = ("type", "_owner", "index")
 
-    def __init__(self, type: Type, owner=None, index: int = 0, name_hint: str | None = None):
+    def __init__(self, type: Type, owner=None, index: int = 0):
         self.type = type
         self._owner = None if owner is None else _weak(owner)
         self.index = index
-        self.name_hint = name_hint
 
     @property
     def owner(self):
@@ -39,7 +38,7 @@ class Value:
         self._owner = None if owner is None else _weak(owner)
 
     def __repr__(self) -> str:
-        return f"<Value {self.name_hint or self.index}: {self.type}>"
+        return f"<Value {self.index}: {self.type}>"
 
 
 OperandGroup = Value | None | tuple[Value, ...]
@@ -47,10 +46,17 @@ OperandGroup = Value | None | tuple[Value, ...]
 
 class Op:
     """One operation. `operands` maps each declared operand group to a Value, None (absent optional)
-    or a tuple (variadic); `attrs` maps attribute names to values (None: absent optional)."""
+    or a tuple (variadic); `attrs` maps attribute names to values (None: absent optional).
+    `regions` is a list, or the empty tuple where the op has none (one shared object instead of
+    a list per op: most ops of a large module have none)."""
 
-    __slots__ = ("spec", "operands", "attrs", "results", "regions", "loc", "offset", "text_pos",
-                 "generic_form", "__weakref__")
+    __slots__ = ("spec", "operands", "attrs", "results", "regions", "loc", "offset",
+                 "__weakref__")
+
+    # Facts of an op read from text (ParsedOp's slots); a decoded or built op has neither, and
+    # no slot for them: a large decoded module has ~75k ops.
+    text_pos: tuple[int, int] | None = None  # (line, column) where the text placed it
+    generic_form = False  # written in MLIR's generic op form (its messages differ)
 
     def __init__(self, spec: OpSpec, operands: dict[str, OperandGroup], attrs: dict[str, object],
                  result_types: list[Type], regions: list[Region] | None = None,
@@ -59,11 +65,9 @@ class Op:
         self.operands = operands
         self.attrs = attrs
         self.results = [Value(t, self, i) for i, t in enumerate(result_types)]
-        self.regions = regions or []
+        self.regions = regions or ()
         self.loc = loc
         self.offset = offset  # byte offset in the file it was read from, for diagnostics
-        self.text_pos: tuple[int, int] | None = None  # (line, column) when parsed from text
-        self.generic_form = False  # parsed from MLIR's generic op form (its messages differ)
 
     @property
     def name(self) -> str:
@@ -94,6 +98,25 @@ class Op:
 
     def __repr__(self) -> str:
         return f"<Op {self.name}>"
+
+
+class ParsedOp(Op):
+    """An Op read from text: `text_pos` (line, column) and `generic_form` are its own."""
+
+    __slots__ = ("text_pos", "generic_form")
+
+    def __init__(self, spec: OpSpec, operands: dict[str, OperandGroup], attrs: dict[str, object],
+                 result_types: list[Type], regions: list[Region] | None = None):
+        # Op.__init__ spelled out (the parser makes one per op)
+        self.spec = spec
+        self.operands = operands
+        self.attrs = attrs
+        self.results = [Value(t, self, i) for i, t in enumerate(result_types)]
+        self.regions = regions or ()
+        self.loc = None
+        self.offset = None
+        self.text_pos = None
+        self.generic_form = False
 
 
 # Mutable structs (tilebc/record.py): compared field by field, unhashable, like the dataclasses

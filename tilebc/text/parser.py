@@ -14,7 +14,7 @@ from ..errors import TextSyntaxError
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.location import CallSiteLoc, DILoc
-from ..ir.module import Block, Function, Global, Module, Op, Region, Value
+from ..ir.module import Block, Function, Global, Module, Op, ParsedOp, Region, Value
 from ..numeric.dense import storage_bytes
 from ..numeric.ieee import float_to_bits
 from ..ops.enums import MemoryScope, SymbolVisibility
@@ -396,7 +396,7 @@ class _Parser:
         if not region.blocks:
             region.blocks.append(block)
         if not block.ops or not block.ops[-1].spec.terminator:
-            terminator = Op(closing_terminator(ENTRY_OP.mnemonic), {"operands": ()}, {}, [])
+            terminator = ParsedOp(closing_terminator(ENTRY_OP.mnemonic), {"operands": ()}, {}, [])
             self._implicit.add(id(terminator))
             block.ops.append(terminator)
         function = Function(attrs["sym_name"], attrs["function_type"], block)
@@ -426,7 +426,7 @@ class _Parser:
         for holder in self._toplevel.values():
             ops = holder.body.ops
             if not ops or not ops[-1].spec.terminator:
-                terminator = Op(closing_terminator(ENTRY_OP.mnemonic), {"operands": ()}, {}, [])
+                terminator = ParsedOp(closing_terminator(ENTRY_OP.mnemonic), {"operands": ()}, {}, [])
                 self._implicit.add(id(terminator))
                 ops.append(terminator)
 
@@ -601,7 +601,7 @@ class _Parser:
                               "block (NVIDIA's reader rejects regions with more than one)")
             block.ops.append(self._op())
         if implicit and (not block.ops or not block.ops[-1].spec.terminator):
-            terminator = Op(OPS_BY_MNEMONIC[implicit], {"operands": ()}, {}, [])
+            terminator = ParsedOp(OPS_BY_MNEMONIC[implicit], {"operands": ()}, {}, [])
             terminator.text_pos = c.line_col(c.pos - 1)
             self._implicit.add(id(terminator))
             block.ops.append(terminator)
@@ -958,14 +958,14 @@ class _Parser:
         else:
             types = self._result_types(state, operands, name_token)
         if not plan.regions:
-            return Op(spec, operands, attrs, types)
+            return ParsedOp(spec, operands, attrs, types)
         regions = [state.regions[i] for i in range(spec.regions) if i in state.regions]
         if len(regions) != spec.regions:
             if spec.else_optional and len(regions) == spec.regions - 1:
                 regions.append(Region())
             else:
                 raise self.c.error(f"{spec.mnemonic} needs {spec.regions} region(s)", name_token.pos)
-        return Op(spec, operands, attrs, types, regions)
+        return ParsedOp(spec, operands, attrs, types, regions)
 
     def _result_types(self, state: _OpState, operands, name_token) -> list:
         spec = state.spec

@@ -147,9 +147,14 @@ def startup(args) -> int:
     def add(row, tool, sample):
         times.setdefault((row, tool), []).append(sample)
 
-    def compile_argv(path, output, module="tilebc"):
-        return [python, "-m", module, "compile", str(path), "--arch", args.arch, "--emit",
-                "cubin", "-o", str(output)]
+    from bench_text import tilebc_launcher
+
+    def compile_argv(path, output, module=None):
+        # `tilebc` as the C++ loader runs it by default (the command on PATH), or a module's CLI
+        # as it runs it with TILEBC_PYTHON (`python -m tilebc_runtime.cli`)
+        launcher = [python, "-m", module] if module else tilebc_launcher(python)
+        return [*launcher, "compile", str(path), "--arch", args.arch, "--emit", "cubin", "-o",
+                str(output)]
 
     import tilebc
     kernels = []  # (name, path, entries)

@@ -134,3 +134,80 @@ def test_background_open_survives_fork_and_a_refused_thread(probe, expected):
                           env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"}, timeout=20)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == expected
+
+
+# In a new process: the first link runs on the thread that opened the library (warmed up there),
+# with the cubin a link on the caller's thread gives; later links run on their callers' threads;
+# a first link that fails raises its LinkFailure, with nvJitLink's log, in the caller.
+FIRST_LINK_PROBE = """import _thread, sys
+from tilebc_runtime import linker, targets
+ptx = (b".version 7.0\\n.target sm_80\\n.address_size 64\\n"
+       b".visible .entry probe(.param .u64 out) { .reg .b64 %rd<2>; .reg .b32 %r<2>; "
+       b"ld.param.u64 %rd1, [out]; mov.u32 %r1, 7; st.global.u32 [%rd1], %r1; ret; }\\n")
+first_bad = sys.argv[1] == "bad"
+threads = []
+plain = linker.NvJitLink._link_ptx
+def spy(self, *arguments):
+    threads.append(_thread.get_ident())
+    return plain(self, *arguments)
+linker.NvJitLink._link_ptx = spy
+targets.start_loading_nvjitlink()
+module = targets.nvjitlink_module()
+if first_bad:
+    try:
+        module.link_ptx(b".version 7.0\\n.target sm_80\\nnot ptx\\n", ["-arch=sm_80"])
+    except linker.LinkFailure as failure:
+        print("failure", bool(failure.log.strip()))
+first = module.link_ptx(ptx, ["-arch=sm_80"])[0]
+second = module.link_ptx(ptx, ["-arch=sm_80"])[0]
+here = _thread.get_ident()
+print(threads[0] != here, threads[1:] == [here] * (len(threads) - 1), first == second,
+      first[:4] == b"\\x7fELF")
+"""
+
+
+@pytest.mark.parametrize("first,expected", [("good", ["True", "True", "True", "True"]),
+                                            ("bad", ["failure", "True", "True", "True", "True",
+                                                     "True"])])
+def test_the_first_link_runs_on_the_loading_thread(first, expected):
+    if linker.wheel_library() is None:
+        pytest.skip("no nvJitLink wheel in site-packages: nothing is opened in the background")
+    env_path = f"{ROOT}:{ROOT / 'runtime'}"
+    done = subprocess.run([sys.executable, "-c", FIRST_LINK_PROBE, first], capture_output=True,
+                          text=True, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"},
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == expected
+
+
+# In a new process: `tilebc compile` of a one-entry kernel (an empty cache and one in use) imports
+# no extension module after the library starts opening in the background: one imported while the
+# thread is in dlopen waits for the dynamic loader's lock (start_loading imports them first).
+LATE_EXTENSIONS_PROBE = """import importlib.machinery, sys
+from tilebc_runtime import linker
+plain, before = linker.start_loading, {}
+def spy():
+    plain()
+    before.update(dict.fromkeys(sys.modules))
+linker.start_loading = spy
+from tilebc import cli
+code = cli._main(sys.argv[1:])
+late = sorted(name for name, module in sys.modules.items() if name not in before and
+              (getattr(module, "__file__", None) or "").endswith(
+                  tuple(importlib.machinery.EXTENSION_SUFFIXES)))
+print(code, bool(before), late)
+"""
+
+
+def test_no_extension_module_is_imported_while_the_library_opens(tmp_path):
+    if linker.wheel_library() is None:
+        pytest.skip("no nvJitLink wheel in site-packages: nothing is opened in the background")
+    env = {"PYTHONPATH": f"{ROOT}:{ROOT / 'runtime'}", "PATH": "/usr/bin:/bin",
+           "TILEBC_CACHE_DIR": str(tmp_path / "cache")}
+    for name in ("atomics_raw", "early_return"):  # cold, then a miss in a cache in use
+        fixture = ROOT / "fixtures" / "bytecode" / name / f"{name}-13.5.tilebc"
+        done = subprocess.run([sys.executable, "-c", LATE_EXTENSIONS_PROBE, "compile",
+                               str(fixture), "--arch", "sm_90", "-o", str(tmp_path / "k.cubin")],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split("\n")[-2] == "0 True []"

@@ -99,30 +99,125 @@ def start_loading() -> None:
             return
         dlopen.argtypes, dlopen.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_void_p
         # An extension module imported while the thread is in dlopen waits for the loader's
-        # lock: those that the decoder and the lowering import are loaded first.
+        # lock (~10 ms): those that the decoder and the lowering import are loaded first
+        # (test_rt_linker checks that a compile imports none after this point).
+        import array  # noqa: F401
         import contextvars  # noqa: F401
         import math  # noqa: F401
         encoded = os.fsencode(path)
         done = _thread.allocate_lock()
         done.acquire()
+        offer = _FirstLink()
 
         def load() -> None:
             try:
-                dlopen(encoded, os.RTLD_NOW | os.RTLD_GLOBAL)  # a failure shows in the real open
+                handle = dlopen(encoded, os.RTLD_NOW | os.RTLD_GLOBAL)
             finally:
-                done.release()
-        _loading.update(path=path, done=done)  # before the thread: a fork waits for it
+                done.release()  # a failed open shows in the real one
+            offer.serve(ctypes.CDLL(path, handle=handle) if handle else None)
+        # before the thread: a fork waits for it
+        _loading.update(path=path, done=done, offer=offer)
         try:
             _thread.start_new_thread(load, ())
         except RuntimeError:  # no thread to be had: locate_and_open opens it itself
             _loading.clear()
             done.release()
+            offer.withdraw()
+
+
+class _FirstLink:
+    """The loading thread's offer to run the process's first link. nvJitLink's first input on a
+    thread costs ~5-8 ms more than later ones on that thread (its front end sets itself up per
+    thread): the loading thread pays that on a trivial entry while the caller decodes and lowers,
+    then links the caller's first PTX itself. Later links run on their callers' threads."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.claimed = False
+        self.job = self.outcome = None
+        self.posted, self.finished = _thread.allocate_lock(), _thread.allocate_lock()
+        self.posted.acquire()
+        self.finished.acquire()
+        self.idle = _thread.allocate_lock()  # held while the thread works in nvJitLink
+        self.idle.acquire()
+
+    def claim(self) -> bool:
+        """True once per process for the caller that will hand its link over (run)."""
+        with _starting:
+            if self.claimed or self.pid != os.getpid():  # a forked child has no such thread
+                return False
+            self.claimed = True
+            return True
+
+    def run(self, function, *arguments):
+        """function(*arguments) on the loading thread: its value, or its exception raised here."""
+        self.job = (function, arguments)
+        self.posted.release()
+        self.finished.acquire()
+        succeeded, value = self.outcome
+        self.job = self.outcome = None
+        if succeeded:
+            return value
+        raise value
+
+    def serve(self, library) -> None:
+        """On the loading thread: warm up, then run the job when one is posted."""
+        try:
+            if library is not None:
+                _warm_up(library)
+        finally:
+            self.idle.release()
+        self.posted.acquire()  # forever, in a process that never links: it exits all the same
+        with self.idle:
+            function, arguments = self.job
+            try:
+                self.outcome = (True, function(*arguments))
+            except BaseException as error:  # handed to the caller, which raises it
+                self.outcome = (False, error)
+        self.finished.release()
+
+    def withdraw(self) -> None:
+        """No thread will serve: nobody may claim, and a fork does not wait."""
+        self.claimed = True
+        self.idle.release()
+
+
+# A trivial entry: nvJitLink's first input on a thread sets up its PTX front end and code
+# generator there.
+_WARM_UP_PTX = (b".version 7.8\n.target sm_90\n.address_size 64\n"
+                b".visible .entry tilebc_warm_up() { ret; }\n")
+
+
+def _warm_up(library: ctypes.CDLL) -> None:
+    """Link _WARM_UP_PTX and drop the result; any failure is left for the real link to meet."""
+    try:
+        create, add, complete, destroy = (getattr(library, "nvJitLink" + name) for name in
+                                          ("Create", "AddData", "Complete", "Destroy"))
+    except AttributeError:
+        return
+    for function in (create, add, complete, destroy):
+        function.restype = ctypes.c_int
+    handle = ctypes.c_void_p()
+    options = (ctypes.c_char_p * 1)(b"-arch=sm_90")
+    if create(ctypes.byref(handle), ctypes.c_uint32(1), options):
+        return
+    try:
+        if not add(handle, ctypes.c_int(_INPUT_PTX), ctypes.c_char_p(_WARM_UP_PTX),
+                   ctypes.c_size_t(len(_WARM_UP_PTX)), ctypes.c_char_p(b"warm-up.ptx")):
+            complete(handle)
+    finally:
+        destroy(ctypes.byref(handle))
 
 
 def _wait_for_loading() -> None:
+    """Until the loading thread has opened the library and is out of nvJitLink."""
     done = _loading.get("done")
     if done is not None:
         with done:
+            pass
+    offer = _loading.get("offer")
+    if offer is not None and offer.pid == os.getpid():
+        with offer.idle:
             pass
 
 
@@ -197,7 +292,14 @@ class NvJitLink:
 
     def link_ptx(self, ptx: bytes, options: Sequence[str], name: str = "tilebc.ptx"
                  ) -> tuple[bytes, str]:
-        """(cubin, info log) of one PTX input. LinkFailure carries the error log as `log`."""
+        """(cubin, info log) of one PTX input. LinkFailure carries the error log as `log`. The
+        process's first link runs on the thread that opened the library (_FirstLink)."""
+        offer = _loading.get("offer")
+        if offer is not None and offer.claim():
+            return offer.run(self._link_ptx, ptx, options, name)
+        return self._link_ptx(ptx, options, name)
+
+    def _link_ptx(self, ptx: bytes, options: Sequence[str], name: str) -> tuple[bytes, str]:
         handle = ctypes.c_void_p()
         encoded = [option.encode() for option in options]
         self._call("Create", ctypes.byref(handle), len(encoded),

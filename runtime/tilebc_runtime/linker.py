@@ -9,6 +9,7 @@ is opened here directly; anywhere else cuda.pathfinder is asked, as before.
 from __future__ import annotations
 
 import _thread
+import atexit
 import ctypes
 import os
 import site
@@ -115,8 +116,10 @@ def start_loading() -> None:
             finally:
                 done.release()  # a failed open shows in the real one
             offer.serve(ctypes.CDLL(path, handle=handle) if handle else None)
-        # before the thread: a fork waits for it
+        # before the thread: a fork waits for it, and so does the interpreter's exit (the
+        # library's destructors must not run while the thread is inside nvJitLink)
         _loading.update(path=path, done=done, offer=offer)
+        atexit.register(_wait_for_loading)
         try:
             _thread.start_new_thread(load, ())
         except RuntimeError:  # no thread to be had: locate_and_open opens it itself

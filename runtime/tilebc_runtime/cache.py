@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import stat
@@ -20,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 from tilebc.record import Record
 
+from .digest import sha256
 from . import cache_remote
 from .cache_entry import (MAX_JSON_BYTES, SCHEMA, CacheEntry, LazyLogger, check_metadata,
                           parse_json)
@@ -74,7 +74,7 @@ class KeyFields(Record):
                 + [value.encode("utf-8") for value in tail])
 
     def key(self) -> str:
-        digest = hashlib.sha256()
+        digest = sha256()
         for value in self.encoded_fields():
             digest.update(struct.pack("<Q", len(value)))
             digest.update(value)
@@ -83,7 +83,7 @@ class KeyFields(Record):
     def describe(self) -> dict[str, Any]:
         """The fields in clear, except the bytecode, which is recorded by its sha256."""
         return {"toolchain": self.toolchain,
-                "bytecode_sha256": hashlib.sha256(self.bytecode).hexdigest(),
+                "bytecode_sha256": sha256(self.bytecode).hexdigest(),
                 "entry": self.entry, "arch": self.arch, "ptx_isa": self.ptx_isa,
                 "nvjitlink": self.nvjitlink, "options": canonical_options(self.options)}
 
@@ -322,7 +322,7 @@ class CubinCache:
         if problem is None:
             if len(cubin) != metadata["cubin_size"]:
                 problem = f"cubin truncated ({len(cubin)} of {metadata['cubin_size']} bytes)"
-            elif hashlib.sha256(cubin).hexdigest() != metadata["cubin_sha256"]:
+            elif sha256(cubin).hexdigest() != metadata["cubin_sha256"]:
                 problem = "cubin sha256 does not match its metadata"
         if problem is not None:
             log.warning("tilebc cache: entry %s is corrupt (%s); recompiling", key, problem)
@@ -385,7 +385,7 @@ class CubinCache:
         metadata = dict(extra or {})
         metadata.update({
             "schema": SCHEMA, "key": key, "fields": fields.describe(),
-            "cubin_sha256": hashlib.sha256(cubin).hexdigest(), "cubin_size": len(cubin),
+            "cubin_sha256": sha256(cubin).hexdigest(), "cubin_size": len(cubin),
             "threads_per_cta": metadata.get("threads_per_cta"),
             "dynamic_shared_bytes": metadata.get("dynamic_shared_bytes") or 0,
             "static_shared_bytes": metadata.get("static_shared_bytes") or 0,

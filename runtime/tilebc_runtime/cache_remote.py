@@ -12,12 +12,12 @@ costs at most one timeout per `retry_after`. Only Redis is implemented (the `red
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
 from collections.abc import Mapping
 
+from .digest import sha256
 from .cache_entry import CacheEntry, LazyLogger, check_metadata
 
 TYPE_CHECKING = False
@@ -219,7 +219,7 @@ def verify(key: str, cubin: bytes, metadata: bytes) -> tuple[str | None, dict[st
         return problem, None
     if len(cubin) != parsed["cubin_size"]:
         return f"cubin truncated ({len(cubin)} of {parsed['cubin_size']} bytes)", None
-    if hashlib.sha256(cubin).hexdigest() != parsed["cubin_sha256"]:
+    if sha256(cubin).hexdigest() != parsed["cubin_sha256"]:
         return "cubin sha256 does not match its metadata", None
     return None, parsed
 

@@ -16,7 +16,6 @@ wrap it as `StridedMemoryView.from_buffer(buffer, shape, dtype=...)`.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from functools import lru_cache
@@ -26,6 +25,7 @@ from collections.abc import Mapping, Sequence
 import tilebc
 from tilebc.errors import TilebcError
 
+from .digest import sha256
 from . import driver
 from .launch_errors import ArgumentError, LaunchError
 from .cache import CacheEntry, CubinCache, KeyFields
@@ -217,7 +217,7 @@ def _walk_codegen_sources() -> tuple[tuple[str, Path], ...]:
 def lowering_sources_hash() -> str:
     """sha256 over tilebc's version and the source of everything that shapes the JIT's output
     (codegen_source_files: name and bytes of each), computed once per process."""
-    digest = hashlib.sha256(f"tilebc {tilebc.__version__}\0".encode())
+    digest = sha256(f"tilebc {tilebc.__version__}\0".encode())
     for name, path in codegen_source_files():
         digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
@@ -240,7 +240,7 @@ def _sources_fingerprint(files: list[tuple[str, Path]]) -> str:
     for name, path in files:
         info = path.stat()
         parts.append(f"{name} {info.st_ino} {info.st_size} {info.st_mtime_ns}")
-    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+    return sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def prime_from_memo(cache: CubinCache) -> None:

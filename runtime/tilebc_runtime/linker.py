@@ -105,6 +105,10 @@ def start_loading() -> None:
         import array  # noqa: F401
         import contextvars  # noqa: F401
         import math  # noqa: F401
+        try:
+            import _blake2  # noqa: F401 (tilebc.codecache's key)
+        except ImportError:
+            pass
         encoded = os.fsencode(path)
         done = _thread.allocate_lock()
         done.acquire()

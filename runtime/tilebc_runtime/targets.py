@@ -124,7 +124,7 @@ def nvjitlink_fingerprint(path: str | None) -> str | None:
     there, which changes the folder's mtime; nvidia/ itself is not stable: tools write beside
     their files) and the dynamic linker's cache. While it holds, a version recorded with it holds
     without loading the library (cuda.pathfinder and the library: ~100 ms). None without a path."""
-    import hashlib
+    from .digest import sha256
     import os
     import sys
     from .linker import site_folders
@@ -141,7 +141,7 @@ def nvjitlink_fingerprint(path: str | None) -> str | None:
             parts.append(f"{item}: -")
             continue
         parts.append(f"{item}: {info.st_ino} {info.st_size} {info.st_mtime_ns}")
-    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+    return sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def loaded_nvjitlink_path() -> str | None:

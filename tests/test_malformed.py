@@ -924,43 +924,49 @@ def test_lazy_locations_equal_strict():
     assert strict.functions[0] == plain and plain == strict.functions[0]
 
 
-def test_decoded_op_sets_every_slot_as_op_does():
-    """DecodedOp spells out Op.__init__ (the careful reader makes one per op): every slot Op's
-    constructor sets, DecodedOp's sets to the same value."""
+def test_decoded_and_parsed_ops_set_every_slot_as_op_does():
+    """DecodedOp and ParsedOp spell out Op.__init__ (the reader and the parser make one per op):
+    every slot Op's constructor sets, theirs set to the same value; ParsedOp's own two start as
+    Op's class defaults."""
     from tilebc.binary.lazyloc import DecodedOp
     from tilebc.ir import types as T
-    from tilebc.ir.module import Op
+    from tilebc.ir.module import Op, ParsedOp
     from tilebc.ops.table import OPS_BY_OPCODE
     spec = OPS_BY_OPCODE[min(OPS_BY_OPCODE)]
     for regions, loc in ((None, None), ([object()], object())):
-        args = (spec, {"x": None}, {"a": 1}, [T.token, T.token], regions, loc, 7)
-        plain, decoded = Op(*args), DecodedOp(*args)
-        for name in Op.__slots__:
-            if name == "__weakref__":  # not a field: what Value.owner refers through
-                continue
-            ours, theirs = getattr(decoded, name), getattr(plain, name)
-            if name == "results":
-                ours = [(v.type, v.index, v.owner is decoded) for v in ours]
-                theirs = [(v.type, v.index, v.owner is plain) for v in theirs]
-            assert ours == theirs, name
-        assert DecodedOp.__slots__ == ()  # nothing of its own: a pending location uses `loc`
+        args = (spec, {"x": None}, {"a": 1}, [T.token, T.token], regions)
+        plain = Op(*args, loc, 7)
+        made = [(DecodedOp(*args, loc, 7), loc, 7), (ParsedOp(*args), None, None)]
+        for op, its_loc, its_offset in made:
+            for name in Op.__slots__:
+                if name == "__weakref__":  # not a field: what Value.owner refers through
+                    continue
+                ours, theirs = getattr(op, name), getattr(plain, name)
+                if name == "results":
+                    ours = [(v.type, v.index, v.owner is op) for v in ours]
+                    theirs = [(v.type, v.index, v.owner is plain) for v in theirs]
+                elif name in ("loc", "offset"):
+                    theirs = its_loc if name == "loc" else its_offset
+                assert ours == theirs, (type(op).__name__, name)
+        parsed = made[1][0]
+        assert (parsed.text_pos, parsed.generic_form) == (Op.text_pos, Op.generic_form)
+    assert DecodedOp.__slots__ == ()  # nothing of its own: a pending location uses `loc`
+    assert set(ParsedOp.__slots__) == {"text_pos", "generic_form"}
 
 
 def test_decoded_ops_share_what_cannot_change():
     """A large module has an op per ~20 bytes, so the reader shares what is frozen or empty: the
-    ops using one constant of one type hold one attribute, ops without regions the one empty
-    tuple."""
+    ops using one constant table entry at one type hold one attribute, ops without regions the
+    one empty tuple."""
+    from tilebc.binary.reader import ModuleReader
     path = next(p for p in sorted(FIXTURES.glob("*/*-13.5.tilebc"))
                 if _constant_uses(tilebc.load(p)) > 8)
-    module = tilebc.load(path)
-    shared = {}
-    for op in _all_ops(module):
-        if op.name == "constant":
-            value = op.attrs["value"]
-            assert shared.setdefault((value.type, value.data), value) is value
-        if not op.spec.regions:
-            assert op.regions == ()
-    assert len(shared) < _constant_uses(module)  # some constant is used twice
+    reader = ModuleReader(path.read_bytes())
+    module = reader.read()
+    held = {id(op.attrs["value"]) for op in _all_ops(module) if op.name == "constant"}
+    assert held == {id(value) for value in reader._dense.values()}  # one per entry and type
+    assert len(held) < _constant_uses(module)  # so some are shared
+    assert all(op.regions == () for op in _all_ops(module) if not op.spec.regions)
 
 
 def _all_ops(module):

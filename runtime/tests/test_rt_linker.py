@@ -232,3 +232,25 @@ def test_a_process_ending_during_the_warm_up_exits_cleanly():
     codes = [subprocess.run([sys.executable, "-c", EARLY_EXIT_PROBE], capture_output=True,
                             env=env, timeout=60).returncode for _ in range(6)]
     assert codes == [0] * 6
+
+
+# In a new process: a warm-up that fails (here: raises) neither kills the offer nor hangs the
+# first link, which then runs on the loading thread all the same.
+FAILED_WARM_UP_PROBE = """from tilebc_runtime import linker, targets
+def broken(library):
+    raise OSError("no warm-up")
+linker._warm_up = broken
+targets.start_loading_nvjitlink()
+ptx = (b".version 7.0\\n.target sm_80\\n.address_size 64\\n.visible .entry k() { ret; }\\n")
+print(targets.nvjitlink_module().link_ptx(ptx, ["-arch=sm_80"])[0][:4] == b"\\x7fELF")
+"""
+
+
+def test_a_failed_warm_up_leaves_the_first_link_working():
+    if linker.wheel_library() is None:
+        pytest.skip("no nvJitLink wheel in site-packages: nothing is opened in the background")
+    env = {"PYTHONPATH": f"{ROOT}:{ROOT / 'runtime'}", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", FAILED_WARM_UP_PROBE], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True"]

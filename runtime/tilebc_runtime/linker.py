@@ -115,15 +115,21 @@ def start_loading() -> None:
         offer = _FirstLink()
 
         def load() -> None:
+            library = None
             try:
-                handle = dlopen(encoded, os.RTLD_NOW | os.RTLD_GLOBAL)
-            finally:
-                done.release()  # a failed open shows in the real one
-            offer.serve(ctypes.CDLL(path, handle=handle) if handle else None)
+                try:
+                    handle = dlopen(encoded, os.RTLD_NOW | os.RTLD_GLOBAL)
+                finally:
+                    done.release()  # a failed open shows in the real one
+                if handle:
+                    library = ctypes.CDLL(path, handle=handle)
+            except BaseException:  # the real open meets it; the offer is still served
+                library = None
+            offer.serve(library)
         # before the thread: a fork waits for it, and so does the interpreter's exit (the
         # library's destructors must not run while the thread is inside nvJitLink)
         _loading.update(path=path, done=done, offer=offer)
-        atexit.register(_wait_for_loading)
+        atexit.register(_before_exit)
         try:
             _thread.start_new_thread(load, ())
         except RuntimeError:  # no thread to be had: locate_and_open opens it itself
@@ -172,6 +178,8 @@ class _FirstLink:
         try:
             if library is not None:
                 _warm_up(library)
+        except Exception:  # the real link meets whatever failed here; the offer still stands
+            pass
         finally:
             self.idle.release()
         self.posted.acquire()  # forever, in a process that never links: it exits all the same
@@ -184,9 +192,23 @@ class _FirstLink:
         self.finished.release()
 
     def withdraw(self) -> None:
-        """No thread will serve: nobody may claim, and a fork does not wait."""
+        """No thread will serve: nobody may claim, and a fork does not wait (the caller holds
+        _starting)."""
         self.claimed = True
         self.idle.release()
+
+    def close(self) -> None:
+        """From now on nobody may claim: later first links run on their callers' threads."""
+        with _starting:
+            self.claimed = True
+
+    def hold(self) -> bool:
+        """Take `idle` (wait until the thread is out of nvJitLink, and keep it out) where this
+        process's thread serves; False where there is nothing to hold."""
+        if self.pid != os.getpid():
+            return False
+        self.idle.acquire()
+        return True
 
 
 # A trivial entry: nvJitLink's first input on a thread sets up its PTX front end and code
@@ -200,36 +222,65 @@ def _warm_up(library: ctypes.CDLL) -> None:
     try:
         create, add, complete, destroy = (getattr(library, "nvJitLink" + name) for name in
                                           ("Create", "AddData", "Complete", "Destroy"))
-    except AttributeError:
+        for function in (create, add, complete, destroy):
+            function.restype = ctypes.c_int
+        handle = ctypes.c_void_p()
+        options = (ctypes.c_char_p * 1)(b"-arch=sm_90")
+        if create(ctypes.byref(handle), ctypes.c_uint32(1), options):
+            return
+        try:
+            if not add(handle, ctypes.c_int(_INPUT_PTX), ctypes.c_char_p(_WARM_UP_PTX),
+                       ctypes.c_size_t(len(_WARM_UP_PTX)), ctypes.c_char_p(b"warm-up.ptx")):
+                complete(handle)
+        finally:
+            destroy(ctypes.byref(handle))
+    except Exception:  # a library without these entry points, a ctypes failure: not ours
         return
-    for function in (create, add, complete, destroy):
-        function.restype = ctypes.c_int
-    handle = ctypes.c_void_p()
-    options = (ctypes.c_char_p * 1)(b"-arch=sm_90")
-    if create(ctypes.byref(handle), ctypes.c_uint32(1), options):
-        return
-    try:
-        if not add(handle, ctypes.c_int(_INPUT_PTX), ctypes.c_char_p(_WARM_UP_PTX),
-                   ctypes.c_size_t(len(_WARM_UP_PTX)), ctypes.c_char_p(b"warm-up.ptx")):
-            complete(handle)
-    finally:
-        destroy(ctypes.byref(handle))
 
 
 def _wait_for_loading() -> None:
-    """Until the loading thread has opened the library and is out of nvJitLink."""
+    """Until the loading thread has opened the library and is out of nvJitLink (now)."""
     done = _loading.get("done")
     if done is not None:
         with done:
             pass
     offer = _loading.get("offer")
-    if offer is not None and offer.pid == os.getpid():
-        with offer.idle:
+    if offer is not None and offer.hold():
+        offer.idle.release()
+
+
+def _before_fork() -> None:
+    """The library open, and the loading thread kept out of nvJitLink until the fork is done: a
+    child must inherit neither a load in progress nor nvJitLink's locks held."""
+    done = _loading.get("done")
+    if done is not None:
+        with done:
             pass
+    offer = _loading.get("offer")
+    _loading["held_for_fork"] = offer is not None and offer.hold()
 
 
-if hasattr(os, "register_at_fork"):  # a child must not inherit a load in progress
-    os.register_at_fork(before=_wait_for_loading)
+def _after_fork_in_parent() -> None:
+    if _loading.pop("held_for_fork", False):
+        _loading["offer"].idle.release()
+
+
+def _before_exit() -> None:
+    """No first link starts any more, and the loading thread is kept out of nvJitLink: the
+    library's destructors run after this."""
+    offer = _loading.get("offer")
+    if offer is not None:
+        offer.close()
+    done = _loading.get("done")
+    if done is not None:
+        with done:
+            pass
+    if offer is not None:
+        offer.hold()  # never released: the process is ending
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent)
 
 
 def _loaded_here(path: str) -> bool:

@@ -42,7 +42,9 @@ class DecodedOp(Op):
             return None
         if value.__class__ is PendingLocations:
             value.materialise()
-            return _LOC_SLOT.__get__(self, DecodedOp)
+            value = _LOC_SLOT.__get__(self, DecodedOp)
+            # an op given the pending locations after they materialised has none
+            return None if value.__class__ is PendingLocations else value
         return value
 
     @loc.setter

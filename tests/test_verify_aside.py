@@ -1,0 +1,123 @@
+"""`tilebc dis` of a large module verifies it in a forked child while it prints
+(tilebc/verify_aside.py): the same text, the same messages and exit status as verifying first,
+and no output (an old file kept) for an invalid module."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tilebc
+from tilebc.ir.types import i32, scalar
+from tilebc.ir.builder import new_function
+from tilebc.text import print_module
+from tilebc.verify_aside import MIN_BYTES, verify_aside
+
+from conftest import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures" / "bytecode"
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+
+
+def _large_module(invalid: bool) -> bytes:
+    """Entries of the 13.5 fixtures (no globals, names unique) in one module of more than
+    MIN_BYTES; `invalid` appends an entry that adds two i32 with addf."""
+    module, names = None, set()
+    for path in sorted(FIXTURES.glob("*/*-13.5.tilebc")):
+        part = tilebc.load(path)
+        if part.globals or any(function.name in names for function in part.functions):
+            continue
+        if module is None:
+            module = part
+        else:
+            module.functions += part.functions
+        names.update(function.name for function in part.functions)
+        module.layout = None
+        if len(tilebc.dump(module)) > 2 * MIN_BYTES:
+            break
+    if invalid:
+        builder = new_function(module, "added_wrongly", [scalar(i32), scalar(i32)])
+        builder.op("addf", list(builder.block.args), [scalar(i32)])
+        builder.op("return", [[]])
+    data = tilebc.dump(module)
+    assert len(data) > MIN_BYTES
+    return data
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("aside")
+    paths = {}
+    for name, invalid in (("valid", False), ("invalid", True)):
+        paths[name] = folder / f"{name}.tilebc"
+        paths[name].write_bytes(_large_module(invalid))
+    return paths
+
+
+def _own_process(*args, cwd=None):
+    """`tilebc ARGS` in a process of its own, as users run it (where the child is forked)."""
+    return subprocess.run([sys.executable, "-m", "tilebc", *map(str, args)],
+                          capture_output=True, cwd=cwd or ROOT, timeout=300)
+
+
+def test_a_valid_module_prints_as_when_verified_first(large, tmp_path):
+    expected = print_module(tilebc.load(large["valid"])).encode()
+    printed = _own_process("dis", large["valid"])
+    assert (printed.returncode, printed.stderr, printed.stdout) == (0, b"", expected)
+    output = tmp_path / "valid.mlir"
+    written = _own_process("dis", large["valid"], "-o", output)
+    assert written.returncode == 0, written.stderr
+    assert output.read_bytes() == expected
+
+
+def test_an_invalid_module_reports_as_when_verified_first(large, tmp_path):
+    in_place = run_cli("dis", large["invalid"])  # main() in this process: no fork
+    assert in_place.returncode == 1 and b"addf" in in_place.stderr and not in_place.stdout
+    aside = _own_process("dis", large["invalid"])
+    assert (aside.returncode, aside.stdout, aside.stderr) == (1, b"", in_place.stderr)
+    output = tmp_path / "kept.mlir"
+    output.write_text("old contents\n")
+    written = _own_process("dis", large["invalid"], "-o", output)
+    assert (written.returncode, written.stderr) == (1, in_place.stderr)
+    assert output.read_text() == "old contents\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.mlir"]  # no temp file left
+
+
+def test_a_child_failing_for_its_own_reasons_is_verified_again(large):
+    module = tilebc.load(large["valid"], verify=False)
+    aside = verify_aside(module, MIN_BYTES)
+    if aside is None:
+        pytest.skip("one usable core: dis verifies in place")
+    killed = aside.pid
+    aside.cancel()  # the child killed and reaped: its status says nothing of the module
+    pid = os.fork()
+    if pid == 0:
+        os._exit(3)  # a child that fails without verifying
+    aside.valid, aside.pid = None, pid
+    aside.confirm()  # verified here instead: valid, so nothing is raised
+    assert aside.valid is True
+    for child in (killed, pid):  # none left behind
+        with pytest.raises(ChildProcessError):
+            os.waitpid(child, os.WNOHANG)
+
+
+def test_asm_of_a_large_module_encodes_as_when_verified_first(large, tmp_path):
+    for name in ("valid", "invalid"):
+        text = tmp_path / f"{name}.mlir"
+        text.write_text(print_module(tilebc.load(large[name], verify=False)))
+        assert text.stat().st_size // 4 > MIN_BYTES  # large enough to verify aside
+        in_place = run_cli("asm", text, "-o", tmp_path / f"{name}-in-place.tilebc")
+        output = tmp_path / f"{name}.tilebc"
+        output.write_bytes(b"old contents")
+        aside = _own_process("asm", text, "-o", output)
+        assert (aside.returncode, aside.stderr) == (in_place.returncode, in_place.stderr)
+        if name == "valid":
+            assert aside.returncode == 0
+            assert output.read_bytes() == (tmp_path / "valid-in-place.tilebc").read_bytes()
+        else:
+            assert aside.returncode == 1 and b"addf" in aside.stderr
+            assert output.read_bytes() == b"old contents"
+            assert not (tmp_path / "invalid-in-place.tilebc").exists()

@@ -1,0 +1,89 @@
+"""The verifier in a forked child while the command prints or encodes (`tilebc dis` and
+`tilebc asm` of a large module).
+
+Decoding a large module takes about a quarter of `dis`, verifying and printing about three eighths
+each, and printing needs nothing the verifier finds. On a machine with more than one usable core
+the child verifies the decoded module (the fork shares it, copy-on-write) while the parent prints;
+the parent commits its output only after the child has found the module valid. Where the child
+finds a problem, or fails in any other way, the parent verifies again itself, so every message
+and exit status is the one verifying in place gives.
+"""
+from __future__ import annotations
+
+import os
+import signal
+
+from .inputs import verify_module
+
+# Below this many bytes of bytecode the fork (and the pages the child copies as it touches the
+# module) costs more than verifying in place.
+MIN_BYTES = 64 * 1024
+TEXT_BYTES_PER_BYTECODE_BYTE = 4  # a module's text form is about four times its bytecode
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class AsideVerifier:
+    """A child verifying `module`; `confirm()` returns once it found the module valid and
+    raises the verifier's error (from a verification in this process) otherwise."""
+
+    def __init__(self, module, pid: int):
+        self.module = module
+        self.pid = pid
+        self.valid: bool | None = None
+
+    def confirm(self) -> None:
+        if self.valid is None:
+            self.valid = self._reap() == 0
+        if not self.valid:
+            verify_module(self.module)  # the error, as verifying in place raises it
+            self.valid = True  # the child failed for a reason of its own: the module is valid
+
+    def cancel(self) -> None:
+        """Stop the child if it still runs (the command ended early)."""
+        if self.valid is None and self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self._reap()
+            self.valid = False
+
+    def _reap(self) -> int:
+        pid, self.pid = self.pid, 0
+        if not pid:
+            return 1
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return 1
+        return os.waitstatus_to_exitcode(status)
+
+
+def verify_aside(module, size: int, *, text: bool = False) -> AsideVerifier | None:
+    """A forked child verifying `module` (`size`: the length of the bytecode it was read from,
+    or of its text with `text`), or None where that does not pay or cannot be done (small input,
+    one core, no fork): then verify in place."""
+    if text:
+        size //= TEXT_BYTES_PER_BYTECODE_BYTE
+    if size < MIN_BYTES or not hasattr(os, "fork") or _usable_cores() < 2:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # the child: a verdict in the exit status, nothing else, never returns
+        code = 2
+        try:
+            verify_module(module)
+            code = 0
+        except BaseException:  # any failure: the parent verifies again and reports it
+            code = 1
+        finally:
+            os._exit(code)
+    return AsideVerifier(module, pid)

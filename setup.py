@@ -1,5 +1,7 @@
-"""Optional C helpers for the text tools; the rest of the build is in pyproject.toml."""
+"""Optional C helpers (the text tools, the bytecode reader); the rest of the build is in
+pyproject.toml."""
 from setuptools import Extension, setup
 
 # optional: without a C compiler the build goes on and tilebc runs its pure-Python paths
-setup(ext_modules=[Extension("tilebc._speedups", ["tilebc/_speedups.c"], optional=True)])
+setup(ext_modules=[Extension("tilebc._speedups", ["tilebc/_speedups.c", "tilebc/_opdecoder.c"],
+                             optional=True)])

@@ -153,3 +153,62 @@ def test_compiled_cursor_on_long_and_unusual_text():
              "a\u2028b", "//" + "c" * 1000 + "\n%z"]
     for text in texts:
         assert _tokens(_compiled_cursor(), text) == _tokens(PyCursor, text)
+
+
+# ---- the bytecode reader's decoder (tilebc/_opdecoder.c) ---------------------------------------
+
+def _decode_every_fixture(monkeypatch, compiled: bool):
+    """{path: ir_signature} of every fixture, all ops through compiled decoders: the C ones (and
+    the C loop) when `compiled`, else the generated Python; the process-wide caches are emptied
+    around it, so each run compiles its own."""
+    from fuzz.harness import ir_signature
+    from tilebc import speedups as chosen
+    from tilebc.binary import fastpath, reader
+    monkeypatch.setattr(fastpath, "_COMPILED", {})
+    monkeypatch.setattr(reader, "_FAST_READY", {})
+    if not compiled:
+        monkeypatch.setattr(chosen, "OpDecoder", None)
+        monkeypatch.setattr(reader, "decode_ops", None)
+    signatures = {}
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode")
+    for path in sorted(glob.glob(os.path.join(fixtures, "*", "*.tilebc"))):
+        with open(path, "rb") as stream:
+            decoder = reader.ModuleReader(stream.read(), path, lazy_debug=False)
+        decoder.fast_compile_after = 0
+        module = decoder.read()
+        assert decoder.fast_fallbacks == 0, path
+        signatures[path] = ir_signature(module)
+    kinds = {type(decode).__name__ for decode in fastpath._COMPILED.values()}
+    monkeypatch.undo()
+    return signatures, kinds
+
+
+def test_the_c_decoder_builds_what_the_generated_python_builds(monkeypatch):
+    """Every fixture (all versions), every op through the compiled decoders: the C decoder and
+    loop give the IR the generated Python functions give (the fuzz tests compare either with
+    the careful reader on mutated input)."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C decoder is switched off")
+    ours, kinds = _decode_every_fixture(monkeypatch, compiled=True)
+    assert kinds == {"OpDecoder"}  # the C decoder was the one used
+    theirs, kinds = _decode_every_fixture(monkeypatch, compiled=False)
+    assert kinds == {"function"}
+    assert len(ours) > 900 and ours == theirs
+
+
+def test_a_malformed_decoder_program_is_refused(monkeypatch):
+    from tilebc import speedups as chosen
+    from tilebc.binary import fastpath
+    from tilebc.binary.plans import plan_for
+    from tilebc.ops.table import OPS_BY_MNEMONIC
+    from tilebc.version import MAX_VERSION
+    monkeypatch.setattr(chosen, "OpDecoder", speedups.OpDecoder)  # also under TILEBC_PURE=1
+    good = fastpath.c_decoder(plan_for(OPS_BY_MNEMONIC["addf"], MAX_VERSION), MAX_VERSION)
+    assert type(good).__name__ == "OpDecoder"
+    program = (None, 0, 0, 1, (), 0, 0, ((), ), (), 0, 0, (), 0, fastpath._helpers())
+    with pytest.raises(ValueError):
+        speedups.OpDecoder(program)
+    with pytest.raises(ValueError):
+        speedups.OpDecoder(program[:-1])
+    with pytest.raises(TypeError):
+        good(1, 2, 3)

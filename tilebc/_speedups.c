@@ -1,4 +1,5 @@
-/* Optional compiled helpers for the text tools' hottest loops (tilebc/speedups.py loads them).
+/* Optional compiled helpers for the hottest loops (tilebc/speedups.py loads them): the text
+ * tools' lexer here, the bytecode reader's per-op decoder in _opdecoder.c.
  *
  * scan_token(text, pos): the lexer's common case in one call. Skips spaces and // comments from
  * `pos`, then reads one token of the kinds the lexer does not check further (value, hash, bang,
@@ -464,6 +465,8 @@ static struct PyModuleDef module_def = {
     -1, methods,
 };
 
+int add_op_decoder(PyObject *module);  /* _opdecoder.c */
+
 PyMODINIT_FUNC PyInit__speedups(void) {
     kind_value = PyUnicode_InternFromString("value");
     kind_hash = PyUnicode_InternFromString("hash");
@@ -490,6 +493,10 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     Py_INCREF(&CursorType);
     if (PyModule_AddObject(module, "CursorBase", (PyObject *)&CursorType) < 0) {
         Py_DECREF(&CursorType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    if (add_op_decoder(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

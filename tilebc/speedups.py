@@ -11,11 +11,17 @@ import os
 scan_token = None
 Token = None  # the lexer's token type
 CursorBase = None  # the token-level methods of the lexer's Cursor
+OpDecoder = None  # one op kind's decoder, made from its plan (tilebc/binary/fastpath.py)
+decode_ops = None  # the reader's loop over a body's or a block's ops
 
 if not os.environ.get("TILEBC_PURE"):
     try:
         from ._speedups import CursorBase, Token, scan_token  # noqa: F811
     except ImportError:  # not built (no compiler when installed): the pure path
+        pass
+    try:
+        from ._speedups import OpDecoder, decode_ops  # noqa: F811
+    except ImportError:  # not built, or built before it existed: the generated Python
         pass
 
 ACTIVE = scan_token is not None

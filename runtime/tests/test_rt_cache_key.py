@@ -65,8 +65,8 @@ def test_identity_follows_the_sources_that_shape_code(copied_tree, edited, chang
 def _hashed_tilebc_modules():
     names = set()
     for name, _ in launch.codegen_source_files():
-        if name.startswith("tilebc/"):
-            module = name[:-len(".py")].replace("/", ".")
+        if name.startswith("tilebc/"):  # a C source stands for its extension module
+            module = name.rsplit(".", 1)[0].replace("/", ".")
             names.add(module[:-len(".__init__")] if module.endswith(".__init__") else module)
     return names
 

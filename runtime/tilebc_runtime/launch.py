@@ -176,7 +176,9 @@ _NOT_LOWERING = {"cache.py", "cache_cli.py", "cache_entry.py", "cache_remote.py"
 TILEBC_CODEGEN_SOURCES = ("__init__.py", "api.py", "version.py", "errors.py", "record.py", "gcpause.py",
                           "codecache.py", "numeric/__init__.py", "numeric/numerics.py",
                           "numeric/formats.py", "numeric/convert.py", "numeric/dense.py",
-                          "numeric/dtypes.py", "binary/", "ir/", "ops/", "verify/")
+                          "numeric/dtypes.py", "binary/", "ir/", "ops/", "verify/",
+                          # the reader's compiled decoder: its C sources stand for the built module
+                          "speedups.py", "_speedups.c", "_opdecoder.c")
 
 
 def _listed(relative: str, entries) -> bool:
@@ -204,7 +206,7 @@ def _walk_codegen_sources() -> tuple[tuple[str, Path], ...]:
             relative = os.path.relpath(folder, package).replace(os.sep, "/")
             prefix = "" if relative == "." else relative + "/"
             found += [(prefix + name, os.path.join(folder, name)) for name in names
-                      if name.endswith(".py")]
+                      if name.endswith((".py", ".c"))]
         label = os.path.basename(package)
         # rglob's order: by path parts, so `a/b.py` sorts before `a_b.py`
         for relative, path in sorted(found, key=lambda item: item[0].split("/")):

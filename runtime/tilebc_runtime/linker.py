@@ -109,6 +109,7 @@ def start_loading() -> None:
             import _blake2  # noqa: F401 (tilebc.codecache's key)
         except ImportError:
             pass
+        import tilebc.speedups  # noqa: F401 (the reader's compiled decoder)
         encoded = os.fsencode(path)
         done = _thread.allocate_lock()
         done.acquire()

@@ -1,9 +1,15 @@
-"""The fast op decoder: each op's plan (plans.py) compiled into one straight-line Python function.
+"""The fast op decoder: each op's plan (plans.py) compiled into one straight-line Python function
+(or a C program).
 
 The careful reader in `reader.py` interprets a plan field by field through small helper calls and
 checks everything as it goes, with a precise message for each failure. Profiles showed those calls,
 not the IR objects, dominate decoding. This module generates, once per (opcode, version), a function
 that decodes the same bytes with local variables and inlined one-byte varint/type/value fast paths.
+
+Where tilebc._speedups is built, the same plan becomes a program for its OpDecoder (c_decoder),
+which decodes the op in C and calls back into Python for the rarer attribute kinds, regions and
+defaults; the reader's loop over the ops is C there too (decode_ops). The generated Python stays
+the pure path (TILEBC_PURE=1) and the definition both are tested against.
 
 It only handles the expected case. Anything unusual (an index out of range, a bad flag, a count
 larger than the bytes left, running off the end of the body, any exception at all) abandons the
@@ -295,6 +301,81 @@ def compile_plan(plan: OpPlan, version: Version) -> Callable:
     return decode
 
 
+# ---- the same plan as a program for tilebc._speedups.OpDecoder ------------------------------
+# The codes _opdecoder.c reads: attribute actions and kinds, operand modes and arities.
+_ACTIONS = {READ: 0, UNIT: 1, OPTIONAL: 2, ABSENT: 3}
+_INLINE_KINDS = {AttrKind.ENUM: 0, AttrKind.INT: 1, AttrKind.BOOL: 2, AttrKind.TYPE: 3,
+                 AttrKind.STRING: 4, AttrKind.SYMBOL: 5}
+_CALLED = 6  # read by a Python function f(mr, reader, data, pos, rtypes) -> (value, pos)
+_INLINE_KINDS.update({AttrKind.I32_ARRAY: 7, AttrKind.I64_ARRAY: 8})
+_DENSE = 9  # mr._dense looked up in C, _read_dense called for a constant not there yet
+_MODES = {FIXED: 0, SEGMENTED: 1, FLAT: 2}
+_ARITIES = {Arity.ONE: 0, Arity.OPTIONAL: 1, Arity.VARIADIC: 2}
+
+
+def _read_tagged(mr, reader, data, pos, rtypes):
+    return fast_tagged(mr, reader, data, pos)
+
+
+def _read_dense(mr, reader, data, pos, rtypes):
+    if not rtypes:
+        raise Bail
+    at = reader.base + pos  # the careful reader's offset, for its warnings (see _attr_code)
+    index = data[pos]
+    pos += 1
+    if index >= 128:
+        index, pos = varint_tail(data, pos, index)
+    return mr.dense(rtypes[0], index, at), pos
+
+
+def _careful_attr(attr):
+    def read(mr, reader, data, pos, rtypes):
+        reader.pos = pos
+        value = mr._op_attr(reader, attr, rtypes)
+        return value, reader.pos
+    return read
+
+
+def _attr_program(name, action, bit, attr, version: Version) -> tuple:
+    kind, width, extra = _CALLED, 64, None
+    if action in (READ, OPTIONAL):
+        kind = _INLINE_KINDS.get(attr.kind, _CALLED)
+        if attr.kind is AttrKind.ENUM:
+            extra = {int(m): m for m in attr.enum if m.since <= version}
+        elif attr.kind is AttrKind.INT:
+            width = attr.width
+        elif attr.kind is AttrKind.TAGGED:
+            extra = _read_tagged
+        elif attr.kind is AttrKind.DENSE:
+            kind, extra = _DENSE, _read_dense
+        elif kind == _CALLED:
+            extra = _careful_attr(attr)
+    return (name, _ACTIONS[action], bit, kind, width, extra)
+
+
+def _helpers() -> tuple:
+    from ..ir.module import Op
+    slots = [Op.__dict__[name] for name in ("spec", "operands", "attrs", "results", "regions",
+                                            "offset", "loc")]
+    slots += [Value.__dict__[name] for name in ("type", "_owner", "index")]
+    return (DecodedOp, Value, Bail, *slots)
+
+
+def c_decoder(plan: OpPlan, version: Version) -> Callable | None:
+    """The plan as a tilebc._speedups.OpDecoder (the same decoding as compile_plan's function,
+    in C), or None where the extension is not built."""
+    from ..speedups import OpDecoder
+    if OpDecoder is None:
+        return None
+    program = (plan.spec, plan.counted_results, plan.variadic_results, plan.num_serialized,
+               tuple(plan.synthesized), plan.has_flags, plan.known_flags & ((1 << 64) - 1),
+               tuple(_attr_program(*step, version) for step in plan.attr_steps),
+               plan.pending_defaults, _MODES[plan.operand_mode], plan.num_fixed_operands,
+               tuple((name, _ARITIES[arity], bit) for name, arity, bit in plan.operand_steps),
+               plan.spec.regions, _helpers())
+    return OpDecoder(program)
+
+
 _COMPILED: dict[tuple[int, Version], Callable] = {}
 
 
@@ -308,5 +389,5 @@ def fast_decoder(plan: OpPlan, version: Version) -> Callable:
     key = (plan.spec.opcode, version)
     decode = _COMPILED.get(key)
     if decode is None:
-        decode = _COMPILED[key] = compile_plan(plan, version)
+        decode = _COMPILED[key] = c_decoder(plan, version) or compile_plan(plan, version)
     return decode

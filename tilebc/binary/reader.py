@@ -31,6 +31,7 @@ from .container import (CHECKED_ON_USE, CLAMPED, EXACT, MAGIC, PREVIEW_TAG_BIT, 
                         SECTION_ALIGNMENT, BlobTable, SectionId, construct_detail, parse_construct,
                         plain_section, plain_table)
 from .fastpath import Bail, compiled_decoder, fast_decoder, varint_tail
+from ..speedups import decode_ops
 from .layout import FileLayout, used_bitmap
 from .lazyloc import DecodedFunction, DecodedOp, PendingLocations, defer_location
 from .lenient import WarningLog
@@ -994,16 +995,21 @@ class ModuleReader:
                   preorder: list[Op], pending) -> list[Op]:
         data, base = reader.data, reader.base
         decoders = self._fast
-        ops = []
-        while pos < end:
-            start = pos
-            opcode = data[pos]
-            pos += 1
-            if opcode >= 0x80:
-                opcode, pos = varint_tail(data, pos, opcode)
-            decode = decoders.get(opcode) or self._fast_decoder(opcode)
-            op, pos = decode(self, reader, data, pos, end, values, preorder, pending, 0, base + start)
-            ops.append(op)
+        if decode_ops is not None:  # the loop below, in C
+            ops, pos = decode_ops(self, reader, data, pos, end, values, preorder, pending, 0, base,
+                                  decoders, -1)
+        else:
+            ops = []
+            while pos < end:
+                start = pos
+                opcode = data[pos]
+                pos += 1
+                if opcode >= 0x80:
+                    opcode, pos = varint_tail(data, pos, opcode)
+                decode = decoders.get(opcode) or self._fast_decoder(opcode)
+                op, pos = decode(self, reader, data, pos, end, values, preorder, pending, 0,
+                                 base + start)
+                ops.append(op)
         if pos > end or len(values) > self.limits.max_values:
             raise Bail()
         return ops
@@ -1079,17 +1085,21 @@ class ModuleReader:
                 num_ops, pos = varint_tail(data, pos, num_ops)
             if num_ops == 0 or num_ops > end - pos:
                 raise Bail()
+            if decode_ops is not None:  # the loop below, in C
+                block.ops, pos = decode_ops(self, reader, data, pos, end, values, preorder,
+                                            pending, depth, base, decoders, num_ops)
+            else:
+                for _ in range(num_ops):
+                    start = pos
+                    opcode = data[pos]
+                    pos += 1
+                    if opcode >= 0x80:
+                        opcode, pos = varint_tail(data, pos, opcode)
+                    decode = decoders.get(opcode) or self._fast_decoder(opcode)
+                    op, pos = decode(self, reader, data, pos, end, values, preorder, pending,
+                                     depth, base + start)
+                    block.ops.append(op)
             ops = block.ops
-            for _ in range(num_ops):
-                start = pos
-                opcode = data[pos]
-                pos += 1
-                if opcode >= 0x80:
-                    opcode, pos = varint_tail(data, pos, opcode)
-                decode = decoders.get(opcode) or self._fast_decoder(opcode)
-                op, pos = decode(self, reader, data, pos, end, values, preorder, pending, depth,
-                                 base + start)
-                ops.append(op)
             if not ops[-1].spec.terminator or len(values) > self.limits.max_values:
                 raise Bail()
             del values[mark:]

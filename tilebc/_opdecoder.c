@@ -1,0 +1,827 @@
+/* OpDecoder: one op kind's fast decoder, in C (part of tilebc._speedups).
+ *
+ * tilebc/binary/fastpath.py turns an op's plan (plans.py, made from the op table) into a program
+ * tuple and, where this type is built, into an OpDecoder instead of generated Python. Called as
+ * decoder(mr, reader, data, pos, end, values, preorder, pending, depth, offset), it returns
+ * (op, pos) exactly as the generated Python function does, and raises the reader's Bail (or lets
+ * any other exception through) for anything unusual: the careful reader then decodes the whole
+ * body again and says what is wrong. Attributes of the rarer kinds (tagged, dense, arrays),
+ * regions and the defaults of attributes newer than the file are read by Python callbacks.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { A_READ = 0, A_UNIT = 1, A_OPTIONAL = 2, A_ABSENT = 3 };
+enum { K_ENUM = 0, K_INT = 1, K_BOOL = 2, K_TYPE = 3, K_STRING = 4, K_SYMBOL = 5, K_CALL = 6,
+       K_I32_ARRAY = 7, K_I64_ARRAY = 8, K_DENSE = 9 };
+enum { M_FIXED = 0, M_SEGMENTED = 1, M_FLAT = 2 };
+enum { R_ONE = 0, R_OPTIONAL = 1, R_VARIADIC = 2 };
+
+enum {  /* the member descriptors the decoder stores through (Op's and Value's slots) */
+    D_SPEC, D_OPERANDS, D_ATTRS, D_RESULTS, D_REGIONS, D_OFFSET, D_LOC,
+    D_VALUE_TYPE, D_VALUE_OWNER, D_VALUE_INDEX, D_COUNT
+};
+
+typedef struct {
+    PyObject *name;
+    int action, bit, kind, width;
+    PyObject *extra;  /* K_ENUM: {int: member}; K_CALL and K_DENSE: f(mr, reader, data, pos,
+                       * rtypes), the latter for a constant not yet in mr._dense */
+} AttrStep;
+
+typedef struct {
+    PyObject *name;
+    int arity, bit;
+} OperandStep;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *program;  /* the tuple it was made from: keeps every object below alive */
+    PyObject *spec, *synthesized, *pending;
+    int counted, variadic_results, has_flags, mode;
+    Py_ssize_t n_results, num_fixed, n_regions, n_attrs, n_operands;
+    uint64_t known_flags;
+    AttrStep *attrs;
+    OperandStep *operands;
+    PyTypeObject *op_type, *value_type;
+    PyObject *bail;
+    PyObject *descriptors[D_COUNT];
+} OpDecoder;
+
+static PyObject *s_types, *s_string_cache, *s_default_for, *s_dense;
+
+typedef struct {
+    const unsigned char *data;
+    Py_ssize_t size, pos;
+    Py_ssize_t end;  /* the body's end: counts are checked against it, as the Python decoder does */
+} Cursor;
+
+static int bail(OpDecoder *self) {
+    PyErr_SetNone(self->bail);
+    return -1;
+}
+
+/* A varint as the Python decoder reads it: at most 64 bits, else Bail. */
+static int read_varint(OpDecoder *self, Cursor *c, uint64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    for (;;) {
+        if (c->pos >= c->size)
+            return bail(self);
+        unsigned int byte = c->data[c->pos++];
+        if (shift == 63 && (byte & 0x7F) > 1)
+            return bail(self);
+        result |= (uint64_t)(byte & 0x7F) << shift;
+        if (byte < 0x80)
+            break;
+        shift += 7;
+        if (shift > 63)
+            return bail(self);
+    }
+    *out = result;
+    return 0;
+}
+
+static int store(OpDecoder *self, int which, PyObject *object, PyObject *value) {
+    PyObject *descriptor = self->descriptors[which];
+    return Py_TYPE(descriptor)->tp_descr_set(descriptor, object, value);
+}
+
+/* dict.get(key) of an attribute of `owner` (mr._types, mr._string_cache): a new reference or
+ * NULL without an error when absent. */
+static PyObject *cached(PyObject *owner, PyObject *attribute, uint64_t key) {
+    PyObject *table = PyObject_GetAttr(owner, attribute);
+    if (table == NULL)
+        return NULL;
+    PyObject *number = PyLong_FromUnsignedLongLong(key);
+    if (number == NULL) {
+        Py_DECREF(table);
+        return NULL;
+    }
+    PyObject *found = PyDict_Check(table) ? PyDict_GetItemWithError(table, number) : NULL;
+    Py_XINCREF(found);
+    Py_DECREF(number);
+    Py_DECREF(table);
+    return found;
+}
+
+/* mr.type(k, 0) where mr._types lacks k (the careful reader's lookup and checks) */
+static PyObject *type_ref(OpDecoder *self, PyObject *mr, Cursor *c) {
+    uint64_t key;
+    if (read_varint(self, c, &key) < 0)
+        return NULL;
+    PyObject *found = cached(mr, s_types, key);
+    if (found != NULL || PyErr_Occurred())
+        return found;
+    return PyObject_CallMethod(mr, "type", "Ki", (unsigned long long)key, 0);
+}
+
+static PyObject *value_ref(OpDecoder *self, PyObject *values, Cursor *c) {
+    uint64_t key;
+    if (read_varint(self, c, &key) < 0)
+        return NULL;
+    if (key >= (uint64_t)PyList_GET_SIZE(values)) {
+        bail(self);
+        return NULL;
+    }
+    PyObject *value = PyList_GET_ITEM(values, (Py_ssize_t)key);
+    Py_INCREF(value);
+    return value;
+}
+
+/* f(mr, reader, data, pos, rtypes) -> (value, pos) */
+static PyObject *call_reader(OpDecoder *self, PyObject *function, PyObject *mr, PyObject *reader,
+                             PyObject *data, Cursor *c, PyObject *rtypes) {
+    PyObject *pos = PyLong_FromSsize_t(c->pos);
+    if (pos == NULL)
+        return NULL;
+    PyObject *result = PyObject_CallFunctionObjArgs(function, mr, reader, data, pos, rtypes, NULL);
+    Py_DECREF(pos);
+    if (result == NULL)
+        return NULL;
+    if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) {
+        Py_DECREF(result);
+        bail(self);
+        return NULL;
+    }
+    Py_ssize_t after = PyLong_AsSsize_t(PyTuple_GET_ITEM(result, 1));
+    if (after == -1 && PyErr_Occurred()) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    c->pos = after;
+    PyObject *value = PyTuple_GET_ITEM(result, 0);
+    Py_INCREF(value);
+    Py_DECREF(result);
+    return value;
+}
+
+/* varint count, then `width`-byte little-endian signed numbers, as a tuple of ints (the careful
+ * reader's int_array; its smallest and largest values are refused there, so they bail here) */
+static PyObject *read_int_array(OpDecoder *self, Cursor *c, int width) {
+    uint64_t count;
+    if (read_varint(self, c, &count) < 0)
+        return NULL;
+    if (count > (uint64_t)(c->end - c->pos) / (uint64_t)width || c->end > c->size) {
+        bail(self);
+        return NULL;
+    }
+    PyObject *numbers = PyTuple_New((Py_ssize_t)count);
+    if (numbers == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+        uint64_t raw = 0;
+        for (int b = width - 1; b >= 0; b--)
+            raw = raw << 8 | c->data[c->pos + b];
+        c->pos += width;
+        long long value;
+        if (width == 4) {
+            value = (int32_t)(uint32_t)raw;
+            if (value == INT32_MIN || value == INT32_MAX)
+                goto refused;
+        } else {
+            value = (long long)raw;
+            if (value == INT64_MIN || value == INT64_MAX)
+                goto refused;
+        }
+        PyObject *number = PyLong_FromLongLong(value);
+        if (number == NULL) {
+            Py_DECREF(numbers);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(numbers, i, number);
+    }
+    return numbers;
+refused:
+    Py_DECREF(numbers);
+    bail(self);
+    return NULL;
+}
+
+static PyObject *read_attr(OpDecoder *self, AttrStep *step, PyObject *mr, PyObject *reader,
+                           PyObject *data, Cursor *c, PyObject *rtypes) {
+    uint64_t key;
+    switch (step->kind) {
+    case K_ENUM: {
+        if (read_varint(self, c, &key) < 0)
+            return NULL;
+        PyObject *number = PyLong_FromUnsignedLongLong(key);
+        if (number == NULL)
+            return NULL;
+        PyObject *member = PyDict_GetItemWithError(step->extra, number);
+        Py_DECREF(number);
+        if (member == NULL) {
+            if (!PyErr_Occurred())
+                bail(self);
+            return NULL;
+        }
+        Py_INCREF(member);
+        return member;
+    }
+    case K_INT: {
+        if (read_varint(self, c, &key) < 0)
+            return NULL;
+        int width = step->width;
+        if (width < 64 && (key >> width)) {
+            bail(self);
+            return NULL;
+        }
+        if (width > 1 && ((key >> (width - 1)) & 1)) {
+            if (width == 64)
+                return PyLong_FromLongLong((long long)key);
+            return PyLong_FromLongLong((long long)key - ((long long)1 << width));
+        }
+        return PyLong_FromUnsignedLongLong(key);
+    }
+    case K_BOOL: {
+        if (c->pos >= c->size) {
+            bail(self);
+            return NULL;
+        }
+        unsigned int byte = c->data[c->pos++];
+        if (byte > 1) {
+            bail(self);
+            return NULL;
+        }
+        return PyBool_FromLong(byte == 1);
+    }
+    case K_TYPE:
+        return type_ref(self, mr, c);
+    case K_STRING:
+    case K_SYMBOL: {
+        if (read_varint(self, c, &key) < 0)
+            return NULL;
+        PyObject *text = cached(mr, s_string_cache, key);
+        if (text == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            text = PyObject_CallMethod(mr, "string", "Ki", (unsigned long long)key, 0);
+            if (text == NULL)
+                return NULL;
+        }
+        if (step->kind == K_SYMBOL) {
+            int truth = PyObject_IsTrue(text);
+            if (truth <= 0) {
+                Py_DECREF(text);
+                if (truth == 0)
+                    bail(self);
+                return NULL;
+            }
+        }
+        return text;
+    }
+    case K_CALL:
+        return call_reader(self, step->extra, mr, reader, data, c, rtypes);
+    case K_I32_ARRAY:
+    case K_I64_ARRAY:
+        return read_int_array(self, c, step->kind == K_I32_ARRAY ? 4 : 8);
+    case K_DENSE: {
+        /* mr._dense[(index, type)]: the reader's attribute of that constant at that type, made
+         * by mr.dense (through extra) the first time */
+        if (PyList_GET_SIZE(rtypes) == 0) {
+            bail(self);
+            return NULL;
+        }
+        Cursor before = *c;
+        if (read_varint(self, c, &key) < 0)
+            return NULL;
+        PyObject *table = PyObject_GetAttr(mr, s_dense);
+        if (table == NULL)
+            return NULL;
+        PyObject *found = NULL;
+        if (PyDict_Check(table)) {
+            PyObject *lookup = Py_BuildValue("(KO)", (unsigned long long)key,
+                                             PyList_GET_ITEM(rtypes, 0));
+            if (lookup == NULL) {
+                Py_DECREF(table);
+                return NULL;
+            }
+            found = PyDict_GetItemWithError(table, lookup);
+            Py_XINCREF(found);
+            Py_DECREF(lookup);
+        }
+        Py_DECREF(table);
+        if (found != NULL || PyErr_Occurred())
+            return found;
+        *c = before;
+        return call_reader(self, step->extra, mr, reader, data, c, rtypes);
+    }
+    }
+    bail(self);
+    return NULL;
+}
+
+static PyObject *new_value(OpDecoder *self, PyObject *type, PyObject *owner_ref, Py_ssize_t index) {
+    PyObject *value = self->value_type->tp_alloc(self->value_type, 0);
+    if (value == NULL)
+        return NULL;
+    PyObject *number = PyLong_FromSsize_t(index);
+    if (number == NULL || store(self, D_VALUE_TYPE, value, type) < 0
+            || store(self, D_VALUE_OWNER, value, owner_ref) < 0
+            || store(self, D_VALUE_INDEX, value, number) < 0) {
+        Py_XDECREF(number);
+        Py_DECREF(value);
+        return NULL;
+    }
+    Py_DECREF(number);
+    return value;
+}
+
+/* The op's operands: a dict in declaration order, as the generated decoder builds it. */
+static PyObject *read_operands(OpDecoder *self, Cursor *c, PyObject *values, uint64_t flags) {
+    uint64_t total = 0;
+    if (self->mode == M_FLAT) {
+        if (read_varint(self, c, &total) < 0)
+            return NULL;
+        if ((Py_ssize_t)total > c->end - c->pos || total > (uint64_t)PY_SSIZE_T_MAX
+                || total < (uint64_t)self->num_fixed) {
+            bail(self);
+            return NULL;
+        }
+    }
+    PyObject *operands = PyDict_New();
+    if (operands == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < self->n_operands; i++) {
+        OperandStep *step = &self->operands[i];
+        PyObject *group;
+        if (step->arity == R_ONE || self->mode == M_FIXED) {
+            group = value_ref(self, values, c);
+        } else if (step->arity == R_OPTIONAL && self->mode == M_SEGMENTED) {
+            if (step->bit >= 0 && (flags >> step->bit) & 1) {
+                group = value_ref(self, values, c);
+            } else {
+                group = Py_None;
+                Py_INCREF(group);
+            }
+        } else {
+            uint64_t count;
+            if (self->mode == M_SEGMENTED) {
+                if (read_varint(self, c, &count) < 0)
+                    goto fail;
+                if (count > (uint64_t)PY_SSIZE_T_MAX || (Py_ssize_t)count > c->end - c->pos) {
+                    bail(self);
+                    goto fail;
+                }
+            } else {
+                count = total - (uint64_t)self->num_fixed;
+            }
+            group = PyTuple_New((Py_ssize_t)count);
+            for (Py_ssize_t k = 0; group != NULL && k < (Py_ssize_t)count; k++) {
+                PyObject *value = value_ref(self, values, c);
+                if (value == NULL)
+                    Py_CLEAR(group);
+                else
+                    PyTuple_SET_ITEM(group, k, value);
+            }
+        }
+        if (group == NULL)
+            goto fail;
+        int failed = PyDict_SetItem(operands, step->name, group);
+        Py_DECREF(group);
+        if (failed < 0)
+            goto fail;
+    }
+    return operands;
+fail:
+    Py_DECREF(operands);
+    return NULL;
+}
+
+static PyObject *decode(OpDecoder *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) != 10 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "OpDecoder takes (mr, reader, data, pos, end, values, "
+                                         "preorder, pending, depth, offset)");
+        return NULL;
+    }
+    PyObject *mr = args[0], *reader = args[1], *data = args[2], *values = args[5],
+             *preorder = args[6], *pending = args[7], *depth = args[8], *offset = args[9];
+    if (!PyList_Check(values) || !PyList_Check(preorder))
+        return bail(self), NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Cursor c = {view.buf, view.len, PyLong_AsSsize_t(args[3]), PyLong_AsSsize_t(args[4])};
+    PyObject *op = NULL, *rtypes = NULL, *attrs = NULL, *operands = NULL, *regions = NULL,
+             *results = NULL, *owner_ref = NULL, *answer = NULL;
+    if (PyErr_Occurred())
+        goto done;
+    if (c.pos < 0) {
+        bail(self);
+        goto done;
+    }
+    op = self->op_type->tp_alloc(self->op_type, 0);
+    if (op == NULL || PyList_Append(preorder, op) < 0)
+        goto done;
+    /* result types */
+    Py_ssize_t n = self->n_results;
+    if (self->counted) {
+        uint64_t count;
+        if (read_varint(self, &c, &count) < 0)
+            goto done;
+        if (self->variadic_results
+                ? count > (uint64_t)PY_SSIZE_T_MAX || (Py_ssize_t)count > c.end - c.pos
+                : count != (uint64_t)self->n_results) {
+            bail(self);
+            goto done;
+        }
+        n = (Py_ssize_t)count;
+    }
+    rtypes = PyList_New(n);
+    if (rtypes == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *type = type_ref(self, mr, &c);
+        if (type == NULL)
+            goto done;
+        PyList_SET_ITEM(rtypes, i, type);
+    }
+    /* flags */
+    uint64_t flags = 0;
+    if (self->has_flags) {
+        if (read_varint(self, &c, &flags) < 0)
+            goto done;
+        if (flags & ~self->known_flags) {
+            bail(self);
+            goto done;
+        }
+    }
+    /* attributes, in plan order */
+    attrs = PyDict_New();
+    if (attrs == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < self->n_attrs; i++) {
+        AttrStep *step = &self->attrs[i];
+        PyObject *value;
+        if (step->action == A_READ) {
+            value = read_attr(self, step, mr, reader, data, &c, rtypes);
+        } else if (step->action == A_UNIT) {
+            value = PyBool_FromLong(self->has_flags && step->bit < 63 && ((flags >> step->bit) & 1));
+        } else if (step->action == A_OPTIONAL && step->bit < 64 && ((flags >> step->bit) & 1)) {
+            value = read_attr(self, step, mr, reader, data, &c, rtypes);
+        } else {
+            value = Py_None;
+            Py_INCREF(value);
+        }
+        if (value == NULL)
+            goto done;
+        int failed = PyDict_SetItem(attrs, step->name, value);
+        Py_DECREF(value);
+        if (failed < 0)
+            goto done;
+    }
+    operands = read_operands(self, &c, values, flags);
+    if (operands == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->pending); i++) {
+        PyObject *attr = PyTuple_GET_ITEM(self->pending, i);
+        PyObject *value = PyObject_CallMethodOneArg(attr, s_default_for, operands);
+        if (value == NULL)
+            goto done;
+        PyObject *name = PyObject_GetAttrString(attr, "name");
+        int failed = name == NULL || PyDict_SetItem(attrs, name, value) < 0;
+        Py_XDECREF(name);
+        Py_DECREF(value);
+        if (failed)
+            goto done;
+    }
+    /* regions (nested ops follow this one in pre-order) */
+    if (self->n_regions) {
+        uint64_t count;
+        if (read_varint(self, &c, &count) < 0)
+            goto done;
+        if (count != (uint64_t)self->n_regions) {
+            bail(self);
+            goto done;
+        }
+        regions = PyList_New(0);
+        long inner = PyLong_AsLong(depth);
+        if (regions == NULL || (inner == -1 && PyErr_Occurred()))
+            goto done;
+        for (Py_ssize_t i = 0; i < self->n_regions; i++) {
+            PyObject *found = PyObject_CallMethod(mr, "_fast_region", "OOnOOOOl", reader, data,
+                                                  c.pos, args[4], values, preorder, pending,
+                                                  inner + 1);
+            if (found == NULL)
+                goto done;
+            Py_ssize_t after = -1;
+            if (PyTuple_Check(found) && PyTuple_GET_SIZE(found) == 2)
+                after = PyLong_AsSsize_t(PyTuple_GET_ITEM(found, 1));
+            if (after < 0 || PyList_Append(regions, PyTuple_GET_ITEM(found, 0)) < 0) {
+                Py_DECREF(found);
+                if (!PyErr_Occurred())
+                    bail(self);
+                goto done;
+            }
+            Py_DECREF(found);
+            c.pos = after;
+        }
+    } else {
+        regions = PyTuple_New(0);
+        if (regions == NULL)
+            goto done;
+    }
+    if (store(self, D_SPEC, op, self->spec) < 0 || store(self, D_OPERANDS, op, operands) < 0
+            || store(self, D_ATTRS, op, attrs) < 0 || store(self, D_REGIONS, op, regions) < 0
+            || store(self, D_OFFSET, op, offset) < 0
+            || (pending != Py_None && store(self, D_LOC, op, pending) < 0))
+        goto done;
+    /* results: the serialized ones are values in scope, the synthesized ones are not */
+    Py_ssize_t total = n + PyTuple_GET_SIZE(self->synthesized);
+    results = PyList_New(total);
+    if (results == NULL)
+        goto done;
+    if (total) {
+        owner_ref = PyWeakref_NewRef(op, NULL);
+        if (owner_ref == NULL)
+            goto done;
+    }
+    for (Py_ssize_t i = 0; i < total; i++) {
+        PyObject *type = i < n ? PyList_GET_ITEM(rtypes, i)
+                               : PyTuple_GET_ITEM(self->synthesized, i - n);
+        PyObject *value = new_value(self, type, owner_ref, i);
+        if (value == NULL)
+            goto done;
+        PyList_SET_ITEM(results, i, value);
+        if (i < n && PyList_Append(values, value) < 0)
+            goto done;
+    }
+    if (store(self, D_RESULTS, op, results) < 0)
+        goto done;
+    answer = Py_BuildValue("(On)", op, c.pos);
+done:
+    PyBuffer_Release(&view);
+    Py_XDECREF(op);
+    Py_XDECREF(rtypes);
+    Py_XDECREF(attrs);
+    Py_XDECREF(operands);
+    Py_XDECREF(regions);
+    Py_XDECREF(results);
+    Py_XDECREF(owner_ref);
+    return answer;
+}
+
+static PyTypeObject OpDecoderType;
+
+/* decode_ops(mr, reader, data, pos, end, values, preorder, pending, depth, base, decoders, count):
+ * the ops of a body (count < 0: up to `end`) or of a block (`count` of them), each by
+ * decoders[opcode] or mr._fast_decoder(opcode), as the reader's Python loops did; returns
+ * (ops, pos). The caller checks the position and the values' bound, as before. */
+static PyObject *decode_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "decode_ops takes 12 arguments");
+        return NULL;
+    }
+    PyObject *mr = args[0], *data = args[2], *decoders = args[10];
+    Py_ssize_t pos = PyLong_AsSsize_t(args[3]), end = PyLong_AsSsize_t(args[4]);
+    Py_ssize_t base = PyLong_AsSsize_t(args[9]), count = PyLong_AsSsize_t(args[11]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyDict_Check(decoders)) {
+        PyErr_SetString(PyExc_TypeError, "decode_ops: decoders must be a dict");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *bytes = view.buf;
+    PyObject *ops = PyList_New(0), *call[10], *answer = NULL;
+    if (ops == NULL)
+        goto done;
+    for (int i = 0; i < 9; i++)
+        call[i] = args[i];
+    for (Py_ssize_t done_ops = 0; count < 0 ? pos < end : done_ops < count; done_ops++) {
+        Py_ssize_t start = pos;
+        uint64_t opcode = 0;
+        int shift = 0;
+        for (;;) {  /* the opcode varint; too long or past the data: the Python loop's IndexError */
+            if (pos >= view.len || shift > 63) {
+                PyErr_SetString(PyExc_IndexError, "an opcode runs past the data");
+                goto done;
+            }
+            unsigned int byte = bytes[pos++];
+            if (shift == 63 && (byte & 0x7F) > 1) {  /* over 64 bits: the Python loop's Bail */
+                PyErr_SetString(PyExc_OverflowError, "an opcode over 64 bits");
+                goto done;
+            }
+            opcode |= (uint64_t)(byte & 0x7F) << shift;
+            if (byte < 0x80)
+                break;
+            shift += 7;
+        }
+        PyObject *key = PyLong_FromUnsignedLongLong(opcode);
+        if (key == NULL)
+            goto done;
+        PyObject *decoder = PyDict_GetItemWithError(decoders, key);
+        Py_XINCREF(decoder);
+        if (decoder == NULL && !PyErr_Occurred())
+            decoder = PyObject_CallMethod(mr, "_fast_decoder", "O", key);
+        Py_DECREF(key);
+        if (decoder == NULL)
+            goto done;
+        PyObject *position = PyLong_FromSsize_t(pos), *offset = PyLong_FromSsize_t(base + start);
+        PyObject *result = NULL;
+        if (position != NULL && offset != NULL) {
+            call[3] = position;
+            call[9] = offset;
+            if (Py_TYPE(decoder) == &OpDecoderType)
+                result = decode((OpDecoder *)decoder, call, 10, NULL);
+            else
+                result = PyObject_Vectorcall(decoder, call, 10, NULL);
+        }
+        Py_XDECREF(position);
+        Py_XDECREF(offset);
+        Py_DECREF(decoder);
+        if (result == NULL)
+            goto done;
+        Py_ssize_t after = -1;
+        if (PyTuple_Check(result) && PyTuple_GET_SIZE(result) == 2)
+            after = PyLong_AsSsize_t(PyTuple_GET_ITEM(result, 1));
+        if (after < 0 || PyList_Append(ops, PyTuple_GET_ITEM(result, 0)) < 0) {
+            Py_DECREF(result);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "a decoder returned no (op, pos)");
+            goto done;
+        }
+        Py_DECREF(result);
+        pos = after;
+    }
+    answer = Py_BuildValue("(On)", ops, pos);
+done:
+    PyBuffer_Release(&view);
+    Py_XDECREF(ops);
+    return answer;
+}
+
+static PyMethodDef decoder_functions[] = {
+    {"decode_ops", (PyCFunction)(void (*)(void))decode_ops, METH_FASTCALL,
+     "decode_ops(mr, reader, data, pos, end, values, preorder, pending, depth, base, decoders, "
+     "count) -> (ops, pos)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int item_int(PyObject *tuple, Py_ssize_t index, long *out) {
+    *out = PyLong_AsLong(PyTuple_GET_ITEM(tuple, index));
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* OpDecoder(program): program = (spec, counted, variadic_results, n_results, synthesized,
+ * has_flags, known_flags, attr_steps, pending, mode, num_fixed, operand_steps, n_regions,
+ * helpers); attr step (name, action, bit, kind, width, extra); operand step (name, arity, bit);
+ * helpers (DecodedOp, Value, Bail, then the descriptors in D_* order). */
+static PyObject *decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *program;
+    if (!PyArg_ParseTuple(args, "O!:OpDecoder", &PyTuple_Type, &program))
+        return NULL;
+    if (PyTuple_GET_SIZE(program) != 14) {
+        PyErr_SetString(PyExc_ValueError, "an OpDecoder program has 14 fields");
+        return NULL;
+    }
+    OpDecoder *self = (OpDecoder *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = (vectorcallfunc)decode;
+    Py_INCREF(program);
+    self->program = program;
+    long number;
+    PyObject *steps, *helpers;
+    self->spec = PyTuple_GET_ITEM(program, 0);
+    if (item_int(program, 1, &number) < 0) goto fail;
+    self->counted = number != 0;
+    if (item_int(program, 2, &number) < 0) goto fail;
+    self->variadic_results = number != 0;
+    if (item_int(program, 3, &number) < 0) goto fail;
+    self->n_results = number;
+    self->synthesized = PyTuple_GET_ITEM(program, 4);
+    if (item_int(program, 5, &number) < 0) goto fail;
+    self->has_flags = number != 0;
+    self->known_flags = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(program, 6));
+    if (PyErr_Occurred()) goto fail;
+    steps = PyTuple_GET_ITEM(program, 7);
+    self->pending = PyTuple_GET_ITEM(program, 8);
+    if (item_int(program, 9, &number) < 0) goto fail;
+    self->mode = (int)number;
+    if (item_int(program, 10, &number) < 0) goto fail;
+    self->num_fixed = number;
+    if (item_int(program, 12, &number) < 0) goto fail;
+    self->n_regions = number;
+    helpers = PyTuple_GET_ITEM(program, 13);
+    if (!PyTuple_Check(self->synthesized) || !PyTuple_Check(steps) || !PyTuple_Check(self->pending)
+            || !PyTuple_Check(PyTuple_GET_ITEM(program, 11)) || !PyTuple_Check(helpers)
+            || PyTuple_GET_SIZE(helpers) != 3 + D_COUNT
+            || !PyType_Check(PyTuple_GET_ITEM(helpers, 0))
+            || !PyType_Check(PyTuple_GET_ITEM(helpers, 1))) {
+        PyErr_SetString(PyExc_ValueError, "malformed OpDecoder program");
+        goto fail;
+    }
+    self->op_type = (PyTypeObject *)PyTuple_GET_ITEM(helpers, 0);
+    self->value_type = (PyTypeObject *)PyTuple_GET_ITEM(helpers, 1);
+    self->bail = PyTuple_GET_ITEM(helpers, 2);
+    for (int i = 0; i < D_COUNT; i++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(helpers, 3 + i);
+        if (Py_TYPE(descriptor)->tp_descr_set == NULL) {
+            PyErr_SetString(PyExc_ValueError, "an OpDecoder slot is not a settable descriptor");
+            goto fail;
+        }
+        self->descriptors[i] = descriptor;
+    }
+    self->n_attrs = PyTuple_GET_SIZE(steps);
+    self->attrs = PyMem_Calloc(self->n_attrs ? self->n_attrs : 1, sizeof(AttrStep));
+    if (self->attrs == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < self->n_attrs; i++) {
+        PyObject *step = PyTuple_GET_ITEM(steps, i);
+        long action, bit, kind, width;
+        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 6 || item_int(step, 1, &action) < 0
+                || item_int(step, 2, &bit) < 0 || item_int(step, 3, &kind) < 0
+                || item_int(step, 4, &width) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "malformed OpDecoder attribute step");
+            goto fail;
+        }
+        AttrStep *out = &self->attrs[i];
+        out->name = PyTuple_GET_ITEM(step, 0);
+        out->action = (int)action;
+        out->bit = (int)bit;
+        out->kind = (int)kind;
+        out->width = (int)width;
+        out->extra = PyTuple_GET_ITEM(step, 5);
+        if ((kind == K_ENUM && !PyDict_Check(out->extra)) || width < 1 || width > 64
+                || bit < -1 || bit > 63) {
+            PyErr_SetString(PyExc_ValueError, "malformed OpDecoder attribute step");
+            goto fail;
+        }
+    }
+    steps = PyTuple_GET_ITEM(program, 11);
+    self->n_operands = PyTuple_GET_SIZE(steps);
+    self->operands = PyMem_Calloc(self->n_operands ? self->n_operands : 1, sizeof(OperandStep));
+    if (self->operands == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < self->n_operands; i++) {
+        PyObject *step = PyTuple_GET_ITEM(steps, i);
+        long arity, bit;
+        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 3 || item_int(step, 1, &arity) < 0
+                || item_int(step, 2, &bit) < 0 || bit < -1 || bit > 63) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "malformed OpDecoder operand step");
+            goto fail;
+        }
+        self->operands[i].name = PyTuple_GET_ITEM(step, 0);
+        self->operands[i].arity = (int)arity;
+        self->operands[i].bit = (int)bit;
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static void decoder_dealloc(OpDecoder *self) {
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->program);
+    PyMem_Free(self->attrs);
+    PyMem_Free(self->operands);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int decoder_traverse(OpDecoder *self, visitproc visit, void *arg) {
+    Py_VISIT(self->program);
+    return 0;
+}
+
+static PyTypeObject OpDecoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tilebc._speedups.OpDecoder",
+    .tp_basicsize = sizeof(OpDecoder),
+    .tp_dealloc = (destructor)decoder_dealloc,
+    .tp_vectorcall_offset = offsetof(OpDecoder, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "One op kind's fast decoder (tilebc/binary/fastpath.py makes it from the op's plan)",
+    .tp_traverse = (traverseproc)decoder_traverse,
+    .tp_new = decoder_new,
+    .tp_free = PyObject_GC_Del,
+};
+
+int add_op_decoder(PyObject *module) {
+    s_types = PyUnicode_InternFromString("_types");
+    s_string_cache = PyUnicode_InternFromString("_string_cache");
+    s_default_for = PyUnicode_InternFromString("default_for");
+    s_dense = PyUnicode_InternFromString("_dense");
+    if (!s_types || !s_string_cache || !s_default_for || !s_dense
+            || PyType_Ready(&OpDecoderType) < 0)
+        return -1;
+    Py_INCREF(&OpDecoderType);
+    if (PyModule_AddObject(module, "OpDecoder", (PyObject *)&OpDecoderType) < 0) {
+        Py_DECREF(&OpDecoderType);
+        return -1;
+    }
+    return PyModule_AddFunctions(module, decoder_functions);
+}

@@ -212,3 +212,51 @@ def test_a_malformed_decoder_program_is_refused(monkeypatch):
         speedups.OpDecoder(program[:-1])
     with pytest.raises(TypeError):
         good(1, 2, 3)
+
+
+class _Module:
+    """What a decoder asks of the module reader: type index 0 is a scalar i32; attributes the
+    decoders hand to the careful reader are read by its code."""
+
+    from tilebc.binary.reader import ModuleReader
+    _op_attr = ModuleReader._op_attr
+
+    def __init__(self):
+        from tilebc.ir.types import i32, scalar
+        self._types = {0: scalar(i32)}
+        self._string_cache = {}
+        self._dense = {}
+
+
+def test_the_c_decoder_stops_at_the_body_end_as_the_python_one_does(monkeypatch):
+    """A `permute` whose permutation lies past the body's end (the data goes on: the next body,
+    or another section): the generated Python reads the array through the careful reader, which
+    stops at the end, so neither may build the op (the C decoder once took a count read past the
+    end, and read its elements, past the data for a large count)."""
+    from tilebc import speedups as chosen
+    from tilebc.binary import fastpath
+    from tilebc.binary.plans import plan_for
+    from tilebc.binary.primitives import Reader
+    from tilebc.ir.module import Value
+    from tilebc.ir.types import i32, scalar
+    from tilebc.ops.table import OPS_BY_MNEMONIC
+    from tilebc.version import MAX_VERSION
+    monkeypatch.setattr(chosen, "OpDecoder", speedups.OpDecoder)
+    plan = plan_for(OPS_BY_MNEMONIC["permute"], MAX_VERSION)
+    import tilebc
+    decoders = [(fastpath.c_decoder(plan, MAX_VERSION), fastpath.Bail),
+                (fastpath.compile_plan(plan, MAX_VERSION), tilebc.DecodeError)]
+    # result type 0, a count of 1, its element 0, operand 0: the body ends after the result
+    # type, or after the count
+    data = bytes([0, 1, 0, 0, 0, 0, 0])
+    for end in (1, 2):
+        for decode, refusal in decoders:
+            values = [Value(scalar(i32))]
+            reader = Reader(data, 0, end)
+            with pytest.raises(refusal):
+                decode(_Module(), reader, data, 0, end, values, [], None, 0, 0)
+    # the same op within its body decodes to the same permutation in both
+    for decode, _ in decoders:
+        op, pos = decode(_Module(), Reader(data, 0, 7), data, 0, 7, [Value(scalar(i32))], [],
+                         None, 0, 0)
+        assert (op.attrs["permutation"], pos) == ((0,), 7)

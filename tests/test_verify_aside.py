@@ -84,6 +84,9 @@ def test_an_invalid_module_reports_as_when_verified_first(large, tmp_path):
     assert (written.returncode, written.stderr) == (1, in_place.stderr)
     assert output.read_text() == "old contents\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.mlir"]  # no temp file left
+    # an output that cannot be written: still the verifier's error, as when verifying first
+    unwritable = tmp_path / "no such folder" / "out.mlir"
+    assert _own_process("dis", large["invalid"], "-o", unwritable).stderr == in_place.stderr
 
 
 def test_a_child_failing_for_its_own_reasons_is_verified_again(large):

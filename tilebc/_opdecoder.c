@@ -148,8 +148,10 @@ static PyObject *call_reader(OpDecoder *self, PyObject *function, PyObject *mr, 
         return NULL;
     }
     Py_ssize_t after = PyLong_AsSsize_t(PyTuple_GET_ITEM(result, 1));
-    if (after == -1 && PyErr_Occurred()) {
+    if (after < 0) {
         Py_DECREF(result);
+        if (!PyErr_Occurred())
+            bail(self);
         return NULL;
     }
     c->pos = after;
@@ -165,7 +167,8 @@ static PyObject *read_int_array(OpDecoder *self, Cursor *c, int width) {
     uint64_t count;
     if (read_varint(self, c, &count) < 0)
         return NULL;
-    if (count > (uint64_t)(c->end - c->pos) / (uint64_t)width || c->end > c->size) {
+    if (c->pos > c->end || c->end > c->size
+            || count > (uint64_t)(c->end - c->pos) / (uint64_t)width) {
         bail(self);
         return NULL;
     }
@@ -229,10 +232,10 @@ static PyObject *read_attr(OpDecoder *self, AttrStep *step, PyObject *mr, PyObje
             bail(self);
             return NULL;
         }
-        if (width > 1 && ((key >> (width - 1)) & 1)) {
+        if (width > 1 && ((key >> (width - 1)) & 1)) {  /* negative: key - 2**width */
             if (width == 64)
                 return PyLong_FromLongLong((long long)key);
-            return PyLong_FromLongLong((long long)key - ((long long)1 << width));
+            return PyLong_FromLongLong(-(long long)(((uint64_t)1 << width) - key));
         }
         return PyLong_FromUnsignedLongLong(key);
     }
@@ -404,10 +407,13 @@ static PyObject *decode(OpDecoder *self, PyObject *const *args, size_t nargsf, P
     Py_buffer view;
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    Cursor c = {view.buf, view.len, PyLong_AsSsize_t(args[3]), PyLong_AsSsize_t(args[4])};
+    Cursor c = {view.buf, view.len, PyLong_AsSsize_t(args[3]), 0};
     PyObject *op = NULL, *rtypes = NULL, *attrs = NULL, *operands = NULL, *regions = NULL,
              *results = NULL, *owner_ref = NULL, *answer = NULL;
-    if (PyErr_Occurred())
+    if (c.pos == -1 && PyErr_Occurred())
+        goto done;
+    c.end = PyLong_AsSsize_t(args[4]);
+    if (c.end == -1 && PyErr_Occurred())
         goto done;
     if (c.pos < 0) {
         bail(self);
@@ -576,10 +582,18 @@ static PyObject *decode_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     PyObject *mr = args[0], *data = args[2], *decoders = args[10];
-    Py_ssize_t pos = PyLong_AsSsize_t(args[3]), end = PyLong_AsSsize_t(args[4]);
-    Py_ssize_t base = PyLong_AsSsize_t(args[9]), count = PyLong_AsSsize_t(args[11]);
-    if (PyErr_Occurred())
+    Py_ssize_t numbers[4];
+    const int positions[4] = {3, 4, 9, 11};
+    for (int i = 0; i < 4; i++) {
+        numbers[i] = PyLong_AsSsize_t(args[positions[i]]);
+        if (numbers[i] == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    Py_ssize_t pos = numbers[0], end = numbers[1], base = numbers[2], count = numbers[3];
+    if (pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "decode_ops: negative position");
         return NULL;
+    }
     if (!PyDict_Check(decoders)) {
         PyErr_SetString(PyExc_TypeError, "decode_ops: decoders must be a dict");
         return NULL;
@@ -703,6 +717,10 @@ static PyObject *decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     steps = PyTuple_GET_ITEM(program, 7);
     self->pending = PyTuple_GET_ITEM(program, 8);
     if (item_int(program, 9, &number) < 0) goto fail;
+    if (number < M_FIXED || number > M_FLAT) {
+        PyErr_SetString(PyExc_ValueError, "malformed OpDecoder program: operand mode");
+        goto fail;
+    }
     self->mode = (int)number;
     if (item_int(program, 10, &number) < 0) goto fail;
     self->num_fixed = number;
@@ -752,7 +770,9 @@ static PyObject *decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         out->width = (int)width;
         out->extra = PyTuple_GET_ITEM(step, 5);
         if ((kind == K_ENUM && !PyDict_Check(out->extra)) || width < 1 || width > 64
-                || bit < -1 || bit > 63) {
+                || bit < -1 || bit > 63 || action < A_READ || action > A_ABSENT
+                || (bit < 0 && (action == A_UNIT || action == A_OPTIONAL))
+                || kind < K_ENUM || kind > K_DENSE) {
             PyErr_SetString(PyExc_ValueError, "malformed OpDecoder attribute step");
             goto fail;
         }
@@ -768,7 +788,8 @@ static PyObject *decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         PyObject *step = PyTuple_GET_ITEM(steps, i);
         long arity, bit;
         if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 3 || item_int(step, 1, &arity) < 0
-                || item_int(step, 2, &bit) < 0 || bit < -1 || bit > 63) {
+                || item_int(step, 2, &bit) < 0 || bit < -1 || bit > 63 || arity < R_ONE
+                || arity > R_VARIADIC) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_ValueError, "malformed OpDecoder operand step");
             goto fail;

@@ -152,6 +152,10 @@ def cmd_dis(args) -> int:
 
     try:
         _write_output(args.output, pieces, binary=False)
+    except Exception:
+        if aside is not None:
+            aside.confirm()  # an invalid module: the verifier's error, not the output's
+        raise
     finally:
         if aside is not None:
             aside.cancel()

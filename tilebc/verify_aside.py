@@ -36,12 +36,19 @@ class AsideVerifier:
         self.module = module
         self.pid = pid
         self.valid: bool | None = None
+        self.error: BaseException | None = None  # what verifying here raised
 
     def confirm(self) -> None:
+        if self.error is not None:
+            raise self.error
         if self.valid is None:
             self.valid = self._reap() == 0
         if not self.valid:
-            verify_module(self.module)  # the error, as verifying in place raises it
+            try:
+                verify_module(self.module)  # the error, as verifying in place raises it
+            except BaseException as error:
+                self.error = error
+                raise
             self.valid = True  # the child failed for a reason of its own: the module is valid
 
     def cancel(self) -> None:
@@ -55,14 +62,16 @@ class AsideVerifier:
             self.valid = False
 
     def _reap(self) -> int:
-        pid, self.pid = self.pid, 0
-        if not pid:
+        """The child's exit status once it ended (1 when there is no child to wait for); the pid
+        is forgotten only then, so an interrupted wait leaves it for cancel() to kill."""
+        if not self.pid:
             return 1
         try:
-            _, status = os.waitpid(pid, 0)
+            _, status = os.waitpid(self.pid, 0)
         except ChildProcessError:
-            return 1
-        return os.waitstatus_to_exitcode(status)
+            status = None
+        self.pid = 0
+        return 1 if status is None else os.waitstatus_to_exitcode(status)
 
 
 def verify_aside(module, size: int, *, text: bool = False) -> AsideVerifier | None:

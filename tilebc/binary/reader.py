@@ -118,6 +118,23 @@ def _unsigned_array(raw: bytes, code: str, size: int) -> array:
     return numbers
 
 
+def _decode_ops(mr, reader, data, pos: int, end: int, values, preorder, pending, depth: int,
+                base: int, decoders: dict, count: int):
+    """(ops, position after them): the ops of a body (`count` < 0: up to `end`) or of a block
+    (`count` of them), each by its compiled decoder; tilebc._speedups.decode_ops where built."""
+    ops = []
+    while pos < end if count < 0 else len(ops) < count:
+        start = pos
+        opcode = data[pos]
+        pos += 1
+        if opcode >= 0x80:
+            opcode, pos = varint_tail(data, pos, opcode)
+        decode = decoders.get(opcode) or mr._fast_decoder(opcode)
+        op, pos = decode(mr, reader, data, pos, end, values, preorder, pending, depth, base + start)
+        ops.append(op)
+    return ops, pos
+
+
 class ModuleReader:
     # Tests switch this off to compare the fast decoder with the careful one.
     use_fast_path = True
@@ -993,23 +1010,8 @@ class ModuleReader:
 
     def _fast_ops(self, reader: Reader, pos: int, end: int, values: list[Value],
                   preorder: list[Op], pending) -> list[Op]:
-        data, base = reader.data, reader.base
-        decoders = self._fast
-        if decode_ops is not None:  # the loop below, in C
-            ops, pos = decode_ops(self, reader, data, pos, end, values, preorder, pending, 0, base,
-                                  decoders, -1)
-        else:
-            ops = []
-            while pos < end:
-                start = pos
-                opcode = data[pos]
-                pos += 1
-                if opcode >= 0x80:
-                    opcode, pos = varint_tail(data, pos, opcode)
-                decode = decoders.get(opcode) or self._fast_decoder(opcode)
-                op, pos = decode(self, reader, data, pos, end, values, preorder, pending, 0,
-                                 base + start)
-                ops.append(op)
+        ops, pos = (decode_ops or _decode_ops)(self, reader, reader.data, pos, end, values,
+                                               preorder, pending, 0, reader.base, self._fast, -1)
         if pos > end or len(values) > self.limits.max_values:
             raise Bail()
         return ops
@@ -1085,20 +1087,9 @@ class ModuleReader:
                 num_ops, pos = varint_tail(data, pos, num_ops)
             if num_ops == 0 or num_ops > end - pos:
                 raise Bail()
-            if decode_ops is not None:  # the loop below, in C
-                block.ops, pos = decode_ops(self, reader, data, pos, end, values, preorder,
-                                            pending, depth, base, decoders, num_ops)
-            else:
-                for _ in range(num_ops):
-                    start = pos
-                    opcode = data[pos]
-                    pos += 1
-                    if opcode >= 0x80:
-                        opcode, pos = varint_tail(data, pos, opcode)
-                    decode = decoders.get(opcode) or self._fast_decoder(opcode)
-                    op, pos = decode(self, reader, data, pos, end, values, preorder, pending,
-                                     depth, base + start)
-                    block.ops.append(op)
+            block.ops, pos = (decode_ops or _decode_ops)(self, reader, data, pos, end, values,
+                                                         preorder, pending, depth, base,
+                                                         decoders, num_ops)
             ops = block.ops
             if not ops[-1].spec.terminator or len(values) > self.limits.max_values:
                 raise Bail()

@@ -5,8 +5,9 @@
  * decoder(mr, reader, data, pos, end, values, preorder, pending, depth, offset), it returns
  * (op, pos) exactly as the generated Python function does, and raises the reader's Bail (or lets
  * any other exception through) for anything unusual: the careful reader then decodes the whole
- * body again and says what is wrong. Attributes of the rarer kinds (tagged, dense, arrays),
- * regions and the defaults of attributes newer than the file are read by Python callbacks.
+ * body again and says what is wrong. Tagged attributes, arrays other than i32/i64, hints,
+ * constants not yet in the reader's cache, regions and the defaults of attributes newer than the
+ * file are read by Python callbacks.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -64,25 +65,32 @@ static int bail(OpDecoder *self) {
     return -1;
 }
 
-/* A varint as the Python decoder reads it: at most 64 bits, else Bail. */
-static int read_varint(OpDecoder *self, Cursor *c, uint64_t *out) {
+/* A varint as the Python decoder reads it (varint_tail): at most 64 bits and within the data,
+ * else `refusal` is raised. */
+static int read_varint_or(PyObject *refusal, Cursor *c, uint64_t *out) {
     uint64_t result = 0;
     int shift = 0;
     for (;;) {
-        if (c->pos >= c->size)
-            return bail(self);
+        if (c->pos >= c->size || (shift == 63 && (c->data[c->pos] & 0x7F) > 1)) {
+            PyErr_SetNone(refusal);
+            return -1;
+        }
         unsigned int byte = c->data[c->pos++];
-        if (shift == 63 && (byte & 0x7F) > 1)
-            return bail(self);
         result |= (uint64_t)(byte & 0x7F) << shift;
         if (byte < 0x80)
             break;
         shift += 7;
-        if (shift > 63)
-            return bail(self);
+        if (shift > 63) {
+            PyErr_SetNone(refusal);
+            return -1;
+        }
     }
     *out = result;
     return 0;
+}
+
+static int read_varint(OpDecoder *self, Cursor *c, uint64_t *out) {
+    return read_varint_or(self->bail, c, out);
 }
 
 static int store(OpDecoder *self, int which, PyObject *object, PyObject *value) {
@@ -601,7 +609,7 @@ static PyObject *decode_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     Py_buffer view;
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    const unsigned char *bytes = view.buf;
+    Cursor c = {view.buf, view.len, pos, end};
     PyObject *ops = PyList_New(0), *call[10], *answer = NULL;
     if (ops == NULL)
         goto done;
@@ -609,23 +617,12 @@ static PyObject *decode_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
         call[i] = args[i];
     for (Py_ssize_t done_ops = 0; count < 0 ? pos < end : done_ops < count; done_ops++) {
         Py_ssize_t start = pos;
-        uint64_t opcode = 0;
-        int shift = 0;
-        for (;;) {  /* the opcode varint; too long or past the data: the Python loop's IndexError */
-            if (pos >= view.len || shift > 63) {
-                PyErr_SetString(PyExc_IndexError, "an opcode runs past the data");
-                goto done;
-            }
-            unsigned int byte = bytes[pos++];
-            if (shift == 63 && (byte & 0x7F) > 1) {  /* over 64 bits: the Python loop's Bail */
-                PyErr_SetString(PyExc_OverflowError, "an opcode over 64 bits");
-                goto done;
-            }
-            opcode |= (uint64_t)(byte & 0x7F) << shift;
-            if (byte < 0x80)
-                break;
-            shift += 7;
-        }
+        uint64_t opcode;
+        c.pos = pos;
+        /* an opcode past the data or over 64 bits: the Python loop's IndexError or Bail */
+        if (read_varint_or(PyExc_ValueError, &c, &opcode) < 0)
+            goto done;
+        pos = c.pos;
         PyObject *key = PyLong_FromUnsignedLongLong(opcode);
         if (key == NULL)
             goto done;

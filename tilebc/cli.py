@@ -118,47 +118,26 @@ def _default_bytecode_output(path: str) -> str:
 
 def cmd_dis(args) -> int:
     from .text.printer import module_text_pieces
-    from .verify_aside import verify_aside
+    from .verify_aside import verification
     data = read_input(args.input)
     module = _hold(decode_bytes(data, display_name(args.input)))
-    aside = None
-    if not args.no_verify:
-        # A large module is verified while it prints, where the command has its own process
-        # (a host calling main() may have threads a fork would not carry).
-        aside = verify_aside(module, len(data)) if _held is not None else None
-        if aside is None:
-            verify_module(module)
+    verifier = verification(module, len(data), enabled=not args.no_verify,
+                            may_fork=_held is not None)
     # A regular file takes the text an entry at a time (the text of a large module is never held
     # whole) and is replaced only once the module is known valid; stdout or a device gets nothing
     # before that.
-    streams = aside is None or _replaced_file(args.output)
+    streams = verifier.in_place or _replaced_file(args.output)
 
     def pieces():
         produced = module_text_pieces(module, debug=args.debug)
-        if aside is None:
-            yield from produced
-            return
-        try:
-            if streams:
-                yield from produced
-            else:
-                produced = list(produced)
-        except Exception:
-            aside.confirm()  # an invalid module's printing fails: the verifier's error first
-            raise
-        aside.confirm()  # raises the verifier's error: a replaced file keeps its old contents
         if not streams:
-            yield from produced
+            produced = list(produced)
+            verifier.confirm()
+        yield from produced
+        verifier.confirm()  # raises the verifier's error: a replaced file keeps its old contents
 
-    try:
+    with verifier:
         _write_output(args.output, pieces, binary=False)
-    except Exception:
-        if aside is not None:
-            aside.confirm()  # an invalid module: the verifier's error, not the output's
-        raise
-    finally:
-        if aside is not None:
-            aside.cancel()
     return 0
 
 
@@ -174,29 +153,16 @@ def _replaced_file(path: str | None) -> bool:
 
 
 def cmd_asm(args) -> int:
-    from .verify_aside import verify_aside
+    from .verify_aside import verification
     output = args.output or _default_bytecode_output(args.input)
     text = read_input(args.input)
     module = _hold(_parse_bytes(text, _display_name(args.input)))
-    aside = None
-    if not args.no_verify:
-        # as for dis: a large module is verified while it encodes
-        aside = verify_aside(module, len(text), text=True) if _held is not None else None
-        if aside is None:
-            _verify(module)
-    try:
-        try:
-            data = dump(module, args.target_version or module.version)
-        except Exception:
-            if aside is not None:
-                aside.confirm()  # an invalid module's encoding fails: the verifier's error first
-            raise
-        if aside is not None:
-            aside.confirm()  # raises the verifier's error: nothing is written
+    verifier = verification(module, len(text), text=True, enabled=not args.no_verify,
+                            may_fork=_held is not None)
+    with verifier:  # as for dis: a large module is verified while it encodes
+        data = dump(module, args.target_version or module.version)
+        verifier.confirm()  # raises the verifier's error: nothing is written
         _write_output(output, data, binary=True, force=args.force)
-    finally:
-        if aside is not None:
-            aside.cancel()
     return 0
 
 

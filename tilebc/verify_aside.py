@@ -28,9 +28,30 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-class AsideVerifier:
+class Verified:
+    """A module verified in place before the output was made (or not to be verified):
+    nothing to wait for."""
+
+    in_place = True
+
+    def confirm(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, trace) -> bool:
+        return False
+
+
+class AsideVerifier(Verified):
     """A child verifying `module`; `confirm()` returns once it found the module valid and
-    raises the verifier's error (from a verification in this process) otherwise."""
+    raises the verifier's error (from a verification in this process) otherwise. Used as a
+    context manager around making and writing the output: an exception from that yields to
+    the verifier's error (an invalid module's printing or writing may fail first), and the
+    child is stopped when the block ends."""
+
+    in_place = False
 
     def __init__(self, module, pid: int):
         self.module = module
@@ -50,6 +71,14 @@ class AsideVerifier:
                 self.error = error
                 raise
             self.valid = True  # the child failed for a reason of its own: the module is valid
+
+    def __exit__(self, kind, error, trace) -> bool:
+        try:
+            if kind is not None and issubclass(kind, Exception):
+                self.confirm()
+        finally:
+            self.cancel()
+        return False
 
     def cancel(self) -> None:
         """Stop the child if it still runs (the command ended early)."""
@@ -96,3 +125,17 @@ def verify_aside(module, size: int, *, text: bool = False) -> AsideVerifier | No
         finally:
             os._exit(code)
     return AsideVerifier(module, pid)
+
+
+def verification(module, size: int, *, text: bool = False, enabled: bool = True,
+                 may_fork: bool = True) -> Verified:
+    """How the command learns that `module` is valid before it commits its output: verified
+    here now (the verifier's error raised at once), or by a forked child (verify_aside) where
+    `may_fork` (the command has its own process: a host calling main() may have threads a fork
+    would not carry). `enabled=False` (--no-verify): not verified."""
+    if enabled:
+        aside = verify_aside(module, size, text=text) if may_fork else None
+        if aside is not None:
+            return aside
+        verify_module(module)
+    return Verified()

@@ -219,32 +219,35 @@ _WARM_UP_PTX = (b".version 7.8\n.target sm_90\n.address_size 64\n"
 
 
 def _warm_up(library: ctypes.CDLL) -> None:
-    """Link _WARM_UP_PTX and drop the result; any failure is left for the real link to meet."""
-    try:
-        create, add, complete, destroy = (getattr(library, "nvJitLink" + name) for name in
-                                          ("Create", "AddData", "Complete", "Destroy"))
-        for function in (create, add, complete, destroy):
-            function.restype = ctypes.c_int
-        handle = ctypes.c_void_p()
-        options = (ctypes.c_char_p * 1)(b"-arch=sm_90")
-        if create(ctypes.byref(handle), ctypes.c_uint32(1), options):
-            return
-        try:
-            if not add(handle, ctypes.c_int(_INPUT_PTX), ctypes.c_char_p(_WARM_UP_PTX),
-                       ctypes.c_size_t(len(_WARM_UP_PTX)), ctypes.c_char_p(b"warm-up.ptx")):
-                complete(handle)
-        finally:
-            destroy(ctypes.byref(handle))
-    except Exception:  # a library without these entry points, a ctypes failure: not ours
+    """Link _WARM_UP_PTX and drop the result. A failure (a library without these entry points,
+    a refused link) raises or returns early; serve() ignores it and the real link meets it."""
+    create, add, complete, destroy = (getattr(library, "nvJitLink" + name) for name in
+                                      ("Create", "AddData", "Complete", "Destroy"))
+    for function in (create, add, complete, destroy):
+        function.restype = ctypes.c_int
+    handle = ctypes.c_void_p()
+    options = (ctypes.c_char_p * 1)(b"-arch=sm_90")
+    if create(ctypes.byref(handle), ctypes.c_uint32(1), options):
         return
+    try:
+        if not add(handle, ctypes.c_int(_INPUT_PTX), ctypes.c_char_p(_WARM_UP_PTX),
+                   ctypes.c_size_t(len(_WARM_UP_PTX)), ctypes.c_char_p(b"warm-up.ptx")):
+            complete(handle)
+    finally:
+        destroy(ctypes.byref(handle))
 
 
-def _wait_for_loading() -> None:
-    """Until the loading thread has opened the library and is out of nvJitLink (now)."""
+def _wait_until_open() -> None:
+    """Until the loading thread's dlopen returned (at once where none was started)."""
     done = _loading.get("done")
     if done is not None:
         with done:
             pass
+
+
+def _wait_for_loading() -> None:
+    """Until the loading thread has opened the library and is out of nvJitLink (now)."""
+    _wait_until_open()
     offer = _loading.get("offer")
     if offer is not None and offer.hold():
         offer.idle.release()
@@ -253,10 +256,7 @@ def _wait_for_loading() -> None:
 def _before_fork() -> None:
     """The library open, and the loading thread kept out of nvJitLink until the fork is done: a
     child must inherit neither a load in progress nor nvJitLink's locks held."""
-    done = _loading.get("done")
-    if done is not None:
-        with done:
-            pass
+    _wait_until_open()
     offer = _loading.get("offer")
     _loading["held_for_fork"] = offer is not None and offer.hold()
 
@@ -272,10 +272,7 @@ def _before_exit() -> None:
     offer = _loading.get("offer")
     if offer is not None:
         offer.close()
-    done = _loading.get("done")
-    if done is not None:
-        with done:
-            pass
+    _wait_until_open()
     if offer is not None:
         offer.hold()  # never released: the process is ending
 
@@ -288,8 +285,8 @@ def _loaded_here(path: str) -> bool:
     """Whether `path` is the library start_loading opened (waiting for it to finish)."""
     if _loading.get("path") != path:
         return False
-    with _loading["done"]:
-        return True
+    _wait_until_open()
+    return True
 
 
 def locate_and_open() -> tuple[ctypes.CDLL, str | None]:

@@ -305,9 +305,9 @@ def compile_plan(plan: OpPlan, version: Version) -> Callable:
 # The codes _opdecoder.c reads: attribute actions and kinds, operand modes and arities.
 _ACTIONS = {READ: 0, UNIT: 1, OPTIONAL: 2, ABSENT: 3}
 _INLINE_KINDS = {AttrKind.ENUM: 0, AttrKind.INT: 1, AttrKind.BOOL: 2, AttrKind.TYPE: 3,
-                 AttrKind.STRING: 4, AttrKind.SYMBOL: 5}
+                 AttrKind.STRING: 4, AttrKind.SYMBOL: 5, AttrKind.I32_ARRAY: 7,
+                 AttrKind.I64_ARRAY: 8}
 _CALLED = 6  # read by a Python function f(mr, reader, data, pos, rtypes) -> (value, pos)
-_INLINE_KINDS.update({AttrKind.I32_ARRAY: 7, AttrKind.I64_ARRAY: 8})
 _DENSE = 9  # mr._dense looked up in C, _read_dense called for a constant not there yet
 _MODES = {FIXED: 0, SEGMENTED: 1, FLAT: 2}
 _ARITIES = {Arity.ONE: 0, Arity.OPTIONAL: 1, Arity.VARIADIC: 2}

@@ -92,11 +92,8 @@ class PendingLocations:
         except RecursionError:  # only with an absurd max_nesting; never let it escape
             raise self.reader.error("limit exceeded: debug attributes nested too deeply for "
                                     "Python's stack (lower max_nesting)", offset) from None
-        if len(locations) < len(ops):  # ops past the function's indices have none
-            locations += [None] * (len(ops) - len(locations))
-        set_loc = _LOC_SLOT.__set__
-        for op, loc in zip(ops, locations):
-            set_loc(op, loc)
+        for op, loc in zip(ops, locations):  # the reader gave every op an index
+            store_loc_slot(op, loc)
         self.ops = None
         self.reader = None
 

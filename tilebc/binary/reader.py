@@ -161,7 +161,8 @@ class ModuleReader:
         self.constant_blobs: BlobTable = ()
         self._constants: dict[int, bytes] = {}
         # (constant index, tile type) -> its attribute, shared by the ops that use it (attributes
-        # are frozen; a module reuses few constants across many ops)
+        # are frozen; a module reuses few constants across many ops). The C decoder looks it up
+        # by the same key before it calls dense() (_opdecoder.c, K_DENSE).
         self._dense: dict[tuple, A.DenseElementsAttr] = {}
         self.debug_blobs: BlobTable = ()
         self._debug_attrs: dict[int, object] = {}

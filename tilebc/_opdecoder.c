@@ -140,6 +140,25 @@ static PyObject *value_ref(OpDecoder *self, PyObject *values, Cursor *c) {
     return value;
 }
 
+/* The value of a callback's (value, pos) answer, which it takes over, and the position in *pos;
+ * NULL with an exception for anything else (a negative position included). */
+static PyObject *take_pair(PyObject *answer, Py_ssize_t *pos) {
+    if (answer == NULL)
+        return NULL;
+    PyObject *value = NULL;
+    if (PyTuple_Check(answer) && PyTuple_GET_SIZE(answer) == 2) {
+        *pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(answer, 1));
+        if (*pos >= 0) {
+            value = PyTuple_GET_ITEM(answer, 0);
+            Py_INCREF(value);
+        }
+    }
+    if (value == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "expected (value, position) from a decoding callback");
+    Py_DECREF(answer);
+    return value;
+}
+
 /* f(mr, reader, data, pos, rtypes) -> (value, pos) */
 static PyObject *call_reader(OpDecoder *self, PyObject *function, PyObject *mr, PyObject *reader,
                              PyObject *data, Cursor *c, PyObject *rtypes) {
@@ -148,24 +167,10 @@ static PyObject *call_reader(OpDecoder *self, PyObject *function, PyObject *mr, 
         return NULL;
     PyObject *result = PyObject_CallFunctionObjArgs(function, mr, reader, data, pos, rtypes, NULL);
     Py_DECREF(pos);
-    if (result == NULL)
-        return NULL;
-    if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) {
-        Py_DECREF(result);
-        bail(self);
-        return NULL;
-    }
-    Py_ssize_t after = PyLong_AsSsize_t(PyTuple_GET_ITEM(result, 1));
-    if (after < 0) {
-        Py_DECREF(result);
-        if (!PyErr_Occurred())
-            bail(self);
-        return NULL;
-    }
-    c->pos = after;
-    PyObject *value = PyTuple_GET_ITEM(result, 0);
-    Py_INCREF(value);
-    Py_DECREF(result);
+    Py_ssize_t after;
+    PyObject *value = take_pair(result, &after);
+    if (value != NULL)
+        c->pos = after;
     return value;
 }
 
@@ -516,21 +521,14 @@ static PyObject *decode(OpDecoder *self, PyObject *const *args, size_t nargsf, P
         if (regions == NULL || (inner == -1 && PyErr_Occurred()))
             goto done;
         for (Py_ssize_t i = 0; i < self->n_regions; i++) {
-            PyObject *found = PyObject_CallMethod(mr, "_fast_region", "OOnOOOOl", reader, data,
-                                                  c.pos, args[4], values, preorder, pending,
-                                                  inner + 1);
-            if (found == NULL)
+            Py_ssize_t after;
+            PyObject *region = take_pair(
+                PyObject_CallMethod(mr, "_fast_region", "OOnOOOOl", reader, data, c.pos, args[4],
+                                    values, preorder, pending, inner + 1), &after);
+            int failed = region == NULL || PyList_Append(regions, region) < 0;
+            Py_XDECREF(region);
+            if (failed)
                 goto done;
-            Py_ssize_t after = -1;
-            if (PyTuple_Check(found) && PyTuple_GET_SIZE(found) == 2)
-                after = PyLong_AsSsize_t(PyTuple_GET_ITEM(found, 1));
-            if (after < 0 || PyList_Append(regions, PyTuple_GET_ITEM(found, 0)) < 0) {
-                Py_DECREF(found);
-                if (!PyErr_Occurred())
-                    bail(self);
-                goto done;
-            }
-            Py_DECREF(found);
             c.pos = after;
         }
     } else {
@@ -646,18 +644,12 @@ static PyObject *decode_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
         Py_XDECREF(position);
         Py_XDECREF(offset);
         Py_DECREF(decoder);
-        if (result == NULL)
+        Py_ssize_t after;
+        PyObject *op = take_pair(result, &after);
+        int failed = op == NULL || PyList_Append(ops, op) < 0;
+        Py_XDECREF(op);
+        if (failed)
             goto done;
-        Py_ssize_t after = -1;
-        if (PyTuple_Check(result) && PyTuple_GET_SIZE(result) == 2)
-            after = PyLong_AsSsize_t(PyTuple_GET_ITEM(result, 1));
-        if (after < 0 || PyList_Append(ops, PyTuple_GET_ITEM(result, 0)) < 0) {
-            Py_DECREF(result);
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "a decoder returned no (op, pos)");
-            goto done;
-        }
-        Py_DECREF(result);
         pos = after;
     }
     answer = Py_BuildValue("(On)", ops, pos);

@@ -16,7 +16,8 @@ the device tool carries it when asked to (`carry: [DIR]`). It receives:
 - DIR/cases, with --cutile-python: NVIDIA's cutile-python kernels exported for the GPU step of
   conformance/run_cutile_python.py, with tileiras's cubins in DIR/cases/cache.
 - DIR/run.sh: the checks in one command, each step time-limited, the log, the tables and the
-  C++ build's log under $OUT, exit status 1 when a step failed: scripts/gpu_checks.py on our sm_90 and sm_80 code and tileiras's cubins, the two
+  C++ build's log under $OUT, exit status 1 when a step failed: the C helpers built with that
+  machine's Python and their tests, scripts/gpu_checks.py on our sm_90 and sm_80 code and tileiras's cubins, the two
   GPU-filling benchmarks, the cutile-python GPU step, and the C++ loader's build, tests and
   examples (a launch through a cache miss and a hit, the TMA GEMM from bytecode and from an AOT
   fatbin, each checked against its CPU reference).
@@ -111,7 +112,7 @@ def download_wheels(folder: Path) -> None:
 
 def run_script(folder: str) -> str:
     """The GPU machine's command: one step after another, each under `timeout` (about 6 minutes
-    in all on an H100; the device tool allows 10 a command), all output teed to $OUT/log.txt, the
+    in all on an H100; first the C helpers, built with that machine's Python and tested there; the device tool allows 10 a command), all output teed to $OUT/log.txt, the
     tables and the C++ build's log written under $OUT. Exits 1 when any step failed."""
     d = shlex.quote(folder)
     return f"""#!/bin/bash
@@ -130,6 +131,13 @@ step() {{ echo "=== $1 $(date +%T)"; }}
 check() {{ "$@" || {{ echo "FAILED ($?): $*"; failed=1; }}; }}
 {{
 step machine; timeout 20 nvidia-smi -L; timeout 20 nvidia-smi --query-gpu=driver_version --format=csv,noheader
+step speedups  # the C helpers built with that machine's Python, checked, then used by every step
+check timeout 120 bash -c "python3 setup.py -q build_ext --inplace && rm -rf build" \
+    > "$OUT/speedups-build.log" 2>&1
+check timeout 10 python3 -c "import sys; from tilebc._speedups import OpDecoder, scan_token; \
+print('C helpers built for Python', sys.version.split()[0])"
+check timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_speedups.py \
+    tests/test_malformed.py tests/test_limits.py tests/test_shared_structure.py
 step fixtures
 check timeout 200 python3 scripts/gpu_checks.py --backends jit,jit@sm_80,tileiras --no-bench \\
     --arrays torch --math-inputs 131072 --budget 190

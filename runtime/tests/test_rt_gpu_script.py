@@ -531,7 +531,8 @@ def test_gpu_prepare_run_script_is_valid_bash_naming_every_step(tmp_path):
     done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     text = script.read_text()
-    for step in ("scripts/gpu_checks.py --backends jit,jit@sm_80,tileiras",
+    for step in ("build_ext --inplace", "tests/test_speedups.py",
+                 "scripts/gpu_checks.py --backends jit,jit@sm_80,tileiras",
                  "bench_gpu_scale.py --threads", "bench_gpu_scale.py --gpu-only --tma",
                  "run_cutile_python.py", "ctest", "launch_fixture", "gemm_fixture", "--fatbin"):
         assert step in text, step

@@ -95,7 +95,9 @@ def test_hashed_runtime_files_import_only_hashed_tilebc_modules():
     for name, path in launch.codegen_source_files():
         if not name.startswith("tilebc_runtime/"):
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        with open(path, encoding="utf-8") as source:
+            tree = ast.parse(source.read(), path)
+        for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 # `from tilebc.x import y`: y is a submodule, or a name defined in tilebc.x
                 targets = [f"{node.module}.{alias.name}" if _is_module(f"{node.module}.{alias.name}")

@@ -124,6 +124,7 @@ def test_a_miss_of_a_view_kernel_in_the_default_layout_skips_numpy(tmp_path):
     assert miss.returncode == 0, miss.stderr
     assert "tilebc_runtime.lowering.memory" in modules and "numpy" not in modules
     assert "dataclasses" not in modules  # value classes are tilebc.record's
+    assert "pathlib" not in modules  # the cache's paths are strings (cache._as_path)
     assert "tilebc_runtime.lowering.f64math" not in modules  # f64 math only
     assert (tmp_path / "k.cubin").read_bytes()[:4] == b"\x7fELF"
 
@@ -203,3 +204,36 @@ def test_emit_ptx_needs_no_nvjitlink_once_its_version_is_recorded(tmp_path):
     assert [name for name in modules if name == "cuda" or name.startswith("cuda.")] == []
     ptx = (tmp_path / "k.ptx").read_text()
     assert f".version {tilebc_runtime.ptx_isa_for('sm_90')}\n" in ptx
+
+
+# Looks `SINGLE` up in a cache as `tilebc compile` does first, without compiling.
+LOOKUP = """import sys
+from tilebc_runtime import launch
+from tilebc_runtime.cache import CubinCache
+data = open(sys.argv[2], "rb").read()
+found = launch.cached_entry(launch.JitBackend(), CubinCache(sys.argv[1]), data,
+                            "atomics_raw_Kt1_A1i32_1l0_I32", "sm_90", {})
+print("FOUND", found is not None, "HASHED", launch.lowering_sources_hash.cache_info().currsize)
+"""
+
+
+def test_a_cache_without_the_memo_is_not_looked_in_before_decoding(tmp_path):
+    """The first compile in a cache neither hashes the sources nor waits for nvJitLink before it
+    decodes (nothing of this toolchain can be there yet; nvJitLink opens meanwhile); once a compile
+    has left the memo, the early lookup needs neither and hits."""
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'runtime'}"}
+
+    def lookup():
+        done = subprocess.run([sys.executable, "-c", LOOKUP, str(cache), str(SINGLE)],
+                              capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert lookup() == ["FOUND", "False", "HASHED", "0"]
+    done, _ = compile_in_new_process(cache, SINGLE, "-o", tmp_path / "k.cubin")
+    assert done.returncode == 0, done.stderr
+    memo = json.loads((cache / "v1" / "memo.json").read_text())
+    assert any(name.startswith("lowering_hash ") for name in memo)
+    assert any(name.startswith("nvjitlink ") for name in memo)
+    assert lookup() == ["FOUND", "True", "HASHED", "0"]

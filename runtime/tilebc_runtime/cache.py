@@ -14,7 +14,6 @@ import stat
 import struct
 import time
 from collections import OrderedDict
-from pathlib import Path
 from collections.abc import Callable, Mapping
 
 from tilebc.record import Record
@@ -26,6 +25,7 @@ from .cache_entry import (MAX_JSON_BYTES, SCHEMA, CacheEntry, LazyLogger, check_
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every command's start ~3 ms
+    from pathlib import Path
     from typing import Any
 
 log = LazyLogger("tilebc_runtime.cache")
@@ -122,7 +122,14 @@ def _foreign_problem(info: os.stat_result) -> str | None:
     return None
 
 
-def _owner_only_problem(path: Path) -> str | None:
+def _as_path(text: str) -> Path:
+    """A Path for the public API. Inside, paths are strings: importing pathlib (urllib.parse and
+    ipaddress with it) costs a new process ~4 ms, about 5 % of a `tilebc compile`."""
+    from pathlib import Path
+    return Path(text)
+
+
+def _owner_only_problem(path: str) -> str | None:
     """Why `path` is unsafe to trust as a cache directory, or None."""
     info = os.stat(path)
     if not stat.S_ISDIR(info.st_mode):
@@ -139,10 +146,10 @@ class UntrustedError(OSError):
     """A cache folder or file that another user could have written (see `_foreign_problem`)."""
 
 
-def _prepare_directory(path: Path) -> str | None:
+def _prepare_directory(path: str) -> str | None:
     """Create `path` owner-only if missing; return why it cannot be used, or None."""
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.makedirs(path, mode=0o700, exist_ok=True)
         return _owner_only_problem(path)
     except OSError as error:
         return f"cannot be created or read ({error.strerror or error})"
@@ -150,31 +157,40 @@ def _prepare_directory(path: Path) -> str | None:
 
 def fallback_root() -> Path:
     """Per-user directory under the system temp folder, used when the usual one is unusable."""
+    return _as_path(_fallback_root())
+
+
+def _fallback_root() -> str:
     user = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
     import tempfile
-    return Path(tempfile.gettempdir()) / f"tilebc-cache-{user}"
+    return os.path.join(tempfile.gettempdir(), f"tilebc-cache-{user}")
 
 
 def resolve_root(environ: Mapping[str, str] | None = None) -> tuple[Path | None, str]:
     """The cache root to use and a one-line reason, from TILEBC_CACHE_DIR or platformdirs.
 
     Returns (None, reason) when the disk cache is off or no safe directory can be used."""
+    root, reason = _resolve_root(environ)
+    return (None if root is None else _as_path(root)), reason
+
+
+def _resolve_root(environ: Mapping[str, str] | None = None) -> tuple[str | None, str]:
     environ = os.environ if environ is None else environ
     setting = environ.get(ENV_DIR, "").strip()
     if setting.lower() in OFF_VALUES:
         return None, f"disabled by {ENV_DIR}={setting}"
     if setting:
-        chosen = Path(setting).expanduser()
+        chosen = os.path.expanduser(setting)
     else:
         import platformdirs  # only for the default location
-        chosen = Path(platformdirs.user_cache_dir("tilebc"))
+        chosen = platformdirs.user_cache_dir("tilebc")
     source = ENV_DIR if setting else "platformdirs"
     problem = _prepare_directory(chosen)
     if problem is None:
         return chosen, f"{chosen} (from {source})"
+    fallback = _fallback_root()
     log.warning("tilebc cache: refusing %s (from %s): it %s; trying %s", chosen, source, problem,
-                fallback_root())
-    fallback = fallback_root()
+                fallback)
     fallback_problem = _prepare_directory(fallback)
     if fallback_problem is None:
         return fallback, f"{fallback} (fallback: {chosen} {problem})"
@@ -211,15 +227,17 @@ class CubinCache:
         self.lock_timeout = lock_timeout
         self._memory: OrderedDict[str, CacheEntry] = OrderedDict()
         self._recorded: dict[str, dict[str, Any]] = {}  # toolchain records already written
-        self.root: Path | None = None
+        self._root: str | None = None  # the root and its LAYOUT_DIR (strings: see _as_path)
+        self._directory: str | None = None
         self.reason = reason
         self.remote = cache_remote.open_remote(remote)
         if root is not None:
-            root = Path(root)
-            problem = _prepare_directory(root) or _prepare_directory(root / LAYOUT_DIR)
+            root = os.fspath(root)
+            directory = os.path.join(root, LAYOUT_DIR)
+            problem = _prepare_directory(root) or _prepare_directory(directory)
             if problem is None:
-                self.root = root
-                self.reason = reason or str(root)
+                self._root, self._directory = root, directory
+                self.reason = reason or root
             else:
                 log.warning("tilebc cache: refusing %s: it %s; disk cache off", root, problem)
                 self.reason = f"off: {root} {problem}"
@@ -227,7 +245,7 @@ class CubinCache:
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None, **kwargs) -> CubinCache:
         environ = os.environ if environ is None else environ
-        root, reason = resolve_root(environ)
+        root, reason = _resolve_root(environ)
         kwargs.setdefault("max_bytes", _max_bytes_from(environ))
         if kwargs.get("remote") is None:
             kwargs["remote"] = cache_remote.open_remote(environ.get(cache_remote.ENV_REMOTE), environ)
@@ -236,21 +254,36 @@ class CubinCache:
     # -- paths ---------------------------------------------------------------------------------
     @property
     def disk_enabled(self) -> bool:
-        return self.root is not None
+        return self._root is not None
+
+    @property
+    def root(self) -> Path | None:
+        return None if self._root is None else _as_path(self._root)
 
     @property
     def directory(self) -> Path | None:
-        return None if self.root is None else self.root / LAYOUT_DIR
+        return None if self._directory is None else _as_path(self._directory)
 
     def paths(self, key: str) -> tuple[Path, Path]:
         """(cubin path, metadata path) of `key`."""
-        shard = self.directory / key[:2]
-        return shard / f"{key}.cubin", shard / f"{key}.json"
+        cubin, meta = self._paths(key)
+        return _as_path(cubin), _as_path(meta)
+
+    def _shard(self, key: str) -> str:
+        return os.path.join(self._directory, key[:2])
+
+    def _paths(self, key: str) -> tuple[str, str]:
+        shard = self._shard(key)
+        return os.path.join(shard, f"{key}.cubin"), os.path.join(shard, f"{key}.json")
+
+    def _in_layout(self, name: str) -> str:
+        return os.path.join(self._directory, name)
 
     def _lock(self, key: str) -> FileLock:
-        shard = self.directory / key[:2]
-        shard.mkdir(mode=0o700, exist_ok=True)
-        return FileLock(str(shard / f"{key}.lock"), self.lock_timeout)
+        shard = self._shard(key)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(shard, 0o700)
+        return FileLock(os.path.join(shard, f"{key}.lock"), self.lock_timeout)
 
     # -- lookup --------------------------------------------------------------------------------
     def lookup(self, key: str) -> CacheEntry | None:
@@ -262,14 +295,14 @@ class CubinCache:
         entry = self._read_disk(key)
         if entry is None and self.remote is not None:
             entry = cache_remote.read_entry(self.remote, key)
-            if entry is not None and self.root is not None:
+            if entry is not None and self._root is not None:
                 self._store_remote_hit(entry)
         if entry is not None:
             self._remember(entry)
         return entry
 
     def _read_disk(self, key: str) -> CacheEntry | None:
-        if self.root is None:
+        if self._root is None:
             return None
         try:
             return self._read_entry(key)
@@ -278,12 +311,12 @@ class CubinCache:
                         type(error).__name__, error)
             return None
 
-    def trust_problem(self, folder: Path | None = None) -> str | None:
+    def trust_problem(self, folder: str | os.PathLike | None = None) -> str | None:
         """Why the cache cannot be trusted now, or None: the root, v1/ and `folder` (a shard)
         must each be a directory owned by this user and not writable by group or others. A
         missing level is no problem: there is nothing below it to read. Checked before every
         disk read, as they may have changed since the cache was opened."""
-        for level in (self.root, self.directory, folder):
+        for level in (self._root, self._directory, folder):
             if level is None:
                 continue
             try:
@@ -298,8 +331,8 @@ class CubinCache:
         return None
 
     def _read_entry(self, key: str) -> CacheEntry | None:
-        cubin_path, meta_path = self.paths(key)
-        refused = self.trust_problem(meta_path.parent)
+        cubin_path, meta_path = self._paths(key)
+        refused = self.trust_problem(os.path.dirname(meta_path))
         if refused is not None:
             log.warning("tilebc cache: not reading entry %s: %s; recompiling", key, refused)
             return None
@@ -337,7 +370,7 @@ class CubinCache:
         """Read through: publish a verified remote entry, so this host's next lookup is a disk hit.
         No lock is needed: any concurrent publisher of the key writes an equivalent entry."""
         try:
-            self.paths(entry.key)[0].parent.mkdir(mode=0o700, exist_ok=True)
+            os.makedirs(self._shard(entry.key), mode=0o700, exist_ok=True)
         except OSError as error:
             log.warning("tilebc cache: cannot store entry %s (%s); it stays in memory only",
                         entry.key, error)
@@ -357,7 +390,7 @@ class CubinCache:
         entry = self.lookup(key)
         if entry is not None:
             return entry
-        if self.root is None:
+        if self._root is None:
             return self._compile(fields, key, compile_fn)
         try:
             lock = self._lock(key)
@@ -392,7 +425,7 @@ class CubinCache:
             "created": time.time(), "compile_seconds": round(time.perf_counter() - started, 6),
         })
         entry = CacheEntry(key, cubin, metadata)
-        if publish and self.root is not None:
+        if publish and self._root is not None:
             self._publish(entry)
         if self.remote is not None:
             cache_remote.write_entry(self.remote, entry)
@@ -401,7 +434,7 @@ class CubinCache:
 
     def _publish(self, entry: CacheEntry) -> None:
         """Cubin first, then metadata, each through a temp file and os.replace."""
-        cubin_path, meta_path = self.paths(entry.key)
+        cubin_path, meta_path = self._paths(entry.key)
         try:
             meta_text = json.dumps(entry.metadata, sort_keys=True, indent=1).encode("utf-8")
             _replace_atomically(cubin_path, entry.cubin)
@@ -412,10 +445,10 @@ class CubinCache:
 
     def _discard(self, key: str) -> None:
         """Remove an entry's files, metadata first so no reader trusts a half-removed entry."""
-        cubin_path, meta_path = self.paths(key)
+        cubin_path, meta_path = self._paths(key)
         for path in (meta_path, cubin_path):
             try:
-                path.unlink()
+                os.unlink(path)
             except FileNotFoundError:
                 pass
             except OSError as error:
@@ -424,7 +457,7 @@ class CubinCache:
     # -- housekeeping ---------------------------------------------------------------------------
     def disk_entries(self) -> list[EntryInfo]:
         """Every published entry on disk (metadata present), oldest use first."""
-        if self.root is None or not self.directory.is_dir():
+        if self._root is None or not os.path.isdir(self._directory):
             return []
         found = []
         for meta_path in self.directory.glob("??/*.json"):
@@ -451,7 +484,7 @@ class CubinCache:
         """Remove corrupt entries, stray temp files and orphan cubins, then least recently used
         entries until the disk size is at most `max_bytes` (default: this cache's bound).
         Entries locked by another process are skipped. Returns the removed keys."""
-        if self.root is None:
+        if self._root is None:
             return []
         bound = self.max_bytes if max_bytes is None else max_bytes
         removed = []
@@ -469,12 +502,29 @@ class CubinCache:
 
     def _evict_if_needed(self, keep: str) -> None:
         try:
-            if self.total_bytes() > self.max_bytes:
+            if self._file_bytes() > self.max_bytes:
                 removed = self.prune(keep=keep)
                 log.info("tilebc cache: evicted %d entries to stay under %d bytes", len(removed),
                          self.max_bytes)
         except OSError as error:
             log.warning("tilebc cache: eviction failed (%s)", error)
+
+    def _file_bytes(self) -> int:
+        """The size of every entry file (strays too): at most a little over total_bytes(), and
+        read from the folders alone, so a compile does not parse every entry's metadata."""
+        total = 0
+        if not os.path.isdir(self._directory):
+            return 0
+        with os.scandir(self._directory) as shards:
+            for shard in shards:
+                if len(shard.name) != 2 or not shard.is_dir(follow_symlinks=False):
+                    continue
+                with os.scandir(shard.path) as files:
+                    for item in files:
+                        if item.name.endswith((".json", ".cubin")):
+                            with contextlib.suppress(OSError):
+                                total += item.stat(follow_symlinks=False).st_size
+        return total
 
     def _remove_unless_locked(self, key: str) -> bool:
         try:
@@ -503,7 +553,7 @@ class CubinCache:
     def clear(self) -> int:
         """Remove every entry (memory and disk); returns how many disk entries were removed."""
         self._memory.clear()
-        if self.root is None:
+        if self._root is None:
             return 0
         count = 0
         for info in self.disk_entries():
@@ -530,10 +580,10 @@ class CubinCache:
         disk cache, or the file is untrusted or damaged). For facts that are slow to recompute in
         every new process (the lowering hash, nvJitLink's version): the caller uses the value only
         when the fingerprint of everything it depends on is still the same."""
-        if self.root is None or self.trust_problem() is not None:
+        if self._root is None or self.trust_problem() is not None:
             return None, None
         try:
-            record = json.loads(_read_owned(self.directory / MEMO_FILE, MAX_JSON_BYTES + 1))[name]
+            record = json.loads(_read_owned(self._in_layout(MEMO_FILE), MAX_JSON_BYTES + 1))[name]
             return str(record["fingerprint"]), record["value"]
         except Exception:  # missing, untrusted or damaged: recompute
             return None, None
@@ -541,21 +591,21 @@ class CubinCache:
     def remember(self, name: str, fingerprint: str, value: Any) -> None:
         """Store `value` under `name` for `fingerprint` in v1/memo.json (best effort: last writer
         wins, a lost update is recomputed next time)."""
-        if self.root is None or _prepare_directory(self.directory) is not None:
+        if self._root is None or _prepare_directory(self._directory) is not None:
             return
+        path = self._in_layout(MEMO_FILE)
         try:
             try:
-                document = json.loads(_read_owned(self.directory / MEMO_FILE, MAX_JSON_BYTES + 1))
+                document = json.loads(_read_owned(path, MAX_JSON_BYTES + 1))
                 if not isinstance(document, dict):
                     document = {}
             except Exception:
                 document = {}
             document[name] = {"fingerprint": fingerprint, "value": value}
-            _replace_atomically(self.directory / MEMO_FILE, json.dumps(document, sort_keys=True)
-                                .encode())
+            _replace_atomically(path, json.dumps(document, sort_keys=True).encode())
         except Exception as error:  # cache boundary: never break a compile
-            log.warning("tilebc cache: cannot update %s (%s: %s)", self.directory / MEMO_FILE,
-                        type(error).__name__, error)
+            log.warning("tilebc cache: cannot update %s (%s: %s)", path, type(error).__name__,
+                        error)
 
     # -- toolchain record for hosts without Python ----------------------------------------------
     def record_toolchain(self, backend: str, info: Mapping[str, Any]) -> None:
@@ -564,16 +614,16 @@ class CubinCache:
         `info` has `identity`, `ptx_isa` ({arch: version}), `nvjitlink` and `options` (the
         compile options of the keys a host without Python looks up; default {})."""
         info = {"identity": "", "ptx_isa": {}, "nvjitlink": "", "options": {}, **dict(info)}
-        if self.root is None or self._recorded.get(backend) == info:
+        if self._root is None or self._recorded.get(backend) == info:
             return
-        path = self.directory / TOOLCHAIN_FILE
+        path = self._in_layout(TOOLCHAIN_FILE)
         # Already recorded (the usual case): no lock needed, as writers replace the file atomically.
         current, problem = self._read_toolchain()
         if problem is None and current["backends"].get(backend) == info:
             self._recorded[backend] = dict(info)
             return
         try:
-            with FileLock(str(self.directory / "toolchain.lock"), 30):
+            with FileLock(self._in_layout("toolchain.lock"), 30):
                 current, problem = self._read_toolchain()
                 if problem is not None:
                     if problem != "missing":
@@ -589,20 +639,20 @@ class CubinCache:
     def toolchain(self) -> dict[str, Any]:
         """toolchain.json as recorded: {"schema": 1, "backends": {name: record}}, or {} when it is
         missing or damaged (`toolchain_problem()` says why)."""
-        if self.root is None:
+        if self._root is None:
             return {}
         document, problem = self._read_toolchain()
         return {} if problem is not None else document
 
     def toolchain_problem(self) -> str | None:
         """Why toolchain.json cannot be used ("missing" when absent), or None when it can."""
-        if self.root is None:
+        if self._root is None:
             return "no disk cache"
         return self._read_toolchain()[1]
 
     def _read_toolchain(self) -> tuple[dict[str, Any] | None, str | None]:
         """(document, None) when toolchain.json has the shape CACHE.md gives, else (None, why)."""
-        path = self.directory / TOOLCHAIN_FILE
+        path = self._in_layout(TOOLCHAIN_FILE)
         refused = self.trust_problem()
         if refused is not None:
             return None, f"is in an untrusted folder ({refused})"
@@ -710,7 +760,7 @@ class FileLock:
         self.release()
 
 
-def _read_owned(path: Path, limit: int = -1) -> bytes:
+def _read_owned(path: str | os.PathLike, limit: int = -1) -> bytes:
     """The bytes of a cache file (at most `limit`), refused with UntrustedError unless it is a
     regular file (not a symlink) owned by this user and not writable by group or others. The
     check is on the opened file, so the file cannot be swapped between check and read. Opening
@@ -732,21 +782,22 @@ def _read_owned(path: Path, limit: int = -1) -> bytes:
         return stream.read(limit if 0 <= limit <= info.st_size else -1)
 
 
-def _replace_atomically(path: Path, data: bytes) -> None:
+def _replace_atomically(path: str | os.PathLike, data: bytes) -> None:
     from tilebc.outputs import temp_file  # not tempfile: start-up time
-    handle, temp_name = temp_file(str(path.parent), ".tmp-", path.suffix)
+    path = os.fspath(path)
+    handle, temp_name = temp_file(os.path.dirname(path), ".tmp-", os.path.splitext(path)[1])
     try:
         with os.fdopen(handle, "wb") as temp:
             temp.write(data)
         os.replace(temp_name, path)
     except BaseException:
-        _unlink_quietly(Path(temp_name))
+        _unlink_quietly(temp_name)
         raise
 
 
-def _unlink_quietly(path: Path) -> None:
+def _unlink_quietly(path: str | os.PathLike) -> None:
     try:
-        path.unlink()
+        os.unlink(path)
     except OSError:
         pass
 

@@ -1,7 +1,7 @@
-"""SHA-256 without hashlib: importing hashlib loads OpenSSL's binding, ~3.5 ms of every
-`tilebc compile` (a cubin-cache hit takes ~40 ms in all). CPython's own module gives the same
-digests; it is slower per byte (~4 ms a MB against OpenSSL's 0.6), which only the first compile
-in a cache pays, hashing the lowering's ~1 MB of source while nvJitLink opens."""
+"""SHA-256 and BLAKE2b without hashlib: importing hashlib loads OpenSSL's binding, ~3.5 ms of every
+`tilebc compile` (a cubin-cache hit takes ~40 ms in all). CPython's own modules give the same
+digests. Their SHA-256 is slower per byte (~4 ms a MB against OpenSSL's 0.6); the lowering hash,
+which only the first compile in a cache computes (~1.3 MB of source), uses BLAKE2b (~1.4 ms a MB)."""
 from __future__ import annotations
 
 try:
@@ -12,4 +12,9 @@ except ImportError:
     except ImportError:  # another implementation: hashlib's
         from hashlib import sha256
 
-__all__ = ["sha256"]
+try:
+    from _blake2 import blake2b
+except ImportError:  # a Python built without the module
+    from hashlib import blake2b
+
+__all__ = ["sha256", "blake2b"]

@@ -19,13 +19,12 @@ from __future__ import annotations
 import os
 import sys
 from functools import lru_cache
-from pathlib import Path
 from collections.abc import Mapping, Sequence
 
 import tilebc
 from tilebc.errors import TilebcError
 
-from .digest import sha256
+from .digest import blake2b, sha256
 from . import driver
 from .launch_errors import ArgumentError, LaunchError
 from .cache import CacheEntry, CubinCache, KeyFields
@@ -82,6 +81,7 @@ class TileirasBackend:
                                   f"(known: opt_level 0-3, {', '.join(self._FLAGS)} as bools)")
         import subprocess
         import tempfile
+        from pathlib import Path
         with tempfile.TemporaryDirectory(prefix="tilebc-tileiras-") as folder:
             source, output = Path(folder, "input.tilebc"), Path(folder, "output.cubin")
             source.write_bytes(bytecode)
@@ -121,8 +121,8 @@ class JitBackend:
         except Exception as error:  # the JIT itself reports a missing nvJitLink when it compiles
             return f"unavailable ({type(error).__name__})"
 
-    def prime(self, cache: CubinCache) -> None:
-        prime_from_memo(cache)
+    def prime(self, cache: CubinCache, compute: bool = True) -> bool:
+        return prime_from_memo(cache, compute=compute)
 
     def toolchain_record(self) -> dict[str, Any]:
         # Every arch the JIT targets, so a host without Python can rebuild key field 7.
@@ -186,14 +186,14 @@ def _listed(relative: str, entries) -> bool:
                for entry in entries)
 
 
-def codegen_source_files() -> list[tuple[str, Path]]:
+def codegen_source_files() -> list[tuple[str, str]]:
     """(name, path) of every source file in the JIT's identity hash, in hashing order: the
     tilebc files in TILEBC_CODEGEN_SOURCES, then tilebc_runtime's files outside _NOT_LOWERING."""
     return list(_walk_codegen_sources())
 
 
 @lru_cache(maxsize=None)  # a cold compile asks twice (fingerprint, then hash): walk once (~2.5 ms)
-def _walk_codegen_sources() -> tuple[tuple[str, Path], ...]:
+def _walk_codegen_sources() -> tuple[tuple[str, str], ...]:
     files = []
     for package, keep in ((os.path.dirname(os.path.realpath(tilebc.__file__)),
                            lambda name: _listed(name, TILEBC_CODEGEN_SOURCES)),
@@ -211,17 +211,19 @@ def _walk_codegen_sources() -> tuple[tuple[str, Path], ...]:
         # rglob's order: by path parts, so `a/b.py` sorts before `a_b.py`
         for relative, path in sorted(found, key=lambda item: item[0].split("/")):
             if keep(relative):
-                files.append((f"{label}/{relative}", Path(path)))
+                files.append((f"{label}/{relative}", path))
     return tuple(files)
 
 
 @lru_cache(maxsize=None)
 def lowering_sources_hash() -> str:
-    """sha256 over tilebc's version and the source of everything that shapes the JIT's output
-    (codegen_source_files: name and bytes of each), computed once per process."""
-    digest = sha256(f"tilebc {tilebc.__version__}\0".encode())
+    """BLAKE2b-256 over tilebc's version and the source of everything that shapes the JIT's output
+    (codegen_source_files: name and bytes of each), computed once per process (a third of
+    SHA-256's time here, without OpenSSL: digest.py)."""
+    digest = blake2b(f"tilebc {tilebc.__version__}\0".encode(), digest_size=32)
     for name, path in codegen_source_files():
-        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+        with open(path, "rb") as source:
+            digest.update(name.encode() + b"\0" + source.read() + b"\0")
     return digest.hexdigest()
 
 
@@ -235,49 +237,63 @@ def _linker_version() -> tuple[int, int]:
     return known_nvjitlink()
 
 
-def _sources_fingerprint(files: list[tuple[str, Path]]) -> str:
+def _sources_fingerprint(files: list[tuple[str, str]]) -> str:
     """A digest of the name, inode, size and modification time of each hashed source file: while
-    it holds, so does the lowering hash (~15 ms to recompute: it reads ~1 MB of source)."""
+    it holds, so does the lowering hash (~6 ms to recompute: it reads ~1.3 MB of source)."""
     parts = [f"tilebc {tilebc.__version__}"]
     for name, path in files:
-        info = path.stat()
+        info = os.stat(path)
         parts.append(f"{name} {info.st_ino} {info.st_size} {info.st_mtime_ns}")
     return sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def prime_from_memo(cache: CubinCache) -> None:
+def prime_from_memo(cache: CubinCache, *, compute: bool = True) -> bool:
     """Once per process, before the first key: take the lowering hash and nvJitLink's version from
     `cache`'s memo where their fingerprints still hold, so that a `tilebc compile` served from
     the cache neither reads the sources nor loads nvJitLink (cuda.pathfinder and the library:
-    ~100 ms of a new process); otherwise compute them and record them for the next process."""
+    ~100 ms of a new process); otherwise compute them and record them for the next process.
+
+    Returns whether both came from the memo (True without a disk cache). With `compute=False` a
+    fact missing from the memo is left to a later call, nvJitLink starting to open meanwhile: a
+    cache without this toolchain's memo is new to it, so a caller may skip its lookup there."""
     from . import targets
     if "primed" in _MEMO or not cache.disk_enabled:
-        return
+        return True
+    recalled = _MEMO.get("recalled")
+    if recalled is None:
+        nvjitlink_name = f"nvjitlink {sys.prefix}"
+        linker = bool(targets.installed_nvjitlink.cache_info().currsize) or \
+            _recall_nvjitlink(cache, nvjitlink_name)
+        if not linker:
+            targets.start_loading_nvjitlink()  # the library opens while the sources are hashed
+        sources = None  # (memo name, fingerprint) of a hash to compute and record
+        # Named per checkout and per environment: several sharing one cache keep a record each.
+        if not lowering_sources_hash.cache_info().currsize:
+            files = codegen_source_files()
+            name = f"lowering_hash {os.path.dirname(files[0][1])} {os.path.dirname(__file__)}"
+            fingerprint = _sources_fingerprint(files)
+            stored, value = cache.memo(name)
+            if stored == fingerprint and isinstance(value, str) and len(value) == 64:
+                _MEMO["sources"] = value
+            else:
+                sources = (name, fingerprint)
+        recalled = _MEMO["recalled"] = (linker, nvjitlink_name, sources)
+    linker, nvjitlink_name, sources = recalled
+    if not compute and (not linker or sources is not None):
+        return False
     _MEMO["primed"] = True
-    nvjitlink_name = f"nvjitlink {sys.prefix}"
-    recalled = targets.installed_nvjitlink.cache_info().currsize or \
-        _recall_nvjitlink(cache, nvjitlink_name)
-    if not recalled:
-        targets.start_loading_nvjitlink()  # the library opens while the sources are hashed
-    # Named per checkout and per environment: several sharing one cache keep a record each.
-    if not lowering_sources_hash.cache_info().currsize:
-        files = codegen_source_files()
-        name = f"lowering_hash {files[0][1].parent} {Path(__file__).parent}"
-        fingerprint = _sources_fingerprint(files)
-        stored, value = cache.memo(name)
-        if stored == fingerprint and isinstance(value, str) and len(value) == 64:
-            _MEMO["sources"] = value
-        else:
-            cache.remember(name, fingerprint, lowering_sources_hash())
-    if not recalled:
+    if sources is not None:
+        cache.remember(*sources, lowering_sources_hash())
+    if not linker:
         try:
             version = targets.installed_nvjitlink()
         except Exception:
-            return  # reported when the JIT compiles
+            return False  # reported when the JIT compiles
         path = targets.loaded_nvjitlink_path()
         fingerprint = targets.nvjitlink_fingerprint(path)
         if fingerprint is not None:
             cache.remember(nvjitlink_name, fingerprint, {"path": path, "version": list(version)})
+    return linker and sources is None
 
 
 def _recall_nvjitlink(cache: CubinCache, name: str) -> bool:
@@ -300,9 +316,9 @@ def tool_path(name: str) -> str | None:
     if override:
         return override
     for entry in sys.path:
-        candidate = Path(entry or ".") / "nvidia" / "cu13" / "bin" / name
-        if candidate.is_file():
-            return str(candidate)
+        candidate = os.path.join(entry or ".", "nvidia", "cu13", "bin", name)
+        if os.path.isfile(candidate):
+            return candidate
     import shutil
     return shutil.which(name)
 
@@ -390,7 +406,8 @@ def load(source: Source, *, backend: str = "jit", cache: CubinCache | None = Non
             module = tilebc.load(bytecode)
         else:
             name = os.fspath(source)
-            bytecode = Path(name).read_bytes()
+            with open(name, "rb") as stream:
+                bytecode = stream.read()
             module = tilebc.load(name)  # errors then name the file
     if backend not in BACKENDS:
         raise LaunchError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -430,9 +447,10 @@ def compile_entry(backend, cache: CubinCache, bytecode: bytes, name: str, entry:
 def cached_entry(backend, cache: CubinCache, bytecode: bytes, entry: str, arch: str,
                  options: Mapping[str, Any]) -> CacheEntry | None:
     """compile_entry's result when the cache already holds it, else None (nothing compiled). A
-    hit needs neither the decoder nor the lowering: the key hashes the bytes and the toolchain."""
-    if hasattr(backend, "prime"):
-        backend.prime(cache)
+    hit needs neither the decoder nor the lowering: the key hashes the bytes and the toolchain.
+    A cache without the backend's memo is not looked in here (compile_entry still looks)."""
+    if hasattr(backend, "prime") and not backend.prime(cache, compute=False):
+        return None
     cache.record_toolchain(backend.name, backend.toolchain_record())
     found = cache.lookup(key_fields(backend, bytecode, entry, arch, options).key())
     return found if found is not None and found.threads else None

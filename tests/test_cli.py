@@ -181,6 +181,19 @@ def test_one_shot_commands_run_no_collection(command, tmp_path):
     assert run_cli(*argv).returncode == 0 and gc.isenabled()
 
 
+def test_compile_in_its_own_process_ends_without_teardown(tmp_path):
+    """`tilebc compile` (run by the C++ loader on every cache miss) ends through the hard exit,
+    with its output written, as the one-shot commands do (the probe reports from it)."""
+    fixture = FIXTURE_DIR / "atomics_raw" / "atomics_raw-13.5.tilebc"
+    out = tmp_path / "k.ptx"
+    done = subprocess.run([sys.executable, "-c", _COLLECTIONS_PROBE, "compile", str(fixture),
+                           "--emit", "ptx", "-o", str(out)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("COLLECTIONS ")
+    assert out.read_text().startswith("//") and done.stdout.strip() == str(out)
+
+
 def test_a_profiled_one_shot_command_ends_normally(tmp_path):
     """Under a profiler (or a tracer such as coverage) a one-shot command takes the normal way
     out, so the tool can write its results at exit."""

@@ -10,7 +10,7 @@ import sys
 
 from .errors import Location, TextSyntaxError, TilebcError, UsageError, VersionError
 from .inputs import MAGIC, decode_bytes, display_name, looks_like_text, read_input, verify_module
-from .outputs import same_file, write_output
+from .outputs import end_process, may_end_hard, same_file, write_output
 from .version import ALL_VERSIONS, Version
 
 
@@ -753,6 +753,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 # object, which the IR's lack of cycles would otherwise do as the command returns, costs ~0.1 s
 # per 1.4 MB of bytecode, for nothing.
 _ONE_SHOT = ("dis", "asm", "verify", "info", "convert")
+# Commands whose own process ends without the interpreter's teardown (outputs.end_process): the
+# one-shot ones, and `compile`, which the C++ loader runs for every cache miss.
+_ENDS_HARD = _ONE_SHOT + ("compile",)
 _held: list | None = None  # a one-shot command's modules, in its own process
 
 
@@ -772,7 +775,8 @@ def main(argv: list[str] | None = None) -> int:
     global _held
     own_process = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
-    one_shot = own_process and _requested_command(argv) in _ONE_SHOT
+    command = _requested_command(argv)
+    one_shot = own_process and command in _ONE_SHOT
     if one_shot:
         gc.disable()
         _held = []
@@ -786,29 +790,12 @@ def main(argv: list[str] | None = None) -> int:
             # still alive (~0.4 s CPU after `dis` of the 1.4 MB module). Frozen objects are not
             # collected.
             gc.freeze()
-    # Not under a tracer or profiler (coverage, cProfile): they write their results at exit.
-    if one_shot and sys.gettrace() is None and sys.getprofile() is None:
+    if own_process and command in _ENDS_HARD and may_end_hard():
         _hard_exit(code)
     return code
 
 
-def _hard_exit(code: int) -> None:
-    """End the process with `code` now, its output flushed, skipping the interpreter's teardown
-    (which would free every object one by one). Only after a command ran to its end: an escaping
-    exception (a traceback, SystemExit from argparse) takes the normal way out."""
-    try:
-        sys.stdout.flush()
-    except (BrokenPipeError, ValueError):  # a reader that stopped early (`| head`): not ours
-        pass
-    except OSError as error:
-        print(f"tilebc: error: cannot write the output: {error.strerror or error}",
-              file=sys.stderr)
-        code = code or 1
-    try:
-        sys.stderr.flush()
-    except (OSError, ValueError):  # closed by _main after a broken pipe
-        pass
-    os._exit(code)
+_hard_exit = end_process  # a name of its own: tests watch the way out
 
 
 def _main(argv: list[str]) -> int:

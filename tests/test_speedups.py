@@ -196,6 +196,75 @@ def test_the_c_decoder_builds_what_the_generated_python_builds(monkeypatch):
     assert len(ours) > 900 and ours == theirs
 
 
+def _every_op_location(monkeypatch, compiled: bool) -> dict:
+    """{path: [(class, fields) of each op's location, functions in order, ops in pre-order]} of
+    every fixture, the debug section read lazily (the C helper's path when `compiled`)."""
+    from tilebc.binary import reader
+    if not compiled:
+        monkeypatch.setattr(reader, "plain_locations", None)
+    found = {}
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode")
+    for path in sorted(glob.glob(os.path.join(fixtures, "*", "*.tilebc"))):
+        with open(path, "rb") as stream:
+            module = reader.ModuleReader(stream.read(), path).read()
+        locations = []
+        for function in module.functions:
+            blocks = [function.body]
+            while blocks:
+                for op in blocks.pop().ops:
+                    loc = op.loc
+                    fields = {k: v for k, v in vars(loc).items() if k != "_hash"} \
+                        if loc is not None else None
+                    locations.append((type(loc).__name__, fields, loc))
+                    blocks.extend(block for region in op.regions for block in region.blocks)
+        found[path] = locations
+    monkeypatch.undo()
+    return found
+
+
+def test_the_c_locations_are_the_ones_the_reader_makes(monkeypatch):
+    """Every fixture's op locations, read lazily: those the C helper makes from plain debug
+    entries are the DILocs the reader's Python makes, field for field."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    ours = _every_op_location(monkeypatch, compiled=True)
+    theirs = _every_op_location(monkeypatch, compiled=False)
+    assert ours.keys() == theirs.keys() and len(ours) > 900
+    located = sum(1 for locations in ours.values() for kind, _, _ in locations if kind == "DILoc")
+    assert located > 10_000
+    for path in ours:
+        assert [item[:2] for item in ours[path]] == [item[:2] for item in theirs[path]], path
+        assert [item[2] for item in ours[path]] == [item[2] for item in theirs[path]], path
+
+
+def test_plain_locations_stops_at_what_it_cannot_make():
+    """The C helper makes a location only from a plain entry whose scope and file name are decoded
+    already, and stops at the first other entry; it reads no byte outside an entry."""
+    from tilebc.binary.reader import _LOC_SCOPES, DEBUG_LOC
+    from tilebc.ir import location as L
+    file = L.DIFile("k.py", "/")
+    scope = L.DISubprogram(file, 1, "k", "k", L.DICompileUnit(file), 1)
+    # entries 1..4: plain (scope 7, name 3, line 5, column 9); a long varint; wrong tag; short
+    data = bytes([DEBUG_LOC, 7, 3, 5, 9, DEBUG_LOC, 7, 3, 0x85, 0x01, 9, DEBUG_LOC + 1, 7, 3, 5, 9,
+                  DEBUG_LOC, 7, 3, 5])
+    offsets = [0, 5, 11, 16]
+    cache, attrs, strings = {}, {7: scope}, {3: "k.py"}
+    call = (data, offsets, [1, 2, 3, 4, 2], 0, 5, cache, attrs, strings, L.DILoc, _LOC_SCOPES,
+            DEBUG_LOC)
+    made = speedups.plain_locations(*call)
+    assert made == [L.DILoc(scope, "k.py", 5, 9), L.DILoc(scope, "k.py", 133, 9)]
+    assert cache == {1: made[0], 2: made[1]} and attrs[2] is made[1]
+    assert speedups.plain_locations(*call[:3], 4, 5, *call[5:]) == [made[1]]  # from the cache
+    assert speedups.plain_locations(*call[:3], 3, 4, *call[5:]) == []  # entry 4: too short
+    assert speedups.plain_locations(*call[:3], 2, 3, *call[5:]) == []  # entry 3: another tag
+    assert speedups.plain_locations(data, offsets, [1], 0, 1, {}, {}, strings, L.DILoc,
+                                    _LOC_SCOPES, DEBUG_LOC) == []  # the scope is not decoded
+    assert speedups.plain_locations(data, offsets, [9, 0, -1], 0, 3, {}, attrs, strings, L.DILoc,
+                                    _LOC_SCOPES, DEBUG_LOC) == []  # no such entry
+    with pytest.raises(TypeError):
+        speedups.plain_locations(*call[:-1])
+
+
 def test_a_malformed_decoder_program_is_refused(monkeypatch):
     from tilebc import speedups as chosen
     from tilebc.binary import fastpath

@@ -66,13 +66,14 @@ static int bail(OpDecoder *self) {
 }
 
 /* A varint as the Python decoder reads it (varint_tail): at most 64 bits and within the data,
- * else `refusal` is raised. */
+ * else `refusal` is raised (NULL: -1 without an exception). */
 static int read_varint_or(PyObject *refusal, Cursor *c, uint64_t *out) {
     uint64_t result = 0;
     int shift = 0;
     for (;;) {
         if (c->pos >= c->size || (shift == 63 && (c->data[c->pos] & 0x7F) > 1)) {
-            PyErr_SetNone(refusal);
+            if (refusal != NULL)
+                PyErr_SetNone(refusal);
             return -1;
         }
         unsigned int byte = c->data[c->pos++];
@@ -81,7 +82,8 @@ static int read_varint_or(PyObject *refusal, Cursor *c, uint64_t *out) {
             break;
         shift += 7;
         if (shift > 63) {
-            PyErr_SetNone(refusal);
+            if (refusal != NULL)
+                PyErr_SetNone(refusal);
             return -1;
         }
     }
@@ -659,10 +661,163 @@ done:
     return answer;
 }
 
+/* The fields of one plain location entry, as the reader's _plain_loc reads it: the tag, then four
+ * varints (scope, file name, line, column) filling the entry exactly. 0 when the entry is not one
+ * (the careful path then reads it). */
+static int plain_loc_fields(const unsigned char *data, Py_ssize_t pos, Py_ssize_t stop,
+                            unsigned char tag, uint64_t fields[4]) {
+    if (stop - pos < 5 || data[pos] != tag)
+        return 0;
+    Cursor c = {data, stop, pos + 1, stop};
+    for (int i = 0; i < 4; i++)
+        if (read_varint_or(NULL, &c, &fields[i]) < 0)
+            return 0;
+    return c.pos == stop;
+}
+
+static PyObject *s_scope, *s_filename, *s_line, *s_column;
+
+/* A `loc_type` (DILoc) with its four fields set as its __init__ sets them. */
+static PyObject *make_loc(PyTypeObject *loc_type, PyObject *scope, PyObject *name,
+                          uint64_t line, uint64_t column) {
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL)
+        return NULL;
+    PyObject *loc = loc_type->tp_new(loc_type, empty, NULL);
+    Py_DECREF(empty);
+    if (loc == NULL)
+        return NULL;
+    PyObject *line_value = PyLong_FromUnsignedLongLong(line);
+    PyObject *column_value = PyLong_FromUnsignedLongLong(column);
+    if (line_value == NULL || column_value == NULL
+            || PyObject_GenericSetAttr(loc, s_scope, scope) < 0
+            || PyObject_GenericSetAttr(loc, s_filename, name) < 0
+            || PyObject_GenericSetAttr(loc, s_line, line_value) < 0
+            || PyObject_GenericSetAttr(loc, s_column, column_value) < 0)
+        Py_CLEAR(loc);
+    Py_XDECREF(line_value);
+    Py_XDECREF(column_value);
+    return loc;
+}
+
+/* plain_locations(data, offsets, indices, start, stop, locations, debug_attrs, strings, loc_type,
+ * scopes, tag) -> list: the locations of debug indices indices[start:stop], as the reader's
+ * location() gives them for an exactly sliced table, up to the first entry that is neither in
+ * `locations` (its cache) nor plain with its scope (a type in `scopes`) and file name decoded
+ * already; those made here are kept in `locations` and `debug_attrs`. The reader's location()
+ * reads that entry (decoding its scope, or saying what is wrong), then calls again after it. */
+static PyObject *plain_locations(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "plain_locations takes 11 arguments");
+        return NULL;
+    }
+    PyObject *data = args[0], *offsets = args[1], *indices = args[2];
+    PyObject *locations = args[5], *debug_attrs = args[6], *strings = args[7];
+    PyObject *loc_type = args[8], *scopes = args[9];
+    Py_ssize_t start = PyLong_AsSsize_t(args[3]), stop = PyLong_AsSsize_t(args[4]);
+    long tag = PyLong_AsLong(args[10]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyDict_Check(locations) || !PyDict_Check(debug_attrs) || !PyDict_Check(strings)
+            || !PyType_Check(loc_type) || !PyTuple_Check(scopes) || tag < 0 || tag > 255) {
+        PyErr_SetString(PyExc_TypeError, "plain_locations: bad argument types");
+        return NULL;
+    }
+    Py_ssize_t n_offsets = PyObject_Length(offsets);
+    if (n_offsets < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *bytes = view.buf;
+    PyObject *found = PyList_New(0);
+    if (found == NULL)
+        goto fail;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        PyObject *key = PySequence_GetItem(indices, i), *value = NULL;
+        if (key == NULL)
+            goto fail;
+        value = PyDict_GetItemWithError(locations, key);
+        if (value != NULL) {
+            Py_INCREF(value);
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            goto fail;
+        } else {
+            Py_ssize_t index = PyLong_AsSsize_t(key), entry_start = -1, entry_stop = -1;
+            if (index == -1 && PyErr_Occurred()) {
+                PyErr_Clear();  /* not an index the table has: the careful path says so */
+                index = 0;
+            }
+            if (0 < index && index <= n_offsets) {
+                PyObject *first = PySequence_GetItem(offsets, index - 1);
+                PyObject *next = index < n_offsets ? PySequence_GetItem(offsets, index) : NULL;
+                entry_start = first ? PyLong_AsSsize_t(first) : -1;
+                entry_stop = index < n_offsets ? (next ? PyLong_AsSsize_t(next) : -1) : view.len;
+                Py_XDECREF(first);
+                Py_XDECREF(next);
+                if (PyErr_Occurred()) {
+                    Py_DECREF(key);
+                    goto fail;
+                }
+            }
+            uint64_t fields[4];
+            if (0 <= entry_start && entry_start <= entry_stop && entry_stop <= view.len
+                    && plain_loc_fields(bytes, entry_start, entry_stop, (unsigned char)tag,
+                                        fields)) {
+                PyObject *scope_key = PyLong_FromUnsignedLongLong(fields[0]);
+                PyObject *name_key = PyLong_FromUnsignedLongLong(fields[1]);
+                PyObject *scope = NULL, *name = NULL;
+                if (scope_key != NULL && name_key != NULL) {
+                    scope = PyDict_GetItemWithError(debug_attrs, scope_key);
+                    if (!PyErr_Occurred())
+                        name = PyDict_GetItemWithError(strings, name_key);
+                }
+                Py_XDECREF(scope_key);
+                Py_XDECREF(name_key);
+                if (PyErr_Occurred()) {
+                    Py_DECREF(key);
+                    goto fail;
+                }
+                int scoped = 0;
+                for (Py_ssize_t k = 0; scope != NULL && k < PyTuple_GET_SIZE(scopes); k++)
+                    scoped |= (PyObject *)Py_TYPE(scope) == PyTuple_GET_ITEM(scopes, k);
+                if (scoped && name != NULL) {
+                    value = make_loc((PyTypeObject *)loc_type, scope, name, fields[2], fields[3]);
+                    if (value == NULL || PyDict_SetItem(locations, key, value) < 0
+                            || PyDict_SetItem(debug_attrs, key, value) < 0) {
+                        Py_XDECREF(value);
+                        Py_DECREF(key);
+                        goto fail;
+                    }
+                }
+            }
+            if (value == NULL) {
+                Py_DECREF(key);
+                break;
+            }
+        }
+        Py_DECREF(key);
+        int failed = PyList_Append(found, value) < 0;
+        Py_DECREF(value);
+        if (failed)
+            goto fail;
+    }
+    PyBuffer_Release(&view);
+    return found;
+fail:
+    PyBuffer_Release(&view);
+    Py_XDECREF(found);
+    return NULL;
+}
+
 static PyMethodDef decoder_functions[] = {
     {"decode_ops", (PyCFunction)(void (*)(void))decode_ops, METH_FASTCALL,
      "decode_ops(mr, reader, data, pos, end, values, preorder, pending, depth, base, decoders, "
      "count) -> (ops, pos)"},
+    {"plain_locations", (PyCFunction)(void (*)(void))plain_locations, METH_FASTCALL,
+     "plain_locations(data, offsets, indices, start, stop, locations, debug_attrs, strings, "
+     "loc_type, scopes, tag) -> list"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -825,8 +980,12 @@ int add_op_decoder(PyObject *module) {
     s_string_cache = PyUnicode_InternFromString("_string_cache");
     s_default_for = PyUnicode_InternFromString("default_for");
     s_dense = PyUnicode_InternFromString("_dense");
-    if (!s_types || !s_string_cache || !s_default_for || !s_dense
-            || PyType_Ready(&OpDecoderType) < 0)
+    s_scope = PyUnicode_InternFromString("scope");
+    s_filename = PyUnicode_InternFromString("filename");
+    s_line = PyUnicode_InternFromString("line");
+    s_column = PyUnicode_InternFromString("column");
+    if (!s_types || !s_string_cache || !s_default_for || !s_dense || !s_scope || !s_filename
+            || !s_line || !s_column || PyType_Ready(&OpDecoderType) < 0)
         return -1;
     Py_INCREF(&OpDecoderType);
     if (PyModule_AddObject(module, "OpDecoder", (PyObject *)&OpDecoderType) < 0) {

@@ -13,6 +13,7 @@ Token = None  # the lexer's token type
 CursorBase = None  # the token-level methods of the lexer's Cursor
 OpDecoder = None  # one op kind's decoder, made from its plan (tilebc/binary/fastpath.py)
 decode_ops = None  # the reader's loop over a body's or a block's ops
+plain_locations = None  # a function's op locations from plain debug entries (Reader.op_locations)
 
 if not os.environ.get("TILEBC_PURE"):
     try:
@@ -22,6 +23,10 @@ if not os.environ.get("TILEBC_PURE"):
     try:
         from ._speedups import OpDecoder, decode_ops  # noqa: F811
     except ImportError:  # not built, or built before it existed: the generated Python
+        pass
+    try:
+        from ._speedups import plain_locations  # noqa: F811
+    except ImportError:
         pass
 
 ACTIVE = scan_token is not None

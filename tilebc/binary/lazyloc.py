@@ -84,14 +84,13 @@ class PendingLocations:
         ops = self.ops
         if ops is None:
             return
-        location, offset = self.reader.location, self.offset
         # Decode everything before assigning anything: on error the function stays pending and
         # every later access raises the same error again.
         try:
-            locations = [location(index, offset) for index in self.indices[1:len(ops) + 1]]
+            locations = self.reader.op_locations(self.indices, 1, len(ops) + 1, self.offset)
         except RecursionError:  # only with an absurd max_nesting; never let it escape
             raise self.reader.error("limit exceeded: debug attributes nested too deeply for "
-                                    "Python's stack (lower max_nesting)", offset) from None
+                                    "Python's stack (lower max_nesting)", self.offset) from None
         for op, loc in zip(ops, locations):  # the reader gave every op an index
             store_loc_slot(op, loc)
         self.ops = None

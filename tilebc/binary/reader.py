@@ -31,7 +31,7 @@ from .container import (CHECKED_ON_USE, CLAMPED, EXACT, MAGIC, PREVIEW_TAG_BIT, 
                         SECTION_ALIGNMENT, BlobTable, SectionId, construct_detail, parse_construct,
                         plain_section, plain_table)
 from .fastpath import Bail, compiled_decoder, fast_decoder, varint_tail
-from ..speedups import decode_ops
+from ..speedups import decode_ops, plain_locations
 from .layout import FileLayout, used_bitmap
 from .lazyloc import DecodedFunction, DecodedOp, PendingLocations, defer_location
 from .lenient import WarningLog
@@ -838,6 +838,26 @@ class ModuleReader:
                              offset)
         self._locations[index] = value
         return value
+
+    def op_locations(self, indices, start: int, stop: int, offset: int) -> list:
+        """[self.location(index, offset) for index in indices[start:stop]], the plain entries
+        (see _plain_loc) made in C where tilebc._speedups is built."""
+        location = self.location
+        table = self.debug_blobs
+        if plain_locations is None or not isinstance(table, container.BlobTable) \
+                or table.slicing is not EXACT or self._debug_in_progress:
+            return [location(index, offset) for index in indices[start:stop]]
+        found = []
+        while start < stop:
+            made = plain_locations(table.data, table.offsets, indices, start, stop,
+                                   self._locations, self._debug_attrs, self._string_cache, L.DILoc,
+                                   _LOC_SCOPES, DEBUG_LOC)
+            found += made
+            start += len(made)
+            if start < stop:  # an entry the C helper leaves to location(): read it, go on after
+                found.append(location(indices[start], offset))
+                start += 1
+        return found
 
     def _plain_loc(self, index: int):
         """The DILoc of debug entry `index` read inline when it is the usual case: an exactly

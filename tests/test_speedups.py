@@ -265,6 +265,46 @@ def test_plain_locations_stops_at_what_it_cannot_make():
         speedups.plain_locations(*call[:-1])
 
 
+def _every_name(monkeypatch, compiled: bool) -> list:
+    """The SSA names the printer gives every function of every fixture and text-corpus file: (text,
+    refs, result groups, suggestions) by value position, through tilebc/_names.c when `compiled`."""
+    import tilebc
+    from tilebc import speedups as chosen
+    from tilebc.text import parse_module
+    from tilebc.text.names import FunctionNames
+    if not compiled:
+        monkeypatch.setattr(chosen, "number_ops", None)
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode")
+    modules = [tilebc.load(path, verify=False)
+               for path in sorted(glob.glob(os.path.join(fixtures, "*", "*-13.5.tilebc")))]
+    for path in CORPUS:
+        with open(path, encoding="utf-8") as stream:
+            try:
+                modules.append(parse_module(stream.read(), path))
+            except tilebc.TilebcError:
+                continue  # the corpus holds invalid files too
+    found = []
+    for module in modules:
+        for function in module.functions:
+            names = FunctionNames(function)  # dicts in insertion order: the order values are named
+            found.append((list(names.text.values()), list(names.refs.values()),
+                          sorted(names.groups.values()), list(names._suggested.values())))
+    monkeypatch.undo()
+    return found
+
+
+def test_the_c_naming_gives_the_names_the_python_gives(monkeypatch):
+    """Every function of every 13.5 fixture and text-corpus file: tilebc/_names.c names every
+    value (numbers, fixed names made unique, suggestions, result groups) as names.py does."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    ours = _every_name(monkeypatch, compiled=True)
+    theirs = _every_name(monkeypatch, compiled=False)
+    assert len(ours) > 300 and ours == theirs
+    assert any(groups for _, _, groups, _ in ours)  # multi-result groups were named too
+    assert any(name.endswith("_1") for text, _, _, _ in ours for name in text)  # and conflicts
+
+
 def test_a_malformed_decoder_program_is_refused(monkeypatch):
     from tilebc import speedups as chosen
     from tilebc.binary import fastpath

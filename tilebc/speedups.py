@@ -14,6 +14,7 @@ CursorBase = None  # the token-level methods of the lexer's Cursor
 OpDecoder = None  # one op kind's decoder, made from its plan (tilebc/binary/fastpath.py)
 decode_ops = None  # the reader's loop over a body's or a block's ops
 plain_locations = None  # a function's op locations from plain debug entries (Reader.op_locations)
+number_ops = None  # the printer's SSA naming of a block's ops (text/names.py)
 
 if not os.environ.get("TILEBC_PURE"):
     try:
@@ -26,6 +27,10 @@ if not os.environ.get("TILEBC_PURE"):
         pass
     try:
         from ._speedups import plain_locations  # noqa: F811
+    except ImportError:
+        pass
+    try:
+        from ._speedups import number_ops  # noqa: F811
     except ImportError:
         pass
 

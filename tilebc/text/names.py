@@ -17,6 +17,7 @@ from functools import lru_cache
 from ..ir.module import Block, Function, Op, Value
 from ..ir.types import ElementType
 from ..numeric.dense import dense_is_splat, dense_is_uniform, storage_bytes
+from .. import speedups
 from .floats import constant_name_part
 
 
@@ -252,6 +253,10 @@ class FunctionNames:
                     self.next_argument += 1
                 else:
                     self._set(arg, None, scope)
+        number_ops = speedups.number_ops
+        if number_ops is not None:  # the same loop in C (tilebc/_names.c)
+            number_ops(self, block.ops, scope, nested, _RULES, _rule, _sanitize, suggested_names)
+            return
         text = self.text
         refs = self.refs
         rules = _RULES

@@ -1,0 +1,368 @@
+/* number_ops: the op loop of tilebc.text.names.FunctionNames._number_block, in C (part of
+ * tilebc._speedups).
+ *
+ * It names the results of a block's ops exactly as the Python loop does: an op without suggested
+ * names gets the next number (one result group), an op with one result and one fixed name gets
+ * that name made unique in the scope chain; every other op (constants, `assume`, ops named after
+ * their results) is named as _number_named names it, from suggest(op, names) (suggested_names).
+ * The counters stay attributes of the FunctionNames, read and written around each use, so the
+ * Python methods see the same numbers.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *s_next_value, *s_next_conflict, *s_text, *s_refs, *s_names,
+    *s_parent, *s_regions, *s_results, *s_spec, *s_index, *s_suggested;
+
+static PyObject *s_percent;
+
+/* The FunctionNames' counters, held here while number_ops runs (no callback reads them) and
+ * stored back at its end. */
+typedef struct {
+    Py_ssize_t next_value, next_conflict;
+} Counters;
+
+static int load_counter(PyObject *owner, PyObject *name, Py_ssize_t *out) {
+    PyObject *value = PyObject_GetAttr(owner, name);
+    if (value == NULL)
+        return -1;
+    *out = PyLong_AsSsize_t(value);
+    Py_DECREF(value);
+    if (*out < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "number_ops: a negative counter");
+        return -1;
+    }
+    return 0;
+}
+
+static int store_counter(PyObject *owner, PyObject *name, Py_ssize_t value) {
+    PyObject *number = PyLong_FromSsize_t(value);
+    int failed = number == NULL || PyObject_SetAttr(owner, name, number) < 0;
+    Py_XDECREF(number);
+    return failed ? -1 : 0;
+}
+
+/* str(number) */
+static PyObject *number_text(Py_ssize_t number) {
+    char buffer[32];
+    int length = snprintf(buffer, sizeof buffer, "%zd", number);
+    return PyUnicode_FromStringAndSize(buffer, length);
+}
+
+/* 1 when `name` is in `scope` or an enclosing one (_Scope.__contains__), 0 when not, -1 error */
+static int in_scope(PyObject *scope, PyObject *name) {
+    Py_INCREF(scope);
+    while (scope != Py_None) {
+        PyObject *names = PyObject_GetAttr(scope, s_names);
+        int found = names == NULL ? -1 : PySet_Contains(names, name);
+        Py_XDECREF(names);
+        if (found != 0) {
+            Py_DECREF(scope);
+            return found;
+        }
+        PyObject *parent = PyObject_GetAttr(scope, s_parent);
+        Py_DECREF(scope);
+        if (parent == NULL)
+            return -1;
+        scope = parent;
+    }
+    Py_DECREF(scope);
+    return 0;
+}
+
+/* FunctionNames._unique: `name` sanitized, made unique in the scope chain, added to `scope` */
+static PyObject *unique(Counters *counters, PyObject *name, PyObject *scope,
+                        PyObject *sanitize) {
+    PyObject *clean = PyObject_CallOneArg(sanitize, name);
+    if (clean == NULL)
+        return NULL;
+    int taken = in_scope(scope, clean);
+    while (taken > 0) {  /* _renamed: `name_K`, K the function's next conflict number */
+        PyObject *probe = PyUnicode_FromFormat("%U_%zd", clean, counters->next_conflict++);
+        if (probe == NULL) {
+            taken = -1;
+            break;
+        }
+        taken = in_scope(scope, probe);
+        if (taken == 0) {
+            Py_DECREF(clean);
+            clean = probe;
+        } else {
+            Py_DECREF(probe);
+        }
+    }
+    if (taken < 0) {
+        Py_DECREF(clean);
+        return NULL;
+    }
+    PyObject *own = PyObject_GetAttr(scope, s_names);
+    int failed = own == NULL || PySet_Add(own, clean) < 0;
+    Py_XDECREF(own);
+    if (failed) {
+        Py_DECREF(clean);
+        return NULL;
+    }
+    return clean;
+}
+
+/* text[value] = head (unless text is NULL); refs[value] = "%" + head, or "%head#k" with k the
+ * value's `index` when `grouped` */
+static int set_name(PyObject *text, PyObject *refs, PyObject *value, PyObject *head,
+                    int grouped) {
+    PyObject *ref;
+    if (grouped) {
+        PyObject *index = PyObject_GetAttr(value, s_index);
+        ref = index == NULL ? NULL : PyUnicode_FromFormat("%%%U#%S", head, index);
+        Py_XDECREF(index);
+    } else {
+        ref = PyUnicode_Concat(s_percent, head);
+    }
+    int failed = ref == NULL || (text != NULL && PyDict_SetItem(text, value, head) < 0)
+                 || PyDict_SetItem(refs, value, ref) < 0;
+    Py_XDECREF(ref);
+    return failed ? -1 : 0;
+}
+
+/* FunctionNames._set: `value` named `name` made unique, or numbered when `name` is empty or None */
+static int set_value(Counters *counters, PyObject *value, PyObject *name, PyObject *scope,
+                     PyObject *sanitize, PyObject *text, PyObject *refs) {
+    int named = name == Py_None ? 0 : PyObject_IsTrue(name);
+    if (named < 0)
+        return -1;
+    PyObject *head;
+    if (named)
+        head = unique(counters, name, scope, sanitize);
+    else
+        head = number_text(counters->next_value++);
+    if (head == NULL)
+        return -1;
+    int status = set_name(text, refs, value, head, 0);
+    Py_DECREF(head);
+    return status;
+}
+
+/* FunctionNames._number_named: the results named as suggest(op, names) says, the unnamed ones
+ * after a named one forming a group used as `%head#k` */
+static int number_named(PyObject *names_obj, Counters *counters, PyObject *op,
+                        PyObject **results, Py_ssize_t count, PyObject *scope,
+                        PyObject *sanitize, PyObject *suggest, PyObject *suggested,
+                        PyObject *text, PyObject *refs) {
+    PyObject *suggestion = PyObject_CallFunctionObjArgs(suggest, op, names_obj, NULL);
+    PyObject *groups = NULL, *key = NULL, *names = NULL;
+    int status = -1;
+    if (suggestion == NULL)
+        return -1;
+    if (!PyList_Check(suggestion) || PyList_GET_SIZE(suggestion) != count) {
+        PyErr_SetString(PyExc_TypeError, "number_ops: a suggestion is not a list of the results");
+        goto done;
+    }
+    key = PyLong_FromVoidPtr(op);
+    if (key == NULL || PyDict_SetItem(suggested, key, suggestion) < 0)
+        goto done;
+    if (count == 1) {  /* one result: its suggestion, else the next number */
+        status = set_value(counters, results[0], PyList_GET_ITEM(suggestion, 0), scope, sanitize,
+                           text, refs);
+        goto done;
+    }
+    groups = PyList_New(0);
+    PyObject *zero = PyLong_FromLong(0);
+    if (groups == NULL || zero == NULL || PyList_Append(groups, zero) < 0) {
+        Py_XDECREF(zero);
+        goto done;
+    }
+    Py_DECREF(zero);
+    for (Py_ssize_t index = 0; index < count; index++) {
+        PyObject *name = PyList_GET_ITEM(suggestion, index);
+        if (name == Py_None)
+            continue;
+        if (set_value(counters, results[index], name, scope, sanitize, text, refs) < 0)
+            goto done;
+        if (index) {
+            PyObject *start = PyLong_FromSsize_t(index);
+            int failed = start == NULL || PyList_Append(groups, start) < 0;
+            Py_XDECREF(start);
+            if (failed)
+                goto done;
+        }
+    }
+    int known = PyDict_Contains(text, results[0]);
+    if (known < 0 || (!known && set_value(counters, results[0], Py_None, scope, sanitize, text,
+                                          refs) < 0))
+        goto done;
+    Py_ssize_t n_groups = PyList_GET_SIZE(groups);
+    if (n_groups > 1) {
+        names = PyObject_GetAttrString(names_obj, "groups");
+        if (names == NULL || PyObject_SetItem(names, key, groups) < 0)
+            goto done;
+    }
+    if (count > 1) {  /* _group_refs */
+        for (Py_ssize_t g = 0; g < n_groups; g++) {
+            Py_ssize_t start = PyLong_AsSsize_t(PyList_GET_ITEM(groups, g));
+            Py_ssize_t end = g + 1 < n_groups ? PyLong_AsSsize_t(PyList_GET_ITEM(groups, g + 1))
+                                              : count;
+            PyObject *head = PyDict_GetItemWithError(text, results[start]);
+            if (head == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_KeyError, "number_ops: a group head has no name");
+                goto done;
+            }
+            for (Py_ssize_t k = 0; k < end - start; k++) {
+                PyObject *ref = end - start == 1 ? PyUnicode_Concat(s_percent, head)
+                                                 : PyUnicode_FromFormat("%%%U#%zd", head, k);
+                int failed = ref == NULL || PyDict_SetItem(refs, results[start + k], ref) < 0;
+                Py_XDECREF(ref);
+                if (failed)
+                    goto done;
+            }
+        }
+    }
+    status = 0;
+done:
+    Py_XDECREF(names);
+    Py_XDECREF(groups);
+    Py_XDECREF(key);
+    Py_DECREF(suggestion);
+    return status;
+}
+
+/* The naming rule of `spec` from `rules` ({id(spec): (spec, rule)}), else rule_of(spec). */
+static PyObject *rule_for(PyObject *spec, PyObject *rules, PyObject *rule_of) {
+    PyObject *key = PyLong_FromVoidPtr(spec);
+    if (key == NULL)
+        return NULL;
+    PyObject *found = PyDict_GetItemWithError(rules, key);
+    Py_DECREF(key);
+    if (found != NULL && PyTuple_Check(found) && PyTuple_GET_SIZE(found) == 2
+            && PyTuple_GET_ITEM(found, 0) == spec) {
+        PyObject *rule = PyTuple_GET_ITEM(found, 1);
+        Py_INCREF(rule);
+        return rule;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    return PyObject_CallOneArg(rule_of, spec);
+}
+
+static int number_op(PyObject *names_obj, Counters *counters, PyObject *op, PyObject *scope,
+                     PyObject *nested, PyObject *rules, PyObject *rule_of, PyObject *sanitize,
+                     PyObject *suggest, PyObject *suggested, PyObject *text, PyObject *refs) {
+    PyObject *regions = PyObject_GetAttr(op, s_regions);
+    if (regions == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(regions);
+    Py_DECREF(regions);
+    if (truth < 0 || (truth && PyList_Append(nested, op) < 0))
+        return -1;
+    PyObject *results = PyObject_GetAttr(op, s_results);
+    if (results == NULL)
+        return -1;
+    int status = -1;
+    PyObject *spec = NULL, *rule = NULL, *results_list = PySequence_Fast(results, "results");
+    if (results_list == NULL)
+        goto done;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(results_list);
+    if (count == 0) {
+        status = 0;
+        goto done;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(results_list);
+    spec = PyObject_GetAttr(op, s_spec);
+    if (spec == NULL || (rule = rule_for(spec, rules, rule_of)) == NULL)
+        goto done;
+    if (rule == Py_None) {  /* no suggested names: one numbered group */
+        PyObject *head = number_text(counters->next_value++);
+        if (head == NULL)
+            goto done;
+        int failed = PyDict_SetItem(text, items[0], head) < 0;
+        for (Py_ssize_t i = 0; i < count && !failed; i++)
+            failed = set_name(NULL, refs, items[i], head, count > 1) < 0;
+        Py_DECREF(head);
+        status = failed ? -1 : 0;
+    } else if (count == 1 && PyUnicode_Check(rule) && PyUnicode_GET_LENGTH(rule) > 0
+               && PyUnicode_READ_CHAR(rule, 0) != '@') {  /* the op's one fixed name */
+        PyObject *name = unique(counters, rule, scope, sanitize);
+        if (name == NULL)
+            goto done;
+        status = set_name(text, refs, items[0], name, 0);
+        Py_DECREF(name);
+    } else {
+        status = number_named(names_obj, counters, op, items, count, scope, sanitize, suggest,
+                              suggested, text, refs);
+    }
+done:
+    Py_XDECREF(rule);
+    Py_XDECREF(spec);
+    Py_XDECREF(results_list);
+    Py_DECREF(results);
+    return status;
+}
+
+/* number_ops(names, ops, scope, nested, rules, rule_of, sanitize, suggest): see the top of this
+ * file */
+static PyObject *number_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "number_ops takes 8 arguments");
+        return NULL;
+    }
+    PyObject *names_obj = args[0], *ops = args[1], *scope = args[2], *nested = args[3];
+    PyObject *rules = args[4], *rule_of = args[5], *sanitize = args[6], *suggest = args[7];
+    if (!PyList_Check(nested) || !PyDict_Check(rules)) {
+        PyErr_SetString(PyExc_TypeError, "number_ops: nested must be a list, rules a dict");
+        return NULL;
+    }
+    PyObject *text = PyObject_GetAttr(names_obj, s_text);
+    PyObject *refs = text == NULL ? NULL : PyObject_GetAttr(names_obj, s_refs);
+    PyObject *suggested = refs == NULL ? NULL : PyObject_GetAttr(names_obj, s_suggested);
+    PyObject *sequence = suggested == NULL ? NULL : PySequence_Fast(ops, "number_ops: ops");
+    Counters counters;
+    int failed = sequence == NULL || load_counter(names_obj, s_next_value, &counters.next_value) < 0
+                 || load_counter(names_obj, s_next_conflict, &counters.next_conflict) < 0;
+    if (!failed && (!PyDict_Check(text) || !PyDict_Check(refs) || !PyDict_Check(suggested))) {
+        PyErr_SetString(PyExc_TypeError, "number_ops: text, refs and _suggested must be dicts");
+        failed = 1;
+    }
+    if (!failed) {
+        /* a tuple or list of ops: the callbacks only suggest names, they change no block */
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(sequence) && !failed; i++)
+            failed = number_op(names_obj, &counters, PySequence_Fast_GET_ITEM(sequence, i), scope,
+                               nested, rules, rule_of, sanitize, suggest, suggested, text,
+                               refs) < 0;
+        if (store_counter(names_obj, s_next_value, counters.next_value) < 0
+                || store_counter(names_obj, s_next_conflict, counters.next_conflict) < 0)
+            failed = 1;
+    }
+    Py_XDECREF(sequence);
+    Py_XDECREF(suggested);
+    Py_XDECREF(refs);
+    Py_XDECREF(text);
+    if (failed)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef names_functions[] = {
+    {"number_ops", (PyCFunction)(void (*)(void))number_ops, METH_FASTCALL,
+     "number_ops(names, ops, scope, nested, rules, rule_of, sanitize, suggest): name the "
+     "results of a block's ops as FunctionNames._number_block does"},
+    {NULL, NULL, 0, NULL},
+};
+
+int add_names(PyObject *module) {
+    s_next_value = PyUnicode_InternFromString("next_value");
+    s_next_conflict = PyUnicode_InternFromString("next_conflict");
+    s_text = PyUnicode_InternFromString("text");
+    s_refs = PyUnicode_InternFromString("refs");
+    s_names = PyUnicode_InternFromString("names");
+    s_parent = PyUnicode_InternFromString("parent");
+    s_regions = PyUnicode_InternFromString("regions");
+    s_results = PyUnicode_InternFromString("results");
+    s_spec = PyUnicode_InternFromString("spec");
+    s_index = PyUnicode_InternFromString("index");
+    s_percent = PyUnicode_InternFromString("%");
+    s_suggested = PyUnicode_InternFromString("_suggested");
+    if (!s_next_value || !s_next_conflict || !s_text || !s_refs || !s_names
+            || !s_parent || !s_regions || !s_results || !s_spec || !s_index || !s_percent || !s_suggested)
+        return -1;
+    return PyModule_AddFunctions(module, names_functions);
+}

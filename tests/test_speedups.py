@@ -267,7 +267,7 @@ def test_plain_locations_stops_at_what_it_cannot_make():
 
 def _every_name(monkeypatch, compiled: bool) -> list:
     """The SSA names the printer gives every function of every fixture and text-corpus file: (text,
-    refs, result groups, suggestions) by value position, through tilebc/_names.c when `compiled`."""
+    refs, result groups, suggestions) by value position, through tilebc/_printer.c when `compiled`."""
     import tilebc
     from tilebc import speedups as chosen
     from tilebc.text import parse_module
@@ -294,7 +294,7 @@ def _every_name(monkeypatch, compiled: bool) -> list:
 
 
 def test_the_c_naming_gives_the_names_the_python_gives(monkeypatch):
-    """Every function of every 13.5 fixture and text-corpus file: tilebc/_names.c names every
+    """Every function of every 13.5 fixture and text-corpus file: tilebc/_printer.c names every
     value (numbers, fixed names made unique, suggestions, result groups) as names.py does."""
     if os.environ.get("TILEBC_PURE"):
         pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
@@ -303,6 +303,54 @@ def test_the_c_naming_gives_the_names_the_python_gives(monkeypatch):
     assert len(ours) > 300 and ours == theirs
     assert any(groups for _, _, groups, _ in ours)  # multi-result groups were named too
     assert any(name.endswith("_1") for text, _, _, _ in ours for name in text)  # and conflicts
+
+
+def _every_text(monkeypatch, compiled: bool) -> list:
+    """Every 13.5 fixture printed plain and with locations (`-g`), the printer's loops in C
+    (tilebc/_printer.c) when `compiled`."""
+    import tilebc
+    from tilebc import speedups as chosen
+    from tilebc.text import print_module
+    if not compiled:
+        monkeypatch.setattr(chosen, "print_ops", None)
+        monkeypatch.setattr(chosen, "number_ops", None)
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode")
+    texts = []
+    for path in sorted(glob.glob(os.path.join(fixtures, "*", "*-13.5.tilebc"))):
+        module = tilebc.load(path, verify=False)
+        texts += [print_module(module), print_module(module, debug=True)]
+    monkeypatch.undo()
+    return texts
+
+
+def test_the_c_printer_loop_prints_what_the_python_one_prints(monkeypatch):
+    """Every 13.5 fixture, plain and `-g`: the same text with the printer's loops in C and in
+    Python (the identity tests compare the C path's text with tileirdisasm's)."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    ours = _every_text(monkeypatch, compiled=True)
+    theirs = _every_text(monkeypatch, compiled=False)
+    assert len(ours) > 300 and ours == theirs
+    assert any("#loc" in text for text in ours)
+
+
+def test_print_ops_leaves_what_it_cannot_print_to_the_printer():
+    """An op kind without a compiled printer, a multi-result op, or a printer that raises: the
+    C loop hands the op to the Python method, whose text (or error) it keeps."""
+    calls = []
+
+    def op_text(op, ctx):
+        calls.append(op)
+        if op == "bad":
+            raise ValueError("bad op")
+        return f"py:{op}"
+
+    assert speedups.print_ops(op_text, ["a", "b"], None, "  ", {}, {}, None) == \
+        "  py:a\n  py:b\n" and calls == ["a", "b"]
+    with pytest.raises(ValueError, match="bad op"):
+        speedups.print_ops(op_text, ["a", "bad"], None, "", {}, {}, None)
+    with pytest.raises(TypeError):
+        speedups.print_ops(op_text, ["a"], None, "", [], {}, None)
 
 
 def test_a_malformed_decoder_program_is_refused(monkeypatch):

@@ -466,7 +466,7 @@ static struct PyModuleDef module_def = {
 };
 
 int add_op_decoder(PyObject *module);  /* _opdecoder.c */
-int add_names(PyObject *module);  /* _names.c */
+int add_printer(PyObject *module);  /* _printer.c */
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     kind_value = PyUnicode_InternFromString("value");
@@ -497,7 +497,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         Py_DECREF(module);
         return NULL;
     }
-    if (add_op_decoder(module) < 0 || add_names(module) < 0) {
+    if (add_op_decoder(module) < 0 || add_printer(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -15,6 +15,7 @@ OpDecoder = None  # one op kind's decoder, made from its plan (tilebc/binary/fas
 decode_ops = None  # the reader's loop over a body's or a block's ops
 plain_locations = None  # a function's op locations from plain debug entries (Reader.op_locations)
 number_ops = None  # the printer's SSA naming of a block's ops (text/names.py)
+print_ops = None  # the printer's loop over a block's ops (text/printer.py block_body)
 
 if not os.environ.get("TILEBC_PURE"):
     try:
@@ -30,7 +31,7 @@ if not os.environ.get("TILEBC_PURE"):
     except ImportError:
         pass
     try:
-        from ._speedups import number_ops  # noqa: F811
+        from ._speedups import number_ops, print_ops  # noqa: F811
     except ImportError:
         pass
 

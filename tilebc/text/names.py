@@ -254,7 +254,7 @@ class FunctionNames:
                 else:
                     self._set(arg, None, scope)
         number_ops = speedups.number_ops
-        if number_ops is not None:  # the same loop in C (tilebc/_names.c)
+        if number_ops is not None:  # the same loop in C (tilebc/_printer.c)
             number_ops(self, block.ops, scope, nested, _RULES, _rule, _sanitize, suggested_names)
             return
         text = self.text

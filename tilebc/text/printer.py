@@ -17,6 +17,7 @@ from ..ir.types import exact_type_text
 from ..ops.spec import AttrKind
 from ..ops.table import ENTRY_OP, GLOBAL_OP
 from ..gcpause import collection_paused
+from .. import speedups
 from . import values as V
 from .names import FunctionNames
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
@@ -710,7 +711,12 @@ class _ModulePrinter:
             ops = ops[:-1]
         indent = inner.indent
         op_text = self.op
-        body = "".join([indent + op_text(op, inner) + "\n" for op in ops])
+        print_ops = speedups.print_ops
+        if print_ops is not None and not self.generic:  # the same loop in C (tilebc/_printer.c)
+            body = print_ops(op_text, ops, inner, indent, _OP_PRINTERS, ctx.names.refs,
+                             self.aliases.ref if self.debug else None)
+        else:
+            body = "".join([indent + op_text(op, inner) + "\n" for op in ops])
         return "{\n" + body + ctx.indent + "}"
 
     def generic_op(self, op: Op, ctx: _Context) -> str:

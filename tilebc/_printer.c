@@ -1,7 +1,6 @@
-/* number_ops: the op loop of tilebc.text.names.FunctionNames._number_block, in C (part of
- * tilebc._speedups).
+/* The printer's loops over a block's ops, in C (part of tilebc._speedups).
  *
- * It names the results of a block's ops exactly as the Python loop does: an op without suggested
+ * number_ops: the op loop of tilebc.text.names.FunctionNames._number_block. It names the results of a block's ops exactly as the Python loop does: an op without suggested
  * names gets the next number (one result group), an op with one result and one fixed name gets
  * that name made unique in the scope chain; every other op (constants, `assume`, ops named after
  * their results) is named as _number_named names it, from suggest(op, names) (suggested_names).
@@ -12,7 +11,7 @@
 #include <Python.h>
 
 static PyObject *s_next_value, *s_next_conflict, *s_text, *s_refs, *s_names,
-    *s_parent, *s_regions, *s_results, *s_spec, *s_index, *s_suggested;
+    *s_parent, *s_regions, *s_results, *s_spec, *s_index, *s_suggested, *s_loc;
 
 static PyObject *s_percent;
 
@@ -341,14 +340,117 @@ static PyObject *number_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     Py_RETURN_NONE;
 }
 
-static PyMethodDef names_functions[] = {
+static PyObject *s_mnemonic, *s_equals, *s_newline, *s_space;
+
+/* The text of `op` after its indentation as the printer's `op` method gives it, for an op of a
+ * kind with a compiled body printer and at most one result; NULL without an exception for any
+ * other op, or when its printer raised (the Python method then prints it, or says what is wrong). */
+static PyObject *quick_line(PyObject *op, PyObject *ctx, PyObject *printers, PyObject *refs,
+                            PyObject *debug_ref) {
+    PyObject *spec = PyObject_GetAttr(op, s_spec), *results = NULL, *body = NULL, *line = NULL;
+    PyObject *key = NULL, *loc = NULL, *located = NULL;
+    if (spec == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    key = PyLong_FromVoidPtr(spec);
+    PyObject *found = key == NULL ? NULL : PyDict_GetItemWithError(printers, key);
+    if (found == NULL || !PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 2
+            || PyTuple_GET_ITEM(found, 0) != spec)
+        goto done;
+    results = PyObject_GetAttr(op, s_results);
+    if (results == NULL || !PyList_Check(results) || PyList_GET_SIZE(results) > 1)
+        goto done;
+    body = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(found, 1), op, ctx, NULL);
+    if (body == NULL || !PyUnicode_Check(body))
+        goto done;
+    PyObject *mnemonic = PyObject_GetAttr(spec, s_mnemonic);
+    if (mnemonic == NULL)
+        goto done;
+    line = PyUnicode_Concat(mnemonic, body);
+    Py_DECREF(mnemonic);
+    if (line != NULL && PyList_GET_SIZE(results) == 1) {
+        PyObject *ref = PyDict_GetItemWithError(refs, PyList_GET_ITEM(results, 0));
+        PyObject *head = ref == NULL ? NULL : PyUnicode_Concat(ref, s_equals);
+        PyObject *whole = head == NULL ? NULL : PyUnicode_Concat(head, line);
+        Py_XDECREF(head);
+        Py_SETREF(line, whole);
+    }
+    if (line != NULL && debug_ref != Py_None) {  /* ` #locN` */
+        loc = PyObject_GetAttr(op, s_loc);
+        located = loc == NULL ? NULL : PyObject_CallOneArg(debug_ref, loc);
+        PyObject *spaced = located == NULL ? NULL : PyUnicode_Concat(s_space, located);
+        PyObject *whole = spaced == NULL ? NULL : PyUnicode_Concat(line, spaced);
+        Py_XDECREF(spaced);
+        Py_SETREF(line, whole);
+    }
+done:
+    Py_XDECREF(located);
+    Py_XDECREF(loc);
+    Py_XDECREF(body);
+    Py_XDECREF(results);
+    Py_XDECREF(key);
+    Py_DECREF(spec);
+    if (line == NULL)
+        PyErr_Clear();
+    return line;
+}
+
+/* print_ops(op_text, ops, ctx, indent, printers, refs, debug_ref) -> str: indent + op_text(op,
+ * ctx) + "\n" for each op, the usual ops printed here (quick_line), the others by op_text, the
+ * printer's `op` method. printers: {id(spec): (spec, body printer)}; refs: the value names;
+ * debug_ref: None, or the location aliases' `ref` (`-g`). */
+static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "print_ops takes 7 arguments");
+        return NULL;
+    }
+    PyObject *op_text = args[0], *ops = args[1], *ctx = args[2], *indent = args[3];
+    PyObject *printers = args[4], *refs = args[5], *debug_ref = args[6];
+    if (!PyDict_Check(printers) || !PyDict_Check(refs) || !PyUnicode_Check(indent)) {
+        PyErr_SetString(PyExc_TypeError, "print_ops: bad argument types");
+        return NULL;
+    }
+    PyObject *sequence = PySequence_Fast(ops, "print_ops: ops");
+    if (sequence == NULL)
+        return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
+    PyObject *pieces = PyList_New(3 * count), *text = NULL;
+    if (pieces == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *op = PySequence_Fast_GET_ITEM(sequence, i);
+        PyObject *line = quick_line(op, ctx, printers, refs, debug_ref);
+        if (line == NULL && (line = PyObject_CallFunctionObjArgs(op_text, op, ctx, NULL)) == NULL)
+            goto done;
+        Py_INCREF(indent);
+        Py_INCREF(s_newline);
+        PyList_SET_ITEM(pieces, 3 * i, indent);
+        PyList_SET_ITEM(pieces, 3 * i + 1, line);
+        PyList_SET_ITEM(pieces, 3 * i + 2, s_newline);
+    }
+    PyObject *empty = PyUnicode_New(0, 0);
+    if (empty != NULL) {
+        text = PyUnicode_Join(empty, pieces);
+        Py_DECREF(empty);
+    }
+done:
+    Py_XDECREF(pieces);
+    Py_DECREF(sequence);
+    return text;
+}
+
+static PyMethodDef printer_functions[] = {
+    {"print_ops", (PyCFunction)(void (*)(void))print_ops, METH_FASTCALL,
+     "print_ops(op_text, ops, ctx, indent, printers, refs, debug_ref) -> str: a block's ops "
+     "as the printer's block_body prints them"},
     {"number_ops", (PyCFunction)(void (*)(void))number_ops, METH_FASTCALL,
      "number_ops(names, ops, scope, nested, rules, rule_of, sanitize, suggest): name the "
      "results of a block's ops as FunctionNames._number_block does"},
     {NULL, NULL, 0, NULL},
 };
 
-int add_names(PyObject *module) {
+int add_printer(PyObject *module) {
     s_next_value = PyUnicode_InternFromString("next_value");
     s_next_conflict = PyUnicode_InternFromString("next_conflict");
     s_text = PyUnicode_InternFromString("text");
@@ -361,8 +463,14 @@ int add_names(PyObject *module) {
     s_index = PyUnicode_InternFromString("index");
     s_percent = PyUnicode_InternFromString("%");
     s_suggested = PyUnicode_InternFromString("_suggested");
+    s_loc = PyUnicode_InternFromString("loc");
+    s_mnemonic = PyUnicode_InternFromString("mnemonic");
+    s_equals = PyUnicode_InternFromString(" = ");
+    s_newline = PyUnicode_InternFromString("\n");
+    s_space = PyUnicode_InternFromString(" ");
     if (!s_next_value || !s_next_conflict || !s_text || !s_refs || !s_names
-            || !s_parent || !s_regions || !s_results || !s_spec || !s_index || !s_percent || !s_suggested)
+            || !s_parent || !s_regions || !s_results || !s_spec || !s_index || !s_percent || !s_suggested || !s_loc
+            || !s_mnemonic || !s_equals || !s_newline || !s_space)
         return -1;
-    return PyModule_AddFunctions(module, names_functions);
+    return PyModule_AddFunctions(module, printer_functions);
 }

@@ -8,6 +8,8 @@ and by alias name; each name is numbered in that order (`#loc`, `#loc1`, …).
 from __future__ import annotations
 
 
+from operator import itemgetter
+
 from ..errors import TilebcError
 from ..ir import location as L
 from .values import escape_string
@@ -31,8 +33,8 @@ def _file_loc(loc: L.DILoc):
 
 
 def _children(node) -> list[object]:
-    if isinstance(node, L.DILoc):
-        return [_file_loc(node), node.scope]
+    if node.__class__ is L.DILoc:  # most nodes (the record classes have no subclasses)
+        return [("file", node.filename, node.line, node.column), node.scope]
     if isinstance(node, L.CallSiteLoc):
         return [_normal(node.callee), _normal(node.caller)]
     if isinstance(node, L.DISubprogram):
@@ -50,24 +52,21 @@ def _normal(loc):
     return loc
 
 
+_ALIAS_NAMES = {L.DIFile: "di_file", L.DICompileUnit: "di_compile_unit",
+                L.DISubprogram: "di_subprogram", L.DILexicalBlock: "di_lexical_block"}
+
+
 def _alias_name(node) -> str:
-    if isinstance(node, L.DIFile):
-        return "di_file"
-    if isinstance(node, L.DICompileUnit):
-        return "di_compile_unit"
-    if isinstance(node, L.DISubprogram):
-        return "di_subprogram"
-    if isinstance(node, L.DILexicalBlock):
-        return "di_lexical_block"
-    return "loc"
+    return _ALIAS_NAMES.get(node.__class__, "loc")
 
 
 class LocationAliases:
     """Collects locations with `visit`, then names them (`finish`) and prints definitions."""
 
     def __init__(self):
-        self._order: dict[object, int] = {}
-        self._depth: dict[object, int] = {}
+        # each node (normalised) in print order, pre-order, with its alias depth (None while its
+        # children are visited): the order sorting keeps for equal depths and names
+        self._depth: dict[object, int | None] = {}
         self.names: dict[object, str] = {}
         # id(loc) -> (loc, its `loc(#…)` text, or None before `finish`): a module shares its
         # location objects, so most are found by identity without hashing their trees
@@ -82,25 +81,28 @@ class LocationAliases:
 
     def _visit(self, node) -> int:
         """Records `node` (normalised) and what it refers to, in pre-order; its alias depth."""
-        depth = self._depth.get(node)
-        if depth is not None:
+        depths = self._depth
+        depth = depths.get(node, -1)
+        if depth != -1:  # debug attributes form a DAG: a node is never met inside itself
             return depth
-        self._order[node] = len(self._order)
+        depths[node] = None
         depth = 0
         for child in _children(node):
             depth = max(depth, self._visit(child) + 1)
-        self._depth[node] = depth
+        depths[node] = depth
         return depth
 
     def finish(self) -> None:
-        ordered = sorted(self._order, key=lambda n: (self._depth[n], _alias_name(n), self._order[n]))
+        # by depth, then alias name; a stable sort keeps print order among equals
+        keyed = sorted(((depth, _alias_name(node), node) for node, depth in self._depth.items()),
+                       key=itemgetter(0, 1))
         counts: dict[str, int] = {}
-        for node in ordered:
-            base = _alias_name(node)
+        names = self.names
+        for _, base, node in keyed:
             count = counts.get(base, 0)
             counts[base] = count + 1
-            self.names[node] = "#" + base + (str(count) if count else "")
-        self._sorted = ordered
+            names[node] = "#" + base + (str(count) if count else "")
+        self._sorted = [node for _, _, node in keyed]
 
     def ref(self, loc) -> str:
         known = self._known.get(id(loc))

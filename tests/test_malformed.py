@@ -927,6 +927,27 @@ def test_lazy_locations_equal_strict():
     assert strict.functions[0] == plain and plain == strict.functions[0]
 
 
+def test_ops_become_plain_ops_once_their_locations_are_read():
+    """Reading one op's location decodes its function's: those ops are plain Ops from then on (the
+    location in their slot, read without a property), and writing a location still works; an op
+    whose location fails to decode stays pending."""
+    from tilebc.binary.lazyloc import DecodedOp
+    from tilebc.ir.module import Op
+    data = _fixture_with_debug()
+    strict = [op.loc for op in tilebc.load(data, lazy_debug=False).walk()]
+    ops = list(tilebc.load(data, verify=False).walk())  # (the verifier reads locations)
+    assert {type(op) for op in ops} == {DecodedOp}
+    assert ops[-1].loc == strict[-1]
+    assert {type(op) for op in ops} == {Op} and [op.loc for op in ops] == strict
+    ops[0].loc = None
+    assert ops[0].loc is None and ops[1].loc == strict[1]
+    broken = module_bytes(loc=1, debug=debug_section([0, 1], [b"\x02\x00\x00"]))
+    op = tilebc.load(broken, verify=False).functions[0].body.ops[0]
+    with pytest.raises(tilebc.DecodeError):
+        op.loc
+    assert type(op) is DecodedOp
+
+
 def test_decoded_and_parsed_ops_set_every_slot_as_op_does():
     """DecodedOp and ParsedOp spell out Op.__init__ (the reader and the parser make one per op):
     every slot Op's constructor sets, theirs set to the same value; ParsedOp's own two start as

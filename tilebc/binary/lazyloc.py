@@ -93,6 +93,9 @@ class PendingLocations:
                                     "Python's stack (lower max_nesting)", self.offset) from None
         for op, loc in zip(ops, locations):  # the reader gave every op an index
             store_loc_slot(op, loc)
+            # a plain Op from now on (the same slots): `op.loc` reads the slot, not this module's
+            # property (the verifier and `dis -g` read every op's location)
+            op.__class__ = Op
         self.ops = None
         self.reader = None
 

@@ -314,6 +314,7 @@ def _every_text(monkeypatch, compiled: bool) -> list:
     if not compiled:
         monkeypatch.setattr(chosen, "print_ops", None)
         monkeypatch.setattr(chosen, "number_ops", None)
+        monkeypatch.setattr(chosen, "visit_locations", None)
     fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode")
     texts = []
     for path in sorted(glob.glob(os.path.join(fixtures, "*", "*-13.5.tilebc"))):
@@ -347,6 +348,8 @@ def test_print_ops_leaves_what_it_cannot_print_to_the_printer():
 
     assert speedups.print_ops(op_text, ["a", "b"], None, "  ", {}, {}, None) == \
         "  py:a\n  py:b\n" and calls == ["a", "b"]
+    with pytest.raises(AttributeError):  # aliases without their map of known locations
+        speedups.print_ops(op_text, ["a"], None, "", {}, {}, object())
     with pytest.raises(ValueError, match="bad op"):
         speedups.print_ops(op_text, ["a", "bad"], None, "", {}, {}, None)
     with pytest.raises(TypeError):

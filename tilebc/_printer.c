@@ -340,13 +340,39 @@ static PyObject *number_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     Py_RETURN_NONE;
 }
 
-static PyObject *s_mnemonic, *s_equals, *s_newline, *s_space;
+static PyObject *s_mnemonic, *s_equals, *s_newline, *s_space, *s_known, *s_ref, *s_visit;
+
+/* What `aliases` (a text.debuginfo.LocationAliases) has for `loc` in its `_known` map: the
+ * (loc, text) pair it keeps by id, or NULL (borrowed; NULL with an exception on failure). */
+static PyObject *known_pair(PyObject *known, PyObject *loc) {
+    PyObject *key = PyLong_FromVoidPtr(loc);
+    if (key == NULL)
+        return NULL;
+    PyObject *pair = PyDict_GetItemWithError(known, key);
+    Py_DECREF(key);
+    if (pair != NULL && PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2
+            && PyTuple_GET_ITEM(pair, 0) == loc)
+        return pair;
+    return NULL;
+}
+
+/* aliases.ref(loc): the text `aliases` keeps for `loc`, else its method's answer (new ref) */
+static PyObject *location_text(PyObject *aliases, PyObject *known, PyObject *loc) {
+    PyObject *pair = known_pair(known, loc);
+    if (pair != NULL && PyTuple_GET_ITEM(pair, 1) != Py_None) {
+        Py_INCREF(PyTuple_GET_ITEM(pair, 1));
+        return PyTuple_GET_ITEM(pair, 1);
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    return PyObject_CallMethodOneArg(aliases, s_ref, loc);
+}
 
 /* The text of `op` after its indentation as the printer's `op` method gives it, for an op of a
  * kind with a compiled body printer and at most one result; NULL without an exception for any
  * other op, or when its printer raised (the Python method then prints it, or says what is wrong). */
 static PyObject *quick_line(PyObject *op, PyObject *ctx, PyObject *printers, PyObject *refs,
-                            PyObject *debug_ref) {
+                            PyObject *aliases, PyObject *known) {
     PyObject *spec = PyObject_GetAttr(op, s_spec), *results = NULL, *body = NULL, *line = NULL;
     PyObject *key = NULL, *loc = NULL, *located = NULL;
     if (spec == NULL) {
@@ -376,9 +402,9 @@ static PyObject *quick_line(PyObject *op, PyObject *ctx, PyObject *printers, PyO
         Py_XDECREF(head);
         Py_SETREF(line, whole);
     }
-    if (line != NULL && debug_ref != Py_None) {  /* ` #locN` */
+    if (line != NULL && aliases != Py_None) {  /* ` loc(#locN)` */
         loc = PyObject_GetAttr(op, s_loc);
-        located = loc == NULL ? NULL : PyObject_CallOneArg(debug_ref, loc);
+        located = loc == NULL ? NULL : location_text(aliases, known, loc);
         PyObject *spaced = located == NULL ? NULL : PyUnicode_Concat(s_space, located);
         PyObject *whole = spaced == NULL ? NULL : PyUnicode_Concat(line, spaced);
         Py_XDECREF(spaced);
@@ -396,31 +422,43 @@ done:
     return line;
 }
 
-/* print_ops(op_text, ops, ctx, indent, printers, refs, debug_ref) -> str: indent + op_text(op,
+/* print_ops(op_text, ops, ctx, indent, printers, refs, aliases) -> str: indent + op_text(op,
  * ctx) + "\n" for each op, the usual ops printed here (quick_line), the others by op_text, the
  * printer's `op` method. printers: {id(spec): (spec, body printer)}; refs: the value names;
- * debug_ref: None, or the location aliases' `ref` (`-g`). */
+ * aliases: None, or the location aliases (`-g`). */
 static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 7) {
         PyErr_SetString(PyExc_TypeError, "print_ops takes 7 arguments");
         return NULL;
     }
     PyObject *op_text = args[0], *ops = args[1], *ctx = args[2], *indent = args[3];
-    PyObject *printers = args[4], *refs = args[5], *debug_ref = args[6];
+    PyObject *printers = args[4], *refs = args[5], *aliases = args[6], *known = NULL;
     if (!PyDict_Check(printers) || !PyDict_Check(refs) || !PyUnicode_Check(indent)) {
         PyErr_SetString(PyExc_TypeError, "print_ops: bad argument types");
         return NULL;
     }
+    if (aliases != Py_None) {
+        known = PyObject_GetAttr(aliases, s_known);
+        if (known == NULL)
+            return NULL;
+        if (!PyDict_Check(known)) {
+            Py_DECREF(known);
+            PyErr_SetString(PyExc_TypeError, "print_ops: the aliases' _known is not a dict");
+            return NULL;
+        }
+    }
     PyObject *sequence = PySequence_Fast(ops, "print_ops: ops");
-    if (sequence == NULL)
+    if (sequence == NULL) {
+        Py_XDECREF(known);
         return NULL;
+    }
     Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
     PyObject *pieces = PyList_New(3 * count), *text = NULL;
     if (pieces == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *op = PySequence_Fast_GET_ITEM(sequence, i);
-        PyObject *line = quick_line(op, ctx, printers, refs, debug_ref);
+        PyObject *line = quick_line(op, ctx, printers, refs, aliases, known);
         if (line == NULL && (line = PyObject_CallFunctionObjArgs(op_text, op, ctx, NULL)) == NULL)
             goto done;
         Py_INCREF(indent);
@@ -437,13 +475,95 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
 done:
     Py_XDECREF(pieces);
     Py_DECREF(sequence);
+    Py_XDECREF(known);
     return text;
+}
+
+static int visit_ops(PyObject *ops, PyObject *aliases, PyObject *known, int depth);
+
+/* visit_locations(ops, aliases): aliases.visit(op.loc) for `ops` and the ops nested in them, in
+ * pre-order (printer._visit_locations), skipping the locations it knows already. */
+static int visit_op(PyObject *op, PyObject *aliases, PyObject *known, int depth) {
+    PyObject *loc = PyObject_GetAttr(op, s_loc);
+    if (loc == NULL)
+        return -1;
+    PyObject *pair = known_pair(known, loc);
+    if (pair == NULL) {
+        PyObject *done = PyErr_Occurred() ? NULL : PyObject_CallMethodOneArg(aliases, s_visit, loc);
+        if (done == NULL) {
+            Py_DECREF(loc);
+            return -1;
+        }
+        Py_DECREF(done);
+    }
+    Py_DECREF(loc);
+    PyObject *regions = PyObject_GetAttr(op, s_regions);
+    PyObject *iterator = regions == NULL ? NULL : PyObject_GetIter(regions);
+    Py_XDECREF(regions);
+    if (iterator == NULL)
+        return -1;
+    int status = 0;
+    PyObject *region;
+    while (status == 0 && (region = PyIter_Next(iterator)) != NULL) {
+        PyObject *blocks = PyObject_GetAttrString(region, "blocks");
+        Py_DECREF(region);
+        PyObject *each = blocks == NULL ? NULL : PyObject_GetIter(blocks);
+        Py_XDECREF(blocks);
+        if (each == NULL) {
+            status = -1;
+            break;
+        }
+        PyObject *block;
+        while (status == 0 && (block = PyIter_Next(each)) != NULL) {
+            PyObject *inner = PyObject_GetAttrString(block, "ops");
+            Py_DECREF(block);
+            status = inner == NULL ? -1 : visit_ops(inner, aliases, known, depth + 1);
+            Py_XDECREF(inner);
+        }
+        Py_DECREF(each);
+    }
+    Py_DECREF(iterator);
+    return status < 0 || PyErr_Occurred() ? -1 : 0;
+}
+
+static int visit_ops(PyObject *ops, PyObject *aliases, PyObject *known, int depth) {
+    if (Py_EnterRecursiveCall(" while visiting nested regions") < 0)
+        return -1;
+    PyObject *sequence = PySequence_Fast(ops, "visit_locations: ops");
+    int status = sequence == NULL ? -1 : 0;
+    for (Py_ssize_t i = 0; status == 0 && i < PySequence_Fast_GET_SIZE(sequence); i++)
+        status = visit_op(PySequence_Fast_GET_ITEM(sequence, i), aliases, known, depth);
+    Py_XDECREF(sequence);
+    Py_LeaveRecursiveCall();
+    return status;
+}
+
+static PyObject *visit_locations(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "visit_locations takes 2 arguments");
+        return NULL;
+    }
+    PyObject *known = PyObject_GetAttr(args[1], s_known);
+    if (known == NULL)
+        return NULL;
+    int status = -1;
+    if (!PyDict_Check(known))
+        PyErr_SetString(PyExc_TypeError, "visit_locations: the aliases' _known is not a dict");
+    else
+        status = visit_ops(args[0], args[1], known, 0);
+    Py_DECREF(known);
+    if (status < 0)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef printer_functions[] = {
     {"print_ops", (PyCFunction)(void (*)(void))print_ops, METH_FASTCALL,
-     "print_ops(op_text, ops, ctx, indent, printers, refs, debug_ref) -> str: a block's ops "
+     "print_ops(op_text, ops, ctx, indent, printers, refs, aliases) -> str: a block's ops "
      "as the printer's block_body prints them"},
+    {"visit_locations", (PyCFunction)(void (*)(void))visit_locations, METH_FASTCALL,
+     "visit_locations(ops, aliases): aliases.visit(op.loc) for the ops and those nested in "
+     "them, in pre-order, but for locations it knows"},
     {"number_ops", (PyCFunction)(void (*)(void))number_ops, METH_FASTCALL,
      "number_ops(names, ops, scope, nested, rules, rule_of, sanitize, suggest): name the "
      "results of a block's ops as FunctionNames._number_block does"},
@@ -468,9 +588,13 @@ int add_printer(PyObject *module) {
     s_equals = PyUnicode_InternFromString(" = ");
     s_newline = PyUnicode_InternFromString("\n");
     s_space = PyUnicode_InternFromString(" ");
+    s_known = PyUnicode_InternFromString("_known");
+    s_ref = PyUnicode_InternFromString("ref");
+    s_visit = PyUnicode_InternFromString("visit");
     if (!s_next_value || !s_next_conflict || !s_text || !s_refs || !s_names
             || !s_parent || !s_regions || !s_results || !s_spec || !s_index || !s_percent || !s_suggested || !s_loc
-            || !s_mnemonic || !s_equals || !s_newline || !s_space)
+            || !s_mnemonic || !s_equals || !s_newline || !s_space || !s_known || !s_ref
+            || !s_visit)
         return -1;
     return PyModule_AddFunctions(module, printer_functions);
 }

@@ -16,6 +16,7 @@ decode_ops = None  # the reader's loop over a body's or a block's ops
 plain_locations = None  # a function's op locations from plain debug entries (Reader.op_locations)
 number_ops = None  # the printer's SSA naming of a block's ops (text/names.py)
 print_ops = None  # the printer's loop over a block's ops (text/printer.py block_body)
+visit_locations = None  # the -g printer's walk collecting location aliases
 
 if not os.environ.get("TILEBC_PURE"):
     try:
@@ -31,7 +32,7 @@ if not os.environ.get("TILEBC_PURE"):
     except ImportError:
         pass
     try:
-        from ._speedups import number_ops, print_ops  # noqa: F811
+        from ._speedups import number_ops, print_ops, visit_locations  # noqa: F811
     except ImportError:
         pass
 

@@ -581,13 +581,18 @@ def op_body(op: Op, ctx: _Context) -> str:
 
 # ---- module structure ----------------------------------------------------------------------------
 
-def _visit_locations(ops, visit) -> None:
-    """visit(op.loc) for `ops` and the ops nested in them, in pre-order (Function.walk's order)."""
+def _visit_locations(ops, aliases) -> None:
+    """aliases.visit(op.loc) for `ops` and the ops nested in them, in pre-order (Function.walk's
+    order); in C where tilebc._speedups is built (visit_locations)."""
+    if speedups.visit_locations is not None:
+        speedups.visit_locations(ops, aliases)
+        return
+    visit = aliases.visit
     for op in ops:
         visit(op.loc)
         for region in op.regions:
             for block in region.blocks:
-                _visit_locations(block.ops, visit)
+                _visit_locations(block.ops, aliases)
 
 
 def _aliases() -> LocationAliases:
@@ -621,7 +626,7 @@ class _ModulePrinter:
                 self.aliases.visit(None)
             for function in module.functions:
                 self.aliases.visit(function.loc)
-                _visit_locations(function.body.ops, self.aliases.visit)
+                _visit_locations(function.body.ops, self.aliases)
             self.aliases.finish()
         for value in module.globals:
             yield self.global_(value) + "\n"
@@ -714,7 +719,7 @@ class _ModulePrinter:
         print_ops = speedups.print_ops
         if print_ops is not None and not self.generic:  # the same loop in C (tilebc/_printer.c)
             body = print_ops(op_text, ops, inner, indent, _OP_PRINTERS, ctx.names.refs,
-                             self.aliases.ref if self.debug else None)
+                             self.aliases if self.debug else None)
         else:
             body = "".join([indent + op_text(op, inner) + "\n" for op in ops])
         return "{\n" + body + ctx.indent + "}"

@@ -8,11 +8,14 @@ and by alias name; each name is numbered in that order (`#loc`, `#loc1`, …).
 from __future__ import annotations
 
 
+from functools import lru_cache
 from operator import itemgetter
 
 from ..errors import TilebcError
 from ..ir import location as L
 from .values import escape_string
+
+_escaped = lru_cache(maxsize=1 << 12)(escape_string)  # a module's locations share a few files
 
 UNKNOWN = ("unknown",)
 # DISubprogram flag bits by their text keyword (`flags = declaration`, 13.5 on).
@@ -117,11 +120,14 @@ class LocationAliases:
 
     def _define(self, node) -> str:
         name = self.names.get
-        if node == UNKNOWN:
-            return "loc(unknown)"
-        if isinstance(node, tuple):
+        kind = node.__class__
+        if kind is tuple:  # most nodes: a DILoc's file location, or UNKNOWN
+            if node == UNKNOWN:
+                return "loc(unknown)"
             _, filename, line, column = node
-            return f"loc({escape_string(filename)}:{line}:{column})"
+            return f"loc({_escaped(filename)}:{line}:{column})"
+        if kind is L.DILoc:  # the other most
+            return f"#cuda_tile.di_loc<{name(_file_loc(node))} in {name(node.scope)}>"
         if isinstance(node, L.DIFile):
             return f"#cuda_tile.di_file<{escape_string(node.name)} in {escape_string(node.directory)}>"
         if isinstance(node, L.DICompileUnit):
@@ -142,8 +148,6 @@ class LocationAliases:
             if node.column:
                 text += f", column = {node.column}"
             return text + ">"
-        if isinstance(node, L.DILoc):
-            return f"#cuda_tile.di_loc<{name(_file_loc(node))} in {name(node.scope)}>"
         if isinstance(node, L.CallSiteLoc):
             return (f"loc(callsite({name(_normal(node.callee))} at "
                     f"{name(_normal(node.caller))}))")

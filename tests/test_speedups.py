@@ -346,14 +346,55 @@ def test_print_ops_leaves_what_it_cannot_print_to_the_printer():
             raise ValueError("bad op")
         return f"py:{op}"
 
-    assert speedups.print_ops(op_text, ["a", "b"], None, "  ", {}, {}, None) == \
+    def cannot_print(op, error):
+        return RuntimeError(f"cannot print {op}: {error}")
+
+    assert speedups.print_ops(op_text, ["a", "b"], None, "  ", {}, {}, None, cannot_print) == \
         "  py:a\n  py:b\n" and calls == ["a", "b"]
     with pytest.raises(AttributeError):  # aliases without their map of known locations
-        speedups.print_ops(op_text, ["a"], None, "", {}, {}, object())
+        speedups.print_ops(op_text, ["a"], None, "", {}, {}, object(), cannot_print)
     with pytest.raises(ValueError, match="bad op"):
-        speedups.print_ops(op_text, ["a", "bad"], None, "", {}, {}, None)
+        speedups.print_ops(op_text, ["a", "bad"], None, "", {}, {}, None, cannot_print)
     with pytest.raises(TypeError):
-        speedups.print_ops(op_text, ["a"], None, "", [], {}, None)
+        speedups.print_ops(op_text, ["a"], None, "", [], {}, None, cannot_print)
+
+
+def test_print_ops_runs_a_failing_body_printer_once():
+    """A body printer that fails is not run again through the printer's `op` method: its error
+    becomes cannot_print's (as `op` raises it), and a KeyboardInterrupt passes through unchanged
+    (each nesting level re-running a failed inner printer would cost 2 ** depth)."""
+    class Spec:
+        mnemonic = "k"
+
+    class FakeOp:
+        spec = Spec()
+        results = []
+
+    runs = []
+
+    def failing(op, ctx):
+        runs.append(op)
+        raise ctx
+
+    printers = {id(FakeOp.spec): (FakeOp.spec, failing)}
+
+    def op_text(op, ctx):
+        raise AssertionError("the op method must not run")
+
+    def cannot_print(op, error):
+        return RuntimeError(f"cannot print: {type(error).__name__}")
+
+    op = FakeOp()
+    with pytest.raises(RuntimeError, match="cannot print: KeyError") as raised:
+        speedups.print_ops(op_text, [op], KeyError("x"), "", printers, {}, None, cannot_print)
+    assert runs == [op] and raised.value.__suppress_context__
+    with pytest.raises(KeyboardInterrupt):
+        speedups.print_ops(op_text, [op], KeyboardInterrupt(), "", printers, {}, None,
+                           cannot_print)
+    assert runs == [op, op]
+    printers[id(FakeOp.spec)] = (FakeOp.spec, lambda op, ctx: " body")
+    assert speedups.print_ops(op_text, [op], None, "  ", printers, {}, None, cannot_print) == \
+        "  k body\n"
 
 
 def test_a_malformed_decoder_program_is_refused(monkeypatch):

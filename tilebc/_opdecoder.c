@@ -719,8 +719,13 @@ static PyObject *plain_locations(PyObject *module, PyObject *const *args, Py_ssi
     if (PyErr_Occurred())
         return NULL;
     if (!PyDict_Check(locations) || !PyDict_Check(debug_attrs) || !PyDict_Check(strings)
-            || !PyType_Check(loc_type) || !PyTuple_Check(scopes) || tag < 0 || tag > 255) {
+            || !PyType_Check(loc_type) || ((PyTypeObject *)loc_type)->tp_new == NULL
+            || !PyTuple_Check(scopes) || tag < 0 || tag > 255) {
         PyErr_SetString(PyExc_TypeError, "plain_locations: bad argument types");
+        return NULL;
+    }
+    if (start < 0 || stop < start) {
+        PyErr_SetString(PyExc_ValueError, "plain_locations: start and stop are not a range");
         return NULL;
     }
     Py_ssize_t n_offsets = PyObject_Length(offsets);
@@ -757,8 +762,12 @@ static PyObject *plain_locations(PyObject *module, PyObject *const *args, Py_ssi
                 Py_XDECREF(first);
                 Py_XDECREF(next);
                 if (PyErr_Occurred()) {
-                    Py_DECREF(key);
-                    goto fail;
+                    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                        Py_DECREF(key);
+                        goto fail;
+                    }
+                    PyErr_Clear();  /* an offset past any data: not a plain entry */
+                    entry_start = -1;
                 }
             }
             uint64_t fields[4];
@@ -783,7 +792,11 @@ static PyObject *plain_locations(PyObject *module, PyObject *const *args, Py_ssi
                 for (Py_ssize_t k = 0; scope != NULL && k < PyTuple_GET_SIZE(scopes); k++)
                     scoped |= (PyObject *)Py_TYPE(scope) == PyTuple_GET_ITEM(scopes, k);
                 if (scoped && name != NULL) {
+                    Py_INCREF(scope);  /* held while the location is made (it allocates) */
+                    Py_INCREF(name);
                     value = make_loc((PyTypeObject *)loc_type, scope, name, fields[2], fields[3]);
+                    Py_DECREF(scope);
+                    Py_DECREF(name);
                     if (value == NULL || PyDict_SetItem(locations, key, value) < 0
                             || PyDict_SetItem(debug_attrs, key, value) < 0) {
                         Py_XDECREF(value);

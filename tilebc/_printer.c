@@ -54,7 +54,8 @@ static int in_scope(PyObject *scope, PyObject *name) {
     Py_INCREF(scope);
     while (scope != Py_None) {
         PyObject *names = PyObject_GetAttr(scope, s_names);
-        int found = names == NULL ? -1 : PySet_Contains(names, name);
+        int found = names == NULL ? -1 : PyAnySet_Check(names) ? PySet_Contains(names, name)
+                                                             : PySequence_Contains(names, name);
         Py_XDECREF(names);
         if (found != 0) {
             Py_DECREF(scope);
@@ -76,6 +77,11 @@ static PyObject *unique(Counters *counters, PyObject *name, PyObject *scope,
     PyObject *clean = PyObject_CallOneArg(sanitize, name);
     if (clean == NULL)
         return NULL;
+    if (!PyUnicode_Check(clean)) {
+        PyErr_SetString(PyExc_TypeError, "number_ops: sanitize gave no str");
+        Py_DECREF(clean);
+        return NULL;
+    }
     int taken = in_scope(scope, clean);
     while (taken > 0) {  /* _renamed: `name_K`, K the function's next conflict number */
         PyObject *probe = PyUnicode_FromFormat("%U_%zd", clean, counters->next_conflict++);
@@ -257,7 +263,7 @@ static int number_op(PyObject *names_obj, Counters *counters, PyObject *op, PyOb
     if (results == NULL)
         return -1;
     int status = -1;
-    PyObject *spec = NULL, *rule = NULL, *results_list = PySequence_Fast(results, "results");
+    PyObject *spec = NULL, *rule = NULL, *results_list = PySequence_Tuple(results);
     if (results_list == NULL)
         goto done;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(results_list);
@@ -313,7 +319,8 @@ static PyObject *number_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     PyObject *text = PyObject_GetAttr(names_obj, s_text);
     PyObject *refs = text == NULL ? NULL : PyObject_GetAttr(names_obj, s_refs);
     PyObject *suggested = refs == NULL ? NULL : PyObject_GetAttr(names_obj, s_suggested);
-    PyObject *sequence = suggested == NULL ? NULL : PySequence_Fast(ops, "number_ops: ops");
+    /* copies: the callbacks are Python code, which may change the op list or an op's results */
+    PyObject *sequence = suggested == NULL ? NULL : PySequence_Tuple(ops);
     Counters counters;
     int failed = sequence == NULL || load_counter(names_obj, s_next_value, &counters.next_value) < 0
                  || load_counter(names_obj, s_next_conflict, &counters.next_conflict) < 0;
@@ -327,9 +334,14 @@ static PyObject *number_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
             failed = number_op(names_obj, &counters, PySequence_Fast_GET_ITEM(sequence, i), scope,
                                nested, rules, rule_of, sanitize, suggest, suggested, text,
                                refs) < 0;
+        PyObject *type, *value, *traceback;  /* an error of the loop's stays the one raised */
+        PyErr_Fetch(&type, &value, &traceback);
         if (store_counter(names_obj, s_next_value, counters.next_value) < 0
                 || store_counter(names_obj, s_next_conflict, counters.next_conflict) < 0)
             failed = 1;
+        if (type != NULL) {
+            PyErr_Restore(type, value, traceback);
+        }
     }
     Py_XDECREF(sequence);
     Py_XDECREF(suggested);
@@ -369,13 +381,15 @@ static PyObject *location_text(PyObject *aliases, PyObject *known, PyObject *loc
 }
 
 /* The text of `op` after its indentation as the printer's `op` method gives it, for an op of a
- * kind with a compiled body printer and at most one result; NULL without an exception for any
- * other op, or when its printer raised (the Python method then prints it, or says what is wrong). */
+ * kind with a compiled body printer and at most one result. NULL without an exception for any
+ * other op (the `op` method prints it); NULL with an exception when printing it fails: an error of
+ * the kinds the `op` method turns into "cannot print" becomes cannot_print(op, error)'s answer,
+ * any other propagates, and the body printer never runs twice. */
 static PyObject *quick_line(PyObject *op, PyObject *ctx, PyObject *printers, PyObject *refs,
-                            PyObject *aliases, PyObject *known) {
+                            PyObject *aliases, PyObject *known, PyObject *cannot_print) {
     PyObject *spec = PyObject_GetAttr(op, s_spec), *results = NULL, *body = NULL, *line = NULL;
-    PyObject *key = NULL, *loc = NULL, *located = NULL;
-    if (spec == NULL) {
+    PyObject *key = NULL, *loc = NULL, *located = NULL, *printer = NULL, *result = NULL;
+    if (spec == NULL) {  /* not an op the fast way knows: the `op` method says what is wrong */
         PyErr_Clear();
         return NULL;
     }
@@ -384,19 +398,55 @@ static PyObject *quick_line(PyObject *op, PyObject *ctx, PyObject *printers, PyO
     if (found == NULL || !PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 2
             || PyTuple_GET_ITEM(found, 0) != spec)
         goto done;
+    printer = PyTuple_GET_ITEM(found, 1);
+    Py_INCREF(printer);  /* the printers map may change while Python code runs */
     results = PyObject_GetAttr(op, s_results);
-    if (results == NULL || !PyList_Check(results) || PyList_GET_SIZE(results) > 1)
+    if (results == NULL || !PyList_Check(results) || PyList_GET_SIZE(results) > 1) {
+        PyErr_Clear();
         goto done;
-    body = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(found, 1), op, ctx, NULL);
-    if (body == NULL || !PyUnicode_Check(body))
-        goto done;
+    }
+    if (PyList_GET_SIZE(results) == 1) {
+        result = PyList_GET_ITEM(results, 0);
+        Py_INCREF(result);
+    }
+    body = PyObject_CallFunctionObjArgs(printer, op, ctx, NULL);
+    if (body == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError) || PyErr_ExceptionMatches(PyExc_TypeError)
+                || PyErr_ExceptionMatches(PyExc_KeyError) || PyErr_ExceptionMatches(PyExc_IndexError)
+                || PyErr_ExceptionMatches(PyExc_ValueError)) {
+            PyObject *type, *value, *traceback;
+            PyErr_Fetch(&type, &value, &traceback);
+            PyErr_NormalizeException(&type, &value, &traceback);
+            PyObject *error = value == NULL ? NULL
+                              : PyObject_CallFunctionObjArgs(cannot_print, op, value, NULL);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(traceback);
+            if (error != NULL) {
+                if (PyExceptionInstance_Check(error)) {
+                    PyException_SetCause(error, NULL);  /* `raise ... from None` */
+                    PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+                } else {
+                    PyErr_SetString(PyExc_TypeError, "print_ops: cannot_print gave no exception");
+                }
+                Py_DECREF(error);
+            }
+        }
+        goto fail;
+    }
+    if (!PyUnicode_Check(body)) {
+        PyErr_SetString(PyExc_TypeError, "print_ops: a body printer gave no str");
+        goto fail;
+    }
     PyObject *mnemonic = PyObject_GetAttr(spec, s_mnemonic);
     if (mnemonic == NULL)
-        goto done;
+        goto fail;
     line = PyUnicode_Concat(mnemonic, body);
     Py_DECREF(mnemonic);
-    if (line != NULL && PyList_GET_SIZE(results) == 1) {
-        PyObject *ref = PyDict_GetItemWithError(refs, PyList_GET_ITEM(results, 0));
+    if (line != NULL && result != NULL) {
+        PyObject *ref = PyDict_GetItemWithError(refs, result);
+        if (ref == NULL && !PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, result);  /* as `names.refs[results[0]]` raises */
         PyObject *head = ref == NULL ? NULL : PyUnicode_Concat(ref, s_equals);
         PyObject *whole = head == NULL ? NULL : PyUnicode_Concat(head, line);
         Py_XDECREF(head);
@@ -410,29 +460,34 @@ static PyObject *quick_line(PyObject *op, PyObject *ctx, PyObject *printers, PyO
         Py_XDECREF(spaced);
         Py_SETREF(line, whole);
     }
+    goto done;
+fail:
+    Py_CLEAR(line);
 done:
     Py_XDECREF(located);
     Py_XDECREF(loc);
     Py_XDECREF(body);
+    Py_XDECREF(result);
     Py_XDECREF(results);
+    Py_XDECREF(printer);
     Py_XDECREF(key);
     Py_DECREF(spec);
-    if (line == NULL)
-        PyErr_Clear();
     return line;
 }
 
-/* print_ops(op_text, ops, ctx, indent, printers, refs, aliases) -> str: indent + op_text(op,
- * ctx) + "\n" for each op, the usual ops printed here (quick_line), the others by op_text, the
- * printer's `op` method. printers: {id(spec): (spec, body printer)}; refs: the value names;
- * aliases: None, or the location aliases (`-g`). */
+/* print_ops(op_text, ops, ctx, indent, printers, refs, aliases, cannot_print) -> str: indent +
+ * op_text(op, ctx) + "\n" for each op, the usual ops printed here (quick_line), the others by
+ * op_text, the printer's `op` method. printers: {id(spec): (spec, body printer)}; refs: the value
+ * names; aliases: None, or the location aliases (`-g`); cannot_print(op, error): the error the
+ * `op` method raises when an op's body printer fails. */
 static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "print_ops takes 7 arguments");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "print_ops takes 8 arguments");
         return NULL;
     }
     PyObject *op_text = args[0], *ops = args[1], *ctx = args[2], *indent = args[3];
     PyObject *printers = args[4], *refs = args[5], *aliases = args[6], *known = NULL;
+    PyObject *cannot_print = args[7];
     if (!PyDict_Check(printers) || !PyDict_Check(refs) || !PyUnicode_Check(indent)) {
         PyErr_SetString(PyExc_TypeError, "print_ops: bad argument types");
         return NULL;
@@ -447,19 +502,21 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
             return NULL;
         }
     }
-    PyObject *sequence = PySequence_Fast(ops, "print_ops: ops");
+    PyObject *sequence = PySequence_Tuple(ops);  /* a copy: Python code runs for every op */
     if (sequence == NULL) {
         Py_XDECREF(known);
         return NULL;
     }
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
+    Py_ssize_t count = PyTuple_GET_SIZE(sequence);
     PyObject *pieces = PyList_New(3 * count), *text = NULL;
     if (pieces == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *op = PySequence_Fast_GET_ITEM(sequence, i);
-        PyObject *line = quick_line(op, ctx, printers, refs, aliases, known);
-        if (line == NULL && (line = PyObject_CallFunctionObjArgs(op_text, op, ctx, NULL)) == NULL)
+        PyObject *op = PyTuple_GET_ITEM(sequence, i);
+        PyObject *line = quick_line(op, ctx, printers, refs, aliases, known, cannot_print);
+        if (line == NULL && (PyErr_Occurred()
+                             || (line = PyObject_CallFunctionObjArgs(op_text, op, ctx, NULL))
+                                 == NULL))
             goto done;
         Py_INCREF(indent);
         Py_INCREF(s_newline);
@@ -529,7 +586,7 @@ static int visit_op(PyObject *op, PyObject *aliases, PyObject *known, int depth)
 static int visit_ops(PyObject *ops, PyObject *aliases, PyObject *known, int depth) {
     if (Py_EnterRecursiveCall(" while visiting nested regions") < 0)
         return -1;
-    PyObject *sequence = PySequence_Fast(ops, "visit_locations: ops");
+    PyObject *sequence = PySequence_Tuple(ops);  /* a copy: visit is Python code */
     int status = sequence == NULL ? -1 : 0;
     for (Py_ssize_t i = 0; status == 0 && i < PySequence_Fast_GET_SIZE(sequence); i++)
         status = visit_op(PySequence_Fast_GET_ITEM(sequence, i), aliases, known, depth);
@@ -559,8 +616,8 @@ static PyObject *visit_locations(PyObject *module, PyObject *const *args, Py_ssi
 
 static PyMethodDef printer_functions[] = {
     {"print_ops", (PyCFunction)(void (*)(void))print_ops, METH_FASTCALL,
-     "print_ops(op_text, ops, ctx, indent, printers, refs, aliases) -> str: a block's ops "
-     "as the printer's block_body prints them"},
+     "print_ops(op_text, ops, ctx, indent, printers, refs, aliases, cannot_print) -> str: a "
+     "block's ops as the printer's block_body prints them"},
     {"visit_locations", (PyCFunction)(void (*)(void))visit_locations, METH_FASTCALL,
      "visit_locations(ops, aliases): aliases.visit(op.loc) for the ops and those nested in "
      "them, in pre-order, but for locations it knows"},

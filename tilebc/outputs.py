@@ -180,7 +180,8 @@ def end_process(code: int) -> None:
     `tilebc compile`). Only after a command ran to its end, never under a tracer or profiler
     (coverage, cProfile write their results at exit): callers check."""
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
     except (BrokenPipeError, ValueError):  # a reader that stopped early (`| head`): not ours
         pass
     except OSError as error:
@@ -188,12 +189,17 @@ def end_process(code: int) -> None:
               file=sys.stderr)
         code = code or 1
     try:
-        sys.stderr.flush()
+        if sys.stderr is not None:
+            sys.stderr.flush()
     except (OSError, ValueError):  # closed after a broken pipe
         pass
     os._exit(code)
 
 
 def may_end_hard() -> bool:
-    """Whether end_process may end this process: no tracer or profiler is watching."""
-    return sys.gettrace() is None and sys.getprofile() is None
+    """Whether end_process may end this process: no tracer or profiler is watching (nor, from
+    Python 3.12, a sys.monitoring tool such as coverage's)."""
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        return False
+    monitoring = getattr(sys, "monitoring", None)
+    return monitoring is None or not any(monitoring.get_tool(tool) for tool in range(6))

@@ -5,6 +5,7 @@ import json
 import logging
 import multiprocessing
 import os
+import shutil
 import stat
 import struct
 import tempfile
@@ -555,3 +556,19 @@ def test_file_lock_falls_back_to_filelock_where_flock_is_missing(tmp_path, monke
         with cache_mod.FileLock(path, 2):  # free again once released
             pass
         assert time.monotonic() - started < 1.5
+
+
+def test_a_read_through_never_recreates_a_removed_cache_folder(tmp_path):
+    """A remote hit is published into its shard only: a root (or v1/) removed meanwhile is not
+    made again with the umask's modes (which would leave a folder the trust checks refuse); the
+    entry stays in memory."""
+    from tilebc_runtime.cache import CacheEntry
+    root = tmp_path / "cache"
+    cache = CubinCache(root)
+    shutil.rmtree(root)
+    old_umask = os.umask(0o002)
+    try:
+        cache._store_remote_hit(CacheEntry("ab" + "0" * 62, b"x", {"cubin_size": 1}))
+    finally:
+        os.umask(old_umask)
+    assert not root.exists()

@@ -370,7 +370,8 @@ class CubinCache:
         """Read through: publish a verified remote entry, so this host's next lookup is a disk hit.
         No lock is needed: any concurrent publisher of the key writes an equivalent entry."""
         try:
-            os.makedirs(self._shard(entry.key), mode=0o700, exist_ok=True)
+            with contextlib.suppress(FileExistsError):  # no parents: the root stays as it was
+                os.mkdir(self._shard(entry.key), 0o700)
         except OSError as error:
             log.warning("tilebc cache: cannot store entry %s (%s); it stays in memory only",
                         entry.key, error)

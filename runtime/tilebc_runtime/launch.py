@@ -215,6 +215,9 @@ def _walk_codegen_sources() -> tuple[tuple[str, str], ...]:
     return tuple(files)
 
 
+LOWERING_HASH = "blake2b-256"  # in the memo's name: a value another algorithm made is not used
+
+
 @lru_cache(maxsize=None)
 def lowering_sources_hash() -> str:
     """BLAKE2b-256 over tilebc's version and the source of everything that shapes the JIT's output
@@ -270,7 +273,8 @@ def prime_from_memo(cache: CubinCache, *, compute: bool = True) -> bool:
         # Named per checkout and per environment: several sharing one cache keep a record each.
         if not lowering_sources_hash.cache_info().currsize:
             files = codegen_source_files()
-            name = f"lowering_hash {os.path.dirname(files[0][1])} {os.path.dirname(__file__)}"
+            name = (f"lowering_hash {LOWERING_HASH} {os.path.dirname(files[0][1])} "
+                    f"{os.path.dirname(__file__)}")
             fingerprint = _sources_fingerprint(files)
             stored, value = cache.memo(name)
             if stored == fingerprint and isinstance(value, str) and len(value) == 64:

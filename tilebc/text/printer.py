@@ -719,7 +719,7 @@ class _ModulePrinter:
         print_ops = speedups.print_ops
         if print_ops is not None and not self.generic:  # the same loop in C (tilebc/_printer.c)
             body = print_ops(op_text, ops, inner, indent, _OP_PRINTERS, ctx.names.refs,
-                             self.aliases if self.debug else None)
+                             self.aliases if self.debug else None, self._cannot_print)
         else:
             body = "".join([indent + op_text(op, inner) + "\n" for op in ops])
         return "{\n" + body + ctx.indent + "}"
@@ -770,6 +770,13 @@ class _ModulePrinter:
         lines = [inner.indent + self.generic_op(op, inner) for op in block.ops]
         return "{\n" + head + "".join(line + "\n" for line in lines) + ctx.indent + "}"
 
+    def _cannot_print(self, op: Op, error: Exception) -> TilebcError:
+        """The error for an op whose printer failed with `error` (print_ops raises it too)."""
+        return TilebcError(f"cannot print {op.name}: its operands, attributes or types do not "
+                           f"have the shapes the op's syntax needs ({type(error).__name__}: "
+                           f"{error}); `tilebc verify` names the rule", file=self.module.source,
+                           offset=op.offset)
+
     def op(self, op: Op, ctx: _Context) -> str:
         if self.generic:
             return self.generic_op(op, ctx)
@@ -780,10 +787,7 @@ class _ModulePrinter:
                 else op_body(op, ctx)
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as error:
             # Only IR that breaks the op's typing rules gets here (the verifier would refuse it).
-            raise TilebcError(f"cannot print {op.name}: its operands, attributes or types do not "
-                              f"have the shapes the op's syntax needs ({type(error).__name__}: "
-                              f"{error}); `tilebc verify` names the rule", file=self.module.source,
-                              offset=op.offset) from None
+            raise self._cannot_print(op, error) from None
         results = op.results
         loc = " " + self.aliases.ref(op.loc) if self.debug else ""
         if not results:

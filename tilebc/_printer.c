@@ -1,11 +1,16 @@
-/* The printer's loops over a block's ops, in C (part of tilebc._speedups).
+/* The printer's loops over a block's ops, in C (part of tilebc._speedups; the Python twins are
+ * in tilebc/text/names.py and printer.py, and tests/test_speedups.py compares them).
  *
- * number_ops: the op loop of tilebc.text.names.FunctionNames._number_block. It names the results of a block's ops exactly as the Python loop does: an op without suggested
- * names gets the next number (one result group), an op with one result and one fixed name gets
- * that name made unique in the scope chain; every other op (constants, `assume`, ops named after
- * their results) is named as _number_named names it, from suggest(op, names) (suggested_names).
- * The counters stay attributes of the FunctionNames, read and written around each use, so the
- * Python methods see the same numbers.
+ * number_ops: the op loop of FunctionNames._number_block. An op without suggested names gets the
+ * next number (one result group), an op with one result and one fixed name gets that name made
+ * unique in the scope chain; every other op (constants, `assume`, ops named after their results)
+ * is named as _number_named names it, from suggest(op, names) (suggested_names). The counters are
+ * held here while the loop runs (no callback reads them) and stored back at its end.
+ *
+ * print_ops: the op loop of _ModulePrinter.block_body, the usual ops' lines made here from their
+ * compiled body printers; visit_locations: the -g printer's walk collecting location aliases.
+ *
+ * Every callback is Python code, so the loops walk tuple copies of the ops and results they hold.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -15,8 +20,7 @@ static PyObject *s_next_value, *s_next_conflict, *s_text, *s_refs, *s_names,
 
 static PyObject *s_percent;
 
-/* The FunctionNames' counters, held here while number_ops runs (no callback reads them) and
- * stored back at its end. */
+/* The FunctionNames' counters while number_ops runs. */
 typedef struct {
     Py_ssize_t next_value, next_conflict;
 } Counters;

@@ -220,9 +220,8 @@ def model_cache_dir() -> Path:
     """Where PTX, SASS facts and tileiras's PTX are kept between runs: the user's own cache
     folder, owner-only (checked as the cubin cache's root is), not a shared temp path whose
     files another user could plant."""
-    import platformdirs
-    from tilebc_runtime.cache import _prepare_directory
-    path = Path(platformdirs.user_cache_dir("tilebc")) / "model-ptx"
+    from tilebc_runtime.cache import _prepare_directory, default_root
+    path = Path(default_root()) / "model-ptx"
     problem = _prepare_directory(path)
     if problem:
         raise SystemExit(f"bench_model: {path} {problem}")

@@ -8,6 +8,8 @@ import os
 import shutil
 import stat
 import struct
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -337,10 +339,31 @@ def test_environment_override_fallback_and_off(tmp_path, monkeypatch):
                                         "TILEBC_CACHE_MAX_BYTES": "512M"}).max_bytes == 512 << 20
 
 
-def test_default_location_comes_from_platformdirs(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    root, reason = resolve_root({})
-    assert root == tmp_path / "xdg" / "tilebc" and "platformdirs" in reason
+def test_default_location_follows_xdg_as_the_cpp_loader_does(tmp_path):
+    """Without TILEBC_CACHE_DIR: $XDG_CACHE_HOME/tilebc (trimmed), else ~/.cache/tilebc, as
+    tilebc::default_cache_root chooses (tests/test_cpp_loader.py compares the two); platformdirs
+    gives the same folders here, and is not imported for them."""
+    import platformdirs
+    from tilebc_runtime.cache import default_root
+    home = str(tmp_path / "home")
+    root, reason = resolve_root({"XDG_CACHE_HOME": str(tmp_path / "xdg"), "HOME": home})
+    assert root == tmp_path / "xdg" / "tilebc" and "default location" in reason
+    assert default_root({"XDG_CACHE_HOME": " \t", "HOME": home}) == home + "/.cache/tilebc"
+    assert default_root({"HOME": home}) == home + "/.cache/tilebc"
+    if sys.platform.startswith("linux"):
+        for environ in ({"XDG_CACHE_HOME": str(tmp_path / "x")}, {}):
+            with pytest.MonkeyPatch.context() as patch:
+                for name in ("XDG_CACHE_HOME", "HOME"):
+                    patch.delenv(name, raising=False)
+                patch.setenv("HOME", home)
+                for name, value in environ.items():
+                    patch.setenv(name, value)
+                assert default_root() == platformdirs.user_cache_dir("tilebc")
+    done = subprocess.run([sys.executable, "-c", "import sys; from tilebc_runtime.cache import "
+                           "default_root; default_root(); print('platformdirs' in sys.modules, "
+                           "'pathlib' in sys.modules)"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.stdout.split() == ["False", "False"], done.stderr
 
 
 def test_toolchain_record_merges_backends(disk_cache):

@@ -20,20 +20,12 @@ visit_locations = None  # the -g printer's walk collecting location aliases
 
 if not os.environ.get("TILEBC_PURE"):
     try:
-        from ._speedups import CursorBase, Token, scan_token  # noqa: F811
+        from . import _speedups
     except ImportError:  # not built (no compiler when installed): the pure path
-        pass
-    try:
-        from ._speedups import OpDecoder, decode_ops  # noqa: F811
-    except ImportError:  # not built, or built before it existed: the generated Python
-        pass
-    try:
-        from ._speedups import plain_locations  # noqa: F811
-    except ImportError:
-        pass
-    try:
-        from ._speedups import number_ops, print_ops, visit_locations  # noqa: F811
-    except ImportError:
-        pass
+        _speedups = None
+    # each name on its own: an extension built before a helper existed still serves the others
+    for _name in ("scan_token", "Token", "CursorBase", "OpDecoder", "decode_ops",
+                  "plain_locations", "number_ops", "print_ops", "visit_locations"):
+        globals()[_name] = getattr(_speedups, _name, None)
 
 ACTIVE = scan_token is not None

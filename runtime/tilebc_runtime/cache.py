@@ -301,11 +301,16 @@ class CubinCache:
     def _in_layout(self, name: str) -> str:
         return os.path.join(self._directory, name)
 
-    def _lock(self, key: str) -> FileLock:
+    def _make_shard(self, key: str) -> str:
+        """`key`'s shard folder, made owner-only if missing (its parents are not made: a removed
+        root stays removed)."""
         shard = self._shard(key)
         with contextlib.suppress(FileExistsError):
             os.mkdir(shard, 0o700)
-        return FileLock(os.path.join(shard, f"{key}.lock"), self.lock_timeout)
+        return shard
+
+    def _lock(self, key: str) -> FileLock:
+        return FileLock(os.path.join(self._make_shard(key), f"{key}.lock"), self.lock_timeout)
 
     # -- lookup --------------------------------------------------------------------------------
     def lookup(self, key: str) -> CacheEntry | None:
@@ -392,8 +397,7 @@ class CubinCache:
         """Read through: publish a verified remote entry, so this host's next lookup is a disk hit.
         No lock is needed: any concurrent publisher of the key writes an equivalent entry."""
         try:
-            with contextlib.suppress(FileExistsError):  # no parents: the root stays as it was
-                os.mkdir(self._shard(entry.key), 0o700)
+            self._make_shard(entry.key)
         except OSError as error:
             log.warning("tilebc cache: cannot store entry %s (%s); it stays in memory only",
                         entry.key, error)

@@ -220,21 +220,8 @@ _WARM_UP_PTX = (b".version 7.8\n.target sm_90\n.address_size 64\n"
 
 def _warm_up(library: ctypes.CDLL) -> None:
     """Link _WARM_UP_PTX and drop the result. A failure (a library without these entry points,
-    a refused link) raises or returns early; serve() ignores it and the real link meets it."""
-    create, add, complete, destroy = (getattr(library, "nvJitLink" + name) for name in
-                                      ("Create", "AddData", "Complete", "Destroy"))
-    for function in (create, add, complete, destroy):
-        function.restype = ctypes.c_int
-    handle = ctypes.c_void_p()
-    options = (ctypes.c_char_p * 1)(b"-arch=sm_90")
-    if create(ctypes.byref(handle), ctypes.c_uint32(1), options):
-        return
-    try:
-        if not add(handle, ctypes.c_int(_INPUT_PTX), ctypes.c_char_p(_WARM_UP_PTX),
-                   ctypes.c_size_t(len(_WARM_UP_PTX)), ctypes.c_char_p(b"warm-up.ptx")):
-            complete(handle)
-    finally:
-        destroy(ctypes.byref(handle))
+    a refused link) raises; serve() ignores it and the real link meets it."""
+    NvJitLink(library)._link_ptx(_WARM_UP_PTX, ["-arch=sm_90"], "warm-up.ptx")
 
 
 def _wait_until_open() -> None:

@@ -97,18 +97,8 @@ def load(source: bytes | bytearray | memoryview | str | os.PathLike, *,
                             strict=strict).read()
 
 
-
-def _uint64_array(raw: bytes) -> array:
-    """Little-endian 64-bit unsigned numbers as an array('Q')."""
-    return _unsigned_array(raw, "Q", 8)
-
-
-def _uint32_array(raw: bytes) -> array:
-    """Little-endian 32-bit unsigned numbers as an array('I')."""
-    return _unsigned_array(raw, "I", 4)
-
-
 def _unsigned_array(raw: bytes, code: str, size: int) -> array:
+    """Little-endian unsigned numbers of `size` bytes as an array(`code`)."""
     numbers = array(code)
     if numbers.itemsize != size:  # not this width on this platform: a list of ints
         return list(struct.unpack(f"<{len(raw) // size}{code}", raw))  # type: ignore[return-value]
@@ -717,7 +707,7 @@ class ModuleReader:
         reader.align(8, "debug indices", padding)
         # An array, not a list: a large module has an index per op (8 bytes each instead of
         # 40 for a list slot and its int)
-        indices = _uint64_array(reader.raw(8 * num_indices, "debug indices"))
+        indices = _unsigned_array(reader.raw(8 * num_indices, "debug indices"), "Q", 8)
         num_attrs = reader.count("debug attribute count", 4)
         reader.align(4, "debug attribute offsets", padding)
         if num_attrs == 0 and reader.at_end():
@@ -725,7 +715,7 @@ class ModuleReader:
             # fails at the section's end ("failed to read debug info offset pointer"); match it.
             raise reader.error("debug section ends at its empty attribute table: at least one byte "
                                "must follow the attribute count and its padding")
-        offsets = _uint32_array(reader.raw(4 * num_attrs, "debug attribute offsets"))
+        offsets = _unsigned_array(reader.raw(4 * num_attrs, "debug attribute offsets"), "I", 4)
         data_start = reader.pos
         self.debug_blobs = BlobTable(offsets, payload[data_start:], what="debug attribute table",
                                      base=base + data_start, file=self.file,

@@ -37,7 +37,7 @@ def _file_loc(loc: L.DILoc):
 
 def _children(node) -> list[object]:
     if node.__class__ is L.DILoc:  # most nodes (the record classes have no subclasses)
-        return [("file", node.filename, node.line, node.column), node.scope]
+        return [_file_loc(node), node.scope]
     if isinstance(node, L.CallSiteLoc):
         return [_normal(node.callee), _normal(node.caller)]
     if isinstance(node, L.DISubprogram):

@@ -20,7 +20,7 @@ visit_locations = None  # the -g printer's walk collecting location aliases
 
 if not os.environ.get("TILEBC_PURE"):
     try:
-        from . import _speedups
+        import tilebc._speedups as _speedups  # not `from . import`: that reads as the package
     except ImportError:  # not built (no compiler when installed): the pure path
         _speedups = None
     # each name on its own: an extension built before a helper existed still serves the others

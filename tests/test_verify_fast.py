@@ -3,6 +3,8 @@ what checking every op in full reports: on every fixture, every invalid case, a 
 attribute mutations, and modules where ops share a signature with clean ops but stand in a wrong
 place (dominance, debug scope)."""
 
+from unittest import mock
+
 import pytest
 
 import tilebc
@@ -29,9 +31,14 @@ def compile_fast_paths(monkeypatch):
 
 
 def same_report(module):
+    """The fast path's report (through the C loop where tilebc._speedups is built, and through
+    the Python loop) equals checking every op in full."""
     fast = diagnostics(module)
     full = diagnostics(module, full=True)
     assert fast == full
+    if structure.verify_ops is not None:
+        with mock.patch.object(structure, "verify_ops", None):
+            assert diagnostics(module) == full
     return fast
 
 
@@ -175,3 +182,54 @@ def test_bool_arrays_enter_the_signature_by_value():
     loads[1].attrs["inbounds"] = (1,)
     loads[2].attrs["inbounds"] = [False, False]  # a list: unhashable, and the wrong length
     assert [d.rule for d in same_report(module)] == ["attr.inbounds"]
+
+
+def test_permutations_enter_the_signature_by_value():
+    # Two permutes of one type: the second's permutation repeats an index. Integer arrays enter
+    # the signature (and the C loop's key) by value, so the clean first one covers nothing else.
+    def body(b, x):
+        source = b.op("broadcast", [b.op("reshape", [x], [tile((1, 1), f32)])],
+                      [tile((4, 4), f32)])
+        for permutation in ((1, 0), (1, 0), (0, 0)):
+            b.op("permute", [source], [tile((4, 4), f32)], {"permutation": permutation})
+    module = _reload(kernel([scalar(f32)], body))
+    assert [d.rule for d in same_report(module)] == ["attr.permutation"]
+
+
+def test_a_result_defined_twice_is_found_on_ops_with_a_clean_signature():
+    # Three ops of one signature; the third's result is the second's Value again.
+    def body(b, x):
+        for _ in range(3):
+            b.op("reshape", [x], [tile((1,), f32)])
+    module = _reload(kernel([scalar(f32)], body))
+    ops = module.functions[0].body.ops
+    ops[2].results[0] = ops[1].results[0]
+    assert [d.rule for d in same_report(module)] == ["ssa.redefined"]
+
+
+@pytest.mark.skipif(structure.verify_ops is None, reason="tilebc._speedups is not built")
+def test_the_c_loop_reuses_clean_verdicts_and_checks_the_rest():
+    # 40 reshapes of one signature: the C loop calls the compiled check for the first only; an
+    # operand out of scope sends its op back to the check.
+    def body(b, x):
+        first = b.op("reshape", [x], [tile((1,), f32)])
+        for _ in range(40):
+            b.op("reshape", [first], [tile((1,), f32)])
+    module = _reload(kernel([scalar(f32)], body))
+    verifier = Verifier(module, Collector(module.source, fail_fast=False))
+    verifier.run()  # compiles the kind's check
+    spec = module.functions[0].body.ops[0].spec
+    compiled = structure._PLAIN_CHECKS[id(spec)]
+    calls = []
+    with mock.patch.dict(structure._PLAIN_CHECKS,
+                         {id(spec): lambda v, op: (calls.append(op), compiled(v, op))}):
+        verifier = Verifier(module, Collector(module.source, fail_fast=False))
+        verifier.run()
+        ops = module.functions[0].body.ops
+        assert calls == ops[:2] and verifier.ctx.diagnostics == []
+        ops[30].operands["source"] = ops[35].results[0]  # defined later: out of scope
+        calls.clear()
+        verifier = Verifier(module, Collector(module.source, fail_fast=False))
+        verifier.run()
+        assert calls == [*ops[:2], ops[30]]
+        assert [d.rule for d in verifier.ctx.diagnostics] == ["ssa.dominance"]

@@ -15,6 +15,7 @@ from .diagnostics import Collector
 from .hints import HINTS_FOR, check_hints
 from .optable import constraints_for
 from .signature import check_function
+from ..speedups import verify_ops
 from .typesys import type_problems, type_since
 
 _TERMINATOR_SPECS = tuple(reversed([spec for spec in OPS if spec.terminator]))  # newest first
@@ -88,8 +89,12 @@ class _SpecFacts:
             self.uses += 1
             if self.uses > COMPILE_AFTER:
                 check = self.check = check_function(self.spec, self, check_hints)
-                if _TABLE_BODY_SPECS.get(id(self.spec)) is self.spec:
-                    _FAST_CHECKS[id(self.spec)] = check
+                spec = self.spec
+                if _TABLE_BODY_SPECS.get(id(spec)) is spec:
+                    _FAST_CHECKS[id(spec)] = check
+                    if not (self.hints or self.context_checks or self.in_context
+                            or spec.regions):
+                        _PLAIN_CHECKS[id(spec)] = check
         return check
 
 
@@ -131,6 +136,9 @@ def _late_facts(spec: OpSpec) -> _SpecFacts | None:
 
 # id(spec) -> the compiled fast path of each table op kind (see _SpecFacts.fast_check)
 _FAST_CHECKS: dict[int, object] = {}
+# The same for kinds whose check reads only the op and its scope (no regions, hints, context
+# checks, symbols or terminators): the C loop (speedups.verify_ops) reuses their clean verdicts.
+_PLAIN_CHECKS: dict[int, object] = {}
 
 
 def _attr_token(value):
@@ -169,6 +177,7 @@ class Verifier:
         self.fast = fast
         self._clean_by_id: dict[tuple, bool] = {}     # keyed by ids of live objects of this module
         self._clean_by_value: dict[tuple, bool] = {}  # keyed by the types and attribute values
+        self._clean_keys: dict[bytes, bool] = {}  # the C loop's keys of ops checked clean
         self._clean_types = set()                     # ids of types that passed type_ok
         self._canonical: dict[object, object] = {}    # value -> first equal object seen
         self._canonical_ids: dict[int, int] = {}      # id(object) -> id of its canonical one
@@ -284,21 +293,28 @@ class Verifier:
         ops = block.ops
         if parent is not None and parent.spec.combiner:
             self.effect_free_body(ops, parent)
-        checks = _FAST_CHECKS if self.fast else {}
-        last = len(ops) - 1
-        for position, op in enumerate(ops):
-            spec = op.spec
-            # the op kind's fast path (see op), called directly
-            check = checks.get(id(spec))
-            if check is not None:
-                check(self, op)
-            else:
-                self.op(op)
-            if spec.terminator and position != last:
-                self.ctx.report("terminator.position", op, f"{op.name} must be the last op of its "
-                                                           f"block")
+        if self.fast and verify_ops is not None:  # the same loop in C (tilebc/_verifier.c)
+            verify_ops(self, ops, _PLAIN_CHECKS, self._clean_keys, self.op_at,
+                       DenseElementsAttr, Value)
+        else:
+            last = len(ops) - 1
+            for position, op in enumerate(ops):
+                self.op_at(op, position == last)
         self.block_end(block, parent)
         self.visible = outer
+
+    def op_at(self, op: Op, last: bool) -> None:
+        """One op of a block; `last`: whether it ends the block."""
+        spec = op.spec
+        # the op kind's fast path (see op), called directly
+        check = _FAST_CHECKS.get(id(spec)) if self.fast else None
+        if check is not None:
+            check(self, op)
+        else:
+            self.op(op)
+        if spec.terminator and not last:
+            self.ctx.report("terminator.position", op, f"{op.name} must be the last op of its "
+                                                       f"block")
 
     def effect_free_body(self, ops, parent: Op) -> None:
         """A reduce/scan body holds only memory-effect-free ops (NVIDIA's verifier, 13.5: "only

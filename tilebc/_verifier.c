@@ -1,0 +1,428 @@
+/* The verifier's loop over a block's ops, in C (part of tilebc._speedups; the Python twin is
+ * Verifier.block's loop in tilebc/verify/structure.py, and tests/test_speedups.py compares them).
+ *
+ * verify_ops(verifier, ops, plain, clean, one_op, dense_class, value_class)
+ *
+ * `plain` maps id(spec) to the compiled fast check (tilebc/verify/signature.py) of op kinds whose
+ * check reads nothing but the op itself and where it stands: no regions, hints, context checks,
+ * symbol or terminator. For an op of such a kind the loop builds a key from what the check's
+ * verdict depends on (the kind, each operand group's shape and types, each attribute by identity,
+ * dense values by their type, integer arrays by value, the result types), as bytes. Once an op of
+ * that key went through the check without a single diagnostic, a later one with the same key
+ * needs only what depends on where it stands: its operands in scope, its location resolved to the
+ * entry's subprogram without a problem, no regions, each result new; it gets those here. Any doubt
+ * (a miss, an operand out of scope, a location to look at, a shape the key does not cover) calls
+ * the check itself, so every message and its order are those of the Python loop. Ops of other
+ * kinds go to one_op(op, last).
+ *
+ * Keys hold addresses of objects the module keeps alive while it is verified (types, attributes,
+ * operand names), as the Python fast path's keys hold their ids.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+static PyObject *s_spec, *s_operands, *s_attrs, *s_results, *s_regions, *s_loc, *s_type,
+    *s_visible, *s_defined, *s_entry_subprogram, *s_debug, *s_resolved, *s_resolve, *s_ctx,
+    *s_diagnostics;
+
+#define KEY_SLOTS 128  /* an op needing more key words is checked every time */
+
+enum { K_NONE = 1, K_ONE, K_MANY, K_DENSE, K_OTHER, K_ARRAY, K_INT, K_BOOL, K_RESULTS };
+
+typedef struct {
+    uint64_t words[KEY_SLOTS];
+    Py_ssize_t used;
+} Key;
+
+static int put(Key *key, uint64_t word) {
+    if (key->used == KEY_SLOTS)
+        return 0;
+    key->words[key->used++] = word;
+    return 1;
+}
+
+#define PTR(p) ((uint64_t)(uintptr_t)(p))
+
+/* 1: the key is built; 0: the op is not shaped for a key (check it every time); -1: error. The
+ * ids taken are of objects the op holds; no Python code runs while they are read. */
+static int build_key(Key *key, PyObject *spec, PyObject *operands, PyObject *attrs,
+                     PyObject *results, PyTypeObject *value_class, PyTypeObject *dense_class) {
+    key->used = 0;
+    if (!PyDict_CheckExact(operands) || !PyDict_CheckExact(attrs))
+        return 0;
+    if (!put(key, PTR(spec)) || !put(key, (uint64_t)PyDict_GET_SIZE(operands)))
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *name, *group;
+    while (PyDict_Next(operands, &pos, &name, &group)) {
+        if (!put(key, PTR(name)))
+            return 0;
+        if (group == Py_None) {
+            if (!put(key, K_NONE))
+                return 0;
+        } else if (Py_TYPE(group) == value_class) {
+            PyObject *type = PyObject_GetAttr(group, s_type);
+            if (type == NULL)
+                return -1;
+            Py_DECREF(type);  /* the value holds it */
+            if (!put(key, K_ONE) || !put(key, PTR(type)))
+                return 0;
+        } else if (PyTuple_CheckExact(group)) {
+            Py_ssize_t count = PyTuple_GET_SIZE(group);
+            if (!put(key, K_MANY) || !put(key, (uint64_t)count))
+                return 0;
+            for (Py_ssize_t i = 0; i < count; i++) {
+                PyObject *value = PyTuple_GET_ITEM(group, i);
+                if (Py_TYPE(value) != value_class)
+                    return 0;
+                PyObject *type = PyObject_GetAttr(value, s_type);
+                if (type == NULL)
+                    return -1;
+                Py_DECREF(type);
+                if (!put(key, PTR(type)))
+                    return 0;
+            }
+        } else {
+            return 0;
+        }
+    }
+    if (!put(key, (uint64_t)PyDict_GET_SIZE(attrs)))
+        return 0;
+    pos = 0;
+    PyObject *value;
+    while (PyDict_Next(attrs, &pos, &name, &value)) {
+        if (!put(key, PTR(name)))
+            return 0;
+        if (Py_TYPE(value) == dense_class) {
+            /* no check reads a constant's bytes (the reader checked their length) */
+            PyObject *type = PyObject_GetAttr(value, s_type);
+            if (type == NULL)
+                return -1;
+            Py_DECREF(type);
+            if (!put(key, K_DENSE) || !put(key, PTR(type)))
+                return 0;
+        } else if (PyTuple_CheckExact(value)) {
+            /* each op has its own array: by value, each item's class with it (True == 1) */
+            Py_ssize_t count = PyTuple_GET_SIZE(value);
+            if (!put(key, K_ARRAY) || !put(key, (uint64_t)count))
+                return 0;
+            for (Py_ssize_t i = 0; i < count; i++) {
+                PyObject *item = PyTuple_GET_ITEM(value, i);
+                if (PyBool_Check(item)) {
+                    if (!put(key, K_BOOL) || !put(key, item == Py_True))
+                        return 0;
+                } else if (PyLong_CheckExact(item)) {
+                    int overflow = 0;
+                    long long number = PyLong_AsLongLongAndOverflow(item, &overflow);
+                    if (overflow)
+                        return 0;
+                    if (number == -1 && PyErr_Occurred())
+                        return -1;
+                    if (!put(key, K_INT) || !put(key, (uint64_t)number))
+                        return 0;
+                } else {
+                    return 0;
+                }
+            }
+        } else if (!put(key, K_OTHER) || !put(key, PTR(value))) {
+            return 0;
+        }
+    }
+    if (!put(key, K_RESULTS) || !put(key, (uint64_t)PyTuple_GET_SIZE(results)))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(results); i++) {
+        PyObject *result = PyTuple_GET_ITEM(results, i);
+        if (Py_TYPE(result) != value_class)
+            return 0;
+        PyObject *type = PyObject_GetAttr(result, s_type);
+        if (type == NULL)
+            return -1;
+        Py_DECREF(type);
+        if (!put(key, PTR(type)))
+            return 0;
+    }
+    return 1;
+}
+
+/* What the loop reads of the verifier, again after every call into Python. */
+typedef struct {
+    PyObject *visible, *defined, *entry_subprogram, *resolved, *debug, *diagnostics;
+} State;
+
+static void state_clear(State *state) {
+    Py_CLEAR(state->visible);
+    Py_CLEAR(state->defined);
+    Py_CLEAR(state->entry_subprogram);
+    Py_CLEAR(state->resolved);
+    Py_CLEAR(state->debug);
+    Py_CLEAR(state->diagnostics);
+}
+
+static int state_read(State *state, PyObject *verifier) {
+    state_clear(state);
+    PyObject *ctx = NULL;
+    if (!(state->visible = PyObject_GetAttr(verifier, s_visible))
+            || !(state->defined = PyObject_GetAttr(verifier, s_defined))
+            || !(state->entry_subprogram = PyObject_GetAttr(verifier, s_entry_subprogram))
+            || !(state->debug = PyObject_GetAttr(verifier, s_debug))
+            || !(state->resolved = PyObject_GetAttr(state->debug, s_resolved))
+            || !(ctx = PyObject_GetAttr(verifier, s_ctx))
+            || !(state->diagnostics = PyObject_GetAttr(ctx, s_diagnostics))) {
+        Py_XDECREF(ctx);
+        return -1;
+    }
+    Py_DECREF(ctx);
+    if (!PySet_CheckExact(state->visible) || !PySet_CheckExact(state->defined)
+            || !PyDict_CheckExact(state->resolved) || !PyList_CheckExact(state->diagnostics)) {
+        PyErr_SetString(PyExc_TypeError, "verify_ops: the verifier's sets, its resolved "
+                        "locations or its diagnostics are not of the expected types");
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether every operand of the op is in scope (1), not (0), or an error (-1). */
+static int operands_visible(PyObject *operands, PyObject *visible) {
+    Py_ssize_t pos = 0;
+    PyObject *name, *group;
+    while (PyDict_Next(operands, &pos, &name, &group)) {
+        if (group == Py_None)
+            continue;
+        if (PyTuple_CheckExact(group)) {
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(group); i++) {
+                int found = PySet_Contains(visible, PyTuple_GET_ITEM(group, i));
+                if (found != 1)
+                    return found;
+            }
+        } else {
+            int found = PySet_Contains(visible, group);
+            if (found != 1)
+                return found;
+        }
+    }
+    return 1;
+}
+
+/* Whether the op's location needs no look (1: none, or resolved to the entry's subprogram without
+ * a problem), needs one (0), or an error (-1). May call debug.resolve (Python). */
+static int location_plain(PyObject *op, State *state, int *ran_python) {
+    if (state->entry_subprogram == Py_False)
+        return 1;
+    PyObject *loc = PyObject_GetAttr(op, s_loc);
+    if (loc == NULL)
+        return -1;
+    if (loc == Py_None) {
+        Py_DECREF(loc);
+        return 1;
+    }
+    PyObject *id = PyLong_FromVoidPtr(loc);
+    if (id == NULL) {
+        Py_DECREF(loc);
+        return -1;
+    }
+    PyObject *found = PyDict_GetItemWithError(state->resolved, id);
+    Py_DECREF(id);
+    if (found != NULL) {
+        Py_INCREF(found);
+    } else {
+        if (PyErr_Occurred()) {
+            Py_DECREF(loc);
+            return -1;
+        }
+        *ran_python = 1;
+        found = PyObject_CallMethodOneArg(state->debug, s_resolve, loc);
+        if (found == NULL) {
+            Py_DECREF(loc);
+            return -1;
+        }
+    }
+    Py_DECREF(loc);
+    int plain = 0;
+    if (PyTuple_CheckExact(found) && PyTuple_GET_SIZE(found) == 3) {
+        PyObject *subprogram = PyTuple_GET_ITEM(found, 1);
+        plain = PyTuple_GET_ITEM(found, 2) == Py_None
+                && (subprogram == Py_None || subprogram == state->entry_subprogram);
+    }
+    Py_DECREF(found);
+    return plain;
+}
+
+/* Whether each result is new (1), some was defined before (0), or an error (-1). */
+static int results_new(PyObject *results, PyObject *defined) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(results); i++) {
+        int found = PySet_Contains(defined, PyTuple_GET_ITEM(results, i));
+        if (found != 0)
+            return found < 0 ? -1 : 0;
+    }
+    return 1;
+}
+
+static int define_results(PyObject *results, State *state) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(results); i++) {
+        PyObject *result = PyTuple_GET_ITEM(results, i);
+        if (PySet_Add(state->defined, result) < 0 || PySet_Add(state->visible, result) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* One op of a plain kind: 0 when done, -1 on error. `state` is read again after a call. */
+static int plain_op(PyObject *verifier, PyObject *op, PyObject *spec, PyObject *check,
+                    PyObject *clean, State *state, PyTypeObject *value_class,
+                    PyTypeObject *dense_class) {
+    PyObject *operands = NULL, *attrs = NULL, *results = NULL, *results_list = NULL,
+        *regions = NULL, *key_bytes = NULL;
+    int status = -1, handled = 0;
+    Key key;
+    if (!(operands = PyObject_GetAttr(op, s_operands)) || !(attrs = PyObject_GetAttr(op, s_attrs))
+            || !(results_list = PyObject_GetAttr(op, s_results))
+            || !(regions = PyObject_GetAttr(op, s_regions)))
+        goto done;
+    if (!(results = PySequence_Tuple(results_list)))
+        goto done;
+    int shaped = build_key(&key, spec, operands, attrs, results, value_class, dense_class);
+    if (shaped < 0)
+        goto done;
+    int no_regions = PyObject_Not(regions);
+    if (no_regions < 0)
+        goto done;
+    if (shaped && no_regions) {
+        key_bytes = PyBytes_FromStringAndSize((const char *)key.words,
+                                              key.used * (Py_ssize_t)sizeof(uint64_t));
+        if (key_bytes == NULL)
+            goto done;
+        PyObject *known = PyDict_GetItemWithError(clean, key_bytes);
+        if (known == NULL && PyErr_Occurred())
+            goto done;
+        if (known != NULL) {
+            int ok = operands_visible(operands, state->visible), ran_python = 0;
+            if (ok < 0)
+                goto done;
+            if (ok) {
+                ok = location_plain(op, state, &ran_python);
+                if (ok < 0)
+                    goto done;
+            }
+            if (ok) {
+                /* debug.resolve ran Python: the sets are read again */
+                if (ran_python && state_read(state, verifier) < 0)
+                    goto done;
+                ok = results_new(results, state->defined);
+                if (ok < 0)
+                    goto done;
+            }
+            if (ok) {
+                if (define_results(results, state) < 0)
+                    goto done;
+                handled = 1;
+            }
+        }
+    }
+    if (!handled) {
+        Py_ssize_t before = PyList_GET_SIZE(state->diagnostics);
+        PyObject *outcome = PyObject_CallFunctionObjArgs(check, verifier, op, NULL);
+        if (outcome == NULL)
+            goto done;
+        Py_DECREF(outcome);
+        if (state_read(state, verifier) < 0)
+            goto done;
+        /* a check that found nothing clears every later op of the key but for where it stands */
+        if (key_bytes != NULL && PyList_GET_SIZE(state->diagnostics) == before
+                && PyDict_SetItem(clean, key_bytes, Py_True) < 0)
+            goto done;
+    }
+    status = 0;
+done:
+    Py_XDECREF(operands);
+    Py_XDECREF(attrs);
+    Py_XDECREF(results);
+    Py_XDECREF(results_list);
+    Py_XDECREF(regions);
+    Py_XDECREF(key_bytes);
+    return status;
+}
+
+static PyObject *verify_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "verify_ops(verifier, ops, plain, clean, one_op, "
+                        "dense_class, value_class) takes 7 arguments");
+        return NULL;
+    }
+    PyObject *verifier = args[0], *plain = args[2], *clean = args[3], *one_op = args[4];
+    if (!PyDict_Check(plain) || !PyDict_Check(clean) || !PyType_Check(args[5])
+            || !PyType_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "verify_ops: plain and clean must be dicts, "
+                        "dense_class and value_class types");
+        return NULL;
+    }
+    PyTypeObject *dense_class = (PyTypeObject *)args[5], *value_class = (PyTypeObject *)args[6];
+    PyObject *ops = PySequence_Tuple(args[1]);  /* a copy: the checks are Python code */
+    if (ops == NULL)
+        return NULL;
+    State state = {0};
+    PyObject *result = NULL;
+    if (state_read(&state, verifier) < 0)
+        goto done;
+    Py_ssize_t count = PyTuple_GET_SIZE(ops);
+    for (Py_ssize_t position = 0; position < count; position++) {
+        PyObject *op = PyTuple_GET_ITEM(ops, position);
+        PyObject *spec = PyObject_GetAttr(op, s_spec);
+        if (spec == NULL)
+            goto done;
+        PyObject *id = PyLong_FromVoidPtr(spec);
+        if (id == NULL) {
+            Py_DECREF(spec);
+            goto done;
+        }
+        PyObject *check = PyDict_GetItemWithError(plain, id);
+        Py_DECREF(id);
+        if (check == NULL && PyErr_Occurred()) {
+            Py_DECREF(spec);
+            goto done;
+        }
+        int status;
+        if (check != NULL) {
+            Py_INCREF(check);
+            status = plain_op(verifier, op, spec, check, clean, &state, value_class, dense_class);
+            Py_DECREF(check);
+        } else {
+            PyObject *outcome = PyObject_CallFunctionObjArgs(
+                one_op, op, position == count - 1 ? Py_True : Py_False, NULL);
+            status = outcome == NULL ? -1 : 0;
+            Py_XDECREF(outcome);
+            if (status == 0)
+                status = state_read(&state, verifier);
+        }
+        Py_DECREF(spec);
+        if (status < 0)
+            goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    state_clear(&state);
+    Py_DECREF(ops);
+    return result;
+}
+
+static PyMethodDef verifier_functions[] = {
+    {"verify_ops", (PyCFunction)(void (*)(void))verify_ops, METH_FASTCALL,
+     "verify_ops(verifier, ops, plain, clean, one_op, dense_class, value_class): the loop of "
+     "Verifier.block over a block's ops, ops of plain kinds with a known clean key checked here"},
+    {NULL, NULL, 0, NULL},
+};
+
+int add_verifier(PyObject *module) {
+    static PyObject **names[] = {&s_spec, &s_operands, &s_attrs, &s_results, &s_regions, &s_loc,
+                                 &s_type, &s_visible, &s_defined, &s_entry_subprogram, &s_debug,
+                                 &s_resolved, &s_resolve, &s_ctx, &s_diagnostics};
+    static const char *texts[] = {"spec", "operands", "attrs", "results", "regions", "loc",
+                                  "type", "visible", "defined", "entry_subprogram", "debug",
+                                  "resolved", "resolve", "ctx", "diagnostics"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        *names[i] = PyUnicode_InternFromString(texts[i]);
+        if (*names[i] == NULL)
+            return -1;
+    }
+    return PyModule_AddFunctions(module, verifier_functions);
+}

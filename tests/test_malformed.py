@@ -927,6 +927,22 @@ def test_lazy_locations_equal_strict():
     assert strict.functions[0] == plain and plain == strict.functions[0]
 
 
+def test_a_plain_print_reads_no_location():
+    """`tilebc dis` without -g prints no location, so it decodes none (the debug section costs a
+    large module's print tens of milliseconds); -g reads them all."""
+    from tilebc.binary.lazyloc import DecodedOp
+    from tilebc.text import print_module
+    module = tilebc.load(_fixture_with_debug(), verify=False)  # verifying reads them
+    plain = print_module(module)
+    assert all(function._pending_loc is not None for function in module.functions)
+    assert all(op.__class__ is DecodedOp for op in module.walk())
+    assert "loc(" not in plain
+    with_locations = print_module(module, debug=True)
+    assert all(function._pending_loc is None for function in module.functions)
+    assert not any(op.__class__ is DecodedOp for op in module.walk())
+    assert "loc(" in with_locations
+
+
 def test_ops_become_plain_ops_once_their_locations_are_read():
     """Reading one op's location decodes its function's: those ops are plain Ops from then on (the
     location in their slot, read without a property), and writing a location still works; an op

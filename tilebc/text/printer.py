@@ -692,7 +692,8 @@ class _ModulePrinter:
             text += " optimization_hints=" + V.hints(hints)
         ctx = _Context(self, names, "")
         text += " " + self.block_body(function.body, ctx, implicit_terminator=None)
-        return text + self.loc(function.loc)
+        # reading a location decodes debug info: a plain print never asks
+        return text + self.loc(function.loc) if self.debug else text
 
     @staticmethod
     def arg_attrs(function: Function, index: int) -> str:
@@ -756,7 +757,7 @@ class _ModulePrinter:
                 heads.append("%" + ctx.names.text[op.results[start]]
                              + (f":{count}" if count > 1 else ""))
             prefix = ", ".join(heads) + " = "
-        return prefix + text + self.loc(op.loc)
+        return prefix + text + self.loc(op.loc) if self.debug else prefix + text
 
     def generic_region(self, region: Region, ctx: _Context) -> str:
         if not region.blocks:

@@ -203,3 +203,41 @@ def test_handbuilt_matches_live_tileirdisasm(name):
 ])
 def test_float_literals(bits, element, text):
     assert format_float(bits, element) == text
+
+
+def test_compiled_printers_print_ops_not_shaped_as_declared_as_the_walker_does():
+    """A compiled printer reads operand groups as the spec declares them; an op built otherwise
+    (a single operand given as a tuple, a variadic group given as a single value, an operand
+    missing from the dict) is printed by the kind's generic body, as the syntax walker prints
+    it."""
+    module = Module(version=tilebc.Version(13, 5))
+    b = new_function(module, "shapes", [scalar(f32), scalar(f32)])
+    x, y = b.block.args
+    reshaped = b.op("reshape", [x], [tile((1,), f32)])
+    total = b.op("addf", [x, y], [scalar(f32)])
+    b.op("return", [[]])
+    shaped = {kind: None for kind in PRINTERS}
+    for kind in PRINTERS:
+        with op_printers(kind):
+            shaped[kind] = print_module(module)
+    assert shaped["walked"] == shaped["compiled"]
+    ops = module.functions[0].body.ops
+    ops[0].operands["source"] = (x,)         # ONE as a one-element tuple
+    ops[1].operands["rhs"] = (y,)
+    texts = {}
+    for kind in PRINTERS:
+        with op_printers(kind):
+            texts[kind] = print_module(module)
+    assert texts["walked"] == texts["compiled"] == shaped["walked"]
+    ops[2].operands["operands"] = y          # VARIADIC as one value
+    for kind in PRINTERS:
+        with op_printers(kind):
+            texts[kind] = print_module(module)
+    assert texts["walked"] == texts["compiled"] != shaped["walked"]
+    assert "return %arg1 : tile<f32>" in texts["compiled"]
+    del ops[0].operands["source"]            # missing: printed as absent
+    for kind in PRINTERS:
+        with op_printers(kind):
+            texts[kind] = print_module(module)
+    assert texts["walked"] == texts["compiled"] != shaped["walked"]
+    assert reshaped is not None and total is not None

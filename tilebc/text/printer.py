@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 from ..codecache import compile_generated
 from ..errors import TilebcError
-from ..ir.module import Block, Function, Global, Module, Op, Region
+from ..ir.module import Block, Function, Global, Module, Op, Region, Value
 from ..ir import attrs as A
 from ..ir.types import exact_type_text
-from ..ops.spec import AttrKind
+from ..ops.spec import Arity, AttrKind
 from ..ops.table import ENTRY_OP, GLOBAL_OP
 from ..gcpause import collection_paused
 from .. import speedups
@@ -511,6 +511,153 @@ class _Writer:
                       f"{{{self.constant(element)}!r}}')")
 
 
+_PLAIN_LITERAL = re.compile(r"[A-Za-z0-9 _.,:;=<>()\[\]#%@!?+*/-]*\Z")
+
+
+class _FastWriter(_Writer):
+    """Source of `body(op, ctx)` for ops shaped as their spec declares (each single operand a
+    Value, each optional one None or a Value, each variadic group a tuple): the operand groups
+    are read once, and each run of elements outside an optional group is one f-string. An op
+    shaped otherwise (IR built by hand) goes to GENERIC, _Writer's body for the kind."""
+
+    def __init__(self, spec):
+        super().__init__()
+        self.spec = spec
+        self.parts: list[str] = []  # f-string pieces not yet appended: text, or {expression}
+
+    def text(self, value: str) -> None:
+        if _PLAIN_LITERAL.match(value):
+            self.parts.append(value)
+        else:
+            self.parts.append("{" + self.constant(value) + "}")
+
+    def expression(self, source: str) -> None:
+        self.parts.append("{" + source + "}")
+
+    def flush(self) -> None:
+        if self.parts:
+            self.lines.append(f'{self.indent}append(f"{"".join(self.parts)}")')
+            self.parts = []
+
+    def prologue(self) -> list[str]:
+        operands = self.spec.operands
+        lines = ["def body(op, ctx):"]
+        if operands:
+            lines += ["    operands = op.operands", "    try:"]
+            lines += [f"        g{i} = operands[{o.name!r}]" for i, o in enumerate(operands)]
+            lines += ["    except KeyError:", "        return GENERIC(op, ctx)"]
+            shaped = []
+            for i, operand in enumerate(operands):
+                if operand.arity is Arity.ONE:
+                    shaped.append(f"g{i}.__class__ is Value")
+                elif operand.arity is Arity.OPTIONAL:
+                    shaped.append(f"(g{i} is None or g{i}.__class__ is Value)")
+                else:
+                    shaped.append(f"g{i}.__class__ is tuple")
+            lines += [f"    if not ({' and '.join(shaped)}):", "        return GENERIC(op, ctx)"]
+        return lines
+
+    def source(self) -> str:
+        self.flush()
+        body = self.lines
+        if len(body) == 1 and body[0].startswith("    append("):  # one f-string: returned
+            body = ["    return " + body[0][len("    append("):-1]]
+        else:
+            body = ["    parts = []", "    append = parts.append", *body,
+                    "    return ''.join(parts)"]
+        text = "\n".join(body)
+        names = [line for word, line in (("attrs", "    attrs = op.attrs"),
+                                         ("ref(", "    ref = ctx.names.ref"),
+                                         ("tt(", "    tt = ctx.printer.type_text"),
+                                         ("known(", "    known = tt.known"))
+                 if word in text]
+        return "\n".join(self.prologue() + names + body)
+
+    @staticmethod
+    def type_text(value: str) -> str:
+        """The text of the type `value` (an expression without side effects): looked up by
+        identity here, type_text (a call) only for one not printed yet."""
+        return f"(known(id({value})) or tt({value}))"
+
+    def operand(self, index: int, each: str) -> str:
+        """The text of operand group `index`, `each` ("ref({})", "tt({}.type)") of each value."""
+        group = f"g{index}"
+        arity = self.spec.operands[index].arity
+        if arity is Arity.ONE:
+            return each.format(group)
+        if arity is Arity.OPTIONAL:
+            return f"({each.format(group)} if {group} is not None else '')"
+        return f"', '.join([{each.format('v')} for v in {group}])"
+
+    def optional(self, group: OptionalGroup) -> None:
+        anchor = group.anchor
+        if isinstance(anchor, OperandRef):
+            arity = self.spec.operands[anchor.index].arity
+            if arity is Arity.ONE:  # always present in a shaped op
+                self.elements(group.elements)
+                return
+            self.code(f"if g{anchor.index}:" if arity is Arity.VARIADIC
+                      else f"if g{anchor.index} is not None:")
+            outer = self.indent
+            self.indent += "    "
+            mark = len(self.lines)
+            self.elements(group.elements)
+            self.flush()
+            if len(self.lines) == mark:
+                self.lines.append(self.indent + "pass")
+            self.indent = outer
+            return
+        super().optional(group)
+
+    def elements(self, elements, skip=None) -> None:
+        for element in elements:
+            if element is skip:
+                continue
+            if isinstance(element, AttrDict):
+                if element.keyword_attrs:
+                    self.expression(f"_attr_dict_text(op, {self.constant(element)})")
+                self.should_space, self.last_punct = True, False
+                continue
+            super().elements((element,))
+
+    def value(self, element) -> None:
+        if isinstance(element, OperandRef):
+            self.space()
+            self.expression(self.operand(element.index, "ref({})"))
+        elif isinstance(element, AttrRef):
+            self.space()
+            kind = element.spec.kind
+            value = f"attrs[{element.name!r}]"
+            if kind is AttrKind.ENUM:
+                self.expression(f"{value}.keyword")
+            elif kind is AttrKind.INT:
+                self.expression(f"str({value})")
+            else:
+                self.expression(f"attr_text({self.constant(element.spec)}, {value})")
+        elif isinstance(element, TypeRef):
+            self.space()
+            if element.operand is not None:
+                arity = self.spec.operands[element.operand].arity
+                self.expression(self.operand(element.operand, "tt({}.type)")
+                                if arity is Arity.VARIADIC else
+                                self.operand(element.operand,
+                                             self.type_text("{0}.type")))
+            elif not element.variadic:
+                self.expression(self.type_text(f"op.results[{element.result}].type"))
+            else:
+                self.expression(f"', '.join(map(str, _types_of(op, {self.constant(element)})))")
+        elif isinstance(element, Custom):
+            function, drop_space = DIRECTIVES[element.name]
+            if drop_space and self.should_space:
+                super().value(element)  # statements: a space only before a non-empty text
+            else:
+                self.space()
+                self.expression(f"{self.constant(function)}(op, ctx, "
+                                f"*{self.constant(element.args)})")
+        else:
+            super().value(element)
+
+
 def _type_texts():
     """str(type), remembered by identity for one print (a module shares its type objects)."""
     cache: dict[int, str] = {}
@@ -522,6 +669,7 @@ def _type_texts():
             text = cache[id(value)] = str(value)
             keep.append(value)
         return text
+    type_text.known = cache.get  # id(type) -> its text once made: the fast printers' first try
     return type_text
 
 
@@ -540,6 +688,27 @@ def _op_printer_source(spec) -> tuple:
     return "\n".join(head + writer.lines + ["    return ''.join(parts)"]) + "\n", writer.constants
 
 
+def _fast_printer_source(spec) -> tuple:
+    """(source of the fast `body(op, ctx)` for ops of `spec` shaped as declared, its constants)."""
+    writer = _FastWriter(spec)
+    writer.elements(compile_syntax(spec))
+    return writer.source() + "\n", writer.constants
+
+
+def _generic_printer(spec):
+    """`body(op, ctx)` for every op of `spec` (_Writer's), compiled on the first op that needs it."""
+    compiled = []
+
+    def generic(op, ctx):
+        if not compiled:
+            source, constants = _op_printer_source(spec)
+            namespace = {**_PRINTER_NAMES, **constants}
+            exec(compile_generated(source, f"<tilebc printer {spec.mnemonic}>"), namespace)
+            compiled.append(namespace["body"])
+        return compiled[0](op, ctx)
+    return generic
+
+
 # id(spec) -> (spec, its compiled body printer); the spec rides along so an id is never reused
 _OP_PRINTERS: dict[int, tuple] = {}
 _USES: dict[int, int] = {}  # id(spec) -> ops of the kind printed by the walker so far
@@ -548,17 +717,24 @@ _USES: dict[int, int] = {}  # id(spec) -> ops of the kind printed by the walker 
 COMPILE_AFTER = 8
 
 
+def _printer_names() -> dict:
+    return {"_attr_dict_text": _attr_dict_text, "_attr_present": _attr_present,
+            "_types_of": _types_of, "present": present, "attr_text": attr_text,
+            "TilebcError": TilebcError, "Value": Value}
+
+
+_PRINTER_NAMES = _printer_names()
+
+
 def op_printer(spec):
     """The compiled `body(op, ctx)` of ops of `spec`: their text after the op name, without
     the location (what `_walk` produces for the op)."""
     found = _OP_PRINTERS.get(id(spec))
     if found is not None and found[0] is spec:
         return found[1]
-    source, constants = _op_printer_source(spec)
-    namespace = {"_attr_dict_text": _attr_dict_text, "_attr_present": _attr_present,
-                 "_types_of": _types_of, "present": present, "attr_text": attr_text,
-                 "TilebcError": TilebcError, **constants}
-    exec(compile_generated(source, f"<tilebc printer {spec.mnemonic}>"), namespace)
+    source, constants = _fast_printer_source(spec)
+    namespace = {**_PRINTER_NAMES, "GENERIC": _generic_printer(spec), **constants}
+    exec(compile_generated(source, f"<tilebc fast printer {spec.mnemonic}>"), namespace)
     _OP_PRINTERS[id(spec)] = (spec, namespace["body"])
     return namespace["body"]
 

@@ -233,3 +233,18 @@ def test_the_c_loop_reuses_clean_verdicts_and_checks_the_rest():
         verifier.run()
         assert calls == [*ops[:2], ops[30]]
         assert [d.rule for d in verifier.ctx.diagnostics] == ["ssa.dominance"]
+
+
+def test_loads_sharing_a_hints_object_share_its_verdict_and_others_are_checked():
+    # Six loads of one signature but for their hints: three share a clean hints object, two share
+    # one whose latency is out of range, one has an equal copy of the clean object.
+    from test_verify_invalid import VIEW_ACCESSES, _hints, partition, view_kernel
+    clean, bad = _hints("default", latency=3), _hints("default", latency=11)
+    hints = (clean, clean, bad, clean, bad, _hints("default", latency=3))
+    module = _reload(view_kernel(partition, lambda b, v, _: [
+        VIEW_ACCESSES["load_view_tko"](b, v, {"optimization_hints": h}) for h in hints]))
+    loads = [op for op in module.walk() if op.name == "load_view_tko"]
+    for load, h in zip(loads, hints):  # the reader shares equal attributes: set them again
+        load.attrs["optimization_hints"] = h
+    found = same_report(module)
+    assert [(d.rule, d.op) for d in found] == [("hints.value", "load_view_tko")] * 2

@@ -4,8 +4,8 @@
  * verify_ops(verifier, ops, plain, clean, one_op, dense_class, value_class)
  *
  * `plain` maps id(spec) to the compiled fast check (tilebc/verify/signature.py) of op kinds whose
- * check reads nothing but the op itself and where it stands: no regions, hints, context checks,
- * symbol or terminator. For an op of such a kind the loop builds a key from what the check's
+ * check reads nothing but the op itself and where it stands: no regions, context checks, symbol
+ * or terminator (optimization hints are checked by their value alone). For an op of such a kind the loop builds a key from what the check's
  * verdict depends on (the kind, each operand group's shape and types, each attribute by identity,
  * dense values by their type, integer arrays by value, the result types), as bytes. Once an op of
  * that key went through the check without a single diagnostic, a later one with the same key

@@ -92,8 +92,7 @@ class _SpecFacts:
                 spec = self.spec
                 if _TABLE_BODY_SPECS.get(id(spec)) is spec:
                     _FAST_CHECKS[id(spec)] = check
-                    if not (self.hints or self.context_checks or self.in_context
-                            or spec.regions):
+                    if not (self.context_checks or self.in_context or spec.regions):
                         _PLAIN_CHECKS[id(spec)] = check
         return check
 
@@ -136,8 +135,9 @@ def _late_facts(spec: OpSpec) -> _SpecFacts | None:
 
 # id(spec) -> the compiled fast path of each table op kind (see _SpecFacts.fast_check)
 _FAST_CHECKS: dict[int, object] = {}
-# The same for kinds whose check reads only the op and its scope (no regions, hints, context
-# checks, symbols or terminators): the C loop (speedups.verify_ops) reuses their clean verdicts.
+# The same for kinds whose check reads only the op and its scope (no regions, context checks,
+# symbols or terminators; hints depend on nothing but their value): the C loop
+# (speedups.verify_ops) reuses their clean verdicts.
 _PLAIN_CHECKS: dict[int, object] = {}
 
 

@@ -265,6 +265,52 @@ def test_plain_locations_stops_at_what_it_cannot_make():
         speedups.plain_locations(*call[:-1])
 
 
+def test_plain_locations_makes_call_sites_of_plain_parts_only():
+    """With the call-site arguments, an entry `callsite(callee at caller)` is made in C when each
+    part is unknown (index 0 or an `unknown` entry), decoded already, or a plain DILoc entry (kept
+    in debug_attrs only, as debug_attr keeps it); anything else is left to the reader."""
+    from tilebc.binary.reader import _LOC_SCOPES, DEBUG_CALL_SITE, DEBUG_LOC
+    from tilebc.ir import location as L
+    file = L.DIFile("k.py", "/")
+    scope = L.DISubprogram(file, 1, "k", "k", L.DICompileUnit(file), 1)
+    entries = [bytes([DEBUG_LOC, 9, 3, 5, 9]),          # 1: plain DILoc
+               bytes([DEBUG_LOC, 9, 3, 6, 1]),          # 2: plain DILoc
+               bytes([DEBUG_CALL_SITE, 1, 2]),          # 3: callsite(#1 at #2)
+               bytes([DEBUG_CALL_SITE, 0, 8]),          # 4: callsite(unknown at unknown)
+               bytes([DEBUG_CALL_SITE, 3, 4]),          # 5: parts decoded call sites
+               bytes([DEBUG_CALL_SITE, 1, 2, 0]),       # 6: a byte left over
+               bytes([DEBUG_CALL_SITE, 9, 1]),          # 7: callee a subprogram
+               bytes([DEBUG_CALL_SITE, 1, 40]),         # 8: caller out of range
+               bytes([0])]                              # 9: unknown
+    data, offsets = b"", []
+    for entry in entries:
+        offsets.append(len(data))
+        data += entry
+    attrs = {9: scope, 8: L.UnknownDebugAttr()}
+    strings = {3: "k.py"}
+
+    def call(index, cache, with_sites=True):
+        extra = (L.CallSiteLoc, L.UnknownDebugAttr, DEBUG_CALL_SITE) if with_sites else ()
+        return speedups.plain_locations(data, offsets, [index], 0, 1, cache, attrs, strings,
+                                        L.DILoc, _LOC_SCOPES, DEBUG_LOC, *extra)
+    cache = {}
+    made = call(3, cache)
+    first, second = L.DILoc(scope, "k.py", 5, 9), L.DILoc(scope, "k.py", 6, 1)
+    assert made == [L.CallSiteLoc(first, second)]
+    assert cache == {3: made[0]} and attrs[3] is made[0] and attrs[1] == first and 1 not in cache
+    unknown = call(4, cache)
+    assert unknown == [L.CallSiteLoc(None, None)]
+    both = call(5, cache)
+    assert both == [L.CallSiteLoc(made[0], unknown[0])]
+    assert both[0].callee is made[0] and both[0].caller is unknown[0]
+    assert call(3, {}) == []  # decoded already (as a part, say): left to the reader's cache
+    assert call(6, {}) == [] and call(7, {}) == [] and call(8, {}) == []
+    assert call(4, {}, with_sites=False) == []
+    with pytest.raises(TypeError):
+        speedups.plain_locations(data, offsets, [3], 0, 1, {}, attrs, strings, L.DILoc,
+                                 _LOC_SCOPES, DEBUG_LOC, L.CallSiteLoc)
+
+
 def _every_name(monkeypatch, compiled: bool) -> list:
     """The SSA names the printer gives every function of every fixture and text-corpus file: (text,
     refs, result groups, suggestions) by value position, through tilebc/_printer.c when `compiled`."""

@@ -700,27 +700,172 @@ static PyObject *make_loc(PyTypeObject *loc_type, PyObject *scope, PyObject *nam
     return loc;
 }
 
-/* plain_locations(data, offsets, indices, start, stop, locations, debug_attrs, strings, loc_type,
- * scopes, tag) -> list: the locations of debug indices indices[start:stop], as the reader's
- * location() gives them for an exactly sliced table, up to the first entry that is neither in
- * `locations` (its cache) nor plain with its scope (a type in `scopes`) and file name decoded
- * already; those made here are kept in `locations` and `debug_attrs`. The reader's location()
- * reads that entry (decoding its scope, or saying what is wrong), then calls again after it. */
-static PyObject *plain_locations(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "plain_locations takes 11 arguments");
-        return NULL;
+/* What plain_locations reads entries with. */
+typedef struct {
+    const unsigned char *bytes;
+    Py_ssize_t size;
+    PyObject *offsets;
+    Py_ssize_t n_offsets;
+    PyObject *debug_attrs, *strings, *loc_type, *scopes;
+    long tag;
+    /* call sites (NULL call_site_type: not made here) */
+    PyObject *call_site_type, *unknown_type;
+    long call_site_tag;
+} Entries;
+
+/* [start, stop) of debug entry `index` (1-based) in the data: 1; 0 when there is no such entry
+ * or its offsets are not a range inside the data; -1 on error. */
+static int entry_span(Entries *e, Py_ssize_t index, Py_ssize_t *start, Py_ssize_t *stop) {
+    if (!(0 < index && index <= e->n_offsets))
+        return 0;
+    PyObject *first = PySequence_GetItem(e->offsets, index - 1);
+    PyObject *next = index < e->n_offsets ? PySequence_GetItem(e->offsets, index) : NULL;
+    Py_ssize_t from = first ? PyLong_AsSsize_t(first) : -1;
+    Py_ssize_t to = index < e->n_offsets ? (next ? PyLong_AsSsize_t(next) : -1) : e->size;
+    Py_XDECREF(first);
+    Py_XDECREF(next);
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();  /* an offset past any data: not a plain entry */
+        return 0;
     }
-    PyObject *data = args[0], *offsets = args[1], *indices = args[2];
-    PyObject *locations = args[5], *debug_attrs = args[6], *strings = args[7];
-    PyObject *loc_type = args[8], *scopes = args[9];
-    Py_ssize_t start = PyLong_AsSsize_t(args[3]), stop = PyLong_AsSsize_t(args[4]);
-    long tag = PyLong_AsLong(args[10]);
+    if (!(0 <= from && from <= to && to <= e->size))
+        return 0;
+    *start = from;
+    *stop = to;
+    return 1;
+}
+
+/* The DILoc of plain entry `index` (a new reference), as the reader's _plain_loc makes it: its
+ * scope (a type in `scopes`) and file name decoded already. NULL without an error: not one. */
+static PyObject *plain_entry_loc(Entries *e, Py_ssize_t index) {
+    Py_ssize_t from, to;
+    int spanned = entry_span(e, index, &from, &to);
+    if (spanned <= 0)
+        return NULL;
+    uint64_t fields[4];
+    if (!plain_loc_fields(e->bytes, from, to, (unsigned char)e->tag, fields))
+        return NULL;
+    PyObject *scope_key = PyLong_FromUnsignedLongLong(fields[0]);
+    PyObject *name_key = PyLong_FromUnsignedLongLong(fields[1]);
+    PyObject *scope = NULL, *name = NULL;
+    if (scope_key != NULL && name_key != NULL) {
+        scope = PyDict_GetItemWithError(e->debug_attrs, scope_key);
+        if (!PyErr_Occurred())
+            name = PyDict_GetItemWithError(e->strings, name_key);
+    }
+    Py_XDECREF(scope_key);
+    Py_XDECREF(name_key);
     if (PyErr_Occurred())
         return NULL;
-    if (!PyDict_Check(locations) || !PyDict_Check(debug_attrs) || !PyDict_Check(strings)
-            || !PyType_Check(loc_type) || ((PyTypeObject *)loc_type)->tp_new == NULL
-            || !PyTuple_Check(scopes) || tag < 0 || tag > 255) {
+    int scoped = 0;
+    for (Py_ssize_t k = 0; scope != NULL && k < PyTuple_GET_SIZE(e->scopes); k++)
+        scoped |= (PyObject *)Py_TYPE(scope) == PyTuple_GET_ITEM(e->scopes, k);
+    if (!scoped || name == NULL)
+        return NULL;
+    Py_INCREF(scope);  /* held while the location is made (it allocates) */
+    Py_INCREF(name);
+    PyObject *loc = make_loc((PyTypeObject *)e->loc_type, scope, name, fields[2], fields[3]);
+    Py_DECREF(scope);
+    Py_DECREF(name);
+    return loc;
+}
+
+/* A call site's callee or caller, debug index `index`, as the reader's _call_site_part reads it:
+ * None for index 0 or an `unknown` entry, a decoded location, or a plain DILoc entry made here
+ * (kept in debug_attrs, as debug_attr keeps it). A new reference; NULL without an error: anything
+ * else, which the careful path reads. */
+static PyObject *call_site_part(Entries *e, uint64_t index) {
+    if (index == 0)
+        return Py_NewRef(Py_None);
+    if (index > (uint64_t)e->n_offsets)
+        return NULL;
+    PyObject *key = PyLong_FromUnsignedLongLong(index);
+    if (key == NULL)
+        return NULL;
+    PyObject *part = PyDict_GetItemWithError(e->debug_attrs, key);
+    if (part != NULL) {
+        PyObject *type = (PyObject *)Py_TYPE(part);
+        part = type == e->loc_type || type == e->call_site_type ? Py_NewRef(part)
+               : type == e->unknown_type ? Py_NewRef(Py_None) : NULL;
+    } else if (!PyErr_Occurred()) {
+        part = plain_entry_loc(e, (Py_ssize_t)index);
+        if (part != NULL && PyDict_SetItem(e->debug_attrs, key, part) < 0)
+            Py_CLEAR(part);
+    }
+    Py_DECREF(key);
+    return part;
+}
+
+static PyObject *s_callee, *s_caller;
+
+/* The CallSiteLoc of entry `index` when it is a plain one: the tag, two varints filling the
+ * entry exactly, parts call_site_part makes. A new reference; NULL without an error: not one. */
+static PyObject *plain_call_site(Entries *e, Py_ssize_t index) {
+    Py_ssize_t from, to;
+    if (e->call_site_type == NULL || entry_span(e, index, &from, &to) <= 0)
+        return NULL;
+    if (to - from < 3 || e->bytes[from] != (unsigned char)e->call_site_tag)
+        return NULL;
+    Cursor c = {e->bytes, to, from + 1, to};
+    uint64_t callee_index, caller_index;
+    if (read_varint_or(NULL, &c, &callee_index) < 0 || read_varint_or(NULL, &c, &caller_index) < 0
+            || c.pos != to)
+        return NULL;
+    PyObject *callee = call_site_part(e, callee_index);
+    if (callee == NULL)
+        return NULL;
+    PyObject *caller = call_site_part(e, caller_index);
+    if (caller == NULL) {
+        Py_DECREF(callee);
+        return NULL;
+    }
+    PyObject *site = NULL, *empty = PyTuple_New(0);
+    if (empty != NULL) {
+        PyTypeObject *type = (PyTypeObject *)e->call_site_type;
+        site = type->tp_new(type, empty, NULL);
+        Py_DECREF(empty);
+    }
+    if (site != NULL && (PyObject_GenericSetAttr(site, s_callee, callee) < 0
+                         || PyObject_GenericSetAttr(site, s_caller, caller) < 0))
+        Py_CLEAR(site);
+    Py_DECREF(callee);
+    Py_DECREF(caller);
+    return site;
+}
+
+/* plain_locations(data, offsets, indices, start, stop, locations, debug_attrs, strings, loc_type,
+ * scopes, tag[, call_site_type, unknown_type, call_site_tag]) -> list: the locations of debug
+ * indices indices[start:stop], as the reader's location() gives them for an exactly sliced
+ * table, up to the first entry that is neither in `locations` (its cache) nor plain: a DILoc
+ * whose scope (a type in `scopes`) and file name are decoded already, or (with the last three
+ * arguments) a call site not decoded yet whose callee and caller are unknown, decoded, or plain
+ * DILocs. Those made here are kept in `locations` and `debug_attrs`. The reader's location()
+ * reads that entry (decoding its scope, or saying what is wrong), then calls again after it. */
+static PyObject *plain_locations(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 11 && nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "plain_locations takes 11 or 14 arguments");
+        return NULL;
+    }
+    PyObject *data = args[0], *indices = args[2], *locations = args[5];
+    Entries e = {NULL, 0, args[1], 0, args[6], args[7], args[8], args[9], 0, NULL, NULL, 0};
+    Py_ssize_t start = PyLong_AsSsize_t(args[3]), stop = PyLong_AsSsize_t(args[4]);
+    e.tag = PyLong_AsLong(args[10]);
+    if (nargs == 14) {
+        e.call_site_type = args[11];
+        e.unknown_type = args[12];
+        e.call_site_tag = PyLong_AsLong(args[13]);
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyDict_Check(locations) || !PyDict_Check(e.debug_attrs) || !PyDict_Check(e.strings)
+            || !PyType_Check(e.loc_type) || ((PyTypeObject *)e.loc_type)->tp_new == NULL
+            || !PyTuple_Check(e.scopes) || e.tag < 0 || e.tag > 127
+            || (nargs == 14 && (!PyType_Check(e.call_site_type)
+                                || ((PyTypeObject *)e.call_site_type)->tp_new == NULL
+                                || !PyType_Check(e.unknown_type)
+                                || e.call_site_tag < 0 || e.call_site_tag > 127))) {
         PyErr_SetString(PyExc_TypeError, "plain_locations: bad argument types");
         return NULL;
     }
@@ -728,13 +873,14 @@ static PyObject *plain_locations(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "plain_locations: start and stop are not a range");
         return NULL;
     }
-    Py_ssize_t n_offsets = PyObject_Length(offsets);
-    if (n_offsets < 0)
+    e.n_offsets = PyObject_Length(e.offsets);
+    if (e.n_offsets < 0)
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    const unsigned char *bytes = view.buf;
+    e.bytes = view.buf;
+    e.size = view.len;
     PyObject *found = PyList_New(0);
     if (found == NULL)
         goto fail;
@@ -745,72 +891,29 @@ static PyObject *plain_locations(PyObject *module, PyObject *const *args, Py_ssi
         value = PyDict_GetItemWithError(locations, key);
         if (value != NULL) {
             Py_INCREF(value);
-        } else if (PyErr_Occurred()) {
-            Py_DECREF(key);
-            goto fail;
-        } else {
-            Py_ssize_t index = PyLong_AsSsize_t(key), entry_start = -1, entry_stop = -1;
+        } else if (!PyErr_Occurred()) {
+            Py_ssize_t index = PyLong_AsSsize_t(key);
             if (index == -1 && PyErr_Occurred()) {
                 PyErr_Clear();  /* not an index the table has: the careful path says so */
                 index = 0;
             }
-            if (0 < index && index <= n_offsets) {
-                PyObject *first = PySequence_GetItem(offsets, index - 1);
-                PyObject *next = index < n_offsets ? PySequence_GetItem(offsets, index) : NULL;
-                entry_start = first ? PyLong_AsSsize_t(first) : -1;
-                entry_stop = index < n_offsets ? (next ? PyLong_AsSsize_t(next) : -1) : view.len;
-                Py_XDECREF(first);
-                Py_XDECREF(next);
-                if (PyErr_Occurred()) {
-                    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
-                        Py_DECREF(key);
-                        goto fail;
-                    }
-                    PyErr_Clear();  /* an offset past any data: not a plain entry */
-                    entry_start = -1;
-                }
+            value = plain_entry_loc(&e, index);
+            if (value == NULL && !PyErr_Occurred()) {
+                /* a call site decoded already (a part of another) is the careful path's */
+                int cached = PyDict_Contains(e.debug_attrs, key);
+                if (cached == 0)
+                    value = plain_call_site(&e, index);
             }
-            uint64_t fields[4];
-            if (0 <= entry_start && entry_start <= entry_stop && entry_stop <= view.len
-                    && plain_loc_fields(bytes, entry_start, entry_stop, (unsigned char)tag,
-                                        fields)) {
-                PyObject *scope_key = PyLong_FromUnsignedLongLong(fields[0]);
-                PyObject *name_key = PyLong_FromUnsignedLongLong(fields[1]);
-                PyObject *scope = NULL, *name = NULL;
-                if (scope_key != NULL && name_key != NULL) {
-                    scope = PyDict_GetItemWithError(debug_attrs, scope_key);
-                    if (!PyErr_Occurred())
-                        name = PyDict_GetItemWithError(strings, name_key);
-                }
-                Py_XDECREF(scope_key);
-                Py_XDECREF(name_key);
-                if (PyErr_Occurred()) {
-                    Py_DECREF(key);
-                    goto fail;
-                }
-                int scoped = 0;
-                for (Py_ssize_t k = 0; scope != NULL && k < PyTuple_GET_SIZE(scopes); k++)
-                    scoped |= (PyObject *)Py_TYPE(scope) == PyTuple_GET_ITEM(scopes, k);
-                if (scoped && name != NULL) {
-                    Py_INCREF(scope);  /* held while the location is made (it allocates) */
-                    Py_INCREF(name);
-                    value = make_loc((PyTypeObject *)loc_type, scope, name, fields[2], fields[3]);
-                    Py_DECREF(scope);
-                    Py_DECREF(name);
-                    if (value == NULL || PyDict_SetItem(locations, key, value) < 0
-                            || PyDict_SetItem(debug_attrs, key, value) < 0) {
-                        Py_XDECREF(value);
-                        Py_DECREF(key);
-                        goto fail;
-                    }
-                }
-            }
-            if (value == NULL) {
-                Py_DECREF(key);
-                break;
-            }
+            if (value != NULL && (PyDict_SetItem(locations, key, value) < 0
+                                  || PyDict_SetItem(e.debug_attrs, key, value) < 0))
+                Py_CLEAR(value);
         }
         Py_DECREF(key);
+        if (value == NULL) {
+            if (PyErr_Occurred())
+                goto fail;
+            break;
+        }
         int failed = PyList_Append(found, value) < 0;
         Py_DECREF(value);
         if (failed)
@@ -997,7 +1100,9 @@ int add_op_decoder(PyObject *module) {
     s_filename = PyUnicode_InternFromString("filename");
     s_line = PyUnicode_InternFromString("line");
     s_column = PyUnicode_InternFromString("column");
-    if (!s_types || !s_string_cache || !s_default_for || !s_dense || !s_scope || !s_filename
+    s_callee = PyUnicode_InternFromString("callee");
+    s_caller = PyUnicode_InternFromString("caller");
+    if (!s_callee || !s_caller || !s_types || !s_string_cache || !s_default_for || !s_dense || !s_scope || !s_filename
             || !s_line || !s_column || PyType_Ready(&OpDecoderType) < 0)
         return -1;
     Py_INCREF(&OpDecoderType);

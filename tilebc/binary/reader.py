@@ -838,10 +838,13 @@ class ModuleReader:
                 or table.slicing is not EXACT or self._debug_in_progress:
             return [location(index, offset) for index in indices[start:stop]]
         found = []
+        # call sites too, unless max_nesting forbids decoding their parts from them
+        call_sites = (L.CallSiteLoc, L.UnknownDebugAttr, DEBUG_CALL_SITE) \
+            if self.limits.max_nesting > 1 else ()
         while start < stop:
             made = plain_locations(table.data, table.offsets, indices, start, stop,
                                    self._locations, self._debug_attrs, self._string_cache, L.DILoc,
-                                   _LOC_SCOPES, DEBUG_LOC)
+                                   _LOC_SCOPES, DEBUG_LOC, *call_sites)
             found += made
             start += len(made)
             if start < stop:  # an entry the C helper leaves to location(): read it, go on after

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+import tilebc
 from tilebc.text.lexer import _CHECKED, _SPACED_TOKEN
 
 speedups = pytest.importorskip("tilebc._speedups")
@@ -220,6 +221,50 @@ def _every_op_location(monkeypatch, compiled: bool) -> dict:
         found[path] = locations
     monkeypatch.undo()
     return found
+
+
+def test_the_c_decoder_reads_assume_predicates_as_the_python_does(monkeypatch):
+    """`assume` predicates (div_by, bounded) with absent, negative and 64-bit parts: the C decoder
+    finds a predicate seen before in the reader's attribute cache and leaves a new one to
+    fast_tagged, giving the attributes the generated Python gives, shared as it shares them."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C decoder is switched off")
+    from tilebc import speedups as chosen
+    from tilebc.binary import fastpath, reader
+    from tilebc.ir import BoundedAttr, DivByAttr, Module, i64, scalar
+    from tilebc.ir.builder import new_function
+    # pairs such as 4 and -5 share all zigzag bits but the sign's
+    predicates = [BoundedAttr(0, None), BoundedAttr(None, 4), BoundedAttr(None, -5),
+                  BoundedAttr(-(1 << 62), 1 << 62), BoundedAttr(None, None), DivByAttr(16),
+                  DivByAttr(8, every=2, along=0), DivByAttr(8, every=-3, along=0),
+                  DivByAttr((1 << 63) + 5, every=None, along=2)]
+    module = Module(version=tilebc.Version(13, 5))
+    b = new_function(module, "k", [scalar(i64)])
+    x = b.block.args[0]
+    for predicate in predicates * 3:
+        b.op("assume", [x], [scalar(i64)], {"predicate": predicate})
+    b.op("return", [[]])
+    data = tilebc.dump(module)
+
+    def decoded(compiled: bool):
+        with monkeypatch.context() as patch:
+            patch.setattr(fastpath, "_COMPILED", {})
+            patch.setattr(reader, "_FAST_READY", {})
+            if not compiled:
+                patch.setattr(chosen, "OpDecoder", None)
+            decoder = reader.ModuleReader(data, "k.tilebc")
+            decoder.fast_compile_after = 0
+            ops = decoder.read().functions[0].body.ops[:-1]
+            kinds = {type(decode).__name__ for decode in fastpath._COMPILED.values()}
+        return [op.attrs["predicate"] for op in ops], kinds
+    ours, kinds = decoded(compiled=True)
+    assert kinds == {"OpDecoder"}
+    theirs, kinds = decoded(compiled=False)
+    assert kinds == {"function"}
+    assert ours == theirs == predicates * 3
+    assert [type(p) for p in ours] == [type(p) for p in theirs]
+    for first, later in zip(ours, ours[len(predicates):]):
+        assert later is first  # a predicate seen before is the cached attribute
 
 
 def test_the_c_locations_are_the_ones_the_reader_makes(monkeypatch):

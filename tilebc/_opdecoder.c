@@ -16,7 +16,9 @@
 
 enum { A_READ = 0, A_UNIT = 1, A_OPTIONAL = 2, A_ABSENT = 3 };
 enum { K_ENUM = 0, K_INT = 1, K_BOOL = 2, K_TYPE = 3, K_STRING = 4, K_SYMBOL = 5, K_CALL = 6,
-       K_I32_ARRAY = 7, K_I64_ARRAY = 8, K_DENSE = 9 };
+       K_I32_ARRAY = 7, K_I64_ARRAY = 8, K_DENSE = 9, K_TAGGED = 10 };
+/* the tagged attributes `assume` predicates use (tilebc/binary/fastpath.py fast_tagged) */
+enum { TAG_DIV_BY = 8, TAG_BOUNDED = 12 };
 enum { M_FIXED = 0, M_SEGMENTED = 1, M_FLAT = 2 };
 enum { R_ONE = 0, R_OPTIONAL = 1, R_VARIADIC = 2 };
 
@@ -28,8 +30,9 @@ enum {  /* the member descriptors the decoder stores through (Op's and Value's s
 typedef struct {
     PyObject *name;
     int action, bit, kind, width;
-    PyObject *extra;  /* K_ENUM: {int: member}; K_CALL and K_DENSE: f(mr, reader, data, pos,
-                       * rtypes), the latter for a constant not yet in mr._dense */
+    PyObject *extra;  /* K_ENUM: {int: member}; K_CALL, K_DENSE and K_TAGGED: f(mr, reader,
+                       * data, pos, rtypes), the latter two for what mr._dense or
+                       * mr._attr_cache does not hold yet */
 } AttrStep;
 
 typedef struct {
@@ -176,6 +179,65 @@ static PyObject *call_reader(OpDecoder *self, PyObject *function, PyObject *mr, 
     return value;
 }
 
+static PyObject *s_attr_cache;
+
+/* A zigzag varint (fastpath._signed) into a new int; NULL without an error: not readable. */
+static PyObject *read_signed(Cursor *c) {
+    uint64_t raw;
+    if (read_varint_or(NULL, c, &raw) < 0)
+        return NULL;
+    return PyLong_FromLongLong((long long)(raw >> 1) ^ -(long long)(raw & 1));
+}
+
+/* The attribute mr._attr_cache holds for the div_by or bounded attribute at c (a new reference,
+ * c moved past it), as fast_tagged keys it: (tag, lower, upper) or (tag, divisor, every, along),
+ * None for an absent part. NULL without an error: another tag, unusual bytes, or not cached. */
+static PyObject *tagged_cached(PyObject *mr, Cursor *c) {
+    if (c->pos >= c->size)
+        return NULL;
+    unsigned int tag = c->data[c->pos++];
+    if (tag != TAG_BOUNDED && tag != TAG_DIV_BY)
+        return NULL;
+    PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *key = NULL, *found = NULL;
+    int count = tag == TAG_BOUNDED ? 3 : 4, next = 1;
+    uint64_t number, flags;
+    parts[0] = PyLong_FromLong((long)tag);
+    if (parts[0] == NULL)
+        goto done;
+    if (tag == TAG_DIV_BY) {
+        if (read_varint_or(NULL, c, &number) < 0
+                || (parts[next++] = PyLong_FromUnsignedLongLong(number)) == NULL)
+            goto done;
+    }
+    if (read_varint_or(NULL, c, &flags) < 0 || (flags & ~(uint64_t)3))
+        goto done;
+    for (int bit = 0; bit < 2; bit++, next++) {
+        parts[next] = flags & ((uint64_t)1 << bit) ? read_signed(c) : Py_NewRef(Py_None);
+        if (parts[next] == NULL)
+            goto done;
+    }
+    key = PyTuple_New(count);
+    if (key == NULL)
+        goto done;
+    for (int i = 0; i < count; i++) {
+        PyTuple_SET_ITEM(key, i, parts[i]);
+        parts[i] = NULL;
+    }
+    PyObject *cache = PyObject_GetAttr(mr, s_attr_cache);
+    if (cache == NULL)
+        goto done;
+    if (PyDict_CheckExact(cache)) {
+        found = PyDict_GetItemWithError(cache, key);
+        Py_XINCREF(found);
+    }
+    Py_DECREF(cache);
+done:
+    for (int i = 0; i < 4; i++)
+        Py_XDECREF(parts[i]);
+    Py_XDECREF(key);
+    return found;
+}
+
 /* varint count, then `width`-byte little-endian signed numbers, as a tuple of ints (the careful
  * reader's int_array; its smallest and largest values are refused there, so they bail here) */
 static PyObject *read_int_array(OpDecoder *self, Cursor *c, int width) {
@@ -293,6 +355,16 @@ static PyObject *read_attr(OpDecoder *self, AttrStep *step, PyObject *mr, PyObje
     }
     case K_CALL:
         return call_reader(self, step->extra, mr, reader, data, c, rtypes);
+    case K_TAGGED: {
+        /* div_by and bounded: mr._attr_cache[key] by fast_tagged's key when it holds it; the
+         * first of a kind and anything unusual through fast_tagged (extra) */
+        Cursor before = *c;
+        PyObject *found = tagged_cached(mr, c);
+        if (found != NULL || PyErr_Occurred())
+            return found;
+        *c = before;
+        return call_reader(self, step->extra, mr, reader, data, c, rtypes);
+    }
     case K_I32_ARRAY:
     case K_I64_ARRAY:
         return read_int_array(self, c, step->kind == K_I32_ARRAY ? 4 : 8);
@@ -1032,7 +1104,7 @@ static PyObject *decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         if ((kind == K_ENUM && !PyDict_Check(out->extra)) || width < 1 || width > 64
                 || bit < -1 || bit > 63 || action < A_READ || action > A_ABSENT
                 || (bit < 0 && (action == A_UNIT || action == A_OPTIONAL))
-                || kind < K_ENUM || kind > K_DENSE) {
+                || kind < K_ENUM || kind > K_TAGGED) {
             PyErr_SetString(PyExc_ValueError, "malformed OpDecoder attribute step");
             goto fail;
         }
@@ -1100,9 +1172,10 @@ int add_op_decoder(PyObject *module) {
     s_filename = PyUnicode_InternFromString("filename");
     s_line = PyUnicode_InternFromString("line");
     s_column = PyUnicode_InternFromString("column");
+    s_attr_cache = PyUnicode_InternFromString("_attr_cache");
     s_callee = PyUnicode_InternFromString("callee");
     s_caller = PyUnicode_InternFromString("caller");
-    if (!s_callee || !s_caller || !s_types || !s_string_cache || !s_default_for || !s_dense || !s_scope || !s_filename
+    if (!s_attr_cache || !s_callee || !s_caller || !s_types || !s_string_cache || !s_default_for || !s_dense || !s_scope || !s_filename
             || !s_line || !s_column || PyType_Ready(&OpDecoderType) < 0)
         return -1;
     Py_INCREF(&OpDecoderType);
@@ -1110,5 +1183,8 @@ int add_op_decoder(PyObject *module) {
         Py_DECREF(&OpDecoderType);
         return -1;
     }
+    /* the attribute kinds an OpDecoder program may name (K_ENUM..K_TAGGED) */
+    if (PyModule_AddIntConstant(module, "DECODER_KINDS", K_TAGGED + 1) < 0)
+        return -1;
     return PyModule_AddFunctions(module, decoder_functions);
 }

@@ -12,6 +12,7 @@ scan_token = None
 Token = None  # the lexer's token type
 CursorBase = None  # the token-level methods of the lexer's Cursor
 OpDecoder = None  # one op kind's decoder, made from its plan (tilebc/binary/fastpath.py)
+DECODER_KINDS = 0  # how many attribute kinds its programs may name (an older build knows fewer)
 decode_ops = None  # the reader's loop over a body's or a block's ops
 plain_locations = None  # a function's op locations from plain debug entries (Reader.op_locations)
 number_ops = None  # the printer's SSA naming of a block's ops (text/names.py)
@@ -25,6 +26,7 @@ if not os.environ.get("TILEBC_PURE"):
     except ImportError:  # not built (no compiler when installed): the pure path
         _speedups = None
     # each name on its own: an extension built before a helper existed still serves the others
+    DECODER_KINDS = getattr(_speedups, "DECODER_KINDS", 10)
     for _name in ("scan_token", "Token", "CursorBase", "OpDecoder", "decode_ops",
                   "plain_locations", "number_ops", "print_ops", "visit_locations", "verify_ops"):
         globals()[_name] = getattr(_speedups, _name, None)

@@ -309,6 +309,7 @@ _INLINE_KINDS = {AttrKind.ENUM: 0, AttrKind.INT: 1, AttrKind.BOOL: 2, AttrKind.T
                  AttrKind.I64_ARRAY: 8}
 _CALLED = 6  # read by a Python function f(mr, reader, data, pos, rtypes) -> (value, pos)
 _DENSE = 9  # mr._dense looked up in C, _read_dense called for a constant not there yet
+_TAGGED = 10  # mr._attr_cache looked up in C for div_by and bounded, else _read_tagged called
 _MODES = {FIXED: 0, SEGMENTED: 1, FLAT: 2}
 _ARITIES = {Arity.ONE: 0, Arity.OPTIONAL: 1, Arity.VARIADIC: 2}
 
@@ -345,7 +346,10 @@ def _attr_program(name, action, bit, attr, version: Version) -> tuple:
         elif attr.kind is AttrKind.INT:
             width = attr.width
         elif attr.kind is AttrKind.TAGGED:
+            from .. import speedups  # an extension built before _TAGGED calls _read_tagged
             extra = _read_tagged
+            if speedups.DECODER_KINDS > _TAGGED:
+                kind = _TAGGED
         elif attr.kind is AttrKind.DENSE:
             kind, extra = _DENSE, _read_dense
         elif kind == _CALLED:

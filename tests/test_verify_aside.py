@@ -1,6 +1,6 @@
 """`tilebc dis` of a large module verifies it in a forked child while it prints
 (tilebc/verify_aside.py): the same text, the same messages and exit status as verifying first,
-and no output (an old file kept) for an invalid module."""
+and no output (an old file kept) for an invalid module or input that does not decode."""
 import os
 import subprocess
 import sys
@@ -91,9 +91,10 @@ def test_an_invalid_module_reports_as_when_verified_first(large, tmp_path):
 
 def test_a_child_failing_for_its_own_reasons_is_verified_again(large):
     module = tilebc.load(large["valid"], verify=False)
-    aside = verify_aside(module, MIN_BYTES)
+    aside = verify_aside(lambda: module, MIN_BYTES)
     if aside is None:
         pytest.skip("one usable core: dis verifies in place")
+    aside.module = module
     killed = aside.pid
     aside.cancel()  # the child killed and reaped: its status says nothing of the module
     pid = os.fork()
@@ -124,3 +125,21 @@ def test_asm_of_a_large_module_encodes_as_when_verified_first(large, tmp_path):
             assert aside.returncode == 1 and b"addf" in aside.stderr
             assert output.read_bytes() == b"old contents"
             assert not (tmp_path / "invalid-in-place.tilebc").exists()
+
+
+def test_input_that_does_not_decode_reports_as_in_place(large, tmp_path):
+    # The child is forked before decoding: a file cut short fails in both processes, and the
+    # parent's error is the one reported, the child stopped.
+    cut = tmp_path / "cut.tilebc"
+    cut.write_bytes(large["valid"].read_bytes()[:-40])
+    in_place = run_cli("dis", cut)
+    assert in_place.returncode == 1 and b"cut.tilebc" in in_place.stderr
+    aside = _own_process("dis", cut)
+    assert (aside.returncode, aside.stdout, aside.stderr) == (1, b"", in_place.stderr)
+    text = tmp_path / "cut.mlir"
+    text.write_text(print_module(tilebc.load(large["valid"]))[:-300])
+    in_place = run_cli("asm", text, "-o", tmp_path / "in-place.tilebc")
+    assert in_place.returncode == 1
+    aside = _own_process("asm", text, "-o", tmp_path / "aside.tilebc")
+    assert (aside.returncode, aside.stderr) == (1, in_place.stderr)
+    assert not (tmp_path / "aside.tilebc").exists()

@@ -118,11 +118,12 @@ def _default_bytecode_output(path: str) -> str:
 
 def cmd_dis(args) -> int:
     from .text.printer import module_text_pieces
-    from .verify_aside import verification
+    from .verify_aside import Verification
     data = read_input(args.input)
-    module = _hold(decode_bytes(data, display_name(args.input)))
-    verifier = verification(module, len(data), enabled=not args.no_verify,
-                            may_fork=_held is not None)
+    reading = Verification(lambda: decode_bytes(data, display_name(args.input)), len(data),
+                           enabled=not args.no_verify, may_fork=_held is not None)
+    module, verifier = reading.read()
+    _hold(module)
     # A regular file takes the text an entry at a time (the text of a large module is never held
     # whole) and is replaced only once the module is known valid; stdout or a device gets nothing
     # before that.
@@ -153,12 +154,13 @@ def _replaced_file(path: str | None) -> bool:
 
 
 def cmd_asm(args) -> int:
-    from .verify_aside import verification
+    from .verify_aside import Verification
     output = args.output or _default_bytecode_output(args.input)
     text = read_input(args.input)
-    module = _hold(_parse_bytes(text, _display_name(args.input)))
-    verifier = verification(module, len(text), text=True, enabled=not args.no_verify,
-                            may_fork=_held is not None)
+    reading = Verification(lambda: _parse_bytes(text, _display_name(args.input)), len(text),
+                           text=True, enabled=not args.no_verify, may_fork=_held is not None)
+    module, verifier = reading.read()
+    _hold(module)
     with verifier:  # as for dis: a large module is verified while it encodes
         data = dump(module, args.target_version or module.version)
         verifier.confirm()  # raises the verifier's error: nothing is written

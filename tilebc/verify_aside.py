@@ -1,12 +1,15 @@
 """The verifier in a forked child while the command prints or encodes (`tilebc dis` and
 `tilebc asm` of a large module).
 
-Decoding a large module takes about a quarter of `dis`, verifying and printing about three eighths
-each, and printing needs nothing the verifier finds. On a machine with more than one usable core
-the child verifies the decoded module (the fork shares it, copy-on-write) while the parent prints;
-the parent commits its output only after the child has found the module valid. Where the child
-finds a problem, or fails in any other way, the parent verifies again itself, so every message
-and exit status is the one verifying in place gives.
+Verifying a large module takes about as long as printing it, and printing needs nothing the
+verifier finds. On a machine with more than one usable core the command forks as soon as it has
+the input's bytes: the child decodes (or parses) them itself and verifies the module while the
+parent decodes and prints (or parses and encodes). Each process builds its own objects: a child
+verifying the parent's module would copy every page it touches (reference counts are written)
+while the parent copies those it touches, about as long as decoding. The parent commits its
+output only after the child has found the module valid. Where the child finds a problem, or fails
+in any other way, the parent verifies again itself, so every message and exit status is the one
+verifying in place gives.
 """
 from __future__ import annotations
 
@@ -103,10 +106,11 @@ class AsideVerifier(Verified):
         return 1 if status is None else os.waitstatus_to_exitcode(status)
 
 
-def verify_aside(module, size: int, *, text: bool = False) -> AsideVerifier | None:
-    """A forked child verifying `module` (`size`: the length of the bytecode it was read from,
-    or of its text with `text`), or None where that does not pay or cannot be done (small input,
-    one core, no fork): then verify in place."""
+def verify_aside(read, size: int, *, text: bool = False) -> AsideVerifier | None:
+    """A forked child verifying the module `read()` makes from the command's input (`size`: the
+    length of that bytecode, or of its text with `text`), or None where that does not pay or
+    cannot be done (small input, one core, no fork): then verify in place. The parent sets
+    `module` on the verifier once it has read its own."""
     if text:
         size //= TEXT_BYTES_PER_BYTECODE_BYTE
     if size < MIN_BYTES or not hasattr(os, "fork") or _usable_cores() < 2:
@@ -118,24 +122,41 @@ def verify_aside(module, size: int, *, text: bool = False) -> AsideVerifier | No
     if pid == 0:  # the child: a verdict in the exit status, nothing else, never returns
         code = 2
         try:
-            verify_module(module)
+            verify_module(read())
             code = 0
         except BaseException:  # any failure: the parent verifies again and reports it
             code = 1
         finally:
             os._exit(code)
-    return AsideVerifier(module, pid)
+    return AsideVerifier(None, pid)
 
 
-def verification(module, size: int, *, text: bool = False, enabled: bool = True,
-                 may_fork: bool = True) -> Verified:
-    """How the command learns that `module` is valid before it commits its output: verified
-    here now (the verifier's error raised at once), or by a forked child (verify_aside) where
-    `may_fork` (the command has its own process: a host calling main() may have threads a fork
-    would not carry). `enabled=False` (--no-verify): not verified."""
-    if enabled:
-        aside = verify_aside(module, size, text=text) if may_fork else None
+class Verification:
+    """How a command learns that the module it reads is valid before it commits its output:
+    `module = verification.read()` reads it (in this process), and the returned verifier says.
+    Verified here once read (the verifier's error raised at once), or by a child forked before
+    reading (verify_aside) where `may_fork` (the command has its own process: a host calling
+    main() may have threads a fork would not carry). `enabled=False` (--no-verify): not
+    verified."""
+
+    def __init__(self, read, size: int, *, text: bool = False, enabled: bool = True,
+                 may_fork: bool = True):
+        self._read = read
+        self.enabled = enabled
+        self.aside = verify_aside(read, size, text=text) if enabled and may_fork else None
+
+    def read(self):
+        """(module, verifier): the module read here, and what confirms it valid."""
+        aside = self.aside
+        try:
+            module = self._read()
+        except BaseException:
+            if aside is not None:
+                aside.cancel()  # the input did not read: the child has nothing to say
+            raise
         if aside is not None:
-            return aside
-        verify_module(module)
-    return Verified()
+            aside.module = module
+            return module, aside
+        if self.enabled:
+            verify_module(module)
+        return module, Verified()

@@ -396,6 +396,40 @@ def test_the_c_naming_gives_the_names_the_python_gives(monkeypatch):
     assert any(name.endswith("_1") for text, _, _, _ in ours for name in text)  # and conflicts
 
 
+def test_the_c_naming_asks_python_only_for_new_constants_and_unusual_assumes(monkeypatch):
+    """Constants whose attribute was named before and `assume`s of a block argument, an op that
+    names nothing or one already named are named in C; the rest through suggested_names."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    from tilebc.ir import BoundedAttr, Module, i32, scalar
+    from tilebc.ir.builder import new_function
+    from tilebc.text import names as names_module
+    module = Module(version=tilebc.Version(13, 5))
+    b = new_function(module, "k", [scalar(i32)])
+    x = b.block.args[0]
+    constant = None
+    for _ in range(5):
+        constant = b.op("constant", [], [scalar(i32)],
+                        {"value": tilebc.ir.DenseElementsAttr(scalar(i32), b"\1\0\0\0")})
+        b.op("assume", [constant], [scalar(i32)], {"predicate": BoundedAttr(0, None)})
+        b.op("assume", [x], [scalar(i32)], {"predicate": BoundedAttr(0, None)})
+        total = b.op("addi", [x, constant], [scalar(i32)])
+        b.op("assume", [total], [scalar(i32)], {"predicate": BoundedAttr(0, None)})
+    b.op("return", [[]])
+    module = tilebc.load(tilebc.dump(module))  # the reader shares the equal constants' attribute
+    asked = []
+    python_suggest = names_module.suggested_names
+    monkeypatch.setattr(names_module, "suggested_names",
+                        lambda op, names: (asked.append(op.name), python_suggest(op, names))[1])
+    names = names_module.FunctionNames(module.functions[0])
+    assert asked == ["constant"]  # the first constant's attribute: named once in Python
+    texts = list(names.text.values())
+    assert texts[:6] == ["arg0", "cst_1_i32", "assume_cst_1_i32", "assume", "0", "assume_0"]
+    from tilebc import speedups as chosen
+    monkeypatch.setattr(chosen, "number_ops", None)
+    assert list(names_module.FunctionNames(module.functions[0]).text.values()) == texts
+
+
 def _every_text(monkeypatch, compiled: bool) -> list:
     """Every 13.5 fixture printed plain and with locations (`-g`), the printer's loops in C
     (tilebc/_printer.c) when `compiled`."""

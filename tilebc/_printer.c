@@ -16,7 +16,8 @@
 #include <Python.h>
 
 static PyObject *s_next_value, *s_next_conflict, *s_text, *s_refs, *s_names,
-    *s_parent, *s_regions, *s_results, *s_spec, *s_index, *s_suggested, *s_loc;
+    *s_parent, *s_regions, *s_results, *s_spec, *s_index, *s_suggested, *s_loc, *s_attrs,
+    *s_operands, *s_value, *s_owner;
 
 static PyObject *s_percent;
 
@@ -151,13 +152,100 @@ static int set_value(Counters *counters, PyObject *value, PyObject *name, PyObje
     return status;
 }
 
+static PyObject *rule_for(PyObject *spec, PyObject *rules, PyObject *rule_of);
+
+/* What number_ops reads besides its arguments: the known constant names and the Op class (both
+ * NULL when the caller passed neither: every suggestion is then suggest's). */
+typedef struct {
+    PyObject *constants, *op_class, *rules, *rule_of, *suggested;
+} Hints;
+
+/* suggested_names(op) for the two rules asked most, where it needs no Python: "@constant" with
+ * the name remembered for its attribute (names._CONSTANT_BY_ID: id -> (attribute, name)), and
+ * "@assume" of a value whose producer is no op, names nothing, or whose suggestion is in
+ * `suggested` already. A new list; NULL without an error: ask suggest. */
+static PyObject *quick_suggestion(Hints *hints, PyObject *op, PyObject *rule, Py_ssize_t count) {
+    if (hints->constants == NULL || count != 1 || !PyUnicode_Check(rule))
+        return NULL;
+    PyObject *name = NULL;
+    if (PyUnicode_CompareWithASCIIString(rule, "@constant") == 0) {
+        PyObject *attrs = PyObject_GetAttr(op, s_attrs);
+        PyObject *dense = attrs != NULL && PyDict_Check(attrs)
+                          ? PyDict_GetItemWithError(attrs, s_value) : NULL;
+        PyObject *key = dense != NULL ? PyLong_FromVoidPtr(dense) : NULL;
+        PyObject *found = key != NULL ? PyDict_GetItemWithError(hints->constants, key) : NULL;
+        if (found != NULL && PyTuple_Check(found) && PyTuple_GET_SIZE(found) == 2
+                && PyTuple_GET_ITEM(found, 0) == dense && PyUnicode_Check(PyTuple_GET_ITEM(found, 1)))
+            name = Py_NewRef(PyTuple_GET_ITEM(found, 1));
+        Py_XDECREF(key);
+        Py_XDECREF(attrs);
+    } else if (PyUnicode_CompareWithASCIIString(rule, "@assume") == 0) {
+        /* "assume", or "assume_" + the producer's suggestion for the value when it offers names */
+        PyObject *operands = PyObject_GetAttr(op, s_operands);
+        PyObject *value = operands != NULL && PyDict_Check(operands)
+                          ? PyDict_GetItemWithError(operands, s_value) : NULL;
+        Py_XINCREF(value);
+        Py_XDECREF(operands);
+        /* Value.owner: its weak reference called (the property is Python code) */
+        PyObject *weak = value != NULL ? PyObject_GetAttr(value, s_owner) : NULL, *owner = NULL;
+        if (weak != NULL) {
+            owner = weak == Py_None ? Py_NewRef(Py_None)
+                    : PyWeakref_CheckRef(weak) ? PyObject_CallNoArgs(weak) : NULL;
+            Py_DECREF(weak);
+        }
+        int is_op = owner != NULL ? PyObject_IsInstance(owner, hints->op_class) : -1;
+        PyObject *producer_rule = NULL;
+        if (is_op == 1) {
+            PyObject *spec = PyObject_GetAttr(owner, s_spec);
+            producer_rule = spec != NULL ? rule_for(spec, hints->rules, hints->rule_of) : NULL;
+            Py_XDECREF(spec);
+        }
+        if (is_op == 0 || (producer_rule == Py_None)) {
+            name = PyUnicode_FromString("assume");
+        } else if (producer_rule != NULL) {
+            PyObject *key = PyLong_FromVoidPtr(owner);
+            PyObject *given = key != NULL ? PyDict_GetItemWithError(hints->suggested, key) : NULL;
+            PyObject *index = given != NULL ? PyObject_GetAttr(value, s_index) : NULL;
+            Py_ssize_t at = index != NULL ? PyLong_AsSsize_t(index) : -1;
+            if (given != NULL && PyList_Check(given) && 0 <= at && at < PyList_GET_SIZE(given)) {
+                PyObject *part = PyList_GET_ITEM(given, at);
+                if (part == Py_None)
+                    name = PyUnicode_FromString("assume_");
+                else if (PyUnicode_Check(part))
+                    name = PyUnicode_FromFormat("assume_%U", part);
+            }
+            Py_XDECREF(index);
+            Py_XDECREF(key);
+        }
+        Py_XDECREF(producer_rule);
+        Py_XDECREF(owner);
+        Py_XDECREF(value);
+    }
+    if (name == NULL) {
+        PyErr_Clear();  /* anything unusual: suggest says what it is */
+        return NULL;
+    }
+    PyObject *suggestion = PyList_New(1);
+    if (suggestion == NULL) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    PyList_SET_ITEM(suggestion, 0, name);
+    return suggestion;
+}
+
 /* FunctionNames._number_named: the results named as suggest(op, names) says, the unnamed ones
  * after a named one forming a group used as `%head#k` */
 static int number_named(PyObject *names_obj, Counters *counters, PyObject *op,
                         PyObject **results, Py_ssize_t count, PyObject *scope,
                         PyObject *sanitize, PyObject *suggest, PyObject *suggested,
-                        PyObject *text, PyObject *refs) {
-    PyObject *suggestion = PyObject_CallFunctionObjArgs(suggest, op, names_obj, NULL);
+                        PyObject *text, PyObject *refs, Hints *hints, PyObject *rule) {
+    PyObject *suggestion = quick_suggestion(hints, op, rule, count);
+    if (suggestion == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        suggestion = PyObject_CallFunctionObjArgs(suggest, op, names_obj, NULL);
+    }
     PyObject *groups = NULL, *key = NULL, *names = NULL;
     int status = -1;
     if (suggestion == NULL)
@@ -255,7 +343,8 @@ static PyObject *rule_for(PyObject *spec, PyObject *rules, PyObject *rule_of) {
 
 static int number_op(PyObject *names_obj, Counters *counters, PyObject *op, PyObject *scope,
                      PyObject *nested, PyObject *rules, PyObject *rule_of, PyObject *sanitize,
-                     PyObject *suggest, PyObject *suggested, PyObject *text, PyObject *refs) {
+                     PyObject *suggest, PyObject *suggested, PyObject *text, PyObject *refs,
+                     Hints *hints) {
     PyObject *regions = PyObject_GetAttr(op, s_regions);
     if (regions == NULL)
         return -1;
@@ -297,7 +386,7 @@ static int number_op(PyObject *names_obj, Counters *counters, PyObject *op, PyOb
         Py_DECREF(name);
     } else {
         status = number_named(names_obj, counters, op, items, count, scope, sanitize, suggest,
-                              suggested, text, refs);
+                              suggested, text, refs, hints, rule);
     }
 done:
     Py_XDECREF(rule);
@@ -307,15 +396,26 @@ done:
     return status;
 }
 
-/* number_ops(names, ops, scope, nested, rules, rule_of, sanitize, suggest): see the top of this
- * file */
+/* number_ops(names, ops, scope, nested, rules, rule_of, sanitize, suggest[, constants,
+ * op_class]): see the top of this file; with the last two, quick_suggestion names constants and
+ * assumes it can without calling suggest */
 static PyObject *number_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "number_ops takes 8 arguments");
+    if (nargs != 8 && nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "number_ops takes 8 or 10 arguments");
         return NULL;
     }
     PyObject *names_obj = args[0], *ops = args[1], *scope = args[2], *nested = args[3];
     PyObject *rules = args[4], *rule_of = args[5], *sanitize = args[6], *suggest = args[7];
+    Hints hints = {NULL, NULL, rules, rule_of, NULL};
+    if (nargs == 10) {
+        hints.constants = args[8];
+        hints.op_class = args[9];
+        if (!PyDict_Check(hints.constants) || !PyType_Check(hints.op_class)) {
+            PyErr_SetString(PyExc_TypeError, "number_ops: constants must be a dict, op_class a "
+                            "type");
+            return NULL;
+        }
+    }
     if (!PyList_Check(nested) || !PyDict_Check(rules)) {
         PyErr_SetString(PyExc_TypeError, "number_ops: nested must be a list, rules a dict");
         return NULL;
@@ -332,12 +432,13 @@ static PyObject *number_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "number_ops: text, refs and _suggested must be dicts");
         failed = 1;
     }
+    hints.suggested = suggested;
     if (!failed) {
         /* a tuple or list of ops: the callbacks only suggest names, they change no block */
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(sequence) && !failed; i++)
             failed = number_op(names_obj, &counters, PySequence_Fast_GET_ITEM(sequence, i), scope,
                                nested, rules, rule_of, sanitize, suggest, suggested, text,
-                               refs) < 0;
+                               refs, &hints) < 0;
         PyObject *type, *value, *traceback;  /* an error of the loop's stays the one raised */
         PyErr_Fetch(&type, &value, &traceback);
         if (store_counter(names_obj, s_next_value, counters.next_value) < 0
@@ -652,6 +753,12 @@ int add_printer(PyObject *module) {
     s_known = PyUnicode_InternFromString("_known");
     s_ref = PyUnicode_InternFromString("ref");
     s_visit = PyUnicode_InternFromString("visit");
+    s_attrs = PyUnicode_InternFromString("attrs");
+    s_operands = PyUnicode_InternFromString("operands");
+    s_value = PyUnicode_InternFromString("value");
+    s_owner = PyUnicode_InternFromString("_owner");
+    if (!s_attrs || !s_operands || !s_value || !s_owner)
+        return -1;
     if (!s_next_value || !s_next_conflict || !s_text || !s_refs || !s_names
             || !s_parent || !s_regions || !s_results || !s_spec || !s_index || !s_percent || !s_suggested || !s_loc
             || !s_mnemonic || !s_equals || !s_newline || !s_space || !s_known || !s_ref

@@ -485,24 +485,30 @@ static PyObject *location_text(PyObject *aliases, PyObject *known, PyObject *loc
     return PyObject_CallMethodOneArg(aliases, s_ref, loc);
 }
 
-/* The text of `op` after its indentation as the printer's `op` method gives it, for an op of a
- * kind with a compiled body printer and at most one result. NULL without an exception for any
- * other op (the `op` method prints it); NULL with an exception when printing it fails: an error of
- * the kinds the `op` method turns into "cannot print" becomes cannot_print(op, error)'s answer,
- * any other propagates, and the body printer never runs twice. */
-static PyObject *quick_line(PyObject *op, PyObject *ctx, PyObject *printers, PyObject *refs,
-                            PyObject *aliases, PyObject *known, PyObject *cannot_print) {
-    PyObject *spec = PyObject_GetAttr(op, s_spec), *results = NULL, *body = NULL, *line = NULL;
+/* Append to `pieces` the text of `op` after its indentation as the printer's `op` method gives
+ * it (`%ref = `, the mnemonic, its body, ` loc(...)`; joined once for the whole block), for an op
+ * of a kind with a compiled body printer and at most one result: 1. 0 without an exception for
+ * any other op (the `op` method prints it; nothing appended); -1 with an exception when printing
+ * it fails: an error of the kinds the `op` method turns into "cannot print" becomes
+ * cannot_print(op, error)'s answer, any other propagates, and the body printer never runs twice. */
+static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *printers,
+                      PyObject *refs, PyObject *aliases, PyObject *known,
+                      PyObject *cannot_print) {
+    PyObject *spec = PyObject_GetAttr(op, s_spec), *results = NULL, *body = NULL;
     PyObject *key = NULL, *loc = NULL, *located = NULL, *printer = NULL, *result = NULL;
+    PyObject *mnemonic = NULL;
+    int status = 0;
     if (spec == NULL) {  /* not an op the fast way knows: the `op` method says what is wrong */
         PyErr_Clear();
-        return NULL;
+        return 0;
     }
     key = PyLong_FromVoidPtr(spec);
     PyObject *found = key == NULL ? NULL : PyDict_GetItemWithError(printers, key);
     if (found == NULL || !PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 2
-            || PyTuple_GET_ITEM(found, 0) != spec)
+            || PyTuple_GET_ITEM(found, 0) != spec) {
+        status = PyErr_Occurred() ? -1 : 0;
         goto done;
+    }
     printer = PyTuple_GET_ITEM(found, 1);
     Py_INCREF(printer);  /* the printers map may change while Python code runs */
     results = PyObject_GetAttr(op, s_results);
@@ -515,6 +521,7 @@ static PyObject *quick_line(PyObject *op, PyObject *ctx, PyObject *printers, PyO
         Py_INCREF(result);
     }
     body = PyObject_CallFunctionObjArgs(printer, op, ctx, NULL);
+    status = -1;
     if (body == NULL) {
         if (PyErr_ExceptionMatches(PyExc_AttributeError) || PyErr_ExceptionMatches(PyExc_TypeError)
                 || PyErr_ExceptionMatches(PyExc_KeyError) || PyErr_ExceptionMatches(PyExc_IndexError)
@@ -537,38 +544,39 @@ static PyObject *quick_line(PyObject *op, PyObject *ctx, PyObject *printers, PyO
                 Py_DECREF(error);
             }
         }
-        goto fail;
+        goto done;
     }
     if (!PyUnicode_Check(body)) {
         PyErr_SetString(PyExc_TypeError, "print_ops: a body printer gave no str");
-        goto fail;
+        goto done;
     }
-    PyObject *mnemonic = PyObject_GetAttr(spec, s_mnemonic);
+    mnemonic = PyObject_GetAttr(spec, s_mnemonic);
     if (mnemonic == NULL)
-        goto fail;
-    line = PyUnicode_Concat(mnemonic, body);
-    Py_DECREF(mnemonic);
-    if (line != NULL && result != NULL) {
+        goto done;
+    if (result != NULL) {
         PyObject *ref = PyDict_GetItemWithError(refs, result);
-        if (ref == NULL && !PyErr_Occurred())
-            PyErr_SetObject(PyExc_KeyError, result);  /* as `names.refs[results[0]]` raises */
-        PyObject *head = ref == NULL ? NULL : PyUnicode_Concat(ref, s_equals);
-        PyObject *whole = head == NULL ? NULL : PyUnicode_Concat(head, line);
-        Py_XDECREF(head);
-        Py_SETREF(line, whole);
+        if (ref == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, result);  /* as `names.refs[results[0]]` raises */
+            goto done;
+        }
+        if (PyList_Append(pieces, ref) < 0 || PyList_Append(pieces, s_equals) < 0)
+            goto done;
     }
-    if (line != NULL && aliases != Py_None) {  /* ` loc(#locN)` */
+    if (aliases != Py_None) {  /* ` loc(#locN)` */
         loc = PyObject_GetAttr(op, s_loc);
         located = loc == NULL ? NULL : location_text(aliases, known, loc);
-        PyObject *spaced = located == NULL ? NULL : PyUnicode_Concat(s_space, located);
-        PyObject *whole = spaced == NULL ? NULL : PyUnicode_Concat(line, spaced);
-        Py_XDECREF(spaced);
-        Py_SETREF(line, whole);
+        if (located == NULL)
+            goto done;
     }
-    goto done;
-fail:
-    Py_CLEAR(line);
+    if (PyList_Append(pieces, mnemonic) < 0 || PyList_Append(pieces, body) < 0)
+        goto done;
+    if (located != NULL && (PyList_Append(pieces, s_space) < 0
+                            || PyList_Append(pieces, located) < 0))
+        goto done;
+    status = 1;
 done:
+    Py_XDECREF(mnemonic);
     Py_XDECREF(located);
     Py_XDECREF(loc);
     Py_XDECREF(body);
@@ -577,7 +585,7 @@ done:
     Py_XDECREF(printer);
     Py_XDECREF(key);
     Py_DECREF(spec);
-    return line;
+    return status;
 }
 
 /* print_ops(op_text, ops, ctx, indent, printers, refs, aliases, cannot_print) -> str: indent +
@@ -613,21 +621,25 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     Py_ssize_t count = PyTuple_GET_SIZE(sequence);
-    PyObject *pieces = PyList_New(3 * count), *text = NULL;
+    PyObject *pieces = PyList_New(0), *text = NULL;
     if (pieces == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *op = PyTuple_GET_ITEM(sequence, i);
-        PyObject *line = quick_line(op, ctx, printers, refs, aliases, known, cannot_print);
-        if (line == NULL && (PyErr_Occurred()
-                             || (line = PyObject_CallFunctionObjArgs(op_text, op, ctx, NULL))
-                                 == NULL))
+        if (PyList_Append(pieces, indent) < 0)
             goto done;
-        Py_INCREF(indent);
-        Py_INCREF(s_newline);
-        PyList_SET_ITEM(pieces, 3 * i, indent);
-        PyList_SET_ITEM(pieces, 3 * i + 1, line);
-        PyList_SET_ITEM(pieces, 3 * i + 2, s_newline);
+        int made = quick_line(pieces, op, ctx, printers, refs, aliases, known, cannot_print);
+        if (made < 0)
+            goto done;
+        if (made == 0) {  /* quick_line appended nothing: the `op` method's line */
+            PyObject *line = PyObject_CallFunctionObjArgs(op_text, op, ctx, NULL);
+            int failed = line == NULL || PyList_Append(pieces, line) < 0;
+            Py_XDECREF(line);
+            if (failed)
+                goto done;
+        }
+        if (PyList_Append(pieces, s_newline) < 0)
+            goto done;
     }
     PyObject *empty = PyUnicode_New(0, 0);
     if (empty != NULL) {

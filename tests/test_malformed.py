@@ -37,7 +37,7 @@ from tilebc.binary.primitives import Writer
 from tilebc.binary.writer import encode_offset_table
 from fuzz.mutate import read_varint
 
-from conftest import SHARED, shared_path
+from conftest import SHARED, run_cli, shared_path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "bytecode"
@@ -1020,6 +1020,19 @@ def _all_ops(module):
 
 def _constant_uses(module) -> int:
     return sum(op.name == "constant" for op in _all_ops(module))
+
+
+def test_dis_reads_the_debug_section_with_or_without_the_verifier(tmp_path):
+    """A location that does not decode is refused by `tilebc dis` plain, with -g and with
+    --no-verify (tileirdisasm refuses the file too), each message naming the file; a plain print
+    itself reads no location, so without the verifier the decoder reads them all."""
+    path = tmp_path / "broken-location.tilebc"
+    path.write_bytes(module_bytes(loc=1, debug=debug_section([0, 1], [b"\x02\x00\x00"])))
+    for flags in ([], ["-g"], ["--no-verify"], ["-g", "--no-verify"]):
+        done = run_cli("dis", *flags, path)
+        assert done.returncode == 1 and not done.stdout, flags
+        assert done.stderr.decode().startswith(f"tilebc dis: error: {path}: offset 0x14: "
+                                               f"debug attribute 1 is a DIFile"), flags
 
 
 def test_lazy_location_error_repeats():

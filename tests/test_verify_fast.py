@@ -207,6 +207,17 @@ def test_a_result_defined_twice_is_found_on_ops_with_a_clean_signature():
     assert [d.rule for d in same_report(module)] == ["ssa.redefined"]
 
 
+def test_a_result_listed_twice_by_one_op_is_found_on_ops_with_a_clean_signature():
+    # Twelve ops of three results and one signature; the last lists one Value twice.
+    def body(b, x):
+        for _ in range(12):
+            b.op("get_tile_block_id", [], [scalar(i32)] * 3)
+    module = _reload(kernel([scalar(f32)], body))
+    ops = module.functions[0].body.ops
+    ops[11].results[1] = ops[11].results[0]
+    assert [d.rule for d in same_report(module)] == ["ssa.redefined"]
+
+
 @pytest.mark.skipif(structure.verify_ops is None, reason="tilebc._speedups is not built")
 def test_the_c_loop_reuses_clean_verdicts_and_checks_the_rest():
     # 40 reshapes of one signature: the C loop calls the compiled check for the first only; an

@@ -157,7 +157,7 @@ static PyObject *rule_for(PyObject *spec, PyObject *rules, PyObject *rule_of);
 /* What number_ops reads besides its arguments: the known constant names and the Op class (both
  * NULL when the caller passed neither: every suggestion is then suggest's). */
 typedef struct {
-    PyObject *constants, *op_class, *rules, *rule_of, *suggested;
+    PyObject *constants, *op_class, *value_class, *rules, *rule_of, *suggested;
 } Hints;
 
 /* suggested_names(op) for the two rules asked most, where it needs no Python: "@constant" with
@@ -184,6 +184,8 @@ static PyObject *quick_suggestion(Hints *hints, PyObject *op, PyObject *rule, Py
         PyObject *operands = PyObject_GetAttr(op, s_operands);
         PyObject *value = operands != NULL && PyDict_Check(operands)
                           ? PyDict_GetItemWithError(operands, s_value) : NULL;
+        if (value != NULL && (PyObject *)Py_TYPE(value) != hints->value_class)
+            value = NULL;  /* a Value of another class: its owner and index are Python's */
         Py_XINCREF(value);
         Py_XDECREF(operands);
         /* Value.owner: its weak reference called (the property is Python code) */
@@ -203,10 +205,10 @@ static PyObject *quick_suggestion(Hints *hints, PyObject *op, PyObject *rule, Py
         if (is_op == 0 || (producer_rule == Py_None)) {
             name = PyUnicode_FromString("assume");
         } else if (producer_rule != NULL) {
-            PyObject *key = PyLong_FromVoidPtr(owner);
-            PyObject *given = key != NULL ? PyDict_GetItemWithError(hints->suggested, key) : NULL;
-            PyObject *index = given != NULL ? PyObject_GetAttr(value, s_index) : NULL;
+            PyObject *index = PyObject_GetAttr(value, s_index);
             Py_ssize_t at = index != NULL ? PyLong_AsSsize_t(index) : -1;
+            PyObject *key = index != NULL ? PyLong_FromVoidPtr(owner) : NULL;
+            PyObject *given = key != NULL ? PyDict_GetItemWithError(hints->suggested, key) : NULL;
             if (given != NULL && PyList_Check(given) && 0 <= at && at < PyList_GET_SIZE(given)) {
                 PyObject *part = PyList_GET_ITEM(given, at);
                 if (part == Py_None)
@@ -397,22 +399,24 @@ done:
 }
 
 /* number_ops(names, ops, scope, nested, rules, rule_of, sanitize, suggest[, constants,
- * op_class]): see the top of this file; with the last two, quick_suggestion names constants and
- * assumes it can without calling suggest */
+ * op_class, value_class]): see the top of this file; with the last three, quick_suggestion
+ * names constants and assumes it can without calling suggest */
 static PyObject *number_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8 && nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "number_ops takes 8 or 10 arguments");
+    if (nargs != 8 && nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "number_ops takes 8 or 11 arguments");
         return NULL;
     }
     PyObject *names_obj = args[0], *ops = args[1], *scope = args[2], *nested = args[3];
     PyObject *rules = args[4], *rule_of = args[5], *sanitize = args[6], *suggest = args[7];
-    Hints hints = {NULL, NULL, rules, rule_of, NULL};
-    if (nargs == 10) {
+    Hints hints = {NULL, NULL, NULL, rules, rule_of, NULL};
+    if (nargs == 11) {
         hints.constants = args[8];
         hints.op_class = args[9];
-        if (!PyDict_Check(hints.constants) || !PyType_Check(hints.op_class)) {
-            PyErr_SetString(PyExc_TypeError, "number_ops: constants must be a dict, op_class a "
-                            "type");
+        hints.value_class = args[10];
+        if (!PyDict_Check(hints.constants) || !PyType_Check(hints.op_class)
+                || !PyType_Check(hints.value_class)) {
+            PyErr_SetString(PyExc_TypeError, "number_ops: constants must be a dict, op_class "
+                            "and value_class types");
             return NULL;
         }
     }

@@ -248,10 +248,16 @@ static int location_plain(PyObject *op, State *state, int *ran_python) {
     return plain;
 }
 
-/* Whether each result is new (1), some was defined before (0), or an error (-1). */
+/* Whether each result is new (1), some was defined before or is listed twice (0: the check says
+ * which is a redefinition), or an error (-1). */
 static int results_new(PyObject *results, PyObject *defined) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(results); i++) {
-        int found = PySet_Contains(defined, PyTuple_GET_ITEM(results, i));
+    Py_ssize_t count = PyTuple_GET_SIZE(results);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *result = PyTuple_GET_ITEM(results, i);
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (PyTuple_GET_ITEM(results, j) == result)
+                return 0;
+        int found = PySet_Contains(defined, result);
         if (found != 0)
             return found < 0 ? -1 : 0;
     }
@@ -304,10 +310,10 @@ static int plain_op(PyObject *verifier, PyObject *op, PyObject *spec, PyObject *
                 if (ok < 0)
                     goto done;
             }
+            /* debug.resolve ran Python: what the loop reads of the verifier is read again */
+            if (ran_python && state_read(state, verifier) < 0)
+                goto done;
             if (ok) {
-                /* debug.resolve ran Python: the sets are read again */
-                if (ran_python && state_read(state, verifier) < 0)
-                    goto done;
                 ok = results_new(results, state->defined);
                 if (ok < 0)
                     goto done;

@@ -120,7 +120,10 @@ def cmd_dis(args) -> int:
     from .text.printer import module_text_pieces
     from .verify_aside import Verification
     data = read_input(args.input)
-    reading = Verification(lambda: decode_bytes(data, display_name(args.input)), len(data),
+    # Unverified, the debug section is still read whole, as tileirdisasm reads it (the verifier
+    # reads every location; a plain print reads none).
+    reading = Verification(lambda: decode_bytes(data, display_name(args.input),
+                                                 lazy_debug=not args.no_verify), len(data),
                            enabled=not args.no_verify, may_fork=_held is not None)
     module, verifier = reading.read()
     _hold(module)

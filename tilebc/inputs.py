@@ -23,14 +23,15 @@ def display_name(path: str) -> str:
     return "<stdin>" if path == "-" else path
 
 
-def decode_bytes(data: bytes, name: str, strict: bool = False):
-    """Bytecode -> Module (unverified); an empty file or a text file gets a message saying so."""
+def decode_bytes(data: bytes, name: str, strict: bool = False, lazy_debug: bool = True):
+    """Bytecode -> Module (unverified); an empty file or a text file gets a message saying so.
+    `lazy_debug=False`: debug locations decoded now, their errors raised here (naming the file)."""
     from .api import load
     if not data:
         raise DecodeError(f"the input is empty; expected Tile IR bytecode (magic {MAGIC.hex(' ')})",
                           file=name, offset=0)
     try:
-        module = load(data, verify=False, strict=strict)
+        module = load(data, verify=False, strict=strict, lazy_debug=lazy_debug)
     except DecodeError as error:
         error.file = error.file or name
         if error.offset == 0 and not data.startswith(MAGIC[:1]) and looks_like_text(data):

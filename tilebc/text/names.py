@@ -256,7 +256,7 @@ class FunctionNames:
         number_ops = speedups.number_ops
         if number_ops is not None:  # the same loop in C (tilebc/_printer.c)
             number_ops(self, block.ops, scope, nested, _RULES, _rule, _sanitize, suggested_names,
-                       _CONSTANT_BY_ID, Op)
+                       _CONSTANT_BY_ID, Op, Value)
             return
         text = self.text
         refs = self.refs

@@ -44,6 +44,31 @@ static int put(Key *key, uint64_t word) {
 
 #define PTR(p) ((uint64_t)(uintptr_t)(p))
 
+/* The address of `value`'s type: 1; 0 when `value` is not exactly a Value or the key is full;
+ * -1 on error. */
+static int put_type(Key *key, PyObject *value, PyTypeObject *value_class) {
+    if (Py_TYPE(value) != value_class)
+        return 0;
+    PyObject *type = PyObject_GetAttr(value, s_type);
+    if (type == NULL)
+        return -1;
+    Py_DECREF(type);  /* the value holds it */
+    return put(key, PTR(type));
+}
+
+/* The count of `values` (a tuple), then each one's type (put_type); the same answers. */
+static int put_types(Key *key, PyObject *values, PyTypeObject *value_class) {
+    Py_ssize_t count = PyTuple_GET_SIZE(values);
+    if (!put(key, (uint64_t)count))
+        return 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int status = put_type(key, PyTuple_GET_ITEM(values, i), value_class);
+        if (status <= 0)
+            return status;
+    }
+    return 1;
+}
+
 /* 1: the key is built; 0: the op is not shaped for a key (check it every time); -1: error. The
  * ids taken are of objects the op holds; no Python code runs while they are read. */
 static int build_key(Key *key, PyObject *spec, PyObject *operands, PyObject *attrs,
@@ -58,34 +83,15 @@ static int build_key(Key *key, PyObject *spec, PyObject *operands, PyObject *att
     while (PyDict_Next(operands, &pos, &name, &group)) {
         if (!put(key, PTR(name)))
             return 0;
-        if (group == Py_None) {
-            if (!put(key, K_NONE))
-                return 0;
-        } else if (Py_TYPE(group) == value_class) {
-            PyObject *type = PyObject_GetAttr(group, s_type);
-            if (type == NULL)
-                return -1;
-            Py_DECREF(type);  /* the value holds it */
-            if (!put(key, K_ONE) || !put(key, PTR(type)))
-                return 0;
-        } else if (PyTuple_CheckExact(group)) {
-            Py_ssize_t count = PyTuple_GET_SIZE(group);
-            if (!put(key, K_MANY) || !put(key, (uint64_t)count))
-                return 0;
-            for (Py_ssize_t i = 0; i < count; i++) {
-                PyObject *value = PyTuple_GET_ITEM(group, i);
-                if (Py_TYPE(value) != value_class)
-                    return 0;
-                PyObject *type = PyObject_GetAttr(value, s_type);
-                if (type == NULL)
-                    return -1;
-                Py_DECREF(type);
-                if (!put(key, PTR(type)))
-                    return 0;
-            }
-        } else {
-            return 0;
-        }
+        int status;
+        if (group == Py_None)
+            status = put(key, K_NONE);
+        else if (PyTuple_CheckExact(group))
+            status = put(key, K_MANY) ? put_types(key, group, value_class) : 0;
+        else
+            status = put(key, K_ONE) ? put_type(key, group, value_class) : 0;
+        if (status <= 0)
+            return status;
     }
     if (!put(key, (uint64_t)PyDict_GET_SIZE(attrs)))
         return 0;
@@ -129,20 +135,7 @@ static int build_key(Key *key, PyObject *spec, PyObject *operands, PyObject *att
             return 0;
         }
     }
-    if (!put(key, K_RESULTS) || !put(key, (uint64_t)PyTuple_GET_SIZE(results)))
-        return 0;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(results); i++) {
-        PyObject *result = PyTuple_GET_ITEM(results, i);
-        if (Py_TYPE(result) != value_class)
-            return 0;
-        PyObject *type = PyObject_GetAttr(result, s_type);
-        if (type == NULL)
-            return -1;
-        Py_DECREF(type);
-        if (!put(key, PTR(type)))
-            return 0;
-    }
-    return 1;
+    return put(key, K_RESULTS) ? put_types(key, results, value_class) : 0;
 }
 
 /* What the loop reads of the verifier, again after every call into Python. */

@@ -440,6 +440,16 @@ class _Writer:
                 self.value(element)
             self.should_space, self.last_punct = True, False
 
+    def attr_text(self, element: AttrRef) -> str:
+        """The expression of an attribute's text."""
+        kind = element.spec.kind
+        value = f"attrs[{element.name!r}]"
+        if kind is AttrKind.ENUM:
+            return f"{value}.keyword"
+        if kind is AttrKind.INT:
+            return f"str({value})"
+        return f"attr_text({self.constant(element.spec)}, {value})"
+
     def optional(self, group: OptionalGroup) -> None:
         anchor = group.anchor
         if isinstance(anchor, OperandRef):
@@ -454,10 +464,14 @@ class _Writer:
         else:
             self.code(f"if present(op, {self.constant(anchor)}):")
         unit_anchor = isinstance(anchor, AttrRef) and anchor.spec.kind is AttrKind.UNIT
+        self.inside(group, anchor if unit_anchor else None)
+
+    def inside(self, group: OptionalGroup, skip=None) -> None:
+        """The group's elements, indented under the condition just written."""
         outer = self.indent
         self.indent += "    "
         mark = len(self.lines)
-        self.elements(group.elements, anchor if unit_anchor else None)
+        self.elements(group.elements, skip)
         self.flush()
         if len(self.lines) == mark:
             self.lines.append(self.indent + "pass")
@@ -475,14 +489,7 @@ class _Writer:
                       "    append(ref(g))")
         elif isinstance(element, AttrRef):
             self.space()
-            kind = element.spec.kind
-            value = f"attrs[{element.name!r}]"
-            if kind is AttrKind.ENUM:
-                self.code(f"append({value}.keyword)")
-            elif kind is AttrKind.INT:
-                self.code(f"append(str({value}))")
-            else:
-                self.code(f"append(attr_text({self.constant(element.spec)}, {value}))")
+            self.code(f"append({self.attr_text(element)})")
         elif isinstance(element, TypeRef):
             self.space()
             if element.operand is not None:
@@ -598,14 +605,7 @@ class _FastWriter(_Writer):
                 return
             self.code(f"if g{anchor.index}:" if arity is Arity.VARIADIC
                       else f"if g{anchor.index} is not None:")
-            outer = self.indent
-            self.indent += "    "
-            mark = len(self.lines)
-            self.elements(group.elements)
-            self.flush()
-            if len(self.lines) == mark:
-                self.lines.append(self.indent + "pass")
-            self.indent = outer
+            self.inside(group)
             return
         super().optional(group)
 
@@ -626,14 +626,7 @@ class _FastWriter(_Writer):
             self.expression(self.operand(element.index, "ref({})"))
         elif isinstance(element, AttrRef):
             self.space()
-            kind = element.spec.kind
-            value = f"attrs[{element.name!r}]"
-            if kind is AttrKind.ENUM:
-                self.expression(f"{value}.keyword")
-            elif kind is AttrKind.INT:
-                self.expression(f"str({value})")
-            else:
-                self.expression(f"attr_text({self.constant(element.spec)}, {value})")
+            self.expression(self.attr_text(element))
         elif isinstance(element, TypeRef):
             self.space()
             if element.operand is not None:

@@ -440,6 +440,7 @@ def _every_text(monkeypatch, compiled: bool) -> list:
         monkeypatch.setattr(chosen, "print_ops", None)
         monkeypatch.setattr(chosen, "number_ops", None)
         monkeypatch.setattr(chosen, "visit_locations", None)
+        monkeypatch.setattr(chosen, "alias_visit", None)
     fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode")
     texts = []
     for path in sorted(glob.glob(os.path.join(fixtures, "*", "*-13.5.tilebc"))):
@@ -447,6 +448,58 @@ def _every_text(monkeypatch, compiled: bool) -> list:
         texts += [print_module(module), print_module(module, debug=True)]
     monkeypatch.undo()
     return texts
+
+
+def test_the_c_alias_walk_records_what_the_python_one_records(monkeypatch):
+    """Every fixture's locations (all versions) collected for -g aliases: the C walk and visits
+    (visit_locations with alias_visit) record the same nodes, in the same order, at the same
+    depths as LocationAliases.visit and _visit in Python; shared and unknown locations and call
+    sites included."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    from tilebc import speedups as chosen
+    from tilebc.text.debuginfo import LocationAliases
+    from tilebc.text.printer import _visit_locations
+
+    def collected(compiled: bool) -> list:
+        if not compiled:
+            monkeypatch.setattr(chosen, "visit_locations", None)
+            monkeypatch.setattr(chosen, "alias_visit", None)
+        found = []
+        fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode")
+        for path in sorted(glob.glob(os.path.join(fixtures, "*", "*.tilebc"))):
+            module = tilebc.load(path, verify=False)
+            aliases = LocationAliases()
+            for function in module.functions:
+                aliases.visit(function.loc)
+                _visit_locations(function.body.ops, aliases)
+            found.append(list(aliases._depth.items()))
+        monkeypatch.undo()
+        return found
+    ours, theirs = collected(True), collected(False)
+    assert ours == theirs
+    kinds = {type(node).__name__ for nodes in ours for node, _ in nodes}
+    assert {"DILoc", "CallSiteLoc", "DISubprogram", "tuple"} <= kinds
+    assert max(depth for nodes in ours for _, depth in nodes) >= 3
+
+
+def test_alias_visit_refuses_what_it_cannot_walk():
+    """alias_visit checks its arguments, and a node refers to itself only by a bug: refused."""
+    from tilebc.ir import location as L
+    from tilebc.text.debuginfo import _KINDS, UNKNOWN
+    depths = {}
+    file = L.DIFile("k.py", "/")
+    sub = L.DISubprogram(file, 1, "k", "k", L.DICompileUnit(file), 1)
+    loc = L.DILoc(sub, "k.py", 2, 3)
+    assert speedups.alias_visit(depths, loc, UNKNOWN, *_KINDS) == 3
+    assert list(depths) == [loc, ("file", "k.py", 2, 3), sub, file, L.DICompileUnit(file)]
+    depths[loc] = None  # in progress: only a cycle could meet it again
+    with pytest.raises(TypeError):
+        speedups.alias_visit(depths, loc, UNKNOWN, *_KINDS)
+    with pytest.raises(TypeError):
+        speedups.alias_visit([], loc, UNKNOWN, *_KINDS)
+    with pytest.raises(TypeError):
+        speedups.alias_visit(depths, loc, UNKNOWN, *_KINDS[:-1], 3)
 
 
 def test_the_c_printer_loop_prints_what_the_python_one_prints(monkeypatch):

@@ -657,16 +657,174 @@ done:
     return text;
 }
 
-static int visit_ops(PyObject *ops, PyObject *aliases, PyObject *known, int depth);
+/* The classes and constants alias_visit reads (LocationAliases' module, text/debuginfo.py). */
+typedef struct {
+    PyObject *unknown;  /* the normal form of an unknown location, ("unknown",) */
+    PyObject *di_loc, *call_site, *subprogram, *compile_unit, *lexical_block, *unknown_attr;
+} AliasKinds;
+
+static PyObject *s_file, *s_filename, *s_line, *s_column, *s_scope, *s_callee, *s_caller,
+    *s_compile_unit;
+
+/* debuginfo._normal: UNKNOWN for None or an `unknown` attribute, else the location (new refs) */
+static PyObject *alias_normal(AliasKinds *kinds, PyObject *loc) {
+    if (loc == NULL)
+        return NULL;
+    int unknown = loc == Py_None ? 1 : PyObject_IsInstance(loc, kinds->unknown_attr);
+    if (unknown < 0) {
+        Py_DECREF(loc);
+        return NULL;
+    }
+    if (unknown) {
+        Py_DECREF(loc);
+        return Py_NewRef(kinds->unknown);
+    }
+    return loc;
+}
+
+/* debuginfo._children as a new tuple (empty for a node that refers to nothing). */
+static PyObject *alias_children(AliasKinds *kinds, PyObject *node) {
+    PyObject *type = (PyObject *)Py_TYPE(node);
+    if (type == kinds->di_loc) {  /* (("file", filename, line, column), scope) */
+        PyObject *name = PyObject_GetAttr(node, s_filename);
+        PyObject *line = name ? PyObject_GetAttr(node, s_line) : NULL;
+        PyObject *column = line ? PyObject_GetAttr(node, s_column) : NULL;
+        PyObject *file = column ? PyTuple_Pack(4, s_file, name, line, column) : NULL;
+        Py_XDECREF(name);
+        Py_XDECREF(line);
+        Py_XDECREF(column);
+        PyObject *scope = file ? PyObject_GetAttr(node, s_scope) : NULL;
+        PyObject *children = scope ? PyTuple_Pack(2, file, scope) : NULL;
+        Py_XDECREF(file);
+        Py_XDECREF(scope);
+        return children;
+    }
+    PyObject *first = NULL, *second = NULL;
+    int is;
+    if ((is = PyObject_IsInstance(node, kinds->call_site)) != 0) {
+        if (is < 0)
+            return NULL;
+        first = alias_normal(kinds, PyObject_GetAttr(node, s_callee));
+        second = first ? alias_normal(kinds, PyObject_GetAttr(node, s_caller)) : NULL;
+    } else if ((is = PyObject_IsInstance(node, kinds->subprogram)) != 0) {
+        if (is < 0)
+            return NULL;
+        first = PyObject_GetAttr(node, s_file);
+        second = first ? PyObject_GetAttr(node, s_compile_unit) : NULL;
+    } else if ((is = PyObject_IsInstance(node, kinds->compile_unit)) != 0) {
+        if (is < 0)
+            return NULL;
+        first = PyObject_GetAttr(node, s_file);
+        PyObject *children = first ? PyTuple_Pack(1, first) : NULL;
+        Py_XDECREF(first);
+        return children;
+    } else if ((is = PyObject_IsInstance(node, kinds->lexical_block)) != 0) {
+        if (is < 0)
+            return NULL;
+        first = PyObject_GetAttr(node, s_scope);
+        second = first ? PyObject_GetAttr(node, s_file) : NULL;
+    } else {
+        return PyTuple_New(0);
+    }
+    PyObject *children = second ? PyTuple_Pack(2, first, second) : NULL;
+    Py_XDECREF(first);
+    Py_XDECREF(second);
+    return children;
+}
+
+/* LocationAliases._visit: records `node` (normal form) in `depths` (its print order: the node
+ * before what it refers to) and returns its alias depth (a new reference). */
+static PyObject *alias_depth(PyObject *depths, AliasKinds *kinds, PyObject *node) {
+    PyObject *found = PyDict_GetItemWithError(depths, node);
+    if (found != NULL) {
+        if (found == Py_None) {  /* never: debug attributes form a DAG */
+            PyErr_SetString(PyExc_TypeError, "a debug attribute refers to itself");
+            return NULL;
+        }
+        return Py_NewRef(found);
+    }
+    if (PyErr_Occurred() || PyDict_SetItem(depths, node, Py_None) < 0)
+        return NULL;
+    if (Py_EnterRecursiveCall(" while visiting debug attributes") < 0)
+        return NULL;
+    PyObject *children = alias_children(kinds, node), *depth = NULL;
+    long deepest = 0;
+    for (Py_ssize_t i = 0; children != NULL && i < PyTuple_GET_SIZE(children); i++) {
+        PyObject *below = alias_depth(depths, kinds, PyTuple_GET_ITEM(children, i));
+        long value = below == NULL ? -1 : PyLong_AsLong(below);
+        Py_XDECREF(below);
+        if (value == -1 && PyErr_Occurred()) {
+            Py_CLEAR(children);
+            break;
+        }
+        if (value + 1 > deepest)
+            deepest = value + 1;
+    }
+    Py_LeaveRecursiveCall();
+    if (children != NULL) {
+        depth = PyLong_FromLong(deepest);
+        if (depth != NULL && PyDict_SetItem(depths, node, depth) < 0)
+            Py_CLEAR(depth);
+    }
+    Py_XDECREF(children);
+    return depth;
+}
+
+/* alias_visit(depths, node, unknown, di_loc, call_site, subprogram, compile_unit, lexical_block,
+ * unknown_attr) -> depth: LocationAliases._visit(node) with its `_depth` dict, in C. */
+static PyObject *alias_visit(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "alias_visit takes 9 arguments");
+        return NULL;
+    }
+    if (!PyDict_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "alias_visit: depths must be a dict");
+        return NULL;
+    }
+    for (int i = 3; i < 9; i++) {
+        if (!PyType_Check(args[i])) {
+            PyErr_SetString(PyExc_TypeError, "alias_visit: the location kinds must be types");
+            return NULL;
+        }
+    }
+    AliasKinds kinds = {args[2], args[3], args[4], args[5], args[6], args[7], args[8]};
+    return alias_depth(args[0], &kinds, args[1]);
+}
+
+/* With `depths` (LocationAliases._depth) the walk visits each new location here, as
+ * LocationAliases.visit does; without, it calls that method. */
+typedef struct {
+    PyObject *depths;
+    AliasKinds kinds;
+} Visiting;
+
+static int visit_ops(PyObject *ops, PyObject *aliases, PyObject *known, Visiting *visiting,
+                     int depth);
 
 /* visit_locations(ops, aliases): aliases.visit(op.loc) for `ops` and the ops nested in them, in
  * pre-order (printer._visit_locations), skipping the locations it knows already. */
-static int visit_op(PyObject *op, PyObject *aliases, PyObject *known, int depth) {
+static int visit_op(PyObject *op, PyObject *aliases, PyObject *known, Visiting *visiting,
+                    int depth) {
     PyObject *loc = PyObject_GetAttr(op, s_loc);
     if (loc == NULL)
         return -1;
     PyObject *pair = known_pair(known, loc);
-    if (pair == NULL) {
+    if (pair == NULL && !PyErr_Occurred() && visiting != NULL) {
+        /* _known[id(loc)] = (loc, None), then _visit(_normal(loc)) */
+        PyObject *key = PyLong_FromVoidPtr(loc);
+        PyObject *entry = key ? PyTuple_Pack(2, loc, Py_None) : NULL;
+        int failed = entry == NULL || PyDict_SetItem(known, key, entry) < 0;
+        Py_XDECREF(key);
+        Py_XDECREF(entry);
+        PyObject *node = failed ? NULL : alias_normal(&visiting->kinds, Py_NewRef(loc));
+        PyObject *found = node ? alias_depth(visiting->depths, &visiting->kinds, node) : NULL;
+        Py_XDECREF(node);
+        if (found == NULL) {
+            Py_DECREF(loc);
+            return -1;
+        }
+        Py_DECREF(found);
+    } else if (pair == NULL) {
         PyObject *done = PyErr_Occurred() ? NULL : PyObject_CallMethodOneArg(aliases, s_visit, loc);
         if (done == NULL) {
             Py_DECREF(loc);
@@ -695,7 +853,7 @@ static int visit_op(PyObject *op, PyObject *aliases, PyObject *known, int depth)
         while (status == 0 && (block = PyIter_Next(each)) != NULL) {
             PyObject *inner = PyObject_GetAttrString(block, "ops");
             Py_DECREF(block);
-            status = inner == NULL ? -1 : visit_ops(inner, aliases, known, depth + 1);
+            status = inner == NULL ? -1 : visit_ops(inner, aliases, known, visiting, depth + 1);
             Py_XDECREF(inner);
         }
         Py_DECREF(each);
@@ -704,22 +862,42 @@ static int visit_op(PyObject *op, PyObject *aliases, PyObject *known, int depth)
     return status < 0 || PyErr_Occurred() ? -1 : 0;
 }
 
-static int visit_ops(PyObject *ops, PyObject *aliases, PyObject *known, int depth) {
+static int visit_ops(PyObject *ops, PyObject *aliases, PyObject *known, Visiting *visiting,
+                     int depth) {
     if (Py_EnterRecursiveCall(" while visiting nested regions") < 0)
         return -1;
     PyObject *sequence = PySequence_Tuple(ops);  /* a copy: visit is Python code */
     int status = sequence == NULL ? -1 : 0;
     for (Py_ssize_t i = 0; status == 0 && i < PySequence_Fast_GET_SIZE(sequence); i++)
-        status = visit_op(PySequence_Fast_GET_ITEM(sequence, i), aliases, known, depth);
+        status = visit_op(PySequence_Fast_GET_ITEM(sequence, i), aliases, known, visiting,
+                          depth);
     Py_XDECREF(sequence);
     Py_LeaveRecursiveCall();
     return status;
 }
 
 static PyObject *visit_locations(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "visit_locations takes 2 arguments");
+    if (nargs != 2 && nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "visit_locations takes 2 or 10 arguments");
         return NULL;
+    }
+    Visiting visiting, *inline_visit = NULL;
+    if (nargs == 10) {  /* depths, then alias_visit's kinds: the visits made here */
+        if (!PyDict_CheckExact(args[2])) {
+            PyErr_SetString(PyExc_TypeError, "visit_locations: depths must be a dict");
+            return NULL;
+        }
+        for (int i = 4; i < 10; i++) {
+            if (!PyType_Check(args[i])) {
+                PyErr_SetString(PyExc_TypeError, "visit_locations: the location kinds must be "
+                                "types");
+                return NULL;
+            }
+        }
+        visiting.depths = args[2];
+        visiting.kinds = (AliasKinds){args[3], args[4], args[5], args[6], args[7], args[8],
+                                      args[9]};
+        inline_visit = &visiting;
     }
     PyObject *known = PyObject_GetAttr(args[1], s_known);
     if (known == NULL)
@@ -728,7 +906,7 @@ static PyObject *visit_locations(PyObject *module, PyObject *const *args, Py_ssi
     if (!PyDict_Check(known))
         PyErr_SetString(PyExc_TypeError, "visit_locations: the aliases' _known is not a dict");
     else
-        status = visit_ops(args[0], args[1], known, 0);
+        status = visit_ops(args[0], args[1], known, inline_visit, 0);
     Py_DECREF(known);
     if (status < 0)
         return NULL;
@@ -740,8 +918,12 @@ static PyMethodDef printer_functions[] = {
      "print_ops(op_text, ops, ctx, indent, printers, refs, aliases, cannot_print) -> str: a "
      "block's ops as the printer's block_body prints them"},
     {"visit_locations", (PyCFunction)(void (*)(void))visit_locations, METH_FASTCALL,
-     "visit_locations(ops, aliases): aliases.visit(op.loc) for the ops and those nested in "
-     "them, in pre-order, but for locations it knows"},
+     "visit_locations(ops, aliases[, depths, unknown, *kinds]): aliases.visit(op.loc) for the "
+     "ops and those nested in them, in pre-order, but for locations it knows; with depths and "
+     "alias_visit's kinds, the visits made in C"},
+    {"alias_visit", (PyCFunction)(void (*)(void))alias_visit, METH_FASTCALL,
+     "alias_visit(depths, node, unknown, di_loc, call_site, subprogram, compile_unit, "
+     "lexical_block, unknown_attr) -> depth: LocationAliases._visit"},
     {"number_ops", (PyCFunction)(void (*)(void))number_ops, METH_FASTCALL,
      "number_ops(names, ops, scope, nested, rules, rule_of, sanitize, suggest): name the "
      "results of a block's ops as FunctionNames._number_block does"},
@@ -769,6 +951,17 @@ int add_printer(PyObject *module) {
     s_known = PyUnicode_InternFromString("_known");
     s_ref = PyUnicode_InternFromString("ref");
     s_visit = PyUnicode_InternFromString("visit");
+    s_file = PyUnicode_InternFromString("file");
+    s_filename = PyUnicode_InternFromString("filename");
+    s_line = PyUnicode_InternFromString("line");
+    s_column = PyUnicode_InternFromString("column");
+    s_scope = PyUnicode_InternFromString("scope");
+    s_callee = PyUnicode_InternFromString("callee");
+    s_caller = PyUnicode_InternFromString("caller");
+    s_compile_unit = PyUnicode_InternFromString("compile_unit");
+    if (!s_file || !s_filename || !s_line || !s_column || !s_scope || !s_callee || !s_caller
+            || !s_compile_unit)
+        return -1;
     s_attrs = PyUnicode_InternFromString("attrs");
     s_operands = PyUnicode_InternFromString("operands");
     s_value = PyUnicode_InternFromString("value");

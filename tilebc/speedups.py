@@ -18,6 +18,7 @@ plain_locations = None  # a function's op locations from plain debug entries (Re
 number_ops = None  # the printer's SSA naming of a block's ops (text/names.py)
 print_ops = None  # the printer's loop over a block's ops (text/printer.py block_body)
 visit_locations = None  # the -g printer's walk collecting location aliases
+alias_visit = None  # LocationAliases._visit (text/debuginfo.py)
 verify_ops = None  # the verifier's loop over a block's ops (verify/structure.py Verifier.block)
 
 if not os.environ.get("TILEBC_PURE"):
@@ -28,7 +29,8 @@ if not os.environ.get("TILEBC_PURE"):
     # each name on its own: an extension built before a helper existed still serves the others
     DECODER_KINDS = getattr(_speedups, "DECODER_KINDS", 10)
     for _name in ("scan_token", "Token", "CursorBase", "OpDecoder", "decode_ops",
-                  "plain_locations", "number_ops", "print_ops", "visit_locations", "verify_ops"):
+                  "plain_locations", "number_ops", "print_ops", "visit_locations", "verify_ops",
+                  "alias_visit"):
         globals()[_name] = getattr(_speedups, _name, None)
 
 ACTIVE = scan_token is not None

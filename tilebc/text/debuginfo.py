@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from operator import itemgetter
 
+from .. import speedups
 from ..errors import TilebcError
 from ..ir import location as L
 from .values import escape_string
@@ -55,6 +56,10 @@ def _normal(loc):
     return loc
 
 
+# what alias_visit tells apart, in its order
+_KINDS = (L.DILoc, L.CallSiteLoc, L.DISubprogram, L.DICompileUnit, L.DILexicalBlock,
+          L.UnknownDebugAttr)
+
 _ALIAS_NAMES = {L.DIFile: "di_file", L.DICompileUnit: "di_compile_unit",
                 L.DISubprogram: "di_subprogram", L.DILexicalBlock: "di_lexical_block"}
 
@@ -80,7 +85,18 @@ class LocationAliases:
         if known is not None and known[0] is loc:
             return
         self._known[id(loc)] = (loc, None)
-        self._visit(_normal(loc))
+        if speedups.alias_visit is not None:  # _visit in C (tilebc/_printer.c)
+            speedups.alias_visit(self._depth, _normal(loc), UNKNOWN, *_KINDS)
+        else:
+            self._visit(_normal(loc))
+
+    def visit_ops_in_c(self, ops) -> None:
+        """visit(op.loc) for `ops` and the ops nested in them, in pre-order, by
+        tilebc._speedups.visit_locations (the visits themselves in C where alias_visit is)."""
+        if speedups.alias_visit is not None:
+            speedups.visit_locations(ops, self, self._depth, UNKNOWN, *_KINDS)
+        else:
+            speedups.visit_locations(ops, self)
 
     def _visit(self, node) -> int:
         """Records `node` (normalised) and what it refers to, in pre-order; its alias depth."""

@@ -752,9 +752,9 @@ def op_body(op: Op, ctx: _Context) -> str:
 
 def _visit_locations(ops, aliases) -> None:
     """aliases.visit(op.loc) for `ops` and the ops nested in them, in pre-order (Function.walk's
-    order); in C where tilebc._speedups is built (visit_locations)."""
+    order); in C where tilebc._speedups is built (visit_locations, alias_visit)."""
     if speedups.visit_locations is not None:
-        speedups.visit_locations(ops, aliases)
+        aliases.visit_ops_in_c(ops)
         return
     visit = aliases.visit
     for op in ops:

@@ -207,6 +207,29 @@ def test_a_result_defined_twice_is_found_on_ops_with_a_clean_signature():
     assert [d.rule for d in same_report(module)] == ["ssa.redefined"]
 
 
+def test_lines_beyond_32_bits_are_found_on_ops_with_a_clean_signature():
+    # Twelve reshapes of one signature, each with a location of its own in the entry's
+    # subprogram: one's line, another's column and a third's lexical block lie beyond 32 bits.
+    from tilebc.ir.location import DILexicalBlock, DIFile, DICompileUnit
+    def body(b, x):
+        for _ in range(12):
+            b.op("reshape", [x], [tile((1,), f32)])
+    module = _reload(kernel([scalar(f32)], body))
+    function = module.functions[0]
+    file = DIFile("k.py", "/")
+    sub = DISubprogram(file, 1, "k", function.name, DICompileUnit(file), 1)
+    function.loc = DILoc(sub, "k.py", 1, 1)
+    for line, op in enumerate(function.body.ops, 2):
+        op.loc = DILoc(sub, "k.py", line, 3)
+    ops = function.body.ops
+    ops[5].loc = ops[5].loc.replace(line=1 << 32 | 7)
+    ops[7].loc = ops[7].loc.replace(column=1 << 32)
+    ops[9].loc = ops[9].loc.replace(scope=DILexicalBlock(sub, file, 1 << 32, 1))
+    ops[10].loc = ops[10].loc.replace(line=-1)  # negative: not beyond
+    found = same_report(module)
+    assert [(d.rule, d.op) for d in found] == [("debug.line_range", "reshape")] * 3
+
+
 def test_a_result_listed_twice_by_one_op_is_found_on_ops_with_a_clean_signature():
     # Twelve ops of three results and one signature; the last lists one Value twice.
     def body(b, x):

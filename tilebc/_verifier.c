@@ -24,7 +24,7 @@
 
 static PyObject *s_spec, *s_operands, *s_attrs, *s_results, *s_regions, *s_loc, *s_type,
     *s_visible, *s_defined, *s_entry_subprogram, *s_debug, *s_resolved, *s_resolve, *s_ctx,
-    *s_diagnostics;
+    *s_diagnostics, *s_scopes, *s_scope, *s_line, *s_column;
 
 #define KEY_SLOTS 128  /* an op needing more key words is checked every time */
 
@@ -140,7 +140,9 @@ static int build_key(Key *key, PyObject *spec, PyObject *operands, PyObject *att
 
 /* What the loop reads of the verifier, again after every call into Python. */
 typedef struct {
-    PyObject *visible, *defined, *entry_subprogram, *resolved, *debug, *diagnostics;
+    PyObject *visible, *defined, *entry_subprogram, *resolved, *debug, *diagnostics, *scopes;
+    PyObject *di_loc;   /* the DILoc class: its locations are resolved here when they can be */
+    long long line_limit;  /* debuginfo.LINE_LIMIT */
 } State;
 
 static void state_clear(State *state) {
@@ -150,6 +152,7 @@ static void state_clear(State *state) {
     Py_CLEAR(state->resolved);
     Py_CLEAR(state->debug);
     Py_CLEAR(state->diagnostics);
+    Py_CLEAR(state->scopes);
 }
 
 static int state_read(State *state, PyObject *verifier) {
@@ -160,6 +163,7 @@ static int state_read(State *state, PyObject *verifier) {
             || !(state->entry_subprogram = PyObject_GetAttr(verifier, s_entry_subprogram))
             || !(state->debug = PyObject_GetAttr(verifier, s_debug))
             || !(state->resolved = PyObject_GetAttr(state->debug, s_resolved))
+            || !(state->scopes = PyObject_GetAttr(state->debug, s_scopes))
             || !(ctx = PyObject_GetAttr(verifier, s_ctx))
             || !(state->diagnostics = PyObject_GetAttr(ctx, s_diagnostics))) {
         Py_XDECREF(ctx);
@@ -167,7 +171,8 @@ static int state_read(State *state, PyObject *verifier) {
     }
     Py_DECREF(ctx);
     if (!PySet_CheckExact(state->visible) || !PySet_CheckExact(state->defined)
-            || !PyDict_CheckExact(state->resolved) || !PyList_CheckExact(state->diagnostics)) {
+            || !PyDict_CheckExact(state->resolved) || !PyDict_CheckExact(state->scopes)
+            || !PyList_CheckExact(state->diagnostics)) {
         PyErr_SetString(PyExc_TypeError, "verify_ops: the verifier's sets, its resolved "
                         "locations or its diagnostics are not of the expected types");
         return -1;
@@ -197,6 +202,52 @@ static int operands_visible(PyObject *operands, PyObject *visible) {
     return 1;
 }
 
+/* A line or column of a location: 1 when below the limit (or negative), 0 when it is not a plain
+ * int below it (resolve says what it is), -1 on error. */
+static int in_range(PyObject *loc, PyObject *name, long long limit) {
+    PyObject *number = PyObject_GetAttr(loc, name);
+    if (number == NULL)
+        return -1;
+    int overflow = 0;
+    long long value = PyLong_CheckExact(number) ? PyLong_AsLongLongAndOverflow(number, &overflow)
+                                                : limit;
+    Py_DECREF(number);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    return overflow < 0 || (overflow == 0 && value < limit);
+}
+
+/* DebugInfoChecker.resolve for the usual location, a DILoc whose scope is resolved already and
+ * whose line and column are in range: (loc, its subprogram, the scope's problem), kept in
+ * `resolved` as resolve keeps it. A new reference; NULL without an error: ask resolve. */
+static PyObject *resolve_here(State *state, PyObject *loc, PyObject *id) {
+    if ((PyObject *)Py_TYPE(loc) != state->di_loc)
+        return NULL;
+    PyObject *scope = PyObject_GetAttr(loc, s_scope);
+    PyObject *key = scope ? PyLong_FromVoidPtr(scope) : NULL;
+    PyObject *entry = key ? PyDict_GetItemWithError(state->scopes, key) : NULL;
+    Py_XDECREF(key);
+    PyObject *found = NULL;
+    if (entry != NULL && PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) == 3
+            && PyTuple_GET_ITEM(entry, 0) == scope) {
+        PyObject *subprogram = PyTuple_GET_ITEM(entry, 1), *problem = PyTuple_GET_ITEM(entry, 2);
+        Py_INCREF(subprogram);
+        Py_INCREF(problem);
+        int plain = problem != Py_None ? 1 : in_range(loc, s_line, state->line_limit);
+        if (plain == 1 && problem == Py_None)
+            plain = in_range(loc, s_column, state->line_limit);
+        if (plain == 1) {
+            found = PyTuple_Pack(3, loc, subprogram, problem);
+            if (found != NULL && PyDict_SetItem(state->resolved, id, found) < 0)
+                Py_CLEAR(found);
+        }
+        Py_DECREF(subprogram);
+        Py_DECREF(problem);
+    }
+    Py_XDECREF(scope);
+    return found;
+}
+
 /* Whether the op's location needs no look (1: none, or resolved to the entry's subprogram without
  * a problem), needs one (0), or an error (-1). May call debug.resolve (Python). */
 static int location_plain(PyObject *op, State *state, int *ran_python) {
@@ -215,21 +266,25 @@ static int location_plain(PyObject *op, State *state, int *ran_python) {
         return -1;
     }
     PyObject *found = PyDict_GetItemWithError(state->resolved, id);
-    Py_DECREF(id);
     if (found != NULL) {
         Py_INCREF(found);
     } else {
-        if (PyErr_Occurred()) {
-            Py_DECREF(loc);
-            return -1;
-        }
-        *ran_python = 1;
-        found = PyObject_CallMethodOneArg(state->debug, s_resolve, loc);
-        if (found == NULL) {
-            Py_DECREF(loc);
-            return -1;
+        if (PyErr_Occurred() || (found = resolve_here(state, loc, id)) == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(id);
+                Py_DECREF(loc);
+                return -1;
+            }
+            *ran_python = 1;
+            found = PyObject_CallMethodOneArg(state->debug, s_resolve, loc);
+            if (found == NULL) {
+                Py_DECREF(id);
+                Py_DECREF(loc);
+                return -1;
+            }
         }
     }
+    Py_DECREF(id);
     Py_DECREF(loc);
     int plain = 0;
     if (PyTuple_CheckExact(found) && PyTuple_GET_SIZE(found) == 3) {
@@ -343,23 +398,28 @@ done:
 }
 
 static PyObject *verify_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
+    if (nargs != 9) {
         PyErr_SetString(PyExc_TypeError, "verify_ops(verifier, ops, plain, clean, one_op, "
-                        "dense_class, value_class) takes 7 arguments");
+                        "dense_class, value_class, di_loc_class, line_limit) takes 9 arguments");
         return NULL;
     }
     PyObject *verifier = args[0], *plain = args[2], *clean = args[3], *one_op = args[4];
     if (!PyDict_Check(plain) || !PyDict_Check(clean) || !PyType_Check(args[5])
-            || !PyType_Check(args[6])) {
+            || !PyType_Check(args[6]) || !PyType_Check(args[7]) || !PyLong_Check(args[8])) {
         PyErr_SetString(PyExc_TypeError, "verify_ops: plain and clean must be dicts, "
-                        "dense_class and value_class types");
+                        "dense_class, value_class and di_loc_class types, line_limit an int");
         return NULL;
     }
+    long long line_limit = PyLong_AsLongLong(args[8]);
+    if (line_limit == -1 && PyErr_Occurred())
+        return NULL;
     PyTypeObject *dense_class = (PyTypeObject *)args[5], *value_class = (PyTypeObject *)args[6];
     PyObject *ops = PySequence_Tuple(args[1]);  /* a copy: the checks are Python code */
     if (ops == NULL)
         return NULL;
     State state = {0};
+    state.di_loc = args[7];
+    state.line_limit = line_limit;
     PyObject *result = NULL;
     if (state_read(&state, verifier) < 0)
         goto done;
@@ -406,7 +466,8 @@ done:
 
 static PyMethodDef verifier_functions[] = {
     {"verify_ops", (PyCFunction)(void (*)(void))verify_ops, METH_FASTCALL,
-     "verify_ops(verifier, ops, plain, clean, one_op, dense_class, value_class): the loop of "
+     "verify_ops(verifier, ops, plain, clean, one_op, dense_class, value_class, di_loc_class, "
+     "line_limit): the loop of "
      "Verifier.block over a block's ops, ops of plain kinds with a known clean key checked here"},
     {NULL, NULL, 0, NULL},
 };
@@ -414,10 +475,12 @@ static PyMethodDef verifier_functions[] = {
 int add_verifier(PyObject *module) {
     static PyObject **names[] = {&s_spec, &s_operands, &s_attrs, &s_results, &s_regions, &s_loc,
                                  &s_type, &s_visible, &s_defined, &s_entry_subprogram, &s_debug,
-                                 &s_resolved, &s_resolve, &s_ctx, &s_diagnostics};
+                                 &s_resolved, &s_resolve, &s_ctx, &s_diagnostics, &s_scopes,
+                                 &s_scope, &s_line, &s_column};
     static const char *texts[] = {"spec", "operands", "attrs", "results", "regions", "loc",
                                   "type", "visible", "defined", "entry_subprogram", "debug",
-                                  "resolved", "resolve", "ctx", "diagnostics"};
+                                  "resolved", "resolve", "ctx", "diagnostics", "scopes", "scope",
+                                  "line", "column"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *names[i] = PyUnicode_InternFromString(texts[i]);
         if (*names[i] == NULL)

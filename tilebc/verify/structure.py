@@ -10,7 +10,8 @@ from ..ir.types import ElementType, PointerType, TileType, Type
 from ..ops.spec import Arity, AttrKind, Effects, Exit, OpSpec
 from ..ops.table import ENTRY_OP, OPS, OPS_BY_MNEMONIC
 from ..version import ALL_VERSIONS, Version
-from .debuginfo import DebugInfoChecker
+from ..ir.location import DILoc
+from .debuginfo import LINE_LIMIT, DebugInfoChecker
 from .diagnostics import Collector
 from .hints import HINTS_FOR, check_hints
 from .optable import constraints_for
@@ -295,7 +296,7 @@ class Verifier:
             self.effect_free_body(ops, parent)
         if self.fast and verify_ops is not None:  # the same loop in C (tilebc/_verifier.c)
             verify_ops(self, ops, _PLAIN_CHECKS, self._clean_keys, self.op_at,
-                       DenseElementsAttr, Value)
+                       DenseElementsAttr, Value, DILoc, LINE_LIMIT)
         else:
             last = len(ops) - 1
             for position, op in enumerate(ops):

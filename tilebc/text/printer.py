@@ -278,11 +278,26 @@ def _call_signature(op, ctx, callee, operands, *attrs_and_results):
     return f"{text} : ({inputs}) -> {result_text}"
 
 
+def _attribute_text(render):
+    """A directive printing one attribute with `render`, remembered by identity for the print (a
+    decoded module shares its equal constants and predicates)."""
+    def text(op, ctx, attr):
+        value = op.attrs[attr.name]
+        known = ctx.printer.attribute_texts
+        found = known.get(id(value))
+        if found is not None and found[0] is value:
+            return found[1]
+        made = render(value)
+        known[id(value)] = (value, made)  # the value rides along: its id stays its own
+        return made
+    return text
+
+
 # name -> (print function, whether an empty result also drops the space before it)
 DIRECTIVES: dict[str, tuple] = {
     "Rounding": (_rounding, False),
-    "DenseConstant": (lambda op, ctx, a: V.dense_constant(op.attrs[a.name]), False),
-    "AssumePredicate": (lambda op, ctx, a: V.predicate(op.attrs[a.name]), False),
+    "DenseConstant": (_attribute_text(V.dense_constant), False),
+    "AssumePredicate": (_attribute_text(V.predicate), False),
     "Region": (_region, False),
     "ArgumentRegion": (_argument_region, False),
     "BlockArg": (_block_arg, False),
@@ -777,6 +792,7 @@ class _ModulePrinter:
         self.generic = False
         self.aliases: LocationAliases | None = None
         self.type_text = _type_texts()
+        self.attribute_texts: dict[int, tuple] = {}  # id(attribute) -> (attribute, its text)
 
     def pieces(self) -> Iterator[str]:
         """The text: each global and entry a piece, then (-g) the aliases' definitions."""

@@ -575,6 +575,54 @@ def test_print_ops_runs_a_failing_body_printer_once():
         "  k body\n"
 
 
+def test_print_ops_writes_result_groups_as_the_op_method_does():
+    """Ops of several results: one group `%head:N = `, or the groups names.groups holds
+    (`%a:2, %b = `); groups it cannot read go to the `op` method, and a body printer that
+    changes the op's results cannot make the loop read past them."""
+    class Spec:
+        mnemonic = "k"
+
+    class FakeOp:
+        spec = Spec()
+
+        def __init__(self, results):
+            self.results = results
+
+    class Names:
+        def __init__(self, text, groups):
+            self.text, self.groups = text, groups
+
+    class Ctx:
+        def __init__(self, names):
+            self.names = names
+
+    values = [object() for _ in range(3)]
+    text = {values[0]: "a", values[2]: "b"}
+    printers = {id(FakeOp.spec): (FakeOp.spec, lambda op, ctx: " body")}
+    fallback = []
+
+    def op_text(op, ctx):
+        fallback.append(op)
+        return "by the op method"
+
+    def printed(op, groups):
+        return speedups.print_ops(op_text, [op], Ctx(Names(text, groups)), "", printers, {},
+                                  None, lambda op, error: error)
+    one = FakeOp(list(values))
+    assert printed(one, {}) == "%a:3 = k body\n"
+    assert printed(one, {id(one): [0, 2]}) == "%a:2, %b = k body\n"
+    assert fallback == []
+    assert printed(one, {id(one): [1]}) == "by the op method\n"  # not a start at 0
+    assert printed(one, {id(one): [0, 5]}) == "by the op method\n"
+    assert fallback == [one, one]
+
+    def emptying(op, ctx):
+        op.results.clear()
+        return " body"
+    printers[id(FakeOp.spec)] = (FakeOp.spec, emptying)
+    assert printed(FakeOp(list(values)), {}) == "%a:3 = k body\n"
+
+
 def test_a_malformed_decoder_program_is_refused(monkeypatch):
     from tilebc import speedups as chosen
     from tilebc.binary import fastpath

@@ -461,7 +461,10 @@ static PyObject *number_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     Py_RETURN_NONE;
 }
 
-static PyObject *s_mnemonic, *s_equals, *s_newline, *s_space, *s_known, *s_ref, *s_visit;
+static PyObject *s_mnemonic, *s_equals, *s_newline, *s_space, *s_known, *s_ref, *s_visit,
+    *s_groups, *s_comma;
+
+#define MAX_GROUPS 16  /* an op of more result groups is printed by the `op` method */
 
 /* What `aliases` (a text.debuginfo.LocationAliases) has for `loc` in its `_known` map: the
  * (loc, text) pair it keeps by id, or NULL (borrowed; NULL with an exception on failure). */
@@ -497,10 +500,11 @@ static PyObject *location_text(PyObject *aliases, PyObject *known, PyObject *loc
  * cannot_print(op, error)'s answer, any other propagates, and the body printer never runs twice. */
 static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *printers,
                       PyObject *refs, PyObject *aliases, PyObject *known,
-                      PyObject *cannot_print) {
+                      PyObject *cannot_print, PyObject *text, PyObject *groups) {
     PyObject *spec = PyObject_GetAttr(op, s_spec), *results = NULL, *body = NULL;
     PyObject *key = NULL, *loc = NULL, *located = NULL, *printer = NULL, *result = NULL;
-    PyObject *mnemonic = NULL;
+    PyObject *mnemonic = NULL, *count_text = NULL, *frozen = NULL;
+    Py_ssize_t count = 0;
     int status = 0;
     if (spec == NULL) {  /* not an op the fast way knows: the `op` method says what is wrong */
         PyErr_Clear();
@@ -516,11 +520,44 @@ static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *p
     printer = PyTuple_GET_ITEM(found, 1);
     Py_INCREF(printer);  /* the printers map may change while Python code runs */
     results = PyObject_GetAttr(op, s_results);
-    if (results == NULL || !PyList_Check(results) || PyList_GET_SIZE(results) > 1) {
+    if (results == NULL || !PyList_Check(results)) {
         PyErr_Clear();
         goto done;
     }
-    if (PyList_GET_SIZE(results) == 1) {
+    count = PyList_GET_SIZE(results);
+    /* the result groups' first results (names.result_groups): [0], or names.groups' starts */
+    Py_ssize_t starts[MAX_GROUPS] = {0}, n_groups = 1;
+    if (count > 1) {
+        PyObject *op_key = text != NULL ? PyLong_FromVoidPtr(op) : NULL;
+        PyObject *given = op_key != NULL ? PyDict_GetItemWithError(groups, op_key) : NULL;
+        Py_XDECREF(op_key);
+        if (PyErr_Occurred()) {
+            status = -1;
+            goto done;
+        }
+        if (text == NULL)
+            goto done;
+        if (given != NULL) {  /* read here, before any Python code runs */
+            n_groups = PyList_Check(given) ? PyList_GET_SIZE(given) : 0;
+            if (n_groups < 1 || n_groups > MAX_GROUPS)
+                goto done;
+            for (Py_ssize_t g = 0; g < n_groups; g++) {
+                PyObject *start = PyList_GET_ITEM(given, g);
+                starts[g] = PyLong_Check(start) ? PyLong_AsSsize_t(start) : -1;
+                if (starts[g] < 0 || starts[g] >= count || (g && starts[g] <= starts[g - 1])
+                        || (g == 0 && starts[g] != 0)) {
+                    PyErr_Clear();
+                    goto done;
+                }
+            }
+        }
+        frozen = PyList_AsTuple(results);  /* the body printer is Python code */
+        if (frozen == NULL) {
+            status = -1;
+            goto done;
+        }
+    }
+    if (count >= 1) {
         result = PyList_GET_ITEM(results, 0);
         Py_INCREF(result);
     }
@@ -557,7 +594,7 @@ static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *p
     mnemonic = PyObject_GetAttr(spec, s_mnemonic);
     if (mnemonic == NULL)
         goto done;
-    if (result != NULL) {
+    if (count == 1) {
         PyObject *ref = PyDict_GetItemWithError(refs, result);
         if (ref == NULL) {
             if (!PyErr_Occurred())
@@ -565,6 +602,29 @@ static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *p
             goto done;
         }
         if (PyList_Append(pieces, ref) < 0 || PyList_Append(pieces, s_equals) < 0)
+            goto done;
+    } else if (count > 1) {  /* `%head:count, %head2 = ` */
+        for (Py_ssize_t g = 0; g < n_groups; g++) {
+            Py_ssize_t size = (g + 1 < n_groups ? starts[g + 1] : count) - starts[g];
+            PyObject *first = PyTuple_GET_ITEM(frozen, starts[g]);
+            PyObject *head = PyDict_GetItemWithError(text, first);
+            if (head == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetObject(PyExc_KeyError, first);  /* as `names.text[...]` raises */
+                goto done;
+            }
+            if ((g && PyList_Append(pieces, s_comma) < 0) || PyList_Append(pieces, s_percent) < 0
+                    || PyList_Append(pieces, head) < 0)
+                goto done;
+            if (size > 1) {
+                count_text = PyUnicode_FromFormat(":%zd", size);
+                int failed = count_text == NULL || PyList_Append(pieces, count_text) < 0;
+                Py_CLEAR(count_text);
+                if (failed)
+                    goto done;
+            }
+        }
+        if (PyList_Append(pieces, s_equals) < 0)
             goto done;
     }
     if (aliases != Py_None) {  /* ` loc(#locN)` */
@@ -580,6 +640,8 @@ static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *p
         goto done;
     status = 1;
 done:
+    Py_XDECREF(frozen);
+    Py_XDECREF(count_text);
     Py_XDECREF(mnemonic);
     Py_XDECREF(located);
     Py_XDECREF(loc);
@@ -619,9 +681,23 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
             return NULL;
         }
     }
+    /* names.text and names.groups, for ops of several results (else the `op` method) */
+    PyObject *names = PyObject_GetAttr(ctx, s_names), *text_names = NULL, *groups = NULL;
+    if (names != NULL) {
+        text_names = PyObject_GetAttr(names, s_text);
+        groups = text_names != NULL ? PyObject_GetAttr(names, s_groups) : NULL;
+        Py_DECREF(names);
+    }
+    if (groups == NULL || !PyDict_Check(text_names) || !PyDict_Check(groups)) {
+        PyErr_Clear();
+        Py_CLEAR(text_names);
+        Py_CLEAR(groups);
+    }
     PyObject *sequence = PySequence_Tuple(ops);  /* a copy: Python code runs for every op */
     if (sequence == NULL) {
         Py_XDECREF(known);
+        Py_XDECREF(text_names);
+        Py_XDECREF(groups);
         return NULL;
     }
     Py_ssize_t count = PyTuple_GET_SIZE(sequence);
@@ -632,7 +708,8 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyObject *op = PyTuple_GET_ITEM(sequence, i);
         if (PyList_Append(pieces, indent) < 0)
             goto done;
-        int made = quick_line(pieces, op, ctx, printers, refs, aliases, known, cannot_print);
+        int made = quick_line(pieces, op, ctx, printers, refs, aliases, known, cannot_print,
+                              text_names, groups);
         if (made < 0)
             goto done;
         if (made == 0) {  /* quick_line appended nothing: the `op` method's line */
@@ -654,6 +731,8 @@ done:
     Py_XDECREF(pieces);
     Py_DECREF(sequence);
     Py_XDECREF(known);
+    Py_XDECREF(text_names);
+    Py_XDECREF(groups);
     return text;
 }
 
@@ -931,6 +1010,10 @@ static PyMethodDef printer_functions[] = {
 };
 
 int add_printer(PyObject *module) {
+    s_groups = PyUnicode_InternFromString("groups");
+    s_comma = PyUnicode_InternFromString(", ");
+    if (!s_groups || !s_comma)
+        return -1;
     s_next_value = PyUnicode_InternFromString("next_value");
     s_next_conflict = PyUnicode_InternFromString("next_conflict");
     s_text = PyUnicode_InternFromString("text");

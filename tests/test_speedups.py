@@ -359,7 +359,6 @@ def test_plain_locations_makes_call_sites_of_plain_parts_only():
 def _every_name(monkeypatch, compiled: bool) -> list:
     """The SSA names the printer gives every function of every fixture and text-corpus file: (text,
     refs, result groups, suggestions) by value position, through tilebc/_printer.c when `compiled`."""
-    import tilebc
     from tilebc import speedups as chosen
     from tilebc.text import parse_module
     from tilebc.text.names import FunctionNames
@@ -433,7 +432,6 @@ def test_the_c_naming_asks_python_only_for_new_constants_and_unusual_assumes(mon
 def _every_text(monkeypatch, compiled: bool) -> list:
     """Every 13.5 fixture printed plain and with locations (`-g`), the printer's loops in C
     (tilebc/_printer.c) when `compiled`."""
-    import tilebc
     from tilebc import speedups as chosen
     from tilebc.text import print_module
     if not compiled:
@@ -639,6 +637,20 @@ def test_a_malformed_decoder_program_is_refused(monkeypatch):
         speedups.OpDecoder(program[:-1])
     with pytest.raises(TypeError):
         good(1, 2, 3)
+    # an `assume` predicate step names its fallback and the two tags it looks up (tags.py's)
+    from tilebc.binary.tags import ATTR_BOUNDED, ATTR_DIV_BY
+    monkeypatch.setattr(chosen, "DECODER_KINDS", speedups.DECODER_KINDS)
+    plan = plan_for(OPS_BY_MNEMONIC["assume"], MAX_VERSION)
+    steps = fastpath.decoder_program(plan, MAX_VERSION)[7]
+    [tagged] = [i for i, step in enumerate(steps) if step[3] == fastpath._TAGGED]
+    assert steps[tagged][5] == (fastpath._read_tagged, ATTR_DIV_BY, ATTR_BOUNDED)
+    assert type(speedups.OpDecoder(fastpath.decoder_program(plan, MAX_VERSION))).__name__ \
+        == "OpDecoder"
+    read = fastpath._read_tagged
+    for extra in (read, (read, ATTR_DIV_BY), (read, ATTR_DIV_BY, 300)):
+        bad = steps[:tagged] + (steps[tagged][:5] + (extra,),) + steps[tagged + 1:]
+        with pytest.raises(ValueError):
+            speedups.OpDecoder(fastpath.decoder_program(plan, MAX_VERSION, bad))
 
 
 class _Module:
@@ -670,7 +682,6 @@ def test_the_c_decoder_stops_at_the_body_end_as_the_python_one_does(monkeypatch)
     from tilebc.version import MAX_VERSION
     monkeypatch.setattr(chosen, "OpDecoder", speedups.OpDecoder)
     plan = plan_for(OPS_BY_MNEMONIC["permute"], MAX_VERSION)
-    import tilebc
     decoders = [(fastpath.c_decoder(plan, MAX_VERSION), fastpath.Bail),
                 (fastpath.compile_plan(plan, MAX_VERSION), tilebc.DecodeError)]
     # result type 0, a count of 1, its element 0, operand 0: the body ends after the result

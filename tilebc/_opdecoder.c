@@ -17,8 +17,6 @@
 enum { A_READ = 0, A_UNIT = 1, A_OPTIONAL = 2, A_ABSENT = 3 };
 enum { K_ENUM = 0, K_INT = 1, K_BOOL = 2, K_TYPE = 3, K_STRING = 4, K_SYMBOL = 5, K_CALL = 6,
        K_I32_ARRAY = 7, K_I64_ARRAY = 8, K_DENSE = 9, K_TAGGED = 10 };
-/* the tagged attributes `assume` predicates use (tilebc/binary/fastpath.py fast_tagged) */
-enum { TAG_DIV_BY = 8, TAG_BOUNDED = 12 };
 enum { M_FIXED = 0, M_SEGMENTED = 1, M_FLAT = 2 };
 enum { R_ONE = 0, R_OPTIONAL = 1, R_VARIADIC = 2 };
 
@@ -33,6 +31,7 @@ typedef struct {
     PyObject *extra;  /* K_ENUM: {int: member}; K_CALL, K_DENSE and K_TAGGED: f(mr, reader,
                        * data, pos, rtypes), the latter two for what mr._dense or
                        * mr._attr_cache does not hold yet */
+    int div_by, bounded;  /* K_TAGGED: the tags of the `assume` predicates looked up here */
 } AttrStep;
 
 typedef struct {
@@ -192,19 +191,19 @@ static PyObject *read_signed(Cursor *c) {
 /* The attribute mr._attr_cache holds for the div_by or bounded attribute at c (a new reference,
  * c moved past it), as fast_tagged keys it: (tag, lower, upper) or (tag, divisor, every, along),
  * None for an absent part. NULL without an error: another tag, unusual bytes, or not cached. */
-static PyObject *tagged_cached(PyObject *mr, Cursor *c) {
+static PyObject *tagged_cached(AttrStep *step, PyObject *mr, Cursor *c) {
     if (c->pos >= c->size)
         return NULL;
-    unsigned int tag = c->data[c->pos++];
-    if (tag != TAG_BOUNDED && tag != TAG_DIV_BY)
+    int tag = c->data[c->pos++];
+    if (tag != step->bounded && tag != step->div_by)
         return NULL;
     PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *key = NULL, *found = NULL;
-    int count = tag == TAG_BOUNDED ? 3 : 4, next = 1;
+    int count = tag == step->bounded ? 3 : 4, next = 1;
     uint64_t number, flags;
     parts[0] = PyLong_FromLong((long)tag);
     if (parts[0] == NULL)
         goto done;
-    if (tag == TAG_DIV_BY) {
+    if (tag == step->div_by) {
         if (read_varint_or(NULL, c, &number) < 0
                 || (parts[next++] = PyLong_FromUnsignedLongLong(number)) == NULL)
             goto done;
@@ -359,7 +358,7 @@ static PyObject *read_attr(OpDecoder *self, AttrStep *step, PyObject *mr, PyObje
         /* div_by and bounded: mr._attr_cache[key] by fast_tagged's key when it holds it; the
          * first of a kind and anything unusual through fast_tagged (extra) */
         Cursor before = *c;
-        PyObject *found = tagged_cached(mr, c);
+        PyObject *found = tagged_cached(step, mr, c);
         if (found != NULL || PyErr_Occurred())
             return found;
         *c = before;
@@ -1101,6 +1100,20 @@ static PyObject *decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         out->kind = (int)kind;
         out->width = (int)width;
         out->extra = PyTuple_GET_ITEM(step, 5);
+        if (kind == K_TAGGED) {  /* (f, div_by tag, bounded tag): tilebc/binary/tags.py's */
+            long div_by, bounded;
+            if (!PyTuple_Check(out->extra) || PyTuple_GET_SIZE(out->extra) != 3
+                    || item_int(out->extra, 1, &div_by) < 0
+                    || item_int(out->extra, 2, &bounded) < 0 || div_by < 0 || div_by > 255
+                    || bounded < 0 || bounded > 255) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "malformed OpDecoder attribute step");
+                goto fail;
+            }
+            out->div_by = (int)div_by;
+            out->bounded = (int)bounded;
+            out->extra = PyTuple_GET_ITEM(out->extra, 0);
+        }
         if ((kind == K_ENUM && !PyDict_Check(out->extra)) || width < 1 || width > 64
                 || bit < -1 || bit > 63 || action < A_READ || action > A_ABSENT
                 || (bit < 0 && (action == A_UNIT || action == A_OPTIONAL))

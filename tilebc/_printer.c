@@ -493,9 +493,10 @@ static PyObject *location_text(PyObject *aliases, PyObject *known, PyObject *loc
 }
 
 /* Append to `pieces` the text of `op` after its indentation as the printer's `op` method gives
- * it (`%ref = `, the mnemonic, its body, ` loc(...)`; joined once for the whole block), for an op
- * of a kind with a compiled body printer and at most one result: 1. 0 without an exception for
- * any other op (the `op` method prints it; nothing appended); -1 with an exception when printing
+ * it (`%ref = ` or its result groups' heads, the mnemonic, its body, ` loc(...)`; joined once for
+ * the whole block), for an op of a kind with a compiled body printer whose result groups `text`
+ * and `groups` (names.text, names.groups) say: 1. 0 without an exception for any other op (the
+ * `op` method prints it; nothing appended); -1 with an exception when printing
  * it fails: an error of the kinds the `op` method turns into "cannot print" becomes
  * cannot_print(op, error)'s answer, any other propagates, and the body printer never runs twice. */
 static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *printers,

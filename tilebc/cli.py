@@ -118,14 +118,13 @@ def _default_bytecode_output(path: str) -> str:
 
 def cmd_dis(args) -> int:
     from .text.printer import module_text_pieces
-    from .verify_aside import Verification
+    from .verify_aside import read_verified
     data = read_input(args.input)
     # Unverified, the debug section is still read whole, as tileirdisasm reads it (the verifier
     # reads every location; a plain print reads none).
-    reading = Verification(lambda: decode_bytes(data, display_name(args.input),
-                                                 lazy_debug=not args.no_verify), len(data),
-                           enabled=not args.no_verify, may_fork=_held is not None)
-    module, verifier = reading.read()
+    module, verifier = read_verified(
+        lambda: decode_bytes(data, display_name(args.input), lazy_debug=not args.no_verify),
+        len(data), enabled=not args.no_verify, may_fork=_held is not None)
     _hold(module)
     # A regular file takes the text an entry at a time (the text of a large module is never held
     # whole) and is replaced only once the module is known valid; stdout or a device gets nothing
@@ -157,12 +156,12 @@ def _replaced_file(path: str | None) -> bool:
 
 
 def cmd_asm(args) -> int:
-    from .verify_aside import Verification
+    from .verify_aside import read_verified
     output = args.output or _default_bytecode_output(args.input)
     text = read_input(args.input)
-    reading = Verification(lambda: _parse_bytes(text, _display_name(args.input)), len(text),
-                           text=True, enabled=not args.no_verify, may_fork=_held is not None)
-    module, verifier = reading.read()
+    module, verifier = read_verified(
+        lambda: _parse_bytes(text, _display_name(args.input)), len(text), text=True,
+        enabled=not args.no_verify, may_fork=_held is not None)
     _hold(module)
     with verifier:  # as for dis: a large module is verified while it encodes
         data = dump(module, args.target_version or module.version)

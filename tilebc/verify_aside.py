@@ -131,32 +131,23 @@ def verify_aside(read, size: int, *, text: bool = False) -> AsideVerifier | None
     return AsideVerifier(None, pid)
 
 
-class Verification:
-    """How a command learns that the module it reads is valid before it commits its output:
-    `module = verification.read()` reads it (in this process), and the returned verifier says.
-    Verified here once read (the verifier's error raised at once), or by a child forked before
-    reading (verify_aside) where `may_fork` (the command has its own process: a host calling
-    main() may have threads a fork would not carry). `enabled=False` (--no-verify): not
-    verified."""
-
-    def __init__(self, read, size: int, *, text: bool = False, enabled: bool = True,
-                 may_fork: bool = True):
-        self._read = read
-        self.enabled = enabled
-        self.aside = verify_aside(read, size, text=text) if enabled and may_fork else None
-
-    def read(self):
-        """(module, verifier): the module read here, and what confirms it valid."""
-        aside = self.aside
-        try:
-            module = self._read()
-        except BaseException:
-            if aside is not None:
-                aside.cancel()  # the input did not read: the child has nothing to say
-            raise
+def read_verified(read, size: int, *, text: bool = False, enabled: bool = True,
+                  may_fork: bool = True) -> tuple:
+    """(module, verifier): the module `read()` makes from the command's input, and how the
+    command learns it is valid before it commits its output. Verified here once read (the
+    verifier's error raised at once), or by a child forked before reading (verify_aside) where
+    `may_fork` (the command has its own process: a host calling main() may have threads a fork
+    would not carry). `enabled=False` (--no-verify): not verified."""
+    aside = verify_aside(read, size, text=text) if enabled and may_fork else None
+    try:
+        module = read()
+    except BaseException:
         if aside is not None:
-            aside.module = module
-            return module, aside
-        if self.enabled:
-            verify_module(module)
-        return module, Verified()
+            aside.cancel()  # the input did not read: the child has nothing to say
+        raise
+    if aside is not None:
+        aside.module = module
+        return module, aside
+    if enabled:
+        verify_module(module)
+    return module, Verified()

@@ -29,6 +29,7 @@ from ..ops.spec import Arity, AttrKind
 from ..version import Version
 from .lazyloc import DecodedOp, store_loc_slot
 from .plans import ABSENT, FIXED, FLAT, OPTIONAL, READ, SEGMENTED, UNIT, OpPlan
+from .tags import ATTR_BOUNDED, ATTR_DIV_BY
 
 
 class Bail(Exception):
@@ -57,7 +58,6 @@ def varint_tail(data, pos: int, first: int) -> tuple[int, int]:
     return result, pos
 
 
-ATTR_DIV_BY, ATTR_BOUNDED = 8, 12  # the tagged attributes `assume` predicates use
 
 
 def _signed(data, pos: int) -> tuple[int, int]:
@@ -348,8 +348,8 @@ def _attr_program(name, action, bit, attr, version: Version) -> tuple:
         elif attr.kind is AttrKind.TAGGED:
             from .. import speedups  # an extension built before _TAGGED calls _read_tagged
             extra = _read_tagged
-            if speedups.DECODER_KINDS > _TAGGED:
-                kind = _TAGGED
+            if speedups.DECODER_KINDS > _TAGGED:  # the predicates fast_tagged keys by these tags
+                kind, extra = _TAGGED, (_read_tagged, ATTR_DIV_BY, ATTR_BOUNDED)
         elif attr.kind is AttrKind.DENSE:
             kind, extra = _DENSE, _read_dense
         elif kind == _CALLED:
@@ -371,13 +371,18 @@ def c_decoder(plan: OpPlan, version: Version) -> Callable | None:
     from ..speedups import OpDecoder
     if OpDecoder is None:
         return None
-    program = (plan.spec, plan.counted_results, plan.variadic_results, plan.num_serialized,
-               tuple(plan.synthesized), plan.has_flags, plan.known_flags & ((1 << 64) - 1),
-               tuple(_attr_program(*step, version) for step in plan.attr_steps),
-               plan.pending_defaults, _MODES[plan.operand_mode], plan.num_fixed_operands,
-               tuple((name, _ARITIES[arity], bit) for name, arity, bit in plan.operand_steps),
-               plan.spec.regions, _helpers())
-    return OpDecoder(program)
+    return OpDecoder(decoder_program(plan, version))
+
+
+def decoder_program(plan: OpPlan, version: Version, attr_steps=None) -> tuple:
+    """The program OpDecoder runs for `plan` (`attr_steps`: other attribute steps, for tests)."""
+    if attr_steps is None:
+        attr_steps = tuple(_attr_program(*step, version) for step in plan.attr_steps)
+    return (plan.spec, plan.counted_results, plan.variadic_results, plan.num_serialized,
+            tuple(plan.synthesized), plan.has_flags, plan.known_flags & ((1 << 64) - 1),
+            attr_steps, plan.pending_defaults, _MODES[plan.operand_mode], plan.num_fixed_operands,
+            tuple((name, _ARITIES[arity], bit) for name, arity, bit in plan.operand_steps),
+            plan.spec.regions, _helpers())
 
 
 _COMPILED: dict[tuple[int, Version], Callable] = {}

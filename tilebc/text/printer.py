@@ -602,7 +602,7 @@ class _FastWriter(_Writer):
         return f"(known(id({value})) or tt({value}))"
 
     def operand(self, index: int, each: str) -> str:
-        """The text of operand group `index`, `each` ("ref({})", "tt({}.type)") of each value."""
+        """The text of operand group `index`, `each` (a template: "ref({0})") of each value."""
         group = f"g{index}"
         arity = self.spec.operands[index].arity
         if arity is Arity.ONE:
@@ -638,18 +638,14 @@ class _FastWriter(_Writer):
     def value(self, element) -> None:
         if isinstance(element, OperandRef):
             self.space()
-            self.expression(self.operand(element.index, "ref({})"))
+            self.expression(self.operand(element.index, "ref({0})"))
         elif isinstance(element, AttrRef):
             self.space()
             self.expression(self.attr_text(element))
         elif isinstance(element, TypeRef):
             self.space()
             if element.operand is not None:
-                arity = self.spec.operands[element.operand].arity
-                self.expression(self.operand(element.operand, "tt({}.type)")
-                                if arity is Arity.VARIADIC else
-                                self.operand(element.operand,
-                                             self.type_text("{0}.type")))
+                self.expression(self.operand(element.operand, self.type_text("{0}.type")))
             elif not element.variadic:
                 self.expression(self.type_text(f"op.results[{element.result}].type"))
             else:
@@ -725,13 +721,10 @@ _USES: dict[int, int] = {}  # id(spec) -> ops of the kind printed by the walker 
 COMPILE_AFTER = 8
 
 
-def _printer_names() -> dict:
-    return {"_attr_dict_text": _attr_dict_text, "_attr_present": _attr_present,
-            "_types_of": _types_of, "present": present, "attr_text": attr_text,
-            "TilebcError": TilebcError, "Value": Value}
-
-
-_PRINTER_NAMES = _printer_names()
+# what the generated body printers name
+_PRINTER_NAMES = {"_attr_dict_text": _attr_dict_text, "_attr_present": _attr_present,
+                  "_types_of": _types_of, "present": present, "attr_text": attr_text,
+                  "TilebcError": TilebcError, "Value": Value}
 
 
 def op_printer(spec):

@@ -468,6 +468,7 @@ static struct PyModuleDef module_def = {
 int add_op_decoder(PyObject *module);  /* _opdecoder.c */
 int add_printer(PyObject *module);  /* _printer.c */
 int add_verifier(PyObject *module);  /* _verifier.c */
+int add_op_encoder(PyObject *module);  /* _opencoder.c */
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     kind_value = PyUnicode_InternFromString("value");
@@ -498,7 +499,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         Py_DECREF(module);
         return NULL;
     }
-    if (add_op_decoder(module) < 0 || add_printer(module) < 0 || add_verifier(module) < 0) {
+    if (add_op_decoder(module) < 0 || add_printer(module) < 0 || add_verifier(module) < 0
+            || add_op_encoder(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -20,6 +20,7 @@ print_ops = None  # the printer's loop over a block's ops (text/printer.py block
 visit_locations = None  # the -g printer's walk collecting location aliases
 alias_visit = None  # LocationAliases._visit (text/debuginfo.py)
 verify_ops = None  # the verifier's loop over a block's ops (verify/structure.py Verifier.block)
+encode_ops = None  # the bytecode writer's loop over a block's ops (binary/writer.py ModuleWriter.ops)
 
 if not os.environ.get("TILEBC_PURE"):
     try:
@@ -30,7 +31,7 @@ if not os.environ.get("TILEBC_PURE"):
     DECODER_KINDS = getattr(_speedups, "DECODER_KINDS", 10)
     for _name in ("scan_token", "Token", "CursorBase", "OpDecoder", "decode_ops",
                   "plain_locations", "number_ops", "print_ops", "visit_locations", "verify_ops",
-                  "alias_visit"):
+                  "alias_visit", "encode_ops"):
         globals()[_name] = getattr(_speedups, _name, None)
 
 ACTIVE = scan_token is not None

@@ -179,7 +179,7 @@ TILEBC_CODEGEN_SOURCES = ("__init__.py", "api.py", "version.py", "errors.py", "r
                           "numeric/dtypes.py", "binary/", "ir/", "ops/", "verify/",
                           # the reader's compiled decoder: its C sources stand for the built module
                           "speedups.py", "_speedups.c", "_opdecoder.c", "_printer.c",
-                          "_verifier.c")
+                          "_verifier.c", "_opencoder.c")
 
 
 def _listed(relative: str, entries) -> bool:

@@ -15,12 +15,13 @@ from ..ir.shared import brief
 from ..ops.enums import PtrAttr, SymbolVisibility, WireEnum
 from ..ops.spec import Arity, AttrKind
 from ..ops.table import ITEM_READ
+from ..speedups import encode_ops
 from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS, GLOBAL_VISIBILITY_AND_CONSTANT,
                        POINTER_ATTR, PREVIEW_TAG, PRODUCER_SECTION, UNIFIED_OPTIONAL_BITFIELD,
                        Version, VersionLike, check_supported)
 from .layout import FileLayout, LayoutMismatch
 from .limits import DEFAULT_LIMITS
-from .plans import FIXED, SEGMENTED, OpPlan, plan_for
+from .plans import FIXED, FLAT, SEGMENTED, OpPlan, plan_for
 from .container import MAGIC, PREVIEW_TAG_BIT, SECTION_ALIGNMENT, SectionId
 from .primitives import INT64_MIN, Writer
 from .tags import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTIONARY, ATTR_DIV_BY,
@@ -130,6 +131,8 @@ class ModuleWriter:
         self.unplaced_globals: dict[str, object] = {item.name: item for item in module.globals}
         self.global_entries: dict[int, tuple] = {}
         self._plans: dict[int, OpPlan] = {}  # id(spec) -> its plan (which keeps the spec)
+        self._encoder_context: tuple | None = None  # what tilebc._speedups.encode_ops reads
+        self._attr_blobs: dict[int, tuple] = {}  # id(value) -> (value, attr, bytes)
 
     def fail(self, message: str, op: Op | None = None) -> EncodeError:
         where = f"{op.name}: " if op is not None else ""
@@ -561,19 +564,82 @@ class ModuleWriter:
         out.varint(len(block.ops))
         if not block.ops:
             raise self.fail("a block needs at least one op (its terminator)")
-        ops = block.ops
-        for index, op in enumerate(ops):
-            following = ops[index + 1] if index + 1 < len(ops) else None
-            if following is not None \
-                    and (op.spec.mnemonic, following.spec.mnemonic) == ITEM_READ \
-                    and following.operand_values[0] is op.results[0] \
-                    and getattr(following.results[0].type, "rank", None) == 0:
-                # cuTile reads an item out of a tile: it registers the item's scalar type
-                # before the 1x…x1 tile `extract` returns (its array_list kernels)
-                self.type(following.results[0].type)
-            self.op(op, out, numbering, locs)
+        self.ops(block.ops, out, numbering, locs, True)
         while len(numbering) > mark:
             numbering.popitem()
+
+    def ops(self, ops: list[Op], out: Writer, numbering: dict[int, int], locs: list,
+            item_read: bool) -> None:
+        """Each op of a block (`item_read`: a nested block, where cuTile's item reads register
+        their type early) or of an entry's body; the loop is C where tilebc._speedups is built."""
+        if encode_ops is not None:
+            if self._encoder_context is None:  # no bound methods: the writer holds no cycle
+                self._encoder_context = (self._type_ids, self._debug_ids, {}, self.unplaced_globals,
+                                         self._attr_blobs, Value)
+            encode_ops(self, ops, out, numbering, locs, item_read)
+            return
+        for index in range(len(ops)):
+            self.op_at(ops, index, out, numbering, locs, item_read)
+
+    def op_at(self, ops: list[Op], index: int, out: Writer, numbering: dict[int, int],
+              locs: list, item_read: bool) -> None:
+        op = ops[index]
+        following = ops[index + 1] if item_read and index + 1 < len(ops) else None
+        if following is not None \
+                and (op.spec.mnemonic, following.spec.mnemonic) == ITEM_READ \
+                and following.operand_values[0] is op.results[0] \
+                and getattr(following.results[0].type, "rank", None) == 0:
+            # cuTile reads an item out of a tile: it registers the item's scalar type
+            # before the 1x…x1 tile `extract` returns (its array_list kernels)
+            self.type(following.results[0].type)
+        self.op(op, out, numbering, locs)
+
+    def _attr_bytes(self, op: Op, attr, value) -> bytes:
+        """An attribute's bytes as `op` writes them (for encode_ops, which finds them again in
+        _attr_blobs for the same value object: they depend on nothing else, and the table
+        entries they name were made the first time)."""
+        out = Writer()
+        self._op_attr(op, attr, value, out)
+        blob = bytes(out.buf)
+        self._attr_blobs[id(value)] = (value, attr, blob)
+        return blob
+
+    def _encoder_program(self, spec):
+        """`spec`'s program for tilebc._speedups.encode_ops (what `op` does for an op of it, when
+        nothing unusual happens), or None for kinds always written by `op`: regions, structural
+        and preview kinds, kinds or results the target version lacks."""
+        programs = self._encoder_context[2]
+        plan = self._plans.get(id(spec))
+        if plan is None or plan.spec is not spec:
+            plan = self._plan(spec)
+        program = None
+        if not (spec.regions or spec.structural or spec.preview or not plan.kind_current
+                or plan.encode_results is None or spec.unregistered):
+            opcode = Writer()
+            opcode.varint(spec.opcode)
+            flags = (plan.counted_results | plan.has_flags << 1
+                     | (spec.mnemonic == ITEM_READ[0]) << 2
+                     | any(a.kind is AttrKind.SYMBOL for a in spec.attrs) << 3)
+            flag_steps = tuple((bit.name, bool(bit.is_operand), bool(unit),
+                                bit.bit if current else -1)
+                               for bit, unit, current in plan.encode_flag_bits)
+            attr_steps = []
+            for attr, current in plan.encode_attrs:
+                if not current:
+                    mode, members = _ATTR_NEWER, None
+                elif attr.kind is _ENUM:
+                    mode = _ATTR_ENUM
+                    members = {m: int(m) for m in attr.enum if m.since <= self.version}
+                else:
+                    mode, members = _ATTR_BYTES, None
+                attr_steps.append((attr.name, mode, attr.optional, attr,
+                                   attr.enum if mode == _ATTR_ENUM else None, members))
+            mode = {FIXED: 0, SEGMENTED: 1, FLAT: 2}[plan.operand_mode]
+            operand_steps = tuple((o.name, _ARITY_CODES[o.arity]) for o in spec.operands)
+            program = (spec, bytes(opcode.buf), flags, plan.encode_results, flag_steps,
+                       tuple(attr_steps), mode, operand_steps)
+        programs[id(spec)] = program
+        return program
 
     def _op_attr(self, op: Op, attr, value, out: Writer) -> None:
         kind = attr.kind
@@ -838,8 +904,7 @@ class ModuleWriter:
             self.tagged_attr(arg_attrs or A.ArrayAttr(()), out)
         elif hints is not None:
             self.tagged_attr(hints, out)
-        for op in function.body.ops:
-            self.op(op, body, numbering, locs)
+        self.ops(function.body.ops, body, numbering, locs, False)
         if not slot and any(locs):
             raise LayoutMismatch()  # locations on an entry its file gave none
         out.varint(len(body.buf))
@@ -889,6 +954,10 @@ def encode_offset_table(blobs: list[bytes], offset_width: int, alignment: int,
 
 
 _ENUM = AttrKind.ENUM
+# How encode_ops writes an attribute: an enum member from the program's table, any value through
+# ModuleWriter._attr_bytes, or (one the target version lacks) only when absent.
+_ATTR_ENUM, _ATTR_BYTES, _ATTR_NEWER = 0, 1, 2
+_ARITY_CODES = {Arity.ONE: 0, Arity.OPTIONAL: 1, Arity.VARIADIC: 2}
 
 
 def _show(value) -> str:

@@ -66,6 +66,10 @@ def parse_modules(text: str, filename: str = "<text>", *, testing_ops: bool = Fa
 
 
 _GENERIC_MODULES = ("cuda_tile.module", "builtin.module")
+# The text of an assume predicate and of a dense constant with its tile type, where short enough
+# to read again from a table (_Parser._shared): a large module repeats a few hundred of them.
+_PREDICATE_TEXT = re.compile(r"(?:#cuda_tile\.)?(?:div_by|bounded|same_elements)<[^<>]{0,200}>")
+_DENSE_TEXT = re.compile(r"<[^<>]{0,200}>[ ]?:[ ]?tile<[^<>]{0,40}>")
 # The element types NVIDIA's constant parser names when a dense constant's type is not one.
 _DENSE_ELEMENTS = ("i1 or i8 or i16 or i32 or i64 or f16 or bf16 or f32 or f64 or tf32 or "
                    "f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN")
@@ -163,6 +167,7 @@ class _Parser:
         self._defined_at: dict[int, int] = {}  # id(value) -> where its name is defined
         self._used_at: dict[int, Token] = {}  # id(value) -> the token of its latest use
         self._bodies: dict[str, tuple] = {}  # op name as written -> (spec, its op parser)
+        self._shared_values: dict[str, object] = {}  # text read before -> the attribute it gave
 
     # ---- module ----------------------------------------------------------------------------------
 
@@ -1279,6 +1284,9 @@ class _Parser:
         return A.IntegerAttr(element, signed)
 
     def _predicate(self):
+        return self._shared(_PREDICATE_TEXT, self._read_predicate)
+
+    def _read_predicate(self):
         c = self.c
         word = c.next().text.split(".")[-1]
         c.expect("<")
@@ -1436,7 +1444,32 @@ class _Parser:
             raise c.error("a dense constant cannot be empty")
         return (count,) + inner
 
+    def _shared(self, pattern: re.Pattern, parse: Callable):
+        """What `parse()` reads at the cursor; the same object for the same text, where `pattern`
+        spans it (attributes are immutable: equal ones shared, as the binary reader shares them,
+        which the writer and verifier then meet by identity)."""
+        c = self.c
+        token = c._peeked
+        if token is None or token.pos < c.pos:
+            token = c.peek()
+        match = pattern.match(c.text, token.pos)
+        if match is None:
+            return parse()
+        text = match.group()
+        found = self._shared_values.get(text)
+        if found is not None:
+            c.pos = c.end = match.end()
+            c._peeked = None
+            return found
+        found = parse()
+        if c.end == match.end():  # the text read is the text matched
+            self._shared_values[text] = found
+        return found
+
     def _dense_constant(self) -> A.DenseElementsAttr:
+        return self._shared(_DENSE_TEXT, self._read_dense_constant)
+
+    def _read_dense_constant(self) -> A.DenseElementsAttr:
         c = self.c
         c.expect("<", "to open a dense constant")
         element = self._dense_element()

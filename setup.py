@@ -4,5 +4,6 @@ from setuptools import Extension, setup
 
 # optional: without a C compiler the build goes on and tilebc runs its pure-Python paths
 SOURCES = ["tilebc/_speedups.c", "tilebc/_opdecoder.c", "tilebc/_printer.c",
-           "tilebc/_verifier.c", "tilebc/_opencoder.c"]
+           "tilebc/_verifier.c", "tilebc/_opencoder.c",
+           "tilebc/_opparser.c"]
 setup(ext_modules=[Extension("tilebc._speedups", SOURCES, optional=True)])

@@ -808,3 +808,69 @@ def test_the_c_encoder_refuses_what_the_python_one_refuses(monkeypatch):
     theirs = [outcome(module) for _, module in _broken_modules()]
     assert ours == theirs
     assert sum(isinstance(found, tuple) for found in ours) >= 5, ours
+
+
+def _parsed(text: str, compiled: bool, monkeypatch):
+    """What parsing `text` gives, with the parser's op loop in C or in Python: the error's text,
+    or the module's -g print, each op's line:col and its bytes (or the writer's refusal)."""
+    from tilebc.binary import writer
+    from tilebc.errors import TilebcError
+    from tilebc.text import parser
+    from tilebc.text.printer import print_module
+    if not compiled:
+        monkeypatch.setattr(parser, "parse_ops", None)
+    try:
+        module = parser.parse_module(text, "<fuzz>")
+    except TilebcError as error:
+        return "refused", str(error)
+    finally:
+        monkeypatch.undo()
+    placed = [(op.spec.mnemonic, op.text_pos) for op in module.walk()]
+    try:
+        data = writer.dump(module, "13.5")
+    except TilebcError as error:
+        data = str(error)
+    return print_module(module, debug=True), placed, data
+
+
+def test_the_c_op_parser_reads_what_the_python_one_reads(monkeypatch):
+    """Every fixture's text (plain and -g, all versions) and the text corpus: the same module
+    (printed with locations, each op's line:col, its bytes) with the parser's op loop in C and
+    in Python, the C loop reading most ops itself."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    from fuzz.text import corpus
+    from tilebc.text import parser
+    by_python = []
+    original = parser._Parser._next_op
+
+    def counted(self):
+        op = original(self)
+        by_python.append(op)
+        return op
+    texts = [text for _, _, text in corpus()]
+    assert len(texts) > 1500
+    for text in texts:
+        ours = _parsed(text, True, monkeypatch)
+        assert ours == _parsed(text, False, monkeypatch)
+    monkeypatch.setattr(parser._Parser, "_next_op", counted)
+    ops = sum(len(list(parser.parse_module(text).walk())) for text in texts)
+    assert len(by_python) * 3 < ops
+
+
+def test_the_c_op_parser_refuses_what_the_python_one_refuses(monkeypatch):
+    """Mutated fixture texts (the text fuzzer's mutators, seeded): the C loop leaves whatever it
+    does not expect to the Python parser, so each text is refused with the same message at the
+    same line:col, or read into the same module."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    from fuzz.text import corpus, mutate
+    pool = [entry for entry in corpus() if len(entry[2]) < 20_000]
+    refused = 0
+    for seed in range(600):
+        rng = random.Random(seed)
+        text, _ = mutate(rng.choice(pool)[2], rng, pool)
+        ours = _parsed(text, True, monkeypatch)
+        assert ours == _parsed(text, False, monkeypatch), seed
+        refused += ours[0] == "refused"
+    assert 200 < refused < 600

@@ -18,6 +18,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include "_speedups.h"
 
 static PyObject *kind_value, *kind_hash, *kind_bang, *kind_ident, *kind_punct;
 
@@ -155,13 +156,6 @@ static PyObject *scan_token(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* ---- Token -------------------------------------------------------------------------------- */
 
-typedef struct {
-    PyObject_HEAD
-    PyObject *kind;
-    PyObject *text;
-    Py_ssize_t pos;
-} TokenObject;
-
 static PyTypeObject TokenType;
 
 static PyObject *token_make(PyObject *kind, PyObject *text, Py_ssize_t pos) {
@@ -244,15 +238,10 @@ static PyTypeObject TokenType = {
 
 /* ---- CursorBase --------------------------------------------------------------------------- */
 
-typedef struct {
-    PyObject_HEAD
-    PyObject *text;    /* str */
-    Py_ssize_t pos;    /* where scanning resumes */
-    Py_ssize_t end;    /* where the last token read ends */
-    PyObject *peeked;  /* the Token peek() read last, or NULL */
-} CursorObject;
 
 static PyObject *name_peek_checked, *name_expect_failed, *name_expect_kind_failed;
+static PyTypeObject CursorType;
+static PyObject *cursor_peek(CursorObject *self, PyObject *unused);
 
 static int cursor_traverse(CursorObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->text);
@@ -319,6 +308,18 @@ static int check_token(PyObject *token) {
 static void cursor_advance(CursorObject *self, PyObject *token, Py_ssize_t length) {
     self->pos = self->end = ((TokenObject *)token)->pos + length;
     Py_CLEAR(self->peeked);
+}
+
+PyObject *tilebc_cursor_peek(CursorObject *cursor) {
+    return cursor_peek(cursor, NULL);
+}
+
+void tilebc_cursor_advance(CursorObject *cursor, PyObject *token) {
+    cursor_advance(cursor, token, PyUnicode_GET_LENGTH(((TokenObject *)token)->text));
+}
+
+int tilebc_is_cursor(PyObject *object) {
+    return PyObject_TypeCheck(object, &CursorType);
 }
 
 static PyObject *cursor_peek(CursorObject *self, PyObject *unused) {
@@ -469,6 +470,7 @@ int add_op_decoder(PyObject *module);  /* _opdecoder.c */
 int add_printer(PyObject *module);  /* _printer.c */
 int add_verifier(PyObject *module);  /* _verifier.c */
 int add_op_encoder(PyObject *module);  /* _opencoder.c */
+int add_op_parser(PyObject *module);  /* _opparser.c */
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     kind_value = PyUnicode_InternFromString("value");
@@ -500,7 +502,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         return NULL;
     }
     if (add_op_decoder(module) < 0 || add_printer(module) < 0 || add_verifier(module) < 0
-            || add_op_encoder(module) < 0) {
+            || add_op_encoder(module) < 0 || add_op_parser(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..codecache import compile_generated
 from ..ir.module import Value
-from ..ops.spec import Arity, AttrKind
+from ..ops.spec import Arity, AttrKind, Family
 from .types import TYPE_SPAN
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
                      compile_syntax)
@@ -263,3 +263,128 @@ def op_parser(spec, parser_class, custom_enums, own_memory_parser):
     exec(compile_generated(source, f"<tilebc parser {spec.mnemonic}>"), namespace)
     _OP_PARSERS[key] = (spec, namespace["body"])
     return namespace["body"]
+
+
+# ---- the same syntax as a program for tilebc._speedups.parse_ops --------------------------------
+
+# Steps of a program (tilebc/_opparser.c reads them by these numbers).
+(STEP_LITERAL, STEP_OPERAND, STEP_OPERANDS, STEP_ENUM, STEP_TYPE_OF, STEP_RESULT_TYPE,
+ STEP_ATTR_DICT, STEP_PREDICATE, STEP_DENSE, STEP_ROUNDING, STEP_OPTIONAL) = range(11)
+# How an optional group is found present: its first literal, a value next, an enum keyword next.
+TEST_LITERAL, TEST_VALUE, TEST_KEYWORD = range(3)
+# How an attribute the text did not give is filled in.
+ATTR_ABSENT, ATTR_DEFAULT, ATTR_DEFAULT_FOR = range(3)
+ARITY_CODES = {Arity.ONE: 0, Arity.OPTIONAL: 1, Arity.VARIADIC: 2}
+MAX_SLOTS = 16  # operands, attributes or results of a kind parse_ops reads (tilebc/_opparser.c)
+
+
+class _Unsupported(Exception):
+    """An element the C op parser does not read: the kind keeps its generated function only."""
+
+
+def _keywords(enum) -> dict:
+    """keyword -> member, as the parser's `_enum_keyword` reads it."""
+    return {member.keyword: enum.from_keyword(member.keyword) for member in enum}
+
+
+def _program_steps(spec, elements, custom_enums, own_memory_parser, steps: list) -> None:
+    attr_index = {a.name: i for i, a in enumerate(spec.attrs)}
+    for element in elements:
+        if isinstance(element, Space):
+            continue
+        if isinstance(element, Literal):
+            steps.append((STEP_LITERAL, element.text))
+        elif isinstance(element, OperandRef):
+            steps.append((STEP_OPERANDS if element.arity is Arity.VARIADIC else STEP_OPERAND,
+                          element.index))
+        elif isinstance(element, AttrRef):
+            attr = element.spec
+            if attr.kind is not AttrKind.ENUM or (
+                    attr.name == "memory_ordering_semantics"
+                    and spec.mnemonic in own_memory_parser):
+                raise _Unsupported
+            # custom enums are read as plain ones when the keyword is known (their errors
+            # differ, and an unknown keyword goes to the generated function)
+            steps.append((STEP_ENUM, attr_index[attr.name], _keywords(attr.enum)))
+        elif isinstance(element, TypeRef):
+            if element.operand is not None:
+                steps.append((STEP_TYPE_OF, element.operand))
+            elif element.variadic or element.result >= len(spec.results) \
+                    or spec.results[element.result].variadic:
+                raise _Unsupported
+            else:
+                steps.append((STEP_RESULT_TYPE, element.result,
+                              spec.results[element.result].parsed_kind or None))
+        elif isinstance(element, AttrDict):
+            if element.keyword_attrs:
+                raise _Unsupported
+            steps.append((STEP_ATTR_DICT,))
+        elif isinstance(element, Custom):
+            if element.name == "AssumePredicate":
+                steps.append((STEP_PREDICATE, attr_index[element.args[0].name]))
+            elif element.name == "DenseConstant":
+                steps.append((STEP_DENSE, attr_index[element.args[0].name]))
+            elif element.name == "Rounding":
+                steps.append((STEP_ROUNDING,))
+            else:
+                raise _Unsupported
+        elif isinstance(element, OptionalGroup):
+            _optional_steps(spec, element, custom_enums, own_memory_parser, steps, attr_index)
+        else:
+            raise _Unsupported
+
+
+def _optional_steps(spec, group, custom_enums, own_memory_parser, steps, attr_index) -> None:
+    anchor, first = group.anchor, group.elements[0]
+    if isinstance(anchor, TypeRef) and anchor.operand is not None:
+        raise _Unsupported  # presence settled by an operand read before
+    if isinstance(first, Literal):
+        test, argument = TEST_LITERAL, first.text
+    elif isinstance(first, OperandRef):
+        test, argument = TEST_VALUE, None
+    elif isinstance(first, AttrRef) and first.spec.kind is AttrKind.ENUM:
+        test, argument = TEST_KEYWORD, frozenset(m.keyword for m in first.spec.enum)
+    else:
+        raise _Unsupported
+    unit = isinstance(anchor, AttrRef) and anchor.spec.kind is AttrKind.UNIT
+    inner: list = []
+    _program_steps(spec, [e for e in group.elements if not (unit and e is anchor)],
+                   custom_enums, own_memory_parser, inner)
+    steps.append((STEP_OPTIONAL, test, argument, len(inner),
+                  attr_index[anchor.name] if unit else -1))
+    steps.extend(inner)
+
+
+def fast_program(spec, parsed_op, custom_enums, own_memory_parser):
+    """`spec`'s syntax as a program for tilebc._speedups.parse_ops (the same reading as the
+    generated function, for ops written the usual way: anything else, and every error, is left to
+    the generated function), or None for a kind it does not read: regions, preview kinds, custom
+    directives other than the predicate, the dense constant and rounding, variadic results."""
+    if spec.regions or spec.preview or spec.structural or spec.unregistered \
+            or any(r.variadic for r in spec.results) \
+            or any(o.name == "paddingValue" for o in spec.operands) \
+            or max(len(spec.operands), len(spec.attrs), len(spec.results)) > MAX_SLOTS:
+        return None
+    steps: list = []
+    try:
+        _program_steps(spec, compile_syntax(spec), custom_enums, own_memory_parser, steps)
+    except _Unsupported:
+        return None
+    operand_index = {o.name: i for i, o in enumerate(spec.operands)}
+    operands = tuple((o.name, ARITY_CODES[o.arity]) for o in spec.operands)
+    attrs = []
+    for attr in spec.attrs:
+        if attr.kind is AttrKind.UNIT:
+            attrs.append((attr.name, ATTR_ABSENT, False))
+        elif attr.optional:
+            attrs.append((attr.name, ATTR_ABSENT, None))
+        elif callable(attr.default):
+            attrs.append((attr.name, ATTR_DEFAULT_FOR, attr))
+        else:  # None: the generated function's error for the missing attribute
+            attrs.append((attr.name, ATTR_DEFAULT, attr.default))
+    results = tuple(r.name == "result_token" for r in spec.results)
+    return (spec, tuple(steps), operands, tuple(attrs), results,
+            operand_index.get(spec.result_like, -1) if spec.result_like else -1,
+            operand_index.get("token", -1), spec.family is Family.ELEMENTWISE,
+            tuple(operand_index[n] for n in spec.types_match if n in operand_index),
+            "result" in spec.types_match, parsed_op)

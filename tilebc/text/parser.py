@@ -28,7 +28,8 @@ from .lexer import MAX_NESTING, Cursor, Token, nesting, shorten, unescape
 from .debuginfo import attribute_text
 from .locations import LocationTable
 from .syntax import AttrDict, TypeRef
-from .parsegen import op_parser
+from .parsegen import fast_program, op_parser
+from ..speedups import CursorBase, parse_ops
 from .types import TypeParser
 
 PREFIX = "cuda_tile."
@@ -168,6 +169,11 @@ class _Parser:
         self._used_at: dict[int, Token] = {}  # id(value) -> the token of its latest use
         self._bodies: dict[str, tuple] = {}  # op name as written -> (spec, its op parser)
         self._shared_values: dict[str, object] = {}  # text read before -> the attribute it gave
+        # what tilebc._speedups.parse_ops reads (its programs by op name as written), where the
+        # cursor is the compiled one
+        self._fast_context = (self.c, self._used_at, self._defined_at, self.types._known,
+                              self._shared_values, {}, Value, T.token) \
+            if parse_ops is not None and isinstance(self.c, CursorBase) else None
 
     # ---- module ----------------------------------------------------------------------------------
 
@@ -598,18 +604,37 @@ class _Parser:
     def _block_ops(self, block: Block, implicit: str | None = None) -> None:
         c = self.c
         c.expect("{", "to open a region")
-        while not c.accept("}"):
-            if c.peek().kind == "eof":
-                raise c.error("expected '}' to close the region")
-            if c.at("^"):
-                raise c.error("block labels are not allowed: a Tile IR region holds a single "
-                              "block (NVIDIA's reader rejects regions with more than one)")
-            block.ops.append(self._op())
+        if self._fast_context is not None:
+            parse_ops(self, block.ops)  # the same loop in C (tilebc/_opparser.c)
+        else:
+            while not c.accept("}"):
+                block.ops.append(self._next_op())
         if implicit and (not block.ops or not block.ops[-1].spec.terminator):
             terminator = ParsedOp(OPS_BY_MNEMONIC[implicit], {"operands": ()}, {}, [])
             terminator.text_pos = c.line_col(c.pos - 1)
             self._implicit.add(id(terminator))
             block.ops.append(terminator)
+
+    def _next_op(self) -> Op:
+        """The next op of a region (whose `}` is not next)."""
+        c = self.c
+        if c.peek().kind == "eof":
+            raise c.error("expected '}' to close the region")
+        if c.at("^"):
+            raise c.error("block labels are not allowed: a Tile IR region holds a single "
+                          "block (NVIDIA's reader rejects regions with more than one)")
+        return self._op()
+
+    def _fast_program(self, name: str):
+        """The program parse_ops reads ops named `name` (as written) with, or None: those are
+        read by _next_op (kept in the context's table either way)."""
+        mnemonic = name[len(PREFIX):] if name.startswith(PREFIX) else name
+        spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic))
+        program = None
+        if spec is not None and not spec.structural and spec.syntax:
+            program = fast_program(spec, ParsedOp, _CUSTOM_ENUMS, OWN_MEMORY_ATTRIBUTE_PARSER)
+        self._fast_context[5][name] = program
+        return program
 
     def _op(self) -> Op:
         c = self.c

@@ -1,0 +1,910 @@
+/* The text parser's loop over a region's ops, in C (part of tilebc._speedups; the Python twin is
+ * _Parser._block_ops with _op, the generated op functions of tilebc/text/parsegen.py, _build and
+ * _finish_op in tilebc/text/parser.py, and tests/test_speedups.py compares the modules both make).
+ *
+ * parse_ops(parser, ops): after a region's `{`, reads its ops up to its `}` into the list `ops`.
+ *
+ * parser._fast_context holds (cursor, used_at, defined_at, known_types, shared_values, programs,
+ * Value, token type); the scopes are parser.scopes. programs maps an op name as written to the
+ * kind's program (tilebc/text/parsegen.py fast_program) or None, made on first sight by
+ * parser._fast_program(name). An op of a kind with a program, written the usual way, is read
+ * here: its result names, its name, each step of the program, then the op is built (operands and
+ * attributes in the kind's order, defaults, result types as _build infers them), placed (its
+ * line:col, a trailing loc(...) read by parser._loc) and its results named. Nothing is kept
+ * before the op is complete: at anything else (a token the program does not expect, a type or
+ * attribute text not read before, a value of another type, a name in use, a default that needs
+ * Python) the cursor goes back to where the op starts and parser._next_op() reads it, so every
+ * error and its message are the Python parser's.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+#include "_speedups.h"
+
+enum { S_LITERAL, S_OPERAND, S_OPERANDS, S_ENUM, S_TYPE_OF, S_RESULT_TYPE, S_ATTR_DICT,
+       S_PREDICATE, S_DENSE, S_ROUNDING, S_OPTIONAL };
+enum { T_LITERAL, T_VALUE, T_KEYWORD };
+enum { A_ABSENT, A_DEFAULT, A_DEFAULT_FOR };
+enum { R_ONE, R_OPTIONAL, R_VARIADIC };
+#define MAX_SLOTS 16
+#define MAX_USES 64
+#define MAX_NAMES 16
+
+static PyObject *s_fast_context, *s_scopes, *s_next_op, *s_fast_program, *s_loc, *s_line_col,
+    *s_newlines, *s_type, *s_text_pos, *s_default_for, *s_results;
+
+typedef struct {
+    PyObject *parser;
+    CursorObject *c;
+    PyObject *scopes, *used_at, *defined_at, *known, *shared, *programs, *token_type;
+    PyTypeObject *value_class;
+} Context;
+
+typedef struct {
+    PyObject *operands[MAX_SLOTS];  /* a Value or a tuple (variadic); NULL: not read */
+    PyObject *attrs[MAX_SLOTS];
+    PyObject *results[MAX_SLOTS];   /* result types the text wrote */
+    unsigned written;               /* operand slots whose type the text wrote */
+    PyObject *uses[MAX_USES][2];    /* (value, token) of each use, in order */
+    int n_uses;
+} OpState;
+
+static void state_clear(OpState *state) {
+    for (int i = 0; i < MAX_SLOTS; i++) {
+        Py_CLEAR(state->operands[i]);
+        Py_CLEAR(state->attrs[i]);
+        Py_CLEAR(state->results[i]);
+    }
+    for (int i = 0; i < state->n_uses; i++) {
+        Py_CLEAR(state->uses[i][0]);
+        Py_CLEAR(state->uses[i][1]);
+    }
+    state->n_uses = 0;
+    state->written = 0;
+}
+
+#define TOKEN(t) ((TokenObject *)(t))
+
+static int text_is(PyObject *token, const char *text) {
+    return PyUnicode_CompareWithASCIIString(TOKEN(token)->text, text) == 0;
+}
+
+static int kind_is(PyObject *token, const char *kind) {
+    return PyUnicode_CompareWithASCIIString(TOKEN(token)->kind, kind) == 0;
+}
+
+/* The next token's text against a step's literal. 1 equal, 0 not, -1 error. */
+static int next_is(Context *x, PyObject *literal, PyObject **token_out) {
+    PyObject *token = tilebc_cursor_peek(x->c);
+    if (token == NULL)
+        return -1;
+    int equal = PyUnicode_Compare(TOKEN(token)->text, literal) == 0;
+    if (PyErr_Occurred()) {
+        Py_DECREF(token);
+        return -1;
+    }
+    *token_out = token;
+    return equal;
+}
+
+/* Where the text's spaces and // comments from `pos` end (ASCII spaces only, as the scanner). */
+static Py_ssize_t skip_spaces(int kind, const void *data, Py_ssize_t n, Py_ssize_t pos) {
+    while (pos < n) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, pos);
+        if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r' || ch == '\f' || ch == '\v') {
+            pos++;
+        } else if (ch == '/' && pos + 1 < n && PyUnicode_READ(kind, data, pos + 1) == '/') {
+            pos += 2;
+            while (pos < n && PyUnicode_READ(kind, data, pos) != '\n')
+                pos++;
+        } else {
+            break;
+        }
+    }
+    return pos;
+}
+
+static int is_type_start(Py_UCS4 ch) {
+    return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || ch == '_' || ch == '!';
+}
+
+static int is_type_char(Py_UCS4 ch) {
+    return is_type_start(ch) || (ch >= '0' && ch <= '9') || ch == '.';
+}
+
+/* Moves the cursor to `pos` as reading a token ending there does. */
+static void move_to(Context *x, Py_ssize_t pos) {
+    x->c->pos = x->c->end = pos;
+    Py_CLEAR(x->c->peeked);
+}
+
+/* The object `table` holds for the text [start, stop) (borrowed), NULL when none (-1 error). */
+static int lookup_text(PyObject *table, PyObject *text, Py_ssize_t start, Py_ssize_t stop,
+                       PyObject **found) {
+    PyObject *key = PyUnicode_Substring(text, start, stop);
+    if (key == NULL)
+        return -1;
+    *found = PyDict_GetItemWithError(table, key);
+    Py_DECREF(key);
+    return *found == NULL && PyErr_Occurred() ? -1 : 0;
+}
+
+/* A type whose text was read before (the TypeParser's table, by the text TYPE_SPAN spans: a
+ * word and a <...> nesting up to three deep on one line). 1: *found (new reference), the cursor
+ * after it; 0: not such a type; -1: error. *start_out: where its text starts. */
+static int read_type(Context *x, PyObject **found, Py_ssize_t *start_out) {
+    PyObject *text = x->c->text;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t pos = skip_spaces(kind, data, n, x->c->pos), start = pos;
+    if (pos >= n || !is_type_start(PyUnicode_READ(kind, data, pos)))
+        return 0;
+    while (pos < n && is_type_char(PyUnicode_READ(kind, data, pos)))
+        pos++;
+    if (pos < n && PyUnicode_READ(kind, data, pos) == '<') {
+        int depth = 0;
+        do {
+            if (pos >= n)
+                return 0;
+            Py_UCS4 ch = PyUnicode_READ(kind, data, pos++);
+            if (ch == '<' && ++depth > 3)
+                return 0;
+            if (ch == '>')
+                depth--;
+            if (ch == '\n')
+                return 0;
+        } while (depth > 0);
+    }
+    PyObject *type;
+    if (lookup_text(x->known, text, start, pos, &type) < 0)
+        return -1;
+    if (type == NULL)
+        return 0;
+    *found = Py_NewRef(type);
+    *start_out = start;
+    move_to(x, pos);
+    return 1;
+}
+
+/* An assume predicate (`[#cuda_tile.]word<...>`) or a dense constant with its tile type
+ * (`<...> : tile<...>`) read before: the shared attribute the parser made of the same text.
+ * 1: *found (borrowed), the cursor after it; 0: not one read before; -1: error. */
+static int read_shared(Context *x, int dense, PyObject **found) {
+    PyObject *token = tilebc_cursor_peek(x->c);
+    if (token == NULL)
+        return -1;
+    Py_ssize_t pos = TOKEN(token)->pos, start = pos;
+    Py_DECREF(token);
+    PyObject *text = x->c->text;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+#define AT(p) ((p) < n ? PyUnicode_READ(kind, data, (p)) : 0)
+    if (!dense) {
+        while (pos < n && (is_type_char(AT(pos)) || AT(pos) == '#') && pos - start < 40)
+            pos++;
+    }
+    if (AT(pos) != '<')
+        return 0;
+    Py_ssize_t open = ++pos;
+    while (pos < n && AT(pos) != '<' && AT(pos) != '>' && pos - open <= 200)
+        pos++;
+    if (AT(pos) != '>')
+        return 0;
+    pos++;
+    if (dense) {
+        if (AT(pos) == ' ')
+            pos++;
+        if (AT(pos) != ':')
+            return 0;
+        pos++;
+        if (AT(pos) == ' ')
+            pos++;
+        static const char tile[] = "tile<";
+        for (int i = 0; tile[i]; i++, pos++)
+            if (AT(pos) != (Py_UCS4)tile[i])
+                return 0;
+        open = pos;
+        while (pos < n && AT(pos) != '<' && AT(pos) != '>' && pos - open <= 40)
+            pos++;
+        if (AT(pos) != '>')
+            return 0;
+        pos++;
+    }
+#undef AT
+    if (lookup_text(x->shared, text, start, pos, found) < 0)
+        return -1;
+    if (*found == NULL)
+        return 0;
+    move_to(x, pos);
+    return 1;
+}
+
+/* An operand `%name` defined in an enclosing scope (a single value; a result group's `#i` is
+ * left to Python). 1: *value (new reference); 0: anything else; -1: error. */
+static int use(Context *x, OpState *state, PyObject **value) {
+    PyObject *token = tilebc_cursor_peek(x->c);
+    if (token == NULL)
+        return -1;
+    int status = 0;
+    if (!kind_is(token, "value") || state->n_uses == MAX_USES
+            || PyUnicode_FindChar(TOKEN(token)->text, '#', 0,
+                                  PyUnicode_GET_LENGTH(TOKEN(token)->text), 1) != -1)
+        goto done;
+    PyObject *found = NULL;
+    for (Py_ssize_t i = PyList_GET_SIZE(x->scopes) - 1; i >= 0 && found == NULL; i--) {
+        PyObject *scope = PyList_GET_ITEM(x->scopes, i);
+        if (!PyDict_CheckExact(scope))
+            goto done;
+        found = PyDict_GetItemWithError(scope, TOKEN(token)->text);
+        if (found == NULL && PyErr_Occurred()) {
+            status = -1;
+            goto done;
+        }
+    }
+    if (found == NULL || Py_TYPE(found) != x->value_class)
+        goto done;
+    tilebc_cursor_advance(x->c, token);
+    state->uses[state->n_uses][0] = Py_NewRef(found);
+    state->uses[state->n_uses][1] = Py_NewRef(token);
+    state->n_uses++;
+    *value = Py_NewRef(found);
+    status = 1;
+done:
+    Py_DECREF(token);
+    return status;
+}
+
+/* A comma-separated run of values; a comma not followed by a value is left (as the generated
+ * function leaves it, with the cursor's end after that comma). */
+static int use_many(Context *x, OpState *state, PyObject **tuple) {
+    PyObject *values = PyList_New(0);
+    if (values == NULL)
+        return -1;
+    int status = 1;
+    PyObject *token = tilebc_cursor_peek(x->c);
+    if (token == NULL)
+        goto error;
+    int first = kind_is(token, "value");
+    Py_DECREF(token);
+    if (first) {
+        for (;;) {
+            PyObject *value;
+            status = use(x, state, &value);
+            if (status <= 0)
+                goto done;
+            int appended = PyList_Append(values, value);
+            Py_DECREF(value);
+            if (appended < 0)
+                goto error;
+            token = tilebc_cursor_peek(x->c);
+            if (token == NULL)
+                goto error;
+            if (!text_is(token, ",")) {
+                Py_DECREF(token);
+                break;
+            }
+            Py_ssize_t pos = x->c->pos;
+            PyObject *comma = token;
+            tilebc_cursor_advance(x->c, comma);
+            PyObject *next = tilebc_cursor_peek(x->c);
+            if (next == NULL) {
+                Py_DECREF(comma);
+                goto error;
+            }
+            int more = kind_is(next, "value");
+            Py_DECREF(next);
+            if (!more) {  /* _next_is_value's look back: pos and the peeked comma, end kept */
+                x->c->pos = pos;
+                Py_XSETREF(x->c->peeked, comma);
+                break;
+            }
+            Py_DECREF(comma);
+        }
+    }
+    *tuple = PyList_AsTuple(values);
+    status = *tuple == NULL ? -1 : 1;
+    goto done;
+error:
+    status = -1;
+done:
+    Py_DECREF(values);
+    return status;
+}
+
+/* The program's steps from `index` for `count` steps. 1 read, 0 not for this loop, -1 error. */
+static int run_steps(Context *x, PyObject *steps, Py_ssize_t index, Py_ssize_t count,
+                     OpState *state) {
+    Py_ssize_t stop = index + count;
+    while (index < stop) {
+        PyObject *step = PyTuple_GET_ITEM(steps, index++);
+        long code = PyLong_AsLong(PyTuple_GET_ITEM(step, 0));
+        PyObject *token = NULL;
+        int status = 1;
+        switch (code) {
+        case S_LITERAL:
+            status = next_is(x, PyTuple_GET_ITEM(step, 1), &token);
+            if (status == 1)
+                tilebc_cursor_advance(x->c, token);
+            Py_XDECREF(token);
+            break;
+        case S_OPERAND:
+        case S_OPERANDS: {
+            long slot = PyLong_AsLong(PyTuple_GET_ITEM(step, 1));
+            PyObject *value = NULL;
+            status = code == S_OPERAND ? use(x, state, &value) : use_many(x, state, &value);
+            if (status == 1)
+                Py_XSETREF(state->operands[slot], value);
+            break;
+        }
+        case S_ENUM: {
+            token = tilebc_cursor_peek(x->c);
+            if (token == NULL)
+                return -1;
+            PyObject *member = PyDict_GetItemWithError(PyTuple_GET_ITEM(step, 2),
+                                                       TOKEN(token)->text);
+            if (member != NULL) {
+                tilebc_cursor_advance(x->c, token);
+                Py_XSETREF(state->attrs[PyLong_AsLong(PyTuple_GET_ITEM(step, 1))],
+                           Py_NewRef(member));
+            }
+            status = member != NULL ? 1 : PyErr_Occurred() ? -1 : 0;
+            Py_DECREF(token);
+            break;
+        }
+        case S_TYPE_OF: {
+            long slot = PyLong_AsLong(PyTuple_GET_ITEM(step, 1));
+            PyObject *group = state->operands[slot];
+            Py_ssize_t many = group != NULL && PyTuple_CheckExact(group)
+                ? PyTuple_GET_SIZE(group) : -1;
+            if (group == NULL || many == 0 || (many < 0 && Py_TYPE(group) != x->value_class))
+                return 0;  /* absent, empty or not read: the generated function's _type_element */
+            for (Py_ssize_t i = 0; i < (many < 0 ? 1 : many) && status == 1; i++) {
+                PyObject *value = many < 0 ? group : PyTuple_GET_ITEM(group, i);
+                if (i > 0) {
+                    token = tilebc_cursor_peek(x->c);
+                    if (token == NULL)
+                        return -1;
+                    status = text_is(token, ",");
+                    if (status)
+                        tilebc_cursor_advance(x->c, token);
+                    Py_CLEAR(token);
+                    if (!status)
+                        break;
+                }
+                PyObject *found, *value_type;
+                Py_ssize_t start;
+                status = read_type(x, &found, &start);
+                if (status != 1)
+                    break;
+                value_type = PyObject_GetAttr(value, s_type);
+                if (value_type == NULL) {
+                    Py_DECREF(found);
+                    return -1;
+                }
+                status = found == value_type;  /* another type: the generated function's error */
+                Py_DECREF(found);
+                Py_DECREF(value_type);
+            }
+            if (status == 1)
+                state->written |= 1u << slot;
+            break;
+        }
+        case S_RESULT_TYPE: {
+            PyObject *found;
+            Py_ssize_t start;
+            status = read_type(x, &found, &start);
+            if (status != 1)
+                break;
+            PyObject *kind = PyTuple_GET_ITEM(step, 2);
+            if (kind != Py_None) {  /* the kind the text names must be the result's */
+                Py_ssize_t length = PyUnicode_GET_LENGTH(kind);
+                PyObject *written = PyUnicode_Substring(x->c->text, start, start + length + 1);
+                PyObject *wanted = written == NULL ? NULL : PyUnicode_FromFormat("%U<", kind);
+                status = wanted == NULL ? -1 : PyUnicode_Compare(written, wanted) == 0;
+                Py_XDECREF(written);
+                Py_XDECREF(wanted);
+                if (status != 1) {
+                    Py_DECREF(found);
+                    break;
+                }
+            }
+            Py_XSETREF(state->results[PyLong_AsLong(PyTuple_GET_ITEM(step, 1))], found);
+            break;
+        }
+        case S_ATTR_DICT:
+        case S_ROUNDING:
+            token = tilebc_cursor_peek(x->c);
+            if (token == NULL)
+                return -1;
+            /* attributes, or a rounding mode: the generated function reads them */
+            status = code == S_ATTR_DICT ? !(text_is(token, "attributes") || text_is(token, "{"))
+                                         : !text_is(token, "rounding");
+            Py_DECREF(token);
+            break;
+        case S_PREDICATE:
+        case S_DENSE: {
+            PyObject *found;
+            status = read_shared(x, code == S_DENSE, &found);
+            if (status != 1)
+                break;
+            Py_XSETREF(state->attrs[PyLong_AsLong(PyTuple_GET_ITEM(step, 1))], Py_NewRef(found));
+            if (code == S_DENSE) {
+                PyObject *type = PyObject_GetAttr(found, s_type);
+                if (type == NULL)
+                    return -1;
+                Py_XSETREF(state->results[0], type);
+            }
+            break;
+        }
+        case S_OPTIONAL: {
+            long test = PyLong_AsLong(PyTuple_GET_ITEM(step, 1));
+            Py_ssize_t length = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 3));
+            long unit = PyLong_AsLong(PyTuple_GET_ITEM(step, 4));
+            token = tilebc_cursor_peek(x->c);
+            if (token == NULL)
+                return -1;
+            int present;
+            if (test == T_LITERAL)
+                present = PyUnicode_Compare(TOKEN(token)->text, PyTuple_GET_ITEM(step, 2)) == 0;
+            else if (test == T_VALUE)
+                present = kind_is(token, "value");
+            else
+                present = PySet_Contains(PyTuple_GET_ITEM(step, 2), TOKEN(token)->text);
+            Py_DECREF(token);
+            if (present < 0 || PyErr_Occurred())
+                return -1;
+            if (present) {
+                if (unit >= 0)
+                    Py_XSETREF(state->attrs[unit], Py_NewRef(Py_True));
+                status = run_steps(x, steps, index, length, state);
+            }
+            index += length;
+            break;
+        }
+        default:
+            status = 0;
+        }
+        if (status != 1)
+            return status;
+    }
+    return 1;
+}
+
+/* The type of the Value `value` (new reference), NULL with an exception. */
+static PyObject *type_of(PyObject *value) {
+    return PyObject_GetAttr(value, s_type);
+}
+
+/* Whether the operand in `slot` is a Value of a type other than `wanted` (1), -1 on error. */
+static int other_type(Context *x, OpState *state, long slot, PyObject *wanted) {
+    PyObject *value = state->operands[slot];
+    if (value == NULL || Py_TYPE(value) != x->value_class)
+        return 0;
+    PyObject *type = type_of(value);
+    if (type == NULL)
+        return -1;
+    int other = type != wanted;
+    Py_DECREF(type);
+    return other;
+}
+
+/* The op _build makes of what was read (new reference); NULL and *status 0 where the Python
+ * parser must decide, NULL and *status -1 on error. */
+static PyObject *build(Context *x, PyObject *program, OpState *state, Py_ssize_t names,
+                       int *status) {
+    PyObject *spec = PyTuple_GET_ITEM(program, 0);
+    PyObject *operand_steps = PyTuple_GET_ITEM(program, 2);
+    PyObject *attr_steps = PyTuple_GET_ITEM(program, 3);
+    PyObject *result_steps = PyTuple_GET_ITEM(program, 4);
+    long result_like = PyLong_AsLong(PyTuple_GET_ITEM(program, 5));
+    long token_slot = PyLong_AsLong(PyTuple_GET_ITEM(program, 6));
+    PyObject *operands = NULL, *attrs = NULL, *types = NULL, *op = NULL, *written = NULL;
+    *status = -1;
+    /* the checks of types the text leaves implied (identity: an equal type read from another
+     * text, or any doubt, is the Python parser's to judge) */
+    PyObject *result = state->results[0];
+    int other;
+    if (token_slot >= 0 && (other = other_type(x, state, token_slot, x->token_type)) != 0)
+        goto unusual;
+    if (PyTuple_GET_ITEM(program, 7) == Py_True && result != NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(operand_steps); i++)
+            if (!(state->written & (1u << i)) && (other = other_type(x, state, i, result)) != 0)
+                goto unusual;
+    }
+    PyObject *matched = PyTuple_GET_ITEM(program, 8);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(matched) && written == NULL; i++) {
+        long slot = PyLong_AsLong(PyTuple_GET_ITEM(matched, i));
+        if (state->written & (1u << slot)) {
+            PyObject *group = state->operands[slot];
+            if (Py_TYPE(group) != x->value_class)
+                goto unusual;
+            written = type_of(group);
+            if (written == NULL)
+                goto error;
+        }
+    }
+    if (written == NULL && PyTuple_GET_ITEM(program, 9) == Py_True && result != NULL)
+        written = Py_NewRef(result);
+    if (written != NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(matched); i++) {
+            long slot = PyLong_AsLong(PyTuple_GET_ITEM(matched, i));
+            if (!(state->written & (1u << slot))
+                    && (other = other_type(x, state, slot, written)) != 0)
+                goto unusual;
+        }
+    }
+    operands = PyDict_New();
+    if (operands == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(operand_steps); i++) {
+        PyObject *step = PyTuple_GET_ITEM(operand_steps, i);
+        long arity = PyLong_AsLong(PyTuple_GET_ITEM(step, 1));
+        PyObject *value = state->operands[i];
+        if (value == NULL) {
+            if (arity == R_ONE)
+                goto unusual;
+            value = arity == R_VARIADIC ? PyTuple_New(0) : Py_NewRef(Py_None);
+        } else {
+            Py_INCREF(value);
+        }
+        if (value == NULL || PyDict_SetItem(operands, PyTuple_GET_ITEM(step, 0), value) < 0) {
+            Py_XDECREF(value);
+            goto error;
+        }
+        Py_DECREF(value);
+    }
+    attrs = PyDict_New();
+    if (attrs == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(attr_steps); i++) {
+        PyObject *step = PyTuple_GET_ITEM(attr_steps, i);
+        PyObject *value = state->attrs[i];
+        if (value != NULL) {
+            Py_INCREF(value);
+        } else if (PyLong_AsLong(PyTuple_GET_ITEM(step, 1)) == A_DEFAULT_FOR) {
+            value = PyObject_CallMethodOneArg(PyTuple_GET_ITEM(step, 2), s_default_for, operands);
+            if (value == NULL)
+                goto error;
+        } else {
+            value = Py_NewRef(PyTuple_GET_ITEM(step, 2));
+        }
+        if (value == Py_None && PyLong_AsLong(PyTuple_GET_ITEM(step, 1)) != A_ABSENT) {
+            Py_DECREF(value);
+            goto unusual;  /* a required attribute missing: the Python parser's error */
+        }
+        int failed = PyDict_SetItem(attrs, PyTuple_GET_ITEM(step, 0), value) < 0;
+        Py_DECREF(value);
+        if (failed)
+            goto error;
+    }
+    /* result types: written, a token, the type of the operand the kind names, else the first */
+    types = PyList_New(0);
+    if (types == NULL)
+        goto error;
+    PyObject *first = NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(result_steps); i++) {
+        PyObject *type = state->results[i];
+        if (type != NULL) {
+            Py_INCREF(type);
+        } else if (PyTuple_GET_ITEM(result_steps, i) == Py_True) {
+            type = Py_NewRef(x->token_type);
+        } else if (i == 0 && result_like >= 0) {
+            PyObject *source = state->operands[result_like];
+            if (source == NULL || Py_TYPE(source) != x->value_class)
+                goto unusual;
+            type = type_of(source);
+            if (type == NULL)
+                goto error;
+        } else if (first != NULL) {
+            type = Py_NewRef(first);
+        } else {
+            goto unusual;
+        }
+        int failed = PyList_Append(types, type) < 0;
+        Py_DECREF(type);
+        if (failed)
+            goto error;
+        if (first == NULL)
+            first = PyList_GET_ITEM(types, i);
+    }
+    if (names > 0 && PyList_GET_SIZE(types) != names)
+        goto unusual;  /* as many names as results, or the Python parser's error */
+    PyObject *args[4] = {spec, operands, attrs, types};
+    op = PyObject_Vectorcall(PyTuple_GET_ITEM(program, 10), args, 4, NULL);
+    *status = op == NULL ? -1 : 1;
+    goto done;
+unusual:
+    if (PyErr_Occurred())
+        goto error;
+    *status = 0;
+    goto done;
+error:
+    *status = -1;
+done:
+    Py_XDECREF(operands);
+    Py_XDECREF(attrs);
+    Py_XDECREF(types);
+    Py_XDECREF(written);
+    return op;
+}
+
+/* (line, column) of `pos`, as Cursor.line_col gives it (new reference). */
+static PyObject *line_col(Context *x, Py_ssize_t pos) {
+    PyObject *newlines = PyObject_GetAttr((PyObject *)x->c, s_newlines);
+    if (newlines == NULL)
+        return NULL;
+    if (!PyList_CheckExact(newlines)) {
+        Py_DECREF(newlines);
+        return PyObject_CallMethod((PyObject *)x->c, "line_col", "n", pos);
+    }
+    Py_ssize_t low = 0, high = PyList_GET_SIZE(newlines);
+    while (low < high) {  /* bisect_left */
+        Py_ssize_t middle = (low + high) / 2;
+        Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(newlines, middle));
+        if (at == -1 && PyErr_Occurred()) {
+            Py_DECREF(newlines);
+            return NULL;
+        }
+        if (at < pos)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    Py_ssize_t start = 0;
+    if (low > 0) {
+        start = PyLong_AsSsize_t(PyList_GET_ITEM(newlines, low - 1)) + 1;
+        if (start == 0 && PyErr_Occurred()) {
+            Py_DECREF(newlines);
+            return NULL;
+        }
+    }
+    Py_DECREF(newlines);
+    return Py_BuildValue("(nn)", low + 1, pos - start + 1);
+}
+
+/* One op read here and appended to `ops`: 1; 0 where parser._next_op() must read it (the
+ * cursor back at its start); -1 on error. */
+static int fast_op(Context *x, PyObject *ops) {
+    PyObject *names[MAX_NAMES];
+    Py_ssize_t name_count = 0, start = -1;
+    OpState state;
+    memset(&state, 0, sizeof(state));
+    PyObject *token = NULL, *op = NULL, *program = NULL;
+    int status = 0;
+    PyObject *scope = PyList_GET_SIZE(x->scopes) > 0
+        ? PyList_GET_ITEM(x->scopes, PyList_GET_SIZE(x->scopes) - 1) : NULL;
+    if (scope == NULL || !PyDict_CheckExact(scope))
+        return 0;
+    /* result names: `%a, %b =` (a group's `%a:2` is the Python parser's) */
+    token = tilebc_cursor_peek(x->c);
+    if (token == NULL)
+        return -1;
+    start = TOKEN(token)->pos;
+    while (kind_is(token, "value")) {
+        if (name_count == MAX_NAMES)
+            goto done;
+        int taken = PyDict_Contains(scope, TOKEN(token)->text);
+        for (Py_ssize_t i = 0; i < name_count && taken == 0; i++)
+            taken = PyUnicode_Compare(TOKEN(names[i])->text, TOKEN(token)->text) == 0;
+        if (taken < 0)
+            goto error;
+        if (taken != 0)
+            goto done;  /* a name in use: the Python parser's error */
+        tilebc_cursor_advance(x->c, token);
+        names[name_count++] = token;
+        token = tilebc_cursor_peek(x->c);
+        if (token == NULL)
+            goto error;
+        if (!text_is(token, ","))
+            break;
+        tilebc_cursor_advance(x->c, token);
+        Py_DECREF(token);
+        token = tilebc_cursor_peek(x->c);
+        if (token == NULL)
+            goto error;
+    }
+    if (name_count > 0) {
+        if (!text_is(token, "="))
+            goto done;
+        tilebc_cursor_advance(x->c, token);
+        Py_DECREF(token);
+        token = tilebc_cursor_peek(x->c);
+        if (token == NULL)
+            goto error;
+    }
+    if (!kind_is(token, "ident"))
+        goto done;
+    program = PyDict_GetItemWithError(x->programs, TOKEN(token)->text);
+    if (program == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        program = PyObject_CallMethodOneArg(x->parser, s_fast_program, TOKEN(token)->text);
+        if (program == NULL)
+            goto error;
+    } else {
+        Py_INCREF(program);
+    }
+    if (program == Py_None)
+        goto done;
+    if (!PyTuple_CheckExact(program) || PyTuple_GET_SIZE(program) != 11) {
+        PyErr_SetString(PyExc_TypeError, "parse_ops: a program is not the 11-tuple "
+                        "fast_program makes");
+        goto error;
+    }
+    tilebc_cursor_advance(x->c, token);
+    Py_CLEAR(token);
+    status = run_steps(x, PyTuple_GET_ITEM(program, 1), 0,
+                       PyTuple_GET_SIZE(PyTuple_GET_ITEM(program, 1)), &state);
+    if (status != 1)
+        goto done;
+    op = build(x, program, &state, name_count, &status);
+    if (status != 1)
+        goto done;
+    /* placed: line:col, a trailing loc(...), then its results named */
+    PyObject *where = line_col(x, start);
+    if (where == NULL || PyObject_SetAttr(op, s_text_pos, where) < 0) {
+        Py_XDECREF(where);
+        goto error;
+    }
+    Py_DECREF(where);
+    token = tilebc_cursor_peek(x->c);
+    if (token == NULL)
+        goto error;
+    if (text_is(token, "loc")) {
+        PyObject *expr = PyObject_CallMethodOneArg(x->parser, s_loc, op);
+        if (expr == NULL)
+            goto error;
+        Py_DECREF(expr);
+    }
+    PyObject *results = PyObject_GetAttr(op, s_results);
+    if (results == NULL)
+        goto error;
+    int failed = !PyList_CheckExact(results) || PyList_GET_SIZE(results) < name_count;
+    for (Py_ssize_t i = 0; i < name_count && !failed; i++) {
+        PyObject *value = PyList_GET_ITEM(results, i);
+        PyObject *id = PyLong_FromVoidPtr(value);
+        PyObject *pos = PyLong_FromSsize_t(TOKEN(names[i])->pos);
+        failed = id == NULL || pos == NULL
+            || PyDict_SetItem(scope, TOKEN(names[i])->text, value) < 0
+            || PyDict_SetItem(x->defined_at, id, pos) < 0;
+        Py_XDECREF(id);
+        Py_XDECREF(pos);
+    }
+    Py_DECREF(results);
+    for (int i = 0; i < state.n_uses && !failed; i++) {
+        PyObject *id = PyLong_FromVoidPtr(state.uses[i][0]);
+        failed = id == NULL || PyDict_SetItem(x->used_at, id, state.uses[i][1]) < 0;
+        Py_XDECREF(id);
+    }
+    if (failed) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "parse_ops: an op's results do not match its "
+                            "names");
+        goto error;
+    }
+    status = PyList_Append(ops, op) < 0 ? -1 : 1;
+    goto done;
+error:
+    status = -1;
+done:
+    Py_XDECREF(token);
+    Py_XDECREF(op);
+    Py_XDECREF(program);
+    for (Py_ssize_t i = 0; i < name_count; i++)
+        Py_DECREF(names[i]);
+    state_clear(&state);
+    return status;
+}
+
+static int read_context(PyObject *parser, Context *x) {
+    PyObject *tuple = PyObject_GetAttr(parser, s_fast_context);
+    if (tuple == NULL)
+        return -1;
+    int ok = PyTuple_CheckExact(tuple) && PyTuple_GET_SIZE(tuple) == 8;
+    if (ok) {
+        PyObject **items = &PyTuple_GET_ITEM(tuple, 0);
+        ok = tilebc_is_cursor(items[0]) && PyDict_CheckExact(items[1])
+            && PyDict_CheckExact(items[2]) && PyDict_CheckExact(items[3])
+            && PyDict_CheckExact(items[4]) && PyDict_CheckExact(items[5])
+            && PyType_Check(items[6]);
+        if (ok) {
+            x->c = (CursorObject *)items[0];
+            x->used_at = items[1];
+            x->defined_at = items[2];
+            x->known = items[3];
+            x->shared = items[4];
+            x->programs = items[5];
+            x->value_class = (PyTypeObject *)items[6];
+            x->token_type = items[7];
+        }
+    }
+    Py_DECREF(tuple);  /* the parser holds the tuple while this call runs */
+    if (!ok)
+        PyErr_SetString(PyExc_TypeError, "parse_ops: parser._fast_context is not the (cursor, "
+                        "used_at, defined_at, known_types, shared_values, programs, Value, "
+                        "token type) tuple");
+    return ok ? 0 : -1;
+}
+
+static PyObject *parse_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "parse_ops(parser, ops: list) takes 2 arguments");
+        return NULL;
+    }
+    Context x;
+    x.parser = args[0];
+    if (read_context(x.parser, &x) < 0)
+        return NULL;
+    x.scopes = PyObject_GetAttr(x.parser, s_scopes);
+    if (x.scopes == NULL)
+        return NULL;
+    PyObject *result = NULL;
+    if (!PyList_CheckExact(x.scopes)) {
+        PyErr_SetString(PyExc_TypeError, "parse_ops: parser.scopes must be a list");
+        goto done;
+    }
+    if (x.c->text == NULL || !PyUnicode_Check(x.c->text)) {
+        PyErr_SetString(PyExc_TypeError, "parse_ops: the cursor's text must be a str");
+        goto done;
+    }
+#if PY_VERSION_HEX < 0x030C0000 /* strings are always ready from 3.12 on */
+    if (PyUnicode_READY(x.c->text) < 0)
+        goto done;
+#endif
+    for (;;) {
+        PyObject *token = tilebc_cursor_peek(x.c);
+        if (token == NULL)
+            goto done;
+        if (text_is(token, "}")) {
+            tilebc_cursor_advance(x.c, token);
+            Py_DECREF(token);
+            break;
+        }
+        Py_DECREF(token);
+        Py_ssize_t pos = x.c->pos, end = x.c->end;
+        PyObject *peeked = Py_XNewRef(x.c->peeked);
+        int status = fast_op(&x, args[1]);
+        if (status == 0) {  /* back to the op's start: the Python parser reads it */
+            x.c->pos = pos;
+            x.c->end = end;
+            Py_XSETREF(x.c->peeked, peeked);
+            peeked = NULL;
+            PyObject *op = PyObject_CallMethodNoArgs(x.parser, s_next_op);
+            if (op == NULL)
+                goto done;
+            status = PyList_Append(args[1], op);
+            Py_DECREF(op);
+        }
+        Py_XDECREF(peeked);
+        if (status < 0)
+            goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(x.scopes);
+    return result;
+}
+
+static PyMethodDef parser_functions[] = {
+    {"parse_ops", (PyCFunction)(void (*)(void))parse_ops, METH_FASTCALL,
+     "parse_ops(parser, ops): _Parser._block_ops's loop after the region's `{`, the usual ops "
+     "read here, the rest by parser._next_op()"},
+    {NULL, NULL, 0, NULL},
+};
+
+int add_op_parser(PyObject *module) {
+    static PyObject **names[] = {&s_fast_context, &s_scopes, &s_next_op, &s_fast_program, &s_loc,
+                                 &s_line_col, &s_newlines, &s_type, &s_text_pos, &s_default_for,
+                                 &s_results};
+    static const char *texts[] = {"_fast_context", "scopes", "_next_op", "_fast_program", "_loc",
+                                  "line_col", "_newlines", "type", "text_pos", "default_for",
+                                  "results"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        *names[i] = PyUnicode_InternFromString(texts[i]);
+        if (*names[i] == NULL)
+            return -1;
+    }
+    return PyModule_AddFunctions(module, parser_functions);
+}

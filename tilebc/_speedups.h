@@ -1,0 +1,30 @@
+/* What the parts of tilebc._speedups share: the lexer's token and cursor (tilebc/_speedups.c),
+ * which the op parser (tilebc/_opparser.c) reads and advances. */
+#ifndef TILEBC_SPEEDUPS_H
+#define TILEBC_SPEEDUPS_H
+
+#include <Python.h>
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *kind;
+    PyObject *text;
+    Py_ssize_t pos;
+} TokenObject;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *text;    /* str */
+    Py_ssize_t pos;    /* where scanning resumes */
+    Py_ssize_t end;    /* where the last token read ends */
+    PyObject *peeked;  /* the Token peek() read last, or NULL */
+} CursorObject;
+
+/* The next token (a new reference; NULL with an exception), as Cursor.peek() reads it. */
+PyObject *tilebc_cursor_peek(CursorObject *cursor);
+/* Consumes `token`, the one tilebc_cursor_peek returned last. */
+void tilebc_cursor_advance(CursorObject *cursor, PyObject *token);
+/* Whether `object` is a CursorBase (a cursor on the compiled token methods). */
+int tilebc_is_cursor(PyObject *object);
+
+#endif

@@ -19,10 +19,12 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
+#include <structmember.h>
 #include "_speedups.h"
 
 enum { S_LITERAL, S_OPERAND, S_OPERANDS, S_ENUM, S_TYPE_OF, S_RESULT_TYPE, S_ATTR_DICT,
-       S_PREDICATE, S_DENSE, S_ROUNDING, S_OPTIONAL };
+       S_PREDICATE, S_DENSE, S_ROUNDING, S_OPTIONAL, S_VIEW_ORDERING, S_INDEX_TYPES,
+       S_MIXED_DIMS, S_TENSOR_VIEW_TYPES };
 enum { T_LITERAL, T_VALUE, T_KEYWORD };
 enum { A_ABSENT, A_DEFAULT, A_DEFAULT_FOR };
 enum { R_ONE, R_OPTIONAL, R_VARIADIC };
@@ -31,7 +33,7 @@ enum { R_ONE, R_OPTIONAL, R_VARIADIC };
 #define MAX_NAMES 16
 
 static PyObject *s_fast_context, *s_scopes, *s_next_op, *s_fast_program, *s_loc, *s_line_col,
-    *s_newlines, *s_type, *s_text_pos, *s_default_for, *s_results;
+    *s_newlines, *s_type, *s_text_pos, *s_default_for, *s_results, *s_shape, *s_strides;
 
 typedef struct {
     PyObject *parser;
@@ -45,6 +47,7 @@ typedef struct {
     PyObject *attrs[MAX_SLOTS];
     PyObject *results[MAX_SLOTS];   /* result types the text wrote */
     unsigned written;               /* operand slots whose type the text wrote */
+    PyObject *dims[2];              /* a tensor view's shape and strides as the text wrote them */
     PyObject *uses[MAX_USES][2];    /* (value, token) of each use, in order */
     int n_uses;
 } OpState;
@@ -55,6 +58,8 @@ static void state_clear(OpState *state) {
         Py_CLEAR(state->attrs[i]);
         Py_CLEAR(state->results[i]);
     }
+    Py_CLEAR(state->dims[0]);
+    Py_CLEAR(state->dims[1]);
     for (int i = 0; i < state->n_uses; i++) {
         Py_CLEAR(state->uses[i][0]);
         Py_CLEAR(state->uses[i][1]);
@@ -313,6 +318,203 @@ done:
     return status;
 }
 
+/* A plain decimal integer token (what int(text, 0) reads without a prefix or an underscore),
+ * short enough for a C long long: *value (new reference). 1, 0 (anything else), -1 error. */
+static int read_int(Context *x, PyObject **value) {
+    PyObject *token = tilebc_cursor_peek(x->c);
+    if (token == NULL)
+        return -1;
+    PyObject *text = TOKEN(token)->text;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0;
+    int ok = kind_is(token, "number") && n > 0 && n <= 18;
+    if (ok && PyUnicode_READ_CHAR(text, 0) == '-')
+        i = 1;
+    ok = ok && i < n && (PyUnicode_READ_CHAR(text, i) != '0' || i + 1 == n);
+    for (; ok && i < n; i++)
+        ok = PyUnicode_READ_CHAR(text, i) >= '0' && PyUnicode_READ_CHAR(text, i) <= '9';
+    int status = 0;
+    if (ok) {
+        *value = PyLong_FromUnicodeObject(text, 10);
+        status = *value == NULL ? -1 : 1;
+        if (status == 1)
+            tilebc_cursor_advance(x->c, token);
+    }
+    Py_DECREF(token);
+    return status;
+}
+
+/* load_view_tko's and store_view_tko's ordering: a keyword, then no scope after `weak` and no
+ * word that is not a scope (the Python parser's errors). */
+static int view_ordering(Context *x, PyObject *step, OpState *state) {
+    PyObject *token = tilebc_cursor_peek(x->c);
+    if (token == NULL)
+        return -1;
+    PyObject *member = PyDict_GetItemWithError(PyTuple_GET_ITEM(step, 2), TOKEN(token)->text);
+    if (member == NULL) {
+        Py_DECREF(token);
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    tilebc_cursor_advance(x->c, token);
+    Py_DECREF(token);
+    Py_XSETREF(state->attrs[PyLong_AsLong(PyTuple_GET_ITEM(step, 1))], Py_NewRef(member));
+    PyObject *scope = tilebc_cursor_peek(x->c);
+    if (scope == NULL)
+        return -1;
+    int status = 1;
+    if (kind_is(scope, "ident")) {
+        status = member != PyTuple_GET_ITEM(step, 3)
+            ? PySet_Contains(PyTuple_GET_ITEM(step, 4), TOKEN(scope)->text) : 0;
+    }
+    Py_DECREF(scope);
+    return status;
+}
+
+/* The index types after a view's type: one per index, or one for all; never compared with the
+ * index values (as the Python parser reads them). */
+static int index_types(Context *x, PyObject *step, OpState *state) {
+    PyObject *values = state->operands[PyLong_AsLong(PyTuple_GET_ITEM(step, 1))];
+    if (values == NULL || !PyTuple_CheckExact(values))
+        return values == NULL ? 1 : 0;
+    Py_ssize_t wanted = PyTuple_GET_SIZE(values), count = 0;
+    if (wanted == 0)
+        return 1;
+    for (;;) {
+        PyObject *comma = tilebc_cursor_peek(x->c);
+        if (comma == NULL)
+            return -1;
+        if (!text_is(comma, ",")) {
+            Py_DECREF(comma);
+            break;
+        }
+        Py_ssize_t pos = x->c->pos;
+        tilebc_cursor_advance(x->c, comma);
+        PyObject *next = tilebc_cursor_peek(x->c);
+        if (next == NULL) {
+            Py_DECREF(comma);
+            return -1;
+        }
+        int stop = kind_is(next, "value") || text_is(next, "token");
+        Py_DECREF(next);
+        if (stop) {  /* a value or the token's type follows: the comma is not ours */
+            x->c->pos = pos;
+            Py_XSETREF(x->c->peeked, comma);
+            break;
+        }
+        Py_DECREF(comma);
+        PyObject *found;
+        Py_ssize_t start;
+        int status = read_type(x, &found, &start);
+        if (status != 1)
+            return status;
+        Py_DECREF(found);
+        if (++count == wanted)
+            break;
+    }
+    return count == 1 || count == wanted;
+}
+
+/* make_tensor_view's `[` dims `]` body: integers and values; the values are the operand group,
+ * the dims kept for the check against the type. */
+static int mixed_dims(Context *x, PyObject *step, OpState *state) {
+    PyObject *dims = PyList_New(0), *values = PyList_New(0);
+    int status = dims == NULL || values == NULL ? -1 : 1;
+    while (status == 1) {
+        PyObject *token = tilebc_cursor_peek(x->c);
+        if (token == NULL) {
+            status = -1;
+            break;
+        }
+        if (text_is(token, "]")) {
+            Py_DECREF(token);
+            break;
+        }
+        if (PyList_GET_SIZE(dims) > 0) {
+            status = text_is(token, ",");
+            if (status)
+                tilebc_cursor_advance(x->c, token);
+            Py_DECREF(token);
+            if (!status)
+                break;
+            token = tilebc_cursor_peek(x->c);
+            if (token == NULL) {
+                status = -1;
+                break;
+            }
+        }
+        int value = kind_is(token, "value");
+        Py_DECREF(token);
+        PyObject *item;
+        if (value) {
+            status = use(x, state, &item);
+            if (status == 1) {
+                status = PyList_Append(values, item) < 0 ? -1 : 1;
+                Py_DECREF(item);
+                if (status == 1)
+                    status = PyList_Append(dims, Py_None) < 0 ? -1 : 1;
+            }
+        } else {
+            status = read_int(x, &item);
+            if (status == 1) {
+                status = PyList_Append(dims, item) < 0 ? -1 : 1;
+                Py_DECREF(item);
+            }
+        }
+    }
+    if (status == 1) {
+        long slot = PyLong_AsLong(PyTuple_GET_ITEM(step, 1));
+        long which = PyLong_AsLong(PyTuple_GET_ITEM(step, 2));
+        PyObject *group = PyList_AsTuple(values), *written = PyList_AsTuple(dims);
+        if (group == NULL || written == NULL || which < 0 || which > 1) {
+            Py_XDECREF(group);
+            Py_XDECREF(written);
+            status = -1;
+        } else {
+            Py_XSETREF(state->operands[slot], group);
+            Py_XSETREF(state->dims[which], written);
+        }
+    }
+    Py_XDECREF(dims);
+    Py_XDECREF(values);
+    return status;
+}
+
+/* make_tensor_view's types: `type` or `type -> type`, the last a tensor view whose shape and
+ * strides are the ones written. */
+static int tensor_view_types(Context *x, PyObject *step, OpState *state) {
+    PyObject *found;
+    Py_ssize_t start;
+    int status = read_type(x, &found, &start);
+    if (status != 1)
+        return status;
+    PyObject *token = tilebc_cursor_peek(x->c);
+    if (token == NULL) {
+        Py_DECREF(found);
+        return -1;
+    }
+    if (text_is(token, "->")) {
+        tilebc_cursor_advance(x->c, token);
+        Py_CLEAR(found);
+        status = read_type(x, &found, &start);
+    }
+    Py_DECREF(token);
+    if (status != 1)
+        return status;
+    status = PyObject_IsInstance(found, PyTuple_GET_ITEM(step, 1));
+    PyObject *names[2] = {s_shape, s_strides};
+    for (int which = 0; which < 2 && status == 1; which++) {
+        if (state->dims[which] == NULL)
+            continue;
+        PyObject *typed = PyObject_GetAttr(found, names[which]);
+        status = typed == NULL ? -1 : PyObject_RichCompareBool(state->dims[which], typed, Py_EQ);
+        Py_XDECREF(typed);
+    }
+    if (status == 1)
+        Py_XSETREF(state->results[0], found);
+    else
+        Py_DECREF(found);
+    return status;
+}
+
 /* The program's steps from `index` for `count` steps. 1 read, 0 not for this loop, -1 error. */
 static int run_steps(Context *x, PyObject *steps, Py_ssize_t index, Py_ssize_t count,
                      OpState *state) {
@@ -438,6 +640,18 @@ static int run_steps(Context *x, PyObject *steps, Py_ssize_t index, Py_ssize_t c
             }
             break;
         }
+        case S_VIEW_ORDERING:
+            status = view_ordering(x, step, state);
+            break;
+        case S_INDEX_TYPES:
+            status = index_types(x, step, state);
+            break;
+        case S_MIXED_DIMS:
+            status = mixed_dims(x, step, state);
+            break;
+        case S_TENSOR_VIEW_TYPES:
+            status = tensor_view_types(x, step, state);
+            break;
         case S_OPTIONAL: {
             long test = PyLong_AsLong(PyTuple_GET_ITEM(step, 1));
             Py_ssize_t length = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 3));
@@ -455,12 +669,14 @@ static int run_steps(Context *x, PyObject *steps, Py_ssize_t index, Py_ssize_t c
             Py_DECREF(token);
             if (present < 0 || PyErr_Occurred())
                 return -1;
+            if (present && length < 0)
+                return 0;  /* a group of elements read only by the generated function */
             if (present) {
                 if (unit >= 0)
                     Py_XSETREF(state->attrs[unit], Py_NewRef(Py_True));
                 status = run_steps(x, steps, index, length, state);
             }
-            index += length;
+            index += length < 0 ? 0 : length;
             break;
         }
         default:
@@ -470,6 +686,114 @@ static int run_steps(Context *x, PyObject *steps, Py_ssize_t index, Py_ssize_t c
             return status;
     }
     return 1;
+}
+
+/* ---- ops and values made as their constructors make them -------------------------------------
+ * ParsedOp(spec, operands, attrs, types) and Value(type, op, i) set nothing but their slots; the
+ * objects are made here with those slots set directly (a Python __init__ per op and per result
+ * was a fifth of the loop). The layout is read from the classes' slot descriptors; a class that
+ * is not laid out so (a slot gone, renamed or not an object slot) is called instead. */
+
+enum { OP_SPEC, OP_OPERANDS, OP_ATTRS, OP_RESULTS, OP_REGIONS, OP_LOC, OP_OFFSET, OP_TEXT_POS,
+       OP_GENERIC_FORM, OP_SLOTS };
+enum { VALUE_TYPE, VALUE_OWNER, VALUE_INDEX, VALUE_SLOTS };
+static const char *op_slot_names[OP_SLOTS] = {"spec", "operands", "attrs", "results", "regions",
+                                              "loc", "offset", "text_pos", "generic_form"};
+static const char *value_slot_names[VALUE_SLOTS] = {"type", "_owner", "index"};
+
+typedef struct {
+    PyTypeObject *op_class, *value_class;  /* strong references while cached */
+    Py_ssize_t op[OP_SLOTS], value[VALUE_SLOTS];
+    int usable;
+} Layout;
+
+static Layout layout;
+
+static int slot_offsets(PyTypeObject *type, const char **names, int count, Py_ssize_t *out) {
+    for (int i = 0; i < count; i++) {
+        PyObject *descriptor = PyObject_GetAttrString((PyObject *)type, names[i]);
+        if (descriptor == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        int usable = Py_IS_TYPE(descriptor, &PyMemberDescr_Type);
+        if (usable) {
+            PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+            usable = (member->type == T_OBJECT_EX || member->type == T_OBJECT)
+                && !(member->flags & READONLY) && member->offset > 0
+                && (size_t)member->offset + sizeof(PyObject *) <= (size_t)type->tp_basicsize;
+            out[i] = member->offset;
+        }
+        Py_DECREF(descriptor);
+        if (!usable)
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether ops of `op_class` and values of `value_class` can be made here. */
+static int layout_for(PyTypeObject *op_class, PyTypeObject *value_class) {
+    if (layout.op_class == op_class && layout.value_class == value_class)
+        return layout.usable;
+    Py_XDECREF(layout.op_class);
+    Py_XDECREF(layout.value_class);
+    layout.op_class = (PyTypeObject *)Py_NewRef(op_class);
+    layout.value_class = (PyTypeObject *)Py_NewRef(value_class);
+    layout.usable = PyType_HasFeature(op_class, Py_TPFLAGS_HEAPTYPE)
+        && PyType_HasFeature(value_class, Py_TPFLAGS_HEAPTYPE)
+        && op_class->tp_alloc != NULL && value_class->tp_alloc != NULL
+        && op_class->tp_dictoffset == 0 && value_class->tp_dictoffset == 0
+        && slot_offsets(op_class, op_slot_names, OP_SLOTS, layout.op)
+        && slot_offsets(value_class, value_slot_names, VALUE_SLOTS, layout.value);
+    return layout.usable;
+}
+
+#define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
+
+/* ParsedOp(spec, operands, attrs, types) (a new reference; NULL with an exception). */
+static PyObject *make_op(PyObject *op_class, PyTypeObject *value_class, PyObject *spec,
+                         PyObject *operands, PyObject *attrs, PyObject *types) {
+    if (!PyType_Check(op_class) || !layout_for((PyTypeObject *)op_class, value_class)) {
+        PyObject *args[4] = {spec, operands, attrs, types};
+        return PyObject_Vectorcall(op_class, args, 4, NULL);
+    }
+    PyTypeObject *type = (PyTypeObject *)op_class;
+    PyObject *op = type->tp_alloc(type, 0);
+    if (op == NULL)
+        return NULL;
+    PyObject *results = PyList_New(PyList_GET_SIZE(types));
+    PyObject *regions = PyTuple_New(0);
+    if (results == NULL || regions == NULL) {
+        Py_XDECREF(results);
+        Py_XDECREF(regions);
+        Py_DECREF(op);
+        return NULL;
+    }
+    SLOT(op, layout.op[OP_SPEC]) = Py_NewRef(spec);
+    SLOT(op, layout.op[OP_OPERANDS]) = Py_NewRef(operands);
+    SLOT(op, layout.op[OP_ATTRS]) = Py_NewRef(attrs);
+    SLOT(op, layout.op[OP_RESULTS]) = results;
+    SLOT(op, layout.op[OP_REGIONS]) = regions;
+    SLOT(op, layout.op[OP_LOC]) = Py_NewRef(Py_None);
+    SLOT(op, layout.op[OP_OFFSET]) = Py_NewRef(Py_None);
+    SLOT(op, layout.op[OP_TEXT_POS]) = Py_NewRef(Py_None);
+    SLOT(op, layout.op[OP_GENERIC_FORM]) = Py_NewRef(Py_False);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(types); i++) {
+        PyObject *value = value_class->tp_alloc(value_class, 0);
+        PyObject *owner = value == NULL ? NULL : PyWeakref_NewRef(op, NULL);
+        PyObject *index = owner == NULL ? NULL : PyLong_FromSsize_t(i);
+        if (index == NULL) {
+            Py_XDECREF(owner);
+            Py_XDECREF(value);
+            Py_DECREF(op);
+            return NULL;
+        }
+        SLOT(value, layout.value[VALUE_TYPE]) = Py_NewRef(PyList_GET_ITEM(types, i));
+        SLOT(value, layout.value[VALUE_OWNER]) = owner;
+        SLOT(value, layout.value[VALUE_INDEX]) = index;
+        PyList_SET_ITEM(results, i, value);
+    }
+    return op;
 }
 
 /* The type of the Value `value` (new reference), NULL with an exception. */
@@ -611,8 +935,7 @@ static PyObject *build(Context *x, PyObject *program, OpState *state, Py_ssize_t
     }
     if (names > 0 && PyList_GET_SIZE(types) != names)
         goto unusual;  /* as many names as results, or the Python parser's error */
-    PyObject *args[4] = {spec, operands, attrs, types};
-    op = PyObject_Vectorcall(PyTuple_GET_ITEM(program, 10), args, 4, NULL);
+    op = make_op(PyTuple_GET_ITEM(program, 10), x->value_class, spec, operands, attrs, types);
     *status = op == NULL ? -1 : 1;
     goto done;
 unusual:
@@ -897,10 +1220,10 @@ static PyMethodDef parser_functions[] = {
 int add_op_parser(PyObject *module) {
     static PyObject **names[] = {&s_fast_context, &s_scopes, &s_next_op, &s_fast_program, &s_loc,
                                  &s_line_col, &s_newlines, &s_type, &s_text_pos, &s_default_for,
-                                 &s_results};
+                                 &s_results, &s_shape, &s_strides};
     static const char *texts[] = {"_fast_context", "scopes", "_next_op", "_fast_program", "_loc",
                                   "line_col", "_newlines", "type", "text_pos", "default_for",
-                                  "results"};
+                                  "results", "shape", "strides"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *names[i] = PyUnicode_InternFromString(texts[i]);
         if (*names[i] == NULL)

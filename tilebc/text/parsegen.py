@@ -12,7 +12,9 @@ from __future__ import annotations
 
 
 from ..codecache import compile_generated
+from ..ir import types as T
 from ..ir.module import Value
+from ..ops.enums import MemoryScope
 from ..ops.spec import Arity, AttrKind, Family
 from .types import TYPE_SPAN
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
@@ -269,7 +271,8 @@ def op_parser(spec, parser_class, custom_enums, own_memory_parser):
 
 # Steps of a program (tilebc/_opparser.c reads them by these numbers).
 (STEP_LITERAL, STEP_OPERAND, STEP_OPERANDS, STEP_ENUM, STEP_TYPE_OF, STEP_RESULT_TYPE,
- STEP_ATTR_DICT, STEP_PREDICATE, STEP_DENSE, STEP_ROUNDING, STEP_OPTIONAL) = range(11)
+ STEP_ATTR_DICT, STEP_PREDICATE, STEP_DENSE, STEP_ROUNDING, STEP_OPTIONAL, STEP_VIEW_ORDERING,
+ STEP_INDEX_TYPES, STEP_MIXED_DIMS, STEP_TENSOR_VIEW_TYPES) = range(15)
 # How an optional group is found present: its first literal, a value next, an enum keyword next.
 TEST_LITERAL, TEST_VALUE, TEST_KEYWORD = range(3)
 # How an attribute the text did not give is filled in.
@@ -299,10 +302,14 @@ def _program_steps(spec, elements, custom_enums, own_memory_parser, steps: list)
                           element.index))
         elif isinstance(element, AttrRef):
             attr = element.spec
-            if attr.kind is not AttrKind.ENUM or (
-                    attr.name == "memory_ordering_semantics"
-                    and spec.mnemonic in own_memory_parser):
+            if attr.kind is not AttrKind.ENUM:
                 raise _Unsupported
+            if attr.name == "memory_ordering_semantics" and spec.mnemonic in own_memory_parser:
+                # the ordering, and no scope after a weak one or a word that is no scope
+                steps.append((STEP_VIEW_ORDERING, attr_index[attr.name], _keywords(attr.enum),
+                              attr.enum.from_keyword("weak"),
+                              frozenset(m.keyword for m in MemoryScope)))
+                continue
             # custom enums are read as plain ones when the keyword is known (their errors
             # differ, and an unknown keyword goes to the generated function)
             steps.append((STEP_ENUM, attr_index[attr.name], _keywords(attr.enum)))
@@ -326,6 +333,13 @@ def _program_steps(spec, elements, custom_enums, own_memory_parser, steps: list)
                 steps.append((STEP_DENSE, attr_index[element.args[0].name]))
             elif element.name == "Rounding":
                 steps.append((STEP_ROUNDING,))
+            elif element.name == "IndexTypes":
+                steps.append((STEP_INDEX_TYPES, element.args[0].index))
+            elif element.name == "MixedDims":
+                steps.append((STEP_MIXED_DIMS, element.args[0].index,
+                              ("shape", "strides").index(element.args[1])))
+            elif element.name == "TensorViewTypes":
+                steps.append((STEP_TENSOR_VIEW_TYPES, T.TensorViewType))
             else:
                 raise _Unsupported
         elif isinstance(element, OptionalGroup):
@@ -348,8 +362,12 @@ def _optional_steps(spec, group, custom_enums, own_memory_parser, steps, attr_in
         raise _Unsupported
     unit = isinstance(anchor, AttrRef) and anchor.spec.kind is AttrKind.UNIT
     inner: list = []
-    _program_steps(spec, [e for e in group.elements if not (unit and e is anchor)],
-                   custom_enums, own_memory_parser, inner)
+    try:
+        _program_steps(spec, [e for e in group.elements if not (unit and e is anchor)],
+                       custom_enums, own_memory_parser, inner)
+    except _Unsupported:  # the group present: the op is the generated function's
+        steps.append((STEP_OPTIONAL, test, argument, -1, -1))
+        return
     steps.append((STEP_OPTIONAL, test, argument, len(inner),
                   attr_index[anchor.name] if unit else -1))
     steps.extend(inner)

@@ -874,3 +874,38 @@ def test_the_c_op_parser_refuses_what_the_python_one_refuses(monkeypatch):
         assert ours == _parsed(text, False, monkeypatch), seed
         refused += ours[0] == "refused"
     assert 200 < refused < 600
+
+
+_ENTRY_CASES = [
+    # arguments: attributes, a location, a name used twice, a type read for the first time in
+    # the middle, a missing comma, a missing type
+    "entry @k(%a: tile<i32>, %b: tile<ptr<f32>> {tile.aligned = 16 : i32}, %c: tile<i32>) {}\n",
+    "entry @k(%a: tile<i32> loc(\"f.py\":3:4), %b: tile<i32>) {}\n",
+    "entry @k(%a: tile<i32>, %a: tile<i32>) {}\n",
+    "entry @k(%a: tile<i32>, %b: tile<i64>, %c: tile<i64>, %d: tile<i32>) {}\n",
+    "entry @k(%a: tile<i32> %b: tile<i32>) {}\n",
+    "entry @k(%a: tile<i32>, %b) {}\n",
+    "entry @k(%a: tile<i32>,) {}\n",
+    # ops: a name in use, a value not defined, a type other than the value's, an unknown op,
+    # results without names, more names than results, a result group, a trailing location
+    "entry @k(%a: tile<i32>) {\n  %a = addi %a, %a : tile<i32>\n}\n",
+    "entry @k(%a: tile<i32>) {\n  %b = addi %a, %c : tile<i32>\n}\n",
+    "entry @k(%a: tile<i32>) {\n  %b = addi %a, %a : tile<i32>\n  %c = addi %b, %a : tile<i64>\n}\n",
+    "entry @k(%a: tile<i32>) {\n  %b = addx %a, %a : tile<i32>\n}\n",
+    "entry @k(%a: tile<i32>) {\n  addi %a, %a : tile<i32>\n}\n",
+    "entry @k(%a: tile<i32>) {\n  %b, %c = addi %a, %a : tile<i32>\n}\n",
+    "entry @k(%a: tile<i32>) {\n  %b:2 = addi %a, %a : tile<i32>\n}\n",
+    "entry @k(%a: tile<i32>) {\n  %b = addi %a, %a : tile<i32> loc(\"f.py\":1:2)\n}\n",
+    "entry @k(%a: tile<i32>) {\n  %b = addi %a, %a overflow<nsw> : tile<i32>\n}\n",
+    "entry @k(%a: tile<i32>) {\n  %b = addi %a, %a overflow<none> {x = 1} : tile<i32>\n}\n",
+    "entry @k(%a: tile<i32>) {\n  %b = addi %a, %a : tile<i32>\n  %b = addi %a, %a : tile<i32>\n}\n",
+]
+
+
+@pytest.mark.parametrize("text", _ENTRY_CASES)
+def test_the_c_loops_read_and_refuse_entries_as_python_does(text, monkeypatch):
+    """Arguments and ops at each place the C loops hand over to Python: the same module or the
+    same error."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    assert _parsed(text, True, monkeypatch) == _parsed(text, False, monkeypatch)

@@ -704,12 +704,15 @@ static const char *value_slot_names[VALUE_SLOTS] = {"type", "_owner", "index"};
 typedef struct {
     PyTypeObject *op_class, *value_class;  /* strong references while cached */
     Py_ssize_t op[OP_SLOTS], value[VALUE_SLOTS];
-    int usable;
+    int op_usable, value_usable;
 } Layout;
 
 static Layout layout;
 
 static int slot_offsets(PyTypeObject *type, const char **names, int count, Py_ssize_t *out) {
+    if (!PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) || type->tp_alloc == NULL
+            || type->tp_dictoffset != 0)
+        return 0;
     for (int i = 0; i < count; i++) {
         PyObject *descriptor = PyObject_GetAttrString((PyObject *)type, names[i]);
         if (descriptor == NULL) {
@@ -731,21 +734,23 @@ static int slot_offsets(PyTypeObject *type, const char **names, int count, Py_ss
     return 1;
 }
 
-/* Whether ops of `op_class` and values of `value_class` can be made here. */
+/* Whether values of `value_class` can be made here. */
+static int value_layout_for(PyTypeObject *value_class) {
+    if (layout.value_class != value_class) {
+        Py_XSETREF(layout.value_class, (PyTypeObject *)Py_NewRef(value_class));
+        layout.value_usable = slot_offsets(value_class, value_slot_names, VALUE_SLOTS,
+                                           layout.value);
+    }
+    return layout.value_usable;
+}
+
+/* Whether ops of `op_class` and their values of `value_class` can be made here. */
 static int layout_for(PyTypeObject *op_class, PyTypeObject *value_class) {
-    if (layout.op_class == op_class && layout.value_class == value_class)
-        return layout.usable;
-    Py_XDECREF(layout.op_class);
-    Py_XDECREF(layout.value_class);
-    layout.op_class = (PyTypeObject *)Py_NewRef(op_class);
-    layout.value_class = (PyTypeObject *)Py_NewRef(value_class);
-    layout.usable = PyType_HasFeature(op_class, Py_TPFLAGS_HEAPTYPE)
-        && PyType_HasFeature(value_class, Py_TPFLAGS_HEAPTYPE)
-        && op_class->tp_alloc != NULL && value_class->tp_alloc != NULL
-        && op_class->tp_dictoffset == 0 && value_class->tp_dictoffset == 0
-        && slot_offsets(op_class, op_slot_names, OP_SLOTS, layout.op)
-        && slot_offsets(value_class, value_slot_names, VALUE_SLOTS, layout.value);
-    return layout.usable;
+    if (layout.op_class != op_class) {
+        Py_XSETREF(layout.op_class, (PyTypeObject *)Py_NewRef(op_class));
+        layout.op_usable = slot_offsets(op_class, op_slot_names, OP_SLOTS, layout.op);
+    }
+    return layout.op_usable && value_layout_for(value_class);
 }
 
 #define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
@@ -1210,7 +1215,126 @@ done:
     return result;
 }
 
+/* A block argument `%name` (Value(type, block, index), its owner held weakly) made as the
+ * constructor makes it; NULL with an exception. */
+static PyObject *make_argument(PyTypeObject *value_class, PyObject *type, PyObject *block,
+                               Py_ssize_t index) {
+    if (!value_layout_for(value_class)) {
+        PyObject *position = PyLong_FromSsize_t(index);
+        if (position == NULL)
+            return NULL;
+        PyObject *args[3] = {type, block, position};
+        PyObject *value = PyObject_Vectorcall((PyObject *)value_class, args, 3, NULL);
+        Py_DECREF(position);
+        return value;
+    }
+    PyObject *value = value_class->tp_alloc(value_class, 0);
+    PyObject *owner = value == NULL ? NULL : PyWeakref_NewRef(block, NULL);
+    PyObject *position = owner == NULL ? NULL : PyLong_FromSsize_t(index);
+    if (position == NULL) {
+        Py_XDECREF(owner);
+        Py_XDECREF(value);
+        return NULL;
+    }
+    SLOT(value, layout.value[VALUE_TYPE]) = Py_NewRef(type);
+    SLOT(value, layout.value[VALUE_OWNER]) = owner;
+    SLOT(value, layout.value[VALUE_INDEX]) = position;
+    return value;
+}
+
+/* parse_args(parser, block, args, scope, arg_attrs, no_attrs): an entry's arguments `%name :
+ * type` (after the first, each after a comma) for as long as each is a new name of a type read
+ * before, with neither attributes nor a location after it: each made, appended to `args` (the
+ * block's) and named in `scope`, `no_attrs` appended to `arg_attrs`. Stops where the next is
+ * anything else (the cursor before its comma) and returns how many it read; _Parser._entry
+ * reads the rest. */
+static PyObject *parse_args(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyList_CheckExact(args[2]) || !PyDict_CheckExact(args[3])
+            || !PyList_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "parse_args(parser, block, args: list, scope: dict, "
+                        "arg_attrs: list, no_attrs)");
+        return NULL;
+    }
+    Context x;
+    x.parser = args[0];
+    if (read_context(x.parser, &x) < 0)
+        return NULL;
+    PyObject *block = args[1], *list = args[2], *scope = args[3];
+    Py_ssize_t read = 0;
+    for (;;) {
+        Py_ssize_t pos = x.c->pos, end = x.c->end;
+        PyObject *peeked = Py_XNewRef(x.c->peeked);
+        PyObject *token = NULL, *name = NULL, *type = NULL, *value = NULL;
+        Py_ssize_t name_pos = 0, start;
+        int status = 0;  /* 1 read, 0 stop here, -1 error */
+        if (PyList_GET_SIZE(list) > 0) {
+            token = tilebc_cursor_peek(x.c);
+            if (token == NULL || !text_is(token, ","))
+                goto next;
+            tilebc_cursor_advance(x.c, token);
+            Py_CLEAR(token);
+        }
+        token = tilebc_cursor_peek(x.c);
+        if (token == NULL || !kind_is(token, "value"))
+            goto next;
+        int taken = PyDict_Contains(scope, TOKEN(token)->text);
+        if (taken != 0) {
+            status = taken < 0 ? -1 : 0;
+            goto next;
+        }
+        name = Py_NewRef(TOKEN(token)->text);
+        name_pos = TOKEN(token)->pos;
+        tilebc_cursor_advance(x.c, token);
+        Py_CLEAR(token);
+        token = tilebc_cursor_peek(x.c);
+        if (token == NULL || !text_is(token, ":"))
+            goto next;
+        tilebc_cursor_advance(x.c, token);
+        Py_CLEAR(token);
+        status = read_type(&x, &type, &start);
+        if (status != 1)
+            goto next;
+        status = 0;
+        token = tilebc_cursor_peek(x.c);
+        if (token == NULL || text_is(token, "{") || text_is(token, "loc"))
+            goto next;
+        value = make_argument(x.value_class, type, block, PyList_GET_SIZE(list));
+        if (value == NULL) {
+            status = -1;
+            goto next;
+        }
+        PyObject *id = PyLong_FromVoidPtr(value), *where = PyLong_FromSsize_t(name_pos);
+        status = id == NULL || where == NULL || PyDict_SetItem(scope, name, value) < 0
+            || PyDict_SetItem(x.defined_at, id, where) < 0 || PyList_Append(list, value) < 0
+            || PyList_Append(args[4], args[5]) < 0 ? -1 : 1;
+        Py_XDECREF(id);
+        Py_XDECREF(where);
+    next:
+        if (token == NULL && status == 0 && PyErr_Occurred())
+            status = -1;
+        Py_XDECREF(token);
+        Py_XDECREF(name);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        if (status == 0) {  /* back before this argument: the Python parser reads it */
+            x.c->pos = pos;
+            x.c->end = end;
+            Py_XSETREF(x.c->peeked, peeked);
+            peeked = NULL;
+        }
+        Py_XDECREF(peeked);
+        if (status < 0)
+            return NULL;
+        if (status == 0)
+            return PyLong_FromSsize_t(read);
+        read++;
+    }
+}
+
 static PyMethodDef parser_functions[] = {
+    {"parse_args", (PyCFunction)(void (*)(void))parse_args, METH_FASTCALL,
+     "parse_args(parser, block, args, scope, arg_attrs, no_attrs): the usual arguments of an "
+     "entry read here; how many"},
     {"parse_ops", (PyCFunction)(void (*)(void))parse_ops, METH_FASTCALL,
      "parse_ops(parser, ops): _Parser._block_ops's loop after the region's `{`, the usual ops "
      "read here, the rest by parser._next_op()"},

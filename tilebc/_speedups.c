@@ -310,6 +310,15 @@ static void cursor_advance(CursorObject *self, PyObject *token, Py_ssize_t lengt
     Py_CLEAR(self->peeked);
 }
 
+int tilebc_scan(PyObject *text, Py_ssize_t pos, PyObject **kind, Py_ssize_t *start,
+                Py_ssize_t *stop) {
+    return scan(text, pos, kind, start, stop);
+}
+
+PyObject *tilebc_token_make(PyObject *kind, PyObject *text, Py_ssize_t pos) {
+    return token_make(kind, text, pos);
+}
+
 PyObject *tilebc_cursor_peek(CursorObject *cursor) {
     return cursor_peek(cursor, NULL);
 }

@@ -20,6 +20,13 @@ typedef struct {
     PyObject *peeked;  /* the Token peek() read last, or NULL */
 } CursorObject;
 
+/* The scanner of scan_token: 1 with the token's kind (borrowed; an interned str) and its
+ * [start, stop) when it reads one from `pos` (spaces and comments skipped), 0 when it declines
+ * (the lexer's Python reads those tokens). `text` must be a ready str. */
+int tilebc_scan(PyObject *text, Py_ssize_t pos, PyObject **kind, Py_ssize_t *start,
+                Py_ssize_t *stop);
+/* A new Token. */
+PyObject *tilebc_token_make(PyObject *kind, PyObject *text, Py_ssize_t pos);
 /* The next token (a new reference; NULL with an exception), as Cursor.peek() reads it. */
 PyObject *tilebc_cursor_peek(CursorObject *cursor);
 /* Consumes `token`, the one tilebc_cursor_peek returned last. */

@@ -22,6 +22,7 @@ alias_visit = None  # LocationAliases._visit (text/debuginfo.py)
 verify_ops = None  # the verifier's loop over a block's ops (verify/structure.py Verifier.block)
 encode_ops = None  # the bytecode writer's loop over a block's ops (binary/writer.py ModuleWriter.ops)
 parse_ops = None  # the text parser's loop over a region's ops (text/parser.py _Parser._block_ops)
+parse_args = None  # the text parser's loop over an entry's arguments (text/parser.py _Parser._entry)
 
 if not os.environ.get("TILEBC_PURE"):
     try:
@@ -32,7 +33,7 @@ if not os.environ.get("TILEBC_PURE"):
     DECODER_KINDS = getattr(_speedups, "DECODER_KINDS", 10)
     for _name in ("scan_token", "Token", "CursorBase", "OpDecoder", "decode_ops",
                   "plain_locations", "number_ops", "print_ops", "visit_locations", "verify_ops",
-                  "alias_visit", "encode_ops", "parse_ops"):
+                  "alias_visit", "encode_ops", "parse_ops", "parse_args"):
         globals()[_name] = getattr(_speedups, _name, None)
 
 ACTIVE = scan_token is not None

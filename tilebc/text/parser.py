@@ -29,7 +29,7 @@ from .debuginfo import attribute_text
 from .locations import LocationTable
 from .syntax import AttrDict, TypeRef
 from .parsegen import fast_program, op_parser
-from ..speedups import CursorBase, parse_ops
+from ..speedups import CursorBase, parse_args, parse_ops
 from .types import TypeParser
 
 PREFIX = "cuda_tile."
@@ -67,6 +67,7 @@ def parse_modules(text: str, filename: str = "<text>", *, testing_ops: bool = Fa
 
 
 _GENERIC_MODULES = ("cuda_tile.module", "builtin.module")
+_NO_ATTRS = A.DictionaryAttr(())  # an argument's attributes where the text gives none
 # The text of an assume predicate and of a dense constant with its tile type, where short enough
 # to read again from a table (_Parser._shared): a large module repeats a few hundred of them.
 _PREDICATE_TEXT = re.compile(r"(?:#cuda_tile\.)?(?:div_by|bounded|same_elements)<[^<>]{0,200}>")
@@ -173,7 +174,8 @@ class _Parser:
         # cursor is the compiled one
         self._fast_context = (self.c, self._used_at, self._defined_at, self.types._known,
                               self._shared_values, {}, Value, T.token) \
-            if parse_ops is not None and isinstance(self.c, CursorBase) else None
+            if parse_ops is not None and parse_args is not None and isinstance(self.c, CursorBase) \
+            else None
 
     # ---- module ----------------------------------------------------------------------------------
 
@@ -490,6 +492,8 @@ class _Parser:
         block = Block()
         scope: dict[str, Value] = {}
         arg_attrs: list[A.DictionaryAttr] = []
+        if self._fast_context is not None:  # the usual arguments in C (tilebc/_opparser.c)
+            parse_args(self, block, block.args, scope, arg_attrs, _NO_ATTRS)
         while not c.at(")"):
             if block.args:
                 c.expect(",")

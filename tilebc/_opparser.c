@@ -24,8 +24,8 @@
 
 enum { S_LITERAL, S_OPERAND, S_OPERANDS, S_ENUM, S_TYPE_OF, S_RESULT_TYPE, S_ATTR_DICT,
        S_PREDICATE, S_DENSE, S_ROUNDING, S_OPTIONAL, S_VIEW_ORDERING, S_INDEX_TYPES,
-       S_MIXED_DIMS, S_TENSOR_VIEW_TYPES };
-enum { T_LITERAL, T_VALUE, T_KEYWORD };
+       S_MIXED_DIMS, S_TENSOR_VIEW_TYPES, S_INT };
+enum { T_LITERAL, T_VALUE, T_KEYWORD, T_SETTLED };
 enum { A_ABSENT, A_DEFAULT, A_DEFAULT_FOR };
 enum { R_ONE, R_OPTIONAL, R_VARIADIC };
 #define MAX_SLOTS 16
@@ -652,6 +652,20 @@ static int run_steps(Context *x, PyObject *steps, Py_ssize_t index, Py_ssize_t c
         case S_TENSOR_VIEW_TYPES:
             status = tensor_view_types(x, step, state);
             break;
+        case S_INT: {  /* (attribute slot, lowest, highest) */
+            PyObject *value;
+            status = read_int(x, &value);
+            if (status != 1)
+                break;
+            int low = PyObject_RichCompareBool(PyTuple_GET_ITEM(step, 2), value, Py_LE);
+            int high = PyObject_RichCompareBool(value, PyTuple_GET_ITEM(step, 3), Py_LE);
+            status = low < 0 || high < 0 ? -1 : low && high;
+            if (status == 1)
+                Py_XSETREF(state->attrs[PyLong_AsLong(PyTuple_GET_ITEM(step, 1))], value);
+            else
+                Py_DECREF(value);
+            break;
+        }
         case S_OPTIONAL: {
             long test = PyLong_AsLong(PyTuple_GET_ITEM(step, 1));
             Py_ssize_t length = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 3));
@@ -659,13 +673,24 @@ static int run_steps(Context *x, PyObject *steps, Py_ssize_t index, Py_ssize_t c
             token = tilebc_cursor_peek(x->c);
             if (token == NULL)
                 return -1;
-            int present;
-            if (test == T_LITERAL)
-                present = PyUnicode_Compare(TOKEN(token)->text, PyTuple_GET_ITEM(step, 2)) == 0;
+            int present = -1;
+            PyObject *argument = PyTuple_GET_ITEM(step, 2);
+            if (test == T_SETTLED) {  /* (operand slot, test, argument) */
+                PyObject *group = state->operands[PyLong_AsLong(PyTuple_GET_ITEM(argument, 0))];
+                if (group != NULL)
+                    present = PyTuple_CheckExact(group) ? PyTuple_GET_SIZE(group) > 0
+                                                        : group != Py_None;
+                test = PyLong_AsLong(PyTuple_GET_ITEM(argument, 1));
+                argument = PyTuple_GET_ITEM(argument, 2);
+            }
+            if (present >= 0)
+                ;
+            else if (test == T_LITERAL)
+                present = PyUnicode_Compare(TOKEN(token)->text, argument) == 0;
             else if (test == T_VALUE)
                 present = kind_is(token, "value");
-            else
-                present = PySet_Contains(PyTuple_GET_ITEM(step, 2), TOKEN(token)->text);
+            else if (test == T_KEYWORD)
+                present = PySet_Contains(argument, TOKEN(token)->text);
             Py_DECREF(token);
             if (present < 0 || PyErr_Occurred())
                 return -1;
@@ -827,22 +852,26 @@ static PyObject *build(Context *x, PyObject *program, OpState *state, Py_ssize_t
     PyObject *operand_steps = PyTuple_GET_ITEM(program, 2);
     PyObject *attr_steps = PyTuple_GET_ITEM(program, 3);
     PyObject *result_steps = PyTuple_GET_ITEM(program, 4);
-    long result_like = PyLong_AsLong(PyTuple_GET_ITEM(program, 5));
-    long token_slot = PyLong_AsLong(PyTuple_GET_ITEM(program, 6));
+    PyObject *swaps = PyTuple_GET_ITEM(program, 5);
+    long result_like = PyLong_AsLong(PyTuple_GET_ITEM(program, 6));
+    long token_slot = PyLong_AsLong(PyTuple_GET_ITEM(program, 7));
     PyObject *operands = NULL, *attrs = NULL, *types = NULL, *op = NULL, *written = NULL;
     *status = -1;
     /* the checks of types the text leaves implied (identity: an equal type read from another
      * text, or any doubt, is the Python parser's to judge) */
     PyObject *result = state->results[0];
     int other;
+    if (swaps != Py_None && state->operands[PyLong_AsLong(PyTuple_GET_ITEM(swaps, 0))] != NULL
+            && state->operands[PyLong_AsLong(PyTuple_GET_ITEM(swaps, 1))] == NULL)
+        goto unusual;  /* `%p, %x`: a mask or a padding value, told apart by _build */
     if (token_slot >= 0 && (other = other_type(x, state, token_slot, x->token_type)) != 0)
         goto unusual;
-    if (PyTuple_GET_ITEM(program, 7) == Py_True && result != NULL) {
+    if (PyTuple_GET_ITEM(program, 8) == Py_True && result != NULL) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(operand_steps); i++)
             if (!(state->written & (1u << i)) && (other = other_type(x, state, i, result)) != 0)
                 goto unusual;
     }
-    PyObject *matched = PyTuple_GET_ITEM(program, 8);
+    PyObject *matched = PyTuple_GET_ITEM(program, 9);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(matched) && written == NULL; i++) {
         long slot = PyLong_AsLong(PyTuple_GET_ITEM(matched, i));
         if (state->written & (1u << slot)) {
@@ -854,7 +883,7 @@ static PyObject *build(Context *x, PyObject *program, OpState *state, Py_ssize_t
                 goto error;
         }
     }
-    if (written == NULL && PyTuple_GET_ITEM(program, 9) == Py_True && result != NULL)
+    if (written == NULL && PyTuple_GET_ITEM(program, 10) == Py_True && result != NULL)
         written = Py_NewRef(result);
     if (written != NULL) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(matched); i++) {
@@ -940,7 +969,7 @@ static PyObject *build(Context *x, PyObject *program, OpState *state, Py_ssize_t
     }
     if (names > 0 && PyList_GET_SIZE(types) != names)
         goto unusual;  /* as many names as results, or the Python parser's error */
-    op = make_op(PyTuple_GET_ITEM(program, 10), x->value_class, spec, operands, attrs, types);
+    op = make_op(PyTuple_GET_ITEM(program, 11), x->value_class, spec, operands, attrs, types);
     *status = op == NULL ? -1 : 1;
     goto done;
 unusual:
@@ -1056,8 +1085,8 @@ static int fast_op(Context *x, PyObject *ops) {
     }
     if (program == Py_None)
         goto done;
-    if (!PyTuple_CheckExact(program) || PyTuple_GET_SIZE(program) != 11) {
-        PyErr_SetString(PyExc_TypeError, "parse_ops: a program is not the 11-tuple "
+    if (!PyTuple_CheckExact(program) || PyTuple_GET_SIZE(program) != 12) {
+        PyErr_SetString(PyExc_TypeError, "parse_ops: a program is not the 12-tuple "
                         "fast_program makes");
         goto error;
     }

@@ -272,9 +272,9 @@ def op_parser(spec, parser_class, custom_enums, own_memory_parser):
 # Steps of a program (tilebc/_opparser.c reads them by these numbers).
 (STEP_LITERAL, STEP_OPERAND, STEP_OPERANDS, STEP_ENUM, STEP_TYPE_OF, STEP_RESULT_TYPE,
  STEP_ATTR_DICT, STEP_PREDICATE, STEP_DENSE, STEP_ROUNDING, STEP_OPTIONAL, STEP_VIEW_ORDERING,
- STEP_INDEX_TYPES, STEP_MIXED_DIMS, STEP_TENSOR_VIEW_TYPES) = range(15)
+ STEP_INDEX_TYPES, STEP_MIXED_DIMS, STEP_TENSOR_VIEW_TYPES, STEP_INT) = range(16)
 # How an optional group is found present: its first literal, a value next, an enum keyword next.
-TEST_LITERAL, TEST_VALUE, TEST_KEYWORD = range(3)
+TEST_LITERAL, TEST_VALUE, TEST_KEYWORD, TEST_SETTLED = range(4)
 # How an attribute the text did not give is filled in.
 ATTR_ABSENT, ATTR_DEFAULT, ATTR_DEFAULT_FOR = range(3)
 ARITY_CODES = {Arity.ONE: 0, Arity.OPTIONAL: 1, Arity.VARIADIC: 2}
@@ -302,6 +302,10 @@ def _program_steps(spec, elements, custom_enums, own_memory_parser, steps: list)
                           element.index))
         elif isinstance(element, AttrRef):
             attr = element.spec
+            if attr.kind is AttrKind.INT:  # a decimal literal of the attribute's range
+                steps.append((STEP_INT, attr_index[attr.name], -(1 << (attr.width - 1)),
+                              (1 << attr.width) - 1))
+                continue
             if attr.kind is not AttrKind.ENUM:
                 raise _Unsupported
             if attr.name == "memory_ordering_semantics" and spec.mnemonic in own_memory_parser:
@@ -350,8 +354,7 @@ def _program_steps(spec, elements, custom_enums, own_memory_parser, steps: list)
 
 def _optional_steps(spec, group, custom_enums, own_memory_parser, steps, attr_index) -> None:
     anchor, first = group.anchor, group.elements[0]
-    if isinstance(anchor, TypeRef) and anchor.operand is not None:
-        raise _Unsupported  # presence settled by an operand read before
+    settled = isinstance(anchor, TypeRef) and anchor.operand is not None
     if isinstance(first, Literal):
         test, argument = TEST_LITERAL, first.text
     elif isinstance(first, OperandRef):
@@ -360,6 +363,8 @@ def _optional_steps(spec, group, custom_enums, own_memory_parser, steps, attr_in
         test, argument = TEST_KEYWORD, frozenset(m.keyword for m in first.spec.enum)
     else:
         raise _Unsupported
+    if settled:  # presence settled by the operand when it was read, else by the test
+        test, argument = TEST_SETTLED, (anchor.operand, test, argument)
     unit = isinstance(anchor, AttrRef) and anchor.spec.kind is AttrKind.UNIT
     inner: list = []
     try:
@@ -380,7 +385,6 @@ def fast_program(spec, parsed_op, custom_enums, own_memory_parser):
     directives other than the predicate, the dense constant and rounding, variadic results."""
     if spec.regions or spec.preview or spec.structural or spec.unregistered \
             or any(r.variadic for r in spec.results) \
-            or any(o.name == "paddingValue" for o in spec.operands) \
             or max(len(spec.operands), len(spec.attrs), len(spec.results)) > MAX_SLOTS:
         return None
     steps: list = []
@@ -401,7 +405,11 @@ def fast_program(spec, parsed_op, custom_enums, own_memory_parser):
         else:  # None: the generated function's error for the missing attribute
             attrs.append((attr.name, ATTR_DEFAULT, attr.default))
     results = tuple(r.name == "result_token" for r in spec.results)
-    return (spec, tuple(steps), operands, tuple(attrs), results,
+    # load_ptr_tko's `%p, %x`: a mask or a padding value, which the generated function tells
+    # apart by type (the operand slots of the mask and the padding value)
+    swaps = (operand_index["mask"], operand_index["paddingValue"]) \
+        if "paddingValue" in operand_index and "mask" in operand_index else None
+    return (spec, tuple(steps), operands, tuple(attrs), results, swaps,
             operand_index.get(spec.result_like, -1) if spec.result_like else -1,
             operand_index.get("token", -1), spec.family is Family.ELEMENTWISE,
             tuple(operand_index[n] for n in spec.types_match if n in operand_index),

@@ -899,6 +899,14 @@ _ENTRY_CASES = [
     "entry @k(%a: tile<i32>) {\n  %b = addi %a, %a overflow<nsw> : tile<i32>\n}\n",
     "entry @k(%a: tile<i32>) {\n  %b = addi %a, %a overflow<none> {x = 1} : tile<i32>\n}\n",
     "entry @k(%a: tile<i32>) {\n  %b = addi %a, %a : tile<i32>\n  %b = addi %a, %a : tile<i32>\n}\n",
+    # results of a group: by index, out of range, an index on a single value, no index
+    "entry @k(%a: tile<i32>) {\n  %g:3 = get_tile_block_id : tile<i32>\n"
+    "  %b = addi %g#1, %g#2 : tile<i32>\n}\n",
+    "entry @k(%a: tile<i32>) {\n  %g:3 = get_tile_block_id : tile<i32>\n"
+    "  %b = addi %g#3, %a : tile<i32>\n}\n",
+    "entry @k(%a: tile<i32>) {\n  %b = addi %a#0, %a : tile<i32>\n}\n",
+    "entry @k(%a: tile<i32>) {\n  %g:3 = get_tile_block_id : tile<i32>\n"
+    "  %b = addi %g, %a : tile<i32>\n}\n",
 ]
 
 

@@ -33,12 +33,13 @@ enum { R_ONE, R_OPTIONAL, R_VARIADIC };
 #define MAX_NAMES 16
 
 static PyObject *s_fast_context, *s_scopes, *s_next_op, *s_fast_program, *s_loc, *s_line_col,
-    *s_newlines, *s_type, *s_text_pos, *s_default_for, *s_results, *s_shape, *s_strides;
+    *s_newlines, *s_type, *s_text_pos, *s_default_for, *s_results, *s_shape, *s_strides,
+    *s_predicate, *s_dense_constant;
 
 typedef struct {
     PyObject *parser;
     CursorObject *c;
-    PyObject *scopes, *used_at, *defined_at, *known, *shared, *programs, *token_type;
+    PyObject *scopes, *used_at, *defined_at, *known, *shared, *programs, *token_type, *types;
     PyTypeObject *value_class;
 } Context;
 
@@ -134,47 +135,68 @@ static int lookup_text(PyObject *table, PyObject *text, Py_ssize_t start, Py_ssi
     return *found == NULL && PyErr_Occurred() ? -1 : 0;
 }
 
-/* A type whose text was read before (the TypeParser's table, by the text TYPE_SPAN spans: a
- * word and a <...> nesting up to three deep on one line). 1: *found (new reference), the cursor
- * after it; 0: not such a type; -1: error. *start_out: where its text starts. */
+/* Whether a Python call that may fail stands for a step: 1 with *found (new reference), 0 when
+ * it raised (the generated function then reads the op and raises the error in its own place and
+ * words), -1 for an exception that must not be swallowed. */
+static int called(PyObject *result, PyObject **found) {
+    if (result != NULL) {
+        *found = result;
+        return 1;
+    }
+    if (PyErr_ExceptionMatches(PyExc_MemoryError) || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
+        return -1;
+    PyErr_Clear();
+    return 0;
+}
+
+/* A type. Its text (TYPE_SPAN's: a word and a <...> nesting up to three deep on one line) read
+ * before is looked up in the TypeParser's table; else, where an ident or bang token starts, the
+ * TypeParser reads it. 1: *found (new reference), the cursor after it; 0: not read here; -1:
+ * error. *start_out: where its text starts. */
 static int read_type(Context *x, PyObject **found, Py_ssize_t *start_out) {
     PyObject *text = x->c->text;
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     Py_ssize_t pos = skip_spaces(kind, data, n, x->c->pos), start = pos;
-    if (pos >= n || !is_type_start(PyUnicode_READ(kind, data, pos)))
+    if (pos >= n)
         return 0;
+    Py_UCS4 first = PyUnicode_READ(kind, data, pos);
+    Py_UCS4 second = pos + 1 < n ? PyUnicode_READ(kind, data, pos + 1) : 0;
+    int word = (first >= 'A' && first <= 'Z') || (first >= 'a' && first <= 'z') || first == '_';
+    if (!word && !(first == '!' && ((second >= 'A' && second <= 'Z')
+                                    || (second >= 'a' && second <= 'z') || second == '_')))
+        return 0;  /* no ident or bang token: the generated function's error */
+    *start_out = start;
     while (pos < n && is_type_char(PyUnicode_READ(kind, data, pos)))
         pos++;
+    int spanned = 1;
     if (pos < n && PyUnicode_READ(kind, data, pos) == '<') {
         int depth = 0;
         do {
-            if (pos >= n)
-                return 0;
-            Py_UCS4 ch = PyUnicode_READ(kind, data, pos++);
-            if (ch == '<' && ++depth > 3)
-                return 0;
+            Py_UCS4 ch = pos < n ? PyUnicode_READ(kind, data, pos++) : '\n';
+            if ((ch == '<' && ++depth > 3) || ch == '\n') {
+                spanned = 0;
+                break;
+            }
             if (ch == '>')
                 depth--;
-            if (ch == '\n')
-                return 0;
         } while (depth > 0);
     }
-    PyObject *type;
-    if (lookup_text(x->known, text, start, pos, &type) < 0)
+    PyObject *type = NULL;
+    if (spanned && lookup_text(x->known, text, start, pos, &type) < 0)
         return -1;
-    if (type == NULL)
-        return 0;
-    *found = Py_NewRef(type);
-    *start_out = start;
-    move_to(x, pos);
-    return 1;
+    if (type != NULL) {
+        *found = Py_NewRef(type);
+        move_to(x, pos);
+        return 1;
+    }
+    return called(PyObject_CallMethodNoArgs(x->types, s_type), found);
 }
 
 /* An assume predicate (`[#cuda_tile.]word<...>`) or a dense constant with its tile type
  * (`<...> : tile<...>`) read before: the shared attribute the parser made of the same text.
- * 1: *found (borrowed), the cursor after it; 0: not one read before; -1: error. */
+ * 1: *found (new reference), the cursor after it; 0: not one read before; -1: error. */
 static int read_shared(Context *x, int dense, PyObject **found) {
     PyObject *token = tilebc_cursor_peek(x->c);
     if (token == NULL)
@@ -191,62 +213,96 @@ static int read_shared(Context *x, int dense, PyObject **found) {
             pos++;
     }
     if (AT(pos) != '<')
-        return 0;
+        goto python;
     Py_ssize_t open = ++pos;
     while (pos < n && AT(pos) != '<' && AT(pos) != '>' && pos - open <= 200)
         pos++;
     if (AT(pos) != '>')
-        return 0;
+        goto python;
     pos++;
     if (dense) {
         if (AT(pos) == ' ')
             pos++;
         if (AT(pos) != ':')
-            return 0;
+            goto python;
         pos++;
         if (AT(pos) == ' ')
             pos++;
         static const char tile[] = "tile<";
         for (int i = 0; tile[i]; i++, pos++)
             if (AT(pos) != (Py_UCS4)tile[i])
-                return 0;
+                goto python;
         open = pos;
         while (pos < n && AT(pos) != '<' && AT(pos) != '>' && pos - open <= 40)
             pos++;
         if (AT(pos) != '>')
-            return 0;
+            goto python;
         pos++;
     }
 #undef AT
     if (lookup_text(x->shared, text, start, pos, found) < 0)
         return -1;
-    if (*found == NULL)
-        return 0;
-    move_to(x, pos);
-    return 1;
+    if (*found != NULL) {
+        Py_INCREF(*found);
+        move_to(x, pos);
+        return 1;
+    }
+python:  /* read the first time, or written otherwise: by the parser's method (which keeps it) */
+    return called(PyObject_CallMethodNoArgs(x->parser, dense ? s_dense_constant : s_predicate),
+                  found);
 }
 
-/* An operand `%name` defined in an enclosing scope (a single value; a result group's `#i` is
- * left to Python). 1: *value (new reference); 0: anything else; -1: error. */
+/* An operand `%name` (or `%name#i` of a result group) defined in an enclosing scope.
+ * 1: *value (new reference); 0: anything else; -1: error. */
 static int use(Context *x, OpState *state, PyObject **value) {
     PyObject *token = tilebc_cursor_peek(x->c);
     if (token == NULL)
         return -1;
     int status = 0;
-    if (!kind_is(token, "value") || state->n_uses == MAX_USES
-            || PyUnicode_FindChar(TOKEN(token)->text, '#', 0,
-                                  PyUnicode_GET_LENGTH(TOKEN(token)->text), 1) != -1)
+    PyObject *name = NULL;
+    PyObject *text = TOKEN(token)->text;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), index = -1;
+    if (!kind_is(token, "value") || state->n_uses == MAX_USES)
         goto done;
+    Py_ssize_t hash = PyUnicode_FindChar(text, '#', 0, length, 1);
+    if (hash == -2) {
+        status = -1;
+        goto done;
+    }
+    if (hash >= 0) {  /* the scanner reads `#` only before digits */
+        if (length - hash - 1 > 9)
+            goto done;
+        index = 0;
+        for (Py_ssize_t i = hash + 1; i < length; i++) {
+            Py_UCS4 digit = PyUnicode_READ_CHAR(text, i);
+            if (digit < '0' || digit > '9')
+                goto done;
+            index = index * 10 + (Py_ssize_t)(digit - '0');
+        }
+        if (hash + 1 == length)
+            goto done;
+        name = PyUnicode_Substring(text, 0, hash);
+        if (name == NULL) {
+            status = -1;
+            goto done;
+        }
+    } else {
+        name = Py_NewRef(text);
+    }
     PyObject *found = NULL;
     for (Py_ssize_t i = PyList_GET_SIZE(x->scopes) - 1; i >= 0 && found == NULL; i--) {
         PyObject *scope = PyList_GET_ITEM(x->scopes, i);
         if (!PyDict_CheckExact(scope))
             goto done;
-        found = PyDict_GetItemWithError(scope, TOKEN(token)->text);
+        found = PyDict_GetItemWithError(scope, name);
         if (found == NULL && PyErr_Occurred()) {
             status = -1;
             goto done;
         }
+    }
+    if (found != NULL && index >= 0) {  /* a result of a group, in range */
+        found = PyList_CheckExact(found) && index < PyList_GET_SIZE(found)
+            ? PyList_GET_ITEM(found, index) : NULL;
     }
     if (found == NULL || Py_TYPE(found) != x->value_class)
         goto done;
@@ -257,6 +313,7 @@ static int use(Context *x, OpState *state, PyObject **value) {
     *value = Py_NewRef(found);
     status = 1;
 done:
+    Py_XDECREF(name);
     Py_DECREF(token);
     return status;
 }
@@ -631,7 +688,7 @@ static int run_steps(Context *x, PyObject *steps, Py_ssize_t index, Py_ssize_t c
             status = read_shared(x, code == S_DENSE, &found);
             if (status != 1)
                 break;
-            Py_XSETREF(state->attrs[PyLong_AsLong(PyTuple_GET_ITEM(step, 1))], Py_NewRef(found));
+            Py_XSETREF(state->attrs[PyLong_AsLong(PyTuple_GET_ITEM(step, 1))], found);
             if (code == S_DENSE) {
                 PyObject *type = PyObject_GetAttr(found, s_type);
                 if (type == NULL)
@@ -1159,7 +1216,7 @@ static int read_context(PyObject *parser, Context *x) {
     PyObject *tuple = PyObject_GetAttr(parser, s_fast_context);
     if (tuple == NULL)
         return -1;
-    int ok = PyTuple_CheckExact(tuple) && PyTuple_GET_SIZE(tuple) == 8;
+    int ok = PyTuple_CheckExact(tuple) && PyTuple_GET_SIZE(tuple) == 9;
     if (ok) {
         PyObject **items = &PyTuple_GET_ITEM(tuple, 0);
         ok = tilebc_is_cursor(items[0]) && PyDict_CheckExact(items[1])
@@ -1175,13 +1232,14 @@ static int read_context(PyObject *parser, Context *x) {
             x->programs = items[5];
             x->value_class = (PyTypeObject *)items[6];
             x->token_type = items[7];
+            x->types = items[8];
         }
     }
     Py_DECREF(tuple);  /* the parser holds the tuple while this call runs */
     if (!ok)
         PyErr_SetString(PyExc_TypeError, "parse_ops: parser._fast_context is not the (cursor, "
                         "used_at, defined_at, known_types, shared_values, programs, Value, "
-                        "token type) tuple");
+                        "token type, type parser) tuple");
     return ok ? 0 : -1;
 }
 
@@ -1373,10 +1431,12 @@ static PyMethodDef parser_functions[] = {
 int add_op_parser(PyObject *module) {
     static PyObject **names[] = {&s_fast_context, &s_scopes, &s_next_op, &s_fast_program, &s_loc,
                                  &s_line_col, &s_newlines, &s_type, &s_text_pos, &s_default_for,
-                                 &s_results, &s_shape, &s_strides};
+                                 &s_results, &s_shape, &s_strides, &s_predicate,
+                                 &s_dense_constant};
     static const char *texts[] = {"_fast_context", "scopes", "_next_op", "_fast_program", "_loc",
                                   "line_col", "_newlines", "type", "text_pos", "default_for",
-                                  "results", "shape", "strides"};
+                                  "results", "shape", "strides", "_predicate",
+                                  "_dense_constant"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *names[i] = PyUnicode_InternFromString(texts[i]);
         if (*names[i] == NULL)

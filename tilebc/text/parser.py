@@ -173,7 +173,7 @@ class _Parser:
         # what tilebc._speedups.parse_ops reads (its programs by op name as written), where the
         # cursor is the compiled one
         self._fast_context = (self.c, self._used_at, self._defined_at, self.types._known,
-                              self._shared_values, {}, Value, T.token) \
+                              self._shared_values, {}, Value, T.token, self.types) \
             if parse_ops is not None and parse_args is not None and isinstance(self.c, CursorBase) \
             else None
 

@@ -41,6 +41,7 @@ typedef struct {
     CursorObject *c;
     PyObject *scopes, *used_at, *defined_at, *known, *shared, *programs, *token_type, *types;
     PyTypeObject *value_class;
+    Py_ssize_t line_hint;  /* the line of the last op placed */
 } Context;
 
 typedef struct {
@@ -1044,7 +1045,8 @@ done:
     return op;
 }
 
-/* (line, column) of `pos`, as Cursor.line_col gives it (new reference). */
+/* (line, column) of `pos`, as Cursor.line_col gives it (new reference). The ops of a region
+ * come in order: the search starts from the line the last op was on. */
 static PyObject *line_col(Context *x, Py_ssize_t pos) {
     PyObject *newlines = PyObject_GetAttr((PyObject *)x->c, s_newlines);
     if (newlines == NULL)
@@ -1053,29 +1055,32 @@ static PyObject *line_col(Context *x, Py_ssize_t pos) {
         Py_DECREF(newlines);
         return PyObject_CallMethod((PyObject *)x->c, "line_col", "n", pos);
     }
-    Py_ssize_t low = 0, high = PyList_GET_SIZE(newlines);
-    while (low < high) {  /* bisect_left */
-        Py_ssize_t middle = (low + high) / 2;
-        Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(newlines, middle));
-        if (at == -1 && PyErr_Occurred()) {
-            Py_DECREF(newlines);
-            return NULL;
+    /* line = the number of newlines before `pos` (bisect_left): a few steps on from the last
+     * op's line, else a binary search */
+    Py_ssize_t count = PyList_GET_SIZE(newlines), line = x->line_hint, steps = 0;
+    if (line < 0 || line > count
+            || (line > 0 && PyLong_AsSsize_t(PyList_GET_ITEM(newlines, line - 1)) >= pos))
+        line = -1;
+    while (line >= 0 && line < count
+           && PyLong_AsSsize_t(PyList_GET_ITEM(newlines, line)) < pos)
+        line = ++steps > 8 ? -1 : line + 1;
+    if (line < 0) {
+        Py_ssize_t low = 0, high = count;
+        while (low < high) {
+            Py_ssize_t middle = low + (high - low) / 2;
+            if (PyLong_AsSsize_t(PyList_GET_ITEM(newlines, middle)) < pos)
+                low = middle + 1;
+            else
+                high = middle;
         }
-        if (at < pos)
-            low = middle + 1;
-        else
-            high = middle;
+        line = low;
     }
-    Py_ssize_t start = 0;
-    if (low > 0) {
-        start = PyLong_AsSsize_t(PyList_GET_ITEM(newlines, low - 1)) + 1;
-        if (start == 0 && PyErr_Occurred()) {
-            Py_DECREF(newlines);
-            return NULL;
-        }
-    }
+    Py_ssize_t start = line > 0 ? PyLong_AsSsize_t(PyList_GET_ITEM(newlines, line - 1)) + 1 : 0;
     Py_DECREF(newlines);
-    return Py_BuildValue("(nn)", low + 1, pos - start + 1);
+    if (PyErr_Occurred())
+        return NULL;
+    x->line_hint = line;
+    return Py_BuildValue("(nn)", line + 1, pos - start + 1);
 }
 
 /* One op read here and appended to `ops`: 1; 0 where parser._next_op() must read it (the
@@ -1250,6 +1255,7 @@ static PyObject *parse_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     Context x;
     x.parser = args[0];
+    x.line_hint = -1;
     if (read_context(x.parser, &x) < 0)
         return NULL;
     x.scopes = PyObject_GetAttr(x.parser, s_scopes);
@@ -1344,6 +1350,7 @@ static PyObject *parse_args(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     Context x;
     x.parser = args[0];
+    x.line_hint = -1;
     if (read_context(x.parser, &x) < 0)
         return NULL;
     PyObject *block = args[1], *list = args[2], *scope = args[3];

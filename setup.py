@@ -6,4 +6,5 @@ from setuptools import Extension, setup
 SOURCES = ["tilebc/_speedups.c", "tilebc/_opdecoder.c", "tilebc/_printer.c",
            "tilebc/_verifier.c", "tilebc/_opencoder.c",
            "tilebc/_opparser.c"]
-setup(ext_modules=[Extension("tilebc._speedups", SOURCES, optional=True)])
+setup(ext_modules=[Extension("tilebc._speedups", SOURCES, depends=["tilebc/_speedups.h"],
+                             optional=True)])

@@ -179,7 +179,7 @@ TILEBC_CODEGEN_SOURCES = ("__init__.py", "api.py", "version.py", "errors.py", "r
                           "numeric/dtypes.py", "binary/", "ir/", "ops/", "verify/",
                           # the reader's compiled decoder: its C sources stand for the built module
                           "speedups.py", "_speedups.c", "_opdecoder.c", "_printer.c",
-                          "_verifier.c", "_opencoder.c")
+                          "_verifier.c", "_opencoder.c", "_opparser.c", "_speedups.h")
 
 
 def _listed(relative: str, entries) -> bool:
@@ -207,7 +207,7 @@ def _walk_codegen_sources() -> tuple[tuple[str, str], ...]:
             relative = os.path.relpath(folder, package).replace(os.sep, "/")
             prefix = "" if relative == "." else relative + "/"
             found += [(prefix + name, os.path.join(folder, name)) for name in names
-                      if name.endswith((".py", ".c"))]
+                      if name.endswith((".py", ".c", ".h"))]
         label = os.path.basename(package)
         # rglob's order: by path parts, so `a/b.py` sorts before `a_b.py`
         for relative, path in sorted(found, key=lambda item: item[0].split("/")):

@@ -4,8 +4,8 @@
  *
  * parse_ops(parser, ops): after a region's `{`, reads its ops up to its `}` into the list `ops`.
  *
- * parser._fast_context holds (cursor, used_at, defined_at, known_types, shared_values, programs,
- * Value, token type); the scopes are parser.scopes. programs maps an op name as written to the
+ * parser._fast_context holds (cursor, defined_at, known_types, shared_values, programs, Value,
+ * token type, type parser); the scopes are parser.scopes. programs maps an op name as written to the
  * kind's program (tilebc/text/parsegen.py fast_program) or None, made on first sight by
  * parser._fast_program(name). An op of a kind with a program, written the usual way, is read
  * here: its result names, its name, each step of the program, then the op is built (operands and
@@ -29,7 +29,6 @@ enum { T_LITERAL, T_VALUE, T_KEYWORD, T_SETTLED };
 enum { A_ABSENT, A_DEFAULT, A_DEFAULT_FOR };
 enum { R_ONE, R_OPTIONAL, R_VARIADIC };
 #define MAX_SLOTS 16
-#define MAX_USES 64
 #define MAX_NAMES 16
 
 static PyObject *s_fast_context, *s_scopes, *s_next_op, *s_fast_program, *s_loc, *s_line_col,
@@ -39,7 +38,7 @@ static PyObject *s_fast_context, *s_scopes, *s_next_op, *s_fast_program, *s_loc,
 typedef struct {
     PyObject *parser;
     CursorObject *c;
-    PyObject *scopes, *used_at, *defined_at, *known, *shared, *programs, *token_type, *types;
+    PyObject *scopes, *defined_at, *known, *shared, *programs, *token_type, *types;
     PyTypeObject *value_class;
     Py_ssize_t line_hint;  /* the line of the last op placed */
 } Context;
@@ -50,8 +49,6 @@ typedef struct {
     PyObject *results[MAX_SLOTS];   /* result types the text wrote */
     unsigned written;               /* operand slots whose type the text wrote */
     PyObject *dims[2];              /* a tensor view's shape and strides as the text wrote them */
-    PyObject *uses[MAX_USES][2];    /* (value, token) of each use, in order */
-    int n_uses;
 } OpState;
 
 static void state_clear(OpState *state) {
@@ -62,11 +59,6 @@ static void state_clear(OpState *state) {
     }
     Py_CLEAR(state->dims[0]);
     Py_CLEAR(state->dims[1]);
-    for (int i = 0; i < state->n_uses; i++) {
-        Py_CLEAR(state->uses[i][0]);
-        Py_CLEAR(state->uses[i][1]);
-    }
-    state->n_uses = 0;
     state->written = 0;
 }
 
@@ -263,7 +255,7 @@ static int use(Context *x, OpState *state, PyObject **value) {
     PyObject *name = NULL;
     PyObject *text = TOKEN(token)->text;
     Py_ssize_t length = PyUnicode_GET_LENGTH(text), index = -1;
-    if (!kind_is(token, "value") || state->n_uses == MAX_USES)
+    if (!kind_is(token, "value"))
         goto done;
     Py_ssize_t hash = PyUnicode_FindChar(text, '#', 0, length, 1);
     if (hash == -2) {
@@ -308,9 +300,6 @@ static int use(Context *x, OpState *state, PyObject **value) {
     if (found == NULL || Py_TYPE(found) != x->value_class)
         goto done;
     tilebc_cursor_advance(x->c, token);
-    state->uses[state->n_uses][0] = Py_NewRef(found);
-    state->uses[state->n_uses][1] = Py_NewRef(token);
-    state->n_uses++;
     *value = Py_NewRef(found);
     status = 1;
 done:
@@ -1183,20 +1172,12 @@ static int fast_op(Context *x, PyObject *ops) {
     int failed = !PyList_CheckExact(results) || PyList_GET_SIZE(results) < name_count;
     for (Py_ssize_t i = 0; i < name_count && !failed; i++) {
         PyObject *value = PyList_GET_ITEM(results, i);
-        PyObject *id = PyLong_FromVoidPtr(value);
         PyObject *pos = PyLong_FromSsize_t(TOKEN(names[i])->pos);
-        failed = id == NULL || pos == NULL
-            || PyDict_SetItem(scope, TOKEN(names[i])->text, value) < 0
-            || PyDict_SetItem(x->defined_at, id, pos) < 0;
-        Py_XDECREF(id);
+        failed = pos == NULL || PyDict_SetItem(scope, TOKEN(names[i])->text, value) < 0
+            || PyDict_SetItem(x->defined_at, value, pos) < 0;
         Py_XDECREF(pos);
     }
     Py_DECREF(results);
-    for (int i = 0; i < state.n_uses && !failed; i++) {
-        PyObject *id = PyLong_FromVoidPtr(state.uses[i][0]);
-        failed = id == NULL || PyDict_SetItem(x->used_at, id, state.uses[i][1]) < 0;
-        Py_XDECREF(id);
-    }
     if (failed) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_RuntimeError, "parse_ops: an op's results do not match its "
@@ -1221,30 +1202,28 @@ static int read_context(PyObject *parser, Context *x) {
     PyObject *tuple = PyObject_GetAttr(parser, s_fast_context);
     if (tuple == NULL)
         return -1;
-    int ok = PyTuple_CheckExact(tuple) && PyTuple_GET_SIZE(tuple) == 9;
+    int ok = PyTuple_CheckExact(tuple) && PyTuple_GET_SIZE(tuple) == 8;
     if (ok) {
         PyObject **items = &PyTuple_GET_ITEM(tuple, 0);
         ok = tilebc_is_cursor(items[0]) && PyDict_CheckExact(items[1])
             && PyDict_CheckExact(items[2]) && PyDict_CheckExact(items[3])
-            && PyDict_CheckExact(items[4]) && PyDict_CheckExact(items[5])
-            && PyType_Check(items[6]);
+            && PyDict_CheckExact(items[4]) && PyType_Check(items[5]);
         if (ok) {
             x->c = (CursorObject *)items[0];
-            x->used_at = items[1];
-            x->defined_at = items[2];
-            x->known = items[3];
-            x->shared = items[4];
-            x->programs = items[5];
-            x->value_class = (PyTypeObject *)items[6];
-            x->token_type = items[7];
-            x->types = items[8];
+            x->defined_at = items[1];
+            x->known = items[2];
+            x->shared = items[3];
+            x->programs = items[4];
+            x->value_class = (PyTypeObject *)items[5];
+            x->token_type = items[6];
+            x->types = items[7];
         }
     }
     Py_DECREF(tuple);  /* the parser holds the tuple while this call runs */
     if (!ok)
         PyErr_SetString(PyExc_TypeError, "parse_ops: parser._fast_context is not the (cursor, "
-                        "used_at, defined_at, known_types, shared_values, programs, Value, "
-                        "token type, type parser) tuple");
+                        "defined_at, known_types, shared_values, programs, Value, token type, "
+                        "type parser) tuple");
     return ok ? 0 : -1;
 }
 
@@ -1397,11 +1376,10 @@ static PyObject *parse_args(PyObject *module, PyObject *const *args, Py_ssize_t 
             status = -1;
             goto next;
         }
-        PyObject *id = PyLong_FromVoidPtr(value), *where = PyLong_FromSsize_t(name_pos);
-        status = id == NULL || where == NULL || PyDict_SetItem(scope, name, value) < 0
-            || PyDict_SetItem(x.defined_at, id, where) < 0 || PyList_Append(list, value) < 0
+        PyObject *where = PyLong_FromSsize_t(name_pos);
+        status = where == NULL || PyDict_SetItem(scope, name, value) < 0
+            || PyDict_SetItem(x.defined_at, value, where) < 0 || PyList_Append(list, value) < 0
             || PyList_Append(args[4], args[5]) < 0 ? -1 : 1;
-        Py_XDECREF(id);
         Py_XDECREF(where);
     next:
         if (token == NULL && status == 0 && PyErr_Occurred())

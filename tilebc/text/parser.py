@@ -166,13 +166,15 @@ class _Parser:
         self._toplevel_scopes: dict[int, dict[str, Value]] = {}
         self._separate: list[Module] | None = None  # top-level modules kept apart (modules())
         self._module_pos: list[int] = []  # where each enclosing `cuda_tile.module` starts
-        self._defined_at: dict[int, int] = {}  # id(value) -> where its name is defined
-        self._used_at: dict[int, Token] = {}  # id(value) -> the token of its latest use
+        self._defined_at: dict[Value, int] = {}  # value -> where its name is defined
+        # value -> the token of its latest use, for the error naming an operand of the op being
+        # built (its use is in that op; parse_ops records none, as it builds no op that fails)
+        self._used_at: dict[Value, Token] = {}
         self._bodies: dict[str, tuple] = {}  # op name as written -> (spec, its op parser)
         self._shared_values: dict[str, object] = {}  # text read before -> the attribute it gave
         # what tilebc._speedups.parse_ops reads (its programs by op name as written), where the
         # cursor is the compiled one
-        self._fast_context = (self.c, self._used_at, self._defined_at, self.types._known,
+        self._fast_context = (self.c, self._defined_at, self.types._known,
                               self._shared_values, {}, Value, T.token, self.types) \
             if parse_ops is not None and parse_args is not None and isinstance(self.c, CursorBase) \
             else None
@@ -546,9 +548,9 @@ class _Parser:
         scope[token.text] = value
         if value.__class__ is list:
             for each in value:
-                self._defined_at[id(each)] = token.pos
+                self._defined_at[each] = token.pos
         else:
-            self._defined_at[id(value)] = token.pos
+            self._defined_at[value] = token.pos
 
     def _use(self) -> Value:
         c = self.c
@@ -583,20 +585,20 @@ class _Parser:
             value = value[position]
         elif index:
             raise self.c.error(f"{name} is a single value and takes no #index", token.pos)
-        self._used_at[id(value)] = token
+        self._used_at[value] = token
         return value
 
     def _prior_use_error(self, value: Value, wanted) -> TextSyntaxError:
         """MLIR's error for a value used at a type other than its own, with its note at the
         definition."""
-        use = self._used_at.get(id(value))
+        use = self._used_at.get(value)
         name, pos = (use.text, use.pos) if use is not None else ("%?", self.c.peek().pos)
 
         def quoted(t):
             return f"'{t}'" if isinstance(t, T.ElementType) else f"'!cuda_tile.{t}'"
         error = self.c.error(f"use of value '{name}' expects different type than prior uses: "
                              f"{quoted(wanted)} vs {quoted(value.type)}", pos)
-        defined = self._defined_at.get(id(value))
+        defined = self._defined_at.get(value)
         if defined is not None:
             line, column = self.c.line_col(defined)
             error.related = [("note", line, column, "prior use here")]
@@ -637,7 +639,7 @@ class _Parser:
         program = None
         if spec is not None and not spec.structural and spec.syntax:
             program = fast_program(spec, ParsedOp, _CUSTOM_ENUMS, OWN_MEMORY_ATTRIBUTE_PARSER)
-        self._fast_context[5][name] = program
+        self._fast_context[4][name] = program
         return program
 
     def _op(self) -> Op:

@@ -72,6 +72,18 @@ static int kind_is(PyObject *token, const char *kind) {
     return PyUnicode_CompareWithASCIIString(TOKEN(token)->kind, kind) == 0;
 }
 
+/* Consumes the next token when its text is `text`: 1; 0 when it is not; -1 error. */
+static int take(Context *x, const char *text) {
+    PyObject *token = tilebc_cursor_peek(x->c);
+    if (token == NULL)
+        return -1;
+    int equal = text_is(token, text);
+    if (equal)
+        tilebc_cursor_advance(x->c, token);
+    Py_DECREF(token);
+    return equal;
+}
+
 /* The next token's text against a step's literal. 1 equal, 0 not, -1 error. */
 static int next_is(Context *x, PyObject *literal, PyObject **token_out) {
     PyObject *token = tilebc_cursor_peek(x->c);
@@ -84,23 +96,6 @@ static int next_is(Context *x, PyObject *literal, PyObject **token_out) {
     }
     *token_out = token;
     return equal;
-}
-
-/* Where the text's spaces and // comments from `pos` end (ASCII spaces only, as the scanner). */
-static Py_ssize_t skip_spaces(int kind, const void *data, Py_ssize_t n, Py_ssize_t pos) {
-    while (pos < n) {
-        Py_UCS4 ch = PyUnicode_READ(kind, data, pos);
-        if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r' || ch == '\f' || ch == '\v') {
-            pos++;
-        } else if (ch == '/' && pos + 1 < n && PyUnicode_READ(kind, data, pos + 1) == '/') {
-            pos += 2;
-            while (pos < n && PyUnicode_READ(kind, data, pos) != '\n')
-                pos++;
-        } else {
-            break;
-        }
-    }
-    return pos;
 }
 
 static int is_type_start(Py_UCS4 ch) {
@@ -151,7 +146,7 @@ static int read_type(Context *x, PyObject **found, Py_ssize_t *start_out) {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    Py_ssize_t pos = skip_spaces(kind, data, n, x->c->pos), start = pos;
+    Py_ssize_t pos = tilebc_skip_spaces(kind, data, n, x->c->pos), start = pos;
     if (pos >= n)
         return 0;
     Py_UCS4 first = PyUnicode_READ(kind, data, pos);
@@ -476,11 +471,9 @@ static int mixed_dims(Context *x, PyObject *step, OpState *state) {
             break;
         }
         if (PyList_GET_SIZE(dims) > 0) {
-            status = text_is(token, ",");
-            if (status)
-                tilebc_cursor_advance(x->c, token);
             Py_DECREF(token);
-            if (!status)
+            status = take(x, ",");
+            if (status != 1)
                 break;
             token = tilebc_cursor_peek(x->c);
             if (token == NULL) {
@@ -611,17 +604,8 @@ static int run_steps(Context *x, PyObject *steps, Py_ssize_t index, Py_ssize_t c
                 return 0;  /* absent, empty or not read: the generated function's _type_element */
             for (Py_ssize_t i = 0; i < (many < 0 ? 1 : many) && status == 1; i++) {
                 PyObject *value = many < 0 ? group : PyTuple_GET_ITEM(group, i);
-                if (i > 0) {
-                    token = tilebc_cursor_peek(x->c);
-                    if (token == NULL)
-                        return -1;
-                    status = text_is(token, ",");
-                    if (status)
-                        tilebc_cursor_advance(x->c, token);
-                    Py_CLEAR(token);
-                    if (!status)
-                        break;
-                }
+                if (i > 0 && (status = take(x, ",")) != 1)
+                    break;
                 PyObject *found, *value_type;
                 Py_ssize_t start;
                 status = read_type(x, &found, &start);
@@ -688,17 +672,14 @@ static int run_steps(Context *x, PyObject *steps, Py_ssize_t index, Py_ssize_t c
             break;
         }
         case S_VIEW_ORDERING:
-            status = view_ordering(x, step, state);
-            break;
         case S_INDEX_TYPES:
-            status = index_types(x, step, state);
-            break;
         case S_MIXED_DIMS:
-            status = mixed_dims(x, step, state);
+        case S_TENSOR_VIEW_TYPES: {  /* the directives of view ops */
+            static int (*const directives[])(Context *, PyObject *, OpState *) = {
+                view_ordering, index_types, mixed_dims, tensor_view_types};
+            status = directives[code - S_VIEW_ORDERING](x, step, state);
             break;
-        case S_TENSOR_VIEW_TYPES:
-            status = tensor_view_types(x, step, state);
-            break;
+        }
         case S_INT: {  /* (attribute slot, lowest, highest) */
             PyObject *value;
             status = read_int(x, &value);
@@ -827,6 +808,33 @@ static int layout_for(PyTypeObject *op_class, PyTypeObject *value_class) {
 
 #define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
+/* Value(type, owner, index): an op's result or a block's argument, its owner held weakly, made
+ * as the constructor makes it; NULL with an exception. */
+static PyObject *make_value(PyTypeObject *value_class, PyObject *type, PyObject *owner_object,
+                            Py_ssize_t index) {
+    if (!value_layout_for(value_class)) {
+        PyObject *position = PyLong_FromSsize_t(index);
+        if (position == NULL)
+            return NULL;
+        PyObject *args[3] = {type, owner_object, position};
+        PyObject *value = PyObject_Vectorcall((PyObject *)value_class, args, 3, NULL);
+        Py_DECREF(position);
+        return value;
+    }
+    PyObject *value = value_class->tp_alloc(value_class, 0);
+    PyObject *owner = value == NULL ? NULL : PyWeakref_NewRef(owner_object, NULL);
+    PyObject *position = owner == NULL ? NULL : PyLong_FromSsize_t(index);
+    if (position == NULL) {
+        Py_XDECREF(owner);
+        Py_XDECREF(value);
+        return NULL;
+    }
+    SLOT(value, layout.value[VALUE_TYPE]) = Py_NewRef(type);
+    SLOT(value, layout.value[VALUE_OWNER]) = owner;
+    SLOT(value, layout.value[VALUE_INDEX]) = position;
+    return value;
+}
+
 /* ParsedOp(spec, operands, attrs, types) (a new reference; NULL with an exception). */
 static PyObject *make_op(PyObject *op_class, PyTypeObject *value_class, PyObject *spec,
                          PyObject *operands, PyObject *attrs, PyObject *types) {
@@ -856,18 +864,11 @@ static PyObject *make_op(PyObject *op_class, PyTypeObject *value_class, PyObject
     SLOT(op, layout.op[OP_TEXT_POS]) = Py_NewRef(Py_None);
     SLOT(op, layout.op[OP_GENERIC_FORM]) = Py_NewRef(Py_False);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(types); i++) {
-        PyObject *value = value_class->tp_alloc(value_class, 0);
-        PyObject *owner = value == NULL ? NULL : PyWeakref_NewRef(op, NULL);
-        PyObject *index = owner == NULL ? NULL : PyLong_FromSsize_t(i);
-        if (index == NULL) {
-            Py_XDECREF(owner);
-            Py_XDECREF(value);
+        PyObject *value = make_value(value_class, PyList_GET_ITEM(types, i), op, i);
+        if (value == NULL) {
             Py_DECREF(op);
             return NULL;
         }
-        SLOT(value, layout.value[VALUE_TYPE]) = Py_NewRef(PyList_GET_ITEM(types, i));
-        SLOT(value, layout.value[VALUE_OWNER]) = owner;
-        SLOT(value, layout.value[VALUE_INDEX]) = index;
         PyList_SET_ITEM(results, i, value);
     }
     return op;
@@ -1199,6 +1200,9 @@ done:
 }
 
 static int read_context(PyObject *parser, Context *x) {
+    x->parser = parser;
+    x->scopes = NULL;
+    x->line_hint = -1;
     PyObject *tuple = PyObject_GetAttr(parser, s_fast_context);
     if (tuple == NULL)
         return -1;
@@ -1233,9 +1237,7 @@ static PyObject *parse_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     Context x;
-    x.parser = args[0];
-    x.line_hint = -1;
-    if (read_context(x.parser, &x) < 0)
+    if (read_context(args[0], &x) < 0)
         return NULL;
     x.scopes = PyObject_GetAttr(x.parser, s_scopes);
     if (x.scopes == NULL)
@@ -1287,33 +1289,6 @@ done:
     return result;
 }
 
-/* A block argument `%name` (Value(type, block, index), its owner held weakly) made as the
- * constructor makes it; NULL with an exception. */
-static PyObject *make_argument(PyTypeObject *value_class, PyObject *type, PyObject *block,
-                               Py_ssize_t index) {
-    if (!value_layout_for(value_class)) {
-        PyObject *position = PyLong_FromSsize_t(index);
-        if (position == NULL)
-            return NULL;
-        PyObject *args[3] = {type, block, position};
-        PyObject *value = PyObject_Vectorcall((PyObject *)value_class, args, 3, NULL);
-        Py_DECREF(position);
-        return value;
-    }
-    PyObject *value = value_class->tp_alloc(value_class, 0);
-    PyObject *owner = value == NULL ? NULL : PyWeakref_NewRef(block, NULL);
-    PyObject *position = owner == NULL ? NULL : PyLong_FromSsize_t(index);
-    if (position == NULL) {
-        Py_XDECREF(owner);
-        Py_XDECREF(value);
-        return NULL;
-    }
-    SLOT(value, layout.value[VALUE_TYPE]) = Py_NewRef(type);
-    SLOT(value, layout.value[VALUE_OWNER]) = owner;
-    SLOT(value, layout.value[VALUE_INDEX]) = position;
-    return value;
-}
-
 /* parse_args(parser, block, args, scope, arg_attrs, no_attrs): an entry's arguments `%name :
  * type` (after the first, each after a comma) for as long as each is a new name of a type read
  * before, with neither attributes nor a location after it: each made, appended to `args` (the
@@ -1328,9 +1303,7 @@ static PyObject *parse_args(PyObject *module, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     Context x;
-    x.parser = args[0];
-    x.line_hint = -1;
-    if (read_context(x.parser, &x) < 0)
+    if (read_context(args[0], &x) < 0)
         return NULL;
     PyObject *block = args[1], *list = args[2], *scope = args[3];
     Py_ssize_t read = 0;
@@ -1371,7 +1344,7 @@ static PyObject *parse_args(PyObject *module, PyObject *const *args, Py_ssize_t 
         token = tilebc_cursor_peek(x.c);
         if (token == NULL || text_is(token, "{") || text_is(token, "loc"))
             goto next;
-        value = make_argument(x.value_class, type, block, PyList_GET_SIZE(list));
+        value = make_value(x.value_class, type, block, PyList_GET_SIZE(list));
         if (value == NULL) {
             status = -1;
             goto next;

@@ -40,19 +40,9 @@ static int is_digit(Py_UCS4 ch) {
     return ch >= '0' && ch <= '9';
 }
 
-/* The scanner: 1 with the token's kind (borrowed) and its [start, stop) when it reads one,
- * 0 when it declines (see scan_token). `text` must be a ready str. */
-static int scan(PyObject *text, Py_ssize_t pos, PyObject **token_kind, Py_ssize_t *start_out,
-                Py_ssize_t *stop_out) {
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    if (pos < 0)
-        pos = 0; /* as re's match(text, pos) reads a negative pos */
-    /* spaces and comments (ASCII whitespace only: others go to the regular expressions) */
-    for (;;) {
-        if (pos >= n)
-            return 0;
+Py_ssize_t tilebc_skip_spaces(int kind, const void *data, Py_ssize_t n, Py_ssize_t pos) {
+    /* ASCII whitespace only: others go to the regular expressions */
+    while (pos < n) {
         Py_UCS4 ch = PyUnicode_READ(kind, data, pos);
         if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r' || ch == '\f' || ch == '\v') {
             pos++;
@@ -64,6 +54,21 @@ static int scan(PyObject *text, Py_ssize_t pos, PyObject **token_kind, Py_ssize_
             break;
         }
     }
+    return pos;
+}
+
+/* The scanner: 1 with the token's kind (borrowed) and its [start, stop) when it reads one,
+ * 0 when it declines (see scan_token). `text` must be a ready str. */
+static int scan(PyObject *text, Py_ssize_t pos, PyObject **token_kind, Py_ssize_t *start_out,
+                Py_ssize_t *stop_out) {
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (pos < 0)
+        pos = 0; /* as re's match(text, pos) reads a negative pos */
+    pos = tilebc_skip_spaces(kind, data, n, pos);
+    if (pos >= n)
+        return 0;
     Py_ssize_t start = pos;
     Py_UCS4 ch = PyUnicode_READ(kind, data, pos);
     Py_UCS4 next = pos + 1 < n ? PyUnicode_READ(kind, data, pos + 1) : 0;

@@ -20,6 +20,9 @@ typedef struct {
     PyObject *peeked;  /* the Token peek() read last, or NULL */
 } CursorObject;
 
+/* Where the spaces and // comments of `data` (a str's kind and data, `n` long) from `pos` end
+ * (ASCII whitespace only, as the scanner skips them). */
+Py_ssize_t tilebc_skip_spaces(int kind, const void *data, Py_ssize_t n, Py_ssize_t pos);
 /* The scanner of scan_token: 1 with the token's kind (borrowed; an interned str) and its
  * [start, stop) when it reads one from `pos` (spaces and comments skipped), 0 when it declines
  * (the lexer's Python reads those tokens). `text` must be a ready str. */

@@ -336,6 +336,19 @@ def render(inputs, trees, times, loaded, disasm, args, peaks, decoded) -> str:
             if small_t and large_t:
                 lines.append(f"- {command} linearity ({tool}): 1.4m / 100k = "
                              f"{min(large_t) / min(small_t):.1f}x the time for {ratio:.1f}x the {what}")
+    # issue 20's ratios: dis (plain, -g) against tileirdisasm on the same bytecode, asm of the
+    # text against tileirdisasm's dis of the module
+    for row, against, target in (("dis 1.4m", "dis 1.4m", "1.0"), ("dis -g 1.4m", "dis -g 1.4m",
+                                                                   "1.0"),
+                                 ("asm 1.4m", "dis 1.4m", "2.0")):
+        theirs = times.get((against, "tileirdisasm"))
+        for tool in trees:
+            ours = times.get((row, tool))
+            if ours and theirs:
+                lines.append(f"- `{row}` ({tool}) / tileirdisasm's `{against}`: "
+                             f"{min(ours) / min(theirs):.2f}x best, "
+                             f"{statistics.median(ours) / statistics.median(theirs):.2f}x median "
+                             f"(issue 20's target: at most {target}x)")
     large = inputs["1.4m"]
     lines.append(f"- convert: `convert FILE --target-version {large['older']}`, one version below "
                  f"the modules' {large['version']}")

@@ -4,6 +4,7 @@ the pure path."""
 import glob
 import os
 import random
+import re
 
 import pytest
 
@@ -894,6 +895,7 @@ _ENTRY_CASES = [
     "entry @k(%a: tile<i32>) {\n  %b = addx %a, %a : tile<i32>\n}\n",
     "entry @k(%a: tile<i32>) {\n  addi %a, %a : tile<i32>\n}\n",
     "entry @k(%a: tile<i32>) {\n  %b, %c = addi %a, %a : tile<i32>\n}\n",
+    "entry @k(%a: tile<i32>) {\n  %b, = addi %a, %a : tile<i32>\n}\n",
     "entry @k(%a: tile<i32>) {\n  %b:2 = addi %a, %a : tile<i32>\n}\n",
     "entry @k(%a: tile<i32>) {\n  %b = addi %a, %a : tile<i32> loc(\"f.py\":1:2)\n}\n",
     "entry @k(%a: tile<i32>) {\n  %b = addi %a, %a overflow<nsw> : tile<i32>\n}\n",
@@ -917,3 +919,62 @@ def test_the_c_loops_read_and_refuse_entries_as_python_does(text, monkeypatch):
     if os.environ.get("TILEBC_PURE"):
         pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
     assert _parsed(text, True, monkeypatch) == _parsed(text, False, monkeypatch)
+
+
+def test_the_c_loops_let_an_interrupt_through(monkeypatch):
+    """A KeyboardInterrupt (or MemoryError) raised by a Python method the C loops call is raised,
+    not taken for a reason to hand the op to Python (where the work would quietly run again)."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    from tilebc.binary import writer
+    from tilebc.text import parser
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode", "atomics_int",
+                        "atomics_int-13.5.dis")
+    with open(path, encoding="utf-8") as stream:
+        text = stream.read()
+    module = parser.parse_module(text, path)
+    for raised in (KeyboardInterrupt, MemoryError):
+        def interrupted(*args, raised=raised):
+            raise raised()
+        with monkeypatch.context() as patch:  # the writer's bytes of an attribute (the dense
+            patch.setattr(writer.ModuleWriter, "_attr_bytes", interrupted)  # constant)
+            with pytest.raises(raised):
+                writer.dump(module, "13.5")
+        with monkeypatch.context() as patch:  # the first read of an assume predicate
+            patch.setattr(parser._Parser, "_predicate", interrupted)
+            with pytest.raises(raised):
+                parser.parse_module(text, path)
+    assert writer.dump(module, "13.5")  # and the ordinary path still writes
+
+
+# Token-level edits that land where the C parser hands over: punctuation and names out of place.
+_TOKEN = re.compile(r"%[\w$.\-]+(?:#\d+)?|->|[A-Za-z_][\w$.]*|-?\d+|[()\[\]{}<>,:=?^*+\-]|\s+|.",
+                    re.S)
+_INSERTS = [",", "=", "%0", "%x", ":", "#1", " token", "->", "i32", "tile<i32>", "0", "-1",
+            "weak", "[", "]", "loc", "{", "}", " ", "00", "0x1", "%0#0", "%a,", "%b ="]
+
+
+def test_the_c_op_parser_agrees_on_token_edits(monkeypatch):
+    """Small fixture texts with one or two tokens deleted, inserted, replaced or swapped: the
+    same module or the same error both ways (the fuzzer's mutators rarely hit result names)."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    from fuzz.text import corpus
+    pool = [entry for entry in corpus() if len(entry[2]) < 6000]
+    for seed in range(800):
+        rng = random.Random(seed)
+        tokens = _TOKEN.findall(rng.choice(pool)[2])
+        for _ in range(rng.choice((1, 1, 2))):
+            i = rng.randrange(len(tokens))
+            edit = rng.random()
+            if edit < 0.3:
+                del tokens[i]
+            elif edit < 0.6:
+                tokens.insert(i, rng.choice(_INSERTS))
+            elif edit < 0.8:
+                tokens[i] = rng.choice(_INSERTS)
+            else:
+                j = min(i + 1, len(tokens) - 1)
+                tokens[i], tokens[j] = tokens[j], tokens[i]
+        text = "".join(tokens)
+        assert _parsed(text, True, monkeypatch) == _parsed(text, False, monkeypatch), seed

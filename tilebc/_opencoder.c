@@ -24,6 +24,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
+#include "_speedups.h"
 
 static PyObject *s_spec, *s_results, *s_operands, *s_attrs, *s_loc, *s_type, *s_buf,
     *s_encoder_context, *s_debug_attr, *s_op_at, *s_attr_bytes, *s_encoder_program;
@@ -112,13 +113,13 @@ static PyObject *interned(PyObject *writer, PyObject *seen, PyObject *fn, PyObje
 static PyObject *number_of(PyObject *numbering, PyObject *value) {
     PyObject *id = PyLong_FromVoidPtr(value);
     if (id == NULL) {
-        PyErr_Clear();
+        tilebc_recoverable();  /* a fatal one stays set: encode_one's fallback raises it */
         return NULL;
     }
     PyObject *found = PyDict_GetItemWithError(numbering, id);
     Py_DECREF(id);
     if (found == NULL)
-        PyErr_Clear();
+        tilebc_recoverable();
     return found;
 }
 
@@ -131,7 +132,7 @@ static int put_number(Scratch *s, PyObject *numbering, PyObject *value) {
 static PyObject *group_of(PyObject *dict, PyObject *name) {
     PyObject *found = PyDict_GetItemWithError(dict, name);
     if (found == NULL) {
-        PyErr_Clear();
+        tilebc_recoverable();  /* a fatal one stays set: encode_one's fallback raises it */
         return Py_None;
     }
     return found;
@@ -162,8 +163,7 @@ static int encode_one(Scratch *s, PyObject *op, PyObject *program, PyObject *num
     attrs = PyObject_GetAttr(op, s_attrs);
     *results = PyObject_GetAttr(op, s_results);
     if (loc == NULL || operands == NULL || attrs == NULL || *results == NULL) {
-        PyErr_Clear();
-        goto fallback;
+        goto recover;
     }
     if (!PyDict_CheckExact(operands) || !PyDict_CheckExact(attrs) || !PyList_CheckExact(*results))
         goto fallback;
@@ -173,8 +173,7 @@ static int encode_one(Scratch *s, PyObject *op, PyObject *program, PyObject *num
     } else {
         *loc_index = interned(context->writer, context->debug_ids, s_debug_attr, loc);
         if (*loc_index == NULL || !PyLong_CheckExact(*loc_index)) {
-            PyErr_Clear();
-            goto fallback;
+            goto recover;
         }
     }
     if (*loc_index == NULL)
@@ -190,14 +189,12 @@ static int encode_one(Scratch *s, PyObject *op, PyObject *program, PyObject *num
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *value_type = PyObject_GetAttr(PyList_GET_ITEM(*results, i), s_type);
         if (value_type == NULL) {
-            PyErr_Clear();
-            goto fallback;
+            goto recover;
         }
         PyObject *index = interned(context->writer, context->type_ids, s_type, value_type);
         Py_DECREF(value_type);
         if (index == NULL) {
-            PyErr_Clear();
-            goto fallback;
+            goto recover;
         }
         int put = put_index(s, index);
         Py_DECREF(index);
@@ -220,8 +217,7 @@ static int encode_one(Scratch *s, PyObject *op, PyObject *program, PyObject *num
             if (PyTuple_GET_ITEM(step, 2) == Py_True) {
                 present = PyObject_IsTrue(value);
                 if (present < 0) {
-                    PyErr_Clear();
-                    goto fallback;
+                    goto recover;
                 }
             } else {
                 present = value != Py_None;
@@ -259,7 +255,8 @@ static int encode_one(Scratch *s, PyObject *op, PyObject *program, PyObject *num
                     goto fallback;
                 continue;
             }
-            PyErr_Clear();
+            if (!tilebc_recoverable())
+                goto error;
         }
         /* the bytes _attr_bytes made for this very object, else its call (which keeps them) */
         PyObject *id = PyLong_FromVoidPtr(value);
@@ -273,15 +270,15 @@ static int encode_one(Scratch *s, PyObject *op, PyObject *program, PyObject *num
                 && PyTuple_GET_ITEM(kept, 1) == PyTuple_GET_ITEM(step, 3)) {
             blob = Py_NewRef(PyTuple_GET_ITEM(kept, 2));
         } else {
-            PyErr_Clear();
+            if (!tilebc_recoverable())
+                goto error;
             PyObject *call[4] = {context->writer, op, PyTuple_GET_ITEM(step, 3), value};
             blob = PyObject_VectorcallMethod(s_attr_bytes, call,
                                              4, NULL);
         }
         if (blob == NULL || !PyBytes_CheckExact(blob)) {
             Py_XDECREF(blob);
-            PyErr_Clear();
-            goto fallback;
+            goto recover;
         }
         int put = put_bytes(s, PyBytes_AS_STRING(blob), PyBytes_GET_SIZE(blob));
         Py_DECREF(blob);
@@ -314,10 +311,8 @@ static int encode_one(Scratch *s, PyObject *op, PyObject *program, PyObject *num
         long arity = PyLong_AsLong(PyTuple_GET_ITEM(step, 1));
         if (arity == R_VARIADIC && mode != M_FIXED) {
             PyObject *values = values_of(group);
-            if (values == NULL) {
-                PyErr_Clear();
-                goto fallback;
-            }
+            if (values == NULL)
+                goto recover;
             int failed = 0;
             if (mode == M_SEGMENTED)
                 failed = put_varint(s, (unsigned long long)PySequence_Fast_GET_SIZE(values)) < 0
@@ -341,10 +336,15 @@ static int encode_one(Scratch *s, PyObject *op, PyObject *program, PyObject *num
         if (put < 0)
             goto fallback;
     }
+    if (PyErr_Occurred())
+        goto recover;
     status = 1;
     goto done;
+recover:  /* a callback raised: an ordinary exception is the Python writer's to raise again */
+    if (!tilebc_recoverable())
+        goto error;
 fallback:
-    status = 0;
+    status = PyErr_Occurred() ? -1 : 0;
     goto done;
 error:
     status = -1;

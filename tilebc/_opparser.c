@@ -124,17 +124,14 @@ static int lookup_text(PyObject *table, PyObject *text, Py_ssize_t start, Py_ssi
 }
 
 /* Whether a Python call that may fail stands for a step: 1 with *found (new reference), 0 when
- * it raised (the generated function then reads the op and raises the error in its own place and
- * words), -1 for an exception that must not be swallowed. */
+ * it raised an ordinary exception (the generated function then reads the op and raises the error
+ * in its own place and words), -1 for one that must propagate (tilebc_recoverable). */
 static int called(PyObject *result, PyObject **found) {
     if (result != NULL) {
         *found = result;
         return 1;
     }
-    if (PyErr_ExceptionMatches(PyExc_MemoryError) || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
-        return -1;
-    PyErr_Clear();
-    return 0;
+    return tilebc_recoverable() ? 0 : -1;
 }
 
 /* A type. Its text (TYPE_SPAN's: a word and a <...> nesting up to three deep on one line) read
@@ -203,7 +200,7 @@ static int read_shared(Context *x, int dense, PyObject **found) {
     if (AT(pos) != '<')
         goto python;
     Py_ssize_t open = ++pos;
-    while (pos < n && AT(pos) != '<' && AT(pos) != '>' && pos - open <= 200)
+    while (pos < n && AT(pos) != '<' && AT(pos) != '>' && pos - open < 200)
         pos++;
     if (AT(pos) != '>')
         goto python;
@@ -221,7 +218,7 @@ static int read_shared(Context *x, int dense, PyObject **found) {
             if (AT(pos) != (Py_UCS4)tile[i])
                 goto python;
         open = pos;
-        while (pos < n && AT(pos) != '<' && AT(pos) != '>' && pos - open <= 40)
+        while (pos < n && AT(pos) != '<' && AT(pos) != '>' && pos - open < 40)
             pos++;
         if (AT(pos) != '>')
             goto python;
@@ -636,6 +633,8 @@ static int run_steps(Context *x, PyObject *steps, Py_ssize_t index, Py_ssize_t c
                 PyObject *written = PyUnicode_Substring(x->c->text, start, start + length + 1);
                 PyObject *wanted = written == NULL ? NULL : PyUnicode_FromFormat("%U<", kind);
                 status = wanted == NULL ? -1 : PyUnicode_Compare(written, wanted) == 0;
+                if (PyErr_Occurred())
+                    status = -1;
                 Py_XDECREF(written);
                 Py_XDECREF(wanted);
                 if (status != 1) {
@@ -1082,14 +1081,16 @@ static int fast_op(Context *x, PyObject *ops) {
     memset(&state, 0, sizeof(state));
     PyObject *token = NULL, *op = NULL, *program = NULL;
     int status = 0;
+    /* held: the Python calls below (types, predicates, defaults, loc) must not free it */
     PyObject *scope = PyList_GET_SIZE(x->scopes) > 0
         ? PyList_GET_ITEM(x->scopes, PyList_GET_SIZE(x->scopes) - 1) : NULL;
     if (scope == NULL || !PyDict_CheckExact(scope))
         return 0;
+    Py_INCREF(scope);
     /* result names: `%a, %b =` (a group's `%a:2` is the Python parser's) */
     token = tilebc_cursor_peek(x->c);
     if (token == NULL)
-        return -1;
+        goto error;
     start = TOKEN(token)->pos;
     while (kind_is(token, "value")) {
         if (name_count == MAX_NAMES)
@@ -1113,6 +1114,8 @@ static int fast_op(Context *x, PyObject *ops) {
         token = tilebc_cursor_peek(x->c);
         if (token == NULL)
             goto error;
+        if (!kind_is(token, "value"))
+            goto done;  /* a comma not followed by a name: the Python parser's error */
     }
     if (name_count > 0) {
         if (!text_is(token, "="))
@@ -1196,6 +1199,7 @@ done:
     for (Py_ssize_t i = 0; i < name_count; i++)
         Py_DECREF(names[i]);
     state_clear(&state);
+    Py_DECREF(scope);
     return status;
 }
 

@@ -320,6 +320,17 @@ int tilebc_scan(PyObject *text, Py_ssize_t pos, PyObject **kind, Py_ssize_t *sta
     return scan(text, pos, kind, start, stop);
 }
 
+int tilebc_recoverable(void) {
+    PyObject *raised = PyErr_Occurred();
+    if (raised == NULL)
+        return 1;
+    if (!PyErr_GivenExceptionMatches(raised, PyExc_Exception)
+            || PyErr_GivenExceptionMatches(raised, PyExc_MemoryError))
+        return 0;
+    PyErr_Clear();
+    return 1;
+}
+
 PyObject *tilebc_token_make(PyObject *kind, PyObject *text, Py_ssize_t pos) {
     return token_make(kind, text, pos);
 }

@@ -28,6 +28,10 @@ Py_ssize_t tilebc_skip_spaces(int kind, const void *data, Py_ssize_t n, Py_ssize
  * (the lexer's Python reads those tokens). `text` must be a ready str. */
 int tilebc_scan(PyObject *text, Py_ssize_t pos, PyObject **kind, Py_ssize_t *start,
                 Py_ssize_t *stop);
+/* After a call that may have raised, where the caller can hand its work to the Python path:
+ * 1 when there is no exception, or an ordinary one (an Exception other than MemoryError), which
+ * is cleared; 0 when one must propagate (KeyboardInterrupt, SystemExit, MemoryError), left set. */
+int tilebc_recoverable(void);
 /* A new Token. */
 PyObject *tilebc_token_make(PyObject *kind, PyObject *text, Py_ssize_t pos);
 /* The next token (a new reference; NULL with an exception), as Cursor.peek() reads it. */

@@ -133,6 +133,7 @@ class ModuleWriter:
         self._plans: dict[int, OpPlan] = {}  # id(spec) -> its plan (which keeps the spec)
         self._encoder_context: tuple | None = None  # what tilebc._speedups.encode_ops reads
         self._attr_blobs: dict[int, tuple] = {}  # id(value) -> (value, attr, bytes)
+        self._encoder_programs: dict[int, tuple | None] = {}  # id(spec) -> its program
 
     def fail(self, message: str, op: Op | None = None) -> EncodeError:
         where = f"{op.name}: " if op is not None else ""
@@ -574,8 +575,8 @@ class ModuleWriter:
         their type early) or of an entry's body; the loop is C where tilebc._speedups is built."""
         if encode_ops is not None:
             if self._encoder_context is None:  # no bound methods: the writer holds no cycle
-                self._encoder_context = (self._type_ids, self._debug_ids, {}, self.unplaced_globals,
-                                         self._attr_blobs, Value)
+                self._encoder_context = (self._type_ids, self._debug_ids, self._encoder_programs,
+                                         self.unplaced_globals, self._attr_blobs, Value)
             encode_ops(self, ops, out, numbering, locs, item_read)
             return
         for index in range(len(ops)):
@@ -608,7 +609,6 @@ class ModuleWriter:
         """`spec`'s program for tilebc._speedups.encode_ops (what `op` does for an op of it, when
         nothing unusual happens), or None for kinds always written by `op`: regions, structural
         and preview kinds, kinds or results the target version lacks."""
-        programs = self._encoder_context[2]
         plan = self._plans.get(id(spec))
         if plan is None or plan.spec is not spec:
             plan = self._plan(spec)
@@ -638,7 +638,7 @@ class ModuleWriter:
             operand_steps = tuple((o.name, _ARITY_CODES[o.arity]) for o in spec.operands)
             program = (spec, bytes(opcode.buf), flags, plan.encode_results, flag_steps,
                        tuple(attr_steps), mode, operand_steps)
-        programs[id(spec)] = program
+        self._encoder_programs[id(spec)] = program
         return program
 
     def _op_attr(self, op: Op, attr, value, out: Writer) -> None:

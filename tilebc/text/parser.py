@@ -22,6 +22,7 @@ from ..ops.spec import Arity, AttrKind, Family, unregistered_op
 from ..ops.table import (ENTRY_OP, GLOBAL_OP, MNEMONIC_ALIASES, MODULE_OP, OPS_BY_MNEMONIC,
                          OWN_MEMORY_ATTRIBUTE_PARSER, ROUNDING_CHECKED_WHEN_PARSED,
                          ROUNDING_MODES_TAKEN, closing_terminator)
+from ..speedups import CursorBase, parse_args, parse_ops
 from ..version import MAX_VERSION
 from ..gcpause import collection_paused
 from .lexer import MAX_NESTING, Cursor, Token, nesting, shorten, unescape
@@ -29,7 +30,6 @@ from .debuginfo import attribute_text
 from .locations import LocationTable
 from .syntax import AttrDict, TypeRef
 from .parsegen import fast_program, op_parser
-from ..speedups import CursorBase, parse_args, parse_ops
 from .types import TypeParser
 
 PREFIX = "cuda_tile."
@@ -172,10 +172,10 @@ class _Parser:
         self._used_at: dict[Value, Token] = {}
         self._bodies: dict[str, tuple] = {}  # op name as written -> (spec, its op parser)
         self._shared_values: dict[str, object] = {}  # text read before -> the attribute it gave
-        # what tilebc._speedups.parse_ops reads (its programs by op name as written), where the
-        # cursor is the compiled one
-        self._fast_context = (self.c, self._defined_at, self.types._known,
-                              self._shared_values, {}, Value, T.token, self.types) \
+        self._fast_programs: dict[str, tuple | None] = {}  # op name as written -> its program
+        # what tilebc._speedups.parse_ops reads, where the cursor is the compiled one
+        self._fast_context = (self.c, self._defined_at, self.types._known, self._shared_values,
+                              self._fast_programs, Value, T.token, self.types) \
             if parse_ops is not None and parse_args is not None and isinstance(self.c, CursorBase) \
             else None
 
@@ -633,13 +633,13 @@ class _Parser:
 
     def _fast_program(self, name: str):
         """The program parse_ops reads ops named `name` (as written) with, or None: those are
-        read by _next_op (kept in the context's table either way)."""
+        read by _next_op (kept in _fast_programs either way)."""
         mnemonic = name[len(PREFIX):] if name.startswith(PREFIX) else name
         spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic))
         program = None
         if spec is not None and not spec.structural and spec.syntax:
             program = fast_program(spec, ParsedOp, _CUSTOM_ENUMS, OWN_MEMORY_ATTRIBUTE_PARSER)
-        self._fast_context[4][name] = program
+        self._fast_programs[name] = program
         return program
 
     def _op(self) -> Op:

@@ -468,6 +468,9 @@ static PyObject *encode_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     PyObject *result = NULL;
     Py_ssize_t count = PyTuple_GET_SIZE(ops);
     for (Py_ssize_t index = 0; index < count; index++) {
+        /* a long block is one call: let Ctrl-C in as the interpreter's own loop would */
+        if (index % 4096 == 4095 && PyErr_CheckSignals() < 0)
+            goto done;
         PyObject *op = PyTuple_GET_ITEM(ops, index);
         PyObject *spec = PyObject_GetAttr(op, s_spec);
         if (spec == NULL)

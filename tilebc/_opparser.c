@@ -1259,7 +1259,10 @@ static PyObject *parse_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
     if (PyUnicode_READY(x.c->text) < 0)
         goto done;
 #endif
-    for (;;) {
+    for (Py_ssize_t read = 1;; read++) {
+        /* a long region is one call: let Ctrl-C in as the interpreter's own loop would */
+        if (read % 4096 == 0 && PyErr_CheckSignals() < 0)
+            goto done;
         PyObject *token = tilebc_cursor_peek(x.c);
         if (token == NULL)
             goto done;

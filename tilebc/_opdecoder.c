@@ -687,6 +687,8 @@ static PyObject *decode_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     for (int i = 0; i < 9; i++)
         call[i] = args[i];
     for (Py_ssize_t done_ops = 0; count < 0 ? pos < end : done_ops < count; done_ops++) {
+        if (done_ops % 4096 == 4095 && PyErr_CheckSignals() < 0)
+            goto done;  /* a long body is one call: let Ctrl-C in */
         Py_ssize_t start = pos;
         uint64_t opcode;
         c.pos = pos;

@@ -706,6 +706,8 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
     if (pieces == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
+        if (i % 4096 == 4095 && PyErr_CheckSignals() < 0)
+            goto done;  /* a long block is one call: let Ctrl-C in */
         PyObject *op = PyTuple_GET_ITEM(sequence, i);
         if (PyList_Append(pieces, indent) < 0)
             goto done;

@@ -425,6 +425,8 @@ static PyObject *verify_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
         goto done;
     Py_ssize_t count = PyTuple_GET_SIZE(ops);
     for (Py_ssize_t position = 0; position < count; position++) {
+        if (position % 4096 == 4095 && PyErr_CheckSignals() < 0)
+            goto done;  /* a long block is one call: let Ctrl-C in */
         PyObject *op = PyTuple_GET_ITEM(ops, position);
         PyObject *spec = PyObject_GetAttr(op, s_spec);
         if (spec == NULL)

@@ -926,7 +926,8 @@ def test_the_c_loops_read_and_refuse_entries_as_python_does(text, monkeypatch):
 
 def test_the_c_loops_let_an_interrupt_through(monkeypatch):
     """A KeyboardInterrupt (or MemoryError) raised by a Python method the C loops call is raised,
-    not taken for a reason to hand the op to Python (where the work would quietly run again)."""
+    not taken for a reason to hand the op to Python (where the work would quietly run again: the
+    methods here raise once, then do their work, so a swallowed interrupt would go unnoticed)."""
     if os.environ.get("TILEBC_PURE"):
         pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
     from tilebc.binary import writer
@@ -936,18 +937,28 @@ def test_the_c_loops_let_an_interrupt_through(monkeypatch):
     with open(path, encoding="utf-8") as stream:
         text = stream.read()
     module = parser.parse_module(text, path)
+
+    def once(original, raised):
+        calls = []
+
+        def method(*args):
+            calls.append(1)
+            if len(calls) == 1:
+                raise raised()
+            return original(*args)
+        return method
     for raised in (KeyboardInterrupt, MemoryError):
-        def interrupted(*args, raised=raised):
-            raise raised()
-        with monkeypatch.context() as patch:  # the writer's bytes of an attribute (the dense
-            patch.setattr(writer.ModuleWriter, "_attr_bytes", interrupted)  # constant)
-            with pytest.raises(raised):
-                writer.dump(module, "13.5")
-        with monkeypatch.context() as patch:  # the first read of an assume predicate
-            patch.setattr(parser._Parser, "_predicate", interrupted)
-            with pytest.raises(raised):
-                parser.parse_module(text, path)
+        for owner, name, run in (
+                (writer.ModuleWriter, "_attr_bytes", lambda: writer.dump(module, "13.5")),
+                (writer.ModuleWriter, "type", lambda: writer.dump(module, "13.5")),
+                (parser._Parser, "_predicate", lambda: parser.parse_module(text, path)),
+                (parser.TypeParser, "type", lambda: parser.parse_module(text, path))):
+            with monkeypatch.context() as patch:
+                patch.setattr(owner, name, once(getattr(owner, name), raised))
+                with pytest.raises(raised):
+                    run()
     assert writer.dump(module, "13.5")  # and the ordinary path still writes
+
 
 
 # Token-level edits that land where the C parser hands over: punctuation and names out of place.

@@ -402,7 +402,7 @@ static int view_ordering(Context *x, PyObject *step, OpState *state) {
     int status = 1;
     if (kind_is(scope, "ident")) {
         status = member != PyTuple_GET_ITEM(step, 3)
-            ? PySet_Contains(PyTuple_GET_ITEM(step, 4), TOKEN(scope)->text) : 0;
+            ? PyDict_Contains(PyTuple_GET_ITEM(step, 4), TOKEN(scope)->text) : 0;
     }
     Py_DECREF(scope);
     return status;
@@ -717,7 +717,7 @@ static int run_steps(Context *x, PyObject *steps, Py_ssize_t index, Py_ssize_t c
             else if (test == T_VALUE)
                 present = kind_is(token, "value");
             else if (test == T_KEYWORD)
-                present = PySet_Contains(argument, TOKEN(token)->text);
+                present = PyDict_Contains(argument, TOKEN(token)->text);
             Py_DECREF(token);
             if (present < 0 || PyErr_Occurred())
                 return -1;

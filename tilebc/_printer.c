@@ -14,6 +14,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "_speedups.h"
 
 static PyObject *s_next_value, *s_next_conflict, *s_text, *s_refs, *s_names,
     *s_parent, *s_regions, *s_results, *s_spec, *s_index, *s_suggested, *s_loc, *s_attrs,
@@ -224,7 +225,7 @@ static PyObject *quick_suggestion(Hints *hints, PyObject *op, PyObject *rule, Py
         Py_XDECREF(value);
     }
     if (name == NULL) {
-        PyErr_Clear();  /* anything unusual: suggest says what it is */
+        tilebc_recoverable();  /* anything unusual: suggest says what it is (an interrupt stays) */
         return NULL;
     }
     PyObject *suggestion = PyList_New(1);
@@ -507,10 +508,8 @@ static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *p
     PyObject *mnemonic = NULL, *count_text = NULL, *frozen = NULL;
     Py_ssize_t count = 0;
     int status = 0;
-    if (spec == NULL) {  /* not an op the fast way knows: the `op` method says what is wrong */
-        PyErr_Clear();
-        return 0;
-    }
+    if (spec == NULL)  /* not an op the fast way knows: the `op` method says what is wrong */
+        return tilebc_recoverable() ? 0 : -1;
     key = PyLong_FromVoidPtr(spec);
     PyObject *found = key == NULL ? NULL : PyDict_GetItemWithError(printers, key);
     if (found == NULL || !PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 2
@@ -522,7 +521,7 @@ static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *p
     Py_INCREF(printer);  /* the printers map may change while Python code runs */
     results = PyObject_GetAttr(op, s_results);
     if (results == NULL || !PyList_Check(results)) {
-        PyErr_Clear();
+        status = tilebc_recoverable() ? 0 : -1;
         goto done;
     }
     count = PyList_GET_SIZE(results);
@@ -690,7 +689,12 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
         Py_DECREF(names);
     }
     if (groups == NULL || !PyDict_Check(text_names) || !PyDict_Check(groups)) {
-        PyErr_Clear();
+        if (!tilebc_recoverable()) {
+            Py_XDECREF(known);
+            Py_XDECREF(text_names);
+            Py_XDECREF(groups);
+            return NULL;
+        }
         Py_CLEAR(text_names);
         Py_CLEAR(groups);
     }

@@ -19,14 +19,20 @@ class WireEnum(enum.IntEnum):
         return _VALUE_SINCE.get((type(self).__name__, int(self)), V13_1)
 
     @classmethod
-    def from_keyword(cls, keyword: str) -> "WireEnum":
+    def keywords(cls) -> dict[str, "WireEnum"]:
+        """keyword -> member (the first member of a keyword), built on first use: the parser
+        looks up every enum keyword it reads. Not to be changed."""
         table = cls.__dict__.get("_by_keyword")
-        if table is None:  # built on first use: the parser looks up every enum keyword it reads
+        if table is None:
             table = {}
             for member in cls:
                 table.setdefault(member.keyword, member)
             setattr(cls, "_by_keyword", table)
-        return table[keyword]
+        return table
+
+    @classmethod
+    def from_keyword(cls, keyword: str) -> "WireEnum":
+        return cls.keywords()[keyword]
 
 
 class Signedness(WireEnum):

@@ -15,7 +15,7 @@ from ..codecache import compile_generated
 from ..ir import types as T
 from ..ir.module import Value
 from ..ops.enums import MemoryScope
-from ..ops.spec import Arity, AttrKind, Family
+from ..ops.spec import Arity, AttrKind
 from .types import TYPE_SPAN
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
                      compile_syntax)
@@ -285,11 +285,6 @@ class _Unsupported(Exception):
     """An element the C op parser does not read: the kind keeps its generated function only."""
 
 
-def _keywords(enum) -> dict:
-    """keyword -> member, as the parser's `_enum_keyword` reads it."""
-    return {member.keyword: enum.from_keyword(member.keyword) for member in enum}
-
-
 def _program_steps(spec, elements, custom_enums, own_memory_parser, steps: list) -> None:
     attr_index = {a.name: i for i, a in enumerate(spec.attrs)}
     for element in elements:
@@ -310,13 +305,13 @@ def _program_steps(spec, elements, custom_enums, own_memory_parser, steps: list)
                 raise _Unsupported
             if attr.name == "memory_ordering_semantics" and spec.mnemonic in own_memory_parser:
                 # the ordering, and no scope after a weak one or a word that is no scope
-                steps.append((STEP_VIEW_ORDERING, attr_index[attr.name], _keywords(attr.enum),
+                steps.append((STEP_VIEW_ORDERING, attr_index[attr.name], attr.enum.keywords(),
                               attr.enum.from_keyword("weak"),
-                              frozenset(m.keyword for m in MemoryScope)))
+                              MemoryScope.keywords()))
                 continue
             # custom enums are read as plain ones when the keyword is known (their errors
             # differ, and an unknown keyword goes to the generated function)
-            steps.append((STEP_ENUM, attr_index[attr.name], _keywords(attr.enum)))
+            steps.append((STEP_ENUM, attr_index[attr.name], attr.enum.keywords()))
         elif isinstance(element, TypeRef):
             if element.operand is not None:
                 steps.append((STEP_TYPE_OF, element.operand))
@@ -360,7 +355,7 @@ def _optional_steps(spec, group, custom_enums, own_memory_parser, steps, attr_in
     elif isinstance(first, OperandRef):
         test, argument = TEST_VALUE, None
     elif isinstance(first, AttrRef) and first.spec.kind is AttrKind.ENUM:
-        test, argument = TEST_KEYWORD, frozenset(m.keyword for m in first.spec.enum)
+        test, argument = TEST_KEYWORD, first.spec.enum.keywords()
     else:
         raise _Unsupported
     if settled:  # presence settled by the operand when it was read, else by the test
@@ -378,12 +373,13 @@ def _optional_steps(spec, group, custom_enums, own_memory_parser, steps, attr_in
     steps.extend(inner)
 
 
-def fast_program(spec, parsed_op, custom_enums, own_memory_parser):
+def fast_program(spec, plan, parsed_op, custom_enums, own_memory_parser):
     """`spec`'s syntax as a program for tilebc._speedups.parse_ops (the same reading as the
     generated function, for ops written the usual way: anything else, and every error, is left to
-    the generated function), or None for a kind it does not read: regions, preview kinds, custom
-    directives other than the predicate, the dense constant and rounding, variadic results."""
-    if spec.regions or spec.preview or spec.structural or spec.unregistered \
+    the generated function), built as `plan` (the parser's _BuildPlan of the kind) says, or None
+    for a kind it does not read: regions, preview kinds, variadic results, directives it does not
+    know."""
+    if plan.regions or spec.preview or spec.structural or spec.unregistered \
             or any(r.variadic for r in spec.results) \
             or max(len(spec.operands), len(spec.attrs), len(spec.results)) > MAX_SLOTS:
         return None
@@ -392,25 +388,23 @@ def fast_program(spec, parsed_op, custom_enums, own_memory_parser):
         _program_steps(spec, compile_syntax(spec), custom_enums, own_memory_parser, steps)
     except _Unsupported:
         return None
-    operand_index = {o.name: i for i, o in enumerate(spec.operands)}
-    operands = tuple((o.name, ARITY_CODES[o.arity]) for o in spec.operands)
+    operand_index = {name: i for i, (name, _) in enumerate(plan.operands)}
+    operands = tuple((name, ARITY_CODES[arity]) for name, arity in plan.operands)
     attrs = []
-    for attr in spec.attrs:
-        if attr.kind is AttrKind.UNIT:
-            attrs.append((attr.name, ATTR_ABSENT, False))
-        elif attr.optional:
-            attrs.append((attr.name, ATTR_ABSENT, None))
+    for (name, needs_default, absent), attr in zip(plan.attrs, spec.attrs):
+        if needs_default is None:
+            attrs.append((name, ATTR_ABSENT, absent))
         elif callable(attr.default):
-            attrs.append((attr.name, ATTR_DEFAULT_FOR, attr))
+            attrs.append((name, ATTR_DEFAULT_FOR, attr))
         else:  # None: the generated function's error for the missing attribute
-            attrs.append((attr.name, ATTR_DEFAULT, attr.default))
+            attrs.append((name, ATTR_DEFAULT, attr.default))
     results = tuple(r.name == "result_token" for r in spec.results)
-    # load_ptr_tko's `%p, %x`: a mask or a padding value, which the generated function tells
-    # apart by type (the operand slots of the mask and the padding value)
+    # load_ptr_tko's `%p, %x`: a mask or a padding value, which _build tells apart by type (the
+    # operand slots of the mask and the padding value)
     swaps = (operand_index["mask"], operand_index["paddingValue"]) \
-        if "paddingValue" in operand_index and "mask" in operand_index else None
+        if plan.swaps_padding and "mask" in operand_index else None
     return (spec, tuple(steps), operands, tuple(attrs), results, swaps,
             operand_index.get(spec.result_like, -1) if spec.result_like else -1,
-            operand_index.get("token", -1), spec.family is Family.ELEMENTWISE,
-            tuple(operand_index[n] for n in spec.types_match if n in operand_index),
-            "result" in spec.types_match, parsed_op)
+            operand_index.get("token", -1), plan.elementwise,
+            tuple(operand_index[n] for n in plan.types_match if n in operand_index),
+            plan.matches_result, parsed_op)

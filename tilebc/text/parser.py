@@ -500,8 +500,7 @@ class _Parser:
             if block.args:
                 c.expect(",")
             self._block_arg(c, block, scope, "an argument name (%name)")
-            arg_attrs.append(A.DictionaryAttr(self._dictionary()) if c.at("{")
-                             else A.DictionaryAttr(()))
+            arg_attrs.append(A.DictionaryAttr(self._dictionary()) if c.at("{") else _NO_ATTRS)
             self._loc()
         c.expect(")")
         results = []
@@ -638,7 +637,8 @@ class _Parser:
         spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic))
         program = None
         if spec is not None and not spec.structural and spec.syntax:
-            program = fast_program(spec, ParsedOp, _CUSTOM_ENUMS, OWN_MEMORY_ATTRIBUTE_PARSER)
+            program = fast_program(spec, _build_plan(spec), ParsedOp, _CUSTOM_ENUMS,
+                                   OWN_MEMORY_ATTRIBUTE_PARSER)
         self._fast_programs[name] = program
         return program
 
@@ -1146,7 +1146,7 @@ class _Parser:
                 raise c.error(f"operation specifies weak memory ordering semantics, but then "
                               f"provides \"{scope.text}\" scope, expected no memory scope.",
                               scope.pos)
-            if scope.text not in {m.keyword for m in MemoryScope}:
+            if scope.text not in MemoryScope.keywords():
                 raise c.error(f"invalid memory_scope attribute specification. Got "
                               f"\"{scope.text}\" but expect one of: tl_blk, device, sys",
                               scope.pos)

@@ -512,6 +512,86 @@ def test_the_c_printer_loop_prints_what_the_python_one_prints(monkeypatch):
     assert any("#loc" in text for text in ours)
 
 
+def _fixture_modules() -> list:
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode")
+    return [tilebc.load(path, verify=False)
+            for path in sorted(glob.glob(os.path.join(fixtures, "*", "*-13.5.tilebc")))]
+
+
+def test_body_programs_print_what_the_fast_printers_print(monkeypatch):
+    """Every 13.5 fixture with every op kind compiled at once: the C loop prints most ops from
+    their kinds' body programs (printer.body_program), without the kinds' fast printers, and the
+    text, plain and `-g`, is the Python loop's."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    from tilebc import speedups as chosen
+    from tilebc.text import printer
+    monkeypatch.setattr(printer, "COMPILE_AFTER", 0)
+    modules = _fixture_modules()
+    python_texts = []
+    with monkeypatch.context() as pure:
+        for name in ("print_ops", "number_ops", "visit_locations", "alias_visit"):
+            pure.setattr(chosen, name, None)
+        for module in modules:
+            python_texts += [printer.print_module(module), printer.print_module(module, True)]
+    # each fast printer counts the ops it prints from now on
+    fast_calls = []
+    for key, (spec, body, program) in list(printer._OP_PRINTERS.items()):
+        def counted(op, ctx, body=body):
+            fast_calls.append(op.spec.mnemonic)
+            return body(op, ctx)
+        monkeypatch.setitem(printer._OP_PRINTERS, key, (spec, counted, program))
+    c_texts = []
+    for module in modules:
+        c_texts += [printer.print_module(module), printer.print_module(module, True)]
+    ops = sum(2 * sum(1 for _ in function.walk()) for module in modules
+              for function in module.functions)
+    assert len(c_texts) > 300 and c_texts == python_texts
+    assert ops > 10_000 and len(fast_calls) < ops / 3
+    with_program = {spec.mnemonic for spec, _, program in printer._OP_PRINTERS.values() if program}
+    assert {"reshape", "broadcast", "assume", "constant", "cmpi", "exti"} <= with_program
+
+
+def test_a_body_program_leaves_an_op_it_cannot_print_to_the_fast_printer(monkeypatch):
+    """An op of a kind with a body program, shaped otherwise than its kind declares (its operand
+    a tuple) or using a value the function does not name: the C loop's text, or error, is the
+    Python loop's (the kind's walked printer's text; the printer's `cannot print` error)."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    from tilebc import speedups as chosen
+    from tilebc.ir.module import Value
+    from tilebc.text import printer
+    monkeypatch.setattr(printer, "COMPILE_AFTER", 0)
+
+    def both(module):
+        """(C loop's text or error, Python loop's)"""
+        found = []
+        for pure in (False, True):
+            with monkeypatch.context() as patch:
+                if pure:
+                    patch.setattr(chosen, "print_ops", None)
+                try:
+                    found.append(printer.print_module(module))
+                except tilebc.TilebcError as error:
+                    found.append(f"error: {error}")
+        return found
+
+    module = next(m for m in _fixture_modules()
+                  if any(op.name == "reshape" for f in m.functions for op in f.walk()))
+    reshape = next(op for f in module.functions for op in f.walk() if op.name == "reshape")
+    source = reshape.operands["source"]
+    assert printer.body_program(reshape.spec) is not None
+    reshape.operands["source"] = (source,)
+    ours, theirs = both(module)
+    assert ours == theirs and "reshape %" in ours
+    reshape.operands["source"] = Value(source.type)  # defined nowhere: it has no name
+    ours, theirs = both(module)
+    assert ours == theirs and ours.startswith("error: ") and "cannot print reshape" in ours
+    reshape.operands["source"] = source
+    ours, theirs = both(module)
+    assert ours == theirs and "reshape %" in ours
+
+
 def test_print_ops_leaves_what_it_cannot_print_to_the_printer():
     """An op kind without a compiled printer, a multi-result op, or a printer that raises: the
     C loop hands the op to the Python method, whose text (or error) it keeps."""

@@ -55,6 +55,31 @@ static PyObject *number_text(Py_ssize_t number) {
     return PyUnicode_FromStringAndSize(buffer, length);
 }
 
+/* Every function numbers its values from 0: the texts of the first numbers ("N" and its use
+ * "%N") are made once and shared by all functions (two strings fewer per value). */
+#define SHARED_NUMBERS 4096
+static PyObject *number_heads[SHARED_NUMBERS], *number_uses[SHARED_NUMBERS];
+
+/* head = str(number), use = "%" + head (new references); -1 on error */
+static int numbered(Py_ssize_t number, PyObject **head, PyObject **use) {
+    if (number < SHARED_NUMBERS && number_heads[number] != NULL) {
+        *head = Py_NewRef(number_heads[number]);
+        *use = Py_NewRef(number_uses[number]);
+        return 0;
+    }
+    *head = number_text(number);
+    *use = *head == NULL ? NULL : PyUnicode_Concat(s_percent, *head);
+    if (*use == NULL) {
+        Py_CLEAR(*head);
+        return -1;
+    }
+    if (number < SHARED_NUMBERS) {
+        number_heads[number] = Py_NewRef(*head);
+        number_uses[number] = Py_NewRef(*use);
+    }
+    return 0;
+}
+
 /* 1 when `name` is in `scope` or an enclosing one (_Scope.__contains__), 0 when not, -1 error */
 static int in_scope(PyObject *scope, PyObject *name) {
     Py_INCREF(scope);
@@ -141,11 +166,16 @@ static int set_value(Counters *counters, PyObject *value, PyObject *name, PyObje
     int named = name == Py_None ? 0 : PyObject_IsTrue(name);
     if (named < 0)
         return -1;
-    PyObject *head;
-    if (named)
-        head = unique(counters, name, scope, sanitize);
-    else
-        head = number_text(counters->next_value++);
+    if (!named) {
+        PyObject *head, *use;
+        if (numbered(counters->next_value++, &head, &use) < 0)
+            return -1;
+        int failed = PyDict_SetItem(text, value, head) < 0 || PyDict_SetItem(refs, value, use) < 0;
+        Py_DECREF(head);
+        Py_DECREF(use);
+        return failed ? -1 : 0;
+    }
+    PyObject *head = unique(counters, name, scope, sanitize);
     if (head == NULL)
         return -1;
     int status = set_name(text, refs, value, head, 0);
@@ -344,14 +374,45 @@ static PyObject *rule_for(PyObject *spec, PyObject *rules, PyObject *rule_of) {
     return PyObject_CallOneArg(rule_of, spec);
 }
 
+/* The rules of the op kinds number_ops met so far (a block has few kinds): found by the spec's
+ * address, no dict asked. Strong references, dropped when the call ends. */
+#define RULE_CACHE 16
+typedef struct {
+    PyObject *spec[RULE_CACHE], *rule[RULE_CACHE];
+    int used;
+} RuleCache;
+
+static PyObject *cached_rule(RuleCache *cache, PyObject *spec, PyObject *rules,
+                             PyObject *rule_of) {
+    for (int i = 0; i < cache->used; i++)
+        if (cache->spec[i] == spec)
+            return Py_NewRef(cache->rule[i]);
+    PyObject *rule = rule_for(spec, rules, rule_of);
+    if (rule != NULL && cache->used < RULE_CACHE) {
+        cache->spec[cache->used] = Py_NewRef(spec);
+        cache->rule[cache->used++] = Py_NewRef(rule);
+    }
+    return rule;
+}
+
+static void clear_rules(RuleCache *cache) {
+    for (int i = 0; i < cache->used; i++) {
+        Py_DECREF(cache->spec[i]);
+        Py_DECREF(cache->rule[i]);
+    }
+    cache->used = 0;
+}
+
 static int number_op(PyObject *names_obj, Counters *counters, PyObject *op, PyObject *scope,
                      PyObject *nested, PyObject *rules, PyObject *rule_of, PyObject *sanitize,
                      PyObject *suggest, PyObject *suggested, PyObject *text, PyObject *refs,
-                     Hints *hints) {
+                     Hints *hints, RuleCache *cache) {
     PyObject *regions = PyObject_GetAttr(op, s_regions);
     if (regions == NULL)
         return -1;
-    int truth = PyObject_IsTrue(regions);
+    /* most ops hold the shared empty tuple */
+    int truth = PyTuple_CheckExact(regions) ? PyTuple_GET_SIZE(regions) > 0
+                                            : PyObject_IsTrue(regions);
     Py_DECREF(regions);
     if (truth < 0 || (truth && PyList_Append(nested, op) < 0))
         return -1;
@@ -359,25 +420,49 @@ static int number_op(PyObject *names_obj, Counters *counters, PyObject *op, PyOb
     if (results == NULL)
         return -1;
     int status = -1;
-    PyObject *spec = NULL, *rule = NULL, *results_list = PySequence_Tuple(results);
-    if (results_list == NULL)
-        goto done;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(results_list);
-    if (count == 0) {
-        status = 0;
-        goto done;
+    PyObject *spec = NULL, *rule = NULL, *results_list = NULL, *only = NULL;
+    PyObject **items;
+    Py_ssize_t count;
+    if (PyList_CheckExact(results) && PyList_GET_SIZE(results) <= 1) {
+        /* no result, or one: held here, no copy (the usual op) */
+        count = PyList_GET_SIZE(results);
+        if (count == 0) {
+            status = 0;
+            goto done;
+        }
+        only = Py_NewRef(PyList_GET_ITEM(results, 0));
+        items = &only;
+    } else {
+        /* a copy: suggest is Python code, which may change the op's results */
+        results_list = PySequence_Tuple(results);
+        if (results_list == NULL)
+            goto done;
+        count = PyTuple_GET_SIZE(results_list);
+        if (count == 0) {
+            status = 0;
+            goto done;
+        }
+        items = &PyTuple_GET_ITEM(results_list, 0);
     }
-    PyObject **items = PySequence_Fast_ITEMS(results_list);
     spec = PyObject_GetAttr(op, s_spec);
-    if (spec == NULL || (rule = rule_for(spec, rules, rule_of)) == NULL)
+    if (spec == NULL || (rule = cached_rule(cache, spec, rules, rule_of)) == NULL)
         goto done;
-    if (rule == Py_None) {  /* no suggested names: one numbered group */
+    if (rule == Py_None && count == 1) {  /* no suggested names, one result: the next number */
+        PyObject *head, *use;
+        if (numbered(counters->next_value++, &head, &use) < 0)
+            goto done;
+        int failed = PyDict_SetItem(text, items[0], head) < 0
+                     || PyDict_SetItem(refs, items[0], use) < 0;
+        Py_DECREF(head);
+        Py_DECREF(use);
+        status = failed ? -1 : 0;
+    } else if (rule == Py_None) {  /* no suggested names: one numbered group */
         PyObject *head = number_text(counters->next_value++);
         if (head == NULL)
             goto done;
         int failed = PyDict_SetItem(text, items[0], head) < 0;
         for (Py_ssize_t i = 0; i < count && !failed; i++)
-            failed = set_name(NULL, refs, items[i], head, count > 1) < 0;
+            failed = set_name(NULL, refs, items[i], head, 1) < 0;
         Py_DECREF(head);
         status = failed ? -1 : 0;
     } else if (count == 1 && PyUnicode_Check(rule) && PyUnicode_GET_LENGTH(rule) > 0
@@ -395,6 +480,7 @@ done:
     Py_XDECREF(rule);
     Py_XDECREF(spec);
     Py_XDECREF(results_list);
+    Py_XDECREF(only);
     Py_DECREF(results);
     return status;
 }
@@ -440,10 +526,13 @@ static PyObject *number_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     hints.suggested = suggested;
     if (!failed) {
         /* a tuple or list of ops: the callbacks only suggest names, they change no block */
+        RuleCache cache;
+        cache.used = 0;
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(sequence) && !failed; i++)
             failed = number_op(names_obj, &counters, PySequence_Fast_GET_ITEM(sequence, i), scope,
                                nested, rules, rule_of, sanitize, suggest, suggested, text,
-                               refs, &hints) < 0;
+                               refs, &hints, &cache) < 0;
+        clear_rules(&cache);
         PyObject *type, *value, *traceback;  /* an error of the loop's stays the one raised */
         PyErr_Fetch(&type, &value, &traceback);
         if (store_counter(names_obj, s_next_value, counters.next_value) < 0
@@ -462,6 +551,7 @@ static PyObject *number_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     Py_RETURN_NONE;
 }
 
+static PyObject *s_type_name, *s_keyword, *s_type_text, *s_texts, *s_printer;
 static PyObject *s_mnemonic, *s_equals, *s_newline, *s_space, *s_known, *s_ref, *s_visit,
     *s_groups, *s_comma;
 
@@ -500,11 +590,168 @@ static PyObject *location_text(PyObject *aliases, PyObject *known, PyObject *loc
  * `op` method prints it; nothing appended); -1 with an exception when printing
  * it fails: an error of the kinds the `op` method turns into "cannot print" becomes
  * cannot_print(op, error)'s answer, any other propagates, and the body printer never runs twice. */
+/* What body programs read besides the op: the type texts of this print (id(type) -> text) and
+ * the function making one (type_text); both NULL where the printer has none. */
+typedef struct {
+    PyObject *texts, *type_text;
+} ProgramContext;
+
+enum { STEP_TEXT, STEP_REF, STEP_REFS, STEP_TYPE, STEP_TYPES, STEP_RESULT_TYPE, STEP_KEYWORD,
+       STEP_CALL };
+
+/* The text of `value`'s type (a new reference): from the print's texts, else type_text(type). */
+static PyObject *type_text_of(ProgramContext *pc, PyObject *value) {
+    PyObject *type = PyObject_GetAttr(value, s_type_name);
+    if (type == NULL)
+        return NULL;
+    PyObject *key = PyLong_FromVoidPtr(type);
+    PyObject *text = key == NULL ? NULL : PyDict_GetItemWithError(pc->texts, key);
+    Py_XDECREF(key);
+    if (text != NULL && PyUnicode_Check(text))
+        text = Py_NewRef(text);
+    else if (!PyErr_Occurred())
+        text = PyObject_CallOneArg(pc->type_text, type);
+    else
+        text = NULL;
+    Py_DECREF(type);
+    if (text != NULL && !PyUnicode_Check(text)) {
+        Py_CLEAR(text);
+        PyErr_SetString(PyExc_TypeError, "a type's text is not a str");
+    }
+    return text;
+}
+
+/* Appends to `parts` the items of group `values` (a tuple) made by `one` (the use or the type
+ * text of each), ", " between them; -1 on failure. */
+static int append_each(PyObject *parts, PyObject *values, int types, PyObject *refs,
+                       ProgramContext *pc) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(values); i++) {
+        PyObject *value = PyTuple_GET_ITEM(values, i), *text;
+        if (i && PyList_Append(parts, s_comma) < 0)
+            return -1;
+        if (types) {
+            text = type_text_of(pc, value);
+        } else {
+            text = PyDict_GetItemWithError(refs, value);
+            Py_XINCREF(text);
+        }
+        int failed = text == NULL || PyList_Append(parts, text) < 0;
+        Py_XDECREF(text);
+        if (failed)
+            return -1;
+    }
+    return 0;
+}
+
+/* The op's body text from its program (see printer.body_program), a new str; NULL without an
+ * error set: the fast printer prints this op (it is shaped otherwise, something is missing, or a
+ * directive failed: that printer then says what). */
+static PyObject *run_program(PyObject *program, PyObject *op, PyObject *ctx, PyObject *refs,
+                             ProgramContext *pc, PyTypeObject *value_class) {
+    if (pc->texts == NULL || !PyTuple_Check(program) || PyTuple_GET_SIZE(program) != 2)
+        return NULL;
+    PyObject *shapes = PyTuple_GET_ITEM(program, 0), *steps = PyTuple_GET_ITEM(program, 1);
+    PyObject *operands = PyObject_GetAttr(op, s_operands), *attrs = NULL, *results = NULL;
+    PyObject *parts = NULL, *text = NULL;
+    if (operands == NULL || !PyDict_CheckExact(operands) || !PyTuple_Check(shapes)
+            || !PyTuple_Check(steps))
+        goto done;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shapes); i++) {
+        PyObject *shape = PyTuple_GET_ITEM(shapes, i);
+        if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 2)
+            goto done;
+        PyObject *group = PyDict_GetItemWithError(operands, PyTuple_GET_ITEM(shape, 0));
+        long arity = PyLong_AsLong(PyTuple_GET_ITEM(shape, 1));
+        if (group == NULL)
+            goto done;
+        int shaped = arity == 0 ? Py_TYPE(group) == value_class
+                   : arity == 1 ? group == Py_None || Py_TYPE(group) == value_class
+                   : arity == 2 ? PyTuple_CheckExact(group) : 0;
+        if (!shaped)
+            goto done;
+    }
+    parts = PyList_New(0);
+    if (parts == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(steps); i++) {
+        PyObject *step = PyTuple_GET_ITEM(steps, i), *made = NULL;
+        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) < 2)
+            goto done;
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(step, 0));
+        PyObject *arg = PyTuple_GET_ITEM(step, 1);
+        if (kind == STEP_TEXT) {
+            made = Py_NewRef(arg);
+        } else if (kind >= STEP_REF && kind <= STEP_TYPES) {
+            PyObject *group = PyDict_GetItemWithError(operands, arg);
+            if (group == NULL)
+                goto done;
+            if (kind == STEP_REF || kind == STEP_TYPE) {
+                if (Py_TYPE(group) != value_class)
+                    goto done;
+                if (kind == STEP_TYPE) {
+                    made = type_text_of(pc, group);
+                } else {
+                    made = PyDict_GetItemWithError(refs, group);
+                    Py_XINCREF(made);
+                }
+            } else {
+                if (!PyTuple_CheckExact(group)
+                        || append_each(parts, group, kind == STEP_TYPES, refs, pc) < 0)
+                    goto done;
+                continue;
+            }
+        } else if (kind == STEP_RESULT_TYPE) {
+            if (results == NULL && (results = PyObject_GetAttr(op, s_results)) == NULL)
+                goto done;
+            Py_ssize_t index = PyLong_AsSsize_t(arg);
+            if (!PyList_Check(results) || index < 0 || index >= PyList_GET_SIZE(results))
+                goto done;
+            made = type_text_of(pc, PyList_GET_ITEM(results, index));
+        } else if (kind == STEP_KEYWORD) {
+            if (attrs == NULL && (attrs = PyObject_GetAttr(op, s_attrs)) == NULL)
+                goto done;
+            PyObject *value = PyDict_Check(attrs) ? PyDict_GetItemWithError(attrs, arg) : NULL;
+            made = value == NULL ? NULL : PyObject_GetAttr(value, s_keyword);
+        } else if (kind == STEP_CALL && PyTuple_GET_SIZE(step) == 3
+                   && PyTuple_Check(PyTuple_GET_ITEM(step, 2))) {
+            PyObject *args = PyTuple_GET_ITEM(step, 2);
+            Py_ssize_t count = PyTuple_GET_SIZE(args);
+            PyObject *call[2 + 8];
+            if (count > 8)
+                goto done;
+            call[0] = op;
+            call[1] = ctx;
+            for (Py_ssize_t k = 0; k < count; k++)
+                call[2 + k] = PyTuple_GET_ITEM(args, k);
+            made = PyObject_Vectorcall(arg, call, 2 + count, NULL);
+        } else {
+            goto done;
+        }
+        int failed = made == NULL || !PyUnicode_Check(made) || PyList_Append(parts, made) < 0;
+        Py_XDECREF(made);
+        if (failed)
+            goto done;
+    }
+    PyObject *empty = PyUnicode_New(0, 0);
+    if (empty != NULL) {
+        text = PyUnicode_Join(empty, parts);
+        Py_DECREF(empty);
+    }
+done:
+    Py_XDECREF(parts);
+    Py_XDECREF(results);
+    Py_XDECREF(attrs);
+    Py_XDECREF(operands);
+    return text;
+}
+
 static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *printers,
                       PyObject *refs, PyObject *aliases, PyObject *known,
-                      PyObject *cannot_print, PyObject *text, PyObject *groups) {
+                      PyObject *cannot_print, PyObject *text, PyObject *groups,
+                      ProgramContext *pc, PyTypeObject *value_class) {
     PyObject *spec = PyObject_GetAttr(op, s_spec), *results = NULL, *body = NULL;
     PyObject *key = NULL, *loc = NULL, *located = NULL, *printer = NULL, *result = NULL;
+    PyObject *program = NULL;
     PyObject *mnemonic = NULL, *count_text = NULL, *frozen = NULL;
     Py_ssize_t count = 0;
     int status = 0;
@@ -512,13 +759,17 @@ static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *p
         return tilebc_recoverable() ? 0 : -1;
     key = PyLong_FromVoidPtr(spec);
     PyObject *found = key == NULL ? NULL : PyDict_GetItemWithError(printers, key);
-    if (found == NULL || !PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 2
-            || PyTuple_GET_ITEM(found, 0) != spec) {
+    if (found == NULL || !PyTuple_Check(found) || PyTuple_GET_SIZE(found) < 2
+            || PyTuple_GET_SIZE(found) > 3 || PyTuple_GET_ITEM(found, 0) != spec) {
         status = PyErr_Occurred() ? -1 : 0;
         goto done;
     }
     printer = PyTuple_GET_ITEM(found, 1);
     Py_INCREF(printer);  /* the printers map may change while Python code runs */
+    /* the kind's body program (printer.body_program), where it has one */
+    program = PyTuple_GET_SIZE(found) == 3 && value_class != NULL ? PyTuple_GET_ITEM(found, 2)
+                                                                  : Py_None;
+    Py_INCREF(program);
     results = PyObject_GetAttr(op, s_results);
     if (results == NULL || !PyList_Check(results)) {
         status = tilebc_recoverable() ? 0 : -1;
@@ -561,7 +812,15 @@ static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *p
         result = PyList_GET_ITEM(results, 0);
         Py_INCREF(result);
     }
-    body = PyObject_CallFunctionObjArgs(printer, op, ctx, NULL);
+    if (program != Py_None) {
+        body = run_program(program, op, ctx, refs, pc, value_class);
+        if (body == NULL && !tilebc_recoverable()) {
+            status = -1;
+            goto done;
+        }
+    }
+    if (body == NULL)
+        body = PyObject_CallFunctionObjArgs(printer, op, ctx, NULL);
     status = -1;
     if (body == NULL) {
         if (PyErr_ExceptionMatches(PyExc_AttributeError) || PyErr_ExceptionMatches(PyExc_TypeError)
@@ -649,6 +908,7 @@ done:
     Py_XDECREF(result);
     Py_XDECREF(results);
     Py_XDECREF(printer);
+    Py_XDECREF(program);
     Py_XDECREF(key);
     Py_DECREF(spec);
     return status;
@@ -660,10 +920,13 @@ done:
  * names; aliases: None, or the location aliases (`-g`); cannot_print(op, error): the error the
  * `op` method raises when an op's body printer fails. */
 static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "print_ops takes 8 arguments");
+    if (nargs != 8 && nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "print_ops takes 8 or 9 arguments");
         return NULL;
     }
+    /* the ninth, the Value class: the kinds' body programs run here */
+    PyTypeObject *value_class = nargs == 9 && PyType_Check(args[8]) ? (PyTypeObject *)args[8]
+                                                                    : NULL;
     PyObject *op_text = args[0], *ops = args[1], *ctx = args[2], *indent = args[3];
     PyObject *printers = args[4], *refs = args[5], *aliases = args[6], *known = NULL;
     PyObject *cannot_print = args[7];
@@ -698,8 +961,28 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
         Py_CLEAR(text_names);
         Py_CLEAR(groups);
     }
+    /* ctx.printer.type_text and its texts, for the body programs */
+    ProgramContext pc = {NULL, NULL};
+    if (value_class != NULL) {
+        PyObject *printer = PyObject_GetAttr(ctx, s_printer);
+        pc.type_text = printer != NULL ? PyObject_GetAttr(printer, s_type_text) : NULL;
+        pc.texts = pc.type_text != NULL ? PyObject_GetAttr(pc.type_text, s_texts) : NULL;
+        Py_XDECREF(printer);
+        if (pc.texts == NULL || !PyDict_Check(pc.texts)) {
+            Py_CLEAR(pc.texts);
+            Py_CLEAR(pc.type_text);
+            if (!tilebc_recoverable()) {
+                Py_XDECREF(known);
+                Py_XDECREF(text_names);
+                Py_XDECREF(groups);
+                return NULL;
+            }
+        }
+    }
     PyObject *sequence = PySequence_Tuple(ops);  /* a copy: Python code runs for every op */
     if (sequence == NULL) {
+        Py_XDECREF(pc.texts);
+        Py_XDECREF(pc.type_text);
         Py_XDECREF(known);
         Py_XDECREF(text_names);
         Py_XDECREF(groups);
@@ -716,7 +999,7 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
         if (PyList_Append(pieces, indent) < 0)
             goto done;
         int made = quick_line(pieces, op, ctx, printers, refs, aliases, known, cannot_print,
-                              text_names, groups);
+                              text_names, groups, &pc, value_class);
         if (made < 0)
             goto done;
         if (made == 0) {  /* quick_line appended nothing: the `op` method's line */
@@ -737,6 +1020,8 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
 done:
     Py_XDECREF(pieces);
     Py_DECREF(sequence);
+    Py_XDECREF(pc.texts);
+    Py_XDECREF(pc.type_text);
     Py_XDECREF(known);
     Py_XDECREF(text_names);
     Py_XDECREF(groups);
@@ -1035,6 +1320,11 @@ int add_printer(PyObject *module) {
     s_suggested = PyUnicode_InternFromString("_suggested");
     s_loc = PyUnicode_InternFromString("loc");
     s_mnemonic = PyUnicode_InternFromString("mnemonic");
+    s_type_name = PyUnicode_InternFromString("type");
+    s_keyword = PyUnicode_InternFromString("keyword");
+    s_type_text = PyUnicode_InternFromString("type_text");
+    s_texts = PyUnicode_InternFromString("texts");
+    s_printer = PyUnicode_InternFromString("printer");
     s_equals = PyUnicode_InternFromString(" = ");
     s_newline = PyUnicode_InternFromString("\n");
     s_space = PyUnicode_InternFromString(" ");
@@ -1060,6 +1350,7 @@ int add_printer(PyObject *module) {
         return -1;
     if (!s_next_value || !s_next_conflict || !s_text || !s_refs || !s_names
             || !s_parent || !s_regions || !s_results || !s_spec || !s_index || !s_percent || !s_suggested || !s_loc
+            || !s_type_name || !s_keyword || !s_type_text || !s_texts || !s_printer
             || !s_mnemonic || !s_equals || !s_newline || !s_space || !s_known || !s_ref
             || !s_visit)
         return -1;

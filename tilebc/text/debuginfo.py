@@ -112,16 +112,32 @@ class LocationAliases:
         return depth
 
     def finish(self) -> None:
-        # by depth, then alias name; a stable sort keeps print order among equals
-        keyed = sorted(((depth, _alias_name(node), node) for node, depth in self._depth.items()),
-                       key=itemgetter(0, 1))
+        # by depth, then alias name, print order kept among equals: nodes are grouped by (depth,
+        # name) in print order and the few groups sorted, rather than every node
+        groups: dict[tuple, list] = {}
+        alias_name = _ALIAS_NAMES.get
+        for node, depth in self._depth.items():
+            key = (depth, alias_name(node.__class__, "loc"))
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [node]
+            else:
+                group.append(node)
         counts: dict[str, int] = {}
         names = self.names
-        for _, base, node in keyed:
+        ordered, ordered_names = [], []
+        for key in sorted(groups):
+            base = key[1]
+            group = groups[key]
             count = counts.get(base, 0)
-            counts[base] = count + 1
-            names[node] = "#" + base + (str(count) if count else "")
-        self._sorted = [node for _, _, node in keyed]
+            counts[base] = count + len(group)
+            for node in group:
+                name = names[node] = "#" + base + (str(count) if count else "")
+                ordered_names.append(name)
+                count += 1
+            ordered += group
+        self._sorted = ordered
+        self._sorted_names = ordered_names  # the name of each node of _sorted
 
     def ref(self, loc) -> str:
         known = self._known.get(id(loc))
@@ -132,7 +148,22 @@ class LocationAliases:
         return text
 
     def definitions(self) -> list[str]:
-        return [f"{self.names[node]} = {self._define(node)}" for node in self._sorted]
+        names = self.names
+        define = self._define
+        di_loc = L.DILoc
+        scope_names: dict[int, str] = {}  # id(scope) -> its alias: a module's DILocs share few
+        lines = []
+        for node, name in zip(self._sorted, self._sorted_names):
+            if node.__class__ is di_loc:  # most nodes; _define's text
+                scope = node.scope  # kept alive by the node
+                scope_name = scope_names.get(id(scope))
+                if scope_name is None:
+                    scope_name = scope_names[id(scope)] = names.get(scope)
+                text = (f"#cuda_tile.di_loc<{names.get(_file_loc(node))} in {scope_name}>")
+            else:
+                text = define(node)
+            lines.append(f"{name} = {text}")
+        return lines
 
     def _define(self, node) -> str:
         name = self.names.get

@@ -662,6 +662,106 @@ class _FastWriter(_Writer):
             super().value(element)
 
 
+# The steps of a body program (print_ops runs them in C, tilebc/_printer.c): each a tuple, its
+# first item one of these.
+STEP_TEXT = 0         # (STEP_TEXT, text)
+STEP_REF = 1          # (STEP_REF, operand name): the use of a single operand
+STEP_REFS = 2         # (STEP_REFS, operand name): the uses of a variadic group, ", " between
+STEP_TYPE = 3         # (STEP_TYPE, operand name): a single operand's type
+STEP_TYPES = 4        # (STEP_TYPES, operand name): a variadic group's types, ", " between
+STEP_RESULT_TYPE = 5  # (STEP_RESULT_TYPE, index): a result's type
+STEP_KEYWORD = 6      # (STEP_KEYWORD, attribute name): an enum attribute's keyword
+STEP_CALL = 7         # (STEP_CALL, directive, args): directive(op, ctx, *args)
+
+
+class _NoProgram(Exception):
+    """The op kind's syntax needs more than a body program has."""
+
+
+class _ProgramWriter(_Writer):
+    """The body of an op kind as straight-line steps for print_ops' C loop, for syntax without
+    optional groups: literals, single and variadic operands and their types, result types, enum
+    keywords and directives. The kind's fast printer (_FastWriter) prints the same text; an op
+    the steps cannot print (shaped otherwise than declared, a name or type missing, a directive
+    failing) is printed by it."""
+
+    def __init__(self, spec):
+        super().__init__()
+        self.spec = spec
+        self.steps: list[tuple] = []
+
+    def text(self, value: str) -> None:
+        if self.steps and self.steps[-1][0] == STEP_TEXT:
+            self.steps[-1] = (STEP_TEXT, self.steps[-1][1] + value)
+        else:
+            self.steps.append((STEP_TEXT, value))
+
+    def flush(self) -> None:
+        pass
+
+    def code(self, *lines: str) -> None:
+        raise _NoProgram()
+
+    def optional(self, group: OptionalGroup) -> None:
+        raise _NoProgram()
+
+    def _arity(self, index: int):
+        return self.spec.operands[index].arity
+
+    def value(self, element) -> None:
+        if isinstance(element, OperandRef):
+            arity = self._arity(element.index)
+            step = STEP_REF if arity is Arity.ONE else STEP_REFS if arity is Arity.VARIADIC \
+                else None
+            if step is None:
+                raise _NoProgram()
+            self.space()
+            self.steps.append((step, element.name))
+        elif isinstance(element, AttrRef):
+            if element.spec.kind is not AttrKind.ENUM or element.spec.optional:
+                raise _NoProgram()
+            self.space()
+            self.steps.append((STEP_KEYWORD, element.name))
+        elif isinstance(element, TypeRef):
+            if element.operand is not None:
+                arity = self._arity(element.operand)
+                step = STEP_TYPE if arity is Arity.ONE else STEP_TYPES \
+                    if arity is Arity.VARIADIC else None
+                if step is None:
+                    raise _NoProgram()
+                self.space()
+                self.steps.append((step, self.spec.operands[element.operand].name))
+            elif not element.variadic and element.result is not None:
+                self.space()
+                self.steps.append((STEP_RESULT_TYPE, element.result))
+            else:
+                raise _NoProgram()
+        elif isinstance(element, Custom):
+            function, drop_space = DIRECTIVES[element.name]
+            if drop_space and self.should_space:
+                raise _NoProgram()  # a space only before a non-empty text
+            self.space()
+            self.steps.append((STEP_CALL, function, tuple(element.args)))
+        else:
+            raise _NoProgram()
+
+
+_SHAPES = {Arity.ONE: 0, Arity.OPTIONAL: 1, Arity.VARIADIC: 2}
+
+
+def body_program(spec) -> tuple | None:
+    """(shapes, steps) of `spec`'s op body for print_ops' C loop, or None where its syntax needs
+    the fast printer. `shapes` has each operand group's (name, 0 one / 1 optional / 2 variadic):
+    an op shaped otherwise goes to the fast printer, as that printer sends it to the generic."""
+    writer = _ProgramWriter(spec)
+    try:
+        writer.elements(compile_syntax(spec))
+    except _NoProgram:
+        return None
+    shapes = tuple((operand.name, _SHAPES[operand.arity]) for operand in spec.operands)
+    return shapes, tuple(writer.steps)
+
+
 def _type_texts():
     """str(type), remembered by identity for one print (a module shares its type objects)."""
     cache: dict[int, str] = {}
@@ -674,6 +774,7 @@ def _type_texts():
             keep.append(value)
         return text
     type_text.known = cache.get  # id(type) -> its text once made: the fast printers' first try
+    type_text.texts = cache  # the same, for print_ops' body programs
     return type_text
 
 
@@ -736,7 +837,8 @@ def op_printer(spec):
     source, constants = _fast_printer_source(spec)
     namespace = {**_PRINTER_NAMES, "GENERIC": _generic_printer(spec), **constants}
     exec(compile_generated(source, f"<tilebc fast printer {spec.mnemonic}>"), namespace)
-    _OP_PRINTERS[id(spec)] = (spec, namespace["body"])
+    # the spec, its fast printer, and its body program for print_ops (None: the printer's)
+    _OP_PRINTERS[id(spec)] = (spec, namespace["body"], body_program(spec))
     return namespace["body"]
 
 
@@ -898,7 +1000,7 @@ class _ModulePrinter:
         print_ops = speedups.print_ops
         if print_ops is not None and not self.generic:  # the same loop in C (tilebc/_printer.c)
             body = print_ops(op_text, ops, inner, indent, _OP_PRINTERS, ctx.names.refs,
-                             self.aliases if self.debug else None, self._cannot_print)
+                             self.aliases if self.debug else None, self._cannot_print, Value)
         else:
             body = "".join([indent + op_text(op, inner) + "\n" for op in ops])
         return "{\n" + body + ctx.indent + "}"

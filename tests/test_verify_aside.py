@@ -4,6 +4,7 @@ and no output (an old file kept) for an invalid module or input that does not de
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import tilebc
 from tilebc.ir.types import i32, scalar
 from tilebc.ir.builder import new_function
 from tilebc.text import print_module
-from tilebc.verify_aside import MIN_BYTES, verify_aside
+from tilebc.verify_aside import MIN_BYTES, VALID, AsideVerifier, verify_aside
 
 from conftest import run_cli
 
@@ -106,6 +107,47 @@ def test_a_child_failing_for_its_own_reasons_is_verified_again(large):
     for child in (killed, pid):  # none left behind
         with pytest.raises(ChildProcessError):
             os.waitpid(child, os.WNOHANG)
+
+
+def _child(said_valid: bool, linger: float = 0.0):
+    """(pid, pipe's read end) of a child standing in for the verifier: it writes VALID or
+    nothing, stays `linger` seconds, and exits 0."""
+    verdict, said = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(verdict)
+        if said_valid:
+            os.write(said, VALID)
+        time.sleep(linger)
+        os._exit(0)
+    os.close(said)
+    return pid, verdict
+
+
+def test_the_parent_goes_on_once_the_child_said_valid(large):
+    """The child says VALID before it ends, and the parent goes on without waiting for its end
+    (a process that built a large module takes a while to give back its memory)."""
+    module = tilebc.load(large["valid"], verify=False)
+    pid, verdict = _child(said_valid=True, linger=5)
+    aside = AsideVerifier(module, pid, verdict)
+    start = time.monotonic()
+    with aside:
+        aside.confirm()
+    assert aside.valid is True and time.monotonic() - start < 3
+    assert os.waitpid(pid, 0)[0] == pid  # not killed: it ends on its own
+
+
+def test_a_child_ending_without_a_word_is_not_taken_as_valid(large):
+    """A child that exits 0 without writing VALID (it failed before it could) proves nothing:
+    the parent verifies the module itself and raises the verifier's error."""
+    module = tilebc.load(large["invalid"], verify=False)
+    pid, verdict = _child(said_valid=False)
+    aside = AsideVerifier(module, pid, verdict)
+    with pytest.raises(tilebc.TilebcError, match="addf"):
+        aside.confirm()
+    assert aside.valid is False
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 def test_asm_of_a_large_module_encodes_as_when_verified_first(large, tmp_path):

@@ -16,7 +16,7 @@
 
 enum { A_READ = 0, A_UNIT = 1, A_OPTIONAL = 2, A_ABSENT = 3 };
 enum { K_ENUM = 0, K_INT = 1, K_BOOL = 2, K_TYPE = 3, K_STRING = 4, K_SYMBOL = 5, K_CALL = 6,
-       K_I32_ARRAY = 7, K_I64_ARRAY = 8, K_DENSE = 9, K_TAGGED = 10 };
+       K_I32_ARRAY = 7, K_I64_ARRAY = 8, K_DENSE = 9, K_TAGGED = 10, K_BOOL_ARRAY = 11 };
 enum { M_FIXED = 0, M_SEGMENTED = 1, M_FLAT = 2 };
 enum { R_ONE = 0, R_OPTIONAL = 1, R_VARIADIC = 2 };
 
@@ -280,6 +280,31 @@ refused:
     return NULL;
 }
 
+/* A bool array: a varint count, then a byte of 0 or 1 each (any other byte: the careful reader,
+ * which reads it leniently). */
+static PyObject *read_bool_array(OpDecoder *self, Cursor *c) {
+    uint64_t count;
+    if (read_varint(self, c, &count) < 0)
+        return NULL;
+    if (c->pos > c->end || c->end > c->size || count > (uint64_t)(c->end - c->pos)) {
+        bail(self);
+        return NULL;
+    }
+    PyObject *flags = PyTuple_New((Py_ssize_t)count);
+    if (flags == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+        unsigned int byte = c->data[c->pos++];
+        if (byte > 1) {
+            Py_DECREF(flags);
+            bail(self);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(flags, i, PyBool_FromLong(byte));
+    }
+    return flags;
+}
+
 static PyObject *read_attr(OpDecoder *self, AttrStep *step, PyObject *mr, PyObject *reader,
                            PyObject *data, Cursor *c, PyObject *rtypes) {
     uint64_t key;
@@ -367,6 +392,8 @@ static PyObject *read_attr(OpDecoder *self, AttrStep *step, PyObject *mr, PyObje
     case K_I32_ARRAY:
     case K_I64_ARRAY:
         return read_int_array(self, c, step->kind == K_I32_ARRAY ? 4 : 8);
+    case K_BOOL_ARRAY:
+        return read_bool_array(self, c);
     case K_DENSE: {
         /* mr._dense[(index, type)]: the reader's attribute of that constant at that type, made
          * by mr.dense (through extra) the first time */
@@ -1119,7 +1146,7 @@ static PyObject *decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         if ((kind == K_ENUM && !PyDict_Check(out->extra)) || width < 1 || width > 64
                 || bit < -1 || bit > 63 || action < A_READ || action > A_ABSENT
                 || (bit < 0 && (action == A_UNIT || action == A_OPTIONAL))
-                || kind < K_ENUM || kind > K_TAGGED) {
+                || kind < K_ENUM || kind > K_BOOL_ARRAY) {
             PyErr_SetString(PyExc_ValueError, "malformed OpDecoder attribute step");
             goto fail;
         }
@@ -1198,8 +1225,8 @@ int add_op_decoder(PyObject *module) {
         Py_DECREF(&OpDecoderType);
         return -1;
     }
-    /* the attribute kinds an OpDecoder program may name (K_ENUM..K_TAGGED) */
-    if (PyModule_AddIntConstant(module, "DECODER_KINDS", K_TAGGED + 1) < 0)
+    /* the attribute kinds an OpDecoder program may name (K_ENUM..K_BOOL_ARRAY) */
+    if (PyModule_AddIntConstant(module, "DECODER_KINDS", K_BOOL_ARRAY + 1) < 0)
         return -1;
     return PyModule_AddFunctions(module, decoder_functions);
 }

@@ -117,7 +117,6 @@ def _default_bytecode_output(path: str) -> str:
 
 
 def cmd_dis(args) -> int:
-    from .text.printer import module_text_pieces
     from .verify_aside import read_verified
     data = read_input(args.input)
     # Unverified, the debug section is still read whole, as tileirdisasm reads it (the verifier
@@ -125,6 +124,8 @@ def cmd_dis(args) -> int:
     module, verifier = read_verified(
         lambda: decode_bytes(data, display_name(args.input), lazy_debug=not args.no_verify),
         len(data), enabled=not args.no_verify, may_fork=_held is not None)
+    # loaded after the fork: a child verifying aside never prints
+    from .text.printer import module_text_pieces
     _hold(module)
     # A regular file takes the text an entry at a time (the text of a large module is never held
     # whole) and is replaced only once the module is known valid; stdout or a device gets nothing

@@ -10,6 +10,10 @@ while the parent copies those it touches, about as long as decoding. The parent 
 output only after the child has found the module valid. Where the child finds a problem, or fails
 in any other way, the parent verifies again itself, so every message and exit status is the one
 verifying in place gives.
+
+The child says "valid" through a pipe before it exits, and the parent goes on at once: a process
+that built a large module takes tens of milliseconds to end (its memory is given back), and the
+parent need not wait for that. A child that ends without a word found a problem (or failed).
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from .inputs import verify_module
 # module) costs more than verifying in place.
 MIN_BYTES = 64 * 1024
 TEXT_BYTES_PER_BYTECODE_BYTE = 4  # a module's text form is about four times its bytecode
+VALID = b"valid"  # what the child writes once it found the module valid
 
 
 def _usable_cores() -> int:
@@ -56,9 +61,10 @@ class AsideVerifier(Verified):
 
     in_place = False
 
-    def __init__(self, module, pid: int):
+    def __init__(self, module, pid: int, verdict: int | None = None):
         self.module = module
         self.pid = pid
+        self.verdict = verdict  # the pipe's read end, where the child writes VALID (None: none)
         self.valid: bool | None = None
         self.error: BaseException | None = None  # what verifying here raised
 
@@ -66,7 +72,13 @@ class AsideVerifier(Verified):
         if self.error is not None:
             raise self.error
         if self.valid is None:
-            self.valid = self._reap() == 0
+            if self.verdict is not None:
+                self.valid = self._read_verdict()
+                # a child that said VALID may still be ending: not waited for (one that said
+                # nothing has closed the pipe as it exited)
+                self._reap(wait=not self.valid)
+            else:
+                self.valid = self._reap() == 0
         if not self.valid:
             try:
                 verify_module(self.module)  # the error, as verifying in place raises it
@@ -92,16 +104,40 @@ class AsideVerifier(Verified):
                 pass
             self._reap()
             self.valid = False
+        self._close_verdict()
+        if self.pid:
+            self._reap(wait=False)
 
-    def _reap(self) -> int:
+    def _read_verdict(self) -> bool:
+        """Whether the child wrote VALID before it ended (waits for the one or the other)."""
+        try:
+            said = os.read(self.verdict, len(VALID))
+        except OSError:
+            said = b""
+        finally:
+            self._close_verdict()
+        return said == VALID
+
+    def _close_verdict(self) -> None:
+        if self.verdict is not None:
+            try:
+                os.close(self.verdict)
+            except OSError:
+                pass
+            self.verdict = None
+
+    def _reap(self, wait: bool = True) -> int:
         """The child's exit status once it ended (1 when there is no child to wait for); the pid
-        is forgotten only then, so an interrupted wait leaves it for cancel() to kill."""
+        is forgotten only then, so an interrupted wait leaves it for cancel() to kill. Without
+        `wait`, a child still running is left to end on its own (-1)."""
         if not self.pid:
             return 1
         try:
-            _, status = os.waitpid(self.pid, 0)
+            pid, status = os.waitpid(self.pid, 0 if wait else os.WNOHANG)
         except ChildProcessError:
-            status = None
+            pid, status = self.pid, None
+        if pid == 0:  # still running
+            return -1
         self.pid = 0
         return 1 if status is None else os.waitstatus_to_exitcode(status)
 
@@ -116,19 +152,28 @@ def verify_aside(read, size: int, *, text: bool = False) -> AsideVerifier | None
     if size < MIN_BYTES or not hasattr(os, "fork") or _usable_cores() < 2:
         return None
     try:
-        pid = os.fork()
+        verdict, said = os.pipe()
     except OSError:
         return None
-    if pid == 0:  # the child: a verdict in the exit status, nothing else, never returns
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(verdict)
+        os.close(said)
+        return None
+    if pid == 0:  # the child: VALID on the pipe, or nothing; never returns
         code = 2
         try:
+            os.close(verdict)
             verify_module(read())
+            os.write(said, VALID)
             code = 0
         except BaseException:  # any failure: the parent verifies again and reports it
             code = 1
         finally:
             os._exit(code)
-    return AsideVerifier(None, pid)
+    os.close(said)
+    return AsideVerifier(None, pid, verdict)
 
 
 def read_verified(read, size: int, *, text: bool = False, enabled: bool = True,

@@ -310,6 +310,7 @@ _INLINE_KINDS = {AttrKind.ENUM: 0, AttrKind.INT: 1, AttrKind.BOOL: 2, AttrKind.T
 _CALLED = 6  # read by a Python function f(mr, reader, data, pos, rtypes) -> (value, pos)
 _DENSE = 9  # mr._dense looked up in C, _read_dense called for a constant not there yet
 _TAGGED = 10  # mr._attr_cache looked up in C for div_by and bounded, else _read_tagged called
+_BOOL_ARRAY = 11  # read in C (an extension built before it calls the careful reader)
 _MODES = {FIXED: 0, SEGMENTED: 1, FLAT: 2}
 _ARITIES = {Arity.ONE: 0, Arity.OPTIONAL: 1, Arity.VARIADIC: 2}
 
@@ -352,6 +353,12 @@ def _attr_program(name, action, bit, attr, version: Version) -> tuple:
                 kind, extra = _TAGGED, (_read_tagged, ATTR_DIV_BY, ATTR_BOUNDED)
         elif attr.kind is AttrKind.DENSE:
             kind, extra = _DENSE, _read_dense
+        elif attr.kind is AttrKind.BOOL_ARRAY:
+            from .. import speedups
+            if speedups.DECODER_KINDS > _BOOL_ARRAY:
+                kind = _BOOL_ARRAY
+            else:
+                extra = _careful_attr(attr)
         elif kind == _CALLED:
             extra = _careful_attr(attr)
     return (name, _ACTIONS[action], bit, kind, width, extra)

@@ -22,7 +22,8 @@ from tilebc.text import print_module
 
 from conftest import needs_disasm
 from test_malformed import (CASES, FUNC, NVIDIA_ACCEPTS, RETURN, STRING, TYPE, TYPES,
-                             V13_1, V13_3, V13_5, S, _section, module_bytes, subprogram_debug)
+                             V13_1, V13_3, V13_5, S, _section, func_entry, module_bytes,
+                             subprogram_debug)
 
 pytestmark = needs_disasm
 
@@ -221,6 +222,22 @@ def test_bool_byte_reads_as_true():
     hints = b"\x0b\x01\x01\x0a\x01\x01\x03\x07"  # sm_90 = {sm_90 = <bool byte 7>}
     data = module_bytes(V13_3, hints=hints)
     assert_reads_like_nvidia(data, r"bool attribute byte is 7")
+
+
+def test_entries_repeating_their_hints_share_them_and_each_is_warned_of():
+    """Entries whose hints are the same bytes read as one attribute (decoded once); bytes that
+    read with a warning are read for each entry, so each entry's offset is warned of."""
+    good = b"\x0b\x01\x01\x0a\x01\x01\x03\x01"  # sm_90 = {sm_90 = true}
+    bad = b"\x0b\x01\x01\x0a\x01\x01\x03\x07"   # sm_90 = {sm_90 = <bool byte 7>}
+    entries = [func_entry(V13_3, hints=hints, name=name)
+               for name, hints in ((0, good), (1, good), (3, bad), (4, bad))]
+    data = module_bytes(V13_3, funcs=entries, strings=(b"k", b"sm_90", b"", b"k2", b"k3"))
+    decoder = ModuleReader(data, "two.tilebc")
+    module = decoder.read()
+    hints = [function.optimization_hints for function in module.functions]
+    assert hints[0] is hints[1] and hints[2] == hints[3] and hints[2] is not hints[3]
+    warned = [w for w in decoder.log.warnings if "bool attribute byte is 7" in w.message]
+    assert len(warned) == 2 and warned[0].offset != warned[1].offset
 
 
 @pytest.mark.parametrize("version,flags", [(V13_1, 0x42), (V13_1, 0x0a), (V13_3, 0x82)])

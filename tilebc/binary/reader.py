@@ -125,6 +125,11 @@ def _decode_ops(mr, reader, data, pos: int, end: int, values, preorder, pending,
     return ops, pos
 
 
+# _header_attr keeps encodings up to this size, this many of them
+_HEADER_BLOB_LIMIT = 4096
+_HEADER_ATTRS_KEPT = 4096
+
+
 class ModuleReader:
     # Tests switch this off to compare the fast decoder with the careful one.
     use_fast_path = True
@@ -167,6 +172,9 @@ class ModuleReader:
         self._fast_uses: dict[int, int] = {}  # opcode -> ops read carefully in the fast loop
         self._locations: dict[int, object] = {0: None}
         self._attr_cache: dict[tuple, A.Attribute] = {}  # fast path: equal attributes shared
+        # entry header attributes: {first two bytes: {length: {encoding: attribute}}}
+        self._header_attrs: dict[bytes, dict] = {}
+        self._header_attr_count = 0
         self.num_ops = 0
         self.num_params = 0  # parameters of the entries read so far
         self.fast_fallbacks = 0  # function bodies the fast decoder handed back (tests watch this)
@@ -957,13 +965,13 @@ class ModuleReader:
         arg_attrs = None
         if self.version >= ENTRY_ARG_ATTRS or flags & FUNCTION_FLAG_HINTS:
             hints_offset = reader.offset
-            hints = self.tagged_attr(reader)
+            hints = self._header_attr(reader)
             if not isinstance(hints, A.OptimizationHintsAttr):
                 raise self.error("function hints must be an optimization_hints attribute",
                                  hints_offset)
         if self.version >= ENTRY_ARG_ATTRS:
             attrs_offset = reader.offset
-            arg_attrs = self.tagged_attr(reader)
+            arg_attrs = self._header_attr(reader)
             if not isinstance(arg_attrs, A.ArrayAttr):
                 raise self.error("function argument attributes must be an array", attrs_offset)
         # checked after the hints, as NVIDIA's reader reports a bad hint dictionary first
@@ -996,6 +1004,29 @@ class ModuleReader:
         if loc_index:
             self._attach_locations(function, loc_index, loc_offset, preorder, pending)
         return function
+
+    def _header_attr(self, reader: Reader) -> A.Attribute:
+        """tagged_attr for an entry's hints and parameter attributes, decoded once per distinct
+        encoding: the entries of a large module repeat theirs. Bytes that read with a warning
+        are read each time (a warning names its own offset)."""
+        data, pos = reader.data, reader.pos
+        by_length = self._header_attrs.get(data[pos:pos + 2])  # the tag and what follows it
+        if by_length is not None:
+            for length, known in by_length.items():
+                if pos + length <= reader.end:
+                    value = known.get(data[pos:pos + length])
+                    if value is not None:
+                        reader.pos = pos + length
+                        return value
+        warned = len(self.log.warnings)
+        value = self.tagged_attr(reader)
+        length = reader.pos - pos
+        if len(self.log.warnings) == warned and length <= _HEADER_BLOB_LIMIT \
+                and self._header_attr_count < _HEADER_ATTRS_KEPT:
+            by_length = self._header_attrs.setdefault(data[pos:pos + 2], {})
+            by_length.setdefault(length, {})[data[pos:reader.pos]] = value
+            self._header_attr_count += 1
+        return value
 
     def _read_body(self, reader: Reader, args: list[Value], preorder: list[Op],
                    pending: PendingLocations | None) -> list[Op]:

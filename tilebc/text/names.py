@@ -142,6 +142,9 @@ def block_arg_names(op: Op, region_index: int, block: Block) -> list[str | None]
     return [None] * len(args)
 
 
+_ARGUMENT_NAMES = tuple(f"arg{number}" for number in range(64))
+
+
 class _Scope:
     __slots__ = ("names", "parent")
 
@@ -239,7 +242,16 @@ class FunctionNames:
     def _number_block(self, block: Block, owner, region_index: int, entry: bool,
                       scope: _Scope, nested: list[Op]) -> None:
         args = block.args
-        if args:
+        if args and owner is None and entry and not self.text:
+            # a function's parameters, named first: `argN`, nothing in scope to clash with
+            text, refs, names = self.text, self.refs, scope.names
+            for number, arg in enumerate(args, self.next_argument):
+                name = text[arg] = _ARGUMENT_NAMES[number] if number < len(_ARGUMENT_NAMES) \
+                    else f"arg{number}"
+                refs[arg] = "%" + name
+                names.add(name)
+            self.next_argument += len(args)
+        elif args:
             given = block_arg_names(owner, region_index, block) if isinstance(owner, Op) \
                 else [None] * len(args)
             for arg, name in zip(args, given):

@@ -188,7 +188,8 @@ def _region(op, ctx, index, implicit=None):
 def _argument_region(op, ctx, index):
     region = op.regions[index]
     block = region.blocks[0]
-    args = ", ".join(f"{ctx.names.ref(a)}: {a.type}" for a in block.args)
+    tt = ctx.printer.type_text
+    args = ", ".join(f"{ctx.names.ref(a)}: {tt(a.type)}" for a in block.args)
     return f"\n{ctx.indent}({args}) " + ctx.printer.region(region, ctx)
 
 
@@ -210,12 +211,13 @@ def _loop_signature(op, ctx, region_index, init, results):
         text += f"iter_values({_iter_values(op, ctx, region_index, 0, init)}) "
     if inits or result_types:
         text += ": "
+    tt = ctx.printer.type_text
     if inits:
-        text += ", ".join(str(v.type) for v in inits) + " "
+        text += ", ".join(tt(v.type) for v in inits) + " "
         if result_types:
             text += "-> "
     if result_types:
-        text += ", ".join(map(str, result_types)) + " "
+        text += ", ".join(map(tt, result_types)) + " "
     return text.rstrip(" ")
 
 
@@ -235,12 +237,13 @@ def _mixed_dims(op, ctx, dynamic, which):
 
 def _tensor_view_types(op, ctx, base, shape, strides):
     dynamic = op.operands[shape.name] + op.operands[strides.name]
+    tt = ctx.printer.type_text
     prefix = ""
     if dynamic:
-        prefix = f"{dynamic[0].type} -> "
+        prefix = f"{tt(dynamic[0].type)} -> "
     elif getattr(op.operands[base.name].type.element, "ptr_attr", 0):
-        prefix = f"{op.operands[base.name].type} -> "
-    return prefix + str(op.results[0].type)
+        prefix = f"{tt(op.operands[base.name].type)} -> "
+    return prefix + tt(op.results[0].type)
 
 
 def _index_types(op, ctx, index):
@@ -649,7 +652,8 @@ class _FastWriter(_Writer):
             elif not element.variadic:
                 self.expression(self.type_text(f"op.results[{element.result}].type"))
             else:
-                self.expression(f"', '.join(map(str, _types_of(op, {self.constant(element)})))")
+                self.expression(f"', '.join([tt(t) for t in _types_of(op, "
+                                f"{self.constant(element)})])")
         elif isinstance(element, Custom):
             function, drop_space = DIRECTIVES[element.name]
             if drop_space and self.should_space:
@@ -959,8 +963,14 @@ class _ModulePrinter:
     def function(self, function: Function) -> str:
         names = FunctionNames(function)
         tt = self.type_text
-        args = ", ".join(f"{names.ref(a)}: {tt(a.type)}{self.arg_attrs(function, i)}"
-                         for i, a in enumerate(function.args))
+        attrs = function.arg_attrs
+        if attrs is None or not any(isinstance(e, A.DictionaryAttr) and e.entries
+                                    for e in attrs.elements):  # no parameter shows attributes
+            ref = names.ref
+            args = ", ".join([f"{ref(a)}: {tt(a.type)}" for a in function.args])
+        else:
+            args = ", ".join(f"{names.ref(a)}: {tt(a.type)}{self.arg_attrs(function, i)}"
+                             for i, a in enumerate(function.args))
         keyword = "testing$func" if getattr(function, "testing", False) else ENTRY_OP.mnemonic
         text = f"{keyword} {V.symbol(function.name)}({args})"
         results = function.type.results

@@ -311,6 +311,31 @@ def test_plain_locations_stops_at_what_it_cannot_make():
         speedups.plain_locations(*call[:-1])
 
 
+def test_materialised_locations_are_stored_as_the_python_loop_stores_them(monkeypatch):
+    """Every 13.5 fixture's op locations read lazily: with the materialising loop in C
+    (store_locations) each op becomes a plain Op holding the location the Python loop gives it."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    from tilebc.binary import lazyloc
+    from tilebc.ir.module import Op
+
+    def locations(compiled: bool):
+        with monkeypatch.context() as patch:
+            if not compiled:
+                patch.setattr(lazyloc, "store_locations", None)
+            found = []
+            for module in _fixture_modules():
+                for function in module.functions:
+                    ops = list(function.walk())
+                    found += [(op.loc, type(op)) for op in ops]
+            return found
+    ours, theirs = locations(True), locations(False)
+    assert len(ours) > 1000 and ours == theirs
+    assert {kind for _, kind in ours} == {Op} and any(loc is not None for loc, _ in ours)
+    with pytest.raises(TypeError):
+        speedups.store_locations([], [], None, Op)
+
+
 def test_plain_locations_makes_call_sites_of_plain_parts_only():
     """With the call-site arguments, an entry `callsite(callee at caller)` is made in C when each
     part is unknown (index 0 or an `unknown` entry), decoded already, or a plain DILoc entry (kept

@@ -1027,6 +1027,29 @@ fail:
     return NULL;
 }
 
+/* store_locations(ops, locations, loc_slot, op_class): for each op and its location, the
+ * location stored through `loc_slot` (Op's member descriptor for `loc`) and the op's class made
+ * `op_class` (PendingLocations.materialise's loop; the ops are DecodedOps, whose `loc` property
+ * would decode the function's locations again). */
+static PyObject *store_locations(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyList_Check(args[0]) || !PyList_Check(args[1])
+            || Py_TYPE(args[2])->tp_descr_set == NULL || !PyType_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "store_locations(ops, locations, loc_slot, op_class)");
+        return NULL;
+    }
+    PyObject *ops = args[0], *locations = args[1], *slot = args[2], *op_class = args[3];
+    descrsetfunc set = Py_TYPE(slot)->tp_descr_set;
+    Py_ssize_t count = PyList_GET_SIZE(ops) < PyList_GET_SIZE(locations)
+                       ? PyList_GET_SIZE(ops) : PyList_GET_SIZE(locations);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        /* the lists are the caller's own: no Python code runs here to change them */
+        PyObject *op = PyList_GET_ITEM(ops, i), *loc = PyList_GET_ITEM(locations, i);
+        if (set(slot, op, loc) < 0 || PyObject_SetAttrString(op, "__class__", op_class) < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef decoder_functions[] = {
     {"decode_ops", (PyCFunction)(void (*)(void))decode_ops, METH_FASTCALL,
      "decode_ops(mr, reader, data, pos, end, values, preorder, pending, depth, base, decoders, "
@@ -1034,6 +1057,9 @@ static PyMethodDef decoder_functions[] = {
     {"plain_locations", (PyCFunction)(void (*)(void))plain_locations, METH_FASTCALL,
      "plain_locations(data, offsets, indices, start, stop, locations, debug_attrs, strings, "
      "loc_type, scopes, tag) -> list"},
+    {"store_locations", (PyCFunction)(void (*)(void))store_locations, METH_FASTCALL,
+     "store_locations(ops, locations, loc_slot, op_class): each op's location stored, its "
+     "class made op_class"},
     {NULL, NULL, 0, NULL},
 };
 

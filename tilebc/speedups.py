@@ -15,6 +15,7 @@ OpDecoder = None  # one op kind's decoder, made from its plan (tilebc/binary/fas
 DECODER_KINDS = 0  # how many attribute kinds its programs may name (an older build knows fewer)
 decode_ops = None  # the reader's loop over a body's or a block's ops
 plain_locations = None  # a function's op locations from plain debug entries (Reader.op_locations)
+store_locations = None  # PendingLocations.materialise's loop over the ops
 number_ops = None  # the printer's SSA naming of a block's ops (text/names.py)
 print_ops = None  # the printer's loop over a block's ops (text/printer.py block_body)
 visit_locations = None  # the -g printer's walk collecting location aliases
@@ -32,7 +33,7 @@ if not os.environ.get("TILEBC_PURE"):
     # each name on its own: an extension built before a helper existed still serves the others
     DECODER_KINDS = getattr(_speedups, "DECODER_KINDS", 10)
     for _name in ("scan_token", "Token", "CursorBase", "OpDecoder", "decode_ops",
-                  "plain_locations", "number_ops", "print_ops", "visit_locations", "verify_ops",
+                  "plain_locations", "store_locations", "number_ops", "print_ops", "visit_locations", "verify_ops",
                   "alias_visit", "encode_ops", "parse_ops", "parse_args"):
         globals()[_name] = getattr(_speedups, _name, None)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..ir.module import Function, Op, Value
+from ..speedups import store_locations
 
 _LOC_SLOT = Op.__dict__["loc"]  # Op's own storage for `loc`, under the property below
 
@@ -91,11 +92,14 @@ class PendingLocations:
         except RecursionError:  # only with an absurd max_nesting; never let it escape
             raise self.reader.error("limit exceeded: debug attributes nested too deeply for "
                                     "Python's stack (lower max_nesting)", self.offset) from None
-        for op, loc in zip(ops, locations):  # the reader gave every op an index
-            store_loc_slot(op, loc)
-            # a plain Op from now on (the same slots): `op.loc` reads the slot, not this module's
-            # property (the verifier and `dis -g` read every op's location)
-            op.__class__ = Op
+        # each op a plain Op from now on (the same slots): `op.loc` reads the slot, not this
+        # module's property (the verifier and `dis -g` read every op's location)
+        if store_locations is not None and locations.__class__ is list:  # the loop in C
+            store_locations(ops, locations, _LOC_SLOT, Op)
+        else:
+            for op, loc in zip(ops, locations):  # the reader gave every op an index
+                store_loc_slot(op, loc)
+                op.__class__ = Op
         self.ops = None
         self.reader = None
 

@@ -115,6 +115,27 @@ def test_context_errors_are_found_on_ops_with_a_clean_signature():
     assert {d.rule for d in found} == {"ssa.dominance", "debug.op_scope"}
 
 
+def test_entries_sharing_a_signature_are_each_checked_where_they_differ():
+    """Entries of one function type object: a clean one lets the next skip its parameter
+    checks, but an entry whose body arguments are defined twice is still reported, and a
+    signature with a bad parameter is reported for every entry that has it."""
+    module = _two_copies()
+    first, second = module.functions
+    second.type = first.type  # one signature object for both
+    assert same_report(module) == []
+    kept = second.body.args[1]
+    second.body.args[1] = second.body.args[0]  # an argument listed twice
+    assert "ssa.redefined" in {d.rule for d in same_report(module)}
+    second.body.args[1] = kept
+    assert same_report(module) == []
+    bad = first.type.replace(inputs=(tile((4,), f32),) + first.type.inputs[1:])
+    first.type = second.type = bad
+    for function in (first, second):
+        function.body.args[0] = Value(bad.inputs[0], function.body, 0)
+    found = same_report(module)
+    assert [d.rule for d in found].count("entry.params") == 2
+
+
 def test_index_constants_are_checked_per_op():
     # Two extracts with equal types and attributes; only the second index is out of bounds (a
     # warning that depends on the defining constant, not on the signature).

@@ -180,6 +180,8 @@ class Verifier:
         self._clean_by_value: dict[tuple, bool] = {}  # keyed by the types and attribute values
         self._clean_keys: dict[bytes, bool] = {}  # the C loop's keys of ops checked clean
         self._clean_types = set()                     # ids of types that passed type_ok
+        self._clean_signatures = set()  # ids of entry function types whose parameters passed
+        self._clean_arguments = False   # the entry being checked has such a signature
         self._canonical: dict[object, object] = {}    # value -> first equal object seen
         self._canonical_ids: dict[int, int] = {}      # id(object) -> id of its canonical one
         self._effects: dict[int, Op | None] = {}   # id(op) -> an op with effects in it, or None
@@ -226,21 +228,35 @@ class Verifier:
         if function.type.results:
             ctx.report("entry.results", function, f"an entry returns nothing, but its type "
                                                   f"declares results {_type_list(function.type.results)}")
+        inputs = function.type.inputs
         arg_types = [a.type for a in function.body.args]
-        if list(function.type.inputs) != arg_types:
+        same_types = list(inputs) == arg_types
+        if not same_types:
             ctx.report("entry.signature", function, f"body arguments {_type_list(arg_types)} do "
-                       f"not match the declared parameters {_type_list(function.type.inputs)}")
-        for index, param in enumerate(function.type.inputs):
-            if not (isinstance(param, TileType) and param.rank == 0
-                    and isinstance(param.element, (ElementType, PointerType))):
-                ctx.report("entry.params", function, f"parameter {index} must be a scalar tile "
-                           f"(tile<E> or tile<ptr<E>>), got {param}")
-            else:
-                self.type_ok(function, param, f"parameter {index}")
+                       f"not match the declared parameters {_type_list(inputs)}")
+        # entries share signatures: one whose parameters passed is not checked again
+        clean = self.fast and id(function.type) in self._clean_signatures
+        if not clean:
+            reported = len(ctx.diagnostics)
+            for index, param in enumerate(inputs):
+                if not (isinstance(param, TileType) and param.rank == 0
+                        and isinstance(param.element, (ElementType, PointerType))):
+                    ctx.report("entry.params", function, f"parameter {index} must be a scalar "
+                               f"tile (tile<E> or tile<ptr<E>>), got {param}")
+                else:
+                    self.type_ok(function, param, f"parameter {index}")
+            clean = len(ctx.diagnostics) == reported
+            if clean:
+                self._clean_signatures.add(id(function.type))
         check_hints(ctx, function, ENTRY_OP.mnemonic, function.optimization_hints, self.version)
         if function.arg_attrs is not None:
             self.arg_attrs(function)
-        self.entry_body(function)
+        # the body's arguments then need no type check of their own
+        self._clean_arguments = clean and same_types
+        try:
+            self.entry_body(function)
+        finally:
+            self._clean_arguments = False
 
     def entry_body(self, function: Function) -> None:
         self.entry_subprogram = self.debug.entry(function)
@@ -288,9 +304,15 @@ class Verifier:
         if parent is not None:
             # A region sees what is visible where its op stands; what it defines stays inside.
             self.visible = set(outer)
-        for arg in block.args:
-            self.define(owner, arg)
-            self.type_ok(owner, arg.type, "block argument")
+        args = block.args
+        if parent is None and self._clean_arguments and self.defined.isdisjoint(args):
+            # an entry's arguments of a clean signature: defined, their types known good
+            self.defined.update(args)
+            self.visible.update(args)
+        else:
+            for arg in args:
+                self.define(owner, arg)
+                self.type_ok(owner, arg.type, "block argument")
         ops = block.ops
         if parent is not None and parent.spec.combiner:
             self.effect_free_body(ops, parent)

@@ -151,6 +151,7 @@ def verify_aside(read, size: int, *, text: bool = False) -> AsideVerifier | None
         size //= TEXT_BYTES_PER_BYTECODE_BYTE
     if size < MIN_BYTES or not hasattr(os, "fork") or _usable_cores() < 2:
         return None
+    from . import verify  # noqa: F401  loaded before the fork: the printing parent has time
     try:
         verdict, said = os.pipe()
     except OSError:

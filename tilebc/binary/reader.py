@@ -986,10 +986,9 @@ class ModuleReader:
             raise self.error(f"limit exceeded: entries up to {name!r} take {self.num_params} "
                              f"parameters, more than max_values={self.limits.max_values}",
                              sig_offset)
-        args = [Value(t, None, i) for i, t in enumerate(signature.inputs)]
-        block = Block(args)
-        for arg in args:
-            arg.owner = block
+        block = Block()
+        args = block.args
+        args += [Value(t, block, i) for i, t in enumerate(signature.inputs)]
         indices = None
         if loc_index and loc_index <= len(self.debug_function_indices):
             indices = self.debug_function_indices[loc_index - 1]

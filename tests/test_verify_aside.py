@@ -13,7 +13,7 @@ import tilebc
 from tilebc.ir.types import i32, scalar
 from tilebc.ir.builder import new_function
 from tilebc.text import print_module
-from tilebc.verify_aside import MIN_BYTES, VALID, AsideVerifier, verify_aside
+from tilebc.verify_aside import MIN_BYTES, VALID, AsideVerifier, child_entries, verify_aside
 
 from conftest import run_cli
 
@@ -23,9 +23,9 @@ FIXTURES = ROOT / "fixtures" / "bytecode"
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 
 
-def _large_module(invalid: bool) -> bytes:
+def _large_module(invalid: bool, first: bool = False) -> bytes:
     """Entries of the 13.5 fixtures (no globals, names unique) in one module of more than
-    MIN_BYTES; `invalid` appends an entry that adds two i32 with addf."""
+    MIN_BYTES; `invalid` appends an entry that adds two i32 with addf (`first`: puts it first)."""
     module, names = None, set()
     for path in sorted(FIXTURES.glob("*/*-13.5.tilebc")):
         part = tilebc.load(path)
@@ -43,6 +43,8 @@ def _large_module(invalid: bool) -> bytes:
         builder = new_function(module, "added_wrongly", [scalar(i32), scalar(i32)])
         builder.op("addf", list(builder.block.args), [scalar(i32)])
         builder.op("return", [[]])
+        if first:
+            module.functions.insert(0, module.functions.pop())
     data = tilebc.dump(module)
     assert len(data) > MIN_BYTES
     return data
@@ -52,9 +54,10 @@ def _large_module(invalid: bool) -> bytes:
 def large(tmp_path_factory):
     folder = tmp_path_factory.mktemp("aside")
     paths = {}
-    for name, invalid in (("valid", False), ("invalid", True)):
+    for name, invalid, first in (("valid", False, False), ("invalid", True, False),
+                                 ("invalid-first", True, True)):
         paths[name] = folder / f"{name}.tilebc"
-        paths[name].write_bytes(_large_module(invalid))
+        paths[name].write_bytes(_large_module(invalid, first))
     return paths
 
 
@@ -150,8 +153,31 @@ def test_a_child_ending_without_a_word_is_not_taken_as_valid(large):
         os.waitpid(pid, os.WNOHANG)
 
 
+def test_asm_splits_the_verifying_and_dis_leaves_it_to_the_child():
+    """asm's parent verifies the last entries of a module of several (after encoding), the
+    child the others; dis's child verifies every entry; a module of one entry is the child's."""
+    assert 0 < child_entries(100, text=True) < 100
+    assert child_entries(100, text=False) == 100
+    assert child_entries(1, text=True) == 1 and child_entries(0, text=True) == 0
+
+
+def test_verifying_in_parts_checks_the_parts_and_the_module_rules(large):
+    """verify(module, entries): the module-level rules and the entries at those positions only;
+    the parts of a module pass together exactly when the whole does."""
+    from tilebc.verify import verify
+    module = tilebc.load(large["invalid"], verify=False)
+    count = len(module.functions)
+    verify(module, range(0, count - 1))  # all but the invalid last entry
+    with pytest.raises(tilebc.TilebcError, match="addf"):
+        verify(module, range(count - 1, count))
+    module.functions[0].name = module.functions[1].name  # a module-level rule broken
+    with pytest.raises(tilebc.TilebcError, match="already defined"):
+        verify(module, range(0, 0))
+
+
 def test_asm_of_a_large_module_encodes_as_when_verified_first(large, tmp_path):
-    for name in ("valid", "invalid"):
+    # the invalid entry last (in the parent's share of the verifying) and first (the child's)
+    for name in ("valid", "invalid", "invalid-first"):
         text = tmp_path / f"{name}.mlir"
         text.write_text(print_module(tilebc.load(large[name], verify=False)))
         assert text.stat().st_size // 4 > MIN_BYTES  # large enough to verify aside
@@ -166,7 +192,7 @@ def test_asm_of_a_large_module_encodes_as_when_verified_first(large, tmp_path):
         else:
             assert aside.returncode == 1 and b"addf" in aside.stderr
             assert output.read_bytes() == b"old contents"
-            assert not (tmp_path / "invalid-in-place.tilebc").exists()
+            assert not (tmp_path / f"{name}-in-place.tilebc").exists()
 
 
 def test_input_that_does_not_decode_reports_as_in_place(large, tmp_path):

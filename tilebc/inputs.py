@@ -51,11 +51,12 @@ def looks_like_text(data: bytes) -> bool:
     return True
 
 
-def verify_module(module) -> None:
-    """Run the verifier; its error names the module's file when it has none of its own."""
+def verify_module(module, entries: range | None = None) -> None:
+    """Run the verifier (on the entries at positions `entries` only, with the module-level
+    rules); its error names the module's file when it has none of its own."""
     from .verify import verify
     try:
-        verify(module)
+        verify(module, entries)
     except TilebcError as error:
         error.file = error.file or module.source
         raise

@@ -26,12 +26,13 @@ def diagnostics(module: Module, *, warnings: bool = True, full: bool = False) ->
     return found if warnings else [d for d in found if d.severity == ERROR]
 
 
-def verify(module: Module) -> None:
-    """Raise VerificationError (with .rule and .diagnostic) for the first error in `module`."""
+def verify(module: Module, entries: range | None = None) -> None:
+    """Raise VerificationError (with .rule and .diagnostic) for the first error in `module`
+    (with `entries`: in its module-level rules and the entries at those positions)."""
     collector = Collector(module.source, fail_fast=True)
     try:
         with collection_paused():
-            Verifier(module, collector).run()
+            Verifier(module, collector).run(entries)
     except StopChecking:
         pass
     for found in collector.diagnostics:

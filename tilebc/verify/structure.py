@@ -188,7 +188,10 @@ class Verifier:
 
     # ---- module level --------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self, entries: range | None = None) -> None:
+        """Check the module: everything, or with `entries` the module-level rules and only the
+        entries at those positions (a module whose entries share no values, as the decoder and
+        the parser make them, passes whole when it passes in parts)."""
         module, ctx = self.module, self.ctx
         if self.version not in ALL_VERSIONS:
             ctx.report("version.module", None, f"bytecode version {self.version} is outside the "
@@ -205,7 +208,8 @@ class Verifier:
         self.globals = {g.name: g for g in module.globals}
         for item in module.globals:
             self.global_(item)
-        for function in module.functions:
+        functions = module.functions
+        for function in functions if entries is None else functions[entries.start:entries.stop]:
             self.entry(function)
 
     def global_(self, item) -> None:

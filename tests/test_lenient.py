@@ -240,6 +240,24 @@ def test_entries_repeating_their_hints_share_them_and_each_is_warned_of():
     assert len(warned) == 2 and warned[0].offset != warned[1].offset
 
 
+def test_entry_hints_of_many_lengths_keep_the_reader_cache_small():
+    """Entry hints that begin alike and differ in length: the reader keeps a few lengths per
+    first two bytes (a lookup slices once per length kept), and every entry still reads right."""
+    from tilebc.binary import reader
+    from test_malformed import varint
+
+    def hints(count):  # sm_90 = {sm_90 = [count bools]}
+        return b"\x0b\x01\x01\x0a\x01\x01\x06" + varint(count) + b"\x03\x01" * count
+    entries = [func_entry(V13_3, hints=hints(count)) for count in range(1, 41)] * 2
+    decoder = ModuleReader(module_bytes(V13_3, funcs=entries), "hints.tilebc")
+    module = decoder.read()
+    assert max(len(kept) for kept in decoder._header_attrs.values()) \
+        <= reader._HEADER_LENGTHS_KEPT < 40
+    values = [function.optimization_hints.entries[0][1].entries[0][1]
+              for function in module.functions]
+    assert [len(value.elements) for value in values] == list(range(1, 41)) * 2
+
+
 @pytest.mark.parametrize("version,flags", [(V13_1, 0x42), (V13_1, 0x0a), (V13_3, 0x82)])
 def test_function_flag_bits_ignored_before_13_4(version, flags):
     assert_reads_like_nvidia(module_bytes(version, flags=flags), r"function 'k' has unknown flags")

@@ -140,6 +140,23 @@ def test_the_parent_goes_on_once_the_child_said_valid(large):
     assert os.waitpid(pid, 0)[0] == pid  # not killed: it ends on its own
 
 
+def test_a_failing_share_of_the_parent_stops_the_child(large):
+    """The parent's share of the entries (asm) fails: the child is stopped at once, and the
+    whole module verified here raises the verifier's error."""
+    module = tilebc.load(large["invalid"], verify=False)
+    count = len(module.functions)
+    pid, verdict = _child(said_valid=True, linger=30)
+    aside = AsideVerifier(module, pid, verdict)
+    aside.entries = range(count - 1, count)  # the invalid entry is the last
+    start = time.monotonic()
+    with pytest.raises(tilebc.TilebcError, match="addf"):
+        aside.confirm()
+    assert time.monotonic() - start < 10 and aside.pid == 0
+    with pytest.raises(ChildProcessError):  # killed and reaped
+        os.waitpid(pid, os.WNOHANG)
+    aside.cancel()
+
+
 def test_a_child_ending_without_a_word_is_not_taken_as_valid(large):
     """A child that exits 0 without writing VALID (it failed before it could) proves nothing:
     the parent verifies the module itself and raises the verifier's error."""

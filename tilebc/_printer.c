@@ -1354,5 +1354,8 @@ int add_printer(PyObject *module) {
             || !s_mnemonic || !s_equals || !s_newline || !s_space || !s_known || !s_ref
             || !s_visit)
         return -1;
+    /* print_ops takes the Value class as a ninth argument and runs the kinds' body programs */
+    if (PyModule_AddIntConstant(module, "PRINT_PROGRAMS", 1) < 0)
+        return -1;
     return PyModule_AddFunctions(module, printer_functions);
 }

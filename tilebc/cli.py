@@ -124,8 +124,6 @@ def cmd_dis(args) -> int:
     module, verifier = read_verified(
         lambda: decode_bytes(data, display_name(args.input), lazy_debug=not args.no_verify),
         len(data), enabled=not args.no_verify, may_fork=_held is not None)
-    # loaded after the fork: a child verifying aside never prints
-    from .text.printer import module_text_pieces
     _hold(module)
     # A regular file takes the text an entry at a time (the text of a large module is never held
     # whole) and is replaced only once the module is known valid; stdout or a device gets nothing
@@ -133,6 +131,8 @@ def cmd_dis(args) -> int:
     streams = verifier.in_place or _replaced_file(args.output)
 
     def pieces():
+        # loaded after the fork, in the verifier's block: a child verifying aside never prints
+        from .text.printer import module_text_pieces
         produced = module_text_pieces(module, debug=args.debug)
         if not streams:
             produced = list(produced)

@@ -34,7 +34,7 @@ MIN_BYTES = 64 * 1024
 TEXT_BYTES_PER_BYTECODE_BYTE = 4  # a module's text form is about four times its bytecode
 VALID = b"valid"  # what the child writes once it found the module valid
 # The share of a module's entries the parent verifies after making its output: about what
-# verifying takes the child beyond what encoding takes the parent (asm of text). None for dis:
+# verifying takes the child beyond what encoding takes the parent (asm of text). 0 for dis:
 # its parent would first decode the debug section and compile the verifier's checks for its
 # share, which costs it more than the share saves the child.
 PARENT_SHARE = {"bytecode": 0.0, "text": 0.12}
@@ -93,6 +93,7 @@ class AsideVerifier(Verified):
             try:
                 verify_module(self.module, self.entries)  # the parent's share
             except Exception:  # the whole module is verified below, for the error's words
+                self._stop_child()
                 self.valid = False
         if self.valid is None:
             if self.verdict is not None:
@@ -120,16 +121,21 @@ class AsideVerifier(Verified):
 
     def cancel(self) -> None:
         """Stop the child if it still runs (the command ended early)."""
-        if self.valid is None and self.pid:
+        if self.valid is None:
+            self._stop_child()
+            self.valid = False
+        self._close_verdict()
+        if self.pid:
+            self._reap(wait=False)
+
+    def _stop_child(self) -> None:
+        """Kill the child (its verdict no longer matters) and wait for its end."""
+        if self.pid:
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except OSError:
                 pass
             self._reap()
-            self.valid = False
-        self._close_verdict()
-        if self.pid:
-            self._reap(wait=False)
 
     def _read_verdict(self) -> bool:
         """Whether the child wrote VALID before it ended (waits for the one or the other)."""

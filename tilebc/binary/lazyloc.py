@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..ir.module import Function, Op, Value
-from ..speedups import store_locations
+from .. import speedups
 
 _LOC_SLOT = Op.__dict__["loc"]  # Op's own storage for `loc`, under the property below
 
@@ -94,6 +94,7 @@ class PendingLocations:
                                     "Python's stack (lower max_nesting)", self.offset) from None
         # each op a plain Op from now on (the same slots): `op.loc` reads the slot, not this
         # module's property (the verifier and `dis -g` read every op's location)
+        store_locations = speedups.store_locations
         if store_locations is not None and locations.__class__ is list:  # the loop in C
             store_locations(ops, locations, _LOC_SLOT, Op)
         else:

@@ -125,9 +125,11 @@ def _decode_ops(mr, reader, data, pos: int, end: int, values, preorder, pending,
     return ops, pos
 
 
-# _header_attr keeps encodings up to this size, this many of them
-_HEADER_BLOB_LIMIT = 4096
+# _header_attr keeps encodings up to this size, this many of them, of this many lengths for
+# each first two bytes
+_HEADER_BLOB_LIMIT = 1024
 _HEADER_ATTRS_KEPT = 4096
+_HEADER_LENGTHS_KEPT = 8
 
 
 class ModuleReader:
@@ -1023,8 +1025,11 @@ class ModuleReader:
         if len(self.log.warnings) == warned and length <= _HEADER_BLOB_LIMIT \
                 and self._header_attr_count < _HEADER_ATTRS_KEPT:
             by_length = self._header_attrs.setdefault(data[pos:pos + 2], {})
-            by_length.setdefault(length, {})[data[pos:reader.pos]] = value
-            self._header_attr_count += 1
+            # a lookup slices once per length kept: a few lengths per first two bytes, so
+            # entries that all differ cost a few slices each, not one per entry seen
+            if length in by_length or len(by_length) < _HEADER_LENGTHS_KEPT:
+                by_length.setdefault(length, {})[data[pos:reader.pos]] = value
+                self._header_attr_count += 1
         return value
 
     def _read_body(self, reader: Reader, args: list[Value], preorder: list[Op],

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 
 from functools import lru_cache
-from operator import itemgetter
 
 from .. import speedups
 from ..errors import TilebcError

@@ -744,6 +744,9 @@ class _ProgramWriter(_Writer):
             function, drop_space = DIRECTIVES[element.name]
             if drop_space and self.should_space:
                 raise _NoProgram()  # a space only before a non-empty text
+            if function in (_region, _argument_region):
+                # a region's text is printed once: a failing step would print it again
+                raise _NoProgram()
             self.space()
             self.steps.append((STEP_CALL, function, tuple(element.args)))
         else:
@@ -1010,7 +1013,8 @@ class _ModulePrinter:
         print_ops = speedups.print_ops
         if print_ops is not None and not self.generic:  # the same loop in C (tilebc/_printer.c)
             body = print_ops(op_text, ops, inner, indent, _OP_PRINTERS, ctx.names.refs,
-                             self.aliases if self.debug else None, self._cannot_print, Value)
+                             self.aliases if self.debug else None, self._cannot_print,
+                             *((Value,) if speedups.PRINT_PROGRAMS else ()))
         else:
             body = "".join([indent + op_text(op, inner) + "\n" for op in ops])
         return "{\n" + body + ctx.indent + "}"

@@ -256,7 +256,7 @@ class Verifier:
         if function.arg_attrs is not None:
             self.arg_attrs(function)
         # the body's arguments then need no type check of their own
-        self._clean_arguments = clean and same_types
+        self._clean_arguments = self.fast and clean and same_types
         try:
             self.entry_body(function)
         finally:
@@ -309,7 +309,8 @@ class Verifier:
             # A region sees what is visible where its op stands; what it defines stays inside.
             self.visible = set(outer)
         args = block.args
-        if parent is None and self._clean_arguments and self.defined.isdisjoint(args):
+        if parent is None and self._clean_arguments and len(set(args)) == len(args) \
+                and self.defined.isdisjoint(args):
             # an entry's arguments of a clean signature: defined, their types known good
             self.defined.update(args)
             self.visible.update(args)

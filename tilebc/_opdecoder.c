@@ -239,15 +239,23 @@ done:
 
 /* varint count, then `width`-byte little-endian signed numbers, as a tuple of ints (the careful
  * reader's int_array; its smallest and largest values are refused there, so they bail here) */
+/* An array's varint count, when `count` items of `width` bytes fit in what is left: 0; else
+ * -1 (bailed, or an error set). */
+static int read_count(OpDecoder *self, Cursor *c, int width, uint64_t *count) {
+    if (read_varint(self, c, count) < 0)
+        return -1;
+    if (c->pos > c->end || c->end > c->size
+            || *count > (uint64_t)(c->end - c->pos) / (uint64_t)width) {
+        bail(self);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *read_int_array(OpDecoder *self, Cursor *c, int width) {
     uint64_t count;
-    if (read_varint(self, c, &count) < 0)
+    if (read_count(self, c, width, &count) < 0)
         return NULL;
-    if (c->pos > c->end || c->end > c->size
-            || count > (uint64_t)(c->end - c->pos) / (uint64_t)width) {
-        bail(self);
-        return NULL;
-    }
     PyObject *numbers = PyTuple_New((Py_ssize_t)count);
     if (numbers == NULL)
         return NULL;
@@ -284,12 +292,8 @@ refused:
  * which reads it leniently). */
 static PyObject *read_bool_array(OpDecoder *self, Cursor *c) {
     uint64_t count;
-    if (read_varint(self, c, &count) < 0)
+    if (read_count(self, c, 1, &count) < 0)
         return NULL;
-    if (c->pos > c->end || c->end > c->size || count > (uint64_t)(c->end - c->pos)) {
-        bail(self);
-        return NULL;
-    }
     PyObject *flags = PyTuple_New((Py_ssize_t)count);
     if (flags == NULL)
         return NULL;

@@ -590,6 +590,16 @@ static PyObject *location_text(PyObject *aliases, PyObject *known, PyObject *loc
  * `op` method prints it; nothing appended); -1 with an exception when printing
  * it fails: an error of the kinds the `op` method turns into "cannot print" becomes
  * cannot_print(op, error)'s answer, any other propagates, and the body printer never runs twice. */
+/* "".join(pieces), a new str (NULL on error) */
+static PyObject *joined(PyObject *pieces) {
+    PyObject *empty = PyUnicode_New(0, 0);
+    if (empty == NULL)
+        return NULL;
+    PyObject *text = PyUnicode_Join(empty, pieces);
+    Py_DECREF(empty);
+    return text;
+}
+
 /* What body programs read besides the op: the type texts of this print (id(type) -> text) and
  * the function making one (type_text); both NULL where the printer has none. */
 typedef struct {
@@ -732,11 +742,7 @@ static PyObject *run_program(PyObject *program, PyObject *op, PyObject *ctx, PyO
         if (failed)
             goto done;
     }
-    PyObject *empty = PyUnicode_New(0, 0);
-    if (empty != NULL) {
-        text = PyUnicode_Join(empty, parts);
-        Py_DECREF(empty);
-    }
+    text = joined(parts);
 done:
     Py_XDECREF(parts);
     Py_XDECREF(results);
@@ -1012,11 +1018,7 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
         if (PyList_Append(pieces, s_newline) < 0)
             goto done;
     }
-    PyObject *empty = PyUnicode_New(0, 0);
-    if (empty != NULL) {
-        text = PyUnicode_Join(empty, pieces);
-        Py_DECREF(empty);
-    }
+    text = joined(pieces);
 done:
     Py_XDECREF(pieces);
     Py_DECREF(sequence);

@@ -240,3 +240,29 @@ def test_compiled_printers_print_ops_not_shaped_as_declared_as_the_walker_does()
         with op_printers(kind):
             texts[kind] = print_module(module)
     assert texts["walked"] == texts["compiled"] != shaped["walked"]
+
+
+def test_unverified_ir_the_namer_cannot_name_is_refused_with_a_message():
+    """print_module of IR the verifier refuses: a constant without its dense value is refused
+    with a TilebcError naming the op, an `assume` of a one-value tuple printed as its walker
+    prints it, neither a traceback from naming their results."""
+    import glob
+    import os
+    import pytest
+    import tilebc
+    from tilebc.text import print_module
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode")
+    paths = sorted(glob.glob(os.path.join(fixtures, "*", "*-13.5.tilebc")))
+    for kind in ("constant", "assume"):
+        module = next(m for m in map(lambda p: tilebc.load(p, verify=False), paths)
+                      if any(op.name == kind for f in m.functions for op in f.walk()))
+        op = next(op for f in module.functions for op in f.walk() if op.name == kind)
+        if kind == "constant":
+            op.attrs = {name: value for name, value in op.attrs.items() if name != "value"}
+        else:
+            op.operands["value"] = (op.operands["value"],)
+        if kind == "constant":
+            with pytest.raises(tilebc.TilebcError, match="cannot print constant"):
+                print_module(module)
+        else:
+            assert "= assume " in print_module(module)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..ir.module import Block, Function, Op, Value
-from ..ir.types import ElementType
+from ..ir.attrs import DenseElementsAttr
+from ..ir.types import ElementType, TileType
 from ..numeric.dense import dense_is_splat, dense_is_uniform, storage_bytes
 from .. import speedups
 from .floats import constant_name_part
@@ -113,13 +114,20 @@ def suggested_names(op: Op, names: FunctionNames) -> list[str | None]:
         return suggestion
     if _auto_named(op):
         return [r.name for r in spec.results]
+    # IR the verifier refuses (a constant without its dense value, an `assume` of no single
+    # value) gets no name from it: printing the op then says what is wrong
     if spec.asm_name == "@constant":
-        suggestion[0] = _constant_name(op)
+        dense = op.attrs.get("value")
+        if isinstance(dense, DenseElementsAttr) and isinstance(dense.type, TileType):
+            suggestion[0] = _constant_name(op)
     elif spec.asm_name == "@assume":
-        producer = op.operands["value"].owner
+        value = op.operands.get("value")
+        producer = value.owner if isinstance(value, Value) else None
         name = spec.asm_name[1:]  # "@assume": named after the op, or after what it assumes
         if isinstance(producer, Op) and _names_imply_interface(producer):
-            name = f"{name}_" + (names.suggestion(producer)[op.operands["value"].index] or "")
+            given = names.suggestion(producer)
+            part = given[value.index] if 0 <= value.index < len(given) else None
+            name = f"{name}_" + (part or "")
         suggestion[0] = name
     elif spec.asm_name:
         suggestion[0] = spec.asm_name

@@ -336,6 +336,85 @@ def test_materialised_locations_are_stored_as_the_python_loop_stores_them(monkey
         speedups.store_locations([], [], None, Op)
 
 
+def test_plain_locations_makes_the_subprogram_scoping_a_location():
+    """With the subprogram kinds, a DILoc whose scope is a subprogram not decoded yet is made in
+    C with that subprogram (kept in debug_attrs, as debug_attr keeps it) when the subprogram entry
+    is plain: its fields fill the entry, its file and compile unit are decoded, its names read,
+    no unknown flag. Anything else is left to the reader."""
+    from tilebc.binary.reader import _LOC_SCOPES, DEBUG_CALL_SITE, DEBUG_LOC, DEBUG_SUBPROGRAM
+    from tilebc.ir import location as L
+    if not getattr(speedups, "PLAIN_SUBPROGRAMS", 0):
+        pytest.skip("an extension built before subprograms were made in C")
+    file = L.DIFile("k.py", "/")
+    unit = L.DICompileUnit(file)
+    entries = [bytes([DEBUG_SUBPROGRAM, 9, 0xC8, 0x01, 3, 4, 8, 5, 0]),  # 1: plain, line 200
+               bytes([DEBUG_LOC, 1, 3, 12, 4]),                       # 2: a loc in 1
+               bytes([DEBUG_SUBPROGRAM, 9, 7, 3, 4, 8, 5, 2]),        # 3: an unknown flag bit
+               bytes([DEBUG_LOC, 3, 3, 12, 4]),                       # 4: a loc in 3
+               bytes([DEBUG_SUBPROGRAM, 9, 7, 6, 4, 8, 5, 0]),        # 5: a name not read yet
+               bytes([DEBUG_LOC, 5, 3, 12, 4]),                       # 6: a loc in 5
+               bytes([DEBUG_SUBPROGRAM, 9, 7, 3, 4, 8, 5, 0, 0]),     # 7: a byte left over
+               bytes([DEBUG_LOC, 7, 3, 12, 4])]                       # 8: a loc in 7
+    data, offsets = b"", []
+    for entry in entries:
+        offsets.append(len(data))
+        data += entry
+    strings = {3: "k.py", 4: "k"}
+    kinds = (L.DISubprogram, L.DIFile, L.DICompileUnit, DEBUG_SUBPROGRAM, True, 1)
+
+    def call(index, attrs, with_subprograms=True):
+        extra = (kinds,) if with_subprograms else ()
+        return speedups.plain_locations(data, offsets, [index], 0, 1, {}, attrs, strings,
+                                        L.DILoc, _LOC_SCOPES, DEBUG_LOC, L.CallSiteLoc,
+                                        L.UnknownDebugAttr, DEBUG_CALL_SITE, *extra)
+    attrs = {9: file, 8: unit}
+    made = call(2, attrs)
+    subprogram = L.DISubprogram(file, 200, "k.py", "k", unit, 5, 0)
+    assert made == [L.DILoc(subprogram, "k.py", 12, 4)] and attrs[1] == subprogram
+    assert made[0].scope is attrs[1] and attrs[1].file is file and attrs[1].compile_unit is unit
+    assert attrs[1].__dict__.keys() == subprogram.__dict__.keys() - {"_hash"}
+    for index in (4, 6, 8):  # left to the reader
+        assert call(index, {9: file, 8: unit}) == []
+    assert call(2, {9: file}) == []  # the compile unit not decoded yet
+    assert call(2, {9: file, 8: unit}, with_subprograms=False) == []
+    with pytest.raises(TypeError):  # the subprogram kinds must be six
+        speedups.plain_locations(data, offsets, [2], 0, 1, {}, {}, strings, L.DILoc,
+                                 _LOC_SCOPES, DEBUG_LOC, L.CallSiteLoc, L.UnknownDebugAttr,
+                                 DEBUG_CALL_SITE, (L.DISubprogram,))
+
+
+def test_entry_locations_are_made_as_the_careful_reader_makes_them(monkeypatch):
+    """Every fixture's entry and op locations, read lazily: the same classes and fields with the
+    C helper (entry subprograms included) and without it."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    from tilebc.binary import reader
+
+    def fields(loc):
+        if loc is None:
+            return None
+        return (type(loc).__name__,
+                {k: fields(v) if hasattr(v, "__dict__") else v
+                 for k, v in vars(loc).items() if k != "_hash"})
+
+    def locations(compiled: bool):
+        with monkeypatch.context() as patch:
+            if not compiled:
+                patch.setattr(reader, "plain_locations", None)
+            found = []
+            fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode")
+            for path in sorted(glob.glob(os.path.join(fixtures, "*", "*.tilebc"))):
+                module = reader.ModuleReader(open(path, "rb").read(), path).read()
+                for function in module.functions:
+                    found.append(fields(function.loc))
+                    found += [fields(op.loc) for op in function.walk()]
+            return found
+    ours, theirs = locations(True), locations(False)
+    assert len(ours) > 10_000 and ours == theirs
+    assert any(loc and loc[0] == "DILoc" and loc[1]["scope"][0] == "DISubprogram"
+               for loc in ours)
+
+
 def test_plain_locations_makes_call_sites_of_plain_parts_only():
     """With the call-site arguments, an entry `callsite(callee at caller)` is made in C when each
     part is unknown (index 0 or an `unknown` entry), decoded already, or a plain DILoc entry (kept

@@ -815,6 +815,11 @@ typedef struct {
     /* call sites (NULL call_site_type: not made here) */
     PyObject *call_site_type, *unknown_type;
     long call_site_tag;
+    /* subprograms scoping a location (NULL subprogram_type: not made here) */
+    PyObject *subprogram_type, *file_type, *unit_type;
+    long subprogram_tag;
+    int with_flags;
+    unsigned long long known_flags;
 } Entries;
 
 /* [start, stop) of debug entry `index` (1-based) in the data: 1; 0 when there is no such entry
@@ -841,8 +846,74 @@ static int entry_span(Entries *e, Py_ssize_t index, Py_ssize_t *start, Py_ssize_
     return 1;
 }
 
+static PyObject *s_file, *s_name, *s_linkage_name, *s_compile_unit, *s_scope_line, *s_flags;
+
+/* The DISubprogram of plain entry `index` (a new reference, kept in debug_attrs), as the careful
+ * reader decodes it: the tag, then file, line, name, linkage name, compile unit, scope line (and
+ * from 13.5 flags) filling the entry exactly, its file and compile unit decoded already, its
+ * names read already, no unknown flag. NULL without an error: not one (the careful path's). */
+static PyObject *plain_subprogram(Entries *e, uint64_t index) {
+    Py_ssize_t from, to;
+    if (e->subprogram_type == NULL || index > (uint64_t)e->n_offsets
+            || entry_span(e, (Py_ssize_t)index, &from, &to) <= 0)
+        return NULL;
+    if (to - from < 7 || e->bytes[from] != (unsigned char)e->subprogram_tag)
+        return NULL;
+    Cursor c = {e->bytes, to, from + 1, to};
+    uint64_t fields[7] = {0};
+    for (int i = 0; i < (e->with_flags ? 7 : 6); i++)
+        if (read_varint_or(NULL, &c, &fields[i]) < 0)
+            return NULL;
+    if (c.pos != to || (fields[6] & ~(uint64_t)e->known_flags))
+        return NULL;
+    PyObject *parts[4] = {NULL, NULL, NULL, NULL};  /* file, name, linkage name, unit */
+    PyObject *tables[4] = {e->debug_attrs, e->strings, e->strings, e->debug_attrs};
+    uint64_t keys[4] = {fields[0], fields[2], fields[3], fields[4]};
+    for (int i = 0; i < 4; i++) {
+        PyObject *key = PyLong_FromUnsignedLongLong(keys[i]);
+        parts[i] = key == NULL ? NULL : PyDict_GetItemWithError(tables[i], key);
+        Py_XDECREF(key);
+        if (parts[i] == NULL)
+            return NULL;  /* not decoded yet (or an error, which the caller sees) */
+    }
+    if ((PyObject *)Py_TYPE(parts[0]) != e->file_type
+            || (PyObject *)Py_TYPE(parts[3]) != e->unit_type
+            || !PyUnicode_Check(parts[1]) || !PyUnicode_Check(parts[2]))
+        return NULL;
+    for (int i = 0; i < 4; i++)
+        Py_INCREF(parts[i]);  /* held while the subprogram is made (it allocates) */
+    PyObject *empty = PyTuple_New(0), *sub = NULL;
+    if (empty != NULL) {
+        PyTypeObject *type = (PyTypeObject *)e->subprogram_type;
+        sub = type->tp_new(type, empty, NULL);
+        Py_DECREF(empty);
+    }
+    PyObject *line = PyLong_FromUnsignedLongLong(fields[1]);
+    PyObject *scope_line = PyLong_FromUnsignedLongLong(fields[5]);
+    PyObject *flags = PyLong_FromUnsignedLongLong(fields[6]);
+    PyObject *key = PyLong_FromUnsignedLongLong(index);
+    if (sub != NULL && (line == NULL || scope_line == NULL || flags == NULL || key == NULL
+                        || PyObject_GenericSetAttr(sub, s_file, parts[0]) < 0
+                        || PyObject_GenericSetAttr(sub, s_line, line) < 0
+                        || PyObject_GenericSetAttr(sub, s_name, parts[1]) < 0
+                        || PyObject_GenericSetAttr(sub, s_linkage_name, parts[2]) < 0
+                        || PyObject_GenericSetAttr(sub, s_compile_unit, parts[3]) < 0
+                        || PyObject_GenericSetAttr(sub, s_scope_line, scope_line) < 0
+                        || PyObject_GenericSetAttr(sub, s_flags, flags) < 0
+                        || PyDict_SetItem(e->debug_attrs, key, sub) < 0))
+        Py_CLEAR(sub);
+    Py_XDECREF(line);
+    Py_XDECREF(scope_line);
+    Py_XDECREF(flags);
+    Py_XDECREF(key);
+    for (int i = 0; i < 4; i++)
+        Py_DECREF(parts[i]);
+    return sub;
+}
+
 /* The DILoc of plain entry `index` (a new reference), as the reader's _plain_loc makes it: its
- * scope (a type in `scopes`) and file name decoded already. NULL without an error: not one. */
+ * scope (a type in `scopes`) and file name decoded already, or its scope a plain subprogram
+ * (plain_subprogram). NULL without an error: not one. */
 static PyObject *plain_entry_loc(Entries *e, Py_ssize_t index) {
     Py_ssize_t from, to;
     int spanned = entry_span(e, index, &from, &to);
@@ -853,14 +924,17 @@ static PyObject *plain_entry_loc(Entries *e, Py_ssize_t index) {
         return NULL;
     PyObject *scope_key = PyLong_FromUnsignedLongLong(fields[0]);
     PyObject *name_key = PyLong_FromUnsignedLongLong(fields[1]);
-    PyObject *scope = NULL, *name = NULL;
+    PyObject *scope = NULL, *name = NULL, *made = NULL;
     if (scope_key != NULL && name_key != NULL) {
         scope = PyDict_GetItemWithError(e->debug_attrs, scope_key);
+        if (scope == NULL && !PyErr_Occurred())  /* an entry's location in its subprogram */
+            scope = made = plain_subprogram(e, fields[0]);
         if (!PyErr_Occurred())
             name = PyDict_GetItemWithError(e->strings, name_key);
     }
     Py_XDECREF(scope_key);
     Py_XDECREF(name_key);
+    Py_XDECREF(made);  /* debug_attrs holds it */
     if (PyErr_Occurred())
         return NULL;
     int scoped = 0;
@@ -948,15 +1022,38 @@ static PyObject *plain_call_site(Entries *e, Py_ssize_t index) {
  * DILocs. Those made here are kept in `locations` and `debug_attrs`. The reader's location()
  * reads that entry (decoding its scope, or saying what is wrong), then calls again after it. */
 static PyObject *plain_locations(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 11 && nargs != 14) {
-        PyErr_SetString(PyExc_TypeError, "plain_locations takes 11 or 14 arguments");
+    if (nargs != 11 && nargs != 14 && nargs != 15) {
+        PyErr_SetString(PyExc_TypeError, "plain_locations takes 11, 14 or 15 arguments");
         return NULL;
     }
     PyObject *data = args[0], *indices = args[2], *locations = args[5];
-    Entries e = {NULL, 0, args[1], 0, args[6], args[7], args[8], args[9], 0, NULL, NULL, 0};
+    Entries e = {NULL, 0, args[1], 0, args[6], args[7], args[8], args[9], 0, NULL, NULL, 0,
+                 NULL, NULL, NULL, 0, 0, 0};
+    if (nargs == 15) {  /* (subprogram type, file type, unit type, tag, with flags, known flags) */
+        PyObject *sub = args[14];
+        if (!PyTuple_Check(sub) || PyTuple_GET_SIZE(sub) != 6
+                || !PyType_Check(PyTuple_GET_ITEM(sub, 0))
+                || ((PyTypeObject *)PyTuple_GET_ITEM(sub, 0))->tp_new == NULL
+                || !PyType_Check(PyTuple_GET_ITEM(sub, 1))
+                || !PyType_Check(PyTuple_GET_ITEM(sub, 2))) {
+            PyErr_SetString(PyExc_TypeError, "plain_locations: bad subprogram kinds");
+            return NULL;
+        }
+        e.subprogram_type = PyTuple_GET_ITEM(sub, 0);
+        e.file_type = PyTuple_GET_ITEM(sub, 1);
+        e.unit_type = PyTuple_GET_ITEM(sub, 2);
+        e.subprogram_tag = PyLong_AsLong(PyTuple_GET_ITEM(sub, 3));
+        e.with_flags = PyObject_IsTrue(PyTuple_GET_ITEM(sub, 4));
+        e.known_flags = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(sub, 5));
+        if (!PyErr_Occurred() && (e.subprogram_tag < 0 || e.subprogram_tag > 127
+                                  || e.with_flags < 0)) {
+            PyErr_SetString(PyExc_ValueError, "plain_locations: bad subprogram tag");
+            return NULL;
+        }
+    }
     Py_ssize_t start = PyLong_AsSsize_t(args[3]), stop = PyLong_AsSsize_t(args[4]);
     e.tag = PyLong_AsLong(args[10]);
-    if (nargs == 14) {
+    if (nargs >= 14) {
         e.call_site_type = args[11];
         e.unknown_type = args[12];
         e.call_site_tag = PyLong_AsLong(args[13]);
@@ -966,7 +1063,7 @@ static PyObject *plain_locations(PyObject *module, PyObject *const *args, Py_ssi
     if (!PyDict_Check(locations) || !PyDict_Check(e.debug_attrs) || !PyDict_Check(e.strings)
             || !PyType_Check(e.loc_type) || ((PyTypeObject *)e.loc_type)->tp_new == NULL
             || !PyTuple_Check(e.scopes) || e.tag < 0 || e.tag > 127
-            || (nargs == 14 && (!PyType_Check(e.call_site_type)
+            || (nargs >= 14 && (!PyType_Check(e.call_site_type)
                                 || ((PyTypeObject *)e.call_site_type)->tp_new == NULL
                                 || !PyType_Check(e.unknown_type)
                                 || e.call_site_tag < 0 || e.call_site_tag > 127))) {
@@ -1060,7 +1157,8 @@ static PyMethodDef decoder_functions[] = {
      "count) -> (ops, pos)"},
     {"plain_locations", (PyCFunction)(void (*)(void))plain_locations, METH_FASTCALL,
      "plain_locations(data, offsets, indices, start, stop, locations, debug_attrs, strings, "
-     "loc_type, scopes, tag) -> list"},
+     "loc_type, scopes, tag[, call_site_type, unknown_type, call_site_tag[, subprograms]]) "
+     "-> list"},
     {"store_locations", (PyCFunction)(void (*)(void))store_locations, METH_FASTCALL,
      "store_locations(ops, locations, loc_slot, op_class): each op's location stored, its "
      "class made op_class"},
@@ -1247,6 +1345,14 @@ int add_op_decoder(PyObject *module) {
     s_attr_cache = PyUnicode_InternFromString("_attr_cache");
     s_callee = PyUnicode_InternFromString("callee");
     s_caller = PyUnicode_InternFromString("caller");
+    s_file = PyUnicode_InternFromString("file");
+    s_name = PyUnicode_InternFromString("name");
+    s_linkage_name = PyUnicode_InternFromString("linkage_name");
+    s_compile_unit = PyUnicode_InternFromString("compile_unit");
+    s_scope_line = PyUnicode_InternFromString("scope_line");
+    s_flags = PyUnicode_InternFromString("flags");
+    if (!s_file || !s_name || !s_linkage_name || !s_compile_unit || !s_scope_line || !s_flags)
+        return -1;
     if (!s_attr_cache || !s_callee || !s_caller || !s_types || !s_string_cache || !s_default_for || !s_dense || !s_scope || !s_filename
             || !s_line || !s_column || PyType_Ready(&OpDecoderType) < 0)
         return -1;
@@ -1255,6 +1361,9 @@ int add_op_decoder(PyObject *module) {
         Py_DECREF(&OpDecoderType);
         return -1;
     }
+    /* plain_locations takes a fifteenth argument and makes the subprograms scoping locations */
+    if (PyModule_AddIntConstant(module, "PLAIN_SUBPROGRAMS", 1) < 0)
+        return -1;
     /* the attribute kinds an OpDecoder program may name (K_ENUM..K_BOOL_ARRAY) */
     if (PyModule_AddIntConstant(module, "DECODER_KINDS", K_BOOL_ARRAY + 1) < 0)
         return -1;

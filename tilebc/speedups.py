@@ -14,6 +14,7 @@ CursorBase = None  # the token-level methods of the lexer's Cursor
 OpDecoder = None  # one op kind's decoder, made from its plan (tilebc/binary/fastpath.py)
 DECODER_KINDS = 0  # how many attribute kinds its programs may name (an older build knows fewer)
 PRINT_PROGRAMS = 0  # 1: print_ops runs the kinds' body programs (an older build does not)
+PLAIN_SUBPROGRAMS = 0  # 1: plain_locations makes the subprograms scoping locations too
 decode_ops = None  # the reader's loop over a body's or a block's ops
 plain_locations = None  # a function's op locations from plain debug entries (Reader.op_locations)
 store_locations = None  # PendingLocations.materialise's loop over the ops
@@ -34,6 +35,7 @@ if not os.environ.get("TILEBC_PURE"):
     # each name on its own: an extension built before a helper existed still serves the others
     DECODER_KINDS = getattr(_speedups, "DECODER_KINDS", 10)
     PRINT_PROGRAMS = getattr(_speedups, "PRINT_PROGRAMS", 0)
+    PLAIN_SUBPROGRAMS = getattr(_speedups, "PLAIN_SUBPROGRAMS", 0)
     for _name in ("scan_token", "Token", "CursorBase", "OpDecoder", "decode_ops",
                   "plain_locations", "store_locations", "number_ops", "print_ops",
                   "visit_locations", "verify_ops", "alias_visit", "encode_ops", "parse_ops",

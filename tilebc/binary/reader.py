@@ -31,6 +31,7 @@ from .container import (CHECKED_ON_USE, CLAMPED, EXACT, MAGIC, PREVIEW_TAG_BIT, 
                         SECTION_ALIGNMENT, BlobTable, SectionId, construct_detail, parse_construct,
                         plain_section, plain_table)
 from .fastpath import Bail, compiled_decoder, fast_decoder, varint_tail
+from .. import speedups
 from ..speedups import decode_ops, plain_locations
 from .layout import FileLayout, used_bitmap
 from .lazyloc import DecodedFunction, DecodedOp, PendingLocations, defer_location
@@ -826,10 +827,15 @@ class ModuleReader:
         cached = self._locations.get(index, _MISSING)
         if cached is not _MISSING:
             return cached
-        value = self._plain_loc(index)
-        if value is not None:
-            self._debug_attrs[index] = self._locations[index] = value
-            return value
+        if plain_locations is not None:  # the C helper, a subprogram scoping it included
+            made = self._plain_locations((index,), 0, 1)
+            if made:
+                return made[0]
+        else:
+            value = self._plain_loc(index)
+            if value is not None:
+                self._debug_attrs[index] = self._locations[index] = value
+                return value
         value = self.debug_attr(index, offset)
         if value is None or isinstance(value, L.UnknownDebugAttr):
             return None
@@ -843,24 +849,37 @@ class ModuleReader:
         """[self.location(index, offset) for index in indices[start:stop]], the plain entries
         (see _plain_loc) made in C where tilebc._speedups is built."""
         location = self.location
-        table = self.debug_blobs
-        if plain_locations is None or not isinstance(table, container.BlobTable) \
-                or table.slicing is not EXACT or self._debug_in_progress:
+        if plain_locations is None:
             return [location(index, offset) for index in indices[start:stop]]
         found = []
-        # call sites too, unless max_nesting forbids decoding their parts from them
-        call_sites = (L.CallSiteLoc, L.UnknownDebugAttr, DEBUG_CALL_SITE) \
-            if self.limits.max_nesting > 1 else ()
         while start < stop:
-            made = plain_locations(table.data, table.offsets, indices, start, stop,
-                                   self._locations, self._debug_attrs, self._string_cache, L.DILoc,
-                                   _LOC_SCOPES, DEBUG_LOC, *call_sites)
+            made = self._plain_locations(indices, start, stop)
             found += made
             start += len(made)
             if start < stop:  # an entry the C helper leaves to location(): read it, go on after
                 found.append(location(indices[start], offset))
                 start += 1
         return found
+
+    def _plain_locations(self, indices, start: int, stop: int) -> list:
+        """The locations of indices[start:stop] the C helper makes, up to the first it leaves to
+        the careful path (none where the table is not exactly sliced, or an entry is being
+        decoded)."""
+        table = self.debug_blobs
+        if not isinstance(table, container.BlobTable) or table.slicing is not EXACT \
+                or self._debug_in_progress:
+            return []
+        # call sites and the subprograms scoping locations too, unless max_nesting forbids
+        # decoding an entry from another
+        nested = ()
+        if self.limits.max_nesting > 1:
+            nested = (L.CallSiteLoc, L.UnknownDebugAttr, DEBUG_CALL_SITE)
+            if speedups.PLAIN_SUBPROGRAMS:  # an extension built before it: not made there
+                nested += ((L.DISubprogram, L.DIFile, L.DICompileUnit, DEBUG_SUBPROGRAM,
+                            self.version >= DISUBPROGRAM_FLAGS, DISUBPROGRAM_KNOWN_FLAGS),)
+        return plain_locations(table.data, table.offsets, indices, start, stop, self._locations,
+                               self._debug_attrs, self._string_cache, L.DILoc, _LOC_SCOPES,
+                               DEBUG_LOC, *nested)
 
     def _plain_loc(self, index: int):
         """The DILoc of debug entry `index` read inline when it is the usual case: an exactly

@@ -96,30 +96,19 @@ typedef struct {
 /* The index a `seen` dict (id -> (object, index)) holds for `object`, else what the writer's
  * method `fn(object)` returns; NULL with an exception when that raised. */
 static PyObject *interned(PyObject *writer, PyObject *seen, PyObject *fn, PyObject *object) {
-    PyObject *id = PyLong_FromVoidPtr(object);
-    if (id == NULL)
-        return NULL;
-    PyObject *entry = PyDict_GetItemWithError(seen, id);
-    Py_DECREF(id);
-    if (entry != NULL && PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) == 2
-            && PyTuple_GET_ITEM(entry, 0) == object)
-        return Py_NewRef(PyTuple_GET_ITEM(entry, 1));
-    if (entry == NULL && PyErr_Occurred())
+    PyObject *index = tilebc_pair_by_id(seen, object);
+    if (index != NULL)
+        return Py_NewRef(index);
+    if (PyErr_Occurred())
         return NULL;
     return PyObject_CallMethodOneArg(writer, fn, object);
 }
 
 /* The number `numbering` gives `value` (borrowed), or NULL (no exception) where it has none. */
 static PyObject *number_of(PyObject *numbering, PyObject *value) {
-    PyObject *id = PyLong_FromVoidPtr(value);
-    if (id == NULL) {
-        tilebc_recoverable();  /* a fatal one stays set: encode_one's fallback raises it */
-        return NULL;
-    }
-    PyObject *found = PyDict_GetItemWithError(numbering, id);
-    Py_DECREF(id);
+    PyObject *found = tilebc_by_id(numbering, value);
     if (found == NULL)
-        tilebc_recoverable();
+        tilebc_recoverable();  /* a fatal one stays set: encode_one's fallback raises it */
     return found;
 }
 
@@ -259,11 +248,9 @@ static int encode_one(Scratch *s, PyObject *op, PyObject *program, PyObject *num
                 goto error;
         }
         /* the bytes _attr_bytes made for this very object, else its call (which keeps them) */
-        PyObject *id = PyLong_FromVoidPtr(value);
-        if (id == NULL)
+        PyObject *kept = tilebc_by_id(context->attr_blobs, value);
+        if (kept == NULL && PyErr_Occurred())
             goto error;
-        PyObject *kept = PyDict_GetItemWithError(context->attr_blobs, id);
-        Py_DECREF(id);
         PyObject *blob;
         if (kept != NULL && PyTuple_CheckExact(kept) && PyTuple_GET_SIZE(kept) == 3
                 && PyTuple_GET_ITEM(kept, 0) == value
@@ -411,18 +398,14 @@ static int read_context(PyObject *writer, Context *context) {
 
 /* The kind's program (borrowed from programs) or Py_None; NULL on an error. */
 static PyObject *program_of(const Context *context, PyObject *spec) {
-    PyObject *id = PyLong_FromVoidPtr(spec);
-    if (id == NULL)
-        return NULL;
-    PyObject *program = PyDict_GetItemWithError(context->programs, id);
+    PyObject *program = tilebc_by_id(context->programs, spec);
     if (program == NULL && !PyErr_Occurred()) {
         PyObject *made = PyObject_CallMethodOneArg(context->writer, s_encoder_program, spec);
         Py_XDECREF(made);  /* _encoder_program stored it in programs */
-        program = made == NULL ? NULL : PyDict_GetItemWithError(context->programs, id);
+        program = made == NULL ? NULL : tilebc_by_id(context->programs, spec);
         if (program == NULL && !PyErr_Occurred())
             PyErr_SetString(PyExc_RuntimeError, "encode_ops: _encoder_program stored no program");
     }
-    Py_DECREF(id);
     if (program != NULL && program != Py_None
             && !(PyTuple_CheckExact(program) && PyTuple_GET_SIZE(program) == 8
                  && PyTuple_GET_ITEM(program, 0) == spec)) {

@@ -203,12 +203,9 @@ static PyObject *quick_suggestion(Hints *hints, PyObject *op, PyObject *rule, Py
         PyObject *attrs = PyObject_GetAttr(op, s_attrs);
         PyObject *dense = attrs != NULL && PyDict_Check(attrs)
                           ? PyDict_GetItemWithError(attrs, s_value) : NULL;
-        PyObject *key = dense != NULL ? PyLong_FromVoidPtr(dense) : NULL;
-        PyObject *found = key != NULL ? PyDict_GetItemWithError(hints->constants, key) : NULL;
-        if (found != NULL && PyTuple_Check(found) && PyTuple_GET_SIZE(found) == 2
-                && PyTuple_GET_ITEM(found, 0) == dense && PyUnicode_Check(PyTuple_GET_ITEM(found, 1)))
-            name = Py_NewRef(PyTuple_GET_ITEM(found, 1));
-        Py_XDECREF(key);
+        PyObject *found = dense != NULL ? tilebc_pair_by_id(hints->constants, dense) : NULL;
+        if (found != NULL && PyUnicode_Check(found))
+            name = Py_NewRef(found);
         Py_XDECREF(attrs);
     } else if (PyUnicode_CompareWithASCIIString(rule, "@assume") == 0) {
         /* "assume", or "assume_" + the producer's suggestion for the value when it offers names */
@@ -238,8 +235,7 @@ static PyObject *quick_suggestion(Hints *hints, PyObject *op, PyObject *rule, Py
         } else if (producer_rule != NULL) {
             PyObject *index = PyObject_GetAttr(value, s_index);
             Py_ssize_t at = index != NULL ? PyLong_AsSsize_t(index) : -1;
-            PyObject *key = index != NULL ? PyLong_FromVoidPtr(owner) : NULL;
-            PyObject *given = key != NULL ? PyDict_GetItemWithError(hints->suggested, key) : NULL;
+            PyObject *given = index != NULL ? tilebc_by_id(hints->suggested, owner) : NULL;
             if (given != NULL && PyList_Check(given) && 0 <= at && at < PyList_GET_SIZE(given)) {
                 PyObject *part = PyList_GET_ITEM(given, at);
                 if (part == Py_None)
@@ -248,7 +244,6 @@ static PyObject *quick_suggestion(Hints *hints, PyObject *op, PyObject *rule, Py
                     name = PyUnicode_FromFormat("assume_%U", part);
             }
             Py_XDECREF(index);
-            Py_XDECREF(key);
         }
         Py_XDECREF(producer_rule);
         Py_XDECREF(owner);
@@ -358,17 +353,9 @@ done:
 
 /* The naming rule of `spec` from `rules` ({id(spec): (spec, rule)}), else rule_of(spec). */
 static PyObject *rule_for(PyObject *spec, PyObject *rules, PyObject *rule_of) {
-    PyObject *key = PyLong_FromVoidPtr(spec);
-    if (key == NULL)
-        return NULL;
-    PyObject *found = PyDict_GetItemWithError(rules, key);
-    Py_DECREF(key);
-    if (found != NULL && PyTuple_Check(found) && PyTuple_GET_SIZE(found) == 2
-            && PyTuple_GET_ITEM(found, 0) == spec) {
-        PyObject *rule = PyTuple_GET_ITEM(found, 1);
-        Py_INCREF(rule);
-        return rule;
-    }
+    PyObject *rule = tilebc_pair_by_id(rules, spec);
+    if (rule != NULL)
+        return Py_NewRef(rule);
     if (PyErr_Occurred())
         return NULL;
     return PyObject_CallOneArg(rule_of, spec);
@@ -557,27 +544,12 @@ static PyObject *s_mnemonic, *s_equals, *s_newline, *s_space, *s_known, *s_ref, 
 
 #define MAX_GROUPS 16  /* an op of more result groups is printed by the `op` method */
 
-/* What `aliases` (a text.debuginfo.LocationAliases) has for `loc` in its `_known` map: the
- * (loc, text) pair it keeps by id, or NULL (borrowed; NULL with an exception on failure). */
-static PyObject *known_pair(PyObject *known, PyObject *loc) {
-    PyObject *key = PyLong_FromVoidPtr(loc);
-    if (key == NULL)
-        return NULL;
-    PyObject *pair = PyDict_GetItemWithError(known, key);
-    Py_DECREF(key);
-    if (pair != NULL && PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2
-            && PyTuple_GET_ITEM(pair, 0) == loc)
-        return pair;
-    return NULL;
-}
-
 /* aliases.ref(loc): the text `aliases` keeps for `loc`, else its method's answer (new ref) */
 static PyObject *location_text(PyObject *aliases, PyObject *known, PyObject *loc) {
-    PyObject *pair = known_pair(known, loc);
-    if (pair != NULL && PyTuple_GET_ITEM(pair, 1) != Py_None) {
-        Py_INCREF(PyTuple_GET_ITEM(pair, 1));
-        return PyTuple_GET_ITEM(pair, 1);
-    }
+    /* the aliases' _known map: id(loc) -> (loc, its text, or None before `finish`) */
+    PyObject *text = tilebc_pair_by_id(known, loc);
+    if (text != NULL && text != Py_None)
+        return Py_NewRef(text);
     if (PyErr_Occurred())
         return NULL;
     return PyObject_CallMethodOneArg(aliases, s_ref, loc);
@@ -614,9 +586,7 @@ static PyObject *type_text_of(ProgramContext *pc, PyObject *value) {
     PyObject *type = PyObject_GetAttr(value, s_type_name);
     if (type == NULL)
         return NULL;
-    PyObject *key = PyLong_FromVoidPtr(type);
-    PyObject *text = key == NULL ? NULL : PyDict_GetItemWithError(pc->texts, key);
-    Py_XDECREF(key);
+    PyObject *text = tilebc_by_id(pc->texts, type);
     if (text != NULL && PyUnicode_Check(text))
         text = Py_NewRef(text);
     else if (!PyErr_Occurred())
@@ -756,15 +726,13 @@ static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *p
                       PyObject *cannot_print, PyObject *text, PyObject *groups,
                       ProgramContext *pc, PyTypeObject *value_class) {
     PyObject *spec = PyObject_GetAttr(op, s_spec), *results = NULL, *body = NULL;
-    PyObject *key = NULL, *loc = NULL, *located = NULL, *printer = NULL, *result = NULL;
-    PyObject *program = NULL;
+    PyObject *loc = NULL, *located = NULL, *printer = NULL, *result = NULL, *program = NULL;
     PyObject *mnemonic = NULL, *count_text = NULL, *frozen = NULL;
     Py_ssize_t count = 0;
     int status = 0;
     if (spec == NULL)  /* not an op the fast way knows: the `op` method says what is wrong */
         return tilebc_recoverable() ? 0 : -1;
-    key = PyLong_FromVoidPtr(spec);
-    PyObject *found = key == NULL ? NULL : PyDict_GetItemWithError(printers, key);
+    PyObject *found = tilebc_by_id(printers, spec);
     if (found == NULL || !PyTuple_Check(found) || PyTuple_GET_SIZE(found) < 2
             || PyTuple_GET_SIZE(found) > 3 || PyTuple_GET_ITEM(found, 0) != spec) {
         status = PyErr_Occurred() ? -1 : 0;
@@ -785,9 +753,7 @@ static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *p
     /* the result groups' first results (names.result_groups): [0], or names.groups' starts */
     Py_ssize_t starts[MAX_GROUPS] = {0}, n_groups = 1;
     if (count > 1) {
-        PyObject *op_key = text != NULL ? PyLong_FromVoidPtr(op) : NULL;
-        PyObject *given = op_key != NULL ? PyDict_GetItemWithError(groups, op_key) : NULL;
-        Py_XDECREF(op_key);
+        PyObject *given = text != NULL ? tilebc_by_id(groups, op) : NULL;
         if (PyErr_Occurred()) {
             status = -1;
             goto done;
@@ -915,7 +881,6 @@ done:
     Py_XDECREF(results);
     Py_XDECREF(printer);
     Py_XDECREF(program);
-    Py_XDECREF(key);
     Py_DECREF(spec);
     return status;
 }
@@ -1181,8 +1146,9 @@ static int visit_op(PyObject *op, PyObject *aliases, PyObject *known, Visiting *
     PyObject *loc = PyObject_GetAttr(op, s_loc);
     if (loc == NULL)
         return -1;
-    PyObject *pair = known_pair(known, loc);
-    if (pair == NULL && !PyErr_Occurred() && visiting != NULL) {
+    /* its text (None before `finish`), or NULL for a location not visited yet */
+    PyObject *known_text = tilebc_pair_by_id(known, loc);
+    if (known_text == NULL && !PyErr_Occurred() && visiting != NULL) {
         /* _known[id(loc)] = (loc, None), then _visit(_normal(loc)) */
         PyObject *key = PyLong_FromVoidPtr(loc);
         PyObject *entry = key ? PyTuple_Pack(2, loc, Py_None) : NULL;
@@ -1197,7 +1163,7 @@ static int visit_op(PyObject *op, PyObject *aliases, PyObject *known, Visiting *
             return -1;
         }
         Py_DECREF(found);
-    } else if (pair == NULL) {
+    } else if (known_text == NULL) {
         PyObject *done = PyErr_Occurred() ? NULL : PyObject_CallMethodOneArg(aliases, s_visit, loc);
         if (done == NULL) {
             Py_DECREF(loc);

@@ -41,4 +41,26 @@ void tilebc_cursor_advance(CursorObject *cursor, PyObject *token);
 /* Whether `object` is a CursorBase (a cursor on the compiled token methods). */
 int tilebc_is_cursor(PyObject *object);
 
+/* dict[id(object)] (borrowed), as the Python side keys its caches by id(); NULL when it holds
+ * none (no exception) or on an error (exception set). */
+static inline PyObject *tilebc_by_id(PyObject *dict, PyObject *object) {
+    PyObject *key = PyLong_FromVoidPtr(object);
+    if (key == NULL)
+        return NULL;
+    PyObject *found = PyDict_GetItemWithError(dict, key);
+    Py_DECREF(key);
+    return found;
+}
+
+/* The value of the (object, value) pair dict[id(object)] keeps for this very object (borrowed;
+ * the object rides along so that an id reused by another object is no hit); NULL when there is
+ * none (no exception) or on an error (exception set). */
+static inline PyObject *tilebc_pair_by_id(PyObject *dict, PyObject *object) {
+    PyObject *pair = tilebc_by_id(dict, object);
+    if (pair != NULL && PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2
+            && PyTuple_GET_ITEM(pair, 0) == object)
+        return PyTuple_GET_ITEM(pair, 1);
+    return NULL;
+}
+
 #endif

@@ -21,6 +21,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include "_speedups.h"
 
 static PyObject *s_spec, *s_operands, *s_attrs, *s_results, *s_regions, *s_loc, *s_type,
     *s_visible, *s_defined, *s_entry_subprogram, *s_debug, *s_resolved, *s_resolve, *s_ctx,
@@ -224,9 +225,7 @@ static PyObject *resolve_here(State *state, PyObject *loc, PyObject *id) {
     if ((PyObject *)Py_TYPE(loc) != state->di_loc)
         return NULL;
     PyObject *scope = PyObject_GetAttr(loc, s_scope);
-    PyObject *key = scope ? PyLong_FromVoidPtr(scope) : NULL;
-    PyObject *entry = key ? PyDict_GetItemWithError(state->scopes, key) : NULL;
-    Py_XDECREF(key);
+    PyObject *entry = scope ? tilebc_by_id(state->scopes, scope) : NULL;
     PyObject *found = NULL;
     if (entry != NULL && PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) == 3
             && PyTuple_GET_ITEM(entry, 0) == scope) {
@@ -431,13 +430,7 @@ static PyObject *verify_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyObject *spec = PyObject_GetAttr(op, s_spec);
         if (spec == NULL)
             goto done;
-        PyObject *id = PyLong_FromVoidPtr(spec);
-        if (id == NULL) {
-            Py_DECREF(spec);
-            goto done;
-        }
-        PyObject *check = PyDict_GetItemWithError(plain, id);
-        Py_DECREF(id);
+        PyObject *check = tilebc_by_id(plain, spec);
         if (check == NULL && PyErr_Occurred()) {
             Py_DECREF(spec);
             goto done;

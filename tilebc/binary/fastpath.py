@@ -25,10 +25,11 @@ from collections.abc import Callable
 from ..codecache import compile_generated
 from ..ir import attrs as A
 from ..ir.module import Value
-from ..ops.spec import Arity, AttrKind
+from ..ops.spec import ARITY_CODES, Arity, AttrKind
 from ..version import Version
 from .lazyloc import DecodedOp, store_loc_slot
-from .plans import ABSENT, FIXED, FLAT, OPTIONAL, READ, SEGMENTED, UNIT, OpPlan
+from .plans import (ABSENT, FIXED, FLAT, OPERAND_MODE_CODES, OPTIONAL, READ, SEGMENTED, UNIT,
+                    OpPlan)
 from .tags import ATTR_BOUNDED, ATTR_DIV_BY
 
 
@@ -311,8 +312,6 @@ _CALLED = 6  # read by a Python function f(mr, reader, data, pos, rtypes) -> (va
 _DENSE = 9  # mr._dense looked up in C, _read_dense called for a constant not there yet
 _TAGGED = 10  # mr._attr_cache looked up in C for div_by and bounded, else _read_tagged called
 _BOOL_ARRAY = 11  # read in C (an extension built before it calls the careful reader)
-_MODES = {FIXED: 0, SEGMENTED: 1, FLAT: 2}
-_ARITIES = {Arity.ONE: 0, Arity.OPTIONAL: 1, Arity.VARIADIC: 2}
 
 
 def _read_tagged(mr, reader, data, pos, rtypes):
@@ -387,8 +386,9 @@ def decoder_program(plan: OpPlan, version: Version, attr_steps=None) -> tuple:
         attr_steps = tuple(_attr_program(*step, version) for step in plan.attr_steps)
     return (plan.spec, plan.counted_results, plan.variadic_results, plan.num_serialized,
             tuple(plan.synthesized), plan.has_flags, plan.known_flags & ((1 << 64) - 1),
-            attr_steps, plan.pending_defaults, _MODES[plan.operand_mode], plan.num_fixed_operands,
-            tuple((name, _ARITIES[arity], bit) for name, arity, bit in plan.operand_steps),
+            attr_steps, plan.pending_defaults, OPERAND_MODE_CODES[plan.operand_mode],
+            plan.num_fixed_operands,
+            tuple((name, ARITY_CODES[arity], bit) for name, arity, bit in plan.operand_steps),
             plan.spec.regions, _helpers())
 
 

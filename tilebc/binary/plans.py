@@ -17,6 +17,8 @@ from ..version import Version
 READ, UNIT, OPTIONAL, ABSENT = "read", "unit", "optional", "absent"
 # Operand encodings: one count per group (AttrSizedOperandSegments), one shared count, or no count.
 SEGMENTED, FLAT, FIXED = "segmented", "flat", "fixed"
+# The number each operand mode is given in the programs of the C decoder and encoder.
+OPERAND_MODE_CODES = {FIXED: 0, SEGMENTED: 1, FLAT: 2}
 
 
 class OpPlan:

@@ -836,6 +836,10 @@ class ModuleReader:
             if value is not None:
                 self._debug_attrs[index] = self._locations[index] = value
                 return value
+        return self._careful_location(index, offset)
+
+    def _careful_location(self, index: int, offset: int):
+        """location() of an entry no fast path makes: read by debug_attr, checked, kept."""
         value = self.debug_attr(index, offset)
         if value is None or isinstance(value, L.UnknownDebugAttr):
             return None
@@ -856,8 +860,11 @@ class ModuleReader:
             made = self._plain_locations(indices, start, stop)
             found += made
             start += len(made)
-            if start < stop:  # an entry the C helper leaves to location(): read it, go on after
-                found.append(location(indices[start], offset))
+            if start < stop:  # an entry the C helper leaves to the careful path: go on after it
+                index = indices[start]
+                known = self._locations
+                found.append(known[index] if index in known
+                             else self._careful_location(index, offset))
                 start += 1
         return found
 

@@ -13,7 +13,7 @@ from ..ir.module import Block, Function, Module, Op, Value
 from ..numeric.dense import dense_size_ok
 from ..ir.shared import brief
 from ..ops.enums import PtrAttr, SymbolVisibility, WireEnum
-from ..ops.spec import Arity, AttrKind
+from ..ops.spec import ARITY_CODES, Arity, AttrKind
 from ..ops.table import ITEM_READ
 from ..speedups import encode_ops
 from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS, GLOBAL_VISIBILITY_AND_CONSTANT,
@@ -21,7 +21,7 @@ from ..version import (DISUBPROGRAM_FLAGS, ENTRY_ARG_ATTRS, GLOBAL_VISIBILITY_AN
                        Version, VersionLike, check_supported)
 from .layout import FileLayout, LayoutMismatch
 from .limits import DEFAULT_LIMITS
-from .plans import FIXED, FLAT, SEGMENTED, OpPlan, plan_for
+from .plans import FIXED, OPERAND_MODE_CODES, SEGMENTED, OpPlan, plan_for
 from .container import MAGIC, PREVIEW_TAG_BIT, SECTION_ALIGNMENT, SectionId
 from .primitives import INT64_MIN, Writer
 from .tags import (ATTR_ARRAY, ATTR_BOOL, ATTR_BOUNDED, ATTR_DENSE, ATTR_DICTIONARY, ATTR_DIV_BY,
@@ -609,9 +609,7 @@ class ModuleWriter:
         """`spec`'s program for tilebc._speedups.encode_ops (what `op` does for an op of it, when
         nothing unusual happens), or None for kinds always written by `op`: regions, structural
         and preview kinds, kinds or results the target version lacks."""
-        plan = self._plans.get(id(spec))
-        if plan is None or plan.spec is not spec:
-            plan = self._plan(spec)
+        plan = self._plan(spec)
         program = None
         if not (spec.regions or spec.structural or spec.preview or not plan.kind_current
                 or plan.encode_results is None or spec.unregistered):
@@ -634,8 +632,8 @@ class ModuleWriter:
                     mode, members = _ATTR_BYTES, None
                 attr_steps.append((attr.name, mode, attr.optional, attr,
                                    attr.enum if mode == _ATTR_ENUM else None, members))
-            mode = {FIXED: 0, SEGMENTED: 1, FLAT: 2}[plan.operand_mode]
-            operand_steps = tuple((o.name, _ARITY_CODES[o.arity]) for o in spec.operands)
+            mode = OPERAND_MODE_CODES[plan.operand_mode]
+            operand_steps = tuple((o.name, ARITY_CODES[o.arity]) for o in spec.operands)
             program = (spec, bytes(opcode.buf), flags, plan.encode_results, flag_steps,
                        tuple(attr_steps), mode, operand_steps)
         self._encoder_programs[id(spec)] = program
@@ -957,7 +955,6 @@ _ENUM = AttrKind.ENUM
 # How encode_ops writes an attribute: an enum member from the program's table, any value through
 # ModuleWriter._attr_bytes, or (one the target version lacks) only when absent.
 _ATTR_ENUM, _ATTR_BYTES, _ATTR_NEWER = 0, 1, 2
-_ARITY_CODES = {Arity.ONE: 0, Arity.OPTIONAL: 1, Arity.VARIADIC: 2}
 
 
 def _show(value) -> str:

@@ -22,6 +22,10 @@ class Arity(enum.Enum):
     VARIADIC = "variadic"
 
 
+# The number each arity is given in the programs the optional C helpers read (tilebc/_*.c).
+ARITY_CODES = {Arity.ONE: 0, Arity.OPTIONAL: 1, Arity.VARIADIC: 2}
+
+
 class AttrKind(enum.Enum):
     """How an op attribute is stored inline (no tag: the kind is implied by the op)."""
 

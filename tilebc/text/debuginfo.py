@@ -114,9 +114,8 @@ class LocationAliases:
         # by depth, then alias name, print order kept among equals: nodes are grouped by (depth,
         # name) in print order and the few groups sorted, rather than every node
         groups: dict[tuple, list] = {}
-        alias_name = _ALIAS_NAMES.get
         for node, depth in self._depth.items():
-            key = (depth, alias_name(node.__class__, "loc"))
+            key = (depth, _alias_name(node))
             group = groups.get(key)
             if group is None:
                 groups[key] = [node]
@@ -149,20 +148,22 @@ class LocationAliases:
     def definitions(self) -> list[str]:
         names = self.names
         define = self._define
-        di_loc = L.DILoc
         scope_names: dict[int, str] = {}  # id(scope) -> its alias: a module's DILocs share few
         lines = []
         for node, name in zip(self._sorted, self._sorted_names):
-            if node.__class__ is di_loc:  # most nodes; _define's text
+            if node.__class__ is L.DILoc:  # most nodes: their scope's alias found by identity
                 scope = node.scope  # kept alive by the node
                 scope_name = scope_names.get(id(scope))
                 if scope_name is None:
                     scope_name = scope_names[id(scope)] = names.get(scope)
-                text = (f"#cuda_tile.di_loc<{names.get(_file_loc(node))} in {scope_name}>")
+                text = self._di_loc(node, scope_name)
             else:
                 text = define(node)
             lines.append(f"{name} = {text}")
         return lines
+
+    def _di_loc(self, node, scope_name) -> str:
+        return f"#cuda_tile.di_loc<{self.names.get(_file_loc(node))} in {scope_name}>"
 
     def _define(self, node) -> str:
         name = self.names.get
@@ -173,7 +174,7 @@ class LocationAliases:
             _, filename, line, column = node
             return f"loc({_escaped(filename)}:{line}:{column})"
         if kind is L.DILoc:  # the other most
-            return f"#cuda_tile.di_loc<{name(_file_loc(node))} in {name(node.scope)}>"
+            return self._di_loc(node, name(node.scope))
         if isinstance(node, L.DIFile):
             return f"#cuda_tile.di_file<{escape_string(node.name)} in {escape_string(node.directory)}>"
         if isinstance(node, L.DICompileUnit):

@@ -15,10 +15,16 @@ from ..codecache import compile_generated
 from ..ir import types as T
 from ..ir.module import Value
 from ..ops.enums import MemoryScope
-from ..ops.spec import Arity, AttrKind
+from ..ops.spec import ARITY_CODES, Arity, AttrKind
 from .types import TYPE_SPAN
 from .syntax import (AttrDict, AttrRef, Custom, Literal, OperandRef, OptionalGroup, Space, TypeRef,
                      compile_syntax)
+
+
+def view_memory_ordering(spec, attr, own_memory_parser) -> bool:
+    """Whether `attr` is the memory ordering a kind of `own_memory_parser` reads together with
+    its scope (`_Parser._view_memory_attributes`) rather than as a keyword."""
+    return attr.name == "memory_ordering_semantics" and spec.mnemonic in own_memory_parser
 
 
 class _Writer:
@@ -106,8 +112,7 @@ class _Writer:
             enum = self.constant(attr.enum)
             if attr.enum.__name__ in self.custom_enums:
                 self.code(f"{target} = p._custom_enum({enum}, state)")
-            elif attr.name == "memory_ordering_semantics" \
-                    and self.spec.mnemonic in self.own_memory_parser:
+            elif view_memory_ordering(self.spec, attr, self.own_memory_parser):
                 self.code(f"{target} = p._view_memory_attributes({enum})")
             else:
                 self.code(f"{target} = p._enum_keyword({enum}, {attr.name!r})")
@@ -277,7 +282,6 @@ def op_parser(spec, parser_class, custom_enums, own_memory_parser):
 TEST_LITERAL, TEST_VALUE, TEST_KEYWORD, TEST_SETTLED = range(4)
 # How an attribute the text did not give is filled in.
 ATTR_ABSENT, ATTR_DEFAULT, ATTR_DEFAULT_FOR = range(3)
-ARITY_CODES = {Arity.ONE: 0, Arity.OPTIONAL: 1, Arity.VARIADIC: 2}
 MAX_SLOTS = 16  # operands, attributes or results of a kind parse_ops reads (tilebc/_opparser.c)
 
 
@@ -285,7 +289,7 @@ class _Unsupported(Exception):
     """An element the C op parser does not read: the kind keeps its generated function only."""
 
 
-def _program_steps(spec, elements, custom_enums, own_memory_parser, steps: list) -> None:
+def _program_steps(spec, elements, own_memory_parser, steps: list) -> None:
     attr_index = {a.name: i for i, a in enumerate(spec.attrs)}
     for element in elements:
         if isinstance(element, Space):
@@ -303,7 +307,7 @@ def _program_steps(spec, elements, custom_enums, own_memory_parser, steps: list)
                 continue
             if attr.kind is not AttrKind.ENUM:
                 raise _Unsupported
-            if attr.name == "memory_ordering_semantics" and spec.mnemonic in own_memory_parser:
+            if view_memory_ordering(spec, attr, own_memory_parser):
                 # the ordering, and no scope after a weak one or a word that is no scope
                 steps.append((STEP_VIEW_ORDERING, attr_index[attr.name], attr.enum.keywords(),
                               attr.enum.from_keyword("weak"),
@@ -342,12 +346,12 @@ def _program_steps(spec, elements, custom_enums, own_memory_parser, steps: list)
             else:
                 raise _Unsupported
         elif isinstance(element, OptionalGroup):
-            _optional_steps(spec, element, custom_enums, own_memory_parser, steps, attr_index)
+            _optional_steps(spec, element, own_memory_parser, steps, attr_index)
         else:
             raise _Unsupported
 
 
-def _optional_steps(spec, group, custom_enums, own_memory_parser, steps, attr_index) -> None:
+def _optional_steps(spec, group, own_memory_parser, steps, attr_index) -> None:
     anchor, first = group.anchor, group.elements[0]
     settled = isinstance(anchor, TypeRef) and anchor.operand is not None
     if isinstance(first, Literal):
@@ -364,7 +368,7 @@ def _optional_steps(spec, group, custom_enums, own_memory_parser, steps, attr_in
     inner: list = []
     try:
         _program_steps(spec, [e for e in group.elements if not (unit and e is anchor)],
-                       custom_enums, own_memory_parser, inner)
+                       own_memory_parser, inner)
     except _Unsupported:  # the group present: the op is the generated function's
         steps.append((STEP_OPTIONAL, test, argument, -1, -1))
         return
@@ -373,7 +377,7 @@ def _optional_steps(spec, group, custom_enums, own_memory_parser, steps, attr_in
     steps.extend(inner)
 
 
-def fast_program(spec, plan, parsed_op, custom_enums, own_memory_parser):
+def fast_program(spec, plan, parsed_op, own_memory_parser):
     """`spec`'s syntax as a program for tilebc._speedups.parse_ops (the same reading as the
     generated function, for ops written the usual way: anything else, and every error, is left to
     the generated function), built as `plan` (the parser's _BuildPlan of the kind) says, or None
@@ -385,7 +389,7 @@ def fast_program(spec, plan, parsed_op, custom_enums, own_memory_parser):
         return None
     steps: list = []
     try:
-        _program_steps(spec, compile_syntax(spec), custom_enums, own_memory_parser, steps)
+        _program_steps(spec, compile_syntax(spec), own_memory_parser, steps)
     except _Unsupported:
         return None
     operand_index = {name: i for i, (name, _) in enumerate(plan.operands)}
@@ -398,12 +402,11 @@ def fast_program(spec, plan, parsed_op, custom_enums, own_memory_parser):
             attrs.append((name, ATTR_DEFAULT_FOR, attr))
         else:  # None: the generated function's error for the missing attribute
             attrs.append((name, ATTR_DEFAULT, attr.default))
-    results = tuple(r.name == "result_token" for r in spec.results)
     # load_ptr_tko's `%p, %x`: a mask or a padding value, which _build tells apart by type (the
     # operand slots of the mask and the padding value)
     swaps = (operand_index["mask"], operand_index["paddingValue"]) \
         if plan.swaps_padding and "mask" in operand_index else None
-    return (spec, tuple(steps), operands, tuple(attrs), results, swaps,
+    return (spec, tuple(steps), operands, tuple(attrs), plan.token_results, swaps,
             operand_index.get(spec.result_like, -1) if spec.result_like else -1,
             operand_index.get("token", -1), plan.elementwise,
             tuple(operand_index[n] for n in plan.types_match if n in operand_index),

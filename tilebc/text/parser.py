@@ -29,7 +29,7 @@ from .lexer import MAX_NESTING, Cursor, Token, nesting, shorten, unescape
 from .debuginfo import attribute_text
 from .locations import LocationTable
 from .syntax import AttrDict, TypeRef
-from .parsegen import fast_program, op_parser
+from .parsegen import fast_program, op_parser, view_memory_ordering
 from .types import TypeParser
 
 PREFIX = "cuda_tile."
@@ -112,7 +112,7 @@ class _BuildPlan:
     attributes as flat tuples, and which of the per-op checks apply at all."""
 
     __slots__ = ("spec", "operands", "attrs", "swaps_padding", "elementwise", "types_match",
-                 "matches_result", "one_result", "regions")
+                 "matches_result", "one_result", "regions", "token_results")
 
     def __init__(self, spec):
         self.spec = spec  # held so the id keying _BUILD_PLANS is never reused
@@ -128,6 +128,8 @@ class _BuildPlan:
         # a single result that is not variadic: its type is the one the text wrote, when it did
         self.one_result = len(spec.results) == 1 and not spec.results[0].variadic
         self.regions = spec.regions
+        # which results are the op's token, typed without being written
+        self.token_results = tuple(r.name == "result_token" for r in spec.results)
 
 
 # id(spec) -> its _BuildPlan; asked once per op, derived once per op kind (specs are immutable).
@@ -141,6 +143,13 @@ def _build_plan(spec) -> _BuildPlan:
     if plan is None or plan.spec is not spec:
         plan = _BUILD_PLANS[id(spec)] = _BuildPlan(spec)
     return plan
+
+
+def _named_kind(text: str):
+    """The op kind an op name written in the custom form names (with or without the dialect's
+    prefix, or by an alias), or None."""
+    mnemonic = text[len(PREFIX):] if text.startswith(PREFIX) else text
+    return OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic))
 
 
 def _op_parser(spec):
@@ -633,12 +642,10 @@ class _Parser:
     def _fast_program(self, name: str):
         """The program parse_ops reads ops named `name` (as written) with, or None: those are
         read by _next_op (kept in _fast_programs either way)."""
-        mnemonic = name[len(PREFIX):] if name.startswith(PREFIX) else name
-        spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic))
+        spec = _named_kind(name)
         program = None
         if spec is not None and not spec.structural and spec.syntax:
-            program = fast_program(spec, _build_plan(spec), ParsedOp, _CUSTOM_ENUMS,
-                                   OWN_MEMORY_ATTRIBUTE_PARSER)
+            program = fast_program(spec, _build_plan(spec), ParsedOp, OWN_MEMORY_ATTRIBUTE_PARSER)
         self._fast_programs[name] = program
         return program
 
@@ -679,8 +686,7 @@ class _Parser:
         c._peeked = None
         known = self._bodies.get(text)
         if known is None:
-            mnemonic = text[len(PREFIX):] if text.startswith(PREFIX) else text
-            spec = OPS_BY_MNEMONIC.get(MNEMONIC_ALIASES.get(mnemonic, mnemonic))
+            spec = _named_kind(text)
             if spec is None or spec.structural or not spec.syntax:
                 raise c.error(f"unknown operation '{text}'", name_token.pos)
             known = self._bodies[text] = (spec, _op_parser(spec))
@@ -992,7 +998,7 @@ class _Parser:
         if result is not None and plan.one_result:
             types = [result]
         else:
-            types = self._result_types(state, operands, name_token)
+            types = self._result_types(state, operands, name_token, plan)
         if not plan.regions:
             return ParsedOp(spec, operands, attrs, types)
         regions = [state.regions[i] for i in range(spec.regions) if i in state.regions]
@@ -1003,8 +1009,9 @@ class _Parser:
                 raise self.c.error(f"{spec.mnemonic} needs {spec.regions} region(s)", name_token.pos)
         return ParsedOp(spec, operands, attrs, types, regions)
 
-    def _result_types(self, state: _OpState, operands, name_token) -> list:
+    def _result_types(self, state: _OpState, operands, name_token, plan: _BuildPlan) -> list:
         spec = state.spec
+        token_results = plan.token_results
         types: list = []
         first = None
         for index, result in enumerate(spec.results):
@@ -1023,7 +1030,7 @@ class _Parser:
                 first = first or (given[0] if given else None)
                 continue
             if given is None:
-                if result.name == "result_token":
+                if token_results[index]:
                     given = [T.token]
                 elif index == 0 and spec.result_like:
                     source = operands[spec.result_like]
@@ -1199,7 +1206,7 @@ class _Parser:
         if kind is AttrKind.ENUM:
             if attr.enum.__name__ in _CUSTOM_ENUMS:
                 return self._custom_enum(attr.enum, state)
-            if attr.name == "memory_ordering_semantics" and state.spec.mnemonic in OWN_MEMORY_ATTRIBUTE_PARSER:
+            if view_memory_ordering(state.spec, attr, OWN_MEMORY_ATTRIBUTE_PARSER):
                 return self._view_memory_attributes(attr.enum)
             return self._enum_keyword(attr.enum, attr.name)
         if kind is AttrKind.BOOL:

@@ -14,7 +14,7 @@ from ..errors import TilebcError
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
 from ..ir import attrs as A
 from ..ir.types import exact_type_text
-from ..ops.spec import Arity, AttrKind
+from ..ops.spec import ARITY_CODES, Arity, AttrKind
 from ..ops.table import ENTRY_OP, GLOBAL_OP
 from ..gcpause import collection_paused
 from .. import speedups
@@ -753,9 +753,6 @@ class _ProgramWriter(_Writer):
             raise _NoProgram()
 
 
-_SHAPES = {Arity.ONE: 0, Arity.OPTIONAL: 1, Arity.VARIADIC: 2}
-
-
 def body_program(spec) -> tuple | None:
     """(shapes, steps) of `spec`'s op body for print_ops' C loop, or None where its syntax needs
     the fast printer. `shapes` has each operand group's (name, 0 one / 1 optional / 2 variadic):
@@ -765,7 +762,7 @@ def body_program(spec) -> tuple | None:
         writer.elements(compile_syntax(spec))
     except _NoProgram:
         return None
-    shapes = tuple((operand.name, _SHAPES[operand.arity]) for operand in spec.operands)
+    shapes = tuple((operand.name, ARITY_CODES[operand.arity]) for operand in spec.operands)
     return shapes, tuple(writer.steps)
 
 

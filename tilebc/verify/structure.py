@@ -181,7 +181,6 @@ class Verifier:
         self._clean_keys: dict[bytes, bool] = {}  # the C loop's keys of ops checked clean
         self._clean_types = set()                     # ids of types that passed type_ok
         self._clean_signatures = set()  # ids of entry function types whose parameters passed
-        self._clean_arguments = False   # the entry being checked has such a signature
         self._canonical: dict[object, object] = {}    # value -> first equal object seen
         self._canonical_ids: dict[int, int] = {}      # id(object) -> id of its canonical one
         self._effects: dict[int, Op | None] = {}   # id(op) -> an op with effects in it, or None
@@ -234,13 +233,11 @@ class Verifier:
                                                   f"declares results {_type_list(function.type.results)}")
         inputs = function.type.inputs
         arg_types = [a.type for a in function.body.args]
-        same_types = list(inputs) == arg_types
-        if not same_types:
+        if list(inputs) != arg_types:
             ctx.report("entry.signature", function, f"body arguments {_type_list(arg_types)} do "
                        f"not match the declared parameters {_type_list(inputs)}")
         # entries share signatures: one whose parameters passed is not checked again
-        clean = self.fast and id(function.type) in self._clean_signatures
-        if not clean:
+        if not (self.fast and id(function.type) in self._clean_signatures):
             reported = len(ctx.diagnostics)
             for index, param in enumerate(inputs):
                 if not (isinstance(param, TileType) and param.rank == 0
@@ -249,18 +246,12 @@ class Verifier:
                                f"tile (tile<E> or tile<ptr<E>>), got {param}")
                 else:
                     self.type_ok(function, param, f"parameter {index}")
-            clean = len(ctx.diagnostics) == reported
-            if clean:
+            if len(ctx.diagnostics) == reported:
                 self._clean_signatures.add(id(function.type))
         check_hints(ctx, function, ENTRY_OP.mnemonic, function.optimization_hints, self.version)
         if function.arg_attrs is not None:
             self.arg_attrs(function)
-        # the body's arguments then need no type check of their own
-        self._clean_arguments = self.fast and clean and same_types
-        try:
-            self.entry_body(function)
-        finally:
-            self._clean_arguments = False
+        self.entry_body(function)
 
     def entry_body(self, function: Function) -> None:
         self.entry_subprogram = self.debug.entry(function)
@@ -308,16 +299,9 @@ class Verifier:
         if parent is not None:
             # A region sees what is visible where its op stands; what it defines stays inside.
             self.visible = set(outer)
-        args = block.args
-        if parent is None and self._clean_arguments and len(set(args)) == len(args) \
-                and self.defined.isdisjoint(args):
-            # an entry's arguments of a clean signature: defined, their types known good
-            self.defined.update(args)
-            self.visible.update(args)
-        else:
-            for arg in args:
-                self.define(owner, arg)
-                self.type_ok(owner, arg.type, "block argument")
+        for arg in block.args:
+            self.define(owner, arg)
+            self.type_ok(owner, arg.type, "block argument")
         ops = block.ops
         if parent is not None and parent.spec.combiner:
             self.effect_free_body(ops, parent)

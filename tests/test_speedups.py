@@ -1271,3 +1271,40 @@ def test_the_c_encoder_agrees_on_edited_modules(monkeypatch):
             assert found == outcome(theirs, version), seed
         written += isinstance(found, bytes)
     assert 30 < written < 270
+
+
+def test_kept_hash_is_the_classes_own_hash():
+    """keep_hash's slot answers what the cached-hash classes' __hash__ answers: made in C the
+    first time (kept where __hash__ reads it) and read back after, for types and debug
+    attributes of real modules (objects equal across two decodes)."""
+    import copy
+    import pickle
+    from tilebc.ir import location as L
+    from tilebc.ir import types as T
+    path = next(iter(sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "fixtures",
+                                                   "bytecode", "*", "*-13.5.tilebc")))))
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("the classes keep Python's slot under TILEBC_PURE")
+    first, second = tilebc.load(path), tilebc.load(path)
+    seen = 0
+    for one, other in zip(first.functions, second.functions):
+        objects = [(one.type, other.type), (one.loc, other.loc)]
+        objects += [(a.loc, b.loc) for a, b in zip(one.walk(), other.walk())]
+        objects += [(r.type, s.type) for a, b in zip(one.walk(), other.walk())
+                    for r, s in zip(a.results, b.results)]
+        objects += [(a.loc.scope, b.loc.scope) for a, b in zip(one.walk(), other.walk())
+                    if isinstance(a.loc, L.DILoc)]
+        for made_here, made_by_python in objects:
+            if made_here is None:
+                continue
+            vars(made_here).pop("_hash", None)  # (loading verified: hashed already)
+            vars(made_by_python).pop("_hash", None)
+            python = type(made_by_python).__hash__(made_by_python)  # the Python method
+            assert hash(made_here) == python == hash(made_by_python)
+            assert vars(made_here)["_hash"] == python  # kept by the slot for __hash__
+            assert hash(pickle.loads(pickle.dumps(made_here))) == python
+            assert hash(copy.deepcopy(made_here)) == python
+            seen += 1
+    assert seen > 50
+    assert T.TileType.__hash__ is not None and L.DILoc._hash_fields == ("scope", "filename",
+                                                                      "line", "column")

@@ -479,9 +479,86 @@ static PyTypeObject CursorType = {
     .tp_free = PyObject_GC_Del,
 };
 
+/* The hash of an instance of a class that keeps it in its `_hash` field (ir/shared.py
+ * cached_hash), read here without a Python frame; the class's own __hash__ makes it the first
+ * time. Debug attributes and types are hashed several times each as dict keys. */
+static PyObject *name_hash_field, *name_dunder_hash, *name_hash_fields;
+
+/* hash(tuple(getattr(self, name) for name in type(self)._hash_fields)), kept in the instance's
+ * `_hash` as the class's __hash__ keeps it (a new int); that method where the class names no
+ * fields. */
+static PyObject *made_hash(PyObject *self) {
+    PyObject *names = PyObject_GetAttr((PyObject *)Py_TYPE(self), name_hash_fields);
+    if (names == NULL || !PyTuple_Check(names)) {
+        Py_XDECREF(names);
+        PyErr_Clear();
+        return PyObject_CallMethodNoArgs(self, name_dunder_hash);
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(names);
+    PyObject *fields = PyTuple_New(count), *value = NULL;
+    for (Py_ssize_t i = 0; fields != NULL && i < count; i++) {
+        PyObject *field = PyObject_GetAttr(self, PyTuple_GET_ITEM(names, i));
+        if (field == NULL)
+            Py_CLEAR(fields);
+        else
+            PyTuple_SET_ITEM(fields, i, field);
+    }
+    Py_DECREF(names);
+    if (fields == NULL)
+        return NULL;
+    Py_hash_t hash = PyObject_Hash(fields);
+    Py_DECREF(fields);
+    if (hash == -1)
+        return NULL;
+    value = PyLong_FromSsize_t(hash);
+    PyObject *own = value == NULL ? NULL : PyObject_GenericGetDict(self, NULL);
+    int failed = own == NULL || PyDict_SetItem(own, name_hash_field, value) < 0;
+    Py_XDECREF(own);
+    if (failed)
+        Py_CLEAR(value);
+    return value;
+}
+
+static Py_hash_t kept_hash_slot(PyObject *self) {
+    PyObject *own = PyObject_GenericGetDict(self, NULL), *value = NULL;
+    if (own == NULL)
+        return -1;
+    PyObject *kept = PyDict_Check(own) ? PyDict_GetItemWithError(own, name_hash_field) : NULL;
+    if (kept != NULL && PyLong_CheckExact(kept))
+        value = Py_NewRef(kept);
+    Py_DECREF(own);
+    if (value == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        value = made_hash(self);
+        if (value == NULL)
+            return -1;
+    }
+    Py_hash_t hash = PyLong_AsSsize_t(value);
+    Py_DECREF(value);
+    if (hash == -1 && !PyErr_Occurred())
+        hash = -2;  /* as Python's own slot answers for -1 */
+    return hash;
+}
+
+/* keep_hash(cls): instances of `cls` (a class with a __dict__ whose __hash__ keeps its answer in
+ * the instance's `_hash`, made from the fields its `_hash_fields` names) hashed by
+ * kept_hash_slot */
+static PyObject *keep_hash(PyObject *module, PyObject *cls) {
+    if (!PyType_Check(cls) || !(((PyTypeObject *)cls)->tp_flags & Py_TPFLAGS_HEAPTYPE)
+            || ((PyTypeObject *)cls)->tp_dictoffset == 0) {
+        PyErr_SetString(PyExc_TypeError, "keep_hash: a class with instance dicts");
+        return NULL;
+    }
+    ((PyTypeObject *)cls)->tp_hash = kept_hash_slot;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"scan_token", (PyCFunction)(void (*)(void))scan_token, METH_FASTCALL,
      "scan_token(text, pos) -> (kind, text, start) or None (see the module's source)"},
+    {"keep_hash", keep_hash, METH_O,
+     "keep_hash(cls): hash instances of cls by their kept `_hash`, made by cls.__hash__ once"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -506,8 +583,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     name_peek_checked = PyUnicode_InternFromString("_peek_checked");
     name_expect_failed = PyUnicode_InternFromString("_expect_failed");
     name_expect_kind_failed = PyUnicode_InternFromString("_expect_kind_failed");
+    name_hash_field = PyUnicode_InternFromString("_hash");
+    name_dunder_hash = PyUnicode_InternFromString("__hash__");
+    name_hash_fields = PyUnicode_InternFromString("_hash_fields");
     if (!kind_value || !kind_hash || !kind_bang || !kind_ident || !kind_punct
-            || !name_peek_checked || !name_expect_failed || !name_expect_kind_failed)
+            || !name_peek_checked || !name_expect_failed || !name_expect_kind_failed
+            || !name_hash_field || !name_dunder_hash || !name_hash_fields)
         return NULL;
     if (PyType_Ready(&TokenType) < 0 || PyType_Ready(&CursorType) < 0)
         return NULL;

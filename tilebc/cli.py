@@ -119,12 +119,24 @@ def _default_bytecode_output(path: str) -> str:
 def cmd_dis(args) -> int:
     from .verify_aside import read_verified
     data = read_input(args.input)
-    # Unverified, the debug section is still read whole, as tileirdisasm reads it (the verifier
-    # reads every location; a plain print reads none).
-    module, verifier = read_verified(
-        lambda: decode_bytes(data, display_name(args.input), lazy_debug=not args.no_verify),
-        len(data), enabled=not args.no_verify, may_fork=_held is not None)
+
+    def read():
+        # Unverified, the debug section is still read whole, as tileirdisasm reads it (the
+        # verifier reads every location; a plain print reads none).
+        return decode_bytes(data, display_name(args.input), lazy_debug=not args.no_verify)
+
+    report = None
+    if args.debug:  # a child verifying aside also names the locations (alias_aside.py)
+        from .alias_aside import location_texts as report
+    module, verifier = read_verified(read, len(data), enabled=not args.no_verify,
+                                     may_fork=_held is not None, report=report)
     _hold(module)
+    marked = None
+    if args.debug and not verifier.in_place:
+        from .alias_aside import MarkedLocations
+        marked = MarkedLocations.of(module)
+        if marked is not None:
+            verifier.fresh = read  # its locations are indices now
     # A regular file takes the text an entry at a time (the text of a large module is never held
     # whole) and is replaced only once the module is known valid; stdout or a device gets nothing
     # before that.
@@ -133,6 +145,13 @@ def cmd_dis(args) -> int:
     def pieces():
         # loaded after the fork, in the verifier's block: a child verifying aside never prints
         from .text.printer import module_text_pieces
+        if marked is not None:
+            printed = list(module_text_pieces(module, aliases=marked))
+            verifier.confirm()
+            texts = marked.pieces(printed, verifier.report)
+            # without the child's texts: printed again from a fresh decode
+            yield from texts or module_text_pieces(_hold(read()), debug=True)
+            return
         produced = module_text_pieces(module, debug=args.debug)
         if not streams:
             produced = list(produced)

@@ -26,6 +26,7 @@ verify_ops = None  # the verifier's loop over a block's ops (verify/structure.py
 encode_ops = None  # the bytecode writer's loop over a block's ops (binary/writer.py ModuleWriter.ops)
 parse_ops = None  # the text parser's loop over a region's ops (text/parser.py _Parser._block_ops)
 parse_args = None  # the text parser's loop over an entry's arguments (text/parser.py _Parser._entry)
+keep_hash = None  # hashing by a kept `_hash` without a Python frame (ir/shared.py cached_hash)
 
 if not os.environ.get("TILEBC_PURE"):
     try:
@@ -39,7 +40,7 @@ if not os.environ.get("TILEBC_PURE"):
     for _name in ("scan_token", "Token", "CursorBase", "OpDecoder", "decode_ops",
                   "plain_locations", "store_locations", "number_ops", "print_ops",
                   "visit_locations", "verify_ops", "alias_visit", "encode_ops", "parse_ops",
-                  "parse_args"):
+                  "parse_args", "keep_hash"):
         globals()[_name] = getattr(_speedups, _name, None)
 
 ACTIVE = scan_token is not None

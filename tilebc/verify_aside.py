@@ -14,6 +14,9 @@ verifying in place gives.
 The child says "valid" through a pipe before it exits, and the parent goes on at once: a process
 that built a large module takes tens of milliseconds to end (its memory is given back), and the
 parent need not wait for that. A child that ends without a word found a problem (or failed).
+A command may also have the child make something from its module for the parent (`report`:
+`tilebc dis -g` has it name the locations, tilebc/alias_aside.py); it follows the word, after its
+length.
 
 Verifying a parsed module takes the child longer than encoding takes the parent, so for `asm`
 the child leaves the last entries of a module of several to the parent, which verifies them once
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 
 from .inputs import verify_module
 
@@ -33,6 +37,7 @@ from .inputs import verify_module
 MIN_BYTES = 64 * 1024
 TEXT_BYTES_PER_BYTECODE_BYTE = 4  # a module's text form is about four times its bytecode
 VALID = b"valid"  # what the child writes once it found the module valid
+_REPORT_LENGTH = struct.Struct("<Q")  # after VALID: the length of the child's report
 # The share of a module's entries the parent verifies after making its output: about what
 # verifying takes the child beyond what encoding takes the parent (asm of text). 0 for dis:
 # its parent would first decode the debug section and compile the verifier's checks for its
@@ -78,18 +83,23 @@ class AsideVerifier(Verified):
 
     in_place = False
 
-    def __init__(self, module, pid: int, verdict: int | None = None):
+    def __init__(self, module, pid: int, verdict: int | None = None, reports: bool = False):
         self.module = module
         self.pid = pid
         self.verdict = verdict  # the pipe's read end, where the child writes VALID (None: none)
         self.entries: range | None = None  # the entries verified here, the child the others
         self.valid: bool | None = None
         self.error: BaseException | None = None  # what verifying here raised
+        self.reports = reports  # whether the child sends a report after VALID
+        self.report: bytes | None = None  # the child's report, once confirmed (None: none came)
+        # Set by a parent that changed its module in a way the verifier cannot read (the
+        # locations of `dis -g`, alias_aside.py): a fresh module to verify here where needed.
+        self.fresh = None
 
     def confirm(self) -> None:
         if self.error is not None:
             raise self.error
-        if self.valid is None and self.entries:
+        if self.valid is None and self.entries and self.fresh is None:
             try:
                 verify_module(self.module, self.entries)  # the parent's share
             except Exception:  # the whole module is verified below, for the error's words
@@ -105,7 +115,8 @@ class AsideVerifier(Verified):
                 self.valid = self._reap() == 0
         if not self.valid:
             try:
-                verify_module(self.module)  # the error, as verifying in place raises it
+                # the error, as verifying in place raises it
+                verify_module(self.module if self.fresh is None else self.fresh())
             except BaseException as error:
                 self.error = error
                 raise
@@ -140,7 +151,11 @@ class AsideVerifier(Verified):
     def _read_verdict(self) -> bool:
         """Whether the child wrote VALID before it ended (waits for the one or the other)."""
         try:
-            said = os.read(self.verdict, len(VALID))
+            said = _read_exactly(self.verdict, len(VALID))
+            if said == VALID and self.reports:
+                length = _read_exactly(self.verdict, _REPORT_LENGTH.size)
+                if length is not None:
+                    self.report = _read_exactly(self.verdict, _REPORT_LENGTH.unpack(length)[0])
         except OSError:
             said = b""
         finally:
@@ -171,11 +186,31 @@ class AsideVerifier(Verified):
         return 1 if status is None else os.waitstatus_to_exitcode(status)
 
 
-def verify_aside(read, size: int, *, text: bool = False) -> AsideVerifier | None:
+def _read_exactly(fd: int, count: int) -> bytes | None:
+    """`count` bytes from the pipe `fd`, or None where it ends before."""
+    chunks = []
+    while count:
+        chunk = os.read(fd, min(count, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def verify_aside(read, size: int, *, text: bool = False, report=None) -> AsideVerifier | None:
     """A forked child verifying the module `read()` makes from the command's input (`size`: the
     length of that bytecode, or of its text with `text`), or None where that does not pay or
     cannot be done (small input, one core, no fork): then verify in place. The parent sets
-    `module` on the verifier once it has read its own."""
+    `module` on the verifier once it has read its own. `report(module)`: bytes the child makes
+    from its module before verifying it, which the parent finds on the verifier's `report` once
+    confirmed."""
     if text:
         size //= TEXT_BYTES_PER_BYTECODE_BYTE
     if size < MIN_BYTES or not hasattr(os, "fork") or _usable_cores() < 2:
@@ -196,25 +231,30 @@ def verify_aside(read, size: int, *, text: bool = False) -> AsideVerifier | None
         try:
             os.close(verdict)
             module = read()
+            made = None if report is None else report(module)
             verify_module(module, range(child_entries(len(module.functions), text)))
-            os.write(said, VALID)
+            if made is None:
+                os.write(said, VALID)
+            else:
+                _write_all(said, VALID + _REPORT_LENGTH.pack(len(made)) + made)
             code = 0
         except BaseException:  # any failure: the parent verifies again and reports it
             code = 1
         finally:
             os._exit(code)
     os.close(said)
-    return AsideVerifier(None, pid, verdict)
+    return AsideVerifier(None, pid, verdict, reports=report is not None)
 
 
 def read_verified(read, size: int, *, text: bool = False, enabled: bool = True,
-                  may_fork: bool = True) -> tuple:
+                  may_fork: bool = True, report=None) -> tuple:
     """(module, verifier): the module `read()` makes from the command's input, and how the
     command learns it is valid before it commits its output. Verified here once read (the
     verifier's error raised at once), or by a child forked before reading (verify_aside) where
     `may_fork` (the command has its own process: a host calling main() may have threads a fork
-    would not carry). `enabled=False` (--no-verify): not verified."""
-    aside = verify_aside(read, size, text=text) if enabled and may_fork else None
+    would not carry). `enabled=False` (--no-verify): not verified. `report`: see verify_aside
+    (a module verified here gets none)."""
+    aside = verify_aside(read, size, text=text, report=report) if enabled and may_fork else None
     try:
         module = read()
     except BaseException:

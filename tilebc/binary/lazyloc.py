@@ -92,17 +92,63 @@ class PendingLocations:
         except RecursionError:  # only with an absurd max_nesting; never let it escape
             raise self.reader.error("limit exceeded: debug attributes nested too deeply for "
                                     "Python's stack (lower max_nesting)", self.offset) from None
-        # each op a plain Op from now on (the same slots): `op.loc` reads the slot, not this
-        # module's property (the verifier and `dis -g` read every op's location)
-        store_locations = speedups.store_locations
-        if store_locations is not None and locations.__class__ is list:  # the loop in C
-            store_locations(ops, locations, _LOC_SLOT, Op)
-        else:
-            for op, loc in zip(ops, locations):  # the reader gave every op an index
-                store_loc_slot(op, loc)
-                op.__class__ = Op
+        _store_locations(ops, locations)
         self.ops = None
         self.reader = None
+
+
+def _store_locations(ops: list, locations: list) -> None:
+    """Each op's `loc` set to its location (the reader gave every op one), each op a plain Op from
+    now on (the same slots): `op.loc` reads the slot, not DecodedOp's property (the verifier and
+    `dis -g` read every op's location)."""
+    store_locations = speedups.store_locations
+    if store_locations is not None and locations.__class__ is list:  # the loop in C
+        store_locations(ops, locations, _LOC_SLOT, Op)
+    else:
+        for op, loc in zip(ops, locations):
+            store_loc_slot(op, loc)
+            op.__class__ = Op
+
+
+def pending_indices(function: Function):
+    """(reader, ops, indices) while the locations of `function`, read from bytecode, are still
+    undecoded: its ops in pre-order and the debug-table indices of its own location and then
+    theirs (0: none), the reader that decodes them. For an entry without debug info: (None, [],
+    [0]). None once they were decoded, or for an entry not read from bytecode."""
+    if function.__class__ is not DecodedFunction:
+        return None
+    pending = function.__dict__.get("_pending_loc")
+    if pending is None:
+        return None if function.__dict__.get("_loc") is not None else (None, [], [0])
+    reader, index, _ = pending
+    ops = function.body.ops
+    if not ops:
+        return reader, [], [index]
+    try:
+        locations = _LOC_SLOT.__get__(ops[0], DecodedOp)
+    except AttributeError:
+        return None
+    if locations.__class__ is not PendingLocations or locations.ops is None:
+        return None
+    count = len(locations.ops)
+    indices = locations.indices[:count + 1]
+    if len(indices) != count + 1 or indices[0] != index:
+        return None
+    return reader, locations.ops, list(indices)
+
+
+def locations_as_indices(function: Function) -> bool:
+    """Set the `loc` of `function` and of its ops to their debug-table indices (ints, 0 for none)
+    instead of decoding them: for a printer whose location texts are made elsewhere (`tilebc dis
+    -g`, tilebc/alias_aside.py). False, changing nothing, where pending_indices has none."""
+    found = pending_indices(function)
+    if found is None:
+        return False
+    _, ops, indices = found
+    if ops:
+        _store_locations(ops, indices[1:])
+    function.loc = indices[0]
+    return True
 
 
 class DecodedFunction(Function):

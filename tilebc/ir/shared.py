@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .. import speedups
+
 # class -> names of the fields that take part in equality and hashing
 _DAG_FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -55,6 +57,9 @@ def cached_hash(cls):
 
     cls.__hash__ = __hash__
     cls.__getstate__ = _getstate
+    cls._hash_fields = names  # what __hash__ hashes, for the C slot (speedups.keep_hash)
+    if speedups.keep_hash is not None and "__slots__" not in cls.__dict__:
+        speedups.keep_hash(cls)  # the kept hash read in C: these are dict keys, hashed often
     return cls
 
 

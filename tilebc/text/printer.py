@@ -49,11 +49,16 @@ def print_module(module: Module, debug: bool = False, mlir: bool = False) -> str
         return "".join(_ModulePrinter(module, debug, mlir).pieces())
 
 
-def module_text_pieces(module: Module, debug: bool = False) -> Iterator[str]:
+def module_text_pieces(module: Module, debug: bool = False, aliases=None) -> Iterator[str]:
     """print_module's text (without `mlir`) in pieces, one global or entry at a time (with -g,
-    the location aliases last), for a writer that streams it: the whole text is never held."""
+    the location aliases last), for a writer that streams it: the whole text is never held.
+    `aliases` (-g): the location texts come from it, as from a LocationAliases that visited
+    the module's locations and finished (ref(loc) for each location printed, in print order;
+    definitions() at the end), instead of the printer's own."""
     with collection_paused(), exact_type_text():
-        yield from _ModulePrinter(module, debug).pieces()
+        printer = _ModulePrinter(module, debug or aliases is not None)
+        printer.given_aliases = aliases
+        yield from printer.pieces()
 
 
 def module_items(module: Module) -> list:
@@ -890,6 +895,7 @@ class _ModulePrinter:
         self.mlir = mlir
         self.generic = False
         self.aliases: LocationAliases | None = None
+        self.given_aliases = None  # module_text_pieces(aliases=...)
         self.type_text = _type_texts()
         self.attribute_texts: dict[int, tuple] = {}  # id(attribute) -> (attribute, its text)
 
@@ -904,7 +910,9 @@ class _ModulePrinter:
             # still gets an alias
             yield "\n#loc = loc(unknown)\n" if self.debug else "\n"
             return
-        if self.debug:  # aliases are numbered in order of first use, before any is printed
+        if self.given_aliases is not None:
+            self.aliases = self.given_aliases
+        elif self.debug:  # aliases are numbered in order of first use, before any is printed
             self.aliases = _aliases()
             for _ in module.globals:
                 self.aliases.visit(None)

@@ -511,27 +511,18 @@ fail:
     return NULL;
 }
 
-static PyObject *decode(OpDecoder *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    if (PyVectorcall_NARGS(nargsf) != 10 || kwnames != NULL) {
-        PyErr_SetString(PyExc_TypeError, "OpDecoder takes (mr, reader, data, pos, end, values, "
-                                         "preorder, pending, depth, offset)");
-        return NULL;
-    }
+/* One op from `c` (moved past it): the op, a new reference, or NULL with an exception. `args`
+ * are the decoder's (mr, reader, data, pos, end, values, preorder, pending, depth, offset) of
+ * which `pos` is not read (the cursor holds it) and `offset` is the op's, given as `offset`. */
+static PyObject *decode_op(OpDecoder *self, PyObject *const *args, Cursor *cursor,
+                           PyObject *offset) {
     PyObject *mr = args[0], *reader = args[1], *data = args[2], *values = args[5],
-             *preorder = args[6], *pending = args[7], *depth = args[8], *offset = args[9];
+             *preorder = args[6], *pending = args[7], *depth = args[8];
     if (!PyList_Check(values) || !PyList_Check(preorder))
         return bail(self), NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    Cursor c = {view.buf, view.len, PyLong_AsSsize_t(args[3]), 0};
+    Cursor c = *cursor;
     PyObject *op = NULL, *rtypes = NULL, *attrs = NULL, *operands = NULL, *regions = NULL,
              *results = NULL, *owner_ref = NULL, *answer = NULL;
-    if (c.pos == -1 && PyErr_Occurred())
-        goto done;
-    c.end = PyLong_AsSsize_t(args[4]);
-    if (c.end == -1 && PyErr_Occurred())
-        goto done;
     if (c.pos < 0) {
         bail(self);
         goto done;
@@ -667,9 +658,9 @@ static PyObject *decode(OpDecoder *self, PyObject *const *args, size_t nargsf, P
     }
     if (store(self, D_RESULTS, op, results) < 0)
         goto done;
-    answer = Py_BuildValue("(On)", op, c.pos);
+    answer = Py_NewRef(op);
+    cursor->pos = c.pos;
 done:
-    PyBuffer_Release(&view);
     Py_XDECREF(op);
     Py_XDECREF(rtypes);
     Py_XDECREF(attrs);
@@ -677,6 +668,31 @@ done:
     Py_XDECREF(regions);
     Py_XDECREF(results);
     Py_XDECREF(owner_ref);
+    return answer;
+}
+
+/* The decoder called from Python: (op, pos) as the generated Python function answers. */
+static PyObject *decode(OpDecoder *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) != 10 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "OpDecoder takes (mr, reader, data, pos, end, values, "
+                                         "preorder, pending, depth, offset)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[2], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Cursor c = {view.buf, view.len, PyLong_AsSsize_t(args[3]), 0};
+    PyObject *op = NULL, *answer = NULL;
+    if (!(c.pos == -1 && PyErr_Occurred())) {
+        c.end = PyLong_AsSsize_t(args[4]);
+        if (!(c.end == -1 && PyErr_Occurred()))
+            op = decode_op(self, args, &c, args[9]);
+    }
+    PyBuffer_Release(&view);
+    if (op != NULL) {
+        answer = Py_BuildValue("(On)", op, c.pos);
+        Py_DECREF(op);
+    }
     return answer;
 }
 
@@ -737,21 +753,23 @@ static PyObject *decode_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
         Py_DECREF(key);
         if (decoder == NULL)
             goto done;
-        PyObject *position = PyLong_FromSsize_t(pos), *offset = PyLong_FromSsize_t(base + start);
-        PyObject *result = NULL;
-        if (position != NULL && offset != NULL) {
-            call[3] = position;
-            call[9] = offset;
-            if (Py_TYPE(decoder) == &OpDecoderType)
-                result = decode((OpDecoder *)decoder, call, 10, NULL);
-            else
-                result = PyObject_Vectorcall(decoder, call, 10, NULL);
+        PyObject *offset = PyLong_FromSsize_t(base + start), *op = NULL;
+        Py_ssize_t after = pos;
+        if (offset != NULL && Py_TYPE(decoder) == &OpDecoderType) {
+            c.pos = pos;  /* c.end is the body's end, as args[4] says */
+            op = decode_op((OpDecoder *)decoder, call, &c, offset);
+            after = c.pos;
+        } else if (offset != NULL) {
+            PyObject *position = PyLong_FromSsize_t(pos);
+            if (position != NULL) {
+                call[3] = position;
+                call[9] = offset;
+                op = take_pair(PyObject_Vectorcall(decoder, call, 10, NULL), &after);
+                Py_DECREF(position);
+            }
         }
-        Py_XDECREF(position);
         Py_XDECREF(offset);
         Py_DECREF(decoder);
-        Py_ssize_t after;
-        PyObject *op = take_pair(result, &after);
         int failed = op == NULL || PyList_Append(ops, op) < 0;
         Py_XDECREF(op);
         if (failed)

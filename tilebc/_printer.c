@@ -579,7 +579,9 @@ typedef struct {
 } ProgramContext;
 
 enum { STEP_TEXT, STEP_REF, STEP_REFS, STEP_TYPE, STEP_TYPES, STEP_RESULT_TYPE, STEP_KEYWORD,
-       STEP_CALL };
+       STEP_CALL, STEP_GROUP };
+/* the tests of a STEP_GROUP (printer.py GROUP_*) */
+enum { GROUP_OPERAND, GROUP_ATTR_TRUE, GROUP_ATTR_SET, GROUP_CALL };
 
 /* The text of `value`'s type (a new reference): from the print's texts, else type_text(type). */
 static PyObject *type_text_of(ProgramContext *pc, PyObject *value) {
@@ -623,6 +625,142 @@ static int append_each(PyObject *parts, PyObject *values, int types, PyObject *r
     return 0;
 }
 
+/* What the steps of one op's program read: the op and its parts, fetched once. */
+typedef struct {
+    PyObject *op, *ctx, *refs, *operands, *attrs, *results;
+    ProgramContext *pc;
+    PyTypeObject *value_class;
+} ProgramRun;
+
+static PyObject *run_attrs(ProgramRun *run) {
+    if (run->attrs == NULL) {
+        run->attrs = PyObject_GetAttr(run->op, s_attrs);
+        if (run->attrs != NULL && !PyDict_Check(run->attrs)) {
+            Py_CLEAR(run->attrs);
+            PyErr_SetString(PyExc_TypeError, "an op's attrs are not a dict");
+        }
+    }
+    return run->attrs;
+}
+
+/* directive(op, ctx, *args): a new reference */
+static PyObject *call_with_op(ProgramRun *run, PyObject *function, PyObject *args) {
+    Py_ssize_t count = PyTuple_GET_SIZE(args);
+    PyObject *call[2 + 8];
+    if (count > 8) {
+        PyErr_SetString(PyExc_TypeError, "a program step passes more than 8 arguments");
+        return NULL;
+    }
+    call[0] = run->op;
+    call[1] = run->ctx;
+    for (Py_ssize_t k = 0; k < count; k++)
+        call[2 + k] = PyTuple_GET_ITEM(args, k);
+    return PyObject_Vectorcall(function, call, 2 + count, NULL);
+}
+
+/* Whether the optional group of a STEP_GROUP (kind, test, argument, steps) prints: 1, 0, -1 */
+static int group_present(ProgramRun *run, long test, PyObject *arg) {
+    if (test == GROUP_OPERAND) {
+        PyObject *group = PyDict_GetItemWithError(run->operands, arg);
+        if (group == NULL)
+            return -1;
+        return PyTuple_CheckExact(group) ? PyTuple_GET_SIZE(group) > 0 : group != Py_None;
+    }
+    if (test == GROUP_ATTR_TRUE || test == GROUP_ATTR_SET) {
+        PyObject *attrs = run_attrs(run);
+        if (attrs == NULL)
+            return -1;
+        PyObject *value = PyDict_GetItemWithError(attrs, arg);
+        if (value == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        return test == GROUP_ATTR_SET ? value != Py_None : PyObject_IsTrue(value);
+    }
+    if (test == GROUP_CALL && PyTuple_Check(arg) && PyTuple_GET_SIZE(arg) == 2
+            && PyTuple_Check(PyTuple_GET_ITEM(arg, 1))) {  /* (function, args): function(op, *args) */
+        PyObject *args = PyTuple_GET_ITEM(arg, 1);
+        Py_ssize_t count = PyTuple_GET_SIZE(args);
+        PyObject *call[1 + 8];
+        if (count > 8)
+            return -1;
+        call[0] = run->op;
+        for (Py_ssize_t k = 0; k < count; k++)
+            call[1 + k] = PyTuple_GET_ITEM(args, k);
+        PyObject *answer = PyObject_Vectorcall(PyTuple_GET_ITEM(arg, 0), call, 1 + count, NULL);
+        if (answer == NULL)
+            return -1;
+        int present = PyObject_IsTrue(answer);
+        Py_DECREF(answer);
+        return present;
+    }
+    return -1;
+}
+
+/* Appends the texts of `steps` to `parts`: 0, or -1 where a step cannot be made. */
+static int run_steps(ProgramRun *run, PyObject *steps, PyObject *parts, int depth) {
+    if (!PyTuple_Check(steps) || depth > 16)
+        return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(steps); i++) {
+        PyObject *step = PyTuple_GET_ITEM(steps, i), *made = NULL;
+        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) < 2)
+            return -1;
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(step, 0));
+        PyObject *arg = PyTuple_GET_ITEM(step, 1);
+        if (kind == STEP_TEXT) {
+            made = Py_NewRef(arg);
+        } else if (kind >= STEP_REF && kind <= STEP_TYPES) {
+            PyObject *group = PyDict_GetItemWithError(run->operands, arg);
+            if (group == NULL)
+                return -1;
+            if (kind == STEP_REF || kind == STEP_TYPE) {
+                if (Py_TYPE(group) != run->value_class)
+                    return -1;
+                if (kind == STEP_TYPE) {
+                    made = type_text_of(run->pc, group);
+                } else {
+                    made = PyDict_GetItemWithError(run->refs, group);
+                    Py_XINCREF(made);
+                }
+            } else {
+                if (!PyTuple_CheckExact(group)
+                        || append_each(parts, group, kind == STEP_TYPES, run->refs, run->pc) < 0)
+                    return -1;
+                continue;
+            }
+        } else if (kind == STEP_RESULT_TYPE) {
+            if (run->results == NULL
+                    && (run->results = PyObject_GetAttr(run->op, s_results)) == NULL)
+                return -1;
+            Py_ssize_t index = PyLong_AsSsize_t(arg);
+            if (!PyList_Check(run->results) || index < 0
+                    || index >= PyList_GET_SIZE(run->results))
+                return -1;
+            made = type_text_of(run->pc, PyList_GET_ITEM(run->results, index));
+        } else if (kind == STEP_KEYWORD) {
+            PyObject *attrs = run_attrs(run);
+            PyObject *value = attrs == NULL ? NULL : PyDict_GetItemWithError(attrs, arg);
+            made = value == NULL ? NULL : PyObject_GetAttr(value, s_keyword);
+        } else if (kind == STEP_CALL && PyTuple_GET_SIZE(step) == 3
+                   && PyTuple_Check(PyTuple_GET_ITEM(step, 2))) {
+            made = call_with_op(run, arg, PyTuple_GET_ITEM(step, 2));
+        } else if (kind == STEP_GROUP && PyTuple_GET_SIZE(step) == 4) {
+            long test = PyLong_AsLong(arg);
+            int present = test == -1 && PyErr_Occurred()
+                          ? -1 : group_present(run, test, PyTuple_GET_ITEM(step, 2));
+            if (present < 0
+                    || (present && run_steps(run, PyTuple_GET_ITEM(step, 3), parts, depth + 1) < 0))
+                return -1;
+            continue;
+        } else {
+            return -1;
+        }
+        int failed = made == NULL || !PyUnicode_Check(made) || PyList_Append(parts, made) < 0;
+        Py_XDECREF(made);
+        if (failed)
+            return -1;
+    }
+    return 0;
+}
+
 /* The op's body text from its program (see printer.body_program), a new str; NULL without an
  * error set: the fast printer prints this op (it is shaped otherwise, something is missing, or a
  * directive failed: that printer then says what). */
@@ -631,16 +769,17 @@ static PyObject *run_program(PyObject *program, PyObject *op, PyObject *ctx, PyO
     if (pc->texts == NULL || !PyTuple_Check(program) || PyTuple_GET_SIZE(program) != 2)
         return NULL;
     PyObject *shapes = PyTuple_GET_ITEM(program, 0), *steps = PyTuple_GET_ITEM(program, 1);
-    PyObject *operands = PyObject_GetAttr(op, s_operands), *attrs = NULL, *results = NULL;
+    ProgramRun run = {op, ctx, refs, PyObject_GetAttr(op, s_operands), NULL, NULL, pc,
+                      value_class};
     PyObject *parts = NULL, *text = NULL;
-    if (operands == NULL || !PyDict_CheckExact(operands) || !PyTuple_Check(shapes)
+    if (run.operands == NULL || !PyDict_CheckExact(run.operands) || !PyTuple_Check(shapes)
             || !PyTuple_Check(steps))
         goto done;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shapes); i++) {
         PyObject *shape = PyTuple_GET_ITEM(shapes, i);
         if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 2)
             goto done;
-        PyObject *group = PyDict_GetItemWithError(operands, PyTuple_GET_ITEM(shape, 0));
+        PyObject *group = PyDict_GetItemWithError(run.operands, PyTuple_GET_ITEM(shape, 0));
         long arity = PyLong_AsLong(PyTuple_GET_ITEM(shape, 1));
         if (group == NULL)
             goto done;
@@ -651,73 +790,14 @@ static PyObject *run_program(PyObject *program, PyObject *op, PyObject *ctx, PyO
             goto done;
     }
     parts = PyList_New(0);
-    if (parts == NULL)
+    if (parts == NULL || run_steps(&run, steps, parts, 0) < 0)
         goto done;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(steps); i++) {
-        PyObject *step = PyTuple_GET_ITEM(steps, i), *made = NULL;
-        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) < 2)
-            goto done;
-        long kind = PyLong_AsLong(PyTuple_GET_ITEM(step, 0));
-        PyObject *arg = PyTuple_GET_ITEM(step, 1);
-        if (kind == STEP_TEXT) {
-            made = Py_NewRef(arg);
-        } else if (kind >= STEP_REF && kind <= STEP_TYPES) {
-            PyObject *group = PyDict_GetItemWithError(operands, arg);
-            if (group == NULL)
-                goto done;
-            if (kind == STEP_REF || kind == STEP_TYPE) {
-                if (Py_TYPE(group) != value_class)
-                    goto done;
-                if (kind == STEP_TYPE) {
-                    made = type_text_of(pc, group);
-                } else {
-                    made = PyDict_GetItemWithError(refs, group);
-                    Py_XINCREF(made);
-                }
-            } else {
-                if (!PyTuple_CheckExact(group)
-                        || append_each(parts, group, kind == STEP_TYPES, refs, pc) < 0)
-                    goto done;
-                continue;
-            }
-        } else if (kind == STEP_RESULT_TYPE) {
-            if (results == NULL && (results = PyObject_GetAttr(op, s_results)) == NULL)
-                goto done;
-            Py_ssize_t index = PyLong_AsSsize_t(arg);
-            if (!PyList_Check(results) || index < 0 || index >= PyList_GET_SIZE(results))
-                goto done;
-            made = type_text_of(pc, PyList_GET_ITEM(results, index));
-        } else if (kind == STEP_KEYWORD) {
-            if (attrs == NULL && (attrs = PyObject_GetAttr(op, s_attrs)) == NULL)
-                goto done;
-            PyObject *value = PyDict_Check(attrs) ? PyDict_GetItemWithError(attrs, arg) : NULL;
-            made = value == NULL ? NULL : PyObject_GetAttr(value, s_keyword);
-        } else if (kind == STEP_CALL && PyTuple_GET_SIZE(step) == 3
-                   && PyTuple_Check(PyTuple_GET_ITEM(step, 2))) {
-            PyObject *args = PyTuple_GET_ITEM(step, 2);
-            Py_ssize_t count = PyTuple_GET_SIZE(args);
-            PyObject *call[2 + 8];
-            if (count > 8)
-                goto done;
-            call[0] = op;
-            call[1] = ctx;
-            for (Py_ssize_t k = 0; k < count; k++)
-                call[2 + k] = PyTuple_GET_ITEM(args, k);
-            made = PyObject_Vectorcall(arg, call, 2 + count, NULL);
-        } else {
-            goto done;
-        }
-        int failed = made == NULL || !PyUnicode_Check(made) || PyList_Append(parts, made) < 0;
-        Py_XDECREF(made);
-        if (failed)
-            goto done;
-    }
     text = joined(parts);
 done:
     Py_XDECREF(parts);
-    Py_XDECREF(results);
-    Py_XDECREF(attrs);
-    Py_XDECREF(operands);
+    Py_XDECREF(run.results);
+    Py_XDECREF(run.attrs);
+    Py_XDECREF(run.operands);
     return text;
 }
 
@@ -1323,7 +1403,7 @@ int add_printer(PyObject *module) {
             || !s_visit)
         return -1;
     /* print_ops takes the Value class as a ninth argument and runs the kinds' body programs */
-    if (PyModule_AddIntConstant(module, "PRINT_PROGRAMS", 1) < 0)
+    if (PyModule_AddIntConstant(module, "PRINT_PROGRAMS", 2) < 0)  /* 2: STEP_GROUP */
         return -1;
     return PyModule_AddFunctions(module, printer_functions);
 }

@@ -681,6 +681,26 @@ STEP_TYPES = 4        # (STEP_TYPES, operand name): a variadic group's types, ",
 STEP_RESULT_TYPE = 5  # (STEP_RESULT_TYPE, index): a result's type
 STEP_KEYWORD = 6      # (STEP_KEYWORD, attribute name): an enum attribute's keyword
 STEP_CALL = 7         # (STEP_CALL, directive, args): directive(op, ctx, *args)
+STEP_GROUP = 8        # (STEP_GROUP, test, argument, steps): an optional group, printed when
+#                       the test passes (PRINT_PROGRAMS 2 on)
+# The tests of a group: its anchor operand present (a Value, or a non-empty variadic group); the
+# anchor attribute true, or not None; test(op, *args) true for any other anchor (argument:
+# (test, args)).
+GROUP_OPERAND, GROUP_ATTR_TRUE, GROUP_ATTR_SET, GROUP_CALL = range(4)
+
+
+def _attribute_step(op: Op, ctx, spec) -> str:
+    """An attribute's text as the fast printers write it (_Writer.attr_text)."""
+    value = op.attrs[spec.name]
+    if spec.kind is AttrKind.ENUM:
+        return value.keyword
+    if spec.kind is AttrKind.INT:
+        return str(value)
+    return attr_text(spec, value)
+
+
+def _attr_dict_step(op: Op, ctx, element: AttrDict) -> str:
+    return _attr_dict_text(op, element)
 
 
 class _NoProgram(Exception):
@@ -698,6 +718,8 @@ class _ProgramWriter(_Writer):
         super().__init__()
         self.spec = spec
         self.steps: list[tuple] = []
+        # the optional operands and attributes the enclosing groups are anchored on: present
+        self.present: frozenset = frozenset()
 
     def text(self, value: str) -> None:
         if self.steps and self.steps[-1][0] == STEP_TEXT:
@@ -712,10 +734,52 @@ class _ProgramWriter(_Writer):
         raise _NoProgram()
 
     def optional(self, group: OptionalGroup) -> None:
-        raise _NoProgram()
+        if speedups.PRINT_PROGRAMS < 2:  # an older extension runs no group
+            raise _NoProgram()
+        anchor, skip = group.anchor, None
+        operand = anchor.operand if isinstance(anchor, TypeRef) else \
+            anchor.index if isinstance(anchor, OperandRef) else None
+        if operand is not None:
+            spec = self.spec.operands[operand]
+            if spec.arity is Arity.ONE:  # always present in a shaped op
+                self.elements(group.elements)
+                return
+            test, argument, anchored = GROUP_OPERAND, spec.name, spec.name
+        elif isinstance(anchor, AttrRef) and anchor.spec.kind is AttrKind.UNIT:
+            test, argument, anchored, skip = GROUP_ATTR_TRUE, anchor.name, None, anchor
+        elif isinstance(anchor, AttrRef) and anchor.spec.optional:
+            test, argument, anchored = GROUP_ATTR_SET, anchor.name, anchor.name
+        elif isinstance(anchor, AttrRef):
+            test, argument, anchored = GROUP_CALL, (_attr_present, (anchor.spec,)), anchor.name
+        else:
+            test, argument, anchored = GROUP_CALL, (present, (anchor,)), None
+        outer, outer_present = self.steps, self.present
+        self.steps = []
+        if anchored is not None:
+            self.present = outer_present | {anchored}
+        try:
+            self.elements(group.elements, skip)
+            inner = tuple(self.steps)
+        finally:
+            self.steps, self.present = outer, outer_present
+        self.steps.append((STEP_GROUP, test, argument, inner))
+
+    def elements(self, elements, skip=None) -> None:
+        for element in elements:
+            if element is skip:
+                continue
+            if isinstance(element, AttrDict):  # as _Writer writes it, a step
+                if element.keyword_attrs:
+                    self.steps.append((STEP_CALL, _attr_dict_step, (element,)))
+                self.should_space, self.last_punct = True, False
+                continue
+            super().elements((element,))
 
     def _arity(self, index: int):
-        return self.spec.operands[index].arity
+        arity = self.spec.operands[index].arity
+        if arity is Arity.OPTIONAL and self.spec.operands[index].name in self.present:
+            return Arity.ONE  # inside a group anchored on it
+        return arity
 
     def value(self, element) -> None:
         if isinstance(element, OperandRef):
@@ -727,10 +791,14 @@ class _ProgramWriter(_Writer):
             self.space()
             self.steps.append((step, element.name))
         elif isinstance(element, AttrRef):
-            if element.spec.kind is not AttrKind.ENUM or element.spec.optional:
+            optional = element.spec.optional and element.name not in self.present
+            if optional or element.spec.kind is AttrKind.UNIT:
                 raise _NoProgram()
             self.space()
-            self.steps.append((STEP_KEYWORD, element.name))
+            if element.spec.kind is AttrKind.ENUM:
+                self.steps.append((STEP_KEYWORD, element.name))
+            else:
+                self.steps.append((STEP_CALL, _attribute_step, (element.spec,)))
         elif isinstance(element, TypeRef):
             if element.operand is not None:
                 arity = self._arity(element.operand)

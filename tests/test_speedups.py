@@ -1320,3 +1320,28 @@ def test_kept_hash_is_the_classes_own_hash():
     assert seen > 50
     assert T.TileType.__hash__ is not None and L.DILoc._hash_fields == ("scope", "filename",
                                                                       "line", "column")
+
+
+def test_slot_reads_follow_a_class_changed_after_them(monkeypatch):
+    """The C loops read ops' and values' slots at offsets found once per class (tilebc_slot in
+    _speedups.h): a class changed after that (a property put over a slot) is read through the
+    change, as Python reads it, and read directly again once it is undone."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    from tilebc.ir.module import Op
+    from tilebc.text import printer
+    module = _fixture_modules()[0]
+    expected = printer.print_module(module)
+    ops = [op for function in module.functions for op in function.walk() if op.results]
+    seen = []
+    slot = Op.__dict__["results"]
+
+    def results(op):
+        seen.append(op)
+        return slot.__get__(op, type(op))
+    monkeypatch.setattr(Op, "results", property(results, slot.__set__))
+    assert printer.print_module(module) == expected
+    assert len(seen) >= len(ops)  # every op's results read through the property
+    monkeypatch.undo()
+    seen.clear()
+    assert printer.print_module(module) == expected and not seen

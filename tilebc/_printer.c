@@ -22,6 +22,10 @@ static PyObject *s_next_value, *s_next_conflict, *s_text, *s_refs, *s_names,
 
 static PyObject *s_percent;
 
+/* The slots the loops read per op and per value (tilebc_slot), one cache per name. */
+static TilebcSlotCache slot_names, slot_parent, slot_index, slot_attrs, slot_operands,
+    slot_owner, slot_spec, slot_regions, slot_results, slot_type, slot_loc;
+
 /* The FunctionNames' counters while number_ops runs. */
 typedef struct {
     Py_ssize_t next_value, next_conflict;
@@ -84,7 +88,7 @@ static int numbered(Py_ssize_t number, PyObject **head, PyObject **use) {
 static int in_scope(PyObject *scope, PyObject *name) {
     Py_INCREF(scope);
     while (scope != Py_None) {
-        PyObject *names = PyObject_GetAttr(scope, s_names);
+        PyObject *names = tilebc_slot(scope, s_names, &slot_names);
         int found = names == NULL ? -1 : PyAnySet_Check(names) ? PySet_Contains(names, name)
                                                              : PySequence_Contains(names, name);
         Py_XDECREF(names);
@@ -92,7 +96,7 @@ static int in_scope(PyObject *scope, PyObject *name) {
             Py_DECREF(scope);
             return found;
         }
-        PyObject *parent = PyObject_GetAttr(scope, s_parent);
+        PyObject *parent = tilebc_slot(scope, s_parent, &slot_parent);
         Py_DECREF(scope);
         if (parent == NULL)
             return -1;
@@ -132,7 +136,7 @@ static PyObject *unique(Counters *counters, PyObject *name, PyObject *scope,
         Py_DECREF(clean);
         return NULL;
     }
-    PyObject *own = PyObject_GetAttr(scope, s_names);
+    PyObject *own = tilebc_slot(scope, s_names, &slot_names);
     int failed = own == NULL || PySet_Add(own, clean) < 0;
     Py_XDECREF(own);
     if (failed) {
@@ -148,7 +152,7 @@ static int set_name(PyObject *text, PyObject *refs, PyObject *value, PyObject *h
                     int grouped) {
     PyObject *ref;
     if (grouped) {
-        PyObject *index = PyObject_GetAttr(value, s_index);
+        PyObject *index = tilebc_slot(value, s_index, &slot_index);
         ref = index == NULL ? NULL : PyUnicode_FromFormat("%%%U#%S", head, index);
         Py_XDECREF(index);
     } else {
@@ -200,7 +204,7 @@ static PyObject *quick_suggestion(Hints *hints, PyObject *op, PyObject *rule, Py
         return NULL;
     PyObject *name = NULL;
     if (PyUnicode_CompareWithASCIIString(rule, "@constant") == 0) {
-        PyObject *attrs = PyObject_GetAttr(op, s_attrs);
+        PyObject *attrs = tilebc_slot(op, s_attrs, &slot_attrs);
         PyObject *dense = attrs != NULL && PyDict_Check(attrs)
                           ? PyDict_GetItemWithError(attrs, s_value) : NULL;
         PyObject *found = dense != NULL ? tilebc_pair_by_id(hints->constants, dense) : NULL;
@@ -209,7 +213,7 @@ static PyObject *quick_suggestion(Hints *hints, PyObject *op, PyObject *rule, Py
         Py_XDECREF(attrs);
     } else if (PyUnicode_CompareWithASCIIString(rule, "@assume") == 0) {
         /* "assume", or "assume_" + the producer's suggestion for the value when it offers names */
-        PyObject *operands = PyObject_GetAttr(op, s_operands);
+        PyObject *operands = tilebc_slot(op, s_operands, &slot_operands);
         PyObject *value = operands != NULL && PyDict_Check(operands)
                           ? PyDict_GetItemWithError(operands, s_value) : NULL;
         if (value != NULL && (PyObject *)Py_TYPE(value) != hints->value_class)
@@ -217,7 +221,7 @@ static PyObject *quick_suggestion(Hints *hints, PyObject *op, PyObject *rule, Py
         Py_XINCREF(value);
         Py_XDECREF(operands);
         /* Value.owner: its weak reference called (the property is Python code) */
-        PyObject *weak = value != NULL ? PyObject_GetAttr(value, s_owner) : NULL, *owner = NULL;
+        PyObject *weak = value != NULL ? tilebc_slot(value, s_owner, &slot_owner) : NULL, *owner = NULL;
         if (weak != NULL) {
             owner = weak == Py_None ? Py_NewRef(Py_None)
                     : PyWeakref_CheckRef(weak) ? PyObject_CallNoArgs(weak) : NULL;
@@ -226,14 +230,14 @@ static PyObject *quick_suggestion(Hints *hints, PyObject *op, PyObject *rule, Py
         int is_op = owner != NULL ? PyObject_IsInstance(owner, hints->op_class) : -1;
         PyObject *producer_rule = NULL;
         if (is_op == 1) {
-            PyObject *spec = PyObject_GetAttr(owner, s_spec);
+            PyObject *spec = tilebc_slot(owner, s_spec, &slot_spec);
             producer_rule = spec != NULL ? rule_for(spec, hints->rules, hints->rule_of) : NULL;
             Py_XDECREF(spec);
         }
         if (is_op == 0 || (producer_rule == Py_None)) {
             name = PyUnicode_FromString("assume");
         } else if (producer_rule != NULL) {
-            PyObject *index = PyObject_GetAttr(value, s_index);
+            PyObject *index = tilebc_slot(value, s_index, &slot_index);
             Py_ssize_t at = index != NULL ? PyLong_AsSsize_t(index) : -1;
             PyObject *given = index != NULL ? tilebc_by_id(hints->suggested, owner) : NULL;
             if (given != NULL && PyList_Check(given) && 0 <= at && at < PyList_GET_SIZE(given)) {
@@ -394,7 +398,7 @@ static int number_op(PyObject *names_obj, Counters *counters, PyObject *op, PyOb
                      PyObject *nested, PyObject *rules, PyObject *rule_of, PyObject *sanitize,
                      PyObject *suggest, PyObject *suggested, PyObject *text, PyObject *refs,
                      Hints *hints, RuleCache *cache) {
-    PyObject *regions = PyObject_GetAttr(op, s_regions);
+    PyObject *regions = tilebc_slot(op, s_regions, &slot_regions);
     if (regions == NULL)
         return -1;
     /* most ops hold the shared empty tuple */
@@ -403,7 +407,7 @@ static int number_op(PyObject *names_obj, Counters *counters, PyObject *op, PyOb
     Py_DECREF(regions);
     if (truth < 0 || (truth && PyList_Append(nested, op) < 0))
         return -1;
-    PyObject *results = PyObject_GetAttr(op, s_results);
+    PyObject *results = tilebc_slot(op, s_results, &slot_results);
     if (results == NULL)
         return -1;
     int status = -1;
@@ -431,7 +435,7 @@ static int number_op(PyObject *names_obj, Counters *counters, PyObject *op, PyOb
         }
         items = &PyTuple_GET_ITEM(results_list, 0);
     }
-    spec = PyObject_GetAttr(op, s_spec);
+    spec = tilebc_slot(op, s_spec, &slot_spec);
     if (spec == NULL || (rule = cached_rule(cache, spec, rules, rule_of)) == NULL)
         goto done;
     if (rule == Py_None && count == 1) {  /* no suggested names, one result: the next number */
@@ -585,7 +589,7 @@ enum { GROUP_OPERAND, GROUP_ATTR_TRUE, GROUP_ATTR_SET, GROUP_CALL };
 
 /* The text of `value`'s type (a new reference): from the print's texts, else type_text(type). */
 static PyObject *type_text_of(ProgramContext *pc, PyObject *value) {
-    PyObject *type = PyObject_GetAttr(value, s_type_name);
+    PyObject *type = tilebc_slot(value, s_type_name, &slot_type);
     if (type == NULL)
         return NULL;
     PyObject *text = tilebc_by_id(pc->texts, type);
@@ -634,7 +638,7 @@ typedef struct {
 
 static PyObject *run_attrs(ProgramRun *run) {
     if (run->attrs == NULL) {
-        run->attrs = PyObject_GetAttr(run->op, s_attrs);
+        run->attrs = tilebc_slot(run->op, s_attrs, &slot_attrs);
         if (run->attrs != NULL && !PyDict_Check(run->attrs)) {
             Py_CLEAR(run->attrs);
             PyErr_SetString(PyExc_TypeError, "an op's attrs are not a dict");
@@ -728,7 +732,7 @@ static int run_steps(ProgramRun *run, PyObject *steps, PyObject *parts, int dept
             }
         } else if (kind == STEP_RESULT_TYPE) {
             if (run->results == NULL
-                    && (run->results = PyObject_GetAttr(run->op, s_results)) == NULL)
+                    && (run->results = tilebc_slot(run->op, s_results, &slot_results)) == NULL)
                 return -1;
             Py_ssize_t index = PyLong_AsSsize_t(arg);
             if (!PyList_Check(run->results) || index < 0
@@ -769,7 +773,7 @@ static PyObject *run_program(PyObject *program, PyObject *op, PyObject *ctx, PyO
     if (pc->texts == NULL || !PyTuple_Check(program) || PyTuple_GET_SIZE(program) != 2)
         return NULL;
     PyObject *shapes = PyTuple_GET_ITEM(program, 0), *steps = PyTuple_GET_ITEM(program, 1);
-    ProgramRun run = {op, ctx, refs, PyObject_GetAttr(op, s_operands), NULL, NULL, pc,
+    ProgramRun run = {op, ctx, refs, tilebc_slot(op, s_operands, &slot_operands), NULL, NULL, pc,
                       value_class};
     PyObject *parts = NULL, *text = NULL;
     if (run.operands == NULL || !PyDict_CheckExact(run.operands) || !PyTuple_Check(shapes)
@@ -805,7 +809,7 @@ static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *p
                       PyObject *refs, PyObject *aliases, PyObject *known,
                       PyObject *cannot_print, PyObject *text, PyObject *groups,
                       ProgramContext *pc, PyTypeObject *value_class) {
-    PyObject *spec = PyObject_GetAttr(op, s_spec), *results = NULL, *body = NULL;
+    PyObject *spec = tilebc_slot(op, s_spec, &slot_spec), *results = NULL, *body = NULL;
     PyObject *loc = NULL, *located = NULL, *printer = NULL, *result = NULL, *program = NULL;
     PyObject *mnemonic = NULL, *count_text = NULL, *frozen = NULL;
     Py_ssize_t count = 0;
@@ -824,7 +828,7 @@ static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *p
     program = PyTuple_GET_SIZE(found) == 3 && value_class != NULL ? PyTuple_GET_ITEM(found, 2)
                                                                   : Py_None;
     Py_INCREF(program);
-    results = PyObject_GetAttr(op, s_results);
+    results = tilebc_slot(op, s_results, &slot_results);
     if (results == NULL || !PyList_Check(results)) {
         status = tilebc_recoverable() ? 0 : -1;
         goto done;
@@ -939,7 +943,7 @@ static int quick_line(PyObject *pieces, PyObject *op, PyObject *ctx, PyObject *p
             goto done;
     }
     if (aliases != Py_None) {  /* ` loc(#locN)` */
-        loc = PyObject_GetAttr(op, s_loc);
+        loc = tilebc_slot(op, s_loc, &slot_loc);
         located = loc == NULL ? NULL : location_text(aliases, known, loc);
         if (located == NULL)
             goto done;
@@ -1223,7 +1227,7 @@ static int visit_ops(PyObject *ops, PyObject *aliases, PyObject *known, Visiting
  * pre-order (printer._visit_locations), skipping the locations it knows already. */
 static int visit_op(PyObject *op, PyObject *aliases, PyObject *known, Visiting *visiting,
                     int depth) {
-    PyObject *loc = PyObject_GetAttr(op, s_loc);
+    PyObject *loc = tilebc_slot(op, s_loc, &slot_loc);
     if (loc == NULL)
         return -1;
     /* its text (None before `finish`), or NULL for a location not visited yet */
@@ -1252,7 +1256,7 @@ static int visit_op(PyObject *op, PyObject *aliases, PyObject *known, Visiting *
         Py_DECREF(done);
     }
     Py_DECREF(loc);
-    PyObject *regions = PyObject_GetAttr(op, s_regions);
+    PyObject *regions = tilebc_slot(op, s_regions, &slot_regions);
     PyObject *iterator = regions == NULL ? NULL : PyObject_GetIter(regions);
     Py_XDECREF(regions);
     if (iterator == NULL)

@@ -479,6 +479,32 @@ static PyTypeObject CursorType = {
     .tp_free = PyObject_GC_Del,
 };
 
+PyObject *tilebc_slot_miss(PyObject *object, PyObject *name, TilebcSlotCache *cache) {
+    PyTypeObject *type = Py_TYPE(object);
+    if (PyUnicode_CheckExact(name)) {
+        PyObject *descriptor = _PyType_Lookup(type, name);  /* borrowed; gives the type a tag */
+        if (PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
+            Py_ssize_t offset = -1;
+            if (descriptor != NULL && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+                    && type->tp_getattro == PyObject_GenericGetAttr
+                    && PyObject_TypeCheck(object, PyDescr_TYPE(descriptor))
+                    && ((PyMemberDescrObject *)descriptor)->d_member->type == T_OBJECT_EX)
+                offset = ((PyMemberDescrObject *)descriptor)->d_member->offset;
+            int at = 0;
+            while (at < cache->used && cache->entries[at].type != type)
+                at++;
+            if (at < TILEBC_SLOT_TYPES) {
+                cache->entries[at].type = type;
+                cache->entries[at].version = type->tp_version_tag;
+                cache->entries[at].offset = offset;
+                if (at == cache->used)
+                    cache->used++;
+            }
+        }
+    }
+    return PyObject_GetAttr(object, name);
+}
+
 /* The hash of an instance of a class that keeps it in its `_hash` field (ir/shared.py
  * cached_hash), read here without a Python frame; the class's own __hash__ makes it the first
  * time. Debug attributes and types are hashed several times each as dict keys. */

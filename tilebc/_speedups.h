@@ -63,4 +63,42 @@ static inline PyObject *tilebc_pair_by_id(PyObject *dict, PyObject *object) {
     return NULL;
 }
 
+/* Reading an attribute kept in a __slots__ slot without the generic lookup: the slot's offset is
+ * found once per type (the member descriptor its MRO gives for the name, with the generic
+ * __getattribute__) and read directly while the type is unchanged (its version tag). Anything
+ * else (a property, a type's own __getattribute__, an unset slot) goes to PyObject_GetAttr. The
+ * IR's ops, values and scopes are read this way millions of times in a large module. */
+#define TILEBC_SLOT_TYPES 4
+typedef struct {
+    struct {
+        PyTypeObject *type;
+        unsigned int version;
+        Py_ssize_t offset;
+    } entries[TILEBC_SLOT_TYPES];
+    int used;
+} TilebcSlotCache;
+
+/* What tilebc_slot does on a miss: records the type (its slot's offset, or -1 where the name is
+ * no slot of it), then PyObject_GetAttr. */
+PyObject *tilebc_slot_miss(PyObject *object, PyObject *name, TilebcSlotCache *cache);
+
+/* getattr(object, name), a new reference (NULL with an exception) */
+static inline PyObject *tilebc_slot(PyObject *object, PyObject *name, TilebcSlotCache *cache) {
+    PyTypeObject *type = Py_TYPE(object);
+    for (int i = 0; i < cache->used; i++) {
+        if (cache->entries[i].type == type) {
+            if (cache->entries[i].version != type->tp_version_tag
+                    || !PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG))
+                break;
+            if (cache->entries[i].offset < 0)  /* not a slot of this type */
+                return PyObject_GetAttr(object, name);
+            PyObject *value = *(PyObject **)((char *)object + cache->entries[i].offset);
+            if (value == NULL)
+                break;
+            return Py_NewRef(value);
+        }
+    }
+    return tilebc_slot_miss(object, name, cache);
+}
+
 #endif

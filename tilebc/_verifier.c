@@ -26,6 +26,9 @@
 static PyObject *s_spec, *s_operands, *s_attrs, *s_results, *s_regions, *s_loc, *s_type,
     *s_visible, *s_defined, *s_entry_subprogram, *s_debug, *s_resolved, *s_resolve, *s_ctx,
     *s_diagnostics, *s_scopes, *s_scope, *s_line, *s_column;
+/* the slots the loop reads per op and per value (tilebc_slot), one cache per name */
+static TilebcSlotCache slot_type, slot_loc, slot_operands, slot_attrs, slot_results, slot_regions,
+    slot_spec;
 
 #define KEY_SLOTS 128  /* an op needing more key words is checked every time */
 
@@ -50,7 +53,7 @@ static int put(Key *key, uint64_t word) {
 static int put_type(Key *key, PyObject *value, PyTypeObject *value_class) {
     if (Py_TYPE(value) != value_class)
         return 0;
-    PyObject *type = PyObject_GetAttr(value, s_type);
+    PyObject *type = tilebc_slot(value, s_type, &slot_type);
     if (type == NULL)
         return -1;
     Py_DECREF(type);  /* the value holds it */
@@ -103,7 +106,7 @@ static int build_key(Key *key, PyObject *spec, PyObject *operands, PyObject *att
             return 0;
         if (Py_TYPE(value) == dense_class) {
             /* no check reads a constant's bytes (the reader checked their length) */
-            PyObject *type = PyObject_GetAttr(value, s_type);
+            PyObject *type = tilebc_slot(value, s_type, &slot_type);
             if (type == NULL)
                 return -1;
             Py_DECREF(type);
@@ -252,7 +255,7 @@ static PyObject *resolve_here(State *state, PyObject *loc, PyObject *id) {
 static int location_plain(PyObject *op, State *state, int *ran_python) {
     if (state->entry_subprogram == Py_False)
         return 1;
-    PyObject *loc = PyObject_GetAttr(op, s_loc);
+    PyObject *loc = tilebc_slot(op, s_loc, &slot_loc);
     if (loc == NULL)
         return -1;
     if (loc == Py_None) {
@@ -328,9 +331,9 @@ static int plain_op(PyObject *verifier, PyObject *op, PyObject *spec, PyObject *
         *regions = NULL, *key_bytes = NULL;
     int status = -1, handled = 0;
     Key key;
-    if (!(operands = PyObject_GetAttr(op, s_operands)) || !(attrs = PyObject_GetAttr(op, s_attrs))
-            || !(results_list = PyObject_GetAttr(op, s_results))
-            || !(regions = PyObject_GetAttr(op, s_regions)))
+    if (!(operands = tilebc_slot(op, s_operands, &slot_operands)) || !(attrs = tilebc_slot(op, s_attrs, &slot_attrs))
+            || !(results_list = tilebc_slot(op, s_results, &slot_results))
+            || !(regions = tilebc_slot(op, s_regions, &slot_regions)))
         goto done;
     if (!(results = PySequence_Tuple(results_list)))
         goto done;
@@ -427,7 +430,7 @@ static PyObject *verify_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
         if (position % 4096 == 4095 && PyErr_CheckSignals() < 0)
             goto done;  /* a long block is one call: let Ctrl-C in */
         PyObject *op = PyTuple_GET_ITEM(ops, position);
-        PyObject *spec = PyObject_GetAttr(op, s_spec);
+        PyObject *spec = tilebc_slot(op, s_spec, &slot_spec);
         if (spec == NULL)
             goto done;
         PyObject *check = tilebc_by_id(plain, spec);

@@ -146,7 +146,8 @@ def test_dis_g_of_a_large_module_in_its_own_process(large, tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
-def test_dis_g_of_an_invalid_large_module_reports_as_in_place(large, tmp_path):
+@pytest.mark.parametrize("first", [False, True], ids=["last", "first"])
+def test_dis_g_of_an_invalid_large_module_reports_as_in_place(large, tmp_path, first):
     from tilebc.ir.builder import new_function
     from tilebc.ir.types import i32, scalar
     from conftest import run_cli
@@ -154,6 +155,8 @@ def test_dis_g_of_an_invalid_large_module_reports_as_in_place(large, tmp_path):
     builder = new_function(module, "added_wrongly", [scalar(i32), scalar(i32)])
     builder.op("addf", list(builder.block.args), [scalar(i32)])
     builder.op("return", [[]])
+    if first:
+        module.functions.insert(0, module.functions.pop())
     path = tmp_path / "invalid.tilebc"
     path.write_bytes(tilebc.dump(module))
     in_place = run_cli("dis", "-g", path)  # main() in this process: no fork

@@ -1345,3 +1345,31 @@ def test_slot_reads_follow_a_class_changed_after_them(monkeypatch):
     monkeypatch.undo()
     seen.clear()
     assert printer.print_module(module) == expected and not seen
+
+
+def test_store_locations_switches_classes_as_python_does():
+    """Materialising a decoded module's locations (store_locations) makes each DecodedOp a plain
+    Op, as assigning __class__ does, each op's reference to its class moved with it: once the
+    module is gone both classes are referenced as before."""
+    import gc
+    import sys
+    from tilebc.binary.lazyloc import DecodedOp
+    from tilebc.ir.module import Op
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    path = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode",
+                                         "*", "*-13.5.tilebc")))[0]
+    warm = tilebc.load(path, verify=False)  # what a first load leaves in caches
+    [op.loc for function in warm.functions for op in function.walk()]
+    del warm
+    gc.collect()
+    before = sys.getrefcount(DecodedOp), sys.getrefcount(Op)
+    module = tilebc.load(path, verify=False)
+    ops = [op for function in module.functions for op in function.walk()]
+    assert sum(type(op) is DecodedOp for op in ops) > 10
+    locations = [op.loc for op in ops]  # decoded: every op made a plain Op
+    assert all(type(op) is Op for op in ops) and any(loc is not None for loc in locations)
+    assert [op.loc for op in ops] == locations
+    del module, ops, locations
+    gc.collect()
+    assert (sys.getrefcount(DecodedOp), sys.getrefcount(Op)) == before

@@ -797,7 +797,7 @@ static int plain_loc_fields(const unsigned char *data, Py_ssize_t pos, Py_ssize_
     return c.pos == stop;
 }
 
-static PyObject *s_scope, *s_filename, *s_line, *s_column;
+static PyObject *s_scope, *s_filename, *s_line, *s_column, *s_class;
 
 /* A `loc_type` (DILoc) with its four fields set as its __init__ sets them. */
 static PyObject *make_loc(PyTypeObject *loc_type, PyObject *scope, PyObject *name,
@@ -1160,11 +1160,30 @@ static PyObject *store_locations(PyObject *module, PyObject *const *args, Py_ssi
     descrsetfunc set = Py_TYPE(slot)->tp_descr_set;
     Py_ssize_t count = PyList_GET_SIZE(ops) < PyList_GET_SIZE(locations)
                        ? PyList_GET_SIZE(ops) : PyList_GET_SIZE(locations);
+    /* A class Python let an op of it leave for op_class, itself without instance dicts: its
+     * other ops switch as Python's __class__ assignment switches them, without its checks. */
+    PyTypeObject *switched = NULL, *target = (PyTypeObject *)op_class;
     for (Py_ssize_t i = 0; i < count; i++) {
         /* the lists are the caller's own: no Python code runs here to change them */
         PyObject *op = PyList_GET_ITEM(ops, i), *loc = PyList_GET_ITEM(locations, i);
-        if (set(slot, op, loc) < 0 || PyObject_SetAttrString(op, "__class__", op_class) < 0)
+        if (set(slot, op, loc) < 0)
             return NULL;
+        PyTypeObject *from = Py_TYPE(op);
+        if (from == target)
+            continue;
+        if (from == switched) {
+            Py_INCREF(target);
+            Py_SET_TYPE(op, target);
+            Py_DECREF(from);
+            continue;
+        }
+        if (PyObject_SetAttr(op, s_class, op_class) < 0)
+            return NULL;
+        if (from->tp_dictoffset == 0 && target->tp_dictoffset == 0
+                && PyType_HasFeature(from, Py_TPFLAGS_HEAPTYPE)
+                && PyType_HasFeature(target, Py_TPFLAGS_HEAPTYPE)
+                && from->tp_basicsize == target->tp_basicsize)
+            switched = from;
     }
     Py_RETURN_NONE;
 }
@@ -1369,7 +1388,9 @@ int add_op_decoder(PyObject *module) {
     s_compile_unit = PyUnicode_InternFromString("compile_unit");
     s_scope_line = PyUnicode_InternFromString("scope_line");
     s_flags = PyUnicode_InternFromString("flags");
-    if (!s_file || !s_name || !s_linkage_name || !s_compile_unit || !s_scope_line || !s_flags)
+    s_class = PyUnicode_InternFromString("__class__");
+    if (!s_file || !s_name || !s_linkage_name || !s_compile_unit || !s_scope_line || !s_flags
+            || !s_class)
         return -1;
     if (!s_attr_cache || !s_callee || !s_caller || !s_types || !s_string_cache || !s_default_for || !s_dense || !s_scope || !s_filename
             || !s_line || !s_column || PyType_Ready(&OpDecoderType) < 0)

@@ -688,6 +688,24 @@ def test_an_extension_without_body_programs_still_prints(monkeypatch):
     assert grouped and all(printer.body_program(spec) is None for spec in grouped)
     monkeypatch.setattr(chosen, "PRINT_PROGRAMS", 2)
     assert all(printer.body_program(spec) is not None for spec in grouped)
+
+    def kinds(steps):  # the step kinds and group tests of a program, nested ones included
+        for step in steps:
+            yield step[0]
+            if step[0] == printer.STEP_GROUP:
+                yield ("test", step[1])
+                yield from kinds(step[3])
+    # one without the print's kept attribute texts or fixed defaults (2): neither asked of it,
+    # the same text
+    newer = {kind for spec in OPS if spec.syntax and printer.body_program(spec)
+             for kind in kinds(printer.body_program(spec)[1])}
+    assert printer.STEP_ATTRIBUTE_TEXT not in newer
+    assert ("test", printer.GROUP_NOT_DEFAULT) not in newer
+    assert [printer.print_module(module) for module in modules] == expected
+    monkeypatch.setattr(chosen, "PRINT_PROGRAMS", 3)
+    newest = {kind for spec in OPS if spec.syntax and printer.body_program(spec)
+              for kind in kinds(printer.body_program(spec)[1])}
+    assert {printer.STEP_ATTRIBUTE_TEXT, ("test", printer.GROUP_NOT_DEFAULT)} <= newest
     with_regions = [spec for spec in OPS if spec.regions and spec.syntax]
     assert with_regions  # printed through their syntax, a region in it: no program
     assert all(printer.body_program(spec) is None for spec in with_regions)

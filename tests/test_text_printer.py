@@ -266,3 +266,22 @@ def test_unverified_ir_the_namer_cannot_name_is_refused_with_a_message():
                 print_module(module)
         else:
             assert "= assume " in print_module(module)
+
+
+def test_entries_sharing_a_signature_print_their_own_parameters():
+    """Entries of one signature share the text of their parameters, unless an entry's block
+    arguments are not the signature's (hand-built IR): its own types, and a parameter listed
+    twice, print as they are."""
+    from tilebc.ir.types import f32, i32, scalar
+    module = tilebc.Module()
+    for name in ("first", "second", "third"):
+        builder = new_function(module, name, [scalar(i32), scalar(i32)])
+        builder.op("return", [[]])
+    module.functions[1].type = module.functions[2].type = module.functions[0].type
+    module.functions[1].body.args[1].type = scalar(f32)
+    third = module.functions[2].body.args
+    third[1] = third[0]
+    lines = [line for line in print_module(module).splitlines() if line.startswith("entry")]
+    assert lines[0].startswith("entry @first(%arg0: tile<i32>, %arg1: tile<i32>)")
+    assert lines[1].startswith("entry @second(%arg0: tile<i32>, %arg1: tile<f32>)")
+    assert lines[2].startswith("entry @third(%arg1: tile<i32>, %arg1: tile<i32>)")

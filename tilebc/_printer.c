@@ -542,7 +542,7 @@ static PyObject *number_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     Py_RETURN_NONE;
 }
 
-static PyObject *s_type_name, *s_keyword, *s_type_text, *s_texts, *s_printer;
+static PyObject *s_type_name, *s_keyword, *s_type_text, *s_texts, *s_printer, *s_attribute_texts;
 static PyObject *s_mnemonic, *s_equals, *s_newline, *s_space, *s_known, *s_ref, *s_visit,
     *s_groups, *s_comma;
 
@@ -577,15 +577,16 @@ static PyObject *joined(PyObject *pieces) {
 }
 
 /* What body programs read besides the op: the type texts of this print (id(type) -> text) and
- * the function making one (type_text); both NULL where the printer has none. */
+ * the function making one (type_text), both NULL where the printer has none; the attribute
+ * texts of this print (id(attribute) -> (attribute, text)), NULL where it has none. */
 typedef struct {
-    PyObject *texts, *type_text;
+    PyObject *texts, *type_text, *attribute_texts;
 } ProgramContext;
 
 enum { STEP_TEXT, STEP_REF, STEP_REFS, STEP_TYPE, STEP_TYPES, STEP_RESULT_TYPE, STEP_KEYWORD,
-       STEP_CALL, STEP_GROUP };
+       STEP_CALL, STEP_GROUP, STEP_ATTRIBUTE_TEXT };
 /* the tests of a STEP_GROUP (printer.py GROUP_*) */
-enum { GROUP_OPERAND, GROUP_ATTR_TRUE, GROUP_ATTR_SET, GROUP_CALL };
+enum { GROUP_OPERAND, GROUP_ATTR_TRUE, GROUP_ATTR_SET, GROUP_CALL, GROUP_NOT_DEFAULT };
 
 /* The text of `value`'s type (a new reference): from the print's texts, else type_text(type). */
 static PyObject *type_text_of(ProgramContext *pc, PyObject *value) {
@@ -679,6 +680,17 @@ static int group_present(ProgramRun *run, long test, PyObject *arg) {
             return PyErr_Occurred() ? -1 : 0;
         return test == GROUP_ATTR_SET ? value != Py_None : PyObject_IsTrue(value);
     }
+    if (test == GROUP_NOT_DEFAULT && PyTuple_Check(arg) && PyTuple_GET_SIZE(arg) == 2) {
+        /* (name, default): the attribute (None when absent) differs from its default */
+        PyObject *attrs = run_attrs(run);
+        if (attrs == NULL)
+            return -1;
+        PyObject *value = PyDict_GetItemWithError(attrs, PyTuple_GET_ITEM(arg, 0));
+        if (value == NULL && PyErr_Occurred())
+            return -1;
+        return PyObject_RichCompareBool(value != NULL ? value : Py_None, PyTuple_GET_ITEM(arg, 1),
+                                        Py_NE);
+    }
     if (test == GROUP_CALL && PyTuple_Check(arg) && PyTuple_GET_SIZE(arg) == 2
             && PyTuple_Check(PyTuple_GET_ITEM(arg, 1))) {  /* (function, args): function(op, *args) */
         PyObject *args = PyTuple_GET_ITEM(arg, 1);
@@ -746,6 +758,21 @@ static int run_steps(ProgramRun *run, PyObject *steps, PyObject *parts, int dept
         } else if (kind == STEP_CALL && PyTuple_GET_SIZE(step) == 3
                    && PyTuple_Check(PyTuple_GET_ITEM(step, 2))) {
             made = call_with_op(run, arg, PyTuple_GET_ITEM(step, 2));
+        } else if (kind == STEP_ATTRIBUTE_TEXT && PyTuple_GET_SIZE(step) == 4
+                   && PyTuple_Check(PyTuple_GET_ITEM(step, 2))) {
+            /* (kind, directive, args, attribute name): the text this print made for the very
+             * attribute object, else the directive's (which keeps it) */
+            PyObject *attrs = run->pc->attribute_texts != NULL ? run_attrs(run) : NULL;
+            PyObject *value = attrs != NULL
+                              ? PyDict_GetItemWithError(attrs, PyTuple_GET_ITEM(step, 3)) : NULL;
+            PyObject *known = value != NULL
+                              ? tilebc_pair_by_id(run->pc->attribute_texts, value) : NULL;
+            if (known != NULL && PyUnicode_Check(known))
+                made = Py_NewRef(known);
+            else if (PyErr_Occurred())
+                return -1;
+            else
+                made = call_with_op(run, arg, PyTuple_GET_ITEM(step, 2));
         } else if (kind == STEP_GROUP && PyTuple_GET_SIZE(step) == 4) {
             long test = PyLong_AsLong(arg);
             int present = test == -1 && PyErr_Occurred()
@@ -1017,15 +1044,23 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
         Py_CLEAR(groups);
     }
     /* ctx.printer.type_text and its texts, for the body programs */
-    ProgramContext pc = {NULL, NULL};
+    ProgramContext pc = {NULL, NULL, NULL};
     if (value_class != NULL) {
         PyObject *printer = PyObject_GetAttr(ctx, s_printer);
         pc.type_text = printer != NULL ? PyObject_GetAttr(printer, s_type_text) : NULL;
         pc.texts = pc.type_text != NULL ? PyObject_GetAttr(pc.type_text, s_texts) : NULL;
+        if (pc.texts != NULL) {
+            pc.attribute_texts = PyObject_GetAttr(printer, s_attribute_texts);
+            if (pc.attribute_texts == NULL || !PyDict_Check(pc.attribute_texts)) {
+                Py_CLEAR(pc.attribute_texts);
+                PyErr_Clear();  /* none: the directives make every text */
+            }
+        }
         Py_XDECREF(printer);
         if (pc.texts == NULL || !PyDict_Check(pc.texts)) {
             Py_CLEAR(pc.texts);
             Py_CLEAR(pc.type_text);
+            Py_CLEAR(pc.attribute_texts);
             if (!tilebc_recoverable()) {
                 Py_XDECREF(known);
                 Py_XDECREF(text_names);
@@ -1038,6 +1073,7 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
     if (sequence == NULL) {
         Py_XDECREF(pc.texts);
         Py_XDECREF(pc.type_text);
+        Py_XDECREF(pc.attribute_texts);
         Py_XDECREF(known);
         Py_XDECREF(text_names);
         Py_XDECREF(groups);
@@ -1073,6 +1109,7 @@ done:
     Py_DECREF(sequence);
     Py_XDECREF(pc.texts);
     Py_XDECREF(pc.type_text);
+    Py_XDECREF(pc.attribute_texts);
     Py_XDECREF(known);
     Py_XDECREF(text_names);
     Py_XDECREF(groups);
@@ -1376,6 +1413,7 @@ int add_printer(PyObject *module) {
     s_keyword = PyUnicode_InternFromString("keyword");
     s_type_text = PyUnicode_InternFromString("type_text");
     s_texts = PyUnicode_InternFromString("texts");
+    s_attribute_texts = PyUnicode_InternFromString("attribute_texts");
     s_printer = PyUnicode_InternFromString("printer");
     s_equals = PyUnicode_InternFromString(" = ");
     s_newline = PyUnicode_InternFromString("\n");
@@ -1403,11 +1441,12 @@ int add_printer(PyObject *module) {
     if (!s_next_value || !s_next_conflict || !s_text || !s_refs || !s_names
             || !s_parent || !s_regions || !s_results || !s_spec || !s_index || !s_percent || !s_suggested || !s_loc
             || !s_type_name || !s_keyword || !s_type_text || !s_texts || !s_printer
+            || !s_attribute_texts
             || !s_mnemonic || !s_equals || !s_newline || !s_space || !s_known || !s_ref
             || !s_visit)
         return -1;
     /* print_ops takes the Value class as a ninth argument and runs the kinds' body programs */
-    if (PyModule_AddIntConstant(module, "PRINT_PROGRAMS", 2) < 0)  /* 2: STEP_GROUP */
+    if (PyModule_AddIntConstant(module, "PRINT_PROGRAMS", 3) < 0)  /* 2: groups, 3: kept texts */
         return -1;
     return PyModule_AddFunctions(module, printer_functions);
 }

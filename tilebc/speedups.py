@@ -13,8 +13,8 @@ Token = None  # the lexer's token type
 CursorBase = None  # the token-level methods of the lexer's Cursor
 OpDecoder = None  # one op kind's decoder, made from its plan (tilebc/binary/fastpath.py)
 DECODER_KINDS = 0  # how many attribute kinds its programs may name (an older build knows fewer)
-PRINT_PROGRAMS = 0  # 1: print_ops runs the kinds' body programs, 2: with optional groups (an older
-#                     build runs fewer or none)
+PRINT_PROGRAMS = 0  # 1: print_ops runs the kinds' body programs, 2: with optional groups, 3: with
+#                     the attribute texts kept by the print (an older build runs fewer or none)
 PLAIN_SUBPROGRAMS = 0  # 1: plain_locations makes the subprograms scoping locations too
 decode_ops = None  # the reader's loop over a body's or a block's ops
 plain_locations = None  # a function's op locations from plain debug entries (Reader.op_locations)

@@ -202,6 +202,7 @@ class FunctionNames:
         self.next_value = 0
         self.next_argument = 0
         self.next_conflict = 0
+        self.plain_arguments = False  # the entry's parameters named %arg0, %arg1, … in order
         top = _Scope(None)
         # The entry body is numbered like the region of a top-level op.
         pending: list[tuple[list[Block], object, int, tuple[int, int, int], _Scope]] = [
@@ -259,6 +260,7 @@ class FunctionNames:
                 refs[arg] = "%" + name
                 names.add(name)
             self.next_argument += len(args)
+            self.plain_arguments = len(text) == len(args)  # no parameter listed twice
         elif args:
             given = block_arg_names(owner, region_index, block) if isinstance(owner, Op) \
                 else [None] * len(args)

@@ -234,10 +234,14 @@ def _mixed_dims(op, ctx, dynamic, which):
     view_type = op.results[0].type
     dims = view_type.shape if which == "shape" else view_type.strides
     operands = op.operands[dynamic.name]
-    if sum(d is None for d in dims) != len(operands):  # invalid IR: one operand per '?' needed
+    dynamic_dims = dims.count(None)
+    if dynamic_dims != len(operands):  # invalid IR: one operand per '?' needed
         raise ValueError(f"{len(operands)} {dynamic.name} operands for the '?' of {view_type}")
+    ref = ctx.names.ref
+    if dynamic_dims == len(dims):  # the usual view: every dimension an operand
+        return ", ".join(map(ref, operands))
     values = iter(operands)
-    return ", ".join(ctx.names.ref(next(values)) if d is None else str(d) for d in dims)
+    return ", ".join(ref(next(values)) if d is None else str(d) for d in dims)
 
 
 def _tensor_view_types(op, ctx, base, shape, strides):
@@ -256,8 +260,9 @@ def _index_types(op, ctx, index):
     if not types:
         return ""
     tt = ctx.printer.type_text
-    if all(t == types[0] for t in types):
-        return ", " + tt(types[0])
+    first = types[0]
+    if all(t is first or t == first for t in types):
+        return ", " + tt(first)
     return "".join(", " + tt(t) for t in types)
 
 
@@ -298,6 +303,7 @@ def _attribute_text(render):
         made = render(value)
         known[id(value)] = (value, made)  # the value rides along: its id stays its own
         return made
+    text.attribute_text = True  # a body program looks the text up first (STEP_ATTRIBUTE_TEXT)
     return text
 
 
@@ -683,10 +689,13 @@ STEP_KEYWORD = 6      # (STEP_KEYWORD, attribute name): an enum attribute's keyw
 STEP_CALL = 7         # (STEP_CALL, directive, args): directive(op, ctx, *args)
 STEP_GROUP = 8        # (STEP_GROUP, test, argument, steps): an optional group, printed when
 #                       the test passes (PRINT_PROGRAMS 2 on)
+STEP_ATTRIBUTE_TEXT = 9  # (STEP_ATTRIBUTE_TEXT, directive, args, attribute name): the text the
+#                       print keeps for that attribute object, else the directive's (3 on)
 # The tests of a group: its anchor operand present (a Value, or a non-empty variadic group); the
 # anchor attribute true, or not None; test(op, *args) true for any other anchor (argument:
-# (test, args)).
-GROUP_OPERAND, GROUP_ATTR_TRUE, GROUP_ATTR_SET, GROUP_CALL = range(4)
+# (test, args)); the anchor attribute (None when absent) unequal to its fixed default (argument:
+# (name, default); PRINT_PROGRAMS 3 on).
+GROUP_OPERAND, GROUP_ATTR_TRUE, GROUP_ATTR_SET, GROUP_CALL, GROUP_NOT_DEFAULT = range(5)
 
 
 def _attribute_step(op: Op, ctx, spec) -> str:
@@ -749,6 +758,11 @@ class _ProgramWriter(_Writer):
             test, argument, anchored, skip = GROUP_ATTR_TRUE, anchor.name, None, anchor
         elif isinstance(anchor, AttrRef) and anchor.spec.optional:
             test, argument, anchored = GROUP_ATTR_SET, anchor.name, anchor.name
+        elif isinstance(anchor, AttrRef) and anchor.spec.default is not None \
+                and not callable(anchor.spec.default) and speedups.PRINT_PROGRAMS >= 3:
+            # _attr_present of a fixed default
+            test, argument = GROUP_NOT_DEFAULT, (anchor.name, anchor.spec.default)
+            anchored = anchor.name
         elif isinstance(anchor, AttrRef):
             test, argument, anchored = GROUP_CALL, (_attr_present, (anchor.spec,)), anchor.name
         else:
@@ -821,7 +835,11 @@ class _ProgramWriter(_Writer):
                 # a region's text is printed once: a failing step would print it again
                 raise _NoProgram()
             self.space()
-            self.steps.append((STEP_CALL, function, tuple(element.args)))
+            if getattr(function, "attribute_text", False) and speedups.PRINT_PROGRAMS >= 3:
+                self.steps.append((STEP_ATTRIBUTE_TEXT, function, tuple(element.args),
+                                   element.args[0].name))
+            else:
+                self.steps.append((STEP_CALL, function, tuple(element.args)))
         else:
             raise _NoProgram()
 
@@ -964,6 +982,8 @@ class _ModulePrinter:
         self.generic = False
         self.aliases: LocationAliases | None = None
         self.given_aliases = None  # module_text_pieces(aliases=...)
+        # id(entry signature) -> (signature, parameter types, their text): see function()
+        self._entry_args: dict[int, tuple] = {}
         self.type_text = _type_texts()
         self.attribute_texts: dict[int, tuple] = {}  # id(attribute) -> (attribute, its text)
 
@@ -1042,8 +1062,16 @@ class _ModulePrinter:
         attrs = function.arg_attrs
         if attrs is None or not any(isinstance(e, A.DictionaryAttr) and e.entries
                                     for e in attrs.elements):  # no parameter shows attributes
-            ref = names.ref
-            args = ", ".join([f"{ref(a)}: {tt(a.type)}" for a in function.args])
+            # `%arg0: type, …`: the same text for the entries of one signature (they share it)
+            types = [a.type for a in function.args]
+            found = self._entry_args.get(id(function.type)) if names.plain_arguments else None
+            if found is not None and found[0] is function.type and found[1] == types:
+                args = found[2]
+            else:
+                ref = names.ref
+                args = ", ".join([f"{ref(a)}: {tt(a.type)}" for a in function.args])
+                if names.plain_arguments:
+                    self._entry_args[id(function.type)] = (function.type, types, args)
         else:
             args = ", ".join(f"{names.ref(a)}: {tt(a.type)}{self.arg_attrs(function, i)}"
                              for i, a in enumerate(function.args))

@@ -1391,3 +1391,25 @@ def test_store_locations_switches_classes_as_python_does():
     del module, ops, locations
     gc.collect()
     assert (sys.getrefcount(DecodedOp), sys.getrefcount(Op)) == before
+
+
+def test_new_values_makes_block_arguments_as_value_does():
+    """new_values (a decoded block's arguments) makes each Value as Value(type, owner, index)
+    does: the same fields, the owner held weakly; a bad call is a TypeError."""
+    from tilebc.binary.reader import _VALUE_SLOTS, _arguments
+    from tilebc.ir.module import Block, Value
+    from tilebc.ir.types import f32, i32, scalar, tile
+    types = (scalar(i32), tile((4,), f32), scalar(i32))
+    block = Block()
+    made, expected = speedups.new_values(types, block, Value, *_VALUE_SLOTS), \
+        _arguments(types, block)
+    assert [(v.type, v.owner, v.index, type(v)) for v in made] == \
+        [(v.type, v.owner, v.index, type(v)) for v in expected]
+    assert all(v.owner is block for v in made) and speedups.new_values((), block, Value,
+                                                                      *_VALUE_SLOTS) == []
+    del block, expected
+    assert all(v.owner is None for v in made)  # weakly held: the block is gone
+    with pytest.raises(TypeError):
+        speedups.new_values(list(types), Block(), Value, *_VALUE_SLOTS)
+    with pytest.raises(TypeError):
+        speedups.new_values(types, Block(), Value, "type", "_owner", "index")

@@ -1188,7 +1188,54 @@ static PyObject *store_locations(PyObject *module, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
+/* new_values(types, owner, value_class, type_slot, owner_slot, index_slot) -> list: for each
+ * type a value_class object as Value(type, owner, index) makes it (owner held by a weak
+ * reference), its fields stored through the slots given: a block's arguments. */
+static PyObject *new_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyTuple_Check(args[0]) || !PyType_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "new_values(types, owner, value_class, type_slot, "
+                                         "owner_slot, index_slot)");
+        return NULL;
+    }
+    PyObject *types = args[0];
+    PyTypeObject *value_class = (PyTypeObject *)args[2];
+    descrsetfunc sets[3];
+    for (int i = 0; i < 3; i++) {
+        sets[i] = Py_TYPE(args[3 + i])->tp_descr_set;
+        if (sets[i] == NULL) {
+            PyErr_SetString(PyExc_TypeError, "new_values: the slots must be settable");
+            return NULL;
+        }
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(types);
+    PyObject *values = PyList_New(count);
+    PyObject *owner_ref = values == NULL || count == 0 ? NULL : PyWeakref_NewRef(args[1], NULL);
+    if (values == NULL || (count && owner_ref == NULL))
+        goto fail;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *value = value_class->tp_alloc(value_class, 0);
+        if (value == NULL)
+            goto fail;
+        PyList_SET_ITEM(values, i, value);
+        PyObject *index = PyLong_FromSsize_t(i);
+        int failed = index == NULL || sets[0](args[3], value, PyTuple_GET_ITEM(types, i)) < 0
+                     || sets[1](args[4], value, owner_ref) < 0 || sets[2](args[5], value, index) < 0;
+        Py_XDECREF(index);
+        if (failed)
+            goto fail;
+    }
+    Py_XDECREF(owner_ref);
+    return values;
+fail:
+    Py_XDECREF(owner_ref);
+    Py_XDECREF(values);
+    return NULL;
+}
+
 static PyMethodDef decoder_functions[] = {
+    {"new_values", (PyCFunction)(void (*)(void))new_values, METH_FASTCALL,
+     "new_values(types, owner, value_class, type_slot, owner_slot, index_slot) -> list of "
+     "Value(type, owner, index)"},
     {"decode_ops", (PyCFunction)(void (*)(void))decode_ops, METH_FASTCALL,
      "decode_ops(mr, reader, data, pos, end, values, preorder, pending, depth, base, decoders, "
      "count) -> (ops, pos)"},

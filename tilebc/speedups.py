@@ -19,6 +19,7 @@ PLAIN_SUBPROGRAMS = 0  # 1: plain_locations makes the subprograms scoping locati
 decode_ops = None  # the reader's loop over a body's or a block's ops
 plain_locations = None  # a function's op locations from plain debug entries (Reader.op_locations)
 store_locations = None  # PendingLocations.materialise's loop over the ops
+new_values = None  # a block's arguments made in C (the reader's entries and regions)
 number_ops = None  # the printer's SSA naming of a block's ops (text/names.py)
 print_ops = None  # the printer's loop over a block's ops (text/printer.py block_body)
 visit_locations = None  # the -g printer's walk collecting location aliases
@@ -39,7 +40,7 @@ if not os.environ.get("TILEBC_PURE"):
     PRINT_PROGRAMS = getattr(_speedups, "PRINT_PROGRAMS", 0)
     PLAIN_SUBPROGRAMS = getattr(_speedups, "PLAIN_SUBPROGRAMS", 0)
     for _name in ("scan_token", "Token", "CursorBase", "OpDecoder", "decode_ops",
-                  "plain_locations", "store_locations", "number_ops", "print_ops",
+                  "plain_locations", "store_locations", "new_values", "number_ops", "print_ops",
                   "visit_locations", "verify_ops", "alias_visit", "encode_ops", "parse_ops",
                   "parse_args", "keep_hash"):
         globals()[_name] = getattr(_speedups, _name, None)

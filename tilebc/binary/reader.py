@@ -32,7 +32,7 @@ from .container import (CHECKED_ON_USE, CLAMPED, EXACT, MAGIC, PREVIEW_TAG_BIT, 
                         plain_section, plain_table)
 from .fastpath import Bail, compiled_decoder, fast_decoder, varint_tail
 from .. import speedups
-from ..speedups import decode_ops, plain_locations
+from ..speedups import decode_ops, new_values, plain_locations
 from .layout import FileLayout, used_bitmap
 from .lazyloc import DecodedFunction, DecodedOp, PendingLocations, defer_location
 from .lenient import WarningLog
@@ -54,6 +54,15 @@ _SECTION_IDS = frozenset(SectionId.__members__.values())
 _LOC_SCOPES = (L.DISubprogram, L.DILexicalBlock)  # what a DILoc's scope may be
 
 UNKNOWN_FUNCTION_FLAGS_REFUSED = Version(13, 4)  # NVIDIA ignores unknown function flag bits before
+
+# Value's slots, which new_values stores through
+_VALUE_SLOTS = tuple(Value.__dict__[name] for name in ("type", "_owner", "index"))
+
+
+def _arguments(types, block: Block) -> list[Value]:
+    """A block's arguments of `types` (new_values where tilebc._speedups is built)."""
+    return [Value(t, block, i) for i, t in enumerate(types)]
+
 
 # (version, preview) -> {opcode: compiled decoder} for the opcodes `_fast_decoder` let through in
 # such a file. Bounded: five versions, two tags, one entry per opcode.
@@ -1015,8 +1024,8 @@ class ModuleReader:
                              f"parameters, more than max_values={self.limits.max_values}",
                              sig_offset)
         block = Block()
-        args = block.args
-        args += [Value(t, block, i) for i, t in enumerate(signature.inputs)]
+        block.args = args = _arguments(signature.inputs, block) if new_values is None \
+            else new_values(tuple(signature.inputs), block, Value, *_VALUE_SLOTS)
         indices = None
         if loc_index and loc_index <= len(self.debug_function_indices):
             indices = self.debug_function_indices[loc_index - 1]
@@ -1144,9 +1153,8 @@ class ModuleReader:
                 num_args, pos = varint_tail(data, pos, num_args)
             if num_args > end - pos:
                 raise Bail()
-            block = Block()
-            args = block.args
-            for index in range(num_args):
+            arg_types = []
+            for _ in range(num_args):
                 key = data[pos]
                 pos += 1
                 if key >= 0x80:
@@ -1154,7 +1162,10 @@ class ModuleReader:
                 arg_type = types.get(key)
                 if arg_type is None:
                     arg_type = self.type(key, 0)
-                args.append(Value(arg_type, block, index))
+                arg_types.append(arg_type)
+            block = Block()
+            block.args = args = _arguments(arg_types, block) if new_values is None \
+                else new_values(tuple(arg_types), block, Value, *_VALUE_SLOTS)
             values.extend(args)
             num_ops = data[pos]
             pos += 1

@@ -147,10 +147,13 @@ def cmd_dis(args) -> int:
         from .text.printer import module_text_pieces
         if marked is not None:
             printed = list(module_text_pieces(module, aliases=marked))
+            # the child's texts put in while it verifies
+            texts = marked.pieces(printed, verifier.take_report())
+            texts = None if texts is None else list(texts)
             verifier.confirm()
-            texts = marked.pieces(printed, verifier.report)
             # without the child's texts: printed again from a fresh decode
-            yield from texts or module_text_pieces(_hold(read()), debug=True)
+            yield from texts if texts is not None else \
+                module_text_pieces(_hold(read()), debug=True)
             return
         produced = module_text_pieces(module, debug=args.debug)
         if not streams:

@@ -15,8 +15,9 @@ The child says "valid" through a pipe before it exits, and the parent goes on at
 that built a large module takes tens of milliseconds to end (its memory is given back), and the
 parent need not wait for that. A child that ends without a word found a problem (or failed).
 A command may also have the child make something from its module for the parent (`report`:
-`tilebc dis -g` has it name the locations, tilebc/alias_aside.py); it follows the word, after its
-length.
+`tilebc dis -g` has it name the locations, tilebc/alias_aside.py). The child makes it before it
+verifies, leaves it in an unnamed file and says so on the pipe (REPORTED and its length), so the
+parent can use it while the child verifies (take_report).
 
 Verifying a parsed module takes the child longer than encoding takes the parent, so for `asm`
 the child leaves the last entries of a module of several to the parent, which verifies them once
@@ -37,7 +38,8 @@ from .inputs import verify_module
 MIN_BYTES = 64 * 1024
 TEXT_BYTES_PER_BYTECODE_BYTE = 4  # a module's text form is about four times its bytecode
 VALID = b"valid"  # what the child writes once it found the module valid
-_REPORT_LENGTH = struct.Struct("<Q")  # after VALID: the length of the child's report
+REPORTED = b"reportd"  # what it writes before, with the length, once its report is in the file
+_REPORT_LENGTH = struct.Struct("<Q")
 # The share of a module's entries the parent verifies after making its output: about what
 # verifying takes the child beyond what encoding takes the parent (asm of text). 0 for dis:
 # its parent would first decode the debug section and compile the verifier's checks for its
@@ -83,15 +85,15 @@ class AsideVerifier(Verified):
 
     in_place = False
 
-    def __init__(self, module, pid: int, verdict: int | None = None, reports: bool = False):
+    def __init__(self, module, pid: int, verdict: int | None = None, report_file=None):
         self.module = module
         self.pid = pid
         self.verdict = verdict  # the pipe's read end, where the child writes VALID (None: none)
         self.entries: range | None = None  # the entries verified here, the child the others
         self.valid: bool | None = None
         self.error: BaseException | None = None  # what verifying here raised
-        self.reports = reports  # whether the child sends a report after VALID
-        self.report: bytes | None = None  # the child's report, once confirmed (None: none came)
+        self.report_file = report_file  # where the child leaves its report (None: none)
+        self.report: bytes | None = None  # the child's report, once taken (None: none came)
         # Set by a parent that changed its module in a way the verifier cannot read (the
         # locations of `dis -g`, alias_aside.py): a fresh module to verify here where needed.
         self.fresh = None
@@ -135,6 +137,9 @@ class AsideVerifier(Verified):
         if self.valid is None:
             self._stop_child()
             self.valid = False
+        if self.report_file is not None:
+            self.report_file.close()
+            self.report_file = None
         self._close_verdict()
         if self.pid:
             self._reap(wait=False)
@@ -151,16 +156,30 @@ class AsideVerifier(Verified):
     def _read_verdict(self) -> bool:
         """Whether the child wrote VALID before it ended (waits for the one or the other)."""
         try:
+            self.take_report()
             said = _read_exactly(self.verdict, len(VALID))
-            if said == VALID and self.reports:
-                length = _read_exactly(self.verdict, _REPORT_LENGTH.size)
-                if length is not None:
-                    self.report = _read_exactly(self.verdict, _REPORT_LENGTH.unpack(length)[0])
         except OSError:
             said = b""
         finally:
             self._close_verdict()
         return said == VALID
+
+    def take_report(self) -> bytes | None:
+        """The child's report, once it is made (waits for it; None where the child ended without
+        one). Read once: the pipe goes on to the verdict."""
+        file, self.report_file = self.report_file, None
+        if file is None or self.verdict is None:
+            return self.report
+        try:
+            said = _read_exactly(self.verdict, len(REPORTED) + _REPORT_LENGTH.size)
+            if said is not None and said.startswith(REPORTED):
+                length = _REPORT_LENGTH.unpack_from(said, len(REPORTED))[0]
+                self.report = _read_file(file.fileno(), length)
+        except OSError:
+            self.report = None
+        finally:
+            file.close()
+        return self.report
 
     def _close_verdict(self) -> None:
         if self.verdict is not None:
@@ -198,10 +217,30 @@ def _read_exactly(fd: int, count: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+def _read_file(fd: int, count: int) -> bytes | None:
+    """`count` bytes of the file `fd` from its start, or None where it holds fewer."""
+    chunks, at = [], 0
+    while at < count:
+        chunk = os.pread(fd, min(count - at, 1 << 24), at)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        at += len(chunk)
+    return b"".join(chunks)
+
+
+def _write_file(fd: int, data: bytes) -> None:
+    view, at = memoryview(data), 0
+    while at < len(data):
+        at += os.pwrite(fd, view[at:], at)
+
+
+def _report_file():
+    """An unnamed file for the child's report, shared through the fork."""
+    if hasattr(os, "memfd_create"):
+        return open(os.memfd_create("tilebc-report", os.MFD_CLOEXEC), "rb", buffering=0)
+    import tempfile
+    return tempfile.TemporaryFile(buffering=0)
 
 
 def verify_aside(read, size: int, *, text: bool = False, report=None) -> AsideVerifier | None:
@@ -209,41 +248,48 @@ def verify_aside(read, size: int, *, text: bool = False, report=None) -> AsideVe
     length of that bytecode, or of its text with `text`), or None where that does not pay or
     cannot be done (small input, one core, no fork): then verify in place. The parent sets
     `module` on the verifier once it has read its own. `report(module)`: bytes the child makes
-    from its module before verifying it, which the parent finds on the verifier's `report` once
-    confirmed."""
+    from its module before verifying it, which the parent takes with take_report()."""
     if text:
         size //= TEXT_BYTES_PER_BYTECODE_BYTE
     if size < MIN_BYTES or not hasattr(os, "fork") or _usable_cores() < 2:
         return None
     from . import verify  # noqa: F401  loaded before the fork: the printing parent has time
     try:
+        report_file = None if report is None else _report_file()
+    except OSError:
+        return None
+    try:
         verdict, said = os.pipe()
     except OSError:
+        if report_file is not None:
+            report_file.close()
         return None
     try:
         pid = os.fork()
     except OSError:
         os.close(verdict)
         os.close(said)
+        if report_file is not None:
+            report_file.close()
         return None
     if pid == 0:  # the child: VALID on the pipe, or nothing; never returns
         code = 2
         try:
             os.close(verdict)
             module = read()
-            made = None if report is None else report(module)
+            if report is not None:
+                made = report(module)
+                _write_file(report_file.fileno(), made)
+                os.write(said, REPORTED + _REPORT_LENGTH.pack(len(made)))
             verify_module(module, range(child_entries(len(module.functions), text)))
-            if made is None:
-                os.write(said, VALID)
-            else:
-                _write_all(said, VALID + _REPORT_LENGTH.pack(len(made)) + made)
+            os.write(said, VALID)
             code = 0
         except BaseException:  # any failure: the parent verifies again and reports it
             code = 1
         finally:
             os._exit(code)
     os.close(said)
-    return AsideVerifier(None, pid, verdict, reports=report is not None)
+    return AsideVerifier(None, pid, verdict, report_file)
 
 
 def read_verified(read, size: int, *, text: bool = False, enabled: bool = True,

@@ -586,6 +586,34 @@ def test_the_c_alias_walk_records_what_the_python_one_records(monkeypatch):
     assert max(depth for nodes in ours for _, depth in nodes) >= 3
 
 
+def test_alias_visit_all_visits_as_visit_does(monkeypatch):
+    """LocationAliases.visit_all (alias_visit_all in C) records the nodes of a list of
+    locations, repeated ones and None among them, as visit() one by one does; refs() gives
+    ref() of each."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    from tilebc.text.debuginfo import LocationAliases
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode")
+    checked = 0
+    for path in sorted(glob.glob(os.path.join(fixtures, "*", "*-13.5.tilebc")))[:60]:
+        module = tilebc.load(path)
+        locations = [None] + [op.loc for function in module.functions
+                              for op in function.walk()] + [None]
+        one_by_one, at_once = LocationAliases(), LocationAliases()
+        for loc in locations:
+            one_by_one.visit(loc)
+        at_once.visit_all(locations)
+        assert list(at_once._depth.items()) == list(one_by_one._depth.items())
+        assert at_once._known.keys() == one_by_one._known.keys()
+        one_by_one.finish()
+        at_once.finish()
+        assert at_once.refs(locations) == [one_by_one.ref(loc) for loc in locations]
+        checked += len(locations)
+    assert checked > 1000
+    with pytest.raises(TypeError):
+        speedups.alias_visit_all((), {}, {}, None, *range(6))
+
+
 def test_alias_visit_refuses_what_it_cannot_walk():
     """alias_visit checks its arguments, and a node refers to itself only by a bug: refused."""
     from tilebc.ir import location as L

@@ -1257,8 +1257,59 @@ typedef struct {
     AliasKinds kinds;
 } Visiting;
 
+static int visit_new(PyObject *loc, PyObject *known, Visiting *visiting);
+
+/* alias_visit_all(locations, known, depths, unknown, *kinds): LocationAliases.visit for each of
+ * `locations` (a list), its `_known` and `_depth` given. */
+static PyObject *alias_visit_all(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10 || !PyList_Check(args[0]) || !PyDict_CheckExact(args[1])
+            || !PyDict_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "alias_visit_all(locations, known, depths, unknown, "
+                                         "*kinds): a list and two dicts first");
+        return NULL;
+    }
+    for (int i = 4; i < 10; i++) {
+        if (!PyType_Check(args[i])) {
+            PyErr_SetString(PyExc_TypeError, "alias_visit_all: the location kinds must be types");
+            return NULL;
+        }
+    }
+    Visiting visiting = {args[2], {args[3], args[4], args[5], args[6], args[7], args[8], args[9]}};
+    PyObject *locations = PySequence_Tuple(args[0]);  /* a copy: equality may run Python code */
+    if (locations == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(locations); i++) {
+        PyObject *loc = PyTuple_GET_ITEM(locations, i);
+        PyObject *known_text = tilebc_pair_by_id(args[1], loc);
+        if ((known_text == NULL && PyErr_Occurred())
+                || (known_text == NULL && visit_new(loc, args[1], &visiting) < 0)) {
+            Py_DECREF(locations);
+            return NULL;
+        }
+    }
+    Py_DECREF(locations);
+    Py_RETURN_NONE;
+}
+
 static int visit_ops(PyObject *ops, PyObject *aliases, PyObject *known, Visiting *visiting,
                      int depth);
+
+/* LocationAliases.visit(loc) of a location `known` lacks (_known[id(loc)] = (loc, None), then
+ * _visit(_normal(loc))): 0, or -1 on error. */
+static int visit_new(PyObject *loc, PyObject *known, Visiting *visiting) {
+    PyObject *key = PyLong_FromVoidPtr(loc);
+    PyObject *entry = key ? PyTuple_Pack(2, loc, Py_None) : NULL;
+    int failed = entry == NULL || PyDict_SetItem(known, key, entry) < 0;
+    Py_XDECREF(key);
+    Py_XDECREF(entry);
+    PyObject *node = failed ? NULL : alias_normal(&visiting->kinds, Py_NewRef(loc));
+    PyObject *found = node ? alias_depth(visiting->depths, &visiting->kinds, node) : NULL;
+    Py_XDECREF(node);
+    if (found == NULL)
+        return -1;
+    Py_DECREF(found);
+    return 0;
+}
 
 /* visit_locations(ops, aliases): aliases.visit(op.loc) for `ops` and the ops nested in them, in
  * pre-order (printer._visit_locations), skipping the locations it knows already. */
@@ -1270,20 +1321,10 @@ static int visit_op(PyObject *op, PyObject *aliases, PyObject *known, Visiting *
     /* its text (None before `finish`), or NULL for a location not visited yet */
     PyObject *known_text = tilebc_pair_by_id(known, loc);
     if (known_text == NULL && !PyErr_Occurred() && visiting != NULL) {
-        /* _known[id(loc)] = (loc, None), then _visit(_normal(loc)) */
-        PyObject *key = PyLong_FromVoidPtr(loc);
-        PyObject *entry = key ? PyTuple_Pack(2, loc, Py_None) : NULL;
-        int failed = entry == NULL || PyDict_SetItem(known, key, entry) < 0;
-        Py_XDECREF(key);
-        Py_XDECREF(entry);
-        PyObject *node = failed ? NULL : alias_normal(&visiting->kinds, Py_NewRef(loc));
-        PyObject *found = node ? alias_depth(visiting->depths, &visiting->kinds, node) : NULL;
-        Py_XDECREF(node);
-        if (found == NULL) {
+        if (visit_new(loc, known, visiting) < 0) {
             Py_DECREF(loc);
             return -1;
         }
-        Py_DECREF(found);
     } else if (known_text == NULL) {
         PyObject *done = PyErr_Occurred() ? NULL : PyObject_CallMethodOneArg(aliases, s_visit, loc);
         if (done == NULL) {
@@ -1381,6 +1422,9 @@ static PyMethodDef printer_functions[] = {
      "visit_locations(ops, aliases[, depths, unknown, *kinds]): aliases.visit(op.loc) for the "
      "ops and those nested in them, in pre-order, but for locations it knows; with depths and "
      "alias_visit's kinds, the visits made in C"},
+    {"alias_visit_all", (PyCFunction)(void (*)(void))alias_visit_all, METH_FASTCALL,
+     "alias_visit_all(locations, known, depths, unknown, *kinds): LocationAliases.visit of "
+     "each location"},
     {"alias_visit", (PyCFunction)(void (*)(void))alias_visit, METH_FASTCALL,
      "alias_visit(depths, node, unknown, di_loc, call_site, subprogram, compile_unit, "
      "lexical_block, unknown_attr) -> depth: LocationAliases._visit"},

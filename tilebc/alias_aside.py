@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from itertools import chain
 
 MARK = "\x00"  # where a location's text goes; escaped wherever else the text could hold it
 _HEADER = struct.Struct("<QQQ")  # indices, bytes of their texts, bytes of the definitions
@@ -35,24 +36,23 @@ def location_texts(module) -> bytes:
     b"" where the locations were already decoded."""
     from .binary.lazyloc import pending_indices
     from .text.debuginfo import LocationAliases
-    walk = [0] * len(module.globals)  # a global prints the unknown location
+    walks = [[0] * len(module.globals)]  # a global prints the unknown location
     reader = None
     for function in module.functions:
         found = pending_indices(function)
         if found is None:
             return b""
         reader = found[0] or reader
-        walk += found[2]
-    indices = list(dict.fromkeys(walk))  # first uses, in print order
+        walks.append(found[2])
+    indices = list(dict.fromkeys(chain.from_iterable(walks)))  # first uses, in print order
     if reader is None:
         locations = [None] * len(indices)
     else:  # decoded as the verifier reads them (the reader keeps one object per index)
         locations = reader.op_locations(indices, 0, len(indices), 0)
     aliases = LocationAliases()
-    for loc in locations:
-        aliases.visit(loc)
+    aliases.visit_all(locations)
     aliases.finish()
-    texts = "\n".join([aliases.ref(loc) for loc in locations])
+    texts = "\n".join(aliases.refs(locations))
     definitions = "".join(line + "\n" for line in aliases.definitions())
     numbers = array("q", indices).tobytes()
     texts_bytes, definitions_bytes = _encoded(texts), _encoded(definitions)

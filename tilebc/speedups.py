@@ -24,6 +24,7 @@ number_ops = None  # the printer's SSA naming of a block's ops (text/names.py)
 print_ops = None  # the printer's loop over a block's ops (text/printer.py block_body)
 visit_locations = None  # the -g printer's walk collecting location aliases
 alias_visit = None  # LocationAliases._visit (text/debuginfo.py)
+alias_visit_all = None  # LocationAliases.visit_all: visit of each of a list of locations
 verify_ops = None  # the verifier's loop over a block's ops (verify/structure.py Verifier.block)
 encode_ops = None  # the bytecode writer's loop over a block's ops (binary/writer.py ModuleWriter.ops)
 parse_ops = None  # the text parser's loop over a region's ops (text/parser.py _Parser._block_ops)
@@ -41,7 +42,8 @@ if not os.environ.get("TILEBC_PURE"):
     PLAIN_SUBPROGRAMS = getattr(_speedups, "PLAIN_SUBPROGRAMS", 0)
     for _name in ("scan_token", "Token", "CursorBase", "OpDecoder", "decode_ops",
                   "plain_locations", "store_locations", "new_values", "number_ops", "print_ops",
-                  "visit_locations", "verify_ops", "alias_visit", "encode_ops", "parse_ops",
+                  "visit_locations", "verify_ops", "alias_visit", "alias_visit_all", "encode_ops",
+                  "parse_ops",
                   "parse_args", "keep_hash"):
         globals()[_name] = getattr(_speedups, _name, None)
 

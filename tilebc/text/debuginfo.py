@@ -89,6 +89,28 @@ class LocationAliases:
         else:
             self._visit(_normal(loc))
 
+    def visit_all(self, locations: list) -> None:
+        """visit(loc) for each of `locations`, in C where tilebc._speedups has it."""
+        if speedups.alias_visit_all is not None:
+            speedups.alias_visit_all(locations, self._known, self._depth, UNKNOWN, *_KINDS)
+        else:
+            for loc in locations:
+                self.visit(loc)
+
+    def refs(self, locations: list) -> list[str]:
+        """[ref(loc) for loc in locations], after finish."""
+        known, names, normal = self._known, self.names, _normal
+        texts = []
+        for loc in locations:
+            found = known.get(id(loc))
+            if found is not None and found[0] is loc and found[1] is not None:
+                texts.append(found[1])
+                continue
+            text = f"loc({names[normal(loc)]})"
+            known[id(loc)] = (loc, text)
+            texts.append(text)
+        return texts
+
     def visit_ops_in_c(self, ops) -> None:
         """visit(op.loc) for `ops` and the ops nested in them, in pre-order, by
         tilebc._speedups.visit_locations (the visits themselves in C where alias_visit is)."""

@@ -21,6 +21,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 #include "_speedups.h"
 
 static PyObject *s_spec, *s_operands, *s_attrs, *s_results, *s_regions, *s_loc, *s_type,
@@ -38,6 +39,19 @@ typedef struct {
     uint64_t words[KEY_SLOTS];
     Py_ssize_t used;
 } Key;
+
+/* The key's words mixed into 64 bits: `clean` is keyed by this number (an int), the key's
+ * bytes kept as the value and compared on a hit (two keys of one number: the later one is
+ * checked every time). */
+static uint64_t key_hash(const Key *key) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)key->used;
+    for (Py_ssize_t i = 0; i < key->used; i++) {
+        h ^= key->words[i];
+        h *= 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+    }
+    return h;
+}
 
 static int put(Key *key, uint64_t word) {
     if (key->used == KEY_SLOTS)
@@ -328,7 +342,7 @@ static int plain_op(PyObject *verifier, PyObject *op, PyObject *spec, PyObject *
                     PyObject *clean, State *state, PyTypeObject *value_class,
                     PyTypeObject *dense_class) {
     PyObject *operands = NULL, *attrs = NULL, *results = NULL, *results_list = NULL,
-        *regions = NULL, *key_bytes = NULL;
+        *regions = NULL, *key_number = NULL;
     int status = -1, handled = 0;
     Key key;
     if (!(operands = tilebc_slot(op, s_operands, &slot_operands)) || !(attrs = tilebc_slot(op, s_attrs, &slot_attrs))
@@ -343,14 +357,17 @@ static int plain_op(PyObject *verifier, PyObject *op, PyObject *spec, PyObject *
     int no_regions = PyObject_Not(regions);
     if (no_regions < 0)
         goto done;
+    Py_ssize_t key_size = key.used * (Py_ssize_t)sizeof(uint64_t);
     if (shaped && no_regions) {
-        key_bytes = PyBytes_FromStringAndSize((const char *)key.words,
-                                              key.used * (Py_ssize_t)sizeof(uint64_t));
-        if (key_bytes == NULL)
+        key_number = PyLong_FromUnsignedLongLong(key_hash(&key));
+        if (key_number == NULL)
             goto done;
-        PyObject *known = PyDict_GetItemWithError(clean, key_bytes);
+        PyObject *known = PyDict_GetItemWithError(clean, key_number);
         if (known == NULL && PyErr_Occurred())
             goto done;
+        if (known != NULL && !(PyBytes_CheckExact(known) && PyBytes_GET_SIZE(known) == key_size
+                               && memcmp(PyBytes_AS_STRING(known), key.words, key_size) == 0))
+            known = NULL;  /* another key of the number */
         if (known != NULL) {
             int ok = operands_visible(operands, state->visible), ran_python = 0;
             if (ok < 0)
@@ -384,9 +401,16 @@ static int plain_op(PyObject *verifier, PyObject *op, PyObject *spec, PyObject *
         if (state_read(state, verifier) < 0)
             goto done;
         /* a check that found nothing clears every later op of the key but for where it stands */
-        if (key_bytes != NULL && PyList_GET_SIZE(state->diagnostics) == before
-                && PyDict_SetItem(clean, key_bytes, Py_True) < 0)
-            goto done;
+        if (key_number != NULL && PyList_GET_SIZE(state->diagnostics) == before) {
+            int taken = PyDict_Contains(clean, key_number);
+            PyObject *key_bytes = taken != 0 ? NULL
+                                  : PyBytes_FromStringAndSize((const char *)key.words, key_size);
+            int failed = taken < 0 || (taken == 0 && (key_bytes == NULL
+                                       || PyDict_SetItem(clean, key_number, key_bytes) < 0));
+            Py_XDECREF(key_bytes);
+            if (failed)
+                goto done;
+        }
     }
     status = 0;
 done:
@@ -395,9 +419,11 @@ done:
     Py_XDECREF(results);
     Py_XDECREF(results_list);
     Py_XDECREF(regions);
-    Py_XDECREF(key_bytes);
+    Py_XDECREF(key_number);
     return status;
 }
+
+#define CHECK_CACHE 16
 
 static PyObject *verify_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 9) {
@@ -420,6 +446,10 @@ static PyObject *verify_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     if (ops == NULL)
         return NULL;
     State state = {0};
+    /* the kinds met so far and their checks (NULL: none), found without a dict: a block has few
+     * kinds; strong references, dropped at the end */
+    struct { PyObject *spec, *check; } kinds[CHECK_CACHE];
+    int kinds_used = 0;
     state.di_loc = args[7];
     state.line_limit = line_limit;
     PyObject *result = NULL;
@@ -433,10 +463,24 @@ static PyObject *verify_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyObject *spec = tilebc_slot(op, s_spec, &slot_spec);
         if (spec == NULL)
             goto done;
-        PyObject *check = tilebc_by_id(plain, spec);
-        if (check == NULL && PyErr_Occurred()) {
-            Py_DECREF(spec);
-            goto done;
+        PyObject *check = NULL;
+        int cached = 0;
+        for (int k = 0; k < kinds_used && !cached; k++) {
+            if (kinds[k].spec == spec) {
+                check = kinds[k].check;
+                cached = 1;
+            }
+        }
+        if (!cached) {
+            check = tilebc_by_id(plain, spec);
+            if (check == NULL && PyErr_Occurred()) {
+                Py_DECREF(spec);
+                goto done;
+            }
+            if (kinds_used < CHECK_CACHE) {
+                kinds[kinds_used].spec = Py_NewRef(spec);
+                kinds[kinds_used++].check = Py_XNewRef(check);
+            }
         }
         int status;
         if (check != NULL) {
@@ -457,6 +501,10 @@ static PyObject *verify_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     result = Py_NewRef(Py_None);
 done:
+    for (int k = 0; k < kinds_used; k++) {
+        Py_DECREF(kinds[k].spec);
+        Py_XDECREF(kinds[k].check);
+    }
     state_clear(&state);
     Py_DECREF(ops);
     return result;

@@ -178,7 +178,7 @@ class Verifier:
         self.fast = fast
         self._clean_by_id: dict[tuple, bool] = {}     # keyed by ids of live objects of this module
         self._clean_by_value: dict[tuple, bool] = {}  # keyed by the types and attribute values
-        self._clean_keys: dict[bytes, bool] = {}  # the C loop's keys of ops checked clean
+        self._clean_keys: dict[int, bytes] = {}  # the C loop's keys of ops checked clean, by number
         self._clean_types = set()                     # ids of types that passed type_ok
         self._clean_signatures = set()  # ids of entry function types whose parameters passed
         self._canonical: dict[object, object] = {}    # value -> first equal object seen

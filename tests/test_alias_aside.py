@@ -17,7 +17,7 @@ from tilebc.ir.module import Global
 from tilebc.ir.types import f32, tile
 from tilebc.text import print_module
 from tilebc.text.printer import module_text_pieces
-from tilebc.verify_aside import MIN_BYTES
+from tilebc.verify_aside import MIN_BYTES, _usable_cores as usable_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures" / "bytecode"
@@ -69,7 +69,9 @@ def _large() -> bytes:
             break
     module.layout = None
     module.globals.append(Global("table", DenseElementsAttr(tile((4,), f32), bytes(16))))
-    return tilebc.dump(module)
+    data = tilebc.dump(module)
+    assert len(data) >= MIN_BYTES  # large enough to be verified (and named) aside
+    return data
 
 
 @pytest.fixture(scope="module")
@@ -110,42 +112,63 @@ def test_locations_already_decoded_are_neither_marked_nor_named(large):
     assert print_module(module, debug=True) == print_module(tilebc.load(large), debug=True)
 
 
-def _own_process(*args, script: str | None = None):
+def _own_process(*args, script: str | None = None, used=None):
     command = [sys.executable, "-c", script, *map(str, args)] if script else \
         [sys.executable, "-m", "tilebc", *map(str, args)]
-    return subprocess.run(command, capture_output=True, cwd=ROOT, timeout=300)
+    env = {**os.environ, "USED": str(used)} if used else None
+    return subprocess.run(command, capture_output=True, cwd=ROOT, timeout=300, env=env)
 
 
-# `tilebc` in its own process, with the child's report replaced by what `made` gives
+# `tilebc` in its own process, with the child's report replaced by what `made` gives; whether
+# the child's texts were used is written to the file USED names
 _WITH_REPORT = """
+import os
 import sys
 import tilebc.alias_aside as aside
 made = aside.location_texts
 aside.location_texts = lambda module: {made}
+pieces = aside.MarkedLocations.pieces
+def reported(self, printed, report):
+    texts = pieces(self, printed, report)
+    with open(os.environ["USED"], "w") as used:
+        used.write("used" if texts is not None else "refused")
+    return texts
+aside.MarkedLocations.pieces = reported
 sys.argv[0] = "tilebc"
 from tilebc.cli import main
 sys.exit(main())
 """
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+aside_cores = pytest.mark.skipif(not hasattr(os, "fork") or usable_cores() < 2,
+                                 reason="no fork, or one usable core: verified in place")
+
+
+@aside_cores
 def test_dis_g_of_a_large_module_in_its_own_process(large, tmp_path):
-    path = tmp_path / "large.tilebc"
+    path, used = tmp_path / "large.tilebc", tmp_path / "used"
     path.write_bytes(large)
     expected = print_module(tilebc.load(large), debug=True).encode()
     printed = _own_process("dis", "-g", path)
     assert (printed.returncode, printed.stderr, printed.stdout) == (0, b"", expected)
+    # the child's texts are the ones printed
+    again = _own_process("dis", "-g", path, script=_WITH_REPORT.format(made="made(module)"),
+                         used=used)
+    assert (again.returncode, again.stderr, again.stdout) == (0, b"", expected)
+    assert used.read_text() == "used"
     # a child whose report is missing or wrong: printed again, the same text
     for made in ('b""', 'made(module)[:-1]'):
-        again = _own_process("dis", "-g", path, script=_WITH_REPORT.format(made=made))
+        again = _own_process("dis", "-g", path, script=_WITH_REPORT.format(made=made), used=used)
         assert (again.returncode, again.stderr, again.stdout) == (0, b"", expected), made
+        assert used.read_text() == "refused"
     # a child that fails: the module verified here, from a fresh decode (its locations are
     # indices in the printing process)
-    failing = _own_process("dis", "-g", path, script=_WITH_REPORT.format(made="1 / 0"))
+    failing = _own_process("dis", "-g", path, script=_WITH_REPORT.format(made="1 / 0"), used=used)
     assert (failing.returncode, failing.stderr, failing.stdout) == (0, b"", expected)
+    assert used.read_text() == "refused"
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+@aside_cores
 @pytest.mark.parametrize("first", [False, True], ids=["last", "first"])
 def test_dis_g_of_an_invalid_large_module_reports_as_in_place(large, tmp_path, first):
     from tilebc.ir.builder import new_function

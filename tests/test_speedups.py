@@ -1364,8 +1364,26 @@ def test_kept_hash_is_the_classes_own_hash():
             assert hash(copy.deepcopy(made_here)) == python
             seen += 1
     assert seen > 50
-    assert T.TileType.__hash__ is not None and L.DILoc._hash_fields == ("scope", "filename",
-                                                                      "line", "column")
+    assert L.DILoc._hash_fields == ("scope", "filename", "line", "column")
+
+
+def test_kept_hash_is_made_in_c(monkeypatch):
+    """The cached-hash classes are hashed by keep_hash's slot, not by their Python __hash__: a
+    new hash is made from the fields `_hash_fields` names (here changed), where the Python
+    method hashes the fields it was made with."""
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("the classes keep Python's slot under TILEBC_PURE")
+    from tilebc.ir import location as L
+    from tilebc.ir import types as T
+    for made in (L.DIFile("kernel.py", "/src"), T.TileType((4, 8), T.f32)):
+        python = type(made).__hash__(made)
+        vars(made).pop("_hash")
+        monkeypatch.setattr(type(made), "_hash_fields", ("shape",) if isinstance(made, T.TileType)
+                            else ("name",))
+        field = made.shape if isinstance(made, T.TileType) else made.name
+        assert hash(made) == hash((field,)) != python
+        assert vars(made)["_hash"] == hash((field,))  # kept where __hash__ reads it
+        monkeypatch.undo()
 
 
 def test_slot_reads_follow_a_class_changed_after_them(monkeypatch):

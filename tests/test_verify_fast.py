@@ -314,3 +314,36 @@ def test_loads_sharing_a_hints_object_share_its_verdict_and_others_are_checked()
         load.attrs["optimization_hints"] = h
     found = same_report(module)
     assert [(d.rule, d.op) for d in found] == [("hints.value", "load_view_tko")] * 2
+
+
+def test_a_kind_compiled_within_its_block_is_checked_by_the_c_loop_after():
+    """The C loop asks again for the check of a kind it has none for yet: ops of one block
+    compile their kind's check after COMPILE_AFTER and the rest of the block reuses its
+    verdict (a fresh process: no kind compiled before), a module of one entry included."""
+    import os
+    import subprocess
+    import sys
+    from tilebc import speedups
+    if speedups.verify_ops is None:
+        pytest.skip("the C loop is not built (or TILEBC_PURE=1)")
+    script = (
+        "import tilebc\n"
+        "from tilebc.ir.builder import new_function\n"
+        "from tilebc.ir.types import i32, scalar\n"
+        "from tilebc.verify import structure, verify\n"
+        "module = tilebc.Module()\n"
+        "builder = new_function(module, 'many', [scalar(i32), scalar(i32)])\n"
+        "value, other = builder.block.args\n"
+        "for _ in range(200):\n"
+        "    value = builder.op('addi', [value, other], [scalar(i32)])\n"
+        "builder.op('return', [[]])\n"
+        "calls = []\n"
+        "one = structure.Verifier.op_at\n"
+        "structure.Verifier.op_at = lambda self, op, last: (calls.append(op), one(self, op, last))[1]\n"
+        "verify(module)\n"
+        "print(len(calls), structure.COMPILE_AFTER)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    calls, compile_after = map(int, done.stdout.split())
+    assert calls <= compile_after + 2  # the ops before the check is compiled, and `return`

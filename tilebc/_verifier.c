@@ -446,8 +446,9 @@ static PyObject *verify_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     if (ops == NULL)
         return NULL;
     State state = {0};
-    /* the kinds met so far and their checks (NULL: none), found without a dict: a block has few
-     * kinds; strong references, dropped at the end */
+    /* the kinds met so far that have a check, and their checks, found without a dict: a block
+     * has few kinds (one without a check is looked up again: op_at may compile its check);
+     * strong references, dropped at the end */
     struct { PyObject *spec, *check; } kinds[CHECK_CACHE];
     int kinds_used = 0;
     state.di_loc = args[7];
@@ -477,9 +478,9 @@ static PyObject *verify_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
                 Py_DECREF(spec);
                 goto done;
             }
-            if (kinds_used < CHECK_CACHE) {
+            if (check != NULL && kinds_used < CHECK_CACHE) {
                 kinds[kinds_used].spec = Py_NewRef(spec);
-                kinds[kinds_used++].check = Py_XNewRef(check);
+                kinds[kinds_used++].check = Py_NewRef(check);
             }
         }
         int status;
@@ -503,7 +504,7 @@ static PyObject *verify_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
 done:
     for (int k = 0; k < kinds_used; k++) {
         Py_DECREF(kinds[k].spec);
-        Py_XDECREF(kinds[k].check);
+        Py_DECREF(kinds[k].check);
     }
     state_clear(&state);
     Py_DECREF(ops);

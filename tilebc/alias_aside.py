@@ -71,7 +71,7 @@ def _read_report(report: bytes | None):
     indices = array("q")
     indices.frombytes(report[_HEADER.size:numbers_end])
     texts = report[numbers_end:numbers_end + texts_size].decode("utf-8", "surrogateescape")
-    texts = texts.split("\n")
+    texts = texts.split("\n") if count else []
     if len(texts) != count:
         return None
     table = dict(zip(indices, texts))

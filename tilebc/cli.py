@@ -134,12 +134,16 @@ def cmd_dis(args) -> int:
     marked = None
     if args.debug and not verifier.in_place:
         from .alias_aside import MarkedLocations
-        marked = MarkedLocations.of(module)
+        try:
+            marked = MarkedLocations.of(module)
+        except BaseException:
+            verifier.cancel()
+            raise
         if marked is not None:
             verifier.fresh = read  # its locations are indices now
     # A regular file takes the text an entry at a time (the text of a large module is never held
-    # whole) and is replaced only once the module is known valid; stdout or a device gets nothing
-    # before that.
+    # whole; with -g and the locations named aside, it is held until their texts are in) and is
+    # replaced only once the module is known valid; stdout or a device gets nothing before that.
     streams = verifier.in_place or _replaced_file(args.output)
 
     def pieces():

@@ -42,8 +42,8 @@ if not os.environ.get("TILEBC_PURE"):
     PLAIN_SUBPROGRAMS = getattr(_speedups, "PLAIN_SUBPROGRAMS", 0)
     for _name in ("scan_token", "Token", "CursorBase", "OpDecoder", "decode_ops",
                   "plain_locations", "store_locations", "new_values", "number_ops", "print_ops",
-                  "visit_locations", "verify_ops", "alias_visit", "alias_visit_all", "encode_ops",
-                  "parse_ops",
+                  "visit_locations", "verify_ops", "alias_visit", "alias_visit_all",
+                  "encode_ops", "parse_ops",
                   "parse_args", "keep_hash"):
         globals()[_name] = getattr(_speedups, _name, None)
 

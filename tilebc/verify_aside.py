@@ -38,7 +38,7 @@ from .inputs import verify_module
 MIN_BYTES = 64 * 1024
 TEXT_BYTES_PER_BYTECODE_BYTE = 4  # a module's text form is about four times its bytecode
 VALID = b"valid"  # what the child writes once it found the module valid
-REPORTED = b"reportd"  # what it writes before, with the length, once its report is in the file
+REPORTED = b"report"  # what it writes before, with the length, once its report is in the file
 _REPORT_LENGTH = struct.Struct("<Q")
 # The share of a module's entries the parent verifies after making its output: about what
 # verifying takes the child beyond what encoding takes the parent (asm of text). 0 for dis:
@@ -168,7 +168,10 @@ class AsideVerifier(Verified):
         """The child's report, once it is made (waits for it; None where the child ended without
         one). Read once: the pipe goes on to the verdict."""
         file, self.report_file = self.report_file, None
-        if file is None or self.verdict is None:
+        if file is None:
+            return self.report
+        if self.verdict is None:
+            file.close()
             return self.report
         try:
             said = _read_exactly(self.verdict, len(REPORTED) + _REPORT_LENGTH.size)

@@ -118,15 +118,20 @@ def pending_indices(function: Function):
     if function.__class__ is not DecodedFunction:
         return None
     pending = function.__dict__.get("_pending_loc")
-    if pending is None:
-        return None if function.__dict__.get("_loc") is not None else (None, [], [0])
-    reader, index, _ = pending
     ops = function.body.ops
+    try:
+        locations = _LOC_SLOT.__get__(ops[0], DecodedOp) if ops else None
+    except AttributeError:  # no location: the entry has no debug info
+        locations = None
+    if pending is None:
+        # no debug info: neither the entry nor its ops have a location (one read already
+        # was decoded: the objects tell)
+        plain = function.__dict__.get("_loc") is None and locations is None
+        return (None, [], [0]) if plain else None
+    reader, index, _ = pending
     if not ops:
         return reader, [], [index]
-    try:
-        locations = _LOC_SLOT.__get__(ops[0], DecodedOp)
-    except AttributeError:
+    if locations is None:
         return None
     if locations.__class__ is not PendingLocations or locations.ops is None:
         return None

@@ -99,17 +99,7 @@ class LocationAliases:
 
     def refs(self, locations: list) -> list[str]:
         """[ref(loc) for loc in locations], after finish."""
-        known, names, normal = self._known, self.names, _normal
-        texts = []
-        for loc in locations:
-            found = known.get(id(loc))
-            if found is not None and found[0] is loc and found[1] is not None:
-                texts.append(found[1])
-                continue
-            text = f"loc({names[normal(loc)]})"
-            known[id(loc)] = (loc, text)
-            texts.append(text)
-        return texts
+        return list(map(self.ref, locations))
 
     def visit_ops_in_c(self, ops) -> None:
         """visit(op.loc) for `ops` and the ops nested in them, in pre-order, by
@@ -136,26 +126,26 @@ class LocationAliases:
         # by depth, then alias name, print order kept among equals: nodes are grouped by (depth,
         # name) in print order and the few groups sorted, rather than every node
         groups: dict[tuple, list] = {}
+        alias_names = _ALIAS_NAMES.get
         for node, depth in self._depth.items():
-            key = (depth, _alias_name(node))
+            key = (depth, alias_names(node.__class__, "loc"))
             group = groups.get(key)
             if group is None:
                 groups[key] = [node]
             else:
                 group.append(node)
         counts: dict[str, int] = {}
-        names = self.names
         ordered, ordered_names = [], []
         for key in sorted(groups):
             base = key[1]
             group = groups[key]
             count = counts.get(base, 0)
             counts[base] = count + len(group)
-            for node in group:
-                name = names[node] = "#" + base + (str(count) if count else "")
-                ordered_names.append(name)
-                count += 1
+            head = "#" + base
+            ordered_names += [head + str(number) if number else head
+                              for number in range(count, count + len(group))]
             ordered += group
+        self.names.update(zip(ordered, ordered_names))
         self._sorted = ordered
         self._sorted_names = ordered_names  # the name of each node of _sorted
 
@@ -172,16 +162,17 @@ class LocationAliases:
         define = self._define
         scope_names: dict[int, str] = {}  # id(scope) -> its alias: a module's DILocs share few
         lines = []
+        di_loc, names_get, append = L.DILoc, names.get, lines.append
         for node, name in zip(self._sorted, self._sorted_names):
-            if node.__class__ is L.DILoc:  # most nodes: their scope's alias found by identity
+            if node.__class__ is di_loc:  # most nodes: their scope's alias found by identity
                 scope = node.scope  # kept alive by the node
                 scope_name = scope_names.get(id(scope))
                 if scope_name is None:
-                    scope_name = scope_names[id(scope)] = names.get(scope)
-                text = self._di_loc(node, scope_name)
+                    scope_name = scope_names[id(scope)] = names_get(scope)
+                file_name = names_get(("file", node.filename, node.line, node.column))
+                append(f"{name} = #cuda_tile.di_loc<{file_name} in {scope_name}>")
             else:
-                text = define(node)
-            lines.append(f"{name} = {text}")
+                append(f"{name} = {define(node)}")
         return lines
 
     def _di_loc(self, node, scope_name) -> str:

@@ -717,11 +717,11 @@ class _NoProgram(Exception):
 
 
 class _ProgramWriter(_Writer):
-    """The body of an op kind as straight-line steps for print_ops' C loop, for syntax without
-    optional groups: literals, single and variadic operands and their types, result types, enum
-    keywords and directives. The kind's fast printer (_FastWriter) prints the same text; an op
-    the steps cannot print (shaped otherwise than declared, a name or type missing, a directive
-    failing) is printed by it."""
+    """The body of an op kind as steps for print_ops' C loop: literals, operands and their
+    types, result types, attributes, directives and optional groups (syntax holding a region
+    has none). The kind's fast printer (_FastWriter) prints the same text; an op the steps
+    cannot print (shaped otherwise than declared, a name or type missing, a directive failing)
+    is printed by it."""
 
     def __init__(self, spec):
         super().__init__()

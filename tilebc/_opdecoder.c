@@ -60,6 +60,7 @@ typedef struct {
     const unsigned char *data;
     Py_ssize_t size, pos;
     Py_ssize_t end;  /* the body's end: counts are checked against it, as the Python decoder does */
+    PyObject *types;  /* mr._types while decode_ops runs (borrowed: mr holds it), else NULL */
 } Cursor;
 
 static int bail(OpDecoder *self) {
@@ -125,7 +126,15 @@ static PyObject *type_ref(OpDecoder *self, PyObject *mr, Cursor *c) {
     uint64_t key;
     if (read_varint(self, c, &key) < 0)
         return NULL;
-    PyObject *found = cached(mr, s_types, key);
+    PyObject *found;
+    if (c->types != NULL) {
+        PyObject *number = PyLong_FromUnsignedLongLong(key);
+        found = number == NULL ? NULL : PyDict_GetItemWithError(c->types, number);
+        Py_XINCREF(found);
+        Py_XDECREF(number);
+    } else {
+        found = cached(mr, s_types, key);
+    }
     if (found != NULL || PyErr_Occurred())
         return found;
     return PyObject_CallMethod(mr, "type", "Ki", (unsigned long long)key, 0);
@@ -728,6 +737,12 @@ static PyObject *decode_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     Cursor c = {view.buf, view.len, pos, end};
+    /* mr._types looked up once for the body's type references (held while the loop runs) */
+    PyObject *types = PyObject_GetAttr(mr, s_types);
+    if (types != NULL && PyDict_CheckExact(types))
+        c.types = types;
+    else
+        PyErr_Clear();  /* each reference asks mr */
     PyObject *ops = PyList_New(0), *call[10], *answer = NULL;
     if (ops == NULL)
         goto done;
@@ -781,6 +796,7 @@ static PyObject *decode_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     answer = Py_BuildValue("(On)", ops, pos);
 done:
     PyBuffer_Release(&view);
+    Py_XDECREF(types);
     Py_XDECREF(ops);
     return answer;
 }

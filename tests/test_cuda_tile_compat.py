@@ -978,3 +978,24 @@ def test_parsing_ops_of_other_dialects_keeps_nothing_per_parse(tmp_path, capsys)
     for _ in range(5):
         assert run(capsys, "opt", "-allow-unregistered-dialect", "-verify-diagnostics", path)[0] == 0
     assert len(parser._BUILD_PLANS) == kept
+
+
+def test_a_dense_elements_text_ends_where_the_character_walk_ends():
+    """_element_end (str methods) finds the end of an element type's text in a refused dense
+    constant where a walk over the characters would: the first `:` outside `<…>` (a `>` too
+    many counts as inside), else the end of the line."""
+    import random
+    from tilebc.text.parser import _element_end
+
+    def walked(text, pos):
+        end, depth = pos, 0
+        while end < len(text) and text[end] != "\n" and (depth or text[end] != ":"):
+            depth += {"<": 1, ">": -1}.get(text[end], 0)
+            end += 1
+        return end
+    rng = random.Random(7)
+    for _ in range(3000):
+        text = "".join(rng.choice("<>:\na :") for _ in range(rng.randint(0, 24)))
+        pos = rng.randint(0, len(text))
+        assert _element_end(text, pos) == walked(text, pos), (text, pos)
+    assert _element_end("tensor<i32: x> : 1", 0) == 15

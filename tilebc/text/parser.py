@@ -88,6 +88,23 @@ _CUSTOM_ENUMS = {
 }
 
 
+def _element_end(text: str, pos: int) -> int:
+    """Where the element type written at `pos` of a dense constant ends: the first `:` outside
+    `<…>`, else the end of the line. Counted by str methods (a hostile line may be megabytes)."""
+    line_end = text.find("\n", pos)
+    if line_end < 0:
+        line_end = len(text)
+    depth, start = 0, pos
+    colon = text.find(":", pos, line_end)
+    while colon >= 0:
+        depth += text.count("<", start, colon) - text.count(">", start, colon)
+        if depth == 0:
+            return colon
+        start = colon
+        colon = text.find(":", colon + 1, line_end)
+    return line_end
+
+
 # ---- ops -----------------------------------------------------------------------------------------
 
 class _OpState:
@@ -1435,11 +1452,7 @@ class _Parser:
             return self.types.element()
         except TextSyntaxError as error:
             ours = error.message.split("\n")[0]
-            end, depth = pos, 0
-            while end < len(c.text) and c.text[end] != "\n" and (depth or c.text[end] != ":"):
-                depth += {"<": 1, ">": -1}.get(c.text[end], 0)
-                end += 1
-            text = c.text[pos:end].strip()
+            text = c.text[pos:_element_end(c.text, pos)].strip()
             if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
                 # NVIDIA reports the unknown name, then the element check on the null type
                 unknown = c.error(f"'cuda_tile.constant' unknown type: {text} ({ours})", pos)

@@ -394,3 +394,30 @@ def run_cli(*args, stdin: bytes = b"", cwd=None, env=None) -> subprocess.Complet
         os.chdir(saved[3])
         os.environ.clear()
         os.environ.update(saved[4])
+
+
+def joined_fixture_module(min_bytes: int, plain_entries: int = 0):
+    """The entries of the 13.5 fixtures (none with globals, names unique) in one module whose
+    bytecode is over `min_bytes`, from the first in name order; the entries of the
+    `plain_entries` fixtures after the first without debug info. Its own copy: callers change it."""
+    import tilebc
+    module, names, plain = None, set(), 0
+    for path in sorted((ROOT / "fixtures" / "bytecode").glob("*/*-13.5.tilebc")):
+        part = tilebc.load(path)
+        if part.globals or any(function.name in names for function in part.functions):
+            continue
+        if module is None:
+            module = part
+        else:
+            if plain < plain_entries:
+                for function in part.functions:
+                    function.loc = None
+                    for op in function.walk():
+                        op.loc = None
+                plain += 1
+            module.functions += part.functions
+        names.update(function.name for function in part.functions)
+        module.layout = None
+        if len(tilebc.dump(module)) > min_bytes:
+            return module
+    raise AssertionError(f"the 13.5 fixtures hold less than {min_bytes} bytes of entries")

@@ -19,6 +19,8 @@ from tilebc.text import print_module
 from tilebc.text.printer import module_text_pieces
 from tilebc.verify_aside import MIN_BYTES, _usable_cores as usable_cores
 
+from conftest import joined_fixture_module
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures" / "bytecode"
 
@@ -48,26 +50,8 @@ def test_the_marked_text_with_the_childs_texts_is_tileirdisasms(version):
 
 
 def _large() -> bytes:
-    """Entries of several fixtures, with and without debug info, in one module with a global."""
-    module, names, plain = None, set(), 0
-    for path in sorted(FIXTURES.glob("*/*-13.5.tilebc")):
-        part = tilebc.load(path)
-        if part.globals or any(function.name in names for function in part.functions):
-            continue
-        if module is None:
-            module = part
-        else:
-            if plain < 3:  # a few entries without debug info among the others
-                for function in part.functions:
-                    function.loc = None
-                    for op in function.walk():
-                        op.loc = None
-                plain += 1
-            module.functions += part.functions
-        names.update(function.name for function in part.functions)
-        if len(tilebc.dump(module)) > 2 * MIN_BYTES:
-            break
-    module.layout = None
+    """Entries of several fixtures, a few without debug info, in one module with a global."""
+    module = joined_fixture_module(2 * MIN_BYTES, plain_entries=3)
     module.globals.append(Global("table", DenseElementsAttr(tile((4,), f32), bytes(16))))
     data = tilebc.dump(module)
     assert len(data) >= MIN_BYTES  # large enough to be verified (and named) aside

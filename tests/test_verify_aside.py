@@ -15,30 +15,17 @@ from tilebc.ir.builder import new_function
 from tilebc.text import print_module
 from tilebc.verify_aside import MIN_BYTES, VALID, AsideVerifier, child_entries, verify_aside
 
-from conftest import run_cli
+from conftest import joined_fixture_module, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "fixtures" / "bytecode"
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 
 
 def _large_module(invalid: bool, first: bool = False) -> bytes:
-    """Entries of the 13.5 fixtures (no globals, names unique) in one module of more than
-    MIN_BYTES; `invalid` appends an entry that adds two i32 with addf (`first`: puts it first)."""
-    module, names = None, set()
-    for path in sorted(FIXTURES.glob("*/*-13.5.tilebc")):
-        part = tilebc.load(path)
-        if part.globals or any(function.name in names for function in part.functions):
-            continue
-        if module is None:
-            module = part
-        else:
-            module.functions += part.functions
-        names.update(function.name for function in part.functions)
-        module.layout = None
-        if len(tilebc.dump(module)) > 2 * MIN_BYTES:
-            break
+    """Entries of the 13.5 fixtures in one module of more than MIN_BYTES; `invalid` appends an
+    entry that adds two i32 with addf (`first`: puts it first)."""
+    module = joined_fixture_module(2 * MIN_BYTES)
     if invalid:
         builder = new_function(module, "added_wrongly", [scalar(i32), scalar(i32)])
         builder.op("addf", list(builder.block.args), [scalar(i32)])

@@ -690,7 +690,7 @@ static PyObject *decode(OpDecoder *self, PyObject *const *args, size_t nargsf, P
     Py_buffer view;
     if (PyObject_GetBuffer(args[2], &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    Cursor c = {view.buf, view.len, PyLong_AsSsize_t(args[3]), 0};
+    Cursor c = {view.buf, view.len, PyLong_AsSsize_t(args[3]), 0, NULL};
     PyObject *op = NULL, *answer = NULL;
     if (!(c.pos == -1 && PyErr_Occurred())) {
         c.end = PyLong_AsSsize_t(args[4]);
@@ -736,7 +736,7 @@ static PyObject *decode_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
     Py_buffer view;
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    Cursor c = {view.buf, view.len, pos, end};
+    Cursor c = {view.buf, view.len, pos, end, NULL};
     /* mr._types looked up once for the body's type references (held while the loop runs) */
     PyObject *types = PyObject_GetAttr(mr, s_types);
     if (types != NULL && PyDict_CheckExact(types))
@@ -808,7 +808,7 @@ static int plain_loc_fields(const unsigned char *data, Py_ssize_t pos, Py_ssize_
                             unsigned char tag, uint64_t fields[4]) {
     if (stop - pos < 5 || data[pos] != tag)
         return 0;
-    Cursor c = {data, stop, pos + 1, stop};
+    Cursor c = {data, stop, pos + 1, stop, NULL};
     for (int i = 0; i < 4; i++)
         if (read_varint_or(NULL, &c, &fields[i]) < 0)
             return 0;
@@ -895,7 +895,7 @@ static PyObject *plain_subprogram(Entries *e, uint64_t index) {
         return NULL;
     if (to - from < 7 || e->bytes[from] != (unsigned char)e->subprogram_tag)
         return NULL;
-    Cursor c = {e->bytes, to, from + 1, to};
+    Cursor c = {e->bytes, to, from + 1, to, NULL};
     uint64_t fields[7] = {0};
     for (int i = 0; i < (e->with_flags ? 7 : 6); i++)
         if (read_varint_or(NULL, &c, &fields[i]) < 0)
@@ -1022,7 +1022,7 @@ static PyObject *plain_call_site(Entries *e, Py_ssize_t index) {
         return NULL;
     if (to - from < 3 || e->bytes[from] != (unsigned char)e->call_site_tag)
         return NULL;
-    Cursor c = {e->bytes, to, from + 1, to};
+    Cursor c = {e->bytes, to, from + 1, to, NULL};
     uint64_t callee_index, caller_index;
     if (read_varint_or(NULL, &c, &callee_index) < 0 || read_varint_or(NULL, &c, &caller_index) < 0
             || c.pos != to)

@@ -311,11 +311,15 @@ class FunctionType(Type, Record):
 
 def text_size(type_: Type) -> int:
     """len(str(type_)) without building the text: one step per distinct function type."""
-    if not isinstance(type_, FunctionType):
-        return len(str(type_))
-    cached = type_.__dict__.get("_text_size")
+    own = getattr(type_, "__dict__", None)
+    cached = None if own is None else own.get("_text_size")
     if cached is not None:
         return cached
+    if not isinstance(type_, FunctionType):  # kept: an entry's signature repeats its types
+        size = len(str(type_))
+        if own is not None:
+            own["_text_size"] = size
+        return size
     stack = [type_]
     while stack:  # post-order without recursion: nesting may be deep in a hand-built type
         node = stack[-1]

@@ -648,9 +648,11 @@ static PyObject *run_attrs(ProgramRun *run) {
     return run->attrs;
 }
 
-/* directive(op, ctx, *args): a new reference */
-static PyObject *call_with_op(ProgramRun *run, PyObject *function, PyObject *args) {
-    Py_ssize_t count = PyTuple_GET_SIZE(args);
+/* function(op, ctx, *args) (a directive), or function(op, *args) without `with_ctx` (a group's
+ * test): a new reference */
+static PyObject *call_with_op(ProgramRun *run, PyObject *function, PyObject *args,
+                              int with_ctx) {
+    Py_ssize_t count = PyTuple_GET_SIZE(args), first = with_ctx ? 2 : 1;
     PyObject *call[2 + 8];
     if (count > 8) {
         PyErr_SetString(PyExc_TypeError, "a program step passes more than 8 arguments");
@@ -659,8 +661,8 @@ static PyObject *call_with_op(ProgramRun *run, PyObject *function, PyObject *arg
     call[0] = run->op;
     call[1] = run->ctx;
     for (Py_ssize_t k = 0; k < count; k++)
-        call[2 + k] = PyTuple_GET_ITEM(args, k);
-    return PyObject_Vectorcall(function, call, 2 + count, NULL);
+        call[first + k] = PyTuple_GET_ITEM(args, k);
+    return PyObject_Vectorcall(function, call, first + count, NULL);
 }
 
 /* Whether the optional group of a STEP_GROUP (kind, test, argument, steps) prints: 1, 0, -1 */
@@ -693,15 +695,8 @@ static int group_present(ProgramRun *run, long test, PyObject *arg) {
     }
     if (test == GROUP_CALL && PyTuple_Check(arg) && PyTuple_GET_SIZE(arg) == 2
             && PyTuple_Check(PyTuple_GET_ITEM(arg, 1))) {  /* (function, args): function(op, *args) */
-        PyObject *args = PyTuple_GET_ITEM(arg, 1);
-        Py_ssize_t count = PyTuple_GET_SIZE(args);
-        PyObject *call[1 + 8];
-        if (count > 8)
-            return -1;
-        call[0] = run->op;
-        for (Py_ssize_t k = 0; k < count; k++)
-            call[1 + k] = PyTuple_GET_ITEM(args, k);
-        PyObject *answer = PyObject_Vectorcall(PyTuple_GET_ITEM(arg, 0), call, 1 + count, NULL);
+        PyObject *answer = call_with_op(run, PyTuple_GET_ITEM(arg, 0), PyTuple_GET_ITEM(arg, 1),
+                                        0);
         if (answer == NULL)
             return -1;
         int present = PyObject_IsTrue(answer);
@@ -757,7 +752,7 @@ static int run_steps(ProgramRun *run, PyObject *steps, PyObject *parts, int dept
             made = value == NULL ? NULL : PyObject_GetAttr(value, s_keyword);
         } else if (kind == STEP_CALL && PyTuple_GET_SIZE(step) == 3
                    && PyTuple_Check(PyTuple_GET_ITEM(step, 2))) {
-            made = call_with_op(run, arg, PyTuple_GET_ITEM(step, 2));
+            made = call_with_op(run, arg, PyTuple_GET_ITEM(step, 2), 1);
         } else if (kind == STEP_ATTRIBUTE_TEXT && PyTuple_GET_SIZE(step) == 4
                    && PyTuple_Check(PyTuple_GET_ITEM(step, 2))) {
             /* (kind, directive, args, attribute name): the text this print made for the very
@@ -772,7 +767,7 @@ static int run_steps(ProgramRun *run, PyObject *steps, PyObject *parts, int dept
             else if (PyErr_Occurred())
                 return -1;
             else
-                made = call_with_op(run, arg, PyTuple_GET_ITEM(step, 2));
+                made = call_with_op(run, arg, PyTuple_GET_ITEM(step, 2), 1);
         } else if (kind == STEP_GROUP && PyTuple_GET_SIZE(step) == 4) {
             long test = PyLong_AsLong(arg);
             int present = test == -1 && PyErr_Occurred()

@@ -93,11 +93,11 @@ class MarkedLocations:
         """Those of `module`, its locations made indices; None (nothing changed) where one of its
         entries has no pending locations."""
         from .binary.lazyloc import locations_as_indices, pending_indices
-        functions = module.functions
-        if not all(pending_indices(function) is not None for function in functions):
+        found = [pending_indices(function) for function in module.functions]
+        if None in found:
             return None
-        for function in functions:
-            locations_as_indices(function)
+        for function, (_, ops, indices) in zip(module.functions, found):
+            locations_as_indices(function, ops, indices)
         return cls()
 
     def ref(self, loc) -> str:

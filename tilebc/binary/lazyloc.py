@@ -142,18 +142,13 @@ def pending_indices(function: Function):
     return reader, locations.ops, list(indices)
 
 
-def locations_as_indices(function: Function) -> bool:
-    """Set the `loc` of `function` and of its ops to their debug-table indices (ints, 0 for none)
-    instead of decoding them: for a printer whose location texts are made elsewhere (`tilebc dis
-    -g`, tilebc/alias_aside.py). False, changing nothing, where pending_indices has none."""
-    found = pending_indices(function)
-    if found is None:
-        return False
-    _, ops, indices = found
+def locations_as_indices(function: Function, ops: list, indices: list) -> None:
+    """Set the `loc` of `function` and of its `ops` to their debug-table `indices` (ints, 0 for
+    none) as pending_indices gave them, instead of decoding them: for a printer whose location
+    texts are made elsewhere (`tilebc dis -g`, tilebc/alias_aside.py)."""
     if ops:
         _store_locations(ops, indices[1:])
     function.loc = indices[0]
-    return True
 
 
 class DecodedFunction(Function):

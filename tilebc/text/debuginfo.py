@@ -169,8 +169,7 @@ class LocationAliases:
                 scope_name = scope_names.get(id(scope))
                 if scope_name is None:
                     scope_name = scope_names[id(scope)] = names_get(scope)
-                file_name = names_get(("file", node.filename, node.line, node.column))
-                append(f"{name} = #cuda_tile.di_loc<{file_name} in {scope_name}>")
+                append(f"{name} = {self._di_loc(node, scope_name)}")
             else:
                 append(f"{name} = {define(node)}")
         return lines

@@ -699,13 +699,8 @@ GROUP_OPERAND, GROUP_ATTR_TRUE, GROUP_ATTR_SET, GROUP_CALL, GROUP_NOT_DEFAULT = 
 
 
 def _attribute_step(op: Op, ctx, spec) -> str:
-    """An attribute's text as the fast printers write it (_Writer.attr_text)."""
-    value = op.attrs[spec.name]
-    if spec.kind is AttrKind.ENUM:
-        return value.keyword
-    if spec.kind is AttrKind.INT:
-        return str(value)
-    return attr_text(spec, value)
+    """An attribute's text, as a call step (directive(op, ctx, *args))."""
+    return attr_text(spec, op.attrs[spec.name])
 
 
 def _attr_dict_step(op: Op, ctx, element: AttrDict) -> str:

@@ -944,17 +944,18 @@ def test_a_plain_print_reads_no_location():
 
 
 def test_ops_become_plain_ops_once_their_locations_are_read():
-    """Reading one op's location decodes its function's: those ops are plain Ops from then on (the
+    """Reading one op's location decodes its function's: those ops are LocatedOps from then on (the
     location in their slot, read without a property), and writing a location still works; an op
     whose location fails to decode stays pending."""
-    from tilebc.binary.lazyloc import DecodedOp
+    from tilebc.binary.lazyloc import DecodedOp, LocatedOp
     from tilebc.ir.module import Op
     data = _fixture_with_debug()
     strict = [op.loc for op in tilebc.load(data, lazy_debug=False).walk()]
     ops = list(tilebc.load(data, verify=False).walk())  # (the verifier reads locations)
     assert {type(op) for op in ops} == {DecodedOp}
     assert ops[-1].loc == strict[-1]
-    assert {type(op) for op in ops} == {Op} and [op.loc for op in ops] == strict
+    assert {type(op) for op in ops} == {LocatedOp} and [op.loc for op in ops] == strict
+    assert LocatedOp.loc is Op.loc  # the slot itself
     ops[0].loc = None
     assert ops[0].loc is None and ops[1].loc == strict[1]
     broken = module_bytes(loc=1, debug=debug_section([0, 1], [b"\x02\x00\x00"]))

@@ -313,11 +313,11 @@ def test_plain_locations_stops_at_what_it_cannot_make():
 
 def test_materialised_locations_are_stored_as_the_python_loop_stores_them(monkeypatch):
     """Every 13.5 fixture's op locations read lazily: with the materialising loop in C
-    (store_locations) each op becomes a plain Op holding the location the Python loop gives it."""
+    (store_locations) each op becomes a LocatedOp holding the location the Python loop gives it."""
     if os.environ.get("TILEBC_PURE"):
         pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
     from tilebc import speedups as chosen
-    from tilebc.ir.module import Op
+    from tilebc.binary.lazyloc import LocatedOp as Op
 
     def locations(compiled: bool):
         with monkeypatch.context() as patch:
@@ -1415,13 +1415,12 @@ def test_slot_reads_follow_a_class_changed_after_them(monkeypatch):
 
 
 def test_store_locations_switches_classes_as_python_does():
-    """Materialising a decoded module's locations (store_locations) makes each DecodedOp a plain
-    Op, as assigning __class__ does, each op's reference to its class moved with it: once the
-    module is gone both classes are referenced as before."""
+    """Materialising a decoded module's locations (store_locations) makes each DecodedOp a
+    LocatedOp, as assigning __class__ does, each op's reference to its class moved with it: once
+    the module is gone both classes are referenced as before."""
     import gc
     import sys
-    from tilebc.binary.lazyloc import DecodedOp
-    from tilebc.ir.module import Op
+    from tilebc.binary.lazyloc import DecodedOp, LocatedOp as Op
     if os.environ.get("TILEBC_PURE"):
         pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
     path = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode",
@@ -1434,7 +1433,7 @@ def test_store_locations_switches_classes_as_python_does():
     module = tilebc.load(path, verify=False)
     ops = [op for function in module.functions for op in function.walk()]
     assert sum(type(op) is DecodedOp for op in ops) > 10
-    locations = [op.loc for op in ops]  # decoded: every op made a plain Op
+    locations = [op.loc for op in ops]  # decoded: every op made a LocatedOp
     assert all(type(op) is Op for op in ops) and any(loc is not None for loc in locations)
     assert [op.loc for op in ops] == locations
     del module, ops, locations
@@ -1462,3 +1461,69 @@ def test_new_values_makes_block_arguments_as_value_does():
         speedups.new_values(list(types), Block(), Value, *_VALUE_SLOTS)
     with pytest.raises(TypeError):
         speedups.new_values(types, Block(), Value, "type", "_owner", "index")
+
+
+# ---- decoded ops' compact fields (FieldsSlot) ---------------------------------------------------
+
+def _raw_fields(op):
+    from tilebc.ir.module import Op
+    return Op.__dict__["operands"].__get__(op), Op.__dict__["attrs"].__get__(op)
+
+
+def test_decoded_fields_stay_compact_through_the_c_loops():
+    """The C decoder leaves an op's operands and attrs compact; the C printer, verifier and
+    encoder read them so: a decoded module printed (plain and -g), verified and encoded keeps most
+    of its ops compact, and gives what the same module gives once every op holds dicts, a
+    module with errors the same diagnostics."""
+    from tests.conftest import joined_fixture_module
+    from tilebc.text.printer import print_module
+    from tilebc.verify import diagnostics
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    data = tilebc.dump(joined_fixture_module(300_000))
+    module = tilebc.load(data, verify=False)
+    ops = list(module.walk())
+    compact = sum(type(operands) is tuple and type(attrs) is tuple
+                  for operands, attrs in map(_raw_fields, ops))
+    assert compact > 0.9 * len(ops)
+    made = print_module(module), print_module(module, debug=True), tilebc.dump(module)
+    # an entry's first op that defines a value, dropped: its users' operands are out of scope
+    body = next(f.body for f in module.functions if any(op.results for op in f.body.ops[:-1]))
+    at, dropped = next((at, op) for at, op in enumerate(body.ops) if op.results)
+    del body.ops[at]
+    found = [str(d) for d in diagnostics(module)]
+    assert sum(type(operands) is tuple and type(attrs) is tuple
+               for operands, attrs in map(_raw_fields, ops)) > 0.6 * len(ops)
+    assert any("not visible" in d or "before it is defined" in d for d in found)
+    for op in ops:
+        assert type(op.operands) is dict and type(op.attrs) is dict
+    assert all(type(operands) is dict and type(attrs) is dict
+               for operands, attrs in map(_raw_fields, ops))
+    assert [str(d) for d in diagnostics(module)] == found
+    body.ops.insert(at, dropped)
+    assert (print_module(module), print_module(module, debug=True), tilebc.dump(module)) == made
+
+
+def test_decoded_fields_become_one_dict_on_first_read():
+    """The first read from Python makes the dict (in the decoder's order, every optional group
+    and attribute named), kept in the slot: the same object on every read, so a change to it
+    stays; assignment replaces it; the class answers the descriptor."""
+    from tests.conftest import joined_fixture_module
+    from tilebc.binary.lazyloc import DecodedOp, LocatedOp
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    module = tilebc.load(tilebc.dump(joined_fixture_module(100_000)), verify=False)
+    op = next(op for op in module.walk()
+              if type(_raw_fields(op)[1]) is tuple and len(_raw_fields(op)[1]) > 2)
+    names, *values = _raw_fields(op)[1]
+    attrs = op.attrs
+    assert list(attrs) == list(names) and list(attrs.values()) == values
+    assert op.attrs is attrs and _raw_fields(op)[1] is attrs
+    attrs["extra"] = 1
+    assert op.attrs["extra"] == 1
+    op.attrs = {"other": 2}
+    assert _raw_fields(op)[1] == {"other": 2} and op.attrs == {"other": 2}
+    assert isinstance(DecodedOp.attrs, speedups.FieldsSlot) and isinstance(LocatedOp.operands,
+                                                                       speedups.FieldsSlot)
+    with pytest.raises(TypeError):
+        speedups.FieldsSlot("operands")  # a member descriptor, nothing else

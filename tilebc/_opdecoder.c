@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "_speedups.h"
+
 enum { A_READ = 0, A_UNIT = 1, A_OPTIONAL = 2, A_ABSENT = 3 };
 enum { K_ENUM = 0, K_INT = 1, K_BOOL = 2, K_TYPE = 3, K_STRING = 4, K_SYMBOL = 5, K_CALL = 6,
        K_I32_ARRAY = 7, K_I64_ARRAY = 8, K_DENSE = 9, K_TAGGED = 10, K_BOOL_ARRAY = 11 };
@@ -44,6 +46,9 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *program;  /* the tuple it was made from: keeps every object below alive */
     PyObject *spec, *synthesized, *pending;
+    /* the names of the op's compact fields (see tilebc_compact_fields), or NULL where its class
+     * takes dicts: its operand steps', its attribute steps' then its pending defaults' */
+    PyObject *operand_names, *attr_names;
     int counted, variadic_results, has_flags, mode;
     Py_ssize_t n_results, num_fixed, n_regions, n_attrs, n_operands;
     uint64_t known_flags;
@@ -54,7 +59,7 @@ typedef struct {
     PyObject *descriptors[D_COUNT];
 } OpDecoder;
 
-static PyObject *s_types, *s_string_cache, *s_default_for, *s_dense;
+static PyObject *s_types, *s_string_cache, *s_default_for, *s_dense, *s_operands, *s_attrs;
 
 typedef struct {
     const unsigned char *data;
@@ -459,7 +464,8 @@ static PyObject *new_value(OpDecoder *self, PyObject *type, PyObject *owner_ref,
     return value;
 }
 
-/* The op's operands: a dict in declaration order, as the generated decoder builds it. */
+/* The op's operands in declaration order: a dict, as the generated decoder builds it, or the
+ * same as compact fields. */
 static PyObject *read_operands(OpDecoder *self, Cursor *c, PyObject *values, uint64_t flags) {
     uint64_t total = 0;
     if (self->mode == M_FLAT) {
@@ -471,9 +477,12 @@ static PyObject *read_operands(OpDecoder *self, Cursor *c, PyObject *values, uin
             return NULL;
         }
     }
-    PyObject *operands = PyDict_New();
+    PyObject *operands = self->operand_names != NULL ? PyTuple_New(self->n_operands + 1)
+                                                     : PyDict_New();
     if (operands == NULL)
         return NULL;
+    if (self->operand_names != NULL)
+        PyTuple_SET_ITEM(operands, 0, Py_NewRef(self->operand_names));
     for (Py_ssize_t i = 0; i < self->n_operands; i++) {
         OperandStep *step = &self->operands[i];
         PyObject *group;
@@ -509,6 +518,10 @@ static PyObject *read_operands(OpDecoder *self, Cursor *c, PyObject *values, uin
         }
         if (group == NULL)
             goto fail;
+        if (self->operand_names != NULL) {
+            PyTuple_SET_ITEM(operands, i + 1, group);
+            continue;
+        }
         int failed = PyDict_SetItem(operands, step->name, group);
         Py_DECREF(group);
         if (failed < 0)
@@ -572,10 +585,16 @@ static PyObject *decode_op(OpDecoder *self, PyObject *const *args, Cursor *curso
             goto done;
         }
     }
-    /* attributes, in plan order */
-    attrs = PyDict_New();
+    /* attributes, in plan order, then the defaults that depend on operands */
+    Py_ssize_t n_pending = PyTuple_GET_SIZE(self->pending);
+    attrs = self->attr_names != NULL ? PyTuple_New(self->n_attrs + n_pending + 1) : PyDict_New();
     if (attrs == NULL)
         goto done;
+    if (self->attr_names != NULL) {
+        PyTuple_SET_ITEM(attrs, 0, Py_NewRef(self->attr_names));
+        for (Py_ssize_t i = 1; i <= self->n_attrs + n_pending; i++)  /* complete if we fail */
+            PyTuple_SET_ITEM(attrs, i, Py_NewRef(Py_None));
+    }
     for (Py_ssize_t i = 0; i < self->n_attrs; i++) {
         AttrStep *step = &self->attrs[i];
         PyObject *value;
@@ -591,6 +610,11 @@ static PyObject *decode_op(OpDecoder *self, PyObject *const *args, Cursor *curso
         }
         if (value == NULL)
             goto done;
+        if (self->attr_names != NULL) {
+            Py_DECREF(PyTuple_GET_ITEM(attrs, i + 1));  /* the None put there */
+            PyTuple_SET_ITEM(attrs, i + 1, value);
+            continue;
+        }
         int failed = PyDict_SetItem(attrs, step->name, value);
         Py_DECREF(value);
         if (failed < 0)
@@ -599,17 +623,34 @@ static PyObject *decode_op(OpDecoder *self, PyObject *const *args, Cursor *curso
     operands = read_operands(self, &c, values, flags);
     if (operands == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->pending); i++) {
-        PyObject *attr = PyTuple_GET_ITEM(self->pending, i);
-        PyObject *value = PyObject_CallMethodOneArg(attr, s_default_for, operands);
-        if (value == NULL)
+    if (n_pending) {
+        /* default_for reads the operands as the dict the op's users see */
+        PyObject *groups = self->operand_names != NULL ? tilebc_fields_dict(operands)
+                                                       : Py_NewRef(operands);
+        if (groups == NULL)
             goto done;
-        PyObject *name = PyObject_GetAttrString(attr, "name");
-        int failed = name == NULL || PyDict_SetItem(attrs, name, value) < 0;
-        Py_XDECREF(name);
-        Py_DECREF(value);
-        if (failed)
-            goto done;
+        for (Py_ssize_t i = 0; i < n_pending; i++) {
+            PyObject *attr = PyTuple_GET_ITEM(self->pending, i);
+            PyObject *value = PyObject_CallMethodOneArg(attr, s_default_for, groups);
+            if (value == NULL) {
+                Py_DECREF(groups);
+                goto done;
+            }
+            if (self->attr_names != NULL) {
+                Py_DECREF(PyTuple_GET_ITEM(attrs, self->n_attrs + i + 1));
+                PyTuple_SET_ITEM(attrs, self->n_attrs + i + 1, value);
+                continue;
+            }
+            PyObject *name = PyObject_GetAttrString(attr, "name");
+            int failed = name == NULL || PyDict_SetItem(attrs, name, value) < 0;
+            Py_XDECREF(name);
+            Py_DECREF(value);
+            if (failed) {
+                Py_DECREF(groups);
+                goto done;
+            }
+        }
+        Py_DECREF(groups);
     }
     /* regions (nested ops follow this one in pre-order) */
     if (self->n_regions) {
@@ -1402,6 +1443,32 @@ static PyObject *decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         self->operands[i].arity = (int)arity;
         self->operands[i].bit = (int)bit;
     }
+    /* compact fields where the op class reads them (its operands and attrs are FieldsSlots) */
+    PyObject *over_operands = _PyType_Lookup(self->op_type, s_operands);
+    PyObject *over_attrs = _PyType_Lookup(self->op_type, s_attrs);
+    if (tilebc_is_fields_slot(over_operands) && tilebc_is_fields_slot(over_attrs)) {
+        Py_ssize_t n_pending = PyTuple_GET_SIZE(self->pending);
+        self->operand_names = PyTuple_New(self->n_operands);
+        self->attr_names = PyTuple_New(self->n_attrs + n_pending);
+        if (self->operand_names == NULL || self->attr_names == NULL)
+            goto fail;
+        for (Py_ssize_t i = 0; i < self->n_operands; i++)
+            PyTuple_SET_ITEM(self->operand_names, i, Py_NewRef(self->operands[i].name));
+        for (Py_ssize_t i = 0; i < self->n_attrs; i++)
+            PyTuple_SET_ITEM(self->attr_names, i, Py_NewRef(self->attrs[i].name));
+        for (Py_ssize_t i = 0; i < n_pending; i++) {
+            PyObject *name = PyObject_GetAttr(PyTuple_GET_ITEM(self->pending, i), s_name);
+            if (name == NULL)
+                goto fail;
+            if (!PyUnicode_CheckExact(name)) {
+                Py_DECREF(name);
+                PyErr_SetString(PyExc_ValueError, "malformed OpDecoder program: a default's name");
+                goto fail;
+            }
+            PyUnicode_InternInPlace(&name);
+            PyTuple_SET_ITEM(self->attr_names, self->n_attrs + i, name);
+        }
+    }
     return (PyObject *)self;
 fail:
     Py_DECREF(self);
@@ -1411,6 +1478,8 @@ fail:
 static void decoder_dealloc(OpDecoder *self) {
     PyObject_GC_UnTrack(self);
     Py_CLEAR(self->program);
+    Py_CLEAR(self->operand_names);
+    Py_CLEAR(self->attr_names);
     PyMem_Free(self->attrs);
     PyMem_Free(self->operands);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -1418,6 +1487,8 @@ static void decoder_dealloc(OpDecoder *self) {
 
 static int decoder_traverse(OpDecoder *self, visitproc visit, void *arg) {
     Py_VISIT(self->program);
+    Py_VISIT(self->operand_names);
+    Py_VISIT(self->attr_names);
     return 0;
 }
 
@@ -1454,7 +1525,9 @@ int add_op_decoder(PyObject *module) {
     s_scope_line = PyUnicode_InternFromString("scope_line");
     s_flags = PyUnicode_InternFromString("flags");
     s_class = PyUnicode_InternFromString("__class__");
-    if (!s_file || !s_name || !s_linkage_name || !s_compile_unit || !s_scope_line || !s_flags
+    s_operands = PyUnicode_InternFromString("operands");
+    s_attrs = PyUnicode_InternFromString("attrs");
+    if (!s_operands || !s_attrs || !s_file || !s_name || !s_linkage_name || !s_compile_unit || !s_scope_line || !s_flags
             || !s_class)
         return -1;
     if (!s_attr_cache || !s_callee || !s_caller || !s_types || !s_string_cache || !s_default_for || !s_dense || !s_scope || !s_filename

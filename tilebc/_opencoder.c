@@ -28,6 +28,8 @@
 
 static PyObject *s_spec, *s_results, *s_operands, *s_attrs, *s_loc, *s_type, *s_buf,
     *s_encoder_context, *s_debug_attr, *s_op_at, *s_attr_bytes, *s_encoder_program;
+/* an op's fields as its slots hold them (compact or a dict: tilebc_fields_get reads both) */
+static TilebcSlotCache slot_operands = TILEBC_RAW_SLOT, slot_attrs = TILEBC_RAW_SLOT;
 
 enum { P_COUNTED = 1, P_HAS_FLAGS = 2, P_ITEM_READ_HEAD = 4, P_SYMBOLS = 8 };
 enum { A_ENUM = 0, A_BYTES = 1, A_NEWER = 2 };
@@ -119,7 +121,7 @@ static int put_number(Scratch *s, PyObject *numbering, PyObject *value) {
 
 /* The group `name` of `dict` (borrowed; Py_None when absent). */
 static PyObject *group_of(PyObject *dict, PyObject *name) {
-    PyObject *found = PyDict_GetItemWithError(dict, name);
+    PyObject *found = tilebc_fields_get(dict, name);
     if (found == NULL) {
         tilebc_recoverable();  /* a fatal one stays set: encode_one's fallback raises it */
         return Py_None;
@@ -148,13 +150,13 @@ static int encode_one(Scratch *s, PyObject *op, PyObject *program, PyObject *num
     if ((flags & P_SYMBOLS) && PyDict_GET_SIZE(context->unplaced) > 0)
         return 0;  /* `op` places the global the op names first */
     loc = PyObject_GetAttr(op, s_loc);
-    operands = PyObject_GetAttr(op, s_operands);
-    attrs = PyObject_GetAttr(op, s_attrs);
+    operands = tilebc_slot(op, s_operands, &slot_operands);
+    attrs = tilebc_slot(op, s_attrs, &slot_attrs);
     *results = PyObject_GetAttr(op, s_results);
     if (loc == NULL || operands == NULL || attrs == NULL || *results == NULL) {
         goto recover;
     }
-    if (!PyDict_CheckExact(operands) || !PyDict_CheckExact(attrs) || !PyList_CheckExact(*results))
+    if (!tilebc_is_fields(operands) || !tilebc_is_fields(attrs) || !PyList_CheckExact(*results))
         goto fallback;
     /* the location is interned before anything of the op, as in `op` */
     if (loc == Py_None) {

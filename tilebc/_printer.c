@@ -22,9 +22,11 @@ static PyObject *s_next_value, *s_next_conflict, *s_text, *s_refs, *s_names,
 
 static PyObject *s_percent;
 
-/* The slots the loops read per op and per value (tilebc_slot), one cache per name. */
-static TilebcSlotCache slot_names, slot_parent, slot_index, slot_attrs, slot_operands,
-    slot_owner, slot_spec, slot_regions, slot_results, slot_type, slot_loc;
+/* The slots the loops read per op and per value (tilebc_slot), one cache per name; an op's
+ * fields as its slots hold them (compact or a dict: tilebc_fields_get reads both). */
+static TilebcSlotCache slot_names, slot_parent, slot_index, slot_owner, slot_spec, slot_regions,
+    slot_results, slot_type, slot_loc;
+static TilebcSlotCache slot_attrs = TILEBC_RAW_SLOT, slot_operands = TILEBC_RAW_SLOT;
 
 /* The FunctionNames' counters while number_ops runs. */
 typedef struct {
@@ -205,8 +207,8 @@ static PyObject *quick_suggestion(Hints *hints, PyObject *op, PyObject *rule, Py
     PyObject *name = NULL;
     if (PyUnicode_CompareWithASCIIString(rule, "@constant") == 0) {
         PyObject *attrs = tilebc_slot(op, s_attrs, &slot_attrs);
-        PyObject *dense = attrs != NULL && PyDict_Check(attrs)
-                          ? PyDict_GetItemWithError(attrs, s_value) : NULL;
+        PyObject *dense = attrs != NULL && tilebc_is_fields(attrs)
+                          ? tilebc_fields_get(attrs, s_value) : NULL;
         PyObject *found = dense != NULL ? tilebc_pair_by_id(hints->constants, dense) : NULL;
         if (found != NULL && PyUnicode_Check(found))
             name = Py_NewRef(found);
@@ -214,8 +216,8 @@ static PyObject *quick_suggestion(Hints *hints, PyObject *op, PyObject *rule, Py
     } else if (PyUnicode_CompareWithASCIIString(rule, "@assume") == 0) {
         /* "assume", or "assume_" + the producer's suggestion for the value when it offers names */
         PyObject *operands = tilebc_slot(op, s_operands, &slot_operands);
-        PyObject *value = operands != NULL && PyDict_Check(operands)
-                          ? PyDict_GetItemWithError(operands, s_value) : NULL;
+        PyObject *value = operands != NULL && tilebc_is_fields(operands)
+                          ? tilebc_fields_get(operands, s_value) : NULL;
         if (value != NULL && (PyObject *)Py_TYPE(value) != hints->value_class)
             value = NULL;  /* a Value of another class: its owner and index are Python's */
         Py_XINCREF(value);
@@ -640,7 +642,7 @@ typedef struct {
 static PyObject *run_attrs(ProgramRun *run) {
     if (run->attrs == NULL) {
         run->attrs = tilebc_slot(run->op, s_attrs, &slot_attrs);
-        if (run->attrs != NULL && !PyDict_Check(run->attrs)) {
+        if (run->attrs != NULL && !tilebc_is_fields(run->attrs)) {
             Py_CLEAR(run->attrs);
             PyErr_SetString(PyExc_TypeError, "an op's attrs are not a dict");
         }
@@ -668,7 +670,7 @@ static PyObject *call_with_op(ProgramRun *run, PyObject *function, PyObject *arg
 /* Whether the optional group of a STEP_GROUP (kind, test, argument, steps) prints: 1, 0, -1 */
 static int group_present(ProgramRun *run, long test, PyObject *arg) {
     if (test == GROUP_OPERAND) {
-        PyObject *group = PyDict_GetItemWithError(run->operands, arg);
+        PyObject *group = tilebc_fields_get(run->operands, arg);
         if (group == NULL)
             return -1;
         return PyTuple_CheckExact(group) ? PyTuple_GET_SIZE(group) > 0 : group != Py_None;
@@ -677,7 +679,7 @@ static int group_present(ProgramRun *run, long test, PyObject *arg) {
         PyObject *attrs = run_attrs(run);
         if (attrs == NULL)
             return -1;
-        PyObject *value = PyDict_GetItemWithError(attrs, arg);
+        PyObject *value = tilebc_fields_get(attrs, arg);
         if (value == NULL)
             return PyErr_Occurred() ? -1 : 0;
         return test == GROUP_ATTR_SET ? value != Py_None : PyObject_IsTrue(value);
@@ -687,7 +689,7 @@ static int group_present(ProgramRun *run, long test, PyObject *arg) {
         PyObject *attrs = run_attrs(run);
         if (attrs == NULL)
             return -1;
-        PyObject *value = PyDict_GetItemWithError(attrs, PyTuple_GET_ITEM(arg, 0));
+        PyObject *value = tilebc_fields_get(attrs, PyTuple_GET_ITEM(arg, 0));
         if (value == NULL && PyErr_Occurred())
             return -1;
         return PyObject_RichCompareBool(value != NULL ? value : Py_None, PyTuple_GET_ITEM(arg, 1),
@@ -719,7 +721,7 @@ static int run_steps(ProgramRun *run, PyObject *steps, PyObject *parts, int dept
         if (kind == STEP_TEXT) {
             made = Py_NewRef(arg);
         } else if (kind >= STEP_REF && kind <= STEP_TYPES) {
-            PyObject *group = PyDict_GetItemWithError(run->operands, arg);
+            PyObject *group = tilebc_fields_get(run->operands, arg);
             if (group == NULL)
                 return -1;
             if (kind == STEP_REF || kind == STEP_TYPE) {
@@ -748,7 +750,7 @@ static int run_steps(ProgramRun *run, PyObject *steps, PyObject *parts, int dept
             made = type_text_of(run->pc, PyList_GET_ITEM(run->results, index));
         } else if (kind == STEP_KEYWORD) {
             PyObject *attrs = run_attrs(run);
-            PyObject *value = attrs == NULL ? NULL : PyDict_GetItemWithError(attrs, arg);
+            PyObject *value = attrs == NULL ? NULL : tilebc_fields_get(attrs, arg);
             made = value == NULL ? NULL : PyObject_GetAttr(value, s_keyword);
         } else if (kind == STEP_CALL && PyTuple_GET_SIZE(step) == 3
                    && PyTuple_Check(PyTuple_GET_ITEM(step, 2))) {
@@ -759,7 +761,7 @@ static int run_steps(ProgramRun *run, PyObject *steps, PyObject *parts, int dept
              * attribute object, else the directive's (which keeps it) */
             PyObject *attrs = run->pc->attribute_texts != NULL ? run_attrs(run) : NULL;
             PyObject *value = attrs != NULL
-                              ? PyDict_GetItemWithError(attrs, PyTuple_GET_ITEM(step, 3)) : NULL;
+                              ? tilebc_fields_get(attrs, PyTuple_GET_ITEM(step, 3)) : NULL;
             PyObject *known = value != NULL
                               ? tilebc_pair_by_id(run->pc->attribute_texts, value) : NULL;
             if (known != NULL && PyUnicode_Check(known))
@@ -798,14 +800,14 @@ static PyObject *run_program(PyObject *program, PyObject *op, PyObject *ctx, PyO
     ProgramRun run = {op, ctx, refs, tilebc_slot(op, s_operands, &slot_operands), NULL, NULL, pc,
                       value_class};
     PyObject *parts = NULL, *text = NULL;
-    if (run.operands == NULL || !PyDict_CheckExact(run.operands) || !PyTuple_Check(shapes)
+    if (run.operands == NULL || !tilebc_is_fields(run.operands) || !PyTuple_Check(shapes)
             || !PyTuple_Check(steps))
         goto done;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shapes); i++) {
         PyObject *shape = PyTuple_GET_ITEM(shapes, i);
         if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 2)
             goto done;
-        PyObject *group = PyDict_GetItemWithError(run.operands, PyTuple_GET_ITEM(shape, 0));
+        PyObject *group = tilebc_fields_get(run.operands, PyTuple_GET_ITEM(shape, 0));
         long arity = PyLong_AsLong(PyTuple_GET_ITEM(shape, 1));
         if (group == NULL)
             goto done;

@@ -483,6 +483,22 @@ PyObject *tilebc_slot_miss(PyObject *object, PyObject *name, TilebcSlotCache *ca
     PyTypeObject *type = Py_TYPE(object);
     if (PyUnicode_CheckExact(name)) {
         PyObject *descriptor = _PyType_Lookup(type, name);  /* borrowed; gives the type a tag */
+        if (cache->raw && descriptor != NULL && !Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+                && PyTuple_Check(type->tp_mro)) {
+            /* the slot under a subclass's property: the nearest member of the name */
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(type->tp_mro); i++) {
+                PyObject *base = PyTuple_GET_ITEM(type->tp_mro, i);
+                PyObject *found = PyType_Check(base) && ((PyTypeObject *)base)->tp_dict != NULL
+                                  ? PyDict_GetItemWithError(((PyTypeObject *)base)->tp_dict, name)
+                                  : NULL;
+                if (found == NULL && PyErr_Occurred())
+                    return NULL;
+                if (found != NULL && Py_IS_TYPE(found, &PyMemberDescr_Type)) {
+                    descriptor = found;
+                    break;
+                }
+            }
+        }
         if (PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
             Py_ssize_t offset = -1;
             if (descriptor != NULL && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
@@ -499,6 +515,11 @@ PyObject *tilebc_slot_miss(PyObject *object, PyObject *name, TilebcSlotCache *ca
                 cache->entries[at].offset = offset;
                 if (at == cache->used)
                     cache->used++;
+            }
+            if (cache->raw && offset >= 0) {
+                PyObject *value = *(PyObject **)((char *)object + offset);
+                if (value != NULL)
+                    return Py_NewRef(value);
             }
         }
     }
@@ -580,6 +601,73 @@ static PyObject *keep_hash(PyObject *module, PyObject *cls) {
     Py_RETURN_NONE;
 }
 
+/* FieldsSlot(member): DecodedOp's `operands` and `attrs` over Op's slots (`member`). The C
+ * decoder leaves an op's fields compact, a tuple (names, value, ...) (tilebc_compact_fields);
+ * the C loops read them so, and the first read from Python turns them into the dict, kept in the
+ * slot, so that the op behaves as one holding a dict throughout (one dict, mutable, the same
+ * object on every read). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *member;  /* a member descriptor (a slot) */
+} FieldsSlotObject;
+
+PyObject *tilebc_fields_dict(PyObject *compact) {
+    PyObject *names = PyTuple_GET_ITEM(compact, 0), *dict = PyDict_New();
+    for (Py_ssize_t i = 0; dict != NULL && i < PyTuple_GET_SIZE(names); i++)
+        if (PyDict_SetItem(dict, PyTuple_GET_ITEM(names, i), PyTuple_GET_ITEM(compact, i + 1)) < 0)
+            Py_CLEAR(dict);
+    return dict;
+}
+
+static PyObject *fields_slot_get(FieldsSlotObject *self, PyObject *object, PyObject *type) {
+    if (object == NULL || object == Py_None)
+        return Py_NewRef(self);
+    PyObject *value = Py_TYPE(self->member)->tp_descr_get(self->member, object, type);
+    if (value == NULL || !tilebc_compact_fields(value))
+        return value;
+    PyObject *dict = tilebc_fields_dict(value);
+    Py_DECREF(value);
+    if (dict != NULL && Py_TYPE(self->member)->tp_descr_set(self->member, object, dict) < 0)
+        Py_CLEAR(dict);
+    return dict;
+}
+
+static int fields_slot_set(FieldsSlotObject *self, PyObject *object, PyObject *value) {
+    return Py_TYPE(self->member)->tp_descr_set(self->member, object, value);
+}
+
+static PyObject *fields_slot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *member;
+    if (!PyArg_ParseTuple(args, "O!:FieldsSlot", &PyMemberDescr_Type, &member))
+        return NULL;
+    FieldsSlotObject *self = (FieldsSlotObject *)type->tp_alloc(type, 0);
+    if (self != NULL)
+        self->member = Py_NewRef(member);
+    return (PyObject *)self;
+}
+
+static void fields_slot_dealloc(FieldsSlotObject *self) {
+    Py_XDECREF(self->member);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject FieldsSlotType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tilebc._speedups.FieldsSlot",
+    .tp_basicsize = sizeof(FieldsSlotObject),
+    .tp_dealloc = (destructor)fields_slot_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "FieldsSlot(member): an op's operands or attrs over its slot; the decoder's compact "
+              "fields become the dict on first read",
+    .tp_descr_get = (descrgetfunc)fields_slot_get,
+    .tp_descr_set = (descrsetfunc)fields_slot_set,
+    .tp_new = fields_slot_new,
+};
+
+int tilebc_is_fields_slot(PyObject *descriptor) {
+    return descriptor != NULL && Py_IS_TYPE(descriptor, &FieldsSlotType);
+}
+
 static PyMethodDef methods[] = {
     {"scan_token", (PyCFunction)(void (*)(void))scan_token, METH_FASTCALL,
      "scan_token(text, pos) -> (kind, text, start) or None (see the module's source)"},
@@ -616,7 +704,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
             || !name_peek_checked || !name_expect_failed || !name_expect_kind_failed
             || !name_hash_field || !name_dunder_hash || !name_hash_fields)
         return NULL;
-    if (PyType_Ready(&TokenType) < 0 || PyType_Ready(&CursorType) < 0)
+    if (PyType_Ready(&TokenType) < 0 || PyType_Ready(&CursorType) < 0
+            || PyType_Ready(&FieldsSlotType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
@@ -630,6 +719,11 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     Py_INCREF(&CursorType);
     if (PyModule_AddObject(module, "CursorBase", (PyObject *)&CursorType) < 0) {
         Py_DECREF(&CursorType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    if (PyModule_AddObject(module, "FieldsSlot", Py_NewRef(&FieldsSlotType)) < 0) {
+        Py_DECREF(&FieldsSlotType);
         Py_DECREF(module);
         return NULL;
     }

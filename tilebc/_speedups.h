@@ -76,10 +76,14 @@ typedef struct {
         Py_ssize_t offset;
     } entries[TILEBC_SLOT_TYPES];
     int used;
+    /* 1: the slot itself, even where a subclass puts a property over it (DecodedOp's operands and
+     * attrs, which may hold the decoder's compact fields): a cache made with TILEBC_RAW_SLOT */
+    int raw;
 } TilebcSlotCache;
+#define TILEBC_RAW_SLOT {.raw = 1}
 
 /* What tilebc_slot does on a miss: records the type (its slot's offset, or -1 where the name is
- * no slot of it), then PyObject_GetAttr. */
+ * no slot of it), then PyObject_GetAttr (a raw cache: the slot's value where it has one). */
 PyObject *tilebc_slot_miss(PyObject *object, PyObject *name, TilebcSlotCache *cache);
 
 /* getattr(object, name), a new reference (NULL with an exception) */
@@ -99,6 +103,62 @@ static inline PyObject *tilebc_slot(PyObject *object, PyObject *name, TilebcSlot
         }
     }
     return tilebc_slot_miss(object, name, cache);
+}
+
+/* An op's operands or attrs as the decoder may leave them: a dict, or its compact fields, a tuple
+ * (names, value, ...) that DecodedOp turns into the dict on first use from Python (a large module
+ * has ~75k ops, and two dicts each took more memory and time than the rest of the op). */
+static inline int tilebc_compact_fields(PyObject *fields) {
+    return PyTuple_CheckExact(fields) && PyTuple_GET_SIZE(fields) >= 1
+           && PyTuple_CheckExact(PyTuple_GET_ITEM(fields, 0))
+           && PyTuple_GET_SIZE(PyTuple_GET_ITEM(fields, 0)) == PyTuple_GET_SIZE(fields) - 1;
+}
+
+/* The dict of compact fields (a new reference). */
+PyObject *tilebc_fields_dict(PyObject *compact);
+/* Whether `descriptor` is a FieldsSlot (a class whose ops may hold compact fields). */
+int tilebc_is_fields_slot(PyObject *descriptor);
+
+/* Whether `fields` is a dict or compact fields (what the functions below read). */
+static inline int tilebc_is_fields(PyObject *fields) {
+    return PyDict_CheckExact(fields) || tilebc_compact_fields(fields);
+}
+
+static inline Py_ssize_t tilebc_fields_size(PyObject *fields) {
+    return PyDict_CheckExact(fields) ? PyDict_GET_SIZE(fields) : PyTuple_GET_SIZE(fields) - 1;
+}
+
+/* PyDict_Next over a dict or compact fields (tilebc_is_fields), in the dict's order. */
+static inline int tilebc_fields_next(PyObject *fields, Py_ssize_t *pos, PyObject **name,
+                                     PyObject **value) {
+    if (PyDict_CheckExact(fields))
+        return PyDict_Next(fields, pos, name, value);
+    if (*pos >= PyTuple_GET_SIZE(fields) - 1)
+        return 0;
+    *name = PyTuple_GET_ITEM(PyTuple_GET_ITEM(fields, 0), *pos);
+    *value = PyTuple_GET_ITEM(fields, *pos + 1);
+    (*pos)++;
+    return 1;
+}
+
+/* fields[name], borrowed; NULL when absent (no exception) or on an error (exception set). Names
+ * are the op table's interned strs: compared by identity first. */
+static inline PyObject *tilebc_fields_get(PyObject *fields, PyObject *name) {
+    if (PyDict_CheckExact(fields))
+        return PyDict_GetItemWithError(fields, name);
+    PyObject *names = PyTuple_GET_ITEM(fields, 0);
+    Py_ssize_t count = PyTuple_GET_SIZE(names);
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (PyTuple_GET_ITEM(names, i) == name)
+            return PyTuple_GET_ITEM(fields, i + 1);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(names, i), name, Py_EQ);
+        if (same < 0)
+            return NULL;
+        if (same)
+            return PyTuple_GET_ITEM(fields, i + 1);
+    }
+    return NULL;
 }
 
 #endif

@@ -27,9 +27,10 @@
 static PyObject *s_spec, *s_operands, *s_attrs, *s_results, *s_regions, *s_loc, *s_type,
     *s_visible, *s_defined, *s_entry_subprogram, *s_debug, *s_resolved, *s_resolve, *s_ctx,
     *s_diagnostics, *s_scopes, *s_scope, *s_line, *s_column;
-/* the slots the loop reads per op and per value (tilebc_slot), one cache per name */
-static TilebcSlotCache slot_type, slot_loc, slot_operands, slot_attrs, slot_results, slot_regions,
-    slot_spec;
+/* the slots the loop reads per op and per value (tilebc_slot), one cache per name; an op's
+ * fields as its slots hold them (compact or a dict) */
+static TilebcSlotCache slot_type, slot_loc, slot_results, slot_regions, slot_spec;
+static TilebcSlotCache slot_operands = TILEBC_RAW_SLOT, slot_attrs = TILEBC_RAW_SLOT;
 
 #define KEY_SLOTS 128  /* an op needing more key words is checked every time */
 
@@ -92,13 +93,13 @@ static int put_types(Key *key, PyObject *values, PyTypeObject *value_class) {
 static int build_key(Key *key, PyObject *spec, PyObject *operands, PyObject *attrs,
                      PyObject *results, PyTypeObject *value_class, PyTypeObject *dense_class) {
     key->used = 0;
-    if (!PyDict_CheckExact(operands) || !PyDict_CheckExact(attrs))
+    if (!tilebc_is_fields(operands) || !tilebc_is_fields(attrs))
         return 0;
-    if (!put(key, PTR(spec)) || !put(key, (uint64_t)PyDict_GET_SIZE(operands)))
+    if (!put(key, PTR(spec)) || !put(key, (uint64_t)tilebc_fields_size(operands)))
         return 0;
     Py_ssize_t pos = 0;
     PyObject *name, *group;
-    while (PyDict_Next(operands, &pos, &name, &group)) {
+    while (tilebc_fields_next(operands, &pos, &name, &group)) {
         if (!put(key, PTR(name)))
             return 0;
         int status;
@@ -111,11 +112,11 @@ static int build_key(Key *key, PyObject *spec, PyObject *operands, PyObject *att
         if (status <= 0)
             return status;
     }
-    if (!put(key, (uint64_t)PyDict_GET_SIZE(attrs)))
+    if (!put(key, (uint64_t)tilebc_fields_size(attrs)))
         return 0;
     pos = 0;
     PyObject *value;
-    while (PyDict_Next(attrs, &pos, &name, &value)) {
+    while (tilebc_fields_next(attrs, &pos, &name, &value)) {
         if (!put(key, PTR(name)))
             return 0;
         if (Py_TYPE(value) == dense_class) {
@@ -202,7 +203,7 @@ static int state_read(State *state, PyObject *verifier) {
 static int operands_visible(PyObject *operands, PyObject *visible) {
     Py_ssize_t pos = 0;
     PyObject *name, *group;
-    while (PyDict_Next(operands, &pos, &name, &group)) {
+    while (tilebc_fields_next(operands, &pos, &name, &group)) {
         if (group == Py_None)
             continue;
         if (PyTuple_CheckExact(group)) {

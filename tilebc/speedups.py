@@ -30,6 +30,7 @@ encode_ops = None  # the bytecode writer's loop over a block's ops (binary/write
 parse_ops = None  # the text parser's loop over a region's ops (text/parser.py _Parser._block_ops)
 parse_args = None  # the text parser's loop over an entry's arguments (text/parser.py _Parser._entry)
 keep_hash = None  # hashing by a kept `_hash` without a Python frame (ir/shared.py cached_hash)
+FieldsSlot = None  # DecodedOp's operands and attrs: the C decoder's compact fields (binary/lazyloc.py)
 
 if not os.environ.get("TILEBC_PURE"):
     try:
@@ -44,7 +45,7 @@ if not os.environ.get("TILEBC_PURE"):
                   "plain_locations", "store_locations", "new_values", "number_ops", "print_ops",
                   "visit_locations", "verify_ops", "alias_visit", "alias_visit_all",
                   "encode_ops", "parse_ops",
-                  "parse_args", "keep_hash"):
+                  "parse_args", "keep_hash", "FieldsSlot"):
         globals()[_name] = getattr(_speedups, _name, None)
 
 ACTIVE = scan_token is not None

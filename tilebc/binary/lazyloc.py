@@ -16,8 +16,23 @@ from .. import speedups
 _LOC_SLOT = Op.__dict__["loc"]  # Op's own storage for `loc`, under the property below
 
 
-class DecodedOp(Op):
-    """An Op read from bytecode: `loc` is materialised on first access. Otherwise a plain Op.
+class LocatedOp(Op):
+    """An Op read from bytecode whose location is decoded: otherwise a plain Op.
+
+    With the compiled helpers, `operands` and `attrs` are FieldsSlots: the C decoder leaves them
+    as compact tuples, which the C printer, verifier and encoder read as they are, and the first
+    read from Python turns into the dict (two dicts per op were a third of a decoded module's
+    memory and of its decoding time)."""
+
+    __slots__ = ()
+
+    if speedups.FieldsSlot is not None:
+        operands = speedups.FieldsSlot(Op.__dict__["operands"])
+        attrs = speedups.FieldsSlot(Op.__dict__["attrs"])
+
+
+class DecodedOp(LocatedOp):
+    """An Op read from bytecode: `loc` is materialised on first access.
 
     Until then its `loc` slot holds the function's PendingLocations (shared by all its ops: no
     slot of its own per op); an unset slot means no location."""
@@ -98,16 +113,16 @@ class PendingLocations:
 
 
 def _store_locations(ops: list, locations: list) -> None:
-    """Each op's `loc` set to its location (the reader gave every op one), each op a plain Op from
-    now on (the same slots): `op.loc` reads the slot, not DecodedOp's property (the verifier and
-    `dis -g` read every op's location)."""
+    """Each op's `loc` set to its location (the reader gave every op one), each op a LocatedOp
+    from now on (the same slots): `op.loc` reads the slot, not DecodedOp's property (the verifier
+    and `dis -g` read every op's location)."""
     store_locations = speedups.store_locations
     if store_locations is not None and locations.__class__ is list:  # the loop in C
-        store_locations(ops, locations, _LOC_SLOT, Op)
+        store_locations(ops, locations, _LOC_SLOT, LocatedOp)
     else:
         for op, loc in zip(ops, locations):
             store_loc_slot(op, loc)
-            op.__class__ = Op
+            op.__class__ = LocatedOp
 
 
 def pending_indices(function: Function):

@@ -181,6 +181,46 @@ def test_one_shot_commands_run_no_collection(command, tmp_path):
     assert run_cli(*argv).returncode == 0 and gc.isenabled()
 
 
+# Counts the calls of populate_arenas inside tilebc.cli.main() of a new process.
+_ARENAS_PROBE = """import sys
+from tilebc import cli, speedups
+calls = []
+speedups.populate_arenas = lambda: calls.append(1) or True
+hard_exit = cli._hard_exit
+def report(code):
+    print("POPULATED", len(calls), file=sys.stderr)
+    hard_exit(code)
+cli._hard_exit = report
+sys.argv[0] = "tilebc"
+sys.exit(cli.main())
+"""
+
+
+def test_one_shot_commands_populate_arenas_for_a_large_input(tmp_path):
+    """A one-shot command's own process has the allocator's arenas populated once it has read an
+    input of LARGE_INPUT bytes or more (its module is built at once), not for a small kernel
+    (its few new arenas would be populated for a few objects each); in this process, never."""
+    from conftest import joined_fixture_module
+    from tilebc import cli, speedups
+    large = tmp_path / "large.tilebc"
+    large.write_bytes(tilebc.dump(joined_fixture_module(cli.LARGE_INPUT)))
+    small = min(FIXTURE_DIR.glob("*/*-13.5.tilebc"), key=lambda path: path.stat().st_size)
+    for command in (["dis", large, "-o", tmp_path / "large.mlir"], ["verify", large],
+                    ["dis", small, "-o", tmp_path / "small.mlir"], ["verify", small]):
+        done = subprocess.run([sys.executable, "-c", _ARENAS_PROBE, *map(str, command)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert done.returncode == 0, done.stderr
+        expected = 1 if command[1] == large else 0
+        assert done.stderr.splitlines()[-1] == f"POPULATED {expected}", command
+    calls = []
+    original = speedups.populate_arenas
+    speedups.populate_arenas = lambda: calls.append(1)
+    try:
+        assert run_cli("verify", large).returncode == 0 and not calls
+    finally:
+        speedups.populate_arenas = original
+
+
 def test_compile_in_its_own_process_ends_without_teardown(tmp_path):
     """`tilebc compile` (run by the C++ loader on every cache miss) ends through the hard exit,
     with its output written, as the one-shot commands do (the probe reports from it)."""

@@ -5,6 +5,7 @@ import glob
 import os
 import random
 import re
+import sys
 
 import pytest
 
@@ -1475,7 +1476,7 @@ def test_decoded_fields_stay_compact_through_the_c_loops():
     encoder read them so: a decoded module printed (plain and -g), verified and encoded keeps most
     of its ops compact, and gives what the same module gives once every op holds dicts, a
     module with errors the same diagnostics."""
-    from tests.conftest import joined_fixture_module
+    from conftest import joined_fixture_module
     from tilebc.text.printer import print_module
     from tilebc.verify import diagnostics
     if os.environ.get("TILEBC_PURE"):
@@ -1508,7 +1509,7 @@ def test_decoded_fields_become_one_dict_on_first_read():
     """The first read from Python makes the dict (in the decoder's order, every optional group
     and attribute named), kept in the slot: the same object on every read, so a change to it
     stays; assignment replaces it; the class answers the descriptor."""
-    from tests.conftest import joined_fixture_module
+    from conftest import joined_fixture_module
     from tilebc.binary.lazyloc import DecodedOp, LocatedOp
     if os.environ.get("TILEBC_PURE"):
         pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
@@ -1527,3 +1528,37 @@ def test_decoded_fields_become_one_dict_on_first_read():
                                                                        speedups.FieldsSlot)
     with pytest.raises(TypeError):
         speedups.FieldsSlot("operands")  # a member descriptor, nothing else
+
+
+_ARENA_CHURN = """import sys
+import tilebc._speedups as speedups
+def resident():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096
+def churn():
+    made = [(i, str(i), [i]) for i in range(400_000)]  # ~100 MiB of small objects
+    grown = resident()
+    del made
+    return grown
+before_switch = [(i, str(i)) for i in range(100_000)]  # arenas mapped by CPython's allocator
+print(speedups.populate_arenas())
+start = resident()
+first = churn()
+del before_switch  # unmapped by ours
+second = churn()
+print(first - start > 50 << 20, second - start > 50 << 20, resident() - start < 20 << 20)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: /proc and madvise")
+def test_populated_arenas_come_and_go_as_cpythons_do():
+    """After populate_arenas (in a process of its own: it is process-wide) the allocator maps,
+    fills and gives back arenas as before, those mapped before the switch among them: memory
+    grows with what is made and returns once it is freed."""
+    import subprocess
+    if os.environ.get("TILEBC_PURE"):
+        pytest.skip("TILEBC_PURE=1: the C helpers are switched off")
+    done = subprocess.run([sys.executable, "-c", _ARENA_CHURN], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True", "True"]

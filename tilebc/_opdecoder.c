@@ -49,6 +49,7 @@ typedef struct {
     /* the names of the op's compact fields (see tilebc_compact_fields), or NULL where its class
      * takes dicts: its operand steps', its attribute steps' then its pending defaults' */
     PyObject *operand_names, *attr_names;
+    PyObject *no_fields;  /* with them: the compact fields of none, shared (it is immutable) */
     int counted, variadic_results, has_flags, mode;
     Py_ssize_t n_results, num_fixed, n_regions, n_attrs, n_operands;
     uint64_t known_flags;
@@ -477,6 +478,8 @@ static PyObject *read_operands(OpDecoder *self, Cursor *c, PyObject *values, uin
             return NULL;
         }
     }
+    if (self->operand_names != NULL && self->n_operands == 0)
+        return Py_NewRef(self->no_fields);
     PyObject *operands = self->operand_names != NULL ? PyTuple_New(self->n_operands + 1)
                                                      : PyDict_New();
     if (operands == NULL)
@@ -587,10 +590,12 @@ static PyObject *decode_op(OpDecoder *self, PyObject *const *args, Cursor *curso
     }
     /* attributes, in plan order, then the defaults that depend on operands */
     Py_ssize_t n_pending = PyTuple_GET_SIZE(self->pending);
-    attrs = self->attr_names != NULL ? PyTuple_New(self->n_attrs + n_pending + 1) : PyDict_New();
+    attrs = self->attr_names == NULL ? PyDict_New()
+            : self->n_attrs + n_pending == 0 ? Py_NewRef(self->no_fields)
+            : PyTuple_New(self->n_attrs + n_pending + 1);
     if (attrs == NULL)
         goto done;
-    if (self->attr_names != NULL) {
+    if (self->attr_names != NULL && attrs != self->no_fields) {
         PyTuple_SET_ITEM(attrs, 0, Py_NewRef(self->attr_names));
         for (Py_ssize_t i = 1; i <= self->n_attrs + n_pending; i++)  /* complete if we fail */
             PyTuple_SET_ITEM(attrs, i, Py_NewRef(Py_None));
@@ -1450,7 +1455,11 @@ static PyObject *decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         Py_ssize_t n_pending = PyTuple_GET_SIZE(self->pending);
         self->operand_names = PyTuple_New(self->n_operands);
         self->attr_names = PyTuple_New(self->n_attrs + n_pending);
-        if (self->operand_names == NULL || self->attr_names == NULL)
+        self->no_fields = PyTuple_New(1);
+        if (self->operand_names == NULL || self->attr_names == NULL || self->no_fields == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(self->no_fields, 0, PyTuple_New(0));
+        if (PyTuple_GET_ITEM(self->no_fields, 0) == NULL)
             goto fail;
         for (Py_ssize_t i = 0; i < self->n_operands; i++)
             PyTuple_SET_ITEM(self->operand_names, i, Py_NewRef(self->operands[i].name));
@@ -1480,6 +1489,7 @@ static void decoder_dealloc(OpDecoder *self) {
     Py_CLEAR(self->program);
     Py_CLEAR(self->operand_names);
     Py_CLEAR(self->attr_names);
+    Py_CLEAR(self->no_fields);
     PyMem_Free(self->attrs);
     PyMem_Free(self->operands);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -1489,6 +1499,7 @@ static int decoder_traverse(OpDecoder *self, visitproc visit, void *arg) {
     Py_VISIT(self->program);
     Py_VISIT(self->operand_names);
     Py_VISIT(self->attr_names);
+    Py_VISIT(self->no_fields);
     return 0;
 }
 

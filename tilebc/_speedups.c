@@ -668,7 +668,44 @@ int tilebc_is_fields_slot(PyObject *descriptor) {
     return descriptor != NULL && Py_IS_TYPE(descriptor, &FieldsSlotType);
 }
 
+/* The object allocator's arenas (1 MiB each) populated as they are mapped: a one-shot command
+ * builds a module of tens of MiB in a fresh process, which the kernel otherwise faults in one
+ * 4 KiB page per trap (a third of decoding's time); one madvise per arena does the same work
+ * for about two thirds of the cost. The arenas are mapped and unmapped as CPython's own are, so
+ * those mapped before stay compatible. Linux 5.14 and later; elsewhere nothing is installed. */
+#if defined(__linux__)
+#include <sys/mman.h>
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+static void *populated_arena(void *context, size_t size) {
+    void *arena = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (arena == MAP_FAILED)
+        return NULL;
+    (void)madvise(arena, size, MADV_POPULATE_WRITE);  /* refused: its pages fault as usual */
+    return arena;
+}
+
+static void unmapped_arena(void *context, void *arena, size_t size) {
+    munmap(arena, size);
+}
+#endif
+
+static PyObject *populate_arenas(PyObject *module, PyObject *unused) {
+#if defined(__linux__)
+    PyObjectArenaAllocator allocator = {NULL, populated_arena, unmapped_arena};
+    PyObject_SetArenaAllocator(&allocator);
+    Py_RETURN_TRUE;
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
 static PyMethodDef methods[] = {
+    {"populate_arenas", populate_arenas, METH_NOARGS,
+     "populate_arenas() -> bool: the object allocator's later arenas populated as they are "
+     "mapped (Linux; a process that builds a large module at once)"},
     {"scan_token", (PyCFunction)(void (*)(void))scan_token, METH_FASTCALL,
      "scan_token(text, pos) -> (kind, text, start) or None (see the module's source)"},
     {"keep_hash", keep_hash, METH_O,

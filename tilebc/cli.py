@@ -33,16 +33,33 @@ _looks_like_text = looks_like_text
 _verify = verify_module
 
 
+# A one-shot command's input of this many bytes or more builds a module of tens of MiB at once
+# (its process keeps it to the end): the allocator's arenas are populated as they are mapped
+# (tilebc/_speedups.c populate_arenas), a third cheaper than faulting them in a page at a time.
+# Below it, a command's few new arenas would be populated whole for a few objects each.
+LARGE_INPUT = 64 * 1024
+
+
+def _read(path: str) -> bytes:
+    """A command's input (read_input) in the one-shot commands."""
+    data = read_input(path)
+    if _held is not None and len(data) >= LARGE_INPUT:
+        from .speedups import populate_arenas
+        if populate_arenas is not None:
+            populate_arenas()
+    return data
+
+
 def _decode(path: str, verify: bool = True, strict: bool = False):
     """Read bytecode from a path or stdin; errors name the file."""
-    module = _hold(decode_bytes(read_input(path), display_name(path), strict=strict))
+    module = _hold(decode_bytes(_read(path), display_name(path), strict=strict))
     if verify:
         verify_module(module)
     return module
 
 
 def _parse_text(path: str, verify: bool = True):
-    module = _hold(_parse_bytes(read_input(path), _display_name(path)))
+    module = _hold(_parse_bytes(_read(path), _display_name(path)))
     if verify:
         _verify(module)
     return module
@@ -118,7 +135,7 @@ def _default_bytecode_output(path: str) -> str:
 
 def cmd_dis(args) -> int:
     from .verify_aside import read_verified
-    data = read_input(args.input)
+    data = _read(args.input)
 
     def read():
         # Unverified, the debug section is still read whole, as tileirdisasm reads it (the
@@ -185,7 +202,7 @@ def _replaced_file(path: str | None) -> bool:
 def cmd_asm(args) -> int:
     from .verify_aside import read_verified
     output = args.output or _default_bytecode_output(args.input)
-    text = read_input(args.input)
+    text = _read(args.input)
     module, verifier = read_verified(
         lambda: _parse_bytes(text, _display_name(args.input)), len(text), text=True,
         enabled=not args.no_verify, may_fork=_held is not None)
@@ -258,7 +275,7 @@ def _attr_text(value) -> str:
 
 
 def cmd_info(args) -> int:
-    data = read_input(args.input)
+    data = _read(args.input)
     try:
         module = load(data)
     except TilebcError as error:
@@ -309,7 +326,7 @@ def _mlir_options(args):
 
 
 def _read_text(path: str) -> str:
-    return _text_of(read_input(path), _display_name(path))
+    return _text_of(_read(path), _display_name(path))
 
 
 def _run_chunks(args, produce, encodes: bool = False) -> int:

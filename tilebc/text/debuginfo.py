@@ -99,7 +99,9 @@ class LocationAliases:
 
     def refs(self, locations: list) -> list[str]:
         """[ref(loc) for loc in locations], after finish."""
-        return list(map(self.ref, locations))
+        names, named = self.names, self.names.get
+        # most are nodes themselves (normal): named without _normal
+        return ["loc(" + (named(loc) or names[_normal(loc)]) + ")" for loc in locations]
 
     def visit_ops_in_c(self, ops) -> None:
         """visit(op.loc) for `ops` and the ops nested in them, in pre-order, by
@@ -158,18 +160,23 @@ class LocationAliases:
         return text
 
     def definitions(self) -> list[str]:
-        names = self.names
         define = self._define
         scope_names: dict[int, str] = {}  # id(scope) -> its alias: a module's DILocs share few
         lines = []
-        di_loc, names_get, append = L.DILoc, names.get, lines.append
+        di_loc, names_get, append, escaped = L.DILoc, self.names.get, lines.append, _escaped
+        # the two kinds of most nodes written here as _di_loc and _define write them
         for node, name in zip(self._sorted, self._sorted_names):
-            if node.__class__ is di_loc:  # most nodes: their scope's alias found by identity
+            kind = node.__class__
+            if kind is di_loc:  # their scope's alias found by identity
                 scope = node.scope  # kept alive by the node
                 scope_name = scope_names.get(id(scope))
                 if scope_name is None:
                     scope_name = scope_names[id(scope)] = names_get(scope)
-                append(f"{name} = {self._di_loc(node, scope_name)}")
+                fields = node.__dict__
+                file_loc = ("file", fields["filename"], fields["line"], fields["column"])
+                append(f"{name} = #cuda_tile.di_loc<{names_get(file_loc)} in {scope_name}>")
+            elif kind is tuple and len(node) == 4:  # a DILoc's file location
+                append(f"{name} = loc({escaped(node[1])}:{node[2]}:{node[3]})")
             else:
                 append(f"{name} = {define(node)}")
         return lines

@@ -68,6 +68,25 @@ def test_a_large_module_of_entries_with_and_without_debug_info(large):
     assert "".join(marked.pieces(printed, report)) == print_module(tilebc.load(large), debug=True)
 
 
+def test_the_c_printer_marks_without_calling_ref(large, monkeypatch):
+    """print_ops marks the locations of the ops it prints itself (it appends to the order and
+    writes MARK, as ref() does), so ref() is called only for the others (entries, ops with
+    regions); the order is the same either way."""
+    from tilebc import speedups
+    if speedups.print_ops is None:
+        pytest.skip("the C printer is not built (or TILEBC_PURE=1)")
+    called = []
+    ref = MarkedLocations.ref
+    monkeypatch.setattr(MarkedLocations, "ref", lambda self, loc: called.append(1) or
+                        ref(self, loc))
+    printed, marked, report = _marked_text(large)
+    assert 0 < len(called) < len(marked.order) // 4
+    monkeypatch.setattr(speedups, "print_ops", None)
+    python, by_python, _ = _marked_text(large)
+    assert by_python.order == marked.order and python == printed
+    assert "".join(marked.pieces(printed, report)) == print_module(tilebc.load(large), debug=True)
+
+
 def test_a_report_that_does_not_fit_is_refused(large):
     printed, marked, report = _marked_text(large)
     assert marked.pieces(printed, report) is not None

@@ -550,8 +550,20 @@ static PyObject *s_mnemonic, *s_equals, *s_newline, *s_space, *s_known, *s_ref, 
 
 #define MAX_GROUPS 16  /* an op of more result groups is printed by the `op` method */
 
+/* Whether `known` is a marking printer's (order, mark): alias_aside.MarkedLocations. */
+static int marking(PyObject *known) {
+    return PyTuple_CheckExact(known) && PyTuple_GET_SIZE(known) == 2
+           && PyList_CheckExact(PyTuple_GET_ITEM(known, 0))
+           && PyUnicode_CheckExact(PyTuple_GET_ITEM(known, 1));
+}
+
 /* aliases.ref(loc): the text `aliases` keeps for `loc`, else its method's answer (new ref) */
 static PyObject *location_text(PyObject *aliases, PyObject *known, PyObject *loc) {
+    if (PyTuple_CheckExact(known)) {  /* marking: ref() appends the location and answers MARK */
+        if (PyList_Append(PyTuple_GET_ITEM(known, 0), loc) < 0)
+            return NULL;
+        return Py_NewRef(PyTuple_GET_ITEM(known, 1));
+    }
     /* the aliases' _known map: id(loc) -> (loc, its text, or None before `finish`) */
     PyObject *text = tilebc_pair_by_id(known, loc);
     if (text != NULL && text != Py_None)
@@ -1017,9 +1029,10 @@ static PyObject *print_ops(PyObject *module, PyObject *const *args, Py_ssize_t n
         known = PyObject_GetAttr(aliases, s_known);
         if (known == NULL)
             return NULL;
-        if (!PyDict_Check(known)) {
+        if (!PyDict_Check(known) && !marking(known)) {
             Py_DECREF(known);
-            PyErr_SetString(PyExc_TypeError, "print_ops: the aliases' _known is not a dict");
+            PyErr_SetString(PyExc_TypeError, "print_ops: the aliases' _known is not a dict or "
+                            "an (order, mark) pair");
             return NULL;
         }
     }

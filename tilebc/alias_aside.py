@@ -85,8 +85,9 @@ class MarkedLocations:
     a module whose locations are debug-table indices."""
 
     def __init__(self):
-        self._known: dict = {}  # the C printer's texts by id: none, so each location asks ref()
         self.order: list = []  # the index of each location printed, in print order
+        # what the C printer (print_ops) reads instead of a text cache: it does what ref() does
+        self._known = (self.order, MARK)
 
     @classmethod
     def of(cls, module) -> MarkedLocations | None:

@@ -1562,3 +1562,27 @@ def test_populated_arenas_come_and_go_as_cpythons_do():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True", "True", "True"]
+
+
+def test_fill_marks_puts_each_text_where_the_python_substitution_does():
+    """fill_marks (the -g parent's location texts put in) makes the pieces alias_aside's Python
+    substitution makes: marks at the ends, side by side, in no piece, texts empty or wider than
+    their piece (Latin-1, BMP, astral); another count of texts than marks is None."""
+    from tilebc.alias_aside import MARK, _substituted
+    rng = random.Random(52)
+    alphabet = ["a", " ", "\n", "é", "\u2028", "\U0001f600", MARK]
+    for _ in range(3000):
+        pieces = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+                  for _ in range(rng.randint(0, 5))]
+        count = sum(piece.count(MARK) for piece in pieces)
+        texts = ["".join(rng.choice(alphabet[:-1]) for _ in range(rng.randint(0, 4)))
+                 for _ in range(count)]
+        expected = list(_substituted(pieces, texts, ""))[:-1]
+        assert speedups.fill_marks(pieces, texts, MARK) == expected
+        assert speedups.fill_marks(pieces, texts + ["x"], MARK) is None
+        if count:
+            assert speedups.fill_marks(pieces, texts[1:], MARK) is None
+    with pytest.raises(TypeError):
+        speedups.fill_marks(["a\x00"], [b"x"], MARK)
+    with pytest.raises(TypeError):
+        speedups.fill_marks(("a",), [], MARK)

@@ -588,6 +588,85 @@ static Py_hash_t kept_hash_slot(PyObject *self) {
     return hash;
 }
 
+/* fill_marks(pieces, texts, mark): each occurrence of the one-character `mark` in the strs
+ * `pieces` replaced by the next of the strs `texts`, in order (tilebc/alias_aside.py puts the
+ * child's location texts in the parent's `-g` text): a new list; None where the pieces hold
+ * another count of marks than there are texts (nothing is made then). */
+static PyObject *fill_marks(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[1])
+            || !PyUnicode_Check(args[2]) || PyUnicode_GET_LENGTH(args[2]) != 1) {
+        PyErr_SetString(PyExc_TypeError, "fill_marks(pieces: list, texts: list, mark: one "
+                                         "character)");
+        return NULL;
+    }
+    PyObject *pieces = args[0], *texts = args[1], *mark_text = args[2];
+    Py_UCS4 mark = PyUnicode_READ_CHAR(mark_text, 0);
+    Py_ssize_t count = PyList_GET_SIZE(pieces), marks = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *piece = PyList_GET_ITEM(pieces, i);
+        if (!PyUnicode_Check(piece)) {
+            PyErr_SetString(PyExc_TypeError, "fill_marks: a piece is not a str");
+            return NULL;
+        }
+        Py_ssize_t found = PyUnicode_Count(piece, mark_text, 0, PY_SSIZE_T_MAX);
+        if (found < 0)
+            return NULL;
+        marks += found;
+    }
+    if (marks != PyList_GET_SIZE(texts))
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < marks; i++)
+        if (!PyUnicode_Check(PyList_GET_ITEM(texts, i))) {
+            PyErr_SetString(PyExc_TypeError, "fill_marks: a text is not a str");
+            return NULL;
+        }
+    PyObject *filled = PyList_New(count);
+    Py_ssize_t next = 0;  /* the text of the next mark */
+    for (Py_ssize_t i = 0; filled != NULL && i < count; i++) {
+        /* the lists are the caller's, read without calling Python code: they do not change */
+        PyObject *piece = PyList_GET_ITEM(pieces, i), *made = NULL;
+        Py_ssize_t length = PyUnicode_GET_LENGTH(piece);
+        Py_ssize_t found = PyUnicode_Count(piece, mark_text, 0, PY_SSIZE_T_MAX);
+        if (found == 0) {
+            PyList_SET_ITEM(filled, i, Py_NewRef(piece));
+            continue;
+        }
+        Py_ssize_t size = length - found;
+        Py_UCS4 widest = PyUnicode_MAX_CHAR_VALUE(piece);
+        for (Py_ssize_t k = next; k < next + found; k++) {
+            PyObject *text = PyList_GET_ITEM(texts, k);
+            size += PyUnicode_GET_LENGTH(text);
+            if (PyUnicode_MAX_CHAR_VALUE(text) > widest)
+                widest = PyUnicode_MAX_CHAR_VALUE(text);
+        }
+        made = PyUnicode_New(size, widest);
+        Py_ssize_t from = 0, to = 0;
+        for (Py_ssize_t k = 0; made != NULL && k < found; k++) {
+            Py_ssize_t at = PyUnicode_FindChar(piece, mark, from, length, 1);
+            PyObject *text = PyList_GET_ITEM(texts, next + k);
+            if (at < 0 || PyUnicode_CopyCharacters(made, to, piece, from, at - from) < 0
+                    || PyUnicode_CopyCharacters(made, to + at - from, text, 0,
+                                                PyUnicode_GET_LENGTH(text)) < 0) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_RuntimeError, "fill_marks: a mark went missing");
+                Py_CLEAR(made);
+                break;
+            }
+            to += at - from + PyUnicode_GET_LENGTH(text);
+            from = at + 1;
+        }
+        if (made != NULL && PyUnicode_CopyCharacters(made, to, piece, from, length - from) < 0)
+            Py_CLEAR(made);
+        if (made == NULL) {
+            Py_CLEAR(filled);
+            break;
+        }
+        PyList_SET_ITEM(filled, i, made);
+        next += found;
+    }
+    return filled;
+}
+
 /* keep_hash(cls): instances of `cls` (a class with a __dict__ whose __hash__ keeps its answer in
  * the instance's `_hash`, made from the fields its `_hash_fields` names) hashed by
  * kept_hash_slot */
@@ -708,6 +787,9 @@ static PyMethodDef methods[] = {
      "mapped (Linux; a process that builds a large module at once)"},
     {"scan_token", (PyCFunction)(void (*)(void))scan_token, METH_FASTCALL,
      "scan_token(text, pos) -> (kind, text, start) or None (see the module's source)"},
+    {"fill_marks", (PyCFunction)(void (*)(void))fill_marks, METH_FASTCALL,
+     "fill_marks(pieces, texts, mark) -> list or None: each mark in the pieces replaced by the "
+     "next text (None where the counts differ)"},
     {"keep_hash", keep_hash, METH_O,
      "keep_hash(cls): hash instances of cls by their kept `_hash`, made by cls.__hash__ once"},
     {NULL, NULL, 0, NULL},

@@ -22,6 +22,8 @@ import struct
 from array import array
 from itertools import chain
 
+from . import speedups
+
 MARK = "\x00"  # where a location's text goes; escaped wherever else the text could hold it
 _HEADER = struct.Struct("<QQQ")  # indices, bytes of their texts, bytes of the definitions
 
@@ -117,12 +119,16 @@ class MarkedLocations:
             return None
         table, definitions = read
         order = self.order
-        if sum(piece.count(MARK) for piece in printed) != len(order):
+        fill_marks = speedups.fill_marks
+        if fill_marks is None and sum(piece.count(MARK) for piece in printed) != len(order):
             return None
         try:
             texts = list(map(table.__getitem__, order))
         except (KeyError, TypeError):
             return None
+        if fill_marks is not None:  # in C: one pass, each piece made at once
+            filled = fill_marks(printed, texts, MARK)
+            return None if filled is None else chain(filled, (definitions,))
         return _substituted(printed, texts, definitions)
 
 

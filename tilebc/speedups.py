@@ -32,6 +32,7 @@ parse_args = None  # the text parser's loop over an entry's arguments (text/pars
 keep_hash = None  # hashing by a kept `_hash` without a Python frame (ir/shared.py cached_hash)
 FieldsSlot = None  # DecodedOp's operands and attrs: the C decoder's compact fields (binary/lazyloc.py)
 populate_arenas = None  # the object allocator's arenas populated as mapped (the one-shot commands)
+fill_marks = None  # the -g parent's marks replaced by the child's location texts (alias_aside.py)
 
 if not os.environ.get("TILEBC_PURE"):
     try:
@@ -46,7 +47,7 @@ if not os.environ.get("TILEBC_PURE"):
                   "plain_locations", "store_locations", "new_values", "number_ops", "print_ops",
                   "visit_locations", "verify_ops", "alias_visit", "alias_visit_all",
                   "encode_ops", "parse_ops",
-                  "parse_args", "keep_hash", "FieldsSlot", "populate_arenas"):
+                  "parse_args", "keep_hash", "FieldsSlot", "populate_arenas", "fill_marks"):
         globals()[_name] = getattr(_speedups, _name, None)
 
 ACTIVE = scan_token is not None

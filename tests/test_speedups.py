@@ -1586,3 +1586,26 @@ def test_fill_marks_puts_each_text_where_the_python_substitution_does():
         speedups.fill_marks(["a\x00"], [b"x"], MARK)
     with pytest.raises(TypeError):
         speedups.fill_marks(("a",), [], MARK)
+
+
+def test_a_large_file_compiles_each_decoder_at_its_first_op(monkeypatch):
+    """A file of COMPILE_AT_ONCE bytes or more compiles each op kind's decoder when it meets its
+    first op (none read carefully), a small kernel only after a few ops of a kind; both read the
+    same module."""
+    from conftest import joined_fixture_module
+    from fuzz.harness import ir_signature
+    from tilebc.binary import fastpath, reader
+    data = tilebc.dump(joined_fixture_module(reader.ModuleReader.COMPILE_AT_ONCE))
+    small = min(glob.glob(os.path.join(os.path.dirname(__file__), "..", "fixtures", "bytecode",
+                                       "*", "*-13.5.tilebc")), key=os.path.getsize)
+    for path_or_data, at_once in ((data, True), (open(small, "rb").read(), False)):
+        monkeypatch.setattr(fastpath, "_COMPILED", {})
+        monkeypatch.setattr(reader, "_FAST_READY", {})
+        decoder = reader.ModuleReader(path_or_data, "m.tilebc")
+        module = decoder.read()
+        assert (decoder.fast_compile_after == 0) is at_once
+        assert (not decoder._fast_uses) is at_once  # no op of a kind read carefully first
+        monkeypatch.undo()
+        careful = reader.ModuleReader(path_or_data, "m.tilebc")
+        careful.use_fast_path = False
+        assert ir_signature(module) == ir_signature(careful.read())

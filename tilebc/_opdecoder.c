@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <structmember.h>
+
 #include "_speedups.h"
 
 enum { A_READ = 0, A_UNIT = 1, A_OPTIONAL = 2, A_ABSENT = 3 };
@@ -58,6 +60,9 @@ typedef struct {
     PyTypeObject *op_type, *value_type;
     PyObject *bail;
     PyObject *descriptors[D_COUNT];
+    /* where each slot lies in the new objects the decoder fills (tp_alloc'd: every slot empty),
+     * written there directly; -1: through the descriptor */
+    Py_ssize_t offsets[D_COUNT];
 } OpDecoder;
 
 static PyObject *s_types, *s_string_cache, *s_default_for, *s_dense, *s_operands, *s_attrs;
@@ -105,6 +110,14 @@ static int read_varint(OpDecoder *self, Cursor *c, uint64_t *out) {
 }
 
 static int store(OpDecoder *self, int which, PyObject *object, PyObject *value) {
+    Py_ssize_t offset = self->offsets[which];
+    if (offset >= 0) {
+        PyObject **slot = (PyObject **)((char *)object + offset);
+        PyObject *old = *slot;
+        *slot = Py_NewRef(value);
+        Py_XDECREF(old);
+        return 0;
+    }
     PyObject *descriptor = self->descriptors[which];
     return Py_TYPE(descriptor)->tp_descr_set(descriptor, object, value);
 }
@@ -1381,6 +1394,14 @@ static PyObject *decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
             goto fail;
         }
         self->descriptors[i] = descriptor;
+        /* a plain object slot of the class the decoder makes (Op's for an op, Value's) */
+        PyTypeObject *made = i < D_VALUE_TYPE ? self->op_type : self->value_type;
+        self->offsets[i] = -1;
+        if (Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+                && PyType_IsSubtype(made, PyDescr_TYPE(descriptor))
+                && ((PyMemberDescrObject *)descriptor)->d_member->type == T_OBJECT_EX
+                && !(((PyMemberDescrObject *)descriptor)->d_member->flags & READONLY))
+            self->offsets[i] = ((PyMemberDescrObject *)descriptor)->d_member->offset;
     }
     self->n_attrs = PyTuple_GET_SIZE(steps);
     self->attrs = PyMem_Calloc(self->n_attrs ? self->n_attrs : 1, sizeof(AttrStep));

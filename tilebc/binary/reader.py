@@ -147,13 +147,18 @@ class ModuleReader:
     use_fast_path = True
     # Uses of an opcode in a file before the fast path compiles its decoder (~0.5 ms each): until
     # then the careful reader decodes those ops inside the fast loop, so a small kernel compiles
-    # nothing it reads a few times. Already compiled decoders (this process) are used at once.
+    # nothing it reads a few times. Already compiled decoders (this process) are used at once. A
+    # file of COMPILE_AT_ONCE bytes or more has many ops of most kinds it uses: it compiles each
+    # decoder at the first op (the careful reads cost the 1.4 MB module's first decode ~6 ms).
     fast_compile_after = 4
+    COMPILE_AT_ONCE = 64 * 1024
 
     def __init__(self, data: bytes, file: str | None = None, *,
                  limits: DecodeLimits = DEFAULT_LIMITS, lazy_debug: bool = True,
                  strict: bool = False):
         self.data = data
+        if len(data) >= self.COMPILE_AT_ONCE:
+            self.fast_compile_after = 0
         self.strict = strict
         self.log = WarningLog(file)
         self.file = file

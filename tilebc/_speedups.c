@@ -18,6 +18,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <string.h>
 #include "_speedups.h"
 
 static PyObject *kind_value, *kind_hash, *kind_bang, *kind_ident, *kind_punct;
@@ -588,6 +589,18 @@ static Py_hash_t kept_hash_slot(PyObject *self) {
     return hash;
 }
 
+/* Where the next `mark` lies in `piece` from `from` (its length when none): memchr on a one-byte
+ * str, PyUnicode_FindChar otherwise. */
+static Py_ssize_t next_mark(PyObject *piece, Py_UCS4 mark, Py_ssize_t from, Py_ssize_t length) {
+    if (PyUnicode_KIND(piece) == PyUnicode_1BYTE_KIND && mark < 256) {
+        const char *data = (const char *)PyUnicode_DATA(piece);
+        const char *at = memchr(data + from, (int)mark, (size_t)(length - from));
+        return at == NULL ? length : at - data;
+    }
+    Py_ssize_t at = PyUnicode_FindChar(piece, mark, from, length, 1);
+    return at < 0 ? length : at;  /* (-2, an error, cannot happen within bounds) */
+}
+
 /* fill_marks(pieces, texts, mark): each occurrence of the one-character `mark` in the strs
  * `pieces` replaced by the next of the strs `texts`, in order (tilebc/alias_aside.py puts the
  * child's location texts in the parent's `-g` text): a new list; None where the pieces hold
@@ -599,8 +612,8 @@ static PyObject *fill_marks(PyObject *module, PyObject *const *args, Py_ssize_t 
                                          "character)");
         return NULL;
     }
-    PyObject *pieces = args[0], *texts = args[1], *mark_text = args[2];
-    Py_UCS4 mark = PyUnicode_READ_CHAR(mark_text, 0);
+    PyObject *pieces = args[0], *texts = args[1];
+    Py_UCS4 mark = PyUnicode_READ_CHAR(args[2], 0);
     Py_ssize_t count = PyList_GET_SIZE(pieces), marks = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *piece = PyList_GET_ITEM(pieces, i);
@@ -608,10 +621,10 @@ static PyObject *fill_marks(PyObject *module, PyObject *const *args, Py_ssize_t 
             PyErr_SetString(PyExc_TypeError, "fill_marks: a piece is not a str");
             return NULL;
         }
-        Py_ssize_t found = PyUnicode_Count(piece, mark_text, 0, PY_SSIZE_T_MAX);
-        if (found < 0)
-            return NULL;
-        marks += found;
+        Py_ssize_t length = PyUnicode_GET_LENGTH(piece);
+        for (Py_ssize_t at = next_mark(piece, mark, 0, length); at < length;
+                at = next_mark(piece, mark, at + 1, length))
+            marks++;
     }
     if (marks != PyList_GET_SIZE(texts))
         Py_RETURN_NONE;
@@ -625,37 +638,45 @@ static PyObject *fill_marks(PyObject *module, PyObject *const *args, Py_ssize_t 
     for (Py_ssize_t i = 0; filled != NULL && i < count; i++) {
         /* the lists are the caller's, read without calling Python code: they do not change */
         PyObject *piece = PyList_GET_ITEM(pieces, i), *made = NULL;
-        Py_ssize_t length = PyUnicode_GET_LENGTH(piece);
-        Py_ssize_t found = PyUnicode_Count(piece, mark_text, 0, PY_SSIZE_T_MAX);
+        Py_ssize_t length = PyUnicode_GET_LENGTH(piece), found = 0, size = length;
+        Py_UCS4 widest = PyUnicode_MAX_CHAR_VALUE(piece);
+        for (Py_ssize_t at = next_mark(piece, mark, 0, length); at < length;
+                at = next_mark(piece, mark, at + 1, length)) {
+            PyObject *text = PyList_GET_ITEM(texts, next + found);
+            size += PyUnicode_GET_LENGTH(text) - 1;
+            if (PyUnicode_MAX_CHAR_VALUE(text) > widest)
+                widest = PyUnicode_MAX_CHAR_VALUE(text);
+            found++;
+        }
         if (found == 0) {
             PyList_SET_ITEM(filled, i, Py_NewRef(piece));
             continue;
         }
-        Py_ssize_t size = length - found;
-        Py_UCS4 widest = PyUnicode_MAX_CHAR_VALUE(piece);
-        for (Py_ssize_t k = next; k < next + found; k++) {
-            PyObject *text = PyList_GET_ITEM(texts, k);
-            size += PyUnicode_GET_LENGTH(text);
-            if (PyUnicode_MAX_CHAR_VALUE(text) > widest)
-                widest = PyUnicode_MAX_CHAR_VALUE(text);
-        }
         made = PyUnicode_New(size, widest);
+        /* one-byte strs (the usual text) copied with memcpy, others character by kind */
+        int bytes = made != NULL && PyUnicode_KIND(made) == PyUnicode_1BYTE_KIND;
         Py_ssize_t from = 0, to = 0;
         for (Py_ssize_t k = 0; made != NULL && k < found; k++) {
-            Py_ssize_t at = PyUnicode_FindChar(piece, mark, from, length, 1);
+            Py_ssize_t at = next_mark(piece, mark, from, length);
             PyObject *text = PyList_GET_ITEM(texts, next + k);
-            if (at < 0 || PyUnicode_CopyCharacters(made, to, piece, from, at - from) < 0
-                    || PyUnicode_CopyCharacters(made, to + at - from, text, 0,
-                                                PyUnicode_GET_LENGTH(text)) < 0) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_RuntimeError, "fill_marks: a mark went missing");
+            Py_ssize_t text_length = PyUnicode_GET_LENGTH(text);
+            if (bytes) {
+                char *out = (char *)PyUnicode_DATA(made);
+                memcpy(out + to, (const char *)PyUnicode_DATA(piece) + from, (size_t)(at - from));
+                memcpy(out + to + at - from, PyUnicode_DATA(text), (size_t)text_length);
+            } else if (PyUnicode_CopyCharacters(made, to, piece, from, at - from) < 0
+                       || PyUnicode_CopyCharacters(made, to + at - from, text, 0,
+                                                   text_length) < 0) {
                 Py_CLEAR(made);
                 break;
             }
-            to += at - from + PyUnicode_GET_LENGTH(text);
+            to += at - from + text_length;
             from = at + 1;
         }
-        if (made != NULL && PyUnicode_CopyCharacters(made, to, piece, from, length - from) < 0)
+        if (made != NULL && bytes)
+            memcpy((char *)PyUnicode_DATA(made) + to, (const char *)PyUnicode_DATA(piece) + from,
+                   (size_t)(length - from));
+        else if (made != NULL && PyUnicode_CopyCharacters(made, to, piece, from, length - from) < 0)
             Py_CLEAR(made);
         if (made == NULL) {
             Py_CLEAR(filled);

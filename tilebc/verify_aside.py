@@ -256,7 +256,6 @@ def verify_aside(read, size: int, *, text: bool = False, report=None) -> AsideVe
         size //= TEXT_BYTES_PER_BYTECODE_BYTE
     if size < MIN_BYTES or not hasattr(os, "fork") or _usable_cores() < 2:
         return None
-    from . import verify  # noqa: F401  loaded before the fork: the printing parent has time
     try:
         report_file = None if report is None else _report_file()
     except OSError:

@@ -128,8 +128,9 @@ def _store_locations(ops: list, locations: list) -> None:
 def pending_indices(function: Function):
     """(reader, ops, indices) while the locations of `function`, read from bytecode, are still
     undecoded: its ops in pre-order and the debug-table indices of its own location and then
-    theirs (0: none), the reader that decodes them. For an entry without debug info: (None, [],
-    [0]). None once they were decoded, or for an entry not read from bytecode."""
+    theirs (0: none; a sequence of ints, not to be changed), the reader that decodes them. For an
+    entry without debug info: (None, [], [0]). None once they were decoded, or for an entry not
+    read from bytecode."""
     if function.__class__ is not DecodedFunction:
         return None
     pending = function.__dict__.get("_pending_loc")
@@ -154,7 +155,7 @@ def pending_indices(function: Function):
     indices = locations.indices[:count + 1]
     if len(indices) != count + 1 or indices[0] != index:
         return None
-    return reader, locations.ops, list(indices)
+    return reader, locations.ops, indices
 
 
 def locations_as_indices(function: Function, ops: list, indices: list) -> None:
@@ -162,7 +163,7 @@ def locations_as_indices(function: Function, ops: list, indices: list) -> None:
     none) as pending_indices gave them, instead of decoding them: for a printer whose location
     texts are made elsewhere (`tilebc dis -g`, tilebc/alias_aside.py)."""
     if ops:
-        _store_locations(ops, indices[1:])
+        _store_locations(ops, list(indices[1:]))
     function.loc = indices[0]
 
 

@@ -1609,3 +1609,38 @@ def test_a_large_file_compiles_each_decoder_at_its_first_op(monkeypatch):
         careful = reader.ModuleReader(path_or_data, "m.tilebc")
         careful.use_fast_path = False
         assert ir_signature(module) == ir_signature(careful.read())
+
+
+def test_alias_definitions_text_is_the_python_lines_joined():
+    """alias_definitions_text writes LocationAliases.definitions' lines, each with its newline:
+    every 13.5 fixture's aliases (DILocs, their file locations, subprograms, compile units,
+    files, lexical blocks, call sites, unknown), a non-ASCII file name and an alias missing
+    ("None", as the f-string writes it)."""
+    from tilebc.ir import location as L
+    from tilebc.text.debuginfo import LocationAliases, _escaped
+    aliases = LocationAliases()
+    for module in _fixture_modules():
+        for function in module.functions:
+            aliases.visit(function.loc)
+            for op in function.walk():
+                aliases.visit(op.loc)
+    file = L.DIFile("ké\U0001f600.py", "/d")
+    unit = L.DICompileUnit(file)
+    sub = L.DISubprogram(file, 3, "f", "f", unit, 3)
+    odd = L.DILoc(sub, "ké\U0001f600.py", 7, 9)
+    aliases.visit(odd)
+    aliases.finish()
+    kinds = {type(node).__name__ for node in aliases._sorted}
+    assert {"DILoc", "tuple", "DISubprogram", "DICompileUnit", "DIFile"} <= kinds
+    expected = "".join(line + "\n" for line in aliases.definitions())
+    made = speedups.alias_definitions_text(aliases._sorted, aliases._sorted_names, aliases.names,
+                                           aliases._define, L.DILoc, _escaped)
+    assert made == expected and _escaped("ké\U0001f600.py") in made
+    del aliases.names[sub]  # a scope without an alias
+    expected = "".join(line + "\n" for line in aliases.definitions())
+    assert "in None>" in expected
+    assert speedups.alias_definitions_text(aliases._sorted, aliases._sorted_names, aliases.names,
+                                           aliases._define, L.DILoc, _escaped) == expected
+    with pytest.raises(TypeError):
+        speedups.alias_definitions_text(aliases._sorted, [], aliases.names, aliases._define,
+                                        L.DILoc, _escaped)

@@ -1269,6 +1269,105 @@ typedef struct {
 
 static int visit_new(PyObject *loc, PyObject *known, Visiting *visiting);
 
+/* The texts alias_definitions_text puts between a line's parts (made once). */
+static PyObject *t_is_di_loc, *t_in, *t_close_line, *t_is_loc, *t_colon, *t_paren_line, *t_is;
+
+/* Appends each of `items` to `parts` (which holds them from then on): -1 at the first missing
+ * (an error set where it was made) or on an error. */
+static int append_all(PyObject *parts, PyObject **items, int count) {
+    for (int i = 0; i < count; i++)
+        if (items[i] == NULL || PyList_Append(parts, items[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/* str(names.get(node)) as the f-string writes it ("None" where it has none): a new reference */
+static PyObject *alias_of(PyObject *names, PyObject *node) {
+    PyObject *alias = PyDict_GetItemWithError(names, node);
+    if (alias == NULL && PyErr_Occurred())
+        return NULL;
+    return PyObject_Str(alias != NULL ? alias : Py_None);
+}
+
+/* alias_definitions_text(nodes, aliases, names, define, di_loc, escaped) -> str:
+ * LocationAliases.definitions' lines, each ended by a newline, in one str: a DILoc as
+ * `#cuda_tile.di_loc<its file location's alias in its scope's alias>`, a DILoc's file location
+ * ("file", filename, line, column) as `loc(escaped(filename):line:column)`, any other node as
+ * define(node). A -g module's definitions are nearly all of the first two kinds: their parts are
+ * joined once, without a str per line. */
+static PyObject *alias_definitions_text(PyObject *module, PyObject *const *args,
+                                        Py_ssize_t nargs) {
+    if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[1])
+            || !PyDict_CheckExact(args[2]) || !PyType_Check(args[4])
+            || PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "alias_definitions_text(nodes, aliases, names, define, "
+                                         "di_loc, escaped): two lists of one length, a dict, a "
+                                         "class");
+        return NULL;
+    }
+    PyObject *names = args[2], *define = args[3], *escaped = args[5];
+    PyTypeObject *di_loc = (PyTypeObject *)args[4];
+    /* copies: looking up names may run Python code (a node's __eq__) */
+    PyObject *nodes = PySequence_Tuple(args[0]), *aliases = PySequence_Tuple(args[1]);
+    PyObject *parts = nodes != NULL && aliases != NULL ? PyList_New(0) : NULL;
+    int failed = parts == NULL;
+    for (Py_ssize_t i = 0; !failed && i < PyTuple_GET_SIZE(nodes); i++) {
+        PyObject *node = PyTuple_GET_ITEM(nodes, i), *alias = PyTuple_GET_ITEM(aliases, i);
+        if (!PyUnicode_Check(alias)) {
+            PyErr_SetString(PyExc_TypeError, "alias_definitions_text: an alias is no str");
+            failed = 1;
+        } else if (Py_TYPE(node) == di_loc) {
+            PyObject *scope = PyObject_GetAttr(node, s_scope);
+            PyObject *filename = scope ? PyObject_GetAttr(node, s_filename) : NULL;
+            PyObject *number = filename ? PyObject_GetAttr(node, s_line) : NULL;
+            PyObject *column = number ? PyObject_GetAttr(node, s_column) : NULL;
+            PyObject *file_loc = column ? PyTuple_Pack(4, s_file, filename, number, column)
+                                        : NULL;
+            PyObject *file_alias = file_loc ? alias_of(names, file_loc) : NULL;
+            PyObject *scope_alias = file_alias ? alias_of(names, scope) : NULL;
+            PyObject *line[6] = {alias, t_is_di_loc, file_alias, t_in, scope_alias, t_close_line};
+            failed = append_all(parts, line, 6) < 0;
+            Py_XDECREF(scope);
+            Py_XDECREF(filename);
+            Py_XDECREF(number);
+            Py_XDECREF(column);
+            Py_XDECREF(file_loc);
+            Py_XDECREF(file_alias);
+            Py_XDECREF(scope_alias);
+        } else if (PyTuple_CheckExact(node) && PyTuple_GET_SIZE(node) == 4) {
+            PyObject *file = PyObject_CallOneArg(escaped, PyTuple_GET_ITEM(node, 1));
+            PyObject *number = file ? PyObject_Str(PyTuple_GET_ITEM(node, 2)) : NULL;
+            PyObject *column = number ? PyObject_Str(PyTuple_GET_ITEM(node, 3)) : NULL;
+            if (file != NULL && !PyUnicode_Check(file)) {
+                PyErr_SetString(PyExc_TypeError, "alias_definitions_text: escaped gave no str");
+                Py_CLEAR(column);
+            }
+            PyObject *line[8] = {alias, t_is_loc, file, t_colon, number, t_colon, column,
+                                 t_paren_line};
+            failed = append_all(parts, line, 8) < 0;
+            Py_XDECREF(file);
+            Py_XDECREF(number);
+            Py_XDECREF(column);
+        } else {
+            PyObject *text = PyObject_CallOneArg(define, node);
+            if (text != NULL && !PyUnicode_Check(text)) {
+                PyErr_SetString(PyExc_TypeError, "alias_definitions_text: define gave no str");
+                Py_CLEAR(text);
+            }
+            PyObject *line[4] = {alias, t_is, text, s_newline};
+            failed = append_all(parts, line, 4) < 0;
+            Py_XDECREF(text);
+        }
+    }
+    PyObject *empty = failed ? NULL : PyUnicode_New(0, 0);
+    PyObject *text = empty != NULL ? PyUnicode_Join(empty, parts) : NULL;
+    Py_XDECREF(empty);
+    Py_XDECREF(parts);
+    Py_XDECREF(nodes);
+    Py_XDECREF(aliases);
+    return text;
+}
+
 /* alias_visit_all(locations, known, depths, unknown, *kinds): LocationAliases.visit for each of
  * `locations` (a list), its `_known` and `_depth` given. */
 static PyObject *alias_visit_all(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -1432,6 +1531,9 @@ static PyMethodDef printer_functions[] = {
      "visit_locations(ops, aliases[, depths, unknown, *kinds]): aliases.visit(op.loc) for the "
      "ops and those nested in them, in pre-order, but for locations it knows; with depths and "
      "alias_visit's kinds, the visits made in C"},
+    {"alias_definitions_text", (PyCFunction)(void (*)(void))alias_definitions_text,
+     METH_FASTCALL, "alias_definitions_text(nodes, aliases, names, define, di_loc, escaped) -> "
+     "str: LocationAliases.definitions' lines, each with its newline"},
     {"alias_visit_all", (PyCFunction)(void (*)(void))alias_visit_all, METH_FASTCALL,
      "alias_visit_all(locations, known, depths, unknown, *kinds): LocationAliases.visit of "
      "each location"},
@@ -1445,6 +1547,15 @@ static PyMethodDef printer_functions[] = {
 };
 
 int add_printer(PyObject *module) {
+    t_is_di_loc = PyUnicode_InternFromString(" = #cuda_tile.di_loc<");
+    t_in = PyUnicode_InternFromString(" in ");
+    t_close_line = PyUnicode_InternFromString(">\n");
+    t_is_loc = PyUnicode_InternFromString(" = loc(");
+    t_colon = PyUnicode_InternFromString(":");
+    t_paren_line = PyUnicode_InternFromString(")\n");
+    t_is = PyUnicode_InternFromString(" = ");
+    if (!t_is_di_loc || !t_in || !t_close_line || !t_is_loc || !t_colon || !t_paren_line || !t_is)
+        return -1;
     s_groups = PyUnicode_InternFromString("groups");
     s_comma = PyUnicode_InternFromString(", ");
     if (!s_groups || !s_comma)

@@ -55,7 +55,7 @@ def location_texts(module) -> bytes:
     aliases.visit_all(locations)
     aliases.finish()
     texts = "\n".join(aliases.refs(locations))
-    definitions = "".join(line + "\n" for line in aliases.definitions())
+    definitions = aliases.definitions_text()
     numbers = array("q", indices).tobytes()
     texts_bytes, definitions_bytes = _encoded(texts), _encoded(definitions)
     return (_HEADER.pack(len(indices), len(texts_bytes), len(definitions_bytes)) + numbers
@@ -109,6 +109,9 @@ class MarkedLocations:
 
     def definitions(self) -> list[str]:
         return []  # the child's
+
+    def definitions_text(self) -> str:
+        return ""
 
     def pieces(self, printed: list[str], report: bytes | None):
         """`printed` with each MARK replaced by its location's text from the child's `report`,

@@ -25,6 +25,7 @@ print_ops = None  # the printer's loop over a block's ops (text/printer.py block
 visit_locations = None  # the -g printer's walk collecting location aliases
 alias_visit = None  # LocationAliases._visit (text/debuginfo.py)
 alias_visit_all = None  # LocationAliases.visit_all: visit of each of a list of locations
+alias_definitions_text = None  # LocationAliases.definitions_text: the aliases' definitions
 verify_ops = None  # the verifier's loop over a block's ops (verify/structure.py Verifier.block)
 encode_ops = None  # the bytecode writer's loop over a block's ops (binary/writer.py ModuleWriter.ops)
 parse_ops = None  # the text parser's loop over a region's ops (text/parser.py _Parser._block_ops)
@@ -45,7 +46,7 @@ if not os.environ.get("TILEBC_PURE"):
     PLAIN_SUBPROGRAMS = getattr(_speedups, "PLAIN_SUBPROGRAMS", 0)
     for _name in ("scan_token", "Token", "CursorBase", "OpDecoder", "decode_ops",
                   "plain_locations", "store_locations", "new_values", "number_ops", "print_ops",
-                  "visit_locations", "verify_ops", "alias_visit", "alias_visit_all",
+                  "visit_locations", "verify_ops", "alias_visit", "alias_visit_all", "alias_definitions_text",
                   "encode_ops", "parse_ops",
                   "parse_args", "keep_hash", "FieldsSlot", "populate_arenas", "fill_marks"):
         globals()[_name] = getattr(_speedups, _name, None)

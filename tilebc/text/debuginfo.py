@@ -159,6 +159,13 @@ class LocationAliases:
         self._known[id(loc)] = (loc, text)
         return text
 
+    def definitions_text(self) -> str:
+        """The definitions, each line ended by a newline, in one str."""
+        if speedups.alias_definitions_text is not None:  # in C (tilebc/_printer.c)
+            return speedups.alias_definitions_text(self._sorted, self._sorted_names, self.names,
+                                                   self._define, L.DILoc, _escaped)
+        return "".join(line + "\n" for line in self.definitions())
+
     def definitions(self) -> list[str]:
         define = self._define
         scope_names: dict[int, str] = {}  # id(scope) -> its alias: a module's DILocs share few

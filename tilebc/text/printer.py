@@ -1008,7 +1008,7 @@ class _ModulePrinter:
         for function in module.functions:
             yield self.function(function) + "\n"
         if self.debug:
-            yield "".join(line + "\n" for line in self.aliases.definitions())
+            yield self.aliases.definitions_text()
 
     def _run_mlir(self) -> str:
         module = self.module

@@ -75,23 +75,29 @@ static int put_type(Key *key, PyObject *value, PyTypeObject *value_class) {
     return put(key, PTR(type));
 }
 
-/* The count of `values` (a tuple), then each one's type (put_type); the same answers. */
-static int put_types(Key *key, PyObject *values, PyTypeObject *value_class) {
-    Py_ssize_t count = PyTuple_GET_SIZE(values);
+/* The count of `values`, then each one's type (put_type); the same answers. */
+static int put_items(Key *key, PyObject *const *values, Py_ssize_t count,
+                     PyTypeObject *value_class) {
     if (!put(key, (uint64_t)count))
         return 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        int status = put_type(key, PyTuple_GET_ITEM(values, i), value_class);
+        int status = put_type(key, values[i], value_class);
         if (status <= 0)
             return status;
     }
     return 1;
 }
 
+/* put_items of a tuple */
+static int put_types(Key *key, PyObject *values, PyTypeObject *value_class) {
+    return put_items(key, &PyTuple_GET_ITEM(values, 0), PyTuple_GET_SIZE(values), value_class);
+}
+
 /* 1: the key is built; 0: the op is not shaped for a key (check it every time); -1: error. The
  * ids taken are of objects the op holds; no Python code runs while they are read. */
 static int build_key(Key *key, PyObject *spec, PyObject *operands, PyObject *attrs,
-                     PyObject *results, PyTypeObject *value_class, PyTypeObject *dense_class) {
+                     PyObject *const *results, Py_ssize_t n_results, PyTypeObject *value_class,
+                     PyTypeObject *dense_class) {
     key->used = 0;
     if (!tilebc_is_fields(operands) || !tilebc_is_fields(attrs))
         return 0;
@@ -154,7 +160,7 @@ static int build_key(Key *key, PyObject *spec, PyObject *operands, PyObject *att
             return 0;
         }
     }
-    return put(key, K_RESULTS) ? put_types(key, results, value_class) : 0;
+    return put(key, K_RESULTS) ? put_items(key, results, n_results, value_class) : 0;
 }
 
 /* What the loop reads of the verifier, again after every call into Python. */
@@ -315,12 +321,11 @@ static int location_plain(PyObject *op, State *state, int *ran_python) {
 
 /* Whether each result is new (1), some was defined before or is listed twice (0: the check says
  * which is a redefinition), or an error (-1). */
-static int results_new(PyObject *results, PyObject *defined) {
-    Py_ssize_t count = PyTuple_GET_SIZE(results);
+static int results_new(PyObject *const *results, Py_ssize_t count, PyObject *defined) {
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *result = PyTuple_GET_ITEM(results, i);
+        PyObject *result = results[i];
         for (Py_ssize_t j = 0; j < i; j++)
-            if (PyTuple_GET_ITEM(results, j) == result)
+            if (results[j] == result)
                 return 0;
         int found = PySet_Contains(defined, result);
         if (found != 0)
@@ -329,9 +334,9 @@ static int results_new(PyObject *results, PyObject *defined) {
     return 1;
 }
 
-static int define_results(PyObject *results, State *state) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(results); i++) {
-        PyObject *result = PyTuple_GET_ITEM(results, i);
+static int define_results(PyObject *const *results, Py_ssize_t count, State *state) {
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *result = results[i];
         if (PySet_Add(state->defined, result) < 0 || PySet_Add(state->visible, result) < 0)
             return -1;
     }
@@ -350,9 +355,11 @@ static int plain_op(PyObject *verifier, PyObject *op, PyObject *spec, PyObject *
             || !(results_list = tilebc_slot(op, s_results, &slot_results))
             || !(regions = tilebc_slot(op, s_regions, &slot_regions)))
         goto done;
-    if (!(results = PySequence_Tuple(results_list)))
+    /* the list itself (no copy): read while no Python code runs, its items found again after */
+    if (!(results = PySequence_Fast(results_list, "an op's results are not a sequence")))
         goto done;
-    int shaped = build_key(&key, spec, operands, attrs, results, value_class, dense_class);
+    int shaped = build_key(&key, spec, operands, attrs, PySequence_Fast_ITEMS(results),
+                           PySequence_Fast_GET_SIZE(results), value_class, dense_class);
     if (shaped < 0)
         goto done;
     int no_regions = PyObject_Not(regions);
@@ -382,12 +389,14 @@ static int plain_op(PyObject *verifier, PyObject *op, PyObject *spec, PyObject *
             if (ran_python && state_read(state, verifier) < 0)
                 goto done;
             if (ok) {
-                ok = results_new(results, state->defined);
+                ok = results_new(PySequence_Fast_ITEMS(results),
+                                 PySequence_Fast_GET_SIZE(results), state->defined);
                 if (ok < 0)
                     goto done;
             }
             if (ok) {
-                if (define_results(results, state) < 0)
+                if (define_results(PySequence_Fast_ITEMS(results),
+                                   PySequence_Fast_GET_SIZE(results), state) < 0)
                     goto done;
                 handled = 1;
             }

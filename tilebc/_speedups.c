@@ -500,13 +500,13 @@ PyObject *tilebc_slot_miss(PyObject *object, PyObject *name, TilebcSlotCache *ca
                 }
             }
         }
-        if (PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
-            Py_ssize_t offset = -1;
-            if (descriptor != NULL && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
-                    && type->tp_getattro == PyObject_GenericGetAttr
-                    && PyObject_TypeCheck(object, PyDescr_TYPE(descriptor))
-                    && ((PyMemberDescrObject *)descriptor)->d_member->type == T_OBJECT_EX)
-                offset = ((PyMemberDescrObject *)descriptor)->d_member->offset;
+        Py_ssize_t offset = -1;
+        if (descriptor != NULL && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+                && type->tp_getattro == PyObject_GenericGetAttr
+                && PyObject_TypeCheck(object, PyDescr_TYPE(descriptor))
+                && ((PyMemberDescrObject *)descriptor)->d_member->type == T_OBJECT_EX)
+            offset = ((PyMemberDescrObject *)descriptor)->d_member->offset;
+        if (tilebc_version_valid(type)) {  /* the offset kept while the type stays as it is */
             int at = 0;
             while (at < cache->used && cache->entries[at].type != type)
                 at++;
@@ -517,11 +517,11 @@ PyObject *tilebc_slot_miss(PyObject *object, PyObject *name, TilebcSlotCache *ca
                 if (at == cache->used)
                     cache->used++;
             }
-            if (cache->raw && offset >= 0) {
-                PyObject *value = *(PyObject **)((char *)object + offset);
-                if (value != NULL)
-                    return Py_NewRef(value);
-            }
+        }
+        if (cache->raw && offset >= 0) {  /* the slot under a property: read whether kept or not */
+            PyObject *value = *(PyObject **)((char *)object + offset);
+            if (value != NULL)
+                return Py_NewRef(value);
         }
     }
     return PyObject_GetAttr(object, name);

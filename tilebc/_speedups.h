@@ -86,13 +86,24 @@ typedef struct {
  * no slot of it), then PyObject_GetAttr (a raw cache: the slot's value where it has one). */
 PyObject *tilebc_slot_miss(PyObject *object, PyObject *name, TilebcSlotCache *cache);
 
+/* Whether the type's version tag stands for its attributes as they are (a changed type gets a
+ * new one): the flag before 3.12; from 3.12 CPython no longer sets it, and a tag of 0 means
+ * none. */
+static inline int tilebc_version_valid(PyTypeObject *type) {
+#if PY_VERSION_HEX >= 0x030C0000
+    return type->tp_version_tag != 0;
+#else
+    return PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG);
+#endif
+}
+
 /* getattr(object, name), a new reference (NULL with an exception) */
 static inline PyObject *tilebc_slot(PyObject *object, PyObject *name, TilebcSlotCache *cache) {
     PyTypeObject *type = Py_TYPE(object);
     for (int i = 0; i < cache->used; i++) {
         if (cache->entries[i].type == type) {
             if (cache->entries[i].version != type->tp_version_tag
-                    || !PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG))
+                    || !tilebc_version_valid(type))
                 break;
             if (cache->entries[i].offset < 0)  /* not a slot of this type */
                 return PyObject_GetAttr(object, name);

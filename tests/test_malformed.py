@@ -943,7 +943,7 @@ def test_a_plain_print_reads_no_location():
     assert "loc(" in with_locations
 
 
-def test_ops_become_plain_ops_once_their_locations_are_read():
+def test_ops_become_located_ops_once_their_locations_are_read():
     """Reading one op's location decodes its function's: those ops are LocatedOps from then on (the
     location in their slot, read without a property), and writing a location still works; an op
     whose location fails to decode stays pending."""

@@ -642,11 +642,12 @@ static PyObject *decode_op(OpDecoder *self, PyObject *const *args, Cursor *curso
     if (operands == NULL)
         goto done;
     if (n_pending) {
-        /* default_for reads the operands as the dict the op's users see */
+        /* default_for reads the operands as the dict the op's users see: the op keeps it */
         PyObject *groups = self->operand_names != NULL ? tilebc_fields_dict(operands)
                                                        : Py_NewRef(operands);
         if (groups == NULL)
             goto done;
+        Py_SETREF(operands, Py_NewRef(groups));
         for (Py_ssize_t i = 0; i < n_pending; i++) {
             PyObject *attr = PyTuple_GET_ITEM(self->pending, i);
             PyObject *value = PyObject_CallMethodOneArg(attr, s_default_for, groups);
@@ -1474,30 +1475,42 @@ static PyObject *decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     PyObject *over_attrs = _PyType_Lookup(self->op_type, s_attrs);
     if (tilebc_is_fields_slot(over_operands) && tilebc_is_fields_slot(over_attrs)) {
         Py_ssize_t n_pending = PyTuple_GET_SIZE(self->pending);
-        self->operand_names = PyTuple_New(self->n_operands);
-        self->attr_names = PyTuple_New(self->n_attrs + n_pending);
+        PyObject *operand_names = PyTuple_New(self->n_operands);
+        PyObject *attr_names = PyTuple_New(self->n_attrs + n_pending);
+        PyObject *none = PyTuple_New(0);
         self->no_fields = PyTuple_New(1);
-        if (self->operand_names == NULL || self->attr_names == NULL || self->no_fields == NULL)
-            goto fail;
-        PyTuple_SET_ITEM(self->no_fields, 0, PyTuple_New(0));
-        if (PyTuple_GET_ITEM(self->no_fields, 0) == NULL)
-            goto fail;
-        for (Py_ssize_t i = 0; i < self->n_operands; i++)
-            PyTuple_SET_ITEM(self->operand_names, i, Py_NewRef(self->operands[i].name));
-        for (Py_ssize_t i = 0; i < self->n_attrs; i++)
-            PyTuple_SET_ITEM(self->attr_names, i, Py_NewRef(self->attrs[i].name));
-        for (Py_ssize_t i = 0; i < n_pending; i++) {
+        int made = operand_names != NULL && attr_names != NULL && none != NULL
+                   && self->no_fields != NULL;
+        for (Py_ssize_t i = 0; made && i < self->n_operands; i++)
+            PyTuple_SET_ITEM(operand_names, i, Py_NewRef(self->operands[i].name));
+        for (Py_ssize_t i = 0; made && i < self->n_attrs; i++)
+            PyTuple_SET_ITEM(attr_names, i, Py_NewRef(self->attrs[i].name));
+        for (Py_ssize_t i = 0; made && i < n_pending; i++) {
             PyObject *name = PyObject_GetAttr(PyTuple_GET_ITEM(self->pending, i), s_name);
-            if (name == NULL)
-                goto fail;
-            if (!PyUnicode_CheckExact(name)) {
-                Py_DECREF(name);
+            if (name != NULL && !PyUnicode_CheckExact(name)) {
+                Py_CLEAR(name);
                 PyErr_SetString(PyExc_ValueError, "malformed OpDecoder program: a default's name");
-                goto fail;
+            }
+            if (name == NULL) {
+                made = 0;
+                break;
             }
             PyUnicode_InternInPlace(&name);
-            PyTuple_SET_ITEM(self->attr_names, self->n_attrs + i, name);
+            PyTuple_SET_ITEM(attr_names, self->n_attrs + i, name);
         }
+        if (made) {  /* the names as FieldNames: what tells compact fields from other tuples */
+            self->operand_names = tilebc_field_names(operand_names);
+            self->attr_names = tilebc_field_names(attr_names);
+            PyObject *no_names = tilebc_field_names(none);
+            if (no_names != NULL)
+                PyTuple_SET_ITEM(self->no_fields, 0, no_names);
+            made = self->operand_names != NULL && self->attr_names != NULL && no_names != NULL;
+        }
+        Py_XDECREF(operand_names);
+        Py_XDECREF(attr_names);
+        Py_XDECREF(none);
+        if (!made)
+            goto fail;
     }
     return (PyObject *)self;
 fail:
@@ -1559,7 +1572,9 @@ int add_op_decoder(PyObject *module) {
     s_class = PyUnicode_InternFromString("__class__");
     s_operands = PyUnicode_InternFromString("operands");
     s_attrs = PyUnicode_InternFromString("attrs");
-    if (!s_operands || !s_attrs || !s_file || !s_name || !s_linkage_name || !s_compile_unit || !s_scope_line || !s_flags
+    if (!s_operands || !s_attrs)
+        return -1;
+    if (!s_file || !s_name || !s_linkage_name || !s_compile_unit || !s_scope_line || !s_flags
             || !s_class)
         return -1;
     if (!s_attr_cache || !s_callee || !s_caller || !s_types || !s_string_cache || !s_default_for || !s_dense || !s_scope || !s_filename

@@ -480,26 +480,103 @@ static PyTypeObject CursorType = {
     .tp_free = PyObject_GC_Del,
 };
 
+/* FieldNames: the names of an op's compact fields, a tuple of its own type, so that no other
+ * tuple in an op's slot reads as compact fields (tilebc_compact_fields). Made by the decoder. */
+PyTypeObject TilebcFieldNamesType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tilebc._speedups.FieldNames",
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_TUPLE_SUBCLASS,
+    .tp_doc = "The names of a decoded op's compact operands or attributes",
+};
+
+PyObject *tilebc_field_names(PyObject *names) {
+    return PyObject_CallOneArg((PyObject *)&TilebcFieldNamesType, names);
+}
+
+/* FieldsSlot(member): DecodedOp's `operands` and `attrs` over Op's slots (`member`). The C
+ * decoder leaves an op's fields compact, a tuple (names, value, ...) (tilebc_compact_fields);
+ * the C loops read them so, and the first read from Python turns them into the dict, kept in the
+ * slot, so that the op behaves as one holding a dict throughout (one dict, mutable, the same
+ * object on every read). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *member;  /* a member descriptor (a slot) */
+} FieldsSlotObject;
+
+PyObject *tilebc_fields_dict(PyObject *compact) {
+    PyObject *names = PyTuple_GET_ITEM(compact, 0), *dict = PyDict_New();
+    for (Py_ssize_t i = 0; dict != NULL && i < PyTuple_GET_SIZE(names); i++)
+        if (PyDict_SetItem(dict, PyTuple_GET_ITEM(names, i), PyTuple_GET_ITEM(compact, i + 1)) < 0)
+            Py_CLEAR(dict);
+    return dict;
+}
+
+static PyObject *fields_slot_get(FieldsSlotObject *self, PyObject *object, PyObject *type) {
+    if (object == NULL || object == Py_None)
+        return Py_NewRef(self);
+    descrgetfunc get = Py_TYPE(self->member)->tp_descr_get;
+    PyObject *value = get(self->member, object, type);
+    if (value == NULL || !tilebc_compact_fields(value))
+        return value;
+    PyObject *dict = tilebc_fields_dict(value);
+    Py_DECREF(value);
+    if (dict == NULL)
+        return NULL;
+    /* making the dict may have run Python code (a collection's finalizers) that read the
+     * fields first: the dict already there is the op's */
+    PyObject *now = get(self->member, object, type);
+    if (now == NULL || !tilebc_compact_fields(now)) {
+        Py_DECREF(dict);
+        return now;
+    }
+    Py_DECREF(now);
+    if (Py_TYPE(self->member)->tp_descr_set(self->member, object, dict) < 0)
+        Py_CLEAR(dict);
+    return dict;
+}
+
+static int fields_slot_set(FieldsSlotObject *self, PyObject *object, PyObject *value) {
+    return Py_TYPE(self->member)->tp_descr_set(self->member, object, value);
+}
+
+static PyObject *fields_slot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *member;
+    if (!PyArg_ParseTuple(args, "O!:FieldsSlot", &PyMemberDescr_Type, &member))
+        return NULL;
+    FieldsSlotObject *self = (FieldsSlotObject *)type->tp_alloc(type, 0);
+    if (self != NULL)
+        self->member = Py_NewRef(member);
+    return (PyObject *)self;
+}
+
+static void fields_slot_dealloc(FieldsSlotObject *self) {
+    Py_XDECREF(self->member);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject FieldsSlotType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tilebc._speedups.FieldsSlot",
+    .tp_basicsize = sizeof(FieldsSlotObject),
+    .tp_dealloc = (destructor)fields_slot_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "FieldsSlot(member): an op's operands or attrs over its slot; the decoder's compact "
+              "fields become the dict on first read",
+    .tp_descr_get = (descrgetfunc)fields_slot_get,
+    .tp_descr_set = (descrsetfunc)fields_slot_set,
+    .tp_new = fields_slot_new,
+};
+
+int tilebc_is_fields_slot(PyObject *descriptor) {
+    return descriptor != NULL && Py_IS_TYPE(descriptor, &FieldsSlotType);
+}
+
 PyObject *tilebc_slot_miss(PyObject *object, PyObject *name, TilebcSlotCache *cache) {
     PyTypeObject *type = Py_TYPE(object);
     if (PyUnicode_CheckExact(name)) {
         PyObject *descriptor = _PyType_Lookup(type, name);  /* borrowed; gives the type a tag */
-        if (cache->raw && descriptor != NULL && !Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
-                && PyTuple_Check(type->tp_mro)) {
-            /* the slot under a subclass's property: the nearest member of the name */
-            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(type->tp_mro); i++) {
-                PyObject *base = PyTuple_GET_ITEM(type->tp_mro, i);
-                PyObject *found = PyType_Check(base) && ((PyTypeObject *)base)->tp_dict != NULL
-                                  ? PyDict_GetItemWithError(((PyTypeObject *)base)->tp_dict, name)
-                                  : NULL;
-                if (found == NULL && PyErr_Occurred())
-                    return NULL;
-                if (found != NULL && Py_IS_TYPE(found, &PyMemberDescr_Type)) {
-                    descriptor = found;
-                    break;
-                }
-            }
-        }
+        if (cache->raw && tilebc_is_fields_slot(descriptor))  /* the slot under it */
+            descriptor = ((FieldsSlotObject *)descriptor)->member;
         Py_ssize_t offset = -1;
         if (descriptor != NULL && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
                 && type->tp_getattro == PyObject_GenericGetAttr
@@ -605,6 +682,8 @@ static Py_ssize_t next_mark(PyObject *piece, Py_UCS4 mark, Py_ssize_t from, Py_s
  * `pieces` replaced by the next of the strs `texts`, in order (tilebc/alias_aside.py puts the
  * child's location texts in the parent's `-g` text): a new list; None where the pieces hold
  * another count of marks than there are texts (nothing is made then). */
+static PyObject *fill_marks_in(PyObject *pieces, PyObject *texts, Py_UCS4 mark);
+
 static PyObject *fill_marks(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[1])
             || !PyUnicode_Check(args[2]) || PyUnicode_GET_LENGTH(args[2]) != 1) {
@@ -612,11 +691,25 @@ static PyObject *fill_marks(PyObject *module, PyObject *const *args, Py_ssize_t 
                                          "character)");
         return NULL;
     }
-    PyObject *pieces = args[0], *texts = args[1];
     Py_UCS4 mark = PyUnicode_READ_CHAR(args[2], 0);
-    Py_ssize_t count = PyList_GET_SIZE(pieces), marks = 0;
+    if (mark >= 128) {  /* an ASCII mark: a piece less its marks needs no wider kind than it had */
+        PyErr_SetString(PyExc_ValueError, "fill_marks: the mark must be an ASCII character");
+        return NULL;
+    }
+    /* copies: making the new strs may run Python code (a collection's finalizers) */
+    PyObject *pieces = PySequence_Tuple(args[0]), *texts = PySequence_Tuple(args[1]);
+    PyObject *filled = pieces != NULL && texts != NULL ? fill_marks_in(pieces, texts, mark)
+                                                       : NULL;
+    Py_XDECREF(pieces);
+    Py_XDECREF(texts);
+    return filled;
+}
+
+/* fill_marks on tuple copies of its lists */
+static PyObject *fill_marks_in(PyObject *pieces, PyObject *texts, Py_UCS4 mark) {
+    Py_ssize_t count = PyTuple_GET_SIZE(pieces), marks = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *piece = PyList_GET_ITEM(pieces, i);
+        PyObject *piece = PyTuple_GET_ITEM(pieces, i);
         if (!PyUnicode_Check(piece)) {
             PyErr_SetString(PyExc_TypeError, "fill_marks: a piece is not a str");
             return NULL;
@@ -626,23 +719,22 @@ static PyObject *fill_marks(PyObject *module, PyObject *const *args, Py_ssize_t 
                 at = next_mark(piece, mark, at + 1, length))
             marks++;
     }
-    if (marks != PyList_GET_SIZE(texts))
+    if (marks != PyTuple_GET_SIZE(texts))
         Py_RETURN_NONE;
     for (Py_ssize_t i = 0; i < marks; i++)
-        if (!PyUnicode_Check(PyList_GET_ITEM(texts, i))) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(texts, i))) {
             PyErr_SetString(PyExc_TypeError, "fill_marks: a text is not a str");
             return NULL;
         }
     PyObject *filled = PyList_New(count);
     Py_ssize_t next = 0;  /* the text of the next mark */
     for (Py_ssize_t i = 0; filled != NULL && i < count; i++) {
-        /* the lists are the caller's, read without calling Python code: they do not change */
-        PyObject *piece = PyList_GET_ITEM(pieces, i), *made = NULL;
+        PyObject *piece = PyTuple_GET_ITEM(pieces, i), *made = NULL;
         Py_ssize_t length = PyUnicode_GET_LENGTH(piece), found = 0, size = length;
         Py_UCS4 widest = PyUnicode_MAX_CHAR_VALUE(piece);
         for (Py_ssize_t at = next_mark(piece, mark, 0, length); at < length;
                 at = next_mark(piece, mark, at + 1, length)) {
-            PyObject *text = PyList_GET_ITEM(texts, next + found);
+            PyObject *text = PyTuple_GET_ITEM(texts, next + found);
             size += PyUnicode_GET_LENGTH(text) - 1;
             if (PyUnicode_MAX_CHAR_VALUE(text) > widest)
                 widest = PyUnicode_MAX_CHAR_VALUE(text);
@@ -658,7 +750,7 @@ static PyObject *fill_marks(PyObject *module, PyObject *const *args, Py_ssize_t 
         Py_ssize_t from = 0, to = 0;
         for (Py_ssize_t k = 0; made != NULL && k < found; k++) {
             Py_ssize_t at = next_mark(piece, mark, from, length);
-            PyObject *text = PyList_GET_ITEM(texts, next + k);
+            PyObject *text = PyTuple_GET_ITEM(texts, next + k);
             Py_ssize_t text_length = PyUnicode_GET_LENGTH(text);
             if (bytes) {
                 char *out = (char *)PyUnicode_DATA(made);
@@ -701,80 +793,17 @@ static PyObject *keep_hash(PyObject *module, PyObject *cls) {
     Py_RETURN_NONE;
 }
 
-/* FieldsSlot(member): DecodedOp's `operands` and `attrs` over Op's slots (`member`). The C
- * decoder leaves an op's fields compact, a tuple (names, value, ...) (tilebc_compact_fields);
- * the C loops read them so, and the first read from Python turns them into the dict, kept in the
- * slot, so that the op behaves as one holding a dict throughout (one dict, mutable, the same
- * object on every read). */
-typedef struct {
-    PyObject_HEAD
-    PyObject *member;  /* a member descriptor (a slot) */
-} FieldsSlotObject;
-
-PyObject *tilebc_fields_dict(PyObject *compact) {
-    PyObject *names = PyTuple_GET_ITEM(compact, 0), *dict = PyDict_New();
-    for (Py_ssize_t i = 0; dict != NULL && i < PyTuple_GET_SIZE(names); i++)
-        if (PyDict_SetItem(dict, PyTuple_GET_ITEM(names, i), PyTuple_GET_ITEM(compact, i + 1)) < 0)
-            Py_CLEAR(dict);
-    return dict;
-}
-
-static PyObject *fields_slot_get(FieldsSlotObject *self, PyObject *object, PyObject *type) {
-    if (object == NULL || object == Py_None)
-        return Py_NewRef(self);
-    PyObject *value = Py_TYPE(self->member)->tp_descr_get(self->member, object, type);
-    if (value == NULL || !tilebc_compact_fields(value))
-        return value;
-    PyObject *dict = tilebc_fields_dict(value);
-    Py_DECREF(value);
-    if (dict != NULL && Py_TYPE(self->member)->tp_descr_set(self->member, object, dict) < 0)
-        Py_CLEAR(dict);
-    return dict;
-}
-
-static int fields_slot_set(FieldsSlotObject *self, PyObject *object, PyObject *value) {
-    return Py_TYPE(self->member)->tp_descr_set(self->member, object, value);
-}
-
-static PyObject *fields_slot_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *member;
-    if (!PyArg_ParseTuple(args, "O!:FieldsSlot", &PyMemberDescr_Type, &member))
-        return NULL;
-    FieldsSlotObject *self = (FieldsSlotObject *)type->tp_alloc(type, 0);
-    if (self != NULL)
-        self->member = Py_NewRef(member);
-    return (PyObject *)self;
-}
-
-static void fields_slot_dealloc(FieldsSlotObject *self) {
-    Py_XDECREF(self->member);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyTypeObject FieldsSlotType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tilebc._speedups.FieldsSlot",
-    .tp_basicsize = sizeof(FieldsSlotObject),
-    .tp_dealloc = (destructor)fields_slot_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "FieldsSlot(member): an op's operands or attrs over its slot; the decoder's compact "
-              "fields become the dict on first read",
-    .tp_descr_get = (descrgetfunc)fields_slot_get,
-    .tp_descr_set = (descrsetfunc)fields_slot_set,
-    .tp_new = fields_slot_new,
-};
-
-int tilebc_is_fields_slot(PyObject *descriptor) {
-    return descriptor != NULL && Py_IS_TYPE(descriptor, &FieldsSlotType);
-}
 
 /* The object allocator's arenas (1 MiB each) populated as they are mapped: a one-shot command
  * builds a module of tens of MiB in a fresh process, which the kernel otherwise faults in one
  * 4 KiB page per trap (a third of decoding's time); one madvise per arena does the same work
  * for about two thirds of the cost. The arenas are mapped and unmapped as CPython's own are, so
- * those mapped before stay compatible. Linux 5.14 and later; elsewhere nothing is installed. */
-#if defined(__linux__)
+ * those mapped before stay compatible. Installed only where the kernel populates (Linux 5.14
+ * and later) and the build allocates objects in arenas (not free-threaded). */
+#if defined(__linux__) && !defined(Py_GIL_DISABLED)
+#define TILEBC_POPULATE 1
 #include <sys/mman.h>
+#include <unistd.h>
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -793,9 +822,23 @@ static void unmapped_arena(void *context, void *arena, size_t size) {
 #endif
 
 static PyObject *populate_arenas(PyObject *module, PyObject *unused) {
-#if defined(__linux__)
+#if defined(TILEBC_POPULATE)
+    static int done = 0;
+    if (done)
+        Py_RETURN_TRUE;
+    /* a page asked first: an older kernel refuses MADV_POPULATE_WRITE (EINVAL) */
+    long page = sysconf(_SC_PAGESIZE);
+    void *probe = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+    if (probe == MAP_FAILED)
+        Py_RETURN_FALSE;
+    int refused = madvise(probe, (size_t)page, MADV_POPULATE_WRITE) != 0;
+    munmap(probe, (size_t)page);
+    if (refused)
+        Py_RETURN_FALSE;
     PyObjectArenaAllocator allocator = {NULL, populated_arena, unmapped_arena};
     PyObject_SetArenaAllocator(&allocator);
+    done = 1;
     Py_RETURN_TRUE;
 #else
     Py_RETURN_FALSE;
@@ -805,7 +848,7 @@ static PyObject *populate_arenas(PyObject *module, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"populate_arenas", populate_arenas, METH_NOARGS,
      "populate_arenas() -> bool: the object allocator's later arenas populated as they are "
-     "mapped (Linux; a process that builds a large module at once)"},
+     "mapped, where the kernel does it (a process that builds a large module at once)"},
     {"scan_token", (PyCFunction)(void (*)(void))scan_token, METH_FASTCALL,
      "scan_token(text, pos) -> (kind, text, start) or None (see the module's source)"},
     {"fill_marks", (PyCFunction)(void (*)(void))fill_marks, METH_FASTCALL,
@@ -844,8 +887,9 @@ PyMODINIT_FUNC PyInit__speedups(void) {
             || !name_peek_checked || !name_expect_failed || !name_expect_kind_failed
             || !name_hash_field || !name_dunder_hash || !name_hash_fields)
         return NULL;
+    TilebcFieldNamesType.tp_base = &PyTuple_Type;
     if (PyType_Ready(&TokenType) < 0 || PyType_Ready(&CursorType) < 0
-            || PyType_Ready(&FieldsSlotType) < 0)
+            || PyType_Ready(&FieldsSlotType) < 0 || PyType_Ready(&TilebcFieldNamesType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)

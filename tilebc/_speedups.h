@@ -66,8 +66,9 @@ static inline PyObject *tilebc_pair_by_id(PyObject *dict, PyObject *object) {
 /* Reading an attribute kept in a __slots__ slot without the generic lookup: the slot's offset is
  * found once per type (the member descriptor its MRO gives for the name, with the generic
  * __getattribute__) and read directly while the type is unchanged (its version tag). Anything
- * else (a property, a type's own __getattribute__, an unset slot) goes to PyObject_GetAttr. The
- * IR's ops, values and scopes are read this way millions of times in a large module. */
+ * else (a property, a type's own __getattribute__, an unset slot) goes to PyObject_GetAttr, but
+ * for a raw cache's FieldsSlot, whose slot is read. The IR's ops, values and scopes are read
+ * this way millions of times in a large module. */
 #define TILEBC_SLOT_TYPES 4
 typedef struct {
     struct {
@@ -116,12 +117,17 @@ static inline PyObject *tilebc_slot(PyObject *object, PyObject *name, TilebcSlot
     return tilebc_slot_miss(object, name, cache);
 }
 
+/* The names of compact fields: a tuple of this type (tilebc_field_names makes one from a tuple
+ * of strs), so that no other tuple reads as compact fields. */
+extern PyTypeObject TilebcFieldNamesType;
+PyObject *tilebc_field_names(PyObject *names);
+
 /* An op's operands or attrs as the decoder may leave them: a dict, or its compact fields, a tuple
  * (names, value, ...) that DecodedOp turns into the dict on first use from Python (a large module
  * has ~75k ops, and two dicts each took more memory and time than the rest of the op). */
 static inline int tilebc_compact_fields(PyObject *fields) {
     return PyTuple_CheckExact(fields) && PyTuple_GET_SIZE(fields) >= 1
-           && PyTuple_CheckExact(PyTuple_GET_ITEM(fields, 0))
+           && Py_IS_TYPE(PyTuple_GET_ITEM(fields, 0), &TilebcFieldNamesType)
            && PyTuple_GET_SIZE(PyTuple_GET_ITEM(fields, 0)) == PyTuple_GET_SIZE(fields) - 1;
 }
 

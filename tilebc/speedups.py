@@ -31,8 +31,8 @@ encode_ops = None  # the bytecode writer's loop over a block's ops (binary/write
 parse_ops = None  # the text parser's loop over a region's ops (text/parser.py _Parser._block_ops)
 parse_args = None  # the text parser's loop over an entry's arguments (text/parser.py _Parser._entry)
 keep_hash = None  # hashing by a kept `_hash` without a Python frame (ir/shared.py cached_hash)
-FieldsSlot = None  # DecodedOp's operands and attrs: the C decoder's compact fields (binary/lazyloc.py)
-populate_arenas = None  # the object allocator's arenas populated as mapped (the one-shot commands)
+FieldsSlot = None  # DecodedOp's operands and attrs: the C decoder's compact fields (lazyloc.py)
+populate_arenas = None  # the allocator's arenas populated as they are mapped (one-shot commands)
 fill_marks = None  # the -g parent's marks replaced by the child's location texts (alias_aside.py)
 
 if not os.environ.get("TILEBC_PURE"):
@@ -46,9 +46,9 @@ if not os.environ.get("TILEBC_PURE"):
     PLAIN_SUBPROGRAMS = getattr(_speedups, "PLAIN_SUBPROGRAMS", 0)
     for _name in ("scan_token", "Token", "CursorBase", "OpDecoder", "decode_ops",
                   "plain_locations", "store_locations", "new_values", "number_ops", "print_ops",
-                  "visit_locations", "verify_ops", "alias_visit", "alias_visit_all", "alias_definitions_text",
-                  "encode_ops", "parse_ops",
-                  "parse_args", "keep_hash", "FieldsSlot", "populate_arenas", "fill_marks"):
+                  "visit_locations", "verify_ops", "alias_visit", "alias_visit_all",
+                  "alias_definitions_text", "encode_ops", "parse_ops", "parse_args", "keep_hash",
+                  "FieldsSlot", "populate_arenas", "fill_marks"):
         globals()[_name] = getattr(_speedups, _name, None)
 
 ACTIVE = scan_token is not None

@@ -22,7 +22,8 @@ class LocatedOp(Op):
     With the compiled helpers, `operands` and `attrs` are FieldsSlots: the C decoder leaves them
     as compact tuples, which the C printer, verifier and encoder read as they are, and the first
     read from Python turns into the dict (two dicts per op were a third of a decoded module's
-    memory and of its decoding time)."""
+    memory and of its decoding time). Read past the FieldsSlot (Op's member descriptor, or an op
+    made a plain Op), a slot may hold those tuples."""
 
     __slots__ = ()
 

@@ -1658,3 +1658,28 @@ def test_alias_definitions_text_is_the_python_lines_joined():
     with pytest.raises(TypeError):
         speedups.alias_definitions_text(aliases._sorted, [], aliases.names, aliases._define,
                                         L.DILoc, _escaped)
+
+
+def test_visit_distinct_numbers_as_visit_all_does():
+    """LocationAliases.visit_distinct (alias_visit_all without the identity map) collects and
+    numbers every 13.5 fixture's op locations as visit_all does, repeats and None among them;
+    the Python loop too."""
+    from tilebc import speedups as chosen
+    from tilebc.text.debuginfo import LocationAliases
+    locations = [op.loc for module in _fixture_modules() for function in module.functions
+                 for op in function.walk()]
+    locations += locations[:50] + [None]
+
+    def named(visit: str):
+        aliases = LocationAliases()
+        getattr(aliases, visit)(locations)
+        aliases.finish()
+        return aliases.refs(locations), aliases.definitions_text()
+    expected = named("visit_all")
+    assert named("visit_distinct") == expected and len(expected[0]) > 1000
+    original = chosen.alias_visit_all
+    chosen.alias_visit_all = None
+    try:
+        assert named("visit_distinct") == expected
+    finally:
+        chosen.alias_visit_all = original

@@ -1369,12 +1369,14 @@ static PyObject *alias_definitions_text(PyObject *module, PyObject *const *args,
 }
 
 /* alias_visit_all(locations, known, depths, unknown, *kinds): LocationAliases.visit for each of
- * `locations` (a list), its `_known` and `_depth` given. */
+ * `locations` (a list), its `_known` and `_depth` given; with `known` None, _visit of each
+ * (LocationAliases.visit_distinct). */
 static PyObject *alias_visit_all(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 10 || !PyList_Check(args[0]) || !PyDict_CheckExact(args[1])
+    if (nargs != 10 || !PyList_Check(args[0])
+            || !(PyDict_CheckExact(args[1]) || args[1] == Py_None)
             || !PyDict_CheckExact(args[2])) {
         PyErr_SetString(PyExc_TypeError, "alias_visit_all(locations, known, depths, unknown, "
-                                         "*kinds): a list and two dicts first");
+                                         "*kinds): a list, a dict or None, a dict first");
         return NULL;
     }
     for (int i = 4; i < 10; i++) {
@@ -1389,6 +1391,17 @@ static PyObject *alias_visit_all(PyObject *module, PyObject *const *args, Py_ssi
         return NULL;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(locations); i++) {
         PyObject *loc = PyTuple_GET_ITEM(locations, i);
+        if (args[1] == Py_None) {  /* distinct locations, not kept by id: _visit(_normal(loc)) */
+            PyObject *node = alias_normal(&visiting.kinds, Py_NewRef(loc));
+            PyObject *found = node ? alias_depth(visiting.depths, &visiting.kinds, node) : NULL;
+            Py_XDECREF(node);
+            if (found == NULL) {
+                Py_DECREF(locations);
+                return NULL;
+            }
+            Py_DECREF(found);
+            continue;
+        }
         PyObject *known_text = tilebc_pair_by_id(args[1], loc);
         if ((known_text == NULL && PyErr_Occurred())
                 || (known_text == NULL && visit_new(loc, args[1], &visiting) < 0)) {

@@ -52,7 +52,7 @@ def location_texts(module) -> bytes:
     else:  # decoded as the verifier reads them (the reader keeps one object per index)
         locations = reader.op_locations(indices, 0, len(indices), 0)
     aliases = LocationAliases()
-    aliases.visit_all(locations)
+    aliases.visit_distinct(locations)  # one object per index (the reader keeps them)
     aliases.finish()
     texts = "\n".join(aliases.refs(locations))
     definitions = aliases.definitions_text()

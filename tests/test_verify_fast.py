@@ -3,6 +3,7 @@ what checking every op in full reports: on every fixture, every invalid case, a 
 attribute mutations, and modules where ops share a signature with clean ops but stand in a wrong
 place (dominance, debug scope)."""
 
+import os
 from unittest import mock
 
 import pytest
@@ -347,3 +348,27 @@ def test_a_kind_compiled_within_its_block_is_checked_by_the_c_loop_after():
     assert done.returncode == 0, done.stderr
     calls, compile_after = map(int, done.stdout.split())
     assert calls <= compile_after + 2  # the ops before the check is compiled, and `return`
+
+
+def test_a_large_module_compiles_each_kinds_check_at_its_first_op(monkeypatch):
+    """A module of COMPILE_AT_ONCE_OPS top-level ops or more has each kind's fast path compiled
+    at its first op (no op of a kind checked in full only for being early); a small kernel after
+    COMPILE_AFTER ops; the diagnostics are the full check's either way (an error in each)."""
+    from conftest import joined_fixture_module
+    from tilebc.verify.diagnostics import Collector
+    monkeypatch.setattr(structure, "COMPILE_AFTER", 8)  # the default, not this file's 0
+    large = joined_fixture_module(200_000)
+    assert sum(len(f.body.ops) for f in large.functions) >= structure.COMPILE_AT_ONCE_OPS
+    small = tilebc.load(min(fixture_files(), key=lambda path: os.path.getsize(path)),
+                        verify=False)
+    for module, at_once in ((large, True), (small, False)):
+        for cache in ("_BODY_FACTS", "_FAST_CHECKS", "_PLAIN_CHECKS"):  # kinds met anew
+            monkeypatch.setattr(structure, cache, {})
+        verifier = Verifier(module, Collector(module.source, fail_fast=False))
+        verifier.run()
+        assert (verifier.compile_after == 0) is at_once
+        met = [facts for facts in structure._BODY_FACTS.values() if facts.memoizable]
+        assert met and all(facts.check is not None for facts in met) is at_once
+        entry = module.functions[-1]
+        entry.body.ops.insert(0, entry.body.ops.pop())  # its terminator first: an error
+        assert diagnostics(module) == diagnostics(module, full=True) != []

@@ -82,13 +82,13 @@ class _SpecFacts:
         self.check = None
         self.uses = 0
 
-    def fast_check(self):
-        """The op kind's fast path, compiled on the use after COMPILE_AFTER; None before that
-        and for kinds whose verdicts may not be reused."""
+    def fast_check(self, compile_after: int | None = None):
+        """The op kind's fast path, compiled on the use after `compile_after` (COMPILE_AFTER by
+        default); None before that and for kinds whose verdicts may not be reused."""
         check = self.check
         if check is None and self.memoizable:
             self.uses += 1
-            if self.uses > COMPILE_AFTER:
+            if self.uses > (COMPILE_AFTER if compile_after is None else compile_after):
                 check = self.check = check_function(self.spec, self, check_hints)
                 spec = self.spec
                 if _TABLE_BODY_SPECS.get(id(spec)) is spec:
@@ -100,6 +100,10 @@ class _SpecFacts:
 
 # How many ops of a kind are checked in full before its fast path is compiled (tests set 0).
 COMPILE_AFTER = 8
+# A module whose entries hold this many ops (at their top level) or more has many ops of most
+# kinds it uses: each kind's fast path is compiled at its first op (the 1.4 MB module checked
+# ~700 ops in full first, ~10 ms).
+COMPILE_AT_ONCE_OPS = 2000
 
 
 # Body ops' facts by identity of their (immortal) table spec, built at first use: writing out and
@@ -184,6 +188,7 @@ class Verifier:
         self._canonical: dict[object, object] = {}    # value -> first equal object seen
         self._canonical_ids: dict[int, int] = {}      # id(object) -> id of its canonical one
         self._effects: dict[int, Op | None] = {}   # id(op) -> an op with effects in it, or None
+        self.compile_after = None  # COMPILE_AFTER, or 0 for a large module (run)
 
     # ---- module level --------------------------------------------------------------------------
 
@@ -208,6 +213,8 @@ class Verifier:
         for item in module.globals:
             self.global_(item)
         functions = module.functions
+        if sum(len(function.body.ops) for function in functions) >= COMPILE_AT_ONCE_OPS:
+            self.compile_after = 0
         for function in functions if entries is None else functions[entries.start:entries.stop]:
             self.entry(function)
 
@@ -391,7 +398,7 @@ class Verifier:
         if facts is None:
             self.ctx.report("op.unknown", op, f"{spec.mnemonic} cannot appear in a function body")
             return
-        check = facts.fast_check() if self.fast else None
+        check = facts.fast_check(self.compile_after) if self.fast else None
         if check is not None:
             check(self, op)  # signature.py: op_in_full's checks, verdicts reused
         else:

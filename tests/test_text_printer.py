@@ -285,3 +285,26 @@ def test_entries_sharing_a_signature_print_their_own_parameters():
     assert lines[0].startswith("entry @first(%arg0: tile<i32>, %arg1: tile<i32>)")
     assert lines[1].startswith("entry @second(%arg0: tile<i32>, %arg1: tile<f32>)")
     assert lines[2].startswith("entry @third(%arg1: tile<i32>, %arg1: tile<i32>)")
+
+
+def test_a_large_module_compiles_each_kinds_printer_at_its_first_op(monkeypatch):
+    """A module of COMPILE_AT_ONCE_OPS top-level ops or more prints every op through its kind's
+    compiled printer (none walked first); a small kernel walks the first ops of a kind; the text
+    is the same either way."""
+    from conftest import FIXTURE_DIR, joined_fixture_module
+    large = joined_fixture_module(200_000)
+    small = tilebc.load(min(FIXTURE_DIR.glob("*/*-13.5.tilebc"), key=lambda p: p.stat().st_size))
+    for module, at_once in ((large, True), (small, False)):
+        walked = []
+        walk = printer_module._walk
+        monkeypatch.setattr(printer_module, "_walk",
+                            lambda *a, **k: walked.append(1) or walk(*a, **k))
+        monkeypatch.setattr(printer_module, "_OP_PRINTERS", {})  # every kind met anew
+        monkeypatch.setattr(printer_module, "_USES", {})
+        text = print_module(module)
+        assert (not walked) is at_once
+        monkeypatch.setattr(printer_module, "COMPILE_AT_ONCE_OPS", 1 << 60)
+        monkeypatch.setattr(printer_module, "_OP_PRINTERS", {})
+        monkeypatch.setattr(printer_module, "_USES", {})
+        assert print_module(module) == text
+        monkeypatch.undo()

@@ -910,6 +910,10 @@ _USES: dict[int, int] = {}  # id(spec) -> ops of the kind printed by the walker 
 # How many ops of a kind `_walk` prints before the kind's printer is compiled: compiling costs
 # more than walking the elements of a few ops (tests set 0 to print everything compiled).
 COMPILE_AFTER = 8
+# A module whose entries hold this many ops (at their top level) or more has many ops of most
+# kinds it uses: each kind's printer is compiled at its first op (the 1.4 MB module walked ~650
+# ops first, ~10 ms).
+COMPILE_AT_ONCE_OPS = 2000
 
 
 # what the generated body printers name
@@ -932,15 +936,15 @@ def op_printer(spec):
     return namespace["body"]
 
 
-def op_body(op: Op, ctx: _Context) -> str:
-    """The op's text after its name, without the location: walked for the first ops of a kind,
-    then by the kind's compiled printer."""
+def op_body(op: Op, ctx: _Context, compile_after: int | None = None) -> str:
+    """The op's text after its name, without the location: walked for the first ops of a kind
+    (COMPILE_AFTER, or `compile_after`), then by the kind's compiled printer."""
     spec = op.spec
     found = _OP_PRINTERS.get(id(spec))
     if found is not None and found[0] is spec:
         return found[1](op, ctx)
     uses = _USES.get(id(spec), 0)
-    if uses >= COMPILE_AFTER:
+    if uses >= (COMPILE_AFTER if compile_after is None else compile_after):
         return op_printer(spec)(op, ctx)
     _USES[id(spec)] = uses + 1
     out = _Out()
@@ -981,6 +985,9 @@ class _ModulePrinter:
         self._entry_args: dict[int, tuple] = {}
         self.type_text = _type_texts()
         self.attribute_texts: dict[int, tuple] = {}  # id(attribute) -> (attribute, its text)
+        large = sum(len(function.body.ops) for function in module.functions) \
+            >= COMPILE_AT_ONCE_OPS
+        self.compile_after = 0 if large else None  # op_body's
 
     def pieces(self) -> Iterator[str]:
         """The text: each global and entry a piece, then (-g) the aliases' definitions."""
@@ -1175,7 +1182,7 @@ class _ModulePrinter:
             spec = op.spec
             found = _OP_PRINTERS.get(id(spec))
             body = found[1](op, ctx) if found is not None and found[0] is spec \
-                else op_body(op, ctx)
+                else op_body(op, ctx, self.compile_after)
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as error:
             # Only IR that breaks the op's typing rules gets here (the verifier would refuse it).
             raise self._cannot_print(op, error) from None

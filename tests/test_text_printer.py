@@ -288,10 +288,11 @@ def test_entries_sharing_a_signature_print_their_own_parameters():
 
 
 def test_a_large_module_compiles_each_kinds_printer_at_its_first_op(monkeypatch):
-    """A module of COMPILE_AT_ONCE_OPS top-level ops or more prints every op through its kind's
-    compiled printer (none walked first); a small kernel walks the first ops of a kind; the text
-    is the same either way."""
+    """A module of codecache.COMPILE_AT_ONCE_OPS top-level ops or more prints every op through its
+    kind's compiled printer (none walked first); a small kernel walks the first ops of a kind;
+    the text is the same either way."""
     from conftest import FIXTURE_DIR, joined_fixture_module
+    from tilebc import codecache
     large = joined_fixture_module(200_000)
     small = tilebc.load(min(FIXTURE_DIR.glob("*/*-13.5.tilebc"), key=lambda p: p.stat().st_size))
     for module, at_once in ((large, True), (small, False)):
@@ -303,7 +304,7 @@ def test_a_large_module_compiles_each_kinds_printer_at_its_first_op(monkeypatch)
         monkeypatch.setattr(printer_module, "_USES", {})
         text = print_module(module)
         assert (not walked) is at_once
-        monkeypatch.setattr(printer_module, "COMPILE_AT_ONCE_OPS", 1 << 60)
+        monkeypatch.setattr(codecache, "COMPILE_AT_ONCE_OPS", 1 << 60)
         monkeypatch.setattr(printer_module, "_OP_PRINTERS", {})
         monkeypatch.setattr(printer_module, "_USES", {})
         assert print_module(module) == text

@@ -351,16 +351,18 @@ def test_a_kind_compiled_within_its_block_is_checked_by_the_c_loop_after():
 
 
 def test_a_large_module_compiles_each_kinds_check_at_its_first_op(monkeypatch):
-    """A module of COMPILE_AT_ONCE_OPS top-level ops or more has each kind's fast path compiled
-    at its first op (no op of a kind checked in full only for being early); a small kernel after
-    COMPILE_AFTER ops; the diagnostics are the full check's either way (an error in each)."""
+    """A module of codecache.COMPILE_AT_ONCE_OPS top-level ops or more has each kind's fast path
+    compiled at its first op (no op of a kind checked in full only for being early); a small
+    kernel after COMPILE_AFTER ops; the diagnostics are the full check's either way (an error in
+    each)."""
     from conftest import joined_fixture_module
+    from tilebc import codecache
     from tilebc.verify.diagnostics import Collector
     monkeypatch.setattr(structure, "COMPILE_AFTER", 8)  # the default, not this file's 0
     large = joined_fixture_module(200_000)
-    assert sum(len(f.body.ops) for f in large.functions) >= structure.COMPILE_AT_ONCE_OPS
     small = tilebc.load(min(fixture_files(), key=lambda path: os.path.getsize(path)),
                         verify=False)
+    assert codecache.compiles_at_once(large) and not codecache.compiles_at_once(small)
     for module, at_once in ((large, True), (small, False)):
         for cache in ("_BODY_FACTS", "_FAST_CHECKS", "_PLAIN_CHECKS"):  # kinds met anew
             monkeypatch.setattr(structure, cache, {})

@@ -14,8 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <structmember.h>
-
 #include "_speedups.h"
 
 enum { A_READ = 0, A_UNIT = 1, A_OPTIONAL = 2, A_ABSENT = 3 };
@@ -1397,12 +1395,7 @@ static PyObject *decoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         self->descriptors[i] = descriptor;
         /* a plain object slot of the class the decoder makes (Op's for an op, Value's) */
         PyTypeObject *made = i < D_VALUE_TYPE ? self->op_type : self->value_type;
-        self->offsets[i] = -1;
-        if (Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
-                && PyType_IsSubtype(made, PyDescr_TYPE(descriptor))
-                && ((PyMemberDescrObject *)descriptor)->d_member->type == T_OBJECT_EX
-                && !(((PyMemberDescrObject *)descriptor)->d_member->flags & READONLY))
-            self->offsets[i] = ((PyMemberDescrObject *)descriptor)->d_member->offset;
+        self->offsets[i] = tilebc_member_offset(descriptor, made, 1);
     }
     self->n_attrs = PyTuple_GET_SIZE(steps);
     self->attrs = PyMem_Calloc(self->n_attrs ? self->n_attrs : 1, sizeof(AttrStep));

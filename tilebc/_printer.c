@@ -1359,9 +1359,7 @@ static PyObject *alias_definitions_text(PyObject *module, PyObject *const *args,
             Py_XDECREF(text);
         }
     }
-    PyObject *empty = failed ? NULL : PyUnicode_New(0, 0);
-    PyObject *text = empty != NULL ? PyUnicode_Join(empty, parts) : NULL;
-    Py_XDECREF(empty);
+    PyObject *text = failed ? NULL : joined(parts);
     Py_XDECREF(parts);
     Py_XDECREF(nodes);
     Py_XDECREF(aliases);

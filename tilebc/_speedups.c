@@ -571,18 +571,24 @@ int tilebc_is_fields_slot(PyObject *descriptor) {
     return descriptor != NULL && Py_IS_TYPE(descriptor, &FieldsSlotType);
 }
 
+Py_ssize_t tilebc_member_offset(PyObject *descriptor, PyTypeObject *type, int written) {
+    if (descriptor == NULL || !Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+            || !PyType_IsSubtype(type, PyDescr_TYPE(descriptor)))
+        return -1;
+    PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+    if (member->type != T_OBJECT_EX || (written && (member->flags & READONLY)))
+        return -1;
+    return member->offset;
+}
+
 PyObject *tilebc_slot_miss(PyObject *object, PyObject *name, TilebcSlotCache *cache) {
     PyTypeObject *type = Py_TYPE(object);
     if (PyUnicode_CheckExact(name)) {
         PyObject *descriptor = _PyType_Lookup(type, name);  /* borrowed; gives the type a tag */
         if (cache->raw && tilebc_is_fields_slot(descriptor))  /* the slot under it */
             descriptor = ((FieldsSlotObject *)descriptor)->member;
-        Py_ssize_t offset = -1;
-        if (descriptor != NULL && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
-                && type->tp_getattro == PyObject_GenericGetAttr
-                && PyObject_TypeCheck(object, PyDescr_TYPE(descriptor))
-                && ((PyMemberDescrObject *)descriptor)->d_member->type == T_OBJECT_EX)
-            offset = ((PyMemberDescrObject *)descriptor)->d_member->offset;
+        Py_ssize_t offset = type->tp_getattro == PyObject_GenericGetAttr
+                            ? tilebc_member_offset(descriptor, type, 0) : -1;
         if (tilebc_version_valid(type)) {  /* the offset kept while the type stays as it is */
             int at = 0;
             while (at < cache->used && cache->entries[at].type != type)

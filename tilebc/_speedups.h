@@ -83,6 +83,10 @@ typedef struct {
 } TilebcSlotCache;
 #define TILEBC_RAW_SLOT {.raw = 1}
 
+/* Where the object slot `descriptor` (a member descriptor: T_OBJECT_EX, writable when
+ * `written`) lies in instances of `type`, or -1 where it is no such slot of that type. */
+Py_ssize_t tilebc_member_offset(PyObject *descriptor, PyTypeObject *type, int written);
+
 /* What tilebc_slot does on a miss: records the type (its slot's offset, or -1 where the name is
  * no slot of it), then PyObject_GetAttr (a raw cache: the slot's value where it has one). */
 PyObject *tilebc_slot_miss(PyObject *object, PyObject *name, TilebcSlotCache *cache);

@@ -12,6 +12,18 @@ import marshal
 import os
 import sys
 
+# A module whose entries hold this many ops (at their top level) or more has many ops of most
+# kinds it uses: the verifier and the printer compile a kind's generated function at its first
+# op instead of checking or walking its first few ops the slow way (the 1.4 MB module: ~700 ops
+# checked in full, ~650 walked).
+COMPILE_AT_ONCE_OPS = 2000
+
+
+def compiles_at_once(module) -> bool:
+    """Whether `module` is large enough to compile each op kind's function at its first op."""
+    return sum(len(function.body.ops) for function in module.functions) >= COMPILE_AT_ONCE_OPS
+
+
 _DIRECTORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__",
                           "generated")
 _TAG = f"{sys.implementation.cache_tag}-{sys.version}".encode()

@@ -178,23 +178,18 @@ class LocationAliases:
         return "".join(line + "\n" for line in self.definitions())
 
     def definitions(self) -> list[str]:
+        """Each node's `alias = text` line (definitions_text does it in C where it can)."""
         define = self._define
         scope_names: dict[int, str] = {}  # id(scope) -> its alias: a module's DILocs share few
         lines = []
-        di_loc, names_get, append, escaped = L.DILoc, self.names.get, lines.append, _escaped
-        # the two kinds of most nodes written here as _di_loc and _define write them
+        di_loc, names_get, append = L.DILoc, self.names.get, lines.append
         for node, name in zip(self._sorted, self._sorted_names):
-            kind = node.__class__
-            if kind is di_loc:  # their scope's alias found by identity
+            if node.__class__ is di_loc:  # most nodes: their scope's alias found by identity
                 scope = node.scope  # kept alive by the node
                 scope_name = scope_names.get(id(scope))
                 if scope_name is None:
                     scope_name = scope_names[id(scope)] = names_get(scope)
-                fields = node.__dict__
-                file_loc = ("file", fields["filename"], fields["line"], fields["column"])
-                append(f"{name} = #cuda_tile.di_loc<{names_get(file_loc)} in {scope_name}>")
-            elif kind is tuple and len(node) == 4:  # a DILoc's file location
-                append(f"{name} = loc({escaped(node[1])}:{node[2]}:{node[3]})")
+                append(f"{name} = {self._di_loc(node, scope_name)}")
             else:
                 append(f"{name} = {define(node)}")
         return lines

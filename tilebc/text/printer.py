@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..codecache import compile_generated
+from ..codecache import compile_generated, compiles_at_once
 from ..errors import TilebcError
 from ..ir.module import Block, Function, Global, Module, Op, Region, Value
 from ..ir import attrs as A
@@ -910,10 +910,6 @@ _USES: dict[int, int] = {}  # id(spec) -> ops of the kind printed by the walker 
 # How many ops of a kind `_walk` prints before the kind's printer is compiled: compiling costs
 # more than walking the elements of a few ops (tests set 0 to print everything compiled).
 COMPILE_AFTER = 8
-# A module whose entries hold this many ops (at their top level) or more has many ops of most
-# kinds it uses: each kind's printer is compiled at its first op (the 1.4 MB module walked ~650
-# ops first, ~10 ms).
-COMPILE_AT_ONCE_OPS = 2000
 
 
 # what the generated body printers name
@@ -985,9 +981,7 @@ class _ModulePrinter:
         self._entry_args: dict[int, tuple] = {}
         self.type_text = _type_texts()
         self.attribute_texts: dict[int, tuple] = {}  # id(attribute) -> (attribute, its text)
-        large = sum(len(function.body.ops) for function in module.functions) \
-            >= COMPILE_AT_ONCE_OPS
-        self.compile_after = 0 if large else None  # op_body's
+        self.compile_after = 0 if compiles_at_once(module) else None  # op_body's
 
     def pieces(self) -> Iterator[str]:
         """The text: each global and entry a piece, then (-g) the aliases' definitions."""

@@ -4,6 +4,7 @@ typing rules come from `optable.OP_CONSTRAINTS`."""
 from __future__ import annotations
 
 
+from ..codecache import compiles_at_once
 from ..ir.attrs import DenseElementsAttr, DictionaryAttr
 from ..ir.module import Block, Function, Module, Op, Value
 from ..ir.types import ElementType, PointerType, TileType, Type
@@ -100,10 +101,6 @@ class _SpecFacts:
 
 # How many ops of a kind are checked in full before its fast path is compiled (tests set 0).
 COMPILE_AFTER = 8
-# A module whose entries hold this many ops (at their top level) or more has many ops of most
-# kinds it uses: each kind's fast path is compiled at its first op (the 1.4 MB module checked
-# ~700 ops in full first, ~10 ms).
-COMPILE_AT_ONCE_OPS = 2000
 
 
 # Body ops' facts by identity of their (immortal) table spec, built at first use: writing out and
@@ -213,7 +210,7 @@ class Verifier:
         for item in module.globals:
             self.global_(item)
         functions = module.functions
-        if sum(len(function.body.ops) for function in functions) >= COMPILE_AT_ONCE_OPS:
+        if compiles_at_once(module):
             self.compile_after = 0
         for function in functions if entries is None else functions[entries.start:entries.stop]:
             self.entry(function)

@@ -1,6 +1,7 @@
 """The JIT's toolchain identity (cache key field 3) covers every source file that shapes generated
 code, in tilebc as well as in tilebc_runtime, and nothing the JIT does not run."""
 import ast
+import json
 import os
 import shutil
 import subprocess
@@ -121,3 +122,67 @@ def test_identity_is_computed_once_per_process():
     assert launch.JitBackend().identity().endswith("+" + launch.lowering_sources_hash()[:16])
     assert launch.JitBackend().identity().startswith("tilebc-jit/")
     assert tilebc.__version__  # part of the digest as before
+
+
+def test_the_lowering_hash_is_kept_beside_the_sources(tmp_path, monkeypatch):
+    """The first compile in any cache records the lowering hash beside the sources (as Python
+    keeps bytecode there); the first compile in another cache takes it from there instead of
+    reading the sources, while the sources' fingerprint holds. A stale, untrusted or unwritable
+    record is not used, and -B / PYTHONDONTWRITEBYTECODE writes none."""
+    from tilebc_runtime.cache import CubinCache
+    beside = tmp_path / "pycache" / "lowering-hash.json"
+    monkeypatch.setattr(launch, "hash_memo_beside_sources", lambda: str(beside))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    true_hash = launch.lowering_sources_hash()
+
+    def prime_in_a_new_cache(name):
+        """Prime as a new process would (no facts in memory); whether it read the sources."""
+        monkeypatch.setattr(launch, "_MEMO", {})
+        launch.lowering_sources_hash.cache_clear()
+        cache = CubinCache(tmp_path / name)
+        launch.prime_from_memo(cache)
+        hashed = launch.lowering_sources_hash.cache_info().currsize == 1
+        assert launch.JitBackend().identity().endswith("+" + true_hash[:16])
+        (record,) = [value for key, value in
+                     json.loads((tmp_path / name / "v1" / "memo.json").read_text()).items()
+                     if key.startswith("lowering_hash ")]
+        assert record["value"] == true_hash  # the cache's own memo has it either way
+        return hashed
+
+    def recorded():
+        return list(json.loads(beside.read_text()).values())
+
+    try:
+        assert prime_in_a_new_cache("first") is True
+        ((fingerprint, value),) = [(r["fingerprint"], r["value"]) for r in recorded()]
+        assert value == true_hash and oct(beside.stat().st_mode & 0o777) == "0o600"
+        assert prime_in_a_new_cache("second") is False  # taken from beside the sources
+
+        name = next(iter(json.loads(beside.read_text())))
+        beside.write_text(json.dumps({name: {"fingerprint": "stale", "value": "0" * 64}}))
+        assert prime_in_a_new_cache("stale") is True  # a record of other sources: not used
+        assert recorded() == [{"fingerprint": fingerprint, "value": true_hash}]
+
+        beside.chmod(0o620)  # another user could have written it: not trusted
+        assert prime_in_a_new_cache("untrusted") is True
+
+        beside.unlink()
+        monkeypatch.setattr(sys, "dont_write_bytecode", True)
+        assert prime_in_a_new_cache("no-bytecode") is True
+        assert not beside.exists()
+
+        monkeypatch.setattr(sys, "dont_write_bytecode", False)
+        beside.parent.rmdir()
+        beside.parent.write_text("a file where the folder would be")  # cannot be written
+        assert prime_in_a_new_cache("unwritable") is True
+    finally:
+        launch.lowering_sources_hash.cache_clear()
+
+
+def test_the_memo_beside_the_sources_follows_pycache_prefix(monkeypatch):
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    package = Path(os.path.abspath(launch.__file__)).parent
+    assert Path(launch.hash_memo_beside_sources()) == package / "__pycache__" / "lowering-hash.json"
+    monkeypatch.setattr(sys, "pycache_prefix", "/var/pyc")
+    assert Path(launch.hash_memo_beside_sources()) == \
+        Path("/var/pyc", *package.parts[1:], "lowering-hash.json")

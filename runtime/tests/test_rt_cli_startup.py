@@ -132,7 +132,8 @@ def test_a_miss_of_a_view_kernel_in_the_default_layout_skips_numpy(tmp_path):
 def test_a_stale_memo_is_recomputed_not_trusted(tmp_path):
     """The memo gives nvJitLink's version and the lowering hash only while their fingerprints hold:
     with fingerprints that no longer match (and wrong values), the next run loads nvJitLink and
-    hashes the sources again, computes the true key (a hit) and records the true values."""
+    takes the hash again (from the sources, or from its record beside them), computes the true
+    key (a hit) and records the true values."""
     cache, output = tmp_path / "cache", tmp_path / "k.cubin"
     assert compile_in_new_process(cache, SINGLE, "-o", output)[0].returncode == 0
     memo_path = cache / "v1" / "memo.json"

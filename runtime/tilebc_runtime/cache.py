@@ -609,11 +609,7 @@ class CubinCache:
         when the fingerprint of everything it depends on is still the same."""
         if self._root is None or self.trust_problem() is not None:
             return None, None
-        try:
-            record = json.loads(_read_owned(self._in_layout(MEMO_FILE), MAX_JSON_BYTES + 1))[name]
-            return str(record["fingerprint"]), record["value"]
-        except Exception:  # missing, untrusted or damaged: recompute
-            return None, None
+        return read_memo(self._in_layout(MEMO_FILE), name)
 
     def remember(self, name: str, fingerprint: str, value: Any) -> None:
         """Store `value` under `name` for `fingerprint` in v1/memo.json (best effort: last writer
@@ -622,14 +618,7 @@ class CubinCache:
             return
         path = self._in_layout(MEMO_FILE)
         try:
-            try:
-                document = json.loads(_read_owned(path, MAX_JSON_BYTES + 1))
-                if not isinstance(document, dict):
-                    document = {}
-            except Exception:
-                document = {}
-            document[name] = {"fingerprint": fingerprint, "value": value}
-            _replace_atomically(path, json.dumps(document, sort_keys=True).encode())
+            write_memo(path, name, fingerprint, value)
         except Exception as error:  # cache boundary: never break a compile
             log.warning("tilebc cache: cannot update %s (%s: %s)", path, type(error).__name__,
                         error)
@@ -785,6 +774,30 @@ class FileLock:
 
     def __exit__(self, *exc_info) -> None:
         self.release()
+
+
+def read_memo(path: str, name: str) -> tuple[str | None, Any]:
+    """(fingerprint, value) of record `name` in the memo file at `path` (a JSON object of
+    {name: {"fingerprint", "value"}}), or (None, None) when the file is missing, untrusted
+    (_read_owned) or damaged, or holds no such record."""
+    try:
+        record = json.loads(_read_owned(path, MAX_JSON_BYTES + 1))[name]
+        return str(record["fingerprint"]), record["value"]
+    except Exception:  # missing, untrusted or damaged: the caller recomputes
+        return None, None
+
+
+def write_memo(path: str, name: str, fingerprint: str, value: Any) -> None:
+    """Set record `name` of the memo file at `path`, keeping its other records; the file is
+    replaced atomically (last writer wins). Raises OSError where it cannot be written."""
+    try:
+        document = json.loads(_read_owned(path, MAX_JSON_BYTES + 1))
+        if not isinstance(document, dict):
+            document = {}
+    except Exception:  # missing, untrusted or damaged: start afresh
+        document = {}
+    document[name] = {"fingerprint": fingerprint, "value": value}
+    _replace_atomically(path, json.dumps(document, sort_keys=True).encode())
 
 
 def _read_owned(path: str | os.PathLike, limit: int = -1) -> bytes:

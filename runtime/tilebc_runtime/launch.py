@@ -251,15 +251,57 @@ def _sources_fingerprint(files: list[tuple[str, str]]) -> str:
     return sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
+def hash_memo_beside_sources() -> str:
+    """The file that keeps the lowering hash beside the sources it digests: tilebc_runtime's
+    __pycache__, or that folder's place under sys.pycache_prefix, as Python keeps bytecode. The
+    hash is a fact of the installed sources, not of a cache: a new cache directory finds it."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    if sys.pycache_prefix:
+        folder = os.path.join(sys.pycache_prefix, os.path.splitdrive(folder)[1].lstrip(os.sep))
+    else:
+        folder = os.path.join(folder, "__pycache__")
+    return os.path.join(folder, "lowering-hash.json")
+
+
+def _recall_sources_hash(cache: CubinCache, name: str, fingerprint: str) -> tuple[bool, bool]:
+    """Take the lowering hash from `cache`'s memo, else from the memo beside the sources, where
+    the record's fingerprint still holds: (taken, from the cache)."""
+    from .cache import read_memo
+    for in_cache in (True, False):
+        stored, value = cache.memo(name) if in_cache else \
+            read_memo(hash_memo_beside_sources(), name)
+        if stored == fingerprint and isinstance(value, str) and len(value) == 64:
+            _MEMO["sources"] = value
+            return True, in_cache
+    return False, False
+
+
+def _remember_beside_sources(name: str, fingerprint: str, value: str) -> None:
+    """Record the lowering hash beside the sources (best effort), unless Python writes no
+    bytecode there either (-B, PYTHONDONTWRITEBYTECODE)."""
+    if sys.dont_write_bytecode:
+        return
+    from .cache import write_memo
+    path = hash_memo_beside_sources()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_memo(path, name, fingerprint, value)
+    except OSError:
+        pass  # a read-only installation: the cache's memo keeps it
+
+
 def prime_from_memo(cache: CubinCache, *, compute: bool = True) -> bool:
     """Once per process, before the first key: take the lowering hash and nvJitLink's version from
     `cache`'s memo where their fingerprints still hold, so that a `tilebc compile` served from
     the cache neither reads the sources nor loads nvJitLink (cuda.pathfinder and the library:
-    ~100 ms of a new process); otherwise compute them and record them for the next process.
+    ~100 ms of a new process); otherwise compute them and record them for the next process. The
+    lowering hash is also kept beside the sources (hash_memo_beside_sources), so that the first
+    compile in a new cache does not read them either.
 
-    Returns whether both came from the memo (True without a disk cache). With `compute=False` a
-    fact missing from the memo is left to a later call, nvJitLink starting to open meanwhile: a
-    cache without this toolchain's memo is new to it, so a caller may skip its lookup there."""
+    Returns whether both came from the cache's memo (True without a disk cache). With
+    `compute=False` a fact missing from that memo is left to a later call, nvJitLink starting to
+    open meanwhile: a cache without this toolchain's memo is new to it, so a caller may skip its
+    lookup there."""
     from . import targets
     if "primed" in _MEMO or not cache.disk_enabled:
         return True
@@ -270,25 +312,28 @@ def prime_from_memo(cache: CubinCache, *, compute: bool = True) -> bool:
             _recall_nvjitlink(cache, nvjitlink_name)
         if not linker:
             targets.start_loading_nvjitlink()  # the library opens while the sources are hashed
-        sources = None  # (memo name, fingerprint) of a hash to compute and record
-        # Named per checkout and per environment: several sharing one cache keep a record each.
+        # (memo name, fingerprint, whether the hash was recalled) of a record the cache's memo
+        # lacks. Named per checkout and per environment: several sharing one cache keep a record
+        # each.
+        sources = None
         if not lowering_sources_hash.cache_info().currsize:
             files = codegen_source_files()
             name = (f"lowering_hash {LOWERING_HASH} {os.path.dirname(files[0][1])} "
                     f"{os.path.dirname(__file__)}")
             fingerprint = _sources_fingerprint(files)
-            stored, value = cache.memo(name)
-            if stored == fingerprint and isinstance(value, str) and len(value) == 64:
-                _MEMO["sources"] = value
-            else:
-                sources = (name, fingerprint)
+            taken, in_cache = _recall_sources_hash(cache, name, fingerprint)
+            if not in_cache:
+                sources = (name, fingerprint, taken)
         recalled = _MEMO["recalled"] = (linker, nvjitlink_name, sources)
     linker, nvjitlink_name, sources = recalled
     if not compute and (not linker or sources is not None):
         return False
     _MEMO["primed"] = True
     if sources is not None:
-        cache.remember(*sources, lowering_sources_hash())
+        name, fingerprint, taken = sources
+        if not taken:
+            _remember_beside_sources(name, fingerprint, lowering_sources_hash())
+        cache.remember(name, fingerprint, _MEMO.get("sources") or lowering_sources_hash())
     if not linker:
         try:
             version = targets.installed_nvjitlink()

@@ -611,14 +611,14 @@ class CubinCache:
             return None, None
         return read_memo(self._in_layout(MEMO_FILE), name)
 
-    def remember(self, name: str, fingerprint: str, value: Any) -> None:
-        """Store `value` under `name` for `fingerprint` in v1/memo.json (best effort: last writer
-        wins, a lost update is recomputed next time)."""
-        if self._root is None or _prepare_directory(self._directory) is not None:
+    def remember(self, records: Mapping[str, tuple[str, Any]]) -> None:
+        """Store each {name: (fingerprint, value)} of `records` in v1/memo.json, in one write
+        (best effort: last writer wins, a lost update is recomputed next time)."""
+        if not records or self._root is None or _prepare_directory(self._directory) is not None:
             return
         path = self._in_layout(MEMO_FILE)
         try:
-            write_memo(path, name, fingerprint, value)
+            write_memo(path, records)
         except Exception as error:  # cache boundary: never break a compile
             log.warning("tilebc cache: cannot update %s (%s: %s)", path, type(error).__name__,
                         error)
@@ -787,16 +787,18 @@ def read_memo(path: str, name: str) -> tuple[str | None, Any]:
         return None, None
 
 
-def write_memo(path: str, name: str, fingerprint: str, value: Any) -> None:
-    """Set record `name` of the memo file at `path`, keeping its other records; the file is
-    replaced atomically (last writer wins). Raises OSError where it cannot be written."""
+def write_memo(path: str, records: Mapping[str, tuple[str, Any]]) -> None:
+    """Set each {name: (fingerprint, value)} of `records` in the memo file at `path`, keeping
+    its other records; the file is replaced atomically (last writer wins). Raises OSError where
+    it cannot be written."""
     try:
         document = json.loads(_read_owned(path, MAX_JSON_BYTES + 1))
         if not isinstance(document, dict):
             document = {}
     except Exception:  # missing, untrusted or damaged: start afresh
         document = {}
-    document[name] = {"fingerprint": fingerprint, "value": value}
+    for name, (fingerprint, value) in records.items():
+        document[name] = {"fingerprint": fingerprint, "value": value}
     _replace_atomically(path, json.dumps(document, sort_keys=True).encode())
 
 

@@ -157,6 +157,10 @@ def _run_cached(args) -> bool:
     """Write the cubin of a one-entry JIT compile straight from the cubin cache, if it is there,
     without decoding the bytes or loading the lowering or nvJitLink (the key hashes the bytes,
     so a hit is bytes that decoded, verified and compiled before). False: compile as usual."""
+    from . import launch
+    # First: where the cache lacks nvJitLink's version, the library starts opening now
+    backend, cache = launch.JitBackend(), launch.default_cache()
+    primed = backend.prime(cache, compute=False)
     from tilebc.binary.container import entry_hint
     entry = args.entry
     if entry is None:
@@ -164,10 +168,10 @@ def _run_cached(args) -> bool:
         if hint is None or hint[0] != 1:
             return False  # several entries go into one cubin without the cache
         entry = hint[1]
+    if not primed:
+        return False  # a cache new to this toolchain: nothing of it to look up
     output = _default_output(args, ".cubin")
-    from . import launch
-    found = launch.cached_entry(launch.JitBackend(), launch.default_cache(), args.data, entry,
-                                args.arch, _options(args))
+    found = launch.cached_entry(backend, cache, args.data, entry, args.arch, _options(args))
     if found is None:
         return False
     _write_entry(args, output, entry, found)

@@ -22,7 +22,7 @@ from . import targets
 from .lowering import chunks, dtypes
 from .lowering.anchors import takes_two_warpgroups
 from .lowering.lowerer import STATIC_SHARED_LIMIT, Lowerer, LoweringError, Tile
-from .lowering.families import load_all
+from .lowering.families import load_for
 from .lowering.predicates import simplify_predicates
 from .lowering.registry import EXPANDING
 
@@ -229,7 +229,7 @@ def estimate_code_size(function: Function, threads: int) -> tuple[int, Op | None
     Each op costs its slots per thread (of its largest tile) times a per-op weight; a reduce or
     scan inlines its combiner region once per slot, other regions (if, for, loop) are lowered
     once."""
-    load_all()  # the registrations say which ops expand
+    load_for(function)  # the registrations say which ops expand
     chunked = chunks.plan(function, threads)
     total, widest, widest_elements = 0, None, 0
     pending: list[tuple[list[Op], int]] = [(function.body.ops, 1)]  # (ops, times lowered)
@@ -296,7 +296,7 @@ def lower_function(module: Module, function: Function, arch: int, threads: int,
     warpgroup MMA wherever it fits (lower_kernel makes the default choice). `tma` (None or True;
     False turns it off): wgmma K-loop stages filled by TMA where the views allow
     (lowering/tma.py)."""
-    load_all()
+    load_for(function)
     lw = Lowerer(module, function, threads=threads, arch=arch, prefix=f"__tilebc_k{index}")
     lw.portable = portable
     lw.wgmma = wgmma

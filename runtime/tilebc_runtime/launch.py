@@ -182,9 +182,11 @@ TILEBC_CODEGEN_SOURCES = ("__init__.py", "api.py", "version.py", "errors.py", "r
                           "_verifier.c", "_opencoder.c", "_opparser.c", "_speedups.h")
 
 
-def _listed(relative: str, entries) -> bool:
-    return any(relative == entry or (entry.endswith("/") and relative.startswith(entry))
-               for entry in entries)
+def _matcher(entries):
+    """Whether a relative path is listed in `entries`: a file by name, or under a "folder/"."""
+    names = frozenset(entry for entry in entries if not entry.endswith("/"))
+    folders = tuple(entry for entry in entries if entry.endswith("/"))
+    return lambda relative: relative in names or relative.startswith(folders)
 
 
 def codegen_source_files() -> list[tuple[str, str]]:
@@ -196,16 +198,21 @@ def codegen_source_files() -> list[tuple[str, str]]:
 @lru_cache(maxsize=None)  # a cold compile asks twice (fingerprint, then hash): walk once (~2.5 ms)
 def _walk_codegen_sources() -> tuple[tuple[str, str], ...]:
     files = []
-    for package, keep in ((os.path.dirname(os.path.realpath(tilebc.__file__)),
-                           lambda name: _listed(name, TILEBC_CODEGEN_SOURCES)),
-                          (os.path.dirname(os.path.realpath(__file__)),
-                           lambda name: not _listed(name, _NOT_LOWERING))):
+    for package, keep, enter in (
+            (os.path.dirname(os.path.realpath(tilebc.__file__)),
+             _matcher(TILEBC_CODEGEN_SOURCES),
+             lambda folder: any(entry.startswith(folder) for entry in TILEBC_CODEGEN_SOURCES)),
+            (os.path.dirname(os.path.realpath(__file__)),
+             lambda name, hidden=_matcher(_NOT_LOWERING): not hidden(name),
+             lambda folder: folder not in _NOT_LOWERING)):
         found = []
-        # os.walk rather than Path.rglob: a quarter of the time, and this runs in every process
+        # os.walk rather than Path.rglob: a quarter of the time, and this runs in every process;
+        # folders with nothing to hash (tilebc/text/, the runtime's sim/) are not entered
         for folder, subfolders, names in os.walk(package):
-            subfolders[:] = [name for name in subfolders if name != "__pycache__"]
             relative = os.path.relpath(folder, package).replace(os.sep, "/")
             prefix = "" if relative == "." else relative + "/"
+            subfolders[:] = [name for name in subfolders
+                             if name != "__pycache__" and enter(f"{prefix}{name}/")]
             found += [(prefix + name, os.path.join(folder, name)) for name in names
                       if name.endswith((".py", ".c", ".h"))]
         label = os.path.basename(package)
@@ -285,7 +292,7 @@ def _remember_beside_sources(name: str, fingerprint: str, value: str) -> None:
     path = hash_memo_beside_sources()
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_memo(path, name, fingerprint, value)
+        write_memo(path, {name: (fingerprint, value)})
     except OSError:
         pass  # a read-only installation: the cache's memo keeps it
 
@@ -329,20 +336,24 @@ def prime_from_memo(cache: CubinCache, *, compute: bool = True) -> bool:
     if not compute and (not linker or sources is not None):
         return False
     _MEMO["primed"] = True
+    records = {}  # for the cache's memo, written once
     if sources is not None:
         name, fingerprint, taken = sources
         if not taken:
             _remember_beside_sources(name, fingerprint, lowering_sources_hash())
-        cache.remember(name, fingerprint, _MEMO.get("sources") or lowering_sources_hash())
-    if not linker:
-        try:
-            version = targets.installed_nvjitlink()
-        except Exception:
-            return False  # reported when the JIT compiles
-        path = targets.loaded_nvjitlink_path()
-        fingerprint = targets.nvjitlink_fingerprint(path)
-        if fingerprint is not None:
-            cache.remember(nvjitlink_name, fingerprint, {"path": path, "version": list(version)})
+        records[name] = (fingerprint, _MEMO.get("sources") or lowering_sources_hash())
+    try:
+        if not linker:
+            try:
+                version = targets.installed_nvjitlink()
+            except Exception:
+                return False  # reported when the JIT compiles
+            path = targets.loaded_nvjitlink_path()
+            fingerprint = targets.nvjitlink_fingerprint(path)
+            if fingerprint is not None:
+                records[nvjitlink_name] = (fingerprint, {"path": path, "version": list(version)})
+    finally:
+        cache.remember(records)
     return linker and sources is None
 
 

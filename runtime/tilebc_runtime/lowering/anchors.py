@@ -661,15 +661,16 @@ def scan_anchors(lw) -> None:
     recorded (`Lowerer.wanted`) to be built straight in its Lines layout, so the source arrives
     in it and the scan needs no exchange through shared memory in or out. Only where every value
     between the broadcasts and the scan is read by ops that handle any layout."""
-    if not _first_call(lw, "scan anchors"):
+    if not _first_call(lw, "scan anchors") or lw.T % 32:
         return
+    scans = [op for op in lw.ops if op not in lw.dead and _ROLES.get(op.name) == SCANS
+             and len(op.operand_values) == 1]
+    if not scans:
+        return  # and the reductions family need not be imported (families.ON_DEMAND)
     from .layout import Lines
     from .reductions import _exact_any_order, _lines_group
-    if lw.T % 32:
-        return
-    for op in lw.ops:
-        if op in lw.dead or _ROLES.get(op.name) != SCANS or len(op.operand_values) != 1 \
-                or not _exact_any_order(op):
+    for op in scans:
+        if not _exact_any_order(op):
             continue
         source = lw.forward.get(op.operand_values[0], op.operand_values[0])
         shape, dim = tuple(source.type.shape), op.attrs["dim"]

@@ -10,15 +10,18 @@ is a fresh process per run, as it is always used. --markdown writes the table to
        python benchmarks/bench_compile.py --startup [--repeat R] [--baseline DIR] [--record]
 
 --startup times `tilebc compile FILE --entry E --emit cubin -o OUT` as a new process, as the C++
-loader runs it: cold (an empty TILEBC_CACHE_DIR), miss (a cache in use that lacks this kernel) and
-warm (a cubin-cache hit), beside `tileiras --gpu-name=ARCH` on the same file and `python -c pass`,
-round after round so load hits all alike; `--baseline DIR` times another checkout in the same
-rounds. Wall and CPU (user + sys) medians; .pyc files are written by an untimed first run, as an installed package has them.
+loader runs it: cold (an empty TILEBC_CACHE_DIR), cold with sources new (also without the lowering
+hash's record beside the sources: the first compile after an install or an edit), miss (a cache in
+use that lacks this kernel) and warm (a cubin-cache hit), beside `tileiras --gpu-name=ARCH` on the
+same file and `python -c pass`, round after round so load hits all alike; `--baseline DIR` times
+another checkout in the same rounds. Wall and CPU (user + sys) medians; .pyc files and the hash's
+record are written by an untimed first run, as an installed package that has compiled once has them.
 --record writes benchmarks/results/compile-startup.md.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import resource
@@ -119,6 +122,15 @@ def _child_env(tree: Path, cache: Optional[Path] = None) -> Dict[str, str]:
     return env
 
 
+def _hash_record(python: str, tree: Path) -> Optional[str]:
+    """Where `tree` keeps its lowering hash beside its sources, or None (a tree that keeps none)."""
+    code = ("from tilebc_runtime import launch; "
+            "print(getattr(launch, 'hash_memo_beside_sources', lambda: '')())")
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                          env=_child_env(tree), cwd=tree)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
 def _timed(argv: List[str], env: Optional[Dict[str, str]], cwd=None) -> Tuple[float, float]:
     """(wall ms, CPU ms: user + sys of the process and its threads) of one new process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -156,6 +168,8 @@ def startup(args) -> int:
         return [*launcher, "compile", str(path), "--arch", args.arch, "--emit", "cubin", "-o",
                 str(output)]
 
+    # each tree's record of its lowering hash beside its sources (None: it keeps none)
+    beside_sources = {label: _hash_record(python, tree) for label, tree in trees.items()}
     import tilebc
     kernels = []  # (name, path, entries)
     for name in STARTUP_KERNELS:
@@ -173,6 +187,17 @@ def startup(args) -> int:
                     cache = work / f"cache-{label}-{name}-{round_number}"
                     argv, env = compile_argv(path, work / "out.cubin"), _child_env(tree, cache)
                     add(f"{name} cold", label, _timed(argv, env, cwd=tree))
+                    if entries == 1:
+                        # the first compile after the sources changed (an install, an edit):
+                        # without the lowering hash's record beside them, it hashes them
+                        record = beside_sources[label]
+                        if record:
+                            with contextlib.suppress(FileNotFoundError):
+                                os.unlink(record)
+                        fresh_cache = work / f"fresh-{label}-{name}-{round_number}"
+                        add(f"{name} fresh", label,
+                            _timed(argv, _child_env(tree, fresh_cache), cwd=tree))
+                        shutil.rmtree(fresh_cache, ignore_errors=True)
                     if entries == 1:
                         add(f"{name} warm", label, _timed(argv, env, cwd=tree))
                         # a miss in a cache in use: it holds another kernel and the memo
@@ -223,7 +248,10 @@ def render_startup(kernels, trees, times, repeat, args) -> str:
              f"average {load:.1f} at the end (compare within a row: its commands shared each "
              f"round's load). Median of {repeat} rounds; in each round every command runs once, "
              "one after another. Cold: an empty TILEBC_CACHE_DIR "
-             "(decode, verify, lower, nvJitLink, store); miss: the same in a cache in use (it "
+             "(decode, verify, lower, nvJitLink, store), the lowering hash read from its record "
+             "beside the sources, which the untimed first run leaves there as it leaves .pyc "
+             "files; cold, sources new: the same without that record (the first compile after "
+             "an install or an edit hashes the sources); miss: the same in a cache in use (it "
              "holds another kernel's cubin and the memo of the lowering hash and nvJitLink's "
              "version, so nvJitLink opens in the background while the kernel lowers); warm: the next run, a cubin-cache hit; a "
              "module of several entries is compiled whole into one cubin (as tileiras does), "
@@ -239,7 +267,7 @@ def render_startup(kernels, trees, times, repeat, args) -> str:
              "|---|---|" + "---:|---:|" * len(trees) + "---:|---:|" + "---:|" * len(trees)]
     for name, _, entries in kernels:
         nv_wall, nv_cpu = median((name, "tileiras"), 0), median((name, "tileiras"), 1)
-        runs = {"cold": "cold", "miss": "miss", "warm": "warm",
+        runs = {"cold": "cold", "fresh": "cold, sources new", "miss": "miss", "warm": "warm",
                 "runtime": "warm, `-m tilebc_runtime.cli`"}
         if entries > 1:
             runs = {"cold": f"{entries} entries, no cache"}

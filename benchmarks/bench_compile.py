@@ -198,7 +198,6 @@ def startup(args) -> int:
                         add(f"{name} fresh", label,
                             _timed(argv, _child_env(tree, fresh_cache), cwd=tree))
                         shutil.rmtree(fresh_cache, ignore_errors=True)
-                    if entries == 1:
                         add(f"{name} warm", label, _timed(argv, env, cwd=tree))
                         # a miss in a cache in use: it holds another kernel and the memo
                         other = next(path for other_name, path, count in kernels

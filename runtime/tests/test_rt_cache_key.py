@@ -79,6 +79,7 @@ def test_the_jit_imports_no_unhashed_tilebc_module():
                 ("scalar_params", "la_histogram_u8", "cast_fp8", "ft_printf_formats", "atomics_float",
                  "ft_f64_math", "dm_bitonic_sort", "la_gemm_large_tile")]
     code = ("import sys\nfrom tilebc_runtime.compiler import compile\n"
+            "from tilebc_runtime.lowering.families import load_all\nload_all()\n"
             f"for path in {[str(p) for p in fixtures]!r}:\n"
             "    compile(path, arch='sm_90', emit='ptx')\n"
             "print('\\n'.join(sorted(m for m in sys.modules if m == 'tilebc' or m.startswith('tilebc.'))))")
@@ -160,8 +161,15 @@ def test_the_lowering_hash_is_kept_beside_the_sources(tmp_path, monkeypatch):
 
         name = next(iter(json.loads(beside.read_text())))
         beside.write_text(json.dumps({name: {"fingerprint": "stale", "value": "0" * 64}}))
+        # temp files of writers killed before their rename: removed an hour on, not before
+        old, recent = beside.parent / ".tmp-0a.json", beside.parent / ".tmp-0b.json"
+        old.write_text("{")
+        recent.write_text("{")
+        os.utime(old, (os.path.getmtime(old) - 7200,) * 2)
         assert prime_in_a_new_cache("stale") is True  # a record of other sources: not used
         assert recorded() == [{"fingerprint": fingerprint, "value": true_hash}]
+        assert not old.exists() and recent.exists()
+        recent.unlink()
 
         beside.chmod(0o620)  # another user could have written it: not trusted
         assert prime_in_a_new_cache("untrusted") is True
@@ -186,3 +194,24 @@ def test_the_memo_beside_the_sources_follows_pycache_prefix(monkeypatch):
     monkeypatch.setattr(sys, "pycache_prefix", "/var/pyc")
     assert Path(launch.hash_memo_beside_sources()) == \
         Path("/var/pyc", *package.parts[1:], "lowering-hash.json")
+
+
+def test_the_source_walk_enters_only_folders_that_may_hold_hashed_files(tmp_path):
+    """tilebc: listed files, and everything under a listed folder however deep; unlisted folders
+    are not walked. The runtime: everything but the _NOT_LOWERING entries."""
+    for name in ("api.py", "cli.py", "ir/types.py", "ir/deeper/still/x.py", "ir/deeper/y.h",
+                 "text/printer.py", "text/inner/z.py", "ir/__pycache__/types.py", "ir/notes.txt"):
+        (tmp_path / "tilebc" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tilebc" / name).write_text("")
+    found = [name for name, _ in launch._package_sources(
+        str(tmp_path / "tilebc"), launch._matcher(launch.TILEBC_CODEGEN_SOURCES),
+        launch._tilebc_folder)]
+    assert found == ["api.py", "ir/deeper/still/x.py", "ir/deeper/y.h", "ir/types.py"]
+    for name in ("compiler.py", "sim/run.py", "sim/deep/a.py", "perf/static.py", "perf/model.py",
+                 "lowering/sub/b.c"):
+        (tmp_path / "rt" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "rt" / name).write_text("")
+    hidden = launch._hidden_in_runtime
+    found = [name for name, _ in launch._package_sources(
+        str(tmp_path / "rt"), lambda name: not hidden(name), lambda folder: not hidden(folder))]
+    assert found == ["compiler.py", "lowering/sub/b.c", "perf/model.py"]

@@ -35,33 +35,42 @@ def test_every_family_is_listed_once_with_the_ops_it_lowers():
     assert len(listed) == len(set(listed))
     assert {family for family, _, _ in hooks} == set(listed)
     for family, ops in families.ON_DEMAND.items():
-        assert sorted(ops) == sorted(name for owner, kind, name in hooks
-                                     if owner == family and kind == "lowers"), family
+        registered = sorted(name for owner, kind, name in hooks
+                            if owner == family and kind == "lowers")
+        assert sorted(ops) == registered, \
+            f"families.ON_DEMAND[{family!r}] lists {sorted(ops)}; {family}.py lowers {registered}"
 
 
 def test_a_kernel_without_the_ops_of_a_family_does_not_import_it():
-    """In a new process: an atomics kernel imports no family of ON_DEMAND (they stay out of a
-    small compile's start-up); a kernel with a reduce imports reductions."""
+    """In a new process: every fixture that holds no op of ON_DEMAND, lowered first, imports
+    none of those families (they stay out of a small compile's start-up); then a kernel with a
+    reduce imports reductions and not matmul."""
+    import os
     import subprocess
     import sys
-    import os
-    root = Path(__file__).resolve().parents[2]
+    demand = {op for ops in families.ON_DEMAND.values() for op in ops}
+    plain = [str(path) for path in FIXTURES if not demand & {
+        op.name for function in tilebc.load(path).functions for op in function.walk()}]
+    assert len(plain) >= 50
+    softmax = FIXTURES[0].parents[1] / "nn_softmax_rows" / "nn_softmax_rows-13.5.tilebc"
     program = """import sys
 from tilebc_runtime import compiler
 for path in sys.argv[1:]:
     compiler.compile(path, None, "sm_90", emit="ptx")
-    print(" ".join(sorted(name.rsplit(".", 1)[1] for name in sys.modules
-                          if name.startswith("tilebc_runtime.lowering."))))
+    print(path, *sorted(name.rsplit(".", 1)[1] for name in sys.modules
+                        if name.startswith("tilebc_runtime.lowering.")))
 """
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{root / 'runtime'}"}
-    done = subprocess.run(
-        [sys.executable, "-c", program,
-         str(root / "fixtures/bytecode/atomics_raw/atomics_raw-13.5.tilebc"),
-         str(root / "fixtures/bytecode/nn_softmax_rows/nn_softmax_rows-13.5.tilebc")],
-        capture_output=True, text=True, env=env, check=True)
-    atomics, softmax = (set(line.split()) for line in done.stdout.splitlines())
-    assert set(families.ALWAYS) <= atomics and not atomics & set(families.ON_DEMAND)
-    assert "reductions" in softmax and "matmul" not in softmax
+    done = subprocess.run([sys.executable, "-c", program, *plain, str(softmax)],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line.split() for line in done.stdout.splitlines()]
+    assert [line[0] for line in lines] == [*plain, str(softmax)]
+    for path, *loaded in lines[:-1]:
+        assert set(families.ALWAYS) <= set(loaded), path
+        assert not set(loaded) & set(families.ON_DEMAND), path
+    assert "reductions" in lines[-1] and "matmul" not in lines[-1]
 
 
 def _ptx_digests(paths) -> dict:

@@ -1,6 +1,7 @@
 """Every cuTile fixture kernel, lowered to PTX by the JIT and run on the PTX emulator, matches the
-numpy references of tests/test_interp_fixtures.py (the interpreter's checks, same inputs, same
-tolerances): that module's cases are run with its `run` swapped for `tilebc_runtime.sim.run`.
+numpy references of tests/test_interp_fixtures.py (the interpreter's checks, same tolerances,
+inputs drawn per fixture as tests/test_interp_batch.py draws them): that module's cases are run
+with its `run` swapped for `tilebc_runtime.sim.run`.
 
 Fixtures whose PTX computes something else than the interpreter are listed in DIFFERS with the
 reason (each was traced to the lowering, not the emulator); the test asserts that they still

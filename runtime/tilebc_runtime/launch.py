@@ -195,31 +195,45 @@ def codegen_source_files() -> list[tuple[str, str]]:
     return list(_walk_codegen_sources())
 
 
+def _tilebc_folder(folder: str) -> bool:
+    """Whether a tilebc folder ("ir/", "ir/sub/") may hold a file in TILEBC_CODEGEN_SOURCES: on
+    the way to a listed path, or inside a listed folder."""
+    return any(entry.startswith(folder) or (entry.endswith("/") and folder.startswith(entry))
+               for entry in TILEBC_CODEGEN_SOURCES)
+
+
+_hidden_in_runtime = _matcher(_NOT_LOWERING)
+
+
+def _package_sources(package: str, keep, enter) -> list[tuple[str, str]]:
+    """(name relative to `package`, path) of its .py/.c/.h files that `keep(name)` accepts, in
+    hashing order; a folder ("a/b/") is walked only where `enter(folder)`."""
+    found = []
+    # os.walk rather than Path.rglob: a quarter of the time, and this runs in every process;
+    # folders with nothing to hash (tilebc/text/, the runtime's sim/) are not entered
+    for folder, subfolders, names in os.walk(package):
+        relative = os.path.relpath(folder, package).replace(os.sep, "/")
+        prefix = "" if relative == "." else relative + "/"
+        subfolders[:] = [name for name in subfolders
+                         if name != "__pycache__" and enter(f"{prefix}{name}/")]
+        found += [(prefix + name, os.path.join(folder, name)) for name in names
+                  if name.endswith((".py", ".c", ".h")) and keep(prefix + name)]
+    # rglob's order: by path parts, so `a/b.py` sorts before `a_b.py`
+    return sorted(found, key=lambda item: item[0].split("/"))
+
+
 @lru_cache(maxsize=None)  # a cold compile asks twice (fingerprint, then hash): walk once (~2.5 ms)
 def _walk_codegen_sources() -> tuple[tuple[str, str], ...]:
     files = []
     for package, keep, enter in (
             (os.path.dirname(os.path.realpath(tilebc.__file__)),
-             _matcher(TILEBC_CODEGEN_SOURCES),
-             lambda folder: any(entry.startswith(folder) for entry in TILEBC_CODEGEN_SOURCES)),
+             _matcher(TILEBC_CODEGEN_SOURCES), _tilebc_folder),
             (os.path.dirname(os.path.realpath(__file__)),
-             lambda name, hidden=_matcher(_NOT_LOWERING): not hidden(name),
-             lambda folder: folder not in _NOT_LOWERING)):
-        found = []
-        # os.walk rather than Path.rglob: a quarter of the time, and this runs in every process;
-        # folders with nothing to hash (tilebc/text/, the runtime's sim/) are not entered
-        for folder, subfolders, names in os.walk(package):
-            relative = os.path.relpath(folder, package).replace(os.sep, "/")
-            prefix = "" if relative == "." else relative + "/"
-            subfolders[:] = [name for name in subfolders
-                             if name != "__pycache__" and enter(f"{prefix}{name}/")]
-            found += [(prefix + name, os.path.join(folder, name)) for name in names
-                      if name.endswith((".py", ".c", ".h"))]
+             lambda name: not _hidden_in_runtime(name),
+             lambda folder: not _hidden_in_runtime(folder))):
         label = os.path.basename(package)
-        # rglob's order: by path parts, so `a/b.py` sorts before `a_b.py`
-        for relative, path in sorted(found, key=lambda item: item[0].split("/")):
-            if keep(relative):
-                files.append((f"{label}/{relative}", path))
+        files += [(f"{label}/{relative}", path)
+                  for relative, path in _package_sources(package, keep, enter)]
     return tuple(files)
 
 
@@ -290,11 +304,19 @@ def _remember_beside_sources(name: str, fingerprint: str, value: str) -> None:
         return
     from .cache import write_memo
     path = hash_memo_beside_sources()
+    folder = os.path.dirname(path)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
         write_memo(path, {name: (fingerprint, value)})
-    except OSError:
-        pass  # a read-only installation: the cache's memo keeps it
+        # a writer killed between its temp file and the rename leaves the temp file: an hour on,
+        # it is nobody's
+        import time
+        for entry in os.scandir(folder):
+            if entry.name.startswith(".tmp-") and entry.name.endswith(".json") and \
+                    entry.stat(follow_symlinks=False).st_mtime < time.time() - 3600:
+                os.unlink(entry.path)
+    except Exception:  # a read-only installation, say: the cache's memo keeps it
+        pass
 
 
 def prime_from_memo(cache: CubinCache, *, compute: bool = True) -> bool:

@@ -246,12 +246,14 @@ def rows_layout(lw, value):
     reductions, broadcasts = [], []
     if not flow_is_layout_free(lw, value, reductions, broadcasts):
         return None
-    from .reductions import commutative
     along = [op for op in reductions if tuple(op.operand_values[0].type.shape) == shape
              and op.attrs["dim"] == len(shape) - 1]
+    if not along:
+        return None  # and the reductions family need not be imported (families.ON_DEMAND)
+    from .reductions import commutative
     # ordered combiners over whole-warp rows take the general tree (through shared memory)
     # either way: then the layout gains nothing
-    if not along or (lanes == 32 and not any(commutative(op) for op in along)):
+    if lanes == 32 and not any(commutative(op) for op in along):
         return None
     layout = Rows(count, lw.T, row, lanes)
     for op in broadcasts:

@@ -198,11 +198,14 @@ def test_the_memo_beside_the_sources_follows_pycache_prefix(monkeypatch):
 
 def test_the_source_walk_enters_only_folders_that_may_hold_hashed_files(tmp_path):
     """tilebc: listed files, and everything under a listed folder however deep; unlisted folders
-    are not walked. The runtime: everything but the _NOT_LOWERING entries."""
+    are not walked. The runtime: everything but the _NOT_LOWERING entries. Hidden files (an
+    editor's lock) are no sources."""
     for name in ("api.py", "cli.py", "ir/types.py", "ir/deeper/still/x.py", "ir/deeper/y.h",
                  "text/printer.py", "text/inner/z.py", "ir/__pycache__/types.py", "ir/notes.txt"):
         (tmp_path / "tilebc" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "tilebc" / name).write_text("")
+    # an editor's lock file: a dangling link, no source
+    (tmp_path / "tilebc" / "ir" / ".#types.py").symlink_to(tmp_path / "nowhere")
     found = [name for name, _ in launch._package_sources(
         str(tmp_path / "tilebc"), launch._matcher(launch.TILEBC_CODEGEN_SOURCES),
         launch._tilebc_folder)]

@@ -216,8 +216,10 @@ def _package_sources(package: str, keep, enter) -> list[tuple[str, str]]:
         prefix = "" if relative == "." else relative + "/"
         subfolders[:] = [name for name in subfolders
                          if name != "__pycache__" and enter(f"{prefix}{name}/")]
+        # not hidden files: an editor's lock (`.#compiler.py`, a dangling link) is no source
         found += [(prefix + name, os.path.join(folder, name)) for name in names
-                  if name.endswith((".py", ".c", ".h")) and keep(prefix + name)]
+                  if name.endswith((".py", ".c", ".h")) and not name.startswith(".")
+                  and keep(prefix + name)]
     # rglob's order: by path parts, so `a/b.py` sorts before `a_b.py`
     return sorted(found, key=lambda item: item[0].split("/"))
 

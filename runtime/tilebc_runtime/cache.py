@@ -39,6 +39,10 @@ ENV_MAX_BYTES = "TILEBC_CACHE_MAX_BYTES"
 OFF_VALUES = ("off",)
 TOOLCHAIN_FILE = "toolchain.json"
 MEMO_FILE = "memo.json"  # facts kept between processes for start-up speed (CubinCache.memo)
+# A store sums the cache's size (and evicts over the bound) about once per this share of the
+# bound stored (CubinCache._sums_size_after); _METADATA_BYTES: about an entry's metadata file.
+SIZE_CHECKS_PER_BOUND = 64
+_METADATA_BYTES = 1024
 
 # compile_fn(bytecode, entry, arch, options) -> (cubin, launch facts). The facts are merged into
 # the entry's metadata: `threads_per_cta`, `static_shared_bytes`, `dynamic_shared_bytes`, `backend`.
@@ -403,6 +407,8 @@ class CubinCache:
                         entry.key, error)
             return
         self._publish(entry)
+        if self._sums_size_after(entry.key, len(entry.cubin)):
+            self._evict_if_needed(keep=entry.key)
 
     def _remember(self, entry: CacheEntry) -> None:
         self._memory[entry.key] = entry
@@ -426,16 +432,32 @@ class CubinCache:
             log.warning("tilebc cache: cannot lock entry %s (%s); compiling without the cache",
                         key, error)
             return self._compile(fields, key, compile_fn, publish=False)
+        stored = False
         try:
             entry = self._read_disk(key)  # another process may have published it meanwhile
             if entry is None:
                 self._discard(key)
                 entry = self._compile(fields, key, compile_fn)
+                stored = True
         finally:
             lock.release()
         self._remember(entry)
-        self._evict_if_needed(keep=key)
+        if stored and self._sums_size_after(key, len(entry.cubin)):
+            self._evict_if_needed(keep=key)
         return entry
+
+    def _sums_size_after(self, key: str, added: int) -> bool:
+        """Whether the store of about `added` bytes under `key` sums the cache's size, a walk of
+        every shard (~8 ms per 1,000 entries): always where one entry is SIZE_CHECKS_PER_BOUND-th
+        of the bound or more, else with that share as its chance, drawn from the key (SHA-256
+        hex: uniform). A full cache is then walked about once per SIZE_CHECKS_PER_BOUND-th of
+        the bound stored, and grows about that far past it between two walks."""
+        share = (added + _METADATA_BYTES) * SIZE_CHECKS_PER_BOUND / max(self.max_bytes, 1)
+        try:
+            draw = int(key[:8], 16) / 0x100000000
+        except ValueError:
+            return True
+        return draw < share
 
     def _compile(self, fields: KeyFields, key: str, compile_fn: CompileFn,
                  publish: bool = True) -> CacheEntry:

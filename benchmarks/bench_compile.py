@@ -122,6 +122,33 @@ def _child_env(tree: Path, cache: Optional[Path] = None) -> Dict[str, str]:
     return env
 
 
+LARGE_CACHE_ENTRIES = 10_000
+
+
+def _fill_cache(root: Path, count: int) -> None:
+    """`count` entries' files (a 16 KiB cubin and its metadata each) in `root`'s shards: what a
+    compile walks when it sums the cache's size. Marked as made here (_drop_new_entries keeps
+    them); no lookup ever asks for their keys."""
+    import random
+    generator = random.Random(20261128)
+    layout = root / "v1"
+    cubin = bytes(16 * 1024)
+    for _ in range(count):
+        key = f"{generator.getrandbits(256):064x}"
+        shard = layout / key[:2]
+        shard.mkdir(parents=True, exist_ok=True)
+        (shard / f"{key}.cubin").write_bytes(cubin)
+        (shard / f"{key}.json").write_text('{"filler": true}')
+
+
+def _drop_new_entries(root: Path) -> None:
+    """Remove the entries compiles stored in a cache _fill_cache made (its fillers stay)."""
+    for meta in (root / "v1").glob("??/*.json"):
+        if b'"filler"' not in meta.read_bytes():
+            meta.unlink()
+            meta.with_suffix(".cubin").unlink(missing_ok=True)
+
+
 def _hash_record(python: str, tree: Path) -> Optional[str]:
     """Where `tree` keeps its lowering hash beside its sources, or None (a tree that keeps none)."""
     code = ("from tilebc_runtime import launch; "
@@ -175,7 +202,14 @@ def startup(args) -> int:
     for name in STARTUP_KERNELS:
         path = ROOT / "fixtures" / "bytecode" / name / f"{name}-{args.version}.tilebc"
         kernels.append((name, path, len(tilebc.load(path).functions)))
+    # per tree, a cache holding LARGE_CACHE_ENTRIES entries besides this toolchain's memo
+    large_caches = {label: work / f"large-{label}" for label in trees}
     try:
+        for label, tree in trees.items():
+            other = kernels[-1][1]
+            _timed(compile_argv(other, work / "large.cubin"),
+                   _child_env(tree, large_caches[label]), cwd=tree)
+            _fill_cache(large_caches[label], LARGE_CACHE_ENTRIES)
         for _, path, _ in kernels:  # untimed: .pyc files and file caches warm
             for tree in trees.values():
                 _timed(compile_argv(path, work / "warmup.cubin"),
@@ -207,6 +241,10 @@ def startup(args) -> int:
                         _timed(compile_argv(other, work / "other.cubin"), used_env, cwd=tree)
                         add(f"{name} miss", label, _timed(argv, used_env, cwd=tree))
                         shutil.rmtree(used, ignore_errors=True)
+                        # a miss in a cache of many entries (a long-used one)
+                        big_env = _child_env(tree, large_caches[label])
+                        add(f"{name} miss-large", label, _timed(argv, big_env, cwd=tree))
+                        _drop_new_entries(large_caches[label])
                         # the runtime's own share: its CLI without tilebc's command dispatcher
                         runtime_cli = compile_argv(path, work / "out.cubin", "tilebc_runtime.cli")
                         add(f"{name} runtime", label, _timed(runtime_cli, env, cwd=tree))
@@ -252,7 +290,10 @@ def render_startup(kernels, trees, times, repeat, args) -> str:
              "files; cold, sources new: the same without that record (the first compile after "
              "an install or an edit hashes the sources); miss: the same in a cache in use (it "
              "holds another kernel's cubin and the memo of the lowering hash and nvJitLink's "
-             "version, so nvJitLink opens in the background while the kernel lowers); warm: the next run, a cubin-cache hit; a "
+             "version, so nvJitLink opens in the background while the kernel lowers); miss, "
+             f"{LARGE_CACHE_ENTRIES:,} entries cached: the same in a cache that also holds that "
+             "many other entries (a long-used one: a store may sum its size); warm: the next "
+             "run, a cubin-cache hit; a "
              "module of several entries is compiled whole into one cubin (as tileiras does), "
              "without the cache. The `-m tilebc_runtime.cli` row runs the runtime's compile command "
              "without tilebc's command dispatcher (tilebc/cli.py): the runtime's own share. "
@@ -266,7 +307,8 @@ def render_startup(kernels, trees, times, repeat, args) -> str:
              "|---|---|" + "---:|---:|" * len(trees) + "---:|---:|" + "---:|" * len(trees)]
     for name, _, entries in kernels:
         nv_wall, nv_cpu = median((name, "tileiras"), 0), median((name, "tileiras"), 1)
-        runs = {"cold": "cold", "fresh": "cold, sources new", "miss": "miss", "warm": "warm",
+        runs = {"cold": "cold", "fresh": "cold, sources new", "miss": "miss",
+                "miss-large": f"miss, {LARGE_CACHE_ENTRIES:,} entries cached", "warm": "warm",
                 "runtime": "warm, `-m tilebc_runtime.cli`"}
         if entries > 1:
             runs = {"cold": f"{entries} entries, no cache"}

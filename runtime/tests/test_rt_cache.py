@@ -279,11 +279,11 @@ def test_a_store_sums_the_size_about_once_per_64th_of_the_bound(tmp_path, monkey
     monkeypatch.setattr(CubinCache, "_file_bytes",
                         lambda self: walks.append(1) or plain(self))
     compiler = CountingCompiler(size=1000)
-    cache = CubinCache(tmp_path / "roomy", max_bytes=10 ** 9)  # a chance of 1/7,700 a store
+    cache = CubinCache(tmp_path / "roomy", max_bytes=10 ** 12)  # a chance of 1/7,700,000 a store
     for index in range(100):
         cache.get_or_compile(base_fields(entry=f"k{index}"), compiler)
     assert len(walks) == 0 and len(cache.disk_entries()) == 100
-    assert cache._sums_size_after("f" * 64, 10 ** 9 // 64)  # a 64th of the bound: always
+    assert cache._sums_size_after("f" * 64, 10 ** 12 // 64)  # a 64th of the bound: always
 
     entry_bytes = cache.total_bytes() // 100
     bound = 200 * entry_bytes  # a store walks with a chance of about a third

@@ -187,6 +187,24 @@ def test_the_lowering_hash_is_kept_beside_the_sources(tmp_path, monkeypatch):
         launch.lowering_sources_hash.cache_clear()
 
 
+def test_a_source_removed_after_the_walk_breaks_no_compile(tmp_path, monkeypatch):
+    """An edit under way (a file gone between the walk and the reads): fingerprinted and hashed
+    as absent, so the key differs from the full tree's and the next process walks again."""
+    present = tmp_path / "a.py"
+    present.write_text("x = 1\n")
+    files = [("tilebc/a.py", str(present)), ("tilebc/gone.py", str(tmp_path / "gone.py"))]
+    monkeypatch.setattr(launch, "codegen_source_files", lambda: files)
+    launch.lowering_sources_hash.cache_clear()
+    try:
+        with_gap = launch.lowering_sources_hash()
+        assert launch._sources_fingerprint(files) != launch._sources_fingerprint(files[:1])
+        launch.lowering_sources_hash.cache_clear()
+        monkeypatch.setattr(launch, "codegen_source_files", lambda: files[:1])
+        assert launch.lowering_sources_hash() != with_gap
+    finally:
+        launch.lowering_sources_hash.cache_clear()
+
+
 def test_the_memo_beside_the_sources_follows_pycache_prefix(monkeypatch):
     monkeypatch.setattr(sys, "pycache_prefix", None)
     package = Path(os.path.abspath(launch.__file__)).parent
@@ -198,14 +216,17 @@ def test_the_memo_beside_the_sources_follows_pycache_prefix(monkeypatch):
 
 def test_the_source_walk_enters_only_folders_that_may_hold_hashed_files(tmp_path):
     """tilebc: listed files, and everything under a listed folder however deep; unlisted folders
-    are not walked. The runtime: everything but the _NOT_LOWERING entries. Hidden files (an
-    editor's lock) are no sources."""
+    are not walked. The runtime: everything but the _NOT_LOWERING entries. Hidden files and
+    folders (an editor's lock) and dangling links are no sources."""
     for name in ("api.py", "cli.py", "ir/types.py", "ir/deeper/still/x.py", "ir/deeper/y.h",
                  "text/printer.py", "text/inner/z.py", "ir/__pycache__/types.py", "ir/notes.txt"):
         (tmp_path / "tilebc" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "tilebc" / name).write_text("")
-    # an editor's lock file: a dangling link, no source
+    # an editor's lock file (a dangling link), any dangling link, a hidden folder: no sources
     (tmp_path / "tilebc" / "ir" / ".#types.py").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "tilebc" / "ir" / "gone.py").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "tilebc" / "ir" / ".checkpoints").mkdir()
+    (tmp_path / "tilebc" / "ir" / ".checkpoints" / "types.py").write_text("")
     found = [name for name, _ in launch._package_sources(
         str(tmp_path / "tilebc"), launch._matcher(launch.TILEBC_CODEGEN_SOURCES),
         launch._tilebc_folder)]

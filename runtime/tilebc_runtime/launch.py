@@ -214,12 +214,16 @@ def _package_sources(package: str, keep, enter) -> list[tuple[str, str]]:
     for folder, subfolders, names in os.walk(package):
         relative = os.path.relpath(folder, package).replace(os.sep, "/")
         prefix = "" if relative == "." else relative + "/"
-        subfolders[:] = [name for name in subfolders
-                         if name != "__pycache__" and enter(f"{prefix}{name}/")]
-        # not hidden files: an editor's lock (`.#compiler.py`, a dangling link) is no source
-        found += [(prefix + name, os.path.join(folder, name)) for name in names
-                  if name.endswith((".py", ".c", ".h")) and not name.startswith(".")
-                  and keep(prefix + name)]
+        # not hidden folders or files (an editor's lock, `.#compiler.py`, is a dangling link),
+        # nor anything but regular files: no source
+        subfolders[:] = [name for name in subfolders if name != "__pycache__"
+                         and not name.startswith(".") and enter(f"{prefix}{name}/")]
+        for name in names:
+            if name.endswith((".py", ".c", ".h")) and not name.startswith(".") \
+                    and keep(prefix + name):
+                path = os.path.join(folder, name)
+                if os.path.isfile(path):
+                    found.append((prefix + name, path))
     # rglob's order: by path parts, so `a/b.py` sorts before `a_b.py`
     return sorted(found, key=lambda item: item[0].split("/"))
 
@@ -249,8 +253,13 @@ def lowering_sources_hash() -> str:
     SHA-256's time here, without OpenSSL: digest.py)."""
     digest = blake2b(f"tilebc {tilebc.__version__}\0".encode(), digest_size=32)
     for name, path in codegen_source_files():
-        with open(path, "rb") as source:
-            digest.update(name.encode() + b"\0" + source.read() + b"\0")
+        try:
+            with open(path, "rb") as source:
+                data = source.read()
+        except OSError:  # removed since the walk (see _sources_fingerprint): hashed as absent
+            digest.update(name.encode() + b"\1")
+            continue
+        digest.update(name.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()
 
 
@@ -269,7 +278,11 @@ def _sources_fingerprint(files: list[tuple[str, str]]) -> str:
     it holds, so does the lowering hash (~6 ms to recompute: it reads ~1.3 MB of source)."""
     parts = [f"tilebc {tilebc.__version__}"]
     for name, path in files:
-        info = os.stat(path)
+        try:
+            info = os.stat(path)
+        except OSError:  # removed since the walk: an edit under way, which the next run sees
+            parts.append(f"{name} -")
+            continue
         parts.append(f"{name} {info.st_ino} {info.st_size} {info.st_mtime_ns}")
     return sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
@@ -310,15 +323,23 @@ def _remember_beside_sources(name: str, fingerprint: str, value: str) -> None:
     try:
         os.makedirs(folder, exist_ok=True)
         write_memo(path, {name: (fingerprint, value)})
-        # a writer killed between its temp file and the rename leaves the temp file: an hour on,
-        # it is nobody's
-        import time
-        for entry in os.scandir(folder):
-            if entry.name.startswith(".tmp-") and entry.name.endswith(".json") and \
-                    entry.stat(follow_symlinks=False).st_mtime < time.time() - 3600:
-                os.unlink(entry.path)
     except Exception:  # a read-only installation, say: the cache's memo keeps it
-        pass
+        return
+    # a writer killed between its temp file and the rename leaves the temp file: an hour on, it
+    # is nobody's
+    import time
+    try:
+        with os.scandir(folder) as entries:
+            strays = [entry.path for entry in entries if entry.name.startswith(".tmp-")
+                      and entry.name.endswith(".json")
+                      and entry.stat(follow_symlinks=False).st_mtime < time.time() - 3600]
+    except OSError:
+        return
+    for path in strays:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass  # removed by another process meanwhile, say
 
 
 def prime_from_memo(cache: CubinCache, *, compute: bool = True) -> bool:

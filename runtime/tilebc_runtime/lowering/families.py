@@ -12,17 +12,12 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from _weakref import ref  # the weakref module itself is not loaded by a compile otherwise
-
 ALWAYS = ("atomics", "casts", "control_flow", "elementwise", "grid", "memory", "packing",
           "shapes")
 ON_DEMAND = {"matmul": ("mmaf", "mmai", "mmaf_scaled"), "reductions": ("reduce", "scan"),
              "debug": ("assert", "print_tko")}
 
 _imported: set = set()
-# (a weak reference to the function load_for walked last, the ON_DEMAND families it needs): a
-# kernel is asked for several times (code-size estimate, each thread count tried)
-_walked: tuple | None = None
 
 
 def _import(families) -> None:
@@ -40,16 +35,18 @@ def load_all() -> None:
 
 def load_for(function) -> None:
     """Import the families that lowering `function` (a tilebc Function) needs: ALWAYS, and each
-    of ON_DEMAND whose ops it holds (idempotent; cheap once everything is imported)."""
-    global _walked
+    of ON_DEMAND whose ops it holds (idempotent; once every family is imported, no walk). The
+    function is walked at each call: a Function may change between two (a builder adds ops)."""
     _import(ALWAYS)
-    if all(family in _imported for family in ON_DEMAND):
+    # op -> its family, for the families not imported yet
+    wanted = {op: family for family, ops in ON_DEMAND.items() if family not in _imported
+              for op in ops}
+    if not wanted:
         return
-    walked = _walked
-    if walked is not None and walked[0]() is function:
-        needed = walked[1]
-    else:
-        names = {op.name for op in function.walk()}
-        needed = tuple(family for family, ops in ON_DEMAND.items() if not names.isdisjoint(ops))
-        _walked = (ref(function), needed)
-    _import(needed)
+    for op in function.walk():
+        family = wanted.get(op.name)
+        if family is not None:
+            _import((family,))
+            wanted = {name: owner for name, owner in wanted.items() if owner != family}
+            if not wanted:
+                return

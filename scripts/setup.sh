@@ -48,6 +48,10 @@ fi
 # test worker and every CLI subprocess would compile them again from source).
 site_packages=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 .venv/bin/python -m compileall -q -j 0 "$site_packages" tilebc runtime/tilebc_runtime fuzz >/dev/null
+# Likewise the JIT's lowering hash, kept beside its sources (runtime/CACHE.md): otherwise the first
+# `tilebc compile` writes it, and where PYTHONDONTWRITEBYTECODE is set every compile hashes them.
+.venv/bin/python -c 'from tilebc_runtime.launch import record_hash_beside_sources as r; r()' \
+  || echo "setup.sh: the lowering hash was not recorded; compiles will hash the sources" >&2
 
 # The remote cache tier's tests start Debian's redis-server on loopback. Install it where apt-get
 # can (as root, or through passwordless sudo); best effort and quiet: without it those tests skip.

@@ -205,6 +205,29 @@ def test_a_source_removed_after_the_walk_breaks_no_compile(tmp_path, monkeypatch
         launch.lowering_sources_hash.cache_clear()
 
 
+def test_an_installer_records_the_hash_even_where_no_bytecode_is_written(tmp_path, monkeypatch):
+    """scripts/setup.sh records the hash as it compiles the bytecode caches, PYTHONDONTWRITEBYTECODE
+    or not; a later new process's prime takes it from there."""
+    from tilebc_runtime.cache import CubinCache
+    beside = tmp_path / "pycache" / "lowering-hash.json"
+    monkeypatch.setattr(launch, "hash_memo_beside_sources", lambda: str(beside))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    try:
+        assert launch.record_hash_beside_sources() == str(beside)
+        (record,) = json.loads(beside.read_text()).values()
+        assert record["value"] == launch.lowering_sources_hash()
+        monkeypatch.setattr(launch, "_MEMO", {})
+        launch.lowering_sources_hash.cache_clear()
+        launch.prime_from_memo(CubinCache(tmp_path / "cache"))
+        assert launch.lowering_sources_hash.cache_info().currsize == 0  # read, not hashed
+        beside.unlink()
+        beside.parent.rmdir()
+        beside.parent.write_text("a file where the folder would be")
+        assert launch.record_hash_beside_sources() is None
+    finally:
+        launch.lowering_sources_hash.cache_clear()
+
+
 def test_the_memo_beside_the_sources_follows_pycache_prefix(monkeypatch):
     monkeypatch.setattr(sys, "pycache_prefix", None)
     package = Path(os.path.abspath(launch.__file__)).parent

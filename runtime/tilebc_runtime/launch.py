@@ -312,10 +312,29 @@ def _recall_sources_hash(cache: CubinCache, name: str, fingerprint: str) -> tupl
     return False, False
 
 
-def _remember_beside_sources(name: str, fingerprint: str, value: str) -> None:
+def record_hash_beside_sources() -> str | None:
+    """Record the lowering hash beside the sources even where Python writes no bytecode: an
+    installer's step, as compiling the sources' bytecode is (scripts/setup.sh). The record's
+    path, or None where it could not be written."""
+    files = codegen_source_files()
+    name = _hash_record_name(files)
+    fingerprint = _sources_fingerprint(files)
+    _remember_beside_sources(name, fingerprint, lowering_sources_hash(), always=True)
+    from .cache import read_memo
+    path = hash_memo_beside_sources()
+    return path if read_memo(path, name)[0] == fingerprint else None
+
+
+def _hash_record_name(files: list[tuple[str, str]]) -> str:
+    """The record's name: per checkout (the two package folders) and hash algorithm."""
+    return (f"lowering_hash {LOWERING_HASH} {os.path.dirname(files[0][1])} "
+            f"{os.path.dirname(__file__)}")
+
+
+def _remember_beside_sources(name: str, fingerprint: str, value: str, always=False) -> None:
     """Record the lowering hash beside the sources (best effort), unless Python writes no
-    bytecode there either (-B, PYTHONDONTWRITEBYTECODE)."""
-    if sys.dont_write_bytecode:
+    bytecode there either (-B, PYTHONDONTWRITEBYTECODE) and not `always`."""
+    if sys.dont_write_bytecode and not always:
         return
     from .cache import write_memo
     path = hash_memo_beside_sources()
@@ -370,8 +389,7 @@ def prime_from_memo(cache: CubinCache, *, compute: bool = True) -> bool:
         sources = None
         if not lowering_sources_hash.cache_info().currsize:
             files = codegen_source_files()
-            name = (f"lowering_hash {LOWERING_HASH} {os.path.dirname(files[0][1])} "
-                    f"{os.path.dirname(__file__)}")
+            name = _hash_record_name(files)
             fingerprint = _sources_fingerprint(files)
             taken, in_cache = _recall_sources_hash(cache, name, fingerprint)
             if not in_cache:

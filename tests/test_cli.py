@@ -185,12 +185,12 @@ def test_one_shot_commands_run_no_collection(command, tmp_path):
 
 def test_one_shot_commands_populate_arenas_for_a_large_input(tmp_path):
     """A one-shot command's own process has the allocator's arenas populated once it has read an
-    input of LARGE_INPUT bytes or more (its module is built at once), not for a small kernel
+    input of codecache.LARGE_INPUT_BYTES bytes or more (its module is built at once), not for a small kernel
     (its few new arenas would be populated for a few objects each); in this process, never."""
     from conftest import joined_fixture_module
-    from tilebc import cli, speedups
+    from tilebc import codecache, speedups
     large = tmp_path / "large.tilebc"
-    large.write_bytes(tilebc.dump(joined_fixture_module(cli.LARGE_INPUT)))
+    large.write_bytes(tilebc.dump(joined_fixture_module(codecache.LARGE_INPUT_BYTES)))
     small = min(FIXTURE_DIR.glob("*/*-13.5.tilebc"), key=lambda path: path.stat().st_size)
     for command in (["dis", large, "-o", tmp_path / "large.mlir"], ["verify", large],
                     ["dis", small, "-o", tmp_path / "small.mlir"], ["verify", small]):

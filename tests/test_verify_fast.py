@@ -321,7 +321,6 @@ def test_a_kind_compiled_within_its_block_is_checked_by_the_c_loop_after():
     """The C loop asks again for the check of a kind it has none for yet: ops of one block
     compile their kind's check after COMPILE_AFTER and the rest of the block reuses its
     verdict (a fresh process: no kind compiled before), a module of one entry included."""
-    import os
     import subprocess
     import sys
     from tilebc import speedups

@@ -838,7 +838,9 @@ static PyObject *decode_ops(PyObject *module, PyObject *const *args, Py_ssize_t 
                 call[3] = position;
                 call[9] = offset;
                 op = take_pair(PyObject_Vectorcall(decoder, call, 10, NULL), &after);
-                call[3] = args[3];  /* released below: not left for a later call to read */
+                /* released below: not left for a later call to read (call[9] is `base`
+                 * again, what the other decoders take there) */
+                call[3] = args[3];
                 call[9] = args[9];
                 Py_DECREF(position);
             }

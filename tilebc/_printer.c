@@ -1366,43 +1366,29 @@ static PyObject *alias_definitions_text(PyObject *module, PyObject *const *args,
     return text;
 }
 
-/* alias_visit_all(locations, known, depths, unknown, *kinds): LocationAliases.visit for each of
- * `locations` (a list), its `_known` and `_depth` given; with `known` None, _visit of each
- * (LocationAliases.visit_distinct). */
+static int visit_node(PyObject *loc, Visiting *visiting);
+
+/* alias_visit_all(locations, depths, unknown, *kinds): LocationAliases._visit(_normal(loc)) for
+ * each of `locations` (a list), its `_depth` given (LocationAliases.visit_distinct: locations
+ * not kept by identity). */
 static PyObject *alias_visit_all(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 10 || !PyList_Check(args[0])
-            || !(PyDict_CheckExact(args[1]) || args[1] == Py_None)
-            || !PyDict_CheckExact(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "alias_visit_all(locations, known, depths, unknown, "
-                                         "*kinds): a list, a dict or None, a dict first");
+    if (nargs != 9 || !PyList_Check(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "alias_visit_all(locations, depths, unknown, *kinds): "
+                                         "a list and a dict first");
         return NULL;
     }
-    for (int i = 4; i < 10; i++) {
+    for (int i = 3; i < 9; i++) {
         if (!PyType_Check(args[i])) {
             PyErr_SetString(PyExc_TypeError, "alias_visit_all: the location kinds must be types");
             return NULL;
         }
     }
-    Visiting visiting = {args[2], {args[3], args[4], args[5], args[6], args[7], args[8], args[9]}};
+    Visiting visiting = {args[1], {args[2], args[3], args[4], args[5], args[6], args[7], args[8]}};
     PyObject *locations = PySequence_Tuple(args[0]);  /* a copy: equality may run Python code */
     if (locations == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(locations); i++) {
-        PyObject *loc = PyTuple_GET_ITEM(locations, i);
-        if (args[1] == Py_None) {  /* distinct locations, not kept by id: _visit(_normal(loc)) */
-            PyObject *node = alias_normal(&visiting.kinds, Py_NewRef(loc));
-            PyObject *found = node ? alias_depth(visiting.depths, &visiting.kinds, node) : NULL;
-            Py_XDECREF(node);
-            if (found == NULL) {
-                Py_DECREF(locations);
-                return NULL;
-            }
-            Py_DECREF(found);
-            continue;
-        }
-        PyObject *known_text = tilebc_pair_by_id(args[1], loc);
-        if ((known_text == NULL && PyErr_Occurred())
-                || (known_text == NULL && visit_new(loc, args[1], &visiting) < 0)) {
+        if (visit_node(PyTuple_GET_ITEM(locations, i), &visiting) < 0) {
             Py_DECREF(locations);
             return NULL;
         }
@@ -1422,7 +1408,12 @@ static int visit_new(PyObject *loc, PyObject *known, Visiting *visiting) {
     int failed = entry == NULL || PyDict_SetItem(known, key, entry) < 0;
     Py_XDECREF(key);
     Py_XDECREF(entry);
-    PyObject *node = failed ? NULL : alias_normal(&visiting->kinds, Py_NewRef(loc));
+    return failed ? -1 : visit_node(loc, visiting);
+}
+
+/* LocationAliases._visit(_normal(loc)): 0, or -1 on error. */
+static int visit_node(PyObject *loc, Visiting *visiting) {
+    PyObject *node = alias_normal(&visiting->kinds, Py_NewRef(loc));
     PyObject *found = node ? alias_depth(visiting->depths, &visiting->kinds, node) : NULL;
     Py_XDECREF(node);
     if (found == NULL)
@@ -1546,8 +1537,8 @@ static PyMethodDef printer_functions[] = {
      METH_FASTCALL, "alias_definitions_text(nodes, aliases, names, define, di_loc, escaped) -> "
      "str: LocationAliases.definitions' lines, each with its newline"},
     {"alias_visit_all", (PyCFunction)(void (*)(void))alias_visit_all, METH_FASTCALL,
-     "alias_visit_all(locations, known, depths, unknown, *kinds): LocationAliases.visit of "
-     "each location"},
+     "alias_visit_all(locations, depths, unknown, *kinds): LocationAliases._visit of each "
+     "location, normalised (visit_distinct)"},
     {"alias_visit", (PyCFunction)(void (*)(void))alias_visit, METH_FASTCALL,
      "alias_visit(depths, node, unknown, di_loc, call_site, subprogram, compile_unit, "
      "lexical_block, unknown_attr) -> depth: LocationAliases._visit"},

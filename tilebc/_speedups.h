@@ -69,7 +69,9 @@ static inline PyObject *tilebc_pair_by_id(PyObject *dict, PyObject *object) {
  * else (a property, a type's own __getattribute__, an unset slot) goes to PyObject_GetAttr, but
  * for a raw cache's FieldsSlot, whose slot is read. The IR's ops, values and scopes are read
  * this way millions of times in a large module. */
-#define TILEBC_SLOT_TYPES 4
+/* Types one cache keeps: the op classes (Op, ParsedOp, LocatedOp, DecodedOp) and room for two
+ * more; a type beyond them is read through PyObject_GetAttr, correct but slow. */
+#define TILEBC_SLOT_TYPES 6
 typedef struct {
     struct {
         PyTypeObject *type;
@@ -77,8 +79,9 @@ typedef struct {
         Py_ssize_t offset;
     } entries[TILEBC_SLOT_TYPES];
     int used;
-    /* 1: the slot itself, even where a subclass puts a property over it (DecodedOp's operands and
-     * attrs, which may hold the decoder's compact fields): a cache made with TILEBC_RAW_SLOT */
+    /* 1: the slot itself where a FieldsSlot covers it (DecodedOp's and LocatedOp's operands and
+     * attrs, which may hold the decoder's compact fields; any other property still goes to
+     * PyObject_GetAttr): a cache made with TILEBC_RAW_SLOT */
     int raw;
 } TilebcSlotCache;
 #define TILEBC_RAW_SLOT {.raw = 1}
@@ -92,8 +95,9 @@ Py_ssize_t tilebc_member_offset(PyObject *descriptor, PyTypeObject *type, int wr
 PyObject *tilebc_slot_miss(PyObject *object, PyObject *name, TilebcSlotCache *cache);
 
 /* Whether the type's version tag stands for its attributes as they are (a changed type gets a
- * new one): the flag before 3.12; from 3.12 CPython no longer sets it, and a tag of 0 means
- * none. */
+ * new one): the flag before 3.12. From 3.12 a type's tag is assigned lazily and the flag is no
+ * longer set wherever a tag is (3.13 found it unset on our op classes: every read fell back to
+ * getattr), while a changed type always has its tag zeroed: a tag of 0 means none. */
 static inline int tilebc_version_valid(PyTypeObject *type) {
 #if PY_VERSION_HEX >= 0x030C0000
     return type->tp_version_tag != 0;

@@ -355,7 +355,8 @@ static int plain_op(PyObject *verifier, PyObject *op, PyObject *spec, PyObject *
             || !(results_list = tilebc_slot(op, s_results, &slot_results))
             || !(regions = tilebc_slot(op, s_regions, &slot_regions)))
         goto done;
-    /* the list itself (no copy): read while no Python code runs, its items found again after */
+    /* the list itself (no copy): read while no Python code runs (its items are Values, hashed
+     * and compared by identity in the sets below), its items found again after */
     if (!(results = PySequence_Fast(results_list, "an op's results are not a sequence")))
         goto done;
     int shaped = build_key(&key, spec, operands, attrs, PySequence_Fast_ITEMS(results),

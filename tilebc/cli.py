@@ -33,17 +33,15 @@ _looks_like_text = looks_like_text
 _verify = verify_module
 
 
-# A one-shot command's input of this many bytes or more builds a module of tens of MiB at once
-# (its process keeps it to the end): the allocator's arenas are populated as they are mapped
-# (tilebc/_speedups.c populate_arenas), a third cheaper than faulting them in a page at a time.
-# Below it, a command's few new arenas would be populated whole for a few objects each.
-LARGE_INPUT = 64 * 1024
-
-
 def _read(path: str) -> bytes:
-    """A command's input (read_input) in the one-shot commands."""
+    """A command's input (read_input) in the one-shot commands. One of
+    codecache.LARGE_INPUT_BYTES or more builds a module of tens of MiB at once (the process keeps
+    it to the end): the allocator's arenas are populated as they are mapped (tilebc/_speedups.c
+    populate_arenas), a third cheaper than faulting them in a page at a time. Below it, a
+    command's few new arenas would be populated whole for a few objects each."""
+    from .codecache import LARGE_INPUT_BYTES  # loaded by the reader and printer anyway
     data = read_input(path)
-    if _held is not None and len(data) >= LARGE_INPUT:
+    if _held is not None and len(data) >= LARGE_INPUT_BYTES:
         from .speedups import populate_arenas
         if populate_arenas is not None:
             populate_arenas()

@@ -12,6 +12,10 @@ import marshal
 import os
 import sys
 
+# A bytecode or text input of this many bytes or more builds a module of many ops of most kinds
+# at once: the reader compiles each op kind's decoder at its first op (binary/reader.py), and a
+# one-shot command has its allocator's arenas populated (cli.py).
+LARGE_INPUT_BYTES = 64 * 1024
 # A module whose entries hold this many ops (at their top level) or more has many ops of most
 # kinds it uses: the verifier and the printer compile a kind's generated function at its first
 # op instead of checking or walking its first few ops the slow way (the 1.4 MB module: ~700 ops

@@ -363,12 +363,15 @@ def _attr_program(name, action, bit, attr, version: Version) -> tuple:
     return (name, _ACTIONS[action], bit, kind, width, extra)
 
 
+# Value's slots, which the C decoder stores through (a value's type, owner and index)
+VALUE_SLOTS = tuple(Value.__dict__[name] for name in ("type", "_owner", "index"))
+
+
 def _helpers() -> tuple:
     from ..ir.module import Op
     slots = [Op.__dict__[name] for name in ("spec", "operands", "attrs", "results", "regions",
                                             "offset", "loc")]
-    slots += [Value.__dict__[name] for name in ("type", "_owner", "index")]
-    return (DecodedOp, Value, Bail, *slots)
+    return (DecodedOp, Value, Bail, *slots, *VALUE_SLOTS)
 
 
 def c_decoder(plan: OpPlan, version: Version) -> Callable | None:

@@ -12,6 +12,7 @@ import struct
 import sys
 from array import array
 
+from ..codecache import LARGE_INPUT_BYTES
 from ..errors import DecodeError, TilebcError
 from ..gcpause import collection_paused
 from ..ir import attrs as A
@@ -30,7 +31,7 @@ from . import container
 from .container import (CHECKED_ON_USE, CLAMPED, EXACT, MAGIC, PREVIEW_TAG_BIT, REQUIRED_SECTIONS,
                         SECTION_ALIGNMENT, BlobTable, SectionId, construct_detail, parse_construct,
                         plain_section, plain_table)
-from .fastpath import Bail, compiled_decoder, fast_decoder, varint_tail
+from .fastpath import VALUE_SLOTS, Bail, compiled_decoder, fast_decoder, varint_tail
 from .. import speedups
 from ..speedups import decode_ops, new_values, plain_locations
 from .layout import FileLayout, used_bitmap
@@ -55,12 +56,10 @@ _LOC_SCOPES = (L.DISubprogram, L.DILexicalBlock)  # what a DILoc's scope may be
 
 UNKNOWN_FUNCTION_FLAGS_REFUSED = Version(13, 4)  # NVIDIA ignores unknown function flag bits before
 
-# Value's slots, which new_values stores through
-_VALUE_SLOTS = tuple(Value.__dict__[name] for name in ("type", "_owner", "index"))
-
-
 def _arguments(types, block: Block) -> list[Value]:
-    """A block's arguments of `types` (new_values where tilebc._speedups is built)."""
+    """A block's arguments of `types` (in C by new_values where tilebc._speedups is built)."""
+    if new_values is not None:
+        return new_values(tuple(types), block, Value, *VALUE_SLOTS)
     return [Value(t, block, i) for i, t in enumerate(types)]
 
 
@@ -151,7 +150,7 @@ class ModuleReader:
     # file of COMPILE_AT_ONCE bytes or more has many ops of most kinds it uses: it compiles each
     # decoder at the first op (the careful reads cost the 1.4 MB module's first decode ~6 ms).
     fast_compile_after = 4
-    COMPILE_AT_ONCE = 64 * 1024
+    COMPILE_AT_ONCE = LARGE_INPUT_BYTES
 
     def __init__(self, data: bytes, file: str | None = None, *,
                  limits: DecodeLimits = DEFAULT_LIMITS, lazy_debug: bool = True,
@@ -1029,8 +1028,7 @@ class ModuleReader:
                              f"parameters, more than max_values={self.limits.max_values}",
                              sig_offset)
         block = Block()
-        block.args = args = _arguments(signature.inputs, block) if new_values is None \
-            else new_values(tuple(signature.inputs), block, Value, *_VALUE_SLOTS)
+        block.args = args = _arguments(signature.inputs, block)
         indices = None
         if loc_index and loc_index <= len(self.debug_function_indices):
             indices = self.debug_function_indices[loc_index - 1]
@@ -1169,8 +1167,7 @@ class ModuleReader:
                     arg_type = self.type(key, 0)
                 arg_types.append(arg_type)
             block = Block()
-            block.args = args = _arguments(arg_types, block) if new_values is None \
-                else new_values(tuple(arg_types), block, Value, *_VALUE_SLOTS)
+            block.args = args = _arguments(arg_types, block)
             values.extend(args)
             num_ops = data[pos]
             pos += 1

@@ -89,20 +89,12 @@ class LocationAliases:
         else:
             self._visit(_normal(loc))
 
-    def visit_all(self, locations: list) -> None:
-        """visit(loc) for each of `locations`, in C where tilebc._speedups has it."""
-        if speedups.alias_visit_all is not None:
-            speedups.alias_visit_all(locations, self._known, self._depth, UNKNOWN, *_KINDS)
-        else:
-            for loc in locations:
-                self.visit(loc)
-
     def visit_distinct(self, locations: list) -> None:
         """visit() of each of `locations` without keeping them by identity (a location met twice
         is found by value): for a caller that asks refs(), not ref(), of locations that are
         mostly distinct objects (tilebc/alias_aside.py)."""
         if speedups.alias_visit_all is not None:
-            speedups.alias_visit_all(locations, None, self._depth, UNKNOWN, *_KINDS)
+            speedups.alias_visit_all(locations, self._depth, UNKNOWN, *_KINDS)
         else:
             visit = self._visit
             for loc in locations:

@@ -317,12 +317,9 @@ def record_hash_beside_sources() -> str | None:
     installer's step, as compiling the sources' bytecode is (scripts/setup.sh). The record's
     path, or None where it could not be written."""
     files = codegen_source_files()
-    name = _hash_record_name(files)
-    fingerprint = _sources_fingerprint(files)
-    _remember_beside_sources(name, fingerprint, lowering_sources_hash(), always=True)
-    from .cache import read_memo
-    path = hash_memo_beside_sources()
-    return path if read_memo(path, name)[0] == fingerprint else None
+    written = _remember_beside_sources(_hash_record_name(files), _sources_fingerprint(files),
+                                       lowering_sources_hash(), always=True)
+    return hash_memo_beside_sources() if written else None
 
 
 def _hash_record_name(files: list[tuple[str, str]]) -> str:
@@ -331,11 +328,11 @@ def _hash_record_name(files: list[tuple[str, str]]) -> str:
             f"{os.path.dirname(__file__)}")
 
 
-def _remember_beside_sources(name: str, fingerprint: str, value: str, always=False) -> None:
+def _remember_beside_sources(name: str, fingerprint: str, value: str, always=False) -> bool:
     """Record the lowering hash beside the sources (best effort), unless Python writes no
-    bytecode there either (-B, PYTHONDONTWRITEBYTECODE) and not `always`."""
+    bytecode there either (-B, PYTHONDONTWRITEBYTECODE) and not `always`: whether it did."""
     if sys.dont_write_bytecode and not always:
-        return
+        return False
     from .cache import write_memo
     path = hash_memo_beside_sources()
     folder = os.path.dirname(path)
@@ -343,7 +340,7 @@ def _remember_beside_sources(name: str, fingerprint: str, value: str, always=Fal
         os.makedirs(folder, exist_ok=True)
         write_memo(path, {name: (fingerprint, value)})
     except Exception:  # a read-only installation, say: the cache's memo keeps it
-        return
+        return False
     # a writer killed between its temp file and the rename leaves the temp file: an hour on, it
     # is nobody's
     import time
@@ -353,12 +350,13 @@ def _remember_beside_sources(name: str, fingerprint: str, value: str, always=Fal
                       and entry.name.endswith(".json")
                       and entry.stat(follow_symlinks=False).st_mtime < time.time() - 3600]
     except OSError:
-        return
+        return True
     for path in strays:
         try:
             os.unlink(path)
         except OSError:
             pass  # removed by another process meanwhile, say
+    return True
 
 
 def prime_from_memo(cache: CubinCache, *, compute: bool = True) -> bool:
